@@ -1,0 +1,19 @@
+//! Exit codes shared by `ralph-ctl` and the launchers, kept in one place so
+//! the README, the scripts and the code cannot drift apart.
+
+/// Success: the command did what was asked (for `finish`: the loop completed).
+pub const OK: i32 = 0;
+/// An error: bad input, bad configuration, or a file that could not be read or written.
+pub const ERROR: i32 = 1;
+/// The command line was wrong (clap's own code).
+pub const USAGE: i32 = 2;
+/// `start` refused: a loop is already running (or the state is corrupt) and `--force` was not given.
+pub const REFUSED: i32 = 3;
+/// `finish`: the loop stopped at its iteration cap.
+pub const MAX_ITERATIONS: i32 = 10;
+/// `finish`: the circuit breaker stopped the loop.
+pub const CIRCUIT_OPEN: i32 = 11;
+/// `finish`: the client exited while the loop was still running.
+pub const INTERRUPTED: i32 = 12;
+/// `finish`: no loop state belongs to this session (reset, or taken over by another start).
+pub const NO_LOOP: i32 = 13;

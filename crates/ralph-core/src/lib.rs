@@ -1,0 +1,52 @@
+//! Core of ralph, the Ralph loop for Claude Code.
+//!
+//! Everything the two binaries share lives here: the configuration
+//! ([`config`]), the loop's persisted state ([`state`]) and its locked,
+//! atomic store ([`store`]), the parsers for what the Stop hook observes
+//! ([`hook_input`], [`transcript`], [`signals`]), and the pure decision
+//! function ([`decision`]) that turns all of that into "block" or "allow".
+//! I/O stays at the edges: `decision` never touches a file, a clock or an
+//! environment variable.
+
+pub mod config;
+pub mod decision;
+pub mod exit_codes;
+pub mod hook_input;
+pub mod paths;
+pub mod prompt;
+pub mod signals;
+pub mod state;
+pub mod store;
+pub mod time;
+pub mod transcript;
+
+#[cfg(test)]
+pub(crate) mod tempdir {
+    //! A self-deleting temp folder for unit tests.
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new() -> Self {
+            let n = NEXT.fetch_add(1, Ordering::SeqCst);
+            let path =
+                std::env::temp_dir().join(format!("ralph-core-test-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            TempDir(path)
+        }
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}

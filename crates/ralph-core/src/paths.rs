@@ -1,0 +1,70 @@
+//! Where ralph's files live inside a user's project.
+//!
+//! The layout is compatible with the agent-studio layout: everything the
+//! person edits sits in `.claude/ralph/`, the loop's state in
+//! `.claude/context/runtime/`.
+
+use std::path::{Path, PathBuf};
+
+/// Folder (relative to the project root) holding PROMPT.md, guardrails.md,
+/// config.json and the launchers.
+pub const RALPH_DIR: &str = ".claude/ralph";
+/// Default prompt file, relative to the project root.
+pub const DEFAULT_PROMPT_FILE: &str = ".claude/ralph/PROMPT.md";
+/// Folder (relative to the project root) holding the loop's state.
+pub const RUNTIME_DIR: &str = ".claude/context/runtime";
+/// File name of the loop's state inside [`RUNTIME_DIR`].
+pub const STATE_FILE_NAME: &str = "ralph-state.json";
+
+/// The absolute locations of ralph's files for one project.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectPaths {
+    /// The project root: `CLAUDE_PROJECT_DIR`, the hook input's `cwd`, or the folder `ralph-ctl` runs in.
+    pub root: PathBuf,
+}
+
+impl ProjectPaths {
+    /// Paths for the project rooted at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        ProjectPaths { root: root.into() }
+    }
+
+    /// `.claude/ralph/`.
+    pub fn ralph_dir(&self) -> PathBuf {
+        self.root.join(RALPH_DIR)
+    }
+
+    /// `.claude/ralph/config.json` (optional).
+    pub fn config_file(&self) -> PathBuf {
+        self.ralph_dir().join("config.json")
+    }
+
+    /// `.claude/ralph/guardrails.md` (optional), appended to every re-injected prompt.
+    pub fn guardrails_file(&self) -> PathBuf {
+        self.ralph_dir().join("guardrails.md")
+    }
+
+    /// `.claude/context/runtime/`.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.root.join(RUNTIME_DIR)
+    }
+
+    /// `.claude/context/runtime/ralph-state.json`.
+    pub fn state_file(&self) -> PathBuf {
+        self.runtime_dir().join(STATE_FILE_NAME)
+    }
+
+    /// `.claude/settings.json`, where the Stop hook is registered.
+    pub fn settings_file(&self) -> PathBuf {
+        self.root.join(".claude").join("settings.json")
+    }
+
+    /// Resolves a configured path: relative paths are taken from the project root.
+    pub fn resolve(&self, configured: &Path) -> PathBuf {
+        if configured.is_absolute() {
+            configured.to_path_buf()
+        } else {
+            self.root.join(configured)
+        }
+    }
+}

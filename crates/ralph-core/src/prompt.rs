@@ -1,0 +1,202 @@
+//! The text fed back to the agent at each blocked stop: a short header, the
+//! current PROMPT.md (re-read at every stop, so edits apply at once), and the
+//! guardrails when present.
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::config::Config;
+
+/// Largest prompt or guardrails file accepted: it is re-sent at every iteration.
+pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
+
+/// Why the prompt (or guardrails) file cannot be used.
+#[derive(Debug, Error)]
+pub enum PromptError {
+    /// The prompt file does not exist.
+    #[error("prompt file {path} does not exist; create it (ralph-ctl init writes a template) or set promptFile / RALPH_PROMPT_FILE")]
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The prompt file is empty.
+    #[error("prompt file {path} is empty; write the task into it")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is not UTF-8 text.
+    #[error("{path} is not UTF-8 text; save it as plain text")]
+    NotText {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is too large to re-send at every iteration.
+    #[error("{path} is larger than {} KiB; shorten it", MAX_PROMPT_BYTES / 1024)]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Reading failed.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+fn read_text(path: &Path) -> Result<Option<String>, PromptError> {
+    let io_err = |source| PromptError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(e)),
+    };
+    if !file.metadata().map_err(io_err)?.is_file() {
+        return Err(io_err(io::Error::other("not a regular file")));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_PROMPT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err)?;
+    if bytes.len() as u64 > MAX_PROMPT_BYTES {
+        return Err(PromptError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    if bytes.contains(&0) {
+        return Err(PromptError::NotText {
+            path: path.to_path_buf(),
+        });
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| PromptError::NotText {
+            path: path.to_path_buf(),
+        })
+}
+
+/// Reads the prompt file: it must exist, be UTF-8 text, and not be blank.
+pub fn read_prompt(path: &Path) -> Result<String, PromptError> {
+    match read_text(path)? {
+        None => Err(PromptError::Missing {
+            path: path.to_path_buf(),
+        }),
+        Some(text) if text.trim().is_empty() => Err(PromptError::Empty {
+            path: path.to_path_buf(),
+        }),
+        Some(text) => Ok(text),
+    }
+}
+
+/// Reads the optional guardrails file; missing or blank is `None`.
+pub fn read_guardrails(path: &Path) -> Result<Option<String>, PromptError> {
+    Ok(read_text(path)?.filter(|t| !t.trim().is_empty()))
+}
+
+/// The full text given to the agent for `iteration`: header, prompt, guardrails.
+pub fn iteration_text(
+    config: &Config,
+    iteration: u32,
+    max_iterations: u32,
+    prompt: &str,
+    guardrails: Option<&str>,
+) -> String {
+    let signal = &config.completion_signal;
+    let mut text = format!(
+        "[Ralph loop: iteration {iteration} of {max_iterations}]\n\
+         This task is given back to you each time you stop, until it is done. The loop ends when \
+         your final message has {signal} on a line of its own (write it only when the work is \
+         genuinely complete and verified), or after iteration {max_iterations}. To report progress, \
+         end your message with a line `RALPH_ITERATION_COMPLETE: N findings remain`.\n\n---\n\n"
+    );
+    text.push_str(prompt.trim_end());
+    text.push('\n');
+    if let Some(guardrails) = guardrails {
+        text.push_str("\n---\n\n");
+        text.push_str(guardrails.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// The one-line notice shown to the person watching (never sent to the model).
+pub fn system_message(iteration: u32, max_iterations: u32) -> String {
+    format!("Ralph iteration {iteration}/{max_iterations}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tempdir::TempDir;
+
+    #[test]
+    fn text_has_header_prompt_and_guardrails() {
+        let config = Config::default();
+        let text = iteration_text(
+            &config,
+            3,
+            25,
+            "Fix the bugs.\n\n",
+            Some("Never delete tests.\n"),
+        );
+        assert!(text.starts_with("[Ralph loop: iteration 3 of 25]\n"));
+        assert!(text.contains(&config.completion_signal));
+        let prompt_at = text.find("Fix the bugs.").unwrap();
+        let guard_at = text.find("Never delete tests.").unwrap();
+        assert!(prompt_at < guard_at);
+        assert!(!iteration_text(&config, 1, 2, "p", None).contains("---\n\np\n\n---"));
+    }
+
+    #[test]
+    fn prompt_file_problems_are_named() {
+        let dir = TempDir::new();
+        let path = dir.path().join("PROMPT.md");
+        assert!(matches!(
+            read_prompt(&path),
+            Err(PromptError::Missing { .. })
+        ));
+        fs::write(&path, " \n").unwrap();
+        assert!(matches!(read_prompt(&path), Err(PromptError::Empty { .. })));
+        fs::write(&path, b"\x00\x01binary").unwrap();
+        assert!(matches!(
+            read_prompt(&path),
+            Err(PromptError::NotText { .. })
+        ));
+        fs::write(&path, [0xffu8, 0xfe, b'a']).unwrap();
+        assert!(matches!(
+            read_prompt(&path),
+            Err(PromptError::NotText { .. })
+        ));
+        fs::write(&path, "a".repeat(MAX_PROMPT_BYTES as usize + 1)).unwrap();
+        assert!(matches!(
+            read_prompt(&path),
+            Err(PromptError::TooLarge { .. })
+        ));
+        assert!(read_prompt(dir.path()).is_err());
+        fs::write(&path, "Do it.").unwrap();
+        assert_eq!(read_prompt(&path).unwrap(), "Do it.");
+    }
+
+    #[test]
+    fn guardrails_are_optional() {
+        let dir = TempDir::new();
+        let path = dir.path().join("guardrails.md");
+        assert_eq!(read_guardrails(&path).unwrap(), None);
+        fs::write(&path, "\n").unwrap();
+        assert_eq!(read_guardrails(&path).unwrap(), None);
+        fs::write(&path, "Be careful.").unwrap();
+        assert_eq!(
+            read_guardrails(&path).unwrap().as_deref(),
+            Some("Be careful.")
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! The loop's persisted state (`ralph-state.json`), in camelCase JSON.
+//!
+//! The state is what makes a loop inspectable and resumable: which session
+//! owns it, where it is, why it ended, and what each iteration looked like.
+
+use serde::{Deserialize, Serialize};
+
+/// How many per-iteration records the state keeps; older ones are dropped.
+pub const HISTORY_LIMIT: usize = 50;
+/// Longest excerpt of the agent's message kept in a history record, in characters.
+pub const EXCERPT_CHARS: usize = 200;
+
+/// Where a loop is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Iterating: the hook blocks stops of the owning session.
+    Running,
+    /// The agent signalled completion.
+    Complete,
+    /// The iteration cap was reached.
+    MaxIterations,
+    /// The circuit breaker stopped a stalled loop.
+    CircuitOpen,
+    /// The client exited while the loop was still running (crash, Ctrl-C, the client's own block cap).
+    Interrupted,
+}
+
+impl Status {
+    /// The name used in the state file and in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Complete => "complete",
+            Status::MaxIterations => "max_iterations",
+            Status::CircuitOpen => "circuit_open",
+            Status::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// What the hook did at one stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopDecision {
+    /// The stop was blocked and the prompt fed back.
+    Block,
+    /// The stop was let through.
+    Allow,
+}
+
+/// One stop of the owning session, as recorded in the history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IterationRecord {
+    /// The iteration that this stop ended.
+    pub iteration: u32,
+    /// When the stop was handled.
+    pub at: String,
+    /// Block or allow.
+    pub decision: StopDecision,
+    /// Why, in words a person reads in `ralph-ctl status`.
+    pub why: String,
+    /// The first characters of the agent's last message.
+    #[serde(default)]
+    pub excerpt: String,
+    /// The client's `stop_hook_active` flag, recorded and never obeyed.
+    #[serde(default)]
+    pub stop_hook_active: bool,
+    /// The findings count the message reported, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<u64>,
+    /// Where the message came from: `input` (last_assistant_message), `transcript`, or `none`.
+    #[serde(default)]
+    pub message_source: String,
+}
+
+/// The whole state file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoopState {
+    /// Where the loop is.
+    pub status: Status,
+    /// The iteration in progress (1-based), or the last one when the loop has ended.
+    pub iteration: u32,
+    /// The iteration cap, fixed when the loop starts.
+    pub max_iterations: u32,
+    /// The Claude Code session that owns the loop; stops of other sessions are let through.
+    pub session_id: String,
+    /// When `ralph-ctl start` created the loop.
+    pub started_at: String,
+    /// When the hook last handled a stop of this loop.
+    #[serde(default)]
+    pub last_run_at: Option<String>,
+    /// When the loop ended, once it has.
+    #[serde(default)]
+    pub ended_at: Option<String>,
+    /// Why the loop ended, in words.
+    #[serde(default)]
+    pub ended_because: Option<String>,
+    /// The findings count from the latest `RALPH_ITERATION_COMPLETE: N findings remain`.
+    #[serde(default)]
+    pub last_findings_count: Option<u64>,
+    /// Consecutive iterations whose findings count equalled the previous one.
+    #[serde(default)]
+    pub findings_unchanged_iterations: u32,
+    /// The most recent stops, oldest first, at most [`HISTORY_LIMIT`].
+    #[serde(default)]
+    pub history: Vec<IterationRecord>,
+}
+
+impl LoopState {
+    /// A fresh running loop at iteration 1.
+    pub fn new(session_id: String, max_iterations: u32, now: String) -> Self {
+        LoopState {
+            status: Status::Running,
+            iteration: 1,
+            max_iterations,
+            session_id,
+            started_at: now,
+            last_run_at: None,
+            ended_at: None,
+            ended_because: None,
+            last_findings_count: None,
+            findings_unchanged_iterations: 0,
+            history: Vec::new(),
+        }
+    }
+
+    /// Appends a record, dropping the oldest ones beyond [`HISTORY_LIMIT`].
+    pub fn push_history(&mut self, record: IterationRecord) {
+        self.history.push(record);
+        if self.history.len() > HISTORY_LIMIT {
+            let excess = self.history.len() - HISTORY_LIMIT;
+            self.history.drain(..excess);
+        }
+    }
+
+    /// Ends the loop with `status`, recording when and why.
+    pub fn end(&mut self, status: Status, because: String, now: &str) {
+        self.status = status;
+        self.ended_at = Some(now.to_string());
+        self.ended_because = Some(because);
+    }
+}
+
+/// The first [`EXCERPT_CHARS`] characters of a message, on one line.
+pub fn excerpt(message: &str) -> String {
+    let flat: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out: String = flat.chars().take(EXCERPT_CHARS).collect();
+    if flat.chars().count() > EXCERPT_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_in_camel_case() {
+        let mut s = LoopState::new("abc".into(), 5, "2026-01-01T00:00:00Z".into());
+        s.last_findings_count = Some(3);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["status"], "running");
+        assert_eq!(json["maxIterations"], 5);
+        assert_eq!(json["sessionId"], "abc");
+        assert_eq!(json["lastFindingsCount"], 3);
+        assert_eq!(serde_json::from_value::<LoopState>(json).unwrap(), s);
+    }
+
+    #[test]
+    fn history_is_bounded() {
+        let mut s = LoopState::new("abc".into(), 5, "t".into());
+        for i in 0..(HISTORY_LIMIT as u32 + 7) {
+            s.push_history(IterationRecord {
+                iteration: i,
+                at: "t".into(),
+                decision: StopDecision::Block,
+                why: String::new(),
+                excerpt: String::new(),
+                stop_hook_active: false,
+                findings: None,
+                message_source: String::new(),
+            });
+        }
+        assert_eq!(s.history.len(), HISTORY_LIMIT);
+        assert_eq!(s.history[0].iteration, 7);
+    }
+
+    #[test]
+    fn excerpt_flattens_and_bounds() {
+        assert_eq!(excerpt("a\n\n b"), "a b");
+        let long = "é".repeat(EXCERPT_CHARS + 5);
+        assert_eq!(excerpt(&long).chars().count(), EXCERPT_CHARS + 1);
+    }
+}

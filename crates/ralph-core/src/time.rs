@@ -1,0 +1,64 @@
+//! UTC timestamps in RFC 3339 form without pulling in a date crate.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Formats a point in time as `YYYY-MM-DDTHH:MM:SSZ` (UTC), the form the
+/// state file uses for every time it records.
+pub fn rfc3339(at: SystemTime) -> String {
+    let secs = at
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// The current time, formatted by [`rfc3339`].
+pub fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now())
+}
+
+/// Converts days since 1970-01-01 into a (year, month, day) civil date
+/// (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn formats_known_instants() {
+        let cases = [
+            (0, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_795_000_000, "2026-11-18T11:06:40Z"),
+            (4_107_542_399, "2100-02-28T23:59:59Z"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(
+                rfc3339(UNIX_EPOCH + Duration::from_secs(secs)),
+                want,
+                "{secs}"
+            );
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The Stop hook's edges: stdin in, one decision, stdout out.
+//!
+//! [`run`] reads the hook input, finds the agent's last message, and, under
+//! the state lock, lets [`ralph_core::decision::decide`] choose. Every error
+//! lets the stop through with one line on stderr: a broken hook must never
+//! trap a session.
+
+use std::io::{self, Read, Write};
+use std::panic;
+
+use ralph_core::config::{self, Config, ConfigError, EnvSource, ProcessEnv};
+use ralph_core::decision::{self, MessageSource, Observation, Verdict};
+use ralph_core::hook_input::{self, HookInput, InputError};
+use ralph_core::paths::ProjectPaths;
+use ralph_core::prompt::{self, PromptError};
+use ralph_core::store::{StateStore, StoreError};
+use ralph_core::time;
+use ralph_core::transcript::{self, TranscriptError};
+use thiserror::Error;
+
+/// Everything that can make the hook give up and let the stop through.
+#[derive(Debug, Error)]
+pub enum HookError {
+    /// The stdin object is unusable.
+    #[error("{0}")]
+    Input(#[from] InputError),
+    /// Neither CLAUDE_PROJECT_DIR nor the input's `cwd` names the project.
+    #[error("cannot tell the project folder: CLAUDE_PROJECT_DIR is unset and the hook input has no `cwd`")]
+    NoProjectRoot,
+    /// The configuration is invalid.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The state file is unusable.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The transcript cannot be read.
+    #[error("{0}")]
+    Transcript(#[from] TranscriptError),
+    /// The prompt or guardrails file is unusable.
+    #[error("{0}")]
+    Prompt(#[from] PromptError),
+    /// The answer could not be written to stdout.
+    #[error("cannot write the answer to stdout: {0}")]
+    Output(io::Error),
+}
+
+/// What the hook tells Claude Code.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Exit 0 with no output: the session stops.
+    Allow {
+        /// An optional note for stderr (why nothing was done).
+        note: Option<String>,
+    },
+    /// Exit 0 with a block object: the agent is given `reason` and goes on.
+    Block {
+        /// The text fed back to the agent.
+        reason: String,
+        /// The notice shown to the person.
+        system_message: String,
+    },
+}
+
+/// Runs the hook on the process's stdin, stdout, stderr and environment, and
+/// returns the exit code (always 0: blocking is done through stdout).
+pub fn run() -> i32 {
+    panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        report(&format!("internal error ({what}); please report it"));
+    }));
+    let outcome = panic::catch_unwind(|| {
+        let answer = handle(io::stdin().lock(), &ProcessEnv, &time::now_rfc3339())?;
+        respond(&answer, &mut io::stdout().lock()).map_err(HookError::Output)?;
+        Ok::<_, HookError>(answer)
+    });
+    match outcome {
+        Ok(Ok(Answer::Allow { note: Some(note) })) => report_note(&note),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => report(&e.to_string()),
+        Err(_) => {} // the panic hook already said what happened
+    }
+    0
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn report(problem: &str) {
+    let _ = writeln!(
+        io::stderr(),
+        "ralph-stop-hook: {}; letting this stop through",
+        one_line(problem)
+    );
+}
+
+fn report_note(note: &str) {
+    let _ = writeln!(io::stderr(), "ralph-stop-hook: {}", one_line(note));
+}
+
+/// Writes the answer in Claude Code's Stop hook protocol.
+pub fn respond(answer: &Answer, out: &mut impl Write) -> io::Result<()> {
+    if let Answer::Block {
+        reason,
+        system_message,
+    } = answer
+    {
+        let body = serde_json::json!({
+            "decision": "block",
+            "reason": reason,
+            "systemMessage": system_message,
+        });
+        serde_json::to_writer(&mut *out, &body)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn project_root(input: &HookInput, env: &dyn EnvSource) -> Result<ProjectPaths, HookError> {
+    if let Some(Ok(dir)) = env.get(config::env::CLAUDE_PROJECT_DIR) {
+        if !dir.is_empty() {
+            return Ok(ProjectPaths::new(dir));
+        }
+    }
+    input
+        .cwd
+        .clone()
+        .map(ProjectPaths::new)
+        .ok_or(HookError::NoProjectRoot)
+}
+
+/// The agent's latest message: the input's `last_assistant_message`, else the
+/// transcript's last assistant message.
+fn observe(input: &HookInput) -> Result<Observation, HookError> {
+    let (message, source) = match input.last_assistant_message.as_deref() {
+        Some(text) if !text.is_empty() => (text.to_string(), MessageSource::Input),
+        _ => match &input.transcript_path {
+            Some(path) => match transcript::last_assistant_text(path)? {
+                Some(text) if !text.is_empty() => (text, MessageSource::Transcript),
+                _ => (String::new(), MessageSource::Missing),
+            },
+            None => (String::new(), MessageSource::Missing),
+        },
+    };
+    Ok(Observation {
+        session_id: input.session_id.clone(),
+        stop_hook_active: input.stop_hook_active,
+        message,
+        message_source: source,
+    })
+}
+
+/// Decides one stop: the whole hook but for the process's own streams.
+pub fn handle(stdin: impl Read, env: &dyn EnvSource, now: &str) -> Result<Answer, HookError> {
+    let input = hook_input::parse(&hook_input::read_bounded(stdin)?)?;
+    if let Some(event) = input.hook_event_name.as_deref() {
+        if event != "Stop" {
+            return Ok(Answer::Allow {
+                note: Some(format!("registered for {event}; ralph only handles the Stop event, so it does nothing here")),
+            });
+        }
+    }
+    let paths = project_root(&input, env)?;
+    let store = StateStore::new(&paths);
+    if !store.exists() {
+        return Ok(Answer::Allow {
+            note: Some(format!(
+                "RALPH_ACTIVE=1 but no loop was started in {} (start one with .claude/ralph/ralph-audit.sh or ralph-ctl start)",
+                paths.root.display()
+            )),
+        });
+    }
+    let config = Config::load(&paths, env)?;
+
+    // Cheap ownership check first, so another session's stop never reads a transcript.
+    let snapshot = store.read()?;
+    let unobserved = Observation {
+        session_id: input.session_id.clone(),
+        stop_hook_active: input.stop_hook_active,
+        message: String::new(),
+        message_source: MessageSource::Missing,
+    };
+    if let Verdict::Pass(_) = decision::decide(&config, snapshot.as_ref(), &unobserved, now).verdict
+    {
+        return Ok(Answer::Allow { note: None });
+    }
+    let observed = observe(&input)?;
+
+    let lock = store.lock(false)?;
+    let state = lock.read()?;
+    let outcome = decision::decide(&config, state.as_ref(), &observed, now);
+    match outcome.verdict {
+        Verdict::Pass(_) => Ok(Answer::Allow { note: None }),
+        Verdict::End(_) => {
+            if let Some(new_state) = &outcome.new_state {
+                lock.write(new_state)?;
+            }
+            Ok(Answer::Allow { note: None })
+        }
+        Verdict::Continue {
+            iteration,
+            max_iterations,
+        } => {
+            // Read everything the answer needs before committing the new state.
+            let prompt_text = prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
+            let guardrails = prompt::read_guardrails(&paths.guardrails_file())?;
+            if let Some(new_state) = &outcome.new_state {
+                lock.write(new_state)?;
+            }
+            Ok(Answer::Block {
+                reason: prompt::iteration_text(
+                    &config,
+                    iteration,
+                    max_iterations,
+                    &prompt_text,
+                    guardrails.as_deref(),
+                ),
+                system_message: prompt::system_message(iteration, max_iterations),
+            })
+        }
+    }
+}

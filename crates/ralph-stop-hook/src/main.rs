@@ -1,0 +1,12 @@
+//! `ralph-stop-hook`: run by Claude Code at every stop of a session.
+
+use std::ffi::OsStr;
+
+fn main() {
+    // The guard comes before anything else, stdin included: a session that
+    // is not a Ralph loop must never wait on, or be changed by, this hook.
+    if std::env::var_os("RALPH_ACTIVE").as_deref() != Some(OsStr::new("1")) {
+        return;
+    }
+    std::process::exit(ralph_stop_hook::run());
+}

@@ -1,1 +1,8 @@
-fn main() {}
+//! `ralph-ctl`: start, inspect, reset and install the Ralph loop.
+
+use clap::Parser;
+
+fn main() {
+    let cli = ralph_ctl::cli::Cli::parse();
+    std::process::exit(ralph_ctl::run(cli));
+}

@@ -1,0 +1,12 @@
+//! Files `ralph-ctl init` installs, embedded so the binary works from anywhere.
+
+/// The PROMPT.md template.
+pub const PROMPT_TEMPLATE: &str = include_str!("../../../templates/PROMPT.md");
+/// The guardrails.md template.
+pub const GUARDRAILS_TEMPLATE: &str = include_str!("../../../templates/guardrails.md");
+/// The Unix launcher; `@RALPH_CTL@` is replaced by the path of `ralph-ctl`.
+pub const LAUNCHER_SH: &str = include_str!("../../../launchers/ralph-audit.sh");
+/// The Windows launcher; `@RALPH_CTL@` is replaced by the path of `ralph-ctl`.
+pub const LAUNCHER_BAT: &str = include_str!("../../../launchers/ralph-audit.bat");
+/// The placeholder in the launchers.
+pub const CTL_PLACEHOLDER: &str = "@RALPH_CTL@";

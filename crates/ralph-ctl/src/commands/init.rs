@@ -1,0 +1,185 @@
+//! `ralph-ctl init`: installs ralph into the current project. Running it
+//! twice changes nothing; existing prompts, settings and hooks are kept.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use ralph_core::exit_codes;
+use ralph_core::paths::ProjectPaths;
+use serde_json::Value;
+
+use crate::assets;
+use crate::error::CtlError;
+use crate::settings::{self, HOOK_BINARY_NAME};
+use crate::CmdResult;
+
+/// What happened to one file.
+enum Change {
+    Created,
+    Updated,
+    Unchanged,
+    Kept,
+}
+
+fn report(change: Change, path: &Path, root: &Path) {
+    let shown = path.strip_prefix(root).unwrap_or(path).display();
+    let word = match change {
+        Change::Created => "created  ",
+        Change::Updated => "updated  ",
+        Change::Unchanged => "unchanged",
+        Change::Kept => "kept     ",
+    };
+    println!("  {word} {shown}");
+}
+
+/// Writes `content` to `path` only when it differs; never touches an
+/// existing file when `keep_existing` is set (the person's own prompts).
+fn install(path: &Path, content: &str, keep_existing: bool) -> Result<Change, CtlError> {
+    let existing = fs::read(path).ok();
+    let change = match existing {
+        Some(_) if keep_existing => return Ok(Change::Kept),
+        Some(bytes) if bytes == content.as_bytes() => return Ok(Change::Unchanged),
+        Some(_) => Change::Updated,
+        None => Change::Created,
+    };
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(CtlError::io("create", dir))?;
+    }
+    write_atomically(path, content.as_bytes())?;
+    Ok(change)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CtlError> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    fs::write(&tmp, bytes)
+        .and_then(|()| fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            CtlError::io("write", path)(e)
+        })
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> Result<(), CtlError> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+        .map_err(CtlError::io("make executable", path))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_path: &Path) -> Result<(), CtlError> {
+    Ok(())
+}
+
+/// The ralph-stop-hook to register: the given path, else the one beside this binary.
+fn find_hook(hook_path: Option<PathBuf>) -> Result<PathBuf, CtlError> {
+    let exe_name = format!("{HOOK_BINARY_NAME}{}", std::env::consts::EXE_SUFFIX);
+    let candidate = match hook_path {
+        Some(path) => path,
+        None => std::env::current_exe()
+            .and_then(fs::canonicalize)
+            .map_err(|e| {
+                CtlError::HookNotFound(format!(
+                    "cannot locate ralph-ctl itself ({e}); pass --hook-path"
+                ))
+            })?
+            .with_file_name(&exe_name),
+    };
+    let path = fs::canonicalize(&candidate).map_err(|_| {
+        CtlError::HookNotFound(format!(
+            "cannot find {exe_name} at {}; build it (cargo build --release) or pass --hook-path",
+            candidate.display()
+        ))
+    })?;
+    if !path.is_file() {
+        return Err(CtlError::HookNotFound(format!(
+            "{} is not a file; pass --hook-path",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+fn ctl_path() -> String {
+    std::env::current_exe()
+        .and_then(fs::canonicalize)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "ralph-ctl".into())
+}
+
+/// Installs templates, launchers and the hook registration.
+pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: u32) -> CmdResult {
+    let hook = find_hook(hook_path)?;
+    let root = &paths.root;
+    println!("Installing ralph into {}", root.display());
+    let ralph_dir = paths.ralph_dir();
+
+    let prompt = ralph_dir.join("PROMPT.md");
+    report(
+        install(&prompt, assets::PROMPT_TEMPLATE, true)?,
+        &prompt,
+        root,
+    );
+    let guardrails = paths.guardrails_file();
+    report(
+        install(&guardrails, assets::GUARDRAILS_TEMPLATE, true)?,
+        &guardrails,
+        root,
+    );
+
+    let ctl = ctl_path();
+    let sh = ralph_dir.join("ralph-audit.sh");
+    report(
+        install(
+            &sh,
+            &assets::LAUNCHER_SH.replace(assets::CTL_PLACEHOLDER, &ctl),
+            false,
+        )?,
+        &sh,
+        root,
+    );
+    make_executable(&sh)?;
+    let bat = ralph_dir.join("ralph-audit.bat");
+    let bat_text = assets::LAUNCHER_BAT
+        .replace(assets::CTL_PLACEHOLDER, &ctl)
+        .replace("\r\n", "\n")
+        .replace('\n', "\r\n");
+    report(install(&bat, &bat_text, false)?, &bat, root);
+
+    let settings_path = paths.settings_file();
+    let mut settings: Value = match fs::read_to_string(&settings_path) {
+        Ok(text) if text.trim().is_empty() => Value::Object(Default::default()),
+        Ok(text) => serde_json::from_str(&text).map_err(|e| CtlError::Settings {
+            path: settings_path.clone(),
+            problem: format!("it is not valid JSON ({e})"),
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Object(Default::default()),
+        Err(e) => return Err(CtlError::io("read", &settings_path)(e)),
+    };
+    let before = settings.clone();
+    settings::merge_stop_hook(
+        &mut settings,
+        &settings::hook_command(&hook.display().to_string()),
+        timeout,
+    )
+    .map_err(|problem| CtlError::Settings {
+        path: settings_path.clone(),
+        problem,
+    })?;
+    let change = if settings == before && settings_path.exists() {
+        Change::Unchanged
+    } else {
+        let mut text = serde_json::to_string_pretty(&settings).expect("settings serialize");
+        text.push('\n');
+        install(&settings_path, &text, false)?
+    };
+    report(change, &settings_path, root);
+
+    println!();
+    println!(
+        "Next: write the task into .claude/ralph/PROMPT.md, then run .claude/ralph/ralph-audit.sh"
+    );
+    println!("(the Stop hook is {}, timeout {timeout}s).", hook.display());
+    Ok(exit_codes::OK)
+}

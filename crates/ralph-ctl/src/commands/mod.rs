@@ -1,0 +1,8 @@
+//! One module per `ralph-ctl` subcommand.
+
+pub mod finish;
+pub mod init;
+pub mod prompt;
+pub mod reset;
+pub mod start;
+pub mod status;

@@ -1,0 +1,27 @@
+//! `ralph-ctl prompt`: the text of the loop's current iteration, which the
+//! launchers pass to Claude Code as the first prompt.
+
+use ralph_core::config::{Config, ProcessEnv};
+use ralph_core::exit_codes;
+use ralph_core::paths::ProjectPaths;
+use ralph_core::prompt;
+use ralph_core::state::Status;
+use ralph_core::store::StateStore;
+
+use crate::CmdResult;
+
+/// Prints header, PROMPT.md and guardrails for the current iteration.
+pub fn run(paths: &ProjectPaths) -> CmdResult {
+    let config = Config::load(paths, &ProcessEnv)?;
+    let (iteration, max) = match StateStore::new(paths).read()? {
+        Some(state) if state.status == Status::Running => (state.iteration, state.max_iterations),
+        _ => (1, config.max_iterations),
+    };
+    let text = prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
+    let guardrails = prompt::read_guardrails(&paths.guardrails_file())?;
+    print!(
+        "{}",
+        prompt::iteration_text(&config, iteration, max, &text, guardrails.as_deref())
+    );
+    Ok(exit_codes::OK)
+}

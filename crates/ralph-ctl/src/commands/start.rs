@@ -1,0 +1,72 @@
+//! `ralph-ctl start`: writes a fresh running state owned by one session.
+
+use ralph_core::config::{Config, ProcessEnv, MAX_ITERATIONS_LIMIT};
+use ralph_core::exit_codes;
+use ralph_core::paths::ProjectPaths;
+use ralph_core::prompt;
+use ralph_core::state::{LoopState, Status};
+use ralph_core::store::{StateStore, StoreError};
+use ralph_core::time;
+
+use crate::error::CtlError;
+use crate::{session_id, CmdResult};
+
+/// Starts a loop; prints `SESSION_ID MAX_ITERATIONS` for the launchers.
+pub fn run(
+    paths: &ProjectPaths,
+    session: Option<String>,
+    max_iterations: Option<u32>,
+    force: bool,
+) -> CmdResult {
+    let config = Config::load(paths, &ProcessEnv)?;
+    // Fail now, not at the first stop, when the prompt cannot be used.
+    prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
+    prompt::read_guardrails(&paths.guardrails_file())?;
+    let max = match max_iterations {
+        Some(n) if (1..=MAX_ITERATIONS_LIMIT).contains(&n) => n,
+        Some(n) => {
+            return Err(CtlError::BadArgument(format!(
+                "--max-iterations {n} is invalid: a whole number from 1 to {MAX_ITERATIONS_LIMIT}"
+            )))
+        }
+        None => config.max_iterations,
+    };
+    let session = match session {
+        Some(id) if session_id::is_valid(&id) => id,
+        Some(id) => {
+            return Err(CtlError::BadArgument(format!(
+                "--session-id {id:?} is invalid: 1 to 200 letters, digits, '-', '_', '.' or ':'"
+            )))
+        }
+        None => session_id::new_uuid(),
+    };
+
+    let store = StateStore::new(paths);
+    let lock = store.lock(true)?;
+    let now = time::now_rfc3339();
+    match lock.read() {
+        Ok(Some(current)) if current.status == Status::Running && !force => {
+            return Err(CtlError::Refused(format!(
+                "a loop is already running in {} (session {}, iteration {} of {}, last stop {}); \
+                 let it finish, or run `ralph-ctl reset`, or start with --force",
+                paths.root.display(),
+                current.session_id,
+                current.iteration,
+                current.max_iterations,
+                current.last_run_at.as_deref().unwrap_or("none yet")
+            )));
+        }
+        Err(e @ StoreError::Corrupt { .. }) => {
+            if !force {
+                return Err(CtlError::Refused(format!("{e}; or start with --force")));
+            }
+            let aside = lock.quarantine(&now)?;
+            eprintln!("ralph-ctl: moved the corrupt state to {}", aside.display());
+        }
+        Err(e) => return Err(e.into()),
+        Ok(_) => {}
+    }
+    lock.write(&LoopState::new(session.clone(), max, now))?;
+    println!("{session} {max}");
+    Ok(exit_codes::OK)
+}

@@ -1,0 +1,75 @@
+//! The errors of `ralph-ctl` and their exit codes.
+
+use std::io;
+use std::path::PathBuf;
+
+use ralph_core::config::ConfigError;
+use ralph_core::exit_codes;
+use ralph_core::prompt::PromptError;
+use ralph_core::store::StoreError;
+use thiserror::Error;
+
+/// Everything a `ralph-ctl` command can fail with.
+#[derive(Debug, Error)]
+pub enum CtlError {
+    /// Invalid configuration.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The state file is unusable.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The prompt or guardrails file is unusable.
+    #[error("{0}")]
+    Prompt(#[from] PromptError),
+    /// A file operation failed.
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A command-line value is invalid.
+    #[error("{0}")]
+    BadArgument(String),
+    /// `start` refused to replace a loop.
+    #[error("{0}")]
+    Refused(String),
+    /// `.claude/settings.json` cannot be merged.
+    #[error("{path} cannot be updated: {problem}; fix it by hand and run `ralph-ctl init` again")]
+    Settings {
+        /// The settings file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The hook binary to register cannot be found.
+    #[error("{0}")]
+    HookNotFound(String),
+}
+
+impl CtlError {
+    /// The exit code of this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CtlError::Refused(_) => exit_codes::REFUSED,
+            CtlError::BadArgument(_) => exit_codes::USAGE,
+            _ => exit_codes::ERROR,
+        }
+    }
+
+    /// Wraps an I/O error with what was being done to which file.
+    pub fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> CtlError {
+        let path = path.into();
+        move |source| CtlError::Io {
+            action,
+            path,
+            source,
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Merging the Stop hook into `.claude/settings.json` without disturbing
+//! anything else a person or another tool put there.
+
+use serde_json::{json, Map, Value};
+
+/// The hook timeout `init` registers, in seconds. Claude Code kills a hook
+/// that outlives it and lets the session stop.
+pub const DEFAULT_HOOK_TIMEOUT_SECS: u32 = 60;
+/// The name by which an existing registration of ours is recognised.
+pub const HOOK_BINARY_NAME: &str = "ralph-stop-hook";
+
+/// The command line Claude Code runs: the binary's absolute path, quoted
+/// when it holds a space.
+pub fn hook_command(hook_path: &str) -> String {
+    if hook_path.contains(' ') {
+        format!("\"{hook_path}\"")
+    } else {
+        hook_path.to_string()
+    }
+}
+
+/// Adds (or updates) our Stop hook in `settings`, keeping every other key,
+/// hook and event. Returns an error naming what has an unexpected shape.
+pub fn merge_stop_hook(settings: &mut Value, command: &str, timeout: u32) -> Result<(), String> {
+    let Value::Object(root) = settings else {
+        return Err("the file is not a JSON object".into());
+    };
+    let hooks = root
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(hooks) = hooks else {
+        return Err("`hooks` is not an object".into());
+    };
+    let stop = hooks
+        .entry("Stop")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    let Value::Array(groups) = stop else {
+        return Err("`hooks.Stop` is not an array".into());
+    };
+    let ours = json!({"type": "command", "command": command, "timeout": timeout});
+    for group in groups.iter_mut() {
+        if let Some(Value::Array(entries)) = group.get_mut("hooks") {
+            for entry in entries.iter_mut() {
+                let is_ours = entry
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| c.contains(HOOK_BINARY_NAME));
+                if is_ours {
+                    *entry = ours;
+                    return Ok(());
+                }
+            }
+        }
+    }
+    groups.push(json!({"hooks": [ours]}));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adds_to_empty_settings() {
+        let mut s = json!({});
+        merge_stop_hook(&mut s, "/bin/ralph-stop-hook", 60).unwrap();
+        assert_eq!(
+            s,
+            json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "/bin/ralph-stop-hook", "timeout": 60}]}]}})
+        );
+    }
+
+    #[test]
+    fn keeps_other_settings_and_hooks_and_is_idempotent() {
+        let mut s = json!({
+            "model": "opus",
+            "permissions": {"allow": ["Bash(ls)"]},
+            "hooks": {
+                "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh"}]}],
+                "Stop": [{"hooks": [{"type": "command", "command": "notify.sh"}]}]
+            }
+        });
+        merge_stop_hook(&mut s, "/x/ralph-stop-hook", 60).unwrap();
+        let once = s.clone();
+        merge_stop_hook(&mut s, "/x/ralph-stop-hook", 60).unwrap();
+        assert_eq!(s, once);
+        assert_eq!(s["model"], "opus");
+        assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "Bash");
+        assert_eq!(s["hooks"]["Stop"][0]["hooks"][0]["command"], "notify.sh");
+        assert_eq!(
+            s["hooks"]["Stop"][1]["hooks"][0]["command"],
+            "/x/ralph-stop-hook"
+        );
+    }
+
+    #[test]
+    fn updates_an_older_registration_in_place() {
+        let mut s = json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "/old/ralph-stop-hook", "timeout": 5}]}]}});
+        merge_stop_hook(&mut s, "/new/ralph-stop-hook", 90).unwrap();
+        assert_eq!(s["hooks"]["Stop"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            s["hooks"]["Stop"][0]["hooks"][0]["command"],
+            "/new/ralph-stop-hook"
+        );
+        assert_eq!(s["hooks"]["Stop"][0]["hooks"][0]["timeout"], 90);
+    }
+
+    #[test]
+    fn refuses_unexpected_shapes() {
+        for bad in [
+            json!([]),
+            json!({"hooks": []}),
+            json!({"hooks": {"Stop": {}}}),
+        ] {
+            let mut s = bad.clone();
+            assert!(
+                merge_stop_hook(&mut s, "/x/ralph-stop-hook", 60).is_err(),
+                "{bad}"
+            );
+            assert_eq!(s, bad, "nothing changes on error");
+        }
+    }
+
+    #[test]
+    fn quotes_paths_with_spaces() {
+        assert_eq!(
+            hook_command("/a b/ralph-stop-hook"),
+            "\"/a b/ralph-stop-hook\""
+        );
+        assert_eq!(hook_command("/ab/ralph-stop-hook"), "/ab/ralph-stop-hook");
+    }
+}

@@ -1,0 +1,353 @@
+//! A temp git project with its own HOME and TMPDIR, and helpers that run the
+//! built binaries and the real client in it the way a person (or Claude
+//! Code) does.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::bins;
+use crate::client::ClientVersion;
+use crate::mock_api::MockApi;
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// What a finished process left behind.
+#[derive(Debug)]
+pub struct Run {
+    /// The exit code (`None` when killed by a signal).
+    pub code: Option<i32>,
+    /// Everything it printed on stdout.
+    pub stdout: String,
+    /// Everything it printed on stderr.
+    pub stderr: String,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+impl Run {
+    /// Panics with the whole output unless the exit code is `code`.
+    pub fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "unexpected exit code; stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+}
+
+/// A temp project: `root` is a git repository; `home` and `tmp` keep the
+/// client's files apart from other tests.
+pub struct TempProject {
+    base: PathBuf,
+    /// The project folder.
+    pub root: PathBuf,
+    /// HOME for every process run here.
+    pub home: PathBuf,
+    /// TMPDIR for every process run here.
+    pub tmp: PathBuf,
+}
+
+impl Drop for TempProject {
+    fn drop(&mut self) {
+        if std::env::var_os("RALPH_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.base);
+        } else {
+            eprintln!("kept test folder {}", self.base.display());
+        }
+    }
+}
+
+/// Runs `cmd` to its end (or `timeout`, then kills its whole process group),
+/// feeding `stdin` and capturing both outputs.
+pub fn run_with_timeout(mut cmd: Command, stdin: Option<&[u8]>, timeout: Duration) -> Run {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0);
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    if let Some(bytes) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        let bytes = bytes.to_vec();
+        thread::spawn(move || {
+            let _ = pipe.write_all(&bytes);
+        });
+    }
+    let (status, stdout, stderr) = wait_with_timeout(&mut child, timeout);
+    Run {
+        code: status.and_then(|s| s.code()),
+        stdout,
+        stderr,
+        elapsed: start.elapsed(),
+    }
+}
+
+/// Waits for `child`, killing its process group after `timeout`; returns the
+/// status (`None` on timeout) and both outputs.
+pub fn wait_with_timeout(
+    child: &mut Child,
+    timeout: Duration,
+) -> (Option<ExitStatus>, String, String) {
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let mut bytes = Vec::new();
+                let _ = pipe.read_to_end(&mut bytes);
+                text = String::from_utf8_lossy(&bytes).into_owned();
+            }
+            text
+        })
+    };
+    let out = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+            _ => {
+                kill_group(child.id());
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    // A grandchild that kept the pipes open is killed with the group.
+    kill_group(child.id());
+    let stdout = out.join().unwrap_or_default();
+    let mut stderr = err.join().unwrap_or_default();
+    if status.is_none() {
+        stderr.push_str(&format!("\n[killed after {timeout:?}]"));
+    }
+    (status, stdout, stderr)
+}
+
+/// Sends SIGKILL to the process group led by `pid` (never to anything else:
+/// a pid that does not fit a positive `pid_t` is ignored).
+pub fn kill_group(pid: u32) {
+    signal_group(pid, libc::SIGKILL);
+}
+
+/// Sends `signal` to the process group led by `pid`.
+#[allow(unsafe_code)]
+pub fn signal_group(pid: u32, signal: i32) {
+    if let Ok(pgid) = libc::pid_t::try_from(pid) {
+        if pgid > 1 {
+            // SAFETY: kill(2) with a negative pid only sends a signal to that group.
+            unsafe {
+                libc::kill(-pgid, signal);
+            }
+        }
+    }
+}
+
+/// Sends `signal` to the single process `pid`.
+#[allow(unsafe_code)]
+pub fn signal_process(pid: u32, signal: i32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        if pid > 1 {
+            // SAFETY: kill(2) on one positive pid only sends a signal.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+}
+
+impl TempProject {
+    /// A fresh git project named `name` (for the folder's name only).
+    pub fn new(name: &str) -> TempProject {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let base =
+            std::env::temp_dir().join(format!("ralph-test-{}-{n}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let project = TempProject {
+            root: base.join("project"),
+            home: base.join("home"),
+            tmp: base.join("tmp"),
+            base,
+        };
+        for dir in [&project.root, &project.home, &project.tmp] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        project.git(&["init", "-q", "-b", "main"]);
+        project.git(&["config", "user.email", "test@example.invalid"]);
+        project.git(&["config", "user.name", "ralph test"]);
+        std::fs::write(project.root.join("README.md"), "# test project\n").unwrap();
+        project.git(&["add", "-A"]);
+        project.git(&["commit", "-q", "-m", "start"]);
+        project
+    }
+
+    /// Runs git in the project.
+    pub fn git(&self, args: &[&str]) {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(&self.root)
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdout(Stdio::null())
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?} failed");
+    }
+
+    /// A command with a clean environment: PATH, HOME and TMPDIR only.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("TMPDIR", &self.tmp)
+            .current_dir(&self.root);
+        cmd
+    }
+
+    /// Runs `ralph-ctl ARGS` in the project.
+    pub fn ctl(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = self.command(bins::ctl());
+        cmd.args(args).envs(env.iter().copied());
+        run_with_timeout(cmd, None, Duration::from_secs(30))
+    }
+
+    /// `ralph-ctl init`, which must succeed.
+    pub fn init(&self) {
+        self.ctl(&["init"], &[]).assert_code(0);
+    }
+
+    /// Replaces PROMPT.md.
+    pub fn write_prompt(&self, text: &str) {
+        std::fs::write(self.root.join(".claude/ralph/PROMPT.md"), text).unwrap();
+    }
+
+    /// The state file's path.
+    pub fn state_path(&self) -> PathBuf {
+        self.root.join(".claude/context/runtime/ralph-state.json")
+    }
+
+    /// The state file parsed, or `None` when it does not exist.
+    pub fn state(&self) -> Option<Value> {
+        let text = std::fs::read_to_string(self.state_path()).ok()?;
+        Some(
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("state is not JSON ({e}): {text}")),
+        )
+    }
+
+    /// `ralph-ctl status --json`, parsed.
+    pub fn status_json(&self) -> Value {
+        let run = self.ctl(&["status", "--json"], &[]);
+        serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("status --json is not JSON ({e}): {run:?}"))
+    }
+
+    /// Runs the built hook with `stdin` and `env` (plus `RALPH_ACTIVE=1`
+    /// unless `env` sets it), as Claude Code does.
+    pub fn hook(&self, stdin: &[u8], env: &[(&str, &str)]) -> Run {
+        let mut cmd = self.command(bins::hook());
+        if !env.iter().any(|(k, _)| *k == "RALPH_ACTIVE") {
+            cmd.env("RALPH_ACTIVE", "1");
+        }
+        cmd.envs(env.iter().copied());
+        run_with_timeout(cmd, Some(stdin), Duration::from_secs(30))
+    }
+
+    /// The environment that points the real client at the mock, offline.
+    pub fn client_env(&self, client: ClientVersion, api: &MockApi) -> Vec<(String, String)> {
+        vec![
+            (
+                "RALPH_CLAUDE".into(),
+                client.executable().display().to_string(),
+            ),
+            ("ANTHROPIC_BASE_URL".into(), api.base_url()),
+            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
+            (
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                "1".into(),
+            ),
+            ("DISABLE_AUTOUPDATER".into(), "1".into()),
+            ("IS_SANDBOX".into(), "1".into()),
+        ]
+    }
+
+    /// The launcher, headless, with the real client and bypassed permissions.
+    pub fn launcher_command(
+        &self,
+        client: ClientVersion,
+        api: &MockApi,
+        env: &[(&str, &str)],
+    ) -> Command {
+        let mut cmd = self.command(self.root.join(".claude/ralph/ralph-audit.sh"));
+        cmd.arg("--headless")
+            .args(["--", "--permission-mode", "bypassPermissions"])
+            .envs(self.client_env(client, api))
+            .envs(env.iter().copied());
+        cmd
+    }
+
+    /// Runs the launcher to its end (killed after `timeout`).
+    pub fn run_launcher(
+        &self,
+        client: ClientVersion,
+        api: &MockApi,
+        env: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Run {
+        run_with_timeout(self.launcher_command(client, api, env), None, timeout)
+    }
+
+    /// Runs the real client directly (no launcher): a plain `claude -p` session.
+    pub fn run_client(
+        &self,
+        client: ClientVersion,
+        api: &MockApi,
+        prompt: &str,
+        env: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Run {
+        let mut cmd = self.command(client.executable());
+        cmd.args([
+            "-p",
+            prompt,
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "bypassPermissions",
+        ])
+        .envs(self.client_env(client, api))
+        .envs(env.iter().copied());
+        run_with_timeout(cmd, None, timeout)
+    }
+
+    /// A path inside the project.
+    pub fn path(&self, relative: impl AsRef<Path>) -> PathBuf {
+        self.root.join(relative)
+    }
+}

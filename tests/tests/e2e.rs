@@ -4,11 +4,14 @@
 //!
 //! Run one scenario alone with e.g. `cargo test -p ralph-tests --test e2e completes_on_signal`.
 
-use std::time::Duration;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{stop_hook_feedback, MockApi, Reply};
-use ralph_tests::project::TempProject;
+use ralph_tests::project::{signal_process, wait_with_timeout, TempProject};
 
 const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
 const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -25,7 +28,37 @@ macro_rules! on_both_clients {
     };
 }
 
-on_both_clients!(completes_on_signal);
+on_both_clients!(
+    completes_on_signal,
+    runs_exactly_max_iterations_past_the_client_block_cap,
+    guard_off_session_stops_after_one_turn,
+    second_session_after_the_loop_is_let_through,
+    second_session_during_a_running_loop_is_let_through,
+    prompt_edits_apply_at_the_next_reinjection,
+    signal_quoted_in_the_prompt_never_ends_the_loop,
+    tool_calls_then_text_count_as_one_iteration,
+    client_killed_mid_loop_is_marked_interrupted,
+);
+
+/// Polls `check` until it holds or `timeout` passes.
+fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(25));
+    }
+    false
+}
+
+/// The loop's current iteration, 0 when there is no readable state.
+fn iteration(project: &TempProject) -> u64 {
+    project
+        .state()
+        .and_then(|s| s["iteration"].as_u64())
+        .unwrap_or(0)
+}
 
 fn completes_on_signal(client: ClientVersion) {
     let project = TempProject::new("complete");
@@ -52,4 +85,286 @@ fn completes_on_signal(client: ClientVersion) {
         "{}",
         fed_back[2]
     );
+}
+
+fn runs_exactly_max_iterations_past_the_client_block_cap(client: ClientVersion) {
+    let project = TempProject::new("max");
+    project.init();
+    let api = MockApi::start(|turn, _| Reply::text(format!("Still working (turn {turn}).")));
+    let run = project.run_launcher(
+        client,
+        &api,
+        &[("RALPH_MAX_ITERATIONS", "12")],
+        LOOP_TIMEOUT,
+    );
+    run.assert_code(10);
+    assert!(run.stderr.contains("max_iterations"), "{}", run.stderr);
+    let state = project.status_json();
+    assert_eq!(state["status"], "max_iterations", "{state:#}");
+    assert_eq!(state["iteration"], 12);
+    assert_eq!(state["maxIterations"], 12);
+    assert_eq!(
+        api.main_requests().len(),
+        12,
+        "exactly 12 iterations reached the model"
+    );
+    let history = state["history"].as_array().unwrap();
+    assert_eq!(history.len(), 12);
+    // stop_hook_active is true from the second stop on, and never obeyed.
+    assert_eq!(history[0]["stopHookActive"], false);
+    assert!(
+        history[1..].iter().all(|r| r["stopHookActive"] == true),
+        "{history:#?}"
+    );
+}
+
+fn guard_off_session_stops_after_one_turn(client: ClientVersion) {
+    let project = TempProject::new("guard");
+    project.init();
+    let api = MockApi::start(|_, _| Reply::text("Here is my answer."));
+    let run = project.run_client(client, &api, "Say hi", &[], LOOP_TIMEOUT);
+    run.assert_code(0);
+    assert_eq!(api.main_requests().len(), 1, "one turn only");
+    assert!(project.state().is_none(), "no state file appears");
+    assert!(
+        !project.path(".claude/context").exists(),
+        "the hook created nothing"
+    );
+}
+
+fn second_session_after_the_loop_is_let_through(client: ClientVersion) {
+    let project = TempProject::new("second-after");
+    project.init();
+    let api = MockApi::start(|turn, _| {
+        if turn < 1 {
+            Reply::text("Working.")
+        } else {
+            Reply::text(format!("Done.\n{SIGNAL}"))
+        }
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let before = std::fs::read(project.state_path()).unwrap();
+
+    let other = MockApi::start(|_, _| Reply::text("An unrelated answer."));
+    let run = project.run_client(
+        client,
+        &other,
+        "Unrelated question",
+        &[("RALPH_ACTIVE", "1")],
+        LOOP_TIMEOUT,
+    );
+    run.assert_code(0);
+    assert_eq!(
+        other.main_requests().len(),
+        1,
+        "the second session stopped after one turn"
+    );
+    assert_eq!(
+        std::fs::read(project.state_path()).unwrap(),
+        before,
+        "the loop's state is untouched"
+    );
+}
+
+fn second_session_during_a_running_loop_is_let_through(client: ClientVersion) {
+    let project = TempProject::new("second-during");
+    project.init();
+    // A slow loop: each reply takes a while, so the second session runs while it iterates.
+    let api = MockApi::start(|turn, _| {
+        thread::sleep(Duration::from_millis(300));
+        if turn < 5 {
+            Reply::text(format!("Working {turn}."))
+        } else {
+            Reply::text(format!("Done.\n{SIGNAL}"))
+        }
+    });
+    let mut cmd = project.launcher_command(client, &api, &[]);
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    assert!(
+        wait_until(LOOP_TIMEOUT, || iteration(&project) >= 2),
+        "the loop never reached iteration 2"
+    );
+    let other = MockApi::start(|_, _| Reply::text("An unrelated answer."));
+    let run = project.run_client(
+        client,
+        &other,
+        "Unrelated question",
+        &[("RALPH_ACTIVE", "1")],
+        LOOP_TIMEOUT,
+    );
+    run.assert_code(0);
+    assert_eq!(
+        other.main_requests().len(),
+        1,
+        "the second session stopped after one turn"
+    );
+
+    let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 6);
+    let history = state["history"].as_array().unwrap();
+    assert_eq!(
+        history.len(),
+        6,
+        "only the loop's own stops were recorded: {history:#?}"
+    );
+}
+
+fn prompt_edits_apply_at_the_next_reinjection(client: ClientVersion) {
+    let project = TempProject::new("edit");
+    project.init();
+    project.write_prompt("Original task text.\n");
+    let prompt_path = project.path(".claude/ralph/PROMPT.md");
+    let api = MockApi::start(move |turn, _| {
+        if turn == 2 {
+            // The person edits PROMPT.md while iteration 3 is under way.
+            std::fs::write(&prompt_path, "Edited task text.\n").unwrap();
+        }
+        if turn < 4 {
+            Reply::text(format!("Working {turn}."))
+        } else {
+            Reply::text(format!("Done.\n{SIGNAL}"))
+        }
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let last = api.main_requests().pop().unwrap();
+    let fed_back = stop_hook_feedback(&last.body);
+    assert_eq!(fed_back.len(), 4, "{fed_back:#?}");
+    for (i, text) in fed_back.iter().enumerate() {
+        let want = if i < 2 {
+            "Original task text."
+        } else {
+            "Edited task text."
+        };
+        assert!(
+            text.contains(want),
+            "re-injection {} should carry {want:?}: {text}",
+            i + 1
+        );
+    }
+}
+
+fn signal_quoted_in_the_prompt_never_ends_the_loop(client: ClientVersion) {
+    let project = TempProject::new("quoted");
+    project.init();
+    project.write_prompt(&format!(
+        "Fix everything. When nothing remains, write {SIGNAL} on its own line.\n<promise>{SIGNAL}</promise>\n"
+    ));
+    let api = MockApi::start(|turn, _| Reply::text(format!("Fixed one more thing ({turn}).")));
+    let run = project.run_launcher(client, &api, &[("RALPH_MAX_ITERATIONS", "4")], LOOP_TIMEOUT);
+    run.assert_code(10);
+    let state = project.status_json();
+    assert_eq!(state["status"], "max_iterations");
+    assert_eq!(api.main_requests().len(), 4);
+    let last = api.main_requests().pop().unwrap();
+    assert!(
+        stop_hook_feedback(&last.body)
+            .iter()
+            .all(|t| t.contains(SIGNAL)),
+        "the re-injection quotes the signal"
+    );
+}
+
+fn tool_calls_then_text_count_as_one_iteration(client: ClientVersion) {
+    let project = TempProject::new("tools");
+    project.init();
+    let root = project.root.clone();
+    // Each iteration: a Write, then a Bash call, then a text answer; the third iteration completes.
+    let api = MockApi::start(move |turn, _| {
+        let step = turn / 3 + 1;
+        match turn % 3 {
+            0 => Reply::write(
+                root.join(format!("step{step}.txt")).display().to_string(),
+                format!("step {step}\n"),
+            ),
+            1 => Reply::bash(format!("echo ran >> {}", root.join("log.txt").display())),
+            _ if step < 3 => Reply::text(format!("Finished step {step}.")),
+            _ => Reply::text(format!("All three steps are done.\n{SIGNAL}")),
+        }
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 3);
+    for step in 1..=3 {
+        assert!(
+            project.path(format!("step{step}.txt")).is_file(),
+            "step {step} wrote its file"
+        );
+    }
+    let log = std::fs::read_to_string(project.path("log.txt")).unwrap();
+    assert_eq!(
+        log.lines().count(),
+        3,
+        "the Bash call ran once per iteration"
+    );
+    let history = state["history"].as_array().unwrap();
+    assert_eq!(history.len(), 3);
+    assert!(
+        history[0]["excerpt"]
+            .as_str()
+            .unwrap()
+            .contains("Finished step 1"),
+        "{history:#?}"
+    );
+}
+
+/// The pid of a child of `parent` (Linux: /proc).
+fn child_of(parent: u32) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).ok()?;
+    for task in tasks.flatten() {
+        if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+            if let Some(pid) = children.split_whitespace().next() {
+                return pid.parse().ok();
+            }
+        }
+    }
+    None
+}
+
+fn client_killed_mid_loop_is_marked_interrupted(client: ClientVersion) {
+    let project = TempProject::new("killed");
+    project.init();
+    let api = MockApi::start(|turn, _| {
+        thread::sleep(Duration::from_millis(200));
+        Reply::text(format!("Working {turn}."))
+    });
+    let mut cmd = project.launcher_command(client, &api, &[]);
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    assert!(
+        wait_until(LOOP_TIMEOUT, || iteration(&project) >= 3),
+        "the loop never reached iteration 3"
+    );
+    let client_pid = child_of(launcher.id()).expect("the launcher runs the client");
+    signal_process(client_pid, libc::SIGKILL);
+    let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    assert_eq!(status.and_then(|s| s.code()), Some(12), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted", "{state:#}");
+    let because = state["endedBecause"].as_str().unwrap();
+    assert!(
+        because.contains("137") && because.contains("iteration"),
+        "{because}"
+    );
+
+    // The launcher refuses nothing after an interrupted loop: a new one starts.
+    let api = MockApi::start(|_, _| Reply::text(format!("Done.\n{SIGNAL}")));
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
 }

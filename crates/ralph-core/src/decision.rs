@@ -434,7 +434,9 @@ mod tests {
 
     #[test]
     fn findings_breaker_table() {
-        let cases: &[(&[Option<u64>], u32, Option<u32>)] = &[
+        /// (findings reported per iteration, threshold, iteration at which the breaker opens)
+        type Case<'a> = (&'a [Option<u64>], u32, Option<u32>);
+        let cases: &[Case] = &[
             (&[Some(5), Some(5), Some(5), Some(5)], 3, Some(4)),
             (&[Some(5), Some(5), Some(5)], 3, None),
             (&[Some(5), Some(4), Some(4), Some(4), Some(4)], 3, Some(5)),

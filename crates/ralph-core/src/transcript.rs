@@ -74,7 +74,7 @@ impl LastAssistant {
         // Cheap pre-filter: most lines (tool results, attachments) are not assistant lines.
         let has_assistant = line.windows(11).any(|w| w == b"\"assistant\"");
         let is_user = line.windows(6).any(|w| w == b"\"user\"");
-        if !has_assistant && !(self.found && is_user) {
+        if !(has_assistant || (self.found && is_user)) {
             return ControlFlow::Continue(());
         }
         let Ok(value) = serde_json::from_slice::<Value>(line) else {

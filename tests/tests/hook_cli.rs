@@ -1,0 +1,469 @@
+//! Integration tests of the built `ralph-stop-hook`, run the way Claude Code
+//! runs it: JSON on stdin, the answer on stdout, the exit code, the state.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ralph_tests::bins;
+use ralph_tests::project::{Run, TempProject};
+use serde_json::{json, Value};
+
+const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
+const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    bins::workspace_root().join("tests/fixtures").join(name)
+}
+
+/// A project with ralph installed and a loop started for `SID`.
+fn looping(max: u32) -> TempProject {
+    let project = TempProject::new("hook");
+    project.init();
+    project.write_prompt("Do the task.\n");
+    project
+        .ctl(
+            &[
+                "start",
+                "--session-id",
+                SID,
+                "--max-iterations",
+                &max.to_string(),
+            ],
+            &[],
+        )
+        .assert_code(0);
+    project
+}
+
+/// A real Stop input (the 2.1.330 sample) pointed at `project`.
+fn input(project: &TempProject, fixture_name: &str, message: Option<&str>) -> Vec<u8> {
+    let mut value: Value =
+        serde_json::from_slice(&std::fs::read(fixture(fixture_name)).unwrap()).unwrap();
+    value["cwd"] = json!(project.root);
+    match message {
+        Some(text) => value["last_assistant_message"] = json!(text),
+        None => {
+            value
+                .as_object_mut()
+                .unwrap()
+                .remove("last_assistant_message");
+        }
+    }
+    serde_json::to_vec(&value).unwrap()
+}
+
+fn block_reason(run: &Run) -> String {
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let answer: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {run:?}"));
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert!(
+        answer.get("continue").is_none(),
+        "never send continue beside block"
+    );
+    answer["reason"].as_str().unwrap().to_string()
+}
+
+fn assert_allowed(run: &Run) {
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "", "an allowed stop prints nothing on stdout");
+}
+
+/// Asserts exactly one stderr line mentioning each needle.
+fn assert_one_error_line(run: &Run, needles: &[&str]) {
+    assert_allowed(run);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one stderr line: {:?}", run.stderr);
+    assert!(lines[0].starts_with("ralph-stop-hook: "), "{}", lines[0]);
+    for needle in needles {
+        assert!(lines[0].contains(needle), "{needle:?} in {:?}", lines[0]);
+    }
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}
+
+#[test]
+fn guard_returns_at_once_without_reading_stdin() {
+    let project = looping(5);
+    let before = std::fs::read(project.state_path()).unwrap();
+    for active in [None, Some("0"), Some("true"), Some(" 1"), Some("")] {
+        let mut cmd = project.command(bins::hook());
+        if let Some(value) = active {
+            cmd.env("RALPH_ACTIVE", value);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Keep stdin open and never write: the hook must not wait for it.
+        let _stdin = child.stdin.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "RALPH_ACTIVE={active:?}: the hook waited on stdin"
+            );
+            thread::sleep(Duration::from_millis(5));
+        };
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(status.code(), Some(0));
+        assert!(
+            out.stdout.is_empty() && out.stderr.is_empty(),
+            "RALPH_ACTIVE={active:?} printed something"
+        );
+    }
+    assert_eq!(
+        std::fs::read(project.state_path()).unwrap(),
+        before,
+        "state untouched"
+    );
+}
+
+#[test]
+fn real_inputs_block_and_count_iterations() {
+    let project = looping(25);
+    let first = project.hook(
+        &input(&project, "stop-input-first.json", Some("Working on it.")),
+        &[],
+    );
+    let reason = block_reason(&first);
+    assert!(
+        reason.starts_with("[Ralph loop: iteration 2 of 25]"),
+        "{reason}"
+    );
+    assert!(reason.contains("Do the task."));
+    assert!(
+        reason.contains("Do not delete or weaken tests"),
+        "guardrails follow the prompt"
+    );
+    let answer: Value = serde_json::from_str(&first.stdout).unwrap();
+    assert_eq!(answer["systemMessage"], "Ralph iteration 2/25");
+
+    let second = project.hook(
+        &input(
+            &project,
+            "stop-input-after-block.json",
+            Some("Still working."),
+        ),
+        &[],
+    );
+    assert!(block_reason(&second).starts_with("[Ralph loop: iteration 3 of 25]"));
+    let state = project.status_json();
+    assert_eq!(state["iteration"], 3);
+    assert_eq!(state["status"], "running");
+    let history = state["history"].as_array().unwrap();
+    assert_eq!(history[0]["stopHookActive"], false);
+    assert_eq!(history[1]["stopHookActive"], true, "recorded, not obeyed");
+    assert_eq!(history[1]["excerpt"], "Still working.");
+    assert_eq!(history[1]["messageSource"], "input");
+    assert!(state["lastRunAt"].is_string());
+}
+
+#[test]
+fn completion_signal_ends_the_loop() {
+    for message in [
+        format!("All done.\n{SIGNAL}"),
+        format!("<promise>{SIGNAL}</promise>"),
+    ] {
+        let project = looping(25);
+        assert_allowed(&project.hook(
+            &input(&project, "stop-input-after-block.json", Some(&message)),
+            &[],
+        ));
+        let state = project.status_json();
+        assert_eq!(state["status"], "complete");
+        assert_eq!(state["iteration"], 1);
+        // A finished loop keeps its final state and lets every stop through.
+        let before = std::fs::read(project.state_path()).unwrap();
+        assert_allowed(&project.hook(
+            &input(&project, "stop-input-after-block.json", Some("more")),
+            &[],
+        ));
+        assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    }
+}
+
+#[test]
+fn transcript_fallback_reads_the_last_assistant_message() {
+    for (transcript, tail) in [
+        ("transcript-text-only.jsonl", "All done. RALPH_DONE"),
+        ("transcript-tool-use.jsonl", "Done. RALPH_DONE"),
+    ] {
+        let project = looping(25);
+        let mut value: Value =
+            serde_json::from_slice(&input(&project, "stop-input-first.json", None)).unwrap();
+        value["transcript_path"] = json!(fixture(transcript));
+        let stdin = serde_json::to_vec(&value).unwrap();
+        assert_allowed(&project.hook(&stdin, &[("RALPH_COMPLETION_SIGNAL", "RALPH_DONE")]));
+        let state = project.status_json();
+        assert_eq!(state["status"], "complete", "{transcript}: {state:#}");
+        assert_eq!(state["history"][0]["messageSource"], "transcript");
+        assert_eq!(state["history"][0]["excerpt"], tail);
+    }
+}
+
+#[test]
+fn the_reinjected_prompt_in_the_transcript_never_counts() {
+    // The transcript's last lines are a user re-injection quoting the signal
+    // after an assistant message that does not carry it.
+    let project = looping(25);
+    let transcript = project.path("t.jsonl");
+    let lines = [
+        json!({"type":"user","message":{"role":"user","content":"Do the task"}}),
+        json!({"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"Working."}]}}),
+        json!({"type":"user","message":{"role":"user","content":format!("Stop hook feedback:\nWrite {SIGNAL} when done")}}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&transcript, text).unwrap();
+    let mut value: Value =
+        serde_json::from_slice(&input(&project, "stop-input-first.json", None)).unwrap();
+    value["transcript_path"] = json!(transcript);
+    let run = project.hook(&serde_json::to_vec(&value).unwrap(), &[]);
+    block_reason(&run);
+    assert_eq!(project.status_json()["history"][0]["excerpt"], "Working.");
+}
+
+#[test]
+fn cap_allows_the_last_stop() {
+    let project = looping(2);
+    block_reason(&project.hook(&input(&project, "stop-input-first.json", Some("a")), &[]));
+    assert_allowed(&project.hook(
+        &input(&project, "stop-input-after-block.json", Some("b")),
+        &[],
+    ));
+    let state = project.status_json();
+    assert_eq!(state["status"], "max_iterations");
+    assert_eq!(state["iteration"], 2);
+}
+
+#[test]
+fn findings_stuck_opens_the_circuit() {
+    let project = looping(25);
+    for n in 0..3 {
+        let run = project.hook(
+            &input(
+                &project,
+                "stop-input-after-block.json",
+                Some("RALPH_ITERATION_COMPLETE: 4 findings remain"),
+            ),
+            &[],
+        );
+        block_reason(&run);
+        assert_eq!(
+            project.status_json()["lastFindingsCount"],
+            4,
+            "after stop {n}"
+        );
+    }
+    assert_allowed(&project.hook(
+        &input(
+            &project,
+            "stop-input-after-block.json",
+            Some("RALPH_ITERATION_COMPLETE: 4 findings remain"),
+        ),
+        &[],
+    ));
+    let state = project.status_json();
+    assert_eq!(state["status"], "circuit_open", "{state:#}");
+    assert_eq!(state["iteration"], 4);
+}
+
+#[test]
+fn other_sessions_and_projects_without_a_loop_are_let_through_untouched() {
+    let project = looping(5);
+    let before = std::fs::read(project.state_path()).unwrap();
+    let mut value: Value =
+        serde_json::from_slice(&input(&project, "stop-input-first.json", Some("hi"))).unwrap();
+    value["session_id"] = json!("99999999-0000-0000-0000-000000000000");
+    let run = project.hook(&serde_json::to_vec(&value).unwrap(), &[]);
+    assert_allowed(&run);
+    assert_eq!(run.stderr, "");
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+
+    let bare = TempProject::new("bare");
+    let run = bare.hook(&input(&bare, "stop-input-first.json", Some("hi")), &[]);
+    assert_allowed(&run);
+    assert!(run.stderr.contains("no loop was started"), "{}", run.stderr);
+    assert!(!bare.path(".claude").exists(), "nothing was created");
+}
+
+#[test]
+fn claude_project_dir_wins_over_cwd() {
+    let project = looping(5);
+    let mut value: Value =
+        serde_json::from_slice(&input(&project, "stop-input-first.json", Some("x"))).unwrap();
+    value["cwd"] = json!("/nonexistent/elsewhere");
+    let root = project.root.display().to_string();
+    let run = project.hook(
+        &serde_json::to_vec(&value).unwrap(),
+        &[("CLAUDE_PROJECT_DIR", &root)],
+    );
+    block_reason(&run);
+}
+
+#[test]
+fn bad_stdin_lets_the_stop_through_with_one_line() {
+    let project = looping(5);
+    let before = std::fs::read(project.state_path()).unwrap();
+    let cases: &[(&[u8], &str)] = &[
+        (b"", "empty"),
+        (b"{\"session_id\": ", "not valid JSON"),
+        (b"[1, 2, 3]", "JSON array"),
+        (b"\xff\xfe\xfd", "UTF-8"),
+        (br#"{"session_id": 42}"#, "session_id"),
+        (
+            br#"{"session_id": "../../../etc/passwd", "cwd": "/tmp"}"#,
+            "session_id",
+        ),
+        (br#"{"stop_hook_active": "yes"}"#, "stop_hook_active"),
+    ];
+    for (stdin, needle) in cases {
+        assert_one_error_line(
+            &project.hook(stdin, &[]),
+            &[needle, "letting this stop through"],
+        );
+    }
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+}
+
+#[test]
+fn bad_configuration_names_the_variable_or_key() {
+    let project = looping(5);
+    let before = std::fs::read(project.state_path()).unwrap();
+    let stdin = input(&project, "stop-input-first.json", Some("working"));
+    for (name, value) in [
+        ("RALPH_MAX_ITERATIONS", "abc"),
+        ("RALPH_MAX_ITERATIONS", "0"),
+        ("RALPH_MAX_ITERATIONS", "-4"),
+        ("RALPH_CIRCUIT_BREAKER_THRESHOLD", "many"),
+        ("RALPH_COMPLETION_SIGNAL", "   "),
+    ] {
+        assert_one_error_line(&project.hook(&stdin, &[(name, value)]), &[name]);
+    }
+    let config = project.path(".claude/ralph/config.json");
+    for (json, needle) in [
+        ("{\"maxIterations\": 5", "config.json"),
+        ("{\"maxIterations\": 0}", "maxIterations"),
+        ("{\"maxIteration\": 5}", "maxIteration"),
+    ] {
+        std::fs::write(&config, json).unwrap();
+        assert_one_error_line(&project.hook(&stdin, &[]), &[needle]);
+    }
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+}
+
+#[test]
+fn corrupt_state_is_reported_and_kept() {
+    let project = looping(5);
+    for content in ["", "{\"status\": \"running\", \"iter", "[]"] {
+        std::fs::write(project.state_path(), content).unwrap();
+        let run = project.hook(&input(&project, "stop-input-first.json", Some("x")), &[]);
+        assert_one_error_line(&run, &["corrupt", "ralph-ctl reset"]);
+        assert_eq!(
+            std::fs::read_to_string(project.state_path()).unwrap(),
+            content,
+            "never replaced"
+        );
+    }
+}
+
+#[test]
+fn missing_prompt_lets_the_stop_through_without_advancing() {
+    let project = looping(5);
+    let before = std::fs::read(project.state_path()).unwrap();
+    std::fs::remove_file(project.path(".claude/ralph/PROMPT.md")).unwrap();
+    let run = project.hook(&input(&project, "stop-input-first.json", Some("x")), &[]);
+    assert_one_error_line(&run, &["PROMPT.md", "does not exist"]);
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+}
+
+#[test]
+fn missing_transcript_lets_the_stop_through() {
+    let project = looping(5);
+    let mut value: Value =
+        serde_json::from_slice(&input(&project, "stop-input-first.json", None)).unwrap();
+    value["transcript_path"] = json!(project.path("nope.jsonl"));
+    let run = project.hook(&serde_json::to_vec(&value).unwrap(), &[]);
+    assert_one_error_line(&run, &["transcript", "nope.jsonl"]);
+}
+
+/// Runs `per_thread` hook processes on each of `threads` threads at once.
+fn hammer(project: &Arc<TempProject>, threads: usize, per_thread: usize, stdin: Vec<u8>) {
+    let stdin = Arc::new(stdin);
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let project = Arc::clone(project);
+            let stdin = Arc::clone(&stdin);
+            thread::spawn(move || {
+                for _ in 0..per_thread {
+                    let run = project.hook(&stdin, &[]);
+                    assert_eq!(run.code, Some(0), "{run:?}");
+                    assert!(!run.stderr.contains("ralph-stop-hook"), "{run:?}");
+                    let state = std::fs::read_to_string(project.state_path()).unwrap();
+                    serde_json::from_str::<Value>(&state)
+                        .expect("the state is valid JSON after every write");
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+}
+
+#[test]
+fn parallel_stops_of_one_session_lose_no_update() {
+    let project = Arc::new(looping(10_000));
+    let stdin = input(&project, "stop-input-after-block.json", Some("working"));
+    hammer(&project, 8, 25, stdin);
+    let state = project.status_json();
+    assert_eq!(state["iteration"], 201, "200 stops, each counted once");
+    assert_eq!(state["status"], "running");
+}
+
+#[test]
+fn a_second_session_hammering_in_parallel_changes_nothing() {
+    let project = Arc::new(looping(10_000));
+    let mine = input(&project, "stop-input-after-block.json", Some("working"));
+    let mut other: Value = serde_json::from_slice(&mine).unwrap();
+    other["session_id"] = json!("99999999-0000-0000-0000-000000000000");
+    let other = serde_json::to_vec(&other).unwrap();
+    let a = {
+        let project = Arc::clone(&project);
+        thread::spawn(move || hammer(&project, 4, 25, mine))
+    };
+    hammer(&project, 4, 25, other);
+    a.join().unwrap();
+    assert_eq!(project.status_json()["iteration"], 101);
+}
+
+#[test]
+fn a_discarded_stdout_neither_crashes_nor_hangs_the_hook() {
+    // Claude Code may stop reading; the hook must still finish and record the stop.
+    let project = looping(5);
+    let mut child = Command::new(bins::hook())
+        .env("RALPH_ACTIVE", "1")
+        .current_dir(&project.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&input(&project, "stop-input-first.json", Some("x")))
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(Path::new(&project.state_path()).exists());
+}

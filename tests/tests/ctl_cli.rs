@@ -223,7 +223,9 @@ fn start_status_reset_cycle() {
 fn start_rejects_bad_input_with_the_name_of_what_is_wrong() {
     let project = TempProject::new("start-bad");
     project.init();
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, i32, &str)> = vec![
+    /// (arguments, environment, exit code, what stderr must name)
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, i32, &'a str);
+    let cases: Vec<Case> = vec![
         (
             vec!["start"],
             vec![("RALPH_MAX_ITERATIONS", "abc")],

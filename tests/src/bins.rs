@@ -64,7 +64,16 @@ pub fn bin(name: &str) -> PathBuf {
         });
     if std::env::var_os("RALPH_BIN_DIR").is_none() {
         let root = workspace_root();
-        let newest = ["crates", "templates", "launchers"]
+        let sources: &[&str] = match name {
+            "ralph-stop-hook" => &["crates/ralph-stop-hook", "crates/ralph-core"],
+            _ => &[
+                "crates/ralph-ctl",
+                "crates/ralph-core",
+                "templates",
+                "launchers",
+            ],
+        };
+        let newest = sources
             .iter()
             .map(|d| newest_source(&root.join(d)))
             .max()

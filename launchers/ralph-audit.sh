@@ -15,7 +15,8 @@ circuit breaker opens.
   --reset      clear the previous loop's state first
   --           everything after it goes to the Claude Code client
 
-Environment: RALPH_CLAUDE (client, default `claude`), RALPH_CTL (ralph-ctl),
+Environment: RALPH_CLAUDE (client command, default `claude`; may carry
+arguments, e.g. "node /path/to/cli.js"), RALPH_CTL (ralph-ctl),
 RALPH_MAX_ITERATIONS, RALPH_COMPLETION_SIGNAL, RALPH_CIRCUIT_BREAKER_THRESHOLD,
 RALPH_PROMPT_FILE.
 
@@ -50,9 +51,14 @@ if [ ! -x "$ctl" ]; then
   }
 fi
 client=${RALPH_CLAUDE:-claude}
+client_cmd=("$client")
 if ! command -v "$client" >/dev/null 2>&1; then
-  echo "ralph-audit.sh: cannot find the Claude Code client '$client'; install it (npm install -g @anthropic-ai/claude-code) or set RALPH_CLAUDE" >&2
-  exit 127
+  # RALPH_CLAUDE may also be a command with arguments, e.g. "node /opt/claude-code/cli.js".
+  read -r -a client_cmd <<< "$client"
+  if [ ${#client_cmd[@]} -eq 0 ] || ! command -v "${client_cmd[0]}" >/dev/null 2>&1; then
+    echo "ralph-audit.sh: cannot find the Claude Code client '$client'; install it (npm install -g @anthropic-ai/claude-code) or set RALPH_CLAUDE" >&2
+    exit 127
+  fi
 fi
 
 if [ "$reset" = 1 ]; then
@@ -74,9 +80,9 @@ fi
 # A Ctrl-C reaches the client; the launcher waits for it, then records the end.
 trap 'true' INT
 if [ "$headless" = 1 ]; then
-  "$client" -p "$prompt" --output-format json --session-id "$session_id" "$@"
+  "${client_cmd[@]}" -p "$prompt" --output-format json --session-id "$session_id" "$@"
 else
-  "$client" "$prompt" --session-id "$session_id" "$@"
+  "${client_cmd[@]}" "$prompt" --session-id "$session_id" "$@"
 fi
 client_exit=$?
 trap - INT

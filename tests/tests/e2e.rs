@@ -40,6 +40,8 @@ on_both_clients!(
     signal_quoted_in_the_prompt_never_ends_the_loop,
     tool_calls_then_text_count_as_one_iteration,
     client_killed_mid_loop_is_marked_interrupted,
+    stalled_loop_opens_the_breaker_and_blocks_the_next_start,
+    working_loop_never_trips_the_breaker,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -381,4 +383,123 @@ fn client_killed_mid_loop_is_marked_interrupted(client: ClientVersion) {
     project
         .run_launcher(client, &api, &[], LOOP_TIMEOUT)
         .assert_code(0);
+}
+
+fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersion) {
+    let project = TempProject::new("stalled");
+    project.init();
+    // Every iteration: the same failing command, then the same complaint. Nothing changes.
+    let api = MockApi::start(|turn, _| {
+        if turn % 2 == 0 {
+            Reply::bash("cat missing-config.toml")
+        } else {
+            Reply::text(
+                "The build still fails:\nerror: missing-config.toml: No such file or directory",
+            )
+        }
+    });
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    run.assert_code(11);
+    assert!(run.stderr.contains("circuit_open"), "{}", run.stderr);
+    let state = project.status_json();
+    assert_eq!(state["status"], "circuit_open", "{state:#}");
+    assert_eq!(state["breaker"]["state"], "open");
+    let stopped_at = state["iteration"].as_u64().unwrap();
+    assert!(stopped_at <= 6, "stopped at iteration {stopped_at}");
+    let history = state["history"].as_array().unwrap();
+    let transitions: Vec<&str> = history
+        .iter()
+        .filter_map(|r| r["breaker"].as_str())
+        .collect();
+    assert_eq!(transitions.len(), 2, "{transitions:?}");
+    assert!(
+        transitions[0].starts_with("closed → half_open"),
+        "{transitions:?}"
+    );
+    assert!(
+        transitions[1].starts_with("half_open → open"),
+        "{transitions:?}"
+    );
+    assert!(
+        history.iter().all(|r| r["error"].is_string()),
+        "the error was seen every iteration: {history:#?}"
+    );
+
+    // The agent was told what was detected before the breaker opened.
+    let last = api.main_requests().pop().unwrap();
+    let warnings: Vec<String> = stop_hook_feedback(&last.body)
+        .into_iter()
+        .filter(|t| t.starts_with("[Ralph circuit breaker: half-open] Detected: "))
+        .collect();
+    assert!(
+        !warnings.is_empty(),
+        "the re-injection carried the breaker's notice"
+    );
+    assert!(
+        warnings[0].contains("no file changed in 3 iterations"),
+        "{}",
+        warnings[0]
+    );
+
+    // Open is sticky: the launcher refuses to start until a reset.
+    let refused = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    refused.assert_code(3);
+    assert!(
+        refused.stderr.contains("circuit breaker is open")
+            && refused.stderr.contains("ralph-ctl reset"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        project.status_json()["status"],
+        "circuit_open",
+        "a refused start changes nothing"
+    );
+    project.ctl(&["reset"], &[]).assert_code(0);
+    let api = MockApi::start(|_, _| Reply::text(format!("Fixed it.\n{SIGNAL}")));
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+}
+
+fn working_loop_never_trips_the_breaker(client: ClientVersion) {
+    let project = TempProject::new("working");
+    project.init();
+    let root = project.root.clone();
+    // Ten iterations of real work: new untracked files, edits, and commits,
+    // each followed by a short report; the tenth completes.
+    let api = MockApi::start(move |turn, _| {
+        let iteration = turn / 2 + 1;
+        if turn % 2 == 0 {
+            match iteration % 3 {
+                0 => Reply::bash(format!(
+                    "echo step {iteration} >> {} && git add -A && git commit -q -m 'step {iteration}'",
+                    root.join("notes.md").display()
+                )),
+                1 => Reply::write(
+                    root.join(format!("src{iteration}.txt")).display().to_string(),
+                    format!("work {iteration}\n"),
+                ),
+                _ => Reply::write(root.join("notes.md").display().to_string(), format!("edited in {iteration}\n")),
+            }
+        } else if iteration < 10 {
+            Reply::text(format!("Step {iteration} done; more to do."))
+        } else {
+            Reply::text(format!("Everything is done.\n{SIGNAL}"))
+        }
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 10);
+    assert_eq!(state["breaker"]["state"], "closed");
+    assert!(
+        state["breaker"]["lastTransition"].is_null(),
+        "never left closed: {state:#}"
+    );
+    assert_eq!(state["breaker"]["counters"]["noProgress"], 0);
+    let history = state["history"].as_array().unwrap();
+    assert!(history.iter().all(|r| r["breaker"].is_null()));
 }

@@ -245,35 +245,39 @@ fn cap_allows_the_last_stop() {
 }
 
 #[test]
-fn findings_stuck_opens_the_circuit() {
+fn findings_stuck_warns_then_opens_the_circuit() {
     let project = looping(25);
-    for n in 0..3 {
-        let run = project.hook(
-            &input(
-                &project,
-                "stop-input-after-block.json",
-                Some("RALPH_ITERATION_COMPLETE: 4 findings remain"),
-            ),
-            &[],
-        );
-        block_reason(&run);
-        assert_eq!(
-            project.status_json()["lastFindingsCount"],
-            4,
-            "after stop {n}"
-        );
+    let stuck = input(
+        &project,
+        "stop-input-after-block.json",
+        Some("RALPH_ITERATION_COMPLETE: 4 findings remain"),
+    );
+    // Stop 1 reports 4; stops 2-4 report it unchanged (3 = threshold): half open at stop 4.
+    for stop in 1..=5 {
+        let reason = block_reason(&project.hook(&stuck, &[]));
+        let warned = reason
+            .starts_with("[Ralph circuit breaker: half-open] Detected: findings count stuck at 4");
+        assert_eq!(warned, stop >= 4, "stop {stop}: {reason}");
+        assert_eq!(project.status_json()["lastFindingsCount"], 4);
     }
-    assert_allowed(&project.hook(
-        &input(
-            &project,
-            "stop-input-after-block.json",
-            Some("RALPH_ITERATION_COMPLETE: 4 findings remain"),
-        ),
-        &[],
-    ));
+    assert_eq!(project.status_json()["breaker"]["state"], "half_open");
+    assert_allowed(&project.hook(&stuck, &[]));
     let state = project.status_json();
     assert_eq!(state["status"], "circuit_open", "{state:#}");
-    assert_eq!(state["iteration"], 4);
+    assert_eq!(state["iteration"], 6);
+    assert_eq!(state["breaker"]["state"], "open");
+    assert!(state["breaker"]["lastTransition"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("findings count stuck at 4"));
+    let human = project.ctl(&["status"], &[]);
+    for needle in ["breaker:", "open", "findings stuck 5/3", "half_open → open"] {
+        assert!(
+            human.stdout.contains(needle),
+            "{needle} in {}",
+            human.stdout
+        );
+    }
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::breaker::BreakerConfig;
 use crate::paths::{ProjectPaths, DEFAULT_PROMPT_FILE};
 
 /// Default iteration cap.
@@ -39,6 +40,18 @@ pub mod env {
     pub const CIRCUIT_BREAKER_THRESHOLD: &str = "RALPH_CIRCUIT_BREAKER_THRESHOLD";
     /// Prompt file path.
     pub const PROMPT_FILE: &str = "RALPH_PROMPT_FILE";
+    /// No-progress threshold of the circuit breaker.
+    pub const NO_PROGRESS_THRESHOLD: &str = "CB_NO_PROGRESS_THRESHOLD";
+    /// Same-error threshold of the circuit breaker.
+    pub const SAME_ERROR_THRESHOLD: &str = "CB_SAME_ERROR_THRESHOLD";
+    /// Output-decline threshold (percent) of the circuit breaker.
+    pub const OUTPUT_DECLINE_THRESHOLD: &str = "CB_OUTPUT_DECLINE_THRESHOLD";
+    /// TDD-scenario-stuck threshold of the circuit breaker.
+    pub const TDD_STUCK_THRESHOLD: &str = "CB_TDD_STUCK_THRESHOLD";
+    /// Iterations the breaker stays half open before it opens.
+    pub const PATIENCE: &str = "CB_PATIENCE";
+    /// Minutes after which an open breaker lets a new loop start (0 or unset: never).
+    pub const COOLDOWN_MINUTES: &str = "CB_COOLDOWN_MINUTES";
     /// Project root exported by Claude Code to its hooks.
     pub const CLAUDE_PROJECT_DIR: &str = "CLAUDE_PROJECT_DIR";
 }
@@ -50,10 +63,12 @@ pub struct Config {
     pub max_iterations: u32,
     /// The text whose presence in the agent's last message ends the loop.
     pub completion_signal: String,
-    /// Consecutive iterations with an unchanged findings count that stop the loop.
-    pub circuit_breaker_threshold: u32,
     /// The prompt file as configured (relative to the project root unless absolute).
     pub prompt_file: PathBuf,
+    /// The circuit breaker's thresholds and patience.
+    pub breaker: BreakerConfig,
+    /// Minutes after which an open breaker no longer blocks a new start (`None`: never).
+    pub cooldown_minutes: Option<u32>,
 }
 
 impl Default for Config {
@@ -61,8 +76,12 @@ impl Default for Config {
         Config {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             completion_signal: DEFAULT_COMPLETION_SIGNAL.to_string(),
-            circuit_breaker_threshold: DEFAULT_CIRCUIT_BREAKER_THRESHOLD,
             prompt_file: PathBuf::from(DEFAULT_PROMPT_FILE),
+            breaker: BreakerConfig {
+                findings_stuck: DEFAULT_CIRCUIT_BREAKER_THRESHOLD,
+                ..BreakerConfig::default()
+            },
+            cooldown_minutes: None,
         }
     }
 }
@@ -89,7 +108,10 @@ pub enum ConfigError {
         source: io::Error,
     },
     /// The config file is not valid JSON, has an unknown key or a wrong type.
-    #[error("{path} is not a valid ralph config: {message}; accepted keys: maxIterations, completionSignal, circuitBreakerThreshold, promptFile")]
+    #[error(
+        "{path} is not a valid ralph config: {message}; accepted keys: {}",
+        ACCEPTED_KEYS
+    )]
     Malformed {
         /// The config file.
         path: PathBuf,
@@ -119,7 +141,95 @@ struct ConfigFile {
     completion_signal: Option<String>,
     circuit_breaker_threshold: Option<i64>,
     prompt_file: Option<String>,
+    no_progress_threshold: Option<i64>,
+    same_error_threshold: Option<i64>,
+    output_decline_threshold: Option<i64>,
+    tdd_stuck_threshold: Option<i64>,
+    breaker_patience: Option<i64>,
+    cooldown_minutes: Option<i64>,
 }
+
+/// Every key of the config file, for error messages.
+const ACCEPTED_KEYS: &str = "maxIterations, completionSignal, circuitBreakerThreshold, promptFile, \
+     noProgressThreshold, sameErrorThreshold, outputDeclineThreshold, tddStuckThreshold, breakerPatience, cooldownMinutes";
+
+/// A whole-number setting: its config key, its env var, its range, and where it goes.
+struct NumberSetting {
+    key: &'static str,
+    env: &'static str,
+    min: u32,
+    max: u32,
+    from_file: fn(&ConfigFile) -> Option<i64>,
+    apply: fn(&mut Config, u32),
+}
+
+/// The whole-number settings, in one table for the file and the environment.
+const NUMBER_SETTINGS: &[NumberSetting] = &[
+    NumberSetting {
+        key: "maxIterations",
+        env: env::MAX_ITERATIONS,
+        min: 1,
+        max: MAX_ITERATIONS_LIMIT,
+        from_file: |f| f.max_iterations,
+        apply: |c, v| c.max_iterations = v,
+    },
+    NumberSetting {
+        key: "circuitBreakerThreshold",
+        env: env::CIRCUIT_BREAKER_THRESHOLD,
+        min: 1,
+        max: THRESHOLD_LIMIT,
+        from_file: |f| f.circuit_breaker_threshold,
+        apply: |c, v| c.breaker.findings_stuck = v,
+    },
+    NumberSetting {
+        key: "noProgressThreshold",
+        env: env::NO_PROGRESS_THRESHOLD,
+        min: 1,
+        max: THRESHOLD_LIMIT,
+        from_file: |f| f.no_progress_threshold,
+        apply: |c, v| c.breaker.no_progress = v,
+    },
+    NumberSetting {
+        key: "sameErrorThreshold",
+        env: env::SAME_ERROR_THRESHOLD,
+        min: 1,
+        max: THRESHOLD_LIMIT,
+        from_file: |f| f.same_error_threshold,
+        apply: |c, v| c.breaker.same_error = v,
+    },
+    NumberSetting {
+        key: "outputDeclineThreshold",
+        env: env::OUTPUT_DECLINE_THRESHOLD,
+        min: 1,
+        max: 99,
+        from_file: |f| f.output_decline_threshold,
+        apply: |c, v| c.breaker.output_decline_percent = v,
+    },
+    NumberSetting {
+        key: "tddStuckThreshold",
+        env: env::TDD_STUCK_THRESHOLD,
+        min: 1,
+        max: THRESHOLD_LIMIT,
+        from_file: |f| f.tdd_stuck_threshold,
+        apply: |c, v| c.breaker.tdd_stuck = v,
+    },
+    NumberSetting {
+        key: "breakerPatience",
+        env: env::PATIENCE,
+        min: 1,
+        max: THRESHOLD_LIMIT,
+        from_file: |f| f.breaker_patience,
+        apply: |c, v| c.breaker.patience = v,
+    },
+    NumberSetting {
+        key: "cooldownMinutes",
+        env: env::COOLDOWN_MINUTES,
+        min: 0,
+        max: 525_600,
+        from_file: |f| f.cooldown_minutes,
+        apply: |c, v| c.cooldown_minutes = (v > 0).then_some(v),
+    },
+];
 
 /// A source of environment variables, so tests need not touch the process environment.
 pub trait EnvSource {
@@ -147,16 +257,16 @@ impl<const N: usize> EnvSource for [(&str, &str); N] {
     }
 }
 
-fn accepts_count(limit: u32) -> String {
-    format!("a whole number from 1 to {limit}")
+fn accepts_range(min: u32, max: u32) -> String {
+    format!("a whole number from {min} to {max}")
 }
 
 fn signal_accepts() -> String {
     format!("a non-empty single line of at most {SIGNAL_MAX_CHARS} characters")
 }
 
-fn validate_count(raw: i64, limit: u32) -> Option<u32> {
-    u32::try_from(raw).ok().filter(|v| (1..=limit).contains(v))
+fn validate_range(raw: i64, min: u32, max: u32) -> Option<u32> {
+    u32::try_from(raw).ok().filter(|v| (min..=max).contains(v))
 }
 
 fn validate_signal(raw: &str) -> Option<String> {
@@ -198,24 +308,17 @@ impl Config {
             value,
             accepts,
         };
-        if let Some(raw) = file.max_iterations {
-            self.max_iterations = validate_count(raw, MAX_ITERATIONS_LIMIT).ok_or_else(|| {
-                bad(
-                    "maxIterations",
-                    raw.to_string(),
-                    accepts_count(MAX_ITERATIONS_LIMIT),
-                )
-            })?;
-        }
-        if let Some(raw) = file.circuit_breaker_threshold {
-            self.circuit_breaker_threshold =
-                validate_count(raw, THRESHOLD_LIMIT).ok_or_else(|| {
+        for setting in NUMBER_SETTINGS {
+            if let Some(raw) = (setting.from_file)(&file) {
+                let value = validate_range(raw, setting.min, setting.max).ok_or_else(|| {
                     bad(
-                        "circuitBreakerThreshold",
+                        setting.key,
                         raw.to_string(),
-                        accepts_count(THRESHOLD_LIMIT),
+                        accepts_range(setting.min, setting.max),
                     )
                 })?;
+                (setting.apply)(self, value);
+            }
         }
         if let Some(raw) = file.completion_signal {
             self.completion_signal = validate_signal(&raw)
@@ -250,28 +353,21 @@ impl Config {
                 }),
             }
         };
-        let count = |name: &'static str, limit: u32| -> Result<Option<u32>, ConfigError> {
-            let accepts = || accepts_count(limit);
-            match read(name, &accepts)? {
-                None => Ok(None),
-                Some(v) => v
+        for setting in NUMBER_SETTINGS {
+            let accepts = || accepts_range(setting.min, setting.max);
+            if let Some(v) = read(setting.env, &accepts)? {
+                let value = v
                     .trim()
                     .parse::<i64>()
                     .ok()
-                    .and_then(|n| validate_count(n, limit))
-                    .map(Some)
+                    .and_then(|n| validate_range(n, setting.min, setting.max))
                     .ok_or(ConfigError::BadEnv {
-                        name,
+                        name: setting.env,
                         value: v,
                         accepts: accepts(),
-                    }),
+                    })?;
+                (setting.apply)(self, value);
             }
-        };
-        if let Some(n) = count(env::MAX_ITERATIONS, MAX_ITERATIONS_LIMIT)? {
-            self.max_iterations = n;
-        }
-        if let Some(n) = count(env::CIRCUIT_BREAKER_THRESHOLD, THRESHOLD_LIMIT)? {
-            self.circuit_breaker_threshold = n;
         }
         if let Some(v) = read(env::COMPLETION_SIGNAL, &signal_accepts)? {
             self.completion_signal = validate_signal(&v).ok_or(ConfigError::BadEnv {
@@ -315,7 +411,7 @@ mod tests {
         let from_file = Config::load(&paths, &[]).unwrap();
         assert_eq!(from_file.max_iterations, 7);
         assert_eq!(from_file.completion_signal, "FILE_DONE");
-        assert_eq!(from_file.circuit_breaker_threshold, 4);
+        assert_eq!(from_file.breaker.findings_stuck, 4);
         assert_eq!(from_file.prompt_file, PathBuf::from("p.md"));
         let env = [
             (env::MAX_ITERATIONS, "12"),
@@ -324,7 +420,42 @@ mod tests {
         let both = Config::load(&paths, &env).unwrap();
         assert_eq!(both.max_iterations, 12);
         assert_eq!(both.completion_signal, "ENV_DONE");
-        assert_eq!(both.circuit_breaker_threshold, 4);
+        assert_eq!(both.breaker.findings_stuck, 4);
+    }
+
+    #[test]
+    fn breaker_settings_from_file_and_env() {
+        let (_d, paths) = project_with_config(Some(
+            r#"{"noProgressThreshold": 4, "sameErrorThreshold": 6, "outputDeclineThreshold": 50,
+                "tddStuckThreshold": 5, "breakerPatience": 3, "cooldownMinutes": 30}"#,
+        ));
+        let c = Config::load(&paths, &[]).unwrap();
+        assert_eq!(
+            c.breaker,
+            BreakerConfig {
+                no_progress: 4,
+                same_error: 6,
+                findings_stuck: 3,
+                output_decline_percent: 50,
+                tdd_stuck: 5,
+                patience: 3
+            }
+        );
+        assert_eq!(c.cooldown_minutes, Some(30));
+        let env = [
+            (env::NO_PROGRESS_THRESHOLD, "2"),
+            (env::COOLDOWN_MINUTES, "0"),
+            (env::PATIENCE, "1"),
+        ];
+        let c = Config::load(&paths, &env).unwrap();
+        assert_eq!(
+            (
+                c.breaker.no_progress,
+                c.breaker.patience,
+                c.cooldown_minutes
+            ),
+            (2, 1, None)
+        );
     }
 
     #[test]
@@ -337,7 +468,11 @@ mod tests {
     #[test]
     fn bad_env_values_name_the_variable() {
         let (_d, paths) = project_with_config(None);
-        let cases: [(&str, &str); 9] = [
+        let cases: [(&str, &str); 13] = [
+            (env::NO_PROGRESS_THRESHOLD, "0"),
+            (env::OUTPUT_DECLINE_THRESHOLD, "100"),
+            (env::PATIENCE, "soon"),
+            (env::COOLDOWN_MINUTES, "-5"),
             (env::MAX_ITERATIONS, "abc"),
             (env::MAX_ITERATIONS, "0"),
             (env::MAX_ITERATIONS, "-3"),

@@ -4,7 +4,9 @@
 //!
 //! No I/O happens here, so every rule is unit-tested as a table below.
 
+use crate::breaker::{self, BreakerEffect, ProgressObservation};
 use crate::config::Config;
+use crate::errors;
 use crate::signals;
 use crate::state::{excerpt, IterationRecord, LoopState, Status, StopDecision};
 
@@ -42,6 +44,31 @@ pub struct Observation {
     pub message: String,
     /// Where `message` came from.
     pub message_source: MessageSource,
+    /// The text of the tool results that failed in this iteration (newest first).
+    pub failing_tool_results: Vec<String>,
+    /// How many tool calls the agent made in this iteration.
+    pub tool_calls: usize,
+    /// The project's fingerprint now (`None` when it could not be taken).
+    pub fingerprint: Option<String>,
+    /// The TDD scenario in progress, when a TDD state file exists.
+    pub tdd_scenario: Option<String>,
+}
+
+impl Observation {
+    /// An observation of a stop that carried only a session id (used for the
+    /// cheap ownership check before anything else is read).
+    pub fn of_session(session_id: Option<String>, stop_hook_active: bool) -> Self {
+        Observation {
+            session_id,
+            stop_hook_active,
+            message: String::new(),
+            message_source: MessageSource::Missing,
+            failing_tool_results: Vec::new(),
+            tool_calls: 0,
+            fingerprint: None,
+            tdd_scenario: None,
+        }
+    }
 }
 
 /// Why a stop is let through without touching the state.
@@ -73,6 +100,8 @@ pub enum Verdict {
         iteration: u32,
         /// The cap.
         max_iterations: u32,
+        /// The circuit breaker's warning, which starts the re-injected text.
+        notice: Option<String>,
     },
 }
 
@@ -119,13 +148,28 @@ pub fn decide(
     let mut next = state.clone();
     let iteration = state.iteration;
     let findings = signals::findings_count(&observed.message);
-    if let Some(count) = findings {
-        next.findings_unchanged_iterations = match state.last_findings_count {
-            Some(previous) if previous == count => state.findings_unchanged_iterations + 1,
-            _ => 0,
-        };
-        next.last_findings_count = Some(count);
+    if findings.is_some() {
+        next.last_findings_count = findings;
     }
+    let error = errors::sighting(&observed.message, &observed.failing_tool_results);
+    let progress = ProgressObservation {
+        fingerprint: observed.fingerprint.clone(),
+        error: error.clone(),
+        findings,
+        previous_findings: state.last_findings_count,
+        output_chars: observed.message.chars().count(),
+        // An iteration that neither used a tool nor hit an error tried nothing
+        // that could have changed the project: it is no evidence of a stall.
+        acted: observed.tool_calls > 0 || error.is_some(),
+        tdd_scenario: observed.tdd_scenario.clone(),
+    };
+    let (breaker, effect) =
+        breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);
+    let transition = (breaker.last_transition != state.breaker.last_transition)
+        .then_some(breaker.last_transition.as_ref())
+        .flatten()
+        .map(|t| format!("{} → {}: {}", t.from.as_str(), t.to.as_str(), t.reason));
+    next.breaker = breaker;
 
     let (verdict, why) = if signals::claims_completion(&observed.message, &config.completion_signal)
     {
@@ -136,17 +180,10 @@ pub fn decide(
                 config.completion_signal
             ),
         )
-    } else if findings.is_some()
-        && next.findings_unchanged_iterations >= config.circuit_breaker_threshold
-    {
+    } else if let BreakerEffect::Open(reason) = &effect {
         (
             Verdict::End(Status::CircuitOpen),
-            format!(
-                "findings count stuck at {} for {} consecutive iterations (threshold {})",
-                next.last_findings_count.unwrap_or_default(),
-                next.findings_unchanged_iterations,
-                config.circuit_breaker_threshold
-            ),
+            format!("circuit breaker opened: {reason}"),
         )
     } else if iteration >= state.max_iterations {
         (
@@ -161,6 +198,10 @@ pub fn decide(
             Verdict::Continue {
                 iteration: iteration + 1,
                 max_iterations: state.max_iterations,
+                notice: match effect {
+                    BreakerEffect::Warn(notice) => Some(notice),
+                    _ => None,
+                },
             },
             format!("iteration {iteration} ended without the completion signal"),
         )
@@ -187,6 +228,8 @@ pub fn decide(
         stop_hook_active: observed.stop_hook_active,
         findings,
         message_source: observed.message_source.as_str().to_string(),
+        error: error.map(|e| e.sample),
+        breaker: transition,
     });
     Outcome {
         new_state: Some(next),
@@ -209,10 +252,9 @@ mod tests {
 
     fn saying(message: &str) -> Observation {
         Observation {
-            session_id: Some(SID.into()),
-            stop_hook_active: true,
             message: message.into(),
             message_source: MessageSource::Input,
+            ..Observation::of_session(Some(SID.into()), true)
         }
     }
 
@@ -278,6 +320,7 @@ mod tests {
                 Verdict::Continue {
                     iteration: 2,
                     max_iterations: 25,
+                    notice: None,
                 },
             ),
             (
@@ -287,6 +330,7 @@ mod tests {
                 Verdict::Continue {
                     iteration: 25,
                     max_iterations: 25,
+                    notice: None,
                 },
             ),
             (
@@ -321,6 +365,7 @@ mod tests {
                 Verdict::Continue {
                     iteration: 4,
                     max_iterations: 25,
+                    notice: None,
                 },
             ),
             (
@@ -330,6 +375,7 @@ mod tests {
                 Verdict::Continue {
                     iteration: 4,
                     max_iterations: 25,
+                    notice: None,
                 },
             ),
         ];
@@ -403,20 +449,21 @@ mod tests {
             out.verdict,
             Verdict::Continue {
                 iteration: 3,
-                max_iterations: 5
+                max_iterations: 5,
+                notice: None
             }
         );
         assert!(out.new_state.unwrap().history[0].stop_hook_active);
     }
 
     /// Runs a sequence of findings reports through the decision and returns
-    /// the iteration at which the breaker opened, if it did.
-    fn breaker_opens_at(reports: &[Option<u64>], threshold: u32) -> Option<u32> {
-        let config = Config {
-            circuit_breaker_threshold: threshold,
-            ..Config::default()
-        };
+    /// the iterations whose re-injection carried the breaker's warning, and the
+    /// iteration at which the breaker opened, if it did.
+    fn breaker_run(reports: &[Option<u64>], threshold: u32) -> (Vec<u32>, Option<u32>) {
+        let mut config = Config::default();
+        config.breaker.findings_stuck = threshold;
         let mut state = running(1, 100);
+        let mut warned = Vec::new();
         for report in reports {
             let message = match report {
                 Some(n) => format!("Fixed one.\nRALPH_ITERATION_COMPLETE: {n} findings remain"),
@@ -425,38 +472,152 @@ mod tests {
             let out = decide(&config, Some(&state), &saying(&message), NOW);
             let ended_at = state.iteration;
             state = out.new_state.unwrap();
-            if out.verdict == Verdict::End(Status::CircuitOpen) {
-                return Some(ended_at);
+            match out.verdict {
+                Verdict::End(Status::CircuitOpen) => {
+                    assert_eq!(state.breaker.state, crate::breaker::BreakerState::Open);
+                    return (warned, Some(ended_at));
+                }
+                Verdict::Continue {
+                    notice: Some(notice),
+                    ..
+                } => {
+                    assert!(notice.contains("findings count stuck"), "{notice}");
+                    warned.push(ended_at);
+                }
+                _ => {}
             }
         }
-        None
+        (warned, None)
     }
 
     #[test]
     fn findings_breaker_table() {
-        /// (findings reported per iteration, threshold, iteration at which the breaker opens)
-        type Case<'a> = (&'a [Option<u64>], u32, Option<u32>);
+        /// (findings reported per iteration, threshold, warned after, opened at)
+        type Case<'a> = (&'a [Option<u64>], u32, &'a [u32], Option<u32>);
         let cases: &[Case] = &[
-            (&[Some(5), Some(5), Some(5), Some(5)], 3, Some(4)),
-            (&[Some(5), Some(5), Some(5)], 3, None),
-            (&[Some(5), Some(4), Some(4), Some(4), Some(4)], 3, Some(5)),
+            (&[Some(5); 8], 3, &[4, 5], Some(6)),
+            (&[Some(5), Some(5), Some(5)], 3, &[], None),
+            (
+                &[
+                    Some(5),
+                    Some(4),
+                    Some(4),
+                    Some(4),
+                    Some(4),
+                    Some(4),
+                    Some(4),
+                ],
+                3,
+                &[5, 6],
+                Some(7),
+            ),
             (
                 &[Some(5), Some(5), Some(4), Some(4), Some(3), Some(3)],
                 3,
+                &[],
                 None,
             ),
-            (&[Some(5), Some(5), None, Some(5), Some(5)], 3, Some(5)),
-            (&[Some(2), Some(2)], 1, Some(2)),
-            (&[None, None, None, None, None], 1, None),
-            (&[Some(0), Some(0), Some(0), Some(0)], 3, Some(4)),
+            (
+                &[Some(5), Some(5), None, Some(5), Some(5), Some(5), Some(5)],
+                3,
+                &[5, 6],
+                Some(7),
+            ),
+            (&[Some(2), Some(2), Some(2), Some(2)], 1, &[2, 3], Some(4)),
+            (&[None, None, None, None, None], 1, &[], None),
+            // Stuck, warned, then the count moves: the breaker closes again.
+            (
+                &[
+                    Some(5),
+                    Some(5),
+                    Some(5),
+                    Some(5),
+                    Some(4),
+                    Some(3),
+                    Some(2),
+                ],
+                3,
+                &[4],
+                None,
+            ),
         ];
-        for (reports, threshold, want) in cases {
+        for (reports, threshold, warned, opened) in cases {
             assert_eq!(
-                breaker_opens_at(reports, *threshold),
-                *want,
+                breaker_run(reports, *threshold),
+                (warned.to_vec(), *opened),
                 "{reports:?} threshold {threshold}"
             );
         }
+    }
+
+    #[test]
+    fn breaker_transitions_are_recorded_in_the_history() {
+        let mut state = running(1, 100);
+        let mut transitions = Vec::new();
+        for _ in 0..6 {
+            let out = decide(
+                &config(),
+                Some(&state),
+                &saying("RALPH_ITERATION_COMPLETE: 2 findings remain"),
+                NOW,
+            );
+            state = out.new_state.unwrap();
+            if let Some(t) = &state.history.last().unwrap().breaker {
+                transitions.push(t.clone());
+            }
+        }
+        assert_eq!(transitions.len(), 2, "{transitions:?}");
+        assert!(
+            transitions[0].starts_with("closed → half_open: findings count stuck at 2"),
+            "{}",
+            transitions[0]
+        );
+        assert!(
+            transitions[1].starts_with("half_open → open"),
+            "{}",
+            transitions[1]
+        );
+        assert_eq!(state.status, Status::CircuitOpen);
+    }
+
+    #[test]
+    fn no_progress_opens_the_circuit_within_five_stops() {
+        let mut state = running(1, 25);
+        state.breaker.last_fingerprint = Some("tree".into());
+        let mut verdicts = Vec::new();
+        loop {
+            let observed = Observation {
+                fingerprint: Some("tree".into()),
+                tool_calls: 1,
+                failing_tool_results: vec!["error: could not compile `x`".into()],
+                ..saying("The build still fails: error: could not compile `x`")
+            };
+            let out = decide(&config(), Some(&state), &observed, NOW);
+            state = out.new_state.unwrap();
+            verdicts.push(out.verdict.clone());
+            if !matches!(out.verdict, Verdict::Continue { .. }) {
+                break;
+            }
+        }
+        assert_eq!(verdicts.len(), 5);
+        assert_eq!(verdicts[4], Verdict::End(Status::CircuitOpen));
+        let Verdict::Continue {
+            notice: Some(notice),
+            ..
+        } = &verdicts[2]
+        else {
+            panic!("{:?}", verdicts[2]);
+        };
+        assert!(
+            notice.starts_with(
+                "[Ralph circuit breaker: half-open] Detected: no file changed in 3 iterations"
+            ),
+            "{notice}"
+        );
+        assert_eq!(
+            state.history[0].error.as_deref(),
+            Some("error: could not compile `x`")
+        );
     }
 
     #[test]
@@ -477,7 +638,8 @@ mod tests {
         let signal = config().completion_signal;
         let mut state = running(25, 25);
         state.last_findings_count = Some(0);
-        state.findings_unchanged_iterations = 10;
+        state.breaker.state = crate::breaker::BreakerState::HalfOpen;
+        state.breaker.half_open_iterations = 10;
         let message = format!("RALPH_ITERATION_COMPLETE: 0 findings remain\n{signal}");
         let out = decide(&config(), Some(&state), &saying(&message), NOW);
         assert_eq!(out.verdict, Verdict::End(Status::Complete));

@@ -8,11 +8,14 @@
 //! I/O stays at the edges: `decision` never touches a file, a clock or an
 //! environment variable.
 
+pub mod breaker;
 pub mod config;
 pub mod decision;
+pub mod errors;
 pub mod exit_codes;
 pub mod hook_input;
 pub mod paths;
+pub mod progress;
 pub mod prompt;
 pub mod signals;
 pub mod state;

@@ -102,16 +102,19 @@ pub fn read_guardrails(path: &Path) -> Result<Option<String>, PromptError> {
     Ok(read_text(path)?.filter(|t| !t.trim().is_empty()))
 }
 
-/// The full text given to the agent for `iteration`: header, prompt, guardrails.
+/// The full text given to the agent for `iteration`: the circuit breaker's
+/// notice when there is one, the header, the prompt, the guardrails.
 pub fn iteration_text(
     config: &Config,
     iteration: u32,
     max_iterations: u32,
+    notice: Option<&str>,
     prompt: &str,
     guardrails: Option<&str>,
 ) -> String {
     let signal = &config.completion_signal;
-    let mut text = format!(
+    let mut text = notice.map(|n| format!("{n}\n\n")).unwrap_or_default();
+    text += &format!(
         "[Ralph loop: iteration {iteration} of {max_iterations}]\n\
          This task is given back to you each time you stop, until it is done. The loop ends when \
          your final message has {signal} on a line of its own (write it only when the work is \
@@ -145,6 +148,7 @@ mod tests {
             &config,
             3,
             25,
+            None,
             "Fix the bugs.\n\n",
             Some("Never delete tests.\n"),
         );
@@ -153,7 +157,18 @@ mod tests {
         let prompt_at = text.find("Fix the bugs.").unwrap();
         let guard_at = text.find("Never delete tests.").unwrap();
         assert!(prompt_at < guard_at);
-        assert!(!iteration_text(&config, 1, 2, "p", None).contains("---\n\np\n\n---"));
+        assert!(!iteration_text(&config, 1, 2, None, "p", None).contains("---\n\np\n\n---"));
+        let warned = iteration_text(
+            &config,
+            4,
+            25,
+            Some("[Ralph circuit breaker: half-open] Detected: x."),
+            "p",
+            None,
+        );
+        assert!(warned.starts_with(
+            "[Ralph circuit breaker: half-open] Detected: x.\n\n[Ralph loop: iteration 4 of 25]"
+        ));
     }
 
     #[test]

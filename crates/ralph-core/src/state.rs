@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::breaker::Breaker;
+
 /// How many per-iteration records the state keeps; older ones are dropped.
 pub const HISTORY_LIMIT: usize = 50;
 /// Longest excerpt of the agent's message kept in a history record, in characters.
@@ -73,6 +75,12 @@ pub struct IterationRecord {
     /// Where the message came from: `input` (last_assistant_message), `transcript`, or `none`.
     #[serde(default)]
     pub message_source: String,
+    /// The error the iteration ended on, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The circuit breaker transition this stop caused, e.g. `closed → half_open: no file changed in 3 iterations`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<String>,
 }
 
 /// The whole state file.
@@ -101,9 +109,9 @@ pub struct LoopState {
     /// The findings count from the latest `RALPH_ITERATION_COMPLETE: N findings remain`.
     #[serde(default)]
     pub last_findings_count: Option<u64>,
-    /// Consecutive iterations whose findings count equalled the previous one.
+    /// The circuit breaker: its state, signal counters and last transition.
     #[serde(default)]
-    pub findings_unchanged_iterations: u32,
+    pub breaker: Breaker,
     /// The most recent stops, oldest first, at most [`HISTORY_LIMIT`].
     #[serde(default)]
     pub history: Vec<IterationRecord>,
@@ -122,7 +130,7 @@ impl LoopState {
             ended_at: None,
             ended_because: None,
             last_findings_count: None,
-            findings_unchanged_iterations: 0,
+            breaker: Breaker::default(),
             history: Vec::new(),
         }
     }
@@ -183,6 +191,8 @@ mod tests {
                 stop_hook_active: false,
                 findings: None,
                 message_source: String::new(),
+                error: None,
+                breaker: None,
             });
         }
         assert_eq!(s.history.len(), HISTORY_LIMIT);

@@ -40,11 +40,30 @@ pub enum TranscriptError {
     },
 }
 
-/// The text of the last assistant message of the main conversation (not a
-/// sub-agent's): `Ok(None)` when none is found within [`MAX_SCAN_BYTES`] of
-/// the end, `Ok(Some(""))` when the last one holds no text (a tool call only).
-/// A message written as several lines sharing `message.id` is joined.
-pub fn last_assistant_text(path: &Path) -> Result<Option<String>, TranscriptError> {
+/// What the end of a transcript says about the iteration that just ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IterationTail {
+    /// The text of the last assistant message of the main conversation (not a
+    /// sub-agent's): `None` when none is found within [`MAX_SCAN_BYTES`] of the
+    /// end, `Some("")` when the last one holds no text (a tool call only). A
+    /// message written as several lines sharing `message.id` is joined.
+    pub last_assistant_text: Option<String>,
+    /// The content of each tool result marked `is_error: true` since the
+    /// iteration's prompt, newest first (at most [`MAX_TOOL_ERRORS`], each
+    /// shortened to [`MAX_TOOL_ERROR_CHARS`]).
+    pub failing_tool_results: Vec<String>,
+    /// How many tool calls the agent made since the iteration's prompt.
+    pub tool_calls: usize,
+}
+
+/// Most failing tool results collected.
+pub const MAX_TOOL_ERRORS: usize = 5;
+/// Longest failing tool result kept, in characters.
+pub const MAX_TOOL_ERROR_CHARS: usize = 2_000;
+
+/// Reads the end of the transcript: the last assistant message and the
+/// failing tool results of the iteration it ended.
+pub fn read_iteration_tail(path: &Path) -> Result<IterationTail, TranscriptError> {
     let io_err = |source| TranscriptError::Io {
         path: path.to_path_buf(),
         source,
@@ -56,66 +75,130 @@ pub fn last_assistant_text(path: &Path) -> Result<Option<String>, TranscriptErro
             path: path.to_path_buf(),
         });
     }
-    let mut finder = LastAssistant::default();
-    scan_lines_backwards(&mut file, meta.len(), |line| finder.visit(line)).map_err(io_err)?;
-    Ok(finder.finish())
+    let mut scan = TailScan::default();
+    scan_lines_backwards(&mut file, meta.len(), |line| scan.visit(line)).map_err(io_err)?;
+    Ok(scan.finish())
 }
 
-/// Collects the last assistant message while lines arrive newest first.
+/// The text of the last assistant message (see [`IterationTail::last_assistant_text`]).
+pub fn last_assistant_text(path: &Path) -> Result<Option<String>, TranscriptError> {
+    read_iteration_tail(path).map(|tail| tail.last_assistant_text)
+}
+
+/// Walks lines newest first: finds the last assistant message, then goes on
+/// to the iteration's prompt collecting failing tool results.
 #[derive(Default)]
-struct LastAssistant {
+struct TailScan {
     found: bool,
+    message_done: bool,
     message_id: Option<String>,
     parts_newest_first: Vec<String>,
+    tool_errors: Vec<String>,
+    tool_calls: usize,
 }
 
-impl LastAssistant {
+impl TailScan {
     fn visit(&mut self, line: &[u8]) -> ControlFlow<()> {
-        // Cheap pre-filter: most lines (tool results, attachments) are not assistant lines.
+        // Cheap pre-filter: only assistant and user lines matter.
         let has_assistant = line.windows(11).any(|w| w == b"\"assistant\"");
         let is_user = line.windows(6).any(|w| w == b"\"user\"");
-        if !(has_assistant || (self.found && is_user)) {
+        if !(has_assistant || is_user) {
             return ControlFlow::Continue(());
         }
         let Ok(value) = serde_json::from_slice::<Value>(line) else {
             return ControlFlow::Continue(());
         };
-        let kind = value.get("type").and_then(Value::as_str);
         if value.get("isSidechain").and_then(Value::as_bool) == Some(true) {
             return ControlFlow::Continue(());
         }
-        let id = value
-            .pointer("/message/id")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        match (self.found, kind) {
-            (false, Some("assistant")) => {
-                self.found = true;
-                self.parts_newest_first.push(text_of(&value));
-                self.message_id = id;
-                if self.message_id.is_none() {
-                    return ControlFlow::Break(());
+        match value.get("type").and_then(Value::as_str) {
+            Some("assistant") => {
+                let id = value
+                    .pointer("/message/id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                if !self.found {
+                    self.found = true;
+                    self.parts_newest_first.push(text_of(&value));
+                    self.message_id = id;
+                    self.message_done = self.message_id.is_none();
+                } else if !self.message_done && id.is_some() && id == self.message_id {
+                    self.parts_newest_first.push(text_of(&value));
+                } else {
+                    self.message_done = true;
                 }
                 ControlFlow::Continue(())
             }
-            (true, Some("assistant")) if id.is_some() && id == self.message_id => {
-                self.parts_newest_first.push(text_of(&value));
+            Some("user") => {
+                self.message_done = self.found;
+                let content = value.pointer("/message/content");
+                let is_prompt = match content {
+                    Some(Value::String(_)) => true,
+                    Some(Value::Array(blocks)) => blocks
+                        .iter()
+                        .any(|b| b.get("type").and_then(Value::as_str) != Some("tool_result")),
+                    _ => false,
+                };
+                if is_prompt {
+                    // The iteration's prompt (the task or a re-injection): the
+                    // iteration starts here. Before the assistant message is
+                    // found, keep looking further back for it.
+                    if self.found {
+                        return ControlFlow::Break(());
+                    }
+                    self.tool_errors.clear();
+                    self.tool_calls = 0;
+                    return ControlFlow::Continue(());
+                }
+                if let Some(Value::Array(blocks)) = content {
+                    for block in blocks {
+                        let failed = block.get("type").and_then(Value::as_str)
+                            == Some("tool_result")
+                            && block.get("is_error").and_then(Value::as_bool) == Some(true);
+                        if failed && self.tool_errors.len() < MAX_TOOL_ERRORS {
+                            let text = tool_result_text(block.get("content"));
+                            self.tool_errors
+                                .push(text.chars().take(MAX_TOOL_ERROR_CHARS).collect());
+                        }
+                    }
+                }
                 ControlFlow::Continue(())
             }
-            (true, Some("assistant" | "user")) => ControlFlow::Break(()),
             _ => ControlFlow::Continue(()),
         }
     }
 
-    fn finish(self) -> Option<String> {
-        self.found.then(|| {
+    fn finish(self) -> IterationTail {
+        let last_assistant_text = self.found.then(|| {
             self.parts_newest_first
                 .into_iter()
                 .rev()
                 .filter(|p| !p.is_empty())
                 .collect::<Vec<_>>()
                 .join("\n")
-        })
+        });
+        IterationTail {
+            last_assistant_text,
+            tool_calls: if self.found { self.tool_calls } else { 0 },
+            failing_tool_results: if self.found {
+                self.tool_errors
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
+/// The text of a tool result's `content` (a string or text blocks).
+fn tool_result_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
     }
 }
 
@@ -341,6 +424,47 @@ mod tests {
         assert_eq!(
             last_assistant_text(&path).unwrap().as_deref(),
             Some("survives")
+        );
+    }
+
+    #[test]
+    fn failing_tool_results_of_the_last_iteration() {
+        let tool = |id: &str, err: bool, text: &str| {
+            format!(
+                r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"{id}","is_error":{err},"content":"{text}"}}]}}}}"#
+            )
+        };
+        let prompt = |text: &str| {
+            format!(r#"{{"type":"user","message":{{"role":"user","content":"{text}"}}}}"#)
+        };
+        let lines = [
+            prompt("Do the task"),
+            assistant(
+                "a",
+                r#"[{"type":"tool_use","id":"t0","name":"Bash","input":{}}]"#,
+            ),
+            tool("t0", true, "error: old iteration"),
+            assistant("b", r#"[{"type":"text","text":"Tried."}]"#),
+            prompt("Stop hook feedback:\\nDo the task"),
+            assistant(
+                "c",
+                r#"[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]"#,
+            ),
+            tool("t1", true, "error[E0308]: mismatched types"),
+            assistant(
+                "d",
+                r#"[{"type":"tool_use","id":"t2","name":"Bash","input":{}}]"#,
+            ),
+            tool("t2", false, "ok"),
+            assistant("e", r#"[{"type":"text","text":"Still failing."}]"#),
+        ];
+        let dir = TempDir::new();
+        let path = write(&dir, (lines.join("\n") + "\n").as_bytes());
+        let tail = read_iteration_tail(&path).unwrap();
+        assert_eq!(tail.last_assistant_text.as_deref(), Some("Still failing."));
+        assert_eq!(
+            tail.failing_tool_results,
+            vec!["error[E0308]: mismatched types".to_string()]
         );
     }
 

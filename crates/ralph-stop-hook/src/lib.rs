@@ -12,6 +12,7 @@ use ralph_core::config::{self, Config, ConfigError, EnvSource, ProcessEnv};
 use ralph_core::decision::{self, MessageSource, Observation, Verdict};
 use ralph_core::hook_input::{self, HookInput, InputError};
 use ralph_core::paths::ProjectPaths;
+use ralph_core::progress;
 use ralph_core::prompt::{self, PromptError};
 use ralph_core::store::{StateStore, StoreError};
 use ralph_core::time;
@@ -135,24 +136,36 @@ fn project_root(input: &HookInput, env: &dyn EnvSource) -> Result<ProjectPaths, 
         .ok_or(HookError::NoProjectRoot)
 }
 
-/// The agent's latest message: the input's `last_assistant_message`, else the
-/// transcript's last assistant message.
-fn observe(input: &HookInput) -> Result<Observation, HookError> {
-    let (message, source) = match input.last_assistant_message.as_deref() {
-        Some(text) if !text.is_empty() => (text.to_string(), MessageSource::Input),
-        _ => match &input.transcript_path {
-            Some(path) => match transcript::last_assistant_text(path)? {
-                Some(text) if !text.is_empty() => (text, MessageSource::Transcript),
-                _ => (String::new(), MessageSource::Missing),
-            },
-            None => (String::new(), MessageSource::Missing),
-        },
+/// What this stop observed: the agent's latest message (the input's
+/// `last_assistant_message`, else the transcript's last assistant message),
+/// the iteration's failing tool results, the project's fingerprint and the
+/// TDD scenario.
+fn observe(input: &HookInput, paths: &ProjectPaths) -> Result<Observation, HookError> {
+    let from_input = input
+        .last_assistant_message
+        .clone()
+        .filter(|m| !m.is_empty());
+    let tail = match &input.transcript_path {
+        // The message is in the input: the transcript only adds tool errors, best effort.
+        Some(path) if from_input.is_some() => {
+            transcript::read_iteration_tail(path).unwrap_or_default()
+        }
+        Some(path) => transcript::read_iteration_tail(path)?,
+        None => Default::default(),
+    };
+    let (message, source) = match (from_input, tail.last_assistant_text) {
+        (Some(text), _) => (text, MessageSource::Input),
+        (None, Some(text)) if !text.is_empty() => (text, MessageSource::Transcript),
+        _ => (String::new(), MessageSource::Missing),
     };
     Ok(Observation {
-        session_id: input.session_id.clone(),
-        stop_hook_active: input.stop_hook_active,
         message,
         message_source: source,
+        failing_tool_results: tail.failing_tool_results,
+        tool_calls: tail.tool_calls,
+        fingerprint: progress::fingerprint(&paths.root),
+        tdd_scenario: progress::tdd_scenario(&paths.root),
+        ..Observation::of_session(input.session_id.clone(), input.stop_hook_active)
     })
 }
 
@@ -180,17 +193,12 @@ pub fn handle(stdin: impl Read, env: &dyn EnvSource, now: &str) -> Result<Answer
 
     // Cheap ownership check first, so another session's stop never reads a transcript.
     let snapshot = store.read()?;
-    let unobserved = Observation {
-        session_id: input.session_id.clone(),
-        stop_hook_active: input.stop_hook_active,
-        message: String::new(),
-        message_source: MessageSource::Missing,
-    };
+    let unobserved = Observation::of_session(input.session_id.clone(), input.stop_hook_active);
     if let Verdict::Pass(_) = decision::decide(&config, snapshot.as_ref(), &unobserved, now).verdict
     {
         return Ok(Answer::Allow { note: None });
     }
-    let observed = observe(&input)?;
+    let observed = observe(&input, &paths)?;
 
     let lock = store.lock(false)?;
     let state = lock.read()?;
@@ -206,6 +214,7 @@ pub fn handle(stdin: impl Read, env: &dyn EnvSource, now: &str) -> Result<Answer
         Verdict::Continue {
             iteration,
             max_iterations,
+            notice,
         } => {
             // Read everything the answer needs before committing the new state.
             let prompt_text = prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
@@ -218,6 +227,7 @@ pub fn handle(stdin: impl Read, env: &dyn EnvSource, now: &str) -> Result<Answer
                     &config,
                     iteration,
                     max_iterations,
+                    notice.as_deref(),
                     &prompt_text,
                     guardrails.as_deref(),
                 ),

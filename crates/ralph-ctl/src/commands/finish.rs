@@ -49,6 +49,8 @@ pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> 
             stop_hook_active: false,
             findings: None,
             message_source: "none".into(),
+            error: None,
+            breaker: None,
         });
         state.end(Status::Interrupted, because, &now);
         lock.write(&state)?;

@@ -21,7 +21,7 @@ pub fn run(paths: &ProjectPaths) -> CmdResult {
     let guardrails = prompt::read_guardrails(&paths.guardrails_file())?;
     print!(
         "{}",
-        prompt::iteration_text(&config, iteration, max, &text, guardrails.as_deref())
+        prompt::iteration_text(&config, iteration, max, None, &text, guardrails.as_deref())
     );
     Ok(exit_codes::OK)
 }

@@ -3,6 +3,7 @@
 use ralph_core::config::{Config, ProcessEnv, MAX_ITERATIONS_LIMIT};
 use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
+use ralph_core::progress;
 use ralph_core::prompt;
 use ralph_core::state::{LoopState, Status};
 use ralph_core::store::{StateStore, StoreError};
@@ -56,6 +57,31 @@ pub fn run(
                 current.last_run_at.as_deref().unwrap_or("none yet")
             )));
         }
+        Ok(Some(current))
+            if current.status == Status::CircuitOpen
+                && !force
+                && !cooled_down(&current, &config) =>
+        {
+            let reason = current
+                .breaker
+                .last_transition
+                .as_ref()
+                .map(|t| t.reason.clone())
+                .or(current.ended_because.clone())
+                .unwrap_or_default();
+            let cooldown = match config.cooldown_minutes {
+                Some(m) => {
+                    format!(", or wait until {m} minute(s) after it opened (CB_COOLDOWN_MINUTES)")
+                }
+                None => String::new(),
+            };
+            return Err(CtlError::Refused(format!(
+                "the circuit breaker is open in {}: the last loop stalled at iteration {} ({reason}); \
+                 fix what blocked it, then run `ralph-ctl reset` (or the launcher with --reset){cooldown}",
+                paths.root.display(),
+                current.iteration
+            )));
+        }
         Err(e @ StoreError::Corrupt { .. }) => {
             if !force {
                 return Err(CtlError::Refused(format!("{e}; or start with --force")));
@@ -66,7 +92,28 @@ pub fn run(
         Err(e) => return Err(e.into()),
         Ok(_) => {}
     }
-    lock.write(&LoopState::new(session.clone(), max, now))?;
+    let mut state = LoopState::new(session.clone(), max, now);
+    // The baseline the first stop is compared with: no change by then is no progress.
+    state.breaker.last_fingerprint = progress::fingerprint(&paths.root);
+    lock.write(&state)?;
     println!("{session} {max}");
     Ok(exit_codes::OK)
+}
+
+/// True when the breaker opened longer ago than the configured cooldown.
+fn cooled_down(state: &LoopState, config: &Config) -> bool {
+    let Some(minutes) = config.cooldown_minutes else {
+        return false;
+    };
+    let opened = state
+        .breaker
+        .last_transition
+        .as_ref()
+        .map(|t| t.at.as_str())
+        .or(state.ended_at.as_deref())
+        .and_then(time::parse_rfc3339);
+    match opened.and_then(|at| std::time::SystemTime::now().duration_since(at).ok()) {
+        Some(elapsed) => elapsed.as_secs() >= u64::from(minutes) * 60,
+        None => false,
+    }
 }

@@ -1,5 +1,7 @@
 //! `ralph-ctl status`: a readable summary of the loop, or its JSON.
 
+use ralph_core::breaker;
+use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::state::LoopState;
@@ -22,7 +24,13 @@ pub fn run(paths: &ProjectPaths, json: bool) -> CmdResult {
                 );
             } else {
                 match state {
-                    Some(state) => print!("{}", summary(paths, &state)),
+                    Some(state) => {
+                        let config = Config::load(paths, &ProcessEnv);
+                        if let Err(e) = &config {
+                            println!("(configuration problem: {e})");
+                        }
+                        print!("{}", summary(paths, &state, config.as_ref().ok()));
+                    }
                     None => println!(
                         "No Ralph loop in {} (no state file). Start one with .claude/ralph/ralph-audit.sh.",
                         paths.root.display()
@@ -51,8 +59,8 @@ pub fn run(paths: &ProjectPaths, json: bool) -> CmdResult {
     }
 }
 
-/// The readable summary of a state.
-pub fn summary(paths: &ProjectPaths, state: &LoopState) -> String {
+/// The readable summary of a state; `config` supplies the breaker's thresholds.
+pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>) -> String {
     let mut out = format!("Ralph loop in {}\n", paths.root.display());
     let mut line = |label: &str, value: String| out.push_str(&format!("  {label:<11} {value}\n"));
     line("status:", state.status.as_str().to_string());
@@ -78,13 +86,44 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState) -> String {
     line(
         "findings:",
         match state.last_findings_count {
-            Some(n) => format!(
-                "{n} remain (unchanged for {} iteration(s))",
-                state.findings_unchanged_iterations
-            ),
+            Some(n) => format!("{n} remain"),
             None => "not reported".into(),
         },
     );
+    let b = &state.breaker;
+    line("breaker:", b.state.as_str().to_string());
+    let of = |count: u32, threshold: Option<u32>| match threshold {
+        Some(t) => format!("{count}/{t}"),
+        None => count.to_string(),
+    };
+    let t = config.map(|c| &c.breaker);
+    line(
+        "signals:",
+        format!(
+            "no progress {}, same error {}, findings stuck {}, output decline {}, TDD stuck {}",
+            of(b.counters.no_progress, t.map(|t| t.no_progress)),
+            of(b.counters.same_error, t.map(|t| t.same_error)),
+            of(b.counters.findings_stuck, t.map(|t| t.findings_stuck)),
+            of(
+                b.counters.output_decline,
+                Some(breaker::OUTPUT_DECLINE_ITERATIONS)
+            ),
+            of(b.counters.tdd_stuck, t.map(|t| t.tdd_stuck)),
+        ),
+    );
+    if let Some(tr) = &b.last_transition {
+        line(
+            "transition:",
+            format!(
+                "{} → {} at iteration {} ({}): {}",
+                tr.from.as_str(),
+                tr.to.as_str(),
+                tr.iteration,
+                tr.at,
+                tr.reason
+            ),
+        );
+    }
     if !state.history.is_empty() {
         out.push_str("Recent stops (newest last):\n");
         let skip = state.history.len().saturating_sub(RECENT);
@@ -101,6 +140,12 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState) -> String {
             ));
             if !record.excerpt.is_empty() {
                 out.push_str(&format!("        said: {}\n", record.excerpt));
+            }
+            if let Some(error) = &record.error {
+                out.push_str(&format!("        error: {error}\n"));
+            }
+            if let Some(transition) = &record.breaker {
+                out.push_str(&format!("        breaker: {transition}\n"));
             }
         }
     }

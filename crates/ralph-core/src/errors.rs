@@ -1,0 +1,276 @@
+//! Recognises the error an iteration ran into and fingerprints it, so the
+//! circuit breaker can tell "the same error again" from "a new error".
+//!
+//! Errors come from failing tool results (`is_error: true` in the
+//! transcript) and from the agent's own message. Normalisation strips what
+//! changes between two sightings of one error: numbers, paths, hex ids,
+//! timestamps. A JSON field such as `"is_error": false` is not an error.
+
+use serde::{Deserialize, Serialize};
+
+/// Longest sample of an error kept for messages, in characters.
+pub const SAMPLE_CHARS: usize = 120;
+
+/// One error, as remembered between stops.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorSighting {
+    /// Hash of the normalised error line.
+    pub fingerprint: String,
+    /// The error line as seen (shortened), for the person and the agent.
+    pub sample: String,
+}
+
+/// True when `line` reads like an error report rather than a mention.
+pub fn looks_like_error(line: &str) -> bool {
+    let lower = line
+        .trim()
+        .trim_start_matches(['-', '*', '>', '`', ' ', '#'])
+        .to_ascii_lowercase();
+    if lower.is_empty() {
+        return false;
+    }
+    let benign = [
+        "is_error\": false",
+        "is_error\":false",
+        "is_error: false",
+        "no error",
+        "0 error",
+        "without error",
+        "error handling",
+        "errors: 0",
+        "0 failed",
+    ];
+    if benign.iter().any(|b| lower.contains(b)) {
+        return false;
+    }
+    let starts = [
+        "error",
+        "fatal:",
+        "fatal error",
+        "panic:",
+        "traceback",
+        "exception",
+        "failed",
+        "failure:",
+        "npm err!",
+        "command failed",
+        "segmentation fault",
+    ];
+    starts.iter().any(|s| lower.starts_with(s))
+        || lower.contains("panicked at")
+        || lower.contains("error:")
+        || lower.contains("error[")
+        || lower.contains("exception:")
+        || lower.contains(" failed:")
+        || lower.contains("test result: failed")
+        || lower.contains("no such file or directory")
+        || lower.contains("command not found")
+        || lower.contains("permission denied")
+}
+
+/// True for the status line Claude Code puts before a failed command's output.
+fn is_exit_code_line(line: &str) -> bool {
+    line.to_ascii_lowercase().starts_with("exit code")
+}
+
+/// The first line of `text` that reads like an error.
+pub fn first_error_line(text: &str) -> Option<&str> {
+    text.lines().map(str::trim).find(|l| looks_like_error(l))
+}
+
+/// Strips what varies between two sightings of one error: paths, hex ids,
+/// numbers (a digit run glued to a letter, like `E0308`, is kept), and runs
+/// of white space; the result is lower case.
+pub fn normalise(line: &str) -> String {
+    let mut words = Vec::new();
+    for word in line.split_whitespace() {
+        let bare = word.trim_matches(|c: char| "`'\"()[]{},;".contains(c));
+        if bare.contains('/') || bare.contains('\\') {
+            words.push("<path>".to_string());
+            continue;
+        }
+        let digits = bare.chars().filter(char::is_ascii_digit).count();
+        if digits >= 4
+            && bare.chars().take(4).all(|c| c.is_ascii_digit())
+            && bare[4..].starts_with(['-', ':', '.', 'T'])
+        {
+            words.push("<time>".to_string());
+            continue;
+        }
+        let hexish = bare.trim_start_matches("0x");
+        if (bare.starts_with("0x")
+            && !hexish.is_empty()
+            && hexish.chars().all(|c| c.is_ascii_hexdigit()))
+            || (hexish.len() >= 7
+                && hexish.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+                && hexish.chars().any(|c| c.is_ascii_digit()))
+        {
+            words.push("<hex>".to_string());
+            continue;
+        }
+        let mut out = String::with_capacity(word.len());
+        let mut prev_letter = false;
+        let mut in_number = false;
+        for c in word.chars() {
+            if c.is_ascii_digit() && !prev_letter && !in_number {
+                in_number = true;
+                out.push('#');
+            } else if c.is_ascii_digit() && in_number {
+                // swallow the rest of the number
+            } else {
+                in_number = false;
+                out.push(c.to_ascii_lowercase());
+            }
+            prev_letter = c.is_ascii_alphabetic() || (prev_letter && c.is_ascii_digit());
+        }
+        words.push(out);
+    }
+    words.join(" ")
+}
+
+/// FNV-1a, 64 bits, as hex: stable across runs and platforms.
+pub fn fingerprint(text: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+fn sample(line: &str) -> String {
+    let mut s: String = line.chars().take(SAMPLE_CHARS).collect();
+    if line.chars().count() > SAMPLE_CHARS {
+        s.push('…');
+    }
+    s
+}
+
+/// The error of an iteration: the first failing tool result's error line
+/// (or its first line), else the first error line of the agent's message.
+pub fn sighting(message: &str, failing_tool_results: &[String]) -> Option<ErrorSighting> {
+    let line = failing_tool_results
+        .iter()
+        .find_map(|r| {
+            first_error_line(r).or_else(|| {
+                let mut lines = r.lines().map(str::trim).filter(|l| !l.is_empty());
+                let first = lines.next()?;
+                // "Exit code 1" alone says nothing about which failure it was.
+                Some(if is_exit_code_line(first) {
+                    lines.next().unwrap_or(first)
+                } else {
+                    first
+                })
+            })
+        })
+        .or_else(|| first_error_line(message))?;
+    Some(ErrorSighting {
+        fingerprint: fingerprint(&normalise(line)),
+        sample: sample(line),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_lines_table() {
+        let cases: &[(&str, bool)] = &[
+            ("error[E0308]: mismatched types", true),
+            ("Error: Cannot find module 'x'", true),
+            ("TypeError: undefined is not a function", true),
+            ("thread 'main' panicked at src/main.rs:3:5:", true),
+            ("Traceback (most recent call last):", true),
+            ("FAILED tests/test_a.py::test_x - assert 1 == 2", true),
+            ("test result: FAILED. 1 passed; 2 failed", true),
+            ("npm ERR! code ELIFECYCLE", true),
+            ("fatal: not a git repository", true),
+            ("- error: expected `;`", true),
+            ("\"is_error\": false", false),
+            ("{\"type\":\"tool_result\",\"is_error\":false}", false),
+            ("All tests pass with no errors.", false),
+            ("test result: ok. 5 passed; 0 failed", false),
+            ("I improved the error handling in parser.rs.", false),
+            ("Fixed the bug.", false),
+            ("", false),
+        ];
+        for (line, want) in cases {
+            assert_eq!(looks_like_error(line), *want, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn normalisation_strips_what_varies() {
+        let same = [
+            (
+                "error[E0308]: mismatched types at src/main.rs:12:5",
+                "error[E0308]: mismatched types at src/lib.rs:99:1",
+            ),
+            (
+                "Timeout after 3000 ms at 2026-11-22T10:00:01Z",
+                "Timeout after 120 ms at 2025-01-01T00:00:00Z",
+            ),
+            (
+                "Segfault at 0x7ffd3a2b in worker 12",
+                "Segfault at 0xdeadbeef in worker 7",
+            ),
+            (
+                "object 3f2a9c1e8b not found",
+                "object 9e8d7c6b5a4 not found",
+            ),
+            ("Error:   spaced    out", "error: spaced out"),
+        ];
+        for (a, b) in same {
+            assert_eq!(normalise(a), normalise(b), "{a:?} vs {b:?}");
+        }
+        let different = [
+            (
+                "error[E0308]: mismatched types",
+                "error[E0599]: no method named `x`",
+            ),
+            ("Error: Cannot find module", "Error: permission denied"),
+        ];
+        for (a, b) in different {
+            assert_ne!(normalise(a), normalise(b), "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn sighting_prefers_tool_errors() {
+        let tool =
+            vec!["Exit code 101\nerror[E0308]: mismatched types\n --> src/x.rs:1:1".to_string()];
+        let s = sighting("I will fix it.", &tool).unwrap();
+        assert_eq!(s.sample, "error[E0308]: mismatched types");
+        let from_message = sighting("The build fails:\nerror: linker `cc` not found", &[]).unwrap();
+        assert_eq!(from_message.sample, "error: linker `cc` not found");
+        assert_eq!(sighting("All good.", &[]), None);
+        let opaque = sighting("", &["The user doesn't want to proceed".to_string()]).unwrap();
+        assert_eq!(opaque.sample, "The user doesn't want to proceed");
+        let exit = sighting(
+            "",
+            &["Exit code 1\ncat: missing.toml: No such file or directory".to_string()],
+        )
+        .unwrap();
+        assert_eq!(exit.sample, "cat: missing.toml: No such file or directory");
+        let bare_exit = sighting("", &["Exit code 2\nsomething odd happened".to_string()]).unwrap();
+        assert_eq!(bare_exit.sample, "something odd happened");
+        assert_ne!(
+            sighting("", &["Exit code 1\nfirst failure".into()])
+                .unwrap()
+                .fingerprint,
+            sighting("", &["Exit code 1\nsecond failure".into()])
+                .unwrap()
+                .fingerprint
+        );
+        assert_eq!(
+            sighting("", &["error: x at /a/b.rs:1".into()])
+                .unwrap()
+                .fingerprint,
+            sighting("", &["error: x at /c/d.rs:2".into()])
+                .unwrap()
+                .fingerprint
+        );
+    }
+}

@@ -42,6 +42,9 @@ on_both_clients!(
     client_killed_mid_loop_is_marked_interrupted,
     stalled_loop_opens_the_breaker_and_blocks_the_next_start,
     working_loop_never_trips_the_breaker,
+    a_claim_is_sent_back_until_verification_passes,
+    an_unchecked_plan_item_blocks_a_claim,
+    mentions_and_vetoed_claims_never_end_the_loop,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -502,4 +505,129 @@ fn working_loop_never_trips_the_breaker(client: ClientVersion) {
     assert_eq!(state["breaker"]["counters"]["noProgress"], 0);
     let history = state["history"].as_array().unwrap();
     assert!(history.iter().all(|r| r["breaker"].is_null()));
+}
+
+fn a_claim_is_sent_back_until_verification_passes(client: ClientVersion) {
+    let project = TempProject::new("verify");
+    std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"verify": [{"name": "check", "command": "test -f done.txt && echo verified", "timeoutSeconds": 20}]}"#,
+    )
+    .unwrap();
+    project.init();
+    let done = project.path("done.txt").display().to_string();
+    // Claims too early, is told why, creates the file, claims again.
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::text(format!("Everything is finished.\n{SIGNAL}")),
+        1 => Reply::write(done.clone(), "ok\n"),
+        _ => Reply::text(format!(
+            "Created done.txt; verification should pass now.\n{SIGNAL}"
+        )),
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2);
+    let claim = &state["lastClaim"];
+    assert_eq!(claim["accepted"], true);
+    assert!(claim["verification"][0]["outputTail"]
+        .as_str()
+        .unwrap()
+        .contains("verified"));
+    assert!(
+        state["history"][0]["claim"]
+            .as_str()
+            .unwrap()
+            .starts_with("rejected"),
+        "{state:#}"
+    );
+
+    let last = api.main_requests().pop().unwrap();
+    let fed_back = stop_hook_feedback(&last.body);
+    assert_eq!(fed_back.len(), 1, "{fed_back:#?}");
+    assert!(
+        fed_back[0].starts_with("[Ralph: completion claim rejected]"),
+        "{}",
+        fed_back[0]
+    );
+    assert!(
+        fed_back[0].contains("`test -f done.txt && echo verified` (check) exited 1"),
+        "{}",
+        fed_back[0]
+    );
+    let notice_at = fed_back[0].find("completion claim rejected").unwrap();
+    let prompt_at = fed_back[0].find("[Ralph loop: iteration 2 of").unwrap();
+    assert!(notice_at < prompt_at, "the failure comes before PROMPT.md");
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains("last claim:") && status.stdout.contains("verification passed"),
+        "{}",
+        status.stdout
+    );
+}
+
+fn an_unchecked_plan_item_blocks_a_claim(client: ClientVersion) {
+    let project = TempProject::new("plan");
+    project.init();
+    let plan = project.path("IMPLEMENTATION_PLAN.md");
+    std::fs::write(
+        &plan,
+        "# Plan\n- [x] parser\n- [ ] write the user guide\n## Nice to have\n- [ ] emoji output\n",
+    )
+    .unwrap();
+    let plan_path = plan.display().to_string();
+    let api = MockApi::start(move |turn, _| {
+        match turn {
+            0 => Reply::text(format!("The parser works.\n{SIGNAL}")),
+            // (Bash, not Write: the older client refuses to Write a file it has not Read.)
+            1 => Reply::bash(format!(
+                "sed -i 's/- \\[ \\] write the user guide/- [x] write the user guide/' {plan_path}"
+            )),
+            _ => Reply::text(format!("The guide is written and checked off.\n{SIGNAL}")),
+        }
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2);
+    let last = api.main_requests().pop().unwrap();
+    let fed_back = stop_hook_feedback(&last.body);
+    assert!(fed_back[0].contains("plan gate"), "{}", fed_back[0]);
+    assert!(
+        fed_back[0].contains("IMPLEMENTATION_PLAN.md: - [ ] write the user guide"),
+        "{}",
+        fed_back[0]
+    );
+    assert!(
+        !fed_back[0].contains("emoji output"),
+        "optional sections do not block"
+    );
+}
+
+fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
+    let project = TempProject::new("mentions");
+    project.init();
+    let api = MockApi::start(|turn, _| {
+        match turn % 3 {
+        0 => Reply::text(format!("I will write {SIGNAL} once the last test passes.")),
+        1 => Reply::text(
+            "All tasks complete.\n---RALPH_STATUS---\nSTATUS: COMPLETE\nTESTS_STATUS: PASSING\nEXIT_SIGNAL: false\n---END_RALPH_STATUS---",
+        ),
+        _ => Reply::text(format!("Here is the instruction I follow:\n```\n{SIGNAL}\n```\nStill on it.")),
+    }
+    });
+    let run = project.run_launcher(client, &api, &[("RALPH_MAX_ITERATIONS", "6")], LOOP_TIMEOUT);
+    run.assert_code(10);
+    let state = project.status_json();
+    assert_eq!(state["status"], "max_iterations", "{state:#}");
+    assert!(
+        state["lastClaim"].is_null(),
+        "no message was a claim: {state:#}"
+    );
+    assert_eq!(state["history"][1]["statusBlock"]["exitSignal"], false);
 }

@@ -13,7 +13,9 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::breaker::BreakerConfig;
+use crate::completion::{CompletionConfig, CompletionMode, ConfidenceWeights};
 use crate::paths::{ProjectPaths, DEFAULT_PROMPT_FILE};
+use crate::verify::VerifyCommand;
 
 /// Default iteration cap.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 25;
@@ -52,6 +54,8 @@ pub mod env {
     pub const PATIENCE: &str = "CB_PATIENCE";
     /// Minutes after which an open breaker lets a new loop start (0 or unset: never).
     pub const COOLDOWN_MINUTES: &str = "CB_COOLDOWN_MINUTES";
+    /// How a completion claim is read: strict, dual or confidence.
+    pub const COMPLETION_MODE: &str = "RALPH_COMPLETION_MODE";
     /// Project root exported by Claude Code to its hooks.
     pub const CLAUDE_PROJECT_DIR: &str = "CLAUDE_PROJECT_DIR";
 }
@@ -69,6 +73,8 @@ pub struct Config {
     pub breaker: BreakerConfig,
     /// Minutes after which an open breaker no longer blocks a new start (`None`: never).
     pub cooldown_minutes: Option<u32>,
+    /// How claims are read and checked: mode, plan files, verification commands, weights.
+    pub completion: CompletionConfig,
 }
 
 impl Default for Config {
@@ -82,6 +88,7 @@ impl Default for Config {
                 ..BreakerConfig::default()
             },
             cooldown_minutes: None,
+            completion: CompletionConfig::default(),
         }
     }
 }
@@ -147,11 +154,22 @@ struct ConfigFile {
     tdd_stuck_threshold: Option<i64>,
     breaker_patience: Option<i64>,
     cooldown_minutes: Option<i64>,
+    completion_mode: Option<String>,
+    plan_files: Option<Vec<String>>,
+    verify: Option<Vec<VerifyCommand>>,
+    confidence: Option<ConfidenceWeights>,
 }
 
 /// Every key of the config file, for error messages.
 const ACCEPTED_KEYS: &str = "maxIterations, completionSignal, circuitBreakerThreshold, promptFile, \
-     noProgressThreshold, sameErrorThreshold, outputDeclineThreshold, tddStuckThreshold, breakerPatience, cooldownMinutes";
+     noProgressThreshold, sameErrorThreshold, outputDeclineThreshold, tddStuckThreshold, breakerPatience, cooldownMinutes, \
+     completionMode, planFiles, verify (a list of {name, command, timeoutSeconds}), confidence (statusBlockExit, signal, \
+     keyword, strongKeyword, planComplete, testSaturation, threshold)";
+
+/// What `completionMode` / RALPH_COMPLETION_MODE accept.
+const MODES: &str = "strict, dual or confidence";
+/// Longest accepted verification timeout, in seconds.
+pub const VERIFY_TIMEOUT_LIMIT: u32 = 3_600;
 
 /// A whole-number setting: its config key, its env var, its range, and where it goes.
 struct NumberSetting {
@@ -324,6 +342,49 @@ impl Config {
             self.completion_signal = validate_signal(&raw)
                 .ok_or_else(|| bad("completionSignal", format!("{raw:?}"), signal_accepts()))?;
         }
+        if let Some(raw) = &file.completion_mode {
+            self.completion.mode = CompletionMode::parse(raw)
+                .ok_or_else(|| bad("completionMode", format!("{raw:?}"), MODES.into()))?;
+        }
+        if let Some(files) = &file.plan_files {
+            if files.iter().any(|f| f.trim().is_empty()) {
+                return Err(bad(
+                    "planFiles",
+                    format!("{files:?}"),
+                    "a list of non-empty paths".into(),
+                ));
+            }
+            self.completion.plan_files = files.clone();
+        }
+        if let Some(commands) = &file.verify {
+            for c in commands {
+                if c.name.trim().is_empty() || c.command.trim().is_empty() {
+                    return Err(bad(
+                        "verify",
+                        format!("{c:?}"),
+                        "entries with a non-empty name and command".into(),
+                    ));
+                }
+                if !(1..=VERIFY_TIMEOUT_LIMIT).contains(&c.timeout_seconds) {
+                    return Err(bad(
+                        "verify",
+                        format!("timeoutSeconds {} of {:?}", c.timeout_seconds, c.name),
+                        accepts_range(1, VERIFY_TIMEOUT_LIMIT),
+                    ));
+                }
+            }
+            self.completion.verify = commands.clone();
+        }
+        if let Some(weights) = &file.confidence {
+            if weights.threshold == 0 {
+                return Err(bad(
+                    "confidence.threshold",
+                    "0".into(),
+                    "a whole number above 0".into(),
+                ));
+            }
+            self.completion.weights = weights.clone();
+        }
         if let Some(raw) = file.prompt_file {
             if raw.trim().is_empty() {
                 return Err(bad(
@@ -374,6 +435,13 @@ impl Config {
                 name: env::COMPLETION_SIGNAL,
                 value: v,
                 accepts: signal_accepts(),
+            })?;
+        }
+        if let Some(v) = read(env::COMPLETION_MODE, &|| MODES.to_string())? {
+            self.completion.mode = CompletionMode::parse(&v).ok_or(ConfigError::BadEnv {
+                name: env::COMPLETION_MODE,
+                value: v,
+                accepts: MODES.into(),
             })?;
         }
         if let Some(v) = read(env::PROMPT_FILE, &|| "a path".to_string())? {
@@ -459,6 +527,32 @@ mod tests {
     }
 
     #[test]
+    fn completion_settings() {
+        let (_d, paths) = project_with_config(Some(
+            r#"{"completionMode": "confidence", "planFiles": ["PLAN.md"],
+                "verify": [{"name": "tests", "command": "cargo test", "timeoutSeconds": 120}, {"name": "lint", "command": "cargo clippy"}],
+                "confidence": {"threshold": 80, "planComplete": 30}}"#,
+        ));
+        let c = Config::load(&paths, &[]).unwrap();
+        assert_eq!(c.completion.mode, CompletionMode::Confidence);
+        assert_eq!(c.completion.plan_files, vec!["PLAN.md".to_string()]);
+        assert_eq!(c.completion.verify.len(), 2);
+        assert_eq!(c.completion.verify[0].timeout_seconds, 120);
+        assert_eq!(
+            c.completion.verify[1].timeout_seconds,
+            crate::verify::DEFAULT_TIMEOUT_SECS
+        );
+        assert_eq!(c.completion.weights.threshold, 80);
+        assert_eq!(c.completion.weights.plan_complete, 30);
+        assert_eq!(
+            c.completion.weights.status_block_exit, 50,
+            "unset weights keep their default"
+        );
+        let c = Config::load(&paths, &[(env::COMPLETION_MODE, "Dual")]).unwrap();
+        assert_eq!(c.completion.mode, CompletionMode::Dual);
+    }
+
+    #[test]
     fn empty_env_counts_as_unset() {
         let (_d, paths) = project_with_config(None);
         let env = [(env::MAX_ITERATIONS, ""), (env::COMPLETION_SIGNAL, "")];
@@ -468,7 +562,8 @@ mod tests {
     #[test]
     fn bad_env_values_name_the_variable() {
         let (_d, paths) = project_with_config(None);
-        let cases: [(&str, &str); 13] = [
+        let cases: [(&str, &str); 14] = [
+            (env::COMPLETION_MODE, "lenient"),
             (env::NO_PROGRESS_THRESHOLD, "0"),
             (env::OUTPUT_DECLINE_THRESHOLD, "100"),
             (env::PATIENCE, "soon"),

@@ -5,10 +5,14 @@
 //! No I/O happens here, so every rule is unit-tested as a table below.
 
 use crate::breaker::{self, BreakerEffect, ProgressObservation};
+use crate::claims;
+use crate::completion::{self, Assessment};
 use crate::config::Config;
 use crate::errors;
+use crate::plan::PlanReport;
 use crate::signals;
-use crate::state::{excerpt, IterationRecord, LoopState, Status, StopDecision};
+use crate::state::{excerpt, ClaimRecord, IterationRecord, LoopState, Status, StopDecision};
+use crate::verify::VerifyResult;
 
 /// Where the agent's last message was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +56,10 @@ pub struct Observation {
     pub fingerprint: Option<String>,
     /// The TDD scenario in progress, when a TDD state file exists.
     pub tdd_scenario: Option<String>,
+    /// The plan files found at the project root.
+    pub plan: PlanReport,
+    /// What the verification commands did, when a claim made them run.
+    pub verification: Option<Vec<VerifyResult>>,
 }
 
 impl Observation {
@@ -67,8 +75,43 @@ impl Observation {
             tool_calls: 0,
             fingerprint: None,
             tdd_scenario: None,
+            plan: PlanReport::default(),
+            verification: None,
         }
     }
+}
+
+/// Consecutive iterations, this one included, that only ran tests: the status
+/// block says `WORK_TYPE: TESTING`, or nothing changed and the message speaks
+/// only of test runs.
+pub fn test_saturation(state: &LoopState, observed: &Observation) -> u32 {
+    let block = claims::status_block(&observed.message);
+    let work_type_testing = block
+        .as_ref()
+        .and_then(|b| b.work_type.as_deref())
+        .is_some_and(|w| w.eq_ignore_ascii_case("TESTING"));
+    let unchanged =
+        observed.fingerprint.is_some() && observed.fingerprint == state.breaker.last_fingerprint;
+    if work_type_testing || (unchanged && claims::speaks_only_of_tests(&observed.message)) {
+        state.test_only_iterations + 1
+    } else {
+        0
+    }
+}
+
+/// Reads the completion claim of this stop (before the gates). The hook
+/// calls it first to decide whether to run the verification commands;
+/// [`decide`] calls it again on the same inputs.
+pub fn assess_claim(config: &Config, state: &LoopState, observed: &Observation) -> Assessment {
+    completion::assess(
+        &config.completion,
+        &config.completion_signal,
+        &observed.message,
+        state.iteration,
+        &state.completion_indications,
+        &observed.plan,
+        test_saturation(state, observed) >= completion::TEST_SATURATION_ITERATIONS,
+    )
 }
 
 /// Why a stop is let through without touching the state.
@@ -171,13 +214,67 @@ pub fn decide(
         .map(|t| format!("{} → {}: {}", t.from.as_str(), t.to.as_str(), t.reason));
     next.breaker = breaker;
 
-    let (verdict, why) = if signals::claims_completion(&observed.message, &config.completion_signal)
-    {
+    let saturation = test_saturation(state, observed);
+    next.test_only_iterations = saturation;
+    let assessment = assess_claim(config, state, observed);
+    if assessment.indication {
+        next.completion_indications.push(iteration);
+    }
+    let keep_from = (iteration + 1).saturating_sub(completion::DUAL_WINDOW);
+    next.completion_indications.retain(|&i| i >= keep_from);
+
+    let mut notices = Vec::new();
+    let mut claim_summary = None;
+    let completed = assessment.claimed && {
+        let gates = completion::gates(
+            &assessment,
+            &observed.plan,
+            &config.completion.verify,
+            observed.verification.as_deref(),
+        );
+        let accepted = gates.iter().all(|g| g.passed);
+        let failed: Vec<&str> = gates
+            .iter()
+            .filter(|g| !g.passed)
+            .map(|g| g.gate.as_str())
+            .collect();
+        claim_summary = Some(if accepted {
+            format!("accepted: {}", assessment.basis)
+        } else {
+            format!(
+                "rejected by the {} gate(s): {}",
+                failed.join(", "),
+                assessment.basis
+            )
+        });
+        if !accepted {
+            notices.push(completion::failure_notice(&assessment, &gates));
+        }
+        next.last_claim = Some(ClaimRecord {
+            iteration,
+            at: now.to_string(),
+            mode: config.completion.mode.as_str().to_string(),
+            basis: assessment.basis.clone(),
+            score: assessment.score,
+            accepted,
+            gates,
+            verification: observed.verification.clone().unwrap_or_default(),
+        });
+        accepted
+    };
+    if let BreakerEffect::Warn(notice) = &effect {
+        notices.push(notice.clone());
+    }
+    if saturation >= completion::TEST_SATURATION_ITERATIONS {
+        notices.push(completion::saturation_notice(saturation));
+    }
+
+    let (verdict, why) = if completed {
         (
             Verdict::End(Status::Complete),
             format!(
-                "completion signal {} in iteration {iteration}",
-                config.completion_signal
+                "completion claimed in iteration {iteration} and verified ({})",
+                assessment.basis
             ),
         )
     } else if let BreakerEffect::Open(reason) = &effect {
@@ -198,12 +295,13 @@ pub fn decide(
             Verdict::Continue {
                 iteration: iteration + 1,
                 max_iterations: state.max_iterations,
-                notice: match effect {
-                    BreakerEffect::Warn(notice) => Some(notice),
-                    _ => None,
-                },
+                notice: (!notices.is_empty()).then(|| notices.join("\n\n")),
             },
-            format!("iteration {iteration} ended without the completion signal"),
+            if assessment.claimed {
+                format!("iteration {iteration} claimed completion but the claim failed its gates")
+            } else {
+                format!("iteration {iteration} ended without a completion claim")
+            },
         )
     };
 
@@ -230,6 +328,8 @@ pub fn decide(
         message_source: observed.message_source.as_str().to_string(),
         error: error.map(|e| e.sample),
         breaker: transition,
+        status_block: assessment.status_block,
+        claim: claim_summary,
     });
     Outcome {
         new_state: Some(next),
@@ -618,6 +718,146 @@ mod tests {
             state.history[0].error.as_deref(),
             Some("error: could not compile `x`")
         );
+    }
+
+    fn verify_config() -> Config {
+        let mut config = Config::default();
+        config.completion.verify = vec![crate::verify::VerifyCommand {
+            name: "tests".into(),
+            command: "test -f done.txt".into(),
+            timeout_seconds: 10,
+        }];
+        config
+    }
+
+    fn verified(exit: i32) -> Option<Vec<VerifyResult>> {
+        Some(vec![VerifyResult {
+            name: "tests".into(),
+            command: "test -f done.txt".into(),
+            exit_code: Some(exit),
+            timed_out: false,
+            duration_ms: 3,
+            output_tail: format!("exit status {exit}"),
+        }])
+    }
+
+    #[test]
+    fn claims_and_gates_table() {
+        let signal = Config::default().completion_signal;
+        let open_plan = PlanReport {
+            files: vec![crate::plan::PlanFile {
+                path: "TODO.md".into(),
+                unchecked: vec!["document the API".into()],
+                checked: 2,
+            }],
+        };
+        // (message, plan, verification results, completes, notice must contain)
+        /// (message, plan, verification results, completes, what the notice must name)
+        type Case<'a> = (String, PlanReport, Option<Vec<VerifyResult>>, bool, &'a str);
+        let cases: Vec<Case> = vec![
+            (format!("Done.\n{signal}"), PlanReport::default(), verified(0), true, ""),
+            (format!("Done.\n{signal}"), PlanReport::default(), verified(1), false, "`test -f done.txt` (tests) exited 1"),
+            (format!("Done.\n{signal}"), PlanReport::default(), None, false, "did not run"),
+            (format!("Done.\n{signal}"), open_plan.clone(), verified(0), false, "TODO.md: - [ ] document the API"),
+            (format!("I will print {signal} once the tests pass."), PlanReport::default(), verified(0), false, ""),
+            (
+                "All tasks complete.\n---RALPH_STATUS---\nSTATUS: COMPLETE\nEXIT_SIGNAL: false\n---END_RALPH_STATUS---".into(),
+                PlanReport::default(),
+                verified(0),
+                false,
+                "",
+            ),
+            (
+                "---RALPH_STATUS---\nSTATUS: COMPLETE\nTESTS_STATUS: PASSING\nEXIT_SIGNAL: true\n---END_RALPH_STATUS---".into(),
+                PlanReport::default(),
+                verified(0),
+                true,
+                "",
+            ),
+            (
+                "---RALPH_STATUS---\nSTATUS: COMPLETE\nTESTS_STATUS: FAILING\nEXIT_SIGNAL: true\n---END_RALPH_STATUS---".into(),
+                PlanReport::default(),
+                verified(0),
+                false,
+                "TESTS_STATUS is FAILING",
+            ),
+        ];
+        for (message, plan, verification, completes, needle) in cases {
+            let observed = Observation {
+                plan,
+                verification,
+                ..saying(&message)
+            };
+            let out = decide(&verify_config(), Some(&running(3, 25)), &observed, NOW);
+            let state = out.new_state.unwrap();
+            if completes {
+                assert_eq!(out.verdict, Verdict::End(Status::Complete), "{message:?}");
+                assert!(state.last_claim.unwrap().accepted);
+                continue;
+            }
+            let Verdict::Continue { notice, .. } = out.verdict else {
+                panic!("{message:?}: {:?}", out.verdict);
+            };
+            if needle.is_empty() {
+                assert_eq!(notice, None, "{message:?}");
+            } else {
+                let notice = notice.unwrap_or_default();
+                assert!(
+                    notice.starts_with("[Ralph: completion claim rejected]"),
+                    "{notice}"
+                );
+                assert!(notice.contains(needle), "{needle:?} in {notice}");
+                let claim = state.last_claim.unwrap();
+                assert!(!claim.accepted);
+                assert!(claim.gates.iter().any(|g| !g.passed));
+                assert!(state.history[0]
+                    .claim
+                    .as_deref()
+                    .unwrap()
+                    .starts_with("rejected"));
+            }
+        }
+    }
+
+    #[test]
+    fn status_block_fields_are_recorded() {
+        let message = "---RALPH_STATUS---\nSTATUS: IN_PROGRESS\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: false\n---END_RALPH_STATUS---";
+        let out = decide(&config(), Some(&running(1, 5)), &saying(message), NOW);
+        let record = &out.new_state.unwrap().history[0];
+        let block = record.status_block.as_ref().unwrap();
+        assert_eq!(block.status.as_deref(), Some("IN_PROGRESS"));
+        assert_eq!(block.work_type.as_deref(), Some("IMPLEMENTATION"));
+        assert_eq!(block.exit_signal, Some(false));
+    }
+
+    #[test]
+    fn three_test_only_iterations_add_a_nudge() {
+        let mut state = running(1, 25);
+        state.breaker.last_fingerprint = Some("tree".into());
+        let mut nudged = Vec::new();
+        for _ in 0..4 {
+            let observed = Observation {
+                fingerprint: Some("tree".into()),
+                ..saying("Ran the test suite again: 120 passed.")
+            };
+            let out = decide(&config(), Some(&state), &observed, NOW);
+            let ended = state.iteration;
+            state = out.new_state.unwrap();
+            if let Verdict::Continue {
+                notice: Some(n), ..
+            } = out.verdict
+            {
+                assert!(n.contains("iterations only ran tests"), "{n}");
+                nudged.push(ended);
+            }
+        }
+        assert_eq!(nudged, vec![3, 4]);
+        let reset = Observation {
+            fingerprint: Some("changed".into()),
+            ..saying("Implemented the lexer.")
+        };
+        let out = decide(&config(), Some(&state), &reset, NOW);
+        assert_eq!(out.new_state.unwrap().test_only_iterations, 0);
     }
 
     #[test]

@@ -9,19 +9,24 @@
 //! environment variable.
 
 pub mod breaker;
+pub mod claims;
+pub mod completion;
 pub mod config;
 pub mod decision;
 pub mod errors;
 pub mod exit_codes;
 pub mod hook_input;
 pub mod paths;
+pub mod plan;
 pub mod progress;
 pub mod prompt;
+pub mod registration;
 pub mod signals;
 pub mod state;
 pub mod store;
 pub mod time;
 pub mod transcript;
+pub mod verify;
 
 #[cfg(test)]
 pub(crate) mod tempdir {

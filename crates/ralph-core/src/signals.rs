@@ -1,33 +1,11 @@
-//! What the agent's last message says: a completion claim, a findings count.
+//! What the agent's last message says about progress: a findings count.
+//! (Completion claims are read by [`crate::claims`].)
 //!
 //! Only the latest assistant message is ever passed in here, never the
 //! re-injected prompt (which quotes the signal) and never an earlier message.
 
 /// The marker of a progress report: `RALPH_ITERATION_COMPLETE: N findings remain`.
 pub const FINDINGS_MARKER: &str = "RALPH_ITERATION_COMPLETE:";
-
-fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
-
-/// True when `signal` stands in `message` as a whole token (not as part of a
-/// longer identifier such as `NOT_SIGNAL` or `SIGNAL_PENDING`). The official
-/// plugin's `<promise>SIGNAL</promise>` form is such a token too.
-pub fn claims_completion(message: &str, signal: &str) -> bool {
-    if signal.is_empty() {
-        return false;
-    }
-    let bytes = message.as_bytes();
-    let sig = signal.as_bytes();
-    let starts_word = is_word_byte(sig[0]);
-    let ends_word = is_word_byte(sig[sig.len() - 1]);
-    message.match_indices(signal).any(|(start, _)| {
-        let end = start + sig.len();
-        let clean_before = !starts_word || start == 0 || !is_word_byte(bytes[start - 1]);
-        let clean_after = !ends_word || end == bytes.len() || !is_word_byte(bytes[end]);
-        clean_before && clean_after
-    })
-}
 
 /// The findings count of the last `RALPH_ITERATION_COMPLETE: N findings remain`
 /// line in `message`, if any.
@@ -46,36 +24,6 @@ pub fn findings_count(message: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const SIG: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-
-    #[test]
-    fn completion_table() {
-        let cases: &[(&str, bool)] = &[
-            ("RALPH_AUDIT_COMPLETE_NO_FINDINGS", true),
-            ("All done.\nRALPH_AUDIT_COMPLETE_NO_FINDINGS\n", true),
-            ("All done. RALPH_AUDIT_COMPLETE_NO_FINDINGS", true),
-            ("<promise>RALPH_AUDIT_COMPLETE_NO_FINDINGS</promise>", true),
-            ("**RALPH_AUDIT_COMPLETE_NO_FINDINGS**", true),
-            ("`RALPH_AUDIT_COMPLETE_NO_FINDINGS`.", true),
-            ("Still working.", false),
-            ("", false),
-            ("RALPH_AUDIT_COMPLETE_NO_FINDINGS_YET", false),
-            ("NOT_RALPH_AUDIT_COMPLETE_NO_FINDINGS", false),
-            ("RALPH_AUDIT_COMPLETE", false),
-            ("ralph_audit_complete_no_findings", false),
-        ];
-        for (msg, want) in cases {
-            assert_eq!(claims_completion(msg, SIG), *want, "{msg:?}");
-        }
-    }
-
-    #[test]
-    fn completion_with_punctuated_signal() {
-        assert!(claims_completion("ok <done/> bye", "<done/>"));
-        assert!(claims_completion("x<done/>y", "<done/>"));
-        assert!(!claims_completion("anything", ""));
-    }
 
     #[test]
     fn findings_table() {

@@ -6,6 +6,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::breaker::Breaker;
+use crate::claims::StatusBlock;
+use crate::completion::GateResult;
+use crate::verify::VerifyResult;
 
 /// How many per-iteration records the state keeps; older ones are dropped.
 pub const HISTORY_LIMIT: usize = 50;
@@ -81,6 +84,36 @@ pub struct IterationRecord {
     /// The circuit breaker transition this stop caused, e.g. `closed → half_open: no file changed in 3 iterations`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<String>,
+    /// Every field of the message's `RALPH_STATUS` block, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_block: Option<StatusBlock>,
+    /// The completion claim this stop judged, e.g. `accepted: completion signal (OwnLine)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+}
+
+/// The last completion claim and how its gates judged it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimRecord {
+    /// The iteration whose final message made the claim.
+    pub iteration: u32,
+    /// When it was judged.
+    pub at: String,
+    /// The completion mode in force.
+    pub mode: String,
+    /// What made the claim (signal form, status block, score).
+    pub basis: String,
+    /// The confidence score, in confidence mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<u32>,
+    /// True when every gate passed and the loop completed.
+    pub accepted: bool,
+    /// Each gate's result.
+    pub gates: Vec<GateResult>,
+    /// What each verification command did.
+    #[serde(default)]
+    pub verification: Vec<VerifyResult>,
 }
 
 /// The whole state file.
@@ -112,6 +145,15 @@ pub struct LoopState {
     /// The circuit breaker: its state, signal counters and last transition.
     #[serde(default)]
     pub breaker: Breaker,
+    /// The last completion claim and its gates.
+    #[serde(default)]
+    pub last_claim: Option<ClaimRecord>,
+    /// Consecutive iterations that only ran tests.
+    #[serde(default)]
+    pub test_only_iterations: u32,
+    /// Recent iterations whose final message carried a completion indication (for the dual mode).
+    #[serde(default)]
+    pub completion_indications: Vec<u32>,
     /// The most recent stops, oldest first, at most [`HISTORY_LIMIT`].
     #[serde(default)]
     pub history: Vec<IterationRecord>,
@@ -131,6 +173,9 @@ impl LoopState {
             ended_because: None,
             last_findings_count: None,
             breaker: Breaker::default(),
+            last_claim: None,
+            test_only_iterations: 0,
+            completion_indications: Vec::new(),
             history: Vec::new(),
         }
     }
@@ -193,6 +238,8 @@ mod tests {
                 message_source: String::new(),
                 error: None,
                 breaker: None,
+                status_block: None,
+                claim: None,
             });
         }
         assert_eq!(s.history.len(), HISTORY_LIMIT);

@@ -61,9 +61,9 @@ pub enum Command {
         /// The ralph-stop-hook binary to register (default: the one beside ralph-ctl).
         #[arg(long, value_name = "PATH")]
         hook_path: Option<PathBuf>,
-        /// The hook timeout in seconds registered with Claude Code.
-        #[arg(long, value_name = "SECONDS", default_value_t = crate::settings::DEFAULT_HOOK_TIMEOUT_SECS,
-              value_parser = clap::value_parser!(u32).range(1..=3600))]
-        timeout: u32,
+        /// The hook timeout in seconds registered with Claude Code (default: 60, or
+        /// the verify commands' total timeout plus 30 when that is more).
+        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=7200))]
+        timeout: Option<u32>,
     },
 }

@@ -6,8 +6,7 @@ use serde_json::{json, Map, Value};
 /// The hook timeout `init` registers, in seconds. Claude Code kills a hook
 /// that outlives it and lets the session stop.
 pub const DEFAULT_HOOK_TIMEOUT_SECS: u32 = 60;
-/// The name by which an existing registration of ours is recognised.
-pub const HOOK_BINARY_NAME: &str = "ralph-stop-hook";
+pub use ralph_core::registration::HOOK_BINARY_NAME;
 
 /// The command line Claude Code runs: the binary's absolute path, quoted
 /// when it holds a space.

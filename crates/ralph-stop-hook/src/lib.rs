@@ -12,11 +12,14 @@ use ralph_core::config::{self, Config, ConfigError, EnvSource, ProcessEnv};
 use ralph_core::decision::{self, MessageSource, Observation, Verdict};
 use ralph_core::hook_input::{self, HookInput, InputError};
 use ralph_core::paths::ProjectPaths;
+use ralph_core::plan;
 use ralph_core::progress;
 use ralph_core::prompt::{self, PromptError};
+use ralph_core::registration;
 use ralph_core::store::{StateStore, StoreError};
 use ralph_core::time;
 use ralph_core::transcript::{self, TranscriptError};
+use ralph_core::verify;
 use thiserror::Error;
 
 /// Everything that can make the hook give up and let the stop through.
@@ -140,7 +143,11 @@ fn project_root(input: &HookInput, env: &dyn EnvSource) -> Result<ProjectPaths, 
 /// `last_assistant_message`, else the transcript's last assistant message),
 /// the iteration's failing tool results, the project's fingerprint and the
 /// TDD scenario.
-fn observe(input: &HookInput, paths: &ProjectPaths) -> Result<Observation, HookError> {
+fn observe(
+    input: &HookInput,
+    paths: &ProjectPaths,
+    config: &Config,
+) -> Result<Observation, HookError> {
     let from_input = input
         .last_assistant_message
         .clone()
@@ -165,6 +172,7 @@ fn observe(input: &HookInput, paths: &ProjectPaths) -> Result<Observation, HookE
         tool_calls: tail.tool_calls,
         fingerprint: progress::fingerprint(&paths.root),
         tdd_scenario: progress::tdd_scenario(&paths.root),
+        plan: plan::read(&paths.root, &config.completion.plan_files),
         ..Observation::of_session(input.session_id.clone(), input.stop_hook_active)
     })
 }
@@ -198,7 +206,22 @@ pub fn handle(stdin: impl Read, env: &dyn EnvSource, now: &str) -> Result<Answer
     {
         return Ok(Answer::Allow { note: None });
     }
-    let observed = observe(&input, &paths)?;
+    let mut observed = observe(&input, &paths, &config)?;
+    // A claim makes the verification commands run: outside the lock, since
+    // they may take minutes, and only ever the commands of config.json.
+    if let Some(state) = &snapshot {
+        let commands = &config.completion.verify;
+        if !commands.is_empty() && decision::assess_claim(&config, state, &observed).claimed {
+            let timeout = registration::registered_timeout(&paths.settings_file())
+                .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
+            if let Some(warning) =
+                registration::timeout_warning(verify::total_timeout(commands), timeout)
+            {
+                report_note(&format!("warning: {warning}"));
+            }
+            observed.verification = Some(verify::run_all(&paths.root, commands));
+        }
+    }
 
     let lock = store.lock(false)?;
     let state = lock.read()?;

@@ -51,6 +51,8 @@ pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> 
             message_source: "none".into(),
             error: None,
             breaker: None,
+            status_block: None,
+            claim: None,
         });
         state.end(Status::Interrupted, because, &now);
         lock.write(&state)?;

@@ -4,8 +4,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
+use ralph_core::registration;
+use ralph_core::verify;
 use serde_json::Value;
 
 use crate::assets;
@@ -109,8 +112,20 @@ fn ctl_path() -> String {
 }
 
 /// Installs templates, launchers and the hook registration.
-pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: u32) -> CmdResult {
+pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32>) -> CmdResult {
     let hook = find_hook(hook_path)?;
+    // The registered timeout must leave room for the verification commands.
+    let verify_total = Config::load(paths, &ProcessEnv)
+        .map(|c| verify::total_timeout(&c.completion.verify))
+        .unwrap_or(0);
+    let timeout = timeout.unwrap_or_else(|| {
+        let needed = verify_total + 30;
+        u32::try_from(needed.max(u64::from(settings::DEFAULT_HOOK_TIMEOUT_SECS)))
+            .unwrap_or(u32::MAX)
+    });
+    if let Some(warning) = registration::timeout_warning(verify_total, u64::from(timeout)) {
+        eprintln!("ralph-ctl: warning: {warning}");
+    }
     let root = &paths.root;
     println!("Installing ralph into {}", root.display());
     let ralph_dir = paths.ralph_dir();

@@ -5,9 +5,11 @@ use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::progress;
 use ralph_core::prompt;
+use ralph_core::registration;
 use ralph_core::state::{LoopState, Status};
 use ralph_core::store::{StateStore, StoreError};
 use ralph_core::time;
+use ralph_core::verify;
 
 use crate::error::CtlError;
 use crate::{session_id, CmdResult};
@@ -91,6 +93,14 @@ pub fn run(
         }
         Err(e) => return Err(e.into()),
         Ok(_) => {}
+    }
+    let verify_total = verify::total_timeout(&config.completion.verify);
+    if verify_total > 0 {
+        let timeout = registration::registered_timeout(&paths.settings_file())
+            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
+        if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
+            eprintln!("ralph-ctl: warning: {warning}");
+        }
     }
     let mut state = LoopState::new(session.clone(), max, now);
     // The baseline the first stop is compared with: no change by then is no progress.

@@ -124,6 +124,50 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>)
             ),
         );
     }
+    if let Some(claim) = &state.last_claim {
+        line(
+            "last claim:",
+            format!(
+                "iteration {} ({}), {}: {}",
+                claim.iteration,
+                claim.mode,
+                if claim.accepted {
+                    "accepted"
+                } else {
+                    "rejected"
+                },
+                claim.basis
+            ),
+        );
+        for gate in &claim.gates {
+            let first = gate.detail.lines().next().unwrap_or_default();
+            line(
+                "  gate:",
+                format!(
+                    "{} {}: {first}",
+                    gate.gate,
+                    if gate.passed { "passed" } else { "FAILED" }
+                ),
+            );
+        }
+        if let Some(last) = claim.verification.last() {
+            line(
+                "  verify:",
+                format!(
+                    "`{}` exit {} in {} ms{}",
+                    last.command,
+                    last.exit_code
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| "none".into()),
+                    last.duration_ms,
+                    if last.timed_out { " (timed out)" } else { "" }
+                ),
+            );
+            for tail in last.output_tail.lines() {
+                out.push_str(&format!("      | {tail}\n"));
+            }
+        }
+    }
     if !state.history.is_empty() {
         out.push_str("Recent stops (newest last):\n");
         let skip = state.history.len().saturating_sub(RECENT);
@@ -146,6 +190,9 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>)
             }
             if let Some(transition) = &record.breaker {
                 out.push_str(&format!("        breaker: {transition}\n"));
+            }
+            if let Some(claim) = &record.claim {
+                out.push_str(&format!("        claim: {claim}\n"));
             }
         }
     }

@@ -1,0 +1,462 @@
+//! Reads a completion claim out of the agent's latest message.
+//!
+//! Two kinds of claim exist: the completion signal standing on its own line
+//! (or ending a line after a full sentence, or inside `<promise>…</promise>`),
+//! and a `RALPH_STATUS` block with `EXIT_SIGNAL: true`. A signal mentioned
+//! inside a sentence, quoted, in a block quote or in a fenced code block (which
+//! is how a prompt gets echoed) is not a claim. `EXIT_SIGNAL: false` vetoes
+//! any claim in the same message.
+
+use serde::{Deserialize, Serialize};
+
+/// The fields of a `---RALPH_STATUS---` … `---END_RALPH_STATUS---` block.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusBlock {
+    /// `STATUS` (e.g. IN_PROGRESS, COMPLETE, BLOCKED).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// `TASKS_COMPLETED_THIS_LOOP`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks_completed_this_loop: Option<String>,
+    /// `FILES_MODIFIED`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files_modified: Option<String>,
+    /// `TESTS_STATUS` (e.g. PASSING, FAILING, NOT_RUN).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests_status: Option<String>,
+    /// `WORK_TYPE` (e.g. IMPLEMENTATION, TESTING, DOCUMENTATION).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work_type: Option<String>,
+    /// `EXIT_SIGNAL`, when it reads as true or false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_signal: Option<bool>,
+    /// `RECOMMENDATION`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recommendation: Option<String>,
+}
+
+/// How the completion signal was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignalForm {
+    /// Alone on a line (markdown emphasis allowed).
+    OwnLine,
+    /// Ending a line, after a sentence that ended with `.`, `!` or `?`.
+    AfterSentence,
+    /// Inside `<promise>…</promise>`.
+    Promise,
+}
+
+/// Normalises a marker line: no spaces, upper case.
+fn marker(line: &str) -> String {
+    line.chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_ascii_uppercase()
+}
+
+fn is_fence(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("```") || t.starts_with("~~~")
+}
+
+/// The lines of `message` outside fenced code blocks and block quotes.
+fn prose_lines(message: &str) -> Vec<&str> {
+    let mut in_fence = false;
+    let mut out = Vec::new();
+    for line in message.lines() {
+        if is_fence(line) {
+            in_fence = !in_fence;
+            continue;
+        }
+        if !in_fence && !line.trim_start().starts_with('>') {
+            out.push(line);
+        }
+    }
+    out
+}
+
+fn strip_emphasis(text: &str) -> &str {
+    text.trim()
+        .trim_matches(|c: char| c == '*' || c == '_' || c == '`' || c.is_whitespace())
+}
+
+/// How `message` gives the completion `signal`, if it claims completion with it.
+pub fn signal_claim(message: &str, signal: &str) -> Option<SignalForm> {
+    if signal.is_empty() {
+        return None;
+    }
+    let prose = prose_lines(message);
+    let joined = prose.join("\n");
+    // <promise>SIGNAL</promise>, possibly spread over lines.
+    let mut rest = joined.as_str();
+    while let Some(open) = rest.find("<promise>") {
+        let after = &rest[open + "<promise>".len()..];
+        let Some(close) = after.find("</promise>") else {
+            break;
+        };
+        if strip_emphasis(&after[..close]) == signal {
+            return Some(SignalForm::Promise);
+        }
+        rest = &after[close..];
+    }
+    for line in prose {
+        let bare = strip_emphasis(line).trim_end_matches(['.', '!']);
+        let bare = strip_emphasis(bare);
+        if bare == signal {
+            return Some(SignalForm::OwnLine);
+        }
+        if let Some(before) = bare.strip_suffix(signal) {
+            let before = strip_emphasis(before);
+            if before.ends_with(['.', '!', '?']) && !before.ends_with("...") {
+                return Some(SignalForm::AfterSentence);
+            }
+        }
+    }
+    None
+}
+
+fn field_key(raw: &str) -> String {
+    raw.trim()
+        .trim_start_matches(['-', '*', '+', '`', ' '])
+        .trim_matches(|c: char| c == '*' || c == '`' || c.is_whitespace())
+        .to_ascii_uppercase()
+        .replace([' ', '-'], "_")
+}
+
+fn field_value(raw: &str) -> String {
+    raw.trim()
+        .trim_matches(|c: char| c == '*' || c == '`' || c.is_whitespace())
+        .to_string()
+}
+
+fn parse_bool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().trim_end_matches('.') {
+        "true" | "yes" | "1" => Some(true),
+        "false" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// The last `RALPH_STATUS` block of `message` (fences tolerated; a block
+/// without its end marker runs to the end of the message).
+pub fn status_block(message: &str) -> Option<StatusBlock> {
+    let lines: Vec<&str> = message.lines().collect();
+    let start = lines.iter().rposition(|l| {
+        let m = marker(l);
+        let m = m.trim_matches('`');
+        m == "---RALPH_STATUS---"
+    })?;
+    let mut block = StatusBlock::default();
+    for line in &lines[start + 1..] {
+        let m = marker(line);
+        if m.trim_matches('`') == "---END_RALPH_STATUS---" {
+            break;
+        }
+        if is_fence(line) {
+            continue;
+        }
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = field_value(value);
+        let slot = match field_key(key).as_str() {
+            "STATUS" => &mut block.status,
+            "TASKS_COMPLETED_THIS_LOOP" => &mut block.tasks_completed_this_loop,
+            "FILES_MODIFIED" => &mut block.files_modified,
+            "TESTS_STATUS" => &mut block.tests_status,
+            "WORK_TYPE" => &mut block.work_type,
+            "RECOMMENDATION" => &mut block.recommendation,
+            "EXIT_SIGNAL" => {
+                block.exit_signal = parse_bool(&value);
+                continue;
+            }
+            _ => continue,
+        };
+        *slot = Some(value);
+    }
+    Some(block)
+}
+
+/// Phrases that say the whole job is done.
+const STRONG_PHRASES: &[&str] = &[
+    "all tasks complete",
+    "all tasks are complete",
+    "all tasks completed",
+    "all tasks are done",
+    "all items are complete",
+    "everything is complete",
+    "everything is done",
+    "the work is complete",
+    "the project is complete",
+    "implementation is complete",
+    "nothing left to do",
+    "no remaining work",
+    "no remaining tasks",
+    "all requirements are met",
+];
+/// Words that suggest completion.
+const WEAK_WORDS: &[&str] = &[
+    "complete",
+    "completed",
+    "done",
+    "finished",
+    "all tests pass",
+];
+/// Words that undo a completion word in the same sentence.
+const NEGATIONS: &[&str] = &[
+    "not ",
+    "n't ",
+    "never",
+    "incomplete",
+    "remaining",
+    "remain",
+    "until",
+    "once ",
+    "when ",
+    "will ",
+    "yet",
+    "still",
+    "left to",
+];
+
+/// The lines of `message` outside `RALPH_STATUS` blocks.
+fn outside_status_blocks(message: &str) -> String {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in message.lines() {
+        match marker(line).trim_matches('`') {
+            "---RALPH_STATUS---" => inside = true,
+            "---END_RALPH_STATUS---" => inside = false,
+            _ if !inside => out.push(line),
+            _ => {}
+        }
+    }
+    out.join("\n")
+}
+
+/// Completion language in `message` outside status blocks: (any completion
+/// word, any strong phrase), ignoring sentences that negate or defer it.
+pub fn completion_language(message: &str) -> (bool, bool) {
+    let lower = prose_lines(&outside_status_blocks(message))
+        .join("\n")
+        .to_ascii_lowercase();
+    let mut weak = false;
+    let mut strong = false;
+    for sentence in lower.split(['.', '!', '?', '\n']) {
+        let negated = |phrase: &str| {
+            let at = sentence.find(phrase).unwrap_or(0);
+            NEGATIONS
+                .iter()
+                .any(|n| sentence[..at].contains(n) || sentence.contains(&format!("{phrase} yet")))
+                || (sentence.contains("remaining") && !sentence.contains("no remaining"))
+        };
+        if STRONG_PHRASES
+            .iter()
+            .any(|p| sentence.contains(p) && !negated(p))
+        {
+            strong = true;
+            weak = true;
+        } else if WEAK_WORDS.iter().any(|w| {
+            let hit = if w.contains(' ') {
+                sentence.contains(w)
+            } else {
+                // Whole words only; identifiers such as SIGNAL_COMPLETE are not language.
+                sentence
+                    .split_whitespace()
+                    .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric() && c != '_'))
+                    .any(|t| t == *w)
+            };
+            hit && !negated(w)
+        }) {
+            weak = true;
+        }
+    }
+    (weak, strong)
+}
+
+/// True when the message speaks of running tests and of nothing else done.
+pub fn speaks_only_of_tests(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    let tests = ["test", "pytest", "jest", "vitest", "spec"];
+    let work = [
+        "implement",
+        "added",
+        "add ",
+        "fixed",
+        "fix ",
+        "wrote",
+        "write",
+        "created",
+        "create",
+        "refactor",
+        "updated",
+        "changed",
+        "edited",
+        "removed",
+        "renamed",
+        "moved",
+        "built",
+    ];
+    tests.iter().any(|t| lower.contains(t)) && !work.iter().any(|w| lower.contains(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+
+    /// (message, is a signal claim)
+    fn signal_cases() -> Vec<(String, bool)> {
+        vec![
+            // True claims.
+            (S.into(), true),
+            (
+                format!("All findings are fixed and the tests pass.\n\n{S}"),
+                true,
+            ),
+            (format!("Done.\n**{S}**\n"), true),
+            (format!("Everything is verified.\n`{S}`"), true),
+            (format!("All done. {S}"), true),
+            (format!("Finished the audit! {S}"), true),
+            (format!("<promise>{S}</promise>"), true),
+            (
+                format!("Work complete.\n<promise>\n  {S}\n</promise>"),
+                true,
+            ),
+            (
+                format!("The last fix landed; tests are green. <promise>{S}</promise>"),
+                true,
+            ),
+            (
+                format!("## Summary\n- fixed parser\n- fixed tests\n\n{S}."),
+                true,
+            ),
+            (format!("```\ncargo test\n```\nAll passing.\n{S}"), true),
+            // Mentions in a sentence.
+            (
+                format!("I will write {S} once the remaining two findings are fixed."),
+                false,
+            ),
+            (format!("When everything passes I will output {S}"), false),
+            (format!("Not done yet, so no {S} this time."), false),
+            (format!("The prompt asks for {S} at the end."), false),
+            (format!("I must not print {S} until the tests pass."), false),
+            (format!("Next iteration: fix test_b, then {S}"), false),
+            (format!("Reminder: {S}"), false),
+            // Quoted or echoed.
+            (format!("The task says: \"{S}\""), false),
+            (format!("\"{S}\""), false),
+            (
+                format!("> Put {S} on its own line when done.\n\nStill working on it."),
+                false,
+            ),
+            (format!("> {S}"), false),
+            (
+                format!("Here is the prompt:\n```\n{S}\n```\nI am on step 2."),
+                false,
+            ),
+            (
+                format!("~~~\n<promise>{S}</promise>\n~~~\nNot finished."),
+                false,
+            ),
+            // Near misses.
+            (format!("{S}_PENDING"), false),
+            (format!("NOT_{S}"), false),
+            ("RALPH_AUDIT_COMPLETE".into(), false),
+            (S.to_ascii_lowercase(), false),
+            (format!("<promise>{S} soon</promise>"), false),
+            (format!("<promise>{S}"), false),
+            (format!("Thinking... {S}"), false),
+            (String::new(), false),
+        ]
+    }
+
+    #[test]
+    fn signal_claims_table() {
+        for (message, want) in signal_cases() {
+            assert_eq!(signal_claim(&message, S).is_some(), want, "{message:?}");
+        }
+    }
+
+    #[test]
+    fn status_block_table() {
+        let full = "Work summary.\n---RALPH_STATUS---\nSTATUS: COMPLETE\nTASKS_COMPLETED_THIS_LOOP: 3\nFILES_MODIFIED: 4\n\
+                    TESTS_STATUS: PASSING\nWORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: true\nRECOMMENDATION: ship it\n---END_RALPH_STATUS---";
+        let block = status_block(full).unwrap();
+        assert_eq!(
+            block,
+            StatusBlock {
+                status: Some("COMPLETE".into()),
+                tasks_completed_this_loop: Some("3".into()),
+                files_modified: Some("4".into()),
+                tests_status: Some("PASSING".into()),
+                work_type: Some("IMPLEMENTATION".into()),
+                exit_signal: Some(true),
+                recommendation: Some("ship it".into()),
+            }
+        );
+        // (message, STATUS, EXIT_SIGNAL)
+        let cases: Vec<(&str, Option<&str>, Option<bool>)> = vec![
+            ("---ralph_status---\nstatus: in_progress\nexit_signal: FALSE\n---end_ralph_status---", Some("in_progress"), Some(false)),
+            ("```\n--- RALPH_STATUS ---\nSTATUS:  COMPLETE \nEXIT_SIGNAL: Yes\n--- END_RALPH_STATUS ---\n```", Some("COMPLETE"), Some(true)),
+            ("---RALPH_STATUS---\n- **STATUS**: COMPLETE\n- **EXIT_SIGNAL**: `true`\n---END_RALPH_STATUS---", Some("COMPLETE"), Some(true)),
+            ("---RALPH_STATUS---\nStatus: Complete\nExit Signal: true", Some("Complete"), Some(true)),
+            (
+                "---RALPH_STATUS---\nSTATUS: COMPLETE\nEXIT_SIGNAL: true\n---END_RALPH_STATUS---\nthen\n---RALPH_STATUS---\nSTATUS: IN_PROGRESS\nEXIT_SIGNAL: false\n---END_RALPH_STATUS---",
+                Some("IN_PROGRESS"),
+                Some(false),
+            ),
+            ("---RALPH_STATUS---\nSTATUS: COMPLETE\nEXIT_SIGNAL: maybe\n---END_RALPH_STATUS---", Some("COMPLETE"), None),
+            ("---RALPH_STATUS---\nTASKS_COMPLETED_THIS_LOOP: COMPLETE the parser\n---END_RALPH_STATUS---", None, None),
+        ];
+        for (message, status, exit) in cases {
+            let block = status_block(message).unwrap_or_else(|| panic!("{message:?}"));
+            assert_eq!(block.status.as_deref(), status, "{message:?}");
+            assert_eq!(block.exit_signal, exit, "{message:?}");
+        }
+        assert_eq!(
+            status_block("No block here. STATUS: COMPLETE, EXIT_SIGNAL: true"),
+            None
+        );
+    }
+
+    #[test]
+    fn completion_language_table() {
+        // (message, weak, strong)
+        let cases: &[(&str, bool, bool)] = &[
+            ("All tasks complete. The tests pass.", true, true),
+            ("Everything is done.", true, true),
+            ("There is nothing left to do.", true, true),
+            ("I finished the parser.", true, false),
+            ("The migration is done.", true, false),
+            ("The parser is not complete yet.", false, false),
+            ("Two tasks remaining before it is done.", false, false),
+            ("I will be done once the tests pass.", false, false),
+            ("Still working on the parser.", false, false),
+            ("Fixed one bug; three findings remain.", false, false),
+            (
+                "---RALPH_STATUS---\nSTATUS: COMPLETE\n---END_RALPH_STATUS---",
+                false,
+                false,
+            ),
+            ("", false, false),
+        ];
+        for (message, weak, strong) in cases {
+            assert_eq!(
+                completion_language(message),
+                (*weak, *strong),
+                "{message:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn test_only_messages() {
+        assert!(speaks_only_of_tests("Ran the test suite again: 42 passed."));
+        assert!(speaks_only_of_tests("Re-ran pytest; all green."));
+        assert!(!speaks_only_of_tests("Fixed the parser and ran the tests."));
+        assert!(!speaks_only_of_tests("Refactored the module."));
+    }
+}

@@ -1,0 +1,630 @@
+//! Deciding whether the agent claims completion, and whether the claim
+//! proves itself: the pure half of "no completion without verification".
+//!
+//! [`assess`] reads the claim (per completion mode) from the latest message;
+//! the hook then runs the verification commands only when a claim is made;
+//! [`gates`] judges the claim against the plan, the status block and the
+//! verification results.
+
+use serde::{Deserialize, Serialize};
+
+use crate::claims::{self, StatusBlock};
+use crate::plan::PlanReport;
+use crate::verify::{VerifyCommand, VerifyResult};
+
+/// Iterations of test-only work that trigger the saturation nudge.
+pub const TEST_SATURATION_ITERATIONS: u32 = 3;
+/// How many recent iterations the dual mode looks back for completion indications.
+pub const DUAL_WINDOW: u32 = 5;
+/// Completion indications the dual mode needs within [`DUAL_WINDOW`].
+pub const DUAL_INDICATIONS: usize = 2;
+
+/// How a completion claim is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletionMode {
+    /// The signal on its own line, `<promise>`, or `EXIT_SIGNAL: true`; then the gates.
+    #[default]
+    Strict,
+    /// `EXIT_SIGNAL: true` and at least two completion indications in recent iterations; then the gates.
+    Dual,
+    /// An additive score over the evidence, compared with a threshold; then the gates.
+    Confidence,
+}
+
+impl CompletionMode {
+    /// Parses a mode name.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "strict" => Some(CompletionMode::Strict),
+            "dual" => Some(CompletionMode::Dual),
+            "confidence" => Some(CompletionMode::Confidence),
+            _ => None,
+        }
+    }
+
+    /// The mode's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompletionMode::Strict => "strict",
+            CompletionMode::Dual => "dual",
+            CompletionMode::Confidence => "confidence",
+        }
+    }
+}
+
+/// The weights of the confidence mode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ConfidenceWeights {
+    /// A status block with `EXIT_SIGNAL: true`.
+    pub status_block_exit: u32,
+    /// The completion signal given as a claim.
+    pub signal: u32,
+    /// Completion words ("done", "finished").
+    pub keyword: u32,
+    /// A strong completion phrase ("all tasks complete") instead.
+    pub strong_keyword: u32,
+    /// Every plan file exists with no unchecked required item.
+    pub plan_complete: u32,
+    /// Test-only iterations have saturated.
+    pub test_saturation: u32,
+    /// The score at which a claim is made.
+    pub threshold: u32,
+}
+
+impl Default for ConfidenceWeights {
+    fn default() -> Self {
+        ConfidenceWeights {
+            status_block_exit: 50,
+            signal: 60,
+            keyword: 10,
+            strong_keyword: 15,
+            plan_complete: 40,
+            test_saturation: 10,
+            threshold: 60,
+        }
+    }
+}
+
+/// The completion part of the configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompletionConfig {
+    /// How a claim is read.
+    pub mode: CompletionMode,
+    /// Plan files checked at the project root.
+    pub plan_files: Vec<String>,
+    /// Verification commands.
+    pub verify: Vec<VerifyCommand>,
+    /// The confidence mode's weights.
+    pub weights: ConfidenceWeights,
+}
+
+impl Default for CompletionConfig {
+    fn default() -> Self {
+        CompletionConfig {
+            mode: CompletionMode::Strict,
+            plan_files: crate::plan::DEFAULT_PLAN_FILES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            verify: Vec::new(),
+            weights: ConfidenceWeights::default(),
+        }
+    }
+}
+
+/// What the latest message claims.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Assessment {
+    /// True when the message claims completion (the gates decide the rest).
+    pub claimed: bool,
+    /// What made (or would have made) the claim, for messages and the history.
+    pub basis: String,
+    /// The confidence score, in confidence mode.
+    pub score: Option<u32>,
+    /// True when `EXIT_SIGNAL: false` vetoed a claim.
+    pub vetoed: bool,
+    /// The status block, when the message has one.
+    pub status_block: Option<StatusBlock>,
+    /// True when the message carries any completion indication (signal,
+    /// `EXIT_SIGNAL: true`, completion language).
+    pub indication: bool,
+}
+
+/// Reads the claim of `message`. `recent_indications` are the iterations
+/// (before this one) whose messages carried a completion indication;
+/// `test_saturated` says whether test-only work has saturated.
+pub fn assess(
+    config: &CompletionConfig,
+    signal: &str,
+    message: &str,
+    iteration: u32,
+    recent_indications: &[u32],
+    plan: &PlanReport,
+    test_saturated: bool,
+) -> Assessment {
+    let form = claims::signal_claim(message, signal);
+    let block = claims::status_block(message);
+    let exit = block.as_ref().and_then(|b| b.exit_signal);
+    let (weak, strong) = claims::completion_language(message);
+    let indication = form.is_some() || exit == Some(true) || weak;
+    let vetoed = exit == Some(false);
+    let mut assessment = Assessment {
+        status_block: block,
+        indication,
+        vetoed,
+        ..Default::default()
+    };
+    let (claimed, basis) = match config.mode {
+        CompletionMode::Strict => match (form, exit) {
+            (Some(form), _) => (true, format!("completion signal ({form:?})")),
+            (None, Some(true)) => (true, "status block EXIT_SIGNAL: true".to_string()),
+            _ => (false, String::new()),
+        },
+        CompletionMode::Dual => {
+            let window_start = iteration.saturating_sub(DUAL_WINDOW - 1);
+            let count = recent_indications
+                .iter()
+                .filter(|&&i| i >= window_start && i < iteration)
+                .count()
+                + usize::from(indication);
+            let claimed = exit == Some(true) && count >= DUAL_INDICATIONS;
+            (
+                claimed,
+                format!("dual: EXIT_SIGNAL {exit:?} with {count} completion indication(s) in the last {DUAL_WINDOW} iterations"),
+            )
+        }
+        CompletionMode::Confidence => {
+            let w = &config.weights;
+            let mut score = 0;
+            let mut parts = Vec::new();
+            let mut add = |points: u32, why: &str| {
+                if points > 0 {
+                    score += points;
+                    parts.push(format!("{why} +{points}"));
+                }
+            };
+            if exit == Some(true) {
+                add(w.status_block_exit, "EXIT_SIGNAL");
+            }
+            if form.is_some() {
+                add(w.signal, "signal");
+            }
+            if strong {
+                add(w.strong_keyword, "strong completion phrase");
+            } else if weak {
+                add(w.keyword, "completion word");
+            }
+            if plan.complete() {
+                add(w.plan_complete, "plan complete");
+            }
+            if test_saturated {
+                add(w.test_saturation, "test saturation");
+            }
+            assessment.score = Some(score);
+            (
+                score >= w.threshold,
+                format!("confidence {score}/{} ({})", w.threshold, parts.join(", ")),
+            )
+        }
+    };
+    assessment.claimed = claimed && !vetoed;
+    assessment.basis = if vetoed && claimed {
+        format!("{basis}, vetoed by EXIT_SIGNAL: false")
+    } else {
+        basis
+    };
+    assessment
+}
+
+/// The result of one gate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateResult {
+    /// `plan`, `status_block` or `verification`.
+    pub gate: String,
+    /// True when the gate let the claim through.
+    pub passed: bool,
+    /// What was checked and found.
+    pub detail: String,
+}
+
+fn is_complete(status: &str) -> bool {
+    matches!(
+        status.to_ascii_uppercase().as_str(),
+        "COMPLETE" | "COMPLETED"
+    )
+}
+
+fn is_failing(tests: &str) -> bool {
+    matches!(
+        tests.to_ascii_uppercase().as_str(),
+        "FAILING" | "FAILED" | "FAIL" | "FAILURE"
+    )
+}
+
+/// Judges a claim: the plan, the status block's consistency, and the
+/// verification results (`None` when the commands did not run).
+pub fn gates(
+    assessment: &Assessment,
+    plan: &PlanReport,
+    verify: &[VerifyCommand],
+    results: Option<&[VerifyResult]>,
+) -> Vec<GateResult> {
+    let mut out = Vec::new();
+    let unchecked: Vec<String> = plan
+        .files
+        .iter()
+        .flat_map(|f| {
+            f.unchecked
+                .iter()
+                .map(move |item| format!("{}: - [ ] {item}", f.path))
+        })
+        .collect();
+    out.push(GateResult {
+        gate: "plan".into(),
+        passed: unchecked.is_empty(),
+        detail: if !plan.exists() {
+            "no plan file".into()
+        } else if unchecked.is_empty() {
+            "every required plan item is checked".into()
+        } else {
+            let shown: Vec<&str> = unchecked.iter().take(10).map(String::as_str).collect();
+            let more = unchecked.len().saturating_sub(shown.len());
+            format!(
+                "{} unchecked item(s):\n{}{}",
+                unchecked.len(),
+                shown.join("\n"),
+                if more > 0 {
+                    format!("\n… and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        },
+    });
+    if let Some(block) = &assessment.status_block {
+        let mut problems = Vec::new();
+        match block.status.as_deref() {
+            Some(s) if is_complete(s) => {}
+            Some(s) => problems.push(format!("STATUS is {s}, not COMPLETE")),
+            None => problems.push("STATUS is missing".to_string()),
+        }
+        if let Some(t) = block.tests_status.as_deref().filter(|t| is_failing(t)) {
+            problems.push(format!("TESTS_STATUS is {t}"));
+        }
+        out.push(GateResult {
+            gate: "status_block".into(),
+            passed: problems.is_empty(),
+            detail: if problems.is_empty() {
+                "STATUS COMPLETE and tests not failing".into()
+            } else {
+                problems.join("; ")
+            },
+        });
+    }
+    if !verify.is_empty() {
+        let (passed, detail) = match results {
+            None => (false, "the verification commands did not run".to_string()),
+            Some(results) => match results.iter().find(|r| !r.passed()) {
+                Some(r) => (
+                    false,
+                    format!(
+                        "`{}` ({}) {}; last lines of its output:\n{}",
+                        r.command,
+                        r.name,
+                        if r.timed_out {
+                            "timed out".to_string()
+                        } else {
+                            match r.exit_code {
+                                Some(code) => format!("exited {code}"),
+                                None => "could not run".to_string(),
+                            }
+                        },
+                        r.output_tail
+                    ),
+                ),
+                None if results.len() < verify.len() => {
+                    (false, "not every verification command ran".into())
+                }
+                None => (true, format!("{} command(s) passed", results.len())),
+            },
+        };
+        out.push(GateResult {
+            gate: "verification".into(),
+            passed,
+            detail,
+        });
+    }
+    out
+}
+
+/// The text that starts the re-injected prompt when a claim failed its gates.
+pub fn failure_notice(assessment: &Assessment, results: &[GateResult]) -> String {
+    let mut text = format!(
+        "[Ralph: completion claim rejected] You claimed completion ({}), but these checks failed:\n",
+        assessment.basis
+    );
+    for gate in results.iter().filter(|g| !g.passed) {
+        text.push_str(&format!("- {} gate: {}\n", gate.gate, gate.detail));
+    }
+    text.push_str("Fix what failed, verify it, and only then claim completion again.");
+    text
+}
+
+/// The nudge added when test-only work has saturated.
+pub fn saturation_notice(iterations: u32) -> String {
+    format!(
+        "[Ralph: {iterations} iterations only ran tests] Either claim completion now, if the work is \
+         done and verified, or name the next task and do it."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PlanFile;
+
+    const S: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+
+    fn block(status: &str, tests: &str, exit: &str) -> String {
+        format!(
+            "---RALPH_STATUS---\nSTATUS: {status}\nTASKS_COMPLETED_THIS_LOOP: 2\nFILES_MODIFIED: 3\nTESTS_STATUS: {tests}\n\
+             WORK_TYPE: IMPLEMENTATION\nEXIT_SIGNAL: {exit}\nRECOMMENDATION: none\n---END_RALPH_STATUS---"
+        )
+    }
+
+    fn strict(message: &str) -> Assessment {
+        assess(
+            &CompletionConfig::default(),
+            S,
+            message,
+            3,
+            &[],
+            &PlanReport::default(),
+            false,
+        )
+    }
+
+    /// Realistic final messages and whether strict mode reads a claim (before the gates).
+    #[test]
+    fn strict_claims_table() {
+        let cases: Vec<(String, bool)> = vec![
+            (format!("All findings fixed; cargo test passes.\n{S}"), true),
+            (format!("{}\n{S}", block("COMPLETE", "PASSING", "true")), true),
+            (block("COMPLETE", "PASSING", "true"), true),
+            (format!("Work done.\n```\n{}\n```", block("COMPLETE", "PASSING", "true")), true),
+            (format!("<promise>{S}</promise>"), true),
+            // EXIT_SIGNAL: false vetoes everything in the same message.
+            (format!("All tasks complete.\n{}", block("COMPLETE", "PASSING", "false")), false),
+            (format!("{S}\n{}", block("IN_PROGRESS", "PASSING", "false")), false),
+            // Status blocks that say COMPLETE somewhere but do not exit.
+            (block("IN_PROGRESS", "PASSING", "false"), false),
+            ("---RALPH_STATUS---\nSTATUS: IN_PROGRESS\nTASKS_COMPLETED_THIS_LOOP: COMPLETE the parser\nEXIT_SIGNAL: false\n---END_RALPH_STATUS---".into(), false),
+            (block("COMPLETE", "PASSING", "unsure"), false),
+            // Words, not claims.
+            ("All tasks complete. Everything is done.".into(), false),
+            ("Step 1 is done.".into(), false),
+            (format!("I'll emit {S} when the last test passes."), false),
+            (format!("Once everything is green I will write {S}"), false),
+            (format!("> {S}"), false),
+            (format!("```\n{S}\n```"), false),
+            ("Still working: 3 findings remain.\nRALPH_ITERATION_COMPLETE: 3 findings remain".into(), false),
+            (String::new(), false),
+        ];
+        for (message, want) in cases {
+            assert_eq!(strict(&message).claimed, want, "{message:?}");
+        }
+        assert!(strict(&format!("{S}\n{}", block("X", "Y", "false"))).vetoed);
+    }
+
+    #[test]
+    fn dual_mode_needs_two_indications() {
+        let config = CompletionConfig {
+            mode: CompletionMode::Dual,
+            ..Default::default()
+        };
+        let plan = PlanReport::default();
+        let exit = block("COMPLETE", "PASSING", "true");
+        // (message, earlier iterations with indications, claimed) at iteration 10
+        let cases: Vec<(String, Vec<u32>, bool)> = vec![
+            (exit.clone(), vec![], false),
+            (format!("All tasks complete.\n{exit}"), vec![], false),
+            (exit.clone(), vec![9], true),
+            (exit.clone(), vec![5], false),
+            (exit.clone(), vec![6], true),
+            (format!("The parser is done.\n{exit}"), vec![8, 9], true),
+            (S.to_string(), vec![8, 9], false),
+            (
+                format!(
+                    "All tasks complete.\n{}",
+                    block("COMPLETE", "PASSING", "false")
+                ),
+                vec![8, 9],
+                false,
+            ),
+        ];
+        for (message, recent, want) in cases {
+            let a = assess(&config, S, &message, 10, &recent, &plan, false);
+            assert_eq!(a.claimed, want, "{message:?} {recent:?}: {}", a.basis);
+        }
+    }
+
+    #[test]
+    fn confidence_mode_scores() {
+        let config = CompletionConfig {
+            mode: CompletionMode::Confidence,
+            ..Default::default()
+        };
+        let done_plan = PlanReport {
+            files: vec![PlanFile {
+                path: "TODO.md".into(),
+                unchecked: vec![],
+                checked: 3,
+            }],
+        };
+        let none = PlanReport::default();
+        // (message, plan, saturated, score, claimed)
+        let cases: Vec<(String, &PlanReport, bool, u32, bool)> = vec![
+            (
+                block("COMPLETE", "PASSING", "true"),
+                &none,
+                false,
+                50,
+                false,
+            ),
+            (
+                format!(
+                    "All tasks complete.\n{}",
+                    block("COMPLETE", "PASSING", "true")
+                ),
+                &none,
+                false,
+                65,
+                true,
+            ),
+            (
+                format!("Finished.\n{}", block("COMPLETE", "PASSING", "true")),
+                &none,
+                false,
+                60,
+                true,
+            ),
+            ("All tasks complete.".into(), &done_plan, false, 55, false),
+            ("All tasks complete.".into(), &done_plan, true, 65, true),
+            (S.into(), &none, false, 60, true),
+            (
+                format!("{S}\n{}", block("COMPLETE", "PASSING", "false")),
+                &done_plan,
+                false,
+                100,
+                false,
+            ),
+        ];
+        for (message, plan, saturated, score, claimed) in cases {
+            let a = assess(&config, S, &message, 4, &[], plan, saturated);
+            assert_eq!(
+                (a.score, a.claimed),
+                (Some(score), claimed),
+                "{message:?}: {}",
+                a.basis
+            );
+        }
+    }
+
+    fn result(exit: Option<i32>, timed_out: bool) -> VerifyResult {
+        VerifyResult {
+            name: "tests".into(),
+            command: "cargo test".into(),
+            exit_code: exit,
+            timed_out,
+            duration_ms: 5,
+            output_tail: "test foo ... FAILED".into(),
+        }
+    }
+
+    #[test]
+    fn gates_table() {
+        let verify = vec![VerifyCommand {
+            name: "tests".into(),
+            command: "cargo test".into(),
+            timeout_seconds: 60,
+        }];
+        let open_plan = PlanReport {
+            files: vec![PlanFile {
+                path: "IMPLEMENTATION_PLAN.md".into(),
+                unchecked: vec!["write the lexer".into()],
+                checked: 1,
+            }],
+        };
+        let no_plan = PlanReport::default();
+        let signal_only = strict(&format!("Done.\n{S}"));
+        let with_block = |status, tests| strict(&format!("{}\n{S}", block(status, tests, "true")));
+        // (assessment, plan, results, failed gates)
+        /// (assessment, plan, verification results, gates that fail)
+        type Case<'a> = (
+            Assessment,
+            &'a PlanReport,
+            Option<Vec<VerifyResult>>,
+            Vec<&'a str>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                signal_only.clone(),
+                &no_plan,
+                Some(vec![result(Some(0), false)]),
+                vec![],
+            ),
+            (
+                signal_only.clone(),
+                &open_plan,
+                Some(vec![result(Some(0), false)]),
+                vec!["plan"],
+            ),
+            (
+                signal_only.clone(),
+                &no_plan,
+                Some(vec![result(Some(101), false)]),
+                vec!["verification"],
+            ),
+            (
+                signal_only.clone(),
+                &no_plan,
+                Some(vec![result(None, true)]),
+                vec!["verification"],
+            ),
+            (signal_only.clone(), &no_plan, None, vec!["verification"]),
+            (
+                with_block("COMPLETE", "PASSING"),
+                &no_plan,
+                Some(vec![result(Some(0), false)]),
+                vec![],
+            ),
+            (
+                with_block("IN_PROGRESS", "PASSING"),
+                &no_plan,
+                Some(vec![result(Some(0), false)]),
+                vec!["status_block"],
+            ),
+            (
+                with_block("COMPLETE", "FAILING"),
+                &open_plan,
+                Some(vec![result(Some(0), false)]),
+                vec!["plan", "status_block"],
+            ),
+        ];
+        for (assessment, plan, results, failed) in cases {
+            let gates = gates(&assessment, plan, &verify, results.as_deref());
+            let got: Vec<&str> = gates
+                .iter()
+                .filter(|g| !g.passed)
+                .map(|g| g.gate.as_str())
+                .collect();
+            assert_eq!(got, failed, "{}", assessment.basis);
+        }
+        let failed = gates(
+            &signal_only,
+            &open_plan,
+            &verify,
+            Some(&[result(Some(101), false)]),
+        );
+        let notice = failure_notice(&signal_only, &failed);
+        assert!(
+            notice.starts_with("[Ralph: completion claim rejected]"),
+            "{notice}"
+        );
+        assert!(
+            notice.contains("IMPLEMENTATION_PLAN.md: - [ ] write the lexer"),
+            "{notice}"
+        );
+        assert!(
+            notice.contains("`cargo test` (tests) exited 101")
+                && notice.contains("test foo ... FAILED"),
+            "{notice}"
+        );
+        assert!(gates(&signal_only, &no_plan, &[], None)
+            .iter()
+            .all(|g| g.passed));
+    }
+}

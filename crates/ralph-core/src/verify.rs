@@ -1,0 +1,276 @@
+//! The verification gate: commands from `.claude/ralph/config.json` that must
+//! all exit 0 before a claim of completion is accepted ("no completion
+//! without verification"). Commands come only from that file, never from
+//! anything the model wrote.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Bytes of a command's output kept (its tail).
+pub const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
+/// Lines of output shown to the agent and in `ralph-ctl status`.
+pub const OUTPUT_TAIL_LINES: usize = 20;
+/// Default timeout of a verification command, in seconds.
+pub const DEFAULT_TIMEOUT_SECS: u32 = 60;
+
+/// One configured verification command.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VerifyCommand {
+    /// A short name for messages ("tests", "lint").
+    pub name: String,
+    /// The shell command, run from the project root (`sh -c` on Unix, `cmd /C` on Windows).
+    pub command: String,
+    /// Seconds before the command is killed and counted as failed.
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: u32,
+}
+
+fn default_timeout() -> u32 {
+    DEFAULT_TIMEOUT_SECS
+}
+
+/// What one verification command did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyResult {
+    /// The command's name.
+    pub name: String,
+    /// The command.
+    pub command: String,
+    /// Its exit code (`None` when it was killed or could not start).
+    pub exit_code: Option<i32>,
+    /// True when it ran past its timeout and was killed.
+    pub timed_out: bool,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+    /// The last lines of its output (stdout and stderr, interleaved).
+    pub output_tail: String,
+}
+
+impl VerifyResult {
+    /// True when the command exited 0 in time.
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+/// The last [`OUTPUT_TAIL_LINES`] lines of `bytes`.
+fn tail_lines(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..].join("\n")
+}
+
+fn shell(command: &str) -> Command {
+    #[cfg(windows)]
+    {
+        let mut cmd = Command::new("cmd");
+        cmd.args(["/C", command]);
+        cmd
+    }
+    #[cfg(not(windows))]
+    {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", command]);
+        cmd
+    }
+}
+
+/// Kills the command and everything it started.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn kill_tree(child: &mut std::process::Child) {
+    if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
+        if pgid > 1 {
+            // SAFETY: kill(2) on the negative id of the group this child leads
+            // (it was started with process_group(0)) only sends a signal.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+    }
+    let _ = child.kill();
+}
+
+#[cfg(not(unix))]
+fn kill_tree(child: &mut std::process::Child) {
+    let _ = child.kill();
+}
+
+/// Runs one command from `root` with its timeout.
+pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
+    let started = Instant::now();
+    let mut cmd = shell(&verify.command);
+    cmd.current_dir(root)
+        .env_remove("RALPH_ACTIVE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let result = |exit_code, timed_out, output: String| VerifyResult {
+        name: verify.name.clone(),
+        command: verify.command.clone(),
+        exit_code,
+        timed_out,
+        duration_ms: started.elapsed().as_millis() as u64,
+        output_tail: output,
+    };
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return result(None, false, format!("cannot start the command: {e}")),
+    };
+    let output = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let readers: Vec<_> = [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|mut pipe| {
+        let output = Arc::clone(&output);
+        thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
+                out.extend_from_slice(&buf[..n]);
+                if out.len() > 2 * OUTPUT_TAIL_BYTES {
+                    let excess = out.len() - OUTPUT_TAIL_BYTES;
+                    out.drain(..excess);
+                }
+            }
+        })
+    })
+    .collect();
+    let deadline = started + Duration::from_secs(u64::from(verify.timeout_seconds));
+    let (exit_code, timed_out) = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break (status.code(), false),
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            Ok(None) => {
+                kill_tree(&mut child);
+                let _ = child.wait();
+                break (None, true);
+            }
+            Err(_) => {
+                kill_tree(&mut child);
+                break (None, false);
+            }
+        }
+    };
+    for reader in readers {
+        let _ = reader.join();
+    }
+    let bytes = output.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut text = tail_lines(&bytes);
+    if timed_out {
+        text.push_str(&format!("\n(killed after {} s)", verify.timeout_seconds));
+    }
+    result(exit_code, timed_out, text)
+}
+
+/// Runs the commands in order and stops at the first failure.
+pub fn run_all(root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
+    let mut results = Vec::new();
+    for command in commands {
+        let result = run(root, command);
+        let failed = !result.passed();
+        results.push(result);
+        if failed {
+            break;
+        }
+    }
+    results
+}
+
+/// The sum of the commands' timeouts, in seconds.
+pub fn total_timeout(commands: &[VerifyCommand]) -> u64 {
+    commands.iter().map(|c| u64::from(c.timeout_seconds)).sum()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn cmd(name: &str, command: &str, timeout_seconds: u32) -> VerifyCommand {
+        VerifyCommand {
+            name: name.into(),
+            command: command.into(),
+            timeout_seconds,
+        }
+    }
+
+    #[test]
+    fn passing_failing_and_timed_out_commands() {
+        let dir = crate::tempdir::TempDir::new();
+        let ok = run(dir.path(), &cmd("ok", "echo hello; pwd", 10));
+        assert!(ok.passed());
+        assert!(ok.output_tail.contains("hello"));
+        assert!(
+            ok.output_tail.contains(&dir.path().display().to_string()),
+            "runs from the project root"
+        );
+
+        let fail = run(
+            dir.path(),
+            &cmd("fail", "seq 1 100; echo boom >&2; exit 3", 10),
+        );
+        assert_eq!(fail.exit_code, Some(3));
+        assert!(!fail.passed());
+        assert_eq!(fail.output_tail.lines().count(), OUTPUT_TAIL_LINES);
+        assert!(fail.output_tail.ends_with("boom"), "{}", fail.output_tail);
+
+        let started = Instant::now();
+        let slow = run(
+            dir.path(),
+            &cmd("slow", "sleep 30 & sleep 30; echo never", 1),
+        );
+        assert!(slow.timed_out && !slow.passed());
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the whole group was killed"
+        );
+        assert!(slow.output_tail.contains("killed after 1 s"));
+
+        let missing = run(
+            dir.path(),
+            &cmd("missing", "definitely-not-a-command-xyz", 10),
+        );
+        assert_eq!(missing.exit_code, Some(127));
+    }
+
+    #[test]
+    fn run_all_stops_at_the_first_failure() {
+        let dir = crate::tempdir::TempDir::new();
+        let results = run_all(
+            dir.path(),
+            &[
+                cmd("a", "true", 5),
+                cmd("b", "false", 5),
+                cmd("c", "touch c-ran", 5),
+            ],
+        );
+        assert_eq!(results.len(), 2);
+        assert!(!dir.path().join("c-ran").exists());
+        assert_eq!(total_timeout(&[cmd("a", "x", 5), cmd("b", "y", 7)]), 12);
+    }
+}

@@ -991,6 +991,58 @@ fn state_folder_unwritable() {
     assert_eq!(temp_files(&project), Vec::<String>::new());
 }
 
+/// Limits the size of every file `cmd` writes (RLIMIT_FSIZE), as a full disk or a quota would.
+#[allow(unsafe_code)]
+fn with_file_size_limit(cmd: &mut Command, bytes: u64) {
+    // SAFETY: setrlimit(2) is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn disk_full_on_write_keeps_the_old_state() {
+    let project = looping("disk-full", 5);
+    let before = state_bytes(&project);
+    let needle = format!("cannot write {}", project.state_path().display());
+    for (limit, message) in [
+        (0, "working".to_string()),
+        (64, "working".to_string()),
+        (64, format!("done\n{SIGNAL}")),
+    ] {
+        let mut cmd = hook_command(&project);
+        with_file_size_limit(&mut cmd, limit);
+        let run = run_hook(cmd, &to_bytes(&stop_input(&project, Some(&message))));
+        assert_ne!(run.code, None, "killed by a signal (SIGXFSZ?): {run:?}");
+        one_line(&run, &[&needle, "File too large"]);
+        assert_eq!(
+            state_bytes(&project),
+            before,
+            "the old state survives whole"
+        );
+        assert_eq!(
+            temp_files(&project),
+            Vec::<String>::new(),
+            "the temp file is removed"
+        );
+    }
+    // With room again, the same stop counts.
+    let run = run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("working"))),
+    );
+    assert!(block_reason(&run).starts_with("[Ralph loop: iteration 2 of 5]"));
+}
+
 // -------------------------------------------------------------- environment
 
 /// Runs the hook with one extra variable, which may be any bytes.

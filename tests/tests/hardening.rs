@@ -1043,6 +1043,79 @@ fn disk_full_on_write_keeps_the_old_state() {
     assert!(block_reason(&run).starts_with("[Ralph loop: iteration 2 of 5]"));
 }
 
+/// Runs the hook with a shorter bound: these cases used to hang on open(2).
+fn run_hook_quick(cmd: Command, stdin: &[u8]) -> Run {
+    let run = run_with_timeout(cmd, Some(stdin), Duration::from_secs(10));
+    assert!(
+        !run.stderr.contains("[killed after"),
+        "the hook hung: {run:?}"
+    );
+    run
+}
+
+#[test]
+fn transcript_is_a_fifo() {
+    let project = looping("transcript-fifo", 5);
+    let path = project.path("transcript.jsonl");
+    mkfifo(&path);
+    let before = state_bytes(&project);
+    let run = run_hook_quick(hook_command(&project), &transcript_input(&project, &path));
+    one_line(
+        &run,
+        &[&format!(
+            "the transcript {} is not a regular file",
+            path.display()
+        )],
+    );
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn prompt_is_a_fifo() {
+    let project = looping("prompt-fifo", 5);
+    fs::remove_file(prompt_path(&project)).unwrap();
+    mkfifo(&prompt_path(&project));
+    let before = state_bytes(&project);
+    let run = run_hook_quick(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("working"))),
+    );
+    one_line(&run, &["PROMPT.md: not a regular file"]);
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn guardrails_is_a_fifo() {
+    let project = looping("guardrails-fifo", 5);
+    let path = project.path(".claude/ralph/guardrails.md");
+    fs::remove_file(&path).unwrap();
+    mkfifo(&path);
+    let before = state_bytes(&project);
+    let run = run_hook_quick(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("working"))),
+    );
+    one_line(&run, &["guardrails.md: not a regular file"]);
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn config_is_a_fifo_or_a_device() {
+    let project = looping("config-fifo", 5);
+    let path = project.path(".claude/ralph/config.json");
+    let before = state_bytes(&project);
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    mkfifo(&path);
+    let run = run_hook_quick(hook_command(&project), &input);
+    one_line(&run, &["config.json: not a regular file"]);
+    // An endless device is refused before a single byte is read.
+    fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+    let run = run_hook_quick(hook_command(&project), &input);
+    one_line(&run, &["config.json: not a regular file"]);
+    assert_eq!(state_bytes(&project), before);
+}
+
 // -------------------------------------------------------------- environment
 
 /// Runs the hook with one extra variable, which may be any bytes.

@@ -5,8 +5,7 @@
 //! key and what it accepts, so the hook can let the stop through with one clear
 //! line instead of running a loop the person did not ask for.
 
-use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -178,16 +177,21 @@ impl Config {
     }
 
     fn apply_file(&mut self, path: &Path) -> Result<(), ConfigError> {
-        let text = match fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => {
-                return Err(ConfigError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
+        let read_err = |source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
         };
+        let mut file = match crate::files::open_without_waiting(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(read_err(source)),
+        };
+        // A FIFO would block the read and a device such as /dev/zero never ends.
+        if !file.metadata().map_err(read_err)?.is_file() {
+            return Err(read_err(io::Error::other("not a regular file")));
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(read_err)?;
         let file: ConfigFile = serde_json::from_str(&text).map_err(|e| ConfigError::Malformed {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -290,6 +294,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn project_with_config(json: Option<&str>) -> (crate::tempdir::TempDir, ProjectPaths) {
         let dir = crate::tempdir::TempDir::new();

@@ -11,6 +11,7 @@
 pub mod config;
 pub mod decision;
 pub mod exit_codes;
+mod files;
 pub mod hook_input;
 pub mod paths;
 pub mod prompt;

@@ -1381,6 +1381,37 @@ fn a_symlinked_state_is_never_followed_for_writing() {
 }
 
 #[test]
+fn a_symlinked_lock_file_is_never_followed() {
+    let project = looping("symlink-lock", 5);
+    let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    let needle = format!(
+        "cannot open the lock file {}: it is a symbolic link",
+        lock.display()
+    );
+    // A link to a file that does not exist: it must not be created.
+    let missing = project.path("created-through-the-link");
+    fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&missing, &lock).unwrap();
+    rejected(&project, &input, &[&needle]);
+    assert!(!missing.exists(), "no file created through the link");
+    // A link to an existing file: neither its content nor its mode change.
+    let existing = project.path("existing.txt");
+    fs::write(&existing, "keep me\n").unwrap();
+    fs::set_permissions(&existing, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&existing, &lock).unwrap();
+    rejected(&project, &input, &[&needle]);
+    assert_eq!(fs::read_to_string(&existing).unwrap(), "keep me\n");
+    assert_eq!(mode(&existing), 0o644);
+    // `ralph-ctl start --force` refuses it too.
+    let run = project.ctl(&["start", "--force", "--session-id", SID], &[]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(run.stderr.contains("it is a symbolic link"), "{run:?}");
+    assert!(!missing.exists());
+}
+
+#[test]
 fn model_text_is_never_executed() {
     let project = looping("no-exec", 25);
     let marker = |n: u32| project.tmp.join(format!("pwned-{n}"));

@@ -906,6 +906,37 @@ fn state_symlink_is_refused_and_its_target_untouched() {
 }
 
 #[test]
+fn state_with_extreme_counters_never_panics() {
+    // Values a hand-edited state may hold: the largest the fields accept.
+    let project = looping("state-extreme", 5);
+    let mut state = project.state().unwrap();
+    state["lastFindingsCount"] = json!(4);
+    state["findingsUnchangedIterations"] = json!(u32::MAX);
+    fs::write(project.state_path(), serde_json::to_vec(&state).unwrap()).unwrap();
+    let stuck = to_bytes(&stop_input(
+        &project,
+        Some("RALPH_ITERATION_COMPLETE: 4 findings remain"),
+    ));
+    silent(&run_hook(hook_command(&project), &stuck));
+    let after = project.state().unwrap();
+    assert_eq!(after["status"], "circuit_open", "{after:#}");
+    assert_eq!(after["findingsUnchangedIterations"], json!(u32::MAX));
+
+    let project = looping("state-extreme-cap", 5);
+    let mut state = project.state().unwrap();
+    state["iteration"] = json!(u32::MAX);
+    state["maxIterations"] = json!(u32::MAX);
+    state["lastFindingsCount"] = json!(u64::MAX);
+    fs::write(project.state_path(), serde_json::to_vec(&state).unwrap()).unwrap();
+    let big = format!("RALPH_ITERATION_COMPLETE: {} findings remain", u64::MAX);
+    silent(&run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some(&big))),
+    ));
+    assert_eq!(project.state().unwrap()["status"], "max_iterations");
+}
+
+#[test]
 fn state_folder_is_a_file() {
     let project = looping("runtime-file", 5);
     let runtime = project.path(".claude/context/runtime");

@@ -121,7 +121,9 @@ pub fn decide(
     let findings = signals::findings_count(&observed.message);
     if let Some(count) = findings {
         next.findings_unchanged_iterations = match state.last_findings_count {
-            Some(previous) if previous == count => state.findings_unchanged_iterations + 1,
+            Some(previous) if previous == count => {
+                state.findings_unchanged_iterations.saturating_add(1)
+            }
             _ => 0,
         };
         next.last_findings_count = Some(count);
@@ -481,5 +483,21 @@ mod tests {
         let message = format!("RALPH_ITERATION_COMPLETE: 0 findings remain\n{signal}");
         let out = decide(&config(), Some(&state), &saying(&message), NOW);
         assert_eq!(out.verdict, Verdict::End(Status::Complete));
+    }
+
+    #[test]
+    fn extreme_counters_of_a_hand_edited_state_saturate() {
+        let mut state = running(u32::MAX - 1, u32::MAX);
+        state.last_findings_count = Some(4);
+        state.findings_unchanged_iterations = u32::MAX;
+        let out = decide(
+            &config(),
+            Some(&state),
+            &saying("RALPH_ITERATION_COMPLETE: 4 findings remain"),
+            NOW,
+        );
+        assert_eq!(out.verdict, Verdict::End(Status::CircuitOpen));
+        let state = out.new_state.unwrap();
+        assert_eq!(state.findings_unchanged_iterations, u32::MAX);
     }
 }

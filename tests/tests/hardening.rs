@@ -1147,6 +1147,23 @@ fn config_is_a_fifo_or_a_device() {
     assert_eq!(state_bytes(&project), before);
 }
 
+#[test]
+fn config_of_1_gib_is_read_bounded() {
+    let project = looping("config-huge", 5);
+    let path = project.path(".claude/ralph/config.json");
+    sparse_file(&path, 1 << 30, b"{", b"}");
+    let before = state_bytes(&project);
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    let (run, peak_kib) = run_measured(hook_command(&project), move |mut stdin| {
+        let _ = stdin.write_all(&input);
+    });
+    one_line(&run, &["config.json is larger than 1024 KiB"]);
+    println!("peak RSS {} MiB; {:?}", peak_kib >> 10, run.elapsed);
+    assert!(peak_kib < 96 * 1024, "read whole: {peak_kib} KiB");
+    assert_eq!(state_bytes(&project), before);
+    fs::remove_file(&path).unwrap();
+}
+
 // -------------------------------------------------------------- environment
 
 /// Runs the hook with one extra variable, which may be any bytes.

@@ -10,8 +10,11 @@
 //!   followed for writing, model text never executed.
 //!
 //! Root ignores file modes, so when these tests run as root a folder is made
-//! unwritable with `chattr +i`, and a file is made unreadable by running the
-//! hook as an unprivileged user (uid 65534) on a project handed over to it.
+//! unwritable with `chattr +i` (where the file system has no such flag, the
+//! hook runs unprivileged instead), and a file is made unreadable by running
+//! the hook as uid 65534 on a project handed over to that user.
+//!
+//! The crash test prints its seed; `RALPH_CRASH_SEED=N` replays a run.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
@@ -22,7 +25,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -105,6 +108,8 @@ fn one_line(run: &Run, needles: &[&str]) -> String {
     assert_eq!(lines.len(), 1, "exactly one stderr line: {:?}", run.stderr);
     let line = lines[0];
     assert!(line.starts_with("ralph-stop-hook: "), "{line}");
+    // What the hook's panic hook prints instead of Rust's "panicked at".
+    assert!(!line.contains("internal error"), "{line}");
     for needle in needles {
         assert!(line.contains(needle), "{needle:?} in {line:?}");
     }
@@ -123,6 +128,7 @@ fn silent(run: &Run) {
 fn block_reason(run: &Run) -> String {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert!(!run.stderr.contains("internal error"), "{}", run.stderr);
     let answer: Value = serde_json::from_str(&run.stdout)
         .unwrap_or_else(|e| panic!("stdout is not a JSON answer ({e}): {run:?}"));
     assert_eq!(answer["decision"], "block", "{answer}");
@@ -224,6 +230,9 @@ fn sigkill_at_random_moments_never_tears_or_rewinds_the_state() {
     let started = Arc::new(AtomicU64::new(0));
     let completed = Arc::new(AtomicU64::new(0));
     let killed = Arc::new(AtomicU64::new(0));
+    let mid_write = Arc::new(AtomicU64::new(0));
+    // The iteration each completed hook announced: no two may be the same.
+    let announced = Arc::new(Mutex::new(Vec::new()));
 
     // The reader: the state is always there, whole, and never goes back.
     let reader = {
@@ -261,11 +270,13 @@ fn sigkill_at_random_moments_never_tears_or_rewinds_the_state() {
         .map(|w| {
             let project = Arc::clone(&project);
             let stdin = Arc::clone(&stdin);
-            let (started, completed, killed) = (
+            let (started, completed, killed, mid_write) = (
                 Arc::clone(&started),
                 Arc::clone(&completed),
                 Arc::clone(&killed),
+                Arc::clone(&mid_write),
             );
+            let announced = Arc::clone(&announced);
             let mut rng = Rng::new(seed ^ (w + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
             thread::spawn(move || {
                 for _ in 0..PER_WORKER {
@@ -279,16 +290,28 @@ fn sigkill_at_random_moments_never_tears_or_rewinds_the_state() {
                     // Small input: it fits the pipe, so writing never blocks.
                     let _ = child.stdin.take().unwrap().write_all(&stdin);
                     // One run in five is left alone; the others are killed after
-                    // a delay spread log-uniformly from 1 µs to about 16 ms.
+                    // a delay either spread log-uniformly from 1 µs to about
+                    // 16 ms (start-up included), or uniform over the 8 ms a
+                    // stop takes here (the locked write is the longest part).
                     if rng.below(5) != 0 {
-                        let micros = 1u64 << rng.below(14);
-                        thread::sleep(Duration::from_micros(micros + rng.below(micros)));
+                        let micros = if rng.below(2) == 0 {
+                            let scale = 1u64 << rng.below(14);
+                            scale + rng.below(scale)
+                        } else {
+                            rng.below(8_000)
+                        };
+                        thread::sleep(Duration::from_micros(micros));
                         // Not reaped yet, so the pid is still this child's.
                         signal_process(child.id(), libc::SIGKILL);
                     }
+                    let pid = child.id();
                     let out = child.wait_with_output().unwrap();
                     if out.status.signal() == Some(libc::SIGKILL) {
                         killed.fetch_add(1, Ordering::SeqCst);
+                        let temp = format!(".ralph-state.json.tmp-{pid}");
+                        if temp_files(&project).contains(&temp) {
+                            mid_write.fetch_add(1, Ordering::SeqCst);
+                        }
                         continue;
                     }
                     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -301,28 +324,38 @@ fn sigkill_at_random_moments_never_tears_or_rewinds_the_state() {
                         )
                     });
                     assert_eq!(answer["decision"], "block");
+                    let notice = answer["systemMessage"].as_str().unwrap();
+                    let n: u64 = notice
+                        .trim_start_matches("Ralph iteration ")
+                        .split('/')
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or_else(|| panic!("{notice}"));
+                    announced.lock().unwrap().push(n);
                     completed.fetch_add(1, Ordering::SeqCst);
                 }
             })
         })
         .collect();
-    for worker in workers {
-        worker.join().unwrap();
-    }
+    let outcomes: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
     stop.store(true, Ordering::SeqCst);
     let (reads, most_temps) = reader.join().unwrap();
+    for outcome in outcomes {
+        outcome.unwrap();
+    }
 
-    let (started, completed, killed) = (
+    let (started, completed, killed, mid_write) = (
         started.load(Ordering::SeqCst),
         completed.load(Ordering::SeqCst),
         killed.load(Ordering::SeqCst),
+        mid_write.load(Ordering::SeqCst),
     );
     let iteration = project.state().unwrap()["iteration"].as_u64().unwrap();
     let committed_then_killed = iteration.saturating_sub(completed + 1);
     println!(
         "{started} hooks started, {completed} completed, {killed} killed \
-         ({committed_then_killed} of them after committing); final iteration {iteration}; \
-         {reads} reads; at most {most_temps} temp files seen"
+         ({mid_write} of them mid-write, {committed_then_killed} after committing); \
+         final iteration {iteration}; {reads} reads; at most {most_temps} temp files seen"
     );
     assert_eq!(
         started,
@@ -340,12 +373,28 @@ fn sigkill_at_random_moments_never_tears_or_rewinds_the_state() {
         started + 1
     );
     assert!(committed_then_killed <= killed);
+    let mut announced = announced.lock().unwrap().clone();
+    announced.sort_unstable();
+    let count = announced.len();
+    announced.dedup();
+    assert_eq!(
+        announced.len(),
+        count,
+        "no iteration announced twice (a lost update)"
+    );
+    assert!(announced.iter().all(|n| (2..=iteration).contains(n)));
     assert!(
         most_temps <= 2 * WORKERS as usize,
         "temp files of killed writers do not pile up ({most_temps} seen)"
     );
 
-    // The next clean stop removes what a killed writer left and counts once more.
+    // The next clean stop removes what a killed writer left (one is planted,
+    // in case no kill landed mid-write) and counts once more.
+    fs::write(
+        project.path(".claude/context/runtime/.ralph-state.json.tmp-4000000000"),
+        "{\"status\": \"runn",
+    )
+    .unwrap();
     let run = run_hook(hook_command(&project), &stdin);
     assert!(block_reason(&run).starts_with(&format!(
         "[Ralph loop: iteration {} of 100000]",
@@ -966,33 +1015,44 @@ fn lock_path_is_a_directory() {
     );
 }
 
-/// Clears the immutable flag (as root) or restores the mode of a folder on drop.
-struct Unwritable(PathBuf);
+/// A folder made unwritable for the hook, made writable again on drop.
+enum Unwritable {
+    /// `chattr +i`: even root cannot create a file in it.
+    Immutable(PathBuf),
+    /// Mode 0555: the hook must not run as root (see [`drop_root`]).
+    ReadOnly(PathBuf),
+}
 
 impl Unwritable {
-    /// Makes `dir` unwritable for the hook; `None` when that cannot be done here.
-    fn new(dir: &Path) -> Option<Unwritable> {
+    /// As root, tries `chattr +i` (ext4 and most disk file systems; not tmpfs);
+    /// otherwise, or when that fails, sets mode 0555.
+    fn new(dir: &Path) -> Unwritable {
         if is_root() {
-            let ok = Command::new("chattr")
+            let immutable = Command::new("chattr")
                 .arg("+i")
                 .arg(dir)
                 .stderr(Stdio::null())
                 .status()
                 .is_ok_and(|s| s.success());
-            ok.then(|| Unwritable(dir.to_path_buf()))
-        } else {
-            fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
-            Some(Unwritable(dir.to_path_buf()))
+            if immutable {
+                return Unwritable::Immutable(dir.to_path_buf());
+            }
+            println!("note: `chattr +i` failed here; running the hook as uid {NOBODY} instead");
         }
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
+        Unwritable::ReadOnly(dir.to_path_buf())
     }
 }
 
 impl Drop for Unwritable {
     fn drop(&mut self) {
-        if is_root() {
-            let _ = Command::new("chattr").arg("-i").arg(&self.0).status();
-        } else {
-            let _ = fs::set_permissions(&self.0, fs::Permissions::from_mode(0o755));
+        match self {
+            Unwritable::Immutable(dir) => {
+                let _ = Command::new("chattr").arg("-i").arg(dir).status();
+            }
+            Unwritable::ReadOnly(dir) => {
+                let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
+            }
         }
     }
 }
@@ -1001,24 +1061,26 @@ impl Drop for Unwritable {
 fn state_folder_unwritable() {
     let project = looping("runtime-unwritable", 5);
     let runtime = project.path(".claude/context/runtime");
-    let Some(guard) = Unwritable::new(&runtime) else {
-        println!("note: skipped: running as root and `chattr +i` is not available here");
-        return;
+    let before = state_bytes(&project);
+    let mut cmd = hook_command(&project);
+    let guard = Unwritable::new(&runtime);
+    let needle = match guard {
+        Unwritable::Immutable(_) => "Operation not permitted",
+        Unwritable::ReadOnly(_) => {
+            drop_root(&project, &mut cmd);
+            "Permission denied"
+        }
     };
-    let needle = if is_root() {
-        "Operation not permitted"
-    } else {
-        "Permission denied"
-    };
-    rejected(
-        &project,
-        &to_bytes(&stop_input(&project, Some("working"))),
+    let run = run_hook(cmd, &to_bytes(&stop_input(&project, Some("working"))));
+    one_line(
+        &run,
         &[
             &format!("cannot write {}", project.state_path().display()),
             needle,
         ],
     );
     drop(guard);
+    assert_eq!(state_bytes(&project), before);
     assert_eq!(temp_files(&project), Vec::<String>::new());
 }
 

@@ -443,6 +443,16 @@ fn invalid_json() {
             &["the hook input on stdin is not valid JSON"],
         );
     }
+    // Deep nesting hits the parser's recursion limit, not the stack's end.
+    let deep = format!(
+        r#"{{"session_id": "{SID}", "x": {}}}"#,
+        "[".repeat(1_000_000)
+    );
+    rejected(
+        &project,
+        deep.as_bytes(),
+        &["the hook input on stdin is not valid JSON: recursion limit exceeded"],
+    );
 }
 
 #[test]

@@ -171,7 +171,9 @@ pub fn step(
     let c = &mut next.counters;
 
     match (&observed.fingerprint, &previous.last_fingerprint) {
-        (Some(now), Some(before)) if now == before && observed.acted => c.no_progress += 1,
+        (Some(now), Some(before)) if now == before && observed.acted => {
+            c.no_progress = c.no_progress.saturating_add(1)
+        }
         // Unchanged after an iteration that tried nothing: no evidence either way.
         (Some(now), Some(before)) if now == before => {}
         (Some(_), Some(_)) => c.no_progress = 0,
@@ -183,7 +185,9 @@ pub fn step(
     }
 
     c.same_error = match (&observed.error, &previous.last_error) {
-        (Some(now), Some(before)) if now.fingerprint == before.fingerprint => c.same_error + 1,
+        (Some(now), Some(before)) if now.fingerprint == before.fingerprint => {
+            c.same_error.saturating_add(1)
+        }
         (Some(_), _) => 1,
         (None, _) => 0,
     };
@@ -191,7 +195,7 @@ pub fn step(
 
     if let Some(findings) = observed.findings {
         c.findings_stuck = if observed.previous_findings == Some(findings) {
-            c.findings_stuck + 1
+            c.findings_stuck.saturating_add(1)
         } else {
             0
         };
@@ -204,7 +208,11 @@ pub fn step(
         let declined = average > 0
             && (observed.output_chars as u128) * 100
                 < average * u128::from(100 - config.output_decline_percent.min(100));
-        c.output_decline = if declined { c.output_decline + 1 } else { 0 };
+        c.output_decline = if declined {
+            c.output_decline.saturating_add(1)
+        } else {
+            0
+        };
     }
     next.recent_output_lengths.push(observed.output_chars);
     let excess = next
@@ -214,7 +222,7 @@ pub fn step(
     next.recent_output_lengths.drain(..excess);
 
     c.tdd_stuck = match (&observed.tdd_scenario, &previous.last_tdd_scenario) {
-        (Some(now), Some(before)) if now == before => c.tdd_stuck + 1,
+        (Some(now), Some(before)) if now == before => c.tdd_stuck.saturating_add(1),
         _ => 0,
     };
     next.last_tdd_scenario = observed.tdd_scenario.clone();
@@ -251,7 +259,7 @@ pub fn step(
             BreakerEffect::Quiet
         }
         BreakerState::HalfOpen => {
-            next.half_open_iterations += 1;
+            next.half_open_iterations = next.half_open_iterations.saturating_add(1);
             let reason = stalls.join("; ");
             if next.half_open_iterations >= config.patience {
                 let reason = format!(

@@ -177,11 +177,11 @@ pub fn assess(
         }
         CompletionMode::Confidence => {
             let w = &config.weights;
-            let mut score = 0;
+            let mut score: u32 = 0;
             let mut parts = Vec::new();
             let mut add = |points: u32, why: &str| {
                 if points > 0 {
-                    score += points;
+                    score = score.saturating_add(points);
                     parts.push(format!("{why} +{points}"));
                 }
             };

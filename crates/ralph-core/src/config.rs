@@ -5,8 +5,7 @@
 //! key and what it accepts, so the hook can let the stop through with one clear
 //! line instead of running a loop the person did not ask for.
 
-use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -29,6 +28,8 @@ pub const MAX_ITERATIONS_LIMIT: u32 = 100_000;
 pub const THRESHOLD_LIMIT: u32 = 1_000;
 /// Longest accepted completion signal, in characters.
 pub const SIGNAL_MAX_CHARS: usize = 200;
+/// Largest config file accepted; a bigger one is refused, not read.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
 /// Environment variable names, in one place for the binaries and the docs.
 pub mod env {
@@ -113,6 +114,12 @@ pub enum ConfigError {
         path: PathBuf,
         /// Why.
         source: io::Error,
+    },
+    /// The config file is larger than [`MAX_CONFIG_BYTES`].
+    #[error("{path} is larger than {} KiB; a ralph config is a few lines", MAX_CONFIG_BYTES / 1024)]
+    TooLarge {
+        /// The config file.
+        path: PathBuf,
     },
     /// The config file is not valid JSON, has an unknown key or a wrong type.
     #[error(
@@ -306,16 +313,34 @@ impl Config {
     }
 
     fn apply_file(&mut self, path: &Path) -> Result<(), ConfigError> {
-        let text = match fs::read_to_string(path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => {
-                return Err(ConfigError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
+        let read_err = |source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
         };
+        let file = match crate::files::open_without_waiting(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(read_err(source)),
+        };
+        // A FIFO would block the read and a device such as /dev/zero never ends.
+        if !file.metadata().map_err(read_err)?.is_file() {
+            return Err(read_err(io::Error::other("not a regular file")));
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_CONFIG_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read_err)?;
+        if bytes.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(ConfigError::TooLarge {
+                path: path.to_path_buf(),
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read_err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ))
+        })?;
         let file: ConfigFile = serde_json::from_str(&text).map_err(|e| ConfigError::Malformed {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -454,6 +479,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn project_with_config(json: Option<&str>) -> (crate::tempdir::TempDir, ProjectPaths) {
         let dir = crate::tempdir::TempDir::new();
@@ -607,5 +633,13 @@ mod tests {
             let err = Config::load(&paths, &[]).unwrap_err().to_string();
             assert!(err.contains(needle), "{json}: {err}");
         }
+        let big = format!("{{{}}}", " ".repeat(MAX_CONFIG_BYTES as usize));
+        let (_d, paths) = project_with_config(Some(&big));
+        let err = Config::load(&paths, &[]).unwrap_err();
+        assert!(matches!(err, ConfigError::TooLarge { .. }), "{err}");
+        let (_d, paths) = project_with_config(Some("{}"));
+        fs::write(paths.config_file(), b"{\xff}").unwrap();
+        let err = Config::load(&paths, &[]).unwrap_err().to_string();
+        assert!(err.contains("not contain valid UTF-8"), "{err}");
     }
 }

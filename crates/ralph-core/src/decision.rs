@@ -93,7 +93,7 @@ pub fn test_saturation(state: &LoopState, observed: &Observation) -> u32 {
     let unchanged =
         observed.fingerprint.is_some() && observed.fingerprint == state.breaker.last_fingerprint;
     if work_type_testing || (unchanged && claims::speaks_only_of_tests(&observed.message)) {
-        state.test_only_iterations + 1
+        state.test_only_iterations.saturating_add(1)
     } else {
         0
     }
@@ -220,7 +220,9 @@ pub fn decide(
     if assessment.indication {
         next.completion_indications.push(iteration);
     }
-    let keep_from = (iteration + 1).saturating_sub(completion::DUAL_WINDOW);
+    let keep_from = iteration
+        .saturating_add(1)
+        .saturating_sub(completion::DUAL_WINDOW);
     next.completion_indications.retain(|&i| i >= keep_from);
 
     let mut notices = Vec::new();
@@ -293,7 +295,7 @@ pub fn decide(
     } else {
         (
             Verdict::Continue {
-                iteration: iteration + 1,
+                iteration: iteration.saturating_add(1),
                 max_iterations: state.max_iterations,
                 notice: (!notices.is_empty()).then(|| notices.join("\n\n")),
             },
@@ -883,5 +885,25 @@ mod tests {
         let message = format!("RALPH_ITERATION_COMPLETE: 0 findings remain\n{signal}");
         let out = decide(&config(), Some(&state), &saying(&message), NOW);
         assert_eq!(out.verdict, Verdict::End(Status::Complete));
+    }
+
+    #[test]
+    fn extreme_counters_of_a_hand_edited_state_saturate() {
+        let mut state = running(u32::MAX - 1, u32::MAX);
+        state.last_findings_count = Some(4);
+        state.breaker.state = crate::breaker::BreakerState::HalfOpen;
+        state.breaker.half_open_iterations = u32::MAX;
+        state.breaker.counters.findings_stuck = u32::MAX;
+        state.breaker.counters.no_progress = u32::MAX;
+        state.test_only_iterations = u32::MAX;
+        let out = decide(
+            &config(),
+            Some(&state),
+            &saying("RALPH_ITERATION_COMPLETE: 4 findings remain"),
+            NOW,
+        );
+        assert_eq!(out.verdict, Verdict::End(Status::CircuitOpen));
+        let state = out.new_state.unwrap();
+        assert_eq!(state.breaker.counters.findings_stuck, u32::MAX);
     }
 }

@@ -15,6 +15,7 @@ pub mod config;
 pub mod decision;
 pub mod errors;
 pub mod exit_codes;
+mod files;
 pub mod hook_input;
 pub mod paths;
 pub mod plan;

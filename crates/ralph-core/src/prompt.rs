@@ -2,7 +2,6 @@
 //! current PROMPT.md (re-read at every stop, so edits apply at once), and the
 //! guardrails when present.
 
-use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -55,7 +54,7 @@ fn read_text(path: &Path) -> Result<Option<String>, PromptError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = match fs::File::open(path) {
+    let file = match crate::files::open_without_waiting(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(e)),
@@ -140,6 +139,7 @@ pub fn system_message(iteration: u32, max_iterations: u32) -> String {
 mod tests {
     use super::*;
     use crate::tempdir::TempDir;
+    use std::fs;
 
     #[test]
     fn text_has_header_prompt_and_guardrails() {

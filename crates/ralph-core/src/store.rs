@@ -281,8 +281,10 @@ fn read_state(path: &Path) -> Result<Option<LoopState>, StoreError> {
         .map_err(|e| corrupt(e.to_string()))
 }
 
-/// Opens (or creates) a file readable and writable by its owner only.
-/// `create_new` (O_EXCL) also refuses to follow a planted symlink.
+/// Opens (or creates) a file readable and writable by its owner only, never
+/// through a symlink: `create_new` (O_EXCL) refuses a planted one, and
+/// O_NOFOLLOW makes opening an existing one fail instead of creating or
+/// locking its target.
 fn open_private(path: &Path, create_new: bool) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true).write(true);
@@ -294,9 +296,15 @@ fn open_private(path: &Path, create_new: bool) -> io::Result<File> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
     }
-    options.open(path)
+    options.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return io::Error::other("it is a symbolic link; ralph only uses a regular file here");
+        }
+        e
+    })
 }
 
 #[cfg(unix)]
@@ -393,6 +401,18 @@ mod tests {
             assert!(matches!(store.read(), Err(StoreError::Corrupt { .. })));
         }
         let _ = dir;
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_lock_file_is_refused_and_its_target_not_created() {
+        let (dir, store) = store();
+        fs::create_dir_all(store.path().parent().unwrap()).unwrap();
+        let target = dir.path().join("target");
+        std::os::unix::fs::symlink(&target, store.lock_path()).unwrap();
+        let err = store.lock(false).err().expect("refused");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(!target.exists());
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub fn read_iteration_tail(path: &Path) -> Result<IterationTail, TranscriptError
         path: path.to_path_buf(),
         source,
     };
-    let mut file = File::open(path).map_err(io_err)?;
+    let mut file = crate::files::open_without_waiting(path).map_err(io_err)?;
     let meta = file.metadata().map_err(io_err)?;
     if !meta.is_file() {
         return Err(TranscriptError::NotAFile {

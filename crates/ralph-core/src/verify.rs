@@ -107,17 +107,6 @@ fn kill_tree(child: &mut std::process::Child) {
 /// Runs one command from `root` with its timeout.
 pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
     let started = Instant::now();
-    let mut cmd = shell(&verify.command);
-    cmd.current_dir(root)
-        .env_remove("RALPH_ACTIVE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
-    }
     let result = |exit_code, timed_out, output: String| VerifyResult {
         name: verify.name.clone(),
         command: verify.command.clone(),
@@ -126,25 +115,33 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
         duration_ms: started.elapsed().as_millis() as u64,
         output_tail: output,
     };
-    let mut child = match cmd.spawn() {
+    // One pipe for stdout and stderr keeps their lines in the order written.
+    let (reader, writer) = match std::io::pipe().and_then(|(r, w)| Ok((r, w.try_clone()?, w))) {
+        Ok((reader, out, err)) => (reader, (out, err)),
+        Err(e) => return result(None, false, format!("cannot create a pipe: {e}")),
+    };
+    let mut cmd = shell(&verify.command);
+    cmd.current_dir(root)
+        .env_remove("RALPH_ACTIVE")
+        .stdin(Stdio::null())
+        .stdout(writer.0)
+        .stderr(writer.1);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let spawned = cmd.spawn();
+    // Our copies of the write end must go, or the reader never sees the end.
+    drop(cmd);
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) => return result(None, false, format!("cannot start the command: {e}")),
     };
     let output = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let readers: Vec<_> = [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|mut pipe| {
+    let reader = {
         let output = Arc::clone(&output);
+        let mut pipe = reader;
         thread::spawn(move || {
             let mut buf = [0u8; 8192];
             while let Ok(n) = pipe.read(&mut buf) {
@@ -159,8 +156,7 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
                 }
             }
         })
-    })
-    .collect();
+    };
     let deadline = started + Duration::from_secs(u64::from(verify.timeout_seconds));
     let (exit_code, timed_out) = loop {
         match child.try_wait() {
@@ -177,8 +173,12 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
             }
         }
     };
-    for reader in readers {
-        let _ = reader.join();
+    // Anything the command left running in its group (a background server,
+    // say) would hold the pipe open: stop it, and never wait long for the reader.
+    kill_tree(&mut child);
+    let drain_deadline = Instant::now() + Duration::from_secs(2);
+    while !reader.is_finished() && Instant::now() < drain_deadline {
+        thread::sleep(Duration::from_millis(5));
     }
     let bytes = output.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let mut text = tail_lines(&bytes);

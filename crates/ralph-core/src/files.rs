@@ -1,0 +1,48 @@
+//! Opening the files a person controls (transcript, prompt, guardrails,
+//! config) without being stalled by them: a FIFO there would block `open(2)`
+//! until a writer came. Callers still refuse anything but a regular file.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+
+/// Opens `path` for reading without waiting for a FIFO's writer
+/// (O_NONBLOCK, which regular files ignore).
+pub(crate) fn open_without_waiting(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    options.open(path)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use crate::tempdir::TempDir;
+    use std::io::Read;
+
+    #[test]
+    fn a_fifo_opens_at_once_and_a_file_reads_whole() {
+        let dir = TempDir::new();
+        let fifo = dir.path().join("fifo");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let opened = open_without_waiting(&fifo).unwrap();
+        assert!(!opened.metadata().unwrap().is_file());
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x".repeat(100_000)).unwrap();
+        let mut text = String::new();
+        open_without_waiting(&file)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text.len(), 100_000);
+    }
+}

@@ -1,0 +1,1611 @@
+//! Hardening tests of the built `ralph-stop-hook`.
+//!
+//! - Crash safety: hooks killed with SIGKILL at random moments never leave a
+//!   torn, empty or missing state, never move the iteration backwards, and
+//!   never pile up temp files.
+//! - Bad input of every kind: the stop is let through (exit 0, nothing on
+//!   stdout) with exactly one `ralph-stop-hook: ` line on stderr, no panic,
+//!   and the state byte-identical.
+//! - Security: hostile session ids, private file modes, symlinks never
+//!   followed for writing, model text never executed.
+//!
+//! Root ignores file modes, so when these tests run as root a folder is made
+//! unwritable with `chattr +i` (where the file system has no such flag, the
+//! hook runs unprivileged instead), and a file is made unreadable by running
+//! the hook as uid 65534 on a project handed over to that user.
+//!
+//! The crash test prints its seed; `RALPH_CRASH_SEED=N` replays a run.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ralph_tests::bins;
+use ralph_tests::project::{run_with_timeout, signal_process, Run, TempProject};
+use serde_json::{json, Value};
+
+const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
+const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+/// A generous sanity bound for one hook run, never a performance target.
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// The uid (and gid) the hook runs as when a test needs file modes to bite under root.
+const NOBODY: u32 = 65534;
+
+// ---------------------------------------------------------------- helpers
+
+/// A project with ralph installed and a loop of `max` iterations started for `SID`.
+fn looping(name: &str, max: u32) -> TempProject {
+    let project = TempProject::new(name);
+    project.init();
+    project.write_prompt("Do the task.\n");
+    project
+        .ctl(
+            &[
+                "start",
+                "--session-id",
+                SID,
+                "--max-iterations",
+                &max.to_string(),
+            ],
+            &[],
+        )
+        .assert_code(0);
+    project
+}
+
+/// The Stop input Claude Code 2.1 sends for `project`; without a message the
+/// hook reads `transcript_path` (which does not exist unless a test writes it).
+fn stop_input(project: &TempProject, message: Option<&str>) -> Value {
+    let mut input = json!({
+        "session_id": SID,
+        "transcript_path": project.path("transcript.jsonl"),
+        "cwd": project.root,
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": true,
+    });
+    if let Some(text) = message {
+        input["last_assistant_message"] = json!(text);
+    }
+    input
+}
+
+fn to_bytes(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap()
+}
+
+/// The hook with `RALPH_ACTIVE=1` in the project's clean environment.
+fn hook_command(project: &TempProject) -> Command {
+    let mut cmd = project.command(bins::hook());
+    cmd.env("RALPH_ACTIVE", "1");
+    cmd
+}
+
+fn run_hook(cmd: Command, stdin: &[u8]) -> Run {
+    run_with_timeout(cmd, Some(stdin), TIMEOUT)
+}
+
+fn state_bytes(project: &TempProject) -> Vec<u8> {
+    fs::read(project.state_path()).unwrap()
+}
+
+/// Asserts the stop was let through with exactly one `ralph-stop-hook: `
+/// line on stderr containing every needle, and returns that line.
+fn one_line(run: &Run, needles: &[&str]) -> String {
+    assert_eq!(run.code, Some(0), "the hook always exits 0: {run:?}");
+    assert_eq!(run.stdout, "", "an allowed stop prints nothing on stdout");
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "exactly one stderr line: {:?}", run.stderr);
+    let line = lines[0];
+    assert!(line.starts_with("ralph-stop-hook: "), "{line}");
+    // What the hook's panic hook prints instead of Rust's "panicked at".
+    assert!(!line.contains("internal error"), "{line}");
+    for needle in needles {
+        assert!(line.contains(needle), "{needle:?} in {line:?}");
+    }
+    println!("stderr: {line}");
+    line.to_string()
+}
+
+/// Asserts a silent allowed stop: exit 0, nothing on stdout or stderr.
+fn silent(run: &Run) {
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "", "{run:?}");
+    assert_eq!(run.stderr, "", "{run:?}");
+}
+
+/// The `reason` of a block answer.
+fn block_reason(run: &Run) -> String {
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert!(!run.stderr.contains("internal error"), "{}", run.stderr);
+    let answer: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not a JSON answer ({e}): {run:?}"));
+    assert_eq!(answer["decision"], "block", "{answer}");
+    answer["reason"].as_str().unwrap().to_string()
+}
+
+/// Runs the hook on `input` and asserts one line with the needles and the state untouched.
+fn rejected(project: &TempProject, input: &[u8], needles: &[&str]) -> String {
+    let before = state_bytes(project);
+    let line = one_line(&run_hook(hook_command(project), input), needles);
+    assert_eq!(state_bytes(project), before, "the state is byte-identical");
+    line
+}
+
+#[allow(unsafe_code)]
+fn is_root() -> bool {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn chown_tree(path: &Path, id: u32) {
+    std::os::unix::fs::lchown(path, Some(id), Some(id)).unwrap();
+    if fs::symlink_metadata(path).unwrap().is_dir() {
+        for entry in fs::read_dir(path).unwrap() {
+            chown_tree(&entry.unwrap().path(), id);
+        }
+    }
+}
+
+/// Makes file modes bite: as root, hands the project over to uid 65534 and
+/// makes `cmd` run as that user; otherwise leaves both alone.
+fn drop_root(project: &TempProject, cmd: &mut Command) {
+    if is_root() {
+        chown_tree(&project.root, NOBODY);
+        cmd.uid(NOBODY).gid(NOBODY);
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+fn temp_files(project: &TempProject) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(project.path(".claude/context/runtime")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".ralph-state.json.tmp-"))
+        .collect()
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// A small deterministic PRNG (xorshift64*), so a failing run can be replayed from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+// ------------------------------------------------------------ crash safety
+
+#[test]
+fn sigkill_at_random_moments_never_tears_or_rewinds_the_state() {
+    const WORKERS: u64 = 2;
+    const PER_WORKER: u64 = 200;
+    let seed = std::env::var("RALPH_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    println!("crash-safety seed {seed} (replay with RALPH_CRASH_SEED={seed})");
+
+    let project = Arc::new(looping("crash", 100_000));
+    let stdin = Arc::new(to_bytes(&stop_input(&project, Some("working"))));
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicU64::new(0));
+    let completed = Arc::new(AtomicU64::new(0));
+    let killed = Arc::new(AtomicU64::new(0));
+    let mid_write = Arc::new(AtomicU64::new(0));
+    // The iteration each completed hook announced: no two may be the same.
+    let announced = Arc::new(Mutex::new(Vec::new()));
+
+    // The reader: the state is always there, whole, and never goes back.
+    let reader = {
+        let project = Arc::clone(&project);
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let (mut reads, mut last, mut most_temps) = (0u64, 0u64, 0usize);
+            while !stop.load(Ordering::SeqCst) {
+                let bytes = fs::read(project.state_path())
+                    .unwrap_or_else(|e| panic!("read {reads}: the state must always exist: {e}"));
+                assert!(!bytes.is_empty(), "read {reads}: the state is never empty");
+                let state: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                    panic!(
+                        "read {reads}: torn state ({e}): {}",
+                        String::from_utf8_lossy(&bytes)
+                    )
+                });
+                let iteration = state["iteration"].as_u64().expect("an iteration");
+                assert!(
+                    iteration >= last,
+                    "read {reads}: iteration went back from {last} to {iteration}"
+                );
+                assert_eq!(state["status"], "running");
+                last = iteration;
+                if reads % 16 == 0 {
+                    most_temps = most_temps.max(temp_files(&project).len());
+                }
+                reads += 1;
+            }
+            (reads, most_temps)
+        })
+    };
+
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let project = Arc::clone(&project);
+            let stdin = Arc::clone(&stdin);
+            let (started, completed, killed, mid_write) = (
+                Arc::clone(&started),
+                Arc::clone(&completed),
+                Arc::clone(&killed),
+                Arc::clone(&mid_write),
+            );
+            let announced = Arc::clone(&announced);
+            let mut rng = Rng::new(seed ^ (w + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            thread::spawn(move || {
+                for _ in 0..PER_WORKER {
+                    let mut child = hook_command(&project)
+                        .stdin(Stdio::piped())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap();
+                    started.fetch_add(1, Ordering::SeqCst);
+                    // Small input: it fits the pipe, so writing never blocks.
+                    let _ = child.stdin.take().unwrap().write_all(&stdin);
+                    // One run in five is left alone; the others are killed after
+                    // a delay either spread log-uniformly from 1 µs to about
+                    // 16 ms (start-up included), or uniform over the 8 ms a
+                    // stop takes here (the locked write is the longest part).
+                    if rng.below(5) != 0 {
+                        let micros = if rng.below(2) == 0 {
+                            let scale = 1u64 << rng.below(14);
+                            scale + rng.below(scale)
+                        } else {
+                            rng.below(8_000)
+                        };
+                        thread::sleep(Duration::from_micros(micros));
+                        // Not reaped yet, so the pid is still this child's.
+                        signal_process(child.id(), libc::SIGKILL);
+                    }
+                    let pid = child.id();
+                    let out = child.wait_with_output().unwrap();
+                    if out.status.signal() == Some(libc::SIGKILL) {
+                        killed.fetch_add(1, Ordering::SeqCst);
+                        let temp = format!(".ralph-state.json.tmp-{pid}");
+                        if temp_files(&project).contains(&temp) {
+                            mid_write.fetch_add(1, Ordering::SeqCst);
+                        }
+                        continue;
+                    }
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    assert_eq!(out.status.code(), Some(0), "{stderr}");
+                    assert_eq!(stderr, "", "a clean stop prints nothing on stderr");
+                    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                        panic!(
+                            "a hook that exited 0 printed a whole answer ({e}): {:?}",
+                            String::from_utf8_lossy(&out.stdout)
+                        )
+                    });
+                    assert_eq!(answer["decision"], "block");
+                    let notice = answer["systemMessage"].as_str().unwrap();
+                    let n: u64 = notice
+                        .trim_start_matches("Ralph iteration ")
+                        .split('/')
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or_else(|| panic!("{notice}"));
+                    announced.lock().unwrap().push(n);
+                    completed.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    let outcomes: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+    stop.store(true, Ordering::SeqCst);
+    let (reads, most_temps) = reader.join().unwrap();
+    for outcome in outcomes {
+        outcome.unwrap();
+    }
+
+    let (started, completed, killed, mid_write) = (
+        started.load(Ordering::SeqCst),
+        completed.load(Ordering::SeqCst),
+        killed.load(Ordering::SeqCst),
+        mid_write.load(Ordering::SeqCst),
+    );
+    let iteration = project.state().unwrap()["iteration"].as_u64().unwrap();
+    let committed_then_killed = iteration.saturating_sub(completed + 1);
+    println!(
+        "{started} hooks started, {completed} completed, {killed} killed \
+         ({mid_write} of them mid-write, {committed_then_killed} after committing); \
+         final iteration {iteration}; {reads} reads; at most {most_temps} temp files seen"
+    );
+    assert_eq!(
+        started,
+        completed + killed,
+        "every hook either completed or was killed"
+    );
+    assert!(
+        completed > 0 && killed > 0,
+        "the run exercised both outcomes"
+    );
+    assert!(
+        (completed + 1..=started + 1).contains(&iteration),
+        "iteration {iteration} within completed+1 ({}) and started+1 ({})",
+        completed + 1,
+        started + 1
+    );
+    assert!(committed_then_killed <= killed);
+    let mut announced = announced.lock().unwrap().clone();
+    announced.sort_unstable();
+    let count = announced.len();
+    announced.dedup();
+    assert_eq!(
+        announced.len(),
+        count,
+        "no iteration announced twice (a lost update)"
+    );
+    assert!(announced.iter().all(|n| (2..=iteration).contains(n)));
+    assert!(
+        most_temps <= 2 * WORKERS as usize,
+        "temp files of killed writers do not pile up ({most_temps} seen)"
+    );
+
+    // The next clean stop removes what a killed writer left (one is planted,
+    // in case no kill landed mid-write) and counts once more.
+    fs::write(
+        project.path(".claude/context/runtime/.ralph-state.json.tmp-4000000000"),
+        "{\"status\": \"runn",
+    )
+    .unwrap();
+    let run = run_hook(hook_command(&project), &stdin);
+    assert!(block_reason(&run).starts_with(&format!(
+        "[Ralph loop: iteration {} of 100000]",
+        iteration + 1
+    )));
+    assert_eq!(
+        temp_files(&project),
+        Vec::<String>::new(),
+        "no stale temp file left"
+    );
+    let state = project.state().unwrap();
+    assert_eq!(state["iteration"].as_u64(), Some(iteration + 1));
+    assert!(state["history"].as_array().unwrap().len() <= 50);
+    assert_eq!(mode(&project.state_path()), 0o600);
+}
+
+// --------------------------------------------------------- bad hook input
+
+#[test]
+fn empty_stdin() {
+    let project = looping("empty-stdin", 5);
+    for stdin in [&b""[..], b"   \n\t\n"] {
+        rejected(
+            &project,
+            stdin,
+            &[
+                "the hook input on stdin is empty",
+                "letting this stop through",
+            ],
+        );
+    }
+}
+
+#[test]
+fn invalid_json() {
+    let project = looping("invalid-json", 5);
+    for stdin in [
+        &br#"{"session_id": "c0563e5b-5d19-4827-8166-f6f26bb447e0", "#[..],
+        b"{not json}",
+        b"{\"a\":1}{\"b\":2}",
+        b"\x00\x00\x00",
+    ] {
+        rejected(
+            &project,
+            stdin,
+            &["the hook input on stdin is not valid JSON"],
+        );
+    }
+    // Deep nesting hits the parser's recursion limit, not the stack's end.
+    let deep = format!(
+        r#"{{"session_id": "{SID}", "x": {}}}"#,
+        "[".repeat(1_000_000)
+    );
+    rejected(
+        &project,
+        deep.as_bytes(),
+        &["the hook input on stdin is not valid JSON: recursion limit exceeded"],
+    );
+}
+
+#[test]
+fn json_that_is_not_an_object() {
+    let project = looping("json-array", 5);
+    for (stdin, kind) in [
+        (
+            r#"[{"session_id":"c0563e5b-5d19-4827-8166-f6f26bb447e0"}]"#,
+            "array",
+        ),
+        (r#""text""#, "string"),
+        ("42", "number"),
+        ("null", "null"),
+        ("true", "boolean"),
+    ] {
+        rejected(
+            &project,
+            stdin.as_bytes(),
+            &[&format!(
+                "the hook input on stdin is a JSON {kind}, expected an object"
+            )],
+        );
+    }
+}
+
+#[test]
+fn invalid_utf8_stdin() {
+    let project = looping("invalid-utf8", 5);
+    let mut stdin = to_bytes(&stop_input(&project, Some("caf_")));
+    let at = stdin.windows(4).position(|w| w == b"caf_").unwrap() + 3;
+    stdin[at] = 0xe9; // Latin-1 'é': not UTF-8
+    rejected(
+        &project,
+        &stdin,
+        &["the hook input on stdin is not valid UTF-8"],
+    );
+    rejected(&project, b"\xff\xfe{\x00}", &["not valid UTF-8"]);
+}
+
+/// Runs `cmd` with stdin fed by `feed` on a thread; returns the run and the
+/// process's peak resident memory in KiB (from wait4's rusage).
+#[allow(unsafe_code)]
+fn run_measured(mut cmd: Command, feed: impl FnOnce(ChildStdin) + Send + 'static) -> (Run, u64) {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let feeder = thread::spawn({
+        let stdin = child.stdin.take().unwrap();
+        move || feed(stdin)
+    });
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    // Wait for the exit without reaping (WNOWAIT), so that the timeout can
+    // still kill this very process and no other.
+    loop {
+        // SAFETY: siginfo_t is plain data; all-zero is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(2) on our own child with a valid out pointer.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(r, 0, "waitid: {}", io::Error::last_os_error());
+        // SAFETY: waitid filled `info` (si_pid stays 0 while the child runs).
+        if unsafe { info.si_pid() } == pid {
+            break;
+        }
+        if start.elapsed() > TIMEOUT {
+            signal_process(child.id(), libc::SIGKILL);
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let mut status = 0;
+    // SAFETY: rusage is plain data; all-zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: reaps our own exited child, with valid out pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4: {}", io::Error::last_os_error());
+    let elapsed = start.elapsed();
+    drop(child); // already reaped; dropping a Child never waits
+    let _ = feeder.join();
+    let run = Run {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        elapsed,
+    };
+    (run, u64::try_from(usage.ru_maxrss).unwrap_or(0))
+}
+
+#[test]
+fn stdin_over_100_mb_is_read_bounded() {
+    const TOTAL: u64 = 101 * 1024 * 1024;
+    let project = looping("huge-stdin", 5);
+    let before = state_bytes(&project);
+    let written = Arc::new(AtomicU64::new(0));
+    let prefix = format!(r#"{{"session_id":"{SID}","last_assistant_message":""#);
+    let (run, peak_kib) = run_measured(hook_command(&project), {
+        let written = Arc::clone(&written);
+        move |mut stdin| {
+            let mut chunk = vec![b'a'; 1024 * 1024];
+            chunk[..prefix.len()].copy_from_slice(prefix.as_bytes());
+            let mut sent = 0;
+            while sent < TOTAL {
+                // Fails with EPIPE once the hook has stopped reading and exited.
+                if stdin.write_all(&chunk).is_err() {
+                    break;
+                }
+                sent += chunk.len() as u64;
+                written.store(sent, Ordering::SeqCst);
+                chunk.fill(b'a');
+            }
+        }
+    });
+    one_line(&run, &["the hook input on stdin is larger than 16 MiB"]);
+    let written = written.load(Ordering::SeqCst);
+    println!(
+        "{} MiB accepted by the pipe of {} MiB offered; peak RSS {} MiB; {:?}",
+        written >> 20,
+        TOTAL >> 20,
+        peak_kib >> 10,
+        run.elapsed
+    );
+    assert!(written < 32 << 20, "the hook stopped reading early");
+    assert!(
+        peak_kib < 96 * 1024,
+        "the hook held at most ~16 MiB ({peak_kib} KiB)"
+    );
+    assert!(run.elapsed < TIMEOUT);
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn empty_object_names_the_missing_project_folder() {
+    let project = looping("empty-object", 5);
+    rejected(
+        &project,
+        b"{}",
+        &["cannot tell the project folder: CLAUDE_PROJECT_DIR is unset and the hook input has no `cwd`"],
+    );
+}
+
+#[test]
+fn missing_session_id_is_let_through_silently() {
+    // The decision passes with NoSessionId: ownership cannot be proven, so the
+    // stop goes through without a word (like another session's stop).
+    let project = looping("no-session", 5);
+    let before = state_bytes(&project);
+    let mut input = stop_input(&project, Some("working"));
+    input.as_object_mut().unwrap().remove("session_id");
+    silent(&run_hook(hook_command(&project), &to_bytes(&input)));
+    input["session_id"] = Value::Null;
+    silent(&run_hook(hook_command(&project), &to_bytes(&input)));
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn wrong_typed_fields_are_named() {
+    let project = looping("wrong-types", 5);
+    let cases = [
+        ("session_id", json!(42), "must be a string"),
+        ("session_id", json!({"id": SID}), "must be a string"),
+        ("session_id", json!([SID]), "must be a string"),
+        ("stop_hook_active", json!("true"), "must be a boolean"),
+        ("stop_hook_active", json!(1), "must be a boolean"),
+        ("transcript_path", json!(7), "must be a string"),
+        ("cwd", json!(false), "must be a string"),
+        (
+            "hook_event_name",
+            json!({"name": "Stop"}),
+            "must be a string",
+        ),
+        (
+            "last_assistant_message",
+            json!(["done"]),
+            "must be a string",
+        ),
+    ];
+    for (field, value, problem) in cases {
+        let mut input = stop_input(&project, Some("working"));
+        input[field] = value;
+        rejected(
+            &project,
+            &to_bytes(&input),
+            &[&format!("the hook input field `{field}` {problem}")],
+        );
+    }
+}
+
+#[test]
+fn another_hook_event_is_not_handled() {
+    let project = looping("subagent", 5);
+    let mut input = stop_input(&project, Some("working"));
+    input["hook_event_name"] = json!("SubagentStop");
+    rejected(
+        &project,
+        &to_bytes(&input),
+        &["registered for SubagentStop; ralph only handles the Stop event"],
+    );
+}
+
+// ------------------------------------------------------------- transcripts
+
+fn assistant_line(id: &str, text: &str) -> String {
+    let line = json!({"type": "assistant", "message": {"id": id, "role": "assistant",
+        "content": [{"type": "text", "text": text}]}});
+    format!("{line}\n")
+}
+
+/// The input without `last_assistant_message`, pointing at `transcript`.
+fn transcript_input(project: &TempProject, transcript: &Path) -> Vec<u8> {
+    let mut input = stop_input(project, None);
+    input["transcript_path"] = json!(transcript);
+    to_bytes(&input)
+}
+
+#[test]
+fn transcript_missing() {
+    let project = looping("transcript-missing", 5);
+    let path = project.path("transcript.jsonl");
+    rejected(
+        &project,
+        &transcript_input(&project, &path),
+        &[
+            &format!("cannot read the transcript {}", path.display()),
+            "No such file or directory",
+        ],
+    );
+}
+
+#[test]
+fn transcript_is_a_directory() {
+    let project = looping("transcript-dir", 5);
+    let path = project.path("transcript.jsonl");
+    fs::create_dir(&path).unwrap();
+    rejected(
+        &project,
+        &transcript_input(&project, &path),
+        &[&format!(
+            "the transcript {} is not a regular file",
+            path.display()
+        )],
+    );
+}
+
+#[test]
+fn transcript_unreadable() {
+    let project = looping("transcript-unreadable", 5);
+    let path = project.path("transcript.jsonl");
+    fs::write(&path, assistant_line("m1", "working")).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).unwrap();
+    let before = state_bytes(&project);
+    let mut cmd = hook_command(&project);
+    drop_root(&project, &mut cmd);
+    let run = run_hook(cmd, &transcript_input(&project, &path));
+    one_line(
+        &run,
+        &[
+            &format!("cannot read the transcript {}", path.display()),
+            "Permission denied",
+        ],
+    );
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn transcript_with_a_partial_last_line_still_works() {
+    // The client may be mid-write: the cut line is skipped, the one before counts.
+    let project = looping("transcript-partial", 5);
+    let path = project.path("transcript.jsonl");
+    let mut text = assistant_line("m1", "First message.");
+    text.push_str(&assistant_line("m2", "The finished message."));
+    text.push_str(r#"{"type":"assistant","message":{"id":"m3","role":"assistant","content":[{"type":"text","text":"half a mess"#);
+    fs::write(&path, text).unwrap();
+    let run = run_hook(hook_command(&project), &transcript_input(&project, &path));
+    assert!(block_reason(&run).starts_with("[Ralph loop: iteration 2 of 5]"));
+    assert_eq!(run.stderr, "");
+    let state = project.state().unwrap();
+    assert_eq!(state["history"][0]["excerpt"], "The finished message.");
+    assert_eq!(state["history"][0]["messageSource"], "transcript");
+}
+
+#[test]
+fn transcript_lines_with_invalid_utf8_are_skipped() {
+    let project = looping("transcript-utf8", 5);
+    let path = project.path("transcript.jsonl");
+    let mut bytes = assistant_line("m1", "Valid message.").into_bytes();
+    // An assistant line whose text is Latin-1, then plain garbage.
+    bytes.extend_from_slice(
+        b"{\"type\":\"assistant\",\"message\":{\"id\":\"m2\",\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"caf\xe9 RALPH_AUDIT_COMPLETE_NO_FINDINGS\"}]}}\n",
+    );
+    bytes.extend_from_slice(b"\xff\xfe\xfd \"assistant\" \xc0\x80\n");
+    fs::write(&path, bytes).unwrap();
+    let run = run_hook(hook_command(&project), &transcript_input(&project, &path));
+    block_reason(&run);
+    assert_eq!(run.stderr, "");
+    let state = project.state().unwrap();
+    assert_eq!(
+        state["status"], "running",
+        "the non-UTF-8 signal line never counts"
+    );
+    assert_eq!(state["history"][0]["excerpt"], "Valid message.");
+}
+
+/// Writes a sparse file of exactly `len` bytes ending with `tail`.
+fn sparse_file(path: &Path, len: u64, head: &[u8], tail: &[u8]) {
+    let mut file = File::create(path).unwrap();
+    file.write_all(head).unwrap();
+    file.set_len(len).unwrap();
+    file.seek(SeekFrom::Start(len - tail.len() as u64)).unwrap();
+    file.write_all(tail).unwrap();
+}
+
+#[test]
+fn transcript_of_1_gib_is_read_from_its_end_only() {
+    const GIB: u64 = 1 << 30;
+    let project = looping("transcript-1gib", 5);
+    let path = project.path("transcript.jsonl");
+
+    // The completion is in the last lines: found at once.
+    let tail = format!(
+        "\n{}{}",
+        assistant_line("m1", "Working."),
+        assistant_line("m2", &format!("All verified.\n{SIGNAL}"))
+    );
+    sparse_file(&path, GIB, b"", tail.as_bytes());
+    let run = run_hook(hook_command(&project), &transcript_input(&project, &path));
+    silent(&run);
+    println!("1 GiB transcript, message at the end: {:?}", run.elapsed);
+    assert!(run.elapsed < TIMEOUT);
+    let state = project.state().unwrap();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["history"][0]["messageSource"], "transcript");
+
+    // The only assistant message is 1 GiB back: the scan gives up after its
+    // bound, the message counts as missing, and the loop goes on.
+    let project2 = looping("transcript-1gib-head", 5);
+    let path2 = project2.path("transcript.jsonl");
+    fs::remove_file(&path).unwrap();
+    sparse_file(
+        &path2,
+        GIB,
+        assistant_line("m1", SIGNAL).as_bytes(),
+        b"\n{\"type\":\"system\"}\n",
+    );
+    let run = run_hook(
+        hook_command(&project2),
+        &transcript_input(&project2, &path2),
+    );
+    println!("1 GiB transcript, message at the start: {:?}", run.elapsed);
+    block_reason(&run);
+    assert!(run.elapsed < TIMEOUT);
+    let state = project2.state().unwrap();
+    assert_eq!(state["status"], "running");
+    assert_eq!(state["history"][0]["messageSource"], "none");
+    fs::remove_file(&path2).unwrap();
+}
+
+// ------------------------------------------------------------------ prompt
+
+fn prompt_path(project: &TempProject) -> PathBuf {
+    project.path(".claude/ralph/PROMPT.md")
+}
+
+#[test]
+fn prompt_missing() {
+    let project = looping("prompt-missing", 5);
+    fs::remove_file(prompt_path(&project)).unwrap();
+    rejected(
+        &project,
+        &to_bytes(&stop_input(&project, Some("working"))),
+        &[&format!(
+            "prompt file {} does not exist; create it",
+            prompt_path(&project).display()
+        )],
+    );
+}
+
+#[test]
+fn prompt_empty() {
+    let project = looping("prompt-empty", 5);
+    for text in ["", " \n\n\t\n"] {
+        fs::write(prompt_path(&project), text).unwrap();
+        rejected(
+            &project,
+            &to_bytes(&stop_input(&project, Some("working"))),
+            &["PROMPT.md is empty; write the task into it"],
+        );
+    }
+}
+
+#[test]
+fn prompt_over_1_mib() {
+    let project = looping("prompt-huge", 5);
+    fs::write(prompt_path(&project), "x".repeat((1 << 20) + 1)).unwrap();
+    rejected(
+        &project,
+        &to_bytes(&stop_input(&project, Some("working"))),
+        &["PROMPT.md is larger than 1024 KiB; shorten it"],
+    );
+}
+
+#[test]
+fn prompt_binary() {
+    let project = looping("prompt-binary", 5);
+    for bytes in [
+        &b"\x7fELF\x02\x01\x01\x00\x00\x00\x00"[..],
+        b"Do the task\x00 now",
+        b"caf\xe9\n",
+    ] {
+        fs::write(prompt_path(&project), bytes).unwrap();
+        rejected(
+            &project,
+            &to_bytes(&stop_input(&project, Some("working"))),
+            &["PROMPT.md is not UTF-8 text; save it as plain text"],
+        );
+    }
+}
+
+// ------------------------------------------------------------------- state
+
+#[test]
+fn state_empty() {
+    let project = looping("state-empty", 5);
+    fs::write(project.state_path(), "").unwrap();
+    rejected(
+        &project,
+        &to_bytes(&stop_input(&project, Some("working"))),
+        &["is corrupt (the file is empty); see it with `ralph-ctl status`, clear it with `ralph-ctl reset`"],
+    );
+}
+
+#[test]
+fn state_corrupt() {
+    let project = looping("state-corrupt", 5);
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    let good = state_bytes(&project);
+    let half = &good[..good.len() / 2];
+    let bogus = String::from_utf8(good.clone())
+        .unwrap()
+        .replace("\"running\"", "\"bogus\"");
+    for content in [half, b"[]", b"\xff\xfe", bogus.as_bytes(), b"\x00\x00"] {
+        fs::write(project.state_path(), content).unwrap();
+        rejected(&project, &input, &["is corrupt (", "ralph-ctl reset"]);
+    }
+    // Over 4 MiB (sparse): refused without being read.
+    let file = File::create(project.state_path()).unwrap();
+    file.set_len(5 << 20).unwrap();
+    rejected(
+        &project,
+        &input,
+        &["is corrupt (5242880 bytes, more than the 4194304 a state can hold)"],
+    );
+}
+
+#[test]
+fn state_not_a_regular_file() {
+    let project = looping("state-dir", 5);
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    let state = project.state_path();
+    fs::remove_file(&state).unwrap();
+    fs::create_dir(&state).unwrap();
+    let line = one_line(
+        &run_hook(hook_command(&project), &input),
+        &["is corrupt (it is not a regular file)", "ralph-ctl reset"],
+    );
+    assert!(line.contains(&state.display().to_string()));
+    assert!(state.is_dir() && fs::read_dir(&state).unwrap().next().is_none());
+    fs::remove_dir(&state).unwrap();
+    mkfifo(&state);
+    one_line(
+        &run_hook(hook_command(&project), &input),
+        &["is corrupt (it is not a regular file)"],
+    );
+}
+
+#[test]
+fn state_symlink_is_refused_and_its_target_untouched() {
+    let project = looping("state-symlink", 5);
+    let state = project.state_path();
+    let target = project.path("elsewhere.json");
+    fs::rename(&state, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &state).unwrap();
+    let before = fs::read(&target).unwrap();
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    one_line(
+        &run_hook(hook_command(&project), &input),
+        &["is corrupt (it is a symbolic link; ralph only uses a regular file here)"],
+    );
+    assert_eq!(
+        fs::read(&target).unwrap(),
+        before,
+        "the target is untouched"
+    );
+    assert!(fs::symlink_metadata(&state).unwrap().is_symlink());
+}
+
+#[test]
+fn state_with_extreme_counters_never_panics() {
+    // Values a hand-edited state may hold: the largest the fields accept.
+    let project = looping("state-extreme", 5);
+    let mut state = project.state().unwrap();
+    state["lastFindingsCount"] = json!(4);
+    state["breaker"]["state"] = json!("half_open");
+    state["breaker"]["halfOpenIterations"] = json!(u32::MAX);
+    state["breaker"]["counters"]["findingsStuck"] = json!(u32::MAX);
+    state["testOnlyIterations"] = json!(u32::MAX);
+    fs::write(project.state_path(), serde_json::to_vec(&state).unwrap()).unwrap();
+    let stuck = to_bytes(&stop_input(
+        &project,
+        Some("RALPH_ITERATION_COMPLETE: 4 findings remain"),
+    ));
+    silent(&run_hook(hook_command(&project), &stuck));
+    let after = project.state().unwrap();
+    assert_eq!(after["status"], "circuit_open", "{after:#}");
+    assert_eq!(
+        after["breaker"]["counters"]["findingsStuck"],
+        json!(u32::MAX)
+    );
+
+    let project = looping("state-extreme-cap", 5);
+    let mut state = project.state().unwrap();
+    state["iteration"] = json!(u32::MAX);
+    state["maxIterations"] = json!(u32::MAX);
+    state["lastFindingsCount"] = json!(u64::MAX);
+    fs::write(project.state_path(), serde_json::to_vec(&state).unwrap()).unwrap();
+    let big = format!("RALPH_ITERATION_COMPLETE: {} findings remain", u64::MAX);
+    silent(&run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some(&big))),
+    ));
+    assert_eq!(project.state().unwrap()["status"], "max_iterations");
+}
+
+#[test]
+fn state_folder_is_a_file() {
+    let project = looping("runtime-file", 5);
+    let runtime = project.path(".claude/context/runtime");
+    fs::remove_dir_all(&runtime).unwrap();
+    fs::write(&runtime, "not a folder").unwrap();
+    let run = run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("working"))),
+    );
+    one_line(&run, &["RALPH_ACTIVE=1 but no loop was started in"]);
+    assert_eq!(fs::read_to_string(&runtime).unwrap(), "not a folder");
+}
+
+#[test]
+fn lock_path_is_a_directory() {
+    let project = looping("lock-dir", 5);
+    let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
+    fs::remove_file(&lock).unwrap();
+    fs::create_dir(&lock).unwrap();
+    rejected(
+        &project,
+        &to_bytes(&stop_input(&project, Some("working"))),
+        &[
+            &format!("cannot open the lock file {}", lock.display()),
+            "Is a directory",
+        ],
+    );
+}
+
+/// A folder made unwritable for the hook, made writable again on drop.
+enum Unwritable {
+    /// `chattr +i`: even root cannot create a file in it.
+    Immutable(PathBuf),
+    /// Mode 0555: the hook must not run as root (see [`drop_root`]).
+    ReadOnly(PathBuf),
+}
+
+impl Unwritable {
+    /// As root, tries `chattr +i` (ext4 and most disk file systems; not tmpfs);
+    /// otherwise, or when that fails, sets mode 0555.
+    fn new(dir: &Path) -> Unwritable {
+        if is_root() {
+            let immutable = Command::new("chattr")
+                .arg("+i")
+                .arg(dir)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if immutable {
+                return Unwritable::Immutable(dir.to_path_buf());
+            }
+            println!("note: `chattr +i` failed here; running the hook as uid {NOBODY} instead");
+        }
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).unwrap();
+        Unwritable::ReadOnly(dir.to_path_buf())
+    }
+}
+
+impl Drop for Unwritable {
+    fn drop(&mut self) {
+        match self {
+            Unwritable::Immutable(dir) => {
+                let _ = Command::new("chattr").arg("-i").arg(dir).status();
+            }
+            Unwritable::ReadOnly(dir) => {
+                let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o755));
+            }
+        }
+    }
+}
+
+#[test]
+fn state_folder_unwritable() {
+    let project = looping("runtime-unwritable", 5);
+    let runtime = project.path(".claude/context/runtime");
+    let before = state_bytes(&project);
+    let mut cmd = hook_command(&project);
+    let guard = Unwritable::new(&runtime);
+    let needle = match guard {
+        Unwritable::Immutable(_) => "Operation not permitted",
+        Unwritable::ReadOnly(_) => {
+            drop_root(&project, &mut cmd);
+            "Permission denied"
+        }
+    };
+    let run = run_hook(cmd, &to_bytes(&stop_input(&project, Some("working"))));
+    one_line(
+        &run,
+        &[
+            &format!("cannot write {}", project.state_path().display()),
+            needle,
+        ],
+    );
+    drop(guard);
+    assert_eq!(state_bytes(&project), before);
+    assert_eq!(temp_files(&project), Vec::<String>::new());
+}
+
+/// Limits the size of every file `cmd` writes (RLIMIT_FSIZE), as a full disk or a quota would.
+#[allow(unsafe_code)]
+fn with_file_size_limit(cmd: &mut Command, bytes: u64) {
+    // SAFETY: setrlimit(2) is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn disk_full_on_write_keeps_the_old_state() {
+    let project = looping("disk-full", 5);
+    let before = state_bytes(&project);
+    let needle = format!("cannot write {}", project.state_path().display());
+    for (limit, message) in [
+        (0, "working".to_string()),
+        (64, "working".to_string()),
+        (64, format!("done\n{SIGNAL}")),
+    ] {
+        let mut cmd = hook_command(&project);
+        with_file_size_limit(&mut cmd, limit);
+        let run = run_hook(cmd, &to_bytes(&stop_input(&project, Some(&message))));
+        assert_ne!(run.code, None, "killed by a signal (SIGXFSZ?): {run:?}");
+        one_line(&run, &[&needle, "File too large"]);
+        assert_eq!(
+            state_bytes(&project),
+            before,
+            "the old state survives whole"
+        );
+        assert_eq!(
+            temp_files(&project),
+            Vec::<String>::new(),
+            "the temp file is removed"
+        );
+    }
+    // With room again, the same stop counts.
+    let run = run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("working"))),
+    );
+    assert!(block_reason(&run).starts_with("[Ralph loop: iteration 2 of 5]"));
+}
+
+/// Runs the hook with a shorter bound: these cases used to hang on open(2).
+fn run_hook_quick(cmd: Command, stdin: &[u8]) -> Run {
+    let run = run_with_timeout(cmd, Some(stdin), Duration::from_secs(10));
+    assert!(
+        !run.stderr.contains("[killed after"),
+        "the hook hung: {run:?}"
+    );
+    run
+}
+
+#[test]
+fn transcript_is_a_fifo() {
+    let project = looping("transcript-fifo", 5);
+    let path = project.path("transcript.jsonl");
+    mkfifo(&path);
+    let before = state_bytes(&project);
+    let run = run_hook_quick(hook_command(&project), &transcript_input(&project, &path));
+    one_line(
+        &run,
+        &[&format!(
+            "the transcript {} is not a regular file",
+            path.display()
+        )],
+    );
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn prompt_is_a_fifo() {
+    let project = looping("prompt-fifo", 5);
+    fs::remove_file(prompt_path(&project)).unwrap();
+    mkfifo(&prompt_path(&project));
+    let before = state_bytes(&project);
+    let run = run_hook_quick(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("working"))),
+    );
+    one_line(&run, &["PROMPT.md: not a regular file"]);
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn guardrails_is_a_fifo() {
+    let project = looping("guardrails-fifo", 5);
+    let path = project.path(".claude/ralph/guardrails.md");
+    fs::remove_file(&path).unwrap();
+    mkfifo(&path);
+    let before = state_bytes(&project);
+    let run = run_hook_quick(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("working"))),
+    );
+    one_line(&run, &["guardrails.md: not a regular file"]);
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn config_is_a_fifo_or_a_device() {
+    let project = looping("config-fifo", 5);
+    let path = project.path(".claude/ralph/config.json");
+    let before = state_bytes(&project);
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    mkfifo(&path);
+    let run = run_hook_quick(hook_command(&project), &input);
+    one_line(&run, &["config.json: not a regular file"]);
+    // An endless device is refused before a single byte is read.
+    fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+    let run = run_hook_quick(hook_command(&project), &input);
+    one_line(&run, &["config.json: not a regular file"]);
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn config_of_1_gib_is_read_bounded() {
+    let project = looping("config-huge", 5);
+    let path = project.path(".claude/ralph/config.json");
+    sparse_file(&path, 1 << 30, b"{", b"}");
+    let before = state_bytes(&project);
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    let (run, peak_kib) = run_measured(hook_command(&project), move |mut stdin| {
+        let _ = stdin.write_all(&input);
+    });
+    one_line(&run, &["config.json is larger than 1024 KiB"]);
+    println!("peak RSS {} MiB; {:?}", peak_kib >> 10, run.elapsed);
+    assert!(peak_kib < 96 * 1024, "read whole: {peak_kib} KiB");
+    assert_eq!(state_bytes(&project), before);
+    fs::remove_file(&path).unwrap();
+}
+
+// -------------------------------------------------------------- environment
+
+/// Runs the hook with one extra variable, which may be any bytes.
+fn hook_with_env(project: &TempProject, vars: &[(&str, &OsStr)]) -> Run {
+    let mut cmd = hook_command(project);
+    for (name, value) in vars {
+        cmd.env(name, value);
+    }
+    run_hook(cmd, &to_bytes(&stop_input(project, Some("working"))))
+}
+
+fn os(bytes: &[u8]) -> OsString {
+    OsString::from_vec(bytes.to_vec())
+}
+
+#[test]
+fn garbage_env_values_are_named() {
+    let project = looping("env-garbage", 5);
+    let before = state_bytes(&project);
+    let long = "S".repeat(201);
+    let root = project.root.display().to_string();
+    let cases: Vec<(&str, OsString, &str)> = vec![
+        (
+            "RALPH_MAX_ITERATIONS",
+            "abc".into(),
+            "a whole number from 1 to 100000",
+        ),
+        ("RALPH_MAX_ITERATIONS", "0".into(), "a whole number"),
+        ("RALPH_MAX_ITERATIONS", "-1".into(), "a whole number"),
+        ("RALPH_MAX_ITERATIONS", "2.5".into(), "a whole number"),
+        ("RALPH_MAX_ITERATIONS", "1e3".into(), "a whole number"),
+        ("RALPH_MAX_ITERATIONS", "100001".into(), "a whole number"),
+        (
+            "RALPH_MAX_ITERATIONS",
+            "99999999999999999999999".into(),
+            "a whole number",
+        ),
+        ("RALPH_MAX_ITERATIONS", "5 6".into(), "a whole number"),
+        ("RALPH_MAX_ITERATIONS", os(b"\xff\xfe"), "(valid UTF-8)"),
+        (
+            "RALPH_CIRCUIT_BREAKER_THRESHOLD",
+            "many".into(),
+            "a whole number from 1 to 1000",
+        ),
+        (
+            "RALPH_CIRCUIT_BREAKER_THRESHOLD",
+            "1001".into(),
+            "a whole number",
+        ),
+        (
+            "RALPH_CIRCUIT_BREAKER_THRESHOLD",
+            os(b"3\x80"),
+            "(valid UTF-8)",
+        ),
+        (
+            "RALPH_COMPLETION_SIGNAL",
+            " \t ".into(),
+            "a non-empty single line",
+        ),
+        (
+            "RALPH_COMPLETION_SIGNAL",
+            "DONE\nREALLY".into(),
+            "a non-empty single line",
+        ),
+        (
+            "RALPH_COMPLETION_SIGNAL",
+            long.clone().into(),
+            "at most 200 characters",
+        ),
+        ("RALPH_COMPLETION_SIGNAL", os(b"DONE\xc0"), "(valid UTF-8)"),
+        (
+            "RALPH_PROMPT_FILE",
+            os(b"P\xffROMPT.md"),
+            "a path (valid UTF-8)",
+        ),
+        (
+            "RALPH_PROMPT_FILE",
+            "/nonexistent/PROMPT.md".into(),
+            "does not exist",
+        ),
+        (
+            "RALPH_PROMPT_FILE",
+            root.clone().into(),
+            "not a regular file",
+        ),
+    ];
+    for (name, value, needle) in &cases {
+        let run = hook_with_env(&project, &[(name, value)]);
+        let line = one_line(&run, &[needle]);
+        if !name.ends_with("PROMPT_FILE") || needle.contains("UTF-8") {
+            assert!(
+                line.contains(&format!("environment variable {name}=")),
+                "{line}"
+            );
+        }
+        assert_eq!(state_bytes(&project), before, "{name}={value:?}");
+    }
+
+    // All at once: still one line (the first problem found).
+    let all: Vec<(&str, &OsStr)> = cases.iter().map(|(n, v, _)| (*n, v.as_os_str())).collect();
+    one_line(&hook_with_env(&project, &all), &["RALPH_MAX_ITERATIONS"]);
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn garbage_ralph_active_does_nothing() {
+    let project = looping("env-active", 5);
+    let before = state_bytes(&project);
+    for value in [os(b"1\xff"), os(b"\xff"), "1 ".into(), "yes".into()] {
+        let mut cmd = project.command(bins::hook());
+        cmd.env("RALPH_ACTIVE", &value);
+        silent(&run_hook(
+            cmd,
+            &to_bytes(&stop_input(&project, Some("working"))),
+        ));
+    }
+    assert_eq!(state_bytes(&project), before);
+}
+
+#[test]
+fn garbage_claude_project_dir() {
+    let project = looping("env-project-dir", 5);
+    let before = state_bytes(&project);
+    for value in ["/nonexistent/project", "relative/garbage", " "] {
+        let run = hook_with_env(&project, &[("CLAUDE_PROJECT_DIR", OsStr::new(value))]);
+        one_line(
+            &run,
+            &[&format!(
+                "RALPH_ACTIVE=1 but no loop was started in {}",
+                value.trim()
+            )],
+        );
+        assert_eq!(state_bytes(&project), before);
+    }
+    // A non-UTF-8 value counts as unset: the input's `cwd` names the project,
+    // so this stop is counted, silently.
+    let run = hook_with_env(&project, &[("CLAUDE_PROJECT_DIR", &os(b"/tmp/\xff"))]);
+    assert!(block_reason(&run).starts_with("[Ralph loop: iteration 2 of 5]"));
+    assert_eq!(run.stderr, "");
+}
+
+// ---------------------------------------------------------------- security
+
+#[test]
+fn escaping_session_ids_are_rejected() {
+    let project = looping("session-escape", 5);
+    let runtime = project.path(".claude/context/runtime");
+    let listing = || {
+        let mut names: Vec<_> = fs::read_dir(&runtime)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let files = listing();
+    let long = "a".repeat(201);
+    for id in [
+        "../..",
+        "../../../../etc/passwd",
+        "/",
+        "/etc/passwd",
+        "a/b",
+        "..\\..",
+        "a\u{0}b",
+        "\u{0}",
+        long.as_str(),
+        "a b",
+        "a\nb",
+        "é",
+        "",
+        "$(touch pwned)",
+    ] {
+        let mut input = stop_input(&project, Some("working"));
+        input["session_id"] = json!(id);
+        rejected(
+            &project,
+            &to_bytes(&input),
+            &["the hook input field `session_id` must be 1 to 200 letters, digits, '-', '_', '.' or ':'"],
+        );
+    }
+    assert_eq!(listing(), files, "nothing created next to the state");
+    assert!(!project.path("pwned").exists());
+}
+
+/// Runs `cmd` with umask 000, so only the modes ralph asks for apply.
+#[allow(unsafe_code)]
+fn with_open_umask(cmd: &mut Command) {
+    // SAFETY: umask(2) is async-signal-safe and cannot fail.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn state_and_lock_files_are_private() {
+    let project = TempProject::new("modes");
+    project.init();
+    project.write_prompt("Do the task.\n");
+    let mut start = project.command(bins::ctl());
+    start.args(["start", "--session-id", SID]);
+    with_open_umask(&mut start);
+    run_with_timeout(start, None, TIMEOUT).assert_code(0);
+    let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
+    assert_eq!(mode(&project.state_path()), 0o600, "after ralph-ctl start");
+    assert_eq!(mode(&lock), 0o600, "after ralph-ctl start");
+
+    let mut hook = hook_command(&project);
+    with_open_umask(&mut hook);
+    block_reason(&run_hook(
+        hook,
+        &to_bytes(&stop_input(&project, Some("working"))),
+    ));
+    assert_eq!(project.state().unwrap()["iteration"], 2);
+    assert_eq!(mode(&project.state_path()), 0o600, "after a hook run");
+    assert_eq!(mode(&lock), 0o600, "after a hook run");
+
+    // A lock file the hook creates itself is private too.
+    fs::remove_file(&lock).unwrap();
+    let mut hook = hook_command(&project);
+    with_open_umask(&mut hook);
+    block_reason(&run_hook(
+        hook,
+        &to_bytes(&stop_input(&project, Some("working"))),
+    ));
+    assert_eq!(mode(&lock), 0o600, "a lock created by the hook");
+    assert_eq!(mode(&project.state_path()), 0o600);
+}
+
+#[test]
+fn a_symlinked_state_is_never_followed_for_writing() {
+    let project = looping("symlink-write", 5);
+    let state = project.state_path();
+    let target = project.path("elsewhere.json");
+    fs::rename(&state, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &state).unwrap();
+    let before = fs::read(&target).unwrap();
+    let input = to_bytes(&stop_input(&project, Some(&format!("done {SIGNAL}"))));
+    one_line(
+        &run_hook(hook_command(&project), &input),
+        &["symbolic link"],
+    );
+    assert_eq!(fs::read(&target).unwrap(), before);
+
+    // `start` refuses it; `start --force` and `reset` move the link aside.
+    project
+        .ctl(&["start", "--session-id", SID], &[])
+        .assert_code(3);
+    assert_eq!(fs::read(&target).unwrap(), before);
+    project
+        .ctl(&["start", "--force", "--session-id", SID], &[])
+        .assert_code(0);
+    assert_eq!(fs::read(&target).unwrap(), before, "start --force");
+    assert!(!fs::symlink_metadata(&state).unwrap().is_symlink());
+    fs::remove_file(&state).unwrap();
+    std::os::unix::fs::symlink(&target, &state).unwrap();
+    project.ctl(&["reset"], &[]).assert_code(0);
+    assert_eq!(fs::read(&target).unwrap(), before, "reset");
+    assert!(fs::symlink_metadata(&state).is_err());
+}
+
+#[test]
+fn a_symlinked_lock_file_is_never_followed() {
+    let project = looping("symlink-lock", 5);
+    let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    let needle = format!(
+        "cannot open the lock file {}: it is a symbolic link",
+        lock.display()
+    );
+    // A link to a file that does not exist: it must not be created.
+    let missing = project.path("created-through-the-link");
+    fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&missing, &lock).unwrap();
+    rejected(&project, &input, &[&needle]);
+    assert!(!missing.exists(), "no file created through the link");
+    // A link to an existing file: neither its content nor its mode change.
+    let existing = project.path("existing.txt");
+    fs::write(&existing, "keep me\n").unwrap();
+    fs::set_permissions(&existing, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&existing, &lock).unwrap();
+    rejected(&project, &input, &[&needle]);
+    assert_eq!(fs::read_to_string(&existing).unwrap(), "keep me\n");
+    assert_eq!(mode(&existing), 0o644);
+    // `ralph-ctl start --force` refuses it too.
+    let run = project.ctl(&["start", "--force", "--session-id", SID], &[]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(run.stderr.contains("it is a symbolic link"), "{run:?}");
+    assert!(!missing.exists());
+}
+
+#[test]
+fn model_text_is_never_executed() {
+    let project = looping("no-exec", 25);
+    let marker = |n: u32| project.tmp.join(format!("pwned-{n}"));
+    let texts = [
+        format!("$(touch {})", marker(1).display()),
+        format!("`touch {}`", marker(2).display()),
+        format!("; touch {} #", marker(3).display()),
+        format!(
+            "| touch {}\n&& touch {}",
+            marker(4).display(),
+            marker(5).display()
+        ),
+        format!("${{IFS}}$(touch${{IFS}}{})", marker(6).display()),
+    ];
+    for text in &texts {
+        let run = run_hook(
+            hook_command(&project),
+            &to_bytes(&stop_input(&project, Some(text))),
+        );
+        block_reason(&run);
+        let state = project.state().unwrap();
+        let last = state["history"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(
+            last["excerpt"].as_str().unwrap(),
+            text.split_whitespace().collect::<Vec<_>>().join(" "),
+            "kept as text"
+        );
+    }
+    // The same from the transcript, and from PROMPT.md (which is echoed back).
+    let transcript = project.path("transcript.jsonl");
+    fs::write(
+        &transcript,
+        assistant_line("m1", &format!("$(touch {})", marker(7).display())),
+    )
+    .unwrap();
+    project.write_prompt(&format!(
+        "Do it `touch {}` $(touch {})\n",
+        marker(8).display(),
+        marker(9).display()
+    ));
+    let run = run_hook(
+        hook_command(&project),
+        &transcript_input(&project, &transcript),
+    );
+    assert!(block_reason(&run).contains(&format!("$(touch {})", marker(9).display())));
+    for n in 1..=9 {
+        assert!(!marker(n).exists(), "{} was created", marker(n).display());
+    }
+}
+
+#[test]
+fn cwd_that_names_no_project() {
+    let project = looping("odd-cwd", 5);
+    let before = state_bytes(&project);
+    for (cwd, needle) in [
+        ("", "cannot tell the project folder"),
+        ("\u{0}", "RALPH_ACTIVE=1 but no loop was started in"),
+        (
+            "/etc/passwd/x",
+            "RALPH_ACTIVE=1 but no loop was started in /etc/passwd/x",
+        ),
+    ] {
+        let mut input = stop_input(&project, Some("working"));
+        input["cwd"] = json!(cwd);
+        one_line(
+            &run_hook(hook_command(&project), &to_bytes(&input)),
+            &[needle],
+        );
+    }
+    assert_eq!(state_bytes(&project), before);
+}

@@ -610,16 +610,22 @@ fn empty_object_names_the_missing_project_folder() {
 }
 
 #[test]
-fn missing_session_id_is_let_through_silently() {
-    // The decision passes with NoSessionId: ownership cannot be proven, so the
-    // stop goes through without a word (like another session's stop).
+fn missing_session_id_is_let_through_with_one_line() {
+    // Ownership cannot be proven without a session id: the stop goes through,
+    // and the person is told why the loop did not go on.
     let project = looping("no-session", 5);
     let before = state_bytes(&project);
     let mut input = stop_input(&project, Some("working"));
     input.as_object_mut().unwrap().remove("session_id");
-    silent(&run_hook(hook_command(&project), &to_bytes(&input)));
+    one_line(
+        &run_hook(hook_command(&project), &to_bytes(&input)),
+        &["has no `session_id`"],
+    );
     input["session_id"] = Value::Null;
-    silent(&run_hook(hook_command(&project), &to_bytes(&input)));
+    one_line(
+        &run_hook(hook_command(&project), &to_bytes(&input)),
+        &["has no `session_id`"],
+    );
     assert_eq!(state_bytes(&project), before);
 }
 
@@ -1011,7 +1017,7 @@ fn state_folder_is_a_file() {
         hook_command(&project),
         &to_bytes(&stop_input(&project, Some("working"))),
     );
-    one_line(&run, &["RALPH_ACTIVE=1 but no loop was started in"]);
+    one_line(&run, &["runtime is not a folder; move it aside"]);
     assert_eq!(fs::read_to_string(&runtime).unwrap(), "not a folder");
 }
 

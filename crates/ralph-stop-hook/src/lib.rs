@@ -9,7 +9,7 @@ use std::io::{self, Read, Write};
 use std::panic;
 
 use ralph_core::config::{self, Config, ConfigError, EnvSource, ProcessEnv};
-use ralph_core::decision::{self, MessageSource, Observation, Verdict};
+use ralph_core::decision::{self, MessageSource, Observation, PassReason, Verdict};
 use ralph_core::hook_input::{self, HookInput, InputError};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::plan;
@@ -43,6 +43,9 @@ pub enum HookError {
     /// The prompt or guardrails file is unusable.
     #[error("{0}")]
     Prompt(#[from] PromptError),
+    /// The state folder is not a folder.
+    #[error("{} is not a folder; move it aside so ralph can keep its state there", .0.display())]
+    StateFolder(std::path::PathBuf),
     /// The answer could not be written to stdout.
     #[error("cannot write the answer to stdout: {0}")]
     Output(io::Error),
@@ -204,6 +207,10 @@ pub fn handle(stdin: impl Read, env: &dyn EnvSource, now: &str) -> Result<Answer
     }
     let paths = project_root(&input, env)?;
     let store = StateStore::new(&paths);
+    let runtime = paths.runtime_dir();
+    if runtime.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+        return Err(HookError::StateFolder(runtime));
+    }
     if !store.exists() {
         return Ok(Answer::Allow {
             note: Some(format!(
@@ -217,9 +224,15 @@ pub fn handle(stdin: impl Read, env: &dyn EnvSource, now: &str) -> Result<Answer
     // Cheap ownership check first, so another session's stop never reads a transcript.
     let snapshot = store.read()?;
     let unobserved = Observation::of_session(input.session_id.clone(), input.stop_hook_active);
-    if let Verdict::Pass(_) = decision::decide(&config, snapshot.as_ref(), &unobserved, now).verdict
+    if let Verdict::Pass(reason) =
+        decision::decide(&config, snapshot.as_ref(), &unobserved, now).verdict
     {
-        return Ok(Answer::Allow { note: None });
+        let note = (reason == PassReason::NoSessionId).then(|| {
+            "the hook input has no `session_id`, so ralph cannot tell whether this session owns the loop; \
+             letting this stop through"
+                .to_string()
+        });
+        return Ok(Answer::Allow { note });
     }
     let mut observed = observe(&input, &paths, &config)?;
     // A claim makes the verification commands run: outside the lock, since

@@ -206,6 +206,27 @@ impl TempProject {
         project
     }
 
+    /// A project with ralph installed, a one-line PROMPT.md, and a running
+    /// loop of `max` iterations owned by `session_id` (as `ralph-ctl start` writes it).
+    pub fn with_loop(name: &str, session_id: &str, max: u32) -> TempProject {
+        let project = TempProject::new(name);
+        project.init();
+        project.write_prompt("Do the task.\n");
+        project
+            .ctl(
+                &[
+                    "start",
+                    "--session-id",
+                    session_id,
+                    "--max-iterations",
+                    &max.to_string(),
+                ],
+                &[],
+            )
+            .assert_code(0);
+        project
+    }
+
     /// Runs git in the project.
     pub fn git(&self, args: &[&str]) {
         let status = Command::new("git")

@@ -44,22 +44,7 @@ const NOBODY: u32 = 65534;
 
 /// A project with ralph installed and a loop of `max` iterations started for `SID`.
 fn looping(name: &str, max: u32) -> TempProject {
-    let project = TempProject::new(name);
-    project.init();
-    project.write_prompt("Do the task.\n");
-    project
-        .ctl(
-            &[
-                "start",
-                "--session-id",
-                SID,
-                "--max-iterations",
-                &max.to_string(),
-            ],
-            &[],
-        )
-        .assert_code(0);
-    project
+    TempProject::with_loop(name, SID, max)
 }
 
 /// The Stop input Claude Code 2.1 sends for `project`; without a message the

@@ -21,22 +21,7 @@ fn fixture(name: &str) -> std::path::PathBuf {
 
 /// A project with ralph installed and a loop started for `SID`.
 fn looping(max: u32) -> TempProject {
-    let project = TempProject::new("hook");
-    project.init();
-    project.write_prompt("Do the task.\n");
-    project
-        .ctl(
-            &[
-                "start",
-                "--session-id",
-                SID,
-                "--max-iterations",
-                &max.to_string(),
-            ],
-            &[],
-        )
-        .assert_code(0);
-    project
+    TempProject::with_loop("hook", SID, max)
 }
 
 /// A real Stop input (the 2.1.330 sample) pointed at `project`.

@@ -60,6 +60,20 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
     }
 }
 
+/// Makes a write past the file size limit (`ulimit -f`, RLIMIT_FSIZE) fail
+/// with EFBIG, reported like any other write error, instead of raising
+/// SIGXFSZ, whose default action kills the process mid-update. Call it first
+/// thing in `main`, before any thread starts.
+pub fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    #[allow(unsafe_code)]
+    // SAFETY: SIG_IGN installs no handler code; callers run this before they
+    // start any thread or touch any file.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// The state store of one project.
 #[derive(Clone, Debug)]
 pub struct StateStore {

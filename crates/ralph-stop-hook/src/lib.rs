@@ -71,8 +71,7 @@ pub enum Answer {
 /// Runs the hook on the process's stdin, stdout, stderr and environment, and
 /// returns the exit code (always 0: blocking is done through stdout).
 pub fn run() -> i32 {
-    #[cfg(unix)]
-    ignore_file_size_signal();
+    ralph_core::store::ignore_file_size_signal();
     panic::set_hook(Box::new(|info| {
         let what = info
             .payload()
@@ -94,19 +93,6 @@ pub fn run() -> i32 {
         Err(_) => {} // the panic hook already said what happened
     }
     0
-}
-
-/// A write past the file size limit (`ulimit -f`, RLIMIT_FSIZE) raises
-/// SIGXFSZ, whose default action kills the process; ignored, the write fails
-/// with EFBIG instead and is reported like any other write error.
-#[cfg(unix)]
-#[allow(unsafe_code)]
-fn ignore_file_size_signal() {
-    // SAFETY: SIG_IGN installs no handler code; this runs before the hook
-    // starts any thread or touches any file.
-    unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-    }
 }
 
 fn one_line(text: &str) -> String {

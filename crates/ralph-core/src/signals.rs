@@ -21,12 +21,22 @@ pub fn claims_completion(message: &str, signal: &str) -> bool {
     let sig = signal.as_bytes();
     let starts_word = is_word_byte(sig[0]);
     let ends_word = is_word_byte(sig[sig.len() - 1]);
-    message.match_indices(signal).any(|(start, _)| {
+    // Every occurrence, overlapping ones included: with `a:a`, the clean
+    // token at the end of `xa:a:a` overlaps the glued one before it.
+    let step = signal.chars().next().map_or(1, char::len_utf8);
+    let mut from = 0;
+    while let Some(found) = message[from..].find(signal) {
+        let start = from + found;
         let end = start + sig.len();
         let clean_before = !starts_word || start == 0 || !is_word_byte(bytes[start - 1]);
         let clean_after = !ends_word || end == bytes.len() || !is_word_byte(bytes[end]);
-        clean_before && clean_after
-    })
+        if clean_before && clean_after {
+            return true;
+        }
+        // `start` begins with the signal's first character, so this is a char boundary.
+        from = start + step;
+    }
+    false
 }
 
 /// The findings count of the last `RALPH_ITERATION_COMPLETE: N findings remain`
@@ -75,6 +85,17 @@ mod tests {
         assert!(claims_completion("ok <done/> bye", "<done/>"));
         assert!(claims_completion("x<done/>y", "<done/>"));
         assert!(!claims_completion("anything", ""));
+    }
+
+    #[test]
+    fn completion_token_overlapping_a_glued_occurrence() {
+        // The first occurrence of `a:a` in `xa:a:a` is glued to `x`; the
+        // whole token is the one overlapping it at the end.
+        assert!(claims_completion("xa:a:a", "a:a"));
+        assert!(claims_completion("UNDONE-DONE-DONE", "DONE-DONE"));
+        assert!(claims_completion("a:aa:a:a", "a:a"));
+        assert!(!claims_completion("xa:a:ay", "a:a"));
+        assert!(claims_completion("éa:éa:é", "a:é"));
     }
 
     #[test]

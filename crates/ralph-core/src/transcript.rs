@@ -40,11 +40,33 @@ pub enum TranscriptError {
     },
 }
 
+/// The bounds of the backwards reader: the constants above, smaller in tests
+/// so that chunk boundaries and oversize lines are cheap to reach.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    chunk_bytes: usize,
+    max_line_bytes: usize,
+    max_scan_bytes: u64,
+}
+
+const LIMITS: Limits = Limits {
+    chunk_bytes: CHUNK_BYTES,
+    max_line_bytes: MAX_LINE_BYTES,
+    max_scan_bytes: MAX_SCAN_BYTES,
+};
+
 /// The text of the last assistant message of the main conversation (not a
 /// sub-agent's): `Ok(None)` when none is found within [`MAX_SCAN_BYTES`] of
 /// the end, `Ok(Some(""))` when the last one holds no text (a tool call only).
 /// A message written as several lines sharing `message.id` is joined.
 pub fn last_assistant_text(path: &Path) -> Result<Option<String>, TranscriptError> {
+    last_assistant_text_within(path, LIMITS)
+}
+
+fn last_assistant_text_within(
+    path: &Path,
+    limits: Limits,
+) -> Result<Option<String>, TranscriptError> {
     let io_err = |source| TranscriptError::Io {
         path: path.to_path_buf(),
         source,
@@ -57,7 +79,8 @@ pub fn last_assistant_text(path: &Path) -> Result<Option<String>, TranscriptErro
         });
     }
     let mut finder = LastAssistant::default();
-    scan_lines_backwards(&mut file, meta.len(), |line| finder.visit(line)).map_err(io_err)?;
+    scan_lines_backwards(&mut file, meta.len(), limits, |line| finder.visit(line))
+        .map_err(io_err)?;
     Ok(finder.finish())
 }
 
@@ -135,18 +158,25 @@ fn text_of(line: &Value) -> String {
 
 /// Calls `visit` with each non-empty line of the first `len` bytes of
 /// `file`, last line first, until it breaks, the start of the file, or
-/// [`MAX_SCAN_BYTES`] has been read.
+/// `limits.max_scan_bytes` (rounded up to whole chunks) has been read.
+/// Lines longer than `limits.max_line_bytes` are skipped.
 fn scan_lines_backwards(
     file: &mut File,
     len: u64,
+    limits: Limits,
     mut visit: impl FnMut(&[u8]) -> ControlFlow<()>,
 ) -> io::Result<()> {
+    let Limits {
+        chunk_bytes,
+        max_line_bytes,
+        max_scan_bytes,
+    } = limits;
     let mut pos = len;
     let mut scanned: u64 = 0;
     // The end of a line whose start lies before `pos` (bytes already read).
     let mut pending: Vec<u8> = Vec::new();
     let mut oversize = false;
-    let mut chunk = vec![0u8; CHUNK_BYTES];
+    let mut chunk = vec![0u8; chunk_bytes];
     let mut emit = |bytes: &[u8], oversize: bool| -> ControlFlow<()> {
         if oversize || bytes.iter().all(u8::is_ascii_whitespace) {
             ControlFlow::Continue(())
@@ -155,10 +185,10 @@ fn scan_lines_backwards(
         }
     };
     while pos > 0 {
-        if scanned >= MAX_SCAN_BYTES {
+        if scanned >= max_scan_bytes {
             return Ok(());
         }
-        let step = (pos.min(CHUNK_BYTES as u64)) as usize;
+        let step = (pos.min(chunk_bytes as u64)) as usize;
         pos -= step as u64;
         scanned += step as u64;
         file.seek(SeekFrom::Start(pos))?;
@@ -173,7 +203,7 @@ fn scan_lines_backwards(
                 let mut line = Vec::with_capacity(tail.len() + pending.len());
                 line.extend_from_slice(tail);
                 line.extend_from_slice(&pending);
-                emit(&line, oversize || line.len() > MAX_LINE_BYTES)
+                emit(&line, oversize || line.len() > max_line_bytes)
             };
             if flow.is_break() {
                 return Ok(());
@@ -182,7 +212,7 @@ fn scan_lines_backwards(
             oversize = false;
             end = nl;
         }
-        if oversize || pending.len() + end > MAX_LINE_BYTES {
+        if oversize || pending.len() + end > max_line_bytes {
             oversize = true;
             pending.clear();
         } else {
@@ -197,6 +227,9 @@ fn scan_lines_backwards(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod properties;
 
 #[cfg(test)]
 mod tests {

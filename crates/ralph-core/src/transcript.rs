@@ -228,6 +228,10 @@ fn scan_lines_backwards(
     Ok(())
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod testing;
+
 #[cfg(test)]
 mod properties;
 

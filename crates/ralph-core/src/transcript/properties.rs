@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
+use super::testing::reference;
 use super::{last_assistant_text, last_assistant_text_within, Limits, LIMITS};
 use crate::tempdir::TempDir;
 
@@ -39,82 +40,6 @@ impl Lines {
         }
         out
     }
-}
-
-/// Reference: the text of the last main-conversation assistant message,
-/// found by reading every line forward. Only the lines the backwards reader
-/// can see count: those within the scanned tail (whole chunks from the end)
-/// that start after a newline inside it, and no longer than the line limit.
-fn reference(bytes: &[u8], limits: Limits) -> Option<String> {
-    let len = bytes.len() as u64;
-    let chunks = limits.max_scan_bytes.div_ceil(limits.chunk_bytes as u64);
-    let start = (len - chunks.saturating_mul(limits.chunk_bytes as u64).min(len)) as usize;
-    let visible = if start == 0 {
-        bytes
-    } else {
-        match bytes[start..].iter().position(|&b| b == b'\n') {
-            Some(nl) => &bytes[start + nl + 1..],
-            None => &[],
-        }
-    };
-    // The message being collected: its id and its parts, oldest first; and
-    // whether a user line has come since (then the next line starts anew).
-    let mut message: Option<(Option<String>, Vec<String>)> = None;
-    let mut closed = false;
-    for line in visible.split(|&b| b == b'\n') {
-        if line.len() > limits.max_line_bytes {
-            continue;
-        }
-        let Ok(value) = serde_json::from_slice::<Value>(line) else {
-            continue;
-        };
-        if value.get("isSidechain") == Some(&Value::Bool(true)) {
-            continue;
-        }
-        let id = match value.pointer("/message/id") {
-            Some(Value::String(id)) => Some(id.clone()),
-            _ => None,
-        };
-        match value.get("type") {
-            Some(Value::String(t)) if t == "assistant" => match &mut message {
-                Some((Some(current), parts)) if !closed && id.as_ref() == Some(current) => {
-                    parts.push(texts(&value))
-                }
-                _ => {
-                    message = Some((id, vec![texts(&value)]));
-                    closed = false;
-                }
-            },
-            Some(Value::String(t)) if t == "user" => closed = true,
-            _ => {}
-        }
-    }
-    message.map(|(_, parts)| {
-        parts
-            .into_iter()
-            .filter(|p| !p.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n")
-    })
-}
-
-/// `message.content` as text: the string itself, or the `text` of its text blocks.
-fn texts(line: &Value) -> String {
-    let Some(content) = line.get("message").and_then(|m| m.get("content")) else {
-        return String::new();
-    };
-    if let Value::String(s) = content {
-        return s.clone();
-    }
-    let mut out = Vec::new();
-    for block in content.as_array().into_iter().flatten() {
-        if block.get("type") == Some(&json!("text")) {
-            if let Some(Value::String(text)) = block.get("text") {
-                out.push(text.as_str());
-            }
-        }
-    }
-    out.join("\n")
 }
 
 fn text() -> BoxedStrategy<String> {
@@ -242,7 +167,16 @@ fn check(dir: &TempDir, lines: &Lines, final_newline: bool, limits: Limits) {
     } else {
         last_assistant_text_within(&path, limits).unwrap()
     };
-    assert_eq!(got, reference(&bytes, limits), "{limits:?}");
+    assert_eq!(
+        got,
+        reference(
+            &bytes,
+            limits.chunk_bytes,
+            limits.max_line_bytes,
+            limits.max_scan_bytes
+        ),
+        "{limits:?}"
+    );
 }
 
 fn tiny_limits(file_len: usize) -> impl Strategy<Value = Limits> {
@@ -297,7 +231,7 @@ proptest! {
         let path = dir.path().join("t.jsonl");
         fs::write(&path, &bytes).unwrap();
         let got = last_assistant_text_within(&path, limits).unwrap();
-        prop_assert_eq!(got, reference(&bytes, limits));
+        prop_assert_eq!(got, reference(&bytes, limits.chunk_bytes, limits.max_line_bytes, limits.max_scan_bytes));
     }
 }
 

@@ -101,15 +101,21 @@ pub fn signal_claim(message: &str, signal: &str) -> Option<SignalForm> {
         rest = &after[close..];
     }
     for line in prose {
-        let bare = strip_emphasis(line).trim_end_matches(['.', '!']);
-        let bare = strip_emphasis(bare);
-        if bare == signal {
+        let trimmed = line.trim();
+        let stripped = strip_emphasis(line);
+        let bare = strip_emphasis(stripped.trim_end_matches(['.', '!']));
+        // The signal may itself begin or end with `_`, `*` or `.`: compare
+        // the line as written as well as without emphasis and final stops.
+        let candidates = [trimmed, stripped, bare];
+        if candidates.contains(&signal) {
             return Some(SignalForm::OwnLine);
         }
-        if let Some(before) = bare.strip_suffix(signal) {
-            let before = strip_emphasis(before);
-            if before.ends_with(['.', '!', '?']) && !before.ends_with("...") {
-                return Some(SignalForm::AfterSentence);
+        for candidate in candidates {
+            if let Some(before) = candidate.strip_suffix(signal) {
+                let before = strip_emphasis(before);
+                if before.ends_with(['.', '!', '?']) && !before.ends_with("...") {
+                    return Some(SignalForm::AfterSentence);
+                }
             }
         }
     }
@@ -371,6 +377,21 @@ mod tests {
             (format!("Thinking... {S}"), false),
             (String::new(), false),
         ]
+    }
+
+    #[test]
+    fn signals_with_emphasis_characters_of_their_own() {
+        for signal in ["DONE_", "_DONE_", "*DONE*", "DONE.", "`DONE`"] {
+            assert!(signal_claim(signal, signal).is_some(), "{signal}");
+            assert!(
+                signal_claim(&format!("All good.\n{signal}\n"), signal).is_some(),
+                "{signal}"
+            );
+            assert!(
+                signal_claim(&format!("Finished. {signal}"), signal).is_some(),
+                "{signal}"
+            );
+        }
     }
 
     #[test]

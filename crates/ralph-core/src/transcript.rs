@@ -61,9 +61,39 @@ pub const MAX_TOOL_ERRORS: usize = 5;
 /// Longest failing tool result kept, in characters.
 pub const MAX_TOOL_ERROR_CHARS: usize = 2_000;
 
+/// The bounds of the backwards reader: the constants above, smaller in tests
+/// so that chunk boundaries and oversize lines are cheap to reach.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    chunk_bytes: usize,
+    max_line_bytes: usize,
+    max_scan_bytes: u64,
+}
+
+const LIMITS: Limits = Limits {
+    chunk_bytes: CHUNK_BYTES,
+    max_line_bytes: MAX_LINE_BYTES,
+    max_scan_bytes: MAX_SCAN_BYTES,
+};
+
 /// Reads the end of the transcript: the last assistant message and the
 /// failing tool results of the iteration it ended.
 pub fn read_iteration_tail(path: &Path) -> Result<IterationTail, TranscriptError> {
+    read_iteration_tail_within(path, LIMITS)
+}
+
+/// The text of the last assistant message within other bounds (tests, fuzzing).
+fn last_assistant_text_within(
+    path: &Path,
+    limits: Limits,
+) -> Result<Option<String>, TranscriptError> {
+    read_iteration_tail_within(path, limits).map(|tail| tail.last_assistant_text)
+}
+
+fn read_iteration_tail_within(
+    path: &Path,
+    limits: Limits,
+) -> Result<IterationTail, TranscriptError> {
     let io_err = |source| TranscriptError::Io {
         path: path.to_path_buf(),
         source,
@@ -76,13 +106,13 @@ pub fn read_iteration_tail(path: &Path) -> Result<IterationTail, TranscriptError
         });
     }
     let mut scan = TailScan::default();
-    scan_lines_backwards(&mut file, meta.len(), |line| scan.visit(line)).map_err(io_err)?;
+    scan_lines_backwards(&mut file, meta.len(), limits, |line| scan.visit(line)).map_err(io_err)?;
     Ok(scan.finish())
 }
 
 /// The text of the last assistant message (see [`IterationTail::last_assistant_text`]).
 pub fn last_assistant_text(path: &Path) -> Result<Option<String>, TranscriptError> {
-    read_iteration_tail(path).map(|tail| tail.last_assistant_text)
+    last_assistant_text_within(path, LIMITS)
 }
 
 /// Walks lines newest first: finds the last assistant message, then goes on
@@ -218,18 +248,25 @@ fn text_of(line: &Value) -> String {
 
 /// Calls `visit` with each non-empty line of the first `len` bytes of
 /// `file`, last line first, until it breaks, the start of the file, or
-/// [`MAX_SCAN_BYTES`] has been read.
+/// `limits.max_scan_bytes` (rounded up to whole chunks) has been read.
+/// Lines longer than `limits.max_line_bytes` are skipped.
 fn scan_lines_backwards(
     file: &mut File,
     len: u64,
+    limits: Limits,
     mut visit: impl FnMut(&[u8]) -> ControlFlow<()>,
 ) -> io::Result<()> {
+    let Limits {
+        chunk_bytes,
+        max_line_bytes,
+        max_scan_bytes,
+    } = limits;
     let mut pos = len;
     let mut scanned: u64 = 0;
     // The end of a line whose start lies before `pos` (bytes already read).
     let mut pending: Vec<u8> = Vec::new();
     let mut oversize = false;
-    let mut chunk = vec![0u8; CHUNK_BYTES];
+    let mut chunk = vec![0u8; chunk_bytes];
     let mut emit = |bytes: &[u8], oversize: bool| -> ControlFlow<()> {
         if oversize || bytes.iter().all(u8::is_ascii_whitespace) {
             ControlFlow::Continue(())
@@ -238,10 +275,10 @@ fn scan_lines_backwards(
         }
     };
     while pos > 0 {
-        if scanned >= MAX_SCAN_BYTES {
+        if scanned >= max_scan_bytes {
             return Ok(());
         }
-        let step = (pos.min(CHUNK_BYTES as u64)) as usize;
+        let step = (pos.min(chunk_bytes as u64)) as usize;
         pos -= step as u64;
         scanned += step as u64;
         file.seek(SeekFrom::Start(pos))?;
@@ -256,7 +293,7 @@ fn scan_lines_backwards(
                 let mut line = Vec::with_capacity(tail.len() + pending.len());
                 line.extend_from_slice(tail);
                 line.extend_from_slice(&pending);
-                emit(&line, oversize || line.len() > MAX_LINE_BYTES)
+                emit(&line, oversize || line.len() > max_line_bytes)
             };
             if flow.is_break() {
                 return Ok(());
@@ -265,7 +302,7 @@ fn scan_lines_backwards(
             oversize = false;
             end = nl;
         }
-        if oversize || pending.len() + end > MAX_LINE_BYTES {
+        if oversize || pending.len() + end > max_line_bytes {
             oversize = true;
             pending.clear();
         } else {
@@ -280,6 +317,13 @@ fn scan_lines_backwards(
     }
     Ok(())
 }
+
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod testing;
+
+#[cfg(test)]
+mod properties;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,254 @@
+//! Property tests of the backwards transcript reader against a reference that
+//! reads the whole file forward, on generated transcripts: assistant, user,
+//! system and other lines, broken and blank lines, long lines, no final
+//! newline; with the real bounds and with tiny ones (so lines span many
+//! chunks and some are over the line limit).
+//!
+//! Lines are written the way JSON serializers (Claude Code's included) write
+//! them: the reader's pre-filter looks for the literal `"assistant"` and
+//! `"user"`, so a type spelled with `\u` escapes (`"assist\u0061nt"`), which
+//! no serializer produces, is deliberately outside these properties.
+
+use std::fmt;
+use std::fs;
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use super::testing::reference;
+use super::{last_assistant_text, last_assistant_text_within, Limits, LIMITS};
+use crate::tempdir::TempDir;
+
+/// The lines of a generated transcript, shown as text when a case fails.
+#[derive(Clone)]
+struct Lines(Vec<Vec<u8>>);
+
+impl fmt::Debug for Lines {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|l| String::from_utf8_lossy(l)))
+            .finish()
+    }
+}
+
+impl Lines {
+    fn bytes(&self, final_newline: bool) -> Vec<u8> {
+        let mut out = self.0.join(&b'\n');
+        if final_newline && !self.0.is_empty() {
+            out.push(b'\n');
+        }
+        out
+    }
+}
+
+fn text() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => "[a-z \"\\\\\n\té€]{0,12}",
+        1 => Just("\"assistant\"".to_string()),
+        1 => Just("type\":\"user".to_string()),
+        1 => Just(String::new()),
+    ]
+    .boxed()
+}
+
+fn message_id() -> BoxedStrategy<Value> {
+    prop_oneof![
+        2 => Just(Value::Null),
+        6 => "m[0-2]".prop_map(Value::from),
+        1 => Just(json!(7)),
+    ]
+    .boxed()
+}
+
+fn sidechain() -> BoxedStrategy<Value> {
+    prop_oneof![6 => Just(Value::Null), 1 => Just(json!(true)), 1 => Just(json!(false))].boxed()
+}
+
+fn block() -> BoxedStrategy<Value> {
+    prop_oneof![
+        4 => text().prop_map(|t| json!({"type": "text", "text": t})),
+        1 => Just(json!({"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}})),
+        1 => text().prop_map(|t| json!({"type": "thinking", "thinking": t})),
+        1 => Just(json!({"type": "text", "text": 5})),
+        1 => Just(json!("text")),
+    ]
+    .boxed()
+}
+
+fn content() -> BoxedStrategy<Value> {
+    prop_oneof![
+        1 => text().prop_map(Value::from),
+        4 => prop::collection::vec(block(), 0..4).prop_map(Value::from),
+        1 => Just(Value::Null),
+    ]
+    .boxed()
+}
+
+/// Inserts `key: value` unless `value` is null (the key is then absent).
+fn with(mut line: Value, key: &str, value: Value) -> Value {
+    if !value.is_null() {
+        line[key] = value;
+    }
+    line
+}
+
+fn json_line(max_pad: usize) -> BoxedStrategy<Value> {
+    let pad = move || (0..=max_pad).prop_map(|n| "p".repeat(n));
+    let assistant = (message_id(), content(), sidechain(), pad()).prop_map(|(id, c, side, pad)| {
+        let message = with(json!({"role": "assistant", "content": c}), "id", id);
+        with(
+            json!({"type": "assistant", "message": message, "uuid": pad}),
+            "isSidechain",
+            side,
+        )
+    });
+    let user = (text(), any::<bool>(), sidechain(), pad()).prop_map(|(t, tool, side, pad)| {
+        let content = if tool {
+            json!([{"type": "tool_result", "tool_use_id": "t1", "content": format!("{t}{pad}")}])
+        } else {
+            json!(format!("{t}{pad}"))
+        };
+        with(
+            json!({"type": "user", "message": {"role": "user", "content": content}}),
+            "isSidechain",
+            side,
+        )
+    });
+    let other = (text(), pad()).prop_flat_map(|(t, pad)| {
+        prop_oneof![
+            Just(json!({"type": "system", "subtype": "stop_hook_summary", "note": t, "pad": pad})),
+            Just(json!({"type": "attachment", "attachment": {"type": "assistant", "text": t}})),
+            Just(json!({"type": "queue-operation", "content": "assistant"})),
+            Just(json!({"message": {"role": "assistant", "content": t}})),
+            Just(json!({"type": 3, "message": "assistant"})),
+            Just(json!(["assistant", "user"])),
+        ]
+    });
+    prop_oneof![5 => assistant, 3 => user, 2 => other].boxed()
+}
+
+fn line(max_pad: usize) -> BoxedStrategy<Vec<u8>> {
+    let json = json_line(max_pad).prop_map(|v| serde_json::to_vec(&v).unwrap());
+    let broken = prop_oneof![
+        // A line cut short (a partial write).
+        (json_line(max_pad), any::<prop::sample::Index>()).prop_map(|(v, at)| {
+            let bytes = serde_json::to_vec(&v).unwrap();
+            let cut = at.index(bytes.len());
+            bytes[..cut].to_vec()
+        }),
+        // Random bytes, invalid UTF-8 included.
+        prop::collection::vec(
+            any::<u8>().prop_filter("no newline", |b| *b != b'\n'),
+            0..20
+        ),
+        // A valid line with a byte replaced by one that is not UTF-8.
+        (json_line(max_pad), any::<prop::sample::Index>()).prop_map(|(v, at)| {
+            let mut bytes = serde_json::to_vec(&v).unwrap();
+            let i = at.index(bytes.len());
+            bytes[i] = 0xff;
+            bytes
+        }),
+        Just(Vec::new()),
+        Just(b" \t\r".to_vec()),
+    ];
+    prop_oneof![6 => json, 1 => broken].boxed()
+}
+
+fn check(dir: &TempDir, lines: &Lines, final_newline: bool, limits: Limits) {
+    let bytes = lines.bytes(final_newline);
+    let path: PathBuf = dir.path().join("t.jsonl");
+    fs::write(&path, &bytes).unwrap();
+    let got = if limits.chunk_bytes == LIMITS.chunk_bytes
+        && limits.max_line_bytes == LIMITS.max_line_bytes
+        && limits.max_scan_bytes == LIMITS.max_scan_bytes
+    {
+        last_assistant_text(&path).unwrap()
+    } else {
+        last_assistant_text_within(&path, limits).unwrap()
+    };
+    assert_eq!(
+        got,
+        reference(
+            &bytes,
+            limits.chunk_bytes,
+            limits.max_line_bytes,
+            limits.max_scan_bytes
+        ),
+        "{limits:?}"
+    );
+}
+
+fn tiny_limits(file_len: usize) -> impl Strategy<Value = Limits> {
+    (1..=48usize).prop_flat_map(move |chunk| {
+        let max_line = prop_oneof![
+            3 => chunk..=chunk + 150,
+            1 => Just(usize::MAX),
+        ];
+        let max_scan = prop_oneof![
+            3 => Just(u64::MAX),
+            1 => 1..=file_len as u64 + 1,
+        ];
+        (max_line, max_scan).prop_map(move |(max_line_bytes, max_scan_bytes)| Limits {
+            chunk_bytes: chunk,
+            max_line_bytes,
+            max_scan_bytes,
+        })
+    })
+}
+
+proptest! {
+    /// Tiny chunks, line limits and scan bounds: every line spans chunk
+    /// boundaries, some lines are over the limit, some scans stop early.
+    #[test]
+    fn tiny_chunks_agree_with_the_forward_reference(
+        (lines, final_newline, limits) in (
+            prop::collection::vec(line(60), 0..24).prop_map(Lines),
+            any::<bool>(),
+        ).prop_flat_map(|(lines, nl)| {
+            let len = lines.bytes(nl).len();
+            (Just(lines), Just(nl), tiny_limits(len))
+        })
+    ) {
+        let dir = TempDir::new();
+        check(&dir, &lines, final_newline, limits);
+    }
+}
+
+proptest! {
+    /// Any bytes at all (newlines, invalid UTF-8): no panic, same answer.
+    #[test]
+    fn arbitrary_bytes_agree_with_the_forward_reference(
+        (bytes, limits) in prop::collection::vec(
+            prop_oneof![4 => any::<u8>(), 1 => Just(b'\n')],
+            0..300,
+        ).prop_flat_map(|bytes| {
+            let len = bytes.len();
+            (Just(bytes), tiny_limits(len))
+        })
+    ) {
+        let dir = TempDir::new();
+        let path = dir.path().join("t.jsonl");
+        fs::write(&path, &bytes).unwrap();
+        let got = last_assistant_text_within(&path, limits).unwrap();
+        prop_assert_eq!(got, reference(&bytes, limits.chunk_bytes, limits.max_line_bytes, limits.max_scan_bytes));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The real bounds, on files of 0 to a few hundred KiB whose long lines
+    /// put the 64 KiB chunk boundaries at arbitrary places.
+    #[test]
+    fn real_chunks_agree_with_the_forward_reference(
+        lines in prop::collection::vec(
+            prop_oneof![8 => line(3000), 1 => line(90_000)],
+            0..40,
+        ).prop_map(Lines),
+        final_newline in any::<bool>(),
+    ) {
+        let dir = TempDir::new();
+        check(&dir, &lines, final_newline, LIMITS);
+    }
+}

@@ -9,8 +9,10 @@
 #
 # Installs the pinned cargo-fuzz when missing. Corpora grow in fuzz/corpus/
 # (kept between runs, not committed); a crash is saved in fuzz/artifacts/
-# and fails the run. Ends with one line per target: runs, corpus size.
+# and fails the run. Ends with one line per target (runs, corpus size)
+# and the time spent installing, building and fuzzing.
 set -euo pipefail
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")"
 
 CARGO_FUZZ_VERSION=0.13.2
@@ -20,7 +22,7 @@ case "${1:-}" in
   "") ;;
   --smoke) seconds=5 ;;
   -h | --help)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$self" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *[!0-9]* | 0*)
@@ -67,8 +69,9 @@ for target in "${targets[@]}"; do
   log=$(mktemp)
   echo "== $target: ${seconds}s"
   status=0
+  read -r -a extra <<<"$(options_of "$target")"
   cargo fuzz run "$target" "corpus/$target" "$(seeds_of "$target")" -- \
-    -max_total_time="$seconds" -print_final_stats=1 $(options_of "$target") >"$log" 2>&1 || status=$?
+    -max_total_time="$seconds" -print_final_stats=1 "${extra[@]}" >"$log" 2>&1 || status=$?
   if [ "$status" -ne 0 ]; then
     tail -n 60 "$log"
   fi

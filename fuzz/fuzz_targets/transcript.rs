@@ -33,28 +33,36 @@ fn scratch() -> &'static PathBuf {
 
 fuzz_target!(|data: &[u8]| {
     let (bounds, content) = data.split_at(data.len().min(3));
+    let small = match *bounds {
+        [a, b, c] => {
+            // At most about 128 chunks, so that large inputs stay fast.
+            let chunk = (usize::from(a % 64) + 1).max(content.len() / 128);
+            let max_line = match b {
+                255 => usize::MAX,
+                b => chunk + usize::from(b) * 4,
+            };
+            let max_scan = match c {
+                128.. => u64::MAX,
+                c => u64::from(c) * 16 + 1,
+            };
+            Some((chunk, max_line, max_scan))
+        }
+        _ => None,
+    };
+
     let path = scratch();
     std::fs::write(path, content).unwrap();
-
     let real = transcript::last_assistant_text(path).unwrap();
+    let with_small = small.map(|(chunk, max_line, max_scan)| {
+        testing::last_assistant_text_with(path, chunk, max_line, max_scan).unwrap()
+    });
+    std::fs::remove_file(path).unwrap();
+
     assert_eq!(
         real,
         testing::reference(content, CHUNK_BYTES, MAX_LINE_BYTES, MAX_SCAN_BYTES)
     );
-
-    if let [a, b, c] = *bounds {
-        // At most about 128 chunks, so that large inputs stay fast.
-        let chunk = (usize::from(a % 64) + 1).max(content.len() / 128);
-        let max_line = match b {
-            255 => usize::MAX,
-            b => chunk + usize::from(b) * 4,
-        };
-        let max_scan = match c {
-            128.. => u64::MAX,
-            c => u64::from(c) * 16 + 1,
-        };
-        let tiny = testing::last_assistant_text_with(path, chunk, max_line, max_scan).unwrap();
-        assert_eq!(tiny, testing::reference(content, chunk, max_line, max_scan));
+    if let (Some((chunk, max_line, max_scan)), Some(got)) = (small, with_small) {
+        assert_eq!(got, testing::reference(content, chunk, max_line, max_scan));
     }
-    std::fs::remove_file(path).unwrap();
 });

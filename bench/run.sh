@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# Benchmarks ralph-stop-hook as Claude Code runs it (one whole process per
+# stop, measured with hyperfine) and the pure parts of a stop (criterion),
+# and prints a Markdown table of the results with the machine they ran on.
+#
+#   bench/run.sh           every measurement, transcripts up to 1 GiB;
+#                          writes the table to bench/results.md
+#   bench/run.sh --quick   few runs, transcripts up to 10 MiB, criterion
+#                          benches run once each; prints the table only.
+#                          Timing is never judged (CI machines are noisy):
+#                          it fails only when a command fails or the hook
+#                          does not answer as expected.
+#
+# Needs hyperfine with --input (1.16 or later) and GNU time: installs them
+# with apt-get when missing; when the installed hyperfine is older, builds
+# a pinned one into .cache/hyperfine with cargo.
+set -euo pipefail
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+cd "$(dirname "$0")/.."
+root=$PWD
+
+HYPERFINE_VERSION=1.20.0
+SID=c0563e5b-5d19-4827-8166-f6f26bb447e0
+
+quick=0
+case "${1:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  -h | --help)
+    sed -n '2,16p' "$self" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "usage: bench/run.sh [--quick]" >&2
+    exit 2
+    ;;
+esac
+
+say() { echo "bench: $*" >&2; }
+die() {
+  echo "bench/run.sh: $*" >&2
+  exit 1
+}
+
+# ------------------------------------------------------------------ tools
+
+apt_install() {
+  command -v apt-get >/dev/null || die "$1 is missing and there is no apt-get; install $1"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  say "installing $1 with apt-get"
+  "${sudo[@]}" apt-get install -y "$1" >/dev/null ||
+    { "${sudo[@]}" apt-get update >/dev/null && "${sudo[@]}" apt-get install -y "$1" >/dev/null; } ||
+    die "cannot install $1"
+}
+
+command -v hyperfine >/dev/null || apt_install hyperfine
+[ -x /usr/bin/time ] || apt_install time
+hyperfine=hyperfine
+if ! hyperfine --help | grep -q -- '--input'; then
+  hyperfine=$root/.cache/hyperfine/bin/hyperfine
+  if ! "$hyperfine" --version 2>/dev/null | grep -qx "hyperfine $HYPERFINE_VERSION"; then
+    say "$(command hyperfine --version) has no --input; building hyperfine $HYPERFINE_VERSION into .cache/hyperfine"
+    cargo install --quiet --locked hyperfine --version "$HYPERFINE_VERSION" --root "$root/.cache/hyperfine"
+  fi
+fi
+
+# ------------------------------------------------------------------ build
+
+say "building the release binaries"
+cargo build --quiet --release --locked -p ralph-stop-hook -p ralph-ctl
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+hook=$target_dir/release/ralph-stop-hook
+ctl=$target_dir/release/ralph-ctl
+
+# Nothing from the caller's environment may change what the hook does.
+while IFS='=' read -r name _; do
+  case "$name" in RALPH_* | CLAUDE_PROJECT_DIR | CLAUDE_CODE_*) unset "$name" ;; esac
+done < <(env)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/ralph-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# A project with a running loop owned by $SID. Every blocked stop advances
+# the iteration, so the cap is the highest allowed.
+project=$work/project
+mkdir -p "$project"
+"$ctl" init --project "$project" >/dev/null
+"$ctl" --project "$project" start --session-id "$SID" --max-iterations 100000 >/dev/null
+sync
+
+# The hook input: `stop_input FILE [last_assistant_message | -t TRANSCRIPT]`.
+stop_input() {
+  local file=$1 extra
+  if [ "$2" = -t ]; then
+    extra="\"transcript_path\": \"$3\""
+  else
+    extra="\"transcript_path\": \"$work/unused.jsonl\", \"last_assistant_message\": \"$2\""
+  fi
+  cat >"$file" <<EOF
+{"session_id": "$SID", "cwd": "$project", "hook_event_name": "Stop",
+ "stop_hook_active": true, "permission_mode": "default", $extra}
+EOF
+}
+
+# ------------------------------------------------------------ transcripts
+
+# One JSONL line of each kind Claude Code writes, as it writes them.
+assistant_tool_line() {
+  printf '{"parentUuid":"p%d","isSidechain":false,"type":"assistant","message":{"id":"msg_%d","type":"message","role":"assistant","model":"claude-opus-5-5","content":[{"type":"text","text":"Let me run the tests."},{"type":"tool_use","id":"toolu_%d","name":"Bash","input":{"command":"cargo test 2>&1 | tail -400"}}],"stop_reason":"tool_use"},"uuid":"a%d","timestamp":"2026-01-01T00:00:00.000Z","sessionId":"%s"}\n' \
+    "$1" "$1" "$1" "$1" "$SID"
+}
+tool_result_line() { # $1: id, $2: the result text (already JSON-escaped)
+  printf '{"parentUuid":"a%d","isSidechain":false,"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_%d","type":"tool_result","content":"%s","is_error":false}]},"uuid":"u%d","timestamp":"2026-01-01T00:00:01.000Z","sessionId":"%s"}\n' \
+    "$1" "$1" "$2" "$1" "$SID"
+}
+tail_lines() {
+  printf '{"parentUuid":"u9","isSidechain":false,"type":"assistant","message":{"id":"msg_last","type":"message","role":"assistant","model":"claude-opus-5-5","content":[{"type":"text","text":"Fixed the parser and its tests; two findings remain.\\nStill working."}],"stop_reason":"end_turn"},"uuid":"last","timestamp":"2026-01-01T00:00:02.000Z","sessionId":"%s"}\n' "$SID"
+  printf '{"parentUuid":"last","isSidechain":false,"type":"system","subtype":"stop_hook_summary","hookCount":1,"hookInfos":[{"command":"ralph-stop-hook","durationMs":3}],"uuid":"s1","timestamp":"2026-01-01T00:00:02.100Z","sessionId":"%s"}\n' "$SID"
+}
+
+# A block of about 1 MiB: 16 tool calls, each with a 64 KiB test-run result.
+make_block() {
+  local result i
+  result=$(for i in $(seq 1 1000); do printf 'test parser::cases::case_%04d ... \\u001b[32mok\\u001b[0m\\n' "$i"; done)
+  for i in $(seq 1 16); do
+    assistant_tool_line "$i"
+    tool_result_line "$i" "$result"
+  done >"$work/block.jsonl"
+}
+
+# `make_transcript FILE BYTES`: blocks up to about BYTES, then the last
+# assistant message and the system line Claude Code writes after it.
+make_transcript() {
+  local file=$1 bytes=$2 block_bytes n i
+  block_bytes=$(stat -c %s "$work/block.jsonl")
+  n=$((bytes / block_bytes))
+  {
+    printf '{"type":"user","isSidechain":false,"message":{"role":"user","content":"Do the task"},"uuid":"u0","sessionId":"%s"}\n' "$SID"
+    for ((i = 0; i < n; i++)); do cat "$work/block.jsonl"; done
+    tail_lines
+  } >"$file"
+}
+
+# ------------------------------------------------------------ measurement
+
+if [ "$quick" -eq 1 ]; then
+  warmup=3 runs=30 sizes="1KiB:1024 10MiB:10485760"
+else
+  warmup=20 runs=300 sizes="1KiB:1024 10MiB:10485760 100MiB:104857600 1GiB:1073741824"
+fi
+
+# `check NAME INPUT WANT`: one run must exit 0, print nothing on stderr, and
+# block (WANT=block) or print nothing at all (WANT=nothing).
+check() {
+  local name=$1 input=$2 want=$3 out err code=0
+  if [ "$want" = block ]; then
+    out=$(RALPH_ACTIVE=1 "$hook" <"$input" 2>"$work/err") || code=$?
+  else
+    out=$(env -u RALPH_ACTIVE "$hook" <"$input" 2>"$work/err") || code=$?
+  fi
+  err=$(cat "$work/err")
+  if [ "$code" -ne 0 ] || [ -n "$err" ] ||
+    { [ "$want" = block ] && [[ $out != '{"decision":"block"'* ]]; } ||
+    { [ "$want" = nothing ] && [ -n "$out" ]; }; then
+    die "$name: the hook did not $want (exit $code); stdout: ${out:0:200}; stderr: $err"
+  fi
+}
+
+# `measure NAME INPUT [ENV=VALUE]`: hyperfine on the hook; sets the median,
+# mean and σ (ms) of NAME. With no INPUT, stdin is empty.
+declare -A median mean sd rss
+measure() {
+  local name=$1 input=$2 csv="$work/$1.csv"
+  shift 2
+  local args=(-N --style none --warmup "$warmup" --runs "$runs" --export-csv "$csv")
+  [ -n "$input" ] && args+=(--input "$input")
+  env "$@" "$hyperfine" "${args[@]}" -- "'$hook'" >/dev/null || die "$name: hyperfine failed"
+  read_csv "$name" "$csv"
+}
+read_csv() { # NAME CSV: the first command's row, seconds to ms
+  local line
+  line=$(sed -n 2p "$2")
+  median[$1]=$(awk -F, '{ printf "%.2f", $4 * 1000 }' <<<"$line")
+  mean[$1]=$(awk -F, '{ printf "%.2f", $2 * 1000 }' <<<"$line")
+  sd[$1]=$(awk -F, '{ printf "%.2f", $3 * 1000 }' <<<"$line")
+}
+
+# `peak_rss NAME INPUT [RALPH_ACTIVE=1]`: the largest max-RSS of 5 runs, in MiB.
+peak_rss() {
+  local name=$1 input=${2:-/dev/null} i kib max=0
+  shift 2
+  for i in 1 2 3 4 5; do
+    env -u RALPH_ACTIVE "$@" /usr/bin/time -f %M -o "$work/rss" "$hook" <"$input" >/dev/null 2>&1 ||
+      die "$name: the hook failed under /usr/bin/time"
+    kib=$(tail -n 1 "$work/rss")
+    [ "$kib" -gt "$max" ] && max=$kib
+  done
+  rss[$name]=$(awk -v k="$max" 'BEGIN { printf "%.1f", k / 1024 }')
+}
+
+say "process spawn baseline and the guard (RALPH_ACTIVE unset)"
+check guard /dev/null nothing
+"$hyperfine" -N --style none --warmup "$warmup" --runs "$((runs * 3))" \
+  --export-csv "$work/guard.csv" -- /bin/true "'$hook'" >/dev/null || die "guard: hyperfine failed"
+sed -n '1p;2p' "$work/guard.csv" >"$work/true.csv"
+sed -n '1p;3p' "$work/guard.csv" >"$work/guard-only.csv"
+read_csv true "$work/true.csv"
+read_csv guard "$work/guard-only.csv"
+peak_rss guard ""
+
+say "active loop, last_assistant_message in the input"
+stop_input "$work/active.json" "Fixed the parser. Still working."
+check active "$work/active.json" block
+measure active "$work/active.json" RALPH_ACTIVE=1
+peak_rss active "$work/active.json" RALPH_ACTIVE=1
+
+make_block
+transcript_names=()
+declare -A transcript_bytes
+for entry in $sizes; do
+  name=${entry%%:*}
+  bytes=${entry#*:}
+  say "transcript fallback, $name transcript"
+  make_transcript "$work/$name.jsonl" "$bytes"
+  # Flush the new file now: the hook's own fsyncs must not wait for it.
+  sync
+  transcript_bytes[$name]=$(stat -c %s "$work/$name.jsonl")
+  stop_input "$work/$name.json" -t "$work/$name.jsonl"
+  check "transcript $name" "$work/$name.json" block
+  measure "t$name" "$work/$name.json" RALPH_ACTIVE=1
+  peak_rss "t$name" "$work/$name.json" RALPH_ACTIVE=1
+  rm -f "$work/$name.jsonl"
+  transcript_names+=("$name")
+done
+
+size_bytes=$(stat -c %s "$hook")
+iteration=$("$ctl" --project "$project" status --json | sed -n 's/.*"iteration": *\([0-9]*\).*/\1/p' | head -n 1)
+
+say "criterion benches of the pure parts"
+if [ "$quick" -eq 1 ]; then
+  cargo bench --quiet --locked -p ralph-core --bench core -- --test >"$work/criterion.txt" 2>&1 ||
+    { cat "$work/criterion.txt"; die "criterion benches failed"; }
+else
+  cargo bench --quiet --locked -p ralph-core --bench core >"$work/criterion.txt" 2>&1 ||
+    { cat "$work/criterion.txt"; die "criterion benches failed"; }
+fi
+
+# ------------------------------------------------------------------ table
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+verdict() { awk -v ok="$1" 'BEGIN { print (ok ? "met" : "**missed**") }'; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.2f MiB", b / 1048576 }'; }
+human() {
+  awk -v b="$1" 'BEGIN {
+    if (b < 10240) printf "%d B", b
+    else if (b < 1073741824) printf "%.1f MiB", b / 1048576
+    else printf "%.2f GiB", b / 1073741824
+  }'
+}
+max_rss=0
+for name in guard active "${transcript_names[@]/#/t}"; do
+  max_rss=$(awk -v a="$max_rss" -v b="${rss[$name]}" 'BEGIN { print (b > a ? b : a) }')
+done
+first=${transcript_names[0]}
+last=${transcript_names[${#transcript_names[@]} - 1]}
+
+table() {
+  local name
+  echo "## ralph-stop-hook benchmark"
+  echo
+  echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, $(uname -sr)"
+  echo "- date: $(date -u +%Y-%m-%d), ralph $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(rustc --version | cut -d' ' -f1-2), $("$hyperfine" --version)"
+  if [ "$quick" -eq 1 ]; then
+    echo "- mode: --quick ($runs runs per case; verdicts are indicative only)"
+  else
+    echo "- mode: full ($runs runs per case, $((runs * 3)) for the guard, $warmup warm-up runs)"
+  fi
+  echo
+  echo "Whole process, as Claude Code runs it (hyperfine; times in ms):"
+  echo
+  echo "| case | median | mean ± σ | peak RSS | target | |"
+  echo "|---|---:|---:|---:|---|---|"
+  echo "| \`/bin/true\` (process spawn) | ${median[true]} | ${mean[true]} ± ${sd[true]} | – | – | |"
+  echo "| guard off (\`RALPH_ACTIVE\` unset) | ${median[guard]} ($(ratio "${median[guard]}" "${median[true]}")× true) | ${mean[guard]} ± ${sd[guard]} | ${rss[guard]} MiB | ≤ 1.5× \`/bin/true\` | $(verdict "$(awk -v a="${median[guard]}" -v b="${median[true]}" 'BEGIN { print a <= 1.5 * b }')") |"
+  echo "| active loop, \`last_assistant_message\` | ${median[active]} | ${mean[active]} ± ${sd[active]} | ${rss[active]} MiB | median < 5 ms | $(verdict "$(awk -v a="${median[active]}" 'BEGIN { print a < 5 }')") |"
+  for name in "${transcript_names[@]}"; do
+    local target="–" judged=""
+    if [ "$name" = "$last" ] && [ "$name" != "$first" ]; then
+      target="≤ 1.3× the $first time"
+      judged=$(verdict "$(awk -v a="${median[t$name]}" -v b="${median[t$first]}" 'BEGIN { print a <= 1.3 * b }')")
+    fi
+    echo "| transcript fallback, $name file ($(human "${transcript_bytes[$name]}")) | ${median[t$name]} ($(ratio "${median[t$name]}" "${median[t$first]}")× $first) | ${mean[t$name]} ± ${sd[t$name]} | ${rss[t$name]} MiB | $target | $judged |"
+  done
+  echo
+  echo "| | value | target | |"
+  echo "|---|---:|---|---|"
+  echo "| peak RSS, largest of the cases above | $max_rss MiB | < 8 MiB | $(verdict "$(awk -v a="$max_rss" 'BEGIN { print a < 8 }')") |"
+  echo "| \`ralph-stop-hook\` release size (stripped) | $size_bytes bytes ($(mib "$size_bytes")) | < 2 MiB | $(verdict "$((size_bytes < 2097152))") |"
+  echo
+  echo "Every blocked stop advanced the loop, which ended these runs at iteration $iteration."
+  echo
+  echo "Pure parts (criterion, \`cargo bench -p ralph-core --bench core\`; estimate of the mean):"
+  echo
+  echo "| bench | time |"
+  echo "|---|---:|"
+  awk '
+    /^[^ ]/ && !/time:/ && !/^(Benchmarking|Found|Testing|Success|Gnuplot|  )/ { name = $1 }
+    /time:/ {
+      if ($1 != "time:") name = $1
+      sub(/.*\[/, ""); split($0, t, " ")
+      printf "| %s | %s %s |\n", name, t[3], t[4]
+    }
+    /^Testing / { printf "| %s | ran once (--quick) |\n", $2 }
+  ' "$work/criterion.txt"
+}
+
+table | tee "$work/results.md"
+if [ "$quick" -eq 0 ]; then
+  cp "$work/results.md" bench/results.md
+  say "written to bench/results.md"
+fi

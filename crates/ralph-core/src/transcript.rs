@@ -56,6 +56,10 @@ pub struct IterationTail {
     pub tool_calls: usize,
 }
 
+/// How far back, past the last assistant message, the reader looks for the
+/// iteration's tool calls and failing tool results.
+pub const ITERATION_SCAN_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Most failing tool results collected.
 pub const MAX_TOOL_ERRORS: usize = 5;
 /// Longest failing tool result kept, in characters.
@@ -125,14 +129,33 @@ struct TailScan {
     parts_newest_first: Vec<String>,
     tool_errors: Vec<String>,
     tool_calls: usize,
+    bytes_since_found: u64,
 }
 
 impl TailScan {
     fn visit(&mut self, line: &[u8]) -> ControlFlow<()> {
+        if self.found {
+            // The iteration's tool results are looked for within a bound, so
+            // a stop costs the same however long the iteration was.
+            self.bytes_since_found += line.len() as u64;
+            if self.bytes_since_found > ITERATION_SCAN_BYTES {
+                return ControlFlow::Break(());
+            }
+        }
         // Cheap pre-filter: only assistant and user lines matter.
-        let has_assistant = line.windows(11).any(|w| w == b"\"assistant\"");
-        let is_user = line.windows(6).any(|w| w == b"\"user\"");
+        let has_assistant = contains(line, b"\"assistant\"");
+        let is_user = contains(line, b"\"user\"");
         if !(has_assistant || is_user) {
+            return ControlFlow::Continue(());
+        }
+        // A successful tool result (most of a transcript's bytes) needs no parsing.
+        if is_user
+            && !has_assistant
+            && contains(line, b"\"tool_result\"")
+            && !contains(line, b"\"is_error\":true")
+            && !contains(line, b"\"is_error\": true")
+        {
+            self.message_done = self.found;
             return ControlFlow::Continue(());
         }
         let Ok(value) = serde_json::from_slice::<Value>(line) else {
@@ -217,6 +240,10 @@ impl TailScan {
             },
         }
     }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The text of a tool result's `content` (a string or text blocks).

@@ -46,8 +46,18 @@ pub const SCAN_IGNORES: &[&str] = &[
 /// The TDD state file, relative to the project root.
 pub const TDD_STATE_FILE: &str = "tdd-state.json";
 
+/// True when `root` or a folder above it holds `.git` (a folder, or a file
+/// for worktrees and submodules): only then is `git` worth starting.
+fn inside_git_repository(root: &Path) -> bool {
+    root.ancestors()
+        .any(|dir| dir.join(".git").symlink_metadata().is_ok())
+}
+
 /// A fingerprint of the project's files, or `None` when it cannot be taken.
 pub fn fingerprint(root: &Path) -> Option<String> {
+    if !inside_git_repository(root) {
+        return Some(format!("scan:{}", scan_fingerprint(root)));
+    }
     match git_status(root) {
         GitStatus::Listed(bytes) => Some(format!("git:{}", git_fingerprint(root, &bytes))),
         GitStatus::NotARepository => Some(format!("scan:{}", scan_fingerprint(root))),

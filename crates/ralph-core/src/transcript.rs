@@ -58,7 +58,7 @@ pub struct IterationTail {
 
 /// How far back, past the last assistant message, the reader looks for the
 /// iteration's tool calls and failing tool results.
-pub const ITERATION_SCAN_BYTES: u64 = 4 * 1024 * 1024;
+pub const ITERATION_SCAN_BYTES: u64 = 1024 * 1024;
 
 /// Most failing tool results collected.
 pub const MAX_TOOL_ERRORS: usize = 5;
@@ -148,15 +148,19 @@ impl TailScan {
         if !(has_assistant || is_user) {
             return ControlFlow::Continue(());
         }
-        // A successful tool result (most of a transcript's bytes) needs no parsing.
-        if is_user
-            && !has_assistant
-            && contains(line, b"\"tool_result\"")
+        // A large successful tool result (most of a transcript's bytes) is
+        // only checked, not built into a JSON tree.
+        if line.len() > LARGE_LINE_BYTES
+            && is_user
             && !contains(line, b"\"is_error\":true")
             && !contains(line, b"\"is_error\": true")
         {
-            self.message_done = self.found;
-            return ControlFlow::Continue(());
+            if let Some(head) = line_head(line) {
+                if head.kind.as_deref() == Some("user") && head.is_sidechain != Some(true) {
+                    self.message_done = self.found;
+                    return ControlFlow::Continue(());
+                }
+            }
         }
         let Ok(value) = serde_json::from_slice::<Value>(line) else {
             return ControlFlow::Continue(());
@@ -242,8 +246,32 @@ impl TailScan {
     }
 }
 
+/// Lines longer than this are first read for their type only.
+const LARGE_LINE_BYTES: usize = 64 * 1024;
+
+/// The top-level fields of a transcript line that say what it is.
+#[derive(serde::Deserialize)]
+struct LineHead {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(rename = "isSidechain")]
+    is_sidechain: Option<bool>,
+}
+
+/// Reads a line's type without building its content; `None` when the line is
+/// not valid UTF-8 JSON of that shape (the caller then parses it in full).
+fn line_head(line: &[u8]) -> Option<LineHead> {
+    std::str::from_utf8(line).ok()?;
+    serde_json::from_slice(line).ok()
+}
+
+/// Substring search: the standard library's fast `str` search on UTF-8
+/// lines (nearly all of them), a plain byte search otherwise.
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+    match (std::str::from_utf8(haystack), std::str::from_utf8(needle)) {
+        (Ok(h), Ok(n)) => h.contains(n),
+        _ => haystack.windows(needle.len()).any(|w| w == needle),
+    }
 }
 
 /// The text of a tool result's `content` (a string or text blocks).

@@ -87,6 +87,16 @@ project=$work/project
 mkdir -p "$project"
 "$ctl" init --project "$project" >/dev/null
 "$ctl" --project "$project" start --session-id "$SID" --max-iterations 100000 >/dev/null
+# The same in a git repository of 50 committed files: the circuit breaker's
+# progress check then runs `git status`.
+gitproject=$work/gitproject
+mkdir -p "$gitproject"
+git -C "$gitproject" init -q
+for i in $(seq 1 50); do echo "$i" >"$gitproject/file$i.txt"; done
+git -C "$gitproject" add -A
+git -C "$gitproject" -c user.name=bench -c user.email=bench@example.invalid commit -qm start
+"$ctl" init --project "$gitproject" >/dev/null
+"$ctl" --project "$gitproject" start --session-id "$SID" --max-iterations 100000 >/dev/null
 sync
 
 # The hook input: `stop_input FILE [last_assistant_message | -t TRANSCRIPT]`.
@@ -98,7 +108,7 @@ stop_input() {
     extra="\"transcript_path\": \"$work/unused.jsonl\", \"last_assistant_message\": \"$2\""
   fi
   cat >"$file" <<EOF
-{"session_id": "$SID", "cwd": "$project", "hook_event_name": "Stop",
+{"session_id": "$SID", "cwd": "${input_project:-$project}", "hook_event_name": "Stop",
  "stop_hook_active": true, "permission_mode": "default", $extra}
 EOF
 }
@@ -215,6 +225,12 @@ check active "$work/active.json" block
 measure active "$work/active.json" RALPH_ACTIVE=1
 peak_rss active "$work/active.json" RALPH_ACTIVE=1
 
+say "active loop in a git repository, last_assistant_message in the input"
+input_project=$gitproject stop_input "$work/active-git.json" "Fixed the parser. Still working."
+check "active (git)" "$work/active-git.json" block
+measure active_git "$work/active-git.json" RALPH_ACTIVE=1
+peak_rss active_git "$work/active-git.json" RALPH_ACTIVE=1
+
 make_block
 transcript_names=()
 declare -A transcript_bytes
@@ -259,7 +275,7 @@ human() {
   }'
 }
 max_rss=0
-for name in guard active "${transcript_names[@]/#/t}"; do
+for name in guard active active_git "${transcript_names[@]/#/t}"; do
   max_rss=$(awk -v a="$max_rss" -v b="${rss[$name]}" 'BEGIN { print (b > a ? b : a) }')
 done
 first=${transcript_names[0]}
@@ -284,6 +300,7 @@ table() {
   echo "| \`/bin/true\` (process spawn) | ${median[true]} | ${mean[true]} ± ${sd[true]} | – | – | |"
   echo "| guard off (\`RALPH_ACTIVE\` unset) | ${median[guard]} ($(ratio "${median[guard]}" "${median[true]}")× true) | ${mean[guard]} ± ${sd[guard]} | ${rss[guard]} MiB | ≤ 1.5× \`/bin/true\` | $(verdict "$(awk -v a="${median[guard]}" -v b="${median[true]}" 'BEGIN { print a <= 1.5 * b }')") |"
   echo "| active loop, \`last_assistant_message\` | ${median[active]} | ${mean[active]} ± ${sd[active]} | ${rss[active]} MiB | median < 5 ms | $(verdict "$(awk -v a="${median[active]}" 'BEGIN { print a < 5 }')") |"
+  echo "| active loop in a git repository (50 files; includes \`git status\`) | ${median[active_git]} | ${mean[active_git]} ± ${sd[active_git]} | ${rss[active_git]} MiB | – | |"
   for name in "${transcript_names[@]}"; do
     local target="–" judged=""
     if [ "$name" = "$last" ] && [ "$name" != "$first" ]; then

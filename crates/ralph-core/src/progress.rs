@@ -12,8 +12,9 @@ use std::fs;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -92,31 +93,49 @@ fn git_status(root: &Path) -> GitStatus {
     let Ok(mut child) = child else {
         return GitStatus::NotARepository; // no git on this machine
     };
-    let mut stdout = child.stdout.take().expect("piped");
-    let reader = thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stdout.read_to_end(&mut bytes);
-        bytes
-    });
-    let deadline = Instant::now() + GIT_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(2)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
+    // Read until git closes its output (no polling delay on the hook's path);
+    // a watchdog kills it if it runs past the timeout.
+    let (done, finished) = mpsc::channel::<()>();
+    let pid = child.id();
+    let watchdog = thread::spawn(move || {
+        if finished.recv_timeout(GIT_TIMEOUT) == Err(mpsc::RecvTimeoutError::Timeout) {
+            kill(pid);
+            true
+        } else {
+            false
         }
-    };
-    let bytes = reader.join().unwrap_or_default();
+    });
+    let mut bytes = Vec::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_end(&mut bytes);
+    }
+    let exit = child.wait().ok();
+    let _ = done.send(());
+    let timed_out = watchdog.join().unwrap_or(true);
+    let status = exit.filter(|_| !timed_out);
     match status {
         Some(s) if s.success() => GitStatus::Listed(bytes),
         Some(s) if s.code() == Some(128) => GitStatus::NotARepository,
         _ => GitStatus::Failed,
     }
 }
+
+/// Kills a process that overran its time.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn kill(pid: u32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        if pid > 1 {
+            // SAFETY: kill(2) on one positive pid only sends a signal.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn kill(_pid: u32) {}
 
 fn under_claude_dir(path: &str) -> bool {
     path.starts_with(".claude/") || path.contains("/.claude/")

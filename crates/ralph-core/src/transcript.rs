@@ -58,7 +58,7 @@ pub struct IterationTail {
 
 /// How far back, past the last assistant message, the reader looks for the
 /// iteration's tool calls and failing tool results.
-pub const ITERATION_SCAN_BYTES: u64 = 1024 * 1024;
+pub const ITERATION_SCAN_BYTES: u64 = 256 * 1024;
 
 /// Most failing tool results collected.
 pub const MAX_TOOL_ERRORS: usize = 5;
@@ -247,7 +247,7 @@ impl TailScan {
 }
 
 /// Lines longer than this are first read for their type only.
-const LARGE_LINE_BYTES: usize = 64 * 1024;
+const LARGE_LINE_BYTES: usize = 4 * 1024;
 
 /// The top-level fields of a transcript line that say what it is.
 #[derive(serde::Deserialize)]

@@ -58,7 +58,7 @@ pub struct IterationTail {
 
 /// How far back, past the last assistant message, the reader looks for the
 /// iteration's tool calls and failing tool results.
-pub const ITERATION_SCAN_BYTES: u64 = 256 * 1024;
+pub const ITERATION_SCAN_BYTES: u64 = 64 * 1024;
 
 /// Most failing tool results collected.
 pub const MAX_TOOL_ERRORS: usize = 5;

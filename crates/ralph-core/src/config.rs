@@ -5,7 +5,7 @@
 //! key and what it accepts, so the hook can let the stop through with one clear
 //! line instead of running a loop the person did not ask for.
 
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -13,6 +13,7 @@ use thiserror::Error;
 
 use crate::breaker::BreakerConfig;
 use crate::completion::{CompletionConfig, CompletionMode, ConfidenceWeights};
+use crate::files::{read_bounded, Bounded};
 use crate::paths::{ProjectPaths, DEFAULT_PROMPT_FILE};
 use crate::verify::VerifyCommand;
 
@@ -317,24 +318,16 @@ impl Config {
             path: path.to_path_buf(),
             source,
         };
-        let file = match crate::files::open_without_waiting(path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => return Err(read_err(source)),
-        };
         // A FIFO would block the read and a device such as /dev/zero never ends.
-        if !file.metadata().map_err(read_err)?.is_file() {
-            return Err(read_err(io::Error::other("not a regular file")));
-        }
-        let mut bytes = Vec::new();
-        file.take(MAX_CONFIG_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(read_err)?;
-        if bytes.len() as u64 > MAX_CONFIG_BYTES {
-            return Err(ConfigError::TooLarge {
-                path: path.to_path_buf(),
-            });
-        }
+        let bytes = match read_bounded(path, MAX_CONFIG_BYTES).map_err(read_err)? {
+            Bounded::Missing => return Ok(()),
+            Bounded::TooLarge => {
+                return Err(ConfigError::TooLarge {
+                    path: path.to_path_buf(),
+                })
+            }
+            Bounded::Bytes(bytes) => bytes,
+        };
         let text = String::from_utf8(bytes).map_err(|_| {
             read_err(io::Error::new(
                 io::ErrorKind::InvalidData,

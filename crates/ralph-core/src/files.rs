@@ -3,8 +3,38 @@
 //! until a writer came. Callers still refuse anything but a regular file.
 
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::path::Path;
+
+/// What [`read_bounded`] found.
+pub(crate) enum Bounded {
+    /// Nothing at the path.
+    Missing,
+    /// More than the limit.
+    TooLarge,
+    /// The whole file.
+    Bytes(Vec<u8>),
+}
+
+/// Reads a regular file of at most `limit` bytes, without waiting on a FIFO
+/// and without reading a device forever ("not a regular file" is an error).
+pub(crate) fn read_bounded(path: &Path, limit: u64) -> io::Result<Bounded> {
+    let file = match open_without_waiting(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Bounded::Missing),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    Ok(if bytes.len() as u64 > limit {
+        Bounded::TooLarge
+    } else {
+        Bounded::Bytes(bytes)
+    })
+}
 
 /// Opens `path` for reading without waiting for a FIFO's writer
 /// (O_NONBLOCK, which regular files ignore).

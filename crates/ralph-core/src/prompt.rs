@@ -2,12 +2,13 @@
 //! current PROMPT.md (re-read at every stop, so edits apply at once), and the
 //! guardrails when present.
 
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
 use crate::config::Config;
+use crate::files::{read_bounded, Bounded};
 
 /// Largest prompt or guardrails file accepted: it is re-sent at every iteration.
 pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
@@ -54,23 +55,15 @@ fn read_text(path: &Path) -> Result<Option<String>, PromptError> {
         path: path.to_path_buf(),
         source,
     };
-    let file = match crate::files::open_without_waiting(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(e)),
+    let bytes = match read_bounded(path, MAX_PROMPT_BYTES).map_err(io_err)? {
+        Bounded::Missing => return Ok(None),
+        Bounded::TooLarge => {
+            return Err(PromptError::TooLarge {
+                path: path.to_path_buf(),
+            })
+        }
+        Bounded::Bytes(bytes) => bytes,
     };
-    if !file.metadata().map_err(io_err)?.is_file() {
-        return Err(io_err(io::Error::other("not a regular file")));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_PROMPT_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io_err)?;
-    if bytes.len() as u64 > MAX_PROMPT_BYTES {
-        return Err(PromptError::TooLarge {
-            path: path.to_path_buf(),
-        });
-    }
     if bytes.contains(&0) {
         return Err(PromptError::NotText {
             path: path.to_path_buf(),

@@ -96,7 +96,10 @@ fn optional_string(
     }
 }
 
-fn valid_session_id(id: &str) -> bool {
+/// True for session ids ralph accepts (from Claude Code or `--session-id`):
+/// 1 to 200 letters, digits, `-`, `_`, `.` or `:`, so an id can never name a
+/// path or break a line.
+pub fn is_valid_session_id(id: &str) -> bool {
     !id.is_empty()
         && id.chars().count() <= MAX_SESSION_ID_CHARS
         && id
@@ -117,7 +120,7 @@ pub fn parse(bytes: &[u8]) -> Result<HookInput, InputError> {
     };
     let session_id = optional_string(&map, "session_id")?;
     if let Some(id) = &session_id {
-        if !valid_session_id(id) {
+        if !is_valid_session_id(id) {
             return Err(InputError::BadField {
                 field: "session_id",
                 problem: "must be 1 to 200 letters, digits, '-', '_', '.' or ':'",

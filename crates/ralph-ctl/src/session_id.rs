@@ -34,16 +34,6 @@ pub fn new_uuid() -> String {
     )
 }
 
-/// True for ids Claude Code accepts in `--session-id` and ralph stores:
-/// 1 to 200 letters, digits, `-`, `_`, `.` or `:`.
-pub fn is_valid(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 200
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,14 +46,6 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
-        assert!(is_valid(&a));
-    }
-
-    #[test]
-    fn validation() {
-        assert!(!is_valid(""));
-        assert!(!is_valid("../x"));
-        assert!(!is_valid("a b"));
-        assert!(is_valid("abc-DEF_1.2:3"));
+        assert!(ralph_core::hook_input::is_valid_session_id(&a));
     }
 }

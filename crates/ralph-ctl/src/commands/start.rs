@@ -2,6 +2,7 @@
 
 use ralph_core::config::{Config, ProcessEnv, MAX_ITERATIONS_LIMIT};
 use ralph_core::exit_codes;
+use ralph_core::hook_input;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::progress;
 use ralph_core::prompt;
@@ -35,7 +36,7 @@ pub fn run(
         None => config.max_iterations,
     };
     let session = match session {
-        Some(id) if session_id::is_valid(&id) => id,
+        Some(id) if hook_input::is_valid_session_id(&id) => id,
         Some(id) => {
             return Err(CtlError::BadArgument(format!(
                 "--session-id {id:?} is invalid: 1 to 200 letters, digits, '-', '_', '.' or ':'"

@@ -103,6 +103,16 @@ pub fn test_saturation(state: &LoopState, observed: &Observation) -> u32 {
 /// calls it first to decide whether to run the verification commands;
 /// [`decide`] calls it again on the same inputs.
 pub fn assess_claim(config: &Config, state: &LoopState, observed: &Observation) -> Assessment {
+    assess_with_saturation(config, state, observed, test_saturation(state, observed))
+}
+
+/// [`assess_claim`] with the test saturation already counted.
+fn assess_with_saturation(
+    config: &Config,
+    state: &LoopState,
+    observed: &Observation,
+    saturation: u32,
+) -> Assessment {
     completion::assess(
         &config.completion,
         &config.completion_signal,
@@ -110,8 +120,28 @@ pub fn assess_claim(config: &Config, state: &LoopState, observed: &Observation) 
         state.iteration,
         &state.completion_indications,
         &observed.plan,
-        test_saturation(state, observed) >= completion::TEST_SATURATION_ITERATIONS,
+        saturation >= completion::TEST_SATURATION_ITERATIONS,
     )
+}
+
+/// Whether the stop of `session_id` belongs to the running loop in `state`:
+/// `Ok` with the loop when it does, else why it is let through untouched.
+/// The hook asks this first, so another session's stop reads nothing more.
+pub fn owned_loop<'a>(
+    state: Option<&'a LoopState>,
+    session_id: Option<&str>,
+) -> Result<&'a LoopState, PassReason> {
+    let state = state.ok_or(PassReason::NoLoop)?;
+    if state.status != Status::Running {
+        return Err(PassReason::LoopEnded(state.status));
+    }
+    match session_id {
+        None => Err(PassReason::NoSessionId),
+        Some(id) if id != state.session_id => Err(PassReason::OtherSession {
+            owner: state.session_id.clone(),
+        }),
+        Some(_) => Ok(state),
+    }
 }
 
 /// Why a stop is let through without touching the state.
@@ -173,20 +203,10 @@ pub fn decide(
     observed: &Observation,
     now: &str,
 ) -> Outcome {
-    let Some(state) = state else {
-        return Outcome::pass(PassReason::NoLoop);
+    let state = match owned_loop(state, observed.session_id.as_deref()) {
+        Ok(state) => state,
+        Err(reason) => return Outcome::pass(reason),
     };
-    if state.status != Status::Running {
-        return Outcome::pass(PassReason::LoopEnded(state.status));
-    }
-    let Some(session_id) = observed.session_id.as_deref() else {
-        return Outcome::pass(PassReason::NoSessionId);
-    };
-    if session_id != state.session_id {
-        return Outcome::pass(PassReason::OtherSession {
-            owner: state.session_id.clone(),
-        });
-    }
 
     let mut next = state.clone();
     let iteration = state.iteration;
@@ -216,7 +236,7 @@ pub fn decide(
 
     let saturation = test_saturation(state, observed);
     next.test_only_iterations = saturation;
-    let assessment = assess_claim(config, state, observed);
+    let assessment = assess_with_saturation(config, state, observed, saturation);
     if assessment.indication {
         next.completion_indications.push(iteration);
     }

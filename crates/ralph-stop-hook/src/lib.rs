@@ -209,32 +209,30 @@ pub fn handle(stdin: impl Read, env: &dyn EnvSource, now: &str) -> Result<Answer
 
     // Cheap ownership check first, so another session's stop never reads a transcript.
     let snapshot = store.read()?;
-    let unobserved = Observation::of_session(input.session_id.clone(), input.stop_hook_active);
-    if let Verdict::Pass(reason) =
-        decision::decide(&config, snapshot.as_ref(), &unobserved, now).verdict
-    {
-        let note = (reason == PassReason::NoSessionId).then(|| {
-            "the hook input has no `session_id`, so ralph cannot tell whether this session owns the loop; \
-             letting this stop through"
-                .to_string()
-        });
-        return Ok(Answer::Allow { note });
-    }
+    let state = match decision::owned_loop(snapshot.as_ref(), input.session_id.as_deref()) {
+        Ok(state) => state,
+        Err(reason) => {
+            let note = (reason == PassReason::NoSessionId).then(|| {
+                "the hook input has no `session_id`, so ralph cannot tell whether this session owns the loop; \
+                 letting this stop through"
+                    .to_string()
+            });
+            return Ok(Answer::Allow { note });
+        }
+    };
     let mut observed = observe(&input, &paths, &config)?;
     // A claim makes the verification commands run: outside the lock, since
     // they may take minutes, and only ever the commands of config.json.
-    if let Some(state) = &snapshot {
-        let commands = &config.completion.verify;
-        if !commands.is_empty() && decision::assess_claim(&config, state, &observed).claimed {
-            let timeout = registration::registered_timeout(&paths.settings_file())
-                .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
-            if let Some(warning) =
-                registration::timeout_warning(verify::total_timeout(commands), timeout)
-            {
-                report_note(&format!("warning: {warning}"));
-            }
-            observed.verification = Some(verify::run_all(&paths.root, commands));
+    let commands = &config.completion.verify;
+    if !commands.is_empty() && decision::assess_claim(&config, state, &observed).claimed {
+        let timeout = registration::registered_timeout(&paths.settings_file())
+            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
+        if let Some(warning) =
+            registration::timeout_warning(verify::total_timeout(commands), timeout)
+        {
+            report_note(&format!("warning: {warning}"));
         }
+        observed.verification = Some(verify::run_all(&paths.root, commands));
     }
 
     let lock = store.lock(false)?;

@@ -129,16 +129,17 @@ struct TailScan {
     parts_newest_first: Vec<String>,
     tool_errors: Vec<String>,
     tool_calls: usize,
-    bytes_since_found: u64,
+    bytes_past_message: u64,
 }
 
 impl TailScan {
     fn visit(&mut self, line: &[u8]) -> ControlFlow<()> {
-        if self.found {
-            // The iteration's tool results are looked for within a bound, so
-            // a stop costs the same however long the iteration was.
-            self.bytes_since_found += line.len() as u64;
-            if self.bytes_since_found > ITERATION_SCAN_BYTES {
+        if self.message_done {
+            // Once the message is whole, the iteration's tool results are
+            // looked for within a bound, so a stop costs the same however
+            // long the iteration was.
+            self.bytes_past_message += line.len() as u64;
+            if self.bytes_past_message > ITERATION_SCAN_BYTES {
                 return ControlFlow::Break(());
             }
         }
@@ -564,6 +565,23 @@ mod tests {
         assert_eq!(
             tail.failing_tool_results,
             vec!["error[E0308]: mismatched types".to_string()]
+        );
+    }
+
+    #[test]
+    fn the_tool_result_bound_never_cuts_the_message_itself() {
+        // One message split over two lines, the older one longer than the bound.
+        let dir = TempDir::new();
+        let long = "x".repeat(ITERATION_SCAN_BYTES as usize + 10);
+        let content = format!(
+            "{}\n{}\n",
+            assistant("m", &format!(r#"[{{"type":"text","text":"{long}"}}]"#)),
+            assistant("m", r#"[{"type":"text","text":"tail"}]"#)
+        );
+        let path = write(&dir, content.as_bytes());
+        assert_eq!(
+            last_assistant_text(&path).unwrap(),
+            Some(format!("{long}\ntail"))
         );
     }
 

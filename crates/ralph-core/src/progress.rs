@@ -99,7 +99,7 @@ fn git_status(root: &Path) -> GitStatus {
     let pid = child.id();
     let watchdog = thread::spawn(move || {
         if finished.recv_timeout(GIT_TIMEOUT) == Err(mpsc::RecvTimeoutError::Timeout) {
-            kill(pid);
+            crate::process::kill(pid, false);
             true
         } else {
             false
@@ -119,23 +119,6 @@ fn git_status(root: &Path) -> GitStatus {
         _ => GitStatus::Failed,
     }
 }
-
-/// Kills a process that overran its time.
-#[cfg(unix)]
-#[allow(unsafe_code)]
-fn kill(pid: u32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        if pid > 1 {
-            // SAFETY: kill(2) on one positive pid only sends a signal.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
-    }
-}
-
-#[cfg(not(unix))]
-fn kill(_pid: u32) {}
 
 fn under_claude_dir(path: &str) -> bool {
     path.starts_with(".claude/") || path.contains("/.claude/")

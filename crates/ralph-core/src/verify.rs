@@ -83,24 +83,10 @@ fn shell(command: &str) -> Command {
     }
 }
 
-/// Kills the command and everything it started.
-#[cfg(unix)]
-#[allow(unsafe_code)]
+/// Kills the command and everything it started (it leads its own process
+/// group: it was started with `process_group(0)`).
 fn kill_tree(child: &mut std::process::Child) {
-    if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
-        if pgid > 1 {
-            // SAFETY: kill(2) on the negative id of the group this child leads
-            // (it was started with process_group(0)) only sends a signal.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
-        }
-    }
-    let _ = child.kill();
-}
-
-#[cfg(not(unix))]
-fn kill_tree(child: &mut std::process::Child) {
+    crate::process::kill(child.id(), true);
     let _ = child.kill();
 }
 

@@ -23,6 +23,9 @@ pub enum MessageSource {
     Transcript,
     /// Neither held any text (for example the turn ended on a tool call only).
     Missing,
+    /// The input had no message and the transcript did not show the stop's
+    /// final message within [`crate::transcript::CATCH_UP_WAIT`].
+    TranscriptBehind,
 }
 
 impl MessageSource {
@@ -32,6 +35,7 @@ impl MessageSource {
             MessageSource::Input => "input",
             MessageSource::Transcript => "transcript",
             MessageSource::Missing => "none",
+            MessageSource::TranscriptBehind => "transcript_behind",
         }
     }
 }

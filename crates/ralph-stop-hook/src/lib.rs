@@ -144,9 +144,10 @@ fn project_root(input: &HookInput, env: &dyn EnvSource) -> Result<ProjectPaths, 
 }
 
 /// What this stop observed: the agent's latest message (the input's
-/// `last_assistant_message`, else the transcript's last assistant message),
-/// the iteration's failing tool results, the project's fingerprint and the
-/// TDD scenario.
+/// `last_assistant_message`, else the final message of the iteration in the
+/// transcript, waited for briefly when the client has not written it yet),
+/// the iteration's tool calls and failing tool results, the project's
+/// fingerprint and the TDD scenario.
 fn observe(
     input: &HookInput,
     paths: &ProjectPaths,
@@ -157,16 +158,29 @@ fn observe(
         .clone()
         .filter(|m| !m.is_empty());
     let tail = match &input.transcript_path {
-        // The message is in the input: the transcript only adds tool errors, best effort.
+        // The message is in the input: the transcript only adds the
+        // iteration's tool calls and errors, best effort.
         Some(path) if from_input.is_some() => {
             transcript::read_iteration_tail(path).unwrap_or_default()
         }
-        Some(path) => transcript::read_iteration_tail(path)?,
+        Some(path) => {
+            let (tail, waited) = transcript::wait_for_stop(path, transcript::CATCH_UP_WAIT)?;
+            if !tail.caught_up {
+                report_note(&format!(
+                    "the transcript did not show this stop's final message within {:.1} s; judging the iteration without it",
+                    waited.as_secs_f64()
+                ));
+            }
+            tail
+        }
         None => Default::default(),
     };
-    let (message, source) = match (from_input, tail.last_assistant_text) {
+    let (message, source) = match (from_input, tail.final_message) {
         (Some(text), _) => (text, MessageSource::Input),
         (None, Some(text)) if !text.is_empty() => (text, MessageSource::Transcript),
+        _ if input.transcript_path.is_some() && !tail.caught_up => {
+            (String::new(), MessageSource::TranscriptBehind)
+        }
         _ => (String::new(), MessageSource::Missing),
     };
     Ok(Observation {

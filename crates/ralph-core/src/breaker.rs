@@ -7,8 +7,13 @@
 //! returns to `closed`; if it persists for the patience window, it goes
 //! `open` and the loop stops with status `circuit_open`.
 //!
-//! [`step`] is pure: it takes the previous breaker and what this stop
-//! observed, and returns the next breaker and what the loop must do.
+//! Each stall signal is one entry of [`SIGNALS`]: its config key, env var,
+//! default threshold, how its counter moves, what it remembers between stops
+//! and how it is described. [`step`] is pure: it takes the previous breaker
+//! and what this stop observed, and returns the next breaker and what the
+//! loop must do.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +23,8 @@ use crate::errors::ErrorSighting;
 pub const OUTPUT_WINDOW: usize = 3;
 /// Consecutive declining iterations that trip the output-decline signal.
 pub const OUTPUT_DECLINE_ITERATIONS: u32 = 2;
+/// Default number of iterations the breaker stays half open before it opens.
+pub const DEFAULT_PATIENCE: u32 = 2;
 
 /// The breaker's state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,19 +50,238 @@ impl BreakerState {
     }
 }
 
+/// A stall signal: the key of its counter and threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Signal {
+    /// Nothing changed in the project although the agent acted.
+    NoProgress,
+    /// The iteration ended on the same error.
+    SameError,
+    /// The reported findings count did not move.
+    FindingsStuck,
+    /// The final message shrank sharply.
+    OutputDecline,
+    /// The TDD scenario did not change.
+    TddStuck,
+    /// The same completion claim failed the same gate with the same output.
+    SameRejectedClaim,
+}
+
+/// One stall signal, described once for the configuration, the counting,
+/// the notices and the docs. A new signal is one entry of [`SIGNALS`].
+pub struct SignalSpec {
+    /// Which signal.
+    pub signal: Signal,
+    /// Its name for people.
+    pub label: &'static str,
+    /// Its threshold's key in `config.json`.
+    pub config_key: &'static str,
+    /// Its threshold's environment variable.
+    pub env_var: &'static str,
+    /// The default threshold.
+    pub default: u32,
+    /// The largest threshold accepted (the smallest is 1).
+    pub max: u32,
+    /// What the counter counts, for people (`ralph-ctl status`, the README).
+    pub counts: &'static str,
+    /// False when the signal may warn but never open the breaker while the
+    /// project is changing (a stuck count next to real edits is no stall).
+    pub opens_while_progressing: bool,
+    /// The counter after this stop, from the previous breaker and counter.
+    count: fn(&Breaker, &ProgressObservation, &BreakerConfig, u32) -> u32,
+    /// The counter value at which the signal trips.
+    trips_at: fn(&BreakerConfig) -> u32,
+    /// What the signal keeps for the next stop.
+    remember: fn(&mut Breaker, &ProgressObservation),
+    /// The stall in words, from the new breaker and the counter.
+    describe: fn(&Breaker, &ProgressObservation, &BreakerConfig, u32) -> String,
+}
+
+impl SignalSpec {
+    /// The counter value at which the signal trips under `config`.
+    pub fn trips_at(&self, config: &BreakerConfig) -> u32 {
+        (self.trips_at)(config)
+    }
+}
+
+fn remember_nothing(_: &mut Breaker, _: &ProgressObservation) {}
+
+/// Every stall signal, in the order they are reported.
+pub const SIGNALS: &[SignalSpec] = &[
+    SignalSpec {
+        signal: Signal::NoProgress,
+        label: "no progress",
+        config_key: "noProgressThreshold",
+        env_var: "CB_NO_PROGRESS_THRESHOLD",
+        default: 3,
+        max: 1_000,
+        counts: "nothing changed in the project since the previous stop, although the agent used a tool or hit an error",
+        opens_while_progressing: true,
+        count: |_, o, _, c| match o.changed {
+            Some(false) if o.acted => c.saturating_add(1),
+            // Unchanged after an iteration that tried nothing: no evidence either way.
+            Some(false) => c,
+            Some(true) => 0,
+            // Unknown: no evidence either way.
+            None => c,
+        },
+        trips_at: |c| c.threshold(Signal::NoProgress),
+        remember: remember_nothing,
+        describe: |_, _, _, c| format!("no file changed in {c} iterations"),
+    },
+    SignalSpec {
+        signal: Signal::SameError,
+        label: "same error",
+        config_key: "sameErrorThreshold",
+        env_var: "CB_SAME_ERROR_THRESHOLD",
+        default: 5,
+        max: 1_000,
+        counts: "the iteration ended on the same error: the first failing tool result (`is_error: true`), else an error line of the agent's message, normalised (numbers, paths, hex ids, timestamps stripped)",
+        opens_while_progressing: true,
+        count: |b, o, _, c| match (&o.error, &b.last_error) {
+            (Some(now), Some(before)) if now.fingerprint == before.fingerprint => {
+                c.saturating_add(1)
+            }
+            (Some(_), _) => 1,
+            (None, _) => 0,
+        },
+        trips_at: |c| c.threshold(Signal::SameError),
+        remember: |b, o| b.last_error = o.error.clone(),
+        describe: |b, _, _, c| {
+            let sample = b.last_error.as_ref().map(|e| e.sample.as_str()).unwrap_or_default();
+            format!("same error {c} times: `{sample}`")
+        },
+    },
+    SignalSpec {
+        signal: Signal::FindingsStuck,
+        label: "findings stuck",
+        config_key: "circuitBreakerThreshold",
+        env_var: "RALPH_CIRCUIT_BREAKER_THRESHOLD",
+        default: 3,
+        max: 1_000,
+        counts: "`RALPH_ITERATION_COMPLETE: N findings remain` reported the same N as the previous report; while files change it only warns",
+        opens_while_progressing: false,
+        count: |_, o, _, c| match o.findings {
+            Some(now) if o.previous_findings == Some(now) => c.saturating_add(1),
+            Some(_) => 0,
+            None => c,
+        },
+        trips_at: |c| c.threshold(Signal::FindingsStuck),
+        remember: remember_nothing,
+        describe: |_, o, _, c| {
+            format!(
+                "findings count stuck at {} for {c} iterations",
+                o.findings.or(o.previous_findings).unwrap_or_default()
+            )
+        },
+    },
+    SignalSpec {
+        signal: Signal::OutputDecline,
+        label: "output decline",
+        config_key: "outputDeclineThreshold",
+        env_var: "CB_OUTPUT_DECLINE_THRESHOLD",
+        default: 70,
+        max: 99,
+        counts: "the final message was more than this percent shorter than the average of the previous 3 (trips after 2 such iterations)",
+        opens_while_progressing: true,
+        count: |b, o, config, c| {
+            let recent = &b.recent_output_lengths;
+            if recent.len() < OUTPUT_WINDOW {
+                return c;
+            }
+            let window = &recent[recent.len() - OUTPUT_WINDOW..];
+            let average = window.iter().sum::<usize>() as u128 / OUTPUT_WINDOW as u128;
+            let percent = config.threshold(Signal::OutputDecline).min(100);
+            let declined = average > 0
+                && (o.output_chars as u128) * 100 < average * u128::from(100 - percent);
+            if declined {
+                c.saturating_add(1)
+            } else {
+                0
+            }
+        },
+        trips_at: |_| OUTPUT_DECLINE_ITERATIONS,
+        remember: |b, o| {
+            b.recent_output_lengths.push(o.output_chars);
+            let excess = b.recent_output_lengths.len().saturating_sub(OUTPUT_WINDOW);
+            b.recent_output_lengths.drain(..excess);
+        },
+        describe: |_, _, config, c| {
+            format!(
+                "final message more than {}% shorter than the recent average for {c} iterations",
+                config.threshold(Signal::OutputDecline)
+            )
+        },
+    },
+    SignalSpec {
+        signal: Signal::TddStuck,
+        label: "TDD stuck",
+        config_key: "tddStuckThreshold",
+        env_var: "CB_TDD_STUCK_THRESHOLD",
+        default: 3,
+        max: 1_000,
+        counts: "`currentScenario` in `.claude/context/runtime/tdd-state.json` (when that file exists) did not change",
+        opens_while_progressing: true,
+        count: |b, o, _, c| match (&o.tdd_scenario, &b.last_tdd_scenario) {
+            (Some(now), Some(before)) if now == before => c.saturating_add(1),
+            _ => 0,
+        },
+        trips_at: |c| c.threshold(Signal::TddStuck),
+        remember: |b, o| b.last_tdd_scenario = o.tdd_scenario.clone(),
+        describe: |b, _, _, c| {
+            format!(
+                "TDD scenario `{}` unchanged for {c} iterations",
+                b.last_tdd_scenario.as_deref().unwrap_or_default()
+            )
+        },
+    },
+    SignalSpec {
+        signal: Signal::SameRejectedClaim,
+        label: "same rejected claim",
+        config_key: "sameRejectedClaimThreshold",
+        env_var: "CB_SAME_REJECTED_CLAIM_THRESHOLD",
+        default: 3,
+        max: 1_000,
+        counts: "a completion claim was rejected by the same gates with the same output as the previous rejected claim (iterations without a claim do not break the run)",
+        opens_while_progressing: true,
+        count: |b, o, _, c| match (&o.rejected_claim, &b.last_rejected_claim) {
+            (Some(now), Some(before)) if now.fingerprint == before.fingerprint => {
+                c.saturating_add(1)
+            }
+            (Some(_), _) => 1,
+            (None, _) => c,
+        },
+        trips_at: |c| c.threshold(Signal::SameRejectedClaim),
+        remember: |b, o| {
+            if o.rejected_claim.is_some() {
+                b.last_rejected_claim = o.rejected_claim.clone();
+            }
+        },
+        describe: |b, _, _, c| {
+            let sample = b
+                .last_rejected_claim
+                .as_ref()
+                .map(|e| e.sample.as_str())
+                .unwrap_or_default();
+            format!("the same completion claim was rejected {c} times ({sample})")
+        },
+    },
+];
+
+/// The entry of `signal` in [`SIGNALS`].
+pub fn spec(signal: Signal) -> &'static SignalSpec {
+    SIGNALS
+        .iter()
+        .find(|s| s.signal == signal)
+        .expect("every signal has an entry")
+}
+
 /// The thresholds, from the configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BreakerConfig {
-    /// Consecutive stops with nothing changed in the project.
-    pub no_progress: u32,
-    /// Consecutive iterations ending on the same (normalised) error.
-    pub same_error: u32,
-    /// Consecutive iterations whose findings count equals the previous one.
-    pub findings_stuck: u32,
-    /// Percent by which the final message must be shorter than the recent average to count as a decline.
-    pub output_decline_percent: u32,
-    /// Consecutive iterations with the TDD scenario unchanged.
-    pub tdd_stuck: u32,
+    /// Each signal's threshold; a signal not listed has its default.
+    pub thresholds: BTreeMap<Signal, u32>,
     /// Iterations in `half_open` without recovery before the breaker opens.
     pub patience: u32,
 }
@@ -63,30 +289,50 @@ pub struct BreakerConfig {
 impl Default for BreakerConfig {
     fn default() -> Self {
         BreakerConfig {
-            no_progress: 3,
-            same_error: 5,
-            findings_stuck: 3,
-            output_decline_percent: 70,
-            tdd_stuck: 3,
-            patience: 2,
+            thresholds: SIGNALS.iter().map(|s| (s.signal, s.default)).collect(),
+            patience: DEFAULT_PATIENCE,
         }
     }
 }
 
-/// Per-signal counters, persisted so `ralph-ctl status` can show them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SignalCounters {
-    /// Consecutive stops with an unchanged project fingerprint.
-    pub no_progress: u32,
-    /// Consecutive iterations ending on the same error.
-    pub same_error: u32,
-    /// Consecutive iterations with an unchanged findings count.
-    pub findings_stuck: u32,
-    /// Consecutive iterations whose final message declined sharply.
-    pub output_decline: u32,
-    /// Consecutive iterations with an unchanged TDD scenario.
-    pub tdd_stuck: u32,
+impl BreakerConfig {
+    /// The threshold of `signal`.
+    pub fn threshold(&self, signal: Signal) -> u32 {
+        self.thresholds
+            .get(&signal)
+            .copied()
+            .unwrap_or_else(|| spec(signal).default)
+    }
+
+    /// The same configuration with `signal`'s threshold set to `value`.
+    pub fn with(mut self, signal: Signal, value: u32) -> Self {
+        self.thresholds.insert(signal, value);
+        self
+    }
+}
+
+/// Per-signal counters, persisted so `ralph-ctl status` can show them
+/// (`{"noProgress": 0, "sameError": 2, …}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SignalCounters(pub BTreeMap<Signal, u32>);
+
+impl Default for SignalCounters {
+    fn default() -> Self {
+        SignalCounters(SIGNALS.iter().map(|s| (s.signal, 0)).collect())
+    }
+}
+
+impl SignalCounters {
+    /// The counter of `signal` (0 when the state predates it).
+    pub fn get(&self, signal: Signal) -> u32 {
+        self.0.get(&signal).copied().unwrap_or_default()
+    }
+
+    /// Sets the counter of `signal`.
+    pub fn set(&mut self, signal: Signal, value: u32) {
+        self.0.insert(signal, value);
+    }
 }
 
 /// A change of breaker state, kept with its reason.
@@ -103,6 +349,18 @@ pub struct Transition {
     pub to: BreakerState,
     /// Why, in words.
     pub reason: String,
+}
+
+impl std::fmt::Display for Transition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} → {}: {}",
+            self.from.as_str(),
+            self.to.as_str(),
+            self.reason
+        )
+    }
 }
 
 /// The persisted breaker.
@@ -123,6 +381,8 @@ pub struct Breaker {
     pub recent_output_lengths: Vec<usize>,
     /// The TDD scenario at the previous stop.
     pub last_tdd_scenario: Option<String>,
+    /// The last rejected completion claim (its failed gates and output).
+    pub last_rejected_claim: Option<ErrorSighting>,
     /// The most recent transition.
     pub last_transition: Option<Transition>,
 }
@@ -130,8 +390,12 @@ pub struct Breaker {
 /// What one stop observed that bears on progress.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProgressObservation {
-    /// The project fingerprint now (`None` when it could not be taken).
-    pub fingerprint: Option<String>,
+    /// Whether the project changed since the previous stop (`None`: cannot tell).
+    pub changed: Option<bool>,
+    /// Whether the agent did anything that could change the project (a tool
+    /// call) or ran into an error. An unchanged project after an iteration
+    /// that did neither is no evidence of a stall.
+    pub acted: bool,
     /// The error this iteration ended on, if any.
     pub error: Option<ErrorSighting>,
     /// The findings count reported now, if any.
@@ -140,12 +404,11 @@ pub struct ProgressObservation {
     pub previous_findings: Option<u64>,
     /// Length of the final message, in characters.
     pub output_chars: usize,
-    /// Whether the agent did anything that could change the project (a tool
-    /// call) or ran into an error. An unchanged project after an iteration
-    /// that did neither is no evidence of a stall.
-    pub acted: bool,
     /// The TDD scenario now, when a TDD state file exists.
     pub tdd_scenario: Option<String>,
+    /// The completion claim this stop rejected: which gates failed and on
+    /// what output, fingerprinted.
+    pub rejected_claim: Option<ErrorSighting>,
 }
 
 /// What the loop must do after this stop.
@@ -168,66 +431,31 @@ pub fn step(
     now: &str,
 ) -> (Breaker, BreakerEffect) {
     let mut next = previous.clone();
-    let c = &mut next.counters;
+    for spec in SIGNALS {
+        let counter = (spec.count)(
+            previous,
+            observed,
+            config,
+            previous.counters.get(spec.signal),
+        );
+        next.counters.set(spec.signal, counter);
+    }
+    for spec in SIGNALS {
+        (spec.remember)(&mut next, observed);
+    }
 
-    match (&observed.fingerprint, &previous.last_fingerprint) {
-        (Some(now), Some(before)) if now == before && observed.acted => {
-            c.no_progress = c.no_progress.saturating_add(1)
+    // Each signal at its threshold, described; and whether one of them may open.
+    let progressing = observed.changed == Some(true);
+    let mut stalls = Vec::new();
+    let mut may_open = false;
+    for spec in SIGNALS {
+        let counter = next.counters.get(spec.signal);
+        if counter >= spec.trips_at(config) {
+            stalls.push((spec.describe)(&next, observed, config, counter));
+            may_open |= spec.opens_while_progressing || !progressing;
         }
-        // Unchanged after an iteration that tried nothing: no evidence either way.
-        (Some(now), Some(before)) if now == before => {}
-        (Some(_), Some(_)) => c.no_progress = 0,
-        // Unknown either side: no evidence either way.
-        _ => {}
-    }
-    if observed.fingerprint.is_some() {
-        next.last_fingerprint = observed.fingerprint.clone();
     }
 
-    c.same_error = match (&observed.error, &previous.last_error) {
-        (Some(now), Some(before)) if now.fingerprint == before.fingerprint => {
-            c.same_error.saturating_add(1)
-        }
-        (Some(_), _) => 1,
-        (None, _) => 0,
-    };
-    next.last_error = observed.error.clone();
-
-    if let Some(findings) = observed.findings {
-        c.findings_stuck = if observed.previous_findings == Some(findings) {
-            c.findings_stuck.saturating_add(1)
-        } else {
-            0
-        };
-    }
-
-    let recent = &previous.recent_output_lengths;
-    if recent.len() >= OUTPUT_WINDOW {
-        let window = &recent[recent.len() - OUTPUT_WINDOW..];
-        let average = window.iter().sum::<usize>() as u128 / OUTPUT_WINDOW as u128;
-        let declined = average > 0
-            && (observed.output_chars as u128) * 100
-                < average * u128::from(100 - config.output_decline_percent.min(100));
-        c.output_decline = if declined {
-            c.output_decline.saturating_add(1)
-        } else {
-            0
-        };
-    }
-    next.recent_output_lengths.push(observed.output_chars);
-    let excess = next
-        .recent_output_lengths
-        .len()
-        .saturating_sub(OUTPUT_WINDOW);
-    next.recent_output_lengths.drain(..excess);
-
-    c.tdd_stuck = match (&observed.tdd_scenario, &previous.last_tdd_scenario) {
-        (Some(now), Some(before)) if now == before => c.tdd_stuck.saturating_add(1),
-        _ => 0,
-    };
-    next.last_tdd_scenario = observed.tdd_scenario.clone();
-
-    let stalls = stalls(&next, observed, config);
     let transition = |from, to, reason: String| Transition {
         iteration,
         at: now.to_string(),
@@ -246,7 +474,11 @@ pub fn step(
                 BreakerState::HalfOpen,
                 reason.clone(),
             ));
-            BreakerEffect::Warn(notice(&reason, config.patience))
+            BreakerEffect::Warn(if may_open {
+                notice(&reason, config.patience)
+            } else {
+                progressing_notice(&reason)
+            })
         }
         BreakerState::HalfOpen if stalls.is_empty() => {
             next.state = BreakerState::Closed;
@@ -257,6 +489,11 @@ pub fn step(
                 "progress resumed: no stall signal at its threshold".into(),
             ));
             BreakerEffect::Quiet
+        }
+        // Only signals that never open while files change, and files changed:
+        // keep warning, without using up the patience.
+        BreakerState::HalfOpen if !may_open => {
+            BreakerEffect::Warn(progressing_notice(&stalls.join("; ")))
         }
         BreakerState::HalfOpen => {
             next.half_open_iterations = next.half_open_iterations.saturating_add(1);
@@ -288,49 +525,12 @@ pub fn step(
     (next, effect)
 }
 
-/// Each signal at or over its threshold, described for a person.
-fn stalls(
-    breaker: &Breaker,
-    observed: &ProgressObservation,
-    config: &BreakerConfig,
-) -> Vec<String> {
-    let c = &breaker.counters;
-    let mut out = Vec::new();
-    if c.no_progress >= config.no_progress {
-        out.push(format!("no file changed in {} iterations", c.no_progress));
-    }
-    if c.same_error >= config.same_error {
-        let sample = breaker
-            .last_error
-            .as_ref()
-            .map(|e| e.sample.as_str())
-            .unwrap_or_default();
-        out.push(format!("same error {} times: `{sample}`", c.same_error));
-    }
-    if c.findings_stuck >= config.findings_stuck {
-        out.push(format!(
-            "findings count stuck at {} for {} iterations",
-            observed
-                .findings
-                .or(observed.previous_findings)
-                .unwrap_or_default(),
-            c.findings_stuck
-        ));
-    }
-    if c.output_decline >= OUTPUT_DECLINE_ITERATIONS {
-        out.push(format!(
-            "final message more than {}% shorter than the recent average for {} iterations",
-            config.output_decline_percent, c.output_decline
-        ));
-    }
-    if c.tdd_stuck >= config.tdd_stuck {
-        out.push(format!(
-            "TDD scenario `{}` unchanged for {} iterations",
-            breaker.last_tdd_scenario.as_deref().unwrap_or_default(),
-            c.tdd_stuck
-        ));
-    }
-    out
+/// The notice of a stall that cannot open the breaker while files change.
+fn progressing_notice(reason: &str) -> String {
+    format!(
+        "[Ralph circuit breaker: half-open] Detected: {reason}. Files are changing, so the loop goes on, \
+         but check that your changes address what remains."
+    )
 }
 
 /// The notice that starts the re-injected text while the breaker is half open.
@@ -346,10 +546,6 @@ fn notice(reason: &str, iterations_left: u32) -> String {
 mod tests {
     use super::*;
 
-    fn fp(s: &str) -> Option<String> {
-        Some(s.to_string())
-    }
-
     fn err(s: &str) -> Option<ErrorSighting> {
         Some(ErrorSighting {
             fingerprint: crate::errors::fingerprint(s),
@@ -357,9 +553,11 @@ mod tests {
         })
     }
 
-    fn obs(fingerprint: &str) -> ProgressObservation {
+    /// An iteration that acted, leaving the project at `tree`: the tree
+    /// "start" is the one the loop started with, any other is a change.
+    fn obs(tree: &str) -> ProgressObservation {
         ProgressObservation {
-            fingerprint: fp(fingerprint),
+            changed: Some(tree != "start"),
             output_chars: 100,
             acted: true,
             ..Default::default()
@@ -369,10 +567,7 @@ mod tests {
     /// Runs observations through the breaker from a start fingerprint "start";
     /// returns the effect letter of each stop: `.` quiet, `W` warn, `O` open.
     fn run(observations: &[ProgressObservation], config: &BreakerConfig) -> (String, Breaker) {
-        let mut breaker = Breaker {
-            last_fingerprint: fp("start"),
-            ..Default::default()
-        };
+        let mut breaker = Breaker::default();
         let mut trace = String::new();
         for (i, o) in observations.iter().enumerate() {
             let (next, effect) = step(&breaker, o, config, i as u32 + 1, "t");
@@ -449,10 +644,7 @@ mod tests {
 
     #[test]
     fn same_error_transitions() {
-        let config = BreakerConfig {
-            same_error: 3,
-            ..Default::default()
-        };
+        let config = BreakerConfig::default().with(Signal::SameError, 3);
         let with_error = |tree: &str, e: &str| ProgressObservation {
             error: err(e),
             ..obs(tree)
@@ -494,8 +686,20 @@ mod tests {
             .collect();
         assert_eq!(
             run(&stuck, &config).0,
+            "...WWWWW",
+            "first report is no comparison; 3 unchanged → warn; files change, so it never opens"
+        );
+        let idle = |now: u64, before: Option<u64>| ProgressObservation {
+            acted: false,
+            ..report("start", now, before)
+        };
+        let stuck_and_idle: Vec<_> = (0..8)
+            .map(|i| idle(4, if i == 0 { None } else { Some(4) }))
+            .collect();
+        assert_eq!(
+            run(&stuck_and_idle, &config).0,
             "...WWO",
-            "first report is no comparison; 3 unchanged → warn"
+            "nothing changes: the stuck count opens the breaker"
         );
         let falling: Vec<_> = (0..8)
             .map(|i| {
@@ -570,6 +774,74 @@ mod tests {
                 run(&vec![obs("start"); 10], &config).0,
                 want,
                 "patience {patience}"
+            );
+        }
+    }
+
+    #[test]
+    fn same_rejected_claim_transitions() {
+        let config = BreakerConfig::default();
+        let claim = |tree: &str, what: Option<&str>| ProgressObservation {
+            rejected_claim: what.map(|w| ErrorSighting {
+                fingerprint: crate::errors::fingerprint(w),
+                sample: w.to_string(),
+            }),
+            ..obs(tree)
+        };
+        // Files change every time, but the same claim fails the same way.
+        let same: Vec<_> = (0..8)
+            .map(|i| claim(&format!("t{i}"), Some("verification: tests exited 1")))
+            .collect();
+        assert_eq!(run(&same, &config).0, "..WWO");
+        // Iterations without a claim do not break the run.
+        let gaps: Vec<_> = (0..10)
+            .map(|i| claim(&format!("t{i}"), (i % 2 == 0).then_some("plan: 1 item")))
+            .collect();
+        assert_eq!(run(&gaps, &config).0, "....WWO");
+        // A different failure each time is no stall.
+        let varied: Vec<_> = (0..8)
+            .map(|i| {
+                claim(
+                    &format!("t{i}"),
+                    Some(["plan: 1 item", "tests exited 1"][i % 2]),
+                )
+            })
+            .collect();
+        assert_eq!(run(&varied, &config).0, "........");
+    }
+
+    #[test]
+    fn every_signal_has_a_distinct_key_and_variable() {
+        let mut keys: Vec<_> = SIGNALS.iter().map(|s| s.config_key).collect();
+        let mut vars: Vec<_> = SIGNALS.iter().map(|s| s.env_var).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        vars.sort_unstable();
+        vars.dedup();
+        assert_eq!(keys.len(), SIGNALS.len());
+        assert_eq!(vars.len(), SIGNALS.len());
+        let counters = serde_json::to_value(SignalCounters::default()).unwrap();
+        assert_eq!(counters["noProgress"], 0);
+        assert_eq!(counters["sameRejectedClaim"], 0);
+        // A state written before a signal existed still loads.
+        let old: SignalCounters = serde_json::from_str(r#"{"noProgress": 2}"#).unwrap();
+        assert_eq!(old.get(Signal::NoProgress), 2);
+        assert_eq!(old.get(Signal::SameRejectedClaim), 0);
+    }
+
+    #[test]
+    fn the_readme_lists_every_signal() {
+        let readme = include_str!("../../../README.md");
+        for spec in SIGNALS {
+            let row = format!(
+                "`{}` / `{}` | {}",
+                spec.config_key, spec.env_var, spec.default
+            );
+            assert!(readme.contains(&row), "README breaker table lacks {row}");
+            assert!(
+                readme.contains(&format!("| {} |", spec.label)),
+                "{}",
+                spec.label
             );
         }
     }

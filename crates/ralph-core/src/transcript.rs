@@ -162,17 +162,31 @@ pub const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
 const POLL: Duration = Duration::from_millis(20);
 
 /// Reads the iteration that ends the transcript, waiting up to `max_wait`
-/// for the client to write the stop's final message (until
-/// [`IterationTail::caught_up`]). Returns the last reading and how long it
-/// waited; the file is read again only when its length changed.
+/// for the client to write the stop's final message: until
+/// [`IterationTail::caught_up`] and, when the stop carried its message
+/// (`expected`), until the transcript's final message is that one. The
+/// client writes its transcript asynchronously, so at the Stop hook the
+/// iteration's last lines (a tool result, the final message, even the
+/// previous block's feedback) may not be there yet. Returns the last reading
+/// and how long it waited; the file is read again only when its length
+/// changed.
 pub fn wait_for_stop(
     path: &Path,
     max_wait: Duration,
+    expected: Option<&str>,
 ) -> Result<(IterationTail, Duration), TranscriptError> {
     let started = Instant::now();
+    let settled = |tail: &IterationTail| {
+        tail.caught_up
+            && expected.is_none_or(|want| {
+                tail.final_message
+                    .as_deref()
+                    .is_some_and(|got| same_text(got, want))
+            })
+    };
     let mut tail = read_iteration_tail(path)?;
     let mut len = file_len(path);
-    while !tail.caught_up && started.elapsed() < max_wait {
+    while !settled(&tail) && started.elapsed() < max_wait {
         std::thread::sleep(POLL.min(max_wait.saturating_sub(started.elapsed())));
         let now_len = file_len(path);
         if now_len != len {
@@ -181,6 +195,12 @@ pub fn wait_for_stop(
         }
     }
     Ok((tail, started.elapsed()))
+}
+
+/// The same message text, white space aside (the client may join a
+/// message's text blocks differently from the transcript's lines).
+fn same_text(a: &str, b: &str) -> bool {
+    a.split_whitespace().eq(b.split_whitespace())
 }
 
 fn file_len(path: &Path) -> Option<u64> {
@@ -1194,7 +1214,7 @@ mod tests {
             )
             .unwrap();
         });
-        let (tail, waited) = wait_for_stop(&path, Duration::from_secs(5)).unwrap();
+        let (tail, waited) = wait_for_stop(&path, Duration::from_secs(5), None).unwrap();
         writer.join().unwrap();
         assert!(tail.caught_up);
         assert_eq!(tail.final_message.as_deref(), Some("Late."));
@@ -1202,8 +1222,19 @@ mod tests {
 
         // A transcript that never catches up: the wait is bounded.
         let path = write(&dir, (prompt("Do the task") + "\n").as_bytes());
-        let (tail, waited) = wait_for_stop(&path, Duration::from_millis(200)).unwrap();
+        let (tail, waited) = wait_for_stop(&path, Duration::from_millis(200), None).unwrap();
         assert!(!tail.caught_up);
         assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(2));
+        // The stop's own message is expected: an older final message is not it.
+        let path = write(
+            &dir,
+            (prompt("Go") + "\n" + &assistant("m", r#"[{"type":"text","text":"Old."}]"#) + "\n")
+                .as_bytes(),
+        );
+        let (tail, _) = wait_for_stop(&path, Duration::from_millis(100), Some("New.")).unwrap();
+        assert!(tail.caught_up);
+        let (_, waited) =
+            wait_for_stop(&path, Duration::from_millis(100), Some(" Old.\n")).unwrap();
+        assert!(waited < Duration::from_millis(100));
     }
 }

@@ -159,8 +159,8 @@ impl<'a, B> Cli<'a, B> {
         self
     }
 
-    /// The command as built so far, for a test that needs more (another
-    /// user, resource limits); run it with [`run_with_timeout`].
+    /// The command as built so far, for a test that drives the process
+    /// itself (see [`Cli::run_with`] to only adjust it).
     pub fn command(&self) -> Command {
         let mut cmd = self.project.command(&self.program);
         cmd.args(&self.args);
@@ -175,7 +175,15 @@ impl<'a, B> Cli<'a, B> {
 
     /// Runs the program to its end and returns what it left behind.
     pub fn run(self) -> Run {
-        run_with_timeout(self.command(), self.stdin.as_deref(), self.timeout)
+        self.run_with(|_| {})
+    }
+
+    /// Like [`Cli::run`], after `adjust` changed the command (another user,
+    /// resource limits, ...).
+    pub fn run_with(self, adjust: impl FnOnce(&mut Command)) -> Run {
+        let mut cmd = self.command();
+        adjust(&mut cmd);
+        run_with_timeout(cmd, self.stdin.as_deref(), self.timeout)
     }
 }
 

@@ -8,6 +8,11 @@
 #   tests/run.sh --fast     the cargo tests only
 #   tests/run.sh ARGS...    the cargo tests, with ARGS instead of the default
 #                           selection (e.g. `tests/run.sh -p ralph-tests --test e2e guard`)
+#
+# The end-to-end tests are behind the `e2e` feature of ralph-tests, so that a
+# plain `cargo test --workspace` builds and runs everything else without the
+# clients. This script turns the feature on whenever ralph-tests is among the
+# packages tested (cargo refuses a feature of a package it does not build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,12 +27,41 @@ else
   set -- --workspace --all-targets
 fi
 
-tests/install-clients.sh
+# Whether cargo test "$@" builds ralph-tests: no -p/--package selects every
+# member (this workspace has no default-members), unless --exclude names it.
+tests_ralph_tests() {
+  local packages=0 selected=0 prev="" arg
+  for arg in "$@"; do
+    [ "$arg" = "--" ] && break
+    case "$prev" in
+      -p | --package)
+        packages=1
+        [ "$arg" = ralph-tests ] && selected=1
+        ;;
+      --exclude) [ "$arg" = ralph-tests ] && return 1 ;;
+    esac
+    case "$arg" in
+      -p?* | --package=*)
+        packages=1
+        case "$arg" in -pralph-tests | --package=ralph-tests) selected=1 ;; esac
+        ;;
+      --exclude=ralph-tests) return 1 ;;
+    esac
+    prev=$arg
+  done
+  [ "$packages" = 0 ] || [ "$selected" = 1 ]
+}
+
+features=()
+if tests_ralph_tests "$@"; then
+  tests/install-clients.sh
+  features=(--features ralph-tests/e2e)
+fi
 cargo build --locked --workspace --bins
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --locked "$@" 2>&1 | tee "$log" || status=$?
+cargo test --locked "${features[@]}" "$@" 2>&1 | tee "$log" || status=$?
 
 if [ "$extras" = 1 ] && [ "$status" = 0 ]; then
   echo "== fuzzing smoke run (fuzz/run.sh --smoke)" >&2

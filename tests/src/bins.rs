@@ -36,10 +36,12 @@ fn newest_source(dir: &Path) -> SystemTime {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
             let path = entry.path();
-            // Only what the build reads: not test artifacts such as proptest's regression files.
+            // Only what the build reads: not test artifacts such as proptest's regression files,
+            // and not Cargo.toml, whose edits cargo does not always relink for (`rust-version`,
+            // `description`), so `cargo build` could never make the binary look fresh again.
             let built_from = matches!(
                 path.extension().and_then(|e| e.to_str()),
-                Some("rs" | "toml" | "md" | "sh" | "bat")
+                Some("rs" | "md" | "sh" | "bat")
             );
             let time = if path.is_dir() {
                 newest_source(&path)

@@ -4,6 +4,7 @@
 //! launcher.
 
 pub mod bins;
+pub mod cli;
 pub mod client;
 pub mod mock_api;
 pub mod project;

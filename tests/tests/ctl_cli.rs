@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use ralph_tests::bins;
-use ralph_tests::project::{run_with_timeout, Run, TempProject};
+use ralph_tests::cli::{Ctl, Launcher};
+use ralph_tests::project::TempProject;
 use serde_json::{json, Value};
 
 /// Every file under `dir`, with its bytes.
@@ -32,7 +33,7 @@ fn settings(project: &TempProject) -> Value {
 #[test]
 fn init_installs_everything_and_twice_changes_nothing() {
     let project = TempProject::new("init");
-    let run = project.ctl(&["init"], &[]);
+    let run = Ctl::new(&project).arg("init").run();
     run.assert_code(0);
     for file in [
         ".claude/ralph/PROMPT.md",
@@ -63,7 +64,7 @@ fn init_installs_everything_and_twice_changes_nothing() {
     assert!(hook["timeout"].as_u64().unwrap() >= 10);
 
     let before = snapshot(&project.path(".claude"));
-    let again = project.ctl(&["init"], &[]);
+    let again = Ctl::new(&project).arg("init").run();
     again.assert_code(0);
     assert!(
         !again.stdout.contains("created") && !again.stdout.contains("updated"),
@@ -123,13 +124,11 @@ fn init_refuses_malformed_settings_without_touching_them() {
     let project = TempProject::new("init-bad");
     std::fs::create_dir_all(project.path(".claude")).unwrap();
     std::fs::write(project.path(".claude/settings.json"), "{\"hooks\": ").unwrap();
-    let run = project.ctl(&["init"], &[]);
-    run.assert_code(1);
-    assert!(
-        run.stderr.contains("settings.json") && run.stderr.contains("not valid JSON"),
-        "{}",
-        run.stderr
-    );
+    Ctl::new(&project)
+        .arg("init")
+        .run()
+        .assert_code(1)
+        .assert_stderr_has(&["settings.json", "not valid JSON"]);
     assert_eq!(
         std::fs::read_to_string(project.path(".claude/settings.json")).unwrap(),
         "{\"hooks\": "
@@ -140,15 +139,24 @@ fn init_refuses_malformed_settings_without_touching_them() {
 fn start_status_reset_cycle() {
     let project = TempProject::new("cycle");
     project.init();
-    let none = project.ctl(&["status"], &[]);
-    none.assert_code(0);
-    assert!(none.stdout.contains("No Ralph loop"), "{}", none.stdout);
+    Ctl::new(&project)
+        .arg("status")
+        .run()
+        .assert_code(0)
+        .assert_stdout_has(&["No Ralph loop"]);
     assert_eq!(
-        project.ctl(&["status", "--json"], &[]).stdout.trim(),
+        Ctl::new(&project)
+            .args(["status", "--json"])
+            .run()
+            .stdout
+            .trim(),
         "null"
     );
 
-    let started = project.ctl(&["start"], &[("RALPH_MAX_ITERATIONS", "7")]);
+    let started = Ctl::new(&project)
+        .arg("start")
+        .envs([("RALPH_MAX_ITERATIONS", "7")])
+        .run();
     started.assert_code(0);
     let fields: Vec<&str> = started.stdout.split_whitespace().collect();
     assert_eq!(fields.len(), 2, "{}", started.stdout);
@@ -175,48 +183,40 @@ fn start_status_reset_cycle() {
     assert_eq!(state["iteration"], 1);
     assert_eq!(state["sessionId"], fields[0]);
 
-    let human = project.ctl(&["status"], &[]);
-    human.assert_code(0);
-    for needle in ["running", "1 of 7", fields[0], "started:"] {
-        assert!(
-            human.stdout.contains(needle),
-            "{needle} in {}",
-            human.stdout
-        );
-    }
+    Ctl::new(&project)
+        .arg("status")
+        .run()
+        .assert_code(0)
+        .assert_stdout_has(&["running", "1 of 7", fields[0], "started:"]);
 
-    let refused = project.ctl(&["start"], &[]);
-    refused.assert_code(3);
-    assert!(
-        refused.stderr.contains("already running") && refused.stderr.contains("ralph-ctl reset"),
-        "{}",
-        refused.stderr
-    );
+    Ctl::new(&project)
+        .arg("start")
+        .run()
+        .assert_code(3)
+        .assert_stderr_has(&["already running", "ralph-ctl reset"]);
     assert_eq!(
         project.status_json()["sessionId"],
         fields[0],
         "a refused start changes nothing"
     );
 
-    project
-        .ctl(
-            &[
-                "start",
-                "--force",
-                "--session-id",
-                "abc-123",
-                "--max-iterations",
-                "3",
-            ],
-            &[],
-        )
+    Ctl::new(&project)
+        .args([
+            "start",
+            "--force",
+            "--session-id",
+            "abc-123",
+            "--max-iterations",
+            "3",
+        ])
+        .run()
         .assert_code(0);
     assert_eq!(project.status_json()["sessionId"], "abc-123");
     assert_eq!(project.status_json()["maxIterations"], 3);
 
-    project.ctl(&["reset"], &[]).assert_code(0);
+    Ctl::new(&project).arg("reset").run().assert_code(0);
     assert!(project.state().is_none());
-    project.ctl(&["reset"], &[]).assert_code(0);
+    Ctl::new(&project).arg("reset").run().assert_code(0);
 }
 
 #[test]
@@ -258,14 +258,13 @@ fn start_rejects_bad_input_with_the_name_of_what_is_wrong() {
         ),
     ];
     for (args, env, code, needle) in cases {
-        let run = project.ctl(&args, &env);
-        run.assert_code(code);
-        assert!(
-            run.stderr.contains(needle),
-            "{args:?} {env:?}: {}",
-            run.stderr
-        );
-        assert!(!run.stderr.contains("panicked"));
+        Ctl::new(&project)
+            .args(&args)
+            .envs(env)
+            .run()
+            .assert_code(code)
+            .assert_stderr_has(&[needle])
+            .assert_no_panic();
         assert!(project.state().is_none(), "nothing was started");
     }
 }
@@ -274,19 +273,19 @@ fn start_rejects_bad_input_with_the_name_of_what_is_wrong() {
 fn corrupt_state_is_shown_refused_and_reset_aside() {
     let project = TempProject::new("corrupt");
     project.init();
-    project.ctl(&["start"], &[]).assert_code(0);
+    Ctl::new(&project).arg("start").run().assert_code(0);
     std::fs::write(project.state_path(), "{\"status\": \"runn").unwrap();
-    let status = project.ctl(&["status"], &[]);
-    status.assert_code(1);
-    assert!(
-        status.stdout.contains("corrupt") && status.stdout.contains("ralph-ctl reset"),
-        "{}",
-        status.stdout
-    );
-    project.ctl(&["start"], &[]).assert_code(3);
-    let reset = project.ctl(&["reset"], &[]);
-    reset.assert_code(0);
-    assert!(reset.stdout.contains("moved"), "{}", reset.stdout);
+    Ctl::new(&project)
+        .arg("status")
+        .run()
+        .assert_code(1)
+        .assert_stdout_has(&["corrupt", "ralph-ctl reset"]);
+    Ctl::new(&project).arg("start").run().assert_code(3);
+    Ctl::new(&project)
+        .arg("reset")
+        .run()
+        .assert_code(0)
+        .assert_stdout_has(&["moved"]);
     let kept: Vec<_> = std::fs::read_dir(project.state_path().parent().unwrap())
         .unwrap()
         .flatten()
@@ -297,43 +296,40 @@ fn corrupt_state_is_shown_refused_and_reset_aside() {
         std::fs::read_to_string(kept[0].path()).unwrap(),
         "{\"status\": \"runn"
     );
-    project.ctl(&["start"], &[]).assert_code(0);
+    Ctl::new(&project).arg("start").run().assert_code(0);
 }
 
 #[test]
 fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
     let project = TempProject::new("finish");
     project.init();
-    let started = project.ctl(&["start", "--session-id", "s-1"], &[]);
-    started.assert_code(0);
-    let other = project.ctl(
-        &["finish", "--session-id", "s-2", "--client-exit", "0"],
-        &[],
-    );
-    other.assert_code(13);
+    Ctl::new(&project)
+        .args(["start", "--session-id", "s-1"])
+        .run()
+        .assert_code(0);
+    Ctl::new(&project)
+        .args(["finish", "--session-id", "s-2", "--client-exit", "0"])
+        .run()
+        .assert_code(13);
     assert_eq!(
         project.status_json()["status"],
         "running",
         "another session's finish changes nothing"
     );
 
-    let run = project.ctl(
-        &["finish", "--session-id", "s-1", "--client-exit", "130"],
-        &[],
-    );
-    run.assert_code(12);
-    assert!(
-        run.stderr.contains("interrupted") && run.stderr.contains("130"),
-        "{}",
-        run.stderr
-    );
+    Ctl::new(&project)
+        .args(["finish", "--session-id", "s-1", "--client-exit", "130"])
+        .run()
+        .assert_code(12)
+        .assert_stderr_has(&["interrupted", "130"]);
     let state = project.status_json();
     assert_eq!(state["status"], "interrupted");
     assert!(state["endedAt"].is_string());
     // Finishing again reports the same end without changing it.
     let before = std::fs::read(project.state_path()).unwrap();
-    project
-        .ctl(&["finish", "--session-id", "s-1"], &[])
+    Ctl::new(&project)
+        .args(["finish", "--session-id", "s-1"])
+        .run()
         .assert_code(12);
     assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
 }
@@ -354,26 +350,20 @@ fn fake_client(project: &TempProject, code: i32) -> String {
     path.display().to_string()
 }
 
-fn launcher(project: &TempProject, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args(args).envs(env.iter().copied());
-    run_with_timeout(cmd, None, std::time::Duration::from_secs(60))
-}
-
 #[test]
 fn launcher_starts_the_client_with_the_prompt_and_session() {
     let project = TempProject::new("launch");
     project.init();
     project.write_prompt("Unique task text 4711.\n");
     let client = fake_client(&project, 0);
-    let run = launcher(
-        &project,
-        &["--headless", "--", "--model", "sonnet"],
-        &[("RALPH_CLAUDE", &client), ("RALPH_MAX_ITERATIONS", "30")],
-    );
-    // The fake client never stops through the hook, so the loop was cut short.
-    run.assert_code(12);
-    assert!(run.stderr.contains("interrupted"), "{}", run.stderr);
+    Launcher::new(&project)
+        .args(["--headless", "--", "--model", "sonnet"])
+        .env("RALPH_CLAUDE", &client)
+        .env("RALPH_MAX_ITERATIONS", "30")
+        .run()
+        // The fake client never stops through the hook, so the loop was cut short.
+        .assert_code(12)
+        .assert_stderr_has(&["interrupted"]);
     let args_text = std::fs::read_to_string(format!("{client}.args")).unwrap();
     let args: Vec<&str> = args_text
         .split("\n--ARG--\n")
@@ -411,44 +401,37 @@ fn launcher_exit_codes() {
     let project = TempProject::new("launch-codes");
     project.init();
     let client = fake_client(&project, 0);
-    launcher(&project, &["--help"], &[]).assert_code(0);
-    launcher(&project, &["--bogus"], &[]).assert_code(2);
-    let missing = launcher(
-        &project,
-        &["--headless"],
-        &[("RALPH_CLAUDE", "/nonexistent/claude")],
-    );
-    missing.assert_code(127);
-    assert!(
-        missing.stderr.contains("RALPH_CLAUDE"),
-        "{}",
-        missing.stderr
-    );
-    let bad = launcher(
-        &project,
-        &["--headless"],
-        &[("RALPH_CLAUDE", &client), ("RALPH_MAX_ITERATIONS", "lots")],
-    );
-    bad.assert_code(1);
-    assert!(
-        bad.stderr.contains("RALPH_MAX_ITERATIONS"),
-        "{}",
-        bad.stderr
-    );
+    Launcher::new(&project).arg("--help").run().assert_code(0);
+    Launcher::new(&project).arg("--bogus").run().assert_code(2);
+    Launcher::new(&project)
+        .arg("--headless")
+        .env("RALPH_CLAUDE", "/nonexistent/claude")
+        .run()
+        .assert_code(127)
+        .assert_stderr_has(&["RALPH_CLAUDE"]);
+    Launcher::new(&project)
+        .arg("--headless")
+        .env("RALPH_CLAUDE", &client)
+        .env("RALPH_MAX_ITERATIONS", "lots")
+        .run()
+        .assert_code(1)
+        .assert_stderr_has(&["RALPH_MAX_ITERATIONS"]);
     assert!(
         !Path::new(&format!("{client}.args")).exists(),
         "the client never ran"
     );
 
-    project.ctl(&["start"], &[]).assert_code(0);
-    let busy = launcher(&project, &["--headless"], &[("RALPH_CLAUDE", &client)]);
-    busy.assert_code(3);
-    assert!(busy.stderr.contains("already running"), "{}", busy.stderr);
+    Ctl::new(&project).arg("start").run().assert_code(0);
+    Launcher::new(&project)
+        .arg("--headless")
+        .env("RALPH_CLAUDE", &client)
+        .run()
+        .assert_code(3)
+        .assert_stderr_has(&["already running"]);
     // --reset clears the old loop first.
-    launcher(
-        &project,
-        &["--headless", "--reset"],
-        &[("RALPH_CLAUDE", &client)],
-    )
-    .assert_code(12);
+    Launcher::new(&project)
+        .args(["--headless", "--reset"])
+        .env("RALPH_CLAUDE", &client)
+        .run()
+        .assert_code(12);
 }

@@ -2,7 +2,8 @@
 //! our launcher, against a scripted mock of the Messages API on 127.0.0.1,
 //! with our hook registered by `ralph-ctl init` in a temp git project.
 //!
-//! Run one scenario alone with e.g. `cargo test -p ralph-tests --test e2e completes_on_signal`.
+//! Compiled only with the `e2e` feature (tests/run.sh turns it on). Run one
+//! scenario alone with e.g. `tests/run.sh -p ralph-tests --test e2e completes_on_signal`.
 
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;

@@ -9,7 +9,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ralph_tests::bins;
-use ralph_tests::project::{Run, TempProject};
+use ralph_tests::cli::{Ctl, Hook};
+use ralph_tests::project::TempProject;
 use serde_json::{json, Value};
 
 const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
@@ -25,7 +26,7 @@ fn looping(max: u32) -> TempProject {
 }
 
 /// A real Stop input (the 2.1.330 sample) pointed at `project`.
-fn input(project: &TempProject, fixture_name: &str, message: Option<&str>) -> Vec<u8> {
+fn input(project: &TempProject, fixture_name: &str, message: Option<&str>) -> Value {
     let mut value: Value =
         serde_json::from_slice(&std::fs::read(fixture(fixture_name)).unwrap()).unwrap();
     value["cwd"] = json!(project.root);
@@ -38,36 +39,7 @@ fn input(project: &TempProject, fixture_name: &str, message: Option<&str>) -> Ve
                 .remove("last_assistant_message");
         }
     }
-    serde_json::to_vec(&value).unwrap()
-}
-
-fn block_reason(run: &Run) -> String {
-    assert_eq!(run.code, Some(0), "{run:?}");
-    let answer: Value = serde_json::from_str(&run.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {run:?}"));
-    assert_eq!(answer["decision"], "block", "{answer}");
-    assert!(
-        answer.get("continue").is_none(),
-        "never send continue beside block"
-    );
-    answer["reason"].as_str().unwrap().to_string()
-}
-
-fn assert_allowed(run: &Run) {
-    assert_eq!(run.code, Some(0), "{run:?}");
-    assert_eq!(run.stdout, "", "an allowed stop prints nothing on stdout");
-}
-
-/// Asserts exactly one stderr line mentioning each needle.
-fn assert_one_error_line(run: &Run, needles: &[&str]) {
-    assert_allowed(run);
-    let lines: Vec<&str> = run.stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "one stderr line: {:?}", run.stderr);
-    assert!(lines[0].starts_with("ralph-stop-hook: "), "{}", lines[0]);
-    for needle in needles {
-        assert!(lines[0].contains(needle), "{needle:?} in {:?}", lines[0]);
-    }
-    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    value
 }
 
 #[test]
@@ -75,11 +47,9 @@ fn guard_returns_at_once_without_reading_stdin() {
     let project = looping(5);
     let before = std::fs::read(project.state_path()).unwrap();
     for active in [None, Some("0"), Some("true"), Some(" 1"), Some("")] {
-        let mut cmd = project.command(bins::hook());
-        if let Some(value) = active {
-            cmd.env("RALPH_ACTIVE", value);
-        }
-        let mut child = cmd
+        let mut child = Hook::new(&project)
+            .active(active)
+            .command()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -115,11 +85,14 @@ fn guard_returns_at_once_without_reading_stdin() {
 #[test]
 fn real_inputs_block_and_count_iterations() {
     let project = looping(25);
-    let first = project.hook(
-        &input(&project, "stop-input-first.json", Some("Working on it.")),
-        &[],
-    );
-    let reason = block_reason(&first);
+    let first = Hook::new(&project)
+        .json(&input(
+            &project,
+            "stop-input-first.json",
+            Some("Working on it."),
+        ))
+        .run();
+    let reason = first.block_reason();
     assert!(
         reason.starts_with("[Ralph loop: iteration 2 of 25]"),
         "{reason}"
@@ -129,18 +102,18 @@ fn real_inputs_block_and_count_iterations() {
         reason.contains("Do not delete or weaken tests"),
         "guardrails follow the prompt"
     );
-    let answer: Value = serde_json::from_str(&first.stdout).unwrap();
-    assert_eq!(answer["systemMessage"], "Ralph iteration 2/25");
+    assert_eq!(first.json()["systemMessage"], "Ralph iteration 2/25");
 
-    let second = project.hook(
-        &input(
+    let second = Hook::new(&project)
+        .json(&input(
             &project,
             "stop-input-after-block.json",
             Some("Still working."),
-        ),
-        &[],
-    );
-    assert!(block_reason(&second).starts_with("[Ralph loop: iteration 3 of 25]"));
+        ))
+        .run();
+    assert!(second
+        .block_reason()
+        .starts_with("[Ralph loop: iteration 3 of 25]"));
     let state = project.status_json();
     assert_eq!(state["iteration"], 3);
     assert_eq!(state["status"], "running");
@@ -159,19 +132,27 @@ fn completion_signal_ends_the_loop() {
         format!("<promise>{SIGNAL}</promise>"),
     ] {
         let project = looping(25);
-        assert_allowed(&project.hook(
-            &input(&project, "stop-input-after-block.json", Some(&message)),
-            &[],
-        ));
+        Hook::new(&project)
+            .json(&input(
+                &project,
+                "stop-input-after-block.json",
+                Some(&message),
+            ))
+            .run()
+            .assert_allowed();
         let state = project.status_json();
         assert_eq!(state["status"], "complete");
         assert_eq!(state["iteration"], 1);
         // A finished loop keeps its final state and lets every stop through.
         let before = std::fs::read(project.state_path()).unwrap();
-        assert_allowed(&project.hook(
-            &input(&project, "stop-input-after-block.json", Some("more")),
-            &[],
-        ));
+        Hook::new(&project)
+            .json(&input(
+                &project,
+                "stop-input-after-block.json",
+                Some("more"),
+            ))
+            .run()
+            .assert_allowed();
         assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
     }
 }
@@ -183,11 +164,13 @@ fn transcript_fallback_reads_the_last_assistant_message() {
         ("transcript-tool-use.jsonl", "Done. RALPH_DONE"),
     ] {
         let project = looping(25);
-        let mut value: Value =
-            serde_json::from_slice(&input(&project, "stop-input-first.json", None)).unwrap();
+        let mut value = input(&project, "stop-input-first.json", None);
         value["transcript_path"] = json!(fixture(transcript));
-        let stdin = serde_json::to_vec(&value).unwrap();
-        assert_allowed(&project.hook(&stdin, &[("RALPH_COMPLETION_SIGNAL", "RALPH_DONE")]));
+        Hook::new(&project)
+            .json(&value)
+            .env("RALPH_COMPLETION_SIGNAL", "RALPH_DONE")
+            .run()
+            .assert_allowed();
         let state = project.status_json();
         assert_eq!(state["status"], "complete", "{transcript}: {state:#}");
         assert_eq!(state["history"][0]["messageSource"], "transcript");
@@ -208,22 +191,23 @@ fn the_reinjected_prompt_in_the_transcript_never_counts() {
     ];
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(&transcript, text).unwrap();
-    let mut value: Value =
-        serde_json::from_slice(&input(&project, "stop-input-first.json", None)).unwrap();
+    let mut value = input(&project, "stop-input-first.json", None);
     value["transcript_path"] = json!(transcript);
-    let run = project.hook(&serde_json::to_vec(&value).unwrap(), &[]);
-    block_reason(&run);
+    Hook::new(&project).json(&value).run().block_reason();
     assert_eq!(project.status_json()["history"][0]["excerpt"], "Working.");
 }
 
 #[test]
 fn cap_allows_the_last_stop() {
     let project = looping(2);
-    block_reason(&project.hook(&input(&project, "stop-input-first.json", Some("a")), &[]));
-    assert_allowed(&project.hook(
-        &input(&project, "stop-input-after-block.json", Some("b")),
-        &[],
-    ));
+    Hook::new(&project)
+        .json(&input(&project, "stop-input-first.json", Some("a")))
+        .run()
+        .block_reason();
+    Hook::new(&project)
+        .json(&input(&project, "stop-input-after-block.json", Some("b")))
+        .run()
+        .assert_allowed();
     let state = project.status_json();
     assert_eq!(state["status"], "max_iterations");
     assert_eq!(state["iteration"], 2);
@@ -239,14 +223,14 @@ fn findings_stuck_warns_then_opens_the_circuit() {
     );
     // Stop 1 reports 4; stops 2-4 report it unchanged (3 = threshold): half open at stop 4.
     for stop in 1..=5 {
-        let reason = block_reason(&project.hook(&stuck, &[]));
+        let reason = Hook::new(&project).json(&stuck).run().block_reason();
         let warned = reason
             .starts_with("[Ralph circuit breaker: half-open] Detected: findings count stuck at 4");
         assert_eq!(warned, stop >= 4, "stop {stop}: {reason}");
         assert_eq!(project.status_json()["lastFindingsCount"], 4);
     }
     assert_eq!(project.status_json()["breaker"]["state"], "half_open");
-    assert_allowed(&project.hook(&stuck, &[]));
+    Hook::new(&project).json(&stuck).run().assert_allowed();
     let state = project.status_json();
     assert_eq!(state["status"], "circuit_open", "{state:#}");
     assert_eq!(state["iteration"], 6);
@@ -255,47 +239,43 @@ fn findings_stuck_warns_then_opens_the_circuit() {
         .as_str()
         .unwrap()
         .contains("findings count stuck at 4"));
-    let human = project.ctl(&["status"], &[]);
-    for needle in ["breaker:", "open", "findings stuck 5/3", "half_open → open"] {
-        assert!(
-            human.stdout.contains(needle),
-            "{needle} in {}",
-            human.stdout
-        );
-    }
+    Ctl::new(&project).arg("status").run().assert_stdout_has(&[
+        "breaker:",
+        "open",
+        "findings stuck 5/3",
+        "half_open → open",
+    ]);
 }
 
 #[test]
 fn other_sessions_and_projects_without_a_loop_are_let_through_untouched() {
     let project = looping(5);
     let before = std::fs::read(project.state_path()).unwrap();
-    let mut value: Value =
-        serde_json::from_slice(&input(&project, "stop-input-first.json", Some("hi"))).unwrap();
+    let mut value = input(&project, "stop-input-first.json", Some("hi"));
     value["session_id"] = json!("99999999-0000-0000-0000-000000000000");
-    let run = project.hook(&serde_json::to_vec(&value).unwrap(), &[]);
-    assert_allowed(&run);
-    assert_eq!(run.stderr, "");
+    Hook::new(&project).json(&value).run().assert_silent();
     assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
 
     let bare = TempProject::new("bare");
-    let run = bare.hook(&input(&bare, "stop-input-first.json", Some("hi")), &[]);
-    assert_allowed(&run);
-    assert!(run.stderr.contains("no loop was started"), "{}", run.stderr);
+    Hook::new(&bare)
+        .json(&input(&bare, "stop-input-first.json", Some("hi")))
+        .run()
+        .assert_allowed()
+        .assert_stderr_has(&["no loop was started"]);
     assert!(!bare.path(".claude").exists(), "nothing was created");
 }
 
 #[test]
 fn claude_project_dir_wins_over_cwd() {
     let project = looping(5);
-    let mut value: Value =
-        serde_json::from_slice(&input(&project, "stop-input-first.json", Some("x"))).unwrap();
+    let mut value = input(&project, "stop-input-first.json", Some("x"));
     value["cwd"] = json!("/nonexistent/elsewhere");
     let root = project.root.display().to_string();
-    let run = project.hook(
-        &serde_json::to_vec(&value).unwrap(),
-        &[("CLAUDE_PROJECT_DIR", &root)],
-    );
-    block_reason(&run);
+    Hook::new(&project)
+        .json(&value)
+        .env("CLAUDE_PROJECT_DIR", &root)
+        .run()
+        .block_reason();
 }
 
 #[test]
@@ -315,10 +295,10 @@ fn bad_stdin_lets_the_stop_through_with_one_line() {
         (br#"{"stop_hook_active": "yes"}"#, "stop_hook_active"),
     ];
     for (stdin, needle) in cases {
-        assert_one_error_line(
-            &project.hook(stdin, &[]),
-            &[needle, "letting this stop through"],
-        );
+        Hook::new(&project)
+            .stdin(*stdin)
+            .run()
+            .assert_hook_error(&[needle, "letting this stop through"]);
     }
     assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
 }
@@ -335,7 +315,11 @@ fn bad_configuration_names_the_variable_or_key() {
         ("RALPH_CIRCUIT_BREAKER_THRESHOLD", "many"),
         ("RALPH_COMPLETION_SIGNAL", "   "),
     ] {
-        assert_one_error_line(&project.hook(&stdin, &[(name, value)]), &[name]);
+        Hook::new(&project)
+            .json(&stdin)
+            .env(name, value)
+            .run()
+            .assert_hook_error(&[name]);
     }
     let config = project.path(".claude/ralph/config.json");
     for (json, needle) in [
@@ -344,7 +328,10 @@ fn bad_configuration_names_the_variable_or_key() {
         ("{\"maxIteration\": 5}", "maxIteration"),
     ] {
         std::fs::write(&config, json).unwrap();
-        assert_one_error_line(&project.hook(&stdin, &[]), &[needle]);
+        Hook::new(&project)
+            .json(&stdin)
+            .run()
+            .assert_hook_error(&[needle]);
     }
     assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
 }
@@ -354,8 +341,10 @@ fn corrupt_state_is_reported_and_kept() {
     let project = looping(5);
     for content in ["", "{\"status\": \"running\", \"iter", "[]"] {
         std::fs::write(project.state_path(), content).unwrap();
-        let run = project.hook(&input(&project, "stop-input-first.json", Some("x")), &[]);
-        assert_one_error_line(&run, &["corrupt", "ralph-ctl reset"]);
+        Hook::new(&project)
+            .json(&input(&project, "stop-input-first.json", Some("x")))
+            .run()
+            .assert_hook_error(&["corrupt", "ralph-ctl reset"]);
         assert_eq!(
             std::fs::read_to_string(project.state_path()).unwrap(),
             content,
@@ -369,23 +358,26 @@ fn missing_prompt_lets_the_stop_through_without_advancing() {
     let project = looping(5);
     let before = std::fs::read(project.state_path()).unwrap();
     std::fs::remove_file(project.path(".claude/ralph/PROMPT.md")).unwrap();
-    let run = project.hook(&input(&project, "stop-input-first.json", Some("x")), &[]);
-    assert_one_error_line(&run, &["PROMPT.md", "does not exist"]);
+    Hook::new(&project)
+        .json(&input(&project, "stop-input-first.json", Some("x")))
+        .run()
+        .assert_hook_error(&["PROMPT.md", "does not exist"]);
     assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
 }
 
 #[test]
 fn missing_transcript_lets_the_stop_through() {
     let project = looping(5);
-    let mut value: Value =
-        serde_json::from_slice(&input(&project, "stop-input-first.json", None)).unwrap();
+    let mut value = input(&project, "stop-input-first.json", None);
     value["transcript_path"] = json!(project.path("nope.jsonl"));
-    let run = project.hook(&serde_json::to_vec(&value).unwrap(), &[]);
-    assert_one_error_line(&run, &["transcript", "nope.jsonl"]);
+    Hook::new(&project)
+        .json(&value)
+        .run()
+        .assert_hook_error(&["transcript", "nope.jsonl"]);
 }
 
 /// Runs `per_thread` hook processes on each of `threads` threads at once.
-fn hammer(project: &Arc<TempProject>, threads: usize, per_thread: usize, stdin: Vec<u8>) {
+fn hammer(project: &Arc<TempProject>, threads: usize, per_thread: usize, stdin: Value) {
     let stdin = Arc::new(stdin);
     let handles: Vec<_> = (0..threads)
         .map(|_| {
@@ -393,7 +385,7 @@ fn hammer(project: &Arc<TempProject>, threads: usize, per_thread: usize, stdin: 
             let stdin = Arc::clone(&stdin);
             thread::spawn(move || {
                 for _ in 0..per_thread {
-                    let run = project.hook(&stdin, &[]);
+                    let run = Hook::new(&project).json(&stdin).run();
                     assert_eq!(run.code, Some(0), "{run:?}");
                     assert!(!run.stderr.contains("ralph-stop-hook"), "{run:?}");
                     let state = std::fs::read_to_string(project.state_path()).unwrap();
@@ -422,9 +414,8 @@ fn parallel_stops_of_one_session_lose_no_update() {
 fn a_second_session_hammering_in_parallel_changes_nothing() {
     let project = Arc::new(looping(10_000));
     let mine = input(&project, "stop-input-after-block.json", Some("working"));
-    let mut other: Value = serde_json::from_slice(&mine).unwrap();
+    let mut other = mine.clone();
     other["session_id"] = json!("99999999-0000-0000-0000-000000000000");
-    let other = serde_json::to_vec(&other).unwrap();
     let a = {
         let project = Arc::clone(&project);
         thread::spawn(move || hammer(&project, 4, 25, mine))
@@ -450,7 +441,9 @@ fn a_discarded_stdout_neither_crashes_nor_hangs_the_hook() {
         .stdin
         .take()
         .unwrap()
-        .write_all(&input(&project, "stop-input-first.json", Some("x")))
+        .write_all(
+            &serde_json::to_vec(&input(&project, "stop-input-first.json", Some("x"))).unwrap(),
+        )
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));

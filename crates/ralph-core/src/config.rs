@@ -119,6 +119,19 @@ pub enum ConfigError {
         /// serde's explanation, with line and column.
         message: String,
     },
+    /// The config file has a key ralph does not know.
+    #[error(
+        "{path}: unknown key `{key}`{suggestion}; accepted keys: {}",
+        accepted_keys()
+    )]
+    UnknownKey {
+        /// The config file.
+        path: PathBuf,
+        /// The key found.
+        key: String,
+        /// ` (did you mean `x`?)`, or empty.
+        suggestion: String,
+    },
     /// A key of the config file holds a value out of its domain.
     #[error("{path}: key {key} = {value} is invalid: {accepts}")]
     BadKey {
@@ -135,8 +148,10 @@ pub enum ConfigError {
 
 /// The keys `.claude/ralph/config.json` accepts; any other key is an error,
 /// so that a typo is reported instead of silently ignored.
+/// The whole-number keys are read by [`number_settings`]; every other key is
+/// checked against [`FILE_KEYS`] first, so a typo is reported, not ignored.
 #[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 struct ConfigFile {
     completion_signal: Option<String>,
     prompt_file: Option<String>,
@@ -144,6 +159,46 @@ struct ConfigFile {
     plan_files: Option<Vec<String>>,
     verify: Option<Vec<VerifyCommand>>,
     confidence: Option<ConfidenceWeights>,
+}
+
+/// The config file's keys other than the whole-number settings.
+const FILE_KEYS: &[&str] = &[
+    "completionSignal",
+    "promptFile",
+    "completionMode",
+    "planFiles",
+    "verify",
+    "confidence",
+];
+
+/// The known key closest to `key` when it is a likely misspelling (at most
+/// two edits away, case aside).
+pub fn did_you_mean<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+    let key = key.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|k| (edit_distance(&key, &k.to_ascii_lowercase()), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let current = row[j + 1];
+            row[j + 1] = (previous + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(current + 1);
+            previous = current;
+        }
+    }
+    row[b.len()]
 }
 
 /// Every key of the config file, for error messages.
@@ -333,8 +388,23 @@ impl Config {
                 setting.target.apply(self, value);
             }
         }
-        let file: ConfigFile =
-            serde_json::from_value(serde_json::Value::Object(object)).map_err(malformed)?;
+        if let Some(key) = object.keys().find(|k| {
+            !number_settings().any(|s| s.key == k.as_str()) && !FILE_KEYS.contains(&k.as_str())
+        }) {
+            let known: Vec<&str> = number_settings()
+                .map(|s| s.key)
+                .chain(FILE_KEYS.iter().copied())
+                .collect();
+            return Err(ConfigError::UnknownKey {
+                path: path.to_path_buf(),
+                key: key.clone(),
+                suggestion: did_you_mean(key, &known)
+                    .map(|k| format!(" (did you mean `{k}`?)"))
+                    .unwrap_or_default(),
+            });
+        }
+        // Read again from the text, so serde's errors keep their line and column.
+        let file: ConfigFile = serde_json::from_str(&text).map_err(malformed)?;
         if let Some(raw) = file.completion_signal {
             self.completion_signal = validate_signal(&raw)
                 .ok_or_else(|| bad("completionSignal", format!("{raw:?}"), signal_accepts()))?;
@@ -596,7 +666,15 @@ mod tests {
             ),
             (r#"{"completionSignal": ""}"#, "completionSignal"),
             (r#"{"promptFile": " "}"#, "promptFile"),
-            (r#"{"maxIteration": 5}"#, "unknown field `maxIteration`"),
+            (
+                r#"{"maxIteration": 5}"#,
+                "unknown key `maxIteration` (did you mean `maxIterations`?)",
+            ),
+            (
+                r#"{"sameRejectedClaimThreshhold": 5}"#,
+                "did you mean `sameRejectedClaimThreshold`?",
+            ),
+            (r#"{"colour": 5}"#, "unknown key `colour`; accepted keys"),
             (r#"{"maxIterations": 5"#, "config.json"),
             ("[]", "config.json"),
             ("", "config.json"),

@@ -211,6 +211,9 @@ impl LoopState {
     pub fn from_json(bytes: &[u8]) -> Result<LoopState, String> {
         let mut value: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if !value.is_object() {
+            return Err("it holds JSON, but not a ralph state object".into());
+        }
         let version = value
             .get("schemaVersion")
             .map(|v| v.as_u64().ok_or("schemaVersion is not a whole number"))
@@ -222,10 +225,13 @@ impl LoopState {
                  upgrade ralph"
             ));
         }
-        if version < 2 {
+        let mut state: LoopState = if version < 2 {
             migrate_v1(&mut value);
-        }
-        let mut state: LoopState = serde_json::from_value(value).map_err(|e| e.to_string())?;
+            serde_json::from_value(value).map_err(|e| e.to_string())?
+        } else {
+            // Read again from the bytes, so the error keeps its line and column.
+            serde_json::from_slice(bytes).map_err(|e| e.to_string())?
+        };
         state.schema_version = SCHEMA_VERSION;
         Ok(state)
     }

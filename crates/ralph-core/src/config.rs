@@ -161,6 +161,13 @@ struct ConfigFile {
     confidence: Option<ConfidenceWeights>,
 }
 
+/// Which config file is read: the user's defaults or the project's own.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    User,
+    Project,
+}
+
 /// The config file's keys other than the whole-number settings.
 const FILE_KEYS: &[&str] = &[
     "completionSignal",
@@ -288,7 +295,17 @@ fn number_settings() -> impl Iterator<Item = NumberSetting> {
 pub trait EnvSource {
     /// The variable's value; `Err` carries a lossy copy when it is not UTF-8.
     fn get(&self, name: &str) -> Option<Result<String, String>>;
+
+    /// The per-user config folder (`~/.config` on Linux), where the user's
+    /// defaults file lives; `None` when there is none (and in tests).
+    fn user_config_dir(&self) -> Option<PathBuf> {
+        None
+    }
 }
+
+/// The per-user defaults file inside the user's config folder: the same keys
+/// as a project's config.json, below it.
+pub const USER_CONFIG_FILE: &str = "ralph/config.json";
 
 /// The real process environment.
 pub struct ProcessEnv;
@@ -299,6 +316,10 @@ impl EnvSource for ProcessEnv {
             v.into_string()
                 .map_err(|v| v.to_string_lossy().into_owned())
         })
+    }
+
+    fn user_config_dir(&self) -> Option<PathBuf> {
+        dirs::config_dir()
     }
 }
 
@@ -335,12 +356,15 @@ impl Config {
     /// config file if present, then the environment.
     pub fn load(paths: &ProjectPaths, env: &dyn EnvSource) -> Result<Config, ConfigError> {
         let mut config = Config::default();
-        config.apply_file(&paths.config_file())?;
+        if let Some(dir) = env.user_config_dir() {
+            config.apply_file(&dir.join(USER_CONFIG_FILE), Scope::User)?;
+        }
+        config.apply_file(&paths.config_file(), Scope::Project)?;
         config.apply_env(env)?;
         Ok(config)
     }
 
-    fn apply_file(&mut self, path: &Path) -> Result<(), ConfigError> {
+    fn apply_file(&mut self, path: &Path, scope: Scope) -> Result<(), ConfigError> {
         let read_err = |source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
@@ -422,6 +446,13 @@ impl Config {
                 ));
             }
             self.completion.plan_files = files.clone();
+        }
+        if let (Some(_), Scope::User) = (&file.verify, scope) {
+            return Err(bad(
+                "verify",
+                "in the per-user defaults".into(),
+                "verification commands only in a project's .claude/ralph/config.json, so no command runs in a project that did not ask for it".into(),
+            ));
         }
         if let Some(commands) = &file.verify {
             for c in commands {
@@ -531,6 +562,58 @@ mod tests {
             fs::write(paths.config_file(), json).unwrap();
         }
         (dir, paths)
+    }
+
+    /// An environment with a per-user config folder.
+    struct WithUserDir(PathBuf, Vec<(&'static str, &'static str)>);
+
+    impl EnvSource for WithUserDir {
+        fn get(&self, name: &str) -> Option<Result<String, String>> {
+            self.1
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| Ok((*v).to_string()))
+        }
+        fn user_config_dir(&self) -> Option<PathBuf> {
+            Some(self.0.clone())
+        }
+    }
+
+    #[test]
+    fn user_defaults_sit_below_the_project_config_and_the_environment() {
+        let (_d, paths) = project_with_config(Some(r#"{"maxIterations": 7}"#));
+        let user = crate::tempdir::TempDir::new();
+        fs::create_dir_all(user.path().join("ralph")).unwrap();
+        let file = user.path().join(USER_CONFIG_FILE);
+        fs::write(
+            &file,
+            r#"{"maxIterations": 40, "completionMode": "dual", "breakerPatience": 4}"#,
+        )
+        .unwrap();
+        let c = Config::load(&paths, &WithUserDir(user.path().into(), vec![])).unwrap();
+        assert_eq!(c.max_iterations, 7, "the project's file wins");
+        assert_eq!(
+            c.completion.mode,
+            CompletionMode::Dual,
+            "the user's default applies"
+        );
+        assert_eq!(c.breaker.patience, 4);
+        let env = WithUserDir(user.path().into(), vec![(env::PATIENCE, "2")]);
+        assert_eq!(Config::load(&paths, &env).unwrap().breaker.patience, 2);
+
+        fs::write(&file, r#"{"verify": [{"name": "t", "command": "true"}]}"#).unwrap();
+        let err = Config::load(&paths, &WithUserDir(user.path().into(), vec![]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("verify") && err.contains(&file.display().to_string()),
+            "{err}"
+        );
+        fs::write(&file, r#"{"maxIterations": 0}"#).unwrap();
+        let err = Config::load(&paths, &WithUserDir(user.path().into(), vec![]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&file.display().to_string()), "{err}");
     }
 
     #[test]

@@ -373,8 +373,9 @@ impl Terminal {
 
 impl Drop for Terminal {
     fn drop(&mut self) {
+        // Also what the command left behind in its group after exiting.
+        self.kill();
         if self.status.is_none() {
-            self.kill();
             let _ = self.child.wait();
         }
     }
@@ -551,10 +552,11 @@ impl TempProject {
     /// Runs the launcher interactively in a [`SIZE`] terminal: waits until
     /// the loop's state leaves `running` (at most `timeout`), then types
     /// `/exit` and Enter as a person would (then Ctrl-C twice if the client
-    /// is still there after 10 s), and returns
-    /// the launcher's exit code, screen and stderr. The whole process group
-    /// is killed when the loop does not end in time or the client does not
-    /// exit.
+    /// is still there after 10 s), and returns the launcher's exit code,
+    /// screens and stderr. Stderr goes to a pipe so the launcher's closing
+    /// line can be read apart (both clients draw on stdout and run the same
+    /// with it). The whole process group is killed when the loop does not
+    /// end in time or the client does not exit.
     pub fn run_launcher_interactive(
         &self,
         client: ClientVersion,

@@ -1,0 +1,195 @@
+//! End-to-end, the way people mostly run a loop: the launcher without
+//! `--headless` starts the real client's terminal UI (both pinned versions)
+//! in a pseudo-terminal, against the scripted Messages API mock on
+//! 127.0.0.1; once the loop has ended, the test types `/exit` as a person
+//! would.
+//!
+//! Run one scenario alone with e.g.
+//! `tests/run.sh -p ralph-tests --test e2e_interactive v2_0_77::completes_on_signal`.
+
+use std::time::Duration;
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::interactive::InteractiveRun;
+use ralph_tests::mock_api::{stop_hook_feedback, MockApi, Reply};
+use ralph_tests::project::TempProject;
+use serde_json::Value;
+
+const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+const LOOP_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Generates one test per pinned client version.
+macro_rules! on_both_clients {
+    ($($name:ident),* $(,)?) => {
+        mod v2_1_330 {
+            $(#[test] fn $name() { super::$name(ralph_tests::client::ClientVersion::V2_1_330) })*
+        }
+        mod v2_0_77 {
+            $(#[test] fn $name() { super::$name(ralph_tests::client::ClientVersion::V2_0_77) })*
+        }
+    };
+}
+
+on_both_clients!(
+    completes_on_signal,
+    errors_and_excerpts_belong_to_their_own_iteration,
+    stops_at_the_iteration_cap,
+);
+
+/// One line per recorded stop, for failure messages.
+fn history(state: &Value) -> String {
+    state["history"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .map(|r| {
+            format!(
+                "iteration {}: {} (message from {}) excerpt={} error={}",
+                r["iteration"], r["decision"], r["messageSource"], r["excerpt"], r["error"]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The run, the stops the hook recorded and the requests the model got,
+/// for failure messages.
+fn explain(run: &InteractiveRun, state: &Value, api: &MockApi) -> String {
+    format!(
+        "launcher exit {:?} (client ended by {}); stderr: {}\nstops:\n{}\nmain requests: {}\nscreen at the end of the loop:\n{}",
+        run.code,
+        run.ended_by,
+        run.stderr.trim(),
+        history(state),
+        api.main_requests().len(),
+        run.loop_screen
+    )
+}
+
+fn completes_on_signal(client: ClientVersion) {
+    let project = TempProject::new("i-complete");
+    project.init();
+    project.write_prompt("Improve the project.\n");
+    let api = MockApi::start(|turn, _| {
+        if turn < 3 {
+            Reply::text(format!("Worked on step {}.", turn + 1))
+        } else {
+            Reply::text(format!("All steps done.\n{SIGNAL}"))
+        }
+    });
+    let run = project.run_launcher_interactive(client, &api, &[], LOOP_TIMEOUT);
+    let state = project.status_json();
+    let why = explain(&run, &state, &api);
+    assert_eq!(state["status"], "complete", "{why}");
+    assert_eq!(state["iteration"], 4, "complete at iteration 4; {why}");
+    assert_eq!(api.main_requests().len(), 4, "{why}");
+    // The client waited for the person once the loop had ended.
+    assert_eq!(run.ended_by, "/exit", "{why}");
+    run.assert_code(0);
+    assert!(
+        run.stderr
+            .contains("ralph: loop complete at iteration 4 of 25"),
+        "{why}"
+    );
+    let last = api.main_requests().pop().unwrap();
+    let fed_back = stop_hook_feedback(&last.body);
+    assert_eq!(fed_back.len(), 3, "three re-injections: {fed_back:?}");
+    assert!(
+        fed_back[2].contains("iteration 4 of 25") && fed_back[2].contains("Improve the project."),
+        "{}",
+        fed_back[2]
+    );
+    let history = state["history"].as_array().unwrap();
+    for (i, record) in history.iter().enumerate() {
+        let want = if i < 3 {
+            format!("Worked on step {}.", i + 1)
+        } else {
+            "All steps done.".to_string()
+        };
+        assert!(
+            record["excerpt"].as_str().unwrap().starts_with(&want),
+            "stop {} judged its own message {want:?}; {why}",
+            i + 1
+        );
+    }
+}
+
+fn errors_and_excerpts_belong_to_their_own_iteration(client: ClientVersion) {
+    let project = TempProject::new("i-errors");
+    project.init();
+    let root = project.root.clone();
+    // Each iteration: a Write, a Bash command (failing in iteration 2 only),
+    // then a text answer; iteration 3 (or any later one) claims completion.
+    let api = MockApi::start(move |turn, _| {
+        let step = turn / 3 + 1;
+        match turn % 3 {
+            0 => Reply::write(
+                root.join(format!("step{step}.txt")).display().to_string(),
+                format!("step {step}\n"),
+            ),
+            1 if step == 2 => Reply::bash("cat missing-input.txt"),
+            1 => Reply::bash(format!("echo ran >> {}", root.join("log.txt").display())),
+            _ if step < 3 => Reply::text(format!("Finished step {step}.")),
+            _ => Reply::text(format!("All three steps are done.\n{SIGNAL}")),
+        }
+    });
+    let run = project.run_launcher_interactive(client, &api, &[], LOOP_TIMEOUT);
+    let state = project.status_json();
+    let why = explain(&run, &state, &api);
+    assert_eq!(state["status"], "complete", "{why}");
+    assert_eq!(state["iteration"], 3, "{why}");
+    run.assert_code(0);
+    let history = state["history"].as_array().unwrap();
+    assert_eq!(history.len(), 3, "{why}");
+    let excerpts = [
+        "Finished step 1.",
+        "Finished step 2.",
+        "All three steps are done.",
+    ];
+    for (i, want) in excerpts.iter().enumerate() {
+        assert!(
+            history[i]["excerpt"].as_str().unwrap().starts_with(want),
+            "stop {} judged its own final text {want:?}; {why}",
+            i + 1
+        );
+    }
+    assert!(
+        history[0]["error"].is_null(),
+        "iteration 1 had no error; {why}"
+    );
+    assert!(
+        history[1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("missing-input.txt")),
+        "iteration 2's failing command is its error; {why}"
+    );
+    assert!(
+        history[2]["error"].is_null(),
+        "iteration 3 had no error; {why}"
+    );
+}
+
+fn stops_at_the_iteration_cap(client: ClientVersion) {
+    let project = TempProject::new("i-cap");
+    project.init();
+    let api = MockApi::start(|turn, _| Reply::text(format!("Still working (turn {turn}).")));
+    let run = project.run_launcher_interactive(
+        client,
+        &api,
+        &[("RALPH_MAX_ITERATIONS", "3")],
+        LOOP_TIMEOUT,
+    );
+    let state = project.status_json();
+    let why = explain(&run, &state, &api);
+    assert_eq!(state["status"], "max_iterations", "{why}");
+    assert_eq!(state["iteration"], 3, "{why}");
+    assert_eq!(
+        api.main_requests().len(),
+        3,
+        "exactly 3 iterations reached the model; {why}"
+    );
+    assert_eq!(state["history"].as_array().unwrap().len(), 3, "{why}");
+    run.assert_code(10);
+    assert!(run.stderr.contains("max_iterations"), "{why}");
+}

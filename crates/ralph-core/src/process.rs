@@ -1,8 +1,11 @@
 //! Stopping a child process that overran its time (git, verification
-//! commands): the one place that sends a signal.
+//! commands): the one place that sends a signal or waits without reaping.
 
 /// Sends SIGKILL to `pid`, or with `group` to the process group it leads.
 /// Pids that do not fit a positive `pid_t` above 1 are ignored. No-op off Unix.
+///
+/// Only call this for a child that has not been reaped yet: once it is, its
+/// pid (and, when no member is left, its group id) may belong to another process.
 #[cfg(unix)]
 #[allow(unsafe_code)]
 pub(crate) fn kill(pid: u32, group: bool) {
@@ -19,3 +22,58 @@ pub(crate) fn kill(pid: u32, group: bool) {
 
 #[cfg(not(unix))]
 pub(crate) fn kill(_pid: u32, _group: bool) {}
+
+/// Whether the child `pid` has exited, without reaping it: until it is
+/// reaped (`Child::wait`), its pid and the id of the group it leads stay
+/// taken, so signalling them cannot reach another process.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub(crate) fn has_exited(pid: u32) -> std::io::Result<bool> {
+    loop {
+        // SAFETY: siginfo_t is plain data; all zeroes is a valid value, and
+        // waitid only writes into it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(2) with WNOWAIT only reports the child's state; the
+        // pointer is to a live siginfo_t.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            // SAFETY: after a successful waitid the pid field is set (0: still running).
+            return Ok(unsafe { info.si_pid() } != 0);
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn has_exited_leaves_the_child_to_be_reaped() {
+        let mut child = Command::new("sh").args(["-c", "exit 7"]).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !has_exited(child.id()).unwrap() {
+            assert!(Instant::now() < deadline, "sh never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Still a zombie: its status is there to be collected, once.
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id()));
+        if let Ok(stat) = stat {
+            assert!(stat.contains(") Z "), "{stat}");
+        }
+        assert_eq!(child.wait().unwrap().code(), Some(7));
+        assert!(has_exited(child.id()).is_err(), "no longer our child");
+    }
+}

@@ -1,5 +1,7 @@
-//! Stopping a child process that overran its time (git, verification
-//! commands): the one place that sends a signal or waits without reaping.
+//! The one place that sends a signal to a child process: stopping one that
+//! overran its time (git, verification commands), waiting for one without
+//! reaping it, and passing a signal on to the Claude Code client
+//! (`ralph-ctl run`).
 
 /// Sends SIGKILL to `pid`, or with `group` to the process group it leads.
 /// Pids that do not fit a positive `pid_t` above 1 are ignored. No-op off Unix.
@@ -22,6 +24,30 @@ pub(crate) fn kill(pid: u32, group: bool) {
 
 #[cfg(not(unix))]
 pub(crate) fn kill(_pid: u32, _group: bool) {}
+
+/// Sends `signal` to the single process `pid`, a child of the caller that
+/// has not been reaped yet (so the pid is still its own). Pids that do not
+/// fit a positive `pid_t` above 1 are refused.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .ok()
+        .filter(|pid| *pid > 1)
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill(2) on one positive pid only sends a signal.
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Signals cannot be sent to another process off Unix.
+#[cfg(not(unix))]
+pub fn send_signal(_pid: u32, _signal: i32) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
 
 /// Whether the child `pid` has exited, without reaping it: until it is
 /// reaped (`Child::wait`), its pid and the id of the group it leads stay
@@ -75,5 +101,16 @@ mod tests {
         }
         assert_eq!(child.wait().unwrap().code(), Some(7));
         assert!(has_exited(child.id()).is_err(), "no longer our child");
+    }
+
+    #[test]
+    fn send_signal_reaches_the_child_and_refuses_bad_pids() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        send_signal(child.id(), libc::SIGTERM).unwrap();
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+        for pid in [0, 1, u32::MAX] {
+            assert!(send_signal(pid, 0).is_err(), "{pid}");
+        }
     }
 }

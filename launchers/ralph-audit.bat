@@ -9,6 +9,8 @@ set "INSTALLED=@RALPH_CTL@"
 
 pushd "%~dp0..\.." || exit /b 1
 set "PROJECT=%CD%"
+rem A drive root ends with \, which would escape the closing quote below.
+if "%PROJECT:~-1%"=="\" set "PROJECT=%PROJECT%."
 
 set "CTL="
 if defined INSTALLED if exist "%INSTALLED%" set "CTL=%INSTALLED%"

@@ -224,6 +224,7 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn sh_quoting_survives_any_path() {
         for path in [

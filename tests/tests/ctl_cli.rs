@@ -3,10 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use ralph_tests::bins;
 use ralph_tests::cli::{Ctl, Launcher};
-use ralph_tests::project::TempProject;
+use ralph_tests::project::{
+    run_with_timeout, signal_group, signal_process, wait_with_timeout, Run, TempProject,
+};
 use serde_json::{json, Value};
 
 /// Every file under `dir`, with its bytes.
@@ -334,20 +338,46 @@ fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
     assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
 }
 
-/// A fake client that records its arguments and environment, then exits with `code`.
+/// A fake client that records its arguments, environment and stdin, then exits with `code`.
 fn fake_client(project: &TempProject, code: i32) -> String {
     let path = project.path("fake-claude.sh");
     std::fs::write(
         &path,
         format!(
             "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n--ARG--\\n' \"$a\"; done > \"$0.args\"\n\
-             printf '%s %s\\n' \"$RALPH_ACTIVE\" \"$CLAUDE_CODE_STOP_HOOK_BLOCK_CAP\" > \"$0.env\"\nexit {code}\n"
+             printf '%s %s\\n' \"$RALPH_ACTIVE\" \"$CLAUDE_CODE_STOP_HOOK_BLOCK_CAP\" > \"$0.env\"\n\
+             cat > \"$0.stdin\"\nexit {code}\n"
         ),
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    make_executable(&path);
     path.display().to_string()
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The arguments the fake client recorded.
+fn recorded_args(client: &str) -> Vec<String> {
+    std::fs::read_to_string(format!("{client}.args"))
+        .unwrap()
+        .split("\n--ARG--\n")
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn launcher(project: &TempProject, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args(args).envs(env.iter().copied());
+    run_with_timeout(cmd, None, std::time::Duration::from_secs(60))
+}
+
+/// What the fake client read on stdin.
+fn recorded_stdin(client: &str) -> String {
+    std::fs::read_to_string(format!("{client}.stdin")).unwrap()
 }
 
 #[test]
@@ -356,30 +386,20 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
     project.init();
     project.write_prompt("Unique task text 4711.\n");
     let client = fake_client(&project, 0);
-    Launcher::new(&project)
-        .args(["--headless", "--", "--model", "sonnet"])
-        .env("RALPH_CLAUDE", &client)
-        .env("RALPH_MAX_ITERATIONS", "30")
-        .run()
-        // The fake client never stops through the hook, so the loop was cut short.
-        .assert_code(12)
-        .assert_stderr_has(&["interrupted"]);
-    let args_text = std::fs::read_to_string(format!("{client}.args")).unwrap();
-    let args: Vec<&str> = args_text
-        .split("\n--ARG--\n")
-        .filter(|a| !a.is_empty())
-        .collect();
-    let state = project.status_json();
-    assert_eq!(args[0], "-p");
-    assert!(
-        args[1].contains("Unique task text 4711.") && args[1].contains("iteration 1 of 30"),
-        "{}",
-        args[1]
+    let run = launcher(
+        &project,
+        &["--headless", "--", "--model", "sonnet"],
+        &[("RALPH_CLAUDE", &client), ("RALPH_MAX_ITERATIONS", "30")],
     );
-    let rest = &args[2..];
+    // The fake client never stops through the hook, so the loop was cut short.
+    run.assert_code(12);
+    assert!(run.stderr.contains("interrupted"), "{}", run.stderr);
+    let state = project.status_json();
+    // Headless: the prompt goes on stdin, never on the command line.
     assert_eq!(
-        rest,
+        recorded_args(&client),
         [
+            "-p",
             "--output-format",
             "json",
             "--session-id",
@@ -388,12 +408,313 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
             "sonnet"
         ]
     );
+    let stdin = recorded_stdin(&client);
+    assert!(
+        stdin.contains("Unique task text 4711.") && stdin.contains("iteration 1 of 30"),
+        "{stdin}"
+    );
     let env = std::fs::read_to_string(format!("{client}.env")).unwrap();
     assert_eq!(
         env.trim(),
         "1 35",
         "RALPH_ACTIVE=1 and the block cap raised above the loop's max"
     );
+
+    // Interactive: a prompt that fits is the first argument, as the person would type it.
+    let run = launcher(
+        &project,
+        &["--", "--model", "sonnet"],
+        &[("RALPH_CLAUDE", &client), ("RALPH_MAX_ITERATIONS", "30")],
+    );
+    run.assert_code(12);
+    let args = recorded_args(&client);
+    assert!(
+        args[0].contains("Unique task text 4711.") && args[0].contains("iteration 1 of 30"),
+        "{}",
+        args[0]
+    );
+    assert_eq!(
+        &args[1..],
+        [
+            "--session-id",
+            project.status_json()["sessionId"].as_str().unwrap(),
+            "--model",
+            "sonnet"
+        ]
+    );
+    assert_eq!(recorded_stdin(&client), "", "stdin stays the terminal's");
+}
+
+#[test]
+fn the_block_cap_and_ralph_active_are_set_for_the_client_only() {
+    let project = TempProject::new("launch-env");
+    project.init();
+    let client = fake_client(&project, 0);
+    for (inherited, want) in [("8", "30"), ("0", "0"), ("100", "100"), ("many", "many")] {
+        launcher(
+            &project,
+            &["--headless"],
+            &[
+                ("RALPH_CLAUDE", &client),
+                ("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", inherited),
+            ],
+        )
+        .assert_code(12);
+        let env = std::fs::read_to_string(format!("{client}.env")).unwrap();
+        assert_eq!(env.trim(), format!("1 {want}"), "inherited {inherited}");
+    }
+}
+
+#[test]
+fn a_prompt_near_its_size_limit_reaches_the_client_intact() {
+    let project = TempProject::new("launch-large");
+    project.init();
+    // 950 KiB of many distinct lines: far past the 128 KiB a single argument may hold.
+    let mut prompt = String::from("BEGIN-OF-TASK\n");
+    let mut n = 0;
+    while prompt.len() < 950 * 1024 {
+        prompt.push_str(&format!("line {n}: fix finding {n} in module {}\n", n % 97));
+        n += 1;
+    }
+    prompt.push_str("END-OF-TASK\n");
+    project.write_prompt(&prompt);
+    let client = fake_client(&project, 0);
+    for mode in [&["--headless"][..], &[][..]] {
+        let run = launcher(&project, mode, &[("RALPH_CLAUDE", &client)]);
+        run.assert_code(12);
+        assert!(
+            !run.stderr.contains("Argument list too long"),
+            "{}",
+            run.stderr
+        );
+        let stdin = recorded_stdin(&client);
+        assert!(
+            stdin.len() > prompt.len(),
+            "{mode:?}: {} bytes",
+            stdin.len()
+        );
+        assert!(
+            stdin.contains(&prompt),
+            "{mode:?}: the whole PROMPT.md arrives, byte for byte"
+        );
+        let args = recorded_args(&client);
+        assert!(
+            args.iter().all(|a| a.len() < 1024),
+            "{mode:?}: no argument carries the prompt"
+        );
+        assert!(args.contains(&"--session-id".to_string()), "{args:?}");
+    }
+}
+
+#[test]
+fn client_arguments_after_the_double_dash_pass_through_unchanged() {
+    let project = TempProject::new("launch-args");
+    project.init();
+    let client = fake_client(&project, 0);
+    let odd = [
+        "a b",
+        "it's",
+        "",
+        "--",
+        "$HOME",
+        "*",
+        "--headless",
+        "line\nbreak",
+        "\"quoted\"",
+    ];
+    let mut args = vec!["--headless", "--"];
+    args.extend(odd);
+    // RALPH_CLAUDE may be a command with arguments of its own.
+    let spec = format!("/bin/sh {client}");
+    launcher(&project, &args, &[("RALPH_CLAUDE", &spec)]).assert_code(12);
+    let recorded = std::fs::read_to_string(format!("{client}.args")).unwrap();
+    let recorded: Vec<&str> = recorded.split("\n--ARG--\n").collect();
+    // (the last element is what follows the final separator: nothing)
+    assert_eq!(&recorded[5..recorded.len() - 1], odd);
+    assert_eq!(recorded[0], "-p");
+}
+
+#[test]
+fn launcher_installed_from_a_path_with_a_quote_and_a_space() {
+    let project = TempProject::new("launch-quote");
+    let dir = project.tmp.join("x").join("it's a dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    for bin in [bins::ctl(), bins::hook()] {
+        let to = dir.join(bin.file_name().unwrap());
+        std::fs::copy(&bin, &to).unwrap();
+        make_executable(&to);
+    }
+    let ctl = dir.join("ralph-ctl");
+    let mut init = project.command(&ctl);
+    init.arg("init");
+    run_with_timeout(init, None, std::time::Duration::from_secs(30)).assert_code(0);
+    let text = std::fs::read_to_string(project.path(".claude/ralph/ralph-audit.sh")).unwrap();
+    assert!(text.contains("it'\\''s a dir/ralph-ctl'"), "{text}");
+    let bat = std::fs::read_to_string(project.path(".claude/ralph/ralph-audit.bat")).unwrap();
+    assert!(
+        bat.contains(&format!("set \"INSTALLED={}\"", ctl.display())),
+        "{bat}"
+    );
+
+    // Only the path init wrote can lead to ralph-ctl: no RALPH_CTL, none on PATH.
+    let client = fake_client(&project, 0);
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.env("PATH", "/usr/bin:/bin")
+        .env("RALPH_CLAUDE", &client)
+        .arg("--headless");
+    let run = run_with_timeout(cmd, None, std::time::Duration::from_secs(60));
+    run.assert_code(12);
+    assert!(
+        recorded_args(&client).contains(&"--session-id".to_string()),
+        "the client ran"
+    );
+
+    // The registered hook command runs in a shell, as Claude Code runs it.
+    let command = settings(&project)["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(command.contains("it's a dir"), "{command}");
+    let mut hook = project.command("sh");
+    hook.args(["-c", &command]).env("RALPH_ACTIVE", "1");
+    let run = run_with_timeout(hook, Some(b"{}"), std::time::Duration::from_secs(30));
+    run.assert_code(0);
+    assert!(run.stderr.starts_with("ralph-stop-hook:"), "{}", run.stderr);
+}
+
+/// A fake client that records its pid, then waits until a signal: it
+/// records which one and exits with 128 + its number.
+fn waiting_client(project: &TempProject) -> String {
+    let path = project.path("waiting-claude.sh");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\n\
+         trap 'echo TERM > \"$0.got\"; exit 143' TERM\n\
+         trap 'echo HUP > \"$0.got\"; exit 129' HUP\n\
+         trap 'echo INT > \"$0.got\"; exit 130' INT\n\
+         echo $$ > \"$0.pid\"\n\
+         while :; do sleep 0.05; done\n",
+    )
+    .unwrap();
+    make_executable(&path);
+    path.display().to_string()
+}
+
+/// Starts the launcher in its own process group; returns it once the
+/// waiting client runs, with the client's pid.
+fn launch_and_wait_for_client(
+    project: &TempProject,
+    client: &str,
+    stderr: Stdio,
+) -> (std::process::Child, u32) {
+    use std::os::unix::process::CommandExt;
+    let _ = std::fs::remove_file(format!("{client}.pid"));
+    let _ = std::fs::remove_file(format!("{client}.got"));
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.arg("--headless")
+        .env("RALPH_CLAUDE", client)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0);
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Some(pid) = std::fs::read_to_string(format!("{client}.pid"))
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            return (child, pid);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (_, _, err) = wait_with_timeout(&mut child, Duration::ZERO);
+    panic!("the client never started: {err}");
+}
+
+#[test]
+fn sigterm_and_sighup_to_the_launcher_are_passed_on_and_recorded() {
+    let project = TempProject::new("launch-signals");
+    project.init();
+    let client = waiting_client(&project);
+    for (signal, name, code) in [
+        (libc::SIGTERM, "SIGTERM", 143),
+        (libc::SIGHUP, "SIGHUP", 129),
+    ] {
+        let (mut launcher, client_pid) =
+            launch_and_wait_for_client(&project, &client, Stdio::piped());
+        // To the launcher alone (it became ralph-ctl run): the client only learns of it from there.
+        signal_process(launcher.id(), signal);
+        let (status, _out, err) = wait_with_timeout(&mut launcher, Duration::from_secs(30));
+        assert_eq!(status.and_then(|s| s.code()), Some(code), "{name}: {err}");
+        assert_eq!(
+            std::fs::read_to_string(format!("{client}.got"))
+                .unwrap()
+                .trim(),
+            &name[3..],
+            "the client got {name}"
+        );
+        assert!(
+            !Path::new(&format!("/proc/{client_pid}")).exists(),
+            "the client is gone"
+        );
+        let state = project.status_json();
+        assert_eq!(state["status"], "interrupted", "{state:#}");
+        let because = state["endedBecause"].as_str().unwrap();
+        assert!(
+            because.contains(name) && because.contains(&format!("code {code}")),
+            "{because}"
+        );
+        assert!(
+            err.contains("loop interrupted") && err.contains(name),
+            "{err}"
+        );
+    }
+    // The interrupted loop does not block the next one: no reset needed.
+    let quick = fake_client(&project, 0);
+    launcher(&project, &["--headless"], &[("RALPH_CLAUDE", &quick)]).assert_code(12);
+}
+
+#[test]
+fn ctrl_c_reaches_the_client_from_the_terminal_and_is_recorded() {
+    let project = TempProject::new("launch-ctrl-c");
+    project.init();
+    let client = waiting_client(&project);
+    let (mut launcher, _) = launch_and_wait_for_client(&project, &client, Stdio::piped());
+    // What a terminal does on Ctrl-C: SIGINT to the whole foreground process group.
+    signal_group(launcher.id(), libc::SIGINT);
+    let (status, _out, err) = wait_with_timeout(&mut launcher, Duration::from_secs(30));
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(format!("{client}.got"))
+            .unwrap()
+            .trim(),
+        "INT",
+        "the client got it once, from the group"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted");
+    assert!(
+        state["endedBecause"].as_str().unwrap().contains("SIGINT"),
+        "{state:#}"
+    );
+}
+
+#[test]
+fn the_end_is_recorded_when_the_terminal_is_gone() {
+    let project = TempProject::new("launch-hangup");
+    project.init();
+    let client = waiting_client(&project);
+    // stderr is a pipe whose reader has gone: every write fails (EPIPE), as on a closed terminal.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let (mut launcher, _) = launch_and_wait_for_client(&project, &client, writer.into());
+    signal_process(launcher.id(), libc::SIGHUP);
+    let (status, _out, _err) = wait_with_timeout(&mut launcher, Duration::from_secs(30));
+    assert_eq!(status.and_then(|s| s.code()), Some(129));
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted", "{state:#}");
+    assert!(state["endedBecause"].as_str().unwrap().contains("SIGHUP"));
 }
 
 #[test]
@@ -421,13 +742,36 @@ fn launcher_exit_codes() {
         "the client never ran"
     );
 
-    Ctl::new(&project).arg("start").run().assert_code(0);
-    Launcher::new(&project)
-        .arg("--headless")
-        .env("RALPH_CLAUDE", &client)
-        .run()
-        .assert_code(3)
-        .assert_stderr_has(&["already running"]);
+    // Found, but it cannot start (its interpreter is missing): the loop it
+    // started is not left running.
+    let broken = project.path("broken-claude");
+    std::fs::write(&broken, "#!/nonexistent/interpreter\n").unwrap();
+    make_executable(&broken);
+    let run = launcher(
+        &project,
+        &["--headless"],
+        &[("RALPH_CLAUDE", broken.to_str().unwrap())],
+    );
+    run.assert_code(127);
+    assert!(
+        run.stderr.contains("cannot start the Claude Code client"),
+        "{}",
+        run.stderr
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted");
+    assert!(
+        state["endedBecause"]
+            .as_str()
+            .unwrap()
+            .contains("could not start"),
+        "{state:#}"
+    );
+
+    project.ctl(&["start"], &[]).assert_code(0);
+    let busy = launcher(&project, &["--headless"], &[("RALPH_CLAUDE", &client)]);
+    busy.assert_code(3);
+    assert!(busy.stderr.contains("already running"), "{}", busy.stderr);
     // --reset clears the old loop first.
     Launcher::new(&project)
         .args(["--headless", "--reset"])

@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{stop_hook_feedback, MockApi, Reply};
+use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
 use ralph_tests::project::{signal_process, wait_with_timeout, TempProject};
 
 const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
@@ -49,6 +49,9 @@ on_both_clients!(
     tool_use_without_change_opens_the_breaker,
     identical_rejected_claims_open_the_breaker_before_the_cap,
     errors_are_recorded_against_their_own_iteration,
+    prompt_near_its_size_limit_runs_a_headless_loop,
+    sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client,
+    interactive_loop_in_a_terminal,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -740,4 +743,224 @@ fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
     assert!(excerpts[0].contains("Step one"), "{excerpts:?}");
     assert!(excerpts[1].contains("Step two"), "{excerpts:?}");
     assert!(excerpts[2].contains("Step three"), "{excerpts:?}");
+}
+
+fn prompt_near_its_size_limit_runs_a_headless_loop(client: ClientVersion) {
+    let project = TempProject::new("large-prompt");
+    project.init();
+    // ~900 KiB of distinct lines: seven times what one command-line argument may hold.
+    let mut prompt = String::from("Fix every finding listed below.\n");
+    let mut n = 0;
+    while prompt.len() < 900 * 1024 {
+        prompt.push_str(&format!("- finding {n}: module {} needs a fix\n", n % 89));
+        n += 1;
+    }
+    prompt.push_str("LAST-LINE-OF-THE-TASK\n");
+    project.write_prompt(&prompt);
+    let api = MockApi::start(|turn, _| {
+        if turn < 1 {
+            Reply::text("Fixed the first batch.")
+        } else {
+            Reply::text(format!("All findings are fixed.\n{SIGNAL}"))
+        }
+    });
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2);
+    let requests = api.main_requests();
+    let first = user_texts(&requests[0].body).join("\n");
+    assert!(
+        first.contains(&prompt) && first.contains("iteration 1 of"),
+        "the first request carries the whole PROMPT.md ({} bytes of user text)",
+        first.len()
+    );
+    let fed_back = stop_hook_feedback(&requests.last().unwrap().body);
+    assert_eq!(fed_back.len(), 1);
+    assert!(
+        fed_back[0].contains(&prompt),
+        "the re-injection carries it too ({} bytes)",
+        fed_back[0].len()
+    );
+}
+
+/// The pids of the processes in process group `pgid` (Linux: /proc).
+fn processes_in_group(pgid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name: state, ppid, pgrp, ...
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields[0] != "Z" {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: ClientVersion) {
+    let project = TempProject::new("sigterm");
+    project.init();
+    // SIGHUP is what a closing terminal sends; the driver handles it the same way.
+    for (signal, name, code) in [
+        (libc::SIGTERM, "SIGTERM", 143),
+        (libc::SIGHUP, "SIGHUP", 129),
+    ] {
+        let api = MockApi::start(|turn, _| {
+            thread::sleep(Duration::from_millis(200));
+            Reply::text(format!("Working {turn}."))
+        });
+        let mut cmd = project.launcher_command(client, &api, &[("RALPH_MAX_ITERATIONS", "1000")]);
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let before = project.state().map(|s| s["sessionId"].clone());
+        let mut launcher = cmd.spawn().unwrap();
+        let group = launcher.id();
+        assert!(
+            wait_until(LOOP_TIMEOUT, || project.state().is_some_and(|s| {
+                Some(&s["sessionId"]) != before.as_ref() && s["iteration"].as_u64() >= Some(2)
+            })),
+            "the loop never reached iteration 2"
+        );
+        let started = Instant::now();
+        signal_process(launcher.id(), signal);
+        let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+        assert_eq!(status.and_then(|s| s.code()), Some(code), "{name}: {err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(9),
+            "the client ended on {name}, not on the kill after the grace: {:?}",
+            started.elapsed()
+        );
+        assert!(
+            err.contains("loop interrupted") && err.contains(name),
+            "{err}"
+        );
+        let state = project.status_json();
+        assert_eq!(state["status"], "interrupted", "{state:#}");
+        let because = state["endedBecause"].as_str().unwrap();
+        assert!(
+            because.contains(name) && because.contains("iteration"),
+            "{because}"
+        );
+        assert!(
+            wait_until(Duration::from_secs(5), || processes_in_group(group)
+                .is_empty()),
+            "{name}: processes left in the launcher's group: {:?}",
+            processes_in_group(group)
+        );
+    }
+
+    // The next loop starts without a reset.
+    let api = MockApi::start(|_, _| Reply::text(format!("Done.\n{SIGNAL}")));
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+}
+
+/// Runs the launcher interactively in a pseudo-terminal (`script`), with the
+/// client's first-run questions (theme, API key, folder trust) answered in
+/// its HOME. Returns the `script` process and its input (what the person types).
+fn launch_in_a_terminal(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+) -> (std::process::Child, std::process::ChildStdin) {
+    std::fs::write(
+        project.home.join(".claude.json"),
+        serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "theme": "dark",
+            "customApiKeyResponses": {"approved": ["test-key"], "rejected": []},
+            "projects": {project.root.display().to_string(): {"hasTrustDialogAccepted": true}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let launcher = project.path(".claude/ralph/ralph-audit.sh");
+    let mut cmd = project.command("script");
+    cmd.args(["-qfec", &launcher.display().to_string(), "/dev/null"])
+        .envs(project.client_env(client, api))
+        .env("TERM", "xterm")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().expect("script (util-linux) runs");
+    let keys = child.stdin.take().unwrap();
+    (child, keys)
+}
+
+fn interactive_loop_in_a_terminal(client: ClientVersion) {
+    use std::io::Write;
+    let project = TempProject::new("interactive");
+    project.init();
+    // 2.1.330 gets a prompt too long for an argument, so it arrives on stdin
+    // while the keyboard stays the terminal; 2.0.77's screen takes minutes to
+    // show one that long, so it gets a short one, as an argument.
+    let size = match client {
+        ClientVersion::V2_1_330 => 300 * 1024,
+        ClientVersion::V2_0_77 => 2 * 1024,
+    };
+    let mut prompt = String::from("Work through the list.\n");
+    let mut n = 0;
+    while prompt.len() < size {
+        prompt.push_str(&format!("- item {n}\n"));
+        n += 1;
+    }
+    project.write_prompt(&prompt);
+    let api = MockApi::start(|turn, _| {
+        if turn < 1 {
+            Reply::text("Did the first items.")
+        } else {
+            Reply::text(format!("The list is done.\n{SIGNAL}"))
+        }
+    });
+    let (mut terminal, mut keys) = launch_in_a_terminal(&project, client, &api);
+    let completed = wait_until(LOOP_TIMEOUT, || {
+        project.state().is_some_and(|s| s["status"] == "complete")
+    });
+    // The loop is over; the interactive client stays open until the person
+    // leaves it: Ctrl-C is a key for it (the terminal is raw); pressed twice
+    // within a second, it exits.
+    thread::sleep(Duration::from_millis(500));
+    for _ in 0..3 {
+        let _ = keys.write_all(b"\x03");
+        thread::sleep(Duration::from_millis(250));
+        let _ = keys.write_all(b"\x03");
+        let pressed = Instant::now();
+        while terminal.try_wait().ok().flatten().is_none()
+            && pressed.elapsed() < Duration::from_secs(3)
+        {
+            thread::sleep(Duration::from_millis(50));
+        }
+        if terminal.try_wait().ok().flatten().is_some() {
+            break;
+        }
+    }
+    let (status, out, err) = wait_with_timeout(&mut terminal, Duration::from_secs(30));
+    assert!(completed, "the loop never completed; screen: {out}\n{err}");
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "the launcher reports the completed loop; screen: {out}"
+    );
+    assert!(out.contains("loop complete at iteration 2"), "{out}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    let first = user_texts(&api.main_requests()[0].body).join("\n");
+    assert!(
+        first.contains(&prompt),
+        "the first message carries the whole PROMPT.md ({} bytes)",
+        first.len()
+    );
 }

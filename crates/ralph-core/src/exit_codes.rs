@@ -17,3 +17,12 @@ pub const CIRCUIT_OPEN: i32 = 11;
 pub const INTERRUPTED: i32 = 12;
 /// `finish`: no loop state belongs to this session (reset, or taken over by another start).
 pub const NO_LOOP: i32 = 13;
+/// `ralph-ctl run` (the launchers): the Claude Code client was not found.
+pub const CLIENT_NOT_FOUND: i32 = 127;
+
+/// `ralph-ctl run`: the exit code after the signal numbered `signal` ended
+/// the loop (the shell's convention, 128 + the number: SIGHUP 129, SIGINT
+/// 130, SIGTERM 143).
+pub const fn signalled(signal: i32) -> i32 {
+    128 + signal
+}

@@ -21,7 +21,7 @@ mod files;
 pub mod hook_input;
 pub mod paths;
 pub mod plan;
-mod process;
+pub mod process;
 pub mod progress;
 pub mod prompt;
 pub mod registration;

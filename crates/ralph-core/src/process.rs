@@ -1,8 +1,13 @@
-//! Stopping a child process that overran its time (git, verification
-//! commands): the one place that sends a signal.
+//! The one place that sends a signal to a child process: stopping one that
+//! overran its time (git, verification commands), waiting for one without
+//! reaping it, and passing a signal on to the Claude Code client
+//! (`ralph-ctl run`).
 
 /// Sends SIGKILL to `pid`, or with `group` to the process group it leads.
 /// Pids that do not fit a positive `pid_t` above 1 are ignored. No-op off Unix.
+///
+/// Only call this for a child that has not been reaped yet: once it is, its
+/// pid (and, when no member is left, its group id) may belong to another process.
 #[cfg(unix)]
 #[allow(unsafe_code)]
 pub(crate) fn kill(pid: u32, group: bool) {
@@ -19,3 +24,93 @@ pub(crate) fn kill(pid: u32, group: bool) {
 
 #[cfg(not(unix))]
 pub(crate) fn kill(_pid: u32, _group: bool) {}
+
+/// Sends `signal` to the single process `pid`, a child of the caller that
+/// has not been reaped yet (so the pid is still its own). Pids that do not
+/// fit a positive `pid_t` above 1 are refused.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .ok()
+        .filter(|pid| *pid > 1)
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: kill(2) on one positive pid only sends a signal.
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Signals cannot be sent to another process off Unix.
+#[cfg(not(unix))]
+pub fn send_signal(_pid: u32, _signal: i32) -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// Whether the child `pid` has exited, without reaping it: until it is
+/// reaped (`Child::wait`), its pid and the id of the group it leads stay
+/// taken, so signalling them cannot reach another process.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub(crate) fn has_exited(pid: u32) -> std::io::Result<bool> {
+    loop {
+        // SAFETY: siginfo_t is plain data; all zeroes is a valid value, and
+        // waitid only writes into it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(2) with WNOWAIT only reports the child's state; the
+        // pointer is to a live siginfo_t.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            // SAFETY: after a successful waitid the pid field is set (0: still running).
+            return Ok(unsafe { info.si_pid() } != 0);
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn has_exited_leaves_the_child_to_be_reaped() {
+        let mut child = Command::new("sh").args(["-c", "exit 7"]).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !has_exited(child.id()).unwrap() {
+            assert!(Instant::now() < deadline, "sh never exited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Still a zombie: its status is there to be collected, once.
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id()));
+        if let Ok(stat) = stat {
+            assert!(stat.contains(") Z "), "{stat}");
+        }
+        assert_eq!(child.wait().unwrap().code(), Some(7));
+        assert!(has_exited(child.id()).is_err(), "no longer our child");
+    }
+
+    #[test]
+    fn send_signal_reaches_the_child_and_refuses_bad_pids() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        send_signal(child.id(), libc::SIGTERM).unwrap();
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+        for pid in [0, 1, u32::MAX] {
+            assert!(send_signal(pid, 0).is_err(), "{pid}");
+        }
+    }
+}

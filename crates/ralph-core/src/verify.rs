@@ -83,11 +83,60 @@ fn shell(command: &str) -> Command {
     }
 }
 
-/// Kills the command and everything it started (it leads its own process
-/// group: it was started with `process_group(0)`).
-fn kill_tree(child: &mut std::process::Child) {
-    crate::process::kill(child.id(), true);
-    let _ = child.kill();
+/// A started command that leads its own process group, seen through the
+/// three things the timeout needs; the order they are used in is what keeps
+/// the group kill safe (see [`wait_then_kill_group`]).
+trait GroupLeader {
+    /// Whether the leader has exited, without reaping it.
+    fn exited(&mut self) -> std::io::Result<bool>;
+    /// Kills the leader's whole process group.
+    fn kill_group(&mut self);
+    /// Reaps the leader; its exit code (`None` when killed by a signal).
+    fn reap(&mut self) -> Option<i32>;
+}
+
+impl GroupLeader for std::process::Child {
+    #[cfg(unix)]
+    fn exited(&mut self) -> std::io::Result<bool> {
+        crate::process::has_exited(self.id())
+    }
+
+    #[cfg(not(unix))]
+    fn exited(&mut self) -> std::io::Result<bool> {
+        // A Windows process handle keeps its id from being reused, so
+        // reaping early is harmless there.
+        self.try_wait().map(|status| status.is_some())
+    }
+
+    fn kill_group(&mut self) {
+        // It was started with `process_group(0)`: its group id is its pid.
+        crate::process::kill(self.id(), true);
+        let _ = self.kill();
+    }
+
+    fn reap(&mut self) -> Option<i32> {
+        self.wait().ok().and_then(|status| status.code())
+    }
+}
+
+/// Waits for the leader to exit or for `deadline`, then kills its group
+/// (whatever it left running, a background server say, or all of it when it
+/// overran) and only then reaps it. A group is never signalled after its
+/// leader was reaped: by then its id may belong to an unrelated process.
+/// Returns the exit code (`None` when it overran) and whether it timed out.
+fn wait_then_kill_group(leader: &mut impl GroupLeader, deadline: Instant) -> (Option<i32>, bool) {
+    let timed_out = loop {
+        match leader.exited() {
+            Ok(true) => break false,
+            Ok(false) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            Ok(false) => break true,
+            // Cannot wait for it: stop it rather than wait forever.
+            Err(_) => break false,
+        }
+    };
+    leader.kill_group();
+    let code = leader.reap();
+    (if timed_out { None } else { code }, timed_out)
 }
 
 /// Runs one command from `root` with its timeout.
@@ -144,24 +193,10 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
         })
     };
     let deadline = started + Duration::from_secs(u64::from(verify.timeout_seconds));
-    let (exit_code, timed_out) = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break (status.code(), false),
-            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-            Ok(None) => {
-                kill_tree(&mut child);
-                let _ = child.wait();
-                break (None, true);
-            }
-            Err(_) => {
-                kill_tree(&mut child);
-                break (None, false);
-            }
-        }
-    };
-    // Anything the command left running in its group (a background server,
-    // say) would hold the pipe open: stop it, and never wait long for the reader.
-    kill_tree(&mut child);
+    // Anything the command left running in its group would hold the pipe
+    // open: the group is killed once the command ends, and the reader is
+    // never waited for long.
+    let (exit_code, timed_out) = wait_then_kill_group(&mut child, deadline);
     let drain_deadline = Instant::now() + Duration::from_secs(2);
     while !reader.is_finished() && Instant::now() < drain_deadline {
         thread::sleep(Duration::from_millis(5));
@@ -242,6 +277,95 @@ mod tests {
             &cmd("missing", "definitely-not-a-command-xyz", 10),
         );
         assert_eq!(missing.exit_code, Some(127));
+    }
+
+    /// Records what the timeout logic does to a fake leader.
+    struct Recorder {
+        /// What `exited` answers, in turn (then: still running).
+        answers: Vec<std::io::Result<bool>>,
+        events: Vec<&'static str>,
+    }
+
+    impl GroupLeader for Recorder {
+        fn exited(&mut self) -> std::io::Result<bool> {
+            assert!(!self.events.contains(&"reap"), "waited on a reaped leader");
+            self.events.push("exited?");
+            if self.answers.is_empty() {
+                Ok(false)
+            } else {
+                self.answers.remove(0)
+            }
+        }
+        fn kill_group(&mut self) {
+            self.events.push("kill group");
+        }
+        fn reap(&mut self) -> Option<i32> {
+            self.events.push("reap");
+            Some(3)
+        }
+    }
+
+    #[test]
+    fn the_group_is_killed_before_the_leader_is_reaped_never_after() {
+        /// (what `exited` answers, the timeout, the expected result)
+        type Case = (Vec<std::io::Result<bool>>, Duration, (Option<i32>, bool));
+        let cases: Vec<Case> = vec![
+            // exits on the second look
+            (
+                vec![Ok(false), Ok(true)],
+                Duration::from_secs(60),
+                (Some(3), false),
+            ),
+            // overruns its deadline
+            (vec![], Duration::from_millis(30), (None, true)),
+            // cannot be waited for
+            (
+                vec![Err(std::io::Error::other("ECHILD"))],
+                Duration::from_secs(60),
+                (Some(3), false),
+            ),
+        ];
+        for (answers, timeout, want) in cases {
+            let mut leader = Recorder {
+                answers,
+                events: Vec::new(),
+            };
+            let got = wait_then_kill_group(&mut leader, Instant::now() + timeout);
+            assert_eq!(got, want);
+            let tail: Vec<_> = leader.events.iter().rev().take(2).rev().copied().collect();
+            assert_eq!(tail, ["kill group", "reap"], "{:?}", leader.events);
+            assert_eq!(
+                leader.events.iter().filter(|e| **e == "kill group").count(),
+                1,
+                "{:?}",
+                leader.events
+            );
+        }
+    }
+
+    #[test]
+    fn what_a_passing_command_left_running_is_stopped() {
+        let dir = crate::tempdir::TempDir::new();
+        let started = Instant::now();
+        // The background sleeper keeps the output pipe open; it must not hold up the result.
+        let ok = run(
+            dir.path(),
+            &cmd("bg", "sleep 30 & echo $! > sleeper.pid; echo done", 20),
+        );
+        assert!(ok.passed(), "{ok:?}");
+        assert!(ok.output_tail.contains("done"));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let pid = std::fs::read_to_string(dir.path().join("sleeper.pid")).unwrap();
+        let stat = format!("/proc/{}/stat", pid.trim());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Killed with its group (a zombie until init reaps it counts as gone).
+        while std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z ")) {
+            assert!(
+                Instant::now() < deadline,
+                "the background sleeper still runs"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     #[test]

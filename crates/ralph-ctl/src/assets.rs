@@ -4,9 +4,11 @@
 pub const PROMPT_TEMPLATE: &str = include_str!("../../../templates/PROMPT.md");
 /// The guardrails.md template.
 pub const GUARDRAILS_TEMPLATE: &str = include_str!("../../../templates/guardrails.md");
-/// The Unix launcher; `@RALPH_CTL@` is replaced by the path of `ralph-ctl`.
+/// The Unix launcher; `@RALPH_CTL@` is replaced by the path of `ralph-ctl`,
+/// quoted for sh.
 pub const LAUNCHER_SH: &str = include_str!("../../../launchers/ralph-audit.sh");
-/// The Windows launcher; `@RALPH_CTL@` is replaced by the path of `ralph-ctl`.
+/// The Windows launcher; `@RALPH_CTL@` is replaced by the path of `ralph-ctl`
+/// as a `set "NAME=value"` value (empty when it cannot be one).
 pub const LAUNCHER_BAT: &str = include_str!("../../../launchers/ralph-audit.bat");
 /// The placeholder in the launchers.
 pub const CTL_PLACEHOLDER: &str = "@RALPH_CTL@";

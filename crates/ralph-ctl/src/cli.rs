@@ -1,14 +1,16 @@
 //! The command line of `ralph-ctl`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
 /// Start, inspect, reset and install the Ralph loop for Claude Code.
 ///
-/// Exit codes: 0 ok (for `finish`: the loop completed), 1 error, 2 usage,
-/// 3 `start` refused, 10 stopped at max iterations, 11 circuit open,
-/// 12 interrupted, 13 no loop for this session.
+/// Exit codes: 0 ok (for `finish` and `run`: the loop completed), 1 error,
+/// 2 usage, 3 `start` refused, 10 stopped at max iterations, 11 circuit
+/// open, 12 interrupted, 13 no loop for this session; `run` also: 127 client
+/// not found, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.
 #[derive(Debug, Parser)]
 #[command(name = "ralph-ctl", version, about, long_about)]
 pub struct Cli {
@@ -31,7 +33,7 @@ pub enum Command {
     },
     /// Clear the loop's state (a corrupt state file is moved aside, not deleted).
     Reset,
-    /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (what the launchers call).
+    /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).
     Start {
         /// The Claude Code session that will own the loop (default: a new UUID).
         #[arg(long, value_name = "UUID")]
@@ -45,8 +47,8 @@ pub enum Command {
     },
     /// Print the prompt of the loop's current iteration (header, PROMPT.md, guardrails).
     Prompt,
-    /// Called by the launchers when the client exits: marks a still-running loop
-    /// `interrupted`, prints how the loop ended, and exits with its code.
+    /// For launchers of your own, once the client exits: marks a still-running
+    /// loop `interrupted`, prints how the loop ended, and exits with its code.
     Finish {
         /// The session the launcher started.
         #[arg(long, value_name = "UUID")]
@@ -54,6 +56,40 @@ pub enum Command {
         /// The client's exit code.
         #[arg(long, value_name = "CODE", allow_negative_numbers = true)]
         client_exit: Option<i32>,
+    },
+    /// Start a loop and run Claude Code on it until it ends (what the launchers run)
+    ///
+    /// Starts Claude Code on .claude/ralph/PROMPT.md and keeps it working,
+    /// through the ralph Stop hook, until the work is done, the iteration cap
+    /// is reached or the circuit breaker opens; then prints one line saying
+    /// how the loop ended and exits with its code.
+    ///
+    /// Environment: RALPH_CLAUDE (the client, default `claude`; may carry
+    /// arguments, e.g. "node /path/to/cli.js"), RALPH_MAX_ITERATIONS,
+    /// RALPH_COMPLETION_SIGNAL, RALPH_CIRCUIT_BREAKER_THRESHOLD,
+    /// RALPH_PROMPT_FILE; CLAUDE_CODE_STOP_HOOK_BLOCK_CAP is raised above the
+    /// loop's cap. The client runs with RALPH_ACTIVE=1.
+    ///
+    /// Ctrl-C reaches the client from the terminal (interactive: a key that
+    /// interrupts the turn, twice quits); SIGTERM and SIGHUP are passed on to
+    /// it (it is killed if still running 10 s later). A loop still running
+    /// when the client exits is recorded `interrupted`.
+    ///
+    /// Exit codes: 0 complete, 1 error, 2 usage, 3 a loop is already running
+    /// (or the breaker is open), 10 max iterations, 11 circuit open,
+    /// 12 interrupted, 13 state gone, 127 client not found, 129 SIGHUP,
+    /// 130 Ctrl-C, 143 SIGTERM.
+    #[command(verbatim_doc_comment)]
+    Run {
+        /// Run `claude -p --output-format json` (no terminal UI); the prompt goes on stdin.
+        #[arg(long)]
+        headless: bool,
+        /// Clear the previous loop's state first.
+        #[arg(long)]
+        reset: bool,
+        /// Arguments for the Claude Code client, given after `--`.
+        #[arg(last = true, value_name = "CLIENT_ARGS")]
+        client_args: Vec<OsString>,
     },
     /// Install ralph into the project: PROMPT.md and guardrails.md templates,
     /// the launchers, and the Stop hook in .claude/settings.json.

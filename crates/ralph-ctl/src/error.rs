@@ -48,6 +48,12 @@ pub enum CtlError {
     /// The hook binary to register cannot be found.
     #[error("{0}")]
     HookNotFound(String),
+    /// The Claude Code client `RALPH_CLAUDE` names cannot be found.
+    #[error("{0}")]
+    ClientNotFound(String),
+    /// The Claude Code client cannot be run or watched.
+    #[error("{0}")]
+    Client(String),
 }
 
 impl CtlError {
@@ -56,6 +62,7 @@ impl CtlError {
         match self {
             CtlError::Refused(_) => exit_codes::REFUSED,
             CtlError::BadArgument(_) => exit_codes::USAGE,
+            CtlError::ClientNotFound(_) => exit_codes::CLIENT_NOT_FOUND,
             _ => exit_codes::ERROR,
         }
     }

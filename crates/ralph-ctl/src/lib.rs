@@ -4,10 +4,12 @@
 pub mod assets;
 pub mod cli;
 pub mod commands;
+pub mod driver;
 pub mod error;
 pub mod session_id;
 pub mod settings;
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use ralph_core::exit_codes;
@@ -26,7 +28,10 @@ pub fn run(cli: Cli) -> i32 {
     {
         Ok(root) => root,
         Err(e) => {
-            eprintln!("ralph-ctl: cannot tell the current folder: {e}; pass --project DIR");
+            let _ = writeln!(
+                std::io::stderr(),
+                "ralph-ctl: cannot tell the current folder: {e}; pass --project DIR"
+            );
             return exit_codes::ERROR;
         }
     };
@@ -45,11 +50,24 @@ pub fn run(cli: Cli) -> i32 {
             client_exit,
         } => commands::finish::run(&paths, &session_id, client_exit),
         Command::Init { hook_path, timeout } => commands::init::run(&paths, hook_path, timeout),
+        Command::Run {
+            headless,
+            reset,
+            client_args,
+        } => commands::run::run(
+            &paths,
+            commands::run::RunOptions {
+                headless,
+                reset,
+                client_args,
+            },
+        ),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("ralph-ctl: {e}");
+            // Written, not `eprintln!`: a closed terminal must not turn into a panic.
+            let _ = writeln!(std::io::stderr(), "ralph-ctl: {e}");
             e.exit_code()
         }
     }

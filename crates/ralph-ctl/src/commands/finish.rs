@@ -1,7 +1,10 @@
-//! `ralph-ctl finish`: what the launchers run once the client has exited.
-//! A loop still `running` then was cut short (Ctrl-C, a crash, the client's
-//! own block cap): it is marked `interrupted` with what is known. The exit
-//! code says how the loop ended.
+//! `ralph-ctl finish`: what runs once the client has exited (`ralph-ctl run`
+//! calls [`record`] and [`announce`] itself). A loop still `running` then was
+//! cut short (Ctrl-C, a signal, a crash, the client's own block cap): it is
+//! marked `interrupted` with what is known. The exit code says how the loop
+//! ended.
+
+use std::io::Write;
 
 use ralph_core::decision::MessageSource;
 use ralph_core::exit_codes;
@@ -10,35 +13,52 @@ use ralph_core::state::{excerpt, IterationRecord, LoopState, Status, StopDecisio
 use ralph_core::store::StateStore;
 use ralph_core::time;
 
+use crate::error::CtlError;
 use crate::CmdResult;
 
 /// Marks an interrupted loop, prints one line on stderr, returns the loop's exit code.
 pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> CmdResult {
+    let cause = match client_exit {
+        Some(code) => format!("Claude Code exited with code {code}"),
+        None => "Claude Code exited".to_string(),
+    };
+    Ok(announce(&record(paths, session_id, &cause)?))
+}
+
+/// What [`record`] found once the client had exited.
+#[derive(Debug)]
+pub enum Ending {
+    /// No state any more (it was reset).
+    Gone,
+    /// The state belongs to another session now (another start replaced it).
+    Replaced {
+        /// The session that owns it now.
+        by: String,
+    },
+    /// The session's loop, as it ended (marked `interrupted` when it was still running).
+    Loop(Box<LoopState>),
+}
+
+/// Under the state lock: a loop of `session_id` still `running` is marked
+/// `interrupted`, ending "`cause` while the loop was running at iteration N of M".
+pub fn record(paths: &ProjectPaths, session_id: &str, cause: &str) -> Result<Ending, CtlError> {
     let store = StateStore::new(paths);
     if !store.exists() {
-        eprintln!("ralph: the loop's state is gone (was it reset?); nothing to report");
-        return Ok(exit_codes::NO_LOOP);
+        return Ok(Ending::Gone);
     }
     let lock = store.lock(false)?;
     let Some(mut state) = lock.read()? else {
-        eprintln!("ralph: the loop's state is gone (was it reset?); nothing to report");
-        return Ok(exit_codes::NO_LOOP);
+        return Ok(Ending::Gone);
     };
     if state.session_id != session_id {
-        eprintln!(
-            "ralph: the loop state now belongs to session {} (another start replaced this one)",
-            state.session_id
-        );
-        return Ok(exit_codes::NO_LOOP);
+        return Ok(Ending::Replaced {
+            by: state.session_id,
+        });
     }
     if state.status == Status::Running {
         let now = time::now_rfc3339();
-        let client = match client_exit {
-            Some(code) => format!("Claude Code exited with code {code}"),
-            None => "Claude Code exited".to_string(),
-        };
         let because = format!(
-            "{client} while the loop was running at iteration {} of {}",
+            "{cause} while the loop was running at iteration {} of {}",
             state.iteration, state.max_iterations
         );
         state.push_history(IterationRecord {
@@ -59,8 +79,26 @@ pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> 
         state.end(Status::Interrupted, because, &now);
         lock.write(&state)?;
     }
-    eprintln!("ralph: {}", outcome_line(&state));
-    Ok(exit_code(state.status))
+    Ok(Ending::Loop(Box::new(state)))
+}
+
+/// Prints the one line saying how the loop ended on stderr and returns its
+/// exit code. A failed write (the terminal is gone) is ignored: the end is
+/// already recorded.
+pub fn announce(ending: &Ending) -> i32 {
+    let (line, code) = match ending {
+        Ending::Gone => (
+            "the loop's state is gone (was it reset?); nothing to report".to_string(),
+            exit_codes::NO_LOOP,
+        ),
+        Ending::Replaced { by } => (
+            format!("the loop state now belongs to session {by} (another start replaced this one)"),
+            exit_codes::NO_LOOP,
+        ),
+        Ending::Loop(state) => (outcome_line(state), exit_code(state.status)),
+    };
+    let _ = writeln!(std::io::stderr(), "ralph: {line}");
+    code
 }
 
 /// The exit code of a loop that ended with `status`.

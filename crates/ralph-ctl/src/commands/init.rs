@@ -104,11 +104,28 @@ fn find_hook(hook_path: Option<PathBuf>) -> Result<PathBuf, CtlError> {
     Ok(path)
 }
 
-fn ctl_path() -> String {
+/// This `ralph-ctl`'s absolute path, when it can be told.
+fn ctl_path() -> Option<String> {
     std::env::current_exe()
         .and_then(fs::canonicalize)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "ralph-ctl".into())
+        .ok()
+        .and_then(|p| p.to_str().map(str::to_string))
+}
+
+/// `value` as one single-quoted sh word: every byte literal, a `'` written
+/// as `'\''`.
+pub fn sh_quoted(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "'\\''"))
+}
+
+/// `value` for `set "NAME=value"` in a batch file: `%` doubled, the only
+/// character expanded there (delayed expansion is off). `None` when it holds
+/// what such a line cannot carry (`"`, a line break).
+pub fn bat_set_value(value: &str) -> Option<String> {
+    if value.contains(['"', '\r', '\n']) {
+        return None;
+    }
+    Some(value.replace('%', "%%"))
 }
 
 /// Installs templates, launchers and the hook registration.
@@ -143,12 +160,15 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
         root,
     );
 
+    // Where ralph-ctl is, quoted for each script; an empty value makes the
+    // launchers look at RALPH_CTL and PATH instead.
     let ctl = ctl_path();
     let sh = ralph_dir.join("ralph-audit.sh");
+    let sh_value = sh_quoted(ctl.as_deref().unwrap_or_default());
     report(
         install(
             &sh,
-            &assets::LAUNCHER_SH.replace(assets::CTL_PLACEHOLDER, &ctl),
+            &assets::LAUNCHER_SH.replace(assets::CTL_PLACEHOLDER, &sh_value),
             false,
         )?,
         &sh,
@@ -156,8 +176,9 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
     );
     make_executable(&sh)?;
     let bat = ralph_dir.join("ralph-audit.bat");
+    let bat_value = ctl.as_deref().and_then(bat_set_value).unwrap_or_default();
     let bat_text = assets::LAUNCHER_BAT
-        .replace(assets::CTL_PLACEHOLDER, &ctl)
+        .replace(assets::CTL_PLACEHOLDER, &bat_value)
         .replace("\r\n", "\n")
         .replace('\n', "\r\n");
     report(install(&bat, &bat_text, false)?, &bat, root);
@@ -197,4 +218,41 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
     );
     println!("(the Stop hook is {}, timeout {timeout}s).", hook.display());
     Ok(exit_codes::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn sh_quoting_survives_any_path() {
+        for path in [
+            "/usr/local/bin/ralph-ctl",
+            "/tmp/x/it's a dir/ralph-ctl",
+            "/a b/$(touch pwned)/`id`/\"q\"/\\n/*/ralph-ctl",
+            "/new\nline/ralph-ctl",
+            "''",
+            "",
+        ] {
+            let script = format!("installed={}\nprintf '%s' \"$installed\"", sh_quoted(path));
+            let out = std::process::Command::new("sh")
+                .args(["-c", &script])
+                .current_dir(std::env::temp_dir())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{path:?}: {out:?}");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), path, "{script}");
+        }
+    }
+
+    #[test]
+    fn bat_values_double_percent_and_refuse_quotes_and_line_breaks() {
+        assert_eq!(
+            bat_set_value(r"C:\Program Files\it's & 100%\ralph-ctl.exe").as_deref(),
+            Some(r"C:\Program Files\it's & 100%%\ralph-ctl.exe")
+        );
+        assert_eq!(bat_set_value("/x/\"q\"/ralph-ctl"), None);
+        assert_eq!(bat_set_value("/x/\n/ralph-ctl"), None);
+    }
 }

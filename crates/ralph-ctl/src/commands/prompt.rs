@@ -1,5 +1,5 @@
-//! `ralph-ctl prompt`: the text of the loop's current iteration, which the
-//! launchers pass to Claude Code as the first prompt.
+//! `ralph-ctl prompt`: the text of the loop's current iteration, which
+//! `ralph-ctl run` passes to Claude Code as the first prompt.
 
 use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
@@ -8,10 +8,17 @@ use ralph_core::prompt;
 use ralph_core::state::Status;
 use ralph_core::store::StateStore;
 
+use crate::error::CtlError;
 use crate::CmdResult;
 
 /// Prints header, PROMPT.md and guardrails for the current iteration.
 pub fn run(paths: &ProjectPaths) -> CmdResult {
+    print!("{}", current_text(paths)?);
+    Ok(exit_codes::OK)
+}
+
+/// The prompt of the loop's current iteration: header, PROMPT.md, guardrails.
+pub fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
     let config = Config::load(paths, &ProcessEnv)?;
     let (iteration, max) = match StateStore::new(paths).read()? {
         Some(state) if state.status == Status::Running => (state.iteration, state.max_iterations),
@@ -19,9 +26,12 @@ pub fn run(paths: &ProjectPaths) -> CmdResult {
     };
     let text = prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
     let guardrails = prompt::read_guardrails(&paths.guardrails_file())?;
-    print!(
-        "{}",
-        prompt::iteration_text(&config, iteration, max, None, &text, guardrails.as_deref())
-    );
-    Ok(exit_codes::OK)
+    Ok(prompt::iteration_text(
+        &config,
+        iteration,
+        max,
+        None,
+        &text,
+        guardrails.as_deref(),
+    ))
 }

@@ -1,33 +1,56 @@
 //! `ralph-ctl reset`: clears the loop's state so a new loop can start.
 
+use std::path::PathBuf;
+
 use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::store::{StateStore, StoreError};
 use ralph_core::time;
 
+use crate::error::CtlError;
 use crate::CmdResult;
 
+/// What [`clear`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Cleared {
+    /// There was no state.
+    Nothing,
+    /// The state file was removed.
+    Removed(PathBuf),
+    /// The state was corrupt and was moved to this path.
+    Quarantined(PathBuf),
+}
+
 /// Removes the state under the lock; a corrupt one is moved aside so nothing is lost.
-pub fn run(paths: &ProjectPaths) -> CmdResult {
+pub fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
     let store = StateStore::new(paths);
     if !store.exists() {
-        println!(
-            "Nothing to reset: no loop state in {}.",
-            paths.root.display()
-        );
-        return Ok(exit_codes::OK);
+        return Ok(Cleared::Nothing);
     }
     let lock = store.lock(false)?;
     match lock.read() {
         Ok(_) => {
             lock.remove()?;
-            println!("Reset: removed {}.", store.path().display());
+            Ok(Cleared::Removed(store.path().to_path_buf()))
         }
         Err(StoreError::Corrupt { .. }) => {
-            let aside = lock.quarantine(&time::now_rfc3339())?;
-            println!("Reset: the corrupt state was moved to {}.", aside.display());
+            Ok(Cleared::Quarantined(lock.quarantine(&time::now_rfc3339())?))
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Clears the state and says what happened.
+pub fn run(paths: &ProjectPaths) -> CmdResult {
+    match clear(paths)? {
+        Cleared::Nothing => println!(
+            "Nothing to reset: no loop state in {}.",
+            paths.root.display()
+        ),
+        Cleared::Removed(path) => println!("Reset: removed {}.", path.display()),
+        Cleared::Quarantined(aside) => {
+            println!("Reset: the corrupt state was moved to {}.", aside.display())
+        }
     }
     Ok(exit_codes::OK)
 }

@@ -15,13 +15,36 @@ use ralph_core::verify;
 use crate::error::CtlError;
 use crate::{session_id, CmdResult};
 
-/// Starts a loop; prints `SESSION_ID MAX_ITERATIONS` for the launchers.
+/// A loop [`start_loop`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// The session that owns the loop.
+    pub session_id: String,
+    /// Its iteration cap.
+    pub max_iterations: u32,
+}
+
+/// Starts a loop; prints `SESSION_ID MAX_ITERATIONS`.
 pub fn run(
     paths: &ProjectPaths,
     session: Option<String>,
     max_iterations: Option<u32>,
     force: bool,
 ) -> CmdResult {
+    let started = start_loop(paths, session, max_iterations, force)?;
+    println!("{} {}", started.session_id, started.max_iterations);
+    Ok(exit_codes::OK)
+}
+
+/// Writes a fresh `running` state owned by `session` (default: a new UUID),
+/// unless a loop is running, the breaker is open, or the state is corrupt
+/// (`force` replaces them).
+pub fn start_loop(
+    paths: &ProjectPaths,
+    session: Option<String>,
+    max_iterations: Option<u32>,
+    force: bool,
+) -> Result<Started, CtlError> {
     let config = Config::load(paths, &ProcessEnv)?;
     // Fail now, not at the first stop, when the prompt cannot be used.
     prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
@@ -107,8 +130,10 @@ pub fn run(
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.last_fingerprint = progress::fingerprint(&paths.root);
     lock.write(&state)?;
-    println!("{session} {max}");
-    Ok(exit_codes::OK)
+    Ok(Started {
+        session_id: session,
+        max_iterations: max,
+    })
 }
 
 /// True when the breaker opened longer ago than the configured cooldown.

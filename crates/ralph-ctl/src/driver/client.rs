@@ -1,0 +1,354 @@
+//! Running the client and watching it: [`RunningClient`] is the process
+//! (the only I/O here), [`supervise`] the loop that waits for it, passes
+//! signals on, and stops a client that ignores them.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::command::{ClientCommand, PromptDelivery};
+use super::signals::{Signal, SignalSource};
+
+/// How long a client has to exit after a signal was passed on to it before
+/// it is killed (SIGKILL).
+pub const KILL_GRACE: Duration = Duration::from_secs(10);
+/// How often the driver looks at the client and at the signals.
+pub const TICK: Duration = Duration::from_millis(25);
+
+/// How the client ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientExit {
+    /// It exited with this code.
+    Code(i32),
+    /// It was killed by this signal number.
+    Signal(i32),
+}
+
+impl ClientExit {
+    /// The exit code a shell would report (128 + signal for a killed client).
+    pub fn code(self) -> i32 {
+        match self {
+            ClientExit::Code(code) => code,
+            ClientExit::Signal(signal) => ralph_core::exit_codes::signalled(signal),
+        }
+    }
+
+    fn from_status(status: ExitStatus) -> ClientExit {
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            if let Some(signal) = status.signal() {
+                return ClientExit::Signal(signal);
+            }
+        }
+        ClientExit::Code(status.code().unwrap_or(-1))
+    }
+
+    /// "Claude Code exited with code 0" / "… with code 137 (killed by signal 9)".
+    pub fn describe(self) -> String {
+        match self {
+            ClientExit::Code(code) => format!("Claude Code exited with code {code}"),
+            ClientExit::Signal(signal) => format!(
+                "Claude Code exited with code {} (killed by signal {signal})",
+                self.code()
+            ),
+        }
+    }
+}
+
+/// A started client, as [`supervise`] sees it.
+pub trait Client {
+    /// Its end, once it has exited (and only then is it reaped).
+    fn try_wait(&mut self) -> io::Result<Option<ClientExit>>;
+    /// Passes `signal` on to it.
+    fn signal(&mut self, signal: Signal);
+    /// Kills it (SIGKILL).
+    fn kill(&mut self);
+}
+
+/// What happened while the client ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Supervision {
+    /// How it ended.
+    pub exit: ClientExit,
+    /// The first signal the driver received while it ran.
+    pub signal: Option<Signal>,
+    /// True when it outlived [`KILL_GRACE`] after a signal and was killed.
+    pub killed_after_grace: bool,
+}
+
+impl Supervision {
+    /// What ended the client, for the loop's `endedBecause`.
+    pub fn describe(&self, grace: Duration) -> String {
+        let client = if self.killed_after_grace {
+            format!(
+                "Claude Code did not exit within {} s and was killed ({})",
+                grace.as_secs(),
+                self.exit.describe()
+            )
+        } else {
+            self.exit.describe()
+        };
+        match self.signal {
+            Some(signal) if signal.forwarded() => {
+                format!("{} received and passed on; {client}", signal.describe())
+            }
+            Some(signal) => format!("{} received; {client}", signal.describe()),
+            None => client,
+        }
+    }
+}
+
+/// Waits for `client` to exit. Signals the driver receives are passed on
+/// (SIGTERM, SIGHUP; not SIGINT, which the terminal already sent it); a
+/// client still running `grace` after the first one passed on is killed.
+/// The client is only signalled before [`Client::try_wait`] has seen it
+/// exit, never after it was reaped.
+pub fn supervise(
+    client: &mut impl Client,
+    signals: &mut impl SignalSource,
+    grace: Duration,
+    tick: Duration,
+) -> io::Result<Supervision> {
+    let mut first = None;
+    let mut kill_at = None;
+    let mut killed = false;
+    loop {
+        for signal in signals.take() {
+            first.get_or_insert(signal);
+            if signal.forwarded() {
+                client.signal(signal);
+                kill_at.get_or_insert(Instant::now() + grace);
+            }
+        }
+        if let Some(exit) = client.try_wait()? {
+            return Ok(Supervision {
+                exit,
+                signal: first,
+                killed_after_grace: killed,
+            });
+        }
+        if !killed && kill_at.is_some_and(|at| Instant::now() >= at) {
+            client.kill();
+            killed = true;
+        }
+        thread::sleep(tick);
+    }
+}
+
+/// The client process.
+pub struct RunningClient {
+    child: Child,
+}
+
+impl RunningClient {
+    /// Starts `command` in `root`, with the prompt on its stdin when that is
+    /// how it goes (written by a thread, then closed; a client that stops
+    /// reading just ends the write).
+    pub fn spawn(command: &ClientCommand, root: &Path) -> io::Result<RunningClient> {
+        let mut cmd = Command::new(&command.program);
+        cmd.args(&command.args)
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(root);
+        let piped = command.delivery == PromptDelivery::Stdin;
+        if piped {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut child = cmd.spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            let text = command.prompt.clone();
+            thread::Builder::new()
+                .name("client-stdin".into())
+                .spawn(move || {
+                    let _ = stdin.write_all(text.as_bytes());
+                })?;
+        }
+        Ok(RunningClient { child })
+    }
+}
+
+impl Client for RunningClient {
+    fn try_wait(&mut self) -> io::Result<Option<ClientExit>> {
+        Ok(self.child.try_wait()?.map(ClientExit::from_status))
+    }
+
+    fn signal(&mut self, signal: Signal) {
+        // Not reaped yet (try_wait has not seen it exit), so the pid is still its own.
+        let _ = ralph_core::process::send_signal(self.child.id(), signal.number());
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that exits at a given look, or when killed, or after a
+    /// number of looks once signalled; it records what was done to it.
+    struct FakeClient {
+        looks: usize,
+        exits_at_look: Option<usize>,
+        exits_looks_after_signal: Option<usize>,
+        signalled_at: Option<usize>,
+        killed: bool,
+        reaped: bool,
+        events: Vec<String>,
+    }
+
+    impl FakeClient {
+        fn new() -> FakeClient {
+            FakeClient {
+                looks: 0,
+                exits_at_look: None,
+                exits_looks_after_signal: None,
+                signalled_at: None,
+                killed: false,
+                reaped: false,
+                events: Vec::new(),
+            }
+        }
+    }
+
+    impl Client for FakeClient {
+        fn try_wait(&mut self) -> io::Result<Option<ClientExit>> {
+            assert!(!self.reaped, "looked at a reaped client");
+            self.looks += 1;
+            let exit = if self.killed {
+                Some(ClientExit::Signal(9))
+            } else if self.exits_at_look == Some(self.looks) {
+                Some(ClientExit::Code(0))
+            } else {
+                match (self.signalled_at, self.exits_looks_after_signal) {
+                    (Some(at), Some(after)) if self.looks >= at + after => {
+                        Some(ClientExit::Code(143))
+                    }
+                    _ => None,
+                }
+            };
+            self.reaped = exit.is_some();
+            Ok(exit)
+        }
+        fn signal(&mut self, signal: Signal) {
+            assert!(!self.reaped, "signalled a reaped client");
+            self.signalled_at.get_or_insert(self.looks);
+            self.events.push(format!("signal {}", signal.name()));
+        }
+        fn kill(&mut self) {
+            assert!(!self.reaped, "killed a reaped client");
+            self.killed = true;
+            self.events.push("kill".into());
+        }
+    }
+
+    /// Delivers the given signals at the given looks (1-based).
+    struct FakeSignals {
+        calls: usize,
+        at: Vec<(usize, Signal)>,
+    }
+
+    impl SignalSource for FakeSignals {
+        fn take(&mut self) -> Vec<Signal> {
+            self.calls += 1;
+            self.at
+                .iter()
+                .filter(|(call, _)| *call == self.calls)
+                .map(|(_, s)| *s)
+                .collect()
+        }
+    }
+
+    const FAST: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_client_that_exits_on_its_own_is_left_alone() {
+        let mut client = FakeClient::new();
+        client.exits_at_look = Some(3);
+        let mut signals = FakeSignals {
+            calls: 0,
+            at: vec![],
+        };
+        let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST).unwrap();
+        assert_eq!(
+            got,
+            Supervision {
+                exit: ClientExit::Code(0),
+                signal: None,
+                killed_after_grace: false
+            }
+        );
+        assert!(client.events.is_empty());
+        assert_eq!(got.describe(KILL_GRACE), "Claude Code exited with code 0");
+    }
+
+    #[test]
+    fn sigterm_and_sighup_are_passed_on_and_sigint_is_not() {
+        for (signal, passed_on) in [
+            (Signal::Terminate, true),
+            (Signal::Hangup, true),
+            (Signal::Interrupt, false),
+        ] {
+            let mut client = FakeClient::new();
+            client.exits_looks_after_signal = Some(2);
+            client.exits_at_look = (!passed_on).then_some(4);
+            let mut signals = FakeSignals {
+                calls: 0,
+                at: vec![(2, signal)],
+            };
+            let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST).unwrap();
+            assert_eq!(got.signal, Some(signal));
+            assert!(!got.killed_after_grace);
+            let want: Vec<String> = if passed_on {
+                vec![format!("signal {}", signal.name())]
+            } else {
+                vec![]
+            };
+            assert_eq!(client.events, want);
+            let text = got.describe(KILL_GRACE);
+            assert!(text.contains(signal.name()), "{text}");
+            assert_eq!(text.contains("passed on"), passed_on, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_client_that_ignores_the_signal_is_killed_after_the_grace() {
+        let mut client = FakeClient::new();
+        let mut signals = FakeSignals {
+            calls: 0,
+            at: vec![(1, Signal::Terminate), (3, Signal::Terminate)],
+        };
+        let grace = Duration::from_millis(40);
+        let started = Instant::now();
+        let got = supervise(&mut client, &mut signals, grace, FAST).unwrap();
+        assert!(started.elapsed() >= grace);
+        assert_eq!(
+            got,
+            Supervision {
+                exit: ClientExit::Signal(9),
+                signal: Some(Signal::Terminate),
+                killed_after_grace: true
+            }
+        );
+        assert_eq!(client.events, ["signal SIGTERM", "signal SIGTERM", "kill"]);
+        let text = got.describe(Duration::from_secs(10));
+        assert!(
+            text.contains("did not exit within 10 s")
+                && text.contains("code 137 (killed by signal 9)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn exit_codes_of_killed_clients_follow_the_shell() {
+        assert_eq!(ClientExit::Signal(9).code(), 137);
+        assert_eq!(ClientExit::Code(3).code(), 3);
+        assert_eq!(
+            ClientExit::Code(1).describe(),
+            "Claude Code exited with code 1"
+        );
+    }
+}

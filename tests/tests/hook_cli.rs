@@ -181,7 +181,8 @@ fn transcript_fallback_reads_the_last_assistant_message() {
 #[test]
 fn the_reinjected_prompt_in_the_transcript_never_counts() {
     // The transcript's last lines are a user re-injection quoting the signal
-    // after an assistant message that does not carry it.
+    // after an assistant message that does not carry it: the new iteration
+    // has no message yet, and neither the quote nor the older message counts.
     let project = looping(25);
     let transcript = project.path("t.jsonl");
     let lines = [
@@ -194,7 +195,9 @@ fn the_reinjected_prompt_in_the_transcript_never_counts() {
     let mut value = input(&project, "stop-input-first.json", None);
     value["transcript_path"] = json!(transcript);
     Hook::new(&project).json(&value).run().block_reason();
-    assert_eq!(project.status_json()["history"][0]["excerpt"], "Working.");
+    let record = &project.status_json()["history"][0];
+    assert_eq!(record["excerpt"], "");
+    assert_eq!(record["messageSource"], "transcript_behind");
 }
 
 #[test]

@@ -303,10 +303,21 @@ fn observe(
         // The message came with the stop: the transcript only adds the
         // iteration's tool calls and errors, best effort, once it shows
         // that message.
-        Some(path) if from_input.is_some() => world
-            .iteration_tail(path, transcript::CATCH_UP_WAIT, from_input.as_deref())
-            .map(|(tail, _)| tail)
-            .unwrap_or_default(),
+        Some(path) if from_input.is_some() => {
+            match world.iteration_tail(path, transcript::CATCH_UP_WAIT, from_input.as_deref()) {
+                Ok((tail, waited)) => {
+                    if waited >= transcript::CATCH_UP_WAIT {
+                        notes.push(format!(
+                            "the transcript did not show this stop's final message within {:.1} s; \
+                             the iteration's tool calls and errors may be incomplete",
+                            waited.as_secs_f64()
+                        ));
+                    }
+                    tail
+                }
+                Err(_) => IterationTail::default(),
+            }
+        }
         Some(path) => {
             let (tail, waited) = world.iteration_tail(path, transcript::CATCH_UP_WAIT, None)?;
             if !tail.caught_up {

@@ -19,6 +19,7 @@ pub mod errors;
 pub mod exit_codes;
 mod files;
 pub mod hook_input;
+pub mod lifecycle;
 pub mod paths;
 pub mod plan;
 pub mod process;

@@ -6,10 +6,10 @@
 
 use std::io::Write;
 
-use ralph_core::decision::MessageSource;
 use ralph_core::exit_codes;
+use ralph_core::lifecycle;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::{excerpt, IterationRecord, LoopState, Status, StopDecision};
+use ralph_core::state::{LoopState, Status};
 use ralph_core::store::StateStore;
 use ralph_core::time;
 
@@ -55,28 +55,7 @@ pub fn record(paths: &ProjectPaths, session_id: &str, cause: &str) -> Result<End
             by: state.session_id,
         });
     }
-    if state.status == Status::Running {
-        let now = time::now_rfc3339();
-        let because = format!(
-            "{cause} while the loop was running at iteration {} of {}",
-            state.iteration, state.max_iterations
-        );
-        state.push_history(IterationRecord {
-            iteration: state.iteration,
-            at: now.clone(),
-            decision: StopDecision::Allow,
-            why: because.clone(),
-            excerpt: excerpt(""),
-            stop_hook_active: false,
-            findings: None,
-            message_source: MessageSource::Missing,
-            tool_calls: 0,
-            error: None,
-            breaker: None,
-            status_block: None,
-            claim: None,
-        });
-        state.end(Status::Interrupted, because, &now);
+    if lifecycle::interrupt(&mut state, cause, &time::now_rfc3339()) {
         lock.write(&state)?;
     }
     Ok(Ending::Loop(Box::new(state)))
@@ -103,12 +82,7 @@ pub fn announce(ending: &Ending) -> i32 {
 
 /// The exit code of a loop that ended with `status`.
 pub fn exit_code(status: Status) -> i32 {
-    match status {
-        Status::Complete => exit_codes::OK,
-        Status::MaxIterations => exit_codes::MAX_ITERATIONS,
-        Status::CircuitOpen => exit_codes::CIRCUIT_OPEN,
-        Status::Interrupted | Status::Running => exit_codes::INTERRUPTED,
-    }
+    lifecycle::exit_code(status)
 }
 
 /// One line saying how the loop ended.

@@ -3,14 +3,17 @@
 use ralph_core::config::{Config, ProcessEnv, MAX_ITERATIONS_LIMIT};
 use ralph_core::exit_codes;
 use ralph_core::hook_input;
+use ralph_core::lifecycle;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::progress;
 use ralph_core::prompt;
 use ralph_core::registration;
-use ralph_core::state::{LoopState, Status};
+use ralph_core::state::LoopState;
 use ralph_core::store::{StateStore, StoreError};
 use ralph_core::time;
 use ralph_core::verify;
+
+use std::time::SystemTime;
 
 use crate::error::CtlError;
 use crate::{session_id, CmdResult};
@@ -72,41 +75,12 @@ pub fn start_loop(
     let lock = store.lock(true)?;
     let now = time::now_rfc3339();
     match lock.read() {
-        Ok(Some(current)) if current.status == Status::Running && !force => {
-            return Err(CtlError::Refused(format!(
-                "a loop is already running in {} (session {}, iteration {} of {}, last stop {}); \
-                 let it finish, or run `ralph-ctl reset`, or start with --force",
-                paths.root.display(),
-                current.session_id,
-                current.iteration,
-                current.max_iterations,
-                current.last_run_at.as_deref().unwrap_or("none yet")
-            )));
-        }
-        Ok(Some(current))
-            if current.status == Status::CircuitOpen
-                && !force
-                && !cooled_down(&current, &config) =>
-        {
-            let reason = current
-                .breaker
-                .last_transition
-                .as_ref()
-                .map(|t| t.reason.clone())
-                .or(current.ended_because.clone())
-                .unwrap_or_default();
-            let cooldown = match config.cooldown_minutes {
-                Some(m) => {
-                    format!(", or wait until {m} minute(s) after it opened (CB_COOLDOWN_MINUTES)")
-                }
-                None => String::new(),
-            };
-            return Err(CtlError::Refused(format!(
-                "the circuit breaker is open in {}: the last loop stalled at iteration {} ({reason}); \
-                 fix what blocked it, then run `ralph-ctl reset` (or the launcher with --reset){cooldown}",
-                paths.root.display(),
-                current.iteration
-            )));
+        Ok(current) if !force => {
+            if let Some(refusal) =
+                lifecycle::start_refusal(current.as_ref(), &config, SystemTime::now())
+            {
+                return Err(CtlError::Refused(refusal.describe(&paths.root)));
+            }
         }
         Err(e @ StoreError::Corrupt { .. }) => {
             if !force {
@@ -134,22 +108,4 @@ pub fn start_loop(
         session_id: session,
         max_iterations: max,
     })
-}
-
-/// True when the breaker opened longer ago than the configured cooldown.
-fn cooled_down(state: &LoopState, config: &Config) -> bool {
-    let Some(minutes) = config.cooldown_minutes else {
-        return false;
-    };
-    let opened = state
-        .breaker
-        .last_transition
-        .as_ref()
-        .map(|t| t.at.as_str())
-        .or(state.ended_at.as_deref())
-        .and_then(time::parse_rfc3339);
-    match opened.and_then(|at| std::time::SystemTime::now().duration_since(at).ok()) {
-        Some(elapsed) => elapsed.as_secs() >= u64::from(minutes) * 60,
-        None => false,
-    }
 }

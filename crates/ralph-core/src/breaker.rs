@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::errors::ErrorSighting;
+use crate::progress::Baseline;
 
 /// How many recent final-message lengths the output-decline signal averages.
 pub const OUTPUT_WINDOW: usize = 3;
@@ -77,7 +78,7 @@ impl Default for BreakerConfig {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SignalCounters {
-    /// Consecutive stops with an unchanged project fingerprint.
+    /// Consecutive stops at which the project had not changed since the previous one.
     pub no_progress: u32,
     /// Consecutive iterations ending on the same error.
     pub same_error: u32,
@@ -115,8 +116,11 @@ pub struct Breaker {
     pub counters: SignalCounters,
     /// Iterations spent in `half_open` so far.
     pub half_open_iterations: u32,
-    /// The project fingerprint at the previous stop (or at `start`).
-    pub last_fingerprint: Option<String>,
+    /// The project's files at the previous stop (or at `start`): what the
+    /// next progress reading compares with. (States written before it held a
+    /// `lastFingerprint` instead, which is ignored: the first stop then takes
+    /// a baseline and tells nothing.)
+    pub progress: Option<Baseline>,
     /// The error the previous iteration ended on.
     pub last_error: Option<ErrorSighting>,
     /// Lengths (characters) of the last final messages, oldest first.
@@ -130,8 +134,11 @@ pub struct Breaker {
 /// What one stop observed that bears on progress.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProgressObservation {
-    /// The project fingerprint now (`None` when it could not be taken).
-    pub fingerprint: Option<String>,
+    /// Whether the project changed since the previous stop (`None`: the
+    /// reading cannot tell).
+    pub changed: Option<bool>,
+    /// The baseline the next stop compares with (`None`: keep the previous one).
+    pub baseline: Option<Baseline>,
     /// The error this iteration ended on, if any.
     pub error: Option<ErrorSighting>,
     /// The findings count reported now, if any.
@@ -170,18 +177,16 @@ pub fn step(
     let mut next = previous.clone();
     let c = &mut next.counters;
 
-    match (&observed.fingerprint, &previous.last_fingerprint) {
-        (Some(now), Some(before)) if now == before && observed.acted => {
-            c.no_progress = c.no_progress.saturating_add(1)
-        }
+    match observed.changed {
+        Some(false) if observed.acted => c.no_progress = c.no_progress.saturating_add(1),
         // Unchanged after an iteration that tried nothing: no evidence either way.
-        (Some(now), Some(before)) if now == before => {}
-        (Some(_), Some(_)) => c.no_progress = 0,
-        // Unknown either side: no evidence either way.
-        _ => {}
+        Some(false) => {}
+        Some(true) => c.no_progress = 0,
+        // The reading cannot tell: no evidence either way.
+        None => {}
     }
-    if observed.fingerprint.is_some() {
-        next.last_fingerprint = observed.fingerprint.clone();
+    if observed.baseline.is_some() {
+        next.progress = observed.baseline.clone();
     }
 
     c.same_error = match (&observed.error, &previous.last_error) {
@@ -346,10 +351,6 @@ fn notice(reason: &str, iterations_left: u32) -> String {
 mod tests {
     use super::*;
 
-    fn fp(s: &str) -> Option<String> {
-        Some(s.to_string())
-    }
-
     fn err(s: &str) -> Option<ErrorSighting> {
         Some(ErrorSighting {
             fingerprint: crate::errors::fingerprint(s),
@@ -357,22 +358,29 @@ mod tests {
         })
     }
 
-    fn obs(fingerprint: &str) -> ProgressObservation {
+    /// A stop after an iteration that used a tool, with the project changed
+    /// since the previous stop or not.
+    fn obs(changed: bool) -> ProgressObservation {
         ProgressObservation {
-            fingerprint: fp(fingerprint),
+            changed: Some(changed),
             output_chars: 100,
             acted: true,
             ..Default::default()
         }
     }
 
-    /// Runs observations through the breaker from a start fingerprint "start";
-    /// returns the effect letter of each stop: `.` quiet, `W` warn, `O` open.
+    fn unchanged() -> ProgressObservation {
+        obs(false)
+    }
+
+    fn changed() -> ProgressObservation {
+        obs(true)
+    }
+
+    /// Runs observations through the breaker; returns the effect letter of
+    /// each stop: `.` quiet, `W` warn, `O` open.
     fn run(observations: &[ProgressObservation], config: &BreakerConfig) -> (String, Breaker) {
-        let mut breaker = Breaker {
-            last_fingerprint: fp("start"),
-            ..Default::default()
-        };
+        let mut breaker = Breaker::default();
         let mut trace = String::new();
         for (i, o) in observations.iter().enumerate() {
             let (next, effect) = step(&breaker, o, config, i as u32 + 1, "t");
@@ -392,11 +400,19 @@ mod tests {
     #[test]
     fn no_progress_transitions() {
         let config = BreakerConfig::default();
-        let same = |n| vec![obs("start"); n];
-        let changing: Vec<_> = (0..10).map(|i| obs(&format!("tree-{i}"))).collect();
+        let same = |n| vec![unchanged(); n];
+        let changing = vec![changed(); 10];
         let mut recovers = same(3);
-        recovers.push(obs("edited"));
-        recovers.extend(same(1).into_iter().map(|_| obs("edited")));
+        recovers.push(changed());
+        recovers.push(unchanged());
+        let mut not_acting = same(2);
+        not_acting.extend(vec![
+            ProgressObservation {
+                acted: false,
+                ..unchanged()
+            };
+            4
+        ]);
         let cases: Vec<(&str, Vec<ProgressObservation>, &str)> = vec![
             (
                 "nothing changes: warn at 3, open 2 later",
@@ -410,8 +426,13 @@ mod tests {
             ),
             ("a change in half-open closes it", recovers, "..W.."),
             (
-                "unknown fingerprints are no evidence",
+                "readings that cannot tell are no evidence",
                 vec![ProgressObservation::default(); 6],
+                "......",
+            ),
+            (
+                "unchanged after an iteration that tried nothing is no evidence",
+                not_acting,
                 "......",
             ),
         ];
@@ -421,9 +442,43 @@ mod tests {
     }
 
     #[test]
+    fn the_baseline_is_kept_until_a_reading_brings_a_new_one() {
+        let dir = crate::tempdir::TempDir::new();
+        std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+        let first = crate::progress::baseline(dir.path()).unwrap();
+        let with = |baseline: Option<Baseline>| ProgressObservation {
+            baseline,
+            ..unchanged()
+        };
+        let (breaker, _) = step(
+            &Breaker::default(),
+            &with(Some(first.clone())),
+            &BreakerConfig::default(),
+            1,
+            "t",
+        );
+        assert_eq!(breaker.progress.as_ref(), Some(&first));
+        let (breaker, _) = step(&breaker, &with(None), &BreakerConfig::default(), 2, "t");
+        assert_eq!(breaker.progress.as_ref(), Some(&first), "kept");
+        assert_eq!(breaker.counters.no_progress, 2);
+    }
+
+    #[test]
+    fn a_state_written_with_a_fingerprint_still_loads() {
+        let old = r#"{"state": "half_open", "counters": {"noProgress": 3, "sameError": 0, "findingsStuck": 0, "outputDecline": 0, "tddStuck": 0}, "halfOpenIterations": 1,
+                      "lastFingerprint": "git:0123456789abcdef", "recentOutputLengths": [10]}"#;
+        let breaker: Breaker = serde_json::from_str(old).unwrap();
+        assert_eq!(breaker.state, BreakerState::HalfOpen);
+        assert_eq!(breaker.counters.no_progress, 3);
+        assert_eq!(breaker.progress, None);
+        let json = serde_json::to_value(&breaker).unwrap();
+        assert!(json.get("lastFingerprint").is_none(), "{json}");
+    }
+
+    #[test]
     fn half_open_then_closed_is_recorded() {
-        let mut o = vec![obs("start"); 3];
-        o.push(obs("changed"));
+        let mut o = vec![unchanged(); 3];
+        o.push(changed());
         let (_, breaker) = run(&o, &BreakerConfig::default());
         assert_eq!(breaker.state, BreakerState::Closed);
         let t = breaker.last_transition.unwrap();
@@ -435,7 +490,7 @@ mod tests {
 
     #[test]
     fn open_is_recorded_with_its_reason() {
-        let (trace, breaker) = run(&vec![obs("start"); 10], &BreakerConfig::default());
+        let (trace, breaker) = run(&vec![unchanged(); 10], &BreakerConfig::default());
         assert_eq!(trace, "..WWO");
         assert_eq!(breaker.state, BreakerState::Open);
         let t = breaker.last_transition.unwrap();
@@ -453,25 +508,21 @@ mod tests {
             same_error: 3,
             ..Default::default()
         };
-        let with_error = |tree: &str, e: &str| ProgressObservation {
+        let with_error = |e: &str| ProgressObservation {
             error: err(e),
-            ..obs(tree)
+            ..obs(true)
         };
         // Files change each time (so no-progress never trips) but the same error repeats.
-        let repeating: Vec<_> = (0..8)
-            .map(|i| with_error(&format!("t{i}"), "error: E1"))
-            .collect();
+        let repeating = vec![with_error("error: E1"); 8];
         assert_eq!(run(&repeating, &config).0, "..WWO");
         // A different error each time resets the count.
         let varied: Vec<_> = (0..8)
-            .map(|i| with_error(&format!("t{i}"), &format!("error: E{i}")))
+            .map(|i| with_error(&format!("error: E{i}")))
             .collect();
         assert_eq!(run(&varied, &config).0, "........");
         // The error goes away in half-open: closed again.
-        let mut fixed: Vec<_> = (0..3)
-            .map(|i| with_error(&format!("t{i}"), "error: E1"))
-            .collect();
-        fixed.push(obs("t9"));
+        let mut fixed = vec![with_error("error: E1"); 3];
+        fixed.push(changed());
         assert_eq!(run(&fixed, &config).0, "..W.");
         let (_, breaker) = run(&repeating[..3], &config);
         let reason = breaker.last_transition.unwrap().reason;
@@ -484,13 +535,13 @@ mod tests {
     #[test]
     fn findings_stuck_transitions() {
         let config = BreakerConfig::default();
-        let report = |tree: &str, now: u64, before: Option<u64>| ProgressObservation {
+        let report = |now: u64, before: Option<u64>| ProgressObservation {
             findings: Some(now),
             previous_findings: before,
-            ..obs(tree)
+            ..obs(true)
         };
         let stuck: Vec<_> = (0..8)
-            .map(|i| report(&format!("t{i}"), 4, if i == 0 { None } else { Some(4) }))
+            .map(|i| report(4, if i == 0 { None } else { Some(4) }))
             .collect();
         assert_eq!(
             run(&stuck, &config).0,
@@ -498,13 +549,7 @@ mod tests {
             "first report is no comparison; 3 unchanged → warn"
         );
         let falling: Vec<_> = (0..8)
-            .map(|i| {
-                report(
-                    &format!("t{i}"),
-                    10 - i,
-                    if i == 0 { None } else { Some(11 - i) },
-                )
-            })
+            .map(|i| report(10 - i, if i == 0 { None } else { Some(11 - i) }))
             .collect();
         assert_eq!(run(&falling, &config).0, "........");
     }
@@ -512,14 +557,13 @@ mod tests {
     #[test]
     fn output_decline_transitions() {
         let config = BreakerConfig::default();
-        let sized = |tree: &str, chars| ProgressObservation {
+        let sized = |chars| ProgressObservation {
             output_chars: chars,
-            ..obs(tree)
+            ..obs(true)
         };
         let shrinking: Vec<_> = [1000, 1000, 1000, 100, 100, 100, 100]
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| sized(&format!("t{i}"), n))
+            .into_iter()
+            .map(sized)
             .collect();
         // The 4th is the first decline (avg 1000), the 5th the second (avg 700): warn.
         // The 6th compares with (1000+100+100)/3 = 400: 100 < 120, still declining.
@@ -527,17 +571,15 @@ mod tests {
         // (a loop that is stuck at a low output is caught by the other signals).
         assert_eq!(run(&shrinking, &config).0, "....WW.");
         let collapsing: Vec<_> = [1000, 1000, 1000, 250, 60, 10, 1]
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| sized(&format!("t{i}"), n))
+            .into_iter()
+            .map(sized)
             .collect();
         assert_eq!(run(&collapsing, &config).0, "....WWO");
-        let steady: Vec<_> = (0..8).map(|i| sized(&format!("t{i}"), 500 + i)).collect();
+        let steady: Vec<_> = (0..8).map(|i| sized(500 + i)).collect();
         assert_eq!(run(&steady, &config).0, "........");
         let one_dip: Vec<_> = [1000, 1000, 1000, 100, 1000, 1000]
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| sized(&format!("t{i}"), n))
+            .into_iter()
+            .map(sized)
             .collect();
         assert_eq!(run(&one_dip, &config).0, "......");
     }
@@ -545,17 +587,13 @@ mod tests {
     #[test]
     fn tdd_stuck_transitions() {
         let config = BreakerConfig::default();
-        let scenario = |tree: &str, s: &str| ProgressObservation {
+        let scenario = |s: &str| ProgressObservation {
             tdd_scenario: Some(s.to_string()),
-            ..obs(tree)
+            ..obs(true)
         };
-        let stuck: Vec<_> = (0..8)
-            .map(|i| scenario(&format!("t{i}"), "login works"))
-            .collect();
+        let stuck = vec![scenario("login works"); 8];
         assert_eq!(run(&stuck, &config).0, "...WWO");
-        let moving: Vec<_> = (0..8)
-            .map(|i| scenario(&format!("t{i}"), &format!("s{}", i / 2)))
-            .collect();
+        let moving: Vec<_> = (0..8).map(|i| scenario(&format!("s{}", i / 2))).collect();
         assert_eq!(run(&moving, &config).0, "........");
     }
 
@@ -567,7 +605,7 @@ mod tests {
                 ..Default::default()
             };
             assert_eq!(
-                run(&vec![obs("start"); 10], &config).0,
+                run(&vec![unchanged(); 10], &config).0,
                 want,
                 "patience {patience}"
             );

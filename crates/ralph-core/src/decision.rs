@@ -10,6 +10,7 @@ use crate::completion::{self, Assessment};
 use crate::config::Config;
 use crate::errors;
 use crate::plan::PlanReport;
+use crate::progress::Reading;
 use crate::signals;
 use crate::state::{excerpt, ClaimRecord, IterationRecord, LoopState, Status, StopDecision};
 use crate::verify::VerifyResult;
@@ -52,8 +53,9 @@ pub struct Observation {
     pub failing_tool_results: Vec<String>,
     /// How many tool calls the agent made in this iteration.
     pub tool_calls: usize,
-    /// The project's fingerprint now (`None` when it could not be taken).
-    pub fingerprint: Option<String>,
+    /// Whether the project changed since the previous stop, and the baseline
+    /// the next stop compares with.
+    pub progress: Reading,
     /// The TDD scenario in progress, when a TDD state file exists.
     pub tdd_scenario: Option<String>,
     /// The plan files found at the project root.
@@ -73,7 +75,7 @@ impl Observation {
             message_source: MessageSource::Missing,
             failing_tool_results: Vec::new(),
             tool_calls: 0,
-            fingerprint: None,
+            progress: Reading::default(),
             tdd_scenario: None,
             plan: PlanReport::default(),
             verification: None,
@@ -90,8 +92,7 @@ pub fn test_saturation(state: &LoopState, observed: &Observation) -> u32 {
         .as_ref()
         .and_then(|b| b.work_type.as_deref())
         .is_some_and(|w| w.eq_ignore_ascii_case("TESTING"));
-    let unchanged =
-        observed.fingerprint.is_some() && observed.fingerprint == state.breaker.last_fingerprint;
+    let unchanged = observed.progress.changed == Some(false);
     if work_type_testing || (unchanged && claims::speaks_only_of_tests(&observed.message)) {
         state.test_only_iterations.saturating_add(1)
     } else {
@@ -216,7 +217,8 @@ pub fn decide(
     }
     let error = errors::sighting(&observed.message, &observed.failing_tool_results);
     let progress = ProgressObservation {
-        fingerprint: observed.fingerprint.clone(),
+        changed: observed.progress.changed,
+        baseline: observed.progress.baseline.clone(),
         error: error.clone(),
         findings,
         previous_findings: state.last_findings_count,
@@ -382,6 +384,15 @@ mod tests {
 
     fn config() -> Config {
         Config::default()
+    }
+
+    /// A reading that says the project did not change.
+    fn unchanged() -> Reading {
+        Reading {
+            changed: Some(false),
+            baseline: None,
+            method: crate::progress::Method::Git,
+        }
     }
 
     #[test]
@@ -705,11 +716,10 @@ mod tests {
     #[test]
     fn no_progress_opens_the_circuit_within_five_stops() {
         let mut state = running(1, 25);
-        state.breaker.last_fingerprint = Some("tree".into());
         let mut verdicts = Vec::new();
         loop {
             let observed = Observation {
-                fingerprint: Some("tree".into()),
+                progress: unchanged(),
                 tool_calls: 1,
                 failing_tool_results: vec!["error: could not compile `x`".into()],
                 ..saying("The build still fails: error: could not compile `x`")
@@ -855,11 +865,10 @@ mod tests {
     #[test]
     fn three_test_only_iterations_add_a_nudge() {
         let mut state = running(1, 25);
-        state.breaker.last_fingerprint = Some("tree".into());
         let mut nudged = Vec::new();
         for _ in 0..4 {
             let observed = Observation {
-                fingerprint: Some("tree".into()),
+                progress: unchanged(),
                 ..saying("Ran the test suite again: 120 passed.")
             };
             let out = decide(&config(), Some(&state), &observed, NOW);
@@ -875,7 +884,10 @@ mod tests {
         }
         assert_eq!(nudged, vec![3, 4]);
         let reset = Observation {
-            fingerprint: Some("changed".into()),
+            progress: Reading {
+                changed: Some(true),
+                ..unchanged()
+            },
             ..saying("Implemented the lexer.")
         };
         let out = decide(&config(), Some(&state), &reset, NOW);

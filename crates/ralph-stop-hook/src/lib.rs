@@ -145,12 +145,13 @@ fn project_root(input: &HookInput, env: &dyn EnvSource) -> Result<ProjectPaths, 
 
 /// What this stop observed: the agent's latest message (the input's
 /// `last_assistant_message`, else the transcript's last assistant message),
-/// the iteration's failing tool results, the project's fingerprint and the
-/// TDD scenario.
+/// the iteration's failing tool results, whether the project changed since
+/// `previous` (the breaker's baseline) and the TDD scenario.
 fn observe(
     input: &HookInput,
     paths: &ProjectPaths,
     config: &Config,
+    previous: Option<&progress::Baseline>,
 ) -> Result<Observation, HookError> {
     let from_input = input
         .last_assistant_message
@@ -174,7 +175,16 @@ fn observe(
         message_source: source,
         failing_tool_results: tail.failing_tool_results,
         tool_calls: tail.tool_calls,
-        fingerprint: progress::fingerprint(&paths.root),
+        // Until the transcript reader reports the iteration's file edits,
+        // every stop takes a full check.
+        progress: progress::read(
+            &paths.root,
+            previous,
+            &progress::ToolEdits {
+                changed_files: Vec::new(),
+                fully_described: false,
+            },
+        ),
         tdd_scenario: progress::tdd_scenario(&paths.root),
         plan: plan::read(&paths.root, &config.completion.plan_files),
         ..Observation::of_session(input.session_id.clone(), input.stop_hook_active)
@@ -220,7 +230,7 @@ pub fn handle(stdin: impl Read, env: &dyn EnvSource, now: &str) -> Result<Answer
             return Ok(Answer::Allow { note });
         }
     };
-    let mut observed = observe(&input, &paths, &config)?;
+    let mut observed = observe(&input, &paths, &config, state.breaker.progress.as_ref())?;
     // A claim makes the verification commands run: outside the lock, since
     // they may take minutes, and only ever the commands of config.json.
     let commands = &config.completion.verify;

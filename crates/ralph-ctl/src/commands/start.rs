@@ -105,7 +105,7 @@ pub fn run(
     }
     let mut state = LoopState::new(session.clone(), max, now);
     // The baseline the first stop is compared with: no change by then is no progress.
-    state.breaker.last_fingerprint = progress::fingerprint(&paths.root);
+    state.breaker.progress = progress::baseline(&paths.root);
     lock.write(&state)?;
     println!("{session} {max}");
     Ok(exit_codes::OK)

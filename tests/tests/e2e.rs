@@ -45,6 +45,8 @@ on_both_clients!(
     a_claim_is_sent_back_until_verification_passes,
     an_unchecked_plan_item_blocks_a_claim,
     mentions_and_vetoed_claims_never_end_the_loop,
+    a_project_in_a_subfolder_of_its_repository_makes_progress,
+    looking_without_changing_anything_opens_the_breaker,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -630,4 +632,91 @@ fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
         "no message was a claim: {state:#}"
     );
     assert_eq!(state["history"][1]["statusBlock"]["exitSignal"], false);
+}
+
+fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersion) {
+    let mut project = TempProject::new("subfolder");
+    let app = project.root.join("mono/app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::create_dir_all(project.root.join("mono/other")).unwrap();
+    std::fs::write(app.join("lib.txt"), "0\n").unwrap();
+    std::fs::write(project.root.join("mono/other/x.txt"), "x\n").unwrap();
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "monorepo"]);
+    // The loop's project is mono/app; the repository's top is two folders up.
+    project.root = app.clone();
+    project.init();
+    // Every iteration: a Bash call that changes a tracked file of the project, then a report.
+    let api = MockApi::start(|turn, _| {
+        let iteration = turn / 2 + 1;
+        if turn % 2 == 0 {
+            Reply::bash(format!("echo {iteration} >> lib.txt"))
+        } else if iteration < 6 {
+            Reply::text(format!("Appended {iteration} to lib.txt; more to do."))
+        } else {
+            Reply::text(format!("All six steps are in lib.txt.\n{SIGNAL}"))
+        }
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 6);
+    assert_eq!(
+        std::fs::read_to_string(app.join("lib.txt")).unwrap(),
+        "0\n1\n2\n3\n4\n5\n6\n"
+    );
+    let breaker = &state["breaker"];
+    assert_eq!(breaker["state"], "closed", "{breaker:#}");
+    assert!(breaker["lastTransition"].is_null(), "{breaker:#}");
+    assert_eq!(breaker["counters"]["noProgress"], 0, "{breaker:#}");
+    assert!(
+        state["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["breaker"].is_null()),
+        "{state:#}"
+    );
+    // What the last stop compared: git's view of the project folder, by
+    // paths relative to it.
+    let progress = &breaker["progress"];
+    assert_eq!(progress["source"], "git", "{progress:#}");
+    let files: Vec<&String> = progress["files"].as_object().unwrap().keys().collect();
+    assert_eq!(files, ["lib.txt"], "{progress:#}");
+}
+
+fn looking_without_changing_anything_opens_the_breaker(client: ClientVersion) {
+    let project = TempProject::new("looking");
+    project.init();
+    // Every iteration: a tool call that changes nothing, then the same words.
+    let api = MockApi::start(|turn, _| {
+        if turn % 2 == 0 {
+            Reply::bash("ls")
+        } else {
+            Reply::text("Looked at the files again; still thinking.")
+        }
+    });
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    let state = project.status_json();
+    assert_eq!(state["status"], "circuit_open", "{state:#}");
+    run.assert_code(11);
+    let stopped_at = state["iteration"].as_u64().unwrap();
+    assert!(stopped_at <= 6, "stopped at iteration {stopped_at}");
+    let transitions: Vec<&str> = state["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["breaker"].as_str())
+        .collect();
+    assert_eq!(transitions.len(), 2, "{transitions:?}");
+    assert!(
+        transitions[0].starts_with("closed → half_open: no file changed in 3 iterations"),
+        "{transitions:?}"
+    );
+    assert!(
+        transitions[1].starts_with("half_open → open"),
+        "{transitions:?}"
+    );
 }

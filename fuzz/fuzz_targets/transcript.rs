@@ -1,4 +1,4 @@
-//! The transcript tail reader on any file. The first three bytes choose
+//! The transcript's iteration reader on any file. The first three bytes choose
 //! small bounds (so lines span chunks, some are over the line limit, some
 //! scans stop early); the rest is written to a temp file, which is read
 //! with the real bounds and with the small ones. Both must agree with the
@@ -52,9 +52,9 @@ fuzz_target!(|data: &[u8]| {
 
     let path = scratch();
     std::fs::write(path, content).unwrap();
-    let real = transcript::last_assistant_text(path).unwrap();
+    let real = transcript::read_iteration_tail(path).unwrap();
     let with_small = small.map(|(chunk, max_line, max_scan)| {
-        testing::last_assistant_text_with(path, chunk, max_line, max_scan).unwrap()
+        testing::read_iteration_tail_with(path, chunk, max_line, max_scan).unwrap()
     });
     std::fs::remove_file(path).unwrap();
 

@@ -45,8 +45,11 @@ on_both_clients!(
     a_claim_is_sent_back_until_verification_passes,
     an_unchecked_plan_item_blocks_a_claim,
     mentions_and_vetoed_claims_never_end_the_loop,
+    tool_use_without_change_opens_the_breaker,
+    identical_rejected_claims_open_the_breaker_before_the_cap,
+    errors_are_recorded_against_their_own_iteration,
     a_project_in_a_subfolder_of_its_repository_makes_progress,
-    looking_without_changing_anything_opens_the_breaker,
+    file_edits_are_progress_without_looking_at_the_project,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -412,18 +415,18 @@ fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersio
     let stopped_at = state["iteration"].as_u64().unwrap();
     assert!(stopped_at <= 6, "stopped at iteration {stopped_at}");
     let history = state["history"].as_array().unwrap();
-    let transitions: Vec<&str> = history
+    let transitions: Vec<String> = history
         .iter()
-        .filter_map(|r| r["breaker"].as_str())
+        .filter(|r| r["breaker"].is_object())
+        .map(|r| format!("{} → {}", r["breaker"]["from"], r["breaker"]["to"]))
         .collect();
-    assert_eq!(transitions.len(), 2, "{transitions:?}");
-    assert!(
-        transitions[0].starts_with("closed → half_open"),
-        "{transitions:?}"
-    );
-    assert!(
-        transitions[1].starts_with("half_open → open"),
-        "{transitions:?}"
+    assert_eq!(
+        transitions,
+        vec![
+            "\"closed\" → \"half_open\"".to_string(),
+            "\"half_open\" → \"open\"".to_string()
+        ],
+        "{history:#?}"
     );
     assert!(
         history.iter().all(|r| r["error"].is_string()),
@@ -539,11 +542,9 @@ fn a_claim_is_sent_back_until_verification_passes(client: ClientVersion) {
         .as_str()
         .unwrap()
         .contains("verified"));
-    assert!(
-        state["history"][0]["claim"]
-            .as_str()
-            .unwrap()
-            .starts_with("rejected"),
+    assert_eq!(state["history"][0]["claim"]["accepted"], false, "{state:#}");
+    assert_eq!(
+        state["history"][0]["claim"]["failedGates"][0], "verification",
         "{state:#}"
     );
 
@@ -634,6 +635,114 @@ fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
     assert_eq!(state["history"][1]["statusBlock"]["exitSignal"], false);
 }
 
+fn tool_use_without_change_opens_the_breaker(client: ClientVersion) {
+    let project = TempProject::new("looking");
+    project.init();
+    // Every iteration: a Bash `ls` (a tool call that changes nothing), then talk.
+    let api = MockApi::start(|turn, _| {
+        if turn % 2 == 0 {
+            Reply::bash("ls")
+        } else {
+            Reply::text("Looked at the files again; still thinking.")
+        }
+    });
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    run.assert_code(11);
+    let state = project.status_json();
+    assert_eq!(state["status"], "circuit_open", "{state:#}");
+    let stopped_at = state["iteration"].as_u64().unwrap();
+    assert!(
+        stopped_at <= 6,
+        "stopped at iteration {stopped_at}: {state:#}"
+    );
+    let history = state["history"].as_array().unwrap();
+    assert!(
+        history.iter().all(|r| r["toolCalls"] == 1),
+        "each iteration's one tool call was counted: {history:#?}"
+    );
+    assert!(
+        history
+            .iter()
+            .filter_map(|r| r["breaker"]["reason"].as_str())
+            .any(|r| r.contains("no file changed")),
+        "{history:#?}"
+    );
+}
+
+fn identical_rejected_claims_open_the_breaker_before_the_cap(client: ClientVersion) {
+    let project = TempProject::new("rejected");
+    std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"verify": [{"name": "tests", "command": "echo '1 test failed: parser::nested'; exit 1", "timeoutSeconds": 20}]}"#,
+    )
+    .unwrap();
+    project.init();
+    let root = project.root.clone();
+    // Each iteration edits a file (real change, so no-progress never trips),
+    // then claims completion; the same test fails every time.
+    let api = MockApi::start(move |turn, _| {
+        if turn % 2 == 0 {
+            Reply::write(
+                root.join("parser.txt").display().to_string(),
+                format!("attempt {turn}\n"),
+            )
+        } else {
+            Reply::text(format!("Fixed the parser.\n{SIGNAL}"))
+        }
+    });
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    run.assert_code(11);
+    let state = project.status_json();
+    assert_eq!(state["status"], "circuit_open", "{state:#}");
+    let stopped_at = state["iteration"].as_u64().unwrap();
+    assert!(stopped_at <= 6, "stopped at iteration {stopped_at} of 25");
+    assert_eq!(state["breaker"]["counters"]["noProgress"], 0, "{state:#}");
+    let reason = state["breaker"]["lastTransition"]["reason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.contains("the same completion claim was rejected"),
+        "{reason}"
+    );
+}
+
+fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
+    let project = TempProject::new("attribution");
+    project.init();
+    // Iteration 1: a Bash call that succeeds; iteration 2: one that fails;
+    // iteration 3: text only; iteration 4: completes.
+    let api = MockApi::start(|turn, _| match turn {
+        0 => Reply::bash("echo fine"),
+        1 => Reply::text("Step one done."),
+        2 => Reply::bash("cat no-such-file.txt"),
+        3 => Reply::text("Step two hit a missing file."),
+        4 => Reply::text("Step three: thinking it over."),
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    let history = state["history"].as_array().unwrap();
+    assert_eq!(history.len(), 4, "{history:#?}");
+    let errors: Vec<bool> = history.iter().map(|r| r["error"].is_string()).collect();
+    assert_eq!(errors, vec![false, true, false, false], "{history:#?}");
+    let calls: Vec<u64> = history
+        .iter()
+        .map(|r| r["toolCalls"].as_u64().unwrap())
+        .collect();
+    assert_eq!(calls, vec![1, 1, 0, 0], "{history:#?}");
+    let excerpts: Vec<&str> = history
+        .iter()
+        .map(|r| r["excerpt"].as_str().unwrap())
+        .collect();
+    assert!(excerpts[0].contains("Step one"), "{excerpts:?}");
+    assert!(excerpts[1].contains("Step two"), "{excerpts:?}");
+    assert!(excerpts[2].contains("Step three"), "{excerpts:?}");
+}
+
 fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersion) {
     let mut project = TempProject::new("subfolder");
     let app = project.root.join("mono/app");
@@ -687,36 +796,53 @@ fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersi
     assert_eq!(files, ["lib.txt"], "{progress:#}");
 }
 
-fn looking_without_changing_anything_opens_the_breaker(client: ClientVersion) {
-    let project = TempProject::new("looking");
+fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion) {
+    let project = TempProject::new("edits");
+    // git ignores notes/: a check of the project would never list a file there.
+    std::fs::write(project.path(".gitignore"), "notes/\n").unwrap();
+    project.git(&["add", ".gitignore"]);
+    project.git(&["commit", "-q", "-m", "ignore notes"]);
     project.init();
-    // Every iteration: a tool call that changes nothing, then the same words.
-    let api = MockApi::start(|turn, _| {
+    let notes = project.path("notes");
+    let api = MockApi::start(move |turn, _| {
+        let iteration = turn / 2 + 1;
         if turn % 2 == 0 {
-            Reply::bash("ls")
+            Reply::write(
+                notes
+                    .join(format!("step{iteration}.md"))
+                    .display()
+                    .to_string(),
+                format!("step {iteration}\n"),
+            )
+        } else if iteration < 4 {
+            Reply::text(format!("Wrote step {iteration}."))
         } else {
-            Reply::text("Looked at the files again; still thinking.")
+            Reply::text(format!("All four steps are written.\n{SIGNAL}"))
         }
     });
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
     let state = project.status_json();
-    assert_eq!(state["status"], "circuit_open", "{state:#}");
-    run.assert_code(11);
-    let stopped_at = state["iteration"].as_u64().unwrap();
-    assert!(stopped_at <= 6, "stopped at iteration {stopped_at}");
-    let transitions: Vec<&str> = state["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| r["breaker"].as_str())
-        .collect();
-    assert_eq!(transitions.len(), 2, "{transitions:?}");
-    assert!(
-        transitions[0].starts_with("closed → half_open: no file changed in 3 iterations"),
-        "{transitions:?}"
-    );
-    assert!(
-        transitions[1].starts_with("half_open → open"),
-        "{transitions:?}"
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 4);
+    let breaker = &state["breaker"];
+    assert_eq!(breaker["counters"]["noProgress"], 0, "{breaker:#}");
+    // Each stop was decided by the Write alone (only file tools ran): the
+    // written file's stamp went into the baseline, which git could not have
+    // put there.
+    let progress = &breaker["progress"];
+    assert_eq!(progress["source"], "git", "{progress:#}");
+    assert!(progress.get("stale").is_none(), "{progress:#}");
+    let files: Vec<&String> = progress["files"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        files,
+        [
+            "notes/step1.md",
+            "notes/step2.md",
+            "notes/step3.md",
+            "notes/step4.md"
+        ],
+        "{progress:#}"
     );
 }

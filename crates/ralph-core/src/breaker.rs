@@ -7,8 +7,13 @@
 //! returns to `closed`; if it persists for the patience window, it goes
 //! `open` and the loop stops with status `circuit_open`.
 //!
-//! [`step`] is pure: it takes the previous breaker and what this stop
-//! observed, and returns the next breaker and what the loop must do.
+//! Each stall signal is one entry of [`SIGNALS`]: its config key, env var,
+//! default threshold, how its counter moves, what it remembers between stops
+//! and how it is described. [`step`] is pure: it takes the previous breaker
+//! and what this stop observed, and returns the next breaker and what the
+//! loop must do.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +24,8 @@ use crate::progress::Baseline;
 pub const OUTPUT_WINDOW: usize = 3;
 /// Consecutive declining iterations that trip the output-decline signal.
 pub const OUTPUT_DECLINE_ITERATIONS: u32 = 2;
+/// Default number of iterations the breaker stays half open before it opens.
+pub const DEFAULT_PATIENCE: u32 = 2;
 
 /// The breaker's state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,19 +51,238 @@ impl BreakerState {
     }
 }
 
+/// A stall signal: the key of its counter and threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Signal {
+    /// Nothing changed in the project although the agent acted.
+    NoProgress,
+    /// The iteration ended on the same error.
+    SameError,
+    /// The reported findings count did not move.
+    FindingsStuck,
+    /// The final message shrank sharply.
+    OutputDecline,
+    /// The TDD scenario did not change.
+    TddStuck,
+    /// The same completion claim failed the same gate with the same output.
+    SameRejectedClaim,
+}
+
+/// One stall signal, described once for the configuration, the counting,
+/// the notices and the docs. A new signal is one entry of [`SIGNALS`].
+pub struct SignalSpec {
+    /// Which signal.
+    pub signal: Signal,
+    /// Its name for people.
+    pub label: &'static str,
+    /// Its threshold's key in `config.json`.
+    pub config_key: &'static str,
+    /// Its threshold's environment variable.
+    pub env_var: &'static str,
+    /// The default threshold.
+    pub default: u32,
+    /// The largest threshold accepted (the smallest is 1).
+    pub max: u32,
+    /// What the counter counts, for people (`ralph-ctl status`, the README).
+    pub counts: &'static str,
+    /// False when the signal may warn but never open the breaker while the
+    /// project is changing (a stuck count next to real edits is no stall).
+    pub opens_while_progressing: bool,
+    /// The counter after this stop, from the previous breaker and counter.
+    count: fn(&Breaker, &ProgressObservation, &BreakerConfig, u32) -> u32,
+    /// The counter value at which the signal trips.
+    trips_at: fn(&BreakerConfig) -> u32,
+    /// What the signal keeps for the next stop.
+    remember: fn(&mut Breaker, &ProgressObservation),
+    /// The stall in words, from the new breaker and the counter.
+    describe: fn(&Breaker, &ProgressObservation, &BreakerConfig, u32) -> String,
+}
+
+impl SignalSpec {
+    /// The counter value at which the signal trips under `config`.
+    pub fn trips_at(&self, config: &BreakerConfig) -> u32 {
+        (self.trips_at)(config)
+    }
+}
+
+fn remember_nothing(_: &mut Breaker, _: &ProgressObservation) {}
+
+/// Every stall signal, in the order they are reported.
+pub const SIGNALS: &[SignalSpec] = &[
+    SignalSpec {
+        signal: Signal::NoProgress,
+        label: "no progress",
+        config_key: "noProgressThreshold",
+        env_var: "CB_NO_PROGRESS_THRESHOLD",
+        default: 3,
+        max: 1_000,
+        counts: "nothing changed in the project since the previous stop, although the agent used a tool or hit an error",
+        opens_while_progressing: true,
+        count: |_, o, _, c| match o.changed {
+            Some(false) if o.acted => c.saturating_add(1),
+            // Unchanged after an iteration that tried nothing: no evidence either way.
+            Some(false) => c,
+            Some(true) => 0,
+            // Unknown: no evidence either way.
+            None => c,
+        },
+        trips_at: |c| c.threshold(Signal::NoProgress),
+        remember: remember_nothing,
+        describe: |_, _, _, c| format!("no file changed in {c} iterations"),
+    },
+    SignalSpec {
+        signal: Signal::SameError,
+        label: "same error",
+        config_key: "sameErrorThreshold",
+        env_var: "CB_SAME_ERROR_THRESHOLD",
+        default: 5,
+        max: 1_000,
+        counts: "the iteration ended on the same error: the first failing tool result (`is_error: true`), else an error line of the agent's message, normalised (numbers, paths, hex ids, timestamps stripped)",
+        opens_while_progressing: true,
+        count: |b, o, _, c| match (&o.error, &b.last_error) {
+            (Some(now), Some(before)) if now.fingerprint == before.fingerprint => {
+                c.saturating_add(1)
+            }
+            (Some(_), _) => 1,
+            (None, _) => 0,
+        },
+        trips_at: |c| c.threshold(Signal::SameError),
+        remember: |b, o| b.last_error = o.error.clone(),
+        describe: |b, _, _, c| {
+            let sample = b.last_error.as_ref().map(|e| e.sample.as_str()).unwrap_or_default();
+            format!("same error {c} times: `{sample}`")
+        },
+    },
+    SignalSpec {
+        signal: Signal::FindingsStuck,
+        label: "findings stuck",
+        config_key: "circuitBreakerThreshold",
+        env_var: "RALPH_CIRCUIT_BREAKER_THRESHOLD",
+        default: 3,
+        max: 1_000,
+        counts: "`RALPH_ITERATION_COMPLETE: N findings remain` reported the same N as the previous report; while files change it only warns",
+        opens_while_progressing: false,
+        count: |_, o, _, c| match o.findings {
+            Some(now) if o.previous_findings == Some(now) => c.saturating_add(1),
+            Some(_) => 0,
+            None => c,
+        },
+        trips_at: |c| c.threshold(Signal::FindingsStuck),
+        remember: remember_nothing,
+        describe: |_, o, _, c| {
+            format!(
+                "findings count stuck at {} for {c} iterations",
+                o.findings.or(o.previous_findings).unwrap_or_default()
+            )
+        },
+    },
+    SignalSpec {
+        signal: Signal::OutputDecline,
+        label: "output decline",
+        config_key: "outputDeclineThreshold",
+        env_var: "CB_OUTPUT_DECLINE_THRESHOLD",
+        default: 70,
+        max: 99,
+        counts: "the final message was more than this percent shorter than the average of the previous 3 (trips after 2 such iterations)",
+        opens_while_progressing: true,
+        count: |b, o, config, c| {
+            let recent = &b.recent_output_lengths;
+            if recent.len() < OUTPUT_WINDOW {
+                return c;
+            }
+            let window = &recent[recent.len() - OUTPUT_WINDOW..];
+            let average = window.iter().sum::<usize>() as u128 / OUTPUT_WINDOW as u128;
+            let percent = config.threshold(Signal::OutputDecline).min(100);
+            let declined = average > 0
+                && (o.output_chars as u128) * 100 < average * u128::from(100 - percent);
+            if declined {
+                c.saturating_add(1)
+            } else {
+                0
+            }
+        },
+        trips_at: |_| OUTPUT_DECLINE_ITERATIONS,
+        remember: |b, o| {
+            b.recent_output_lengths.push(o.output_chars);
+            let excess = b.recent_output_lengths.len().saturating_sub(OUTPUT_WINDOW);
+            b.recent_output_lengths.drain(..excess);
+        },
+        describe: |_, _, config, c| {
+            format!(
+                "final message more than {}% shorter than the recent average for {c} iterations",
+                config.threshold(Signal::OutputDecline)
+            )
+        },
+    },
+    SignalSpec {
+        signal: Signal::TddStuck,
+        label: "TDD stuck",
+        config_key: "tddStuckThreshold",
+        env_var: "CB_TDD_STUCK_THRESHOLD",
+        default: 3,
+        max: 1_000,
+        counts: "`currentScenario` in `.claude/context/runtime/tdd-state.json` (when that file exists) did not change",
+        opens_while_progressing: true,
+        count: |b, o, _, c| match (&o.tdd_scenario, &b.last_tdd_scenario) {
+            (Some(now), Some(before)) if now == before => c.saturating_add(1),
+            _ => 0,
+        },
+        trips_at: |c| c.threshold(Signal::TddStuck),
+        remember: |b, o| b.last_tdd_scenario = o.tdd_scenario.clone(),
+        describe: |b, _, _, c| {
+            format!(
+                "TDD scenario `{}` unchanged for {c} iterations",
+                b.last_tdd_scenario.as_deref().unwrap_or_default()
+            )
+        },
+    },
+    SignalSpec {
+        signal: Signal::SameRejectedClaim,
+        label: "same rejected claim",
+        config_key: "sameRejectedClaimThreshold",
+        env_var: "CB_SAME_REJECTED_CLAIM_THRESHOLD",
+        default: 3,
+        max: 1_000,
+        counts: "a completion claim was rejected by the same gates with the same output as the previous rejected claim (iterations without a claim do not break the run)",
+        opens_while_progressing: true,
+        count: |b, o, _, c| match (&o.rejected_claim, &b.last_rejected_claim) {
+            (Some(now), Some(before)) if now.fingerprint == before.fingerprint => {
+                c.saturating_add(1)
+            }
+            (Some(_), _) => 1,
+            (None, _) => c,
+        },
+        trips_at: |c| c.threshold(Signal::SameRejectedClaim),
+        remember: |b, o| {
+            if o.rejected_claim.is_some() {
+                b.last_rejected_claim = o.rejected_claim.clone();
+            }
+        },
+        describe: |b, _, _, c| {
+            let sample = b
+                .last_rejected_claim
+                .as_ref()
+                .map(|e| e.sample.as_str())
+                .unwrap_or_default();
+            format!("the same completion claim was rejected {c} times ({sample})")
+        },
+    },
+];
+
+/// The entry of `signal` in [`SIGNALS`].
+pub fn spec(signal: Signal) -> &'static SignalSpec {
+    SIGNALS
+        .iter()
+        .find(|s| s.signal == signal)
+        .expect("every signal has an entry")
+}
+
 /// The thresholds, from the configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BreakerConfig {
-    /// Consecutive stops with nothing changed in the project.
-    pub no_progress: u32,
-    /// Consecutive iterations ending on the same (normalised) error.
-    pub same_error: u32,
-    /// Consecutive iterations whose findings count equals the previous one.
-    pub findings_stuck: u32,
-    /// Percent by which the final message must be shorter than the recent average to count as a decline.
-    pub output_decline_percent: u32,
-    /// Consecutive iterations with the TDD scenario unchanged.
-    pub tdd_stuck: u32,
+    /// Each signal's threshold; a signal not listed has its default.
+    pub thresholds: BTreeMap<Signal, u32>,
     /// Iterations in `half_open` without recovery before the breaker opens.
     pub patience: u32,
 }
@@ -64,30 +290,50 @@ pub struct BreakerConfig {
 impl Default for BreakerConfig {
     fn default() -> Self {
         BreakerConfig {
-            no_progress: 3,
-            same_error: 5,
-            findings_stuck: 3,
-            output_decline_percent: 70,
-            tdd_stuck: 3,
-            patience: 2,
+            thresholds: SIGNALS.iter().map(|s| (s.signal, s.default)).collect(),
+            patience: DEFAULT_PATIENCE,
         }
     }
 }
 
-/// Per-signal counters, persisted so `ralph-ctl status` can show them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SignalCounters {
-    /// Consecutive stops at which the project had not changed since the previous one.
-    pub no_progress: u32,
-    /// Consecutive iterations ending on the same error.
-    pub same_error: u32,
-    /// Consecutive iterations with an unchanged findings count.
-    pub findings_stuck: u32,
-    /// Consecutive iterations whose final message declined sharply.
-    pub output_decline: u32,
-    /// Consecutive iterations with an unchanged TDD scenario.
-    pub tdd_stuck: u32,
+impl BreakerConfig {
+    /// The threshold of `signal`.
+    pub fn threshold(&self, signal: Signal) -> u32 {
+        self.thresholds
+            .get(&signal)
+            .copied()
+            .unwrap_or_else(|| spec(signal).default)
+    }
+
+    /// The same configuration with `signal`'s threshold set to `value`.
+    pub fn with(mut self, signal: Signal, value: u32) -> Self {
+        self.thresholds.insert(signal, value);
+        self
+    }
+}
+
+/// Per-signal counters, persisted so `ralph-ctl status` can show them
+/// (`{"noProgress": 0, "sameError": 2, …}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SignalCounters(pub BTreeMap<Signal, u32>);
+
+impl Default for SignalCounters {
+    fn default() -> Self {
+        SignalCounters(SIGNALS.iter().map(|s| (s.signal, 0)).collect())
+    }
+}
+
+impl SignalCounters {
+    /// The counter of `signal` (0 when the state predates it).
+    pub fn get(&self, signal: Signal) -> u32 {
+        self.0.get(&signal).copied().unwrap_or_default()
+    }
+
+    /// Sets the counter of `signal`.
+    pub fn set(&mut self, signal: Signal, value: u32) {
+        self.0.insert(signal, value);
+    }
 }
 
 /// A change of breaker state, kept with its reason.
@@ -104,6 +350,18 @@ pub struct Transition {
     pub to: BreakerState,
     /// Why, in words.
     pub reason: String,
+}
+
+impl std::fmt::Display for Transition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} → {}: {}",
+            self.from.as_str(),
+            self.to.as_str(),
+            self.reason
+        )
+    }
 }
 
 /// The persisted breaker.
@@ -127,6 +385,8 @@ pub struct Breaker {
     pub recent_output_lengths: Vec<usize>,
     /// The TDD scenario at the previous stop.
     pub last_tdd_scenario: Option<String>,
+    /// The last rejected completion claim (its failed gates and output).
+    pub last_rejected_claim: Option<ErrorSighting>,
     /// The most recent transition.
     pub last_transition: Option<Transition>,
 }
@@ -134,11 +394,12 @@ pub struct Breaker {
 /// What one stop observed that bears on progress.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProgressObservation {
-    /// Whether the project changed since the previous stop (`None`: the
-    /// reading cannot tell).
+    /// Whether the project changed since the previous stop (`None`: cannot tell).
     pub changed: Option<bool>,
-    /// The baseline the next stop compares with (`None`: keep the previous one).
-    pub baseline: Option<Baseline>,
+    /// Whether the agent did anything that could change the project (a tool
+    /// call) or ran into an error. An unchanged project after an iteration
+    /// that did neither is no evidence of a stall.
+    pub acted: bool,
     /// The error this iteration ended on, if any.
     pub error: Option<ErrorSighting>,
     /// The findings count reported now, if any.
@@ -147,12 +408,11 @@ pub struct ProgressObservation {
     pub previous_findings: Option<u64>,
     /// Length of the final message, in characters.
     pub output_chars: usize,
-    /// Whether the agent did anything that could change the project (a tool
-    /// call) or ran into an error. An unchanged project after an iteration
-    /// that did neither is no evidence of a stall.
-    pub acted: bool,
     /// The TDD scenario now, when a TDD state file exists.
     pub tdd_scenario: Option<String>,
+    /// The completion claim this stop rejected: which gates failed and on
+    /// what output, fingerprinted.
+    pub rejected_claim: Option<ErrorSighting>,
 }
 
 /// What the loop must do after this stop.
@@ -175,64 +435,31 @@ pub fn step(
     now: &str,
 ) -> (Breaker, BreakerEffect) {
     let mut next = previous.clone();
-    let c = &mut next.counters;
-
-    match observed.changed {
-        Some(false) if observed.acted => c.no_progress = c.no_progress.saturating_add(1),
-        // Unchanged after an iteration that tried nothing: no evidence either way.
-        Some(false) => {}
-        Some(true) => c.no_progress = 0,
-        // The reading cannot tell: no evidence either way.
-        None => {}
+    for spec in SIGNALS {
+        let counter = (spec.count)(
+            previous,
+            observed,
+            config,
+            previous.counters.get(spec.signal),
+        );
+        next.counters.set(spec.signal, counter);
     }
-    if observed.baseline.is_some() {
-        next.progress = observed.baseline.clone();
+    for spec in SIGNALS {
+        (spec.remember)(&mut next, observed);
     }
 
-    c.same_error = match (&observed.error, &previous.last_error) {
-        (Some(now), Some(before)) if now.fingerprint == before.fingerprint => {
-            c.same_error.saturating_add(1)
+    // Each signal at its threshold, described; and whether one of them may open.
+    let progressing = observed.changed == Some(true);
+    let mut stalls = Vec::new();
+    let mut may_open = false;
+    for spec in SIGNALS {
+        let counter = next.counters.get(spec.signal);
+        if counter >= spec.trips_at(config) {
+            stalls.push((spec.describe)(&next, observed, config, counter));
+            may_open |= spec.opens_while_progressing || !progressing;
         }
-        (Some(_), _) => 1,
-        (None, _) => 0,
-    };
-    next.last_error = observed.error.clone();
-
-    if let Some(findings) = observed.findings {
-        c.findings_stuck = if observed.previous_findings == Some(findings) {
-            c.findings_stuck.saturating_add(1)
-        } else {
-            0
-        };
     }
 
-    let recent = &previous.recent_output_lengths;
-    if recent.len() >= OUTPUT_WINDOW {
-        let window = &recent[recent.len() - OUTPUT_WINDOW..];
-        let average = window.iter().sum::<usize>() as u128 / OUTPUT_WINDOW as u128;
-        let declined = average > 0
-            && (observed.output_chars as u128) * 100
-                < average * u128::from(100 - config.output_decline_percent.min(100));
-        c.output_decline = if declined {
-            c.output_decline.saturating_add(1)
-        } else {
-            0
-        };
-    }
-    next.recent_output_lengths.push(observed.output_chars);
-    let excess = next
-        .recent_output_lengths
-        .len()
-        .saturating_sub(OUTPUT_WINDOW);
-    next.recent_output_lengths.drain(..excess);
-
-    c.tdd_stuck = match (&observed.tdd_scenario, &previous.last_tdd_scenario) {
-        (Some(now), Some(before)) if now == before => c.tdd_stuck.saturating_add(1),
-        _ => 0,
-    };
-    next.last_tdd_scenario = observed.tdd_scenario.clone();
-
-    let stalls = stalls(&next, observed, config);
     let transition = |from, to, reason: String| Transition {
         iteration,
         at: now.to_string(),
@@ -251,7 +478,11 @@ pub fn step(
                 BreakerState::HalfOpen,
                 reason.clone(),
             ));
-            BreakerEffect::Warn(notice(&reason, config.patience))
+            BreakerEffect::Warn(if may_open {
+                notice(&reason, config.patience)
+            } else {
+                progressing_notice(&reason)
+            })
         }
         BreakerState::HalfOpen if stalls.is_empty() => {
             next.state = BreakerState::Closed;
@@ -262,6 +493,11 @@ pub fn step(
                 "progress resumed: no stall signal at its threshold".into(),
             ));
             BreakerEffect::Quiet
+        }
+        // Only signals that never open while files change, and files changed:
+        // keep warning, without using up the patience.
+        BreakerState::HalfOpen if !may_open => {
+            BreakerEffect::Warn(progressing_notice(&stalls.join("; ")))
         }
         BreakerState::HalfOpen => {
             next.half_open_iterations = next.half_open_iterations.saturating_add(1);
@@ -293,49 +529,12 @@ pub fn step(
     (next, effect)
 }
 
-/// Each signal at or over its threshold, described for a person.
-fn stalls(
-    breaker: &Breaker,
-    observed: &ProgressObservation,
-    config: &BreakerConfig,
-) -> Vec<String> {
-    let c = &breaker.counters;
-    let mut out = Vec::new();
-    if c.no_progress >= config.no_progress {
-        out.push(format!("no file changed in {} iterations", c.no_progress));
-    }
-    if c.same_error >= config.same_error {
-        let sample = breaker
-            .last_error
-            .as_ref()
-            .map(|e| e.sample.as_str())
-            .unwrap_or_default();
-        out.push(format!("same error {} times: `{sample}`", c.same_error));
-    }
-    if c.findings_stuck >= config.findings_stuck {
-        out.push(format!(
-            "findings count stuck at {} for {} iterations",
-            observed
-                .findings
-                .or(observed.previous_findings)
-                .unwrap_or_default(),
-            c.findings_stuck
-        ));
-    }
-    if c.output_decline >= OUTPUT_DECLINE_ITERATIONS {
-        out.push(format!(
-            "final message more than {}% shorter than the recent average for {} iterations",
-            config.output_decline_percent, c.output_decline
-        ));
-    }
-    if c.tdd_stuck >= config.tdd_stuck {
-        out.push(format!(
-            "TDD scenario `{}` unchanged for {} iterations",
-            breaker.last_tdd_scenario.as_deref().unwrap_or_default(),
-            c.tdd_stuck
-        ));
-    }
-    out
+/// The notice of a stall that cannot open the breaker while files change.
+fn progressing_notice(reason: &str) -> String {
+    format!(
+        "[Ralph circuit breaker: half-open] Detected: {reason}. Files are changing, so the loop goes on, \
+         but check that your changes address what remains."
+    )
 }
 
 /// The notice that starts the re-injected text while the breaker is half open.
@@ -358,27 +557,19 @@ mod tests {
         })
     }
 
-    /// A stop after an iteration that used a tool, with the project changed
-    /// since the previous stop or not.
-    fn obs(changed: bool) -> ProgressObservation {
+    /// An iteration that acted, leaving the project at `tree`: the tree
+    /// "start" is the one the loop started with, any other is a change.
+    fn obs(tree: &str) -> ProgressObservation {
         ProgressObservation {
-            changed: Some(changed),
+            changed: Some(tree != "start"),
             output_chars: 100,
             acted: true,
             ..Default::default()
         }
     }
 
-    fn unchanged() -> ProgressObservation {
-        obs(false)
-    }
-
-    fn changed() -> ProgressObservation {
-        obs(true)
-    }
-
-    /// Runs observations through the breaker; returns the effect letter of
-    /// each stop: `.` quiet, `W` warn, `O` open.
+    /// Runs observations through the breaker from a start fingerprint "start";
+    /// returns the effect letter of each stop: `.` quiet, `W` warn, `O` open.
     fn run(observations: &[ProgressObservation], config: &BreakerConfig) -> (String, Breaker) {
         let mut breaker = Breaker::default();
         let mut trace = String::new();
@@ -400,19 +591,11 @@ mod tests {
     #[test]
     fn no_progress_transitions() {
         let config = BreakerConfig::default();
-        let same = |n| vec![unchanged(); n];
-        let changing = vec![changed(); 10];
+        let same = |n| vec![obs("start"); n];
+        let changing: Vec<_> = (0..10).map(|i| obs(&format!("tree-{i}"))).collect();
         let mut recovers = same(3);
-        recovers.push(changed());
-        recovers.push(unchanged());
-        let mut not_acting = same(2);
-        not_acting.extend(vec![
-            ProgressObservation {
-                acted: false,
-                ..unchanged()
-            };
-            4
-        ]);
+        recovers.push(obs("edited"));
+        recovers.extend(same(1).into_iter().map(|_| obs("edited")));
         let cases: Vec<(&str, Vec<ProgressObservation>, &str)> = vec![
             (
                 "nothing changes: warn at 3, open 2 later",
@@ -426,13 +609,8 @@ mod tests {
             ),
             ("a change in half-open closes it", recovers, "..W.."),
             (
-                "readings that cannot tell are no evidence",
+                "unknown fingerprints are no evidence",
                 vec![ProgressObservation::default(); 6],
-                "......",
-            ),
-            (
-                "unchanged after an iteration that tried nothing is no evidence",
-                not_acting,
                 "......",
             ),
         ];
@@ -442,34 +620,14 @@ mod tests {
     }
 
     #[test]
-    fn the_baseline_is_kept_until_a_reading_brings_a_new_one() {
-        let dir = crate::tempdir::TempDir::new();
-        std::fs::write(dir.path().join("a.txt"), "a").unwrap();
-        let first = crate::progress::baseline(dir.path()).unwrap();
-        let with = |baseline: Option<Baseline>| ProgressObservation {
-            baseline,
-            ..unchanged()
-        };
-        let (breaker, _) = step(
-            &Breaker::default(),
-            &with(Some(first.clone())),
-            &BreakerConfig::default(),
-            1,
-            "t",
-        );
-        assert_eq!(breaker.progress.as_ref(), Some(&first));
-        let (breaker, _) = step(&breaker, &with(None), &BreakerConfig::default(), 2, "t");
-        assert_eq!(breaker.progress.as_ref(), Some(&first), "kept");
-        assert_eq!(breaker.counters.no_progress, 2);
-    }
-
-    #[test]
     fn a_state_written_with_a_fingerprint_still_loads() {
-        let old = r#"{"state": "half_open", "counters": {"noProgress": 3, "sameError": 0, "findingsStuck": 0, "outputDecline": 0, "tddStuck": 0}, "halfOpenIterations": 1,
-                      "lastFingerprint": "git:0123456789abcdef", "recentOutputLengths": [10]}"#;
+        let old = r#"{"state": "half_open", "counters": {"noProgress": 3, "sameError": 0,
+                      "findingsStuck": 0, "outputDecline": 0, "tddStuck": 0},
+                      "halfOpenIterations": 1, "lastFingerprint": "git:0123456789abcdef",
+                      "recentOutputLengths": [10]}"#;
         let breaker: Breaker = serde_json::from_str(old).unwrap();
         assert_eq!(breaker.state, BreakerState::HalfOpen);
-        assert_eq!(breaker.counters.no_progress, 3);
+        assert_eq!(breaker.counters.get(Signal::NoProgress), 3);
         assert_eq!(breaker.progress, None);
         let json = serde_json::to_value(&breaker).unwrap();
         assert!(json.get("lastFingerprint").is_none(), "{json}");
@@ -477,8 +635,8 @@ mod tests {
 
     #[test]
     fn half_open_then_closed_is_recorded() {
-        let mut o = vec![unchanged(); 3];
-        o.push(changed());
+        let mut o = vec![obs("start"); 3];
+        o.push(obs("changed"));
         let (_, breaker) = run(&o, &BreakerConfig::default());
         assert_eq!(breaker.state, BreakerState::Closed);
         let t = breaker.last_transition.unwrap();
@@ -490,7 +648,7 @@ mod tests {
 
     #[test]
     fn open_is_recorded_with_its_reason() {
-        let (trace, breaker) = run(&vec![unchanged(); 10], &BreakerConfig::default());
+        let (trace, breaker) = run(&vec![obs("start"); 10], &BreakerConfig::default());
         assert_eq!(trace, "..WWO");
         assert_eq!(breaker.state, BreakerState::Open);
         let t = breaker.last_transition.unwrap();
@@ -504,25 +662,26 @@ mod tests {
 
     #[test]
     fn same_error_transitions() {
-        let config = BreakerConfig {
-            same_error: 3,
-            ..Default::default()
-        };
-        let with_error = |e: &str| ProgressObservation {
+        let config = BreakerConfig::default().with(Signal::SameError, 3);
+        let with_error = |tree: &str, e: &str| ProgressObservation {
             error: err(e),
-            ..obs(true)
+            ..obs(tree)
         };
         // Files change each time (so no-progress never trips) but the same error repeats.
-        let repeating = vec![with_error("error: E1"); 8];
+        let repeating: Vec<_> = (0..8)
+            .map(|i| with_error(&format!("t{i}"), "error: E1"))
+            .collect();
         assert_eq!(run(&repeating, &config).0, "..WWO");
         // A different error each time resets the count.
         let varied: Vec<_> = (0..8)
-            .map(|i| with_error(&format!("error: E{i}")))
+            .map(|i| with_error(&format!("t{i}"), &format!("error: E{i}")))
             .collect();
         assert_eq!(run(&varied, &config).0, "........");
         // The error goes away in half-open: closed again.
-        let mut fixed = vec![with_error("error: E1"); 3];
-        fixed.push(changed());
+        let mut fixed: Vec<_> = (0..3)
+            .map(|i| with_error(&format!("t{i}"), "error: E1"))
+            .collect();
+        fixed.push(obs("t9"));
         assert_eq!(run(&fixed, &config).0, "..W.");
         let (_, breaker) = run(&repeating[..3], &config);
         let reason = breaker.last_transition.unwrap().reason;
@@ -535,21 +694,39 @@ mod tests {
     #[test]
     fn findings_stuck_transitions() {
         let config = BreakerConfig::default();
-        let report = |now: u64, before: Option<u64>| ProgressObservation {
+        let report = |tree: &str, now: u64, before: Option<u64>| ProgressObservation {
             findings: Some(now),
             previous_findings: before,
-            ..obs(true)
+            ..obs(tree)
         };
         let stuck: Vec<_> = (0..8)
-            .map(|i| report(4, if i == 0 { None } else { Some(4) }))
+            .map(|i| report(&format!("t{i}"), 4, if i == 0 { None } else { Some(4) }))
             .collect();
         assert_eq!(
             run(&stuck, &config).0,
+            "...WWWWW",
+            "first report is no comparison; 3 unchanged → warn; files change, so it never opens"
+        );
+        let idle = |now: u64, before: Option<u64>| ProgressObservation {
+            acted: false,
+            ..report("start", now, before)
+        };
+        let stuck_and_idle: Vec<_> = (0..8)
+            .map(|i| idle(4, if i == 0 { None } else { Some(4) }))
+            .collect();
+        assert_eq!(
+            run(&stuck_and_idle, &config).0,
             "...WWO",
-            "first report is no comparison; 3 unchanged → warn"
+            "nothing changes: the stuck count opens the breaker"
         );
         let falling: Vec<_> = (0..8)
-            .map(|i| report(10 - i, if i == 0 { None } else { Some(11 - i) }))
+            .map(|i| {
+                report(
+                    &format!("t{i}"),
+                    10 - i,
+                    if i == 0 { None } else { Some(11 - i) },
+                )
+            })
             .collect();
         assert_eq!(run(&falling, &config).0, "........");
     }
@@ -557,13 +734,14 @@ mod tests {
     #[test]
     fn output_decline_transitions() {
         let config = BreakerConfig::default();
-        let sized = |chars| ProgressObservation {
+        let sized = |tree: &str, chars| ProgressObservation {
             output_chars: chars,
-            ..obs(true)
+            ..obs(tree)
         };
         let shrinking: Vec<_> = [1000, 1000, 1000, 100, 100, 100, 100]
-            .into_iter()
-            .map(sized)
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| sized(&format!("t{i}"), n))
             .collect();
         // The 4th is the first decline (avg 1000), the 5th the second (avg 700): warn.
         // The 6th compares with (1000+100+100)/3 = 400: 100 < 120, still declining.
@@ -571,15 +749,17 @@ mod tests {
         // (a loop that is stuck at a low output is caught by the other signals).
         assert_eq!(run(&shrinking, &config).0, "....WW.");
         let collapsing: Vec<_> = [1000, 1000, 1000, 250, 60, 10, 1]
-            .into_iter()
-            .map(sized)
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| sized(&format!("t{i}"), n))
             .collect();
         assert_eq!(run(&collapsing, &config).0, "....WWO");
-        let steady: Vec<_> = (0..8).map(|i| sized(500 + i)).collect();
+        let steady: Vec<_> = (0..8).map(|i| sized(&format!("t{i}"), 500 + i)).collect();
         assert_eq!(run(&steady, &config).0, "........");
         let one_dip: Vec<_> = [1000, 1000, 1000, 100, 1000, 1000]
-            .into_iter()
-            .map(sized)
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| sized(&format!("t{i}"), n))
             .collect();
         assert_eq!(run(&one_dip, &config).0, "......");
     }
@@ -587,13 +767,17 @@ mod tests {
     #[test]
     fn tdd_stuck_transitions() {
         let config = BreakerConfig::default();
-        let scenario = |s: &str| ProgressObservation {
+        let scenario = |tree: &str, s: &str| ProgressObservation {
             tdd_scenario: Some(s.to_string()),
-            ..obs(true)
+            ..obs(tree)
         };
-        let stuck = vec![scenario("login works"); 8];
+        let stuck: Vec<_> = (0..8)
+            .map(|i| scenario(&format!("t{i}"), "login works"))
+            .collect();
         assert_eq!(run(&stuck, &config).0, "...WWO");
-        let moving: Vec<_> = (0..8).map(|i| scenario(&format!("s{}", i / 2))).collect();
+        let moving: Vec<_> = (0..8)
+            .map(|i| scenario(&format!("t{i}"), &format!("s{}", i / 2)))
+            .collect();
         assert_eq!(run(&moving, &config).0, "........");
     }
 
@@ -605,9 +789,77 @@ mod tests {
                 ..Default::default()
             };
             assert_eq!(
-                run(&vec![unchanged(); 10], &config).0,
+                run(&vec![obs("start"); 10], &config).0,
                 want,
                 "patience {patience}"
+            );
+        }
+    }
+
+    #[test]
+    fn same_rejected_claim_transitions() {
+        let config = BreakerConfig::default();
+        let claim = |tree: &str, what: Option<&str>| ProgressObservation {
+            rejected_claim: what.map(|w| ErrorSighting {
+                fingerprint: crate::errors::fingerprint(w),
+                sample: w.to_string(),
+            }),
+            ..obs(tree)
+        };
+        // Files change every time, but the same claim fails the same way.
+        let same: Vec<_> = (0..8)
+            .map(|i| claim(&format!("t{i}"), Some("verification: tests exited 1")))
+            .collect();
+        assert_eq!(run(&same, &config).0, "..WWO");
+        // Iterations without a claim do not break the run.
+        let gaps: Vec<_> = (0..10)
+            .map(|i| claim(&format!("t{i}"), (i % 2 == 0).then_some("plan: 1 item")))
+            .collect();
+        assert_eq!(run(&gaps, &config).0, "....WWO");
+        // A different failure each time is no stall.
+        let varied: Vec<_> = (0..8)
+            .map(|i| {
+                claim(
+                    &format!("t{i}"),
+                    Some(["plan: 1 item", "tests exited 1"][i % 2]),
+                )
+            })
+            .collect();
+        assert_eq!(run(&varied, &config).0, "........");
+    }
+
+    #[test]
+    fn every_signal_has_a_distinct_key_and_variable() {
+        let mut keys: Vec<_> = SIGNALS.iter().map(|s| s.config_key).collect();
+        let mut vars: Vec<_> = SIGNALS.iter().map(|s| s.env_var).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        vars.sort_unstable();
+        vars.dedup();
+        assert_eq!(keys.len(), SIGNALS.len());
+        assert_eq!(vars.len(), SIGNALS.len());
+        let counters = serde_json::to_value(SignalCounters::default()).unwrap();
+        assert_eq!(counters["noProgress"], 0);
+        assert_eq!(counters["sameRejectedClaim"], 0);
+        // A state written before a signal existed still loads.
+        let old: SignalCounters = serde_json::from_str(r#"{"noProgress": 2}"#).unwrap();
+        assert_eq!(old.get(Signal::NoProgress), 2);
+        assert_eq!(old.get(Signal::SameRejectedClaim), 0);
+    }
+
+    #[test]
+    fn the_readme_lists_every_signal() {
+        let readme = include_str!("../../../README.md");
+        for spec in SIGNALS {
+            let row = format!(
+                "`{}` / `{}` | {}",
+                spec.config_key, spec.env_var, spec.default
+            );
+            assert!(readme.contains(&row), "README breaker table lacks {row}");
+            assert!(
+                readme.contains(&format!("| {} |", spec.label)),
+                "{}",
+                spec.label
             );
         }
     }

@@ -53,6 +53,29 @@ impl CompletionMode {
     }
 }
 
+/// A check a completion claim must pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gate {
+    /// No unchecked required item in the plan files.
+    Plan,
+    /// The status block says COMPLETE and tests not failing.
+    StatusBlock,
+    /// Every verification command exits 0.
+    Verification,
+}
+
+impl Gate {
+    /// The gate's name, as in the state file and the notices.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Gate::Plan => "plan",
+            Gate::StatusBlock => "status_block",
+            Gate::Verification => "verification",
+        }
+    }
+}
+
 /// The weights of the confidence mode.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -222,8 +245,8 @@ pub fn assess(
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GateResult {
-    /// `plan`, `status_block` or `verification`.
-    pub gate: String,
+    /// Which gate.
+    pub gate: Gate,
     /// True when the gate let the claim through.
     pub passed: bool,
     /// What was checked and found.
@@ -263,7 +286,7 @@ pub fn gates(
         })
         .collect();
     out.push(GateResult {
-        gate: "plan".into(),
+        gate: Gate::Plan,
         passed: unchecked.is_empty(),
         detail: if !plan.exists() {
             "no plan file".into()
@@ -295,7 +318,7 @@ pub fn gates(
             problems.push(format!("TESTS_STATUS is {t}"));
         }
         out.push(GateResult {
-            gate: "status_block".into(),
+            gate: Gate::StatusBlock,
             passed: problems.is_empty(),
             detail: if problems.is_empty() {
                 "STATUS COMPLETE and tests not failing".into()
@@ -332,7 +355,7 @@ pub fn gates(
             },
         };
         out.push(GateResult {
-            gate: "verification".into(),
+            gate: Gate::Verification,
             passed,
             detail,
         });
@@ -347,7 +370,7 @@ pub fn failure_notice(assessment: &Assessment, results: &[GateResult]) -> String
         assessment.basis
     );
     for gate in results.iter().filter(|g| !g.passed) {
-        text.push_str(&format!("- {} gate: {}\n", gate.gate, gate.detail));
+        text.push_str(&format!("- {} gate: {}\n", gate.gate.as_str(), gate.detail));
     }
     text.push_str("Fix what failed, verify it, and only then claim completion again.");
     text

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::breaker::BreakerConfig;
+use crate::breaker::{BreakerConfig, Signal, SIGNALS};
 use crate::completion::{CompletionConfig, CompletionMode, ConfidenceWeights};
 use crate::files::{read_bounded, Bounded};
 use crate::paths::{ProjectPaths, DEFAULT_PROMPT_FILE};
@@ -21,8 +21,6 @@ use crate::verify::VerifyCommand;
 pub const DEFAULT_MAX_ITERATIONS: u32 = 25;
 /// Default completion signal.
 pub const DEFAULT_COMPLETION_SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-/// Default number of consecutive iterations with an unchanged findings count that opens the breaker.
-pub const DEFAULT_CIRCUIT_BREAKER_THRESHOLD: u32 = 3;
 /// Largest accepted iteration cap.
 pub const MAX_ITERATIONS_LIMIT: u32 = 100_000;
 /// Largest accepted circuit breaker threshold.
@@ -40,18 +38,9 @@ pub mod env {
     pub const MAX_ITERATIONS: &str = "RALPH_MAX_ITERATIONS";
     /// Completion signal.
     pub const COMPLETION_SIGNAL: &str = "RALPH_COMPLETION_SIGNAL";
-    /// Findings-unchanged threshold of the circuit breaker.
-    pub const CIRCUIT_BREAKER_THRESHOLD: &str = "RALPH_CIRCUIT_BREAKER_THRESHOLD";
     /// Prompt file path.
     pub const PROMPT_FILE: &str = "RALPH_PROMPT_FILE";
-    /// No-progress threshold of the circuit breaker.
-    pub const NO_PROGRESS_THRESHOLD: &str = "CB_NO_PROGRESS_THRESHOLD";
-    /// Same-error threshold of the circuit breaker.
-    pub const SAME_ERROR_THRESHOLD: &str = "CB_SAME_ERROR_THRESHOLD";
-    /// Output-decline threshold (percent) of the circuit breaker.
-    pub const OUTPUT_DECLINE_THRESHOLD: &str = "CB_OUTPUT_DECLINE_THRESHOLD";
-    /// TDD-scenario-stuck threshold of the circuit breaker.
-    pub const TDD_STUCK_THRESHOLD: &str = "CB_TDD_STUCK_THRESHOLD";
+    // The stall signals' thresholds are named in `breaker::SIGNALS`.
     /// Iterations the breaker stays half open before it opens.
     pub const PATIENCE: &str = "CB_PATIENCE";
     /// Minutes after which an open breaker lets a new loop start (0 or unset: never).
@@ -85,10 +74,7 @@ impl Default for Config {
             max_iterations: DEFAULT_MAX_ITERATIONS,
             completion_signal: DEFAULT_COMPLETION_SIGNAL.to_string(),
             prompt_file: PathBuf::from(DEFAULT_PROMPT_FILE),
-            breaker: BreakerConfig {
-                findings_stuck: DEFAULT_CIRCUIT_BREAKER_THRESHOLD,
-                ..BreakerConfig::default()
-            },
+            breaker: BreakerConfig::default(),
             cooldown_minutes: None,
             completion: CompletionConfig::default(),
         }
@@ -125,7 +111,7 @@ pub enum ConfigError {
     /// The config file is not valid JSON, has an unknown key or a wrong type.
     #[error(
         "{path} is not a valid ralph config: {message}; accepted keys: {}",
-        ACCEPTED_KEYS
+        accepted_keys()
     )]
     Malformed {
         /// The config file.
@@ -152,16 +138,8 @@ pub enum ConfigError {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ConfigFile {
-    max_iterations: Option<i64>,
     completion_signal: Option<String>,
-    circuit_breaker_threshold: Option<i64>,
     prompt_file: Option<String>,
-    no_progress_threshold: Option<i64>,
-    same_error_threshold: Option<i64>,
-    output_decline_threshold: Option<i64>,
-    tdd_stuck_threshold: Option<i64>,
-    breaker_patience: Option<i64>,
-    cooldown_minutes: Option<i64>,
     completion_mode: Option<String>,
     plan_files: Option<Vec<String>>,
     verify: Option<Vec<VerifyCommand>>,
@@ -169,10 +147,15 @@ struct ConfigFile {
 }
 
 /// Every key of the config file, for error messages.
-const ACCEPTED_KEYS: &str = "maxIterations, completionSignal, circuitBreakerThreshold, promptFile, \
-     noProgressThreshold, sameErrorThreshold, outputDeclineThreshold, tddStuckThreshold, breakerPatience, cooldownMinutes, \
-     completionMode, planFiles, verify (a list of {name, command, timeoutSeconds}), confidence (statusBlockExit, signal, \
-     keyword, strongKeyword, planComplete, testSaturation, threshold)";
+pub fn accepted_keys() -> String {
+    let numbers: Vec<&str> = number_settings().map(|s| s.key).collect();
+    format!(
+        "{}, completionSignal, promptFile, completionMode, planFiles, verify (a list of {{name, command, \
+         timeoutSeconds}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
+         testSaturation, threshold)",
+        numbers.join(", ")
+    )
+}
 
 /// What `completionMode` / RALPH_COMPLETION_MODE accept.
 const MODES: &str = "strict, dual or confidence";
@@ -185,77 +168,66 @@ struct NumberSetting {
     env: &'static str,
     min: u32,
     max: u32,
-    from_file: fn(&ConfigFile) -> Option<i64>,
-    apply: fn(&mut Config, u32),
+    target: Target,
 }
 
-/// The whole-number settings, in one table for the file and the environment.
-const NUMBER_SETTINGS: &[NumberSetting] = &[
-    NumberSetting {
-        key: "maxIterations",
-        env: env::MAX_ITERATIONS,
-        min: 1,
-        max: MAX_ITERATIONS_LIMIT,
-        from_file: |f| f.max_iterations,
-        apply: |c, v| c.max_iterations = v,
-    },
-    NumberSetting {
-        key: "circuitBreakerThreshold",
-        env: env::CIRCUIT_BREAKER_THRESHOLD,
-        min: 1,
-        max: THRESHOLD_LIMIT,
-        from_file: |f| f.circuit_breaker_threshold,
-        apply: |c, v| c.breaker.findings_stuck = v,
-    },
-    NumberSetting {
-        key: "noProgressThreshold",
-        env: env::NO_PROGRESS_THRESHOLD,
-        min: 1,
-        max: THRESHOLD_LIMIT,
-        from_file: |f| f.no_progress_threshold,
-        apply: |c, v| c.breaker.no_progress = v,
-    },
-    NumberSetting {
-        key: "sameErrorThreshold",
-        env: env::SAME_ERROR_THRESHOLD,
-        min: 1,
-        max: THRESHOLD_LIMIT,
-        from_file: |f| f.same_error_threshold,
-        apply: |c, v| c.breaker.same_error = v,
-    },
-    NumberSetting {
-        key: "outputDeclineThreshold",
-        env: env::OUTPUT_DECLINE_THRESHOLD,
-        min: 1,
-        max: 99,
-        from_file: |f| f.output_decline_threshold,
-        apply: |c, v| c.breaker.output_decline_percent = v,
-    },
-    NumberSetting {
-        key: "tddStuckThreshold",
-        env: env::TDD_STUCK_THRESHOLD,
-        min: 1,
-        max: THRESHOLD_LIMIT,
-        from_file: |f| f.tdd_stuck_threshold,
-        apply: |c, v| c.breaker.tdd_stuck = v,
-    },
-    NumberSetting {
-        key: "breakerPatience",
-        env: env::PATIENCE,
-        min: 1,
-        max: THRESHOLD_LIMIT,
-        from_file: |f| f.breaker_patience,
-        apply: |c, v| c.breaker.patience = v,
-    },
-    NumberSetting {
-        key: "cooldownMinutes",
-        env: env::COOLDOWN_MINUTES,
-        min: 0,
-        max: 525_600,
-        from_file: |f| f.cooldown_minutes,
-        apply: |c, v| c.cooldown_minutes = (v > 0).then_some(v),
-    },
-];
+/// Where a whole-number setting goes.
+#[derive(Clone, Copy)]
+enum Target {
+    MaxIterations,
+    Patience,
+    CooldownMinutes,
+    Threshold(Signal),
+}
+
+impl Target {
+    fn apply(self, config: &mut Config, value: u32) {
+        match self {
+            Target::MaxIterations => config.max_iterations = value,
+            Target::Patience => config.breaker.patience = value,
+            Target::CooldownMinutes => config.cooldown_minutes = (value > 0).then_some(value),
+            Target::Threshold(signal) => {
+                config.breaker.thresholds.insert(signal, value);
+            }
+        }
+    }
+}
+
+/// The whole-number settings: the loop's own, then one per stall signal
+/// (from `breaker::SIGNALS`), for the file and the environment alike.
+fn number_settings() -> impl Iterator<Item = NumberSetting> {
+    let own = [
+        NumberSetting {
+            key: "maxIterations",
+            env: env::MAX_ITERATIONS,
+            min: 1,
+            max: MAX_ITERATIONS_LIMIT,
+            target: Target::MaxIterations,
+        },
+        NumberSetting {
+            key: "breakerPatience",
+            env: env::PATIENCE,
+            min: 1,
+            max: THRESHOLD_LIMIT,
+            target: Target::Patience,
+        },
+        NumberSetting {
+            key: "cooldownMinutes",
+            env: env::COOLDOWN_MINUTES,
+            min: 0,
+            max: 525_600,
+            target: Target::CooldownMinutes,
+        },
+    ];
+    own.into_iter()
+        .chain(SIGNALS.iter().map(|spec| NumberSetting {
+            key: spec.config_key,
+            env: spec.env_var,
+            min: 1,
+            max: spec.max,
+            target: Target::Threshold(spec.signal),
+        }))
+}
 
 /// A source of environment variables, so tests need not touch the process environment.
 pub trait EnvSource {
@@ -334,28 +306,35 @@ impl Config {
                 "stream did not contain valid UTF-8",
             ))
         })?;
-        let file: ConfigFile = serde_json::from_str(&text).map_err(|e| ConfigError::Malformed {
+        let malformed = |e: serde_json::Error| ConfigError::Malformed {
             path: path.to_path_buf(),
             message: e.to_string(),
-        })?;
+        };
         let bad = |key: &'static str, value: String, accepts: String| ConfigError::BadKey {
             path: path.to_path_buf(),
             key,
             value,
             accepts,
         };
-        for setting in NUMBER_SETTINGS {
-            if let Some(raw) = (setting.from_file)(&file) {
-                let value = validate_range(raw, setting.min, setting.max).ok_or_else(|| {
-                    bad(
-                        setting.key,
-                        raw.to_string(),
-                        accepts_range(setting.min, setting.max),
-                    )
-                })?;
-                (setting.apply)(self, value);
+        let mut object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&text).map_err(malformed)?;
+        for setting in number_settings() {
+            if let Some(raw) = object.remove(setting.key) {
+                let value = raw
+                    .as_i64()
+                    .and_then(|n| validate_range(n, setting.min, setting.max))
+                    .ok_or_else(|| {
+                        bad(
+                            setting.key,
+                            raw.to_string(),
+                            accepts_range(setting.min, setting.max),
+                        )
+                    })?;
+                setting.target.apply(self, value);
             }
         }
+        let file: ConfigFile =
+            serde_json::from_value(serde_json::Value::Object(object)).map_err(malformed)?;
         if let Some(raw) = file.completion_signal {
             self.completion_signal = validate_signal(&raw)
                 .ok_or_else(|| bad("completionSignal", format!("{raw:?}"), signal_accepts()))?;
@@ -432,7 +411,7 @@ impl Config {
                 }),
             }
         };
-        for setting in NUMBER_SETTINGS {
+        for setting in number_settings() {
             let accepts = || accepts_range(setting.min, setting.max);
             if let Some(v) = read(setting.env, &accepts)? {
                 let value = v
@@ -445,7 +424,7 @@ impl Config {
                         value: v,
                         accepts: accepts(),
                     })?;
-                (setting.apply)(self, value);
+                setting.target.apply(self, value);
             }
         }
         if let Some(v) = read(env::COMPLETION_SIGNAL, &signal_accepts)? {
@@ -498,7 +477,7 @@ mod tests {
         let from_file = Config::load(&paths, &[]).unwrap();
         assert_eq!(from_file.max_iterations, 7);
         assert_eq!(from_file.completion_signal, "FILE_DONE");
-        assert_eq!(from_file.breaker.findings_stuck, 4);
+        assert_eq!(from_file.breaker.threshold(Signal::FindingsStuck), 4);
         assert_eq!(from_file.prompt_file, PathBuf::from("p.md"));
         let env = [
             (env::MAX_ITERATIONS, "12"),
@@ -507,37 +486,38 @@ mod tests {
         let both = Config::load(&paths, &env).unwrap();
         assert_eq!(both.max_iterations, 12);
         assert_eq!(both.completion_signal, "ENV_DONE");
-        assert_eq!(both.breaker.findings_stuck, 4);
+        assert_eq!(both.breaker.threshold(Signal::FindingsStuck), 4);
     }
 
     #[test]
     fn breaker_settings_from_file_and_env() {
         let (_d, paths) = project_with_config(Some(
             r#"{"noProgressThreshold": 4, "sameErrorThreshold": 6, "outputDeclineThreshold": 50,
-                "tddStuckThreshold": 5, "breakerPatience": 3, "cooldownMinutes": 30}"#,
+                "tddStuckThreshold": 5, "sameRejectedClaimThreshold": 2, "breakerPatience": 3, "cooldownMinutes": 30}"#,
         ));
         let c = Config::load(&paths, &[]).unwrap();
         assert_eq!(
             c.breaker,
             BreakerConfig {
-                no_progress: 4,
-                same_error: 6,
-                findings_stuck: 3,
-                output_decline_percent: 50,
-                tdd_stuck: 5,
-                patience: 3
+                patience: 3,
+                ..BreakerConfig::default()
             }
+            .with(Signal::NoProgress, 4)
+            .with(Signal::SameError, 6)
+            .with(Signal::OutputDecline, 50)
+            .with(Signal::TddStuck, 5)
+            .with(Signal::SameRejectedClaim, 2)
         );
         assert_eq!(c.cooldown_minutes, Some(30));
         let env = [
-            (env::NO_PROGRESS_THRESHOLD, "2"),
+            ("CB_NO_PROGRESS_THRESHOLD", "2"),
             (env::COOLDOWN_MINUTES, "0"),
             (env::PATIENCE, "1"),
         ];
         let c = Config::load(&paths, &env).unwrap();
         assert_eq!(
             (
-                c.breaker.no_progress,
+                c.breaker.threshold(Signal::NoProgress),
                 c.breaker.patience,
                 c.cooldown_minutes
             ),
@@ -583,8 +563,8 @@ mod tests {
         let (_d, paths) = project_with_config(None);
         let cases: [(&str, &str); 14] = [
             (env::COMPLETION_MODE, "lenient"),
-            (env::NO_PROGRESS_THRESHOLD, "0"),
-            (env::OUTPUT_DECLINE_THRESHOLD, "100"),
+            ("CB_NO_PROGRESS_THRESHOLD", "0"),
+            ("CB_OUTPUT_DECLINE_THRESHOLD", "100"),
             (env::PATIENCE, "soon"),
             (env::COOLDOWN_MINUTES, "-5"),
             (env::MAX_ITERATIONS, "abc"),
@@ -592,8 +572,8 @@ mod tests {
             (env::MAX_ITERATIONS, "-3"),
             (env::MAX_ITERATIONS, "2.5"),
             (env::MAX_ITERATIONS, "100001"),
-            (env::CIRCUIT_BREAKER_THRESHOLD, "zero"),
-            (env::CIRCUIT_BREAKER_THRESHOLD, "0"),
+            ("RALPH_CIRCUIT_BREAKER_THRESHOLD", "zero"),
+            ("RALPH_CIRCUIT_BREAKER_THRESHOLD", "0"),
             (env::COMPLETION_SIGNAL, "   "),
             (env::COMPLETION_SIGNAL, "two\nlines"),
         ];

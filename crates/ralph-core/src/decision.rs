@@ -4,26 +4,36 @@
 //!
 //! No I/O happens here, so every rule is unit-tested as a table below.
 
+use serde::{Deserialize, Serialize};
+
 use crate::breaker::{self, BreakerEffect, ProgressObservation};
 use crate::claims;
-use crate::completion::{self, Assessment};
+use crate::completion::{self, Assessment, GateResult};
 use crate::config::Config;
-use crate::errors;
+use crate::errors::{self, ErrorSighting};
 use crate::plan::PlanReport;
 use crate::progress::Reading;
 use crate::signals;
-use crate::state::{excerpt, ClaimRecord, IterationRecord, LoopState, Status, StopDecision};
+use crate::state::{
+    excerpt, ClaimOutcome, ClaimRecord, IterationRecord, LoopState, Status, StopDecision,
+};
 use crate::verify::VerifyResult;
 
 /// Where the agent's last message was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum MessageSource {
     /// The hook input's `last_assistant_message`.
     Input,
-    /// The last assistant message of the transcript.
+    /// The iteration's final assistant message in the transcript.
     Transcript,
     /// Neither held any text (for example the turn ended on a tool call only).
+    #[default]
+    #[serde(rename = "none")]
     Missing,
+    /// The input had no message and the transcript did not show the stop's
+    /// final message within [`crate::transcript::CATCH_UP_WAIT`].
+    TranscriptBehind,
 }
 
 impl MessageSource {
@@ -33,6 +43,7 @@ impl MessageSource {
             MessageSource::Input => "input",
             MessageSource::Transcript => "transcript",
             MessageSource::Missing => "none",
+            MessageSource::TranscriptBehind => "transcript_behind",
         }
     }
 }
@@ -100,29 +111,55 @@ pub fn test_saturation(state: &LoopState, observed: &Observation) -> u32 {
     }
 }
 
-/// Reads the completion claim of this stop (before the gates). The hook
-/// calls it first to decide whether to run the verification commands;
-/// [`decide`] calls it again on the same inputs.
-pub fn assess_claim(config: &Config, state: &LoopState, observed: &Observation) -> Assessment {
-    assess_with_saturation(config, state, observed, test_saturation(state, observed))
+/// The completion claim of one stop, judged once: the hook judges it before
+/// the lock to decide whether to run the verification commands, and hands
+/// the same judgement to [`decide_judged`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimJudgement {
+    /// Whether and how the message claims completion.
+    pub assessment: Assessment,
+    /// Consecutive test-only iterations, this one included.
+    pub saturation: u32,
 }
 
-/// [`assess_claim`] with the test saturation already counted.
-fn assess_with_saturation(
-    config: &Config,
-    state: &LoopState,
-    observed: &Observation,
-    saturation: u32,
-) -> Assessment {
-    completion::assess(
-        &config.completion,
-        &config.completion_signal,
-        &observed.message,
-        state.iteration,
-        &state.completion_indications,
-        &observed.plan,
-        saturation >= completion::TEST_SATURATION_ITERATIONS,
-    )
+/// Reads the completion claim of this stop (before the gates).
+pub fn judge_claim(config: &Config, state: &LoopState, observed: &Observation) -> ClaimJudgement {
+    let saturation = test_saturation(state, observed);
+    ClaimJudgement {
+        assessment: completion::assess(
+            &config.completion,
+            &config.completion_signal,
+            &observed.message,
+            state.iteration,
+            &state.completion_indications,
+            &observed.plan,
+            saturation >= completion::TEST_SATURATION_ITERATIONS,
+        ),
+        saturation,
+    }
+}
+
+/// The fingerprint of a rejected claim: which gates failed, on what output
+/// (normalised, so timings and paths do not make two rejections differ).
+fn rejection(gates: &[GateResult]) -> Option<ErrorSighting> {
+    let failed: Vec<&GateResult> = gates.iter().filter(|g| !g.passed).collect();
+    if failed.is_empty() {
+        return None;
+    }
+    let text: Vec<String> = failed
+        .iter()
+        .map(|g| {
+            let detail: Vec<String> = g.detail.lines().map(errors::normalise).collect();
+            format!("{}\n{}", g.gate.as_str(), detail.join("\n"))
+        })
+        .collect();
+    let names: Vec<&str> = failed.iter().map(|g| g.gate.as_str()).collect();
+    let first = failed[0].detail.lines().next().unwrap_or_default();
+    let first: String = first.chars().take(120).collect();
+    Some(ErrorSighting {
+        fingerprint: errors::fingerprint(&text.join("\n")),
+        sample: format!("{} gate: {first}", names.join(", ")),
+    })
 }
 
 /// Whether the stop of `session_id` belongs to the running loop in `state`:
@@ -204,11 +241,25 @@ pub fn decide(
     observed: &Observation,
     now: &str,
 ) -> Outcome {
-    let state = match owned_loop(state, observed.session_id.as_deref()) {
-        Ok(state) => state,
-        Err(reason) => return Outcome::pass(reason),
-    };
+    match owned_loop(state, observed.session_id.as_deref()) {
+        Ok(state) => {
+            let claim = judge_claim(config, state, observed);
+            decide_judged(config, state, observed, &claim, now)
+        }
+        Err(reason) => Outcome::pass(reason),
+    }
+}
 
+/// Decides one stop of the loop `state` (already known to be owned by the
+/// stopping session), with its claim already judged by [`judge_claim`] on
+/// the same state.
+pub fn decide_judged(
+    config: &Config,
+    state: &LoopState,
+    observed: &Observation,
+    claim: &ClaimJudgement,
+    now: &str,
+) -> Outcome {
     let mut next = state.clone();
     let iteration = state.iteration;
     let findings = signals::findings_count(&observed.message);
@@ -216,29 +267,9 @@ pub fn decide(
         next.last_findings_count = findings;
     }
     let error = errors::sighting(&observed.message, &observed.failing_tool_results);
-    let progress = ProgressObservation {
-        changed: observed.progress.changed,
-        baseline: observed.progress.baseline.clone(),
-        error: error.clone(),
-        findings,
-        previous_findings: state.last_findings_count,
-        output_chars: observed.message.chars().count(),
-        // An iteration that neither used a tool nor hit an error tried nothing
-        // that could have changed the project: it is no evidence of a stall.
-        acted: observed.tool_calls > 0 || error.is_some(),
-        tdd_scenario: observed.tdd_scenario.clone(),
-    };
-    let (breaker, effect) =
-        breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);
-    let transition = (breaker.last_transition != state.breaker.last_transition)
-        .then_some(breaker.last_transition.as_ref())
-        .flatten()
-        .map(|t| format!("{} → {}: {}", t.from.as_str(), t.to.as_str(), t.reason));
-    next.breaker = breaker;
 
-    let saturation = test_saturation(state, observed);
-    next.test_only_iterations = saturation;
-    let assessment = assess_with_saturation(config, state, observed, saturation);
+    let assessment = &claim.assessment;
+    next.test_only_iterations = claim.saturation;
     if assessment.indication {
         next.completion_indications.push(iteration);
     }
@@ -248,36 +279,29 @@ pub fn decide(
     next.completion_indications.retain(|&i| i >= keep_from);
 
     let mut notices = Vec::new();
-    let mut claim_summary = None;
+    let mut claim_record = None;
+    let mut rejected = None;
     let completed = assessment.claimed && {
         let gates = completion::gates(
-            &assessment,
+            assessment,
             &observed.plan,
             &config.completion.verify,
             observed.verification.as_deref(),
         );
         let accepted = gates.iter().all(|g| g.passed);
-        let failed: Vec<&str> = gates
-            .iter()
-            .filter(|g| !g.passed)
-            .map(|g| g.gate.as_str())
-            .collect();
-        claim_summary = Some(if accepted {
-            format!("accepted: {}", assessment.basis)
-        } else {
-            format!(
-                "rejected by the {} gate(s): {}",
-                failed.join(", "),
-                assessment.basis
-            )
+        claim_record = Some(ClaimOutcome {
+            accepted,
+            basis: assessment.basis.clone(),
+            failed_gates: gates.iter().filter(|g| !g.passed).map(|g| g.gate).collect(),
         });
         if !accepted {
-            notices.push(completion::failure_notice(&assessment, &gates));
+            notices.push(completion::failure_notice(assessment, &gates));
+            rejected = rejection(&gates);
         }
         next.last_claim = Some(ClaimRecord {
             iteration,
             at: now.to_string(),
-            mode: config.completion.mode.as_str().to_string(),
+            mode: config.completion.mode,
             basis: assessment.basis.clone(),
             score: assessment.score,
             accepted,
@@ -286,11 +310,34 @@ pub fn decide(
         });
         accepted
     };
+
+    let progress = ProgressObservation {
+        changed: observed.progress.changed,
+        // An iteration that neither used a tool nor hit an error tried nothing
+        // that could have changed the project: it is no evidence of a stall.
+        acted: observed.tool_calls > 0 || error.is_some(),
+        error: error.clone(),
+        findings,
+        previous_findings: state.last_findings_count,
+        output_chars: observed.message.chars().count(),
+        tdd_scenario: observed.tdd_scenario.clone(),
+        rejected_claim: rejected,
+    };
+    let (mut breaker, effect) =
+        breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);
+    if let Some(baseline) = &observed.progress.baseline {
+        breaker.progress = Some(baseline.clone());
+    }
+    let transition = (breaker.last_transition != state.breaker.last_transition)
+        .then(|| breaker.last_transition.clone())
+        .flatten();
+    next.breaker = breaker;
+
     if let BreakerEffect::Warn(notice) = &effect {
         notices.push(notice.clone());
     }
-    if saturation >= completion::TEST_SATURATION_ITERATIONS {
-        notices.push(completion::saturation_notice(saturation));
+    if claim.saturation >= completion::TEST_SATURATION_ITERATIONS {
+        notices.push(completion::saturation_notice(claim.saturation));
     }
 
     let (verdict, why) = if completed {
@@ -349,11 +396,12 @@ pub fn decide(
         excerpt: excerpt(&observed.message),
         stop_hook_active: observed.stop_hook_active,
         findings,
-        message_source: observed.message_source.as_str().to_string(),
+        message_source: observed.message_source,
+        tool_calls: observed.tool_calls,
         error: error.map(|e| e.sample),
         breaker: transition,
-        status_block: assessment.status_block,
-        claim: claim_summary,
+        status_block: assessment.status_block.clone(),
+        claim: claim_record,
     });
     Outcome {
         new_state: Some(next),
@@ -594,7 +642,9 @@ mod tests {
     /// iteration at which the breaker opened, if it did.
     fn breaker_run(reports: &[Option<u64>], threshold: u32) -> (Vec<u32>, Option<u32>) {
         let mut config = Config::default();
-        config.breaker.findings_stuck = threshold;
+        config.breaker = config
+            .breaker
+            .with(crate::breaker::Signal::FindingsStuck, threshold);
         let mut state = running(1, 100);
         let mut warned = Vec::new();
         for report in reports {
@@ -696,7 +746,7 @@ mod tests {
             );
             state = out.new_state.unwrap();
             if let Some(t) = &state.history.last().unwrap().breaker {
-                transitions.push(t.clone());
+                transitions.push(t.to_string());
             }
         }
         assert_eq!(transitions.len(), 2, "{transitions:?}");
@@ -842,11 +892,7 @@ mod tests {
                 let claim = state.last_claim.unwrap();
                 assert!(!claim.accepted);
                 assert!(claim.gates.iter().any(|g| !g.passed));
-                assert!(state.history[0]
-                    .claim
-                    .as_deref()
-                    .unwrap()
-                    .starts_with("rejected"));
+                assert!(!state.history[0].claim.as_ref().unwrap().accepted);
             }
         }
     }
@@ -925,8 +971,14 @@ mod tests {
         state.last_findings_count = Some(4);
         state.breaker.state = crate::breaker::BreakerState::HalfOpen;
         state.breaker.half_open_iterations = u32::MAX;
-        state.breaker.counters.findings_stuck = u32::MAX;
-        state.breaker.counters.no_progress = u32::MAX;
+        state
+            .breaker
+            .counters
+            .set(crate::breaker::Signal::FindingsStuck, u32::MAX);
+        state
+            .breaker
+            .counters
+            .set(crate::breaker::Signal::NoProgress, u32::MAX);
         state.test_only_iterations = u32::MAX;
         let out = decide(
             &config(),
@@ -936,6 +988,12 @@ mod tests {
         );
         assert_eq!(out.verdict, Verdict::End(Status::CircuitOpen));
         let state = out.new_state.unwrap();
-        assert_eq!(state.breaker.counters.findings_stuck, u32::MAX);
+        assert_eq!(
+            state
+                .breaker
+                .counters
+                .get(crate::breaker::Signal::FindingsStuck),
+            u32::MAX
+        );
     }
 }

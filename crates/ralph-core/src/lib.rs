@@ -4,7 +4,8 @@
 //! ([`config`]), the loop's persisted state ([`state`]) and its locked,
 //! atomic store ([`store`]), the parsers for what the Stop hook observes
 //! ([`hook_input`], [`transcript`], [`signals`]), and the pure decision
-//! function ([`decision`]) that turns all of that into "block" or "allow".
+//! function ([`decision`]) that turns all of that into "block" or "allow",
+//! and the one per-stop sequence ([`engine`]) every driver of a loop runs.
 //! I/O stays at the edges: `decision` never touches a file, a clock or an
 //! environment variable.
 
@@ -13,6 +14,7 @@ pub mod claims;
 pub mod completion;
 pub mod config;
 pub mod decision;
+pub mod engine;
 pub mod errors;
 pub mod exit_codes;
 mod files;

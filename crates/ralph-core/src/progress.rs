@@ -82,16 +82,9 @@ const GIT_LOCATION_VARS: &[&str] = &[
     "GIT_DISCOVERY_ACROSS_FILESYSTEM",
 ];
 
-/// What the iteration's own tool calls say about the project's files.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ToolEdits {
-    /// Files (absolute, as the calls named them) whose content a successful Write/Edit/MultiEdit/NotebookEdit
-    /// call of this iteration changed (the client's result says created, or a non-empty patch).
-    pub changed_files: Vec<PathBuf>,
-    /// True when every tool call of the iteration was a file tool or a read-only tool, so `changed_files` is
-    /// all the agent's tools did to the project (no Bash, sub-agent Task, MCP or unknown tool).
-    pub fully_described: bool,
-}
+/// What the iteration's own tool calls say about the project's files, as
+/// the transcript reader finds them.
+pub use crate::transcript::ToolEdits;
 
 /// How a reading was taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,10 +5,16 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::breaker::Breaker;
+use crate::breaker::{Breaker, Transition};
 use crate::claims::StatusBlock;
-use crate::completion::GateResult;
+use crate::completion::{CompletionMode, Gate, GateResult};
+use crate::decision::MessageSource;
 use crate::verify::VerifyResult;
+
+/// The version of the state file's shape that this build writes. A state
+/// without `schemaVersion` is version 1 and is migrated when read; a newer
+/// one is refused rather than misread.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// How many per-iteration records the state keeps; older ones are dropped.
 pub const HISTORY_LIMIT: usize = 50;
@@ -75,21 +81,54 @@ pub struct IterationRecord {
     /// The findings count the message reported, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub findings: Option<u64>,
-    /// Where the message came from: `input` (last_assistant_message), `transcript`, or `none`.
+    /// Where the message came from: `input` (last_assistant_message),
+    /// `transcript`, `transcript_behind` (the transcript never showed it) or `none`.
     #[serde(default)]
-    pub message_source: String,
+    pub message_source: MessageSource,
+    /// How many tool calls the iteration made.
+    #[serde(default)]
+    pub tool_calls: usize,
     /// The error the iteration ended on, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The circuit breaker transition this stop caused, e.g. `closed → half_open: no file changed in 3 iterations`.
+    /// The circuit breaker transition this stop caused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub breaker: Option<String>,
+    pub breaker: Option<Transition>,
     /// Every field of the message's `RALPH_STATUS` block, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_block: Option<StatusBlock>,
-    /// The completion claim this stop judged, e.g. `accepted: completion signal (OwnLine)`.
+    /// The completion claim this stop judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claim: Option<String>,
+    pub claim: Option<ClaimOutcome>,
+}
+
+/// How one stop judged a completion claim.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimOutcome {
+    /// True when every gate passed.
+    pub accepted: bool,
+    /// What made the claim (signal form, status block, score).
+    pub basis: String,
+    /// The gates that failed, in order.
+    #[serde(default)]
+    pub failed_gates: Vec<Gate>,
+}
+
+impl std::fmt::Display for ClaimOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.accepted {
+            write!(f, "accepted: {}", self.basis)
+        } else {
+            let gates: Vec<&str> = self.failed_gates.iter().map(|g| g.as_str()).collect();
+            write!(
+                f,
+                "rejected by the {} gate(s): {}",
+                gates.join(", "),
+                self.basis
+            )
+        }
+    }
 }
 
 /// The last completion claim and how its gates judged it.
@@ -101,7 +140,7 @@ pub struct ClaimRecord {
     /// When it was judged.
     pub at: String,
     /// The completion mode in force.
-    pub mode: String,
+    pub mode: CompletionMode,
     /// What made the claim (signal form, status block, score).
     pub basis: String,
     /// The confidence score, in confidence mode.
@@ -120,6 +159,9 @@ pub struct ClaimRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LoopState {
+    /// The shape of this record ([`SCHEMA_VERSION`] when written by this build).
+    #[serde(default = "legacy_schema")]
+    pub schema_version: u32,
     /// Where the loop is.
     pub status: Status,
     /// The iteration in progress (1-based), or the last one when the loop has ended.
@@ -159,10 +201,39 @@ pub struct LoopState {
     pub history: Vec<IterationRecord>,
 }
 
+fn legacy_schema() -> u32 {
+    1
+}
+
 impl LoopState {
+    /// Reads a state file's bytes: migrates an older shape, refuses a newer
+    /// one; the error says why, for the "corrupt" message.
+    pub fn from_json(bytes: &[u8]) -> Result<LoopState, String> {
+        let mut value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let version = value
+            .get("schemaVersion")
+            .map(|v| v.as_u64().ok_or("schemaVersion is not a whole number"))
+            .transpose()?
+            .unwrap_or(1);
+        if version > u64::from(SCHEMA_VERSION) {
+            return Err(format!(
+                "it was written by a newer ralph (state schema {version}, this one reads up to {SCHEMA_VERSION}); \
+                 upgrade ralph"
+            ));
+        }
+        if version < 2 {
+            migrate_v1(&mut value);
+        }
+        let mut state: LoopState = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        state.schema_version = SCHEMA_VERSION;
+        Ok(state)
+    }
+
     /// A fresh running loop at iteration 1.
     pub fn new(session_id: String, max_iterations: u32, now: String) -> Self {
         LoopState {
+            schema_version: SCHEMA_VERSION,
             status: Status::Running,
             iteration: 1,
             max_iterations,
@@ -197,6 +268,45 @@ impl LoopState {
     }
 }
 
+/// Version 1 kept a history record's breaker transition and claim as text
+/// (`closed → half_open: why`, `accepted: basis`, `rejected by the plan,
+/// verification gate(s): basis`); version 2 keeps them typed.
+fn migrate_v1(state: &mut serde_json::Value) {
+    use serde_json::{json, Value};
+    let Some(history) = state.get_mut("history").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for record in history {
+        let Some(record) = record.as_object_mut() else {
+            continue;
+        };
+        if let Some(Value::String(text)) = record.get("breaker").cloned() {
+            let parsed = text.split_once(": ").and_then(|(arrow, reason)| {
+                let (from, to) = arrow.split_once(" → ")?;
+                Some(json!({
+                    "iteration": record.get("iteration").cloned().unwrap_or(json!(0)),
+                    "at": record.get("at").cloned().unwrap_or(json!("")),
+                    "from": from, "to": to, "reason": reason,
+                }))
+            });
+            record.insert("breaker".into(), parsed.unwrap_or(Value::Null));
+        }
+        if let Some(Value::String(text)) = record.get("claim").cloned() {
+            let parsed = if let Some(basis) = text.strip_prefix("accepted: ") {
+                Some(json!({"accepted": true, "basis": basis, "failedGates": []}))
+            } else {
+                text.strip_prefix("rejected by the ")
+                    .and_then(|rest| rest.split_once(" gate(s): "))
+                    .map(|(gates, basis)| {
+                        let gates: Vec<&str> = gates.split(", ").collect();
+                        json!({"accepted": false, "basis": basis, "failedGates": gates})
+                    })
+            };
+            record.insert("claim".into(), parsed.unwrap_or(Value::Null));
+        }
+    }
+}
+
 /// The first [`EXCERPT_CHARS`] characters of a message, on one line.
 pub fn excerpt(message: &str) -> String {
     let flat: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -224,6 +334,43 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_state_is_migrated_and_a_newer_one_refused() {
+        let v1 = br#"{"status":"running","iteration":3,"maxIterations":5,"sessionId":"s","startedAt":"t",
+            "history":[{"iteration":1,"at":"t1","decision":"block","why":"w","messageSource":"input",
+                        "breaker":"closed \u2192 half_open: no file changed in 3 iterations",
+                        "claim":"rejected by the plan, verification gate(s): completion signal (OwnLine)"},
+                       {"iteration":2,"at":"t2","decision":"block","why":"w","messageSource":"transcript",
+                        "claim":"accepted: status block"}],
+            "breaker":{"counters":{"noProgress":2,"sameError":0,"findingsStuck":0,"outputDecline":0,"tddStuck":0}}}"#;
+        let state = LoopState::from_json(v1).unwrap();
+        assert_eq!(state.schema_version, SCHEMA_VERSION);
+        let first = &state.history[0];
+        assert_eq!(first.message_source, MessageSource::Input);
+        let t = first.breaker.as_ref().unwrap();
+        assert_eq!(t.to, crate::breaker::BreakerState::HalfOpen);
+        assert_eq!(t.reason, "no file changed in 3 iterations");
+        let claim = first.claim.as_ref().unwrap();
+        assert!(!claim.accepted);
+        assert_eq!(claim.failed_gates, vec![Gate::Plan, Gate::Verification]);
+        assert_eq!(
+            claim.to_string(),
+            "rejected by the plan, verification gate(s): completion signal (OwnLine)"
+        );
+        assert!(state.history[1].claim.as_ref().unwrap().accepted);
+        assert_eq!(
+            state
+                .breaker
+                .counters
+                .get(crate::breaker::Signal::NoProgress),
+            2
+        );
+
+        let newer = br#"{"schemaVersion":99,"status":"running"}"#;
+        let err = LoopState::from_json(newer).unwrap_err();
+        assert!(err.contains("newer ralph"), "{err}");
+    }
+
+    #[test]
     fn history_is_bounded() {
         let mut s = LoopState::new("abc".into(), 5, "t".into());
         for i in 0..(HISTORY_LIMIT as u32 + 7) {
@@ -235,7 +382,8 @@ mod tests {
                 excerpt: String::new(),
                 stop_hook_active: false,
                 findings: None,
-                message_source: String::new(),
+                message_source: MessageSource::Missing,
+                tool_calls: 0,
                 error: None,
                 breaker: None,
                 status_block: None,

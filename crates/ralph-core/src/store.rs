@@ -290,9 +290,7 @@ fn read_state(path: &Path) -> Result<Option<LoopState>, StoreError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt("the file is empty".into()));
     }
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| corrupt(e.to_string()))
+    LoopState::from_json(&bytes).map(Some).map_err(corrupt)
 }
 
 /// Opens (or creates) a file readable and writable by its owner only, never

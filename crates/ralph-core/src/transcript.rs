@@ -1,16 +1,31 @@
-//! Finds the agent's last assistant message in a Claude Code transcript
-//! (JSONL) by reading the file from its end, a chunk at a time.
+//! Reads what the iteration that just ended left in a Claude Code transcript
+//! (JSONL), from the file's end, a chunk at a time.
+//!
+//! An iteration starts at its own prompt line: the task, the re-injected
+//! prompt (`Stop hook feedback: …`) or a person's message. Everything after
+//! that line, and nothing before it, is this iteration: its tool calls, the
+//! tool results that failed, the files its file tools changed, and its final
+//! assistant message. The client may write the final message after the Stop
+//! hook has started (2.1.330 headless, 2.0.77 interactive), so the reader
+//! never falls back to an older message: it says whether the transcript has
+//! caught up with the stop ([`IterationTail::caught_up`]) and the caller may
+//! wait for it ([`wait_for_stop`]).
 //!
 //! Transcripts grow to hundreds of megabytes over a long loop, so the whole
-//! file is never read: the cost of a stop does not grow with the session.
-//! Partial or broken lines are skipped; a single line longer than
-//! [`MAX_LINE_BYTES`] is skipped without being held in memory.
+//! file is never read: at most [`MAX_SCAN_BYTES`] from the end. Partial or
+//! broken lines are skipped; a line longer than [`MAX_LINE_BYTES`] is skipped
+//! without being held in memory, and the final message keeps at most
+//! [`MAX_MESSAGE_BYTES`] (its end), so memory stays bounded on any file.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
+use serde::de::{self, IgnoredAny};
+use serde::Deserialize;
 use serde_json::Value;
 use thiserror::Error;
 
@@ -18,8 +33,47 @@ use thiserror::Error;
 pub const CHUNK_BYTES: usize = 64 * 1024;
 /// Longest line considered; longer ones (huge tool results) are skipped.
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
-/// How far back from the end the search goes before giving up.
-pub const MAX_SCAN_BYTES: u64 = 64 * 1024 * 1024;
+/// How far back from the end the search for the iteration's start goes.
+pub const MAX_SCAN_BYTES: u64 = 16 * 1024 * 1024;
+/// Most bytes of the final message kept (its newest lines); a message is
+/// normally a few KiB, this bounds memory on a crafted transcript.
+pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+/// Most failing tool results collected.
+pub const MAX_TOOL_ERRORS: usize = 5;
+/// Longest failing tool result kept, in characters.
+pub const MAX_TOOL_ERROR_CHARS: usize = 2_000;
+/// Most changed files recorded for one iteration; past it the edits are not
+/// fully described (the progress check then looks at the project itself).
+pub const MAX_CHANGED_FILES: usize = 256;
+/// Most tool results held while their calls are looked for.
+const MAX_PENDING_RESULTS: usize = 1024;
+
+/// Tools whose whole effect on the project's files is what their own result
+/// says: file edits (recorded in [`ToolEdits::changed_files`]) or nothing at
+/// all. Any other tool (Bash, a sub-agent's Task, an MCP tool, a tool this
+/// list does not know) may change anything.
+pub const DESCRIBED_TOOLS: &[&str] = &[
+    "Read",
+    "Write",
+    "Edit",
+    "MultiEdit",
+    "NotebookEdit",
+    "NotebookRead",
+    "Glob",
+    "Grep",
+    "LS",
+    "TodoWrite",
+    "TodoRead",
+    "WebFetch",
+    "WebSearch",
+];
+/// The file tools that edit a file, with the input field naming it.
+const EDIT_TOOLS: &[(&str, &str)] = &[
+    ("Write", "file_path"),
+    ("Edit", "file_path"),
+    ("MultiEdit", "file_path"),
+    ("NotebookEdit", "notebook_path"),
+];
 
 /// Why the transcript could not be read.
 #[derive(Debug, Error)]
@@ -40,30 +94,46 @@ pub enum TranscriptError {
     },
 }
 
+/// What the iteration's own tool calls say about the project's files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolEdits {
+    /// Files (absolute, as the calls named them) whose content a successful
+    /// Write/Edit/MultiEdit/NotebookEdit call of this iteration changed: the
+    /// client's result says the file was created or patched, or (an older
+    /// client that writes no such result) the call succeeded.
+    pub changed_files: Vec<PathBuf>,
+    /// True when every tool call of the iteration was one of
+    /// [`DESCRIBED_TOOLS`] and the whole iteration was read, so
+    /// `changed_files` is all the agent's tools did to the project.
+    pub fully_described: bool,
+}
+
 /// What the end of a transcript says about the iteration that just ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IterationTail {
-    /// The text of the last assistant message of the main conversation (not a
-    /// sub-agent's): `None` when none is found within [`MAX_SCAN_BYTES`] of the
-    /// end, `Some("")` when the last one holds no text (a tool call only). A
-    /// message written as several lines sharing `message.id` is joined.
-    pub last_assistant_text: Option<String>,
-    /// The content of each tool result marked `is_error: true` since the
-    /// iteration's prompt, newest first (at most [`MAX_TOOL_ERRORS`], each
-    /// shortened to [`MAX_TOOL_ERROR_CHARS`]).
+    /// The text of the iteration's final assistant message of the main
+    /// conversation (never a sub-agent's, never one from before the
+    /// iteration's prompt): `None` when the iteration has no assistant
+    /// message yet, `Some("")` when the last one holds no text (a tool call
+    /// only). A message written as several lines sharing `message.id` is
+    /// joined.
+    pub final_message: Option<String>,
+    /// True when the newest line of the iteration is an assistant message
+    /// with no tool call: the turn has ended and the transcript shows it.
+    /// False when the client has not written the final message yet.
+    pub caught_up: bool,
+    /// True when the iteration's prompt line (or the file's start) was
+    /// reached, so the counts below cover the whole iteration.
+    pub whole: bool,
+    /// The content of each tool result marked `is_error: true` in the
+    /// iteration, newest first (at most [`MAX_TOOL_ERRORS`], each shortened
+    /// to [`MAX_TOOL_ERROR_CHARS`]).
     pub failing_tool_results: Vec<String>,
-    /// How many tool calls the agent made since the iteration's prompt.
+    /// How many tool calls the agent made in the iteration.
     pub tool_calls: usize,
+    /// The files the iteration's file tools changed.
+    pub edits: ToolEdits,
 }
-
-/// How far back, past the last assistant message, the reader looks for the
-/// iteration's tool calls and failing tool results.
-pub const ITERATION_SCAN_BYTES: u64 = 64 * 1024;
-
-/// Most failing tool results collected.
-pub const MAX_TOOL_ERRORS: usize = 5;
-/// Longest failing tool result kept, in characters.
-pub const MAX_TOOL_ERROR_CHARS: usize = 2_000;
 
 /// The bounds of the backwards reader: the constants above, smaller in tests
 /// so that chunk boundaries and oversize lines are cheap to reach.
@@ -80,18 +150,61 @@ const LIMITS: Limits = Limits {
     max_scan_bytes: MAX_SCAN_BYTES,
 };
 
-/// Reads the end of the transcript: the last assistant message and the
-/// failing tool results of the iteration it ended.
+/// Reads the iteration that ends the transcript.
 pub fn read_iteration_tail(path: &Path) -> Result<IterationTail, TranscriptError> {
     read_iteration_tail_within(path, LIMITS)
 }
 
-/// The text of the last assistant message within other bounds (tests, fuzzing).
-fn last_assistant_text_within(
+/// How long the hook waits for the transcript to show a stop's final message
+/// when the Stop input does not carry it (2.0.77).
+pub const CATCH_UP_WAIT: Duration = Duration::from_secs(2);
+/// How long [`wait_for_stop`] polls between two looks at the file.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Reads the iteration that ends the transcript, waiting up to `max_wait`
+/// for the client to write the stop's final message: until
+/// [`IterationTail::caught_up`] and, when the stop carried its message
+/// (`expected`), until the transcript's final message is that one. The
+/// client writes its transcript asynchronously, so at the Stop hook the
+/// iteration's last lines (a tool result, the final message, even the
+/// previous block's feedback) may not be there yet. Returns the last reading
+/// and how long it waited; the file is read again only when its length
+/// changed.
+pub fn wait_for_stop(
     path: &Path,
-    limits: Limits,
-) -> Result<Option<String>, TranscriptError> {
-    read_iteration_tail_within(path, limits).map(|tail| tail.last_assistant_text)
+    max_wait: Duration,
+    expected: Option<&str>,
+) -> Result<(IterationTail, Duration), TranscriptError> {
+    let started = Instant::now();
+    let settled = |tail: &IterationTail| {
+        tail.caught_up
+            && expected.is_none_or(|want| {
+                tail.final_message
+                    .as_deref()
+                    .is_some_and(|got| same_text(got, want))
+            })
+    };
+    let mut tail = read_iteration_tail(path)?;
+    let mut len = file_len(path);
+    while !settled(&tail) && started.elapsed() < max_wait {
+        std::thread::sleep(POLL.min(max_wait.saturating_sub(started.elapsed())));
+        let now_len = file_len(path);
+        if now_len != len {
+            len = now_len;
+            tail = read_iteration_tail(path)?;
+        }
+    }
+    Ok((tail, started.elapsed()))
+}
+
+/// The same message text, white space aside (the client may join a
+/// message's text blocks differently from the transcript's lines).
+fn same_text(a: &str, b: &str) -> bool {
+    a.split_whitespace().eq(b.split_whitespace())
+}
+
+fn file_len(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).ok().map(|m| m.len())
 }
 
 fn read_iteration_tail_within(
@@ -109,161 +222,413 @@ fn read_iteration_tail_within(
             path: path.to_path_buf(),
         });
     }
-    let mut scan = TailScan::default();
-    scan_lines_backwards(&mut file, meta.len(), limits, |line| scan.visit(line)).map_err(io_err)?;
-    Ok(scan.finish())
+    let mut scan = Iteration::default();
+    let reached_start =
+        scan_lines_backwards(&mut file, meta.len(), limits, |line| match classify(line) {
+            Some(Entry::Prompt) => ControlFlow::Break(()),
+            Some(entry) => {
+                scan.add_newest_first(entry);
+                ControlFlow::Continue(())
+            }
+            None => ControlFlow::Continue(()),
+        })
+        .map_err(io_err)?;
+    Ok(scan.finish(reached_start))
 }
 
-/// The text of the last assistant message (see [`IterationTail::last_assistant_text`]).
+/// The text of the iteration's final message (see [`IterationTail::final_message`]).
 pub fn last_assistant_text(path: &Path) -> Result<Option<String>, TranscriptError> {
-    last_assistant_text_within(path, LIMITS)
+    read_iteration_tail(path).map(|tail| tail.final_message)
 }
 
-/// Walks lines newest first: finds the last assistant message, then goes on
-/// to the iteration's prompt collecting failing tool results.
-#[derive(Default)]
-struct TailScan {
-    found: bool,
-    message_done: bool,
-    message_id: Option<String>,
-    parts_newest_first: Vec<String>,
-    tool_errors: Vec<String>,
-    tool_calls: usize,
-    bytes_past_message: u64,
+/// One tool call of the agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ToolUse {
+    id: Option<String>,
+    name: String,
+    /// The file an edit tool names.
+    edited_file: Option<String>,
 }
 
-impl TailScan {
-    fn visit(&mut self, line: &[u8]) -> ControlFlow<()> {
-        if self.message_done {
-            // Once the message is whole, the iteration's tool results are
-            // looked for within a bound, so a stop costs the same however
-            // long the iteration was.
-            self.bytes_past_message += line.len() as u64;
-            if self.bytes_past_message > ITERATION_SCAN_BYTES {
-                return ControlFlow::Break(());
-            }
-        }
-        // Cheap pre-filter: only assistant and user lines matter.
-        let has_assistant = contains(line, b"\"assistant\"");
-        let is_user = contains(line, b"\"user\"");
-        if !(has_assistant || is_user) {
-            return ControlFlow::Continue(());
-        }
-        // A large successful tool result (most of a transcript's bytes) is
-        // only checked, not built into a JSON tree.
-        if line.len() > LARGE_LINE_BYTES
-            && is_user
-            && !contains(line, b"\"is_error\":true")
-            && !contains(line, b"\"is_error\": true")
-        {
-            if let Some(head) = line_head(line) {
-                if head.kind.as_deref() == Some("user") && head.is_sidechain != Some(true) {
-                    self.message_done = self.found;
-                    return ControlFlow::Continue(());
-                }
-            }
-        }
-        let Ok(value) = serde_json::from_slice::<Value>(line) else {
-            return ControlFlow::Continue(());
-        };
-        if value.get("isSidechain").and_then(Value::as_bool) == Some(true) {
-            return ControlFlow::Continue(());
-        }
-        match value.get("type").and_then(Value::as_str) {
-            Some("assistant") => {
-                let id = value
-                    .pointer("/message/id")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                if !self.found {
-                    self.found = true;
-                    self.parts_newest_first.push(text_of(&value));
-                    self.message_id = id;
-                    self.message_done = self.message_id.is_none();
-                } else if !self.message_done && id.is_some() && id == self.message_id {
-                    self.parts_newest_first.push(text_of(&value));
-                } else {
-                    self.message_done = true;
-                }
-                ControlFlow::Continue(())
-            }
-            Some("user") => {
-                self.message_done = self.found;
-                let content = value.pointer("/message/content");
-                let is_prompt = match content {
-                    Some(Value::String(_)) => true,
-                    Some(Value::Array(blocks)) => blocks
-                        .iter()
-                        .any(|b| b.get("type").and_then(Value::as_str) != Some("tool_result")),
-                    _ => false,
-                };
-                if is_prompt {
-                    // The iteration's prompt (the task or a re-injection): the
-                    // iteration starts here. Before the assistant message is
-                    // found, keep looking further back for it.
-                    if self.found {
-                        return ControlFlow::Break(());
-                    }
-                    self.tool_errors.clear();
-                    self.tool_calls = 0;
-                    return ControlFlow::Continue(());
-                }
-                if let Some(Value::Array(blocks)) = content {
-                    for block in blocks {
-                        let failed = block.get("type").and_then(Value::as_str)
-                            == Some("tool_result")
-                            && block.get("is_error").and_then(Value::as_bool) == Some(true);
-                        if failed && self.tool_errors.len() < MAX_TOOL_ERRORS {
-                            let text = tool_result_text(block.get("content"));
-                            self.tool_errors
-                                .push(text.chars().take(MAX_TOOL_ERROR_CHARS).collect());
-                        }
-                    }
-                }
-                ControlFlow::Continue(())
-            }
-            _ => ControlFlow::Continue(()),
-        }
-    }
-
-    fn finish(self) -> IterationTail {
-        let last_assistant_text = self.found.then(|| {
-            self.parts_newest_first
-                .into_iter()
-                .rev()
-                .filter(|p| !p.is_empty())
-                .collect::<Vec<_>>()
-                .join("\n")
-        });
-        IterationTail {
-            last_assistant_text,
-            tool_calls: if self.found { self.tool_calls } else { 0 },
-            failing_tool_results: if self.found {
-                self.tool_errors
-            } else {
-                Vec::new()
-            },
-        }
-    }
+/// One tool result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ToolOutcome {
+    tool_use_id: Option<String>,
+    /// The content, when the result is an error.
+    error: Option<String>,
+    /// What the client's `toolUseResult` says of a file edit: `Some(true)`
+    /// created or patched, `Some(false)` written with no change, `None` not said.
+    changed: Option<bool>,
 }
 
-/// Lines longer than this are first read for their type only.
+/// What one transcript line means for the iteration reader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Entry {
+    /// A user line that is not only tool results: an iteration starts here.
+    Prompt,
+    /// (A line of) an assistant message of the main conversation.
+    Assistant {
+        id: Option<String>,
+        text: String,
+        tool_uses: Vec<ToolUse>,
+    },
+    /// A user line of tool results.
+    ToolResults(Vec<ToolOutcome>),
+}
+
+/// Lines longer than this are first read for their shape only.
 const LARGE_LINE_BYTES: usize = 4 * 1024;
 
-/// The top-level fields of a transcript line that say what it is.
-#[derive(serde::Deserialize)]
-struct LineHead {
+/// What a transcript line means, or `None` for lines that do not matter
+/// (sub-agents', system and bookkeeping lines, broken lines).
+fn classify(line: &[u8]) -> Option<Entry> {
+    // Cheap pre-filter: only assistant and user lines matter.
+    let has_assistant = contains(line, b"\"assistant\"");
+    let is_user = contains(line, b"\"user\"");
+    if !(has_assistant || is_user) {
+        return None;
+    }
+    // A large tool result that is not an error (most of a transcript's
+    // bytes) is read for its shape only, not built into a JSON tree.
+    if line.len() > LARGE_LINE_BYTES
+        && is_user
+        && !contains(line, b"\"is_error\":true")
+        && !contains(line, b"\"is_error\": true")
+    {
+        if let Some(entry) = large_user_line(line) {
+            return entry;
+        }
+    }
+    let value = serde_json::from_slice::<Value>(line).ok()?;
+    if value.get("isSidechain").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    match value.get("type").and_then(Value::as_str) {
+        Some("assistant") => Some(Entry::Assistant {
+            id: value
+                .pointer("/message/id")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            text: text_of(&value),
+            tool_uses: tool_uses_of(&value),
+        }),
+        Some("user") => {
+            let content = value.pointer("/message/content");
+            let is_tool_result =
+                |b: &Value| b.get("type").and_then(Value::as_str) == Some("tool_result");
+            match content {
+                Some(Value::Array(blocks)) if blocks.iter().all(is_tool_result) => {
+                    let changed = edit_changed(value.get("toolUseResult"));
+                    Some(Entry::ToolResults(
+                        blocks
+                            .iter()
+                            .map(|block| ToolOutcome {
+                                tool_use_id: block
+                                    .get("tool_use_id")
+                                    .and_then(Value::as_str)
+                                    .map(str::to_owned),
+                                error: (block.get("is_error").and_then(Value::as_bool)
+                                    == Some(true))
+                                .then(|| tool_result_text(block.get("content"))),
+                                changed: if blocks.len() == 1 { changed } else { None },
+                            })
+                            .collect(),
+                    ))
+                }
+                Some(Value::String(_)) | Some(Value::Array(_)) => Some(Entry::Prompt),
+                // A user line without content says nothing.
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `toolUseResult` of a file edit: created, or a non-empty patch, is a
+/// change; an update with an empty patch is none.
+fn edit_changed(result: Option<&Value>) -> Option<bool> {
+    let result = result?;
+    if result.get("type").and_then(Value::as_str) == Some("create") {
+        return Some(true);
+    }
+    match result.get("structuredPatch") {
+        Some(Value::Array(hunks)) => Some(!hunks.is_empty()),
+        _ => None,
+    }
+}
+
+/// The shape of a large user line, read without building its content.
+#[derive(Deserialize)]
+struct LargeUserLine {
     #[serde(rename = "type")]
     kind: Option<String>,
     #[serde(rename = "isSidechain")]
     is_sidechain: Option<bool>,
+    message: Option<LargeMessage>,
+    #[serde(rename = "toolUseResult")]
+    tool_use_result: Option<LargeEditResult>,
 }
 
-/// Reads a line's type without building its content; `None` when the line is
-/// not valid UTF-8 JSON of that shape (the caller then parses it in full).
-fn line_head(line: &[u8]) -> Option<LineHead> {
+#[derive(Deserialize)]
+struct LargeMessage {
+    content: Option<LargeContent>,
+}
+
+/// `message.content`: a string (a prompt) or blocks, read for their shape.
+enum LargeContent {
+    Text,
+    Blocks(Vec<LargeBlock>),
+}
+
+impl<'de> Deserialize<'de> for LargeContent {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Shape;
+        impl<'de> de::Visitor<'de> for Shape {
+            type Value = LargeContent;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or an array of content blocks")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<LargeContent, E> {
+                Ok(LargeContent::Text)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<LargeContent, A::Error> {
+                let mut blocks = Vec::new();
+                while let Some(block) = seq.next_element::<LargeBlock>()? {
+                    blocks.push(block);
+                }
+                Ok(LargeContent::Blocks(blocks))
+            }
+        }
+        d.deserialize_any(Shape)
+    }
+}
+
+#[derive(Deserialize)]
+struct LargeBlock {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    tool_use_id: Option<String>,
+    #[allow(dead_code)]
+    content: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct LargeEditResult {
+    #[serde(rename = "type")]
+    kind: Option<Value>,
+    #[serde(rename = "structuredPatch")]
+    structured_patch: Option<Vec<IgnoredAny>>,
+}
+
+/// Reads a large user line's shape: `Some(entry)` when its shape is the
+/// usual one, `None` when the caller must parse it in full.
+fn large_user_line(line: &[u8]) -> Option<Option<Entry>> {
     std::str::from_utf8(line).ok()?;
-    serde_json::from_slice(line).ok()
+    let head: LargeUserLine = serde_json::from_slice(line).ok()?;
+    if head.kind.as_deref() != Some("user") {
+        return None;
+    }
+    if head.is_sidechain == Some(true) {
+        return Some(None);
+    }
+    let Some(content) = head.message.and_then(|m| m.content) else {
+        return Some(None);
+    };
+    let blocks = match content {
+        LargeContent::Text => return Some(Some(Entry::Prompt)),
+        LargeContent::Blocks(blocks) => blocks,
+    };
+    if !blocks
+        .iter()
+        .all(|b| b.kind.as_deref() == Some("tool_result"))
+    {
+        return Some(Some(Entry::Prompt));
+    }
+    let changed = head.tool_use_result.and_then(|r| {
+        if r.kind.as_ref().and_then(Value::as_str) == Some("create") {
+            Some(true)
+        } else {
+            r.structured_patch.map(|hunks| !hunks.is_empty())
+        }
+    });
+    let single = blocks.len() == 1;
+    Some(Some(Entry::ToolResults(
+        blocks
+            .into_iter()
+            .map(|b| ToolOutcome {
+                tool_use_id: b.tool_use_id,
+                error: None,
+                changed: if single { changed } else { None },
+            })
+            .collect(),
+    )))
+}
+
+/// The tool calls of an assistant line.
+fn tool_uses_of(line: &Value) -> Vec<ToolUse> {
+    let Some(Value::Array(blocks)) = line.pointer("/message/content") else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .map(|b| {
+            let name = b
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let edited_file = EDIT_TOOLS
+                .iter()
+                .find(|(tool, _)| *tool == name)
+                .and_then(|(_, field)| b.pointer(&format!("/input/{field}")))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            ToolUse {
+                id: b.get("id").and_then(Value::as_str).map(str::to_owned),
+                name,
+                edited_file,
+            }
+        })
+        .collect()
+}
+
+/// The iteration being read, newest line first.
+#[derive(Default)]
+struct Iteration {
+    /// Whether any main-conversation user or assistant line was seen yet.
+    seen_any: bool,
+    /// The newest line is an assistant line (so far: its message has no tool call).
+    ends_on_assistant: bool,
+    /// The final message: its id, its text parts newest first, their size,
+    /// and whether it is whole (an older line started another message).
+    message_id: Option<String>,
+    message_found: bool,
+    message_done: bool,
+    message_has_tool_use: bool,
+    parts_newest_first: Vec<String>,
+    message_bytes: usize,
+    tool_calls: usize,
+    tool_errors: Vec<String>,
+    /// Results seen (newest first) whose calls, older, are not seen yet.
+    pending: HashMap<String, ToolOutcome>,
+    pending_overflow: bool,
+    changed_files: Vec<PathBuf>,
+    only_described_tools: bool,
+}
+
+impl Iteration {
+    fn add_newest_first(&mut self, entry: Entry) {
+        let first = !self.seen_any;
+        if first {
+            self.seen_any = true;
+            self.only_described_tools = true;
+            self.ends_on_assistant = matches!(entry, Entry::Assistant { .. });
+        }
+        match entry {
+            Entry::Prompt => {}
+            Entry::Assistant {
+                id,
+                text,
+                tool_uses,
+            } => {
+                if !self.message_found {
+                    self.message_found = true;
+                    self.message_done = id.is_none();
+                    self.message_id = id;
+                    self.add_part(text, &tool_uses);
+                } else if !self.message_done && id.is_some() && id == self.message_id {
+                    self.add_part(text, &tool_uses);
+                } else {
+                    self.message_done = true;
+                }
+                self.tool_calls += tool_uses.len();
+                for call in tool_uses {
+                    self.add_call(call);
+                }
+            }
+            Entry::ToolResults(outcomes) => {
+                if self.message_found {
+                    self.message_done = true;
+                }
+                for outcome in outcomes {
+                    if let Some(error) = &outcome.error {
+                        if self.tool_errors.len() < MAX_TOOL_ERRORS {
+                            self.tool_errors
+                                .push(error.chars().take(MAX_TOOL_ERROR_CHARS).collect());
+                        }
+                    }
+                    match &outcome.tool_use_id {
+                        Some(id) if self.pending.len() < MAX_PENDING_RESULTS => {
+                            self.pending.insert(id.clone(), outcome);
+                        }
+                        Some(_) => self.pending_overflow = true,
+                        None => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn add_part(&mut self, text: String, tool_uses: &[ToolUse]) {
+        if !tool_uses.is_empty() {
+            self.message_has_tool_use = true;
+        }
+        if self.message_bytes < MAX_MESSAGE_BYTES {
+            self.message_bytes += text.len();
+            self.parts_newest_first.push(text);
+        }
+    }
+
+    fn add_call(&mut self, call: ToolUse) {
+        if !DESCRIBED_TOOLS.contains(&call.name.as_str()) {
+            self.only_described_tools = false;
+        }
+        let Some(file) = call.edited_file else {
+            return;
+        };
+        // The call's result is newer than the call, so it was seen already;
+        // a call with no result did nothing (the stop came first).
+        let outcome = call.id.as_ref().and_then(|id| self.pending.get(id));
+        let changed = match outcome {
+            Some(o) if o.error.is_some() => false,
+            Some(o) => o.changed.unwrap_or(true),
+            None => false,
+        };
+        if changed {
+            let path = PathBuf::from(file);
+            if self.changed_files.len() >= MAX_CHANGED_FILES {
+                self.only_described_tools = false;
+            } else if !self.changed_files.contains(&path) {
+                self.changed_files.push(path);
+            }
+        }
+    }
+
+    fn finish(mut self, whole: bool) -> IterationTail {
+        self.changed_files.reverse();
+        IterationTail {
+            final_message: self.message_found.then(|| {
+                self.parts_newest_first
+                    .into_iter()
+                    .rev()
+                    .filter(|p| !p.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }),
+            caught_up: self.ends_on_assistant && !self.message_has_tool_use,
+            whole,
+            failing_tool_results: self.tool_errors,
+            tool_calls: self.tool_calls,
+            edits: ToolEdits {
+                fully_described: whole && self.only_described_tools && !self.pending_overflow,
+                changed_files: self.changed_files,
+            },
+        }
+    }
 }
 
 /// Substring search: the standard library's fast `str` search on UTF-8
@@ -305,13 +670,14 @@ fn text_of(line: &Value) -> String {
 /// Calls `visit` with each non-empty line of the first `len` bytes of
 /// `file`, last line first, until it breaks, the start of the file, or
 /// `limits.max_scan_bytes` (rounded up to whole chunks) has been read.
-/// Lines longer than `limits.max_line_bytes` are skipped.
+/// Lines longer than `limits.max_line_bytes` are skipped. Returns false when
+/// the bound stopped it, true when `visit` broke or the file's start was reached.
 fn scan_lines_backwards(
     file: &mut File,
     len: u64,
     limits: Limits,
     mut visit: impl FnMut(&[u8]) -> ControlFlow<()>,
-) -> io::Result<()> {
+) -> io::Result<bool> {
     let Limits {
         chunk_bytes,
         max_line_bytes,
@@ -332,7 +698,7 @@ fn scan_lines_backwards(
     };
     while pos > 0 {
         if scanned >= max_scan_bytes {
-            return Ok(());
+            return Ok(false);
         }
         let step = (pos.min(chunk_bytes as u64)) as usize;
         pos -= step as u64;
@@ -352,7 +718,7 @@ fn scan_lines_backwards(
                 emit(&line, oversize || line.len() > max_line_bytes)
             };
             if flow.is_break() {
-                return Ok(());
+                return Ok(true);
             }
             pending.clear();
             oversize = false;
@@ -368,10 +734,8 @@ fn scan_lines_backwards(
             pending = joined;
         }
     }
-    if pos == 0 {
-        let _ = emit(&pending, oversize);
-    }
-    Ok(())
+    let _ = emit(&pending, oversize);
+    Ok(true)
 }
 
 #[cfg(any(test, feature = "fuzzing"))]
@@ -420,12 +784,14 @@ mod tests {
         let cases: Vec<(String, Option<&str>)> = vec![
             (String::new(), None),
             (format!("{user}\n"), None),
+            // The iteration that started with the feedback has no message
+            // yet: the previous iteration's message is never taken for it.
             (
                 format!(
                     "{}\n{user}\n",
                     assistant("a", r#"[{"type":"text","text":"old"}]"#)
                 ),
-                Some("old"),
+                None,
             ),
             (
                 format!(
@@ -561,7 +927,9 @@ mod tests {
         let dir = TempDir::new();
         let path = write(&dir, (lines.join("\n") + "\n").as_bytes());
         let tail = read_iteration_tail(&path).unwrap();
-        assert_eq!(tail.last_assistant_text.as_deref(), Some("Still failing."));
+        assert_eq!(tail.final_message.as_deref(), Some("Still failing."));
+        assert!(tail.caught_up && tail.whole);
+        assert_eq!(tail.tool_calls, 2);
         assert_eq!(
             tail.failing_tool_results,
             vec!["error[E0308]: mismatched types".to_string()]
@@ -569,10 +937,10 @@ mod tests {
     }
 
     #[test]
-    fn the_tool_result_bound_never_cuts_the_message_itself() {
+    fn a_message_split_over_chunks_is_joined() {
         // One message split over two lines, the older one longer than the bound.
         let dir = TempDir::new();
-        let long = "x".repeat(ITERATION_SCAN_BYTES as usize + 10);
+        let long = "x".repeat(CHUNK_BYTES + 10);
         let content = format!(
             "{}\n{}\n",
             assistant("m", &format!(r#"[{{"type":"text","text":"{long}"}}]"#)),
@@ -604,5 +972,269 @@ mod tests {
             Err(TranscriptError::Io { .. })
         ));
         assert!(last_assistant_text(dir.path()).is_err());
+    }
+
+    fn prompt(text: &str) -> String {
+        format!(r#"{{"type":"user","message":{{"role":"user","content":"{text}"}}}}"#)
+    }
+
+    fn call(id: &str, name: &str, input: &str) -> String {
+        assistant(
+            &format!("m-{id}"),
+            &format!(r#"[{{"type":"tool_use","id":"{id}","name":"{name}","input":{input}}}]"#),
+        )
+    }
+
+    fn result(id: &str, is_error: bool, text: &str, tool_use_result: &str) -> String {
+        let extra = if tool_use_result.is_empty() {
+            String::new()
+        } else {
+            format!(r#","toolUseResult":{tool_use_result}"#)
+        };
+        format!(
+            r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"{id}","is_error":{is_error},"content":"{text}"}}]}}{extra}}}"#
+        )
+    }
+
+    fn tail_of(lines: &[String]) -> IterationTail {
+        let dir = TempDir::new();
+        let path = write(&dir, (lines.join("\n") + "\n").as_bytes());
+        read_iteration_tail(&path).unwrap()
+    }
+
+    #[test]
+    fn the_real_sample_with_tool_calls() {
+        let tail = read_iteration_tail(&fixture("transcript-tool-use.jsonl")).unwrap();
+        assert_eq!(tail.final_message.as_deref(), Some("Done. RALPH_DONE"));
+        assert!(tail.caught_up && tail.whole);
+        // Iteration 2 ran one Bash call; iteration 1's Write is not its own.
+        assert_eq!(tail.tool_calls, 1);
+        assert_eq!(tail.edits, ToolEdits::default());
+        assert!(tail.failing_tool_results.is_empty());
+    }
+
+    #[test]
+    fn an_iteration_is_bounded_by_its_own_prompt_line() {
+        // Iteration 2 hit an error; iteration 3 has begun (its feedback line
+        // is written) but its final message is not written yet.
+        let lines = [
+            prompt("Do the task"),
+            call("t1", "Write", r#"{"file_path":"/p/a.txt","content":"x"}"#),
+            result("t1", true, "Permission to use Write has been denied.", ""),
+            assistant("m2", r#"[{"type":"text","text":"Could not write."}]"#),
+            prompt("Stop hook feedback:\\nDo the task"),
+        ];
+        let tail = tail_of(&lines);
+        assert_eq!(tail.final_message, None);
+        assert!(!tail.caught_up);
+        assert!(tail.whole);
+        assert!(tail.failing_tool_results.is_empty(), "{tail:?}");
+        assert_eq!(tail.tool_calls, 0);
+    }
+
+    #[test]
+    fn caught_up_only_when_the_turn_ended_on_a_message_without_tool_calls() {
+        let base = vec![prompt("Do the task")];
+        let with = |extra: &[String]| {
+            let mut lines = base.clone();
+            lines.extend_from_slice(extra);
+            tail_of(&lines)
+        };
+        let bash = call("t1", "Bash", r#"{"command":"ls"}"#);
+        let ok = result("t1", false, "a.txt", "");
+        let text = assistant("m9", r#"[{"type":"text","text":"Looked."}]"#);
+        assert!(!with(&[]).caught_up, "nothing after the prompt");
+        assert!(
+            !with(std::slice::from_ref(&bash)).caught_up,
+            "a tool call awaits its result"
+        );
+        assert!(
+            !with(&[bash.clone(), ok.clone()]).caught_up,
+            "the result awaits an answer"
+        );
+        let done = with(&[bash.clone(), ok.clone(), text.clone()]);
+        assert!(done.caught_up);
+        assert_eq!(done.final_message.as_deref(), Some("Looked."));
+        assert_eq!(done.tool_calls, 1);
+        assert!(!done.edits.fully_described, "Bash may change anything");
+        assert!(with(&[text]).caught_up, "a text-only iteration");
+    }
+
+    #[test]
+    fn file_tool_edits_are_read_from_the_clients_results() {
+        let write = |id: &str, path: &str| {
+            call(
+                id,
+                "Write",
+                &format!(r#"{{"file_path":"{path}","content":"x"}}"#),
+            )
+        };
+        let lines = [
+            prompt("Stop hook feedback:\\nDo the task"),
+            write("c", "/p/created.txt"),
+            result(
+                "c",
+                false,
+                "File created",
+                r#"{"type":"create","filePath":"/p/created.txt","structuredPatch":[]}"#,
+            ),
+            write("u", "/p/patched.txt"),
+            result(
+                "u",
+                false,
+                "updated",
+                r#"{"type":"update","structuredPatch":[{"oldStart":1,"lines":["-a","+b"]}]}"#,
+            ),
+            write("same", "/p/same.txt"),
+            result(
+                "same",
+                false,
+                "updated",
+                r#"{"type":"update","structuredPatch":[]}"#,
+            ),
+            call(
+                "e",
+                "Edit",
+                r#"{"file_path":"/p/denied.txt","old_string":"a","new_string":"b"}"#,
+            ),
+            result("e", true, "Permission to use Edit has been denied.", ""),
+            // An older client writes no toolUseResult: a successful edit counts.
+            call(
+                "o",
+                "Edit",
+                r#"{"file_path":"/p/old-client.txt","old_string":"a","new_string":"b"}"#,
+            ),
+            result("o", false, "The file has been updated.", ""),
+            call("r", "Read", r#"{"file_path":"/p/created.txt"}"#),
+            result("r", false, "x", ""),
+            assistant("end", r#"[{"type":"text","text":"Wrote files."}]"#),
+        ];
+        let tail = tail_of(&lines);
+        assert_eq!(tail.tool_calls, 6);
+        assert_eq!(
+            tail.edits,
+            ToolEdits {
+                changed_files: ["/p/created.txt", "/p/patched.txt", "/p/old-client.txt"]
+                    .map(PathBuf::from)
+                    .to_vec(),
+                fully_described: true,
+            }
+        );
+        assert_eq!(
+            tail.failing_tool_results,
+            vec!["Permission to use Edit has been denied.".to_string()]
+        );
+
+        // A Bash call in the same iteration: the edits are no longer all of it.
+        let mut with_bash = lines.to_vec();
+        with_bash.insert(1, call("b", "Bash", r#"{"command":"make"}"#));
+        with_bash.insert(2, result("b", false, "ok", ""));
+        assert!(!tail_of(&with_bash).edits.fully_described);
+    }
+
+    #[test]
+    fn a_large_tool_result_is_read_for_its_shape() {
+        let big = "y".repeat(LARGE_LINE_BYTES * 4);
+        let lines = [
+            prompt("Do the task"),
+            call(
+                "w",
+                "Write",
+                r#"{"file_path":"/p/big.txt","content":"..."}"#,
+            ),
+            result(
+                "w",
+                false,
+                &big,
+                &format!(
+                    r#"{{"type":"update","content":"{big}","structuredPatch":[{{"lines":["+y"]}}]}}"#
+                ),
+            ),
+            assistant("end", r#"[{"type":"text","text":"Done."}]"#),
+        ];
+        let tail = tail_of(&lines);
+        assert_eq!(tail.edits.changed_files, vec![PathBuf::from("/p/big.txt")]);
+        assert!(tail.edits.fully_described);
+    }
+
+    #[test]
+    fn an_iteration_longer_than_the_scan_bound_is_not_whole() {
+        let dir = TempDir::new();
+        let mut lines = vec![prompt("Do the task")];
+        for i in 0..40 {
+            lines.push(call(&format!("t{i}"), "Read", r#"{"file_path":"/p/a"}"#));
+            lines.push(result(&format!("t{i}"), false, &"z".repeat(100), ""));
+        }
+        lines.push(assistant(
+            "end",
+            r#"[{"type":"text","text":"Read a lot."}]"#,
+        ));
+        let path = write(&dir, (lines.join("\n") + "\n").as_bytes());
+        let tail = testing::read_iteration_tail_with(&path, 64, 4096, 2048).unwrap();
+        assert!(!tail.whole);
+        assert!(!tail.edits.fully_described);
+        assert_eq!(tail.final_message.as_deref(), Some("Read a lot."));
+        assert!(tail.tool_calls > 0 && tail.tool_calls < 40);
+    }
+
+    #[test]
+    fn the_final_message_is_bounded_in_memory() {
+        // Many lines sharing one message id: only the newest MAX_MESSAGE_BYTES are kept.
+        let dir = TempDir::new();
+        let part = "w".repeat(64 * 1024);
+        let line = assistant("same", &format!(r#"[{{"type":"text","text":"{part}"}}]"#));
+        let mut content = prompt("Do the task") + "\n";
+        for _ in 0..(MAX_MESSAGE_BYTES / part.len() + 8) {
+            content.push_str(&line);
+            content.push('\n');
+        }
+        let path = write(&dir, content.as_bytes());
+        let message = last_assistant_text(&path).unwrap().unwrap();
+        assert!(
+            message.len() <= MAX_MESSAGE_BYTES + part.len() + 64,
+            "{}",
+            message.len()
+        );
+        assert!(message.len() >= MAX_MESSAGE_BYTES);
+    }
+
+    #[test]
+    fn waiting_for_the_stop_sees_a_final_message_written_late() {
+        let dir = TempDir::new();
+        let path = write(&dir, (prompt("Do the task") + "\n").as_bytes());
+        let late = path.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            let mut file = fs::OpenOptions::new().append(true).open(&late).unwrap();
+            use std::io::Write as _;
+            writeln!(
+                file,
+                "{}",
+                assistant("m", r#"[{"type":"text","text":"Late."}]"#)
+            )
+            .unwrap();
+        });
+        let (tail, waited) = wait_for_stop(&path, Duration::from_secs(5), None).unwrap();
+        writer.join().unwrap();
+        assert!(tail.caught_up);
+        assert_eq!(tail.final_message.as_deref(), Some("Late."));
+        assert!(waited >= Duration::from_millis(100) && waited < Duration::from_secs(5));
+
+        // A transcript that never catches up: the wait is bounded.
+        let path = write(&dir, (prompt("Do the task") + "\n").as_bytes());
+        let (tail, waited) = wait_for_stop(&path, Duration::from_millis(200), None).unwrap();
+        assert!(!tail.caught_up);
+        assert!(waited >= Duration::from_millis(200) && waited < Duration::from_secs(2));
+        // The stop's own message is expected: an older final message is not it.
+        let path = write(
+            &dir,
+            (prompt("Go") + "\n" + &assistant("m", r#"[{"type":"text","text":"Old."}]"#) + "\n")
+                .as_bytes(),
+        );
+        let (tail, _) = wait_for_stop(&path, Duration::from_millis(100), Some("New.")).unwrap();
+        assert!(tail.caught_up);
+        let (_, waited) =
+            wait_for_stop(&path, Duration::from_millis(100), Some(" Old.\n")).unwrap();
+        assert!(waited < Duration::from_millis(100));
     }
 }

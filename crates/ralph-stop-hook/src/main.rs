@@ -1,12 +1,13 @@
 //! `ralph-stop-hook`: run by Claude Code at every stop of a session.
 
 use std::ffi::OsStr;
+use std::process::ExitCode;
 
-fn main() {
+fn main() -> ExitCode {
     // The guard comes before anything else, stdin included: a session that
     // is not a Ralph loop must never wait on, or be changed by, this hook.
     if std::env::var_os("RALPH_ACTIVE").as_deref() != Some(OsStr::new("1")) {
-        return;
+        return ExitCode::SUCCESS;
     }
-    std::process::exit(ralph_stop_hook::run());
+    ralph_stop_hook::run()
 }

@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::testing::reference;
-use super::{last_assistant_text, last_assistant_text_within, Limits, LIMITS};
+use super::{read_iteration_tail, read_iteration_tail_within, Limits, LIMITS};
 use crate::tempdir::TempDir;
 
 /// The lines of a generated transcript, shown as text when a case fails.
@@ -69,6 +69,8 @@ fn block() -> BoxedStrategy<Value> {
     prop_oneof![
         4 => text().prop_map(|t| json!({"type": "text", "text": t})),
         1 => Just(json!({"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}})),
+        1 => ("t[0-2]", prop_oneof![Just("Write"), Just("Edit"), Just("Read")], "/p/[ab]")
+            .prop_map(|(id, name, path)| json!({"type": "tool_use", "id": id, "name": name, "input": {"file_path": path}})),
         1 => text().prop_map(|t| json!({"type": "thinking", "thinking": t})),
         1 => Just(json!({"type": "text", "text": 5})),
         1 => Just(json!("text")),
@@ -103,18 +105,34 @@ fn json_line(max_pad: usize) -> BoxedStrategy<Value> {
             side,
         )
     });
-    let user = (text(), any::<bool>(), sidechain(), pad()).prop_map(|(t, tool, side, pad)| {
-        let content = if tool {
-            json!([{"type": "tool_result", "tool_use_id": "t1", "content": format!("{t}{pad}")}])
-        } else {
-            json!(format!("{t}{pad}"))
-        };
-        with(
-            json!({"type": "user", "message": {"role": "user", "content": content}}),
-            "isSidechain",
-            side,
-        )
-    });
+    let edit_result = prop_oneof![
+        2 => Just(Value::Null),
+        1 => Just(json!({"type": "create", "structuredPatch": []})),
+        1 => Just(json!({"type": "update", "structuredPatch": []})),
+        1 => Just(json!({"type": "update", "structuredPatch": [{"lines": ["+x"]}]})),
+    ];
+    let user = (
+        text(),
+        any::<bool>(),
+        any::<bool>(),
+        "t[0-2]",
+        edit_result,
+        sidechain(),
+        pad(),
+    )
+        .prop_map(|(t, tool, is_error, id, result, side, pad)| {
+            let content = if tool {
+                json!([{"type": "tool_result", "tool_use_id": id, "is_error": is_error, "content": format!("{t}{pad}")}])
+            } else {
+                json!(format!("{t}{pad}"))
+            };
+            let line = with(
+                json!({"type": "user", "message": {"role": "user", "content": content}}),
+                "isSidechain",
+                side,
+            );
+            with(line, "toolUseResult", result)
+        });
     let other = (text(), pad()).prop_flat_map(|(t, pad)| {
         prop_oneof![
             Just(json!({"type": "system", "subtype": "stop_hook_summary", "note": t, "pad": pad})),
@@ -163,9 +181,9 @@ fn check(dir: &TempDir, lines: &Lines, final_newline: bool, limits: Limits) {
         && limits.max_line_bytes == LIMITS.max_line_bytes
         && limits.max_scan_bytes == LIMITS.max_scan_bytes
     {
-        last_assistant_text(&path).unwrap()
+        read_iteration_tail(&path).unwrap()
     } else {
-        last_assistant_text_within(&path, limits).unwrap()
+        read_iteration_tail_within(&path, limits).unwrap()
     };
     assert_eq!(
         got,
@@ -230,7 +248,7 @@ proptest! {
         let dir = TempDir::new();
         let path = dir.path().join("t.jsonl");
         fs::write(&path, &bytes).unwrap();
-        let got = last_assistant_text_within(&path, limits).unwrap();
+        let got = read_iteration_tail_within(&path, limits).unwrap();
         prop_assert_eq!(got, reference(&bytes, limits.chunk_bytes, limits.max_line_bytes, limits.max_scan_bytes));
     }
 }

@@ -3,6 +3,7 @@
 //! own block cap): it is marked `interrupted` with what is known. The exit
 //! code says how the loop ended.
 
+use ralph_core::decision::MessageSource;
 use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{excerpt, IterationRecord, LoopState, Status, StopDecision};
@@ -48,7 +49,8 @@ pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> 
             excerpt: excerpt(""),
             stop_hook_active: false,
             findings: None,
-            message_source: "none".into(),
+            message_source: MessageSource::Missing,
+            tool_calls: 0,
             error: None,
             breaker: None,
             status_block: None,

@@ -92,25 +92,17 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>)
     );
     let b = &state.breaker;
     line("breaker:", b.state.as_str().to_string());
-    let of = |count: u32, threshold: Option<u32>| match threshold {
-        Some(t) => format!("{count}/{t}"),
-        None => count.to_string(),
-    };
-    let t = config.map(|c| &c.breaker);
-    line(
-        "signals:",
-        format!(
-            "no progress {}, same error {}, findings stuck {}, output decline {}, TDD stuck {}",
-            of(b.counters.no_progress, t.map(|t| t.no_progress)),
-            of(b.counters.same_error, t.map(|t| t.same_error)),
-            of(b.counters.findings_stuck, t.map(|t| t.findings_stuck)),
-            of(
-                b.counters.output_decline,
-                Some(breaker::OUTPUT_DECLINE_ITERATIONS)
-            ),
-            of(b.counters.tdd_stuck, t.map(|t| t.tdd_stuck)),
-        ),
-    );
+    let signals: Vec<String> = breaker::SIGNALS
+        .iter()
+        .map(|spec| {
+            let count = b.counters.get(spec.signal);
+            match config {
+                Some(c) => format!("{} {count}/{}", spec.label, spec.trips_at(&c.breaker)),
+                None => format!("{} {count}", spec.label),
+            }
+        })
+        .collect();
+    line("signals:", signals.join(", "));
     if let Some(tr) = &b.last_transition {
         line(
             "transition:",
@@ -130,7 +122,7 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>)
             format!(
                 "iteration {} ({}), {}: {}",
                 claim.iteration,
-                claim.mode,
+                claim.mode.as_str(),
                 if claim.accepted {
                     "accepted"
                 } else {
@@ -145,7 +137,7 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>)
                 "  gate:",
                 format!(
                     "{} {}: {first}",
-                    gate.gate,
+                    gate.gate.as_str(),
                     if gate.passed { "passed" } else { "FAILED" }
                 ),
             );

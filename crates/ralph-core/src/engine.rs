@@ -1,0 +1,721 @@
+//! One stop of a loop, end to end: the sequence the Stop hook runs, and that
+//! every other driver of a loop (a supervisor, a fresh-context driver) runs
+//! the same way.
+//!
+//! ```text
+//! state exists? → config → snapshot, ownership → observe (World)
+//!   → judge the claim once → verification commands (World, outside the lock)
+//!   → lock → decide → read the prompt (before committing) → write → deliver
+//! ```
+//!
+//! Everything outside the process is behind [`World`], so the sequence is
+//! tested with a fake world and a real store. The answer is delivered under
+//! the lock, after the new state is written; if it cannot be delivered, the
+//! previous state is written back, so the state never records a block the
+//! agent did not receive.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::config::{Config, ConfigError, EnvSource};
+use crate::decision::{self, MessageSource, Observation, PassReason, Verdict};
+use crate::paths::ProjectPaths;
+use crate::plan::{self, PlanReport};
+use crate::progress;
+use crate::prompt::{self, PromptError};
+use crate::registration;
+use crate::state::LoopState;
+use crate::store::{StateStore, StoreError};
+use crate::transcript::{self, IterationTail, TranscriptError};
+use crate::verify::{self, VerifyCommand, VerifyResult};
+
+/// What one stop carries from the client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stop {
+    /// The stopping session.
+    pub session_id: Option<String>,
+    /// The client's `stop_hook_active` (recorded, never obeyed).
+    pub stop_hook_active: bool,
+    /// The final message, when the client sends it (2.1 and later).
+    pub last_assistant_message: Option<String>,
+    /// The session's transcript.
+    pub transcript_path: Option<PathBuf>,
+}
+
+/// Everything a stop reads or runs outside the process: the transcript, the
+/// project's files, the verification commands, the clock.
+pub trait World {
+    /// The iteration that ended, from the transcript, waiting up to `wait`
+    /// for the client to write it (see [`transcript::wait_for_stop`]; with
+    /// `expected`, the stop's own final message). Returns the reading and
+    /// how long was waited.
+    fn iteration_tail(
+        &self,
+        transcript: &Path,
+        wait: Duration,
+        expected: Option<&str>,
+    ) -> Result<(IterationTail, Duration), TranscriptError>;
+    /// Whether the project changed since `previous` (the breaker's
+    /// baseline), from the iteration's file edits or a check of the project
+    /// (see [`progress::read`]).
+    fn progress(
+        &self,
+        root: &Path,
+        previous: Option<&progress::Baseline>,
+        edits: &progress::ToolEdits,
+    ) -> progress::Reading;
+    /// The TDD scenario in progress.
+    fn tdd_scenario(&self, root: &Path) -> Option<String>;
+    /// The plan files' unchecked items.
+    fn plan(&self, root: &Path, files: &[String]) -> PlanReport;
+    /// Runs the verification commands, in order.
+    fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult>;
+    /// The registered Stop hook timeout, in seconds, when it can be read.
+    fn hook_timeout(&self, paths: &ProjectPaths) -> Option<u64>;
+    /// The time to record, RFC 3339.
+    fn now(&self) -> String;
+    /// PROMPT.md.
+    fn prompt(&self, path: &Path) -> Result<String, PromptError>;
+    /// guardrails.md, when there is one.
+    fn guardrails(&self, path: &Path) -> Result<Option<String>, PromptError>;
+}
+
+/// The real world: the filesystem, git, `sh -c`, the system clock.
+pub struct RealWorld;
+
+impl World for RealWorld {
+    fn iteration_tail(
+        &self,
+        transcript: &Path,
+        wait: Duration,
+        expected: Option<&str>,
+    ) -> Result<(IterationTail, Duration), TranscriptError> {
+        transcript::wait_for_stop(transcript, wait, expected)
+    }
+    fn progress(
+        &self,
+        root: &Path,
+        previous: Option<&progress::Baseline>,
+        edits: &progress::ToolEdits,
+    ) -> progress::Reading {
+        progress::read(root, previous, edits)
+    }
+    fn tdd_scenario(&self, root: &Path) -> Option<String> {
+        progress::tdd_scenario(root)
+    }
+    fn plan(&self, root: &Path, files: &[String]) -> PlanReport {
+        plan::read(root, files)
+    }
+    fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
+        verify::run_all(root, commands)
+    }
+    fn hook_timeout(&self, paths: &ProjectPaths) -> Option<u64> {
+        registration::registered_timeout(&paths.settings_file())
+    }
+    fn now(&self) -> String {
+        crate::time::now_rfc3339()
+    }
+    fn prompt(&self, path: &Path) -> Result<String, PromptError> {
+        prompt::read_prompt(path)
+    }
+    fn guardrails(&self, path: &Path) -> Result<Option<String>, PromptError> {
+        prompt::read_guardrails(path)
+    }
+}
+
+/// What the stop answers the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Let the session stop.
+    Allow,
+    /// Keep the agent working: `reason` is fed back to it.
+    Block {
+        /// The text fed back to the agent.
+        reason: String,
+        /// The notice shown to the person.
+        system_message: String,
+    },
+}
+
+/// The answer, and what the person should read on stderr.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StopReport {
+    /// What was answered.
+    pub answer: Answer,
+    /// Why nothing was done, or warnings, one line each.
+    pub notes: Vec<String>,
+}
+
+impl StopReport {
+    fn allow(note: Option<String>) -> Self {
+        StopReport {
+            answer: Answer::Allow,
+            notes: note.into_iter().collect(),
+        }
+    }
+}
+
+/// Everything that makes a stop give up (and the client's stop go through).
+#[derive(Debug, Error)]
+pub enum EngineError {
+    /// The configuration is invalid.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The state file is unusable.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The transcript cannot be read.
+    #[error("{0}")]
+    Transcript(#[from] TranscriptError),
+    /// The prompt or guardrails file is unusable.
+    #[error("{0}")]
+    Prompt(#[from] PromptError),
+    /// The state folder is not a folder.
+    #[error("{} is not a folder; move it aside so ralph can keep its state there", .0.display())]
+    StateFolder(PathBuf),
+    /// The answer could not be delivered; the state was left as it was.
+    #[error("cannot write the answer: {0}; the loop's state was left as it was")]
+    Deliver(io::Error),
+}
+
+/// Runs one stop of the project at `paths`: observes through `world`,
+/// decides, and under the state lock writes the new state and hands the
+/// answer to `deliver`.
+pub fn run_stop(
+    paths: &ProjectPaths,
+    env: &dyn EnvSource,
+    stop: &Stop,
+    world: &dyn World,
+    deliver: &mut dyn FnMut(&Answer) -> io::Result<()>,
+) -> Result<StopReport, EngineError> {
+    let store = StateStore::new(paths);
+    let runtime = paths.runtime_dir();
+    if runtime.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
+        return Err(EngineError::StateFolder(runtime));
+    }
+    if !store.exists() {
+        return Ok(StopReport::allow(Some(format!(
+            "RALPH_ACTIVE=1 but no loop was started in {} (start one with .claude/ralph/ralph-audit.sh or ralph-ctl start)",
+            paths.root.display()
+        ))));
+    }
+    let config = Config::load(paths, env)?;
+
+    // Cheap ownership check first, so another session's stop reads nothing more.
+    let snapshot = store.read()?;
+    let owned = match decision::owned_loop(snapshot.as_ref(), stop.session_id.as_deref()) {
+        Ok(state) => state,
+        Err(reason) => {
+            let note = (reason == PassReason::NoSessionId).then(|| {
+                "the hook input has no `session_id`, so ralph cannot tell whether this session owns the loop; \
+                 letting this stop through"
+                    .to_string()
+            });
+            return Ok(StopReport::allow(note));
+        }
+    };
+    let mut notes = Vec::new();
+    let previous = owned.breaker.progress.as_ref();
+    let mut observed = observe(paths, &config, stop, world, previous, &mut notes)?;
+    let claim = decision::judge_claim(&config, owned, &observed);
+    // A claim makes the verification commands run: outside the lock, since
+    // they may take minutes, and only ever the commands of config.json.
+    let commands = &config.completion.verify;
+    if claim.assessment.claimed && !commands.is_empty() {
+        let timeout = world
+            .hook_timeout(paths)
+            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
+        if let Some(warning) =
+            registration::timeout_warning(verify::total_timeout(commands), timeout)
+        {
+            notes.push(format!("warning: {warning}"));
+        }
+        observed.verification = Some(world.verify(&paths.root, commands));
+    }
+
+    let lock = store.lock(false)?;
+    let locked = lock.read()?;
+    let state = match decision::owned_loop(locked.as_ref(), stop.session_id.as_deref()) {
+        Ok(state) => state,
+        // The loop ended or changed hands while this stop was observed.
+        Err(_) => {
+            return Ok(StopReport {
+                answer: Answer::Allow,
+                notes,
+            })
+        }
+    };
+    if state.breaker.progress != owned.breaker.progress {
+        // The reading compared with a baseline that is no longer the loop's.
+        observed.progress = progress::Reading::default();
+    }
+    // Judged once; again only if the state moved under the lock meanwhile.
+    let claim = if Some(state) == snapshot.as_ref() {
+        claim
+    } else {
+        decision::judge_claim(&config, state, &observed)
+    };
+    let now = world.now();
+    let outcome = decision::decide_judged(&config, state, &observed, &claim, &now);
+    let answer = match &outcome.verdict {
+        Verdict::Pass(_) | Verdict::End(_) => Answer::Allow,
+        Verdict::Continue {
+            iteration,
+            max_iterations,
+            notice,
+        } => {
+            // Read everything the answer needs before committing the new state.
+            let prompt_text = world.prompt(&paths.resolve(&config.prompt_file))?;
+            let guardrails = world.guardrails(&paths.guardrails_file())?;
+            Answer::Block {
+                reason: prompt::iteration_text(
+                    &config,
+                    *iteration,
+                    *max_iterations,
+                    notice.as_deref(),
+                    &prompt_text,
+                    guardrails.as_deref(),
+                ),
+                system_message: prompt::system_message(*iteration, *max_iterations),
+            }
+        }
+    };
+    if let Some(new_state) = &outcome.new_state {
+        lock.write(new_state)?;
+    }
+    if let Err(e) = deliver(&answer) {
+        if outcome.new_state.is_some() {
+            restore(&lock, state)?;
+        }
+        return Err(EngineError::Deliver(e));
+    }
+    Ok(StopReport { answer, notes })
+}
+
+/// Writes the state back as it was before this stop.
+fn restore(lock: &crate::store::StateLock<'_>, previous: &LoopState) -> Result<(), StoreError> {
+    lock.write(previous)
+}
+
+/// What this stop observed: the agent's latest message (the stop's own,
+/// else the iteration's final message in the transcript, waited for
+/// briefly when the client has not written it yet), the iteration's tool
+/// calls, file edits and failing tool results, whether the project changed
+/// since `previous` (the breaker's baseline), the TDD scenario and the plan.
+fn observe(
+    paths: &ProjectPaths,
+    config: &Config,
+    stop: &Stop,
+    world: &dyn World,
+    previous: Option<&progress::Baseline>,
+    notes: &mut Vec<String>,
+) -> Result<Observation, EngineError> {
+    let from_input = stop
+        .last_assistant_message
+        .clone()
+        .filter(|m| !m.is_empty());
+    let tail = match &stop.transcript_path {
+        // The message came with the stop: the transcript only adds the
+        // iteration's tool calls and errors, best effort, once it shows
+        // that message.
+        Some(path) if from_input.is_some() => world
+            .iteration_tail(path, transcript::CATCH_UP_WAIT, from_input.as_deref())
+            .map(|(tail, _)| tail)
+            .unwrap_or_default(),
+        Some(path) => {
+            let (tail, waited) = world.iteration_tail(path, transcript::CATCH_UP_WAIT, None)?;
+            if !tail.caught_up {
+                notes.push(format!(
+                    "the transcript did not show this stop's final message within {:.1} s; judging the iteration without it",
+                    waited.as_secs_f64()
+                ));
+            }
+            tail
+        }
+        None => IterationTail::default(),
+    };
+    let (message, source) = match (from_input, tail.final_message) {
+        (Some(text), _) => (text, MessageSource::Input),
+        (None, Some(text)) if !text.is_empty() => (text, MessageSource::Transcript),
+        _ if stop.transcript_path.is_some() && !tail.caught_up => {
+            (String::new(), MessageSource::TranscriptBehind)
+        }
+        _ => (String::new(), MessageSource::Missing),
+    };
+    Ok(Observation {
+        message,
+        message_source: source,
+        failing_tool_results: tail.failing_tool_results,
+        tool_calls: tail.tool_calls,
+        progress: world.progress(&paths.root, previous, &tail.edits),
+        tdd_scenario: world.tdd_scenario(&paths.root),
+        plan: world.plan(&paths.root, &config.completion.plan_files),
+        ..Observation::of_session(stop.session_id.clone(), stop.stop_hook_active)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Status;
+    use crate::tempdir::TempDir;
+    use std::cell::Cell;
+
+    const SID: &str = "11111111-2222-3333-4444-555555555555";
+
+    /// A world with a fixed transcript reading and project, that counts the
+    /// verification runs.
+    struct FakeWorld {
+        tail: IterationTail,
+        changed: Option<bool>,
+        /// The baseline the progress reading brings.
+        baseline: Option<progress::Baseline>,
+        /// What each progress reading was given.
+        progress_calls: std::cell::RefCell<Vec<(Option<progress::Baseline>, progress::ToolEdits)>>,
+        /// Runs during the progress reading (another writer meddling).
+        while_reading: Option<Box<dyn Fn()>>,
+        verify_exit: i32,
+        verify_runs: Cell<u32>,
+    }
+
+    impl FakeWorld {
+        fn new(tail: IterationTail) -> Self {
+            FakeWorld {
+                tail,
+                changed: Some(false),
+                baseline: None,
+                progress_calls: Default::default(),
+                while_reading: None,
+                verify_exit: 0,
+                verify_runs: Cell::new(0),
+            }
+        }
+    }
+
+    impl World for FakeWorld {
+        fn iteration_tail(
+            &self,
+            _: &Path,
+            wait: Duration,
+            _: Option<&str>,
+        ) -> Result<(IterationTail, Duration), TranscriptError> {
+            Ok((
+                self.tail.clone(),
+                if self.tail.caught_up {
+                    Duration::ZERO
+                } else {
+                    wait
+                },
+            ))
+        }
+        fn progress(
+            &self,
+            _: &Path,
+            previous: Option<&progress::Baseline>,
+            edits: &progress::ToolEdits,
+        ) -> progress::Reading {
+            self.progress_calls
+                .borrow_mut()
+                .push((previous.cloned(), edits.clone()));
+            if let Some(meddle) = &self.while_reading {
+                meddle();
+            }
+            progress::Reading {
+                changed: self.changed,
+                baseline: self.baseline.clone(),
+                method: progress::Method::Git,
+            }
+        }
+        fn tdd_scenario(&self, _: &Path) -> Option<String> {
+            None
+        }
+        fn plan(&self, _: &Path, _: &[String]) -> PlanReport {
+            PlanReport::default()
+        }
+        fn verify(&self, _: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
+            self.verify_runs.set(self.verify_runs.get() + 1);
+            commands
+                .iter()
+                .map(|c| VerifyResult {
+                    name: c.name.clone(),
+                    command: c.command.clone(),
+                    exit_code: Some(self.verify_exit),
+                    timed_out: false,
+                    duration_ms: 1,
+                    output_tail: "1 failed".into(),
+                })
+                .collect()
+        }
+        fn hook_timeout(&self, _: &ProjectPaths) -> Option<u64> {
+            Some(600)
+        }
+        fn now(&self) -> String {
+            "2026-11-22T10:00:00Z".into()
+        }
+        fn prompt(&self, _: &Path) -> Result<String, PromptError> {
+            Ok("Fix the bugs.".into())
+        }
+        fn guardrails(&self, _: &Path) -> Result<Option<String>, PromptError> {
+            Ok(None)
+        }
+    }
+
+    fn project(config: Option<&str>) -> (TempDir, ProjectPaths) {
+        let dir = TempDir::new();
+        let paths = ProjectPaths::new(dir.path());
+        if let Some(config) = config {
+            std::fs::create_dir_all(paths.ralph_dir()).unwrap();
+            std::fs::write(paths.config_file(), config).unwrap();
+        }
+        let store = StateStore::new(&paths);
+        let lock = store.lock(true).unwrap();
+        let state = LoopState::new(SID.into(), 5, "t0".into());
+        lock.write(&state).unwrap();
+        (dir, paths)
+    }
+
+    fn stop(message: &str) -> Stop {
+        Stop {
+            session_id: Some(SID.into()),
+            stop_hook_active: true,
+            last_assistant_message: Some(message.into()),
+            transcript_path: Some("/t.jsonl".into()),
+        }
+    }
+
+    fn state(paths: &ProjectPaths) -> LoopState {
+        StateStore::new(paths).read().unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_stop_blocks_with_the_prompt_and_records_the_iteration() {
+        let (_d, paths) = project(None);
+        let tail = IterationTail {
+            tool_calls: 2,
+            caught_up: true,
+            ..Default::default()
+        };
+        let mut delivered = Vec::new();
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop("Working."),
+            &FakeWorld::new(tail),
+            &mut |a| {
+                delivered.push(a.clone());
+                Ok(())
+            },
+        )
+        .unwrap();
+        let Answer::Block { reason, .. } = &report.answer else {
+            panic!("{report:?}");
+        };
+        assert!(reason.contains("Fix the bugs."), "{reason}");
+        assert_eq!(delivered, vec![report.answer.clone()]);
+        let after = state(&paths);
+        assert_eq!(after.iteration, 2);
+        assert_eq!(after.history[0].tool_calls, 2);
+        assert_eq!(after.history[0].message_source, MessageSource::Input);
+    }
+
+    /// A real baseline of a folder holding `file`.
+    fn a_baseline(file: &str) -> (TempDir, progress::Baseline) {
+        let dir = TempDir::new();
+        std::fs::write(dir.path().join(file), "x").unwrap();
+        let baseline = progress::baseline(dir.path()).unwrap();
+        (dir, baseline)
+    }
+
+    #[test]
+    fn the_progress_reading_gets_the_edits_and_its_baseline_is_kept() {
+        let (_d, paths) = project(None);
+        let (_b1, first) = a_baseline("one.txt");
+        let (_b2, second) = a_baseline("two.txt");
+        let mut start = state(&paths);
+        start.breaker.progress = Some(first.clone());
+        StateStore::new(&paths)
+            .lock(true)
+            .unwrap()
+            .write(&start)
+            .unwrap();
+        let edits = progress::ToolEdits {
+            changed_files: vec![paths.root.join("src/lib.rs")],
+            fully_described: true,
+        };
+        let world = FakeWorld {
+            changed: Some(true),
+            baseline: Some(second.clone()),
+            ..FakeWorld::new(IterationTail {
+                tool_calls: 1,
+                caught_up: true,
+                edits: edits.clone(),
+                ..Default::default()
+            })
+        };
+        run_stop(&paths, &[], &stop("Working."), &world, &mut |_| Ok(())).unwrap();
+        assert_eq!(
+            world.progress_calls.borrow().as_slice(),
+            [(Some(first), edits)]
+        );
+        let after = state(&paths);
+        assert_eq!(after.breaker.progress, Some(second));
+        assert_eq!(
+            after
+                .breaker
+                .counters
+                .get(crate::breaker::Signal::NoProgress),
+            0
+        );
+    }
+
+    #[test]
+    fn a_reading_against_a_baseline_replaced_meanwhile_tells_nothing() {
+        let (_d, paths) = project(None);
+        let (_b, theirs) = a_baseline("one.txt");
+        let meddler_paths = paths.clone();
+        let written = theirs.clone();
+        let world = FakeWorld {
+            changed: Some(false),
+            while_reading: Some(Box::new(move || {
+                // Another writer records a new baseline while this stop reads.
+                let store = StateStore::new(&meddler_paths);
+                let lock = store.lock(false).unwrap();
+                let mut state = lock.read().unwrap().unwrap();
+                state.breaker.progress = Some(written.clone());
+                lock.write(&state).unwrap();
+            })),
+            ..FakeWorld::new(IterationTail {
+                tool_calls: 1,
+                caught_up: true,
+                ..Default::default()
+            })
+        };
+        run_stop(&paths, &[], &stop("Working."), &world, &mut |_| Ok(())).unwrap();
+        let after = state(&paths);
+        assert_eq!(after.breaker.progress, Some(theirs), "kept");
+        assert_eq!(
+            after
+                .breaker
+                .counters
+                .get(crate::breaker::Signal::NoProgress),
+            0,
+            "an unchanged project against the old baseline proves nothing"
+        );
+    }
+
+    #[test]
+    fn an_answer_that_cannot_be_delivered_leaves_the_state_as_it_was() {
+        let (_d, paths) = project(None);
+        let before = state(&paths);
+        let err = run_stop(
+            &paths,
+            &[],
+            &stop("Working."),
+            &FakeWorld::new(IterationTail::default()),
+            &mut |_| Err(io::Error::from(io::ErrorKind::BrokenPipe)),
+        )
+        .unwrap_err();
+        assert!(matches!(err, EngineError::Deliver(_)), "{err}");
+        assert_eq!(state(&paths), before);
+    }
+
+    #[test]
+    fn verification_runs_once_and_only_for_a_claim() {
+        let config = r#"{"verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#;
+        let (_d, paths) = project(Some(config));
+        let world = FakeWorld {
+            verify_exit: 1,
+            ..FakeWorld::new(IterationTail::default())
+        };
+        run_stop(
+            &paths,
+            &[],
+            &stop("Still working."),
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(world.verify_runs.get(), 0);
+        let signal = Config::default().completion_signal;
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(world.verify_runs.get(), 1);
+        let Answer::Block { reason, .. } = report.answer else {
+            panic!("a rejected claim goes on");
+        };
+        assert!(
+            reason.starts_with("[Ralph: completion claim rejected]"),
+            "{reason}"
+        );
+        let after = state(&paths);
+        assert!(!after.last_claim.unwrap().accepted);
+
+        let passing = FakeWorld::new(IterationTail::default());
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &passing,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(report.answer, Answer::Allow);
+        assert_eq!(state(&paths).status, Status::Complete);
+    }
+
+    #[test]
+    fn another_sessions_stop_reads_nothing() {
+        let (_d, paths) = project(None);
+        let before = state(&paths);
+        let mut other = stop("Hi.");
+        other.session_id = Some("someone-else".into());
+        let report = run_stop(
+            &paths,
+            &[],
+            &other,
+            &FakeWorld::new(IterationTail::default()),
+            &mut |_| panic!("nothing to deliver"),
+        )
+        .unwrap();
+        assert_eq!(
+            report,
+            StopReport {
+                answer: Answer::Allow,
+                notes: vec![]
+            }
+        );
+        assert_eq!(state(&paths), before);
+    }
+
+    #[test]
+    fn a_transcript_that_never_catches_up_is_said_and_recorded() {
+        let (_d, paths) = project(None);
+        let mut s = stop("");
+        s.last_assistant_message = None;
+        let report = run_stop(
+            &paths,
+            &[],
+            &s,
+            &FakeWorld::new(IterationTail::default()),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert!(
+            report.notes[0].contains("did not show this stop's final message"),
+            "{report:?}"
+        );
+        assert_eq!(
+            state(&paths).history[0].message_source,
+            MessageSource::TranscriptBehind
+        );
+    }
+}

@@ -52,6 +52,8 @@ on_both_clients!(
     prompt_near_its_size_limit_runs_a_headless_loop,
     sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client,
     interactive_loop_in_a_terminal,
+    a_project_in_a_subfolder_of_its_repository_makes_progress,
+    file_edits_are_progress_without_looking_at_the_project,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -962,5 +964,109 @@ fn interactive_loop_in_a_terminal(client: ClientVersion) {
         first.contains(&prompt),
         "the first message carries the whole PROMPT.md ({} bytes)",
         first.len()
+    );
+}
+
+fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersion) {
+    let mut project = TempProject::new("subfolder");
+    let app = project.root.join("mono/app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::create_dir_all(project.root.join("mono/other")).unwrap();
+    std::fs::write(app.join("lib.txt"), "0\n").unwrap();
+    std::fs::write(project.root.join("mono/other/x.txt"), "x\n").unwrap();
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "monorepo"]);
+    // The loop's project is mono/app; the repository's top is two folders up.
+    project.root = app.clone();
+    project.init();
+    // Every iteration: a Bash call that changes a tracked file of the project, then a report.
+    let api = MockApi::start(|turn, _| {
+        let iteration = turn / 2 + 1;
+        if turn % 2 == 0 {
+            Reply::bash(format!("echo {iteration} >> lib.txt"))
+        } else if iteration < 6 {
+            Reply::text(format!("Appended {iteration} to lib.txt; more to do."))
+        } else {
+            Reply::text(format!("All six steps are in lib.txt.\n{SIGNAL}"))
+        }
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 6);
+    assert_eq!(
+        std::fs::read_to_string(app.join("lib.txt")).unwrap(),
+        "0\n1\n2\n3\n4\n5\n6\n"
+    );
+    let breaker = &state["breaker"];
+    assert_eq!(breaker["state"], "closed", "{breaker:#}");
+    assert!(breaker["lastTransition"].is_null(), "{breaker:#}");
+    assert_eq!(breaker["counters"]["noProgress"], 0, "{breaker:#}");
+    assert!(
+        state["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["breaker"].is_null()),
+        "{state:#}"
+    );
+    // What the last stop compared: git's view of the project folder, by
+    // paths relative to it.
+    let progress = &breaker["progress"];
+    assert_eq!(progress["source"], "git", "{progress:#}");
+    let files: Vec<&String> = progress["files"].as_object().unwrap().keys().collect();
+    assert_eq!(files, ["lib.txt"], "{progress:#}");
+}
+
+fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion) {
+    let project = TempProject::new("edits");
+    // git ignores notes/: a check of the project would never list a file there.
+    std::fs::write(project.path(".gitignore"), "notes/\n").unwrap();
+    project.git(&["add", ".gitignore"]);
+    project.git(&["commit", "-q", "-m", "ignore notes"]);
+    project.init();
+    let notes = project.path("notes");
+    let api = MockApi::start(move |turn, _| {
+        let iteration = turn / 2 + 1;
+        if turn % 2 == 0 {
+            Reply::write(
+                notes
+                    .join(format!("step{iteration}.md"))
+                    .display()
+                    .to_string(),
+                format!("step {iteration}\n"),
+            )
+        } else if iteration < 4 {
+            Reply::text(format!("Wrote step {iteration}."))
+        } else {
+            Reply::text(format!("All four steps are written.\n{SIGNAL}"))
+        }
+    });
+    project
+        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
+        .assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 4);
+    let breaker = &state["breaker"];
+    assert_eq!(breaker["counters"]["noProgress"], 0, "{breaker:#}");
+    // Each stop was decided by the Write alone (only file tools ran): the
+    // written file's stamp went into the baseline, which git could not have
+    // put there.
+    let progress = &breaker["progress"];
+    assert_eq!(progress["source"], "git", "{progress:#}");
+    assert!(progress.get("stale").is_none(), "{progress:#}");
+    let files: Vec<&String> = progress["files"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        files,
+        [
+            "notes/step1.md",
+            "notes/step2.md",
+            "notes/step3.md",
+            "notes/step4.md"
+        ],
+        "{progress:#}"
     );
 }

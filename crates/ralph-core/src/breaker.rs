@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::errors::ErrorSighting;
+use crate::progress::Baseline;
 
 /// How many recent final-message lengths the output-decline signal averages.
 pub const OUTPUT_WINDOW: usize = 3;
@@ -373,8 +374,11 @@ pub struct Breaker {
     pub counters: SignalCounters,
     /// Iterations spent in `half_open` so far.
     pub half_open_iterations: u32,
-    /// The project fingerprint at the previous stop (or at `start`).
-    pub last_fingerprint: Option<String>,
+    /// The project's files at the previous stop (or at `start`): what the
+    /// next progress reading compares with. (States written before it held a
+    /// `lastFingerprint` instead, which is ignored: the first stop then takes
+    /// a baseline and tells nothing.)
+    pub progress: Option<Baseline>,
     /// The error the previous iteration ended on.
     pub last_error: Option<ErrorSighting>,
     /// Lengths (characters) of the last final messages, oldest first.
@@ -613,6 +617,20 @@ mod tests {
         for (name, observations, want) in cases {
             assert_eq!(run(&observations, &config).0, want, "{name}");
         }
+    }
+
+    #[test]
+    fn a_state_written_with_a_fingerprint_still_loads() {
+        let old = r#"{"state": "half_open", "counters": {"noProgress": 3, "sameError": 0,
+                      "findingsStuck": 0, "outputDecline": 0, "tddStuck": 0},
+                      "halfOpenIterations": 1, "lastFingerprint": "git:0123456789abcdef",
+                      "recentOutputLengths": [10]}"#;
+        let breaker: Breaker = serde_json::from_str(old).unwrap();
+        assert_eq!(breaker.state, BreakerState::HalfOpen);
+        assert_eq!(breaker.counters.get(Signal::NoProgress), 3);
+        assert_eq!(breaker.progress, None);
+        let json = serde_json::to_value(&breaker).unwrap();
+        assert!(json.get("lastFingerprint").is_none(), "{json}");
     }
 
     #[test]

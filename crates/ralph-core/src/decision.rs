@@ -12,6 +12,7 @@ use crate::completion::{self, Assessment, GateResult};
 use crate::config::Config;
 use crate::errors::{self, ErrorSighting};
 use crate::plan::PlanReport;
+use crate::progress::Reading;
 use crate::signals;
 use crate::state::{
     excerpt, ClaimOutcome, ClaimRecord, IterationRecord, LoopState, Status, StopDecision,
@@ -63,8 +64,9 @@ pub struct Observation {
     pub failing_tool_results: Vec<String>,
     /// How many tool calls the agent made in this iteration.
     pub tool_calls: usize,
-    /// The project's fingerprint now (`None` when it could not be taken).
-    pub fingerprint: Option<String>,
+    /// Whether the project changed since the previous stop, and the baseline
+    /// the next stop compares with.
+    pub progress: Reading,
     /// The TDD scenario in progress, when a TDD state file exists.
     pub tdd_scenario: Option<String>,
     /// The plan files found at the project root.
@@ -84,7 +86,7 @@ impl Observation {
             message_source: MessageSource::Missing,
             failing_tool_results: Vec::new(),
             tool_calls: 0,
-            fingerprint: None,
+            progress: Reading::default(),
             tdd_scenario: None,
             plan: PlanReport::default(),
             verification: None,
@@ -101,7 +103,7 @@ pub fn test_saturation(state: &LoopState, observed: &Observation) -> u32 {
         .as_ref()
         .and_then(|b| b.work_type.as_deref())
         .is_some_and(|w| w.eq_ignore_ascii_case("TESTING"));
-    let unchanged = project_changed(state, observed) == Some(false);
+    let unchanged = observed.progress.changed == Some(false);
     if work_type_testing || (unchanged && claims::speaks_only_of_tests(&observed.message)) {
         state.test_only_iterations.saturating_add(1)
     } else {
@@ -134,15 +136,6 @@ pub fn judge_claim(config: &Config, state: &LoopState, observed: &Observation) -
             saturation >= completion::TEST_SATURATION_ITERATIONS,
         ),
         saturation,
-    }
-}
-
-/// Whether the project changed since the previous stop, from the
-/// fingerprints (`None` when either is unknown).
-pub fn project_changed(state: &LoopState, observed: &Observation) -> Option<bool> {
-    match (&observed.fingerprint, &state.breaker.last_fingerprint) {
-        (Some(now), Some(before)) => Some(now != before),
-        _ => None,
     }
 }
 
@@ -319,7 +312,7 @@ pub fn decide_judged(
     };
 
     let progress = ProgressObservation {
-        changed: project_changed(state, observed),
+        changed: observed.progress.changed,
         // An iteration that neither used a tool nor hit an error tried nothing
         // that could have changed the project: it is no evidence of a stall.
         acted: observed.tool_calls > 0 || error.is_some(),
@@ -332,8 +325,8 @@ pub fn decide_judged(
     };
     let (mut breaker, effect) =
         breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);
-    if observed.fingerprint.is_some() {
-        breaker.last_fingerprint = observed.fingerprint.clone();
+    if let Some(baseline) = &observed.progress.baseline {
+        breaker.progress = Some(baseline.clone());
     }
     let transition = (breaker.last_transition != state.breaker.last_transition)
         .then(|| breaker.last_transition.clone())
@@ -439,6 +432,15 @@ mod tests {
 
     fn config() -> Config {
         Config::default()
+    }
+
+    /// A reading that says the project did not change.
+    fn unchanged() -> Reading {
+        Reading {
+            changed: Some(false),
+            baseline: None,
+            method: crate::progress::Method::Git,
+        }
     }
 
     #[test]
@@ -764,11 +766,10 @@ mod tests {
     #[test]
     fn no_progress_opens_the_circuit_within_five_stops() {
         let mut state = running(1, 25);
-        state.breaker.last_fingerprint = Some("tree".into());
         let mut verdicts = Vec::new();
         loop {
             let observed = Observation {
-                fingerprint: Some("tree".into()),
+                progress: unchanged(),
                 tool_calls: 1,
                 failing_tool_results: vec!["error: could not compile `x`".into()],
                 ..saying("The build still fails: error: could not compile `x`")
@@ -910,11 +911,10 @@ mod tests {
     #[test]
     fn three_test_only_iterations_add_a_nudge() {
         let mut state = running(1, 25);
-        state.breaker.last_fingerprint = Some("tree".into());
         let mut nudged = Vec::new();
         for _ in 0..4 {
             let observed = Observation {
-                fingerprint: Some("tree".into()),
+                progress: unchanged(),
                 ..saying("Ran the test suite again: 120 passed.")
             };
             let out = decide(&config(), Some(&state), &observed, NOW);
@@ -930,7 +930,10 @@ mod tests {
         }
         assert_eq!(nudged, vec![3, 4]);
         let reset = Observation {
-            fingerprint: Some("changed".into()),
+            progress: Reading {
+                changed: Some(true),
+                ..unchanged()
+            },
             ..saying("Implemented the lexer.")
         };
         let out = decide(&config(), Some(&state), &reset, NOW);

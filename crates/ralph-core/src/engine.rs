@@ -58,8 +58,15 @@ pub trait World {
         wait: Duration,
         expected: Option<&str>,
     ) -> Result<(IterationTail, Duration), TranscriptError>;
-    /// The project's fingerprint (`None` when it cannot be taken).
-    fn fingerprint(&self, root: &Path) -> Option<String>;
+    /// Whether the project changed since `previous` (the breaker's
+    /// baseline), from the iteration's file edits or a check of the project
+    /// (see [`progress::read`]).
+    fn progress(
+        &self,
+        root: &Path,
+        previous: Option<&progress::Baseline>,
+        edits: &progress::ToolEdits,
+    ) -> progress::Reading;
     /// The TDD scenario in progress.
     fn tdd_scenario(&self, root: &Path) -> Option<String>;
     /// The plan files' unchecked items.
@@ -88,8 +95,13 @@ impl World for RealWorld {
     ) -> Result<(IterationTail, Duration), TranscriptError> {
         transcript::wait_for_stop(transcript, wait, expected)
     }
-    fn fingerprint(&self, root: &Path) -> Option<String> {
-        progress::fingerprint(root)
+    fn progress(
+        &self,
+        root: &Path,
+        previous: Option<&progress::Baseline>,
+        edits: &progress::ToolEdits,
+    ) -> progress::Reading {
+        progress::read(root, previous, edits)
     }
     fn tdd_scenario(&self, root: &Path) -> Option<String> {
         progress::tdd_scenario(root)
@@ -206,7 +218,8 @@ pub fn run_stop(
         }
     };
     let mut notes = Vec::new();
-    let mut observed = observe(paths, &config, stop, world, &mut notes)?;
+    let previous = owned.breaker.progress.as_ref();
+    let mut observed = observe(paths, &config, stop, world, previous, &mut notes)?;
     let claim = decision::judge_claim(&config, owned, &observed);
     // A claim makes the verification commands run: outside the lock, since
     // they may take minutes, and only ever the commands of config.json.
@@ -235,6 +248,10 @@ pub fn run_stop(
             })
         }
     };
+    if state.breaker.progress != owned.breaker.progress {
+        // The reading compared with a baseline that is no longer the loop's.
+        observed.progress = progress::Reading::default();
+    }
     // Judged once; again only if the state moved under the lock meanwhile.
     let claim = if Some(state) == snapshot.as_ref() {
         claim
@@ -286,13 +303,14 @@ fn restore(lock: &crate::store::StateLock<'_>, previous: &LoopState) -> Result<(
 /// What this stop observed: the agent's latest message (the stop's own,
 /// else the iteration's final message in the transcript, waited for
 /// briefly when the client has not written it yet), the iteration's tool
-/// calls and failing tool results, the project's fingerprint, the TDD
-/// scenario and the plan.
+/// calls, file edits and failing tool results, whether the project changed
+/// since `previous` (the breaker's baseline), the TDD scenario and the plan.
 fn observe(
     paths: &ProjectPaths,
     config: &Config,
     stop: &Stop,
     world: &dyn World,
+    previous: Option<&progress::Baseline>,
     notes: &mut Vec<String>,
 ) -> Result<Observation, EngineError> {
     let from_input = stop
@@ -343,7 +361,7 @@ fn observe(
         message_source: source,
         failing_tool_results: tail.failing_tool_results,
         tool_calls: tail.tool_calls,
-        fingerprint: world.fingerprint(&paths.root),
+        progress: world.progress(&paths.root, previous, &tail.edits),
         tdd_scenario: world.tdd_scenario(&paths.root),
         plan: world.plan(&paths.root, &config.completion.plan_files),
         ..Observation::of_session(stop.session_id.clone(), stop.stop_hook_active)
@@ -363,7 +381,13 @@ mod tests {
     /// verification runs.
     struct FakeWorld {
         tail: IterationTail,
-        fingerprint: &'static str,
+        changed: Option<bool>,
+        /// The baseline the progress reading brings.
+        baseline: Option<progress::Baseline>,
+        /// What each progress reading was given.
+        progress_calls: std::cell::RefCell<Vec<(Option<progress::Baseline>, progress::ToolEdits)>>,
+        /// Runs during the progress reading (another writer meddling).
+        while_reading: Option<Box<dyn Fn()>>,
         verify_exit: i32,
         verify_runs: Cell<u32>,
     }
@@ -372,7 +396,10 @@ mod tests {
         fn new(tail: IterationTail) -> Self {
             FakeWorld {
                 tail,
-                fingerprint: "tree",
+                changed: Some(false),
+                baseline: None,
+                progress_calls: Default::default(),
+                while_reading: None,
                 verify_exit: 0,
                 verify_runs: Cell::new(0),
             }
@@ -395,8 +422,23 @@ mod tests {
                 },
             ))
         }
-        fn fingerprint(&self, _: &Path) -> Option<String> {
-            Some(self.fingerprint.into())
+        fn progress(
+            &self,
+            _: &Path,
+            previous: Option<&progress::Baseline>,
+            edits: &progress::ToolEdits,
+        ) -> progress::Reading {
+            self.progress_calls
+                .borrow_mut()
+                .push((previous.cloned(), edits.clone()));
+            if let Some(meddle) = &self.while_reading {
+                meddle();
+            }
+            progress::Reading {
+                changed: self.changed,
+                baseline: self.baseline.clone(),
+                method: progress::Method::Git,
+            }
         }
         fn tdd_scenario(&self, _: &Path) -> Option<String> {
             None
@@ -441,8 +483,7 @@ mod tests {
         }
         let store = StateStore::new(&paths);
         let lock = store.lock(true).unwrap();
-        let mut state = LoopState::new(SID.into(), 5, "t0".into());
-        state.breaker.last_fingerprint = Some("tree".into());
+        let state = LoopState::new(SID.into(), 5, "t0".into());
         lock.write(&state).unwrap();
         (dir, paths)
     }
@@ -489,6 +530,91 @@ mod tests {
         assert_eq!(after.iteration, 2);
         assert_eq!(after.history[0].tool_calls, 2);
         assert_eq!(after.history[0].message_source, MessageSource::Input);
+    }
+
+    /// A real baseline of a folder holding `file`.
+    fn a_baseline(file: &str) -> (TempDir, progress::Baseline) {
+        let dir = TempDir::new();
+        std::fs::write(dir.path().join(file), "x").unwrap();
+        let baseline = progress::baseline(dir.path()).unwrap();
+        (dir, baseline)
+    }
+
+    #[test]
+    fn the_progress_reading_gets_the_edits_and_its_baseline_is_kept() {
+        let (_d, paths) = project(None);
+        let (_b1, first) = a_baseline("one.txt");
+        let (_b2, second) = a_baseline("two.txt");
+        let mut start = state(&paths);
+        start.breaker.progress = Some(first.clone());
+        StateStore::new(&paths)
+            .lock(true)
+            .unwrap()
+            .write(&start)
+            .unwrap();
+        let edits = progress::ToolEdits {
+            changed_files: vec![paths.root.join("src/lib.rs")],
+            fully_described: true,
+        };
+        let world = FakeWorld {
+            changed: Some(true),
+            baseline: Some(second.clone()),
+            ..FakeWorld::new(IterationTail {
+                tool_calls: 1,
+                caught_up: true,
+                edits: edits.clone(),
+                ..Default::default()
+            })
+        };
+        run_stop(&paths, &[], &stop("Working."), &world, &mut |_| Ok(())).unwrap();
+        assert_eq!(
+            world.progress_calls.borrow().as_slice(),
+            [(Some(first), edits)]
+        );
+        let after = state(&paths);
+        assert_eq!(after.breaker.progress, Some(second));
+        assert_eq!(
+            after
+                .breaker
+                .counters
+                .get(crate::breaker::Signal::NoProgress),
+            0
+        );
+    }
+
+    #[test]
+    fn a_reading_against_a_baseline_replaced_meanwhile_tells_nothing() {
+        let (_d, paths) = project(None);
+        let (_b, theirs) = a_baseline("one.txt");
+        let meddler_paths = paths.clone();
+        let written = theirs.clone();
+        let world = FakeWorld {
+            changed: Some(false),
+            while_reading: Some(Box::new(move || {
+                // Another writer records a new baseline while this stop reads.
+                let store = StateStore::new(&meddler_paths);
+                let lock = store.lock(false).unwrap();
+                let mut state = lock.read().unwrap().unwrap();
+                state.breaker.progress = Some(written.clone());
+                lock.write(&state).unwrap();
+            })),
+            ..FakeWorld::new(IterationTail {
+                tool_calls: 1,
+                caught_up: true,
+                ..Default::default()
+            })
+        };
+        run_stop(&paths, &[], &stop("Working."), &world, &mut |_| Ok(())).unwrap();
+        let after = state(&paths);
+        assert_eq!(after.breaker.progress, Some(theirs), "kept");
+        assert_eq!(
+            after
+                .breaker
+                .counters
+                .get(crate::breaker::Signal::NoProgress),
+            0,
+            "an unchanged project against the old baseline proves nothing"
+        );
     }
 
     #[test]

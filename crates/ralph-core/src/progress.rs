@@ -1,34 +1,58 @@
-//! What the circuit breaker observes of the project itself: a fingerprint of
-//! its files (did anything change since the previous stop?) and the TDD
-//! scenario in progress.
+//! What the circuit breaker observes of the project itself: did anything in
+//! the project change since the previous stop (the no-progress signal), and
+//! the TDD scenario in progress.
 //!
-//! With git, the fingerprint covers HEAD (a commit is progress) and every
-//! staged, unstaged and untracked-not-ignored path with its size and mtime,
-//! so an unchanged tree gives the same fingerprint and an edited file a new
-//! one. Without git, a bounded scan of sizes and mtimes stands in, skipping a
-//! small ignore list. The loop's own files under `.claude/` never count.
+//! A reading starts from what the iteration itself says ([`ToolEdits`]): a
+//! file inside the project that a file tool (Write, Edit, …) changed is
+//! progress, and nothing else needs to be looked at. Otherwise a full check
+//! compares the project with the [`Baseline`] recorded at the previous stop:
+//!
+//! - in a git repository, `git status` restricted to the project's folder:
+//!   HEAD (a commit is progress) and every changed or untracked-not-ignored
+//!   file with its stamp (size, mtime, ctime, inode, mode);
+//! - otherwise (no git, or a project folder the repository ignores), a scan
+//!   of every file's stamp, skipping [`SCAN_IGNORES`].
+//!
+//! Files under a `.claude/` folder (the loop's own) never count. The
+//! baseline keeps the listing itself when it is short ([`MAX_LISTED`]
+//! entries), else a digest of it; after a stop decided by tool edits it
+//! records the touched files' new stamps, so a later full check neither
+//! counts that change again nor misses a later one.
 
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::errors::fingerprint as hash;
 use crate::paths::RUNTIME_DIR;
 
-/// How long `git status` may take before the fingerprint is given up.
+/// How long `git status` may take before the reading is given up.
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Most files the fallback scan looks at.
+/// Most files the scan (without git) looks at, which bounds its cost. Past
+/// it, a scan can still prove a change among the files it reached, never the
+/// absence of one.
 pub const SCAN_LIMIT: usize = 20_000;
-/// Folders the fallback scan skips (build output, dependencies, caches, VCS, ralph's own).
+/// How long the scan may take before the reading is given up.
+pub const SCAN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most paths a baseline lists (changed files with git, every file without);
+/// a longer listing is kept as a digest.
+pub const MAX_LISTED: usize = 1_000;
+/// Most bytes of paths a baseline lists, for the same reason.
+pub const MAX_LISTED_BYTES: usize = 64 * 1024;
+/// The folder of the loop's own files (and Claude Code's): never progress.
+pub const OWN_DIR: &str = ".claude";
+/// Folders the scan skips, at any depth (build output, dependencies, caches,
+/// VCS, the loop's own); a file tool's edit inside one is not progress either.
 pub const SCAN_IGNORES: &[&str] = &[
     ".git",
-    ".claude",
+    OWN_DIR,
     ".hg",
     ".svn",
     "target",
@@ -47,51 +71,775 @@ pub const SCAN_IGNORES: &[&str] = &[
 /// The TDD state file, relative to the project root.
 pub const TDD_STATE_FILE: &str = "tdd-state.json";
 
-/// True when `root` or a folder above it holds `.git` (a folder, or a file
-/// for worktrees and submodules): only then is `git` worth starting.
-fn inside_git_repository(root: &Path) -> bool {
+/// Environment variables that would point git at another repository or
+/// index than the one holding the project; removed for `git status`.
+const GIT_LOCATION_VARS: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+];
+
+/// What the iteration's own tool calls say about the project's files, as
+/// the transcript reader finds them.
+pub use crate::transcript::ToolEdits;
+
+/// How a reading was taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// From the iteration's file-tool edits alone; nothing was run.
+    ToolEdits,
+    /// `git status` of the project's folder.
+    Git,
+    /// A scan of the project's files (no git, or a folder git ignores).
+    Scan,
+    /// Nothing usable (git failed or timed out, the scan ran out of time,
+    /// the folder cannot be read).
+    #[default]
+    Unavailable,
+}
+
+/// The project's files as the breaker last saw them: what the next reading
+/// compares with. Persisted in the loop's state (`breaker.progress`), and
+/// bounded: at most [`MAX_LISTED`] paths in each map.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Baseline {
+    /// How the listing was taken: `git` or `scan`.
+    source: Method,
+    /// With git: the commit HEAD named (`(initial)` before the first one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    head: Option<String>,
+    /// The listing, path relative to the project root → stamp (`-` for a
+    /// file that is gone): with git the project's changed and untracked
+    /// files, without git every file. Empty when `digest` stands for it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    files: BTreeMap<String, String>,
+    /// The listing's size and hash, when it was too long to keep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
+    /// The scan stopped at [`SCAN_LIMIT`]: the digest covers the files it reached.
+    #[serde(default, skip_serializing_if = "is_false")]
+    truncated: bool,
+    /// Set after a stop decided by tool edits whose effect on the listing
+    /// could not be recorded exactly (other tools ran too, or the listing is
+    /// a digest): the listing is dropped, and only `touched` can still show
+    /// a change until the next full check takes a new listing.
+    #[serde(default, skip_serializing_if = "is_false")]
+    stale: bool,
+    /// With `stale`: files the agent's tools changed, with their stamps at
+    /// that stop.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    touched: BTreeMap<String, String>,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// One reading of the project at a stop.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// `Some(true)`: the project changed since the previous stop; `Some(false)`:
+    /// it did not; `None`: this reading cannot tell.
+    pub changed: Option<bool>,
+    /// What the next reading must compare with; `None`: keep the previous one.
+    pub baseline: Option<Baseline>,
+    /// How the reading was taken.
+    pub method: Method,
+}
+
+/// The baseline at the start of a loop (`ralph-ctl start`): a full check,
+/// `None` when none can be taken.
+pub fn baseline(root: &Path) -> Option<Baseline> {
+    let root = canonical(root);
+    full_check(&root, LIMITS).map(Listing::into_baseline)
+}
+
+/// Reads whether the project changed since `previous` (the baseline of the
+/// previous stop), using the iteration's tool edits first.
+///
+/// A file inside the project (outside `.claude/` and [`SCAN_IGNORES`]) that
+/// a file tool changed is progress: nothing is run. Otherwise a full check
+/// runs, also when the tool calls say nothing changed (`fully_described`
+/// with no changed file): the agent's tools are not the only way files
+/// change (a background command of an earlier iteration, a person), and
+/// "nothing changed" is what drives the loop towards a stop, so it is only
+/// ever said after looking.
+pub fn read(root: &Path, previous: Option<&Baseline>, edits: &ToolEdits) -> Reading {
+    read_within(root, previous, edits, LIMITS)
+}
+
+fn read_within(
+    root: &Path,
+    previous: Option<&Baseline>,
+    edits: &ToolEdits,
+    limits: Limits,
+) -> Reading {
+    let given = root;
+    let root = canonical(root);
+    let touched = project_keys(given, &root, &edits.changed_files);
+    if !touched.is_empty() {
+        return Reading {
+            changed: Some(true),
+            baseline: previous.map(|b| b.after_tool_edits(&root, &touched, edits.fully_described)),
+            method: Method::ToolEdits,
+        };
+    }
+    let Some(listing) = full_check(&root, limits) else {
+        return Reading::default();
+    };
+    Reading {
+        changed: previous.and_then(|b| b.compare(&root, &listing)),
+        method: listing.source,
+        baseline: Some(listing.into_baseline()),
+    }
+}
+
+/// The bounds of a full check: the constants above, smaller in tests.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    scan_files: usize,
+    scan_time: Duration,
+}
+
+const LIMITS: Limits = Limits {
+    scan_files: SCAN_LIMIT,
+    scan_time: SCAN_TIMEOUT,
+};
+
+/// The project root as git sees it (symbolic links resolved), so that the
+/// paths git prints line up with it.
+fn canonical(root: &Path) -> PathBuf {
+    fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf())
+}
+
+// ------------------------------------------------------------------ stamps
+
+/// A stamp for a file that does not exist (or cannot be looked at).
+const ABSENT: u64 = 0;
+
+/// What changes when a file is written, replaced, renamed or chmod-ed: size,
+/// mtime, ctime, inode and mode, hashed to 64 bits ([`ABSENT`] never).
+fn stamp_of(meta: &fs::Metadata) -> u64 {
+    let mut h = Fnv::new();
+    h.word(meta.len());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        h.word(meta.mtime() as u64);
+        h.word(meta.mtime_nsec() as u64);
+        h.word(meta.ctime() as u64);
+        h.word(meta.ctime_nsec() as u64);
+        h.word(meta.ino());
+        h.word(u64::from(meta.mode()));
+    }
+    #[cfg(not(unix))]
+    {
+        let nanos = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default();
+        h.word(nanos);
+    }
+    match mix(h.finish()) {
+        ABSENT => 1,
+        stamp => stamp,
+    }
+}
+
+/// The stamp of the file at `key` (a path relative to `root`) now.
+fn stamp_now(root: &Path, key: &str) -> u64 {
+    match key_path(key) {
+        Some(relative) => fs::symlink_metadata(root.join(relative))
+            .map(|m| stamp_of(&m))
+            .unwrap_or(ABSENT),
+        None => ABSENT,
+    }
+}
+
+fn stamp_text(stamp: u64) -> String {
+    if stamp == ABSENT {
+        "-".into()
+    } else {
+        format!("{stamp:016x}")
+    }
+}
+
+fn parse_stamp(text: &str) -> Option<u64> {
+    if text == "-" {
+        Some(ABSENT)
+    } else {
+        u64::from_str_radix(text, 16).ok()
+    }
+}
+
+/// FNV-1a, 64 bits: stable across runs, builds and platforms (the baseline
+/// outlives the process that wrote it).
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn bytes(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn word(&mut self, word: u64) {
+        self.bytes(&word.to_le_bytes());
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The splitmix64 finaliser: spreads FNV's weak high bits.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+// ------------------------------------------------------------------ keys
+
+/// A path relative to the project root, as bytes with `/` separators.
+#[cfg(unix)]
+fn path_bytes(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes().to_vec()
+}
+
+#[cfg(not(unix))]
+fn path_bytes(path: &Path) -> Vec<u8> {
+    path.to_string_lossy().replace('\\', "/").into_bytes()
+}
+
+/// The key of a relative path in a baseline: the path itself when it is
+/// UTF-8, else a NUL (which no path holds) and its bytes in hex, so that
+/// every path has its own key and the key gives the path back.
+fn key_of(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !text.starts_with('\0') => text.to_string(),
+        _ => {
+            let mut key = String::with_capacity(1 + bytes.len() * 2);
+            key.push('\0');
+            for b in bytes {
+                key.push_str(&format!("{b:02x}"));
+            }
+            key
+        }
+    }
+}
+
+/// The bytes of a key's path.
+fn key_bytes(key: &str) -> Option<Vec<u8>> {
+    match key.strip_prefix('\0') {
+        None => Some(key.as_bytes().to_vec()),
+        Some(hex) if hex.len() % 2 == 0 => (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+            .collect(),
+        Some(_) => None,
+    }
+}
+
+/// The relative path a key stands for.
+fn key_path(key: &str) -> Option<PathBuf> {
+    let bytes = key_bytes(key)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
+    }
+    #[cfg(not(unix))]
+    {
+        Some(PathBuf::from(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+}
+
+/// True when a component of the relative path is `.claude`.
+fn under_own_dir(relative: &[u8]) -> bool {
+    relative
+        .split(|&b| b == b'/')
+        .any(|part| part == OWN_DIR.as_bytes())
+}
+
+/// True when a folder of the relative path is one the scan skips.
+fn under_ignored_dir(relative: &Path) -> bool {
+    let mut parts: Vec<_> = relative.components().collect();
+    parts.pop(); // the file itself
+    parts.iter().any(|part| match part {
+        Component::Normal(name) => SCAN_IGNORES
+            .iter()
+            .any(|i| *name == std::ffi::OsStr::new(i)),
+        _ => false,
+    })
+}
+
+/// `path` without `.` and with `..` applied, without touching the disk.
+fn normalise(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The keys of the files in `paths` that lie inside the project, outside
+/// `.claude/` and the scan's ignored folders (the edits that count).
+fn project_keys(given_root: &Path, root: &Path, paths: &[PathBuf]) -> Vec<String> {
+    let mut keys = Vec::new();
+    for path in paths {
+        if !path.is_absolute() {
+            continue;
+        }
+        let path = normalise(path);
+        let relative = path
+            .strip_prefix(root)
+            .or_else(|_| path.strip_prefix(normalise(given_root)))
+            .map(Path::to_path_buf)
+            .ok()
+            .or_else(|| {
+                // A path through a symbolic link: resolve its folder.
+                let folder = fs::canonicalize(path.parent()?).ok()?;
+                let relative = folder.strip_prefix(root).ok()?;
+                Some(relative.join(path.file_name()?))
+            });
+        let Some(relative) = relative else { continue };
+        let bytes = path_bytes(&relative);
+        if bytes.is_empty() || under_own_dir(&bytes) || under_ignored_dir(&relative) {
+            continue;
+        }
+        let key = key_of(&bytes);
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys
+}
+
+// ------------------------------------------------------------------ listing
+
+/// An order-independent digest of a listing: how many entries, and two sums
+/// of per-entry hashes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Digest {
+    count: u64,
+    a: u64,
+    b: u64,
+}
+
+impl Digest {
+    fn add(&mut self, path: &[u8], stamp: u64) {
+        let mut h = Fnv::new();
+        h.bytes(path);
+        let path_hash = h.finish();
+        self.count += 1;
+        self.a = self.a.wrapping_add(mix(path_hash ^ mix(stamp)));
+        self.b = self.b.wrapping_add(mix(
+            path_hash.rotate_left(32) ^ stamp.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ));
+    }
+
+    fn text(&self) -> String {
+        format!("{}:{:016x}{:016x}", self.count, self.a, self.b)
+    }
+
+    fn parse(text: &str) -> Option<Digest> {
+        let (count, hash) = text.split_once(':')?;
+        if hash.len() != 32 {
+            return None;
+        }
+        Some(Digest {
+            count: count.parse().ok()?,
+            a: u64::from_str_radix(&hash[..16], 16).ok()?,
+            b: u64::from_str_radix(&hash[16..], 16).ok()?,
+        })
+    }
+}
+
+/// What a full check found.
+#[derive(Debug)]
+struct Listing {
+    source: Method,
+    head: Option<String>,
+    /// With git: the project is a subfolder of its repository.
+    subfolder: bool,
+    /// The entries (key, stamp) while they fit a baseline; `None` past that.
+    entries: Option<Vec<(String, u64)>>,
+    listed_bytes: usize,
+    digest: Digest,
+    truncated: bool,
+}
+
+impl Listing {
+    fn new(source: Method) -> Self {
+        Listing {
+            source,
+            head: None,
+            subfolder: false,
+            entries: Some(Vec::new()),
+            listed_bytes: 0,
+            digest: Digest::default(),
+            truncated: false,
+        }
+    }
+
+    fn add(&mut self, path: &[u8], stamp: u64) {
+        self.digest.add(path, stamp);
+        if let Some(entries) = &mut self.entries {
+            self.listed_bytes += path.len();
+            if entries.len() < MAX_LISTED && self.listed_bytes <= MAX_LISTED_BYTES {
+                entries.push((key_of(path), stamp));
+            } else {
+                self.entries = None;
+            }
+        }
+    }
+
+    fn into_baseline(self) -> Baseline {
+        let (files, digest) = match self.entries {
+            Some(entries) if !self.truncated => (
+                entries
+                    .into_iter()
+                    .map(|(key, stamp)| (key, stamp_text(stamp)))
+                    .collect(),
+                None,
+            ),
+            _ => (BTreeMap::new(), Some(self.digest.text())),
+        };
+        Baseline {
+            source: self.source,
+            head: self.head,
+            files,
+            digest,
+            truncated: self.truncated,
+            stale: false,
+            touched: BTreeMap::new(),
+        }
+    }
+}
+
+impl Baseline {
+    /// Whether the project changed between this baseline and `now`.
+    fn compare(&self, root: &Path, now: &Listing) -> Option<bool> {
+        if self.stale {
+            // The listing was dropped: only a touched file that changed
+            // again proves anything.
+            return self
+                .touched
+                .iter()
+                .any(|(key, stamp)| stamp_text(stamp_now(root, key)) != *stamp)
+                .then_some(true);
+        }
+        if self.source != now.source || !matches!(self.source, Method::Git | Method::Scan) {
+            return None;
+        }
+        if self.head != now.head {
+            let moved = match (self.head.as_deref(), now.head.as_deref()) {
+                (Some(old), Some(new)) if is_commit_id(old) && is_commit_id(new) => {
+                    git_tree_changed(root, old, new, now.subfolder)
+                }
+                // The first commit.
+                (Some(INITIAL), Some(new)) if is_commit_id(new) => true,
+                // Not what git wrote (a hand-edited state): nothing to compare.
+                _ => return None,
+            };
+            if moved {
+                return Some(true);
+            }
+            // HEAD moved without touching the project's folder (a commit
+            // elsewhere in the repository): the files decide.
+        }
+        let before = self.digest()?;
+        if self.truncated || now.truncated {
+            // Each covers only the files it reached: a difference is a
+            // change, an equal digest proves nothing past the limit.
+            return (before != now.digest).then_some(true);
+        }
+        match (&self.digest, &now.entries) {
+            (None, Some(entries)) => Some(self.differs(root, entries)),
+            _ => Some(before != now.digest),
+        }
+    }
+
+    /// Both listings in full: any path listed on either side whose stamp
+    /// moved. A path listed before but not now is looked at again: with git
+    /// a file leaves the listing when its content is back to HEAD's, which
+    /// is a change only if the file changed since (a file a tool edited and
+    /// recorded here may never have been listed by git).
+    fn differs(&self, root: &Path, entries: &[(String, u64)]) -> bool {
+        let listed: HashSet<&str> = entries.iter().map(|(key, _)| key.as_str()).collect();
+        entries
+            .iter()
+            .any(|(key, stamp)| self.files.get(key) != Some(&stamp_text(*stamp)))
+            || self
+                .files
+                .iter()
+                .filter(|(key, _)| !listed.contains(key.as_str()))
+                .any(|(key, stamp)| stamp_text(stamp_now(root, key)) != *stamp)
+    }
+
+    /// The digest of the listing this baseline stands for.
+    fn digest(&self) -> Option<Digest> {
+        if let Some(text) = &self.digest {
+            return Digest::parse(text);
+        }
+        let mut digest = Digest::default();
+        for (key, stamp) in &self.files {
+            digest.add(&key_bytes(key)?, parse_stamp(stamp)?);
+        }
+        Some(digest)
+    }
+
+    /// The baseline after a stop at which the agent's file tools changed
+    /// `keys`. When those edits are all that happened (`fully_described`)
+    /// and the listing is kept in full, their new stamps go into it, so it
+    /// describes the project as of this stop. Otherwise something else may
+    /// have changed unseen: the baseline goes stale and keeps only the
+    /// touched files' stamps, so the next full check can still see them
+    /// change again, but never reports this stop's changes a second time.
+    fn after_tool_edits(&self, root: &Path, keys: &[String], fully_described: bool) -> Baseline {
+        if fully_described && !self.stale && !self.truncated && self.digest.is_none() {
+            let mut next = self.clone();
+            for key in keys {
+                next.files
+                    .insert(key.clone(), stamp_text(stamp_now(root, key)));
+            }
+            let bytes: usize = next.files.keys().map(String::len).sum();
+            if next.files.len() <= MAX_LISTED && bytes <= MAX_LISTED_BYTES {
+                return next;
+            }
+        }
+        // Every touched file's stamp is taken now, also those touched at an
+        // earlier stop: this stop is the reference for all of them.
+        let mut touched = BTreeMap::new();
+        let mut bytes = 0;
+        let earlier = if self.stale {
+            self.touched.keys().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        for key in keys.iter().chain(earlier.iter()) {
+            if touched.contains_key(key) {
+                continue;
+            }
+            bytes += key.len();
+            if touched.len() >= MAX_LISTED || bytes > MAX_LISTED_BYTES {
+                break; // fewer touched files only means fewer changes proven
+            }
+            touched.insert(key.clone(), stamp_text(stamp_now(root, key)));
+        }
+        Baseline {
+            source: self.source,
+            head: None,
+            files: BTreeMap::new(),
+            digest: None,
+            truncated: false,
+            stale: true,
+            touched,
+        }
+    }
+}
+
+/// Lists the project: with git when the project lies in a repository that
+/// does not ignore it, else by a scan. `None` when neither works.
+fn full_check(root: &Path, limits: Limits) -> Option<Listing> {
+    if let Some(top) = repository_top(root) {
+        match git_listing(root, &top) {
+            GitListing::Listed(listing) => return Some(listing),
+            GitListing::Failed => return None,
+            GitListing::NotUsable => {}
+        }
+    }
+    scan(root, limits)
+}
+
+/// The nearest folder, `root` or above, holding `.git` (a folder, or a file
+/// for worktrees and submodules): where git will find the repository, and
+/// what the paths it prints are relative to. Only then is git worth starting.
+fn repository_top(root: &Path) -> Option<PathBuf> {
     root.ancestors()
-        .any(|dir| dir.join(".git").symlink_metadata().is_ok())
+        .find(|dir| dir.join(".git").symlink_metadata().is_ok())
+        .map(Path::to_path_buf)
 }
 
-/// A fingerprint of the project's files, or `None` when it cannot be taken.
-pub fn fingerprint(root: &Path) -> Option<String> {
-    if !inside_git_repository(root) {
-        return Some(format!("scan:{}", scan_fingerprint(root)));
-    }
-    match git_status(root) {
-        GitStatus::Listed(bytes) => Some(format!("git:{}", git_fingerprint(root, &bytes))),
-        GitStatus::NotARepository => Some(format!("scan:{}", scan_fingerprint(root))),
-        GitStatus::Failed => None,
-    }
-}
-
-enum GitStatus {
-    Listed(Vec<u8>),
-    NotARepository,
+enum GitListing {
+    Listed(Listing),
+    /// Not a repository after all, no git, or a folder the repository
+    /// ignores: git can say nothing about it.
+    NotUsable,
     Failed,
 }
 
-fn git_status(root: &Path) -> GitStatus {
-    let child = Command::new("git")
-        .args([
-            "-c",
-            "core.quotepath=off",
-            "status",
-            "--porcelain=v2",
-            "--branch",
-            "-z",
-            "--untracked-files=all",
-        ])
-        .current_dir(root)
-        // Never take index.lock: the agent may be running git at the same time.
-        .env("GIT_OPTIONAL_LOCKS", "0")
+/// `git status` of the project's folder.
+///
+/// - `core.fsmonitor` is forced off: the agent can edit `.git/config`, and
+///   the hook must never run a program it named.
+/// - `GIT_OPTIONAL_LOCKS=0`: git never takes `index.lock` for the hook, so a
+///   git command of the agent or the person running at that moment cannot
+///   fail because of it, and the hook never rewrites the person's index. The
+///   price: no refreshed index and no untracked cache is written back. On a
+///   100,000-file repository the walk for untracked files took 105-170 ms of
+///   a 440-520 ms `git status`, and 3-40 ms with an untracked cache; but
+///   keeping that cache up to date meant writing the 9 MB index (40-55 ms,
+///   under `index.lock`) at every stop whose folders had changed, and it
+///   relies on folder mtimes, which not every filesystem keeps. So the hook
+///   does not turn the cache on; one the person keeps (with
+///   `status.showUntrackedFiles=all`, as `--untracked-files=all` needs) is
+///   still read.
+/// - A project at the top of its repository is listed without a pathspec
+///   (git ignores the untracked cache when one is given); a project in a
+///   subfolder with the pathspec `.` (its own folder only), which also spares
+///   git the rest of the repository.
+fn git_listing(root: &Path, top: &Path) -> GitListing {
+    let Ok(prefix) = root.strip_prefix(top) else {
+        return GitListing::Failed;
+    };
+    let mut prefix = path_bytes(prefix);
+    if !prefix.is_empty() {
+        prefix.push(b'/');
+    }
+    let mut command = Command::new("git");
+    command.args([
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.quotepath=off",
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--branch",
+        "--untracked-files=all",
+        "--no-renames",
+    ]);
+    if !prefix.is_empty() {
+        // A folder the repository ignores as a whole shows as one `!` line.
+        command.args(["--ignored=matching", "--", "."]);
+    }
+    command.current_dir(root).env("GIT_OPTIONAL_LOCKS", "0");
+    for var in GIT_LOCATION_VARS {
+        command.env_remove(var);
+    }
+    let bytes = match run_git(command) {
+        GitRun::Output(bytes) => bytes,
+        GitRun::NotUsable => return GitListing::NotUsable,
+        GitRun::Failed => return GitListing::Failed,
+    };
+    let mut listing = parse_status(root, &prefix, &bytes);
+    if let GitListing::Listed(listing) = &mut listing {
+        listing.subfolder = !prefix.is_empty();
+    }
+    listing
+}
+
+/// What `git status` names HEAD before the first commit.
+const INITIAL: &str = "(initial)";
+
+/// A full commit id (SHA-1 or SHA-256): nothing else is ever given to git.
+fn is_commit_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether the commits `old` and `new` differ inside the project's folder
+/// (the whole tree for a project at the top of its repository). A commit
+/// git cannot read (history rewritten and pruned) counts as a change.
+fn git_tree_changed(root: &Path, old: &str, new: &str, subfolder: bool) -> bool {
+    let mut command = Command::new("git");
+    command.args([
+        "-c",
+        "core.fsmonitor=false",
+        "diff-tree",
+        "--quiet",
+        "-r",
+        old,
+        new,
+    ]);
+    if subfolder {
+        command.args(["--", "."]);
+    }
+    command.current_dir(root).env("GIT_OPTIONAL_LOCKS", "0");
+    for var in GIT_LOCATION_VARS {
+        command.env_remove(var);
+    }
+    !matches!(run_git(command), GitRun::Output(_))
+}
+
+/// Reads `git status --porcelain=v2 -z` output: HEAD, and each entry below
+/// `prefix` with its file's stamp now.
+fn parse_status(root: &Path, prefix: &[u8], status: &[u8]) -> GitListing {
+    let mut listing = Listing::new(Method::Git);
+    let mut records = status.split(|&b| b == 0);
+    while let Some(record) = records.next() {
+        if let Some(oid) = record.strip_prefix(b"# branch.oid ") {
+            listing.head = Some(String::from_utf8_lossy(oid).into_owned());
+            continue;
+        }
+        let fields = |n: usize| record.splitn(n, |&b| b == b' ').nth(n - 1);
+        let path = match record.first() {
+            Some(b'1') => fields(9),
+            Some(b'2') => {
+                records.next(); // the rename's original path
+                fields(10)
+            }
+            Some(b'u') => fields(11),
+            Some(b'?') => record.get(2..),
+            Some(b'!') => {
+                // An ignored folder is printed with its trailing `/`.
+                let ignored = record.get(2..).unwrap_or_default();
+                if ignored.ends_with(b"/") && prefix.starts_with(ignored) {
+                    return GitListing::NotUsable;
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        let Some(path) = path else { continue };
+        let Some(relative) = path.strip_prefix(prefix) else {
+            // Not below the project folder: git resolved the repository
+            // differently than expected, so nothing here can be trusted.
+            return GitListing::Failed;
+        };
+        if relative.is_empty() || under_own_dir(relative) {
+            continue;
+        }
+        let key = key_of(relative);
+        listing.add(relative, stamp_now(root, &key));
+    }
+    if listing.head.is_none() {
+        return GitListing::Failed;
+    }
+    GitListing::Listed(listing)
+}
+
+enum GitRun {
+    Output(Vec<u8>),
+    NotUsable,
+    Failed,
+}
+
+fn run_git(mut command: Command) -> GitRun {
+    let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn();
     let Ok(mut child) = child else {
-        return GitStatus::NotARepository; // no git on this machine
+        return GitRun::NotUsable; // no git on this machine
     };
     // Read until git closes its output (no polling delay on the hook's path);
     // a watchdog kills it if it runs past the timeout.
@@ -112,111 +860,58 @@ fn git_status(root: &Path) -> GitStatus {
     let exit = child.wait().ok();
     let _ = done.send(());
     let timed_out = watchdog.join().unwrap_or(true);
-    let status = exit.filter(|_| !timed_out);
-    match status {
-        Some(s) if s.success() => GitStatus::Listed(bytes),
-        Some(s) if s.code() == Some(128) => GitStatus::NotARepository,
-        _ => GitStatus::Failed,
+    match exit.filter(|_| !timed_out) {
+        Some(s) if s.success() => GitRun::Output(bytes),
+        Some(s) if s.code() == Some(128) => GitRun::NotUsable,
+        _ => GitRun::Failed,
     }
 }
 
-fn under_claude_dir(path: &str) -> bool {
-    path.starts_with(".claude/") || path.contains("/.claude/")
-}
-
-/// Size and mtime of a path, as text (absent files say so).
-fn stamp(path: &Path) -> String {
-    match fs::symlink_metadata(path) {
-        Ok(meta) => {
-            let mtime = meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map(|d| d.as_nanos())
-                .unwrap_or_default();
-            format!("{}:{mtime}", meta.len())
-        }
-        Err(_) => "absent".into(),
-    }
-}
-
-/// Hashes `git status --porcelain=v2 -z` output: the branch header (HEAD's
-/// commit) and each entry with the size and mtime of its file.
-fn git_fingerprint(root: &Path, status: &[u8]) -> String {
-    let text = String::from_utf8_lossy(status);
-    let mut records: Vec<String> = Vec::new();
-    let mut fields = text.split('\0').peekable();
-    while let Some(record) = fields.next() {
-        if record.is_empty() {
-            continue;
-        }
-        if record.starts_with("# branch.oid") {
-            records.push(record.to_string());
-            continue;
-        }
-        if record.starts_with('#') {
-            continue;
-        }
-        // Renames ("2 …") carry the original path as the next field.
-        if record.starts_with("2 ") {
-            fields.next();
-        }
-        let path = match record.as_bytes()[0] {
-            b'1' => record.splitn(9, ' ').nth(8),
-            b'2' => record.splitn(10, ' ').nth(9),
-            b'u' => record.splitn(11, ' ').nth(10),
-            b'?' | b'!' => record.get(2..),
-            _ => None,
+/// Every file below `root` with its stamp, skipping [`SCAN_IGNORES`]; folders
+/// in name order, so that a scan stopped at the limit always covers the same
+/// files of an unchanged tree. `None` when `root` cannot be read or the scan
+/// runs out of time.
+fn scan(root: &Path, limits: Limits) -> Option<Listing> {
+    let started = Instant::now();
+    let mut listing = Listing::new(Method::Scan);
+    let mut stack: Vec<(PathBuf, Vec<u8>)> = vec![(root.to_path_buf(), Vec::new())];
+    while let Some((dir, relative)) = stack.pop() {
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(_) if relative.is_empty() => return None, // the project folder itself
+            Err(_) => continue,
         };
-        let Some(path) = path else { continue };
-        if under_claude_dir(path) {
-            continue;
-        }
-        // A path relative to the repository's top; git runs in the project
-        // folder, which may be below it, so try both.
-        let file = root.join(path);
-        records.push(format!("{record}\0{}", stamp(&file)));
-    }
-    records.sort();
-    hash(&records.join("\n"))
-}
-
-/// Hashes the relative path, size and mtime of up to [`SCAN_LIMIT`] files.
-fn scan_fingerprint(root: &Path) -> String {
-    let mut records = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut entries: Vec<_> = entries.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            if records.len() >= SCAN_LIMIT {
-                records.push("(scan limit reached)".to_string());
-                return hash(&records.join("\n"));
-            }
-            let name = entry.file_name();
+        let mut entries: Vec<(std::ffi::OsString, fs::DirEntry)> =
+            entries.flatten().map(|e| (e.file_name(), e)).collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut folders = Vec::new();
+        for (name, entry) in entries {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let mut path = relative.clone();
+            path.extend_from_slice(&path_bytes(Path::new(&name)));
             if kind.is_dir() {
-                if !SCAN_IGNORES.iter().any(|i| name == *i) {
-                    stack.push(entry.path());
+                if !SCAN_IGNORES.iter().any(|i| name == **i) {
+                    path.push(b'/');
+                    folders.push((entry.path(), path));
                 }
                 continue;
             }
-            let path = entry.path();
-            let relative = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
-            records.push(format!("{relative}\0{}", stamp(&path)));
+            if listing.digest.count as usize >= limits.scan_files {
+                listing.truncated = true;
+                return Some(listing);
+            }
+            if listing.digest.count % 1024 == 1023 && started.elapsed() > limits.scan_time {
+                return None;
+            }
+            let stamp = entry.metadata().map(|m| stamp_of(&m)).unwrap_or(ABSENT);
+            listing.add(&path, stamp);
         }
+        // Popped in name order.
+        stack.extend(folders.into_iter().rev());
     }
-    records.sort();
-    hash(&records.join("\n"))
+    Some(listing)
 }
 
 /// The `currentScenario` of `.claude/context/runtime/tdd-state.json`, when
@@ -257,82 +952,623 @@ mod tests {
         assert!(ok, "git {args:?}");
     }
 
+    /// A repository at `dir` with `files` committed.
+    fn repository(dir: &Path, files: &[&str]) {
+        git(dir, &["init", "-q"]);
+        for file in files {
+            let path = dir.join(file);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, format!("{file}\n")).unwrap();
+        }
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    }
+
     /// Waits past the filesystem's timestamp granularity so an edit gets a new mtime.
     fn tick() {
         thread::sleep(Duration::from_millis(20));
     }
 
-    fn check_changes(dir: &Path, kind: &str) {
-        let base = fingerprint(dir).unwrap();
-        assert!(base.starts_with(kind), "{base}");
-        assert_eq!(
-            fingerprint(dir).unwrap(),
-            base,
-            "an unchanged tree is recognised"
-        );
-
-        fs::create_dir_all(dir.join(".claude/context/runtime")).unwrap();
-        fs::write(dir.join(".claude/context/runtime/ralph-state.json"), "{}").unwrap();
-        fs::write(dir.join(".claude/ralph-notes.md"), "x").unwrap();
-        assert_eq!(
-            fingerprint(dir).unwrap(),
-            base,
-            "ralph's own files do not count"
-        );
-
+    fn append(path: &Path, text: &str) {
         tick();
-        fs::write(dir.join("new.txt"), "new").unwrap();
-        let with_new = fingerprint(dir).unwrap();
-        assert_ne!(with_new, base, "an untracked file is progress");
+        let mut old = fs::read(path).unwrap_or_default();
+        old.extend_from_slice(text.as_bytes());
+        fs::write(path, old).unwrap();
+    }
 
-        tick();
-        fs::write(dir.join("new.txt"), "newer").unwrap();
-        let edited = fingerprint(dir).unwrap();
-        assert_ne!(edited, with_new, "editing a file again is progress");
-        assert_eq!(fingerprint(dir).unwrap(), edited);
+    /// A loop's stops as the breaker sees them: each reading is compared with
+    /// the baseline the previous one left (or the start's).
+    struct Stops {
+        root: PathBuf,
+        baseline: Option<Baseline>,
+        limits: Limits,
+    }
+
+    impl Stops {
+        fn start(root: &Path) -> Stops {
+            Stops::start_within(root, LIMITS)
+        }
+
+        fn start_within(root: &Path, limits: Limits) -> Stops {
+            let baseline = full_check(&canonical(root), limits).map(Listing::into_baseline);
+            assert!(baseline.is_some(), "a baseline of {}", root.display());
+            Stops {
+                root: root.to_path_buf(),
+                baseline,
+                limits,
+            }
+        }
+
+        /// A stop after an iteration whose tools did not say what changed (Bash).
+        fn full(&mut self) -> Reading {
+            self.stop(ToolEdits::default())
+        }
+
+        /// A stop after an iteration whose file tools changed `files`
+        /// (relative to the root); `alone`: no other tool ran.
+        fn edited(&mut self, files: &[&str], alone: bool) -> Reading {
+            self.stop(ToolEdits {
+                changed_files: files.iter().map(|f| self.root.join(f)).collect(),
+                fully_described: alone,
+            })
+        }
+
+        fn stop(&mut self, edits: ToolEdits) -> Reading {
+            let reading = read_within(&self.root, self.baseline.as_ref(), &edits, self.limits);
+            if let Some(baseline) = &reading.baseline {
+                // What the state keeps between stops: it must survive JSON.
+                let json = serde_json::to_string(baseline).unwrap();
+                let back: Baseline = serde_json::from_str(&json).unwrap();
+                assert_eq!(&back, baseline, "{json}");
+                self.baseline = Some(back);
+            }
+            reading
+        }
+
+        fn changed(&mut self) -> Option<bool> {
+            self.full().changed
+        }
     }
 
     #[test]
-    fn git_fingerprint_sees_edits_untracked_files_and_commits() {
+    fn git_sees_edits_untracked_files_deletions_and_commits() {
         let dir = TempDir::new();
         let root = dir.path();
-        git(root, &["init", "-q"]);
-        fs::write(root.join("a.txt"), "a").unwrap();
-        git(root, &["add", "a.txt"]);
-        git(root, &["commit", "-q", "-m", "one"]);
-        check_changes(root, "git:");
+        repository(root, &["a.txt", "b.txt"]);
+        let mut stops = Stops::start(root);
+        let reading = stops.full();
+        assert_eq!(
+            (reading.changed, reading.method),
+            (Some(false), Method::Git)
+        );
+
+        fs::create_dir_all(root.join(".claude/context/runtime")).unwrap();
+        fs::write(root.join(".claude/context/runtime/ralph-state.json"), "{}").unwrap();
+        fs::create_dir_all(root.join("sub/.claude")).unwrap();
+        fs::write(root.join("sub/.claude/settings.json"), "{}").unwrap();
+        assert_eq!(stops.changed(), Some(false), ".claude/ files do not count");
+
+        tick();
+        fs::write(root.join("new.txt"), "new").unwrap();
+        assert_eq!(stops.changed(), Some(true), "an untracked file");
+        assert_eq!(stops.changed(), Some(false), "counted once");
+        append(&root.join("new.txt"), "more");
+        assert_eq!(
+            stops.changed(),
+            Some(true),
+            "an untracked file edited again"
+        );
+        append(&root.join("a.txt"), "edit");
+        assert_eq!(stops.changed(), Some(true), "a tracked file edited");
+        append(&root.join("a.txt"), "again");
+        assert_eq!(stops.changed(), Some(true), "a modified file edited again");
+        assert_eq!(stops.changed(), Some(false));
 
         git(root, &["add", "-A"]);
-        let staged = fingerprint(root).unwrap();
-        git(root, &["commit", "-q", "-m", "two"]);
-        let committed = fingerprint(root).unwrap();
-        assert_ne!(committed, staged, "a commit is progress");
-
-        fs::write(root.join(".gitignore"), "ignored.log\n").unwrap();
-        git(root, &["add", ".gitignore"]);
-        git(root, &["commit", "-q", "-m", "ignore"]);
-        let clean = fingerprint(root).unwrap();
-        fs::write(root.join("ignored.log"), "noise").unwrap();
         assert_eq!(
-            fingerprint(root).unwrap(),
-            clean,
-            "ignored files do not count"
+            stops.changed(),
+            Some(false),
+            "staging alone changes no file"
         );
+        git(root, &["commit", "-q", "-m", "two"]);
+        assert_eq!(stops.changed(), Some(true), "a commit");
+        assert_eq!(stops.changed(), Some(false));
+        git(root, &["commit", "-q", "--allow-empty", "-m", "empty"]);
+        assert_eq!(
+            stops.changed(),
+            Some(false),
+            "a commit that changes no file"
+        );
+
+        fs::remove_file(root.join("b.txt")).unwrap();
+        assert_eq!(stops.changed(), Some(true), "a tracked file deleted");
+        git(root, &["checkout", "--", "b.txt"]);
+        assert_eq!(stops.changed(), Some(true), "and restored");
+
+        fs::write(root.join(".gitignore"), "*.log\n").unwrap();
+        assert_eq!(stops.changed(), Some(true));
+        fs::write(root.join("noise.log"), "noise").unwrap();
+        assert_eq!(stops.changed(), Some(false), "ignored files do not count");
     }
 
     #[test]
-    fn scan_fingerprint_without_git() {
+    fn a_subfolder_project_counts_only_its_own_folder() {
         let dir = TempDir::new();
-        fs::write(dir.path().join("a.txt"), "a").unwrap();
-        check_changes(dir.path(), "scan:");
-        let before = fingerprint(dir.path()).unwrap();
-        fs::create_dir_all(dir.path().join("node_modules/x")).unwrap();
-        fs::write(dir.path().join("node_modules/x/index.js"), "x").unwrap();
+        let top = dir.path();
+        repository(top, &["mono/app/lib.txt", "mono/other/x.txt", "top.txt"]);
+        let root = top.join("mono/app");
+        let mut stops = Stops::start(&root);
+        assert_eq!(stops.full().method, Method::Git);
+        assert_eq!(stops.changed(), Some(false));
+
+        append(&top.join("mono/other/x.txt"), "elsewhere");
+        fs::write(top.join("mono/other/new.txt"), "elsewhere").unwrap();
+        append(&top.join("top.txt"), "elsewhere");
+        assert_eq!(stops.changed(), Some(false), "changes outside the project");
+
+        append(&root.join("lib.txt"), "1");
+        assert_eq!(stops.changed(), Some(true), "a tracked file of the project");
+        append(&root.join("lib.txt"), "2");
+        assert_eq!(stops.changed(), Some(true), "the same file edited again");
+        fs::write(root.join("notes.md"), "n").unwrap();
         assert_eq!(
-            fingerprint(dir.path()).unwrap(),
-            before,
-            "ignored folders do not count"
+            stops.changed(),
+            Some(true),
+            "an untracked file in the project"
         );
+        assert_eq!(stops.changed(), Some(false));
+        let files = &stops.baseline.as_ref().unwrap().files;
+        assert_eq!(
+            files.keys().collect::<Vec<_>>(),
+            ["lib.txt", "notes.md"],
+            "paths relative to the project, nothing from outside"
+        );
+
+        git(top, &["add", "mono/other"]);
+        git(top, &["commit", "-q", "-m", "outside"]);
+        assert_eq!(
+            stops.changed(),
+            Some(false),
+            "a commit of files outside the project"
+        );
+        git(top, &["add", "-A"]);
+        git(top, &["commit", "-q", "-m", "inside"]);
+        assert_eq!(
+            stops.changed(),
+            Some(true),
+            "a commit of the project's files"
+        );
+        assert_eq!(stops.changed(), Some(false));
+    }
+
+    #[test]
+    fn a_project_its_repository_ignores_is_scanned() {
+        let dir = TempDir::new();
+        let top = dir.path();
+        repository(top, &[]);
+        fs::write(top.join(".gitignore"), "scratch/\n").unwrap();
+        let root = top.join("scratch/project");
+        fs::create_dir_all(&root).unwrap();
+        fs::write(root.join("a.txt"), "a").unwrap();
+        let mut stops = Stops::start(&root);
+        assert_eq!(stops.full().method, Method::Scan);
+        append(&root.join("a.txt"), "b");
+        let reading = stops.full();
+        assert_eq!(
+            (reading.changed, reading.method),
+            (Some(true), Method::Scan)
+        );
+        assert_eq!(stops.changed(), Some(false));
+    }
+
+    /// Names git and the baseline must carry intact.
+    const AWKWARD: &[&str] = &[
+        "with space.txt",
+        "quote\"d 'name'.txt",
+        "non-ascii-é-日本.txt",
+        "new\nline.txt",
+        "back\\slash.txt",
+    ];
+
+    fn awkward_names_work(root: &Path, method: Method) {
+        let mut stops = Stops::start(root);
+        for name in AWKWARD {
+            fs::write(root.join(name), "x").unwrap();
+            let reading = stops.full();
+            assert_eq!(
+                (reading.changed, reading.method),
+                (Some(true), method),
+                "{name:?} created"
+            );
+            assert_eq!(stops.changed(), Some(false), "{name:?} unchanged");
+            append(&root.join(name), "y");
+            assert_eq!(stops.changed(), Some(true), "{name:?} edited");
+            assert_eq!(stops.changed(), Some(false));
+        }
+        let files = &stops.baseline.as_ref().unwrap().files;
+        for name in AWKWARD {
+            assert!(files.contains_key(*name), "{name:?} in {files:?}");
+        }
+        for name in AWKWARD {
+            assert_eq!(
+                stops.edited(&[name], true).changed,
+                Some(true),
+                "{name:?} written by a file tool"
+            );
+            assert_eq!(stops.changed(), Some(false), "{name:?} counted once");
+        }
+    }
+
+    #[test]
+    fn awkward_file_names_with_git() {
+        let dir = TempDir::new();
+        repository(dir.path(), &[]);
+        let root = dir.path().join("sub folder é");
+        fs::create_dir_all(&root).unwrap();
+        awkward_names_work(&root, Method::Git);
+    }
+
+    #[test]
+    fn awkward_file_names_without_git() {
+        let dir = TempDir::new();
+        awkward_names_work(dir.path(), Method::Scan);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn file_names_that_are_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::OsStr::from_bytes(b"latin1-\xe9.txt");
+        for with_git in [true, false] {
+            let dir = TempDir::new();
+            let root = dir.path();
+            if with_git {
+                repository(root, &[]);
+            }
+            let mut stops = Stops::start(root);
+            if fs::write(root.join(name), "x").is_err() {
+                return; // a filesystem that refuses such names
+            }
+            assert_eq!(stops.changed(), Some(true));
+            assert_eq!(stops.changed(), Some(false));
+            let files = &stops.baseline.as_ref().unwrap().files;
+            let key = files.keys().next().unwrap();
+            assert_eq!(key_bytes(key).unwrap(), name.as_bytes(), "{key:?}");
+            append(&root.join(name), "y");
+            assert_eq!(stops.changed(), Some(true), "with git: {with_git}");
+        }
+    }
+
+    #[test]
+    fn keys_give_their_path_back() {
+        for bytes in [
+            &b"plain/path.txt"[..],
+            b"\xff\xfe",
+            "é/日本".as_bytes(),
+            b"a\nb",
+        ] {
+            assert_eq!(key_bytes(&key_of(bytes)).unwrap(), bytes);
+        }
+        assert_ne!(key_of(b"\xff"), key_of("\u{fffd}".as_bytes()));
+        assert_eq!(key_bytes("\0zz"), None);
+    }
+
+    #[test]
+    fn tool_edits_are_progress_without_a_check_and_are_counted_once() {
+        for with_git in [true, false] {
+            let dir = TempDir::new();
+            let root = dir.path();
+            if with_git {
+                repository(root, &["a.txt", "b.txt"]);
+            } else {
+                fs::write(root.join("a.txt"), "a").unwrap();
+                fs::write(root.join("b.txt"), "b").unwrap();
+            }
+            let mut stops = Stops::start(root);
+            // A Write, then a Bash stop that changed another file, then nothing.
+            append(&root.join("a.txt"), "tool");
+            let reading = stops.edited(&["a.txt"], true);
+            assert_eq!(
+                (reading.changed, reading.method),
+                (Some(true), Method::ToolEdits)
+            );
+            append(&root.join("b.txt"), "command");
+            assert_eq!(stops.changed(), Some(true), "the command's change");
+            assert_eq!(stops.changed(), Some(false), "git: {with_git}");
+
+            // A file created by a tool, then nothing: not counted again.
+            tick();
+            fs::write(root.join("c.txt"), "created").unwrap();
+            assert_eq!(stops.edited(&["c.txt"], true).changed, Some(true));
+            assert_eq!(stops.changed(), Some(false), "no double count");
+
+            // A file a tool touched, later changed by a command: seen.
+            append(&root.join("c.txt"), "by a command");
+            assert_eq!(stops.changed(), Some(true), "a later change of it");
+            assert_eq!(stops.changed(), Some(false));
+        }
+    }
+
+    #[test]
+    fn a_tool_edit_that_restores_the_committed_content_is_counted_once() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        repository(root, &["a.txt"]);
+        append(&root.join("a.txt"), "draft");
+        let mut stops = Stops::start(root);
+        tick();
+        fs::write(root.join("a.txt"), "a.txt\n").unwrap(); // HEAD's content again
+        assert_eq!(stops.edited(&["a.txt"], true).changed, Some(true));
+        assert_eq!(
+            stops.changed(),
+            Some(false),
+            "clean again, but not changed since"
+        );
+        append(&root.join("a.txt"), "more");
+        assert_eq!(stops.changed(), Some(true));
+    }
+
+    #[test]
+    fn tool_edits_beside_other_tools_leave_no_false_answer() {
+        for with_git in [true, false] {
+            let dir = TempDir::new();
+            let root = dir.path();
+            if with_git {
+                repository(root, &["a.txt", "b.txt"]);
+            } else {
+                fs::write(root.join("a.txt"), "a").unwrap();
+                fs::write(root.join("b.txt"), "b").unwrap();
+            }
+            let mut stops = Stops::start(root);
+            // Edit a.txt with a tool, and b.txt with a command, in one iteration.
+            append(&root.join("a.txt"), "tool");
+            append(&root.join("b.txt"), "command");
+            assert_eq!(stops.edited(&["a.txt"], false).changed, Some(true));
+            // b.txt's change belongs to that stop: never counted again, but the
+            // next check cannot prove "nothing changed" either.
+            assert_eq!(stops.changed(), None, "git: {with_git}");
+            assert_eq!(stops.changed(), Some(false));
+
+            // After such a stop, a later change of the touched file is seen.
+            append(&root.join("a.txt"), "tool again");
+            assert_eq!(stops.edited(&["a.txt"], false).changed, Some(true));
+            append(&root.join("a.txt"), "by a command");
+            assert_eq!(stops.changed(), Some(true));
+            assert_eq!(stops.changed(), Some(false));
+
+            // Two such stops in a row keep every touched file's latest stamp.
+            append(&root.join("a.txt"), "1");
+            assert_eq!(stops.edited(&["a.txt"], false).changed, Some(true));
+            append(
+                &root.join("a.txt"),
+                "2 (by a command in the same iteration)",
+            );
+            append(&root.join("b.txt"), "1");
+            assert_eq!(stops.edited(&["b.txt"], false).changed, Some(true));
+            assert_eq!(stops.changed(), None, "a.txt's change was that stop's");
+            assert_eq!(stops.changed(), Some(false));
+            append(&root.join("a.txt"), "3");
+            assert_eq!(stops.edited(&["a.txt"], false).changed, Some(true));
+            append(&root.join("b.txt"), "2");
+            assert_eq!(stops.edited(&["b.txt"], false).changed, Some(true));
+            append(&root.join("a.txt"), "4 (by a command)");
+            assert_eq!(stops.changed(), Some(true), "a file touched two stops ago");
+        }
+    }
+
+    #[test]
+    fn edits_that_do_not_count_lead_to_a_full_check() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        repository(root, &["a.txt"]);
+        let outside = TempDir::new();
+        let mut stops = Stops::start(root);
+        for file in [
+            root.join(".claude/notes.md"),
+            root.join("target/debug/out.txt"),
+            root.join("web/node_modules/x/index.js"),
+            outside.path().join("elsewhere.txt"),
+            root.join("../elsewhere.txt"),
+            PathBuf::from("relative.txt"),
+        ] {
+            let reading = stops.stop(ToolEdits {
+                changed_files: vec![file.clone()],
+                fully_described: true,
+            });
+            assert_eq!(
+                (reading.changed, reading.method),
+                (Some(false), Method::Git),
+                "{}",
+                file.display()
+            );
+        }
+        // Through `..` and `.` back into the project, it counts.
+        let reading = stops.stop(ToolEdits {
+            changed_files: vec![root.join("target/../a.txt"), root.join("./a.txt")],
+            fully_described: true,
+        });
+        assert_eq!(reading.method, Method::ToolEdits);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn edits_named_through_a_symbolic_link_count() {
+        let dir = TempDir::new();
+        let real = dir.path().join("real");
+        fs::create_dir_all(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        fs::write(real.join("a.txt"), "a").unwrap();
+        let mut stops = Stops::start(&dir.path().join("link"));
+        append(&real.join("a.txt"), "b");
+        let reading = stops.stop(ToolEdits {
+            changed_files: vec![real.join("a.txt")],
+            fully_described: true,
+        });
+        assert_eq!(reading.method, Method::ToolEdits);
+        assert_eq!(stops.changed(), Some(false));
+    }
+
+    #[test]
+    fn a_long_listing_is_kept_as_a_digest() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        repository(root, &["a.txt"]);
+        fs::create_dir_all(root.join("many")).unwrap();
+        for i in 0..=MAX_LISTED {
+            fs::write(root.join(format!("many/{i}.txt")), "x").unwrap();
+        }
+        let mut stops = Stops::start(root);
+        let baseline = stops.baseline.clone().unwrap();
+        assert!(baseline.files.is_empty() && baseline.digest.is_some());
+        assert!(serde_json::to_string(&baseline).unwrap().len() < 200);
+        assert_eq!(stops.changed(), Some(false));
+        append(&root.join("many/7.txt"), "y");
+        assert_eq!(stops.changed(), Some(true));
+        fs::remove_file(root.join("many/8.txt")).unwrap();
+        assert_eq!(stops.changed(), Some(true), "a file gone");
+        assert_eq!(stops.changed(), Some(false));
+
+        // A digest cannot take a tool's edit: the baseline goes stale.
+        append(&root.join("a.txt"), "tool");
+        assert_eq!(stops.edited(&["a.txt"], true).changed, Some(true));
+        assert!(stops.baseline.as_ref().unwrap().stale);
+        assert_eq!(stops.changed(), None);
+        assert_eq!(stops.changed(), Some(false));
+    }
+
+    #[test]
+    fn the_baseline_stays_bounded() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        fs::write(root.join("a.txt"), "a").unwrap();
+        let mut stops = Stops::start(root);
+        let names: Vec<String> = (0..MAX_LISTED + 50).map(|i| format!("f{i}.txt")).collect();
+        for name in &names {
+            fs::write(root.join(name), "x").unwrap();
+        }
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        for alone in [true, false] {
+            assert_eq!(stops.edited(&refs, alone).changed, Some(true));
+            let baseline = stops.baseline.as_ref().unwrap();
+            assert!(baseline.files.len() <= MAX_LISTED);
+            assert!(baseline.touched.len() <= MAX_LISTED);
+        }
+    }
+
+    #[test]
+    fn a_scan_past_its_limit_never_says_unchanged() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        for i in 0..30 {
+            fs::write(root.join(format!("f{i:02}.txt")), "x").unwrap();
+        }
+        let limits = Limits {
+            scan_files: 10,
+            scan_time: SCAN_TIMEOUT,
+        };
+        let mut stops = Stops::start_within(root, limits);
+        assert!(stops.baseline.as_ref().unwrap().truncated);
+        let reading = stops.full();
+        assert_eq!(
+            (reading.changed, reading.method),
+            (None, Method::Scan),
+            "an unchanged start proves nothing about the rest"
+        );
+        append(&root.join("f25.txt"), "past the limit");
+        assert_eq!(
+            stops.changed(),
+            None,
+            "a change past the limit is not denied"
+        );
+        append(&root.join("f03.txt"), "within the limit");
+        assert_eq!(stops.changed(), Some(true), "a change it reached");
+        fs::remove_file(root.join("f29.txt")).unwrap();
+        for i in 0..20 {
+            fs::remove_file(root.join(format!("f{i:02}.txt"))).unwrap();
+        }
+        assert_eq!(stops.changed(), Some(true), "under the limit again");
+        assert_eq!(stops.changed(), Some(false), "and now it can tell");
+    }
+
+    #[test]
+    fn the_scan_skips_its_ignored_folders() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        fs::write(root.join("a.txt"), "a").unwrap();
+        let mut stops = Stops::start(root);
+        for folder in [
+            "node_modules/x",
+            "target/debug",
+            ".claude/ralph",
+            "src/__pycache__",
+        ] {
+            fs::create_dir_all(root.join(folder)).unwrap();
+            fs::write(root.join(folder).join("f"), "x").unwrap();
+        }
+        assert_eq!(stops.changed(), Some(false));
+        fs::write(root.join("src/lib.rs"), "x").unwrap();
+        assert_eq!(stops.changed(), Some(true));
+    }
+
+    #[test]
+    fn without_a_baseline_a_reading_tells_nothing_but_leaves_one() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        repository(root, &["a.txt"]);
+        let reading = read(root, None, &ToolEdits::default());
+        assert_eq!((reading.changed, reading.method), (None, Method::Git));
+        assert!(reading.baseline.is_some());
+        let reading = read(
+            root,
+            None,
+            &ToolEdits {
+                changed_files: vec![root.join("a.txt")],
+                fully_described: true,
+            },
+        );
+        assert_eq!((reading.changed, reading.baseline), (Some(true), None));
+    }
+
+    #[test]
+    fn a_hand_edited_baseline_is_never_passed_to_git() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        repository(root, &["a.txt"]);
+        let mut baseline = baseline(root).unwrap();
+        baseline.head = Some("--output=pwned".into());
+        let reading = read(root, Some(&baseline), &ToolEdits::default());
+        assert_eq!(reading.changed, None);
+        assert!(!root.join("pwned").exists());
+        let json = r#"{"source": "tool_edits", "files": {"a.txt": "zz"}}"#;
+        let odd: Baseline = serde_json::from_str(json).unwrap();
+        assert_eq!(read(root, Some(&odd), &ToolEdits::default()).changed, None);
+    }
+
+    #[test]
+    fn git_never_runs_the_fsmonitor_the_repository_names() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        repository(root, &["a.txt"]);
+        let marker = root.join("fsmonitor-ran");
+        let script = root.join("monitor.sh");
+        fs::write(
+            &script,
+            format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        git(
+            root,
+            &["config", "core.fsmonitor", &script.display().to_string()],
+        );
+        let before = baseline(root).unwrap();
+        let reading = read(root, Some(&before), &ToolEdits::default());
+        assert_eq!(reading.method, Method::Git);
+        assert!(!marker.exists(), "the configured fsmonitor ran");
     }
 
     #[test]

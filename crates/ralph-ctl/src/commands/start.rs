@@ -102,7 +102,7 @@ pub fn start_loop(
     }
     let mut state = LoopState::new(session.clone(), max, now);
     // The baseline the first stop is compared with: no change by then is no progress.
-    state.breaker.last_fingerprint = progress::fingerprint(&paths.root);
+    state.breaker.progress = progress::baseline(&paths.root);
     lock.write(&state)?;
     Ok(Started {
         session_id: session,

@@ -73,6 +73,10 @@ pub struct Observation {
     pub plan: PlanReport,
     /// What the verification commands did, when a claim made them run.
     pub verification: Option<Vec<VerifyResult>>,
+    /// The previous iteration's final message, when its stop could not see
+    /// it in time (`transcript_behind`) and it is in the transcript now: a
+    /// completion claim in it is judged at this stop.
+    pub late_message: Option<String>,
 }
 
 impl Observation {
@@ -90,6 +94,7 @@ impl Observation {
             tdd_scenario: None,
             plan: PlanReport::default(),
             verification: None,
+            late_message: None,
         }
     }
 }
@@ -122,21 +127,49 @@ pub struct ClaimJudgement {
     pub saturation: u32,
 }
 
-/// Reads the completion claim of this stop (before the gates).
+/// Reads the completion claim of this stop (before the gates): in its own
+/// message, else in the previous iteration's message that reached the
+/// transcript only after its stop ([`Observation::late_message`]).
 pub fn judge_claim(config: &Config, state: &LoopState, observed: &Observation) -> ClaimJudgement {
     let saturation = test_saturation(state, observed);
-    ClaimJudgement {
-        assessment: completion::assess(
+    let assess = |message: &str| {
+        completion::assess(
             &config.completion,
             &config.completion_signal,
-            &observed.message,
+            message,
             state.iteration,
             &state.completion_indications,
             &observed.plan,
             saturation >= completion::TEST_SATURATION_ITERATIONS,
-        ),
+        )
+    };
+    let mut assessment = assess(&observed.message);
+    if !assessment.claimed {
+        if let Some(late) = &observed.late_message {
+            let mut earlier = assess(late);
+            if earlier.claimed {
+                earlier.basis = format!(
+                    "{} in iteration {}'s message, which reached the transcript only after its stop",
+                    earlier.basis,
+                    state.iteration.saturating_sub(1)
+                );
+                assessment = earlier;
+            }
+        }
+    }
+    ClaimJudgement {
+        assessment,
         saturation,
     }
+}
+
+/// True when the loop's previous stop was judged without its message
+/// because the transcript had not caught up (`transcript_behind`).
+pub fn previous_stop_was_behind(state: &LoopState) -> bool {
+    state.history.last().is_some_and(|r| {
+        r.message_source == MessageSource::TranscriptBehind
+            && r.iteration.saturating_add(1) == state.iteration
+    })
 }
 
 /// The fingerprint of a rejected claim: which gates failed, on what output
@@ -262,6 +295,11 @@ pub fn decide_judged(
 ) -> Outcome {
     let mut next = state.clone();
     let iteration = state.iteration;
+    if let (Some(late), true) = (&observed.late_message, previous_stop_was_behind(state)) {
+        if let Some(record) = next.history.last_mut() {
+            record.excerpt = excerpt(late);
+        }
+    }
     let findings = signals::findings_count(&observed.message);
     if findings.is_some() {
         next.last_findings_count = findings;

@@ -218,8 +218,7 @@ pub fn run_stop(
         }
     };
     let mut notes = Vec::new();
-    let previous = owned.breaker.progress.as_ref();
-    let mut observed = observe(paths, &config, stop, world, previous, &mut notes)?;
+    let mut observed = observe(paths, &config, stop, world, owned, &mut notes)?;
     let claim = decision::judge_claim(&config, owned, &observed);
     // A claim makes the verification commands run: outside the lock, since
     // they may take minutes, and only ever the commands of config.json.
@@ -310,7 +309,7 @@ fn observe(
     config: &Config,
     stop: &Stop,
     world: &dyn World,
-    previous: Option<&progress::Baseline>,
+    state: &LoopState,
     notes: &mut Vec<String>,
 ) -> Result<Observation, EngineError> {
     let from_input = stop
@@ -361,9 +360,14 @@ fn observe(
         message_source: source,
         failing_tool_results: tail.failing_tool_results,
         tool_calls: tail.tool_calls,
-        progress: world.progress(&paths.root, previous, &tail.edits),
+        progress: world.progress(&paths.root, state.breaker.progress.as_ref(), &tail.edits),
         tdd_scenario: world.tdd_scenario(&paths.root),
         plan: world.plan(&paths.root, &config.completion.plan_files),
+        // The previous stop could not see its own message in time: it is in
+        // the transcript now, just before this iteration's prompt line.
+        late_message: tail
+            .previous_final_message
+            .filter(|m| !m.is_empty() && decision::previous_stop_was_behind(state)),
         ..Observation::of_session(stop.session_id.clone(), stop.stop_hook_active)
     })
 }
@@ -728,5 +732,53 @@ mod tests {
             state(&paths).history[0].message_source,
             MessageSource::TranscriptBehind
         );
+    }
+
+    #[test]
+    fn a_claim_the_previous_stop_could_not_see_is_judged_at_this_one() {
+        let (_d, paths) = project(None);
+        let signal = Config::default().completion_signal;
+        let mut behind = stop("");
+        behind.last_assistant_message = None;
+        // Stop 1: the transcript never shows the message (the claim).
+        run_stop(
+            &paths,
+            &[],
+            &behind,
+            &FakeWorld::new(IterationTail::default()),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(state(&paths).status, Status::Running);
+        // Stop 2: the claim is in the transcript now, before this iteration's prompt.
+        let tail = IterationTail {
+            caught_up: true,
+            final_message: Some("Looked again.".into()),
+            previous_final_message: Some(format!("All fixed.\n{signal}")),
+            ..Default::default()
+        };
+        let report =
+            run_stop(&paths, &[], &behind, &FakeWorld::new(tail), &mut |_| Ok(())).unwrap();
+        assert_eq!(report.answer, Answer::Allow);
+        let after = state(&paths);
+        assert_eq!(after.status, Status::Complete);
+        let claim = after.last_claim.unwrap();
+        assert!(
+            claim.basis.contains("iteration 1's message"),
+            "{}",
+            claim.basis
+        );
+        assert_eq!(after.history[0].excerpt, format!("All fixed. {signal}"));
+
+        // Without a behind stop before it, an older message never counts.
+        let (_d, paths) = project(None);
+        let tail = IterationTail {
+            caught_up: true,
+            final_message: Some("Looked again.".into()),
+            previous_final_message: Some(format!("All fixed.\n{signal}")),
+            ..Default::default()
+        };
+        run_stop(&paths, &[], &behind, &FakeWorld::new(tail), &mut |_| Ok(())).unwrap();
+        assert_eq!(state(&paths).status, Status::Running);
     }
 }

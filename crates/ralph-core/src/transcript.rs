@@ -133,6 +133,10 @@ pub struct IterationTail {
     pub tool_calls: usize,
     /// The files the iteration's file tools changed.
     pub edits: ToolEdits,
+    /// The final message of the iteration before this one (the assistant
+    /// message just before this iteration's prompt line), for a stop that
+    /// could not see its own message in time and is judged at the next one.
+    pub previous_final_message: Option<String>,
 }
 
 /// The bounds of the backwards reader: the constants above, smaller in tests
@@ -227,17 +231,39 @@ fn read_iteration_tail_within(
         });
     }
     let mut scan = Iteration::default();
-    let reached_start =
-        scan_lines_backwards(&mut file, meta.len(), limits, |line| match classify(line) {
-            Some(Entry::Prompt) => ControlFlow::Break(()),
-            Some(entry) => {
+    // Past the iteration's prompt line: the previous iteration, read only
+    // until its final message is whole.
+    let mut previous: Option<Iteration> = None;
+    let reached_start = scan_lines_backwards(&mut file, meta.len(), limits, |line| {
+        let entry = classify(line);
+        match (&mut previous, entry) {
+            (_, None) => ControlFlow::Continue(()),
+            (None, Some(Entry::Prompt)) => {
+                previous = Some(Iteration::default());
+                ControlFlow::Continue(())
+            }
+            (None, Some(entry)) => {
                 scan.add_newest_first(entry);
                 ControlFlow::Continue(())
             }
-            None => ControlFlow::Continue(()),
-        })
-        .map_err(io_err)?;
-    Ok(scan.finish(reached_start))
+            (Some(_), Some(Entry::Prompt)) => ControlFlow::Break(()),
+            (Some(before), Some(entry)) => {
+                before.add_newest_first(entry);
+                if before.message_done {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            }
+        }
+    })
+    .map_err(io_err)?;
+    let previous_final_message = previous
+        .as_mut()
+        .and_then(|p| std::mem::take(p).finish(true).final_message);
+    let mut tail = scan.finish(reached_start || previous.is_some());
+    tail.previous_final_message = previous_final_message;
+    Ok(tail)
 }
 
 /// The text of the iteration's final message (see [`IterationTail::final_message`]).
@@ -627,6 +653,7 @@ impl Iteration {
             whole,
             failing_tool_results: self.tool_errors,
             tool_calls: self.tool_calls,
+            previous_final_message: None,
             edits: ToolEdits {
                 fully_described: whole && self.only_described_tools && !self.pending_overflow,
                 changed_files: self.changed_files,
@@ -1034,6 +1061,12 @@ mod tests {
         assert!(tail.whole);
         assert!(tail.failing_tool_results.is_empty(), "{tail:?}");
         assert_eq!(tail.tool_calls, 0);
+        // The previous iteration's final message is kept apart, for a stop
+        // that could not see it in time.
+        assert_eq!(
+            tail.previous_final_message.as_deref(),
+            Some("Could not write.")
+        );
     }
 
     #[test]

@@ -52,6 +52,7 @@ pub fn reference(
         }
     };
     let mut whole = start == 0;
+    let mut before_prompt: Option<Vec<Entry>> = None;
     let mut since_prompt: Vec<Entry> = Vec::new();
     for line in visible.split(|&b| b == b'\n') {
         if line.len() > max_line_bytes || line.iter().all(u8::is_ascii_whitespace) {
@@ -60,15 +61,21 @@ pub fn reference(
         match classify(line) {
             Some(Entry::Prompt) => {
                 whole = true;
-                since_prompt.clear();
+                before_prompt = Some(std::mem::take(&mut since_prompt));
             }
             Some(entry) => since_prompt.push(entry),
             None => {}
         }
     }
-    let mut iteration = Iteration::default();
-    for entry in since_prompt.into_iter().rev() {
-        iteration.add_newest_first(entry);
-    }
-    iteration.finish(whole)
+    let newest_first = |entries: Vec<Entry>| {
+        let mut iteration = Iteration::default();
+        for entry in entries.into_iter().rev() {
+            iteration.add_newest_first(entry);
+        }
+        iteration
+    };
+    let mut tail = newest_first(since_prompt).finish(whole);
+    tail.previous_final_message =
+        before_prompt.and_then(|entries| newest_first(entries).finish(true).final_message);
+    tail
 }

@@ -1,5 +1,9 @@
 //! Core of ralph, the Ralph loop for Claude Code.
 //!
+//! The folders show the architecture: [`judge`] (pure rules), [`observe`]
+//! (reading the world, bounded), [`persist`] (the state and its store), and
+//! [`engine`], the one per-stop sequence over them.
+//!
 //! Everything the two binaries share lives here: the configuration
 //! ([`config`]), the loop's persisted state ([`state`]) and its locked,
 //! atomic store ([`store`]), the parsers for what the Stop hook observes
@@ -9,29 +13,21 @@
 //! I/O stays at the edges: `decision` never touches a file, a clock or an
 //! environment variable.
 
-pub mod breaker;
-pub mod claims;
-pub mod completion;
+pub mod judge;
+pub mod observe;
+pub mod persist;
+
 pub mod config;
-pub mod decision;
 pub mod engine;
-pub mod errors;
 pub mod exit_codes;
-mod files;
-pub mod hook_input;
-pub mod lifecycle;
 pub mod paths;
-pub mod plan;
-pub mod process;
-pub mod progress;
-pub mod prompt;
-pub mod registration;
-pub mod signals;
-pub mod state;
-pub mod store;
 pub mod time;
-pub mod transcript;
-pub mod verify;
+
+// The modules by their own names, as the binaries and tests use them.
+pub use judge::{breaker, claims, completion, decision, errors, lifecycle, signals};
+use observe::files;
+pub use observe::{hook_input, plan, process, progress, prompt, registration, transcript, verify};
+pub use persist::{state, store};
 
 #[cfg(test)]
 pub(crate) mod tempdir {

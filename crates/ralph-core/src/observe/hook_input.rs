@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn reads_the_real_samples() {
         let first = parse(include_bytes!(
-            "../../../tests/fixtures/stop-input-first.json"
+            "../../../../tests/fixtures/stop-input-first.json"
         ))
         .unwrap();
         assert_eq!(
@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(first.hook_event_name.as_deref(), Some("Stop"));
         assert_eq!(first.cwd, Some(PathBuf::from("/home/user/proj")));
         let after = parse(include_bytes!(
-            "../../../tests/fixtures/stop-input-after-block.json"
+            "../../../../tests/fixtures/stop-input-after-block.json"
         ))
         .unwrap();
         assert!(after.stop_hook_active);

@@ -849,7 +849,7 @@ mod tests {
 
     #[test]
     fn the_readme_lists_every_signal() {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../../README.md");
         for spec in SIGNALS {
             let row = format!(
                 "`{}` / `{}` | {}",

@@ -1,0 +1,14 @@
+//! Observation: reading the world a stop judges (the hook's stdin, the
+//! transcript, the project's files and git, the plan, the prompt files, the
+//! registered hook) and running what it must (verification commands), each
+//! bounded so a hostile or huge input can neither stall nor exhaust a stop.
+
+pub(crate) mod files;
+pub mod hook_input;
+pub mod plan;
+pub mod process;
+pub mod progress;
+pub mod prompt;
+pub mod registration;
+pub mod transcript;
+pub mod verify;

@@ -19,19 +19,7 @@ use ralph_tests::project::{signal_process, wait_with_timeout, TempProject};
 const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
 const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Generates one test per pinned client version.
-macro_rules! on_both_clients {
-    ($($name:ident),* $(,)?) => {
-        mod v2_1_330 {
-            $(#[test] fn $name() { super::$name(ralph_tests::client::ClientVersion::V2_1_330) })*
-        }
-        mod v2_0_77 {
-            $(#[test] fn $name() { super::$name(ralph_tests::client::ClientVersion::V2_0_77) })*
-        }
-    };
-}
-
-on_both_clients!(
+ralph_tests::on_both_clients!(
     completes_on_signal,
     runs_exactly_max_iterations_past_the_client_block_cap,
     guard_off_session_stops_after_one_turn,

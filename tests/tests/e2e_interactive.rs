@@ -18,19 +18,7 @@ use serde_json::Value;
 const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
 const LOOP_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Generates one test per pinned client version.
-macro_rules! on_both_clients {
-    ($($name:ident),* $(,)?) => {
-        mod v2_1_330 {
-            $(#[test] fn $name() { super::$name(ralph_tests::client::ClientVersion::V2_1_330) })*
-        }
-        mod v2_0_77 {
-            $(#[test] fn $name() { super::$name(ralph_tests::client::ClientVersion::V2_0_77) })*
-        }
-    };
-}
-
-on_both_clients!(
+ralph_tests::on_both_clients!(
     completes_on_signal,
     errors_and_excerpts_belong_to_their_own_iteration,
     stops_at_the_iteration_cap,

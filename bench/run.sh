@@ -131,6 +131,17 @@ tool_result_line() { # $1: id, $2: the result text (already JSON-escaped)
   printf '{"parentUuid":"a%d","isSidechain":false,"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_%d","type":"tool_result","content":"%s","is_error":false}]},"uuid":"u%d","timestamp":"2026-01-01T00:00:01.000Z","sessionId":"%s"}\n' \
     "$1" "$1" "$2" "$1" "$SID"
 }
+# The user line that starts each iteration after the first: the hook's
+# block, fed back by the client.
+feedback_line() {
+  printf '{"parentUuid":"e%d","isSidechain":false,"type":"user","message":{"role":"user","content":"Stop hook feedback:\\n[ralph-stop-hook]: ralph: iteration %d. Do the task in PROMPT.md.\\n"},"isMeta":true,"uuid":"f%d","timestamp":"2026-01-01T00:00:00.000Z","sessionId":"%s"}\n' \
+    "$1" "$1" "$1" "$SID"
+}
+# The final message of a history iteration.
+iteration_end_line() {
+  printf '{"parentUuid":"u16","isSidechain":false,"type":"assistant","message":{"id":"msg_end%d","type":"message","role":"assistant","model":"claude-opus-5-5","content":[{"type":"text","text":"Iteration %d: fixed two cases. Still working."}],"stop_reason":"end_turn"},"uuid":"e%d","timestamp":"2026-01-01T00:00:02.000Z","sessionId":"%s"}\n' \
+    "$1" "$1" "$1" "$SID"
+}
 tail_lines() {
   printf '{"parentUuid":"u9","isSidechain":false,"type":"assistant","message":{"id":"msg_last","type":"message","role":"assistant","model":"claude-opus-5-5","content":[{"type":"text","text":"Fixed the parser and its tests; two findings remain.\\nStill working."}],"stop_reason":"end_turn"},"uuid":"last","timestamp":"2026-01-01T00:00:02.000Z","sessionId":"%s"}\n' "$SID"
   printf '{"parentUuid":"last","isSidechain":false,"type":"system","subtype":"stop_hook_summary","hookCount":1,"hookInfos":[{"command":"ralph-stop-hook","durationMs":3}],"uuid":"s1","timestamp":"2026-01-01T00:00:02.100Z","sessionId":"%s"}\n' "$SID"
@@ -146,15 +157,31 @@ make_block() {
   done >"$work/block.jsonl"
 }
 
-# `make_transcript FILE BYTES`: blocks up to about BYTES, then the last
-# assistant message and the system line Claude Code writes after it.
+# `make_transcript FILE BYTES [BLOCKS]`: a session as the client writes it.
+# The task, then history iterations of about 1 MiB each (a feedback line,
+# a block, a final message) up to about BYTES, then the iteration that is
+# stopping: one small tool call and its final message (or BLOCKS blocks,
+# for the rows that measure the last iteration's own size), and the
+# system line the client writes after it. The hook reads the last
+# iteration (back to its own feedback line) and the previous one's final
+# message, so with BLOCKS unset every size has the same work to do.
 make_transcript() {
-  local file=$1 bytes=$2 block_bytes n i
+  local file=$1 bytes=$2 blocks=${3:-0} block_bytes n i
   block_bytes=$(stat -c %s "$work/block.jsonl")
   n=$((bytes / block_bytes))
   {
     printf '{"type":"user","isSidechain":false,"message":{"role":"user","content":"Do the task"},"uuid":"u0","sessionId":"%s"}\n' "$SID"
-    for ((i = 0; i < n; i++)); do cat "$work/block.jsonl"; done
+    for ((i = 1; i <= n; i++)); do
+      cat "$work/block.jsonl"
+      iteration_end_line "$i"
+      feedback_line "$i"
+    done
+    if [ "$blocks" -eq 0 ]; then
+      assistant_tool_line 9
+      tool_result_line 9 'test result: ok. 12 passed; 0 failed'
+    else
+      for ((i = 0; i < blocks; i++)); do cat "$work/block.jsonl"; done
+    fi
     tail_lines
   } >"$file"
 }
@@ -162,10 +189,11 @@ make_transcript() {
 # ------------------------------------------------------------ measurement
 
 if [ "$quick" -eq 1 ]; then
-  warmup=3 runs=30 sizes="1KiB:1024 10MiB:10485760"
+  warmup=3 runs=30 sizes="2KiB:0 10MiB:10485760" iteration_sizes="1MiB:1"
   project_sizes="100 10000" project_warmup=2 project_runs=10
 else
-  warmup=20 runs=300 sizes="1KiB:1024 10MiB:10485760 100MiB:104857600 1GiB:1073741824"
+  warmup=20 runs=300 sizes="2KiB:0 10MiB:10485760 100MiB:104857600 1GiB:1073741824"
+  iteration_sizes="1MiB:1 4MiB:4 16MiB:16"
   project_sizes="100 10000 100000" project_warmup=5 project_runs=40
 fi
 
@@ -283,6 +311,24 @@ for entry in $sizes; do
   prepare=""
   rm -f "$work/$name.jsonl"
   transcript_names+=("$name")
+done
+# The cost that does grow: the stopping iteration's own size, read whole up
+# to the 16 MiB scan bound.
+iteration_names=()
+for entry in $iteration_sizes; do
+  name=${entry%%:*}
+  say "transcript fallback, a last iteration of $name"
+  make_transcript "$work/i$name.jsonl" 0 "${entry#*:}"
+  sync
+  transcript_bytes[i$name]=$(stat -c %s "$work/i$name.jsonl")
+  stop_input "$work/i$name.json" -t "$work/i$name.jsonl"
+  prepare="sh -c 'echo x >>$project/progress.txt && sync'"
+  check "iteration $name" "$work/i$name.json" block
+  measure "i$name" "$work/i$name.json" RALPH_ACTIVE=1
+  peak_rss "i$name" "$work/i$name.json" RALPH_ACTIVE=1
+  prepare=""
+  rm -f "$work/i$name.jsonl"
+  iteration_names+=("$name")
 done
 loop_state=$("$ctl" --project "$project" status --json)
 grep -q '"status": "running"' <<<"$loop_state" ||
@@ -452,7 +498,7 @@ human() {
 }
 max_rss=0
 # (The project rows are left out: with git, their peak RSS is git's own.)
-for name in guard active active_git "${transcript_names[@]/#/t}"; do
+for name in guard active active_git "${transcript_names[@]/#/t}" "${iteration_names[@]/#/i}"; do
   max_rss=$(awk -v a="$max_rss" -v b="${rss[$name]}" 'BEGIN { print (b > a ? b : a) }')
 done
 first=${transcript_names[0]}
@@ -484,7 +530,10 @@ table() {
       target="≤ 1.3× the $first time"
       judged=$(verdict "$(awk -v a="${median[t$name]}" -v b="${median[t$first]}" 'BEGIN { print a <= 1.3 * b }')")
     fi
-    echo "| transcript fallback, $name file ($(human "${transcript_bytes[$name]}")) | ${median[t$name]} ($(ratio "${median[t$name]}" "${median[t$first]}")× $first) | ${mean[t$name]} ± ${sd[t$name]} | ${rss[t$name]} MiB | $target | $judged |"
+    echo "| transcript fallback, $name session ($(human "${transcript_bytes[$name]}"); the same small last iteration) | ${median[t$name]} ($(ratio "${median[t$name]}" "${median[t$first]}")× $first) | ${mean[t$name]} ± ${sd[t$name]} | ${rss[t$name]} MiB | $target | $judged |"
+  done
+  for name in "${iteration_names[@]}"; do
+    echo "| transcript fallback, a last iteration of $name ($(human "${transcript_bytes[i$name]}"), 16 tool calls per MiB; read whole up to the 16 MiB bound) | ${median[i$name]} ($(ratio "${median[i$name]}" "${median[t$first]}")× $first) | ${mean[i$name]} ± ${sd[i$name]} | ${rss[i$name]} MiB | – | |"
   done
   local first_size=${project_sizes%% *}
   for row in "${project_rows[@]}"; do

@@ -118,11 +118,14 @@ fn bench_hook_input(c: &mut Criterion) {
 
 /// A temp transcript of about `size` bytes: tool calls with large results and
 /// short assistant turns, ending with the last assistant message and the
-/// lines Claude Code writes after it. Removed on drop.
+/// lines Claude Code writes after it. With `feedback`, a "Stop hook
+/// feedback" line starts the last iteration (a session's history, read
+/// only for the previous final message); without it, the whole file is one
+/// iteration, read back to the scan bound. Removed on drop.
 struct Transcript(PathBuf);
 
 impl Transcript {
-    fn new(name: &str, size: usize) -> Transcript {
+    fn new(name: &str, size: usize, feedback: bool) -> Transcript {
         let path =
             std::env::temp_dir().join(format!("ralph-bench-{}-{name}.jsonl", std::process::id()));
         let mut block = String::new();
@@ -173,6 +176,14 @@ impl Transcript {
             file.write_all(part).unwrap();
             written += part.len();
         }
+        if feedback {
+            let line = serde_json::json!({
+                "type": "user", "isSidechain": false, "isMeta": true,
+                "message": {"role": "user",
+                            "content": "Stop hook feedback:\n[ralph-stop-hook]: keep going\n"}
+            });
+            writeln!(file, "{line}").unwrap();
+        }
         writeln!(file, "{last}\n{after}").unwrap();
         Transcript(path)
     }
@@ -190,8 +201,12 @@ impl Drop for Transcript {
 
 fn bench_transcript(c: &mut Criterion) {
     let mut group = c.benchmark_group("last_assistant_text");
-    for (name, size) in [("1KiB", 1024), ("10MiB", 10 * 1024 * 1024)] {
-        let transcript = Transcript::new(name, size);
+    for (name, size, feedback) in [
+        ("1KiB", 1024, false),
+        ("10MiB_session", 10 * 1024 * 1024, true),
+        ("10MiB_iteration", 10 * 1024 * 1024, false),
+    ] {
+        let transcript = Transcript::new(name, size, feedback);
         let want = transcript::last_assistant_text(transcript.path()).unwrap();
         assert!(want.is_some_and(|t| t.ends_with("Still working.")));
         group.bench_function(name, |b| {

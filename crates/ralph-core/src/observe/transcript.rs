@@ -662,13 +662,9 @@ impl Iteration {
     }
 }
 
-/// Substring search: the standard library's fast `str` search on UTF-8
-/// lines (nearly all of them), a plain byte search otherwise.
+/// Substring search over bytes (SIMD where the machine has it).
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    match (std::str::from_utf8(haystack), std::str::from_utf8(needle)) {
-        (Ok(h), Ok(n)) => h.contains(n),
-        _ => haystack.windows(needle.len()).any(|w| w == needle),
-    }
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// The text of a tool result's `content` (a string or text blocks).
@@ -738,7 +734,7 @@ fn scan_lines_backwards(
         let buf = &mut chunk[..step];
         file.read_exact(buf)?;
         let mut end = step;
-        while let Some(nl) = buf[..end].iter().rposition(|&b| b == b'\n') {
+        while let Some(nl) = memchr::memrchr(b'\n', &buf[..end]) {
             let tail = &buf[nl + 1..end];
             let flow = if pending.is_empty() {
                 emit(tail, oversize)

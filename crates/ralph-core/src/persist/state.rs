@@ -209,13 +209,23 @@ impl LoopState {
     /// Reads a state file's bytes: migrates an older shape, refuses a newer
     /// one; the error says why, for the "corrupt" message.
     pub fn from_json(bytes: &[u8]) -> Result<LoopState, String> {
-        let mut value: serde_json::Value =
-            serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-        if !value.is_object() {
-            return Err("it holds JSON, but not a ralph state object".into());
+        /// Only the version, the rest skipped unbuilt: the state is read
+        /// on every stop, so it is parsed into a tree only to migrate it.
+        #[derive(Deserialize)]
+        struct Version {
+            #[serde(rename = "schemaVersion")]
+            schema_version: Option<serde_json::Value>,
         }
-        let version = value
-            .get("schemaVersion")
+        let version = match serde_json::from_slice::<Version>(bytes) {
+            Ok(probe) => probe.schema_version,
+            Err(e) => {
+                return Err(match serde_json::from_slice::<serde_json::Value>(bytes) {
+                    Ok(_) => "it holds JSON, but not a ralph state object".into(),
+                    Err(_) => e.to_string(),
+                })
+            }
+        };
+        let version = version
             .map(|v| v.as_u64().ok_or("schemaVersion is not a whole number"))
             .transpose()?
             .unwrap_or(1);
@@ -226,10 +236,11 @@ impl LoopState {
             ));
         }
         let mut state: LoopState = if version < 2 {
+            let mut value: serde_json::Value =
+                serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
             migrate_v1(&mut value);
             serde_json::from_value(value).map_err(|e| e.to_string())?
         } else {
-            // Read again from the bytes, so the error keeps its line and column.
             serde_json::from_slice(bytes).map_err(|e| e.to_string())?
         };
         state.schema_version = SCHEMA_VERSION;

@@ -313,7 +313,8 @@ impl MockApi {
         self.addr
     }
 
-    /// Every request received so far, in arrival order.
+    /// Every request received so far, in the order they were answered (requests
+    /// on concurrent connections may differ from the order of their `at`).
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.log).clone()
     }

@@ -8,6 +8,14 @@
 //! the request alone (the number of assistant messages it already carries), so
 //! side requests cannot shift the script.
 //!
+//! A script answer is a message (text, tool calls, or several blocks), with
+//! the token `usage` it reports ([`Reply::with_usage`]), or an API error with
+//! its HTTP status, headers and the Anthropic error body ([`Reply::ApiError`],
+//! [`Reply::overloaded`], [`Reply::rate_limited`], [`Reply::unauthorized`]).
+//! [`MockApi::start_with`] takes [`MockOptions`]: a reply for the side
+//! requests too (e.g. the same 401), a pause between streamed events. Every
+//! request is recorded with its arrival time and the status answered.
+//!
 //! Point the client at it with `ANTHROPIC_BASE_URL=<base_url()>`.
 //!
 //! Observed with the real clients (2.0.77 on Node, 2.1.330 native):
@@ -19,7 +27,21 @@
 //! - after a Stop hook block, the next main request ends with a user message
 //!   `"Stop hook feedback:\n<reason>"` (see [`stop_hook_feedback`]); 2.1.330
 //!   also adds a `"role": "system"` message
-//!   `Stop hook blocking error from command: "<command>": <reason>`.
+//!   `Stop hook blocking error from command: "<command>": <reason>`;
+//! - both retry a 401, 429 or 529 `CLAUDE_CODE_MAX_RETRIES` times, after a
+//!   short backoff (about 0.5 s, then 1.2 s) or, when a 429 sends
+//!   `retry-after`, after that many seconds (2.1.330 adds up to about a fifth
+//!   as jitter); neither waits for `anthropic-ratelimit-unified-reset`. 2.0.77 follows a failed streaming
+//!   request at once with a non-streaming one (no `stream` field), which is
+//!   not counted as a retry: with `CLAUDE_CODE_MAX_RETRIES=1` a failing turn
+//!   is 2 main requests on 2.1.330 and 3 on 2.0.77;
+//! - a message of several blocks becomes one transcript line per block, all
+//!   with the message's `id`, each with its own `timestamp` and a `usage`.
+//!   2.1.330 gives every line the final `usage` and `stop_reason`. 2.0.77
+//!   writes a line as its block ends: on a paced stream
+//!   ([`MockOptions::event_gap`]) its lines keep `message_start`'s usage
+//!   (input and cache counts right, `output_tokens` not the final count) and
+//!   `stop_reason: null`; sent all at once, they may carry the final values.
 
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -29,7 +51,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How often an idle connection thread wakes up to check for shutdown.
 const POLL: Duration = Duration::from_millis(100);
@@ -53,6 +75,61 @@ pub enum Reply {
         /// The tool's input object.
         input: Value,
     },
+    /// Several content blocks in one assistant message, in order (e.g. a
+    /// text, then a tool call); each must be a `Text` or a `ToolUse`. The
+    /// stop reason is `tool_use` when any block is a tool call.
+    Blocks(Vec<Reply>),
+    /// An HTTP error instead of a message: `status`, the extra `headers`, and
+    /// the body `{"type":"error","error":{"type":error_type,"message":message}}`
+    /// as `application/json` (never streamed).
+    ApiError {
+        /// The HTTP status (e.g. 401, 429, 529).
+        status: u16,
+        /// Extra response headers (name, value), e.g. `retry-after`.
+        headers: Vec<(String, String)>,
+        /// The Anthropic error type, e.g. `overloaded_error`.
+        error_type: String,
+        /// The error's human-readable message.
+        message: String,
+    },
+    /// `reply` (a message, not an error) reporting `usage` instead of the
+    /// default token counts; see [`Reply::with_usage`].
+    WithUsage {
+        /// The message answered.
+        reply: Box<Reply>,
+        /// The token counts it reports.
+        usage: Usage,
+    },
+}
+
+/// The token counts a message reports in `usage`. Streamed, `message_start`
+/// carries the input and cache counts with `output_tokens` at most 1, and
+/// `message_delta` carries all four with the final `output_tokens`.
+///
+/// Without [`Reply::with_usage`] a message reports 10 input tokens, no cache
+/// tokens, and a quarter of its content's length (plus one) as output tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// `input_tokens`.
+    pub input_tokens: u64,
+    /// `output_tokens` (the final count).
+    pub output_tokens: u64,
+    /// `cache_read_input_tokens`.
+    pub cache_read_input_tokens: u64,
+    /// `cache_creation_input_tokens`.
+    pub cache_creation_input_tokens: u64,
+}
+
+impl Usage {
+    /// The `usage` JSON object with these counts.
+    pub fn to_json(self) -> Value {
+        json!({
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        })
+    }
 }
 
 impl Reply {
@@ -76,6 +153,68 @@ impl Reply {
             input: json!({ "command": command.into(), "description": "Run a command" }),
         }
     }
+
+    /// This message reporting `usage` (see [`Usage`]).
+    pub fn with_usage(self, usage: Usage) -> Reply {
+        Reply::WithUsage {
+            reply: Box::new(self),
+            usage,
+        }
+    }
+
+    /// An API error with no extra headers.
+    pub fn api_error(status: u16, error_type: &str, message: &str) -> Reply {
+        Reply::ApiError {
+            status,
+            headers: Vec::new(),
+            error_type: error_type.to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    /// 529 `overloaded_error` "Overloaded", as the API answers when it is overloaded.
+    pub fn overloaded() -> Reply {
+        Reply::api_error(529, "overloaded_error", "Overloaded")
+    }
+
+    /// 429 `rate_limit_error` of a subscription's five-hour limit that resets
+    /// at `reset_epoch_secs` (Unix seconds): the headers `retry-after` (the
+    /// whole seconds from now until then, rounded up, at least 1; build the
+    /// reply in the script so "now" is the request's time),
+    /// `anthropic-ratelimit-unified-status: rejected`,
+    /// `anthropic-ratelimit-unified-reset: <reset_epoch_secs>` and
+    /// `anthropic-ratelimit-unified-representative-claim: five_hour`.
+    pub fn rate_limited(reset_epoch_secs: u64) -> Reply {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let retry_after = reset_epoch_secs.saturating_sub(now).max(1);
+        let header = |name: &str, value: String| (name.to_string(), value);
+        Reply::ApiError {
+            status: 429,
+            headers: vec![
+                header("retry-after", retry_after.to_string()),
+                header("anthropic-ratelimit-unified-status", "rejected".into()),
+                header(
+                    "anthropic-ratelimit-unified-reset",
+                    reset_epoch_secs.to_string(),
+                ),
+                header(
+                    "anthropic-ratelimit-unified-representative-claim",
+                    "five_hour".into(),
+                ),
+            ],
+            error_type: "rate_limit_error".to_string(),
+            message: "This request would exceed your account's rate limit. Please try again later."
+                .to_string(),
+        }
+    }
+
+    /// 401 `authentication_error` "invalid x-api-key".
+    pub fn unauthorized() -> Reply {
+        Reply::api_error(401, "authentication_error", "invalid x-api-key")
+    }
 }
 
 /// One request the mock received.
@@ -89,12 +228,30 @@ pub struct RecordedRequest {
     pub is_main: bool,
     /// Number of assistant messages already in `body["messages"]`.
     pub turn: usize,
+    /// When the whole request had arrived.
+    pub at: SystemTime,
+    /// The HTTP status the mock answered (200 for a message).
+    pub status: u16,
+}
+
+/// How a [`MockApi`] treats requests beyond the script.
+#[derive(Clone, Debug, Default)]
+pub struct MockOptions {
+    /// When set, every side request (not main) is answered with this reply
+    /// instead of `"ok"`, e.g. [`Reply::unauthorized`] for a bad key that
+    /// fails every request.
+    pub side_reply: Option<Reply>,
+    /// When non-zero, a streamed answer is sent one event at a time with this
+    /// pause between events (a slow model) instead of all at once. Keep it
+    /// short: a connection finishes its answer before the mock can stop.
+    pub event_gap: Duration,
 }
 
 type Script = dyn Fn(usize, &Value) -> Reply + Send + Sync + 'static;
 
 struct Shared {
     script: Box<Script>,
+    options: MockOptions,
     log: Mutex<Vec<RecordedRequest>>,
     stop: AtomicBool,
     ids: AtomicU64,
@@ -116,10 +273,19 @@ impl MockApi {
     where
         F: Fn(usize, &Value) -> Reply + Send + Sync + 'static,
     {
+        MockApi::start_with(MockOptions::default(), script)
+    }
+
+    /// [`MockApi::start`] with `options` (e.g. side requests that fail too).
+    pub fn start_with<F>(options: MockOptions, script: F) -> MockApi
+    where
+        F: Fn(usize, &Value) -> Reply + Send + Sync + 'static,
+    {
         let listener = TcpListener::bind("127.0.0.1:0").expect("mock api: bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("mock api: local_addr");
         let shared = Arc::new(Shared {
             script: Box::new(script),
+            options,
             log: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
             ids: AtomicU64::new(0),
@@ -147,7 +313,8 @@ impl MockApi {
         self.addr
     }
 
-    /// Every request received so far, in arrival order.
+    /// Every request received so far, in the order they were answered (requests
+    /// on concurrent connections may differ from the order of their `at`).
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.log).clone()
     }
@@ -458,9 +625,14 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
             .headers
             .get("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let response = respond(&req, shared);
-        stream.write_all(&response)?;
-        stream.flush()?;
+        let pieces = respond(&req, shared);
+        for (i, piece) in pieces.iter().enumerate() {
+            if i > 0 {
+                std::thread::sleep(shared.options.event_gap);
+            }
+            stream.write_all(piece)?;
+            stream.flush()?;
+        }
         if close {
             break;
         }
@@ -469,8 +641,11 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
     Ok(())
 }
 
-/// Builds the complete HTTP response for one request (and records it).
-fn respond(req: &Request, shared: &Shared) -> Vec<u8> {
+/// Builds the HTTP response for one request, in the pieces to send
+/// `event_gap` apart, and records the request (before the response is sent,
+/// so a client never sees an answer to a request the log does not hold yet).
+fn respond(req: &Request, shared: &Shared) -> Vec<Vec<u8>> {
+    let at = SystemTime::now();
     let path_only = req.target.split('?').next().unwrap_or_default();
     let body: Value = if req.body.is_empty() {
         Value::Null
@@ -481,117 +656,282 @@ fn respond(req: &Request, shared: &Shared) -> Vec<u8> {
     let is_messages = req.method == "POST" && path_only == "/v1/messages";
     let is_main = is_messages && is_main_request(&body);
     let turn = assistant_turns(&body);
+    let (status, response) = response_for(req, path_only, &body, is_main, turn, shared);
     lock(&shared.log).push(RecordedRequest {
         path: req.target.clone(),
-        body: body.clone(),
+        body,
         is_main,
         turn,
+        at,
+        status,
     });
+    response
+}
 
+/// The status and the HTTP response for one request, in pieces: one, or for
+/// a streamed message with `event_gap` set, the head with the first event and
+/// then one piece per further event.
+fn response_for(
+    req: &Request,
+    path_only: &str,
+    body: &Value,
+    is_main: bool,
+    turn: usize,
+    shared: &Shared,
+) -> (u16, Vec<Vec<u8>>) {
+    let whole = |status: u16, response: Vec<u8>| (status, vec![response]);
     if req.method == "HEAD" {
-        return http_response(200, "application/json", b"");
+        return whole(200, http_response(200, "application/json", &[], b""));
     }
     if req.method == "POST" && path_only == "/v1/messages/count_tokens" {
         let estimate = req.body.len() / 4;
         let out = json!({ "input_tokens": estimate.max(1) });
-        return http_response(200, "application/json", out.to_string().as_bytes());
+        let response = http_response(200, "application/json", &[], out.to_string().as_bytes());
+        return whole(200, response);
     }
-    if !is_messages {
-        let out = json!({
-            "type": "error",
-            "error": { "type": "not_found_error", "message": format!("mock api: no route for {} {}", req.method, path_only) }
-        });
-        return http_response(404, "application/json", out.to_string().as_bytes());
+    if req.method != "POST" || path_only != "/v1/messages" {
+        let message = format!("mock api: no route for {} {}", req.method, path_only);
+        return whole(404, error_response(404, &[], "not_found_error", &message));
     }
 
     let reply = if is_main {
-        match catch_unwind(AssertUnwindSafe(|| (shared.script)(turn, &body))) {
+        match catch_unwind(AssertUnwindSafe(|| (shared.script)(turn, body))) {
             Ok(reply) => reply,
             Err(_) => {
                 // Fail the client fast (400 is not retried) instead of letting it retry.
-                let out = json!({
-                    "type": "error",
-                    "error": { "type": "invalid_request_error", "message": format!("mock api: script panicked on turn {turn}") }
-                });
-                return http_response(400, "application/json", out.to_string().as_bytes());
+                let message = format!("mock api: script panicked on turn {turn}");
+                let response = error_response(400, &[], "invalid_request_error", &message);
+                return whole(400, response);
             }
         }
     } else {
-        Reply::Text("ok".to_string())
+        shared
+            .options
+            .side_reply
+            .clone()
+            .unwrap_or_else(|| Reply::Text("ok".to_string()))
+    };
+
+    let message = match answer(reply) {
+        Ok(Answer::Message(message)) => message,
+        Ok(Answer::Error {
+            status,
+            headers,
+            error_type,
+            message,
+        }) => {
+            let response = error_response(status, &headers, &error_type, &message);
+            return whole(status, response);
+        }
+        Err(problem) => {
+            let message = format!("mock api: bad script reply on turn {turn}: {problem}");
+            let response = error_response(400, &[], "invalid_request_error", &message);
+            return whole(400, response);
+        }
     };
 
     let n = shared.ids.fetch_add(1, Ordering::SeqCst);
     let model = body["model"].as_str().unwrap_or("claude-mock").to_string();
-    if body["stream"].as_bool().unwrap_or(false) {
-        let sse = sse_body(&reply, &model, n);
-        http_response(200, "text/event-stream", sse.as_bytes())
-    } else {
-        let msg = message_json(&reply, &model, n);
-        http_response(200, "application/json", msg.to_string().as_bytes())
+    if !body["stream"].as_bool().unwrap_or(false) {
+        let msg = message_json(&message, &model, n);
+        let response = http_response(200, "application/json", &[], msg.to_string().as_bytes());
+        return whole(200, response);
     }
+    let events = sse_events(&message, &model, n);
+    let response = http_response(200, "text/event-stream", &[], events.concat().as_bytes());
+    if shared.options.event_gap.is_zero() {
+        return whole(200, response);
+    }
+    let rest: usize = events[1..].iter().map(String::len).sum();
+    let mut pieces = vec![response[..response.len() - rest].to_vec()];
+    pieces.extend(events[1..].iter().map(|e| e.as_bytes().to_vec()));
+    (200, pieces)
 }
 
-fn http_response(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
+/// An error response with the Anthropic error body.
+fn error_response(
+    status: u16,
+    headers: &[(String, String)],
+    error_type: &str,
+    message: &str,
+) -> Vec<u8> {
+    let out = json!({ "type": "error", "error": { "type": error_type, "message": message } });
+    http_response(
+        status,
+        "application/json",
+        headers,
+        out.to_string().as_bytes(),
+    )
+}
+
+fn http_response(
+    status: u16,
+    content_type: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        529 => "Site Overloaded",
         _ => "Status",
     };
-    let mut out = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: keep-alive\r\nrequest-id: req_mock\r\nCache-Control: no-cache\r\n\r\n",
+    let mut head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: keep-alive\r\nrequest-id: req_mock\r\nCache-Control: no-cache\r\n",
         body.len()
-    )
-    .into_bytes();
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut out = head.into_bytes();
     out.extend_from_slice(body);
     out
 }
 
-fn stop_reason(reply: &Reply) -> &'static str {
+/// A script reply resolved into what the mock sends.
+enum Answer {
+    Message(Message),
+    Error {
+        status: u16,
+        headers: Vec<(String, String)>,
+        error_type: String,
+        message: String,
+    },
+}
+
+/// One assistant message: its content blocks and the usage it reports.
+struct Message {
+    blocks: Vec<Block>,
+    usage: Usage,
+}
+
+enum Block {
+    Text(String),
+    ToolUse { name: String, input: Value },
+}
+
+/// Resolves a script reply; `Err` names a reply that makes no sense (an error
+/// inside a message, an empty message).
+fn answer(reply: Reply) -> Result<Answer, String> {
     match reply {
-        Reply::Text(_) => "end_turn",
-        Reply::ToolUse { .. } => "tool_use",
-    }
-}
-
-fn usage(output_tokens: usize) -> Value {
-    json!({
-        "input_tokens": 10,
-        "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0
-    })
-}
-
-fn output_tokens(reply: &Reply) -> usize {
-    match reply {
-        Reply::Text(t) => t.len() / 4 + 1,
-        Reply::ToolUse { input, .. } => input.to_string().len() / 4 + 1,
-    }
-}
-
-/// The complete (non-streaming) message object for a reply.
-fn message_json(reply: &Reply, model: &str, n: u64) -> Value {
-    let block = match reply {
-        Reply::Text(text) => json!({ "type": "text", "text": text }),
-        Reply::ToolUse { name, input } => {
-            json!({ "type": "tool_use", "id": format!("toolu_mock_{n}"), "name": name, "input": input })
+        Reply::ApiError {
+            status,
+            headers,
+            error_type,
+            message,
+        } => Ok(Answer::Error {
+            status,
+            headers,
+            error_type,
+            message,
+        }),
+        Reply::WithUsage { reply, usage } => match answer(*reply)? {
+            Answer::Message(message) => Ok(Answer::Message(Message {
+                blocks: message.blocks,
+                usage,
+            })),
+            Answer::Error { .. } => Err("with_usage around an ApiError".to_string()),
+        },
+        reply => {
+            let mut blocks = Vec::new();
+            collect_blocks(reply, &mut blocks)?;
+            if blocks.is_empty() {
+                return Err("a message without content blocks".to_string());
+            }
+            let output: usize = blocks
+                .iter()
+                .map(|b| match b {
+                    Block::Text(t) => t.len(),
+                    Block::ToolUse { input, .. } => input.to_string().len(),
+                })
+                .sum();
+            let usage = Usage {
+                input_tokens: 10,
+                output_tokens: (output / 4 + 1) as u64,
+                cache_read_input_tokens: 0,
+                cache_creation_input_tokens: 0,
+            };
+            Ok(Answer::Message(Message { blocks, usage }))
         }
-    };
+    }
+}
+
+fn collect_blocks(reply: Reply, out: &mut Vec<Block>) -> Result<(), String> {
+    match reply {
+        Reply::Text(text) => out.push(Block::Text(text)),
+        Reply::ToolUse { name, input } => out.push(Block::ToolUse { name, input }),
+        Reply::Blocks(replies) => {
+            for reply in replies {
+                collect_blocks(reply, out)?;
+            }
+        }
+        Reply::ApiError { .. } => return Err("an ApiError inside Blocks".to_string()),
+        Reply::WithUsage { .. } => return Err("with_usage inside Blocks".to_string()),
+    }
+    Ok(())
+}
+
+fn stop_reason(message: &Message) -> &'static str {
+    if message
+        .blocks
+        .iter()
+        .any(|b| matches!(b, Block::ToolUse { .. }))
+    {
+        "tool_use"
+    } else {
+        "end_turn"
+    }
+}
+
+/// The tool_use id of block `index` of message `n`: `toolu_mock_<n>` for the
+/// first block (as before blocks could be several), `toolu_mock_<n>_<index>` after.
+fn tool_use_id(n: u64, index: usize) -> String {
+    if index == 0 {
+        format!("toolu_mock_{n}")
+    } else {
+        format!("toolu_mock_{n}_{index}")
+    }
+}
+
+/// The complete (non-streaming) message object.
+fn message_json(message: &Message, model: &str, n: u64) -> Value {
+    let content: Vec<Value> = message
+        .blocks
+        .iter()
+        .enumerate()
+        .map(|(index, block)| match block {
+            Block::Text(text) => json!({ "type": "text", "text": text }),
+            Block::ToolUse { name, input } => {
+                json!({ "type": "tool_use", "id": tool_use_id(n, index), "name": name, "input": input })
+            }
+        })
+        .collect();
     json!({
         "id": format!("msg_mock_{n}"),
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [block],
-        "stop_reason": stop_reason(reply),
+        "content": content,
+        "stop_reason": stop_reason(message),
         "stop_sequence": null,
-        "usage": usage(output_tokens(reply)),
+        "usage": message.usage.to_json(),
     })
 }
 
-/// The Server-Sent Events stream for a reply.
-fn sse_body(reply: &Reply, model: &str, n: u64) -> String {
+/// The Server-Sent Events of a message, one string per event.
+fn sse_events(message: &Message, model: &str, n: u64) -> Vec<String> {
+    let start_usage = Usage {
+        output_tokens: message.usage.output_tokens.min(1),
+        ..message.usage
+    };
     let mut events: Vec<(&str, Value)> = Vec::new();
     events.push((
         "message_start",
@@ -605,50 +945,52 @@ fn sse_body(reply: &Reply, model: &str, n: u64) -> String {
                 "content": [],
                 "stop_reason": null,
                 "stop_sequence": null,
-                "usage": usage(1),
+                "usage": start_usage.to_json(),
             }
         }),
     ));
-    match reply {
-        Reply::Text(text) => {
-            events.push((
-                "content_block_start",
-                json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } }),
-            ));
-            events.push((
-                "content_block_delta",
-                json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": text } }),
-            ));
+    for (index, block) in message.blocks.iter().enumerate() {
+        match block {
+            Block::Text(text) => {
+                events.push((
+                    "content_block_start",
+                    json!({ "type": "content_block_start", "index": index, "content_block": { "type": "text", "text": "" } }),
+                ));
+                events.push((
+                    "content_block_delta",
+                    json!({ "type": "content_block_delta", "index": index, "delta": { "type": "text_delta", "text": text } }),
+                ));
+            }
+            Block::ToolUse { name, input } => {
+                events.push((
+                    "content_block_start",
+                    json!({
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": { "type": "tool_use", "id": tool_use_id(n, index), "name": name, "input": {} }
+                    }),
+                ));
+                events.push((
+                    "content_block_delta",
+                    json!({
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": { "type": "input_json_delta", "partial_json": input.to_string() }
+                    }),
+                ));
+            }
         }
-        Reply::ToolUse { name, input } => {
-            events.push((
-                "content_block_start",
-                json!({
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": { "type": "tool_use", "id": format!("toolu_mock_{n}"), "name": name, "input": {} }
-                }),
-            ));
-            events.push((
-                "content_block_delta",
-                json!({
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": { "type": "input_json_delta", "partial_json": input.to_string() }
-                }),
-            ));
-        }
+        events.push((
+            "content_block_stop",
+            json!({ "type": "content_block_stop", "index": index }),
+        ));
     }
-    events.push((
-        "content_block_stop",
-        json!({ "type": "content_block_stop", "index": 0 }),
-    ));
     events.push((
         "message_delta",
         json!({
             "type": "message_delta",
-            "delta": { "stop_reason": stop_reason(reply), "stop_sequence": null },
-            "usage": usage(output_tokens(reply)),
+            "delta": { "stop_reason": stop_reason(message), "stop_sequence": null },
+            "usage": message.usage.to_json(),
         }),
     ));
     events.push(("message_stop", json!({ "type": "message_stop" })));
@@ -814,6 +1156,285 @@ mod tests {
         let started = Instant::now();
         drop(mock);
         assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    /// The value of header `name` in a response head (names case-insensitive).
+    fn header<'a>(headers: &'a str, name: &str) -> Option<&'a str> {
+        headers.split("\r\n").find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
+    fn epoch_now() -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    #[test]
+    fn api_errors_have_status_headers_body_and_are_recorded() {
+        let reset = epoch_now() + 5;
+        let mock = MockApi::start(move |turn, _| match turn {
+            0 => Reply::rate_limited(reset),
+            1 => Reply::overloaded(),
+            _ => Reply::text("fine"),
+        });
+        let mut stream = TcpStream::connect(mock.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = Vec::new();
+        let before = SystemTime::now();
+
+        let (status, headers, body) = roundtrip(
+            &mut stream,
+            &mut buf,
+            "/v1/messages?beta=true",
+            &main_body(0, true).to_string(),
+        );
+        assert_eq!(status, "HTTP/1.1 429 Too Many Requests");
+        assert_eq!(header(&headers, "content-type"), Some("application/json"));
+        assert!(header(&headers, "request-id").is_some(), "{headers}");
+        let retry_after: u64 = header(&headers, "retry-after").unwrap().parse().unwrap();
+        assert!((4..=5).contains(&retry_after), "retry-after {retry_after}");
+        assert_eq!(
+            header(&headers, "anthropic-ratelimit-unified-status"),
+            Some("rejected")
+        );
+        assert_eq!(
+            header(&headers, "anthropic-ratelimit-unified-reset"),
+            Some(reset.to_string().as_str())
+        );
+        assert_eq!(
+            header(&headers, "anthropic-ratelimit-unified-representative-claim"),
+            Some("five_hour")
+        );
+        let error: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["type"], "error");
+        assert_eq!(error["error"]["type"], "rate_limit_error");
+        assert!(error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("rate limit"));
+
+        // The connection stays usable after an error.
+        let (status, headers, body) = roundtrip(
+            &mut stream,
+            &mut buf,
+            "/v1/messages?beta=true",
+            &main_body(1, true).to_string(),
+        );
+        assert_eq!(status, "HTTP/1.1 529 Site Overloaded");
+        assert_eq!(header(&headers, "retry-after"), None);
+        let error: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            error,
+            json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" } })
+        );
+
+        let (status, _, _) = roundtrip(
+            &mut stream,
+            &mut buf,
+            "/v1/messages?beta=true",
+            &main_body(2, true).to_string(),
+        );
+        assert!(status.contains("200"), "{status}");
+        let after = SystemTime::now();
+
+        let recorded = mock.requests();
+        assert_eq!(
+            recorded.iter().map(|r| r.status).collect::<Vec<_>>(),
+            [429, 529, 200]
+        );
+        assert!(recorded.iter().all(|r| before <= r.at && r.at <= after));
+        assert!(recorded.windows(2).all(|w| w[0].at <= w[1].at));
+    }
+
+    #[test]
+    fn side_requests_get_ok_unless_options_fail_them() {
+        let side = json!({ "model": "m", "stream": false, "messages": [{ "role": "user", "content": "title?" }] })
+            .to_string();
+        for (options, expected) in [
+            (MockOptions::default(), 200),
+            (
+                MockOptions {
+                    side_reply: Some(Reply::unauthorized()),
+                    ..MockOptions::default()
+                },
+                401,
+            ),
+        ] {
+            let mock = MockApi::start_with(options, |_, _| Reply::unauthorized());
+            let mut stream = TcpStream::connect(mock.addr()).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut buf = Vec::new();
+            let (status, _, body) = roundtrip(
+                &mut stream,
+                &mut buf,
+                "/v1/messages?beta=true",
+                &main_body(0, true).to_string(),
+            );
+            assert_eq!(status, "HTTP/1.1 401 Unauthorized");
+            let error: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(error["error"]["type"], "authentication_error");
+            assert_eq!(error["error"]["message"], "invalid x-api-key");
+            let (status, _, body) = roundtrip(&mut stream, &mut buf, "/v1/messages", &side);
+            assert!(status.contains(&expected.to_string()), "{status}");
+            if expected == 200 {
+                let msg: Value = serde_json::from_str(&body).unwrap();
+                assert_eq!(msg["content"][0]["text"], "ok");
+            }
+            let statuses: Vec<u16> = mock.requests().iter().map(|r| r.status).collect();
+            assert_eq!(statuses, [401, expected]);
+        }
+    }
+
+    #[test]
+    fn usage_default_and_scripted_in_the_stream() {
+        let scripted = Usage {
+            input_tokens: 100_000,
+            output_tokens: 1234,
+            cache_read_input_tokens: 7,
+            cache_creation_input_tokens: 8,
+        };
+        let mock = MockApi::start(move |turn, _| match turn {
+            0 => Reply::text("abcdefgh"),
+            1 => Reply::Blocks(vec![
+                Reply::text("I will write."),
+                Reply::write("/tmp/y", "z"),
+            ])
+            .with_usage(scripted),
+            _ => Reply::text("x").with_usage(scripted),
+        });
+        let mut stream = TcpStream::connect(mock.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = Vec::new();
+        let mut send = |turn: usize, stream_it: bool| {
+            roundtrip(
+                &mut stream,
+                &mut buf,
+                "/v1/messages?beta=true",
+                &main_body(turn, stream_it).to_string(),
+            )
+            .2
+        };
+
+        // Default: 10 input tokens, output = len/4 + 1, no cache.
+        let events = sse_events(&send(0, true));
+        assert_eq!(
+            events[0].1["message"]["usage"],
+            json!({ "input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0 })
+        );
+        let delta = &events.iter().find(|(n, _)| n == "message_delta").unwrap().1;
+        assert_eq!(
+            delta["usage"],
+            json!({ "input_tokens": 10, "output_tokens": 3, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0 })
+        );
+
+        // Scripted usage on a text + tool_use message.
+        let events = sse_events(&send(1, true));
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert_eq!(
+            events[0].1["message"]["usage"],
+            json!({ "input_tokens": 100_000, "output_tokens": 1, "cache_creation_input_tokens": 8, "cache_read_input_tokens": 7 })
+        );
+        assert_eq!(events[1].1["content_block"]["type"], "text");
+        assert_eq!(events[2].1["delta"]["text"], "I will write.");
+        assert_eq!(events[4].1["index"], 1);
+        assert_eq!(events[4].1["content_block"]["name"], "Write");
+        assert_eq!(events[6].1["index"], 1);
+        assert_eq!(events[7].1["delta"]["stop_reason"], "tool_use");
+        assert_eq!(events[7].1["usage"], scripted.to_json());
+
+        // Not streamed: the same usage in the message object.
+        let msg: Value = serde_json::from_str(&send(2, false)).unwrap();
+        assert_eq!(msg["usage"], scripted.to_json());
+        assert_eq!(msg["stop_reason"], "end_turn");
+    }
+
+    #[test]
+    fn event_gap_sends_a_stream_one_event_at_a_time() {
+        let gap = Duration::from_millis(60);
+        let options = MockOptions {
+            event_gap: gap,
+            ..MockOptions::default()
+        };
+        let mock = MockApi::start_with(options, |_, _| Reply::text("slow"));
+        let mut stream = TcpStream::connect(mock.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let body = main_body(0, true).to_string();
+        let req = format!(
+            "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(req.as_bytes()).unwrap();
+        // Read until the first event has arrived, then time the rest.
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        while find(&buf, b"event: message_start").is_none() {
+            let n = stream.read(&mut chunk).unwrap();
+            assert!(n > 0, "server closed early");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let first = Instant::now();
+        assert!(find(&buf, b"message_stop").is_none(), "all events at once");
+        let (_, _, out) = read_response(&mut stream, &mut buf);
+        let events = sse_events(&out);
+        assert_eq!(events.len(), 6);
+        assert_eq!(events[2].1["delta"]["text"], "slow");
+        assert!(
+            first.elapsed() >= gap * 5,
+            "5 gaps after the first event, took {:?}",
+            first.elapsed()
+        );
+    }
+
+    #[test]
+    fn nonsense_replies_fail_fast_with_a_400() {
+        let mock = MockApi::start(|turn, _| match turn {
+            0 => Reply::overloaded().with_usage(Usage::default()),
+            1 => Reply::Blocks(vec![Reply::text("a"), Reply::unauthorized()]),
+            _ => Reply::Blocks(Vec::new()),
+        });
+        let mut stream = TcpStream::connect(mock.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = Vec::new();
+        for turn in 0..3 {
+            let (status, _, body) = roundtrip(
+                &mut stream,
+                &mut buf,
+                "/v1/messages?beta=true",
+                &main_body(turn, true).to_string(),
+            );
+            assert!(status.contains("400"), "{status}");
+            let error: Value = serde_json::from_str(&body).unwrap();
+            let message = error["error"]["message"].as_str().unwrap();
+            assert!(message.contains(&format!("turn {turn}")), "{message}");
+        }
     }
 
     #[test]

@@ -74,10 +74,11 @@ pub fn bin(name: &str) -> PathBuf {
     if std::env::var_os("RALPH_BIN_DIR").is_none() {
         let root = workspace_root();
         let sources: &[&str] = match name {
-            "ralph-stop-hook" => &["crates/ralph-stop-hook", "crates/ralph-core"],
+            // The binaries' own sources: a crate's tests and benches are not built into them.
+            "ralph-stop-hook" => &["crates/ralph-stop-hook/src", "crates/ralph-core/src"],
             _ => &[
-                "crates/ralph-ctl",
-                "crates/ralph-core",
+                "crates/ralph-ctl/src",
+                "crates/ralph-core/src",
                 "templates",
                 "launchers",
             ],

@@ -344,7 +344,8 @@ fn fake_client(project: &TempProject, code: i32) -> String {
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n--ARG--\\n' \"$a\"; done > \"$0.args\"\n\
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.0.77 (Claude Code)'; exit 0; }}\n\
+             for a in \"$@\"; do printf '%s\\n--ARG--\\n' \"$a\"; done > \"$0.args\"\n\
              printf '%s %s\\n' \"$RALPH_ACTIVE\" \"$CLAUDE_CODE_STOP_HOOK_BLOCK_CAP\" > \"$0.env\"\n\
              cat > \"$0.stdin\"\nexit {code}\n"
         ),
@@ -589,6 +590,7 @@ fn waiting_client(project: &TempProject) -> String {
     std::fs::write(
         &path,
         "#!/bin/sh\n\
+         [ \"$1\" = --version ] && { echo '2.0.77 (Claude Code)'; exit 0; }\n\
          trap 'echo TERM > \"$0.got\"; exit 143' TERM\n\
          trap 'echo HUP > \"$0.got\"; exit 129' HUP\n\
          trap 'echo INT > \"$0.got\"; exit 130' INT\n\

@@ -1056,7 +1056,11 @@ fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion)
         .keys()
         .collect();
     let history = state["history"].as_array().unwrap();
-    let saw_write: Vec<bool> = history.iter().map(|r| r["toolCalls"] == 1).collect();
+    // Decided by the edit: the stop saw the Write and its result.
+    let saw_write: Vec<bool> = history
+        .iter()
+        .map(|r| r["progress"] == "tool_edits")
+        .collect();
     assert!(
         saw_write.iter().any(|&saw| saw),
         "no stop saw its Write in the transcript: {history:#?}"

@@ -655,7 +655,7 @@ fn another_hook_event_is_not_handled() {
     rejected(
         &project,
         &to_bytes(&input),
-        &["registered for SubagentStop; ralph only handles the Stop event"],
+        &["registered for SubagentStop; ralph only handles the Stop and StopFailure events"],
     );
 }
 

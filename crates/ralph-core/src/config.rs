@@ -15,6 +15,7 @@ use crate::breaker::{BreakerConfig, Signal, SIGNALS};
 use crate::completion::{CompletionConfig, CompletionMode, ConfidenceWeights};
 use crate::files::{read_bounded, Bounded};
 use crate::paths::{ProjectPaths, DEFAULT_PROMPT_FILE};
+use crate::state::Usd;
 use crate::verify::VerifyCommand;
 
 /// Default iteration cap.
@@ -49,6 +50,85 @@ pub mod env {
     pub const COMPLETION_MODE: &str = "RALPH_COMPLETION_MODE";
     /// Project root exported by Claude Code to its hooks.
     pub const CLAUDE_PROJECT_DIR: &str = "CLAUDE_PROJECT_DIR";
+    /// The loop's cost budget in US dollars.
+    pub const MAX_COST_USD: &str = "RALPH_MAX_COST_USD";
+    /// Model requests allowed in a rolling hour.
+    pub const MAX_CALLS_PER_HOUR: &str = "RALPH_MAX_CALLS_PER_HOUR";
+    /// conservative, aggressive or manual.
+    pub const RESUME_POLICY: &str = "RALPH_RESUME_POLICY";
+    /// The first wait before resuming after an API error, in seconds.
+    pub const RESUME_BACKOFF_SECONDS: &str = "RALPH_RESUME_BACKOFF_SECONDS";
+    /// Resumes the supervisor makes on its own before it leaves the loop paused.
+    pub const MAX_AUTO_RESUMES: &str = "RALPH_MAX_AUTO_RESUMES";
+}
+
+/// How the supervisor answers a paused loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ResumePolicy {
+    /// Resume when the breaker is closed and budget is left, at most
+    /// `maxAutoResumes` times, after the full backoff.
+    #[default]
+    Conservative,
+    /// Resume sooner (a quarter of the backoff) and more often (four times
+    /// `maxAutoResumes`), also with the breaker half open.
+    Aggressive,
+    /// Never resume on its own: leave the loop paused for a person.
+    Manual,
+}
+
+impl ResumePolicy {
+    /// Reads `conservative`, `aggressive` or `manual`.
+    pub fn parse(raw: &str) -> Option<ResumePolicy> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "conservative" => Some(ResumePolicy::Conservative),
+            "aggressive" => Some(ResumePolicy::Aggressive),
+            "manual" => Some(ResumePolicy::Manual),
+            _ => None,
+        }
+    }
+
+    /// The name used in the config and the log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResumePolicy::Conservative => "conservative",
+            ResumePolicy::Aggressive => "aggressive",
+            ResumePolicy::Manual => "manual",
+        }
+    }
+}
+
+/// Budgets and the supervisor's resume rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SupervisionConfig {
+    /// How paused loops are resumed.
+    pub policy: ResumePolicy,
+    /// The first wait before a resume, doubling after each one.
+    pub backoff_seconds: u32,
+    /// Resumes made without a person (conservative; four times this when aggressive).
+    pub max_auto_resumes: u32,
+    /// The loop's cost budget.
+    pub max_cost: Option<Usd>,
+    /// Model requests allowed in a rolling hour.
+    pub max_calls_per_hour: Option<u32>,
+}
+
+/// Default first wait before a resume, in seconds.
+pub const DEFAULT_RESUME_BACKOFF_SECONDS: u32 = 60;
+/// Default number of resumes without a person.
+pub const DEFAULT_MAX_AUTO_RESUMES: u32 = 5;
+/// Largest accepted `maxCostUsd`.
+pub const MAX_COST_LIMIT_USD: f64 = 1_000_000.0;
+
+impl Default for SupervisionConfig {
+    fn default() -> Self {
+        SupervisionConfig {
+            policy: ResumePolicy::Conservative,
+            backoff_seconds: DEFAULT_RESUME_BACKOFF_SECONDS,
+            max_auto_resumes: DEFAULT_MAX_AUTO_RESUMES,
+            max_cost: None,
+            max_calls_per_hour: None,
+        }
+    }
 }
 
 /// The resolved configuration of a loop.
@@ -66,6 +146,8 @@ pub struct Config {
     pub cooldown_minutes: Option<u32>,
     /// How claims are read and checked: mode, plan files, verification commands, weights.
     pub completion: CompletionConfig,
+    /// Budgets and resume rules.
+    pub supervision: SupervisionConfig,
 }
 
 impl Default for Config {
@@ -77,6 +159,7 @@ impl Default for Config {
             breaker: BreakerConfig::default(),
             cooldown_minutes: None,
             completion: CompletionConfig::default(),
+            supervision: SupervisionConfig::default(),
         }
     }
 }
@@ -159,6 +242,8 @@ struct ConfigFile {
     plan_files: Option<Vec<String>>,
     verify: Option<Vec<VerifyCommand>>,
     confidence: Option<ConfidenceWeights>,
+    max_cost_usd: Option<serde_json::Value>,
+    resume_policy: Option<String>,
 }
 
 /// Which config file is read: the user's defaults or the project's own.
@@ -176,6 +261,8 @@ const FILE_KEYS: &[&str] = &[
     "planFiles",
     "verify",
     "confidence",
+    "maxCostUsd",
+    "resumePolicy",
 ];
 
 /// The known key closest to `key` when it is a likely misspelling (at most
@@ -214,9 +301,22 @@ pub fn accepted_keys() -> String {
     format!(
         "{}, completionSignal, promptFile, completionMode, planFiles, verify (a list of {{name, command, \
          timeoutSeconds}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
-         testSaturation, threshold)",
+         testSaturation, threshold), maxCostUsd, resumePolicy",
         numbers.join(", ")
     )
+}
+
+/// What `resumePolicy` / RALPH_RESUME_POLICY accept.
+const POLICIES: &str = "conservative, aggressive or manual";
+
+/// What `maxCostUsd` / RALPH_MAX_COST_USD accept.
+fn cost_accepts() -> String {
+    format!("a dollar amount above 0 and at most {MAX_COST_LIMIT_USD}, such as 5 or 12.50")
+}
+
+fn validate_cost(dollars: f64) -> Option<Usd> {
+    (dollars.is_finite() && dollars > 0.0 && dollars <= MAX_COST_LIMIT_USD)
+        .then(|| Usd::from_dollars(dollars))
 }
 
 /// What `completionMode` / RALPH_COMPLETION_MODE accept.
@@ -240,6 +340,9 @@ enum Target {
     Patience,
     CooldownMinutes,
     Threshold(Signal),
+    MaxCallsPerHour,
+    BackoffSeconds,
+    MaxAutoResumes,
 }
 
 impl Target {
@@ -251,6 +354,11 @@ impl Target {
             Target::Threshold(signal) => {
                 config.breaker.thresholds.insert(signal, value);
             }
+            Target::MaxCallsPerHour => {
+                config.supervision.max_calls_per_hour = (value > 0).then_some(value)
+            }
+            Target::BackoffSeconds => config.supervision.backoff_seconds = value,
+            Target::MaxAutoResumes => config.supervision.max_auto_resumes = value,
         }
     }
 }
@@ -279,6 +387,27 @@ fn number_settings() -> impl Iterator<Item = NumberSetting> {
             min: 0,
             max: 525_600,
             target: Target::CooldownMinutes,
+        },
+        NumberSetting {
+            key: "maxCallsPerHour",
+            env: env::MAX_CALLS_PER_HOUR,
+            min: 0,
+            max: 100_000,
+            target: Target::MaxCallsPerHour,
+        },
+        NumberSetting {
+            key: "resumeBackoffSeconds",
+            env: env::RESUME_BACKOFF_SECONDS,
+            min: 1,
+            max: 86_400,
+            target: Target::BackoffSeconds,
+        },
+        NumberSetting {
+            key: "maxAutoResumes",
+            env: env::MAX_AUTO_RESUMES,
+            min: 0,
+            max: 1_000,
+            target: Target::MaxAutoResumes,
         },
     ];
     own.into_iter()
@@ -483,6 +612,17 @@ impl Config {
             }
             self.completion.weights = weights.clone();
         }
+        if let Some(raw) = &file.max_cost_usd {
+            self.supervision.max_cost = Some(
+                raw.as_f64()
+                    .and_then(validate_cost)
+                    .ok_or_else(|| bad("maxCostUsd", raw.to_string(), cost_accepts()))?,
+            );
+        }
+        if let Some(raw) = &file.resume_policy {
+            self.supervision.policy = ResumePolicy::parse(raw)
+                .ok_or_else(|| bad("resumePolicy", format!("{raw:?}"), POLICIES.into()))?;
+        }
         if let Some(raw) = file.prompt_file {
             if raw.trim().is_empty() {
                 return Err(bad(
@@ -540,6 +680,23 @@ impl Config {
                 name: env::COMPLETION_MODE,
                 value: v,
                 accepts: MODES.into(),
+            })?;
+        }
+        if let Some(v) = read(env::MAX_COST_USD, &cost_accepts)? {
+            self.supervision.max_cost =
+                Some(v.trim().parse::<f64>().ok().and_then(validate_cost).ok_or(
+                    ConfigError::BadEnv {
+                        name: env::MAX_COST_USD,
+                        value: v,
+                        accepts: cost_accepts(),
+                    },
+                )?);
+        }
+        if let Some(v) = read(env::RESUME_POLICY, &|| POLICIES.to_string())? {
+            self.supervision.policy = ResumePolicy::parse(&v).ok_or(ConfigError::BadEnv {
+                name: env::RESUME_POLICY,
+                value: v,
+                accepts: POLICIES.into(),
             })?;
         }
         if let Some(v) = read(env::PROMPT_FILE, &|| "a path".to_string())? {

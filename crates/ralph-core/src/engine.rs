@@ -22,14 +22,16 @@ use thiserror::Error;
 
 use crate::config::{Config, ConfigError, EnvSource};
 use crate::decision::{self, MessageSource, Observation, PassReason, Verdict};
+use crate::log::{self, LogEntry, LogEvent};
 use crate::paths::ProjectPaths;
 use crate::plan::{self, PlanReport};
 use crate::progress;
 use crate::prompt::{self, PromptError};
 use crate::registration;
-use crate::state::LoopState;
+use crate::state::{LoopState, PauseKind, PausedBecause, Status, StopDecision, TranscriptCursor};
 use crate::store::{StateStore, StoreError};
 use crate::transcript::{self, IterationTail, TranscriptError};
+use crate::usage::{self, UsageReading};
 use crate::verify::{self, VerifyCommand, VerifyResult};
 
 /// What one stop carries from the client.
@@ -81,6 +83,16 @@ pub trait World {
     fn prompt(&self, path: &Path) -> Result<String, PromptError>;
     /// guardrails.md, when there is one.
     fn guardrails(&self, path: &Path) -> Result<Option<String>, PromptError>;
+    /// The model requests, tokens and API errors the transcript gained past
+    /// `cursor` (see [`usage::read_new_since`]; requests before `since`, the
+    /// loop's start, are not the loop's); times in seconds since the epoch.
+    fn usage(
+        &self,
+        transcript: &Path,
+        cursor: Option<&TranscriptCursor>,
+        now: u64,
+        since: u64,
+    ) -> std::io::Result<UsageReading>;
 }
 
 /// The real world: the filesystem, git, `sh -c`, the system clock.
@@ -123,6 +135,15 @@ impl World for RealWorld {
     }
     fn guardrails(&self, path: &Path) -> Result<Option<String>, PromptError> {
         prompt::read_guardrails(path)
+    }
+    fn usage(
+        &self,
+        transcript: &Path,
+        cursor: Option<&TranscriptCursor>,
+        now: u64,
+        since: u64,
+    ) -> std::io::Result<UsageReading> {
+        usage::read_new_since(transcript, cursor, now, since)
     }
 }
 
@@ -251,6 +272,11 @@ pub fn run_stop(
         // The reading compared with a baseline that is no longer the loop's.
         observed.progress = progress::Reading::default();
     }
+    if state.transcript != owned.transcript {
+        // Another stop counted part of it meanwhile: count from where it left off.
+        let counted = config.supervision.max_calls_per_hour.is_some();
+        observed.usage = read_usage(world, stop, state, counted, &mut notes);
+    }
     // Judged once; again only if the state moved under the lock meanwhile.
     let claim = if Some(state) == snapshot.as_ref() {
         claim
@@ -260,7 +286,7 @@ pub fn run_stop(
     let now = world.now();
     let outcome = decision::decide_judged(&config, state, &observed, &claim, &now);
     let answer = match &outcome.verdict {
-        Verdict::Pass(_) | Verdict::End(_) => Answer::Allow,
+        Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_) => Answer::Allow,
         Verdict::Continue {
             iteration,
             max_iterations,
@@ -291,7 +317,186 @@ pub fn run_stop(
         }
         return Err(EngineError::Deliver(e));
     }
+    if let Some(new_state) = &outcome.new_state {
+        if let Err(e) = log::append(&lock, &LogEntry::of_stop(state, new_state, &now)) {
+            notes.push(format!("warning: cannot append to the audit log: {e}"));
+        }
+    }
     Ok(StopReport { answer, notes })
+}
+
+/// The usage the transcript gained since the loop's cursor (best effort: a
+/// transcript that cannot be read counts nothing; said on stderr only when
+/// a calls-per-hour budget depends on the count).
+fn read_usage(
+    world: &dyn World,
+    stop: &Stop,
+    state: &LoopState,
+    counted: bool,
+    notes: &mut Vec<String>,
+) -> UsageReading {
+    let Some(path) = &stop.transcript_path else {
+        return UsageReading::default();
+    };
+    let now = crate::time::parse_rfc3339(&world.now())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    let since = crate::time::parse_rfc3339(&state.started_at)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    match world.usage(path, state.transcript.as_ref(), now, since) {
+        Ok(reading) => {
+            let had_cursor = state.transcript.as_ref().is_some_and(|c| &c.path == path);
+            if reading.skipped && had_cursor && counted {
+                notes.push(format!(
+                    "the transcript grew by more than {} MiB since the last stop; \
+                     only its last {} MiB were counted for maxCallsPerHour",
+                    usage::MAX_NEW_BYTES / 1024 / 1024,
+                    usage::MAX_NEW_BYTES / 1024 / 1024
+                ));
+            }
+            reading
+        }
+        Err(e) => {
+            if counted {
+                notes.push(format!(
+                    "cannot read the transcript {} to count model requests for maxCallsPerHour: {e}",
+                    path.display()
+                ));
+            }
+            UsageReading::default()
+        }
+    }
+}
+
+/// What the client's `StopFailure` event carries: the turn ended on an API
+/// error, and no Stop hook runs for it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StopFailure {
+    /// The failing session.
+    pub session_id: Option<String>,
+    /// The session's transcript (its last `api_error` line has the HTTP
+    /// status and the reset time).
+    pub transcript_path: Option<PathBuf>,
+    /// The client's name for the error (`rate_limit`, `server_error`, …).
+    pub error: Option<String>,
+    /// The client's details of it.
+    pub error_details: Option<String>,
+    /// The error text the client showed in place of the answer.
+    pub last_assistant_message: Option<String>,
+}
+
+/// Records an API failure that ended a turn of the loop's session: the loop
+/// is `paused`, with what failed, the HTTP status and the API's reset time
+/// when the transcript has them. Another session's failure, or one with no
+/// loop running, changes nothing. The client ignores the answer, so there
+/// is none.
+pub fn run_stop_failure(
+    paths: &ProjectPaths,
+    failure: &StopFailure,
+    world: &dyn World,
+) -> Result<StopReport, EngineError> {
+    let store = StateStore::new(paths);
+    if !store.exists() {
+        return Ok(StopReport::allow(None));
+    }
+    let lock = store.lock(false)?;
+    let Some(state) = lock.read()? else {
+        return Ok(StopReport::allow(None));
+    };
+    if state.status != Status::Running
+        || failure.session_id.as_deref() != Some(state.session_id.as_str())
+    {
+        return Ok(StopReport::allow(None));
+    }
+    let mut notes = Vec::new();
+    let stop = Stop {
+        session_id: failure.session_id.clone(),
+        transcript_path: failure.transcript_path.clone(),
+        ..Stop::default()
+    };
+    let reading = read_usage(world, &stop, &state, false, &mut notes);
+    let now = world.now();
+    let api_error = reading.last_api_error.clone().unwrap_or_default();
+    let kind = match (failure.error.as_deref(), api_error.status) {
+        (Some(error), _) if PauseKind::from_client_error(error) != PauseKind::Unknown => {
+            PauseKind::from_client_error(error)
+        }
+        (_, Some(status)) => PauseKind::from_http_status(status),
+        _ => PauseKind::Unknown,
+    };
+    let said = failure
+        .last_assistant_message
+        .as_deref()
+        .or(failure.error_details.as_deref())
+        .or(api_error.message.as_deref())
+        .or(failure.error.as_deref())
+        .unwrap_or("the API failed");
+    let because = PausedBecause {
+        kind,
+        http_status: api_error.status,
+        message: one_line(said, 300),
+        resume_at: api_error.resets_at.map(|t| {
+            crate::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(t))
+        }),
+        at: now.clone(),
+    };
+    let mut next = state.clone();
+    next.usage.add(&reading.tokens);
+    let now_secs = crate::time::parse_rfc3339(&now)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    next.record_calls(&reading.calls, now_secs);
+    if reading.cursor.is_some() {
+        next.transcript = reading.cursor.clone();
+    }
+    let why = format!(
+        "the API failed ({}{}): {}; paused",
+        kind.as_str(),
+        because
+            .http_status
+            .map(|s| format!(", HTTP {s}"))
+            .unwrap_or_default(),
+        because.message
+    );
+    next.last_run_at = Some(now.clone());
+    next.push_history(crate::state::IterationRecord {
+        iteration: state.iteration,
+        at: now.clone(),
+        decision: StopDecision::Allow,
+        why: why.clone(),
+        excerpt: crate::state::excerpt(said),
+        stop_hook_active: false,
+        findings: None,
+        message_source: MessageSource::Input,
+        tool_calls: 0,
+        error: Some(because.message.clone()),
+        breaker: None,
+        status_block: None,
+        claim: None,
+        progress: None,
+        calls: reading.calls.len().try_into().unwrap_or(u32::MAX),
+        usage: reading.tokens,
+    });
+    next.pause(because);
+    lock.write(&next)?;
+    if let Err(e) = log::append(&lock, &LogEntry::about(&next, LogEvent::Pause, &now, why)) {
+        notes.push(format!("warning: cannot append to the audit log: {e}"));
+    }
+    Ok(StopReport {
+        answer: Answer::Allow,
+        notes,
+    })
+}
+
+/// `text` on one line, at most `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out: String = flat.chars().take(max).collect();
+    if flat.chars().count() > max {
+        out.push('…');
+    }
+    out
 }
 
 /// Writes the state back as it was before this stop.
@@ -368,6 +573,14 @@ fn observe(
         late_message: tail
             .previous_final_message
             .filter(|m| !m.is_empty() && decision::previous_stop_was_behind(state)),
+        usage: read_usage(
+            world,
+            stop,
+            state,
+            config.supervision.max_calls_per_hour.is_some(),
+            notes,
+        ),
+        api_failure: tail.api_error,
         ..Observation::of_session(stop.session_id.clone(), stop.stop_hook_active)
     })
 }
@@ -394,6 +607,8 @@ mod tests {
         while_reading: Option<Box<dyn Fn()>>,
         verify_exit: i32,
         verify_runs: Cell<u32>,
+        /// What the usage reading finds.
+        usage: UsageReading,
     }
 
     impl FakeWorld {
@@ -406,11 +621,21 @@ mod tests {
                 while_reading: None,
                 verify_exit: 0,
                 verify_runs: Cell::new(0),
+                usage: UsageReading::default(),
             }
         }
     }
 
     impl World for FakeWorld {
+        fn usage(
+            &self,
+            _: &Path,
+            _: Option<&TranscriptCursor>,
+            _: u64,
+            _: u64,
+        ) -> std::io::Result<UsageReading> {
+            Ok(self.usage.clone())
+        }
         fn iteration_tail(
             &self,
             _: &Path,
@@ -780,5 +1005,80 @@ mod tests {
         };
         run_stop(&paths, &[], &behind, &FakeWorld::new(tail), &mut |_| Ok(())).unwrap();
         assert_eq!(state(&paths).status, Status::Running);
+    }
+
+    #[test]
+    fn a_stop_failure_pauses_the_owning_loop_and_logs_it() {
+        let (_d, paths) = project(None);
+        let world = FakeWorld {
+            usage: UsageReading {
+                last_api_error: Some(usage::ApiErrorLine {
+                    status: Some(429),
+                    resets_at: Some(1_900_000_000),
+                    message: Some("rate limited".into()),
+                }),
+                ..UsageReading::default()
+            },
+            ..FakeWorld::new(IterationTail::default())
+        };
+        let failure = |session: &str| StopFailure {
+            session_id: Some(session.into()),
+            transcript_path: Some("/t.jsonl".into()),
+            error: Some("rate_limit".into()),
+            error_details: None,
+            last_assistant_message: Some("API Error: Request rejected (429)".into()),
+        };
+        // Another session's failure changes nothing.
+        let before = state(&paths);
+        run_stop_failure(&paths, &failure("someone-else"), &world).unwrap();
+        assert_eq!(state(&paths), before);
+
+        let report = run_stop_failure(&paths, &failure(SID), &world).unwrap();
+        assert_eq!(report.answer, Answer::Allow);
+        let after = state(&paths);
+        assert_eq!(after.status, Status::Paused);
+        assert_eq!(after.iteration, before.iteration);
+        let because = after.paused_because.as_ref().unwrap();
+        assert_eq!(because.kind, PauseKind::RateLimit);
+        assert_eq!(because.http_status, Some(429));
+        assert_eq!(because.message, "API Error: Request rejected (429)");
+        assert_eq!(
+            because.resume_at.as_deref(),
+            Some(crate::time::rfc3339(
+                std::time::UNIX_EPOCH + Duration::from_secs(1_900_000_000)
+            ))
+            .as_deref()
+        );
+        let logged = log::read_last(&paths.state_file(), 5).unwrap();
+        assert_eq!(logged.len(), 1);
+        assert_eq!(logged[0].event, LogEvent::Pause);
+        assert!(logged[0].resume_at.is_some());
+        // A second failure of a paused loop changes nothing more.
+        let paused = state(&paths);
+        run_stop_failure(&paths, &failure(SID), &world).unwrap();
+        assert_eq!(state(&paths), paused);
+    }
+
+    #[test]
+    fn every_stop_is_logged_with_its_decision() {
+        let (_d, paths) = project(None);
+        let tail = IterationTail {
+            caught_up: true,
+            ..Default::default()
+        };
+        run_stop(
+            &paths,
+            &[],
+            &stop("Working."),
+            &FakeWorld::new(tail),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        let logged = log::read_last(&paths.state_file(), 5).unwrap();
+        assert_eq!(logged.len(), 1);
+        assert_eq!(logged[0].event, LogEvent::Stop);
+        assert_eq!(logged[0].iteration, 1);
+        assert_eq!(logged[0].decision, Some(StopDecision::Block));
+        assert_eq!(logged[0].status, Status::Running);
     }
 }

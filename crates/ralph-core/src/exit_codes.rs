@@ -17,6 +17,14 @@ pub const CIRCUIT_OPEN: i32 = 11;
 pub const INTERRUPTED: i32 = 12;
 /// `finish`: no loop state belongs to this session (reset, or taken over by another start).
 pub const NO_LOOP: i32 = 13;
+/// `finish`/`run`: the loop is paused (an API error or the calls-per-hour
+/// budget) and was not resumed; `ralph-ctl run --resume` goes on.
+pub const PAUSED: i32 = 14;
+/// `finish`/`run`: the API refused the loop for good (authentication,
+/// billing, an invalid request, an unknown model).
+pub const FAILED: i32 = 15;
+/// `finish`/`run`: the loop's cost budget is spent.
+pub const BUDGET_EXHAUSTED: i32 = 16;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 

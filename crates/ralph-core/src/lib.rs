@@ -26,8 +26,10 @@ pub mod time;
 // The modules by their own names, as the binaries and tests use them.
 pub use judge::{breaker, claims, completion, decision, errors, lifecycle, signals};
 use observe::files;
-pub use observe::{hook_input, plan, process, progress, prompt, registration, transcript, verify};
-pub use persist::{state, store};
+pub use observe::{
+    hook_input, plan, process, progress, prompt, registration, transcript, usage, verify,
+};
+pub use persist::{log, state, store};
 
 #[cfg(test)]
 pub(crate) mod tempdir {

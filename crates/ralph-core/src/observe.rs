@@ -11,4 +11,5 @@ pub mod progress;
 pub mod prompt;
 pub mod registration;
 pub mod transcript;
+pub mod usage;
 pub mod verify;

@@ -96,6 +96,12 @@ fn expected(map: &Map<String, Value>) -> Result<HookInput, &'static str> {
         hook_event_name: string(map, "hook_event_name")?,
         stop_hook_active,
         last_assistant_message: string(map, "last_assistant_message")?,
+        error: string(map, "error")?,
+        error_details: match map.get("error_details") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => Some(other.to_string()),
+        },
     })
 }
 
@@ -123,6 +129,8 @@ fn valid_input() -> impl Strategy<Value = (HookInput, Value)> {
                     hook_event_name: event,
                     stop_hook_active: active,
                     last_assistant_message: message,
+                    error: None,
+                    error_details: None,
                 };
                 let mut object: Map<String, Value> = extra.into_iter().collect();
                 let mut put = |key: &str, value: Option<Value>| match value {
@@ -229,8 +237,14 @@ fn signal() -> impl Strategy<Value = String> {
 }
 
 /// Prose lines with no fence, no block quote and none of the signal's letters.
+/// Plain prose lines: none opens a code fence (three backticks).
 fn prose() -> impl Strategy<Value = Vec<String>> {
-    prop::collection::vec("[a-z .,!?*`()]{0,20}", 0..4)
+    prop::collection::vec(
+        "[a-z .,!?*`()]{0,20}".prop_filter("a code fence is not prose", |line: &String| {
+            !line.trim_start().starts_with("```")
+        }),
+        0..4,
+    )
 }
 
 fn check_claim_implies_occurrence(message: &str, signal: &str) -> Result<(), TestCaseError> {

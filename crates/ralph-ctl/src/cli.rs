@@ -87,6 +87,10 @@ pub enum Command {
         /// Clear the previous loop's state first.
         #[arg(long)]
         reset: bool,
+        /// Go on with the paused or interrupted loop in its own session
+        /// (`--resume` of the client), at the iteration it stopped at.
+        #[arg(long, conflicts_with = "reset")]
+        resume: bool,
         /// Arguments for the Claude Code client, given after `--`.
         #[arg(last = true, value_name = "CLIENT_ARGS")]
         client_args: Vec<OsString>,

@@ -53,12 +53,14 @@ pub fn run(cli: Cli) -> i32 {
         Command::Run {
             headless,
             reset,
+            resume,
             client_args,
         } => commands::run::run(
             &paths,
             commands::run::RunOptions {
                 headless,
                 reset,
+                resume,
                 client_args,
             },
         ),

@@ -1,5 +1,7 @@
 //! Merging the Stop hook into `.claude/settings.json` without disturbing
-//! anything else a person or another tool put there.
+//! anything else a person or another tool put there, and the settings the
+//! driver adds for one run (the `StopFailure` hook, which only Claude Code
+//! 2.1 and later know: 2.0 skips a whole settings file that names it).
 
 use serde_json::{json, Map, Value};
 
@@ -21,6 +23,18 @@ pub fn hook_command(hook_path: &str) -> String {
 /// Adds (or updates) our Stop hook in `settings`, keeping every other key,
 /// hook and event. Returns an error naming what has an unexpected shape.
 pub fn merge_stop_hook(settings: &mut Value, command: &str, timeout: u32) -> Result<(), String> {
+    merge_hook(settings, "Stop", command, timeout)
+}
+
+/// Adds (or updates) our hook for `event` in `settings`, keeping every
+/// other key, hook and event. Returns an error naming what has an
+/// unexpected shape, and then changes nothing.
+pub fn merge_hook(
+    settings: &mut Value,
+    event: &str,
+    command: &str,
+    timeout: u32,
+) -> Result<(), String> {
     let Value::Object(root) = settings else {
         return Err("the file is not a JSON object".into());
     };
@@ -31,10 +45,10 @@ pub fn merge_stop_hook(settings: &mut Value, command: &str, timeout: u32) -> Res
         return Err("`hooks` is not an object".into());
     };
     let stop = hooks
-        .entry("Stop")
+        .entry(event)
         .or_insert_with(|| Value::Array(Vec::new()));
     let Value::Array(groups) = stop else {
-        return Err("`hooks.Stop` is not an array".into());
+        return Err(format!("`hooks.{event}` is not an array"));
     };
     let ours = json!({"type": "command", "command": command, "timeout": timeout});
     for group in groups.iter_mut() {
@@ -53,6 +67,15 @@ pub fn merge_stop_hook(settings: &mut Value, command: &str, timeout: u32) -> Res
     }
     groups.push(json!({"hooks": [ours]}));
     Ok(())
+}
+
+/// Settings for `--settings`: ralph's hook registered for `StopFailure`
+/// too, so an API error that ends a turn pauses the loop.
+pub fn stop_failure_settings(command: &str) -> String {
+    json!({"hooks": {"StopFailure": [{"hooks": [
+        {"type": "command", "command": command, "timeout": 30}
+    ]}]}})
+    .to_string()
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 //! The Stop hook's protocol glue: Claude Code's stdin object in, one stop of
 //! the loop ([`ralph_core::engine::run_stop`]), Claude Code's answer out.
+//! Registered for `StopFailure` too (Claude Code 2.1 and later): an API
+//! error that ended the turn pauses the loop
+//! ([`ralph_core::engine::run_stop_failure`]); that event takes no answer.
 //!
 //! Every error lets the stop through with one line on stderr: a broken hook
 //! must never trap a session.
@@ -9,7 +12,7 @@ use std::panic;
 use std::process::ExitCode;
 
 use ralph_core::config::{self, EnvSource, ProcessEnv};
-use ralph_core::engine::{self, Answer, EngineError, RealWorld, Stop, World};
+use ralph_core::engine::{self, Answer, EngineError, RealWorld, Stop, StopFailure, World};
 use ralph_core::hook_input::{self, HookInput, InputError};
 use ralph_core::paths::ProjectPaths;
 use thiserror::Error;
@@ -123,11 +126,27 @@ pub fn handle(
     world: &dyn World,
 ) -> Result<Handled, HookError> {
     let input = hook_input::parse(&hook_input::read_bounded(stdin)?)?;
-    if let Some(event) = input.hook_event_name.as_deref() {
-        if event != "Stop" {
+    match input.hook_event_name.as_deref() {
+        None | Some("Stop") => {}
+        Some("StopFailure") => {
+            let paths = project_root(&input, env)?;
+            let failure = StopFailure {
+                session_id: input.session_id,
+                transcript_path: input.transcript_path,
+                error: input.error,
+                error_details: input.error_details,
+                last_assistant_message: input.last_assistant_message,
+            };
+            let report = engine::run_stop_failure(&paths, &failure, world)?;
+            return Ok(Handled {
+                answer: report.answer,
+                notes: report.notes,
+            });
+        }
+        Some(event) => {
             return Ok(Handled {
                 answer: Answer::Allow,
-                notes: vec![format!("registered for {event}; ralph only handles the Stop event, so it does nothing here")],
+                notes: vec![format!("registered for {event}; ralph only handles the Stop and StopFailure events, so it does nothing here")],
             });
         }
     }

@@ -15,8 +15,11 @@ use crate::plan::PlanReport;
 use crate::progress::Reading;
 use crate::signals;
 use crate::state::{
-    excerpt, ClaimOutcome, ClaimRecord, IterationRecord, LoopState, Status, StopDecision,
+    excerpt, ClaimOutcome, ClaimRecord, IterationRecord, LoopState, PauseKind, PausedBecause,
+    Status, StopDecision,
 };
+use crate::transcript::ApiErrorMessage;
+use crate::usage::UsageReading;
 use crate::verify::VerifyResult;
 
 /// Where the agent's last message was found.
@@ -77,6 +80,12 @@ pub struct Observation {
     /// it in time (`transcript_behind`) and it is in the transcript now: a
     /// completion claim in it is judged at this stop.
     pub late_message: Option<String>,
+    /// The model requests and tokens since the previous stop.
+    pub usage: UsageReading,
+    /// Set when the iteration ended on the client's message for an API
+    /// error rather than the model's answer (Claude Code 2.0 runs the Stop
+    /// hook then).
+    pub api_failure: Option<ApiErrorMessage>,
 }
 
 impl Observation {
@@ -95,6 +104,8 @@ impl Observation {
             plan: PlanReport::default(),
             verification: None,
             late_message: None,
+            usage: UsageReading::default(),
+            api_failure: None,
         }
     }
 }
@@ -195,7 +206,95 @@ fn rejection(gates: &[GateResult]) -> Option<ErrorSighting> {
     })
 }
 
-/// Whether the stop of `session_id` belongs to the running loop in `state`:
+/// The iteration ended on an API error, not on the model's answer: the loop
+/// pauses (the same iteration is worked on again when it resumes), and no
+/// claim, breaker or cap is judged on the error's text.
+fn pause_on_api_error(
+    mut next: LoopState,
+    observed: &Observation,
+    failure: &ApiErrorMessage,
+    now: &str,
+) -> Outcome {
+    let kind = failure
+        .error
+        .as_deref()
+        .map(PauseKind::from_client_error)
+        .filter(|k| *k != PauseKind::Unknown)
+        .or(failure.status.map(PauseKind::from_http_status))
+        .unwrap_or(PauseKind::Unknown);
+    let message: String = observed
+        .message
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(300)
+        .collect();
+    let because = PausedBecause {
+        kind,
+        http_status: failure.status,
+        message: message.clone(),
+        resume_at: observed
+            .usage
+            .last_api_error
+            .as_ref()
+            .and_then(|e| e.resets_at)
+            .map(|t| {
+                crate::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(t))
+            }),
+        at: now.to_string(),
+    };
+    let why = format!(
+        "iteration {} ended on an API error ({}{}): {message}; paused",
+        next.iteration,
+        kind.as_str(),
+        failure
+            .status
+            .map(|s| format!(", HTTP {s}"))
+            .unwrap_or_default()
+    );
+    next.last_run_at = Some(now.to_string());
+    next.push_history(IterationRecord {
+        iteration: next.iteration,
+        at: now.to_string(),
+        decision: StopDecision::Allow,
+        why,
+        excerpt: excerpt(&observed.message),
+        stop_hook_active: observed.stop_hook_active,
+        findings: None,
+        message_source: observed.message_source,
+        tool_calls: observed.tool_calls,
+        error: Some(message),
+        breaker: None,
+        status_block: None,
+        claim: None,
+        progress: None,
+        calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
+        usage: observed.usage.tokens,
+    });
+    next.pause(because.clone());
+    Outcome {
+        new_state: Some(next),
+        verdict: Verdict::Pause(because),
+    }
+}
+
+/// The pause of a loop whose calls-per-hour budget is spent until after
+/// `now` (seconds since the epoch); `None` for any other loop.
+pub fn paused_until(state: &LoopState, now: u64) -> Option<&PausedBecause> {
+    let paused = state.paused_because.as_ref()?;
+    let until = paused
+        .resume_at
+        .as_deref()
+        .and_then(crate::time::parse_rfc3339)?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    (state.status == Status::Paused && paused.kind == PauseKind::CallsPerHour && until > now)
+        .then_some(paused)
+}
+
+/// Whether the stop of `session_id` belongs to the running (or paused) loop in `state`:
 /// `Ok` with the loop when it does, else why it is let through untouched.
 /// The hook asks this first, so another session's stop reads nothing more.
 pub fn owned_loop<'a>(
@@ -203,7 +302,7 @@ pub fn owned_loop<'a>(
     session_id: Option<&str>,
 ) -> Result<&'a LoopState, PassReason> {
     let state = state.ok_or(PassReason::NoLoop)?;
-    if state.status != Status::Running {
+    if !matches!(state.status, Status::Running | Status::Paused) {
         return Err(PassReason::LoopEnded(state.status));
     }
     match session_id {
@@ -238,6 +337,9 @@ pub enum Verdict {
     Pass(PassReason),
     /// Let the stop through; the loop ended with this status.
     End(Status),
+    /// Let the stop through; the loop is paused (its calls-per-hour budget
+    /// is spent) and goes on with the next iteration when resumed.
+    Pause(PausedBecause),
     /// Block the stop and feed the prompt back for this (new) iteration.
     Continue {
         /// The iteration that starts now.
@@ -293,8 +395,32 @@ pub fn decide_judged(
     claim: &ClaimJudgement,
     now: &str,
 ) -> Outcome {
+    let now_secs = crate::time::parse_rfc3339(now)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
     let mut next = state.clone();
+    let mut resumed = None;
+    if paused_until(state, now_secs).is_some() {
+        // A stop of the owning session while the calls-per-hour budget is
+        // spent (an interactive session goes on by hand): let it through.
+        return Outcome::pass(PassReason::LoopEnded(Status::Paused));
+    }
+    if state.status == Status::Paused {
+        // The session is working again (a person carried on after an API
+        // error, or the budget window freed): the loop goes on.
+        resumed = state.paused_because.clone();
+        next.resume();
+    }
+    next.usage.add(&observed.usage.tokens);
+    next.record_calls(&observed.usage.calls, now_secs);
+    if let Some(cursor) = &observed.usage.cursor {
+        next.transcript = Some(cursor.clone());
+    }
     let iteration = state.iteration;
+    if let Some(failure) = &observed.api_failure {
+        return pause_on_api_error(next, observed, failure, now);
+    }
+    next.auto_resumes = 0;
     if let (Some(late), true) = (&observed.late_message, previous_stop_was_behind(state)) {
         if let Some(record) = next.history.last_mut() {
             record.excerpt = excerpt(late);
@@ -414,13 +540,60 @@ pub fn decide_judged(
         )
     };
 
-    let decision = match verdict {
+    // The loop would go on, but its calls-per-hour budget is spent: pause
+    // until the window frees, and go on with the next iteration then.
+    let free_at = match (&verdict, config.supervision.max_calls_per_hour) {
+        (Verdict::Continue { .. }, Some(cap)) => {
+            next.calls_free_at(cap, now_secs).map(|at| (cap, at))
+        }
+        _ => None,
+    };
+    let (verdict, why) = match (verdict, free_at) {
+        (
+            Verdict::Continue {
+                iteration: next_iteration,
+                ..
+            },
+            Some((cap, free_at)),
+        ) => {
+            next.iteration = next_iteration;
+            let because = PausedBecause {
+                kind: PauseKind::CallsPerHour,
+                http_status: None,
+                message: format!(
+                    "{} model requests in the last hour reached maxCallsPerHour ({cap})",
+                    next.calls_in_last_hour(now_secs)
+                ),
+                resume_at: Some(crate::time::rfc3339(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(free_at),
+                )),
+                at: now.to_string(),
+            };
+            let why = format!("{why}; paused: {}", because.message);
+            (Verdict::Pause(because), why)
+        }
+        (verdict, _) => (verdict, why),
+    };
+    let why = match &resumed {
+        Some(paused) => format!(
+            "resumed after the pause ({}: {}); {why}",
+            paused.kind.as_str(),
+            paused.message
+        ),
+        None => why,
+    };
+
+    let decision = match &verdict {
+        Verdict::Pause(because) => {
+            next.pause(because.clone());
+            StopDecision::Allow
+        }
         Verdict::Continue { iteration, .. } => {
-            next.iteration = iteration;
+            next.iteration = *iteration;
             StopDecision::Block
         }
         Verdict::End(status) => {
-            next.end(status, why.clone(), now);
+            next.end(*status, why.clone(), now);
             StopDecision::Allow
         }
         Verdict::Pass(_) => unreachable!("passes return early"),
@@ -440,6 +613,9 @@ pub fn decide_judged(
         breaker: transition,
         status_block: assessment.status_block.clone(),
         claim: claim_record,
+        progress: Some(observed.progress.method),
+        calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
+        usage: observed.usage.tokens,
     });
     Outcome {
         new_state: Some(next),
@@ -632,7 +808,7 @@ mod tests {
                     assert_eq!(state.ended_at.as_deref(), Some(NOW));
                     assert_eq!(record.decision, StopDecision::Allow);
                 }
-                Verdict::Pass(_) => unreachable!(),
+                Verdict::Pass(_) | Verdict::Pause(_) => unreachable!(),
             }
         }
     }
@@ -651,7 +827,7 @@ mod tests {
                         assert_eq!(status, Status::MaxIterations);
                         break;
                     }
-                    Verdict::Pass(_) => panic!("unexpected pass"),
+                    Verdict::Pass(_) | Verdict::Pause(_) => panic!("unexpected pass"),
                 }
             }
             assert_eq!(blocks + 1, max, "iterations run");
@@ -1033,5 +1209,115 @@ mod tests {
                 .get(crate::breaker::Signal::FindingsStuck),
             u32::MAX
         );
+    }
+
+    fn secs(t: &str) -> u64 {
+        crate::time::parse_rfc3339(t)
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    #[test]
+    fn the_calls_per_hour_cap_pauses_the_loop_until_the_window_frees() {
+        let config = Config {
+            supervision: crate::config::SupervisionConfig {
+                max_calls_per_hour: Some(3),
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let mut state = running(2, 10);
+        let mut observed = saying("Still working.");
+        observed.usage.calls = vec![secs("2026-11-22T09:59:10Z"), secs("2026-11-22T09:59:40Z")];
+        observed.usage.tokens.input = 500;
+        // Two requests: under the cap, the loop goes on and counts them.
+        let out = decide(&config, Some(&state), &observed, NOW);
+        assert!(matches!(
+            out.verdict,
+            Verdict::Continue { iteration: 3, .. }
+        ));
+        state = out.new_state.unwrap();
+        assert_eq!(state.calls_in_last_hour(secs(NOW)), 2);
+        assert_eq!(state.history.last().unwrap().calls, 2);
+        assert_eq!(state.usage.input, 500);
+        // The third reaches it: the stop is let through, the loop paused at
+        // the next iteration until the minute of the oldest leaves the hour.
+        observed.usage.calls = vec![secs("2026-11-22T09:59:55Z")];
+        let out = decide(&config, Some(&state), &observed, NOW);
+        let Verdict::Pause(because) = &out.verdict else {
+            panic!("{:?}", out.verdict)
+        };
+        assert_eq!(because.kind, PauseKind::CallsPerHour);
+        assert_eq!(because.resume_at.as_deref(), Some("2026-11-22T11:00:00Z"));
+        let paused = out.new_state.unwrap();
+        assert_eq!(paused.status, Status::Paused);
+        assert_eq!(
+            paused.iteration, 4,
+            "the next iteration runs when it resumes"
+        );
+        assert_eq!(paused.history.last().unwrap().decision, StopDecision::Allow);
+        // A stop of the session before then is let through untouched.
+        let early = decide(&config, Some(&paused), &saying("x"), NOW);
+        assert_eq!(
+            early.verdict,
+            Verdict::Pass(PassReason::LoopEnded(Status::Paused))
+        );
+        assert!(early.new_state.is_none());
+        // After it, the loop goes on (an interactive session carried on).
+        let later = decide(&config, Some(&paused), &saying("x"), "2026-11-22T11:00:01Z");
+        assert!(matches!(
+            later.verdict,
+            Verdict::Continue { iteration: 5, .. }
+        ));
+        let resumed = later.new_state.unwrap();
+        assert_eq!(resumed.status, Status::Running);
+        assert_eq!(resumed.paused_because, None);
+        assert!(resumed
+            .history
+            .last()
+            .unwrap()
+            .why
+            .starts_with("resumed after the pause (calls_per_hour"));
+    }
+
+    #[test]
+    fn an_iteration_that_ended_on_an_api_error_pauses_and_is_not_judged() {
+        let mut state = running(3, 10);
+        state.auto_resumes = 2;
+        let mut observed = saying(&format!(
+            "API Error: 529 Overloaded\n{}",
+            crate::config::DEFAULT_COMPLETION_SIGNAL
+        ));
+        observed.message_source = MessageSource::Transcript;
+        observed.api_failure = Some(ApiErrorMessage {
+            error: Some("unknown".into()),
+            status: Some(529),
+        });
+        let out = decide(&config(), Some(&state), &observed, NOW);
+        let Verdict::Pause(because) = &out.verdict else {
+            panic!("{:?}", out.verdict)
+        };
+        assert_eq!(
+            because.kind,
+            PauseKind::Overloaded,
+            "2.0's `unknown` read from the status"
+        );
+        assert_eq!(because.http_status, Some(529));
+        state = out.new_state.unwrap();
+        assert_eq!(state.status, Status::Paused);
+        assert_eq!(state.iteration, 3, "the same iteration is worked on again");
+        assert_eq!(state.last_claim, None, "the error text is never judged");
+        assert_eq!(state.auto_resumes, 2, "no finished iteration");
+        // The next real stop takes the loop up again and counts as finished.
+        let out = decide(&config(), Some(&state), &saying("Fixed it."), NOW);
+        assert!(matches!(
+            out.verdict,
+            Verdict::Continue { iteration: 4, .. }
+        ));
+        let state = out.new_state.unwrap();
+        assert_eq!(state.status, Status::Running);
+        assert_eq!(state.auto_resumes, 0);
     }
 }

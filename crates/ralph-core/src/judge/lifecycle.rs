@@ -7,7 +7,8 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use crate::config::Config;
+use crate::breaker::BreakerState;
+use crate::config::{Config, ResumePolicy};
 use crate::decision::MessageSource;
 use crate::exit_codes;
 use crate::state::{excerpt, IterationRecord, LoopState, Status, StopDecision};
@@ -124,11 +125,142 @@ pub fn cooled_down(state: &LoopState, config: &Config, now: SystemTime) -> bool 
     }
 }
 
+/// What the supervisor does with a paused loop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResumePlan {
+    /// Resume at `at` (seconds since the epoch).
+    ResumeAt {
+        /// Not before then.
+        at: u64,
+        /// Why then, in words.
+        reason: String,
+    },
+    /// Leave it paused: a person decides (`ralph-ctl run --resume`).
+    Stay {
+        /// Why, in words.
+        reason: String,
+    },
+    /// End it `failed`: waiting cannot fix this.
+    Fail {
+        /// What the API said and what to fix.
+        reason: String,
+    },
+}
+
+/// The longest backoff between two automatic resumes (unless
+/// `resumeBackoffSeconds` itself is longer), by policy.
+pub const MAX_BACKOFF_SECS: u64 = 1_800;
+/// The same for the aggressive policy.
+pub const MAX_AGGRESSIVE_BACKOFF_SECS: u64 = 300;
+
+/// The wait before the `resumes`-th automatic resume (0-based): the
+/// configured backoff, doubling each time, capped; a quarter of it,
+/// capped lower, for the aggressive policy.
+pub fn backoff_secs(config: &Config, resumes: u32) -> u64 {
+    let base = u64::from(config.supervision.backoff_seconds);
+    let (first, cap) = match config.supervision.policy {
+        ResumePolicy::Aggressive => ((base / 4).max(1), MAX_AGGRESSIVE_BACKOFF_SECS),
+        _ => (base, MAX_BACKOFF_SECS),
+    };
+    first
+        .saturating_mul(1u64 << resumes.min(32))
+        .min(cap.max(first))
+}
+
+/// The automatic resumes the policy allows in a row.
+pub fn max_auto_resumes(config: &Config) -> u32 {
+    let n = config.supervision.max_auto_resumes;
+    match config.supervision.policy {
+        ResumePolicy::Aggressive => n.saturating_mul(4),
+        ResumePolicy::Conservative => n,
+        ResumePolicy::Manual => 0,
+    }
+}
+
+/// When (and whether) the supervisor resumes the paused loop `state` at
+/// `now` (seconds since the epoch): never before the API's reset time or
+/// the end of the calls-per-hour window; after a backoff otherwise; not at
+/// all under the manual policy, past the resumes allowed in a row, with the
+/// breaker not closed (conservative), or for an error waiting cannot fix.
+pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
+    let Some(paused) = &state.paused_because else {
+        return ResumePlan::Stay {
+            reason: "the loop is paused with no reason recorded".into(),
+        };
+    };
+    if !paused.kind.is_transient() {
+        return ResumePlan::Fail {
+            reason: format!(
+                "the API refused the loop ({}{}: {}); {}",
+                paused.kind.as_str(),
+                paused
+                    .http_status
+                    .map(|s| format!(", HTTP {s}"))
+                    .unwrap_or_default(),
+                paused.message,
+                paused.kind.fix()
+            ),
+        };
+    }
+    let policy = config.supervision.policy;
+    if policy == ResumePolicy::Manual {
+        return ResumePlan::Stay {
+            reason: "resumePolicy is manual".into(),
+        };
+    }
+    let allowed = max_auto_resumes(config);
+    if state.auto_resumes >= allowed {
+        return ResumePlan::Stay {
+            reason: format!(
+                "{} automatic resume(s) in a row without a finished iteration, the most the {} policy makes (maxAutoResumes)",
+                state.auto_resumes,
+                policy.as_str()
+            ),
+        };
+    }
+    if policy == ResumePolicy::Conservative && state.breaker.state != BreakerState::Closed {
+        return ResumePlan::Stay {
+            reason: format!(
+                "the circuit breaker is {}; the conservative policy resumes only a loop that is not stalling",
+                state.breaker.state.as_str()
+            ),
+        };
+    }
+    let reset = paused
+        .resume_at
+        .as_deref()
+        .and_then(time::parse_rfc3339)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    match reset {
+        Some(at) => ResumePlan::ResumeAt {
+            at: at.max(now),
+            reason: format!(
+                "{} until {}",
+                paused.kind.as_str(),
+                paused.resume_at.as_deref().unwrap_or_default()
+            ),
+        },
+        None => {
+            let wait = backoff_secs(config, state.auto_resumes);
+            ResumePlan::ResumeAt {
+                at: now + wait,
+                reason: format!(
+                    "{}: backoff of {wait} s before resume {} of {allowed} ({})",
+                    paused.kind.as_str(),
+                    state.auto_resumes + 1,
+                    policy.as_str()
+                ),
+            }
+        }
+    }
+}
+
 /// Marks a loop that is still `running` as `interrupted`, because of
 /// `cause` (`"Claude Code exited with code 1"`, `"SIGTERM"`), with a history
 /// record; returns false (and changes nothing) when it had already ended.
 pub fn interrupt(state: &mut LoopState, cause: &str, now: &str) -> bool {
-    if state.status != Status::Running {
+    if !matches!(state.status, Status::Running | Status::Paused) {
         return false;
     }
     let because = format!(
@@ -149,6 +281,9 @@ pub fn interrupt(state: &mut LoopState, cause: &str, now: &str) -> bool {
         breaker: None,
         status_block: None,
         claim: None,
+        progress: None,
+        calls: 0,
+        usage: Default::default(),
     });
     state.end(Status::Interrupted, because, now);
     true
@@ -161,6 +296,9 @@ pub fn exit_code(status: Status) -> i32 {
         Status::MaxIterations => exit_codes::MAX_ITERATIONS,
         Status::CircuitOpen => exit_codes::CIRCUIT_OPEN,
         Status::Interrupted | Status::Running => exit_codes::INTERRUPTED,
+        Status::Paused => exit_codes::PAUSED,
+        Status::Failed => exit_codes::FAILED,
+        Status::BudgetExhausted => exit_codes::BUDGET_EXHAUSTED,
     }
 }
 
@@ -168,6 +306,7 @@ pub fn exit_code(status: Status) -> i32 {
 mod tests {
     use super::*;
     use crate::breaker::{BreakerState, Transition};
+    use crate::state::PauseKind;
     use std::time::Duration;
 
     fn ended(status: Status, at: &str) -> LoopState {
@@ -247,5 +386,100 @@ mod tests {
         assert!(!interrupt(&mut done, "SIGTERM", "t2"));
         assert_eq!(done, before);
         assert_eq!(exit_code(Status::CircuitOpen), exit_codes::CIRCUIT_OPEN);
+    }
+
+    fn paused(kind: PauseKind, resume_at: Option<&str>) -> LoopState {
+        let mut s = LoopState::new("s".into(), 9, "2026-11-22T09:00:00Z".into());
+        s.iteration = 4;
+        s.pause(crate::state::PausedBecause {
+            kind,
+            http_status: None,
+            message: "API Error".into(),
+            resume_at: resume_at.map(str::to_owned),
+            at: "2026-11-22T10:00:00Z".into(),
+        });
+        s
+    }
+
+    #[test]
+    fn resume_plans_table() {
+        let now = time::parse_rfc3339("2026-11-22T10:00:00Z")
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let policy = |policy, backoff| Config {
+            supervision: crate::config::SupervisionConfig {
+                policy,
+                backoff_seconds: backoff,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let conservative = policy(ResumePolicy::Conservative, 60);
+        // A reset time: never before it, whatever the backoff.
+        let limited = paused(PauseKind::RateLimit, Some("2026-11-22T10:00:07Z"));
+        assert!(matches!(
+            plan_resume(&conservative, &limited, now),
+            ResumePlan::ResumeAt { at, .. } if at == now + 7
+        ));
+        // No reset time: the backoff, doubling with each resume in a row.
+        let mut overloaded = paused(PauseKind::Overloaded, None);
+        for (resumes, wait) in [(0, 60), (1, 120), (2, 240), (4, 960)] {
+            overloaded.auto_resumes = resumes;
+            assert!(
+                matches!(plan_resume(&conservative, &overloaded, now), ResumePlan::ResumeAt { at, .. } if at == now + wait),
+                "{resumes}"
+            );
+        }
+        // The cap on resumes in a row, and a cap on the wait.
+        overloaded.auto_resumes = 5;
+        assert!(matches!(
+            plan_resume(&conservative, &overloaded, now),
+            ResumePlan::Stay { .. }
+        ));
+        assert_eq!(backoff_secs(&conservative, 20), MAX_BACKOFF_SECS);
+        let aggressive = policy(ResumePolicy::Aggressive, 60);
+        assert!(matches!(
+            plan_resume(&aggressive, &overloaded, now),
+            ResumePlan::ResumeAt { at, .. } if at == now + MAX_AGGRESSIVE_BACKOFF_SECS
+        ));
+        assert_eq!(backoff_secs(&aggressive, 0), 15);
+        // Manual never resumes; a permanent error fails with its fix.
+        let manual = policy(ResumePolicy::Manual, 60);
+        overloaded.auto_resumes = 0;
+        assert!(matches!(
+            plan_resume(&manual, &overloaded, now),
+            ResumePlan::Stay { reason } if reason.contains("manual")
+        ));
+        let refused = paused(PauseKind::AuthenticationFailed, None);
+        assert!(matches!(
+            plan_resume(&aggressive, &refused, now),
+            ResumePlan::Fail { reason } if reason.contains("ANTHROPIC_API_KEY")
+        ));
+        // Conservative waits for a person when the breaker is not closed.
+        let mut stalling = paused(PauseKind::ServerError, None);
+        stalling.breaker.state = BreakerState::HalfOpen;
+        assert!(matches!(
+            plan_resume(&conservative, &stalling, now),
+            ResumePlan::Stay { reason } if reason.contains("half_open")
+        ));
+        assert!(matches!(
+            plan_resume(&aggressive, &stalling, now),
+            ResumePlan::ResumeAt { .. }
+        ));
+    }
+
+    #[test]
+    fn a_paused_loop_is_interrupted_too_and_has_its_own_exit_codes() {
+        let mut p = paused(PauseKind::Overloaded, None);
+        assert!(interrupt(&mut p, "SIGINT", "t2"));
+        assert_eq!(p.status, Status::Interrupted);
+        assert_eq!(exit_code(Status::Paused), exit_codes::PAUSED);
+        assert_eq!(exit_code(Status::Failed), exit_codes::FAILED);
+        assert_eq!(
+            exit_code(Status::BudgetExhausted),
+            exit_codes::BUDGET_EXHAUSTED
+        );
     }
 }

@@ -26,8 +26,13 @@ pub struct HookInput {
     pub hook_event_name: Option<String>,
     /// True on every stop that follows a block.
     pub stop_hook_active: bool,
-    /// The text of the final assistant message (Claude Code 2.1 and later).
+    /// The text of the final assistant message (Claude Code 2.1 and later);
+    /// on `StopFailure`, the error text shown in its place.
     pub last_assistant_message: Option<String>,
+    /// `StopFailure`: the client's name for the API error (`rate_limit`, `server_error`, …).
+    pub error: Option<String>,
+    /// `StopFailure`: the client's details of the error, as text.
+    pub error_details: Option<String>,
 }
 
 /// Why the input could not be used.
@@ -147,6 +152,13 @@ pub fn parse(bytes: &[u8]) -> Result<HookInput, InputError> {
         hook_event_name: optional_string(&map, "hook_event_name")?,
         stop_hook_active,
         last_assistant_message: optional_string(&map, "last_assistant_message")?,
+        error: optional_string(&map, "error")?,
+        // Whatever shape the details take, kept as text.
+        error_details: match map.get("error_details") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => Some(other.to_string()),
+        },
     })
 }
 

@@ -14,8 +14,8 @@ pub const HOOK_OVERHEAD_SECS: u64 = 10;
 /// The name by which a registration of ralph's hook is recognised.
 pub const HOOK_BINARY_NAME: &str = "ralph-stop-hook";
 
-/// The timeout registered for ralph's Stop hook in `settings`, if it is registered.
-pub fn registered_timeout(settings: &Path) -> Option<u64> {
+/// Ralph's entry among the Stop hooks of `settings`, if it is registered.
+fn registered_entry(settings: &Path) -> Option<Value> {
     let value: Value = serde_json::from_slice(&fs::read(settings).ok()?).ok()?;
     value
         .pointer("/hooks/Stop")?
@@ -29,12 +29,25 @@ pub fn registered_timeout(settings: &Path) -> Option<u64> {
                 .and_then(Value::as_str)
                 .is_some_and(|c| c.contains(HOOK_BINARY_NAME))
         })
-        .map(|entry| {
-            entry
-                .get("timeout")
-                .and_then(Value::as_u64)
-                .unwrap_or(CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS)
-        })
+        .cloned()
+}
+
+/// The timeout registered for ralph's Stop hook in `settings`, if it is registered.
+pub fn registered_timeout(settings: &Path) -> Option<u64> {
+    registered_entry(settings).map(|entry| {
+        entry
+            .get("timeout")
+            .and_then(Value::as_u64)
+            .unwrap_or(CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS)
+    })
+}
+
+/// The command line registered for ralph's Stop hook in `settings`, if it is registered.
+pub fn registered_command(settings: &Path) -> Option<String> {
+    registered_entry(settings)?
+        .get("command")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// A warning when verification commands taking up to `verify_total` seconds

@@ -137,6 +137,47 @@ pub struct IterationTail {
     /// message just before this iteration's prompt line), for a stop that
     /// could not see its own message in time and is judged at the next one.
     pub previous_final_message: Option<String>,
+    /// Set when the final message is not the model's but the client's own
+    /// text for an API error that ended the turn (`isApiErrorMessage`):
+    /// Claude Code 2.0 runs the Stop hook then; 2.1 fires `StopFailure`.
+    pub api_error: Option<ApiErrorMessage>,
+}
+
+/// The client's message for an API error that ended the turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApiErrorMessage {
+    /// The client's name for it (`server_error`, `rate_limit`,
+    /// `authentication_failed`; 2.0 often says `unknown`).
+    pub error: Option<String>,
+    /// The HTTP status: `apiErrorStatus` (2.1), or read from the text
+    /// ("API Error: 529 …").
+    pub status: Option<u16>,
+}
+
+impl ApiErrorMessage {
+    /// Reads an assistant line's API-error marks, if it has them.
+    fn of_line(line: &Value, text: &str) -> Option<ApiErrorMessage> {
+        let flagged = line.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true);
+        let synthetic = line.pointer("/message/model").and_then(Value::as_str)
+            == Some("<synthetic>")
+            && line.get("error").is_some();
+        if !(flagged || synthetic) {
+            return None;
+        }
+        let status = line
+            .get("apiErrorStatus")
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok())
+            .or_else(|| {
+                let rest = text.trim_start().strip_prefix("API Error: ")?;
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                (digits.len() == 3).then(|| digits.parse().ok()).flatten()
+            });
+        Some(ApiErrorMessage {
+            error: line.get("error").and_then(Value::as_str).map(str::to_owned),
+            status,
+        })
+    }
 }
 
 /// The bounds of the backwards reader: the constants above, smaller in tests
@@ -301,6 +342,8 @@ enum Entry {
         id: Option<String>,
         text: String,
         tool_uses: Vec<ToolUse>,
+        /// Set for the client's own message about an API error.
+        api_error: Option<ApiErrorMessage>,
     },
     /// A user line of tool results.
     ToolResults(Vec<ToolOutcome>),
@@ -334,14 +377,18 @@ fn classify(line: &[u8]) -> Option<Entry> {
         return None;
     }
     match value.get("type").and_then(Value::as_str) {
-        Some("assistant") => Some(Entry::Assistant {
-            id: value
-                .pointer("/message/id")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            text: text_of(&value),
-            tool_uses: tool_uses_of(&value),
-        }),
+        Some("assistant") => {
+            let text = text_of(&value);
+            Some(Entry::Assistant {
+                id: value
+                    .pointer("/message/id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                api_error: ApiErrorMessage::of_line(&value, &text),
+                text,
+                tool_uses: tool_uses_of(&value),
+            })
+        }
         Some("user") => {
             let content = value.pointer("/message/content");
             let is_tool_result =
@@ -548,6 +595,8 @@ struct Iteration {
     pending_overflow: bool,
     changed_files: Vec<PathBuf>,
     only_described_tools: bool,
+    /// The final message is the client's text for an API error.
+    api_error: Option<ApiErrorMessage>,
 }
 
 impl Iteration {
@@ -564,9 +613,11 @@ impl Iteration {
                 id,
                 text,
                 tool_uses,
+                api_error,
             } => {
                 if !self.message_found {
                     self.message_found = true;
+                    self.api_error = api_error;
                     self.message_done = id.is_none();
                     self.message_id = id;
                     self.add_part(text, &tool_uses);
@@ -654,6 +705,7 @@ impl Iteration {
             failing_tool_results: self.tool_errors,
             tool_calls: self.tool_calls,
             previous_final_message: None,
+            api_error: self.api_error,
             edits: ToolEdits {
                 fully_described: whole && self.only_described_tools && !self.pending_overflow,
                 changed_files: self.changed_files,
@@ -1038,6 +1090,35 @@ mod tests {
         assert_eq!(tail.tool_calls, 1);
         assert_eq!(tail.edits, ToolEdits::default());
         assert!(tail.failing_tool_results.is_empty());
+    }
+
+    #[test]
+    fn the_clients_own_api_error_message_is_marked() {
+        // As 2.0.77 writes it (then runs the Stop hook), and as 2.1.330 does.
+        let old = r#"{"type":"assistant","isSidechain":false,"isApiErrorMessage":true,"error":"unknown","message":{"id":"e1","model":"<synthetic>","role":"assistant","content":[{"type":"text","text":"API Error: 529 {\"type\":\"error\"}"}]}}"#;
+        let new = r#"{"type":"assistant","isSidechain":false,"isApiErrorMessage":true,"error":"authentication_failed","apiErrorStatus":401,"message":{"id":"e2","model":"<synthetic>","role":"assistant","content":[{"type":"text","text":"Invalid API key · Fix external API key"}]}}"#;
+        for (line, error, status) in [
+            (old, "unknown", Some(529)),
+            (new, "authentication_failed", Some(401)),
+        ] {
+            let tail = tail_of(&[prompt("Do the task"), line.to_string()]);
+            assert_eq!(
+                tail.api_error,
+                Some(ApiErrorMessage {
+                    error: Some(error.into()),
+                    status
+                })
+            );
+        }
+        // The model's own answer is not one.
+        let tail = tail_of(&[
+            prompt("Do the task"),
+            assistant(
+                "m1",
+                r#"{"type":"text","text":"API Error: 529 is what I saw"}"#,
+            ),
+        ]);
+        assert_eq!(tail.api_error, None);
     }
 
     #[test]

@@ -14,10 +14,12 @@ use crate::verify::VerifyResult;
 /// The version of the state file's shape that this build writes. A state
 /// without `schemaVersion` is version 1 and is migrated when read; a newer
 /// one is refused rather than misread.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// How many per-iteration records the state keeps; older ones are dropped.
 pub const HISTORY_LIMIT: usize = 50;
+/// The calls-per-hour window, in seconds.
+pub const CALL_WINDOW_SECS: u64 = 3_600;
 /// Longest excerpt of the agent's message kept in a history record, in characters.
 pub const EXCERPT_CHARS: usize = 200;
 
@@ -35,6 +37,14 @@ pub enum Status {
     CircuitOpen,
     /// The client exited while the loop was still running (crash, Ctrl-C, the client's own block cap).
     Interrupted,
+    /// Waiting: an API error ended the client's turn, or the calls-per-hour
+    /// budget is spent until `pausedBecause.resumeAt`. Resumable.
+    Paused,
+    /// The API refused the loop for a reason waiting cannot fix
+    /// (authentication, billing, an invalid request, an unknown model).
+    Failed,
+    /// The loop's cost budget (`maxCostUsd`) is spent.
+    BudgetExhausted,
 }
 
 impl Status {
@@ -46,8 +56,263 @@ impl Status {
             Status::MaxIterations => "max_iterations",
             Status::CircuitOpen => "circuit_open",
             Status::Interrupted => "interrupted",
+            Status::Paused => "paused",
+            Status::Failed => "failed",
+            Status::BudgetExhausted => "budget_exhausted",
         }
     }
+
+    /// True for a loop that may be taken up again in the same session
+    /// (`ralph-ctl run --resume`): paused, interrupted, failed or out of
+    /// budget (once the cause is fixed), or still running when its driver
+    /// went away. A loop that completed, hit its cap or opened the breaker
+    /// is done: a new one needs a reset.
+    pub fn is_resumable(self) -> bool {
+        !matches!(
+            self,
+            Status::Complete | Status::MaxIterations | Status::CircuitOpen
+        )
+    }
+}
+
+/// What kind of trouble paused a loop. The API errors are the ones Claude
+/// Code names in its `StopFailure` hook input (`error`), or derives from
+/// the HTTP status of the last failed request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseKind {
+    /// HTTP 429: the API's rate limit or the plan's usage limit.
+    RateLimit,
+    /// HTTP 529: the API is overloaded.
+    Overloaded,
+    /// HTTP 5xx.
+    ServerError,
+    /// No answer from the API at all.
+    Network,
+    /// The client ended without a result (crashed, or was killed from outside).
+    ClientExit,
+    /// The model's answer hit its output limit.
+    MaxOutputTokens,
+    /// The loop's own calls-per-hour budget (`maxCallsPerHour`) is spent.
+    CallsPerHour,
+    /// HTTP 401/403: the key or login is not accepted.
+    AuthenticationFailed,
+    /// HTTP 402 or a billing error: no credit.
+    BillingError,
+    /// HTTP 400/413/422: the request itself is wrong.
+    InvalidRequest,
+    /// HTTP 404: the model does not exist.
+    ModelNotFound,
+    /// The organisation, verification or cloud credentials refused the session.
+    AccessDenied,
+    /// An error the client did not classify.
+    Unknown,
+}
+
+impl PauseKind {
+    /// Reads the client's `StopFailure` `error` value.
+    pub fn from_client_error(error: &str) -> PauseKind {
+        match error {
+            "rate_limit" => PauseKind::RateLimit,
+            "overloaded" => PauseKind::Overloaded,
+            "server_error" => PauseKind::ServerError,
+            "max_output_tokens" => PauseKind::MaxOutputTokens,
+            "authentication_failed" => PauseKind::AuthenticationFailed,
+            "billing_error" => PauseKind::BillingError,
+            "invalid_request" => PauseKind::InvalidRequest,
+            "model_not_found" => PauseKind::ModelNotFound,
+            "oauth_org_not_allowed" | "verification_required" | "cloud_credential_error" => {
+                PauseKind::AccessDenied
+            }
+            "network" | "connection_error" | "timeout" => PauseKind::Network,
+            _ => PauseKind::Unknown,
+        }
+    }
+
+    /// Reads the HTTP status of a failed request (`api_error_status`).
+    pub fn from_http_status(status: u16) -> PauseKind {
+        match status {
+            429 => PauseKind::RateLimit,
+            529 => PauseKind::Overloaded,
+            401 | 403 => PauseKind::AuthenticationFailed,
+            402 => PauseKind::BillingError,
+            404 => PauseKind::ModelNotFound,
+            400 | 413 | 422 => PauseKind::InvalidRequest,
+            500..=599 => PauseKind::ServerError,
+            _ => PauseKind::Unknown,
+        }
+    }
+
+    /// True when waiting can fix it; false when a person must act.
+    pub fn is_transient(self) -> bool {
+        !matches!(
+            self,
+            PauseKind::AuthenticationFailed
+                | PauseKind::BillingError
+                | PauseKind::InvalidRequest
+                | PauseKind::ModelNotFound
+                | PauseKind::AccessDenied
+        )
+    }
+
+    /// The name used in the state file and in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseKind::RateLimit => "rate_limit",
+            PauseKind::Overloaded => "overloaded",
+            PauseKind::ServerError => "server_error",
+            PauseKind::Network => "network",
+            PauseKind::ClientExit => "client_exit",
+            PauseKind::MaxOutputTokens => "max_output_tokens",
+            PauseKind::CallsPerHour => "calls_per_hour",
+            PauseKind::AuthenticationFailed => "authentication_failed",
+            PauseKind::BillingError => "billing_error",
+            PauseKind::InvalidRequest => "invalid_request",
+            PauseKind::ModelNotFound => "model_not_found",
+            PauseKind::AccessDenied => "access_denied",
+            PauseKind::Unknown => "unknown",
+        }
+    }
+
+    /// What a person does about a permanent error.
+    pub fn fix(self) -> &'static str {
+        match self {
+            PauseKind::AuthenticationFailed => {
+                "check ANTHROPIC_API_KEY or log in again (`claude /login`)"
+            }
+            PauseKind::BillingError => "add credit or raise the spending limit of the account",
+            PauseKind::InvalidRequest => {
+                "check the client arguments given after `--` and the prompt's size"
+            }
+            PauseKind::ModelNotFound => "pick a model the account can use (`--model`)",
+            PauseKind::AccessDenied => "check the account's organisation and credentials",
+            _ => "run `ralph-ctl run --resume` to go on",
+        }
+    }
+}
+
+/// Why the loop is paused, or why it failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PausedBecause {
+    /// What kind of trouble.
+    pub kind: PauseKind,
+    /// The HTTP status of the failed request, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// What the API or the client said, one line.
+    pub message: String,
+    /// Not before this time (RFC 3339): the API's reset time, or when the
+    /// calls-per-hour window frees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
+    /// When the pause was recorded.
+    pub at: String,
+}
+
+/// An amount of money, kept in millionths of a US dollar so that sums are
+/// exact and the state stays comparable; written as a plain number of dollars.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Usd(pub u64);
+
+impl Usd {
+    /// From a dollar amount the client reported (negative or NaN count as 0).
+    pub fn from_dollars(dollars: f64) -> Usd {
+        if dollars.is_finite() && dollars > 0.0 {
+            Usd((dollars * 1_000_000.0).round() as u64)
+        } else {
+            Usd(0)
+        }
+    }
+
+    /// In dollars.
+    pub fn dollars(self) -> f64 {
+        self.0 as f64 / 1_000_000.0
+    }
+}
+
+impl std::fmt::Display for Usd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "${:.2}", self.dollars())
+    }
+}
+
+impl Serialize for Usd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.dollars())
+    }
+}
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
+        f64::deserialize(d).map(Usd::from_dollars)
+    }
+}
+
+/// Tokens the model read and wrote, as the API's `usage` reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// Input tokens not read from the cache.
+    #[serde(default)]
+    pub input: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output: u64,
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read: u64,
+    /// Input tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_creation: u64,
+}
+
+impl TokenUsage {
+    /// Adds `other` (saturating).
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_creation = self.cache_creation.saturating_add(other.cache_creation);
+    }
+
+    /// True when nothing was counted.
+    pub fn is_zero(&self) -> bool {
+        *self == TokenUsage::default()
+    }
+}
+
+/// The model requests made in one minute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallBucket {
+    /// The minute's start, seconds since the epoch.
+    pub minute: u64,
+    /// Requests made in it.
+    pub calls: u32,
+}
+
+/// True while requests of the minute starting at `minute` count in the
+/// hour before `now`.
+fn in_window(minute: u64, now: u64) -> bool {
+    minute + 60 + CALL_WINDOW_SECS > now
+}
+
+/// How far the session's transcript has been read for usage, so that each
+/// stop reads only what is new.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TranscriptCursor {
+    /// The transcript.
+    pub path: std::path::PathBuf,
+    /// Bytes read: the start of the first line not counted yet.
+    pub offset: u64,
+    /// The last model request counted (a message written over several lines
+    /// is one request, even when a stop falls between its lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message_id: Option<String>,
+    /// That request's usage as counted so far.
+    #[serde(default, skip_serializing_if = "TokenUsage::is_zero")]
+    pub last_message_usage: TokenUsage,
 }
 
 /// What the hook did at one stop.
@@ -100,6 +365,20 @@ pub struct IterationRecord {
     /// The completion claim this stop judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<ClaimOutcome>,
+    /// How the stop judged whether the project changed (the iteration's
+    /// file-tool edits, git, a scan, or nothing usable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<crate::progress::Method>,
+    /// Model requests made since the previous stop.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub calls: u32,
+    /// Their token usage.
+    #[serde(default, skip_serializing_if = "TokenUsage::is_zero")]
+    pub usage: TokenUsage,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 /// How one stop judged a completion claim.
@@ -199,6 +478,24 @@ pub struct LoopState {
     /// The most recent stops, oldest first, at most [`HISTORY_LIMIT`].
     #[serde(default)]
     pub history: Vec<IterationRecord>,
+    /// Why the loop is paused (or failed), while it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_because: Option<PausedBecause>,
+    /// What the loop has cost so far, by the client's own accounting.
+    #[serde(default)]
+    pub cost_usd: Usd,
+    /// Tokens used so far, from the transcript.
+    #[serde(default)]
+    pub usage: TokenUsage,
+    /// The model requests of the last hour, per minute.
+    #[serde(default)]
+    pub recent_calls: Vec<CallBucket>,
+    /// Resumes the supervisor made on its own.
+    #[serde(default)]
+    pub auto_resumes: u32,
+    /// Where the usage reading of the transcript stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<TranscriptCursor>,
 }
 
 fn legacy_schema() -> u32 {
@@ -265,6 +562,12 @@ impl LoopState {
             test_only_iterations: 0,
             completion_indications: Vec::new(),
             history: Vec::new(),
+            paused_because: None,
+            cost_usd: Usd::default(),
+            usage: TokenUsage::default(),
+            recent_calls: Vec::new(),
+            auto_resumes: 0,
+            transcript: None,
         }
     }
 
@@ -282,6 +585,66 @@ impl LoopState {
         self.status = status;
         self.ended_at = Some(now.to_string());
         self.ended_because = Some(because);
+    }
+
+    /// Pauses the loop (it keeps its session, iteration and counters).
+    pub fn pause(&mut self, because: PausedBecause) {
+        self.status = Status::Paused;
+        self.ended_at = None;
+        self.ended_because = None;
+        self.paused_because = Some(because);
+    }
+
+    /// Takes a paused or interrupted loop up again, where it was.
+    pub fn resume(&mut self) {
+        self.status = Status::Running;
+        self.ended_at = None;
+        self.ended_because = None;
+        self.paused_because = None;
+    }
+
+    /// Adds the model requests made at `times` (seconds since the epoch) and
+    /// forgets those older than an hour before `now`. Requests are counted
+    /// per minute, so the state stays small however many there are.
+    pub fn record_calls(&mut self, times: &[u64], now: u64) {
+        for &t in times {
+            let minute = t - t % 60;
+            match self.recent_calls.iter_mut().find(|b| b.minute == minute) {
+                Some(bucket) => bucket.calls = bucket.calls.saturating_add(1),
+                None => self.recent_calls.push(CallBucket { minute, calls: 1 }),
+            }
+        }
+        self.recent_calls.sort_unstable_by_key(|b| b.minute);
+        self.recent_calls.retain(|b| in_window(b.minute, now));
+    }
+
+    /// Model requests in the hour before `now` (by whole minutes).
+    pub fn calls_in_last_hour(&self, now: u64) -> u64 {
+        self.recent_calls
+            .iter()
+            .filter(|b| in_window(b.minute, now))
+            .map(|b| u64::from(b.calls))
+            .sum()
+    }
+
+    /// When the hour's requests fall below `cap` again (seconds since the
+    /// epoch), or `None` when they already are.
+    pub fn calls_free_at(&self, cap: u32, now: u64) -> Option<u64> {
+        let mut count = self.calls_in_last_hour(now);
+        if count < u64::from(cap) {
+            return None;
+        }
+        for bucket in self
+            .recent_calls
+            .iter()
+            .filter(|b| in_window(b.minute, now))
+        {
+            count -= u64::from(bucket.calls);
+            if count < u64::from(cap) {
+                return Some(bucket.minute + 60 + CALL_WINDOW_SECS);
+            }
+        }
+        Some(now + CALL_WINDOW_SECS)
     }
 }
 
@@ -405,10 +768,68 @@ mod tests {
                 breaker: None,
                 status_block: None,
                 claim: None,
+                progress: None,
+                calls: 0,
+                usage: TokenUsage::default(),
             });
         }
         assert_eq!(s.history.len(), HISTORY_LIMIT);
         assert_eq!(s.history[0].iteration, 7);
+    }
+
+    #[test]
+    fn requests_are_counted_per_minute_over_a_rolling_hour() {
+        let mut s = LoopState::new("abc".into(), 5, "t".into());
+        let t0 = 1_800_000_000; // a minute's start
+        s.record_calls(&[t0, t0 + 10, t0 + 59, t0 + 60], t0 + 60);
+        assert_eq!(s.recent_calls.len(), 2, "two minutes");
+        assert_eq!(s.calls_in_last_hour(t0 + 60), 4);
+        // Under the cap: no wait; at it, until the oldest minute has left the hour.
+        assert_eq!(s.calls_free_at(5, t0 + 60), None);
+        assert_eq!(
+            s.calls_free_at(4, t0 + 60),
+            Some(t0 + 60 + CALL_WINDOW_SECS)
+        );
+        assert_eq!(
+            s.calls_free_at(1, t0 + 60),
+            Some(t0 + 120 + CALL_WINDOW_SECS)
+        );
+        // An hour and a minute later, the first minute is forgotten.
+        s.record_calls(&[], t0 + 60 + CALL_WINDOW_SECS);
+        assert_eq!(s.calls_in_last_hour(t0 + 60 + CALL_WINDOW_SECS), 1);
+    }
+
+    #[test]
+    fn money_is_exact_and_written_as_dollars() {
+        let mut s = LoopState::new("abc".into(), 5, "t".into());
+        s.cost_usd = Usd(Usd::from_dollars(0.1).0 + Usd::from_dollars(0.2).0);
+        assert_eq!(s.cost_usd, Usd::from_dollars(0.3));
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["costUsd"], 0.3);
+        assert_eq!(serde_json::from_value::<LoopState>(json).unwrap(), s);
+        assert_eq!(Usd::from_dollars(-1.0), Usd(0));
+        assert_eq!(Usd::from_dollars(f64::NAN), Usd(0));
+        assert_eq!(format!("{}", Usd::from_dollars(1.234)), "$1.23");
+    }
+
+    #[test]
+    fn pause_kinds_from_the_client_and_from_http() {
+        assert_eq!(
+            PauseKind::from_client_error("server_error"),
+            PauseKind::ServerError
+        );
+        assert_eq!(
+            PauseKind::from_client_error("something_new"),
+            PauseKind::Unknown
+        );
+        assert_eq!(PauseKind::from_http_status(529), PauseKind::Overloaded);
+        assert_eq!(
+            PauseKind::from_http_status(401),
+            PauseKind::AuthenticationFailed
+        );
+        assert!(PauseKind::Unknown.is_transient());
+        assert!(!PauseKind::BillingError.is_transient());
+        assert!(Status::Failed.is_resumable() && !Status::Complete.is_resumable());
     }
 
     #[test]

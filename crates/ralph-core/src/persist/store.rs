@@ -161,6 +161,11 @@ pub struct StateLock<'a> {
 }
 
 impl StateLock<'_> {
+    /// The state file this lock guards.
+    pub fn path(&self) -> &Path {
+        &self.store.state_path
+    }
+
     /// Reads the state under the lock.
     pub fn read(&self) -> Result<Option<LoopState>, StoreError> {
         read_state(&self.store.state_path)

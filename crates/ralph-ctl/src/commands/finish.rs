@@ -104,7 +104,39 @@ pub fn outcome_line(state: &LoopState) -> String {
             "loop stopped by the circuit breaker: circuit_open at iteration {} ({because}); `ralph-ctl status` shows why",
             state.iteration
         ),
-        Status::Interrupted => format!("loop interrupted: {because}"),
+        Status::Interrupted => format!(
+            "loop interrupted: {because}; `ralph-ctl run --resume` goes on from iteration {}",
+            state.iteration
+        ),
         Status::Running => "loop still running".into(),
+        Status::Paused => {
+            let paused = state.paused_because.as_ref();
+            let what = paused
+                .map(|p| format!("{}: {}", p.kind.as_str(), p.message))
+                .unwrap_or_else(|| "no reason recorded".into());
+            let until = paused
+                .and_then(|p| p.resume_at.as_deref())
+                .map(|t| format!(" (not before {t})"))
+                .unwrap_or_default();
+            format!(
+                "loop paused at iteration {} of {} ({what}); `ralph-ctl run --resume` goes on{until}",
+                state.iteration, state.max_iterations
+            )
+        }
+        Status::Failed => {
+            let fix = state
+                .paused_because
+                .as_ref()
+                .map(|p| format!("; {}", p.kind.fix()))
+                .unwrap_or_default();
+            format!(
+                "loop failed at iteration {} ({because}){fix}, then `ralph-ctl run --resume`",
+                state.iteration
+            )
+        }
+        Status::BudgetExhausted => format!(
+            "loop stopped at its budget: budget_exhausted at iteration {} ({because}); raise maxCostUsd, then `ralph-ctl run --resume`",
+            state.iteration
+        ),
     }
 }

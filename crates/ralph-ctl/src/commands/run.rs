@@ -1,19 +1,28 @@
-//! `ralph-ctl run`: what the launchers run. Starts a loop, runs Claude Code
-//! on it until the client exits, and records how the loop ended:
-//! `start` → build the client command → run and watch it → `finish`.
+//! `ralph-ctl run`: what the launchers run. Starts a loop (or, with
+//! `--resume`, takes up the last one in its session), runs Claude Code on it
+//! until the client exits, and records how the loop ended: `start` → build
+//! the client command → run and watch it → read its end → (headless, paused:
+//! wait, resume, run again) → `finish`.
 
 use std::ffi::OsString;
 use std::io::Write;
 
+use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
+use ralph_core::lifecycle::ResumePlan;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::Status;
+use ralph_core::registration;
+use ralph_core::state::{Status, Usd};
+use ralph_core::store::StateStore;
 
 use crate::commands::{finish, prompt, reset, start};
 use crate::driver::client::{self, RunningClient, Supervision};
 use crate::driver::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
+use crate::driver::result;
 use crate::driver::signals::{SignalSource, Signals};
+use crate::driver::supervisor;
 use crate::error::CtlError;
+use crate::settings;
 use crate::CmdResult;
 
 /// The file holding the first prompt when it is pointed at rather than passed
@@ -27,103 +36,184 @@ pub struct RunOptions {
     pub headless: bool,
     /// Clear the previous loop's state first.
     pub reset: bool,
+    /// Take up the paused or interrupted loop in its session instead of starting one.
+    pub resume: bool,
     /// Arguments for the client (given after `--`).
     pub client_args: Vec<OsString>,
 }
 
 /// Runs one loop; returns the loop's exit code (README: Exit codes).
+/// Headless, a loop the client left paused (an API error, the
+/// calls-per-hour budget) is resumed in the same session when the policy
+/// allows, after the wait it sets.
 pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     // From here on SIGINT, SIGTERM and SIGHUP are recorded, not fatal.
     let mut signals =
         Signals::install().map_err(|e| CtlError::Client(format!("cannot catch signals: {e}")))?;
+    if options.reset && options.resume {
+        return Err(CtlError::BadArgument(
+            "--reset and --resume exclude each other: --reset starts a new loop, --resume goes on with the last one".into(),
+        ));
+    }
     let client = find_client(paths)?;
     if options.reset {
         if let reset::Cleared::Quarantined(aside) = reset::clear(paths)? {
             say(&format!("moved the corrupt state to {}", aside.display()));
         }
     }
-    let started = start::start_loop(paths, None, None, false)?;
-    let session = started.session_id.as_str();
-
-    let prompt = match prompt::current_text(paths) {
-        Ok(text) => text,
-        Err(e) => {
-            say(&e.to_string());
-            let cause = format!("the first prompt could not be read ({e})");
-            return end(paths, session, &cause, e.exit_code());
-        }
+    let config = Config::load(paths, &ProcessEnv)?;
+    let version = client::version(&client);
+    let extra_settings = version
+        .filter(|v| v.has_stop_failure())
+        .and_then(|_| registration::registered_command(&paths.settings_file()))
+        .map(|command| settings::stop_failure_settings(&command));
+    let session_cost = version.is_some_and(|v| v.reports_session_cost());
+    let (session, max_iterations) = if options.resume {
+        let state = supervisor::take_up(paths, &config, None, false)?;
+        say(&format!(
+            "resuming the loop of session {} at iteration {} of {}",
+            state.session_id, state.iteration, state.max_iterations
+        ));
+        (state.session_id, state.max_iterations)
+    } else {
+        let started = start::start_loop(paths, None, None, false)?;
+        (started.session_id, started.max_iterations)
     };
-    if let Some(signal) = signals.take().first().copied() {
-        let cause = format!("{} received before Claude Code started", signal.describe());
-        return end(paths, session, &cause, signal.exit_code());
-    }
+    let session = session.as_str();
+    let mut resumed = options.resume;
 
-    let prompt_file = paths.runtime_dir().join(PROMPT_FILE_NAME);
-    let block_cap = std::env::var(command::BLOCK_CAP_ENV).ok();
-    let command = command::build(&Launch {
-        client: &client,
-        headless: options.headless,
-        session_id: session,
-        max_iterations: started.max_iterations,
-        prompt: &prompt,
-        client_args: &options.client_args,
-        block_cap: block_cap.as_deref(),
-        prompt_file: &prompt_file,
-        platform: Platform::current(),
-    });
-    if let PromptDelivery::File(path) = &command.delivery {
-        if let Err(e) = std::fs::write(path, &command.prompt) {
-            let problem = CtlError::io("write", path)(e);
-            say(&problem.to_string());
-            let cause = format!("the first prompt could not be written ({problem})");
-            return end(paths, session, &cause, exit_codes::ERROR);
+    loop {
+        let prompt = match prompt::current_text(paths) {
+            Ok(text) => text,
+            Err(e) => {
+                say(&e.to_string());
+                let cause = format!("the prompt could not be read ({e})");
+                return end(paths, session, &cause, e.exit_code());
+            }
+        };
+        if let Some(signal) = signals.take().first().copied() {
+            let cause = format!("{} received before Claude Code started", signal.describe());
+            return end(paths, session, &cause, signal.exit_code());
         }
-    }
-    let supervision = RunningClient::spawn(&command, &paths.root).map(|mut running| {
-        client::supervise(&mut running, &mut signals, client::KILL_GRACE, client::TICK)
-    });
-    if let PromptDelivery::File(path) = &command.delivery {
-        let _ = std::fs::remove_file(path);
-    }
-    match supervision {
-        Ok(Ok(supervision)) => finish_after(paths, session, &supervision),
-        Ok(Err(e)) => {
-            say(&format!("cannot wait for the Claude Code client: {e}"));
-            let cause = format!("Claude Code could not be waited for ({e})");
-            end(paths, session, &cause, exit_codes::ERROR)
+        let before = StateStore::new(paths).read().ok().flatten();
+        let spent = before.as_ref().map(|s| s.cost_usd).unwrap_or_default();
+        let last_stop_before = before.and_then(|s| s.last_run_at);
+        let max_budget_usd = config
+            .supervision
+            .max_cost
+            .map(|max| Usd(max.0.saturating_sub(spent.0)).dollars());
+
+        let prompt_file = paths.runtime_dir().join(PROMPT_FILE_NAME);
+        let block_cap = std::env::var(command::BLOCK_CAP_ENV).ok();
+        let command = command::build(&Launch {
+            client: &client,
+            headless: options.headless,
+            session_id: session,
+            max_iterations,
+            prompt: &prompt,
+            client_args: &options.client_args,
+            block_cap: block_cap.as_deref(),
+            prompt_file: &prompt_file,
+            platform: Platform::current(),
+            resume: resumed,
+            max_budget_usd,
+            extra_settings: extra_settings.as_deref(),
+        });
+        if let PromptDelivery::File(path) = &command.delivery {
+            if let Err(e) = std::fs::write(path, &command.prompt) {
+                let problem = CtlError::io("write", path)(e);
+                say(&problem.to_string());
+                let cause = format!("the first prompt could not be written ({problem})");
+                return end(paths, session, &cause, exit_codes::ERROR);
+            }
         }
-        Err(e) => {
-            say(&format!(
-                "cannot start the Claude Code client {}: {e}",
-                command.program.display()
-            ));
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                exit_codes::CLIENT_NOT_FOUND
-            } else {
-                exit_codes::ERROR
-            };
-            end(
-                paths,
-                session,
-                &format!("Claude Code could not start ({e})"),
-                code,
-            )
+        let supervision =
+            RunningClient::spawn(&command, &paths.root, options.headless).map(|mut running| {
+                let watched =
+                    client::supervise(&mut running, &mut signals, client::KILL_GRACE, client::TICK);
+                (watched, running.output())
+            });
+        if let PromptDelivery::File(path) = &command.delivery {
+            let _ = std::fs::remove_file(path);
+        }
+        let (supervision, output) = match supervision {
+            Ok((Ok(supervision), output)) => (supervision, output),
+            Ok((Err(e), _)) => {
+                say(&format!("cannot wait for the Claude Code client: {e}"));
+                let cause = format!("Claude Code could not be waited for ({e})");
+                return end(paths, session, &cause, exit_codes::ERROR);
+            }
+            Err(e) => {
+                say(&format!(
+                    "cannot start the Claude Code client {}: {e}",
+                    command.program.display()
+                ));
+                let code = if e.kind() == std::io::ErrorKind::NotFound {
+                    exit_codes::CLIENT_NOT_FOUND
+                } else {
+                    exit_codes::ERROR
+                };
+                return end(
+                    paths,
+                    session,
+                    &format!("Claude Code could not start ({e})"),
+                    code,
+                );
+            }
+        };
+        let result = result::parse(&output);
+        let ending = supervisor::record_client_end(
+            paths,
+            &config,
+            session,
+            &supervisor::RunEnd {
+                supervision: &supervision,
+                result: result.as_ref(),
+                headless: options.headless,
+                session_cost,
+                last_stop_before: last_stop_before.as_deref(),
+            },
+        )?;
+        let paused =
+            matches!(&ending, finish::Ending::Loop(state) if state.status == Status::Paused);
+        if !(paused && options.headless) {
+            return Ok(finish_code(&ending, &supervision));
+        }
+        match supervisor::plan(paths, &config, session)? {
+            (ResumePlan::ResumeAt { at, reason }, Some(_)) => {
+                if let Some(signal) = supervisor::wait_until(at, &reason, &mut signals) {
+                    let cause = format!("{} received while waiting to resume", signal.describe());
+                    return end(paths, session, &cause, signal.exit_code());
+                }
+                let state = supervisor::take_up(paths, &config, Some(session), true)?;
+                say(&format!(
+                    "resuming session {session} at iteration {} of {}",
+                    state.iteration, state.max_iterations
+                ));
+                resumed = true;
+            }
+            (ResumePlan::Stay { reason }, Some(state)) if state.status == Status::Paused => {
+                say(&format!("not resuming on its own: {reason}"));
+                return Ok(finish::announce(&finish::Ending::Loop(Box::new(state))));
+            }
+            (_, Some(state)) => {
+                return Ok(finish::announce(&finish::Ending::Loop(Box::new(state))))
+            }
+            (_, None) => return Ok(finish::announce(&finish::Ending::Gone)),
         }
     }
 }
 
-/// Records the end once the client exited: the loop's code, or 128 + the
-/// signal when a signal the driver received left the loop interrupted.
-fn finish_after(paths: &ProjectPaths, session: &str, supervision: &Supervision) -> CmdResult {
-    let cause = supervision.describe(client::KILL_GRACE);
-    let ending = finish::record(paths, session, &cause)?;
-    let code = finish::announce(&ending);
-    Ok(match (&ending, supervision.signal) {
+/// The exit code once the client exited: the loop's, or 128 + the signal
+/// when a signal the driver received left the loop interrupted.
+fn finish_code(ending: &finish::Ending, supervision: &Supervision) -> i32 {
+    let code = finish::announce(ending);
+    match (ending, supervision.signal) {
         (finish::Ending::Loop(state), Some(signal)) if state.status == Status::Interrupted => {
             signal.exit_code()
         }
         _ => code,
-    })
+    }
 }
 
 /// Records the end of a loop the client did not run to its own end (it

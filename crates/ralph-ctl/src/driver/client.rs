@@ -2,9 +2,10 @@
 //! (the only I/O here), [`supervise`] the loop that waits for it, passes
 //! signals on, and stops a client that ignores them.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -138,16 +139,58 @@ pub fn supervise(
     }
 }
 
+/// How long the client's output may still arrive after it exited.
+pub const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+/// Most of the client's output kept for reading its result: the tail.
+pub const MAX_CAPTURED_BYTES: usize = 4 * 1024 * 1024;
+
+/// The client's version (`claude --version`), or `None` when it does not
+/// say within a few seconds.
+pub fn version(client: &super::command::ClientProgram) -> Option<super::command::ClientVersion> {
+    let mut child = Command::new(&client.program)
+        .args(&client.leading_args)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if started.elapsed() < Duration::from_secs(10) => {
+                thread::sleep(Duration::from_millis(20))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut text = String::new();
+    child.stdout.take()?.read_to_string(&mut text).ok()?;
+    super::command::ClientVersion::parse(&text)
+}
+
+/// The end of the output reader (it signals when the pipe closed) and the
+/// output's tail.
+type Captured = (mpsc::Receiver<()>, Arc<Mutex<Vec<u8>>>);
+
 /// The client process.
 pub struct RunningClient {
     child: Child,
+    captured: Option<Captured>,
 }
 
 impl RunningClient {
     /// Starts `command` in `root`, with the prompt on its stdin when that is
     /// how it goes (written by a thread, then closed; a client that stops
-    /// reading just ends the write).
-    pub fn spawn(command: &ClientCommand, root: &Path) -> io::Result<RunningClient> {
+    /// reading just ends the write). With `capture`, its stdout is passed on
+    /// to ours as it comes and its last [`MAX_CAPTURED_BYTES`] are kept
+    /// (for the result object of `--output-format json`).
+    pub fn spawn(command: &ClientCommand, root: &Path, capture: bool) -> io::Result<RunningClient> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
@@ -155,6 +198,9 @@ impl RunningClient {
         let piped = command.delivery == PromptDelivery::Stdin;
         if piped {
             cmd.stdin(Stdio::piped());
+        }
+        if capture {
+            cmd.stdout(Stdio::piped());
         }
         let mut child = cmd.spawn()?;
         if let Some(mut stdin) = child.stdin.take() {
@@ -165,7 +211,50 @@ impl RunningClient {
                     let _ = stdin.write_all(text.as_bytes());
                 })?;
         }
-        Ok(RunningClient { child })
+        let captured = match child.stdout.take() {
+            Some(mut stdout) => {
+                let kept = Arc::new(Mutex::new(Vec::new()));
+                let sink = Arc::clone(&kept);
+                let (done, finished) = mpsc::channel();
+                thread::Builder::new()
+                    .name("client-stdout".into())
+                    .spawn(move || {
+                        let mut buf = [0u8; 64 * 1024];
+                        let mut ours = io::stdout();
+                        while let Ok(n) = stdout.read(&mut buf) {
+                            if n == 0 {
+                                break;
+                            }
+                            let _ = ours.write_all(&buf[..n]);
+                            let _ = ours.flush();
+                            let mut kept = sink.lock().unwrap_or_else(|e| e.into_inner());
+                            kept.extend_from_slice(&buf[..n]);
+                            if kept.len() > MAX_CAPTURED_BYTES {
+                                let excess = kept.len() - MAX_CAPTURED_BYTES;
+                                kept.drain(..excess);
+                            }
+                        }
+                        let _ = done.send(());
+                    })?;
+                Some((finished, kept))
+            }
+            None => None,
+        };
+        Ok(RunningClient { child, captured })
+    }
+
+    /// What the client wrote on stdout (its tail), once it has exited. A
+    /// process the client left behind may hold the pipe open: its end is
+    /// awaited [`OUTPUT_GRACE`] at most.
+    pub fn output(self) -> Vec<u8> {
+        match self.captured {
+            Some((finished, kept)) => {
+                let _ = finished.recv_timeout(OUTPUT_GRACE);
+                let kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+                kept.clone()
+            }
+            None => Vec::new(),
+        }
     }
 }
 

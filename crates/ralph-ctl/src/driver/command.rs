@@ -196,6 +196,42 @@ pub struct Launch<'a> {
     pub prompt_file: &'a Path,
     /// The platform's limits.
     pub platform: Platform,
+    /// Continue the session (`--resume ID`) instead of starting it (`--session-id ID`).
+    pub resume: bool,
+    /// The budget left for this run, passed as `--max-budget-usd` (headless only).
+    pub max_budget_usd: Option<f64>,
+    /// More settings for this run (`--settings JSON`).
+    pub extra_settings: Option<&'a str>,
+}
+
+/// A client version, from `claude --version` ("2.1.330 (Claude Code)").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ClientVersion(pub u32, pub u32, pub u32);
+
+impl ClientVersion {
+    /// The first `X.Y.Z` in `text`.
+    pub fn parse(text: &str) -> Option<ClientVersion> {
+        text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .find_map(|word| {
+                let mut parts = word.split('.').map(|p| p.parse::<u32>().ok());
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(Some(a)), Some(Some(b)), Some(Some(c))) => Some(ClientVersion(a, b, c)),
+                    _ => None,
+                }
+            })
+    }
+
+    /// 2.1 and later fire `StopFailure` when an API error ends a turn (2.0
+    /// runs the Stop hook then, and skips a settings file that names it).
+    pub fn has_stop_failure(self) -> bool {
+        self >= ClientVersion(2, 1, 0)
+    }
+
+    /// 2.1 and later report the whole session's cost in `total_cost_usd`,
+    /// a resumed run included; 2.0 reports the run's own.
+    pub fn reports_session_cost(self) -> bool {
+        self >= ClientVersion(2, 1, 0)
+    }
 }
 
 /// The command to run: program, arguments, the environment it adds, and
@@ -259,7 +295,18 @@ pub fn build(launch: &Launch) -> ClientCommand {
         }
         PromptDelivery::Stdin => {}
     }
-    args.extend(["--session-id", launch.session_id].map(OsString::from));
+    let session_flag = if launch.resume {
+        "--resume"
+    } else {
+        "--session-id"
+    };
+    args.extend([session_flag, launch.session_id].map(OsString::from));
+    if let Some(settings) = launch.extra_settings {
+        args.extend(["--settings", settings].map(OsString::from));
+    }
+    if let (true, Some(budget)) = (launch.headless, launch.max_budget_usd) {
+        args.extend(["--max-budget-usd".into(), format!("{budget:.6}").into()]);
+    }
     args.extend(launch.client_args.iter().cloned());
     let mut env = vec![("RALPH_ACTIVE".to_string(), "1".to_string())];
     if let Some(cap) = block_cap(launch.block_cap, launch.max_iterations) {
@@ -349,6 +396,9 @@ mod tests {
             block_cap: None,
             prompt_file: Path::new("/p/.claude/context/runtime/ralph-first-prompt.md"),
             platform,
+            resume: false,
+            max_budget_usd: None,
+            extra_settings: None,
         }
     }
 
@@ -396,6 +446,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn client_versions() {
+        assert_eq!(
+            ClientVersion::parse("2.1.330 (Claude Code)"),
+            Some(ClientVersion(2, 1, 330))
+        );
+        assert_eq!(
+            ClientVersion::parse("v2.0.77"),
+            Some(ClientVersion(2, 0, 77))
+        );
+        assert_eq!(ClientVersion::parse("Claude Code"), None);
+        assert!(ClientVersion(2, 1, 330).has_stop_failure());
+        assert!(!ClientVersion(2, 0, 77).has_stop_failure());
+        assert!(ClientVersion(3, 0, 0).reports_session_cost());
+    }
+
+    #[test]
+    fn a_resumed_run_continues_the_session_with_the_budget_left() {
+        let client = ClientProgram {
+            program: "/bin/claude".into(),
+            leading_args: vec![],
+        };
+        let mut headless = launch(&client, true, "task", &[], Platform::Unix);
+        headless.resume = true;
+        headless.max_budget_usd = Some(1.25);
+        headless.extra_settings = Some("{}");
+        assert_eq!(
+            args(&build(&headless)),
+            [
+                "-p",
+                "--output-format",
+                "json",
+                "--resume",
+                "s-1",
+                "--settings",
+                "{}",
+                "--max-budget-usd",
+                "1.250000"
+            ]
+        );
+        // The budget is a print-mode flag: an interactive run has none.
+        let mut interactive = launch(&client, false, "task", &[], Platform::Unix);
+        interactive.resume = true;
+        interactive.max_budget_usd = Some(1.25);
+        assert_eq!(args(&build(&interactive)), ["task", "--resume", "s-1"]);
     }
 
     #[test]

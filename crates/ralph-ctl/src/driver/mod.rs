@@ -1,8 +1,11 @@
 //! The pieces of `ralph-ctl run` (see `commands::run`): building the
 //! client's command line ([`command`], pure), the signals that end a loop
-//! early ([`signals`]), and the running client with the loop that watches
-//! it ([`client`]).
+//! early ([`signals`]), the running client with the loop that watches
+//! it ([`client`]), its result object ([`result`]), and what happens between
+//! two runs of it: pauses, waits and resumes ([`supervisor`]).
 
 pub mod client;
 pub mod command;
+pub mod result;
 pub mod signals;
+pub mod supervisor;

@@ -1,0 +1,424 @@
+//! What the session spent since the last stop: model requests (distinct
+//! assistant `message.id`s), their token `usage`, and the last API error
+//! the client recorded, read forward from where the previous stop left off
+//! ([`TranscriptCursor`]), so a stop costs what is new, never the whole file.
+//!
+//! The client writes one transcript line per content block of a message,
+//! each with the message's id; a request is counted once, whichever lines of
+//! it this read sees. Messages the client makes up itself (`"model":
+//! "<synthetic>"`, such as the text of an API error) are not requests.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::state::{TokenUsage, TranscriptCursor};
+use crate::time;
+
+/// Most new bytes one reading takes in; a larger gap between two stops is
+/// read from its last this many bytes, and what lies before is not counted.
+pub const MAX_NEW_BYTES: u64 = 64 * 1024 * 1024;
+/// Most bytes read of a transcript the loop has not read before (its first
+/// stop, perhaps in a long session): the end of it, where the loop's own
+/// requests are; lines dated before `since` are not counted.
+pub const MAX_FIRST_BYTES: u64 = 16 * 1024 * 1024;
+/// Longest line read; a longer one is skipped.
+const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// What the new part of the transcript says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UsageReading {
+    /// When each new request was answered (seconds since the epoch), oldest first.
+    pub calls: Vec<u64>,
+    /// Their tokens.
+    pub tokens: TokenUsage,
+    /// Where the next reading starts.
+    pub cursor: Option<TranscriptCursor>,
+    /// The last `api_error` line among the new lines.
+    pub last_api_error: Option<ApiErrorLine>,
+    /// True when the backlog was larger than [`MAX_NEW_BYTES`] and its start was skipped.
+    pub skipped: bool,
+}
+
+/// A `{"type":"system","subtype":"api_error",…}` line: the client writes one
+/// for each failed request it retries.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApiErrorLine {
+    /// The HTTP status.
+    pub status: Option<u16>,
+    /// The API's usage-limit reset time (seconds since the epoch), when it sent one.
+    pub resets_at: Option<u64>,
+    /// The error text the client shows.
+    pub message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    subtype: Option<String>,
+    timestamp: Option<String>,
+    message: Option<Message>,
+    error: Option<ApiError>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    id: Option<String>,
+    model: Option<String>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+}
+
+impl Usage {
+    fn tokens(self) -> TokenUsage {
+        TokenUsage {
+            input: self.input_tokens.unwrap_or(0),
+            output: self.output_tokens.unwrap_or(0),
+            cache_read: self.cache_read_input_tokens.unwrap_or(0),
+            cache_creation: self.cache_creation_input_tokens.unwrap_or(0),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ApiError {
+    status: Option<u16>,
+    #[serde(rename = "rateLimits")]
+    rate_limits: Option<RateLimits>,
+    formatted: Option<String>,
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RateLimits {
+    #[serde(rename = "resetsAt")]
+    resets_at: Option<f64>,
+}
+
+/// The largest of each count: a message's lines carry its usage as it
+/// stood when each was written.
+fn max_of(a: TokenUsage, b: TokenUsage) -> TokenUsage {
+    TokenUsage {
+        input: a.input.max(b.input),
+        output: a.output.max(b.output),
+        cache_read: a.cache_read.max(b.cache_read),
+        cache_creation: a.cache_creation.max(b.cache_creation),
+    }
+}
+
+fn minus(a: TokenUsage, b: TokenUsage) -> TokenUsage {
+    TokenUsage {
+        input: a.input.saturating_sub(b.input),
+        output: a.output.saturating_sub(b.output),
+        cache_read: a.cache_read.saturating_sub(b.cache_read),
+        cache_creation: a.cache_creation.saturating_sub(b.cache_creation),
+    }
+}
+
+/// Reads what `path` holds past `cursor` (from its start when the cursor is
+/// for another file, or the file is shorter than the cursor's offset: a
+/// new transcript). `now` dates requests whose lines carry no timestamp.
+pub fn read_new(
+    path: &Path,
+    cursor: Option<&TranscriptCursor>,
+    now: u64,
+) -> io::Result<UsageReading> {
+    read_new_since(path, cursor, now, 0)
+}
+
+/// [`read_new`], counting only requests dated at or after `since` (seconds
+/// since the epoch; the loop's start) when the transcript is new to the loop.
+pub fn read_new_since(
+    path: &Path,
+    cursor: Option<&TranscriptCursor>,
+    now: u64,
+    since: u64,
+) -> io::Result<UsageReading> {
+    let mut file = crate::files::open_without_waiting(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let len = meta.len();
+    let same_file = cursor.filter(|c| c.path == path && c.offset <= len);
+    let mut start = same_file.map_or(0, |c| c.offset);
+    let bound = if same_file.is_some() {
+        MAX_NEW_BYTES
+    } else {
+        MAX_FIRST_BYTES
+    };
+    let since = if same_file.is_some() { 0 } else { since };
+    let mut skipped = false;
+    if len - start > bound {
+        start = len - bound;
+        skipped = true;
+    }
+    let mut previous_id = same_file.and_then(|c| c.last_message_id.clone());
+    let mut previous_usage = same_file.map(|c| c.last_message_usage).unwrap_or_default();
+
+    // Each message's largest usage, in the order first seen.
+    let mut order: Vec<String> = Vec::new();
+    let mut seen: HashMap<String, (u64, TokenUsage)> = HashMap::new();
+    let mut last_api_error = None;
+    let mut consumed = start;
+    let mut visit = |line: &[u8]| {
+        let is_assistant = memchr::memmem::find(line, b"\"assistant\"").is_some();
+        let is_api_error = memchr::memmem::find(line, b"\"api_error\"").is_some();
+        if !(is_assistant || is_api_error) {
+            return;
+        }
+        let Ok(parsed) = serde_json::from_slice::<Line>(line) else {
+            return;
+        };
+        match (parsed.kind.as_deref(), parsed.subtype.as_deref()) {
+            (Some("assistant"), _) => {
+                let Some(message) = parsed.message else {
+                    return;
+                };
+                if message.model.as_deref() == Some("<synthetic>") {
+                    return;
+                }
+                let Some(id) = message.id else { return };
+                let tokens = message.usage.unwrap_or_default().tokens();
+                let at = parsed
+                    .timestamp
+                    .as_deref()
+                    .and_then(time::parse_rfc3339)
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(now, |d| d.as_secs());
+                if at < since {
+                    return;
+                }
+                match seen.get_mut(&id) {
+                    Some((_, usage)) => *usage = max_of(*usage, tokens),
+                    None => {
+                        order.push(id.clone());
+                        seen.insert(id, (at, tokens));
+                    }
+                }
+            }
+            (Some("system"), Some("api_error")) => {
+                let error = parsed.error;
+                last_api_error = Some(ApiErrorLine {
+                    status: error.as_ref().and_then(|e| e.status),
+                    resets_at: error
+                        .as_ref()
+                        .and_then(|e| e.rate_limits.as_ref())
+                        .and_then(|r| r.resets_at)
+                        .filter(|t| t.is_finite() && *t > 0.0)
+                        .map(|t| t as u64),
+                    message: error.and_then(|e| e.formatted.or(e.message)),
+                });
+            }
+            _ => {}
+        }
+    };
+    file.seek(SeekFrom::Start(start))?;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut oversize = false;
+    let mut chunk = vec![0u8; CHUNK_BYTES];
+    let mut pos = start;
+    // The first line may be cut when the start was moved: skip to the next one.
+    let mut skip_first = skipped;
+    while pos < len {
+        let want = ((len - pos) as usize).min(CHUNK_BYTES);
+        let got = file.read(&mut chunk[..want])?;
+        if got == 0 {
+            break;
+        }
+        pos += got as u64;
+        let mut rest = &chunk[..got];
+        while let Some(nl) = memchr::memchr(b'\n', rest) {
+            let piece = &rest[..nl];
+            if skip_first {
+                skip_first = false;
+            } else if !oversize {
+                if pending.is_empty() {
+                    visit(piece);
+                } else {
+                    pending.extend_from_slice(piece);
+                    if pending.len() <= MAX_LINE_BYTES {
+                        visit(&pending);
+                    }
+                }
+            }
+            pending.clear();
+            oversize = false;
+            consumed = pos - (rest.len() - nl - 1) as u64;
+            rest = &rest[nl + 1..];
+        }
+        if !oversize {
+            if pending.len() + rest.len() > MAX_LINE_BYTES {
+                oversize = true;
+                pending.clear();
+            } else {
+                pending.extend_from_slice(rest);
+            }
+        }
+    }
+
+    let mut reading = UsageReading {
+        last_api_error,
+        skipped,
+        ..UsageReading::default()
+    };
+    for id in &order {
+        let (at, usage) = seen[id];
+        if previous_id.as_deref() == Some(id.as_str()) {
+            // The message the previous reading ended on: only what grew.
+            reading.tokens.add(&minus(usage, previous_usage));
+            previous_usage = max_of(previous_usage, usage);
+            continue;
+        }
+        reading.calls.push(at);
+        reading.tokens.add(&usage);
+        previous_id = Some(id.clone());
+        previous_usage = usage;
+    }
+    reading.cursor = Some(TranscriptCursor {
+        path: path.to_path_buf(),
+        offset: consumed,
+        last_message_id: previous_id,
+        last_message_usage: previous_usage,
+    });
+    Ok(reading)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tempdir::TempDir;
+    use std::fs::File;
+    use std::io::Write;
+
+    fn assistant(id: &str, at: &str, input: u64, output: u64) -> String {
+        format!(
+            r#"{{"type":"assistant","timestamp":"{at}","message":{{"id":"{id}","model":"claude-opus-5-5","content":[{{"type":"text","text":"hi"}}],"usage":{{"input_tokens":{input},"output_tokens":{output},"cache_read_input_tokens":5,"cache_creation_input_tokens":0}}}}}}"#
+        ) + "\n"
+    }
+
+    fn at(t: &str) -> u64 {
+        time::parse_rfc3339(t)
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    }
+
+    #[test]
+    fn counts_each_request_once_and_reads_only_what_is_new() {
+        let dir = TempDir::new();
+        let path = dir.path().join("t.jsonl");
+        let mut f = File::create(&path).unwrap();
+        write!(
+            f,
+            "{}{}{}{}",
+            r#"{"type":"user","message":{"role":"user","content":"go"}}"#.to_string() + "\n",
+            assistant("m1", "2026-11-22T10:00:00Z", 100, 1),
+            assistant("m1", "2026-11-22T10:00:01Z", 100, 20),
+            assistant("m2", "2026-11-22T10:00:30Z", 200, 7),
+        )
+        .unwrap();
+        let first = read_new(&path, None, 0).unwrap();
+        assert_eq!(
+            first.calls,
+            [at("2026-11-22T10:00:00Z"), at("2026-11-22T10:00:30Z")]
+        );
+        assert_eq!(
+            first.tokens,
+            TokenUsage {
+                input: 300,
+                output: 27,
+                cache_read: 10,
+                cache_creation: 0
+            }
+        );
+        let cursor = first.cursor.clone().unwrap();
+        assert_eq!(cursor.offset, std::fs::metadata(&path).unwrap().len());
+
+        // Nothing new: nothing counted.
+        let again = read_new(&path, Some(&cursor), 0).unwrap();
+        assert_eq!(again.calls, Vec::<u64>::new());
+        assert!(again.tokens.is_zero());
+
+        // m2 goes on over a later line (its usage grew), then m3; a
+        // synthetic message and a half-written line are not requests yet.
+        let synthetic = r#"{"type":"assistant","message":{"id":"x","model":"<synthetic>","content":[{"type":"text","text":"API Error: 529"}]}}"#;
+        let half = r#"{"type":"assistant","message":{"id":"m4""#;
+        let more = assistant("m2", "2026-11-22T10:00:31Z", 200, 9)
+            + &assistant("m3", "2026-11-22T10:01:00Z", 50, 3)
+            + synthetic
+            + "\n"
+            + half;
+        f.write_all(more.as_bytes()).unwrap();
+        let next = read_new(&path, Some(&cursor), 0).unwrap();
+        assert_eq!(next.calls, [at("2026-11-22T10:01:00Z")]);
+        assert_eq!(next.tokens.output, 2 + 3, "only what m2 grew by, plus m3");
+        assert_eq!(next.tokens.input, 50);
+        let len = std::fs::metadata(&path).unwrap().len();
+        let cut = half.len() as u64;
+        assert_eq!(
+            next.cursor.unwrap().offset,
+            len - cut,
+            "stops before the cut line"
+        );
+    }
+
+    #[test]
+    fn api_error_lines_and_other_files() {
+        let dir = TempDir::new();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"type":"system","subtype":"api_error","error":{"status":429,"formatted":"rate limited","rateLimits":{"rateLimitType":"five_hour","resetsAt":1790000000}},"retryAttempt":1,"maxRetries":1}"#,
+                "\n",
+                r#"{"type":"system","subtype":"api_error","error":{"status":529},"retryAttempt":1}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+        let reading = read_new(&path, None, 0).unwrap();
+        assert_eq!(
+            reading.last_api_error,
+            Some(ApiErrorLine {
+                status: Some(529),
+                resets_at: None,
+                message: None
+            })
+        );
+        // A cursor of another file, or past this file's end, starts over.
+        let elsewhere = TranscriptCursor {
+            path: dir.path().join("other.jsonl"),
+            offset: 10,
+            ..TranscriptCursor::default()
+        };
+        let from_start = read_new(&path, Some(&elsewhere), 0).unwrap();
+        assert!(from_start.last_api_error.is_some());
+        let beyond = TranscriptCursor {
+            path: path.clone(),
+            offset: 1 << 40,
+            ..TranscriptCursor::default()
+        };
+        assert!(read_new(&path, Some(&beyond), 0)
+            .unwrap()
+            .last_api_error
+            .is_some());
+        assert!(read_new(&dir.path().join("missing"), None, 0).is_err());
+    }
+}

@@ -1,0 +1,284 @@
+//! The audit trail (`.claude/context/runtime/ralph-log.jsonl`): one JSON
+//! line per thing that happened to a loop (a start, each stop's decision, a
+//! pause, a wait, a resume, an end), with the time, the iteration, the
+//! reason, the checks that passed or failed and the policy applied.
+//!
+//! Written only while the state lock is held ([`append`] takes the lock as
+//! proof), each line with one `write` to a file opened for appending, so
+//! two writers never interleave; a line cut by a crash is skipped when
+//! read. Past [`MAX_LOG_BYTES`] the file is rotated to `ralph-log.1.jsonl`
+//! (the one before is dropped). A reset keeps it: it is the record of what
+//! was done.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::files::{read_bounded, Bounded};
+use crate::state::{LoopState, Status, StopDecision, Usd};
+use crate::store::StateLock;
+
+/// The log's file name, beside the state file.
+pub const LOG_FILE_NAME: &str = "ralph-log.jsonl";
+/// The rotated log's file name.
+pub const ROTATED_LOG_FILE_NAME: &str = "ralph-log.1.jsonl";
+/// The size past which the log is rotated.
+pub const MAX_LOG_BYTES: u64 = 4 * 1024 * 1024;
+
+/// What happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogEvent {
+    /// A loop started.
+    Start,
+    /// The hook decided a stop.
+    Stop,
+    /// The loop paused (an API error, the calls-per-hour budget).
+    Pause,
+    /// The supervisor waits before resuming.
+    Wait,
+    /// The loop was taken up again.
+    Resume,
+    /// The loop ended.
+    End,
+}
+
+impl LogEvent {
+    /// The name shown by `ralph-ctl log`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogEvent::Start => "start",
+            LogEvent::Stop => "stop",
+            LogEvent::Pause => "pause",
+            LogEvent::Wait => "wait",
+            LogEvent::Resume => "resume",
+            LogEvent::End => "end",
+        }
+    }
+}
+
+/// One check behind a decision: a completion gate, the breaker, a budget.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    /// What was checked (`verification`, `plan`, `breaker`, `calls_per_hour`, …).
+    pub name: String,
+    /// True when it let the loop on.
+    pub passed: bool,
+    /// What was found.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// One line of the log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogEntry {
+    /// When (RFC 3339).
+    pub at: String,
+    /// What happened.
+    pub event: LogEvent,
+    /// The loop's session.
+    pub session_id: String,
+    /// The loop's iteration at that moment.
+    pub iteration: u32,
+    /// The loop's status afterwards.
+    pub status: Status,
+    /// For a stop: blocked or let through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<StopDecision>,
+    /// Why, in words.
+    pub reason: String,
+    /// The checks behind it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<Check>,
+    /// The resume policy applied (supervisor events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// Not before this time (pauses and waits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_at: Option<String>,
+    /// The loop's cost so far.
+    #[serde(default, skip_serializing_if = "is_zero_usd")]
+    pub cost_usd: Usd,
+}
+
+fn is_zero_usd(usd: &Usd) -> bool {
+    usd.0 == 0
+}
+
+impl LogEntry {
+    /// An entry about `state` as it is now.
+    pub fn about(state: &LoopState, event: LogEvent, at: &str, reason: impl Into<String>) -> Self {
+        LogEntry {
+            at: at.to_string(),
+            event,
+            session_id: state.session_id.clone(),
+            iteration: state.iteration,
+            status: state.status,
+            decision: None,
+            reason: reason.into(),
+            checks: Vec::new(),
+            policy: None,
+            resume_at: state
+                .paused_because
+                .as_ref()
+                .and_then(|p| p.resume_at.clone()),
+            cost_usd: state.cost_usd,
+        }
+    }
+
+    /// The entry for the stop that turned `before` into `after`: its
+    /// history record's decision and reason, the claim's gates, the breaker.
+    pub fn of_stop(before: &LoopState, after: &LoopState, at: &str) -> Self {
+        let record = after.history.last();
+        let event = match after.status {
+            Status::Running => LogEvent::Stop,
+            Status::Paused => LogEvent::Pause,
+            _ => LogEvent::End,
+        };
+        let mut entry = LogEntry::about(
+            after,
+            event,
+            at,
+            record.map(|r| r.why.clone()).unwrap_or_default(),
+        );
+        entry.iteration = record.map_or(before.iteration, |r| r.iteration);
+        entry.decision = record.map(|r| r.decision);
+        if let Some(claim) = after
+            .last_claim
+            .as_ref()
+            .filter(|c| c.at == at && before.last_claim.as_ref() != Some(c))
+        {
+            entry.checks.extend(claim.gates.iter().map(|g| Check {
+                name: g.gate.as_str().to_string(),
+                passed: g.passed,
+                detail: first_line(&g.detail),
+            }));
+        }
+        if let Some(transition) = record.and_then(|r| r.breaker.as_ref()) {
+            entry.checks.push(Check {
+                name: "breaker".into(),
+                passed: transition.to != crate::breaker::BreakerState::Open,
+                detail: format!(
+                    "{} → {}: {}",
+                    transition.from.as_str(),
+                    transition.to.as_str(),
+                    transition.reason
+                ),
+            });
+        }
+        entry
+    }
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(300).collect();
+    if line.chars().count() > 300 {
+        out.push('…');
+    }
+    out
+}
+
+/// The log beside the state file.
+pub fn log_path(state_file: &Path) -> PathBuf {
+    state_file.with_file_name(LOG_FILE_NAME)
+}
+
+/// Appends `entry` (the lock proves no other writer is at it).
+pub fn append(lock: &StateLock<'_>, entry: &LogEntry) -> io::Result<()> {
+    let path = log_path(lock.path());
+    if fs::symlink_metadata(&path).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
+        fs::rename(&path, path.with_file_name(ROTATED_LOG_FILE_NAME))?;
+    }
+    let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
+    line.push(b'\n');
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    }
+    let mut file = options.open(&path)?;
+    file.write_all(&line)
+}
+
+/// The last `n` entries (the rotated file too, when the current one holds
+/// fewer), oldest first; lines that do not parse are skipped.
+pub fn read_last(state_file: &Path, n: usize) -> io::Result<Vec<LogEntry>> {
+    let path = log_path(state_file);
+    let mut entries = read_file(&path)?;
+    if entries.len() < n {
+        let mut older = read_file(&path.with_file_name(ROTATED_LOG_FILE_NAME))?;
+        older.append(&mut entries);
+        entries = older;
+    }
+    let skip = entries.len().saturating_sub(n);
+    Ok(entries.split_off(skip))
+}
+
+fn read_file(path: &Path) -> io::Result<Vec<LogEntry>> {
+    let bytes = match read_bounded(path, 2 * MAX_LOG_BYTES)? {
+        Bounded::Missing => return Ok(Vec::new()),
+        Bounded::TooLarge => {
+            return Err(io::Error::other(format!(
+                "{} is larger than {} MiB",
+                path.display(),
+                2 * MAX_LOG_BYTES / 1024 / 1024
+            )))
+        }
+        Bounded::Bytes(bytes) => bytes,
+    };
+    Ok(bytes
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::ProjectPaths;
+    use crate::store::StateStore;
+    use crate::tempdir::TempDir;
+
+    #[test]
+    fn appends_reads_back_and_rotates() {
+        let dir = TempDir::new();
+        let paths = ProjectPaths::new(dir.path());
+        let store = StateStore::new(&paths);
+        let lock = store.lock(true).unwrap();
+        let state = LoopState::new("s-1".into(), 5, "t0".into());
+        for i in 0..3 {
+            let entry = LogEntry::about(&state, LogEvent::Wait, &format!("t{i}"), "waiting");
+            append(&lock, &entry).unwrap();
+        }
+        // A line cut by a crash is skipped.
+        let log = log_path(&paths.state_file());
+        let mut file = OpenOptions::new().append(true).open(&log).unwrap();
+        file.write_all(b"{\"at\":\"t9\",\"ev").unwrap();
+        drop(file);
+        let last = read_last(&paths.state_file(), 2).unwrap();
+        assert_eq!(
+            last.iter().map(|e| e.at.as_str()).collect::<Vec<_>>(),
+            ["t1", "t2"]
+        );
+        assert_eq!(last[0].event, LogEvent::Wait);
+
+        // Past the size bound the log moves aside and a new one starts;
+        // reading spans both.
+        fs::write(&log, vec![b'\n'; MAX_LOG_BYTES as usize + 1]).unwrap();
+        append(
+            &lock,
+            &LogEntry::about(&state, LogEvent::End, "t10", "done"),
+        )
+        .unwrap();
+        assert!(fs::metadata(&log).unwrap().len() < 1024);
+        let all = read_last(&paths.state_file(), 10).unwrap();
+        assert_eq!(all.last().unwrap().at, "t10");
+    }
+}

@@ -452,3 +452,112 @@ fn a_discarded_stdout_neither_crashes_nor_hangs_the_hook() {
     assert_eq!(out.status.code(), Some(0));
     assert!(Path::new(&project.state_path()).exists());
 }
+
+/// As 2.1.330 sends it when the retries of a 429 ran out (observed against
+/// the mock: no `error_details`, no `stop_hook_active`).
+fn stop_failure(project: &TempProject, transcript: &Path, error: &str, message: &str) -> Value {
+    json!({
+        "session_id": SID,
+        "transcript_path": transcript,
+        "cwd": project.root,
+        "prompt_id": "6f7f9b1e-1c55-4a3e-9f57-1a2b3c4d5e6f",
+        "effort": {"level": "medium"},
+        "hook_event_name": "StopFailure",
+        "error": error,
+        "last_assistant_message": message,
+    })
+}
+
+#[test]
+fn stop_failure_pauses_the_loop_with_the_reset_time_and_answers_nothing() {
+    let project = looping(10);
+    // The client's lines for a retried 429 with the usage-limit headers,
+    // then its own error message.
+    let transcript = project.path("transcript.jsonl");
+    std::fs::write(
+        &transcript,
+        concat!(
+            r#"{"type":"user","isSidechain":false,"message":{"role":"user","content":"Do the task"},"uuid":"u0","sessionId":"c0563e5b-5d19-4827-8166-f6f26bb447e0"}"#,
+            "\n",
+            r#"{"type":"system","subtype":"api_error","level":"error","error":{"status":429,"formatted":"429 rate_limit_error","rateLimits":{"rateLimitType":"five_hour","resetsAt":1900000000}},"retryInMs":2245,"retryAttempt":1,"maxRetries":1}"#,
+            "\n",
+            r#"{"type":"assistant","isSidechain":false,"isApiErrorMessage":true,"error":"rate_limit","apiErrorStatus":429,"message":{"id":"x","model":"<synthetic>","role":"assistant","content":[{"type":"text","text":"API Error: Request rejected (429)"}]}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let run = Hook::new(&project)
+        .json(&stop_failure(
+            &project,
+            &transcript,
+            "rate_limit",
+            "API Error: Request rejected (429) · This request would exceed your account's rate limit.",
+        ))
+        .run();
+    run.assert_allowed().assert_silent();
+    let state = project.status_json();
+    assert_eq!(state["status"], "paused", "{state:#}");
+    assert_eq!(
+        state["iteration"], 1,
+        "the failed iteration is worked on again"
+    );
+    let paused = &state["pausedBecause"];
+    assert_eq!(paused["kind"], "rate_limit");
+    assert_eq!(paused["httpStatus"], 429);
+    assert_eq!(paused["resumeAt"], "2030-03-17T17:46:40Z");
+    let log =
+        std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
+    let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "pause");
+
+    // Another session's failure, and a failure of a loop that is not
+    // running, change nothing.
+    let before = std::fs::read(project.state_path()).unwrap();
+    let mut other = stop_failure(&project, &transcript, "server_error", "API Error: 529");
+    other["session_id"] = json!("someone-else");
+    Hook::new(&project).json(&other).run().assert_allowed();
+    Hook::new(&project)
+        .json(&stop_failure(
+            &project,
+            &transcript,
+            "server_error",
+            "API Error: 529",
+        ))
+        .run()
+        .assert_allowed();
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+}
+
+#[test]
+fn a_stop_after_an_api_error_pauses_instead_of_judging_the_error_text() {
+    // 2.0.77 runs the Stop hook after an API error, with no
+    // last_assistant_message: the transcript ends on its own error line,
+    // which here even holds the completion signal.
+    let project = looping(10);
+    let transcript = project.path("transcript.jsonl");
+    let error_line = json!({
+        "type": "assistant", "isSidechain": false, "isApiErrorMessage": true, "error": "unknown",
+        "message": {"id": "e1", "model": "<synthetic>", "role": "assistant",
+                    "content": [{"type": "text", "text": format!("API Error: 529 {{\"type\":\"error\"}}\n{SIGNAL}")}]}
+    });
+    std::fs::write(
+        &transcript,
+        format!(
+            "{}\n{error_line}\n",
+            r#"{"type":"user","isSidechain":false,"message":{"role":"user","content":"Do the task"}}"#
+        ),
+    )
+    .unwrap();
+    let mut stop = input(&project, "stop-input-first.json", None);
+    stop["transcript_path"] = json!(transcript);
+    let run = Hook::new(&project).json(&stop).run();
+    run.assert_allowed();
+    let state = project.status_json();
+    assert_eq!(state["status"], "paused", "{state:#}");
+    assert_eq!(state["pausedBecause"]["kind"], "overloaded");
+    assert_eq!(state["pausedBecause"]["httpStatus"], 529);
+    assert!(
+        state["lastClaim"].is_null(),
+        "the error text was not judged"
+    );
+}

@@ -4,6 +4,7 @@ use ralph_core::config::{Config, ProcessEnv, MAX_ITERATIONS_LIMIT};
 use ralph_core::exit_codes;
 use ralph_core::hook_input;
 use ralph_core::lifecycle;
+use ralph_core::log::{self, LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::progress;
 use ralph_core::prompt;
@@ -100,10 +101,19 @@ pub fn start_loop(
             eprintln!("ralph-ctl: warning: {warning}");
         }
     }
-    let mut state = LoopState::new(session.clone(), max, now);
+    let mut state = LoopState::new(session.clone(), max, now.clone());
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.progress = progress::baseline(&paths.root);
     lock.write(&state)?;
+    let entry = LogEntry::about(
+        &state,
+        LogEvent::Start,
+        &now,
+        format!("started: session {session}, at most {max} iterations"),
+    );
+    if let Err(e) = log::append(&lock, &entry) {
+        eprintln!("ralph-ctl: warning: cannot append to the audit log: {e}");
+    }
     Ok(Started {
         session_id: session,
         max_iterations: max,

@@ -2,7 +2,7 @@
 rem Starts a Ralph loop on this project's .claude\ralph\PROMPT.md (Windows):
 rem finds ralph-ctl and runs `ralph-ctl run`, which does the work (see --help).
 rem Installed by `ralph-ctl init`, which writes where ralph-ctl is below.
-rem Usage: ralph-audit.bat [--headless] [--reset] [-- CLIENT_ARGS...]
+rem Usage: ralph-audit.bat [--headless] [--reset or --resume] [-- CLIENT_ARGS...]
 setlocal EnableExtensions DisableDelayedExpansion
 
 set "INSTALLED=@RALPH_CTL@"

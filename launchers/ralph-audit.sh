@@ -2,7 +2,7 @@
 # Starts a Ralph loop on this project's .claude/ralph/PROMPT.md: finds
 # ralph-ctl and runs `ralph-ctl run`, which does the work (see --help).
 # Installed by `ralph-ctl init`, which writes where ralph-ctl is below.
-# Usage: .claude/ralph/ralph-audit.sh [--headless] [--reset] [-- CLIENT_ARGS...]
+# Usage: .claude/ralph/ralph-audit.sh [--headless] [--reset or --resume] [-- CLIENT_ARGS...]
 
 installed=@RALPH_CTL@
 

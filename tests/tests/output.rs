@@ -1,6 +1,6 @@
 //! Snapshot tests (insta) of the text people and the agent read: `ralph-ctl
-//! status` for a running loop and for each way a loop ends, the hook's one
-//! stderr line for each bad input of the README's table, `ralph-ctl`'s error
+//! status` for a running loop and for each way a loop ends or pauses, the
+//! hook's one stderr line for each bad input of the README's table, `ralph-ctl`'s error
 //! lines for bad configuration and refused starts, and the text the hook
 //! re-injects. The snapshots live in `tests/tests/snapshots/`; temp paths,
 //! times, session ids and durations are redacted so they are stable.
@@ -167,6 +167,143 @@ fn status_of_an_interrupted_loop() {
         .assert_code(12);
     assert_eq!(project.status_json()["status"], "interrupted");
     stable().bind(|| insta::assert_snapshot!("status_interrupted", status(&project)));
+}
+
+/// A schema 3 state of a loop the supervisor stopped: `status`, the fields
+/// of `extra` over a loop of 25 iterations at iteration 4, with three stops
+/// that made model requests.
+fn supervised_state(status: &str, extra: Value) -> Value {
+    let usage = |input: u64, output: u64, read: u64, creation: u64| json!({"input": input, "output": output, "cacheRead": read, "cacheCreation": creation});
+    let mut state = json!({
+        "schemaVersion": 3,
+        "status": status,
+        "iteration": 4,
+        "maxIterations": 25,
+        "sessionId": SID,
+        "startedAt": "2026-03-01T09:00:00Z",
+        "lastRunAt": "2026-03-01T09:41:07Z",
+        "lastFindingsCount": 2,
+        "costUsd": 1.8734,
+        "usage": usage(41_250, 9_870, 1_204_500, 88_100),
+        "history": [
+            {"iteration": 1, "at": "2026-03-01T09:12:40Z", "decision": "block",
+             "why": "iteration 1 ended without a completion claim",
+             "excerpt": "Read the parser; two findings fixed.", "messageSource": "input",
+             "toolCalls": 14, "calls": 15, "usage": usage(20_100, 4_200, 512_000, 60_000)},
+            {"iteration": 2, "at": "2026-03-01T09:30:02Z", "decision": "block",
+             "why": "iteration 2 ended without a completion claim",
+             "excerpt": "Fixed the lexer finding.", "messageSource": "input",
+             "toolCalls": 9, "calls": 10, "usage": usage(12_000, 3_100, 480_000, 0)},
+            {"iteration": 3, "at": "2026-03-01T09:41:07Z", "decision": "block",
+             "why": "iteration 3 ended without a completion claim",
+             "excerpt": "Two findings remain.", "messageSource": "input",
+             "toolCalls": 0}
+        ]
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        state[key] = value.clone();
+    }
+    state
+}
+
+/// `project`'s state replaced by `state`, as the supervisor leaves it.
+fn write_state(project: &TempProject, state: &Value) {
+    write(
+        project.state_path(),
+        serde_json::to_string_pretty(state).unwrap(),
+    );
+}
+
+/// Model requests per minute over the last hour, relative to the present
+/// (the status counts them against the clock): `(minutes ago, requests)`.
+fn recent_calls(calls: &[(u64, u32)]) -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let minute = now - now % 60;
+    Value::Array(
+        calls
+            .iter()
+            .map(|&(ago, calls)| json!({"minute": minute - 60 * ago, "calls": calls}))
+            .collect(),
+    )
+}
+
+#[test]
+fn status_of_a_paused_loop() {
+    let project = looping("st-paused", 25);
+    write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"maxCallsPerHour": 200, "maxAutoResumes": 5, "resumePolicy": "conservative"}"#,
+    );
+    write_state(
+        &project,
+        &supervised_state(
+            "paused",
+            json!({
+                "pausedBecause": {
+                    "kind": "rate_limit",
+                    "httpStatus": 429,
+                    "message": "API Error: Request rejected (429) · This request would exceed the rate limit for your organization",
+                    "resumeAt": "2026-03-01T10:00:00Z",
+                    "at": "2026-03-01T09:41:07Z"
+                },
+                "recentCalls": recent_calls(&[(50, 15), (20, 10), (2, 1)]),
+                "autoResumes": 2
+            }),
+        ),
+    );
+    let shown = status(&project);
+    assert!(shown.contains("26 in the last hour"), "{shown}");
+    stable().bind(|| insta::assert_snapshot!("status_paused", shown));
+}
+
+#[test]
+fn status_of_a_failed_loop() {
+    let project = looping("st-failed", 25);
+    let message = "API Error: 401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"invalid x-api-key\"}}";
+    write_state(
+        &project,
+        &supervised_state(
+            "failed",
+            json!({
+                "pausedBecause": {
+                    "kind": "authentication_failed",
+                    "httpStatus": 401,
+                    "message": message,
+                    "at": "2026-03-01T09:41:07Z"
+                },
+                "endedAt": "2026-03-01T09:41:08Z",
+                "endedBecause": format!(
+                    "the API refused the loop (authentication_failed, HTTP 401: {message}); \
+                     check ANTHROPIC_API_KEY or log in again (`claude /login`)"
+                ),
+            }),
+        ),
+    );
+    stable().bind(|| insta::assert_snapshot!("status_failed", status(&project)));
+}
+
+#[test]
+fn status_of_a_loop_out_of_budget() {
+    let project = looping("st-budget", 25);
+    write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"maxCostUsd": 5}"#,
+    );
+    write_state(
+        &project,
+        &supervised_state(
+            "budget_exhausted",
+            json!({
+                "costUsd": 5.0312,
+                "endedAt": "2026-03-01T09:41:08Z",
+                "endedBecause": "the loop's budget is spent: cost $5.03 of maxCostUsd $5.00 (client: Claude Code exited with code 1)",
+            }),
+        ),
+    );
+    stable().bind(|| insta::assert_snapshot!("status_budget_exhausted", status(&project)));
 }
 
 // ------------------------------------------------------------ re-injected text

@@ -25,7 +25,7 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Show the loop's state: status, iteration, session, times, findings, recent stops.
+    /// Show the loop's state: status (and why paused or failed), iteration, times, findings, cost, tokens, recent stops.
     Status {
         /// Print the state object as JSON instead.
         #[arg(long)]

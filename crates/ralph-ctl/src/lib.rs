@@ -37,7 +37,7 @@ pub fn run(cli: Cli) -> i32 {
     };
     let paths = ProjectPaths::new(absolute(root));
     let result = match cli.command {
-        Command::Status { json } => commands::status::run(&paths, json),
+        Command::Status { json } => commands::status::run(&paths, json, &mut std::io::stdout()),
         Command::Reset => commands::reset::run(&paths),
         Command::Start {
             session_id,

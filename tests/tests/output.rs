@@ -1,6 +1,7 @@
 //! Snapshot tests (insta) of the text people and the agent read: `ralph-ctl
-//! status` for a running loop and for each way a loop ends or pauses, the
-//! hook's one stderr line for each bad input of the README's table, `ralph-ctl`'s error
+//! status` for a running loop and for each way a loop ends or pauses,
+//! `ralph-ctl log` (readable and JSON), the hook's one
+//! stderr line for each bad input of the README's table, `ralph-ctl`'s error
 //! lines for bad configuration and refused starts, and the text the hook
 //! re-injects. The snapshots live in `tests/tests/snapshots/`; temp paths,
 //! times, session ids and durations are redacted so they are stable.
@@ -304,6 +305,108 @@ fn status_of_a_loop_out_of_budget() {
         ),
     );
     stable().bind(|| insta::assert_snapshot!("status_budget_exhausted", status(&project)));
+}
+
+// ------------------------------------------------------------ ralph-ctl log
+
+/// A loop's audit log as the hook writes it (a stop, a rejected claim, an
+/// API failure), then as the supervisor goes on (it waits under its policy
+/// and resumes).
+fn logged(name: &str) -> TempProject {
+    let project = looping(name, 25);
+    write(
+        project.path("IMPLEMENTATION_PLAN.md"),
+        "# Plan\n- [x] fix the parser\n- [x] write the user guide\n",
+    );
+    write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"verify": [{"name": "tests", "command": "echo 'test parser::nested ... FAILED'; exit 101"}]}"#,
+    );
+    stop(&project, "Read the code; starting on the parser.").block_reason();
+    stop(&project, &format!("Everything is fixed.\n{SIGNAL}")).block_reason();
+    Hook::new(&project)
+        .json(&json!({
+            "session_id": SID,
+            "cwd": project.root,
+            "hook_event_name": "StopFailure",
+            "error": "rate_limit",
+            "last_assistant_message": "API Error: Request rejected (429) · Rate limited",
+        }))
+        .run();
+    assert_eq!(project.status_json()["status"], "paused");
+    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let mut text = fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    for line in [
+        json!({"at": "2026-03-01T09:41:08Z", "event": "wait", "sessionId": SID, "iteration": 3,
+               "status": "paused", "reason": "rate_limit: backoff of 60 s before resume 1 of 5 (conservative)",
+               "policy": "conservative", "resumeAt": "2026-03-01T09:42:08Z"}),
+        json!({"at": "2026-03-01T09:42:08Z", "event": "resume", "sessionId": SID, "iteration": 3,
+               "status": "running", "reason": "resumed by the supervisor (conservative policy, resume 1 of 5)",
+               "policy": "conservative", "costUsd": 0.4125}),
+    ] {
+        text.push_str(&format!("{line}\n"));
+    }
+    write(&log, text);
+    project
+}
+
+#[test]
+fn log_of_a_supervised_loop() {
+    let project = logged("log-human");
+    let run = Ctl::new(&project).arg("log").run();
+    run.assert_code(0);
+    assert_eq!(run.stderr, "");
+    for line in run.stdout.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "wider than 100 columns: {line:?}"
+        );
+    }
+    stable().bind(|| insta::assert_snapshot!("log", same_width_times(&run.stdout)));
+}
+
+/// `text` with every RFC 3339 time replaced by a placeholder of the same
+/// width, so that the snapshot keeps the columns the times line up.
+fn same_width_times(text: &str) -> String {
+    const SHAPE: &[u8] = b"0000-00-00T00:00:00Z";
+    const PLACEHOLDER: &[u8] = b"YYYY-MM-DDThh:mm:ssZ";
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let time = bytes.get(i..i + SHAPE.len()).is_some_and(|window| {
+            window.iter().zip(SHAPE).all(|(b, s)| {
+                if *s == b'0' {
+                    b.is_ascii_digit()
+                } else {
+                    b == s
+                }
+            })
+        });
+        if time {
+            out.extend_from_slice(PLACEHOLDER);
+            i += SHAPE.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn log_as_json_lines() {
+    let project = logged("log-json");
+    let run = Ctl::new(&project).args(["log", "--json"]).run();
+    run.assert_code(0);
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 5);
+    stable().bind(|| insta::assert_snapshot!("log_json", run.stdout));
 }
 
 // ------------------------------------------------------------ re-injected text

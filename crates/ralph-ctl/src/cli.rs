@@ -31,6 +31,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show the audit log's last entries, oldest first: each stop, pause, wait, resume and end.
+    Log {
+        /// How many entries.
+        #[arg(
+            short = 'n',
+            long = "entries",
+            value_name = "N",
+            default_value_t = crate::commands::log::DEFAULT_ENTRIES,
+            value_parser = clap::value_parser!(u32).range(1..)
+        )]
+        entries: u32,
+        /// Print the entries as stored instead, one JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Clear the loop's state (a corrupt state file is moved aside, not deleted).
     Reset,
     /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).

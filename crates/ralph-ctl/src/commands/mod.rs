@@ -2,6 +2,7 @@
 
 pub mod finish;
 pub mod init;
+pub mod log;
 pub mod prompt;
 pub mod reset;
 pub mod run;

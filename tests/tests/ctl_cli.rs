@@ -338,6 +338,154 @@ fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
     assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
 }
 
+/// The audit log of `project`.
+fn audit_log(project: &TempProject) -> std::path::PathBuf {
+    project.path(".claude/context/runtime/ralph-log.jsonl")
+}
+
+/// `n` stops of the loop in `project` (session `s-1`), through the hook.
+fn stops(project: &TempProject, n: u32) {
+    for i in 1..=n {
+        let input = json!({
+            "session_id": "s-1",
+            "cwd": project.root,
+            "hook_event_name": "Stop",
+            "stop_hook_active": true,
+            "last_assistant_message": format!("Step {i} done."),
+        });
+        let run = project.hook(input.to_string().as_bytes(), &[]);
+        run.assert_code(0);
+        assert!(run.stdout.contains("\"block\""), "{run:?}");
+    }
+}
+
+#[test]
+fn log_shows_the_last_entries_oldest_first() {
+    let project = TempProject::new("log");
+    project.init();
+    Ctl::new(&project)
+        .args(["start", "--session-id", "s-1"])
+        .run()
+        .assert_code(0);
+    stops(&project, 5);
+
+    let all = Ctl::new(&project).arg("log").run();
+    all.assert_code(0).assert_no_panic();
+    let lines: Vec<&str> = all.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{}", all.stdout);
+    for (line, i) in lines.iter().zip(1..) {
+        assert!(
+            line.contains(&format!(
+                "  stop  iteration {i}  running  iteration {i} ended"
+            )),
+            "{line}"
+        );
+    }
+
+    let last = Ctl::new(&project).args(["log", "-n", "2"]).run();
+    last.assert_code(0);
+    assert_eq!(last.stdout, lines[3..].join("\n") + "\n");
+
+    let json = Ctl::new(&project).args(["log", "--json", "-n", "3"]).run();
+    json.assert_code(0);
+    assert_eq!(json.stderr, "");
+    let entries: Vec<Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let iterations: Vec<&Value> = entries.iter().map(|e| &e["iteration"]).collect();
+    assert_eq!(iterations, [&json!(3), &json!(4), &json!(5)]);
+    for entry in &entries {
+        assert_eq!(entry["event"], "stop");
+        assert_eq!(entry["decision"], "block");
+        assert_eq!(entry["sessionId"], "s-1");
+    }
+
+    Ctl::new(&project)
+        .args(["log", "-n", "0"])
+        .run()
+        .assert_code(2)
+        .assert_stderr_has(&["--entries", "0"])
+        .assert_no_panic();
+}
+
+#[test]
+fn log_without_a_log_says_so() {
+    let project = TempProject::new("log-none");
+    project.init();
+    Ctl::new(&project)
+        .arg("log")
+        .run()
+        .assert_code(0)
+        .assert_stdout_has(&["No audit log yet", "ralph-log.jsonl"]);
+    let json = Ctl::new(&project).args(["log", "--json"]).run();
+    json.assert_code(0).assert_stderr_has(&["No audit log yet"]);
+    assert_eq!(json.stdout, "", "a JSON reader gets no lines");
+}
+
+#[test]
+fn an_unreadable_log_is_one_error_line() {
+    let project = TempProject::new("log-bad");
+    project.init();
+    let log = audit_log(&project);
+    std::fs::create_dir_all(&log).unwrap();
+    let run = Ctl::new(&project).arg("log").run();
+    run.assert_code(1).assert_no_panic();
+    assert_eq!(run.stdout, "");
+    assert_eq!(
+        run.stderr,
+        format!(
+            "ralph-ctl: cannot read the audit log {}: not a regular file; move the file aside to start a new log\n",
+            log.display()
+        )
+    );
+
+    std::fs::remove_dir(&log).unwrap();
+    std::fs::write(&log, vec![b'\n'; 8 * 1024 * 1024 + 1]).unwrap();
+    let run = Ctl::new(&project).args(["log", "--json"]).run();
+    run.assert_code(1).assert_no_panic();
+    assert_eq!(run.stdout, "");
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    run.assert_stderr_has(&["cannot read the audit log", "larger than 8 MiB"]);
+}
+
+#[test]
+fn log_into_a_pipe_closed_early_ends_quietly() {
+    let project = TempProject::new("log-pipe");
+    project.init();
+    // Far more output than a pipe holds, so that writes go on after `head` left.
+    let reason = "iteration ended without a completion claim; ".repeat(8);
+    let mut text = String::new();
+    for i in 1..=3000 {
+        let entry = json!({"at": "2026-03-01T09:00:00Z", "event": "stop", "sessionId": "s-1",
+                           "iteration": i, "status": "running", "reason": reason});
+        text.push_str(&format!("{entry}\n"));
+    }
+    std::fs::create_dir_all(audit_log(&project).parent().unwrap()).unwrap();
+    std::fs::write(audit_log(&project), text).unwrap();
+    for json in [false, true] {
+        let err = project.path(format!("err-{json}"));
+        let code = project.path(format!("code-{json}"));
+        let mut cmd = project.command("sh");
+        cmd.arg("-c")
+            .arg(r#"{ "$0" log -n 5000 $1 2>"$2"; echo $? >"$3"; } | head -n 1"#)
+            .arg(bins::ctl())
+            .arg(if json { "--json" } else { "" })
+            .arg(&err)
+            .arg(&code);
+        let run = run_with_timeout(cmd, None, Duration::from_secs(30));
+        run.assert_code(0);
+        assert_eq!(run.stdout.lines().count(), 1, "{run:?}");
+        assert_eq!(
+            std::fs::read_to_string(&err).unwrap(),
+            "",
+            "nothing on stderr"
+        );
+        assert_eq!(std::fs::read_to_string(&code).unwrap().trim(), "0");
+    }
+}
+
 /// A fake client that records its arguments, environment and stdin, then exits with `code`.
 fn fake_client(project: &TempProject, code: i32) -> String {
     let path = project.path("fake-claude.sh");

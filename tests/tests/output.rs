@@ -1,5 +1,6 @@
 //! Snapshot tests (insta) of the text people and the agent read: `ralph-ctl
-//! status` for a running loop and for each way a loop ends, the hook's one
+//! status` for a running loop and for each way a loop ends or pauses,
+//! `ralph-ctl log` (readable and JSON), the hook's one
 //! stderr line for each bad input of the README's table, `ralph-ctl`'s error
 //! lines for bad configuration and refused starts, and the text the hook
 //! re-injects. The snapshots live in `tests/tests/snapshots/`; temp paths,
@@ -167,6 +168,245 @@ fn status_of_an_interrupted_loop() {
         .assert_code(12);
     assert_eq!(project.status_json()["status"], "interrupted");
     stable().bind(|| insta::assert_snapshot!("status_interrupted", status(&project)));
+}
+
+/// A schema 3 state of a loop the supervisor stopped: `status`, the fields
+/// of `extra` over a loop of 25 iterations at iteration 4, with three stops
+/// that made model requests.
+fn supervised_state(status: &str, extra: Value) -> Value {
+    let usage = |input: u64, output: u64, read: u64, creation: u64| json!({"input": input, "output": output, "cacheRead": read, "cacheCreation": creation});
+    let mut state = json!({
+        "schemaVersion": 3,
+        "status": status,
+        "iteration": 4,
+        "maxIterations": 25,
+        "sessionId": SID,
+        "startedAt": "2026-03-01T09:00:00Z",
+        "lastRunAt": "2026-03-01T09:41:07Z",
+        "lastFindingsCount": 2,
+        "costUsd": 1.8734,
+        "usage": usage(41_250, 9_870, 1_204_500, 88_100),
+        "history": [
+            {"iteration": 1, "at": "2026-03-01T09:12:40Z", "decision": "block",
+             "why": "iteration 1 ended without a completion claim",
+             "excerpt": "Read the parser; two findings fixed.", "messageSource": "input",
+             "toolCalls": 14, "calls": 15, "usage": usage(20_100, 4_200, 512_000, 60_000)},
+            {"iteration": 2, "at": "2026-03-01T09:30:02Z", "decision": "block",
+             "why": "iteration 2 ended without a completion claim",
+             "excerpt": "Fixed the lexer finding.", "messageSource": "input",
+             "toolCalls": 9, "calls": 10, "usage": usage(12_000, 3_100, 480_000, 0)},
+            {"iteration": 3, "at": "2026-03-01T09:41:07Z", "decision": "block",
+             "why": "iteration 3 ended without a completion claim",
+             "excerpt": "Two findings remain.", "messageSource": "input",
+             "toolCalls": 0}
+        ]
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        state[key] = value.clone();
+    }
+    state
+}
+
+/// `project`'s state replaced by `state`, as the supervisor leaves it.
+fn write_state(project: &TempProject, state: &Value) {
+    write(
+        project.state_path(),
+        serde_json::to_string_pretty(state).unwrap(),
+    );
+}
+
+/// Model requests per minute over the last hour, relative to the present
+/// (the status counts them against the clock): `(minutes ago, requests)`.
+fn recent_calls(calls: &[(u64, u32)]) -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let minute = now - now % 60;
+    Value::Array(
+        calls
+            .iter()
+            .map(|&(ago, calls)| json!({"minute": minute - 60 * ago, "calls": calls}))
+            .collect(),
+    )
+}
+
+#[test]
+fn status_of_a_paused_loop() {
+    let project = looping("st-paused", 25);
+    write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"maxCallsPerHour": 200, "maxAutoResumes": 5, "resumePolicy": "conservative"}"#,
+    );
+    write_state(
+        &project,
+        &supervised_state(
+            "paused",
+            json!({
+                "pausedBecause": {
+                    "kind": "rate_limit",
+                    "httpStatus": 429,
+                    "message": "API Error: Request rejected (429) · This request would exceed the rate limit for your organization",
+                    "resumeAt": "2026-03-01T10:00:00Z",
+                    "at": "2026-03-01T09:41:07Z"
+                },
+                "recentCalls": recent_calls(&[(50, 15), (20, 10), (2, 1)]),
+                "autoResumes": 2
+            }),
+        ),
+    );
+    let shown = status(&project);
+    assert!(shown.contains("26 in the last hour"), "{shown}");
+    stable().bind(|| insta::assert_snapshot!("status_paused", shown));
+}
+
+#[test]
+fn status_of_a_failed_loop() {
+    let project = looping("st-failed", 25);
+    let message = "API Error: 401 {\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"invalid x-api-key\"}}";
+    write_state(
+        &project,
+        &supervised_state(
+            "failed",
+            json!({
+                "pausedBecause": {
+                    "kind": "authentication_failed",
+                    "httpStatus": 401,
+                    "message": message,
+                    "at": "2026-03-01T09:41:07Z"
+                },
+                "endedAt": "2026-03-01T09:41:08Z",
+                "endedBecause": format!(
+                    "the API refused the loop (authentication_failed, HTTP 401: {message}); \
+                     check ANTHROPIC_API_KEY or log in again (`claude /login`)"
+                ),
+            }),
+        ),
+    );
+    stable().bind(|| insta::assert_snapshot!("status_failed", status(&project)));
+}
+
+#[test]
+fn status_of_a_loop_out_of_budget() {
+    let project = looping("st-budget", 25);
+    write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"maxCostUsd": 5}"#,
+    );
+    write_state(
+        &project,
+        &supervised_state(
+            "budget_exhausted",
+            json!({
+                "costUsd": 5.0312,
+                "endedAt": "2026-03-01T09:41:08Z",
+                "endedBecause": "the loop's budget is spent: cost $5.03 of maxCostUsd $5.00 (client: Claude Code exited with code 1)",
+            }),
+        ),
+    );
+    stable().bind(|| insta::assert_snapshot!("status_budget_exhausted", status(&project)));
+}
+
+// ------------------------------------------------------------ ralph-ctl log
+
+/// A loop's audit log as the hook writes it (a stop, a rejected claim, an
+/// API failure), then as the supervisor goes on (it waits under its policy
+/// and resumes).
+fn logged(name: &str) -> TempProject {
+    let project = looping(name, 25);
+    write(
+        project.path("IMPLEMENTATION_PLAN.md"),
+        "# Plan\n- [x] fix the parser\n- [x] write the user guide\n",
+    );
+    write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"verify": [{"name": "tests", "command": "echo 'test parser::nested ... FAILED'; exit 101"}]}"#,
+    );
+    stop(&project, "Read the code; starting on the parser.").block_reason();
+    stop(&project, &format!("Everything is fixed.\n{SIGNAL}")).block_reason();
+    Hook::new(&project)
+        .json(&json!({
+            "session_id": SID,
+            "cwd": project.root,
+            "hook_event_name": "StopFailure",
+            "error": "rate_limit",
+            "last_assistant_message": "API Error: Request rejected (429) · Rate limited",
+        }))
+        .run();
+    assert_eq!(project.status_json()["status"], "paused");
+    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let mut text = fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    for line in [
+        json!({"at": "2026-03-01T09:41:08Z", "event": "wait", "sessionId": SID, "iteration": 3,
+               "status": "paused", "reason": "rate_limit: backoff of 60 s before resume 1 of 5 (conservative)",
+               "policy": "conservative", "resumeAt": "2026-03-01T09:42:08Z"}),
+        json!({"at": "2026-03-01T09:42:08Z", "event": "resume", "sessionId": SID, "iteration": 3,
+               "status": "running", "reason": "resumed by the supervisor (conservative policy, resume 1 of 5)",
+               "policy": "conservative", "costUsd": 0.4125}),
+    ] {
+        text.push_str(&format!("{line}\n"));
+    }
+    write(&log, text);
+    project
+}
+
+#[test]
+fn log_of_a_supervised_loop() {
+    let project = logged("log-human");
+    let run = Ctl::new(&project).arg("log").run();
+    run.assert_code(0);
+    assert_eq!(run.stderr, "");
+    for line in run.stdout.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "wider than 100 columns: {line:?}"
+        );
+    }
+    stable().bind(|| insta::assert_snapshot!("log", same_width_times(&run.stdout)));
+}
+
+/// `text` with every RFC 3339 time replaced by a placeholder of the same
+/// width, so that the snapshot keeps the columns the times line up.
+fn same_width_times(text: &str) -> String {
+    const SHAPE: &[u8] = b"0000-00-00T00:00:00Z";
+    const PLACEHOLDER: &[u8] = b"YYYY-MM-DDThh:mm:ssZ";
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let time = bytes.get(i..i + SHAPE.len()).is_some_and(|window| {
+            window.iter().zip(SHAPE).all(|(b, s)| {
+                if *s == b'0' {
+                    b.is_ascii_digit()
+                } else {
+                    b == s
+                }
+            })
+        });
+        if time {
+            out.extend_from_slice(PLACEHOLDER);
+            i += SHAPE.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn log_as_json_lines() {
+    let project = logged("log-json");
+    let run = Ctl::new(&project).args(["log", "--json"]).run();
+    run.assert_code(0);
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 5);
+    stable().bind(|| insta::assert_snapshot!("log_json", run.stdout));
 }
 
 // ------------------------------------------------------------ re-injected text

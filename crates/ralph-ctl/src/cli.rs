@@ -25,9 +25,24 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Show the loop's state: status, iteration, session, times, findings, recent stops.
+    /// Show the loop's state: status (and why paused or failed), iteration, times, findings, cost, tokens, recent stops.
     Status {
         /// Print the state object as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the audit log's last entries, oldest first: each stop, pause, wait, resume and end.
+    Log {
+        /// How many entries.
+        #[arg(
+            short = 'n',
+            long = "entries",
+            value_name = "N",
+            default_value_t = crate::commands::log::DEFAULT_ENTRIES,
+            value_parser = clap::value_parser!(u32).range(1..)
+        )]
+        entries: u32,
+        /// Print the entries as stored instead, one JSON object per line.
         #[arg(long)]
         json: bool,
     },

@@ -37,7 +37,14 @@ pub fn run(cli: Cli) -> i32 {
     };
     let paths = ProjectPaths::new(absolute(root));
     let result = match cli.command {
-        Command::Status { json } => commands::status::run(&paths, json),
+        Command::Status { json } => commands::status::run(&paths, json, &mut std::io::stdout()),
+        Command::Log { entries, json } => commands::log::run(
+            &paths,
+            usize::try_from(entries).unwrap_or(usize::MAX),
+            json,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ),
         Command::Reset => commands::reset::run(&paths),
         Command::Start {
             session_id,

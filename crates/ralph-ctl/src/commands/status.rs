@@ -1,69 +1,115 @@
 //! `ralph-ctl status`: a readable summary of the loop, or its JSON.
 
+use std::io::{self, Write};
+
 use ralph_core::breaker;
 use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
+use ralph_core::lifecycle;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::LoopState;
+use ralph_core::state::{LoopState, PausedBecause, Status, TokenUsage};
 use ralph_core::store::{StateStore, StoreError};
 
+use crate::driver::supervisor::now_secs;
 use crate::CmdResult;
 
 /// How many recent stops the readable summary lists.
 const RECENT: usize = 10;
 
-/// Prints the state; a corrupt state is shown with its problem (exit 1).
-pub fn run(paths: &ProjectPaths, json: bool) -> CmdResult {
+/// Writes the state to `out`; a corrupt state is shown with its problem (exit 1).
+pub fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
     let store = StateStore::new(paths);
-    match store.read() {
-        Ok(state) => {
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&state).expect("state serializes")
-                );
-            } else {
-                match state {
-                    Some(state) => {
-                        let config = Config::load(paths, &ProcessEnv);
-                        if let Err(e) = &config {
-                            println!("(configuration problem: {e})");
-                        }
-                        print!("{}", summary(paths, &state, config.as_ref().ok()));
-                    }
-                    None => println!(
-                        "No Ralph loop in {} (no state file). Start one with .claude/ralph/ralph-audit.sh.",
-                        paths.root.display()
-                    ),
-                }
+    let (code, written) = match store.read() {
+        Ok(state) => (exit_codes::OK, show(paths, state.as_ref(), json, out)),
+        Err(e @ StoreError::Corrupt { .. }) => (
+            exit_codes::ERROR,
+            show_corrupt(paths, &store, &e, json, out),
+        ),
+        Err(e) => return Err(e.into()),
+    };
+    super::written(written.and_then(|()| out.flush()), code)
+}
+
+fn show(
+    paths: &ProjectPaths,
+    state: Option<&LoopState>,
+    json: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if json {
+        return writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&state).expect("state serializes")
+        );
+    }
+    match state {
+        Some(state) => {
+            let config = Config::load(paths, &ProcessEnv);
+            if let Err(e) = &config {
+                writeln!(out, "(configuration problem: {e})")?;
             }
-            Ok(exit_codes::OK)
+            out.write_all(summary(paths, state, config.as_ref().ok(), now_secs()).as_bytes())
         }
-        Err(e @ StoreError::Corrupt { .. }) => {
-            if json {
-                let body = serde_json::json!({"error": e.to_string(), "path": store.path()});
-                println!("{}", serde_json::to_string_pretty(&body).expect("json"));
-            } else {
-                println!("Ralph loop state in {} is unusable:", paths.root.display());
-                println!("  {e}");
-                let head = std::fs::read(store.path())
-                    .map(|b| String::from_utf8_lossy(&b[..b.len().min(300)]).into_owned())
-                    .unwrap_or_default();
-                if !head.is_empty() {
-                    println!("  it begins: {head:?}");
-                }
-            }
-            Ok(exit_codes::ERROR)
-        }
-        Err(e) => Err(e.into()),
+        None => writeln!(
+            out,
+            "No Ralph loop in {} (no state file). Start one with .claude/ralph/ralph-audit.sh.",
+            paths.root.display()
+        ),
     }
 }
 
-/// The readable summary of a state; `config` supplies the breaker's thresholds.
-pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>) -> String {
+fn show_corrupt(
+    paths: &ProjectPaths,
+    store: &StateStore,
+    e: &StoreError,
+    json: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if json {
+        let body = serde_json::json!({"error": e.to_string(), "path": store.path()});
+        return writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&body).expect("json")
+        );
+    }
+    writeln!(
+        out,
+        "Ralph loop state in {} is unusable:",
+        paths.root.display()
+    )?;
+    writeln!(out, "  {e}")?;
+    let head = std::fs::read(store.path())
+        .map(|b| String::from_utf8_lossy(&b[..b.len().min(300)]).into_owned())
+        .unwrap_or_default();
+    if !head.is_empty() {
+        writeln!(out, "  it begins: {head:?}")?;
+    }
+    Ok(())
+}
+
+/// The readable summary of a state at `now` (seconds since the epoch, for
+/// the last hour's requests); `config` supplies the breaker's thresholds
+/// and the supervisor's budgets.
+pub fn summary(
+    paths: &ProjectPaths,
+    state: &LoopState,
+    config: Option<&Config>,
+    now: u64,
+) -> String {
     let mut out = format!("Ralph loop in {}\n", paths.root.display());
     let mut line = |label: &str, value: String| out.push_str(&format!("  {label:<11} {value}\n"));
     line("status:", state.status.as_str().to_string());
+    if let (Status::Paused, Some(paused)) = (state.status, &state.paused_because) {
+        line(
+            "paused:",
+            format!("{} at {}: {}", cause(paused), paused.at, paused.message),
+        );
+        if let Some(at) = &paused.resume_at {
+            line("not before:", at.clone());
+        }
+    }
     line(
         "iteration:",
         format!("{} of {}", state.iteration, state.max_iterations),
@@ -83,6 +129,25 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>)
     if let Some(because) = &state.ended_because {
         line("because:", because.clone());
     }
+    match (state.status, &state.paused_because) {
+        (Status::Failed, Some(paused)) => line(
+            "fix:",
+            if paused.kind.is_transient() {
+                paused.kind.fix().to_string()
+            } else {
+                format!(
+                    "{}; then `ralph-ctl run --resume` goes on",
+                    paused.kind.fix()
+                )
+            },
+        ),
+        (Status::BudgetExhausted, _) => line(
+            "fix:",
+            "raise maxCostUsd (or RALPH_MAX_COST_USD); then `ralph-ctl run --resume` goes on"
+                .into(),
+        ),
+        _ => {}
+    }
     line(
         "findings:",
         match state.last_findings_count {
@@ -90,6 +155,45 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>)
             None => "not reported".into(),
         },
     );
+    let supervision = config.map(|c| &c.supervision);
+    let max_cost = supervision.and_then(|s| s.max_cost);
+    if state.cost_usd.0 > 0 || max_cost.is_some() {
+        line(
+            "cost:",
+            match max_cost {
+                Some(max) => format!("{} of maxCostUsd {max}", state.cost_usd),
+                None => state.cost_usd.to_string(),
+            },
+        );
+    }
+    let calls = state.calls_in_last_hour(now);
+    let max_calls = supervision.and_then(|s| s.max_calls_per_hour);
+    if calls > 0 || max_calls.is_some() {
+        line(
+            "requests:",
+            match max_calls {
+                Some(max) => format!("{calls} in the last hour, of maxCallsPerHour {max}"),
+                None => format!("{calls} in the last hour"),
+            },
+        );
+    }
+    if !state.usage.is_zero() {
+        line("tokens:", tokens(&state.usage));
+    }
+    if state.auto_resumes > 0 {
+        line(
+            "resumes:",
+            match config {
+                Some(c) => format!(
+                    "{} automatic in a row, of {} ({} policy)",
+                    state.auto_resumes,
+                    lifecycle::max_auto_resumes(c),
+                    c.supervision.policy.as_str()
+                ),
+                None => format!("{} automatic in a row", state.auto_resumes),
+            },
+        );
+    }
     let b = &state.breaker;
     line("breaker:", b.state.as_str().to_string());
     let signals: Vec<String> = breaker::SIGNALS
@@ -186,7 +290,65 @@ pub fn summary(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>)
             if let Some(claim) = &record.claim {
                 out.push_str(&format!("        claim: {claim}\n"));
             }
+            if record.calls > 0 || !record.usage.is_zero() {
+                out.push_str(&format!(
+                    "        used: {} request(s), tokens {}\n",
+                    record.calls,
+                    tokens(&record.usage)
+                ));
+            }
         }
     }
     out
+}
+
+/// What paused a loop: its kind and the HTTP status, when known.
+fn cause(paused: &PausedBecause) -> String {
+    match paused.http_status {
+        Some(status) => format!("{} (HTTP {status})", paused.kind.as_str()),
+        None => paused.kind.as_str().to_string(),
+    }
+}
+
+/// Token counts, as `1,234 in / 56 out / 7,890 cache read / 0 cache write`.
+fn tokens(usage: &TokenUsage) -> String {
+    format!(
+        "{} in / {} out / {} cache read / {} cache write",
+        thousands(usage.input),
+        thousands(usage.output),
+        thousands(usage.cache_read),
+        thousands(usage.cache_creation)
+    )
+}
+
+/// `n` with a comma between each group of three digits.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_are_separated() {
+        for (n, text) in [
+            (0, "0"),
+            (999, "999"),
+            (1_000, "1,000"),
+            (123_456, "123,456"),
+            (1_234_567, "1,234,567"),
+            (u64::MAX, "18,446,744,073,709,551,615"),
+        ] {
+            assert_eq!(thousands(n), text);
+        }
+    }
 }

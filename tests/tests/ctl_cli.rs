@@ -372,19 +372,26 @@ fn log_shows_the_last_entries_oldest_first() {
     let all = Ctl::new(&project).arg("log").run();
     all.assert_code(0).assert_no_panic();
     let lines: Vec<&str> = all.stdout.lines().collect();
-    assert_eq!(lines.len(), 5, "{}", all.stdout);
-    for (line, i) in lines.iter().zip(1..) {
+    assert_eq!(lines.len(), 6, "the start and five stops: {}", all.stdout);
+    assert!(
+        lines[0].contains("  start  iteration 1  running  started, at most 25 iterations"),
+        "{}",
+        lines[0]
+    );
+    for (line, i) in lines[1..].iter().zip(1..) {
         assert!(
-            line.contains(&format!(
-                "  stop  iteration {i}  running  iteration {i} ended"
-            )),
+            line.contains("  stop   ")
+                && line.contains(&format!("iteration {i}  running  iteration {i} ended")),
             "{line}"
         );
     }
 
     let last = Ctl::new(&project).args(["log", "-n", "2"]).run();
     last.assert_code(0);
-    assert_eq!(last.stdout, lines[3..].join("\n") + "\n");
+    let stops: Vec<&str> = last.stdout.lines().collect();
+    assert_eq!(stops.len(), 2, "{}", last.stdout);
+    assert!(stops[0].ends_with("iteration 4 ended without a completion claim"));
+    assert!(stops[1].ends_with("iteration 5 ended without a completion claim"));
 
     let json = Ctl::new(&project).args(["log", "--json", "-n", "3"]).run();
     json.assert_code(0);

@@ -309,8 +309,8 @@ fn status_of_a_loop_out_of_budget() {
 
 // ------------------------------------------------------------ ralph-ctl log
 
-/// A loop's audit log as the hook writes it (a stop, a rejected claim, an
-/// API failure), then as the supervisor goes on (it waits under its policy
+/// A loop's audit log as `start` and the hook write it (the start, a stop,
+/// a rejected claim, an API failure), then as the supervisor goes on (it waits under its policy
 /// and resumes).
 fn logged(name: &str) -> TempProject {
     let project = looping(name, 25);
@@ -336,7 +336,11 @@ fn logged(name: &str) -> TempProject {
     assert_eq!(project.status_json()["status"], "paused");
     let log = project.path(".claude/context/runtime/ralph-log.jsonl");
     let mut text = fs::read_to_string(&log).unwrap();
-    assert_eq!(text.lines().count(), 3, "{text}");
+    assert_eq!(
+        text.lines().count(),
+        4,
+        "the start, two stops, the pause: {text}"
+    );
     for line in [
         json!({"at": "2026-03-01T09:41:08Z", "event": "wait", "sessionId": SID, "iteration": 3,
                "status": "paused", "reason": "rate_limit: backoff of 60 s before resume 1 of 5 (conservative)",
@@ -405,7 +409,7 @@ fn log_as_json_lines() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
-    assert_eq!(lines.len(), 5);
+    assert_eq!(lines.len(), 6, "start, two stops, pause, wait, resume");
     stable().bind(|| insta::assert_snapshot!("log_json", run.stdout));
 }
 

@@ -9,7 +9,8 @@ use clap::{Parser, Subcommand};
 ///
 /// Exit codes: 0 ok (for `finish` and `run`: the loop completed), 1 error,
 /// 2 usage, 3 `start` refused, 10 stopped at max iterations, 11 circuit
-/// open, 12 interrupted, 13 no loop for this session; `run` also: 127 client
+/// open, 12 interrupted, 13 no loop for this session, 14 paused, 15 failed
+/// (the API refused the loop), 16 budget exhausted; `run` also: 127 client
 /// not found, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.
 #[derive(Debug, Parser)]
 #[command(name = "ralph-ctl", version, about, long_about)]
@@ -90,9 +91,15 @@ pub enum Command {
     /// it (it is killed if still running 10 s later). A loop still running
     /// when the client exits is recorded `interrupted`.
     ///
+    /// Headless, an API error or a crash pauses the loop, and it is resumed
+    /// in the same session (RALPH_RESUME_POLICY, RALPH_RESUME_BACKOFF_SECONDS,
+    /// RALPH_MAX_AUTO_RESUMES); RALPH_MAX_COST_USD and RALPH_MAX_CALLS_PER_HOUR
+    /// bound what it spends. --resume goes on with a paused or interrupted loop.
+    ///
     /// Exit codes: 0 complete, 1 error, 2 usage, 3 a loop is already running
-    /// (or the breaker is open), 10 max iterations, 11 circuit open,
-    /// 12 interrupted, 13 state gone, 127 client not found, 129 SIGHUP,
+    /// (or the breaker is open, or --resume has nothing to resume), 10 max
+    /// iterations, 11 circuit open, 12 interrupted, 13 state gone, 14 paused,
+    /// 15 failed, 16 budget exhausted, 127 client not found, 129 SIGHUP,
     /// 130 Ctrl-C, 143 SIGTERM.
     #[command(verbatim_doc_comment)]
     Run {

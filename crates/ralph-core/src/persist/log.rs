@@ -155,7 +155,7 @@ impl LogEntry {
             entry.checks.extend(claim.gates.iter().map(|g| Check {
                 name: g.gate.as_str().to_string(),
                 passed: g.passed,
-                detail: first_line(&g.detail),
+                detail: short(&g.detail),
             }));
         }
         if let Some(transition) = record.and_then(|r| r.breaker.as_ref()) {
@@ -174,10 +174,16 @@ impl LogEntry {
     }
 }
 
-fn first_line(text: &str) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    let mut out: String = line.chars().take(300).collect();
-    if line.chars().count() > 300 {
+/// A gate's detail on one line (its lines joined by " / "), at most 300 characters.
+fn short(text: &str) -> String {
+    let joined = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" / ");
+    let mut out: String = joined.chars().take(300).collect();
+    if joined.chars().count() > 300 {
         out.push('…');
     }
     out

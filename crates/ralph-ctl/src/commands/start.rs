@@ -109,7 +109,7 @@ pub fn start_loop(
         &state,
         LogEvent::Start,
         &now,
-        format!("started: session {session}, at most {max} iterations"),
+        format!("started, at most {max} iterations"),
     );
     if let Err(e) = log::append(&lock, &entry) {
         eprintln!("ralph-ctl: warning: cannot append to the audit log: {e}");

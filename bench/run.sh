@@ -290,26 +290,32 @@ measure active_git "$work/active-git.json" RALPH_ACTIVE=1
 peak_rss active_git "$work/active-git.json" RALPH_ACTIVE=1
 
 make_block
-transcript_names=()
 declare -A transcript_bytes
-for entry in $sizes; do
-  name=${entry%%:*}
-  bytes=${entry#*:}
-  say "transcript fallback, $name transcript"
-  make_transcript "$work/$name.jsonl" "$bytes"
+# `transcript_case KEY BYTES [BLOCKS]`: a stop of the loop whose transcript
+# is `make_transcript … BYTES [BLOCKS]`, measured as KEY.
+transcript_case() {
+  local key=$1 file=$work/$1.jsonl
+  make_transcript "$file" "$2" "${3:-0}"
   # Flush the new file now: the hook's own fsyncs must not wait for it.
   sync
-  transcript_bytes[$name]=$(stat -c %s "$work/$name.jsonl")
-  stop_input "$work/$name.json" -t "$work/$name.jsonl"
+  transcript_bytes[$key]=$(stat -c %s "$file")
+  stop_input "$work/$key.json" -t "$file"
   # The transcript's iterations call tools: each stop must also see a file
   # change, or the circuit breaker would end the loop after a few stops and
   # the rest would measure a stop that is let through.
   prepare="sh -c 'echo x >>$project/progress.txt && sync'"
-  check "transcript $name" "$work/$name.json" block
-  measure "t$name" "$work/$name.json" RALPH_ACTIVE=1
-  peak_rss "t$name" "$work/$name.json" RALPH_ACTIVE=1
+  check "transcript $key" "$work/$key.json" block
+  measure "$key" "$work/$key.json" RALPH_ACTIVE=1
+  peak_rss "$key" "$work/$key.json" RALPH_ACTIVE=1
   prepare=""
-  rm -f "$work/$name.jsonl"
+  rm -f "$file"
+}
+transcript_names=()
+for entry in $sizes; do
+  name=${entry%%:*}
+  say "transcript fallback, $name transcript"
+  transcript_case "t$name" "${entry#*:}"
+  transcript_bytes[$name]=${transcript_bytes[t$name]}
   transcript_names+=("$name")
 done
 # The cost that does grow: the stopping iteration's own size, read whole up
@@ -318,16 +324,7 @@ iteration_names=()
 for entry in $iteration_sizes; do
   name=${entry%%:*}
   say "transcript fallback, a last iteration of $name"
-  make_transcript "$work/i$name.jsonl" 0 "${entry#*:}"
-  sync
-  transcript_bytes[i$name]=$(stat -c %s "$work/i$name.jsonl")
-  stop_input "$work/i$name.json" -t "$work/i$name.jsonl"
-  prepare="sh -c 'echo x >>$project/progress.txt && sync'"
-  check "iteration $name" "$work/i$name.json" block
-  measure "i$name" "$work/i$name.json" RALPH_ACTIVE=1
-  peak_rss "i$name" "$work/i$name.json" RALPH_ACTIVE=1
-  prepare=""
-  rm -f "$work/i$name.jsonl"
+  transcript_case "i$name" 0 "${entry#*:}"
   iteration_names+=("$name")
 done
 loop_state=$("$ctl" --project "$project" status --json)

@@ -8,9 +8,10 @@ use std::io::Write;
 
 use ralph_core::exit_codes;
 use ralph_core::lifecycle;
+use ralph_core::log::{LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{LoopState, Status};
-use ralph_core::store::StateStore;
+use ralph_core::store::{StateLock, StateStore};
 use ralph_core::time;
 
 use crate::error::CtlError;
@@ -39,15 +40,38 @@ pub enum Ending {
     Loop(Box<LoopState>),
 }
 
-/// Under the state lock: a loop of `session_id` still `running` is marked
-/// `interrupted`, ending "`cause` while the loop was running at iteration N of M".
+/// Under the state lock: a loop of `session_id` still `running` (or
+/// paused) is marked `interrupted`, ending "`cause` while the loop was
+/// running at iteration N of M", and the end is logged.
 pub fn record(paths: &ProjectPaths, session_id: &str, cause: &str) -> Result<Ending, CtlError> {
+    with_own_loop(paths, session_id, |lock, mut state| {
+        let now = time::now_rfc3339();
+        if lifecycle::interrupt(&mut state, cause, &now) {
+            lock.write(&state)?;
+            let why = state.ended_because.clone().unwrap_or_default();
+            crate::driver::supervisor::log_entry(
+                lock,
+                &LogEntry::about(&state, LogEvent::End, &now, why),
+            );
+        }
+        Ok(Ending::Loop(Box::new(state)))
+    })
+}
+
+/// Runs `change` under the state lock on the loop of `session_id`; when
+/// there is none any more (reset, or replaced by another start), says so
+/// without calling it.
+pub fn with_own_loop(
+    paths: &ProjectPaths,
+    session_id: &str,
+    change: impl FnOnce(&StateLock<'_>, LoopState) -> Result<Ending, CtlError>,
+) -> Result<Ending, CtlError> {
     let store = StateStore::new(paths);
     if !store.exists() {
         return Ok(Ending::Gone);
     }
     let lock = store.lock(false)?;
-    let Some(mut state) = lock.read()? else {
+    let Some(state) = lock.read()? else {
         return Ok(Ending::Gone);
     };
     if state.session_id != session_id {
@@ -55,10 +79,7 @@ pub fn record(paths: &ProjectPaths, session_id: &str, cause: &str) -> Result<End
             by: state.session_id,
         });
     }
-    if lifecycle::interrupt(&mut state, cause, &time::now_rfc3339()) {
-        lock.write(&state)?;
-    }
-    Ok(Ending::Loop(Box::new(state)))
+    change(&lock, state)
 }
 
 /// Prints the one line saying how the loop ended on stderr and returns its

@@ -19,7 +19,7 @@ use ralph_core::usage;
 use super::client::{ClientExit, Supervision};
 use super::result::ClientResult;
 use super::signals::{Signal, SignalSource};
-use crate::commands::finish::Ending;
+use crate::commands::finish::{self, Ending};
 use crate::error::CtlError;
 
 /// Seconds since the epoch.
@@ -100,19 +100,19 @@ pub fn record_client_end(
     session_id: &str,
     run: &RunEnd<'_>,
 ) -> Result<Ending, CtlError> {
-    let store = StateStore::new(paths);
-    if !store.exists() {
-        return Ok(Ending::Gone);
-    }
-    let lock = store.lock(false)?;
-    let Some(mut state) = lock.read()? else {
-        return Ok(Ending::Gone);
-    };
-    if state.session_id != session_id {
-        return Ok(Ending::Replaced {
-            by: state.session_id,
-        });
-    }
+    finish::with_own_loop(paths, session_id, |lock, state| {
+        record_run(lock, state, paths, config, run)
+    })
+}
+
+/// [`record_client_end`] on the loop, under the lock.
+fn record_run(
+    lock: &StateLock<'_>,
+    mut state: LoopState,
+    paths: &ProjectPaths,
+    config: &Config,
+    run: &RunEnd<'_>,
+) -> Result<Ending, CtlError> {
     let before = state.clone();
     let now = time::now_rfc3339();
     let result = run.result;
@@ -166,7 +166,7 @@ pub fn record_client_end(
         lock.write(&state)?;
     }
     if let Some((event, why)) = event {
-        log_entry(&lock, &LogEntry::about(&state, event, &now, why));
+        log_entry(lock, &LogEntry::about(&state, event, &now, why));
     }
     Ok(Ending::Loop(Box::new(state)))
 }

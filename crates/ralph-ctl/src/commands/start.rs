@@ -4,6 +4,7 @@ use ralph_core::config::{Config, ProcessEnv, MAX_ITERATIONS_LIMIT};
 use ralph_core::exit_codes;
 use ralph_core::hook_input;
 use ralph_core::lifecycle;
+use ralph_core::log::{LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::progress;
 use ralph_core::prompt;
@@ -15,6 +16,7 @@ use ralph_core::verify;
 
 use std::time::SystemTime;
 
+use crate::driver::supervisor;
 use crate::error::CtlError;
 use crate::{session_id, CmdResult};
 
@@ -104,6 +106,13 @@ pub fn start_loop(
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.progress = progress::baseline(&paths.root);
     lock.write(&state)?;
+    let entry = LogEntry::about(
+        &state,
+        LogEvent::Start,
+        &state.started_at,
+        format!("loop started: up to {max} iterations"),
+    );
+    supervisor::log_entry(&lock, &entry);
     Ok(Started {
         session_id: session,
         max_iterations: max,

@@ -1,0 +1,805 @@
+//! End-to-end: the supervisor of headless loops (`ralph-ctl run --headless`,
+//! through the launcher) with the real Claude Code clients, against the
+//! Messages API mock answering API errors (529, 429 with a reset time,
+//! 401), large token usage, and a client killed mid-loop.
+//!
+//! Each scenario checks what a person sees: the launcher's exit code and its
+//! last stderr line, the state (`ralph-ctl status --json`), the audit log
+//! (`.claude/context/runtime/ralph-log.jsonl`) and what reached the API.
+//! The clients retry once (`CLAUDE_CODE_MAX_RETRIES=1`) and the supervisor
+//! waits a second before its first resume (`RALPH_RESUME_BACKOFF_SECONDS=1`),
+//! so every wait lasts seconds.
+//!
+//! Compiled only with the `e2e` feature. Run them with
+//! `tests/run.sh -p ralph-tests --test e2e_supervisor`.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{
+    stop_hook_feedback, user_texts, MockApi, MockOptions, RecordedRequest, Reply, Usage,
+};
+use ralph_tests::project::{run_with_timeout, signal_process, wait_with_timeout, Run, TempProject};
+use serde_json::{json, Value};
+
+const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+/// A bound on a whole scenario's launcher run (they take seconds), never a wait.
+const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
+
+ralph_tests::on_both_clients!(
+    a_stretch_of_529s_is_waited_out_in_the_same_session,
+    a_rate_limit_is_resumed_only_after_its_reset_time,
+    a_bad_api_key_fails_the_loop_at_once,
+    the_cost_cap_ends_the_loop_within_one_call,
+    the_calls_per_hour_cap_pauses_a_manual_loop_for_the_hour,
+    a_client_killed_mid_loop_is_resumed_by_hand_where_it_was,
+);
+
+/// Every wait short: one retry by the client, a one-second first backoff.
+const QUICK: [(&str, &str); 2] = [
+    ("CLAUDE_CODE_MAX_RETRIES", "1"),
+    ("RALPH_RESUME_BACKOFF_SECONDS", "1"),
+];
+
+/// `QUICK` with `extra` after it (a later value of the same name wins).
+fn quick_env<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    QUICK.iter().copied().chain(extra.iter().copied()).collect()
+}
+
+/// Main requests one failing turn costs a client with
+/// `CLAUDE_CODE_MAX_RETRIES=1` (mock_api's module doc): the request and its
+/// retry; 2.0.77 also resends the failed streaming request at once without
+/// streaming.
+fn requests_per_failed_turn(client: ClientVersion) -> usize {
+    match client {
+        ClientVersion::V2_1_330 => 2,
+        ClientVersion::V2_0_77 => 3,
+    }
+}
+
+/// The loop iteration a request works on: the last `[Ralph loop: iteration
+/// N of M]` header in its user messages (the first prompt, a re-injection,
+/// or the text a resume sends).
+fn iteration_of(body: &Value) -> Option<u32> {
+    const HEADER: &str = "[Ralph loop: iteration ";
+    user_texts(body).iter().rev().find_map(|text| {
+        let at = text.rfind(HEADER)? + HEADER.len();
+        text[at..].split(' ').next()?.parse().ok()
+    })
+}
+
+/// The iteration headers of every user message of a request, in order.
+fn iteration_headers(body: &Value) -> Vec<u32> {
+    const HEADER: &str = "[Ralph loop: iteration ";
+    user_texts(body)
+        .iter()
+        .flat_map(|text| {
+            text.match_indices(HEADER)
+                .filter_map(|(at, _)| {
+                    text[at + HEADER.len()..]
+                        .split(' ')
+                        .next()?
+                        .parse::<u32>()
+                        .ok()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The main-conversation requests in the order they arrived (the mock
+/// lists them as answered: a held answer comes later).
+fn main_requests(api: &MockApi) -> Vec<RecordedRequest> {
+    let mut main = api.main_requests();
+    main.sort_by_key(|r| r.at);
+    main
+}
+
+/// True when every request names `session` in its `metadata.user_id`
+/// (2.1.330 sends a JSON string with `session_id`; 2.0.77
+/// `user_<hash>_account__session_<id>`).
+fn all_in_session(requests: &[RecordedRequest], session: &str) -> bool {
+    requests.iter().all(|r| {
+        r.body["metadata"]["user_id"]
+            .as_str()
+            .is_some_and(|id| id.contains(session))
+    })
+}
+
+/// The texts of a request's first message (the conversation's start; the
+/// clients move `cache_control` marks from request to request).
+fn first_message(body: &Value) -> Vec<String> {
+    let first = json!({ "messages": [body["messages"][0].clone()] });
+    user_texts(&first)
+}
+
+/// The last line the launcher wrote on stderr (how the loop ended).
+fn last_line(run: &Run) -> &str {
+    run.stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+}
+
+/// The audit log's entries, oldest first.
+fn log_entries(project: &TempProject) -> Vec<Value> {
+    let path = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("log line {l:?}: {e}")))
+        .collect()
+}
+
+/// The events of the log entries, in order.
+fn events(entries: &[Value]) -> Vec<&str> {
+    entries
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or("?"))
+        .collect()
+}
+
+/// Seconds since the epoch, now.
+fn epoch_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// An RFC 3339 time of the state, in seconds since the epoch.
+fn epoch_of(rfc3339: &str) -> u64 {
+    // YYYY-MM-DDTHH:MM:SS[.fff]Z, in UTC.
+    let field = |range: std::ops::Range<usize>| -> i64 {
+        rfc3339
+            .get(range)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("not an RFC 3339 time: {rfc3339}"))
+    };
+    let (y, m, d) = (field(0..4), field(5..7), field(8..10));
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + field(11..13) * 3600 + field(14..16) * 60 + field(17..19);
+    u64::try_from(secs).unwrap()
+}
+
+/// A summary of the requests for assertion messages.
+fn describe(requests: &[RecordedRequest]) -> String {
+    let start = requests.first().map(|r| r.at).unwrap_or(UNIX_EPOCH);
+    let since_epoch = start.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let head = format!(
+        "(+0 = {:.2} s since the epoch)\n",
+        since_epoch.as_secs_f64()
+    );
+    head + &requests
+        .iter()
+        .map(|r| {
+            format!(
+                "+{:.2}s {} {} iteration {:?} stream {} -> {}",
+                r.at.duration_since(start).unwrap_or_default().as_secs_f64(),
+                if r.is_main { "main" } else { "side" },
+                r.body["model"],
+                iteration_of(&r.body),
+                r.body["stream"],
+                r.status
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Everything a failed assertion should show.
+fn evidence(project: &TempProject, api: &MockApi, run: &Run) -> String {
+    let log = std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl"))
+        .unwrap_or_default();
+    format!(
+        "exit {:?}\nstderr:\n{}\nstate:\n{:#}\nlog:\n{log}\nrequests:\n{}",
+        run.code,
+        run.stderr,
+        project.status_json(),
+        describe(&{
+            let mut all = api.requests();
+            all.sort_by_key(|r| r.at);
+            all
+        })
+    )
+}
+
+fn a_stretch_of_529s_is_waited_out_in_the_same_session(client: ClientVersion) {
+    const STRETCH: Duration = Duration::from_secs(3);
+    let project = TempProject::new("overloaded");
+    project.init();
+    let first_529: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let since = Arc::clone(&first_529);
+    // Iteration 1 works; iteration 2's requests answer 529 until 3 s have
+    // passed since the first of them, then the model answers again; iteration
+    // 3 completes.
+    let api = MockApi::start(move |_, body| match iteration_of(body) {
+        Some(1) => Reply::text("Finished step 1."),
+        Some(2) => {
+            let mut first = since.lock().unwrap();
+            if first.get_or_insert_with(Instant::now).elapsed() < STRETCH {
+                Reply::overloaded()
+            } else {
+                Reply::text("Finished step 2.")
+            }
+        }
+        _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
+    });
+    let run = project.run_launcher(client, &api, &QUICK, LOOP_TIMEOUT);
+    let evidence = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(0), "{evidence}");
+    assert!(
+        last_line(&run).contains("loop complete at iteration 3 of 25"),
+        "{evidence}"
+    );
+
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{evidence}");
+    assert_eq!(state["iteration"], 3, "{evidence}");
+    assert!(state["pausedBecause"].is_null(), "{evidence}");
+    let session = state["sessionId"].as_str().unwrap().to_string();
+
+    // The log: started, paused on the 529s, waited, resumed, ended; one
+    // session throughout.
+    let log = log_entries(&project);
+    let kinds = events(&log);
+    assert_eq!(kinds.first(), Some(&"start"), "{evidence}");
+    assert_eq!(kinds.last(), Some(&"end"), "{evidence}");
+    assert_eq!(log.last().unwrap()["status"], "complete", "{evidence}");
+    assert!(
+        log.iter().all(|e| e["sessionId"] == session.as_str()),
+        "{evidence}"
+    );
+    let pauses: Vec<&Value> = log.iter().filter(|e| e["event"] == "pause").collect();
+    let waits = kinds.iter().filter(|k| **k == "wait").count();
+    let resumes = kinds.iter().filter(|k| **k == "resume").count();
+    assert!(!pauses.is_empty(), "{evidence}");
+    assert_eq!(waits, pauses.len(), "a wait after each pause: {evidence}");
+    assert_eq!(resumes, waits, "a resume after each wait: {evidence}");
+    assert!(pauses.iter().all(|p| p["iteration"] == 2), "{evidence}");
+    let first_pause = kinds.iter().position(|k| *k == "pause").unwrap();
+    let first_wait = kinds.iter().position(|k| *k == "wait").unwrap();
+    let first_resume = kinds.iter().position(|k| *k == "resume").unwrap();
+    assert!(
+        first_pause < first_wait && first_wait < first_resume,
+        "{evidence}"
+    );
+
+    // The history: iteration 1, iteration 2's API errors (let through, not
+    // judged), iteration 2 once it worked, iteration 3.
+    let history = state["history"].as_array().unwrap();
+    let worked: Vec<(u64, &str)> = history
+        .iter()
+        .filter(|r| r["error"].is_null())
+        .map(|r| {
+            (
+                r["iteration"].as_u64().unwrap(),
+                r["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        worked,
+        [(1, "block"), (2, "block"), (3, "allow")],
+        "{evidence}"
+    );
+    // The API error itself is a record of iteration 2 when the hook saw it
+    // (2.0.77 runs the Stop hook on it; 2.1.330 its StopFailure hook, which
+    // it stops (SIGTERM) tens of milliseconds after starting it as it exits,
+    // so on a loaded machine the driver records the pause from the client's
+    // result instead, without a record).
+    let failed: Vec<&Value> = history.iter().filter(|r| r["error"].is_string()).collect();
+    assert!(failed.len() <= pauses.len(), "{evidence}");
+    assert!(
+        failed
+            .iter()
+            .all(|r| r["iteration"] == 2 && r["decision"] == "allow"),
+        "{evidence}"
+    );
+
+    // The API saw one conversation: every 529 was iteration 2's, each
+    // iteration was answered once, and the last request still carries the
+    // first prompt and the first answer.
+    let main = main_requests(&api);
+    assert!(
+        main.iter()
+            .filter(|r| r.status == 529)
+            .all(|r| iteration_of(&r.body) == Some(2)),
+        "{evidence}"
+    );
+    let answered: Vec<Option<u32>> = main
+        .iter()
+        .filter(|r| r.status == 200)
+        .map(|r| iteration_of(&r.body))
+        .collect();
+    assert_eq!(answered, [Some(1), Some(2), Some(3)], "{evidence}");
+    assert!(all_in_session(&main, &session), "{evidence}");
+    let last = &main.last().unwrap().body;
+    assert_eq!(
+        first_message(last),
+        first_message(&main[0].body),
+        "{evidence}"
+    );
+    let texts = serde_json::to_string(&last["messages"]).unwrap();
+    assert!(texts.contains("Finished step 1."), "{evidence}");
+    assert!(texts.contains("Finished step 2."), "{evidence}");
+    // Iteration 2's text came once from the hook and once more with each
+    // resume; iteration 3's once.
+    let mut headers = iteration_headers(last);
+    let twos = headers.iter().filter(|&&n| n == 2).count();
+    assert_eq!(twos, 1 + resumes, "{headers:?}\n{evidence}");
+    headers.dedup();
+    assert_eq!(headers, [1, 2, 3], "{evidence}");
+    assert_eq!(stop_hook_feedback(last).len(), 2, "{evidence}");
+}
+
+/// A 429 of a subscription's limit that resets at `reset` (Unix seconds),
+/// telling the client to retry after `retry_after` seconds.
+fn rate_limited(reset: u64, retry_after: u64) -> Reply {
+    match Reply::rate_limited(reset) {
+        Reply::ApiError {
+            status,
+            mut headers,
+            error_type,
+            message,
+        } => {
+            for (name, value) in &mut headers {
+                if name == "retry-after" {
+                    *value = retry_after.to_string();
+                }
+            }
+            Reply::ApiError {
+                status,
+                headers,
+                error_type,
+                message,
+            }
+        }
+        other => other,
+    }
+}
+
+fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
+    const AHEAD: u64 = 4;
+    let project = TempProject::new("rate-limit");
+    project.init();
+    let reset_at: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
+    let reset_of = Arc::clone(&reset_at);
+    // Iteration 2's requests answer 429 until the limit's reset, about 4 s
+    // after the first of them, each telling the client to retry after 1 s:
+    // the client's own retry comes (and fails) well before the reset.
+    let api = MockApi::start(move |_, body| match iteration_of(body) {
+        Some(1) => Reply::text("Finished step 1."),
+        Some(2) => {
+            let reset = *reset_of.lock().unwrap().get_or_insert(epoch_now() + AHEAD);
+            if SystemTime::now() < UNIX_EPOCH + Duration::from_secs(reset) {
+                rate_limited(reset, 1)
+            } else {
+                Reply::text("Finished step 2.")
+            }
+        }
+        _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
+    });
+    // 2.1.330 writes the reset time into the transcript (the `api_error`
+    // line of its retry), and the supervisor waits for it. 2.0.77 writes no
+    // such line, so the supervisor knows no reset time and waits its
+    // backoff: AHEAD seconds, counted from the client's exit, which comes
+    // after its retry 1 s after the first 429, so past the reset.
+    let backoff = AHEAD.to_string();
+    let env = match client {
+        ClientVersion::V2_1_330 => quick_env(&[]),
+        ClientVersion::V2_0_77 => quick_env(&[("RALPH_RESUME_BACKOFF_SECONDS", &backoff)]),
+    };
+    let run = project.run_launcher(client, &api, &env, LOOP_TIMEOUT);
+    let evidence = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(0), "{evidence}");
+    assert!(
+        last_line(&run).contains("loop complete at iteration 3 of 25"),
+        "{evidence}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{evidence}");
+    assert_eq!(state["iteration"], 3, "{evidence}");
+    let reset = reset_at
+        .lock()
+        .unwrap()
+        .expect("iteration 2 reached the API");
+    let reset_time = UNIX_EPOCH + Duration::from_secs(reset);
+
+    // Before the reset: only the first client's requests (iteration 1, then
+    // iteration 2 and its retries, all refused); from the reset on: the
+    // resumed run's, answered.
+    let main = main_requests(&api);
+    let (before, after): (Vec<&RecordedRequest>, Vec<&RecordedRequest>) =
+        main.iter().partition(|r| r.at < reset_time);
+    assert_eq!(
+        before.len(),
+        1 + requests_per_failed_turn(client),
+        "{evidence}"
+    );
+    assert_eq!(before[0].status, 200, "{evidence}");
+    assert!(before[1..].iter().all(|r| r.status == 429), "{evidence}");
+    let resumed: Vec<(Option<u32>, u16)> = after
+        .iter()
+        .map(|r| (iteration_of(&r.body), r.status))
+        .collect();
+    assert_eq!(resumed, [(Some(2), 200), (Some(3), 200)], "{evidence}");
+    let session = state["sessionId"].as_str().unwrap();
+    assert!(all_in_session(&main, session), "{evidence}");
+
+    let log = log_entries(&project);
+    let kinds = events(&log);
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "resume").count(),
+        1,
+        "{evidence}"
+    );
+    let pause = log.iter().find(|e| e["event"] == "pause").unwrap();
+    let wait = log.iter().find(|e| e["event"] == "wait").unwrap();
+    let resume = log.iter().find(|e| e["event"] == "resume").unwrap();
+    assert!(
+        epoch_of(resume["at"].as_str().unwrap()) >= reset,
+        "resumed before the reset: {evidence}"
+    );
+    let wait_reason = wait["reason"].as_str().unwrap();
+    match client {
+        ClientVersion::V2_1_330 => {
+            let resume_at = pause["resumeAt"].as_str().unwrap_or_default();
+            assert_eq!(epoch_of(resume_at), reset, "{evidence}");
+            assert_eq!(wait["resumeAt"], resume_at, "{evidence}");
+            assert!(wait_reason.starts_with("rate_limit until "), "{evidence}");
+        }
+        ClientVersion::V2_0_77 => {
+            assert!(pause["resumeAt"].is_null(), "{evidence}");
+            assert!(
+                wait_reason.contains(&format!("backoff of {AHEAD} s")),
+                "{evidence}"
+            );
+        }
+    }
+}
+
+fn a_bad_api_key_fails_the_loop_at_once(client: ClientVersion) {
+    let project = TempProject::new("unauthorized");
+    project.init();
+    let options = MockOptions {
+        side_reply: Some(Reply::unauthorized()),
+        ..MockOptions::default()
+    };
+    let api = MockApi::start_with(options, |_, _| Reply::unauthorized());
+    let run = project.run_launcher(client, &api, &QUICK, LOOP_TIMEOUT);
+    let evidence = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(15), "{evidence}");
+    let line = last_line(&run);
+    assert!(
+        line.starts_with("ralph: loop failed at iteration 1")
+            && line.contains("authentication_failed")
+            && line.contains("check ANTHROPIC_API_KEY"),
+        "{evidence}"
+    );
+
+    let state = project.status_json();
+    assert_eq!(state["status"], "failed", "{evidence}");
+    assert_eq!(state["iteration"], 1, "{evidence}");
+    assert_eq!(
+        state["pausedBecause"]["kind"], "authentication_failed",
+        "{evidence}"
+    );
+    // 2.1.330 reports the status (the result's `api_error_status`, the
+    // transcript's `api_error` line); 2.0.77 says only "Invalid API key ·
+    // Fix external API key", its error named `authentication_failed`.
+    let status = match client {
+        ClientVersion::V2_1_330 => json!(401),
+        ClientVersion::V2_0_77 => Value::Null,
+    };
+    assert_eq!(state["pausedBecause"]["httpStatus"], status, "{evidence}");
+
+    // No wait, no resume: the one run's requests, every one refused.
+    let log = log_entries(&project);
+    assert_eq!(events(&log), ["start", "pause", "end"], "{evidence}");
+    assert_eq!(log[2]["status"], "failed", "{evidence}");
+    let main = main_requests(&api);
+    assert_eq!(main.len(), requests_per_failed_turn(client), "{evidence}");
+    assert!(api.requests().iter().all(|r| r.status == 401), "{evidence}");
+}
+
+fn the_cost_cap_ends_the_loop_within_one_call(client: ClientVersion) {
+    // What one call of 100,000 input and 10 output tokens costs by the
+    // client's own price table for its default model (measured once:
+    // 2.1.330 asks for claude-opus-5-5, 2.0.77 for claude-sonnet-4-5). The
+    // cap is two and a half calls. (At 200,000 input tokens a call, 2.0.77
+    // compacts the conversation before its next request: a summary request,
+    // then the loop goes on in a conversation that starts from the summary.)
+    let (per_call, cap) = match client {
+        ClientVersion::V2_1_330 => (0.4002, 1.0),
+        ClientVersion::V2_0_77 => (0.3, 0.75),
+    };
+    let project = TempProject::new("cost-cap");
+    project.init();
+    let api = MockApi::start(|turn, _| {
+        Reply::text(format!("Step {} done; more to do.", turn + 1)).with_usage(Usage {
+            input_tokens: 100_000,
+            output_tokens: 10,
+            ..Usage::default()
+        })
+    });
+    let cap_text = cap.to_string();
+    let run = project.run_launcher(
+        client,
+        &api,
+        &quick_env(&[("RALPH_MAX_COST_USD", &cap_text)]),
+        LOOP_TIMEOUT,
+    );
+    let evidence = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(16), "{evidence}");
+    assert!(
+        last_line(&run).contains("budget_exhausted")
+            && last_line(&run).contains("raise maxCostUsd"),
+        "{evidence}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "budget_exhausted", "{evidence}");
+    let cost = state["costUsd"].as_f64().unwrap();
+    assert!(
+        cost >= cap && cost < cap + per_call,
+        "cost {cost} against a cap of {cap}: {evidence}"
+    );
+    // The calls it took to cross the cap, and none more. The client ends
+    // the run as soon as the third call is answered, without a Stop hook:
+    // iteration 3 has no stop record, and nothing re-injected it.
+    let main = main_requests(&api);
+    assert_eq!(main.len(), 3, "{evidence}");
+    assert_eq!(state["iteration"], 3, "{evidence}");
+    let stops: Vec<(u64, &str)> = state["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["iteration"].as_u64().unwrap(),
+                r["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(stops, [(1, "block"), (2, "block")], "{evidence}");
+    assert!(main.iter().all(|r| r.status == 200), "{evidence}");
+    let log = log_entries(&project);
+    assert_eq!(events(&log).last(), Some(&"end"), "{evidence}");
+    assert_eq!(
+        log.last().unwrap()["status"],
+        "budget_exhausted",
+        "{evidence}"
+    );
+}
+
+fn the_calls_per_hour_cap_pauses_a_manual_loop_for_the_hour(client: ClientVersion) {
+    let project = TempProject::new("calls-per-hour");
+    project.init();
+    let api = MockApi::start(|turn, _| Reply::text(format!("Step {} done; more to do.", turn + 1)));
+    let run = project.run_launcher(
+        client,
+        &api,
+        &quick_env(&[
+            ("RALPH_MAX_CALLS_PER_HOUR", "3"),
+            ("RALPH_RESUME_POLICY", "manual"),
+        ]),
+        LOOP_TIMEOUT,
+    );
+    let now = epoch_now();
+    let evidence = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(14), "{evidence}");
+    let line = last_line(&run);
+    assert!(
+        line.starts_with("ralph: loop paused at iteration 4 of 25 (calls_per_hour")
+            && line.contains("`ralph-ctl run --resume` goes on (not before "),
+        "{evidence}"
+    );
+    assert!(
+        run.stderr
+            .contains("not resuming on its own: resumePolicy is manual"),
+        "{evidence}"
+    );
+
+    let state = project.status_json();
+    assert_eq!(state["status"], "paused", "{evidence}");
+    assert_eq!(state["iteration"], 4, "{evidence}");
+    let paused = &state["pausedBecause"];
+    assert_eq!(paused["kind"], "calls_per_hour", "{evidence}");
+    let resume_at = epoch_of(paused["resumeAt"].as_str().unwrap());
+    assert!(
+        (now + 50 * 60..=now + 61 * 60).contains(&resume_at),
+        "resumeAt {} s from now: {evidence}",
+        resume_at as i64 - now as i64
+    );
+    // The third stop counted the third request and let the stop through.
+    assert_eq!(api.main_requests().len(), 3, "{evidence}");
+    let calls: Vec<(u64, &str, u64)> = state["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["iteration"].as_u64().unwrap(),
+                r["decision"].as_str().unwrap(),
+                r["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [(1, "block", 1), (2, "block", 1), (3, "allow", 1)],
+        "{evidence}"
+    );
+    // The launcher did not wait for the hour.
+    assert!(run.elapsed < Duration::from_secs(60), "{evidence}");
+    let log = log_entries(&project);
+    let kinds = events(&log);
+    assert!(
+        !kinds.contains(&"wait") && !kinds.contains(&"resume"),
+        "{evidence}"
+    );
+    assert_eq!(kinds.last(), Some(&"pause"), "{evidence}");
+    assert_eq!(log.last().unwrap()["policy"], "manual", "{evidence}");
+}
+
+/// The pid of a child of `parent` (Linux: /proc).
+fn child_of(parent: u32) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).ok()?;
+    for task in tasks.flatten() {
+        if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+            if let Some(pid) = children.split_whitespace().next() {
+                return pid.parse().ok();
+            }
+        }
+    }
+    None
+}
+
+fn a_client_killed_mid_loop_is_resumed_by_hand_where_it_was(client: ClientVersion) {
+    let project = TempProject::new("killed");
+    project.init();
+    let arrived = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&arrived);
+    // Iteration 2's first request is held while the test kills the client.
+    let api = MockApi::start(move |_, body| match iteration_of(body) {
+        Some(1) => Reply::text("Finished step 1."),
+        Some(2) => {
+            if !seen.swap(true, Ordering::SeqCst) {
+                thread::sleep(Duration::from_secs(2));
+            }
+            Reply::text("Finished step 2.")
+        }
+        _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
+    });
+    // Under the manual policy, so that nothing but the person resumes it.
+    let mut cmd = project.launcher_command(
+        client,
+        &api,
+        &quick_env(&[("RALPH_RESUME_POLICY", "manual")]),
+    );
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    let deadline = Instant::now() + LOOP_TIMEOUT;
+    while !arrived.load(Ordering::SeqCst) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(25));
+    }
+    assert!(
+        arrived.load(Ordering::SeqCst),
+        "iteration 2 never reached the API"
+    );
+    let client_pid = child_of(launcher.id()).expect("the launcher runs the client");
+    signal_process(client_pid, libc::SIGKILL);
+    let (status, stdout, stderr) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    let killed = Run {
+        code: status.and_then(|s| s.code()),
+        stdout,
+        stderr,
+        elapsed: Duration::ZERO,
+    };
+    let evidence_killed = evidence(&project, &api, &killed);
+    // A client killed from outside is a person's (or the system's) doing:
+    // the loop is interrupted, not paused, and waits for a person.
+    assert_eq!(killed.code, Some(12), "{evidence_killed}");
+    assert!(
+        last_line(&killed).contains("loop interrupted: Claude Code exited with code 137 (killed by signal 9) while the loop was running at iteration 2 of 25")
+            && last_line(&killed).contains("`ralph-ctl run --resume` goes on from iteration 2"),
+        "{evidence_killed}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted", "{evidence_killed}");
+    assert_eq!(state["iteration"], 2, "{evidence_killed}");
+    let session = state["sessionId"].as_str().unwrap().to_string();
+
+    // The person goes on with the launcher's --resume.
+    let mut cmd: Command = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args([
+        "--resume",
+        "--headless",
+        "--",
+        "--permission-mode",
+        "bypassPermissions",
+    ])
+    .envs(project.client_env(client, &api))
+    .envs(QUICK);
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    let evidence = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(0), "{evidence}");
+    assert!(
+        run.stderr.contains(&format!(
+            "resuming the loop of session {session} at iteration 2 of 25"
+        )),
+        "{evidence}"
+    );
+    assert!(
+        last_line(&run).contains("loop complete at iteration 3 of 25"),
+        "{evidence}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{evidence}");
+    assert_eq!(state["iteration"], 3, "{evidence}");
+    assert_eq!(state["sessionId"], session.as_str(), "{evidence}");
+    let history: Vec<(u64, &str)> = state["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["iteration"].as_u64().unwrap(),
+                r["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // Iteration 1, the kill (recorded against iteration 2), iteration 2
+    // again, iteration 3.
+    assert_eq!(
+        history,
+        [(1, "block"), (2, "allow"), (2, "block"), (3, "allow")],
+        "{evidence}"
+    );
+
+    let log = log_entries(&project);
+    let resume = log
+        .iter()
+        .find(|e| e["event"] == "resume")
+        .expect(&evidence);
+    assert!(
+        resume["reason"]
+            .as_str()
+            .unwrap()
+            .contains("`ralph-ctl run --resume` (the loop was interrupted)"),
+        "{evidence}"
+    );
+    assert!(
+        log.iter().all(|e| e["sessionId"] == session.as_str()),
+        "{evidence}"
+    );
+
+    // The resumed run went on with the same conversation.
+    let main = main_requests(&api);
+    assert!(all_in_session(&main, &session), "{evidence}");
+    let last = &main.last().unwrap().body;
+    assert_eq!(iteration_of(last), Some(3), "{evidence}");
+    assert_eq!(
+        first_message(last),
+        first_message(&main[0].body),
+        "{evidence}"
+    );
+    let mut headers = iteration_headers(last);
+    headers.dedup();
+    assert_eq!(headers, [1, 2, 3], "{evidence}");
+}

@@ -28,7 +28,7 @@ use crate::plan::{self, PlanReport};
 use crate::progress;
 use crate::prompt::{self, PromptError};
 use crate::registration;
-use crate::state::{LoopState, PauseKind, PausedBecause, Status, StopDecision, TranscriptCursor};
+use crate::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
 use crate::store::{StateStore, StoreError};
 use crate::transcript::{self, IterationTail, TranscriptError};
 use crate::usage::{self, UsageReading};
@@ -442,43 +442,7 @@ pub fn run_stop_failure(
         at: now.clone(),
     };
     let mut next = state.clone();
-    next.usage.add(&reading.tokens);
-    let now_secs = crate::time::parse_rfc3339(&now)
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
-    next.record_calls(&reading.calls, now_secs);
-    if reading.cursor.is_some() {
-        next.transcript = reading.cursor.clone();
-    }
-    let why = format!(
-        "the API failed ({}{}): {}; paused",
-        kind.as_str(),
-        because
-            .http_status
-            .map(|s| format!(", HTTP {s}"))
-            .unwrap_or_default(),
-        because.message
-    );
-    next.last_run_at = Some(now.clone());
-    next.push_history(crate::state::IterationRecord {
-        iteration: state.iteration,
-        at: now.clone(),
-        decision: StopDecision::Allow,
-        why: why.clone(),
-        excerpt: crate::state::excerpt(said),
-        stop_hook_active: false,
-        findings: None,
-        message_source: MessageSource::Input,
-        tool_calls: 0,
-        error: Some(because.message.clone()),
-        breaker: None,
-        status_block: None,
-        claim: None,
-        progress: None,
-        calls: reading.calls.len().try_into().unwrap_or(u32::MAX),
-        usage: reading.tokens,
-    });
-    next.pause(because);
+    let why = crate::lifecycle::pause_for_api_failure(&mut next, because, &reading, &now);
     lock.write(&next)?;
     if let Err(e) = log::append(&lock, &LogEntry::about(&next, LogEvent::Pause, &now, why)) {
         notes.push(format!("warning: cannot append to the audit log: {e}"));
@@ -588,7 +552,7 @@ fn observe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::Status;
+    use crate::state::{Status, StopDecision};
     use crate::tempdir::TempDir;
     use std::cell::Cell;
 

@@ -129,6 +129,9 @@ pub fn handle(
     match input.hook_event_name.as_deref() {
         None | Some("Stop") => {}
         Some("StopFailure") => {
+            // The client stops this hook with SIGTERM within milliseconds;
+            // the pause and its log line are written whole all the same.
+            ralph_core::process::ignore_termination_signals();
             let paths = project_root(&input, env)?;
             let failure = StopFailure {
                 session_id: input.session_id,

@@ -11,8 +11,9 @@ use crate::breaker::BreakerState;
 use crate::config::{Config, ResumePolicy};
 use crate::decision::MessageSource;
 use crate::exit_codes;
-use crate::state::{excerpt, IterationRecord, LoopState, Status, StopDecision};
+use crate::state::{excerpt, IterationRecord, LoopState, PausedBecause, Status, StopDecision};
 use crate::time;
+use crate::usage::UsageReading;
 
 /// Why a new loop may not start over the current state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -254,6 +255,57 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
             }
         }
     }
+}
+
+/// Pauses `state` for an API failure that ended a turn with no Stop hook
+/// (Claude Code 2.1's `StopFailure`, or what a headless run's result says):
+/// the turn's requests and tokens are counted, a history record says what
+/// failed, and the same iteration is worked on again when the loop
+/// resumes. Returns the reason, for the log.
+pub fn pause_for_api_failure(
+    state: &mut LoopState,
+    because: PausedBecause,
+    reading: &UsageReading,
+    now: &str,
+) -> String {
+    state.usage.add(&reading.tokens);
+    let now_secs = time::parse_rfc3339(now)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    state.record_calls(&reading.calls, now_secs);
+    if reading.cursor.is_some() {
+        state.transcript = reading.cursor.clone();
+    }
+    let why = format!(
+        "the API failed ({}{}): {}; paused",
+        because.kind.as_str(),
+        because
+            .http_status
+            .map(|s| format!(", HTTP {s}"))
+            .unwrap_or_default(),
+        because.message
+    );
+    state.last_run_at = Some(now.to_string());
+    state.push_history(IterationRecord {
+        iteration: state.iteration,
+        at: now.to_string(),
+        decision: StopDecision::Allow,
+        why: why.clone(),
+        excerpt: excerpt(&because.message),
+        stop_hook_active: false,
+        findings: None,
+        message_source: MessageSource::Missing,
+        tool_calls: 0,
+        error: Some(because.message.clone()),
+        breaker: None,
+        status_block: None,
+        claim: None,
+        progress: None,
+        calls: reading.calls.len().try_into().unwrap_or(u32::MAX),
+        usage: reading.tokens,
+    });
+    state.pause(because);
+    why
 }
 
 /// Marks a loop that is still `running` as `interrupted`, because of

@@ -49,6 +49,26 @@ pub fn send_signal(_pid: u32, _signal: i32) -> std::io::Result<()> {
     Err(std::io::ErrorKind::Unsupported.into())
 }
 
+/// Makes this process ignore SIGTERM, SIGHUP and SIGINT from here on: for
+/// the few milliseconds of recording an API failure, which Claude Code 2.1
+/// ends with SIGTERM 25–55 ms after it starts the hook, whether or not the
+/// state and its log line have been written. (The state write is atomic
+/// either way; this keeps the log line with it.)
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub fn ignore_termination_signals() {
+    for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+        // SAFETY: SIG_IGN installs no handler code.
+        unsafe {
+            libc::signal(signal, libc::SIG_IGN);
+        }
+    }
+}
+
+/// Nothing to ignore off Unix.
+#[cfg(not(unix))]
+pub fn ignore_termination_signals() {}
+
 /// Whether the child `pid` has exited, without reaping it: until it is
 /// reaped (`Child::wait`), its pid and the id of the group it leads stay
 /// taken, so signalling them cannot reach another process.

@@ -14,7 +14,7 @@ use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{LoopState, PauseKind, PausedBecause, Status, Usd};
 use ralph_core::store::{StateLock, StateStore};
 use ralph_core::time;
-use ralph_core::usage;
+use ralph_core::usage::{self, UsageReading};
 
 use super::client::{ClientExit, Supervision};
 use super::result::ClientResult;
@@ -144,14 +144,9 @@ fn record_run(
         );
         state.end(Status::BudgetExhausted, why.clone(), &now);
         Some((LogEvent::End, why))
-    } else if let Some(because) = pause {
-        let why = format!(
-            "{cause}: {} ({}); paused",
-            because.message,
-            because.kind.as_str()
-        );
-        state.pause(because);
-        Some((LogEvent::Pause, why))
+    } else if let Some((because, reading)) = pause {
+        let why = lifecycle::pause_for_api_failure(&mut state, because, &reading, &now);
+        Some((LogEvent::Pause, format!("{why} ({cause})")))
     } else if (state.status == Status::Running || supervision.signal.is_some())
         && lifecycle::interrupt(&mut state, &cause, &now)
     {
@@ -181,15 +176,16 @@ fn pause_of_run(
     now: &str,
     paths: &ProjectPaths,
     worked: bool,
-) -> Option<PausedBecause> {
+) -> Option<(PausedBecause, UsageReading)> {
     let transcript = state
         .transcript
         .as_ref()
         .map(|c| c.path.clone())
         .or_else(|| default_transcript_path(&paths.root, &state.session_id));
-    let api_error = transcript
+    let reading = transcript
         .and_then(|path| usage::read_new(&path, state.transcript.as_ref(), now_secs()).ok())
-        .and_then(|reading| reading.last_api_error);
+        .unwrap_or_default();
+    let api_error = reading.last_api_error.clone();
     let (kind, status, message) = match result {
         Some(r) if r.is_error => {
             let status = r
@@ -211,13 +207,14 @@ fn pause_of_run(
         ),
         None => return None,
     };
-    Some(PausedBecause {
+    let because = PausedBecause {
         kind,
         http_status: status,
         message: message.split_whitespace().collect::<Vec<_>>().join(" "),
         resume_at: api_error.and_then(|e| e.resets_at).map(rfc3339_of),
         at: now.to_string(),
-    })
+    };
+    Some((because, reading))
 }
 
 /// True for a client that crashed: an exit code other than 0, or a signal

@@ -118,9 +118,10 @@ pub struct IterationTail {
     /// only). A message written as several lines sharing `message.id` is
     /// joined.
     pub final_message: Option<String>,
-    /// True when the newest line of the iteration is an assistant message
-    /// with no tool call: the turn has ended and the transcript shows it.
-    /// False when the client has not written the final message yet.
+    /// True when the iteration's newest assistant message has no tool call
+    /// and every tool call of the iteration has its result: the turn has
+    /// ended and the transcript shows all of it. False when the client has
+    /// not written the final message (or a result) yet.
     pub caught_up: bool,
     /// True when the iteration's prompt line (or the file's start) was
     /// reached, so the counts below cover the whole iteration.
@@ -593,6 +594,8 @@ struct Iteration {
     /// Results seen (newest first) whose calls, older, are not seen yet.
     pending: HashMap<String, ToolOutcome>,
     pending_overflow: bool,
+    /// Calls of the iteration whose results are not in the file (yet).
+    unanswered_calls: usize,
     changed_files: Vec<PathBuf>,
     only_described_tools: bool,
     /// The final message is the client's text for an API error.
@@ -668,6 +671,11 @@ impl Iteration {
         if !DESCRIBED_TOOLS.contains(&call.name.as_str()) {
             self.only_described_tools = false;
         }
+        if let Some(id) = &call.id {
+            if !self.pending.contains_key(id) && !self.pending_overflow {
+                self.unanswered_calls += 1;
+            }
+        }
         let Some(file) = call.edited_file else {
             return;
         };
@@ -700,7 +708,12 @@ impl Iteration {
                     .collect::<Vec<_>>()
                     .join("\n")
             }),
-            caught_up: self.ends_on_assistant && !self.message_has_tool_use,
+            // The newest assistant message is an answer (no tool call),
+            // and every call has its result: the client may write a result
+            // after the final message, so a result line may follow it.
+            caught_up: self.message_found
+                && !self.message_has_tool_use
+                && self.unanswered_calls == 0,
             whole,
             failing_tool_results: self.tool_errors,
             tool_calls: self.tool_calls,
@@ -1171,7 +1184,16 @@ mod tests {
         assert_eq!(done.final_message.as_deref(), Some("Looked."));
         assert_eq!(done.tool_calls, 1);
         assert!(!done.edits.fully_described, "Bash may change anything");
-        assert!(with(&[text]).caught_up, "a text-only iteration");
+        assert!(
+            with(std::slice::from_ref(&text)).caught_up,
+            "a text-only iteration"
+        );
+        // The final message came before the call's result: still behind.
+        let early = with(&[bash.clone(), text.clone()]);
+        assert!(!early.caught_up, "a call whose result is not written yet");
+        let late_result = with(&[bash, text, ok]);
+        assert!(late_result.caught_up, "written out of order, but all there");
+        assert_eq!(late_result.final_message.as_deref(), Some("Looked."));
     }
 
     #[test]

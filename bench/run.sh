@@ -194,7 +194,7 @@ if [ "$quick" -eq 1 ]; then
 else
   warmup=20 runs=300 sizes="2KiB:0 10MiB:10485760 100MiB:104857600 1GiB:1073741824"
   iteration_sizes="1MiB:1 4MiB:4 16MiB:16"
-  project_sizes="100 10000 100000" project_warmup=5 project_runs=40
+  project_sizes="100 10000 100000" project_warmup=5 project_runs=100 project_turns=5
 fi
 
 # `check NAME INPUT WANT`: one run must exit 0, print nothing on stderr, and
@@ -446,11 +446,12 @@ for n in $project_sizes; do
       measure "p${n}_${kind}_bash" "$p.bash.json" RALPH_ACTIVE=1
       still_running "$ctl" "$p"
     else
-      # This hook and the one of $BEFORE take turns, a third of the runs at
-      # a time, so that a machine getting busier favours neither.
+      # This hook and the one of $BEFORE take turns, a fifth of the runs at
+      # a time, so that a machine getting busier favours neither; each
+      # side's median is the median of its turns' medians.
       say "project of $n files ($kind): the same with the hook of $BEFORE, taking turns"
-      runs=$(((project_runs + 2) / 3))
-      for turn in 1 2 3; do
+      runs=$(((project_runs + project_turns - 1) / project_turns))
+      for ((turn = 1; turn <= project_turns; turn++)); do
         start_loop "$ctl" "$p"
         measure "p${n}_${kind}_bash_$turn" "$p.bash.json" RALPH_ACTIVE=1
         still_running "$ctl" "$p"
@@ -459,8 +460,8 @@ for n in $project_sizes; do
         target_hook=$before_hook measure "p${n}_${kind}_before_$turn" "$p.bash.json" RALPH_ACTIVE=1
         still_running "$before_ctl" "$p"
       done
-      combine "p${n}_${kind}_bash" 3
-      combine "p${n}_${kind}_before" 3
+      combine "p${n}_${kind}_bash" "$project_turns"
+      combine "p${n}_${kind}_before" "$project_turns"
     fi
     project_rows+=("$n $kind write" "$n $kind bash")
     runs=$runs_before warmup=$warmup_before prepare=""
@@ -510,7 +511,7 @@ table() {
   if [ "$quick" -eq 1 ]; then
     echo "- mode: --quick ($runs runs per case; verdicts are indicative only)"
   else
-    echo "- mode: full ($runs runs per case, $((runs * 3)) for the guard, $warmup warm-up runs; $project_runs for each project case, the full-check ones in 3 turns with the hook of $BEFORE)"
+    echo "- mode: full ($runs runs per case, $((runs * 3)) for the guard, $warmup warm-up runs; $project_runs for each project case, the full-check ones in $project_turns turns with the hook of $BEFORE)"
   fi
   echo
   echo "Whole process, as Claude Code runs it (hyperfine; times in ms):"

@@ -284,6 +284,21 @@ fn read_iteration_tail_within(
                 previous = Some(Iteration::default());
                 ControlFlow::Continue(())
             }
+            (None, Some(entry)) if scan.ends_before(&entry) => {
+                // The previous iteration's answer, with no prompt line
+                // between: the client has not written this iteration's
+                // first lines yet (seen on 2.1.330).
+                scan.behind = true;
+                let mut before = Iteration::default();
+                before.add_newest_first(entry);
+                let done = before.message_done;
+                previous = Some(before);
+                if done {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            }
             (None, Some(entry)) => {
                 scan.add_newest_first(entry);
                 ControlFlow::Continue(())
@@ -596,6 +611,9 @@ struct Iteration {
     pending_overflow: bool,
     /// Calls of the iteration whose results are not in the file (yet).
     unanswered_calls: usize,
+    /// The previous iteration's answer came before this one's prompt line:
+    /// the client has not written all of this iteration yet.
+    behind: bool,
     changed_files: Vec<PathBuf>,
     only_described_tools: bool,
     /// The final message is the client's text for an API error.
@@ -603,6 +621,27 @@ struct Iteration {
 }
 
 impl Iteration {
+    /// True when `entry`, older than everything read so far, cannot belong
+    /// to this iteration: an answer (an assistant message with no tool
+    /// call) other than the final message ends a turn, so it is the
+    /// previous iteration's final message.
+    fn ends_before(&self, entry: &Entry) -> bool {
+        match entry {
+            Entry::Assistant {
+                id,
+                tool_uses,
+                api_error,
+                ..
+            } => {
+                self.message_found
+                    && tool_uses.is_empty()
+                    && api_error.is_none()
+                    && (id.is_none() || *id != self.message_id)
+            }
+            _ => false,
+        }
+    }
+
     fn add_newest_first(&mut self, entry: Entry) {
         let first = !self.seen_any;
         if first {
@@ -713,7 +752,8 @@ impl Iteration {
             // after the final message, so a result line may follow it.
             caught_up: self.message_found
                 && !self.message_has_tool_use
-                && self.unanswered_calls == 0,
+                && self.unanswered_calls == 0
+                && !self.behind,
             whole,
             failing_tool_results: self.tool_errors,
             tool_calls: self.tool_calls,
@@ -1103,6 +1143,40 @@ mod tests {
         assert_eq!(tail.tool_calls, 1);
         assert_eq!(tail.edits, ToolEdits::default());
         assert!(tail.failing_tool_results.is_empty());
+    }
+
+    #[test]
+    fn an_answer_before_the_final_message_is_the_previous_iterations() {
+        // Seen on 2.1.330: the stop's final message is in the file, but its
+        // feedback line, tool call and result are not yet; the lines before
+        // it are the previous iteration's.
+        let lines = [
+            prompt("Do the task"),
+            call("t1", "Bash", r#"{"command":"echo fine"}"#),
+            result("t1", false, "fine", ""),
+            assistant("m1", r#"[{"type":"text","text":"Step one done."}]"#),
+            assistant(
+                "m2",
+                r#"[{"type":"text","text":"Step two hit a missing file."}]"#,
+            ),
+        ];
+        let tail = tail_of(&lines);
+        assert_eq!(
+            tail.final_message.as_deref(),
+            Some("Step two hit a missing file.")
+        );
+        assert_eq!(
+            tail.tool_calls, 0,
+            "the previous iteration's call is not this one's"
+        );
+        assert!(
+            !tail.caught_up,
+            "the rest of the iteration is still to come"
+        );
+        assert_eq!(
+            tail.previous_final_message.as_deref(),
+            Some("Step one done.")
+        );
     }
 
     #[test]

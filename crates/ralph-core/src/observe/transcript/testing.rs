@@ -74,7 +74,26 @@ pub fn reference(
         }
         iteration
     };
-    let mut tail = newest_first(since_prompt).finish(whole);
+    // An answer older than the final message, with no prompt line between,
+    // is the previous iteration's: the iteration starts after it.
+    let mut probe = Iteration::default();
+    let mut split = None;
+    for (i, entry) in since_prompt.iter().enumerate().rev() {
+        if probe.ends_before(entry) {
+            split = Some(i);
+            break;
+        }
+        probe.add_newest_first(entry.clone());
+    }
+    let behind = split.is_some();
+    if let Some(i) = split {
+        let rest = since_prompt.split_off(i + 1);
+        before_prompt = Some(std::mem::replace(&mut since_prompt, rest));
+        whole = true;
+    }
+    let mut iteration = newest_first(since_prompt);
+    iteration.behind = behind;
+    let mut tail = iteration.finish(whole);
     tail.previous_final_message =
         before_prompt.and_then(|entries| newest_first(entries).finish(true).final_message);
     tail

@@ -85,15 +85,12 @@ pub fn reference(
         }
         probe.add_newest_first(entry.clone());
     }
-    let behind = split.is_some();
     if let Some(i) = split {
         let rest = since_prompt.split_off(i + 1);
         before_prompt = Some(std::mem::replace(&mut since_prompt, rest));
         whole = true;
     }
-    let mut iteration = newest_first(since_prompt);
-    iteration.behind = behind;
-    let mut tail = iteration.finish(whole);
+    let mut tail = newest_first(since_prompt).finish(whole);
     tail.previous_final_message =
         before_prompt.and_then(|entries| newest_first(entries).finish(true).final_message);
     tail

@@ -338,12 +338,8 @@ fn read_usage(
     let Some(path) = &stop.transcript_path else {
         return UsageReading::default();
     };
-    let now = crate::time::parse_rfc3339(&world.now())
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
-    let since = crate::time::parse_rfc3339(&state.started_at)
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
+    let now = crate::time::epoch_secs(&world.now()).unwrap_or(0);
+    let since = crate::time::epoch_secs(&state.started_at).unwrap_or(0);
     match world.usage(path, state.transcript.as_ref(), now, since) {
         Ok(reading) => {
             let had_cursor = state.transcript.as_ref().is_some_and(|c| &c.path == path);
@@ -436,9 +432,7 @@ pub fn run_stop_failure(
         kind,
         http_status: api_error.status,
         message: one_line(said, 300),
-        resume_at: api_error.resets_at.map(|t| {
-            crate::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(t))
-        }),
+        resume_at: api_error.resets_at.map(crate::time::rfc3339_of_secs),
         at: now.clone(),
     };
     let mut next = state.clone();

@@ -25,8 +25,24 @@ pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 
-/// Parses a timestamp written by [`rfc3339`] (`YYYY-MM-DDTHH:MM:SSZ`).
+/// Parses a timestamp written by [`rfc3339`] (`YYYY-MM-DDTHH:MM:SSZ`), or
+/// by Claude Code in its transcript, with a fraction of a second
+/// (`…:SS.123Z`; the fraction is dropped).
 pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
+    let whole;
+    let text = match text.split_once('.') {
+        Some((seconds, fraction))
+            if fraction.len() >= 2
+                && fraction.ends_with('Z')
+                && fraction[..fraction.len() - 1]
+                    .bytes()
+                    .all(|c| c.is_ascii_digit()) =>
+        {
+            whole = format!("{seconds}Z");
+            whole.as_str()
+        }
+        _ => text,
+    };
     let b = text.as_bytes();
     if b.len() != 20
         || b[4] != b'-'
@@ -49,6 +65,19 @@ pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     u64::try_from(secs)
         .ok()
         .map(|s| UNIX_EPOCH + std::time::Duration::from_secs(s))
+}
+
+/// Seconds since the epoch of a timestamp [`parse_rfc3339`] reads.
+pub fn epoch_secs(text: &str) -> Option<u64> {
+    parse_rfc3339(text)?
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
+}
+
+/// [`rfc3339`] of a time given in seconds since the epoch.
+pub fn rfc3339_of_secs(secs: u64) -> String {
+    rfc3339(UNIX_EPOCH + std::time::Duration::from_secs(secs))
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
@@ -90,9 +119,18 @@ mod tests {
             (1_795_000_000, "2026-11-18T11:06:40Z"),
             (4_107_542_399, "2100-02-28T23:59:59Z"),
         ];
+        assert_eq!(
+            epoch_secs("2026-11-18T11:06:40.937Z"),
+            Some(1_795_000_000),
+            "the client's transcript times"
+        );
+        assert_eq!(rfc3339_of_secs(1_795_000_000), "2026-11-18T11:06:40Z");
         for bad in [
             "",
             "2026-11-22",
+            "2026-11-18T11:06:40.Z",
+            "2026-11-18T11:06:40.9x3Z",
+            "2026-11-18T11:06:40",
             "2026-13-01T00:00:00Z",
             "2026-11-22T25:00:00Z",
             "2026-11-22 10:00:00Z",

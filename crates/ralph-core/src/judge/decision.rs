@@ -239,9 +239,7 @@ fn pause_on_api_error(
             .last_api_error
             .as_ref()
             .and_then(|e| e.resets_at)
-            .map(|t| {
-                crate::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(t))
-            }),
+            .map(crate::time::rfc3339_of_secs),
         at: now.to_string(),
     };
     let why = format!(
@@ -286,10 +284,7 @@ pub fn paused_until(state: &LoopState, now: u64) -> Option<&PausedBecause> {
     let until = paused
         .resume_at
         .as_deref()
-        .and_then(crate::time::parse_rfc3339)?
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_secs();
+        .and_then(crate::time::epoch_secs)?;
     (state.status == Status::Paused && paused.kind == PauseKind::CallsPerHour && until > now)
         .then_some(paused)
 }
@@ -395,9 +390,7 @@ pub fn decide_judged(
     claim: &ClaimJudgement,
     now: &str,
 ) -> Outcome {
-    let now_secs = crate::time::parse_rfc3339(now)
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
+    let now_secs = crate::time::epoch_secs(now).unwrap_or(0);
     let mut next = state.clone();
     let mut resumed = None;
     if paused_until(state, now_secs).is_some() {
@@ -564,9 +557,7 @@ pub fn decide_judged(
                     "{} model requests in the last hour reached maxCallsPerHour ({cap})",
                     next.calls_in_last_hour(now_secs)
                 ),
-                resume_at: Some(crate::time::rfc3339(
-                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(free_at),
-                )),
+                resume_at: Some(crate::time::rfc3339_of_secs(free_at)),
                 at: now.to_string(),
             };
             let why = format!("{why}; paused: {}", because.message);

@@ -227,12 +227,7 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
             ),
         };
     }
-    let reset = paused
-        .resume_at
-        .as_deref()
-        .and_then(time::parse_rfc3339)
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_secs());
+    let reset = paused.resume_at.as_deref().and_then(time::epoch_secs);
     match reset {
         Some(at) => ResumePlan::ResumeAt {
             at: at.max(now),
@@ -269,9 +264,7 @@ pub fn pause_for_api_failure(
     now: &str,
 ) -> String {
     state.usage.add(&reading.tokens);
-    let now_secs = time::parse_rfc3339(now)
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs());
+    let now_secs = time::epoch_secs(now).unwrap_or(0);
     state.record_calls(&reading.calls, now_secs);
     if reading.cursor.is_some() {
         state.transcript = reading.cursor.clone();

@@ -198,9 +198,8 @@ pub fn read_new_since(
                 let at = parsed
                     .timestamp
                     .as_deref()
-                    .and_then(time::parse_rfc3339)
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(now, |d| d.as_secs());
+                    .and_then(time::epoch_secs)
+                    .unwrap_or(now);
                 if at < since {
                     return;
                 }
@@ -376,6 +375,26 @@ mod tests {
             next.cursor.unwrap().offset,
             len - cut,
             "stops before the cut line"
+        );
+    }
+
+    #[test]
+    fn requests_are_dated_by_the_clients_timestamps_and_the_loops_start() {
+        let dir = TempDir::new();
+        let path = dir.path().join("t.jsonl");
+        // As the client writes them: milliseconds in the timestamp.
+        std::fs::write(
+            &path,
+            assistant("m0", "2026-11-22T09:59:59.250Z", 1, 1)
+                + &assistant("m1", "2026-11-22T10:00:30.512Z", 1, 1),
+        )
+        .unwrap();
+        let since = at("2026-11-22T10:00:00Z");
+        let reading = read_new_since(&path, None, 0, since).unwrap();
+        assert_eq!(
+            reading.calls,
+            [at("2026-11-22T10:00:30Z")],
+            "before the loop: not its"
         );
     }
 

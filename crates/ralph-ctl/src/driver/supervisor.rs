@@ -29,10 +29,6 @@ pub fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn rfc3339_of(secs: u64) -> String {
-    time::rfc3339(UNIX_EPOCH + Duration::from_secs(secs))
-}
-
 /// Appends to the audit log, or says on stderr why it could not.
 pub fn log_entry(lock: &StateLock<'_>, entry: &LogEntry) {
     if let Err(e) = log::append(lock, entry) {
@@ -211,7 +207,9 @@ fn pause_of_run(
         kind,
         http_status: status,
         message: message.split_whitespace().collect::<Vec<_>>().join(" "),
-        resume_at: api_error.and_then(|e| e.resets_at).map(rfc3339_of),
+        resume_at: api_error
+            .and_then(|e| e.resets_at)
+            .map(time::rfc3339_of_secs),
         at: now.to_string(),
     };
     Some((because, reading))
@@ -271,7 +269,7 @@ pub fn plan(
         lifecycle::ResumePlan::ResumeAt { at, reason } => {
             let mut entry = LogEntry::about(&state, LogEvent::Wait, &now, reason.clone());
             entry.policy = Some(config.supervision.policy.as_str().into());
-            entry.resume_at = Some(rfc3339_of(*at));
+            entry.resume_at = Some(time::rfc3339_of_secs(*at));
             log_entry(&lock, &entry);
         }
     }
@@ -379,7 +377,7 @@ pub fn wait_until(at: u64, what: &str, signals: &mut impl SignalSource) -> Optio
             let _ = writeln!(
                 err,
                 "ralph: {what}; resuming in {left} s (at {})",
-                rfc3339_of(at)
+                time::rfc3339_of_secs(at)
             );
             last_line = Some(left);
         }

@@ -431,7 +431,7 @@ pub fn run_stop_failure(
     let because = PausedBecause {
         kind,
         http_status: api_error.status,
-        message: one_line(said, 300),
+        message: crate::state::one_line(said, 300),
         resume_at: api_error.resets_at.map(crate::time::rfc3339_of_secs),
         at: now.clone(),
     };
@@ -445,16 +445,6 @@ pub fn run_stop_failure(
         answer: Answer::Allow,
         notes,
     })
-}
-
-/// `text` on one line, at most `max` characters.
-fn one_line(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut out: String = flat.chars().take(max).collect();
-    if flat.chars().count() > max {
-        out.push('…');
-    }
-    out
 }
 
 /// Writes the state back as it was before this stop.

@@ -689,9 +689,15 @@ fn migrate_v1(state: &mut serde_json::Value) {
 
 /// The first [`EXCERPT_CHARS`] characters of a message, on one line.
 pub fn excerpt(message: &str) -> String {
-    let flat: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut out: String = flat.chars().take(EXCERPT_CHARS).collect();
-    if flat.chars().count() > EXCERPT_CHARS {
+    one_line(message, EXCERPT_CHARS)
+}
+
+/// `text` on one line (white space runs made one space), at most `max`
+/// characters, with `…` when it was cut.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out: String = flat.chars().take(max).collect();
+    if flat.chars().count() > max {
         out.push('…');
     }
     out

@@ -55,7 +55,7 @@ fn no_entries(paths: &ProjectPaths) -> String {
     let rotated = current.with_file_name(ROTATED_LOG_FILE_NAME);
     if current.symlink_metadata().is_err() && rotated.symlink_metadata().is_err() {
         format!(
-            "No audit log yet in {} ({} is written from the loop's first stop).",
+            "No audit log yet in {} ({} is written from the moment a loop starts).",
             paths.root.display(),
             relative(paths, &current).display()
         )

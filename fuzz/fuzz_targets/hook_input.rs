@@ -33,6 +33,9 @@ fuzz_target!(|data: &[u8]| {
         "hook_event_name": input.hook_event_name,
         "stop_hook_active": input.stop_hook_active,
         "last_assistant_message": input.last_assistant_message,
+        "error": input.error,
+        // Kept as text whatever its shape, so written back as that text.
+        "error_details": input.error_details,
     });
     let reparsed = hook_input::parse(&serde_json::to_vec(&again).unwrap()).unwrap();
     assert_eq!(reparsed, input);

@@ -188,6 +188,17 @@ mod tests {
         ))
         .unwrap();
         assert!(after.stop_hook_active);
+        let failure = parse(include_bytes!(
+            "../../../../tests/fixtures/stop-failure-input.json"
+        ))
+        .unwrap();
+        assert_eq!(failure.hook_event_name.as_deref(), Some("StopFailure"));
+        assert_eq!(failure.error.as_deref(), Some("rate_limit"));
+        assert_eq!(
+            failure.error_details.as_deref(),
+            Some("[]"),
+            "any shape, kept as text"
+        );
     }
 
     #[test]

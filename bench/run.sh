@@ -107,12 +107,17 @@ git -C "$gitproject" -c user.name=bench -c user.email=bench@example.invalid comm
 sync
 
 # The hook input: `stop_input FILE [last_assistant_message | -t TRANSCRIPT]`.
+# With a message, the transcript is the one the client has written by then:
+# the task and that message (the hook waits for it to show the stop's message).
 stop_input() {
   local file=$1 extra
   if [ "$2" = -t ]; then
     extra="\"transcript_path\": \"$3\""
   else
-    extra="\"transcript_path\": \"$work/unused.jsonl\", \"last_assistant_message\": \"$2\""
+    printf '%s\n' '{"type":"user","message":{"role":"user","content":"Do the task"}}' \
+      "{\"type\":\"assistant\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"$2\"}]}}" \
+      >"$file.transcript.jsonl"
+    extra="\"transcript_path\": \"$file.transcript.jsonl\", \"last_assistant_message\": \"$2\""
   fi
   cat >"$file" <<EOF
 {"session_id": "$SID", "cwd": "${input_project:-$project}", "hook_event_name": "Stop",

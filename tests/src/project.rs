@@ -371,4 +371,28 @@ impl TempProject {
     pub fn path(&self, relative: impl AsRef<Path>) -> PathBuf {
         self.root.join(relative)
     }
+
+    /// A transcript as the client has written it by the time its Stop hook
+    /// sees `message`: the task, then the final assistant message (without a
+    /// message id, so it counts no model request). The hook waits for the
+    /// transcript to show the stop's message, and for a missing file to
+    /// appear, so an input that carries a message points at one of these.
+    /// Kept outside the project, where the client keeps it; named after the
+    /// message, so stops saying different things get their own.
+    pub fn transcript_ending_with(&self, message: &str) -> PathBuf {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        message.hash(&mut hasher);
+        let path = self.home.join(format!(
+            ".claude/projects/test/{:016x}.jsonl",
+            hasher.finish()
+        ));
+        let prompt = serde_json::json!({"type": "user",
+            "message": {"role": "user", "content": "Do the task"}});
+        let answer = serde_json::json!({"type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": message}]}});
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, format!("{prompt}\n{answer}\n")).unwrap();
+        path
+    }
 }

@@ -60,6 +60,7 @@ fn stop_input(project: &TempProject, message: Option<&str>) -> Value {
     });
     if let Some(text) = message {
         input["last_assistant_message"] = json!(text);
+        input["transcript_path"] = json!(project.transcript_ending_with(text));
     }
     input
 }

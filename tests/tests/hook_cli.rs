@@ -31,7 +31,10 @@ fn input(project: &TempProject, fixture_name: &str, message: Option<&str>) -> Va
         serde_json::from_slice(&std::fs::read(fixture(fixture_name)).unwrap()).unwrap();
     value["cwd"] = json!(project.root);
     match message {
-        Some(text) => value["last_assistant_message"] = json!(text),
+        Some(text) => {
+            value["last_assistant_message"] = json!(text);
+            value["transcript_path"] = json!(project.transcript_ending_with(text));
+        }
         None => {
             value
                 .as_object_mut()

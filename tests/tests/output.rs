@@ -82,6 +82,7 @@ fn stop_input(project: &TempProject, message: Option<&str>) -> Value {
     });
     if let Some(message) = message {
         input["last_assistant_message"] = json!(message);
+        input["transcript_path"] = json!(project.transcript_ending_with(message));
     }
     input
 }

@@ -214,9 +214,10 @@ const POLL: Duration = Duration::from_millis(20);
 /// (`expected`), until the transcript's final message is that one. The
 /// client writes its transcript asynchronously, so at the Stop hook the
 /// iteration's last lines (a tool result, the final message, even the
-/// previous block's feedback) may not be there yet. Returns the last reading
-/// and how long it waited; the file is read again only when its length
-/// changed.
+/// previous block's feedback) may not be there yet, and at a session's first
+/// stop the file itself may not exist yet (2.1.330): a missing file is waited
+/// for like a missing line. Returns the last reading and how long it waited;
+/// the file is read again only when its length changed.
 pub fn wait_for_stop(
     path: &Path,
     max_wait: Duration,
@@ -231,17 +232,30 @@ pub fn wait_for_stop(
                     .is_some_and(|got| same_text(got, want))
             })
     };
-    let mut tail = read_iteration_tail(path)?;
+    // `Err` only while the file does not exist.
+    let read = || match read_iteration_tail(path) {
+        Err(TranscriptError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Ok(Err(source))
+        }
+        other => other.map(Ok),
+    };
+    let mut tail = read()?;
     let mut len = file_len(path);
-    while !settled(&tail) && started.elapsed() < max_wait {
+    while !matches!(&tail, Ok(tail) if settled(tail)) && started.elapsed() < max_wait {
         std::thread::sleep(POLL.min(max_wait.saturating_sub(started.elapsed())));
         let now_len = file_len(path);
         if now_len != len {
             len = now_len;
-            tail = read_iteration_tail(path)?;
+            tail = read()?;
         }
     }
-    Ok((tail, started.elapsed()))
+    match tail {
+        Ok(tail) => Ok((tail, started.elapsed())),
+        Err(source) => Err(TranscriptError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 /// The same message text, white space aside, or one holding the other (the
@@ -1421,6 +1435,28 @@ mod tests {
         assert!(tail.caught_up);
         assert_eq!(tail.final_message.as_deref(), Some("Late."));
         assert!(waited >= Duration::from_millis(100) && waited < Duration::from_secs(5));
+
+        // A transcript the client has not created yet: waited for too.
+        let path = dir.path().join("created-late.jsonl");
+        let late = path.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            let lines = prompt("Do the task")
+                + "\n"
+                + &assistant("m", r#"[{"type":"text","text":"First."}]"#)
+                + "\n";
+            fs::write(&late, lines).unwrap();
+        });
+        let (tail, waited) = wait_for_stop(&path, Duration::from_secs(5), Some("First.")).unwrap();
+        writer.join().unwrap();
+        assert_eq!(tail.final_message.as_deref(), Some("First."));
+        assert!(waited >= Duration::from_millis(100) && waited < Duration::from_secs(5));
+        // One that never appears: the same bounded wait, then the error.
+        let missing = dir.path().join("never.jsonl");
+        let started = Instant::now();
+        let error = wait_for_stop(&missing, Duration::from_millis(200), None).unwrap_err();
+        assert!(matches!(error, TranscriptError::Io { .. }), "{error}");
+        assert!(started.elapsed() >= Duration::from_millis(200));
 
         // A transcript that never catches up: the wait is bounded.
         let path = write(&dir, (prompt("Do the task") + "\n").as_bytes());

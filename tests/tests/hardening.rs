@@ -1093,6 +1093,62 @@ fn state_folder_unwritable() {
     assert_eq!(temp_files(&project), Vec::<String>::new());
 }
 
+/// Makes `cmd` start with its stdout closed (`closed`) or on /dev/null.
+#[allow(unsafe_code)]
+fn with_stdout_nowhere(cmd: &mut Command, closed: bool) {
+    // SAFETY: open(2), dup2(2) and close(2) are async-signal-safe; the
+    // closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if closed {
+                libc::close(1);
+                return Ok(());
+            }
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+            if null < 0 || libc::dup2(null, 1) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            libc::close(null);
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn a_stdout_that_goes_nowhere_leaves_the_state_as_it_was() {
+    // An answer nobody reads must not count: the block never reached the
+    // client, so the iteration did not happen.
+    let project = looping("stdout-nowhere", 5);
+    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    for closed in [true, false] {
+        let before = state_bytes(&project);
+        let log_before = fs::read(&log).unwrap_or_default();
+        let mut cmd = hook_command(&project);
+        with_stdout_nowhere(&mut cmd, closed);
+        let run = run_hook(cmd, &to_bytes(&stop_input(&project, Some("working"))));
+        one_line(
+            &run,
+            &[
+                "cannot write the answer: stdout is closed or /dev/null",
+                "the loop's state was left as it was",
+            ],
+        );
+        assert_eq!(state_bytes(&project), before, "closed: {closed}");
+        assert_eq!(
+            fs::read(&log).unwrap_or_default(),
+            log_before,
+            "closed: {closed}"
+        );
+    }
+    // With a reader again, the same stop counts.
+    let run = run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("working"))),
+    );
+    assert!(run.stdout.contains("\"block\""), "{run:?}");
+    assert_eq!(project.state().unwrap()["iteration"], 2);
+}
+
 /// Limits the size of every file `cmd` writes (RLIMIT_FSIZE), as a full disk or a quota would.
 #[allow(unsafe_code)]
 fn with_file_size_limit(cmd: &mut Command, bytes: u64) {

@@ -56,7 +56,7 @@ pub fn run() -> ExitCode {
     let outcome = panic::catch_unwind(|| {
         handle(
             io::stdin().lock(),
-            &mut io::stdout().lock(),
+            &mut ClientStdout::new(),
             &ProcessEnv,
             &RealWorld,
         )
@@ -67,6 +67,63 @@ pub fn run() -> ExitCode {
         Err(_) => {} // the panic hook already said what happened
     }
     ExitCode::SUCCESS
+}
+
+/// Standard output, refusing to carry an answer when it goes nowhere.
+///
+/// A Rust program started with its stdout closed finds `/dev/null` there
+/// (the runtime reopens descriptors 0–2), where every write succeeds: a
+/// block written there never reaches the client, so the write fails
+/// instead, and the stop leaves the state as it was.
+struct ClientStdout {
+    out: io::StdoutLock<'static>,
+    nowhere: bool,
+}
+
+impl ClientStdout {
+    fn new() -> ClientStdout {
+        ClientStdout {
+            out: io::stdout().lock(),
+            nowhere: is_dev_null(&io::stdout()),
+        }
+    }
+
+    fn check(&self) -> io::Result<()> {
+        if self.nowhere {
+            return Err(io::Error::other(
+                "stdout is closed or /dev/null, so Claude Code would never read it",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Write for ClientStdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.check()?;
+        self.out.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.check()?;
+        self.out.flush()
+    }
+}
+
+/// Whether `fd` is the null device.
+fn is_dev_null(fd: &impl std::os::fd::AsFd) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(own) = fd.as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let (Ok(this), Ok(null)) = (
+        std::fs::File::from(own).metadata(),
+        std::fs::metadata("/dev/null"),
+    ) else {
+        return false;
+    };
+    this.file_type().is_char_device()
+        && null.file_type().is_char_device()
+        && this.rdev() == null.rdev()
 }
 
 fn one_line(text: &str) -> String {

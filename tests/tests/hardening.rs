@@ -1009,19 +1009,69 @@ fn state_folder_is_a_file() {
 }
 
 #[test]
-fn lock_path_is_a_directory() {
-    let project = looping("lock-dir", 5);
+fn anything_at_a_lock_file_path_changes_nothing() {
+    // The lock is the state folder's own: a directory or a link where an
+    // older version kept its lock file is neither used nor followed.
+    let project = looping("old-lock-path", 5);
     let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
-    fs::remove_file(&lock).unwrap();
+    let _ = fs::remove_file(&lock);
     fs::create_dir(&lock).unwrap();
-    rejected(
-        &project,
-        &to_bytes(&stop_input(&project, Some("working"))),
-        &[
-            &format!("cannot open the lock file {}", lock.display()),
-            "Is a directory",
-        ],
-    );
+    let input = to_bytes(&stop_input(&project, Some("working")));
+    block_reason(&run_hook(hook_command(&project), &input));
+    fs::remove_dir(&lock).unwrap();
+    let missing = project.path("created-through-the-link");
+    std::os::unix::fs::symlink(&missing, &lock).unwrap();
+    block_reason(&run_hook(hook_command(&project), &input));
+    assert!(!missing.exists(), "no file created through the link");
+    assert_eq!(project.state().unwrap()["iteration"], 3);
+}
+
+#[test]
+fn stops_count_exactly_while_files_beside_the_state_are_deleted() {
+    // 300 stops at once while another process deletes and replaces what
+    // lies beside the state: every block answered is one iteration counted.
+    let project = Arc::new(looping("deleted-beside", 10_000));
+    let runtime = project.path(".claude/context/runtime");
+    let done = Arc::new(AtomicBool::new(false));
+    let meddler = {
+        let (runtime, done) = (runtime.clone(), Arc::clone(&done));
+        thread::spawn(move || {
+            let lock = runtime.join("ralph-state.json.lock");
+            while !done.load(Ordering::SeqCst) {
+                let _ = fs::remove_file(&lock);
+                let _ = fs::write(&lock, "");
+            }
+        })
+    };
+    let input = Arc::new(to_bytes(&stop_input(&project, Some("working"))));
+    let blocks = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..6)
+        .map(|_| {
+            let (project, input, blocks) = (
+                Arc::clone(&project),
+                Arc::clone(&input),
+                Arc::clone(&blocks),
+            );
+            thread::spawn(move || {
+                for _ in 0..50 {
+                    let run = run_hook(hook_command(&project), &input);
+                    assert_eq!(run.code, Some(0), "{run:?}");
+                    if run.stdout.contains("\"block\"") {
+                        blocks.fetch_add(1, Ordering::SeqCst);
+                    } else {
+                        panic!("a stop was not blocked: {run:?}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    meddler.join().unwrap();
+    assert_eq!(blocks.load(Ordering::SeqCst), 300);
+    assert_eq!(project.state().unwrap()["iteration"], 301);
 }
 
 /// A folder made unwritable for the hook, made writable again on drop.
@@ -1489,7 +1539,7 @@ fn with_open_umask(cmd: &mut Command) {
 }
 
 #[test]
-fn state_and_lock_files_are_private() {
+fn state_files_are_private() {
     let project = TempProject::new("modes");
     project.init();
     project.write_prompt("Do the task.\n");
@@ -1497,9 +1547,7 @@ fn state_and_lock_files_are_private() {
     start.args(["start", "--session-id", SID]);
     with_open_umask(&mut start);
     run_with_timeout(start, None, TIMEOUT).assert_code(0);
-    let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
     assert_eq!(mode(&project.state_path()), 0o600, "after ralph-ctl start");
-    assert_eq!(mode(&lock), 0o600, "after ralph-ctl start");
 
     let mut hook = hook_command(&project);
     with_open_umask(&mut hook);
@@ -1509,18 +1557,6 @@ fn state_and_lock_files_are_private() {
     ));
     assert_eq!(project.state().unwrap()["iteration"], 2);
     assert_eq!(mode(&project.state_path()), 0o600, "after a hook run");
-    assert_eq!(mode(&lock), 0o600, "after a hook run");
-
-    // A lock file the hook creates itself is private too.
-    fs::remove_file(&lock).unwrap();
-    let mut hook = hook_command(&project);
-    with_open_umask(&mut hook);
-    block_reason(&run_hook(
-        hook,
-        &to_bytes(&stop_input(&project, Some("working"))),
-    ));
-    assert_eq!(mode(&lock), 0o600, "a lock created by the hook");
-    assert_eq!(mode(&project.state_path()), 0o600);
 }
 
 #[test]
@@ -1556,34 +1592,56 @@ fn a_symlinked_state_is_never_followed_for_writing() {
 }
 
 #[test]
-fn a_symlinked_lock_file_is_never_followed() {
-    let project = looping("symlink-lock", 5);
-    let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
-    let input = to_bytes(&stop_input(&project, Some("working")));
+fn a_linked_state_folder_is_refused_by_the_hook_and_ralph_ctl() {
+    // A link where the state folder should be (as a cloned repository could
+    // ship) points at another project's loop: nothing may read or replace it.
+    let other = looping("linked-other", 5);
+    let theirs = other.path(".claude/context/runtime");
+    let before = fs::read(other.state_path()).unwrap();
+    let project = looping("linked-mine", 5);
+    let mine = project.path(".claude/context/runtime");
+    fs::remove_dir_all(&mine).unwrap();
+    std::os::unix::fs::symlink(&theirs, &mine).unwrap();
+    let needle = format!("{} is a symbolic link", mine.display());
+    let input = to_bytes(&stop_input(&project, Some(&format!("done {SIGNAL}"))));
+    one_line(&run_hook(hook_command(&project), &input), &[&needle]);
+    for args in [
+        &["status"][..],
+        &["start", "--force", "--session-id", SID],
+        &["reset"],
+        &["log"],
+        &["finish", "--session-id", SID],
+    ] {
+        let run = project.ctl(args, &[]);
+        assert_eq!(run.code, Some(1), "{args:?}: {run:?}");
+        assert!(run.stderr.contains(&needle), "{args:?}: {run:?}");
+    }
+    assert_eq!(fs::read(other.state_path()).unwrap(), before);
+    assert!(fs::symlink_metadata(&mine).unwrap().is_symlink());
+}
+
+#[test]
+fn an_unsearchable_state_folder_is_named_not_taken_for_no_loop() {
+    let project = looping("unsearchable", 5);
+    let runtime = project.path(".claude/context/runtime");
+    let before = state_bytes(&project);
+    let mut hook = hook_command(&project);
+    drop_root(&project, &mut hook);
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o000)).unwrap();
+    let run = run_hook(hook, &to_bytes(&stop_input(&project, Some("working"))));
+    let mut reset = project.command(bins::ctl());
+    reset.arg("reset");
+    drop_root(&project, &mut reset);
+    let reset = run_with_timeout(reset, None, TIMEOUT);
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o755)).unwrap();
     let needle = format!(
-        "cannot open the lock file {}: it is a symbolic link",
-        lock.display()
+        "cannot look at {}: Permission denied",
+        project.state_path().display()
     );
-    // A link to a file that does not exist: it must not be created.
-    let missing = project.path("created-through-the-link");
-    fs::remove_file(&lock).unwrap();
-    std::os::unix::fs::symlink(&missing, &lock).unwrap();
-    rejected(&project, &input, &[&needle]);
-    assert!(!missing.exists(), "no file created through the link");
-    // A link to an existing file: neither its content nor its mode change.
-    let existing = project.path("existing.txt");
-    fs::write(&existing, "keep me\n").unwrap();
-    fs::set_permissions(&existing, fs::Permissions::from_mode(0o644)).unwrap();
-    fs::remove_file(&lock).unwrap();
-    std::os::unix::fs::symlink(&existing, &lock).unwrap();
-    rejected(&project, &input, &[&needle]);
-    assert_eq!(fs::read_to_string(&existing).unwrap(), "keep me\n");
-    assert_eq!(mode(&existing), 0o644);
-    // `ralph-ctl start --force` refuses it too.
-    let run = project.ctl(&["start", "--force", "--session-id", SID], &[]);
-    assert_eq!(run.code, Some(1), "{run:?}");
-    assert!(run.stderr.contains("it is a symbolic link"), "{run:?}");
-    assert!(!missing.exists());
+    one_line(&run, &[&needle]);
+    assert_eq!(reset.code, Some(1), "{reset:?}");
+    assert!(reset.stderr.contains(&needle), "{reset:?}");
+    assert_eq!(state_bytes(&project), before);
 }
 
 #[test]

@@ -708,22 +708,21 @@ fn hook_lines_for_bad_files() {
         "state folder is a file",
         &untouched(&project, usual(&project)),
     );
-    let project = looping("lock-dir", 5);
-    let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
-    let _ = fs::remove_file(&lock);
-    fs::create_dir(&lock).unwrap();
+    let project = looping("linked-folder", 5);
+    let runtime = project.path(".claude/context/runtime");
+    let other = project.path("other-runtime");
+    fs::rename(&runtime, &other).unwrap();
+    std::os::unix::fs::symlink(&other, &runtime).unwrap();
     table.line(
-        "lock file is a directory",
+        "state folder is a symlink",
         &untouched(&project, usual(&project)),
     );
-    let project = looping("lock-link", 5);
-    let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
-    let _ = fs::remove_file(&lock);
-    std::os::unix::fs::symlink(project.path("lock-target"), &lock).unwrap();
-    table.line(
-        "lock file is a symlink",
-        &untouched(&project, usual(&project)),
-    );
+    let project = looping("unsearchable", 5);
+    let runtime = project.path(".claude/context/runtime");
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o000)).unwrap();
+    let run = untouched_by(&project, || as_nobody(&project, usual(&project)));
+    fs::set_permissions(&runtime, fs::Permissions::from_mode(0o755)).unwrap();
+    table.line("state folder cannot be searched", &run);
     let project = looping("unwritable", 5);
     let runtime = project.path(".claude/context/runtime");
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o555)).unwrap();
@@ -827,13 +826,7 @@ fn lock(file: &File) {
 #[test]
 fn hook_line_when_the_state_lock_is_held() {
     let project = looping("lock-held", 5);
-    let held = File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(project.path(".claude/context/runtime/ralph-state.json.lock"))
-        .unwrap();
+    let held = File::open(project.path(".claude/context/runtime")).unwrap();
     lock(&held);
     let run = untouched(&project, usual(&project));
     drop(held);

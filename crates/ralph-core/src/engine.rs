@@ -194,9 +194,6 @@ pub enum EngineError {
     /// The prompt or guardrails file is unusable.
     #[error("{0}")]
     Prompt(#[from] PromptError),
-    /// The state folder is not a folder.
-    #[error("{} is not a folder; move it aside so ralph can keep its state there", .0.display())]
-    StateFolder(PathBuf),
     /// The answer could not be delivered; the state was left as it was.
     #[error("cannot write the answer: {0}; the loop's state was left as it was")]
     Deliver(io::Error),
@@ -213,11 +210,7 @@ pub fn run_stop(
     deliver: &mut dyn FnMut(&Answer) -> io::Result<()>,
 ) -> Result<StopReport, EngineError> {
     let store = StateStore::new(paths);
-    let runtime = paths.runtime_dir();
-    if runtime.symlink_metadata().is_ok_and(|m| !m.is_dir()) {
-        return Err(EngineError::StateFolder(runtime));
-    }
-    if !store.exists() {
+    if !store.exists()? {
         return Ok(StopReport::allow(Some(format!(
             "RALPH_ACTIVE=1 but no loop was started in {} (start one with .claude/ralph/ralph-audit.sh or ralph-ctl start)",
             paths.root.display()
@@ -393,7 +386,7 @@ pub fn run_stop_failure(
     world: &dyn World,
 ) -> Result<StopReport, EngineError> {
     let store = StateStore::new(paths);
-    if !store.exists() {
+    if !store.exists()? {
         return Ok(StopReport::allow(None));
     }
     let lock = store.lock(false)?;

@@ -1,10 +1,16 @@
 //! The locked, atomic store of the loop's state.
 //!
-//! Every read-modify-write holds an exclusive lock on a sibling lock file
-//! (`ralph-state.json.lock`), and every write goes to a temp file in the same
-//! folder that is fsynced and renamed over the state, so a reader sees the old
-//! or the new state and never a torn one. A state file that cannot be parsed
-//! is reported, never replaced, until someone resets it on purpose.
+//! Every read-modify-write holds an exclusive lock on the state folder itself
+//! (`flock` on the folder: a lock file could be deleted or replaced while
+//! held, and the next process would lock a new file beside the old one), and
+//! every write goes to a temp file in the same folder that is fsynced and
+//! renamed over the state, so a reader sees the old or the new state and
+//! never a torn one. A state file that cannot be parsed is reported, never
+//! replaced, until someone resets it on purpose.
+//!
+//! The folders from the project down to the state are real folders, never
+//! symbolic links (one rule for every reader and writer): a link could make
+//! one project read or replace another project's loop.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -45,11 +51,17 @@ pub enum StoreError {
         message: String,
     },
     /// The lock was held by someone else for too long.
-    #[error("timed out after {}s waiting for the lock {path}; another ralph process may be stuck", LOCK_TIMEOUT.as_secs())]
+    #[error("timed out after {}s waiting for the lock on {path}; another ralph process may be stuck", LOCK_TIMEOUT.as_secs())]
     LockTimeout {
-        /// The lock file.
+        /// The locked folder.
         path: PathBuf,
     },
+    /// A folder on the way to the state is a symbolic link.
+    #[error("{} is a symbolic link; ralph keeps a loop's state only in the project's own folders (a link could make it read or replace another project's loop): replace the link with a folder", .0.display())]
+    LinkedFolder(PathBuf),
+    /// A folder on the way to the state is something else.
+    #[error("{} is not a folder; move it aside so ralph can keep its state there", .0.display())]
+    NotAFolder(PathBuf),
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
@@ -78,20 +90,42 @@ pub fn ignore_file_size_signal() {
 #[derive(Clone, Debug)]
 pub struct StateStore {
     state_path: PathBuf,
+    /// The folders from the project down to the state's, outermost first:
+    /// each must be a real folder.
+    folders: Vec<PathBuf>,
 }
 
 impl StateStore {
     /// The store at `.claude/context/runtime/ralph-state.json` of the project.
     pub fn new(paths: &ProjectPaths) -> Self {
+        let state_path = paths.state_file();
+        let folders = state_path
+            .parent()
+            .into_iter()
+            .flat_map(Path::ancestors)
+            .take_while(|dir| *dir != paths.root && dir.starts_with(&paths.root))
+            .map(Path::to_path_buf)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         StateStore {
-            state_path: paths.state_file(),
+            state_path,
+            folders,
         }
     }
 
     /// A store at an explicit path (tests, benchmarks).
     pub fn at(state_path: impl Into<PathBuf>) -> Self {
+        let state_path = state_path.into();
+        let folders = state_path
+            .parent()
+            .map(Path::to_path_buf)
+            .into_iter()
+            .collect();
         StateStore {
-            state_path: state_path.into(),
+            state_path,
+            folders,
         }
     }
 
@@ -100,41 +134,85 @@ impl StateStore {
         &self.state_path
     }
 
-    fn lock_path(&self) -> PathBuf {
-        sibling(&self.state_path, ".lock")
+    /// The folder the state lives in, which is also what is locked.
+    fn folder(&self) -> &Path {
+        self.state_path.parent().unwrap_or(Path::new("."))
     }
 
-    /// True when anything (even something broken) stands at the state path.
-    pub fn exists(&self) -> bool {
-        fs::symlink_metadata(&self.state_path).is_ok()
+    /// Whether every folder on the way to the state exists (`Ok(false)` at
+    /// the first missing one); an error for a symbolic link, something that
+    /// is not a folder, or a folder that cannot be looked at. Every
+    /// operation of the store checks this first; other readers of the
+    /// state's folder (the audit log) call it.
+    pub fn check_folders(&self) -> Result<bool, StoreError> {
+        for dir in &self.folders {
+            match fs::symlink_metadata(dir) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(StoreError::LinkedFolder(dir.clone()))
+                }
+                Ok(meta) if !meta.is_dir() => return Err(StoreError::NotAFolder(dir.clone())),
+                Ok(_) => {}
+                Err(e) if absent(&e) => return Ok(false),
+                Err(source) => {
+                    return Err(StoreError::Io {
+                        action: "look at",
+                        path: dir.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether anything (even something broken) stands at the state path;
+    /// an error when that cannot be told (a folder that cannot be searched,
+    /// a linked folder), never a silent "no".
+    pub fn exists(&self) -> Result<bool, StoreError> {
+        if !self.check_folders()? {
+            return Ok(false);
+        }
+        match fs::symlink_metadata(&self.state_path) {
+            Ok(_) => Ok(true),
+            Err(e) if absent(&e) => Ok(false),
+            Err(source) => Err(StoreError::Io {
+                action: "look at",
+                path: self.state_path.clone(),
+                source,
+            }),
+        }
     }
 
     /// Reads the state without the lock (a consistent snapshot thanks to the
     /// atomic renames). `Ok(None)` when no state file exists.
     pub fn read(&self) -> Result<Option<LoopState>, StoreError> {
+        if !self.check_folders()? {
+            return Ok(None);
+        }
         read_state(&self.state_path)
     }
 
     /// Takes the exclusive lock, creating the state folder when `create_dir` is set.
     pub fn lock(&self, create_dir: bool) -> Result<StateLock<'_>, StoreError> {
-        let dir = self.state_path.parent().unwrap_or(Path::new("."));
-        if create_dir {
+        let dir = self.folder();
+        if !self.check_folders()? && create_dir {
             fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+            self.check_folders()?;
         }
-        let lock_path = self.lock_path();
-        let file =
-            open_private(&lock_path, false).map_err(io_err("open the lock file", &lock_path))?;
+        let folder = open_folder(dir).map_err(io_err("open", dir))?;
         let deadline = Instant::now() + LOCK_TIMEOUT;
         let mut pause = Duration::from_millis(1);
         loop {
-            match file.try_lock_exclusive() {
+            match folder.try_lock_exclusive() {
                 Ok(()) => break,
                 Err(e)
                     if e.kind() == fs2::lock_contended_error().kind()
                         || e.kind() == io::ErrorKind::WouldBlock =>
                 {
                     if Instant::now() >= deadline {
-                        return Err(StoreError::LockTimeout { path: lock_path });
+                        return Err(StoreError::LockTimeout {
+                            path: dir.to_path_buf(),
+                        });
                     }
                     thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(20));
@@ -142,22 +220,51 @@ impl StateStore {
                 Err(source) => {
                     return Err(StoreError::Io {
                         action: "lock",
-                        path: lock_path,
+                        path: dir.to_path_buf(),
                         source,
                     })
                 }
             }
         }
-        let lock = StateLock { store: self, file };
+        let lock = StateLock {
+            store: self,
+            folder,
+        };
         lock.remove_stale_temp_files();
         Ok(lock)
     }
 }
 
+/// Whether looking at a path failed because nothing can be there (nothing
+/// at that name, a file on the way, or a name with a NUL byte).
+fn absent(e: &io::Error) -> bool {
+    #[cfg(unix)]
+    if e.raw_os_error() == Some(libc::ENOTDIR) {
+        // A file where a folder of the path should be.
+        return true;
+    }
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::InvalidInput
+    )
+}
+
+/// Opens a folder to lock it, never through a symbolic link.
+fn open_folder(dir: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW);
+    }
+    options.open(dir)
+}
+
 /// Proof that this process holds the state lock; released on drop.
 pub struct StateLock<'a> {
     store: &'a StateStore,
-    file: File,
+    folder: File,
 }
 
 impl StateLock<'_> {
@@ -243,7 +350,7 @@ impl StateLock<'_> {
 
 impl Drop for StateLock<'_> {
     fn drop(&mut self) {
-        let _ = FileExt::unlock(&self.file);
+        let _ = FileExt::unlock(&self.folder);
     }
 }
 
@@ -349,7 +456,7 @@ mod tests {
     fn missing_state_reads_as_none() {
         let (_d, store) = store();
         assert!(store.read().unwrap().is_none());
-        assert!(!store.exists());
+        assert!(!store.exists().unwrap());
     }
 
     #[test]
@@ -375,10 +482,8 @@ mod tests {
             .unwrap()
             .write(&LoopState::new("s".into(), 3, "t".into()))
             .unwrap();
-        for path in [store.path().to_path_buf(), store.lock_path()] {
-            let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-            assert_eq!(mode, 0o600, "{}", path.display());
-        }
+        let mode = fs::metadata(store.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 
     #[test]
@@ -422,14 +527,86 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_symlinked_lock_file_is_refused_and_its_target_not_created() {
-        let (dir, store) = store();
-        fs::create_dir_all(store.path().parent().unwrap()).unwrap();
-        let target = dir.path().join("target");
-        std::os::unix::fs::symlink(&target, store.lock_path()).unwrap();
-        let err = store.lock(false).err().expect("refused");
-        assert!(err.to_string().contains("symbolic link"), "{err}");
-        assert!(!target.exists());
+    fn linked_folders_are_refused_by_every_operation() {
+        let dir = TempDir::new();
+        let root = dir.path().join("project");
+        let elsewhere = dir.path().join("other-project");
+        fs::create_dir_all(elsewhere.join(".claude/context/runtime")).unwrap();
+        let other = StateStore::new(&ProjectPaths::new(&elsewhere));
+        other
+            .lock(false)
+            .unwrap()
+            .write(&LoopState::new("theirs".into(), 3, "t".into()))
+            .unwrap();
+        let before = fs::read(other.path()).unwrap();
+        // A link at each level between the project and the state.
+        for (link, target) in [
+            (".claude", elsewhere.join(".claude")),
+            (".claude/context", elsewhere.join(".claude/context")),
+            (
+                ".claude/context/runtime",
+                elsewhere.join(".claude/context/runtime"),
+            ),
+        ] {
+            let _ = fs::remove_dir_all(&root);
+            let link = root.join(link);
+            fs::create_dir_all(link.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(&target, &link).unwrap();
+            let store = StateStore::new(&ProjectPaths::new(&root));
+            let linked = |e: StoreError| match e {
+                StoreError::LinkedFolder(path) => assert_eq!(path, link),
+                other => panic!("{other}"),
+            };
+            linked(store.exists().unwrap_err());
+            linked(store.read().unwrap_err());
+            linked(store.lock(true).err().unwrap());
+            linked(store.lock(false).err().unwrap());
+        }
+        assert_eq!(fs::read(other.path()).unwrap(), before);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_folder_that_cannot_be_searched_is_an_error_not_a_missing_state() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_d, store) = store();
+        store
+            .lock(true)
+            .unwrap()
+            .write(&LoopState::new("s".into(), 3, "t".into()))
+            .unwrap();
+        let folder = store.path().parent().unwrap().to_path_buf();
+        fs::set_permissions(&folder, fs::Permissions::from_mode(0o000)).unwrap();
+        // Root searches any folder: nothing to see then.
+        let searchable = fs::symlink_metadata(store.path()).is_ok();
+        let exists = store.exists();
+        let read = store.read();
+        fs::set_permissions(&folder, fs::Permissions::from_mode(0o700)).unwrap();
+        if !searchable {
+            let err = exists.unwrap_err().to_string();
+            assert!(err.contains("Permission denied"), "{err}");
+            assert!(read.unwrap_err().to_string().contains("Permission denied"));
+        }
+    }
+
+    #[test]
+    fn the_lock_holds_whatever_happens_to_files_in_the_folder() {
+        // The lock is the folder's: deleting or replacing a file beside the
+        // state (an older version's lock file, say) cannot let two in.
+        let (_d, store) = store();
+        let held = store.lock(true).unwrap();
+        let folder = store.path().parent().unwrap();
+        fs::write(folder.join("ralph-state.json.lock"), "").unwrap();
+        fs::remove_file(folder.join("ralph-state.json.lock")).unwrap();
+        let other = StateStore::at(store.path());
+        let started = Instant::now();
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| other.lock(false).map(|_| started.elapsed()));
+            std::thread::sleep(Duration::from_millis(200));
+            drop(held);
+            let waited = waiter.join().unwrap().unwrap();
+            assert!(waited >= Duration::from_millis(150), "{waited:?}");
+        });
     }
 
     #[test]
@@ -451,6 +628,6 @@ mod tests {
         let lock = store.lock(false).unwrap();
         let aside = lock.quarantine("2026-11-22T10:00:00Z").unwrap();
         assert_eq!(fs::read_to_string(aside).unwrap(), "garbage");
-        assert!(!store.exists());
+        assert!(!store.exists().unwrap());
     }
 }

@@ -67,7 +67,7 @@ pub fn with_own_loop(
     change: impl FnOnce(&StateLock<'_>, LoopState) -> Result<Ending, CtlError>,
 ) -> Result<Ending, CtlError> {
     let store = StateStore::new(paths);
-    if !store.exists() {
+    if !store.exists()? {
         return Ok(Ending::Gone);
     }
     let lock = store.lock(false)?;

@@ -33,6 +33,8 @@ pub fn run(
     err: &mut dyn Write,
 ) -> CmdResult {
     let state_file = paths.state_file();
+    // The log lives beside the state, under the same rule for its folders.
+    ralph_core::store::StateStore::new(paths).check_folders()?;
     let entries = audit::read_last(&state_file, n).map_err(|e| unreadable(&state_file, e))?;
     let written = if entries.is_empty() {
         let note = no_entries(paths);

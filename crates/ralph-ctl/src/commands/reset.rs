@@ -24,7 +24,7 @@ pub enum Cleared {
 /// Removes the state under the lock; a corrupt one is moved aside so nothing is lost.
 pub fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
     let store = StateStore::new(paths);
-    if !store.exists() {
+    if !store.exists()? {
         return Ok(Cleared::Nothing);
     }
     let lock = store.lock(false)?;

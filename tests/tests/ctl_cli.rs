@@ -833,6 +833,77 @@ fn sigterm_and_sighup_to_the_launcher_are_passed_on_and_recorded() {
 }
 
 #[test]
+fn a_launcher_killed_outright_leaves_no_loop_running() {
+    // SIGKILL (or a closed terminal, a reboot) gives the launcher no chance
+    // to record the end: the loop is known to have ended once neither it
+    // nor its client lives, and the next start needs no reset.
+    let project = TempProject::new("launch-killed");
+    project.init();
+    let client = waiting_client(&project);
+    let (mut launcher, client_pid) = launch_and_wait_for_client(&project, &client, Stdio::piped());
+    // Whatever happens below, no waiting client outlives the test.
+    struct KillOnDrop(u32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            signal_process(self.0, libc::SIGKILL);
+        }
+    }
+    let _client_guard = KillOnDrop(client_pid);
+    let state = project.status_json();
+    assert_eq!(state["status"], "running", "{state:#}");
+    assert_eq!(
+        state["carriers"]["driver"]["pid"],
+        launcher.id(),
+        "{state:#}"
+    );
+    assert_eq!(state["carriers"]["client"]["pid"], client_pid, "{state:#}");
+    // While they live, the loop is theirs: no start, no second driver.
+    let start = project.ctl(&["start"], &[]);
+    assert_eq!(start.code, Some(3), "{start:?}");
+    let resume = project.ctl(
+        &["run", "--resume", "--headless"],
+        &[("RALPH_CLAUDE", &client)],
+    );
+    assert_eq!(resume.code, Some(3), "{resume:?}");
+    assert!(
+        resume.stderr.contains(&format!(
+            "running under ralph-ctl run (pid {})",
+            launcher.id()
+        )),
+        "{resume:?}"
+    );
+
+    // The launcher alone: its client still carries the loop.
+    signal_process(launcher.id(), libc::SIGKILL);
+    launcher.wait().unwrap();
+    assert_eq!(project.status_json()["status"], "running");
+    // Then the client: nothing carries it any more.
+    signal_process(client_pid, libc::SIGKILL);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{client_pid}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted", "{state:#}");
+    let because = state["endedBecause"].as_str().unwrap();
+    assert!(
+        because.contains(&format!(
+            "its launcher (ralph-ctl run, pid {}) and Claude Code (pid {client_pid}) disappeared",
+            launcher.id()
+        )),
+        "{because}"
+    );
+    assert!(state.get("carriers").is_none(), "{state:#}");
+    let log = std::fs::read_to_string(audit_log(&project)).unwrap();
+    assert!(
+        log.lines().last().unwrap().contains("\"event\":\"end\""),
+        "{log}"
+    );
+    // The next start goes ahead without a reset.
+    project.ctl(&["start"], &[]).assert_code(0);
+}
+
+#[test]
 fn ctrl_c_reaches_the_client_from_the_terminal_and_is_recorded() {
     let project = TempProject::new("launch-ctrl-c");
     project.init();

@@ -27,7 +27,7 @@ pub mod time;
 pub use judge::{breaker, claims, completion, decision, errors, lifecycle, signals};
 use observe::files;
 pub use observe::{
-    hook_input, plan, process, progress, prompt, registration, transcript, usage, verify,
+    hook_input, liveness, plan, process, progress, prompt, registration, transcript, usage, verify,
 };
 pub use persist::{log, state, store};
 

@@ -5,6 +5,7 @@
 
 pub(crate) mod files;
 pub mod hook_input;
+pub mod liveness;
 pub mod plan;
 pub mod process;
 pub mod progress;

@@ -20,7 +20,7 @@ use crate::driver::client::{self, RunningClient, Supervision};
 use crate::driver::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
 use crate::driver::result;
 use crate::driver::signals::{SignalSource, Signals};
-use crate::driver::supervisor;
+use crate::driver::{liveness, supervisor};
 use crate::error::CtlError;
 use crate::settings;
 use crate::CmdResult;
@@ -69,6 +69,12 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         .map(|command| settings::stop_failure_settings(&command));
     let session_cost = version.is_some_and(|v| v.reports_session_cost());
     let (session, max_iterations) = if options.resume {
+        if let Some(state) = liveness::reconcile(paths)? {
+            say(&format!(
+                "the loop was left running: {}",
+                state.ended_because.as_deref().unwrap_or_default()
+            ));
+        }
         let state = supervisor::take_up(paths, &config, None, false)?;
         say(&format!(
             "resuming the loop of session {} at iteration {} of {}",
@@ -81,6 +87,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     };
     let session = session.as_str();
     let mut resumed = options.resume;
+    liveness::record(paths, session, liveness::with_client(None))?;
 
     loop {
         let prompt = match prompt::current_text(paths) {
@@ -129,6 +136,10 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         }
         let supervision =
             RunningClient::spawn(&command, &paths.root, options.headless).map(|mut running| {
+                // Best effort: a loop without its client recorded is only
+                // judged by the driver's life.
+                let _ =
+                    liveness::record(paths, session, liveness::with_client(Some(running.pid())));
                 let watched =
                     client::supervise(&mut running, &mut signals, client::KILL_GRACE, client::TICK);
                 (watched, running.output())

@@ -72,6 +72,14 @@ pub fn start_loop(
         None => session_id::new_uuid(),
     };
 
+    // A loop whose launcher was killed outright is not running any more.
+    if let Some(left) = crate::driver::liveness::reconcile(paths)? {
+        eprintln!(
+            "ralph-ctl: the previous loop (session {}) was left running: {}; recorded as interrupted",
+            left.session_id,
+            left.ended_because.as_deref().unwrap_or_default()
+        );
+    }
     let store = StateStore::new(paths);
     let lock = store.lock(true)?;
     let now = time::now_rfc3339();

@@ -18,6 +18,9 @@ const RECENT: usize = 10;
 
 /// Writes the state to `out`; a corrupt state is shown with its problem (exit 1).
 pub fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
+    // A loop whose launcher was killed outright is shown (and recorded) as
+    // interrupted; when it cannot be recorded, the state is shown as it is.
+    let _ = crate::driver::liveness::reconcile(paths);
     let store = StateStore::new(paths);
     let (code, written) = match store.read() {
         Ok(state) => (exit_codes::OK, show(paths, state.as_ref(), json, out)),

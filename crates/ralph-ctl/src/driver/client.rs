@@ -185,6 +185,11 @@ pub struct RunningClient {
 }
 
 impl RunningClient {
+    /// The client's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `command` in `root`, with the prompt on its stdin when that is
     /// how it goes (written by a thread, then closed; a client that stops
     /// reading just ends the write). With `capture`, its stdout is passed on

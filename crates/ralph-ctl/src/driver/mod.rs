@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod command;
+pub mod liveness;
 pub mod result;
 pub mod signals;
 pub mod supervisor;

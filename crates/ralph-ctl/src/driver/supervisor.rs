@@ -301,6 +301,11 @@ pub fn take_up(
             )));
         }
     }
+    if !automatic {
+        if let Some(refusal) = super::liveness::still_carried(&state) {
+            return Err(CtlError::Refused(refusal));
+        }
+    }
     if !state.status.is_resumable() {
         return Err(CtlError::Refused(format!(
             "the loop ended {} at iteration {} of {} ({}); it cannot be resumed: start a new one with --reset",

@@ -1,0 +1,105 @@
+//! The driver's processes in the state, and the loops they left behind.
+//!
+//! `ralph-ctl run` records itself, then the client it starts, as the loop's
+//! carriers. A launcher killed outright (SIGKILL, its terminal closed, a
+//! reboot) cannot record the end of its loop, which would then stay
+//! `running` and refuse every later start. [`reconcile`] finds such a loop,
+//! all of its carriers gone, and records it as interrupted; `status`,
+//! `start` and `run` call it before they look at the loop.
+
+use ralph_core::lifecycle;
+use ralph_core::liveness;
+use ralph_core::log::{LogEntry, LogEvent};
+use ralph_core::paths::ProjectPaths;
+use ralph_core::state::{Carriers, LoopState, ProcessId, Status};
+use ralph_core::store::StateStore;
+use ralph_core::time;
+
+use super::supervisor::log_entry;
+use crate::error::CtlError;
+
+/// Records `carriers` on the loop of `session_id` (nothing when the loop
+/// is no longer that session's).
+pub fn record(paths: &ProjectPaths, session_id: &str, carriers: Carriers) -> Result<(), CtlError> {
+    let store = StateStore::new(paths);
+    let lock = store.lock(false)?;
+    let Some(mut state) = lock.read()? else {
+        return Ok(());
+    };
+    if state.session_id != session_id || state.carriers.as_ref() == Some(&carriers) {
+        return Ok(());
+    }
+    state.carriers = Some(carriers);
+    lock.write(&state)?;
+    Ok(())
+}
+
+/// The carriers of this driver with `client` running under it.
+pub fn with_client(client: Option<u32>) -> Carriers {
+    Carriers {
+        client: client.map(liveness::of_pid),
+        ..liveness::carriers_of_this_process()
+    }
+}
+
+/// Whether `state` is a running loop whose carriers are all gone.
+pub fn left_behind(state: &LoopState) -> bool {
+    state.status == Status::Running && state.carriers.as_ref().is_some_and(liveness::all_gone)
+}
+
+/// Records a loop left behind by its carriers as interrupted, with an
+/// audit line; returns the loop when it did.
+pub fn reconcile(paths: &ProjectPaths) -> Result<Option<LoopState>, CtlError> {
+    let store = StateStore::new(paths);
+    // Unlocked first: the usual answer is "nothing to do".
+    match store.read() {
+        Ok(Some(state)) if left_behind(&state) => {}
+        _ => return Ok(None),
+    }
+    let lock = store.lock(false)?;
+    let Some(mut state) = lock.read()? else {
+        return Ok(None);
+    };
+    if !left_behind(&state) {
+        return Ok(None);
+    }
+    let carriers = state.carriers.take().unwrap_or_default();
+    let now = time::now_rfc3339();
+    lifecycle::interrupt(&mut state, &cause(&carriers), &now);
+    lock.write(&state)?;
+    let why = state.ended_because.clone().unwrap_or_default();
+    log_entry(&lock, &LogEntry::about(&state, LogEvent::End, &now, why));
+    Ok(Some(state))
+}
+
+/// Why a loop left behind ended, naming its processes.
+fn cause(carriers: &Carriers) -> String {
+    let pid = |p: &Option<ProcessId>| p.map(|p| p.pid.to_string());
+    match (pid(&carriers.driver), pid(&carriers.client)) {
+        (Some(driver), Some(client)) => format!(
+            "its launcher (ralph-ctl run, pid {driver}) and Claude Code (pid {client}) disappeared (killed, or closed with their terminal)"
+        ),
+        (Some(driver), None) => format!(
+            "its launcher (ralph-ctl run, pid {driver}) disappeared (killed, or closed with its terminal)"
+        ),
+        (None, Some(client)) => format!("Claude Code (pid {client}) disappeared"),
+        (None, None) => "its processes disappeared".to_string(),
+    }
+}
+
+/// Why a person may not take up `state` by hand: it is running under a
+/// driver that still lives.
+pub fn still_carried(state: &LoopState) -> Option<String> {
+    let carriers = state.carriers.as_ref()?;
+    if state.status != Status::Running || liveness::all_gone(carriers) {
+        return None;
+    }
+    let driver = carriers.driver.map(|p| p.pid.to_string());
+    Some(format!(
+        "the loop of session {} is running under ralph-ctl run{} at iteration {} of {}; stop that one first (Ctrl-C in its terminal)",
+        state.session_id,
+        driver.map(|pid| format!(" (pid {pid})")).unwrap_or_default(),
+        state.iteration,
+        state.max_iterations
+    ))
+}

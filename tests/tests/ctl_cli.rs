@@ -1007,3 +1007,62 @@ fn launcher_exit_codes() {
         .run()
         .assert_code(12);
 }
+
+#[test]
+fn commands_in_a_subfolder_work_on_the_project_above() {
+    let project = TempProject::new("subfolder");
+    let sub = project.path("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    // Not installed yet: init in a subfolder installs at the git top.
+    let mut init = project.command(bins::ctl());
+    init.arg("init").current_dir(&sub);
+    let run = run_with_timeout(init, None, Duration::from_secs(30));
+    run.assert_code(0);
+    assert!(project.path(".claude/ralph/PROMPT.md").exists(), "{run:?}");
+    assert!(!sub.join(".claude").exists());
+    project.write_prompt("Do the task.\n");
+    project
+        .ctl(&["start", "--session-id", "s-1"], &[])
+        .assert_code(0);
+    for args in [&["status", "--json"][..], &["log", "--json"]] {
+        let mut cmd = project.command(bins::ctl());
+        cmd.args(args).current_dir(&sub);
+        let run = run_with_timeout(cmd, None, Duration::from_secs(30));
+        run.assert_code(0);
+        assert!(run.stdout.contains("s-1"), "{args:?}: {run:?}");
+    }
+    // The nearest installed project wins over the one above it.
+    let inner = project.path("packages/app");
+    std::fs::create_dir_all(inner.join("src")).unwrap();
+    let mut init = project.command(bins::ctl());
+    init.arg("--project").arg(&inner).arg("init");
+    run_with_timeout(init, None, Duration::from_secs(30)).assert_code(0);
+    let mut status = project.command(bins::ctl());
+    status.arg("status").current_dir(inner.join("src"));
+    let run = run_with_timeout(status, None, Duration::from_secs(30));
+    run.assert_code(0);
+    assert!(
+        run.stdout
+            .contains(&format!("No Ralph loop in {}", inner.display())),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_project_folder_that_does_not_exist_is_refused_not_created() {
+    let project = TempProject::new("no-such-project");
+    let missing = project.tmp.join("missing");
+    for args in [&["init"][..], &["status"], &["start"]] {
+        let mut cmd = project.command(bins::ctl());
+        cmd.arg("--project").arg(&missing).args(args);
+        let run = run_with_timeout(cmd, None, Duration::from_secs(30));
+        assert_eq!(run.code, Some(2), "{args:?}: {run:?}");
+        assert!(
+            run.stderr
+                .contains(&format!("--project {}", missing.display()))
+                && run.stderr.contains("pass an existing project folder"),
+            "{run:?}"
+        );
+        assert!(!missing.exists(), "{args:?}");
+    }
+}

@@ -86,6 +86,46 @@ fn guard_returns_at_once_without_reading_stdin() {
 }
 
 #[test]
+fn help_and_version_answer_without_reading_stdin_and_nothing_else_does() {
+    let project = looping(5);
+    let before = std::fs::read(project.state_path()).unwrap();
+    // With or without RALPH_ACTIVE: a person checking the install.
+    for active in [None, Some("1")] {
+        for (args, needle) in [
+            (&["--version"][..], "ralph-stop-hook 0.1.0"),
+            (&["-V"], "ralph-stop-hook 0.1.0"),
+            (&["--help"], "Usage: ralph-stop-hook [--help | --version]"),
+            (&["-h"], "the Stop hook of the Ralph loop"),
+        ] {
+            let out = Hook::new(&project)
+                .active(active)
+                .command()
+                .args(args)
+                .stdin(Stdio::piped())
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{args:?}");
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains(needle), "{args:?}: {text}");
+            assert!(out.stderr.is_empty(), "{args:?}");
+        }
+    }
+    // Anything else outside a loop: the guard, silent.
+    for args in [&["--bogus"][..], &["--help", "extra"]] {
+        let out = Hook::new(&project)
+            .active(None)
+            .command()
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{args:?}");
+    }
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+}
+
+#[test]
 fn real_inputs_block_and_count_iterations() {
     let project = looping(25);
     let first = Hook::new(&project)

@@ -12,7 +12,6 @@ pub mod settings;
 use std::io::Write;
 use std::path::PathBuf;
 
-use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
 
 use crate::cli::{Cli, Command};
@@ -20,22 +19,14 @@ use crate::error::CtlError;
 
 /// Runs one command and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
-    let root = match cli
-        .project
-        .clone()
-        .map(Ok)
-        .unwrap_or_else(std::env::current_dir)
-    {
+    let root = match project_root(cli.project.clone()) {
         Ok(root) => root,
         Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "ralph-ctl: cannot tell the current folder: {e}; pass --project DIR"
-            );
-            return exit_codes::ERROR;
+            let _ = writeln!(std::io::stderr(), "ralph-ctl: {e}");
+            return e.exit_code();
         }
     };
-    let paths = ProjectPaths::new(absolute(root));
+    let paths = ProjectPaths::new(root);
     let result = match cli.command {
         Command::Status { json } => commands::status::run(&paths, json, &mut std::io::stdout()),
         Command::Log { entries, json } => commands::log::run(
@@ -80,6 +71,40 @@ pub fn run(cli: Cli) -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// The project a command works on: `--project`, which must be an existing
+/// folder; else, from the current folder up, the nearest folder where ralph
+/// is installed (`.claude/ralph`), else the top of the git repository, else
+/// the current folder. So `status` or `init` in a subfolder find the
+/// project above.
+fn project_root(given: Option<PathBuf>) -> Result<PathBuf, CtlError> {
+    if let Some(dir) = given {
+        let dir = absolute(dir);
+        return match std::fs::metadata(&dir) {
+            Ok(meta) if meta.is_dir() => Ok(dir),
+            Ok(_) => Err(CtlError::BadArgument(format!(
+                "--project {}: not a folder; pass the project's folder",
+                dir.display()
+            ))),
+            Err(e) => Err(CtlError::BadArgument(format!(
+                "--project {}: {e}; pass an existing project folder",
+                dir.display()
+            ))),
+        };
+    }
+    let cwd = std::env::current_dir().map_err(|e| {
+        CtlError::BadArgument(format!(
+            "cannot tell the current folder: {e}; pass --project DIR"
+        ))
+    })?;
+    let has = |dir: &std::path::Path, what: &str| std::fs::symlink_metadata(dir.join(what)).is_ok();
+    Ok(cwd
+        .ancestors()
+        .find(|dir| has(dir, ".claude/ralph"))
+        .or_else(|| cwd.ancestors().find(|dir| has(dir, ".git")))
+        .unwrap_or(&cwd)
+        .to_path_buf())
 }
 
 fn absolute(path: PathBuf) -> PathBuf {

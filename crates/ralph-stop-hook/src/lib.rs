@@ -40,6 +40,41 @@ pub struct Handled {
     pub notes: Vec<String>,
 }
 
+/// What `ralph-stop-hook --help` prints.
+pub const HELP: &str = "\
+ralph-stop-hook: the Stop hook of the Ralph loop for Claude Code.
+
+Claude Code runs it at every stop of a session, with the stop as JSON on
+stdin. Outside a loop (RALPH_ACTIVE is not 1) it does nothing at all. In a
+loop it blocks the stop and feeds .claude/ralph/PROMPT.md back, or lets the
+session stop: the work is done and verified, the iteration cap is reached,
+or the loop is stuck. It always exits 0 and says on stderr, in one line,
+anything that went wrong.
+
+Install and start loops with ralph-ctl (`ralph-ctl init`, `ralph-ctl run`);
+see the README.
+
+Usage: ralph-stop-hook [--help | --version]
+";
+
+/// Answers `--help`/`-h` or `--version`/`-V` when they are the only
+/// argument (the exit code to return); `None` otherwise, and the hook runs
+/// as Claude Code runs it. Never reads stdin.
+pub fn answer_flag(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option<ExitCode> {
+    let first = args.next()?;
+    if args.next().is_some() {
+        return None;
+    }
+    let text = match first.to_str()? {
+        "--help" | "-h" => HELP.to_string(),
+        "--version" | "-V" => format!("ralph-stop-hook {}\n", env!("CARGO_PKG_VERSION")),
+        _ => return None,
+    };
+    // A closed stdout is no reason to fail here.
+    let _ = io::stdout().write_all(text.as_bytes());
+    Some(ExitCode::SUCCESS)
+}
+
 /// Runs the hook on the process's stdin, stdout, stderr and environment.
 /// Always exits 0: blocking is done through stdout.
 pub fn run() -> ExitCode {

@@ -4,6 +4,11 @@ use std::ffi::OsStr;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `--help` and `--version` alone, for a person checking the install;
+    // Claude Code passes no arguments, so nothing else changes.
+    if let Some(code) = ralph_stop_hook::answer_flag(std::env::args_os().skip(1)) {
+        return code;
+    }
     // The guard comes before anything else, stdin included: a session that
     // is not a Ralph loop must never wait on, or be changed by, this hook.
     if std::env::var_os("RALPH_ACTIVE").as_deref() != Some(OsStr::new("1")) {

@@ -47,6 +47,17 @@ pub enum SignalForm {
     Promise,
 }
 
+impl SignalForm {
+    /// How the signal was given, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SignalForm::OwnLine => "the completion signal on a line of its own",
+            SignalForm::AfterSentence => "the completion signal ending a line",
+            SignalForm::Promise => "the completion signal in <promise> tags",
+        }
+    }
+}
+
 /// Normalises a marker line: no spaces, upper case.
 fn marker(line: &str) -> String {
     line.chars()

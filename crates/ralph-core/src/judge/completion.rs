@@ -181,7 +181,7 @@ pub fn assess(
     };
     let (claimed, basis) = match config.mode {
         CompletionMode::Strict => match (form, exit) {
-            (Some(form), _) => (true, format!("completion signal ({form:?})")),
+            (Some(form), _) => (true, form.describe().to_string()),
             (None, Some(true)) => (true, "status block EXIT_SIGNAL: true".to_string()),
             _ => (false, String::new()),
         },
@@ -195,7 +195,14 @@ pub fn assess(
             let claimed = exit == Some(true) && count >= DUAL_INDICATIONS;
             (
                 claimed,
-                format!("dual: EXIT_SIGNAL {exit:?} with {count} completion indication(s) in the last {DUAL_WINDOW} iterations"),
+                format!(
+                    "dual: EXIT_SIGNAL {} with {count} completion indication(s) in the last {DUAL_WINDOW} iterations",
+                    match exit {
+                        Some(true) => "true",
+                        Some(false) => "false",
+                        None => "absent",
+                    }
+                ),
             )
         }
         CompletionMode::Confidence => {
@@ -363,6 +370,34 @@ pub fn gates(
     out
 }
 
+/// What an accepted claim was checked against, in words, for the reason
+/// the loop completed: exactly the gates that ran, and, with no
+/// verification command configured, that nothing was run to verify it.
+pub fn accepted_summary(results: &[GateResult]) -> String {
+    let mut checked = Vec::new();
+    for gate in results {
+        checked.push(match gate.gate {
+            Gate::Plan => {
+                if gate.detail == "no plan file" {
+                    "no plan file to check".to_string()
+                } else {
+                    "every required plan item checked".to_string()
+                }
+            }
+            Gate::StatusBlock => "the status block says COMPLETE".to_string(),
+            Gate::Verification => format!("verified: {}", gate.detail),
+        });
+    }
+    let mut text = format!("checked: {}", checked.join(", "));
+    if !results.iter().any(|g| g.gate == Gate::Verification) {
+        text.push_str(
+            "; not verified: no verification command is configured (add your test command \
+             to `verify` in .claude/ralph/config.json)",
+        );
+    }
+    text
+}
+
 /// The text that starts the re-injected prompt when a claim failed its gates.
 pub fn failure_notice(assessment: &Assessment, results: &[GateResult]) -> String {
     let mut text = format!(
@@ -387,6 +422,40 @@ pub fn saturation_notice(iterations: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_accepted_claim_names_what_was_checked_and_what_was_not() {
+        let gate = |gate, detail: &str| GateResult {
+            gate,
+            passed: true,
+            detail: detail.into(),
+        };
+        for (gates, want) in [
+            (
+                vec![gate(Gate::Plan, "no plan file")],
+                "checked: no plan file to check; not verified: no verification command is configured \
+                 (add your test command to `verify` in .claude/ralph/config.json)",
+            ),
+            (
+                vec![
+                    gate(Gate::Plan, "every required plan item is checked"),
+                    gate(Gate::Verification, "2 command(s) passed"),
+                ],
+                "checked: every required plan item checked, verified: 2 command(s) passed",
+            ),
+            (
+                vec![
+                    gate(Gate::Plan, "no plan file"),
+                    gate(Gate::StatusBlock, "STATUS COMPLETE and tests not failing"),
+                ],
+                "checked: no plan file to check, the status block says COMPLETE; not verified: \
+                 no verification command is configured (add your test command to `verify` in \
+                 .claude/ralph/config.json)",
+            ),
+        ] {
+            assert_eq!(accepted_summary(&gates), want);
+        }
+    }
     use crate::plan::PlanFile;
 
     const S: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";

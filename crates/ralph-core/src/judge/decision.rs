@@ -438,6 +438,7 @@ pub fn decide_judged(
     let mut notices = Vec::new();
     let mut claim_record = None;
     let mut rejected = None;
+    let mut accepted_summary = String::new();
     let completed = assessment.claimed && {
         let gates = completion::gates(
             assessment,
@@ -451,7 +452,9 @@ pub fn decide_judged(
             basis: assessment.basis.clone(),
             failed_gates: gates.iter().filter(|g| !g.passed).map(|g| g.gate).collect(),
         });
-        if !accepted {
+        if accepted {
+            accepted_summary = completion::accepted_summary(&gates);
+        } else {
             notices.push(completion::failure_notice(assessment, &gates));
             rejected = rejection(&gates);
         }
@@ -501,7 +504,7 @@ pub fn decide_judged(
         (
             Verdict::End(Status::Complete),
             format!(
-                "completion claimed in iteration {iteration} and verified ({})",
+                "completion claimed in iteration {iteration} ({}) and accepted; {accepted_summary}",
                 assessment.basis
             ),
         )

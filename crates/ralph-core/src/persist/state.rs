@@ -759,7 +759,7 @@ mod tests {
         let v1 = br#"{"status":"running","iteration":3,"maxIterations":5,"sessionId":"s","startedAt":"t",
             "history":[{"iteration":1,"at":"t1","decision":"block","why":"w","messageSource":"input",
                         "breaker":"closed \u2192 half_open: no file changed in 3 iterations",
-                        "claim":"rejected by the plan, verification gate(s): completion signal (OwnLine)"},
+                        "claim":"rejected by the plan, verification gate(s): the completion signal on a line of its own"},
                        {"iteration":2,"at":"t2","decision":"block","why":"w","messageSource":"transcript",
                         "claim":"accepted: status block"}],
             "breaker":{"counters":{"noProgress":2,"sameError":0,"findingsStuck":0,"outputDecline":0,"tddStuck":0}}}"#;
@@ -775,7 +775,7 @@ mod tests {
         assert_eq!(claim.failed_gates, vec![Gate::Plan, Gate::Verification]);
         assert_eq!(
             claim.to_string(),
-            "rejected by the plan, verification gate(s): completion signal (OwnLine)"
+            "rejected by the plan, verification gate(s): the completion signal on a line of its own"
         );
         assert!(state.history[1].claim.as_ref().unwrap().accepted);
         assert_eq!(

@@ -1013,12 +1013,16 @@ fn commands_in_a_subfolder_work_on_the_project_above() {
     let project = TempProject::new("subfolder");
     let sub = project.path("src/deep");
     std::fs::create_dir_all(&sub).unwrap();
-    // Not installed yet: init in a subfolder installs at the git top.
+    project.init();
+    // Installed: init in a subfolder goes on with the project above.
     let mut init = project.command(bins::ctl());
     init.arg("init").current_dir(&sub);
     let run = run_with_timeout(init, None, Duration::from_secs(30));
     run.assert_code(0);
-    assert!(project.path(".claude/ralph/PROMPT.md").exists(), "{run:?}");
+    assert!(
+        run.stdout.contains(&format!("{}", project.root.display())),
+        "{run:?}"
+    );
     assert!(!sub.join(".claude").exists());
     project.write_prompt("Do the task.\n");
     project

@@ -75,9 +75,9 @@ pub fn run(cli: Cli) -> i32 {
 
 /// The project a command works on: `--project`, which must be an existing
 /// folder; else, from the current folder up, the nearest folder where ralph
-/// is installed (`.claude/ralph`), else the top of the git repository, else
-/// the current folder. So `status` or `init` in a subfolder find the
-/// project above.
+/// is installed (`.claude/ralph`), else the current folder. So `status` in
+/// a subfolder finds the project above, and `init` in a subproject of a
+/// larger repository installs there.
 fn project_root(given: Option<PathBuf>) -> Result<PathBuf, CtlError> {
     if let Some(dir) = given {
         let dir = absolute(dir);
@@ -102,7 +102,6 @@ fn project_root(given: Option<PathBuf>) -> Result<PathBuf, CtlError> {
     Ok(cwd
         .ancestors()
         .find(|dir| has(dir, ".claude/ralph"))
-        .or_else(|| cwd.ancestors().find(|dir| has(dir, ".git")))
         .unwrap_or(&cwd)
         .to_path_buf())
 }

@@ -7,7 +7,8 @@
 //!   stdout) with exactly one `ralph-stop-hook: ` line on stderr, no panic,
 //!   and the state byte-identical.
 //! - Security: hostile session ids, private file modes, symlinks never
-//!   followed for writing, model text never executed.
+//!   followed for writing, model text never executed, git never running a
+//!   program that the repository's or the user's configuration names.
 //!
 //! Root ignores file modes, so when these tests run as root a folder is made
 //! unwritable with `chattr +i` (where the file system has no such flag, the
@@ -1601,4 +1602,67 @@ fn cwd_that_names_no_project() {
         );
     }
     assert_eq!(state_bytes(&project), before);
+}
+
+// ------------------------------------------------ programs ralph never runs
+
+#[test]
+fn git_never_runs_a_program_the_users_or_the_repositorys_configuration_names() {
+    let project = TempProject::new("git-programs");
+    project.init();
+    project.write_prompt("Do the task.\n");
+    fs::write(project.path("notes.txt"), "notes\n").unwrap();
+    project.git(&["add", "notes.txt"]);
+    project.git(&["commit", "-q", "-m", "notes"]);
+    let marker = project.tmp.join("git-ran");
+    let trap = format!("touch '{}'", marker.display());
+    // The user's own configuration (HOME is the project's) defines a clean
+    // filter that the repository's attributes name; the repository names an
+    // fsmonitor.
+    fs::write(
+        project.home.join(".gitconfig"),
+        format!("[filter \"mine\"]\n\tclean = {trap}\n\trequired = true\n"),
+    )
+    .unwrap();
+    fs::write(project.path(".gitattributes"), "*.txt filter=mine\n").unwrap();
+    let script = project.tmp.join("fsmonitor.sh");
+    fs::write(&script, format!("#!/bin/sh\n{trap}\n")).unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    project.git(&["config", "core.fsmonitor", &script.display().to_string()]);
+    // Same content, new stamp: git compares the content, through the filter.
+    let rewrite = || {
+        thread::sleep(Duration::from_millis(20));
+        fs::write(project.path("notes.txt"), "notes\n").unwrap();
+    };
+    rewrite();
+    project
+        .ctl(&["start", "--session-id", SID], &[])
+        .assert_code(0);
+    assert!(!marker.exists(), "ralph-ctl start ran it");
+
+    rewrite();
+    fs::write(project.path("README.md"), "# test project, edited\n").unwrap();
+    fs::write(project.path("new.txt"), "new\n").unwrap();
+    let run = run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("Working on it."))),
+    );
+    block_reason(&run);
+    assert!(!marker.exists(), "the hook ran it");
+    assert!(run.elapsed < Duration::from_secs(5), "{:?}", run.elapsed);
+    // The progress check still saw what changed, with git.
+    let state = project.state().unwrap();
+    assert_eq!(
+        state["history"].as_array().unwrap().last().unwrap()["progress"],
+        "git"
+    );
+    let files = &state["breaker"]["progress"]["files"];
+    for file in ["README.md", "new.txt"] {
+        assert!(files.get(file).is_some(), "{file} not seen: {files}");
+    }
+    assert!(files.get("notes.txt").is_none(), "same content: {files}");
+
+    // As a person runs it, git runs both.
+    project.git(&["status"]);
+    assert!(marker.exists(), "plain git status runs the user's filter");
 }

@@ -2007,6 +2007,27 @@ mod tests {
     }
 
     #[cfg(unix)]
+    #[test]
+    fn a_configuration_that_blocks_git_costs_the_reading_not_the_stop() {
+        let dir = TempDir::new();
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["a.txt"]);
+        // Included, it is opened for reading, and nothing ever writes to it.
+        let fifo = dir.path().join("included.gitconfig");
+        let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        git(
+            &root,
+            &["config", "include.path", &fifo.display().to_string()],
+        );
+        let started = Instant::now();
+        let listed = disabled_filters(&root, Instant::now() + Duration::from_millis(300));
+        assert!(matches!(listed, Err(GitListing::Failed)));
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[cfg(unix)]
     fn gone(pid: &str) -> bool {
         let stat = format!("/proc/{}/stat", pid.trim());
         let deadline = Instant::now() + Duration::from_secs(5);

@@ -7,7 +7,9 @@
 //!   stdout) with exactly one `ralph-stop-hook: ` line on stderr, no panic,
 //!   and the state byte-identical.
 //! - Security: hostile session ids, private file modes, symlinks never
-//!   followed for writing, model text never executed.
+//!   followed for writing, model text never executed, git never running a
+//!   program that the repository's or the user's configuration names,
+//!   verification commands dying with a killed hook.
 //!
 //! Root ignores file modes, so when these tests run as root a folder is made
 //! unwritable with `chattr +i` (where the file system has no such flag, the
@@ -1715,4 +1717,171 @@ fn cwd_that_names_no_project() {
         );
     }
     assert_eq!(state_bytes(&project), before);
+}
+
+// ------------------------------------------------ programs ralph never runs
+
+#[test]
+fn git_never_runs_a_program_the_users_or_the_repositorys_configuration_names() {
+    let project = TempProject::new("git-programs");
+    project.init();
+    project.write_prompt("Do the task.\n");
+    fs::write(project.path("notes.txt"), "notes\n").unwrap();
+    project.git(&["add", "notes.txt"]);
+    project.git(&["commit", "-q", "-m", "notes"]);
+    let marker = project.tmp.join("git-ran");
+    let trap = format!("touch '{}'", marker.display());
+    // The user's own configuration (HOME is the project's) defines a clean
+    // filter that the repository's attributes name; the repository names an
+    // fsmonitor.
+    fs::write(
+        project.home.join(".gitconfig"),
+        format!("[filter \"mine\"]\n\tclean = {trap}\n\trequired = true\n"),
+    )
+    .unwrap();
+    fs::write(project.path(".gitattributes"), "*.txt filter=mine\n").unwrap();
+    let script = project.tmp.join("fsmonitor.sh");
+    fs::write(&script, format!("#!/bin/sh\n{trap}\n")).unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    project.git(&["config", "core.fsmonitor", &script.display().to_string()]);
+    // Same content, new stamp: git compares the content, through the filter.
+    let rewrite = || {
+        thread::sleep(Duration::from_millis(20));
+        fs::write(project.path("notes.txt"), "notes\n").unwrap();
+    };
+    rewrite();
+    project
+        .ctl(&["start", "--session-id", SID], &[])
+        .assert_code(0);
+    assert!(!marker.exists(), "ralph-ctl start ran it");
+
+    rewrite();
+    fs::write(project.path("README.md"), "# test project, edited\n").unwrap();
+    fs::write(project.path("new.txt"), "new\n").unwrap();
+    let run = run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some("Working on it."))),
+    );
+    block_reason(&run);
+    assert!(!marker.exists(), "the hook ran it");
+    assert!(run.elapsed < Duration::from_secs(5), "{:?}", run.elapsed);
+    // The progress check still saw what changed, with git.
+    let state = project.state().unwrap();
+    assert_eq!(
+        state["history"].as_array().unwrap().last().unwrap()["progress"],
+        "git"
+    );
+    let files = &state["breaker"]["progress"]["files"];
+    for file in ["README.md", "new.txt"] {
+        assert!(files.get(file).is_some(), "{file} not seen: {files}");
+    }
+    assert!(files.get("notes.txt").is_none(), "same content: {files}");
+
+    // As a person runs it, git runs both.
+    project.git(&["status"]);
+    assert!(marker.exists(), "plain git status runs the user's filter");
+}
+
+/// Each process in process group `pgid` that has not exited yet, from /proc.
+fn group_members(pgid: i32) -> Vec<String> {
+    let mut members = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() != Some(&"Z") && fields.get(2) == Some(&pgid.to_string().as_str()) {
+            members.push(stat);
+        }
+    }
+    members
+}
+
+/// The process group of the process `pid`.
+fn pgid_of(pid: &str) -> i32 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    rest.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// Kills a verification command's group when a test ends, whatever happened.
+struct KillGroup(i32);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if self.0 > 1 {
+            ralph_tests::project::signal_group(self.0 as u32, libc::SIGKILL);
+        }
+    }
+}
+
+/// Claude Code kills a hook that outlives its timeout: the verification
+/// command it was running, and everything that command started, must die
+/// with it, and write nothing afterwards.
+fn verification_dies_with_the_hook(signal: i32, name: &str) {
+    let project = looping(name, 5);
+    let leader = project.tmp.join("verify.pid");
+    let marker = project.path("written-after-the-hook-died");
+    // A grandchild that writes into the project a second later, and a long run.
+    let command = format!(
+        "(sleep 1; echo late >> '{m}') & echo $$ > '{l}.tmp' && mv '{l}.tmp' '{l}'; sleep 30",
+        m = marker.display(),
+        l = leader.display()
+    );
+    fs::write(
+        project.path(".claude/ralph/config.json"),
+        serde_json::to_vec(&json!({"verify": [
+            {"name": "tests", "command": command, "timeoutSeconds": 60}
+        ]}))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut hook = hook_command(&project);
+    hook.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = hook.spawn().unwrap();
+    let input = to_bytes(&stop_input(&project, Some(&format!("All done.\n{SIGNAL}"))));
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        if let Ok(pid) = fs::read_to_string(&leader) {
+            break pid.trim().to_string();
+        }
+        assert!(Instant::now() < deadline, "the verification never started");
+        thread::sleep(Duration::from_millis(10));
+    };
+    let started = Instant::now();
+    let group = pgid_of(&pid);
+    let _cleanup = KillGroup(group);
+    assert!(!group_members(group).is_empty());
+    signal_process(child.id(), signal);
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(signal), "the hook died of the signal");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !group_members(group).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the verification outlived the hook: {:?}",
+            group_members(group)
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    // Past the moment the grandchild would have written.
+    thread::sleep(Duration::from_secs(2).saturating_sub(started.elapsed()));
+    assert!(!marker.exists(), "written after the hook died");
+}
+
+#[test]
+fn verification_dies_with_a_hook_killed_by_sigkill() {
+    verification_dies_with_the_hook(libc::SIGKILL, "verify-sigkill");
+}
+
+#[test]
+fn verification_dies_with_a_hook_killed_by_sigterm() {
+    verification_dies_with_the_hook(libc::SIGTERM, "verify-sigterm");
 }

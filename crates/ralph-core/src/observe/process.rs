@@ -100,6 +100,35 @@ pub(crate) fn has_exited(pid: u32) -> std::io::Result<bool> {
     }
 }
 
+/// Blocks until the child `pid` has exited, without reaping it (see
+/// [`has_exited`]): while it waits, the group the child leads can still be
+/// killed safely from another thread.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub(crate) fn wait_exited(pid: u32) -> std::io::Result<()> {
+    loop {
+        // SAFETY: as in `has_exited`; without WNOHANG, waitid blocks until
+        // the child exits and, with WNOWAIT, leaves it to be reaped.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(2) on one pid with a pointer to a live siginfo_t.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;

@@ -20,6 +20,7 @@
 //! counts that change again nor misses a later one.
 
 use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
 use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
@@ -71,15 +72,19 @@ pub const SCAN_IGNORES: &[&str] = &[
 /// The TDD state file, relative to the project root.
 pub const TDD_STATE_FILE: &str = "tdd-state.json";
 
-/// Environment variables that would point git at another repository or
-/// index than the one holding the project; removed for `git status`.
-const GIT_LOCATION_VARS: &[&str] = &[
+/// Environment variables removed for every git call: those that would point
+/// git at another repository or index than the one holding the project, an
+/// external diff program, and `GIT_CONFIG`, with which `git config` would
+/// read that one file instead of what `git status` reads.
+const GIT_REMOVED_VARS: &[&str] = &[
     "GIT_DIR",
     "GIT_WORK_TREE",
     "GIT_INDEX_FILE",
     "GIT_COMMON_DIR",
     "GIT_CEILING_DIRECTORIES",
     "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_CONFIG",
 ];
 
 /// What the iteration's own tool calls say about the project's files, as
@@ -686,10 +691,123 @@ enum GitListing {
     Failed,
 }
 
-/// `git status` of the project's folder.
+/// `git` run from `root` with the fixed configuration every call gets, so
+/// that nothing the repository's or the user's configuration says can make
+/// it start another program (the agent can edit `.git/config`,
+/// `.gitattributes` and `.git/info/attributes`, and the hook must never run
+/// a program it named):
 ///
-/// - `core.fsmonitor` is forced off: the agent can edit `.git/config`, and
-///   the hook must never run a program it named.
+/// - `core.fsmonitor=false`: no fsmonitor hook, no fsmonitor daemon;
+/// - `core.hooksPath=/dev/null`: no hook from the hooks folder (none of the
+///   commands used runs a hook anyway: `git status` runs one only when it
+///   writes the index, which `GIT_OPTIONAL_LOCKS=0` rules out);
+/// - `--no-pager` (git never pages into a pipe anyway);
+/// - `GIT_NO_LAZY_FETCH=1` (git 2.45 and later) and `GIT_ALLOW_PROTOCOL`
+///   empty: a partial clone never fetches a missing object, so no transport,
+///   `core.sshCommand` or remote helper runs; `GIT_TERMINAL_PROMPT=0` and an
+///   empty `GIT_ASKPASS`: no credential prompt, no askpass program;
+/// - [`GIT_REMOVED_VARS`] removed.
+///
+/// Filter drivers need their names: [`disabled_filters`]. `git status` also
+/// gets `--ignore-submodules=dirty`: it would otherwise run `git status` in
+/// each submodule, with that submodule's own configuration.
+fn git_command(root: &Path) -> Command {
+    let mut command = Command::new("git");
+    command.args([
+        "--no-pager",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ]);
+    command
+        .current_dir(root)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .env("GIT_ALLOW_PROTOCOL", "")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_ASKPASS", "");
+    for var in GIT_REMOVED_VARS {
+        command.env_remove(var);
+    }
+    command
+}
+
+/// The `-c` options that disable every filter driver the configuration
+/// defines (`filter.<name>.clean`, `.smudge`, `.process`), with includes
+/// followed: `git status` runs a file's clean filter when the file's stamp
+/// changed, for a driver named by a `filter` attribute in any
+/// `.gitattributes`, `.git/info/attributes` or the user's attributes file.
+/// An empty command is no filter (convert.c, `apply_filter`), and
+/// `required=false` keeps git from failing for want of one. The names come
+/// from `git config` itself, so they are the ones `git status` reads a moment
+/// later.
+///
+/// `Err(NotUsable)` for a name that a `-c` option cannot carry (one holding
+/// `=`, which git splits the option at): git is then not run at all.
+fn disabled_filters(root: &Path, deadline: Instant) -> Result<Vec<OsString>, GitListing> {
+    let mut command = git_command(root);
+    command.args([
+        "config",
+        "--null",
+        "--name-only",
+        "--includes",
+        "--get-regexp",
+        r"^filter\.",
+    ]);
+    let names = match run_git(command, deadline) {
+        GitRun::Output(bytes) => bytes,
+        GitRun::Exited(1) => return Ok(Vec::new()), // no filter at all
+        GitRun::Exited(128) | GitRun::NotUsable => return Err(GitListing::NotUsable),
+        GitRun::Exited(_) | GitRun::Failed => return Err(GitListing::Failed),
+    };
+    let mut seen = HashSet::new();
+    let mut options = Vec::new();
+    for key in names.split(|&b| b == 0) {
+        // `filter.<name>.<variable>`; the name may hold dots, or be empty.
+        let Some(rest) = key.strip_prefix(b"filter.") else {
+            continue;
+        };
+        let Some(dot) = rest.iter().rposition(|&b| b == b'.') else {
+            continue; // `filter.<variable>`: no driver
+        };
+        let name = &rest[..dot];
+        if !seen.insert(name) {
+            continue;
+        }
+        if name.contains(&b'=') {
+            return Err(GitListing::NotUsable);
+        }
+        let Some(name) = os_string(name) else {
+            return Err(GitListing::NotUsable);
+        };
+        for setting in [".clean=", ".smudge=", ".process=", ".required=false"] {
+            let mut option = OsString::from("filter.");
+            option.push(&name);
+            option.push(setting);
+            options.push(OsString::from("-c"));
+            options.push(option);
+        }
+    }
+    Ok(options)
+}
+
+/// Bytes git printed, as an argument to give back to it.
+#[cfg(unix)]
+fn os_string(bytes: &[u8]) -> Option<OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    Some(OsString::from_vec(bytes.to_vec()))
+}
+
+#[cfg(not(unix))]
+fn os_string(bytes: &[u8]) -> Option<OsString> {
+    String::from_utf8(bytes.to_vec()).ok().map(OsString::from)
+}
+
+/// `git status` of the project's folder, with [`git_command`]'s
+/// configuration and every filter driver disabled ([`disabled_filters`]);
+/// both git calls share one [`GIT_TIMEOUT`].
+///
 /// - `GIT_OPTIONAL_LOCKS=0`: git never takes `index.lock` for the hook, so a
 ///   git command of the agent or the person running at that moment cannot
 ///   fail because of it, and the hook never rewrites the person's index. The
@@ -702,6 +820,8 @@ enum GitListing {
 ///   does not turn the cache on; one the person keeps (with
 ///   `status.showUntrackedFiles=all`, as `--untracked-files=all` needs) is
 ///   still read.
+/// - `--ignore-submodules=dirty`: a submodule counts when its HEAD moves,
+///   not for edits inside it that are not committed there.
 /// - A project at the top of its repository is listed without a pathspec
 ///   (git ignores the untracked cache when one is given); a project in a
 ///   subfolder with the pathspec `.` (its own folder only), which also spares
@@ -714,10 +834,13 @@ fn git_listing(root: &Path, top: &Path) -> GitListing {
     if !prefix.is_empty() {
         prefix.push(b'/');
     }
-    let mut command = Command::new("git");
-    command.args([
-        "-c",
-        "core.fsmonitor=false",
+    let deadline = Instant::now() + GIT_TIMEOUT;
+    let filters = match disabled_filters(root, deadline) {
+        Ok(filters) => filters,
+        Err(listing) => return listing,
+    };
+    let mut command = git_command(root);
+    command.args(filters).args([
         "-c",
         "core.quotepath=off",
         "status",
@@ -726,19 +849,16 @@ fn git_listing(root: &Path, top: &Path) -> GitListing {
         "--branch",
         "--untracked-files=all",
         "--no-renames",
+        "--ignore-submodules=dirty",
     ]);
     if !prefix.is_empty() {
         // A folder the repository ignores as a whole shows as one `!` line.
         command.args(["--ignored=matching", "--", "."]);
     }
-    command.current_dir(root).env("GIT_OPTIONAL_LOCKS", "0");
-    for var in GIT_LOCATION_VARS {
-        command.env_remove(var);
-    }
-    let bytes = match run_git(command) {
+    let bytes = match run_git(command, deadline) {
         GitRun::Output(bytes) => bytes,
-        GitRun::NotUsable => return GitListing::NotUsable,
-        GitRun::Failed => return GitListing::Failed,
+        GitRun::Exited(128) | GitRun::NotUsable => return GitListing::NotUsable,
+        GitRun::Exited(_) | GitRun::Failed => return GitListing::Failed,
     };
     let mut listing = parse_status(root, &prefix, &bytes);
     if let GitListing::Listed(listing) = &mut listing {
@@ -759,12 +879,15 @@ fn is_commit_id(text: &str) -> bool {
 /// (the whole tree for a project at the top of its repository). A commit
 /// git cannot read (history rewritten and pruned) counts as a change.
 fn git_tree_changed(root: &Path, old: &str, new: &str, subfolder: bool) -> bool {
-    let mut command = Command::new("git");
+    // Two trees compared by object id: no file content is read, so no
+    // filter, textconv or external diff could apply (and the last two are
+    // off in diff-tree unless asked for; said again here).
+    let mut command = git_command(root);
     command.args([
-        "-c",
-        "core.fsmonitor=false",
         "diff-tree",
         "--quiet",
+        "--no-ext-diff",
+        "--no-textconv",
         "-r",
         old,
         new,
@@ -772,11 +895,10 @@ fn git_tree_changed(root: &Path, old: &str, new: &str, subfolder: bool) -> bool 
     if subfolder {
         command.args(["--", "."]);
     }
-    command.current_dir(root).env("GIT_OPTIONAL_LOCKS", "0");
-    for var in GIT_LOCATION_VARS {
-        command.env_remove(var);
-    }
-    !matches!(run_git(command), GitRun::Output(_))
+    !matches!(
+        run_git(command, Instant::now() + GIT_TIMEOUT),
+        GitRun::Output(_)
+    )
 }
 
 /// Reads `git status --porcelain=v2 -z` output: HEAD, and each entry below
@@ -827,42 +949,77 @@ fn parse_status(root: &Path, prefix: &[u8], status: &[u8]) -> GitListing {
 }
 
 enum GitRun {
+    /// Exit 0, and everything git printed.
     Output(Vec<u8>),
+    /// Exited with this other code.
+    Exited(i32),
+    /// Cannot be started (no git on this machine).
     NotUsable,
+    /// Killed at the deadline, by a signal, or its output never ended.
     Failed,
 }
 
-fn run_git(mut command: Command) -> GitRun {
-    let child = command
+/// Runs `command` (git) in its own process group until `deadline`: a watchdog
+/// kills the whole group then, so nothing git started can outlive it, and
+/// the group is killed again once git has exited, whatever it left. Git is
+/// reaped only after both (see [`crate::process::wait_exited`]), so the
+/// group id cannot belong to another process yet.
+fn run_git(mut command: Command, deadline: Instant) -> GitRun {
+    command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn();
-    let Ok(mut child) = child else {
-        return GitRun::NotUsable; // no git on this machine
+        .stderr(Stdio::null());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    let Ok(mut child) = command.spawn() else {
+        return GitRun::NotUsable;
     };
-    // Read until git closes its output (no polling delay on the hook's path);
-    // a watchdog kills it if it runs past the timeout.
+    // Read on a thread until git closes its output (no polling delay on the
+    // hook's path), while this one waits for git to exit.
+    let (sent, output) = mpsc::channel::<Vec<u8>>();
+    if let Some(mut stdout) = child.stdout.take() {
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stdout.read_to_end(&mut bytes);
+            let _ = sent.send(bytes);
+        });
+    }
     let (done, finished) = mpsc::channel::<()>();
     let pid = child.id();
     let watchdog = thread::spawn(move || {
-        if finished.recv_timeout(GIT_TIMEOUT) == Err(mpsc::RecvTimeoutError::Timeout) {
-            crate::process::kill(pid, false);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if finished.recv_timeout(left) == Err(mpsc::RecvTimeoutError::Timeout) {
+            crate::process::kill(pid, true);
             true
         } else {
             false
         }
     });
-    let mut bytes = Vec::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        let _ = stdout.read_to_end(&mut bytes);
-    }
-    let exit = child.wait().ok();
+    #[cfg(unix)]
+    let waited = crate::process::wait_exited(pid).is_ok();
+    #[cfg(not(unix))]
+    let waited = child.wait().is_ok();
     let _ = done.send(());
     let timed_out = watchdog.join().unwrap_or(true);
-    match exit.filter(|_| !timed_out) {
-        Some(s) if s.success() => GitRun::Output(bytes),
-        Some(s) if s.code() == Some(128) => GitRun::NotUsable,
+    if waited {
+        // Not reaped yet (on Unix), so the group id is still git's.
+        crate::process::kill(pid, true);
+    }
+    let exit = child.wait().ok().filter(|_| waited && !timed_out);
+    // Git has exited and its group is gone: its output has ended, unless
+    // something that left the group still holds it.
+    let grace = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(200));
+    let Ok(bytes) = output.recv_timeout(grace) else {
+        return GitRun::Failed;
+    };
+    match exit.map(|status| status.code()) {
+        Some(Some(0)) => GitRun::Output(bytes),
+        Some(Some(code)) => GitRun::Exited(code),
         _ => GitRun::Failed,
     }
 }
@@ -1544,31 +1701,370 @@ mod tests {
         assert_eq!(read(root, Some(&odd), &ToolEdits::default()).changed, None);
     }
 
-    #[test]
-    fn git_never_runs_the_fsmonitor_the_repository_names() {
-        let dir = TempDir::new();
-        let root = dir.path();
-        repository(root, &["a.txt"]);
-        let marker = root.join("fsmonitor-ran");
-        let script = root.join("monitor.sh");
-        fs::write(
-            &script,
-            format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
-        )
-        .unwrap();
+    // ------------------------------------------- programs git must not run
+
+    /// A shell command that leaves `marker` behind: had git run it, it shows.
+    fn trap(marker: &Path) -> String {
+        format!("touch '{}'", marker.display())
+    }
+
+    /// `trap` as an executable script (for `core.fsmonitor`).
+    fn trap_script(dir: &Path, marker: &Path) -> PathBuf {
+        let script = dir.join("trap.sh");
+        fs::write(&script, format!("#!/bin/sh\n{}\n", trap(marker))).unwrap();
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
         }
+        script
+    }
+
+    /// `git ARGS` in `dir` as a person runs it (stopped after 5 s), to prove
+    /// that the repository really makes git run the program.
+    fn plain_git(dir: &Path, args: &[&str]) {
+        let mut command = Command::new("git");
+        command.args(args).current_dir(dir);
+        let _ = run_git(command, Instant::now() + Duration::from_secs(5));
+    }
+
+    /// Rewrites `a.txt` with the same content: a new stamp, so git compares
+    /// the content, through whatever filter the file's attributes name.
+    fn rewrite_unchanged(root: &Path) {
+        tick();
+        let path = root.join("a.txt");
+        fs::write(&path, fs::read(&path).unwrap()).unwrap();
+    }
+
+    /// Stops in `root`, a repository of `a.txt` and `b.txt` made hostile so
+    /// that git would run a program leaving `marker`: the readings never run
+    /// it, end well inside git's timeout, and still see what really changed
+    /// (`method`: how). The caller then proves the program is live.
+    fn stops_in_a_hostile_repository(root: &Path, marker: &Path, method: Method) {
+        let started = Instant::now();
+        let mut stops = Stops::start(root);
+        rewrite_unchanged(root);
+        let reading = stops.full();
+        assert_eq!(reading.method, method);
+        if method == Method::Git {
+            assert_eq!(reading.changed, Some(false), "the same content again");
+        }
+        append(&root.join("b.txt"), "edit");
+        assert_eq!(stops.changed(), Some(true), "a tracked file edited");
+        tick();
+        fs::write(root.join("new.txt"), "new").unwrap();
+        let reading = stops.full();
+        assert_eq!(
+            (reading.changed, reading.method),
+            (Some(true), method),
+            "a new file"
+        );
+        assert!(!marker.exists(), "git ran the program the repository names");
+        assert!(
+            started.elapsed() < GIT_TIMEOUT,
+            "the readings waited for git's timeout: {:?}",
+            started.elapsed()
+        );
+        rewrite_unchanged(root);
+    }
+
+    #[test]
+    fn git_never_runs_the_fsmonitor_the_repository_names() {
+        let dir = TempDir::new();
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["a.txt", "b.txt"]);
+        let marker = dir.path().join("ran");
+        let script = trap_script(dir.path(), &marker);
         git(
-            root,
+            &root,
             &["config", "core.fsmonitor", &script.display().to_string()],
         );
-        let before = baseline(root).unwrap();
-        let reading = read(root, Some(&before), &ToolEdits::default());
-        assert_eq!(reading.method, Method::Git);
-        assert!(!marker.exists(), "the configured fsmonitor ran");
+        stops_in_a_hostile_repository(&root, &marker, Method::Git);
+        plain_git(&root, &["status"]);
+        assert!(marker.exists(), "plain git status runs the fsmonitor");
+    }
+
+    #[test]
+    fn git_never_runs_a_clean_filter_named_in_gitattributes() {
+        let dir = TempDir::new();
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["a.txt", "b.txt"]);
+        let marker = dir.path().join("ran");
+        // Names with dots, quotes, capitals, or none at all are all disabled.
+        for name in ["trap", "x.y", "it's", "Up", ""] {
+            git(
+                &root,
+                &["config", &format!("filter.{name}.clean"), &trap(&marker)],
+            );
+        }
+        git(&root, &["config", "filter.trap.required", "true"]);
+        fs::write(root.join(".gitattributes"), "*.txt filter=trap\n").unwrap();
+        stops_in_a_hostile_repository(&root, &marker, Method::Git);
+        plain_git(&root, &["status"]);
+        assert!(marker.exists(), "plain git status runs the clean filter");
+        for name in ["x.y", "it's", "Up", ""] {
+            fs::remove_file(&marker).unwrap();
+            fs::write(
+                root.join(".gitattributes"),
+                format!("*.txt filter={name}\n"),
+            )
+            .unwrap();
+            let before = baseline(&root);
+            rewrite_unchanged(&root);
+            let reading = read(&root, before.as_ref(), &ToolEdits::default());
+            assert_eq!(reading.method, Method::Git, "{name}");
+            assert!(!marker.exists(), "the filter {name:?} ran");
+            plain_git(&root, &["status"]);
+            assert!(marker.exists(), "plain git status runs the filter {name:?}");
+        }
+    }
+
+    #[test]
+    fn git_never_runs_a_process_filter_from_an_included_file() {
+        let dir = TempDir::new();
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["a.txt", "b.txt"]);
+        let marker = dir.path().join("ran");
+        let included = dir.path().join("included.gitconfig");
+        fs::write(
+            &included,
+            format!("[filter \"long\"]\n\tprocess = {}\n", trap(&marker)),
+        )
+        .unwrap();
+        git(
+            &root,
+            &["config", "include.path", &included.display().to_string()],
+        );
+        fs::write(root.join(".gitattributes"), "*.txt filter=long\n").unwrap();
+        stops_in_a_hostile_repository(&root, &marker, Method::Git);
+        plain_git(&root, &["status"]);
+        assert!(marker.exists(), "plain git status runs the process filter");
+    }
+
+    #[test]
+    fn git_never_runs_a_filter_named_in_info_attributes() {
+        let dir = TempDir::new();
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["a.txt", "b.txt"]);
+        let marker = dir.path().join("ran");
+        git(&root, &["config", "filter.hidden.clean", &trap(&marker)]);
+        fs::write(root.join(".git/info/attributes"), "* filter=hidden\n").unwrap();
+        stops_in_a_hostile_repository(&root, &marker, Method::Git);
+        plain_git(&root, &["status"]);
+        assert!(marker.exists(), "plain git status runs the filter");
+    }
+
+    #[test]
+    fn a_filter_name_git_cannot_be_told_to_disable_means_a_scan() {
+        let dir = TempDir::new();
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["a.txt", "b.txt"]);
+        let marker = dir.path().join("ran");
+        // `-c filter.a=b.clean=` would set `filter.a` to `b.clean=`.
+        git(&root, &["config", "filter.a=b.clean", &trap(&marker)]);
+        fs::write(root.join(".git/info/attributes"), "* filter=a=b\n").unwrap();
+        stops_in_a_hostile_repository(&root, &marker, Method::Scan);
+        plain_git(&root, &["status"]);
+        assert!(marker.exists(), "plain git status runs the filter");
+    }
+
+    #[test]
+    fn git_never_runs_textconv_or_external_diff_programs() {
+        let dir = TempDir::new();
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["a.txt", "b.txt", "c.md"]);
+        let markers: Vec<PathBuf> = ["command", "textconv", "external"]
+            .iter()
+            .map(|m| dir.path().join(m))
+            .collect();
+        git(&root, &["config", "diff.trap.command", &trap(&markers[0])]);
+        git(&root, &["config", "diff.trap.textconv", &trap(&markers[1])]);
+        git(&root, &["config", "diff.external", &trap(&markers[2])]);
+        fs::write(root.join(".gitattributes"), "*.txt diff=trap\n").unwrap();
+        stops_in_a_hostile_repository(&root, &markers[0], Method::Git);
+        // A commit between two stops: the trees are compared too.
+        let mut stops = Stops::start(&root);
+        append(&root.join("c.md"), "edit");
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-q", "-m", "two"]);
+        assert_eq!(stops.changed(), Some(true), "a commit");
+        for marker in &markers {
+            assert!(!marker.exists(), "{} ran", marker.display());
+        }
+        plain_git(&root, &["diff", "HEAD~1", "HEAD"]);
+        plain_git(&root, &["diff", "--no-ext-diff", "HEAD~1", "HEAD"]);
+        for marker in &markers {
+            assert!(marker.exists(), "plain git diff runs {}", marker.display());
+        }
+    }
+
+    #[test]
+    fn git_never_recurses_into_a_submodule_with_its_own_configuration() {
+        let dir = TempDir::new();
+        let inner = dir.path().join("inner");
+        fs::create_dir(&inner).unwrap();
+        repository(&inner, &["s.txt"]);
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["a.txt", "b.txt"]);
+        git(
+            &root,
+            &[
+                "-c",
+                "protocol.file.allow=always",
+                "submodule",
+                "add",
+                "-q",
+                &inner.display().to_string(),
+                "sm",
+            ],
+        );
+        git(&root, &["commit", "-q", "-m", "submodule"]);
+        let marker = dir.path().join("ran");
+        let sm = root.join("sm");
+        git(&sm, &["config", "filter.sub.clean", &trap(&marker)]);
+        let script = trap_script(dir.path(), &marker);
+        git(
+            &sm,
+            &["config", "core.fsmonitor", &script.display().to_string()],
+        );
+        fs::write(sm.join(".git/info/attributes"), "* filter=sub\n")
+            .or_else(|_| {
+                let gitdir = root.join(".git/modules/sm/info");
+                fs::create_dir_all(&gitdir)?;
+                fs::write(gitdir.join("attributes"), "* filter=sub\n")
+            })
+            .unwrap();
+        tick();
+        fs::write(sm.join("s.txt"), "s.txt\n").unwrap();
+        stops_in_a_hostile_repository(&root, &marker, Method::Git);
+        // A commit inside the submodule moves what the superproject records.
+        let mut stops = Stops::start(&root);
+        fs::write(sm.join("s.txt"), "changed\n").unwrap();
+        git(
+            &sm,
+            &[
+                "-c",
+                "core.fsmonitor=false",
+                "-c",
+                "filter.sub.clean=",
+                "commit",
+                "-q",
+                "-am",
+                "inner",
+            ],
+        );
+        assert_eq!(stops.changed(), Some(true), "the submodule's HEAD moved");
+        assert!(!marker.exists(), "git ran the submodule's program");
+        tick();
+        fs::write(sm.join("s.txt"), "changed\n").unwrap();
+        plain_git(&root, &["status"]);
+        assert!(marker.exists(), "plain git status recurses and runs it");
+    }
+
+    #[test]
+    fn a_partial_clone_never_fetches_a_missing_object() {
+        let dir = TempDir::new();
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["d/a.txt"]);
+        let marker = dir.path().join("ran");
+        for (key, value) in [
+            ("core.repositoryformatversion", "1"),
+            ("extensions.partialClone", "origin"),
+            ("remote.origin.url", "ssh://example.invalid/x"),
+            ("remote.origin.promisor", "true"),
+            ("core.sshCommand", &format!("{}; false", trap(&marker))),
+        ] {
+            git(&root, &["config", key, value]);
+        }
+        // The index no longer matches HEAD's tree of `d`, and that tree is gone.
+        append(&root.join("d/a.txt"), "staged");
+        git(&root, &["add", "d/a.txt"]);
+        let out = Command::new("git")
+            .args(["rev-parse", "HEAD:d"])
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        let tree = String::from_utf8(out.stdout).unwrap();
+        let tree = tree.trim();
+        fs::remove_file(root.join(format!(".git/objects/{}/{}", &tree[..2], &tree[2..]))).unwrap();
+        let started = Instant::now();
+        let mut stops = Stops::start(&root);
+        tick();
+        fs::write(root.join("new.txt"), "new").unwrap();
+        assert_eq!(stops.changed(), Some(true), "seen by the scan");
+        assert!(!marker.exists(), "git fetched through core.sshCommand");
+        assert!(started.elapsed() < GIT_TIMEOUT);
+        plain_git(&root, &["status"]);
+        assert!(marker.exists(), "plain git status fetches the tree");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_configuration_that_blocks_git_costs_the_reading_not_the_stop() {
+        let dir = TempDir::new();
+        let root = dir.path().join("repo");
+        fs::create_dir(&root).unwrap();
+        repository(&root, &["a.txt"]);
+        // Included, it is opened for reading, and nothing ever writes to it.
+        let fifo = dir.path().join("included.gitconfig");
+        let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        git(
+            &root,
+            &["config", "include.path", &fifo.display().to_string()],
+        );
+        let started = Instant::now();
+        let listed = disabled_filters(&root, Instant::now() + Duration::from_millis(300));
+        assert!(matches!(listed, Err(GitListing::Failed)));
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[cfg(unix)]
+    fn gone(pid: &str) -> bool {
+        let stat = format!("/proc/{}/stat", pid.trim());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            // A zombie until its new parent reaps it counts as gone.
+            match fs::read_to_string(&stat) {
+                Err(_) => return true,
+                Ok(s) if s.contains(") Z ") => return true,
+                Ok(_) if Instant::now() > deadline => return false,
+                Ok(_) => thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn git_is_killed_with_its_whole_group() {
+        let dir = TempDir::new();
+        let pid_file = dir.path().join("sleeper.pid");
+        let sleeper = format!("sleep 30 & echo $! > '{}';", pid_file.display());
+        // Overruns its deadline: killed, with what it started.
+        let mut command = Command::new("sh");
+        command.args(["-c", &format!("{sleeper} sleep 30")]);
+        let started = Instant::now();
+        let run = run_git(command, Instant::now() + Duration::from_millis(300));
+        assert!(matches!(run, GitRun::Failed));
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(gone(&fs::read_to_string(&pid_file).unwrap()));
+        // Ends, but what it started holds its output open: killed too.
+        fs::remove_file(&pid_file).unwrap();
+        let mut command = Command::new("sh");
+        command.args(["-c", &format!("{sleeper} echo done")]);
+        let started = Instant::now();
+        let run = run_git(command, Instant::now() + Duration::from_secs(20));
+        assert!(matches!(&run, GitRun::Output(bytes) if bytes == b"done\n"));
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(gone(&fs::read_to_string(&pid_file).unwrap()));
     }
 
     #[test]

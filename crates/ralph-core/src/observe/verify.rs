@@ -83,39 +83,97 @@ fn shell(command: &str) -> Command {
     }
 }
 
-/// A started command that leads its own process group, seen through the
-/// three things the timeout needs; the order they are used in is what keeps
-/// the group kill safe (see [`wait_then_kill_group`]).
+/// A started command in a process group of its own, seen through the three
+/// things the timeout needs; the order they are used in is what keeps the
+/// group kill safe (see [`wait_then_kill_group`]).
 trait GroupLeader {
-    /// Whether the leader has exited, without reaping it.
+    /// Whether the command has exited, without reaping it.
     fn exited(&mut self) -> std::io::Result<bool>;
-    /// Kills the leader's whole process group.
+    /// Kills the command's whole process group.
     fn kill_group(&mut self);
-    /// Reaps the leader; its exit code (`None` when killed by a signal).
+    /// Reaps the command; its exit code (`None` when killed by a signal).
     fn reap(&mut self) -> Option<i32>;
 }
 
-impl GroupLeader for std::process::Child {
+/// What keeps a verification command from outliving the hook (Unix): a
+/// small `sh` that leads the process group the command is started in and
+/// waits on a pipe whose write end only this process holds (close-on-exec,
+/// so the command never inherits it). However this process ends, SIGKILL
+/// included, the kernel closes that end; `read` returns, and the watchdog
+/// kills its whole group (`kill 0`): the command, everything it started,
+/// and itself. While this process lives, the watchdog only waits.
+///
+/// The group's id is the watchdog's pid, and the watchdog is this process's
+/// child, reaped only after the group is killed: the id cannot have gone to
+/// another process when it is signalled. And the group exists before the
+/// command does, so there is no moment the command runs unwatched.
+#[cfg(unix)]
+struct Watchdog {
+    process: std::process::Child,
+    /// Held, never written: its closing is the signal.
+    _alive: std::io::PipeWriter,
+}
+
+#[cfg(unix)]
+impl Watchdog {
+    fn start() -> std::io::Result<Watchdog> {
+        use std::os::unix::process::CommandExt;
+        let (reader, alive) = std::io::pipe()?;
+        let process = Command::new("sh")
+            .args(["-c", "read -r line; kill -s KILL 0"])
+            .stdin(reader)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        Ok(Watchdog {
+            process,
+            _alive: alive,
+        })
+    }
+}
+
+/// A verification command and, on Unix, the watchdog that leads its group
+/// (`None`: the command leads its own group, as when no watchdog could start).
+struct Verification {
+    command: std::process::Child,
+    #[cfg(unix)]
+    watchdog: Option<Watchdog>,
+}
+
+impl GroupLeader for Verification {
     #[cfg(unix)]
     fn exited(&mut self) -> std::io::Result<bool> {
-        crate::process::has_exited(self.id())
+        crate::process::has_exited(self.command.id())
     }
 
     #[cfg(not(unix))]
     fn exited(&mut self) -> std::io::Result<bool> {
         // A Windows process handle keeps its id from being reused, so
         // reaping early is harmless there.
-        self.try_wait().map(|status| status.is_some())
+        self.command.try_wait().map(|status| status.is_some())
     }
 
     fn kill_group(&mut self) {
-        // It was started with `process_group(0)`: its group id is its pid.
-        crate::process::kill(self.id(), true);
-        let _ = self.kill();
+        #[cfg(unix)]
+        let leader = match &self.watchdog {
+            Some(watchdog) => watchdog.process.id(),
+            None => self.command.id(),
+        };
+        #[cfg(not(unix))]
+        let leader = self.command.id();
+        // The group's id is its leader's pid.
+        crate::process::kill(leader, true);
+        let _ = self.command.kill();
     }
 
     fn reap(&mut self) -> Option<i32> {
-        self.wait().ok().and_then(|status| status.code())
+        let code = self.command.wait().ok().and_then(|status| status.code());
+        #[cfg(unix)]
+        if let Some(watchdog) = &mut self.watchdog {
+            let _ = watchdog.process.wait();
+        }
+        code
     }
 }
 
@@ -161,17 +219,33 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
         .stdin(Stdio::null())
         .stdout(writer.0)
         .stderr(writer.1);
+    // The command runs in the watchdog's group; without one (no `sh` to
+    // start it), in a group of its own, as the timeout still needs.
+    #[cfg(unix)]
+    let watchdog = Watchdog::start().ok();
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
-        cmd.process_group(0);
+        let group = watchdog.as_ref().map_or(0, |w| w.process.id());
+        cmd.process_group(i32::try_from(group).unwrap_or(0));
     }
     let spawned = cmd.spawn();
     // Our copies of the write end must go, or the reader never sees the end.
     drop(cmd);
     let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) => return result(None, false, format!("cannot start the command: {e}")),
+        Ok(command) => Verification {
+            command,
+            #[cfg(unix)]
+            watchdog,
+        },
+        Err(e) => {
+            #[cfg(unix)]
+            if let Some(mut watchdog) = watchdog {
+                crate::process::kill(watchdog.process.id(), true);
+                let _ = watchdog.process.wait();
+            }
+            return result(None, false, format!("cannot start the command: {e}"));
+        }
     };
     let output = Arc::new(Mutex::new(Vec::<u8>::new()));
     let reader = {

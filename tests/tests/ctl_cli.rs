@@ -1070,3 +1070,35 @@ fn a_project_folder_that_does_not_exist_is_refused_not_created() {
         assert!(!missing.exists(), "{args:?}");
     }
 }
+
+#[test]
+fn a_completion_written_into_the_state_is_not_reported_as_done() {
+    // What an agent's command could do: write "complete" into the state.
+    let project = TempProject::new("forged");
+    project.init();
+    project.write_prompt("Do the task.\n");
+    project
+        .ctl(&["start", "--session-id", "s-1"], &[])
+        .assert_code(0);
+    let path = project.state_path();
+    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    state["status"] = json!("complete");
+    state["endedBecause"] = json!("completion claimed in iteration 1 and accepted");
+    std::fs::write(&path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+
+    let run = project.ctl(&["finish", "--session-id", "s-1"], &[]);
+    assert_eq!(run.code, Some(17), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("no accepted completion claim is on record")
+            && !run.stderr.contains("loop complete"),
+        "{run:?}"
+    );
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status
+            .stdout
+            .contains("complete, but not recorded by ralph"),
+        "{status:?}"
+    );
+}

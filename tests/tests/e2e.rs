@@ -42,6 +42,7 @@ ralph_tests::on_both_clients!(
     interactive_loop_in_a_terminal,
     a_project_in_a_subfolder_of_its_repository_makes_progress,
     file_edits_are_progress_without_looking_at_the_project,
+    a_completion_the_agent_writes_into_the_state_is_not_reported_as_done,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -1081,5 +1082,39 @@ fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion)
     assert!(
         files.len() >= listed_in_a_row,
         "each stop since the last one that saw no Write added its file: {progress:#}"
+    );
+}
+
+fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: ClientVersion) {
+    // The agent's Bash call writes "complete" into the state file, then it
+    // stops: the hook lets the stop through (the loop no longer runs), and
+    // the launcher must not report the work as done.
+    let project = TempProject::new("forged-e2e");
+    project.init();
+    project.write_prompt("Improve the project.\n");
+    let state_file = project.state_path().display().to_string();
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::bash(format!(
+            "sed -i 's/\"status\": \"running\"/\"status\": \"complete\"/' {state_file}"
+        )),
+        _ => Reply::text("All done."),
+    });
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    let state = project.status_json();
+    assert_eq!(
+        state["status"], "complete",
+        "the edit took: {state:#}; {run:?}"
+    );
+    assert_eq!(run.code, Some(17), "{run:?}");
+    let last = run.stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("no accepted completion claim is on record")
+            && !last.contains("loop complete"),
+        "{run:?}"
+    );
+    assert_eq!(
+        api.main_requests().len(),
+        2,
+        "one iteration, never re-injected"
     );
 }

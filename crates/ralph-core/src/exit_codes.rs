@@ -25,6 +25,9 @@ pub const PAUSED: i32 = 14;
 pub const FAILED: i32 = 15;
 /// `finish`/`run`: the loop's cost budget is spent.
 pub const BUDGET_EXHAUSTED: i32 = 16;
+/// `finish`/`run`: the state says `complete`, but no accepted completion
+/// claim is on record: the state was changed outside ralph.
+pub const UNRECORDED_COMPLETION: i32 = 17;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 

@@ -334,6 +334,28 @@ pub fn interrupt(state: &mut LoopState, cause: &str, now: &str) -> bool {
     true
 }
 
+/// Whether a `complete` status is ralph's own: only an accepted claim of
+/// the loop's last iteration completes a loop, and it is recorded with it.
+/// A `complete` without one was written by something else (an agent's
+/// command editing the state), and must not be reported as done.
+pub fn completion_on_record(state: &LoopState) -> bool {
+    state.status != Status::Complete
+        || state
+            .last_claim
+            .as_ref()
+            .is_some_and(|claim| claim.accepted && claim.iteration == state.iteration)
+}
+
+/// The exit code of `state`: its status's, or
+/// [`exit_codes::UNRECORDED_COMPLETION`] for a completion not on record.
+pub fn exit_code_of(state: &LoopState) -> i32 {
+    if completion_on_record(state) {
+        exit_code(state.status)
+    } else {
+        exit_codes::UNRECORDED_COMPLETION
+    }
+}
+
 /// The exit code of a loop that ended with `status` (the README's table).
 pub fn exit_code(status: Status) -> i32 {
     match status {
@@ -353,6 +375,46 @@ mod tests {
     use crate::breaker::{BreakerState, Transition};
     use crate::state::PauseKind;
     use std::time::Duration;
+
+    #[test]
+    fn only_a_recorded_accepted_claim_makes_a_completion_ralphs_own() {
+        use crate::completion::CompletionMode;
+        use crate::state::ClaimRecord;
+        let claim = |iteration, accepted| ClaimRecord {
+            iteration,
+            at: "2026-11-22T09:05:00Z".into(),
+            mode: CompletionMode::Strict,
+            basis: "the completion signal on a line of its own".into(),
+            score: None,
+            accepted,
+            gates: Vec::new(),
+            verification: Vec::new(),
+        };
+        let mut state = LoopState::new("s".into(), 5, "2026-11-22T09:00:00Z".into());
+        state.iteration = 3;
+        assert!(completion_on_record(&state), "running: nothing to check");
+        state.status = Status::Complete;
+        for (last_claim, on_record) in [
+            (None, false),
+            (Some(claim(3, false)), false),
+            (Some(claim(2, true)), false),
+            (Some(claim(3, true)), true),
+        ] {
+            state.last_claim = last_claim;
+            assert_eq!(
+                completion_on_record(&state),
+                on_record,
+                "{:?}",
+                state.last_claim
+            );
+            let code = if on_record {
+                exit_codes::OK
+            } else {
+                exit_codes::UNRECORDED_COMPLETION
+            };
+            assert_eq!(exit_code_of(&state), code);
+        }
+    }
 
     fn ended(status: Status, at: &str) -> LoopState {
         let mut s = LoopState::new("s".into(), 5, "2026-11-22T09:00:00Z".into());

@@ -95,7 +95,7 @@ pub fn announce(ending: &Ending) -> i32 {
             format!("the loop state now belongs to session {by} (another start replaced this one)"),
             exit_codes::NO_LOOP,
         ),
-        Ending::Loop(state) => (outcome_line(state), exit_code(state.status)),
+        Ending::Loop(state) => (outcome_line(state), lifecycle::exit_code_of(state)),
     };
     let _ = writeln!(std::io::stderr(), "ralph: {line}");
     code
@@ -108,6 +108,14 @@ pub fn exit_code(status: Status) -> i32 {
 
 /// One line saying how the loop ended.
 pub fn outcome_line(state: &LoopState) -> String {
+    if !lifecycle::completion_on_record(state) {
+        return format!(
+            "the state says the loop is complete at iteration {} of {}, but no accepted completion claim is on record: \
+             the state was changed outside ralph (by a command the agent ran?), so the work is not reported as done; \
+             `ralph-ctl status` shows the loop's history",
+            state.iteration, state.max_iterations
+        );
+    }
     let because = state
         .ended_because
         .as_deref()

@@ -103,7 +103,14 @@ pub fn summary(
 ) -> String {
     let mut out = format!("Ralph loop in {}\n", paths.root.display());
     let mut line = |label: &str, value: String| out.push_str(&format!("  {label:<11} {value}\n"));
-    line("status:", state.status.as_str().to_string());
+    line(
+        "status:",
+        if lifecycle::completion_on_record(state) {
+            state.status.as_str().to_string()
+        } else {
+            "complete, but not recorded by ralph: no accepted completion claim is on record (the state was changed outside ralph)".to_string()
+        },
+    );
     if let (Status::Paused, Some(paused)) = (state.status, &state.paused_because) {
         line(
             "paused:",

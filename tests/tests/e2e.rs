@@ -43,6 +43,8 @@ ralph_tests::on_both_clients!(
     a_project_in_a_subfolder_of_its_repository_makes_progress,
     file_edits_are_progress_without_looking_at_the_project,
     a_completion_the_agent_writes_into_the_state_is_not_reported_as_done,
+    a_prompt_deleted_mid_loop_is_named_by_the_launcher,
+    a_hook_that_never_runs_is_named_by_the_launcher,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -1117,4 +1119,77 @@ fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: 
         2,
         "one iteration, never re-injected"
     );
+}
+
+/// The launcher's last stderr line.
+fn last_stderr_line(run: &ralph_tests::project::Run) -> &str {
+    run.stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+}
+
+fn a_prompt_deleted_mid_loop_is_named_by_the_launcher(client: ClientVersion) {
+    // The hook cannot re-inject a prompt that is gone: it lets the session
+    // stop, and the person must read why, not only "exited with code 0".
+    let project = TempProject::new("prompt-gone");
+    project.init();
+    project.write_prompt("Improve the project.\n");
+    let prompt = project
+        .path(".claude/ralph/PROMPT.md")
+        .display()
+        .to_string();
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::bash(format!("rm {prompt}")),
+        _ => Reply::text("Removed a file; more to do."),
+    });
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    assert_eq!(run.code, Some(12), "{run:?}");
+    let last = last_stderr_line(&run);
+    assert!(
+        last.starts_with("ralph: loop interrupted")
+            && last.contains("at its last stop the hook could not go on")
+            && last.contains("PROMPT.md")
+            && last.contains("does not exist"),
+        "{run:?}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted", "{state:#}");
+    // The audit log keeps the hook's own line, before the end.
+    let log =
+        std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
+    let problem = log
+        .lines()
+        .find(|l| l.contains("\"event\":\"problem\""))
+        .unwrap_or_else(|| panic!("no problem line: {log}"));
+    assert!(problem.contains("PROMPT.md"), "{problem}");
+}
+
+fn a_hook_that_never_runs_is_named_by_the_launcher(client: ClientVersion) {
+    // A registration that points nowhere: the client runs it, it fails, and
+    // the session stops after one turn without a stop on record.
+    let project = TempProject::new("hook-missing");
+    project.init();
+    project.write_prompt("Improve the project.\n");
+    let settings_path = project.path(".claude/settings.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&settings_path).unwrap()).unwrap();
+    settings["hooks"]["Stop"][0]["hooks"][0]["command"] = serde_json::json!(project
+        .path("moved-away/ralph-stop-hook")
+        .display()
+        .to_string());
+    std::fs::write(
+        &settings_path,
+        serde_json::to_vec_pretty(&settings).unwrap(),
+    )
+    .unwrap();
+    let api = MockApi::start(|_, _| Reply::text("Worked on it."));
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    assert_eq!(run.code, Some(12), "{run:?}");
+    assert!(
+        last_stderr_line(&run).contains("no stop was ever recorded: the Stop hook did not run"),
+        "{run:?}"
+    );
+    assert_eq!(api.main_requests().len(), 1, "one turn, never re-injected");
 }

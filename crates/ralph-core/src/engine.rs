@@ -440,6 +440,50 @@ pub fn run_stop_failure(
     })
 }
 
+/// Keeps why the hook could not go on at a stop of the running loop of
+/// `session_id`, as a `problem` line of the audit log (the state is left as
+/// it was), so that the launcher's last line and `status` can name it.
+/// Best effort: the problem may be the runtime folder itself. (Not for a
+/// stop that timed out on the lock: it would only wait again.)
+pub fn record_hook_problem(
+    paths: &ProjectPaths,
+    session_id: Option<&str>,
+    problem: &str,
+    now: &str,
+) -> Result<(), StoreError> {
+    let store = StateStore::new(paths);
+    if !store.exists()? {
+        return Ok(());
+    }
+    let lock = store.lock(false)?;
+    let Some(state) = lock.read()? else {
+        return Ok(());
+    };
+    if state.status != Status::Running || Some(state.session_id.as_str()) != session_id {
+        return Ok(());
+    }
+    let entry = LogEntry::about(
+        &state,
+        LogEvent::Problem,
+        now,
+        crate::state::one_line(problem, 500),
+    );
+    log::append(&lock, &entry).map_err(|source| StoreError::Io {
+        action: "append to",
+        path: log::log_path(store.path()),
+        source,
+    })
+}
+
+/// The hook's problem at the loop's last stop, if its audit log ends on
+/// one for `state`'s session: nothing has been judged since.
+pub fn last_hook_problem(store_path: &Path, state: &LoopState) -> Option<LogEntry> {
+    log::read_last(store_path, 1)
+        .ok()?
+        .pop()
+        .filter(|e| e.event == LogEvent::Problem && e.session_id == state.session_id)
+}
+
 /// Writes the state back as it was before this stop.
 fn restore(lock: &crate::store::StateLock<'_>, previous: &LoopState) -> Result<(), StoreError> {
     lock.write(previous)

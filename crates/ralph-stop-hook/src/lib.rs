@@ -15,6 +15,7 @@ use ralph_core::config::{self, EnvSource, ProcessEnv};
 use ralph_core::engine::{self, Answer, EngineError, RealWorld, Stop, StopFailure, World};
 use ralph_core::hook_input::{self, HookInput, InputError};
 use ralph_core::paths::ProjectPaths;
+use ralph_core::store::StoreError;
 use thiserror::Error;
 
 /// Everything that can make the hook give up and let the stop through.
@@ -254,6 +255,18 @@ pub fn handle(
     };
     let report = engine::run_stop(&paths, env, &stop, world, &mut |answer| {
         respond(answer, stdout)
+    })
+    .inspect_err(|e| {
+        // Kept for the launcher and `status`: the session is about to stop
+        // for this reason, and the client shows it nowhere the person reads.
+        if !matches!(e, EngineError::Store(StoreError::LockTimeout { .. })) {
+            let _ = engine::record_hook_problem(
+                &paths,
+                stop.session_id.as_deref(),
+                &e.to_string(),
+                &world.now(),
+            );
+        }
     })?;
     Ok(Handled {
         answer: report.answer,

@@ -43,6 +43,9 @@ pub enum LogEvent {
     Resume,
     /// The loop ended.
     End,
+    /// The hook could not judge a stop of the loop and let the session
+    /// stop: why, for the launcher's last line and `status`.
+    Problem,
 }
 
 impl LogEvent {
@@ -55,6 +58,7 @@ impl LogEvent {
             LogEvent::Wait => "wait",
             LogEvent::Resume => "resume",
             LogEvent::End => "end",
+            LogEvent::Problem => "problem",
         }
     }
 }

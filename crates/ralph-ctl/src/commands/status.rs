@@ -111,6 +111,12 @@ pub fn summary(
             "complete, but not recorded by ralph: no accepted completion claim is on record (the state was changed outside ralph)".to_string()
         },
     );
+    if let Some(problem) = ralph_core::engine::last_hook_problem(&paths.state_file(), state) {
+        line(
+            "hook:",
+            format!("could not go on at {}: {}", problem.at, problem.reason),
+        );
+    }
     if let (Status::Paused, Some(paused)) = (state.status, &state.paused_because) {
         line(
             "paused:",

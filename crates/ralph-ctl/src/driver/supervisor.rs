@@ -144,7 +144,11 @@ fn record_run(
         let why = lifecycle::pause_for_api_failure(&mut state, because, &reading, &now);
         Some((LogEvent::Pause, format!("{why} ({cause})")))
     } else if (state.status == Status::Running || supervision.signal.is_some())
-        && lifecycle::interrupt(&mut state, &cause, &now)
+        && lifecycle::interrupt(
+            &mut state,
+            &with_hook_news(lock.path(), &before, supervision, &cause),
+            &now,
+        )
     {
         Some((
             LogEvent::End,
@@ -160,6 +164,33 @@ fn record_run(
         log_entry(lock, &LogEntry::about(&state, event, &now, why));
     }
     Ok(Ending::Loop(Box::new(state)))
+}
+
+/// `cause` with what the hook left to say: why it could not go on at the
+/// last stop (it let the session stop, which is why the client exited), or,
+/// when a client that exited normally never reached the hook at all, that
+/// the hook did not run.
+fn with_hook_news(
+    state_file: &Path,
+    state: &LoopState,
+    supervision: &Supervision,
+    cause: &str,
+) -> String {
+    if let Some(problem) = ralph_core::engine::last_hook_problem(state_file, state) {
+        return format!(
+            "{cause}; at its last stop the hook could not go on: {}",
+            problem.reason
+        );
+    }
+    let exited_normally =
+        supervision.signal.is_none() && matches!(supervision.exit, ClientExit::Code(0));
+    if state.status == Status::Running && state.history.is_empty() && exited_normally {
+        return format!(
+            "{cause}; no stop was ever recorded: the Stop hook did not run (is it registered in \
+             .claude/settings.json? `ralph-ctl init` registers it)"
+        );
+    }
+    cause.to_string()
 }
 
 /// Why a headless run that left the loop running ended, when it was an API

@@ -72,8 +72,15 @@ fn completes_on_signal(client: ClientVersion) {
     assert_eq!(state["status"], "complete", "{why}");
     assert_eq!(state["iteration"], 4, "complete at iteration 4; {why}");
     assert_eq!(api.main_requests().len(), 4, "{why}");
-    // The client waited for the person once the loop had ended.
+    // The client waited for the person once the loop had ended, and showed
+    // how it ended (the hook's systemMessage) before being told to exit.
     assert_eq!(run.ended_by, "/exit", "{why}");
+    let flat = run.text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("Ralph loop complete at iteration 4 of 25"),
+        "the screen never said the loop ended; {why}\nall text:\n{}",
+        run.text
+    );
     run.assert_code(0);
     assert!(
         run.stderr

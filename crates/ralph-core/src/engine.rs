@@ -152,6 +152,12 @@ impl World for RealWorld {
 pub enum Answer {
     /// Let the session stop.
     Allow,
+    /// Let the session stop, telling the person how the loop ended (or
+    /// paused): the client shows `system_message`.
+    End {
+        /// The notice shown to the person.
+        system_message: String,
+    },
     /// Keep the agent working: `reason` is fed back to it.
     Block {
         /// The text fed back to the agent.
@@ -278,13 +284,19 @@ pub fn run_stop(
     };
     let now = world.now();
     let outcome = decision::decide_judged(&config, state, &observed, &claim, &now);
-    let answer = match &outcome.verdict {
-        Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_) => Answer::Allow,
-        Verdict::Continue {
-            iteration,
-            max_iterations,
-            notice,
-        } => {
+    let answer = match (&outcome.verdict, &outcome.new_state) {
+        (Verdict::End(_) | Verdict::Pause(_), Some(ended)) => Answer::End {
+            system_message: prompt::ended_message(ended),
+        },
+        (Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_), _) => Answer::Allow,
+        (
+            Verdict::Continue {
+                iteration,
+                max_iterations,
+                notice,
+            },
+            _,
+        ) => {
             // Read everything the answer needs before committing the new state.
             let prompt_text = world.prompt(&paths.resolve(&config.prompt_file))?;
             let guardrails = world.guardrails(&paths.guardrails_file())?;
@@ -305,10 +317,14 @@ pub fn run_stop(
         lock.write(new_state)?;
     }
     if let Err(e) = deliver(&answer) {
-        if outcome.new_state.is_some() {
-            restore(&lock, state)?;
+        // An ending stands without its notice: the session stops either way.
+        if !matches!(answer, Answer::End { .. }) {
+            if outcome.new_state.is_some() {
+                restore(&lock, state)?;
+            }
+            return Err(EngineError::Deliver(e));
         }
-        return Err(EngineError::Deliver(e));
+        notes.push(format!("cannot show how the loop ended: {e}"));
     }
     if let Some(new_state) = &outcome.new_state {
         if let Err(e) = log::append(&lock, &LogEntry::of_stop(state, new_state, &now)) {
@@ -848,6 +864,33 @@ mod tests {
     }
 
     #[test]
+    fn an_ending_stands_when_its_notice_cannot_be_shown() {
+        // A block nobody reads is undone; an ending is not: the session
+        // stops either way, and the loop must say it completed.
+        let (_d, paths) = project(None);
+        let signal = Config::default().completion_signal;
+        let world = FakeWorld::new(IterationTail::default());
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &world,
+            &mut |_| Err(io::Error::other("stdout is gone")),
+        )
+        .unwrap();
+        assert!(matches!(report.answer, Answer::End { .. }));
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("cannot show how the loop ended: stdout is gone")),
+            "{:?}",
+            report.notes
+        );
+        assert_eq!(state(&paths).status, Status::Complete);
+    }
+
+    #[test]
     fn verification_runs_once_and_only_for_a_claim() {
         let config = r#"{"verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#;
         let (_d, paths) = project(Some(config));
@@ -893,7 +936,14 @@ mod tests {
             &mut |_| Ok(()),
         )
         .unwrap();
-        assert_eq!(report.answer, Answer::Allow);
+        let Answer::End { system_message } = &report.answer else {
+            panic!("{:?}", report.answer);
+        };
+        assert!(
+            system_message.starts_with("Ralph loop complete at iteration 3 of 5: ")
+                && system_message.contains("verified: 1 command(s) passed"),
+            "{system_message}"
+        );
         assert_eq!(state(&paths).status, Status::Complete);
     }
 
@@ -969,7 +1019,11 @@ mod tests {
         };
         let report =
             run_stop(&paths, &[], &behind, &FakeWorld::new(tail), &mut |_| Ok(())).unwrap();
-        assert_eq!(report.answer, Answer::Allow);
+        assert!(
+            matches!(&report.answer, Answer::End { system_message } if system_message.starts_with("Ralph loop complete")),
+            "{:?}",
+            report.answer
+        );
         let after = state(&paths);
         assert_eq!(after.status, Status::Complete);
         let claim = after.last_claim.unwrap();

@@ -181,21 +181,24 @@ fn report_note(note: &str) {
 /// Writes the answer in Claude Code's Stop hook protocol: a block object, or
 /// nothing at all to let the session stop.
 pub fn respond(answer: &Answer, out: &mut dyn Write) -> io::Result<()> {
-    if let Answer::Block {
-        reason,
-        system_message,
-    } = answer
-    {
-        let body = serde_json::json!({
+    let body = match answer {
+        Answer::Allow => return Ok(()),
+        Answer::Block {
+            reason,
+            system_message,
+        } => serde_json::json!({
             "decision": "block",
             "reason": reason,
             "systemMessage": system_message,
-        });
-        serde_json::to_writer(&mut *out, &body)?;
-        out.write_all(b"\n")?;
-        out.flush()?;
-    }
-    Ok(())
+        }),
+        // No decision: the session stops, and the person reads why.
+        Answer::End { system_message } => serde_json::json!({
+            "systemMessage": system_message,
+        }),
+    };
+    serde_json::to_writer(&mut *out, &body)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 fn project_root(input: &HookInput, env: &dyn EnvSource) -> Result<ProjectPaths, HookError> {

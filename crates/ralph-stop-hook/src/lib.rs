@@ -178,8 +178,9 @@ fn report_note(note: &str) {
     let _ = writeln!(io::stderr(), "ralph-stop-hook: {}", one_line(note));
 }
 
-/// Writes the answer in Claude Code's Stop hook protocol: a block object, or
-/// nothing at all to let the session stop.
+/// Writes the answer in Claude Code's Stop hook protocol: a block object;
+/// a `systemMessage` alone when the loop ended (the session stops and the
+/// person reads how); nothing at all to let the session stop otherwise.
 pub fn respond(answer: &Answer, out: &mut dyn Write) -> io::Result<()> {
     let body = match answer {
         Answer::Allow => return Ok(()),

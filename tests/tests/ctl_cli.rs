@@ -560,6 +560,9 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
             "json",
             "--session-id",
             state["sessionId"].as_str().unwrap(),
+            // Nobody answers prompts in headless mode: edits are accepted.
+            "--permission-mode",
+            "acceptEdits",
             "--model",
             "sonnet"
         ]
@@ -686,7 +689,8 @@ fn client_arguments_after_the_double_dash_pass_through_unchanged() {
     let recorded = std::fs::read_to_string(format!("{client}.args")).unwrap();
     let recorded: Vec<&str> = recorded.split("\n--ARG--\n").collect();
     // (the last element is what follows the final separator: nothing)
-    assert_eq!(&recorded[5..recorded.len() - 1], odd);
+    // After -p, the output format, the session and the permission mode.
+    assert_eq!(&recorded[7..recorded.len() - 1], odd);
     assert_eq!(recorded[0], "-p");
 }
 

@@ -45,6 +45,7 @@ ralph_tests::on_both_clients!(
     a_completion_the_agent_writes_into_the_state_is_not_reported_as_done,
     a_prompt_deleted_mid_loop_is_named_by_the_launcher,
     a_hook_that_never_runs_is_named_by_the_launcher,
+    a_headless_loop_can_edit_the_project_without_a_permission_mode_given,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -1192,4 +1193,33 @@ fn a_hook_that_never_runs_is_named_by_the_launcher(client: ClientVersion) {
         "{run:?}"
     );
     assert_eq!(api.main_requests().len(), 1, "one turn, never re-injected");
+}
+
+fn a_headless_loop_can_edit_the_project_without_a_permission_mode_given(client: ClientVersion) {
+    // Without a mode, `-p` denies every file edit (nobody answers the
+    // prompt); the launcher gives acceptEdits unless the person names one.
+    let project = TempProject::new("headless-edits");
+    project.init();
+    project.write_prompt("Improve the project.\n");
+    let root = project.root.clone();
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::write(root.join("new.txt").display().to_string(), "x\n"),
+        1 => Reply::bash("echo hi > bashed.txt"),
+        _ => Reply::text(format!("Wrote both files.\n{SIGNAL}")),
+    });
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.arg("--headless").envs(project.client_env(client, &api));
+    let run = ralph_tests::project::run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    run.assert_code(0);
+    assert!(
+        project.path("new.txt").is_file(),
+        "the Write went through: {run:?}"
+    );
+    assert!(
+        project.path("bashed.txt").is_file(),
+        "the Bash call went through: {run:?}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert!(state["history"][0]["error"].is_null(), "{state:#}");
 }

@@ -274,6 +274,26 @@ pub fn pointer_message(prompt_file: &Path, max_iterations: u32) -> String {
     )
 }
 
+/// The permission mode a headless run gets when the person names none:
+/// file edits in the project (and, as the clients judge them, shell
+/// commands that only touch the project) go through without a prompt.
+pub const HEADLESS_PERMISSION_MODE: &str = "acceptEdits";
+
+/// Whether the client arguments already say how permissions are handled.
+fn names_permissions(client_args: &[OsString]) -> bool {
+    client_args.iter().any(|arg| {
+        let arg = arg.to_string_lossy();
+        [
+            "--permission-mode",
+            "--dangerously-skip-permissions",
+            "--allow-dangerously-skip-permissions",
+            "--permission-prompt-tool",
+        ]
+        .iter()
+        .any(|flag| arg == *flag || arg.starts_with(&format!("{flag}=")))
+    })
+}
+
 /// Builds the client command: `[leading args] -p --output-format json
 /// --session-id ID [client args]` with the prompt on stdin (headless), or
 /// `[leading args] [PROMPT] --session-id ID [client args]` (interactive).
@@ -306,6 +326,11 @@ pub fn build(launch: &Launch) -> ClientCommand {
     }
     if let (true, Some(budget)) = (launch.headless, launch.max_budget_usd) {
         args.extend(["--max-budget-usd".into(), format!("{budget:.6}").into()]);
+    }
+    if launch.headless && !names_permissions(launch.client_args) {
+        // Nobody is there to answer a permission prompt: without a mode,
+        // every file edit is denied and the loop only burns its budget.
+        args.extend(["--permission-mode", HEADLESS_PERMISSION_MODE].map(OsString::from));
     }
     args.extend(launch.client_args.iter().cloned());
     let mut env = vec![("RALPH_ACTIVE".to_string(), "1".to_string())];
@@ -432,6 +457,8 @@ mod tests {
                         "json",
                         "--session-id",
                         "s-1",
+                        "--permission-mode",
+                        "acceptEdits",
                         "--model",
                         "a b"
                     ]
@@ -465,6 +492,45 @@ mod tests {
     }
 
     #[test]
+    fn headless_gets_a_permission_mode_unless_the_person_gave_one() {
+        let client = ClientProgram {
+            program: "/bin/claude".into(),
+            leading_args: vec![],
+        };
+        let mode = |headless: bool, extra: &[&str]| {
+            let extra: Vec<OsString> = extra.iter().map(OsString::from).collect();
+            let args = args(&build(&launch(
+                &client,
+                headless,
+                "task",
+                &extra,
+                Platform::Unix,
+            )));
+            args.windows(2)
+                .filter(|w| w[0] == "--permission-mode")
+                .map(|w| w[1].clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(mode(true, &[]), ["acceptEdits"]);
+        assert_eq!(mode(true, &["--model", "x"]), ["acceptEdits"]);
+        assert_eq!(mode(true, &["--permission-mode", "plan"]), ["plan"]);
+        assert_eq!(
+            mode(true, &["--permission-mode=plan"]),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            mode(true, &["--dangerously-skip-permissions"]),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            mode(true, &["--permission-prompt-tool", "mcp__x"]),
+            Vec::<String>::new()
+        );
+        // Interactive: the person answers the prompts.
+        assert_eq!(mode(false, &[]), Vec::<String>::new());
+    }
+
+    #[test]
     fn a_resumed_run_continues_the_session_with_the_budget_left() {
         let client = ClientProgram {
             program: "/bin/claude".into(),
@@ -485,7 +551,9 @@ mod tests {
                 "--settings",
                 "{}",
                 "--max-budget-usd",
-                "1.250000"
+                "1.250000",
+                "--permission-mode",
+                "acceptEdits"
             ]
         );
         // The budget is a print-mode flag: an interactive run has none.

@@ -188,15 +188,34 @@ impl<'a, B> Cli<'a, B> {
 }
 
 impl Run {
-    /// Panics with the whole run unless it exited 0 with nothing on stdout:
-    /// the hook let the stop through.
+    /// Panics with the whole run unless it exited 0 with nothing on stdout,
+    /// or only a `systemMessage` (the stop ended the loop): the hook let the
+    /// stop through.
     pub fn assert_allowed(&self) -> &Self {
         assert_eq!(self.code, Some(0), "{self:?}");
-        assert_eq!(
-            self.stdout, "",
-            "an allowed stop prints nothing on stdout: {self:?}"
-        );
+        if !self.stdout.is_empty() {
+            let answer: Value = serde_json::from_str(&self.stdout)
+                .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"));
+            let keys: Vec<&String> = answer
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
+            assert_eq!(
+                keys,
+                ["systemMessage"],
+                "an allowed stop prints nothing, or only how the loop ended: {self:?}"
+            );
+        }
         self
+    }
+
+    /// How the loop ended, as the hook told the person: panics unless the
+    /// stop was let through with a `systemMessage`.
+    pub fn ended_message(&self) -> String {
+        self.assert_allowed();
+        let answer: Value = serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("no ending message ({e}): {self:?}"));
+        answer["systemMessage"].as_str().unwrap().to_string()
     }
 
     /// Panics unless the stop was let through without a word on stderr either.

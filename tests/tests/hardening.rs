@@ -112,6 +112,17 @@ fn silent(run: &Run) {
     assert_eq!(run.stderr, "", "{run:?}");
 }
 
+/// Asserts a stop that ended the loop: exit 0, nothing on stderr, and on
+/// stdout only the `systemMessage` saying how it ended, which is returned.
+fn ended(run: &Run) -> String {
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stderr, "", "{run:?}");
+    let answer: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not a JSON answer ({e}): {run:?}"));
+    assert!(answer.get("decision").is_none(), "{answer}");
+    answer["systemMessage"].as_str().unwrap().to_string()
+}
+
 /// The `reason` of a block answer.
 fn block_reason(run: &Run) -> String {
     assert_eq!(run.code, Some(0), "{run:?}");
@@ -788,7 +799,7 @@ fn transcript_of_1_gib_is_read_from_its_end_only() {
     );
     sparse_file(&path, GIB, b"", tail.as_bytes());
     let run = run_hook(hook_command(&project), &transcript_input(&project, &path));
-    silent(&run);
+    assert!(ended(&run).starts_with("Ralph loop complete"), "{run:?}");
     println!("1 GiB transcript, message at the end: {:?}", run.elapsed);
     assert!(run.elapsed < TIMEOUT);
     let state = project.state().unwrap();
@@ -974,7 +985,8 @@ fn state_with_extreme_counters_never_panics() {
         &project,
         Some("RALPH_ITERATION_COMPLETE: 4 findings remain"),
     ));
-    silent(&run_hook(hook_command(&project), &stuck));
+    let message = ended(&run_hook(hook_command(&project), &stuck));
+    assert!(message.contains("circuit breaker"), "{message}");
     let after = project.state().unwrap();
     assert_eq!(after["status"], "circuit_open", "{after:#}");
     assert_eq!(
@@ -989,10 +1001,11 @@ fn state_with_extreme_counters_never_panics() {
     state["lastFindingsCount"] = json!(u64::MAX);
     fs::write(project.state_path(), serde_json::to_vec(&state).unwrap()).unwrap();
     let big = format!("RALPH_ITERATION_COMPLETE: {} findings remain", u64::MAX);
-    silent(&run_hook(
+    let message = ended(&run_hook(
         hook_command(&project),
         &to_bytes(&stop_input(&project, Some(&big))),
     ));
+    assert!(message.contains("iteration cap"), "{message}");
     assert_eq!(project.state().unwrap()["status"], "max_iterations");
 }
 

@@ -46,6 +46,7 @@ ralph_tests::on_both_clients!(
     a_prompt_deleted_mid_loop_is_named_by_the_launcher,
     a_hook_that_never_runs_is_named_by_the_launcher,
     a_headless_loop_can_edit_the_project_without_a_permission_mode_given,
+    refused_tool_calls_stop_a_loop_that_cannot_work,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -1222,4 +1223,34 @@ fn a_headless_loop_can_edit_the_project_without_a_permission_mode_given(client: 
     let state = project.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");
     assert!(state["history"][0]["error"].is_null(), "{state:#}");
+}
+
+fn refused_tool_calls_stop_a_loop_that_cannot_work(client: ClientVersion) {
+    // The person chose the default mode: every Write is refused, nobody can
+    // grant it, and nothing changes. Two such iterations end the loop with
+    // the refusal named, not the whole budget.
+    let project = TempProject::new("denied");
+    project.init();
+    project.write_prompt("Improve the project.\n");
+    let root = project.root.clone();
+    let api = MockApi::start(move |turn, _| match turn % 2 {
+        0 => Reply::write(root.join("new.txt").display().to_string(), "x\n"),
+        _ => Reply::text("Tried to write the file."),
+    });
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args(["--headless", "--", "--permission-mode", "default"])
+        .envs(project.client_env(client, &api));
+    let run = ralph_tests::project::run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    assert_eq!(run.code, Some(11), "{run:?}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "circuit_open", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    let because = state["endedBecause"].as_str().unwrap();
+    assert!(
+        because.contains("refused for lack of permission in 2 iterations")
+            && because.contains("requested permissions to write to")
+            && because.contains("--permission-mode acceptEdits"),
+        "{because}"
+    );
+    assert!(!project.path("new.txt").exists());
 }

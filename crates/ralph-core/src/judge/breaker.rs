@@ -67,6 +67,8 @@ pub enum Signal {
     TddStuck,
     /// The same completion claim failed the same gate with the same output.
     SameRejectedClaim,
+    /// A tool call was refused for lack of permission.
+    PermissionDenied,
 }
 
 /// One stall signal, described once for the configuration, the counting,
@@ -89,6 +91,9 @@ pub struct SignalSpec {
     /// False when the signal may warn but never open the breaker while the
     /// project is changing (a stuck count next to real edits is no stall).
     pub opens_while_progressing: bool,
+    /// True when reaching the threshold opens the breaker at once, without
+    /// the half-open warning: the agent cannot undo this stall itself.
+    pub opens_at_once: bool,
     /// The counter after this stop, from the previous breaker and counter.
     count: fn(&Breaker, &ProgressObservation, &BreakerConfig, u32) -> u32,
     /// The counter value at which the signal trips.
@@ -119,6 +124,7 @@ pub const SIGNALS: &[SignalSpec] = &[
         max: 1_000,
         counts: "nothing changed in the project since the previous stop, although the agent used a tool or hit an error",
         opens_while_progressing: true,
+        opens_at_once: false,
         count: |_, o, _, c| match o.changed {
             Some(false) if o.acted => c.saturating_add(1),
             // Unchanged after an iteration that tried nothing: no evidence either way.
@@ -140,6 +146,7 @@ pub const SIGNALS: &[SignalSpec] = &[
         max: 1_000,
         counts: "the iteration ended on the same error: the first failing tool result (`is_error: true`), else an error line of the agent's message, normalised (numbers, paths, hex ids, timestamps stripped)",
         opens_while_progressing: true,
+        opens_at_once: false,
         count: |b, o, _, c| match (&o.error, &b.last_error) {
             (Some(now), Some(before)) if now.fingerprint == before.fingerprint => {
                 c.saturating_add(1)
@@ -163,6 +170,7 @@ pub const SIGNALS: &[SignalSpec] = &[
         max: 1_000,
         counts: "`RALPH_ITERATION_COMPLETE: N findings remain` reported the same N as the previous report; while files change it only warns",
         opens_while_progressing: false,
+        opens_at_once: false,
         count: |_, o, _, c| match o.findings {
             Some(now) if o.previous_findings == Some(now) => c.saturating_add(1),
             Some(_) => 0,
@@ -186,6 +194,7 @@ pub const SIGNALS: &[SignalSpec] = &[
         max: 99,
         counts: "the final message was more than this percent shorter than the average of the previous 3 (trips after 2 such iterations)",
         opens_while_progressing: true,
+        opens_at_once: false,
         count: |b, o, config, c| {
             let recent = &b.recent_output_lengths;
             if recent.len() < OUTPUT_WINDOW {
@@ -224,6 +233,7 @@ pub const SIGNALS: &[SignalSpec] = &[
         max: 1_000,
         counts: "`currentScenario` in `.claude/context/runtime/tdd-state.json` (when that file exists) did not change",
         opens_while_progressing: true,
+        opens_at_once: false,
         count: |b, o, _, c| match (&o.tdd_scenario, &b.last_tdd_scenario) {
             (Some(now), Some(before)) if now == before => c.saturating_add(1),
             _ => 0,
@@ -246,6 +256,7 @@ pub const SIGNALS: &[SignalSpec] = &[
         max: 1_000,
         counts: "a completion claim was rejected by the same gates with the same output as the previous rejected claim (iterations without a claim do not break the run)",
         opens_while_progressing: true,
+        opens_at_once: false,
         count: |b, o, _, c| match (&o.rejected_claim, &b.last_rejected_claim) {
             (Some(now), Some(before)) if now.fingerprint == before.fingerprint => {
                 c.saturating_add(1)
@@ -266,6 +277,29 @@ pub const SIGNALS: &[SignalSpec] = &[
                 .map(|e| e.sample.as_str())
                 .unwrap_or_default();
             format!("the same completion claim was rejected {c} times ({sample})")
+        },
+    },
+    SignalSpec {
+        signal: Signal::PermissionDenied,
+        label: "permission denied",
+        config_key: "permissionDeniedThreshold",
+        env_var: "CB_PERMISSION_DENIED_THRESHOLD",
+        default: 2,
+        max: 1_000,
+        counts: "a tool call of the iteration was refused for lack of permission (its tool result says so: nobody answers the client's prompt in a headless run); while files change it only warns, otherwise it opens the breaker at once",
+        opens_while_progressing: false,
+        opens_at_once: true,
+        count: |_, o, _, c| match o.denied {
+            Some(_) => c.saturating_add(1),
+            None => 0,
+        },
+        trips_at: |c| c.threshold(Signal::PermissionDenied),
+        remember: remember_nothing,
+        describe: |_, o, _, c| {
+            format!(
+                "tool calls refused for lack of permission in {c} iterations in a row (`{}`); give the client a permission mode that allows what the task needs (after `--`: `--permission-mode acceptEdits`, or allow the tools in .claude/settings.json)",
+                o.denied.as_deref().unwrap_or_default()
+            )
         },
     },
 ];
@@ -413,6 +447,8 @@ pub struct ProgressObservation {
     /// The completion claim this stop rejected: which gates failed and on
     /// what output, fingerprinted.
     pub rejected_claim: Option<ErrorSighting>,
+    /// The first tool call the client refused for lack of permission.
+    pub denied: Option<String>,
 }
 
 /// What the loop must do after this stop.
@@ -452,11 +488,14 @@ pub fn step(
     let progressing = observed.changed == Some(true);
     let mut stalls = Vec::new();
     let mut may_open = false;
+    let mut at_once = false;
     for spec in SIGNALS {
         let counter = next.counters.get(spec.signal);
         if counter >= spec.trips_at(config) {
             stalls.push((spec.describe)(&next, observed, config, counter));
-            may_open |= spec.opens_while_progressing || !progressing;
+            let opens = spec.opens_while_progressing || !progressing;
+            may_open |= opens;
+            at_once |= opens && spec.opens_at_once;
         }
     }
 
@@ -468,6 +507,16 @@ pub fn step(
         reason,
     };
     let effect = match previous.state {
+        BreakerState::Closed | BreakerState::HalfOpen if at_once => {
+            let reason = stalls.join("; ");
+            next.state = BreakerState::Open;
+            next.last_transition = Some(transition(
+                previous.state,
+                BreakerState::Open,
+                reason.clone(),
+            ));
+            BreakerEffect::Open(reason)
+        }
         BreakerState::Closed if stalls.is_empty() => BreakerEffect::Quiet,
         BreakerState::Closed => {
             let reason = stalls.join("; ");
@@ -826,6 +875,35 @@ mod tests {
             })
             .collect();
         assert_eq!(run(&varied, &config).0, "........");
+    }
+
+    #[test]
+    fn refused_tool_calls_open_at_once_unless_files_change() {
+        let config = BreakerConfig::default();
+        let denied = |tree: &str, refused: bool| ProgressObservation {
+            denied: refused.then(|| "Claude requested permissions to write to /p/a".to_string()),
+            ..obs(tree)
+        };
+        // Nothing changes and every iteration is refused: open at the second.
+        let stuck: Vec<_> = (0..4).map(|_| denied("start", true)).collect();
+        let (trace, breaker) = run(&stuck, &config);
+        assert!(trace.starts_with(".O"), "{trace}");
+        let reason = &breaker.last_transition.unwrap().reason;
+        assert!(
+            reason.contains("refused for lack of permission in 2 iterations"),
+            "{reason}"
+        );
+        // Files change while some call is refused: a warning, never an opening.
+        let working: Vec<_> = (0..6).map(|i| denied(&format!("t{i}"), true)).collect();
+        assert_eq!(run(&working, &config).0, ".WWWWW");
+        // A refusal now and then is no run (whether files changed unknown).
+        let sparse: Vec<_> = (0..6)
+            .map(|i| ProgressObservation {
+                changed: None,
+                ..denied("start", i % 2 == 0)
+            })
+            .collect();
+        assert_eq!(run(&sparse, &config).0, "......");
     }
 
     #[test]

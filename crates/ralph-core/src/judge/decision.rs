@@ -482,6 +482,7 @@ pub fn decide_judged(
         output_chars: observed.message.chars().count(),
         tdd_scenario: observed.tdd_scenario.clone(),
         rejected_claim: rejected,
+        denied: errors::permission_denial(&observed.failing_tool_results),
     };
     let (mut breaker, effect) =
         breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);

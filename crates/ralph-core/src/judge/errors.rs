@@ -147,6 +147,28 @@ fn sample(line: &str) -> String {
     s
 }
 
+/// What the clients write in a tool result they refused for lack of
+/// permission (2.0.77 and 2.1.330): a file write outside what the mode
+/// allows, a shell command that needs approval, one that would touch a file
+/// outside the working directories.
+const DENIAL_MARKERS: [&str; 4] = [
+    "requested permissions to",
+    "needs approval",
+    "requires approval",
+    "was blocked. For security",
+];
+
+/// The first tool call of the iteration that the client refused for lack of
+/// permission, as its tool result says it (`None`: no refusal). Nobody
+/// answers a permission prompt in a headless run: such a call never succeeds
+/// however often the agent tries.
+pub fn permission_denial(failing_tool_results: &[String]) -> Option<String> {
+    failing_tool_results
+        .iter()
+        .find(|r| DENIAL_MARKERS.iter().any(|m| r.contains(m)))
+        .map(|r| sample(r.lines().next().unwrap_or_default().trim()))
+}
+
 /// The error of an iteration: the first failing tool result's error line
 /// (or its first line), else the first error line of the agent's message.
 pub fn sighting(message: &str, failing_tool_results: &[String]) -> Option<ErrorSighting> {
@@ -174,6 +196,31 @@ pub fn sighting(message: &str, failing_tool_results: &[String]) -> Option<ErrorS
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_for_lack_of_permission_are_told_from_other_failures() {
+        // The tool results the real clients wrote (2.0.77 and 2.1.330, `-p`).
+        for (result, denied) in [
+            ("Claude requested permissions to write to /p/new.txt, but you haven't granted it yet.", true),
+            ("Output redirection to '/p/x.txt' needs approval. The path is inside the working directories for this session ('/p'), and Claude Code asks before a shell command creates, changes or removes files there.", true),
+            ("touch in '/tmp/x' needs approval. The path is outside the working directories for this session ('/p'). Allowing runs the command as written.", true),
+            ("This Bash command contains multiple operations. The following part requires approval: curl -s http://127.0.0.1:9/", true),
+            ("touch in '/tmp/x' was blocked. For security, Claude Code may only create or modify files in the allowed working directories for this session: '/p'.", true),
+            ("error[E0425]: cannot find value `x` in this scope", false),
+            ("Exit code 1\ncat: missing.txt: No such file or directory", false),
+        ] {
+            let got = permission_denial(&[result.to_string()]);
+            assert_eq!(got.is_some(), denied, "{result}");
+        }
+        // The first refusal is named, whatever failed before it.
+        let results = [
+            "error: tests failed".to_string(),
+            "Claude requested permissions to write to /p/a.txt, but you haven't granted it yet."
+                .to_string(),
+        ];
+        assert!(permission_denial(&results).unwrap().contains("/p/a.txt"));
+        assert_eq!(permission_denial(&[]), None);
+    }
 
     #[test]
     fn error_lines_table() {

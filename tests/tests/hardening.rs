@@ -1602,3 +1602,135 @@ fn cwd_that_names_no_project() {
     }
     assert_eq!(state_bytes(&project), before);
 }
+
+// ------------------------------------------ files ralph-ctl init writes and reads
+
+/// The last pid the kernel handed out (Linux); the next ones follow it.
+fn last_pid() -> u32 {
+    fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn init_never_writes_through_links_planted_at_the_next_pids_temp_names() {
+    // A cloned repository can ship `.claude/ralph/.PROMPT.md.tmp-<pid>`
+    // links to a file elsewhere for thousands of pids.
+    const AHEAD: u32 = 3000;
+    let names = [
+        ".claude/ralph/.PROMPT.md.tmp-",
+        ".claude/ralph/.guardrails.md.tmp-",
+        ".claude/ralph/.ralph-audit.sh.tmp-",
+        ".claude/ralph/.ralph-audit.bat.tmp-",
+        ".claude/.settings.json.tmp-",
+    ];
+    for attempt in 1.. {
+        let project = TempProject::new("planted-temp");
+        fs::create_dir_all(project.path(".claude/ralph")).unwrap();
+        let victim = project.tmp.join("victim.txt");
+        fs::write(&victim, "keep me\n").unwrap();
+        fs::set_permissions(&victim, fs::Permissions::from_mode(0o644)).unwrap();
+        let from = last_pid() + 1;
+        for pid in from..from + AHEAD {
+            for name in names {
+                std::os::unix::fs::symlink(&victim, project.path(format!("{name}{pid}"))).unwrap();
+            }
+        }
+        let mut cmd = project.command(bins::ctl());
+        cmd.arg("init")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id();
+        let (status, stdout, stderr) = ralph_tests::project::wait_with_timeout(&mut child, TIMEOUT);
+        if !(from..from + AHEAD).contains(&pid) {
+            // Other processes took every planted pid first: plant again.
+            assert!(attempt < 5, "ralph-ctl never got a planted pid");
+            continue;
+        }
+        assert!(status.is_some_and(|s| s.success()), "{stdout}\n{stderr}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep me\n");
+        assert_eq!(mode(&victim), 0o644);
+        for file in [
+            ".claude/ralph/PROMPT.md",
+            ".claude/ralph/guardrails.md",
+            ".claude/ralph/ralph-audit.sh",
+            ".claude/ralph/ralph-audit.bat",
+            ".claude/settings.json",
+        ] {
+            let meta = fs::symlink_metadata(project.path(file)).unwrap();
+            assert!(meta.is_file(), "{file} is a regular file");
+        }
+        // Run again: every file is rewritten (the launcher's path changes
+        // nothing, so change the settings), still never through a link.
+        fs::write(project.path(".claude/settings.json"), "{}\n").unwrap();
+        project.init();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep me\n");
+        println!(
+            "ralph-ctl init ran as pid {pid}, planted {from}..{}",
+            from + AHEAD
+        );
+        break;
+    }
+}
+
+#[test]
+fn init_refuses_a_link_where_it_writes_and_writes_nothing() {
+    for name in [
+        ".claude/settings.json",
+        ".claude/ralph/ralph-audit.sh",
+        ".claude/ralph/ralph-audit.bat",
+    ] {
+        let project = TempProject::new("init-link");
+        let victim = project.tmp.join("victim.json");
+        fs::write(&victim, "{\"model\": \"opus\"}\n").unwrap();
+        let path = project.path(name);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let run = project.ctl(&["init"], &[]);
+        assert_eq!(run.code, Some(1), "{name}: {run:?}");
+        let line = format!(
+            "ralph-ctl: {} is a symbolic link; ralph-ctl init writes only regular files there",
+            path.display()
+        );
+        assert!(run.stderr.starts_with(&line), "{name}: {run:?}");
+        assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+        assert_eq!(
+            fs::read_to_string(&victim).unwrap(),
+            "{\"model\": \"opus\"}\n"
+        );
+        assert!(fs::symlink_metadata(&path).unwrap().is_symlink());
+        assert!(
+            !project.path(".claude/ralph/PROMPT.md").exists(),
+            "{name}: nothing written before the refusal"
+        );
+    }
+
+    // A PROMPT.md that is a link to a regular file is the person's: kept,
+    // read through, never written. A dangling one is refused.
+    let project = TempProject::new("init-prompt-link");
+    let shared = project.tmp.join("shared-prompt.md");
+    fs::write(&shared, "The shared task.\n").unwrap();
+    let prompt = project.path(".claude/ralph/PROMPT.md");
+    fs::create_dir_all(prompt.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&shared, &prompt).unwrap();
+    let run = project.ctl(&["init"], &[]);
+    run.assert_code(0);
+    assert!(
+        run.stdout.contains("kept      .claude/ralph/PROMPT.md"),
+        "{run:?}"
+    );
+    assert_eq!(fs::read_to_string(&shared).unwrap(), "The shared task.\n");
+    assert!(fs::symlink_metadata(&prompt).unwrap().is_symlink());
+    fs::remove_file(&shared).unwrap();
+    let run = project.ctl(&["init"], &[]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("{} is a symbolic link", prompt.display())),
+        "{run:?}"
+    );
+    assert!(!shared.exists(), "nothing created through the link");
+}

@@ -37,6 +37,15 @@ pub enum CtlError {
     /// `start` refused to replace a loop.
     #[error("{0}")]
     Refused(String),
+    /// A path `init` would write holds a link or something else than a
+    /// regular file; nothing is written through it or over it.
+    #[error("{} {problem}; ralph-ctl init writes only regular files there, never through or over a link: move it aside and run `ralph-ctl init` again", path.display())]
+    Unsafe {
+        /// The path.
+        path: PathBuf,
+        /// What stands there ("is a symbolic link", "is not a regular file").
+        problem: &'static str,
+    },
     /// `.claude/settings.json` cannot be merged.
     #[error("{path} cannot be updated: {problem}; fix it by hand and run `ralph-ctl init` again")]
     Settings {

@@ -7,7 +7,7 @@
 //! is reported, never replaced, until someone resets it on purpose.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use fs2::FileExt;
 use thiserror::Error;
 
+use crate::atomic;
 use crate::paths::ProjectPaths;
 use crate::state::LoopState;
 
@@ -171,7 +172,8 @@ impl StateLock<'_> {
         read_state(&self.store.state_path)
     }
 
-    /// Replaces the state atomically: temp file, fsync, rename, fsync of the folder.
+    /// Replaces the state atomically ([`atomic::write_file`]: a new temp file
+    /// under a random name, fsync, rename, fsync of the folder), mode 0600.
     pub fn write(&self, state: &LoopState) -> Result<(), StoreError> {
         let path = &self.store.state_path;
         let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
@@ -180,23 +182,10 @@ impl StateLock<'_> {
             source: io::Error::other(e),
         })?;
         json.push(b'\n');
-        let tmp = temp_path(path);
-        let result = (|| {
-            let mut file = open_private(&tmp, true)?;
-            file.write_all(&json)?;
-            file.sync_all()?;
-            drop(file);
-            fs::rename(&tmp, path)?;
-            sync_dir(path.parent().unwrap_or(Path::new(".")));
-            Ok(())
-        })();
-        result.map_err(|source| {
-            let _ = fs::remove_file(&tmp);
-            StoreError::Io {
-                action: "write",
-                path: path.clone(),
-                source,
-            }
+        atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io {
+            action: "write",
+            path: path.clone(),
+            source,
         })
     }
 
@@ -227,10 +216,10 @@ impl StateLock<'_> {
         // Only a writer holding the lock creates temp files, so any left now
         // belong to a process that died mid-write.
         let path = &self.store.state_path;
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        let Some(dir) = path.parent() else {
             return;
         };
-        let prefix = format!(".{}.tmp-", name.to_string_lossy());
+        let prefix = atomic::temp_prefix(path);
         if let Ok(entries) = fs::read_dir(dir) {
             for entry in entries.flatten() {
                 if entry.file_name().to_string_lossy().starts_with(&prefix) {
@@ -251,11 +240,6 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(suffix);
     path.with_file_name(name)
-}
-
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
 fn read_state(path: &Path) -> Result<Option<LoopState>, StoreError> {
@@ -323,16 +307,6 @@ fn open_private(path: &Path, create_new: bool) -> io::Result<File> {
         e
     })
 }
-
-#[cfg(unix)]
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) {}
 
 #[cfg(test)]
 mod tests {

@@ -7,6 +7,7 @@
 use std::ffi::OsString;
 use std::io::Write;
 
+use ralph_core::atomic;
 use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
 use ralph_core::lifecycle::ResumePlan;
@@ -120,7 +121,8 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             extra_settings: extra_settings.as_deref(),
         });
         if let PromptDelivery::File(path) = &command.delivery {
-            if let Err(e) = std::fs::write(path, &command.prompt) {
+            // Private, and never written through a link planted there.
+            if let Err(e) = atomic::write_file(path, command.prompt.as_bytes(), 0o600) {
                 let problem = CtlError::io("write", path)(e);
                 say(&problem.to_string());
                 let cause = format!("the first prompt could not be written ({problem})");

@@ -1734,3 +1734,75 @@ fn init_refuses_a_link_where_it_writes_and_writes_nothing() {
     );
     assert!(!shared.exists(), "nothing created through the link");
 }
+
+#[test]
+fn settings_json_as_a_fifo_or_a_device_is_named_at_once() {
+    let project = looping("settings-fifo", 5);
+    fs::write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"verify": [{"name": "ok", "command": "true", "timeoutSeconds": 5}]}"#,
+    )
+    .unwrap();
+    let settings = project.path(".claude/settings.json");
+    let shown = settings.display().to_string();
+    for (kind, init_problem) in [
+        ("a FIFO", "is not a regular file"),
+        ("a link to /dev/zero", "is a symbolic link"),
+    ] {
+        fs::remove_file(&settings).unwrap();
+        if kind == "a FIFO" {
+            mkfifo(&settings);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &settings).unwrap();
+        }
+
+        let run = project.ctl(&["init"], &[]);
+        assert_eq!(run.code, Some(1), "init, {kind}: {run:?}");
+        assert!(
+            run.stderr
+                .starts_with(&format!("ralph-ctl: {shown} {init_problem}")),
+            "init, {kind}: {run:?}"
+        );
+        println!("init, settings.json {kind}: {:?}", run.elapsed);
+        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
+
+        let unreadable = format!("cannot read {shown}: not a regular file");
+        let run = project.ctl(&["start", "--force", "--session-id", SID], &[]);
+        run.assert_code(0);
+        assert!(
+            run.stderr
+                .starts_with(&format!("ralph-ctl: warning: {unreadable}")),
+            "start, {kind}: {run:?}"
+        );
+        println!("start, settings.json {kind}: {:?}", run.elapsed);
+        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
+
+        // The hook reads it when a claim makes the verify commands run.
+        let input = to_bytes(&stop_input(&project, Some(&format!("All done.\n{SIGNAL}"))));
+        let run = run_hook_quick(hook_command(&project), &input);
+        one_line(&run, &[&format!("warning: {unreadable}")]);
+        println!("hook, settings.json {kind}: {:?}", run.elapsed);
+        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
+        assert_eq!(project.state().unwrap()["status"], "complete");
+    }
+}
+
+#[test]
+fn status_of_a_state_that_is_a_fifo_or_a_link_to_a_device_returns_at_once() {
+    let project = looping("status-fifo", 5);
+    let state = project.state_path();
+    for kind in ["a FIFO", "a link to /dev/zero"] {
+        fs::remove_file(&state).unwrap();
+        if kind == "a FIFO" {
+            mkfifo(&state);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &state).unwrap();
+        }
+        let run = project.ctl(&["status"], &[]);
+        assert_eq!(run.code, Some(1), "{kind}: {run:?}");
+        assert!(run.stdout.contains("is corrupt"), "{kind}: {run:?}");
+        assert!(!run.stdout.contains("it begins"), "{kind}: {run:?}");
+        println!("status, state {kind}: {:?}", run.elapsed);
+        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
+    }
+}

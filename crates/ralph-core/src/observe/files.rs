@@ -1,7 +1,8 @@
 //! Opening the files a person controls (transcript, prompt, guardrails,
-//! config, the files `ralph-ctl init` compares) without being stalled by
-//! them: a FIFO there would block `open(2)` until a writer came. Callers
-//! still refuse anything but a regular file.
+//! config, `.claude/settings.json`, plan files) without being stalled by
+//! them: a FIFO there would block `open(2)` until a writer came, and a link
+//! to `/dev/zero` would be read forever. Callers still refuse anything but a
+//! regular file.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};

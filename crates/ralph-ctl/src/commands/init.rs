@@ -253,14 +253,16 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
         .replace('\n', "\r\n");
     report(install(&bat, &bat_text, false, 0o644)?, &bat, root);
 
-    let mut settings: Value = match fs::read_to_string(&settings_path) {
-        Ok(text) if text.trim().is_empty() => Value::Object(Default::default()),
-        Ok(text) => serde_json::from_str(&text).map_err(|e| CtlError::Settings {
+    // Bounded, and never waiting on a FIFO (a link was refused above).
+    let mut settings: Value = match registration::read_settings(&settings_path)? {
+        Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            Value::Object(Default::default())
+        }
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| CtlError::Settings {
             path: settings_path.clone(),
             problem: format!("it is not valid JSON ({e})"),
         })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Object(Default::default()),
-        Err(e) => return Err(CtlError::io("read", &settings_path)(e)),
+        None => Value::Object(Default::default()),
     };
     let before = settings.clone();
     settings::merge_stop_hook(

@@ -66,7 +66,12 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     let version = client::version(&client);
     let extra_settings = version
         .filter(|v| v.has_stop_failure())
-        .and_then(|_| registration::registered_command(&paths.settings_file()))
+        .and_then(|_| {
+            registration::registered_command(&paths.settings_file()).unwrap_or_else(|e| {
+                say(&format!("warning: {e}"));
+                None
+            })
+        })
         .map(|command| settings::stop_failure_settings(&command));
     let session_cost = version.is_some_and(|v| v.reports_session_cost());
     let (session, max_iterations) = if options.resume {

@@ -1806,3 +1806,30 @@ fn status_of_a_state_that_is_a_fifo_or_a_link_to_a_device_returns_at_once() {
         assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
     }
 }
+
+#[test]
+fn a_signal_in_an_indented_code_block_does_not_end_the_loop() {
+    let project = looping("indented-signal", 5);
+    for message in [
+        format!("The prompt ends with:\n\n    {SIGNAL}\n\nStill on step 2."),
+        format!("Echoed:\n\n\t{SIGNAL}"),
+    ] {
+        let run = run_hook(
+            hook_command(&project),
+            &to_bytes(&stop_input(&project, Some(&message))),
+        );
+        assert!(
+            block_reason(&run).starts_with("[Ralph loop: iteration"),
+            "{message:?}"
+        );
+        assert_eq!(project.state().unwrap()["status"], "running");
+    }
+    // The same signal on its own line, unindented, claims.
+    let message = format!("The prompt ends with:\n\n    {SIGNAL}\n\nAll done.\n{SIGNAL}");
+    let run = run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some(&message))),
+    );
+    assert_eq!(run.stdout, "", "{run:?}");
+    assert_eq!(project.state().unwrap()["status"], "complete");
+}

@@ -272,9 +272,22 @@ fn read_state(path: &Path) -> Result<Option<LoopState>, StoreError> {
             meta.len()
         )));
     }
+    // Opened without following a link or waiting on a FIFO that replaced
+    // the file since the check above, and read only if it still is one.
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(io_err("read", path))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(corrupt("it is not a regular file".into()));
+    }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    File::open(path)
-        .and_then(|f| f.take(MAX_STATE_BYTES + 1).read_to_end(&mut bytes))
+    file.take(MAX_STATE_BYTES + 1)
+        .read_to_end(&mut bytes)
         .map_err(io_err("read", path))?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt("the file is empty".into()));

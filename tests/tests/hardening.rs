@@ -1901,3 +1901,409 @@ fn verification_dies_with_a_hook_killed_by_sigkill() {
 fn verification_dies_with_a_hook_killed_by_sigterm() {
     verification_dies_with_the_hook(libc::SIGTERM, "verify-sigterm");
 }
+
+// ------------------------------------------ files ralph-ctl init writes and reads
+
+/// The last pid the kernel handed out (Linux); the next ones follow it.
+fn last_pid() -> u32 {
+    fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn init_never_writes_through_links_planted_at_the_next_pids_temp_names() {
+    // A cloned repository can ship `.claude/ralph/.PROMPT.md.tmp-<pid>`
+    // links to a file elsewhere for thousands of pids.
+    const AHEAD: u32 = 3000;
+    let names = [
+        ".claude/ralph/.PROMPT.md.tmp-",
+        ".claude/ralph/.guardrails.md.tmp-",
+        ".claude/ralph/.ralph-audit.sh.tmp-",
+        ".claude/ralph/.ralph-audit.bat.tmp-",
+        ".claude/.settings.json.tmp-",
+    ];
+    for attempt in 1.. {
+        let project = TempProject::new("planted-temp");
+        fs::create_dir_all(project.path(".claude/ralph")).unwrap();
+        let victim = project.tmp.join("victim.txt");
+        fs::write(&victim, "keep me\n").unwrap();
+        fs::set_permissions(&victim, fs::Permissions::from_mode(0o644)).unwrap();
+        let from = last_pid() + 1;
+        for pid in from..from + AHEAD {
+            for name in names {
+                std::os::unix::fs::symlink(&victim, project.path(format!("{name}{pid}"))).unwrap();
+            }
+        }
+        let mut cmd = project.command(bins::ctl());
+        cmd.arg("init")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id();
+        let (status, stdout, stderr) = ralph_tests::project::wait_with_timeout(&mut child, TIMEOUT);
+        if !(from..from + AHEAD).contains(&pid) {
+            // Other processes took every planted pid first: plant again.
+            assert!(attempt < 5, "ralph-ctl never got a planted pid");
+            continue;
+        }
+        assert!(status.is_some_and(|s| s.success()), "{stdout}\n{stderr}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep me\n");
+        assert_eq!(mode(&victim), 0o644);
+        for file in [
+            ".claude/ralph/PROMPT.md",
+            ".claude/ralph/guardrails.md",
+            ".claude/ralph/ralph-audit.sh",
+            ".claude/ralph/ralph-audit.bat",
+            ".claude/settings.json",
+        ] {
+            let meta = fs::symlink_metadata(project.path(file)).unwrap();
+            assert!(meta.is_file(), "{file} is a regular file");
+        }
+        // Run again: every file is rewritten (the launcher's path changes
+        // nothing, so change the settings), still never through a link.
+        fs::write(project.path(".claude/settings.json"), "{}\n").unwrap();
+        project.init();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep me\n");
+        println!(
+            "ralph-ctl init ran as pid {pid}, planted {from}..{}",
+            from + AHEAD
+        );
+        break;
+    }
+}
+
+#[test]
+fn init_refuses_a_link_where_it_writes_and_writes_nothing() {
+    for name in [
+        ".claude/settings.json",
+        ".claude/ralph/ralph-audit.sh",
+        ".claude/ralph/ralph-audit.bat",
+    ] {
+        let project = TempProject::new("init-link");
+        let victim = project.tmp.join("victim.json");
+        fs::write(&victim, "{\"model\": \"opus\"}\n").unwrap();
+        let path = project.path(name);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let run = project.ctl(&["init"], &[]);
+        assert_eq!(run.code, Some(1), "{name}: {run:?}");
+        let line = format!(
+            "ralph-ctl: {} is a symbolic link; ralph-ctl init writes only regular files there",
+            path.display()
+        );
+        assert!(run.stderr.starts_with(&line), "{name}: {run:?}");
+        assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+        assert_eq!(
+            fs::read_to_string(&victim).unwrap(),
+            "{\"model\": \"opus\"}\n"
+        );
+        assert!(fs::symlink_metadata(&path).unwrap().is_symlink());
+        assert!(
+            !project.path(".claude/ralph/PROMPT.md").exists(),
+            "{name}: nothing written before the refusal"
+        );
+    }
+
+    // A PROMPT.md that is a link to a regular file is the person's: kept,
+    // read through, never written. A dangling one is refused.
+    let project = TempProject::new("init-prompt-link");
+    let shared = project.tmp.join("shared-prompt.md");
+    fs::write(&shared, "The shared task.\n").unwrap();
+    let prompt = project.path(".claude/ralph/PROMPT.md");
+    fs::create_dir_all(prompt.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&shared, &prompt).unwrap();
+    let run = project.ctl(&["init"], &[]);
+    run.assert_code(0);
+    assert!(
+        run.stdout.contains("kept      .claude/ralph/PROMPT.md"),
+        "{run:?}"
+    );
+    assert_eq!(fs::read_to_string(&shared).unwrap(), "The shared task.\n");
+    assert!(fs::symlink_metadata(&prompt).unwrap().is_symlink());
+    fs::remove_file(&shared).unwrap();
+    let run = project.ctl(&["init"], &[]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("{} is a symbolic link", prompt.display())),
+        "{run:?}"
+    );
+    assert!(!shared.exists(), "nothing created through the link");
+}
+
+#[test]
+fn settings_json_as_a_fifo_or_a_device_is_named_at_once() {
+    let project = looping("settings-fifo", 5);
+    fs::write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"verify": [{"name": "ok", "command": "true", "timeoutSeconds": 5}]}"#,
+    )
+    .unwrap();
+    let settings = project.path(".claude/settings.json");
+    let shown = settings.display().to_string();
+    for (kind, init_problem) in [
+        ("a FIFO", "is not a regular file"),
+        ("a link to /dev/zero", "is a symbolic link"),
+    ] {
+        fs::remove_file(&settings).unwrap();
+        if kind == "a FIFO" {
+            mkfifo(&settings);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &settings).unwrap();
+        }
+
+        let run = project.ctl(&["init"], &[]);
+        assert_eq!(run.code, Some(1), "init, {kind}: {run:?}");
+        assert!(
+            run.stderr
+                .starts_with(&format!("ralph-ctl: {shown} {init_problem}")),
+            "init, {kind}: {run:?}"
+        );
+        println!("init, settings.json {kind}: {:?}", run.elapsed);
+        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
+
+        let unreadable = format!("cannot read {shown}: not a regular file");
+        let run = project.ctl(&["start", "--force", "--session-id", SID], &[]);
+        run.assert_code(0);
+        assert!(
+            run.stderr
+                .starts_with(&format!("ralph-ctl: warning: {unreadable}")),
+            "start, {kind}: {run:?}"
+        );
+        println!("start, settings.json {kind}: {:?}", run.elapsed);
+        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
+
+        // The hook reads it when a claim makes the verify commands run.
+        let input = to_bytes(&stop_input(&project, Some(&format!("All done.\n{SIGNAL}"))));
+        let run = run_hook_quick(hook_command(&project), &input);
+        one_line(&run, &[&format!("warning: {unreadable}")]);
+        println!("hook, settings.json {kind}: {:?}", run.elapsed);
+        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
+        assert_eq!(project.state().unwrap()["status"], "complete");
+    }
+}
+
+#[test]
+fn status_of_a_state_that_is_a_fifo_or_a_link_to_a_device_returns_at_once() {
+    let project = looping("status-fifo", 5);
+    let state = project.state_path();
+    for kind in ["a FIFO", "a link to /dev/zero"] {
+        fs::remove_file(&state).unwrap();
+        if kind == "a FIFO" {
+            mkfifo(&state);
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &state).unwrap();
+        }
+        let run = project.ctl(&["status"], &[]);
+        assert_eq!(run.code, Some(1), "{kind}: {run:?}");
+        assert!(run.stdout.contains("is corrupt"), "{kind}: {run:?}");
+        assert!(!run.stdout.contains("it begins"), "{kind}: {run:?}");
+        println!("status, state {kind}: {:?}", run.elapsed);
+        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
+    }
+}
+
+#[test]
+fn a_signal_in_an_indented_code_block_does_not_end_the_loop() {
+    let project = looping("indented-signal", 5);
+    for message in [
+        format!("The prompt ends with:\n\n    {SIGNAL}\n\nStill on step 2."),
+        format!("Echoed:\n\n\t{SIGNAL}"),
+    ] {
+        let run = run_hook(
+            hook_command(&project),
+            &to_bytes(&stop_input(&project, Some(&message))),
+        );
+        assert!(
+            block_reason(&run).starts_with("[Ralph loop: iteration"),
+            "{message:?}"
+        );
+        assert_eq!(project.state().unwrap()["status"], "running");
+    }
+    // The same signal on its own line, unindented, claims.
+    let message = format!("The prompt ends with:\n\n    {SIGNAL}\n\nAll done.\n{SIGNAL}");
+    let run = run_hook(
+        hook_command(&project),
+        &to_bytes(&stop_input(&project, Some(&message))),
+    );
+    assert_eq!(run.stdout, "", "{run:?}");
+    assert_eq!(project.state().unwrap()["status"], "complete");
+}
+
+// ------------------------------------------------ crafted transcript tails
+
+const MIB: usize = 1024 * 1024;
+/// Just under the transcript reader's line bound (4 MiB).
+const NEAR_LINE_BOUND: usize = 4 * MIB - 64;
+
+/// `prefix`, then `unit` repeated, then `suffix`: one line of about `size` bytes.
+fn padded(prefix: &str, unit: &str, suffix: &str, size: usize) -> String {
+    let n = (size - prefix.len() - suffix.len()) / unit.len();
+    let mut line = String::with_capacity(size + 1);
+    line.push_str(prefix);
+    line.push_str(&unit.repeat(n));
+    // The units are comma-separated values: no comma before the suffix.
+    if line.ends_with(',') {
+        line.pop();
+    }
+    line.push_str(suffix);
+    line.push('\n');
+    line
+}
+
+/// A transcript whose last `total` bytes are `line(i)` repeated (no prompt
+/// line among them), then `last`; the loop's usage cursor is set at its
+/// start, so the stop reads all of it for requests and tokens (at most
+/// 64 MiB), and the iteration from its end (at most 16 MiB).
+fn crafted_transcript(
+    project: &TempProject,
+    name: &str,
+    total: usize,
+    line: impl Fn(usize) -> String,
+    last: &str,
+) -> PathBuf {
+    let path = project.tmp.join(format!("{name}.jsonl"));
+    let mut file = io::BufWriter::new(File::create(&path).unwrap());
+    writeln!(
+        file,
+        r#"{{"type":"user","message":{{"role":"user","content":"Do the task"}}}}"#
+    )
+    .unwrap();
+    let mut written = 0;
+    for i in 0.. {
+        if written >= total {
+            break;
+        }
+        let line = line(i);
+        written += line.len();
+        file.write_all(line.as_bytes()).unwrap();
+    }
+    writeln!(file, "{last}").unwrap();
+    file.flush().unwrap();
+    let mut state = project.state().unwrap();
+    state["transcript"] = json!({"path": path, "offset": 0});
+    fs::write(
+        project.state_path(),
+        serde_json::to_vec_pretty(&state).unwrap(),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn crafted_transcript_tails_keep_the_hook_s_memory_bounded() {
+    // Peak RSS of the built hook (from wait4's rusage) on transcript tails
+    // made to blow up a reader: a JSON tree of a 4 MiB line of tiny values
+    // took 40 times its size, every distinct id was kept, and a message of
+    // short lines was split into a list of lines.
+    const BUDGET_KIB: u64 = 40 * 1024;
+    let answer = |id: &str| {
+        format!(
+            r#"{{"type":"assistant","message":{{"id":"{id}","role":"assistant","content":[{{"type":"text","text":"Still working."}}]}}}}"#
+        )
+    };
+    type Line = Box<dyn Fn(usize) -> String>;
+    let cases: Vec<(&str, usize, Line, String)> = vec![
+        (
+            "lines sharing one message id, each a field of tiny values",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"assistant","message":{"id":"msg_same","role":"assistant","content":[{"type":"text","text":"x"}]},"pad":["#,
+                    "0,",
+                    "]}",
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_same"),
+        ),
+        (
+            "lines sharing one message id, each of tiny content blocks",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"assistant","message":{"id":"msg_same","role":"assistant","content":[{"type":"text","text":"x"},"#,
+                    r#"{"type":"image"},"#,
+                    "]}}",
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_same"),
+        ),
+        (
+            "one text block of short lines, just under the line bound",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"assistant","message":{"id":"msg_same","role":"assistant","content":[{"type":"text","text":""#,
+                    r"a\n",
+                    r#""}]}}"#,
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_same"),
+        ),
+        (
+            "distinct message ids, 64 MiB of them",
+            64 * MIB,
+            Box::new(|i| format!("{{\"type\":\"assistant\",\"message\":{{\"id\":\"m{i}\"}}}}\n")),
+            answer("msg_final"),
+        ),
+        (
+            "tool_use blocks, just under the line bound",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"assistant","message":{"id":"msg_calls","role":"assistant","content":["#,
+                    r#"{"type":"tool_use","name":"Bash","input":{}},"#,
+                    "]}}",
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_final"),
+        ),
+        (
+            "failing tool results, just under the line bound",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"user","message":{"role":"user","content":["#,
+                    r#"{"type":"tool_result","tool_use_id":"t","is_error":true,"content":"e"},"#,
+                    "]}}",
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_final"),
+        ),
+    ];
+    let project = looping("crafted-tails", 100);
+    for (name, total, line, last) in cases {
+        let path = crafted_transcript(&project, "tail", total, line, &last);
+        let input = to_bytes(&json!({
+            "session_id": SID,
+            "transcript_path": path,
+            "cwd": project.root,
+            "hook_event_name": "Stop",
+            "stop_hook_active": true,
+        }));
+        let (run, peak_kib) = run_measured(hook_command(&project), move |mut stdin| {
+            let _ = stdin.write_all(&input);
+        });
+        println!(
+            "{name}: {} MiB transcript, peak RSS {:.1} MiB, {:?}",
+            fs::metadata(&path).unwrap().len() >> 20,
+            peak_kib as f64 / 1024.0,
+            run.elapsed
+        );
+        assert!(
+            block_reason(&run).contains("[Ralph loop: iteration"),
+            "{name}: {run:?}"
+        );
+        assert_eq!(run.stderr, "", "{name}");
+        assert!(peak_kib < BUDGET_KIB, "{name}: peak RSS {peak_kib} KiB");
+        fs::remove_file(&path).unwrap();
+    }
+}

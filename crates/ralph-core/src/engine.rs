@@ -27,7 +27,7 @@ use crate::paths::ProjectPaths;
 use crate::plan::{self, PlanReport};
 use crate::progress;
 use crate::prompt::{self, PromptError};
-use crate::registration;
+use crate::registration::{self, SettingsError};
 use crate::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
 use crate::store::{StateStore, StoreError};
 use crate::transcript::{self, IterationTail, TranscriptError};
@@ -75,8 +75,9 @@ pub trait World {
     fn plan(&self, root: &Path, files: &[String]) -> PlanReport;
     /// Runs the verification commands, in order.
     fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult>;
-    /// The registered Stop hook timeout, in seconds, when it can be read.
-    fn hook_timeout(&self, paths: &ProjectPaths) -> Option<u64>;
+    /// The registered Stop hook timeout, in seconds, when ralph's hook is
+    /// registered; an error when `.claude/settings.json` cannot be read.
+    fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError>;
     /// The time to record, RFC 3339.
     fn now(&self) -> String;
     /// PROMPT.md.
@@ -124,7 +125,7 @@ impl World for RealWorld {
     fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
         verify::run_all(root, commands)
     }
-    fn hook_timeout(&self, paths: &ProjectPaths) -> Option<u64> {
+    fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
         registration::registered_timeout(&paths.settings_file())
     }
     fn now(&self) -> String {
@@ -246,6 +247,10 @@ pub fn run_stop(
     if claim.assessment.claimed && !commands.is_empty() {
         let timeout = world
             .hook_timeout(paths)
+            .unwrap_or_else(|e| {
+                notes.push(format!("warning: {e}"));
+                None
+            })
             .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
         if let Some(warning) =
             registration::timeout_warning(verify::total_timeout(commands), timeout)
@@ -690,8 +695,8 @@ mod tests {
                 })
                 .collect()
         }
-        fn hook_timeout(&self, _: &ProjectPaths) -> Option<u64> {
-            Some(600)
+        fn hook_timeout(&self, _: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
+            Ok(Some(600))
         }
         fn now(&self) -> String {
             "2026-11-22T10:00:00Z".into()

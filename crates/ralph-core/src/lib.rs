@@ -25,11 +25,11 @@ pub mod time;
 
 // The modules by their own names, as the binaries and tests use them.
 pub use judge::{breaker, claims, completion, decision, errors, lifecycle, signals};
-use observe::files;
 pub use observe::{
-    hook_input, liveness, plan, process, progress, prompt, registration, transcript, usage, verify,
+    files, hook_input, liveness, plan, process, progress, prompt, registration, transcript, usage,
+    verify,
 };
-pub use persist::{log, state, store};
+pub use persist::{atomic, log, state, store};
 
 #[cfg(test)]
 pub(crate) mod tempdir {

@@ -3,7 +3,7 @@
 //! registered hook) and running what it must (verification commands), each
 //! bounded so a hostile or huge input can neither stall nor exhaust a stop.
 
-pub(crate) mod files;
+pub mod files;
 pub mod hook_input;
 pub mod liveness;
 pub mod plan;

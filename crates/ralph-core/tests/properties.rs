@@ -247,6 +247,12 @@ fn prose() -> impl Strategy<Value = Vec<String>> {
     )
 }
 
+/// A line that opens a list item, inside which indented lines are text.
+fn is_list_start(line: &str) -> bool {
+    let t = line.trim_start();
+    line.len() - t.len() < 4 && (t.starts_with("* ") || t == "*")
+}
+
 fn check_claim_implies_occurrence(message: &str, signal: &str) -> Result<(), TestCaseError> {
     if claims::signal_claim(message, signal).is_some() {
         prop_assert!(
@@ -299,6 +305,21 @@ proptest! {
         prop_assert!(claims::signal_claim(&fenced, &signal).is_none(), "{:?}", fenced);
         let quoted = [before, vec![format!("> {signal}")], after].concat().join("\n");
         prop_assert!(claims::signal_claim(&quoted, &signal).is_none(), "{:?}", quoted);
+    }
+
+    /// The signal in an indented code block (4 spaces or a tab, after a
+    /// blank line) is no claim either, whatever prose is around it.
+    #[test]
+    fn a_signal_in_an_indented_code_block_never_claims(
+        signal in signal(),
+        before in prose(),
+        after in prose(),
+        indent in prop_oneof![Just("    "), Just("\t"), Just("      "), Just(" \t")],
+    ) {
+        let before: Vec<String> = before.into_iter().filter(|l| !is_list_start(l)).collect();
+        let code = [String::new(), format!("{indent}{signal}"), String::new()];
+        let message = [before, code.to_vec(), after].concat().join("\n");
+        prop_assert!(claims::signal_claim(&message, &signal).is_none(), "{:?}", message);
     }
 
     /// The signal inside a sentence (words after it on its line) is no claim.

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use ralph_core::config::ConfigError;
 use ralph_core::exit_codes;
 use ralph_core::prompt::PromptError;
+use ralph_core::registration::SettingsError;
 use ralph_core::store::StoreError;
 use thiserror::Error;
 
@@ -37,6 +38,18 @@ pub enum CtlError {
     /// `start` refused to replace a loop.
     #[error("{0}")]
     Refused(String),
+    /// `.claude/settings.json` cannot be read.
+    #[error("{0}")]
+    Registration(#[from] SettingsError),
+    /// A path `init` would write holds a link or something else than a
+    /// regular file; nothing is written through it or over it.
+    #[error("{} {problem}; ralph-ctl init writes only regular files there, never through or over a link: move it aside and run `ralph-ctl init` again", path.display())]
+    Unsafe {
+        /// The path.
+        path: PathBuf,
+        /// What stands there ("is a symbolic link", "is not a regular file").
+        problem: &'static str,
+    },
     /// `.claude/settings.json` cannot be merged.
     #[error("{path} cannot be updated: {problem}; fix it by hand and run `ralph-ctl init` again")]
     Settings {

@@ -3,9 +3,9 @@
 //! Two kinds of claim exist: the completion signal standing on its own line
 //! (or ending a line after a full sentence, or inside `<promise>…</promise>`),
 //! and a `RALPH_STATUS` block with `EXIT_SIGNAL: true`. A signal mentioned
-//! inside a sentence, quoted, in a block quote or in a fenced code block (which
-//! is how a prompt gets echoed) is not a claim. `EXIT_SIGNAL: false` vetoes
-//! any claim in the same message.
+//! inside a sentence, quoted, in a block quote or in a fenced or indented code
+//! block (which is how a prompt gets echoed) is not a claim. `EXIT_SIGNAL:
+//! false` vetoes any claim in the same message.
 
 use serde::{Deserialize, Serialize};
 
@@ -71,16 +71,85 @@ fn is_fence(line: &str) -> bool {
     t.starts_with("```") || t.starts_with("~~~")
 }
 
-/// The lines of `message` outside fenced code blocks and block quotes.
+/// The columns of indentation before a line's text (a tab reaches the next
+/// multiple of 4, as in CommonMark).
+fn indentation(line: &str) -> usize {
+    let mut column = 0;
+    for c in line.chars() {
+        match c {
+            ' ' => column += 1,
+            '\t' => column += 4 - column % 4,
+            _ => break,
+        }
+    }
+    column
+}
+
+/// A list item's first line: `-`, `*`, `+`, `1.` or `1)` and a space, after
+/// at most 3 spaces.
+fn is_list_item(line: &str) -> bool {
+    if indentation(line) > 3 {
+        return false;
+    }
+    let t = line.trim_start();
+    let after_marker = match t.as_bytes().first() {
+        Some(b'-' | b'*' | b'+') => &t[1..],
+        Some(b'0'..=b'9') => {
+            let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+            match t.as_bytes()[digits..].first() {
+                Some(b'.' | b')') if digits <= 9 => &t[digits + 1..],
+                _ => return false,
+            }
+        }
+        _ => return false,
+    };
+    after_marker.is_empty() || after_marker.starts_with([' ', '\t'])
+}
+
+/// The lines of `message` outside code blocks and block quotes.
+///
+/// Code blocks, which is how a prompt gets echoed: fenced ones (```` ``` ````
+/// or `~~~`), and indented ones as CommonMark reads them, kept simple: a line
+/// indented by 4 or more columns (a tab counts as 4) at the start of the
+/// message or after a blank line, and the indented and blank lines that
+/// follow it. An indented line right after a line of text continues that
+/// text (CommonMark's lazy continuation), and inside a list (from an item's
+/// first line to the next unindented line after a blank line) indented
+/// lines are the items' text, never code.
 fn prose_lines(message: &str) -> Vec<&str> {
     let mut in_fence = false;
+    let mut in_indented_code = false;
+    let mut after_blank = true;
+    let mut in_list = false;
     let mut out = Vec::new();
     for line in message.lines() {
-        if is_fence(line) {
-            in_fence = !in_fence;
+        if in_fence {
+            in_fence = !is_fence(line);
             continue;
         }
-        if !in_fence && !line.trim_start().starts_with('>') {
+        if line.trim().is_empty() {
+            after_blank = true;
+            out.push(line);
+            continue;
+        }
+        let indented = indentation(line) >= 4;
+        if indented && (in_indented_code || (after_blank && !in_list)) {
+            in_indented_code = true;
+            after_blank = false;
+            continue;
+        }
+        in_indented_code = false;
+        if is_list_item(line) {
+            in_list = true;
+        } else if !indented && after_blank {
+            in_list = false;
+        }
+        after_blank = false;
+        if is_fence(line) {
+            in_fence = true;
+            continue;
+        }
+        if !line.trim_start().starts_with('>') {
             out.push(line);
         }
     }
@@ -378,6 +447,34 @@ mod tests {
                 format!("~~~\n<promise>{S}</promise>\n~~~\nNot finished."),
                 false,
             ),
+            // Indented code blocks (4 spaces or a tab), like fenced ones.
+            (format!("    {S}"), false),
+            (format!("\t{S}"), false),
+            (format!("  \t{S}"), false),
+            (
+                format!("The prompt ends with:\n\n    Output {S}\n    {S}\n\nI am on step 2."),
+                false,
+            ),
+            (
+                format!("Echoed:\n\n    step one\n\n    {S}\n\nStill working."),
+                false,
+            ),
+            (format!("Echoed:\n\n        <promise>{S}</promise>"), false),
+            (format!("Code:\n\n    ```\n\n{S}"), true),
+            // Not code: under 4 columns, a lazy continuation of the line
+            // before, or a list item's text.
+            (format!("All done.\n\n   {S}"), true),
+            (format!("All done.\n    {S}"), true),
+            (format!("- fixed the parser\n\n    {S}"), true),
+            (
+                format!("1. fixed the parser\n    all tests pass.\n\n    {S}"),
+                true,
+            ),
+            (
+                format!("- fixed the parser\n\nThe list ended.\n\n    {S}\n"),
+                false,
+            ),
+            (format!("    some code\n{S}"), true),
             // Near misses.
             (format!("{S}_PENDING"), false),
             (format!("NOT_{S}"), false),
@@ -468,6 +565,7 @@ mod tests {
             ("I will be done once the tests pass.", false, false),
             ("Still working on the parser.", false, false),
             ("Fixed one bug; three findings remain.", false, false),
+            ("The prompt says:\n\n    All tasks complete.", false, false),
             (
                 "---RALPH_STATUS---\nSTATUS: COMPLETE\n---END_RALPH_STATUS---",
                 false,

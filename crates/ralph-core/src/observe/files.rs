@@ -1,13 +1,15 @@
 //! Opening the files a person controls (transcript, prompt, guardrails,
-//! config) without being stalled by them: a FIFO there would block `open(2)`
-//! until a writer came. Callers still refuse anything but a regular file.
+//! config, `.claude/settings.json`, plan files) without being stalled by
+//! them: a FIFO there would block `open(2)` until a writer came, and a link
+//! to `/dev/zero` would be read forever. Callers still refuse anything but a
+//! regular file.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::path::Path;
 
 /// What [`read_bounded`] found.
-pub(crate) enum Bounded {
+pub enum Bounded {
     /// Nothing at the path.
     Missing,
     /// More than the limit.
@@ -18,7 +20,8 @@ pub(crate) enum Bounded {
 
 /// Reads a regular file of at most `limit` bytes, without waiting on a FIFO
 /// and without reading a device forever ("not a regular file" is an error).
-pub(crate) fn read_bounded(path: &Path, limit: u64) -> io::Result<Bounded> {
+/// Symlinks are followed; what they lead to must be a regular file too.
+pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Bounded> {
     let file = match open_without_waiting(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Bounded::Missing),
@@ -38,7 +41,7 @@ pub(crate) fn read_bounded(path: &Path, limit: u64) -> io::Result<Bounded> {
 
 /// Opens `path` for reading without waiting for a FIFO's writer
 /// (O_NONBLOCK, which regular files ignore).
-pub(crate) fn open_without_waiting(path: &Path) -> io::Result<File> {
+pub fn open_without_waiting(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true);
     #[cfg(unix)]

@@ -129,12 +129,10 @@ pub fn read(root: &Path, files: &[String]) -> PlanReport {
         if !meta.is_file() {
             continue;
         }
-        let text = if meta.len() > MAX_PLAN_BYTES {
-            String::new()
-        } else {
-            fs::read(&path)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default()
+        // Bounded and FIFO-safe even if the file changes under the check above.
+        let text = match crate::files::read_bounded(&path, MAX_PLAN_BYTES) {
+            Ok(crate::files::Bounded::Bytes(b)) => String::from_utf8_lossy(&b).into_owned(),
+            _ => String::new(),
         };
         let (unchecked, checked) = parse(&text);
         report.files.push(PlanFile {

@@ -1079,7 +1079,13 @@ pub fn tdd_scenario(root: &Path) -> Option<String> {
     if !meta.is_file() || meta.len() > 1024 * 1024 {
         return None;
     }
-    let value: Value = serde_json::from_slice(&fs::read(&path).ok()?).ok()?;
+    // Bounded and FIFO-safe even if the file changes under the check above.
+    let crate::files::Bounded::Bytes(bytes) =
+        crate::files::read_bounded(&path, 1024 * 1024).ok()?
+    else {
+        return None;
+    };
+    let value: Value = serde_json::from_slice(&bytes).ok()?;
     match value.get("currentScenario")? {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),

@@ -14,8 +14,10 @@
 //! Transcripts grow to hundreds of megabytes over a long loop, so the whole
 //! file is never read: at most [`MAX_SCAN_BYTES`] from the end. Partial or
 //! broken lines are skipped; a line longer than [`MAX_LINE_BYTES`] is skipped
-//! without being held in memory, and the final message keeps at most
-//! [`MAX_MESSAGE_BYTES`] (its end), so memory stays bounded on any file.
+//! without being held in memory; each line is read in one streaming pass,
+//! never built into a JSON tree (`line.rs`), and the final message keeps at
+//! most [`MAX_MESSAGE_BYTES`] (its end), so memory stays bounded on any
+//! file: a few times the line bound, whatever the lines hold.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -24,9 +26,6 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::de::{self, IgnoredAny};
-use serde::Deserialize;
-use serde_json::Value;
 use thiserror::Error;
 
 /// Bytes read per step from the end of the file.
@@ -35,7 +34,7 @@ pub const CHUNK_BYTES: usize = 64 * 1024;
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// How far back from the end the search for the iteration's start goes.
 pub const MAX_SCAN_BYTES: u64 = 16 * 1024 * 1024;
-/// Most bytes of the final message kept (its newest lines); a message is
+/// Most bytes of the final message kept (its newest bytes); a message is
 /// normally a few KiB, this bounds memory on a crafted transcript.
 pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 /// Most failing tool results collected.
@@ -156,28 +155,11 @@ pub struct ApiErrorMessage {
 }
 
 impl ApiErrorMessage {
-    /// Reads an assistant line's API-error marks, if it has them.
-    fn of_line(line: &Value, text: &str) -> Option<ApiErrorMessage> {
-        let flagged = line.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true);
-        let synthetic = line.pointer("/message/model").and_then(Value::as_str)
-            == Some("<synthetic>")
-            && line.get("error").is_some();
-        if !(flagged || synthetic) {
-            return None;
-        }
-        let status = line
-            .get("apiErrorStatus")
-            .and_then(Value::as_u64)
-            .and_then(|s| u16::try_from(s).ok())
-            .or_else(|| {
-                let rest = text.trim_start().strip_prefix("API Error: ")?;
-                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                (digits.len() == 3).then(|| digits.parse().ok()).flatten()
-            });
-        Some(ApiErrorMessage {
-            error: line.get("error").and_then(Value::as_str).map(str::to_owned),
-            status,
-        })
+    /// The HTTP status in the client's text ("API Error: 529 …").
+    fn status_in_text(text: &str) -> Option<u16> {
+        let rest = text.trim_start().strip_prefix("API Error: ")?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        (digits.len() == 3).then(|| digits.parse().ok()).flatten()
     }
 }
 
@@ -262,7 +244,17 @@ pub fn wait_for_stop(
 /// client may join a message's text blocks differently from the
 /// transcript's lines, or send only the last block).
 fn same_text(transcript: &str, input: &str) -> bool {
-    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    // Built word by word: a list of a message's words would take 16 bytes a word.
+    let flat = |s: &str| {
+        let mut out = String::with_capacity(s.len());
+        for word in s.split_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(word);
+        }
+        out
+    };
     let (t, i) = (flat(transcript), flat(input));
     !i.is_empty() && (t == i || t.contains(&i) || i.contains(&t) && !t.is_empty())
 }
@@ -372,235 +364,17 @@ enum Entry {
         id: Option<String>,
         text: String,
         tool_uses: Vec<ToolUse>,
+        /// Tool calls past the most one line lists: counted, not described.
+        unlisted_calls: usize,
         /// Set for the client's own message about an API error.
         api_error: Option<ApiErrorMessage>,
     },
     /// A user line of tool results.
-    ToolResults(Vec<ToolOutcome>),
-}
-
-/// Lines longer than this are first read for their shape only.
-const LARGE_LINE_BYTES: usize = 4 * 1024;
-
-/// What a transcript line means, or `None` for lines that do not matter
-/// (sub-agents', system and bookkeeping lines, broken lines).
-fn classify(line: &[u8]) -> Option<Entry> {
-    // Cheap pre-filter: only assistant and user lines matter.
-    let has_assistant = contains(line, b"\"assistant\"");
-    let is_user = contains(line, b"\"user\"");
-    if !(has_assistant || is_user) {
-        return None;
-    }
-    // A large tool result that is not an error (most of a transcript's
-    // bytes) is read for its shape only, not built into a JSON tree.
-    if line.len() > LARGE_LINE_BYTES
-        && is_user
-        && !contains(line, b"\"is_error\":true")
-        && !contains(line, b"\"is_error\": true")
-    {
-        if let Some(entry) = large_user_line(line) {
-            return entry;
-        }
-    }
-    let value = serde_json::from_slice::<Value>(line).ok()?;
-    if value.get("isSidechain").and_then(Value::as_bool) == Some(true) {
-        return None;
-    }
-    match value.get("type").and_then(Value::as_str) {
-        Some("assistant") => {
-            let text = text_of(&value);
-            Some(Entry::Assistant {
-                id: value
-                    .pointer("/message/id")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                api_error: ApiErrorMessage::of_line(&value, &text),
-                text,
-                tool_uses: tool_uses_of(&value),
-            })
-        }
-        Some("user") => {
-            let content = value.pointer("/message/content");
-            let is_tool_result =
-                |b: &Value| b.get("type").and_then(Value::as_str) == Some("tool_result");
-            match content {
-                Some(Value::Array(blocks)) if blocks.iter().all(is_tool_result) => {
-                    let changed = edit_changed(value.get("toolUseResult"));
-                    Some(Entry::ToolResults(
-                        blocks
-                            .iter()
-                            .map(|block| ToolOutcome {
-                                tool_use_id: block
-                                    .get("tool_use_id")
-                                    .and_then(Value::as_str)
-                                    .map(str::to_owned),
-                                error: (block.get("is_error").and_then(Value::as_bool)
-                                    == Some(true))
-                                .then(|| tool_result_text(block.get("content"))),
-                                changed: if blocks.len() == 1 { changed } else { None },
-                            })
-                            .collect(),
-                    ))
-                }
-                Some(Value::String(_)) | Some(Value::Array(_)) => Some(Entry::Prompt),
-                // A user line without content says nothing.
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
-
-/// `toolUseResult` of a file edit: created, or a non-empty patch, is a
-/// change; an update with an empty patch is none.
-fn edit_changed(result: Option<&Value>) -> Option<bool> {
-    let result = result?;
-    if result.get("type").and_then(Value::as_str) == Some("create") {
-        return Some(true);
-    }
-    match result.get("structuredPatch") {
-        Some(Value::Array(hunks)) => Some(!hunks.is_empty()),
-        _ => None,
-    }
-}
-
-/// The shape of a large user line, read without building its content.
-#[derive(Deserialize)]
-struct LargeUserLine {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    #[serde(rename = "isSidechain")]
-    is_sidechain: Option<bool>,
-    message: Option<LargeMessage>,
-    #[serde(rename = "toolUseResult")]
-    tool_use_result: Option<LargeEditResult>,
-}
-
-#[derive(Deserialize)]
-struct LargeMessage {
-    content: Option<LargeContent>,
-}
-
-/// `message.content`: a string (a prompt) or blocks, read for their shape.
-enum LargeContent {
-    Text,
-    Blocks(Vec<LargeBlock>),
-}
-
-impl<'de> Deserialize<'de> for LargeContent {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Shape;
-        impl<'de> de::Visitor<'de> for Shape {
-            type Value = LargeContent;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string or an array of content blocks")
-            }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<LargeContent, E> {
-                Ok(LargeContent::Text)
-            }
-            fn visit_seq<A: de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<LargeContent, A::Error> {
-                let mut blocks = Vec::new();
-                while let Some(block) = seq.next_element::<LargeBlock>()? {
-                    blocks.push(block);
-                }
-                Ok(LargeContent::Blocks(blocks))
-            }
-        }
-        d.deserialize_any(Shape)
-    }
-}
-
-#[derive(Deserialize)]
-struct LargeBlock {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    tool_use_id: Option<String>,
-    #[allow(dead_code)]
-    content: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct LargeEditResult {
-    #[serde(rename = "type")]
-    kind: Option<Value>,
-    #[serde(rename = "structuredPatch")]
-    structured_patch: Option<Vec<IgnoredAny>>,
-}
-
-/// Reads a large user line's shape: `Some(entry)` when its shape is the
-/// usual one, `None` when the caller must parse it in full.
-fn large_user_line(line: &[u8]) -> Option<Option<Entry>> {
-    std::str::from_utf8(line).ok()?;
-    let head: LargeUserLine = serde_json::from_slice(line).ok()?;
-    if head.kind.as_deref() != Some("user") {
-        return None;
-    }
-    if head.is_sidechain == Some(true) {
-        return Some(None);
-    }
-    let Some(content) = head.message.and_then(|m| m.content) else {
-        return Some(None);
-    };
-    let blocks = match content {
-        LargeContent::Text => return Some(Some(Entry::Prompt)),
-        LargeContent::Blocks(blocks) => blocks,
-    };
-    if !blocks
-        .iter()
-        .all(|b| b.kind.as_deref() == Some("tool_result"))
-    {
-        return Some(Some(Entry::Prompt));
-    }
-    let changed = head.tool_use_result.and_then(|r| {
-        if r.kind.as_ref().and_then(Value::as_str) == Some("create") {
-            Some(true)
-        } else {
-            r.structured_patch.map(|hunks| !hunks.is_empty())
-        }
-    });
-    let single = blocks.len() == 1;
-    Some(Some(Entry::ToolResults(
-        blocks
-            .into_iter()
-            .map(|b| ToolOutcome {
-                tool_use_id: b.tool_use_id,
-                error: None,
-                changed: if single { changed } else { None },
-            })
-            .collect(),
-    )))
-}
-
-/// The tool calls of an assistant line.
-fn tool_uses_of(line: &Value) -> Vec<ToolUse> {
-    let Some(Value::Array(blocks)) = line.pointer("/message/content") else {
-        return Vec::new();
-    };
-    blocks
-        .iter()
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-        .map(|b| {
-            let name = b
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let edited_file = EDIT_TOOLS
-                .iter()
-                .find(|(tool, _)| *tool == name)
-                .and_then(|(_, field)| b.pointer(&format!("/input/{field}")))
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            ToolUse {
-                id: b.get("id").and_then(Value::as_str).map(str::to_owned),
-                name,
-                edited_file,
-            }
-        })
-        .collect()
+    ToolResults {
+        outcomes: Vec<ToolOutcome>,
+        /// Results with an id past the most one line keeps were dropped.
+        overflow: bool,
+    },
 }
 
 /// The iteration being read, newest line first.
@@ -666,6 +440,7 @@ impl Iteration {
                 id,
                 text,
                 tool_uses,
+                unlisted_calls,
                 api_error,
             } => {
                 if !self.message_found {
@@ -679,14 +454,20 @@ impl Iteration {
                 } else {
                     self.message_done = true;
                 }
-                self.tool_calls += tool_uses.len();
+                self.tool_calls += tool_uses.len() + unlisted_calls;
+                if unlisted_calls > 0 {
+                    self.only_described_tools = false;
+                }
                 for call in tool_uses {
                     self.add_call(call);
                 }
             }
-            Entry::ToolResults(outcomes) => {
+            Entry::ToolResults { outcomes, overflow } => {
                 if self.message_found {
                     self.message_done = true;
+                }
+                if overflow {
+                    self.pending_overflow = true;
                 }
                 for outcome in outcomes {
                     if let Some(error) = &outcome.error {
@@ -711,10 +492,22 @@ impl Iteration {
         if !tool_uses.is_empty() {
             self.message_has_tool_use = true;
         }
-        if self.message_bytes < MAX_MESSAGE_BYTES {
-            self.message_bytes += text.len();
-            self.parts_newest_first.push(text);
+        let room = MAX_MESSAGE_BYTES.saturating_sub(self.message_bytes);
+        if room == 0 {
+            return;
         }
+        // The message's newest bytes are kept: of a part that does not fit, its end.
+        let text = if text.len() > room {
+            let mut start = text.len() - room;
+            while !text.is_char_boundary(start) {
+                start += 1;
+            }
+            text[start..].to_owned()
+        } else {
+            text
+        };
+        self.message_bytes += text.len();
+        self.parts_newest_first.push(text);
     }
 
     fn add_call(&mut self, call: ToolUse) {
@@ -782,33 +575,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(haystack, needle).is_some()
 }
 
-/// The text of a tool result's `content` (a string or text blocks).
-fn tool_result_text(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
-/// The text blocks of a transcript line's `message.content`, joined.
-fn text_of(line: &Value) -> String {
-    match line.pointer("/message/content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
 /// Calls `visit` with each non-empty line of the first `len` bytes of
 /// `file`, last line first, until it breaks, the start of the file, or
 /// `limits.max_scan_bytes` (rounded up to whole chunks) has been read.
@@ -827,15 +593,35 @@ fn scan_lines_backwards(
     } = limits;
     let mut pos = len;
     let mut scanned: u64 = 0;
-    // The end of a line whose start lies before `pos` (bytes already read).
-    let mut pending: Vec<u8> = Vec::new();
+    // The end of a line whose start lies before `pos` (bytes already read),
+    // one piece per chunk, the line's last piece first: joined once, when
+    // the line's start is found (joining at every chunk copied a long line
+    // once per chunk).
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let mut pieces_len = 0;
     let mut oversize = false;
     let mut chunk = vec![0u8; chunk_bytes];
-    let mut emit = |bytes: &[u8], oversize: bool| -> ControlFlow<()> {
-        if oversize || bytes.iter().all(u8::is_ascii_whitespace) {
+    let mut emit = |head: &[u8], pieces: &[Vec<u8>], oversize: bool| -> ControlFlow<()> {
+        if oversize {
+            return ControlFlow::Continue(());
+        }
+        let joined;
+        let line = if pieces.is_empty() {
+            head
+        } else {
+            let mut line =
+                Vec::with_capacity(head.len() + pieces.iter().map(Vec::len).sum::<usize>());
+            line.extend_from_slice(head);
+            for piece in pieces.iter().rev() {
+                line.extend_from_slice(piece);
+            }
+            joined = line;
+            &joined
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
             ControlFlow::Continue(())
         } else {
-            visit(bytes)
+            visit(line)
         }
     };
     while pos > 0 {
@@ -850,35 +636,31 @@ fn scan_lines_backwards(
         file.read_exact(buf)?;
         let mut end = step;
         while let Some(nl) = memchr::memrchr(b'\n', &buf[..end]) {
-            let tail = &buf[nl + 1..end];
-            let flow = if pending.is_empty() {
-                emit(tail, oversize)
-            } else {
-                let mut line = Vec::with_capacity(tail.len() + pending.len());
-                line.extend_from_slice(tail);
-                line.extend_from_slice(&pending);
-                emit(&line, oversize || line.len() > max_line_bytes)
-            };
-            if flow.is_break() {
+            let head = &buf[nl + 1..end];
+            let too_long = oversize || head.len() + pieces_len > max_line_bytes;
+            if emit(head, &pieces, too_long).is_break() {
                 return Ok(true);
             }
-            pending.clear();
+            pieces.clear();
+            pieces_len = 0;
             oversize = false;
             end = nl;
         }
-        if oversize || pending.len() + end > max_line_bytes {
+        if oversize || pieces_len + end > max_line_bytes {
             oversize = true;
-            pending.clear();
-        } else {
-            let mut joined = Vec::with_capacity(end + pending.len());
-            joined.extend_from_slice(&buf[..end]);
-            joined.extend_from_slice(&pending);
-            pending = joined;
+            pieces.clear();
+            pieces_len = 0;
+        } else if end > 0 {
+            pieces.push(buf[..end].to_vec());
+            pieces_len += end;
         }
     }
-    let _ = emit(&pending, oversize);
+    let _ = emit(&[], &pieces, oversize);
     Ok(true)
 }
+
+mod line;
+use line::classify;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -1349,8 +1131,8 @@ mod tests {
     }
 
     #[test]
-    fn a_large_tool_result_is_read_for_its_shape() {
-        let big = "y".repeat(LARGE_LINE_BYTES * 4);
+    fn a_large_successful_tool_result_is_read_without_its_text() {
+        let big = "y".repeat(16 * 1024);
         let lines = [
             prompt("Do the task"),
             call(
@@ -1406,12 +1188,27 @@ mod tests {
         }
         let path = write(&dir, content.as_bytes());
         let message = last_assistant_text(&path).unwrap().unwrap();
-        assert!(
-            message.len() <= MAX_MESSAGE_BYTES + part.len() + 64,
-            "{}",
-            message.len()
-        );
+        // The parts' bytes, and the line breaks that join them.
+        assert!(message.len() <= MAX_MESSAGE_BYTES + 64, "{}", message.len());
         assert!(message.len() >= MAX_MESSAGE_BYTES);
+
+        // One line's text larger than the bound: its end is kept.
+        let big = format!(
+            "{}é{}THE END",
+            "x".repeat(2 << 20),
+            "y".repeat(MAX_MESSAGE_BYTES - 8)
+        );
+        let line = assistant("one", &format!(r#"[{{"type":"text","text":"{big}"}}]"#));
+        let path = write(
+            &dir,
+            format!("{}\n{line}\n", prompt("Do the task")).as_bytes(),
+        );
+        let message = last_assistant_text(&path).unwrap().unwrap();
+        assert!(message.len() <= MAX_MESSAGE_BYTES, "{}", message.len());
+        assert!(
+            message.ends_with("yTHE END") && message.starts_with('y'),
+            "cut at a character boundary"
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! it this read sees. Messages the client makes up itself (`"model":
 //! "<synthetic>"`, such as the text of an API error) are not requests.
 
-use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -168,12 +170,9 @@ pub fn read_new_since(
         start = len - bound;
         skipped = true;
     }
-    let mut previous_id = same_file.and_then(|c| c.last_message_id.clone());
-    let mut previous_usage = same_file.map(|c| c.last_message_usage).unwrap_or_default();
-
-    // Each message's largest usage, in the order first seen.
-    let mut order: Vec<String> = Vec::new();
-    let mut seen: HashMap<String, (u64, TokenUsage)> = HashMap::new();
+    let previous_id = same_file.and_then(|c| c.last_message_id.clone());
+    let previous_usage = same_file.map(|c| c.last_message_usage).unwrap_or_default();
+    let mut requests = Requests::new(previous_id, previous_usage);
     let mut last_api_error = None;
     let mut consumed = start;
     let mut visit = |line: &[u8]| {
@@ -203,13 +202,7 @@ pub fn read_new_since(
                 if at < since {
                     return;
                 }
-                match seen.get_mut(&id) {
-                    Some((_, usage)) => *usage = max_of(*usage, tokens),
-                    None => {
-                        order.push(id.clone());
-                        seen.insert(id, (at, tokens));
-                    }
-                }
+                requests.line(id, at, tokens);
             }
             (Some("system"), Some("api_error")) => {
                 let error = parsed.error;
@@ -271,31 +264,111 @@ pub fn read_new_since(
         }
     }
 
-    let mut reading = UsageReading {
+    let (calls, tokens, last_message_id, last_message_usage) = requests.finish();
+    Ok(UsageReading {
+        calls,
+        tokens,
         last_api_error,
         skipped,
-        ..UsageReading::default()
-    };
-    for id in &order {
-        let (at, usage) = seen[id];
-        if previous_id.as_deref() == Some(id.as_str()) {
-            // The message the previous reading ended on: only what grew.
-            reading.tokens.add(&minus(usage, previous_usage));
-            previous_usage = max_of(previous_usage, usage);
-            continue;
+        cursor: Some(TranscriptCursor {
+            path: path.to_path_buf(),
+            offset: consumed,
+            last_message_id,
+            last_message_usage,
+        }),
+    })
+}
+
+/// How many of the latest requests' ids are remembered: a message's lines
+/// are written one after another, so an id seen again is one of these; an
+/// id seen again only after this many others would be counted twice.
+const RECENT_IDS: usize = 4096;
+
+/// The requests of one reading, counted as their lines come: each new id is
+/// a call with its usage, a repeated one adds only what its usage grew. Only
+/// the hashes of the latest [`RECENT_IDS`] ids are kept, so a reading holds
+/// a few hundred KiB besides the calls' times, whatever the transcript.
+struct Requests {
+    hasher: RandomState,
+    /// The latest ids' hashes, with the usage counted for each so far.
+    counted: HashMap<u64, TokenUsage>,
+    recent: VecDeque<u64>,
+    calls: Vec<u64>,
+    tokens: TokenUsage,
+    /// The previous reading's last request, and its usage counted then: it
+    /// continues when it is the first id of this reading.
+    previous: Option<(String, TokenUsage)>,
+    any: bool,
+    /// The last new request of this reading, its hash, and its usage counted.
+    last: Option<(String, u64, TokenUsage)>,
+}
+
+impl Requests {
+    fn new(previous_id: Option<String>, previous_usage: TokenUsage) -> Requests {
+        Requests {
+            hasher: RandomState::new(),
+            counted: HashMap::new(),
+            recent: VecDeque::new(),
+            calls: Vec::new(),
+            tokens: TokenUsage::default(),
+            previous: previous_id.map(|id| (id, previous_usage)),
+            any: false,
+            last: None,
         }
-        reading.calls.push(at);
-        reading.tokens.add(&usage);
-        previous_id = Some(id.clone());
-        previous_usage = usage;
     }
-    reading.cursor = Some(TranscriptCursor {
-        path: path.to_path_buf(),
-        offset: consumed,
-        last_message_id: previous_id,
-        last_message_usage: previous_usage,
-    });
-    Ok(reading)
+
+    /// A line of request `id`, answered at `at`, with the message's usage as
+    /// it stood when the line was written.
+    fn line(&mut self, id: String, at: u64, tokens: TokenUsage) {
+        let hash = self.hasher.hash_one(&id);
+        if let Some(counted) = self.counted.get_mut(&hash) {
+            let grown = max_of(*counted, tokens);
+            self.tokens.add(&minus(grown, *counted));
+            *counted = grown;
+            if let Some((_, last_hash, usage)) = &mut self.last {
+                if *last_hash == hash {
+                    *usage = grown;
+                }
+            }
+            return;
+        }
+        let continued = match &self.previous {
+            Some((previous, usage)) if !self.any && *previous == id => Some(*usage),
+            _ => None,
+        };
+        self.any = true;
+        let counted = match continued {
+            // What the previous reading counted of it is not counted again.
+            Some(before) => {
+                let grown = max_of(before, tokens);
+                self.tokens.add(&minus(grown, before));
+                grown
+            }
+            None => {
+                self.calls.push(at);
+                self.tokens.add(&tokens);
+                tokens
+            }
+        };
+        if self.recent.len() >= RECENT_IDS {
+            if let Some(oldest) = self.recent.pop_front() {
+                self.counted.remove(&oldest);
+            }
+        }
+        self.recent.push_back(hash);
+        self.counted.insert(hash, counted);
+        self.last = Some((id, hash, counted));
+    }
+
+    /// The calls' times, the tokens, and the last request with its usage.
+    fn finish(self) -> (Vec<u64>, TokenUsage, Option<String>, TokenUsage) {
+        let (last_id, last_usage) = match (self.last, self.previous) {
+            (Some((id, _, usage)), _) => (Some(id), usage),
+            (None, Some((id, usage))) => (Some(id), usage),
+            (None, None) => (None, TokenUsage::default()),
+        };
+        (self.calls, self.tokens, last_id, last_usage)
+    }
 }
 
 #[cfg(test)]
@@ -439,5 +512,103 @@ mod tests {
             .last_api_error
             .is_some());
         assert!(read_new(&dir.path().join("missing"), None, 0).is_err());
+    }
+
+    /// The counting as it was before ids were forgotten: every id of the
+    /// reading kept, in the order first seen, then summed.
+    fn reference(
+        lines: &[(String, u64, TokenUsage)],
+        previous: Option<(String, TokenUsage)>,
+    ) -> (Vec<u64>, TokenUsage, Option<String>, TokenUsage) {
+        let mut order: Vec<String> = Vec::new();
+        let mut seen: HashMap<String, (u64, TokenUsage)> = HashMap::new();
+        for (id, at, tokens) in lines {
+            match seen.get_mut(id) {
+                Some((_, usage)) => *usage = max_of(*usage, *tokens),
+                None => {
+                    order.push(id.clone());
+                    seen.insert(id.clone(), (*at, *tokens));
+                }
+            }
+        }
+        let (mut previous_id, previous_usage) = previous.unzip();
+        let mut previous_usage = previous_usage.unwrap_or_default();
+        let (mut calls, mut total) = (Vec::new(), TokenUsage::default());
+        for id in &order {
+            let (at, usage) = seen[id];
+            if previous_id.as_deref() == Some(id.as_str()) {
+                total.add(&minus(usage, previous_usage));
+                previous_usage = max_of(previous_usage, usage);
+                continue;
+            }
+            calls.push(at);
+            total.add(&usage);
+            previous_id = Some(id.clone());
+            previous_usage = usage;
+        }
+        (calls, total, previous_id, previous_usage)
+    }
+
+    fn counted(
+        lines: &[(String, u64, TokenUsage)],
+        previous: Option<(String, TokenUsage)>,
+    ) -> (Vec<u64>, TokenUsage, Option<String>, TokenUsage) {
+        let (id, usage) = previous.unzip();
+        let mut requests = Requests::new(id, usage.unwrap_or_default());
+        for (id, at, tokens) in lines {
+            requests.line(id.clone(), *at, *tokens);
+        }
+        requests.finish()
+    }
+
+    fn usage_strategy() -> impl proptest::strategy::Strategy<Value = TokenUsage> {
+        use proptest::prelude::*;
+        (0..50u64, 0..50u64, 0..5u64, 0..5u64).prop_map(|(i, o, r, c)| TokenUsage {
+            input: i,
+            output: o,
+            cache_read: r,
+            cache_creation: c,
+        })
+    }
+
+    proptest::proptest! {
+        /// Counting as lines come, with a bounded memory of ids, is the
+        /// same as counting over every id kept, while a message's lines
+        /// are within the latest ids.
+        #[test]
+        fn streamed_counting_matches_keeping_every_id(
+            lines in proptest::collection::vec(("m[0-5]", 0..100u64, usage_strategy()), 0..40),
+            previous in proptest::option::of(("m[0-5]", usage_strategy())),
+        ) {
+            proptest::prop_assert_eq!(
+                counted(&lines, previous.clone()),
+                reference(&lines, previous)
+            );
+        }
+    }
+
+    #[test]
+    fn an_id_is_remembered_among_the_latest_ones_only() {
+        let one = TokenUsage {
+            input: 1,
+            ..TokenUsage::default()
+        };
+        let mut lines: Vec<(String, u64, TokenUsage)> =
+            (0..RECENT_IDS).map(|i| (format!("m{i}"), 7, one)).collect();
+        // m0 again while it is among the latest ids: the same request.
+        lines.push(("m0".into(), 7, one));
+        let (calls, tokens, last, _) = counted(&lines, None);
+        assert_eq!(calls.len(), RECENT_IDS);
+        assert_eq!(tokens.input, RECENT_IDS as u64);
+        assert_eq!(
+            last.as_deref(),
+            Some(format!("m{}", RECENT_IDS - 1).as_str())
+        );
+        // One more id pushes m0 out: seen again after that, it counts again.
+        lines.push(("new".into(), 7, one));
+        lines.push(("m0".into(), 7, one));
+        let (calls, _, last, _) = counted(&lines, None);
+        assert_eq!(calls.len(), RECENT_IDS + 2);
+        assert_eq!(last.as_deref(), Some("m0"));
     }
 }

@@ -13,7 +13,7 @@
 //! one project read or replace another project's loop.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use fs2::FileExt;
 use thiserror::Error;
 
+use crate::atomic;
 use crate::paths::ProjectPaths;
 use crate::state::LoopState;
 
@@ -278,7 +279,8 @@ impl StateLock<'_> {
         read_state(&self.store.state_path)
     }
 
-    /// Replaces the state atomically: temp file, fsync, rename, fsync of the folder.
+    /// Replaces the state atomically ([`atomic::write_file`]: a new temp file
+    /// under a random name, fsync, rename, fsync of the folder), mode 0600.
     pub fn write(&self, state: &LoopState) -> Result<(), StoreError> {
         let path = &self.store.state_path;
         let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
@@ -287,23 +289,10 @@ impl StateLock<'_> {
             source: io::Error::other(e),
         })?;
         json.push(b'\n');
-        let tmp = temp_path(path);
-        let result = (|| {
-            let mut file = open_private(&tmp, true)?;
-            file.write_all(&json)?;
-            file.sync_all()?;
-            drop(file);
-            fs::rename(&tmp, path)?;
-            sync_dir(path.parent().unwrap_or(Path::new(".")));
-            Ok(())
-        })();
-        result.map_err(|source| {
-            let _ = fs::remove_file(&tmp);
-            StoreError::Io {
-                action: "write",
-                path: path.clone(),
-                source,
-            }
+        atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io {
+            action: "write",
+            path: path.clone(),
+            source,
         })
     }
 
@@ -334,10 +323,10 @@ impl StateLock<'_> {
         // Only a writer holding the lock creates temp files, so any left now
         // belong to a process that died mid-write.
         let path = &self.store.state_path;
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        let Some(dir) = path.parent() else {
             return;
         };
-        let prefix = format!(".{}.tmp-", name.to_string_lossy());
+        let prefix = atomic::temp_prefix(path);
         if let Ok(entries) = fs::read_dir(dir) {
             for entry in entries.flatten() {
                 if entry.file_name().to_string_lossy().starts_with(&prefix) {
@@ -358,11 +347,6 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(suffix);
     path.with_file_name(name)
-}
-
-fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
 fn read_state(path: &Path) -> Result<Option<LoopState>, StoreError> {
@@ -395,51 +379,28 @@ fn read_state(path: &Path) -> Result<Option<LoopState>, StoreError> {
             meta.len()
         )));
     }
+    // Opened without following a link or waiting on a FIFO that replaced
+    // the file since the check above, and read only if it still is one.
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(io_err("read", path))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(corrupt("it is not a regular file".into()));
+    }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    File::open(path)
-        .and_then(|f| f.take(MAX_STATE_BYTES + 1).read_to_end(&mut bytes))
+    file.take(MAX_STATE_BYTES + 1)
+        .read_to_end(&mut bytes)
         .map_err(io_err("read", path))?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt("the file is empty".into()));
     }
     LoopState::from_json(&bytes).map(Some).map_err(corrupt)
 }
-
-/// Opens (or creates) a file readable and writable by its owner only, never
-/// through a symlink: `create_new` (O_EXCL) refuses a planted one, and
-/// O_NOFOLLOW makes opening an existing one fail instead of creating or
-/// locking its target.
-fn open_private(path: &Path, create_new: bool) -> io::Result<File> {
-    let mut options = OpenOptions::new();
-    options.read(true).write(true);
-    if create_new {
-        options.create_new(true);
-    } else {
-        options.create(true).truncate(false);
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
-    }
-    options.open(path).map_err(|e| {
-        #[cfg(unix)]
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            return io::Error::other("it is a symbolic link; ralph only uses a regular file here");
-        }
-        e
-    })
-}
-
-#[cfg(unix)]
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-}
-
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) {}
 
 #[cfg(test)]
 mod tests {

@@ -4,8 +4,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use ralph_core::atomic;
 use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
+use ralph_core::files::{self, Bounded};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::registration;
 use ralph_core::verify;
@@ -35,39 +37,93 @@ fn report(change: Change, path: &Path, root: &Path) {
     println!("  {word} {shown}");
 }
 
+/// What stands at a path `init` may write.
+enum Found {
+    /// Nothing: the file is created.
+    Nothing,
+    /// A file of the person's own that is kept as it is (even through a
+    /// link: it is read, never written).
+    Kept,
+    /// A regular file, with its permission bits.
+    File(u32),
+}
+
+/// Looks at `path` without following a link there. A link is never written
+/// through, nor replaced: it may be the person's own arrangement, or one a
+/// cloned repository planted to make `init` overwrite a file elsewhere. So
+/// it is refused, unless `keep_existing` and it leads to a regular file
+/// (kept as it is). Anything else but a regular file is refused too.
+fn inspect(path: &Path, keep_existing: bool) -> Result<Found, CtlError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
+        Err(e) => return Err(CtlError::io("inspect", path)(e)),
+    };
+    if meta.file_type().is_symlink() {
+        if keep_existing && fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return Ok(Found::Kept);
+        }
+        return Err(CtlError::Unsafe {
+            path: path.to_path_buf(),
+            problem: "is a symbolic link",
+        });
+    }
+    if !meta.is_file() {
+        return Err(CtlError::Unsafe {
+            path: path.to_path_buf(),
+            problem: "is not a regular file",
+        });
+    }
+    if keep_existing {
+        return Ok(Found::Kept);
+    }
+    Ok(Found::File(permission_bits(&meta)))
+}
+
+#[cfg(unix)]
+fn permission_bits(meta: &fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o777
+}
+
+#[cfg(not(unix))]
+fn permission_bits(_meta: &fs::Metadata) -> u32 {
+    0o644
+}
+
 /// Writes `content` to `path` only when it differs; never touches an
 /// existing file when `keep_existing` is set (the person's own prompts).
-fn install(path: &Path, content: &str, keep_existing: bool) -> Result<Change, CtlError> {
-    let existing = fs::read(path).ok();
-    let change = match existing {
-        Some(_) if keep_existing => return Ok(Change::Kept),
-        Some(bytes) if bytes == content.as_bytes() => return Ok(Change::Unchanged),
-        Some(_) => Change::Updated,
-        None => Change::Created,
+/// A new file gets `mode`; a replaced one keeps its own. The write is
+/// [`atomic::write_file`]: a temp file under a random name, created
+/// exclusively and never through a link, renamed over `path`.
+fn install(path: &Path, content: &str, keep_existing: bool, mode: u32) -> Result<Change, CtlError> {
+    let (change, mode) = match inspect(path, keep_existing)? {
+        Found::Kept => return Ok(Change::Kept),
+        Found::Nothing => (Change::Created, mode),
+        Found::File(existing_mode) => {
+            // Reading one byte more than `content` tells a longer file apart.
+            let limit = content.len() as u64;
+            match files::read_bounded(path, limit).map_err(CtlError::io("read", path))? {
+                Bounded::Bytes(bytes) if bytes == content.as_bytes() => {
+                    return Ok(Change::Unchanged)
+                }
+                Bounded::Missing => (Change::Created, mode),
+                Bounded::Bytes(_) | Bounded::TooLarge => (Change::Updated, existing_mode),
+            }
+        }
     };
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(CtlError::io("create", dir))?;
     }
-    write_atomically(path, content.as_bytes())?;
+    atomic::write_file(path, content.as_bytes(), mode).map_err(CtlError::io("write", path))?;
     Ok(change)
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CtlError> {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    fs::write(&tmp, bytes)
-        .and_then(|()| fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            CtlError::io("write", path)(e)
-        })
-}
-
+/// Makes the launcher executable (0755), on the file itself: never through
+/// a link, never waiting on a FIFO put there meanwhile.
 #[cfg(unix)]
 fn make_executable(path: &Path) -> Result<(), CtlError> {
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
-        .map_err(CtlError::io("make executable", path))
+    atomic::set_mode(path, 0o755).map_err(CtlError::io("make executable", path))
 }
 
 #[cfg(not(unix))]
@@ -148,14 +204,29 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
     let ralph_dir = paths.ralph_dir();
 
     let prompt = ralph_dir.join("PROMPT.md");
+    let guardrails = paths.guardrails_file();
+    let sh = ralph_dir.join("ralph-audit.sh");
+    let bat = ralph_dir.join("ralph-audit.bat");
+    let settings_path = paths.settings_file();
+    // Refuse a link (or a folder, a FIFO...) at any destination before
+    // writing anything.
+    for (path, keep_existing) in [
+        (&prompt, true),
+        (&guardrails, true),
+        (&sh, false),
+        (&bat, false),
+        (&settings_path, false),
+    ] {
+        inspect(path, keep_existing)?;
+    }
+
     report(
-        install(&prompt, assets::PROMPT_TEMPLATE, true)?,
+        install(&prompt, assets::PROMPT_TEMPLATE, true, 0o644)?,
         &prompt,
         root,
     );
-    let guardrails = paths.guardrails_file();
     report(
-        install(&guardrails, assets::GUARDRAILS_TEMPLATE, true)?,
+        install(&guardrails, assets::GUARDRAILS_TEMPLATE, true, 0o644)?,
         &guardrails,
         root,
     );
@@ -163,35 +234,35 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
     // Where ralph-ctl is, quoted for each script; an empty value makes the
     // launchers look at RALPH_CTL and PATH instead.
     let ctl = ctl_path();
-    let sh = ralph_dir.join("ralph-audit.sh");
     let sh_value = sh_quoted(ctl.as_deref().unwrap_or_default());
     report(
         install(
             &sh,
             &assets::LAUNCHER_SH.replace(assets::CTL_PLACEHOLDER, &sh_value),
             false,
+            0o755,
         )?,
         &sh,
         root,
     );
     make_executable(&sh)?;
-    let bat = ralph_dir.join("ralph-audit.bat");
     let bat_value = ctl.as_deref().and_then(bat_set_value).unwrap_or_default();
     let bat_text = assets::LAUNCHER_BAT
         .replace(assets::CTL_PLACEHOLDER, &bat_value)
         .replace("\r\n", "\n")
         .replace('\n', "\r\n");
-    report(install(&bat, &bat_text, false)?, &bat, root);
+    report(install(&bat, &bat_text, false, 0o644)?, &bat, root);
 
-    let settings_path = paths.settings_file();
-    let mut settings: Value = match fs::read_to_string(&settings_path) {
-        Ok(text) if text.trim().is_empty() => Value::Object(Default::default()),
-        Ok(text) => serde_json::from_str(&text).map_err(|e| CtlError::Settings {
+    // Bounded, and never waiting on a FIFO (a link was refused above).
+    let mut settings: Value = match registration::read_settings(&settings_path)? {
+        Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            Value::Object(Default::default())
+        }
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| CtlError::Settings {
             path: settings_path.clone(),
             problem: format!("it is not valid JSON ({e})"),
         })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Object(Default::default()),
-        Err(e) => return Err(CtlError::io("read", &settings_path)(e)),
+        None => Value::Object(Default::default()),
     };
     let before = settings.clone();
     settings::merge_stop_hook(
@@ -208,7 +279,7 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
     } else {
         let mut text = serde_json::to_string_pretty(&settings).expect("settings serialize");
         text.push('\n');
-        install(&settings_path, &text, false)?
+        install(&settings_path, &text, false, 0o644)?
     };
     report(change, &settings_path, root);
 

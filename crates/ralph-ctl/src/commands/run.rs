@@ -7,6 +7,7 @@
 use std::ffi::OsString;
 use std::io::Write;
 
+use ralph_core::atomic;
 use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
 use ralph_core::lifecycle::ResumePlan;
@@ -65,7 +66,12 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     let version = client::version(&client);
     let extra_settings = version
         .filter(|v| v.has_stop_failure())
-        .and_then(|_| registration::registered_command(&paths.settings_file()))
+        .and_then(|_| {
+            registration::registered_command(&paths.settings_file()).unwrap_or_else(|e| {
+                say(&format!("warning: {e}"));
+                None
+            })
+        })
         .map(|command| settings::stop_failure_settings(&command));
     let session_cost = version.is_some_and(|v| v.reports_session_cost());
     let (session, max_iterations) = if options.resume {
@@ -127,7 +133,8 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             extra_settings: extra_settings.as_deref(),
         });
         if let PromptDelivery::File(path) = &command.delivery {
-            if let Err(e) = std::fs::write(path, &command.prompt) {
+            // Private, and never written through a link planted there.
+            if let Err(e) = atomic::write_file(path, command.prompt.as_bytes(), 0o600) {
                 let problem = CtlError::io("write", path)(e);
                 say(&problem.to_string());
                 let cause = format!("the first prompt could not be written ({problem})");

@@ -104,6 +104,10 @@ pub fn start_loop(
     let verify_total = verify::total_timeout(&config.completion.verify);
     if verify_total > 0 {
         let timeout = registration::registered_timeout(&paths.settings_file())
+            .unwrap_or_else(|e| {
+                eprintln!("ralph-ctl: warning: {e}");
+                None
+            })
             .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
         if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
             eprintln!("ralph-ctl: warning: {warning}");

@@ -1,10 +1,12 @@
 //! `ralph-ctl status`: a readable summary of the loop, or its JSON.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::path::Path;
 
 use ralph_core::breaker;
 use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
+use ralph_core::files;
 use ralph_core::lifecycle;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{LoopState, PausedBecause, Status, TokenUsage};
@@ -83,13 +85,29 @@ fn show_corrupt(
         paths.root.display()
     )?;
     writeln!(out, "  {e}")?;
-    let head = std::fs::read(store.path())
-        .map(|b| String::from_utf8_lossy(&b[..b.len().min(300)]).into_owned())
-        .unwrap_or_default();
+    let head = head_of(store.path());
     if !head.is_empty() {
         writeln!(out, "  it begins: {head:?}")?;
     }
     Ok(())
+}
+
+/// The first 300 bytes of a corrupt state file, when it is a regular file:
+/// never through a link, never waiting on a FIFO, never reading a device.
+fn head_of(path: &Path) -> String {
+    const HEAD: u64 = 300;
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return String::new();
+    }
+    let Ok(file) = files::open_without_waiting(path) else {
+        return String::new();
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    let _ = file.take(HEAD).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// The readable summary of a state at `now` (seconds since the epoch, for

@@ -270,3 +270,174 @@ proptest! {
         check(&dir, &lines, final_newline, LIMITS);
     }
 }
+
+/// A value for a field the reader reads, of the right type or not.
+fn field_value() -> BoxedStrategy<Value> {
+    prop_oneof![
+        Just(Value::Null),
+        Just(json!(true)),
+        Just(json!(false)),
+        Just(json!(529)),
+        Just(json!(-1)),
+        Just(json!(1.5)),
+        Just(json!(70_000)),
+        Just(json!("529")),
+        Just(json!("server_error")),
+        Just(json!("<synthetic>")),
+        Just(json!("create")),
+        Just(json!("text")),
+        Just(json!("tool_result")),
+        Just(json!([])),
+        Just(json!([{"text": "a"}, {"text": 5}, "b", {"text": "c"}])),
+        Just(json!({})),
+        Just(json!({"file_path": "/p/x", "structuredPatch": [1]})),
+        text().prop_map(Value::from),
+    ]
+    .boxed()
+}
+
+/// A line of [`json_line`] with more fields set anywhere the reader looks
+/// (right types and wrong ones), written with its keys in any order and
+/// some keys twice (the last wins, as in a JSON tree).
+fn tree_line() -> BoxedStrategy<Vec<u8>> {
+    const PLACES: &[&str] = &[
+        "/isApiErrorMessage",
+        "/error",
+        "/apiErrorStatus",
+        "/isSidechain",
+        "/type",
+        "/toolUseResult",
+        "/toolUseResult/type",
+        "/toolUseResult/structuredPatch",
+        "/message",
+        "/message/model",
+        "/message/id",
+        "/message/content",
+        "/message/content/0",
+        "/message/content/0/type",
+        "/message/content/0/content",
+        "/message/content/0/is_error",
+        "/message/content/0/tool_use_id",
+        "/message/content/0/input",
+        "/message/content/0/name",
+        "/message/content/0/text",
+    ];
+    let edits = prop::collection::vec((0..PLACES.len(), field_value()), 0..4);
+    (json_line(64), edits, any::<u64>())
+        .prop_map(|(mut line, edits, seed)| {
+            for (place, value) in edits {
+                let (parent, key) = PLACES[place].rsplit_once('/').unwrap();
+                match line.pointer_mut(parent) {
+                    Some(Value::Object(map)) => {
+                        map.insert(key.to_string(), value);
+                    }
+                    Some(Value::Array(items)) if key == "0" && !items.is_empty() => {
+                        items[0] = value;
+                    }
+                    _ => {}
+                }
+            }
+            let mut out = Vec::new();
+            write_shuffled(&line, &mut Shuffle(seed | 1), &mut out);
+            out
+        })
+        .boxed()
+}
+
+struct Shuffle(u64);
+
+impl Shuffle {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Writes `value` as JSON with each object's keys in a shuffled order, and
+/// now and then a key written twice (first with a decoy value).
+fn write_shuffled(value: &Value, rng: &mut Shuffle, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            for i in (1..entries.len()).rev() {
+                entries.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+            }
+            out.push(b'{');
+            let mut first = true;
+            for (key, value) in entries {
+                let decoys = [
+                    json!(null),
+                    json!("tool_use"),
+                    json!([{"type": "text"}]),
+                    json!(7),
+                ];
+                let twice = rng.next().is_multiple_of(6);
+                let written: Vec<&Value> = if twice {
+                    vec![&decoys[(rng.next() % 4) as usize], value]
+                } else {
+                    vec![value]
+                };
+                for v in written {
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    out.extend(serde_json::to_vec(key).unwrap());
+                    out.push(b':');
+                    write_shuffled(v, rng, out);
+                }
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_shuffled(item, rng, out);
+            }
+            out.push(b']');
+        }
+        other => out.extend(serde_json::to_vec(other).unwrap()),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// The streaming reading of a line is the JSON tree's, on any line:
+    /// fields of wrong types, keys in any order and repeated, broken lines.
+    #[test]
+    fn a_line_reads_as_its_json_tree_does(line in prop_oneof![3 => tree_line(), 1 => line(64)]) {
+        if let Err(diff) = super::testing::line_reading_agrees(&line) {
+            prop_assert!(false, "{}\n{}", String::from_utf8_lossy(&line), diff);
+        }
+    }
+}
+
+/// The real client's transcripts in `tests/fixtures/` read line by line as
+/// their JSON trees do.
+#[test]
+fn the_real_transcripts_read_as_their_json_trees_do() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let mut lines = 0;
+    for entry in fs::read_dir(fixtures).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jsonl") {
+            for line in fs::read(&path).unwrap().split(|&b| b == b'\n') {
+                if let Err(diff) = super::testing::line_reading_agrees(line) {
+                    panic!(
+                        "{}: {}\n{diff}",
+                        path.display(),
+                        String::from_utf8_lossy(line)
+                    );
+                }
+                lines += 1;
+            }
+        }
+    }
+    assert!(lines > 10, "{lines} lines");
+}

@@ -1,11 +1,15 @@
-//! The transcript reader with any bounds, and a reference reader that reads
-//! the whole file forward, for property tests and fuzz targets. Not an API:
-//! built only for tests and with the `fuzzing` feature.
+//! The transcript reader with any bounds, a reference reader that reads
+//! the whole file forward, and a reference reading of one line from a JSON
+//! tree, for property tests and fuzz targets. Not an API: built only for
+//! tests and with the `fuzzing` feature.
 
 use std::path::Path;
 
-use super::TranscriptError;
+use serde_json::Value;
+
 use super::{classify, read_iteration_tail_within, Entry, Iteration, IterationTail, Limits};
+use super::{ApiErrorMessage, ToolOutcome, ToolUse, TranscriptError};
+use super::{EDIT_TOOLS, MAX_TOOL_ERROR_CHARS};
 
 /// [`read_iteration_tail`](super::read_iteration_tail) with other bounds
 /// than [`CHUNK_BYTES`](super::CHUNK_BYTES),
@@ -94,4 +98,165 @@ pub fn reference(
     tail.previous_final_message =
         before_prompt.and_then(|entries| newest_first(entries).finish(true).final_message);
     tail
+}
+
+/// Reference for [`classify`]: the same reading of a line, from a whole
+/// JSON tree of it (which costs tens of times a crafted line's size; the
+/// reader itself folds a line in one streaming pass).
+fn classify_tree(line: &[u8]) -> Option<Entry> {
+    if !(contains(line, b"\"assistant\"") || contains(line, b"\"user\"")) {
+        return None;
+    }
+    let value = serde_json::from_slice::<Value>(line).ok()?;
+    if value.get("isSidechain").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    match value.get("type").and_then(Value::as_str) {
+        Some("assistant") => {
+            let text = text_of(&value);
+            Some(Entry::Assistant {
+                id: value
+                    .pointer("/message/id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                api_error: api_error_of(&value, &text),
+                text,
+                tool_uses: tool_uses_of(&value),
+                unlisted_calls: 0,
+            })
+        }
+        Some("user") => {
+            let content = value.pointer("/message/content");
+            let is_tool_result =
+                |b: &Value| b.get("type").and_then(Value::as_str) == Some("tool_result");
+            match content {
+                Some(Value::Array(blocks)) if blocks.iter().all(is_tool_result) => {
+                    let changed = edit_changed(value.get("toolUseResult"));
+                    Some(Entry::ToolResults {
+                        outcomes: blocks
+                            .iter()
+                            .map(|block| ToolOutcome {
+                                tool_use_id: block
+                                    .get("tool_use_id")
+                                    .and_then(Value::as_str)
+                                    .map(str::to_owned),
+                                error: (block.get("is_error").and_then(Value::as_bool)
+                                    == Some(true))
+                                .then(|| tool_result_text(block.get("content"))),
+                                changed: if blocks.len() == 1 { changed } else { None },
+                            })
+                            .collect(),
+                        overflow: false,
+                    })
+                }
+                Some(Value::String(_)) | Some(Value::Array(_)) => Some(Entry::Prompt),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn api_error_of(line: &Value, text: &str) -> Option<ApiErrorMessage> {
+    let flagged = line.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true);
+    let synthetic = line.pointer("/message/model").and_then(Value::as_str) == Some("<synthetic>")
+        && line.get("error").is_some();
+    if !(flagged || synthetic) {
+        return None;
+    }
+    let status = line
+        .get("apiErrorStatus")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+        .or_else(|| {
+            let rest = text.trim_start().strip_prefix("API Error: ")?;
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            (digits.len() == 3).then(|| digits.parse().ok()).flatten()
+        });
+    Some(ApiErrorMessage {
+        error: line.get("error").and_then(Value::as_str).map(str::to_owned),
+        status,
+    })
+}
+
+fn edit_changed(result: Option<&Value>) -> Option<bool> {
+    let result = result?;
+    if result.get("type").and_then(Value::as_str) == Some("create") {
+        return Some(true);
+    }
+    match result.get("structuredPatch") {
+        Some(Value::Array(hunks)) => Some(!hunks.is_empty()),
+        _ => None,
+    }
+}
+
+fn tool_uses_of(line: &Value) -> Vec<ToolUse> {
+    let Some(Value::Array(blocks)) = line.pointer("/message/content") else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .map(|b| {
+            let name = b
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let edited_file = EDIT_TOOLS
+                .iter()
+                .find(|(tool, _)| *tool == name)
+                .and_then(|(_, field)| b.pointer(&format!("/input/{field}")))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            ToolUse {
+                id: b.get("id").and_then(Value::as_str).map(str::to_owned),
+                name,
+                edited_file,
+            }
+        })
+        .collect()
+}
+
+/// A failing result's text, cut where the reader cuts it.
+fn tool_result_text(content: Option<&Value>) -> String {
+    let text = match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    text.chars().take(MAX_TOOL_ERROR_CHARS).collect()
+}
+
+fn text_of(line: &Value) -> String {
+    match line.pointer("/message/content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Whether the reader reads `line` as a whole JSON tree of it would: `Err`
+/// shows both readings when not.
+pub fn line_reading_agrees(line: &[u8]) -> Result<(), String> {
+    let streamed = classify(line);
+    let tree = classify_tree(line);
+    if streamed == tree {
+        Ok(())
+    } else {
+        Err(format!("streamed {streamed:?}\ntree     {tree:?}"))
+    }
 }

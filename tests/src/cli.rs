@@ -251,6 +251,10 @@ impl Run {
     /// Panics unless the hook let the stop through with exactly one stderr
     /// line, starting `ralph-stop-hook: ` and containing every needle; returns it.
     pub fn assert_hook_error(&self, needles: &[&str]) -> &str {
+        assert_eq!(
+            self.stdout, "",
+            "a stop the hook could not judge prints nothing on stdout: {self:?}"
+        );
         self.assert_allowed();
         self.assert_no_panic();
         let mut lines = self.stderr.lines();

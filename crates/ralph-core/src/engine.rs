@@ -505,6 +505,15 @@ pub fn last_hook_problem(store_path: &Path, state: &LoopState) -> Option<LogEntr
         .filter(|e| e.event == LogEvent::Problem && e.session_id == state.session_id)
 }
 
+/// The end of `text`, at most `max` bytes, cut at a character boundary.
+fn last_bytes(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
 /// Writes the state back as it was before this stop.
 fn restore(lock: &crate::store::StateLock<'_>, previous: &LoopState) -> Result<(), StoreError> {
     lock.write(previous)
@@ -523,10 +532,13 @@ fn observe(
     state: &LoopState,
     notes: &mut Vec<String>,
 ) -> Result<Observation, EngineError> {
+    // Judged like the transcript's final message: its last MiB at most (a
+    // claim is at the end), so a huge message cannot blow up the readers.
     let from_input = stop
         .last_assistant_message
-        .clone()
-        .filter(|m| !m.is_empty());
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .map(|m| last_bytes(m, transcript::MAX_MESSAGE_BYTES).to_string());
     let tail = match &stop.transcript_path {
         // The message came with the stop: the transcript only adds the
         // iteration's tool calls and errors, best effort, once it shows
@@ -866,6 +878,32 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, EngineError::Deliver(_)), "{err}");
         assert_eq!(state(&paths), before);
+    }
+
+    #[test]
+    fn a_message_is_judged_by_its_last_mebibyte() {
+        assert_eq!(last_bytes("abc", 10), "abc");
+        assert_eq!(last_bytes("abcdef", 3), "def");
+        // Never inside a character: "é" is two bytes.
+        assert_eq!(last_bytes("aé", 1), "");
+        assert_eq!(last_bytes("aéb", 2), "b");
+        // A claim at the end of a 3 MiB message still ends the loop.
+        let (_d, paths) = project(None);
+        let signal = Config::default().completion_signal;
+        let message = format!("{}\n{signal}", "word ".repeat(600_000));
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&message),
+            &FakeWorld::new(IterationTail::default()),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert!(
+            matches!(report.answer, Answer::End { .. }),
+            "{:?}",
+            report.answer
+        );
     }
 
     #[test]

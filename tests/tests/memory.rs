@@ -1,0 +1,286 @@
+//! The hook's peak memory on transcript tails made to blow up a reader,
+//! measured on the built hook (wait4's rusage).
+//!
+//! A test binary of its own: a child's peak RSS includes what its parent
+//! held when it was started, so the measuring process must stay small,
+//! which it cannot next to the other hardening tests (some hold 100 MB).
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+use std::process::{ChildStdin, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ralph_tests::bins;
+use ralph_tests::project::{signal_process, Run, TempProject};
+use serde_json::{json, Value};
+
+const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
+/// A bound on one run of the hook (they take seconds), never a wait.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A project with ralph installed and a loop of `max` iterations started for `SID`.
+fn looping(name: &str, max: u32) -> TempProject {
+    TempProject::with_loop(name, SID, max)
+}
+
+/// The hook with `RALPH_ACTIVE=1` in the project's clean environment.
+fn hook_command(project: &TempProject) -> Command {
+    let mut cmd = project.command(bins::hook());
+    cmd.env("RALPH_ACTIVE", "1");
+    cmd
+}
+
+fn to_bytes(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap()
+}
+
+/// The `reason` of a block answer.
+fn block_reason(run: &Run) -> String {
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let answer: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not a JSON answer ({e}): {run:?}"));
+    assert_eq!(answer["decision"], "block", "{answer}");
+    answer["reason"].as_str().unwrap().to_string()
+}
+
+/// Runs `cmd` with stdin fed by `feed` on a thread; returns the run and the
+/// process's peak resident memory in KiB (from wait4's rusage).
+#[allow(unsafe_code)]
+fn run_measured(mut cmd: Command, feed: impl FnOnce(ChildStdin) + Send + 'static) -> (Run, u64) {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let feeder = thread::spawn({
+        let stdin = child.stdin.take().unwrap();
+        move || feed(stdin)
+    });
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    // Wait for the exit without reaping (WNOWAIT), so that the timeout can
+    // still kill this very process and no other.
+    loop {
+        // SAFETY: siginfo_t is plain data; all-zero is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(2) on our own child with a valid out pointer.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(r, 0, "waitid: {}", io::Error::last_os_error());
+        // SAFETY: waitid filled `info` (si_pid stays 0 while the child runs).
+        if unsafe { info.si_pid() } == pid {
+            break;
+        }
+        if start.elapsed() > TIMEOUT {
+            signal_process(child.id(), libc::SIGKILL);
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let mut status = 0;
+    // SAFETY: rusage is plain data; all-zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: reaps our own exited child, with valid out pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4: {}", io::Error::last_os_error());
+    let elapsed = start.elapsed();
+    drop(child); // already reaped; dropping a Child never waits
+    let _ = feeder.join();
+    let run = Run {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        elapsed,
+    };
+    (run, u64::try_from(usage.ru_maxrss).unwrap_or(0))
+}
+
+// ------------------------------------------------ crafted transcript tails
+
+const MIB: usize = 1024 * 1024;
+/// Just under the transcript reader's line bound (4 MiB).
+const NEAR_LINE_BOUND: usize = 4 * MIB - 64;
+
+/// `prefix`, then `unit` repeated, then `suffix`: one line of about `size` bytes.
+fn padded(prefix: &str, unit: &str, suffix: &str, size: usize) -> String {
+    let n = (size - prefix.len() - suffix.len()) / unit.len();
+    let mut line = String::with_capacity(size + 1);
+    line.push_str(prefix);
+    line.push_str(&unit.repeat(n));
+    // The units are comma-separated values: no comma before the suffix.
+    if line.ends_with(',') {
+        line.pop();
+    }
+    line.push_str(suffix);
+    line.push('\n');
+    line
+}
+
+/// A transcript whose last `total` bytes are `line(i)` repeated (no prompt
+/// line among them), then `last`; the loop's usage cursor is set at its
+/// start, so the stop reads all of it for requests and tokens (at most
+/// 64 MiB), and the iteration from its end (at most 16 MiB).
+fn crafted_transcript(
+    project: &TempProject,
+    name: &str,
+    total: usize,
+    line: impl Fn(usize) -> String,
+    last: &str,
+) -> PathBuf {
+    let path = project.tmp.join(format!("{name}.jsonl"));
+    let mut file = io::BufWriter::new(File::create(&path).unwrap());
+    writeln!(
+        file,
+        r#"{{"type":"user","message":{{"role":"user","content":"Do the task"}}}}"#
+    )
+    .unwrap();
+    let mut written = 0;
+    for i in 0.. {
+        if written >= total {
+            break;
+        }
+        let line = line(i);
+        written += line.len();
+        file.write_all(line.as_bytes()).unwrap();
+    }
+    writeln!(file, "{last}").unwrap();
+    file.flush().unwrap();
+    let mut state = project.state().unwrap();
+    state["transcript"] = json!({"path": path, "offset": 0});
+    fs::write(
+        project.state_path(),
+        serde_json::to_vec_pretty(&state).unwrap(),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn crafted_transcript_tails_keep_the_hook_s_memory_bounded() {
+    // Peak RSS of the built hook (from wait4's rusage) on transcript tails
+    // made to blow up a reader: a JSON tree of a 4 MiB line of tiny values
+    // took 40 times its size, every distinct id was kept, and a message of
+    // short lines was split into a list of lines.
+    const BUDGET_KIB: u64 = 40 * 1024;
+    let answer = |id: &str| {
+        format!(
+            r#"{{"type":"assistant","message":{{"id":"{id}","role":"assistant","content":[{{"type":"text","text":"Still working."}}]}}}}"#
+        )
+    };
+    type Line = Box<dyn Fn(usize) -> String>;
+    let cases: Vec<(&str, usize, Line, String)> = vec![
+        (
+            "lines sharing one message id, each a field of tiny values",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"assistant","message":{"id":"msg_same","role":"assistant","content":[{"type":"text","text":"x"}]},"pad":["#,
+                    "0,",
+                    "]}",
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_same"),
+        ),
+        (
+            "lines sharing one message id, each of tiny content blocks",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"assistant","message":{"id":"msg_same","role":"assistant","content":[{"type":"text","text":"x"},"#,
+                    r#"{"type":"image"},"#,
+                    "]}}",
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_same"),
+        ),
+        (
+            "one text block of short lines, just under the line bound",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"assistant","message":{"id":"msg_same","role":"assistant","content":[{"type":"text","text":""#,
+                    r"a\n",
+                    r#""}]}}"#,
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_same"),
+        ),
+        (
+            "distinct message ids, 64 MiB of them",
+            64 * MIB,
+            Box::new(|i| format!("{{\"type\":\"assistant\",\"message\":{{\"id\":\"m{i}\"}}}}\n")),
+            answer("msg_final"),
+        ),
+        (
+            "tool_use blocks, just under the line bound",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"assistant","message":{"id":"msg_calls","role":"assistant","content":["#,
+                    r#"{"type":"tool_use","name":"Bash","input":{}},"#,
+                    "]}}",
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_final"),
+        ),
+        (
+            "failing tool results, just under the line bound",
+            13 * MIB,
+            Box::new(|_| {
+                padded(
+                    r#"{"type":"user","message":{"role":"user","content":["#,
+                    r#"{"type":"tool_result","tool_use_id":"t","is_error":true,"content":"e"},"#,
+                    "]}}",
+                    NEAR_LINE_BOUND,
+                )
+            }),
+            answer("msg_final"),
+        ),
+    ];
+    let project = looping("crafted-tails", 100);
+    for (name, total, line, last) in cases {
+        let path = crafted_transcript(&project, "tail", total, line, &last);
+        let input = to_bytes(&json!({
+            "session_id": SID,
+            "transcript_path": path,
+            "cwd": project.root,
+            "hook_event_name": "Stop",
+            "stop_hook_active": true,
+        }));
+        let (run, peak_kib) = run_measured(hook_command(&project), move |mut stdin| {
+            let _ = stdin.write_all(&input);
+        });
+        println!(
+            "{name}: {} MiB transcript, peak RSS {:.1} MiB, {:?}",
+            fs::metadata(&path).unwrap().len() >> 20,
+            peak_kib as f64 / 1024.0,
+            run.elapsed
+        );
+        assert!(
+            block_reason(&run).contains("[Ralph loop: iteration"),
+            "{name}: {run:?}"
+        );
+        assert_eq!(run.stderr, "", "{name}");
+        assert!(peak_kib < BUDGET_KIB, "{name}: peak RSS {peak_kib} KiB");
+        fs::remove_file(&path).unwrap();
+    }
+}

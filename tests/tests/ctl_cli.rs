@@ -1106,3 +1106,30 @@ fn a_completion_written_into_the_state_is_not_reported_as_done() {
         "{status:?}"
     );
 }
+
+#[test]
+fn init_with_a_reader_that_goes_away_installs_everything_without_a_panic() {
+    // `ralph-ctl init | head -1`: the pipe closes after the first line.
+    let project = TempProject::new("init-pipe");
+    let mut child = project
+        .command(bins::ctl())
+        .arg("init")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for file in [
+        ".claude/ralph/PROMPT.md",
+        ".claude/ralph/guardrails.md",
+        ".claude/ralph/ralph-audit.sh",
+        ".claude/ralph/ralph-audit.bat",
+        ".claude/settings.json",
+    ] {
+        assert!(project.path(file).is_file(), "{file}");
+    }
+}

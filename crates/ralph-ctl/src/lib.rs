@@ -1,6 +1,26 @@
 //! The `ralph-ctl` command: thin clap front end over [`commands`], with one
 //! place ([`run`]) that turns errors into a message and an exit code.
 
+/// `println!` that never panics: a closed or broken stdout
+/// (`ralph-ctl init | head -1`) must not stop a command half way. What the
+/// command does is done; only the telling is lost.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that never panics (a closed terminal).
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod assets;
 pub mod cli;
 pub mod commands;

@@ -34,7 +34,7 @@ fn report(change: Change, path: &Path, root: &Path) {
         Change::Unchanged => "unchanged",
         Change::Kept => "kept     ",
     };
-    println!("  {word} {shown}");
+    crate::say!("  {word} {shown}");
 }
 
 /// What stands at a path `init` may write.
@@ -197,10 +197,10 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
             .unwrap_or(u32::MAX)
     });
     if let Some(warning) = registration::timeout_warning(verify_total, u64::from(timeout)) {
-        eprintln!("ralph-ctl: warning: {warning}");
+        crate::warn!("ralph-ctl: warning: {warning}");
     }
     let root = &paths.root;
-    println!("Installing ralph into {}", root.display());
+    crate::say!("Installing ralph into {}", root.display());
     let ralph_dir = paths.ralph_dir();
 
     let prompt = ralph_dir.join("PROMPT.md");
@@ -283,11 +283,11 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
     };
     report(change, &settings_path, root);
 
-    println!();
-    println!(
+    crate::say!();
+    crate::say!(
         "Next: write the task into .claude/ralph/PROMPT.md, then run .claude/ralph/ralph-audit.sh"
     );
-    println!("(the Stop hook is {}, timeout {timeout}s).", hook.display());
+    crate::say!("(the Stop hook is {}, timeout {timeout}s).", hook.display());
     Ok(exit_codes::OK)
 }
 

@@ -13,7 +13,9 @@ use crate::CmdResult;
 
 /// Prints header, PROMPT.md and guardrails for the current iteration.
 pub fn run(paths: &ProjectPaths) -> CmdResult {
-    print!("{}", current_text(paths)?);
+    let text = current_text(paths)?;
+    // A reader that goes away early (`| head`) is no error of ours.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     Ok(exit_codes::OK)
 }
 

@@ -43,13 +43,13 @@ pub fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
 /// Clears the state and says what happened.
 pub fn run(paths: &ProjectPaths) -> CmdResult {
     match clear(paths)? {
-        Cleared::Nothing => println!(
+        Cleared::Nothing => crate::say!(
             "Nothing to reset: no loop state in {}.",
             paths.root.display()
         ),
-        Cleared::Removed(path) => println!("Reset: removed {}.", path.display()),
+        Cleared::Removed(path) => crate::say!("Reset: removed {}.", path.display()),
         Cleared::Quarantined(aside) => {
-            println!("Reset: the corrupt state was moved to {}.", aside.display())
+            crate::say!("Reset: the corrupt state was moved to {}.", aside.display())
         }
     }
     Ok(exit_codes::OK)

@@ -36,7 +36,7 @@ pub fn run(
     force: bool,
 ) -> CmdResult {
     let started = start_loop(paths, session, max_iterations, force)?;
-    println!("{} {}", started.session_id, started.max_iterations);
+    crate::say!("{} {}", started.session_id, started.max_iterations);
     Ok(exit_codes::OK)
 }
 
@@ -74,7 +74,7 @@ pub fn start_loop(
 
     // A loop whose launcher was killed outright is not running any more.
     if let Some(left) = crate::driver::liveness::reconcile(paths)? {
-        eprintln!(
+        crate::warn!(
             "ralph-ctl: the previous loop (session {}) was left running: {}; recorded as interrupted",
             left.session_id,
             left.ended_because.as_deref().unwrap_or_default()
@@ -96,7 +96,7 @@ pub fn start_loop(
                 return Err(CtlError::Refused(format!("{e}; or start with --force")));
             }
             let aside = lock.quarantine(&now)?;
-            eprintln!("ralph-ctl: moved the corrupt state to {}", aside.display());
+            crate::warn!("ralph-ctl: moved the corrupt state to {}", aside.display());
         }
         Err(e) => return Err(e.into()),
         Ok(_) => {}
@@ -105,12 +105,12 @@ pub fn start_loop(
     if verify_total > 0 {
         let timeout = registration::registered_timeout(&paths.settings_file())
             .unwrap_or_else(|e| {
-                eprintln!("ralph-ctl: warning: {e}");
+                crate::warn!("ralph-ctl: warning: {e}");
                 None
             })
             .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
         if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
-            eprintln!("ralph-ctl: warning: {warning}");
+            crate::warn!("ralph-ctl: warning: {warning}");
         }
     }
     let mut state = LoopState::new(session.clone(), max, now.clone());
@@ -124,7 +124,7 @@ pub fn start_loop(
         format!("started, at most {max} iterations"),
     );
     if let Err(e) = log::append(&lock, &entry) {
-        eprintln!("ralph-ctl: warning: cannot append to the audit log: {e}");
+        crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");
     }
     Ok(Started {
         session_id: session,

@@ -396,3 +396,74 @@ impl TempProject {
         path
     }
 }
+
+/// Runs `cmd` with stdin fed by `feed` on a thread; returns the run and the
+/// process's peak resident memory in KiB (from wait4's rusage; it counts
+/// what this process held when it started the child, so measure from a
+/// process that stays small). Killed after `timeout`.
+#[allow(unsafe_code)]
+pub fn run_measured(
+    mut cmd: Command,
+    timeout: Duration,
+    feed: impl FnOnce(std::process::ChildStdin) + Send + 'static,
+) -> (Run, u64) {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    let feeder = thread::spawn({
+        let stdin = child.stdin.take().unwrap();
+        move || feed(stdin)
+    });
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    // Wait for the exit without reaping (WNOWAIT), so that the timeout can
+    // still kill this very process and no other.
+    loop {
+        // SAFETY: siginfo_t is plain data; all-zero is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(2) on our own child with a valid out pointer.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
+        // SAFETY: waitid filled `info` (si_pid stays 0 while the child runs).
+        if unsafe { info.si_pid() } == pid {
+            break;
+        }
+        if start.elapsed() > timeout {
+            signal_process(child.id(), libc::SIGKILL);
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let mut status = 0;
+    // SAFETY: rusage is plain data; all-zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: reaps our own exited child, with valid out pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    let elapsed = start.elapsed();
+    drop(child); // already reaped; dropping a Child never waits
+    let _ = feeder.join();
+    let run = Run {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        elapsed,
+    };
+    (run, u64::try_from(usage.ru_maxrss).unwrap_or(0))
+}

@@ -20,19 +20,19 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ralph_tests::bins;
-use ralph_tests::project::{run_with_timeout, signal_process, Run, TempProject};
+use ralph_tests::project::{run_measured, run_with_timeout, signal_process, Run, TempProject};
 use serde_json::{json, Value};
 
 const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
@@ -491,71 +491,6 @@ fn invalid_utf8_stdin() {
     rejected(&project, b"\xff\xfe{\x00}", &["not valid UTF-8"]);
 }
 
-/// Runs `cmd` with stdin fed by `feed` on a thread; returns the run and the
-/// process's peak resident memory in KiB (from wait4's rusage).
-#[allow(unsafe_code)]
-fn run_measured(mut cmd: Command, feed: impl FnOnce(ChildStdin) + Send + 'static) -> (Run, u64) {
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd.spawn().unwrap();
-    let pid = libc::pid_t::try_from(child.id()).unwrap();
-    let feeder = thread::spawn({
-        let stdin = child.stdin.take().unwrap();
-        move || feed(stdin)
-    });
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            String::from_utf8_lossy(&bytes).into_owned()
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    // Wait for the exit without reaping (WNOWAIT), so that the timeout can
-    // still kill this very process and no other.
-    loop {
-        // SAFETY: siginfo_t is plain data; all-zero is a valid value.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid(2) on our own child with a valid out pointer.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        assert_eq!(r, 0, "waitid: {}", io::Error::last_os_error());
-        // SAFETY: waitid filled `info` (si_pid stays 0 while the child runs).
-        if unsafe { info.si_pid() } == pid {
-            break;
-        }
-        if start.elapsed() > TIMEOUT {
-            signal_process(child.id(), libc::SIGKILL);
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-    let mut status = 0;
-    // SAFETY: rusage is plain data; all-zero is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: reaps our own exited child, with valid out pointers.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4: {}", io::Error::last_os_error());
-    let elapsed = start.elapsed();
-    drop(child); // already reaped; dropping a Child never waits
-    let _ = feeder.join();
-    let run = Run {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-        elapsed,
-    };
-    (run, u64::try_from(usage.ru_maxrss).unwrap_or(0))
-}
-
 #[test]
 fn stdin_over_100_mb_is_read_bounded() {
     const TOTAL: u64 = 101 * 1024 * 1024;
@@ -563,7 +498,7 @@ fn stdin_over_100_mb_is_read_bounded() {
     let before = state_bytes(&project);
     let written = Arc::new(AtomicU64::new(0));
     let prefix = format!(r#"{{"session_id":"{SID}","last_assistant_message":""#);
-    let (run, peak_kib) = run_measured(hook_command(&project), {
+    let (run, peak_kib) = run_measured(hook_command(&project), TIMEOUT, {
         let written = Arc::clone(&written);
         move |mut stdin| {
             let mut chunk = vec![b'a'; 1024 * 1024];
@@ -1349,7 +1284,7 @@ fn config_of_1_gib_is_read_bounded() {
     sparse_file(&path, 1 << 30, b"{", b"}");
     let before = state_bytes(&project);
     let input = to_bytes(&stop_input(&project, Some("working")));
-    let (run, peak_kib) = run_measured(hook_command(&project), move |mut stdin| {
+    let (run, peak_kib) = run_measured(hook_command(&project), TIMEOUT, move |mut stdin| {
         let _ = stdin.write_all(&input);
     });
     one_line(&run, &["config.json is larger than 1024 KiB"]);

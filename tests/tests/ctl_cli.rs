@@ -1133,3 +1133,22 @@ fn init_with_a_reader_that_goes_away_installs_everything_without_a_panic() {
         assert!(project.path(file).is_file(), "{file}");
     }
 }
+
+#[test]
+fn init_with_an_invalid_settings_json_writes_nothing() {
+    let project = TempProject::new("init-bad-settings");
+    std::fs::create_dir_all(project.path(".claude")).unwrap();
+    std::fs::write(project.path(".claude/settings.json"), "{bad json").unwrap();
+    let run = project.ctl(&["init"], &[]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("settings.json cannot be updated: it is not valid JSON"),
+        "{run:?}"
+    );
+    assert!(!project.path(".claude/ralph").exists(), "{run:?}");
+    assert_eq!(
+        std::fs::read_to_string(project.path(".claude/settings.json")).unwrap(),
+        "{bad json"
+    );
+}

@@ -220,6 +220,29 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
         inspect(path, keep_existing)?;
     }
 
+    // The registration is computed (settings.json read and merged) before
+    // anything is written: an invalid settings.json leaves the project as it was.
+    // Bounded, and never waiting on a FIFO (a link was refused above).
+    let mut settings: Value = match registration::read_settings(&settings_path)? {
+        Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            Value::Object(Default::default())
+        }
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| CtlError::Settings {
+            path: settings_path.clone(),
+            problem: format!("it is not valid JSON ({e})"),
+        })?,
+        None => Value::Object(Default::default()),
+    };
+    let before = settings.clone();
+    settings::merge_stop_hook(
+        &mut settings,
+        &settings::hook_command(&hook.display().to_string()),
+        timeout,
+    )
+    .map_err(|problem| CtlError::Settings {
+        path: settings_path.clone(),
+        problem,
+    })?;
     report(
         install(&prompt, assets::PROMPT_TEMPLATE, true, 0o644)?,
         &prompt,
@@ -253,27 +276,6 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
         .replace('\n', "\r\n");
     report(install(&bat, &bat_text, false, 0o644)?, &bat, root);
 
-    // Bounded, and never waiting on a FIFO (a link was refused above).
-    let mut settings: Value = match registration::read_settings(&settings_path)? {
-        Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
-            Value::Object(Default::default())
-        }
-        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| CtlError::Settings {
-            path: settings_path.clone(),
-            problem: format!("it is not valid JSON ({e})"),
-        })?,
-        None => Value::Object(Default::default()),
-    };
-    let before = settings.clone();
-    settings::merge_stop_hook(
-        &mut settings,
-        &settings::hook_command(&hook.display().to_string()),
-        timeout,
-    )
-    .map_err(|problem| CtlError::Settings {
-        path: settings_path.clone(),
-        problem,
-    })?;
     let change = if settings == before && settings_path.exists() {
         Change::Unchanged
     } else {

@@ -725,12 +725,50 @@ fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
     let history = state["history"].as_array().unwrap();
     assert_eq!(history.len(), 4, "{history:#?}");
     let errors: Vec<bool> = history.iter().map(|r| r["error"].is_string()).collect();
-    assert_eq!(errors, vec![false, true, false, false], "{history:#?}");
+    // 2.1.330 under load may write an iteration's tool result and final
+    // message only after its Stop hook returned: then the stop says its tool
+    // evidence is incomplete, and the error is charged to no other iteration.
+    let incomplete = history[1]["toolsIncomplete"] == true;
+    let want = if incomplete {
+        [false, false, false, false]
+    } else {
+        [false, true, false, false]
+    };
+    if errors != want {
+        // The transcript as the client left it, to see what the hook could not.
+        if let Some(path) = state["transcript"]["path"].as_str() {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+                eprintln!(
+                    "T {} {} {} {}",
+                    v["timestamp"],
+                    v["type"],
+                    v["subtype"],
+                    line.chars().take(300).collect::<String>()
+                );
+            }
+        }
+    }
+    assert_eq!(errors, want, "{history:#?}");
+    assert!(
+        history
+            .iter()
+            .enumerate()
+            .all(|(i, r)| i == 1 || r["toolsIncomplete"].is_null()),
+        "{history:#?}"
+    );
     let calls: Vec<u64> = history
         .iter()
         .map(|r| r["toolCalls"].as_u64().unwrap())
         .collect();
-    assert_eq!(calls, vec![1, 1, 0, 0], "{history:#?}");
+    assert_eq!([calls[0], calls[2], calls[3]], [1, 0, 0], "{history:#?}");
+    // An incomplete stop may have seen its tool call, or not yet.
+    if incomplete {
+        assert!(calls[1] <= 1, "{history:#?}");
+    } else {
+        assert_eq!(calls[1], 1, "{history:#?}");
+    }
     let excerpts: Vec<&str> = history
         .iter()
         .map(|r| r["excerpt"].as_str().unwrap())

@@ -570,6 +570,10 @@ fn observe(
         }
         None => IterationTail::default(),
     };
+    // Still short of the iteration's end after the wait: its tool calls
+    // and failing results may be missing (the client can write them only
+    // after the hook has returned).
+    let tools_incomplete = stop.transcript_path.is_some() && !tail.caught_up;
     let (message, source) = match (from_input, tail.final_message) {
         (Some(text), _) => (text, MessageSource::Input),
         (None, Some(text)) if !text.is_empty() => (text, MessageSource::Transcript),
@@ -591,6 +595,7 @@ fn observe(
         late_message: tail
             .previous_final_message
             .filter(|m| !m.is_empty() && decision::previous_stop_was_behind(state)),
+        tools_incomplete,
         usage: read_usage(
             world,
             stop,
@@ -904,6 +909,29 @@ mod tests {
             "{:?}",
             report.answer
         );
+    }
+
+    #[test]
+    fn a_stop_whose_transcript_never_caught_up_says_its_tools_may_be_missing() {
+        let (_d, paths) = project(None);
+        let behind = FakeWorld::new(IterationTail {
+            caught_up: false,
+            tool_calls: 1,
+            ..Default::default()
+        });
+        run_stop(&paths, &[], &stop("Working."), &behind, &mut |_| Ok(())).unwrap();
+        let caught_up = FakeWorld::new(IterationTail {
+            caught_up: true,
+            final_message: Some("Working.".into()),
+            ..Default::default()
+        });
+        run_stop(&paths, &[], &stop("Working."), &caught_up, &mut |_| Ok(())).unwrap();
+        let flags: Vec<bool> = state(&paths)
+            .history
+            .iter()
+            .map(|r| r.tools_incomplete)
+            .collect();
+        assert_eq!(flags, [true, false]);
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub struct Observation {
     /// it in time (`transcript_behind`) and it is in the transcript now: a
     /// completion claim in it is judged at this stop.
     pub late_message: Option<String>,
+    /// True when the transcript still lacked the iteration's tool results
+    /// when the hook stopped waiting for it.
+    pub tools_incomplete: bool,
     /// The model requests and tokens since the previous stop.
     pub usage: UsageReading,
     /// Set when the iteration ended on the client's message for an API
@@ -104,6 +107,7 @@ impl Observation {
             plan: PlanReport::default(),
             verification: None,
             late_message: None,
+            tools_incomplete: false,
             usage: UsageReading::default(),
             api_failure: None,
         }
@@ -269,6 +273,7 @@ fn pause_on_api_error(
         progress: None,
         calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
         usage: observed.usage.tokens,
+        tools_incomplete: observed.tools_incomplete,
     });
     next.pause(because.clone());
     Outcome {
@@ -611,6 +616,7 @@ pub fn decide_judged(
         progress: Some(observed.progress.method),
         calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
         usage: observed.usage.tokens,
+        tools_incomplete: observed.tools_incomplete,
     });
     Outcome {
         new_state: Some(next),

@@ -296,6 +296,7 @@ pub fn pause_for_api_failure(
         progress: None,
         calls: reading.calls.len().try_into().unwrap_or(u32::MAX),
         usage: reading.tokens,
+        tools_incomplete: false,
     });
     state.pause(because);
     why
@@ -329,6 +330,7 @@ pub fn interrupt(state: &mut LoopState, cause: &str, now: &str) -> bool {
         progress: None,
         calls: 0,
         usage: Default::default(),
+        tools_incomplete: false,
     });
     state.end(Status::Interrupted, because, now);
     true

@@ -375,6 +375,15 @@ pub struct IterationRecord {
     /// Their token usage.
     #[serde(default, skip_serializing_if = "TokenUsage::is_zero")]
     pub usage: TokenUsage,
+    /// True when the client had not written the iteration's tool results
+    /// by the end of the hook's wait: `toolCalls` and `error` may miss some
+    /// (seen on 2.1.330 under load, the lines written only after the hook).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tools_incomplete: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero_u32(n: &u32) -> bool {
@@ -812,6 +821,7 @@ mod tests {
                 progress: None,
                 calls: 0,
                 usage: TokenUsage::default(),
+                tools_incomplete: false,
             });
         }
         assert_eq!(s.history.len(), HISTORY_LIMIT);

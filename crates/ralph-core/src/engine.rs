@@ -291,7 +291,9 @@ pub fn run_stop(
     let outcome = decision::decide_judged(&config, state, &observed, &claim, &now);
     let answer = match (&outcome.verdict, &outcome.new_state) {
         (Verdict::End(_) | Verdict::Pause(_), Some(ended)) => Answer::End {
-            system_message: prompt::ended_message(ended),
+            // In an interactive session nothing else says so until the
+            // client exits.
+            system_message: format!("Ralph {}", crate::lifecycle::outcome_line(ended)),
         },
         (Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_), _) => Answer::Allow,
         (
@@ -1011,7 +1013,7 @@ mod tests {
             panic!("{:?}", report.answer);
         };
         assert!(
-            system_message.starts_with("Ralph loop complete at iteration 3 of 5: ")
+            system_message.starts_with("Ralph loop complete at iteration 3 of 5 (")
                 && system_message.contains("verified: 1 command(s) passed"),
             "{system_message}"
         );

@@ -348,6 +348,73 @@ pub fn completion_on_record(state: &LoopState) -> bool {
             .is_some_and(|claim| claim.accepted && claim.iteration == state.iteration)
 }
 
+/// One line saying how the loop ended (or paused, or failed): the
+/// launcher's closing line (`ralph: …`) and, from the stop that ended it,
+/// the notice shown in the session (`Ralph …`). A completion not on record
+/// ([`completion_on_record`]) is said to be one.
+pub fn outcome_line(state: &LoopState) -> String {
+    if !completion_on_record(state) {
+        return format!(
+            "the state says the loop is complete at iteration {} of {}, but no accepted completion claim is on record: \
+             the state was changed outside ralph (by a command the agent ran?), so the work is not reported as done; \
+             `ralph-ctl status` shows the loop's history",
+            state.iteration, state.max_iterations
+        );
+    }
+    let because = state
+        .ended_because
+        .as_deref()
+        .unwrap_or("no reason recorded");
+    match state.status {
+        Status::Complete => format!(
+            "loop complete at iteration {} of {} ({because})",
+            state.iteration, state.max_iterations
+        ),
+        Status::MaxIterations => format!(
+            "loop stopped without completing: max_iterations, {} of {} ({because})",
+            state.iteration, state.max_iterations
+        ),
+        Status::CircuitOpen => format!(
+            "loop stopped by the circuit breaker: circuit_open at iteration {} ({because}); `ralph-ctl status` shows why",
+            state.iteration
+        ),
+        Status::Interrupted => format!(
+            "loop interrupted: {because}; `ralph-ctl run --resume` goes on from iteration {}",
+            state.iteration
+        ),
+        Status::Running => "loop still running".into(),
+        Status::Paused => {
+            let paused = state.paused_because.as_ref();
+            let what = paused
+                .map(|p| format!("{}: {}", p.kind.as_str(), p.message))
+                .unwrap_or_else(|| "no reason recorded".into());
+            let until = paused
+                .and_then(|p| p.resume_at.as_deref())
+                .map(|t| format!(" (not before {t})"))
+                .unwrap_or_default();
+            format!(
+                "loop paused at iteration {} of {} ({what}); `ralph-ctl run --resume` goes on{until}",
+                state.iteration, state.max_iterations
+            )
+        }
+        Status::Failed => {
+            let fix = state
+                .paused_because
+                .as_ref()
+                .map(|p| format!("; {}", p.kind.fix()))
+                .unwrap_or_default();
+            format!(
+                "loop failed at iteration {} ({because}){fix}, then `ralph-ctl run --resume`",
+                state.iteration
+            )
+        }
+        Status::BudgetExhausted => format!(
+            "loop stopped at its budget: budget_exhausted at iteration {} ({because}); raise maxCostUsd, then `ralph-ctl run --resume`",
+            state.iteration
+        ),
+    }
+}
+
 /// The exit code of `state`: its status's, or
 /// [`exit_codes::UNRECORDED_COMPLETION`] for a completion not on record.
 pub fn exit_code_of(state: &LoopState) -> i32 {

@@ -128,42 +128,6 @@ pub fn system_message(iteration: u32, max_iterations: u32) -> String {
     format!("Ralph iteration {iteration}/{max_iterations}")
 }
 
-/// The notice shown to the person when a stop ends or pauses the loop: in
-/// an interactive session nothing else says so until the client exits.
-pub fn ended_message(state: &crate::state::LoopState) -> String {
-    use crate::state::Status;
-    let (i, max) = (state.iteration, state.max_iterations);
-    let because = state
-        .ended_because
-        .as_deref()
-        .unwrap_or("no reason recorded");
-    match state.status {
-        Status::Complete => format!("Ralph loop complete at iteration {i} of {max}: {because}"),
-        Status::MaxIterations => format!(
-            "Ralph loop stopped at its iteration cap ({i} of {max}) without completing; \
-             `ralph-ctl status` shows its last stops"
-        ),
-        Status::CircuitOpen => format!(
-            "Ralph loop stopped by the circuit breaker at iteration {i}: {because}; \
-             `ralph-ctl status` shows why"
-        ),
-        Status::Paused => format!(
-            "Ralph loop paused at iteration {i} of {max}: {}; `ralph-ctl run --resume` goes on",
-            state
-                .paused_because
-                .as_ref()
-                .map_or("no reason recorded", |p| p.message.as_str())
-        ),
-        Status::BudgetExhausted => {
-            format!("Ralph loop stopped at iteration {i} of {max}: {because}")
-        }
-        status => format!(
-            "Ralph loop {} at iteration {i} of {max}: {because}",
-            status.as_str()
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

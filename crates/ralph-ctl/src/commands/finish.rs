@@ -95,7 +95,10 @@ pub fn announce(ending: &Ending) -> i32 {
             format!("the loop state now belongs to session {by} (another start replaced this one)"),
             exit_codes::NO_LOOP,
         ),
-        Ending::Loop(state) => (outcome_line(state), lifecycle::exit_code_of(state)),
+        Ending::Loop(state) => (
+            lifecycle::outcome_line(state),
+            lifecycle::exit_code_of(state),
+        ),
     };
     let _ = writeln!(std::io::stderr(), "ralph: {line}");
     code
@@ -104,68 +107,4 @@ pub fn announce(ending: &Ending) -> i32 {
 /// The exit code of a loop that ended with `status`.
 pub fn exit_code(status: Status) -> i32 {
     lifecycle::exit_code(status)
-}
-
-/// One line saying how the loop ended.
-pub fn outcome_line(state: &LoopState) -> String {
-    if !lifecycle::completion_on_record(state) {
-        return format!(
-            "the state says the loop is complete at iteration {} of {}, but no accepted completion claim is on record: \
-             the state was changed outside ralph (by a command the agent ran?), so the work is not reported as done; \
-             `ralph-ctl status` shows the loop's history",
-            state.iteration, state.max_iterations
-        );
-    }
-    let because = state
-        .ended_because
-        .as_deref()
-        .unwrap_or("no reason recorded");
-    match state.status {
-        Status::Complete => format!(
-            "loop complete at iteration {} of {} ({because})",
-            state.iteration, state.max_iterations
-        ),
-        Status::MaxIterations => format!(
-            "loop stopped without completing: max_iterations, {} of {} ({because})",
-            state.iteration, state.max_iterations
-        ),
-        Status::CircuitOpen => format!(
-            "loop stopped by the circuit breaker: circuit_open at iteration {} ({because}); `ralph-ctl status` shows why",
-            state.iteration
-        ),
-        Status::Interrupted => format!(
-            "loop interrupted: {because}; `ralph-ctl run --resume` goes on from iteration {}",
-            state.iteration
-        ),
-        Status::Running => "loop still running".into(),
-        Status::Paused => {
-            let paused = state.paused_because.as_ref();
-            let what = paused
-                .map(|p| format!("{}: {}", p.kind.as_str(), p.message))
-                .unwrap_or_else(|| "no reason recorded".into());
-            let until = paused
-                .and_then(|p| p.resume_at.as_deref())
-                .map(|t| format!(" (not before {t})"))
-                .unwrap_or_default();
-            format!(
-                "loop paused at iteration {} of {} ({what}); `ralph-ctl run --resume` goes on{until}",
-                state.iteration, state.max_iterations
-            )
-        }
-        Status::Failed => {
-            let fix = state
-                .paused_because
-                .as_ref()
-                .map(|p| format!("; {}", p.kind.fix()))
-                .unwrap_or_default();
-            format!(
-                "loop failed at iteration {} ({because}){fix}, then `ralph-ctl run --resume`",
-                state.iteration
-            )
-        }
-        Status::BudgetExhausted => format!(
-            "loop stopped at its budget: budget_exhausted at iteration {} ({because}); raise maxCostUsd, then `ralph-ctl run --resume`",
-            state.iteration
-        ),
-    }
 }

@@ -507,15 +507,6 @@ pub fn last_hook_problem(store_path: &Path, state: &LoopState) -> Option<LogEntr
         .filter(|e| e.event == LogEvent::Problem && e.session_id == state.session_id)
 }
 
-/// The end of `text`, at most `max` bytes, cut at a character boundary.
-fn last_bytes(text: &str, max: usize) -> &str {
-    let mut start = text.len().saturating_sub(max);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
-}
-
 /// Writes the state back as it was before this stop.
 fn restore(lock: &crate::store::StateLock<'_>, previous: &LoopState) -> Result<(), StoreError> {
     lock.write(previous)
@@ -540,7 +531,7 @@ fn observe(
         .last_assistant_message
         .as_deref()
         .filter(|m| !m.is_empty())
-        .map(|m| last_bytes(m, transcript::MAX_MESSAGE_BYTES).to_string());
+        .map(|m| transcript::last_bytes(m, transcript::MAX_MESSAGE_BYTES).to_string());
     let tail = match &stop.transcript_path {
         // The message came with the stop: the transcript only adds the
         // iteration's tool calls and errors, best effort, once it shows
@@ -889,11 +880,11 @@ mod tests {
 
     #[test]
     fn a_message_is_judged_by_its_last_mebibyte() {
-        assert_eq!(last_bytes("abc", 10), "abc");
-        assert_eq!(last_bytes("abcdef", 3), "def");
+        assert_eq!(transcript::last_bytes("abc", 10), "abc");
+        assert_eq!(transcript::last_bytes("abcdef", 3), "def");
         // Never inside a character: "é" is two bytes.
-        assert_eq!(last_bytes("aé", 1), "");
-        assert_eq!(last_bytes("aéb", 2), "b");
+        assert_eq!(transcript::last_bytes("aé", 1), "");
+        assert_eq!(transcript::last_bytes("aéb", 2), "b");
         // A claim at the end of a 3 MiB message still ends the loop.
         let (_d, paths) = project(None);
         let signal = Config::default().completion_signal;

@@ -498,11 +498,7 @@ impl Iteration {
         }
         // The message's newest bytes are kept: of a part that does not fit, its end.
         let text = if text.len() > room {
-            let mut start = text.len() - room;
-            while !text.is_char_boundary(start) {
-                start += 1;
-            }
-            text[start..].to_owned()
+            last_bytes(&text, room).to_owned()
         } else {
             text
         };
@@ -568,6 +564,16 @@ impl Iteration {
             },
         }
     }
+}
+
+/// The end of `text`, at most `max` bytes, cut at a character boundary:
+/// what is kept of a message too long to keep whole (a claim is at its end).
+pub fn last_bytes(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 /// Substring search over bytes (SIMD where the machine has it).

@@ -73,8 +73,24 @@ pub fn ignore_termination_signals() {}
 /// reaped (`Child::wait`), its pid and the id of the group it leads stay
 /// taken, so signalling them cannot reach another process.
 #[cfg(unix)]
-#[allow(unsafe_code)]
 pub(crate) fn has_exited(pid: u32) -> std::io::Result<bool> {
+    wait_without_reaping(pid, libc::WNOHANG)
+}
+
+/// Blocks until the child `pid` has exited, without reaping it (see
+/// [`has_exited`]): while it waits, the group the child leads can still be
+/// killed safely from another thread.
+#[cfg(unix)]
+pub(crate) fn wait_exited(pid: u32) -> std::io::Result<()> {
+    wait_without_reaping(pid, 0).map(|_| ())
+}
+
+/// `waitid` for the exit of `pid` with `WNOWAIT` (the child stays to be
+/// reaped) and `extra` flags, retried when a signal interrupts it; whether
+/// the child has exited.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn wait_without_reaping(pid: u32, extra: libc::c_int) -> std::io::Result<bool> {
     loop {
         // SAFETY: siginfo_t is plain data; all zeroes is a valid value, and
         // waitid only writes into it.
@@ -86,41 +102,13 @@ pub(crate) fn has_exited(pid: u32) -> std::io::Result<bool> {
                 libc::P_PID,
                 pid as libc::id_t,
                 &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                libc::WEXITED | libc::WNOWAIT | extra,
             )
         };
         if rc == 0 {
-            // SAFETY: after a successful waitid the pid field is set (0: still running).
+            // SAFETY: after a successful waitid the pid field is set (0: still
+            // running, which only WNOHANG can report).
             return Ok(unsafe { info.si_pid() } != 0);
-        }
-        let error = std::io::Error::last_os_error();
-        if error.kind() != std::io::ErrorKind::Interrupted {
-            return Err(error);
-        }
-    }
-}
-
-/// Blocks until the child `pid` has exited, without reaping it (see
-/// [`has_exited`]): while it waits, the group the child leads can still be
-/// killed safely from another thread.
-#[cfg(unix)]
-#[allow(unsafe_code)]
-pub(crate) fn wait_exited(pid: u32) -> std::io::Result<()> {
-    loop {
-        // SAFETY: as in `has_exited`; without WNOHANG, waitid blocks until
-        // the child exits and, with WNOWAIT, leaves it to be reaped.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid(2) on one pid with a pointer to a live siginfo_t.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
         }
         let error = std::io::Error::last_os_error();
         if error.kind() != std::io::ErrorKind::Interrupted {

@@ -181,6 +181,15 @@ pub fn signal_process(pid: u32, signal: i32) {
     }
 }
 
+/// Every file `ralph-ctl init` installs, relative to the project.
+pub const INSTALLED_FILES: [&str; 5] = [
+    ".claude/ralph/PROMPT.md",
+    ".claude/ralph/guardrails.md",
+    ".claude/ralph/ralph-audit.sh",
+    ".claude/ralph/ralph-audit.bat",
+    ".claude/settings.json",
+];
+
 impl TempProject {
     /// A fresh git project named `name` (for the folder's name only).
     pub fn new(name: &str) -> TempProject {

@@ -10,6 +10,7 @@ use ralph_tests::bins;
 use ralph_tests::cli::{Ctl, Launcher};
 use ralph_tests::project::{
     run_with_timeout, signal_group, signal_process, wait_with_timeout, Run, TempProject,
+    INSTALLED_FILES,
 };
 use serde_json::{json, Value};
 
@@ -39,13 +40,7 @@ fn init_installs_everything_and_twice_changes_nothing() {
     let project = TempProject::new("init");
     let run = Ctl::new(&project).arg("init").run();
     run.assert_code(0);
-    for file in [
-        ".claude/ralph/PROMPT.md",
-        ".claude/ralph/guardrails.md",
-        ".claude/ralph/ralph-audit.sh",
-        ".claude/ralph/ralph-audit.bat",
-        ".claude/settings.json",
-    ] {
+    for file in INSTALLED_FILES {
         assert!(project.path(file).is_file(), "{file}");
     }
     use std::os::unix::fs::PermissionsExt;
@@ -1123,13 +1118,7 @@ fn init_with_a_reader_that_goes_away_installs_everything_without_a_panic() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    for file in [
-        ".claude/ralph/PROMPT.md",
-        ".claude/ralph/guardrails.md",
-        ".claude/ralph/ralph-audit.sh",
-        ".claude/ralph/ralph-audit.bat",
-        ".claude/settings.json",
-    ] {
+    for file in INSTALLED_FILES {
         assert!(project.path(file).is_file(), "{file}");
     }
 }

@@ -32,7 +32,9 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ralph_tests::bins;
-use ralph_tests::project::{run_measured, run_with_timeout, signal_process, Run, TempProject};
+use ralph_tests::project::{
+    run_measured, run_with_timeout, signal_process, Run, TempProject, INSTALLED_FILES,
+};
 use serde_json::{json, Value};
 
 const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
@@ -1887,13 +1889,7 @@ fn init_never_writes_through_links_planted_at_the_next_pids_temp_names() {
         assert!(status.is_some_and(|s| s.success()), "{stdout}\n{stderr}");
         assert_eq!(fs::read_to_string(&victim).unwrap(), "keep me\n");
         assert_eq!(mode(&victim), 0o644);
-        for file in [
-            ".claude/ralph/PROMPT.md",
-            ".claude/ralph/guardrails.md",
-            ".claude/ralph/ralph-audit.sh",
-            ".claude/ralph/ralph-audit.bat",
-            ".claude/settings.json",
-        ] {
+        for file in INSTALLED_FILES {
             let meta = fs::symlink_metadata(project.path(file)).unwrap();
             assert!(meta.is_file(), "{file} is a regular file");
         }

@@ -100,16 +100,15 @@ impl StateStore {
     /// The store at `.claude/context/runtime/ralph-state.json` of the project.
     pub fn new(paths: &ProjectPaths) -> Self {
         let state_path = paths.state_file();
-        let folders = state_path
+        let mut folders: Vec<PathBuf> = state_path
             .parent()
             .into_iter()
             .flat_map(Path::ancestors)
             .take_while(|dir| *dir != paths.root && dir.starts_with(&paths.root))
             .map(Path::to_path_buf)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
             .collect();
+        // Outermost first.
+        folders.reverse();
         StateStore {
             state_path,
             folders,

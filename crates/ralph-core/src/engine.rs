@@ -498,15 +498,6 @@ pub fn record_hook_problem(
     })
 }
 
-/// The hook's problem at the loop's last stop, if its audit log ends on
-/// one for `state`'s session: nothing has been judged since.
-pub fn last_hook_problem(store_path: &Path, state: &LoopState) -> Option<LogEntry> {
-    log::read_last(store_path, 1)
-        .ok()?
-        .pop()
-        .filter(|e| e.event == LogEvent::Problem && e.session_id == state.session_id)
-}
-
 /// Writes the state back as it was before this stop.
 fn restore(lock: &crate::store::StateLock<'_>, previous: &LoopState) -> Result<(), StoreError> {
     lock.write(previous)

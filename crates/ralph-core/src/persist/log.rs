@@ -231,6 +231,16 @@ pub fn read_last(state_file: &Path, n: usize) -> io::Result<Vec<LogEntry>> {
     Ok(entries.split_off(skip))
 }
 
+/// The hook's problem at the last stop of `session_id`'s loop: the log's
+/// last entry when it is a [`LogEvent::Problem`] of that session (nothing
+/// judged since). For the launcher's closing line and `status`.
+pub fn last_problem(state_file: &Path, session_id: &str) -> Option<LogEntry> {
+    read_last(state_file, 1)
+        .ok()?
+        .pop()
+        .filter(|e| e.event == LogEvent::Problem && e.session_id == session_id)
+}
+
 fn read_file(path: &Path) -> io::Result<Vec<LogEntry>> {
     let bytes = match read_bounded(path, 2 * MAX_LOG_BYTES)? {
         Bounded::Missing => return Ok(Vec::new()),

@@ -129,7 +129,7 @@ pub fn summary(
             "complete, but not recorded by ralph: no accepted completion claim is on record (the state was changed outside ralph)".to_string()
         },
     );
-    if let Some(problem) = ralph_core::engine::last_hook_problem(&paths.state_file(), state) {
+    if let Some(problem) = ralph_core::log::last_problem(&paths.state_file(), &state.session_id) {
         line(
             "hook:",
             format!("could not go on at {}: {}", problem.at, problem.reason),

@@ -176,7 +176,7 @@ fn with_hook_news(
     supervision: &Supervision,
     cause: &str,
 ) -> String {
-    if let Some(problem) = ralph_core::engine::last_hook_problem(state_file, state) {
+    if let Some(problem) = log::last_problem(state_file, &state.session_id) {
         return format!(
             "{cause}; at its last stop the hook could not go on: {}",
             problem.reason

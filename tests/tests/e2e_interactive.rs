@@ -70,30 +70,39 @@ fn completes_on_signal(client: ClientVersion) {
     let state = project.status_json();
     let why = explain(&run, &state, &api);
     assert_eq!(state["status"], "complete", "{why}");
-    assert_eq!(state["iteration"], 4, "complete at iteration 4; {why}");
-    assert_eq!(api.main_requests().len(), 4, "{why}");
+    // The claiming stop may not have seen its own message: 2.0.77 (and
+    // 2.1.330 under load) can write it only after the hook returned. Then
+    // the claim is judged at the next stop, one iteration later.
+    let last = 4 + u64::from(behind(&state, 3));
+    assert_eq!(
+        state["iteration"], last,
+        "complete at iteration {last}; {why}"
+    );
+    assert_eq!(api.main_requests().len() as u64, last, "{why}");
     // The client waited for the person once the loop had ended, and showed
     // how it ended (the hook's systemMessage) before being told to exit.
     assert_eq!(run.ended_by, "/exit", "{why}");
     let flat = run.text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        flat.contains("Ralph loop complete at iteration 4 of 25"),
+        flat.contains(&format!("Ralph loop complete at iteration {last} of 25")),
         "the screen never said the loop ended; {why}\nall text:\n{}",
         run.text
     );
     run.assert_code(0);
     assert!(
         run.stderr
-            .contains("ralph: loop complete at iteration 4 of 25"),
+            .contains(&format!("ralph: loop complete at iteration {last} of 25")),
         "{why}"
     );
-    let last = api.main_requests().pop().unwrap();
-    let fed_back = stop_hook_feedback(&last.body);
-    assert_eq!(fed_back.len(), 3, "three re-injections: {fed_back:?}");
+    let final_request = api.main_requests().pop().unwrap();
+    let fed_back = stop_hook_feedback(&final_request.body);
+    let reinjections = (last - 1) as usize;
+    assert_eq!(fed_back.len(), reinjections, "re-injections: {fed_back:?}");
+    let newest = &fed_back[reinjections - 1];
     assert!(
-        fed_back[2].contains("iteration 4 of 25") && fed_back[2].contains("Improve the project."),
-        "{}",
-        fed_back[2]
+        newest.contains(&format!("iteration {last} of 25"))
+            && newest.contains("Improve the project."),
+        "{newest}"
     );
     let history = state["history"].as_array().unwrap();
     for (i, record) in history.iter().enumerate() {
@@ -133,16 +142,20 @@ fn errors_and_excerpts_belong_to_their_own_iteration(client: ClientVersion) {
     let state = project.status_json();
     let why = explain(&run, &state, &api);
     assert_eq!(state["status"], "complete", "{why}");
-    assert_eq!(state["iteration"], 3, "{why}");
+    // As in `completes_on_signal`: a claiming stop that could not see its
+    // message has the claim judged one iteration later.
+    let last = 3 + u64::from(behind(&state, 2));
+    assert_eq!(state["iteration"], last, "{why}");
     run.assert_code(0);
     let history = state["history"].as_array().unwrap();
-    assert_eq!(history.len(), 3, "{why}");
+    assert_eq!(history.len() as u64, last, "{why}");
     let excerpts = [
         "Finished step 1.",
         "Finished step 2.",
         "All three steps are done.",
+        "All three steps are done.",
     ];
-    for (i, want) in excerpts.iter().enumerate() {
+    for (i, want) in excerpts.iter().enumerate().take(history.len()) {
         assert!(
             history[i]["excerpt"].as_str().unwrap().starts_with(want),
             "stop {} judged its own final text {want:?}; {why}",
@@ -160,9 +173,15 @@ fn errors_and_excerpts_belong_to_their_own_iteration(client: ClientVersion) {
         "iteration 2's failing command is its error; {why}"
     );
     assert!(
-        history[2]["error"].is_null(),
-        "iteration 3 had no error; {why}"
+        history[2..].iter().all(|r| r["error"].is_null()),
+        "iterations 3 and later had no error; {why}"
     );
+}
+
+/// Whether the stop at `index` of the history judged without its own
+/// message: the transcript had not caught up when the hook stopped waiting.
+fn behind(state: &Value, index: usize) -> bool {
+    state["history"][index]["messageSource"] == "transcript_behind"
 }
 
 fn stops_at_the_iteration_cap(client: ClientVersion) {

@@ -702,6 +702,9 @@ enum GitListing {
 ///   commands used runs a hook anyway: `git status` runs one only when it
 ///   writes the index, which `GIT_OPTIONAL_LOCKS=0` rules out);
 /// - `--no-pager` (git never pages into a pipe anyway);
+/// - `GIT_CONFIG_NOSYSTEM=1`: the system-wide configuration is not read
+///   (nothing in it is needed to list changes, and its place depends on how
+///   git was built, which [`configuration_may_name_filters`] cannot know);
 /// - `GIT_NO_LAZY_FETCH=1` (git 2.45 and later) and `GIT_ALLOW_PROTOCOL`
 ///   empty: a partial clone never fetches a missing object, so no transport,
 ///   `core.sshCommand` or remote helper runs; `GIT_TERMINAL_PROMPT=0` and an
@@ -723,6 +726,7 @@ fn git_command(root: &Path) -> Command {
     command
         .current_dir(root)
         .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_NO_LAZY_FETCH", "1")
         .env("GIT_ALLOW_PROTOCOL", "")
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -741,11 +745,15 @@ fn git_command(root: &Path) -> Command {
 /// An empty command is no filter (convert.c, `apply_filter`), and
 /// `required=false` keeps git from failing for want of one. The names come
 /// from `git config` itself, so they are the ones `git status` reads a moment
-/// later.
+/// later; when no configuration file can define a driver
+/// ([`configuration_may_name_filters`]), `git config` is not run at all.
 ///
 /// `Err(NotUsable)` for a name that a `-c` option cannot carry (one holding
 /// `=`, which git splits the option at): git is then not run at all.
 fn disabled_filters(root: &Path, deadline: Instant) -> Result<Vec<OsString>, GitListing> {
+    if !configuration_may_name_filters(root, &|name| std::env::var_os(name)) {
+        return Ok(Vec::new());
+    }
     let mut command = git_command(root);
     command.args([
         "config",
@@ -790,6 +798,96 @@ fn disabled_filters(root: &Path, deadline: Instant) -> Result<Vec<OsString>, Git
         }
     }
     Ok(options)
+}
+
+/// Most bytes of a configuration file [`configuration_may_name_filters`]
+/// reads; a longer one is left to `git config`.
+const MAX_CONFIG_BYTES: u64 = 256 * 1024;
+
+/// False only when no configuration file `git status` can read from `root`
+/// defines a filter driver, which spares the `git config` process (about
+/// 2 ms) at almost every full check. A filter driver is a `filter.<name>.*`
+/// key, so its file holds the word `filter` (section names have no escapes
+/// and are case-insensitive); an include can bring in any file, and its file
+/// holds `include`. The files are listed by [`configuration_files`]; any of
+/// them that cannot be read, is not a regular file or is large counts as
+/// naming a filter, and so does anything that list cannot settle. `env` is
+/// the process environment (a parameter for the tests).
+fn configuration_may_name_filters(root: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> bool {
+    let Some(files) = configuration_files(root, env) else {
+        return true;
+    };
+    files.iter().any(
+        |file| match crate::files::read_bounded(file, MAX_CONFIG_BYTES) {
+            Ok(crate::files::Bounded::Missing) => false,
+            Ok(crate::files::Bounded::Bytes(bytes)) => {
+                let lower = bytes.to_ascii_lowercase();
+                [&b"filter"[..], b"include"]
+                    .iter()
+                    .any(|word| lower.windows(word.len()).any(|w| w == *word))
+            }
+            Ok(crate::files::Bounded::TooLarge) | Err(_) => true,
+        },
+    )
+}
+
+/// Every configuration file git run from `root` could read, or `None` when
+/// that cannot be known without git (then `git config` is asked):
+///
+/// - the user's: `$GIT_CONFIG_GLOBAL` when set, else
+///   `$XDG_CONFIG_HOME/git/config` (or `~/.config/git/config`) and
+///   `~/.gitconfig`;
+/// - the repository's, `config` and `config.worktree`, of every `.git`
+///   folder in `root` and above: git takes the first one that is a valid
+///   repository, which is git's judgement, so all are listed;
+/// - not the system-wide one, which [`git_command`] turns off.
+///
+/// `None` for a `.git` file (a worktree or a submodule, whose configuration
+/// lies elsewhere), a `.git` folder with a `commondir` (the same), a folder
+/// holding `HEAD` (it may be a bare repository, whose `config` sits beside
+/// it), configuration passed in the environment, no `HOME`, or a platform
+/// other than Unix.
+fn configuration_files(
+    root: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Option<Vec<PathBuf>> {
+    if !cfg!(unix) {
+        return None;
+    }
+    let set = |name: &str| env(name).filter(|value| !value.is_empty());
+    if set("GIT_CONFIG_PARAMETERS").is_some() || set("GIT_CONFIG_COUNT").is_some() {
+        return None;
+    }
+    let mut files = Vec::new();
+    if let Some(global) = env("GIT_CONFIG_GLOBAL") {
+        files.push(PathBuf::from(global));
+    } else {
+        let home = PathBuf::from(set("HOME")?);
+        match set("XDG_CONFIG_HOME") {
+            Some(xdg) => files.push(PathBuf::from(xdg).join("git").join("config")),
+            None => files.push(home.join(".config").join("git").join("config")),
+        }
+        files.push(home.join(".gitconfig"));
+    }
+    for dir in root.ancestors() {
+        if dir.join("HEAD").symlink_metadata().is_ok() {
+            return None;
+        }
+        let git_dir = dir.join(".git");
+        match fs::metadata(&git_dir) {
+            Ok(meta) if meta.is_dir() => {
+                if git_dir.join("commondir").symlink_metadata().is_ok() {
+                    return None;
+                }
+                files.push(git_dir.join("config"));
+                files.push(git_dir.join("config.worktree"));
+            }
+            Ok(_) => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return None,
+        }
+    }
+    Some(files)
 }
 
 /// Bytes git printed, as an argument to give back to it.
@@ -1862,6 +1960,166 @@ mod tests {
         stops_in_a_hostile_repository(&root, &marker, Method::Git);
         plain_git(&root, &["status"]);
         assert!(marker.exists(), "plain git status runs the filter");
+    }
+
+    #[test]
+    fn git_never_runs_a_filter_of_the_repository_above_a_folder_that_only_looks_like_one() {
+        // `app/.git` is an empty folder: git passes it by and takes the
+        // repository above, whose configuration names the filter.
+        let dir = TempDir::new();
+        let top = dir.path().join("repo");
+        let root = top.join("app");
+        fs::create_dir_all(&root).unwrap();
+        repository(&top, &["app/a.txt", "app/b.txt"]);
+        let marker = dir.path().join("ran");
+        git(&top, &["config", "filter.above.clean", &trap(&marker)]);
+        fs::write(top.join(".gitattributes"), "* filter=above\n").unwrap();
+        fs::create_dir(root.join(".git")).unwrap();
+        let mut stops = Stops::start(&root);
+        rewrite_unchanged(&root);
+        stops.full();
+        assert!(!marker.exists(), "the hook ran the filter");
+        plain_git(&root, &["status"]);
+        assert!(marker.exists(), "plain git status runs the filter");
+    }
+
+    /// What [`configuration_may_name_filters`] answers for `root` with the
+    /// environment `vars` (and nothing else).
+    fn may_name_filters(root: &Path, vars: &[(&str, &Path)]) -> bool {
+        let vars: Vec<(String, OsString)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned()))
+            .collect();
+        configuration_may_name_filters(root, &|name| {
+            vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        })
+    }
+
+    #[test]
+    fn git_config_is_asked_only_when_a_configuration_file_may_name_a_filter() {
+        let dir = TempDir::new();
+        let home = dir.path().join("home");
+        let root = dir.path().join("repo");
+        fs::create_dir_all(&home).unwrap();
+        fs::create_dir_all(&root).unwrap();
+        repository(&root, &["a.txt"]);
+        let vars = [("HOME", home.as_path())];
+        assert!(!may_name_filters(&root, &vars), "nothing names a filter");
+        assert!(
+            !may_name_filters(&root.join("sub"), &vars),
+            "from a subfolder"
+        );
+
+        // Each file git reads, with a filter or an include in it.
+        let xdg = dir.path().join("xdg");
+        let global = dir.path().join("global");
+        let with_xdg = [("HOME", home.as_path()), ("XDG_CONFIG_HOME", xdg.as_path())];
+        let with_global = [
+            ("HOME", home.as_path()),
+            ("GIT_CONFIG_GLOBAL", global.as_path()),
+        ];
+        let cases: [(&[(&str, &Path)], PathBuf, &str); 7] = [
+            (
+                &vars,
+                home.join(".gitconfig"),
+                "[Filter \"x\"]\n\tclean = x\n",
+            ),
+            (
+                &vars,
+                home.join(".config/git/config"),
+                "[filter.x]\nclean = x\n",
+            ),
+            (
+                &with_xdg,
+                xdg.join("git/config"),
+                "[FILTER \"x\"]\n\tsmudge = x\n",
+            ),
+            (
+                &with_global,
+                global.clone(),
+                "[filter \"x\"]\n\tprocess = x\n",
+            ),
+            (
+                &vars,
+                root.join(".git/config.worktree"),
+                "[filter \"x\"]\nclean=x\n",
+            ),
+            (
+                &vars,
+                root.join(".git/config"),
+                "[includeIf \"onbranch:main\"]\npath = x\n",
+            ),
+            (
+                &vars,
+                dir.path().join(".git/config"),
+                "[filter \"x\"]\nclean = x\n",
+            ),
+        ];
+        for (vars, file, text) in cases {
+            fs::create_dir_all(file.parent().unwrap()).unwrap();
+            let before = fs::read(&file).ok();
+            let mut with = before.clone().unwrap_or_default();
+            with.extend_from_slice(text.as_bytes());
+            fs::write(&file, with).unwrap();
+            assert!(
+                may_name_filters(&root, vars),
+                "{} with {text:?}",
+                file.display()
+            );
+            match before {
+                Some(bytes) => fs::write(&file, bytes).unwrap(),
+                None => fs::remove_file(&file).unwrap(),
+            }
+            assert!(
+                !may_name_filters(&root, vars),
+                "{} restored",
+                file.display()
+            );
+        }
+        // The same file elsewhere is not read by git, and not here either.
+        fs::write(home.join("unrelated"), "[filter \"x\"]\n").unwrap();
+        assert!(!may_name_filters(&root, &vars));
+
+        // What cannot be settled without git.
+        assert!(may_name_filters(&root, &[]), "no HOME");
+        let count = [
+            ("HOME", home.as_path()),
+            ("GIT_CONFIG_COUNT", Path::new("1")),
+        ];
+        assert!(
+            may_name_filters(&root, &count),
+            "configuration in the environment"
+        );
+        fs::write(root.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert!(
+            may_name_filters(&root, &vars),
+            "a folder that may be a bare repository"
+        );
+        fs::remove_file(root.join("HEAD")).unwrap();
+        fs::write(root.join(".git/commondir"), "..\n").unwrap();
+        assert!(
+            may_name_filters(&root, &vars),
+            "a shared configuration elsewhere"
+        );
+        fs::remove_file(root.join(".git/commondir")).unwrap();
+        let worktree = dir.path().join("worktree");
+        fs::create_dir(&worktree).unwrap();
+        fs::write(worktree.join(".git"), "gitdir: ../repo/.git\n").unwrap();
+        assert!(may_name_filters(&worktree, &vars), "a .git file");
+        #[cfg(unix)]
+        {
+            let fifo = home.join(".gitconfig");
+            let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+            assert!(made.success());
+            assert!(
+                may_name_filters(&root, &vars),
+                "a configuration that is a FIFO"
+            );
+        }
+        assert!(!may_name_filters(
+            &dir.path().join("elsewhere"),
+            &[("HOME", Path::new("/nonexistent"))]
+        ));
     }
 
     #[test]

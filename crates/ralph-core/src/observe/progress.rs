@@ -1983,9 +1983,12 @@ mod tests {
         assert!(marker.exists(), "plain git status runs the filter");
     }
 
+    /// Environment variables for [`may_name_filters`].
+    type Vars<'a> = [(&'a str, &'a Path)];
+
     /// What [`configuration_may_name_filters`] answers for `root` with the
     /// environment `vars` (and nothing else).
-    fn may_name_filters(root: &Path, vars: &[(&str, &Path)]) -> bool {
+    fn may_name_filters(root: &Path, vars: &Vars) -> bool {
         let vars: Vec<(String, OsString)> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned()))
@@ -2018,7 +2021,7 @@ mod tests {
             ("HOME", home.as_path()),
             ("GIT_CONFIG_GLOBAL", global.as_path()),
         ];
-        let cases: [(&[(&str, &Path)], PathBuf, &str); 7] = [
+        let cases: [(&Vars, PathBuf, &str); 7] = [
             (
                 &vars,
                 home.join(".gitconfig"),

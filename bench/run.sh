@@ -227,7 +227,9 @@ declare -A median mean sd rss
 measure() {
   local name=$1 input=$2 csv="$work/$1.csv"
   shift 2
-  local args=(-N --style none --warmup "$warmup" --runs "$runs" --export-csv "$csv")
+  # Claude Code reads the answer from a pipe; with stdout on /dev/null (what
+  # hyperfine gives by default) the hook would refuse to answer instead.
+  local args=(-N --style none --output=pipe --warmup "$warmup" --runs "$runs" --export-csv "$csv")
   [ -n "$input" ] && args+=(--input "$input")
   [ -n "${prepare:-}" ] && args+=(--prepare "$prepare")
   env "$@" "$hyperfine" "${args[@]}" -- "'${target_hook:-$hook}'" >/dev/null || die "$name: hyperfine failed"
@@ -264,7 +266,7 @@ peak_rss() {
   shift 2
   for i in 1 2 3 4 5; do
     if [ -n "${prepare:-}" ]; then eval "$prepare"; fi
-    env -u RALPH_ACTIVE "$@" /usr/bin/time -f %M -o "$work/rss" "$hook" <"$input" >/dev/null 2>&1 ||
+    env -u RALPH_ACTIVE "$@" /usr/bin/time -f %M -o "$work/rss" "$hook" <"$input" 2>&1 | cat >/dev/null ||
       die "$name: the hook failed under /usr/bin/time"
     kib=$(tail -n 1 "$work/rss")
     [ "$kib" -gt "$max" ] && max=$kib
@@ -274,7 +276,7 @@ peak_rss() {
 
 say "process spawn baseline and the guard (RALPH_ACTIVE unset)"
 check guard /dev/null nothing
-"$hyperfine" -N --style none --warmup "$warmup" --runs "$((runs * 3))" \
+"$hyperfine" -N --style none --output=pipe --warmup "$warmup" --runs "$((runs * 3))" \
   --export-csv "$work/guard.csv" -- /bin/true "'$hook'" >/dev/null || die "guard: hyperfine failed"
 sed -n '1p;2p' "$work/guard.csv" >"$work/true.csv"
 sed -n '1p;3p' "$work/guard.csv" >"$work/guard-only.csv"
@@ -477,6 +479,10 @@ unset CB_NO_PROGRESS_THRESHOLD
 
 size_bytes=$(stat -c %s "$hook")
 iteration=$("$ctl" --project "$project" status --json | sed -n 's/.*"iteration": *\([0-9]*\).*/\1/p' | head -n 1)
+# Each measured blocked stop must have been a real one: answered, and the
+# loop one iteration further.
+[ "${iteration:-0}" -gt "$runs" ] ||
+  die "the measured stops did not advance the loop (iteration ${iteration:-?} after more than $runs blocked stops): the hook did not answer"
 
 say "criterion benches of the pure parts"
 if [ "$quick" -eq 1 ]; then

@@ -181,13 +181,18 @@ pub fn signal_process(pid: u32, signal: i32) {
     }
 }
 
+/// The PROMPT.md [`TempProject::init`] writes: a task, so that a loop
+/// starts (the untouched template is refused).
+pub const TEST_TASK: &str = "# Task\n\nDo what the project needs, then say so.\n";
+
 /// Every file `ralph-ctl init` installs, relative to the project.
-pub const INSTALLED_FILES: [&str; 5] = [
+pub const INSTALLED_FILES: [&str; 6] = [
     ".claude/ralph/PROMPT.md",
     ".claude/ralph/guardrails.md",
     ".claude/ralph/ralph-audit.sh",
     ".claude/ralph/ralph-audit.bat",
     ".claude/settings.json",
+    ".claude/context/runtime/.gitignore",
 ];
 
 impl TempProject {
@@ -267,8 +272,15 @@ impl TempProject {
         run_with_timeout(cmd, None, Duration::from_secs(30))
     }
 
-    /// `ralph-ctl init`, which must succeed.
+    /// `ralph-ctl init`, which must succeed, then [`TEST_TASK`] as PROMPT.md.
     pub fn init(&self) {
+        self.init_untouched();
+        self.write_prompt(TEST_TASK);
+    }
+
+    /// `ralph-ctl init`, leaving PROMPT.md the template (which a loop
+    /// refuses to start on without `--force`).
+    pub fn init_untouched(&self) {
         self.ctl(&["init"], &[]).assert_code(0);
     }
 

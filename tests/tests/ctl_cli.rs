@@ -95,10 +95,18 @@ fn init_keeps_existing_settings_hooks_and_prompts() {
         serde_json::to_string_pretty(&existing).unwrap(),
     )
     .unwrap();
-    project.init();
+    project.init_untouched();
     let merged = settings(&project);
     assert_eq!(merged["model"], "opus");
-    assert_eq!(merged["permissions"], existing["permissions"]);
+    assert_eq!(
+        merged["permissions"]["allow"],
+        existing["permissions"]["allow"]
+    );
+    let deny = merged["permissions"]["deny"].as_array().unwrap();
+    assert!(
+        deny.iter().any(|r| r == "Edit(.claude/context/runtime/**)"),
+        "the loop's own files are denied to the file tools: {deny:?}"
+    );
     assert_eq!(
         merged["hooks"]["PreToolUse"],
         existing["hooks"]["PreToolUse"]
@@ -116,6 +124,206 @@ fn init_keeps_existing_settings_hooks_and_prompts() {
         std::fs::read_to_string(project.path(".claude/ralph/PROMPT.md")).unwrap(),
         "My own task.\n"
     );
+}
+
+#[test]
+fn init_offers_the_test_command_and_writes_it_only_when_asked() {
+    let project = TempProject::new("init-verify");
+    std::fs::write(project.path("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    let shown = Ctl::new(&project).arg("init").run();
+    shown.assert_code(0);
+    assert!(
+        shown
+            .stdout
+            .contains("Found the test command `cargo test` (from Cargo.toml)")
+            && shown.stdout.contains("ralph-ctl init --yes"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        !project.path(".claude/ralph/config.json").exists(),
+        "only shown"
+    );
+
+    let written = Ctl::new(&project).args(["init", "--yes"]).run();
+    written.assert_code(0);
+    assert!(
+        written
+            .stdout
+            .contains("Completion check: `cargo test` (from Cargo.toml)"),
+        "{}",
+        written.stdout
+    );
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        config["verify"],
+        json!([{"name": "tests", "command": "cargo test"}])
+    );
+    let timeout = settings(&project)["hooks"]["Stop"][0]["hooks"][0]["timeout"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        timeout >= 90,
+        "room for the verify command's 60 s: {timeout}"
+    );
+
+    // Kept once configured; replaced by --verify, other keys kept.
+    let mut with_other = config.clone();
+    with_other["maxIterations"] = json!(7);
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        with_other.to_string(),
+    )
+    .unwrap();
+    let kept = Ctl::new(&project).args(["init", "--yes"]).run();
+    kept.assert_code(0);
+    assert!(
+        kept.stdout
+            .contains("the 1 verify command(s) of .claude/ralph/config.json (kept)"),
+        "{}",
+        kept.stdout
+    );
+    Ctl::new(&project)
+        .args(["init", "--verify", "make check"])
+        .run()
+        .assert_code(0);
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        config["verify"],
+        json!([{"name": "tests", "command": "make check"}])
+    );
+    assert_eq!(config["maxIterations"], 7);
+
+    // Nothing found: said, with the way to add one.
+    let bare = TempProject::new("init-no-tests");
+    let none = Ctl::new(&bare).arg("init").run();
+    none.assert_code(0);
+    assert!(
+        none.stdout.contains("No test command found") && none.stdout.contains("--verify CMD"),
+        "{}",
+        none.stdout
+    );
+    // An invalid config.json is not added to.
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        "{\"maxIterations\": \"x\"}",
+    )
+    .unwrap();
+    Ctl::new(&project)
+        .args(["init", "--verify", "true"])
+        .run()
+        .assert_code(2);
+    assert_eq!(
+        std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap(),
+        "{\"maxIterations\": \"x\"}"
+    );
+}
+
+#[test]
+fn init_local_registers_for_this_person_only() {
+    let project = TempProject::new("init-local");
+    project.init();
+    assert!(settings(&project)["hooks"]["Stop"][0]["hooks"][0]["command"].is_string());
+    let run = Ctl::new(&project).args(["init", "--local"]).run();
+    run.assert_code(0);
+    assert!(
+        run.stdout
+            .contains("registered in .claude/settings.local.json"),
+        "{}",
+        run.stdout
+    );
+    let local: Value = serde_json::from_slice(
+        &std::fs::read(project.path(".claude/settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(local["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .ends_with("ralph-stop-hook"));
+    assert_eq!(
+        settings(&project)["hooks"]["Stop"],
+        json!([]),
+        "no longer in the shared settings (Claude Code would run both)"
+    );
+    let ignore = std::fs::read_to_string(project.path(".claude/.gitignore")).unwrap();
+    assert!(
+        ignore.lines().any(|l| l == "/settings.local.json"),
+        "{ignore}"
+    );
+    // A plain init afterwards keeps it where it is.
+    Ctl::new(&project).arg("init").run().assert_code(0);
+    assert_eq!(settings(&project)["hooks"]["Stop"], json!([]));
+    // Git never sees it, nor the runtime folder once a loop ran.
+    Ctl::new(&project).arg("start").run().assert_code(0);
+    project.git(&["add", "-A"]);
+    let listed = project
+        .command("git")
+        .args(["ls-files", "--cached"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains(".claude/ralph/PROMPT.md"), "{listed}");
+    assert!(
+        !listed.contains("settings.local.json") && !listed.contains("context/runtime"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn finished_loops_are_kept_in_the_history_not_overwritten() {
+    let project = TempProject::new("history");
+    project.init();
+    let none = Ctl::new(&project).arg("history").run();
+    none.assert_code(0);
+    assert!(
+        none.stdout.contains("No earlier loops kept"),
+        "{}",
+        none.stdout
+    );
+    Ctl::new(&project)
+        .args(["start", "--session-id", "first"])
+        .run()
+        .assert_code(0);
+    Ctl::new(&project)
+        .args(["finish", "--session-id", "first", "--client-exit", "0"])
+        .run();
+    Ctl::new(&project)
+        .args(["start", "--session-id", "second"])
+        .run()
+        .assert_code(0);
+    Ctl::new(&project)
+        .arg("reset")
+        .run()
+        .assert_code(0)
+        .assert_stdout_has(&["kept in the history"]);
+    Ctl::new(&project)
+        .args(["start", "--session-id", "third"])
+        .run()
+        .assert_code(0);
+    let listed = Ctl::new(&project).arg("history").run();
+    listed.assert_code(0);
+    let first = listed.stdout.find("session first").expect(&listed.stdout);
+    let second = listed.stdout.find("session second").expect(&listed.stdout);
+    assert!(first < second, "oldest first: {}", listed.stdout);
+    assert!(listed.stdout.contains("interrupted"), "{}", listed.stdout);
+    assert!(
+        !listed.stdout.contains("session third"),
+        "the current loop is not history yet"
+    );
+    let json = Ctl::new(&project).args(["history", "--json"]).run();
+    let lines: Vec<Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["state"]["sessionId"], "first");
+    assert_eq!(lines[0]["state"]["status"], "interrupted");
+    assert_eq!(lines[1]["state"]["sessionId"], "second");
 }
 
 #[test]
@@ -703,6 +911,7 @@ fn launcher_installed_from_a_path_with_a_quote_and_a_space() {
     let mut init = project.command(&ctl);
     init.arg("init");
     run_with_timeout(init, None, std::time::Duration::from_secs(30)).assert_code(0);
+    project.write_prompt(ralph_tests::project::TEST_TASK);
     let text = std::fs::read_to_string(project.path(".claude/ralph/ralph-audit.sh")).unwrap();
     assert!(text.contains("it'\\''s a dir/ralph-ctl'"), "{text}");
     let bat = std::fs::read_to_string(project.path(".claude/ralph/ralph-audit.bat")).unwrap();

@@ -47,6 +47,9 @@ ralph_tests::on_both_clients!(
     a_hook_that_never_runs_is_named_by_the_launcher,
     a_headless_loop_can_edit_the_project_without_a_permission_mode_given,
     refused_tool_calls_stop_a_loop_that_cannot_work,
+    failing_tests_never_complete_a_loop_after_init_with_its_defaults,
+    the_untouched_template_is_refused_before_the_client_starts,
+    the_agent_cannot_write_the_loop_state_with_its_file_tools,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -1291,4 +1294,112 @@ fn refused_tool_calls_stop_a_loop_that_cannot_work(client: ClientVersion) {
         "{because}"
     );
     assert!(!project.path("new.txt").exists());
+}
+
+fn failing_tests_never_complete_a_loop_after_init_with_its_defaults(client: ClientVersion) {
+    // A small Python project whose test fails; `init --yes` makes its test
+    // command the completion check. The agent cannot fix the bug and claims
+    // done every time: the loop must never end `complete`.
+    let project = TempProject::new("failing-tests");
+    std::fs::write(
+        project.path("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.path("test_calc.py"),
+        "import unittest\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n",
+    )
+    .unwrap();
+    let init = project.ctl(&["init", "--yes"], &[]);
+    init.assert_code(0);
+    assert!(
+        init.stdout
+            .contains("Completion check: `python3 -m unittest`"),
+        "{}",
+        init.stdout
+    );
+    project.write_prompt("Fix add() in calc.py so that the tests pass.\n");
+    let api = MockApi::start(|_, _| Reply::text(format!("Fixed add(); all tests pass.\n{SIGNAL}")));
+    let run = project.run_launcher(client, &api, &[("RALPH_MAX_ITERATIONS", "6")], LOOP_TIMEOUT);
+    let state = project.status_json();
+    assert_ne!(state["status"], "complete", "{state:#}; {run:?}");
+    assert_ne!(run.code, Some(0), "{run:?}");
+    let claim = &state["lastClaim"];
+    assert_eq!(claim["accepted"], false, "{state:#}");
+    let tail = claim["verification"][0]["outputTail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(tail.contains("FAILED"), "the test's own failure: {tail}");
+    let last = last_stderr_line(&run);
+    assert!(!last.contains("loop complete"), "{last}");
+}
+
+fn the_untouched_template_is_refused_before_the_client_starts(client: ClientVersion) {
+    let project = TempProject::new("template");
+    project.init_untouched();
+    let api = MockApi::start(|_, _| Reply::text(format!("Done.\n{SIGNAL}")));
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    assert_eq!(run.code, Some(3), "{run:?}");
+    let last = last_stderr_line(&run);
+    assert!(
+        last.contains("PROMPT.md is still the template") && last.contains("--force"),
+        "{last}"
+    );
+    assert!(api.main_requests().is_empty(), "the client never ran");
+    assert!(project.state().is_none(), "no loop was started");
+
+    // --force runs it as it is.
+    let mut cmd = project.launcher_command(client, &api, &[]);
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_os_string()).collect();
+    cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.arg("--force")
+        .args(args)
+        .envs(project.client_env(client, &api));
+    let forced = ralph_tests::project::run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    forced.assert_code(0);
+    assert_eq!(project.status_json()["status"], "complete");
+}
+
+fn the_agent_cannot_write_the_loop_state_with_its_file_tools(client: ClientVersion) {
+    // The deny rules `init` wrote refuse the Write ("File is in a directory
+    // that is denied by your permission settings."), in acceptEdits (what
+    // the headless launcher gives) and in bypassPermissions alike; without
+    // them bypassPermissions lets it through. The state keeps what ralph
+    // wrote, and the loop ends on its real claim.
+    for mode in ["acceptEdits", "bypassPermissions"] {
+        let project = TempProject::new("deny-state");
+        project.init();
+        let state_file = project.state_path().display().to_string();
+        // Read first: the client refuses to overwrite a file it has not read.
+        let api = MockApi::start(move |turn, _| match turn {
+            0 => Reply::ToolUse {
+                name: "Read".into(),
+                input: serde_json::json!({ "file_path": state_file.clone() }),
+            },
+            1 => Reply::write(state_file.clone(), "{\"status\": \"complete\"}\n"),
+            _ => Reply::text(format!("Done.\n{SIGNAL}")),
+        });
+        let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+        cmd.args(["--headless", "--", "--permission-mode", mode])
+            .envs(project.client_env(client, &api));
+        let run = ralph_tests::project::run_with_timeout(cmd, None, LOOP_TIMEOUT);
+        let refusal = api
+            .main_requests()
+            .get(2)
+            .and_then(|r| user_texts(&r.body).pop())
+            .unwrap_or_default();
+        run.assert_code(0);
+        let state = project.status_json();
+        assert_eq!(state["status"], "complete", "{mode}: {state:#}");
+        assert_eq!(
+            state["lastClaim"]["accepted"], true,
+            "{mode}: a real claim: {state:#}"
+        );
+        assert!(
+            refusal.contains("denied by your permission settings")
+                || refusal.contains("requested permissions to edit"),
+            "{mode}: the Write was refused: {refusal}"
+        );
+    }
 }

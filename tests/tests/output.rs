@@ -944,5 +944,36 @@ fn ctl_lines_for_refused_starts() {
         "ralph-ctl status  # the state is corrupt",
         &Ctl::new(&corrupt).arg("status").run(),
     );
+
+    // The untouched template, and one whose task was never written in.
+    let template = TempProject::new("refused-template");
+    template.init_untouched();
+    for args in [&["start"][..], &["run", "--headless"]] {
+        table.record(
+            &format!("ralph-ctl {}  # PROMPT.md is the template", args.join(" ")),
+            // A client that is there, so that the prompt is what stops it.
+            &Ctl::new(&template)
+                .args(args)
+                .env("RALPH_CLAUDE", "true")
+                .run(),
+        );
+    }
+    let prompt = template.path(".claude/ralph/PROMPT.md");
+    let edited = fs::read_to_string(&prompt)
+        .unwrap()
+        .replace("# Task", "# Task\n\nSome notes, but no task.");
+    write(&prompt, &edited);
+    table.record(
+        "ralph-ctl start  # notes added, the placeholder still there",
+        &Ctl::new(&template).arg("start").run(),
+    );
+    assert!(template.state().is_none(), "nothing was started");
+    let forced = Ctl::new(&template).args(["start", "--force"]).run();
+    forced.assert_code(0);
+    assert_eq!(
+        template.status_json()["status"],
+        "running",
+        "--force runs it"
+    );
     stable().bind(|| insta::assert_snapshot!("ctl_refused_starts", table.0));
 }

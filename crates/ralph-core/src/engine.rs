@@ -126,7 +126,7 @@ impl World for RealWorld {
         verify::run_all(root, commands)
     }
     fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
-        registration::registered_timeout(&paths.settings_file())
+        registration::registered_timeout_in(paths)
     }
     fn now(&self) -> String {
         crate::time::now_rfc3339()

@@ -59,6 +59,12 @@ impl ProjectPaths {
         self.root.join(".claude").join("settings.json")
     }
 
+    /// `.claude/settings.local.json`: the person's own settings (not
+    /// committed), where `ralph-ctl init --local` registers the hook.
+    pub fn local_settings_file(&self) -> PathBuf {
+        self.root.join(".claude").join("settings.local.json")
+    }
+
     /// Resolves a configured path: relative paths are taken from the project root.
     pub fn resolve(&self, configured: &Path) -> PathBuf {
         if configured.is_absolute() {

@@ -47,8 +47,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Clear the loop's state (a corrupt state file is moved aside, not deleted).
+    /// Clear the loop's state; the loop is kept in the history (a corrupt state file is moved aside).
     Reset,
+    /// List the earlier loops that a new start or a reset replaced, oldest first.
+    History {
+        /// Print one JSON object per loop instead: {"file", "state"}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).
     Start {
         /// The Claude Code session that will own the loop (default: a new UUID).
@@ -57,7 +63,8 @@ pub enum Command {
         /// The iteration cap (default: RALPH_MAX_ITERATIONS, config maxIterations, or 25).
         #[arg(long, value_name = "N")]
         max_iterations: Option<u32>,
-        /// Replace a running loop or a corrupt state.
+        /// Replace a running loop or a corrupt state, and start even though
+        /// PROMPT.md is still the template.
         #[arg(long)]
         force: bool,
     },
@@ -113,12 +120,16 @@ pub enum Command {
         /// (`--resume` of the client), at the iteration it stopped at.
         #[arg(long, conflicts_with = "reset")]
         resume: bool,
+        /// Start even though PROMPT.md is still the template `init` wrote.
+        #[arg(long, conflicts_with = "resume")]
+        force: bool,
         /// Arguments for the Claude Code client, given after `--`.
         #[arg(last = true, value_name = "CLIENT_ARGS")]
         client_args: Vec<OsString>,
     },
     /// Install ralph into the project: PROMPT.md and guardrails.md templates,
-    /// the launchers, and the Stop hook in .claude/settings.json.
+    /// the launchers, the Stop hook in .claude/settings.json, and the
+    /// completion check (the project's tests; see --yes and --verify).
     Init {
         /// The ralph-stop-hook binary to register (default: the one beside ralph-ctl).
         #[arg(long, value_name = "PATH")]
@@ -127,5 +138,17 @@ pub enum Command {
         /// the verify commands' total timeout plus 30 when that is more).
         #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=7200))]
         timeout: Option<u32>,
+        /// The completion check: a command that must pass before a claim of
+        /// done is accepted (written into .claude/ralph/config.json as verify).
+        #[arg(long, value_name = "CMD")]
+        verify: Option<String>,
+        /// Make the test command init finds (Cargo, npm/pnpm/yarn, pytest,
+        /// go, make, …) the completion check; without it, it is only shown.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Register the Stop hook in .claude/settings.local.json (yours, not
+        /// committed) instead of .claude/settings.json (shared with the project).
+        #[arg(long)]
+        local: bool,
     },
 }

@@ -57,6 +57,7 @@ pub fn run(cli: Cli) -> i32 {
             &mut std::io::stderr(),
         ),
         Command::Reset => commands::reset::run(&paths),
+        Command::History { json } => commands::history::run(&paths, json, &mut std::io::stdout()),
         Command::Start {
             session_id,
             max_iterations,
@@ -67,11 +68,27 @@ pub fn run(cli: Cli) -> i32 {
             session_id,
             client_exit,
         } => commands::finish::run(&paths, &session_id, client_exit),
-        Command::Init { hook_path, timeout } => commands::init::run(&paths, hook_path, timeout),
+        Command::Init {
+            hook_path,
+            timeout,
+            verify,
+            yes,
+            local,
+        } => commands::init::run(
+            &paths,
+            commands::init::InitOptions {
+                hook_path,
+                timeout,
+                verify,
+                yes,
+                local,
+            },
+        ),
         Command::Run {
             headless,
             reset,
             resume,
+            force,
             client_args,
         } => commands::run::run(
             &paths,
@@ -79,6 +96,7 @@ pub fn run(cli: Cli) -> i32 {
                 headless,
                 reset,
                 resume,
+                force,
                 client_args,
             },
         ),

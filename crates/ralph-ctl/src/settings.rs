@@ -69,6 +69,74 @@ pub fn merge_hook(
     Ok(())
 }
 
+/// The permission rules `init` adds to `permissions.deny`: the agent's file
+/// tools may not touch the loop's runtime folder (its state, log and
+/// history), and its shell may not reset or restart the loop. Claude Code
+/// applies deny rules in every permission mode; they are a first fence
+/// (a shell command can still write a file), behind which a completion
+/// nobody claimed is reported as one (`ralph-ctl finish`, exit 17).
+pub const DENY_RULES: &[&str] = &[
+    "Edit(.claude/context/runtime/**)",
+    "Edit(/.claude/context/runtime/**)",
+    "Bash(ralph-ctl reset:*)",
+    "Bash(ralph-ctl start:*)",
+];
+
+/// Adds each of [`DENY_RULES`] that `settings` lacks to its
+/// `permissions.deny`, keeping every other rule. An error names a part of
+/// unexpected shape, and then nothing changes.
+pub fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
+    let Value::Object(root) = settings else {
+        return Err("the file is not a JSON object".into());
+    };
+    if !matches!(root.get("permissions"), None | Some(Value::Object(_))) {
+        return Err("`permissions` is not an object".into());
+    }
+    if !matches!(
+        root.get("permissions").and_then(|p| p.get("deny")),
+        None | Some(Value::Array(_))
+    ) {
+        return Err("`permissions.deny` is not an array".into());
+    }
+    let permissions = root
+        .entry("permissions")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(Value::Array(deny)) = permissions
+        .as_object_mut()
+        .map(|p| p.entry("deny").or_insert_with(|| Value::Array(Vec::new())))
+    else {
+        return Err("`permissions.deny` is not an array".into());
+    };
+    for rule in DENY_RULES {
+        if !deny.iter().any(|r| r.as_str() == Some(rule)) {
+            deny.push(Value::String((*rule).into()));
+        }
+    }
+    Ok(())
+}
+
+/// Removes ralph's Stop hook from `settings` (and a group it leaves empty),
+/// keeping everything else: `init` registers it in one file only, since
+/// Claude Code would run a hook registered in two.
+pub fn remove_stop_hook(settings: &mut Value) {
+    let Some(Value::Array(groups)) = settings.pointer_mut("/hooks/Stop") else {
+        return;
+    };
+    for group in groups.iter_mut() {
+        if let Some(Value::Array(entries)) = group.get_mut("hooks") {
+            entries.retain(|entry| {
+                !entry
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| c.contains(HOOK_BINARY_NAME))
+            });
+        }
+    }
+    groups.retain(
+        |group| !matches!(group.get("hooks"), Some(Value::Array(entries)) if entries.is_empty()),
+    );
+}
+
 /// Settings for `--settings`: ralph's hook registered for `StopFailure`
 /// too, so an API error that ends a turn pauses the loop.
 pub fn stop_failure_settings(command: &str) -> String {
@@ -141,6 +209,50 @@ mod tests {
             );
             assert_eq!(s, bad, "nothing changes on error");
         }
+    }
+
+    #[test]
+    fn deny_rules_are_added_once_beside_the_person_s_own() {
+        let mut s = json!({"permissions": {"deny": ["Read(.env)"], "allow": ["Bash(ls)"]}});
+        merge_deny_rules(&mut s).unwrap();
+        let once = s.clone();
+        merge_deny_rules(&mut s).unwrap();
+        assert_eq!(s, once);
+        let deny = s["permissions"]["deny"].as_array().unwrap();
+        assert_eq!(deny[0], "Read(.env)");
+        assert_eq!(deny.len(), 1 + DENY_RULES.len());
+        assert_eq!(s["permissions"]["allow"][0], "Bash(ls)");
+        let mut empty = json!({});
+        merge_deny_rules(&mut empty).unwrap();
+        assert_eq!(
+            empty["permissions"]["deny"].as_array().unwrap().len(),
+            DENY_RULES.len()
+        );
+        for bad in [
+            json!({"permissions": []}),
+            json!({"permissions": {"deny": "x"}}),
+            json!([]),
+        ] {
+            let mut s = bad.clone();
+            assert!(merge_deny_rules(&mut s).is_err(), "{bad}");
+            assert_eq!(s, bad);
+        }
+    }
+
+    #[test]
+    fn removes_only_its_own_hook() {
+        let mut s = json!({"hooks": {"Stop": [
+            {"hooks": [{"type": "command", "command": "notify.sh"}]},
+            {"hooks": [{"type": "command", "command": "/x/ralph-stop-hook", "timeout": 60}]}
+        ]}, "model": "opus"});
+        remove_stop_hook(&mut s);
+        assert_eq!(
+            s,
+            json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify.sh"}]}]}, "model": "opus"})
+        );
+        let mut odd = json!({"hooks": "x"});
+        remove_stop_hook(&mut odd);
+        assert_eq!(odd, json!({"hooks": "x"}));
     }
 
     #[test]

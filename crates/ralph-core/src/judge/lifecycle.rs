@@ -348,16 +348,61 @@ pub fn completion_on_record(state: &LoopState) -> bool {
             .is_some_and(|claim| claim.accepted && claim.iteration == state.iteration)
 }
 
-/// One line saying how the loop ended (or paused, or failed): the
-/// launcher's closing line (`ralph: …`) and, from the stop that ended it,
-/// the notice shown in the session (`Ralph …`). A completion not on record
-/// ([`completion_on_record`]) is said to be one.
+/// What the person does next with a loop in this state, in a few words;
+/// `None` while it runs. Closes [`outcome_line`] and is `status`'s `next:`.
+pub fn next_step(state: &LoopState) -> Option<String> {
+    if !completion_on_record(state) {
+        return Some(
+            "look at `ralph-ctl status` and the changes; start a new loop (the launcher with --reset) to go on".into(),
+        );
+    }
+    Some(match state.status {
+        Status::Running => return None,
+        Status::Complete => "review the changes and commit what you keep".into(),
+        Status::MaxIterations => {
+            "to go on, start a new loop (the launcher again; RALPH_MAX_ITERATIONS for a higher cap)"
+                .into()
+        }
+        Status::CircuitOpen => {
+            "fix what blocked it (or change PROMPT.md), then run the launcher with --reset".into()
+        }
+        Status::Interrupted => format!(
+            "`ralph-ctl run --resume` goes on from iteration {}",
+            state.iteration
+        ),
+        Status::Paused => {
+            let until = state
+                .paused_because
+                .as_ref()
+                .and_then(|p| p.resume_at.as_deref())
+                .map(|t| format!(" (not before {t})"))
+                .unwrap_or_default();
+            format!("`ralph-ctl run --resume` goes on{until}")
+        }
+        Status::Failed => {
+            let fix = state
+                .paused_because
+                .as_ref()
+                .map(|p| format!("{}, then ", p.kind.fix()))
+                .unwrap_or_default();
+            format!("{fix}`ralph-ctl run --resume`")
+        }
+        Status::BudgetExhausted => "raise maxCostUsd, then `ralph-ctl run --resume`".into(),
+    })
+}
+
+/// One line saying how the loop ended (or paused, or failed) and what to do
+/// next ([`next_step`]): the launcher's closing line (`ralph: …`) and, from
+/// the stop that ended it, the notice shown in the session (`Ralph …`). A
+/// completion not on record ([`completion_on_record`]) is said to be one.
 pub fn outcome_line(state: &LoopState) -> String {
+    let next = next_step(state)
+        .map(|next| format!("; {next}"))
+        .unwrap_or_default();
     if !completion_on_record(state) {
         return format!(
             "the state says the loop is complete at iteration {} of {}, but no accepted completion claim is on record: \
-             the state was changed outside ralph (by a command the agent ran?), so the work is not reported as done; \
-             `ralph-ctl status` shows the loop's history",
+             the state was changed outside ralph (by a command the agent ran?), so the work is not reported as done{next}",
             state.iteration, state.max_iterations
         );
     }
@@ -367,49 +412,33 @@ pub fn outcome_line(state: &LoopState) -> String {
         .unwrap_or("no reason recorded");
     match state.status {
         Status::Complete => format!(
-            "loop complete at iteration {} of {} ({because})",
+            "loop complete at iteration {} of {} ({because}){next}",
             state.iteration, state.max_iterations
         ),
         Status::MaxIterations => format!(
-            "loop stopped without completing: max_iterations, {} of {} ({because})",
+            "loop stopped without completing: max_iterations, {} of {} ({because}){next}",
             state.iteration, state.max_iterations
         ),
         Status::CircuitOpen => format!(
-            "loop stopped by the circuit breaker: circuit_open at iteration {} ({because}); `ralph-ctl status` shows why",
+            "loop stopped by the circuit breaker: circuit_open at iteration {} ({because}); `ralph-ctl status` shows why{next}",
             state.iteration
         ),
-        Status::Interrupted => format!(
-            "loop interrupted: {because}; `ralph-ctl run --resume` goes on from iteration {}",
-            state.iteration
-        ),
+        Status::Interrupted => format!("loop interrupted: {because}{next}"),
         Status::Running => "loop still running".into(),
         Status::Paused => {
-            let paused = state.paused_because.as_ref();
-            let what = paused
+            let what = state
+                .paused_because
+                .as_ref()
                 .map(|p| format!("{}: {}", p.kind.as_str(), p.message))
                 .unwrap_or_else(|| "no reason recorded".into());
-            let until = paused
-                .and_then(|p| p.resume_at.as_deref())
-                .map(|t| format!(" (not before {t})"))
-                .unwrap_or_default();
             format!(
-                "loop paused at iteration {} of {} ({what}); `ralph-ctl run --resume` goes on{until}",
+                "loop paused at iteration {} of {} ({what}){next}",
                 state.iteration, state.max_iterations
             )
         }
-        Status::Failed => {
-            let fix = state
-                .paused_because
-                .as_ref()
-                .map(|p| format!("; {}", p.kind.fix()))
-                .unwrap_or_default();
-            format!(
-                "loop failed at iteration {} ({because}){fix}, then `ralph-ctl run --resume`",
-                state.iteration
-            )
-        }
+        Status::Failed => format!("loop failed at iteration {} ({because}){next}", state.iteration),
         Status::BudgetExhausted => format!(
-            "loop stopped at its budget: budget_exhausted at iteration {} ({because}); raise maxCostUsd, then `ralph-ctl run --resume`",
+            "loop stopped at its budget: budget_exhausted at iteration {} ({because}){next}",
             state.iteration
         ),
     }

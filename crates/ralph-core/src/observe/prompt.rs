@@ -89,6 +89,19 @@ pub fn read_prompt(path: &Path) -> Result<String, PromptError> {
     }
 }
 
+/// The sentence of the PROMPT.md template (`templates/PROMPT.md`) that
+/// stands where the task goes: while a prompt still holds it, the task was
+/// never written, and a loop would only run the template's generic steps.
+pub const TEMPLATE_PLACEHOLDER: &str = "Replace this text with the task for the loop.";
+
+/// Whether `prompt` still holds the template's placeholder sentence
+/// ([`TEMPLATE_PLACEHOLDER`]), however its lines were wrapped or indented:
+/// the untouched template, or one whose task was never written in.
+pub fn is_template(prompt: &str) -> bool {
+    let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    words(prompt).contains(TEMPLATE_PLACEHOLDER)
+}
+
 /// Reads the optional guardrails file; missing or blank is `None`.
 pub fn read_guardrails(path: &Path) -> Result<Option<String>, PromptError> {
     Ok(read_text(path)?.filter(|t| !t.trim().is_empty()))
@@ -192,6 +205,21 @@ mod tests {
         assert!(read_prompt(dir.path()).is_err());
         fs::write(&path, "Do it.").unwrap();
         assert_eq!(read_prompt(&path).unwrap(), "Do it.");
+    }
+
+    #[test]
+    fn the_template_is_told_by_its_placeholder_however_wrapped() {
+        let template =
+            "# Task\n\nReplace this text with the task for the loop. Say what \"done\" means.\n";
+        assert!(is_template(template));
+        assert!(is_template(&template.replace("\n", "\r\n")));
+        assert!(is_template(
+            "Replace this text\n   with the task\tfor the loop.\n\nFix the parser."
+        ));
+        assert!(!is_template(
+            "# Task\n\nFix the parser so that `cargo test` passes.\n"
+        ));
+        assert!(!is_template("Replace this text with the task for the loop"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::files::{read_bounded, Bounded};
+use crate::paths::ProjectPaths;
 
 /// Claude Code's timeout for a command hook that sets none, in seconds.
 pub const CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS: u64 = 60;
@@ -69,7 +70,8 @@ fn registered_entry(settings: &Path) -> Result<Option<Value>, SettingsError> {
         .and_then(|value: Value| ralph_entry(&value)))
 }
 
-fn ralph_entry(value: &Value) -> Option<Value> {
+/// Ralph's entry among the Stop hooks of a parsed settings object.
+pub fn ralph_entry(value: &Value) -> Option<Value> {
     value
         .pointer("/hooks/Stop")?
         .as_array()?
@@ -103,6 +105,34 @@ pub fn registered_command(settings: &Path) -> Result<Option<String>, SettingsErr
             .and_then(Value::as_str)
             .map(str::to_owned)
     }))
+}
+
+/// The settings file that registers ralph's hook: the person's own
+/// (`settings.local.json`, `ralph-ctl init --local`) before the project's
+/// (`settings.json`); `None` when neither does.
+pub fn registration_file(paths: &ProjectPaths) -> Result<Option<PathBuf>, SettingsError> {
+    for file in [paths.local_settings_file(), paths.settings_file()] {
+        if registered_entry(&file)?.is_some() {
+            return Ok(Some(file));
+        }
+    }
+    Ok(None)
+}
+
+/// [`registered_timeout`] of the file that registers the hook ([`registration_file`]).
+pub fn registered_timeout_in(paths: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
+    match registration_file(paths)? {
+        Some(file) => registered_timeout(&file),
+        None => Ok(None),
+    }
+}
+
+/// [`registered_command`] of the file that registers the hook ([`registration_file`]).
+pub fn registered_command_in(paths: &ProjectPaths) -> Result<Option<String>, SettingsError> {
+    match registration_file(paths)? {
+        Some(file) => registered_command(&file),
+        None => Ok(None),
+    }
 }
 
 /// A warning when verification commands taking up to `verify_total` seconds

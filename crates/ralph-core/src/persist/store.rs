@@ -29,6 +29,13 @@ use crate::state::LoopState;
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest state file accepted; a bigger one is treated as corrupt.
 pub const MAX_STATE_BYTES: u64 = 4 * 1024 * 1024;
+/// The folder, beside the state, where finished loops are kept
+/// ([`StateLock::archive`]; `ralph-ctl history` lists them).
+pub const HISTORY_DIR: &str = "history";
+
+/// One kept loop ([`StateStore::archived`]): its file, and the loop or why
+/// it cannot be read.
+pub type Archived = (PathBuf, Result<LoopState, StoreError>);
 
 /// What can go wrong with the state file.
 #[derive(Debug, Error)]
@@ -192,6 +199,42 @@ impl StateStore {
         read_state(&self.state_path)
     }
 
+    /// The loops kept in the history folder, oldest first (by name, which
+    /// starts with when each began); one that cannot be read is listed with
+    /// the error. Empty when there is no history.
+    pub fn archived(&self) -> Result<Vec<Archived>, StoreError> {
+        if !self.check_folders()? {
+            return Ok(Vec::new());
+        }
+        let dir = self.folder().join(HISTORY_DIR);
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(StoreError::LinkedFolder(dir)),
+            Ok(meta) if !meta.is_dir() => return Err(StoreError::NotAFolder(dir)),
+            Ok(_) => {}
+            Err(e) if absent(&e) => return Ok(Vec::new()),
+            Err(e) => return Err(io_err("look at", &dir)(e)),
+        }
+        let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
+            .map_err(io_err("list", &dir))?
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|e| e == "json"))
+            .collect();
+        paths.sort();
+        Ok(paths
+            .into_iter()
+            .map(|path| {
+                let state = read_state(&path).and_then(|state| {
+                    state.ok_or_else(|| StoreError::Corrupt {
+                        path: path.clone(),
+                        message: "it is gone".into(),
+                    })
+                });
+                (path, state)
+            })
+            .collect())
+    }
+
     /// Takes the exclusive lock, creating the state folder when `create_dir` is set.
     pub fn lock(&self, create_dir: bool) -> Result<StateLock<'_>, StoreError> {
         let dir = self.folder();
@@ -303,6 +346,55 @@ impl StateLock<'_> {
             Ok(meta) if meta.is_dir() => fs::remove_dir(path).map_err(io_err("remove", path)),
             _ => fs::remove_file(path).map_err(io_err("remove", path)),
         }
+    }
+
+    /// Keeps `state` (the loop about to be replaced or reset) in the history
+    /// folder ([`HISTORY_DIR`], beside the state) under a name of its own,
+    /// `<startedAt>-<session>.json`, and returns where it went. Written like
+    /// the state (whole, never through a link); a name already taken gets a
+    /// number, so no loop is ever overwritten.
+    pub fn archive(&self, state: &LoopState) -> Result<PathBuf, StoreError> {
+        let dir = self.store.folder().join(HISTORY_DIR);
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err("create", &dir)(e)),
+        }
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(StoreError::LinkedFolder(dir)),
+            Ok(meta) if !meta.is_dir() => return Err(StoreError::NotAFolder(dir)),
+            Ok(_) => {}
+            Err(e) => return Err(io_err("look at", &dir)(e)),
+        }
+        let safe = |text: &str| -> String {
+            text.chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .collect()
+        };
+        let stem = format!("{}-{}", safe(&state.started_at), safe(&state.session_id));
+        let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
+            action: "serialize",
+            path: dir.clone(),
+            source: io::Error::other(e),
+        })?;
+        json.push(b'\n');
+        for n in 0..1000 {
+            let name = match n {
+                0 => format!("{stem}.json"),
+                n => format!("{stem}-{n}.json"),
+            };
+            let path = dir.join(name);
+            if fs::symlink_metadata(&path).is_ok() {
+                continue;
+            }
+            atomic::write_file(&path, &json, 0o600).map_err(io_err("write", &path))?;
+            return Ok(path);
+        }
+        Err(StoreError::Io {
+            action: "find a free name in",
+            path: dir,
+            source: io::Error::other("1000 archives of the same loop"),
+        })
     }
 
     /// Moves whatever stands at the state path aside to `ralph-state.json.corrupt-<time>`

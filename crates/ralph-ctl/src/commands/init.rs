@@ -9,6 +9,7 @@ use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
 use ralph_core::files::{self, Bounded};
 use ralph_core::paths::ProjectPaths;
+use ralph_core::prompt;
 use ralph_core::registration;
 use ralph_core::verify;
 use serde_json::Value;
@@ -17,6 +18,8 @@ use crate::assets;
 use crate::error::CtlError;
 use crate::settings::{self, HOOK_BINARY_NAME};
 use crate::CmdResult;
+
+mod detect;
 
 /// What happened to one file.
 enum Change {
@@ -184,14 +187,118 @@ pub fn bat_set_value(value: &str) -> Option<String> {
     Some(value.replace('%', "%%"))
 }
 
-/// Installs templates, launchers and the hook registration.
-pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32>) -> CmdResult {
-    let hook = find_hook(hook_path)?;
+/// What `ralph-ctl init` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct InitOptions {
+    /// The hook binary to register (default: the one beside `ralph-ctl`).
+    pub hook_path: Option<PathBuf>,
+    /// The registered hook timeout (default: sized to the verify commands).
+    pub timeout: Option<u32>,
+    /// `--verify CMD`: the completion check to write into config.json.
+    pub verify: Option<String>,
+    /// `--yes`: write the detected test command as the completion check.
+    pub yes: bool,
+    /// `--local`: register in `.claude/settings.local.json` (this person's).
+    pub local: bool,
+}
+
+/// The name a verify command `init` writes gets.
+const VERIFY_NAME: &str = "tests";
+
+/// What `.claude/context/runtime/.gitignore` holds: nothing of the loop's
+/// own state, audit log or history is ever committed.
+const RUNTIME_GITIGNORE: &str = "# ralph's loop state, audit log and history: never committed\n*\n";
+
+/// The line `.claude/.gitignore` gets with `--local`.
+const LOCAL_SETTINGS_IGNORED: &str = "/settings.local.json";
+
+/// The completion check `init` settles on.
+enum VerifyPlan {
+    /// config.json already has verify commands: kept.
+    Kept(usize),
+    /// This command is written into config.json.
+    Write(String, String),
+    /// Found, but not written (no `--yes`).
+    Offer(detect::Detected),
+    /// Nothing found, nothing configured.
+    Nothing,
+}
+
+/// A JSON file read whole and parsed into an object (empty when missing or blank).
+fn read_json_object(path: &Path) -> Result<Value, CtlError> {
+    let bytes = match registration::read_settings(path)? {
+        Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
+            return Ok(Value::Object(Default::default()))
+        }
+        Some(bytes) => bytes,
+        None => return Ok(Value::Object(Default::default())),
+    };
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(CtlError::Settings {
+            path: path.to_path_buf(),
+            problem: "it is not a JSON object".into(),
+        }),
+        Err(e) => Err(CtlError::Settings {
+            path: path.to_path_buf(),
+            problem: format!("it is not valid JSON ({e})"),
+        }),
+    }
+}
+
+/// `value` as the pretty JSON text `init` writes.
+fn json_text(value: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(value).expect("JSON values serialize");
+    text.push('\n');
+    text
+}
+
+/// Installs templates, launchers, the hook registration, the runtime
+/// folder's `.gitignore`, and (asked for) the completion check.
+pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
+    let hook = find_hook(options.hook_path)?;
+    let root = &paths.root;
+    if let Some(command) = &options.verify {
+        if command.trim().is_empty() {
+            return Err(CtlError::BadArgument(
+                "--verify needs a command (the project's tests, e.g. --verify 'cargo test')".into(),
+            ));
+        }
+    }
+    // The configuration as it stands; it must be valid before it is added to.
+    let config = Config::load(paths, &ProcessEnv);
+    let plan = match (&options.verify, &config) {
+        (Some(command), _) => VerifyPlan::Write(command.clone(), "--verify".into()),
+        (None, Ok(config)) if !config.completion.verify.is_empty() => {
+            VerifyPlan::Kept(config.completion.verify.len())
+        }
+        (None, _) => match detect::test_command(root) {
+            Some(found) if options.yes => VerifyPlan::Write(found.command, found.source),
+            Some(found) => VerifyPlan::Offer(found),
+            None => VerifyPlan::Nothing,
+        },
+    };
+    let config_path = paths.config_file();
+    let config_text = match &plan {
+        VerifyPlan::Write(command, _) => {
+            config.as_ref().map_err(|e| {
+                CtlError::BadArgument(format!("{e}; fix it before init adds the verify command"))
+            })?;
+            let mut value = read_json_object(&config_path)?;
+            value["verify"] = serde_json::json!([{"name": VERIFY_NAME, "command": command}]);
+            Some(json_text(&value))
+        }
+        _ => None,
+    };
     // The registered timeout must leave room for the verification commands.
-    let verify_total = Config::load(paths, &ProcessEnv)
-        .map(|c| verify::total_timeout(&c.completion.verify))
-        .unwrap_or(0);
-    let timeout = timeout.unwrap_or_else(|| {
+    let verify_total = match &plan {
+        VerifyPlan::Write(..) => u64::from(verify::DEFAULT_TIMEOUT_SECS),
+        _ => config
+            .as_ref()
+            .map(|c| verify::total_timeout(&c.completion.verify))
+            .unwrap_or(0),
+    };
+    let timeout = options.timeout.unwrap_or_else(|| {
         let needed = verify_total + 30;
         u32::try_from(needed.max(u64::from(settings::DEFAULT_HOOK_TIMEOUT_SECS)))
             .unwrap_or(u32::MAX)
@@ -199,7 +306,6 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
     if let Some(warning) = registration::timeout_warning(verify_total, u64::from(timeout)) {
         crate::warn!("ralph-ctl: warning: {warning}");
     }
-    let root = &paths.root;
     crate::say!("Installing ralph into {}", root.display());
     let ralph_dir = paths.ralph_dir();
 
@@ -207,42 +313,54 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
     let guardrails = paths.guardrails_file();
     let sh = ralph_dir.join("ralph-audit.sh");
     let bat = ralph_dir.join("ralph-audit.bat");
-    let settings_path = paths.settings_file();
+    let shared_settings = paths.settings_file();
+    let local_settings = paths.local_settings_file();
+    let runtime_ignore = paths.runtime_dir().join(".gitignore");
+    let claude_ignore = root.join(".claude").join(".gitignore");
+    // Both registrations are computed (the settings files read, bounded and
+    // never waiting on a FIFO, and merged) before anything is written: an
+    // invalid file leaves the project as it was.
+    let mut shared = read_json_object(&shared_settings)?;
+    let mut local = read_json_object(&local_settings)?;
+    let (shared_before, local_before) = (shared.clone(), local.clone());
+    // Once registered in the person's own file, it stays there.
+    let into_local = options.local || registration::ralph_entry(&local).is_some();
+
     // Refuse a link (or a folder, a FIFO...) at any destination before
     // writing anything.
-    for (path, keep_existing) in [
+    let mut destinations = vec![
         (&prompt, true),
         (&guardrails, true),
         (&sh, false),
         (&bat, false),
-        (&settings_path, false),
-    ] {
+        (&shared_settings, false),
+        (&local_settings, false),
+        (&runtime_ignore, true),
+    ];
+    if into_local {
+        destinations.push((&claude_ignore, false));
+    }
+    if config_text.is_some() {
+        destinations.push((&config_path, false));
+    }
+    for (path, keep_existing) in destinations {
         inspect(path, keep_existing)?;
     }
-
-    // The registration is computed (settings.json read and merged) before
-    // anything is written: an invalid settings.json leaves the project as it was.
-    // Bounded, and never waiting on a FIFO (a link was refused above).
-    let mut settings: Value = match registration::read_settings(&settings_path)? {
-        Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
-            Value::Object(Default::default())
-        }
-        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| CtlError::Settings {
-            path: settings_path.clone(),
-            problem: format!("it is not valid JSON ({e})"),
-        })?,
-        None => Value::Object(Default::default()),
+    let (target, other, target_path) = if into_local {
+        (&mut local, &mut shared, &local_settings)
+    } else {
+        (&mut shared, &mut local, &shared_settings)
     };
-    let before = settings.clone();
-    settings::merge_stop_hook(
-        &mut settings,
-        &settings::hook_command(&hook.display().to_string()),
-        timeout,
-    )
-    .map_err(|problem| CtlError::Settings {
-        path: settings_path.clone(),
-        problem,
-    })?;
+    let command = settings::hook_command(&hook.display().to_string());
+    let settings_error = |path: &Path| {
+        let path = path.to_path_buf();
+        move |problem| CtlError::Settings { path, problem }
+    };
+    settings::merge_stop_hook(target, &command, timeout).map_err(settings_error(target_path))?;
+    settings::merge_deny_rules(target).map_err(settings_error(target_path))?;
+    // Never registered twice: Claude Code would run both.
+    settings::remove_stop_hook(other);
+
     report(
         install(&prompt, assets::PROMPT_TEMPLATE, true, 0o644)?,
         &prompt,
@@ -275,21 +393,102 @@ pub fn run(paths: &ProjectPaths, hook_path: Option<PathBuf>, timeout: Option<u32
         .replace("\r\n", "\n")
         .replace('\n', "\r\n");
     report(install(&bat, &bat_text, false, 0o644)?, &bat, root);
+    if let Some(text) = &config_text {
+        report(
+            install(&config_path, text, false, 0o644)?,
+            &config_path,
+            root,
+        );
+    }
 
-    let change = if settings == before && settings_path.exists() {
-        Change::Unchanged
-    } else {
-        let mut text = serde_json::to_string_pretty(&settings).expect("settings serialize");
-        text.push('\n');
-        install(&settings_path, &text, false, 0o644)?
-    };
-    report(change, &settings_path, root);
+    for (path, value, before) in [
+        (&shared_settings, &shared, &shared_before),
+        (&local_settings, &local, &local_before),
+    ] {
+        let exists = path.symlink_metadata().is_ok();
+        let wanted = if std::ptr::eq(path, target_path) {
+            true
+        } else {
+            exists
+        };
+        if !wanted {
+            continue;
+        }
+        let change = if value == before && exists {
+            Change::Unchanged
+        } else {
+            install(path, &json_text(value), false, 0o644)?
+        };
+        report(change, path, root);
+    }
+    report(
+        install(&runtime_ignore, RUNTIME_GITIGNORE, true, 0o644)?,
+        &runtime_ignore,
+        root,
+    );
+    if into_local {
+        let current = match files::read_bounded(&claude_ignore, 1024 * 1024)
+            .map_err(CtlError::io("read", &claude_ignore))?
+        {
+            Bounded::Bytes(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            _ => String::new(),
+        };
+        let listed = current.lines().any(|l| {
+            let l = l.trim();
+            l == LOCAL_SETTINGS_IGNORED || l == "settings.local.json"
+        });
+        if !listed {
+            let mut text = current.clone();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(LOCAL_SETTINGS_IGNORED);
+            text.push('\n');
+            report(
+                install(&claude_ignore, &text, false, 0o644)?,
+                &claude_ignore,
+                root,
+            );
+        }
+    }
 
     crate::say!();
+    match &plan {
+        VerifyPlan::Kept(n) => crate::say!(
+            "Completion check: the {n} verify command(s) of .claude/ralph/config.json (kept)."
+        ),
+        VerifyPlan::Write(command, source) => crate::say!(
+            "Completion check: `{command}` (from {source}), in .claude/ralph/config.json: a claim of done \
+             is accepted only when it passes."
+        ),
+        VerifyPlan::Offer(found) => crate::say!(
+            "Found the test command `{}` (from {}). It is not the completion check yet: run `ralph-ctl init --yes` \
+             to make it one (or `--verify CMD` for another); until then a claim of done is accepted without \
+             running anything.",
+            found.command,
+            found.source
+        ),
+        VerifyPlan::Nothing => crate::say!(
+            "No test command found: add the completion check with `ralph-ctl init --verify CMD` (the command \
+             that proves the work done); until then a claim of done is accepted without running anything."
+        ),
+    }
+    let prompt_ready = prompt::read_prompt(&prompt).is_ok_and(|text| !prompt::is_template(&text));
+    if prompt_ready {
+        crate::say!("Next: run .claude/ralph/ralph-audit.sh (PROMPT.md already holds a task).");
+    } else {
+        crate::say!(
+            "Next: write the task into .claude/ralph/PROMPT.md (a loop refuses the template), then run .claude/ralph/ralph-audit.sh"
+        );
+    }
     crate::say!(
-        "Next: write the task into .claude/ralph/PROMPT.md, then run .claude/ralph/ralph-audit.sh"
+        "(the Stop hook is {}, timeout {timeout}s, registered in {}).",
+        hook.display(),
+        target_path
+            .strip_prefix(root)
+            .unwrap_or(target_path)
+            .display()
     );
-    crate::say!("(the Stop hook is {}, timeout {timeout}s).", hook.display());
     Ok(exit_codes::OK)
 }
 

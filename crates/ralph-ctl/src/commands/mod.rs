@@ -1,6 +1,7 @@
 //! One module per `ralph-ctl` subcommand.
 
 pub mod finish;
+pub mod history;
 pub mod init;
 pub mod log;
 pub mod prompt;

@@ -15,13 +15,15 @@ use crate::CmdResult;
 pub enum Cleared {
     /// There was no state.
     Nothing,
-    /// The state file was removed.
-    Removed(PathBuf),
+    /// The state file was removed; the loop it held was kept in the
+    /// history at this path (`None`: there was no loop in it any more).
+    Removed(Option<PathBuf>),
     /// The state was corrupt and was moved to this path.
     Quarantined(PathBuf),
 }
 
-/// Removes the state under the lock; a corrupt one is moved aside so nothing is lost.
+/// Removes the state under the lock, keeping its loop in the history first;
+/// a corrupt one is moved aside. Nothing is lost either way.
 pub fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
     let store = StateStore::new(paths);
     if !store.exists()? {
@@ -29,9 +31,10 @@ pub fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
     }
     let lock = store.lock(false)?;
     match lock.read() {
-        Ok(_) => {
+        Ok(state) => {
+            let kept = state.map(|state| lock.archive(&state)).transpose()?;
             lock.remove()?;
-            Ok(Cleared::Removed(store.path().to_path_buf()))
+            Ok(Cleared::Removed(kept))
         }
         Err(StoreError::Corrupt { .. }) => {
             Ok(Cleared::Quarantined(lock.quarantine(&time::now_rfc3339())?))
@@ -47,7 +50,11 @@ pub fn run(paths: &ProjectPaths) -> CmdResult {
             "Nothing to reset: no loop state in {}.",
             paths.root.display()
         ),
-        Cleared::Removed(path) => crate::say!("Reset: removed {}.", path.display()),
+        Cleared::Removed(Some(kept)) => crate::say!(
+            "Reset: the loop was cleared and kept in the history ({}; `ralph-ctl history` lists them).",
+            kept.display()
+        ),
+        Cleared::Removed(None) => crate::say!("Reset: the loop state was cleared."),
         Cleared::Quarantined(aside) => {
             crate::say!("Reset: the corrupt state was moved to {}.", aside.display())
         }

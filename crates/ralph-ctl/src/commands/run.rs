@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub reset: bool,
     /// Take up the paused or interrupted loop in its session instead of starting one.
     pub resume: bool,
+    /// Start even though the prompt is still the PROMPT.md template.
+    pub force: bool,
     /// Arguments for the client (given after `--`).
     pub client_args: Vec<OsString>,
 }
@@ -67,7 +69,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     let extra_settings = version
         .filter(|v| v.has_stop_failure())
         .and_then(|_| {
-            registration::registered_command(&paths.settings_file()).unwrap_or_else(|e| {
+            registration::registered_command_in(paths).unwrap_or_else(|e| {
                 say(&format!("warning: {e}"));
                 None
             })
@@ -88,7 +90,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         ));
         (state.session_id, state.max_iterations)
     } else {
-        let started = start::start_loop(paths, None, None, false)?;
+        let started = start::start_loop(paths, None, None, false, options.force)?;
         (started.session_id, started.max_iterations)
     };
     let session = session.as_str();

@@ -35,23 +35,34 @@ pub fn run(
     max_iterations: Option<u32>,
     force: bool,
 ) -> CmdResult {
-    let started = start_loop(paths, session, max_iterations, force)?;
+    let started = start_loop(paths, session, max_iterations, force, force)?;
     crate::say!("{} {}", started.session_id, started.max_iterations);
     Ok(exit_codes::OK)
 }
 
 /// Writes a fresh `running` state owned by `session` (default: a new UUID),
 /// unless a loop is running, the breaker is open, or the state is corrupt
-/// (`force` replaces them).
+/// (`force` replaces them), or the prompt is still the template
+/// (`allow_template` runs it anyway).
 pub fn start_loop(
     paths: &ProjectPaths,
     session: Option<String>,
     max_iterations: Option<u32>,
     force: bool,
+    allow_template: bool,
 ) -> Result<Started, CtlError> {
     let config = Config::load(paths, &ProcessEnv)?;
     // Fail now, not at the first stop, when the prompt cannot be used.
-    prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
+    let prompt_path = paths.resolve(&config.prompt_file);
+    let prompt_text = prompt::read_prompt(&prompt_path)?;
+    if prompt::is_template(&prompt_text) && !allow_template {
+        return Err(CtlError::Refused(format!(
+            "{} is still the template (it says \"{}\"): write the task into it, saying what done means, then start again; \
+             or start with --force to run it as it is",
+            prompt_path.display(),
+            prompt::TEMPLATE_PLACEHOLDER
+        )));
+    }
     prompt::read_guardrails(&paths.guardrails_file())?;
     let max = match max_iterations {
         Some(n) if (1..=MAX_ITERATIONS_LIMIT).contains(&n) => n,
@@ -83,13 +94,16 @@ pub fn start_loop(
     let store = StateStore::new(paths);
     let lock = store.lock(true)?;
     let now = time::now_rfc3339();
-    match lock.read() {
-        Ok(current) if !force => {
-            if let Some(refusal) =
-                lifecycle::start_refusal(current.as_ref(), &config, SystemTime::now())
-            {
-                return Err(CtlError::Refused(refusal.describe(&paths.root)));
+    let previous = match lock.read() {
+        Ok(current) => {
+            if !force {
+                if let Some(refusal) =
+                    lifecycle::start_refusal(current.as_ref(), &config, SystemTime::now())
+                {
+                    return Err(CtlError::Refused(refusal.describe(&paths.root)));
+                }
             }
+            current
         }
         Err(e @ StoreError::Corrupt { .. }) => {
             if !force {
@@ -97,13 +111,13 @@ pub fn start_loop(
             }
             let aside = lock.quarantine(&now)?;
             crate::warn!("ralph-ctl: moved the corrupt state to {}", aside.display());
+            None
         }
         Err(e) => return Err(e.into()),
-        Ok(_) => {}
-    }
+    };
     let verify_total = verify::total_timeout(&config.completion.verify);
     if verify_total > 0 {
-        let timeout = registration::registered_timeout(&paths.settings_file())
+        let timeout = registration::registered_timeout_in(paths)
             .unwrap_or_else(|e| {
                 crate::warn!("ralph-ctl: warning: {e}");
                 None
@@ -112,6 +126,14 @@ pub fn start_loop(
         if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
             crate::warn!("ralph-ctl: warning: {warning}");
         }
+    }
+    // The loop this one replaces is kept (`ralph-ctl history`), never lost.
+    if let Some(previous) = &previous {
+        lock.archive(previous).map_err(|e| {
+            CtlError::Refused(format!(
+                "the previous loop could not be kept in the history ({e}); nothing was started"
+            ))
+        })?;
     }
     let mut state = LoopState::new(session.clone(), max, now.clone());
     // The baseline the first stop is compared with: no change by then is no progress.

@@ -180,7 +180,11 @@ pub fn summary(
             "raise maxCostUsd (or RALPH_MAX_COST_USD); then `ralph-ctl run --resume` goes on"
                 .into(),
         ),
-        _ => {}
+        _ => {
+            if let Some(next) = lifecycle::next_step(state) {
+                line("next:", next);
+            }
+        }
     }
     line(
         "findings:",

@@ -1,0 +1,357 @@
+//! Finding the project's own test command, which `init` offers as the
+//! completion check (`verify`): a loop whose claim of "done" is checked by
+//! the project's tests cannot end `complete` while they fail.
+//!
+//! Only files are read (no program is run); the first rule that matches
+//! wins, the project's own entry points (a `test` target of make or just)
+//! before the language's usual command.
+
+use std::fs;
+use std::path::Path;
+
+use ralph_core::files::{self, Bounded};
+
+/// A test command found in the project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detected {
+    /// The command line, run by `sh -c` from the project root.
+    pub command: String,
+    /// What it was found from, for the person (`Cargo.toml`).
+    pub source: String,
+}
+
+/// The largest file read to decide.
+const MAX_READ: u64 = 256 * 1024;
+
+/// The text of `root/name` when it is a regular file of at most [`MAX_READ`] bytes.
+fn text(root: &Path, name: &str) -> Option<String> {
+    match files::read_bounded(&root.join(name), MAX_READ) {
+        Ok(Bounded::Bytes(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        _ => None,
+    }
+}
+
+fn exists(root: &Path, name: &str) -> bool {
+    root.join(name).symlink_metadata().is_ok()
+}
+
+fn found(command: &str, source: &str) -> Option<Detected> {
+    Some(Detected {
+        command: command.into(),
+        source: source.into(),
+    })
+}
+
+/// The Python interpreter's usual name on this platform.
+fn python() -> &'static str {
+    if cfg!(windows) {
+        "python"
+    } else {
+        "python3"
+    }
+}
+
+/// The project's test command, if one of the rules finds it.
+pub fn test_command(root: &Path) -> Option<Detected> {
+    make_target(root)
+        .or_else(|| just_recipe(root))
+        .or_else(|| {
+            exists(root, "Cargo.toml")
+                .then(|| found("cargo test", "Cargo.toml"))
+                .flatten()
+        })
+        .or_else(|| node(root))
+        .or_else(|| {
+            exists(root, "go.mod")
+                .then(|| found("go test ./...", "go.mod"))
+                .flatten()
+        })
+        .or_else(|| python_tests(root))
+        .or_else(|| other_ecosystems(root))
+}
+
+/// `make test` when a makefile has a `test` target.
+fn make_target(root: &Path) -> Option<Detected> {
+    ["GNUmakefile", "makefile", "Makefile"]
+        .iter()
+        .find_map(|name| {
+            let text = text(root, name)?;
+            let has_test = text.lines().any(|line| {
+                line.strip_prefix("test").is_some_and(|rest| {
+                    rest.trim_start().starts_with(':') && !rest.trim_start().starts_with(":=")
+                })
+            });
+            has_test
+                .then(|| found("make test", &format!("the test target of {name}")))
+                .flatten()
+        })
+}
+
+/// `just test` when a justfile has a `test` recipe.
+fn just_recipe(root: &Path) -> Option<Detected> {
+    ["justfile", "Justfile", ".justfile"]
+        .iter()
+        .find_map(|name| {
+            let text = text(root, name)?;
+            let has_test = text.lines().any(|line| {
+                line.strip_prefix("test").is_some_and(|rest| {
+                    let rest = rest.trim_start();
+                    (rest.starts_with(':') && !rest.starts_with(":="))
+                        || rest.starts_with(|c: char| c.is_alphabetic() || c == '*' || c == '+')
+                })
+            });
+            has_test
+                .then(|| found("just test", &format!("the test recipe of {name}")))
+                .flatten()
+        })
+}
+
+/// The `test` script of package.json (not npm's placeholder), run by the
+/// package manager its lock file names.
+fn node(root: &Path) -> Option<Detected> {
+    let package: serde_json::Value = serde_json::from_str(&text(root, "package.json")?).ok()?;
+    let script = package.pointer("/scripts/test")?.as_str()?;
+    if script.trim().is_empty() || script.contains("no test specified") {
+        return None;
+    }
+    let manager = if exists(root, "pnpm-lock.yaml") {
+        "pnpm test"
+    } else if exists(root, "yarn.lock") {
+        "yarn test"
+    } else if exists(root, "bun.lockb") || exists(root, "bun.lock") {
+        "bun run test"
+    } else {
+        "npm test"
+    };
+    found(manager, "the test script of package.json")
+}
+
+/// pytest when the project names it; else unittest over the test files.
+fn python_tests(root: &Path) -> Option<Detected> {
+    let python = python();
+    let names_pytest = exists(root, "pytest.ini")
+        || exists(root, "conftest.py")
+        || [
+            "pyproject.toml",
+            "setup.cfg",
+            "tox.ini",
+            "requirements.txt",
+            "requirements-dev.txt",
+            "Pipfile",
+        ]
+        .iter()
+        .any(|name| text(root, name).is_some_and(|t| t.contains("pytest")));
+    if names_pytest {
+        return found(
+            &format!("{python} -m pytest"),
+            "the project's pytest configuration",
+        );
+    }
+    let is_test_file = |name: &str| {
+        name.ends_with(".py") && (name.starts_with("test") || name.ends_with("_test.py"))
+    };
+    let test_files_in = |dir: &Path| -> (bool, bool) {
+        let names: Vec<String> = fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let unittest_style = names
+            .iter()
+            .any(|n| n.starts_with("test") && n.ends_with(".py"));
+        (names.iter().any(|n| is_test_file(n)), unittest_style)
+    };
+    for folder in ["tests", "test"] {
+        let (any, unittest_style) = test_files_in(&root.join(folder));
+        if any {
+            return if unittest_style {
+                found(
+                    &format!("{python} -m unittest discover -s {folder}"),
+                    &format!("the test files in {folder}/"),
+                )
+            } else {
+                found(
+                    &format!("{python} -m pytest"),
+                    &format!("the test files in {folder}/"),
+                )
+            };
+        }
+    }
+    let (any, unittest_style) = test_files_in(root);
+    if any {
+        return if unittest_style {
+            found(
+                &format!("{python} -m unittest"),
+                "the test files in the project folder",
+            )
+        } else {
+            found(
+                &format!("{python} -m pytest"),
+                "the test files in the project folder",
+            )
+        };
+    }
+    None
+}
+
+/// Deno, Elixir, Ruby, the JVM, PHP and .NET, by their usual files.
+fn other_ecosystems(root: &Path) -> Option<Detected> {
+    if exists(root, "deno.json") || exists(root, "deno.jsonc") {
+        return found("deno test", "deno.json");
+    }
+    if exists(root, "mix.exs") {
+        return found("mix test", "mix.exs");
+    }
+    if exists(root, "Gemfile") && exists(root, "spec") {
+        return found("bundle exec rspec", "Gemfile and spec/");
+    }
+    if exists(root, "gradlew") {
+        return found("./gradlew test", "gradlew");
+    }
+    if exists(root, "build.gradle") || exists(root, "build.gradle.kts") {
+        return found("gradle test", "build.gradle");
+    }
+    if exists(root, "mvnw") {
+        return found("./mvnw -q test", "mvnw");
+    }
+    if exists(root, "pom.xml") {
+        return found("mvn -q test", "pom.xml");
+    }
+    if let Some(composer) = text(root, "composer.json") {
+        let value: serde_json::Value = serde_json::from_str(&composer).ok()?;
+        if value.pointer("/scripts/test").is_some() {
+            return found("composer test", "the test script of composer.json");
+        }
+    }
+    let dotnet = fs::read_dir(root).ok()?.flatten().any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        name.ends_with(".sln") || name.ends_with(".csproj") || name.ends_with(".fsproj")
+    });
+    if dotnet {
+        return found("dotnet test", "the .NET solution or project");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(files: &[(&str, &str)]) -> tempfile_dir::Dir {
+        let dir = tempfile_dir::Dir::new();
+        for (name, text) in files {
+            let path = dir.0.join(name);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    /// A temp folder removed on drop (ralph-ctl has no tempdir crate).
+    mod tempfile_dir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Dir {
+                use std::sync::atomic::{AtomicU32, Ordering};
+                static N: AtomicU32 = AtomicU32::new(0);
+                let path = std::env::temp_dir().join(format!(
+                    "ralph-detect-{}-{}",
+                    std::process::id(),
+                    N.fetch_add(1, Ordering::Relaxed)
+                ));
+                std::fs::create_dir_all(&path).unwrap();
+                Dir(path)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    fn command(files: &[(&str, &str)]) -> Option<String> {
+        test_command(&project(files).0).map(|d| d.command)
+    }
+
+    #[test]
+    fn each_ecosystem_gets_its_usual_command() {
+        let py = python();
+        type Files<'a> = Vec<(&'a str, &'a str)>;
+        let cases: Vec<(Files, Option<String>)> = vec![
+            (vec![], None),
+            (vec![("README.md", "hi")], None),
+            (vec![("Cargo.toml", "[package]")], Some("cargo test".into())),
+            (vec![("go.mod", "module x")], Some("go test ./...".into())),
+            (
+                vec![("package.json", r#"{"scripts":{"test":"vitest run"}}"#)],
+                Some("npm test".into()),
+            ),
+            (
+                vec![
+                    ("package.json", r#"{"scripts":{"test":"jest"}}"#),
+                    ("pnpm-lock.yaml", ""),
+                ],
+                Some("pnpm test".into()),
+            ),
+            (
+                vec![
+                    ("package.json", r#"{"scripts":{"test":"jest"}}"#),
+                    ("yarn.lock", ""),
+                ],
+                Some("yarn test".into()),
+            ),
+            (
+                vec![(
+                    "package.json",
+                    r#"{"scripts":{"test":"echo \"Error: no test specified\" && exit 1"}}"#,
+                )],
+                None,
+            ),
+            (vec![("package.json", r#"{"name":"x"}"#)], None),
+            (
+                vec![("pyproject.toml", "[tool.pytest.ini_options]\n")],
+                Some(format!("{py} -m pytest")),
+            ),
+            (
+                vec![("calc.py", ""), ("test_calc.py", "import unittest")],
+                Some(format!("{py} -m unittest")),
+            ),
+            (
+                vec![("calc.py", ""), ("tests/test_calc.py", "")],
+                Some(format!("{py} -m unittest discover -s tests")),
+            ),
+            (
+                vec![("calc.py", ""), ("tests/calc_test.py", "")],
+                Some(format!("{py} -m pytest")),
+            ),
+            (
+                vec![
+                    (
+                        "Makefile",
+                        "build:\n\tcc x.c\n\ntest: build\n\t./run-tests\n",
+                    ),
+                    ("Cargo.toml", ""),
+                ],
+                Some("make test".into()),
+            ),
+            (vec![("Makefile", "TESTS := a b\nbuild:\n\tcc x.c\n")], None),
+            (
+                vec![("justfile", "test *args:\n  cargo test {{args}}\n")],
+                Some("just test".into()),
+            ),
+            (vec![("deno.json", "{}")], Some("deno test".into())),
+            (vec![("pom.xml", "<project/>")], Some("mvn -q test".into())),
+            (
+                vec![("app.csproj", "<Project/>")],
+                Some("dotnet test".into()),
+            ),
+        ];
+        for (files, expected) in cases {
+            assert_eq!(command(&files), expected, "{files:?}");
+        }
+    }
+}

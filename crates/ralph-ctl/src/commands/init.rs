@@ -319,7 +319,10 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
     let claude_ignore = root.join(".claude").join(".gitignore");
     // Both registrations are computed (the settings files read, bounded and
     // never waiting on a FIFO, and merged) before anything is written: an
-    // invalid file leaves the project as it was.
+    // invalid file leaves the project as it was. A link or anything but a
+    // regular file there is refused first.
+    inspect(&shared_settings, false)?;
+    inspect(&local_settings, false)?;
     let mut shared = read_json_object(&shared_settings)?;
     let mut local = read_json_object(&local_settings)?;
     let (shared_before, local_before) = (shared.clone(), local.clone());
@@ -333,8 +336,6 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         (&guardrails, true),
         (&sh, false),
         (&bat, false),
-        (&shared_settings, false),
-        (&local_settings, false),
         (&runtime_ignore, true),
     ];
     if into_local {

@@ -171,6 +171,18 @@ fn status_of_an_interrupted_loop() {
     stable().bind(|| insta::assert_snapshot!("status_interrupted", status(&project)));
 }
 
+#[test]
+fn status_of_a_complete_that_no_claim_recorded() {
+    // What a command the agent ran could leave: "complete" written into the
+    // state by hand, with no accepted claim on record.
+    let project = looping("st-forged", 25);
+    stop(&project, "Halfway through the parser.").block_reason();
+    let mut state = project.status_json();
+    state["status"] = json!("complete");
+    write_state(&project, &state);
+    stable().bind(|| insta::assert_snapshot!("status_unrecorded_completion", status(&project)));
+}
+
 /// A schema 3 state of a loop the supervisor stopped: `status`, the fields
 /// of `extra` over a loop of 25 iterations at iteration 4, with three stops
 /// that made model requests.

@@ -353,7 +353,7 @@ pub fn completion_on_record(state: &LoopState) -> bool {
 pub fn next_step(state: &LoopState) -> Option<String> {
     if !completion_on_record(state) {
         return Some(
-            "look at `ralph-ctl status` and the changes; start a new loop (the launcher with --reset) to go on".into(),
+            "review the changes yourself (`ralph-ctl status` lists the stops); to go on, start a new loop (the launcher again)".into(),
         );
     }
     Some(match state.status {

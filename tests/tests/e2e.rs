@@ -138,9 +138,14 @@ fn guard_off_session_stops_after_one_turn(client: ClientVersion) {
     run.assert_code(0);
     assert_eq!(api.main_requests().len(), 1, "one turn only");
     assert!(project.state().is_none(), "no state file appears");
-    assert!(
-        !project.path(".claude/context").exists(),
-        "the hook created nothing"
+    let runtime: Vec<String> = std::fs::read_dir(project.path(".claude/context/runtime"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        runtime,
+        [".gitignore"],
+        "the hook created nothing beside what init wrote"
     );
 }
 
@@ -1133,18 +1138,32 @@ fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion)
 fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: ClientVersion) {
     // The agent's Bash call writes "complete" into the state file, then it
     // stops: the hook lets the stop through (the loop no longer runs), and
-    // the launcher must not report the work as done.
+    // the launcher must not report the work as done. A `sed -i` naming the
+    // state file is refused by the deny rules `init` wrote; a script that
+    // names it nowhere the client sees gets through the fence.
     let project = TempProject::new("forged-e2e");
     project.init();
     project.write_prompt("Improve the project.\n");
     let state_file = project.state_path().display().to_string();
+    let sed = format!("sed -i 's/\"status\": \"running\"/\"status\": \"complete\"/' {state_file}");
+    let script = project.tmp.join("forge.sh");
+    std::fs::write(&script, format!("{sed}\n")).unwrap();
+    let script = script.display().to_string();
     let api = MockApi::start(move |turn, _| match turn {
-        0 => Reply::bash(format!(
-            "sed -i 's/\"status\": \"running\"/\"status\": \"complete\"/' {state_file}"
-        )),
+        0 => Reply::bash(sed.clone()),
+        1 => Reply::bash(format!("sh {script}")),
         _ => Reply::text("All done."),
     });
     let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    let refused = api
+        .main_requests()
+        .get(1)
+        .and_then(|r| user_texts(&r.body).pop())
+        .unwrap_or_default();
+    assert!(
+        refused.contains("denied"),
+        "the direct sed was refused: {refused}"
+    );
     let state = project.status_json();
     assert_eq!(
         state["status"], "complete",
@@ -1159,7 +1178,7 @@ fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: 
     );
     assert_eq!(
         api.main_requests().len(),
-        2,
+        3,
         "one iteration, never re-injected"
     );
 }

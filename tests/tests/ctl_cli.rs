@@ -224,6 +224,38 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
 }
 
 #[test]
+fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
+    use ralph_tests::interactive::{Key, Stderr, Terminal, SIZE};
+    for (answer, written) in [("", true), ("n", false)] {
+        let project = TempProject::new("init-ask");
+        std::fs::write(project.path("go.mod"), "module example.com/x\n").unwrap();
+        let mut cmd = project.command(bins::ctl());
+        cmd.arg("init");
+        let mut term = Terminal::spawn(cmd, SIZE, Stderr::Terminal).unwrap();
+        assert!(
+            term.wait_for_screen("[Y/n]", Duration::from_secs(10)),
+            "{}",
+            term.screen()
+        );
+        assert!(
+            term.screen().contains("`go test ./...` (from go.mod)"),
+            "{}",
+            term.screen()
+        );
+        term.type_text(answer).unwrap();
+        term.press(Key::Enter).unwrap();
+        let run = term.finish(Duration::from_secs(10));
+        assert_eq!(run.code, Some(0), "{run:?}");
+        let config = project.path(".claude/ralph/config.json");
+        assert_eq!(config.exists(), written, "answer {answer:?}: {run:?}");
+        if written {
+            let text = std::fs::read_to_string(&config).unwrap();
+            assert!(text.contains("go test ./..."), "{text}");
+        }
+    }
+}
+
+#[test]
 fn init_local_registers_for_this_person_only() {
     let project = TempProject::new("init-local");
     project.init();

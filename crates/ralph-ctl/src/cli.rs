@@ -143,7 +143,8 @@ pub enum Command {
         #[arg(long, value_name = "CMD")]
         verify: Option<String>,
         /// Make the test command init finds (Cargo, npm/pnpm/yarn, pytest,
-        /// go, make, …) the completion check; without it, it is only shown.
+        /// go, make, …) the completion check without asking; without it,
+        /// init asks in a terminal and only shows it elsewhere.
         #[arg(long, short = 'y')]
         yes: bool,
         /// Register the Stop hook in .claude/settings.local.json (yours, not

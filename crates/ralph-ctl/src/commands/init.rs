@@ -224,6 +224,35 @@ enum VerifyPlan {
     Nothing,
 }
 
+/// In a terminal (stdin and stdout both), asks whether `found` becomes the
+/// completion check; Enter accepts. Anywhere else (a script, a pipe) it
+/// asks nothing and answers no: `--yes` says yes there.
+fn ask_to_use(found: &detect::Detected) -> bool {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return false;
+    }
+    let mut out = std::io::stdout();
+    let asked = write!(
+        out,
+        "Found the test command `{}` (from {}). Make it the completion check, so that a claim of done \
+         is accepted only when it passes? [Y/n] ",
+        found.command, found.source
+    )
+    .and_then(|()| out.flush());
+    if asked.is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    match std::io::stdin().lock().read_line(&mut answer) {
+        Ok(0) | Err(_) => false,
+        Ok(_) => matches!(
+            answer.trim().to_ascii_lowercase().as_str(),
+            "" | "y" | "yes"
+        ),
+    }
+}
+
 /// A JSON file read whole and parsed into an object (empty when missing or blank).
 fn read_json_object(path: &Path) -> Result<Value, CtlError> {
     let bytes = match registration::read_settings(path)? {
@@ -273,7 +302,9 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
             VerifyPlan::Kept(config.completion.verify.len())
         }
         (None, _) => match detect::test_command(root) {
-            Some(found) if options.yes => VerifyPlan::Write(found.command, found.source),
+            Some(found) if options.yes || ask_to_use(&found) => {
+                VerifyPlan::Write(found.command, found.source)
+            }
             Some(found) => VerifyPlan::Offer(found),
             None => VerifyPlan::Nothing,
         },

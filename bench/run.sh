@@ -88,11 +88,15 @@ done < <(env)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ralph-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
+# The task a loop runs on (a loop refuses the untouched template).
+write_task() { printf '# Task\n\nKeep the benchmark project tidy.\n' >"$1/.claude/ralph/PROMPT.md"; }
+
 # A project with a running loop owned by $SID. Every blocked stop advances
 # the iteration, so the cap is the highest allowed.
 project=$work/project
 mkdir -p "$project"
 "$ctl" init --project "$project" >/dev/null
+write_task "$project"
 "$ctl" --project "$project" start --session-id "$SID" --max-iterations 100000 >/dev/null
 # The same in a git repository of 50 committed files: the circuit breaker's
 # progress check then runs `git status`.
@@ -103,6 +107,7 @@ for i in $(seq 1 50); do echo "$i" >"$gitproject/file$i.txt"; done
 git -C "$gitproject" add -A
 git -C "$gitproject" -c user.name=bench -c user.email=bench@example.invalid commit -qm start
 "$ctl" init --project "$gitproject" >/dev/null
+write_task "$gitproject"
 "$ctl" --project "$gitproject" start --session-id "$SID" --max-iterations 100000 >/dev/null
 sync
 
@@ -393,6 +398,7 @@ fi
 start_loop() {
   rm -rf "$2/.claude"
   "$1" init --project "$2" >/dev/null
+  write_task "$2"
   "$1" --project "$2" start --session-id "$SID" --max-iterations 100000 >/dev/null
 }
 

@@ -226,7 +226,9 @@ pub struct RecordedRequest {
     pub body: Value,
     /// Whether this was a main-conversation request (its `tools` include `Write`).
     pub is_main: bool,
-    /// Number of assistant messages already in `body["messages"]`.
+    /// The `turn` the script got: the assistant messages already in
+    /// `body["messages"]`, or with [`MockOptions::in_order`] the main
+    /// requests answered before this one.
     pub turn: usize,
     /// When the whole request had arrived.
     pub at: SystemTime,
@@ -245,6 +247,11 @@ pub struct MockOptions {
     /// pause between events (a slow model) instead of all at once. Keep it
     /// short: a connection finishes its answer before the mock can stop.
     pub event_gap: Duration,
+    /// The script's `turn` counts every main request the mock has answered
+    /// (0 for the first), across sessions and client processes, instead of
+    /// the assistant messages of the request's own conversation: a script
+    /// for a loop of one process per iteration ([`MockApi::start_in_order`]).
+    pub in_order: bool,
 }
 
 type Script = dyn Fn(usize, &Value) -> Reply + Send + Sync + 'static;
@@ -256,6 +263,8 @@ struct Shared {
     stop: AtomicBool,
     ids: AtomicU64,
     conns: Mutex<Vec<JoinHandle<()>>>,
+    /// Main requests answered so far (for [`MockOptions::in_order`]).
+    answered: AtomicU64,
 }
 
 /// A running mock Messages API server; stops when dropped.
@@ -276,6 +285,21 @@ impl MockApi {
         MockApi::start_with(MockOptions::default(), script)
     }
 
+    /// [`MockApi::start`], with `turn` counting every main request answered
+    /// so far, whatever its session or process (see [`MockOptions::in_order`]).
+    pub fn start_in_order<F>(script: F) -> MockApi
+    where
+        F: Fn(usize, &Value) -> Reply + Send + Sync + 'static,
+    {
+        MockApi::start_with(
+            MockOptions {
+                in_order: true,
+                ..MockOptions::default()
+            },
+            script,
+        )
+    }
+
     /// [`MockApi::start`] with `options` (e.g. side requests that fail too).
     pub fn start_with<F>(options: MockOptions, script: F) -> MockApi
     where
@@ -290,6 +314,7 @@ impl MockApi {
             stop: AtomicBool::new(false),
             ids: AtomicU64::new(0),
             conns: Mutex::new(Vec::new()),
+            answered: AtomicU64::new(0),
         });
         let accept_shared = Arc::clone(&shared);
         let accept = std::thread::Builder::new()
@@ -655,7 +680,11 @@ fn respond(req: &Request, shared: &Shared) -> Vec<Vec<u8>> {
     };
     let is_messages = req.method == "POST" && path_only == "/v1/messages";
     let is_main = is_messages && is_main_request(&body);
-    let turn = assistant_turns(&body);
+    let turn = if is_main && shared.options.in_order {
+        shared.answered.fetch_add(1, Ordering::SeqCst) as usize
+    } else {
+        assistant_turns(&body)
+    };
     let (status, response) = response_for(req, path_only, &body, is_main, turn, shared);
     lock(&shared.log).push(RecordedRequest {
         path: req.target.clone(),

@@ -60,7 +60,46 @@ pub mod env {
     pub const RESUME_BACKOFF_SECONDS: &str = "RALPH_RESUME_BACKOFF_SECONDS";
     /// Resumes the supervisor makes on its own before it leaves the loop paused.
     pub const MAX_AUTO_RESUMES: &str = "RALPH_MAX_AUTO_RESUMES";
+    /// session (one client session for the whole loop) or fresh (one per iteration).
+    pub const CONTEXT_MODE: &str = "RALPH_CONTEXT_MODE";
+    /// The most one fresh iteration may cost, in US dollars.
+    pub const ITERATION_BUDGET_USD: &str = "RALPH_ITERATION_BUDGET_USD";
 }
+
+/// Where the iterations of a loop run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ContextMode {
+    /// One client session: every stop of it is an iteration (the Stop hook
+    /// feeds the prompt back), and the context carries over.
+    #[default]
+    Session,
+    /// One headless client process per iteration, with a new session: the
+    /// project's files are the only memory (`ralph-ctl run` judges each
+    /// iteration with the same engine once its process ends).
+    Fresh,
+}
+
+impl ContextMode {
+    /// Reads `session` or `fresh`.
+    pub fn parse(raw: &str) -> Option<ContextMode> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "session" => Some(ContextMode::Session),
+            "fresh" => Some(ContextMode::Fresh),
+            _ => None,
+        }
+    }
+
+    /// The name used in the config, the state and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContextMode::Session => "session",
+            ContextMode::Fresh => "fresh",
+        }
+    }
+}
+
+/// What `contextMode` / RALPH_CONTEXT_MODE accept.
+const CONTEXT_MODES: &str = "session or fresh";
 
 /// How the supervisor answers a paused loop.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -148,6 +187,10 @@ pub struct Config {
     pub completion: CompletionConfig,
     /// Budgets and resume rules.
     pub supervision: SupervisionConfig,
+    /// One session for the loop, or a fresh one per iteration.
+    pub context_mode: ContextMode,
+    /// The most one fresh iteration may cost (`--max-budget-usd` of its client).
+    pub iteration_budget: Option<Usd>,
 }
 
 impl Default for Config {
@@ -160,6 +203,8 @@ impl Default for Config {
             cooldown_minutes: None,
             completion: CompletionConfig::default(),
             supervision: SupervisionConfig::default(),
+            context_mode: ContextMode::Session,
+            iteration_budget: None,
         }
     }
 }
@@ -244,6 +289,8 @@ struct ConfigFile {
     confidence: Option<ConfidenceWeights>,
     max_cost_usd: Option<serde_json::Value>,
     resume_policy: Option<String>,
+    context_mode: Option<String>,
+    iteration_budget_usd: Option<serde_json::Value>,
 }
 
 /// Which config file is read: the user's defaults or the project's own.
@@ -263,6 +310,8 @@ const FILE_KEYS: &[&str] = &[
     "confidence",
     "maxCostUsd",
     "resumePolicy",
+    "contextMode",
+    "iterationBudgetUsd",
 ];
 
 /// The known key closest to `key` when it is a likely misspelling (at most
@@ -301,7 +350,7 @@ pub fn accepted_keys() -> String {
     format!(
         "{}, completionSignal, promptFile, completionMode, planFiles, verify (a list of {{name, command, \
          timeoutSeconds}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
-         testSaturation, threshold), maxCostUsd, resumePolicy",
+         testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd",
         numbers.join(", ")
     )
 }
@@ -623,6 +672,17 @@ impl Config {
             self.supervision.policy = ResumePolicy::parse(raw)
                 .ok_or_else(|| bad("resumePolicy", format!("{raw:?}"), POLICIES.into()))?;
         }
+        if let Some(raw) = &file.context_mode {
+            self.context_mode = ContextMode::parse(raw)
+                .ok_or_else(|| bad("contextMode", format!("{raw:?}"), CONTEXT_MODES.into()))?;
+        }
+        if let Some(raw) = &file.iteration_budget_usd {
+            self.iteration_budget = Some(
+                raw.as_f64()
+                    .and_then(validate_cost)
+                    .ok_or_else(|| bad("iterationBudgetUsd", raw.to_string(), cost_accepts()))?,
+            );
+        }
         if let Some(raw) = file.prompt_file {
             if raw.trim().is_empty() {
                 return Err(bad(
@@ -687,6 +747,23 @@ impl Config {
                 Some(v.trim().parse::<f64>().ok().and_then(validate_cost).ok_or(
                     ConfigError::BadEnv {
                         name: env::MAX_COST_USD,
+                        value: v,
+                        accepts: cost_accepts(),
+                    },
+                )?);
+        }
+        if let Some(v) = read(env::CONTEXT_MODE, &|| CONTEXT_MODES.to_string())? {
+            self.context_mode = ContextMode::parse(&v).ok_or(ConfigError::BadEnv {
+                name: env::CONTEXT_MODE,
+                value: v,
+                accepts: CONTEXT_MODES.into(),
+            })?;
+        }
+        if let Some(v) = read(env::ITERATION_BUDGET_USD, &cost_accepts)? {
+            self.iteration_budget =
+                Some(v.trim().parse::<f64>().ok().and_then(validate_cost).ok_or(
+                    ConfigError::BadEnv {
+                        name: env::ITERATION_BUDGET_USD,
                         value: v,
                         accepts: cost_accepts(),
                     },
@@ -797,6 +874,38 @@ mod tests {
         assert_eq!(both.max_iterations, 12);
         assert_eq!(both.completion_signal, "ENV_DONE");
         assert_eq!(both.breaker.threshold(Signal::FindingsStuck), 4);
+    }
+
+    #[test]
+    fn context_mode_and_iteration_budget_from_file_and_env() {
+        let (_d, paths) = project_with_config(Some(
+            r#"{"contextMode": "fresh", "iterationBudgetUsd": 0.5}"#,
+        ));
+        let from_file = Config::load(&paths, &[]).unwrap();
+        assert_eq!(from_file.context_mode, ContextMode::Fresh);
+        assert_eq!(from_file.iteration_budget, Some(Usd::from_dollars(0.5)));
+        let env = [
+            (env::CONTEXT_MODE, " Session "),
+            (env::ITERATION_BUDGET_USD, "2"),
+        ];
+        let both = Config::load(&paths, &env).unwrap();
+        assert_eq!(both.context_mode, ContextMode::Session);
+        assert_eq!(both.iteration_budget, Some(Usd::from_dollars(2.0)));
+        let err = Config::load(&paths, &[(env::CONTEXT_MODE, "new")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("RALPH_CONTEXT_MODE") && err.contains("session or fresh"),
+            "{err}"
+        );
+        let (_d, paths) = project_with_config(Some(r#"{"contextMode": "fres"}"#));
+        let err = Config::load(&paths, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("contextMode") && err.contains("session or fresh"),
+            "{err}"
+        );
+        let (_d, paths) = project_with_config(Some(r#"{"iterationBudgetUsd": -1}"#));
+        assert!(Config::load(&paths, &[]).is_err());
     }
 
     #[test]

@@ -123,6 +123,15 @@ pub enum Command {
         /// Start even though PROMPT.md is still the template `init` wrote.
         #[arg(long, conflicts_with = "resume")]
         force: bool,
+        /// Fresh context: each iteration is one headless `claude -p` process
+        /// with a new session (the project's files are its only memory),
+        /// judged by the same engine as the Stop hook (contextMode: fresh).
+        #[arg(long)]
+        fresh: bool,
+        /// Print the client command and the first iteration's text, then
+        /// exit: nothing is started, no state is changed.
+        #[arg(long)]
+        dry_run: bool,
         /// Arguments for the Claude Code client, given after `--`.
         #[arg(last = true, value_name = "CLIENT_ARGS")]
         client_args: Vec<OsString>,

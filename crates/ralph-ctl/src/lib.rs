@@ -89,6 +89,8 @@ pub fn run(cli: Cli) -> i32 {
             reset,
             resume,
             force,
+            fresh,
+            dry_run,
             client_args,
         } => commands::run::run(
             &paths,
@@ -97,6 +99,8 @@ pub fn run(cli: Cli) -> i32 {
                 reset,
                 resume,
                 force,
+                fresh,
+                dry_run,
                 client_args,
             },
         ),

@@ -509,6 +509,10 @@ pub struct LoopState {
     /// a loop started by hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carriers: Option<Carriers>,
+    /// Each iteration runs in a client process and session of its own
+    /// (`contextMode: fresh`); `sessionId` is the current iteration's.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fresh_context: bool,
 }
 
 /// The processes that carry a driven loop: while one of them lives the loop
@@ -612,6 +616,7 @@ impl LoopState {
             auto_resumes: 0,
             transcript: None,
             carriers: None,
+            fresh_context: false,
         }
     }
 

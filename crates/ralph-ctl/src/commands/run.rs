@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::io::Write;
 
 use ralph_core::atomic;
-use ralph_core::config::{Config, ProcessEnv};
+use ralph_core::config::{Config, ContextMode, ProcessEnv};
 use ralph_core::exit_codes;
 use ralph_core::lifecycle::ResumePlan;
 use ralph_core::paths::ProjectPaths;
@@ -16,12 +16,12 @@ use ralph_core::registration;
 use ralph_core::state::{Status, Usd};
 use ralph_core::store::StateStore;
 
-use crate::commands::{finish, prompt, reset, start};
+use crate::commands::{finish, init, prompt, reset, start};
 use crate::driver::client::{self, RunningClient, Supervision};
 use crate::driver::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
 use crate::driver::result;
 use crate::driver::signals::{SignalSource, Signals};
-use crate::driver::{liveness, supervisor};
+use crate::driver::{fresh, liveness, supervisor};
 use crate::error::CtlError;
 use crate::settings;
 use crate::CmdResult;
@@ -41,6 +41,11 @@ pub struct RunOptions {
     pub resume: bool,
     /// Start even though the prompt is still the PROMPT.md template.
     pub force: bool,
+    /// One headless client process with a new session per iteration
+    /// (also `contextMode: fresh` / RALPH_CONTEXT_MODE=fresh).
+    pub fresh: bool,
+    /// Print the client command and the first iteration's text; start nothing.
+    pub dry_run: bool,
     /// Arguments for the client (given after `--`).
     pub client_args: Vec<OsString>,
 }
@@ -59,12 +64,16 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         ));
     }
     let client = find_client(paths)?;
+    let config = Config::load(paths, &ProcessEnv)?;
+    let fresh = options.fresh || config.context_mode == ContextMode::Fresh;
+    if options.dry_run {
+        return dry_run(paths, &config, &client, &options, fresh);
+    }
     if options.reset {
         if let reset::Cleared::Quarantined(aside) = reset::clear(paths)? {
             say(&format!("moved the corrupt state to {}", aside.display()));
         }
     }
-    let config = Config::load(paths, &ProcessEnv)?;
     let version = client::version(&client);
     let extra_settings = version
         .filter(|v| v.has_stop_failure())
@@ -76,7 +85,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         })
         .map(|command| settings::stop_failure_settings(&command));
     let session_cost = version.is_some_and(|v| v.reports_session_cost());
-    let (session, max_iterations) = if options.resume {
+    let (session, max_iterations, fresh) = if options.resume {
         if let Some(state) = liveness::reconcile(paths)? {
             say(&format!(
                 "the loop was left running: {}",
@@ -88,17 +97,31 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             "resuming the loop of session {} at iteration {} of {}",
             state.session_id, state.iteration, state.max_iterations
         ));
-        (state.session_id, state.max_iterations)
+        let fresh = fresh || state.fresh_context;
+        (state.session_id, state.max_iterations, fresh)
     } else {
-        let started = start::start_loop(paths, None, None, false, options.force)?;
-        (started.session_id, started.max_iterations)
+        let started = start::start_loop(paths, None, None, false, options.force, fresh)?;
+        (started.session_id, started.max_iterations, fresh)
     };
-    let session = session.as_str();
+    // Each fresh iteration is a `claude -p` of its own.
+    let headless = options.headless || fresh;
+    // A new session per fresh iteration: each process reports its own cost.
+    let session_cost = session_cost && !fresh;
+    let extra_settings = if fresh { None } else { extra_settings };
+    let mut loop_session = session;
     let mut resumed = options.resume;
-    liveness::record(paths, session, liveness::with_client(None))?;
+    // The text of the next fresh iteration, as the engine rendered it.
+    let mut next_text: Option<String> = None;
+    liveness::record(paths, &loop_session, liveness::with_client(None))?;
 
     loop {
-        let prompt = match prompt::current_text(paths) {
+        let session_now = loop_session.clone();
+        let session = session_now.as_str();
+        let prompt = match next_text
+            .clone()
+            .map(Ok)
+            .unwrap_or_else(|| prompt::current_text(paths))
+        {
             Ok(text) => text,
             Err(e) => {
                 say(&e.to_string());
@@ -120,9 +143,10 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
 
         let prompt_file = paths.runtime_dir().join(PROMPT_FILE_NAME);
         let block_cap = std::env::var(command::BLOCK_CAP_ENV).ok();
+        let iteration_started = std::time::Instant::now();
         let command = command::build(&Launch {
             client: &client,
-            headless: options.headless,
+            headless,
             session_id: session,
             max_iterations,
             prompt: &prompt,
@@ -131,8 +155,12 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             prompt_file: &prompt_file,
             platform: Platform::current(),
             resume: resumed,
-            max_budget_usd,
+            max_budget_usd: iteration_budget(
+                max_budget_usd,
+                fresh.then_some(config.iteration_budget).flatten(),
+            ),
             extra_settings: extra_settings.as_deref(),
+            fresh,
         });
         if let PromptDelivery::File(path) = &command.delivery {
             // Private, and never written through a link planted there.
@@ -144,7 +172,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             }
         }
         let supervision =
-            RunningClient::spawn(&command, &paths.root, options.headless).map(|mut running| {
+            RunningClient::spawn(&command, &paths.root, headless).map(|mut running| {
                 // Best effort: a loop without its client recorded is only
                 // judged by the driver's life.
                 let _ =
@@ -182,6 +210,57 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             }
         };
         let result = result::parse(&output);
+        if fresh {
+            if let Some(done) = result.as_ref().filter(|r| turn_ended(&supervision, r)) {
+                let iteration = StateStore::new(paths)
+                    .read()
+                    .ok()
+                    .flatten()
+                    .map(|s| s.iteration)
+                    .unwrap_or_default();
+                let judged = fresh::judge(paths, session, done, &mut |note| say(note))?;
+                let ended = fresh::charge(paths, session, done, config.supervision.max_cost)?;
+                if let Ok(Some(state)) = StateStore::new(paths).read() {
+                    say(&fresh::summary(
+                        &state,
+                        iteration,
+                        done.total_cost_usd,
+                        iteration_started.elapsed().as_secs_f64(),
+                    ));
+                }
+                if let Some(state) = ended {
+                    return Ok(finish::announce(&finish::Ending::Loop(Box::new(state))));
+                }
+                match judged {
+                    fresh::Judged::Continue { text } => {
+                        let next = crate::session_id::new_uuid();
+                        if fresh::hand_over(paths, session, &next)? {
+                            // The loop goes on in the next process.
+                            liveness::record(paths, &next, liveness::with_client(None))?;
+                            next_text = Some(text);
+                            resumed = false;
+                            loop_session = next;
+                            continue;
+                        }
+                    }
+                    fresh::Judged::Stopped => {}
+                }
+                let state = StateStore::new(paths).read()?;
+                match state {
+                    Some(state) if state.status == Status::Paused => {}
+                    Some(state) if state.status == Status::Running => {
+                        // Not handed over: the loop is no longer this driver's.
+                        return Ok(finish::announce(&finish::Ending::Replaced {
+                            by: state.session_id,
+                        }));
+                    }
+                    Some(state) => {
+                        return Ok(finish::announce(&finish::Ending::Loop(Box::new(state))))
+                    }
+                    None => return Ok(finish::announce(&finish::Ending::Gone)),
+                }
+            }
+        }
         let ending = supervisor::record_client_end(
             paths,
             &config,
@@ -189,14 +268,14 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             &supervisor::RunEnd {
                 supervision: &supervision,
                 result: result.as_ref(),
-                headless: options.headless,
+                headless,
                 session_cost,
                 last_stop_before: last_stop_before.as_deref(),
             },
         )?;
         let paused =
             matches!(&ending, finish::Ending::Loop(state) if state.status == Status::Paused);
-        if !(paused && options.headless) {
+        if !(paused && headless) {
             return Ok(finish_code(&ending, &supervision));
         }
         match supervisor::plan(paths, &config, session)? {
@@ -222,6 +301,92 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             (_, None) => return Ok(finish::announce(&finish::Ending::Gone)),
         }
     }
+}
+
+/// Whether the client ended its turn on its own (exit 0, a result that is
+/// no error, no signal): the iteration is there to be judged.
+fn turn_ended(supervision: &Supervision, result: &result::ClientResult) -> bool {
+    supervision.signal.is_none()
+        && matches!(supervision.exit, client::ClientExit::Code(0))
+        && !result.is_error
+}
+
+/// `--max-budget-usd` for one run: what the loop's budget leaves, bounded
+/// by the fresh iteration's own budget.
+fn iteration_budget(left: Option<f64>, per_iteration: Option<Usd>) -> Option<f64> {
+    let per_iteration = per_iteration.map(Usd::dollars);
+    match (left, per_iteration) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `--dry-run`: the client command and the first iteration's text as a run
+/// would use them, on stdout; nothing is started and no state is touched.
+fn dry_run(
+    paths: &ProjectPaths,
+    config: &Config,
+    client: &ClientProgram,
+    options: &RunOptions,
+    fresh: bool,
+) -> CmdResult {
+    let text = ralph_core::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
+    let guardrails = ralph_core::prompt::read_guardrails(&paths.guardrails_file())?;
+    let max = config.max_iterations;
+    let prompt =
+        ralph_core::prompt::iteration_text(config, 1, max, None, &text, guardrails.as_deref());
+    let headless = options.headless || fresh;
+    let command = command::build(&Launch {
+        client,
+        headless,
+        session_id: "<new session id>",
+        max_iterations: max,
+        prompt: &prompt,
+        client_args: &options.client_args,
+        block_cap: std::env::var(command::BLOCK_CAP_ENV).ok().as_deref(),
+        prompt_file: &paths.runtime_dir().join(PROMPT_FILE_NAME),
+        platform: Platform::current(),
+        resume: false,
+        max_budget_usd: iteration_budget(
+            config.supervision.max_cost.map(Usd::dollars),
+            fresh.then_some(config.iteration_budget).flatten(),
+        ),
+        extra_settings: None,
+        fresh,
+    });
+    let mut out = std::io::stdout();
+    let words: Vec<String> = std::iter::once(command.program.as_os_str())
+        .chain(command.args.iter().map(|a| a.as_os_str()))
+        .map(|a| init::sh_quoted(&a.to_string_lossy()))
+        .collect();
+    let env: Vec<String> = command
+        .env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let delivery = match &command.delivery {
+        PromptDelivery::Argument => "as the last argument before the session id",
+        PromptDelivery::Stdin => "on the client's stdin",
+        PromptDelivery::File(_) => "in the file the argument points at",
+    };
+    let mode = if fresh {
+        "fresh context: one client process and session per iteration"
+    } else {
+        "one client session for the whole loop"
+    };
+    let template = if ralph_core::prompt::is_template(&text) {
+        "\nwarning: PROMPT.md is still the template; a real run refuses it (--force runs it)"
+    } else {
+        ""
+    };
+    let written = writeln!(
+        out,
+        "ralph dry run: nothing was started and no state was changed ({mode}).{template}\n\
+         command: {}\nenvironment for the client: {}\nfirst iteration's text ({delivery}):\n\n{prompt}",
+        words.join(" "),
+        if env.is_empty() { "nothing added".to_string() } else { env.join(" ") },
+    );
+    super::written(written.and_then(|()| out.flush()), exit_codes::OK)
 }
 
 /// The exit code once the client exited: the loop's, or 128 + the signal

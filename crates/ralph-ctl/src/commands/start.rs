@@ -35,7 +35,7 @@ pub fn run(
     max_iterations: Option<u32>,
     force: bool,
 ) -> CmdResult {
-    let started = start_loop(paths, session, max_iterations, force, force)?;
+    let started = start_loop(paths, session, max_iterations, force, force, false)?;
     crate::say!("{} {}", started.session_id, started.max_iterations);
     Ok(exit_codes::OK)
 }
@@ -43,13 +43,15 @@ pub fn run(
 /// Writes a fresh `running` state owned by `session` (default: a new UUID),
 /// unless a loop is running, the breaker is open, or the state is corrupt
 /// (`force` replaces them), or the prompt is still the template
-/// (`allow_template` runs it anyway).
+/// (`allow_template` runs it anyway). A `fresh` loop runs each iteration in
+/// a client process and session of its own (`ralph-ctl run --fresh`).
 pub fn start_loop(
     paths: &ProjectPaths,
     session: Option<String>,
     max_iterations: Option<u32>,
     force: bool,
     allow_template: bool,
+    fresh: bool,
 ) -> Result<Started, CtlError> {
     let config = Config::load(paths, &ProcessEnv)?;
     // Fail now, not at the first stop, when the prompt cannot be used.
@@ -136,6 +138,7 @@ pub fn start_loop(
         })?;
     }
     let mut state = LoopState::new(session.clone(), max, now.clone());
+    state.fresh_context = fresh;
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.progress = progress::baseline(&paths.root);
     lock.write(&state)?;
@@ -143,7 +146,14 @@ pub fn start_loop(
         &state,
         LogEvent::Start,
         &now,
-        format!("started, at most {max} iterations"),
+        format!(
+            "started, at most {max} iterations{}",
+            if fresh {
+                ", a fresh client session each"
+            } else {
+                ""
+            }
+        ),
     );
     if let Err(e) = log::append(&lock, &entry) {
         crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");

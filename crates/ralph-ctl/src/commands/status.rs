@@ -149,6 +149,13 @@ pub fn summary(
         format!("{} of {}", state.iteration, state.max_iterations),
     );
     line("session:", state.session_id.clone());
+    if state.fresh_context {
+        line(
+            "context:",
+            "fresh: a client process and session per iteration (the session above is the latest)"
+                .into(),
+        );
+    }
     line("started:", state.started_at.clone());
     line(
         "last stop:",

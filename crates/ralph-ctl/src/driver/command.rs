@@ -202,6 +202,9 @@ pub struct Launch<'a> {
     pub max_budget_usd: Option<f64>,
     /// More settings for this run (`--settings JSON`).
     pub extra_settings: Option<&'a str>,
+    /// One iteration in a fresh process: the Stop hook stays out of it (no
+    /// `RALPH_ACTIVE`, no block cap); the driver judges the iteration.
+    pub fresh: bool,
 }
 
 /// A client version, from `claude --version` ("2.1.330 (Claude Code)").
@@ -333,9 +336,12 @@ pub fn build(launch: &Launch) -> ClientCommand {
         args.extend(["--permission-mode", HEADLESS_PERMISSION_MODE].map(OsString::from));
     }
     args.extend(launch.client_args.iter().cloned());
-    let mut env = vec![("RALPH_ACTIVE".to_string(), "1".to_string())];
-    if let Some(cap) = block_cap(launch.block_cap, launch.max_iterations) {
-        env.push((BLOCK_CAP_ENV.to_string(), cap));
+    let mut env = Vec::new();
+    if !launch.fresh {
+        env.push(("RALPH_ACTIVE".to_string(), "1".to_string()));
+        if let Some(cap) = block_cap(launch.block_cap, launch.max_iterations) {
+            env.push((BLOCK_CAP_ENV.to_string(), cap));
+        }
     }
     ClientCommand {
         program: launch.client.program.clone(),
@@ -424,6 +430,7 @@ mod tests {
             resume: false,
             max_budget_usd: None,
             extra_settings: None,
+            fresh: false,
         }
     }
 
@@ -473,6 +480,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_fresh_iteration_runs_without_the_hook_s_guard_or_block_cap() {
+        let client = ClientProgram {
+            program: "/bin/claude".into(),
+            leading_args: vec![],
+        };
+        let mut launch = launch(&client, true, "Do it.", &[], Platform::Unix);
+        launch.fresh = true;
+        let command = build(&launch);
+        assert!(command.env.is_empty(), "{:?}", command.env);
+        assert!(args(&command).contains(&"--session-id".to_string()));
     }
 
     #[test]

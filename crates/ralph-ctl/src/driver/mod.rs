@@ -1,11 +1,13 @@
 //! The pieces of `ralph-ctl run` (see `commands::run`): building the
 //! client's command line ([`command`], pure), the signals that end a loop
 //! early ([`signals`]), the running client with the loop that watches
-//! it ([`client`]), its result object ([`result`]), and what happens between
-//! two runs of it: pauses, waits and resumes ([`supervisor`]).
+//! it ([`client`]), its result object ([`result`]), what happens between
+//! two runs of it: pauses, waits and resumes ([`supervisor`]), and the
+//! fresh-context loop's judging and hand-over between processes ([`fresh`]).
 
 pub mod client;
 pub mod command;
+pub mod fresh;
 pub mod liveness;
 pub mod result;
 pub mod signals;

@@ -1,0 +1,258 @@
+//! End-to-end: the fresh-context loop (`ralph-ctl run --fresh`) on the real
+//! clients, through the launcher, against the mock: one `claude -p` process
+//! and session per iteration, each judged by the same engine as the Stop
+//! hook. The mock answers in order across the processes.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::project::{run_with_timeout, signal_process, wait_with_timeout, TempProject};
+use serde_json::Value;
+
+const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
+
+ralph_tests::on_both_clients!(
+    three_fresh_iterations_each_start_from_nothing_and_a_claim_completes,
+    the_same_error_in_every_fresh_process_opens_the_breaker,
+    a_dry_run_starts_no_client_and_changes_nothing,
+    sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client,
+);
+
+/// The launcher with `--fresh` and `extra` before the client arguments.
+fn fresh_launcher(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Command {
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.arg("--fresh")
+        .args(extra)
+        .args(["--", "--permission-mode", "bypassPermissions"])
+        .envs(project.client_env(client, api))
+        .envs(env.iter().copied());
+    cmd
+}
+
+/// The assistant turns a request carries (an earlier answer, in the same session).
+fn assistant_turns(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
+        .unwrap_or_default()
+}
+
+fn three_fresh_iterations_each_start_from_nothing_and_a_claim_completes(client: ClientVersion) {
+    let project = TempProject::new("fresh");
+    project.init();
+    // Each process's request is the first of its own conversation: the
+    // script counts the requests across processes.
+    let api = MockApi::start_in_order(|turn, _| match turn {
+        0 => Reply::text("Step one done."),
+        1 => Reply::text("Step two done."),
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    let run = run_with_timeout(
+        fresh_launcher(&project, client, &api, &[], &[]),
+        None,
+        LOOP_TIMEOUT,
+    );
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 3, "{state:#}");
+    assert_eq!(state["lastClaim"]["accepted"], true, "{state:#}");
+    let requests = api.main_requests();
+    assert_eq!(requests.len(), 3, "one request per fresh process");
+    for (i, request) in requests.iter().enumerate() {
+        assert_eq!(
+            assistant_turns(&request.body),
+            0,
+            "request {i} carries an earlier answer"
+        );
+        let texts = user_texts(&request.body).join("\n");
+        assert!(
+            texts.contains(&format!("[Ralph loop: iteration {} of 25]", i + 1)),
+            "request {i}: {texts}"
+        );
+        assert!(
+            !texts.contains("Step one done."),
+            "request {i} knows an earlier answer"
+        );
+    }
+    let history = state["history"].as_array().unwrap();
+    let excerpts: Vec<&str> = history
+        .iter()
+        .map(|r| r["excerpt"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(history.len(), 3, "{history:#?}");
+    assert!(
+        excerpts[0].contains("Step one") && excerpts[1].contains("Step two"),
+        "{excerpts:?}"
+    );
+    for i in 1..=3 {
+        assert!(
+            run.stderr.contains(&format!("fresh iteration {i} of 25:")),
+            "a summary line per iteration: {}",
+            run.stderr
+        );
+    }
+    assert!(
+        run.stderr
+            .lines()
+            .last()
+            .unwrap_or("")
+            .contains("loop complete at iteration 3 of 25"),
+        "{}",
+        run.stderr
+    );
+}
+
+fn the_same_error_in_every_fresh_process_opens_the_breaker(client: ClientVersion) {
+    let project = TempProject::new("fresh-error");
+    project.init();
+    let api = MockApi::start(|turn, _| match turn % 2 {
+        0 => Reply::bash("cat no-such-file.txt"),
+        _ => Reply::text("The file is still missing."),
+    });
+    let run = run_with_timeout(
+        fresh_launcher(&project, client, &api, &[], &[]),
+        None,
+        LOOP_TIMEOUT,
+    );
+    assert_eq!(run.code, Some(11), "{run:?}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "circuit_open", "{state:#}");
+    let iteration = state["iteration"].as_u64().unwrap();
+    assert!(iteration <= 6, "open within 6 iterations: {state:#}");
+    let history = state["history"].as_array().unwrap();
+    assert!(
+        history.iter().all(|r| r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no-such-file.txt"))),
+        "each process's error, each against its own iteration: {history:#?}"
+    );
+    assert_eq!(
+        api.main_requests().len() as u64,
+        iteration * 2,
+        "two requests per process"
+    );
+}
+
+fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
+    let project = TempProject::new("fresh-dry");
+    project.init();
+    let api = MockApi::start(|_, _| Reply::text(format!("Done.\n{SIGNAL}")));
+    let run = run_with_timeout(
+        fresh_launcher(&project, client, &api, &["--dry-run"], &[]),
+        None,
+        LOOP_TIMEOUT,
+    );
+    run.assert_code(0);
+    assert!(
+        run.stdout.contains("ralph dry run: nothing was started"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("'-p' '--output-format' 'json'")
+            && run
+                .stdout
+                .contains("'--permission-mode' 'bypassPermissions'"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("[Ralph loop: iteration 1 of 25]"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(ralph_tests::project::TEST_TASK.trim()),
+        "{}",
+        run.stdout
+    );
+    assert!(api.main_requests().is_empty(), "no client ran");
+    assert!(project.state().is_none(), "no loop was started");
+}
+
+/// Processes still in the process group `pgid`.
+fn processes_in_group(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let after = stat.rsplit_once(')')?.1;
+                    after.split_whitespace().nth(2)?.parse::<u32>().ok()
+                })
+                == Some(pgid)
+        })
+        .collect()
+}
+
+fn sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client(client: ClientVersion) {
+    let project = TempProject::new("fresh-sigint");
+    project.init();
+    let api = MockApi::start(|turn, _| {
+        thread::sleep(Duration::from_millis(200));
+        Reply::text(format!("Working {turn}."))
+    });
+    let mut cmd = fresh_launcher(
+        &project,
+        client,
+        &api,
+        &[],
+        &[("RALPH_MAX_ITERATIONS", "1000")],
+    );
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    let group = launcher.id();
+    let deadline = Instant::now() + LOOP_TIMEOUT;
+    let reached = |project: &TempProject| {
+        project
+            .state()
+            .and_then(|s| s["iteration"].as_u64())
+            .is_some_and(|i| i >= 2)
+    };
+    while !reached(&project) {
+        assert!(
+            Instant::now() < deadline,
+            "the loop never reached iteration 2"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let started = Instant::now();
+    signal_process(launcher.id(), libc::SIGINT);
+    let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted", "{state:#}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !processes_in_group(group).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "processes left in the launcher's group: {:?}",
+            processes_in_group(group)
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}

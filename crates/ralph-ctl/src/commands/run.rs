@@ -210,6 +210,8 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             }
         };
         let result = result::parse(&output);
+        // Set once a fresh iteration's cost was added, so that it is not again.
+        let mut charged = false;
         if fresh {
             if let Some(done) = result.as_ref().filter(|r| turn_ended(&supervision, r)) {
                 let iteration = StateStore::new(paths)
@@ -218,8 +220,16 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                     .flatten()
                     .map(|s| s.iteration)
                     .unwrap_or_default();
-                let judged = fresh::judge(paths, session, done, &mut |note| say(note))?;
+                let judged = match fresh::judge(paths, session, done, &mut |note| say(note)) {
+                    Ok(judged) => judged,
+                    Err(e) => {
+                        say(&e.to_string());
+                        let cause = format!("iteration {iteration} could not be judged ({e})");
+                        return end(paths, session, &cause, exit_codes::ERROR);
+                    }
+                };
                 let ended = fresh::charge(paths, session, done, config.supervision.max_cost)?;
+                charged = true;
                 if let Ok(Some(state)) = StateStore::new(paths).read() {
                     say(&fresh::summary(
                         &state,
@@ -267,7 +277,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             session,
             &supervisor::RunEnd {
                 supervision: &supervision,
-                result: result.as_ref(),
+                result: result.as_ref().filter(|_| !charged),
                 headless,
                 session_cost,
                 last_stop_before: last_stop_before.as_deref(),

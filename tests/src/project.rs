@@ -488,3 +488,25 @@ pub fn run_measured(
     };
     (run, u64::try_from(usage.ru_maxrss).unwrap_or(0))
 }
+
+/// The live (not zombie) processes whose process group is `pgid`, from `/proc`.
+pub fn processes_in_group(pgid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name: state, ppid, pgrp, ...
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields[0] != "Z" {
+            found.push(pid);
+        }
+    }
+    found
+}

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
-use ralph_tests::project::{signal_process, wait_with_timeout, TempProject};
+use ralph_tests::project::{processes_in_group, signal_process, wait_with_timeout, TempProject};
 
 const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
 const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -824,28 +824,6 @@ fn prompt_near_its_size_limit_runs_a_headless_loop(client: ClientVersion) {
         "the re-injection carries it too ({} bytes)",
         fed_back[0].len()
     );
-}
-
-/// The pids of the processes in process group `pgid` (Linux: /proc).
-fn processes_in_group(pgid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // Fields after the command name: state, ppid, pgrp, ...
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields[0] != "Z" {
-            found.push(pid);
-        }
-    }
-    found
 }
 
 fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: ClientVersion) {

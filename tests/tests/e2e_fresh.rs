@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, signal_process, wait_with_timeout, TempProject};
+use ralph_tests::project::{
+    processes_in_group, run_with_timeout, signal_process, wait_with_timeout, TempProject,
+};
 use serde_json::Value;
 
 const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
@@ -180,26 +182,6 @@ fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
     );
     assert!(api.main_requests().is_empty(), "no client ran");
     assert!(project.state().is_none(), "no loop was started");
-}
-
-/// Processes still in the process group `pgid`.
-fn processes_in_group(pgid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    let after = stat.rsplit_once(')')?.1;
-                    after.split_whitespace().nth(2)?.parse::<u32>().ok()
-                })
-                == Some(pgid)
-        })
-        .collect()
 }
 
 fn sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client(client: ClientVersion) {

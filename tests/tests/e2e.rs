@@ -50,6 +50,7 @@ ralph_tests::on_both_clients!(
     failing_tests_never_complete_a_loop_after_init_with_its_defaults,
     the_untouched_template_is_refused_before_the_client_starts,
     the_agent_cannot_write_the_loop_state_with_its_file_tools,
+    a_blocked_status_block_ends_the_loop_blocked_at_once,
 );
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -1399,4 +1400,42 @@ fn the_agent_cannot_write_the_loop_state_with_its_file_tools(client: ClientVersi
             "{mode}: the Write was refused: {refusal}"
         );
     }
+}
+
+fn a_blocked_status_block_ends_the_loop_blocked_at_once(client: ClientVersion) {
+    // The agent cannot go on without the person: the loop stops at that
+    // stop, says why, and is not resumed on its own.
+    let project = TempProject::new("blocked");
+    project.init();
+    let api = MockApi::start(|_, _| {
+        Reply::text(
+            "I need the staging credentials.\n---RALPH_STATUS---\nSTATUS: BLOCKED\n\
+             RECOMMENDATION: put the staging API key in .env\n---END_RALPH_STATUS---",
+        )
+    });
+    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    assert_eq!(run.code, Some(18), "{run:?}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "blocked", "{state:#}");
+    assert_eq!(state["iteration"], 1, "{state:#}");
+    assert!(
+        state["endedBecause"]
+            .as_str()
+            .unwrap()
+            .contains("put the staging API key in .env"),
+        "{state:#}"
+    );
+    assert_eq!(api.main_requests().len(), 1, "never fed back");
+    let last = last_stderr_line(&run);
+    assert!(
+        last.contains("loop blocked at iteration 1 of 25")
+            && last.contains("ralph-ctl run --resume"),
+        "{last}"
+    );
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains("put the staging API key in .env"),
+        "{}",
+        status.stdout
+    );
 }

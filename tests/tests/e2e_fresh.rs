@@ -23,6 +23,7 @@ ralph_tests::on_both_clients!(
     the_same_error_in_every_fresh_process_opens_the_breaker,
     a_dry_run_starts_no_client_and_changes_nothing,
     sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client,
+    an_abort_line_ends_a_fresh_loop_blocked,
 );
 
 /// The launcher with `--fresh` and `extra` before the client arguments.
@@ -237,4 +238,30 @@ fn sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client(client: ClientVer
         );
         thread::sleep(Duration::from_millis(50));
     }
+}
+
+fn an_abort_line_ends_a_fresh_loop_blocked(client: ClientVersion) {
+    let project = TempProject::new("fresh-abort");
+    project.init();
+    let api = MockApi::start_in_order(|turn, _| match turn {
+        0 => Reply::text("Step one done."),
+        _ => Reply::text("Cannot go on.\nRALPH_ABORT: which database should the migration target?"),
+    });
+    let run = run_with_timeout(
+        fresh_launcher(&project, client, &api, &[], &[]),
+        None,
+        LOOP_TIMEOUT,
+    );
+    assert_eq!(run.code, Some(18), "{run:?}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "blocked", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    assert!(
+        state["endedBecause"]
+            .as_str()
+            .unwrap()
+            .contains("which database should the migration target?"),
+        "{state:#}"
+    );
+    assert_eq!(api.main_requests().len(), 2, "no third process");
 }

@@ -172,6 +172,18 @@ fn status_of_an_interrupted_loop() {
 }
 
 #[test]
+fn status_of_a_blocked_loop() {
+    let project = looping("st-blocked", 25);
+    stop(&project, "Halfway through the parser.").block_reason();
+    stop(
+        &project,
+        "The schema is ambiguous.\nRALPH_ABORT: which of the two date formats is right?",
+    );
+    assert_eq!(project.status_json()["status"], "blocked");
+    stable().bind(|| insta::assert_snapshot!("status_blocked", status(&project)));
+}
+
+#[test]
 fn status_of_a_complete_that_no_claim_recorded() {
     // What a command the agent ran could leave: "complete" written into the
     // state by hand, with no accepted claim on record.

@@ -28,6 +28,9 @@ pub const BUDGET_EXHAUSTED: i32 = 16;
 /// `finish`/`run`: the state says `complete`, but no accepted completion
 /// claim is on record: the state was changed outside ralph.
 pub const UNRECORDED_COMPLETION: i32 = 17;
+/// `finish`/`run`: the agent said it is blocked and needs the person
+/// (`RALPH_ABORT: <reason>`, or `STATUS: BLOCKED` in its status block).
+pub const BLOCKED: i32 = 18;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 

@@ -264,6 +264,40 @@ pub fn status_block(message: &str) -> Option<StatusBlock> {
     Some(block)
 }
 
+/// The marker a line starts with when the agent stops the loop for the person.
+pub const ABORT_MARKER: &str = "RALPH_ABORT:";
+
+/// Why the agent says it cannot go on without the person, if it does: the
+/// last `RALPH_ABORT: <reason>` on a line of its own outside code (a
+/// missing reason is said to be missing), else a last status block whose
+/// `STATUS` is `BLOCKED` (its `RECOMMENDATION` as the reason).
+pub fn abort_request(message: &str) -> Option<String> {
+    let marked = prose_lines(message).into_iter().rev().find_map(|line| {
+        let line = line.trim();
+        let rest = line.strip_prefix(ABORT_MARKER)?;
+        let reason = rest.trim();
+        Some(if reason.is_empty() {
+            "no reason given".to_string()
+        } else {
+            reason.chars().take(500).collect()
+        })
+    });
+    marked.or_else(|| {
+        let block = status_block(message)?;
+        block
+            .status
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("BLOCKED"))
+            .then(|| {
+                block
+                    .recommendation
+                    .filter(|r| !r.trim().is_empty())
+                    .map(|r| r.chars().take(500).collect())
+                    .unwrap_or_else(|| "its status block says BLOCKED".to_string())
+            })
+    })
+}
+
 /// Phrases that say the whole job is done.
 const STRONG_PHRASES: &[&str] = &[
     "all tasks complete",
@@ -385,6 +419,29 @@ pub fn speaks_only_of_tests(message: &str) -> bool {
         "built",
     ];
     tests.iter().any(|t| lower.contains(t)) && !work.iter().any(|w| lower.contains(w))
+}
+
+#[cfg(test)]
+mod abort_tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_stops_the_loop_by_a_marker_line_or_a_blocked_status_block() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("Working on it.", None),
+            ("I need the API key.\nRALPH_ABORT: no credentials for the staging API", Some("no credentials for the staging API")),
+            ("  RALPH_ABORT:   ", Some("no reason given")),
+            ("RALPH_ABORT: first\nRALPH_ABORT: second", Some("second")),
+            ("Write `RALPH_ABORT: reason` when blocked.", None),
+            ("```\nRALPH_ABORT: in a code block\n```", None),
+            ("---RALPH_STATUS---\nSTATUS: BLOCKED\nRECOMMENDATION: answer question 2\n---END_RALPH_STATUS---", Some("answer question 2")),
+            ("---RALPH_STATUS---\nSTATUS: blocked\n---END_RALPH_STATUS---", Some("its status block says BLOCKED")),
+            ("---RALPH_STATUS---\nSTATUS: IN_PROGRESS\n---END_RALPH_STATUS---", None),
+        ];
+        for (message, want) in cases {
+            assert_eq!(abort_request(message).as_deref(), *want, "{message:?}");
+        }
+    }
 }
 
 #[cfg(test)]

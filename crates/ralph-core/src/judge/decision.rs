@@ -506,7 +506,15 @@ pub fn decide_judged(
         notices.push(completion::saturation_notice(claim.saturation));
     }
 
-    let (verdict, why) = if completed {
+    let abort = claims::abort_request(&observed.message);
+    let (verdict, why) = if let Some(reason) = &abort {
+        // The agent cannot go on without the person: stop now, whatever
+        // else the iteration said.
+        (
+            Verdict::End(Status::Blocked),
+            format!("the agent stopped the loop in iteration {iteration}, blocked: {reason}"),
+        )
+    } else if completed {
         (
             Verdict::End(Status::Complete),
             format!(
@@ -753,6 +761,24 @@ mod tests {
                 25,
                 format!("<promise>{signal}</promise>"),
                 Verdict::End(Status::Complete),
+            ),
+            (
+                3,
+                25,
+                "RALPH_ABORT: which account?".into(),
+                Verdict::End(Status::Blocked),
+            ),
+            (
+                3,
+                25,
+                format!("Done.\n{signal}\nRALPH_ABORT: but I need the key"),
+                Verdict::End(Status::Blocked),
+            ),
+            (
+                25,
+                25,
+                "---RALPH_STATUS---\nSTATUS: BLOCKED\n---END_RALPH_STATUS---".into(),
+                Verdict::End(Status::Blocked),
             ),
             (
                 3,

@@ -388,6 +388,10 @@ pub fn next_step(state: &LoopState) -> Option<String> {
             format!("{fix}`ralph-ctl run --resume`")
         }
         Status::BudgetExhausted => "raise maxCostUsd, then `ralph-ctl run --resume`".into(),
+        Status::Blocked => format!(
+            "give the agent what it asks for (in PROMPT.md or the project), then `ralph-ctl run --resume` goes on from iteration {}",
+            state.iteration
+        ),
     })
 }
 
@@ -441,6 +445,10 @@ pub fn outcome_line(state: &LoopState) -> String {
             "loop stopped at its budget: budget_exhausted at iteration {} ({because}){next}",
             state.iteration
         ),
+        Status::Blocked => format!(
+            "loop blocked at iteration {} of {}: {because}{next}",
+            state.iteration, state.max_iterations
+        ),
     }
 }
 
@@ -464,6 +472,7 @@ pub fn exit_code(status: Status) -> i32 {
         Status::Paused => exit_codes::PAUSED,
         Status::Failed => exit_codes::FAILED,
         Status::BudgetExhausted => exit_codes::BUDGET_EXHAUSTED,
+        Status::Blocked => exit_codes::BLOCKED,
     }
 }
 

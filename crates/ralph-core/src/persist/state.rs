@@ -45,6 +45,10 @@ pub enum Status {
     Failed,
     /// The loop's cost budget (`maxCostUsd`) is spent.
     BudgetExhausted,
+    /// The agent said it cannot go on without the person (`RALPH_ABORT:
+    /// <reason>`, or a status block saying `STATUS: BLOCKED`): never
+    /// resumed on its own.
+    Blocked,
 }
 
 impl Status {
@@ -59,6 +63,7 @@ impl Status {
             Status::Paused => "paused",
             Status::Failed => "failed",
             Status::BudgetExhausted => "budget_exhausted",
+            Status::Blocked => "blocked",
         }
     }
 

@@ -24,6 +24,7 @@ ralph_tests::on_both_clients!(
     a_dry_run_starts_no_client_and_changes_nothing,
     sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client,
     an_abort_line_ends_a_fresh_loop_blocked,
+    two_outcome_errors_end_the_loop_and_terminal_then_no_item_completes,
 );
 
 /// The launcher with `--fresh` and `extra` before the client arguments.
@@ -264,4 +265,59 @@ fn an_abort_line_ends_a_fresh_loop_blocked(client: ClientVersion) {
         "{state:#}"
     );
     assert_eq!(api.main_requests().len(), 2, "no third process");
+}
+
+fn two_outcome_errors_end_the_loop_and_terminal_then_no_item_completes(client: ClientVersion) {
+    let outcome = |status: &str, item: &str| {
+        Reply::text(format!(
+            "Worked on {item}.\nRALPH_OUTCOME: {{\"status\": \"{status}\", \"itemId\": \"{item}\"}}"
+        ))
+    };
+    // Two errors in a row: errorBudget (2) is spent.
+    let project = TempProject::new("fresh-outcome-errors");
+    project.init();
+    let api = MockApi::start_in_order(move |turn, _| outcome("error", &format!("T-{turn}")));
+    let run = run_with_timeout(
+        fresh_launcher(&project, client, &api, &[], &[]),
+        None,
+        LOOP_TIMEOUT,
+    );
+    assert_eq!(run.code, Some(19), "{run:?}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "error_budget_exhausted", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    let items: Vec<&str> = state["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["itemId"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(items, ["T-0", "T-1"], "{state:#}");
+    assert_eq!(api.main_requests().len(), 2);
+
+    // An item done, then an empty queue: complete at iteration 2.
+    let project = TempProject::new("fresh-outcome-done");
+    project.init();
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => outcome("terminal", "T-7"),
+        _ => outcome("no-item", "none"),
+    });
+    let run = run_with_timeout(
+        fresh_launcher(&project, client, &api, &[], &[]),
+        None,
+        LOOP_TIMEOUT,
+    );
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    assert_eq!(state["history"][0]["outcome"], "terminal", "{state:#}");
+    assert_eq!(state["history"][1]["outcome"], "no-item", "{state:#}");
+    assert!(
+        state["lastClaim"]["basis"]
+            .as_str()
+            .unwrap()
+            .contains("no-item"),
+        "{state:#}"
+    );
 }

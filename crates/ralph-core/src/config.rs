@@ -64,6 +64,29 @@ pub mod env {
     pub const CONTEXT_MODE: &str = "RALPH_CONTEXT_MODE";
     /// The most one fresh iteration may cost, in US dollars.
     pub const ITERATION_BUDGET_USD: &str = "RALPH_ITERATION_BUDGET_USD";
+    /// `RALPH_OUTCOME` errors in a row that end the loop.
+    pub const ERROR_BUDGET: &str = "RALPH_ERROR_BUDGET";
+    /// `RALPH_OUTCOME` gate-blocked items in a row that end the loop.
+    pub const GATE_BUDGET: &str = "RALPH_GATE_BUDGET";
+}
+
+/// How many `RALPH_OUTCOME` errors, and gate-blocked items, in a row a loop
+/// takes before it ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutcomeBudgets {
+    /// `errorBudget`: consecutive `error` outcomes (default 2).
+    pub errors: u32,
+    /// `gateBudget`: consecutive `gate-blocked` outcomes (default 3).
+    pub gate_blocked: u32,
+}
+
+impl Default for OutcomeBudgets {
+    fn default() -> Self {
+        OutcomeBudgets {
+            errors: 2,
+            gate_blocked: 3,
+        }
+    }
 }
 
 /// Where the iterations of a loop run.
@@ -191,6 +214,8 @@ pub struct Config {
     pub context_mode: ContextMode,
     /// The most one fresh iteration may cost (`--max-budget-usd` of its client).
     pub iteration_budget: Option<Usd>,
+    /// The `RALPH_OUTCOME` error and gate-blocked budgets.
+    pub outcome_budgets: OutcomeBudgets,
 }
 
 impl Default for Config {
@@ -205,6 +230,7 @@ impl Default for Config {
             supervision: SupervisionConfig::default(),
             context_mode: ContextMode::Session,
             iteration_budget: None,
+            outcome_budgets: OutcomeBudgets::default(),
         }
     }
 }
@@ -392,6 +418,8 @@ enum Target {
     MaxCallsPerHour,
     BackoffSeconds,
     MaxAutoResumes,
+    ErrorBudget,
+    GateBudget,
 }
 
 impl Target {
@@ -408,6 +436,8 @@ impl Target {
             }
             Target::BackoffSeconds => config.supervision.backoff_seconds = value,
             Target::MaxAutoResumes => config.supervision.max_auto_resumes = value,
+            Target::ErrorBudget => config.outcome_budgets.errors = value,
+            Target::GateBudget => config.outcome_budgets.gate_blocked = value,
         }
     }
 }
@@ -457,6 +487,20 @@ fn number_settings() -> impl Iterator<Item = NumberSetting> {
             min: 0,
             max: 1_000,
             target: Target::MaxAutoResumes,
+        },
+        NumberSetting {
+            key: "errorBudget",
+            env: env::ERROR_BUDGET,
+            min: 1,
+            max: THRESHOLD_LIMIT,
+            target: Target::ErrorBudget,
+        },
+        NumberSetting {
+            key: "gateBudget",
+            env: env::GATE_BUDGET,
+            min: 1,
+            max: THRESHOLD_LIMIT,
+            target: Target::GateBudget,
         },
     ];
     own.into_iter()

@@ -31,6 +31,10 @@ pub const UNRECORDED_COMPLETION: i32 = 17;
 /// `finish`/`run`: the agent said it is blocked and needs the person
 /// (`RALPH_ABORT: <reason>`, or `STATUS: BLOCKED` in its status block).
 pub const BLOCKED: i32 = 18;
+/// `finish`/`run`: `errorBudget` `RALPH_OUTCOME` errors in a row.
+pub const ERROR_BUDGET_EXHAUSTED: i32 = 19;
+/// `finish`/`run`: `gateBudget` `RALPH_OUTCOME` gate-blocked items in a row.
+pub const GATE_BUDGET_EXHAUSTED: i32 = 20;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 

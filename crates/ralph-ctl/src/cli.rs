@@ -10,8 +10,9 @@ use clap::{Parser, Subcommand};
 /// Exit codes: 0 ok (for `finish` and `run`: the loop completed), 1 error,
 /// 2 usage, 3 `start` refused, 10 stopped at max iterations, 11 circuit
 /// open, 12 interrupted, 13 no loop for this session, 14 paused, 15 failed
-/// (the API refused the loop), 16 budget exhausted; `run` also: 127 client
-/// not found, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.
+/// (the API refused the loop), 16 budget exhausted, 17 a `complete` no claim
+/// recorded, 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent; `run`
+/// also: 127 client not found, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.
 #[derive(Debug, Parser)]
 #[command(name = "ralph-ctl", version, about, long_about)]
 pub struct Cli {
@@ -106,8 +107,9 @@ pub enum Command {
     /// Exit codes: 0 complete, 1 error, 2 usage, 3 a loop is already running
     /// (or the breaker is open, or --resume has nothing to resume), 10 max
     /// iterations, 11 circuit open, 12 interrupted, 13 state gone, 14 paused,
-    /// 15 failed, 16 budget exhausted, 127 client not found, 129 SIGHUP,
-    /// 130 Ctrl-C, 143 SIGTERM.
+    /// 15 failed, 16 budget exhausted, 17 a complete no claim recorded,
+    /// 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 127 client
+    /// not found, 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM.
     #[command(verbatim_doc_comment)]
     Run {
         /// Run `claude -p --output-format json` (no terminal UI); the prompt goes on stdin.

@@ -298,6 +298,129 @@ pub fn abort_request(message: &str) -> Option<String> {
     })
 }
 
+/// The marker before the JSON object of an iteration's outcome.
+pub const OUTCOME_MARKER: &str = "RALPH_OUTCOME:";
+
+/// What the agent says became of the work item of its iteration
+/// (`RALPH_OUTCOME: {"status": …}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutcomeStatus {
+    /// The item is done: the error and gate-blocked runs start over.
+    Terminal,
+    /// The item needs something the agent cannot get (counted against `gateBudget`).
+    GateBlocked,
+    /// The item failed (counted against `errorBudget`).
+    Error,
+    /// Nothing was done on purpose: no count moves.
+    Skip,
+    /// The queue is empty: a completion claim, judged by the gates like any other.
+    NoItem,
+}
+
+impl OutcomeStatus {
+    /// The name the marker uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeStatus::Terminal => "terminal",
+            OutcomeStatus::GateBlocked => "gate-blocked",
+            OutcomeStatus::Error => "error",
+            OutcomeStatus::Skip => "skip",
+            OutcomeStatus::NoItem => "no-item",
+        }
+    }
+}
+
+/// A read `RALPH_OUTCOME` marker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// What became of the item.
+    pub status: OutcomeStatus,
+    /// The item, when the agent names it.
+    pub item_id: Option<String>,
+}
+
+/// The last `RALPH_OUTCOME: {json}` of `message`: `None` without one,
+/// `Some(Err(problem))` for one that cannot be read (said in the next
+/// iteration's text). The object is found by a balanced-brace scan that
+/// skips braces inside JSON strings, so it may span lines.
+pub fn outcome(message: &str) -> Option<Result<Outcome, String>> {
+    let at = message.rfind(OUTCOME_MARKER)?;
+    let rest = message[at + OUTCOME_MARKER.len()..].trim_start();
+    let Some(object) = balanced_object(rest) else {
+        return Some(Err(
+            "no JSON object after it (or its braces do not close)".to_string()
+        ));
+    };
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Raw {
+        status: Option<String>,
+        item_id: Option<serde_json::Value>,
+    }
+    let raw: Raw = match serde_json::from_str(object) {
+        Ok(raw) => raw,
+        Err(e) => return Some(Err(format!("its object is not valid JSON ({e})"))),
+    };
+    let Some(status) = raw.status else {
+        return Some(Err("its object has no \"status\"".to_string()));
+    };
+    let parsed = match status.trim().to_ascii_lowercase().as_str() {
+        "terminal" => OutcomeStatus::Terminal,
+        "gate-blocked" => OutcomeStatus::GateBlocked,
+        "error" => OutcomeStatus::Error,
+        "skip" => OutcomeStatus::Skip,
+        "no-item" => OutcomeStatus::NoItem,
+        _ => {
+            return Some(Err(format!(
+                "status {status:?} is none of terminal, gate-blocked, error, skip, no-item"
+            )))
+        }
+    };
+    let item_id = raw.item_id.and_then(|v| match v {
+        serde_json::Value::String(s) => Some(s),
+        serde_json::Value::Null => None,
+        other => Some(other.to_string()),
+    });
+    Some(Ok(Outcome {
+        status: parsed,
+        item_id: item_id.map(|s| s.chars().take(200).collect()),
+    }))
+}
+
+/// The JSON object `text` starts with, up to its matching brace.
+fn balanced_object(text: &str) -> Option<&str> {
+    if !text.starts_with('{') {
+        return None;
+    }
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&text[..=i]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Phrases that say the whole job is done.
 const STRONG_PHRASES: &[&str] = &[
     "all tasks complete",
@@ -424,6 +547,38 @@ pub fn speaks_only_of_tests(message: &str) -> bool {
 #[cfg(test)]
 mod abort_tests {
     use super::*;
+
+    #[test]
+    fn the_last_outcome_marker_is_read_by_its_balanced_braces() {
+        let ok = |status, item: Option<&str>| {
+            Some(Ok(Outcome {
+                status,
+                item_id: item.map(str::to_string),
+            }))
+        };
+        assert_eq!(outcome("No marker."), None);
+        assert_eq!(
+            outcome("Done.\nRALPH_OUTCOME: {\"status\": \"terminal\", \"itemId\": \"T-12\"}"),
+            ok(OutcomeStatus::Terminal, Some("T-12"))
+        );
+        assert_eq!(
+            outcome("RALPH_OUTCOME: {\"status\":\"error\"}\nlater\nRALPH_OUTCOME: {\n  \"status\": \"no-item\",\n  \"note\": \"a } in a string\"\n}"),
+            ok(OutcomeStatus::NoItem, None)
+        );
+        assert_eq!(
+            outcome("RALPH_OUTCOME: {\"status\": \"gate-blocked\", \"itemId\": 7}"),
+            ok(OutcomeStatus::GateBlocked, Some("7"))
+        );
+        for bad in [
+            "RALPH_OUTCOME: status error",
+            "RALPH_OUTCOME: {\"status\": \"error\"",
+            "RALPH_OUTCOME: {\"itemId\": \"x\"}",
+            "RALPH_OUTCOME: {\"status\": \"done\"}",
+            "RALPH_OUTCOME: {status: error}",
+        ] {
+            assert!(matches!(outcome(bad), Some(Err(_))), "{bad}");
+        }
+    }
 
     #[test]
     fn the_agent_stops_the_loop_by_a_marker_line_or_a_blocked_status_block() {

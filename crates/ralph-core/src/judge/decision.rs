@@ -172,6 +172,15 @@ pub fn judge_claim(config: &Config, state: &LoopState, observed: &Observation) -
             }
         }
     }
+    if !assessment.claimed {
+        if let Some(Ok(marker)) = claims::outcome(&observed.message) {
+            if marker.status == claims::OutcomeStatus::NoItem {
+                // The queue is empty: a claim, checked by the gates like any other.
+                assessment.claimed = true;
+                assessment.basis = "RALPH_OUTCOME no-item (the work queue is empty)".into();
+            }
+        }
+    }
     ClaimJudgement {
         assessment,
         saturation,
@@ -274,6 +283,8 @@ fn pause_on_api_error(
         calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
         usage: observed.usage.tokens,
         tools_incomplete: observed.tools_incomplete,
+        outcome: None,
+        item_id: None,
     });
     next.pause(because.clone());
     Outcome {
@@ -506,6 +517,35 @@ pub fn decide_judged(
         notices.push(completion::saturation_notice(claim.saturation));
     }
 
+    // What the agent says became of its work item (RALPH_OUTCOME).
+    let marker = match claims::outcome(&observed.message) {
+        Some(Ok(marker)) => Some(marker),
+        Some(Err(problem)) => {
+            notices.push(format!(
+                "[Ralph: RALPH_OUTCOME not understood] The marker in your last message was not read: {problem}. \
+                 Write it as RALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": \"…\"}} \
+                 (status: terminal, gate-blocked, error, skip or no-item)."
+            ));
+            None
+        }
+        None => None,
+    };
+    match marker.as_ref().map(|m| m.status) {
+        Some(claims::OutcomeStatus::Terminal | claims::OutcomeStatus::NoItem) => {
+            next.outcome_errors = 0;
+            next.outcome_gate_blocked = 0;
+        }
+        Some(claims::OutcomeStatus::Error) => {
+            next.outcome_errors = next.outcome_errors.saturating_add(1);
+            next.outcome_gate_blocked = 0;
+        }
+        Some(claims::OutcomeStatus::GateBlocked) => {
+            next.outcome_gate_blocked = next.outcome_gate_blocked.saturating_add(1);
+            next.outcome_errors = 0;
+        }
+        Some(claims::OutcomeStatus::Skip) | None => {}
+    }
+    let budgets = config.outcome_budgets;
     let abort = claims::abort_request(&observed.message);
     let (verdict, why) = if let Some(reason) = &abort {
         // The agent cannot go on without the person: stop now, whatever
@@ -520,6 +560,22 @@ pub fn decide_judged(
             format!(
                 "completion claimed in iteration {iteration} ({}) and accepted; {accepted_summary}",
                 assessment.basis
+            ),
+        )
+    } else if next.outcome_errors >= budgets.errors {
+        (
+            Verdict::End(Status::ErrorBudgetExhausted),
+            format!(
+                "RALPH_OUTCOME error in {} iterations in a row, the errorBudget ({})",
+                next.outcome_errors, budgets.errors
+            ),
+        )
+    } else if next.outcome_gate_blocked >= budgets.gate_blocked {
+        (
+            Verdict::End(Status::GateBudgetExhausted),
+            format!(
+                "RALPH_OUTCOME gate-blocked in {} iterations in a row, the gateBudget ({})",
+                next.outcome_gate_blocked, budgets.gate_blocked
             ),
         )
     } else if let BreakerEffect::Open(reason) = &effect {
@@ -625,6 +681,8 @@ pub fn decide_judged(
         calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
         usage: observed.usage.tokens,
         tools_incomplete: observed.tools_incomplete,
+        outcome: marker.as_ref().map(|m| m.status),
+        item_id: marker.and_then(|m| m.item_id),
     });
     Outcome {
         new_state: Some(next),
@@ -837,6 +895,65 @@ mod tests {
                 }
                 Verdict::Pass(_) | Verdict::Pause(_) => unreachable!(),
             }
+        }
+    }
+
+    #[test]
+    fn outcome_markers_count_errors_and_gate_blocks_in_a_row_and_no_item_claims() {
+        let marker = |status: &str| {
+            format!("Worked.\nRALPH_OUTCOME: {{\"status\": \"{status}\", \"itemId\": \"T-1\"}}")
+        };
+        // Each sequence of outcomes, and how the loop ends after the last one.
+        let cases: &[(&[&str], Option<Status>)] = &[
+            (&["error", "error"], Some(Status::ErrorBudgetExhausted)),
+            (&["error", "terminal", "error"], None),
+            (
+                &["error", "skip", "error"],
+                Some(Status::ErrorBudgetExhausted),
+            ),
+            (&["gate-blocked", "gate-blocked"], None),
+            (
+                &["gate-blocked", "gate-blocked", "gate-blocked"],
+                Some(Status::GateBudgetExhausted),
+            ),
+            (&["gate-blocked", "error", "gate-blocked", "error"], None),
+            (&["terminal", "no-item"], Some(Status::Complete)),
+        ];
+        for (sequence, ending) in cases {
+            let mut state = LoopState::new(SID.into(), 25, NOW.into());
+            let mut last = None;
+            for status in *sequence {
+                let out = decide(&config(), Some(&state), &saying(&marker(status)), NOW);
+                last = match out.verdict {
+                    Verdict::End(status) => Some(status),
+                    _ => None,
+                };
+                state = out.new_state.unwrap();
+            }
+            assert_eq!(last, *ending, "{sequence:?}: {state:#?}");
+            let record = state.history.last().unwrap();
+            assert_eq!(record.item_id.as_deref(), Some("T-1"));
+            assert_eq!(record.outcome.map(|o| o.as_str()), sequence.last().copied());
+        }
+        // A marker that cannot be read is said in the next iteration's text.
+        let state = LoopState::new(SID.into(), 25, NOW.into());
+        let out = decide(
+            &config(),
+            Some(&state),
+            &saying("RALPH_OUTCOME: {\"status\": \"done\"}"),
+            NOW,
+        );
+        match out.verdict {
+            Verdict::Continue {
+                notice: Some(notice),
+                ..
+            } => {
+                assert!(
+                    notice.contains("RALPH_OUTCOME not understood") && notice.contains("\"done\""),
+                    "{notice}"
+                );
+            }
+            other => panic!("{other:?}"),
         }
     }
 

@@ -297,6 +297,8 @@ pub fn pause_for_api_failure(
         calls: reading.calls.len().try_into().unwrap_or(u32::MAX),
         usage: reading.tokens,
         tools_incomplete: false,
+        outcome: None,
+        item_id: None,
     });
     state.pause(because);
     why
@@ -331,6 +333,8 @@ pub fn interrupt(state: &mut LoopState, cause: &str, now: &str) -> bool {
         calls: 0,
         usage: Default::default(),
         tools_incomplete: false,
+        outcome: None,
+        item_id: None,
     });
     state.end(Status::Interrupted, because, now);
     true
@@ -392,6 +396,9 @@ pub fn next_step(state: &LoopState) -> Option<String> {
             "give the agent what it asks for (in PROMPT.md or the project), then `ralph-ctl run --resume` goes on from iteration {}",
             state.iteration
         ),
+        Status::ErrorBudgetExhausted | Status::GateBudgetExhausted => {
+            "look at the items that failed (`ralph-ctl status` lists them), fix what they need, then start a new loop (the launcher again)".into()
+        }
     })
 }
 
@@ -449,6 +456,12 @@ pub fn outcome_line(state: &LoopState) -> String {
             "loop blocked at iteration {} of {}: {because}{next}",
             state.iteration, state.max_iterations
         ),
+        Status::ErrorBudgetExhausted | Status::GateBudgetExhausted => format!(
+            "loop stopped: {} at iteration {} of {} ({because}){next}",
+            state.status.as_str(),
+            state.iteration,
+            state.max_iterations
+        ),
     }
 }
 
@@ -473,6 +486,8 @@ pub fn exit_code(status: Status) -> i32 {
         Status::Failed => exit_codes::FAILED,
         Status::BudgetExhausted => exit_codes::BUDGET_EXHAUSTED,
         Status::Blocked => exit_codes::BLOCKED,
+        Status::ErrorBudgetExhausted => exit_codes::ERROR_BUDGET_EXHAUSTED,
+        Status::GateBudgetExhausted => exit_codes::GATE_BUDGET_EXHAUSTED,
     }
 }
 

@@ -49,6 +49,10 @@ pub enum Status {
     /// <reason>`, or a status block saying `STATUS: BLOCKED`): never
     /// resumed on its own.
     Blocked,
+    /// `errorBudget` `RALPH_OUTCOME` errors in a row.
+    ErrorBudgetExhausted,
+    /// `gateBudget` `RALPH_OUTCOME` gate-blocked items in a row.
+    GateBudgetExhausted,
 }
 
 impl Status {
@@ -64,6 +68,8 @@ impl Status {
             Status::Failed => "failed",
             Status::BudgetExhausted => "budget_exhausted",
             Status::Blocked => "blocked",
+            Status::ErrorBudgetExhausted => "error_budget_exhausted",
+            Status::GateBudgetExhausted => "gate_budget_exhausted",
         }
     }
 
@@ -75,7 +81,11 @@ impl Status {
     pub fn is_resumable(self) -> bool {
         !matches!(
             self,
-            Status::Complete | Status::MaxIterations | Status::CircuitOpen
+            Status::Complete
+                | Status::MaxIterations
+                | Status::CircuitOpen
+                | Status::ErrorBudgetExhausted
+                | Status::GateBudgetExhausted
         )
     }
 }
@@ -385,6 +395,12 @@ pub struct IterationRecord {
     /// (seen on 2.1.330 under load, the lines written only after the hook).
     #[serde(default, skip_serializing_if = "is_false")]
     pub tools_incomplete: bool,
+    /// The iteration's `RALPH_OUTCOME` status, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<crate::claims::OutcomeStatus>,
+    /// The work item its `RALPH_OUTCOME` named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -518,6 +534,12 @@ pub struct LoopState {
     /// (`contextMode: fresh`); `sessionId` is the current iteration's.
     #[serde(default, skip_serializing_if = "is_false")]
     pub fresh_context: bool,
+    /// `RALPH_OUTCOME` errors in a row, up to this stop.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub outcome_errors: u32,
+    /// `RALPH_OUTCOME` gate-blocked items in a row, up to this stop.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub outcome_gate_blocked: u32,
 }
 
 /// The processes that carry a driven loop: while one of them lives the loop
@@ -622,6 +644,8 @@ impl LoopState {
             transcript: None,
             carriers: None,
             fresh_context: false,
+            outcome_errors: 0,
+            outcome_gate_blocked: 0,
         }
     }
 
@@ -832,6 +856,8 @@ mod tests {
                 calls: 0,
                 usage: TokenUsage::default(),
                 tools_incomplete: false,
+                outcome: None,
+                item_id: None,
             });
         }
         assert_eq!(s.history.len(), HISTORY_LIMIT);

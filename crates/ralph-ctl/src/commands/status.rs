@@ -200,6 +200,19 @@ pub fn summary(
             None => "not reported".into(),
         },
     );
+    if state.outcome_errors > 0 || state.outcome_gate_blocked > 0 {
+        let budgets = config.map(|c| c.outcome_budgets).unwrap_or_default();
+        line(
+            "outcomes:",
+            format!(
+                "RALPH_OUTCOME error {}/{} in a row, gate-blocked {}/{} in a row",
+                state.outcome_errors,
+                budgets.errors,
+                state.outcome_gate_blocked,
+                budgets.gate_blocked
+            ),
+        );
+    }
     let supervision = config.map(|c| &c.supervision);
     let max_cost = supervision.and_then(|s| s.max_cost);
     if state.cost_usd.0 > 0 || max_cost.is_some() {

@@ -153,20 +153,8 @@ impl StateStore {
     /// state's folder (the audit log) call it.
     pub fn check_folders(&self) -> Result<bool, StoreError> {
         for dir in &self.folders {
-            match fs::symlink_metadata(dir) {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    return Err(StoreError::LinkedFolder(dir.clone()))
-                }
-                Ok(meta) if !meta.is_dir() => return Err(StoreError::NotAFolder(dir.clone())),
-                Ok(_) => {}
-                Err(e) if absent(&e) => return Ok(false),
-                Err(source) => {
-                    return Err(StoreError::Io {
-                        action: "look at",
-                        path: dir.clone(),
-                        source,
-                    })
-                }
+            if !real_folder(dir)? {
+                return Ok(false);
             }
         }
         Ok(true)
@@ -207,12 +195,8 @@ impl StateStore {
             return Ok(Vec::new());
         }
         let dir = self.folder().join(HISTORY_DIR);
-        match fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.file_type().is_symlink() => return Err(StoreError::LinkedFolder(dir)),
-            Ok(meta) if !meta.is_dir() => return Err(StoreError::NotAFolder(dir)),
-            Ok(_) => {}
-            Err(e) if absent(&e) => return Ok(Vec::new()),
-            Err(e) => return Err(io_err("look at", &dir)(e)),
+        if !real_folder(&dir)? {
+            return Ok(Vec::new());
         }
         let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
             .map_err(io_err("list", &dir))?
@@ -325,12 +309,7 @@ impl StateLock<'_> {
     /// under a random name, fsync, rename, fsync of the folder), mode 0600.
     pub fn write(&self, state: &LoopState) -> Result<(), StoreError> {
         let path = &self.store.state_path;
-        let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
-            action: "serialize",
-            path: path.clone(),
-            source: io::Error::other(e),
-        })?;
-        json.push(b'\n');
+        let json = state_json(state, path)?;
         atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io {
             action: "write",
             path: path.clone(),
@@ -360,24 +339,15 @@ impl StateLock<'_> {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_err("create", &dir)(e)),
         }
-        match fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.file_type().is_symlink() => return Err(StoreError::LinkedFolder(dir)),
-            Ok(meta) if !meta.is_dir() => return Err(StoreError::NotAFolder(dir)),
-            Ok(_) => {}
-            Err(e) => return Err(io_err("look at", &dir)(e)),
+        if !real_folder(&dir)? {
+            return Err(io_err("look at", &dir)(io::ErrorKind::NotFound.into()));
         }
-        let safe = |text: &str| -> String {
-            text.chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-                .collect()
-        };
-        let stem = format!("{}-{}", safe(&state.started_at), safe(&state.session_id));
-        let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
-            action: "serialize",
-            path: dir.clone(),
-            source: io::Error::other(e),
-        })?;
-        json.push(b'\n');
+        let stem = format!(
+            "{}-{}",
+            file_safe(&state.started_at),
+            file_safe(&state.session_id)
+        );
+        let json = state_json(state, &dir)?;
         for n in 0..1000 {
             let name = match n {
                 0 => format!("{stem}.json"),
@@ -401,11 +371,7 @@ impl StateLock<'_> {
     /// so nothing is lost, and returns where it went.
     pub fn quarantine(&self, stamp: &str) -> Result<PathBuf, StoreError> {
         let path = &self.store.state_path;
-        let safe_stamp: String = stamp
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        let aside = sibling(path, &format!(".corrupt-{safe_stamp}"));
+        let aside = sibling(path, &format!(".corrupt-{}", file_safe(stamp)));
         fs::rename(path, &aside).map_err(io_err("move aside", path))?;
         Ok(aside)
     }
@@ -432,6 +398,38 @@ impl Drop for StateLock<'_> {
     fn drop(&mut self) {
         let _ = FileExt::unlock(&self.folder);
     }
+}
+
+/// Whether `dir` is a real folder (`Ok(false)`: nothing there); an error for
+/// a symbolic link, something that is not a folder, or one that cannot be
+/// looked at.
+fn real_folder(dir: &Path) -> Result<bool, StoreError> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(StoreError::LinkedFolder(dir.into())),
+        Ok(meta) if !meta.is_dir() => Err(StoreError::NotAFolder(dir.into())),
+        Ok(_) => Ok(true),
+        Err(e) if absent(&e) => Ok(false),
+        Err(e) => Err(io_err("look at", dir)(e)),
+    }
+}
+
+/// `text` with everything but ASCII letters and digits turned into `-`, for a file name.
+fn file_safe(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// `state` as the file holds it: pretty JSON and a final newline (`path`
+/// names where it was going, for the error).
+fn state_json(state: &LoopState, path: &Path) -> Result<Vec<u8>, StoreError> {
+    let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
+        action: "serialize",
+        path: path.to_path_buf(),
+        source: io::Error::other(e),
+    })?;
+    json.push(b'\n');
+    Ok(json)
 }
 
 fn sibling(path: &Path, suffix: &str) -> PathBuf {

@@ -101,9 +101,8 @@ pub fn charge(
 ) -> Result<Option<LoopState>, CtlError> {
     let ending = finish::with_own_loop(paths, session, |lock, mut state| {
         let before = state.clone();
-        if let Some(cost) = result.total_cost_usd.map(Usd::from_dollars) {
-            state.cost_usd = Usd(state.cost_usd.0.saturating_add(cost.0));
-        }
+        // A new session each iteration: the run's own cost.
+        super::supervisor::add_run_cost(&mut state, Some(result), false);
         let now = time::now_rfc3339();
         let mut ended = None;
         if state.status == Status::Running && max_cost.is_some_and(|max| state.cost_usd >= max) {

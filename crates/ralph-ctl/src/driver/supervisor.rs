@@ -101,6 +101,19 @@ pub fn record_client_end(
     })
 }
 
+/// Adds what one client run cost to the loop's: with `session_cost` the
+/// client reported its session's total so far (2.1 resuming the loop's
+/// session), else the run's own (2.0, or a fresh session per iteration).
+pub fn add_run_cost(state: &mut LoopState, result: Option<&ClientResult>, session_cost: bool) {
+    if let Some(cost) = result.and_then(|r| r.total_cost_usd).map(Usd::from_dollars) {
+        state.cost_usd = if session_cost {
+            state.cost_usd.max(cost)
+        } else {
+            Usd(state.cost_usd.0.saturating_add(cost.0))
+        };
+    }
+}
+
 /// [`record_client_end`] on the loop, under the lock.
 fn record_run(
     lock: &StateLock<'_>,
@@ -112,14 +125,7 @@ fn record_run(
     let before = state.clone();
     let now = time::now_rfc3339();
     let result = run.result;
-    if let Some(cost) = result.and_then(|r| r.total_cost_usd).map(Usd::from_dollars) {
-        // 2.1 reports the session's cost so far (the loop's session), 2.0 the run's.
-        state.cost_usd = if run.session_cost {
-            state.cost_usd.max(cost)
-        } else {
-            Usd(state.cost_usd.0.saturating_add(cost.0))
-        };
-    }
+    add_run_cost(&mut state, result, run.session_cost);
     let over_budget = config
         .supervision
         .max_cost

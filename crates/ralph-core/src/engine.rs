@@ -528,7 +528,26 @@ fn observe(
         // iteration's tool calls and errors, best effort, once it shows
         // that message.
         Some(path) if from_input.is_some() => {
+            let expected = from_input.as_deref().unwrap_or_default();
             match world.iteration_tail(path, transcript::CATCH_UP_WAIT, from_input.as_deref()) {
+                // The newest answer in the transcript is another one: the
+                // client has not written this iteration yet (2.1.330 under
+                // load, until after the hook), and what was read is an
+                // earlier iteration's. Its tool calls and errors are not
+                // this one's.
+                Ok((tail, waited))
+                    if tail
+                        .final_message
+                        .as_deref()
+                        .is_some_and(|got| !transcript::same_text(got, expected)) =>
+                {
+                    notes.push(format!(
+                        "the transcript did not show this stop's final message within {:.1} s, only an \
+                         earlier one; the iteration's tool calls and errors are not known",
+                        waited.as_secs_f64()
+                    ));
+                    IterationTail::default()
+                }
                 Ok((tail, waited)) => {
                     if waited >= transcript::CATCH_UP_WAIT {
                         notes.push(format!(
@@ -916,6 +935,27 @@ mod tests {
             .map(|r| r.tools_incomplete)
             .collect();
         assert_eq!(flags, [true, false]);
+    }
+
+    #[test]
+    fn a_transcript_that_shows_only_an_earlier_iteration_lends_it_nothing() {
+        // The stop carries "Step two." but the transcript still ends on the
+        // previous iteration, whose tool call failed: that error and call
+        // are not charged to this iteration, which is flagged instead.
+        let (_d, paths) = project(None);
+        let stale = FakeWorld::new(IterationTail {
+            caught_up: true,
+            final_message: Some("Step one.".into()),
+            tool_calls: 1,
+            failing_tool_results: vec!["cat: x: No such file or directory".into()],
+            ..Default::default()
+        });
+        run_stop(&paths, &[], &stop("Step two."), &stale, &mut |_| Ok(())).unwrap();
+        let record = state(&paths).history.pop().unwrap();
+        assert_eq!(record.tool_calls, 0, "{record:?}");
+        assert_eq!(record.error, None, "{record:?}");
+        assert!(record.tools_incomplete, "{record:?}");
+        assert_eq!(record.excerpt, "Step two.");
     }
 
     #[test]

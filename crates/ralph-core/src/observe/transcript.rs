@@ -243,7 +243,7 @@ pub fn wait_for_stop(
 /// The same message text, white space aside, or one holding the other (the
 /// client may join a message's text blocks differently from the
 /// transcript's lines, or send only the last block).
-fn same_text(transcript: &str, input: &str) -> bool {
+pub fn same_text(transcript: &str, input: &str) -> bool {
     // Built word by word: a list of a message's words would take 16 bytes a word.
     let flat = |s: &str| {
         let mut out = String::with_capacity(s.len());

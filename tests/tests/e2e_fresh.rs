@@ -147,6 +147,25 @@ fn the_same_error_in_every_fresh_process_opens_the_breaker(client: ClientVersion
         iteration * 2,
         "two requests per process"
     );
+    // Live output: a readable line per tool call, failure and message, as
+    // the iterations went, and no raw JSON.
+    for shown in [
+        "  → Bash: cat no-such-file.txt",
+        "  ✗ tool failed: ",
+        "  says: The file is still missing.",
+    ] {
+        assert_eq!(
+            run.stdout.matches(shown).count() as u64,
+            iteration,
+            "{shown:?} once per iteration: {}",
+            run.stdout
+        );
+    }
+    assert!(
+        run.stdout.lines().all(|l| !l.starts_with('{')),
+        "{}",
+        run.stdout
+    );
 }
 
 fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
@@ -165,7 +184,7 @@ fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
         run.stdout
     );
     assert!(
-        run.stdout.contains("'-p' '--output-format' 'json'")
+        run.stdout.contains("'-p' '--output-format' 'stream-json' '--verbose'")
             && run
                 .stdout
                 .contains("'--permission-mode' 'bypassPermissions'"),

@@ -17,7 +17,7 @@ use ralph_core::state::{Status, Usd};
 use ralph_core::store::StateStore;
 
 use crate::commands::{finish, init, prompt, reset, start};
-use crate::driver::client::{self, RunningClient, Supervision};
+use crate::driver::client::{self, Output, RunningClient, Supervision};
 use crate::driver::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
 use crate::driver::result;
 use crate::driver::signals::{SignalSource, Signals};
@@ -171,8 +171,15 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                 return end(paths, session, &cause, exit_codes::ERROR);
             }
         }
+        let output = if fresh {
+            Output::Readable
+        } else if headless {
+            Output::PassOn
+        } else {
+            Output::Terminal
+        };
         let supervision =
-            RunningClient::spawn(&command, &paths.root, headless).map(|mut running| {
+            RunningClient::spawn(&command, &paths.root, output).map(|mut running| {
                 // Best effort: a loop without its client recorded is only
                 // judged by the driver's life.
                 let _ =

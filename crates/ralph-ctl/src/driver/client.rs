@@ -5,11 +5,13 @@
 use std::io::{self, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::command::{ClientCommand, PromptDelivery};
+use super::live;
 use super::signals::{Signal, SignalSource};
 
 /// How long a client has to exit after a signal was passed on to it before
@@ -176,7 +178,18 @@ pub fn version(client: &super::command::ClientProgram) -> Option<super::command:
 
 /// The end of the output reader (it signals when the pipe closed) and the
 /// output's tail.
-type Captured = (mpsc::Receiver<()>, Arc<Mutex<Vec<u8>>>);
+type Captured = (mpsc::Receiver<()>, Arc<Mutex<Vec<u8>>>, Arc<AtomicU64>);
+
+/// Where the client's stdout goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Straight to the terminal (the interactive client).
+    Terminal,
+    /// Passed on to ours as it is, and kept (`--output-format json`).
+    PassOn,
+    /// Kept, and shown as readable lines (`--output-format stream-json`).
+    Readable,
+}
 
 /// The client process.
 pub struct RunningClient {
@@ -192,10 +205,11 @@ impl RunningClient {
 
     /// Starts `command` in `root`, with the prompt on its stdin when that is
     /// how it goes (written by a thread, then closed; a client that stops
-    /// reading just ends the write). With `capture`, its stdout is passed on
-    /// to ours as it comes and its last [`MAX_CAPTURED_BYTES`] are kept
-    /// (for the result object of `--output-format json`).
-    pub fn spawn(command: &ClientCommand, root: &Path, capture: bool) -> io::Result<RunningClient> {
+    /// reading just ends the write). Unless `output` is [`Output::Terminal`],
+    /// its stdout is passed on to ours as it comes (as it is, or as readable
+    /// lines) and its last [`MAX_CAPTURED_BYTES`] are kept (for the result
+    /// object), with a count of the bytes seen (activity, for the idle watch).
+    pub fn spawn(command: &ClientCommand, root: &Path, output: Output) -> io::Result<RunningClient> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
@@ -204,7 +218,7 @@ impl RunningClient {
         if piped {
             cmd.stdin(Stdio::piped());
         }
-        if capture {
+        if output != Output::Terminal {
             cmd.stdout(Stdio::piped());
         }
         let mut child = cmd.spawn()?;
@@ -220,17 +234,35 @@ impl RunningClient {
             Some(mut stdout) => {
                 let kept = Arc::new(Mutex::new(Vec::new()));
                 let sink = Arc::clone(&kept);
+                let seen = Arc::new(AtomicU64::new(0));
+                let counter = Arc::clone(&seen);
                 let (done, finished) = mpsc::channel();
                 thread::Builder::new()
                     .name("client-stdout".into())
                     .spawn(move || {
                         let mut buf = [0u8; 64 * 1024];
                         let mut ours = io::stdout();
+                        // A readable line is written once its event is whole.
+                        let mut partial: Vec<u8> = Vec::new();
                         while let Ok(n) = stdout.read(&mut buf) {
                             if n == 0 {
                                 break;
                             }
-                            let _ = ours.write_all(&buf[..n]);
+                            counter.fetch_add(n as u64, Ordering::Relaxed);
+                            if output == Output::Readable {
+                                partial.extend_from_slice(&buf[..n]);
+                                while let Some(end) = partial.iter().position(|&b| b == b'\n') {
+                                    let line: Vec<u8> = partial.drain(..=end).collect();
+                                    for shown in live::readable(&String::from_utf8_lossy(&line)) {
+                                        let _ = writeln!(ours, "{shown}");
+                                    }
+                                }
+                                if partial.len() > MAX_CAPTURED_BYTES {
+                                    partial.clear();
+                                }
+                            } else {
+                                let _ = ours.write_all(&buf[..n]);
+                            }
                             let _ = ours.flush();
                             let mut kept = sink.lock().unwrap_or_else(|e| e.into_inner());
                             kept.extend_from_slice(&buf[..n]);
@@ -239,13 +271,27 @@ impl RunningClient {
                                 kept.drain(..excess);
                             }
                         }
+                        if output == Output::Readable {
+                            for shown in live::readable(&String::from_utf8_lossy(&partial)) {
+                                let _ = writeln!(ours, "{shown}");
+                            }
+                        }
                         let _ = done.send(());
                     })?;
-                Some((finished, kept))
+                Some((finished, kept, seen))
             }
             None => None,
         };
         Ok(RunningClient { child, captured })
+    }
+
+    /// How many bytes the client wrote on stdout so far (0 when it writes
+    /// to the terminal): grows while it works.
+    pub fn output_seen(&self) -> Arc<AtomicU64> {
+        match &self.captured {
+            Some((_, _, seen)) => Arc::clone(seen),
+            None => Arc::new(AtomicU64::new(0)),
+        }
     }
 
     /// What the client wrote on stdout (its tail), once it has exited. A
@@ -253,7 +299,7 @@ impl RunningClient {
     /// awaited [`OUTPUT_GRACE`] at most.
     pub fn output(self) -> Vec<u8> {
         match self.captured {
-            Some((finished, kept)) => {
+            Some((finished, kept, _)) => {
                 let _ = finished.recv_timeout(OUTPUT_GRACE);
                 let kept = kept.lock().unwrap_or_else(|e| e.into_inner());
                 kept.clone()

@@ -298,7 +298,8 @@ fn names_permissions(client_args: &[OsString]) -> bool {
 }
 
 /// Builds the client command: `[leading args] -p --output-format json
-/// --session-id ID [client args]` with the prompt on stdin (headless), or
+/// --session-id ID [client args]` with the prompt on stdin (headless;
+/// `stream-json --verbose` for a fresh iteration), or
 /// `[leading args] [PROMPT] --session-id ID [client args]` (interactive).
 pub fn build(launch: &Launch) -> ClientCommand {
     let delivery = delivery(launch);
@@ -308,7 +309,10 @@ pub fn build(launch: &Launch) -> ClientCommand {
         .iter()
         .map(OsString::from)
         .collect();
-    if launch.headless {
+    if launch.fresh {
+        // One event per line as the iteration goes, shown live (driver::live).
+        args.extend(["-p", "--output-format", "stream-json", "--verbose"].map(OsString::from));
+    } else if launch.headless {
         args.extend(["-p", "--output-format", "json"].map(OsString::from));
     }
     match &delivery {
@@ -492,7 +496,13 @@ mod tests {
         launch.fresh = true;
         let command = build(&launch);
         assert!(command.env.is_empty(), "{:?}", command.env);
-        assert!(args(&command).contains(&"--session-id".to_string()));
+        let args = args(&command);
+        assert!(args.contains(&"--session-id".to_string()));
+        assert_eq!(
+            args[..4],
+            ["-p", "--output-format", "stream-json", "--verbose"],
+            "a fresh iteration's events are streamed, to be shown live"
+        );
     }
 
     #[test]

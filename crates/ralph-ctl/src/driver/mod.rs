@@ -3,11 +3,13 @@
 //! early ([`signals`]), the running client with the loop that watches
 //! it ([`client`]), its result object ([`result`]), what happens between
 //! two runs of it: pauses, waits and resumes ([`supervisor`]), and the
-//! fresh-context loop's judging and hand-over between processes ([`fresh`]).
+//! fresh-context loop's judging and hand-over between processes ([`fresh`])
+//! and its live output ([`live`]).
 
 pub mod client;
 pub mod command;
 pub mod fresh;
+pub mod live;
 pub mod liveness;
 pub mod result;
 pub mod signals;

@@ -1,0 +1,175 @@
+//! Live output of a fresh iteration: the client runs with `--output-format
+//! stream-json --verbose`, which prints one JSON event per line as the
+//! session goes; each is turned here into a readable line (what the agent
+//! said, each tool call with its telling argument, each failed tool result)
+//! so that the person sees the iteration's progress as it happens. The last
+//! event, the result object, is read by [`super::result::parse`] as before.
+
+use serde_json::Value;
+
+/// The longest excerpt of a message, a tool's argument or a failure shown.
+pub const EXCERPT_CHARS: usize = 160;
+
+/// The readable lines for one line of the client's stream-json output.
+/// Events that tell the person nothing (the result, successful tool results,
+/// thinking, unknown kinds) give none; a line that is not JSON is shown as it is.
+pub fn readable(line: &str) -> Vec<String> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Vec::new();
+    }
+    let Ok(event) = serde_json::from_str::<Value>(line) else {
+        return vec![format!("  {}", excerpt(line))];
+    };
+    match event.get("type").and_then(Value::as_str) {
+        Some("system") if event.get("subtype").and_then(Value::as_str) == Some("init") => {
+            let model = event.get("model").and_then(Value::as_str).unwrap_or("?");
+            vec![format!("  started: model {model}")]
+        }
+        Some("assistant") => blocks(&event)
+            .filter_map(|block| match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    let text = block.get("text").and_then(Value::as_str)?;
+                    (!text.trim().is_empty()).then(|| format!("  says: {}", excerpt(text)))
+                }
+                Some("tool_use") => {
+                    let name = block.get("name").and_then(Value::as_str).unwrap_or("tool");
+                    Some(match block.get("input").and_then(telling_argument) {
+                        Some(argument) => format!("  → {name}: {}", excerpt(&argument)),
+                        None => format!("  → {name}"),
+                    })
+                }
+                _ => None,
+            })
+            .collect(),
+        Some("user") => blocks(&event)
+            .filter(|block| {
+                block.get("type").and_then(Value::as_str) == Some("tool_result")
+                    && block.get("is_error").and_then(Value::as_bool) == Some(true)
+            })
+            .map(|block| format!("  ✗ tool failed: {}", excerpt(&result_text(block))))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The content blocks of an assistant or user event.
+fn blocks(event: &Value) -> impl Iterator<Item = &Value> {
+    event
+        .get("message")
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// The argument that says what a tool call does: a command, a file, a
+/// pattern, an address; else the whole input, compact.
+fn telling_argument(input: &Value) -> Option<String> {
+    const TELLING: [&str; 8] = [
+        "command",
+        "file_path",
+        "notebook_path",
+        "pattern",
+        "path",
+        "url",
+        "query",
+        "description",
+    ];
+    TELLING
+        .iter()
+        .find_map(|key| input.get(key).and_then(Value::as_str))
+        .map(str::to_string)
+        .or_else(|| {
+            input
+                .as_object()
+                .filter(|o| !o.is_empty())
+                .map(|_| input.to_string())
+        })
+}
+
+/// A tool result's text: a string, or the text blocks of a list.
+fn result_text(block: &Value) -> String {
+    match block.get("content") {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+/// `text` on one line, at most [`EXCERPT_CHARS`] characters, `…` when cut.
+pub fn excerpt(text: &str) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= EXCERPT_CHARS {
+        return flat;
+    }
+    let cut: String = flat.chars().take(EXCERPT_CHARS - 1).collect();
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_tool_call_and_message_becomes_one_line() {
+        let event = r#"{"type":"assistant","message":{"content":[
+            {"type":"thinking","thinking":"hmm"},
+            {"type":"text","text":"Running the tests\nnow."},
+            {"type":"tool_use","id":"t1","name":"Bash","input":{"command":"cargo test","description":"Run tests"}},
+            {"type":"tool_use","id":"t2","name":"Edit","input":{"file_path":"/p/src/lib.rs","old_string":"a","new_string":"b"}},
+            {"type":"tool_use","id":"t3","name":"TodoWrite","input":{"todos":[]}},
+            {"type":"tool_use","id":"t4","name":"Other","input":{}}]}}"#
+            .replace('\n', " ");
+        assert_eq!(
+            readable(&event),
+            vec![
+                "  says: Running the tests now.",
+                "  → Bash: cargo test",
+                "  → Edit: /p/src/lib.rs",
+                "  → TodoWrite: {\"todos\":[]}",
+                "  → Other",
+            ]
+        );
+    }
+
+    #[test]
+    fn failed_tool_results_are_shown_and_others_are_not() {
+        let event = r#"{"type":"user","message":{"role":"user","content":[
+            {"type":"tool_result","tool_use_id":"t1","content":"ok"},
+            {"type":"tool_result","tool_use_id":"t2","is_error":true,"content":"Exit code 1\nerror[E0308]: mismatched types"},
+            {"type":"tool_result","tool_use_id":"t3","is_error":true,"content":[{"type":"text","text":"File not found"}]}]}}"#
+            .replace('\n', " ");
+        assert_eq!(
+            readable(&event),
+            vec![
+                "  ✗ tool failed: Exit code 1 error[E0308]: mismatched types",
+                "  ✗ tool failed: File not found",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_start_names_the_model_and_the_rest_is_quiet() {
+        assert_eq!(
+            readable(r#"{"type":"system","subtype":"init","model":"claude-sonnet-4-5","tools":[]}"#),
+            vec!["  started: model claude-sonnet-4-5"]
+        );
+        assert!(readable(r#"{"type":"result","subtype":"success","result":"done"}"#).is_empty());
+        assert!(readable(r#"{"type":"system","subtype":"hook_response"}"#).is_empty());
+        assert!(readable("   ").is_empty());
+        assert_eq!(readable("not json"), vec!["  not json"]);
+    }
+
+    #[test]
+    fn long_text_is_cut_to_one_short_line() {
+        let long = "word ".repeat(100);
+        let shown = excerpt(&long);
+        assert_eq!(shown.chars().count(), EXCERPT_CHARS);
+        assert!(shown.ends_with('…'));
+    }
+}

@@ -489,6 +489,32 @@ pub fn run_measured(
     (run, u64::try_from(usage.ru_maxrss).unwrap_or(0))
 }
 
+/// The live (not zombie) processes whose command line contains `needle`,
+/// from `/proc`, with their command lines.
+pub fn processes_matching(needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                let after = &stat[stat.rfind(')')? + 1..];
+                after.split_whitespace().next().map(|s| s == "Z")
+            })
+            .unwrap_or(false);
+        if line.contains(needle) && !zombie && pid != std::process::id() {
+            found.push((pid, line.trim().to_string()));
+        }
+    }
+    found
+}
+
 /// The live (not zombie) processes whose process group is `pgid`, from `/proc`.
 pub fn processes_in_group(pgid: u32) -> Vec<u32> {
     let mut found = Vec::new();

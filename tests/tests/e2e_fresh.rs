@@ -25,6 +25,7 @@ ralph_tests::on_both_clients!(
     sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client,
     an_abort_line_ends_a_fresh_loop_blocked,
     two_outcome_errors_end_the_loop_and_terminal_then_no_item_completes,
+    a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error,
 );
 
 /// The launcher with `--fresh` and `extra` before the client arguments.
@@ -184,7 +185,8 @@ fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
         run.stdout
     );
     assert!(
-        run.stdout.contains("'-p' '--output-format' 'stream-json' '--verbose'")
+        run.stdout
+            .contains("'-p' '--output-format' 'stream-json' '--verbose'")
             && run
                 .stdout
                 .contains("'--permission-mode' 'bypassPermissions'"),
@@ -339,4 +341,60 @@ fn two_outcome_errors_end_the_loop_and_terminal_then_no_item_completes(client: C
             .contains("no-item"),
         "{state:#}"
     );
+}
+
+fn a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error(client: ClientVersion) {
+    let project = TempProject::new("fresh-idle");
+    project.init();
+    // This test's own hung command (the clients run in parallel).
+    let seconds = match client {
+        ClientVersion::V2_1_330 => 211,
+        ClientVersion::V2_0_77 => 207,
+    };
+    let hung = format!("tail -f /dev/null -s {seconds}");
+    let hung_command = hung.clone();
+    // Iteration 1 hangs in a tool call that never returns; iteration 2
+    // (a new process) completes.
+    let api = MockApi::start_in_order(move |turn, body| match turn {
+        0 => Reply::bash(hung_command.clone()),
+        _ if user_texts(body)
+            .join("\n")
+            .contains("[Ralph: the previous iteration was cut off]") =>
+        {
+            Reply::text(format!("Picked up where it stopped. All done.\n{SIGNAL}"))
+        }
+        _ => Reply::text("The notice of the cut-off is missing."),
+    });
+    let cmd = fresh_launcher(
+        &project,
+        client,
+        &api,
+        &[],
+        &[("RALPH_IDLE_TIMEOUT_SECONDS", "3")],
+    );
+    let started = Instant::now();
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    run.assert_code(0);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the hung client was not ended in time: {:?}",
+        started.elapsed()
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    let first = &state["history"][0];
+    assert_eq!(first["outcome"], "error", "{state:#}");
+    assert!(
+        first["why"].as_str().unwrap_or("").contains("cut off"),
+        "{state:#}"
+    );
+    assert!(
+        run.stderr.contains("no sign of work for 3 s"),
+        "{}",
+        run.stderr
+    );
+    // The hung tool's process went with its client.
+    let leftover = ralph_tests::project::processes_matching(&hung);
+    assert!(leftover.is_empty(), "left running: {leftover:?}");
 }

@@ -68,6 +68,8 @@ pub mod env {
     pub const ERROR_BUDGET: &str = "RALPH_ERROR_BUDGET";
     /// `RALPH_OUTCOME` gate-blocked items in a row that end the loop.
     pub const GATE_BUDGET: &str = "RALPH_GATE_BUDGET";
+    /// Seconds a fresh iteration's transcript may stay still before its client is ended.
+    pub const IDLE_TIMEOUT_SECONDS: &str = "RALPH_IDLE_TIMEOUT_SECONDS";
 }
 
 /// How many `RALPH_OUTCOME` errors, and gate-blocked items, in a row a loop
@@ -216,6 +218,10 @@ pub struct Config {
     pub iteration_budget: Option<Usd>,
     /// The `RALPH_OUTCOME` error and gate-blocked budgets.
     pub outcome_budgets: OutcomeBudgets,
+    /// Seconds a fresh iteration may go without its transcript (or output)
+    /// growing before its client is ended and the iteration counts as an
+    /// error (`None`: never; a hung session must not stall the night).
+    pub idle_timeout_seconds: Option<u32>,
 }
 
 impl Default for Config {
@@ -231,6 +237,7 @@ impl Default for Config {
             context_mode: ContextMode::Session,
             iteration_budget: None,
             outcome_budgets: OutcomeBudgets::default(),
+            idle_timeout_seconds: None,
         }
     }
 }
@@ -420,6 +427,7 @@ enum Target {
     MaxAutoResumes,
     ErrorBudget,
     GateBudget,
+    IdleTimeout,
 }
 
 impl Target {
@@ -438,6 +446,7 @@ impl Target {
             Target::MaxAutoResumes => config.supervision.max_auto_resumes = value,
             Target::ErrorBudget => config.outcome_budgets.errors = value,
             Target::GateBudget => config.outcome_budgets.gate_blocked = value,
+            Target::IdleTimeout => config.idle_timeout_seconds = (value > 0).then_some(value),
         }
     }
 }
@@ -501,6 +510,13 @@ fn number_settings() -> impl Iterator<Item = NumberSetting> {
             min: 1,
             max: THRESHOLD_LIMIT,
             target: Target::GateBudget,
+        },
+        NumberSetting {
+            key: "idleTimeoutSeconds",
+            env: env::IDLE_TIMEOUT_SECONDS,
+            min: 0,
+            max: 86_400,
+            target: Target::IdleTimeout,
         },
     ];
     own.into_iter()
@@ -950,6 +966,22 @@ mod tests {
         );
         let (_d, paths) = project_with_config(Some(r#"{"iterationBudgetUsd": -1}"#));
         assert!(Config::load(&paths, &[]).is_err());
+    }
+
+    #[test]
+    fn the_idle_timeout_is_off_unless_set_and_zero_turns_it_off() {
+        let (_d, paths) = project_with_config(Some(r#"{"idleTimeoutSeconds": 600}"#));
+        assert_eq!(Config::default().idle_timeout_seconds, None);
+        assert_eq!(
+            Config::load(&paths, &[]).unwrap().idle_timeout_seconds,
+            Some(600)
+        );
+        let off = Config::load(&paths, &[(env::IDLE_TIMEOUT_SECONDS, "0")]).unwrap();
+        assert_eq!(off.idle_timeout_seconds, None);
+        let err = Config::load(&paths, &[(env::IDLE_TIMEOUT_SECONDS, "soon")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("RALPH_IDLE_TIMEOUT_SECONDS"), "{err}");
     }
 
     #[test]

@@ -45,6 +45,16 @@ pub struct Stop {
     pub last_assistant_message: Option<String>,
     /// The session's transcript.
     pub transcript_path: Option<PathBuf>,
+    /// The folder the iteration worked in, when it is not the project's
+    /// root (a fresh iteration in a git worktree): progress, the TDD
+    /// scenario, plan files and the verification commands are read and run
+    /// there; the state, config and prompt stay the project's.
+    pub work_root: Option<PathBuf>,
+    /// Set when the driver ended the client before it ended its turn (the
+    /// idle timeout), saying why: whatever its transcript last shows is no
+    /// answer, so no claim or marker is read, and the iteration counts as
+    /// an error.
+    pub cut_off: Option<String>,
 }
 
 /// Everything a stop reads or runs outside the process: the transcript, the
@@ -257,7 +267,7 @@ pub fn run_stop(
         {
             notes.push(format!("warning: {warning}"));
         }
-        observed.verification = Some(world.verify(&paths.root, commands));
+        observed.verification = Some(world.verify(work_root(paths, stop), commands));
     }
 
     let lock = store.lock(false)?;
@@ -508,6 +518,11 @@ fn restore(lock: &crate::store::StateLock<'_>, previous: &LoopState) -> Result<(
 /// briefly when the client has not written it yet), the iteration's tool
 /// calls, file edits and failing tool results, whether the project changed
 /// since `previous` (the breaker's baseline), the TDD scenario and the plan.
+/// The folder the stop's iteration worked in: its worktree, or the project.
+fn work_root<'a>(paths: &'a ProjectPaths, stop: &'a Stop) -> &'a Path {
+    stop.work_root.as_deref().unwrap_or(&paths.root)
+}
+
 fn observe(
     paths: &ProjectPaths,
     config: &Config,
@@ -578,6 +593,8 @@ fn observe(
     // after the hook has returned).
     let tools_incomplete = stop.transcript_path.is_some() && !tail.caught_up;
     let (message, source) = match (from_input, tail.final_message) {
+        // Cut off mid-turn: what the transcript ends on is no answer.
+        _ if stop.cut_off.is_some() => (String::new(), MessageSource::Missing),
         (Some(text), _) => (text, MessageSource::Input),
         (None, Some(text)) if !text.is_empty() => (text, MessageSource::Transcript),
         _ if stop.transcript_path.is_some() && !tail.caught_up => {
@@ -590,14 +607,19 @@ fn observe(
         message_source: source,
         failing_tool_results: tail.failing_tool_results,
         tool_calls: tail.tool_calls,
-        progress: world.progress(&paths.root, state.breaker.progress.as_ref(), &tail.edits),
-        tdd_scenario: world.tdd_scenario(&paths.root),
-        plan: world.plan(&paths.root, &config.completion.plan_files),
+        progress: world.progress(
+            work_root(paths, stop),
+            state.breaker.progress.as_ref(),
+            &tail.edits,
+        ),
+        tdd_scenario: world.tdd_scenario(work_root(paths, stop)),
+        plan: world.plan(work_root(paths, stop), &config.completion.plan_files),
         // The previous stop could not see its own message in time: it is in
         // the transcript now, just before this iteration's prompt line.
-        late_message: tail
-            .previous_final_message
-            .filter(|m| !m.is_empty() && decision::previous_stop_was_behind(state)),
+        late_message: tail.previous_final_message.filter(|m| {
+            !m.is_empty() && stop.cut_off.is_none() && decision::previous_stop_was_behind(state)
+        }),
+        cut_off: stop.cut_off.clone(),
         tools_incomplete,
         usage: read_usage(
             world,
@@ -635,6 +657,8 @@ mod tests {
         verify_runs: Cell<u32>,
         /// What the usage reading finds.
         usage: UsageReading,
+        /// The folders progress and verification were read and run in.
+        roots: std::cell::RefCell<Vec<PathBuf>>,
     }
 
     impl FakeWorld {
@@ -648,6 +672,7 @@ mod tests {
                 verify_exit: 0,
                 verify_runs: Cell::new(0),
                 usage: UsageReading::default(),
+                roots: Default::default(),
             }
         }
     }
@@ -679,10 +704,11 @@ mod tests {
         }
         fn progress(
             &self,
-            _: &Path,
+            root: &Path,
             previous: Option<&progress::Baseline>,
             edits: &progress::ToolEdits,
         ) -> progress::Reading {
+            self.roots.borrow_mut().push(root.to_path_buf());
             self.progress_calls
                 .borrow_mut()
                 .push((previous.cloned(), edits.clone()));
@@ -701,7 +727,8 @@ mod tests {
         fn plan(&self, _: &Path, _: &[String]) -> PlanReport {
             PlanReport::default()
         }
-        fn verify(&self, _: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
+        fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
+            self.roots.borrow_mut().push(root.to_path_buf());
             self.verify_runs.set(self.verify_runs.get() + 1);
             commands
                 .iter()
@@ -749,6 +776,7 @@ mod tests {
             stop_hook_active: true,
             last_assistant_message: Some(message.into()),
             transcript_path: Some("/t.jsonl".into()),
+            ..Stop::default()
         }
     }
 
@@ -983,6 +1011,41 @@ mod tests {
             report.notes
         );
         assert_eq!(state(&paths).status, Status::Complete);
+    }
+
+    #[test]
+    fn an_iteration_in_a_worktree_is_checked_there_and_a_cut_off_one_claims_nothing() {
+        let config = r#"{"verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#;
+        let (_d, paths) = project(Some(config));
+        let world = FakeWorld::new(IterationTail::default());
+        let signal = Config::default().completion_signal;
+        let worktree = paths.root.join(".claude/worktrees/loop-1");
+        let in_worktree = Stop {
+            work_root: Some(worktree.clone()),
+            ..stop(&format!("Done.\n{signal}"))
+        };
+        run_stop(&paths, &[], &in_worktree, &world, &mut |_| Ok(())).unwrap();
+        assert_eq!(*world.roots.borrow(), [worktree.clone(), worktree.clone()]);
+        assert_eq!(state(&paths).status, Status::Complete);
+
+        // Cut off mid-turn: the claim its transcript ends on is no answer.
+        let (_d, paths) = project(Some(config));
+        let world = FakeWorld::new(IterationTail::default());
+        let cut_off = Stop {
+            cut_off: Some("no sign of work for 60 s".into()),
+            ..stop(&format!("Done.\n{signal}"))
+        };
+        let report = run_stop(&paths, &[], &cut_off, &world, &mut |_| Ok(())).unwrap();
+        assert_eq!(world.verify_runs.get(), 0, "nothing to verify");
+        assert!(matches!(report.answer, Answer::Block { .. }), "{report:?}");
+        let after = state(&paths);
+        assert_eq!(after.status, Status::Running);
+        assert_eq!(after.outcome_errors, 1);
+        assert_eq!(
+            world.roots.borrow()[0],
+            paths.root,
+            "the project's own root"
+        );
     }
 
     #[test]

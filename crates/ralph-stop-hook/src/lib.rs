@@ -256,6 +256,7 @@ pub fn handle(
         stop_hook_active: input.stop_hook_active,
         last_assistant_message: input.last_assistant_message,
         transcript_path: input.transcript_path,
+        ..Stop::default()
     };
     let report = engine::run_stop(&paths, env, &stop, world, &mut |answer| {
         respond(answer, stdout)

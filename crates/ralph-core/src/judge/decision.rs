@@ -89,6 +89,9 @@ pub struct Observation {
     /// error rather than the model's answer (Claude Code 2.0 runs the Stop
     /// hook then).
     pub api_failure: Option<ApiErrorMessage>,
+    /// Why the driver ended the client before it ended its turn (the idle
+    /// timeout): the iteration counts as a `RALPH_OUTCOME` error.
+    pub cut_off: Option<String>,
 }
 
 impl Observation {
@@ -110,6 +113,7 @@ impl Observation {
             tools_incomplete: false,
             usage: UsageReading::default(),
             api_failure: None,
+            cut_off: None,
         }
     }
 }
@@ -545,6 +549,15 @@ pub fn decide_judged(
         }
         Some(claims::OutcomeStatus::Skip) | None => {}
     }
+    if let Some(why) = &observed.cut_off {
+        // A hung iteration failed its item as surely as one that said so.
+        next.outcome_errors = next.outcome_errors.saturating_add(1);
+        next.outcome_gate_blocked = 0;
+        notices.push(format!(
+            "[Ralph: the previous iteration was cut off] {why}. Its work may be half done: \
+             look at the project's files before you go on, and keep each step short."
+        ));
+    }
     let budgets = config.outcome_budgets;
     let abort = claims::abort_request(&observed.message);
     let (verdict, why) = if let Some(reason) = &abort {
@@ -566,7 +579,8 @@ pub fn decide_judged(
         (
             Verdict::End(Status::ErrorBudgetExhausted),
             format!(
-                "RALPH_OUTCOME error in {} iterations in a row, the errorBudget ({})",
+                "RALPH_OUTCOME error (or a cut-off iteration) in {} iterations in a row, the \
+                 errorBudget ({})",
                 next.outcome_errors, budgets.errors
             ),
         )
@@ -598,7 +612,9 @@ pub fn decide_judged(
                 max_iterations: state.max_iterations,
                 notice: (!notices.is_empty()).then(|| notices.join("\n\n")),
             },
-            if assessment.claimed {
+            if let Some(why) = &observed.cut_off {
+                format!("iteration {iteration} was cut off ({why}), counted as an error")
+            } else if assessment.claimed {
                 format!("iteration {iteration} claimed completion but the claim failed its gates")
             } else {
                 format!("iteration {iteration} ended without a completion claim")
@@ -681,7 +697,10 @@ pub fn decide_judged(
         calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
         usage: observed.usage.tokens,
         tools_incomplete: observed.tools_incomplete,
-        outcome: marker.as_ref().map(|m| m.status),
+        outcome: marker.as_ref().map(|m| m.status).or(observed
+            .cut_off
+            .as_ref()
+            .map(|_| claims::OutcomeStatus::Error)),
         item_id: marker.and_then(|m| m.item_id),
     });
     Outcome {
@@ -955,6 +974,52 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_cut_off_iteration_counts_as_an_error_and_says_so_in_the_next_text() {
+        let cut = |message: &str| Observation {
+            cut_off: Some("no sign of work for 60 s".into()),
+            ..saying(message)
+        };
+        let state = LoopState::new(SID.into(), 25, NOW.into());
+        let out = decide(&config(), Some(&state), &cut(""), NOW);
+        let state = out.new_state.unwrap();
+        assert_eq!(state.outcome_errors, 1);
+        assert_eq!(
+            state.history.last().unwrap().outcome,
+            Some(claims::OutcomeStatus::Error)
+        );
+        match out.verdict {
+            Verdict::Continue {
+                notice: Some(notice),
+                ..
+            } => assert!(
+                notice.contains("the previous iteration was cut off")
+                    && notice.contains("no sign of work for 60 s"),
+                "{notice}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            state.history.last().unwrap().why.contains("was cut off"),
+            "{:?}",
+            state.history
+        );
+        // Twice in a row spends the default errorBudget (2).
+        let out = decide(&config(), Some(&state), &cut(""), NOW);
+        assert_eq!(out.verdict, Verdict::End(Status::ErrorBudgetExhausted));
+        // A terminal item in between starts the count over.
+        let state = LoopState::new(SID.into(), 25, NOW.into());
+        let state = decide(&config(), Some(&state), &cut(""), NOW)
+            .new_state
+            .unwrap();
+        let done = "Done.\nRALPH_OUTCOME: {\"status\": \"terminal\"}";
+        let state = decide(&config(), Some(&state), &saying(done), NOW)
+            .new_state
+            .unwrap();
+        let out = decide(&config(), Some(&state), &cut(""), NOW);
+        assert!(matches!(out.verdict, Verdict::Continue { .. }), "{out:?}");
     }
 
     #[test]

@@ -25,9 +25,10 @@ pub(crate) fn kill(pid: u32, group: bool) {
 #[cfg(not(unix))]
 pub(crate) fn kill(_pid: u32, _group: bool) {}
 
-/// Sends `signal` to the single process `pid`, a child of the caller that
-/// has not been reaped yet (so the pid is still its own). Pids that do not
-/// fit a positive `pid_t` above 1 are refused.
+/// Sends `signal` to the single process `pid`: a child of the caller that
+/// has not been reaped yet (so the pid is still its own), or one of its
+/// [`descendants`] just listed. Pids that do not fit a positive `pid_t`
+/// above 1 are refused.
 #[cfg(unix)]
 #[allow(unsafe_code)]
 pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {
@@ -41,6 +42,60 @@ pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// The processes descended from `pid` (children, theirs, and so on), as
+/// they are now: a client's tool calls run in processes of their own that
+/// outlive it when only the client is signalled. From `/proc` on Linux,
+/// from `ps` on other Unix systems; empty when neither can be read.
+/// A pid in the list is only as current as the listing: signal it at once.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let pairs = parent_pairs();
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(child, _) in pairs.iter().filter(|(_, p)| *p == parent) {
+            if child != pid && !found.contains(&child) {
+                found.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// Every (pid, parent pid) pair there is.
+fn parent_pairs() -> Vec<(u32, u32)> {
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        let pairs: Vec<(u32, u32)> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+                let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+                // After the command name, which may hold anything: state, ppid, …
+                let after = &stat[stat.rfind(')')? + 1..];
+                let ppid = after.split_whitespace().nth(1)?.parse::<u32>().ok()?;
+                Some((pid, ppid))
+            })
+            .collect();
+        if !pairs.is_empty() {
+            return pairs;
+        }
+    }
+    std::process::Command::new("ps")
+        .args(["-A", "-o", "pid=", "-o", "ppid="])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|line| {
+                    let mut fields = line.split_whitespace().map(|f| f.parse::<u32>().ok());
+                    Some((fields.next()??, fields.next()??))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Signals cannot be sent to another process off Unix.
@@ -122,6 +177,31 @@ mod tests {
     use super::*;
     use std::process::Command;
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn descendants_are_found_down_the_tree() {
+        // sh starts a sleep of its own (not exec'd: a second command follows).
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30 & wait; true"])
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let found = loop {
+            let found = descendants(child.id());
+            if !found.is_empty() || Instant::now() >= deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(!found.contains(&child.id()));
+        for pid in &found {
+            send_signal(*pid, libc::SIGKILL).unwrap();
+        }
+        // The sleep gone, sh's wait returns and sh exits on its own.
+        assert!(child.wait().unwrap().success());
+        assert!(descendants(child.id()).is_empty());
+    }
 
     #[test]
     fn has_exited_leaves_the_child_to_be_reaped() {

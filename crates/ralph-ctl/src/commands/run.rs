@@ -178,16 +178,40 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         } else {
             Output::Terminal
         };
-        let supervision =
-            RunningClient::spawn(&command, &paths.root, output).map(|mut running| {
-                // Best effort: a loop without its client recorded is only
-                // judged by the driver's life.
-                let _ =
-                    liveness::record(paths, session, liveness::with_client(Some(running.pid())));
-                let watched =
-                    client::supervise(&mut running, &mut signals, client::KILL_GRACE, client::TICK);
-                (watched, running.output())
-            });
+        let supervision = RunningClient::spawn(&command, &paths.root, output).map(|mut running| {
+            // Best effort: a loop without its client recorded is only
+            // judged by the driver's life.
+            let _ = liveness::record(paths, session, liveness::with_client(Some(running.pid())));
+            let output_seen = running.output_seen();
+            let mut transcript = None;
+            let mut activity = || {
+                // Found once the client has written it.
+                if transcript.is_none() {
+                    transcript = fresh::transcript_of(session);
+                }
+                let size = transcript
+                    .as_ref()
+                    .and_then(|t| std::fs::metadata(t).ok())
+                    .map_or(0, |m| m.len());
+                size.wrapping_add(output_seen.load(std::sync::atomic::Ordering::Relaxed))
+            };
+            let idle = config
+                .idle_timeout_seconds
+                .filter(|_| fresh)
+                .map(|seconds| client::IdleWatch {
+                    timeout: std::time::Duration::from_secs(u64::from(seconds)),
+                    every: client::IDLE_LOOK,
+                    activity: &mut activity,
+                });
+            let watched = client::supervise(
+                &mut running,
+                &mut signals,
+                client::KILL_GRACE,
+                client::TICK,
+                idle,
+            );
+            (watched, running.output())
+        });
         if let PromptDelivery::File(path) = &command.delivery {
             let _ = std::fs::remove_file(path);
         }
@@ -219,29 +243,49 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         let result = result::parse(&output);
         // Set once a fresh iteration's cost was added, so that it is not again.
         let mut charged = false;
+        // Ended by the idle watch, not by the person.
+        let cut_off = supervision
+            .idle_cut_off
+            .filter(|_| supervision.signal.is_none())
+            .map(|t| {
+                format!(
+                    "Claude Code showed no sign of work for {} s (idleTimeoutSeconds) and was ended",
+                    t.as_secs()
+                )
+            });
         if fresh {
-            if let Some(done) = result.as_ref().filter(|r| turn_ended(&supervision, r)) {
+            let done = result.as_ref().filter(|r| turn_ended(&supervision, r));
+            if done.is_some() || cut_off.is_some() {
                 let iteration = StateStore::new(paths)
                     .read()
                     .ok()
                     .flatten()
                     .map(|s| s.iteration)
                     .unwrap_or_default();
-                let judged = match fresh::judge(paths, session, done, &mut |note| say(note)) {
-                    Ok(judged) => judged,
-                    Err(e) => {
-                        say(&e.to_string());
-                        let cause = format!("iteration {iteration} could not be judged ({e})");
-                        return end(paths, session, &cause, exit_codes::ERROR);
-                    }
+                if let Some(why) = &cut_off {
+                    say(&format!("iteration {iteration}: {why}"));
+                }
+                let end_of_iteration = fresh::IterationEnd {
+                    result: done,
+                    work_root: None,
+                    cut_off: cut_off.clone(),
                 };
+                let judged =
+                    match fresh::judge(paths, session, end_of_iteration, &mut |note| say(note)) {
+                        Ok(judged) => judged,
+                        Err(e) => {
+                            say(&e.to_string());
+                            let cause = format!("iteration {iteration} could not be judged ({e})");
+                            return end(paths, session, &cause, exit_codes::ERROR);
+                        }
+                    };
                 let ended = fresh::charge(paths, session, done, config.supervision.max_cost)?;
                 charged = true;
                 if let Ok(Some(state)) = StateStore::new(paths).read() {
                     say(&fresh::summary(
                         &state,
                         iteration,
-                        done.total_cost_usd,
+                        done.and_then(|d| d.total_cost_usd),
                         iteration_started.elapsed().as_secs_f64(),
                     ));
                 }

@@ -19,6 +19,8 @@ use super::signals::{Signal, SignalSource};
 pub const KILL_GRACE: Duration = Duration::from_secs(10);
 /// How often the driver looks at the client and at the signals.
 pub const TICK: Duration = Duration::from_millis(25);
+/// How often the idle watch looks at the client's transcript and output.
+pub const IDLE_LOOK: Duration = Duration::from_millis(500);
 
 /// How the client ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +82,21 @@ pub struct Supervision {
     pub signal: Option<Signal>,
     /// True when it outlived [`KILL_GRACE`] after a signal and was killed.
     pub killed_after_grace: bool,
+    /// Set when the driver ended it because it showed no sign of work for
+    /// this long ([`IdleWatch`]).
+    pub idle_cut_off: Option<Duration>,
+}
+
+/// Ends a client that shows no sign of work for `timeout`
+/// (`idleTimeoutSeconds`): a hung session must not stall the night.
+pub struct IdleWatch<'a> {
+    /// How long the client may show no sign of work.
+    pub timeout: Duration,
+    /// How often `activity` is read.
+    pub every: Duration,
+    /// A number that changes while the client works (the size of its
+    /// transcript plus the bytes of its output).
+    pub activity: &'a mut dyn FnMut() -> u64,
 }
 
 impl Supervision {
@@ -94,6 +111,12 @@ impl Supervision {
         } else {
             self.exit.describe()
         };
+        if let Some(idle) = self.idle_cut_off {
+            return format!(
+                "no sign of work from Claude Code for {} s (idleTimeoutSeconds): SIGTERM sent; {client}",
+                idle.as_secs()
+            );
+        }
         match self.signal {
             Some(signal) if signal.forwarded() => {
                 format!("{} received and passed on; {client}", signal.describe())
@@ -107,6 +130,8 @@ impl Supervision {
 /// Waits for `client` to exit. Signals the driver receives are passed on
 /// (SIGTERM, SIGHUP; not SIGINT, which the terminal already sent it); a
 /// client still running `grace` after the first one passed on is killed.
+/// With `idle`, a client whose activity has not changed for its timeout is
+/// sent SIGTERM (and killed after `grace` like any other).
 /// The client is only signalled before [`Client::try_wait`] has seen it
 /// exit, never after it was reaped.
 pub fn supervise(
@@ -114,10 +139,15 @@ pub fn supervise(
     signals: &mut impl SignalSource,
     grace: Duration,
     tick: Duration,
+    mut idle: Option<IdleWatch<'_>>,
 ) -> io::Result<Supervision> {
     let mut first = None;
     let mut kill_at = None;
     let mut killed = false;
+    let mut idle_cut_off = None;
+    let started = Instant::now();
+    let mut last_activity = (None, started);
+    let mut looked_at = None::<Instant>;
     loop {
         for signal in signals.take() {
             first.get_or_insert(signal);
@@ -131,7 +161,23 @@ pub fn supervise(
                 exit,
                 signal: first,
                 killed_after_grace: killed,
+                idle_cut_off,
             });
+        }
+        if let Some(watch) = idle.as_mut().filter(|_| kill_at.is_none()) {
+            let now = Instant::now();
+            if looked_at.is_none_or(|at| now.duration_since(at) >= watch.every) {
+                looked_at = Some(now);
+                let activity = (watch.activity)();
+                if last_activity.0 != Some(activity) {
+                    last_activity = (Some(activity), now);
+                }
+            }
+            if now.duration_since(last_activity.1) >= watch.timeout {
+                client.signal(Signal::Terminate);
+                kill_at = Some(now + grace);
+                idle_cut_off = Some(watch.timeout);
+            }
         }
         if !killed && kill_at.is_some_and(|at| Instant::now() >= at) {
             client.kill();
@@ -209,7 +255,11 @@ impl RunningClient {
     /// its stdout is passed on to ours as it comes (as it is, or as readable
     /// lines) and its last [`MAX_CAPTURED_BYTES`] are kept (for the result
     /// object), with a count of the bytes seen (activity, for the idle watch).
-    pub fn spawn(command: &ClientCommand, root: &Path, output: Output) -> io::Result<RunningClient> {
+    pub fn spawn(
+        command: &ClientCommand,
+        root: &Path,
+        output: Output,
+    ) -> io::Result<RunningClient> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
@@ -315,12 +365,22 @@ impl Client for RunningClient {
     }
 
     fn signal(&mut self, signal: Signal) {
+        // Its tool calls' processes too, or they outlive it (a hung command
+        // keeps running after its client is gone).
+        let tree = ralph_core::process::descendants(self.child.id());
         // Not reaped yet (try_wait has not seen it exit), so the pid is still its own.
         let _ = ralph_core::process::send_signal(self.child.id(), signal.number());
+        for pid in tree {
+            let _ = ralph_core::process::send_signal(pid, signal.number());
+        }
     }
 
     fn kill(&mut self) {
+        let tree = ralph_core::process::descendants(self.child.id());
         let _ = self.child.kill();
+        for pid in tree {
+            let _ = ralph_core::process::send_signal(pid, 9);
+        }
     }
 }
 
@@ -412,13 +472,14 @@ mod tests {
             calls: 0,
             at: vec![],
         };
-        let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST).unwrap();
+        let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST, None).unwrap();
         assert_eq!(
             got,
             Supervision {
                 exit: ClientExit::Code(0),
                 signal: None,
-                killed_after_grace: false
+                killed_after_grace: false,
+                idle_cut_off: None,
             }
         );
         assert!(client.events.is_empty());
@@ -439,7 +500,7 @@ mod tests {
                 calls: 0,
                 at: vec![(2, signal)],
             };
-            let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST).unwrap();
+            let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST, None).unwrap();
             assert_eq!(got.signal, Some(signal));
             assert!(!got.killed_after_grace);
             let want: Vec<String> = if passed_on {
@@ -455,6 +516,71 @@ mod tests {
     }
 
     #[test]
+    fn a_client_that_shows_no_work_for_the_idle_timeout_is_ended() {
+        let mut client = FakeClient::new();
+        client.exits_looks_after_signal = Some(1);
+        let mut signals = FakeSignals {
+            calls: 0,
+            at: vec![],
+        };
+        // Works for a while (the activity grows), then hangs.
+        let mut reads = 0u64;
+        let mut activity = || {
+            reads += 1;
+            reads.min(5)
+        };
+        let timeout = Duration::from_millis(60);
+        let started = Instant::now();
+        let got = supervise(
+            &mut client,
+            &mut signals,
+            KILL_GRACE,
+            FAST,
+            Some(IdleWatch {
+                timeout,
+                every: Duration::ZERO,
+                activity: &mut activity,
+            }),
+        )
+        .unwrap();
+        assert!(started.elapsed() >= timeout);
+        assert_eq!(got.idle_cut_off, Some(timeout));
+        assert_eq!(got.signal, None, "no signal of the person's");
+        assert_eq!(client.events, ["signal SIGTERM"]);
+        assert!(reads > 5, "the activity was read until it stopped growing");
+        assert!(got.describe(KILL_GRACE).contains("no sign of work"));
+    }
+
+    #[test]
+    fn a_client_that_keeps_working_is_not_cut_off() {
+        let mut client = FakeClient::new();
+        client.exits_at_look = Some(20);
+        let mut signals = FakeSignals {
+            calls: 0,
+            at: vec![],
+        };
+        let mut reads = 0u64;
+        let mut activity = || {
+            reads += 1;
+            reads
+        };
+        let got = supervise(
+            &mut client,
+            &mut signals,
+            KILL_GRACE,
+            FAST,
+            Some(IdleWatch {
+                timeout: FAST * 3,
+                every: Duration::ZERO,
+                activity: &mut activity,
+            }),
+        )
+        .unwrap();
+        assert_eq!(got.idle_cut_off, None);
+        assert!(client.events.is_empty(), "{:?}", client.events);
+    }
+
+    #[test]
     fn a_client_that_ignores_the_signal_is_killed_after_the_grace() {
         let mut client = FakeClient::new();
         let mut signals = FakeSignals {
@@ -463,14 +589,15 @@ mod tests {
         };
         let grace = Duration::from_millis(40);
         let started = Instant::now();
-        let got = supervise(&mut client, &mut signals, grace, FAST).unwrap();
+        let got = supervise(&mut client, &mut signals, grace, FAST, None).unwrap();
         assert!(started.elapsed() >= grace);
         assert_eq!(
             got,
             Supervision {
                 exit: ClientExit::Signal(9),
                 signal: Some(Signal::Terminate),
-                killed_after_grace: true
+                killed_after_grace: true,
+                idle_cut_off: None,
             }
         );
         assert_eq!(client.events, ["signal SIGTERM", "signal SIGTERM", "kill"]);

@@ -60,20 +60,34 @@ fn transcript_in(config: &Path, session: &str) -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
+/// How a fresh iteration's process ended, for [`judge`].
+#[derive(Debug, Default)]
+pub struct IterationEnd<'a> {
+    /// Its result object, when it ended its turn.
+    pub result: Option<&'a ClientResult>,
+    /// The worktree it ran in, when not the project.
+    pub work_root: Option<&'a Path>,
+    /// Why the driver ended it before it ended its turn.
+    pub cut_off: Option<String>,
+}
+
 /// Judges the iteration the client process of `session` just ended, as the
-/// Stop hook would have at its stop: its final message is the result's.
+/// Stop hook would have at its stop: its final message is the result's (a
+/// cut-off process has none; the engine counts it as an error).
 /// Notes the engine has for the person go to `say`.
 pub fn judge(
     paths: &ProjectPaths,
     session: &str,
-    result: &ClientResult,
+    end: IterationEnd<'_>,
     say: &mut dyn FnMut(&str),
 ) -> Result<Judged, CtlError> {
     let stop = Stop {
         session_id: Some(session.to_string()),
         stop_hook_active: false,
-        last_assistant_message: result.result.clone(),
+        last_assistant_message: end.result.and_then(|r| r.result.clone()),
         transcript_path: transcript_of(session),
+        work_root: end.work_root.map(Path::to_path_buf),
+        cut_off: end.cut_off,
     };
     let mut answer = None;
     let report = engine::run_stop(paths, &ProcessEnv, &stop, &RealWorld, &mut |a| {
@@ -91,18 +105,19 @@ pub fn judge(
 }
 
 /// Adds what the process of `session` cost (its own session's total: a new
-/// session each iteration) and ends the loop `budget_exhausted` when that
+/// session each iteration; nothing is known of a process cut off before
+/// its result) and ends the loop `budget_exhausted` when that
 /// spends `max_cost`. Returns the ended loop, if it ended.
 pub fn charge(
     paths: &ProjectPaths,
     session: &str,
-    result: &ClientResult,
+    result: Option<&ClientResult>,
     max_cost: Option<Usd>,
 ) -> Result<Option<LoopState>, CtlError> {
     let ending = finish::with_own_loop(paths, session, |lock, mut state| {
         let before = state.clone();
         // A new session each iteration: the run's own cost.
-        super::supervisor::add_run_cost(&mut state, Some(result), false);
+        super::supervisor::add_run_cost(&mut state, result, false);
         let now = time::now_rfc3339();
         let mut ended = None;
         if state.status == Status::Running && max_cost.is_some_and(|max| state.cost_usd >= max) {

@@ -156,7 +156,9 @@ mod tests {
     #[test]
     fn the_start_names_the_model_and_the_rest_is_quiet() {
         assert_eq!(
-            readable(r#"{"type":"system","subtype":"init","model":"claude-sonnet-4-5","tools":[]}"#),
+            readable(
+                r#"{"type":"system","subtype":"init","model":"claude-sonnet-4-5","tools":[]}"#
+            ),
             vec!["  started: model claude-sonnet-4-5"]
         );
         assert!(readable(r#"{"type":"result","subtype":"success","result":"done"}"#).is_empty());

@@ -26,6 +26,7 @@ ralph_tests::on_both_clients!(
     an_abort_line_ends_a_fresh_loop_blocked,
     two_outcome_errors_end_the_loop_and_terminal_then_no_item_completes,
     a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error,
+    worktrees_go_when_empty_and_stay_when_committed_and_the_checkout_is_untouched,
 );
 
 /// The launcher with `--fresh` and `extra` before the client arguments.
@@ -397,4 +398,97 @@ fn a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error(client
     // The hung tool's process went with its client.
     let leftover = ralph_tests::project::processes_matching(&hung);
     assert!(leftover.is_empty(), "left running: {leftover:?}");
+}
+
+/// `git` in `dir`, its trimmed stdout.
+fn git_out(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn worktrees_go_when_empty_and_stay_when_committed_and_the_checkout_is_untouched(
+    client: ClientVersion,
+) {
+    let project = TempProject::new("fresh-worktree");
+    project.init();
+    let root = project.path("");
+    let head_before = git_out(&root, &["rev-parse", "HEAD"]);
+    let status_before = git_out(&root, &["status", "--porcelain"]);
+    // Iteration 1 changes nothing; iteration 2 commits a file in its
+    // worktree; iteration 3 claims completion having changed nothing.
+    let api = MockApi::start_in_order(|turn, _| {
+        match turn {
+        0 => Reply::text("Looked around; nothing to change yet."),
+        1 => Reply::bash(
+            "pwd > where.txt && git add where.txt && git commit -q -m 'iteration two' && echo committed",
+        ),
+        2 => Reply::text("Committed where.txt."),
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    }
+    });
+    let run = run_with_timeout(
+        fresh_launcher(&project, client, &api, &["--worktree"], &[]),
+        None,
+        LOOP_TIMEOUT,
+    );
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 3, "{state:#}");
+
+    // Exactly iteration 2's worktree is left, with its commit on its branch.
+    let folder = project.path(".claude/worktrees");
+    let mut left: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != ".gitignore")
+        .collect();
+    left.sort();
+    assert_eq!(left.len(), 1, "{left:?}\n{}", run.stderr);
+    assert!(left[0].ends_with("-2"), "{left:?}");
+    let kept = folder.join(&left[0]);
+    let written = std::fs::read_to_string(kept.join("where.txt")).unwrap();
+    assert_eq!(
+        std::fs::canonicalize(written.trim()).unwrap(),
+        std::fs::canonicalize(&kept).unwrap(),
+        "the agent worked in its worktree"
+    );
+    assert_eq!(
+        git_out(&kept, &["log", "-1", "--format=%s"]),
+        "iteration two"
+    );
+    let branch = format!("ralph/{}", left[0]);
+    assert_eq!(
+        git_out(&root, &["branch", "--list", "ralph/*"]).trim_start_matches(['*', '+', ' ']),
+        branch
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "worktree .claude/worktrees/{} kept (branch {branch}): 1 commit ahead of main",
+            left[0]
+        )),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr
+            .matches("removed: the iteration left no change")
+            .count(),
+        2,
+        "{}",
+        run.stderr
+    );
+    // The main checkout: same commit, same status, no file of the agent's.
+    assert_eq!(git_out(&root, &["rev-parse", "HEAD"]), head_before);
+    assert_eq!(git_out(&root, &["status", "--porcelain"]), status_before);
+    assert!(!project.path("where.txt").exists());
+    assert_eq!(git_out(&root, &["branch", "--show-current"]), "main");
 }

@@ -982,6 +982,29 @@ fn ctl_lines_for_refused_starts() {
                 .run(),
         );
     }
+    // Worktrees need a git project and a base that exists; nothing starts without.
+    let plain = TempProject::new("refused-worktree");
+    plain.init();
+    fs::remove_dir_all(plain.path(".git")).unwrap();
+    let no_base = TempProject::new("refused-base-ref");
+    no_base.init();
+    for (project, args, why) in [
+        (&plain, &["run", "--worktree"][..], "not a git project"),
+        (
+            &no_base,
+            &["run", "--worktree", "--base-ref", "release"][..],
+            "no such ref",
+        ),
+    ] {
+        table.record(
+            &format!("ralph-ctl {}  # {why}", args.join(" ")),
+            &Ctl::new(project)
+                .args(args)
+                .env("RALPH_CLAUDE", "true")
+                .run(),
+        );
+        assert!(project.state().is_none(), "nothing was started");
+    }
     let prompt = template.path(".claude/ralph/PROMPT.md");
     let edited = fs::read_to_string(&prompt)
         .unwrap()

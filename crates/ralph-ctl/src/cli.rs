@@ -134,6 +134,19 @@ pub enum Command {
         /// exit: nothing is started, no state is changed.
         #[arg(long)]
         dry_run: bool,
+        /// Each fresh iteration (implies --fresh) works in a new git worktree
+        /// under .claude/worktrees/, on a branch ralph/<loop>-<iteration>;
+        /// the state stays in the project. A worktree left with no change
+        /// and no commit is removed; others are kept, and named.
+        #[arg(long)]
+        worktree: bool,
+        /// What the worktrees start from and are compared with (default: the
+        /// branch checked out when the loop starts).
+        #[arg(long, value_name = "REF", requires = "worktree")]
+        base_ref: Option<String>,
+        /// Keep every worktree, even one its iteration left nothing in.
+        #[arg(long, requires = "worktree")]
+        no_cleanup: bool,
         /// Arguments for the Claude Code client, given after `--`.
         #[arg(last = true, value_name = "CLIENT_ARGS")]
         client_args: Vec<OsString>,

@@ -28,6 +28,8 @@ pub mod driver;
 pub mod error;
 pub mod session_id;
 pub mod settings;
+#[cfg(test)]
+mod testdir;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -91,6 +93,9 @@ pub fn run(cli: Cli) -> i32 {
             force,
             fresh,
             dry_run,
+            worktree,
+            base_ref,
+            no_cleanup,
             client_args,
         } => commands::run::run(
             &paths,
@@ -101,6 +106,9 @@ pub fn run(cli: Cli) -> i32 {
                 force,
                 fresh,
                 dry_run,
+                worktree,
+                base_ref,
+                no_cleanup,
                 client_args,
             },
         ),

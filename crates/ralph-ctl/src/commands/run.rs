@@ -12,6 +12,7 @@ use ralph_core::config::{Config, ContextMode, ProcessEnv};
 use ralph_core::exit_codes;
 use ralph_core::lifecycle::ResumePlan;
 use ralph_core::paths::ProjectPaths;
+use ralph_core::progress;
 use ralph_core::registration;
 use ralph_core::state::{Status, Usd};
 use ralph_core::store::StateStore;
@@ -21,7 +22,7 @@ use crate::driver::client::{self, Output, RunningClient, Supervision};
 use crate::driver::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
 use crate::driver::result;
 use crate::driver::signals::{SignalSource, Signals};
-use crate::driver::{fresh, liveness, supervisor};
+use crate::driver::{fresh, liveness, supervisor, worktree};
 use crate::error::CtlError;
 use crate::settings;
 use crate::CmdResult;
@@ -46,6 +47,13 @@ pub struct RunOptions {
     pub fresh: bool,
     /// Print the client command and the first iteration's text; start nothing.
     pub dry_run: bool,
+    /// Each fresh iteration in a git worktree of its own (implies `fresh`).
+    pub worktree: bool,
+    /// What the worktrees start from and are compared with (default: the
+    /// branch the loop starts on).
+    pub base_ref: Option<String>,
+    /// Keep every worktree, even one its iteration left nothing in.
+    pub no_cleanup: bool,
     /// Arguments for the client (given after `--`).
     pub client_args: Vec<OsString>,
 }
@@ -65,9 +73,15 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     }
     let client = find_client(paths)?;
     let config = Config::load(paths, &ProcessEnv)?;
-    let fresh = options.fresh || config.context_mode == ContextMode::Fresh;
+    let fresh = options.fresh || options.worktree || config.context_mode == ContextMode::Fresh;
+    // Settled before anything starts: a project that cannot have worktrees
+    // is refused with nothing changed.
+    let worktrees = options
+        .worktree
+        .then(|| worktree::plan(&paths.root, options.base_ref.as_deref(), options.no_cleanup))
+        .transpose()?;
     if options.dry_run {
-        return dry_run(paths, &config, &client, &options, fresh);
+        return dry_run(paths, &config, &client, &options, fresh, worktrees.as_ref());
     }
     if options.reset {
         if let reset::Cleared::Quarantined(aside) = reset::clear(paths)? {
@@ -141,6 +155,20 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             .max_cost
             .map(|max| Usd(max.0.saturating_sub(spent.0)).dollars());
 
+        // The iteration's own worktree, when it has one.
+        let current = match worktrees.as_ref().filter(|_| fresh) {
+            Some(plan) => match enter_worktree(paths, plan, session) {
+                Ok(worktree) => Some(worktree),
+                Err(e) => {
+                    say(&e.to_string());
+                    let cause = format!("the iteration's worktree could not be made ({e})");
+                    return end(paths, session, &cause, exit_codes::ERROR);
+                }
+            },
+            None => None,
+        };
+        let work_root = current.as_ref().map_or(paths.root.as_path(), |w| &w.path);
+
         let prompt_file = paths.runtime_dir().join(PROMPT_FILE_NAME);
         let block_cap = std::env::var(command::BLOCK_CAP_ENV).ok();
         let iteration_started = std::time::Instant::now();
@@ -178,7 +206,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         } else {
             Output::Terminal
         };
-        let supervision = RunningClient::spawn(&command, &paths.root, output).map(|mut running| {
+        let supervision = RunningClient::spawn(&command, work_root, output).map(|mut running| {
             // Best effort: a loop without its client recorded is only
             // judged by the driver's life.
             let _ = liveness::record(paths, session, liveness::with_client(Some(running.pid())));
@@ -267,7 +295,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                 }
                 let end_of_iteration = fresh::IterationEnd {
                     result: done,
-                    work_root: None,
+                    work_root: current.as_ref().map(|w| w.path.as_path()),
                     cut_off: cut_off.clone(),
                 };
                 let judged =
@@ -288,6 +316,9 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                         done.and_then(|d| d.total_cost_usd),
                         iteration_started.elapsed().as_secs_f64(),
                     ));
+                }
+                if let (Some(plan), Some(worktree)) = (&worktrees, &current) {
+                    leave_worktree(paths, plan, worktree, iteration);
                 }
                 if let Some(state) = ended {
                     return Ok(finish::announce(&finish::Ending::Loop(Box::new(state))));
@@ -321,6 +352,13 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                     None => return Ok(finish::announce(&finish::Ending::Gone)),
                 }
             }
+        }
+        if let Some(worktree) = &current {
+            say(&format!(
+                "worktree {} left as it is (branch {}): the iteration did not end its turn",
+                worktree.shown(&paths.root),
+                worktree.branch
+            ));
         }
         let ending = supervisor::record_client_end(
             paths,
@@ -364,6 +402,74 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     }
 }
 
+/// The worktree of the loop's current iteration, made from the base (or
+/// taken up again when the iteration is resumed); a new one becomes the
+/// breaker's baseline, so that the iteration's progress is what it changed
+/// there.
+fn enter_worktree(
+    paths: &ProjectPaths,
+    plan: &worktree::WorktreePlan,
+    session: &str,
+) -> Result<worktree::Worktree, CtlError> {
+    let state = StateStore::new(paths)
+        .read()?
+        .ok_or_else(|| CtlError::Client("the loop's state is gone".into()))?;
+    let worktree = plan.create(&worktree::name(&state.started_at, state.iteration))?;
+    if worktree.created {
+        fresh::rebaseline(paths, session, progress::baseline(&worktree.path))?;
+    }
+    say(&format!(
+        "iteration {} works in {} (branch {}, from {})",
+        state.iteration,
+        worktree.shown(&paths.root),
+        worktree.branch,
+        plan.base
+    ));
+    Ok(worktree)
+}
+
+/// After a judged iteration: its worktree is removed when it holds nothing
+/// and the iteration did not fail, kept otherwise; the person is told which.
+fn leave_worktree(
+    paths: &ProjectPaths,
+    plan: &worktree::WorktreePlan,
+    worktree: &worktree::Worktree,
+    iteration: u32,
+) {
+    let outcome = StateStore::new(paths)
+        .read()
+        .ok()
+        .flatten()
+        .and_then(|state| {
+            state
+                .history
+                .iter()
+                .rev()
+                .find(|r| r.iteration == iteration)
+                .and_then(|r| r.outcome)
+        });
+    let failed = outcome
+        .filter(|o| {
+            matches!(
+                o,
+                ralph_core::claims::OutcomeStatus::Error
+                    | ralph_core::claims::OutcomeStatus::GateBlocked
+            )
+        })
+        .map(|o| format!("the iteration's outcome was {}", o.as_str()));
+    let shown = worktree.shown(&paths.root);
+    match plan.finish(worktree, failed.as_deref()) {
+        Ok(worktree::Finished::Removed) => say(&format!(
+            "worktree {shown} removed: the iteration left no change and no commit in it"
+        )),
+        Ok(worktree::Finished::Kept(why)) => say(&format!(
+            "worktree {shown} kept (branch {}): {why}",
+            worktree.branch
+        )),
+        Err(e) => say(&format!("worktree {shown} kept: {e}")),
+    }
+}
+
 /// Whether the client ended its turn on its own (exit 0, a result that is
 /// no error, no signal): the iteration is there to be judged.
 fn turn_ended(supervision: &Supervision, result: &result::ClientResult) -> bool {
@@ -390,6 +496,7 @@ fn dry_run(
     client: &ClientProgram,
     options: &RunOptions,
     fresh: bool,
+    worktrees: Option<&worktree::WorktreePlan>,
 ) -> CmdResult {
     let text = ralph_core::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
     let guardrails = ralph_core::prompt::read_guardrails(&paths.guardrails_file())?;
@@ -430,10 +537,15 @@ fn dry_run(
         PromptDelivery::Stdin => "on the client's stdin",
         PromptDelivery::File(_) => "in the file the argument points at",
     };
-    let mode = if fresh {
-        "fresh context: one client process and session per iteration"
-    } else {
-        "one client session for the whole loop"
+    let mode = match (fresh, worktrees) {
+        (true, Some(plan)) => format!(
+            "fresh context: one client process and session per iteration, each in a new git \
+             worktree under {} from {}",
+            worktree::WORKTREES_DIR,
+            plan.base
+        ),
+        (true, None) => "fresh context: one client process and session per iteration".into(),
+        _ => "one client session for the whole loop".into(),
     };
     let template = if ralph_core::prompt::is_template(&text) {
         "\nwarning: PROMPT.md is still the template; a real run refuses it (--force runs it)"

@@ -160,6 +160,24 @@ pub fn hand_over(paths: &ProjectPaths, from: &str, to: &str) -> Result<bool, Ctl
     Ok(moved)
 }
 
+/// Makes `baseline` the breaker's progress baseline of the running loop of
+/// `session`: an iteration in a worktree of its own is measured against
+/// that worktree's start, not the main checkout's.
+pub fn rebaseline(
+    paths: &ProjectPaths,
+    session: &str,
+    baseline: Option<ralph_core::progress::Baseline>,
+) -> Result<(), CtlError> {
+    finish::with_own_loop(paths, session, |lock, mut state| {
+        if state.status == Status::Running && state.breaker.progress != baseline {
+            state.breaker.progress = baseline;
+            lock.write(&state)?;
+        }
+        Ok(Ending::Loop(Box::new(state)))
+    })?;
+    Ok(())
+}
+
 /// One line summing up a fresh iteration: its number, how the stop judged
 /// it, what it cost and how long it took.
 pub fn summary(state: &LoopState, iteration: u32, cost: Option<f64>, seconds: f64) -> String {

@@ -4,7 +4,8 @@
 //! it ([`client`]), its result object ([`result`]), what happens between
 //! two runs of it: pauses, waits and resumes ([`supervisor`]), and the
 //! fresh-context loop's judging and hand-over between processes ([`fresh`])
-//! and its live output ([`live`]).
+//! and its live output ([`live`]), and the worktrees of `--worktree`
+//! ([`worktree`]).
 
 pub mod client;
 pub mod command;
@@ -14,3 +15,4 @@ pub mod liveness;
 pub mod result;
 pub mod signals;
 pub mod supervisor;
+pub mod worktree;

@@ -239,38 +239,16 @@ fn other_ecosystems(root: &Path) -> Option<Detected> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testdir::TestDir;
 
-    fn project(files: &[(&str, &str)]) -> tempfile_dir::Dir {
-        let dir = tempfile_dir::Dir::new();
+    fn project(files: &[(&str, &str)]) -> TestDir {
+        let dir = TestDir::new("detect");
         for (name, text) in files {
             let path = dir.0.join(name);
             fs::create_dir_all(path.parent().unwrap()).unwrap();
             fs::write(path, text).unwrap();
         }
         dir
-    }
-
-    /// A temp folder removed on drop (ralph-ctl has no tempdir crate).
-    mod tempfile_dir {
-        pub struct Dir(pub std::path::PathBuf);
-        impl Dir {
-            pub fn new() -> Dir {
-                use std::sync::atomic::{AtomicU32, Ordering};
-                static N: AtomicU32 = AtomicU32::new(0);
-                let path = std::env::temp_dir().join(format!(
-                    "ralph-detect-{}-{}",
-                    std::process::id(),
-                    N.fetch_add(1, Ordering::Relaxed)
-                ));
-                std::fs::create_dir_all(&path).unwrap();
-                Dir(path)
-            }
-        }
-        impl Drop for Dir {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
     }
 
     fn command(files: &[(&str, &str)]) -> Option<String> {

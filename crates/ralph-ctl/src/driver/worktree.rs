@@ -1,0 +1,304 @@
+//! Worktrees for fresh iterations (`ralph-ctl run --worktree`): each
+//! iteration runs in a git worktree of its own under `.claude/worktrees/`,
+//! on a branch of its own made from the base ref, while the loop's state,
+//! config and prompt stay in the main project. After the iteration its
+//! worktree is removed when it holds nothing (no uncommitted change, no
+//! commit ahead of the base), and kept otherwise, or when the iteration
+//! failed, or with `--no-cleanup`. The main checkout's files are never
+//! touched: git writes only under `.git/` and the worktree's own folder.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error::CtlError;
+
+/// Folder (relative to the project root) holding the iterations' worktrees.
+pub const WORKTREES_DIR: &str = ".claude/worktrees";
+
+/// How a loop's iterations get their worktrees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorktreePlan {
+    /// The main checkout.
+    pub root: PathBuf,
+    /// What each worktree starts from and is compared with: `--base-ref`,
+    /// else the branch the loop started on (its commit when detached).
+    pub base: String,
+    /// `--no-cleanup`: every worktree is kept.
+    pub keep_all: bool,
+}
+
+/// One iteration's worktree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Worktree {
+    /// Its folder.
+    pub path: PathBuf,
+    /// Its branch (`ralph/<loop>-<iteration>`).
+    pub branch: String,
+    /// False when it was there already (an iteration taken up again).
+    pub created: bool,
+}
+
+/// What became of an iteration's worktree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finished {
+    /// Removed with its branch: the iteration left nothing in it.
+    Removed,
+    /// Kept, and why.
+    Kept(String),
+}
+
+/// Runs git in `dir`; its stdout, or an error naming the command and what
+/// git said.
+fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| CtlError::Client(format!("--worktree needs git, which cannot run: {e}")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(CtlError::Client(format!(
+            "git {} failed in {}: {}",
+            args.join(" "),
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// Checks that `root` is a git work tree with a commit, and settles the base:
+/// `base_ref` (which must name a commit), else the branch checked out (its
+/// commit when HEAD is detached).
+pub fn plan(root: &Path, base_ref: Option<&str>, keep_all: bool) -> Result<WorktreePlan, CtlError> {
+    let inside = git(root, &["rev-parse", "--is-inside-work-tree"]).unwrap_or_default();
+    if inside != "true" {
+        return Err(CtlError::BadArgument(format!(
+            "--worktree needs a git project, and {} is not in a git work tree: run `git init` and commit, or leave out --worktree",
+            root.display()
+        )));
+    }
+    let base = match base_ref {
+        Some(given) => {
+            let commit = format!("{given}^{{commit}}");
+            git(root, &["rev-parse", "--verify", "--quiet", &commit]).map_err(|_| {
+                CtlError::BadArgument(format!(
+                    "--base-ref {given:?} names no commit in {}: give a branch, tag or commit that exists",
+                    root.display()
+                ))
+            })?;
+            given.to_string()
+        }
+        None => {
+            if git(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).is_err() {
+                return Err(CtlError::BadArgument(format!(
+                    "--worktree needs a commit to start the worktrees from, and {} has none yet: commit once, or leave out --worktree",
+                    root.display()
+                )));
+            }
+            match git(root, &["symbolic-ref", "--quiet", "--short", "HEAD"]) {
+                Ok(branch) if !branch.is_empty() => branch,
+                _ => git(root, &["rev-parse", "HEAD"])?,
+            }
+        }
+    };
+    Ok(WorktreePlan {
+        root: root.to_path_buf(),
+        base,
+        keep_all,
+    })
+}
+
+/// The name of a loop's iteration: the loop's start time (digits only,
+/// the same for every iteration and across `--resume`) and the iteration.
+pub fn name(started_at: &str, iteration: u32) -> String {
+    let stamp: String = started_at
+        .chars()
+        .filter(char::is_ascii_digit)
+        .take(14)
+        .collect();
+    format!("{stamp}-{iteration}")
+}
+
+impl WorktreePlan {
+    /// The worktree named `name` (see [`name`]): made from the base on a new
+    /// branch `ralph/<name>`, or the one already there (an iteration
+    /// resumed after a pause goes on where it was).
+    pub fn create(&self, name: &str) -> Result<Worktree, CtlError> {
+        let dir = self.root.join(WORKTREES_DIR);
+        std::fs::create_dir_all(&dir).map_err(CtlError::io("create", &dir))?;
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            // Nothing in here is the project's: git status stays clean.
+            std::fs::write(&ignore, "*\n").map_err(CtlError::io("write", &ignore))?;
+        }
+        let mut worktree = Worktree {
+            path: dir.join(name),
+            branch: format!("ralph/{name}"),
+            created: false,
+        };
+        if worktree.path.join(".git").exists() {
+            return Ok(worktree);
+        }
+        worktree.created = true;
+        let path = worktree.path.to_string_lossy().into_owned();
+        git(
+            &self.root,
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "-b",
+                &worktree.branch,
+                &path,
+                &self.base,
+            ],
+        )?;
+        Ok(worktree)
+    }
+
+    /// After the iteration: removes `worktree` and its branch when it holds
+    /// no uncommitted change and no commit ahead of the base, unless
+    /// `failed` says why the iteration's work must be kept (or
+    /// `--no-cleanup`); otherwise keeps it, saying why.
+    pub fn finish(&self, worktree: &Worktree, failed: Option<&str>) -> Result<Finished, CtlError> {
+        if self.keep_all {
+            return Ok(Finished::Kept("--no-cleanup".into()));
+        }
+        if let Some(why) = failed {
+            return Ok(Finished::Kept(why.to_string()));
+        }
+        let changes = git(&worktree.path, &["status", "--porcelain"])?;
+        if !changes.is_empty() {
+            let count = changes.lines().count();
+            return Ok(Finished::Kept(format!(
+                "{count} uncommitted change{}",
+                if count == 1 { "" } else { "s" }
+            )));
+        }
+        let range = format!("{}..HEAD", self.base);
+        let ahead: u64 = git(&worktree.path, &["rev-list", "--count", &range])?
+            .parse()
+            .unwrap_or(0);
+        if ahead > 0 {
+            return Ok(Finished::Kept(format!(
+                "{ahead} commit{} ahead of {}",
+                if ahead == 1 { "" } else { "s" },
+                self.base
+            )));
+        }
+        let path = worktree.path.to_string_lossy().into_owned();
+        // --force: ignored files (build output) do not keep an empty worktree.
+        git(&self.root, &["worktree", "remove", "--force", &path])?;
+        git(&self.root, &["branch", "-D", &worktree.branch])?;
+        Ok(Finished::Removed)
+    }
+}
+
+impl Worktree {
+    /// Its folder relative to the project (for what the person is told).
+    pub fn shown(&self, root: &Path) -> String {
+        self.path
+            .strip_prefix(root)
+            .unwrap_or(&self.path)
+            .display()
+            .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdir::TestDir;
+
+    fn sh(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@e")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@e")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    fn repo() -> (TestDir, PathBuf) {
+        let dir = TestDir::new("worktree");
+        let root = dir.path().to_path_buf();
+        sh(&root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        sh(&root, &["add", "a.txt"]);
+        sh(&root, &["commit", "-q", "-m", "one"]);
+        (dir, root)
+    }
+
+    #[test]
+    fn names_follow_the_loop_and_the_iteration() {
+        assert_eq!(name("2026-11-23T11:22:33Z", 4), "20261123112233-4");
+    }
+
+    #[test]
+    fn an_empty_worktree_goes_and_one_with_work_stays() {
+        let (_d, root) = repo();
+        let plan = plan(&root, None, false).unwrap();
+        assert_eq!(plan.base, "main");
+        let untouched = plan.create("l-1").unwrap();
+        assert!(untouched.path.join("a.txt").is_file());
+        assert!(untouched.created);
+        let again = plan.create("l-1").unwrap();
+        assert!(
+            !again.created && again.path == untouched.path,
+            "taken up again"
+        );
+        assert_eq!(plan.finish(&untouched, None).unwrap(), Finished::Removed);
+        assert!(!untouched.path.exists());
+
+        let committed = plan.create("l-2").unwrap();
+        std::fs::write(committed.path.join("b.txt"), "b\n").unwrap();
+        assert_eq!(
+            plan.finish(&committed, None).unwrap(),
+            Finished::Kept("1 uncommitted change".into())
+        );
+        sh(&committed.path, &["add", "b.txt"]);
+        sh(&committed.path, &["commit", "-q", "-m", "two"]);
+        assert_eq!(
+            plan.finish(&committed, None).unwrap(),
+            Finished::Kept("1 commit ahead of main".into())
+        );
+        let failed = plan.create("l-3").unwrap();
+        assert_eq!(
+            plan.finish(&failed, Some("its outcome was error")).unwrap(),
+            Finished::Kept("its outcome was error".into())
+        );
+        // The main checkout: nothing changed, nothing untracked.
+        let status = git(&root, &["status", "--porcelain"]).unwrap();
+        assert_eq!(status, "");
+        assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    }
+
+    #[test]
+    fn no_git_no_commit_or_a_bad_base_is_refused_with_the_fix() {
+        let dir = TestDir::new("worktree");
+        let err = plan(dir.path(), None, false).unwrap_err().to_string();
+        assert!(
+            err.contains("not in a git work tree") && err.contains("git init"),
+            "{err}"
+        );
+        sh(dir.path(), &["init", "-q"]);
+        let err = plan(dir.path(), None, false).unwrap_err().to_string();
+        assert!(err.contains("has none yet"), "{err}");
+        let (_d, root) = repo();
+        let err = plan(&root, Some("no-such-branch"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--base-ref \"no-such-branch\""), "{err}");
+        assert_eq!(plan(&root, Some("main"), true).unwrap().base, "main");
+    }
+}

@@ -1382,3 +1382,36 @@ fn init_with_an_invalid_settings_json_writes_nothing() {
         "{bad json"
     );
 }
+
+#[test]
+fn init_writes_a_starter_formula_that_a_dry_run_shows() {
+    let project = TempProject::new("init-formula");
+    project.init();
+    let init = project.ctl(&["init", "--formula", "feature"], &[]);
+    init.assert_code(0);
+    let file = project.path(".claude/ralph/formulas/feature.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains("name: feature") && text.contains("model: opus"),
+        "{text}"
+    );
+    // An existing formula is the person's: kept as it is.
+    std::fs::write(&file, text.replace("Plan the feature", "Plan it")).unwrap();
+    project
+        .ctl(&["init", "--formula", "feature"], &[])
+        .assert_code(0);
+    assert!(std::fs::read_to_string(&file).unwrap().contains("Plan it"));
+    let dry = project.ctl(
+        &["run", "--formula", "feature", "--dry-run"],
+        &[("RALPH_CLAUDE", "true")],
+    );
+    dry.assert_code(0);
+    assert!(
+        dry.stdout.contains("formula feature, step 1/3 plan")
+            && dry.stdout.contains("'--model' 'opus'")
+            && dry.stdout.contains("Plan it"),
+        "{}",
+        dry.stdout
+    );
+    assert!(project.state().is_none(), "a dry run starts nothing");
+}

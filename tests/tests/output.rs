@@ -1005,6 +1005,29 @@ fn ctl_lines_for_refused_starts() {
         );
         assert!(project.state().is_none(), "nothing was started");
     }
+    // A formula that is missing or wrong is refused before anything starts.
+    let formulas = TempProject::new("refused-formula");
+    formulas.init();
+    let folder = formulas.path(".claude/ralph/formulas");
+    fs::create_dir_all(&folder).unwrap();
+    write(
+        folder.join("typo.yaml"),
+        "steps:\n  - id: plan\n    prompt: Plan.\n    modle: opus\n",
+    );
+    write(
+        folder.join("model.yaml"),
+        "steps:\n  - id: plan\n    prompt: Plan.\n    model: gpt-4\n",
+    );
+    for name in ["typo", "model", "nowhere"] {
+        table.record(
+            &format!("ralph-ctl run --formula {name}"),
+            &Ctl::new(&formulas)
+                .args(["run", "--formula", name])
+                .env("RALPH_CLAUDE", "true")
+                .run(),
+        );
+    }
+    assert!(formulas.state().is_none(), "nothing was started");
     let prompt = template.path(".claude/ralph/PROMPT.md");
     let edited = fs::read_to_string(&prompt)
         .unwrap()

@@ -55,6 +55,12 @@ pub struct Stop {
     /// answer, so no claim or marker is read, and the iteration counts as
     /// an error.
     pub cut_off: Option<String>,
+    /// The task fed back when the loop goes on, in place of the prompt
+    /// file's (a formula step's prompt).
+    pub task: Option<String>,
+    /// Checks a claim must pass besides the config's `verify` (a formula
+    /// step's gates), run and judged the same way.
+    pub extra_verify: Vec<VerifyCommand>,
 }
 
 /// Everything a stop reads or runs outside the process: the transcript, the
@@ -233,7 +239,13 @@ pub fn run_stop(
             paths.root.display()
         ))));
     }
-    let config = Config::load(paths, env)?;
+    let mut config = Config::load(paths, env)?;
+    // The hook runs the config's own checks; the extra ones only a driver.
+    let hook_verify_total = verify::total_timeout(&config.completion.verify);
+    config
+        .completion
+        .verify
+        .extend(stop.extra_verify.iter().cloned());
 
     // Cheap ownership check first, so another session's stop reads nothing more.
     let snapshot = store.read()?;
@@ -262,9 +274,7 @@ pub fn run_stop(
                 None
             })
             .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
-        if let Some(warning) =
-            registration::timeout_warning(verify::total_timeout(commands), timeout)
-        {
+        if let Some(warning) = registration::timeout_warning(hook_verify_total, timeout) {
             notes.push(format!("warning: {warning}"));
         }
         observed.verification = Some(world.verify(work_root(paths, stop), commands));
@@ -315,7 +325,10 @@ pub fn run_stop(
             _,
         ) => {
             // Read everything the answer needs before committing the new state.
-            let prompt_text = world.prompt(&paths.resolve(&config.prompt_file))?;
+            let prompt_text = match &stop.task {
+                Some(task) => task.clone(),
+                None => world.prompt(&paths.resolve(&config.prompt_file))?,
+            };
             let guardrails = world.guardrails(&paths.guardrails_file())?;
             Answer::Block {
                 reason: prompt::iteration_text(

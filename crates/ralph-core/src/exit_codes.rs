@@ -35,6 +35,8 @@ pub const BLOCKED: i32 = 18;
 pub const ERROR_BUDGET_EXHAUSTED: i32 = 19;
 /// `finish`/`run`: `gateBudget` `RALPH_OUTCOME` gate-blocked items in a row.
 pub const GATE_BUDGET_EXHAUSTED: i32 = 20;
+/// `run --formula`: a step's gate failed more times than its `retries`.
+pub const GATE_FAILED: i32 = 21;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 

@@ -4,6 +4,8 @@
 pub const PROMPT_TEMPLATE: &str = include_str!("../../../templates/PROMPT.md");
 /// The guardrails.md template.
 pub const GUARDRAILS_TEMPLATE: &str = include_str!("../../../templates/guardrails.md");
+/// The starter formula `init --formula NAME` writes.
+pub const FORMULA_TEMPLATE: &str = include_str!("../../../templates/formula.yaml");
 /// The Unix launcher; `@RALPH_CTL@` is replaced by the path of `ralph-ctl`,
 /// quoted for sh.
 pub const LAUNCHER_SH: &str = include_str!("../../../launchers/ralph-audit.sh");

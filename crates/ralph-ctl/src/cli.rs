@@ -108,8 +108,9 @@ pub enum Command {
     /// (or the breaker is open, or --resume has nothing to resume), 10 max
     /// iterations, 11 circuit open, 12 interrupted, 13 state gone, 14 paused,
     /// 15 failed, 16 budget exhausted, 17 a complete no claim recorded,
-    /// 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 127 client
-    /// not found, 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM.
+    /// 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 21 a formula
+    /// gate failed past its retries, 127 client not found, 129 SIGHUP,
+    /// 130 Ctrl-C, 143 SIGTERM.
     #[command(verbatim_doc_comment)]
     Run {
         /// Run `claude -p --output-format json` (no terminal UI); the prompt goes on stdin.
@@ -147,6 +148,12 @@ pub enum Command {
         /// Keep every worktree, even one its iteration left nothing in.
         #[arg(long, requires = "worktree")]
         no_cleanup: bool,
+        /// Run the formula .claude/ralph/formulas/NAME.yaml: its steps in
+        /// order, each a fresh-context loop with its own model, prompt and
+        /// gates (implies --fresh). `ralph-ctl init --formula NAME` writes a
+        /// starter one.
+        #[arg(long, value_name = "NAME")]
+        formula: Option<String>,
         /// Arguments for the Claude Code client, given after `--`.
         #[arg(last = true, value_name = "CLIENT_ARGS")]
         client_args: Vec<OsString>,
@@ -175,5 +182,10 @@ pub enum Command {
         /// committed) instead of .claude/settings.json (shared with the project).
         #[arg(long)]
         local: bool,
+        /// Also write a documented starter formula,
+        /// .claude/ralph/formulas/NAME.yaml (plan, implement, test), for
+        /// `run --formula NAME`; an existing one is kept.
+        #[arg(long, value_name = "NAME")]
+        formula: Option<String>,
     },
 }

@@ -67,6 +67,9 @@ pub enum CtlError {
     /// The Claude Code client cannot be run or watched.
     #[error("{0}")]
     Client(String),
+    /// A formula is missing or malformed.
+    #[error("{0}")]
+    Formula(#[from] crate::formula::FormulaError),
 }
 
 impl CtlError {

@@ -26,6 +26,7 @@ pub mod cli;
 pub mod commands;
 pub mod driver;
 pub mod error;
+pub mod formula;
 pub mod session_id;
 pub mod settings;
 #[cfg(test)]
@@ -76,6 +77,7 @@ pub fn run(cli: Cli) -> i32 {
             verify,
             yes,
             local,
+            formula,
         } => commands::init::run(
             &paths,
             commands::init::InitOptions {
@@ -84,6 +86,7 @@ pub fn run(cli: Cli) -> i32 {
                 verify,
                 yes,
                 local,
+                formula,
             },
         ),
         Command::Run {
@@ -96,6 +99,7 @@ pub fn run(cli: Cli) -> i32 {
             worktree,
             base_ref,
             no_cleanup,
+            formula,
             client_args,
         } => commands::run::run(
             &paths,
@@ -109,6 +113,7 @@ pub fn run(cli: Cli) -> i32 {
                 worktree,
                 base_ref,
                 no_cleanup,
+                formula,
                 client_args,
             },
         ),

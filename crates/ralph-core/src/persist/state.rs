@@ -53,6 +53,8 @@ pub enum Status {
     ErrorBudgetExhausted,
     /// `gateBudget` `RALPH_OUTCOME` gate-blocked items in a row.
     GateBudgetExhausted,
+    /// A formula step's gate failed more times than its `retries`.
+    GateFailed,
 }
 
 impl Status {
@@ -70,6 +72,7 @@ impl Status {
             Status::Blocked => "blocked",
             Status::ErrorBudgetExhausted => "error_budget_exhausted",
             Status::GateBudgetExhausted => "gate_budget_exhausted",
+            Status::GateFailed => "gate_failed",
         }
     }
 
@@ -86,6 +89,7 @@ impl Status {
                 | Status::CircuitOpen
                 | Status::ErrorBudgetExhausted
                 | Status::GateBudgetExhausted
+                | Status::GateFailed
         )
     }
 }
@@ -540,6 +544,70 @@ pub struct LoopState {
     /// `RALPH_OUTCOME` gate-blocked items in a row, up to this stop.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub outcome_gate_blocked: u32,
+    /// The formula this loop runs (`ralph-ctl run --formula`), and where
+    /// each of its steps stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formula: Option<FormulaRun>,
+}
+
+/// A formula's run: its steps in order, each a fresh-context loop of its
+/// own model, prompt and gates, one after the other in this loop.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FormulaRun {
+    /// The formula's name.
+    pub name: String,
+    /// The step running now (0-based), or the last one once the run ended.
+    pub step: usize,
+    /// Every step, in order.
+    pub steps: Vec<StepRun>,
+}
+
+/// Where one formula step stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepRun {
+    /// The step's id.
+    pub id: String,
+    /// Its model, when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Iterations it ran.
+    #[serde(default)]
+    pub iterations: u32,
+    /// What they cost.
+    #[serde(default)]
+    pub cost_usd: Usd,
+    /// Its gates, with their last results.
+    #[serde(default)]
+    pub gates: Vec<GateRun>,
+    /// When its completion claim passed its gates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+}
+
+/// One gate of a step: its last result and how often it failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateRun {
+    /// The gate's name.
+    pub name: String,
+    /// Failures it allows before the run ends `gate_failed`.
+    pub retries: u32,
+    /// Times it failed.
+    #[serde(default)]
+    pub failures: u32,
+    /// Its last result: `None` until a claim made it run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+}
+
+impl FormulaRun {
+    /// "step 2/3 implement".
+    pub fn position(&self) -> String {
+        let id = self.steps.get(self.step).map_or("?", |s| s.id.as_str());
+        format!("step {}/{} {id}", self.step + 1, self.steps.len())
+    }
 }
 
 /// The processes that carry a driven loop: while one of them lives the loop
@@ -644,6 +712,7 @@ impl LoopState {
             transcript: None,
             carriers: None,
             fresh_context: false,
+            formula: None,
             outcome_errors: 0,
             outcome_gate_blocked: 0,
         }

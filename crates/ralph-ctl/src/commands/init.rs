@@ -200,6 +200,8 @@ pub struct InitOptions {
     pub yes: bool,
     /// `--local`: register in `.claude/settings.local.json` (this person's).
     pub local: bool,
+    /// `--formula NAME`: write the starter formula under that name.
+    pub formula: Option<String>,
 }
 
 /// The name a verify command `init` writes gets.
@@ -403,6 +405,13 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         &guardrails,
         root,
     );
+    if let Some(name) = &options.formula {
+        let path = crate::formula::file_of(paths, name)?;
+        let text = assets::FORMULA_TEMPLATE
+            .replace("--formula feature", &format!("--formula {name}"))
+            .replacen("name: feature", &format!("name: {name}"), 1);
+        report(install(&path, &text, true, 0o644)?, &path, root);
+    }
 
     // Where ralph-ctl is, quoted for each script; an empty value makes the
     // launchers look at RALPH_CTL and PATH instead.

@@ -22,8 +22,9 @@ use crate::driver::client::{self, Output, RunningClient, Supervision};
 use crate::driver::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
 use crate::driver::result;
 use crate::driver::signals::{SignalSource, Signals};
-use crate::driver::{fresh, liveness, supervisor, worktree};
+use crate::driver::{fresh, liveness, steps, supervisor, worktree};
 use crate::error::CtlError;
+use crate::formula;
 use crate::settings;
 use crate::CmdResult;
 
@@ -54,6 +55,8 @@ pub struct RunOptions {
     pub base_ref: Option<String>,
     /// Keep every worktree, even one its iteration left nothing in.
     pub no_cleanup: bool,
+    /// Run the formula `.claude/ralph/formulas/NAME.yaml` (implies `fresh`).
+    pub formula: Option<String>,
     /// Arguments for the client (given after `--`).
     pub client_args: Vec<OsString>,
 }
@@ -73,7 +76,16 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     }
     let client = find_client(paths)?;
     let config = Config::load(paths, &ProcessEnv)?;
-    let fresh = options.fresh || options.worktree || config.context_mode == ContextMode::Fresh;
+    // Read and checked before anything starts: a bad formula changes nothing.
+    let mut formula = options
+        .formula
+        .as_deref()
+        .map(|name| formula::load(paths, name))
+        .transpose()?;
+    let fresh = options.fresh
+        || options.worktree
+        || formula.is_some()
+        || config.context_mode == ContextMode::Fresh;
     // Settled before anything starts: a project that cannot have worktrees
     // is refused with nothing changed.
     let worktrees = options
@@ -81,7 +93,15 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         .then(|| worktree::plan(&paths.root, options.base_ref.as_deref(), options.no_cleanup))
         .transpose()?;
     if options.dry_run {
-        return dry_run(paths, &config, &client, &options, fresh, worktrees.as_ref());
+        return dry_run(
+            paths,
+            &config,
+            &client,
+            &options,
+            fresh,
+            worktrees.as_ref(),
+            formula.as_ref(),
+        );
     }
     if options.reset {
         if let reset::Cleared::Quarantined(aside) = reset::clear(paths)? {
@@ -111,10 +131,34 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             "resuming the loop of session {} at iteration {} of {}",
             state.session_id, state.iteration, state.max_iterations
         ));
-        let fresh = fresh || state.fresh_context;
+        // A formula run goes on with its formula.
+        if let (None, Some(run)) = (&formula, &state.formula) {
+            formula = Some(formula::load(paths, &run.name)?);
+        }
+        let fresh = fresh || state.fresh_context || formula.is_some();
         (state.session_id, state.max_iterations, fresh)
     } else {
-        let started = start::start_loop(paths, None, None, false, options.force, fresh)?;
+        // A formula's steps carry their own prompts: PROMPT.md may be the template.
+        let allow_template = options.force || formula.is_some();
+        let started = start::start_loop(paths, None, None, false, allow_template, fresh)?;
+        if let Some(formula) = &formula {
+            steps::begin(paths, &started.session_id, formula)?;
+            say(&format!(
+                "formula {} ({}): {} steps, {}",
+                formula.name,
+                formula.file.display(),
+                formula.steps.len(),
+                formula
+                    .steps
+                    .iter()
+                    .map(|s| match &s.model {
+                        Some(m) => format!("{} ({m})", s.id),
+                        None => s.id.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         (started.session_id, started.max_iterations, fresh)
     };
     // Each fresh iteration is a `claude -p` of its own.
@@ -131,11 +175,29 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     loop {
         let session_now = loop_session.clone();
         let session = session_now.as_str();
-        let prompt = match next_text
-            .clone()
-            .map(Ok)
-            .unwrap_or_else(|| prompt::current_text(paths))
-        {
+        // The formula step this iteration runs, if any.
+        let state_now = StateStore::new(paths).read().ok().flatten();
+        let step = match (&formula, &state_now) {
+            (Some(formula), Some(state)) => Some(steps::current(formula, state).clone()),
+            _ => None,
+        };
+        let first_text = || match (&step, &state_now) {
+            (Some(step), Some(state)) => {
+                if let Some(run) = &state.formula {
+                    say(&format!("formula {}: {}", run.name, run.position()));
+                }
+                steps::step_text(
+                    paths,
+                    &config,
+                    step,
+                    state.iteration,
+                    state.max_iterations,
+                    None,
+                )
+            }
+            _ => prompt::current_text(paths),
+        };
+        let prompt = match next_text.clone().map(Ok).unwrap_or_else(first_text) {
             Ok(text) => text,
             Err(e) => {
                 say(&e.to_string());
@@ -178,7 +240,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             session_id: session,
             max_iterations,
             prompt: &prompt,
-            client_args: &options.client_args,
+            client_args: &with_model(step.as_ref(), &options.client_args),
             block_cap: block_cap.as_deref(),
             prompt_file: &prompt_file,
             platform: Platform::current(),
@@ -293,10 +355,20 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                 if let Some(why) = &cut_off {
                     say(&format!("iteration {iteration}: {why}"));
                 }
+                if let (Some(command), Some(_)) =
+                    (step.as_ref().and_then(|s| s.autofix.as_deref()), done)
+                {
+                    run_autofix(command, work_root);
+                }
                 let end_of_iteration = fresh::IterationEnd {
                     result: done,
                     work_root: current.as_ref().map(|w| w.path.as_path()),
                     cut_off: cut_off.clone(),
+                    task: step.as_ref().map(|s| s.prompt.clone()),
+                    extra_verify: step
+                        .as_ref()
+                        .map(|s| s.gates.iter().map(formula::Gate::as_verify).collect())
+                        .unwrap_or_default(),
                 };
                 let judged =
                     match fresh::judge(paths, session, end_of_iteration, &mut |note| say(note)) {
@@ -307,6 +379,20 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                             return end(paths, session, &cause, exit_codes::ERROR);
                         }
                     };
+                let mut judged = judged;
+                if let Some(formula) = &formula {
+                    let cost = done.and_then(|d| d.total_cost_usd);
+                    match steps::after_iteration(paths, &config, session, formula, iteration, cost)?
+                    {
+                        steps::StepNext::AsJudged => {}
+                        // The engine ended the step's loop: it runs again, at the next step.
+                        steps::StepNext::NextStep { text } => {
+                            judged = fresh::Judged::Continue { text }
+                        }
+                        // Reported below, with the cost added.
+                        steps::StepNext::Ended(_) => {}
+                    }
+                }
                 let ended = fresh::charge(paths, session, done, config.supervision.max_cost)?;
                 charged = true;
                 if let Ok(Some(state)) = StateStore::new(paths).read() {
@@ -400,6 +486,41 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             (_, None) => return Ok(finish::announce(&finish::Ending::Gone)),
         }
     }
+}
+
+/// The client arguments of an iteration: the formula step's `--model`
+/// first, then the person's.
+fn with_model(step: Option<&formula::Step>, client_args: &[OsString]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = step
+        .and_then(|s| s.model.as_deref())
+        .map(|model| vec!["--model".into(), model.into()])
+        .unwrap_or_default();
+    args.extend(client_args.iter().cloned());
+    args
+}
+
+/// Runs a formula step's autofix command in the folder the iteration
+/// worked in, before the gates; says how it went (a failure is only said:
+/// the gates judge the result).
+fn run_autofix(command: &str, root: &std::path::Path) {
+    let fix = ralph_core::verify::VerifyCommand {
+        name: "autofix".into(),
+        command: command.to_string(),
+        timeout_seconds: crate::formula::DEFAULT_GATE_TIMEOUT_SECS,
+    };
+    let result = ralph_core::verify::run(root, &fix);
+    let how = if result.passed() {
+        "done".to_string()
+    } else if result.timed_out {
+        format!("timed out after {} s", fix.timeout_seconds)
+    } else {
+        format!(
+            "exit {}: {}",
+            result.exit_code.map_or("?".into(), |c| c.to_string()),
+            crate::driver::live::excerpt(&result.output_tail)
+        )
+    };
+    say(&format!("autofix `{command}`: {how}"));
 }
 
 /// The worktree of the loop's current iteration, made from the base (or
@@ -497,12 +618,15 @@ fn dry_run(
     options: &RunOptions,
     fresh: bool,
     worktrees: Option<&worktree::WorktreePlan>,
+    formula: Option<&formula::Formula>,
 ) -> CmdResult {
     let text = ralph_core::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
     let guardrails = ralph_core::prompt::read_guardrails(&paths.guardrails_file())?;
     let max = config.max_iterations;
+    let first_step = formula.map(|f| &f.steps[0]);
+    let task = first_step.map_or(text.as_str(), |s| s.prompt.as_str());
     let prompt =
-        ralph_core::prompt::iteration_text(config, 1, max, None, &text, guardrails.as_deref());
+        ralph_core::prompt::iteration_text(config, 1, max, None, task, guardrails.as_deref());
     let headless = options.headless || fresh;
     let command = command::build(&Launch {
         client,
@@ -510,7 +634,7 @@ fn dry_run(
         session_id: "<new session id>",
         max_iterations: max,
         prompt: &prompt,
-        client_args: &options.client_args,
+        client_args: &with_model(first_step, &options.client_args),
         block_cap: std::env::var(command::BLOCK_CAP_ENV).ok().as_deref(),
         prompt_file: &paths.runtime_dir().join(PROMPT_FILE_NAME),
         platform: Platform::current(),
@@ -547,7 +671,16 @@ fn dry_run(
         (true, None) => "fresh context: one client process and session per iteration".into(),
         _ => "one client session for the whole loop".into(),
     };
-    let template = if ralph_core::prompt::is_template(&text) {
+    let mode = match formula {
+        Some(f) => format!(
+            "{mode}; formula {}, step 1/{} {}",
+            f.name,
+            f.steps.len(),
+            f.steps[0].id
+        ),
+        None => mode,
+    };
+    let template = if formula.is_none() && ralph_core::prompt::is_template(&text) {
         "\nwarning: PROMPT.md is still the template; a real run refuses it (--force runs it)"
     } else {
         ""

@@ -156,6 +156,44 @@ pub fn summary(
                 .into(),
         );
     }
+    if let Some(run) = &state.formula {
+        line("formula:", format!("{}, {}", run.name, run.position()));
+        for (i, step) in run.steps.iter().enumerate() {
+            let mut parts = vec![format!(
+                "{} iteration{}, {}",
+                step.iterations,
+                if step.iterations == 1 { "" } else { "s" },
+                step.cost_usd
+            )];
+            if let Some(model) = &step.model {
+                parts.insert(0, model.clone());
+            }
+            for gate in &step.gates {
+                let result = match gate.passed {
+                    Some(true) => "passed",
+                    Some(false) => "failed",
+                    None => "not run",
+                };
+                parts.push(format!(
+                    "gate {} {result} ({} of {} retries used)",
+                    gate.name,
+                    gate.failures.min(gate.retries),
+                    gate.retries
+                ));
+            }
+            let done = if step.completed_at.is_some() {
+                ", done"
+            } else if i == run.step && state.status == Status::Running {
+                ", running"
+            } else {
+                ""
+            };
+            line(
+                "",
+                format!("{}. {}: {}{done}", i + 1, step.id, parts.join(", ")),
+            );
+        }
+    }
     line("started:", state.started_at.clone());
     line(
         "last stop:",

@@ -69,6 +69,10 @@ pub struct IterationEnd<'a> {
     pub work_root: Option<&'a Path>,
     /// Why the driver ended it before it ended its turn.
     pub cut_off: Option<String>,
+    /// The task to feed back instead of PROMPT.md (a formula step's).
+    pub task: Option<String>,
+    /// Checks a claim must pass besides `verify` (a formula step's gates).
+    pub extra_verify: Vec<ralph_core::verify::VerifyCommand>,
 }
 
 /// Judges the iteration the client process of `session` just ended, as the
@@ -88,6 +92,8 @@ pub fn judge(
         transcript_path: transcript_of(session),
         work_root: end.work_root.map(Path::to_path_buf),
         cut_off: end.cut_off,
+        task: end.task,
+        extra_verify: end.extra_verify,
     };
     let mut answer = None;
     let report = engine::run_stop(paths, &ProcessEnv, &stop, &RealWorld, &mut |a| {

@@ -5,7 +5,7 @@
 //! two runs of it: pauses, waits and resumes ([`supervisor`]), and the
 //! fresh-context loop's judging and hand-over between processes ([`fresh`])
 //! and its live output ([`live`]), and the worktrees of `--worktree`
-//! ([`worktree`]).
+//! ([`worktree`]), and a formula's steps ([`steps`]).
 
 pub mod client;
 pub mod command;
@@ -14,5 +14,6 @@ pub mod live;
 pub mod liveness;
 pub mod result;
 pub mod signals;
+pub mod steps;
 pub mod supervisor;
 pub mod worktree;

@@ -1,0 +1,339 @@
+//! A formula's steps on the fresh-context loop (`ralph-ctl run --formula`):
+//! what each iteration runs (the step's prompt, model, gates and autofix)
+//! and, under the state lock after the engine judged it, what the iteration
+//! means for the run: its step's count and cost, its gates' results, the
+//! run ended `gate_failed` (a gate failed past its retries) or at the
+//! step's `maxIterations`, or, when the step's claim passed, the next step
+//! begun in the same loop (the engine ended the loop `complete`; a step
+//! before the last takes it up again).
+
+use ralph_core::config::Config;
+use ralph_core::log::{self, LogEntry, LogEvent};
+use ralph_core::paths::ProjectPaths;
+use ralph_core::prompt;
+use ralph_core::state::{LoopState, Status, Usd};
+use ralph_core::time;
+
+use crate::commands::finish::{self, Ending};
+use crate::error::CtlError;
+use crate::formula::{Formula, Step};
+
+/// What the driver does after a formula iteration.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StepNext {
+    /// As the engine judged: go on in the step, or stop.
+    AsJudged,
+    /// The step passed: the next step starts with this text.
+    NextStep {
+        /// Its first iteration's text.
+        text: String,
+    },
+    /// The run ended here (a gate past its retries, a step's cap).
+    Ended(Box<LoopState>),
+}
+
+/// Records the formula run in a started loop of `session`.
+pub fn begin(paths: &ProjectPaths, session: &str, formula: &Formula) -> Result<(), CtlError> {
+    finish::with_own_loop(paths, session, |lock, mut state| {
+        state.formula = Some(formula.new_run());
+        lock.write(&state)?;
+        Ok(Ending::Loop(Box::new(state)))
+    })?;
+    Ok(())
+}
+
+/// The step the loop's formula run is at.
+pub fn current<'a>(formula: &'a Formula, state: &LoopState) -> &'a Step {
+    let at = state.formula.as_ref().map_or(0, |run| run.step);
+    &formula.steps[at.min(formula.steps.len() - 1)]
+}
+
+/// The text of the step's iteration `iteration`, with `notice` on top.
+pub fn step_text(
+    paths: &ProjectPaths,
+    config: &Config,
+    step: &Step,
+    iteration: u32,
+    max_iterations: u32,
+    notice: Option<&str>,
+) -> Result<String, CtlError> {
+    let guardrails = prompt::read_guardrails(&paths.guardrails_file())?;
+    Ok(prompt::iteration_text(
+        config,
+        iteration,
+        max_iterations,
+        notice,
+        &step.prompt,
+        guardrails.as_deref(),
+    ))
+}
+
+/// Under the lock, after the engine judged `iteration` of the formula run
+/// (see the module's doc). `cost` is what the iteration cost.
+pub fn after_iteration(
+    paths: &ProjectPaths,
+    config: &Config,
+    session: &str,
+    formula: &Formula,
+    iteration: u32,
+    cost: Option<f64>,
+) -> Result<StepNext, CtlError> {
+    let mut next = StepNext::AsJudged;
+    finish::with_own_loop(paths, session, |lock, mut state| {
+        let before = state.clone();
+        let now = time::now_rfc3339();
+        let mut event = None;
+        next = record(
+            paths, config, &mut state, formula, iteration, cost, &now, &mut event,
+        )?;
+        if state != before {
+            lock.write(&state)?;
+        }
+        if let Some((event, why)) = event {
+            let _ = log::append(lock, &LogEntry::about(&state, event, &now, why));
+        }
+        Ok(Ending::Loop(Box::new(state)))
+    })?;
+    Ok(next)
+}
+
+/// [`after_iteration`] on the state.
+#[allow(clippy::too_many_arguments)]
+fn record(
+    paths: &ProjectPaths,
+    config: &Config,
+    state: &mut LoopState,
+    formula: &Formula,
+    iteration: u32,
+    cost: Option<f64>,
+    now: &str,
+    event: &mut Option<(LogEvent, String)>,
+) -> Result<StepNext, CtlError> {
+    let claim = state
+        .last_claim
+        .clone()
+        .filter(|claim| claim.iteration == iteration);
+    let status = state.status;
+    let max_iterations = state.max_iterations;
+    let Some(run) = state.formula.as_mut() else {
+        return Ok(StepNext::AsJudged);
+    };
+    let at = run.step.min(run.steps.len().saturating_sub(1));
+    let step = &formula.steps[at.min(formula.steps.len() - 1)];
+    let record = &mut run.steps[at];
+    record.iterations = record.iterations.saturating_add(1);
+    if let Some(cost) = cost {
+        record.cost_usd = Usd(record.cost_usd.0.saturating_add(Usd::from_dollars(cost).0));
+    }
+    // The step's gates ran with the claim (beside the project's verify).
+    let mut past_retries = None;
+    if let Some(claim) = &claim {
+        for gate in &mut record.gates {
+            let Some(result) = claim.verification.iter().find(|r| r.name == gate.name) else {
+                continue;
+            };
+            gate.passed = Some(result.passed());
+            if !result.passed() {
+                gate.failures = gate.failures.saturating_add(1);
+                if gate.failures > gate.retries && past_retries.is_none() {
+                    past_retries = Some((
+                        gate.name.clone(),
+                        gate.failures,
+                        gate.retries,
+                        result.output_tail.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    let step_id = record.id.clone();
+    let step_iterations = record.iterations;
+    if status == Status::Complete {
+        record.completed_at = Some(now.to_string());
+        let Some(following) = formula.steps.get(at + 1) else {
+            return Ok(StepNext::AsJudged);
+        };
+        if iteration >= max_iterations {
+            let why = format!(
+                "step {step_id} passed its gates at iteration {iteration}, but the run's iteration cap \
+                 ({max_iterations}) leaves no iteration for step {} {}",
+                at + 2,
+                following.id
+            );
+            state.end(Status::MaxIterations, why.clone(), now);
+            *event = Some((LogEvent::End, why));
+            return Ok(StepNext::Ended(Box::new(state.clone())));
+        }
+        run.step = at + 1;
+        let position = run.position();
+        state.status = Status::Running;
+        state.ended_at = None;
+        state.ended_because = None;
+        state.iteration = iteration + 1;
+        let notice = format!(
+            "[Ralph formula {}: step {step_id} is done] Now {position}: a new step, with the task below.",
+            formula.name
+        );
+        *event = Some((
+            LogEvent::Resume,
+            format!(
+                "step {step_id} passed its gates; {position} starts at iteration {}",
+                iteration + 1
+            ),
+        ));
+        let text = step_text(
+            paths,
+            config,
+            following,
+            iteration + 1,
+            max_iterations,
+            Some(&notice),
+        )?;
+        return Ok(StepNext::NextStep { text });
+    }
+    if status != Status::Running {
+        return Ok(StepNext::AsJudged);
+    }
+    if let Some((gate, failures, retries, output)) = past_retries {
+        let output = crate::driver::live::excerpt(&output);
+        let why = format!(
+            "gate {gate} of step {step_id} failed {failures} times, more than its retries ({retries}); its last output: {output}"
+        );
+        // An ended loop stays at its last iteration.
+        state.iteration = iteration;
+        state.end(Status::GateFailed, why.clone(), now);
+        *event = Some((LogEvent::End, why));
+        return Ok(StepNext::Ended(Box::new(state.clone())));
+    }
+    if let Some(max) = step.max_iterations.filter(|max| step_iterations >= *max) {
+        let why = format!(
+            "step {step_id} reached its maxIterations ({max}) without its claim passing its gates"
+        );
+        state.iteration = iteration;
+        state.end(Status::MaxIterations, why.clone(), now);
+        *event = Some((LogEvent::End, why));
+        return Ok(StepNext::Ended(Box::new(state.clone())));
+    }
+    Ok(StepNext::AsJudged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formula;
+    use ralph_core::state::ClaimRecord;
+    use std::path::Path;
+
+    fn feature() -> Formula {
+        formula::parse(
+            "steps:\n  - id: a\n    prompt: Do a.\n    maxIterations: 2\n  - id: b\n    prompt: Do b.\n    gates:\n      - { name: g, command: 'false', retries: 0 }\n",
+            Path::new("/p/f.yaml"),
+            "f",
+        )
+        .unwrap()
+    }
+
+    fn running(formula: &Formula, iteration: u32, max: u32) -> LoopState {
+        let mut state = LoopState::new("s".into(), max, "t0".into());
+        state.iteration = iteration;
+        state.formula = Some(formula.new_run());
+        state
+    }
+
+    fn after(state: &mut LoopState, formula: &Formula, iteration: u32) -> StepNext {
+        let dir = crate::testdir::TestDir::new("steps");
+        let paths = ProjectPaths::new(dir.path());
+        let mut event = None;
+        record(
+            &paths,
+            &Config::default(),
+            state,
+            formula,
+            iteration,
+            Some(0.5),
+            "t1",
+            &mut event,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_step_ends_the_run_at_its_own_cap() {
+        let formula = feature();
+        let mut state = running(&formula, 2, 25);
+        assert_eq!(after(&mut state, &formula, 1), StepNext::AsJudged);
+        let StepNext::Ended(ended) = after(&mut state, &formula, 2) else {
+            panic!("{state:?}");
+        };
+        assert_eq!(ended.status, Status::MaxIterations);
+        assert!(ended
+            .ended_because
+            .unwrap()
+            .contains("step a reached its maxIterations (2)"));
+        let run = state.formula.unwrap();
+        assert_eq!(run.steps[0].iterations, 2);
+        assert_eq!(run.steps[0].cost_usd, Usd::from_dollars(1.0));
+    }
+
+    #[test]
+    fn a_passed_step_starts_the_next_unless_the_run_s_cap_is_reached() {
+        let formula = feature();
+        let mut state = running(&formula, 1, 25);
+        state.end(Status::Complete, "claim accepted".into(), "t1");
+        let StepNext::NextStep { text } = after(&mut state, &formula, 1) else {
+            panic!("{state:?}");
+        };
+        assert!(
+            text.contains("Do b.") && text.contains("step a is done"),
+            "{text}"
+        );
+        assert_eq!(state.status, Status::Running);
+        assert_eq!(state.iteration, 2);
+        assert_eq!(state.ended_at, None);
+        let run = state.formula.as_ref().unwrap();
+        assert_eq!((run.step, run.position()), (1, "step 2/2 b".to_string()));
+        assert!(run.steps[0].completed_at.is_some());
+
+        let mut capped = running(&formula, 3, 3);
+        capped.end(Status::Complete, "claim accepted".into(), "t1");
+        let StepNext::Ended(ended) = after(&mut capped, &formula, 3) else {
+            panic!("{capped:?}");
+        };
+        assert_eq!(ended.status, Status::MaxIterations);
+    }
+
+    #[test]
+    fn a_gate_with_no_retries_ends_the_run_at_its_first_failure() {
+        let formula = feature();
+        let mut state = running(&formula, 4, 25);
+        state.formula.as_mut().unwrap().step = 1;
+        state.last_claim = Some(ClaimRecord {
+            iteration: 3,
+            at: "t1".into(),
+            mode: ralph_core::completion::CompletionMode::Strict,
+            basis: "the completion signal".into(),
+            score: None,
+            gates: Vec::new(),
+            accepted: false,
+            verification: vec![ralph_core::verify::VerifyResult {
+                name: "g".into(),
+                command: "false".into(),
+                exit_code: Some(1),
+                timed_out: false,
+                duration_ms: 1,
+                output_tail: "nope".into(),
+            }],
+        });
+        let StepNext::Ended(ended) = after(&mut state, &formula, 3) else {
+            panic!("{state:?}");
+        };
+        assert_eq!(ended.status, Status::GateFailed);
+        assert_eq!(
+            ended.iteration, 3,
+            "an ended loop stays at its last iteration"
+        );
+        assert!(ended.ended_because.unwrap().contains(
+            "gate g of step b failed 1 times, more than its retries (0); its last output: nope"
+        ));
+    }
+}

@@ -1,0 +1,505 @@
+//! Formulas: multi-step runs (`ralph-ctl run --formula NAME`). A formula in
+//! `.claude/ralph/formulas/NAME.yaml` lists steps, each a fresh-context loop
+//! with its own model, prompt, autofix command and gates; the steps run in
+//! order in one loop, so the breaker, budgets, supervision and the log span
+//! the whole run. This module reads and checks a formula: everything wrong
+//! with it is refused before anything runs, naming the file, the line and
+//! the fix. YAML is read with serde-saphyr (panic-free, maintained, and its
+//! errors carry the line).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use ralph_core::paths::ProjectPaths;
+use ralph_core::state::{FormulaRun, GateRun, StepRun};
+use ralph_core::verify::VerifyCommand;
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+/// Folder (relative to the project root) holding the formulas.
+pub const FORMULAS_DIR: &str = ".claude/ralph/formulas";
+/// A gate's timeout when the formula gives none, in seconds.
+pub const DEFAULT_GATE_TIMEOUT_SECS: u32 = 600;
+/// Failures a gate allows when the formula gives no `retries`.
+pub const DEFAULT_GATE_RETRIES: u32 = 3;
+/// Longest accepted gate timeout, in seconds.
+pub const GATE_TIMEOUT_LIMIT: u32 = 7_200;
+/// The model aliases the client accepts.
+const MODEL_ALIASES: &[&str] = &["opus", "sonnet", "haiku", "opusplan", "default"];
+
+/// A formula, checked: ready to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Formula {
+    /// Its name (the file's stem, or its `name`).
+    pub name: String,
+    /// The file it was read from.
+    pub file: PathBuf,
+    /// Its steps, in order (at least one).
+    pub steps: Vec<Step>,
+}
+
+/// One step of a formula.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Its id, unique in the formula.
+    pub id: String,
+    /// The model its client runs (`--model`), when it names one.
+    pub model: Option<String>,
+    /// Its task: the prompt, or the prompt file's text.
+    pub prompt: String,
+    /// The most iterations it may take (the loop's cap bounds the run).
+    pub max_iterations: Option<u32>,
+    /// A command run after each of its iterations, before the gates.
+    pub autofix: Option<String>,
+    /// Its gates, checked on each completion claim (with the project's `verify`).
+    pub gates: Vec<Gate>,
+}
+
+/// A step's gate: a command that must pass for the step to end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gate {
+    /// Its name, shown with its result.
+    pub name: String,
+    /// The command (run by `sh -c` in the folder the iteration worked in).
+    pub command: String,
+    /// How long it may run.
+    pub timeout_seconds: u32,
+    /// Failures allowed before the run ends `gate_failed`.
+    pub retries: u32,
+}
+
+impl Gate {
+    /// The gate as a verification command.
+    pub fn as_verify(&self) -> VerifyCommand {
+        VerifyCommand {
+            name: self.name.clone(),
+            command: self.command.clone(),
+            timeout_seconds: self.timeout_seconds,
+        }
+    }
+}
+
+impl Formula {
+    /// A new run of this formula: every step at its start.
+    pub fn new_run(&self) -> FormulaRun {
+        FormulaRun {
+            name: self.name.clone(),
+            step: 0,
+            steps: self
+                .steps
+                .iter()
+                .map(|step| StepRun {
+                    id: step.id.clone(),
+                    model: step.model.clone(),
+                    gates: step
+                        .gates
+                        .iter()
+                        .map(|g| GateRun {
+                            name: g.name.clone(),
+                            retries: g.retries,
+                            ..GateRun::default()
+                        })
+                        .collect(),
+                    ..StepRun::default()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Everything wrong with a formula, with where and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum FormulaError {
+    /// No such formula.
+    #[error("no formula {name:?}: {} does not exist{}", file.display(), known_list(known))]
+    Missing {
+        /// The name asked for.
+        name: String,
+        /// Where it was looked for.
+        file: PathBuf,
+        /// The formulas there are.
+        known: Vec<String>,
+    },
+    /// The name cannot be a file name.
+    #[error("{0:?} is not a formula name: use letters, digits, '-' and '_' (the file .claude/ralph/formulas/NAME.yaml)")]
+    BadName(String),
+    /// It cannot be read.
+    #[error("cannot read the formula {}: {source}", file.display())]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is wrong.
+    #[error("formula {}{}: {problem}", file.display(), line.map(|l| format!(", line {l}")).unwrap_or_default())]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// Where, when known.
+        line: Option<u64>,
+        /// What is wrong, and the fix.
+        problem: String,
+    },
+}
+
+fn known_list(known: &[String]) -> String {
+    if known.is_empty() {
+        "; `ralph-ctl init --formula feature` writes a starter one".into()
+    } else {
+        format!("; the formulas there: {}", known.join(", "))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct FormulaFile {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    steps: Option<Spanned<Vec<Spanned<StepFile>>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct StepFile {
+    id: Spanned<String>,
+    #[serde(default)]
+    model: Option<Spanned<String>>,
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    prompt_file: Option<Spanned<String>>,
+    #[serde(default)]
+    max_iterations: Option<Spanned<u32>>,
+    #[serde(default)]
+    autofix: Option<String>,
+    #[serde(default)]
+    gates: Vec<Spanned<GateFile>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct GateFile {
+    name: String,
+    command: String,
+    #[serde(default)]
+    timeout_seconds: Option<u32>,
+    #[serde(default)]
+    retries: Option<u32>,
+}
+
+/// The formula file of `name` in the project.
+pub fn file_of(paths: &ProjectPaths, name: &str) -> Result<PathBuf, FormulaError> {
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !ok {
+        return Err(FormulaError::BadName(name.to_string()));
+    }
+    Ok(paths.root.join(FORMULAS_DIR).join(format!("{name}.yaml")))
+}
+
+/// Reads and checks the formula `name` of the project.
+pub fn load(paths: &ProjectPaths, name: &str) -> Result<Formula, FormulaError> {
+    let file = file_of(paths, name)?;
+    let text = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut known: Vec<String> = std::fs::read_dir(paths.root.join(FORMULAS_DIR))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.strip_suffix(".yaml").map(str::to_string)
+                })
+                .collect();
+            known.sort();
+            return Err(FormulaError::Missing {
+                name: name.to_string(),
+                file,
+                known,
+            });
+        }
+        Err(source) => return Err(FormulaError::Read { file, source }),
+    };
+    parse(&text, &file, name)
+}
+
+/// Checks the formula text read from `file`; `stem` names it when it has
+/// no `name`. Prompt files are read relative to the formula's folder.
+pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaError> {
+    let invalid = |line: Option<u64>, problem: String| FormulaError::Invalid {
+        file: file.to_path_buf(),
+        line: line.filter(|l| *l > 0),
+        problem,
+    };
+    let parsed: FormulaFile = serde_saphyr::from_str(text).map_err(|e| {
+        let line = e.location().map(|l| l.line());
+        invalid(line, yaml_problem(&e.to_string()))
+    })?;
+    let Some(steps) = parsed.steps.filter(|s| !s.value.is_empty()) else {
+        return Err(invalid(
+            None,
+            "no steps: add `steps:`, a list of steps each with an `id` and a `prompt` (or `promptFile`)".into(),
+        ));
+    };
+    let folder = file.parent().unwrap_or(Path::new("."));
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for spanned in steps.value {
+        let line = spanned.referenced.line();
+        let step = spanned.value;
+        let id = step.id.value.trim().to_string();
+        if id.is_empty() {
+            return Err(invalid(
+                Some(step.id.referenced.line()),
+                "a step's `id` is empty: give each step a short name such as plan or test".into(),
+            ));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(invalid(
+                Some(step.id.referenced.line()),
+                format!("the step id {id:?} is used twice: give each step an id of its own"),
+            ));
+        }
+        let model = match step.model {
+            Some(model) => {
+                let name = model.value.trim().to_string();
+                if !valid_model(&name) {
+                    return Err(invalid(
+                        Some(model.referenced.line()),
+                        format!(
+                            "step {id:?}: model {name:?} is not a Claude model: use opus, sonnet, haiku, or a full model name such as claude-sonnet-4-5"
+                        ),
+                    ));
+                }
+                Some(name)
+            }
+            None => None,
+        };
+        let prompt = match (step.prompt, step.prompt_file) {
+            (Some(_), Some(f)) => {
+                return Err(invalid(
+                    Some(f.referenced.line()),
+                    format!("step {id:?} has both `prompt` and `promptFile`: keep one"),
+                ))
+            }
+            (Some(prompt), None) => prompt,
+            (None, Some(f)) => {
+                let path = folder.join(&f.value);
+                std::fs::read_to_string(&path).map_err(|e| {
+                    invalid(
+                        Some(f.referenced.line()),
+                        format!(
+                            "step {id:?}: its promptFile {} cannot be read ({e}); the path is taken from the formula's folder",
+                            path.display()
+                        ),
+                    )
+                })?
+            }
+            (None, None) => {
+                return Err(invalid(
+                    Some(line),
+                    format!(
+                        "step {id:?} has no `prompt` (or `promptFile`): say what the step is to do"
+                    ),
+                ))
+            }
+        };
+        if prompt.trim().is_empty() {
+            return Err(invalid(
+                Some(line),
+                format!("step {id:?}: its prompt is empty"),
+            ));
+        }
+        if let Some(max) = &step.max_iterations {
+            if max.value == 0 {
+                return Err(invalid(
+                    Some(max.referenced.line()),
+                    format!("step {id:?}: maxIterations 0: give a whole number from 1 up"),
+                ));
+            }
+        }
+        let mut gate_names = HashSet::new();
+        let mut gates = Vec::new();
+        for gate in step.gates {
+            let at = gate.referenced.line();
+            let gate = gate.value;
+            if gate.name.trim().is_empty() || gate.command.trim().is_empty() {
+                return Err(invalid(
+                    Some(at),
+                    format!("step {id:?}: a gate needs a `name` and a `command`"),
+                ));
+            }
+            if !gate_names.insert(gate.name.clone()) {
+                return Err(invalid(
+                    Some(at),
+                    format!(
+                        "step {id:?}: two gates are named {:?}: name each gate once",
+                        gate.name
+                    ),
+                ));
+            }
+            let timeout = gate.timeout_seconds.unwrap_or(DEFAULT_GATE_TIMEOUT_SECS);
+            if !(1..=GATE_TIMEOUT_LIMIT).contains(&timeout) {
+                return Err(invalid(
+                    Some(at),
+                    format!("step {id:?}: gate {:?} timeoutSeconds {timeout}: give 1 to {GATE_TIMEOUT_LIMIT}", gate.name),
+                ));
+            }
+            gates.push(Gate {
+                name: gate.name,
+                command: gate.command,
+                timeout_seconds: timeout,
+                retries: gate.retries.unwrap_or(DEFAULT_GATE_RETRIES),
+            });
+        }
+        out.push(Step {
+            id,
+            model,
+            prompt,
+            max_iterations: step.max_iterations.map(|m| m.value),
+            autofix: step.autofix.filter(|a| !a.trim().is_empty()),
+            gates,
+        });
+    }
+    Ok(Formula {
+        name: parsed
+            .name
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| stem.to_string()),
+        file: file.to_path_buf(),
+        steps: out,
+    })
+}
+
+/// A model the client can be given: an alias, or a full Claude model name.
+fn valid_model(name: &str) -> bool {
+    MODEL_ALIASES.contains(&name)
+        || (name.starts_with("claude-")
+            && name.len() > "claude-".len()
+            && name.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | '[' | ']')
+            }))
+}
+
+/// serde-saphyr's message, with the fix for the common case of a key the
+/// formula does not know.
+fn yaml_problem(message: &str) -> String {
+    let first = message.lines().next().unwrap_or(message).trim();
+    // The line is said already: drop "error: line 4 column 5: ".
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let first = match first.split_once(": ") {
+        Some((at, rest)) if at.starts_with("line ") && at.contains(" column ") => rest,
+        _ => first,
+    };
+    if first.contains("unknown field") {
+        format!(
+            "{first}; a formula has `name` and `steps`, a step `id`, `model`, `prompt` or `promptFile`, \
+             `maxIterations`, `autofix` and `gates`, a gate `name`, `command`, `timeoutSeconds` and `retries`"
+        )
+    } else {
+        first.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::assets::FORMULA_TEMPLATE as STARTER;
+
+    fn check(text: &str) -> Result<Formula, FormulaError> {
+        parse(text, Path::new("/p/.claude/ralph/formulas/f.yaml"), "f")
+    }
+
+    fn refused(text: &str) -> String {
+        check(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_starter_formula_is_valid_and_runs_three_models() {
+        let formula = check(STARTER).unwrap();
+        let models: Vec<_> = formula.steps.iter().map(|s| s.model.as_deref()).collect();
+        assert_eq!(models, [Some("opus"), Some("sonnet"), Some("haiku")]);
+        assert_eq!(formula.steps[1].gates[0].retries, 3);
+        assert_eq!(formula.steps[2].max_iterations, Some(5));
+        let run = formula.new_run();
+        assert_eq!(run.position(), "step 1/3 plan");
+    }
+
+    #[test]
+    fn each_mistake_is_named_with_its_line_and_fix() {
+        let cases = [
+            (
+                "steps:\n  - id: a\n    prompt: x\n    modle: opus\n",
+                "line 4",
+                "unknown field",
+            ),
+            ("name: x\n", "no steps", ""),
+            ("steps: []\n", "no steps", ""),
+            (
+                "steps:\n  - id: a\n    prompt: x\n  - id: a\n    prompt: y\n",
+                "line 4",
+                "used twice",
+            ),
+            (
+                "steps:\n  - id: a\n    promptFile: nowhere.md\n",
+                "line 3",
+                "cannot be read",
+            ),
+            (
+                "steps:\n  - id: a\n    prompt: x\n    model: gpt-4\n",
+                "line 4",
+                "not a Claude model",
+            ),
+            (
+                "steps:\n  - id: a\n    model: opus\n",
+                "line 2",
+                "no `prompt`",
+            ),
+            (
+                "steps:\n  - id: a\n    prompt: x\n    gates:\n      - { name: t, command: '' }\n",
+                "line 5",
+                "needs a `name` and a `command`",
+            ),
+            ("steps:\n  - id: a\n    prompt: [x\n", "line", ""),
+        ];
+        for (text, at, what) in cases {
+            let err = refused(text);
+            assert!(
+                err.starts_with("formula /p/.claude/ralph/formulas/f.yaml")
+                    && err.contains(at)
+                    && err.contains(what),
+                "{text:?} → {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_prompt_file_is_read_from_the_formula_s_folder() {
+        let dir = crate::testdir::TestDir::new("formula");
+        std::fs::write(dir.path().join("plan.md"), "Plan it.\n").unwrap();
+        let formula = parse(
+            "steps:\n  - id: plan\n    promptFile: plan.md\n",
+            &dir.path().join("f.yaml"),
+            "f",
+        )
+        .unwrap();
+        assert_eq!(formula.steps[0].prompt, "Plan it.\n");
+        assert_eq!(formula.name, "f");
+    }
+
+    #[test]
+    fn names_that_are_not_files_are_refused() {
+        let paths = ProjectPaths::new("/p");
+        assert!(file_of(&paths, "../etc").is_err());
+        assert!(file_of(&paths, "").is_err());
+        assert_eq!(
+            file_of(&paths, "feature").unwrap(),
+            Path::new("/p/.claude/ralph/formulas/feature.yaml")
+        );
+    }
+}

@@ -289,6 +289,19 @@ read_csv true "$work/true.csv"
 read_csv guard "$work/guard-only.csv"
 peak_rss guard ""
 
+say "the plugin's guard (ralph-stop-hook --plugin in a project with no loop)"
+mkdir -p "$work/no-loop"
+plugin_out=$(env -u RALPH_ACTIVE CLAUDE_PROJECT_DIR="$work/no-loop" "$hook" --plugin </dev/null 2>&1) ||
+  die "plugin guard: the hook failed"
+[ -z "$plugin_out" ] || die "plugin guard: the hook printed: $plugin_out"
+env -u RALPH_ACTIVE CLAUDE_PROJECT_DIR="$work/no-loop" "$hyperfine" -N --style none --output=pipe \
+  --warmup "$warmup" --runs "$((runs * 3))" --export-csv "$work/plugin-guard.csv" \
+  -- /bin/true "'$hook' --plugin" >/dev/null || die "plugin guard: hyperfine failed"
+sed -n '1p;2p' "$work/plugin-guard.csv" >"$work/plugin-true.csv"
+sed -n '1p;3p' "$work/plugin-guard.csv" >"$work/plugin-guard-only.csv"
+read_csv plugin_true "$work/plugin-true.csv"
+read_csv plugin_guard "$work/plugin-guard-only.csv"
+
 say "active loop, last_assistant_message in the input"
 stop_input "$work/active.json" "Fixed the parser. Still working."
 check active "$work/active.json" block
@@ -537,6 +550,7 @@ table() {
   echo "|---|---:|---:|---:|---|---|"
   echo "| \`/bin/true\` (process spawn) | ${median[true]} | ${mean[true]} ± ${sd[true]} | – | – | |"
   echo "| guard off (\`RALPH_ACTIVE\` unset) | ${median[guard]} ($(ratio "${median[guard]}" "${median[true]}")× true) | ${mean[guard]} ± ${sd[guard]} | ${rss[guard]} MiB | ≤ 1.5× \`/bin/true\` | $(verdict "$(awk -v a="${median[guard]}" -v b="${median[true]}" 'BEGIN { print a <= 1.5 * b }')") |"
+  echo "| plugin guard off (\`--plugin\`, no loop in the project: one stat) | ${median[plugin_guard]} ($(ratio "${median[plugin_guard]}" "${median[plugin_true]}")× true) | ${mean[plugin_guard]} ± ${sd[plugin_guard]} | – | ≤ 1.5× \`/bin/true\` | $(verdict "$(awk -v a="${median[plugin_guard]}" -v b="${median[plugin_true]}" 'BEGIN { print a <= 1.5 * b }')") |"
   echo "| active loop, \`last_assistant_message\` | ${median[active]} | ${mean[active]} ± ${sd[active]} | ${rss[active]} MiB | median < 5 ms | $(verdict "$(awk -v a="${median[active]}" 'BEGIN { print a < 5 }')") |"
   echo "| active loop in a git repository (50 files; includes \`git status\`) | ${median[active_git]} | ${mean[active_git]} ± ${sd[active_git]} | ${rss[active_git]} MiB | – | |"
   for name in "${transcript_names[@]}"; do

@@ -94,7 +94,10 @@ fn help_and_version_answer_without_reading_stdin_and_nothing_else_does() {
         for (args, needle) in [
             (&["--version"][..], "ralph-stop-hook 0.1.0"),
             (&["-V"], "ralph-stop-hook 0.1.0"),
-            (&["--help"], "Usage: ralph-stop-hook [--help | --version]"),
+            (
+                &["--help"],
+                "Usage: ralph-stop-hook [--help | --version | --plugin]",
+            ),
             (&["-h"], "the Stop hook of the Ralph loop"),
         ] {
             let out = Hook::new(&project)
@@ -603,4 +606,59 @@ fn a_stop_after_an_api_error_pauses_instead_of_judging_the_error_text() {
         state["lastClaim"].is_null(),
         "the error text was not judged"
     );
+}
+
+#[test]
+fn the_plugin_guard_is_one_stat_and_holds_only_the_loop_s_own_session() {
+    // No loop in the project, or a launcher's session: out at once, stdin unread.
+    let plain = TempProject::new("plugin-guard");
+    let project = looping(5);
+    let before = std::fs::read(project.state_path()).unwrap();
+    for (project, active, dir) in [
+        (&plain, None, Some(plain.root.clone())),
+        (&project, None, None),
+        (&project, Some("1"), Some(project.root.clone())),
+    ] {
+        let mut hook = Hook::new(project).active(active).arg("--plugin");
+        hook = match &dir {
+            Some(dir) => hook.env("CLAUDE_PROJECT_DIR", dir),
+            None => hook.env_remove("CLAUDE_PROJECT_DIR"),
+        };
+        let mut child = hook
+            .command()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _stdin = child.stdin.take().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "{active:?} {dir:?}: the hook waited on stdin"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert!(out.stdout.is_empty() && out.stderr.is_empty());
+    }
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+
+    // A loop here: another session's stop goes through, the loop's own is held.
+    let plugin = |value: &Value| {
+        Hook::new(&project)
+            .active(None)
+            .arg("--plugin")
+            .env("CLAUDE_PROJECT_DIR", &project.root)
+            .json(value)
+            .run()
+    };
+    let mut other = input(&project, "stop-input-first.json", Some("Done here."));
+    other["session_id"] = json!("99999999-0000-0000-0000-000000000000");
+    plugin(&other).assert_allowed();
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    let own = input(&project, "stop-input-first.json", Some("Still working."));
+    plugin(&own).block_answer();
 }

@@ -573,7 +573,8 @@ fn accepts_range(min: u32, max: u32) -> String {
     format!("a whole number from {min} to {max}")
 }
 
-fn signal_accepts() -> String {
+/// What a completion signal may be, for error messages.
+pub fn signal_accepts() -> String {
     format!("a non-empty single line of at most {SIGNAL_MAX_CHARS} characters")
 }
 
@@ -581,7 +582,8 @@ fn validate_range(raw: i64, min: u32, max: u32) -> Option<u32> {
     u32::try_from(raw).ok().filter(|v| (min..=max).contains(v))
 }
 
-fn validate_signal(raw: &str) -> Option<String> {
+/// The completion signal `raw` stands for (trimmed), if it can be one.
+pub fn validate_signal(raw: &str) -> Option<String> {
     let trimmed = raw.trim();
     (!trimmed.is_empty()
         && !trimmed.contains(['\n', '\r'])

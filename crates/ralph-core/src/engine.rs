@@ -260,6 +260,11 @@ pub fn run_stop(
             return Ok(StopReport::allow(note));
         }
     };
+    // A loop started with its own completion signal (/ralph-loop
+    // --completion-promise) is judged by it.
+    if let Some(signal) = &owned.completion_signal {
+        config.completion_signal = signal.clone();
+    }
     let mut notes = Vec::new();
     let mut observed = observe(paths, &config, stop, world, owned, &mut notes)?;
     let claim = decision::judge_claim(&config, owned, &observed);
@@ -325,7 +330,8 @@ pub fn run_stop(
             _,
         ) => {
             // Read everything the answer needs before committing the new state.
-            let prompt_text = match &stop.task {
+            // The driver's task (a formula step), the loop's own (/ralph-loop), or PROMPT.md.
+            let prompt_text = match stop.task.as_ref().or(owned.task.as_ref()) {
                 Some(task) => task.clone(),
                 None => world.prompt(&paths.resolve(&config.prompt_file))?,
             };

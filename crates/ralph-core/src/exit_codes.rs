@@ -37,6 +37,8 @@ pub const ERROR_BUDGET_EXHAUSTED: i32 = 19;
 pub const GATE_BUDGET_EXHAUSTED: i32 = 20;
 /// `run --formula`: a step's gate failed more times than its `retries`.
 pub const GATE_FAILED: i32 = 21;
+/// `finish`/`run`: the person cancelled the loop (`/cancel-ralph`, `ralph-ctl cancel`).
+pub const CANCELLED: i32 = 22;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 

@@ -56,6 +56,37 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Start a loop bound to the current Claude Code session, with TASK as
+    /// its prompt: what the plugin's /ralph-loop runs (the session from
+    /// CLAUDE_CODE_SESSION_ID, which Claude Code 2.1 gives its commands).
+    ///
+    /// Example: ralph-ctl loop-start Fix the failing tests. --max-iterations 6 --completion-promise DONE
+    LoopStart {
+        /// The task (the words are joined; --max-iterations and
+        /// --completion-promise are found among them too, as /ralph-loop
+        /// passes its whole line as one argument).
+        #[arg(value_name = "TASK", num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        task: Vec<String>,
+        /// The loop's iteration cap (default: maxIterations of the config, 25).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        max_iterations: Option<u32>,
+        /// The loop ends when the agent's final message has TEXT on a line of
+        /// its own (or `<promise>TEXT</promise>`); default: the config's signal.
+        #[arg(long, value_name = "TEXT")]
+        completion_promise: Option<String>,
+        /// The session to bind the loop to (default: CLAUDE_CODE_SESSION_ID).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Exit 0 even when the loop is not started: the output says why (for
+        /// /ralph-loop, whose client drops the command's text on a failure).
+        #[arg(long)]
+        report: bool,
+    },
+    /// End the project's running or paused loop now, `cancelled` (what the
+    /// plugin's /cancel-ralph runs).
+    ///
+    /// Example: ralph-ctl cancel
+    Cancel,
     /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).
     Start {
         /// The Claude Code session that will own the loop (default: a new UUID).

@@ -60,6 +60,24 @@ pub fn run(cli: Cli) -> i32 {
             &mut std::io::stderr(),
         ),
         Command::Reset => commands::reset::run(&paths),
+        Command::LoopStart {
+            task,
+            max_iterations,
+            completion_promise,
+            session,
+            report,
+        } => commands::plugin::loop_start(
+            &paths,
+            commands::plugin::LoopStart {
+                task,
+                max_iterations,
+                completion_promise,
+                session,
+                report,
+            },
+            &mut std::io::stdout(),
+        ),
+        Command::Cancel => commands::plugin::cancel(&paths, &mut std::io::stdout()),
         Command::History { json } => commands::history::run(&paths, json, &mut std::io::stdout()),
         Command::Start {
             session_id,

@@ -55,7 +55,11 @@ anything that went wrong.
 Install and start loops with ralph-ctl (`ralph-ctl init`, `ralph-ctl run`);
 see the README.
 
-Usage: ralph-stop-hook [--help | --version]
+With --plugin (the plugin's registration, hooks/hooks.json) it goes on only
+for a session that is not the launcher's and a project with a loop's state
+file (a /ralph-loop loop); the loop's own session alone is held.
+
+Usage: ralph-stop-hook [--help | --version | --plugin]
 ";
 
 /// Answers `--help`/`-h` or `--version`/`-V` when they are the only
@@ -74,6 +78,26 @@ pub fn answer_flag(mut args: impl Iterator<Item = std::ffi::OsString>) -> Option
     // A closed stdout is no reason to fail here.
     let _ = io::stdout().write_all(text.as_bytes());
     Some(ExitCode::SUCCESS)
+}
+
+/// The argument of the plugin's registration (`hooks/hooks.json`).
+pub const PLUGIN_FLAG: &str = "--plugin";
+
+/// True when the hook runs as the plugin's (`ralph-stop-hook --plugin`).
+pub fn is_plugin_mode(mut args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    args.next().is_some_and(|a| a == PLUGIN_FLAG) && args.next().is_none()
+}
+
+/// The plugin's guard: true when the project at `project_dir`
+/// (`CLAUDE_PROJECT_DIR`) has a loop's state file, by one stat. No project
+/// folder, no loop: the session is let go.
+pub fn plugin_loop_exists(project_dir: Option<std::ffi::OsString>) -> bool {
+    project_dir.filter(|d| !d.is_empty()).is_some_and(|dir| {
+        ralph_core::paths::ProjectPaths::new(std::path::PathBuf::from(dir))
+            .state_file()
+            .symlink_metadata()
+            .is_ok()
+    })
 }
 
 /// Runs the hook on the process's stdin, stdout, stderr and environment.

@@ -11,7 +11,16 @@ fn main() -> ExitCode {
     }
     // The guard comes before anything else, stdin included: a session that
     // is not a Ralph loop must never wait on, or be changed by, this hook.
-    if std::env::var_os("RALPH_ACTIVE").as_deref() != Some(OsStr::new("1")) {
+    let active = std::env::var_os("RALPH_ACTIVE").as_deref() == Some(OsStr::new("1"));
+    let go_on = if ralph_stop_hook::is_plugin_mode(std::env::args_os().skip(1)) {
+        // The plugin's registration: sessions of the launcher are the
+        // project's registration's; others go on only when a loop exists
+        // here (a stat), and then only the loop's own session is held.
+        !active && ralph_stop_hook::plugin_loop_exists(std::env::var_os("CLAUDE_PROJECT_DIR"))
+    } else {
+        active
+    };
+    if !go_on {
         return ExitCode::SUCCESS;
     }
     ralph_stop_hook::run()

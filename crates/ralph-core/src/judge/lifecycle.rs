@@ -396,6 +396,7 @@ pub fn next_step(state: &LoopState) -> Option<String> {
             "give the agent what it asks for (in PROMPT.md or the project), then `ralph-ctl run --resume` goes on from iteration {}",
             state.iteration
         ),
+        Status::Cancelled => "start a new loop when you want one (the launcher, or /ralph-loop)".into(),
         Status::GateFailed => "fix what the gate checks (its output is in `ralph-ctl status` and the log), then run the formula again".into(),
         Status::ErrorBudgetExhausted | Status::GateBudgetExhausted => {
             "look at the items that failed (`ralph-ctl status` lists them), fix what they need, then start a new loop (the launcher again)".into()
@@ -457,6 +458,10 @@ pub fn outcome_line(state: &LoopState) -> String {
             "loop blocked at iteration {} of {}: {because}{next}",
             state.iteration, state.max_iterations
         ),
+        Status::Cancelled => format!(
+            "loop cancelled at iteration {} of {}: {because}{next}",
+            state.iteration, state.max_iterations
+        ),
         Status::ErrorBudgetExhausted | Status::GateBudgetExhausted | Status::GateFailed => format!(
             "loop stopped: {} at iteration {} of {} ({because}){next}",
             state.status.as_str(),
@@ -490,6 +495,7 @@ pub fn exit_code(status: Status) -> i32 {
         Status::ErrorBudgetExhausted => exit_codes::ERROR_BUDGET_EXHAUSTED,
         Status::GateBudgetExhausted => exit_codes::GATE_BUDGET_EXHAUSTED,
         Status::GateFailed => exit_codes::GATE_FAILED,
+        Status::Cancelled => exit_codes::CANCELLED,
     }
 }
 

@@ -55,6 +55,8 @@ pub enum Status {
     GateBudgetExhausted,
     /// A formula step's gate failed more times than its `retries`.
     GateFailed,
+    /// The person ended the loop (`/cancel-ralph`, `ralph-ctl cancel`).
+    Cancelled,
 }
 
 impl Status {
@@ -73,6 +75,7 @@ impl Status {
             Status::ErrorBudgetExhausted => "error_budget_exhausted",
             Status::GateBudgetExhausted => "gate_budget_exhausted",
             Status::GateFailed => "gate_failed",
+            Status::Cancelled => "cancelled",
         }
     }
 
@@ -90,6 +93,7 @@ impl Status {
                 | Status::ErrorBudgetExhausted
                 | Status::GateBudgetExhausted
                 | Status::GateFailed
+                | Status::Cancelled
         )
     }
 }
@@ -548,6 +552,14 @@ pub struct LoopState {
     /// each of its steps stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub formula: Option<FormulaRun>,
+    /// The loop's own task, fed back in place of PROMPT.md (a loop started
+    /// by `/ralph-loop TASK`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// The loop's own completion signal, in place of the config's
+    /// (`/ralph-loop --completion-promise TEXT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_signal: Option<String>,
 }
 
 /// A formula's run: its steps in order, each a fresh-context loop of its
@@ -713,6 +725,8 @@ impl LoopState {
             carriers: None,
             fresh_context: false,
             formula: None,
+            task: None,
+            completion_signal: None,
             outcome_errors: 0,
             outcome_gate_blocked: 0,
         }

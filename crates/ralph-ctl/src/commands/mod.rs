@@ -4,6 +4,7 @@ pub mod finish;
 pub mod history;
 pub mod init;
 pub mod log;
+pub mod plugin;
 pub mod prompt;
 pub mod reset;
 pub mod run;

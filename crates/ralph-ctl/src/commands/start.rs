@@ -75,6 +75,22 @@ pub fn start_loop(
         }
         None => config.max_iterations,
     };
+    open_loop(paths, &config, session, max, force, fresh, |_| {})
+}
+
+/// Writes a new `running` loop (after the checks every start makes: no
+/// loop running, an open breaker cooled down, a corrupt state set aside
+/// only with `force`), archiving the one it replaces; `shape` adds what
+/// this kind of loop carries (a formula, a task of its own).
+pub fn open_loop(
+    paths: &ProjectPaths,
+    config: &Config,
+    session: Option<String>,
+    max: u32,
+    force: bool,
+    fresh: bool,
+    shape: impl FnOnce(&mut LoopState),
+) -> Result<Started, CtlError> {
     let session = match session {
         Some(id) if hook_input::is_valid_session_id(&id) => id,
         Some(id) => {
@@ -100,7 +116,7 @@ pub fn start_loop(
         Ok(current) => {
             if !force {
                 if let Some(refusal) =
-                    lifecycle::start_refusal(current.as_ref(), &config, SystemTime::now())
+                    lifecycle::start_refusal(current.as_ref(), config, SystemTime::now())
                 {
                     return Err(CtlError::Refused(refusal.describe(&paths.root)));
                 }
@@ -141,6 +157,7 @@ pub fn start_loop(
     state.fresh_context = fresh;
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.progress = progress::baseline(&paths.root);
+    shape(&mut state);
     lock.write(&state)?;
     let entry = LogEntry::about(
         &state,

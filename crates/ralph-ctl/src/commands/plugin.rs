@@ -1,0 +1,262 @@
+//! What the Claude Code plugin's commands run: `/ralph-loop` expands to
+//! `ralph-ctl loop-start` (a loop bound to the current session, with the
+//! task given, on the same state, engine and gates as any other), and
+//! `/cancel-ralph` to `ralph-ctl cancel`. Their output is written into the
+//! command's text, so it is said to the agent (and the person) plainly.
+
+use std::io::Write;
+
+use ralph_core::config::{Config, ProcessEnv};
+use ralph_core::exit_codes;
+use ralph_core::log::{self, LogEntry, LogEvent};
+use ralph_core::paths::ProjectPaths;
+use ralph_core::state::Status;
+use ralph_core::store::StateStore;
+use ralph_core::time;
+
+use crate::commands::start;
+use crate::driver::command::{block_cap, BLOCK_CAP_ENV};
+use crate::error::CtlError;
+use crate::CmdResult;
+
+/// The session id Claude Code 2.1 and later gives the commands it runs.
+pub const SESSION_ENV: &str = "CLAUDE_CODE_SESSION_ID";
+/// How many blocked stops in a row Claude Code 2.1 allows by default.
+pub const CLIENT_BLOCK_CAP: u32 = 8;
+
+/// What `/ralph-loop` asked for.
+#[derive(Debug, Clone, Default)]
+pub struct LoopStart {
+    /// The task's words.
+    pub task: Vec<String>,
+    /// `--max-iterations`.
+    pub max_iterations: Option<u32>,
+    /// `--completion-promise`.
+    pub completion_promise: Option<String>,
+    /// `--session` (default: `CLAUDE_CODE_SESSION_ID`).
+    pub session: Option<String>,
+    /// `--report`: exit 0 whatever happened; the output says it.
+    pub report: bool,
+}
+
+/// `ralph-ctl loop-start`: starts a loop bound to the session, with the
+/// task as its prompt; says what it did (or why not) on `out`.
+pub fn loop_start(paths: &ProjectPaths, request: LoopStart, out: &mut dyn Write) -> CmdResult {
+    let result = open(paths, &request);
+    let (text, code) = match result {
+        Ok(text) => (text, exit_codes::OK),
+        Err(e) => (
+            format!("The Ralph loop was NOT started: {e}\nTell the person this; do not start the task as a loop.\n"),
+            if request.report { exit_codes::OK } else { e.exit_code() },
+        ),
+    };
+    super::written(
+        out.write_all(text.as_bytes()).and_then(|()| out.flush()),
+        code,
+    )
+}
+
+/// The words of a `/ralph-loop` line (they may come as one argument, the
+/// command's whole text) with `--max-iterations N` and
+/// `--completion-promise TEXT` (TEXT quoted when it has spaces) taken out
+/// wherever they stand: the task, and the request with them.
+pub fn parse_words(request: &LoopStart) -> Result<LoopStart, CtlError> {
+    let words: Vec<&str> = request
+        .task
+        .iter()
+        .flat_map(|w| w.split_whitespace())
+        .collect();
+    let mut out = LoopStart {
+        task: Vec::new(),
+        ..request.clone()
+    };
+    let mut i = 0;
+    while i < words.len() {
+        let word = words[i];
+        let (flag, inline) = match word.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value)),
+            _ => (word, None),
+        };
+        match flag {
+            "--max-iterations" | "--completion-promise" => {
+                let mut value = match inline {
+                    Some(v) => v.to_string(),
+                    None => {
+                        i += 1;
+                        words
+                            .get(i)
+                            .map(|w| w.to_string())
+                            .ok_or_else(|| CtlError::BadArgument(format!("{flag} needs a value")))?
+                    }
+                };
+                // A quoted value runs to its closing quote.
+                if let Some(quote) = value.chars().next().filter(|c| *c == '"' || *c == '\'') {
+                    while !(value.len() > 1 && value.ends_with(quote)) && i + 1 < words.len() {
+                        i += 1;
+                        value = format!("{value} {}", words[i]);
+                    }
+                    value = value.trim_matches(quote).to_string();
+                }
+                if flag == "--max-iterations" {
+                    let n = value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=ralph_core::config::MAX_ITERATIONS_LIMIT).contains(n))
+                        .ok_or_else(|| {
+                            CtlError::BadArgument(format!(
+                                "--max-iterations {value:?} is invalid: a whole number from 1 to {}",
+                                ralph_core::config::MAX_ITERATIONS_LIMIT
+                            ))
+                        })?;
+                    out.max_iterations = Some(n);
+                } else {
+                    out.completion_promise = Some(value);
+                }
+            }
+            _ => out.task.push(word.to_string()),
+        }
+        i += 1;
+    }
+    Ok(out)
+}
+
+fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
+    let request = &parse_words(request)?;
+    let session = request
+        .session
+        .clone()
+        .or_else(|| std::env::var(SESSION_ENV).ok())
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| {
+            CtlError::BadArgument(format!(
+                "cannot tell which session the loop is for: {SESSION_ENV} is not set (Claude Code 2.0 does not \
+                 give it to commands); use Claude Code 2.1 or later, or the launcher (`ralph-ctl init`, then \
+                 .claude/ralph/ralph-audit.sh)"
+            ))
+        })?;
+    let task = request.task.join(" ").trim().to_string();
+    if task.is_empty() {
+        return Err(CtlError::BadArgument(
+            "no task: /ralph-loop TASK [--max-iterations N] [--completion-promise TEXT]".into(),
+        ));
+    }
+    let mut config = Config::load(paths, &ProcessEnv)?;
+    if let Some(promise) = &request.completion_promise {
+        config.completion_signal =
+            ralph_core::config::validate_signal(promise).ok_or_else(|| {
+                CtlError::BadArgument(format!(
+                    "--completion-promise {promise:?} cannot be a completion signal: {}",
+                    ralph_core::config::signal_accepts()
+                ))
+            })?;
+    }
+    let max = request.max_iterations.unwrap_or(config.max_iterations);
+    let promise = request
+        .completion_promise
+        .as_ref()
+        .map(|_| config.completion_signal.clone());
+    let started = start::open_loop(paths, &config, Some(session), max, false, false, |state| {
+        state.task = Some(task.clone());
+        state.completion_signal = promise.clone();
+    })?;
+    let signal = &config.completion_signal;
+    let mut text = format!(
+        "Ralph loop started in this session (at most {max} iterations, state in .claude/context/runtime/). \
+         Work on the task below now. Each time you stop, it is given back to you, until your final message \
+         has {signal} on a line of its own (only when the task is genuinely complete and verified) or the \
+         iteration cap is reached. The person ends it with /cancel-ralph.\n"
+    );
+    if let Some(needed) = block_cap(std::env::var(BLOCK_CAP_ENV).ok().as_deref(), max)
+        .filter(|_| max > CLIENT_BLOCK_CAP)
+    {
+        text.push_str(&format!(
+            "Note for the person: Claude Code 2.1 lets a session be held at most {CLIENT_BLOCK_CAP} stops in a \
+             row, so this loop may end early; to allow all {max} iterations, start claude with \
+             {BLOCK_CAP_ENV}={needed}.\n"
+        ));
+    }
+    let _ = started;
+    text.push_str(&format!("\nTask:\n{task}\n"));
+    Ok(text)
+}
+
+/// `ralph-ctl cancel`: ends the project's running or paused loop,
+/// `cancelled`, whatever session owns it; says so on `out`.
+pub fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
+    let store = StateStore::new(paths);
+    let text = if !store.exists()? {
+        "No Ralph loop in this project: nothing to cancel.\n".to_string()
+    } else {
+        let lock = store.lock(false)?;
+        match lock.read()? {
+            Some(mut state) if matches!(state.status, Status::Running | Status::Paused) => {
+                let now = time::now_rfc3339();
+                let why = "cancelled by the person".to_string();
+                state.end(Status::Cancelled, why.clone(), &now);
+                lock.write(&state)?;
+                if let Err(e) =
+                    log::append(&lock, &LogEntry::about(&state, LogEvent::End, &now, why))
+                {
+                    crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");
+                }
+                format!(
+                    "Ralph loop cancelled at iteration {} of {}: it will not go on. Stop working on its task.\n",
+                    state.iteration, state.max_iterations
+                )
+            }
+            Some(state) => format!(
+                "The Ralph loop here is not running (it is {}): nothing to cancel.\n",
+                state.status.as_str()
+            ),
+            None => "No Ralph loop in this project: nothing to cancel.\n".to_string(),
+        }
+    };
+    super::written(
+        out.write_all(text.as_bytes()).and_then(|()| out.flush()),
+        exit_codes::OK,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(words: &[&str]) -> LoopStart {
+        parse_words(&LoopStart {
+            task: words.iter().map(|w| w.to_string()).collect(),
+            ..LoopStart::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn flags_are_taken_out_of_the_task_wherever_they_stand() {
+        let one =
+            parsed(&["Fix the user's findings. --max-iterations 6 --completion-promise DONE"]);
+        assert_eq!(one.task.join(" "), "Fix the user's findings.");
+        assert_eq!(one.max_iterations, Some(6));
+        assert_eq!(one.completion_promise.as_deref(), Some("DONE"));
+        let quoted = parsed(&[
+            "--completion-promise",
+            "'ALL",
+            "DONE'",
+            "Tidy",
+            "up",
+            "--max-iterations=3",
+        ]);
+        assert_eq!(quoted.task.join(" "), "Tidy up");
+        assert_eq!(quoted.completion_promise.as_deref(), Some("ALL DONE"));
+        assert_eq!(quoted.max_iterations, Some(3));
+        for bad in [
+            &["x", "--max-iterations"][..],
+            &["x", "--max-iterations", "0"],
+            &["--max-iterations", "many"],
+        ] {
+            let request = LoopStart {
+                task: bad.iter().map(|w| w.to_string()).collect(),
+                ..LoopStart::default()
+            };
+            assert!(parse_words(&request).is_err(), "{bad:?}");
+        }
+    }
+}

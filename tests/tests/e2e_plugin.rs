@@ -1,0 +1,175 @@
+//! End-to-end: the repository as a Claude Code plugin (`claude --plugin-dir
+//! <repo>`), on the real client 2.1.330, in plain git projects with no
+//! `init`: `/ralph-loop` runs until the promise, re-injecting the task; a
+//! later plain session is not held; `/cancel-ralph` from another session
+//! ends a running loop `cancelled`. On 2.0.77, whose commands do not get
+//! the session id, `/ralph-loop` refuses and holds nothing.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ralph_tests::bins;
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
+use ralph_tests::project::{run_with_timeout, wait_with_timeout, Run, TempProject};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+#[test]
+fn ralph_loop_runs_until_the_promise_and_leaves_later_sessions_alone() {
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-loop");
+    let api = MockApi::start_in_order(|turn, _| match turn {
+        0 => Reply::text("Looked at the findings; fixing the first."),
+        1 => Reply::text("Fixed two of three."),
+        2 => Reply::text("All three are fixed.\nDONE"),
+        _ => Reply::text("Hello."),
+    });
+    let run = plugin_session(
+        &project,
+        client,
+        &api,
+        "/ralph-loop Fix the findings. --max-iterations 6 --completion-promise DONE",
+    );
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 3, "{state:#}");
+    assert_eq!(state["maxIterations"], 6, "{state:#}");
+    let requests = api.main_requests();
+    assert_eq!(requests.len(), 3, "{run:?}");
+    let first = user_texts(&requests[0].body).join("\n");
+    assert!(
+        first.contains("Ralph loop started in this session") && first.contains("Fix the findings."),
+        "{first}"
+    );
+    // Each stop gave the task back.
+    for request in &requests[1..] {
+        let fed = stop_hook_feedback(&request.body).join("\n");
+        assert!(
+            fed.contains("Fix the findings.") && fed.contains("DONE"),
+            "{fed}"
+        );
+    }
+    // The loop was the session's own.
+    let session = serde_json::from_str::<serde_json::Value>(&run.stdout).unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(state["sessionId"], session.as_str());
+
+    // A later plain session in the same project is not held.
+    let later = plugin_session(&project, client, &api, "Say hello.");
+    later.assert_code(0);
+    assert_eq!(api.main_requests().len(), 4, "one request, no block");
+    assert_eq!(project.status_json()["status"], "complete");
+}
+
+#[test]
+fn cancel_ralph_from_another_session_ends_a_running_loop_cancelled() {
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-cancel");
+    let api = MockApi::start(|turn, body| {
+        if user_texts(body).join("\n").contains("Ralph loop cancelled") {
+            return Reply::text("The loop is cancelled.");
+        }
+        thread::sleep(Duration::from_millis(300));
+        Reply::text(format!("Working, step {turn}."))
+    });
+    let mut looping = plugin_command(
+        &project,
+        client,
+        &api,
+        "/ralph-loop Keep improving the docs. --max-iterations 50",
+    );
+    looping.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = looping.spawn().unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    while project
+        .state()
+        .and_then(|s| s["iteration"].as_u64())
+        .is_none_or(|i| i < 2)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the loop never reached iteration 2"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let cancel = plugin_session(&project, client, &api, "/cancel-ralph");
+    cancel.assert_code(0);
+    let (status, _out, err) = wait_with_timeout(&mut child, Duration::from_secs(30));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "cancelled", "{state:#}");
+    assert!(state["iteration"].as_u64().unwrap() < 8, "{state:#}");
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains("status:     cancelled"),
+        "{}",
+        status.stdout
+    );
+}
+
+#[test]
+fn on_2_0_ralph_loop_refuses_and_holds_nothing() {
+    let client = ClientVersion::V2_0_77;
+    let project = TempProject::new("plugin-2-0");
+    let api = MockApi::start_in_order(|_, _| Reply::text("I cannot start the loop."));
+    let run = plugin_session(&project, client, &api, "/ralph-loop Fix the findings.");
+    for r in api.requests() {
+        eprintln!("REQ {}", user_texts(&r.body).join(" | ").replace('\n', " "));
+    }
+    run.assert_code(0);
+    assert!(project.state().is_none(), "no loop was started");
+    let requests = api.main_requests();
+    assert_eq!(requests.len(), 1, "not held");
+    let text = user_texts(&requests[0].body).join("\n");
+    assert!(
+        text.contains("The Ralph loop was NOT started") && text.contains("CLAUDE_CODE_SESSION_ID"),
+        "{text}"
+    );
+}
+
+/// The real client with the repository as its plugin, `ralph-ctl` and
+/// `ralph-stop-hook` on its PATH, headless.
+fn plugin_command(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+    prompt: &str,
+) -> Command {
+    let mut cmd = project.command(client.executable());
+    let mut path = vec![bins::bin_dir()];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    cmd.env("PATH", std::env::join_paths(path).unwrap())
+        .arg("--plugin-dir")
+        .arg(plugin_dir())
+        .args([
+            "-p",
+            prompt,
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "bypassPermissions",
+        ])
+        .envs(project.client_env(client, api));
+    cmd
+}
+
+fn plugin_session(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+    prompt: &str,
+) -> Run {
+    run_with_timeout(plugin_command(project, client, api, prompt), None, TIMEOUT)
+}
+
+fn plugin_dir() -> PathBuf {
+    bins::workspace_root()
+}

@@ -1415,3 +1415,75 @@ fn init_writes_a_starter_formula_that_a_dry_run_shows() {
     );
     assert!(project.state().is_none(), "a dry run starts nothing");
 }
+
+#[test]
+fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
+    let project = TempProject::new("doctor");
+    project.init();
+    // A client that says a tested version.
+    let client = project.path("fake-claude");
+    std::fs::write(&client, "#!/bin/sh\necho '2.1.330 (Claude Code)'\n").unwrap();
+    std::fs::set_permissions(&client, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let env = [("RALPH_CLAUDE", client.to_str().unwrap())];
+    let doctor = project.ctl(&["doctor"], &env);
+    doctor.assert_code(0);
+    assert!(
+        doctor.stdout.contains("ok    hook:") && doctor.stdout.contains("nothing is wrong"),
+        "{}",
+        doctor.stdout
+    );
+    // The registered hook moved away: named, and the exit code says so.
+    let settings = project.path(".claude/settings.json");
+    let text = std::fs::read_to_string(&settings).unwrap();
+    let hook = bins::hook().display().to_string();
+    std::fs::write(&settings, text.replace(&hook, "/nowhere/ralph-stop-hook")).unwrap();
+    let broken = project.ctl(&["doctor", "--json"], &env);
+    broken.assert_code(1);
+    let report: serde_json::Value = serde_json::from_str(&broken.stdout).unwrap();
+    assert_eq!(report["ok"], false);
+    let hook_check = &report["checks"][0];
+    assert_eq!(hook_check["verdict"], "fail", "{report:#}");
+    assert!(
+        hook_check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("/nowhere/ralph-stop-hook"),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn version_and_completions_answer() {
+    let project = TempProject::new("completions");
+    let version = project.ctl(&["--version"], &[]);
+    version.assert_code(0);
+    assert!(
+        version.stdout.starts_with("ralph-ctl 0.1.0"),
+        "{}",
+        version.stdout
+    );
+    for shell in ["bash", "zsh", "fish", "powershell"] {
+        let script = project.ctl(&["completions", shell], &[]);
+        script.assert_code(0);
+        assert!(
+            script.stdout.contains("ralph-ctl") && script.stdout.contains("loop-start"),
+            "{shell}: {}",
+            &script.stdout[..script.stdout.len().min(300)]
+        );
+    }
+    // The bash script loads in bash and completes a subcommand.
+    let check = std::process::Command::new("bash")
+        .arg("-c")
+        .arg("source /dev/stdin; COMP_WORDS=(ralph-ctl doc); COMP_CWORD=1; _ralph__ctl ralph-ctl doc ralph-ctl; printf '%s\\n' \"${COMPREPLY[@]}\"")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            let script = project.ctl(&["completions", "bash"], &[]).stdout;
+            child.stdin.take().unwrap().write_all(script.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "doctor");
+}

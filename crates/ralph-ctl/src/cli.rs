@@ -28,12 +28,16 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Show the loop's state: status (and why paused or failed), iteration, times, findings, cost, tokens, recent stops.
+    #[command(
+        after_help = "Example:\n  ralph-ctl status\n  ralph-ctl status --json | jq .iteration"
+    )]
     Status {
         /// Print the state object as JSON instead.
         #[arg(long)]
         json: bool,
     },
     /// Show the audit log's last entries, oldest first: each stop, pause, wait, resume and end.
+    #[command(after_help = "Example:\n  ralph-ctl log -n 50")]
     Log {
         /// How many entries.
         #[arg(
@@ -48,9 +52,31 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check the install and the project, each check with its verdict and
+    /// the fix: the hook registered (settings, plugin) and runnable, its
+    /// timeout, the client and its version, RALPH_ACTIVE in shell profiles,
+    /// PROMPT.md, files under .claude/ the agent must edit, the state.
+    /// Exits 0 only when nothing is wrong.
+    #[command(after_help = "Example:\n  ralph-ctl doctor\n  ralph-ctl doctor --json")]
+    Doctor {
+        /// Print the checks as one JSON object instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the shell completion script for SHELL on stdout.
+    #[command(
+        after_help = "Example:\n  ralph-ctl completions bash > ~/.local/share/bash-completion/completions/ralph-ctl\n  ralph-ctl completions zsh > \"${fpath[1]}/_ralph-ctl\""
+    )]
+    Completions {
+        /// bash, zsh, fish, powershell or elvish.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Clear the loop's state; the loop is kept in the history (a corrupt state file is moved aside).
+    #[command(after_help = "Example:\n  ralph-ctl reset")]
     Reset,
     /// List the earlier loops that a new start or a reset replaced, oldest first.
+    #[command(after_help = "Example:\n  ralph-ctl history --json")]
     History {
         /// Print one JSON object per loop instead: {"file", "state"}.
         #[arg(long)]
@@ -59,8 +85,9 @@ pub enum Command {
     /// Start a loop bound to the current Claude Code session, with TASK as
     /// its prompt: what the plugin's /ralph-loop runs (the session from
     /// CLAUDE_CODE_SESSION_ID, which Claude Code 2.1 gives its commands).
-    ///
-    /// Example: ralph-ctl loop-start Fix the failing tests. --max-iterations 6 --completion-promise DONE
+    #[command(
+        after_help = "Example:\n  ralph-ctl loop-start Fix the failing tests. --max-iterations 6 --completion-promise DONE"
+    )]
     LoopStart {
         /// The task (the words are joined; --max-iterations and
         /// --completion-promise are found among them too, as /ralph-loop
@@ -84,10 +111,10 @@ pub enum Command {
     },
     /// End the project's running or paused loop now, `cancelled` (what the
     /// plugin's /cancel-ralph runs).
-    ///
-    /// Example: ralph-ctl cancel
+    #[command(after_help = "Example:\n  ralph-ctl cancel")]
     Cancel,
     /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).
+    #[command(after_help = "Example:\n  ralph-ctl start --max-iterations 10")]
     Start {
         /// The Claude Code session that will own the loop (default: a new UUID).
         #[arg(long, value_name = "UUID")]
@@ -101,9 +128,13 @@ pub enum Command {
         force: bool,
     },
     /// Print the prompt of the loop's current iteration (header, PROMPT.md, guardrails).
+    #[command(after_help = "Example:\n  ralph-ctl prompt | claude -p")]
     Prompt,
     /// For launchers of your own, once the client exits: marks a still-running
     /// loop `interrupted`, prints how the loop ended, and exits with its code.
+    #[command(
+        after_help = "Example:\n  ralph-ctl finish --session-id \"$SESSION\" --client-exit $?"
+    )]
     Finish {
         /// The session the launcher started.
         #[arg(long, value_name = "UUID")]
@@ -143,6 +174,9 @@ pub enum Command {
     /// gate failed past its retries, 127 client not found, 129 SIGHUP,
     /// 130 Ctrl-C, 143 SIGTERM.
     #[command(verbatim_doc_comment)]
+    #[command(
+        after_help = "Example:\n  ralph-ctl run --fresh --worktree -- --permission-mode acceptEdits\n  ralph-ctl run --formula feature"
+    )]
     Run {
         /// Run `claude -p --output-format json` (no terminal UI); the prompt goes on stdin.
         #[arg(long)]
@@ -192,6 +226,9 @@ pub enum Command {
     /// Install ralph into the project: PROMPT.md and guardrails.md templates,
     /// the launchers, the Stop hook in .claude/settings.json, and the
     /// completion check (the project's tests; see --yes and --verify).
+    #[command(
+        after_help = "Example:\n  ralph-ctl init --yes\n  ralph-ctl init --verify \"cargo test\" --formula feature"
+    )]
     Init {
         /// The ralph-stop-hook binary to register (default: the one beside ralph-ctl).
         #[arg(long, value_name = "PATH")]

@@ -60,6 +60,13 @@ pub fn run(cli: Cli) -> i32 {
             &mut std::io::stderr(),
         ),
         Command::Reset => commands::reset::run(&paths),
+        Command::Doctor { json } => commands::doctor::run(&paths, json, &mut std::io::stdout()),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "ralph-ctl", &mut std::io::stdout());
+            Ok(ralph_core::exit_codes::OK)
+        }
         Command::LoopStart {
             task,
             max_iterations,

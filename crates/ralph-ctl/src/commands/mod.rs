@@ -1,5 +1,6 @@
 //! One module per `ralph-ctl` subcommand.
 
+pub mod doctor;
 pub mod finish;
 pub mod history;
 pub mod init;

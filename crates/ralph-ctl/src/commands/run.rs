@@ -715,7 +715,7 @@ fn end(paths: &ProjectPaths, session: &str, cause: &str, code: i32) -> CmdResult
 }
 
 /// The client `RALPH_CLAUDE` names (default `claude`), or exit 127.
-fn find_client(paths: &ProjectPaths) -> Result<ClientProgram, CtlError> {
+pub(crate) fn find_client(paths: &ProjectPaths) -> Result<ClientProgram, CtlError> {
     let spec = match std::env::var(command::CLIENT_ENV) {
         Ok(spec) => spec,
         Err(std::env::VarError::NotPresent) => String::new(),

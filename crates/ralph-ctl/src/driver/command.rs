@@ -211,6 +211,12 @@ pub struct Launch<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ClientVersion(pub u32, pub u32, pub u32);
 
+impl std::fmt::Display for ClientVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.0, self.1, self.2)
+    }
+}
+
 impl ClientVersion {
     /// The first `X.Y.Z` in `text`.
     pub fn parse(text: &str) -> Option<ClientVersion> {

@@ -1,0 +1,491 @@
+//! `ralph-ctl doctor`: checks the install and the project, each check with
+//! its verdict and the fix, so that a broken install is found without
+//! reading the source. Exits 0 only when no check fails.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ralph_core::config::{Config, ProcessEnv};
+use ralph_core::exit_codes;
+use ralph_core::paths::ProjectPaths;
+use ralph_core::registration;
+use ralph_core::store::StateStore;
+use ralph_core::verify;
+use serde::Serialize;
+
+use crate::driver::command::ClientVersion;
+use crate::CmdResult;
+
+/// The client versions the end-to-end tests run.
+pub const TESTED_CLIENTS: [ClientVersion; 2] = [ClientVersion(2, 0, 77), ClientVersion(2, 1, 330)];
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Nothing to do.
+    Ok,
+    /// Works, but worth a look.
+    Warn,
+    /// Broken: the exit code says so.
+    Fail,
+}
+
+/// One check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// What was checked.
+    pub name: &'static str,
+    /// How it came out.
+    pub verdict: Verdict,
+    /// What was found.
+    pub detail: String,
+    /// What to do, when something is to be done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+fn check(name: &'static str, verdict: Verdict, detail: String, fix: Option<String>) -> Check {
+    Check {
+        name,
+        verdict,
+        detail,
+        fix,
+    }
+}
+
+/// Runs every check on the project at `paths`; writes them (or JSON) on `out`.
+pub fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
+    let checks = all(paths);
+    let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
+    let written = if json {
+        #[derive(Serialize)]
+        struct Report<'a> {
+            ok: bool,
+            checks: &'a [Check],
+        }
+        serde_json::to_writer_pretty(
+            &mut *out,
+            &Report {
+                ok: !failed,
+                checks: &checks,
+            },
+        )
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out))
+    } else {
+        show(&checks, out)
+    };
+    let code = if failed {
+        exit_codes::ERROR
+    } else {
+        exit_codes::OK
+    };
+    super::written(written.and_then(|()| out.flush()), code)
+}
+
+fn show(checks: &[Check], out: &mut dyn Write) -> std::io::Result<()> {
+    for c in checks {
+        let mark = match c.verdict {
+            Verdict::Ok => "ok  ",
+            Verdict::Warn => "warn",
+            Verdict::Fail => "FAIL",
+        };
+        writeln!(out, "{mark}  {}: {}", c.name, c.detail)?;
+        if let Some(fix) = &c.fix {
+            writeln!(out, "      fix: {fix}")?;
+        }
+    }
+    let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
+    let warned = checks.iter().filter(|c| c.verdict == Verdict::Warn).count();
+    if failed == 0 {
+        writeln!(out, "nothing is wrong ({warned} warning(s))")
+    } else {
+        writeln!(out, "{failed} problem(s), {warned} warning(s)")
+    }
+}
+
+/// Every check, in order.
+pub fn all(paths: &ProjectPaths) -> Vec<Check> {
+    let config = Config::load(paths, &ProcessEnv);
+    let mut checks = vec![hook(paths)];
+    checks.push(match &config {
+        Ok(_) => check(
+            "config",
+            Verdict::Ok,
+            format!(
+                "{} is valid (or absent: defaults)",
+                paths.config_file().display()
+            ),
+            None,
+        ),
+        Err(e) => check(
+            "config",
+            Verdict::Fail,
+            e.to_string(),
+            Some("correct the key it names".into()),
+        ),
+    });
+    if let Ok(config) = &config {
+        checks.push(timeout(paths, config));
+        checks.push(prompt(paths, config));
+        checks.push(agent_files(config));
+    }
+    checks.push(client(paths));
+    checks.push(active_in_profiles());
+    checks.push(state(paths));
+    checks
+}
+
+/// The program of a registered command line (quoted when it has spaces).
+fn program_of(command: &str) -> PathBuf {
+    let command = command.trim();
+    match command
+        .strip_prefix('"')
+        .and_then(|rest| rest.split_once('"'))
+    {
+        Some((program, _)) => PathBuf::from(program),
+        None => PathBuf::from(command.split_whitespace().next().unwrap_or_default()),
+    }
+}
+
+/// The output of `program args`, if it exits 0 within a few seconds.
+fn output_of(program: &Path, args: &[&str]) -> Option<String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match child.try_wait().ok()? {
+            Some(status) if status.success() => break,
+            Some(_) => return None,
+            None if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut text).ok()?;
+    Some(text.trim().to_string())
+}
+
+fn hook(paths: &ProjectPaths) -> Check {
+    const NAME: &str = "hook";
+    let file = match registration::registration_file(paths) {
+        Ok(file) => file,
+        Err(e) => {
+            return check(
+                NAME,
+                Verdict::Fail,
+                e.to_string(),
+                Some("fix the settings file's JSON".into()),
+            )
+        }
+    };
+    let Some(file) = file else {
+        // The plugin's registration runs the hook from PATH.
+        let on_path = find_on_path("ralph-stop-hook");
+        return match on_path {
+            Some(hook) => check(
+                NAME,
+                Verdict::Warn,
+                format!(
+                    "not registered in .claude/settings.json or settings.local.json; {} is on PATH for the plugin (claude --plugin-dir)",
+                    hook.display()
+                ),
+                Some("for the launcher's loops, run `ralph-ctl init`".into()),
+            ),
+            None => check(
+                NAME,
+                Verdict::Fail,
+                "the Stop hook is not registered in .claude/settings.json or settings.local.json, and ralph-stop-hook is not on PATH".into(),
+                Some("run `ralph-ctl init` (or put ralph-stop-hook on PATH for the plugin)".into()),
+            ),
+        };
+    };
+    let command = registration::registered_command(&file)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let program = program_of(&command);
+    if !program.is_file() {
+        return check(
+            NAME,
+            Verdict::Fail,
+            format!(
+                "{} registers the hook as {}, which does not exist",
+                file.display(),
+                program.display()
+            ),
+            Some("install ralph-stop-hook (cargo install --locked --path crates/ralph-stop-hook), then run `ralph-ctl init` again".into()),
+        );
+    }
+    match output_of(&program, &["--version"]) {
+        Some(version) if version.starts_with("ralph-stop-hook") => check(
+            NAME,
+            Verdict::Ok,
+            format!("{} runs {} ({version})", file.display(), program.display()),
+            None,
+        ),
+        _ => check(
+            NAME,
+            Verdict::Fail,
+            format!(
+                "{} registers {}, which does not run as ralph-stop-hook (`--version` failed)",
+                file.display(),
+                program.display()
+            ),
+            Some("reinstall ralph-stop-hook, then run `ralph-ctl init` again".into()),
+        ),
+    }
+}
+
+fn timeout(paths: &ProjectPaths, config: &Config) -> Check {
+    const NAME: &str = "hook timeout";
+    let total = verify::total_timeout(&config.completion.verify);
+    if config.completion.verify.is_empty() {
+        return check(
+            NAME,
+            Verdict::Warn,
+            "no verify command: a completion claim is accepted unchecked".into(),
+            Some("`ralph-ctl init --verify \"<your test command>\"`".into()),
+        );
+    }
+    let timeout = registration::registered_timeout_in(paths)
+        .ok()
+        .flatten()
+        .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
+    match registration::timeout_warning(total, timeout) {
+        Some(warning) => check(
+            NAME,
+            Verdict::Fail,
+            warning,
+            Some("run `ralph-ctl init` again".into()),
+        ),
+        None => check(
+            NAME,
+            Verdict::Ok,
+            format!("{timeout} s, enough for the verify commands ({total} s at most)"),
+            None,
+        ),
+    }
+}
+
+fn prompt(paths: &ProjectPaths, config: &Config) -> Check {
+    const NAME: &str = "PROMPT.md";
+    let path = paths.resolve(&config.prompt_file);
+    match ralph_core::prompt::read_prompt(&path) {
+        // Not a failure: a start refuses it anyway, saying so.
+        Ok(text) if ralph_core::prompt::is_template(&text) => check(
+            NAME,
+            Verdict::Warn,
+            format!(
+                "{} is still the template: a loop refuses to start on it",
+                path.display()
+            ),
+            Some("write the task into it, saying what done means".into()),
+        ),
+        Ok(_) => check(
+            NAME,
+            Verdict::Ok,
+            format!("{} holds a task", path.display()),
+            None,
+        ),
+        Err(e) if !path.exists() => check(
+            NAME,
+            Verdict::Warn,
+            format!("{e} (the plugin's /ralph-loop needs none)"),
+            Some("for the launcher's loops, run `ralph-ctl init`".into()),
+        ),
+        Err(e) => check(
+            NAME,
+            Verdict::Fail,
+            e.to_string(),
+            Some("make it a readable text file".into()),
+        ),
+    }
+}
+
+/// Files the agent must edit that sit under `.claude/`, which Claude Code
+/// treats as sensitive (acceptEdits asks; headless, nobody answers).
+fn agent_files(config: &Config) -> Check {
+    const NAME: &str = "agent's files";
+    let inside: Vec<&String> = config
+        .completion
+        .plan_files
+        .iter()
+        .filter(|f| f.trim_start_matches("./").starts_with(".claude/"))
+        .collect();
+    if inside.is_empty() {
+        check(
+            NAME,
+            Verdict::Ok,
+            "no plan file the agent must edit sits under .claude/".into(),
+            None,
+        )
+    } else {
+        check(
+            NAME,
+            Verdict::Fail,
+            format!(
+                "planFiles {} sit under .claude/, which Claude Code treats as sensitive: in acceptEdits (and headless) the agent cannot edit them",
+                inside.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            Some("move them to the project (e.g. IMPLEMENTATION_PLAN.md) and update planFiles".into()),
+        )
+    }
+}
+
+fn client(paths: &ProjectPaths) -> Check {
+    const NAME: &str = "client";
+    let program = match super::run::find_client(paths) {
+        Ok(program) => program,
+        Err(e) => {
+            return check(
+                NAME,
+                Verdict::Fail,
+                e.to_string(),
+                Some("install Claude Code: npm install -g @anthropic-ai/claude-code".into()),
+            )
+        }
+    };
+    match crate::driver::client::version(&program) {
+        Some(version) if TESTED_CLIENTS.contains(&version) => check(
+            NAME,
+            Verdict::Ok,
+            format!(
+                "{} is Claude Code {version}, a version ralph is tested on",
+                program.program.display()
+            ),
+            None,
+        ),
+        Some(version) => check(
+            NAME,
+            Verdict::Warn,
+            format!(
+                "{} is Claude Code {version}; ralph is tested on {}",
+                program.program.display(),
+                TESTED_CLIENTS.map(|v| v.to_string()).join(" and ")
+            ),
+            Some("it most likely works; if a loop misbehaves, try a tested version".into()),
+        ),
+        None => check(
+            NAME,
+            Verdict::Fail,
+            format!(
+                "{} does not say its version (`--version`)",
+                program.program.display()
+            ),
+            Some("reinstall Claude Code, or set RALPH_CLAUDE to the client's path".into()),
+        ),
+    }
+}
+
+/// Shell profiles that export `RALPH_ACTIVE`: every session would be a loop's.
+fn active_in_profiles() -> Check {
+    const NAME: &str = "RALPH_ACTIVE";
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let files = [
+        ".bashrc",
+        ".bash_profile",
+        ".profile",
+        ".zshrc",
+        ".zprofile",
+        ".zshenv",
+        ".config/fish/config.fish",
+    ];
+    let found: Vec<String> = home
+        .iter()
+        .flat_map(|home| files.iter().map(move |f| home.join(f)))
+        .filter(|path| {
+            std::fs::read_to_string(path).is_ok_and(|text| {
+                text.lines().any(|line| {
+                    let line = line.trim_start();
+                    !line.starts_with('#') && line.contains("RALPH_ACTIVE")
+                })
+            })
+        })
+        .map(|p| p.display().to_string())
+        .collect();
+    let in_env = std::env::var_os("RALPH_ACTIVE").is_some();
+    if found.is_empty() && !in_env {
+        check(
+            NAME,
+            Verdict::Ok,
+            "not set by a shell profile nor in this shell".into(),
+            None,
+        )
+    } else {
+        let mut places = found;
+        if in_env {
+            places.push("this shell's environment".into());
+        }
+        check(
+            NAME,
+            Verdict::Fail,
+            format!("RALPH_ACTIVE is set in {}: every Claude Code session started from there acts as a loop's", places.join(", ")),
+            Some("remove it: only the launcher sets it, for the client it starts".into()),
+        )
+    }
+}
+
+fn state(paths: &ProjectPaths) -> Check {
+    const NAME: &str = "state";
+    match StateStore::new(paths).read() {
+        Ok(None) => check(NAME, Verdict::Ok, "no loop yet".into(), None),
+        Ok(Some(state)) => check(
+            NAME,
+            Verdict::Ok,
+            format!(
+                "{} at iteration {} of {}",
+                state.status.as_str(),
+                state.iteration,
+                state.max_iterations
+            ),
+            None,
+        ),
+        Err(e) => check(
+            NAME,
+            Verdict::Fail,
+            e.to_string(),
+            Some("`ralph-ctl reset` moves it aside (kept) and clears the loop".into()),
+        ),
+    }
+}
+
+/// `name` in a folder of `PATH`.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_of_a_registered_command() {
+        assert_eq!(
+            program_of("/bin/ralph-stop-hook"),
+            PathBuf::from("/bin/ralph-stop-hook")
+        );
+        assert_eq!(
+            program_of("\"/my tools/ralph-stop-hook\" --plugin"),
+            PathBuf::from("/my tools/ralph-stop-hook")
+        );
+        assert_eq!(
+            program_of("ralph-stop-hook --plugin"),
+            PathBuf::from("ralph-stop-hook")
+        );
+    }
+}

@@ -55,6 +55,9 @@ tests_ralph_tests() {
 features=()
 if tests_ralph_tests "$@"; then
   tests/install-clients.sh
+  # The report test screenshots the page in a real browser.
+  RALPH_TEST_BROWSER=$(tests/install-browser.sh)
+  export RALPH_TEST_BROWSER
   features=(--features ralph-tests/e2e)
 fi
 cargo build --locked --workspace --bins

@@ -63,6 +63,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write one self-contained HTML page for the loop: how it ended, a
+    /// timeline of its iterations, SVG charts of tokens per iteration and
+    /// of each breaker signal against its threshold, the claims and gates.
+    #[command(after_help = "Example:\n  ralph-ctl report --html ralph-report.html")]
+    Report {
+        /// The file to write.
+        #[arg(long, value_name = "FILE")]
+        html: PathBuf,
+    },
     /// Print the shell completion script for SHELL on stdout.
     #[command(
         after_help = "Example:\n  ralph-ctl completions bash > ~/.local/share/bash-completion/completions/ralph-ctl\n  ralph-ctl completions zsh > \"${fpath[1]}/_ralph-ctl\""

@@ -27,6 +27,7 @@ ralph_tests::on_both_clients!(
     two_outcome_errors_end_the_loop_and_terminal_then_no_item_completes,
     a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error,
     worktrees_go_when_empty_and_stay_when_committed_and_the_checkout_is_untouched,
+    a_note_reaches_the_next_iteration_once_and_the_ending_is_notified,
 );
 
 /// The launcher with `--fresh` and `extra` before the client arguments.
@@ -491,4 +492,68 @@ fn worktrees_go_when_empty_and_stay_when_committed_and_the_checkout_is_untouched
     assert_eq!(git_out(&root, &["status", "--porcelain"]), status_before);
     assert!(!project.path("where.txt").exists());
     assert_eq!(git_out(&root, &["branch", "--show-current"]), "main");
+}
+
+fn a_note_reaches_the_next_iteration_once_and_the_ending_is_notified(client: ClientVersion) {
+    let project = TempProject::new("fresh-say");
+    project.init();
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"notify": "cat > notified.json"}"#,
+    )
+    .unwrap();
+    let api = MockApi::start_in_order(|turn, body| {
+        let texts = user_texts(body).join("\n");
+        match turn {
+            0 => {
+                // Long enough for the person's note to arrive meanwhile.
+                thread::sleep(Duration::from_millis(1500));
+                Reply::text("Working on it.")
+            }
+            _ if texts
+                .contains("[Ralph: a note from the person watching] Use the blue approach.") =>
+            {
+                Reply::text(format!("Did it the blue way.\n{SIGNAL}"))
+            }
+            _ => Reply::text("No note reached me."),
+        }
+    });
+    let mut cmd = fresh_launcher(&project, client, &api, &[], &[]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut launcher = cmd.spawn().unwrap();
+    let deadline = Instant::now() + LOOP_TIMEOUT;
+    while project.state().is_none() {
+        assert!(Instant::now() < deadline, "the loop never started");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let said = project.ctl(&["say", "Use", "the", "blue", "approach."], &[]);
+    said.assert_code(0);
+    assert!(said.stdout.contains("iteration 2"), "{}", said.stdout);
+    let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    assert!(
+        state.get("hint").is_none(),
+        "the note is dropped once given: {state:#}"
+    );
+    let log = project.ctl(&["log", "--json"], &[]).stdout;
+    assert!(
+        log.contains("\"say\"") && log.contains("Use the blue approach."),
+        "{log}"
+    );
+    // The notify command read the summary of the ending.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let summary = loop {
+        let text = std::fs::read_to_string(project.path("notified.json")).unwrap_or_default();
+        if let Ok(value) = serde_json::from_str::<Value>(&text) {
+            break value;
+        }
+        assert!(Instant::now() < deadline, "no notification: {text:?}");
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(summary["status"], "complete", "{summary:#}");
+    assert_eq!(summary["iterations"], 2, "{summary:#}");
+    assert_eq!(summary["event"], "ended", "{summary:#}");
 }

@@ -70,6 +70,8 @@ pub mod env {
     pub const GATE_BUDGET: &str = "RALPH_GATE_BUDGET";
     /// Seconds a fresh iteration's transcript may stay still before its client is ended.
     pub const IDLE_TIMEOUT_SECONDS: &str = "RALPH_IDLE_TIMEOUT_SECONDS";
+    /// A command run when a loop ends or pauses, with its summary on stdin.
+    pub const NOTIFY: &str = "RALPH_NOTIFY";
 }
 
 /// How many `RALPH_OUTCOME` errors, and gate-blocked items, in a row a loop
@@ -222,6 +224,9 @@ pub struct Config {
     /// growing before its client is ended and the iteration counts as an
     /// error (`None`: never; a hung session must not stall the night).
     pub idle_timeout_seconds: Option<u32>,
+    /// A command run (by the shell, in the project) when a loop ends or
+    /// pauses, with its summary as JSON on stdin (`crate::notify`).
+    pub notify: Option<String>,
 }
 
 impl Default for Config {
@@ -238,6 +243,7 @@ impl Default for Config {
             iteration_budget: None,
             outcome_budgets: OutcomeBudgets::default(),
             idle_timeout_seconds: None,
+            notify: None,
         }
     }
 }
@@ -324,6 +330,7 @@ struct ConfigFile {
     resume_policy: Option<String>,
     context_mode: Option<String>,
     iteration_budget_usd: Option<serde_json::Value>,
+    notify: Option<String>,
 }
 
 /// Which config file is read: the user's defaults or the project's own.
@@ -345,6 +352,7 @@ const FILE_KEYS: &[&str] = &[
     "resumePolicy",
     "contextMode",
     "iterationBudgetUsd",
+    "notify",
 ];
 
 /// The known key closest to `key` when it is a likely misspelling (at most
@@ -383,7 +391,7 @@ pub fn accepted_keys() -> String {
     format!(
         "{}, completionSignal, promptFile, completionMode, planFiles, verify (a list of {{name, command, \
          timeoutSeconds}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
-         testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd",
+         testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, notify (a command)",
         numbers.join(", ")
     )
 }
@@ -745,6 +753,9 @@ impl Config {
                     .ok_or_else(|| bad("iterationBudgetUsd", raw.to_string(), cost_accepts()))?,
             );
         }
+        if let Some(command) = &file.notify {
+            self.notify = Some(command.clone()).filter(|c| !c.trim().is_empty());
+        }
         if let Some(raw) = file.prompt_file {
             if raw.trim().is_empty() {
                 return Err(bad(
@@ -837,6 +848,9 @@ impl Config {
                 value: v,
                 accepts: POLICIES.into(),
             })?;
+        }
+        if let Some(v) = read(env::NOTIFY, &|| "a command".to_string())? {
+            self.notify = Some(v);
         }
         if let Some(v) = read(env::PROMPT_FILE, &|| "a path".to_string())? {
             self.prompt_file = PathBuf::from(v);

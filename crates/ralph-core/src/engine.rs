@@ -313,7 +313,7 @@ pub fn run_stop(
         decision::judge_claim(&config, state, &observed)
     };
     let now = world.now();
-    let outcome = decision::decide_judged(&config, state, &observed, &claim, &now);
+    let mut outcome = decision::decide_judged(&config, state, &observed, &claim, &now);
     let answer = match (&outcome.verdict, &outcome.new_state) {
         (Verdict::End(_) | Verdict::Pause(_), Some(ended)) => Answer::End {
             // In an interactive session nothing else says so until the
@@ -336,6 +336,16 @@ pub fn run_stop(
                 None => world.prompt(&paths.resolve(&config.prompt_file))?,
             };
             let guardrails = world.guardrails(&paths.guardrails_file())?;
+            // The person's note (`ralph-ctl say`) goes first, once.
+            let notice = match (&state.hint, notice) {
+                (Some(hint), notice) => Some(
+                    std::iter::once(format!("[Ralph: a note from the person watching] {hint}"))
+                        .chain(notice.clone())
+                        .collect::<Vec<_>>()
+                        .join("\n\n"),
+                ),
+                (None, notice) => notice.clone(),
+            };
             Answer::Block {
                 reason: prompt::iteration_text(
                     &config,
@@ -349,6 +359,9 @@ pub fn run_stop(
             }
         }
     };
+    if let (Answer::Block { .. }, Some(new_state)) = (&answer, outcome.new_state.as_mut()) {
+        new_state.hint = None;
+    }
     if let Some(new_state) = &outcome.new_state {
         lock.write(new_state)?;
     }
@@ -366,6 +379,15 @@ pub fn run_stop(
         if let Err(e) = log::append(&lock, &LogEntry::of_stop(state, new_state, &now)) {
             notes.push(format!("warning: cannot append to the audit log: {e}"));
         }
+    }
+    if let Some(new_state) = outcome.new_state.as_mut() {
+        notes.extend(crate::notify::settled(
+            &lock,
+            &paths.root,
+            config.notify.as_deref(),
+            new_state,
+            &now,
+        ));
     }
     Ok(StopReport { answer, notes })
 }
@@ -1065,6 +1087,34 @@ mod tests {
             paths.root,
             "the project's own root"
         );
+    }
+
+    #[test]
+    fn the_person_s_note_leads_the_next_text_once() {
+        let (_d, paths) = project(None);
+        let store = StateStore::new(&paths);
+        let lock = store.lock(false).unwrap();
+        let mut running = lock.read().unwrap().unwrap();
+        running.hint = Some("The flaky test is test_upload.".into());
+        lock.write(&running).unwrap();
+        drop(lock);
+        let world = FakeWorld::new(IterationTail::default());
+        let reason = |report: StopReport| match report.answer {
+            Answer::Block { reason, .. } => reason,
+            other => panic!("{other:?}"),
+        };
+        let first =
+            reason(run_stop(&paths, &[], &stop("Working."), &world, &mut |_| Ok(())).unwrap());
+        assert!(
+            first.starts_with(
+                "[Ralph: a note from the person watching] The flaky test is test_upload."
+            ),
+            "{first}"
+        );
+        assert_eq!(state(&paths).hint, None);
+        let second =
+            reason(run_stop(&paths, &[], &stop("Working."), &world, &mut |_| Ok(())).unwrap());
+        assert!(!second.contains("note from the person"), "{second}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod persist;
 pub mod config;
 pub mod engine;
 pub mod exit_codes;
+pub mod notify;
 pub mod paths;
 pub mod time;
 

@@ -122,6 +122,16 @@ pub enum Command {
     /// plugin's /cancel-ralph runs).
     #[command(after_help = "Example:\n  ralph-ctl cancel")]
     Cancel,
+    /// Leave a note for the running loop: TEXT goes in front of the next
+    /// iteration's text, once, then is dropped (logged).
+    #[command(
+        after_help = "Example:\n  ralph-ctl say \"The flaky test is test_upload; skip it for now.\""
+    )]
+    Say {
+        /// The note (the words are joined).
+        #[arg(value_name = "TEXT", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        text: Vec<String>,
+    },
     /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).
     #[command(after_help = "Example:\n  ralph-ctl start --max-iterations 10")]
     Start {

@@ -46,6 +46,10 @@ pub enum LogEvent {
     /// The hook could not judge a stop of the loop and let the session
     /// stop: why, for the launcher's last line and `status`.
     Problem,
+    /// The person left a note for the next iteration (`ralph-ctl say`).
+    Say,
+    /// The person was notified of an ending or a pause (`notify`).
+    Notify,
 }
 
 impl LogEvent {
@@ -59,6 +63,8 @@ impl LogEvent {
             LogEvent::Resume => "resume",
             LogEvent::End => "end",
             LogEvent::Problem => "problem",
+            LogEvent::Say => "say",
+            LogEvent::Notify => "notify",
         }
     }
 }

@@ -560,6 +560,14 @@ pub struct LoopState {
     /// (`/ralph-loop --completion-promise TEXT`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_signal: Option<String>,
+    /// The person's note for the next iteration (`ralph-ctl say`): put in
+    /// front of its text once, then dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The ending or pause the `notify` command was last run for (status
+    /// and time), so that it runs once for each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notified: Option<String>,
 }
 
 /// A formula's run: its steps in order, each a fresh-context loop of its
@@ -727,6 +735,8 @@ impl LoopState {
             formula: None,
             task: None,
             completion_signal: None,
+            hint: None,
+            notified: None,
             outcome_errors: 0,
             outcome_gate_blocked: 0,
         }

@@ -79,7 +79,34 @@ pub fn with_own_loop(
             by: state.session_id,
         });
     }
-    change(&lock, state)
+    let ending = change(&lock, state)?;
+    Ok(match ending {
+        // An ending or a pause this change made: the person is told (`notify`).
+        Ending::Loop(mut state) => {
+            notify(&lock, paths, &mut state);
+            Ending::Loop(state)
+        }
+        other => other,
+    })
+}
+
+/// Runs the config's `notify` command for the loop's ending or pause, once,
+/// under the lock (see `ralph_core::notify`).
+pub fn notify(lock: &StateLock<'_>, paths: &ProjectPaths, state: &mut LoopState) {
+    let due = ralph_core::notify::key(state).is_some_and(|k| state.notified.as_deref() != Some(&k));
+    if !due {
+        return;
+    }
+    let Ok(config) = ralph_core::config::Config::load(paths, &ralph_core::config::ProcessEnv)
+    else {
+        return;
+    };
+    let now = time::now_rfc3339();
+    if let Some(note) =
+        ralph_core::notify::settled(lock, &paths.root, config.notify.as_deref(), state, &now)
+    {
+        crate::warn!("ralph-ctl: {note}");
+    }
 }
 
 /// Prints the one line saying how the loop ended on stderr and returns its

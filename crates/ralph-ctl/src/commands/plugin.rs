@@ -199,6 +199,7 @@ pub fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
                 {
                     crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");
                 }
+                super::finish::notify(&lock, paths, &mut state);
                 format!(
                     "Ralph loop cancelled at iteration {} of {}: it will not go on. Stop working on its task.\n",
                     state.iteration, state.max_iterations
@@ -215,6 +216,49 @@ pub fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         out.write_all(text.as_bytes()).and_then(|()| out.flush()),
         exit_codes::OK,
     )
+}
+
+/// `ralph-ctl say TEXT`: puts the person's note in front of the running
+/// loop's next iteration text, once (notes left before it add up), and logs it.
+pub fn say(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -> CmdResult {
+    let text = words.join(" ").trim().to_string();
+    if text.is_empty() {
+        return Err(CtlError::BadArgument(
+            "no text: ralph-ctl say \"what the agent should know\"".into(),
+        ));
+    }
+    let store = StateStore::new(paths);
+    if !store.exists()? {
+        return Err(CtlError::Refused(format!(
+            "no loop in {}: nothing to say to",
+            paths.root.display()
+        )));
+    }
+    let lock = store.lock(false)?;
+    let Some(mut state) = lock.read()? else {
+        return Err(CtlError::Refused("no loop here: nothing to say to".into()));
+    };
+    if !matches!(state.status, Status::Running | Status::Paused) {
+        return Err(CtlError::Refused(format!(
+            "the loop is {}, not running: the note would reach nobody",
+            state.status.as_str()
+        )));
+    }
+    state.hint = Some(match state.hint.take() {
+        Some(earlier) => format!("{earlier}\n{text}"),
+        None => text.clone(),
+    });
+    lock.write(&state)?;
+    let now = time::now_rfc3339();
+    if let Err(e) = log::append(&lock, &LogEntry::about(&state, LogEvent::Say, &now, text)) {
+        crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");
+    }
+    let said = writeln!(
+        out,
+        "noted: it goes in front of iteration {}'s text, once",
+        state.iteration + 1
+    );
+    super::written(said, exit_codes::OK)
 }
 
 #[cfg(test)]

@@ -1,0 +1,161 @@
+//! Notifications: the config's `notify` command, run once when a loop ends
+//! or pauses, with a summary of it as JSON on its stdin (a desktop
+//! notification, a webhook with curl). It is started and not waited for,
+//! with its output going nowhere, so that neither the hook nor the driver
+//! waits on it; it runs in the project's folder, like the verify commands.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::log::{self, LogEntry, LogEvent};
+use crate::state::{LoopState, Status};
+use crate::store::StateLock;
+
+/// What the ending or pause of `state` is known by: a loop notified for
+/// it is not notified again. `None` while it runs.
+pub fn key(state: &LoopState) -> Option<String> {
+    match state.status {
+        Status::Running => None,
+        Status::Paused => Some(format!(
+            "paused@{}",
+            state.paused_because.as_ref().map_or("", |p| p.at.as_str())
+        )),
+        status => Some(format!(
+            "{}@{}",
+            status.as_str(),
+            state.ended_at.as_deref().unwrap_or_default()
+        )),
+    }
+}
+
+/// The JSON the command reads on its stdin.
+pub fn summary(root: &Path, state: &LoopState, now: &str) -> Value {
+    let until = state.ended_at.as_deref().unwrap_or(now);
+    let duration = crate::time::epoch_secs(until)
+        .zip(crate::time::epoch_secs(&state.started_at))
+        .map(|(end, start)| end.saturating_sub(start));
+    let reason = match state.status {
+        Status::Paused => state.paused_because.as_ref().map(|p| p.message.clone()),
+        _ => state.ended_because.clone(),
+    };
+    json!({
+        "event": if state.status == Status::Paused { "paused" } else { "ended" },
+        "status": state.status.as_str(),
+        "reason": reason,
+        "iterations": state.iteration,
+        "maxIterations": state.max_iterations,
+        "costUsd": state.cost_usd.dollars(),
+        "durationSeconds": duration,
+        "project": root.display().to_string(),
+        "sessionId": state.session_id,
+        "line": crate::lifecycle::outcome_line(state),
+    })
+}
+
+/// Under the state lock, after `state` was written: runs `command` once for
+/// this ending or pause (none while running, none twice), records that it
+/// did in the state and the log. Returns a line for the person when the
+/// command could not be started.
+pub fn settled(
+    lock: &StateLock<'_>,
+    root: &Path,
+    command: Option<&str>,
+    state: &mut LoopState,
+    now: &str,
+) -> Option<String> {
+    let command = command.filter(|c| !c.trim().is_empty())?;
+    let key = key(state)?;
+    if state.notified.as_deref() == Some(key.as_str()) {
+        return None;
+    }
+    let body = summary(root, state, now).to_string();
+    let started = start(command, root, body);
+    state.notified = Some(key);
+    if let Err(e) = lock.write(state) {
+        return Some(format!("warning: cannot record the notification: {e}"));
+    }
+    let said = match &started {
+        Ok(()) => format!("ran the notify command for {}", state.status.as_str()),
+        Err(e) => format!("the notify command could not start: {e}"),
+    };
+    let _ = log::append(lock, &LogEntry::about(state, LogEvent::Notify, now, said));
+    started
+        .err()
+        .map(|e| format!("warning: the notify command could not start: {e}"))
+}
+
+/// Starts `command` in the platform's shell with `body` on its stdin.
+fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
+    let mut shell = if cfg!(windows) {
+        let mut c = Command::new("cmd");
+        c.arg("/C").arg(command);
+        c
+    } else {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(command);
+        c
+    };
+    let mut child = shell
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A command that does not read its stdin just ends the write.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(body.as_bytes());
+        });
+    }
+    // Not waited for; reaped by the system once this process is gone.
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::ProjectPaths;
+    use crate::store::StateStore;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_command_runs_once_per_ending_with_the_summary() {
+        let dir = crate::tempdir::TempDir::new();
+        let paths = ProjectPaths::new(dir.path());
+        let store = StateStore::new(&paths);
+        let lock = store.lock(true).unwrap();
+        let mut state = LoopState::new("s".into(), 5, "2026-01-01T00:00:00Z".into());
+        let out = dir.path().join("got.json");
+        let command = format!("cat >> '{}'", out.display());
+        assert_eq!(
+            settled(&lock, dir.path(), Some(&command), &mut state, "t"),
+            None
+        );
+        assert!(state.notified.is_none(), "a running loop is not notified");
+        state.iteration = 3;
+        state.end(Status::Complete, "done".into(), "2026-01-01T00:10:00Z");
+        lock.write(&state).unwrap();
+        settled(&lock, dir.path(), Some(&command), &mut state, "t");
+        settled(&lock, dir.path(), Some(&command), &mut state, "t");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let text = loop {
+            let text = std::fs::read_to_string(&out).unwrap_or_default();
+            if text.ends_with('}') || Instant::now() > deadline {
+                break text;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        let text = std::fs::read_to_string(&out).unwrap_or(text);
+        let got: Value = serde_json::from_str(&text).expect("one JSON object, once");
+        assert_eq!(got["status"], "complete");
+        assert_eq!(got["event"], "ended");
+        assert_eq!(got["iterations"], 3);
+        assert_eq!(got["durationSeconds"], 600);
+        assert_eq!(got["reason"], "done");
+        assert_eq!(lock.read().unwrap().unwrap().notified, state.notified);
+    }
+}

@@ -1487,3 +1487,64 @@ fn version_and_completions_answer() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "doctor");
 }
+
+#[test]
+fn watch_prints_a_line_per_change_until_the_loop_ends_and_quits_on_q() {
+    const SID: &str = "11111111-2222-3333-4444-555555555555";
+    let project = TempProject::with_loop("watch", SID, 5);
+    let mut cmd = project.command(bins::ctl());
+    cmd.arg("watch")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut watch = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    // The loop's session stops: iteration 2. Then the person cancels it.
+    ralph_tests::cli::Hook::new(&project)
+        .json(&json!({
+            "session_id": SID,
+            "cwd": project.root,
+            "hook_event_name": "Stop",
+            "stop_hook_active": false,
+            "last_assistant_message": "Read the parser; fixing it next."
+        }))
+        .run()
+        .block_answer();
+    std::thread::sleep(Duration::from_millis(600));
+    project.ctl(&["cancel"], &[]).assert_code(0);
+    let (status, out, err) = wait_with_timeout(&mut watch, Duration::from_secs(10));
+    assert_eq!(status.and_then(|s| s.code()), Some(22), "{out}\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("iteration 1/5 running"), "{out}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("iteration 2/5 running") && l.contains("Read the parser")),
+        "{out}"
+    );
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .contains("loop cancelled at iteration 2 of 5"),
+        "{out}"
+    );
+
+    // In a terminal: the view, and q quits.
+    use ralph_tests::interactive::{Stderr, Terminal, SIZE};
+    let mut cmd = project.command(bins::ctl());
+    cmd.arg("watch");
+    let mut term = Terminal::spawn(cmd, SIZE, Stderr::Terminal).unwrap();
+    assert!(
+        term.wait_for_screen("(q quits)", Duration::from_secs(10)),
+        "{}",
+        term.screen()
+    );
+    assert!(
+        term.screen().contains("status     cancelled"),
+        "{}",
+        term.screen()
+    );
+    term.type_text("q").unwrap();
+    let run = term.finish(Duration::from_secs(10));
+    assert_eq!(run.code, Some(0), "{run:?}");
+}

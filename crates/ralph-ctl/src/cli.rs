@@ -63,6 +63,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Watch the loop live: in a terminal, a view redrawn as the state
+    /// changes (iteration, time per iteration, the last message, the
+    /// breaker, cost) until q; elsewhere, one line per change until it ends.
+    #[command(after_help = "Example:\n  ralph-ctl watch\n  ralph-ctl watch | tee watch.log")]
+    Watch,
     /// Write one self-contained HTML page for the loop: how it ended, a
     /// timeline of its iterations, SVG charts of tokens per iteration and
     /// of each breaker signal against its threshold, the claims and gates.

@@ -60,6 +60,7 @@ pub fn run(cli: Cli) -> i32 {
             &mut std::io::stderr(),
         ),
         Command::Reset => commands::reset::run(&paths),
+        Command::Watch => commands::watch::run(&paths, &mut std::io::stdout()),
         Command::Report { html } => commands::report::run(&paths, &html, &mut std::io::stdout()),
         Command::Doctor { json } => commands::doctor::run(&paths, json, &mut std::io::stdout()),
         Command::Completions { shell } => {

@@ -12,6 +12,7 @@ pub mod reset;
 pub mod run;
 pub mod start;
 pub mod status;
+pub mod watch;
 
 use std::io;
 

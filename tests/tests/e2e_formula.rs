@@ -63,6 +63,12 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
     let project = TempProject::new("formula");
     project.init();
     write_formula(&project, "feature", FEATURE);
+    // Told once, when the run ends: a step that passes is no ending.
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"notify": "cat >> notified.jsonl; echo >> notified.jsonl"}"#,
+    )
+    .unwrap();
     let api = MockApi::start_in_order(|turn, _| match turn {
         0 => Reply::text(format!("Planned.\n{SIGNAL}")),
         1 => Reply::text(format!("Implemented.\n{SIGNAL}")),
@@ -130,6 +136,26 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
     let gate = &run_state["steps"][2]["gates"][0];
     assert_eq!(gate["failures"], 1, "{gate:#}");
     assert_eq!(gate["passed"], true, "{gate:#}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let notified = loop {
+        let text = std::fs::read_to_string(project.path("notified.jsonl")).unwrap_or_default();
+        if text.ends_with("}\n") || std::time::Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let notified = std::fs::read_to_string(project.path("notified.jsonl")).unwrap_or(notified);
+    let endings: Vec<&str> = notified.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(endings.len(), 1, "{notified}");
+    assert!(endings[0].contains("\"status\":\"complete\""), "{notified}");
+    let log = project.ctl(&["log", "--json", "-n", "100"], &[]).stdout;
+    assert_eq!(
+        log.matches("\"event\":\"end\"").count(),
+        1,
+        "one ending in the log: {log}"
+    );
+    assert!(log.contains("step 2/3 implement starts"), "{log}");
     let status = project.ctl(&["status"], &[]);
     assert!(
         status.stdout.contains("formula:    feature, step 3/3 test")

@@ -645,6 +645,17 @@ fn the_plugin_guard_is_one_stat_and_holds_only_the_loop_s_own_session() {
         assert!(out.stdout.is_empty() && out.stderr.is_empty());
     }
     assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    // A fresh iteration's client: its driver judges the stop, not this hook.
+    let own = input(&project, "stop-input-first.json", Some("Still working."));
+    Hook::new(&project)
+        .active(None)
+        .arg("--plugin")
+        .env("CLAUDE_PROJECT_DIR", &project.root)
+        .env("RALPH_DRIVEN", "1")
+        .json(&own)
+        .run()
+        .assert_allowed();
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
 
     // A loop here: another session's stop goes through, the loop's own is held.
     let plugin = |value: &Value| {

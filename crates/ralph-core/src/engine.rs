@@ -232,6 +232,21 @@ pub fn run_stop(
     world: &dyn World,
     deliver: &mut dyn FnMut(&Answer) -> io::Result<()>,
 ) -> Result<StopReport, EngineError> {
+    run_stop_settled(paths, env, stop, world, &mut |_| {}, deliver)
+}
+
+/// [`run_stop`], with `settle` given the decided state under the lock
+/// before it is written: a driver's own rules on top of the engine's (a
+/// formula's step that passed takes the loop on to the next step, so that
+/// no `complete` is ever written, notified or seen in between).
+pub fn run_stop_settled(
+    paths: &ProjectPaths,
+    env: &dyn EnvSource,
+    stop: &Stop,
+    world: &dyn World,
+    settle: &mut dyn FnMut(&mut LoopState),
+    deliver: &mut dyn FnMut(&Answer) -> io::Result<()>,
+) -> Result<StopReport, EngineError> {
     let store = StateStore::new(paths);
     if !store.exists()? {
         return Ok(StopReport::allow(Some(format!(
@@ -361,6 +376,9 @@ pub fn run_stop(
     };
     if let (Answer::Block { .. }, Some(new_state)) = (&answer, outcome.new_state.as_mut()) {
         new_state.hint = None;
+    }
+    if let Some(new_state) = outcome.new_state.as_mut() {
+        settle(new_state);
     }
     if let Some(new_state) = &outcome.new_state {
         lock.write(new_state)?;

@@ -105,10 +105,10 @@ fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
         .stderr(Stdio::null())
         .spawn()?;
     if let Some(mut stdin) = child.stdin.take() {
-        // A command that does not read its stdin just ends the write.
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(body.as_bytes());
-        });
+        // Written whole before this process may exit (the body is far
+        // smaller than a pipe's buffer); a command that does not read its
+        // stdin just ends the write.
+        let _ = stdin.write_all(body.as_bytes());
     }
     // Not waited for; reaped by the system once this process is gone.
     Ok(())

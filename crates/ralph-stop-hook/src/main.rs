@@ -16,7 +16,11 @@ fn main() -> ExitCode {
         // The plugin's registration: sessions of the launcher are the
         // project's registration's; others go on only when a loop exists
         // here (a stat), and then only the loop's own session is held.
-        !active && ralph_stop_hook::plugin_loop_exists(std::env::var_os("CLAUDE_PROJECT_DIR"))
+        // (and a fresh iteration's, which its driver judges).
+        let driven = std::env::var_os("RALPH_DRIVEN").is_some_and(|v| !v.is_empty());
+        !active
+            && !driven
+            && ralph_stop_hook::plugin_loop_exists(std::env::var_os("CLAUDE_PROJECT_DIR"))
     } else {
         active
     };

@@ -82,6 +82,29 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         .as_deref()
         .map(|name| formula::load(paths, name))
         .transpose()?;
+    if let Some(formula) = &formula {
+        if options.worktree {
+            return Err(CtlError::BadArgument(
+                "--formula and --worktree do not go together: each step builds on what the earlier \
+                 steps left, which a worktree made from the base would not have"
+                    .into(),
+            ));
+        }
+        // A gate's result is found by its name among the claim's checks.
+        for step in &formula.steps {
+            for gate in &step.gates {
+                if config.completion.verify.iter().any(|v| v.name == gate.name) {
+                    return Err(CtlError::BadArgument(format!(
+                        "gate {:?} of step {:?} in {} has the name of a verify command in config.json: \
+                         rename one of them",
+                        gate.name,
+                        step.id,
+                        formula.file.display()
+                    )));
+                }
+            }
+        }
+    }
     let fresh = options.fresh
         || options.worktree
         || formula.is_some()
@@ -370,8 +393,18 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                         .map(|s| s.gates.iter().map(formula::Gate::as_verify).collect())
                         .unwrap_or_default(),
                 };
+                // A formula's step rules, inside the engine's stop.
+                let mut next_step = steps::StepNext::AsJudged;
+                let cost = done.and_then(|d| d.total_cost_usd);
+                let mut settle = |state: &mut ralph_core::state::LoopState| {
+                    if let Some(formula) = &formula {
+                        next_step = steps::settle(paths, &config, state, formula, iteration, cost);
+                    }
+                };
                 let judged =
-                    match fresh::judge(paths, session, end_of_iteration, &mut |note| say(note)) {
+                    match fresh::judge(paths, session, end_of_iteration, &mut settle, &mut |note| {
+                        say(note)
+                    }) {
                         Ok(judged) => judged,
                         Err(e) => {
                             say(&e.to_string());
@@ -379,20 +412,12 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                             return end(paths, session, &cause, exit_codes::ERROR);
                         }
                     };
-                let mut judged = judged;
-                if let Some(formula) = &formula {
-                    let cost = done.and_then(|d| d.total_cost_usd);
-                    match steps::after_iteration(paths, &config, session, formula, iteration, cost)?
-                    {
-                        steps::StepNext::AsJudged => {}
-                        // The engine ended the step's loop: it runs again, at the next step.
-                        steps::StepNext::NextStep { text } => {
-                            judged = fresh::Judged::Continue { text }
-                        }
-                        // Reported below, with the cost added.
-                        steps::StepNext::Ended(_) => {}
-                    }
-                }
+                // The step passed: the loop goes on at the next one (an
+                // ending is reported below, with the cost added).
+                let judged = match next_step {
+                    steps::StepNext::NextStep { text } => fresh::Judged::Continue { text },
+                    steps::StepNext::AsJudged | steps::StepNext::Ended(_) => judged,
+                };
                 let ended = fresh::charge(paths, session, done, config.supervision.max_cost)?;
                 charged = true;
                 if let Ok(Some(state)) = StateStore::new(paths).read() {

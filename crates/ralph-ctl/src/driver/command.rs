@@ -303,6 +303,10 @@ fn names_permissions(client_args: &[OsString]) -> bool {
     })
 }
 
+/// Set for a fresh iteration's client: the driver, not a Stop hook, judges
+/// its stop (the plugin's hook steps aside, see `ralph-stop-hook --plugin`).
+pub const DRIVEN_ENV: &str = "RALPH_DRIVEN";
+
 /// Builds the client command: `[leading args] -p --output-format json
 /// --session-id ID [client args]` with the prompt on stdin (headless;
 /// `stream-json --verbose` for a fresh iteration), or
@@ -347,7 +351,10 @@ pub fn build(launch: &Launch) -> ClientCommand {
     }
     args.extend(launch.client_args.iter().cloned());
     let mut env = Vec::new();
-    if !launch.fresh {
+    if launch.fresh {
+        // The driver judges this iteration: the plugin's hook keeps out of it.
+        env.push((DRIVEN_ENV.to_string(), "1".to_string()));
+    } else {
         env.push(("RALPH_ACTIVE".to_string(), "1".to_string()));
         if let Some(cap) = block_cap(launch.block_cap, launch.max_iterations) {
             env.push((BLOCK_CAP_ENV.to_string(), cap));
@@ -501,7 +508,11 @@ mod tests {
         let mut launch = launch(&client, true, "Do it.", &[], Platform::Unix);
         launch.fresh = true;
         let command = build(&launch);
-        assert!(command.env.is_empty(), "{:?}", command.env);
+        assert_eq!(
+            command.env,
+            [(DRIVEN_ENV.to_string(), "1".to_string())],
+            "no RALPH_ACTIVE, no block cap; the plugin's hook told to keep out"
+        );
         let args = args(&command);
         assert!(args.contains(&"--session-id".to_string()));
         assert_eq!(

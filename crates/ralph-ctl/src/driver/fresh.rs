@@ -83,6 +83,7 @@ pub fn judge(
     paths: &ProjectPaths,
     session: &str,
     end: IterationEnd<'_>,
+    settle: &mut dyn FnMut(&mut LoopState),
     say: &mut dyn FnMut(&str),
 ) -> Result<Judged, CtlError> {
     let stop = Stop {
@@ -96,11 +97,12 @@ pub fn judge(
         extra_verify: end.extra_verify,
     };
     let mut answer = None;
-    let report = engine::run_stop(paths, &ProcessEnv, &stop, &RealWorld, &mut |a| {
-        answer = Some(a.clone());
-        Ok(())
-    })
-    .map_err(|e| CtlError::Client(format!("the iteration could not be judged: {e}")))?;
+    let report =
+        engine::run_stop_settled(paths, &ProcessEnv, &stop, &RealWorld, settle, &mut |a| {
+            answer = Some(a.clone());
+            Ok(())
+        })
+        .map_err(|e| CtlError::Client(format!("the iteration could not be judged: {e}")))?;
     for note in &report.notes {
         say(note);
     }

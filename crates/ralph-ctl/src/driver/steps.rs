@@ -1,14 +1,15 @@
 //! A formula's steps on the fresh-context loop (`ralph-ctl run --formula`):
 //! what each iteration runs (the step's prompt, model, gates and autofix)
-//! and, under the state lock after the engine judged it, what the iteration
-//! means for the run: its step's count and cost, its gates' results, the
-//! run ended `gate_failed` (a gate failed past its retries) or at the
-//! step's `maxIterations`, or, when the step's claim passed, the next step
-//! begun in the same loop (the engine ended the loop `complete`; a step
-//! before the last takes it up again).
+//! and what the judged iteration means for the run, decided inside the
+//! engine's stop, under its lock, before the state is written
+//! ([`settle`], through `engine::run_stop_settled`): its step's count and
+//! cost, its gates' results, the run ended `gate_failed` (a gate failed
+//! past its retries) or at the step's `maxIterations`, or, when the step's
+//! claim passed and a step follows, the loop taken on to that step instead
+//! of ending `complete`.
 
 use ralph_core::config::Config;
-use ralph_core::log::{self, LogEntry, LogEvent};
+use ralph_core::log::LogEvent;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::prompt;
 use ralph_core::state::{LoopState, Status, Usd};
@@ -68,36 +69,35 @@ pub fn step_text(
     ))
 }
 
-/// Under the lock, after the engine judged `iteration` of the formula run
-/// (see the module's doc). `cost` is what the iteration cost.
-pub fn after_iteration(
+/// What the engine's decided `state` means for the formula run (see the
+/// module's doc), applied to it before it is written: called by
+/// `engine::run_stop_settled` under the lock. `cost` is what the iteration
+/// cost. How the driver goes on is returned.
+pub fn settle(
     paths: &ProjectPaths,
     config: &Config,
-    session: &str,
+    state: &mut LoopState,
     formula: &Formula,
     iteration: u32,
     cost: Option<f64>,
-) -> Result<StepNext, CtlError> {
-    let mut next = StepNext::AsJudged;
-    finish::with_own_loop(paths, session, |lock, mut state| {
-        let before = state.clone();
-        let now = time::now_rfc3339();
-        let mut event = None;
-        next = record(
-            paths, config, &mut state, formula, iteration, cost, &now, &mut event,
-        )?;
-        if state != before {
-            lock.write(&state)?;
-        }
-        if let Some((event, why)) = event {
-            let _ = log::append(lock, &LogEntry::about(&state, event, &now, why));
-        }
-        Ok(Ending::Loop(Box::new(state)))
-    })?;
-    Ok(next)
+) -> StepNext {
+    let now = time::now_rfc3339();
+    let mut event = None;
+    let next = record(
+        paths, config, state, formula, iteration, cost, &now, &mut event,
+    )
+    .unwrap_or_else(|e| {
+        crate::warn!("ralph-ctl: warning: the next step's text could not be made: {e}");
+        StepNext::AsJudged
+    });
+    // The stop's own line in the history and the log says it.
+    if let (Some((_, why)), Some(last)) = (event, state.history.last_mut()) {
+        last.why = format!("{}; {why}", last.why);
+    }
+    next
 }
 
-/// [`after_iteration`] on the state.
+/// [`settle`] on the state, with what happened for the log.
 #[allow(clippy::too_many_arguments)]
 fn record(
     paths: &ProjectPaths,

@@ -354,7 +354,9 @@ fn a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error(client
         ClientVersion::V2_0_77 => 207,
     };
     let hung = format!("tail -f /dev/null -s {seconds}");
-    let hung_command = hung.clone();
+    // In a session of its own (out of the client's process group) and
+    // deaf to SIGTERM: only the driver's kill after the grace ends it.
+    let hung_command = format!("trap '' TERM; setsid -w {hung}");
     // Iteration 1 hangs in a tool call that never returns; iteration 2
     // (a new process) completes.
     let api = MockApi::start_in_order(move |turn, body| match turn {

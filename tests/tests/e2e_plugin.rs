@@ -31,10 +31,16 @@ fn ralph_loop_runs_until_the_promise_and_leaves_later_sessions_alone() {
         &project,
         client,
         &api,
-        "/ralph-loop Fix the findings. --max-iterations 6 --completion-promise DONE",
+        "/ralph-loop Fix the findings. Don't run `touch pwned` or use $HOME. --max-iterations 6 --completion-promise DONE",
     );
     run.assert_code(0);
     let state = project.status_json();
+    // The task as typed: no character of it reached a shell.
+    assert_eq!(
+        state["task"], "Fix the findings. Don't run `touch pwned` or use $HOME.",
+        "{state:#}"
+    );
+    assert!(!project.path("pwned").exists());
     assert_eq!(state["status"], "complete", "{state:#}");
     assert_eq!(state["iteration"], 3, "{state:#}");
     assert_eq!(state["maxIterations"], 6, "{state:#}");

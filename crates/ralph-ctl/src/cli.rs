@@ -122,6 +122,11 @@ pub enum Command {
         /// /ralph-loop, whose client drops the command's text on a failure).
         #[arg(long)]
         report: bool,
+        /// Read the task (and its flags) from stdin too: /ralph-loop passes
+        /// the line through a quoted here-document, so that no character of
+        /// it reaches a shell.
+        #[arg(long)]
+        stdin: bool,
     },
     /// End the project's running or paused loop now, `cancelled` (what the
     /// plugin's /cancel-ralph runs).

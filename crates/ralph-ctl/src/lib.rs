@@ -75,10 +75,17 @@ pub fn run(cli: Cli) -> i32 {
             completion_promise,
             session,
             report,
+            stdin,
         } => commands::plugin::loop_start(
             &paths,
             commands::plugin::LoopStart {
-                task,
+                task: if stdin {
+                    let mut text = String::new();
+                    let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text);
+                    task.into_iter().chain(std::iter::once(text)).collect()
+                } else {
+                    task
+                },
                 max_iterations,
                 completion_promise,
                 session,

@@ -323,6 +323,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                 client::TICK,
                 idle,
             );
+            running.end_leftovers(client::LEFTOVER_GRACE);
             (watched, running.output())
         });
         if let PromptDelivery::File(path) = &command.delivery {

@@ -19,6 +19,9 @@ use super::signals::{Signal, SignalSource};
 pub const KILL_GRACE: Duration = Duration::from_secs(10);
 /// How often the driver looks at the client and at the signals.
 pub const TICK: Duration = Duration::from_millis(25);
+/// How long the processes of a signalled client's tool calls have to end
+/// once the client is gone, before they are killed.
+pub const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 /// How often the idle watch looks at the client's transcript and output.
 pub const IDLE_LOOK: Duration = Duration::from_millis(500);
 
@@ -241,6 +244,9 @@ pub enum Output {
 pub struct RunningClient {
     child: Child,
     captured: Option<Captured>,
+    /// The client's descendants when it was last signalled: what its tool
+    /// calls started, which may outlive it.
+    signalled: Vec<u32>,
 }
 
 impl RunningClient {
@@ -332,7 +338,30 @@ impl RunningClient {
             }
             None => None,
         };
-        Ok(RunningClient { child, captured })
+        Ok(RunningClient {
+            child,
+            captured,
+            signalled: Vec::new(),
+        })
+    }
+
+    /// Once the client exited after a signal: the processes of its tool
+    /// calls that were signalled with it and still run `grace` later (one
+    /// that ignores SIGTERM) are killed, so that none outlives the loop.
+    pub fn end_leftovers(&mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        loop {
+            // Signal 0: only whether the process is still there.
+            self.signalled
+                .retain(|pid| ralph_core::process::send_signal(*pid, 0).is_ok());
+            if self.signalled.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        for pid in self.signalled.drain(..) {
+            let _ = ralph_core::process::send_signal(pid, 9);
+        }
     }
 
     /// How many bytes the client wrote on stdout so far (0 when it writes
@@ -370,8 +399,13 @@ impl Client for RunningClient {
         let tree = ralph_core::process::descendants(self.child.id());
         // Not reaped yet (try_wait has not seen it exit), so the pid is still its own.
         let _ = ralph_core::process::send_signal(self.child.id(), signal.number());
+        for pid in &tree {
+            let _ = ralph_core::process::send_signal(*pid, signal.number());
+        }
         for pid in tree {
-            let _ = ralph_core::process::send_signal(pid, signal.number());
+            if !self.signalled.contains(&pid) {
+                self.signalled.push(pid);
+            }
         }
     }
 
@@ -578,6 +612,54 @@ mod tests {
         .unwrap();
         assert_eq!(got.idle_cut_off, None);
         assert!(client.events.is_empty(), "{:?}", client.events);
+    }
+
+    #[test]
+    fn a_tool_process_deaf_to_sigterm_does_not_outlive_its_client() {
+        // The "client" (sh) dies of SIGTERM; the process it started ignores it.
+        let command = ClientCommand {
+            program: "sh".into(),
+            args: vec!["-c".into(), "(trap '' TERM; exec sleep 30) & wait".into()],
+            env: Vec::new(),
+            delivery: PromptDelivery::Argument,
+            prompt: String::new(),
+        };
+        let mut running = RunningClient::spawn(&command, Path::new("."), Output::Terminal).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let tool = loop {
+            if let Some(pid) = ralph_core::process::descendants(running.pid())
+                .first()
+                .copied()
+            {
+                break pid;
+            }
+            assert!(Instant::now() < deadline, "sh started nothing");
+            thread::sleep(Duration::from_millis(10));
+        };
+        // Its trap in place before the signal comes.
+        thread::sleep(Duration::from_millis(300));
+        running.signal(Signal::Terminate);
+        while running.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "sh outlived SIGTERM");
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            ralph_core::process::send_signal(tool, 0).is_ok(),
+            "the tool process is still there"
+        );
+        running.end_leftovers(Duration::from_millis(200));
+        let gone = Instant::now() + Duration::from_secs(5);
+        // Killed (then reaped by init): no longer there, or a zombie.
+        while ralph_core::process::send_signal(tool, 0).is_ok()
+            && !std::fs::read_to_string(format!("/proc/{tool}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+        {
+            assert!(
+                Instant::now() < gone,
+                "the tool process outlived its client"
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
     }
 
     #[test]

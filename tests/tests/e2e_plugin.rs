@@ -179,3 +179,35 @@ fn plugin_session(
 fn plugin_dir() -> PathBuf {
     bins::workspace_root()
 }
+
+#[test]
+fn a_loop_above_the_client_s_block_cap_says_so_and_its_session_s_end_is_recorded() {
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-cap");
+    let api = MockApi::start(|turn, _| Reply::text(format!("Working, step {turn}.")));
+    let run = plugin_session(
+        &project,
+        client,
+        &api,
+        "/ralph-loop Keep improving the docs. --max-iterations 20",
+    );
+    run.assert_code(0);
+    let requests = api.main_requests();
+    let first = user_texts(&requests[0].body).join("\n");
+    assert!(
+        first.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=25"),
+        "said once, with the value: {first}"
+    );
+    // The client let the session go after its own cap; the session's end
+    // leaves no loop running to hold it later.
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted", "{state:#}");
+    assert!(
+        state["endedBecause"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the session ended"),
+        "{state:#}"
+    );
+    assert!(state["iteration"].as_u64().unwrap() < 20, "{state:#}");
+}

@@ -673,3 +673,35 @@ fn the_plugin_guard_is_one_stat_and_holds_only_the_loop_s_own_session() {
     let own = input(&project, "stop-input-first.json", Some("Still working."));
     plugin(&own).block_answer();
 }
+
+#[test]
+fn a_session_s_end_interrupts_only_its_own_unwatched_loop() {
+    let project = looping(5);
+    let before = std::fs::read(project.state_path()).unwrap();
+    let end = |session: &str| {
+        Hook::new(&project)
+            .active(None)
+            .arg("--plugin")
+            .env("CLAUDE_PROJECT_DIR", &project.root)
+            .json(&json!({
+                "session_id": session,
+                "cwd": project.root,
+                "hook_event_name": "SessionEnd",
+                "reason": "exit"
+            }))
+            .run()
+    };
+    let other = end("99999999-0000-0000-0000-000000000000");
+    other.assert_allowed();
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    end(SID).assert_allowed();
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted", "{state:#}");
+    assert!(
+        state["endedBecause"]
+            .as_str()
+            .unwrap()
+            .contains("the session ended (exit)"),
+        "{state:#}"
+    );
+}

@@ -532,6 +532,43 @@ pub fn run_stop_failure(
     })
 }
 
+/// Records that the session owning a loop that nothing else watches (a
+/// `/ralph-loop` loop: no launcher is recorded carrying it) ended
+/// (`SessionEnd`): the loop is `interrupted`, so that it neither blocks
+/// new starts nor holds the session if it is resumed days later. Another
+/// session's end, or a driven loop's, changes nothing.
+pub fn run_session_end(
+    paths: &ProjectPaths,
+    session_id: Option<&str>,
+    reason: Option<&str>,
+    world: &dyn World,
+) -> Result<StopReport, EngineError> {
+    let store = StateStore::new(paths);
+    if !store.exists()? {
+        return Ok(StopReport::allow(None));
+    }
+    let lock = store.lock(false)?;
+    let Some(mut state) = lock.read()? else {
+        return Ok(StopReport::allow(None));
+    };
+    if session_id != Some(state.session_id.as_str()) || state.carriers.is_some() {
+        return Ok(StopReport::allow(None));
+    }
+    let now = world.now();
+    let cause = format!(
+        "the session ended ({})",
+        reason
+            .filter(|r| !r.is_empty())
+            .unwrap_or("no reason given")
+    );
+    if crate::lifecycle::interrupt(&mut state, &cause, &now) {
+        lock.write(&state)?;
+        let why = state.ended_because.clone().unwrap_or_default();
+        let _ = log::append(&lock, &LogEntry::about(&state, LogEvent::End, &now, why));
+    }
+    Ok(StopReport::allow(None))
+}
+
 /// Keeps why the hook could not go on at a stop of the running loop of
 /// `session_id`, as a `problem` line of the audit log (the state is left as
 /// it was), so that the launcher's last line and `status` can name it.

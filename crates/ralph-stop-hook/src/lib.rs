@@ -267,6 +267,19 @@ pub fn handle(
                 notes: report.notes,
             });
         }
+        Some("SessionEnd") => {
+            let paths = project_root(&input, env)?;
+            let report = engine::run_session_end(
+                &paths,
+                input.session_id.as_deref(),
+                input.reason.as_deref(),
+                world,
+            )?;
+            return Ok(Handled {
+                answer: report.answer,
+                notes: report.notes,
+            });
+        }
         Some(event) => {
             return Ok(Handled {
                 answer: Answer::Allow,

@@ -33,6 +33,8 @@ pub struct HookInput {
     pub error: Option<String>,
     /// `StopFailure`: the client's details of the error, as text.
     pub error_details: Option<String>,
+    /// Why the session ended (`SessionEnd`: `exit`, `clear`, `logout`, …).
+    pub reason: Option<String>,
 }
 
 /// Why the input could not be used.
@@ -158,6 +160,11 @@ pub fn parse(bytes: &[u8]) -> Result<HookInput, InputError> {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.clone()),
             Some(other) => Some(other.to_string()),
+        },
+        // Any shape: only shown.
+        reason: match map.get("reason") {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
         },
     })
 }

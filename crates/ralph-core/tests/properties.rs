@@ -102,6 +102,10 @@ fn expected(map: &Map<String, Value>) -> Result<HookInput, &'static str> {
             Some(Value::String(s)) => Some(s.clone()),
             Some(other) => Some(other.to_string()),
         },
+        reason: match map.get("reason") {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        },
     })
 }
 
@@ -131,6 +135,7 @@ fn valid_input() -> impl Strategy<Value = (HookInput, Value)> {
                     last_assistant_message: message,
                     error: None,
                     error_details: None,
+                    reason: None,
                 };
                 let mut object: Map<String, Value> = extra.into_iter().collect();
                 let mut put = |key: &str, value: Option<Value>| match value {

@@ -130,8 +130,8 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
         .ok_or_else(|| {
             CtlError::BadArgument(format!(
                 "cannot tell which session the loop is for: {SESSION_ENV} is not set (Claude Code 2.0 does not \
-                 give it to commands); use Claude Code 2.1 or later, or the launcher (`ralph-ctl init`, then \
-                 .claude/ralph/ralph-audit.sh)"
+                 give it to commands; outside Claude Code, pass --session ID); use Claude Code 2.1 or later, or \
+                 the launcher (`ralph-ctl init`, then .claude/ralph/ralph-audit.sh)"
             ))
         })?;
     let task = request.task.join(" ").trim().to_string();

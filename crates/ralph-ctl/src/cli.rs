@@ -11,8 +11,9 @@ use clap::{Parser, Subcommand};
 /// 2 usage, 3 `start` refused, 10 stopped at max iterations, 11 circuit
 /// open, 12 interrupted, 13 no loop for this session, 14 paused, 15 failed
 /// (the API refused the loop), 16 budget exhausted, 17 a `complete` no claim
-/// recorded, 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent; `run`
-/// also: 127 client not found, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.
+/// recorded, 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 21 a
+/// formula gate failed past its retries, 22 cancelled; `run` also: 127
+/// client not found, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.
 #[derive(Debug, Parser)]
 #[command(name = "ralph-ctl", version, about, long_about)]
 pub struct Cli {
@@ -200,8 +201,8 @@ pub enum Command {
     /// iterations, 11 circuit open, 12 interrupted, 13 state gone, 14 paused,
     /// 15 failed, 16 budget exhausted, 17 a complete no claim recorded,
     /// 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 21 a formula
-    /// gate failed past its retries, 127 client not found, 129 SIGHUP,
-    /// 130 Ctrl-C, 143 SIGTERM.
+    /// gate failed past its retries, 22 cancelled, 127 client not found,
+    /// 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM.
     #[command(verbatim_doc_comment)]
     #[command(
         after_help = "Example:\n  ralph-ctl run --fresh --worktree -- --permission-mode acceptEdits\n  ralph-ctl run --formula feature"

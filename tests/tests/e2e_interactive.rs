@@ -24,6 +24,14 @@ ralph_tests::on_both_clients!(
     stops_at_the_iteration_cap,
 );
 
+/// One interactive client at a time: a terminal UI under load writes its
+/// transcript late (2.0.77 then shows its final message to the hook only
+/// after the hook's wait), so these tests do not compete with each other.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One line per recorded stop, for failure messages.
 fn history(state: &Value) -> String {
     state["history"]
@@ -56,6 +64,7 @@ fn explain(run: &InteractiveRun, state: &Value, api: &MockApi) -> String {
 }
 
 fn completes_on_signal(client: ClientVersion) {
+    let _serial = one_at_a_time();
     let project = TempProject::new("i-complete");
     project.init();
     project.write_prompt("Improve the project.\n");
@@ -120,6 +129,7 @@ fn completes_on_signal(client: ClientVersion) {
 }
 
 fn errors_and_excerpts_belong_to_their_own_iteration(client: ClientVersion) {
+    let _serial = one_at_a_time();
     let project = TempProject::new("i-errors");
     project.init();
     let root = project.root.clone();
@@ -156,8 +166,12 @@ fn errors_and_excerpts_belong_to_their_own_iteration(client: ClientVersion) {
         "All three steps are done.",
     ];
     for (i, want) in excerpts.iter().enumerate().take(history.len()) {
+        // The stop that judged a late claim may be behind on its own
+        // message too: it then has none, never another iteration's.
+        let own_late = i == 3 && history[i]["messageSource"] == "transcript_behind";
+        let excerpt = history[i]["excerpt"].as_str().unwrap();
         assert!(
-            history[i]["excerpt"].as_str().unwrap().starts_with(want),
+            excerpt.starts_with(want) || (own_late && excerpt.is_empty()),
             "stop {} judged its own final text {want:?}; {why}",
             i + 1
         );
@@ -185,6 +199,7 @@ fn behind(state: &Value, index: usize) -> bool {
 }
 
 fn stops_at_the_iteration_cap(client: ClientVersion) {
+    let _serial = one_at_a_time();
     let project = TempProject::new("i-cap");
     project.init();
     let api = MockApi::start(|turn, _| Reply::text(format!("Still working (turn {turn}).")));

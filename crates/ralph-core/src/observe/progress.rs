@@ -17,7 +17,11 @@
 //! baseline keeps the listing itself when it is short ([`MAX_LISTED`]
 //! entries), else a digest of it; after a stop decided by tool edits it
 //! records the touched files' new stamps, so a later full check neither
-//! counts that change again nor misses a later one.
+//! counts that change again nor misses a later one. A scan's listing is
+//! kept as path hashes and stamps in one string (`hashedFiles`): every
+//! file is in it, so comparing digests is comparing listings, and the
+//! state a stop reads and writes stays small (a map of every path made
+//! each stop of a small project without git cost more than the scan).
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
@@ -123,6 +127,11 @@ pub struct Baseline {
     /// files, without git every file. Empty when `digest` stands for it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     files: BTreeMap<String, String>,
+    /// With a scan: the listing, as its entries' path hashes and stamps
+    /// (32 hex digits each, in hash order). `files` and `digest` are then
+    /// empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hashed_files: Option<String>,
     /// The listing's size and hash, when it was too long to keep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     digest: Option<String>,
@@ -450,9 +459,10 @@ struct Digest {
 
 impl Digest {
     fn add(&mut self, path: &[u8], stamp: u64) {
-        let mut h = Fnv::new();
-        h.bytes(path);
-        let path_hash = h.finish();
+        self.add_hashed(path_hash(path), stamp);
+    }
+
+    fn add_hashed(&mut self, path_hash: u64, stamp: u64) {
         self.count += 1;
         self.a = self.a.wrapping_add(mix(path_hash ^ mix(stamp)));
         self.b = self.b.wrapping_add(mix(
@@ -477,6 +487,38 @@ impl Digest {
     }
 }
 
+/// The hash of a listed path, as [`Digest`] and `hashedFiles` use it.
+fn path_hash(path: &[u8]) -> u64 {
+    let mut h = Fnv::new();
+    h.bytes(path);
+    h.finish()
+}
+
+/// `hashedFiles` text: each (path hash, stamp) as 32 hex digits, in order.
+fn encode_hashed(entries: &[(u64, u64)]) -> String {
+    let mut text = String::with_capacity(entries.len() * 32);
+    for (hash, stamp) in entries {
+        text.push_str(&format!("{hash:016x}{stamp:016x}"));
+    }
+    text
+}
+
+/// The entries of a `hashedFiles` text; `None` when it is not one.
+fn decode_hashed(text: &str) -> Option<Vec<(u64, u64)>> {
+    if !text.len().is_multiple_of(32) || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(32)
+        .map(|i| {
+            Some((
+                u64::from_str_radix(&text[i..i + 16], 16).ok()?,
+                u64::from_str_radix(&text[i + 16..i + 32], 16).ok()?,
+            ))
+        })
+        .collect()
+}
+
 /// What a full check found.
 #[derive(Debug)]
 struct Listing {
@@ -484,8 +526,12 @@ struct Listing {
     head: Option<String>,
     /// With git: the project is a subfolder of its repository.
     subfolder: bool,
-    /// The entries (key, stamp) while they fit a baseline; `None` past that.
+    /// With git: the entries (key, stamp) while they fit a baseline; `None`
+    /// past that, and for a scan.
     entries: Option<Vec<(String, u64)>>,
+    /// With a scan: the entries (path hash, stamp) while they fit a
+    /// baseline; `None` past that, and with git.
+    hashed: Option<Vec<(u64, u64)>>,
     listed_bytes: usize,
     digest: Digest,
     truncated: bool,
@@ -497,7 +543,8 @@ impl Listing {
             source,
             head: None,
             subfolder: false,
-            entries: Some(Vec::new()),
+            entries: (source != Method::Scan).then(Vec::new),
+            hashed: (source == Method::Scan).then(Vec::new),
             listed_bytes: 0,
             digest: Digest::default(),
             truncated: false,
@@ -505,7 +552,15 @@ impl Listing {
     }
 
     fn add(&mut self, path: &[u8], stamp: u64) {
-        self.digest.add(path, stamp);
+        let hash = path_hash(path);
+        self.digest.add_hashed(hash, stamp);
+        if let Some(hashed) = &mut self.hashed {
+            if hashed.len() < MAX_LISTED {
+                hashed.push((hash, stamp));
+            } else {
+                self.hashed = None;
+            }
+        }
         if let Some(entries) = &mut self.entries {
             self.listed_bytes += path.len();
             if entries.len() < MAX_LISTED && self.listed_bytes <= MAX_LISTED_BYTES {
@@ -517,20 +572,27 @@ impl Listing {
     }
 
     fn into_baseline(self) -> Baseline {
-        let (files, digest) = match self.entries {
-            Some(entries) if !self.truncated => (
+        let mut hashed_files = None;
+        let (files, digest) = match (self.entries, self.hashed) {
+            (Some(entries), _) if !self.truncated => (
                 entries
                     .into_iter()
                     .map(|(key, stamp)| (key, stamp_text(stamp)))
                     .collect(),
                 None,
             ),
+            (_, Some(mut hashed)) if !self.truncated => {
+                hashed.sort_unstable();
+                hashed_files = Some(encode_hashed(&hashed));
+                (BTreeMap::new(), None)
+            }
             _ => (BTreeMap::new(), Some(self.digest.text())),
         };
         Baseline {
             source: self.source,
             head: self.head,
             files,
+            hashed_files,
             digest,
             truncated: self.truncated,
             stale: false,
@@ -540,6 +602,18 @@ impl Listing {
 }
 
 impl Baseline {
+    /// Whether the listing holds `key` (tests).
+    #[cfg(test)]
+    fn lists(&self, key: &str) -> bool {
+        let hash = key_bytes(key).map(|bytes| path_hash(&bytes));
+        self.files.contains_key(key)
+            || self
+                .hashed_files
+                .as_deref()
+                .and_then(decode_hashed)
+                .is_some_and(|entries| entries.iter().any(|(h, _)| Some(*h) == hash))
+    }
+
     /// Whether the project changed between this baseline and `now`.
     fn compare(&self, root: &Path, now: &Listing) -> Option<bool> {
         if self.stale {
@@ -605,6 +679,11 @@ impl Baseline {
             return Digest::parse(text);
         }
         let mut digest = Digest::default();
+        if let Some(text) = &self.hashed_files {
+            for (hash, stamp) in decode_hashed(text)? {
+                digest.add_hashed(hash, stamp);
+            }
+        }
         for (key, stamp) in &self.files {
             digest.add(&key_bytes(key)?, parse_stamp(stamp)?);
         }
@@ -619,7 +698,12 @@ impl Baseline {
     /// touched files' stamps, so the next full check can still see them
     /// change again, but never reports this stop's changes a second time.
     fn after_tool_edits(&self, root: &Path, keys: &[String], fully_described: bool) -> Baseline {
-        if fully_described && !self.stale && !self.truncated && self.digest.is_none() {
+        let exact = fully_described && !self.stale && !self.truncated && self.digest.is_none();
+        if let (true, Some(text)) = (exact, &self.hashed_files) {
+            if let Some(next) = self.hashed_after_tool_edits(root, keys, text) {
+                return next;
+            }
+        } else if exact {
             let mut next = self.clone();
             for key in keys {
                 next.files
@@ -653,11 +737,57 @@ impl Baseline {
             source: self.source,
             head: None,
             files: BTreeMap::new(),
+            hashed_files: None,
             digest: None,
             truncated: false,
             stale: true,
             touched,
         }
+    }
+
+    /// [`Self::after_tool_edits`] for a scan's hashed listing: each touched
+    /// file's entry takes its new stamp (a file that is gone leaves the
+    /// listing, as a scan would not list it). `None` when a touched path
+    /// is one the scan would not list as it is named (a folder, or a path
+    /// through a linked folder), or the listing grows past its bound.
+    fn hashed_after_tool_edits(
+        &self,
+        root: &Path,
+        keys: &[String],
+        text: &str,
+    ) -> Option<Baseline> {
+        let mut entries: BTreeMap<u64, u64> = decode_hashed(text)?.into_iter().collect();
+        for key in keys {
+            let relative = key_path(key)?;
+            let mut folder = root.to_path_buf();
+            let mut parts = relative.components().peekable();
+            while let Some(part) = parts.next() {
+                folder.push(part);
+                match fs::symlink_metadata(&folder) {
+                    // A folder on the way: a real one.
+                    Ok(meta) if parts.peek().is_some() && !meta.file_type().is_dir() => {
+                        return None
+                    }
+                    // The file itself: anything but a folder.
+                    Ok(meta) if parts.peek().is_none() && meta.file_type().is_dir() => return None,
+                    Ok(_) => {}
+                    Err(_) => break, // gone: no entry
+                }
+            }
+            let hash = path_hash(&key_bytes(key)?);
+            match stamp_now(root, key) {
+                ABSENT => entries.remove(&hash),
+                stamp => entries.insert(hash, stamp),
+            };
+        }
+        if entries.len() > MAX_LISTED {
+            return None;
+        }
+        let entries: Vec<(u64, u64)> = entries.into_iter().collect();
+        Some(Baseline {
+            hashed_files: Some(encode_hashed(&entries)),
+            ..self.clone()
+        })
     }
 }
 
@@ -1446,9 +1576,9 @@ mod tests {
             assert_eq!(stops.changed(), Some(true), "{name:?} edited");
             assert_eq!(stops.changed(), Some(false));
         }
-        let files = &stops.baseline.as_ref().unwrap().files;
+        let baseline = stops.baseline.as_ref().unwrap();
         for name in AWKWARD {
-            assert!(files.contains_key(*name), "{name:?} in {files:?}");
+            assert!(baseline.lists(name), "{name:?} in {baseline:?}");
         }
         for name in AWKWARD {
             assert_eq!(
@@ -1492,9 +1622,12 @@ mod tests {
             }
             assert_eq!(stops.changed(), Some(true));
             assert_eq!(stops.changed(), Some(false));
-            let files = &stops.baseline.as_ref().unwrap().files;
-            let key = files.keys().next().unwrap();
-            assert_eq!(key_bytes(key).unwrap(), name.as_bytes(), "{key:?}");
+            let baseline = stops.baseline.as_ref().unwrap();
+            if with_git {
+                let key = baseline.files.keys().next().unwrap();
+                assert_eq!(key_bytes(key).unwrap(), name.as_bytes(), "{key:?}");
+            }
+            assert!(baseline.lists(&key_of(name.as_bytes())), "{baseline:?}");
             append(&root.join(name), "y");
             assert_eq!(stops.changed(), Some(true), "with git: {with_git}");
         }
@@ -1670,6 +1803,64 @@ mod tests {
     }
 
     #[test]
+    fn a_scan_keeps_its_listing_as_hashes_and_takes_tool_edits_exactly() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        fs::create_dir_all(root.join("src")).unwrap();
+        for i in 0..100 {
+            fs::write(root.join(format!("src/{i}.txt")), "x").unwrap();
+        }
+        let mut stops = Stops::start(root);
+        let baseline = stops.baseline.clone().unwrap();
+        assert_eq!(baseline.source, Method::Scan);
+        assert!(baseline.files.is_empty() && baseline.digest.is_none());
+        // 32 characters a file, no path: what each stop reads and writes.
+        let json = serde_json::to_string(&baseline).unwrap();
+        assert!(json.len() < 100 * 32 + 100, "{json}");
+        assert!(baseline.lists("src/7.txt") && !baseline.lists("src/100.txt"));
+        assert_eq!(stops.changed(), Some(false));
+
+        // A tool's edit, a new file and a file the agent removed: each is
+        // counted at its own stop, and never again.
+        append(&root.join("src/7.txt"), "tool");
+        fs::write(root.join("src/new.txt"), "n").unwrap();
+        assert_eq!(
+            stops.edited(&["src/7.txt", "src/new.txt"], true).changed,
+            Some(true)
+        );
+        assert!(!stops.baseline.as_ref().unwrap().stale);
+        assert_eq!(stops.changed(), Some(false), "the edits were taken in");
+        fs::remove_file(root.join("src/8.txt")).unwrap();
+        assert_eq!(stops.edited(&["src/8.txt"], true).changed, Some(true));
+        assert_eq!(
+            stops.changed(),
+            Some(false),
+            "the file is gone from the listing"
+        );
+        append(&root.join("src/9.txt"), "bash");
+        assert_eq!(stops.changed(), Some(true), "a change no tool reported");
+        assert_eq!(stops.changed(), Some(false));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_scan_never_counts_a_tool_edit_through_a_linked_folder_twice() {
+        let dir = TempDir::new();
+        let root = dir.path();
+        fs::create_dir_all(root.join("real")).unwrap();
+        fs::write(root.join("real/a.txt"), "a").unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        let mut stops = Stops::start(root);
+        append(&root.join("real/a.txt"), "b");
+        // Named through the link: not a path the scan lists, so the
+        // listing cannot take it in exactly and goes stale instead.
+        assert_eq!(stops.edited(&["link/a.txt"], true).changed, Some(true));
+        assert!(stops.baseline.as_ref().unwrap().stale);
+        assert_ne!(stops.changed(), Some(true), "counted once");
+        assert_eq!(stops.changed(), Some(false));
+    }
+
+    #[test]
     fn a_long_listing_is_kept_as_a_digest() {
         let dir = TempDir::new();
         let root = dir.path();
@@ -1712,6 +1903,7 @@ mod tests {
             assert_eq!(stops.edited(&refs, alone).changed, Some(true));
             let baseline = stops.baseline.as_ref().unwrap();
             assert!(baseline.files.len() <= MAX_LISTED);
+            assert!(baseline.hashed_files.as_ref().map_or(0, String::len) <= MAX_LISTED * 32);
             assert!(baseline.touched.len() <= MAX_LISTED);
         }
     }

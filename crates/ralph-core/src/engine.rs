@@ -478,11 +478,7 @@ pub fn run_stop_failure(
     world: &dyn World,
 ) -> Result<StopReport, EngineError> {
     let store = StateStore::new(paths);
-    if !store.exists()? {
-        return Ok(StopReport::allow(None));
-    }
-    let lock = store.lock(false)?;
-    let Some(state) = lock.read()? else {
+    let Some((lock, state)) = store.lock_existing()? else {
         return Ok(StopReport::allow(None));
     };
     if state.status != Status::Running
@@ -544,11 +540,7 @@ pub fn run_session_end(
     world: &dyn World,
 ) -> Result<StopReport, EngineError> {
     let store = StateStore::new(paths);
-    if !store.exists()? {
-        return Ok(StopReport::allow(None));
-    }
-    let lock = store.lock(false)?;
-    let Some(mut state) = lock.read()? else {
+    let Some((lock, mut state)) = store.lock_existing()? else {
         return Ok(StopReport::allow(None));
     };
     if session_id != Some(state.session_id.as_str()) || state.carriers.is_some() {
@@ -581,11 +573,7 @@ pub fn record_hook_problem(
     now: &str,
 ) -> Result<(), StoreError> {
     let store = StateStore::new(paths);
-    if !store.exists()? {
-        return Ok(());
-    }
-    let lock = store.lock(false)?;
-    let Some(state) = lock.read()? else {
+    let Some((lock, state)) = store.lock_existing()? else {
         return Ok(());
     };
     if state.status != Status::Running || Some(state.session_id.as_str()) != session_id {

@@ -219,6 +219,16 @@ impl StateStore {
             .collect())
     }
 
+    /// The lock and the state under it, for a change to a loop that must
+    /// already exist: `None` when there is no state (nothing is created).
+    pub fn lock_existing(&self) -> Result<Option<(StateLock<'_>, LoopState)>, StoreError> {
+        if !self.exists()? {
+            return Ok(None);
+        }
+        let lock = self.lock(false)?;
+        Ok(lock.read()?.map(|state| (lock, state)))
+    }
+
     /// Takes the exclusive lock, creating the state folder when `create_dir` is set.
     pub fn lock(&self, create_dir: bool) -> Result<StateLock<'_>, StoreError> {
         let dir = self.folder();

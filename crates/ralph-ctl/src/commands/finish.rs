@@ -67,11 +67,7 @@ pub fn with_own_loop(
     change: impl FnOnce(&StateLock<'_>, LoopState) -> Result<Ending, CtlError>,
 ) -> Result<Ending, CtlError> {
     let store = StateStore::new(paths);
-    if !store.exists()? {
-        return Ok(Ending::Gone);
-    }
-    let lock = store.lock(false)?;
-    let Some(state) = lock.read()? else {
+    let Some((lock, state)) = store.lock_existing()? else {
         return Ok(Ending::Gone);
     };
     if state.session_id != session_id {

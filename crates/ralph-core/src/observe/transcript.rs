@@ -576,9 +576,9 @@ pub fn last_bytes(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
-/// Substring search over bytes (SIMD where the machine has it).
+/// Substring search over bytes ([`super::bytes`]).
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(haystack, needle).is_some()
+    super::bytes::contains(haystack, needle)
 }
 
 /// Calls `visit` with each non-empty line of the first `len` bytes of
@@ -641,7 +641,7 @@ fn scan_lines_backwards(
         let buf = &mut chunk[..step];
         file.read_exact(buf)?;
         let mut end = step;
-        while let Some(nl) = memchr::memrchr(b'\n', &buf[..end]) {
+        while let Some(nl) = super::bytes::rfind_byte(b'\n', &buf[..end]) {
             let head = &buf[nl + 1..end];
             let too_long = oversize || head.len() + pieces_len > max_line_bytes;
             if emit(head, &pieces, too_long).is_break() {

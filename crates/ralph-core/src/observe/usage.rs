@@ -176,8 +176,8 @@ pub fn read_new_since(
     let mut last_api_error = None;
     let mut consumed = start;
     let mut visit = |line: &[u8]| {
-        let is_assistant = memchr::memmem::find(line, b"\"assistant\"").is_some();
-        let is_api_error = memchr::memmem::find(line, b"\"api_error\"").is_some();
+        let is_assistant = super::bytes::contains(line, b"\"assistant\"");
+        let is_api_error = super::bytes::contains(line, b"\"api_error\"");
         if !(is_assistant || is_api_error) {
             return;
         }
@@ -235,7 +235,7 @@ pub fn read_new_since(
         }
         pos += got as u64;
         let mut rest = &chunk[..got];
-        while let Some(nl) = memchr::memchr(b'\n', rest) {
+        while let Some(nl) = super::bytes::find_byte(b'\n', rest) {
             let piece = &rest[..nl];
             if skip_first {
                 skip_first = false;

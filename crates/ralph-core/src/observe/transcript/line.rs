@@ -53,7 +53,7 @@ pub(super) fn classify(line: &[u8]) -> Option<Entry> {
 /// around the colon allowed; a key written with `\u` escapes, which no
 /// serializer writes, is not seen).
 fn says_is_error_true(line: &[u8]) -> bool {
-    memchr::memmem::find_iter(line, b"\"is_error\"").any(|at| {
+    crate::observe::bytes::find_iter(line, b"\"is_error\"").any(|at| {
         let rest = &line[at + b"\"is_error\"".len()..];
         let rest = rest.trim_ascii_start();
         rest.strip_prefix(b":")

@@ -29,7 +29,7 @@ use crate::progress;
 use crate::prompt::{self, PromptError};
 use crate::registration::{self, SettingsError};
 use crate::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
-use crate::store::{StateStore, StoreError};
+use crate::store::{Reread, StateStore, StoreError};
 use crate::transcript::{self, IterationTail, TranscriptError};
 use crate::usage::{self, UsageReading};
 use crate::verify::{self, VerifyCommand, VerifyResult};
@@ -263,8 +263,8 @@ pub fn run_stop_settled(
         .extend(stop.extra_verify.iter().cloned());
 
     // Cheap ownership check first, so another session's stop reads nothing more.
-    let snapshot = store.read()?;
-    let owned = match decision::owned_loop(snapshot.as_ref(), stop.session_id.as_deref()) {
+    let snapshot = store.snapshot()?;
+    let owned = match decision::owned_loop(snapshot.state.as_ref(), stop.session_id.as_deref()) {
         Ok(state) => state,
         Err(reason) => {
             let note = (reason == PassReason::NoSessionId).then(|| {
@@ -301,8 +301,8 @@ pub fn run_stop_settled(
     }
 
     let lock = store.lock(false)?;
-    let locked = lock.read()?;
-    let state = match decision::owned_loop(locked.as_ref(), stop.session_id.as_deref()) {
+    let locked = lock.read_again(&snapshot)?;
+    let state = match decision::owned_loop(locked.state(&snapshot), stop.session_id.as_deref()) {
         Ok(state) => state,
         // The loop ended or changed hands while this stop was observed.
         Err(_) => {
@@ -322,7 +322,7 @@ pub fn run_stop_settled(
         observed.usage = read_usage(world, stop, state, counted, &mut notes);
     }
     // Judged once; again only if the state moved under the lock meanwhile.
-    let claim = if Some(state) == snapshot.as_ref() {
+    let claim = if matches!(locked, Reread::Unchanged) || Some(state) == snapshot.state.as_ref() {
         claim
     } else {
         decision::judge_claim(&config, state, &observed)

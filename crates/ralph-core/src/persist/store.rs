@@ -181,10 +181,19 @@ impl StateStore {
     /// Reads the state without the lock (a consistent snapshot thanks to the
     /// atomic renames). `Ok(None)` when no state file exists.
     pub fn read(&self) -> Result<Option<LoopState>, StoreError> {
+        Ok(self.snapshot()?.state)
+    }
+
+    /// [`read`](Self::read), keeping the bytes it parsed, so that a read
+    /// under the lock ([`StateLock::read_again`]) parses only a state that
+    /// changed meanwhile.
+    pub fn snapshot(&self) -> Result<Snapshot, StoreError> {
         if !self.check_folders()? {
-            return Ok(None);
+            return Ok(Snapshot::default());
         }
-        read_state(&self.state_path)
+        let bytes = read_state_bytes(&self.state_path)?;
+        let state = parse_state(&self.state_path, bytes.as_deref())?;
+        Ok(Snapshot { bytes, state })
     }
 
     /// The loops kept in the history folder, oldest first (by name, which
@@ -298,6 +307,33 @@ fn open_folder(dir: &Path) -> io::Result<File> {
     options.open(dir)
 }
 
+/// A state read without the lock, with the bytes it was parsed from.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    bytes: Option<Vec<u8>>,
+    /// The state, `None` when there was no state file.
+    pub state: Option<LoopState>,
+}
+
+/// What [`StateLock::read_again`] found.
+#[derive(Debug)]
+pub enum Reread {
+    /// The state file holds what the snapshot was parsed from.
+    Unchanged,
+    /// It changed (or went): the state it holds now.
+    Changed(Option<Box<LoopState>>),
+}
+
+impl Reread {
+    /// The state under the lock: `before`'s when unchanged.
+    pub fn state<'a>(&'a self, before: &'a Snapshot) -> Option<&'a LoopState> {
+        match self {
+            Reread::Unchanged => before.state.as_ref(),
+            Reread::Changed(state) => state.as_deref(),
+        }
+    }
+}
+
 /// Proof that this process holds the state lock; released on drop.
 pub struct StateLock<'a> {
     store: &'a StateStore,
@@ -313,6 +349,19 @@ impl StateLock<'_> {
     /// Reads the state under the lock.
     pub fn read(&self) -> Result<Option<LoopState>, StoreError> {
         read_state(&self.store.state_path)
+    }
+
+    /// Reads the state under the lock after `before` was read without it:
+    /// [`Reread::Unchanged`] when the file holds the same bytes (nothing to
+    /// parse again: a stop's state is read twice, and parsing is most of
+    /// the cost of reading a state with its history).
+    pub fn read_again(&self, before: &Snapshot) -> Result<Reread, StoreError> {
+        let path = &self.store.state_path;
+        let bytes = read_state_bytes(path)?;
+        if bytes.is_some() && bytes == before.bytes {
+            return Ok(Reread::Unchanged);
+        }
+        parse_state(path, bytes.as_deref()).map(|state| Reread::Changed(state.map(Box::new)))
     }
 
     /// Replaces the state atomically ([`atomic::write_file`]: a new temp file
@@ -449,6 +498,13 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 }
 
 fn read_state(path: &Path) -> Result<Option<LoopState>, StoreError> {
+    let bytes = read_state_bytes(path)?;
+    parse_state(path, bytes.as_deref())
+}
+
+/// The state file's bytes, `None` when there is no state file; an error for
+/// anything but a regular file of at most [`MAX_STATE_BYTES`].
+fn read_state_bytes(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -495,10 +551,22 @@ fn read_state(path: &Path) -> Result<Option<LoopState>, StoreError> {
     file.take(MAX_STATE_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(io_err("read", path))?;
+    Ok(Some(bytes))
+}
+
+/// The state in `bytes` (read from `path`), `None` for no file.
+fn parse_state(path: &Path, bytes: Option<&[u8]>) -> Result<Option<LoopState>, StoreError> {
+    let Some(bytes) = bytes else {
+        return Ok(None);
+    };
+    let corrupt = |message: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        message,
+    };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt("the file is empty".into()));
     }
-    LoopState::from_json(&bytes).map(Some).map_err(corrupt)
+    LoopState::from_json(bytes).map(Some).map_err(corrupt)
 }
 
 #[cfg(test)]
@@ -530,6 +598,46 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert!(names.iter().all(|n| !n.contains(".tmp-")), "{names:?}");
+    }
+
+    #[test]
+    fn a_read_under_the_lock_parses_only_a_state_that_changed() {
+        let (_d, store) = store();
+        let first = LoopState::new("s".into(), 3, "t".into());
+        store.lock(true).unwrap().write(&first).unwrap();
+        let snapshot = store.snapshot().unwrap();
+        assert_eq!(snapshot.state.as_ref(), Some(&first));
+        let lock = store.lock(false).unwrap();
+        let again = lock.read_again(&snapshot).unwrap();
+        assert!(matches!(again, Reread::Unchanged), "{again:?}");
+        assert_eq!(again.state(&snapshot), Some(&first));
+
+        // Another stop wrote meanwhile: the new state, parsed.
+        let mut second = first.clone();
+        second.iteration = 2;
+        lock.write(&second).unwrap();
+        let again = lock.read_again(&snapshot).unwrap();
+        assert!(
+            matches!(&again, Reread::Changed(Some(s)) if **s == second),
+            "{again:?}"
+        );
+        assert_eq!(again.state(&snapshot), Some(&second));
+
+        // Reset meanwhile: no state.
+        lock.remove().unwrap();
+        let again = lock.read_again(&snapshot).unwrap();
+        assert!(matches!(again, Reread::Changed(None)), "{again:?}");
+
+        // Garbage meanwhile: an error, never the old state.
+        fs::write(store.path(), b"{ not json").unwrap();
+        assert!(matches!(
+            lock.read_again(&snapshot),
+            Err(StoreError::Corrupt { .. })
+        ));
+        // And no state file at all when the snapshot was taken.
+        let (_e, empty) = self::store();
+        let none = empty.snapshot().unwrap();
+        assert_eq!(none.state, None);
     }
 
     #[cfg(unix)]

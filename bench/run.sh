@@ -204,7 +204,7 @@ if [ "$quick" -eq 1 ]; then
 else
   warmup=20 runs=300 sizes="2KiB:0 10MiB:10485760 100MiB:104857600 1GiB:1073741824"
   iteration_sizes="1MiB:1 4MiB:4 16MiB:16"
-  project_sizes="100 10000 100000" project_warmup=5 project_runs=100 project_turns=5
+  project_sizes="100 10000 100000" project_warmup=5 project_runs=100
 fi
 
 # `check NAME INPUT WANT`: one run must exit 0, print nothing on stderr, and
@@ -279,14 +279,31 @@ peak_rss() {
   rss[$name]=$(awk -v k="$max" 'BEGIN { printf "%.1f", k / 1024 }')
 }
 
+# `with_true NAME TRUE_NAME COMMAND [ENV=VALUE …]`: COMMAND (with
+# RALPH_ACTIVE unset) and `/bin/true`, 3 × $runs runs each, in 5 turns
+# whose order alternates, so that a machine getting busier favours
+# neither; sets NAME and TRUE_NAME as `combine` does.
+with_true() {
+  local name=$1 base=$2 command=$3 turn order
+  shift 3
+  for ((turn = 1; turn <= 5; turn++)); do
+    order=(/bin/true "$command")
+    ((turn % 2)) || order=("$command" /bin/true)
+    env -u RALPH_ACTIVE "$@" "$hyperfine" -N --style none --output=pipe --warmup "$warmup" \
+      --runs "$((runs * 3 / 5))" --export-csv "$work/$name.csv" -- "${order[@]}" >/dev/null ||
+      die "$name: hyperfine failed"
+    awk -F, -v c=/bin/true 'NR == 1 || $1 == c' "$work/$name.csv" >"$work/$base-only.csv"
+    awk -F, -v c=/bin/true 'NR == 1 || (NR > 1 && $1 != c)' "$work/$name.csv" >"$work/$name-only.csv"
+    read_csv "${base}_$turn" "$work/$base-only.csv"
+    read_csv "${name}_$turn" "$work/$name-only.csv"
+  done
+  combine "$base" 5
+  combine "$name" 5
+}
+
 say "process spawn baseline and the guard (RALPH_ACTIVE unset)"
 check guard /dev/null nothing
-"$hyperfine" -N --style none --output=pipe --warmup "$warmup" --runs "$((runs * 3))" \
-  --export-csv "$work/guard.csv" -- /bin/true "'$hook'" >/dev/null || die "guard: hyperfine failed"
-sed -n '1p;2p' "$work/guard.csv" >"$work/true.csv"
-sed -n '1p;3p' "$work/guard.csv" >"$work/guard-only.csv"
-read_csv true "$work/true.csv"
-read_csv guard "$work/guard-only.csv"
+with_true guard true "'$hook'"
 peak_rss guard ""
 
 say "the plugin's guard (ralph-stop-hook --plugin in a project with no loop)"
@@ -294,13 +311,7 @@ mkdir -p "$work/no-loop"
 plugin_out=$(env -u RALPH_ACTIVE CLAUDE_PROJECT_DIR="$work/no-loop" "$hook" --plugin </dev/null 2>&1) ||
   die "plugin guard: the hook failed"
 [ -z "$plugin_out" ] || die "plugin guard: the hook printed: $plugin_out"
-env -u RALPH_ACTIVE CLAUDE_PROJECT_DIR="$work/no-loop" "$hyperfine" -N --style none --output=pipe \
-  --warmup "$warmup" --runs "$((runs * 3))" --export-csv "$work/plugin-guard.csv" \
-  -- /bin/true "'$hook' --plugin" >/dev/null || die "plugin guard: hyperfine failed"
-sed -n '1p;2p' "$work/plugin-guard.csv" >"$work/plugin-true.csv"
-sed -n '1p;3p' "$work/plugin-guard.csv" >"$work/plugin-guard-only.csv"
-read_csv plugin_true "$work/plugin-true.csv"
-read_csv plugin_guard "$work/plugin-guard-only.csv"
+with_true plugin_guard plugin_true "'$hook' --plugin" CLAUDE_PROJECT_DIR="$work/no-loop"
 
 say "active loop, last_assistant_message in the input"
 stop_input "$work/active.json" "Fixed the parser. Still working."
@@ -315,46 +326,68 @@ measure active_git "$work/active-git.json" RALPH_ACTIVE=1
 peak_rss active_git "$work/active-git.json" RALPH_ACTIVE=1
 
 make_block
-declare -A transcript_bytes
-# `transcript_case KEY BYTES [BLOCKS]`: a stop of the loop whose transcript
-# is `make_transcript … BYTES [BLOCKS]`, measured as KEY.
+declare -A transcript_bytes transcript_prepare
+# `transcript_case KEY BYTES [BLOCKS]`: a project with a running loop of its
+# own (whose usage cursor stays on its own transcript), the transcript
+# `make_transcript … BYTES [BLOCKS]` of its session, and the hook input of
+# its stop, $work/KEY.json; one stop is checked.
 transcript_case() {
-  local key=$1 file=$work/$1.jsonl
+  local key=$1 file=$work/$1.jsonl p=$work/project-$1
   make_transcript "$file" "$2" "${3:-0}"
-  # Flush the new file now: the hook's own fsyncs must not wait for it.
-  sync
   transcript_bytes[$key]=$(stat -c %s "$file")
-  stop_input "$work/$key.json" -t "$file"
+  mkdir -p "$p"
+  "$ctl" init --project "$p" >/dev/null
+  write_task "$p"
+  "$ctl" --project "$p" start --session-id "$SID" --max-iterations 100000 >/dev/null
+  # Flush the new files now: the hook's own fsyncs must not wait for them.
+  sync
+  input_project=$p stop_input "$work/$key.json" -t "$file"
   # The transcript's iterations call tools: each stop must also see a file
   # change, or the circuit breaker would end the loop after a few stops and
   # the rest would measure a stop that is let through.
-  prepare="sh -c 'echo x >>$project/progress.txt && sync'"
+  transcript_prepare[$key]="sh -c 'echo x >>$p/progress.txt && sync'"
   check "transcript $key" "$work/$key.json" block
-  measure "$key" "$work/$key.json" RALPH_ACTIVE=1
-  peak_rss "$key" "$work/$key.json" RALPH_ACTIVE=1
-  prepare=""
-  rm -f "$file"
 }
-transcript_names=()
+transcript_names=() transcript_keys=()
 for entry in $sizes; do
   name=${entry%%:*}
-  say "transcript fallback, $name transcript"
+  say "transcript fallback: making a $name transcript"
   transcript_case "t$name" "${entry#*:}"
   transcript_bytes[$name]=${transcript_bytes[t$name]}
-  transcript_names+=("$name")
+  transcript_names+=("$name") transcript_keys+=("t$name")
 done
 # The cost that does grow: the stopping iteration's own size, read whole up
 # to the 16 MiB scan bound.
 iteration_names=()
 for entry in $iteration_sizes; do
   name=${entry%%:*}
-  say "transcript fallback, a last iteration of $name"
+  say "transcript fallback: making a last iteration of $name"
   transcript_case "i$name" 0 "${entry#*:}"
-  iteration_names+=("$name")
+  iteration_names+=("$name") transcript_keys+=("i$name")
 done
-loop_state=$("$ctl" --project "$project" status --json)
-grep -q '"status": "running"' <<<"$loop_state" ||
-  die "the transcript cases did not keep the loop running: ${loop_state:0:300}"
+# Every case once per turn, in 5 turns, so that the machine getting busier
+# (writing those files back, for one) favours no size: the largest session
+# is judged against the smallest.
+say "transcript fallback: measuring the cases in 5 turns"
+runs_before=$runs warmup_before=$warmup
+runs=$((runs / 5)) warmup=5
+for ((turn = 1; turn <= 5; turn++)); do
+  for key in "${transcript_keys[@]}"; do
+    prepare=${transcript_prepare[$key]}
+    measure "${key}_$turn" "$work/$key.json" RALPH_ACTIVE=1
+  done
+done
+runs=$runs_before warmup=$warmup_before
+for key in "${transcript_keys[@]}"; do
+  combine "$key" 5
+  prepare=${transcript_prepare[$key]}
+  peak_rss "$key" "$work/$key.json" RALPH_ACTIVE=1
+  loop_state=$("$ctl" --project "$work/project-$key" status --json)
+  grep -q '"status": "running"' <<<"$loop_state" ||
+    die "transcript $key: the loop did not keep running: ${loop_state:0:300}"
+  rm -rf "$work/$key.jsonl" "$work/project-$key"
+done
+prepare=""
 
 # ------------------------------------------------------------ project sizes
 
@@ -429,6 +462,81 @@ still_running() {
     die "$2: the loop did not keep running: ${state:0:300}"
 }
 
+# `paired KEY PROJECT INPUT PAIRS`: the full check of this hook against the
+# hook of $BEFORE, run for run. Each pair is one stop of each hook, which
+# one goes first alternating, so whatever the machine does at a moment
+# falls on both; $project_warmup pairs are run first and not counted. Each
+# hook keeps its own loop: its `.claude` folder is moved into the project
+# just before its run and out just after (untimed, like the edit before
+# each run). Sets KEY_bash (this hook) and KEY_before (median, mean, σ)
+# and diff[KEY]: the median of the pairs' differences (this − before) and
+# its 95 % confidence interval (order statistics of the sorted
+# differences, distribution-free).
+declare -A diff
+paired() {
+  local key=$1 p=$2 input=$3 pairs=$4 i side this_args before_args
+  local home_this=$work/claude-this home_before=$work/claude-before
+  start_loop "$ctl" "$p"
+  check "$key this" "$input" block
+  mv "$p/.claude" "$home_this"
+  start_loop "$before_ctl" "$p"
+  target_hook=$before_hook check "$key before" "$input" block
+  mv "$p/.claude" "$home_before"
+  this_args=(--prepare "sh -c 'mv $home_this $p/.claude && echo x >>$edited && sync'"
+    --conclude "sh -c 'mv $p/.claude $home_this'" -n this "'$hook'")
+  before_args=(--prepare "sh -c 'mv $home_before $p/.claude && echo x >>$edited && sync'"
+    --conclude "sh -c 'mv $p/.claude $home_before'" -n before "'$before_hook'")
+  : >"$work/$key.pairs"
+  for ((i = 1 - project_warmup; i <= pairs; i++)); do
+    # (hyperfine pairs each --prepare, --conclude and -n with the command
+    # in the same place)
+    if ((i % 2)); then
+      RALPH_ACTIVE=1 "$hyperfine" -N --style none --output=pipe --runs 1 --input "$input" --export-csv "$work/pair.csv" \
+        "${this_args[0]}" "${this_args[1]}" "${before_args[0]}" "${before_args[1]}" \
+        "${this_args[2]}" "${this_args[3]}" "${before_args[2]}" "${before_args[3]}" \
+        "${this_args[4]}" "${this_args[5]}" "${before_args[4]}" "${before_args[5]}" \
+        -- "${this_args[6]}" "${before_args[6]}" >/dev/null || die "$key: hyperfine failed"
+    else
+      RALPH_ACTIVE=1 "$hyperfine" -N --style none --output=pipe --runs 1 --input "$input" --export-csv "$work/pair.csv" \
+        "${before_args[0]}" "${before_args[1]}" "${this_args[0]}" "${this_args[1]}" \
+        "${before_args[2]}" "${before_args[3]}" "${this_args[2]}" "${this_args[3]}" \
+        "${before_args[4]}" "${before_args[5]}" "${this_args[4]}" "${this_args[5]}" \
+        -- "${before_args[6]}" "${this_args[6]}" >/dev/null || die "$key: hyperfine failed"
+    fi
+    [ -d "$home_this" ] && [ -d "$home_before" ] && [ ! -e "$p/.claude" ] ||
+      die "$key: a loop's .claude folder was not moved back"
+    ((i >= 1)) || continue
+    awk -F, '$1 == "this" { t = $4 * 1000 } $1 == "before" { b = $4 * 1000 }
+      END { printf "%.4f %.4f\n", t, b }' "$work/pair.csv" >>"$work/$key.pairs"
+  done
+  # Every timed stop was a real one: each loop is still running, one
+  # iteration further per stop (the check's and every pair's).
+  local side_ctl iteration
+  for side in this before; do
+    mv "$work/claude-$side" "$p/.claude"
+    side_ctl=$ctl
+    [ "$side" = this ] || side_ctl=$before_ctl
+    still_running "$side_ctl" "$p"
+    iteration=$("$side_ctl" --project "$p" status --json | sed -n 's/.*"iteration": *\([0-9]*\).*/\1/p' | head -n 1)
+    [ "${iteration:-0}" -gt "$((pairs + project_warmup))" ] ||
+      die "$key: the $side hook's stops did not advance its loop (iteration ${iteration:-?} after $((pairs + project_warmup + 1)) stops)"
+    rm -rf "$p/.claude"
+  done
+  read -r "median[${key}_bash]" "mean[${key}_bash]" "sd[${key}_bash]" < <(pair_stats 1 "$work/$key.pairs")
+  read -r "median[${key}_before]" "mean[${key}_before]" "sd[${key}_before]" < <(pair_stats 2 "$work/$key.pairs")
+  diff[$key]=$(awk '{ print $1 - $2 }' "$work/$key.pairs" | sort -g | awk '{ v[NR] = $1 } END {
+    n = NR; lo = int(n / 2 - 0.98 * sqrt(n)); hi = int(n / 2 + 0.98 * sqrt(n) + 1.999999)
+    if (lo < 1) lo = 1
+    if (hi > n) hi = n
+    printf "%.2f %.2f %.2f\n", v[int((n + 1) / 2)], v[lo], v[hi]
+  }')
+}
+# `pair_stats COLUMN FILE`: median, mean and σ of a column of a pairs file.
+pair_stats() {
+  cut -d' ' -f"$1" "$2" | sort -g | awk '{ v[NR] = $1; s += $1; q += $1 * $1 }
+      END { m = s / NR; w = q / NR - m * m; printf "%.2f %.2f %.2f\n", v[int((NR + 1) / 2)], m, sqrt(w > 0 ? w : 0) }'
+}
+
 project_rows=()
 for n in $project_sizes; do
   for kind in git scan; do
@@ -472,22 +580,8 @@ for n in $project_sizes; do
       measure "p${n}_${kind}_bash" "$p.bash.json" RALPH_ACTIVE=1
       still_running "$ctl" "$p"
     else
-      # This hook and the one of $BEFORE take turns, a fifth of the runs at
-      # a time, so that a machine getting busier favours neither; each
-      # side's median is the median of its turns' medians.
-      say "project of $n files ($kind): the same with the hook of $BEFORE, taking turns"
-      runs=$(((project_runs + project_turns - 1) / project_turns))
-      for ((turn = 1; turn <= project_turns; turn++)); do
-        start_loop "$ctl" "$p"
-        measure "p${n}_${kind}_bash_$turn" "$p.bash.json" RALPH_ACTIVE=1
-        still_running "$ctl" "$p"
-        start_loop "$before_ctl" "$p"
-        target_hook=$before_hook check "before $n $kind" "$p.bash.json" block
-        target_hook=$before_hook measure "p${n}_${kind}_before_$turn" "$p.bash.json" RALPH_ACTIVE=1
-        still_running "$before_ctl" "$p"
-      done
-      combine "p${n}_${kind}_bash" "$project_turns"
-      combine "p${n}_${kind}_before" "$project_turns"
+      say "project of $n files ($kind): the same, in pairs with the hook of $BEFORE"
+      paired "p${n}_${kind}" "$p" "$p.bash.json" "$project_runs"
     fi
     project_rows+=("$n $kind write" "$n $kind bash")
     runs=$runs_before warmup=$warmup_before prepare=""
@@ -541,7 +635,8 @@ table() {
   if [ "$quick" -eq 1 ]; then
     echo "- mode: --quick ($runs runs per case; verdicts are indicative only)"
   else
-    echo "- mode: full ($runs runs per case, $((runs * 3)) for the guard, $warmup warm-up runs; $project_runs for each project case, the full-check ones in $project_turns turns with the hook of $BEFORE)"
+    echo "- mode: full ($runs runs per case, $((runs * 3)) for the guard, $warmup warm-up runs; the guards and the transcript cases in 5 turns; $project_runs for each project case, the full-check ones as $project_runs pairs of runs with the hook of $BEFORE)"
+    echo "- a full-check row gives the median of the $project_runs differences (this hook − $BEFORE, each pair run back to back) and its 95 % confidence interval; it is missed when this hook is measurably slower: the whole interval above 0"
   fi
   echo
   echo "Whole process, as Claude Code runs it (hyperfine; times in ms):"
@@ -577,9 +672,13 @@ table() {
       echo "| project of $n files, $what: after a Write (the edit is the answer) | ${median[$key]} ($(ratio "${median[$key]}" "${median[$ratio_to]}")× $first_size) | ${mean[$key]} ± ${sd[$key]} | ${rss[$key]} MiB | $target | $judged |"
     else
       target="–" judged=""
-      if [ -n "${median[p${n}_${kind}_before]:-}" ]; then
-        target="≤ $BEFORE: ${median[p${n}_${kind}_before]}"
-        judged=$(verdict "$(awk -v a="${median[$key]}" -v b="${median[p${n}_${kind}_before]}" 'BEGIN { print a <= b }')")
+      if [ -n "${diff[p${n}_${kind}]:-}" ]; then
+        local d lo hi
+        read -r d lo hi <<<"${diff[p${n}_${kind}]}"
+        target="≤ $BEFORE: ${median[p${n}_${kind}_before]}; this − $BEFORE, run for run: $d [$lo, $hi]"
+        # Missed when this hook is measurably slower: the whole interval
+        # above zero.
+        judged=$(verdict "$(awk -v lo="$lo" 'BEGIN { print lo <= 0 }')")
       fi
       echo "| project of $n files, $what: after a Bash call (full check) | ${median[$key]} | ${mean[$key]} ± ${sd[$key]} | ${rss[$key]} MiB | $target | $judged |"
     fi

@@ -172,6 +172,108 @@ fn wait_without_reaping(pid: u32, extra: libc::c_int) -> std::io::Result<bool> {
     }
 }
 
+/// What [`collect_output`] saw of a child.
+#[cfg(target_os = "linux")]
+pub(crate) enum Collected {
+    /// It exited before the deadline; `output` is everything it printed,
+    /// `None` when its output did not end within the grace after its exit
+    /// (something outside its group still held it).
+    Exited {
+        status: std::process::ExitStatus,
+        output: Option<Vec<u8>>,
+    },
+    /// Still running at the deadline: its group was killed and it was reaped.
+    TimedOut,
+}
+
+/// Reads the stdout of `child` (which leads its own process group) to its
+/// end while waiting for its exit, in this thread, until `deadline`: one
+/// `poll` over the pipe and a pidfd of the child, so no thread is started.
+/// When the child exits, its group is killed (whatever it left behind) before
+/// it is reaped, so the group id is still its own; its output then has
+/// `grace` (at least) to end. At the deadline the group is killed. `None`,
+/// with the child untouched, when the system gives no pidfd (Linux before
+/// 5.3, or a sandbox that refuses it): the caller falls back to threads.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+pub(crate) fn collect_output(
+    child: &mut std::process::Child,
+    deadline: std::time::Instant,
+    grace: std::time::Duration,
+) -> Option<Collected> {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::time::Instant;
+
+    let pid = libc::pid_t::try_from(child.id())
+        .ok()
+        .filter(|pid| *pid > 1)?;
+    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: the fd was just opened by pidfd_open and is owned by nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as libc::c_int) };
+    let mut stdout = child.stdout.take()?;
+    let mut output = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let (mut ended, mut exited) = (false, false);
+    let mut until = deadline;
+    while !(ended && exited) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: if ended { -1 } else { stdout.as_raw_fd() },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if exited { -1 } else { pidfd.as_raw_fd() },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // (rounded up: a poll that wakes a moment early only polls again)
+        let millis = libc::c_int::try_from(left.as_millis() + 1).unwrap_or(libc::c_int::MAX);
+        // SAFETY: poll(2) on two live pollfd structs (a negative fd is skipped).
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, millis) };
+        if rc < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        if fds[1].revents != 0 && !exited {
+            exited = true;
+            // Not reaped yet, so the group id is still the child's.
+            kill(child.id(), true);
+            until = deadline.max(Instant::now() + grace);
+        }
+        if fds[0].revents != 0 && !ended {
+            match stdout.read(&mut chunk) {
+                Ok(0) => ended = true,
+                Ok(n) => output.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    }
+    if !exited {
+        kill(child.id(), true);
+        let _ = child.wait();
+        return Some(Collected::TimedOut);
+    }
+    let status = child.wait().ok()?;
+    Some(Collected::Exited {
+        status,
+        output: ended.then_some(output),
+    })
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;

@@ -1187,11 +1187,13 @@ enum GitRun {
     Failed,
 }
 
-/// Runs `command` (git) in its own process group until `deadline`: a watchdog
-/// kills the whole group then, so nothing git started can outlive it, and
-/// the group is killed again once git has exited, whatever it left. Git is
-/// reaped only after both (see [`crate::process::wait_exited`]), so the
-/// group id cannot belong to another process yet.
+/// Runs `command` (git) in its own process group until `deadline`: the whole
+/// group is killed then, so nothing git started can outlive it, and the group
+/// is killed again once git has exited, whatever it left. Git is reaped only
+/// after both (see [`crate::process::wait_exited`]), so the group id cannot
+/// belong to another process yet. On Linux this thread does it all with a
+/// pidfd ([`crate::process::collect_output`]); elsewhere, or without one, a
+/// reader thread and a watchdog thread.
 fn run_git(mut command: Command, deadline: Instant) -> GitRun {
     command
         .stdin(Stdio::null())
@@ -1205,6 +1207,22 @@ fn run_git(mut command: Command, deadline: Instant) -> GitRun {
     let Ok(mut child) = command.spawn() else {
         return GitRun::NotUsable;
     };
+    #[cfg(target_os = "linux")]
+    if let Some(collected) =
+        crate::process::collect_output(&mut child, deadline, Duration::from_millis(200))
+    {
+        return match collected {
+            crate::process::Collected::Exited {
+                status,
+                output: Some(bytes),
+            } => match status.code() {
+                Some(0) => GitRun::Output(bytes),
+                Some(code) => GitRun::Exited(code),
+                None => GitRun::Failed,
+            },
+            _ => GitRun::Failed,
+        };
+    }
     // Read on a thread until git closes its output (no polling delay on the
     // hook's path), while this one waits for git to exit.
     let (sent, output) = mpsc::channel::<Vec<u8>>();

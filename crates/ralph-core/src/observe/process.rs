@@ -182,8 +182,9 @@ pub(crate) enum Collected {
         status: std::process::ExitStatus,
         output: Option<Vec<u8>>,
     },
-    /// Still running at the deadline: its group was killed and it was reaped.
-    TimedOut,
+    /// Still running at the deadline (its group was killed and it was
+    /// reaped), or it could not be waited for.
+    Failed,
 }
 
 /// Reads the stdout of `child` (which leads its own process group) to its
@@ -265,9 +266,11 @@ pub(crate) fn collect_output(
     if !exited {
         kill(child.id(), true);
         let _ = child.wait();
-        return Some(Collected::TimedOut);
+        return Some(Collected::Failed);
     }
-    let status = child.wait().ok()?;
+    let Ok(status) = child.wait() else {
+        return Some(Collected::Failed);
+    };
     Some(Collected::Exited {
         status,
         output: ended.then_some(output),

@@ -1194,7 +1194,20 @@ enum GitRun {
 /// belong to another process yet. On Linux this thread does it all with a
 /// pidfd ([`crate::process::collect_output`]); elsewhere, or without one, a
 /// reader thread and a watchdog thread.
-fn run_git(mut command: Command, deadline: Instant) -> GitRun {
+fn run_git(command: Command, deadline: Instant) -> GitRun {
+    run_git_waiting(command, deadline, Waiting::Pidfd)
+}
+
+/// How [`run_git`] waits for git: with a pidfd where there is one, or (and
+/// in the tests of that path) with threads.
+#[derive(Clone, Copy, PartialEq)]
+enum Waiting {
+    Pidfd,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Threads,
+}
+
+fn run_git_waiting(mut command: Command, deadline: Instant, waiting: Waiting) -> GitRun {
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1207,9 +1220,12 @@ fn run_git(mut command: Command, deadline: Instant) -> GitRun {
     let Ok(mut child) = command.spawn() else {
         return GitRun::NotUsable;
     };
+    #[cfg(not(target_os = "linux"))]
+    let _ = waiting;
     #[cfg(target_os = "linux")]
-    if let Some(collected) =
-        crate::process::collect_output(&mut child, deadline, Duration::from_millis(200))
+    if let Some(collected) = (waiting == Waiting::Pidfd)
+        .then(|| crate::process::collect_output(&mut child, deadline, Duration::from_millis(200)))
+        .flatten()
     {
         return match collected {
             crate::process::Collected::Exited {
@@ -2522,26 +2538,49 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn git_is_killed_with_its_whole_group() {
-        let dir = TempDir::new();
-        let pid_file = dir.path().join("sleeper.pid");
-        let sleeper = format!("sleep 30 & echo $! > '{}';", pid_file.display());
-        // Overruns its deadline: killed, with what it started.
-        let mut command = Command::new("sh");
-        command.args(["-c", &format!("{sleeper} sleep 30")]);
-        let started = Instant::now();
-        let run = run_git(command, Instant::now() + Duration::from_millis(300));
-        assert!(matches!(run, GitRun::Failed));
-        assert!(started.elapsed() < Duration::from_secs(3));
-        assert!(gone(&fs::read_to_string(&pid_file).unwrap()));
-        // Ends, but what it started holds its output open: killed too.
-        fs::remove_file(&pid_file).unwrap();
-        let mut command = Command::new("sh");
-        command.args(["-c", &format!("{sleeper} echo done")]);
-        let started = Instant::now();
-        let run = run_git(command, Instant::now() + Duration::from_secs(20));
-        assert!(matches!(&run, GitRun::Output(bytes) if bytes == b"done\n"));
-        assert!(started.elapsed() < Duration::from_secs(3));
-        assert!(gone(&fs::read_to_string(&pid_file).unwrap()));
+        for waiting in [Waiting::Pidfd, Waiting::Threads] {
+            let dir = TempDir::new();
+            let pid_file = dir.path().join("sleeper.pid");
+            let sleeper = format!("sleep 30 & echo $! > '{}';", pid_file.display());
+            // Overruns its deadline: killed, with what it started.
+            let mut command = Command::new("sh");
+            command.args(["-c", &format!("{sleeper} sleep 30")]);
+            let started = Instant::now();
+            let run = run_git_waiting(
+                command,
+                Instant::now() + Duration::from_millis(300),
+                waiting,
+            );
+            assert!(matches!(run, GitRun::Failed));
+            assert!(started.elapsed() < Duration::from_secs(3));
+            assert!(gone(&fs::read_to_string(&pid_file).unwrap()));
+            // Ends, but what it started holds its output open: killed too.
+            fs::remove_file(&pid_file).unwrap();
+            let mut command = Command::new("sh");
+            command.args(["-c", &format!("{sleeper} echo done")]);
+            let started = Instant::now();
+            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
+            assert!(matches!(&run, GitRun::Output(bytes) if bytes == b"done\n"));
+            assert!(started.elapsed() < Duration::from_secs(3));
+            assert!(gone(&fs::read_to_string(&pid_file).unwrap()));
+            // Output, exit codes and a start that fails, either way.
+            let mut command = Command::new("sh");
+            command.args(["-c", "printf 'a\\0b'; exit 0"]);
+            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
+            assert!(matches!(&run, GitRun::Output(bytes) if bytes == b"a\0b"));
+            let mut command = Command::new("sh");
+            command.args(["-c", "exit 128"]);
+            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
+            assert!(matches!(run, GitRun::Exited(128)));
+            let command = Command::new(dir.path().join("no-such-git"));
+            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
+            assert!(matches!(run, GitRun::NotUsable));
+            // A large output is read whole (more than a pipe holds).
+            let mut command = Command::new("sh");
+            command.args(["-c", "head -c 300000 /dev/zero"]);
+            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
+            assert!(matches!(&run, GitRun::Output(bytes) if bytes.len() == 300_000));
+        }
     }
 
     #[test]

@@ -1217,28 +1217,52 @@ fn run_git_waiting(mut command: Command, deadline: Instant, waiting: Waiting) ->
         use std::os::unix::process::CommandExt;
         command.process_group(0);
     }
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let Ok(mut child) = command.spawn() else {
         return GitRun::NotUsable;
     };
     #[cfg(not(target_os = "linux"))]
     let _ = waiting;
     #[cfg(target_os = "linux")]
-    if let Some(collected) = (waiting == Waiting::Pidfd)
-        .then(|| crate::process::collect_output(&mut child, deadline, Duration::from_millis(200)))
-        .flatten()
-    {
-        return match collected {
-            crate::process::Collected::Exited {
-                status,
-                output: Some(bytes),
-            } => match status.code() {
-                Some(0) => GitRun::Output(bytes),
-                Some(code) => GitRun::Exited(code),
-                None => GitRun::Failed,
-            },
-            _ => GitRun::Failed,
-        };
+    if waiting == Waiting::Pidfd {
+        if let Some(collected) = crate::process::collect_output(&mut child, deadline, OUTPUT_GRACE)
+        {
+            return match collected {
+                crate::process::Collected::Exited { status, output } => {
+                    GitRun::ended(Some(status), output)
+                }
+                crate::process::Collected::Failed => GitRun::Failed,
+            };
+        }
     }
+    let (exit, output) = wait_with_threads(child, deadline);
+    GitRun::ended(exit, output)
+}
+
+/// How long git's output may go on after git has exited and its group was
+/// killed (something that left the group may still hold it).
+const OUTPUT_GRACE: Duration = Duration::from_millis(200);
+
+impl GitRun {
+    /// What git's exit (`None`: killed at the deadline, or not waited for)
+    /// and its whole output (`None`: it never ended) come to.
+    fn ended(exit: Option<std::process::ExitStatus>, output: Option<Vec<u8>>) -> GitRun {
+        match (exit.map(|status| status.code()), output) {
+            (Some(Some(0)), Some(bytes)) => GitRun::Output(bytes),
+            (Some(Some(code)), Some(_)) => GitRun::Exited(code),
+            _ => GitRun::Failed,
+        }
+    }
+}
+
+/// [`run_git`]'s wait with a reader thread and a watchdog thread: git's exit
+/// status (`None` when it was killed at the deadline or could not be
+/// waited for) and its output (`None` when it did not end within
+/// [`OUTPUT_GRACE`] after git exited).
+fn wait_with_threads(
+    mut child: std::process::Child,
+    deadline: Instant,
+) -> (Option<std::process::ExitStatus>, Option<Vec<u8>>) {
     // Read on a thread until git closes its output (no polling delay on the
     // hook's path), while this one waits for git to exit.
     let (sent, output) = mpsc::channel::<Vec<u8>>();
@@ -1275,15 +1299,8 @@ fn run_git_waiting(mut command: Command, deadline: Instant, waiting: Waiting) ->
     // something that left the group still holds it.
     let grace = deadline
         .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(200));
-    let Ok(bytes) = output.recv_timeout(grace) else {
-        return GitRun::Failed;
-    };
-    match exit.map(|status| status.code()) {
-        Some(Some(0)) => GitRun::Output(bytes),
-        Some(Some(code)) => GitRun::Exited(code),
-        _ => GitRun::Failed,
-    }
+        .max(OUTPUT_GRACE);
+    (exit, output.recv_timeout(grace).ok())
 }
 
 /// Every file below `root` with its stamp, skipping [`SCAN_IGNORES`]; folders

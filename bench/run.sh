@@ -474,36 +474,29 @@ still_running() {
 # differences, distribution-free).
 declare -A diff
 paired() {
-  local key=$1 p=$2 input=$3 pairs=$4 i side this_args before_args
-  local home_this=$work/claude-this home_before=$work/claude-before
-  start_loop "$ctl" "$p"
-  check "$key this" "$input" block
-  mv "$p/.claude" "$home_this"
-  start_loop "$before_ctl" "$p"
-  target_hook=$before_hook check "$key before" "$input" block
-  mv "$p/.claude" "$home_before"
-  this_args=(--prepare "sh -c 'mv $home_this $p/.claude && echo x >>$edited && sync'"
-    --conclude "sh -c 'mv $p/.claude $home_this'" -n this "'$hook'")
-  before_args=(--prepare "sh -c 'mv $home_before $p/.claude && echo x >>$edited && sync'"
-    --conclude "sh -c 'mv $p/.claude $home_before'" -n before "'$before_hook'")
+  local key=$1 p=$2 input=$3 pairs=$4 i side order args
+  local -A home=([this]=$work/claude-this [before]=$work/claude-before)
+  local -A hook_of=([this]=$hook [before]=$before_hook) ctl_of=([this]=$ctl [before]=$before_ctl)
+  for side in this before; do
+    start_loop "${ctl_of[$side]}" "$p"
+    target_hook=${hook_of[$side]} check "$key $side" "$input" block
+    mv "$p/.claude" "${home[$side]}"
+  done
   : >"$work/$key.pairs"
   for ((i = 1 - project_warmup; i <= pairs; i++)); do
-    # (hyperfine pairs each --prepare, --conclude and -n with the command
-    # in the same place)
-    if ((i % 2)); then
-      RALPH_ACTIVE=1 "$hyperfine" -N --style none --output=pipe --runs 1 --input "$input" --export-csv "$work/pair.csv" \
-        "${this_args[0]}" "${this_args[1]}" "${before_args[0]}" "${before_args[1]}" \
-        "${this_args[2]}" "${this_args[3]}" "${before_args[2]}" "${before_args[3]}" \
-        "${this_args[4]}" "${this_args[5]}" "${before_args[4]}" "${before_args[5]}" \
-        -- "${this_args[6]}" "${before_args[6]}" >/dev/null || die "$key: hyperfine failed"
-    else
-      RALPH_ACTIVE=1 "$hyperfine" -N --style none --output=pipe --runs 1 --input "$input" --export-csv "$work/pair.csv" \
-        "${before_args[0]}" "${before_args[1]}" "${this_args[0]}" "${this_args[1]}" \
-        "${before_args[2]}" "${before_args[3]}" "${this_args[2]}" "${this_args[3]}" \
-        "${before_args[4]}" "${before_args[5]}" "${this_args[4]}" "${this_args[5]}" \
-        -- "${before_args[6]}" "${this_args[6]}" >/dev/null || die "$key: hyperfine failed"
-    fi
-    [ -d "$home_this" ] && [ -d "$home_before" ] && [ ! -e "$p/.claude" ] ||
+    order=(this before)
+    ((i % 2)) || order=(before this)
+    # (hyperfine pairs the n-th --prepare, --conclude and -n with the n-th
+    # command)
+    args=()
+    for side in "${order[@]}"; do
+      args+=(--prepare "sh -c 'mv ${home[$side]} $p/.claude && echo x >>$edited && sync'"
+        --conclude "sh -c 'mv $p/.claude ${home[$side]}'" -n "$side")
+    done
+    RALPH_ACTIVE=1 "$hyperfine" -N --style none --output=pipe --runs 1 --input "$input" \
+      --export-csv "$work/pair.csv" "${args[@]}" -- "'${hook_of[${order[0]}]}'" "'${hook_of[${order[1]}]}'" \
+      >/dev/null || die "$key: hyperfine failed"
+    [ -d "${home[this]}" ] && [ -d "${home[before]}" ] && [ ! -e "$p/.claude" ] ||
       die "$key: a loop's .claude folder was not moved back"
     ((i >= 1)) || continue
     awk -F, '$1 == "this" { t = $4 * 1000 } $1 == "before" { b = $4 * 1000 }
@@ -511,13 +504,11 @@ paired() {
   done
   # Every timed stop was a real one: each loop is still running, one
   # iteration further per stop (the check's and every pair's).
-  local side_ctl iteration
+  local iteration
   for side in this before; do
-    mv "$work/claude-$side" "$p/.claude"
-    side_ctl=$ctl
-    [ "$side" = this ] || side_ctl=$before_ctl
-    still_running "$side_ctl" "$p"
-    iteration=$("$side_ctl" --project "$p" status --json | sed -n 's/.*"iteration": *\([0-9]*\).*/\1/p' | head -n 1)
+    mv "${home[$side]}" "$p/.claude"
+    still_running "${ctl_of[$side]}" "$p"
+    iteration=$("${ctl_of[$side]}" --project "$p" status --json | sed -n 's/.*"iteration": *\([0-9]*\).*/\1/p' | head -n 1)
     [ "${iteration:-0}" -gt "$((pairs + project_warmup))" ] ||
       die "$key: the $side hook's stops did not advance its loop (iteration ${iteration:-?} after $((pairs + project_warmup + 1)) stops)"
     rm -rf "$p/.claude"

@@ -55,6 +55,8 @@ tests_ralph_tests() {
 features=()
 if tests_ralph_tests "$@"; then
   tests/install-clients.sh
+  # Unattended runs put the client in its sandbox (bubblewrap and socat).
+  tests/install-sandbox.sh
   # The report test screenshots the page in a real browser.
   RALPH_TEST_BROWSER=$(tests/install-browser.sh)
   export RALPH_TEST_BROWSER

@@ -43,6 +43,7 @@ ralph_tests::on_both_clients!(
     a_project_in_a_subfolder_of_its_repository_makes_progress,
     file_edits_are_progress_without_looking_at_the_project,
     a_completion_the_agent_writes_into_the_state_is_not_reported_as_done,
+    a_forged_accepted_claim_is_not_reported_as_done_without_ralphs_record,
     a_prompt_deleted_mid_loop_is_named_by_the_launcher,
     a_hook_that_never_runs_is_named_by_the_launcher,
     a_headless_loop_can_edit_the_project_without_a_permission_mode_given,
@@ -1145,7 +1146,9 @@ fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: 
         1 => Reply::bash(format!("sh {script}")),
         _ => Reply::text("All done."),
     });
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    // Outside the sandbox: in it, the operating system refuses the write
+    // (tests/tests/e2e_sandbox.rs).
+    let run = project.run_launcher(client, &api, &[("RALPH_SANDBOX", "off")], LOOP_TIMEOUT);
     let refused = api
         .main_requests()
         .get(1)
@@ -1171,6 +1174,50 @@ fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: 
         api.main_requests().len(),
         3,
         "one iteration, never re-injected"
+    );
+}
+
+fn a_forged_accepted_claim_is_not_reported_as_done_without_ralphs_record(client: ClientVersion) {
+    // Outside the sandbox, in bypassPermissions, a script of the agent's
+    // writes a whole completion into the state: `complete` and an accepted
+    // claim of the current iteration. Only the engine logs the stop that
+    // accepts a claim, so the launcher does not report it as done.
+    let project = TempProject::new("forged-claim");
+    project.init();
+    project.write_prompt("Improve the project.\n");
+    let script = project.tmp.join("forge.py");
+    std::fs::write(
+        &script,
+        format!(
+            "import json\np = {:?}\ns = json.load(open(p))\ns['status'] = 'complete'\n\
+             s['lastClaim'] = {{'iteration': s['iteration'], 'at': '2026-11-24T10:00:00Z', \
+             'mode': 'strict', 'basis': 'forged', 'accepted': True, 'gates': [], 'verification': []}}\n\
+             json.dump(s, open(p, 'w'))\n",
+            project.state_path().display().to_string()
+        ),
+    )
+    .unwrap();
+    let command = format!("python3 {}", script.display());
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::bash(command.clone()),
+        _ => Reply::text("All done."),
+    });
+    let run = project.run_launcher(client, &api, &[("RALPH_SANDBOX", "off")], LOOP_TIMEOUT);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "the forge took: {state:#}");
+    assert_eq!(state["lastClaim"]["accepted"], true, "{state:#}");
+    assert_eq!(run.code, Some(17), "{run:?}");
+    let last = last_stderr_line(&run);
+    assert!(
+        last.contains("no accepted completion claim is on record")
+            && !last.contains("loop complete"),
+        "{run:?}"
+    );
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains("not recorded by ralph"),
+        "{}",
+        status.stdout
     );
 }
 

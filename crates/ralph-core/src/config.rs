@@ -72,6 +72,8 @@ pub mod env {
     pub const IDLE_TIMEOUT_SECONDS: &str = "RALPH_IDLE_TIMEOUT_SECONDS";
     /// A command run when a loop ends or pauses, with its summary on stdin.
     pub const NOTIFY: &str = "RALPH_NOTIFY";
+    /// auto, on or off: whether unattended runs put the client in its sandbox.
+    pub const SANDBOX: &str = "RALPH_SANDBOX";
 }
 
 /// How many `RALPH_OUTCOME` errors, and gate-blocked items, in a row a loop
@@ -127,6 +129,46 @@ impl ContextMode {
 
 /// What `contextMode` / RALPH_CONTEXT_MODE accept.
 const CONTEXT_MODES: &str = "session or fresh";
+
+/// Whether an unattended run (headless, fresh, formula) runs the client in
+/// its own sandbox (bubblewrap on Linux, Seatbelt on macOS): the agent's
+/// commands then run without prompts and write nothing outside the project
+/// nor anything of ralph's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SandboxSetting {
+    /// On where the client and the machine support it; otherwise off, said
+    /// in one line with how to get it.
+    #[default]
+    Auto,
+    /// Required: a run refuses to start without it, naming what to install.
+    On,
+    /// Never: the client runs with permission rules only.
+    Off,
+}
+
+impl SandboxSetting {
+    /// Reads `auto`, `on` or `off`.
+    pub fn parse(raw: &str) -> Option<SandboxSetting> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(SandboxSetting::Auto),
+            "on" => Some(SandboxSetting::On),
+            "off" => Some(SandboxSetting::Off),
+            _ => None,
+        }
+    }
+
+    /// The name used in the config and in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxSetting::Auto => "auto",
+            SandboxSetting::On => "on",
+            SandboxSetting::Off => "off",
+        }
+    }
+}
+
+/// What `sandbox` / RALPH_SANDBOX accept.
+const SANDBOX_SETTINGS: &str = "auto, on or off";
 
 /// How the supervisor answers a paused loop.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -227,6 +269,8 @@ pub struct Config {
     /// A command run (by the shell, in the project) when a loop ends or
     /// pauses, with its summary as JSON on stdin (`crate::notify`).
     pub notify: Option<String>,
+    /// Whether unattended runs put the client in its sandbox.
+    pub sandbox: SandboxSetting,
 }
 
 impl Default for Config {
@@ -244,6 +288,7 @@ impl Default for Config {
             outcome_budgets: OutcomeBudgets::default(),
             idle_timeout_seconds: None,
             notify: None,
+            sandbox: SandboxSetting::Auto,
         }
     }
 }
@@ -331,6 +376,7 @@ struct ConfigFile {
     context_mode: Option<String>,
     iteration_budget_usd: Option<serde_json::Value>,
     notify: Option<String>,
+    sandbox: Option<String>,
 }
 
 /// Which config file is read: the user's defaults or the project's own.
@@ -353,6 +399,7 @@ const FILE_KEYS: &[&str] = &[
     "contextMode",
     "iterationBudgetUsd",
     "notify",
+    "sandbox",
 ];
 
 /// The known key closest to `key` when it is a likely misspelling (at most
@@ -391,7 +438,7 @@ pub fn accepted_keys() -> String {
     format!(
         "{}, completionSignal, promptFile, completionMode, planFiles, verify (a list of {{name, command, \
          timeoutSeconds}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
-         testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, notify (a command)",
+         testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, notify (a command), sandbox (auto, on or off)",
         numbers.join(", ")
     )
 }
@@ -742,6 +789,10 @@ impl Config {
             self.supervision.policy = ResumePolicy::parse(raw)
                 .ok_or_else(|| bad("resumePolicy", format!("{raw:?}"), POLICIES.into()))?;
         }
+        if let Some(raw) = &file.sandbox {
+            self.sandbox = SandboxSetting::parse(raw)
+                .ok_or_else(|| bad("sandbox", format!("{raw:?}"), SANDBOX_SETTINGS.into()))?;
+        }
         if let Some(raw) = &file.context_mode {
             self.context_mode = ContextMode::parse(raw)
                 .ok_or_else(|| bad("contextMode", format!("{raw:?}"), CONTEXT_MODES.into()))?;
@@ -824,6 +875,13 @@ impl Config {
                         accepts: cost_accepts(),
                     },
                 )?);
+        }
+        if let Some(v) = read(env::SANDBOX, &|| SANDBOX_SETTINGS.to_string())? {
+            self.sandbox = SandboxSetting::parse(&v).ok_or(ConfigError::BadEnv {
+                name: env::SANDBOX,
+                value: v,
+                accepts: SANDBOX_SETTINGS.into(),
+            })?;
         }
         if let Some(v) = read(env::CONTEXT_MODE, &|| CONTEXT_MODES.to_string())? {
             self.context_mode = ContextMode::parse(&v).ok_or(ConfigError::BadEnv {
@@ -950,6 +1008,35 @@ mod tests {
         assert_eq!(both.max_iterations, 12);
         assert_eq!(both.completion_signal, "ENV_DONE");
         assert_eq!(both.breaker.threshold(Signal::FindingsStuck), 4);
+    }
+
+    #[test]
+    fn sandbox_from_file_and_env_with_the_env_winning() {
+        let (_d, paths) = project_with_config(None);
+        assert_eq!(
+            Config::load(&paths, &[]).unwrap().sandbox,
+            SandboxSetting::Auto
+        );
+        let (_d, paths) = project_with_config(Some(r#"{"sandbox": "off"}"#));
+        assert_eq!(
+            Config::load(&paths, &[]).unwrap().sandbox,
+            SandboxSetting::Off
+        );
+        let env = [(env::SANDBOX, " ON ")];
+        assert_eq!(
+            Config::load(&paths, &env).unwrap().sandbox,
+            SandboxSetting::On
+        );
+        let err = Config::load(&paths, &[(env::SANDBOX, "yes")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("RALPH_SANDBOX") && err.contains("auto, on or off"),
+            "{err}"
+        );
+        let (_d, paths) = project_with_config(Some(r#"{"sandbox": true}"#));
+        let err = Config::load(&paths, &[]).unwrap_err().to_string();
+        assert!(err.contains("sandbox"), "{err}");
     }
 
     #[test]

@@ -249,6 +249,16 @@ pub enum Command {
         /// starter one.
         #[arg(long, value_name = "NAME")]
         formula: Option<String>,
+        /// Require the client's sandbox (bubblewrap and socat on Linux,
+        /// Seatbelt on macOS): refuse to start without it. Unattended runs
+        /// (--headless, --fresh, --formula) have it by default where it can
+        /// run (config `sandbox`, RALPH_SANDBOX: auto, on, off).
+        #[arg(long, conflicts_with = "no_sandbox")]
+        sandbox: bool,
+        /// Run the client without its sandbox: headless, the agent gets
+        /// acceptEdits plus the project's checks and git add/commit allowed.
+        #[arg(long)]
+        no_sandbox: bool,
         /// Arguments for the Claude Code client, given after `--`.
         #[arg(last = true, value_name = "CLIENT_ARGS")]
         client_args: Vec<OsString>,

@@ -135,6 +135,8 @@ pub fn run(cli: Cli) -> i32 {
             base_ref,
             no_cleanup,
             formula,
+            sandbox,
+            no_sandbox,
             client_args,
         } => commands::run::run(
             &paths,
@@ -149,6 +151,11 @@ pub fn run(cli: Cli) -> i32 {
                 base_ref,
                 no_cleanup,
                 formula,
+                sandbox: match (sandbox, no_sandbox) {
+                    (true, _) => Some(true),
+                    (_, true) => Some(false),
+                    _ => None,
+                },
                 client_args,
             },
         ),

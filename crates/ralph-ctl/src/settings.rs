@@ -137,15 +137,6 @@ pub fn remove_stop_hook(settings: &mut Value) {
     );
 }
 
-/// Settings for `--settings`: ralph's hook registered for `StopFailure`
-/// too, so an API error that ends a turn pauses the loop.
-pub fn stop_failure_settings(command: &str) -> String {
-    json!({"hooks": {"StopFailure": [{"hooks": [
-        {"type": "command", "command": command, "timeout": 30}
-    ]}]}})
-    .to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

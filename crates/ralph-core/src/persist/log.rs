@@ -247,6 +247,26 @@ pub fn last_problem(state_file: &Path, session_id: &str) -> Option<LogEntry> {
         .filter(|e| e.event == LogEvent::Problem && e.session_id == session_id)
 }
 
+/// Whether the audit log holds ralph's own record of the stop that
+/// completed `state`'s loop: an `end` of its session at its iteration with
+/// the status `complete`, which only the engine writes, under the lock, when
+/// it accepts a claim. A `complete` state without one was written by
+/// something else (an agent's command editing the state and its claim).
+pub fn completion_logged(state_file: &Path, state: &LoopState) -> bool {
+    read_last(state_file, COMPLETION_LOOKBACK).is_ok_and(|entries| {
+        entries.iter().rev().any(|e| {
+            e.event == LogEvent::End
+                && e.status == Status::Complete
+                && e.session_id == state.session_id
+                && e.iteration == state.iteration
+        })
+    })
+}
+
+/// How many of the log's last entries [`completion_logged`] looks through:
+/// a loop's end is among its last few (a notification, a note after it).
+const COMPLETION_LOOKBACK: usize = 64;
+
 fn read_file(path: &Path) -> io::Result<Vec<LogEntry>> {
     let bytes = match read_bounded(path, 2 * MAX_LOG_BYTES)? {
         Bounded::Missing => return Ok(Vec::new()),

@@ -133,7 +133,11 @@ pub fn all(paths: &ProjectPaths) -> Vec<Check> {
         checks.push(prompt(paths, config));
         checks.push(agent_files(config));
     }
-    checks.push(client(paths));
+    let (client_check, version) = client(paths);
+    checks.push(client_check);
+    if let Ok(config) = &config {
+        checks.push(sandbox(config, version));
+    }
     checks.push(active_in_profiles());
     checks.push(state(paths));
     checks
@@ -345,20 +349,24 @@ fn agent_files(config: &Config) -> Check {
     }
 }
 
-fn client(paths: &ProjectPaths) -> Check {
+fn client(paths: &ProjectPaths) -> (Check, Option<ClientVersion>) {
     const NAME: &str = "client";
     let program = match super::run::find_client(paths) {
         Ok(program) => program,
         Err(e) => {
-            return check(
-                NAME,
-                Verdict::Fail,
-                e.to_string(),
-                Some("install Claude Code: npm install -g @anthropic-ai/claude-code".into()),
+            return (
+                check(
+                    NAME,
+                    Verdict::Fail,
+                    e.to_string(),
+                    Some("install Claude Code: npm install -g @anthropic-ai/claude-code".into()),
+                ),
+                None,
             )
         }
     };
-    match crate::driver::client::version(&program) {
+    let version = crate::driver::client::version(&program);
+    let verdict = match version {
         Some(version) if TESTED_CLIENTS.contains(&version) => check(
             NAME,
             Verdict::Ok,
@@ -386,6 +394,49 @@ fn client(paths: &ProjectPaths) -> Check {
                 program.program.display()
             ),
             Some("reinstall Claude Code, or set RALPH_CLAUDE to the client's path".into()),
+        ),
+    };
+    (verdict, version)
+}
+
+/// Whether unattended runs will have the client's sandbox: bubblewrap and
+/// socat (Linux) or Seatbelt (macOS), and a client that has it.
+fn sandbox(config: &Config, version: Option<ClientVersion>) -> Check {
+    use crate::driver::sandbox::{self, Support};
+    use ralph_core::config::SandboxSetting;
+    const NAME: &str = "sandbox";
+    if config.sandbox == SandboxSetting::Off {
+        return check(
+            NAME,
+            Verdict::Ok,
+            "off (config `sandbox` or RALPH_SANDBOX): unattended runs use permission rules only"
+                .into(),
+            None,
+        );
+    }
+    let machine = sandbox::Machine::probe(std::env::var_os("PATH").as_deref());
+    match sandbox::support(&machine, version) {
+        Support::Ready => check(
+            NAME,
+            Verdict::Ok,
+            "unattended runs put the client in its sandbox: the agent's commands run without \
+             prompts, inside the project only"
+                .into(),
+            None,
+        ),
+        Support::Missing(why) => check(
+            NAME,
+            if config.sandbox == SandboxSetting::On {
+                Verdict::Fail
+            } else {
+                Verdict::Warn
+            },
+            format!("no sandbox for unattended runs: {why}"),
+            Some(
+                "install what it names; until then the agent gets the project's checks and git \
+                 add/commit allowed (or set \"sandbox\": \"off\" to silence this)"
+                    .into(),
+            ),
         ),
     }
 }

@@ -23,7 +23,7 @@ pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> 
         Some(code) => format!("Claude Code exited with code {code}"),
         None => "Claude Code exited".to_string(),
     };
-    Ok(announce(&record(paths, session_id, &cause)?))
+    Ok(announce(paths, &record(paths, session_id, &cause)?))
 }
 
 /// What [`record`] found once the client had exited.
@@ -108,7 +108,7 @@ pub fn notify(lock: &StateLock<'_>, paths: &ProjectPaths, state: &mut LoopState)
 /// Prints the one line saying how the loop ended on stderr and returns its
 /// exit code. A failed write (the terminal is gone) is ignored: the end is
 /// already recorded.
-pub fn announce(ending: &Ending) -> i32 {
+pub fn announce(paths: &ProjectPaths, ending: &Ending) -> i32 {
     let (line, code) = match ending {
         Ending::Gone => (
             "the loop's state is gone (was it reset?); nothing to report".to_string(),
@@ -118,13 +118,33 @@ pub fn announce(ending: &Ending) -> i32 {
             format!("the loop state now belongs to session {by} (another start replaced this one)"),
             exit_codes::NO_LOOP,
         ),
-        Ending::Loop(state) => (
-            lifecycle::outcome_line(state),
-            lifecycle::exit_code_of(state),
-        ),
+        Ending::Loop(state) => {
+            let state = believed(paths, (**state).clone());
+            (
+                lifecycle::outcome_line(&state),
+                lifecycle::exit_code_of(&state),
+            )
+        }
     };
     let _ = writeln!(std::io::stderr(), "ralph: {line}");
     code
+}
+
+/// `state` as ralph can vouch for it: a `complete` whose accepting stop is
+/// not in the audit log (the state and its claim were written by something
+/// else, such as an agent's command outside the sandbox) keeps its claim
+/// as not accepted, so that it is reported as a completion not on record
+/// (exit 17), never as done.
+pub fn believed(paths: &ProjectPaths, mut state: LoopState) -> LoopState {
+    if state.status == Status::Complete
+        && lifecycle::completion_on_record(&state)
+        && !ralph_core::log::completion_logged(&paths.state_file(), &state)
+    {
+        if let Some(claim) = state.last_claim.as_mut() {
+            claim.accepted = false;
+        }
+    }
+    state
 }
 
 /// The exit code of a loop that ended with `status`.

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::io::Write;
 
 use ralph_core::atomic;
-use ralph_core::config::{Config, ContextMode, ProcessEnv};
+use ralph_core::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
 use ralph_core::exit_codes;
 use ralph_core::lifecycle::ResumePlan;
 use ralph_core::paths::ProjectPaths;
@@ -22,10 +22,9 @@ use crate::driver::client::{self, Output, RunningClient, Supervision};
 use crate::driver::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
 use crate::driver::result;
 use crate::driver::signals::{SignalSource, Signals};
-use crate::driver::{fresh, liveness, steps, supervisor, worktree};
+use crate::driver::{fresh, liveness, sandbox, steps, supervisor, worktree};
 use crate::error::CtlError;
 use crate::formula;
-use crate::settings;
 use crate::CmdResult;
 
 /// The file holding the first prompt when it is pointed at rather than passed
@@ -57,6 +56,8 @@ pub struct RunOptions {
     pub no_cleanup: bool,
     /// Run the formula `.claude/ralph/formulas/NAME.yaml` (implies `fresh`).
     pub formula: Option<String>,
+    /// `--sandbox` (true) or `--no-sandbox` (false), over the config's `sandbox`.
+    pub sandbox: Option<bool>,
     /// Arguments for the client (given after `--`).
     pub client_args: Vec<OsString>,
 }
@@ -132,15 +133,53 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         }
     }
     let version = client::version(&client);
-    let extra_settings = version
-        .filter(|v| v.has_stop_failure())
+    // Unattended runs have the sandbox (or, where it cannot run, allow
+    // rules for the checks); every run keeps the agent off ralph's files.
+    let sandbox_setting = sandbox::setting(config.sandbox, options.sandbox);
+    let sandbox_plan = match sandbox::plan(
+        sandbox_setting,
+        options.headless || fresh,
+        &sandbox::support(
+            &sandbox::Machine::probe(std::env::var_os("PATH").as_deref()),
+            version,
+        ),
+        command::names_settings(&options.client_args),
+    ) {
+        Ok(plan) => plan,
+        Err(sandbox::Refusal(why)) => return Err(CtlError::Refused(why)),
+    };
+    let stop_failure_hook = version
+        .filter(|v| v.has_stop_failure() && !fresh)
         .and_then(|_| {
             registration::registered_command_in(paths).unwrap_or_else(|e| {
                 say(&format!("warning: {e}"));
                 None
             })
-        })
-        .map(|command| settings::stop_failure_settings(&command));
+        });
+    let checks: Vec<String> = config
+        .completion
+        .verify
+        .iter()
+        .map(|v| v.command.clone())
+        .chain(formula.iter().flat_map(|f| {
+            f.steps
+                .iter()
+                .flat_map(|s| s.gates.iter().map(|g| g.command.clone()))
+        }))
+        .collect();
+    let extra_settings = sandbox::settings(
+        &sandbox_plan,
+        &sandbox::protected_paths(&paths.root, &[]),
+        &sandbox::allow_rules(checks.iter().map(String::as_str)),
+        stop_failure_hook.as_deref(),
+        sandbox_setting == SandboxSetting::On,
+    )
+    .map(|s| s.to_string());
+    if let Some(notice) = &sandbox_plan.notice {
+        say(notice);
+    } else if sandbox_plan.sandboxed {
+        say("sandbox: on; the agent's commands run without prompts and cannot write outside the project or to ralph's files");
+    }
     let session_cost = version.is_some_and(|v| v.reports_session_cost());
     let (session, max_iterations, fresh) = if options.resume {
         if let Some(state) = liveness::reconcile(paths)? {
@@ -188,7 +227,6 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     let headless = options.headless || fresh;
     // A new session per fresh iteration: each process reports its own cost.
     let session_cost = session_cost && !fresh;
-    let extra_settings = if fresh { None } else { extra_settings };
     let mut loop_session = session;
     let mut resumed = options.resume;
     // The text of the next fresh iteration, as the engine rendered it.
@@ -433,7 +471,10 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                     leave_worktree(paths, plan, worktree, iteration);
                 }
                 if let Some(state) = ended {
-                    return Ok(finish::announce(&finish::Ending::Loop(Box::new(state))));
+                    return Ok(finish::announce(
+                        paths,
+                        &finish::Ending::Loop(Box::new(state)),
+                    ));
                 }
                 match judged {
                     fresh::Judged::Continue { text } => {
@@ -454,14 +495,20 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                     Some(state) if state.status == Status::Paused => {}
                     Some(state) if state.status == Status::Running => {
                         // Not handed over: the loop is no longer this driver's.
-                        return Ok(finish::announce(&finish::Ending::Replaced {
-                            by: state.session_id,
-                        }));
+                        return Ok(finish::announce(
+                            paths,
+                            &finish::Ending::Replaced {
+                                by: state.session_id,
+                            },
+                        ));
                     }
                     Some(state) => {
-                        return Ok(finish::announce(&finish::Ending::Loop(Box::new(state))))
+                        return Ok(finish::announce(
+                            paths,
+                            &finish::Ending::Loop(Box::new(state)),
+                        ))
                     }
-                    None => return Ok(finish::announce(&finish::Ending::Gone)),
+                    None => return Ok(finish::announce(paths, &finish::Ending::Gone)),
                 }
             }
         }
@@ -487,7 +534,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         let paused =
             matches!(&ending, finish::Ending::Loop(state) if state.status == Status::Paused);
         if !(paused && headless) {
-            return Ok(finish_code(&ending, &supervision));
+            return Ok(finish_code(paths, &ending, &supervision));
         }
         match supervisor::plan(paths, &config, session)? {
             (ResumePlan::ResumeAt { at, reason }, Some(_)) => {
@@ -504,12 +551,18 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             }
             (ResumePlan::Stay { reason }, Some(state)) if state.status == Status::Paused => {
                 say(&format!("not resuming on its own: {reason}"));
-                return Ok(finish::announce(&finish::Ending::Loop(Box::new(state))));
+                return Ok(finish::announce(
+                    paths,
+                    &finish::Ending::Loop(Box::new(state)),
+                ));
             }
             (_, Some(state)) => {
-                return Ok(finish::announce(&finish::Ending::Loop(Box::new(state))))
+                return Ok(finish::announce(
+                    paths,
+                    &finish::Ending::Loop(Box::new(state)),
+                ))
             }
-            (_, None) => return Ok(finish::announce(&finish::Ending::Gone)),
+            (_, None) => return Ok(finish::announce(paths, &finish::Ending::Gone)),
         }
     }
 }
@@ -723,8 +776,8 @@ fn dry_run(
 
 /// The exit code once the client exited: the loop's, or 128 + the signal
 /// when a signal the driver received left the loop interrupted.
-fn finish_code(ending: &finish::Ending, supervision: &Supervision) -> i32 {
-    let code = finish::announce(ending);
+fn finish_code(paths: &ProjectPaths, ending: &finish::Ending, supervision: &Supervision) -> i32 {
+    let code = finish::announce(paths, ending);
     match (ending, supervision.signal) {
         (finish::Ending::Loop(state), Some(signal)) if state.status == Status::Interrupted => {
             signal.exit_code()
@@ -736,7 +789,7 @@ fn finish_code(ending: &finish::Ending, supervision: &Supervision) -> i32 {
 /// Records the end of a loop the client did not run to its own end (it
 /// could not start or be waited for, a signal came first), and exits with `code`.
 fn end(paths: &ProjectPaths, session: &str, cause: &str, code: i32) -> CmdResult {
-    finish::announce(&finish::record(paths, session, cause)?);
+    finish::announce(paths, &finish::record(paths, session, cause)?);
     Ok(code)
 }
 

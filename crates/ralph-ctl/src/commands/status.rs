@@ -54,7 +54,8 @@ fn show(
             if let Err(e) = &config {
                 writeln!(out, "(configuration problem: {e})")?;
             }
-            out.write_all(summary(paths, state, config.as_ref().ok(), now_secs()).as_bytes())
+            let state = super::finish::believed(paths, state.clone());
+            out.write_all(summary(paths, &state, config.as_ref().ok(), now_secs()).as_bytes())
         }
         None => writeln!(
             out,

@@ -108,6 +108,7 @@ fn plain(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
             last_shown = Some(shown);
         }
         if !live_status(&state) {
+            let state = super::finish::believed(paths, state);
             let said = writeln!(out, "{}", lifecycle::outcome_line(&state));
             return super::written(said, lifecycle::exit_code_of(&state));
         }

@@ -303,6 +303,14 @@ fn names_permissions(client_args: &[OsString]) -> bool {
     })
 }
 
+/// Whether the client arguments carry the person's own `--settings`.
+pub fn names_settings(client_args: &[OsString]) -> bool {
+    client_args.iter().any(|arg| {
+        let arg = arg.to_string_lossy();
+        arg == "--settings" || arg.starts_with("--settings=")
+    })
+}
+
 /// Set for a fresh iteration's client: the driver, not a Stop hook, judges
 /// its stop (the plugin's hook steps aside, see `ralph-stop-hook --plugin`).
 pub const DRIVEN_ENV: &str = "RALPH_DRIVEN";

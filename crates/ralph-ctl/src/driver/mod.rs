@@ -5,7 +5,8 @@
 //! two runs of it: pauses, waits and resumes ([`supervisor`]), and the
 //! fresh-context loop's judging and hand-over between processes ([`fresh`])
 //! and its live output ([`live`]), and the worktrees of `--worktree`
-//! ([`worktree`]), and a formula's steps ([`steps`]).
+//! ([`worktree`]), a formula's steps ([`steps`]), and the client's sandbox and the
+//! permission rules every run carries ([`sandbox`]).
 
 pub mod client;
 pub mod command;
@@ -13,6 +14,7 @@ pub mod fresh;
 pub mod live;
 pub mod liveness;
 pub mod result;
+pub mod sandbox;
 pub mod signals;
 pub mod steps;
 pub mod supervisor;

@@ -1,0 +1,512 @@
+//! The client's own sandbox for unattended runs, and the permission rules
+//! every run carries: whether this machine and client can sandbox the
+//! agent's commands, what a run does when they cannot, and the `--settings`
+//! object that says so to the client. Pure but for [`Machine::probe`].
+//!
+//! In the sandbox (bubblewrap + socat on Linux, Seatbelt on macOS) the
+//! client runs the agent's shell commands without prompts, and the operating
+//! system refuses their writes outside the project and to the paths ralph
+//! protects. Without it, a headless run gets `acceptEdits` plus allow rules
+//! for the project's checks and for `git add`/`git commit`. Either way, the
+//! deny rules keep the file tools off ralph's files.
+
+use std::path::{Path, PathBuf};
+
+use ralph_core::config::SandboxSetting;
+use serde_json::{json, Value};
+
+use super::command::ClientVersion;
+
+/// The oldest client whose sandbox ralph is tested with.
+pub const OLDEST_SANDBOXED_CLIENT: ClientVersion = ClientVersion(2, 0, 77);
+
+/// The operating systems the client's sandbox knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Os {
+    /// bubblewrap and socat.
+    Linux,
+    /// Seatbelt (`sandbox-exec`), part of the system.
+    MacOs,
+    /// No sandbox in the client (native Windows and the rest).
+    Other,
+}
+
+impl Os {
+    /// The system this binary was built for.
+    pub fn current() -> Os {
+        if cfg!(target_os = "linux") {
+            Os::Linux
+        } else if cfg!(target_os = "macos") {
+            Os::MacOs
+        } else {
+            Os::Other
+        }
+    }
+}
+
+/// What the machine has for the client's sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    /// The system.
+    pub os: Os,
+    /// `bwrap` found on PATH (Linux).
+    pub bubblewrap: bool,
+    /// `socat` found on PATH (Linux).
+    pub socat: bool,
+    /// `/usr/bin/sandbox-exec` present (macOS).
+    pub seatbelt: bool,
+}
+
+impl Machine {
+    /// Looks at this machine: the programs on `path_var` (PATH).
+    pub fn probe(path_var: Option<&std::ffi::OsStr>) -> Machine {
+        let on_path = |name: &str| {
+            super::command::find_executable(name, Path::new("/"), path_var, None).is_some()
+        };
+        Machine {
+            os: Os::current(),
+            bubblewrap: on_path("bwrap"),
+            socat: on_path("socat"),
+            seatbelt: Path::new("/usr/bin/sandbox-exec").exists(),
+        }
+    }
+}
+
+/// Whether a client on a machine can sandbox the agent's commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    /// It can.
+    Ready,
+    /// It cannot, and this says why and what to do (one sentence).
+    Missing(String),
+}
+
+/// Whether `client` (its version, when known) on `machine` can sandbox.
+pub fn support(machine: &Machine, client: Option<ClientVersion>) -> Support {
+    match client {
+        None => {
+            return Support::Missing(
+                "the client's version could not be read (`claude --version`)".into(),
+            )
+        }
+        Some(v) if v < OLDEST_SANDBOXED_CLIENT => {
+            return Support::Missing(format!(
+                "Claude Code {v} is older than {OLDEST_SANDBOXED_CLIENT}, the first whose sandbox \
+                 ralph is tested with: update it (`npm install -g @anthropic-ai/claude-code`)"
+            ))
+        }
+        Some(_) => {}
+    }
+    match machine.os {
+        Os::Linux => {
+            let missing: Vec<&str> = [("bubblewrap", machine.bubblewrap), ("socat", machine.socat)]
+                .iter()
+                .filter(|(_, found)| !found)
+                .map(|(name, _)| *name)
+                .collect();
+            if missing.is_empty() {
+                Support::Ready
+            } else {
+                Support::Missing(format!(
+                    "{} not installed: `sudo apt-get install {}` (or your system's package manager)",
+                    match missing.as_slice() {
+                        [one] => format!("{one} is"),
+                        _ => format!("{} are", missing.join(" and ")),
+                    },
+                    missing.join(" ")
+                ))
+            }
+        }
+        Os::MacOs if machine.seatbelt => Support::Ready,
+        Os::MacOs => Support::Missing("/usr/bin/sandbox-exec (Seatbelt) is missing".into()),
+        Os::Other => Support::Missing(
+            "the client has no sandbox on this system (on Windows, run ralph and Claude Code in WSL2)"
+                .into(),
+        ),
+    }
+}
+
+/// What one run does about the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The client runs the agent's commands in its sandbox.
+    pub sandboxed: bool,
+    /// Headless without the sandbox: allow rules for the checks and for git.
+    pub allow_checks: bool,
+    /// One line for the person, when there is something to say.
+    pub notice: Option<String>,
+}
+
+/// Why a run cannot start: `sandbox` is `on` and there is none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+/// What the person asked for on the command line (`--sandbox`,
+/// `--no-sandbox`), over the config's `sandbox`.
+pub fn setting(config: SandboxSetting, flag: Option<bool>) -> SandboxSetting {
+    match flag {
+        Some(true) => SandboxSetting::On,
+        Some(false) => SandboxSetting::Off,
+        None => config,
+    }
+}
+
+/// Decides the sandbox for one run: `unattended` (headless, fresh, a
+/// formula) runs get it by default; an interactive run only when it is
+/// `on`. `own_settings` is true when the person passed `--settings`
+/// (theirs wins: ralph adds no sandbox to it).
+pub fn plan(
+    setting: SandboxSetting,
+    unattended: bool,
+    support: &Support,
+    own_settings: bool,
+) -> Result<Plan, Refusal> {
+    let unsandboxed = |notice: Option<String>| Plan {
+        sandboxed: false,
+        allow_checks: unattended,
+        notice,
+    };
+    if own_settings {
+        return Ok(Plan {
+            sandboxed: false,
+            allow_checks: false,
+            notice: (setting != SandboxSetting::Off).then(|| {
+                "sandbox: your --settings is passed as you gave it, so ralph adds no sandbox of its \
+                 own (put \"sandbox\": {\"enabled\": true} in it to have one)"
+                    .to_string()
+            }),
+        });
+    }
+    match (setting, support) {
+        (SandboxSetting::Off, _) => Ok(unsandboxed(unattended.then(|| {
+            "sandbox: off; the agent's commands run unsandboxed, with the project's checks and \
+             git add/commit allowed"
+                .to_string()
+        }))),
+        (SandboxSetting::Auto, _) if !unattended => Ok(unsandboxed(None)),
+        (_, Support::Ready) => Ok(Plan {
+            sandboxed: true,
+            allow_checks: false,
+            notice: None,
+        }),
+        (SandboxSetting::On, Support::Missing(why)) => Err(Refusal(format!(
+            "sandbox is on (config `sandbox`, RALPH_SANDBOX or --sandbox) but cannot run: {why}; \
+             or run with --no-sandbox"
+        ))),
+        (SandboxSetting::Auto, Support::Missing(why)) => Ok(unsandboxed(Some(format!(
+            "sandbox: not available ({why}); the agent runs with the project's checks and \
+             git add/commit allowed instead"
+        )))),
+    }
+}
+
+/// The paths of a project the agent must never write: ralph's config,
+/// formulas, prompt and launchers (`.claude/ralph`), the loop's state and
+/// log (`.claude/context`), and the client's settings files, which hold the
+/// hooks that run outside the sandbox. Each is one literal path (no glob:
+/// 2.0 skips globs in its sandbox on Linux). `extra` adds the person's own
+/// (`protectedPaths`), relative to the project unless absolute.
+pub fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let claude = root.join(".claude");
+    let mut paths = vec![
+        claude.join("ralph"),
+        claude.join("context"),
+        claude.join("settings.json"),
+        claude.join("settings.local.json"),
+    ];
+    paths.extend(extra.iter().map(|p| root.join(p)));
+    paths
+}
+
+/// The deny rule that keeps the file tools, and in the sandbox the agent's
+/// commands, off `path`: `Edit(//absolute/path)`. Both clients turn such a
+/// rule into a read-only path in their sandbox.
+pub fn deny_rule(path: &Path) -> String {
+    format!("Edit(/{})", path.display())
+}
+
+/// The allow rules of a headless run without the sandbox: each part of
+/// each check command (as the client splits `a && b`), and git's add and
+/// commit, so the agent can run the project's tests and commit its work.
+pub fn allow_rules<'a>(checks: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut rules: Vec<String> = Vec::new();
+    for command in checks {
+        for part in split_command(command) {
+            let rule = format!("Bash({part}:*)");
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+    }
+    rules.extend(["Bash(git add:*)", "Bash(git commit:*)"].map(String::from));
+    rules
+}
+
+/// The simple commands of a command line, split where the shell would run
+/// another one (`&&`, `||`, `;`, `|`, a newline) outside quotes.
+fn split_command(command: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = command.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => {
+                quote = None;
+                current.push(c);
+            }
+            (Some(_), c) => current.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                current.push(c);
+            }
+            (None, '&' | '|') if chars.peek() == Some(&c) => {
+                chars.next();
+                parts.push(std::mem::take(&mut current));
+            }
+            (None, ';' | '|' | '\n') => parts.push(std::mem::take(&mut current)),
+            (None, c) => current.push(c),
+        }
+    }
+    parts.push(current);
+    parts
+        .into_iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// Everything ralph passes with `--settings`: the sandbox (when `plan`
+/// has it; the agent may not step outside it), the deny rules for
+/// `protected`, the allow rules `allow`, and ralph's hook for `StopFailure`
+/// when given. `None` when there is nothing to say.
+pub fn settings(
+    plan: &Plan,
+    protected: &[PathBuf],
+    allow: &[String],
+    stop_failure_hook: Option<&str>,
+    required: bool,
+) -> Option<Value> {
+    let mut settings = json!({});
+    if plan.sandboxed {
+        settings["sandbox"] = json!({
+            "enabled": true,
+            "autoAllowBashIfSandboxed": true,
+            "allowUnsandboxedCommands": false,
+        });
+        if required {
+            settings["sandbox"]["failIfUnavailable"] = json!(true);
+        }
+    }
+    if !protected.is_empty() {
+        settings["permissions"]["deny"] =
+            json!(protected.iter().map(|p| deny_rule(p)).collect::<Vec<_>>());
+    }
+    if plan.allow_checks && !allow.is_empty() {
+        settings["permissions"]["allow"] = json!(allow);
+    }
+    if let Some(command) = stop_failure_hook {
+        settings["hooks"] = json!({"StopFailure": [{"hooks": [
+            {"type": "command", "command": command, "timeout": 30}
+        ]}]});
+    }
+    (settings != json!({})).then_some(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn linux(bubblewrap: bool, socat: bool) -> Machine {
+        Machine {
+            os: Os::Linux,
+            bubblewrap,
+            socat,
+            seatbelt: false,
+        }
+    }
+
+    const V2_1: Option<ClientVersion> = Some(ClientVersion(2, 1, 330));
+
+    #[test]
+    fn support_names_what_is_missing_and_how_to_install_it() {
+        assert_eq!(support(&linux(true, true), V2_1), Support::Ready);
+        let Support::Missing(both) = support(&linux(false, false), V2_1) else {
+            panic!("no sandbox without bubblewrap")
+        };
+        assert!(
+            both.contains("bubblewrap and socat are not installed")
+                && both.contains("apt-get install bubblewrap socat"),
+            "{both}"
+        );
+        let Support::Missing(one) = support(&linux(true, false), V2_1) else {
+            panic!("no sandbox without socat")
+        };
+        assert!(
+            one.contains("socat is not installed") && one.contains("install socat"),
+            "{one}"
+        );
+        let Support::Missing(old) = support(&linux(true, true), Some(ClientVersion(1, 0, 100)))
+        else {
+            panic!("an old client has none")
+        };
+        assert!(old.contains("1.0.100") && old.contains("2.0.77"), "{old}");
+        assert!(matches!(
+            support(&linux(true, true), None),
+            Support::Missing(_)
+        ));
+        let windows = Machine {
+            os: Os::Other,
+            bubblewrap: true,
+            socat: true,
+            seatbelt: false,
+        };
+        assert!(matches!(support(&windows, V2_1), Support::Missing(w) if w.contains("WSL2")));
+        let mac = Machine {
+            os: Os::MacOs,
+            bubblewrap: false,
+            socat: false,
+            seatbelt: true,
+        };
+        assert_eq!(support(&mac, V2_1), Support::Ready);
+    }
+
+    #[test]
+    fn plan_table() {
+        let ready = Support::Ready;
+        let missing = Support::Missing("bubblewrap is not installed".into());
+        use SandboxSetting::*;
+        // (setting, unattended, support, own settings) → (sandboxed, allow checks, notice?)
+        let cases = [
+            (Auto, true, &ready, false, Some((true, false, false))),
+            (Auto, true, &missing, false, Some((false, true, true))),
+            (Auto, false, &ready, false, Some((false, false, false))),
+            (Auto, false, &missing, false, Some((false, false, false))),
+            (On, true, &ready, false, Some((true, false, false))),
+            (On, false, &ready, false, Some((true, false, false))),
+            (On, true, &missing, false, None),
+            (On, false, &missing, false, None),
+            (Off, true, &ready, false, Some((false, true, true))),
+            (Off, false, &ready, false, Some((false, false, false))),
+            (Auto, true, &ready, true, Some((false, false, true))),
+            (On, true, &missing, true, Some((false, false, true))),
+            (Off, true, &ready, true, Some((false, false, false))),
+        ];
+        for (setting, unattended, support, own, want) in cases {
+            let got = plan(setting, unattended, support, own);
+            match want {
+                None => {
+                    let Err(Refusal(why)) = got else {
+                        panic!("{setting:?} {unattended} {support:?} should refuse: {got:?}")
+                    };
+                    assert!(
+                        why.contains("bubblewrap is not installed") && why.contains("--no-sandbox"),
+                        "{why}"
+                    );
+                }
+                Some((sandboxed, allow, notice)) => {
+                    let got = got.unwrap();
+                    assert_eq!(
+                        (got.sandboxed, got.allow_checks, got.notice.is_some()),
+                        (sandboxed, allow, notice),
+                        "{setting:?} unattended={unattended} {support:?} own={own}: {got:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn flags_override_the_config() {
+        assert_eq!(setting(SandboxSetting::Off, Some(true)), SandboxSetting::On);
+        assert_eq!(
+            setting(SandboxSetting::On, Some(false)),
+            SandboxSetting::Off
+        );
+        assert_eq!(setting(SandboxSetting::Auto, None), SandboxSetting::Auto);
+    }
+
+    #[test]
+    fn protected_paths_are_literal_absolute_folders_and_files() {
+        let dir = std::env::temp_dir().join(format!("ralph-sandbox-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let real = std::fs::canonicalize(&dir).unwrap();
+        let paths = protected_paths(&dir, &[PathBuf::from("tests")]);
+        let rules: Vec<String> = paths.iter().map(|p| deny_rule(p)).collect();
+        let root = real.display().to_string();
+        assert_eq!(
+            rules,
+            [
+                format!("Edit(/{root}/.claude/ralph)"),
+                format!("Edit(/{root}/.claude/context)"),
+                format!("Edit(/{root}/.claude/settings.json)"),
+                format!("Edit(/{root}/.claude/settings.local.json)"),
+                format!("Edit(/{root}/tests)"),
+            ]
+        );
+        assert!(rules
+            .iter()
+            .all(|r| r.starts_with("Edit(//") && !r.contains('*')));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn allow_rules_cover_each_part_of_each_check_and_git() {
+        assert_eq!(
+            allow_rules([
+                "python3 -m unittest",
+                "make lint && make test",
+                "npm test; echo 'a;b'"
+            ]),
+            [
+                "Bash(python3 -m unittest:*)",
+                "Bash(make lint:*)",
+                "Bash(make test:*)",
+                "Bash(npm test:*)",
+                "Bash(echo 'a;b':*)",
+                "Bash(git add:*)",
+                "Bash(git commit:*)",
+            ]
+        );
+        assert_eq!(split_command("a | b || c\nd"), ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn settings_carry_the_sandbox_the_rules_and_the_stop_failure_hook() {
+        let sandboxed = Plan {
+            sandboxed: true,
+            allow_checks: false,
+            notice: None,
+        };
+        let protected = [PathBuf::from("/p/.claude/ralph")];
+        let allow = allow_rules(["make test"]);
+        let s = settings(&sandboxed, &protected, &allow, Some("/bin/hook"), true).unwrap();
+        assert_eq!(
+            s,
+            json!({
+                "sandbox": {"enabled": true, "autoAllowBashIfSandboxed": true,
+                            "allowUnsandboxedCommands": false, "failIfUnavailable": true},
+                "permissions": {"deny": ["Edit(//p/.claude/ralph)"]},
+                "hooks": {"StopFailure": [{"hooks": [{"type": "command", "command": "/bin/hook", "timeout": 30}]}]}
+            })
+        );
+        let fallback = Plan {
+            sandboxed: false,
+            allow_checks: true,
+            notice: None,
+        };
+        let s = settings(&fallback, &protected, &allow, None, false).unwrap();
+        assert_eq!(s.get("sandbox"), None);
+        assert_eq!(
+            s["permissions"]["allow"],
+            json!(["Bash(make test:*)", "Bash(git add:*)", "Bash(git commit:*)"])
+        );
+        let nothing = Plan {
+            sandboxed: false,
+            allow_checks: false,
+            notice: None,
+        };
+        assert_eq!(settings(&nothing, &[], &allow, None, false), None);
+    }
+}

@@ -1,0 +1,244 @@
+//! End-to-end: what the agent can and cannot do in an unattended run, on
+//! the real clients through the launcher, with the permission mode ralph
+//! gives (none is passed here). In the client's sandbox (the default where
+//! bubblewrap and socat are installed) the agent runs the project's tests
+//! and commits without a prompt, and the operating system refuses its
+//! writes outside the project and to ralph's files; without the sandbox the
+//! launcher says how to get it and the agent can still run the check.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::project::{run_with_timeout, Run, TempProject, TEST_TASK};
+
+const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
+
+ralph_tests::on_both_clients!(
+    in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it,
+    a_fresh_loop_runs_its_iterations_in_the_sandbox,
+    without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_check,
+    sandbox_on_without_bubblewrap_refuses_to_start,
+);
+
+/// A git project with a passing unittest, ralph installed with it as the
+/// check (`init --yes`), and the test task as PROMPT.md.
+fn python_project(name: &str) -> TempProject {
+    let project = TempProject::new(name);
+    std::fs::write(
+        project.path("test_math.py"),
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n",
+    )
+    .unwrap();
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "a test"]);
+    project.ctl(&["init", "--yes"], &[]).assert_code(0);
+    project.write_prompt(TEST_TASK);
+    project
+}
+
+/// The launcher with `args` and no client arguments: the permission mode
+/// and the sandbox are ralph's choice.
+fn launch(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args(args)
+        .envs(project.client_env(client, api))
+        .envs(env.iter().copied());
+    run_with_timeout(cmd, None, LOOP_TIMEOUT)
+}
+
+/// Every tool result the agent was given, across the main requests.
+fn tool_results(api: &MockApi) -> String {
+    api.main_requests()
+        .iter()
+        .flat_map(|r| user_texts(&r.body))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A folder on PATH without `names`: every program of the folders on PATH
+/// that hold one of them, linked, but those.
+fn path_without(project: &TempProject, names: &[&str]) -> String {
+    let bin = project.tmp.join("bin-without");
+    std::fs::create_dir_all(&bin).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = vec![bin.clone()];
+    for dir in std::env::split_paths(&path) {
+        if !names.iter().any(|n| dir.join(n).exists()) {
+            dirs.push(dir);
+            continue;
+        }
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            if names.iter().any(|n| name == **n) || bin.join(&name).exists() {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(entry.path(), bin.join(&name));
+        }
+    }
+    std::env::join_paths(dirs)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn commits(root: &Path) -> String {
+    let out = std::process::Command::new("git")
+        .args(["log", "--format=%s"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it(
+    client: ClientVersion,
+) {
+    let project = python_project("sandbox");
+    let outside = project.tmp.parent().unwrap().join("outside.txt");
+    let config_before = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    let config_path = project.path(".claude/ralph/config.json");
+    let forged = r#"{"verify": [{"name": "tests", "command": "true"}]}"#;
+    let script = [
+        // (2.0.77 in its sandbox printed nothing for `python3 -m unittest 2>&1 | tail -n 1`.)
+        Reply::bash("python3 -m unittest; echo rc=$?"),
+        Reply::bash("echo work > work.txt && git add work.txt && git commit -qm 'agent work' && echo committed"),
+        Reply::bash(format!("echo x > {} ; echo rc=$?", outside.display())),
+        Reply::bash(
+            "echo '{\"status\": \"complete\"}' > .claude/context/runtime/ralph-state.json; echo rc=$?",
+        ),
+        Reply::bash(format!("echo '{forged}' > .claude/ralph/config.json; echo rc=$?")),
+        Reply::write(config_path.display().to_string(), forged),
+        Reply::bash("echo x >> .claude/settings.json; echo rc=$?"),
+    ];
+    let api = MockApi::start(move |turn, _| {
+        script
+            .get(turn)
+            .cloned()
+            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
+    });
+    let run = launch(&project, client, &api, &["--headless"], &[]);
+    run.assert_code(0);
+    assert!(
+        run.stderr.contains("sandbox: on"),
+        "the launcher says the sandbox is on: {}",
+        run.stderr
+    );
+    let results = tool_results(&api);
+    // The project's tests ran, and the commit went in, without a prompt.
+    assert!(
+        results.contains("Ran 1 test") && results.contains("rc=0"),
+        "the tests ran: {results}"
+    );
+    assert!(!results.contains("requires approval") && !results.contains("require approval"));
+    assert!(results.contains("committed"), "{results}");
+    assert!(commits(&project.root).contains("agent work"));
+    // Nothing outside the project, nothing of ralph's, nothing of the client's settings.
+    assert!(!outside.exists(), "the agent wrote outside the project");
+    assert!(
+        results.matches("Read-only file system").count() >= 3,
+        "outside write, state and config refused by the OS: {results}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&config_path).unwrap(),
+        config_before,
+        "the agent changed the config"
+    );
+    assert!(
+        results.contains("denied by your permission settings"),
+        "the file tool is refused: {results}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["lastClaim"]["accepted"], true, "{state:#}");
+    assert_eq!(state["iteration"], 1, "{state:#}");
+}
+
+fn a_fresh_loop_runs_its_iterations_in_the_sandbox(client: ClientVersion) {
+    let project = python_project("sandbox-fresh");
+    let outside = project.tmp.parent().unwrap().join("outside-fresh.txt");
+    let outside_command = format!(
+        "echo x > {}; python3 -m unittest; echo rc=$?",
+        outside.display()
+    );
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::bash(outside_command.clone()),
+        1 => Reply::text("Checked."),
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    let run = launch(&project, client, &api, &["--fresh"], &[]);
+    run.assert_code(0);
+    assert!(run.stderr.contains("sandbox: on"), "{}", run.stderr);
+    let results = tool_results(&api);
+    assert!(results.contains("Read-only file system"), "{results}");
+    assert!(
+        results.contains("Ran 1 test") && results.contains("rc=0"),
+        "{results}"
+    );
+    assert!(!outside.exists());
+    assert_eq!(project.status_json()["status"], "complete");
+}
+
+fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_check(
+    client: ClientVersion,
+) {
+    let project = python_project("no-bwrap");
+    let path = path_without(&project, &["bwrap", "socat"]);
+    let api = MockApi::start(|turn, _| match turn {
+        // As an agent runs it: a `$?` would make the command one the
+        // client cannot match against a rule ("A variable in this command
+        // can't be checked before it runs").
+        0 => Reply::bash("python3 -m unittest"),
+        1 => Reply::bash(
+            "echo w > w.txt && git add w.txt && git commit -qm 'agent work' && echo committed",
+        ),
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    let run = launch(&project, client, &api, &["--headless"], &[("PATH", &path)]);
+    run.assert_code(0);
+    assert!(
+        run.stderr.contains("sandbox: not available")
+            && run.stderr.contains("apt-get install bubblewrap socat"),
+        "the launcher says how to get the sandbox: {}",
+        run.stderr
+    );
+    let results = tool_results(&api);
+    assert!(
+        results.contains("Ran 1 test") && results.contains("OK"),
+        "the check ran: {results}"
+    );
+    assert!(results.contains("committed"), "{results}");
+    assert!(commits(&project.root).contains("agent work"));
+    assert_eq!(project.status_json()["status"], "complete");
+}
+
+fn sandbox_on_without_bubblewrap_refuses_to_start(client: ClientVersion) {
+    let project = python_project("sandbox-on");
+    let path = path_without(&project, &["bwrap"]);
+    let api = MockApi::start(|_, _| Reply::text("nothing"));
+    let run = launch(
+        &project,
+        client,
+        &api,
+        &["--headless"],
+        &[("PATH", &path), ("RALPH_SANDBOX", "on")],
+    );
+    run.assert_code(3);
+    assert!(
+        run.stderr.contains("bubblewrap is not installed")
+            && run.stderr.contains("apt-get install bubblewrap")
+            && run.stderr.contains("--no-sandbox"),
+        "{}",
+        run.stderr
+    );
+    assert!(api.main_requests().is_empty(), "no client ran");
+    assert!(project.state().is_none(), "no loop started");
+}

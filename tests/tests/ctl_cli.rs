@@ -779,7 +779,7 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
     let client = fake_client(&project, 0);
     let run = launcher(
         &project,
-        &["--headless", "--", "--model", "sonnet"],
+        &["--headless", "--no-sandbox", "--", "--model", "sonnet"],
         &[("RALPH_CLAUDE", &client), ("RALPH_MAX_ITERATIONS", "30")],
     );
     // The fake client never stops through the hook, so the loop was cut short.
@@ -787,8 +787,9 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
     assert!(run.stderr.contains("interrupted"), "{}", run.stderr);
     let state = project.status_json();
     // Headless: the prompt goes on stdin, never on the command line.
+    let args = recorded_args(&client);
     assert_eq!(
-        recorded_args(&client),
+        [&args[..5], &args[7..]].concat(),
         [
             "-p",
             "--output-format",
@@ -802,6 +803,23 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
             "sonnet"
         ]
     );
+    // No sandbox: the settings keep the agent off ralph's files, and it
+    // may run the checks and commit.
+    assert_eq!(args[5], "--settings");
+    let settings: serde_json::Value = serde_json::from_str(&args[6]).unwrap();
+    assert_eq!(settings.get("sandbox"), None, "{settings}");
+    let deny = settings["permissions"]["deny"].to_string();
+    assert!(
+        deny.contains("/.claude/ralph)") && deny.contains("Bash(ralph-ctl say:*)"),
+        "{deny}"
+    );
+    assert!(
+        settings["permissions"]["allow"]
+            .to_string()
+            .contains("Bash(git commit:*)"),
+        "{settings}"
+    );
+    assert!(run.stderr.contains("sandbox: off;"), "{}", run.stderr);
     let stdin = recorded_stdin(&client);
     assert!(
         stdin.contains("Unique task text 4711.") && stdin.contains("iteration 1 of 30"),
@@ -828,13 +846,20 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
         args[0]
     );
     assert_eq!(
-        &args[1..],
+        [&args[1..3], &args[5..]].concat(),
         [
             "--session-id",
             project.status_json()["sessionId"].as_str().unwrap(),
             "--model",
             "sonnet"
         ]
+    );
+    // Interactive: no sandbox (the person answers), the deny rules all the same.
+    assert_eq!(args[3], "--settings");
+    assert!(
+        args[4].contains("/.claude/ralph)") && !args[4].contains("sandbox"),
+        "{}",
+        args[4]
     );
     assert_eq!(recorded_stdin(&client), "", "stdin stays the terminal's");
 }
@@ -924,8 +949,9 @@ fn client_arguments_after_the_double_dash_pass_through_unchanged() {
     let recorded = std::fs::read_to_string(format!("{client}.args")).unwrap();
     let recorded: Vec<&str> = recorded.split("\n--ARG--\n").collect();
     // (the last element is what follows the final separator: nothing)
-    // After -p, the output format, the session and the permission mode.
-    assert_eq!(&recorded[7..recorded.len() - 1], odd);
+    // After -p, the output format, the session, ralph's settings and the
+    // permission mode.
+    assert_eq!(&recorded[9..recorded.len() - 1], odd);
     assert_eq!(recorded[0], "-p");
 }
 

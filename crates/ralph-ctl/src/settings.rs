@@ -71,15 +71,24 @@ pub fn merge_hook(
 
 /// The permission rules `init` adds to `permissions.deny`: the agent's file
 /// tools may not touch the loop's runtime folder (its state, log and
-/// history), and its shell may not reset or restart the loop. Claude Code
-/// applies deny rules in every permission mode; they are a first fence
+/// history), ralph's config or formulas, and its shell may not reset,
+/// restart, steer or reload the loop (`say` and `reload` are the person's).
+/// Claude Code applies deny rules in every permission mode. The literal
+/// forms (a leading `/`: relative to the settings file, no glob) are also
+/// read-only paths in the client's sandbox on both 2.0.77 and 2.1.330
+/// (2.0.77 skips a glob there); outside the sandbox they are a first fence
 /// (a shell command can still write a file), behind which a completion
-/// nobody claimed is reported as one (`ralph-ctl finish`, exit 17).
+/// ralph did not record is reported as one (`ralph-ctl finish`, exit 17).
 pub const DENY_RULES: &[&str] = &[
     "Edit(.claude/context/runtime/**)",
     "Edit(/.claude/context/runtime/**)",
+    "Edit(/.claude/context/runtime)",
+    "Edit(/.claude/ralph/config.json)",
+    "Edit(/.claude/ralph/formulas)",
     "Bash(ralph-ctl reset:*)",
     "Bash(ralph-ctl start:*)",
+    "Bash(ralph-ctl say:*)",
+    "Bash(ralph-ctl reload:*)",
 ];
 
 /// Adds each of [`DENY_RULES`] that `settings` lacks to its

@@ -180,6 +180,9 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     } else if sandbox_plan.sandboxed {
         say("sandbox: on; the agent's commands run without prompts and cannot write outside the project or to ralph's files");
     }
+    if (options.headless || fresh) && command::names_permissions(&options.client_args) {
+        say("permissions: as your arguments after -- say (ralph's acceptEdits is not added)");
+    }
     let session_cost = version.is_some_and(|v| v.reports_session_cost());
     let (session, max_iterations, fresh) = if options.resume {
         if let Some(state) = liveness::reconcile(paths)? {

@@ -289,7 +289,7 @@ pub fn pointer_message(prompt_file: &Path, max_iterations: u32) -> String {
 pub const HEADLESS_PERMISSION_MODE: &str = "acceptEdits";
 
 /// Whether the client arguments already say how permissions are handled.
-fn names_permissions(client_args: &[OsString]) -> bool {
+pub fn names_permissions(client_args: &[OsString]) -> bool {
     client_args.iter().any(|arg| {
         let arg = arg.to_string_lossy();
         [

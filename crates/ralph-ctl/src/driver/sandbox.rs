@@ -219,6 +219,16 @@ pub fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
     paths
 }
 
+/// The `ralph-ctl` commands that are the person's, not the agent's: its
+/// shell is refused them (a wrapper or a script still runs; in the sandbox
+/// their writes to the state fail).
+pub const PERSONS_COMMANDS: [&str; 4] = [
+    "ralph-ctl reset",
+    "ralph-ctl start",
+    "ralph-ctl say",
+    "ralph-ctl reload",
+];
+
 /// The deny rule that keeps the file tools, and in the sandbox the agent's
 /// commands, off `path`: `Edit(//absolute/path)`. Both clients turn such a
 /// rule into a read-only path in their sandbox.
@@ -300,8 +310,9 @@ pub fn settings(
         }
     }
     if !protected.is_empty() {
-        settings["permissions"]["deny"] =
-            json!(protected.iter().map(|p| deny_rule(p)).collect::<Vec<_>>());
+        let mut deny: Vec<String> = protected.iter().map(|p| deny_rule(p)).collect();
+        deny.extend(PERSONS_COMMANDS.iter().map(|c| format!("Bash({c}:*)")));
+        settings["permissions"]["deny"] = json!(deny);
     }
     if plan.allow_checks && !allow.is_empty() {
         settings["permissions"]["allow"] = json!(allow);
@@ -487,7 +498,8 @@ mod tests {
             json!({
                 "sandbox": {"enabled": true, "autoAllowBashIfSandboxed": true,
                             "allowUnsandboxedCommands": false, "failIfUnavailable": true},
-                "permissions": {"deny": ["Edit(//p/.claude/ralph)"]},
+                "permissions": {"deny": ["Edit(//p/.claude/ralph)", "Bash(ralph-ctl reset:*)",
+                    "Bash(ralph-ctl start:*)", "Bash(ralph-ctl say:*)", "Bash(ralph-ctl reload:*)"]},
                 "hooks": {"StopFailure": [{"hooks": [{"type": "command", "command": "/bin/hook", "timeout": 30}]}]}
             })
         );

@@ -31,7 +31,7 @@ case "${1:-}" in
     ;;
   *) seconds=$1 ;;
 esac
-read -r -a targets <<<"${FUZZ_TARGETS:-hook_input transcript signals}"
+read -r -a targets <<<"${FUZZ_TARGETS:-hook_input transcript signals usage}"
 
 started=$SECONDS
 if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then

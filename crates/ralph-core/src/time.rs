@@ -75,9 +75,13 @@ pub fn epoch_secs(text: &str) -> Option<u64> {
         .map(|d| d.as_secs())
 }
 
-/// [`rfc3339`] of a time given in seconds since the epoch.
+/// The last second RFC 3339 can write (9999-12-31T23:59:59Z).
+const MAX_RFC3339_SECS: u64 = 253_402_300_799;
+
+/// [`rfc3339`] of a time given in seconds since the epoch; a later one than
+/// RFC 3339 can write is written as its last second, never a panic.
 pub fn rfc3339_of_secs(secs: u64) -> String {
-    rfc3339(UNIX_EPOCH + std::time::Duration::from_secs(secs))
+    rfc3339(UNIX_EPOCH + std::time::Duration::from_secs(secs.min(MAX_RFC3339_SECS)))
 }
 
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
@@ -110,6 +114,17 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_time_past_what_rfc3339_can_write_is_its_last_second() {
+        assert_eq!(rfc3339_of_secs(u64::MAX), "9999-12-31T23:59:59Z");
+        assert_eq!(rfc3339_of_secs(1e300 as u64), "9999-12-31T23:59:59Z");
+        assert_eq!(rfc3339_of_secs(MAX_RFC3339_SECS), "9999-12-31T23:59:59Z");
+        assert_eq!(
+            epoch_secs(&rfc3339_of_secs(MAX_RFC3339_SECS)),
+            Some(MAX_RFC3339_SECS)
+        );
+    }
 
     #[test]
     fn formats_known_instants() {

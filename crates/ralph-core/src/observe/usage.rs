@@ -57,6 +57,22 @@ pub struct ApiErrorLine {
     pub message: Option<String>,
 }
 
+/// The longest a usage window can take to reset from now (the weekly
+/// window, with a day to spare): a later reset time is not believed.
+pub const MAX_RESET_AHEAD_SECS: u64 = 8 * 24 * 3600;
+
+/// A reset time read from a transcript (which the agent can write) as a
+/// whole number of seconds since the epoch, or `None` when it is not one a
+/// real usage window has: not finite, not positive, or more than
+/// [`MAX_RESET_AHEAD_SECS`] after `now` (1e300 or the year 3000 would
+/// overflow a clock or stall the loop for ever). A time already past is
+/// kept: the supervisor resumes at once.
+pub fn plausible_reset(resets_at: f64, now: u64) -> Option<u64> {
+    let latest = now.saturating_add(MAX_RESET_AHEAD_SECS);
+    (resets_at.is_finite() && resets_at > 0.0 && resets_at <= latest as f64)
+        .then_some(resets_at as u64)
+}
+
 #[derive(Deserialize)]
 struct Line {
     #[serde(rename = "type")]
@@ -212,8 +228,7 @@ pub fn read_new_since(
                         .as_ref()
                         .and_then(|e| e.rate_limits.as_ref())
                         .and_then(|r| r.resets_at)
-                        .filter(|t| t.is_finite() && *t > 0.0)
-                        .map(|t| t as u64),
+                        .and_then(|t| plausible_reset(t, now)),
                     message: error.and_then(|e| e.formatted.or(e.message)),
                 });
             }
@@ -374,6 +389,28 @@ impl Requests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_reset_a_real_window_can_have_is_believed() {
+        let now = 1_790_000_000;
+        for (raw, want) in [
+            (1_790_003_600.0, Some(1_790_003_600)),
+            (1_789_000_000.0, Some(1_789_000_000)),
+            (
+                (now + MAX_RESET_AHEAD_SECS) as f64,
+                Some(now + MAX_RESET_AHEAD_SECS),
+            ),
+            ((now + MAX_RESET_AHEAD_SECS + 1) as f64, None),
+            (32_503_680_000.0, None),
+            (1e300, None),
+            (f64::INFINITY, None),
+            (f64::NAN, None),
+            (-5.0, None),
+            (0.0, None),
+        ] {
+            assert_eq!(plausible_reset(raw, now), want, "{raw}");
+        }
+    }
     use crate::tempdir::TempDir;
     use std::fs::File;
     use std::io::Write;

@@ -254,9 +254,15 @@ impl Usd {
     }
 }
 
+/// To the cent from a dollar up, to four places below (a cheap loop's
+/// $0.0024 is not $0.00); nothing at all is $0.00.
 impl std::fmt::Display for Usd {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "${:.2}", self.dollars())
+        match self.0 {
+            1..=99 => write!(f, "<$0.0001"),
+            100..=999_999 => write!(f, "${:.4}", self.dollars()),
+            _ => write!(f, "${:.2}", self.dollars()),
+        }
     }
 }
 
@@ -990,6 +996,10 @@ mod tests {
         assert_eq!(Usd::from_dollars(-1.0), Usd(0));
         assert_eq!(Usd::from_dollars(f64::NAN), Usd(0));
         assert_eq!(format!("{}", Usd::from_dollars(1.234)), "$1.23");
+        assert_eq!(format!("{}", Usd::from_dollars(0.0024)), "$0.0024");
+        assert_eq!(format!("{}", Usd::from_dollars(0.99999)), "$1.0000");
+        assert_eq!(format!("{}", Usd(1)), "<$0.0001");
+        assert_eq!(format!("{}", Usd(0)), "$0.00");
     }
 
     #[test]

@@ -867,6 +867,32 @@ fn git_command(root: &Path) -> Command {
     command
 }
 
+/// A `git` command for any caller outside this module (the driver's
+/// worktrees): run from `root` with the same fixed configuration as the
+/// hook's calls ([`git_command`]: no fsmonitor, no hooks, no system
+/// configuration, no lazy fetch, no prompt) and every filter driver the
+/// configuration defines disabled, so that nothing the agent writes into
+/// `.git/config`, `.git/hooks` or an attributes file runs. `Err` says why no
+/// such command can be had (git does not answer within `timeout`, or a
+/// filter driver's name cannot be disabled); the caller then runs no git.
+pub fn safe_git(root: &Path, timeout: Duration) -> Result<Command, String> {
+    let filters = disabled_filters(root, Instant::now() + timeout).map_err(|e| match e {
+        GitListing::NotUsable => format!(
+            "the git configuration of {} defines a filter driver whose name cannot be disabled \
+             (it holds `=`), or names no repository git can read",
+            root.display()
+        ),
+        _ => format!(
+            "git did not list the filter drivers of {} within {} s",
+            root.display(),
+            timeout.as_secs()
+        ),
+    })?;
+    let mut command = git_command(root);
+    command.args(filters);
+    Ok(command)
+}
+
 /// The `-c` options that disable every filter driver the configuration
 /// defines (`filter.<name>.clean`, `.smudge`, `.process`), with includes
 /// followed: `git status` runs a file's clean filter when the file's stamp

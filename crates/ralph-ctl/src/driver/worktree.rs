@@ -8,7 +8,7 @@
 //! touched: git writes only under `.git/` and the worktree's own folder.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use crate::error::CtlError;
 
@@ -48,11 +48,14 @@ pub enum Finished {
 }
 
 /// Runs git in `dir`; its stdout, or an error naming the command and what
-/// git said.
+/// git said. Always through the hook's safe configuration
+/// (`progress::safe_git`): the agent can write the repository's
+/// configuration, hooks and attributes, and the driver must never run a
+/// program it named (an fsmonitor, a post-checkout hook, a filter).
 fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
+    let mut command = ralph_core::progress::safe_git(dir, ralph_core::progress::GIT_TIMEOUT)
+        .map_err(|why| CtlError::Client(format!("git cannot be run safely: {why}")))?;
+    let out = command
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -212,6 +215,7 @@ impl Worktree {
 mod tests {
     use super::*;
     use crate::testdir::TestDir;
+    use std::process::Command;
 
     fn sh(dir: &Path, args: &[&str]) {
         let ok = Command::new("git")
@@ -281,6 +285,88 @@ mod tests {
         let status = git(&root, &["status", "--porcelain"]).unwrap();
         assert_eq!(status, "");
         assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    }
+
+    #[test]
+    fn programs_the_repository_names_never_run() {
+        // The agent can write .git/config, .git/hooks and .gitattributes:
+        // an fsmonitor, a post-checkout hook and a filter driver's
+        // clean/smudge each leave a mark if the driver's git runs them.
+        let (dir, root) = repo();
+        let marks = dir.path().join("marks");
+        std::fs::create_dir_all(&marks).unwrap();
+        let program = |name: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(
+                &path,
+                format!("#!/bin/sh\ntouch {}/{name}\ncat\n", marks.display()),
+            )
+            .unwrap();
+            std::os::unix::fs::PermissionsExt::set_mode(
+                &mut std::fs::metadata(&path).unwrap().permissions(),
+                0o755,
+            );
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            path.display().to_string()
+        };
+        sh(&root, &["config", "core.fsmonitor", &program("fsmonitor")]);
+        sh(&root, &["config", "filter.x.clean", &program("clean")]);
+        sh(&root, &["config", "filter.x.smudge", &program("smudge")]);
+        let hook = root.join(".git/hooks/post-checkout");
+        std::fs::write(
+            &hook,
+            format!("#!/bin/sh\ntouch {}/hook\n", marks.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        std::fs::write(root.join(".gitattributes"), "*.txt filter=x\n").unwrap();
+        std::fs::write(root.join("c.txt"), "c\n").unwrap();
+        // Committed with the filters off; the marks left so far are the
+        // setup's: only the driver's calls count.
+        sh(
+            &root,
+            &[
+                "-c",
+                "filter.x.clean=",
+                "-c",
+                "filter.x.smudge=",
+                "-c",
+                "core.fsmonitor=false",
+                "add",
+                "-A",
+            ],
+        );
+        sh(
+            &root,
+            &[
+                "-c",
+                "core.hooksPath=/dev/null",
+                "-c",
+                "core.fsmonitor=false",
+                "commit",
+                "-q",
+                "-m",
+                "attrs",
+            ],
+        );
+        for mark in std::fs::read_dir(&marks).unwrap() {
+            std::fs::remove_file(mark.unwrap().path()).unwrap();
+        }
+        let plan = plan(&root, None, false).unwrap();
+        let worktree = plan.create("l-1").unwrap();
+        assert!(worktree.path.join("c.txt").is_file());
+        std::fs::write(worktree.path.join("c.txt"), "changed\n").unwrap();
+        assert!(matches!(
+            plan.finish(&worktree, None).unwrap(),
+            Finished::Kept(_)
+        ));
+        let ran: Vec<String> = std::fs::read_dir(&marks)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(ran.is_empty(), "the driver's git ran {ran:?}");
     }
 
     #[test]

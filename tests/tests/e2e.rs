@@ -1244,7 +1244,9 @@ fn a_prompt_deleted_mid_loop_is_named_by_the_launcher(client: ClientVersion) {
         0 => Reply::bash(format!("rm {prompt}")),
         _ => Reply::text("Removed a file; more to do."),
     });
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
+    // Without the sandbox (in it, .claude/ralph is read-only to the agent):
+    // the prompt goes as a person's mistake or an unsandboxed agent removes it.
+    let run = project.run_launcher(client, &api, &[("RALPH_SANDBOX", "off")], LOOP_TIMEOUT);
     assert_eq!(run.code, Some(12), "{run:?}");
     let last = last_stderr_line(&run);
     assert!(

@@ -1574,3 +1574,52 @@ fn watch_prints_a_line_per_change_until_the_loop_ends_and_quits_on_q() {
     let run = term.finish(Duration::from_secs(10));
     assert_eq!(run.code, Some(0), "{run:?}");
 }
+
+#[test]
+fn tasks_and_notes_are_capped_where_written_so_the_state_stays_readable() {
+    // A state the reader refuses lets every stop through as corrupt: what
+    // would make one is refused when it is written, naming the cap.
+    let project = TempProject::new("caps");
+    project.init();
+    let words = "word ".repeat(200_000);
+    let mut cmd = project.command(ralph_tests::bins::ctl());
+    cmd.args(["loop-start", "--session", "s-1", "--stdin"]);
+    let run = run_with_timeout(
+        cmd,
+        Some(words.as_bytes()),
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("more than the 256 KiB a loop's task may be")
+            || run
+                .stderr
+                .contains("more than the 256 KiB a loop's task may be"),
+        "{run:?}"
+    );
+    assert!(project.state().is_none(), "no loop started");
+    project
+        .ctl(&["start", "--session-id", "s-2"], &[])
+        .assert_code(0);
+    let note = "n".repeat(17 * 1024);
+    let run = project.ctl(&["say", &note], &[]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert!(
+        run.stderr.contains("more than the 16 KiB a note may be"),
+        "{run:?}"
+    );
+    let note = "n".repeat(15 * 1024);
+    for _ in 0..4 {
+        project.ctl(&["say", &note], &[]).assert_code(0);
+    }
+    let run = project.ctl(&["say", &note], &[]);
+    assert_eq!(run.code, Some(3), "{run:?}");
+    assert!(
+        run.stderr.contains("the 64 KiB the notes may hold"),
+        "{run:?}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["hint"].as_str().unwrap().len(), 4 * 15 * 1024 + 3);
+    project.ctl(&["status"], &[]).assert_code(0);
+}

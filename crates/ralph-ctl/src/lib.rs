@@ -80,8 +80,13 @@ pub fn run(cli: Cli) -> i32 {
             &paths,
             commands::plugin::LoopStart {
                 task: if stdin {
+                    // Bounded: past the task's cap the start is refused anyway.
                     let mut text = String::new();
-                    let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text);
+                    let limit = 4 * commands::plugin::MAX_TASK_BYTES as u64;
+                    let _ = std::io::Read::read_to_string(
+                        &mut std::io::Read::take(std::io::stdin(), limit),
+                        &mut text,
+                    );
                     task.into_iter().chain(std::iter::once(text)).collect()
                 } else {
                     task

@@ -70,6 +70,14 @@ pub enum StoreError {
     /// A folder on the way to the state is something else.
     #[error("{} is not a folder; move it aside so ralph can keep its state there", .0.display())]
     NotAFolder(PathBuf),
+    /// The state to write is larger than a reader accepts: nothing was written.
+    #[error("the loop's state would be {bytes} bytes, more than the {MAX_STATE_BYTES} a state can hold, so {path} was left as it was; shorten what was added (a task, notes)")]
+    TooLarge {
+        /// The state file.
+        path: PathBuf,
+        /// The size it would have had.
+        bytes: usize,
+    },
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
@@ -488,6 +496,14 @@ fn state_json(state: &LoopState, path: &Path) -> Result<Vec<u8>, StoreError> {
         source: io::Error::other(e),
     })?;
     json.push(b'\n');
+    // Never write what the reader refuses: every later stop would see a
+    // corrupt state.
+    if json.len() as u64 > MAX_STATE_BYTES {
+        return Err(StoreError::TooLarge {
+            path: path.to_path_buf(),
+            bytes: json.len(),
+        });
+    }
     Ok(json)
 }
 
@@ -598,6 +614,21 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert!(names.iter().all(|n| !n.contains(".tmp-")), "{names:?}");
+    }
+
+    #[test]
+    fn a_state_the_reader_would_refuse_is_never_written() {
+        let (_d, store) = store();
+        let state = LoopState::new("s".into(), 3, "t".into());
+        let lock = store.lock(true).unwrap();
+        lock.write(&state).unwrap();
+        let mut huge = state.clone();
+        huge.hint = Some("x".repeat(MAX_STATE_BYTES as usize));
+        let err = lock.write(&huge).unwrap_err();
+        assert!(matches!(err, StoreError::TooLarge { .. }), "{err}");
+        assert!(err.to_string().contains("more than the 4194304"), "{err}");
+        drop(lock);
+        assert_eq!(store.read().unwrap(), Some(state), "the old state stays");
     }
 
     #[test]

@@ -140,6 +140,14 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
             "no task: /ralph-loop TASK [--max-iterations N] [--completion-promise TEXT]".into(),
         ));
     }
+    if task.len() > MAX_TASK_BYTES {
+        return Err(CtlError::BadArgument(format!(
+            "the task is {} bytes, more than the {} KiB a loop's task may be: put the details in a file \
+             of the project and name it in the task",
+            task.len(),
+            MAX_TASK_BYTES / 1024
+        )));
+    }
     let mut config = Config::load(paths, &ProcessEnv)?;
     if let Some(promise) = &request.completion_promise {
         config.completion_signal =
@@ -218,6 +226,14 @@ pub fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     )
 }
 
+/// The longest task `/ralph-loop` takes: it is kept in the state and fed
+/// back at every stop.
+pub const MAX_TASK_BYTES: usize = 256 * 1024;
+/// The longest note `ralph-ctl say` takes.
+pub const MAX_NOTE_BYTES: usize = 16 * 1024;
+/// The most the notes waiting for the next iteration may hold together.
+pub const MAX_NOTES_BYTES: usize = 64 * 1024;
+
 /// `ralph-ctl say TEXT`: puts the person's note in front of the running
 /// loop's next iteration text, once (notes left before it add up), and logs it.
 pub fn say(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -> CmdResult {
@@ -242,6 +258,22 @@ pub fn say(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -> CmdRe
         return Err(CtlError::Refused(format!(
             "the loop is {}, not running: the note would reach nobody",
             state.status.as_str()
+        )));
+    }
+    if text.len() > MAX_NOTE_BYTES {
+        return Err(CtlError::BadArgument(format!(
+            "the note is {} bytes, more than the {} KiB a note may be: put the details in a file of the \
+             project and name it in the note",
+            text.len(),
+            MAX_NOTE_BYTES / 1024
+        )));
+    }
+    let pending = state.hint.as_deref().map_or(0, str::len);
+    if pending + text.len() > MAX_NOTES_BYTES {
+        return Err(CtlError::Refused(format!(
+            "{pending} bytes of notes already wait for the next iteration; with this one they would pass \
+             the {} KiB the notes may hold: wait for the iteration to take them",
+            MAX_NOTES_BYTES / 1024
         )));
     }
     state.hint = Some(match state.hint.take() {

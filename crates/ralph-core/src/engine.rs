@@ -61,6 +61,11 @@ pub struct Stop {
     /// Checks a claim must pass besides the config's `verify` (a formula
     /// step's gates), run and judged the same way.
     pub extra_verify: Vec<VerifyCommand>,
+    /// The calls the client refused for lack of permission, from its own
+    /// account of the run (the `-p` result's `permission_denials`): when
+    /// set, it is the authority on the iteration's refusals, and the
+    /// transcript only adds the refusal texts.
+    pub permission_denials: Option<Vec<crate::errors::Refusal>>,
 }
 
 /// Everything a stop reads or runs outside the process: the transcript, the
@@ -686,9 +691,31 @@ fn observe(
         }
         _ => (String::new(), MessageSource::Missing),
     };
+    let refused_calls = match &stop.permission_denials {
+        Some(denied) => Some(
+            denied
+                .iter()
+                .map(|call| {
+                    // The transcript's refusal text of the same call.
+                    let text = tail
+                        .refusals
+                        .iter()
+                        .find(|r| r.tool_use_id.is_some() && r.tool_use_id == call.tool_use_id)
+                        .and_then(|r| r.text.clone());
+                    crate::errors::Refusal {
+                        text: text.or_else(|| call.text.clone()),
+                        ..call.clone()
+                    }
+                })
+                .collect(),
+        ),
+        None if !tail.refusals.is_empty() => Some(tail.refusals),
+        None => None,
+    };
     Ok(Observation {
         message,
         message_source: source,
+        refused_calls,
         failing_tool_results: tail.failing_tool_results,
         tool_calls: tail.tool_calls,
         progress: world.progress(

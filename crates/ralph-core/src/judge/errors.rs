@@ -192,13 +192,20 @@ pub struct Refusal {
 
 impl Refusal {
     /// A refusal of a call of `tool` asking for `target` (its command or file).
+    /// Both come from the agent: only their first line is kept, shortened,
+    /// with control characters (a terminal escape) turned into `?`.
     pub fn of_call(tool: &str, target: Option<&str>) -> Refusal {
+        let clean = |text: &str| {
+            let line = text.lines().next().unwrap_or_default().trim();
+            let line: String = line
+                .chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect();
+            (!line.is_empty()).then(|| sample_of(&line, TARGET_CHARS))
+        };
         Refusal {
-            tool: (!tool.is_empty()).then(|| sample_of(tool, TARGET_CHARS)),
-            target: target
-                .map(|t| t.lines().next().unwrap_or_default().trim())
-                .filter(|t| !t.is_empty())
-                .map(|t| sample_of(t, TARGET_CHARS)),
+            tool: clean(tool),
+            target: target.and_then(clean),
             ..Refusal::default()
         }
     }
@@ -467,6 +474,8 @@ mod tests {
             "{}",
             how_to_allow(&several)
         );
+        let escape = Refusal::of_call("Bash\u{1b}[2J", Some("echo \u{1b}]0;x\u{7}"));
+        assert_eq!(escape.call(), "Bash?[2J(echo ?]0;x?)");
         let long = Refusal::of_call("Bash", Some(&"x".repeat(5000)));
         assert!(long.call().chars().count() < 220);
     }

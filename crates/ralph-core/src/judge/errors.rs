@@ -150,7 +150,9 @@ fn sample(line: &str) -> String {
 /// denied") is a failed call, not a refusal, and is not here.
 const DENIAL_MARKERS: [&str; 5] = [
     // A Write or Edit the mode does not allow (outside the project in
-    // acceptEdits; anywhere in the default mode).
+    // acceptEdits; anywhere in the default mode), a Read outside the
+    // project, WebFetch: "… requested permissions to write to / read from /
+    // use WebFetch …".
     "requested permissions to",
     // A shell command that writes a file (inside the project in the default
     // mode; outside it on 2.1.330) or touches one outside the project.
@@ -161,7 +163,8 @@ const DENIAL_MARKERS: [&str; 5] = [
     // Several parts of a compound command ("The following parts require
     // approval: git add x, git commit -m x").
     "require approval",
-    // A shell write outside the working directories (2.0.77; 2.1.330 for touch).
+    // A shell command touching a path outside the working directories
+    // (`ls`, `cd`, `cat` there on both clients; a write there on 2.0.77).
     "was blocked. For security",
 ];
 
@@ -391,6 +394,17 @@ mod tests {
             // `echo hi > /tmp/x` (2.0.77).
             ("Output redirection to '/tmp/x' was blocked. For security, Claude Code may only write to files in the allowed working directories for this session: '/p'.", true),
             ("touch in '/tmp/x' was blocked. For security, Claude Code may only create or modify files in the allowed working directories for this session: '/p'.", true),
+            // Read (a file outside the project; 2.0.77: Grep there too) and
+            // WebFetch, both clients, both modes.
+            ("Claude requested permissions to read from /tmp/o.txt, but you haven't granted it yet.", true),
+            ("Claude requested permissions to use WebFetch, but you haven't granted it yet.", true),
+            // `ls`, `cd`, `cat` outside the project, both clients, both modes.
+            ("ls in '/tmp' was blocked. For security, Claude Code may only list files in the allowed working directories for this session: '/p'.", true),
+            ("cd in '/tmp' was blocked. For security, Claude Code may only change directories to the allowed working directories for this session: '/p'.", true),
+            ("cat in '/tmp/o.txt' was blocked. For security, Claude Code may only concatenate files from the allowed working directories for this session: '/p'.", true),
+            // `sed -i` in the project, default mode: 2.1.330, then 2.0.77.
+            ("sed in '/p/README.md' needs approval. The path is inside the working directories for this session ('/p'), and Claude Code asks before a shell command creates, changes or removes files there.", true),
+            ("sed command requires approval (contains potentially dangerous operations)", true),
             // Failures that are no refusal, the system's EACCES among them.
             ("Exit code 1\nbash: /etc/shadow: Permission denied", false),
             ("Exit code 1\ntouch: cannot touch '/root/x': Permission denied", false),

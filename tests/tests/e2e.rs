@@ -1346,10 +1346,11 @@ fn refused_tool_calls_stop_a_loop_that_cannot_work(client: ClientVersion) {
     assert_eq!(state["status"], "circuit_open", "{state:#}");
     assert_eq!(state["iteration"], 2, "{state:#}");
     let because = state["endedBecause"].as_str().unwrap();
+    let write = format!("`Write({})`", project.path("new.txt").display());
     assert!(
-        because.contains("refused for lack of permission in 2 iterations")
-            && because.contains("requested permissions to write to")
-            && because.contains("--permission-mode acceptEdits"),
+        because.contains(&format!(
+            "the client refused {write} for lack of permission in 2 iterations"
+        )) && because.contains("`-- --permission-mode acceptEdits`"),
         "{because}"
     );
     assert!(!project.path("new.txt").exists());

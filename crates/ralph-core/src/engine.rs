@@ -61,6 +61,11 @@ pub struct Stop {
     /// Checks a claim must pass besides the config's `verify` (a formula
     /// step's gates), run and judged the same way.
     pub extra_verify: Vec<VerifyCommand>,
+    /// The calls the client refused for lack of permission, from its own
+    /// account of the run (the `-p` result's `permission_denials`): when
+    /// set, it is the authority on the iteration's refusals, and the
+    /// transcript only adds the refusal texts.
+    pub permission_denials: Option<Vec<crate::errors::Refusal>>,
 }
 
 /// Everything a stop reads or runs outside the process: the transcript, the
@@ -686,9 +691,31 @@ fn observe(
         }
         _ => (String::new(), MessageSource::Missing),
     };
+    let refused_calls = match &stop.permission_denials {
+        Some(denied) => Some(
+            denied
+                .iter()
+                .map(|call| {
+                    // The transcript's refusal text of the same call.
+                    let text = tail
+                        .refusals
+                        .iter()
+                        .find(|r| r.tool_use_id.is_some() && r.tool_use_id == call.tool_use_id)
+                        .and_then(|r| r.text.clone());
+                    crate::errors::Refusal {
+                        text: text.or_else(|| call.text.clone()),
+                        ..call.clone()
+                    }
+                })
+                .collect(),
+        ),
+        None if !tail.refusals.is_empty() => Some(tail.refusals),
+        None => None,
+    };
     Ok(Observation {
         message,
         message_source: source,
+        refused_calls,
         failing_tool_results: tail.failing_tool_results,
         tool_calls: tail.tool_calls,
         progress: world.progress(
@@ -1047,6 +1074,94 @@ mod tests {
             .map(|r| r.tools_incomplete)
             .collect();
         assert_eq!(flags, [true, false]);
+    }
+
+    #[test]
+    fn the_results_refused_calls_are_the_authority_of_a_fresh_stop() {
+        use crate::breaker::Signal;
+        use crate::errors::Refusal;
+        let compound = "This Bash command contains multiple operations. The following parts require approval: git add a, git commit -m a";
+        let call = || Refusal {
+            tool_use_id: Some("t1".into()),
+            ..Refusal::of_call("Bash", Some("git add a && git commit -m a"))
+        };
+        let tail = |refusals: Vec<Refusal>, texts: Vec<String>| {
+            FakeWorld::new(IterationTail {
+                caught_up: true,
+                final_message: Some("Tried.".into()),
+                tool_calls: 1,
+                failing_tool_results: texts,
+                refusals,
+                ..Default::default()
+            })
+        };
+        let refused_in_transcript = || {
+            tail(
+                vec![Refusal {
+                    text: Some(compound.into()),
+                    ..call()
+                }],
+                vec![compound.into()],
+            )
+        };
+        // The result lists no refusal: the transcript's refusal texts do not count.
+        let (_d, paths) = project(None);
+        let none = Stop {
+            permission_denials: Some(Vec::new()),
+            ..stop("Tried.")
+        };
+        for _ in 0..2 {
+            run_stop(
+                &paths,
+                &[],
+                &none,
+                &refused_in_transcript(),
+                &mut |_| Ok(()),
+            )
+            .unwrap();
+        }
+        let after = state(&paths);
+        assert_eq!(after.breaker.counters.get(Signal::PermissionDenied), 0);
+        assert_eq!(after.status, Status::Running);
+        // The result names the call, the transcript adds its text (the
+        // parts to allow): two such stops end the loop naming them.
+        let (_d, paths) = project(None);
+        let named = Stop {
+            permission_denials: Some(vec![call()]),
+            ..stop("Tried.")
+        };
+        for _ in 0..2 {
+            run_stop(&paths, &[], &named, &refused_in_transcript(), &mut |_| {
+                Ok(())
+            })
+            .unwrap();
+        }
+        let after = state(&paths);
+        assert_eq!(after.status, Status::CircuitOpen);
+        let because = after.ended_because.unwrap();
+        assert!(
+            because.contains("`Bash(git add a && git commit -m a)`")
+                && because.contains(r#"["Bash(git add a:*)", "Bash(git commit -m a:*)"]"#),
+            "{because}"
+        );
+        // The result names the call and the transcript shows nothing of it
+        // (no failing result at all): it counts all the same.
+        let (_d, paths) = project(None);
+        for _ in 0..2 {
+            run_stop(
+                &paths,
+                &[],
+                &named,
+                &tail(Vec::new(), Vec::new()),
+                &mut |_| Ok(()),
+            )
+            .unwrap();
+        }
+        let because = state(&paths).ended_because.unwrap();
+        assert!(
+            because.contains(r#"["Bash(git add a && git commit -m a:*)"]"#),
+            "{because}"
+        );
     }
 
     #[test]

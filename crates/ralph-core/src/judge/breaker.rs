@@ -289,16 +289,20 @@ pub const SIGNALS: &[SignalSpec] = &[
         counts: "a tool call of the iteration was refused for lack of permission (its tool result says so: nobody answers the client's prompt in a headless run); while files change it only warns, otherwise it opens the breaker at once",
         opens_while_progressing: false,
         opens_at_once: true,
-        count: |_, o, _, c| match o.denied {
-            Some(_) => c.saturating_add(1),
-            None => 0,
+        count: |_, o, _, c| {
+            if o.denied.is_empty() {
+                0
+            } else {
+                c.saturating_add(1)
+            }
         },
         trips_at: |c| c.threshold(Signal::PermissionDenied),
         remember: remember_nothing,
         describe: |_, o, _, c| {
             format!(
-                "tool calls refused for lack of permission in {c} iterations in a row (`{}`); give the client a permission mode that allows what the task needs (after `--`: `--permission-mode acceptEdits`, or allow the tools in .claude/settings.json)",
-                o.denied.as_deref().unwrap_or_default()
+                "the client refused {} for lack of permission in {c} iterations: {}",
+                crate::errors::calls_in_words(&o.denied),
+                crate::errors::how_to_allow(&o.denied)
             )
         },
     },
@@ -447,8 +451,8 @@ pub struct ProgressObservation {
     /// The completion claim this stop rejected: which gates failed and on
     /// what output, fingerprinted.
     pub rejected_claim: Option<ErrorSighting>,
-    /// The first tool call the client refused for lack of permission.
-    pub denied: Option<String>,
+    /// The tool calls the client refused for lack of permission (empty: none).
+    pub denied: Vec<crate::errors::Refusal>,
 }
 
 /// What the loop must do after this stop.
@@ -878,32 +882,81 @@ mod tests {
     }
 
     #[test]
-    fn refused_tool_calls_open_at_once_unless_files_change() {
+    fn refused_tool_calls_end_a_loop_by_its_third_iteration() {
         let config = BreakerConfig::default();
+        let unittest = crate::errors::Refusal::of_call("Bash", Some("python3 -m unittest"));
         let denied = |tree: &str, refused: bool| ProgressObservation {
-            denied: refused.then(|| "Claude requested permissions to write to /p/a".to_string()),
+            denied: if refused {
+                vec![unittest.clone()]
+            } else {
+                Vec::new()
+            },
             ..obs(tree)
         };
-        // Nothing changes and every iteration is refused: open at the second.
-        let stuck: Vec<_> = (0..4).map(|_| denied("start", true)).collect();
-        let (trace, breaker) = run(&stuck, &config);
-        assert!(trace.starts_with(".O"), "{trace}");
-        let reason = &breaker.last_transition.unwrap().reason;
+        // (case, observations, trace): `O` is the breaker opening, which
+        // ends the loop `circuit_open` (exit 11).
+        let cases: Vec<(&str, Vec<ProgressObservation>, &str)> = vec![
+            (
+                "refused every iteration, nothing changes: open at the second",
+                vec![denied("start", true); 6],
+                ".O",
+            ),
+            (
+                "refused from the second iteration on: open at the third",
+                [vec![obs("start")], vec![denied("start", true); 5]].concat(),
+                "..O",
+            ),
+            (
+                "files change while a call is refused: a warning, never an opening",
+                (0..6).map(|i| denied(&format!("t{i}"), true)).collect(),
+                ".WWWWW",
+            ),
+            (
+                "a refusal now and then is no run (whether files changed unknown)",
+                (0..6)
+                    .map(|i| ProgressObservation {
+                        changed: None,
+                        ..denied("start", i % 2 == 0)
+                    })
+                    .collect(),
+                "......",
+            ),
+            (
+                "refused, whether files changed unknown: open at the second",
+                vec![
+                    ProgressObservation {
+                        changed: None,
+                        ..denied("start", true)
+                    };
+                    4
+                ],
+                ".O",
+            ),
+        ];
+        for (name, observations, want) in cases {
+            assert_eq!(run(&observations, &config).0, want, "{name}");
+        }
+        // Whatever the threshold, the opening skips the warning.
+        for threshold in [1, 2, 3] {
+            let config = BreakerConfig::default().with(Signal::PermissionDenied, threshold);
+            let (trace, _) = run(&vec![denied("start", true); 6], &config);
+            assert_eq!(
+                trace.len() as u32,
+                threshold,
+                "threshold {threshold}: {trace}"
+            );
+            assert!(trace.ends_with('O') && !trace.contains('W'), "{trace}");
+        }
+        // The reason names the call and how to allow it.
+        let (_, breaker) = run(&vec![denied("start", true); 3], &config);
+        let reason = breaker.last_transition.unwrap().reason;
         assert!(
-            reason.contains("refused for lack of permission in 2 iterations"),
+            reason.starts_with(
+                "the client refused `Bash(python3 -m unittest)` for lack of permission in 2 iterations: run with the sandbox (`--sandbox`"
+            ) && reason.contains(r#"`"permissions": {"allow": ["Bash(python3 -m unittest:*)"]}`"#)
+                && reason.contains("`-- --permission-mode bypassPermissions`"),
             "{reason}"
         );
-        // Files change while some call is refused: a warning, never an opening.
-        let working: Vec<_> = (0..6).map(|i| denied(&format!("t{i}"), true)).collect();
-        assert_eq!(run(&working, &config).0, ".WWWWW");
-        // A refusal now and then is no run (whether files changed unknown).
-        let sparse: Vec<_> = (0..6)
-            .map(|i| ProgressObservation {
-                changed: None,
-                ..denied("start", i % 2 == 0)
-            })
-            .collect();
-        assert_eq!(run(&sparse, &config).0, "......");
     }
 
     #[test]

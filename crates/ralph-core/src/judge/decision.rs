@@ -67,6 +67,11 @@ pub struct Observation {
     pub failing_tool_results: Vec<String>,
     /// How many tool calls the agent made in this iteration.
     pub tool_calls: usize,
+    /// The calls the client refused for lack of permission, named (the
+    /// `-p` result's `permission_denials`, else the transcript's calls whose
+    /// result is a refusal); `None` when not known, and the failing tool
+    /// results' texts are searched for a refusal instead.
+    pub refused_calls: Option<Vec<errors::Refusal>>,
     /// Whether the project changed since the previous stop, and the baseline
     /// the next stop compares with.
     pub progress: Reading,
@@ -105,6 +110,7 @@ impl Observation {
             message_source: MessageSource::Missing,
             failing_tool_results: Vec::new(),
             tool_calls: 0,
+            refused_calls: None,
             progress: Reading::default(),
             tdd_scenario: None,
             plan: PlanReport::default(),
@@ -502,7 +508,12 @@ pub fn decide_judged(
         output_chars: observed.message.chars().count(),
         tdd_scenario: observed.tdd_scenario.clone(),
         rejected_claim: rejected,
-        denied: errors::permission_denial(&observed.failing_tool_results),
+        denied: match &observed.refused_calls {
+            Some(calls) => calls.clone(),
+            None => errors::permission_denial(&observed.failing_tool_results)
+                .into_iter()
+                .collect(),
+        },
     };
     let (mut breaker, effect) =
         breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);

@@ -74,6 +74,14 @@ const EDIT_TOOLS: &[(&str, &str)] = &[
     ("NotebookEdit", "notebook_path"),
 ];
 
+/// True for a file tool that edits a file (`Write`, `Edit`, …).
+pub fn is_edit_tool(name: &str) -> bool {
+    EDIT_TOOLS.iter().any(|(tool, _)| *tool == name)
+}
+
+/// Most refused calls kept of one iteration.
+pub const MAX_REFUSALS: usize = 16;
+
 /// Why the transcript could not be read.
 #[derive(Debug, Error)]
 pub enum TranscriptError {
@@ -131,6 +139,10 @@ pub struct IterationTail {
     pub failing_tool_results: Vec<String>,
     /// How many tool calls the agent made in the iteration.
     pub tool_calls: usize,
+    /// The iteration's calls whose result is the client's refusal for lack
+    /// of permission, oldest first, with their tool and command or file (at
+    /// most [`MAX_REFUSALS`]).
+    pub refusals: Vec<crate::errors::Refusal>,
     /// The files the iteration's file tools changed.
     pub edits: ToolEdits,
     /// The final message of the iteration before this one (the assistant
@@ -341,6 +353,8 @@ struct ToolUse {
     name: String,
     /// The file an edit tool names.
     edited_file: Option<String>,
+    /// The command a shell tool runs (its first bytes).
+    command: Option<String>,
 }
 
 /// One tool result.
@@ -394,6 +408,8 @@ struct Iteration {
     message_bytes: usize,
     tool_calls: usize,
     tool_errors: Vec<String>,
+    /// Refused calls, newest first.
+    refusals: Vec<crate::errors::Refusal>,
     /// Results seen (newest first) whose calls, older, are not seen yet.
     pending: HashMap<String, ToolOutcome>,
     pending_overflow: bool,
@@ -515,12 +531,23 @@ impl Iteration {
                 self.unanswered_calls += 1;
             }
         }
-        let Some(file) = call.edited_file else {
-            return;
-        };
         // The call's result is newer than the call, so it was seen already;
         // a call with no result did nothing (the stop came first).
         let outcome = call.id.as_ref().and_then(|id| self.pending.get(id));
+        if let Some(text) = outcome.and_then(|o| o.error.as_deref()) {
+            if self.refusals.len() < MAX_REFUSALS && crate::errors::is_permission_denial(text) {
+                let target = call.command.as_deref().or(call.edited_file.as_deref());
+                self.refusals.push(crate::errors::Refusal {
+                    text: crate::errors::permission_denial(&[text.to_string()])
+                        .and_then(|r| r.text),
+                    tool_use_id: call.id.clone(),
+                    ..crate::errors::Refusal::of_call(&call.name, target)
+                });
+            }
+        }
+        let Some(file) = call.edited_file else {
+            return;
+        };
         let changed = match outcome {
             Some(o) if o.error.is_some() => false,
             Some(o) => o.changed.unwrap_or(true),
@@ -556,6 +583,7 @@ impl Iteration {
             whole,
             failing_tool_results: self.tool_errors,
             tool_calls: self.tool_calls,
+            refusals: self.refusals.into_iter().rev().collect(),
             previous_final_message: None,
             api_error: self.api_error,
             edits: ToolEdits {
@@ -1062,6 +1090,52 @@ mod tests {
         let late_result = with(&[bash, text, ok]);
         assert!(late_result.caught_up, "written out of order, but all there");
         assert_eq!(late_result.final_message.as_deref(), Some("Looked."));
+    }
+
+    #[test]
+    fn refused_calls_are_named_with_their_command_or_file() {
+        // The refusal texts both clients wrote in acceptEdits (`-p`).
+        let lines = [
+            prompt("Stop hook feedback:\\nDo the task"),
+            call("t", "Bash", r#"{"command":"python3 -m unittest","description":"Run"}"#),
+            result("t", true, "This command requires approval", ""),
+            call("g", "Bash", r#"{"command":"git add a && git commit -m a"}"#),
+            result(
+                "g",
+                true,
+                "This Bash command contains multiple operations. The following parts require approval: git add a, git commit -m a",
+                "",
+            ),
+            call("w", "Write", r#"{"file_path":"/tmp/out.txt","content":"x"}"#),
+            result(
+                "w",
+                true,
+                "Claude requested permissions to write to /tmp/out.txt, but you haven't granted it yet.",
+                "",
+            ),
+            // A failure that is no refusal, and the system's EACCES.
+            call("c", "Bash", r#"{"command":"cat /etc/shadow"}"#),
+            result("c", true, "Exit code 1\\ncat: /etc/shadow: Permission denied", ""),
+            call("ok", "Bash", r#"{"command":"ls"}"#),
+            result("ok", false, "README.md", ""),
+            assistant("end", r#"[{"type":"text","text":"Tried."}]"#),
+        ];
+        let tail = tail_of(&lines);
+        let calls: Vec<_> = tail.refusals.iter().map(|r| r.call()).collect();
+        assert_eq!(
+            calls,
+            [
+                "Bash(python3 -m unittest)",
+                "Bash(git add a && git commit -m a)",
+                "Write(/tmp/out.txt)"
+            ]
+        );
+        assert_eq!(tail.refusals[0].tool_use_id.as_deref(), Some("t"));
+        assert_eq!(
+            tail.refusals[1].allow_rules(),
+            ["Bash(git add a:*)", "Bash(git commit -m a:*)"]
+        );
+        assert_eq!(tail.failing_tool_results.len(), 4);
     }
 
     #[test]

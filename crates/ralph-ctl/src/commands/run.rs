@@ -136,7 +136,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     // Unattended runs have the sandbox (or, where it cannot run, allow
     // rules for the checks); every run keeps the agent off ralph's files.
     let sandbox_setting = sandbox::setting(config.sandbox, options.sandbox);
-    let sandbox_plan = match sandbox::plan(
+    let mut sandbox_plan = match sandbox::plan(
         sandbox_setting,
         options.headless || fresh,
         &sandbox::support(
@@ -148,6 +148,10 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         Ok(plan) => plan,
         Err(sandbox::Refusal(why)) => return Err(CtlError::Refused(why)),
     };
+    // A permission mode the person named is theirs: ralph adds no allow rules to it.
+    if command::names_permissions(&options.client_args) {
+        sandbox_plan.allow_checks = false;
+    }
     let stop_failure_hook = version
         .filter(|v| v.has_stop_failure() && !fresh)
         .and_then(|_| {
@@ -181,7 +185,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         say("sandbox: on; the agent's commands run without prompts and cannot write outside the project or to ralph's files");
     }
     if (options.headless || fresh) && command::names_permissions(&options.client_args) {
-        say("permissions: as your arguments after -- say (ralph's acceptEdits is not added)");
+        say("permissions: as your arguments after -- say (ralph adds no acceptEdits and no allow rules)");
     }
     let session_cost = version.is_some_and(|v| v.reports_session_cost());
     let (session, max_iterations, fresh) = if options.resume {

@@ -95,6 +95,7 @@ pub fn judge(
         cut_off: end.cut_off,
         task: end.task,
         extra_verify: end.extra_verify,
+        permission_denials: end.result.and_then(|r| r.permission_denials.clone()),
     };
     let mut answer = None;
     let report =

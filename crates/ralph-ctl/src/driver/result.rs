@@ -1,8 +1,10 @@
 //! The object `claude -p --output-format json` prints when it ends: whether
 //! the run failed and how (`api_error_status`, `subtype`,
-//! `terminal_reason`), and what it cost by the client's own accounting.
+//! `terminal_reason`), what it cost by the client's own accounting, and
+//! the tool calls it refused for lack of permission.
 
-use serde::Deserialize;
+use ralph_core::errors::Refusal;
+use serde::{Deserialize, Deserializer};
 
 /// The fields of the client's result object the supervisor reads.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -28,6 +30,36 @@ pub struct ClientResult {
     /// The last answer, or the error text.
     #[serde(default)]
     pub result: Option<String>,
+    /// The tool calls the client refused for lack of permission
+    /// (`permission_denials`: `tool_name`, `tool_use_id`, `tool_input`, on
+    /// 2.0.77 and 2.1.330 alike); `None` when the result has no such list.
+    /// An entry of another shape is kept as a refusal of an unknown call.
+    #[serde(default, deserialize_with = "denials")]
+    pub permission_denials: Option<Vec<Refusal>>,
+}
+
+/// Reads `permission_denials` leniently: a list of anything (a field of the
+/// wrong type is no refusal list, never a failed parse of the result).
+fn denials<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Refusal>>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    let Some(list) = value.as_array() else {
+        return Ok(None);
+    };
+    Ok(Some(
+        list.iter()
+            .map(|entry| {
+                let input = &entry["tool_input"];
+                // What the call asked for: a shell command, else a file.
+                let target = ["command", "file_path", "notebook_path", "path", "url"]
+                    .iter()
+                    .find_map(|key| input[key].as_str());
+                Refusal {
+                    tool_use_id: entry["tool_use_id"].as_str().map(str::to_string),
+                    ..Refusal::of_call(entry["tool_name"].as_str().unwrap_or_default(), target)
+                }
+            })
+            .collect(),
+    ))
 }
 
 impl ClientResult {
@@ -63,6 +95,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reads_the_refused_calls() {
+        // As 2.1.330 and 2.0.77 wrote it (`-p --output-format json`, acceptEdits).
+        let out = br#"{"type":"result","subtype":"success","is_error":false,"result":"done","permission_denials":[{"tool_name":"Bash","tool_use_id":"toolu_mock_0","tool_input":{"command":"python3 -m unittest","description":"Run a command"}},{"tool_name":"Write","tool_use_id":"toolu_mock_10","tool_input":{"file_path":"/tmp/p/outside2.txt","content":"x\n"}}]}"#;
+        let denied = parse(out).unwrap().permission_denials.unwrap();
+        assert_eq!(denied.len(), 2);
+        assert_eq!(denied[0].call(), "Bash(python3 -m unittest)");
+        assert_eq!(denied[0].tool_use_id.as_deref(), Some("toolu_mock_0"));
+        assert_eq!(denied[1].call(), "Write(/tmp/p/outside2.txt)");
+        let none = parse(br#"{"type":"result","permission_denials":[]}"#).unwrap();
+        assert_eq!(none.permission_denials, Some(vec![]));
+        // A list of the wrong shape is no list; the rest of the result is read.
+        let odd =
+            parse(br#"{"type":"result","total_cost_usd":0.5,"permission_denials":"x"}"#).unwrap();
+        assert_eq!(
+            (odd.permission_denials, odd.total_cost_usd),
+            (None, Some(0.5))
+        );
+        let strange =
+            parse(br#"{"type":"result","permission_denials":[7,{"tool_name":3}]}"#).unwrap();
+        assert_eq!(strange.permission_denials.unwrap().len(), 2);
+    }
+
+    #[test]
     fn reads_the_last_result_object() {
         let out = br#"{"type":"system","subtype":"init"}
 {"type":"result","subtype":"success","is_error":true,"api_error_status":529,"terminal_reason":"api_error","total_cost_usd":0.0123,"session_id":"s","result":"API Error: 529 Overloaded"}
@@ -74,6 +129,7 @@ mod tests {
         assert!(!r.budget_spent());
         let spent = parse(br#"{"type":"result","subtype":"error_max_budget_usd","is_error":false,"total_cost_usd":1.2}"#).unwrap();
         assert!(spent.budget_spent());
+        assert_eq!(r.permission_denials, None, "2.1 results without the list");
         assert_eq!(parse(b"not json\n"), None);
         assert_eq!(parse(b""), None);
     }

@@ -179,8 +179,8 @@ pub fn plan(
     }
     match (setting, support) {
         (SandboxSetting::Off, _) => Ok(unsandboxed(unattended.then(|| {
-            "sandbox: off; the agent's commands run unsandboxed, with the project's checks and \
-             git add/commit allowed"
+            "sandbox: off; the agent's commands run unsandboxed (without a permission mode of \
+             yours: acceptEdits, with the project's checks and git add/commit allowed)"
                 .to_string()
         }))),
         (SandboxSetting::Auto, _) if !unattended => Ok(unsandboxed(None)),
@@ -194,8 +194,8 @@ pub fn plan(
              or run with --no-sandbox"
         ))),
         (SandboxSetting::Auto, Support::Missing(why)) => Ok(unsandboxed(Some(format!(
-            "sandbox: not available ({why}); the agent runs with the project's checks and \
-             git add/commit allowed instead"
+            "sandbox: not available ({why}); without a permission mode of yours the agent gets \
+             acceptEdits with the project's checks and git add/commit allowed instead"
         )))),
     }
 }

@@ -28,6 +28,8 @@ const MAX_PATH_BYTES: usize = 4096;
 /// Bytes kept of a failing tool result's text: enough for the
 /// [`super::MAX_TOOL_ERROR_CHARS`] characters the reader keeps.
 const MAX_ERROR_TEXT_BYTES: usize = 4 * super::MAX_TOOL_ERROR_CHARS;
+/// Bytes kept of a shell tool's command (to name a refused call).
+const MAX_COMMAND_BYTES: usize = 1024;
 /// Longest `type`, `model` or tool name compared with a known one.
 const MAX_NAME_BYTES: usize = 256;
 
@@ -233,6 +235,7 @@ enum Key {
     Input,
     FilePath,
     NotebookPath,
+    Command,
     StructuredPatch,
     Other,
 }
@@ -264,6 +267,7 @@ impl<'de> Deserialize<'de> for Key {
                     "input" => Key::Input,
                     "file_path" => Key::FilePath,
                     "notebook_path" => Key::NotebookPath,
+                    "command" => Key::Command,
                     "structuredPatch" => Key::StructuredPatch,
                     _ => Key::Other,
                 })
@@ -513,6 +517,7 @@ impl Blocks {
                 id: block.id.into_string(),
                 name,
                 edited_file,
+                command: block.command.into_string(),
             });
         } else if block.kind.is("tool_result") {
             if self.outcomes.len() >= MAX_LINE_ITEMS {
@@ -600,6 +605,7 @@ struct BlockFields {
     is_error: Scalar,
     file_path: Scalar,
     notebook_path: Scalar,
+    command: Scalar,
     /// A tool result's text (its `content`: a string or text blocks),
     /// its first [`MAX_ERROR_TEXT_BYTES`].
     result_text: String,
@@ -641,6 +647,7 @@ impl<'de> Visitor<'de> for BlockSeed {
                     let input: InputFields = map.next_value()?;
                     block.file_path = input.file_path;
                     block.notebook_path = input.notebook_path;
+                    block.command = input.command;
                 }
                 Key::Content if self.results => {
                     block.result_text = map.next_value::<ResultText>()?.0
@@ -654,11 +661,13 @@ impl<'de> Visitor<'de> for BlockSeed {
     }
 }
 
-/// A tool call's `input`: the file an edit tool names.
+/// A tool call's `input`: the file an edit tool names, the command a
+/// shell tool runs.
 #[derive(Default)]
 struct InputFields {
     file_path: Scalar,
     notebook_path: Scalar,
+    command: Scalar,
 }
 
 impl<'de> Deserialize<'de> for InputFields {
@@ -679,6 +688,9 @@ impl<'de> Deserialize<'de> for InputFields {
                         }
                         Key::NotebookPath => {
                             input.notebook_path = map.next_value_seed(ScalarSeed(MAX_PATH_BYTES))?
+                        }
+                        Key::Command => {
+                            input.command = map.next_value_seed(ScalarSeed(MAX_COMMAND_BYTES))?
                         }
                         _ => {
                             map.next_value::<IgnoredAny>()?;

@@ -213,10 +213,22 @@ fn tool_uses_of(line: &Value) -> Vec<ToolUse> {
                 .and_then(|(_, field)| b.pointer(&format!("/input/{field}")))
                 .and_then(Value::as_str)
                 .map(str::to_owned);
+            // The reader keeps a command's first 1,024 bytes.
+            let command = b
+                .pointer("/input/command")
+                .and_then(Value::as_str)
+                .map(|c| {
+                    let mut end = c.len().min(1024);
+                    while !c.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    c[..end].to_owned()
+                });
             ToolUse {
                 id: b.get("id").and_then(Value::as_str).map(str::to_owned),
                 name,
                 edited_file,
+                command,
             }
         })
         .collect()

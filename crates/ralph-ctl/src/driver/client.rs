@@ -195,8 +195,11 @@ pub const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// Most of the client's output kept for reading its result: the tail.
 pub const MAX_CAPTURED_BYTES: usize = 4 * 1024 * 1024;
 
+/// How long `claude --version` may take.
+pub const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The client's version (`claude --version`), or `None` when it does not
-/// say within a few seconds.
+/// say within [`VERSION_TIMEOUT`].
 pub fn version(client: &super::command::ClientProgram) -> Option<super::command::ClientVersion> {
     let mut child = Command::new(&client.program)
         .args(&client.leading_args)
@@ -210,7 +213,8 @@ pub fn version(client: &super::command::ClientProgram) -> Option<super::command:
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() < Duration::from_secs(10) => {
+            // Node starting a large cli.js on a loaded machine took 7.6 s here.
+            Ok(None) if started.elapsed() < VERSION_TIMEOUT => {
                 thread::sleep(Duration::from_millis(20))
             }
             _ => {

@@ -83,19 +83,17 @@ pub enum Support {
 
 /// Whether `client` (its version, when known) on `machine` can sandbox.
 pub fn support(machine: &Machine, client: Option<ClientVersion>) -> Support {
+    // A client whose version cannot be read is taken to have the sandbox
+    // (every client since 2.0.77 has): an older one ignores the setting,
+    // and the breaker names what it then refuses.
     match client {
-        None => {
-            return Support::Missing(
-                "the client's version could not be read (`claude --version`)".into(),
-            )
-        }
         Some(v) if v < OLDEST_SANDBOXED_CLIENT => {
             return Support::Missing(format!(
                 "Claude Code {v} is older than {OLDEST_SANDBOXED_CLIENT}, the first whose sandbox \
                  ralph is tested with: update it (`npm install -g @anthropic-ai/claude-code`)"
             ))
         }
-        Some(_) => {}
+        _ => {}
     }
     match machine.os {
         Os::Linux => {
@@ -363,8 +361,9 @@ mod tests {
             panic!("an old client has none")
         };
         assert!(old.contains("1.0.100") && old.contains("2.0.77"), "{old}");
+        assert_eq!(support(&linux(true, true), None), Support::Ready);
         assert!(matches!(
-            support(&linux(true, true), None),
+            support(&linux(false, true), None),
             Support::Missing(_)
         ));
         let windows = Machine {

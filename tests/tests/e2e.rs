@@ -1240,8 +1240,13 @@ fn a_prompt_deleted_mid_loop_is_named_by_the_launcher(client: ClientVersion) {
         .path(".claude/ralph/PROMPT.md")
         .display()
         .to_string();
+    // A script, which the client does not look into: `rm` naming the file
+    // is refused by the deny rule on .claude/ralph.
+    let script = project.tmp.join("remove.sh");
+    std::fs::write(&script, format!("rm {prompt}\n")).unwrap();
+    let script = script.display().to_string();
     let api = MockApi::start(move |turn, _| match turn {
-        0 => Reply::bash(format!("rm {prompt}")),
+        0 => Reply::bash(format!("sh {script}")),
         _ => Reply::text("Removed a file; more to do."),
     });
     // Without the sandbox (in it, .claude/ralph is read-only to the agent):

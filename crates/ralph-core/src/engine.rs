@@ -823,6 +823,7 @@ mod tests {
                     timed_out: false,
                     duration_ms: 1,
                     output_tail: "1 failed".into(),
+                    counts: None,
                 })
                 .collect()
         }

@@ -613,6 +613,7 @@ mod tests {
             timed_out,
             duration_ms: 5,
             output_tail: "test foo ... FAILED".into(),
+            counts: None,
         }
     }
 

@@ -1243,6 +1243,7 @@ mod tests {
             timed_out: false,
             duration_ms: 3,
             output_tail: format!("exit status {exit}"),
+            counts: None,
         }])
     }
 

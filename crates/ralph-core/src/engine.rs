@@ -27,6 +27,7 @@ use crate::paths::ProjectPaths;
 use crate::plan::{self, PlanReport};
 use crate::progress;
 use crate::prompt::{self, PromptError};
+use crate::protected::{self, ProtectedSnapshot};
 use crate::registration::{self, SettingsError};
 use crate::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
 use crate::store::{Reread, StateStore, StoreError};
@@ -91,6 +92,11 @@ pub trait World {
     fn plan(&self, root: &Path, files: &[String]) -> PlanReport;
     /// Runs the verification commands, in order.
     fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult>;
+    /// The protected files changed since `before` was taken (`None`: the
+    /// project could not be listed in time).
+    fn protected_changes(&self, root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
+        protected::changes(root, before)
+    }
     /// The registered Stop hook timeout, in seconds, when ralph's hook is
     /// registered; an error when `.claude/settings.json` cannot be read.
     fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError>;
@@ -298,6 +304,19 @@ pub fn run_stop_settled(
             notes.push(format!("warning: {warning}"));
         }
         observed.verification = Some(world.verify(work_root(paths, stop), commands));
+    }
+    // A claim is compared with the protected files at the loop's start.
+    if let (true, Some(before)) = (claim.assessment.claimed, &owned.protected_files) {
+        observed.protected_changes = Some(
+            world
+                .protected_changes(work_root(paths, stop), before)
+                .unwrap_or_else(|| {
+                    vec![format!(
+                        "(the files under {} could not be listed in time)",
+                        before.patterns.join(", ")
+                    )]
+                }),
+        );
     }
 
     let lock = store.lock(false)?;

@@ -11,6 +11,7 @@ pub mod plan;
 pub mod process;
 pub mod progress;
 pub mod prompt;
+pub mod protected;
 pub mod registration;
 pub mod test_counts;
 pub mod transcript;

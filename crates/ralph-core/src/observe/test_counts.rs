@@ -67,6 +67,17 @@ impl TestCounts {
     }
 }
 
+/// One verification command's counts (the loop's `testBaseline`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandCounts {
+    /// The command line, as in config.json.
+    pub command: String,
+    /// Its counts.
+    #[serde(flatten)]
+    pub counts: TestCounts,
+}
+
 /// The counts in `output`, read line by line (see [`Tally`]).
 pub fn parse(output: &str) -> Option<TestCounts> {
     let mut tally = Tally::default();
@@ -220,6 +231,7 @@ impl Tally {
         } else if let Some(counts) = vitest(line) {
             self.vitest = Some(counts);
         } else if self.node_line(line) || self.mocha_line(line) {
+            // Read into `node` or `mocha`.
         } else if let Some(counts) = rspec(line) {
             self.rspec = Some(counts);
         } else if let Some(counts) = phpunit(line) {

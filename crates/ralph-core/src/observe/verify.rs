@@ -345,6 +345,23 @@ pub fn run_all(root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
     results
 }
 
+/// Runs every command once, failing or not (a loop starts with its tests
+/// failing: that is its task), each with its timeout, and keeps the test
+/// counts of those whose output a runner's summary was read from: the
+/// loop's `testBaseline`.
+pub fn test_baseline(root: &Path, commands: &[VerifyCommand]) -> Vec<test_counts::CommandCounts> {
+    commands
+        .iter()
+        .filter_map(|command| {
+            let result = run(root, command);
+            result.counts.map(|counts| test_counts::CommandCounts {
+                command: result.command,
+                counts,
+            })
+        })
+        .collect()
+}
+
 /// The sum of the commands' timeouts, in seconds.
 pub fn total_timeout(commands: &[VerifyCommand]) -> u64 {
     commands.iter().map(|c| u64::from(c.timeout_seconds)).sum()
@@ -527,5 +544,33 @@ mod tests {
         );
         let silent = run(dir.path(), &cmd("lint", "echo fine", 5));
         assert_eq!(silent.counts, None);
+        // The baseline runs every command, the failing ones too, and keeps
+        // the counts it could read.
+        let baseline = test_baseline(
+            dir.path(),
+            &[
+                cmd(
+                    "a",
+                    "printf 'Ran 4 tests in 0.1s\\n\\nFAILED (failures=1)\\n'; exit 1",
+                    5,
+                ),
+                cmd("lint", "echo fine", 5),
+                cmd("b", "echo '3 passed, 1 skipped in 0.05s'", 5),
+            ],
+        );
+        assert_eq!(
+            baseline,
+            [
+                test_counts::CommandCounts {
+                    command: "printf 'Ran 4 tests in 0.1s\\n\\nFAILED (failures=1)\\n'; exit 1"
+                        .into(),
+                    counts: TestCounts::new(3, 1, 0),
+                },
+                test_counts::CommandCounts {
+                    command: "echo '3 passed, 1 skipped in 0.05s'".into(),
+                    counts: TestCounts::new(3, 0, 1),
+                },
+            ]
+        );
     }
 }

@@ -307,9 +307,23 @@ fn claims(page: &mut String, state: &LoopState) {
         );
     }
     for v in &claim.verification {
+        let base = state.test_baseline.iter().find(|b| b.command == v.command);
+        let counts = match (&v.counts, base) {
+            (Some(now), Some(base)) => format!(
+                "<p>tests: {} (at the start: {})</p>",
+                esc(&now.describe()),
+                esc(&base.counts.describe())
+            ),
+            (Some(now), None) => format!("<p>tests: {}</p>", esc(&now.describe())),
+            (None, Some(base)) => format!(
+                "<p>tests: no summary read (at the start: {})</p>",
+                esc(&base.counts.describe())
+            ),
+            (None, None) => String::new(),
+        };
         let _ = write!(
             page,
-            "<tr><td>verify: {}</td><td>{}</td><td><code>{}</code><pre>{}</pre></td></tr>",
+            "<tr><td>verify: {}</td><td>{}</td><td><code>{}</code>{counts}<pre>{}</pre></td></tr>",
             esc(&v.name),
             if v.passed() {
                 "<span class=\"ok\">passed</span>"

@@ -1181,6 +1181,63 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_is_checked_against_the_protected_files_of_the_start() {
+        let (_d, paths) = project(None);
+        let tests = paths.root.join("tests");
+        std::fs::create_dir_all(&tests).unwrap();
+        std::fs::write(tests.join("test_a.py"), "def test_a(): assert False\n").unwrap();
+        // What `ralph-ctl start` records.
+        let mut started = state(&paths);
+        started.protected_files = crate::protected::snapshot(&paths.root, &["tests/".to_string()]);
+        StateStore::new(&paths)
+            .lock(true)
+            .unwrap()
+            .write(&started)
+            .unwrap();
+        let world = FakeWorld::new(IterationTail::default());
+        let signal = Config::default().completion_signal;
+        // Untouched: the claim passes.
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert!(state(&paths).last_claim.unwrap().accepted, "{report:?}");
+
+        // Changed: the claim is rejected, naming the file.
+        let mut again = state(&paths);
+        again.status = Status::Running;
+        again.ended_at = None;
+        again.ended_because = None;
+        StateStore::new(&paths)
+            .lock(true)
+            .unwrap()
+            .write(&again)
+            .unwrap();
+        std::fs::write(tests.join("test_a.py"), "def test_a(): pass\n").unwrap();
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        let Answer::Block { reason, .. } = report.answer else {
+            panic!("a rejected claim goes on: {:?}", report.answer);
+        };
+        assert!(
+            reason.contains("protected_paths gate: 1 protected file(s) changed")
+                && reason.contains("tests/test_a.py"),
+            "{reason}"
+        );
+        assert!(!state(&paths).last_claim.unwrap().accepted);
+    }
+
+    #[test]
     fn verification_runs_once_and_only_for_a_claim() {
         let config = r#"{"verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#;
         let (_d, paths) = project(Some(config));

@@ -121,6 +121,18 @@ pub fn open_loop(
             }
         }
     }
+    let verify_total = verify::total_timeout(&config.completion.verify);
+    if verify_total > 0 {
+        let timeout = registration::registered_timeout_in(paths)
+            .unwrap_or_else(|e| {
+                crate::warn!("ralph-ctl: warning: {e}");
+                None
+            })
+            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
+        if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
+            crate::warn!("ralph-ctl: warning: {warning}");
+        }
+    }
     let test_baseline = test_baseline(paths, config);
     let protected_files = protected_files(paths, config)?;
     let lock = store.lock(true)?;
@@ -146,18 +158,6 @@ pub fn open_loop(
         }
         Err(e) => return Err(e.into()),
     };
-    let verify_total = verify::total_timeout(&config.completion.verify);
-    if verify_total > 0 {
-        let timeout = registration::registered_timeout_in(paths)
-            .unwrap_or_else(|e| {
-                crate::warn!("ralph-ctl: warning: {e}");
-                None
-            })
-            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
-        if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
-            crate::warn!("ralph-ctl: warning: {warning}");
-        }
-    }
     // The loop this one replaces is kept (`ralph-ctl history`), never lost.
     if let Some(previous) = &previous {
         lock.archive(previous).map_err(|e| {

@@ -1623,3 +1623,86 @@ fn tasks_and_notes_are_capped_where_written_so_the_state_stays_readable() {
     assert_eq!(state["hint"].as_str().unwrap().len(), 4 * 15 * 1024 + 3);
     project.ctl(&["status"], &[]).assert_code(0);
 }
+
+#[test]
+fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
+    let project = TempProject::new("integrity");
+    std::fs::create_dir_all(project.path("tests")).unwrap();
+    std::fs::write(
+        project.path("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.path("tests/test_calc.py"),
+        "import unittest\n\nimport calc\n\n\nclass T(unittest.TestCase):\n    \
+         def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n\n    \
+         def test_zero(self):\n        self.assertEqual(calc.add(0, 0), 0)\n",
+    )
+    .unwrap();
+    let init = Ctl::new(&project).args(["init", "--yes"]).run();
+    init.assert_code(0);
+    assert!(
+        init.stdout.contains("Protected: tests/ (protectedPaths"),
+        "{}",
+        init.stdout
+    );
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
+            .unwrap();
+    assert_eq!(config["protectedPaths"], json!(["tests/"]));
+    let command = config["verify"][0]["command"].as_str().unwrap().to_string();
+    assert_eq!(command, "python3 -m unittest discover -s tests");
+    let deny = settings(&project)["permissions"]["deny"].clone();
+    for rule in ["Edit(tests/**)", "Write(tests/**)"] {
+        assert!(
+            deny.as_array().unwrap().iter().any(|r| r == rule),
+            "{rule}: {deny}"
+        );
+    }
+
+    project.write_prompt("Fix add.\n");
+    let start = project.ctl(&["start"], &[]);
+    start.assert_code(0);
+    assert!(
+        start
+            .stderr
+            .contains("test baseline of `python3 -m unittest discover -s tests`: 2 run (1 passed, 1 failed), 0 skipped"),
+        "{}",
+        start.stderr
+    );
+    let state = project.state().unwrap();
+    assert_eq!(
+        state["testBaseline"],
+        json!([{"command": command, "run": 2, "passed": 1, "failed": 1, "skipped": 0}])
+    );
+    assert_eq!(state["protectedFiles"]["patterns"], json!(["tests/"]));
+    assert!(
+        state["protectedFiles"]["files"]["tests/test_calc.py"].is_string(),
+        "{state:#}"
+    );
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains(
+            "baseline:   tests of `python3 -m unittest discover -s tests` at the start: 2 run (1 passed, 1 failed), 0 skipped"
+        ),
+        "{}",
+        status.stdout
+    );
+
+    // A glob that leaves the project is refused, naming the key.
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        json!({"verify": config["verify"], "protectedPaths": ["../elsewhere"]}).to_string(),
+    )
+    .unwrap();
+    let refused = project.ctl(&["start", "--force"], &[]);
+    assert_ne!(refused.code, Some(0), "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("protectedPaths = \"../elsewhere\" is invalid"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -74,6 +74,8 @@ pub mod env {
     pub const NOTIFY: &str = "RALPH_NOTIFY";
     /// auto, on or off: whether unattended runs put the client in its sandbox.
     pub const SANDBOX: &str = "RALPH_SANDBOX";
+    /// `true`: a claim may run fewer tests, or skip more, than the loop's baseline.
+    pub const ALLOW_FEWER_TESTS: &str = "RALPH_ALLOW_FEWER_TESTS";
 }
 
 /// How many `RALPH_OUTCOME` errors, and gate-blocked items, in a row a loop
@@ -377,6 +379,8 @@ struct ConfigFile {
     iteration_budget_usd: Option<serde_json::Value>,
     notify: Option<String>,
     sandbox: Option<String>,
+    allow_fewer_tests: Option<bool>,
+    protected_paths: Option<Vec<String>>,
 }
 
 /// Which config file is read: the user's defaults or the project's own.
@@ -400,6 +404,8 @@ const FILE_KEYS: &[&str] = &[
     "iterationBudgetUsd",
     "notify",
     "sandbox",
+    "allowFewerTests",
+    "protectedPaths",
 ];
 
 /// The known key closest to `key` when it is a likely misspelling (at most
@@ -438,7 +444,8 @@ pub fn accepted_keys() -> String {
     format!(
         "{}, completionSignal, promptFile, completionMode, planFiles, verify (a list of {{name, command, \
          timeoutSeconds}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
-         testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, notify (a command), sandbox (auto, on or off)",
+         testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, notify (a command), \
+         sandbox (auto, on or off), allowFewerTests (true or false), protectedPaths (a list of globs)",
         numbers.join(", ")
     )
 }
@@ -454,6 +461,32 @@ fn cost_accepts() -> String {
 fn validate_cost(dollars: f64) -> Option<Usd> {
     (dollars.is_finite() && dollars > 0.0 && dollars <= MAX_COST_LIMIT_USD)
         .then(|| Usd::from_dollars(dollars))
+}
+
+/// What `allowFewerTests` / RALPH_ALLOW_FEWER_TESTS accept.
+const BOOLEANS: &str = "true or false (also 1 or 0)";
+
+/// Reads `true`/`false` (`1`/`0`), any case.
+fn parse_bool(raw: &str) -> Option<bool> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" => Some(true),
+        "false" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// What a `protectedPaths` entry may be.
+const PROTECTED_ACCEPTS: &str =
+    "a list of globs relative to the project (such as \"tests\" or \"src/**/*_test.go\"), none empty, none absolute, none with `..`";
+
+/// Whether `glob` can be a `protectedPaths` entry.
+fn valid_protected(glob: &str) -> bool {
+    let glob = glob.trim();
+    !glob.is_empty()
+        && !glob.starts_with('/')
+        && !glob.starts_with('\\')
+        && !glob.contains(':')
+        && !glob.split(['/', '\\']).any(|part| part == "..")
 }
 
 /// What `completionMode` / RALPH_COMPLETION_MODE accept.
@@ -804,6 +837,19 @@ impl Config {
                     .ok_or_else(|| bad("iterationBudgetUsd", raw.to_string(), cost_accepts()))?,
             );
         }
+        if let Some(allow) = file.allow_fewer_tests {
+            self.completion.allow_fewer_tests = allow;
+        }
+        if let Some(globs) = &file.protected_paths {
+            if let Some(bad_glob) = globs.iter().find(|g| !valid_protected(g)) {
+                return Err(bad(
+                    "protectedPaths",
+                    format!("{bad_glob:?}"),
+                    PROTECTED_ACCEPTS.into(),
+                ));
+            }
+            self.completion.protected_paths = globs.iter().map(|g| g.trim().to_string()).collect();
+        }
         if let Some(command) = &file.notify {
             self.notify = Some(command.clone()).filter(|c| !c.trim().is_empty());
         }
@@ -905,6 +951,13 @@ impl Config {
                 name: env::RESUME_POLICY,
                 value: v,
                 accepts: POLICIES.into(),
+            })?;
+        }
+        if let Some(v) = read(env::ALLOW_FEWER_TESTS, &|| BOOLEANS.to_string())? {
+            self.completion.allow_fewer_tests = parse_bool(&v).ok_or(ConfigError::BadEnv {
+                name: env::ALLOW_FEWER_TESTS,
+                value: v,
+                accepts: BOOLEANS.into(),
             })?;
         }
         if let Some(v) = read(env::NOTIFY, &|| "a command".to_string())? {
@@ -1159,8 +1212,9 @@ mod tests {
     #[test]
     fn bad_env_values_name_the_variable() {
         let (_d, paths) = project_with_config(None);
-        let cases: [(&str, &str); 14] = [
+        let cases: [(&str, &str); 15] = [
             (env::COMPLETION_MODE, "lenient"),
+            (env::ALLOW_FEWER_TESTS, "sometimes"),
             ("CB_NO_PROGRESS_THRESHOLD", "0"),
             ("CB_OUTPUT_DECLINE_THRESHOLD", "100"),
             (env::PATIENCE, "soon"),
@@ -1203,6 +1257,11 @@ mod tests {
                 "did you mean `sameRejectedClaimThreshold`?",
             ),
             (r#"{"colour": 5}"#, "unknown key `colour`; accepted keys"),
+            (r#"{"allowFewerTests": "yes"}"#, "config.json"),
+            (r#"{"protectedPaths": ["../x"]}"#, "protectedPaths"),
+            (r#"{"protectedPaths": ["/etc"]}"#, "protectedPaths"),
+            (r#"{"protectedPaths": [" "]}"#, "protectedPaths"),
+            (r#"{"protectedPaths": "tests"}"#, "config.json"),
             (r#"{"maxIterations": 5"#, "config.json"),
             ("[]", "config.json"),
             ("", "config.json"),
@@ -1220,5 +1279,26 @@ mod tests {
         fs::write(paths.config_file(), b"{\xff}").unwrap();
         let err = Config::load(&paths, &[]).unwrap_err().to_string();
         assert!(err.contains("not contain valid UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn integrity_keys_from_the_file_and_the_environment() {
+        let (_d, paths) = project_with_config(Some(
+            r#"{"allowFewerTests": true, "protectedPaths": ["tests", " *_test.go "]}"#,
+        ));
+        let config = Config::load(&paths, &[]).unwrap();
+        assert!(config.completion.allow_fewer_tests);
+        assert_eq!(config.completion.protected_paths, ["tests", "*_test.go"]);
+        let off = Config::load(&paths, &[(env::ALLOW_FEWER_TESTS, "FALSE")]).unwrap();
+        assert!(!off.completion.allow_fewer_tests);
+        let (_d, paths) = project_with_config(None);
+        assert!(
+            !Config::load(&paths, &[])
+                .unwrap()
+                .completion
+                .allow_fewer_tests
+        );
+        let on = Config::load(&paths, &[(env::ALLOW_FEWER_TESTS, "1")]).unwrap();
+        assert!(on.completion.allow_fewer_tests);
     }
 }

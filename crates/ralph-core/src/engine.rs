@@ -27,6 +27,7 @@ use crate::paths::ProjectPaths;
 use crate::plan::{self, PlanReport};
 use crate::progress;
 use crate::prompt::{self, PromptError};
+use crate::protected::{self, ProtectedSnapshot};
 use crate::registration::{self, SettingsError};
 use crate::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
 use crate::store::{Reread, StateStore, StoreError};
@@ -96,6 +97,11 @@ pub trait World {
     fn plan(&self, root: &Path, files: &[String]) -> PlanReport;
     /// Runs the verification commands, in order.
     fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult>;
+    /// The protected files changed since `before` was taken (`None`: the
+    /// project could not be listed in time).
+    fn protected_changes(&self, root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
+        protected::changes(root, before)
+    }
     /// The registered Stop hook timeout, in seconds, when ralph's hook is
     /// registered; an error when `.claude/settings.json` cannot be read.
     fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError>;
@@ -303,6 +309,19 @@ pub fn run_stop_settled(
             notes.push(format!("warning: {warning}"));
         }
         observed.verification = Some(world.verify(work_root(paths, stop), commands));
+    }
+    // A claim is compared with the protected files at the loop's start.
+    if let (true, Some(before)) = (claim.assessment.claimed, &owned.protected_files) {
+        observed.protected_changes = Some(
+            world
+                .protected_changes(work_root(paths, stop), before)
+                .unwrap_or_else(|| {
+                    vec![format!(
+                        "(the files under {} could not be listed in time)",
+                        before.patterns.join(", ")
+                    )]
+                }),
+        );
     }
 
     let lock = store.lock(false)?;
@@ -850,6 +869,7 @@ mod tests {
                     timed_out: false,
                     duration_ms: 1,
                     output_tail: "1 failed".into(),
+                    counts: None,
                 })
                 .collect()
         }
@@ -1273,6 +1293,63 @@ mod tests {
         let second =
             reason(run_stop(&paths, &[], &stop("Working."), &world, &mut |_| Ok(())).unwrap());
         assert!(!second.contains("note from the person"), "{second}");
+    }
+
+    #[test]
+    fn a_claim_is_checked_against_the_protected_files_of_the_start() {
+        let (_d, paths) = project(None);
+        let tests = paths.root.join("tests");
+        std::fs::create_dir_all(&tests).unwrap();
+        std::fs::write(tests.join("test_a.py"), "def test_a(): assert False\n").unwrap();
+        // What `ralph-ctl start` records.
+        let mut started = state(&paths);
+        started.protected_files = crate::protected::snapshot(&paths.root, &["tests/".to_string()]);
+        StateStore::new(&paths)
+            .lock(true)
+            .unwrap()
+            .write(&started)
+            .unwrap();
+        let world = FakeWorld::new(IterationTail::default());
+        let signal = Config::default().completion_signal;
+        // Untouched: the claim passes.
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert!(state(&paths).last_claim.unwrap().accepted, "{report:?}");
+
+        // Changed: the claim is rejected, naming the file.
+        let mut again = state(&paths);
+        again.status = Status::Running;
+        again.ended_at = None;
+        again.ended_because = None;
+        StateStore::new(&paths)
+            .lock(true)
+            .unwrap()
+            .write(&again)
+            .unwrap();
+        std::fs::write(tests.join("test_a.py"), "def test_a(): pass\n").unwrap();
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        let Answer::Block { reason, .. } = report.answer else {
+            panic!("a rejected claim goes on: {:?}", report.answer);
+        };
+        assert!(
+            reason.contains("protected_paths gate: 1 protected file(s) changed")
+                && reason.contains("tests/test_a.py"),
+            "{reason}"
+        );
+        assert!(!state(&paths).last_claim.unwrap().accepted);
     }
 
     #[test]

@@ -27,8 +27,8 @@ pub mod time;
 // The modules by their own names, as the binaries and tests use them.
 pub use judge::{breaker, claims, completion, decision, errors, lifecycle, signals};
 pub use observe::{
-    files, hook_input, liveness, plan, process, progress, prompt, registration, transcript, usage,
-    verify,
+    files, hook_input, liveness, plan, process, progress, prompt, protected, registration,
+    test_counts, transcript, usage, verify,
 };
 pub use persist::{atomic, log, state, store};
 

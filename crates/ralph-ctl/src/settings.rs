@@ -91,10 +91,41 @@ pub const DENY_RULES: &[&str] = &[
     "Bash(ralph-ctl reload:*)",
 ];
 
+/// The deny rules that keep the agent's file tools off `protectedPaths`:
+/// `Edit(p/**)` and `Write(p/**)` for a folder (a glob ending with `/`, or
+/// one `is_dir` says is a folder), `Edit(**/p)` and `Write(**/p)` for a
+/// file name matched at any depth, `Edit(p)` and `Write(p)` otherwise.
+pub fn protected_deny_rules(globs: &[String], is_dir: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut rules = Vec::new();
+    for glob in globs {
+        let glob = glob.trim().trim_start_matches("./");
+        let bare = glob.trim_end_matches('/');
+        if bare.is_empty() {
+            continue;
+        }
+        let target = if glob.ends_with('/') || is_dir(bare) {
+            format!("{bare}/**")
+        } else if !bare.contains('/') {
+            format!("**/{bare}")
+        } else {
+            bare.to_string()
+        };
+        for tool in ["Edit", "Write"] {
+            rules.push(format!("{tool}({target})"));
+        }
+    }
+    rules
+}
+
 /// Adds each of [`DENY_RULES`] that `settings` lacks to its
 /// `permissions.deny`, keeping every other rule. An error names a part of
 /// unexpected shape, and then nothing changes.
 pub fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
+    merge_deny_rules_with(settings, &[])
+}
+
+/// [`merge_deny_rules`], and `extra` rules besides (those of `protectedPaths`).
+pub fn merge_deny_rules_with(settings: &mut Value, extra: &[String]) -> Result<(), String> {
     let Value::Object(root) = settings else {
         return Err("the file is not a JSON object".into());
     };
@@ -116,9 +147,13 @@ pub fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
     else {
         return Err("`permissions.deny` is not an array".into());
     };
-    for rule in DENY_RULES {
+    for rule in DENY_RULES
+        .iter()
+        .copied()
+        .chain(extra.iter().map(String::as_str))
+    {
         if !deny.iter().any(|r| r.as_str() == Some(rule)) {
-            deny.push(Value::String((*rule).into()));
+            deny.push(Value::String(rule.into()));
         }
     }
     Ok(())
@@ -262,5 +297,37 @@ mod tests {
             "\"/a b/ralph-stop-hook\""
         );
         assert_eq!(hook_command("/ab/ralph-stop-hook"), "/ab/ralph-stop-hook");
+    }
+
+    #[test]
+    fn protected_paths_get_edit_and_write_deny_rules() {
+        let globs: Vec<String> = ["tests/", "spec", "*_test.go", "src/**/*.snap"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let rules = protected_deny_rules(&globs, |p| p == "spec");
+        assert_eq!(
+            rules,
+            [
+                "Edit(tests/**)",
+                "Write(tests/**)",
+                "Edit(spec/**)",
+                "Write(spec/**)",
+                "Edit(**/*_test.go)",
+                "Write(**/*_test.go)",
+                "Edit(src/**/*.snap)",
+                "Write(src/**/*.snap)",
+            ]
+        );
+        let mut s = json!({"permissions": {"deny": ["Edit(tests/**)"]}});
+        merge_deny_rules_with(&mut s, &rules).unwrap();
+        let deny = s["permissions"]["deny"].as_array().unwrap();
+        assert_eq!(
+            deny.iter().filter(|r| *r == "Edit(tests/**)").count(),
+            1,
+            "no rule twice"
+        );
+        assert!(deny.iter().any(|r| r == "Write(**/*_test.go)"));
+        assert!(deny.iter().any(|r| r == DENY_RULES[0]));
     }
 }

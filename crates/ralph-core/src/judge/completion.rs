@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::claims::{self, StatusBlock};
 use crate::plan::PlanReport;
+use crate::test_counts::CommandCounts;
 use crate::verify::{VerifyCommand, VerifyResult};
 
 /// Iterations of test-only work that trigger the saturation nudge.
@@ -63,6 +64,11 @@ pub enum Gate {
     StatusBlock,
     /// Every verification command exits 0.
     Verification,
+    /// No verification command ran fewer tests, or skipped more, than at
+    /// the loop's start (`testBaseline`).
+    TestCount,
+    /// No file under `protectedPaths` changed since the loop's start.
+    ProtectedPaths,
 }
 
 impl Gate {
@@ -72,6 +78,8 @@ impl Gate {
             Gate::Plan => "plan",
             Gate::StatusBlock => "status_block",
             Gate::Verification => "verification",
+            Gate::TestCount => "test_count",
+            Gate::ProtectedPaths => "protected_paths",
         }
     }
 }
@@ -121,6 +129,12 @@ pub struct CompletionConfig {
     pub verify: Vec<VerifyCommand>,
     /// The confidence mode's weights.
     pub weights: ConfidenceWeights,
+    /// `allowFewerTests`: a claim may run fewer tests, or skip more, than
+    /// the loop's baseline (a task that removes tests on purpose).
+    pub allow_fewer_tests: bool,
+    /// `protectedPaths`: globs of files, relative to the project, that a
+    /// claim may not have changed since the loop's start.
+    pub protected_paths: Vec<String>,
 }
 
 impl Default for CompletionConfig {
@@ -133,6 +147,8 @@ impl Default for CompletionConfig {
                 .collect(),
             verify: Vec::new(),
             weights: ConfidenceWeights::default(),
+            allow_fewer_tests: false,
+            protected_paths: Vec::new(),
         }
     }
 }
@@ -274,13 +290,28 @@ fn is_failing(tests: &str) -> bool {
     )
 }
 
-/// Judges a claim: the plan, the status block's consistency, and the
-/// verification results (`None` when the commands did not run).
+/// What a claim is compared with besides its own results: the loop's start.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Integrity<'a> {
+    /// Each verification command's test counts at the loop's start.
+    pub baseline: &'a [CommandCounts],
+    /// `allowFewerTests`: the counts are not compared.
+    pub allow_fewer_tests: bool,
+    /// The files under `protectedPaths` changed since the loop's start
+    /// (`None`: no `protectedPaths`, or nothing to compare with).
+    pub protected_changes: Option<&'a [String]>,
+}
+
+/// Judges a claim: the plan, the status block's consistency, the
+/// verification results (`None` when the commands did not run), and, when
+/// they passed, their test counts against the loop's baseline and the
+/// protected paths.
 pub fn gates(
     assessment: &Assessment,
     plan: &PlanReport,
     verify: &[VerifyCommand],
     results: Option<&[VerifyResult]>,
+    integrity: &Integrity<'_>,
 ) -> Vec<GateResult> {
     let mut out = Vec::new();
     let unchecked: Vec<String> = plan
@@ -366,8 +397,105 @@ pub fn gates(
             passed,
             detail,
         });
+        if let (true, Some(results)) = (passed, results) {
+            out.extend(test_count_gate(integrity, results));
+        }
+    }
+    if let Some(changes) = integrity.protected_changes {
+        out.push(protected_gate(changes));
     }
     out
+}
+
+/// `n test`/`n tests`.
+fn tests_word(n: u64) -> String {
+    format!("{n} test{}", if n == 1 { "" } else { "s" })
+}
+
+/// The test-count gate: each command with a baseline must have run at least
+/// as many tests and skipped no more; `None` when no command has a baseline
+/// (an unknown runner) or `allowFewerTests` is set.
+pub fn test_count_gate(integrity: &Integrity<'_>, results: &[VerifyResult]) -> Option<GateResult> {
+    if integrity.allow_fewer_tests {
+        return None;
+    }
+    let mut compared = Vec::new();
+    let mut problems = Vec::new();
+    for result in results {
+        let Some(base) = integrity
+            .baseline
+            .iter()
+            .find(|b| b.command == result.command)
+        else {
+            continue;
+        };
+        let base = base.counts;
+        // No summary now: not compared. Some runners print one only when
+        // tests fail (Gradle, `mvn -q`), so its absence after a fix is
+        // no evidence of removed tests.
+        let Some(now) = result.counts else {
+            continue;
+        };
+        let fewer = now.run < base.run;
+        let more_skipped = now.skipped > base.skipped;
+        if fewer || more_skipped {
+            problems.push(format!(
+                "verify `{}` ran {} (baseline {}) and skipped {} (baseline {}): tests were removed \
+                 or skipped; restore them, or set allowFewerTests if the task removes tests on purpose",
+                result.command,
+                tests_word(now.run),
+                base.run,
+                now.skipped,
+                base.skipped
+            ));
+        } else {
+            compared.push(format!(
+                "`{}` ran {} (baseline {}), skipped {} (baseline {})",
+                result.command,
+                tests_word(now.run),
+                base.run,
+                now.skipped,
+                base.skipped
+            ));
+        }
+    }
+    if problems.is_empty() && compared.is_empty() {
+        return None;
+    }
+    Some(GateResult {
+        gate: Gate::TestCount,
+        passed: problems.is_empty(),
+        detail: if problems.is_empty() {
+            compared.join("; ")
+        } else {
+            problems.join("\n")
+        },
+    })
+}
+
+/// The protected-paths gate over the files changed since the loop's start.
+fn protected_gate(changes: &[String]) -> GateResult {
+    GateResult {
+        gate: Gate::ProtectedPaths,
+        passed: changes.is_empty(),
+        detail: if changes.is_empty() {
+            "no protected file changed".into()
+        } else {
+            let shown: Vec<&str> = changes.iter().take(10).map(String::as_str).collect();
+            format!(
+                "{} protected file(s) changed since the loop started (protectedPaths): {}{}; \
+                 restore them (git checkout, or undo the edit), or remove the path from \
+                 protectedPaths if the task changes it on purpose",
+                changes.len(),
+                shown.join(", "),
+                if changes.len() > shown.len() {
+                    ", …"
+                } else {
+                    ""
+                }
+            )
+        },
+    }
 }
 
 /// What an accepted claim was checked against, in words, for the reason
@@ -386,6 +514,8 @@ pub fn accepted_summary(results: &[GateResult]) -> String {
             }
             Gate::StatusBlock => "the status block says COMPLETE".to_string(),
             Gate::Verification => format!("verified: {}", gate.detail),
+            Gate::TestCount => format!("test counts: {}", gate.detail),
+            Gate::ProtectedPaths => gate.detail.clone(),
         });
     }
     let mut text = format!("checked: {}", checked.join(", "));
@@ -613,6 +743,7 @@ mod tests {
             timed_out,
             duration_ms: 5,
             output_tail: "test foo ... FAILED".into(),
+            counts: None,
         }
     }
 
@@ -687,7 +818,13 @@ mod tests {
             ),
         ];
         for (assessment, plan, results, failed) in cases {
-            let gates = gates(&assessment, plan, &verify, results.as_deref());
+            let gates = gates(
+                &assessment,
+                plan,
+                &verify,
+                results.as_deref(),
+                &Integrity::default(),
+            );
             let got: Vec<&str> = gates
                 .iter()
                 .filter(|g| !g.passed)
@@ -700,6 +837,7 @@ mod tests {
             &open_plan,
             &verify,
             Some(&[result(Some(101), false)]),
+            &Integrity::default(),
         );
         let notice = failure_notice(&signal_only, &failed);
         assert!(
@@ -715,8 +853,186 @@ mod tests {
                 && notice.contains("test foo ... FAILED"),
             "{notice}"
         );
-        assert!(gates(&signal_only, &no_plan, &[], None)
-            .iter()
-            .all(|g| g.passed));
+        assert!(
+            gates(&signal_only, &no_plan, &[], None, &Integrity::default())
+                .iter()
+                .all(|g| g.passed)
+        );
+    }
+
+    #[test]
+    fn fewer_tests_or_more_skipped_than_the_baseline_fail_the_claim() {
+        use crate::test_counts::{CommandCounts, TestCounts};
+        let cmd = "python3 -m unittest";
+        let verify = vec![VerifyCommand {
+            name: "tests".into(),
+            command: cmd.into(),
+            timeout_seconds: 60,
+        }];
+        let counts = |run, skipped| Some(TestCounts::new(run, 0, skipped));
+        let ran = |exit: i32, counts: Option<TestCounts>| VerifyResult {
+            name: "tests".into(),
+            command: cmd.into(),
+            exit_code: Some(exit),
+            timed_out: false,
+            duration_ms: 5,
+            output_tail: String::new(),
+            counts,
+        };
+        let baseline = |run, failed, skipped| {
+            vec![CommandCounts {
+                command: cmd.into(),
+                counts: TestCounts {
+                    run,
+                    passed: run - failed,
+                    failed,
+                    skipped,
+                },
+            }]
+        };
+        let other_command = vec![CommandCounts {
+            command: "pytest".into(),
+            counts: TestCounts::new(9, 0, 0),
+        }];
+        let assessment = strict(&format!("done\n{S}"));
+        // (baseline, allowFewerTests, result, failed gates, words in the notice)
+        type Case = (
+            Vec<CommandCounts>,
+            bool,
+            VerifyResult,
+            Vec<&'static str>,
+            Vec<&'static str>,
+        );
+        let cases: Vec<Case> = vec![
+            // The failing test deleted: 3 run where 4 ran (1 failing) at the start.
+            (
+                baseline(4, 1, 0),
+                false,
+                ran(0, counts(3, 0)),
+                vec!["test_count"],
+                vec![
+                    "ran 3 tests (baseline 4) and skipped 0 (baseline 0)",
+                    "allowFewerTests",
+                ],
+            ),
+            // The failing test skipped.
+            (
+                baseline(4, 1, 0),
+                false,
+                ran(0, counts(3, 1)),
+                vec!["test_count"],
+                vec!["ran 3 tests (baseline 4) and skipped 1 (baseline 0)"],
+            ),
+            // A skip swapped for a new passing test: as many ran, one more skipped.
+            (
+                baseline(4, 1, 0),
+                false,
+                ran(0, counts(4, 1)),
+                vec!["test_count"],
+                vec!["skipped 1 (baseline 0)"],
+            ),
+            // No summary now (Gradle, `mvn -q` print one only on failure): not compared.
+            (baseline(4, 1, 0), false, ran(0, None), vec![], vec![]),
+            // Fixed: as many tests, all passing; and more tests.
+            (
+                baseline(4, 1, 0),
+                false,
+                ran(0, counts(4, 0)),
+                vec![],
+                vec![],
+            ),
+            (
+                baseline(4, 1, 1),
+                false,
+                ran(0, counts(6, 1)),
+                vec![],
+                vec![],
+            ),
+            // Allowed on purpose.
+            (
+                baseline(4, 1, 0),
+                true,
+                ran(0, counts(1, 2)),
+                vec![],
+                vec![],
+            ),
+            // No baseline for this command (an unknown runner, or the command changed).
+            (other_command, false, ran(0, counts(1, 0)), vec![], vec![]),
+            (vec![], false, ran(0, None), vec![], vec![]),
+            // Verification failed: that gate speaks, the counts do not.
+            (
+                baseline(4, 1, 0),
+                false,
+                ran(1, counts(2, 0)),
+                vec!["verification"],
+                vec![],
+            ),
+        ];
+        for (base, allow, result, want_failed, words) in cases {
+            let results = [result];
+            let integrity = Integrity {
+                baseline: &base,
+                allow_fewer_tests: allow,
+                protected_changes: None,
+            };
+            let gates = gates(
+                &assessment,
+                &PlanReport::default(),
+                &verify,
+                Some(&results),
+                &integrity,
+            );
+            let failed: Vec<&str> = gates
+                .iter()
+                .filter(|g| !g.passed)
+                .map(|g| g.gate.as_str())
+                .collect();
+            assert_eq!(failed, want_failed, "{base:?} {:?}", results[0].counts);
+            let notice = failure_notice(&assessment, &gates);
+            for word in words {
+                assert!(notice.contains(word), "{word}: {notice}");
+                assert!(notice.contains("verify `python3 -m unittest` "), "{notice}");
+            }
+            // An accepted claim compared with its baseline says so.
+            let compared = want_failed.is_empty()
+                && !allow
+                && base.first().is_some_and(|b| b.command == cmd)
+                && results[0].counts.is_some();
+            assert_eq!(
+                accepted_summary(&gates).contains("test counts: `python3 -m unittest` ran"),
+                compared,
+                "{:?}",
+                results[0].counts
+            );
+        }
+    }
+
+    #[test]
+    fn a_changed_protected_file_fails_the_claim_and_is_named() {
+        let assessment = strict(&format!("done\n{S}"));
+        let changed = ["tests/test_calc.py".to_string()];
+        let none: Vec<String> = vec![];
+        for (changes, failed) in [
+            (Some(&changed[..]), true),
+            (Some(&none[..]), false),
+            (None, false),
+        ] {
+            let integrity = Integrity {
+                protected_changes: changes,
+                ..Integrity::default()
+            };
+            let gates = gates(&assessment, &PlanReport::default(), &[], None, &integrity);
+            let gate = gates.iter().find(|g| g.gate == Gate::ProtectedPaths);
+            assert_eq!(gate.is_some(), changes.is_some());
+            assert_eq!(gate.is_some_and(|g| !g.passed), failed);
+            if failed {
+                let notice = failure_notice(&assessment, &gates);
+                assert!(
+                    notice.contains("protected_paths gate: 1 protected file(s) changed")
+                        && notice.contains("tests/test_calc.py"),
+                    "{notice}"
+                );
+            }
+        }
     }
 }

@@ -81,6 +81,10 @@ pub struct Observation {
     pub plan: PlanReport,
     /// What the verification commands did, when a claim made them run.
     pub verification: Option<Vec<VerifyResult>>,
+    /// The files under `protectedPaths` changed since the loop's start,
+    /// read when a claim is made (`None`: no `protectedPaths`, or no
+    /// snapshot to compare with).
+    pub protected_changes: Option<Vec<String>>,
     /// The previous iteration's final message, when its stop could not see
     /// it in time (`transcript_behind`) and it is in the transcript now: a
     /// completion claim in it is judged at this stop.
@@ -115,6 +119,7 @@ impl Observation {
             tdd_scenario: None,
             plan: PlanReport::default(),
             verification: None,
+            protected_changes: None,
             late_message: None,
             tools_incomplete: false,
             usage: UsageReading::default(),
@@ -471,6 +476,11 @@ pub fn decide_judged(
             &observed.plan,
             &config.completion.verify,
             observed.verification.as_deref(),
+            &completion::Integrity {
+                baseline: &state.test_baseline,
+                allow_fewer_tests: config.completion.allow_fewer_tests,
+                protected_changes: observed.protected_changes.as_deref(),
+            },
         );
         let accepted = gates.iter().all(|g| g.passed);
         claim_record = Some(ClaimOutcome {
@@ -1254,6 +1264,7 @@ mod tests {
             timed_out: false,
             duration_ms: 3,
             output_tail: format!("exit status {exit}"),
+            counts: None,
         }])
     }
 
@@ -1328,6 +1339,60 @@ mod tests {
                 assert!(claim.gates.iter().any(|g| !g.passed));
                 assert!(!state.history[0].claim.as_ref().unwrap().accepted);
             }
+        }
+    }
+
+    #[test]
+    fn a_claim_with_fewer_tests_than_the_baseline_goes_on_with_the_counts_named() {
+        use crate::test_counts::{CommandCounts, TestCounts};
+        let signal = Config::default().completion_signal;
+        let mut state = running(3, 25);
+        state.test_baseline = vec![CommandCounts {
+            command: "test -f done.txt".into(),
+            counts: TestCounts::new(3, 1, 0),
+        }];
+        // (counts at the claim, allowFewerTests, completes)
+        for (counts, allow, completes) in [
+            (TestCounts::new(3, 0, 0), false, false),
+            (TestCounts::new(3, 0, 1), false, false),
+            (TestCounts::new(4, 0, 0), false, true),
+            (TestCounts::new(3, 0, 0), true, true),
+        ] {
+            let mut verification = verified(0).unwrap();
+            verification[0].counts = Some(counts);
+            let observed = Observation {
+                verification: Some(verification),
+                ..saying(&format!("Done.\n{signal}"))
+            };
+            let mut config = verify_config();
+            config.completion.allow_fewer_tests = allow;
+            let out = decide(&config, Some(&state), &observed, NOW);
+            let next = out.new_state.unwrap();
+            let claim = next.last_claim.unwrap();
+            assert_eq!(claim.accepted, completes, "{counts:?}");
+            assert_eq!(claim.verification[0].counts, Some(counts));
+            if completes {
+                assert_eq!(out.verdict, Verdict::End(Status::Complete));
+                continue;
+            }
+            let failed: Vec<_> = claim
+                .gates
+                .iter()
+                .filter(|g| !g.passed)
+                .map(|g| g.gate)
+                .collect();
+            assert_eq!(failed, vec![completion::Gate::TestCount]);
+            let Verdict::Continue { notice, .. } = out.verdict else {
+                panic!("{:?}", out.verdict);
+            };
+            let notice = notice.unwrap();
+            assert!(
+                notice.contains(&format!(
+                    "verify `test -f done.txt` ran 3 tests (baseline 4) and skipped {} (baseline 0)",
+                    counts.skipped
+                )),
+                "{notice}"
+            );
         }
     }
 

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::test_counts::{self, TestCounts};
+
 /// Bytes of a command's output kept (its tail).
 pub const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
 /// Lines of output shown to the agent and in `ralph-ctl status`.
@@ -52,6 +54,10 @@ pub struct VerifyResult {
     pub duration_ms: u64,
     /// The last lines of its output (stdout and stderr, interleaved).
     pub output_tail: String,
+    /// The tests its output counted (`None`: no test runner's summary in it),
+    /// read from the whole output, not only the tail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<TestCounts>,
 }
 
 impl VerifyResult {
@@ -207,6 +213,7 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
         timed_out,
         duration_ms: started.elapsed().as_millis() as u64,
         output_tail: output,
+        counts: None,
     };
     // One pipe for stdout and stderr keeps their lines in the order written.
     let (reader, writer) = match std::io::pipe().and_then(|(r, w)| Ok((r, w.try_clone()?, w))) {
@@ -247,7 +254,7 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
             return result(None, false, format!("cannot start the command: {e}"));
         }
     };
-    let output = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let output = Arc::new(Mutex::new(Output::default()));
     let reader = {
         let output = Arc::clone(&output);
         let mut pipe = reader;
@@ -257,12 +264,10 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
                 if n == 0 {
                     break;
                 }
-                let mut out = output.lock().unwrap_or_else(|e| e.into_inner());
-                out.extend_from_slice(&buf[..n]);
-                if out.len() > 2 * OUTPUT_TAIL_BYTES {
-                    let excess = out.len() - OUTPUT_TAIL_BYTES;
-                    out.drain(..excess);
-                }
+                output
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take(&buf[..n]);
             }
         })
     };
@@ -275,12 +280,55 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
     while !reader.is_finished() && Instant::now() < drain_deadline {
         thread::sleep(Duration::from_millis(5));
     }
-    let bytes = output.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let mut text = tail_lines(&bytes);
+    let output = std::mem::take(&mut *output.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut text = tail_lines(&output.tail);
     if timed_out {
         text.push_str(&format!("\n(killed after {} s)", verify.timeout_seconds));
     }
-    result(exit_code, timed_out, text)
+    VerifyResult {
+        counts: output.finish(),
+        ..result(exit_code, timed_out, text)
+    }
+}
+
+/// What is kept of a command's output as it comes: its tail, and the test
+/// counts of every line (each cut at [`test_counts::MAX_LINE_BYTES`]), so
+/// a summary printed early is counted even when the tail has lost it.
+#[derive(Default)]
+struct Output {
+    tail: Vec<u8>,
+    line: Vec<u8>,
+    tally: test_counts::Tally,
+}
+
+impl Output {
+    fn take(&mut self, bytes: &[u8]) {
+        self.tail.extend_from_slice(bytes);
+        if self.tail.len() > 2 * OUTPUT_TAIL_BYTES {
+            let excess = self.tail.len() - OUTPUT_TAIL_BYTES;
+            self.tail.drain(..excess);
+        }
+        for chunk in bytes.split_inclusive(|&b| b == b'\n') {
+            let room = test_counts::MAX_LINE_BYTES.saturating_sub(self.line.len());
+            let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+            self.line.extend_from_slice(&body[..body.len().min(room)]);
+            if chunk.ends_with(b"\n") {
+                self.end_line();
+            }
+        }
+    }
+
+    fn end_line(&mut self) {
+        self.tally.line(&String::from_utf8_lossy(&self.line));
+        self.line.clear();
+    }
+
+    fn finish(mut self) -> Option<TestCounts> {
+        if !self.line.is_empty() {
+            self.end_line();
+        }
+        self.tally.finish()
+    }
 }
 
 /// Runs the commands in order and stops at the first failure.
@@ -295,6 +343,23 @@ pub fn run_all(root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
         }
     }
     results
+}
+
+/// Runs every command once, failing or not (a loop starts with its tests
+/// failing: that is its task), each with its timeout, and keeps the test
+/// counts of those whose output a runner's summary was read from: the
+/// loop's `testBaseline`.
+pub fn test_baseline(root: &Path, commands: &[VerifyCommand]) -> Vec<test_counts::CommandCounts> {
+    commands
+        .iter()
+        .filter_map(|command| {
+            let result = run(root, command);
+            result.counts.map(|counts| test_counts::CommandCounts {
+                command: result.command,
+                counts,
+            })
+        })
+        .collect()
 }
 
 /// The sum of the commands' timeouts, in seconds.
@@ -456,5 +521,56 @@ mod tests {
         assert_eq!(results.len(), 2);
         assert!(!dir.path().join("c-ran").exists());
         assert_eq!(total_timeout(&[cmd("a", "x", 5), cmd("b", "y", 7)]), 12);
+    }
+
+    #[test]
+    fn counts_are_read_from_the_whole_output_not_only_its_tail() {
+        let dir = crate::tempdir::TempDir::new();
+        // Two cargo-style summaries, the first pushed out of the kept tail
+        // by 40,000 lines, one of them longer than a line is read.
+        let script = "echo 'test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured'; \
+                      seq 1 40000; head -c 20000 /dev/zero | tr '\\0' x; echo; \
+                      printf 'test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured'";
+        let result = run(dir.path(), &cmd("tests", script, 20));
+        assert!(!result.output_tail.contains("3 passed"), "out of the tail");
+        assert_eq!(
+            result.counts,
+            Some(TestCounts {
+                run: 5,
+                passed: 4,
+                failed: 1,
+                skipped: 1
+            })
+        );
+        let silent = run(dir.path(), &cmd("lint", "echo fine", 5));
+        assert_eq!(silent.counts, None);
+        // The baseline runs every command, the failing ones too, and keeps
+        // the counts it could read.
+        let baseline = test_baseline(
+            dir.path(),
+            &[
+                cmd(
+                    "a",
+                    "printf 'Ran 4 tests in 0.1s\\n\\nFAILED (failures=1)\\n'; exit 1",
+                    5,
+                ),
+                cmd("lint", "echo fine", 5),
+                cmd("b", "echo '3 passed, 1 skipped in 0.05s'", 5),
+            ],
+        );
+        assert_eq!(
+            baseline,
+            [
+                test_counts::CommandCounts {
+                    command: "printf 'Ran 4 tests in 0.1s\\n\\nFAILED (failures=1)\\n'; exit 1"
+                        .into(),
+                    counts: TestCounts::new(3, 1, 0),
+                },
+                test_counts::CommandCounts {
+                    command: "echo '3 passed, 1 skipped in 0.05s'".into(),
+                    counts: TestCounts::new(3, 0, 1),
+                },
+            ]
+        );
     }
 }

@@ -574,6 +574,15 @@ pub struct LoopState {
     /// and time), so that it runs once for each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notified: Option<String>,
+    /// Each verification command's test counts, run once before the first
+    /// iteration (a command whose output no runner's summary was read from
+    /// has none): a claim may not run fewer tests or skip more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_baseline: Vec<crate::test_counts::CommandCounts>,
+    /// The files under `protectedPaths` at the start, with their content
+    /// hashes: a claim that changed one is rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected_files: Option<crate::protected::ProtectedSnapshot>,
 }
 
 /// A formula's run: its steps in order, each a fresh-context loop of its
@@ -743,6 +752,8 @@ impl LoopState {
             completion_signal: None,
             hint: None,
             notified: None,
+            test_baseline: Vec::new(),
+            protected_files: None,
             outcome_errors: 0,
             outcome_gate_blocked: 0,
         }

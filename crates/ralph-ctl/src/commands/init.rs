@@ -229,16 +229,24 @@ enum VerifyPlan {
 /// In a terminal (stdin and stdout both), asks whether `found` becomes the
 /// completion check; Enter accepts. Anywhere else (a script, a pipe) it
 /// asks nothing and answers no: `--yes` says yes there.
-fn ask_to_use(found: &detect::Detected) -> bool {
+fn ask_to_use(found: &detect::Detected, protect: &[String]) -> bool {
     use std::io::{BufRead, IsTerminal, Write};
     if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
         return false;
     }
     let mut out = std::io::stdout();
+    let protecting = if protect.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", and protect {} (a claim that changed them is rejected)",
+            protect.join(", ")
+        )
+    };
     let asked = write!(
         out,
         "Found the test command `{}` (from {}). Make it the completion check, so that a claim of done \
-         is accepted only when it passes? [Y/n] ",
+         is accepted only when it passes{protecting}? [Y/n] ",
         found.command, found.source
     )
     .and_then(|()| out.flush());
@@ -298,13 +306,19 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
     }
     // The configuration as it stands; it must be valid before it is added to.
     let config = Config::load(paths, &ProcessEnv);
+    // The test folders and files a claim may not change, offered with the
+    // test command when config.json names none yet.
+    let offered_protection = match &config {
+        Ok(config) if config.completion.protected_paths.is_empty() => detect::test_paths(root),
+        _ => Vec::new(),
+    };
     let plan = match (&options.verify, &config) {
         (Some(command), _) => VerifyPlan::Write(command.clone(), "--verify".into()),
         (None, Ok(config)) if !config.completion.verify.is_empty() => {
             VerifyPlan::Kept(config.completion.verify.len())
         }
         (None, _) => match detect::test_command(root) {
-            Some(found) if options.yes || ask_to_use(&found) => {
+            Some(found) if options.yes || ask_to_use(&found, &offered_protection) => {
                 VerifyPlan::Write(found.command, found.source)
             }
             Some(found) => VerifyPlan::Offer(found),
@@ -319,6 +333,9 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
             })?;
             let mut value = read_json_object(&config_path)?;
             value["verify"] = serde_json::json!([{"name": VERIFY_NAME, "command": command}]);
+            if !offered_protection.is_empty() {
+                value["protectedPaths"] = serde_json::json!(offered_protection);
+            }
             Some(json_text(&value))
         }
         _ => None,
@@ -391,7 +408,16 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         move |problem| CtlError::Settings { path, problem }
     };
     settings::merge_stop_hook(target, &command, timeout).map_err(settings_error(target_path))?;
-    settings::merge_deny_rules(target).map_err(settings_error(target_path))?;
+    // The agent's file tools are kept off the protected paths as well.
+    let protected = match (&plan, &config) {
+        (VerifyPlan::Write(..), _) if !offered_protection.is_empty() => offered_protection.clone(),
+        (_, Ok(config)) => config.completion.protected_paths.clone(),
+        _ => Vec::new(),
+    };
+    let protected_rules =
+        settings::protected_deny_rules(&protected, |glob| root.join(glob).is_dir());
+    settings::merge_deny_rules_with(target, &protected_rules)
+        .map_err(settings_error(target_path))?;
     // Never registered twice: Claude Code would run both.
     settings::remove_stop_hook(other);
 
@@ -513,6 +539,14 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
             "No test command found: add the completion check with `ralph-ctl init --verify CMD` (the command \
              that proves the work done); until then a claim of done is accepted without running anything."
         ),
+    }
+    if !protected.is_empty() {
+        crate::say!(
+            "Protected: {} (protectedPaths in .claude/ralph/config.json): a claim that changed them is rejected, \
+             and the agent's file tools are denied them (.claude/settings.json); remove them there if the task \
+             changes them.",
+            protected.join(", ")
+        );
     }
     let prompt_ready = prompt::read_prompt(&prompt).is_ok_and(|text| !prompt::is_template(&text));
     if prompt_ready {

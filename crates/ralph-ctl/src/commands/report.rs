@@ -307,9 +307,23 @@ fn claims(page: &mut String, state: &LoopState) {
         );
     }
     for v in &claim.verification {
+        let base = state.test_baseline.iter().find(|b| b.command == v.command);
+        let counts = match (&v.counts, base) {
+            (Some(now), Some(base)) => format!(
+                "<p>tests: {} (at the start: {})</p>",
+                esc(&now.describe()),
+                esc(&base.counts.describe())
+            ),
+            (Some(now), None) => format!("<p>tests: {}</p>", esc(&now.describe())),
+            (None, Some(base)) => format!(
+                "<p>tests: no summary read (at the start: {})</p>",
+                esc(&base.counts.describe())
+            ),
+            (None, None) => String::new(),
+        };
         let _ = write!(
             page,
-            "<tr><td>verify: {}</td><td>{}</td><td><code>{}</code><pre>{}</pre></td></tr>",
+            "<tr><td>verify: {}</td><td>{}</td><td><code>{}</code>{counts}<pre>{}</pre></td></tr>",
             esc(&v.name),
             if v.passed() {
                 "<span class=\"ok\">passed</span>"
@@ -321,4 +335,52 @@ fn claims(page: &mut String, state: &LoopState) {
         );
     }
     page.push_str("</table>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ralph_core::completion::{CompletionMode, Gate, GateResult};
+    use ralph_core::state::ClaimRecord;
+    use ralph_core::test_counts::{CommandCounts, TestCounts};
+    use ralph_core::verify::VerifyResult;
+
+    #[test]
+    fn the_last_claim_shows_its_test_counts_beside_the_baseline() {
+        let mut state = LoopState::new("s".into(), 5, "2026-01-01T00:00:00Z".into());
+        state.test_baseline = vec![CommandCounts {
+            command: "python3 -m unittest".into(),
+            counts: TestCounts::new(2, 1, 0),
+        }];
+        state.last_claim = Some(ClaimRecord {
+            iteration: 1,
+            at: "2026-01-01T00:01:00Z".into(),
+            mode: CompletionMode::Strict,
+            basis: "signal".into(),
+            score: None,
+            accepted: false,
+            gates: vec![GateResult {
+                gate: Gate::TestCount,
+                passed: false,
+                detail: "verify `python3 -m unittest` ran 2 tests (baseline 3)".into(),
+            }],
+            verification: vec![VerifyResult {
+                name: "tests".into(),
+                command: "python3 -m unittest".into(),
+                exit_code: Some(0),
+                timed_out: false,
+                duration_ms: 40,
+                output_tail: "OK (skipped=1)".into(),
+                counts: Some(TestCounts::new(2, 0, 1)),
+            }],
+        });
+        let page = html(&ProjectPaths::new(Path::new("/p")), &state, None);
+        assert!(
+            page.contains(
+                "<p>tests: 2 run (2 passed, 0 failed), 1 skipped (at the start: 3 run (2 passed, 1 failed), 0 skipped)</p>"
+            ),
+            "{page}"
+        );
+        assert!(page.contains("ran 2 tests (baseline 3)"), "{page}");
+    }
 }

@@ -173,7 +173,10 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         .collect();
     let extra_settings = sandbox::settings(
         &sandbox_plan,
-        &sandbox::protected_paths(&paths.root, &[]),
+        &sandbox::protected_paths(
+            &paths.root,
+            &sandbox::literal_paths(&config.completion.protected_paths),
+        ),
         &sandbox::allow_rules(checks.iter().map(String::as_str)),
         stop_failure_hook.as_deref(),
         sandbox_setting == SandboxSetting::On,

@@ -110,6 +110,31 @@ pub fn open_loop(
         );
     }
     let store = StateStore::new(paths);
+    // The test baseline runs the verify commands (minutes, maybe): outside
+    // the lock, and not for a start that the state refuses anyway.
+    if !force {
+        if let Ok(snapshot) = store.snapshot() {
+            if let Some(refusal) =
+                lifecycle::start_refusal(snapshot.state.as_ref(), config, SystemTime::now())
+            {
+                return Err(CtlError::Refused(refusal.describe(&paths.root)));
+            }
+        }
+    }
+    let verify_total = verify::total_timeout(&config.completion.verify);
+    if verify_total > 0 {
+        let timeout = registration::registered_timeout_in(paths)
+            .unwrap_or_else(|e| {
+                crate::warn!("ralph-ctl: warning: {e}");
+                None
+            })
+            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
+        if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
+            crate::warn!("ralph-ctl: warning: {warning}");
+        }
+    }
+    let test_baseline = test_baseline(paths, config);
+    let protected_files = protected_files(paths, config)?;
     let lock = store.lock(true)?;
     let now = time::now_rfc3339();
     let previous = match lock.read() {
@@ -133,18 +158,6 @@ pub fn open_loop(
         }
         Err(e) => return Err(e.into()),
     };
-    let verify_total = verify::total_timeout(&config.completion.verify);
-    if verify_total > 0 {
-        let timeout = registration::registered_timeout_in(paths)
-            .unwrap_or_else(|e| {
-                crate::warn!("ralph-ctl: warning: {e}");
-                None
-            })
-            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
-        if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
-            crate::warn!("ralph-ctl: warning: {warning}");
-        }
-    }
     // The loop this one replaces is kept (`ralph-ctl history`), never lost.
     if let Some(previous) = &previous {
         lock.archive(previous).map_err(|e| {
@@ -155,6 +168,8 @@ pub fn open_loop(
     }
     let mut state = LoopState::new(session.clone(), max, now.clone());
     state.fresh_context = fresh;
+    state.test_baseline = test_baseline;
+    state.protected_files = protected_files;
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.progress = progress::baseline(&paths.root);
     shape(&mut state);
@@ -179,4 +194,54 @@ pub fn open_loop(
         session_id: session,
         max_iterations: max,
     })
+}
+
+/// The files under `protectedPaths` now, with their content hashes; an
+/// error when the project cannot be listed in time (a claim could never
+/// be checked against them).
+fn protected_files(
+    paths: &ProjectPaths,
+    config: &Config,
+) -> Result<Option<ralph_core::protected::ProtectedSnapshot>, CtlError> {
+    let patterns = &config.completion.protected_paths;
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    match ralph_core::protected::snapshot(&paths.root, patterns) {
+        Some(snapshot) => Ok(Some(snapshot)),
+        None => Err(CtlError::Refused(format!(
+            "the files under protectedPaths ({}) could not be listed within {} s or {} entries; \
+             remove protectedPaths from .claude/ralph/config.json, or start in a smaller folder",
+            patterns.join(", "),
+            ralph_core::protected::WALK_TIME.as_secs(),
+            ralph_core::protected::WALK_LIMIT
+        ))),
+    }
+}
+
+/// Runs the verify commands once, before the first iteration, and keeps
+/// each one's test counts: a claim that runs fewer tests, or skips more,
+/// is rejected (unless `allowFewerTests`). Failing tests here are the
+/// loop's task, not a problem.
+fn test_baseline(
+    paths: &ProjectPaths,
+    config: &Config,
+) -> Vec<ralph_core::test_counts::CommandCounts> {
+    let commands = &config.completion.verify;
+    if commands.is_empty() {
+        return Vec::new();
+    }
+    crate::warn!(
+        "ralph-ctl: running the verify command(s) once for the test baseline (at most {} s)",
+        verify::total_timeout(commands)
+    );
+    let baseline = verify::test_baseline(&paths.root, commands);
+    for entry in &baseline {
+        crate::warn!(
+            "ralph-ctl: test baseline of `{}`: {}",
+            entry.command,
+            entry.counts.describe()
+        );
+    }
+    baseline
 }

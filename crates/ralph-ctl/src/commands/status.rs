@@ -317,6 +317,16 @@ pub fn summary(
             ),
         );
     }
+    for base in &state.test_baseline {
+        line(
+            "baseline:",
+            format!(
+                "tests of `{}` at the start: {}",
+                base.command,
+                base.counts.describe()
+            ),
+        );
+    }
     if let Some(claim) = &state.last_claim {
         line(
             "last claim:",
@@ -356,6 +366,14 @@ pub fn summary(
                     if last.timed_out { " (timed out)" } else { "" }
                 ),
             );
+            for result in &claim.verification {
+                if let Some(counts) = &result.counts {
+                    line(
+                        "  tests:",
+                        format!("`{}` {}", result.command, counts.describe()),
+                    );
+                }
+            }
             for tail in last.output_tail.lines() {
                 out.push_str(&format!("      | {tail}\n"));
             }

@@ -227,6 +227,18 @@ pub const PERSONS_COMMANDS: [&str; 4] = [
     "ralph-ctl reload",
 ];
 
+/// The literal paths of `protectedPaths` globs that name a whole file or
+/// folder (`tests`, `tests/**`): the sandbox on 2.0.77 takes no glob. Others
+/// (`src/*_test.go`) are left to the claim's gate, which checks them all.
+pub fn literal_paths(globs: &[String]) -> Vec<PathBuf> {
+    globs
+        .iter()
+        .map(|g| g.strip_suffix("/**").unwrap_or(g))
+        .filter(|g| !g.is_empty() && !g.contains(['*', '?', '[', ']']))
+        .map(PathBuf::from)
+        .collect()
+}
+
 /// The deny rule that keeps the file tools, and in the sandbox the agent's
 /// commands, off `path`: `Edit(//absolute/path)`. Both clients turn such a
 /// rule into a read-only path in their sandbox.
@@ -425,6 +437,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn only_globs_that_name_a_whole_path_become_deny_paths() {
+        let globs = [
+            "tests",
+            "tests/**",
+            "spec/unit/**",
+            "src/*_test.go",
+            "**",
+            "a?/b",
+        ]
+        .map(String::from);
+        assert_eq!(
+            literal_paths(&globs),
+            ["tests", "tests", "spec/unit"].map(PathBuf::from)
+        );
     }
 
     #[test]

@@ -322,6 +322,7 @@ mod tests {
                 timed_out: false,
                 duration_ms: 1,
                 output_tail: "nope".into(),
+                counts: None,
             }],
         });
         let StepNext::Ended(ended) = after(&mut state, &formula, 3) else {

@@ -197,6 +197,41 @@ fn python_tests(root: &Path) -> Option<Detected> {
     None
 }
 
+/// The project's test folders and test file patterns, offered as
+/// `protectedPaths` (a claim may not change them): the usual test folders
+/// at the root (folder names end with `/`), and the test file names of Go
+/// (`*_test.go`) and Python (`test_*.py`, `*_test.py`) when such files sit
+/// at the root.
+pub fn test_paths(root: &Path) -> Vec<String> {
+    let mut paths: Vec<String> = ["tests", "test", "spec", "__tests__", "src/test"]
+        .iter()
+        .filter(|dir| root.join(dir).symlink_metadata().is_ok_and(|m| m.is_dir()))
+        .map(|dir| format!("{dir}/"))
+        .collect();
+    let names: Vec<String> = fs::read_dir(root)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    if exists(root, "go.mod") || names.iter().any(|n| n.ends_with("_test.go")) {
+        paths.push("*_test.go".into());
+    }
+    if names
+        .iter()
+        .any(|n| n.starts_with("test_") && n.ends_with(".py"))
+    {
+        paths.push("test_*.py".into());
+    }
+    if names.iter().any(|n| n.ends_with("_test.py")) {
+        paths.push("*_test.py".into());
+    }
+    paths
+}
+
 /// Deno, Elixir, Ruby, the JVM, PHP and .NET, by their usual files.
 fn other_ecosystems(root: &Path) -> Option<Detected> {
     if exists(root, "deno.json") || exists(root, "deno.jsonc") {
@@ -330,6 +365,38 @@ mod tests {
         ];
         for (files, expected) in cases {
             assert_eq!(command(&files), expected, "{files:?}");
+        }
+    }
+
+    #[test]
+    fn test_folders_and_file_patterns_are_found() {
+        type Files<'a> = Vec<(&'a str, &'a str)>;
+        let cases: Vec<(Files, Vec<&str>)> = vec![
+            (vec![("README.md", "")], vec![]),
+            (
+                vec![("tests/test_a.py", ""), ("spec/a_spec.rb", "")],
+                vec!["tests/", "spec/"],
+            ),
+            (
+                vec![("go.mod", "module x"), ("test/data.txt", "")],
+                vec!["test/", "*_test.go"],
+            ),
+            (
+                vec![("calc.py", ""), ("test_calc.py", ""), ("x_test.py", "")],
+                vec!["test_*.py", "*_test.py"],
+            ),
+            (
+                vec![
+                    ("__tests__/a.test.js", ""),
+                    ("src/test/java/ATest.java", ""),
+                ],
+                vec!["__tests__/", "src/test/"],
+            ),
+            // A file named like a folder is not one.
+            (vec![("tests", "")], vec![]),
+        ];
+        for (files, want) in cases {
+            assert_eq!(test_paths(&project(&files).0), want, "{files:?}");
         }
     }
 }

@@ -1,0 +1,250 @@
+//! End-to-end: a claim cannot pass the project's tests by removing them.
+//! A Python project whose `init --yes` makes `python3 -m unittest` the
+//! completion check, with one failing test; the loop (fresh, through the
+//! launcher, on the real clients) records the test counts before the
+//! first iteration, and a claim whose tests pass only because a test was
+//! deleted or skipped is rejected with the counts named.
+
+use std::time::Duration;
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::project::{run_with_timeout, TempProject};
+use serde_json::Value;
+
+const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+const LOOP_TIMEOUT: Duration = Duration::from_secs(180);
+
+ralph_tests::on_both_clients!(
+    deleting_the_failing_test_does_not_complete_the_loop,
+    skipping_the_failing_test_does_not_complete_the_loop,
+    fixing_the_code_completes_the_loop,
+);
+
+const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef neg(a):\n    return -a\n";
+const CALC_FIXED: &str = "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n";
+const TEST_CALC: &str = "import unittest\n\nimport calc\n\n\nclass Add(unittest.TestCase):\n    \
+    def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n\n    \
+    def test_add_zero(self):\n        self.assertEqual(calc.add(0, 0), 0)\n";
+const TEST_NEG: &str = "import unittest\n\nimport calc\n\n\nclass Neg(unittest.TestCase):\n    \
+    def test_neg(self):\n        self.assertEqual(calc.neg(2), -2)\n";
+
+/// The project, ralph installed with `init --yes`, at most `max` iterations.
+fn python_project(name: &str, max: u32) -> TempProject {
+    let project = TempProject::new(name);
+    for (file, text) in [
+        ("calc.py", CALC_BUGGY),
+        ("test_calc.py", TEST_CALC),
+        ("test_neg.py", TEST_NEG),
+    ] {
+        std::fs::write(project.path(file), text).unwrap();
+    }
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "calc"]);
+    let init = project.ctl(&["init", "--yes"], &[]);
+    init.assert_code(0);
+    let config_path = project.path(".claude/ralph/config.json");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    assert_eq!(
+        config["verify"][0]["command"], "python3 -m unittest",
+        "init found the tests: {init:?}"
+    );
+    assert_eq!(
+        config["protectedPaths"],
+        serde_json::json!(["test_*.py"]),
+        "init offered the test files: {init:?}"
+    );
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(project.path(".claude/settings.json")).unwrap())
+            .unwrap();
+    let deny = settings["permissions"]["deny"].to_string();
+    assert!(
+        deny.contains("\"Edit(**/test_*.py)\"") && deny.contains("\"Write(**/test_*.py)\""),
+        "{deny}"
+    );
+    config["maxIterations"] = Value::from(max);
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    project.write_prompt("Make the tests of calc.py pass.\n");
+    project
+}
+
+/// Runs the loop fresh through the launcher; its exit code and stderr.
+fn run_loop(project: &TempProject, client: ClientVersion, api: &MockApi) -> (Option<i32>, String) {
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.arg("--fresh")
+        .args(["--", "--permission-mode", "bypassPermissions"])
+        .envs(project.client_env(client, api))
+        .env("RALPH_SANDBOX", "off");
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    (run.code, run.stderr)
+}
+
+/// The baseline the loop recorded: 3 tests, 1 failing, none skipped.
+fn assert_baseline(state: &Value) {
+    assert_eq!(
+        state["testBaseline"],
+        serde_json::json!([{"command": "python3 -m unittest", "run": 3, "passed": 2, "failed": 1, "skipped": 0}]),
+        "{state:#}"
+    );
+}
+
+/// A claim whose verify passed, rejected by the test-count gate naming
+/// `counts` and by the protected-paths gate naming `changed`, and the next
+/// iteration's request carrying that rejection.
+fn assert_rejected(
+    project: &TempProject,
+    api: &MockApi,
+    stderr: &str,
+    counts: &str,
+    changed: &str,
+) {
+    let state = project.status_json();
+    assert_baseline(&state);
+    assert_eq!(state["status"], "max_iterations", "{state:#}\n{stderr}");
+    let claim = &state["history"][0]["claim"];
+    assert_eq!(claim["accepted"], false, "{state:#}");
+    let first = &state["history"][0];
+    assert!(first.to_string().contains("test_count"), "{first:#}");
+    // The last claim (iteration 1's, the second iteration made none).
+    let last = &state["lastClaim"];
+    assert_eq!(last["iteration"], 1, "{last:#}");
+    assert_eq!(last["accepted"], false, "{last:#}");
+    assert_eq!(
+        last["verification"][0]["exitCode"], 0,
+        "verify passed: {last:#}"
+    );
+    let gate = last["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["gate"] == "test_count")
+        .unwrap_or_else(|| panic!("no test_count gate: {last:#}"));
+    assert_eq!(gate["passed"], false);
+    let detail = gate["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("verify `python3 -m unittest` {counts}")),
+        "{detail}"
+    );
+    let protected = last["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["gate"] == "protected_paths")
+        .unwrap_or_else(|| panic!("no protected_paths gate: {last:#}"));
+    assert_eq!(protected["passed"], false);
+    assert!(
+        protected["detail"].as_str().unwrap().contains(changed),
+        "{protected:#}"
+    );
+    // The second fresh process was told why.
+    let requests = api.main_requests();
+    let second = requests
+        .iter()
+        .find(|r| user_texts(&r.body).join("\n").contains("iteration 2 of 2"))
+        .unwrap_or_else(|| panic!("no request of iteration 2 among {}", requests.len()));
+    let text = user_texts(&second.body).join("\n");
+    assert!(
+        text.contains("[Ralph: completion claim rejected]")
+            && text.contains(&format!("verify `python3 -m unittest` {counts}"))
+            && text.contains("allowFewerTests"),
+        "{text}"
+    );
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains(
+            "baseline:   tests of `python3 -m unittest` at the start: 3 run (2 passed, 1 failed), 0 skipped"
+        ) && status.stdout.contains("  gate:     test_count FAILED: verify `python3 -m unittest` ")
+            && status.stdout.contains("  tests:    `python3 -m unittest` "),
+        "{}",
+        status.stdout
+    );
+}
+
+fn deleting_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
+    let project = python_project("integrity-delete", 2);
+    let api = MockApi::start_in_order(|turn, _| match turn {
+        // init's deny rules refuse the file tools and a plain `rm` there; a
+        // program the shell runs is beyond them.
+        0 => Reply::bash(r#"python3 -c 'import os; os.remove("test_calc.py")'"#),
+        1 => Reply::text(format!(
+            "The failing test is gone; the tests pass.\n{SIGNAL}"
+        )),
+        _ => Reply::text("Looking at it again."),
+    });
+    let (code, stderr) = run_loop(&project, client, &api);
+    assert!(
+        !project.path("test_calc.py").exists(),
+        "the agent deleted it: {:#}",
+        project.status_json()["history"]
+    );
+    assert_ne!(code, Some(0), "{stderr}");
+    assert_rejected(
+        &project,
+        &api,
+        &stderr,
+        "ran 1 test (baseline 3) and skipped 0 (baseline 0)",
+        "test_calc.py (removed)",
+    );
+}
+
+fn skipping_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
+    let project = python_project("integrity-skip", 2);
+    // Past init's deny rules, as above.
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::bash(
+            r#"python3 -c 'import pathlib; p = pathlib.Path("test_calc.py"); p.write_text(p.read_text().replace("    def test_add(self):", "    @unittest.skip(\"flaky\")\n    def test_add(self):", 1))'"#,
+        ),
+        1 => Reply::text(format!("Skipped the flaky test; the tests pass.\n{SIGNAL}")),
+        _ => Reply::text("Looking at it again."),
+    });
+    let (code, stderr) = run_loop(&project, client, &api);
+    assert!(
+        std::fs::read_to_string(project.path("test_calc.py"))
+            .unwrap()
+            .contains("@unittest.skip(\"flaky\")\n    def test_add"),
+        "the agent skipped it: {:#}",
+        project.status_json()["history"]
+    );
+    assert_ne!(code, Some(0), "{stderr}");
+    assert_rejected(
+        &project,
+        &api,
+        &stderr,
+        "ran 2 tests (baseline 3) and skipped 1 (baseline 0)",
+        "changed since the loop started (protectedPaths): test_calc.py",
+    );
+}
+
+fn fixing_the_code_completes_the_loop(client: ClientVersion) {
+    let project = python_project("integrity-fix", 2);
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::bash(format!("cat > calc.py <<'EOF'\n{CALC_FIXED}EOF")),
+        1 => Reply::text(format!("add() adds now; the tests pass.\n{SIGNAL}")),
+        _ => Reply::text("Nothing left."),
+    });
+    let (code, stderr) = run_loop(&project, client, &api);
+    assert_eq!(code, Some(0), "{stderr}");
+    let state = project.status_json();
+    assert_baseline(&state);
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 1, "{state:#}");
+    assert_eq!(
+        state["protectedFiles"]["patterns"],
+        serde_json::json!(["test_*.py"]),
+        "{state:#}"
+    );
+    let last = &state["lastClaim"];
+    assert_eq!(last["accepted"], true, "{last:#}");
+    assert_eq!(
+        last["verification"][0]["counts"],
+        serde_json::json!({"run": 3, "passed": 3, "failed": 0, "skipped": 0}),
+        "{last:#}"
+    );
+    assert!(
+        state["endedBecause"]
+            .as_str()
+            .unwrap_or("")
+            .contains("test counts: `python3 -m unittest` ran 3 tests (baseline 3)"),
+        "{state:#}"
+    );
+}

@@ -705,3 +705,47 @@ fn a_session_s_end_interrupts_only_its_own_unwatched_loop() {
         "{state:#}"
     );
 }
+
+#[test]
+fn the_hook_judges_by_the_pinned_config_not_by_config_json_as_it_is_now() {
+    let project = TempProject::new("hook-pin");
+    project.init();
+    let pinned = r#"{"verify": [{"name": "tests", "command": "echo '1 failed'; exit 1", "timeoutSeconds": 20}]}"#;
+    std::fs::write(project.path(".claude/ralph/config.json"), pinned).unwrap();
+    project
+        .ctl(
+            &["start", "--session-id", SID, "--max-iterations", "5"],
+            &[],
+        )
+        .assert_code(0);
+    let marker = project.tmp.join("agent-ran");
+    // Rewritten mid-loop (as an agent could): its own verify, another
+    // signal, and a cap of 1; then broken altogether.
+    let rewritten = format!(
+        r#"{{"verify": [{{"name": "tests", "command": "touch {}"}}], "completionSignal": "DONE", "maxIterations": 1}}"#,
+        marker.display()
+    );
+    for (i, now) in [rewritten.as_str(), "{not json"].into_iter().enumerate() {
+        std::fs::write(project.path(".claude/ralph/config.json"), now).unwrap();
+        let claim = format!("All done.\n{SIGNAL}\nDONE");
+        let stdin = input(&project, "stop-input-first.json", Some(&claim)).to_string();
+        let run = project.hook(stdin.as_bytes(), &[]);
+        let reason = run.block_reason();
+        assert!(
+            reason.contains("1 failed"),
+            "the pinned verify ran: {reason}"
+        );
+        assert!(!marker.exists(), "the rewritten verify ran");
+        assert!(
+            run.stderr.contains(
+                ".claude/ralph/config.json changed since the loop started; not obeyed. `ralph-ctl reload` adopts it"
+            ),
+            "{run:?}"
+        );
+        let state = project.state().unwrap();
+        assert_eq!(state["status"], "running", "{state:#}");
+        assert_eq!(state["iteration"], i + 2, "{state:#}");
+        let problem = &state["configDrift"]["files"][0]["problem"];
+        assert_eq!(problem.is_string(), now == "{not json", "{state:#}");
+    }
+}

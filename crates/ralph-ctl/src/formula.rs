@@ -542,4 +542,43 @@ mod tests {
             Path::new("/p/.claude/ralph/formulas/feature.yaml")
         );
     }
+
+    #[test]
+    fn a_pinned_formula_keeps_its_steps_and_prompt_files_and_changes_are_found() {
+        let dir = crate::testdir::TestDir::new("formula-pin");
+        let paths = ProjectPaths::new(dir.path());
+        let folder = paths.root.join(FORMULAS_DIR);
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join("f.yaml");
+        std::fs::write(
+            &file,
+            "steps:\n  - id: a\n    promptFile: a.md\n    gates:\n      - { name: g, command: 'false' }\n",
+        )
+        .unwrap();
+        std::fs::write(folder.join("a.md"), "Do a.").unwrap();
+        let formula = load(&paths, "f").unwrap();
+        let pinned = pin(&paths, &formula);
+        assert_eq!(pinned.file, ".claude/ralph/formulas/f.yaml");
+        assert_eq!(from_pin(&pinned).unwrap(), formula);
+        assert_eq!(changes(&paths, &pinned), None);
+        // A prompt file's text is the formula's content too.
+        std::fs::write(folder.join("a.md"), "Do something else.").unwrap();
+        let changed = changes(&paths, &pinned).expect("a prompt file changed");
+        assert_eq!(changed.problem, None);
+        assert_eq!(from_pin(&pinned).unwrap().steps[0].prompt, "Do a.");
+        // A gate rewritten, then a file that no longer loads.
+        std::fs::write(folder.join("a.md"), "Do a.").unwrap();
+        std::fs::write(
+            &file,
+            std::fs::read_to_string(&file)
+                .unwrap()
+                .replace("'false'", "'true'"),
+        )
+        .unwrap();
+        assert!(changes(&paths, &pinned).is_some());
+        std::fs::write(&file, "steps: [").unwrap();
+        let broken = changes(&paths, &pinned).expect("a broken formula is a change");
+        assert_eq!(broken.digest, "unreadable");
+        assert!(broken.problem.unwrap().contains("f.yaml"));
+    }
 }

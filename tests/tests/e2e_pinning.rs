@@ -146,6 +146,9 @@ fn an_agent_written_verify_is_not_obeyed_in_a_fresh_loop(client: ClientVersion) 
     assert_not_obeyed(&project, &run, &agent, &marker);
 }
 
+/// `ralph-ctl reload`'s exit code and what it printed.
+type Reloaded = (Option<i32>, String);
+
 fn a_persons_change_reloaded_mid_loop_decides_the_next_stop(client: ClientVersion) {
     let project = TempProject::new("pin-reload");
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
@@ -155,7 +158,7 @@ fn a_persons_change_reloaded_mid_loop_decides_the_next_stop(client: ClientVersio
         r#"{"verify": [{"name": "tests", "command": "echo person-ok", "timeoutSeconds": 20}]}"#;
     // The person, between the first stop and the second: a new verify,
     // then `ralph-ctl reload`.
-    let reloaded: Arc<Mutex<Option<(Option<i32>, String)>>> = Arc::default();
+    let reloaded: Arc<Mutex<Option<Reloaded>>> = Arc::default();
     let seen = Arc::clone(&reloaded);
     let (root, home) = (project.root.clone(), project.home.clone());
     let api = MockApi::start(move |turn, _| {

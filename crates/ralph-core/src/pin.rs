@@ -338,36 +338,19 @@ mod tests {
     #[test]
     fn changes_are_found_by_content_with_what_is_wrong() {
         let (_dir, paths) = project();
-        // (pinned, now, changed?, digest now, a problem?)
-        let cases: &[(Option<&str>, Option<&str>, bool, Option<&str>, bool)] = &[
-            (Some("{}"), Some("{}"), false, None, false),
-            (None, None, false, None, false),
-            (Some("{}"), Some("{ }"), true, Some("{ }"), false),
-            (
-                None,
-                Some(r#"{"notify": "x"}"#),
-                true,
-                Some(r#"{"notify": "x"}"#),
-                false,
-            ),
-            (Some("{}"), None, true, None, false),
-            (Some("{}"), Some("{not json"), true, Some("{not json"), true),
-            (
-                Some("{}"),
-                Some(r#"{"maxIterations": 0}"#),
-                true,
-                Some(r#"{"maxIterations": 0}"#),
-                true,
-            ),
-            (
-                Some("{}"),
-                Some(r#"{"verfy": []}"#),
-                true,
-                Some(r#"{"verfy": []}"#),
-                true,
-            ),
+        // (pinned, now, changed?, a problem?)
+        type Case<'a> = (Option<&'a str>, Option<&'a str>, bool, bool);
+        let cases: &[Case] = &[
+            (Some("{}"), Some("{}"), false, false),
+            (None, None, false, false),
+            (Some("{}"), Some("{ }"), true, false),
+            (None, Some(r#"{"notify": "x"}"#), true, false),
+            (Some("{}"), None, true, false),
+            (Some("{}"), Some("{not json"), true, true),
+            (Some("{}"), Some(r#"{"maxIterations": 0}"#), true, true),
+            (Some("{}"), Some(r#"{"verfy": []}"#), true, true),
         ];
-        for (pinned, now, changed, digest_of, problem) in cases {
+        for (pinned, now, changed, problem) in cases {
             let _ = std::fs::remove_file(paths.config_file());
             if let Some(text) = pinned {
                 write(&paths, text);
@@ -381,7 +364,7 @@ mod tests {
             assert_eq!(!changes.is_empty(), *changed, "{pinned:?} → {now:?}");
             if let Some(change) = changes.first() {
                 assert_eq!(change.file, ".claude/ralph/config.json");
-                let expected = digest_of.map_or("missing".to_string(), |t| digest(t.as_bytes()));
+                let expected = now.map_or("missing".to_string(), |t| digest(t.as_bytes()));
                 assert_eq!(change.digest, expected);
                 assert_eq!(change.problem.is_some(), *problem, "{now:?}: {change:?}");
             }

@@ -370,6 +370,13 @@ fn bad_configuration_names_the_variable_or_key() {
             .run()
             .assert_hook_error(&[name]);
     }
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    // config.json is read by a stop only for a loop that has no pin (a
+    // state written before pinning; a pinned loop's mid-loop change is a
+    // drift, not an error: see
+    // the_hook_judges_by_the_pinned_config_not_by_config_json_as_it_is_now).
+    project.unpin();
+    let before = std::fs::read(project.state_path()).unwrap();
     let config = project.path(".claude/ralph/config.json");
     for (json, needle) in [
         ("{\"maxIterations\": 5", "config.json"),

@@ -127,6 +127,26 @@ fn status_of_a_running_loop() {
 }
 
 #[test]
+fn status_and_reload_of_a_loop_whose_config_changed() {
+    let project = TempProject::with_loop_and_config(
+        "st-drift",
+        SID,
+        25,
+        r#"{"verify": [{"name": "tests", "command": "cargo test"}], "maxIterations": 25}"#,
+    );
+    stop(&project, "Read the code; starting on the parser.").block_reason();
+    write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"verify": [{"name": "tests", "command": "true"}], "breakerPatience": 9}"#,
+    );
+    stop(&project, "Fixed the parser.").block_reason();
+    stable().bind(|| insta::assert_snapshot!("status_config_changed", status(&project)));
+    let reload = Ctl::new(&project).arg("reload").run();
+    reload.assert_code(0);
+    stable().bind(|| insta::assert_snapshot!("reload_changed", reload.stdout.clone()));
+}
+
+#[test]
 fn status_of_a_complete_loop() {
     let project = TempProject::with_loop_and_config(
         "st-complete",

@@ -1,5 +1,7 @@
 //! The loop's configuration: defaults, overridden by `.claude/ralph/config.json`,
-//! overridden by environment variables.
+//! overridden by environment variables. A running loop reads the files'
+//! texts it pinned at its start ([`crate::pin`]), never the files as they
+//! are now.
 //!
 //! Every value is validated; a bad one is an error that names the variable or
 //! key and what it accepts, so the hook can let the stop through with one clear

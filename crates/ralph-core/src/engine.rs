@@ -3,9 +3,10 @@
 //! the same way.
 //!
 //! ```text
-//! state exists? → config → snapshot, ownership → observe (World)
+//! state exists? → snapshot, ownership → the loop's pinned config → observe (World)
 //!   → judge the claim once → verification commands (World, outside the lock)
-//!   → lock → decide → read the prompt (before committing) → write → deliver
+//!   → lock → decide → read the prompt (before committing)
+//!   → config files ≠ pin? (configDrift) → write → deliver
 //! ```
 //!
 //! Everything outside the process is behind [`World`], so the sequence is

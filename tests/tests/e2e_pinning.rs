@@ -28,6 +28,7 @@ ralph_tests::on_both_clients!(
     an_agent_written_verify_by_a_bash_redirect_is_not_obeyed_in_session,
     an_agent_written_verify_is_not_obeyed_in_a_fresh_loop,
     a_persons_change_reloaded_mid_loop_decides_the_next_stop,
+    a_config_json_broken_mid_loop_neither_ends_nor_traps_the_loop,
 );
 
 /// A project whose verification fails, and the config the agent would
@@ -197,4 +198,39 @@ fn a_persons_change_reloaded_mid_loop_decides_the_next_stop(client: ClientVersio
         std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
     assert!(log.contains(r#""event":"reload""#), "{log}");
     assert!(!log.contains(r#""event":"config_changed""#), "{log}");
+}
+
+fn a_config_json_broken_mid_loop_neither_ends_nor_traps_the_loop(client: ClientVersion) {
+    let project = TempProject::new("pin-broken");
+    std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
+    let passing =
+        r#"{"verify": [{"name": "tests", "command": "echo all-passed", "timeoutSeconds": 20}]}"#;
+    std::fs::write(project.path(".claude/ralph/config.json"), passing).unwrap();
+    project.init();
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::bash("printf '{not json' > .claude/ralph/config.json"),
+        1 => Reply::text("Broke the config, kept working."),
+        _ => Reply::text(format!("Everything is finished and verified.\n{SIGNAL}")),
+    });
+    let run = project.run_launcher(client, &api, &[("RALPH_SANDBOX", "off")], LOOP_TIMEOUT);
+    let on_disk = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    assert_eq!(on_disk, "{not json", "the agent's command ran");
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    let tail = state["lastClaim"]["verification"][0]["outputTail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        tail.contains("all-passed"),
+        "the pinned verify ran: {state:#}"
+    );
+    let problem = state["configDrift"]["files"][0]["problem"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        problem.contains("is not a valid ralph config"),
+        "the problem is shown: {state:#}"
+    );
 }

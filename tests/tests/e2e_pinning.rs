@@ -38,12 +38,26 @@ fn project_and_agent_config(name: &str) -> (TempProject, String, std::path::Path
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
     std::fs::write(project.path(".claude/ralph/config.json"), FAILING).unwrap();
     project.init();
+    without_deny_rules_for_ralphs_files(&project);
     let marker = project.tmp.join("agent-ran");
     let agent = format!(
         r#"{{"verify": [{{"name": "tests", "command": "touch {}; exit 0", "timeoutSeconds": 20}}]}}"#,
         marker.display()
     );
     (project, agent, marker)
+}
+
+/// Drops the `permissions.deny` rules for `.claude/ralph/` that `init`
+/// may write into `.claude/settings.json`: they are a first fence, which a
+/// Bash command or the person's own settings get around; what is tested
+/// here is the second, the pin, so the agent's Write must go through.
+fn without_deny_rules_for_ralphs_files(project: &TempProject) {
+    let path = project.path(".claude/settings.json");
+    let mut settings: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    if let Some(deny) = settings["permissions"]["deny"].as_array_mut() {
+        deny.retain(|rule| !rule.as_str().unwrap_or_default().contains(".claude/ralph"));
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&settings).unwrap()).unwrap();
 }
 
 /// A `Read` tool call of `file_path`.

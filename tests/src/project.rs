@@ -241,6 +241,44 @@ impl TempProject {
         project
     }
 
+    /// [`TempProject::with_loop`], with `config` as config.json before the
+    /// start: the config the loop is pinned to.
+    pub fn with_loop_and_config(
+        name: &str,
+        session_id: &str,
+        max: u32,
+        config: &str,
+    ) -> TempProject {
+        let project = TempProject::new(name);
+        project.init();
+        project.write_prompt("Do the task.\n");
+        std::fs::write(project.path(".claude/ralph/config.json"), config).unwrap();
+        project
+            .ctl(
+                &[
+                    "start",
+                    "--session-id",
+                    session_id,
+                    "--max-iterations",
+                    &max.to_string(),
+                ],
+                &[],
+            )
+            .assert_code(0);
+        project
+    }
+
+    /// Drops the loop's pin from its state, as a state written before
+    /// pinning: its next stop reads config.json (and pins it).
+    pub fn unpin(&self) {
+        let mut state = self.state().expect("a loop was started");
+        state
+            .as_object_mut()
+            .and_then(|o| o.remove("pinned"))
+            .expect("the loop was pinned");
+        std::fs::write(self.state_path(), state.to_string()).unwrap();
+    }
+
     /// Runs git in the project.
     pub fn git(&self, args: &[&str]) {
         let status = Command::new("git")

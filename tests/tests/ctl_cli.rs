@@ -1706,3 +1706,89 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
         refused.stderr
     );
 }
+
+#[test]
+fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() {
+    let project = TempProject::new("reload");
+    project.init();
+    let run = project.ctl(&["reload"], &[]);
+    run.assert_code(13);
+    assert!(
+        run.stdout.contains("No Ralph loop in") && run.stdout.contains("nothing to reload"),
+        "{run:?}"
+    );
+
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"maxIterations": 5}"#,
+    )
+    .unwrap();
+    project.ctl(&["start"], &[]).assert_code(0);
+    let pinned = |project: &TempProject| project.state().unwrap()["pinned"].clone();
+    let before = pinned(&project);
+    assert_eq!(before["config"], r#"{"maxIterations": 5}"#);
+
+    // Changed by anyone: shown by status with the fix, not obeyed.
+    let changed = r#"{"maxIterations": 5, "notify": "echo ended", "completionMode": "dual"}"#;
+    std::fs::write(project.path(".claude/ralph/config.json"), changed).unwrap();
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains(
+            "config:     .claude/ralph/config.json changed since the loop started; not obeyed. `ralph-ctl reload` adopts it"
+        ),
+        "{status:?}"
+    );
+    assert_eq!(
+        project.status_json()["configDrift"]["files"][0]["file"],
+        ".claude/ralph/config.json"
+    );
+
+    // A bad one is refused with the config error, and the pin kept.
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"maxIteration": 3}"#,
+    )
+    .unwrap();
+    let run = project.ctl(&["reload"], &[]);
+    run.assert_code(1);
+    assert!(
+        run.stderr
+            .contains("unknown key `maxIteration` (did you mean `maxIterations`?)"),
+        "{run:?}"
+    );
+    assert_eq!(pinned(&project), before);
+
+    std::fs::write(project.path(".claude/ralph/config.json"), changed).unwrap();
+    let run = project.ctl(&["reload"], &[]);
+    run.assert_code(0);
+    assert_eq!(
+        run.stdout,
+        "Reloaded; from the next stop the loop decides by:\n  \
+         completionMode: (unset) → \"dual\"\n  notify: (unset) → \"echo ended\"\n"
+    );
+    assert_eq!(pinned(&project)["config"], changed);
+    let status = project.ctl(&["status"], &[]);
+    assert!(!status.stdout.contains("changed since"), "{status:?}");
+    assert!(project.status_json()["configDrift"].is_null());
+    let log = project.ctl(&["log", "--json"], &[]);
+    assert!(log.stdout.contains("\"reload\""), "{log:?}");
+
+    let run = project.ctl(&["reload"], &[]);
+    run.assert_code(0);
+    assert_eq!(
+        run.stdout,
+        "Reloaded: nothing changed; the loop goes on with the same config.\n"
+    );
+
+    let help = project.ctl(&["reload", "--help"], &[]);
+    help.assert_code(0);
+    assert!(
+        help.stdout.contains("Example:\n  ralph-ctl reload"),
+        "{help:?}"
+    );
+
+    project.ctl(&["cancel"], &[]).assert_code(0);
+    let run = project.ctl(&["reload"], &[]);
+    run.assert_code(13);
+    assert!(run.stdout.contains("is cancelled, not running"), "{run:?}");
+}

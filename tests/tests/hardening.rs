@@ -1264,7 +1264,9 @@ fn guardrails_is_a_fifo() {
 
 #[test]
 fn config_is_a_fifo_or_a_device() {
+    // Read by a stop of a loop without a pin (see TempProject::unpin).
     let project = looping("config-fifo", 5);
+    project.unpin();
     let path = project.path(".claude/ralph/config.json");
     let before = state_bytes(&project);
     let input = to_bytes(&stop_input(&project, Some("working")));
@@ -1282,6 +1284,7 @@ fn config_is_a_fifo_or_a_device() {
 #[test]
 fn config_of_1_gib_is_read_bounded() {
     let project = looping("config-huge", 5);
+    project.unpin();
     let path = project.path(".claude/ralph/config.json");
     sparse_file(&path, 1 << 30, b"{", b"}");
     let before = state_bytes(&project);
@@ -1793,6 +1796,8 @@ fn verification_dies_with_the_hook(signal: i32, name: &str) {
         .unwrap(),
     )
     .unwrap();
+    // The person's change, adopted by the running loop.
+    project.ctl(&["reload"], &[]).assert_code(0);
     let mut hook = hook_command(&project);
     hook.stdin(Stdio::piped())
         .stdout(Stdio::null())

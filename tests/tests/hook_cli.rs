@@ -370,6 +370,13 @@ fn bad_configuration_names_the_variable_or_key() {
             .run()
             .assert_hook_error(&[name]);
     }
+    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    // config.json is read by a stop only for a loop that has no pin (a
+    // state written before pinning; a pinned loop's mid-loop change is a
+    // drift, not an error: see
+    // the_hook_judges_by_the_pinned_config_not_by_config_json_as_it_is_now).
+    project.unpin();
+    let before = std::fs::read(project.state_path()).unwrap();
     let config = project.path(".claude/ralph/config.json");
     for (json, needle) in [
         ("{\"maxIterations\": 5", "config.json"),
@@ -704,4 +711,48 @@ fn a_session_s_end_interrupts_only_its_own_unwatched_loop() {
             .contains("the session ended (exit)"),
         "{state:#}"
     );
+}
+
+#[test]
+fn the_hook_judges_by_the_pinned_config_not_by_config_json_as_it_is_now() {
+    let project = TempProject::new("hook-pin");
+    project.init();
+    let pinned = r#"{"verify": [{"name": "tests", "command": "echo '1 failed'; exit 1", "timeoutSeconds": 20}]}"#;
+    std::fs::write(project.path(".claude/ralph/config.json"), pinned).unwrap();
+    project
+        .ctl(
+            &["start", "--session-id", SID, "--max-iterations", "5"],
+            &[],
+        )
+        .assert_code(0);
+    let marker = project.tmp.join("agent-ran");
+    // Rewritten mid-loop (as an agent could): its own verify, another
+    // signal, and a cap of 1; then broken altogether.
+    let rewritten = format!(
+        r#"{{"verify": [{{"name": "tests", "command": "touch {}"}}], "completionSignal": "DONE", "maxIterations": 1}}"#,
+        marker.display()
+    );
+    for (i, now) in [rewritten.as_str(), "{not json"].into_iter().enumerate() {
+        std::fs::write(project.path(".claude/ralph/config.json"), now).unwrap();
+        let claim = format!("All done.\n{SIGNAL}\nDONE");
+        let stdin = input(&project, "stop-input-first.json", Some(&claim)).to_string();
+        let run = project.hook(stdin.as_bytes(), &[]);
+        let reason = run.block_reason();
+        assert!(
+            reason.contains("1 failed"),
+            "the pinned verify ran: {reason}"
+        );
+        assert!(!marker.exists(), "the rewritten verify ran");
+        assert!(
+            run.stderr.contains(
+                ".claude/ralph/config.json changed since the loop started; not obeyed. `ralph-ctl reload` adopts it"
+            ),
+            "{run:?}"
+        );
+        let state = project.state().unwrap();
+        assert_eq!(state["status"], "running", "{state:#}");
+        assert_eq!(state["iteration"], i + 2, "{state:#}");
+        let problem = &state["configDrift"]["files"][0]["problem"];
+        assert_eq!(problem.is_string(), now == "{not json", "{state:#}");
+    }
 }

@@ -127,10 +127,31 @@ fn status_of_a_running_loop() {
 }
 
 #[test]
-fn status_of_a_complete_loop() {
-    let project = looping("st-complete", 25);
+fn status_and_reload_of_a_loop_whose_config_changed() {
+    let project = TempProject::with_loop_and_config(
+        "st-drift",
+        SID,
+        25,
+        r#"{"verify": [{"name": "tests", "command": "cargo test"}], "maxIterations": 25}"#,
+    );
+    stop(&project, "Read the code; starting on the parser.").block_reason();
     write(
         project.path(".claude/ralph/config.json"),
+        r#"{"verify": [{"name": "tests", "command": "true"}], "breakerPatience": 9}"#,
+    );
+    stop(&project, "Fixed the parser.").block_reason();
+    stable().bind(|| insta::assert_snapshot!("status_config_changed", status(&project)));
+    let reload = Ctl::new(&project).arg("reload").run();
+    reload.assert_code(0);
+    stable().bind(|| insta::assert_snapshot!("reload_changed", reload.stdout.clone()));
+}
+
+#[test]
+fn status_of_a_complete_loop() {
+    let project = TempProject::with_loop_and_config(
+        "st-complete",
+        SID,
+        25,
         r#"{"verify": [{"name": "tests", "command": "echo 3 passed; echo 0 failed"}]}"#,
     );
     stop(&project, "Working on it.").block_reason();
@@ -338,14 +359,15 @@ fn status_of_a_loop_out_of_budget() {
 /// a rejected claim, an API failure), then as the supervisor goes on (it waits under its policy
 /// and resumes).
 fn logged(name: &str) -> TempProject {
-    let project = looping(name, 25);
+    let project = TempProject::with_loop_and_config(
+        name,
+        SID,
+        25,
+        r#"{"verify": [{"name": "tests", "command": "echo 'test parser::nested ... FAILED'; exit 101"}]}"#,
+    );
     write(
         project.path("IMPLEMENTATION_PLAN.md"),
         "# Plan\n- [x] fix the parser\n- [x] write the user guide\n",
-    );
-    write(
-        project.path(".claude/ralph/config.json"),
-        r#"{"verify": [{"name": "tests", "command": "echo 'test parser::nested ... FAILED'; exit 101"}]}"#,
     );
     stop(&project, "Read the code; starting on the parser.").block_reason();
     stop(&project, &format!("Everything is fixed.\n{SIGNAL}")).block_reason();
@@ -474,15 +496,16 @@ fn reinjected_prompt_with_the_breakers_notice() {
 
 #[test]
 fn reinjected_prompt_after_a_rejected_claim() {
-    let project = looping("re-claim", 25);
+    let project = TempProject::with_loop_and_config(
+        "re-claim",
+        SID,
+        25,
+        r#"{"verify": [{"name": "tests", "command": "echo 'test parser::nested ... FAILED'; exit 101"}]}"#,
+    );
     project.write_prompt("Fix every finding in FINDINGS.md, one per iteration.\n");
     write(
         project.path("IMPLEMENTATION_PLAN.md"),
         "# Plan\n- [x] fix the parser\n- [ ] write the user guide\n",
-    );
-    write(
-        project.path(".claude/ralph/config.json"),
-        r#"{"verify": [{"name": "tests", "command": "echo 'test parser::nested ... FAILED'; exit 101"}]}"#,
     );
     let run = stop(&project, &format!("Everything is fixed.\n{SIGNAL}"));
     assert_eq!(project.status_json()["status"], "running");
@@ -675,20 +698,25 @@ fn hook_lines_for_bad_files() {
         ("config.json with an unknown key", "{\"maxIteration\": 5}"),
         ("config.json with a bad value", "{\"maxIterations\": 0}"),
     ] {
+        // Read by a stop of a loop without a pin (see TempProject::unpin).
         let project = looping("bad-config", 5);
+        project.unpin();
         write(project.path(config), text);
         table.line(case, &untouched(&project, usual(&project)));
     }
     let project = looping("big-config", 5);
+    project.unpin();
     write(project.path(config), vec![b' '; (1 << 20) + 1]);
     table.line(
         "config.json over 1 MiB",
         &untouched(&project, usual(&project)),
     );
     let project = looping("fifo-config", 5);
+    project.unpin();
     mkfifo(&project.path(config));
     table.line("config.json a FIFO", &untouched(&project, usual(&project)));
     let project = looping("dev-config", 5);
+    project.unpin();
     std::os::unix::fs::symlink("/dev/zero", project.path(config)).unwrap();
     table.line(
         "config.json a device (/dev/zero)",

@@ -1,5 +1,7 @@
 //! The loop's configuration: defaults, overridden by `.claude/ralph/config.json`,
-//! overridden by environment variables.
+//! overridden by environment variables. A running loop reads the files'
+//! texts it pinned at its start ([`crate::pin`]), never the files as they
+//! are now.
 //!
 //! Every value is validated; a bad one is an error that names the variable or
 //! key and what it accepts, so the hook can let the stop through with one clear
@@ -679,40 +681,86 @@ pub fn validate_signal(raw: &str) -> Option<String> {
         .then(|| trimmed.to_string())
 }
 
+/// The config files' texts, as read (`None`: no such file): what a loop
+/// pins when it starts (see [`crate::pin`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileLayers {
+    /// The per-user defaults file (`~/.config/ralph/config.json`).
+    pub user: Option<String>,
+    /// The project's `.claude/ralph/config.json`.
+    pub project: Option<String>,
+}
+
+impl FileLayers {
+    /// Reads both files (bounded; a FIFO or a device is never read whole).
+    pub fn read(paths: &ProjectPaths, env: &dyn EnvSource) -> Result<FileLayers, ConfigError> {
+        let user = match env.user_config_dir() {
+            Some(dir) => read_config_text(&dir.join(USER_CONFIG_FILE))?,
+            None => None,
+        };
+        Ok(FileLayers {
+            user,
+            project: read_config_text(&paths.config_file())?,
+        })
+    }
+}
+
+/// The text of the config file at `path`, `None` when there is none.
+pub fn read_config_text(path: &Path) -> Result<Option<String>, ConfigError> {
+    let read_err = |source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    // A FIFO would block the read and a device such as /dev/zero never ends.
+    let bytes = match read_bounded(path, MAX_CONFIG_BYTES).map_err(read_err)? {
+        Bounded::Missing => return Ok(None),
+        Bounded::TooLarge => {
+            return Err(ConfigError::TooLarge {
+                path: path.to_path_buf(),
+            })
+        }
+        Bounded::Bytes(bytes) => bytes,
+    };
+    String::from_utf8(bytes).map(Some).map_err(|_| {
+        read_err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
+    })
+}
+
 impl Config {
     /// Loads the configuration of the project at `paths`: defaults, then the
     /// config file if present, then the environment.
     pub fn load(paths: &ProjectPaths, env: &dyn EnvSource) -> Result<Config, ConfigError> {
+        Config::from_layers(paths, env, &FileLayers::read(paths, env)?)
+    }
+
+    /// The configuration made of `layers` (the files' texts as read, or as
+    /// pinned when the loop started): defaults, then the per-user file, then
+    /// the project's, then the environment, which is the person's and always
+    /// applies.
+    pub fn from_layers(
+        paths: &ProjectPaths,
+        env: &dyn EnvSource,
+        layers: &FileLayers,
+    ) -> Result<Config, ConfigError> {
         let mut config = Config::default();
-        if let Some(dir) = env.user_config_dir() {
-            config.apply_file(&dir.join(USER_CONFIG_FILE), Scope::User)?;
+        if let Some(text) = &layers.user {
+            let path = env
+                .user_config_dir()
+                .unwrap_or_else(|| PathBuf::from("~/.config"))
+                .join(USER_CONFIG_FILE);
+            config.apply_text(&path, text, Scope::User)?;
         }
-        config.apply_file(&paths.config_file(), Scope::Project)?;
+        if let Some(text) = &layers.project {
+            config.apply_text(&paths.config_file(), text, Scope::Project)?;
+        }
         config.apply_env(env)?;
         Ok(config)
     }
 
-    fn apply_file(&mut self, path: &Path, scope: Scope) -> Result<(), ConfigError> {
-        let read_err = |source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        };
-        // A FIFO would block the read and a device such as /dev/zero never ends.
-        let bytes = match read_bounded(path, MAX_CONFIG_BYTES).map_err(read_err)? {
-            Bounded::Missing => return Ok(()),
-            Bounded::TooLarge => {
-                return Err(ConfigError::TooLarge {
-                    path: path.to_path_buf(),
-                })
-            }
-            Bounded::Bytes(bytes) => bytes,
-        };
-        let text = String::from_utf8(bytes).map_err(|_| {
-            read_err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "stream did not contain valid UTF-8",
-            ))
-        })?;
+    fn apply_text(&mut self, path: &Path, text: &str, scope: Scope) -> Result<(), ConfigError> {
         let malformed = |e: serde_json::Error| ConfigError::Malformed {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -724,7 +772,7 @@ impl Config {
             accepts,
         };
         let mut object: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(&text).map_err(malformed)?;
+            serde_json::from_str(text).map_err(malformed)?;
         for setting in number_settings() {
             if let Some(raw) = object.remove(setting.key) {
                 let value = raw
@@ -756,7 +804,7 @@ impl Config {
             });
         }
         // Read again from the text, so serde's errors keep their line and column.
-        let file: ConfigFile = serde_json::from_str(&text).map_err(malformed)?;
+        let file: ConfigFile = serde_json::from_str(text).map_err(malformed)?;
         if let Some(raw) = file.completion_signal {
             self.completion_signal = validate_signal(&raw)
                 .ok_or_else(|| bad("completionSignal", format!("{raw:?}"), signal_accepts()))?;

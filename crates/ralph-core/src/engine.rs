@@ -3,9 +3,10 @@
 //! the same way.
 //!
 //! ```text
-//! state exists? → config → snapshot, ownership → observe (World)
+//! state exists? → snapshot, ownership → the loop's pinned config → observe (World)
 //!   → judge the claim once → verification commands (World, outside the lock)
-//!   → lock → decide → read the prompt (before committing) → write → deliver
+//!   → lock → decide → read the prompt (before committing)
+//!   → config files ≠ pin? (configDrift) → write → deliver
 //! ```
 //!
 //! Everything outside the process is behind [`World`], so the sequence is
@@ -20,10 +21,11 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::config::{Config, ConfigError, EnvSource};
+use crate::config::{Config, ConfigError, EnvSource, FileLayers};
 use crate::decision::{self, MessageSource, Observation, PassReason, Verdict};
 use crate::log::{self, LogEntry, LogEvent};
 use crate::paths::ProjectPaths;
+use crate::pin::{self, Pinned};
 use crate::plan::{self, PlanReport};
 use crate::progress;
 use crate::prompt::{self, PromptError};
@@ -67,6 +69,9 @@ pub struct Stop {
     /// set, it is the authority on the iteration's refusals, and the
     /// transcript only adds the refusal texts.
     pub permission_denials: Option<Vec<crate::errors::Refusal>>,
+    /// Pinned files besides the config files that the driver found changed
+    /// (a formula run's formula), recorded with the config's drift.
+    pub pinned_changes: Vec<pin::Changed>,
 }
 
 /// Everything a stop reads or runs outside the process: the transcript, the
@@ -265,14 +270,6 @@ pub fn run_stop_settled(
             paths.root.display()
         ))));
     }
-    let mut config = Config::load(paths, env)?;
-    // The hook runs the config's own checks; the extra ones only a driver.
-    let hook_verify_total = verify::total_timeout(&config.completion.verify);
-    config
-        .completion
-        .verify
-        .extend(stop.extra_verify.iter().cloned());
-
     // Cheap ownership check first, so another session's stop reads nothing more.
     let snapshot = store.snapshot()?;
     let owned = match decision::owned_loop(snapshot.state.as_ref(), stop.session_id.as_deref()) {
@@ -286,6 +283,22 @@ pub fn run_stop_settled(
             return Ok(StopReport::allow(note));
         }
     };
+    // The pin decides, never config.json as it is now (the agent can
+    // write it); a loop from before pinning is pinned to what this stop reads.
+    let (mut config, first_pin) = match &owned.pinned {
+        Some(pin) => (pin.config(paths, env)?, None),
+        None => {
+            let layers = FileLayers::read(paths, env)?;
+            let config = Config::from_layers(paths, env, &layers)?;
+            (config, Some(Pinned::of(&layers, &world.now())))
+        }
+    };
+    // The hook runs the config's own checks; the extra ones only a driver.
+    let hook_verify_total = verify::total_timeout(&config.completion.verify);
+    config
+        .completion
+        .verify
+        .extend(stop.extra_verify.iter().cloned());
     // A loop started with its own completion signal (/ralph-loop
     // --completion-promise) is judged by it.
     if let Some(signal) = &owned.completion_signal {
@@ -401,7 +414,17 @@ pub fn run_stop_settled(
     if let (Answer::Block { .. }, Some(new_state)) = (&answer, outcome.new_state.as_mut()) {
         new_state.hint = None;
     }
+    // What differs from the pin now is recorded, and logged once per content.
+    let mut drift_line = None;
     if let Some(new_state) = outcome.new_state.as_mut() {
+        if new_state.pinned.is_none() {
+            new_state.pinned = first_pin;
+        }
+        if let Some(pin) = new_state.pinned.clone() {
+            let mut changes = pin::config_changes(paths, env, &pin);
+            changes.extend(stop.pinned_changes.iter().cloned());
+            drift_line = pin::record_drift(new_state, changes, &now);
+        }
         settle(new_state);
     }
     if let Some(new_state) = &outcome.new_state {
@@ -420,6 +443,13 @@ pub fn run_stop_settled(
     if let Some(new_state) = &outcome.new_state {
         if let Err(e) = log::append(&lock, &LogEntry::of_stop(state, new_state, &now)) {
             notes.push(format!("warning: cannot append to the audit log: {e}"));
+        }
+        if let Some(line) = drift_line {
+            notes.push(format!("warning: {line}"));
+            let entry = LogEntry::about(new_state, LogEvent::ConfigChanged, &now, line);
+            if let Err(e) = log::append(&lock, &entry) {
+                notes.push(format!("warning: cannot append to the audit log: {e}"));
+            }
         }
     }
     if let Some(new_state) = outcome.new_state.as_mut() {
@@ -789,6 +819,8 @@ mod tests {
         usage: UsageReading,
         /// The folders progress and verification were read and run in.
         roots: std::cell::RefCell<Vec<PathBuf>>,
+        /// The verification commands run, in order.
+        commands: std::cell::RefCell<Vec<String>>,
     }
 
     impl FakeWorld {
@@ -803,6 +835,7 @@ mod tests {
                 verify_runs: Cell::new(0),
                 usage: UsageReading::default(),
                 roots: Default::default(),
+                commands: Default::default(),
             }
         }
     }
@@ -860,6 +893,9 @@ mod tests {
         fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
             self.roots.borrow_mut().push(root.to_path_buf());
             self.verify_runs.set(self.verify_runs.get() + 1);
+            self.commands
+                .borrow_mut()
+                .extend(commands.iter().map(|c| c.command.clone()));
             commands
                 .iter()
                 .map(|c| VerifyResult {
@@ -1350,6 +1386,65 @@ mod tests {
             "{reason}"
         );
         assert!(!state(&paths).last_claim.unwrap().accepted);
+    }
+
+    #[test]
+    fn the_pin_decides_and_a_change_of_config_json_is_recorded_not_obeyed() {
+        let pinned = r#"{"verify": [{"name": "tests", "command": "pinned-check"}]}"#;
+        let (_d, paths) = project(Some(pinned));
+        let store = StateStore::new(&paths);
+        let lock = store.lock(false).unwrap();
+        lock.write(&LoopState::new(SID.into(), 20, "t0".into()))
+            .unwrap();
+        drop(lock);
+        let world = FakeWorld {
+            verify_exit: 1,
+            ..FakeWorld::new(IterationTail::default())
+        };
+        let signal = Config::default().completion_signal;
+        let claim = stop(&format!("Done.\n{signal}"));
+        // A state from before pinning is pinned by its first stop.
+        run_stop(&paths, &[], &stop("Working."), &world, &mut |_| Ok(())).unwrap();
+        let pin = state(&paths).pinned.expect("pinned by the first stop");
+        assert_eq!(pin.config.as_deref(), Some(pinned));
+        let log_of = |paths: &ProjectPaths| {
+            std::fs::read_to_string(paths.runtime_dir().join(log::LOG_FILE_NAME)).unwrap()
+        };
+        // (config.json now, config_changed lines logged by then, a problem shown?)
+        let agent =
+            r#"{"verify": [{"name": "tests", "command": "touch agent-ran"}], "maxIterations": 2}"#;
+        let cases: &[(&str, usize, bool)] = &[
+            (agent, 1, false),
+            // The same content again: logged once.
+            (agent, 1, false),
+            // A config.json that no longer parses: shown, never fatal.
+            ("{not json", 2, true),
+            (r#"{"notify": "touch notified"}"#, 3, false),
+        ];
+        for (now, logged, problem) in cases {
+            std::fs::write(paths.config_file(), now).unwrap();
+            let report = run_stop(&paths, &[], &claim, &world, &mut |_| Ok(())).unwrap();
+            assert!(
+                matches!(report.answer, Answer::Block { .. }),
+                "{now}: {:?}",
+                report.answer
+            );
+            assert_eq!(world.commands.borrow().last().unwrap(), "pinned-check");
+            let after = state(&paths);
+            assert_eq!(after.pinned.as_ref(), Some(&pin), "the pin stays");
+            let drift = after.config_drift.expect("the drift is recorded");
+            assert_eq!(drift.files[0].file, ".claude/ralph/config.json");
+            assert_eq!(drift.files[0].problem.is_some(), *problem, "{drift:?}");
+            assert_eq!(
+                log_of(&paths).matches("\"config_changed\"").count(),
+                *logged
+            );
+        }
+        assert!(!world.commands.borrow().iter().any(|c| c != "pinned-check"));
+        // Back as it was pinned: no drift.
+        std::fs::write(paths.config_file(), pinned).unwrap();
+        run_stop(&paths, &[], &stop("Working."), &world, &mut |_| Ok(())).unwrap();
+        assert_eq!(state(&paths).config_drift, None);
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod engine;
 pub mod exit_codes;
 pub mod notify;
 pub mod paths;
+pub mod pin;
 pub mod time;
 
 // The modules by their own names, as the binaries and tests use them.

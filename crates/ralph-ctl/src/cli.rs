@@ -143,6 +143,12 @@ pub enum Command {
         #[arg(value_name = "TEXT", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
         text: Vec<String>,
     },
+    /// Adopt config.json (and the running formula's file) as they are now
+    /// in the running loop, from its next stop. A loop decides by what it
+    /// was pinned to when it started: a change made mid-loop (by the agent
+    /// or anyone) is shown by `status` and not obeyed until reloaded.
+    #[command(after_help = "Example:\n  ralph-ctl reload")]
+    Reload,
     /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).
     #[command(after_help = "Example:\n  ralph-ctl start --max-iterations 10")]
     Start {

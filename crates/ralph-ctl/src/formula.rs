@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use ralph_core::paths::ProjectPaths;
+use ralph_core::pin::{Changed, PinnedFormula};
 use ralph_core::state::{FormulaRun, GateRun, StepRun};
 use ralph_core::verify::VerifyCommand;
 use serde::Deserialize;
@@ -27,8 +28,9 @@ pub const GATE_TIMEOUT_LIMIT: u32 = 7_200;
 /// The model aliases the client accepts.
 const MODEL_ALIASES: &[&str] = &["opus", "sonnet", "haiku", "opusplan", "default"];
 
-/// A formula, checked: ready to run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A formula, checked: ready to run (and pinned as it is, in JSON, when
+/// a run starts: [`pin`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct Formula {
     /// Its name (the file's stem, or its `name`).
     pub name: String,
@@ -39,7 +41,7 @@ pub struct Formula {
 }
 
 /// One step of a formula.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct Step {
     /// Its id, unique in the formula.
     pub id: String,
@@ -56,7 +58,7 @@ pub struct Step {
 }
 
 /// A step's gate: a command that must pass for the step to end.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct Gate {
     /// Its name, shown with its result.
     pub name: String,
@@ -199,6 +201,44 @@ pub fn file_of(paths: &ProjectPaths, name: &str) -> Result<PathBuf, FormulaError
         return Err(FormulaError::BadName(name.to_string()));
     }
     Ok(paths.root.join(FORMULAS_DIR).join(format!("{name}.yaml")))
+}
+
+/// The pin of `formula` (its content as the run uses it, prompt files'
+/// texts included), which the loop decides by from its start.
+pub fn pin(paths: &ProjectPaths, formula: &Formula) -> PinnedFormula {
+    let file = formula
+        .file
+        .strip_prefix(&paths.root)
+        .unwrap_or(&formula.file);
+    // A Formula is strings and numbers: it always has a JSON form.
+    let content = serde_json::to_value(formula).unwrap_or_default();
+    PinnedFormula::new(&formula.name, &file.display().to_string(), content)
+}
+
+/// The formula a loop is pinned to.
+pub fn from_pin(pinned: &PinnedFormula) -> Result<Formula, FormulaError> {
+    serde_json::from_value(pinned.content.clone()).map_err(|e| FormulaError::Invalid {
+        file: PathBuf::from(&pinned.file),
+        line: None,
+        problem: format!(
+            "the loop's pinned copy of it cannot be read ({e}); `ralph-ctl reload` pins it again"
+        ),
+    })
+}
+
+/// The pinned formula's file, when it now differs from the pin (by the
+/// content it loads to: its text and its prompt files); one that no longer
+/// loads is a change with its problem.
+pub fn changes(paths: &ProjectPaths, pinned: &PinnedFormula) -> Option<Changed> {
+    let (digest, problem) = match load(paths, &pinned.name) {
+        Ok(formula) => (pin(paths, &formula).digest, None),
+        Err(e) => ("unreadable".to_string(), Some(e.to_string())),
+    };
+    (digest != pinned.digest).then(|| Changed {
+        file: pinned.file.clone(),
+        digest,
+        problem,
+    })
 }
 
 /// Reads and checks the formula `name` of the project.
@@ -501,5 +541,44 @@ mod tests {
             file_of(&paths, "feature").unwrap(),
             Path::new("/p/.claude/ralph/formulas/feature.yaml")
         );
+    }
+
+    #[test]
+    fn a_pinned_formula_keeps_its_steps_and_prompt_files_and_changes_are_found() {
+        let dir = crate::testdir::TestDir::new("formula-pin");
+        let paths = ProjectPaths::new(dir.path());
+        let folder = paths.root.join(FORMULAS_DIR);
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join("f.yaml");
+        std::fs::write(
+            &file,
+            "steps:\n  - id: a\n    promptFile: a.md\n    gates:\n      - { name: g, command: 'false' }\n",
+        )
+        .unwrap();
+        std::fs::write(folder.join("a.md"), "Do a.").unwrap();
+        let formula = load(&paths, "f").unwrap();
+        let pinned = pin(&paths, &formula);
+        assert_eq!(pinned.file, ".claude/ralph/formulas/f.yaml");
+        assert_eq!(from_pin(&pinned).unwrap(), formula);
+        assert_eq!(changes(&paths, &pinned), None);
+        // A prompt file's text is the formula's content too.
+        std::fs::write(folder.join("a.md"), "Do something else.").unwrap();
+        let changed = changes(&paths, &pinned).expect("a prompt file changed");
+        assert_eq!(changed.problem, None);
+        assert_eq!(from_pin(&pinned).unwrap().steps[0].prompt, "Do a.");
+        // A gate rewritten, then a file that no longer loads.
+        std::fs::write(folder.join("a.md"), "Do a.").unwrap();
+        std::fs::write(
+            &file,
+            std::fs::read_to_string(&file)
+                .unwrap()
+                .replace("'false'", "'true'"),
+        )
+        .unwrap();
+        assert!(changes(&paths, &pinned).is_some());
+        std::fs::write(&file, "steps: [").unwrap();
+        let broken = changes(&paths, &pinned).expect("a broken formula is a change");
+        assert_eq!(broken.digest, "unreadable");
+        assert!(broken.problem.unwrap().contains("f.yaml"));
     }
 }

@@ -100,6 +100,7 @@ pub fn run(cli: Cli) -> i32 {
         ),
         Command::Say { text } => commands::plugin::say(&paths, &text, &mut std::io::stdout()),
         Command::Cancel => commands::plugin::cancel(&paths, &mut std::io::stdout()),
+        Command::Reload => commands::reload::run(&paths, &mut std::io::stdout()),
         Command::History { json } => commands::history::run(&paths, json, &mut std::io::stdout()),
         Command::Start {
             session_id,

@@ -50,6 +50,11 @@ pub enum LogEvent {
     Say,
     /// The person was notified of an ending or a pause (`notify`).
     Notify,
+    /// A pinned file (config.json, the formula) was found changed since
+    /// the loop started: logged once per new content, not obeyed.
+    ConfigChanged,
+    /// `ralph-ctl reload` adopted the config files (and formula) as they are.
+    Reload,
 }
 
 impl LogEvent {
@@ -65,6 +70,8 @@ impl LogEvent {
             LogEvent::Problem => "problem",
             LogEvent::Say => "say",
             LogEvent::Notify => "notify",
+            LogEvent::ConfigChanged => "config_changed",
+            LogEvent::Reload => "reload",
         }
     }
 }

@@ -583,6 +583,15 @@ pub struct LoopState {
     /// hashes: a claim that changed one is rejected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protected_files: Option<crate::protected::ProtectedSnapshot>,
+    /// What decides this loop, fixed when it started (the config files'
+    /// texts, a formula run's formula); `None` in a state written before
+    /// pinning, which its next stop pins (see [`crate::pin`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<crate::pin::Pinned>,
+    /// Pinned files that now differ from the pin (not obeyed; `ralph-ctl
+    /// reload` adopts them), as the last stop found them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_drift: Option<crate::pin::ConfigDrift>,
 }
 
 /// A formula's run: its steps in order, each a fresh-context loop of its
@@ -754,6 +763,8 @@ impl LoopState {
             notified: None,
             test_baseline: Vec::new(),
             protected_files: None,
+            pinned: None,
+            config_drift: None,
             outcome_errors: 0,
             outcome_gate_blocked: 0,
         }

@@ -93,7 +93,8 @@ pub fn notify(lock: &StateLock<'_>, paths: &ProjectPaths, state: &mut LoopState)
     if !due {
         return;
     }
-    let Ok(config) = ralph_core::config::Config::load(paths, &ralph_core::config::ProcessEnv)
+    // The loop's pinned `notify`, never one written into config.json since.
+    let Ok(config) = ralph_core::pin::loop_config(paths, &ralph_core::config::ProcessEnv, state)
     else {
         return;
     };

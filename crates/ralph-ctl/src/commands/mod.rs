@@ -7,6 +7,7 @@ pub mod init;
 pub mod log;
 pub mod plugin;
 pub mod prompt;
+pub mod reload;
 pub mod report;
 pub mod reset;
 pub mod run;

@@ -6,7 +6,6 @@
 
 use std::io::Write;
 
-use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
 use ralph_core::log::{self, LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
@@ -148,7 +147,7 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
             MAX_TASK_BYTES / 1024
         )));
     }
-    let mut config = Config::load(paths, &ProcessEnv)?;
+    let (mut config, pin) = start::pinned_config(paths)?;
     if let Some(promise) = &request.completion_promise {
         config.completion_signal =
             ralph_core::config::validate_signal(promise).ok_or_else(|| {
@@ -163,10 +162,19 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
         .completion_promise
         .as_ref()
         .map(|_| config.completion_signal.clone());
-    let started = start::open_loop(paths, &config, Some(session), max, false, false, |state| {
-        state.task = Some(task.clone());
-        state.completion_signal = promise.clone();
-    })?;
+    let started = start::open_loop(
+        paths,
+        &config,
+        pin,
+        Some(session),
+        max,
+        false,
+        false,
+        |state| {
+            state.task = Some(task.clone());
+            state.completion_signal = promise.clone();
+        },
+    )?;
     let signal = &config.completion_signal;
     let mut text = format!(
         "Ralph loop started in this session (at most {max} iterations, state in .claude/context/runtime/). \

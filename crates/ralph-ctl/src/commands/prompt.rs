@@ -21,8 +21,13 @@ pub fn run(paths: &ProjectPaths) -> CmdResult {
 
 /// The prompt of the loop's current iteration: header, PROMPT.md, guardrails.
 pub fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
-    let config = Config::load(paths, &ProcessEnv)?;
-    let (iteration, max) = match StateStore::new(paths).read()? {
+    let state = StateStore::new(paths).read()?;
+    // A loop's own pin decides its prompt file, not config.json as it is now.
+    let config = match &state {
+        Some(state) => ralph_core::pin::loop_config(paths, &ProcessEnv, state)?,
+        None => Config::load(paths, &ProcessEnv)?,
+    };
+    let (iteration, max) = match state {
         Some(state) if state.status == Status::Running => (state.iteration, state.max_iterations),
         _ => (1, config.max_iterations),
     };

@@ -29,7 +29,8 @@ pub fn run(paths: &ProjectPaths, file: &Path, out: &mut dyn Write) -> CmdResult 
             paths.root.display()
         ))
     })?;
-    let config = Config::load(paths, &ProcessEnv).ok();
+    // The loop was judged by its pin, not by config.json as it is now.
+    let config = ralph_core::pin::loop_config(paths, &ProcessEnv, &state).ok();
     let page = html(paths, &state, config.as_ref());
     atomic::write_file(file, page.as_bytes(), 0o644).map_err(CtlError::io("write", file))?;
     let said = writeln!(

@@ -12,6 +12,7 @@ use ralph_core::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
 use ralph_core::exit_codes;
 use ralph_core::lifecycle::ResumePlan;
 use ralph_core::paths::ProjectPaths;
+use ralph_core::pin;
 use ralph_core::progress;
 use ralph_core::registration;
 use ralph_core::state::{Status, Usd};
@@ -76,7 +77,14 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         ));
     }
     let client = find_client(paths)?;
-    let config = Config::load(paths, &ProcessEnv)?;
+    // A resumed loop goes on with what it was pinned to.
+    let mut config = match options.resume {
+        true => match StateStore::new(paths).read() {
+            Ok(Some(state)) => pin::loop_config(paths, &ProcessEnv, &state)?,
+            _ => Config::load(paths, &ProcessEnv)?,
+        },
+        false => Config::load(paths, &ProcessEnv)?,
+    };
     // Read and checked before anything starts: a bad formula changes nothing.
     let mut formula = options
         .formula
@@ -205,7 +213,12 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         ));
         // A formula run goes on with its formula.
         if let (None, Some(run)) = (&formula, &state.formula) {
-            formula = Some(formula::load(paths, &run.name)?);
+            formula = Some(
+                match state.pinned.as_ref().and_then(|p| p.formula.as_ref()) {
+                    Some(pinned) => formula::from_pin(pinned)?,
+                    None => formula::load(paths, &run.name)?,
+                },
+            );
         }
         let fresh = fresh || state.fresh_context || formula.is_some();
         (state.session_id, state.max_iterations, fresh)
@@ -248,6 +261,26 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         let session = session_now.as_str();
         // The formula step this iteration runs, if any.
         let state_now = StateStore::new(paths).read().ok().flatten();
+        // What the loop is pinned to decides (`ralph-ctl reload` changes
+        // it from the next iteration), never the files as they are now.
+        let pinned = state_now.as_ref().and_then(|s| s.pinned.as_ref());
+        if let Some(pin) = pinned {
+            match pin.config(paths, &ProcessEnv) {
+                Ok(pinned_config) => config = pinned_config,
+                Err(e) => say(&format!("warning: the pinned config cannot be used ({e}); going on with the one read at start")),
+            }
+        }
+        if let Some(pinned) = pinned.and_then(|p| p.formula.as_ref()) {
+            match formula::from_pin(pinned) {
+                Ok(pinned) => formula = Some(pinned),
+                Err(e) => say(&format!("warning: {e}")),
+            }
+        }
+        let formula_changes: Vec<_> = pinned
+            .and_then(|p| p.formula.as_ref())
+            .and_then(|f| formula::changes(paths, f))
+            .into_iter()
+            .collect();
         let step = match (&formula, &state_now) {
             (Some(formula), Some(state)) => Some(steps::current(formula, state).clone()),
             _ => None,
@@ -441,6 +474,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                         .as_ref()
                         .map(|s| s.gates.iter().map(formula::Gate::as_verify).collect())
                         .unwrap_or_default(),
+                    pinned_changes: formula_changes.clone(),
                 };
                 // A formula's step rules, inside the engine's stop.
                 let mut next_step = steps::StepNext::AsJudged;

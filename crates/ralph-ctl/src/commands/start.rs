@@ -1,11 +1,12 @@
 //! `ralph-ctl start`: writes a fresh running state owned by one session.
 
-use ralph_core::config::{Config, ProcessEnv, MAX_ITERATIONS_LIMIT};
+use ralph_core::config::{Config, FileLayers, ProcessEnv, MAX_ITERATIONS_LIMIT};
 use ralph_core::exit_codes;
 use ralph_core::hook_input;
 use ralph_core::lifecycle;
 use ralph_core::log::{self, LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
+use ralph_core::pin::Pinned;
 use ralph_core::progress;
 use ralph_core::prompt;
 use ralph_core::registration;
@@ -53,7 +54,7 @@ pub fn start_loop(
     allow_template: bool,
     fresh: bool,
 ) -> Result<Started, CtlError> {
-    let config = Config::load(paths, &ProcessEnv)?;
+    let (config, pin) = pinned_config(paths)?;
     // Fail now, not at the first stop, when the prompt cannot be used.
     let prompt_path = paths.resolve(&config.prompt_file);
     let prompt_text = prompt::read_prompt(&prompt_path)?;
@@ -75,16 +76,28 @@ pub fn start_loop(
         }
         None => config.max_iterations,
     };
-    open_loop(paths, &config, session, max, force, fresh, |_| {})
+    open_loop(paths, &config, pin, session, max, force, fresh, |_| {})
+}
+
+/// The config files as they are now, read once: the configuration they
+/// make (validated, the environment on top) and their pin, which the loop
+/// started with them decides by (see `ralph_core::pin`).
+pub fn pinned_config(paths: &ProjectPaths) -> Result<(Config, Pinned), CtlError> {
+    let layers = FileLayers::read(paths, &ProcessEnv)?;
+    let config = Config::from_layers(paths, &ProcessEnv, &layers)?;
+    Ok((config, Pinned::of(&layers, &time::now_rfc3339())))
 }
 
 /// Writes a new `running` loop (after the checks every start makes: no
 /// loop running, an open breaker cooled down, a corrupt state set aside
 /// only with `force`), archiving the one it replaces; `shape` adds what
-/// this kind of loop carries (a formula, a task of its own).
+/// this kind of loop carries (a formula, a task of its own). The loop is
+/// pinned to `pin`, the config files `config` was made of.
+#[allow(clippy::too_many_arguments)]
 pub fn open_loop(
     paths: &ProjectPaths,
     config: &Config,
+    pin: Pinned,
     session: Option<String>,
     max: u32,
     force: bool,
@@ -170,6 +183,7 @@ pub fn open_loop(
     state.fresh_context = fresh;
     state.test_baseline = test_baseline;
     state.protected_files = protected_files;
+    state.pinned = Some(pin);
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.progress = progress::baseline(&paths.root);
     shape(&mut state);

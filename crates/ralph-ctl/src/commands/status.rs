@@ -9,6 +9,7 @@ use ralph_core::exit_codes;
 use ralph_core::files;
 use ralph_core::lifecycle;
 use ralph_core::paths::ProjectPaths;
+use ralph_core::pin::{self, ConfigDrift};
 use ralph_core::state::{LoopState, PausedBecause, Status, TokenUsage};
 use ralph_core::store::{StateStore, StoreError};
 
@@ -41,6 +42,13 @@ fn show(
     json: bool,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    // What differs from the pin now, even before a stop has seen it.
+    let state = state.map(|s| {
+        let mut s = s.clone();
+        s.config_drift = current_drift(paths, &s);
+        s
+    });
+    let state = state.as_ref();
     if json {
         return writeln!(
             out,
@@ -50,7 +58,7 @@ fn show(
     }
     match state {
         Some(state) => {
-            let config = Config::load(paths, &ProcessEnv);
+            let config = pin::loop_config(paths, &ProcessEnv, state);
             if let Err(e) = &config {
                 writeln!(out, "(configuration problem: {e})")?;
             }
@@ -62,6 +70,30 @@ fn show(
             "No Ralph loop in {} (no state file). Start one with .claude/ralph/ralph-audit.sh.",
             paths.root.display()
         ),
+    }
+}
+
+/// The drift of `state`'s pinned files: for a running or paused loop, as
+/// the files are now (first seen when the last stop recorded the same
+/// content, else now); for an ended one, as recorded.
+pub fn current_drift(paths: &ProjectPaths, state: &LoopState) -> Option<ConfigDrift> {
+    let Some(pinned) = &state.pinned else {
+        return state.config_drift.clone();
+    };
+    if !matches!(state.status, Status::Running | Status::Paused) {
+        return state.config_drift.clone();
+    }
+    let mut changes = pin::config_changes(paths, &ProcessEnv, pinned);
+    changes.extend(
+        pinned
+            .formula
+            .as_ref()
+            .and_then(|f| crate::formula::changes(paths, f)),
+    );
+    let now = ConfigDrift::of(changes, &ralph_core::time::now_rfc3339())?;
+    match &state.config_drift {
+        Some(recorded) if recorded.digest == now.digest => Some(recorded.clone()),
+        _ => Some(now),
     }
 }
 
@@ -130,6 +162,9 @@ pub fn summary(
             "complete, but not recorded by ralph: no accepted completion claim is on record (the state was changed outside ralph)".to_string()
         },
     );
+    if let Some(drift) = &state.config_drift {
+        line("config:", drift.describe());
+    }
     if let Some(problem) = ralph_core::log::last_problem(&paths.state_file(), &state.session_id) {
         line(
             "hook:",

@@ -73,6 +73,8 @@ pub struct IterationEnd<'a> {
     pub task: Option<String>,
     /// Checks a claim must pass besides `verify` (a formula step's gates).
     pub extra_verify: Vec<ralph_core::verify::VerifyCommand>,
+    /// The formula's file, when it now differs from the loop's pin.
+    pub pinned_changes: Vec<ralph_core::pin::Changed>,
 }
 
 /// Judges the iteration the client process of `session` just ended, as the
@@ -96,6 +98,7 @@ pub fn judge(
         task: end.task,
         extra_verify: end.extra_verify,
         permission_denials: end.result.and_then(|r| r.permission_denials.clone()),
+        pinned_changes: end.pinned_changes,
     };
     let mut answer = None;
     let report =

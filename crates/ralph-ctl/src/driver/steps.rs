@@ -37,6 +37,9 @@ pub enum StepNext {
 pub fn begin(paths: &ProjectPaths, session: &str, formula: &Formula) -> Result<(), CtlError> {
     finish::with_own_loop(paths, session, |lock, mut state| {
         state.formula = Some(formula.new_run());
+        if let Some(pinned) = state.pinned.as_mut() {
+            pinned.formula = Some(crate::formula::pin(paths, formula));
+        }
         lock.write(&state)?;
         Ok(Ending::Loop(Box::new(state)))
     })?;

@@ -1,0 +1,219 @@
+//! `ralph-ctl reload`: the running loop adopts the config files (and its
+//! formula) as they are now. A loop decides by what it was pinned to when
+//! it started (`ralph_core::pin`); this is the one way to change that.
+
+use std::io::Write;
+
+use ralph_core::config::{Config, FileLayers, ProcessEnv};
+use ralph_core::exit_codes;
+use ralph_core::log::{self, LogEntry, LogEvent};
+use ralph_core::paths::ProjectPaths;
+use ralph_core::pin::Pinned;
+use ralph_core::state::Status;
+use ralph_core::store::StateStore;
+use ralph_core::time;
+use serde_json::{Map, Value};
+
+use crate::error::CtlError;
+use crate::formula;
+use crate::CmdResult;
+
+/// Re-reads and checks the config files and the running formula's file,
+/// pins them in the running (or paused) loop under the state lock, clears
+/// its drift, logs `reload`, and writes what changed to `out`. A bad file
+/// is refused with its error and the pin kept; with no loop, says so and
+/// returns [`exit_codes::NO_LOOP`].
+pub fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
+    let store = StateStore::new(paths);
+    let no_loop = |out: &mut dyn Write, why: String| {
+        super::written(
+            writeln!(out, "{why}; the next start reads config.json as it is"),
+            exit_codes::NO_LOOP,
+        )
+    };
+    if !store.exists()? {
+        return no_loop(
+            out,
+            format!(
+                "No Ralph loop in {}: nothing to reload",
+                paths.root.display()
+            ),
+        );
+    }
+    // Read and checked before the lock: a bad file changes nothing.
+    let layers = FileLayers::read(paths, &ProcessEnv)?;
+    let config = Config::from_layers(paths, &ProcessEnv, &layers)?;
+    let now = time::now_rfc3339();
+    let mut pin = Pinned::of(&layers, &now);
+
+    let lock = store.lock(false)?;
+    let Some(mut state) = lock.read()? else {
+        return no_loop(
+            out,
+            format!(
+                "No Ralph loop in {}: nothing to reload",
+                paths.root.display()
+            ),
+        );
+    };
+    if !matches!(state.status, Status::Running | Status::Paused) {
+        return no_loop(
+            out,
+            format!(
+                "The Ralph loop here is {}, not running: nothing to reload",
+                state.status.as_str()
+            ),
+        );
+    }
+    let old = state.pinned.clone();
+    if let Some(pinned) = old.as_ref().and_then(|p| p.formula.as_ref()) {
+        let formula = formula::load(paths, &pinned.name)?;
+        check_gate_names(&formula, &config)?;
+        pin.formula = Some(formula::pin(paths, &formula));
+    }
+    let changes = describe_changes(old.as_ref(), &pin);
+    state.pinned = Some(pin);
+    state.config_drift = None;
+    lock.write(&state)?;
+    let reason = if changes.is_empty() {
+        "reloaded: nothing changed".to_string()
+    } else {
+        format!("reloaded: {}", changes.join("; "))
+    };
+    if let Err(e) = log::append(
+        &lock,
+        &LogEntry::about(&state, LogEvent::Reload, &now, reason),
+    ) {
+        crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");
+    }
+    drop(lock);
+    let mut text = String::new();
+    if old.is_none() {
+        text.push_str("The loop had no pin (it was started by an older ralph).\n");
+    }
+    if changes.is_empty() {
+        text.push_str("Reloaded: nothing changed; the loop goes on with the same config.\n");
+    } else {
+        text.push_str("Reloaded; from the next stop the loop decides by:\n");
+        for change in &changes {
+            text.push_str(&format!("  {change}\n"));
+        }
+    }
+    super::written(
+        out.write_all(text.as_bytes()).and_then(|()| out.flush()),
+        exit_codes::OK,
+    )
+}
+
+/// A gate's result is found by its name among a claim's checks, so a gate
+/// may not share a name with a `verify` command (as `run` checks).
+fn check_gate_names(formula: &formula::Formula, config: &Config) -> Result<(), CtlError> {
+    for step in &formula.steps {
+        for gate in &step.gates {
+            if config.completion.verify.iter().any(|v| v.name == gate.name) {
+                return Err(CtlError::BadArgument(format!(
+                    "gate {:?} of step {:?} in {} has the name of a verify command in config.json: \
+                     rename one of them; the loop keeps its pin",
+                    gate.name,
+                    step.id,
+                    formula.file.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What differs between two pins, one line per key (`key: old → new`), the
+/// per-user file's keys marked, the formula in one line.
+pub fn describe_changes(old: Option<&Pinned>, new: &Pinned) -> Vec<String> {
+    let mut lines = Vec::new();
+    let old_layers = old.map(Pinned::layers).unwrap_or_default();
+    let files = [
+        ("", &old_layers.project, &new.config),
+        ("(per-user defaults) ", &old_layers.user, &new.user_config),
+    ];
+    for (label, before, after) in files {
+        let before = object(before.as_deref());
+        let after = object(after.as_deref());
+        let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            let (b, a) = (before.get(key), after.get(key));
+            if b != a {
+                lines.push(format!("{label}{key}: {} → {}", shown(b), shown(a)));
+            }
+        }
+    }
+    let old_formula = old.and_then(|p| p.formula.as_ref());
+    if let Some(formula) = &new.formula {
+        if old_formula.map(|f| &f.digest) != Some(&formula.digest) {
+            lines.push(format!(
+                "formula {} ({}): {} → {}",
+                formula.name,
+                formula.file,
+                old_formula.map_or("(none)", |f| f.digest.as_str()),
+                formula.digest
+            ));
+        }
+    }
+    lines
+}
+
+/// A config text's keys (empty when there is none; it was checked).
+fn object(text: Option<&str>) -> Map<String, Value> {
+    text.and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default()
+}
+
+fn shown(value: Option<&Value>) -> String {
+    value.map_or_else(|| "(unset)".to_string(), Value::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pin(project: Option<&str>, user: Option<&str>) -> Pinned {
+        Pinned::of(
+            &FileLayers {
+                project: project.map(str::to_string),
+                user: user.map(str::to_string),
+            },
+            "t",
+        )
+    }
+
+    #[test]
+    fn changes_are_listed_key_by_key() {
+        let cases: &[(Option<&str>, Option<&str>, &[&str])] = &[
+            (Some("{}"), Some("{}"), &[]),
+            (Some(r#"{"a": 1}"#), Some(r#"{ "a" : 1 }"#), &[]),
+            (
+                Some(r#"{"maxIterations": 5}"#),
+                Some(r#"{"maxIterations": 8}"#),
+                &["maxIterations: 5 → 8"],
+            ),
+            (
+                Some(r#"{"verify": [{"name": "t", "command": "false"}]}"#),
+                Some(r#"{"notify": "n"}"#),
+                &[
+                    "notify: (unset) → \"n\"",
+                    "verify: [{\"name\":\"t\",\"command\":\"false\"}] → (unset)",
+                ],
+            ),
+            (
+                None,
+                Some(r#"{"completionMode": "dual"}"#),
+                &["completionMode: (unset) → \"dual\""],
+            ),
+        ];
+        for (before, after, expected) in cases {
+            let lines = describe_changes(Some(&pin(*before, None)), &pin(*after, None));
+            assert_eq!(lines, *expected, "{before:?} → {after:?}");
+        }
+        let lines = describe_changes(None, &pin(None, Some(r#"{"breakerPatience": 2}"#)));
+        assert_eq!(lines, ["(per-user defaults) breakerPatience: (unset) → 2"]);
+    }
+}

@@ -1,9 +1,10 @@
 //! End-to-end: what judges a loop is pinned when it starts. The agent (real
-//! clients, `bypassPermissions`) rewrites `.claude/ralph/config.json` to
-//! make its own command the verification, by the Write tool or by a Bash
-//! redirect, then claims done: the loop goes on judging by the pinned
-//! config (the agent's command never runs, no `complete`), and `status`
-//! shows the change with the fix. A person's change adopted by `ralph-ctl
+//! clients, `bypassPermissions`, no sandbox) tries to make its own command
+//! the verification of `.claude/ralph/config.json`, then claims done. By
+//! the Write tool (or a shell command naming the file) it is refused (the
+//! deny rules every run passes); from a script the file changes, and the loop goes on judging by the
+//! pinned config (the agent's command never runs, no `complete`), and
+//! `status` shows the change with the fix. A person's change adopted by `ralph-ctl
 //! reload` decides from the next stop. The in-session loop (the Stop hook)
 //! and the fresh one (the driver) both.
 
@@ -25,7 +26,7 @@ const FAILING: &str = r#"{"verify": [{"name": "tests", "command": "echo '1 test 
 
 ralph_tests::on_both_clients!(
     an_agent_written_verify_by_the_write_tool_is_not_obeyed_in_session,
-    an_agent_written_verify_by_a_bash_redirect_is_not_obeyed_in_session,
+    an_agent_written_verify_by_a_bash_script_is_not_obeyed_in_session,
     an_agent_written_verify_is_not_obeyed_in_a_fresh_loop,
     a_persons_change_reloaded_mid_loop_decides_the_next_stop,
     a_config_json_broken_mid_loop_neither_ends_nor_traps_the_loop,
@@ -38,7 +39,6 @@ fn project_and_agent_config(name: &str) -> (TempProject, String, std::path::Path
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
     std::fs::write(project.path(".claude/ralph/config.json"), FAILING).unwrap();
     project.init();
-    without_deny_rules_for_ralphs_files(&project);
     let marker = project.tmp.join("agent-ran");
     let agent = format!(
         r#"{{"verify": [{{"name": "tests", "command": "touch {}; exit 0", "timeoutSeconds": 20}}]}}"#,
@@ -47,17 +47,22 @@ fn project_and_agent_config(name: &str) -> (TempProject, String, std::path::Path
     (project, agent, marker)
 }
 
-/// Drops the `permissions.deny` rules for `.claude/ralph/` that `init`
-/// may write into `.claude/settings.json`: they are a first fence, which a
-/// Bash command or the person's own settings get around; what is tested
-/// here is the second, the pin, so the agent's Write must go through.
-fn without_deny_rules_for_ralphs_files(project: &TempProject) {
-    let path = project.path(".claude/settings.json");
-    let mut settings: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    if let Some(deny) = settings["permissions"]["deny"].as_array_mut() {
-        deny.retain(|rule| !rule.as_str().unwrap_or_default().contains(".claude/ralph"));
-    }
-    std::fs::write(&path, serde_json::to_vec_pretty(&settings).unwrap()).unwrap();
+/// A Bash call that writes `content` into config.json from a script in the
+/// temp folder: the client refuses a command naming a file under
+/// .claude/ralph (the deny rules every run passes), and does not look into
+/// a script, so this is the rewrite a determined agent without the sandbox
+/// gets through.
+fn rewrite_by_script(project: &TempProject, content: &str) -> String {
+    let script = project.tmp.join("rewrite.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "cat > {} <<'RALPH_TEST_EOF'\n{content}\nRALPH_TEST_EOF\n",
+            project.path(".claude/ralph/config.json").display()
+        ),
+    )
+    .unwrap();
+    format!("sh {}", script.display())
 }
 
 /// A `Read` tool call of `file_path`.
@@ -74,18 +79,8 @@ fn read(file_path: &str) -> Reply {
 fn assert_not_obeyed(project: &TempProject, run: &Run, agent: &str, marker: &std::path::Path) {
     let on_disk = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
     assert_eq!(on_disk.trim(), agent, "the agent's rewrite went through");
-    assert_eq!(run.code, Some(10), "ended at the cap: {run:?}");
+    assert_not_complete(project, run, marker);
     let state = project.status_json();
-    assert_eq!(state["status"], "max_iterations", "{state:#}");
-    assert_eq!(state["lastClaim"]["accepted"], false, "{state:#}");
-    let tail = state["lastClaim"]["verification"][0]["outputTail"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(
-        tail.contains("1 test failed"),
-        "the pinned verify ran: {state:#}"
-    );
-    assert!(!marker.exists(), "the agent's verify command ran");
     assert_eq!(
         state["configDrift"]["files"][0]["file"], ".claude/ralph/config.json",
         "{state:#}"
@@ -110,6 +105,23 @@ fn assert_not_obeyed(project: &TempProject, run: &Run, agent: &str, marker: &std
     assert_eq!(changed.len(), 1, "logged once for one content: {log}");
 }
 
+/// The loop ended at its cap, not `complete`, judged by the pinned
+/// verification; the agent's command never ran.
+fn assert_not_complete(project: &TempProject, run: &Run, marker: &std::path::Path) {
+    assert_eq!(run.code, Some(10), "ended at the cap: {run:?}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "max_iterations", "{state:#}");
+    assert_eq!(state["lastClaim"]["accepted"], false, "{state:#}");
+    let tail = state["lastClaim"]["verification"][0]["outputTail"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        tail.contains("1 test failed"),
+        "the pinned verify ran: {state:#}"
+    );
+    assert!(!marker.exists(), "the agent's verify command ran");
+}
+
 fn an_agent_written_verify_by_the_write_tool_is_not_obeyed_in_session(client: ClientVersion) {
     let (project, agent, marker) = project_and_agent_config("pin-write");
     let config = project
@@ -124,12 +136,26 @@ fn an_agent_written_verify_by_the_write_tool_is_not_obeyed_in_session(client: Cl
         _ => Reply::text(format!("Everything is finished and verified.\n{SIGNAL}")),
     });
     let run = project.run_launcher(client, &api, ENV, LOOP_TIMEOUT);
-    assert_not_obeyed(&project, &run, &agent, &marker);
+    // Refused: the deny rules on .claude/ralph hold in bypassPermissions.
+    let results = api
+        .main_requests()
+        .iter()
+        .flat_map(|r| ralph_tests::mock_api::user_texts(&r.body))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        results.contains("denied by your permission settings"),
+        "the Write was refused: {results}"
+    );
+    let on_disk = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    assert_eq!(on_disk, FAILING, "config.json is as the person wrote it");
+    assert_not_complete(&project, &run, &marker);
+    let _ = agent;
 }
 
-fn an_agent_written_verify_by_a_bash_redirect_is_not_obeyed_in_session(client: ClientVersion) {
+fn an_agent_written_verify_by_a_bash_script_is_not_obeyed_in_session(client: ClientVersion) {
     let (project, agent, marker) = project_and_agent_config("pin-bash");
-    let command = format!("printf '%s\\n' '{agent}' > .claude/ralph/config.json");
+    let command = rewrite_by_script(&project, &agent);
     let api = MockApi::start(move |turn, _| match turn {
         0 => Reply::bash(command.clone()),
         _ => Reply::text(format!("Everything is finished and verified.\n{SIGNAL}")),
@@ -140,16 +166,11 @@ fn an_agent_written_verify_by_a_bash_redirect_is_not_obeyed_in_session(client: C
 
 fn an_agent_written_verify_is_not_obeyed_in_a_fresh_loop(client: ClientVersion) {
     let (project, agent, marker) = project_and_agent_config("pin-fresh");
-    let config = project
-        .path(".claude/ralph/config.json")
-        .display()
-        .to_string();
-    let written = agent.clone();
-    // Counted across the fresh processes: the rewrite, then a claim in each
-    // (read first, as above).
+    // By a script (the Write tool and a redirect naming the file are refused). Counted
+    // across the fresh processes: the rewrite, then a claim in each.
+    let command = rewrite_by_script(&project, &agent);
     let api = MockApi::start_in_order(move |turn, _| match turn {
-        0 => read(&config),
-        1 => Reply::write(config.clone(), written.clone()),
+        0 => Reply::bash(command.clone()),
         _ => Reply::text(format!("Everything is finished and verified.\n{SIGNAL}")),
     });
     let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
@@ -221,14 +242,15 @@ fn a_config_json_broken_mid_loop_neither_ends_nor_traps_the_loop(client: ClientV
         r#"{"verify": [{"name": "tests", "command": "echo all-passed", "timeoutSeconds": 20}]}"#;
     std::fs::write(project.path(".claude/ralph/config.json"), passing).unwrap();
     project.init();
+    let command = rewrite_by_script(&project, "{not json");
     let api = MockApi::start(move |turn, _| match turn {
-        0 => Reply::bash("printf '{not json' > .claude/ralph/config.json"),
+        0 => Reply::bash(command.clone()),
         1 => Reply::text("Broke the config, kept working."),
         _ => Reply::text(format!("Everything is finished and verified.\n{SIGNAL}")),
     });
     let run = project.run_launcher(client, &api, &[("RALPH_SANDBOX", "off")], LOOP_TIMEOUT);
     let on_disk = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
-    assert_eq!(on_disk, "{not json", "the agent's command ran");
+    assert_eq!(on_disk.trim(), "{not json", "the agent's command ran");
     run.assert_code(0);
     let state = project.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");

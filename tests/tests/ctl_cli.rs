@@ -1792,3 +1792,37 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
     run.assert_code(13);
     assert!(run.stdout.contains("is cancelled, not running"), "{run:?}");
 }
+
+#[test]
+fn a_fifo_formula_or_a_prompt_file_outside_the_project_is_refused_at_once() {
+    let project = TempProject::new("formula-fifo");
+    project.init();
+    let folder = project.path(".claude/ralph/formulas");
+    std::fs::create_dir_all(&folder).unwrap();
+    let fifo = folder.join("stuck.yaml");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let started = std::time::Instant::now();
+    let run = project.ctl(
+        &["run", "--formula", "stuck", "--dry-run"],
+        &[("RALPH_CLAUDE", "true")],
+    );
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("not a regular file"), "{run:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    std::fs::write(
+        folder.join("leak.yaml"),
+        "steps:\n  - id: a\n    promptFile: /etc/passwd\n",
+    )
+    .unwrap();
+    let run = project.ctl(
+        &["run", "--formula", "leak", "--dry-run"],
+        &[("RALPH_CLAUDE", "true")],
+    );
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("outside the project"), "{run:?}");
+    assert!(!run.stdout.contains("root:"), "{run:?}");
+}

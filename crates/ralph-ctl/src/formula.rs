@@ -241,10 +241,37 @@ pub fn changes(paths: &ProjectPaths, pinned: &PinnedFormula) -> Option<Changed> 
     })
 }
 
+/// The most a formula file may hold.
+pub const MAX_FORMULA_BYTES: u64 = 256 * 1024;
+/// The most a step's `promptFile` may hold.
+pub const MAX_PROMPT_FILE_BYTES: u64 = 256 * 1024;
+
+/// A text file of at most `limit` bytes: bounded, never waiting on a FIFO
+/// or reading a device (`ralph_core::files::read_bounded`), UTF-8.
+fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
+    use ralph_core::files::{read_bounded, Bounded};
+    match read_bounded(path, limit)? {
+        Bounded::Missing => Err(std::io::ErrorKind::NotFound.into()),
+        Bounded::TooLarge => Err(std::io::Error::other(format!(
+            "it is larger than the {} KiB it may be",
+            limit / 1024
+        ))),
+        Bounded::Bytes(bytes) => {
+            String::from_utf8(bytes).map_err(|_| std::io::Error::other("it is not UTF-8 text"))
+        }
+    }
+}
+
+/// The project a formula file belongs to: `.claude/ralph/formulas/NAME.yaml`
+/// lies four levels below it (a file elsewhere: its own folder, see `parse`).
+fn project_of(file: &Path) -> Option<&Path> {
+    file.ancestors().nth(4)
+}
+
 /// Reads and checks the formula `name` of the project.
 pub fn load(paths: &ProjectPaths, name: &str) -> Result<Formula, FormulaError> {
     let file = file_of(paths, name)?;
-    let text = match std::fs::read_to_string(&file) {
+    let text = match read_text(&file, MAX_FORMULA_BYTES) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut known: Vec<String> = std::fs::read_dir(paths.root.join(FORMULAS_DIR))
@@ -330,15 +357,33 @@ pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaErro
             (Some(prompt), None) => prompt,
             (None, Some(f)) => {
                 let path = folder.join(&f.value);
-                std::fs::read_to_string(&path).map_err(|e| {
+                let unreadable = |why: String| {
                     invalid(
                         Some(f.referenced.line()),
                         format!(
-                            "step {id:?}: its promptFile {} cannot be read ({e}); the path is taken from the formula's folder",
+                            "step {id:?}: its promptFile {} cannot be read ({why}); the path is taken from the formula's folder",
                             path.display()
                         ),
                     )
-                })?
+                };
+                // Inside the project only: a formula may come with the
+                // project, and must not read what lies outside it.
+                let inside = std::fs::canonicalize(&path).map_err(|e| unreadable(e.to_string()))?;
+                let project = project_of(file)
+                    .or(Some(folder))
+                    .and_then(|p| std::fs::canonicalize(p).ok());
+                if Path::new(&f.value).is_absolute()
+                    || !project.is_some_and(|p| inside.starts_with(p))
+                {
+                    return Err(invalid(
+                        Some(f.referenced.line()),
+                        format!(
+                            "step {id:?}: its promptFile {:?} is outside the project: give a path inside it, relative to the formula's folder",
+                            f.value
+                        ),
+                    ));
+                }
+                read_text(&inside, MAX_PROMPT_FILE_BYTES).map_err(|e| unreadable(e.to_string()))?
             }
             (None, None) => {
                 return Err(invalid(
@@ -530,6 +575,50 @@ mod tests {
         .unwrap();
         assert_eq!(formula.steps[0].prompt, "Plan it.\n");
         assert_eq!(formula.name, "f");
+    }
+
+    #[test]
+    fn formula_and_prompt_files_are_bounded_fifo_safe_and_inside_the_project() {
+        let dir = crate::testdir::TestDir::new("formula-reads");
+        let paths = ProjectPaths::new(dir.path());
+        let folder = dir.path().join(FORMULAS_DIR);
+        std::fs::create_dir_all(&folder).unwrap();
+        let step =
+            |prompt_file: &str| format!("steps:\n  - id: a\n    promptFile: {prompt_file}\n");
+        let refused = |text: String| {
+            std::fs::write(folder.join("f.yaml"), text).unwrap();
+            load(&paths, "f").unwrap_err().to_string()
+        };
+        for outside in [
+            "/dev/zero",
+            "/etc/passwd",
+            "../../../../../../../../etc/passwd",
+        ] {
+            let err = refused(step(outside));
+            assert!(err.contains("outside the project"), "{outside}: {err}");
+        }
+        std::fs::write(dir.path().join("big.md"), "x".repeat(300 * 1024)).unwrap();
+        let err = refused(step("../../../big.md"));
+        assert!(err.contains("larger than the 256 KiB"), "{err}");
+        std::fs::write(dir.path().join("ok.md"), "Do it.\n").unwrap();
+        std::fs::write(folder.join("f.yaml"), step("../../../ok.md")).unwrap();
+        assert_eq!(load(&paths, "f").unwrap().steps[0].prompt, "Do it.\n");
+        // A FIFO as the formula or as a prompt file: refused at once, not waited on.
+        let fifo = folder.join("fifo.yaml");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let started = std::time::Instant::now();
+        let err = load(&paths, "fifo").unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        let err = refused(step("fifo.yaml"));
+        assert!(err.contains("not a regular file"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        std::fs::write(folder.join("big.yaml"), "#".repeat(300 * 1024)).unwrap();
+        let err = load(&paths, "big").unwrap_err().to_string();
+        assert!(err.contains("larger than the 256 KiB"), "{err}");
     }
 
     #[test]

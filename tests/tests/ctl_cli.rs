@@ -1826,3 +1826,53 @@ fn a_fifo_formula_or_a_prompt_file_outside_the_project_is_refused_at_once() {
     assert!(run.stderr.contains("outside the project"), "{run:?}");
     assert!(!run.stdout.contains("root:"), "{run:?}");
 }
+
+#[test]
+fn a_formula_run_resumes_with_the_file_it_started_from() {
+    // `name:` differs from the file's name, and another formula is named
+    // like it: the resume takes neither, but what the loop was pinned to.
+    let project = TempProject::new("formula-resume");
+    project.init();
+    let folder = project.path(".claude/ralph/formulas");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("feat.yaml"),
+        "name: other\nsteps:\n  - id: a\n    prompt: The feature step.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        folder.join("other.yaml"),
+        "name: other\nsteps:\n  - id: b\n    prompt: The other formula's step.\n",
+    )
+    .unwrap();
+    let client = fake_client(&project, 0);
+    let env = [("RALPH_CLAUDE", client.as_str()), ("RALPH_SANDBOX", "off")];
+    let first = launcher(&project, &["--formula", "feat"], &env);
+    first.assert_code(12);
+    let state = project.status_json();
+    assert_eq!(
+        state["pinned"]["formula"]["file"], ".claude/ralph/formulas/feat.yaml",
+        "{state:#}"
+    );
+    let refused = launcher(&project, &["--resume", "--formula", "other"], &env);
+    refused.assert_code(2);
+    assert!(
+        refused
+            .stderr
+            .contains("this loop runs the formula in .claude/ralph/formulas/feat.yaml"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        project.status_json()["status"],
+        "interrupted",
+        "not taken up"
+    );
+    let resumed = launcher(&project, &["--resume"], &env);
+    resumed.assert_code(12);
+    let stdin = recorded_stdin(&client);
+    assert!(
+        stdin.contains("The feature step.") && !stdin.contains("other formula"),
+        "{stdin}"
+    );
+}

@@ -230,7 +230,11 @@ pub fn from_pin(pinned: &PinnedFormula) -> Result<Formula, FormulaError> {
 /// content it loads to: its text and its prompt files); one that no longer
 /// loads is a change with its problem.
 pub fn changes(paths: &ProjectPaths, pinned: &PinnedFormula) -> Option<Changed> {
-    let (digest, problem) = match load(paths, &pinned.name) {
+    // The file it was loaded from (`--formula STEM`), not the `name:` inside it.
+    let stem = Path::new(&pinned.file)
+        .file_stem()
+        .map_or_else(|| pinned.name.clone(), |s| s.to_string_lossy().into_owned());
+    let (digest, problem) = match load(paths, &stem) {
         Ok(formula) => (pin(paths, &formula).digest, None),
         Err(e) => ("unreadable".to_string(), Some(e.to_string())),
     };

@@ -206,12 +206,33 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                 state.ended_because.as_deref().unwrap_or_default()
             ));
         }
+        // Never another formula than the one the loop was pinned to, named
+        // on the command line: refused before the loop is taken up.
+        if let (Some(given), Ok(Some(state))) = (&formula, StateStore::new(paths).read()) {
+            if let Some(pinned) = state.pinned.as_ref().and_then(|p| p.formula.as_ref()) {
+                let given_file = given.file.strip_prefix(&paths.root).unwrap_or(&given.file);
+                if given_file != std::path::Path::new(&pinned.file) {
+                    return Err(CtlError::BadArgument(format!(
+                        "this loop runs the formula in {}, not {}: resume it without --formula, or \
+                         start a new loop with --reset",
+                        pinned.file,
+                        given_file.display()
+                    )));
+                }
+            }
+        }
         let state = supervisor::take_up(paths, &config, None, false)?;
         say(&format!(
             "resuming the loop of session {} at iteration {} of {}",
             state.session_id, state.iteration, state.max_iterations
         ));
-        // A formula run goes on with its formula.
+        // A formula run goes on with the formula it was pinned to.
+        if let (Some(_), Some(pinned)) = (
+            &formula,
+            state.pinned.as_ref().and_then(|p| p.formula.as_ref()),
+        ) {
+            formula = Some(formula::from_pin(pinned)?);
+        }
         if let (None, Some(run)) = (&formula, &state.formula) {
             formula = Some(
                 match state.pinned.as_ref().and_then(|p| p.formula.as_ref()) {

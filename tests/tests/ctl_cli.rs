@@ -1876,3 +1876,29 @@ fn a_formula_run_resumes_with_the_file_it_started_from() {
         "{stdin}"
     );
 }
+
+#[test]
+fn loop_start_keeps_the_task_verbatim_and_reads_flags_only_where_they_stand() {
+    let project = TempProject::new("loop-start-verbatim");
+    project.init();
+    let task = "Implement the --completion-promise option\n\n- parse it\n- test it\n\n```sh\ncargo  test\n```";
+    let mut cmd = project.command(ralph_tests::bins::ctl());
+    cmd.args(["loop-start", "--session", "s-1", "--stdin"]);
+    let line = format!("{task}\n--max-iterations 7\n");
+    let run = run_with_timeout(
+        cmd,
+        Some(line.as_bytes()),
+        std::time::Duration::from_secs(30),
+    );
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["task"], task, "{state:#}");
+    assert_eq!(state["maxIterations"], 7, "{state:#}");
+    assert_eq!(
+        state["completionSignal"]
+            .as_str()
+            .unwrap_or("RALPH_AUDIT_COMPLETE_NO_FINDINGS"),
+        "RALPH_AUDIT_COMPLETE_NO_FINDINGS",
+        "prose is not a flag: {state:#}"
+    );
+}

@@ -55,68 +55,125 @@ pub fn loop_start(paths: &ProjectPaths, request: LoopStart, out: &mut dyn Write)
     )
 }
 
-/// The words of a `/ralph-loop` line (they may come as one argument, the
-/// command's whole text) with `--max-iterations N` and
-/// `--completion-promise TEXT` (TEXT quoted when it has spaces) taken out
-/// wherever they stand: the task, and the request with them.
+/// The flags a `/ralph-loop` line may carry besides its task.
+const LOOP_FLAGS: [&str; 2] = ["--max-iterations", "--completion-promise"];
+
+/// A `/ralph-loop` line (its words joined by spaces; `--stdin`'s text
+/// kept as it came): the task, verbatim (its newlines, lists and code
+/// blocks kept), and the flags, read only where the README says they stand:
+/// before the task, or after it: on a line of their own, after the task's
+/// last sentence (ending in `.`, `!`, `?`, `:` or a quote or bracket), or
+/// where they cannot be prose (`--max-iterations` and a number, a quoted
+/// promise). Anywhere else a flag's name is the task's text ("Implement the
+/// --completion-promise option"). A value with spaces is quoted.
 pub fn parse_words(request: &LoopStart) -> Result<LoopStart, CtlError> {
-    let words: Vec<&str> = request
-        .task
-        .iter()
-        .flat_map(|w| w.split_whitespace())
-        .collect();
+    let line = request.task.join(" ");
     let mut out = LoopStart {
         task: Vec::new(),
         ..request.clone()
     };
-    let mut i = 0;
-    while i < words.len() {
-        let word = words[i];
-        let (flag, inline) = match word.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value)),
-            _ => (word, None),
+    // Before the task.
+    let mut rest = line.as_str();
+    loop {
+        let trimmed = rest.trim_start();
+        let Some((flag, value, after)) = flag_at(trimmed) else {
+            break;
         };
-        match flag {
-            "--max-iterations" | "--completion-promise" => {
-                let mut value = match inline {
-                    Some(v) => v.to_string(),
-                    None => {
-                        i += 1;
-                        words
-                            .get(i)
-                            .map(|w| w.to_string())
-                            .ok_or_else(|| CtlError::BadArgument(format!("{flag} needs a value")))?
-                    }
-                };
-                // A quoted value runs to its closing quote.
-                if let Some(quote) = value.chars().next().filter(|c| *c == '"' || *c == '\'') {
-                    while !(value.len() > 1 && value.ends_with(quote)) && i + 1 < words.len() {
-                        i += 1;
-                        value = format!("{value} {}", words[i]);
-                    }
-                    value = value.trim_matches(quote).to_string();
-                }
-                if flag == "--max-iterations" {
-                    let n = value
-                        .parse::<u32>()
-                        .ok()
-                        .filter(|n| (1..=ralph_core::config::MAX_ITERATIONS_LIMIT).contains(n))
-                        .ok_or_else(|| {
-                            CtlError::BadArgument(format!(
-                                "--max-iterations {value:?} is invalid: a whole number from 1 to {}",
-                                ralph_core::config::MAX_ITERATIONS_LIMIT
-                            ))
-                        })?;
-                    out.max_iterations = Some(n);
-                } else {
-                    out.completion_promise = Some(value);
-                }
-            }
-            _ => out.task.push(word.to_string()),
+        apply_flag(&mut out, flag, &value?)?;
+        rest = after;
+    }
+    // After it: the leftmost place from which only flags follow, where a
+    // sentence or a line ended.
+    let mut task_end = rest.len();
+    for (at, _) in rest.match_indices("--") {
+        let before = &rest[..at];
+        let boundary = before.is_empty() || before.ends_with(char::is_whitespace);
+        let ended = before.trim_end_matches([' ', '\t']);
+        let sentence_ended = ended.is_empty()
+            || ended.ends_with('\n')
+            || ended.ends_with(['.', '!', '?', ':', '"', '\'', ')', ']', '`']);
+        if !boundary {
+            continue;
         }
-        i += 1;
+        let mut tail = &rest[at..];
+        let mut flags = Vec::new();
+        while let Some((flag, value, after)) = flag_at(tail.trim_start()) {
+            flags.push((flag, value));
+            tail = after;
+        }
+        // Unmistakable even mid-sentence: a number of iterations, a quoted promise.
+        let unmistakable = flags.iter().all(|(flag, value)| match value {
+            Ok(v) if *flag == "--max-iterations" => v.parse::<u32>().is_ok(),
+            _ => {
+                let after_flag = rest[at..].trim_start_matches(flag).trim_start_matches('=');
+                after_flag.trim_start().starts_with(['"', '\''])
+            }
+        });
+        if !flags.is_empty() && tail.trim().is_empty() && (sentence_ended || unmistakable) {
+            for (flag, value) in flags {
+                apply_flag(&mut out, flag, &value?)?;
+            }
+            task_end = at;
+            break;
+        }
+    }
+    let task = rest[..task_end].trim();
+    if !task.is_empty() {
+        out.task.push(task.to_string());
     }
     Ok(out)
+}
+
+/// The flag `text` starts with, its value (quoted when it has spaces;
+/// `Err` when it has none), and what follows.
+fn flag_at(text: &str) -> Option<(&'static str, Result<String, CtlError>, &str)> {
+    let flag = LOOP_FLAGS.into_iter().find(|f| {
+        text.strip_prefix(f)
+            .is_some_and(|r| r.is_empty() || r.starts_with(['=', ' ', '\t', '\n']))
+    })?;
+    let rest = &text[flag.len()..];
+    let rest = rest.strip_prefix('=').unwrap_or_else(|| rest.trim_start());
+    let missing = || Err(CtlError::BadArgument(format!("{flag} needs a value")));
+    let Some(first) = rest.chars().next() else {
+        return Some((flag, missing(), rest));
+    };
+    if first == '"' || first == '\'' {
+        return Some(match rest[1..].find(first) {
+            Some(close) => (flag, Ok(rest[1..1 + close].to_string()), &rest[close + 2..]),
+            None => (
+                flag,
+                Err(CtlError::BadArgument(format!(
+                    "{flag}'s value opens a quote it does not close"
+                ))),
+                "",
+            ),
+        });
+    }
+    if rest.starts_with("--") {
+        return Some((flag, missing(), rest));
+    }
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    Some((flag, Ok(rest[..end].to_string()), &rest[end..]))
+}
+
+/// Sets what `flag` asks for, its value checked.
+fn apply_flag(out: &mut LoopStart, flag: &str, value: &str) -> Result<(), CtlError> {
+    if flag == "--max-iterations" {
+        let n = value
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=ralph_core::config::MAX_ITERATIONS_LIMIT).contains(n))
+            .ok_or_else(|| {
+                CtlError::BadArgument(format!(
+                    "--max-iterations {value:?} is invalid: a whole number from 1 to {}",
+                    ralph_core::config::MAX_ITERATIONS_LIMIT
+                ))
+            })?;
+        out.max_iterations = Some(n);
+    } else {
+        out.completion_promise = Some(value.to_string());
+    }
+    Ok(())
 }
 
 fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
@@ -314,10 +371,10 @@ mod tests {
     }
 
     #[test]
-    fn flags_are_taken_out_of_the_task_wherever_they_stand() {
+    fn flags_are_read_only_where_they_stand_and_the_task_is_kept_verbatim() {
         let one =
             parsed(&["Fix the user's findings. --max-iterations 6 --completion-promise DONE"]);
-        assert_eq!(one.task.join(" "), "Fix the user's findings.");
+        assert_eq!(one.task, ["Fix the user's findings."]);
         assert_eq!(one.max_iterations, Some(6));
         assert_eq!(one.completion_promise.as_deref(), Some("DONE"));
         let quoted = parsed(&[
@@ -328,13 +385,40 @@ mod tests {
             "up",
             "--max-iterations=3",
         ]);
-        assert_eq!(quoted.task.join(" "), "Tidy up");
+        assert_eq!(quoted.task, ["Tidy up"]);
+        let promise = parsed(&["Tidy up --completion-promise 'ALL DONE'"]);
+        assert_eq!(promise.task, ["Tidy up"]);
+        assert_eq!(promise.completion_promise.as_deref(), Some("ALL DONE"));
         assert_eq!(quoted.completion_promise.as_deref(), Some("ALL DONE"));
         assert_eq!(quoted.max_iterations, Some(3));
+        // Prose that names a flag is the task's.
+        for prose in [
+            "Implement the --completion-promise option",
+            "Add a --max-iterations flag",
+            "Add a --max-iterations flag. Then test it",
+            "Document --max-iterations 5 in the README",
+        ] {
+            let p = parsed(&[prose]);
+            assert_eq!(p.task, [prose], "{prose}");
+            assert_eq!(
+                (p.max_iterations, p.completion_promise),
+                (None, None),
+                "{prose}"
+            );
+        }
+        // Newlines, lists and code blocks are kept; flags on a last line of their own.
+        let text = "Fix it:\n\n- one\n- two\n\n```sh\nmake  test\n```\n--max-iterations 4\n";
+        let kept = parsed(&[text]);
+        assert_eq!(
+            kept.task,
+            ["Fix it:\n\n- one\n- two\n\n```sh\nmake  test\n```"]
+        );
+        assert_eq!(kept.max_iterations, Some(4));
         for bad in [
-            &["x", "--max-iterations"][..],
-            &["x", "--max-iterations", "0"],
-            &["--max-iterations", "many"],
+            &["x.", "--max-iterations"][..],
+            &["x.", "--max-iterations", "0"],
+            &["--max-iterations", "many", "x"],
+            &["x.", "--completion-promise", "'open"],
         ] {
             let request = LoopStart {
                 task: bad.iter().map(|w| w.to_string()).collect(),

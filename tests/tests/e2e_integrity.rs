@@ -83,7 +83,7 @@ fn run_loop(project: &TempProject, client: ClientVersion, api: &MockApi) -> (Opt
 fn assert_baseline(state: &Value) {
     assert_eq!(
         state["testBaseline"],
-        serde_json::json!([{"command": "python3 -m unittest", "run": 3, "passed": 2, "failed": 1, "skipped": 0}]),
+        serde_json::json!([{"command": "python3 -m unittest", "run": 3, "passed": 2, "failed": 1, "skipped": 0, "runners": ["unittest"]}]),
         "{state:#}"
     );
 }

@@ -906,6 +906,7 @@ mod tests {
                     duration_ms: 1,
                     output_tail: "1 failed".into(),
                     counts: None,
+                    by_runner: Vec::new(),
                 })
                 .collect()
         }

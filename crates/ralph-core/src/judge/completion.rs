@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::claims::{self, StatusBlock};
 use crate::plan::PlanReport;
-use crate::test_counts::CommandCounts;
+use crate::test_counts::{self, CommandCounts};
 use crate::verify::{VerifyCommand, VerifyResult};
 
 /// Iterations of test-only work that trigger the saturation nudge.
@@ -429,13 +429,35 @@ pub fn test_count_gate(integrity: &Integrity<'_>, results: &[VerifyResult]) -> O
         else {
             continue;
         };
-        let base = base.counts;
-        // No summary now: not compared. Some runners print one only when
-        // tests fail (Gradle, `mvn -q`), so its absence after a fix is
-        // no evidence of removed tests.
-        let Some(now) = result.counts else {
+        // Counted by the runners of the baseline only: a summary line of
+        // another runner (which the code under test could print) adds
+        // nothing. A baseline from before runners were recorded: all.
+        let now = if base.runners.is_empty() {
+            result.counts
+        } else {
+            test_counts::counted_by(&result.by_runner, &base.runners)
+        };
+        let Some(now) = now else {
+            // No summary now. Some runners print one only when tests fail
+            // (Gradle, `mvn -q`): after a fix that is no evidence of removed
+            // tests. Every other runner always prints one: its absence is
+            // (its output silenced, or it no longer runs).
+            let only_on_failure = base.runners.is_empty()
+                || base
+                    .runners
+                    .iter()
+                    .all(|r| test_counts::SUMMARY_ON_FAILURE_ONLY.contains(&r.as_str()));
+            if !only_on_failure {
+                problems.push(format!(
+                    "verify `{}` printed no test summary, where at the start {} did ({} run):                      its output was silenced or its tests no longer run; restore them, or set                      allowFewerTests if the task removes tests on purpose",
+                    result.command,
+                    base.runners.join(" and "),
+                    base.counts.run
+                ));
+            }
             continue;
         };
+        let base = base.counts;
         let fewer = now.run < base.run;
         let more_skipped = now.skipped > base.skipped;
         if fewer || more_skipped {
@@ -744,6 +766,7 @@ mod tests {
             duration_ms: 5,
             output_tail: "test foo ... FAILED".into(),
             counts: None,
+            by_runner: Vec::new(),
         }
     }
 
@@ -878,6 +901,27 @@ mod tests {
             duration_ms: 5,
             output_tail: String::new(),
             counts,
+            by_runner: Vec::new(),
+        };
+        // A run whose summaries came from these runners.
+        let ran_by = |by_runner: &[(&str, TestCounts)]| VerifyResult {
+            by_runner: by_runner
+                .iter()
+                .map(|(name, counts)| (name.to_string(), *counts))
+                .collect(),
+            ..ran(
+                0,
+                test_counts::counted_by(
+                    &by_runner
+                        .iter()
+                        .map(|(name, counts)| (name.to_string(), *counts))
+                        .collect::<Vec<_>>(),
+                    &by_runner
+                        .iter()
+                        .map(|(n, _)| n.to_string())
+                        .collect::<Vec<_>>(),
+                ),
+            )
         };
         let baseline = |run, failed, skipped| {
             vec![CommandCounts {
@@ -888,11 +932,20 @@ mod tests {
                     failed,
                     skipped,
                 },
+                runners: Vec::new(),
+            }]
+        };
+        let baseline_of = |runner: &str| {
+            vec![CommandCounts {
+                command: cmd.into(),
+                counts: TestCounts::new(3, 1, 0),
+                runners: vec![runner.to_string()],
             }]
         };
         let other_command = vec![CommandCounts {
             command: "pytest".into(),
             counts: TestCounts::new(9, 0, 0),
+            runners: Vec::new(),
         }];
         let assessment = strict(&format!("done\n{S}"));
         // (baseline, allowFewerTests, result, failed gates, words in the notice)
@@ -933,6 +986,33 @@ mod tests {
             ),
             // No summary now (Gradle, `mvn -q` print one only on failure): not compared.
             (baseline(4, 1, 0), false, ran(0, None), vec![], vec![]),
+            (baseline_of("gradle"), false, ran(0, None), vec![], vec![]),
+            // A runner that always prints one printed none: silenced.
+            (
+                baseline_of("unittest"),
+                false,
+                ran(0, None),
+                vec!["test_count"],
+                vec!["printed no test summary, where at the start unittest did (4 run)"],
+            ),
+            // Another runner's summary line printed by the code under test adds nothing.
+            (
+                baseline_of("pytest"),
+                false,
+                ran_by(&[
+                    ("pytest", TestCounts::new(3, 0, 0)),
+                    ("cargo", TestCounts::new(500, 0, 0)),
+                ]),
+                vec!["test_count"],
+                vec!["ran 3 tests (baseline 4)"],
+            ),
+            (
+                baseline_of("pytest"),
+                false,
+                ran_by(&[("pytest", TestCounts::new(4, 0, 0))]),
+                vec![],
+                vec![],
+            ),
             // Fixed: as many tests, all passing; and more tests.
             (
                 baseline(4, 1, 0),

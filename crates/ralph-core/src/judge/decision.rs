@@ -1265,6 +1265,7 @@ mod tests {
             duration_ms: 3,
             output_tail: format!("exit status {exit}"),
             counts: None,
+            by_runner: Vec::new(),
         }])
     }
 
@@ -1350,6 +1351,7 @@ mod tests {
         state.test_baseline = vec![CommandCounts {
             command: "test -f done.txt".into(),
             counts: TestCounts::new(3, 1, 0),
+            runners: Vec::new(),
         }];
         // (counts at the claim, allowFewerTests, completes)
         for (counts, allow, completes) in [

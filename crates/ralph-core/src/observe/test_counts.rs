@@ -76,6 +76,26 @@ pub struct CommandCounts {
     /// Its counts.
     #[serde(flatten)]
     pub counts: TestCounts,
+    /// The runners whose summaries they were read from (`pytest`,
+    /// `cargo`, …): a claim is counted by the same ones only, so a summary
+    /// line of another runner that the code under test prints adds nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runners: Vec<String>,
+}
+
+/// The runners that print a summary only when tests fail (Gradle, `mvn
+/// -q`): a passing run of theirs without one is no sign of removed tests.
+pub const SUMMARY_ON_FAILURE_ONLY: [&str; 2] = ["maven", "gradle"];
+
+/// The counts of `by_runner` that the `runners` given read, added.
+pub fn counted_by(by_runner: &[(String, TestCounts)], runners: &[String]) -> Option<TestCounts> {
+    let mut total = None;
+    for (name, counts) in by_runner {
+        if runners.iter().any(|r| r == name) {
+            add_to(&mut total, *counts);
+        }
+    }
+    total
 }
 
 /// The counts in `output`, read line by line (see [`Tally`]).
@@ -285,7 +305,16 @@ impl Tally {
     }
 
     /// The counts of every runner seen, added; `None` when none was seen.
-    pub fn finish(mut self) -> Option<TestCounts> {
+    pub fn finish(self) -> Option<TestCounts> {
+        let mut total: Option<TestCounts> = None;
+        for (_, counts) in self.by_runner() {
+            add_to(&mut total, counts);
+        }
+        total
+    }
+
+    /// Each runner whose summary was seen, by name, with its counts.
+    pub fn by_runner(mut self) -> Vec<(&'static str, TestCounts)> {
         if let Some(pending) = self.unittest_ran.take() {
             add_to(&mut self.unittest, TestCounts::from_total(pending, 0, 0));
         }
@@ -299,29 +328,25 @@ impl Tally {
             .map(|p| TestCounts::new(p, self.mocha.failing, self.mocha.pending));
         let go = self.go_run_seen.then_some(self.go);
         let dotnet = self.dotnet_summary.or(self.dotnet);
-        let mut total: Option<TestCounts> = None;
-        for counts in [
-            self.cargo,
-            self.nextest,
-            self.pytest,
-            self.unittest,
-            go,
-            self.jest,
-            self.vitest,
-            node,
-            mocha,
-            self.rspec,
-            self.phpunit,
-            dotnet,
-            self.maven,
-            self.gradle,
+        [
+            ("cargo", self.cargo),
+            ("nextest", self.nextest),
+            ("pytest", self.pytest),
+            ("unittest", self.unittest),
+            ("go", go),
+            ("jest", self.jest),
+            ("vitest", self.vitest),
+            ("node", node),
+            ("mocha", mocha),
+            ("rspec", self.rspec),
+            ("phpunit", self.phpunit),
+            ("dotnet", dotnet),
+            ("maven", self.maven),
+            ("gradle", self.gradle),
         ]
         .into_iter()
-        .flatten()
-        {
-            add_to(&mut total, counts);
-        }
-        total
+        .filter_map(|(name, counts)| counts.map(|c| (name, c)))
+        .collect()
     }
 }
 
@@ -383,9 +408,10 @@ fn pytest(line: &str) -> Option<TestCounts> {
     for item in items.split(',') {
         let (n, word) = number_word(item)?;
         match word {
-            "passed" | "xfailed" | "xpassed" => passed = passed.saturating_add(n),
+            "passed" | "xpassed" => passed = passed.saturating_add(n),
             "failed" | "error" | "errors" => failed = failed.saturating_add(n),
-            "skipped" => skipped = skipped.saturating_add(n),
+            // A test marked to fail (xfail) does not test: as skipped.
+            "skipped" | "xfailed" => skipped = skipped.saturating_add(n),
             "deselected" | "warning" | "warnings" | "rerun" | "reruns" => continue,
             _ => return None,
         }
@@ -421,8 +447,8 @@ fn unittest_result(line: &str) -> Option<(u64, u64)> {
         let value: u64 = value.trim().parse().ok()?;
         match key.trim() {
             "failures" | "errors" | "unexpected successes" => failed = failed.saturating_add(value),
-            "skipped" => skipped = skipped.saturating_add(value),
-            "expected failures" => {}
+            // A test marked to fail (expectedFailure) does not test: as skipped.
+            "skipped" | "expected failures" => skipped = skipped.saturating_add(value),
             _ => return None,
         }
     }
@@ -689,7 +715,8 @@ mod tests {
             (
                 "pytest errors, warnings, xfail",
                 "==== 1 failed, 4 passed, 1 xfailed, 2 warnings, 1 error in 1.02s ====\n",
-                c(7, 5, 2, 0),
+                // A test marked xfail tests nothing: it counts as skipped.
+                c(6, 4, 2, 1),
             ),
             (
                 "pytest, nothing collected",

@@ -58,6 +58,9 @@ pub struct VerifyResult {
     /// read from the whole output, not only the tail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<TestCounts>,
+    /// The same, runner by runner (`pytest`, `cargo`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_runner: Vec<(String, TestCounts)>,
 }
 
 impl VerifyResult {
@@ -214,6 +217,7 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
         duration_ms: started.elapsed().as_millis() as u64,
         output_tail: output,
         counts: None,
+        by_runner: Vec::new(),
     };
     // One pipe for stdout and stderr keeps their lines in the order written.
     let (reader, writer) = match std::io::pipe().and_then(|(r, w)| Ok((r, w.try_clone()?, w))) {
@@ -285,8 +289,21 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
     if timed_out {
         text.push_str(&format!("\n(killed after {} s)", verify.timeout_seconds));
     }
+    let by_runner: Vec<(String, TestCounts)> = output
+        .finish()
+        .into_iter()
+        .map(|(name, counts)| (name.to_string(), counts))
+        .collect();
+    let counts = test_counts::counted_by(
+        &by_runner,
+        &by_runner
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect::<Vec<_>>(),
+    );
     VerifyResult {
-        counts: output.finish(),
+        counts,
+        by_runner,
         ..result(exit_code, timed_out, text)
     }
 }
@@ -323,11 +340,11 @@ impl Output {
         self.line.clear();
     }
 
-    fn finish(mut self) -> Option<TestCounts> {
+    fn finish(mut self) -> Vec<(&'static str, TestCounts)> {
         if !self.line.is_empty() {
             self.end_line();
         }
-        self.tally.finish()
+        self.tally.by_runner()
     }
 }
 
@@ -357,6 +374,7 @@ pub fn test_baseline(root: &Path, commands: &[VerifyCommand]) -> Vec<test_counts
             result.counts.map(|counts| test_counts::CommandCounts {
                 command: result.command,
                 counts,
+                runners: result.by_runner.into_iter().map(|(name, _)| name).collect(),
             })
         })
         .collect()
@@ -565,10 +583,12 @@ mod tests {
                     command: "printf 'Ran 4 tests in 0.1s\\n\\nFAILED (failures=1)\\n'; exit 1"
                         .into(),
                     counts: TestCounts::new(3, 1, 0),
+                    runners: vec!["unittest".into()],
                 },
                 test_counts::CommandCounts {
                     command: "echo '3 passed, 1 skipped in 0.05s'".into(),
                     counts: TestCounts::new(3, 0, 1),
+                    runners: vec!["pytest".into()],
                 },
             ]
         );

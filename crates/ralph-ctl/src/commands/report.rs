@@ -352,6 +352,7 @@ mod tests {
         state.test_baseline = vec![CommandCounts {
             command: "python3 -m unittest".into(),
             counts: TestCounts::new(2, 1, 0),
+            runners: vec!["unittest".into()],
         }];
         state.last_claim = Some(ClaimRecord {
             iteration: 1,
@@ -373,6 +374,7 @@ mod tests {
                 duration_ms: 40,
                 output_tail: "OK (skipped=1)".into(),
                 counts: Some(TestCounts::new(2, 0, 1)),
+                by_runner: vec![("unittest".into(), TestCounts::new(2, 0, 1))],
             }],
         });
         let page = html(&ProjectPaths::new(Path::new("/p")), &state, None);

@@ -326,6 +326,7 @@ mod tests {
                 duration_ms: 1,
                 output_tail: "nope".into(),
                 counts: None,
+                by_runner: Vec::new(),
             }],
         });
         let StepNext::Ended(ended) = after(&mut state, &formula, 3) else {

@@ -173,7 +173,12 @@ impl WorktreePlan {
         if let Some(why) = failed {
             return Ok(Finished::Kept(why.to_string()));
         }
-        let changes = git(&worktree.path, &["status", "--porcelain"])?;
+        // Never into a submodule: its own configuration could name a
+        // filter the options above do not disable.
+        let changes = git(
+            &worktree.path,
+            &["status", "--porcelain", "--ignore-submodules=all"],
+        )?;
         if !changes.is_empty() {
             let count = changes.lines().count();
             return Ok(Finished::Kept(format!(

@@ -1902,3 +1902,46 @@ fn loop_start_keeps_the_task_verbatim_and_reads_flags_only_where_they_stand() {
         "prose is not a flag: {state:#}"
     );
 }
+
+#[test]
+fn reload_takes_a_baseline_for_a_new_verify_command_and_keeps_the_old_ones() {
+    let project = TempProject::new("reload-baseline");
+    project.init();
+    let first = r#"printf 'Ran 3 tests in 0.1s\n\nOK\n'"#;
+    let second = r#"printf 'Ran 2 tests in 0.1s\n\nOK (skipped=1)\n'"#;
+    let config = |commands: &[&str]| {
+        let verify: Vec<Value> = commands
+            .iter()
+            .enumerate()
+            .map(|(i, c)| json!({"name": format!("v{i}"), "command": c}))
+            .collect();
+        std::fs::write(
+            project.path(".claude/ralph/config.json"),
+            json!({ "verify": verify }).to_string(),
+        )
+        .unwrap();
+    };
+    config(&[first]);
+    project.ctl(&["start"], &[]).assert_code(0);
+    let baseline = |project: &TempProject| project.state().unwrap()["testBaseline"].clone();
+    assert_eq!(baseline(&project).as_array().unwrap().len(), 1);
+    config(&[first, second]);
+    let reloaded = project.ctl(&["reload"], &[]);
+    reloaded.assert_code(0);
+    assert!(
+        reloaded.stdout.contains("test baseline of `") && reloaded.stdout.contains("taken now"),
+        "{}",
+        reloaded.stdout
+    );
+    let after = baseline(&project);
+    assert_eq!(after[0]["command"], first, "{after:#}");
+    assert_eq!(after[0]["run"], 3, "{after:#}");
+    assert_eq!(after[1]["command"], second, "{after:#}");
+    assert_eq!(after[1]["skipped"], 1, "{after:#}");
+    // A command taken out of verify leaves the baseline.
+    config(&[second]);
+    project.ctl(&["reload"], &[]).assert_code(0);
+    let last = baseline(&project);
+    assert_eq!(last.as_array().unwrap().len(), 1, "{last:#}");
+    assert_eq!(last[0]["command"], second, "{last:#}");
+}

@@ -521,24 +521,56 @@ fn stop_failure(project: &TempProject, transcript: &Path, error: &str, message: 
     })
 }
 
+/// A transcript whose turn failed on a 429 with `resetsAt` (as the client
+/// writes it), then the client's own error message.
+fn rate_limited_transcript(resets_at: &str) -> String {
+    [
+        r#"{"type":"user","isSidechain":false,"message":{"role":"user","content":"Do the task"},"uuid":"u0","sessionId":"c0563e5b-5d19-4827-8166-f6f26bb447e0"}"#.to_string(),
+        format!(r#"{{"type":"system","subtype":"api_error","level":"error","error":{{"status":429,"formatted":"429 rate_limit_error","rateLimits":{{"rateLimitType":"five_hour","resetsAt":{resets_at}}}}},"retryInMs":2245,"retryAttempt":1,"maxRetries":1}}"#),
+        r#"{"type":"assistant","isSidechain":false,"isApiErrorMessage":true,"error":"rate_limit","apiErrorStatus":429,"message":{"id":"x","model":"<synthetic>","role":"assistant","content":[{"type":"text","text":"API Error: Request rejected (429)"}]}}"#.to_string(),
+    ]
+    .join("\n")
+        + "\n"
+}
+
+#[test]
+fn an_absurd_reset_time_is_not_believed_and_panics_nothing() {
+    // The transcript is the agent's to write: 1e300 overflowed the clock,
+    // the year 3000 stalled the loop for ever.
+    for absurd in ["1e300", "32503680000"] {
+        let project = looping(10);
+        let transcript = project.path("transcript.jsonl");
+        std::fs::write(&transcript, rate_limited_transcript(absurd)).unwrap();
+        let run = Hook::new(&project)
+            .json(&stop_failure(
+                &project,
+                &transcript,
+                "rate_limit",
+                "API Error: 429",
+            ))
+            .run();
+        run.assert_no_panic().assert_allowed().assert_silent();
+        let state = project.status_json();
+        assert_eq!(state["status"], "paused", "{absurd}: {state:#}");
+        assert!(
+            state["pausedBecause"]["resumeAt"].is_null(),
+            "{absurd}: {state:#}"
+        );
+    }
+}
+
 #[test]
 fn stop_failure_pauses_the_loop_with_the_reset_time_and_answers_nothing() {
     let project = looping(10);
-    // The client's lines for a retried 429 with the usage-limit headers,
-    // then its own error message.
+    // The client's lines for a retried 429 with the usage-limit headers
+    // (a reset in an hour, as a real window's), then its own error message.
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
     let transcript = project.path("transcript.jsonl");
-    std::fs::write(
-        &transcript,
-        concat!(
-            r#"{"type":"user","isSidechain":false,"message":{"role":"user","content":"Do the task"},"uuid":"u0","sessionId":"c0563e5b-5d19-4827-8166-f6f26bb447e0"}"#,
-            "\n",
-            r#"{"type":"system","subtype":"api_error","level":"error","error":{"status":429,"formatted":"429 rate_limit_error","rateLimits":{"rateLimitType":"five_hour","resetsAt":1900000000}},"retryInMs":2245,"retryAttempt":1,"maxRetries":1}"#,
-            "\n",
-            r#"{"type":"assistant","isSidechain":false,"isApiErrorMessage":true,"error":"rate_limit","apiErrorStatus":429,"message":{"id":"x","model":"<synthetic>","role":"assistant","content":[{"type":"text","text":"API Error: Request rejected (429)"}]}}"#,
-            "\n"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&transcript, rate_limited_transcript(&reset.to_string())).unwrap();
     let run = Hook::new(&project)
         .json(&stop_failure(
             &project,
@@ -557,7 +589,14 @@ fn stop_failure_pauses_the_loop_with_the_reset_time_and_answers_nothing() {
     let paused = &state["pausedBecause"];
     assert_eq!(paused["kind"], "rate_limit");
     assert_eq!(paused["httpStatus"], 429);
-    assert_eq!(paused["resumeAt"], "2030-03-17T17:46:40Z");
+    let expected = Command::new("date")
+        .args(["-u", "-d", &format!("@{reset}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        paused["resumeAt"],
+        String::from_utf8_lossy(&expected.stdout).trim()
+    );
     let log =
         std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
     let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();

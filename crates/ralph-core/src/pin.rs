@@ -206,6 +206,24 @@ fn shown(paths: &ProjectPaths, path: &Path) -> String {
         .to_string()
 }
 
+/// A file's problem as it is kept and shown (status, the hook's warning,
+/// the log): the file is the agent's to write, so its text (an unknown key
+/// echoed back) is one line of at most 300 characters, control characters
+/// shown as `?`.
+fn shown_problem(problem: &str) -> String {
+    let clean: String = problem
+        .chars()
+        .map(|c| {
+            if c.is_control() && !c.is_whitespace() {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect();
+    crate::state::one_line(&clean, 300)
+}
+
 /// The config files that differ from `pin` now (compared on their whole
 /// text). A file that cannot be read or used now is a change with its
 /// problem, never an error: the pin goes on deciding.
@@ -227,7 +245,11 @@ pub fn config_changes(paths: &ProjectPaths, env: &dyn EnvSource, pin: &Pinned) -
                 (Some(text), d, None)
             }
             Ok(None) => (None, "missing".to_string(), None),
-            Err(e) => (None, "unreadable".to_string(), Some(e.to_string())),
+            Err(e) => (
+                None,
+                "unreadable".to_string(),
+                Some(shown_problem(&e.to_string())),
+            ),
         };
         if problem.is_none() {
             if user {
@@ -245,7 +267,7 @@ pub fn config_changes(paths: &ProjectPaths, env: &dyn EnvSource, pin: &Pinned) -
     if !changes.is_empty() && changes.iter().all(|c| c.problem.is_none()) {
         if let Err(e) = Config::from_layers(paths, env, &now) {
             if let Some(last) = changes.last_mut() {
-                last.problem = Some(e.to_string());
+                last.problem = Some(shown_problem(&e.to_string()));
             }
         }
     }
@@ -280,6 +302,17 @@ pub fn record_drift(state: &mut LoopState, changes: Vec<Changed>, at: &str) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_files_problem_is_one_short_line_without_control_characters() {
+        let shown = shown_problem(&format!("unknown key \u{1b}[31m{}\nnext", "k".repeat(5000)));
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\n'),
+            "{shown}"
+        );
+        assert!(shown.chars().count() <= 301, "{}", shown.len());
+        assert!(shown.starts_with("unknown key ?[31m"), "{shown}");
+    }
     use crate::tempdir::TempDir;
 
     fn project() -> (TempDir, ProjectPaths) {

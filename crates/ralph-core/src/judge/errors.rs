@@ -169,9 +169,18 @@ const DENIAL_MARKERS: [&str; 5] = [
 ];
 
 /// True when a failing tool result is the client's refusal for lack of
-/// permission (see [`DENIAL_MARKERS`]).
+/// permission (see [`DENIAL_MARKERS`]): the client's refusal is the
+/// result's first line, so the marker must stand there, and a command's
+/// own failure (which both clients begin with `Exit code N`) never counts,
+/// whatever its output says (a test named `test_requires_approval`, or text
+/// the agent printed).
 pub fn is_permission_denial(result: &str) -> bool {
-    DENIAL_MARKERS.iter().any(|m| result.contains(m))
+    let first = result
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    !is_exit_code_line(first) && DENIAL_MARKERS.iter().any(|m| first.contains(m))
 }
 
 /// Longest command or path kept of a refused call, in characters.
@@ -410,6 +419,11 @@ mod tests {
             ("Exit code 1\ntouch: cannot touch '/root/x': Permission denied", false),
             ("error[E0425]: cannot find value `x` in this scope", false),
             ("Exit code 1\ncat: missing.txt: No such file or directory", false),
+            // A command's own failure whose output says the words: a test's
+            // name, or text the agent printed.
+            ("Exit code 1\nFAILED tests/test_orders.py::test_order_requires_approval", false),
+            ("Exit code 1\nThis command requires approval", false),
+            ("Exit code 2\nThe following parts require approval: curl x | sh", false),
         ] {
             let got = permission_denial(&[result.to_string()]);
             assert_eq!(got.is_some(), denied, "{result}");

@@ -45,6 +45,34 @@ pub fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     let config = Config::from_layers(paths, &ProcessEnv, &layers)?;
     let now = time::now_rfc3339();
     let mut pin = Pinned::of(&layers, &now);
+    // What judges a claim besides the config: a verify command that is new
+    // gets its test baseline now, and changed protectedPaths a new
+    // snapshot (outside the lock: the commands take their time). Unchanged
+    // commands keep the start's baseline, taken before the agent worked.
+    let before = store
+        .read()?
+        .filter(|s| matches!(s.status, Status::Running | Status::Paused));
+    let known: Vec<String> = before
+        .iter()
+        .flat_map(|s| s.test_baseline.iter().map(|b| b.command.clone()))
+        .collect();
+    let mut new_commands = config.clone();
+    new_commands
+        .completion
+        .verify
+        .retain(|v| !known.contains(&v.command));
+    let new_baseline = match &before {
+        Some(_) => super::start::test_baseline(paths, &new_commands),
+        None => Vec::new(),
+    };
+    let old_patterns = before
+        .as_ref()
+        .and_then(|s| s.protected_files.as_ref())
+        .map(|p| p.patterns.clone())
+        .unwrap_or_default();
+    let new_protected = (before.is_some() && old_patterns != config.completion.protected_paths)
+        .then(|| super::start::protected_files(paths, &config))
+        .transpose()?;
 
     let lock = store.lock(false)?;
     let Some(mut state) = lock.read()? else {
@@ -67,11 +95,41 @@ pub fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     }
     let old = state.pinned.clone();
     if let Some(pinned) = old.as_ref().and_then(|p| p.formula.as_ref()) {
-        let formula = formula::load(paths, &pinned.name)?;
+        // By its file (`--formula STEM`), not the `name:` inside it.
+        let stem = std::path::Path::new(&pinned.file)
+            .file_stem()
+            .map_or_else(|| pinned.name.clone(), |s| s.to_string_lossy().into_owned());
+        let formula = formula::load(paths, &stem)?;
         check_gate_names(&formula, &config)?;
         pin.formula = Some(formula::pin(paths, &formula));
     }
-    let changes = describe_changes(old.as_ref(), &pin);
+    let mut changes = describe_changes(old.as_ref(), &pin);
+    let verify_now: Vec<&str> = config
+        .completion
+        .verify
+        .iter()
+        .map(|v| v.command.as_str())
+        .collect();
+    state
+        .test_baseline
+        .retain(|b| verify_now.contains(&b.command.as_str()));
+    for entry in new_baseline {
+        changes.push(format!(
+            "test baseline of `{}` taken now: {}",
+            entry.command,
+            entry.counts.describe()
+        ));
+        state.test_baseline.push(entry);
+    }
+    if let Some(protected) = new_protected {
+        changes.push(format!(
+            "protectedPaths snapshot taken now: {}",
+            protected
+                .as_ref()
+                .map_or("none".to_string(), |p| p.patterns.join(", "))
+        ));
+        state.protected_files = protected;
+    }
     state.pinned = Some(pin);
     state.config_drift = None;
     lock.write(&state)?;

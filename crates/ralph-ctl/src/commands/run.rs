@@ -188,8 +188,14 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         &sandbox::allow_rules(checks.iter().map(String::as_str)),
         stop_failure_hook.as_deref(),
         sandbox_setting == SandboxSetting::On,
-    )
-    .map(|s| s.to_string());
+    );
+    // One --settings: the person's own merged with ralph's.
+    let (client_args, extra_settings, settings_notice) =
+        sandbox::merge_own_settings(&options.client_args, extra_settings, &paths.root);
+    if let Some(notice) = settings_notice {
+        say(&notice);
+    }
+    let extra_settings = extra_settings.map(|s| s.to_string());
     if let Some(notice) = &sandbox_plan.notice {
         say(notice);
     } else if sandbox_plan.sandboxed {
@@ -365,7 +371,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             session_id: session,
             max_iterations,
             prompt: &prompt,
-            client_args: &with_model(step.as_ref(), &options.client_args),
+            client_args: &with_model(step.as_ref(), &client_args),
             block_cap: block_cap.as_deref(),
             prompt_file: &prompt_file,
             platform: Platform::current(),

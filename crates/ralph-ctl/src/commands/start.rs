@@ -213,7 +213,7 @@ pub fn open_loop(
 /// The files under `protectedPaths` now, with their content hashes; an
 /// error when the project cannot be listed in time (a claim could never
 /// be checked against them).
-fn protected_files(
+pub(crate) fn protected_files(
     paths: &ProjectPaths,
     config: &Config,
 ) -> Result<Option<ralph_core::protected::ProtectedSnapshot>, CtlError> {
@@ -237,7 +237,7 @@ fn protected_files(
 /// each one's test counts: a claim that runs fewer tests, or skips more,
 /// is rejected (unless `allowFewerTests`). Failing tests here are the
 /// loop's task, not a problem.
-fn test_baseline(
+pub(crate) fn test_baseline(
     paths: &ProjectPaths,
     config: &Config,
 ) -> Vec<ralph_core::test_counts::CommandCounts> {

@@ -169,8 +169,9 @@ pub fn plan(
             sandboxed: false,
             allow_checks: false,
             notice: (setting != SandboxSetting::Off).then(|| {
-                "sandbox: your --settings is passed as you gave it, so ralph adds no sandbox of its \
-                 own (put \"sandbox\": {\"enabled\": true} in it to have one)"
+                "sandbox: your --settings is merged with ralph's (its deny rules on ralph's files, \
+                 its hooks), yours winning, and ralph adds no sandbox of its own (put \"sandbox\": \
+                 {\"enabled\": true} in it to have one)"
                     .to_string()
             }),
         });
@@ -335,6 +336,105 @@ pub fn settings(
     (settings != json!({})).then_some(settings)
 }
 
+/// The client arguments with the person's own `--settings` (given after
+/// `--`) merged into ralph's, as one `--settings`: the client takes one
+/// (2.1.330 kept the last of two, so the person's replaced ralph's deny
+/// rules). The person's keys win; ralph's deny rules and hooks are added
+/// to theirs. Their value may be JSON or a file (read bounded). When it
+/// cannot be read as a JSON object, everything is passed as given and the
+/// third value says what the person loses.
+pub fn merge_own_settings(
+    client_args: &[std::ffi::OsString],
+    ralph: Option<Value>,
+    base: &Path,
+) -> (Vec<std::ffi::OsString>, Option<Value>, Option<String>) {
+    let position = client_args.iter().position(|a| {
+        let a = a.to_string_lossy();
+        a == "--settings" || a.starts_with("--settings=")
+    });
+    let (Some(at), Some(ours)) = (position, ralph.clone()) else {
+        return (client_args.to_vec(), ralph, None);
+    };
+    let flag = client_args[at].to_string_lossy().into_owned();
+    let (value, taken) = match flag.strip_prefix("--settings=") {
+        Some(v) => (Some(v.to_string()), 1),
+        None => (
+            client_args
+                .get(at + 1)
+                .map(|v| v.to_string_lossy().into_owned()),
+            2,
+        ),
+    };
+    let theirs = value.as_deref().and_then(|v| {
+        let text = if v.trim_start().starts_with('{') {
+            v.to_string()
+        } else {
+            match ralph_core::files::read_bounded(&base.join(v), 1024 * 1024).ok()? {
+                ralph_core::files::Bounded::Bytes(bytes) => String::from_utf8(bytes).ok()?,
+                _ => return None,
+            }
+        };
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .filter(Value::is_object)
+    });
+    let Some(mut merged) = theirs else {
+        return (
+            client_args.to_vec(),
+            ralph,
+            Some(
+                "your --settings could not be read as a JSON object, so it is passed as given: \
+                 the client may then keep only one of it and ralph's (its deny rules on ralph's \
+                 files, its StopFailure hook)"
+                    .into(),
+            ),
+        );
+    };
+    for (key, list) in [
+        ("deny", &ours["permissions"]["deny"]),
+        ("allow", &ours["permissions"]["allow"]),
+    ] {
+        let Some(list) = list.as_array() else {
+            continue;
+        };
+        if !merged["permissions"].is_object() {
+            merged["permissions"] = json!({});
+        }
+        let target = &mut merged["permissions"][key];
+        if !target.is_array() {
+            *target = json!([]);
+        }
+        let target = target.as_array_mut().expect("an array");
+        for rule in list {
+            if !target.contains(rule) {
+                target.push(rule.clone());
+            }
+        }
+    }
+    if let Some(hooks) = ours["hooks"].as_object() {
+        if !merged["hooks"].is_object() {
+            merged["hooks"] = json!({});
+        }
+        for (event, entries) in hooks {
+            let target = &mut merged["hooks"][event];
+            if !target.is_array() {
+                *target = json!([]);
+            }
+            if let (Some(target), Some(entries)) = (target.as_array_mut(), entries.as_array()) {
+                target.extend(entries.iter().cloned());
+            }
+        }
+    }
+    if merged.get("sandbox").is_none() {
+        if let Some(sandbox) = ours.get("sandbox") {
+            merged["sandbox"] = sandbox.clone();
+        }
+    }
+    let mut args = client_args.to_vec();
+    args.drain(at..(at + taken).min(args.len()));
+    (args, Some(merged), None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,6 +554,54 @@ mod tests {
             literal_paths(&globs),
             ["tests", "tests", "spec/unit"].map(PathBuf::from)
         );
+    }
+
+    #[test]
+    fn the_persons_settings_are_merged_with_ralphs_theirs_winning() {
+        let ours = json!({
+            "permissions": {"deny": ["Edit(//p/.claude/ralph)"]},
+            "hooks": {"StopFailure": [{"hooks": [{"type": "command", "command": "h"}]}]}
+        });
+        let args: Vec<std::ffi::OsString> = [
+            "--model",
+            "opus",
+            "--settings",
+            r#"{"model": "x", "permissions": {"deny": ["Bash(rm:*)"]}}"#,
+            "--verbose",
+        ]
+        .map(Into::into)
+        .to_vec();
+        let (rest, merged, notice) = merge_own_settings(&args, Some(ours.clone()), Path::new("/"));
+        assert_eq!(
+            rest,
+            ["--model", "opus", "--verbose"].map(std::ffi::OsString::from)
+        );
+        assert_eq!(notice, None);
+        let merged = merged.unwrap();
+        assert_eq!(merged["model"], "x");
+        assert_eq!(
+            merged["permissions"]["deny"],
+            json!(["Bash(rm:*)", "Edit(//p/.claude/ralph)"])
+        );
+        assert_eq!(
+            merged["hooks"]["StopFailure"][0]["hooks"][0]["command"],
+            "h"
+        );
+        // A file of theirs, with `=`.
+        let dir = std::env::temp_dir().join(format!("ralph-own-settings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("s.json"), r#"{"env": {"A": "1"}}"#).unwrap();
+        let (rest, merged, _) =
+            merge_own_settings(&["--settings=s.json".into()], Some(ours.clone()), &dir);
+        assert!(rest.is_empty());
+        assert_eq!(merged.unwrap()["env"]["A"], "1");
+        // Not readable: passed as given, and said.
+        let args: Vec<std::ffi::OsString> = ["--settings", "nowhere.json"].map(Into::into).to_vec();
+        let (rest, merged, notice) = merge_own_settings(&args, Some(ours.clone()), &dir);
+        assert_eq!(rest, args);
+        assert_eq!(merged, Some(ours));
+        assert!(notice.unwrap().contains("passed as given"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -223,22 +223,7 @@ impl TempProject {
     /// A project with ralph installed, a one-line PROMPT.md, and a running
     /// loop of `max` iterations owned by `session_id` (as `ralph-ctl start` writes it).
     pub fn with_loop(name: &str, session_id: &str, max: u32) -> TempProject {
-        let project = TempProject::new(name);
-        project.init();
-        project.write_prompt("Do the task.\n");
-        project
-            .ctl(
-                &[
-                    "start",
-                    "--session-id",
-                    session_id,
-                    "--max-iterations",
-                    &max.to_string(),
-                ],
-                &[],
-            )
-            .assert_code(0);
-        project
+        TempProject::started(name, session_id, max, None)
     }
 
     /// [`TempProject::with_loop`], with `config` as config.json before the
@@ -249,10 +234,18 @@ impl TempProject {
         max: u32,
         config: &str,
     ) -> TempProject {
+        TempProject::started(name, session_id, max, Some(config))
+    }
+
+    /// A project with ralph installed, a one-line PROMPT.md, `config` (if
+    /// any) as config.json, and a loop started as `ralph-ctl start` does.
+    fn started(name: &str, session_id: &str, max: u32, config: Option<&str>) -> TempProject {
         let project = TempProject::new(name);
         project.init();
         project.write_prompt("Do the task.\n");
-        std::fs::write(project.path(".claude/ralph/config.json"), config).unwrap();
+        if let Some(config) = config {
+            std::fs::write(project.path(".claude/ralph/config.json"), config).unwrap();
+        }
         project
             .ctl(
                 &[

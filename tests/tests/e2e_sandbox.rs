@@ -21,6 +21,7 @@ ralph_tests::on_both_clients!(
     a_fresh_loop_runs_its_iterations_in_the_sandbox,
     without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_check,
     sandbox_on_without_bubblewrap_refuses_to_start,
+    a_protected_test_folder_is_read_only_to_the_agent_in_the_sandbox,
 );
 
 /// A git project with a passing unittest, ralph installed with it as the
@@ -241,4 +242,34 @@ fn sandbox_on_without_bubblewrap_refuses_to_start(client: ClientVersion) {
     );
     assert!(api.main_requests().is_empty(), "no client ran");
     assert!(project.state().is_none(), "no loop started");
+}
+
+fn a_protected_test_folder_is_read_only_to_the_agent_in_the_sandbox(client: ClientVersion) {
+    let project = TempProject::new("sandbox-protected");
+    std::fs::create_dir_all(project.path("tests")).unwrap();
+    let test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n";
+    std::fs::write(project.path("tests/test_math.py"), test).unwrap();
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "a test"]);
+    project.ctl(&["init", "--yes"], &[]).assert_code(0);
+    project.write_prompt(TEST_TASK);
+    let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    assert!(
+        config.contains("\"tests/\""),
+        "init protects the test folder: {config}"
+    );
+    let api = MockApi::start(|turn, _| match turn {
+        0 => Reply::bash("echo '# weakened' >> tests/test_math.py; echo rc=$?"),
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    let run = launch(&project, client, &api, &["--headless"], &[]);
+    run.assert_code(0);
+    let results = tool_results(&api);
+    assert!(results.contains("Read-only file system"), "{results}");
+    assert_eq!(
+        std::fs::read_to_string(project.path("tests/test_math.py")).unwrap(),
+        test,
+        "the agent changed a protected test"
+    );
+    assert_eq!(project.status_json()["status"], "complete");
 }

@@ -234,7 +234,7 @@ pub const PERSONS_COMMANDS: [&str; 4] = [
 pub fn literal_paths(globs: &[String]) -> Vec<PathBuf> {
     globs
         .iter()
-        .map(|g| g.strip_suffix("/**").unwrap_or(g))
+        .map(|g| g.strip_suffix("/**").unwrap_or(g).trim_end_matches('/'))
         .filter(|g| !g.is_empty() && !g.contains(['*', '?', '[', ']']))
         .map(PathBuf::from)
         .collect()

@@ -1674,7 +1674,7 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
     let state = project.state().unwrap();
     assert_eq!(
         state["testBaseline"],
-        json!([{"command": command, "run": 2, "passed": 1, "failed": 1, "skipped": 0}])
+        json!([{"command": command, "run": 2, "passed": 1, "failed": 1, "skipped": 0, "runners": ["unittest"]}])
     );
     assert_eq!(state["protectedFiles"]["patterns"], json!(["tests/"]));
     assert!(
@@ -1944,4 +1944,77 @@ fn reload_takes_a_baseline_for_a_new_verify_command_and_keeps_the_old_ones() {
     let last = baseline(&project);
     assert_eq!(last.as_array().unwrap().len(), 1, "{last:#}");
     assert_eq!(last[0]["command"], second, "{last:#}");
+}
+
+#[test]
+fn a_loop_waiting_to_resume_under_a_live_launcher_is_that_launchers() {
+    // The client fails on an overloaded API: the launcher pauses the loop
+    // and waits out the backoff. While it waits, nobody else takes the
+    // loop: no second launcher, no new start, no --reset.
+    let project = TempProject::new("launch-waiting");
+    project.init();
+    let path = project.path("overloaded-claude.sh");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\n\
+         [ \"$1\" = --version ] && { echo '2.0.77 (Claude Code)'; exit 0; }\n\
+         cat > /dev/null\n\
+         echo '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":true,\"api_error_status\":529,\"result\":\"API Error: 529 Overloaded\"}'\n\
+         exit 1\n",
+    )
+    .unwrap();
+    make_executable(&path);
+    let client = path.display().to_string();
+    use std::os::unix::process::CommandExt;
+    let mut launcher = project
+        .command(project.path(".claude/ralph/ralph-audit.sh"))
+        .arg("--headless")
+        .env("RALPH_CLAUDE", &client)
+        .env("RALPH_RESUME_BACKOFF_SECONDS", "60")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    struct KillOnDrop(u32);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            signal_process(self.0, libc::SIGKILL);
+        }
+    }
+    let _guard = KillOnDrop(launcher.id());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while project.state().map(|s| s["status"] == "paused") != Some(true) {
+        assert!(
+            Instant::now() < deadline,
+            "never paused: {:?}",
+            project.state()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let held = format!(
+        "waiting to resume under ralph-ctl run (pid {})",
+        launcher.id()
+    );
+    let start = project.ctl(&["start"], &[]);
+    assert_eq!(start.code, Some(3), "{start:?}");
+    assert!(start.stderr.contains(&held), "{start:?}");
+    for args in [
+        &["run", "--resume", "--headless"][..],
+        &["run", "--reset", "--headless"][..],
+    ] {
+        let run = project.ctl(args, &[("RALPH_CLAUDE", &client)]);
+        assert_eq!(run.code, Some(3), "{args:?}: {run:?}");
+        assert!(run.stderr.contains(&held), "{args:?}: {run:?}");
+    }
+    assert_eq!(project.status_json()["status"], "paused", "left as it was");
+    // Its own launcher stopped: the loop is anyone's to take up.
+    signal_process(launcher.id(), libc::SIGTERM);
+    launcher.wait().unwrap();
+    let resumed = project.ctl(
+        &["run", "--resume", "--headless"],
+        &[("RALPH_CLAUDE", &client), ("RALPH_RESUME_POLICY", "manual")],
+    );
+    assert_ne!(resumed.code, Some(3), "{resumed:?}");
 }

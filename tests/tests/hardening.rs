@@ -1782,9 +1782,13 @@ fn verification_dies_with_the_hook(signal: i32, name: &str) {
     let project = looping(name, 5);
     let leader = project.tmp.join("verify.pid");
     let marker = project.path("written-after-the-hook-died");
-    // A grandchild that writes into the project a second later, and a long run.
+    // A grandchild that writes into the project a second later, and a long
+    // run; only once armed (the test baseline `reload` takes of a new
+    // command passes at once).
+    let armed = project.tmp.join("armed");
     let command = format!(
-        "(sleep 1; echo late >> '{m}') & echo $$ > '{l}.tmp' && mv '{l}.tmp' '{l}'; sleep 30",
+        "[ -f '{a}' ] || exit 0; (sleep 1; echo late >> '{m}') & echo $$ > '{l}.tmp' && mv '{l}.tmp' '{l}'; sleep 30",
+        a = armed.display(),
         m = marker.display(),
         l = leader.display()
     );
@@ -1798,6 +1802,7 @@ fn verification_dies_with_the_hook(signal: i32, name: &str) {
     .unwrap();
     // The person's change, adopted by the running loop.
     project.ctl(&["reload"], &[]).assert_code(0);
+    fs::write(&armed, "").unwrap();
     let mut hook = hook_command(&project);
     hook.stdin(Stdio::piped())
         .stdout(Stdio::null())

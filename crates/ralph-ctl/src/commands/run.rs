@@ -136,6 +136,12 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         );
     }
     if options.reset {
+        // --reset never clears a loop a live driver holds.
+        if let Ok(Some(current)) = StateStore::new(paths).read() {
+            if let Some(refusal) = liveness::still_carried(&current) {
+                return Err(CtlError::Refused(refusal));
+            }
+        }
         if let reset::Cleared::Quarantined(aside) = reset::clear(paths)? {
             say(&format!("moved the corrupt state to {}", aside.display()));
         }
@@ -196,14 +202,6 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         say(&notice);
     }
     let extra_settings = extra_settings.map(|s| s.to_string());
-    if let Some(notice) = &sandbox_plan.notice {
-        say(notice);
-    } else if sandbox_plan.sandboxed {
-        say("sandbox: on; the agent's commands run without prompts and cannot write outside the project or to ralph's files");
-    }
-    if (options.headless || fresh) && command::names_permissions(&options.client_args) {
-        say("permissions: as your arguments after -- say (ralph adds no acceptEdits and no allow rules)");
-    }
     let session_cost = version.is_some_and(|v| v.reports_session_cost());
     let (session, max_iterations, fresh) = if options.resume {
         if let Some(state) = liveness::reconcile(paths)? {
@@ -273,6 +271,15 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         }
         (started.session_id, started.max_iterations, fresh)
     };
+    // Said once the loop is started (a refused start says only why).
+    if let Some(notice) = &sandbox_plan.notice {
+        say(notice);
+    } else if sandbox_plan.sandboxed {
+        say("sandbox: on; the agent's commands run without prompts and cannot write outside the project or to ralph's files");
+    }
+    if (options.headless || fresh) && command::names_permissions(&options.client_args) {
+        say("permissions: as your arguments after -- say (ralph adds no acceptEdits and no allow rules)");
+    }
     // Each fresh iteration is a `claude -p` of its own.
     let headless = options.headless || fresh;
     // A new session per fresh iteration: each process reports its own cost.

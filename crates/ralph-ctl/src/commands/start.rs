@@ -125,6 +125,11 @@ pub fn open_loop(
     let store = StateStore::new(paths);
     // The test baseline runs the verify commands (minutes, maybe): outside
     // the lock, and not for a start that the state refuses anyway.
+    if let Ok(Some(current)) = store.read() {
+        if let Some(refusal) = crate::driver::liveness::still_carried(&current) {
+            return Err(CtlError::Refused(refusal));
+        }
+    }
     if !force {
         if let Ok(snapshot) = store.snapshot() {
             if let Some(refusal) =
@@ -152,6 +157,13 @@ pub fn open_loop(
     let now = time::now_rfc3339();
     let previous = match lock.read() {
         Ok(current) => {
+            // Never over a live driver's loop, running or waiting to resume.
+            if let Some(refusal) = current
+                .as_ref()
+                .and_then(crate::driver::liveness::still_carried)
+            {
+                return Err(CtlError::Refused(refusal));
+            }
             if !force {
                 if let Some(refusal) =
                     lifecycle::start_refusal(current.as_ref(), config, SystemTime::now())

@@ -87,16 +87,22 @@ fn cause(carriers: &Carriers) -> String {
     }
 }
 
-/// Why a person may not take up `state` by hand: it is running under a
-/// driver that still lives.
+/// Why a person may not take up, replace or reset `state` from another
+/// launcher: a driver that still lives holds it, running or waiting to
+/// resume it (a paused loop under a live driver is that driver's: it
+/// resumes it when the wait is over).
 pub fn still_carried(state: &LoopState) -> Option<String> {
     let carriers = state.carriers.as_ref()?;
-    if state.status != Status::Running || liveness::all_gone(carriers) {
+    if !matches!(state.status, Status::Running | Status::Paused) || liveness::all_gone(carriers) {
         return None;
     }
     let driver = carriers.driver.map(|p| p.pid.to_string());
+    let doing = match state.status {
+        Status::Paused => "waiting to resume",
+        _ => "running",
+    };
     Some(format!(
-        "the loop of session {} is running under ralph-ctl run{} at iteration {} of {}; stop that one first (Ctrl-C in its terminal)",
+        "the loop of session {} is {doing} under ralph-ctl run{} at iteration {} of {}; stop that one first (Ctrl-C in its terminal)",
         state.session_id,
         driver.map(|pid| format!(" (pid {pid})")).unwrap_or_default(),
         state.iteration,

@@ -28,6 +28,7 @@ ralph_tests::on_both_clients!(
     a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error,
     worktrees_go_when_empty_and_stay_when_committed_and_the_checkout_is_untouched,
     a_note_reaches_the_next_iteration_once_and_the_ending_is_notified,
+    a_client_killed_mid_iteration_is_resumed_per_policy,
 );
 
 /// The launcher with `--fresh` and `extra` before the client arguments.
@@ -560,4 +561,68 @@ fn a_note_reaches_the_next_iteration_once_and_the_ending_is_notified(client: Cli
     assert_eq!(summary["status"], "complete", "{summary:#}");
     assert_eq!(summary["iterations"], 2, "{summary:#}");
     assert_eq!(summary["event"], "ended", "{summary:#}");
+}
+
+fn a_client_killed_mid_iteration_is_resumed_per_policy(client: ClientVersion) {
+    // An iteration's client killed from outside the launcher (as the
+    // out-of-memory killer does) is a crash: the loop pauses and the
+    // supervisor resumes it after the backoff, counted once; it goes on to
+    // its end instead of ending `interrupted`.
+    let project = TempProject::new("fresh-killed");
+    project.init();
+    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let after_kill = std::sync::Arc::clone(&killed);
+    let api = MockApi::start_in_order(move |_, _| {
+        if after_kill.load(std::sync::atomic::Ordering::SeqCst) {
+            return Reply::text(format!("Picked up again. All done.\n{SIGNAL}"));
+        }
+        // Slow enough to be killed in the middle of it.
+        thread::sleep(Duration::from_millis(1500));
+        Reply::text("Still working.")
+    });
+    let mut cmd = fresh_launcher(
+        &project,
+        client,
+        &api,
+        &[],
+        &[("RALPH_RESUME_BACKOFF_SECONDS", "1")],
+    );
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    let iteration = |project: &TempProject| {
+        project
+            .state()
+            .and_then(|s| s["iteration"].as_u64())
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + LOOP_TIMEOUT;
+    let client_pid = loop {
+        assert!(Instant::now() < deadline, "no second iteration's client");
+        if iteration(&project) >= 2 {
+            if let Some(pid) = project
+                .state()
+                .and_then(|s| s["carriers"]["client"]["pid"].as_u64())
+            {
+                break pid as u32;
+            }
+        }
+        thread::sleep(Duration::from_millis(25));
+    };
+    killed.store(true, std::sync::atomic::Ordering::SeqCst);
+    signal_process(client_pid, libc::SIGKILL);
+    let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    let log =
+        std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
+    let pauses: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"event\":\"pause\""))
+        .collect();
+    assert_eq!(pauses.len(), 1, "{log}");
+    assert!(pauses[0].contains("killed by signal 9"), "{log}");
+    assert!(log.contains("\"event\":\"resume\""), "{log}");
 }

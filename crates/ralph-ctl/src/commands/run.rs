@@ -621,6 +621,22 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                     return end(paths, session, &cause, signal.exit_code());
                 }
                 let state = supervisor::take_up(paths, &config, Some(session), true)?;
+                // A fresh iteration whose client left no conversation (killed
+                // before it wrote one) is worked on again in a new session,
+                // with the same text: there is nothing to --resume.
+                if fresh && fresh::transcript_of(session).is_none() {
+                    let next = crate::session_id::new_uuid();
+                    if fresh::hand_over(paths, session, &next)? {
+                        liveness::record(paths, &next, liveness::with_client(None))?;
+                        say(&format!(
+                            "working on iteration {} of {} again, in a new session",
+                            state.iteration, state.max_iterations
+                        ));
+                        loop_session = next;
+                        resumed = false;
+                        continue;
+                    }
+                }
                 say(&format!(
                     "resuming session {session} at iteration {} of {}",
                     state.iteration, state.max_iterations

@@ -233,7 +233,9 @@ fn pause_of_run(
             (kind, status, message)
         }
         Some(_) => return None,
-        None if crashed(exit) && worked => (
+        // Killed mid-work is no failure at its start (maxAutoResumes bounds
+        // a client killed again and again).
+        None if crashed(exit) && (worked || matches!(exit, ClientExit::Signal(_))) => (
             PauseKind::ClientExit,
             None,
             format!("{} without a result", exit.describe()),
@@ -252,13 +254,16 @@ fn pause_of_run(
     Some((because, reading))
 }
 
-/// True for a client that crashed: an exit code other than 0, or a signal
-/// that is not a deliberate stop (SIGHUP, SIGINT, SIGKILL, SIGTERM: someone
-/// ended it, and the loop is `interrupted`, for a person to resume).
+/// True for a client that crashed: an exit code other than 0, or any
+/// signal. It is asked only when the driver itself received no signal: the
+/// person's stop (Ctrl-C, SIGTERM or SIGHUP to the launcher, `cancel`)
+/// reaches the driver and interrupts the loop; a client killed from
+/// outside it (the out-of-memory killer's SIGKILL) is a crash, resumed per
+/// policy.
 fn crashed(exit: ClientExit) -> bool {
     match exit {
         ClientExit::Code(code) => code != 0,
-        ClientExit::Signal(signal) => !matches!(signal, 1 | 2 | 9 | 15),
+        ClientExit::Signal(_) => true,
     }
 }
 

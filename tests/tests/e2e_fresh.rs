@@ -570,14 +570,22 @@ fn a_client_killed_mid_iteration_is_resumed_per_policy(client: ClientVersion) {
     // its end instead of ending `interrupted`.
     let project = TempProject::new("fresh-killed");
     project.init();
-    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let after_kill = std::sync::Arc::clone(&killed);
-    let api = MockApi::start_in_order(move |_, _| {
-        if after_kill.load(std::sync::atomic::Ordering::SeqCst) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let killed = Arc::new(AtomicBool::new(false));
+    let after_kill = Arc::clone(&killed);
+    // Set once iteration 2's client has asked: it is the one running then.
+    let arrived = Arc::new(AtomicBool::new(false));
+    let second = Arc::clone(&arrived);
+    let api = MockApi::start_in_order(move |_, body| {
+        if after_kill.load(Ordering::SeqCst) {
             return Reply::text(format!("Picked up again. All done.\n{SIGNAL}"));
         }
-        // Slow enough to be killed in the middle of it.
-        thread::sleep(Duration::from_millis(1500));
+        if user_texts(body).join("\n").contains("iteration 2 of") {
+            second.store(true, Ordering::SeqCst);
+            // Held while the test kills the client.
+            thread::sleep(Duration::from_secs(3));
+        }
         Reply::text("Still working.")
     });
     let mut cmd = fresh_launcher(
@@ -598,19 +606,18 @@ fn a_client_killed_mid_iteration_is_resumed_per_policy(client: ClientVersion) {
             .unwrap_or_default()
     };
     let deadline = Instant::now() + LOOP_TIMEOUT;
-    let client_pid = loop {
-        assert!(Instant::now() < deadline, "no second iteration's client");
-        if iteration(&project) >= 2 {
-            if let Some(pid) = project
-                .state()
-                .and_then(|s| s["carriers"]["client"]["pid"].as_u64())
-            {
-                break pid as u32;
-            }
-        }
+    while !arrived.load(Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "iteration 2 never reached the API"
+        );
         thread::sleep(Duration::from_millis(25));
-    };
-    killed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    assert_eq!(iteration(&project), 2);
+    let client_pid = project.state().unwrap()["carriers"]["client"]["pid"]
+        .as_u64()
+        .expect("the running client is recorded") as u32;
+    killed.store(true, Ordering::SeqCst);
     signal_process(client_pid, libc::SIGKILL);
     let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");

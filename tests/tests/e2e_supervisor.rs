@@ -713,16 +713,22 @@ fn a_client_killed_mid_loop_is_resumed_by_hand_where_it_was(client: ClientVersio
         elapsed: Duration::ZERO,
     };
     let evidence_killed = evidence(&project, &api, &killed);
-    // A client killed from outside is a person's (or the system's) doing:
-    // the loop is interrupted, not paused, and waits for a person.
-    assert_eq!(killed.code, Some(12), "{evidence_killed}");
+    // A client killed from outside the launcher is a crash (the person's
+    // stop goes to the launcher): the loop pauses, and under the manual
+    // policy waits for a person.
+    assert_eq!(killed.code, Some(14), "{evidence_killed}");
     assert!(
-        last_line(&killed).contains("loop interrupted: Claude Code exited with code 137 (killed by signal 9) while the loop was running at iteration 2 of 25")
-            && last_line(&killed).contains("`ralph-ctl run --resume` goes on from iteration 2"),
+        last_line(&killed).contains("loop paused at iteration 2 of 25")
+            && last_line(&killed).contains("killed by signal 9")
+            && last_line(&killed).contains("`ralph-ctl run --resume` goes on"),
         "{evidence_killed}"
     );
     let state = project.status_json();
-    assert_eq!(state["status"], "interrupted", "{evidence_killed}");
+    assert_eq!(state["status"], "paused", "{evidence_killed}");
+    assert_eq!(
+        state["pausedBecause"]["kind"], "client_exit",
+        "{evidence_killed}"
+    );
     assert_eq!(state["iteration"], 2, "{evidence_killed}");
     let session = state["sessionId"].as_str().unwrap().to_string();
 
@@ -782,7 +788,7 @@ fn a_client_killed_mid_loop_is_resumed_by_hand_where_it_was(client: ClientVersio
         resume["reason"]
             .as_str()
             .unwrap()
-            .contains("`ralph-ctl run --resume` (the loop was interrupted)"),
+            .contains("`ralph-ctl run --resume` (the loop was paused)"),
         "{evidence}"
     );
     assert!(

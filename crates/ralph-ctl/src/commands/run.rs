@@ -615,16 +615,21 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             return Ok(finish_code(paths, &ending, &supervision));
         }
         match supervisor::plan(paths, &config, session)? {
-            (ResumePlan::ResumeAt { at, reason }, Some(_)) => {
+            (ResumePlan::ResumeAt { at, reason }, Some(paused)) => {
+                let crashed = paused
+                    .paused_because
+                    .as_ref()
+                    .is_some_and(|p| p.kind == ralph_core::state::PauseKind::ClientExit);
                 if let Some(signal) = supervisor::wait_until(at, &reason, &mut signals) {
                     let cause = format!("{} received while waiting to resume", signal.describe());
                     return end(paths, session, &cause, signal.exit_code());
                 }
                 let state = supervisor::take_up(paths, &config, Some(session), true)?;
-                // A fresh iteration whose client left no conversation (killed
-                // before it wrote one) is worked on again in a new session,
-                // with the same text: there is nothing to --resume.
-                if fresh && fresh::transcript_of(session).is_none() {
+                // A fresh iteration whose client crashed is worked on again
+                // in a new session with the same text: fresh context is the
+                // mode's point, and a client killed early leaves nothing a
+                // --resume takes (2.0.77: "No conversation found").
+                if fresh && crashed {
                     let next = crate::session_id::new_uuid();
                     if fresh::hand_over(paths, session, &next)? {
                         liveness::record(paths, &next, liveness::with_client(None))?;

@@ -215,6 +215,15 @@ pub fn pin(paths: &ProjectPaths, formula: &Formula) -> PinnedFormula {
     PinnedFormula::new(&formula.name, &file.display().to_string(), content)
 }
 
+/// The name `--formula` took for the pinned formula: its file's stem
+/// (`feat` for `formulas/feat.yaml`), never the `name:` inside it, which may
+/// be another formula's file.
+pub fn stem_of(pinned: &PinnedFormula) -> String {
+    Path::new(&pinned.file)
+        .file_stem()
+        .map_or_else(|| pinned.name.clone(), |s| s.to_string_lossy().into_owned())
+}
+
 /// The formula a loop is pinned to.
 pub fn from_pin(pinned: &PinnedFormula) -> Result<Formula, FormulaError> {
     serde_json::from_value(pinned.content.clone()).map_err(|e| FormulaError::Invalid {
@@ -230,11 +239,7 @@ pub fn from_pin(pinned: &PinnedFormula) -> Result<Formula, FormulaError> {
 /// content it loads to: its text and its prompt files); one that no longer
 /// loads is a change with its problem.
 pub fn changes(paths: &ProjectPaths, pinned: &PinnedFormula) -> Option<Changed> {
-    // The file it was loaded from (`--formula STEM`), not the `name:` inside it.
-    let stem = Path::new(&pinned.file)
-        .file_stem()
-        .map_or_else(|| pinned.name.clone(), |s| s.to_string_lossy().into_owned());
-    let (digest, problem) = match load(paths, &stem) {
+    let (digest, problem) = match load(paths, &stem_of(pinned)) {
         Ok(formula) => (pin(paths, &formula).digest, None),
         Err(e) => ("unreadable".to_string(), Some(e.to_string())),
     };

@@ -87,15 +87,23 @@ pub struct CommandCounts {
 /// -q`): a passing run of theirs without one is no sign of removed tests.
 pub const SUMMARY_ON_FAILURE_ONLY: [&str; 2] = ["maven", "gradle"];
 
-/// The counts of `by_runner` that the `runners` given read, added.
-pub fn counted_by(by_runner: &[(String, TestCounts)], runners: &[String]) -> Option<TestCounts> {
+/// `counts` added; `None` when there are none.
+pub fn total<'a>(counts: impl IntoIterator<Item = &'a TestCounts>) -> Option<TestCounts> {
     let mut total = None;
-    for (name, counts) in by_runner {
-        if runners.iter().any(|r| r == name) {
-            add_to(&mut total, *counts);
-        }
+    for counts in counts {
+        add_to(&mut total, *counts);
     }
     total
+}
+
+/// The counts of `by_runner` that the `runners` given read, added.
+pub fn counted_by(by_runner: &[(String, TestCounts)], runners: &[String]) -> Option<TestCounts> {
+    total(
+        by_runner
+            .iter()
+            .filter(|(name, _)| runners.contains(name))
+            .map(|(_, counts)| counts),
+    )
 }
 
 /// The counts in `output`, read line by line (see [`Tally`]).
@@ -306,11 +314,7 @@ impl Tally {
 
     /// The counts of every runner seen, added; `None` when none was seen.
     pub fn finish(self) -> Option<TestCounts> {
-        let mut total: Option<TestCounts> = None;
-        for (_, counts) in self.by_runner() {
-            add_to(&mut total, counts);
-        }
-        total
+        total(self.by_runner().iter().map(|(_, counts)| counts))
     }
 
     /// Each runner whose summary was seen, by name, with its counts.

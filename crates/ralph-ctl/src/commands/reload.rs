@@ -95,11 +95,7 @@ pub fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     }
     let old = state.pinned.clone();
     if let Some(pinned) = old.as_ref().and_then(|p| p.formula.as_ref()) {
-        // By its file (`--formula STEM`), not the `name:` inside it.
-        let stem = std::path::Path::new(&pinned.file)
-            .file_stem()
-            .map_or_else(|| pinned.name.clone(), |s| s.to_string_lossy().into_owned());
-        let formula = formula::load(paths, &stem)?;
+        let formula = formula::load(paths, &formula::stem_of(pinned))?;
         check_gate_names(&formula, &config)?;
         pin.formula = Some(formula::pin(paths, &formula));
     }

@@ -230,20 +230,12 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             "resuming the loop of session {} at iteration {} of {}",
             state.session_id, state.iteration, state.max_iterations
         ));
-        // A formula run goes on with the formula it was pinned to.
-        if let (Some(_), Some(pinned)) = (
-            &formula,
-            state.pinned.as_ref().and_then(|p| p.formula.as_ref()),
-        ) {
+        // A formula run goes on with the formula it was pinned to (a state
+        // from before pinning: the one its run names).
+        if let Some(pinned) = state.pinned.as_ref().and_then(|p| p.formula.as_ref()) {
             formula = Some(formula::from_pin(pinned)?);
-        }
-        if let (None, Some(run)) = (&formula, &state.formula) {
-            formula = Some(
-                match state.pinned.as_ref().and_then(|p| p.formula.as_ref()) {
-                    Some(pinned) => formula::from_pin(pinned)?,
-                    None => formula::load(paths, &run.name)?,
-                },
-            );
+        } else if let (None, Some(run)) = (&formula, &state.formula) {
+            formula = Some(formula::load(paths, &run.name)?);
         }
         let fresh = fresh || state.fresh_context || formula.is_some();
         (state.session_id, state.max_iterations, fresh)

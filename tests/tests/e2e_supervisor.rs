@@ -576,6 +576,20 @@ fn the_cost_cap_ends_the_loop_within_one_call(client: ClientVersion) {
         .collect();
     assert_eq!(stops, [(1, "block"), (2, "block")], "{evidence}");
     assert!(main.iter().all(|r| r.status == 200), "{evidence}");
+    // Iteration 3's request had no stop to count it: the driver counted it
+    // from the transcript once the client had exited.
+    let counted: u64 = state["recentCalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["calls"].as_u64())
+        .sum();
+    assert_eq!(counted, 3, "every request counted once: {evidence}");
+    assert_eq!(
+        state["usage"]["input"].as_u64(),
+        Some(300_000),
+        "every request's tokens: {evidence}"
+    );
     let log = log_entries(&project);
     assert_eq!(events(&log).last(), Some(&"end"), "{evidence}");
     assert_eq!(

@@ -50,6 +50,10 @@ pub mod env {
     pub const COOLDOWN_MINUTES: &str = "CB_COOLDOWN_MINUTES";
     /// How a completion claim is read: strict, dual or confidence.
     pub const COMPLETION_MODE: &str = "RALPH_COMPLETION_MODE";
+    /// Set by `ralph-ctl run` for a headless client: the driver settles the
+    /// loop's ending once the client exits (charges its cost, then runs
+    /// `notify`), so the Stop hook leaves the notification to it.
+    pub const DRIVER_SETTLES: &str = "RALPH_DRIVER_SETTLES";
     /// Project root exported by Claude Code to its hooks.
     pub const CLAUDE_PROJECT_DIR: &str = "CLAUDE_PROJECT_DIR";
     /// The loop's cost budget in US dollars.

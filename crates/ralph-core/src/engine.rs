@@ -72,6 +72,12 @@ pub struct Stop {
     /// Pinned files besides the config files that the driver found changed
     /// (a formula run's formula), recorded with the config's drift.
     pub pinned_changes: Vec<pin::Changed>,
+    /// Set when the driver that runs the client settles the loop's ending
+    /// itself once the client has exited (a headless run or a fresh
+    /// iteration): it charges the client's cost first, then runs `notify`,
+    /// so that the summary carries what the client spent. The stop leaves
+    /// the notification to it.
+    pub driver_settles: bool,
 }
 
 /// Everything a stop reads or runs outside the process: the transcript, the
@@ -452,7 +458,7 @@ pub fn run_stop_settled(
             }
         }
     }
-    if let Some(new_state) = outcome.new_state.as_mut() {
+    if let Some(new_state) = outcome.new_state.as_mut().filter(|_| !stop.driver_settles) {
         notes.extend(crate::notify::settled(
             &lock,
             &paths.root,

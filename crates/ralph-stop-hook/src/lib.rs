@@ -293,6 +293,7 @@ pub fn handle(
         stop_hook_active: input.stop_hook_active,
         last_assistant_message: input.last_assistant_message,
         transcript_path: input.transcript_path,
+        driver_settles: matches!(env.get(config::env::DRIVER_SETTLES), Some(Ok(v)) if v == "1"),
         ..Stop::default()
     };
     let report = engine::run_stop(&paths, env, &stop, world, &mut |answer| {

@@ -252,6 +252,19 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
     }
 }
 
+/// Adds the requests and tokens the transcript gained past the loop's
+/// cursor (`reading`) to `state`, and moves the cursor: what a stop counts,
+/// and what a run that ended without one (an API failure, the client's own
+/// budget cap, a crash) must count too, once.
+pub fn take_usage(state: &mut LoopState, reading: &UsageReading, now: &str) {
+    state.usage.add(&reading.tokens);
+    let now_secs = time::epoch_secs(now).unwrap_or(0);
+    state.record_calls(&reading.calls, now_secs);
+    if reading.cursor.is_some() {
+        state.transcript = reading.cursor.clone();
+    }
+}
+
 /// Pauses `state` for an API failure that ended a turn with no Stop hook
 /// (Claude Code 2.1's `StopFailure`, or what a headless run's result says):
 /// the turn's requests and tokens are counted, a history record says what
@@ -263,12 +276,7 @@ pub fn pause_for_api_failure(
     reading: &UsageReading,
     now: &str,
 ) -> String {
-    state.usage.add(&reading.tokens);
-    let now_secs = time::epoch_secs(now).unwrap_or(0);
-    state.record_calls(&reading.calls, now_secs);
-    if reading.cursor.is_some() {
-        state.transcript = reading.cursor.clone();
-    }
+    take_usage(state, reading, now);
     let why = format!(
         "the API failed ({}{}): {}; paused",
         because.kind.as_str(),

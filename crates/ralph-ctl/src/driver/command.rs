@@ -364,6 +364,14 @@ pub fn build(launch: &Launch) -> ClientCommand {
         env.push((DRIVEN_ENV.to_string(), "1".to_string()));
     } else {
         env.push(("RALPH_ACTIVE".to_string(), "1".to_string()));
+        if launch.headless {
+            // The client exits right after the loop's last stop: the driver
+            // then charges its cost and tells the person, cost included.
+            env.push((
+                ralph_core::config::env::DRIVER_SETTLES.to_string(),
+                "1".to_string(),
+            ));
+        }
         if let Some(cap) = block_cap(launch.block_cap, launch.max_iterations) {
             env.push((BLOCK_CAP_ENV.to_string(), cap));
         }
@@ -500,8 +508,10 @@ mod tests {
                     command.env,
                     [
                         ("RALPH_ACTIVE".to_string(), "1".to_string()),
+                        ("RALPH_DRIVER_SETTLES".to_string(), "1".to_string()),
                         (BLOCK_CAP_ENV.to_string(), "12".to_string())
-                    ]
+                    ],
+                    "the hook leaves the ending's notification to the driver"
                 );
             }
         }

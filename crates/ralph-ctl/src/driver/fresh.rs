@@ -99,6 +99,8 @@ pub fn judge(
         extra_verify: end.extra_verify,
         permission_denials: end.result.and_then(|r| r.permission_denials.clone()),
         pinned_changes: end.pinned_changes,
+        // Told once the process's cost is added (`charge`).
+        driver_settles: true,
     };
     let mut answer = None;
     let report =

@@ -139,7 +139,15 @@ fn record_run(
     let pause = (state.status == Status::Running && run.headless && supervision.signal.is_none())
         .then(|| pause_of_run(&state, result, supervision.exit, &now, paths, worked))
         .flatten();
-    let event = if live && (over_budget || result.is_some_and(ClientResult::budget_spent)) {
+    let spent = live && (over_budget || result.is_some_and(ClientResult::budget_spent));
+    // Counted once: a stop moved the cursor past what it counted, and a
+    // pause counts its own reading.
+    if live && (spent || pause.is_none()) {
+        if let Some(reading) = unstopped_usage(&state, paths) {
+            lifecycle::take_usage(&mut state, &reading, &now);
+        }
+    }
+    let event = if spent {
         let why = format!(
             "the loop's budget is spent: cost {} (client: {cause})",
             describe_cost(&state, config)
@@ -199,6 +207,25 @@ fn with_hook_news(
     cause.to_string()
 }
 
+/// The transcript of the loop's session: where its last stop read, else
+/// where the client keeps it.
+fn transcript_of_loop(state: &LoopState, paths: &ProjectPaths) -> Option<PathBuf> {
+    state
+        .transcript
+        .as_ref()
+        .map(|c| c.path.clone())
+        .or_else(|| default_transcript_path(&paths.root, &state.session_id))
+}
+
+/// What the loop's transcript gained since its last stop read it, for a run
+/// that ended without a stop after its last requests (the client's own
+/// budget cap, a crash, a signal): those requests and tokens were spent too.
+fn unstopped_usage(state: &LoopState, paths: &ProjectPaths) -> Option<UsageReading> {
+    let path = transcript_of_loop(state, paths)?;
+    let since = time::epoch_secs(&state.started_at).unwrap_or(0);
+    usage::read_new_since(&path, state.transcript.as_ref(), now_secs(), since).ok()
+}
+
 /// Why a headless run that left the loop running ended, when it was an API
 /// error (from the result's HTTP status, the transcript's last `api_error`
 /// line for the reset time) or a client that exited without a result.
@@ -210,12 +237,7 @@ fn pause_of_run(
     paths: &ProjectPaths,
     worked: bool,
 ) -> Option<(PausedBecause, UsageReading)> {
-    let transcript = state
-        .transcript
-        .as_ref()
-        .map(|c| c.path.clone())
-        .or_else(|| default_transcript_path(&paths.root, &state.session_id));
-    let reading = transcript
+    let reading = transcript_of_loop(state, paths)
         .and_then(|path| usage::read_new(&path, state.transcript.as_ref(), now_secs()).ok())
         .unwrap_or_default();
     let api_error = reading.last_api_error.clone();

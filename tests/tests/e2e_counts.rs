@@ -106,6 +106,18 @@ fn a_session_loop_reports_what_the_client_spent(client: ClientVersion) {
         api.main_requests().len() as u64,
         "every request served is counted once: {state:#}"
     );
+    // A loop under a dollar is shown to four places, not as $0.00.
+    let status = project.ctl(&["status"], &[]);
+    status.assert_code(0);
+    let shown = format!("${:.4}", state["costUsd"].as_f64().unwrap());
+    assert!(
+        status
+            .stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("cost:") && l.ends_with(&shown)),
+        "{shown} in:\n{}",
+        status.stdout
+    );
 }
 
 fn a_fresh_loop_reports_what_the_client_spent(client: ClientVersion) {

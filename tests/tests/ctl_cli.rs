@@ -2009,6 +2009,17 @@ fn a_loop_waiting_to_resume_under_a_live_launcher_is_that_launchers() {
         assert!(run.stderr.contains(&held), "{args:?}: {run:?}");
     }
     assert_eq!(project.status_json()["status"], "paused", "left as it was");
+    let status = project.ctl(&["status"], &[]);
+    let next = format!(
+        "next:       the launcher (pid {}) resumes it on its own at ",
+        launcher.id()
+    );
+    assert!(status.stdout.contains(&next), "{}", status.stdout);
+    assert!(
+        !status.stdout.contains("`ralph-ctl run --resume` goes on"),
+        "{}",
+        status.stdout
+    );
     // Its own launcher stopped: the loop is anyone's to take up.
     signal_process(launcher.id(), libc::SIGTERM);
     launcher.wait().unwrap();

@@ -40,6 +40,11 @@ ralph_tests::on_both_clients!(
     a_client_killed_mid_loop_is_resumed_by_hand_where_it_was,
 );
 
+#[test]
+fn a_loop_waiting_out_an_api_error_is_its_launchers() {
+    a_waiting_loop_is_not_taken_over(ClientVersion::V2_1_330);
+}
+
 /// Every wait short: one retry by the client, a one-second first backoff.
 const QUICK: [(&str, &str); 2] = [
     ("CLAUDE_CODE_MAX_RETRIES", "1"),
@@ -823,4 +828,94 @@ fn a_client_killed_mid_loop_is_resumed_by_hand_where_it_was(client: ClientVersio
     let mut headers = iteration_headers(last);
     headers.dedup();
     assert_eq!(headers, [1, 2, 3], "{evidence}");
+}
+
+fn a_waiting_loop_is_not_taken_over(client: ClientVersion) {
+    // The real client's turn fails on 529s: the launcher pauses the loop and
+    // waits out its backoff. Meanwhile nobody else takes the loop up (no
+    // second launcher, no new start, no --reset), and `status` says the
+    // launcher resumes it on its own. Once that launcher is stopped, the
+    // person's --resume goes on, in the same session.
+    let project = TempProject::new("waiting");
+    project.init();
+    let released = Arc::new(AtomicBool::new(false));
+    let open = Arc::clone(&released);
+    let api = MockApi::start(move |_, _| {
+        if open.load(Ordering::SeqCst) {
+            Reply::text(format!("All steps done.\n{SIGNAL}"))
+        } else {
+            Reply::overloaded()
+        }
+    });
+    let mut cmd = project.launcher_command(
+        client,
+        &api,
+        &quick_env(&[("RALPH_RESUME_BACKOFF_SECONDS", "60")]),
+    );
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    let deadline = Instant::now() + LOOP_TIMEOUT;
+    while project.state().map(|s| s["status"] == "paused") != Some(true) {
+        assert!(
+            Instant::now() < deadline,
+            "never paused: {:?}",
+            project.state()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let session = project.status_json()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let held = format!(
+        "waiting to resume under ralph-ctl run (pid {})",
+        launcher.id()
+    );
+    let env = project.client_env(client, &api);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let start = project.ctl(&["start"], &env);
+    assert_eq!(start.code, Some(3), "{start:?}");
+    assert!(start.stderr.contains(&held), "{start:?}");
+    for args in [
+        &["run", "--resume", "--headless"][..],
+        &["run", "--reset", "--headless"][..],
+    ] {
+        let run = project.ctl(args, &env);
+        assert_eq!(run.code, Some(3), "{args:?}: {run:?}");
+        assert!(run.stderr.contains(&held), "{args:?}: {run:?}");
+    }
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains(&format!(
+            "the launcher (pid {}) resumes it on its own at ",
+            launcher.id()
+        )),
+        "{}",
+        status.stdout
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "paused", "left as it was: {state:#}");
+    assert_eq!(state["sessionId"], session.as_str(), "{state:#}");
+    // Its launcher stopped by the person: the loop is theirs to go on with.
+    signal_process(launcher.id(), libc::SIGTERM);
+    let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    released.store(true, Ordering::SeqCst);
+    let mut cmd: Command = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args([
+        "--resume",
+        "--headless",
+        "--",
+        "--permission-mode",
+        "bypassPermissions",
+    ])
+    .envs(project.client_env(client, &api))
+    .envs(QUICK);
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    let evidence = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(0), "{evidence}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{evidence}");
+    assert_eq!(state["sessionId"], session.as_str(), "{evidence}");
 }

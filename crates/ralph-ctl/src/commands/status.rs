@@ -143,6 +143,33 @@ fn head_of(path: &Path) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// For a paused loop whose launcher still lives and waits to resume it:
+/// that it resumes on its own, and when (nobody else may take it up).
+fn waiting_under_launcher(state: &LoopState, config: Option<&Config>, now: u64) -> Option<String> {
+    if state.status != Status::Paused {
+        return None;
+    }
+    crate::driver::liveness::still_carried(state)?;
+    let pid = state
+        .carriers
+        .as_ref()
+        .and_then(|c| c.driver)
+        .map(|d| format!(" (pid {})", d.pid))
+        .unwrap_or_default();
+    let when = match config.map(|c| lifecycle::plan_resume(c, state, now)) {
+        Some(lifecycle::ResumePlan::ResumeAt { at, .. }) => {
+            format!(
+                "resumes it on its own at {}",
+                ralph_core::time::rfc3339_of_secs(at)
+            )
+        }
+        _ => "waits to resume it".to_string(),
+    };
+    Some(format!(
+        "the launcher{pid} {when}; Ctrl-C in its terminal stops it"
+    ))
+}
+
 /// The readable summary of a state at `now` (seconds since the epoch, for
 /// the last hour's requests); `config` supplies the breaker's thresholds
 /// and the supervisor's budgets.
@@ -262,7 +289,9 @@ pub fn summary(
                 .into(),
         ),
         _ => {
-            if let Some(next) = lifecycle::next_step(state) {
+            if let Some(next) =
+                waiting_under_launcher(state, config, now).or_else(|| lifecycle::next_step(state))
+            {
                 line("next:", next);
             }
         }

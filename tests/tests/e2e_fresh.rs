@@ -31,6 +31,11 @@ ralph_tests::on_both_clients!(
     a_client_killed_mid_iteration_is_resumed_per_policy,
 );
 
+#[test]
+fn what_the_agent_writes_into_git_never_runs_in_the_driver() {
+    the_driver_s_git_runs_no_program_of_the_agent_s(ClientVersion::V2_1_330);
+}
+
 /// The launcher with `--fresh` and `extra` before the client arguments.
 fn fresh_launcher(
     project: &TempProject,
@@ -632,4 +637,59 @@ fn a_client_killed_mid_iteration_is_resumed_per_policy(client: ClientVersion) {
     assert_eq!(pauses.len(), 1, "{log}");
     assert!(pauses[0].contains("killed by signal 9"), "{log}");
     assert!(log.contains("\"event\":\"resume\""), "{log}");
+}
+
+fn the_driver_s_git_runs_no_program_of_the_agent_s(client: ClientVersion) {
+    // Iteration 1's agent sets an fsmonitor and a post-checkout hook in the
+    // repository (both run by plain git: `status`, `worktree add`); the
+    // driver then adds iteration 2's worktree, reads and removes both
+    // worktrees, and the hook checks progress: none of it runs them.
+    let project = TempProject::new("fresh-worktree-git");
+    project.init();
+    let mark = project.path("ran-by-git.txt");
+    let mark = mark.display();
+    let setup = format!(
+        "hooks=\"$(git rev-parse --git-common-dir)/hooks\" && mkdir -p \"$hooks\" && \
+         printf '#!/bin/sh\\necho post-checkout >> {mark}\\n' > \"$hooks/post-checkout\" && \
+         chmod +x \"$hooks/post-checkout\" && \
+         git config core.fsmonitor 'echo fsmonitor >> {mark}; false' && echo set"
+    );
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::bash(setup.clone()),
+        1 => Reply::text("Set up the repository."),
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    let run = run_with_timeout(
+        // Without the sandbox: in it, the client keeps `.git/hooks`
+        // read-only ("Read-only file system", seen on 2.1.330).
+        fresh_launcher(
+            &project,
+            client,
+            &api,
+            &["--worktree"],
+            &[("RALPH_SANDBOX", "off")],
+        ),
+        None,
+        LOOP_TIMEOUT,
+    );
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    // The traps were set (else this test proves nothing)...
+    let config = std::fs::read_to_string(project.path(".git/config")).unwrap();
+    assert!(
+        config.contains("fsmonitor"),
+        "{config}\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(project.path(".git/hooks/post-checkout").exists());
+    // ...and never sprung.
+    assert!(
+        !project.path("ran-by-git.txt").exists(),
+        "{}\n{}",
+        std::fs::read_to_string(project.path("ran-by-git.txt")).unwrap_or_default(),
+        run.stderr
+    );
 }

@@ -41,6 +41,11 @@ ralph_tests::on_both_clients!(
 );
 
 #[test]
+fn a_reset_time_a_thousand_years_ahead_is_not_waited_for() {
+    an_absurd_reset_time_is_not_believed(ClientVersion::V2_1_330);
+}
+
+#[test]
 fn a_loop_waiting_out_an_api_error_is_its_launchers() {
     a_waiting_loop_is_not_taken_over(ClientVersion::V2_1_330);
 }
@@ -918,4 +923,51 @@ fn a_waiting_loop_is_not_taken_over(client: ClientVersion) {
     let state = project.status_json();
     assert_eq!(state["status"], "complete", "{evidence}");
     assert_eq!(state["sessionId"], session.as_str(), "{evidence}");
+}
+
+fn an_absurd_reset_time_is_not_believed(client: ClientVersion) {
+    // The API's 429 says its limit resets in the year 3000; 2.1.330 writes
+    // that reset time into the transcript. ralph believes a reset time only
+    // within a usage window (8 days ahead): it waits its own backoff
+    // instead, and the loop goes on within seconds.
+    const YEAR_3000: u64 = 32_503_680_000;
+    let project = TempProject::new("absurd-reset");
+    project.init();
+    let refused = Arc::new(Mutex::new(0usize));
+    let count = Arc::clone(&refused);
+    let failing = requests_per_failed_turn(client);
+    let api = MockApi::start(move |_, body| match iteration_of(body) {
+        Some(1) => {
+            let mut n = count.lock().unwrap();
+            if *n < failing {
+                *n += 1;
+                rate_limited(YEAR_3000, 1)
+            } else {
+                Reply::text("Finished step 1.")
+            }
+        }
+        _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
+    });
+    let run = project.run_launcher(client, &api, &QUICK, LOOP_TIMEOUT);
+    let evidence = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(0), "{evidence}");
+    assert!(run.elapsed < Duration::from_secs(60), "{evidence}");
+    assert_eq!(*refused.lock().unwrap(), failing, "{evidence}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{evidence}");
+    let log = log_entries(&project);
+    let pause = log.iter().find(|e| e["event"] == "pause").expect("paused");
+    assert!(pause["resumeAt"].is_null(), "{evidence}");
+    let wait = log.iter().find(|e| e["event"] == "wait").expect("waited");
+    assert!(
+        wait["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("backoff of 1 s"),
+        "{evidence}"
+    );
+    assert!(
+        !serde_json::to_string(&log).unwrap().contains("3000-"),
+        "{evidence}"
+    );
 }

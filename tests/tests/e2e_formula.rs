@@ -21,6 +21,11 @@ ralph_tests::on_both_clients!(
     a_malformed_formula_is_refused_before_any_request,
 );
 
+#[test]
+fn an_interrupted_formula_resumes_with_the_file_it_started_from() {
+    a_formula_resumes_from_its_pinned_file(ClientVersion::V2_1_330);
+}
+
 /// The launcher running the formula `name`.
 fn formula_launcher(
     project: &TempProject,
@@ -224,4 +229,83 @@ fn a_malformed_formula_is_refused_before_any_request(client: ClientVersion) {
     );
     assert!(api.requests().is_empty(), "no client ran");
     assert!(project.state().is_none(), "nothing was started");
+}
+
+fn a_formula_resumes_from_its_pinned_file(client: ClientVersion) {
+    // feat.yaml says `name: other`, and an other.yaml exists: the resume
+    // of a run of feat takes neither name but the file it started from,
+    // and naming another formula on --resume is refused before anything.
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let project = TempProject::new("formula-resume");
+    project.init();
+    write_formula(
+        &project,
+        "feat",
+        "name: other\nsteps:\n  - id: a\n    prompt: \"The feature step.\"\n",
+    );
+    write_formula(
+        &project,
+        "other",
+        "name: other\nsteps:\n  - id: b\n    prompt: \"The other formula's step.\"\n",
+    );
+    let arrived = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&arrived);
+    let api = MockApi::start(move |_, _| {
+        if !seen.swap(true, Ordering::SeqCst) {
+            // Held while the test stops the launcher.
+            std::thread::sleep(Duration::from_secs(2));
+            return Reply::text("Working.");
+        }
+        Reply::text(format!("The feature is done.\n{SIGNAL}"))
+    });
+    let mut cmd = formula_launcher(&project, client, &api, "feat");
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + LOOP_TIMEOUT;
+    while !arrived.load(Ordering::SeqCst) {
+        assert!(std::time::Instant::now() < deadline, "no request came");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    ralph_tests::project::signal_process(launcher.id(), libc::SIGTERM);
+    let _ = ralph_tests::project::wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    let state = project.status_json();
+    assert_eq!(state["status"], "interrupted", "{state:#}");
+    let resume = |extra: &[&str]| {
+        let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+        cmd.arg("--resume")
+            .args(extra)
+            .args(["--", "--permission-mode", "bypassPermissions"])
+            .envs(project.client_env(client, &api));
+        run_with_timeout(cmd, None, LOOP_TIMEOUT)
+    };
+    let served = api.main_requests().len();
+    let refused = resume(&["--formula", "other"]);
+    refused.assert_code(2);
+    assert!(
+        refused
+            .stderr
+            .contains("this loop runs the formula in .claude/ralph/formulas/feat.yaml"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        api.main_requests().len(),
+        served,
+        "no request for a refused resume"
+    );
+    assert_eq!(project.status_json()["status"], "interrupted");
+    let resumed = resume(&[]);
+    resumed.assert_code(0);
+    let requests = api.main_requests();
+    let texts = user_texts(&requests.last().unwrap().body).join("\n");
+    assert!(
+        texts.contains("The feature step.") && !texts.contains("other formula"),
+        "{texts}"
+    );
+    assert_eq!(project.status_json()["status"], "complete");
 }

@@ -2029,3 +2029,24 @@ fn a_loop_waiting_to_resume_under_a_live_launcher_is_that_launchers() {
     );
     assert_ne!(resumed.code, Some(3), "{resumed:?}");
 }
+
+#[test]
+fn the_launcher_s_caps_refuse_what_they_cannot_be() {
+    let project = TempProject::new("caps-refused");
+    project.init();
+    for (flag, value, says) in [
+        ("--max-iterations", "0", "0 is not in 1..=100000"),
+        ("--max-iterations", "many", "invalid digit"),
+        ("--max-cost-usd", "-1", "a dollar amount above 0"),
+        ("--max-cost-usd", "NaN", "a dollar amount above 0"),
+    ] {
+        let run = project.ctl(&["run", "--headless", flag, value], &[]);
+        assert_eq!(run.code, Some(2), "{flag} {value}: {run:?}");
+        assert!(
+            run.stderr.contains(flag) && run.stderr.contains(says),
+            "{flag} {value}: {}",
+            run.stderr
+        );
+        assert!(project.state().is_none(), "nothing started");
+    }
+}

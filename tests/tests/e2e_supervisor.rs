@@ -46,6 +46,11 @@ fn a_reset_time_a_thousand_years_ahead_is_not_waited_for() {
 }
 
 #[test]
+fn the_launcher_s_own_caps_hold() {
+    caps_given_to_the_launcher_hold(ClientVersion::V2_1_330);
+}
+
+#[test]
 fn a_loop_waiting_out_an_api_error_is_its_launchers() {
     a_waiting_loop_is_not_taken_over(ClientVersion::V2_1_330);
 }
@@ -970,4 +975,49 @@ fn an_absurd_reset_time_is_not_believed(client: ClientVersion) {
         !serde_json::to_string(&log).unwrap().contains("3000-"),
         "{evidence}"
     );
+}
+
+fn caps_given_to_the_launcher_hold(client: ClientVersion) {
+    // --max-iterations on the launcher: a loop that never claims ends
+    // `max_iterations` at 3, with 3 requests.
+    let project = TempProject::new("launcher-caps");
+    project.init();
+    let api = MockApi::start(|turn, _| Reply::text(format!("Step {} done; more to do.", turn + 1)));
+    // The launcher's own flags go before `--`, the client's after it.
+    let launch = |api: &MockApi, flags: &[&str]| {
+        let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+        cmd.arg("--headless")
+            .args(flags)
+            .args(["--", "--permission-mode", "bypassPermissions"])
+            .envs(project.client_env(client, api))
+            .envs(QUICK);
+        run_with_timeout(cmd, None, LOOP_TIMEOUT)
+    };
+    let run = launch(&api, &["--max-iterations", "3"]);
+    let capped = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(10), "{capped}");
+    assert!(
+        last_line(&run).contains("max_iterations, 3 of 3")
+            && last_line(&run).contains("--max-iterations N for a higher cap"),
+        "{capped}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "max_iterations", "{capped}");
+    assert_eq!(state["maxIterations"], 3, "{capped}");
+    assert_eq!(main_requests(&api).len(), 3, "{capped}");
+
+    // --max-cost-usd: the 2.1.330 call below costs $0.4002, so a $1 budget
+    // ends the loop `budget_exhausted` within its third call.
+    let api = MockApi::start(|turn, _| {
+        Reply::text(format!("Step {} done; more to do.", turn + 1)).with_usage(Usage {
+            input_tokens: 100_000,
+            output_tokens: 10,
+            ..Usage::default()
+        })
+    });
+    let run = launch(&api, &["--reset", "--max-cost-usd", "1"]);
+    let spent = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(16), "{spent}");
+    assert!(last_line(&run).contains("maxCostUsd $1.00"), "{spent}");
+    assert_eq!(main_requests(&api).len(), 3, "{spent}");
 }

@@ -265,6 +265,14 @@ pub enum Command {
         /// acceptEdits plus the project's checks and git add/commit allowed.
         #[arg(long)]
         no_sandbox: bool,
+        /// The loop's iteration cap (over RALPH_MAX_ITERATIONS and the
+        /// config's maxIterations; as RALPH_MAX_ITERATIONS for the hook).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(ralph_core::config::MAX_ITERATIONS_LIMIT)))]
+        max_iterations: Option<u32>,
+        /// The loop's budget in US dollars (over RALPH_MAX_COST_USD and the
+        /// config's maxCostUsd): the loop ends `budget_exhausted` there.
+        #[arg(long, value_name = "USD", value_parser = parse_dollars, allow_negative_numbers = true)]
+        max_cost_usd: Option<f64>,
         /// Arguments for the Claude Code client, given after `--`.
         #[arg(last = true, value_name = "CLIENT_ARGS")]
         client_args: Vec<OsString>,
@@ -302,4 +310,15 @@ pub enum Command {
         #[arg(long, value_name = "NAME")]
         formula: Option<String>,
     },
+}
+
+/// `--max-cost-usd`: a dollar amount ralph accepts as a budget.
+fn parse_dollars(text: &str) -> Result<f64, String> {
+    let limit = ralph_core::config::MAX_COST_LIMIT_USD;
+    match text.trim().parse::<f64>() {
+        Ok(dollars) if dollars.is_finite() && dollars > 0.0 && dollars <= limit => Ok(dollars),
+        _ => Err(format!(
+            "a dollar amount above 0 and at most {limit}, such as 5 or 12.50"
+        )),
+    }
 }

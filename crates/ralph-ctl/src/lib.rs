@@ -143,28 +143,41 @@ pub fn run(cli: Cli) -> i32 {
             formula,
             sandbox,
             no_sandbox,
+            max_iterations,
+            max_cost_usd,
             client_args,
-        } => commands::run::run(
-            &paths,
-            commands::run::RunOptions {
-                headless,
-                reset,
-                resume,
-                force,
-                fresh,
-                dry_run,
-                worktree,
-                base_ref,
-                no_cleanup,
-                formula,
-                sandbox: match (sandbox, no_sandbox) {
-                    (true, _) => Some(true),
-                    (_, true) => Some(false),
-                    _ => None,
+        } => {
+            // The same overrides as the variables, so that the start, the
+            // driver and the client's Stop hook (which inherits this
+            // environment) all read them. Set before any thread starts.
+            if let Some(n) = max_iterations {
+                std::env::set_var(ralph_core::config::env::MAX_ITERATIONS, n.to_string());
+            }
+            if let Some(dollars) = max_cost_usd {
+                std::env::set_var(ralph_core::config::env::MAX_COST_USD, dollars.to_string());
+            }
+            commands::run::run(
+                &paths,
+                commands::run::RunOptions {
+                    headless,
+                    reset,
+                    resume,
+                    force,
+                    fresh,
+                    dry_run,
+                    worktree,
+                    base_ref,
+                    no_cleanup,
+                    formula,
+                    sandbox: match (sandbox, no_sandbox) {
+                        (true, _) => Some(true),
+                        (_, true) => Some(false),
+                        _ => None,
+                    },
+                    client_args,
                 },
-                client_args,
-            },
-        ),
+            )
+        }
     };
     match result {
         Ok(code) => code,

@@ -372,7 +372,7 @@ pub fn next_step(state: &LoopState) -> Option<String> {
         Status::Running => return None,
         Status::Complete => "review the changes and commit what you keep".into(),
         Status::MaxIterations => {
-            "to go on, start a new loop (the launcher again; RALPH_MAX_ITERATIONS for a higher cap)"
+            "to go on, start a new loop (the launcher again, with --max-iterations N for a higher cap)"
                 .into()
         }
         Status::CircuitOpen => {

@@ -2050,3 +2050,133 @@ fn the_launcher_s_caps_refuse_what_they_cannot_be() {
         assert!(project.state().is_none(), "nothing started");
     }
 }
+
+#[test]
+fn a_folder_without_ralph_and_a_config_that_is_not_json_say_what_to_do() {
+    let project = TempProject::new("no-ralph");
+    // Nothing installed: status says how to install, report has no loop.
+    let status = project.ctl(&["status"], &[]);
+    status.assert_code(0);
+    assert!(
+        status
+            .stdout
+            .contains("ralph is not installed here: `ralph-ctl init` installs it"),
+        "{}",
+        status.stdout
+    );
+    let report = project.ctl(&["report", "--html", "r.html"], &[]);
+    report.assert_code(13);
+    assert!(report.stdout.contains("nothing to report"), "{report:?}");
+    assert!(!project.path("r.html").exists());
+    // A trailing comma: the place to fix, not the list of every key.
+    project.init();
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        "{\"maxIterations\": 5,}",
+    )
+    .unwrap();
+    let doctor = project.ctl(&["doctor", "--json"], &[]);
+    let report: Value = serde_json::from_str(&doctor.stdout).unwrap();
+    let config = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "config")
+        .cloned()
+        .unwrap();
+    let detail = config["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("is not valid JSON: trailing comma at line 1 column 21")
+            && !detail.contains("accepted keys"),
+        "{config:#}"
+    );
+    assert_eq!(
+        config["fix"],
+        "fix the JSON at the line and column it names"
+    );
+    // A value of the wrong type: serde names no key, so the keys are listed.
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        "{\"sandbox\": true}",
+    )
+    .unwrap();
+    let status = project.ctl(&["start"], &[]);
+    status.assert_code(1);
+    assert!(
+        status.stderr.contains("accepted keys")
+            && status.stderr.contains("sandbox (auto, on or off)"),
+        "{}",
+        status.stderr
+    );
+}
+
+#[test]
+fn a_formula_gate_named_like_a_verify_command_is_a_formula_error() {
+    let project = TempProject::new("formula-clash");
+    project.init();
+    std::fs::write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"verify": [{"name": "tests", "command": "true"}]}"#,
+    )
+    .unwrap();
+    let folder = project.path(".claude/ralph/formulas");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("feat.yaml"),
+        "name: feat\nsteps:\n  - id: a\n    prompt: Do it.\n    gates:\n      - { name: tests, command: \"true\" }\n",
+    )
+    .unwrap();
+    let client = fake_client(&project, 0);
+    let run = launcher(
+        &project,
+        &["--formula", "feat", "--dry-run"],
+        &[("RALPH_CLAUDE", client.as_str())],
+    );
+    run.assert_code(1);
+    assert!(
+        run.stderr.contains("formula ")
+            && run.stderr.contains("feat.yaml")
+            && run
+                .stderr
+                .contains("gate \"tests\" of step \"a\" has the name of a verify command"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_readme_s_exit_code_table_names_every_exit_code() {
+    // Every code of exit_codes.rs has a row of its own (or shares one) in
+    // the README's table, and the table names no code that does not exist.
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    let source = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/ralph-core/src/exit_codes.rs"),
+    )
+    .unwrap();
+    let table = readme
+        .split("## Exit codes")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("an Exit codes section");
+    let in_table: std::collections::BTreeSet<i32> = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| code"))
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(|cell| {
+            cell.split(',')
+                .filter_map(|n| n.trim().parse::<i32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut defined: std::collections::BTreeSet<i32> = source
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub const "))
+        .filter_map(|l| l.split('=').nth(1))
+        .filter_map(|v| v.trim().trim_end_matches(';').parse::<i32>().ok())
+        .collect();
+    // The signals' codes (128 + the number) the table names.
+    defined.extend([129, 130, 143]);
+    assert_eq!(in_table, defined, "README table vs exit_codes.rs");
+}

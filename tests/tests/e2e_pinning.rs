@@ -266,7 +266,7 @@ fn a_config_json_broken_mid_loop_neither_ends_nor_traps_the_loop(client: ClientV
         .as_str()
         .unwrap_or_default();
     assert!(
-        problem.contains("is not a valid ralph config"),
+        problem.contains("is not valid JSON"),
         "the problem is shown: {state:#}"
     );
 }

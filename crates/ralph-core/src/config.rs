@@ -328,12 +328,21 @@ pub enum ConfigError {
         /// The config file.
         path: PathBuf,
     },
-    /// The config file is not valid JSON, has an unknown key or a wrong type.
+    /// The config file is not valid JSON.
+    #[error("{path} is not valid JSON: {message}")]
+    Malformed {
+        /// The config file.
+        path: PathBuf,
+        /// serde's explanation, with line and column.
+        message: String,
+    },
+    /// A value of the config file has the wrong type (serde does not name
+    /// the key, so the accepted keys and their types are listed).
     #[error(
         "{path} is not a valid ralph config: {message}; accepted keys: {}",
         accepted_keys()
     )]
-    Malformed {
+    Mistyped {
         /// The config file.
         path: PathBuf,
         /// serde's explanation, with line and column.
@@ -364,6 +373,23 @@ pub enum ConfigError {
         /// What it accepts.
         accepts: String,
     },
+}
+
+impl ConfigError {
+    /// What to do about it, in a few words (`doctor`'s fix line).
+    pub fn fix(&self) -> &'static str {
+        match self {
+            ConfigError::BadEnv { .. } => "correct or unset the variable it names",
+            ConfigError::Read { .. } => "fix the file's permissions, or remove it",
+            ConfigError::TooLarge { .. } => "keep only the keys you set",
+            ConfigError::Malformed { .. } => "fix the JSON at the line and column it names",
+            ConfigError::Mistyped { .. } => {
+                "give the value at the line and column it names the type its key takes"
+            }
+            ConfigError::UnknownKey { .. } => "correct the key it names",
+            ConfigError::BadKey { .. } => "give the key a value it accepts",
+        }
+    }
 }
 
 /// The keys `.claude/ralph/config.json` accepts; any other key is an error,
@@ -808,7 +834,10 @@ impl Config {
             });
         }
         // Read again from the text, so serde's errors keep their line and column.
-        let file: ConfigFile = serde_json::from_str(text).map_err(malformed)?;
+        let file: ConfigFile = serde_json::from_str(text).map_err(|e| ConfigError::Mistyped {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         if let Some(raw) = file.completion_signal {
             self.completion_signal = validate_signal(&raw)
                 .ok_or_else(|| bad("completionSignal", format!("{raw:?}"), signal_accepts()))?;

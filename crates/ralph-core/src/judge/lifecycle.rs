@@ -312,15 +312,19 @@ pub fn pause_for_api_failure(
     why
 }
 
-/// Marks a loop that is still `running` as `interrupted`, because of
+/// Marks a loop that is still `running` (or paused) as `interrupted`, because of
 /// `cause` (`"Claude Code exited with code 1"`, `"SIGTERM"`), with a history
 /// record; returns false (and changes nothing) when it had already ended.
 pub fn interrupt(state: &mut LoopState, cause: &str, now: &str) -> bool {
     if !matches!(state.status, Status::Running | Status::Paused) {
         return false;
     }
+    let doing = match state.status {
+        Status::Paused => "paused, waiting to resume,",
+        _ => "running",
+    };
     let because = format!(
-        "{cause} while the loop was running at iteration {} of {}",
+        "{cause} while the loop was {doing} at iteration {} of {}",
         state.iteration, state.max_iterations
     );
     state.push_history(IterationRecord {
@@ -626,6 +630,14 @@ mod tests {
             Some("SIGTERM while the loop was running at iteration 3 of 5")
         );
         assert_eq!(running.history.len(), 1);
+        let mut paused = LoopState::new("s".into(), 5, "t".into());
+        paused.iteration = 2;
+        paused.status = Status::Paused;
+        assert!(interrupt(&mut paused, "SIGTERM received", "t2"));
+        assert_eq!(
+            paused.ended_because.as_deref(),
+            Some("SIGTERM received while the loop was paused, waiting to resume, at iteration 2 of 5")
+        );
         let mut done = ended(Status::Complete, "t");
         let before = done.clone();
         assert!(!interrupt(&mut done, "SIGTERM", "t2"));

@@ -121,12 +121,7 @@ pub fn all(paths: &ProjectPaths) -> Vec<Check> {
             ),
             None,
         ),
-        Err(e) => check(
-            "config",
-            Verdict::Fail,
-            e.to_string(),
-            Some("correct the key it names".into()),
-        ),
+        Err(e) => check("config", Verdict::Fail, e.to_string(), Some(e.fix().into())),
     });
     if let Ok(config) = &config {
         checks.push(timeout(paths, config));

@@ -23,12 +23,15 @@ use crate::CmdResult;
 
 /// Writes the loop's report to `file`; says where on `out`.
 pub fn run(paths: &ProjectPaths, file: &Path, out: &mut dyn Write) -> CmdResult {
-    let state = StateStore::new(paths).read()?.ok_or_else(|| {
-        CtlError::BadArgument(format!(
-            "no loop in {}: nothing to report",
+    let Some(state) = StateStore::new(paths).read()? else {
+        // Said on stdout with the code of "no loop", as `watch` and `reload` do.
+        let said = writeln!(
+            out,
+            "No Ralph loop in {}: nothing to report",
             paths.root.display()
-        ))
-    })?;
+        );
+        return super::written(said, ralph_core::exit_codes::NO_LOOP);
+    };
     // The loop was judged by its pin, not by config.json as it is now.
     let config = ralph_core::pin::loop_config(paths, &ProcessEnv, &state).ok();
     let page = html(paths, &state, config.as_ref());

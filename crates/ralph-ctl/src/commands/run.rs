@@ -103,13 +103,16 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         for step in &formula.steps {
             for gate in &step.gates {
                 if config.completion.verify.iter().any(|v| v.name == gate.name) {
-                    return Err(CtlError::BadArgument(format!(
-                        "gate {:?} of step {:?} in {} has the name of a verify command in config.json: \
-                         rename one of them",
-                        gate.name,
-                        step.id,
-                        formula.file.display()
-                    )));
+                    return Err(formula::FormulaError::Invalid {
+                        file: formula.file.clone(),
+                        line: None,
+                        problem: format!(
+                            "gate {:?} of step {:?} has the name of a verify command in config.json: \
+                             rename one of them",
+                            gate.name, step.id
+                        ),
+                    }
+                    .into());
                 }
             }
         }
@@ -613,7 +616,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                     .as_ref()
                     .is_some_and(|p| p.kind == ralph_core::state::PauseKind::ClientExit);
                 if let Some(signal) = supervisor::wait_until(at, &reason, &mut signals) {
-                    let cause = format!("{} received while waiting to resume", signal.describe());
+                    let cause = format!("{} received", signal.describe());
                     return end(paths, session, &cause, signal.exit_code());
                 }
                 let state = supervisor::take_up(paths, &config, Some(session), true)?;

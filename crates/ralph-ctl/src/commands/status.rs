@@ -65,6 +65,12 @@ fn show(
             let state = super::finish::believed(paths, state.clone());
             out.write_all(summary(paths, &state, config.as_ref().ok(), now_secs()).as_bytes())
         }
+        None if !paths.ralph_dir().is_dir() => writeln!(
+            out,
+            "No Ralph loop in {}, and ralph is not installed here: `ralph-ctl init` installs it \
+             (PROMPT.md, the launcher, the Stop hook), then .claude/ralph/ralph-audit.sh starts a loop.",
+            paths.root.display()
+        ),
         None => writeln!(
             out,
             "No Ralph loop in {} (no state file). Start one with .claude/ralph/ralph-audit.sh.",

@@ -139,6 +139,73 @@ fn on_2_0_ralph_loop_refuses_and_holds_nothing() {
     );
 }
 
+#[test]
+fn the_task_never_reaches_a_shell_and_is_kept_verbatim() {
+    // The line that closed the old here-document, then shell: none of it
+    // runs; the task is stored and fed back exactly as typed.
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-verbatim");
+    let api = MockApi::start_in_order(|turn, _| match turn {
+        0 => Reply::text("Working on it."),
+        _ => Reply::text("Done.\nDONE"),
+    });
+    let task = "Fix the findings.\nRALPH_LOOP_TASK\ntouch pwned\n$(touch pwned2) `touch pwned3`\n\n- keep this list\n- and its lines\nImplement the --completion-promise option.";
+    let line = format!("/ralph-loop {task}\n--max-iterations 4 --completion-promise DONE");
+    let run = plugin_session(&project, client, &api, &line);
+    run.assert_code(0);
+    for file in ["pwned", "pwned2", "pwned3"] {
+        assert!(!project.path(file).exists(), "{file} was created: {run:?}");
+    }
+    let state = project.status_json();
+    assert_eq!(state["task"], task, "{state:#}");
+    assert_eq!(state["maxIterations"], 4, "{state:#}");
+    assert_eq!(state["status"], "complete", "{state:#}");
+    let requests = api.main_requests();
+    let first = user_texts(&requests[0].body).join("\n");
+    assert!(
+        first.contains("Ralph loop started in this session") && first.contains(task),
+        "{first}"
+    );
+    let fed = stop_hook_feedback(&requests[1].body).join("\n");
+    assert!(fed.contains(task), "{fed}");
+}
+
+#[test]
+fn a_refused_ralph_loop_says_why_and_starts_nothing_and_other_prompts_pass() {
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-refused");
+    let api = MockApi::start_in_order(|_, _| Reply::text("Hello."));
+    let run = plugin_session(
+        &project,
+        client,
+        &api,
+        "/ralph-loop Fix it.\n--max-iterations lots",
+    );
+    assert!(project.state().is_none(), "no loop was started: {run:?}");
+    assert!(
+        api.main_requests().is_empty(),
+        "the command never ran: {run:?}"
+    );
+    // What the person reads: the client's result, with the hook's reason.
+    let result: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let said = result["result"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("the Ralph loop was NOT started")
+            && said.contains("--max-iterations \"lots\" is invalid"),
+        "{run:?}"
+    );
+    // A plain prompt in a plugin session: untouched.
+    let plain = plugin_session(
+        &project,
+        client,
+        &api,
+        "Say hello, and mention /ralph-loop.",
+    );
+    plain.assert_code(0);
+    assert_eq!(api.main_requests().len(), 1, "{plain:?}");
+    assert!(project.state().is_none());
+}
+
 /// The real client with the repository as its plugin, `ralph-ctl` and
 /// `ralph-stop-hook` on its PATH, headless.
 fn plugin_command(

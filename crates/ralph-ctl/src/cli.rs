@@ -123,11 +123,20 @@ pub enum Command {
         /// /ralph-loop, whose client drops the command's text on a failure).
         #[arg(long)]
         report: bool,
-        /// Read the task (and its flags) from stdin too: /ralph-loop passes
-        /// the line through a quoted here-document, so that no character of
-        /// it reaches a shell.
-        #[arg(long)]
+        /// Read the task (and its flags) from stdin too (a task from a file
+        /// or a pipe).
+        #[arg(long, conflicts_with_all = ["hook", "started"])]
         stdin: bool,
+        /// Run as the plugin's UserPromptSubmit hook: for a prompt that is
+        /// /ralph-loop …, start the loop from the line as typed, read from
+        /// the hook's JSON on stdin (never through a shell); exit 2 with the
+        /// reason when it cannot start; any other prompt is left alone.
+        #[arg(long, conflicts_with_all = ["started", "report"])]
+        hook: bool,
+        /// Say whether the hook started this session's loop, with its task
+        /// (what /ralph-loop expands to).
+        #[arg(long)]
+        started: bool,
     },
     /// End the project's running or paused loop now, `cancelled` (what the
     /// plugin's /cancel-ralph runs).

@@ -232,7 +232,187 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
             state.completion_signal = promise.clone();
         },
     )?;
-    let signal = &config.completion_signal;
+    let _ = started;
+    Ok(started_message(max, &config.completion_signal, &task))
+}
+
+/// The `/ralph-loop` command a prompt starts with, as the person typed it:
+/// the bare skill name or the plugin's namespaced command. Returns the rest
+/// of the line (the task and its flags), or `None` for any other prompt.
+pub fn loop_command_rest(prompt: &str) -> Option<&str> {
+    let prompt = prompt.trim_start();
+    ["/ralph-loop", "/ralph:ralph-loop"]
+        .into_iter()
+        .find_map(|command| {
+            let rest = prompt.strip_prefix(command)?;
+            (rest.is_empty() || rest.starts_with(char::is_whitespace)).then_some(rest)
+        })
+}
+
+/// The most of a `UserPromptSubmit` hook's input `--hook` reads: a task at
+/// its cap, escaped in JSON, and the other fields.
+pub const MAX_HOOK_INPUT_BYTES: usize = 8 * MAX_TASK_BYTES;
+
+/// The parts of Claude Code's `UserPromptSubmit` hook input `--hook` reads.
+#[derive(Debug, serde::Deserialize)]
+struct PromptSubmit {
+    hook_event_name: Option<String>,
+    session_id: Option<String>,
+    prompt: Option<String>,
+    cwd: Option<std::path::PathBuf>,
+}
+
+/// `ralph-ctl loop-start --hook`: the plugin's `UserPromptSubmit` hook.
+/// For a prompt that is `/ralph-loop …`, starts the loop from the line as
+/// the person typed it, read from the hook's JSON (`input`; `whole` false
+/// when it was longer than [`MAX_HOOK_INPUT_BYTES`]): the task never
+/// passes through a shell. The session is the hook's `session_id`, which
+/// must be the client's own (`client_session`, `CLAUDE_CODE_SESSION_ID`,
+/// given by Claude Code 2.1 and later); the project is `project_dir`
+/// (`CLAUDE_PROJECT_DIR`), else the hook's `cwd`. Any other prompt, and
+/// input that is not a hook's, is left alone (nothing said). A refused
+/// start answers `{"decision": "block", "reason": …}` on `out`: the client
+/// shows the reason to the person instead of running the command. Always
+/// exits 0: an exit code of 2 would block every prompt when something else
+/// fails (an old `ralph-ctl`).
+pub fn loop_start_hook(
+    input: &[u8],
+    whole: bool,
+    project_dir: Option<std::path::PathBuf>,
+    client_session: Option<String>,
+    out: &mut dyn Write,
+) -> i32 {
+    let refuse = |out: &mut dyn Write, why: &str| {
+        let answer = serde_json::json!({
+            "decision": "block",
+            "reason": format!("ralph: the Ralph loop was NOT started: {why}"),
+        });
+        let _ = writeln!(out, "{answer}");
+        exit_codes::OK
+    };
+    if !whole {
+        // Too long to read whole: refused only when it is a /ralph-loop line.
+        let head = String::from_utf8_lossy(&input[..input.len().min(64 * 1024)]);
+        let is_loop = head
+            .split("\"prompt\"")
+            .nth(1)
+            .and_then(|after| after.trim_start().strip_prefix(':'))
+            .and_then(|after| after.trim_start().strip_prefix('"'))
+            .is_some_and(|text| loop_command_rest(text).is_some());
+        if is_loop {
+            return refuse(
+                out,
+                &format!(
+                    "the /ralph-loop line is longer than the {} KiB a loop's task may be: put the details in a \
+                     file of the project and name it in the task",
+                    MAX_TASK_BYTES / 1024
+                ),
+            );
+        }
+        return exit_codes::OK;
+    }
+    let Ok(submit) = serde_json::from_slice::<PromptSubmit>(input) else {
+        return exit_codes::OK;
+    };
+    if submit
+        .hook_event_name
+        .as_deref()
+        .is_some_and(|e| e != "UserPromptSubmit")
+    {
+        return exit_codes::OK;
+    }
+    let Some(rest) = submit.prompt.as_deref().and_then(loop_command_rest) else {
+        return exit_codes::OK;
+    };
+    let Some(root) = project_dir
+        .filter(|d| !d.as_os_str().is_empty())
+        .or(submit.cwd)
+    else {
+        return refuse(
+            out,
+            "the hook was not told the session's folder (no CLAUDE_PROJECT_DIR, no cwd)",
+        );
+    };
+    let Some(session) = submit.session_id.filter(|s| !s.trim().is_empty()) else {
+        return refuse(
+            out,
+            "the hook input has no session_id, so the loop cannot be bound to this session",
+        );
+    };
+    // Claude Code 2.0 runs this hook after the command's own text is made
+    // (which then says the loop was not started) and gives no session id
+    // to commands or hooks: the loop is 2.1's, which gives both.
+    if client_session.as_deref() != Some(session.as_str()) {
+        return exit_codes::OK;
+    }
+    let request = LoopStart {
+        task: vec![rest.to_string()],
+        session: Some(session),
+        ..LoopStart::default()
+    };
+    match open(&ProjectPaths::new(root), &request) {
+        Ok(_) => exit_codes::OK,
+        Err(e) => refuse(out, &e.to_string()),
+    }
+}
+
+/// `ralph-ctl loop-start --started`: what `/ralph-loop` expands to once its
+/// hook has run. Says on `out` that the loop the hook started for this
+/// session (`CLAUDE_CODE_SESSION_ID`, or `session`) runs, with its task
+/// (for the agent's first iteration), or that none was started and why.
+pub fn loop_started(
+    paths: &ProjectPaths,
+    session: Option<String>,
+    out: &mut dyn Write,
+) -> CmdResult {
+    let text = match started_text(paths, session) {
+        Ok(text) => text,
+        Err(e) => format!(
+            "The Ralph loop was NOT started: {e}\nTell the person this; do not start the task as a loop.\n"
+        ),
+    };
+    super::written(
+        out.write_all(text.as_bytes()).and_then(|()| out.flush()),
+        exit_codes::OK,
+    )
+}
+
+fn started_text(paths: &ProjectPaths, session: Option<String>) -> Result<String, CtlError> {
+    let session = session
+        .or_else(|| std::env::var(SESSION_ENV).ok())
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| {
+            CtlError::BadArgument(format!(
+                "cannot tell which session the loop is for: {SESSION_ENV} is not set (Claude Code 2.0 does not \
+                 give it to commands or hooks); use Claude Code 2.1 or later, or the launcher (`ralph-ctl init`, \
+                 then .claude/ralph/ralph-audit.sh)"
+            ))
+        })?;
+    let state = StateStore::new(paths).read()?;
+    let Some(state) = state
+        .filter(|s| s.session_id == session && s.status == Status::Running && s.task.is_some())
+    else {
+        return Err(CtlError::Refused(
+            "the plugin's UserPromptSubmit hook started no loop for this session (is the plugin loaded \
+             whole, hooks/hooks.json included, with ralph-ctl on PATH?)"
+                .into(),
+        ));
+    };
+    let config = ralph_core::pin::loop_config(paths, &ralph_core::config::ProcessEnv, &state)?;
+    let signal = state
+        .completion_signal
+        .clone()
+        .unwrap_or_else(|| config.completion_signal.clone());
+    Ok(started_message(
+        state.max_iterations,
+        &signal,
+        state.task.as_deref().unwrap_or_default(),
+    ))
+}
+
+/// What `/ralph-loop` says once its loop runs: to the agent (work on the
+/// task now, how the loop ends) and to the person (the client's block cap).
+fn started_message(max: u32, signal: &str, task: &str) -> String {
     let mut text = format!(
         "Ralph loop started in this session (at most {max} iterations, state in .claude/context/runtime/). \
          Work on the task below now. Each time you stop, it is given back to you, until your final message \
@@ -248,9 +428,8 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
              {BLOCK_CAP_ENV}={needed}.\n"
         ));
     }
-    let _ = started;
     text.push_str(&format!("\nTask:\n{task}\n"));
-    Ok(text)
+    text
 }
 
 /// `ralph-ctl cancel`: ends the project's running or paused loop,
@@ -426,5 +605,99 @@ mod tests {
             };
             assert!(parse_words(&request).is_err(), "{bad:?}");
         }
+    }
+
+    fn hook(
+        input: &str,
+        whole: bool,
+        root: &std::path::Path,
+        client_session: Option<&str>,
+    ) -> (i32, String) {
+        let mut out = Vec::new();
+        let code = loop_start_hook(
+            input.as_bytes(),
+            whole,
+            Some(root.to_path_buf()),
+            client_session.map(str::to_string),
+            &mut out,
+        );
+        (code, String::from_utf8(out).unwrap())
+    }
+
+    fn submit(prompt: &str) -> String {
+        serde_json::json!({
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "s-1",
+            "prompt": prompt,
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn the_hook_leaves_every_other_prompt_and_any_garbage_alone() {
+        let dir = crate::testdir::TestDir::new("loop-hook-alone");
+        for (input, whole) in [
+            ("not json at all".to_string(), true),
+            (String::new(), true),
+            ("{}".to_string(), true),
+            (submit("Fix the /ralph-loop command's docs."), true),
+            (submit("/ralph-loopy Fix it."), true),
+            (submit("/ralph-status"), true),
+            (
+                serde_json::json!({"hook_event_name": "Stop", "session_id": "s-1", "prompt": "/ralph-loop x"})
+                    .to_string(),
+                true,
+            ),
+            (format!("{{\"prompt\": \"Say hello{}", "x".repeat(100)), false),
+        ] {
+            assert_eq!(hook(&input, whole, dir.path(), Some("s-1")), (0, String::new()), "{input}");
+        }
+        assert!(!dir.path().join(".claude").exists(), "nothing written");
+    }
+
+    #[test]
+    fn the_hook_starts_the_loop_from_the_line_and_refuses_with_a_reason() {
+        let dir = crate::testdir::TestDir::new("loop-hook-start");
+        // Claude Code 2.0: no session id of the client's own, nothing done.
+        assert_eq!(
+            hook(&submit("/ralph-loop Fix it."), true, dir.path(), None),
+            (0, String::new())
+        );
+        assert!(!dir.path().join(".claude").exists());
+        // The namespaced command, a task with lines, a flag on its own line.
+        let line = "/ralph:ralph-loop Fix it.\n$(touch x)\n--max-iterations 3";
+        assert_eq!(
+            hook(&submit(line), true, dir.path(), Some("s-1")),
+            (0, String::new())
+        );
+        let state = StateStore::new(&ProjectPaths::new(dir.path()))
+            .read()
+            .unwrap()
+            .unwrap();
+        assert_eq!(state.task.as_deref(), Some("Fix it.\n$(touch x)"));
+        assert_eq!(
+            (state.session_id.as_str(), state.max_iterations),
+            ("s-1", 3)
+        );
+        // A second start while that loop runs: refused, with the reason.
+        let (code, said) = hook(
+            &submit("/ralph-loop Another."),
+            true,
+            dir.path(),
+            Some("s-1"),
+        );
+        assert_eq!(code, 0);
+        let answer: serde_json::Value = serde_json::from_str(&said).unwrap();
+        assert_eq!(answer["decision"], "block");
+        assert!(
+            answer["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("ralph: the Ralph loop was NOT started: "),
+            "{answer}"
+        );
+        // A line past what may be read whole: refused by its size.
+        let (_, said) = hook(&submit("/ralph-loop Big."), false, dir.path(), Some("s-1"));
+        assert!(said.contains("longer than the 256 KiB"), "{said}");
     }
 }

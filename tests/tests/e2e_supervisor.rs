@@ -51,6 +51,16 @@ fn the_launcher_s_own_caps_hold() {
 }
 
 #[test]
+fn a_launcher_killed_outright_takes_its_client_with_it() {
+    killed_launcher_leaves_no_client(ClientVersion::V2_1_330, false);
+}
+
+#[test]
+fn a_fresh_launcher_killed_outright_takes_its_client_with_it() {
+    killed_launcher_leaves_no_client(ClientVersion::V2_1_330, true);
+}
+
+#[test]
 fn a_loop_waiting_out_an_api_error_is_its_launchers() {
     a_waiting_loop_is_not_taken_over(ClientVersion::V2_1_330);
 }
@@ -1020,4 +1030,139 @@ fn caps_given_to_the_launcher_hold(client: ClientVersion) {
     assert_eq!(run.code, Some(16), "{spent}");
     assert!(last_line(&run).contains("maxCostUsd $1.00"), "{spent}");
     assert_eq!(main_requests(&api).len(), 3, "{spent}");
+}
+
+/// Whether `pid` is gone (or a zombie nobody reaped yet).
+fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rfind(')')
+            .is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z')),
+    }
+}
+
+fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
+    // The launcher is killed with SIGKILL (no handler runs) while its client
+    // waits for the model: the client is ended by the watchdog within
+    // seconds, not left running and spending. The
+    // person's --resume then goes on, the orphaned iteration's request
+    // counted once.
+    let project = TempProject::new(if fresh {
+        "killed-fresh"
+    } else {
+        "killed-launcher"
+    });
+    project.init();
+    let arrived = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&arrived);
+    let api = MockApi::start(move |_, body| {
+        let texts = user_texts(body).join("\n");
+        if texts.contains("step-one-done") && !seen.swap(true, Ordering::SeqCst) {
+            // Iteration 1's second request: held past the test's deadline
+            // for the client, so that only its watchdog can end it in time.
+            thread::sleep(Duration::from_secs(12));
+            return Reply::text("Step 1 done.");
+        }
+        if texts.contains("step-one-done") {
+            return Reply::text(format!("All steps done.\n{SIGNAL}"));
+        }
+        Reply::bash("echo step-one-done")
+    });
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.arg(if fresh { "--fresh" } else { "--headless" })
+        .args(["--", "--permission-mode", "bypassPermissions"])
+        .envs(project.client_env(client, &api))
+        .envs(QUICK)
+        .env("RALPH_SANDBOX", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    let deadline = Instant::now() + LOOP_TIMEOUT;
+    while !arrived.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the held request never came");
+        thread::sleep(Duration::from_millis(25));
+    }
+    let client_pid = project.status_json()["carriers"]["client"]["pid"]
+        .as_u64()
+        .expect("the client is recorded") as u32;
+    assert!(!process_gone(client_pid));
+    signal_process(launcher.id(), libc::SIGKILL);
+    let _ = launcher.wait();
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while !process_gone(client_pid) {
+        assert!(
+            Instant::now() < deadline,
+            "Claude Code (pid {client_pid}) outlived its launcher"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    // Seen by the next command: the loop is interrupted, and in session
+    // mode charged what the killed client wrote it had spent.
+    let left = project.status_json();
+    assert_eq!(left["status"], "interrupted", "{left:#}");
+    if !fresh {
+        let written =
+            std::fs::read_to_string(left["transcript"]["path"].as_str().expect("a transcript"))
+                .unwrap()
+                .lines()
+                .rev()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| v["type"] == "cost-state")
+                .find_map(|v| v["totalCostUSD"].as_f64())
+                .expect("the killed client wrote its cost on SIGTERM");
+        let charged = left["costUsd"].as_f64().unwrap_or(0.0);
+        assert!(
+            (charged - written).abs() < 1e-5,
+            "charged ${charged}, written ${written}"
+        );
+    }
+    // The person goes on; the loop completes.
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.arg("--resume")
+        .arg(if fresh { "--fresh" } else { "--headless" })
+        .args(["--", "--permission-mode", "bypassPermissions"])
+        .envs(project.client_env(client, &api))
+        .envs(QUICK)
+        .env("RALPH_SANDBOX", "off");
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    let evidence = evidence(&project, &api, &run);
+    assert_eq!(run.code, Some(0), "{evidence}");
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{evidence}");
+    let counted: u64 = state["recentCalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["calls"].as_u64())
+        .sum();
+    assert_eq!(
+        counted,
+        main_requests(&api).len() as u64,
+        "every request counted once: {evidence}"
+    );
+    // The cost: what the client wrote for each session it ran (its last
+    // `cost-state` line, the session's total), the killed one's included.
+    let mut spent = 0.0;
+    for folder in std::fs::read_dir(project.home.join(".claude/projects"))
+        .unwrap()
+        .flatten()
+    {
+        for file in std::fs::read_dir(folder.path()).unwrap().flatten() {
+            let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+            spent += text
+                .lines()
+                .rev()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| v["type"] == "cost-state")
+                .find_map(|v| v["totalCostUSD"].as_f64())
+                .unwrap_or(0.0);
+        }
+    }
+    let charged = state["costUsd"].as_f64().unwrap_or(0.0);
+    assert!(
+        spent > 0.0 && (charged - spent).abs() < 1e-5,
+        "charged ${charged}, the client wrote ${spent}: {evidence}"
+    );
 }

@@ -78,6 +78,18 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         html: PathBuf,
     },
+    /// (Internal) The watchdog `ralph-ctl run` starts beside each client:
+    /// when its stdin ends without a line, the client PID is ended.
+    #[command(hide = true)]
+    Watchdog {
+        /// The client's process id.
+        #[arg(long)]
+        pid: u32,
+        /// The client's start time, in the system's units (Linux: clock
+        /// ticks since boot), so that a pid reused since is left alone.
+        #[arg(long)]
+        started: Option<u64>,
+    },
     /// Print the shell completion script for SHELL on stdout.
     #[command(
         after_help = "Example:\n  ralph-ctl completions bash > ~/.local/share/bash-completion/completions/ralph-ctl\n  ralph-ctl completions zsh > \"${fpath[1]}/_ralph-ctl\""

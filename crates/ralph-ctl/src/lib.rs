@@ -60,6 +60,14 @@ pub fn run(cli: Cli) -> i32 {
             &mut std::io::stderr(),
         ),
         Command::Reset => commands::reset::run(&paths),
+        Command::Watchdog { pid, started } => {
+            driver::watchdog::watch(
+                ralph_core::state::ProcessId { pid, started },
+                std::io::stdin(),
+                driver::watchdog::ORPHAN_GRACE,
+            );
+            Ok(ralph_core::exit_codes::OK)
+        }
         Command::Watch => commands::watch::run(&paths, &mut std::io::stdout()),
         Command::Report { html } => commands::report::run(&paths, &html, &mut std::io::stdout()),
         Command::Doctor { json } => commands::doctor::run(&paths, json, &mut std::io::stdout()),

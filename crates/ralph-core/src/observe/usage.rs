@@ -43,6 +43,11 @@ pub struct UsageReading {
     pub last_api_error: Option<ApiErrorLine>,
     /// True when the backlog was larger than [`MAX_NEW_BYTES`] and its start was skipped.
     pub skipped: bool,
+    /// The session's total cost in US dollars from the last `cost-state`
+    /// line among the new lines (2.1 writes one when a process of the
+    /// session ends, SIGTERM included): what a run that ended without its
+    /// result object cost. Only finite amounts from 0 to a million.
+    pub session_cost: Option<crate::state::Usd>,
 }
 
 /// A `{"type":"system","subtype":"api_error",…}` line: the client writes one
@@ -81,6 +86,8 @@ struct Line {
     timestamp: Option<String>,
     message: Option<Message>,
     error: Option<ApiError>,
+    #[serde(rename = "totalCostUSD")]
+    total_cost_usd: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -190,11 +197,13 @@ pub fn read_new_since(
     let previous_usage = same_file.map(|c| c.last_message_usage).unwrap_or_default();
     let mut requests = Requests::new(previous_id, previous_usage);
     let mut last_api_error = None;
+    let mut session_cost = None;
     let mut consumed = start;
     let mut visit = |line: &[u8]| {
         let is_assistant = super::bytes::contains(line, b"\"assistant\"");
         let is_api_error = super::bytes::contains(line, b"\"api_error\"");
-        if !(is_assistant || is_api_error) {
+        let is_cost = super::bytes::contains(line, b"\"cost-state\"");
+        if !(is_assistant || is_api_error || is_cost) {
             return;
         }
         let Ok(parsed) = serde_json::from_slice::<Line>(line) else {
@@ -219,6 +228,14 @@ pub fn read_new_since(
                     return;
                 }
                 requests.line(id, at, tokens);
+            }
+            (Some("cost-state"), _) => {
+                if let Some(total) = parsed
+                    .total_cost_usd
+                    .filter(|t| t.is_finite() && (0.0..=1_000_000.0).contains(t))
+                {
+                    session_cost = Some(crate::state::Usd::from_dollars(total));
+                }
             }
             (Some("system"), Some("api_error")) => {
                 let error = parsed.error;
@@ -285,6 +302,7 @@ pub fn read_new_since(
         tokens,
         last_api_error,
         skipped,
+        session_cost,
         cursor: Some(TranscriptCursor {
             path: path.to_path_buf(),
             offset: consumed,
@@ -506,6 +524,38 @@ mod tests {
             [at("2026-11-22T10:00:30Z")],
             "before the loop: not its"
         );
+    }
+
+    #[test]
+    fn the_last_cost_state_line_is_the_session_s_cost() {
+        let dir = TempDir::new();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"type":"cost-state","sessionId":"s","totalCostUSD":0.00036}"#,
+                "\n",
+                r#"{"type":"cost-state","sessionId":"s","totalCostUSD":1e300}"#,
+                "\n",
+                r#"{"type":"cost-state","sessionId":"s","totalCostUSD":-1}"#,
+                "\n",
+                r#"{"type":"cost-state","sessionId":"s","totalCostUSD":"x"}"#,
+                "\n",
+                r#"{"type":"cost-state","sessionId":"s","totalCostUSD":0.00066}"#,
+                "\n",
+                r#"{"type":"cost-state","sessionId":"s"}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+        let reading = read_new(&path, None, 0).unwrap();
+        assert_eq!(
+            reading.session_cost,
+            Some(crate::state::Usd::from_dollars(0.00066))
+        );
+        // Past the cursor only: a total already read is not seen again.
+        let again = read_new(&path, reading.cursor.as_ref(), 0).unwrap();
+        assert_eq!(again.session_cost, None);
     }
 
     #[test]

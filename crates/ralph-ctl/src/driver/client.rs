@@ -251,6 +251,11 @@ pub struct RunningClient {
     /// The client's descendants when it was last signalled: what its tool
     /// calls started, which may outlive it.
     signalled: Vec<u32>,
+    /// Ends the client if this process dies before it (see [`watchdog`]);
+    /// disarmed once the client is reaped.
+    ///
+    /// [`watchdog`]: super::watchdog
+    watchdog: Option<super::watchdog::Watchdog>,
 }
 
 impl RunningClient {
@@ -342,10 +347,26 @@ impl RunningClient {
             }
             None => None,
         };
+        // Without it the client could outlive a killed driver; a loop is
+        // not refused for that, but the person is told.
+        let watchdog = match super::watchdog::Watchdog::start(ralph_core::liveness::of_pid(
+            child.id(),
+        )) {
+            Ok(watchdog) => Some(watchdog),
+            Err(e) => {
+                crate::warn!(
+                    "ralph: warning: cannot start the client's watchdog ({e}): if this launcher is killed, \
+                     end Claude Code (pid {}) yourself",
+                    child.id()
+                );
+                None
+            }
+        };
         Ok(RunningClient {
             child,
             captured,
             signalled: Vec::new(),
+            watchdog,
         })
     }
 
@@ -394,7 +415,14 @@ impl RunningClient {
 
 impl Client for RunningClient {
     fn try_wait(&mut self) -> io::Result<Option<ClientExit>> {
-        Ok(self.child.try_wait()?.map(ClientExit::from_status))
+        let exit = self.child.try_wait()?.map(ClientExit::from_status);
+        if exit.is_some() {
+            // Reaped: nothing is left for the watchdog to end.
+            if let Some(watchdog) = self.watchdog.take() {
+                watchdog.disarm();
+            }
+        }
+        Ok(exit)
     }
 
     fn signal(&mut self, signal: Signal) {

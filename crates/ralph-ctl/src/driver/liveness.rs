@@ -65,6 +65,18 @@ pub fn reconcile(paths: &ProjectPaths) -> Result<Option<LoopState>, CtlError> {
     }
     let carriers = state.carriers.take().unwrap_or_default();
     let now = time::now_rfc3339();
+    // What the last run spent with no stop and no result to say so: its
+    // requests and tokens, and its cost where the client wrote it on its
+    // way out (a `cost-state` line: the session's total, which the loop's
+    // cost keeps up with in session mode; a fresh loop's resume goes on in
+    // that session, whose next result reports the total, so it is charged
+    // then, once).
+    if let Some(reading) = super::supervisor::unstopped_usage(&state, paths) {
+        lifecycle::take_usage(&mut state, &reading, &now);
+        if let (Some(total), false) = (reading.session_cost, state.fresh_context) {
+            state.cost_usd = state.cost_usd.max(total);
+        }
+    }
     lifecycle::interrupt(&mut state, &cause(&carriers), &now);
     lock.write(&state)?;
     let why = state.ended_because.clone().unwrap_or_default();
@@ -101,6 +113,19 @@ pub fn still_carried(state: &LoopState) -> Option<String> {
         Status::Paused => "waiting to resume",
         _ => "running",
     };
+    // The launcher gone and its client still there (held by something else
+    // than the watchdog, which ends it): that client is what to stop.
+    let driver_alive = carriers.driver.as_ref().is_some_and(liveness::is_alive);
+    if let (false, Some(client)) = (
+        driver_alive,
+        carriers.client.as_ref().filter(|c| liveness::is_alive(c)),
+    ) {
+        return Some(format!(
+            "the loop of session {} is {doing} in Claude Code (pid {}) at iteration {} of {}, whose launcher is gone; \
+             end that process first (kill {})",
+            state.session_id, client.pid, state.iteration, state.max_iterations, client.pid
+        ));
+    }
     Some(format!(
         "the loop of session {} is {doing} under ralph-ctl run{} at iteration {} of {}; stop that one first (Ctrl-C in its terminal)",
         state.session_id,
@@ -108,4 +133,36 @@ pub fn still_carried(state: &LoopState) -> Option<String> {
         state.iteration,
         state.max_iterations
     ))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loop_whose_launcher_is_gone_names_the_client_still_running() {
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_id = liveness::of_pid(gone.id());
+        gone.wait().unwrap();
+        let mut client = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut state = LoopState::new("s".into(), 5, "t".into());
+        state.iteration = 2;
+        state.carriers = Some(Carriers {
+            host: liveness::host_name(),
+            driver: Some(gone_id),
+            client: Some(liveness::of_pid(client.id())),
+        });
+        let said = still_carried(&state).expect("the client still carries it");
+        assert!(
+            said.contains(&format!("in Claude Code (pid {})", client.id()))
+                && said.contains("whose launcher is gone"),
+            "{said}"
+        );
+        let _ = client.kill();
+        let _ = client.wait();
+        assert_eq!(still_carried(&state), None, "nothing carries it now");
+    }
 }

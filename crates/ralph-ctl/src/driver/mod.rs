@@ -6,7 +6,8 @@
 //! fresh-context loop's judging and hand-over between processes ([`fresh`])
 //! and its live output ([`live`]), and the worktrees of `--worktree`
 //! ([`worktree`]), a formula's steps ([`steps`]), and the client's sandbox and the
-//! permission rules every run carries ([`sandbox`]).
+//! permission rules every run carries ([`sandbox`]), and the watchdog that
+//! ends a client whose driver died ([`watchdog`]).
 
 pub mod client;
 pub mod command;
@@ -18,4 +19,5 @@ pub mod sandbox;
 pub mod signals;
 pub mod steps;
 pub mod supervisor;
+pub mod watchdog;
 pub mod worktree;

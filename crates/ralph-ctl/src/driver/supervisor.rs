@@ -207,20 +207,24 @@ fn with_hook_news(
     cause.to_string()
 }
 
-/// The transcript of the loop's session: where its last stop read, else
-/// where the client keeps it.
+/// The transcript of the loop's session: where its last stop read when that
+/// was this session's (a fresh loop's cursor may be an earlier
+/// iteration's), else where the client keeps it.
 fn transcript_of_loop(state: &LoopState, paths: &ProjectPaths) -> Option<PathBuf> {
+    let session = std::ffi::OsStr::new(&state.session_id);
     state
         .transcript
         .as_ref()
         .map(|c| c.path.clone())
+        .filter(|p| p.file_stem() == Some(session))
+        .or_else(|| super::fresh::transcript_of(&state.session_id))
         .or_else(|| default_transcript_path(&paths.root, &state.session_id))
 }
 
 /// What the loop's transcript gained since its last stop read it, for a run
 /// that ended without a stop after its last requests (the client's own
 /// budget cap, a crash, a signal): those requests and tokens were spent too.
-fn unstopped_usage(state: &LoopState, paths: &ProjectPaths) -> Option<UsageReading> {
+pub fn unstopped_usage(state: &LoopState, paths: &ProjectPaths) -> Option<UsageReading> {
     let path = transcript_of_loop(state, paths)?;
     let since = time::epoch_secs(&state.started_at).unwrap_or(0);
     usage::read_new_since(&path, state.transcript.as_ref(), now_secs(), since).ok()

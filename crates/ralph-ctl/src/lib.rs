@@ -77,49 +77,19 @@ pub fn run(cli: Cli) -> i32 {
             clap_complete::generate(shell, &mut command, "ralph-ctl", &mut std::io::stdout());
             Ok(ralph_core::exit_codes::OK)
         }
-        Command::LoopStart {
-            task,
-            max_iterations,
-            completion_promise,
-            session,
-            report,
-            stdin,
-            hook,
-            started,
-        } if hook => {
-            // The guard first: anything but a /ralph-loop prompt is left
-            // alone, whatever stdin holds (bounded: a task past its cap is
-            // refused by size).
-            let _ = (
-                task,
-                max_iterations,
-                completion_promise,
-                session,
-                report,
-                stdin,
-                started,
-            );
-            let limit = commands::plugin::MAX_HOOK_INPUT_BYTES;
-            let mut input = Vec::new();
-            let read = std::io::Read::read_to_end(
-                &mut std::io::Read::take(std::io::stdin(), limit as u64 + 1),
-                &mut input,
-            );
-            if read.is_err() {
-                return ralph_core::exit_codes::OK;
-            }
-            let whole = input.len() <= limit;
-            return commands::plugin::loop_start_hook(
-                &input,
-                whole,
+        Command::LoopStart { hook: true, .. } => {
+            return commands::plugin::loop_start_hook_on(
+                std::io::stdin(),
                 std::env::var_os("CLAUDE_PROJECT_DIR").map(std::path::PathBuf::from),
                 std::env::var(commands::plugin::SESSION_ENV).ok(),
                 &mut std::io::stdout(),
             );
         }
         Command::LoopStart {
-            session, started, ..
-        } if started => commands::plugin::loop_started(&paths, session, &mut std::io::stdout()),
+            session,
+            started: true,
+            ..
+        } => commands::plugin::loop_started(&paths, session, &mut std::io::stdout()),
         Command::LoopStart {
             task,
             max_iterations,

@@ -262,6 +262,24 @@ struct PromptSubmit {
     cwd: Option<std::path::PathBuf>,
 }
 
+/// [`loop_start_hook`] on the hook's JSON read from `input`, at most
+/// [`MAX_HOOK_INPUT_BYTES`] of it (past that, a `/ralph-loop` line is
+/// refused by its size); input that cannot be read is left alone.
+pub fn loop_start_hook_on(
+    input: impl std::io::Read,
+    project_dir: Option<std::path::PathBuf>,
+    client_session: Option<String>,
+    out: &mut dyn Write,
+) -> i32 {
+    let mut read = Vec::new();
+    let limit = MAX_HOOK_INPUT_BYTES as u64 + 1;
+    if std::io::Read::read_to_end(&mut input.take(limit), &mut read).is_err() {
+        return exit_codes::OK;
+    }
+    let whole = read.len() <= MAX_HOOK_INPUT_BYTES;
+    loop_start_hook(&read, whole, project_dir, client_session, out)
+}
+
 /// `ralph-ctl loop-start --hook`: the plugin's `UserPromptSubmit` hook.
 /// For a prompt that is `/ralph-loop …`, starts the loop from the line as
 /// the person typed it, read from the hook's JSON (`input`; `whole` false

@@ -110,7 +110,8 @@ fn cancel_ralph_from_another_session_ends_a_running_loop_cancelled() {
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
     let state = project.status_json();
     assert_eq!(state["status"], "cancelled", "{state:#}");
-    assert!(state["iteration"].as_u64().unwrap() < 8, "{state:#}");
+    // Cancelled before its cap (how far it got depends on the machine's load).
+    assert!(state["iteration"].as_u64().unwrap() < 50, "{state:#}");
     let status = project.ctl(&["status"], &[]);
     assert!(
         status.stdout.contains("status:     cancelled"),
@@ -206,6 +207,32 @@ fn a_refused_ralph_loop_says_why_and_starts_nothing_and_other_prompts_pass() {
     assert!(project.state().is_none());
 }
 
+#[test]
+fn a_task_past_its_size_cap_is_refused_by_the_hook() {
+    // 300 KiB of task (more than one argument may hold, so on stdin): the
+    // hook refuses it, naming the cap; nothing starts, nothing is sent.
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-big");
+    let api = MockApi::start_in_order(|_, _| Reply::text("Hello."));
+    // No prompt argument: it comes on stdin.
+    let cmd = plugin_command_with(&project, client, &api, None);
+    let line = format!("/ralph-loop {}", "Fix every finding. ".repeat(16 * 1024));
+    let run = run_with_timeout(cmd, Some(line.as_bytes()), TIMEOUT);
+    assert!(
+        project.state().is_none(),
+        "no loop was started: {}",
+        run.stderr
+    );
+    assert!(api.main_requests().is_empty(), "nothing was sent");
+    let result: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_default();
+    let said = result["result"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("the Ralph loop was NOT started") && said.contains("256 KiB"),
+        "{}",
+        &said[..said.len().min(600)]
+    );
+}
+
 /// The real client with the repository as its plugin, `ralph-ctl` and
 /// `ralph-stop-hook` on its PATH, headless.
 fn plugin_command(
@@ -213,6 +240,16 @@ fn plugin_command(
     client: ClientVersion,
     api: &MockApi,
     prompt: &str,
+) -> Command {
+    plugin_command_with(project, client, api, Some(prompt))
+}
+
+/// [`plugin_command`], the prompt on stdin when `None`.
+fn plugin_command_with(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+    prompt: Option<&str>,
 ) -> Command {
     let mut cmd = project.command(client.executable());
     let mut path = vec![bins::bin_dir()];
@@ -222,9 +259,9 @@ fn plugin_command(
     cmd.env("PATH", std::env::join_paths(path).unwrap())
         .arg("--plugin-dir")
         .arg(plugin_dir())
+        .arg("-p")
+        .args(prompt)
         .args([
-            "-p",
-            prompt,
             "--output-format",
             "json",
             "--permission-mode",

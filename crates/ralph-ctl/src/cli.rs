@@ -141,8 +141,9 @@ pub enum Command {
         stdin: bool,
         /// Run as the plugin's UserPromptSubmit hook: for a prompt that is
         /// /ralph-loop …, start the loop from the line as typed, read from
-        /// the hook's JSON on stdin (never through a shell); exit 2 with the
-        /// reason when it cannot start; any other prompt is left alone.
+        /// the hook's JSON on stdin (never through a shell); when it cannot
+        /// start, answer the client's block decision with the reason. Any
+        /// other prompt is left alone; the exit code is always 0.
         #[arg(long, conflicts_with_all = ["started", "report"])]
         hook: bool,
         /// Say whether the hook started this session's loop, with its task

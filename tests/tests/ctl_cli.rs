@@ -2180,3 +2180,55 @@ fn the_readme_s_exit_code_table_names_every_exit_code() {
     defined.extend([129, 130, 143]);
     assert_eq!(in_table, defined, "README table vs exit_codes.rs");
 }
+
+#[test]
+fn the_readme_s_links_reach_their_files_and_headings() {
+    // The contents list and the docs/ links: each file exists, and each
+    // `#anchor` is a heading of its file (GitHub's rule: lower case, only
+    // letters, digits, '-', '_' and spaces kept, spaces made '-').
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let anchor = |heading: &str| -> String {
+        heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect()
+    };
+    let anchors_of = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with('#'))
+            .map(|l| anchor(l.trim_start_matches('#')))
+            .collect()
+    };
+    for file in ["README.md", "docs/security.md", "docs/testing.md"] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let here = Path::new(file).parent().unwrap().to_path_buf();
+        let mut rest = text.as_str();
+        let mut seen = 0;
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            let target = &rest[..rest.find(')').unwrap()];
+            if target.starts_with("http") {
+                continue;
+            }
+            seen += 1;
+            let (path, hash) = target.split_once('#').unwrap_or((target, ""));
+            let linked = if path.is_empty() {
+                root.join(file)
+            } else {
+                root.join(&here).join(path)
+            };
+            let linked_text = std::fs::read_to_string(&linked)
+                .unwrap_or_else(|e| panic!("{file} links to {target}: {e}"));
+            if !hash.is_empty() {
+                assert!(
+                    anchors_of(&linked_text).iter().any(|a| a == hash),
+                    "{file} links to {target}: no such heading"
+                );
+            }
+        }
+        assert!(seen > 0, "{file} has no links");
+    }
+}

@@ -546,6 +546,26 @@ pub fn processes_matching(needle: &str) -> Vec<(u32, String)> {
     found
 }
 
+/// The model requests a loop's state counted (`recentCalls`, over all its
+/// minutes): what every request served must add up to.
+pub fn counted_requests(state: &Value) -> u64 {
+    state["recentCalls"]
+        .as_array()
+        .map(|minutes| minutes.iter().filter_map(|m| m["calls"].as_u64()).sum())
+        .unwrap_or(0)
+}
+
+/// The session's total cost a transcript's last `cost-state` line gives
+/// (Claude Code 2.1 writes one when a process of the session ends).
+pub fn last_cost_state(transcript: &str) -> Option<f64> {
+    transcript
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "cost-state")
+        .find_map(|v| v["totalCostUSD"].as_f64())
+}
+
 /// The live (not zombie) processes whose process group is `pgid`, from `/proc`.
 pub fn processes_in_group(pgid: u32) -> Vec<u32> {
     let mut found = Vec::new();

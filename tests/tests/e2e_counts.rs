@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, TempProject};
+use ralph_tests::project::{counted_requests, run_with_timeout, TempProject};
 use serde_json::Value;
 
 const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
@@ -52,14 +52,6 @@ fn notified(project: &TempProject) -> Value {
         assert!(Instant::now() < deadline, "no notification: {text:?}");
         thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The requests the loop counted, over all its minutes.
-fn counted_requests(state: &Value) -> u64 {
-    state["recentCalls"]
-        .as_array()
-        .map(|minutes| minutes.iter().filter_map(|m| m["calls"].as_u64()).sum())
-        .unwrap_or(0)
 }
 
 /// The `total_cost_usd` of each result object the client printed.

@@ -24,7 +24,10 @@ use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{
     stop_hook_feedback, user_texts, MockApi, MockOptions, RecordedRequest, Reply, Usage,
 };
-use ralph_tests::project::{run_with_timeout, signal_process, wait_with_timeout, Run, TempProject};
+use ralph_tests::project::{
+    counted_requests, last_cost_state, run_with_timeout, signal_process, wait_with_timeout, Run,
+    TempProject,
+};
 use serde_json::{json, Value};
 
 const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
@@ -603,12 +606,7 @@ fn the_cost_cap_ends_the_loop_within_one_call(client: ClientVersion) {
     assert!(main.iter().all(|r| r.status == 200), "{evidence}");
     // Iteration 3's request had no stop to count it: the driver counted it
     // from the transcript once the client had exited.
-    let counted: u64 = state["recentCalls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["calls"].as_u64())
-        .sum();
+    let counted = counted_requests(&state);
     assert_eq!(counted, 3, "every request counted once: {evidence}");
     assert_eq!(
         state["usage"]["input"].as_u64(),
@@ -1103,15 +1101,9 @@ fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
     let left = project.status_json();
     assert_eq!(left["status"], "interrupted", "{left:#}");
     if !fresh {
-        let written =
-            std::fs::read_to_string(left["transcript"]["path"].as_str().expect("a transcript"))
-                .unwrap()
-                .lines()
-                .rev()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter(|v| v["type"] == "cost-state")
-                .find_map(|v| v["totalCostUSD"].as_f64())
-                .expect("the killed client wrote its cost on SIGTERM");
+        let transcript = left["transcript"]["path"].as_str().expect("a transcript");
+        let written = last_cost_state(&std::fs::read_to_string(transcript).unwrap())
+            .expect("the killed client wrote its cost on SIGTERM");
         let charged = left["costUsd"].as_f64().unwrap_or(0.0);
         assert!(
             (charged - written).abs() < 1e-5,
@@ -1131,12 +1123,7 @@ fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
     assert_eq!(run.code, Some(0), "{evidence}");
     let state = project.status_json();
     assert_eq!(state["status"], "complete", "{evidence}");
-    let counted: u64 = state["recentCalls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["calls"].as_u64())
-        .sum();
+    let counted = counted_requests(&state);
     assert_eq!(
         counted,
         main_requests(&api).len() as u64,
@@ -1151,13 +1138,7 @@ fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
     {
         for file in std::fs::read_dir(folder.path()).unwrap().flatten() {
             let text = std::fs::read_to_string(file.path()).unwrap_or_default();
-            spent += text
-                .lines()
-                .rev()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .filter(|v| v["type"] == "cost-state")
-                .find_map(|v| v["totalCostUSD"].as_f64())
-                .unwrap_or(0.0);
+            spent += last_cost_state(&text).unwrap_or(0.0);
         }
     }
     let charged = state["costUsd"].as_f64().unwrap_or(0.0);

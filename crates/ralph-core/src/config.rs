@@ -485,12 +485,14 @@ pub fn accepted_keys() -> String {
 /// What `resumePolicy` / RALPH_RESUME_POLICY accept.
 const POLICIES: &str = "conservative, aggressive or manual";
 
-/// What `maxCostUsd` / RALPH_MAX_COST_USD accept.
-fn cost_accepts() -> String {
+/// What `maxCostUsd` / RALPH_MAX_COST_USD (and the launcher's
+/// `--max-cost-usd`) accept.
+pub fn cost_accepts() -> String {
     format!("a dollar amount above 0 and at most {MAX_COST_LIMIT_USD}, such as 5 or 12.50")
 }
 
-fn validate_cost(dollars: f64) -> Option<Usd> {
+/// `dollars` as a loop's budget, when it is one ([`cost_accepts`]).
+pub fn validate_cost(dollars: f64) -> Option<Usd> {
     (dollars.is_finite() && dollars > 0.0 && dollars <= MAX_COST_LIMIT_USD)
         .then(|| Usd::from_dollars(dollars))
 }

@@ -334,13 +334,12 @@ pub enum Command {
     },
 }
 
-/// `--max-cost-usd`: a dollar amount ralph accepts as a budget.
+/// `--max-cost-usd`: a dollar amount ralph accepts as a budget (the
+/// config's own rule for `maxCostUsd`).
 fn parse_dollars(text: &str) -> Result<f64, String> {
-    let limit = ralph_core::config::MAX_COST_LIMIT_USD;
-    match text.trim().parse::<f64>() {
-        Ok(dollars) if dollars.is_finite() && dollars > 0.0 && dollars <= limit => Ok(dollars),
-        _ => Err(format!(
-            "a dollar amount above 0 and at most {limit}, such as 5 or 12.50"
-        )),
-    }
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|d| ralph_core::config::validate_cost(*d).is_some())
+        .ok_or_else(ralph_core::config::cost_accepts)
 }

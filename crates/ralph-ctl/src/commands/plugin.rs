@@ -178,18 +178,7 @@ fn apply_flag(out: &mut LoopStart, flag: &str, value: &str) -> Result<(), CtlErr
 
 fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
     let request = &parse_words(request)?;
-    let session = request
-        .session
-        .clone()
-        .or_else(|| std::env::var(SESSION_ENV).ok())
-        .filter(|s| !s.trim().is_empty())
-        .ok_or_else(|| {
-            CtlError::BadArgument(format!(
-                "cannot tell which session the loop is for: {SESSION_ENV} is not set (Claude Code 2.0 does not \
-                 give it to commands; outside Claude Code, pass --session ID); use Claude Code 2.1 or later, or \
-                 the launcher (`ralph-ctl init`, then .claude/ralph/ralph-audit.sh)"
-            ))
-        })?;
+    let session = session_of(request.session.clone())?;
     let task = request.task.join(" ").trim().to_string();
     if task.is_empty() {
         return Err(CtlError::BadArgument(
@@ -395,17 +384,23 @@ pub fn loop_started(
     )
 }
 
-fn started_text(paths: &ProjectPaths, session: Option<String>) -> Result<String, CtlError> {
-    let session = session
+/// The session a loop is bound to: `given` (`--session`), else the one
+/// Claude Code 2.1 gives the commands and hooks it runs.
+fn session_of(given: Option<String>) -> Result<String, CtlError> {
+    given
         .or_else(|| std::env::var(SESSION_ENV).ok())
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| {
             CtlError::BadArgument(format!(
                 "cannot tell which session the loop is for: {SESSION_ENV} is not set (Claude Code 2.0 does not \
-                 give it to commands or hooks); use Claude Code 2.1 or later, or the launcher (`ralph-ctl init`, \
-                 then .claude/ralph/ralph-audit.sh)"
+                 give it to commands or hooks; outside Claude Code, pass --session ID); use Claude Code 2.1 or \
+                 later, or the launcher (`ralph-ctl init`, then .claude/ralph/ralph-audit.sh)"
             ))
-        })?;
+        })
+}
+
+fn started_text(paths: &ProjectPaths, session: Option<String>) -> Result<String, CtlError> {
+    let session = session_of(session)?;
     let state = StateStore::new(paths).read()?;
     let Some(state) = state
         .filter(|s| s.session_id == session && s.status == Status::Running && s.task.is_some())

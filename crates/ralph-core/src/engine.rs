@@ -64,6 +64,10 @@ pub struct Stop {
     /// Checks a claim must pass besides the config's `verify` (a formula
     /// step's gates), run and judged the same way.
     pub extra_verify: Vec<VerifyCommand>,
+    /// Set when the config's `verify` does not gate this stop's claim (a
+    /// formula step with `verify: false`, such as a plan written before the
+    /// tests can pass): only `extra_verify` runs.
+    pub skip_project_verify: bool,
     /// The calls the client refused for lack of permission, from its own
     /// account of the run (the `-p` result's `permission_denials`): when
     /// set, it is the authority on the iteration's refusals, and the
@@ -301,6 +305,9 @@ pub fn run_stop_settled(
     };
     // The hook runs the config's own checks; the extra ones only a driver.
     let hook_verify_total = verify::total_timeout(&config.completion.verify);
+    if stop.skip_project_verify {
+        config.completion.verify.clear();
+    }
     config
         .completion
         .verify

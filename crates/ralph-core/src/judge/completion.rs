@@ -69,6 +69,9 @@ pub enum Gate {
     TestCount,
     /// No file under `protectedPaths` changed since the loop's start.
     ProtectedPaths,
+    /// The iteration's calls were not refused for lack of permission while
+    /// nothing changed (work the client would not let happen is not done).
+    Permission,
 }
 
 impl Gate {
@@ -80,6 +83,7 @@ impl Gate {
             Gate::Verification => "verification",
             Gate::TestCount => "test_count",
             Gate::ProtectedPaths => "protected_paths",
+            Gate::Permission => "permission",
         }
     }
 }
@@ -288,6 +292,30 @@ fn is_failing(tests: &str) -> bool {
         tests.to_ascii_uppercase().as_str(),
         "FAILING" | "FAILED" | "FAIL" | "FAILURE"
     )
+}
+
+/// The permission gate, when the iteration had calls refused for lack of
+/// permission: a claim made while nothing in the project changed fails it
+/// (the work the client refused is not done, whatever the message says);
+/// with changes it passes, naming the refusals. `None` without refusals.
+pub fn permission_gate(denied: &[crate::errors::Refusal], changed: bool) -> Option<GateResult> {
+    if denied.is_empty() {
+        return None;
+    }
+    let calls = crate::errors::calls_in_words(denied);
+    Some(GateResult {
+        gate: Gate::Permission,
+        passed: changed,
+        detail: if changed {
+            format!("the client refused {calls} for lack of permission, but the project changed")
+        } else {
+            format!(
+                "the client refused {calls} for lack of permission and nothing in the project changed: \
+                 the work was not done; {}",
+                crate::errors::how_to_allow(denied)
+            )
+        },
+    })
 }
 
 /// What a claim is compared with besides its own results: the loop's start.
@@ -537,7 +565,7 @@ pub fn accepted_summary(results: &[GateResult]) -> String {
             Gate::StatusBlock => "the status block says COMPLETE".to_string(),
             Gate::Verification => format!("verified: {}", gate.detail),
             Gate::TestCount => format!("test counts: {}", gate.detail),
-            Gate::ProtectedPaths => gate.detail.clone(),
+            Gate::ProtectedPaths | Gate::Permission => gate.detail.clone(),
         });
     }
     let mut text = format!("checked: {}", checked.join(", "));

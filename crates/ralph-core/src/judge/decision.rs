@@ -470,8 +470,15 @@ pub fn decide_judged(
     let mut claim_record = None;
     let mut rejected = None;
     let mut accepted_summary = String::new();
+    // The calls the client refused for lack of permission this iteration.
+    let denied = match &observed.refused_calls {
+        Some(calls) => calls.clone(),
+        None => errors::permission_denial(&observed.failing_tool_results)
+            .into_iter()
+            .collect(),
+    };
     let completed = assessment.claimed && {
-        let gates = completion::gates(
+        let mut gates = completion::gates(
             assessment,
             &observed.plan,
             &config.completion.verify,
@@ -482,6 +489,11 @@ pub fn decide_judged(
                 protected_changes: observed.protected_changes.as_deref(),
             },
         );
+        // Unknown change counts as none: the refusal is known, the work is not.
+        gates.extend(completion::permission_gate(
+            &denied,
+            observed.progress.changed == Some(true),
+        ));
         let accepted = gates.iter().all(|g| g.passed);
         claim_record = Some(ClaimOutcome {
             accepted,
@@ -518,12 +530,7 @@ pub fn decide_judged(
         output_chars: observed.message.chars().count(),
         tdd_scenario: observed.tdd_scenario.clone(),
         rejected_claim: rejected,
-        denied: match &observed.refused_calls {
-            Some(calls) => calls.clone(),
-            None => errors::permission_denial(&observed.failing_tool_results)
-                .into_iter()
-                .collect(),
-        },
+        denied,
     };
     let (mut breaker, effect) =
         breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);

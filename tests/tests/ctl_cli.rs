@@ -789,11 +789,13 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
     // Headless: the prompt goes on stdin, never on the command line.
     let args = recorded_args(&client);
     assert_eq!(
-        [&args[..5], &args[7..]].concat(),
+        [&args[..6], &args[8..]].concat(),
         [
             "-p",
+            // Readable progress is made from the client's events.
             "--output-format",
-            "json",
+            "stream-json",
+            "--verbose",
             "--session-id",
             state["sessionId"].as_str().unwrap(),
             // Nobody answers prompts in headless mode: edits are accepted.
@@ -805,8 +807,8 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
     );
     // No sandbox: the settings keep the agent off ralph's files, and it
     // may run the checks and commit.
-    assert_eq!(args[5], "--settings");
-    let settings: serde_json::Value = serde_json::from_str(&args[6]).unwrap();
+    assert_eq!(args[6], "--settings");
+    let settings: serde_json::Value = serde_json::from_str(&args[7]).unwrap();
     assert_eq!(settings.get("sandbox"), None, "{settings}");
     let deny = settings["permissions"]["deny"].to_string();
     assert!(
@@ -951,7 +953,7 @@ fn client_arguments_after_the_double_dash_pass_through_unchanged() {
     // (the last element is what follows the final separator: nothing)
     // After -p, the output format, the session, ralph's settings and the
     // permission mode.
-    assert_eq!(&recorded[9..recorded.len() - 1], odd);
+    assert_eq!(&recorded[10..recorded.len() - 1], odd);
     assert_eq!(recorded[0], "-p");
 }
 
@@ -1424,7 +1426,7 @@ fn init_writes_a_starter_formula_that_a_dry_run_shows() {
         "{text}"
     );
     // An existing formula is the person's: kept as it is.
-    std::fs::write(&file, text.replace("Plan the feature", "Plan it")).unwrap();
+    std::fs::write(&file, text.replace("Plan the task", "Plan it")).unwrap();
     project
         .ctl(&["init", "--formula", "feature"], &[])
         .assert_code(0);
@@ -1452,9 +1454,41 @@ fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
     let client = project.path("fake-claude");
     std::fs::write(&client, "#!/bin/sh\necho '2.1.330 (Claude Code)'\n").unwrap();
     std::fs::set_permissions(&client, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let env = [("RALPH_CLAUDE", client.to_str().unwrap())];
+    let env = [
+        ("RALPH_CLAUDE", client.to_str().unwrap()),
+        ("ANTHROPIC_API_KEY", "sk-test-key-for-the-doctor-check"),
+    ];
+    // A home where Claude Code never ran: its first run is still to do.
+    let fresh = project.ctl(&["doctor"], &env);
+    fresh.assert_code(1);
+    assert!(
+        fresh
+            .stdout
+            .contains("FAIL  client setup: Claude Code has never run in this home")
+            && fresh
+                .stdout
+                .contains("fix: run `claude` once in a terminal"),
+        "{}",
+        fresh.stdout
+    );
+    // What the client's first run leaves: onboarding done, the key
+    // approved, the folder trusted.
+    ralph_tests::interactive::write_first_run_config(
+        &project.home,
+        &project.root,
+        "sk-test-key-for-the-doctor-check",
+    );
     let doctor = project.ctl(&["doctor"], &env);
     doctor.assert_code(0);
+    assert!(
+        doctor.stdout.contains("ok    client setup: first run done")
+            && doctor
+                .stdout
+                .contains("logs in with the ANTHROPIC_API_KEY variable")
+            && doctor.stdout.contains("ok    folder trust"),
+        "{}",
+        doctor.stdout
+    );
     assert!(
         doctor.stdout.contains("ok    hook:") && doctor.stdout.contains("nothing is wrong"),
         "{}",
@@ -2232,5 +2266,99 @@ fn the_readme_s_links_reach_their_files_and_headings() {
             }
         }
         assert!(seen > 0, "{file} has no links");
+    }
+}
+
+#[test]
+fn a_task_becomes_prompt_md_and_the_earlier_one_is_kept() {
+    let project = TempProject::new("task-aside");
+    project.init();
+    project.write_prompt("The earlier task.\n");
+    let no_client = [("RALPH_CLAUDE", "/nonexistent/claude")];
+    let run = project.ctl(&["run", "--task", "  The new task.  "], &no_client);
+    assert_ne!(run.code, Some(0), "no client, no loop: {run:?}");
+    let prompt = std::fs::read_to_string(project.path(".claude/ralph/PROMPT.md")).unwrap();
+    assert!(
+        prompt.starts_with("# Task\n\nThe new task.\n\n## Each iteration"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("RALPH_AUDIT_COMPLETE_NO_FINDINGS"),
+        "{prompt}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path(".claude/context/runtime/PROMPT.previous.md"))
+            .unwrap(),
+        "The earlier task.\n"
+    );
+    assert!(
+        run.stdout
+            .contains("kept in .claude/context/runtime/PROMPT.previous.md"),
+        "{run:?}"
+    );
+    // No text, no task: refused before anything is written.
+    let empty = project.ctl(&["run", "--task", "  "], &no_client);
+    empty.assert_code(2);
+    assert!(
+        empty.stderr.contains("--task needs the task's text"),
+        "{empty:?}"
+    );
+    // Not with --resume or --dry-run, and --yes only with a task.
+    assert_eq!(
+        project.ctl(&["run", "--task", "x", "--resume"], &[]).code,
+        Some(2)
+    );
+    assert_eq!(project.ctl(&["run", "--yes"], &[]).code, Some(2));
+}
+
+#[test]
+fn install_sh_installs_both_binaries_with_the_arguments_given() {
+    // A `cargo` that records how it was called: the script's whole job.
+    let project = TempProject::new("install-sh");
+    let bin = project.path("fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let cargo = bin.join("cargo");
+    std::fs::write(
+        &cargo,
+        format!(
+            "#!/bin/sh\necho \"$(pwd -P)|$*\" >> {}\n",
+            project.path("cargo-calls").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = bins::workspace_root().join("install.sh");
+    let run = run_with_timeout(
+        {
+            let mut cmd = project.command(&script);
+            cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+                .args(["--root", "/opt/ralph"]);
+            cmd
+        },
+        None,
+        std::time::Duration::from_secs(30),
+    );
+    run.assert_code(0);
+    let root = bins::workspace_root().canonicalize().unwrap();
+    let calls = std::fs::read_to_string(project.path("cargo-calls")).unwrap();
+    assert_eq!(
+        calls,
+        format!(
+            "{root}|install --locked --path crates/ralph-stop-hook --root /opt/ralph\n\
+             {root}|install --locked --path crates/ralph-ctl --root /opt/ralph\n",
+            root = root.display()
+        )
+    );
+    assert!(run.stdout.contains("ralph-ctl run --task"), "{run:?}");
+    // Without cargo: says what to install.
+    let mut cmd = project.command(&script);
+    cmd.env("PATH", "/usr/bin:/bin");
+    let run = run_with_timeout(cmd, None, std::time::Duration::from_secs(30));
+    if !std::path::Path::new("/usr/bin/cargo").exists() {
+        run.assert_code(1);
+        assert!(
+            run.stderr.contains("cargo not found: install Rust"),
+            "{run:?}"
+        );
     }
 }

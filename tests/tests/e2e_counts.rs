@@ -76,7 +76,18 @@ fn a_session_loop_reports_what_the_client_spent(client: ClientVersion) {
     project.init();
     with_notify(&project);
     let api = three_iterations();
-    let run = project.run_launcher(client, &api, &[("RALPH_SANDBOX", "off")], LOOP_TIMEOUT);
+    // --json: the client's own result object on stdout, to compare with.
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args([
+        "--headless",
+        "--json",
+        "--",
+        "--permission-mode",
+        "bypassPermissions",
+    ])
+    .envs(project.client_env(client, &api))
+    .env("RALPH_SANDBOX", "off");
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
     run.assert_code(0);
     let state = project.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");
@@ -118,9 +129,15 @@ fn a_fresh_loop_reports_what_the_client_spent(client: ClientVersion) {
     with_notify(&project);
     let api = three_iterations();
     let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args(["--fresh", "--", "--permission-mode", "bypassPermissions"])
-        .envs(project.client_env(client, &api))
-        .env("RALPH_SANDBOX", "off");
+    cmd.args([
+        "--fresh",
+        "--json",
+        "--",
+        "--permission-mode",
+        "bypassPermissions",
+    ])
+    .envs(project.client_env(client, &api))
+    .env("RALPH_SANDBOX", "off");
     let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
     run.assert_code(0);
     let state = project.status_json();
@@ -128,7 +145,10 @@ fn a_fresh_loop_reports_what_the_client_spent(client: ClientVersion) {
     assert_eq!(state["iteration"], 3, "{state:#}");
     assert_eq!(api.main_requests().len(), 6, "{state:#}");
     let cost = state["costUsd"].as_f64().unwrap();
-    assert!(cost > 0.0, "{state:#}");
+    // --json: each process's own result event; ralph's total is their sum.
+    let costs = result_costs(&run.stdout);
+    assert_eq!(costs.len(), 3, "one result per process: {}", run.stdout);
+    assert_same_dollars(cost, costs.iter().sum(), "the state (all three processes)");
     let summary = notified(&project);
     assert_eq!(summary["status"], "complete", "{summary:#}");
     assert_same_dollars(

@@ -233,10 +233,12 @@ pub enum Command {
     /// 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM.
     #[command(verbatim_doc_comment)]
     #[command(
-        after_help = "Example:\n  ralph-ctl run --fresh --worktree -- --permission-mode acceptEdits\n  ralph-ctl run --formula feature"
+        after_help = "Example:\n  ralph-ctl run --task \"make the failing tests pass\" --yes --headless\n  ralph-ctl run --fresh --worktree -- --permission-mode acceptEdits\n  ralph-ctl run --formula feature"
     )]
     Run {
-        /// Run `claude -p --output-format json` (no terminal UI); the prompt goes on stdin.
+        /// Run `claude -p` (no terminal UI): the prompt goes on stdin, and
+        /// what the agent says and does is shown as readable lines (the
+        /// client's JSON with --json).
         #[arg(long)]
         headless: bool,
         /// Clear the previous loop's state first.
@@ -295,6 +297,22 @@ pub enum Command {
         /// config's maxCostUsd): the loop ends `budget_exhausted` there.
         #[arg(long, value_name = "USD", value_parser = parse_dollars, allow_negative_numbers = true)]
         max_cost_usd: Option<f64>,
+        /// Start a loop on this task: it becomes .claude/ralph/PROMPT.md's
+        /// (an earlier, different task is kept in the runtime folder), and
+        /// ralph is installed into the project first when it is not there
+        /// yet, with its test command as the completion check (asked in a
+        /// terminal; see --yes).
+        #[arg(long, value_name = "TEXT", conflicts_with_all = ["resume", "dry_run"])]
+        task: Option<String>,
+        /// With --task, where ralph is not installed yet: make the test
+        /// command found the completion check without asking.
+        #[arg(long, short = 'y', requires = "task")]
+        yes: bool,
+        /// Print the client's own output as it is (its JSON result, or its
+        /// stream-json events for fresh iterations) instead of readable
+        /// progress lines.
+        #[arg(long)]
+        json: bool,
         /// Arguments for the Claude Code client, given after `--`.
         #[arg(last = true, value_name = "CLIENT_ARGS")]
         client_args: Vec<OsString>,

@@ -55,6 +55,17 @@ pub struct Step {
     pub autofix: Option<String>,
     /// Its gates, checked on each completion claim (with the project's `verify`).
     pub gates: Vec<Gate>,
+    /// Whether the project's `verify` (config.json) also gates its claims:
+    /// `verify: false` for a step whose work comes before the tests can pass
+    /// (a plan). Never false for the last step, which decides `complete`.
+    #[serde(default = "run_project_verify")]
+    pub verify: bool,
+}
+
+/// A step runs the project's `verify` unless it says otherwise (and pins
+/// from before the key have it).
+fn run_project_verify() -> bool {
+    true
 }
 
 /// A step's gate: a command that must pass for the step to end.
@@ -178,6 +189,8 @@ struct StepFile {
     autofix: Option<String>,
     #[serde(default)]
     gates: Vec<Spanned<GateFile>>,
+    #[serde(default)]
+    verify: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
@@ -325,6 +338,8 @@ pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaErro
     let folder = file.parent().unwrap_or(Path::new("."));
     let mut seen = HashSet::new();
     let mut out = Vec::new();
+    // Where the step just read said `verify: false`.
+    let mut last_verify_line = None;
     for spanned in steps.value {
         let line = spanned.referenced.line();
         let step = spanned.value;
@@ -458,7 +473,22 @@ pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaErro
             max_iterations: step.max_iterations.map(|m| m.value),
             autofix: step.autofix.filter(|a| !a.trim().is_empty()),
             gates,
+            verify: step.verify.as_ref().is_none_or(|v| v.value),
         });
+        last_verify_line = step
+            .verify
+            .filter(|v| !v.value)
+            .map(|v| v.referenced.line());
+    }
+    if let (Some(line), Some(last)) = (last_verify_line, out.last()) {
+        return Err(invalid(
+            Some(line),
+            format!(
+                "step {:?} is the last: the run is `complete` once it passes, so the project's \
+                 verify gates it; remove its `verify: false`",
+                last.id
+            ),
+        ));
     }
     Ok(Formula {
         name: parsed
@@ -468,6 +498,28 @@ pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaErro
         file: file.to_path_buf(),
         steps: out,
     })
+}
+
+/// The gate name the starter gives the tests it runs itself: not one `init`
+/// gives a verify command, so the two never clash.
+pub const STARTER_TEST_GATE: &str = "formula-tests";
+
+/// The starter formula `init --formula NAME` writes: the template, named,
+/// and with `test_command` as its last step's gate when the project has no
+/// `verify` of its own to gate the steps (with one, the gate would only run
+/// the same tests twice).
+pub fn starter(name: &str, test_command: Option<&str>) -> String {
+    let gates = match test_command {
+        Some(command) => format!(
+            "gates:\n      - {{ name: {STARTER_TEST_GATE}, command: {}, timeoutSeconds: 600 }}",
+            serde_json::Value::from(command)
+        ),
+        None => "# The project's verify (config.json) gates this step.".to_string(),
+    };
+    crate::assets::FORMULA_TEMPLATE
+        .replace("--formula feature", &format!("--formula {name}"))
+        .replacen("name: feature", &format!("name: {name}"), 1)
+        .replace("# TEST GATES", &gates)
 }
 
 /// A model the client can be given: an alias, or a full Claude model name.
@@ -493,7 +545,7 @@ fn yaml_problem(message: &str) -> String {
     if first.contains("unknown field") {
         format!(
             "{first}; a formula has `name` and `steps`, a step `id`, `model`, `prompt` or `promptFile`, \
-             `maxIterations`, `autofix` and `gates`, a gate `name`, `command`, `timeoutSeconds` and `retries`"
+             `maxIterations`, `autofix`, `gates` and `verify`, a gate `name`, `command`, `timeoutSeconds` and `retries`"
         )
     } else {
         first.to_string()
@@ -518,10 +570,39 @@ mod tests {
         let formula = check(STARTER).unwrap();
         let models: Vec<_> = formula.steps.iter().map(|s| s.model.as_deref()).collect();
         assert_eq!(models, [Some("opus"), Some("sonnet"), Some("haiku")]);
-        assert_eq!(formula.steps[1].gates[0].retries, 3);
         assert_eq!(formula.steps[2].max_iterations, Some(5));
         let run = formula.new_run();
         assert_eq!(run.position(), "step 1/3 plan");
+        // The plan is not held to the tests; the steps after it are.
+        let verified: Vec<_> = formula.steps.iter().map(|s| s.verify).collect();
+        assert_eq!(verified, [false, true, true]);
+    }
+
+    #[test]
+    fn the_written_starter_runs_the_given_tests_or_leaves_them_to_verify() {
+        let quoted = r#"python3 -m pytest -q -k "not slow""#;
+        let formula = check(&starter("ship", Some(quoted))).unwrap();
+        assert_eq!(formula.name, "ship");
+        let gates = &formula.steps[2].gates;
+        assert_eq!(gates.len(), 1);
+        assert_eq!(gates[0].name, STARTER_TEST_GATE);
+        assert_eq!(gates[0].command, quoted, "quoted as YAML reads it back");
+        assert!(starter("ship", None).contains("--formula ship"));
+        let formula = check(&starter("ship", None)).unwrap();
+        assert!(formula.steps.iter().all(|s| s.gates.is_empty()));
+    }
+
+    #[test]
+    fn the_last_step_always_runs_the_project_s_verify() {
+        let text = "steps:\n  - id: a\n    prompt: x\n    verify: false\n  - id: b\n    prompt: y\n    verify: false\n";
+        let problem = refused(text);
+        assert!(problem.contains("line 7"), "{problem}");
+        assert!(problem.contains("step \"b\" is the last"), "{problem}");
+        let formula = check(
+            "steps:\n  - id: a\n    prompt: x\n    verify: false\n  - id: b\n    prompt: y\n",
+        )
+        .unwrap();
+        assert!(!formula.steps[0].verify && formula.steps[1].verify);
     }
 
     #[test]

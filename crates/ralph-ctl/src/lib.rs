@@ -150,6 +150,7 @@ pub fn run(cli: Cli) -> i32 {
                 yes,
                 local,
                 formula,
+                then_runs: false,
             },
         ),
         Command::Run {
@@ -167,6 +168,9 @@ pub fn run(cli: Cli) -> i32 {
             no_sandbox,
             max_iterations,
             max_cost_usd,
+            task,
+            yes,
+            json,
             client_args,
         } => {
             // The same overrides as the variables, so that the start, the
@@ -177,6 +181,12 @@ pub fn run(cli: Cli) -> i32 {
             }
             if let Some(dollars) = max_cost_usd {
                 std::env::set_var(ralph_core::config::env::MAX_COST_USD, dollars.to_string());
+            }
+            if let Some(task) = &task {
+                if let Err(e) = commands::task::prepare(&paths, task, yes, reset) {
+                    let _ = writeln!(std::io::stderr(), "ralph-ctl: {e}");
+                    return e.exit_code();
+                }
             }
             commands::run::run(
                 &paths,
@@ -196,6 +206,7 @@ pub fn run(cli: Cli) -> i32 {
                         (_, true) => Some(false),
                         _ => None,
                     },
+                    json,
                     client_args,
                 },
             )

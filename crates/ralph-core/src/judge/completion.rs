@@ -636,6 +636,25 @@ mod tests {
             assert_eq!(accepted_summary(&gates), want);
         }
     }
+
+    #[test]
+    fn refused_calls_fail_a_claim_only_when_nothing_changed() {
+        use crate::errors::Refusal;
+        assert_eq!(permission_gate(&[], false), None, "no refusal, no gate");
+        let refused = [Refusal::of_call("Write", Some("/p/notes.txt"))];
+        let failed = permission_gate(&refused, false).unwrap();
+        assert_eq!(failed.gate, Gate::Permission);
+        assert!(!failed.passed);
+        assert!(
+            failed.detail.contains("`Write(/p/notes.txt)`")
+                && failed.detail.contains("nothing in the project changed")
+                && failed.detail.contains("--permission-mode acceptEdits"),
+            "{}",
+            failed.detail
+        );
+        let passed = permission_gate(&refused, true).unwrap();
+        assert!(passed.passed, "{}", passed.detail);
+    }
     use crate::plan::PlanFile;
 
     const S: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";

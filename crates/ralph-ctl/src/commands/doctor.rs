@@ -130,12 +130,80 @@ pub fn all(paths: &ProjectPaths) -> Vec<Check> {
     }
     let (client_check, version) = client(paths);
     checks.push(client_check);
+    let setup = crate::driver::first_run::Setup::probe(&paths.root);
+    checks.push(client_setup(&setup));
+    checks.push(folder_trust(&setup));
     if let Ok(config) = &config {
         checks.push(sandbox(config, version));
     }
     checks.push(active_in_profiles());
     checks.push(state(paths));
     checks
+}
+
+/// Whether the client's questions of its first run were answered in this
+/// home (a loop cannot answer them): its config, onboarding, a login.
+fn client_setup(setup: &crate::driver::first_run::Setup) -> Check {
+    const NAME: &str = "client setup";
+    let missing = setup.missing();
+    match missing.first() {
+        Some(first) => check(
+            NAME,
+            Verdict::Fail,
+            missing
+                .iter()
+                .map(|m| m.what.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+            Some(first.fix.clone()),
+        ),
+        None => check(
+            NAME,
+            Verdict::Ok,
+            match &setup.login {
+                Some(login) => format!(
+                    "first run done ({}); logs in with {login}",
+                    setup.config_file.display()
+                ),
+                None => format!(
+                    "first run done ({}); the login is not in a file (the keychain, on macOS)",
+                    setup.config_file.display()
+                ),
+            },
+            None,
+        ),
+    }
+}
+
+/// Whether the project's folder is trusted: an interactive client asks
+/// first (headless ones do not), and a loop started before waits there.
+fn folder_trust(setup: &crate::driver::first_run::Setup) -> Check {
+    const NAME: &str = "folder trust";
+    if !setup.has_config {
+        return check(
+            NAME,
+            Verdict::Warn,
+            "not known before Claude Code's first run in this home".into(),
+            None,
+        );
+    }
+    if setup.trusted {
+        check(
+            NAME,
+            Verdict::Ok,
+            "this folder (or one above it) is trusted".into(),
+            None,
+        )
+    } else {
+        check(
+            NAME,
+            Verdict::Warn,
+            "this folder is not trusted yet: an interactive loop would start at the trust question \
+             (headless runs do not ask)"
+                .into(),
+            Some("run `claude` once in this folder and trust it".into()),
+        )
+    }
 }
 
 /// The program of a registered command line (quoted when it has spaces).

@@ -202,6 +202,8 @@ pub struct InitOptions {
     pub local: bool,
     /// `--formula NAME`: write the starter formula under that name.
     pub formula: Option<String>,
+    /// A loop starts right after (`run --task`): no "Next:" line.
+    pub then_runs: bool,
 }
 
 /// The name a verify command `init` writes gets.
@@ -210,6 +212,20 @@ const VERIFY_NAME: &str = "tests";
 /// What `.claude/context/runtime/.gitignore` holds: nothing of the loop's
 /// own state, audit log or history is ever committed.
 const RUNTIME_GITIGNORE: &str = "# ralph's loop state, audit log and history: never committed\n*\n";
+
+/// Keeps the loop's runtime folder out of git for any loop (a plugin's
+/// loop starts where `init` never ran): its `.gitignore` is written when
+/// it is missing, never over one that is there.
+pub fn ignore_runtime(paths: &ProjectPaths) -> Result<(), CtlError> {
+    let runtime = paths.runtime_dir();
+    let ignore = runtime.join(".gitignore");
+    if ignore.symlink_metadata().is_ok() {
+        return Ok(());
+    }
+    fs::create_dir_all(&runtime).map_err(CtlError::io("create", &runtime))?;
+    ralph_core::atomic::write_file(&ignore, RUNTIME_GITIGNORE.as_bytes(), 0o644)
+        .map_err(CtlError::io("write", &ignore))
+}
 
 /// The line `.claude/.gitignore` gets with `--local`.
 const LOCAL_SETTINGS_IGNORED: &str = "/settings.local.json";
@@ -433,9 +449,14 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
     );
     if let Some(name) = &options.formula {
         let path = crate::formula::file_of(paths, name)?;
-        let text = assets::FORMULA_TEMPLATE
-            .replace("--formula feature", &format!("--formula {name}"))
-            .replacen("name: feature", &format!("name: {name}"), 1);
+        // The project's verify gates the steps; without one, the tests
+        // found (if any) gate the last step.
+        let gated_by_verify = matches!(plan, VerifyPlan::Kept(_) | VerifyPlan::Write(..));
+        let found_tests = match &plan {
+            VerifyPlan::Offer(found) if !gated_by_verify => Some(found.command.as_str()),
+            _ => None,
+        };
+        let text = crate::formula::starter(name, found_tests);
         report(install(&path, &text, true, 0o644)?, &path, root);
     }
 
@@ -548,12 +569,18 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
             protected.join(", ")
         );
     }
+    let launcher = match &options.formula {
+        Some(name) => format!(".claude/ralph/ralph-audit.sh --formula {name}"),
+        None => ".claude/ralph/ralph-audit.sh".to_string(),
+    };
     let prompt_ready = prompt::read_prompt(&prompt).is_ok_and(|text| !prompt::is_template(&text));
-    if prompt_ready {
-        crate::say!("Next: run .claude/ralph/ralph-audit.sh (PROMPT.md already holds a task).");
+    if options.then_runs {
+        // `run --task` goes on with the loop itself.
+    } else if prompt_ready {
+        crate::say!("Next: run {launcher} (PROMPT.md already holds a task).");
     } else {
         crate::say!(
-            "Next: write the task into .claude/ralph/PROMPT.md (a loop refuses the template), then run .claude/ralph/ralph-audit.sh"
+            "Next: write the task into .claude/ralph/PROMPT.md (a loop refuses the template), then run {launcher}"
         );
     }
     crate::say!(

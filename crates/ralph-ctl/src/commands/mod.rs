@@ -13,6 +13,7 @@ pub mod reset;
 pub mod run;
 pub mod start;
 pub mod status;
+pub mod task;
 pub mod watch;
 
 use std::io;

@@ -238,6 +238,12 @@ pub fn loop_command_rest(prompt: &str) -> Option<&str> {
         })
 }
 
+/// Whether `prompt` is `/ralph-status` (alone, as the command takes no
+/// arguments), with or without the plugin's prefix.
+pub fn is_status_command(prompt: &str) -> bool {
+    matches!(prompt.trim(), "/ralph-status" | "/ralph:ralph-status")
+}
+
 /// The most of a `UserPromptSubmit` hook's input `--hook` reads: a task at
 /// its cap, escaped in JSON, and the other fields.
 pub const MAX_HOOK_INPUT_BYTES: usize = 8 * MAX_TASK_BYTES;
@@ -326,6 +332,28 @@ pub fn loop_start_hook(
         .as_deref()
         .is_some_and(|e| e != "UserPromptSubmit")
     {
+        return exit_codes::OK;
+    }
+    // Claude Code 2.1 shows a block's reason to the person (`-p` too);
+    // 2.0.77 drops it silently, so there the command goes on as written
+    // (the model shows the status). Only 2.1 gives the session's id.
+    if client_session.is_some() && submit.prompt.as_deref().is_some_and(is_status_command) {
+        // Answered here: no model request is spent on reading a status.
+        let Some(root) = project_dir
+            .filter(|d| !d.as_os_str().is_empty())
+            .or(submit.cwd)
+        else {
+            return exit_codes::OK;
+        };
+        let mut text = Vec::new();
+        if super::status::run(&ProjectPaths::new(root), false, &mut text).is_err() {
+            return exit_codes::OK;
+        }
+        let answer = serde_json::json!({
+            "decision": "block",
+            "reason": String::from_utf8_lossy(&text).trim_end(),
+        });
+        let _ = writeln!(out, "{answer}");
         return exit_codes::OK;
     }
     let Some(rest) = submit.prompt.as_deref().and_then(loop_command_rest) else {
@@ -655,7 +683,7 @@ mod tests {
             ("{}".to_string(), true),
             (submit("Fix the /ralph-loop command's docs."), true),
             (submit("/ralph-loopy Fix it."), true),
-            (submit("/ralph-status"), true),
+            (submit("/ralph-status please"), true),
             (
                 serde_json::json!({"hook_event_name": "Stop", "session_id": "s-1", "prompt": "/ralph-loop x"})
                     .to_string(),
@@ -665,6 +693,25 @@ mod tests {
         ] {
             assert_eq!(hook(&input, whole, dir.path(), Some("s-1")), (0, String::new()), "{input}");
         }
+        assert!(!dir.path().join(".claude").exists(), "nothing written");
+        // `/ralph-status` is answered by the hook on 2.1 (which gives the
+        // session's id): the status as the block's reason, no model turn.
+        let (code, said) = hook(&submit("/ralph-status"), true, dir.path(), Some("s-1"));
+        assert_eq!(code, 0);
+        let answer: serde_json::Value = serde_json::from_str(&said).unwrap();
+        assert_eq!(answer["decision"], "block");
+        assert!(
+            answer["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("No Ralph loop in"),
+            "{said}"
+        );
+        // 2.0.77 drops a block's reason: there the command runs as written.
+        assert_eq!(
+            hook(&submit("/ralph-status"), true, dir.path(), None),
+            (0, String::new())
+        );
         assert!(!dir.path().join(".claude").exists(), "nothing written");
     }
 

@@ -32,6 +32,10 @@ use crate::CmdResult;
 /// (interactive mode on Windows), relative to the runtime folder.
 pub const PROMPT_FILE_NAME: &str = "ralph-first-prompt.md";
 
+/// A client that fails within this long of its start, with no answer,
+/// failed at starting: the launcher looks for a first run not done.
+const FIRST_RUN_WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The launcher's options.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -59,6 +63,8 @@ pub struct RunOptions {
     pub formula: Option<String>,
     /// `--sandbox` (true) or `--no-sandbox` (false), over the config's `sandbox`.
     pub sandbox: Option<bool>,
+    /// The client's own output as it is, not readable lines (`--json`).
+    pub json: bool,
     /// Arguments for the client (given after `--`).
     pub client_args: Vec<OsString>,
 }
@@ -384,6 +390,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             ),
             extra_settings: extra_settings.as_deref(),
             fresh,
+            json: options.json,
         });
         if let PromptDelivery::File(path) = &command.delivery {
             // Private, and never written through a link planted there.
@@ -394,12 +401,12 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                 return end(paths, session, &cause, exit_codes::ERROR);
             }
         }
-        let output = if fresh {
-            Output::Readable
-        } else if headless {
+        let output = if !headless {
+            Output::Terminal
+        } else if options.json {
             Output::PassOn
         } else {
-            Output::Terminal
+            Output::Readable
         };
         let supervision = RunningClient::spawn(&command, work_root, output).map(|mut running| {
             // Best effort: a loop without its client recorded is only
@@ -503,6 +510,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                         .as_ref()
                         .map(|s| s.gates.iter().map(formula::Gate::as_verify).collect())
                         .unwrap_or_default(),
+                    skip_project_verify: step.as_ref().is_some_and(|s| !s.verify),
                     pinned_changes: formula_changes.clone(),
                 };
                 // A formula's step rules, inside the engine's stop.
@@ -591,6 +599,21 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                 worktree.shown(&paths.root),
                 worktree.branch
             ));
+        }
+        // A client that failed before its first answer may be one whose
+        // first run was never done in this home: that is the cause to name.
+        if supervision.signal.is_none()
+            && supervision.exit != client::ClientExit::Code(0)
+            && result.is_none()
+            && iteration_started.elapsed() < FIRST_RUN_WINDOW
+        {
+            for missing in crate::driver::first_run::Setup::probe(&paths.root).missing_for(headless)
+            {
+                say(&format!(
+                    "Claude Code exited at once: {}; {}",
+                    missing.what, missing.fix
+                ));
+            }
         }
         let ending = supervisor::record_client_end(
             paths,
@@ -818,6 +841,7 @@ fn dry_run(
         ),
         extra_settings: None,
         fresh,
+        json: options.json,
     });
     let mut out = std::io::stdout();
     let words: Vec<String> = std::iter::once(command.program.as_os_str())

@@ -153,6 +153,7 @@ pub fn open_loop(
     }
     let test_baseline = test_baseline(paths, config);
     let protected_files = protected_files(paths, config)?;
+    crate::commands::init::ignore_runtime(paths)?;
     let lock = store.lock(true)?;
     let now = time::now_rfc3339();
     let previous = match lock.read() {

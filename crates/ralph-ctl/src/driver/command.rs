@@ -205,6 +205,9 @@ pub struct Launch<'a> {
     /// One iteration in a fresh process: the Stop hook stays out of it (no
     /// `RALPH_ACTIVE`, no block cap); the driver judges the iteration.
     pub fresh: bool,
+    /// Headless, the client's JSON result as the person's output
+    /// (`--output-format json`), not its events shown as readable lines.
+    pub json: bool,
 }
 
 /// A client version, from `claude --version` ("2.1.330 (Claude Code)").
@@ -315,9 +318,9 @@ pub fn names_settings(client_args: &[OsString]) -> bool {
 /// its stop (the plugin's hook steps aside, see `ralph-stop-hook --plugin`).
 pub const DRIVEN_ENV: &str = "RALPH_DRIVEN";
 
-/// Builds the client command: `[leading args] -p --output-format json
-/// --session-id ID [client args]` with the prompt on stdin (headless;
-/// `stream-json --verbose` for a fresh iteration), or
+/// Builds the client command: `[leading args] -p --output-format
+/// stream-json --verbose --session-id ID [client args]` with the prompt on
+/// stdin (headless; `--output-format json` for `--json` in session mode), or
 /// `[leading args] [PROMPT] --session-id ID [client args]` (interactive).
 pub fn build(launch: &Launch) -> ClientCommand {
     let delivery = delivery(launch);
@@ -327,8 +330,8 @@ pub fn build(launch: &Launch) -> ClientCommand {
         .iter()
         .map(OsString::from)
         .collect();
-    if launch.fresh {
-        // One event per line as the iteration goes, shown live (driver::live).
+    if launch.fresh || (launch.headless && !launch.json) {
+        // One event per line as the session goes, shown live (driver::live).
         args.extend(["-p", "--output-format", "stream-json", "--verbose"].map(OsString::from));
     } else if launch.headless {
         args.extend(["-p", "--output-format", "json"].map(OsString::from));
@@ -464,6 +467,7 @@ mod tests {
             max_budget_usd: None,
             extra_settings: None,
             fresh: false,
+            json: true,
         }
     }
 

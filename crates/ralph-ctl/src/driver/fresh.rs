@@ -73,6 +73,8 @@ pub struct IterationEnd<'a> {
     pub task: Option<String>,
     /// Checks a claim must pass besides `verify` (a formula step's gates).
     pub extra_verify: Vec<ralph_core::verify::VerifyCommand>,
+    /// The project's `verify` does not gate this claim (a step's `verify: false`).
+    pub skip_project_verify: bool,
     /// The formula's file, when it now differs from the loop's pin.
     pub pinned_changes: Vec<ralph_core::pin::Changed>,
 }
@@ -97,6 +99,7 @@ pub fn judge(
         cut_off: end.cut_off,
         task: end.task,
         extra_verify: end.extra_verify,
+        skip_project_verify: end.skip_project_verify,
         permission_denials: end.result.and_then(|r| r.permission_denials.clone()),
         pinned_changes: end.pinned_changes,
         // Told once the process's cost is added (`charge`).

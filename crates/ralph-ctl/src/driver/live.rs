@@ -10,6 +10,9 @@ use serde_json::Value;
 /// The longest excerpt of a message, a tool's argument or a failure shown.
 pub const EXCERPT_CHARS: usize = 160;
 
+/// How the clients start the text a Stop hook's block gives the model.
+const STOP_HOOK_FEEDBACK: &str = "Stop hook feedback:";
+
 /// The readable lines for one line of the client's stream-json output.
 /// Events that tell the person nothing (the result, successful tool results,
 /// thinking, unknown kinds) give none; a line that is not JSON is shown as it is.
@@ -43,11 +46,22 @@ pub fn readable(line: &str) -> Vec<String> {
             })
             .collect(),
         Some("user") => blocks(&event)
-            .filter(|block| {
-                block.get("type").and_then(Value::as_str) == Some("tool_result")
-                    && block.get("is_error").and_then(Value::as_bool) == Some(true)
+            .filter_map(|block| match block.get("type").and_then(Value::as_str) {
+                Some("tool_result")
+                    if block.get("is_error").and_then(Value::as_bool) == Some(true) =>
+                {
+                    Some(format!("  ✗ tool failed: {}", excerpt(&result_text(block))))
+                }
+                // A session loop's next iteration: the Stop hook's block,
+                // as the client hands it to the model (both versions).
+                Some("text") => block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .and_then(|t| t.strip_prefix(STOP_HOOK_FEEDBACK))
+                    .and_then(|t| t.lines().map(str::trim).find(|l| !l.is_empty()))
+                    .map(|first| format!("↻ {}", excerpt(first))),
+                _ => None,
             })
-            .map(|block| format!("  ✗ tool failed: {}", excerpt(&result_text(block))))
             .collect(),
         _ => Vec::new(),
     }
@@ -151,6 +165,16 @@ mod tests {
                 "  ✗ tool failed: File not found",
             ]
         );
+    }
+
+    #[test]
+    fn a_session_loop_s_next_iteration_is_one_line() {
+        // As 2.1.330 and 2.0.77 print the Stop hook's block in stream-json.
+        let event = r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"Stop hook feedback:\n[Ralph loop: iteration 2 of 3]\nThis task is given back to you each time you stop."}]},"parent_tool_use_id":null}"#;
+        assert_eq!(readable(event), vec!["↻ [Ralph loop: iteration 2 of 3]"]);
+        // Other text the client echoes is not shown.
+        let event = r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"the task"}]}}"#;
+        assert!(readable(event).is_empty());
     }
 
     #[test]

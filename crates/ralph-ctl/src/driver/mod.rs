@@ -7,10 +7,12 @@
 //! and its live output ([`live`]), and the worktrees of `--worktree`
 //! ([`worktree`]), a formula's steps ([`steps`]), and the client's sandbox and the
 //! permission rules every run carries ([`sandbox`]), and the watchdog that
-//! ends a client whose driver died ([`watchdog`]).
+//! ends a client whose driver died ([`watchdog`]), and whether the client
+//! was set up in this home at all ([`first_run`]).
 
 pub mod client;
 pub mod command;
+pub mod first_run;
 pub mod fresh;
 pub mod live;
 pub mod liveness;

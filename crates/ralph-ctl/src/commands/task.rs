@@ -1,0 +1,131 @@
+//! `ralph-ctl run --task TEXT`: a loop from nothing in one command. Ralph
+//! is installed into the project when it is not there yet (as `init` does,
+//! with the project's test command as the completion check: asked in a
+//! terminal, taken with `--yes`), and the task becomes PROMPT.md's; `run`
+//! then starts the loop as it always does.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use ralph_core::atomic;
+use ralph_core::lifecycle;
+use ralph_core::paths::ProjectPaths;
+use ralph_core::prompt as prompt_file;
+use ralph_core::registration;
+use ralph_core::store::StateStore;
+
+use crate::assets;
+use crate::commands::{init, plugin, start};
+use crate::error::CtlError;
+
+/// Where the PROMPT.md a new task replaced is kept, in the runtime folder
+/// (git-ignored): a person's earlier task is never lost.
+pub const PREVIOUS_PROMPT: &str = "PROMPT.previous.md";
+
+/// PROMPT.md for `task`: the template, with the task in place of its
+/// placeholder paragraph and the loop's completion signal where the
+/// template names the default one.
+pub fn prompt_for(task: &str, signal: &str) -> String {
+    let template = assets::PROMPT_TEMPLATE;
+    let rest = template
+        .find("\n## ")
+        .map_or("", |at| &template[at..])
+        .replace(ralph_core::config::DEFAULT_COMPLETION_SIGNAL, signal);
+    format!("# Task\n\n{}\n{rest}", task.trim())
+}
+
+/// Gets the project ready for a loop on `task`: installs ralph when the
+/// Stop hook is not registered there, refuses while a loop is in the way
+/// (before PROMPT.md is touched: a running loop reads it), and writes the
+/// task into PROMPT.md, keeping a different earlier one aside.
+pub fn prepare(paths: &ProjectPaths, task: &str, yes: bool, reset: bool) -> Result<(), CtlError> {
+    let task = task.trim();
+    if task.is_empty() {
+        return Err(CtlError::BadArgument(
+            "--task needs the task's text, e.g. --task \"make the failing tests pass\"".into(),
+        ));
+    }
+    if task.len() > plugin::MAX_TASK_BYTES {
+        return Err(CtlError::BadArgument(format!(
+            "the task is {} bytes, more than the {} KiB --task takes: write it into \
+             .claude/ralph/PROMPT.md and run without --task",
+            task.len(),
+            plugin::MAX_TASK_BYTES / 1024
+        )));
+    }
+    let installed = registration::registered_command_in(paths)
+        .map_err(|e| CtlError::Refused(format!("{e}; fix it, or run `ralph-ctl init`")))?
+        .is_some()
+        && paths.ralph_dir().is_dir();
+    if !installed {
+        init::run(
+            paths,
+            init::InitOptions {
+                yes,
+                then_runs: true,
+                ..init::InitOptions::default()
+            },
+        )?;
+        crate::say!();
+    }
+    let (config, _) = start::pinned_config(paths)?;
+    if let Ok(Some(current)) = StateStore::new(paths).read() {
+        if let Some(refusal) = crate::driver::liveness::still_carried(&current) {
+            return Err(CtlError::Refused(refusal));
+        }
+        if !reset {
+            if let Some(refusal) =
+                lifecycle::start_refusal(Some(&current), &config, SystemTime::now())
+            {
+                return Err(CtlError::Refused(refusal.describe(&paths.root)));
+            }
+        }
+    }
+    let path = paths.resolve(&config.prompt_file);
+    let text = prompt_for(task, &config.completion_signal);
+    if let Ok(before) = prompt_file::read_prompt(&path) {
+        if before == text {
+            return Ok(());
+        }
+        if !prompt_file::is_template(&before) {
+            keep_aside(paths, &before)?;
+        }
+    }
+    atomic::write_file(&path, text.as_bytes(), 0o644).map_err(CtlError::io("write", &path))?;
+    crate::say!("Task written into {}", shown(&path, &paths.root));
+    Ok(())
+}
+
+/// Keeps the PROMPT.md a new task replaces in the runtime folder.
+fn keep_aside(paths: &ProjectPaths, before: &str) -> Result<(), CtlError> {
+    let runtime = paths.runtime_dir();
+    std::fs::create_dir_all(&runtime).map_err(CtlError::io("create", &runtime))?;
+    let aside = runtime.join(PREVIOUS_PROMPT);
+    atomic::write_file(&aside, before.as_bytes(), 0o644).map_err(CtlError::io("write", &aside))?;
+    crate::say!(
+        "The earlier task in PROMPT.md is kept in {}",
+        shown(&aside, &paths.root)
+    );
+    Ok(())
+}
+
+fn shown(path: &Path, root: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_task_takes_the_template_s_place_and_keeps_its_instructions() {
+        let text = prompt_for("  Fix the parser.\n", "ALL_DONE");
+        assert!(text.starts_with("# Task\n\nFix the parser.\n\n## Each iteration"));
+        assert!(!prompt_file::is_template(&text));
+        assert!(text.contains("`ALL_DONE`"));
+        assert!(!text.contains(ralph_core::config::DEFAULT_COMPLETION_SIGNAL));
+    }
+}

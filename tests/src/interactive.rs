@@ -508,6 +508,14 @@ pub struct InteractiveRun {
 }
 
 impl InteractiveRun {
+    /// The run for a failure message: how it ended, stderr, both screens.
+    pub fn explain(&self) -> String {
+        format!(
+            "launcher exit {:?} (client ended by {}, loop ended: {}); stderr:\n{}\nscreen at the end of the loop:\n{}\nscreen at exit:\n{}",
+            self.code, self.ended_by, self.loop_ended, self.stderr, self.loop_screen, self.screen
+        )
+    }
+
     /// Panics with the whole run unless the launcher exited with `code`.
     pub fn assert_code(&self, code: i32) -> &Self {
         assert_eq!(
@@ -572,12 +580,50 @@ impl TempProject {
         timeout: Duration,
     ) -> InteractiveRun {
         let cmd = self.launcher_command_interactive(client, api, env);
+        self.run_in_terminal(cmd, timeout, |_| None)
+    }
+
+    /// Runs `cmd` in a [`SIZE`] terminal as [`run_launcher_interactive`]
+    /// does, answering as a person would: while the loop has not ended,
+    /// `answer(screen)` may give keys to type (each question once it is on
+    /// the screen; the same screen is not answered twice in a row).
+    ///
+    /// [`run_launcher_interactive`]: TempProject::run_launcher_interactive
+    pub fn run_in_terminal(
+        &self,
+        cmd: Command,
+        timeout: Duration,
+        mut answer: impl FnMut(&str) -> Option<&'static str>,
+    ) -> InteractiveRun {
         let mut term = Terminal::spawn(cmd, SIZE, Stderr::Captured)
             .unwrap_or_else(|e| panic!("cannot start the launcher in a terminal: {e}"));
-        let loop_ended = term.wait_until(timeout, |_| {
-            self.state()
+        let ended = |project: &TempProject| {
+            project
+                .state()
                 .is_some_and(|s| s["status"].as_str().is_some_and(|st| st != "running"))
-        });
+        };
+        let deadline = Instant::now() + timeout;
+        let mut answered = String::new();
+        let mut loop_ended = false;
+        while Instant::now() < deadline {
+            if ended(self) {
+                loop_ended = true;
+                break;
+            }
+            if term.try_wait().is_some() {
+                break;
+            }
+            let screen = term.screen();
+            if screen != answered {
+                if let Some(keys) = answer(&screen) {
+                    let _ = term.type_text(keys);
+                    answered = screen;
+                }
+            }
+            thread::sleep(Duration::from_millis(25));
+        }
+        // It may have ended as the launcher exited.
+        loop_ended = loop_ended || ended(self);
         let mut ended_by = "killed";
         // The client may still be drawing the end of the turn; give it a
         // moment, as a person reading the screen would.

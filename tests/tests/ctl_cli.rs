@@ -2238,7 +2238,16 @@ fn the_readme_s_links_reach_their_files_and_headings() {
             .map(|l| anchor(l.trim_start_matches('#')))
             .collect()
     };
-    for file in ["README.md", "docs/security.md", "docs/testing.md"] {
+    let mut files = vec!["README.md".to_string(), "ARCHITECTURE.md".to_string()];
+    let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| format!("docs/{}", e.unwrap().file_name().to_string_lossy()))
+        .filter(|f| f.ends_with(".md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    for file in &files {
+        let file = file.as_str();
         let text = std::fs::read_to_string(root.join(file)).unwrap();
         let here = Path::new(file).parent().unwrap().to_path_buf();
         let mut rest = text.as_str();
@@ -2265,7 +2274,7 @@ fn the_readme_s_links_reach_their_files_and_headings() {
                 );
             }
         }
-        assert!(seen > 0, "{file} has no links");
+        assert!(seen > 0 || file != "README.md", "{file} has no links");
     }
 }
 

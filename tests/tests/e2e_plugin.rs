@@ -315,3 +315,76 @@ fn a_loop_above_the_client_s_block_cap_says_so_and_its_session_s_end_is_recorded
     );
     assert!(state["iteration"].as_u64().unwrap() < 20, "{state:#}");
 }
+
+#[test]
+fn a_headless_loop_whose_edits_are_all_refused_is_not_complete() {
+    // `claude -p` with no permission mode: every edit is refused, nobody
+    // can grant it. The agent claims done anyway; nothing changed, so the
+    // claim fails, and the refusals end the loop, naming the mode to use.
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-refused");
+    let notes = project.path("notes.txt").display().to_string();
+    let api = MockApi::start_in_order(move |turn, _| match turn % 2 {
+        0 => Reply::write(notes.clone(), "the notes\n"),
+        _ => Reply::text("Wrote the notes.\nDONE"),
+    });
+    let mut cmd = project.command(client.executable());
+    let mut path = vec![bins::bin_dir()];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    cmd.env("PATH", std::env::join_paths(path).unwrap())
+        .arg("--plugin-dir")
+        .arg(plugin_dir())
+        .args([
+            "-p",
+            "/ralph-loop Write the notes into notes.txt. --max-iterations 6 --completion-promise DONE",
+            "--output-format",
+            "json",
+        ])
+        .envs(project.client_env(client, &api));
+    let run = run_with_timeout(cmd, None, TIMEOUT);
+    let state = project.status_json();
+    assert!(!project.path("notes.txt").exists(), "{run:?}");
+    assert_ne!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["status"], "circuit_open", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    let claim = &state["lastClaim"];
+    assert_eq!(claim["accepted"], false, "{state:#}");
+    let because = state["endedBecause"].as_str().unwrap_or_default();
+    assert!(
+        because.contains("for lack of permission")
+            && because.contains("--permission-mode acceptEdits"),
+        "{because}"
+    );
+    // The first rejection told the agent why, with the refused call.
+    let fed = stop_hook_feedback(&api.main_requests()[2].body).join("\n");
+    assert!(
+        fed.contains("permission gate") && fed.contains("nothing in the project changed"),
+        "{fed}"
+    );
+    // The loop's runtime folder stays out of git, as for launcher loops.
+    let status = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=all"])
+        .current_dir(&project.root)
+        .output()
+        .unwrap();
+    let untracked = String::from_utf8_lossy(&status.stdout);
+    assert!(!untracked.contains(".claude/"), "{untracked}");
+}
+
+#[test]
+fn ralph_status_is_answered_without_a_model_request_on_2_1() {
+    // 2.1 shows the hook's block reason: the status, and no request spent.
+    let project = TempProject::new("plugin-status");
+    project.init();
+    let api = MockApi::start_in_order(|_, _| Reply::text("Hello."));
+    let run = plugin_session(&project, ClientVersion::V2_1_330, &api, "/ralph-status");
+    assert!(api.main_requests().is_empty(), "{run:?}");
+    let result: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let said = result["result"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("No Ralph loop in") && said.contains("no state file"),
+        "the status, as ralph-ctl status says it: {run:?}"
+    );
+}

@@ -979,14 +979,17 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_lists_every_signal() {
-        let readme = include_str!("../../../../README.md");
+    fn the_docs_list_every_signal() {
+        let readme = include_str!("../../../../docs/completion.md");
         for spec in SIGNALS {
             let row = format!(
                 "`{}` / `{}` | {}",
                 spec.config_key, spec.env_var, spec.default
             );
-            assert!(readme.contains(&row), "README breaker table lacks {row}");
+            assert!(
+                readme.contains(&row),
+                "docs/completion.md breaker table lacks {row}"
+            );
             assert!(
                 readme.contains(&format!("| {} |", spec.label)),
                 "{}",

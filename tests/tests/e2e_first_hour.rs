@@ -1,0 +1,370 @@
+//! End-to-end, a person's first hour with ralph, on the real clients
+//! against the scripted Messages API mock: one command with a task starts a
+//! checked loop in a project where ralph is not installed yet; a headless
+//! loop shows readable progress (no raw JSON) and keeps to
+//! `--max-iterations`; the starter formula `init --formula` writes runs to
+//! `complete` in a Python project; an interactive client that exits at once
+//! in a home where it never ran is named as the cause; and the README's
+//! quick start runs as written.
+//!
+//! Run one scenario alone with e.g.
+//! `tests/run.sh -p ralph-tests --test e2e_first_hour v2_1_330::a_task_starts_a_checked_loop_in_a_bare_project`.
+
+use std::time::Duration;
+
+use ralph_tests::bins;
+use ralph_tests::client::ClientVersion;
+use ralph_tests::interactive::{Stderr, Terminal, SIZE};
+use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::project::{run_with_timeout, TempProject};
+use serde_json::Value;
+
+const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+const LOOP_TIMEOUT: Duration = Duration::from_secs(150);
+
+ralph_tests::on_both_clients!(
+    a_task_starts_a_checked_loop_in_a_bare_project,
+    a_headless_loop_shows_progress_and_keeps_to_its_cap,
+    the_starter_formula_runs_to_complete_in_a_python_project,
+    an_interactive_client_that_never_ran_here_is_named_as_the_cause,
+    the_quick_start_runs_as_written,
+);
+
+/// A Python project whose one test fails: `add` subtracts.
+fn python_project(name: &str) -> TempProject {
+    let project = TempProject::new(name);
+    std::fs::write(
+        project.path("calc.py"),
+        "def add(a, b):\n    return a - b\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.path("test_calc.py"),
+        "import unittest\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n",
+    )
+    .unwrap();
+    project
+}
+
+const FIXED: &str = "def add(a, b):\n    return a + b\n";
+/// The agent's fix (a shell edit: 2.0.77 writes a file only once it was read).
+const FIX: &str = "sed -i 's/a - b/a + b/' calc.py";
+
+/// The lines of `stdout` that are JSON objects: the client's own output.
+fn json_lines(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l.trim()).is_ok_and(|v| v.is_object()))
+        .collect()
+}
+
+fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
+    let project = python_project("task");
+    assert!(!project.path(".claude").exists());
+    let api = MockApi::start(move |turn, _| match turn {
+        // Claims before the fix: the tests fail, the claim goes back.
+        0 => Reply::text(format!("Done.\n{SIGNAL}")),
+        1 => Reply::bash(FIX),
+        _ => Reply::text(format!("Fixed add(); the tests pass.\n{SIGNAL}")),
+    });
+    let task = "Fix add() in calc.py so that the tests pass.";
+    let mut cmd = project.command(bins::ctl());
+    cmd.args(["run", "--task", task, "--yes", "--headless"])
+        .envs(project.client_env(client, &api));
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    run.assert_code(0);
+    // Installed, with the project's tests as the check, and the task as PROMPT.md.
+    assert!(
+        run.stdout
+            .contains("Completion check: `python3 -m unittest`"),
+        "{}",
+        run.stdout
+    );
+    let prompt = std::fs::read_to_string(project.path(".claude/ralph/PROMPT.md")).unwrap();
+    assert!(
+        prompt.starts_with(&format!("# Task\n\n{task}\n")),
+        "{prompt}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    assert_eq!(state["history"][0]["decision"], "block", "{state:#}");
+    assert_eq!(state["lastClaim"]["accepted"], true, "{state:#}");
+    assert_eq!(
+        state["lastClaim"]["verification"][0]["command"], "python3 -m unittest",
+        "{state:#}"
+    );
+    let first = user_texts(&api.main_requests()[0].body).join("\n");
+    assert!(first.contains(task), "{first}");
+    assert_eq!(
+        std::fs::read_to_string(project.path("calc.py")).unwrap(),
+        FIXED
+    );
+    // A task is no dry run: a dry run changes nothing.
+    let again = project.ctl(&["run", "--task", "Now add a docstring.", "--dry-run"], &[]);
+    assert_eq!(
+        again.code,
+        Some(2),
+        "--task with --dry-run is refused: {again:?}"
+    );
+}
+
+fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
+    let project = TempProject::new("progress");
+    project.init();
+    let api = MockApi::start(|turn, _| match turn % 2 {
+        0 => Reply::bash(format!("echo step {turn} >> work.log")),
+        _ => Reply::text(format!("Still working (turn {turn}).")),
+    });
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args(["--headless", "--max-iterations", "3"])
+        .envs(project.client_env(client, &api));
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    run.assert_code(10);
+    let state = project.status_json();
+    assert_eq!(state["status"], "max_iterations", "{state:#}");
+    assert_eq!(state["iteration"], 3, "{state:#}");
+    assert_eq!(state["maxIterations"], 3, "{state:#}");
+    assert_eq!(
+        api.main_requests().len(),
+        6,
+        "three iterations of two requests"
+    );
+    assert!(
+        json_lines(&run.stdout).is_empty(),
+        "no raw JSON on stdout:\n{}",
+        run.stdout
+    );
+    let says = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("says: Still working"))
+        .count();
+    let calls = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("→ Bash: echo step"))
+        .count();
+    assert_eq!(
+        (says, calls),
+        (3, 3),
+        "one line per message and call:\n{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("↻ [Ralph loop: iteration 2 of 3]")
+            && run.stdout.contains("↻ [Ralph loop: iteration 3 of 3]"),
+        "each iteration is announced:\n{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("max_iterations"),
+        "one closing line:\n{}",
+        run.stderr
+    );
+    // --json: the client's own result object, as before.
+    let _ = project.ctl(&["reset"], &[]);
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args(["--headless", "--json", "--max-iterations", "1"])
+        .envs(project.client_env(client, &api));
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    run.assert_code(10);
+    let objects = json_lines(&run.stdout);
+    assert_eq!(objects.len(), 1, "{}", run.stdout);
+    assert!(objects[0].contains("\"type\":\"result\""), "{}", objects[0]);
+}
+
+fn the_starter_formula_runs_to_complete_in_a_python_project(client: ClientVersion) {
+    let project = python_project("starter-formula");
+    let init = project.ctl(&["init", "--formula", "ship", "--yes"], &[]);
+    init.assert_code(0);
+    assert!(
+        init.stdout
+            .contains(".claude/ralph/ralph-audit.sh --formula ship"),
+        "init names the command: {}",
+        init.stdout
+    );
+    project.write_prompt("Fix add() in calc.py so that the tests pass.\n");
+    let plan = project.path("PLAN.md").display().to_string();
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        // plan: written while the tests still fail, and not held to them.
+        0 => Reply::write(plan.clone(), "- [x] make add() add\n"),
+        1 => Reply::text(format!("Planned.\n{SIGNAL}")),
+        // implement: the fix, then the claim the tests now back.
+        2 => Reply::bash(FIX),
+        3 => Reply::text(format!("Implemented.\n{SIGNAL}")),
+        // test
+        _ => Reply::text(format!("The tests pass.\n{SIGNAL}")),
+    });
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args(["--formula", "ship"])
+        .envs(project.client_env(client, &api));
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 3, "{state:#}");
+    assert_eq!(api.main_requests().len(), 5, "{state:#}");
+    let steps: Vec<&str> = state["formula"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(steps, ["plan", "implement", "test"]);
+    assert_eq!(
+        state["lastClaim"]["verification"][0]["command"], "python3 -m unittest",
+        "{state:#}"
+    );
+}
+
+fn an_interactive_client_that_never_ran_here_is_named_as_the_cause(client: ClientVersion) {
+    // A home where Claude Code never ran: no ~/.claude.json. Both clients
+    // then exit 1 at once (they cannot reach the public API host here).
+    let project = TempProject::new("first-run");
+    project.init();
+    let api = MockApi::start(|_, _| Reply::text("never asked"));
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.env("TERM", "xterm-256color")
+        .env("npm_config_registry", format!("{}/", api.base_url()))
+        .env("npm_config_offline", "true")
+        .envs(project.client_env(client, &api));
+    let mut term = Terminal::spawn(cmd, SIZE, Stderr::Captured).unwrap();
+    let exited = term.wait(Duration::from_secs(60)).is_some();
+    let run = term.finish(Duration::from_millis(100));
+    assert!(exited, "the client waited: {}", run.screen);
+    assert!(
+        // The clients write their config at start: the screens are what is missing.
+        run.stderr.contains(
+            "Claude Code exited at once: Claude Code's first-run screens were not completed"
+        ) && run.stderr.contains("run `claude` once in a terminal"),
+        "{}\nscreen:\n{}",
+        run.stderr,
+        run.screen
+    );
+    assert!(api.main_requests().is_empty());
+}
+
+/// The shell lines of the README's quick start, comments dropped.
+fn quick_start_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(bins::workspace_root().join("README.md")).unwrap();
+    let section = readme
+        .split("\n## Quick start\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("a Quick start section");
+    let mut commands = Vec::new();
+    let mut in_block = false;
+    for line in section.lines() {
+        if line.starts_with("```") {
+            in_block = !in_block && line.starts_with("```sh");
+            continue;
+        }
+        if in_block {
+            let command = line.split(" #").next().unwrap_or_default().trim();
+            if !command.is_empty() {
+                commands.push(command.to_string());
+            }
+        }
+    }
+    commands
+}
+
+fn the_quick_start_runs_as_written(client: ClientVersion) {
+    // Each command of the README's quick start, in order, as a person on
+    // a fresh project would run it: the loop in the client's terminal UI,
+    // the person answering the questions on the screen.
+    let commands = quick_start_commands();
+    assert!(commands.len() >= 4, "{commands:?}");
+    let project = TempProject::new("quick-start");
+    std::fs::create_dir_all(project.path("tests")).unwrap();
+    std::fs::write(project.path("tests/__init__.py"), "").unwrap();
+    std::fs::write(
+        project.path("parse_list.py"),
+        "def parse(text):\n    return text.split(\",\")[0]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.path("tests/test_parser.py"),
+        "import unittest\nfrom parse_list import parse\n\n\nclass ParseTest(unittest.TestCase):\n    def test_parse(self):\n        self.assertEqual(parse(\"a,b\"), [\"a\", \"b\"])\n",
+    )
+    .unwrap();
+    let api = MockApi::start(|turn, _| match turn {
+        0 => Reply::bash("sed -i 's/)\\[0\\]/)/' parse_list.py"),
+        _ => Reply::text(format!("The tests pass.\n{SIGNAL}")),
+    });
+    let key = project
+        .client_env(client, &api)
+        .into_iter()
+        .find(|(k, _)| k == "ANTHROPIC_API_KEY")
+        .map(|(_, v)| v)
+        .unwrap();
+    // What running `claude` once by hand leaves (the quick start asks for it).
+    ralph_tests::interactive::write_first_run_config(&project.home, &project.root, &key);
+    let path = format!(
+        "{}:{}",
+        bins::bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let shell = |command: &str| {
+        let mut cmd = project.command("sh");
+        cmd.args(["-c", command])
+            .env("PATH", &path)
+            .env("TERM", "xterm-256color")
+            .env("npm_config_registry", format!("{}/", api.base_url()))
+            .env("npm_config_offline", "true")
+            .envs(project.client_env(client, &api));
+        cmd
+    };
+    let mut ran = Vec::new();
+    for command in &commands {
+        let line = command.as_str();
+        if line.starts_with("cargo install") {
+            // Needs the network: the install is install.sh's test's.
+            assert!(
+                line.contains("ralph-ctl") && line.contains("ralph-stop-hook"),
+                "{line}"
+            );
+        } else if line == "cd your-project" {
+            // The commands run in the project.
+        } else if line.starts_with("ralph-ctl run --task") {
+            let run = project.run_in_terminal(shell(line), LOOP_TIMEOUT, |screen| {
+                if screen.contains("[Y/n]") {
+                    Some("\r") // init's question: the tests as the check
+                } else if screen.contains("Do you want to") {
+                    // The client's permission prompt (2.1.330 "proceed?",
+                    // 2.0.77 "make this edit to …?"): yes, the default.
+                    Some("\r")
+                } else {
+                    None
+                }
+            });
+            assert!(run.loop_ended, "{}", run.explain());
+            let state = project.status_json();
+            assert_eq!(state["status"], "complete", "{state:#}\n{}", run.explain());
+            assert_eq!(
+                state["lastClaim"]["verification"][0]["command"],
+                "python3 -m unittest discover -s tests",
+                "{state:#}"
+            );
+        } else if line.starts_with("ralph-ctl status") || line.starts_with("ralph-ctl doctor") {
+            let run = run_with_timeout(shell(line), None, Duration::from_secs(60));
+            run.assert_code(0);
+            if line.starts_with("ralph-ctl status") {
+                assert!(run.stdout.contains("complete"), "{run:?}");
+            }
+        } else {
+            panic!("the quick start shows `{line}`, which this test does not run: add it here");
+        }
+        ran.push(line);
+    }
+    assert!(
+        ran.iter().any(|l| l.starts_with("ralph-ctl run --task")),
+        "{ran:?}"
+    );
+}

@@ -208,7 +208,9 @@ else
 fi
 
 # `check NAME INPUT WANT`: one run must exit 0, print nothing on stderr, and
-# block (WANT=block) or print nothing at all (WANT=nothing).
+# make the session go on (WANT=block: a block, or for an input with
+# last_assistant_message the 2.1 form, additionalContext) or print nothing
+# at all (WANT=nothing).
 check() {
   local name=$1 input=$2 want=$3 out err code=0
   if [ "$want" = block ]; then
@@ -218,7 +220,7 @@ check() {
   fi
   err=$(cat "$work/err")
   if [ "$code" -ne 0 ] || [ -n "$err" ] ||
-    { [ "$want" = block ] && [[ $out != '{"decision":"block"'* ]]; } ||
+    { [ "$want" = block ] && [[ $out != '{"decision":"block"'* && $out != '{"hookSpecificOutput":{"additionalContext"'* ]]; } ||
     { [ "$want" = nothing ] && [ -n "$out" ]; }; then
     die "$name: the hook did not $want (exit $code); stdout: ${out:0:200}; stderr: $err"
   fi

@@ -187,6 +187,18 @@ impl<'a, B> Cli<'a, B> {
     }
 }
 
+/// The text of a Stop hook answer that makes the session go on: the
+/// `reason` of a block, or the `additionalContext` of 2.1's form.
+pub fn go_on_text(answer: &Value) -> Option<&str> {
+    if answer["decision"] == "block" {
+        return answer["reason"].as_str();
+    }
+    if answer["hookSpecificOutput"]["hookEventName"] == "Stop" {
+        return answer["hookSpecificOutput"]["additionalContext"].as_str();
+    }
+    None
+}
+
 impl Run {
     /// Panics with the whole run unless it exited 0 with nothing on stdout,
     /// or only a `systemMessage` (the stop ended the loop): the hook let the
@@ -225,13 +237,19 @@ impl Run {
         self
     }
 
-    /// The hook's block answer: panics unless it exited 0 with
-    /// `{"decision":"block", …}` (never with `continue` beside it) on stdout.
+    /// The hook's answer that the loop goes on: panics unless it exited 0
+    /// with `{"decision":"block", "reason": …}` (to a client that sent no
+    /// `last_assistant_message`, 2.0) or `{"hookSpecificOutput":
+    /// {"hookEventName":"Stop", "additionalContext": …}}` (2.1 and later),
+    /// never with `continue` beside it, on stdout.
     pub fn block_answer(&self) -> Value {
         assert_eq!(self.code, Some(0), "{self:?}");
         let answer: Value = serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"));
-        assert_eq!(answer["decision"], "block", "{answer}");
+        let blocks = answer["decision"] == "block" && answer["reason"].is_string();
+        let context = answer["hookSpecificOutput"]["hookEventName"] == "Stop"
+            && answer["hookSpecificOutput"]["additionalContext"].is_string();
+        assert!(blocks != context, "one way to go on: {answer}");
         assert!(
             answer.get("continue").is_none(),
             "never send continue beside block: {answer}"
@@ -239,12 +257,14 @@ impl Run {
         answer
     }
 
-    /// The `reason` of the hook's block answer (what the agent is sent next).
+    /// The text the hook's answer gives the agent next (`reason` or
+    /// `additionalContext`).
     pub fn block_reason(&self) -> String {
         let answer = self.block_answer();
         answer["reason"]
             .as_str()
-            .unwrap_or_else(|| panic!("the block has a string reason: {answer}"))
+            .or_else(|| answer["hookSpecificOutput"]["additionalContext"].as_str())
+            .unwrap_or_else(|| panic!("the answer has the text: {answer}"))
             .to_string()
     }
 

@@ -395,16 +395,28 @@ pub fn message_texts(body: &Value, role: &str) -> Vec<String> {
     out
 }
 
-/// The reasons of every Stop hook block fed back in a request body, oldest
-/// first: the user messages `"Stop hook feedback:\n<reason>"` that both
-/// client versions (2.0.77, 2.1.330) send after a block.
+/// The texts every Stop hook answer that continued the session fed back in
+/// a request body, oldest first: the user messages `"Stop hook
+/// feedback:\n<reason>"` that both client versions send after a block, and
+/// the `<system-reminder>` 2.1.330 sends for a Stop hook's
+/// `additionalContext` (`"Stop hook additional context: <text>"`).
 pub fn stop_hook_feedback(body: &Value) -> Vec<String> {
     user_texts(body)
         .iter()
-        .filter_map(|t| t.strip_prefix(STOP_HOOK_FEEDBACK_PREFIX))
+        .filter_map(|t| {
+            t.strip_prefix(STOP_HOOK_FEEDBACK_PREFIX).or_else(|| {
+                t.strip_prefix(STOP_HOOK_CONTEXT_PREFIX)
+                    .and_then(|rest| rest.strip_suffix(STOP_HOOK_CONTEXT_SUFFIX))
+            })
+        })
         .map(str::to_string)
         .collect()
 }
+
+/// How 2.1.330 wraps a Stop hook's `additionalContext` for the model.
+pub const STOP_HOOK_CONTEXT_PREFIX: &str = "<system-reminder>\nStop hook additional context: ";
+/// The end of that wrapping.
+pub const STOP_HOOK_CONTEXT_SUFFIX: &str = "\n</system-reminder>";
 
 /// How the client prefixes a Stop hook's block reason in the user message it
 /// sends to the model.
@@ -1526,13 +1538,19 @@ mod tests {
                 { "role": "user", "content": "Stop hook feedback:\nContinue: re-injected 1" },
                 { "role": "system", "content": "Stop hook blocking error from command: \"/h.sh\": Continue: re-injected 1" },
                 { "role": "assistant", "content": [{ "type": "text", "text": "turn 1" }] },
-                { "role": "user", "content": [{ "type": "text", "text": "Stop hook feedback:\nContinue: re-injected 2" }] }
+                { "role": "user", "content": [{ "type": "text", "text": "Stop hook feedback:\nContinue: re-injected 2" }] },
+                { "role": "assistant", "content": [{ "type": "text", "text": "turn 2" }] },
+                { "role": "user", "content": [{ "type": "text", "text": "<system-reminder>\nStop hook additional context: Continue: 3\nline two\n</system-reminder>" }] }
             ]
         });
         assert_eq!(
             stop_hook_feedback(&body),
-            ["Continue: re-injected 1", "Continue: re-injected 2"]
+            [
+                "Continue: re-injected 1",
+                "Continue: re-injected 2",
+                "Continue: 3\nline two"
+            ]
         );
-        assert_eq!(assistant_turns(&body), 2);
+        assert_eq!(assistant_turns(&body), 3);
     }
 }

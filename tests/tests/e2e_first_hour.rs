@@ -30,22 +30,6 @@ ralph_tests::on_both_clients!(
     the_quick_start_runs_as_written,
 );
 
-/// A Python project whose one test fails: `add` subtracts.
-fn python_project(name: &str) -> TempProject {
-    let project = TempProject::new(name);
-    std::fs::write(
-        project.path("calc.py"),
-        "def add(a, b):\n    return a - b\n",
-    )
-    .unwrap();
-    std::fs::write(
-        project.path("test_calc.py"),
-        "import unittest\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n",
-    )
-    .unwrap();
-    project
-}
-
 const FIXED: &str = "def add(a, b):\n    return a + b\n";
 /// The agent's fix (a shell edit: 2.0.77 writes a file only once it was read).
 const FIX: &str = "sed -i 's/a - b/a + b/' calc.py";
@@ -59,7 +43,7 @@ fn json_lines(stdout: &str) -> Vec<&str> {
 }
 
 fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
-    let project = python_project("task");
+    let project = TempProject::python_with_a_failing_test("task");
     assert!(!project.path(".claude").exists());
     let api = MockApi::start(move |turn, _| match turn {
         // Claims before the fix: the tests fail, the claim goes back.
@@ -152,8 +136,7 @@ fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
         run.stdout
     );
     assert!(
-        run.stdout.contains("↻ [Ralph loop: iteration 2 of 3]")
-            && run.stdout.contains("↻ [Ralph loop: iteration 3 of 3]"),
+        run.stdout.contains("↻ iteration 2 of 3") && run.stdout.contains("↻ iteration 3 of 3"),
         "each iteration is announced:\n{}",
         run.stdout
     );
@@ -180,7 +163,7 @@ fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
 }
 
 fn the_starter_formula_runs_to_complete_in_a_python_project(client: ClientVersion) {
-    let project = python_project("starter-formula");
+    let project = TempProject::python_with_a_failing_test("starter-formula");
     let init = project.ctl(&["init", "--formula", "ship", "--yes"], &[]);
     init.assert_code(0);
     assert!(

@@ -97,6 +97,22 @@ fn completes_on_signal(client: ClientVersion) {
         "the screen never said the loop ended; {why}\nall text:\n{}",
         run.text
     );
+    // Each iteration reads as the loop going on, not as a failing hook:
+    // 2.1.330 shows a block as "Stop hook reported a problem" with a
+    // "stop hook problem" footer; the context form it gets instead shows
+    // as "Stop hook says: …".
+    if client == ClientVersion::V2_1_330 {
+        assert!(
+            !flat.contains("Stop hook reported a problem") && !flat.contains("stop hook problem"),
+            "an iteration read as a problem; all text:\n{}",
+            run.text
+        );
+        assert!(
+            flat.contains("Stop hook says: [Ralph loop: iteration 2 of 25]"),
+            "{}",
+            run.text
+        );
+    }
     run.assert_code(0);
     assert!(
         run.stderr

@@ -364,14 +364,20 @@ fn a_stretch_of_529s_is_waited_out_in_the_same_session(client: ClientVersion) {
     let texts = serde_json::to_string(&last["messages"]).unwrap();
     assert!(texts.contains("Finished step 1."), "{evidence}");
     assert!(texts.contains("Finished step 2."), "{evidence}");
-    // Iteration 2's text came once from the hook and once more with each
-    // resume; iteration 3's once.
+    // Iteration 2's text came from the hook and once more with each resume;
+    // iteration 3's once. 2.1.330 got the hook's text as additionalContext,
+    // which it does not carry into a resumed conversation (a block's
+    // feedback message it does): there only the resumes' copies remain.
     let mut headers = iteration_headers(last);
     let twos = headers.iter().filter(|&&n| n == 2).count();
-    assert_eq!(twos, 1 + resumes, "{headers:?}\n{evidence}");
+    let (from_hook, fed_back) = match client {
+        ClientVersion::V2_1_330 => (0, 1),
+        ClientVersion::V2_0_77 => (1, 2),
+    };
+    assert_eq!(twos, from_hook + resumes, "{headers:?}\n{evidence}");
     headers.dedup();
     assert_eq!(headers, [1, 2, 3], "{evidence}");
-    assert_eq!(stop_hook_feedback(last).len(), 2, "{evidence}");
+    assert_eq!(stop_hook_feedback(last).len(), fed_back, "{evidence}");
 }
 
 /// A 429 of a subscription's limit that resets at `reset` (Unix seconds),

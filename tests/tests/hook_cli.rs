@@ -172,6 +172,82 @@ fn real_inputs_block_and_count_iterations() {
 }
 
 #[test]
+fn each_client_gets_the_answer_it_shows_as_the_loop_going_on() {
+    // 2.1.330 (which sends last_assistant_message and names itself in
+    // AI_AGENT) goes on with the context form, shown as "Stop hook says: …"
+    // rather than as a problem; 2.0 (neither) only knows the block.
+    const AGENT: &str = "claude-code_2-1-330_harness";
+    let project = looping(25);
+    let newer = Hook::new(&project)
+        .env("AI_AGENT", AGENT)
+        .json(&input(
+            &project,
+            "stop-input-first.json",
+            Some("Working on it."),
+        ))
+        .run();
+    let answer = newer.json();
+    assert_eq!(answer.get("decision"), None, "{answer}");
+    assert_eq!(
+        answer["hookSpecificOutput"]["hookEventName"], "Stop",
+        "{answer}"
+    );
+    let context = answer["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        context.starts_with("[Ralph loop: iteration 2 of 25]"),
+        "{context}"
+    );
+    assert!(
+        context.contains("Do the task."),
+        "the whole task: {context}"
+    );
+    assert_eq!(answer["systemMessage"], "Ralph iteration 2/25");
+    // 2.0's input: no last_assistant_message; the message is read from the transcript.
+    let mut old_input = input(&project, "stop-input-after-block.json", None);
+    old_input["transcript_path"] = json!(project.transcript_ending_with("Still working."));
+    let older = Hook::new(&project).json(&old_input).run();
+    let answer = older.json();
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert!(answer["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("[Ralph loop: iteration 3 of 25]"));
+    assert_eq!(answer.get("hookSpecificOutput"), None, "{answer}");
+    // 2.1.330 cuts an additionalContext over 10,000 characters to a 2 KB
+    // preview: a longer task goes whole, as a block.
+    project.write_prompt(&"Fix every finding in the list.\n".repeat(400));
+    let long = Hook::new(&project)
+        .env("AI_AGENT", AGENT)
+        .json(&input(
+            &project,
+            "stop-input-after-block.json",
+            Some("Still working."),
+        ))
+        .run();
+    let answer = long.json();
+    assert_eq!(answer["decision"], "block", "{}", &long.stdout[..200]);
+    assert!(answer["reason"].as_str().unwrap().len() > 12_000);
+    // An older 2.1 build: the block, which every client takes.
+    project.write_prompt("Do the task.\n");
+    let older_2_1 = Hook::new(&project)
+        .env("AI_AGENT", "claude-code_2-1-251_harness")
+        .json(&input(
+            &project,
+            "stop-input-after-block.json",
+            Some("Still working."),
+        ))
+        .run();
+    assert_eq!(
+        older_2_1.json()["decision"],
+        "block",
+        "{}",
+        older_2_1.stdout
+    );
+}
+
+#[test]
 fn completion_signal_ends_the_loop() {
     for message in [
         format!("All done.\n{SIGNAL}"),

@@ -96,6 +96,7 @@ fn expected(map: &Map<String, Value>) -> Result<HookInput, &'static str> {
         hook_event_name: string(map, "hook_event_name")?,
         stop_hook_active,
         last_assistant_message: string(map, "last_assistant_message")?,
+        has_final_message_field: map.contains_key("last_assistant_message"),
         error: string(map, "error")?,
         error_details: match map.get("error_details") {
             None | Some(Value::Null) => None,
@@ -133,6 +134,7 @@ fn valid_input() -> impl Strategy<Value = (HookInput, Value)> {
                     hook_event_name: event,
                     stop_hook_active: active,
                     last_assistant_message: message,
+                    has_final_message_field: false,
                     error: None,
                     error_details: None,
                     reason: None,
@@ -165,6 +167,10 @@ fn valid_input() -> impl Strategy<Value = (HookInput, Value)> {
                     "last_assistant_message",
                     input.last_assistant_message.clone().map(Value::from),
                 );
+                let input = HookInput {
+                    has_final_message_field: object.contains_key("last_assistant_message"),
+                    ..input
+                };
                 (input, Value::Object(object))
             },
         )

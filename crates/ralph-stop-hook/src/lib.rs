@@ -202,20 +202,84 @@ fn report_note(note: &str) {
     let _ = writeln!(io::stderr(), "ralph-stop-hook: {}", one_line(note));
 }
 
-/// Writes the answer in Claude Code's Stop hook protocol: a block object;
-/// a `systemMessage` alone when the loop ended (the session stops and the
-/// person reads how); nothing at all to let the session stop otherwise.
-pub fn respond(answer: &Answer, out: &mut dyn Write) -> io::Result<()> {
+/// How a stop that continues the loop is answered: both forms make the
+/// client go on with the text; they differ in how the client shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GoOn {
+    /// `{"decision": "block", "reason": …}`: every client takes it, and the
+    /// text reaches the model as the next user message; 2.1 shows it as
+    /// "Stop hook reported a problem", with a "stop hook problem" footer.
+    Block,
+    /// `{"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext":
+    /// …}}` (Claude Code 2.1 and later): shown as "Stop hook says: …", no
+    /// error; the text reaches the model as the turn's context, whole up to
+    /// 10,000 characters (2.1.330 saves a longer one to a file and gives
+    /// the model a 2 KB preview), so a longer text goes as a block.
+    Context,
+}
+
+/// The longest text sent in the context form, in bytes (never fewer than
+/// the characters the client counts): under 2.1.330's 10,000-character
+/// limit on a hook's `additionalContext`, with room to spare.
+pub const MAX_CONTEXT_BYTES: usize = 9_000;
+
+/// The oldest client the context form was seen to work on. Older 2.1
+/// builds are reported to refuse it (a JSON validation error ends the
+/// session), and 2.0 does: they get the block.
+pub const CONTEXT_FROM: (u32, u32, u32) = (2, 1, 330);
+
+impl GoOn {
+    /// The form for the client that sent `input` with `agent` (its
+    /// `AI_AGENT`, `claude-code_2-1-330_harness`, which 2.1.330 gives the
+    /// hooks it runs): the context form only for a client known to take it.
+    pub fn for_client(input: &HookInput, agent: Option<&str>) -> GoOn {
+        let takes_context = input.has_final_message_field
+            && agent
+                .and_then(client_version)
+                .is_some_and(|v| v >= CONTEXT_FROM);
+        if takes_context {
+            GoOn::Context
+        } else {
+            GoOn::Block
+        }
+    }
+}
+
+/// The client version in an `AI_AGENT` value such as
+/// `claude-code_2-1-330_harness`.
+pub fn client_version(agent: &str) -> Option<(u32, u32, u32)> {
+    let version = agent.strip_prefix("claude-code_")?.split('_').next()?;
+    let mut parts = version.split('-').map(|p| p.parse::<u32>().ok());
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(Some(a)), Some(Some(b)), Some(Some(c)), None) => Some((a, b, c)),
+        _ => None,
+    }
+}
+
+/// Writes the answer in Claude Code's Stop hook protocol: the loop goes on
+/// in the form `go_on` says; a `systemMessage` alone when the loop ended
+/// (the session stops and the person reads how); nothing at all to let the
+/// session stop otherwise.
+pub fn respond(answer: &Answer, go_on: GoOn, out: &mut dyn Write) -> io::Result<()> {
     let body = match answer {
         Answer::Allow => return Ok(()),
         Answer::Block {
             reason,
             system_message,
-        } => serde_json::json!({
-            "decision": "block",
-            "reason": reason,
-            "systemMessage": system_message,
-        }),
+        } => match go_on {
+            GoOn::Context if reason.len() <= MAX_CONTEXT_BYTES => serde_json::json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "Stop",
+                    "additionalContext": reason,
+                },
+                "systemMessage": system_message,
+            }),
+            GoOn::Block | GoOn::Context => serde_json::json!({
+                "decision": "block",
+                "reason": reason,
+                "systemMessage": system_message,
+            }),
+        },
         // No decision: the session stops, and the person reads why.
         Answer::End { system_message } => serde_json::json!({
             "systemMessage": system_message,
@@ -288,6 +352,11 @@ pub fn handle(
         }
     }
     let paths = project_root(&input, env)?;
+    let agent = match env.get("AI_AGENT") {
+        Some(Ok(agent)) => Some(agent),
+        _ => None,
+    };
+    let go_on = GoOn::for_client(&input, agent.as_deref());
     let stop = Stop {
         session_id: input.session_id,
         stop_hook_active: input.stop_hook_active,
@@ -297,7 +366,7 @@ pub fn handle(
         ..Stop::default()
     };
     let report = engine::run_stop(&paths, env, &stop, world, &mut |answer| {
-        respond(answer, stdout)
+        respond(answer, go_on, stdout)
     })
     .inspect_err(|e| {
         // Kept for the launcher and `status`: the session is about to stop
@@ -315,4 +384,60 @@ pub fn handle(
         answer: report.answer,
         notes: report.notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_context_form_goes_only_to_a_client_known_to_take_it() {
+        assert_eq!(
+            client_version("claude-code_2-1-330_harness"),
+            Some((2, 1, 330))
+        );
+        assert_eq!(client_version("claude-code_3-0-1"), Some((3, 0, 1)));
+        for odd in [
+            "",
+            "claude-code_",
+            "claude-code_2-1",
+            "codex_2-1-330",
+            "claude-code_2-x-1",
+        ] {
+            assert_eq!(client_version(odd), None, "{odd}");
+        }
+        let newer = HookInput {
+            has_final_message_field: true,
+            ..HookInput::default()
+        };
+        let context = |input: &HookInput, agent| GoOn::for_client(input, agent) == GoOn::Context;
+        assert!(context(&newer, Some("claude-code_2-1-330_harness")));
+        assert!(context(&newer, Some("claude-code_2-2-0_harness")));
+        // An older 2.1 build, no AI_AGENT, or 2.0's input: the block.
+        assert!(!context(&newer, Some("claude-code_2-1-251_harness")));
+        assert!(!context(&newer, None));
+        assert!(!context(
+            &HookInput::default(),
+            Some("claude-code_2-1-330_harness")
+        ));
+    }
+
+    #[test]
+    fn a_text_too_long_for_the_context_form_goes_as_a_block() {
+        let answer = |reason: String| {
+            let mut out = Vec::new();
+            let block = Answer::Block {
+                reason,
+                system_message: "Ralph iteration 2/25".into(),
+            };
+            respond(&block, GoOn::Context, &mut out).unwrap();
+            serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+        };
+        let short = answer("go on".into());
+        assert_eq!(short["hookSpecificOutput"]["additionalContext"], "go on");
+        assert_eq!(short.get("decision"), None);
+        let long = answer("x".repeat(MAX_CONTEXT_BYTES + 1));
+        assert_eq!(long["decision"], "block");
+        assert_eq!(long.get("hookSpecificOutput"), None);
+    }
 }

@@ -29,6 +29,10 @@ pub struct HookInput {
     /// The text of the final assistant message (Claude Code 2.1 and later);
     /// on `StopFailure`, the error text shown in its place.
     pub last_assistant_message: Option<String>,
+    /// The input has a `last_assistant_message` field, as Claude Code 2.1
+    /// and later send: those clients also continue a session on a Stop
+    /// hook's `hookSpecificOutput.additionalContext` (2.0 does not).
+    pub has_final_message_field: bool,
     /// `StopFailure`: the client's name for the API error (`rate_limit`, `server_error`, …).
     pub error: Option<String>,
     /// `StopFailure`: the client's details of the error, as text.
@@ -154,6 +158,7 @@ pub fn parse(bytes: &[u8]) -> Result<HookInput, InputError> {
         hook_event_name: optional_string(&map, "hook_event_name")?,
         stop_hook_active,
         last_assistant_message: optional_string(&map, "last_assistant_message")?,
+        has_final_message_field: map.contains_key("last_assistant_message"),
         error: optional_string(&map, "error")?,
         // Whatever shape the details take, kept as text.
         error_details: match map.get("error_details") {

@@ -2,7 +2,8 @@
 //! (JSONL), from the file's end, a chunk at a time.
 //!
 //! An iteration starts at its own prompt line: the task, the re-injected
-//! prompt (`Stop hook feedback: …`) or a person's message. Everything after
+//! prompt (`Stop hook feedback: …`, or the attachment 2.1 writes for a Stop
+//! hook's `additionalContext`) or a person's message. Everything after
 //! that line, and nothing before it, is this iteration: its tool calls, the
 //! tool results that failed, the files its file tools changed, and its final
 //! assistant message. The client may write the final message after the Stop
@@ -851,13 +852,15 @@ mod tests {
         );
     }
 
+    /// A user line with one tool result.
+    fn tool(id: &str, err: bool, text: &str) -> String {
+        format!(
+            r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"{id}","is_error":{err},"content":"{text}"}}]}}}}"#
+        )
+    }
+
     #[test]
     fn failing_tool_results_of_the_last_iteration() {
-        let tool = |id: &str, err: bool, text: &str| {
-            format!(
-                r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"{id}","is_error":{err},"content":"{text}"}}]}}}}"#
-            )
-        };
         let prompt = |text: &str| {
             format!(r#"{{"type":"user","message":{{"role":"user","content":"{text}"}}}}"#)
         };
@@ -888,6 +891,43 @@ mod tests {
         assert_eq!(tail.final_message.as_deref(), Some("Still failing."));
         assert!(tail.caught_up && tail.whole);
         assert_eq!(tail.tool_calls, 2);
+        assert_eq!(
+            tail.failing_tool_results,
+            vec!["error[E0308]: mismatched types".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_stop_hook_s_additional_context_starts_the_next_iteration() {
+        // As 2.1.330 writes a session that a Stop hook's
+        // `hookSpecificOutput.additionalContext` continued: the hook's own
+        // line, the context as an attachment, the hook summary, then the
+        // next turn; no user line between the iterations.
+        let lines = [
+            r#"{"type":"user","message":{"role":"user","content":"Do the task"}}"#.to_string(),
+            assistant(
+                "a",
+                r#"[{"type":"tool_use","id":"t0","name":"Bash","input":{}}]"#,
+            ),
+            tool("t0", true, "error: old iteration"),
+            assistant("b", r#"[{"type":"text","text":"Tried."}]"#),
+            r#"{"parentUuid":"p","isSidechain":false,"attachment":{"type":"hook_success","hookName":"Stop","hookEvent":"Stop","content":"","stdout":"{"hookSpecificOutput":{"hookEventName":"Stop","additionalContext":"Do the task"}}
+","exitCode":0},"type":"attachment","uuid":"u1","userType":"external"}"#.to_string(),
+            r#"{"parentUuid":"u1","isSidechain":false,"attachment":{"type":"hook_additional_context","content":["Do the task"],"hookName":"Stop","toolUseID":"x","hookEvent":"Stop"},"type":"attachment","uuid":"u2","userType":"external"}"#.to_string(),
+            r#"{"parentUuid":"u2","isSidechain":false,"type":"system","subtype":"stop_hook_summary","hookCount":1,"hookErrors":[],"hookAdditionalContext":["Do the task"],"preventedContinuation":false}"#.to_string(),
+            assistant(
+                "c",
+                r#"[{"type":"tool_use","id":"t1","name":"Bash","input":{}}]"#,
+            ),
+            tool("t1", true, "error[E0308]: mismatched types"),
+            assistant("d", r#"[{"type":"text","text":"Still failing."}]"#),
+        ];
+        let dir = TempDir::new();
+        let path = write(&dir, (lines.join("\n") + "\n").as_bytes());
+        let tail = read_iteration_tail(&path).unwrap();
+        assert_eq!(tail.final_message.as_deref(), Some("Still failing."));
+        assert!(tail.caught_up && tail.whole);
+        assert_eq!(tail.tool_calls, 1, "only this iteration's call");
         assert_eq!(
             tail.failing_tool_results,
             vec!["error[E0308]: mismatched types".to_string()]

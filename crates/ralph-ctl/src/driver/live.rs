@@ -29,6 +29,19 @@ pub fn readable(line: &str) -> Vec<String> {
             let model = event.get("model").and_then(Value::as_str).unwrap_or("?");
             vec![format!("  started: model {model}")]
         }
+        // A session loop's next iteration on 2.1, which shows the Stop
+        // hook's `systemMessage` ("Ralph iteration N/M") and nothing of the
+        // context it goes on with.
+        Some("system") if event.get("subtype").and_then(Value::as_str) == Some("informational") => {
+            event
+                .get("content")
+                .and_then(Value::as_str)
+                .and_then(|c| c.strip_prefix("Stop says: Ralph iteration "))
+                .and_then(|c| c.trim().split_once('/'))
+                .map(|(n, m)| next_iteration(n, m))
+                .into_iter()
+                .collect()
+        }
         Some("assistant") => blocks(&event)
             .filter_map(|block| match block.get("type").and_then(Value::as_str) {
                 Some("text") => {
@@ -53,18 +66,31 @@ pub fn readable(line: &str) -> Vec<String> {
                     Some(format!("  ✗ tool failed: {}", excerpt(&result_text(block))))
                 }
                 // A session loop's next iteration: the Stop hook's block,
-                // as the client hands it to the model (both versions).
+                // as the client hands it to the model (2.0).
                 Some("text") => block
                     .get("text")
                     .and_then(Value::as_str)
                     .and_then(|t| t.strip_prefix(STOP_HOOK_FEEDBACK))
-                    .and_then(|t| t.lines().map(str::trim).find(|l| !l.is_empty()))
-                    .map(|first| format!("↻ {}", excerpt(first))),
+                    .and_then(|t| {
+                        t.lines().find_map(|l| {
+                            let (n, m) = l
+                                .trim()
+                                .strip_prefix("[Ralph loop: iteration ")?
+                                .strip_suffix(']')?
+                                .split_once(" of ")?;
+                            Some(next_iteration(n, m))
+                        })
+                    }),
                 _ => None,
             })
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// The line that says a session loop goes on with iteration `n` of `m`.
+fn next_iteration(n: &str, m: &str) -> String {
+    format!("↻ iteration {} of {}", excerpt(n), excerpt(m))
 }
 
 /// The content blocks of an assistant or user event.
@@ -171,7 +197,16 @@ mod tests {
     fn a_session_loop_s_next_iteration_is_one_line() {
         // As 2.1.330 and 2.0.77 print the Stop hook's block in stream-json.
         let event = r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"Stop hook feedback:\n[Ralph loop: iteration 2 of 3]\nThis task is given back to you each time you stop."}]},"parent_tool_use_id":null}"#;
-        assert_eq!(readable(event), vec!["↻ [Ralph loop: iteration 2 of 3]"]);
+        assert_eq!(readable(event), vec!["↻ iteration 2 of 3"]);
+        // 2.1.330 goes on with the context form, and shows only the
+        // hook's systemMessage.
+        let event = r#"{"type":"system","subtype":"informational","content":"Stop says: Ralph iteration 3/25","level":"notice"}"#;
+        assert_eq!(readable(event), vec!["↻ iteration 3 of 25"]);
+        let event = r#"{"type":"system","subtype":"informational","content":"Stop says: Ralph loop stopped without completing: max_iterations","level":"notice"}"#;
+        assert!(
+            readable(event).is_empty(),
+            "the ending is the closing line's"
+        );
         // Other text the client echoes is not shown.
         let event = r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"the task"}]}}"#;
         assert!(readable(event).is_empty());

@@ -36,8 +36,12 @@ const MAX_NAME_BYTES: usize = 256;
 /// What a transcript line means, or `None` for lines that do not matter
 /// (sub-agents', system and bookkeeping lines, broken lines).
 pub(super) fn classify(line: &[u8]) -> Option<Entry> {
-    // Cheap pre-filter: only assistant and user lines matter.
-    if !(contains(line, b"\"assistant\"") || contains(line, b"\"user\"")) {
+    // Cheap pre-filter: only assistant and user lines matter, and the
+    // attachment a Stop hook's additional context makes.
+    if !(contains(line, b"\"assistant\"")
+        || contains(line, b"\"user\"")
+        || contains(line, b"\"hook_additional_context\""))
+    {
         return None;
     }
     // Checked whole first: strings that are skipped are not checked by the parser.
@@ -237,6 +241,8 @@ enum Key {
     NotebookPath,
     Command,
     StructuredPatch,
+    Attachment,
+    HookEvent,
     Other,
 }
 
@@ -269,6 +275,8 @@ impl<'de> Deserialize<'de> for Key {
                     "notebook_path" => Key::NotebookPath,
                     "command" => Key::Command,
                     "structuredPatch" => Key::StructuredPatch,
+                    "attachment" => Key::Attachment,
+                    "hookEvent" => Key::HookEvent,
                     _ => Key::Other,
                 })
             }
@@ -289,6 +297,50 @@ struct LineFields {
     message: MessageFields,
     /// `toolUseResult` of a file edit: created or patched (see `edit_changed`).
     edit_changed: Option<bool>,
+    /// `attachment` of an attachment line: its type and hook event.
+    attachment: AttachmentFields,
+}
+
+/// The parts of an `attachment` the reader needs: a Stop hook's
+/// `additionalContext` (Claude Code 2.1) is where the next iteration starts.
+#[derive(Default)]
+struct AttachmentFields {
+    kind: Scalar,
+    hook_event: Scalar,
+}
+
+impl<'de> Deserialize<'de> for AttachmentFields {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<AttachmentFields, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AttachmentFields;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an attachment")
+            }
+            other_values_are_default!(AttachmentFields, seq);
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<AttachmentFields, A::Error> {
+                let mut fields = AttachmentFields::default();
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Type => {
+                            fields.kind = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?
+                        }
+                        Key::HookEvent => {
+                            fields.hook_event = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(fields)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Reads a [`LineFields`].
@@ -330,6 +382,7 @@ impl<'de> Visitor<'de> for LineSeed {
                     })?
                 }
                 Key::ToolUseResult => line.edit_changed = map.next_value::<EditResult>()?.changed(),
+                Key::Attachment => line.attachment = map.next_value()?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -368,6 +421,14 @@ impl LineFields {
                 unlisted_calls,
                 api_error,
             });
+        }
+        if self.kind.is("attachment") {
+            // The text a Stop hook gave the session to go on with (2.1's
+            // `additionalContext`): the next iteration starts here, as at
+            // a `Stop hook feedback:` user line.
+            let goes_on = self.attachment.kind.is("hook_additional_context")
+                && self.attachment.hook_event.is("Stop");
+            return goes_on.then_some(Entry::Prompt);
         }
         if !self.kind.is("user") {
             return None;
@@ -896,6 +957,27 @@ mod tests {
         format!(
             r#"{{"type":"assistant","message":{{"id":"m","role":"assistant","content":[{blocks}]}}}}"#
         )
+    }
+
+    #[test]
+    fn a_stop_hook_s_context_is_a_prompt_line_and_other_attachments_are_not() {
+        let line = |attachment: &str| {
+            format!(r#"{{"type":"attachment","attachment":{attachment},"uuid":"u"}}"#)
+        };
+        let context =
+            line(r#"{"type":"hook_additional_context","content":["go on"],"hookEvent":"Stop"}"#);
+        assert_eq!(classify(context.as_bytes()), Some(Entry::Prompt));
+        for other in [
+            r#"{"type":"hook_additional_context","content":["x"],"hookEvent":"PostToolUse"}"#,
+            r#"{"type":"hook_success","hookEvent":"Stop","stdout":"hook_additional_context"}"#,
+            r#"{"type":"hook_additional_context","hookEvent":5}"#,
+            r#""hook_additional_context""#,
+        ] {
+            assert_eq!(classify(line(other).as_bytes()), None, "{other}");
+        }
+        // A user line whose attachment field is odd is still a user line.
+        let user = r#"{"type":"user","attachment":7,"message":{"role":"user","content":"Go"}}"#;
+        assert_eq!(classify(user.as_bytes()), Some(Entry::Prompt));
     }
 
     #[test]

@@ -104,7 +104,10 @@ pub fn reference(
 /// JSON tree of it (which costs tens of times a crafted line's size; the
 /// reader itself folds a line in one streaming pass).
 fn classify_tree(line: &[u8]) -> Option<Entry> {
-    if !(contains(line, b"\"assistant\"") || contains(line, b"\"user\"")) {
+    if !(contains(line, b"\"assistant\"")
+        || contains(line, b"\"user\"")
+        || contains(line, b"\"hook_additional_context\""))
+    {
         return None;
     }
     let value = serde_json::from_slice::<Value>(line).ok()?;
@@ -112,6 +115,15 @@ fn classify_tree(line: &[u8]) -> Option<Entry> {
         return None;
     }
     match value.get("type").and_then(Value::as_str) {
+        Some("attachment") => {
+            let goes_on = value.pointer("/attachment/type").and_then(Value::as_str)
+                == Some("hook_additional_context")
+                && value
+                    .pointer("/attachment/hookEvent")
+                    .and_then(Value::as_str)
+                    == Some("Stop");
+            goes_on.then_some(Entry::Prompt)
+        }
         Some("assistant") => {
             let text = text_of(&value);
             Some(Entry::Assistant {

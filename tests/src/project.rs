@@ -303,6 +303,24 @@ impl TempProject {
         run_with_timeout(cmd, None, Duration::from_secs(30))
     }
 
+    /// A project with one Python module and its unittest test, which
+    /// fails: `add` in calc.py subtracts. `sed -i 's/a - b/a + b/' calc.py`
+    /// fixes it.
+    pub fn python_with_a_failing_test(name: &str) -> TempProject {
+        let project = TempProject::new(name);
+        std::fs::write(
+            project.path("calc.py"),
+            "def add(a, b):\n    return a - b\n",
+        )
+        .unwrap();
+        std::fs::write(
+            project.path("test_calc.py"),
+            "import unittest\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n",
+        )
+        .unwrap();
+        project
+    }
+
     /// `ralph-ctl init`, which must succeed, then [`TEST_TASK`] as PROMPT.md.
     pub fn init(&self) {
         self.init_untouched();

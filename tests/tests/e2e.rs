@@ -1382,17 +1382,7 @@ fn failing_tests_never_complete_a_loop_after_init_with_its_defaults(client: Clie
     // A small Python project whose test fails; `init --yes` makes its test
     // command the completion check. The agent cannot fix the bug and claims
     // done every time: the loop must never end `complete`.
-    let project = TempProject::new("failing-tests");
-    std::fs::write(
-        project.path("calc.py"),
-        "def add(a, b):\n    return a - b\n",
-    )
-    .unwrap();
-    std::fs::write(
-        project.path("test_calc.py"),
-        "import unittest\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n",
-    )
-    .unwrap();
+    let project = TempProject::python_with_a_failing_test("failing-tests");
     let init = project.ctl(&["init", "--yes"], &[]);
     init.assert_code(0);
     assert!(

@@ -54,6 +54,27 @@ fn notified(project: &TempProject) -> Value {
     }
 }
 
+/// The launcher in `mode` (`--headless`, `--fresh`) with `--json`: the
+/// client's own output on stdout, to compare ralph's accounting with.
+fn run_json(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+    mode: &str,
+) -> ralph_tests::project::Run {
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.args([
+        mode,
+        "--json",
+        "--",
+        "--permission-mode",
+        "bypassPermissions",
+    ])
+    .envs(project.client_env(client, api))
+    .env("RALPH_SANDBOX", "off");
+    run_with_timeout(cmd, None, LOOP_TIMEOUT)
+}
+
 /// The `total_cost_usd` of each result object the client printed.
 fn result_costs(stdout: &str) -> Vec<f64> {
     stdout
@@ -77,17 +98,7 @@ fn a_session_loop_reports_what_the_client_spent(client: ClientVersion) {
     with_notify(&project);
     let api = three_iterations();
     // --json: the client's own result object on stdout, to compare with.
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args([
-        "--headless",
-        "--json",
-        "--",
-        "--permission-mode",
-        "bypassPermissions",
-    ])
-    .envs(project.client_env(client, &api))
-    .env("RALPH_SANDBOX", "off");
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    let run = run_json(&project, client, &api, "--headless");
     run.assert_code(0);
     let state = project.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");
@@ -128,17 +139,7 @@ fn a_fresh_loop_reports_what_the_client_spent(client: ClientVersion) {
     project.init();
     with_notify(&project);
     let api = three_iterations();
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args([
-        "--fresh",
-        "--json",
-        "--",
-        "--permission-mode",
-        "bypassPermissions",
-    ])
-    .envs(project.client_env(client, &api))
-    .env("RALPH_SANDBOX", "off");
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    let run = run_json(&project, client, &api, "--fresh");
     run.assert_code(0);
     let state = project.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");

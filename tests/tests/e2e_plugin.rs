@@ -215,7 +215,7 @@ fn a_task_past_its_size_cap_is_refused_by_the_hook() {
     let project = TempProject::new("plugin-big");
     let api = MockApi::start_in_order(|_, _| Reply::text("Hello."));
     // No prompt argument: it comes on stdin.
-    let cmd = plugin_command_with(&project, client, &api, None);
+    let cmd = plugin_command_with(&project, client, &api, None, Some("bypassPermissions"));
     let line = format!("/ralph-loop {}", "Fix every finding. ".repeat(16 * 1024));
     let run = run_with_timeout(cmd, Some(line.as_bytes()), TIMEOUT);
     assert!(
@@ -241,15 +241,23 @@ fn plugin_command(
     api: &MockApi,
     prompt: &str,
 ) -> Command {
-    plugin_command_with(project, client, api, Some(prompt))
+    plugin_command_with(
+        project,
+        client,
+        api,
+        Some(prompt),
+        Some("bypassPermissions"),
+    )
 }
 
-/// [`plugin_command`], the prompt on stdin when `None`.
+/// [`plugin_command`], the prompt on stdin when `None`, in the permission
+/// `mode` given (the client's default when `None`).
 fn plugin_command_with(
     project: &TempProject,
     client: ClientVersion,
     api: &MockApi,
     prompt: Option<&str>,
+    mode: Option<&str>,
 ) -> Command {
     let mut cmd = project.command(client.executable());
     let mut path = vec![bins::bin_dir()];
@@ -261,12 +269,8 @@ fn plugin_command_with(
         .arg(plugin_dir())
         .arg("-p")
         .args(prompt)
-        .args([
-            "--output-format",
-            "json",
-            "--permission-mode",
-            "bypassPermissions",
-        ])
+        .args(["--output-format", "json"])
+        .args(mode.iter().flat_map(|m| ["--permission-mode", m]))
         .envs(project.client_env(client, api));
     cmd
 }
@@ -328,27 +332,29 @@ fn a_headless_loop_whose_edits_are_all_refused_is_not_complete() {
         0 => Reply::write(notes.clone(), "the notes\n"),
         _ => Reply::text("Wrote the notes.\nDONE"),
     });
-    let mut cmd = project.command(client.executable());
-    let mut path = vec![bins::bin_dir()];
-    path.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    cmd.env("PATH", std::env::join_paths(path).unwrap())
-        .arg("--plugin-dir")
-        .arg(plugin_dir())
-        .args([
-            "-p",
-            "/ralph-loop Write the notes into notes.txt. --max-iterations 6 --completion-promise DONE",
-            "--output-format",
-            "json",
-        ])
-        .envs(project.client_env(client, &api));
+    let cmd = plugin_command_with(
+        &project,
+        client,
+        &api,
+        Some("/ralph-loop Write the notes into notes.txt. --max-iterations 6 --completion-promise DONE"),
+        None,
+    );
     let run = run_with_timeout(cmd, None, TIMEOUT);
     let state = project.status_json();
     assert!(!project.path("notes.txt").exists(), "{run:?}");
     assert_ne!(state["status"], "complete", "{state:#}");
     assert_eq!(state["status"], "circuit_open", "{state:#}");
-    assert_eq!(state["iteration"], 2, "{state:#}");
+    // At the second refused iteration in a row; a stop that could not see
+    // its calls yet (2.1.330 may write them after the hook, under load)
+    // breaks the row and rejects the claim all the same.
+    let unseen = state["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["toolsIncomplete"] == true)
+        .count() as u64;
+    let iteration = state["iteration"].as_u64().unwrap();
+    assert!((2..=2 + 2 * unseen).contains(&iteration), "{state:#}");
     let claim = &state["lastClaim"];
     assert_eq!(claim["accepted"], false, "{state:#}");
     let because = state["endedBecause"].as_str().unwrap_or_default();

@@ -318,6 +318,25 @@ pub fn permission_gate(denied: &[crate::errors::Refusal], changed: bool) -> Opti
     })
 }
 
+/// The permission gate when the stop could not see its iteration's calls
+/// (the transcript had not caught up) and the previous iteration's were
+/// refused: passed only when the project changed.
+pub fn permission_unknown_gate(changed: bool) -> GateResult {
+    GateResult {
+        gate: Gate::Permission,
+        passed: changed,
+        detail: if changed {
+            "the previous iteration's calls were refused, but the project changed".into()
+        } else {
+            "the previous iteration's calls were refused for lack of permission, this \
+             iteration's calls could not be seen yet, and nothing in the project changed: \
+             the work is not shown done; allow the calls (a permission mode, allow rules or \
+             the sandbox) if they were refused again"
+                .into()
+        },
+    }
+}
+
 /// What a claim is compared with besides its own results: the loop's start.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Integrity<'a> {

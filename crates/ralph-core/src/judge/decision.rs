@@ -490,10 +490,19 @@ pub fn decide_judged(
             },
         );
         // Unknown change counts as none: the refusal is known, the work is not.
-        gates.extend(completion::permission_gate(
-            &denied,
-            observed.progress.changed == Some(true),
-        ));
+        let changed = observed.progress.changed == Some(true);
+        gates.extend(completion::permission_gate(&denied, changed));
+        // This iteration's calls are not known yet (the client writes them
+        // after the hook, under load), but the last iteration's were
+        // refused: nothing changed since is no sign that they went through.
+        let refused_before = state
+            .breaker
+            .counters
+            .get(breaker::Signal::PermissionDenied)
+            > 0;
+        if denied.is_empty() && observed.tools_incomplete && refused_before {
+            gates.push(completion::permission_unknown_gate(changed));
+        }
         let accepted = gates.iter().all(|g| g.passed);
         claim_record = Some(ClaimOutcome {
             accepted,
@@ -768,6 +777,58 @@ mod tests {
             changed: Some(false),
             baseline: None,
             method: crate::progress::Method::Git,
+        }
+    }
+
+    #[test]
+    fn a_claim_with_refused_calls_and_no_change_is_not_complete() {
+        let signal = config().completion_signal;
+        let claim = |refused: Option<Vec<errors::Refusal>>, changed, incomplete| {
+            let mut observed = saying(&format!("Wrote the notes.\n{signal}"));
+            observed.refused_calls = refused;
+            observed.progress = Reading {
+                changed: Some(changed),
+                ..unchanged()
+            };
+            observed.tools_incomplete = incomplete;
+            observed
+        };
+        let write = || {
+            Some(vec![errors::Refusal::of_call(
+                "Write",
+                Some("/p/notes.txt"),
+            )])
+        };
+        let mut refused_before = running(2, 25);
+        refused_before
+            .breaker
+            .counters
+            .set(breaker::Signal::PermissionDenied, 1);
+        // (state, observation, completes)
+        let cases = [
+            (running(2, 25), claim(write(), false, false), false),
+            (running(2, 25), claim(write(), true, false), true),
+            (running(2, 25), claim(None, false, false), true),
+            // Its calls not seen yet, the previous ones refused, no change.
+            (refused_before.clone(), claim(None, false, true), false),
+            (refused_before.clone(), claim(None, true, true), true),
+            (running(2, 25), claim(None, false, true), true),
+        ];
+        for (i, (state, observed, completes)) in cases.into_iter().enumerate() {
+            let claim = judge_claim(&config(), &state, &observed);
+            let out = decide_judged(&config(), &state, &observed, &claim, NOW);
+            let completed = out.verdict == Verdict::End(Status::Complete);
+            assert_eq!(completed, completes, "case {i}: {:?}", out.verdict);
+            if !completes {
+                let record = out.new_state.unwrap().last_claim.unwrap();
+                assert!(
+                    record
+                        .gates
+                        .iter()
+                        .any(|g| g.gate == completion::Gate::Permission && !g.passed),
+                    "case {i}: {record:?}"
+                );
+            }
         }
     }
 

@@ -698,13 +698,8 @@ mod tests {
         // session's id): the status as the block's reason, no model turn.
         let (code, said) = hook(&submit("/ralph-status"), true, dir.path(), Some("s-1"));
         assert_eq!(code, 0);
-        let answer: serde_json::Value = serde_json::from_str(&said).unwrap();
-        assert_eq!(answer["decision"], "block");
         assert!(
-            answer["reason"]
-                .as_str()
-                .unwrap()
-                .starts_with("No Ralph loop in"),
+            block_reason(&said).starts_with("No Ralph loop in"),
             "{said}"
         );
         // 2.0.77 drops a block's reason: there the command runs as written.
@@ -713,6 +708,13 @@ mod tests {
             (0, String::new())
         );
         assert!(!dir.path().join(".claude").exists(), "nothing written");
+    }
+
+    /// The reason of the hook's `{"decision": "block"}` answer `said`.
+    fn block_reason(said: &str) -> String {
+        let answer: serde_json::Value = serde_json::from_str(said).unwrap();
+        assert_eq!(answer["decision"], "block", "{said}");
+        answer["reason"].as_str().unwrap().to_string()
     }
 
     #[test]
@@ -747,14 +749,9 @@ mod tests {
             Some("s-1"),
         );
         assert_eq!(code, 0);
-        let answer: serde_json::Value = serde_json::from_str(&said).unwrap();
-        assert_eq!(answer["decision"], "block");
         assert!(
-            answer["reason"]
-                .as_str()
-                .unwrap()
-                .starts_with("ralph: the Ralph loop was NOT started: "),
-            "{answer}"
+            block_reason(&said).starts_with("ralph: the Ralph loop was NOT started: "),
+            "{said}"
         );
         // A line past what may be read whole: refused by its size.
         let (_, said) = hook(&submit("/ralph-loop Big."), false, dir.path(), Some("s-1"));

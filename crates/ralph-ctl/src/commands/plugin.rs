@@ -295,13 +295,18 @@ pub fn loop_start_hook(
     client_session: Option<String>,
     out: &mut dyn Write,
 ) -> i32 {
-    let refuse = |out: &mut dyn Write, why: &str| {
-        let answer = serde_json::json!({
-            "decision": "block",
-            "reason": format!("ralph: the Ralph loop was NOT started: {why}"),
-        });
+    // A block: the client shows its reason to the person, and the prompt
+    // goes no further.
+    let block = |out: &mut dyn Write, reason: &str| {
+        let answer = serde_json::json!({ "decision": "block", "reason": reason });
         let _ = writeln!(out, "{answer}");
         exit_codes::OK
+    };
+    let refuse = |out: &mut dyn Write, why: &str| {
+        block(
+            out,
+            &format!("ralph: the Ralph loop was NOT started: {why}"),
+        )
     };
     if !whole {
         // Too long to read whole: refused only when it is a /ralph-loop line.
@@ -334,35 +339,28 @@ pub fn loop_start_hook(
     {
         return exit_codes::OK;
     }
+    // The session's folder: CLAUDE_PROJECT_DIR, else the hook's cwd.
+    let root = project_dir
+        .filter(|d| !d.as_os_str().is_empty())
+        .or(submit.cwd);
     // Claude Code 2.1 shows a block's reason to the person (`-p` too);
     // 2.0.77 drops it silently, so there the command goes on as written
     // (the model shows the status). Only 2.1 gives the session's id.
     if client_session.is_some() && submit.prompt.as_deref().is_some_and(is_status_command) {
         // Answered here: no model request is spent on reading a status.
-        let Some(root) = project_dir
-            .filter(|d| !d.as_os_str().is_empty())
-            .or(submit.cwd)
-        else {
+        let Some(root) = root else {
             return exit_codes::OK;
         };
         let mut text = Vec::new();
         if super::status::run(&ProjectPaths::new(root), false, &mut text).is_err() {
             return exit_codes::OK;
         }
-        let answer = serde_json::json!({
-            "decision": "block",
-            "reason": String::from_utf8_lossy(&text).trim_end(),
-        });
-        let _ = writeln!(out, "{answer}");
-        return exit_codes::OK;
+        return block(out, String::from_utf8_lossy(&text).trim_end());
     }
     let Some(rest) = submit.prompt.as_deref().and_then(loop_command_rest) else {
         return exit_codes::OK;
     };
-    let Some(root) = project_dir
-        .filter(|d| !d.as_os_str().is_empty())
-        .or(submit.cwd)
-    else {
+    let Some(root) = root else {
         return refuse(
             out,
             "the hook was not told the session's folder (no CLAUDE_PROJECT_DIR, no cwd)",

@@ -88,6 +88,32 @@ pub fn pinned_config(paths: &ProjectPaths) -> Result<(Config, Pinned), CtlError>
     Ok((config, Pinned::of(&layers, &time::now_rfc3339())))
 }
 
+/// Refuses a start the loop there stands in the way of, as read now
+/// (`open_loop` checks again under the lock): one a live driver carries,
+/// and, unless `force`, one running or ended with the breaker open.
+pub fn refuse_if_in_the_way(
+    paths: &ProjectPaths,
+    config: &Config,
+    force: bool,
+) -> Result<(), CtlError> {
+    let store = StateStore::new(paths);
+    if let Ok(Some(current)) = store.read() {
+        if let Some(refusal) = crate::driver::liveness::still_carried(&current) {
+            return Err(CtlError::Refused(refusal));
+        }
+    }
+    if !force {
+        if let Ok(snapshot) = store.snapshot() {
+            if let Some(refusal) =
+                lifecycle::start_refusal(snapshot.state.as_ref(), config, SystemTime::now())
+            {
+                return Err(CtlError::Refused(refusal.describe(&paths.root)));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Writes a new `running` loop (after the checks every start makes: no
 /// loop running, an open breaker cooled down, a corrupt state set aside
 /// only with `force`), archiving the one it replaces; `shape` adds what
@@ -125,20 +151,7 @@ pub fn open_loop(
     let store = StateStore::new(paths);
     // The test baseline runs the verify commands (minutes, maybe): outside
     // the lock, and not for a start that the state refuses anyway.
-    if let Ok(Some(current)) = store.read() {
-        if let Some(refusal) = crate::driver::liveness::still_carried(&current) {
-            return Err(CtlError::Refused(refusal));
-        }
-    }
-    if !force {
-        if let Ok(snapshot) = store.snapshot() {
-            if let Some(refusal) =
-                lifecycle::start_refusal(snapshot.state.as_ref(), config, SystemTime::now())
-            {
-                return Err(CtlError::Refused(refusal.describe(&paths.root)));
-            }
-        }
-    }
+    refuse_if_in_the_way(paths, config, force)?;
     let verify_total = verify::total_timeout(&config.completion.verify);
     if verify_total > 0 {
         let timeout = registration::registered_timeout_in(paths)

@@ -5,14 +5,11 @@
 //! then starts the loop as it always does.
 
 use std::path::Path;
-use std::time::SystemTime;
 
 use ralph_core::atomic;
-use ralph_core::lifecycle;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::prompt as prompt_file;
 use ralph_core::registration;
-use ralph_core::store::StateStore;
 
 use crate::assets;
 use crate::commands::{init, plugin, start};
@@ -69,18 +66,8 @@ pub fn prepare(paths: &ProjectPaths, task: &str, yes: bool, reset: bool) -> Resu
         crate::say!();
     }
     let (config, _) = start::pinned_config(paths)?;
-    if let Ok(Some(current)) = StateStore::new(paths).read() {
-        if let Some(refusal) = crate::driver::liveness::still_carried(&current) {
-            return Err(CtlError::Refused(refusal));
-        }
-        if !reset {
-            if let Some(refusal) =
-                lifecycle::start_refusal(Some(&current), &config, SystemTime::now())
-            {
-                return Err(CtlError::Refused(refusal.describe(&paths.root)));
-            }
-        }
-    }
+    // `--reset` clears a loop that is not carried: only that one refuses.
+    start::refuse_if_in_the_way(paths, &config, reset)?;
     let path = paths.resolve(&config.prompt_file);
     let text = prompt_for(task, &config.completion_signal);
     if let Ok(before) = prompt_file::read_prompt(&path) {

@@ -101,60 +101,49 @@ impl Setup {
         }
     }
 
-    /// What a run of the client needs of it: all of [`Setup::missing`] for
-    /// the terminal UI, only the login for `claude -p` (which shows no
-    /// first-run screens).
-    pub fn missing_for(&self, headless: bool) -> Vec<Missing> {
-        if headless {
-            let mut missing = self.missing();
-            missing.retain(|m| m.what.contains("not logged in"));
-            if !self.has_config && self.login.is_none() && !cfg!(target_os = "macos") {
-                missing.push(self.no_login());
-            }
-            missing
-        } else {
-            self.missing()
-        }
-    }
-
-    fn no_login(&self) -> Missing {
-        Missing {
-            what: "Claude Code is not logged in (no ANTHROPIC_API_KEY, no .credentials.json)"
-                .to_string(),
-            fix: "run `claude` and log in (or `claude setup-token`), or set ANTHROPIC_API_KEY"
-                .to_string(),
-        }
-    }
-
     /// What the person still has to do, first things first; empty when the
     /// client is set up. On macOS the login may be in the keychain, which
     /// is not read: no login found is said only elsewhere.
     pub fn missing(&self) -> Vec<Missing> {
+        self.missing_for(false)
+    }
+
+    /// What a run of the client needs of it: everything [`Setup::missing`]
+    /// names for the terminal UI, only the login for `claude -p` (which
+    /// shows no first-run screens).
+    pub fn missing_for(&self, headless: bool) -> Vec<Missing> {
         let first_run =
             "run `claude` once in a terminal, in this project's folder, and answer its \
                          questions (log in, theme, trust the folder)";
         let mut missing = Vec::new();
-        if !self.has_config {
-            missing.push(Missing {
-                what: format!(
-                    "Claude Code has never run in this home ({} does not exist)",
-                    self.config_file.display()
-                ),
-                fix: first_run.to_string(),
-            });
-            return missing;
-        }
-        if !self.onboarded {
-            missing.push(Missing {
-                what: format!(
-                    "Claude Code's first-run screens were not completed ({} has no hasCompletedOnboarding)",
-                    self.config_file.display()
-                ),
-                fix: first_run.to_string(),
-            });
+        if !headless {
+            if !self.has_config {
+                missing.push(Missing {
+                    what: format!(
+                        "Claude Code has never run in this home ({} does not exist)",
+                        self.config_file.display()
+                    ),
+                    fix: first_run.to_string(),
+                });
+                return missing;
+            }
+            if !self.onboarded {
+                missing.push(Missing {
+                    what: format!(
+                        "Claude Code's first-run screens were not completed ({} has no hasCompletedOnboarding)",
+                        self.config_file.display()
+                    ),
+                    fix: first_run.to_string(),
+                });
+            }
         }
         if self.login.is_none() && !cfg!(target_os = "macos") {
-            missing.push(self.no_login());
+            missing.push(Missing {
+                what: "Claude Code is not logged in (no ANTHROPIC_API_KEY, no .credentials.json)"
+                    .to_string(),
+                fix: "run `claude` and log in (or `claude setup-token`), or set ANTHROPIC_API_KEY"
+                    .to_string(),
+            });
         }
         missing
     }

@@ -535,6 +535,10 @@ impl InteractiveRun {
 /// How long the client gets to exit after `/exit` before the next attempt.
 const EXIT_GRACE: Duration = Duration::from_secs(10);
 
+/// How long a question may stay on the screen after it was answered
+/// before [`TempProject::run_in_terminal`] answers it again.
+const REANSWER_AFTER: Duration = Duration::from_secs(2);
+
 impl TempProject {
     /// The launcher in its default, interactive mode (the client's terminal
     /// UI), with the real client and bypassed permissions, ready for
@@ -604,6 +608,7 @@ impl TempProject {
         };
         let deadline = Instant::now() + timeout;
         let mut answered = String::new();
+        let mut answered_at = Instant::now();
         let mut loop_ended = false;
         while Instant::now() < deadline {
             if ended(self) {
@@ -614,10 +619,16 @@ impl TempProject {
                 break;
             }
             let screen = term.screen();
-            if screen != answered {
+            // A key typed while a dialog is still being drawn can be lost
+            // (seen with 2.0.77's permission prompt): the same question
+            // still on the screen a while later is answered again, as a
+            // person would press the key again.
+            let unanswered = screen != answered || answered_at.elapsed() > REANSWER_AFTER;
+            if unanswered {
                 if let Some(keys) = answer(&screen) {
                     let _ = term.type_text(keys);
                     answered = screen;
+                    answered_at = Instant::now();
                 }
             }
             thread::sleep(Duration::from_millis(25));

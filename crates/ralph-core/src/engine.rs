@@ -23,6 +23,7 @@ use thiserror::Error;
 
 use crate::config::{Config, ConfigError, EnvSource, FileLayers};
 use crate::decision::{self, MessageSource, Observation, PassReason, Verdict};
+use crate::events::{Draft, Effect, Transition};
 use crate::log::{self, LogEntry, LogEvent};
 use crate::paths::ProjectPaths;
 use crate::pin::{self, Pinned};
@@ -217,6 +218,8 @@ pub struct StopReport {
     pub answer: Answer,
     /// Why nothing was done, or warnings, one line each.
     pub notes: Vec<String>,
+    /// The driver's `settle` ran, inside the stop's transaction.
+    pub settled: bool,
 }
 
 impl StopReport {
@@ -224,6 +227,7 @@ impl StopReport {
         StopReport {
             answer: Answer::Allow,
             notes: note.into_iter().collect(),
+            settled: false,
         }
     }
 }
@@ -258,19 +262,22 @@ pub fn run_stop(
     world: &dyn World,
     deliver: &mut dyn FnMut(&Answer) -> io::Result<()>,
 ) -> Result<StopReport, EngineError> {
-    run_stop_settled(paths, env, stop, world, &mut |_| {}, deliver)
+    run_stop_settled(paths, env, stop, world, &mut |_, _| {}, deliver)
 }
 
-/// [`run_stop`], with `settle` given the decided state under the lock
-/// before it is written: a driver's own rules on top of the engine's (a
-/// formula's step that passed takes the loop on to the next step, so that
-/// no `complete` is ever written, notified or seen in between).
+/// [`run_stop`], with `settle` given the decided state and the answer
+/// under the lock before anything is written, to apply a driver's own
+/// events in the same transaction: a formula's step that passed takes the
+/// loop on to the next step (no `complete` is ever written, notified or
+/// seen in between), the run's cost is charged, the loop handed over to
+/// the next iteration's session. It runs whenever the stop reached its
+/// lock on a loop of its session (`StopReport::settled`).
 pub fn run_stop_settled(
     paths: &ProjectPaths,
     env: &dyn EnvSource,
     stop: &Stop,
     world: &dyn World,
-    settle: &mut dyn FnMut(&mut LoopState),
+    settle: &mut dyn FnMut(&mut Draft, &Answer),
     deliver: &mut dyn FnMut(&Answer) -> io::Result<()>,
 ) -> Result<StopReport, EngineError> {
     let store = StateStore::new(paths);
@@ -359,6 +366,7 @@ pub fn run_stop_settled(
             return Ok(StopReport {
                 answer: Answer::Allow,
                 notes,
+                settled: false,
             })
         }
     };
@@ -438,7 +446,17 @@ pub fn run_stop_settled(
             changes.extend(stop.pinned_changes.iter().cloned());
             drift_line = pin::record_drift(new_state, changes, &now);
         }
-        settle(new_state);
+    }
+    // The driver's events, in this transaction.
+    let decided = outcome.new_state.clone();
+    let mut draft = Draft::new(Some(decided.clone().unwrap_or_else(|| state.clone())), &now);
+    settle(&mut draft, &answer);
+    let Transition {
+        state: settled,
+        effects: driver_effects,
+    } = draft.finish();
+    if decided.is_some() || settled.as_ref() != Some(state) {
+        outcome.new_state = settled;
     }
     if let Some(new_state) = &outcome.new_state {
         lock.write(new_state)?;
@@ -465,6 +483,13 @@ pub fn run_stop_settled(
             }
         }
     }
+    for effect in &driver_effects {
+        if let Effect::Log(entry) = effect {
+            if let Err(e) = log::append(&lock, entry) {
+                notes.push(format!("warning: cannot append to the audit log: {e}"));
+            }
+        }
+    }
     if let Some(new_state) = outcome.new_state.as_mut().filter(|_| !stop.driver_settles) {
         notes.extend(crate::notify::settled(
             &lock,
@@ -474,7 +499,11 @@ pub fn run_stop_settled(
             &now,
         ));
     }
-    Ok(StopReport { answer, notes })
+    Ok(StopReport {
+        answer,
+        notes,
+        settled: true,
+    })
 }
 
 /// The usage the transcript gained since the loop's cursor (best effort: a
@@ -592,6 +621,7 @@ pub fn run_stop_failure(
     Ok(StopReport {
         answer: Answer::Allow,
         notes,
+        settled: false,
     })
 }
 
@@ -1536,7 +1566,8 @@ mod tests {
             report,
             StopReport {
                 answer: Answer::Allow,
-                notes: vec![]
+                notes: vec![],
+                settled: false,
             }
         );
         assert_eq!(state(&paths), before);

@@ -7,5 +7,6 @@ pub mod claims;
 pub mod completion;
 pub mod decision;
 pub mod errors;
+pub mod events;
 pub mod lifecycle;
 pub mod signals;

@@ -24,9 +24,10 @@ pub mod notify;
 pub mod paths;
 pub mod pin;
 pub mod time;
+pub mod transaction;
 
 // The modules by their own names, as the binaries and tests use them.
-pub use judge::{breaker, claims, completion, decision, errors, lifecycle, signals};
+pub use judge::{breaker, claims, completion, decision, errors, events, lifecycle, signals};
 pub use observe::{
     files, hook_input, liveness, plan, process, progress, prompt, protected, registration,
     test_counts, transcript, usage, verify,

@@ -71,12 +71,24 @@ pub fn settled(
     if state.notified.as_deref() == Some(key.as_str()) {
         return None;
     }
-    let body = summary(root, state, now).to_string();
-    let started = start(command, root, body);
     state.notified = Some(key);
     if let Err(e) = lock.write(state) {
         return Some(format!("warning: cannot record the notification: {e}"));
     }
+    send(lock, root, command, state, now)
+}
+
+/// Starts `command` in the platform's shell with `body` on its stdin.
+/// Starts `command` for the loop's ending or pause, already marked told
+/// in the state, and logs it; a warning when it could not start.
+pub fn send(
+    lock: &StateLock<'_>,
+    root: &Path,
+    command: &str,
+    state: &LoopState,
+    now: &str,
+) -> Option<String> {
+    let started = start(command, root, summary(root, state, now).to_string());
     let said = match &started {
         Ok(()) => format!("ran the notify command for {}", state.status.as_str()),
         Err(e) => format!("the notify command could not start: {e}"),
@@ -87,7 +99,6 @@ pub fn settled(
         .map(|e| format!("warning: the notify command could not start: {e}"))
 }
 
-/// Starts `command` in the platform's shell with `body` on its stdin.
 fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
     let mut shell = if cfg!(windows) {
         let mut c = Command::new("cmd");

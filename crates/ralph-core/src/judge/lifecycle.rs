@@ -11,7 +11,7 @@ use crate::breaker::BreakerState;
 use crate::config::{Config, ResumePolicy};
 use crate::decision::MessageSource;
 use crate::exit_codes;
-use crate::state::{excerpt, IterationRecord, LoopState, PausedBecause, Status, StopDecision};
+use crate::state::{excerpt, IterationRecord, LoopState, PausedBecause, Status, StopDecision, Usd};
 use crate::time;
 use crate::usage::UsageReading;
 
@@ -250,6 +250,22 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
             }
         }
     }
+}
+
+/// Why the loop's budget is spent, when it is: its cost has reached `max`
+/// (`maxCostUsd`), or the client said its own budget cap stopped it
+/// (`client_says`). The one rule every driver applies once it has charged
+/// a run.
+pub fn budget_spent(state: &LoopState, max: Option<Usd>, client_says: bool) -> Option<String> {
+    let reached = max.is_some_and(|max| state.cost_usd >= max);
+    if !reached && !client_says {
+        return None;
+    }
+    let cost = match max {
+        Some(max) => format!("{} of maxCostUsd {max}", state.cost_usd),
+        None => state.cost_usd.to_string(),
+    };
+    Some(format!("the loop's budget is spent: cost {cost}"))
 }
 
 /// Adds the requests and tokens the transcript gained past the loop's

@@ -70,6 +70,9 @@ pub enum StoreError {
     /// A folder on the way to the state is something else.
     #[error("{} is not a folder; move it aside so ralph can keep its state there", .0.display())]
     NotAFolder(PathBuf),
+    /// The loop about to be replaced could not be kept in the history.
+    #[error("the previous loop could not be kept in the history ({0}); nothing was changed")]
+    NotKept(Box<StoreError>),
     /// The state to write is larger than a reader accepts: nothing was written.
     #[error("the loop's state would be {bytes} bytes, more than the {MAX_STATE_BYTES} a state can hold, so {path} was left as it was; shorten what was added (a task, notes)")]
     TooLarge {
@@ -248,6 +251,7 @@ impl StateStore {
 
     /// Takes the exclusive lock, creating the state folder when `create_dir` is set.
     pub fn lock(&self, create_dir: bool) -> Result<StateLock<'_>, StoreError> {
+        LOCKS_TAKEN.with(|n| n.set(n.get() + 1));
         let dir = self.folder();
         if !self.check_folders()? && create_dir {
             fs::create_dir_all(dir).map_err(io_err("create", dir))?;
@@ -287,6 +291,17 @@ impl StateStore {
         lock.remove_stale_temp_files();
         Ok(lock)
     }
+}
+
+thread_local! {
+    static LOCKS_TAKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times this thread has asked for the state lock: what a test
+/// counts to hold a change (a fresh iteration's judging, a command) to one
+/// transaction.
+pub fn locks_taken() -> u64 {
+    LOCKS_TAKEN.with(std::cell::Cell::get)
 }
 
 /// Whether looking at a path failed because nothing can be there (nothing

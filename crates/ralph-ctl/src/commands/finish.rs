@@ -6,13 +6,12 @@
 
 use std::io::Write;
 
+use ralph_core::events::Event;
 use ralph_core::exit_codes;
 use ralph_core::lifecycle;
-use ralph_core::log::{LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{LoopState, Status};
-use ralph_core::store::{StateLock, StateStore};
-use ralph_core::time;
+use ralph_core::transaction::{self, Found, Whose};
 
 use crate::error::CtlError;
 use crate::CmdResult;
@@ -26,100 +25,33 @@ pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> 
     Ok(announce(paths, &record(paths, session_id, &cause)?))
 }
 
-/// What [`record`] found once the client had exited.
-#[derive(Debug)]
-pub enum Ending {
-    /// No state any more (it was reset).
-    Gone,
-    /// The state belongs to another session now (another start replaced it).
-    Replaced {
-        /// The session that owns it now.
-        by: String,
-    },
-    /// The session's loop, as it ended (marked `interrupted` when it was still running).
-    Loop(Box<LoopState>),
-}
-
 /// Under the state lock: a loop of `session_id` still `running` (or
 /// paused) is marked `interrupted`, ending "`cause` while the loop was
 /// running at iteration N of M", and the end is logged.
-pub fn record(paths: &ProjectPaths, session_id: &str, cause: &str) -> Result<Ending, CtlError> {
-    with_own_loop(paths, session_id, |lock, mut state| {
-        let now = time::now_rfc3339();
-        if lifecycle::interrupt(&mut state, cause, &now) {
-            lock.write(&state)?;
-            let why = state.ended_because.clone().unwrap_or_default();
-            crate::driver::supervisor::log_entry(
-                lock,
-                &LogEntry::about(&state, LogEvent::End, &now, why),
-            );
-        }
-        Ok(Ending::Loop(Box::new(state)))
-    })
-}
-
-/// Runs `change` under the state lock on the loop of `session_id`; when
-/// there is none any more (reset, or replaced by another start), says so
-/// without calling it.
-pub fn with_own_loop(
-    paths: &ProjectPaths,
-    session_id: &str,
-    change: impl FnOnce(&StateLock<'_>, LoopState) -> Result<Ending, CtlError>,
-) -> Result<Ending, CtlError> {
-    let store = StateStore::new(paths);
-    let Some((lock, state)) = store.lock_existing()? else {
-        return Ok(Ending::Gone);
-    };
-    if state.session_id != session_id {
-        return Ok(Ending::Replaced {
-            by: state.session_id,
+pub fn record(paths: &ProjectPaths, session_id: &str, cause: &str) -> Result<Found, CtlError> {
+    let changed = transaction::change(paths, Whose::Session(session_id), |draft| {
+        draft.apply(Event::Interrupted {
+            cause: cause.to_string(),
         });
-    }
-    let ending = change(&lock, state)?;
-    Ok(match ending {
-        // An ending or a pause this change made: the person is told (`notify`).
-        Ending::Loop(mut state) => {
-            notify(&lock, paths, &mut state);
-            Ending::Loop(state)
-        }
-        other => other,
-    })
-}
-
-/// Runs the config's `notify` command for the loop's ending or pause, once,
-/// under the lock (see `ralph_core::notify`).
-pub fn notify(lock: &StateLock<'_>, paths: &ProjectPaths, state: &mut LoopState) {
-    let due = ralph_core::notify::key(state).is_some_and(|k| state.notified.as_deref() != Some(&k));
-    if !due {
-        return;
-    }
-    // The loop's pinned `notify`, never one written into config.json since.
-    let Ok(config) = ralph_core::pin::loop_config(paths, &ralph_core::config::ProcessEnv, state)
-    else {
-        return;
-    };
-    let now = time::now_rfc3339();
-    if let Some(note) =
-        ralph_core::notify::settled(lock, &paths.root, config.notify.as_deref(), state, &now)
-    {
-        crate::warn!("ralph-ctl: {note}");
-    }
+        Ok::<_, CtlError>(())
+    })?;
+    Ok(crate::driver::told(changed))
 }
 
 /// Prints the one line saying how the loop ended on stderr and returns its
 /// exit code. A failed write (the terminal is gone) is ignored: the end is
 /// already recorded.
-pub fn announce(paths: &ProjectPaths, ending: &Ending) -> i32 {
+pub fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
     let (line, code) = match ending {
-        Ending::Gone => (
+        Found::Gone => (
             "the loop's state is gone (was it reset?); nothing to report".to_string(),
             exit_codes::NO_LOOP,
         ),
-        Ending::Replaced { by } => (
+        Found::Replaced { by } => (
             format!("the loop state now belongs to session {by} (another start replaced this one)"),
             exit_codes::NO_LOOP,
         ),
-        Ending::Loop(state) => {
+        Found::Loop(state) => {
             let state = believed(paths, (**state).clone());
             (
                 lifecycle::outcome_line(&state),

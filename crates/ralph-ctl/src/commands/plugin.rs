@@ -6,12 +6,12 @@
 
 use std::io::Write;
 
+use ralph_core::events::Event;
 use ralph_core::exit_codes;
-use ralph_core::log::{self, LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::state::Status;
 use ralph_core::store::StateStore;
-use ralph_core::time;
+use ralph_core::transaction::{self, Found, Whose};
 
 use crate::commands::start;
 use crate::driver::command::{block_cap, BLOCK_CAP_ENV};
@@ -474,34 +474,31 @@ fn started_message(max: u32, signal: &str, task: &str) -> String {
 /// `ralph-ctl cancel`: ends the project's running or paused loop,
 /// `cancelled`, whatever session owns it; says so on `out`.
 pub fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
-    let store = StateStore::new(paths);
-    let text = if !store.exists()? {
-        "No Ralph loop in this project: nothing to cancel.\n".to_string()
-    } else {
-        let lock = store.lock(false)?;
-        match lock.read()? {
-            Some(mut state) if matches!(state.status, Status::Running | Status::Paused) => {
-                let now = time::now_rfc3339();
-                let why = "cancelled by the person".to_string();
-                state.end(Status::Cancelled, why.clone(), &now);
-                lock.write(&state)?;
-                if let Err(e) =
-                    log::append(&lock, &LogEntry::about(&state, LogEvent::End, &now, why))
-                {
-                    crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");
-                }
-                super::finish::notify(&lock, paths, &mut state);
-                format!(
-                    "Ralph loop cancelled at iteration {} of {}: it will not go on. Stop working on its task.\n",
-                    state.iteration, state.max_iterations
-                )
-            }
-            Some(state) => format!(
-                "The Ralph loop here is not running (it is {}): nothing to cancel.\n",
-                state.status.as_str()
-            ),
-            None => "No Ralph loop in this project: nothing to cancel.\n".to_string(),
+    let mut cancelled = false;
+    let changed = transaction::change(paths, Whose::Any, |draft| {
+        if draft
+            .state()
+            .is_some_and(|s| matches!(s.status, Status::Running | Status::Paused))
+        {
+            draft.apply(Event::Ended {
+                status: Status::Cancelled,
+                why: "cancelled by the person".into(),
+                at: None,
+            });
+            cancelled = true;
         }
+        Ok::<_, CtlError>(())
+    })?;
+    let text = match crate::driver::told(changed) {
+        Found::Loop(state) if cancelled => format!(
+            "Ralph loop cancelled at iteration {} of {}: it will not go on. Stop working on its task.\n",
+            state.iteration, state.max_iterations
+        ),
+        Found::Loop(state) => format!(
+            "The Ralph loop here is not running (it is {}): nothing to cancel.\n",
+            state.status.as_str()
+        ),
+        _ => "No Ralph loop in this project: nothing to cancel.\n".to_string(),
     };
     super::written(
         out.write_all(text.as_bytes()).and_then(|()| out.flush()),
@@ -526,48 +523,41 @@ pub fn say(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -> CmdRe
             "no text: ralph-ctl say \"what the agent should know\"".into(),
         ));
     }
-    let store = StateStore::new(paths);
-    if !store.exists()? {
+    let changed = transaction::change(paths, Whose::Any, |draft| {
+        let Some(state) = draft.state() else {
+            return Ok(());
+        };
+        if !matches!(state.status, Status::Running | Status::Paused) {
+            return Err(CtlError::Refused(format!(
+                "the loop is {}, not running: the note would reach nobody",
+                state.status.as_str()
+            )));
+        }
+        if text.len() > MAX_NOTE_BYTES {
+            return Err(CtlError::BadArgument(format!(
+                "the note is {} bytes, more than the {} KiB a note may be: put the details in a file of the \
+                 project and name it in the note",
+                text.len(),
+                MAX_NOTE_BYTES / 1024
+            )));
+        }
+        let pending = state.hint.as_deref().map_or(0, str::len);
+        if pending + text.len() > MAX_NOTES_BYTES {
+            return Err(CtlError::Refused(format!(
+                "{pending} bytes of notes already wait for the next iteration; with this one they would pass \
+                 the {} KiB the notes may hold: wait for the iteration to take them",
+                MAX_NOTES_BYTES / 1024
+            )));
+        }
+        draft.apply(Event::NoteLeft(text.clone()));
+        Ok(())
+    })?;
+    let Found::Loop(state) = crate::driver::told(changed) else {
         return Err(CtlError::Refused(format!(
             "no loop in {}: nothing to say to",
             paths.root.display()
         )));
-    }
-    let lock = store.lock(false)?;
-    let Some(mut state) = lock.read()? else {
-        return Err(CtlError::Refused("no loop here: nothing to say to".into()));
     };
-    if !matches!(state.status, Status::Running | Status::Paused) {
-        return Err(CtlError::Refused(format!(
-            "the loop is {}, not running: the note would reach nobody",
-            state.status.as_str()
-        )));
-    }
-    if text.len() > MAX_NOTE_BYTES {
-        return Err(CtlError::BadArgument(format!(
-            "the note is {} bytes, more than the {} KiB a note may be: put the details in a file of the \
-             project and name it in the note",
-            text.len(),
-            MAX_NOTE_BYTES / 1024
-        )));
-    }
-    let pending = state.hint.as_deref().map_or(0, str::len);
-    if pending + text.len() > MAX_NOTES_BYTES {
-        return Err(CtlError::Refused(format!(
-            "{pending} bytes of notes already wait for the next iteration; with this one they would pass \
-             the {} KiB the notes may hold: wait for the iteration to take them",
-            MAX_NOTES_BYTES / 1024
-        )));
-    }
-    state.hint = Some(match state.hint.take() {
-        Some(earlier) => format!("{earlier}\n{text}"),
-        None => text.clone(),
-    });
-    lock.write(&state)?;
-    let now = time::now_rfc3339();
-    if let Err(e) = log::append(&lock, &LogEntry::about(&state, LogEvent::Say, &now, text)) {
-        crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");
-    }
     let said = writeln!(
         out,
         "noted: it goes in front of iteration {}'s text, once",

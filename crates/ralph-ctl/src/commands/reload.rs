@@ -5,13 +5,14 @@
 use std::io::Write;
 
 use ralph_core::config::{Config, FileLayers, ProcessEnv};
+use ralph_core::events::{Event, Reload};
 use ralph_core::exit_codes;
-use ralph_core::log::{self, LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::pin::Pinned;
 use ralph_core::state::Status;
 use ralph_core::store::StateStore;
 use ralph_core::time;
+use ralph_core::transaction::{self, Whose};
 use serde_json::{Map, Value};
 
 use crate::error::CtlError;
@@ -74,73 +75,72 @@ pub fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         .then(|| super::start::protected_files(paths, &config))
         .transpose()?;
 
-    let lock = store.lock(false)?;
-    let Some(mut state) = lock.read()? else {
-        return no_loop(
-            out,
-            format!(
-                "No Ralph loop in {}: nothing to reload",
-                paths.root.display()
-            ),
-        );
-    };
-    if !matches!(state.status, Status::Running | Status::Paused) {
-        return no_loop(
-            out,
-            format!(
+    let no_loop_here = format!(
+        "No Ralph loop in {}: nothing to reload",
+        paths.root.display()
+    );
+    let mut reloaded = Err(no_loop_here);
+    let changed = transaction::change(paths, Whose::Any, |draft| {
+        let Some(state) = draft.state() else {
+            return Ok(());
+        };
+        if !matches!(state.status, Status::Running | Status::Paused) {
+            reloaded = Err(format!(
                 "The Ralph loop here is {}, not running: nothing to reload",
                 state.status.as_str()
-            ),
-        );
-    }
-    let old = state.pinned.clone();
-    if let Some(pinned) = old.as_ref().and_then(|p| p.formula.as_ref()) {
-        let formula = formula::load(paths, &formula::stem_of(pinned))?;
-        check_gate_names(&formula, &config)?;
-        pin.formula = Some(formula::pin(paths, &formula));
-    }
-    let mut changes = describe_changes(old.as_ref(), &pin);
-    let verify_now: Vec<&str> = config
-        .completion
-        .verify
-        .iter()
-        .map(|v| v.command.as_str())
-        .collect();
-    state
-        .test_baseline
-        .retain(|b| verify_now.contains(&b.command.as_str()));
-    for entry in new_baseline {
-        changes.push(format!(
-            "test baseline of `{}` taken now: {}",
-            entry.command,
-            entry.counts.describe()
-        ));
-        state.test_baseline.push(entry);
-    }
-    if let Some(protected) = new_protected {
-        changes.push(format!(
-            "protectedPaths snapshot taken now: {}",
-            protected
-                .as_ref()
-                .map_or("none".to_string(), |p| p.patterns.join(", "))
-        ));
-        state.protected_files = protected;
-    }
-    state.pinned = Some(pin);
-    state.config_drift = None;
-    lock.write(&state)?;
-    let reason = if changes.is_empty() {
-        "reloaded: nothing changed".to_string()
-    } else {
-        format!("reloaded: {}", changes.join("; "))
+            ));
+            return Ok(());
+        }
+        let old = state.pinned.clone();
+        if let Some(pinned) = old.as_ref().and_then(|p| p.formula.as_ref()) {
+            let formula = formula::load(paths, &formula::stem_of(pinned))?;
+            check_gate_names(&formula, &config)?;
+            pin.formula = Some(formula::pin(paths, &formula));
+        }
+        let mut changes = describe_changes(old.as_ref(), &pin);
+        let verify_now: Vec<&str> = config
+            .completion
+            .verify
+            .iter()
+            .map(|v| v.command.as_str())
+            .collect();
+        let mut test_baseline = state.test_baseline.clone();
+        test_baseline.retain(|b| verify_now.contains(&b.command.as_str()));
+        for entry in new_baseline {
+            changes.push(format!(
+                "test baseline of `{}` taken now: {}",
+                entry.command,
+                entry.counts.describe()
+            ));
+            test_baseline.push(entry);
+        }
+        if let Some(protected) = &new_protected {
+            changes.push(format!(
+                "protectedPaths snapshot taken now: {}",
+                protected
+                    .as_ref()
+                    .map_or("none".to_string(), |p| p.patterns.join(", "))
+            ));
+        }
+        let why = if changes.is_empty() {
+            "reloaded: nothing changed".to_string()
+        } else {
+            format!("reloaded: {}", changes.join("; "))
+        };
+        draft.apply(Event::Reloaded(Box::new(Reload {
+            pinned: pin,
+            test_baseline,
+            protected_files: new_protected,
+            why,
+        })));
+        reloaded = Ok((old, changes));
+        Ok::<_, CtlError>(())
+    })?;
+    crate::driver::told(changed);
+    let (old, changes) = match reloaded {
+        Ok(reloaded) => reloaded,
+        Err(why) => return no_loop(out, why),
     };
-    if let Err(e) = log::append(
-        &lock,
-        &LogEntry::about(&state, LogEvent::Reload, &now, reason),
-    ) {
-        crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");
-    }
-    drop(lock);
     let mut text = String::new();
     if old.is_none() {
         text.push_str("The loop had no pin (it was started by an older ralph).\n");

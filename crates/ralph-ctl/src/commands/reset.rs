@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
+use ralph_core::events::Event;
 use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::store::{StateStore, StoreError};
-use ralph_core::time;
+use ralph_core::store::StateStore;
+use ralph_core::transaction;
 
 use crate::error::CtlError;
 use crate::CmdResult;
@@ -25,22 +26,17 @@ pub enum Cleared {
 /// Removes the state under the lock, keeping its loop in the history first;
 /// a corrupt one is moved aside. Nothing is lost either way.
 pub fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
-    let store = StateStore::new(paths);
-    if !store.exists()? {
+    if !StateStore::new(paths).exists()? {
         return Ok(Cleared::Nothing);
     }
-    let lock = store.lock(false)?;
-    match lock.read() {
-        Ok(state) => {
-            let kept = state.map(|state| lock.archive(&state)).transpose()?;
-            lock.remove()?;
-            Ok(Cleared::Removed(kept))
-        }
-        Err(StoreError::Corrupt { .. }) => {
-            Ok(Cleared::Quarantined(lock.quarantine(&time::now_rfc3339())?))
-        }
-        Err(e) => Err(e.into()),
+    let replaced = transaction::replace(paths, |_| Ok::<_, CtlError>(Event::Cleared))?;
+    for note in &replaced.notes {
+        crate::warn!("ralph-ctl: {note}");
     }
+    Ok(match replaced.quarantined {
+        Some(aside) => Cleared::Quarantined(aside),
+        None => Cleared::Removed(replaced.kept),
+    })
 }
 
 /// Clears the state and says what happened.

@@ -9,6 +9,7 @@ use std::io::Write;
 
 use ralph_core::atomic;
 use ralph_core::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
+use ralph_core::engine::RealWorld;
 use ralph_core::exit_codes;
 use ralph_core::lifecycle::ResumePlan;
 use ralph_core::paths::ProjectPaths;
@@ -17,6 +18,7 @@ use ralph_core::progress;
 use ralph_core::registration;
 use ralph_core::state::{Status, Usd};
 use ralph_core::store::StateStore;
+use ralph_core::transaction::Found;
 
 use crate::commands::{finish, init, prompt, reset, start};
 use crate::driver::client::{self, Output, RunningClient, Supervision};
@@ -357,16 +359,16 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             .map(|max| Usd(max.0.saturating_sub(spent.0)).dollars());
 
         // The iteration's own worktree, when it has one.
-        let current = match worktrees.as_ref().filter(|_| fresh) {
-            Some(plan) => match enter_worktree(paths, plan, session) {
-                Ok(worktree) => Some(worktree),
+        let (current, new_baseline) = match worktrees.as_ref().filter(|_| fresh) {
+            Some(plan) => match enter_worktree(paths, plan) {
+                Ok((worktree, baseline)) => (Some(worktree), baseline),
                 Err(e) => {
                     say(&e.to_string());
                     let cause = format!("the iteration's worktree could not be made ({e})");
                     return end(paths, session, &cause, exit_codes::ERROR);
                 }
             },
-            None => None,
+            None => (None, None),
         };
         let work_root = current.as_ref().map_or(paths.root.as_path(), |w| &w.path);
 
@@ -411,13 +413,18 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         let supervision = RunningClient::spawn(&command, work_root, output).map(|mut running| {
             // Best effort: a loop without its client recorded is only
             // judged by the driver's life.
-            let _ = liveness::record(paths, session, liveness::with_client(Some(running.pid())));
+            let _ = liveness::record_start(
+                paths,
+                session,
+                liveness::with_client(Some(running.pid())),
+                new_baseline.clone(),
+            );
             let output_seen = running.output_seen();
             let mut transcript = None;
             let mut activity = || {
                 // Found once the client has written it.
                 if transcript.is_none() {
-                    transcript = fresh::transcript_of(session);
+                    transcript = crate::driver::transcripts::of_session(session);
                 }
                 let size = transcript
                     .as_ref()
@@ -514,82 +521,63 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                     pinned_changes: formula_changes.clone(),
                 };
                 // A formula's step rules, inside the engine's stop.
-                let mut next_step = steps::StepNext::AsJudged;
                 let cost = done.and_then(|d| d.total_cost_usd);
-                let mut settle = |state: &mut ralph_core::state::LoopState| {
-                    if let Some(formula) = &formula {
-                        next_step = steps::settle(paths, &config, state, formula, iteration, cost);
+                let mut rules = |draft: &mut ralph_core::events::Draft| match &formula {
+                    Some(formula) => steps::settle(paths, &config, draft, formula, iteration, cost),
+                    None => steps::StepNext::AsJudged,
+                };
+                let concluded = match fresh::conclude(
+                    paths,
+                    session,
+                    end_of_iteration,
+                    &RealWorld,
+                    &mut rules,
+                    config.supervision.max_cost,
+                    &mut |note| say(note),
+                ) {
+                    Ok(concluded) => concluded,
+                    Err(e) => {
+                        say(&e.to_string());
+                        let cause = format!("iteration {iteration} could not be judged ({e})");
+                        return end(paths, session, &cause, exit_codes::ERROR);
                     }
                 };
-                let judged =
-                    match fresh::judge(paths, session, end_of_iteration, &mut settle, &mut |note| {
-                        say(note)
-                    }) {
-                        Ok(judged) => judged,
-                        Err(e) => {
-                            say(&e.to_string());
-                            let cause = format!("iteration {iteration} could not be judged ({e})");
-                            return end(paths, session, &cause, exit_codes::ERROR);
-                        }
-                    };
-                // The step passed: the loop goes on at the next one (an
-                // ending is reported below, with the cost added).
-                let judged = match next_step {
-                    steps::StepNext::NextStep { text } => fresh::Judged::Continue { text },
-                    steps::StepNext::AsJudged | steps::StepNext::Ended(_) => judged,
-                };
-                let ended = fresh::charge(paths, session, done, config.supervision.max_cost)?;
                 charged = true;
-                if let Ok(Some(state)) = StateStore::new(paths).read() {
+                if let Some(state) = &concluded.state {
                     say(&fresh::summary(
-                        &state,
+                        state,
                         iteration,
-                        done.and_then(|d| d.total_cost_usd),
+                        cost,
                         iteration_started.elapsed().as_secs_f64(),
                     ));
                 }
                 if let (Some(plan), Some(worktree)) = (&worktrees, &current) {
                     leave_worktree(paths, plan, worktree, iteration);
                 }
-                if let Some(state) = ended {
-                    return Ok(finish::announce(
-                        paths,
-                        &finish::Ending::Loop(Box::new(state)),
-                    ));
+                if let (fresh::Judged::Continue { text }, Some(next)) =
+                    (concluded.judged, concluded.next_session)
+                {
+                    // The loop goes on in the next process.
+                    next_text = Some(text);
+                    resumed = false;
+                    loop_session = next;
+                    continue;
                 }
-                match judged {
-                    fresh::Judged::Continue { text } => {
-                        let next = crate::session_id::new_uuid();
-                        if fresh::hand_over(paths, session, &next)? {
-                            // The loop goes on in the next process.
-                            liveness::record(paths, &next, liveness::with_client(None))?;
-                            next_text = Some(text);
-                            resumed = false;
-                            loop_session = next;
-                            continue;
-                        }
-                    }
-                    fresh::Judged::Stopped => {}
-                }
-                let state = StateStore::new(paths).read()?;
-                match state {
+                match concluded.state {
                     Some(state) if state.status == Status::Paused => {}
                     Some(state) if state.status == Status::Running => {
                         // Not handed over: the loop is no longer this driver's.
                         return Ok(finish::announce(
                             paths,
-                            &finish::Ending::Replaced {
+                            &Found::Replaced {
                                 by: state.session_id,
                             },
                         ));
                     }
                     Some(state) => {
-                        return Ok(finish::announce(
-                            paths,
-                            &finish::Ending::Loop(Box::new(state)),
-                        ))
+                        return Ok(finish::announce(paths, &Found::Loop(Box::new(state))))
                     }
-                    None => return Ok(finish::announce(paths, &finish::Ending::Gone)),
+                    None => return Ok(finish::announce(paths, &Found::Gone)),
                 }
             }
         }
@@ -627,8 +615,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                 last_stop_before: last_stop_before.as_deref(),
             },
         )?;
-        let paused =
-            matches!(&ending, finish::Ending::Loop(state) if state.status == Status::Paused);
+        let paused = matches!(&ending, Found::Loop(state) if state.status == Status::Paused);
         if !(paused && headless) {
             return Ok(finish_code(paths, &ending, &supervision));
         }
@@ -648,9 +635,7 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
                 // mode's point, and a client killed early leaves nothing a
                 // --resume takes (2.0.77: "No conversation found").
                 if fresh && crashed {
-                    let next = crate::session_id::new_uuid();
-                    if fresh::hand_over(paths, session, &next)? {
-                        liveness::record(paths, &next, liveness::with_client(None))?;
+                    if let Some(next) = fresh::hand_over(paths, session)? {
                         say(&format!(
                             "working on iteration {} of {} again, in a new session",
                             state.iteration, state.max_iterations
@@ -668,18 +653,10 @@ pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             }
             (ResumePlan::Stay { reason }, Some(state)) if state.status == Status::Paused => {
                 say(&format!("not resuming on its own: {reason}"));
-                return Ok(finish::announce(
-                    paths,
-                    &finish::Ending::Loop(Box::new(state)),
-                ));
+                return Ok(finish::announce(paths, &Found::Loop(Box::new(state))));
             }
-            (_, Some(state)) => {
-                return Ok(finish::announce(
-                    paths,
-                    &finish::Ending::Loop(Box::new(state)),
-                ))
-            }
-            (_, None) => return Ok(finish::announce(paths, &finish::Ending::Gone)),
+            (_, Some(state)) => return Ok(finish::announce(paths, &Found::Loop(Box::new(state)))),
+            (_, None) => return Ok(finish::announce(paths, &Found::Gone)),
         }
     }
 }
@@ -726,15 +703,12 @@ fn run_autofix(command: &str, root: &std::path::Path) {
 fn enter_worktree(
     paths: &ProjectPaths,
     plan: &worktree::WorktreePlan,
-    session: &str,
-) -> Result<worktree::Worktree, CtlError> {
+) -> Result<(worktree::Worktree, Option<Option<progress::Baseline>>), CtlError> {
     let state = StateStore::new(paths)
         .read()?
         .ok_or_else(|| CtlError::Client("the loop's state is gone".into()))?;
     let worktree = plan.create(&worktree::name(&state.started_at, state.iteration))?;
-    if worktree.created {
-        fresh::rebaseline(paths, session, progress::baseline(&worktree.path))?;
-    }
+    let baseline = worktree.created.then(|| progress::baseline(&worktree.path));
     say(&format!(
         "iteration {} works in {} (branch {}, from {})",
         state.iteration,
@@ -742,7 +716,7 @@ fn enter_worktree(
         worktree.branch,
         plan.base
     ));
-    Ok(worktree)
+    Ok((worktree, baseline))
 }
 
 /// After a judged iteration: its worktree is removed when it holds nothing
@@ -894,10 +868,10 @@ fn dry_run(
 
 /// The exit code once the client exited: the loop's, or 128 + the signal
 /// when a signal the driver received left the loop interrupted.
-fn finish_code(paths: &ProjectPaths, ending: &finish::Ending, supervision: &Supervision) -> i32 {
+fn finish_code(paths: &ProjectPaths, ending: &Found, supervision: &Supervision) -> i32 {
     let code = finish::announce(paths, ending);
     match (ending, supervision.signal) {
-        (finish::Ending::Loop(state), Some(signal)) if state.status == Status::Interrupted => {
+        (Found::Loop(state), Some(signal)) if state.status == Status::Interrupted => {
             signal.exit_code()
         }
         _ => code,

@@ -1,10 +1,10 @@
 //! `ralph-ctl start`: writes a fresh running state owned by one session.
 
 use ralph_core::config::{Config, FileLayers, ProcessEnv, MAX_ITERATIONS_LIMIT};
+use ralph_core::events::Event;
 use ralph_core::exit_codes;
 use ralph_core::hook_input;
 use ralph_core::lifecycle;
-use ralph_core::log::{self, LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::pin::Pinned;
 use ralph_core::progress;
@@ -13,6 +13,7 @@ use ralph_core::registration;
 use ralph_core::state::LoopState;
 use ralph_core::store::{StateStore, StoreError};
 use ralph_core::time;
+use ralph_core::transaction;
 use ralph_core::verify;
 
 use std::time::SystemTime;
@@ -148,7 +149,6 @@ pub fn open_loop(
             left.ended_because.as_deref().unwrap_or_default()
         );
     }
-    let store = StateStore::new(paths);
     // The test baseline runs the verify commands (minutes, maybe): outside
     // the lock, and not for a start that the state refuses anyway.
     refuse_if_in_the_way(paths, config, force)?;
@@ -167,45 +167,8 @@ pub fn open_loop(
     let test_baseline = test_baseline(paths, config);
     let protected_files = protected_files(paths, config)?;
     crate::commands::init::ignore_runtime(paths)?;
-    let lock = store.lock(true)?;
     let now = time::now_rfc3339();
-    let previous = match lock.read() {
-        Ok(current) => {
-            // Never over a live driver's loop, running or waiting to resume.
-            if let Some(refusal) = current
-                .as_ref()
-                .and_then(crate::driver::liveness::still_carried)
-            {
-                return Err(CtlError::Refused(refusal));
-            }
-            if !force {
-                if let Some(refusal) =
-                    lifecycle::start_refusal(current.as_ref(), config, SystemTime::now())
-                {
-                    return Err(CtlError::Refused(refusal.describe(&paths.root)));
-                }
-            }
-            current
-        }
-        Err(e @ StoreError::Corrupt { .. }) => {
-            if !force {
-                return Err(CtlError::Refused(format!("{e}; or start with --force")));
-            }
-            let aside = lock.quarantine(&now)?;
-            crate::warn!("ralph-ctl: moved the corrupt state to {}", aside.display());
-            None
-        }
-        Err(e) => return Err(e.into()),
-    };
-    // The loop this one replaces is kept (`ralph-ctl history`), never lost.
-    if let Some(previous) = &previous {
-        lock.archive(previous).map_err(|e| {
-            CtlError::Refused(format!(
-                "the previous loop could not be kept in the history ({e}); nothing was started"
-            ))
-        })?;
-    }
-    let mut state = LoopState::new(session.clone(), max, now.clone());
+    let mut state = LoopState::new(session.clone(), max, now);
     state.fresh_context = fresh;
     state.test_baseline = test_baseline;
     state.protected_files = protected_files;
@@ -213,22 +176,49 @@ pub fn open_loop(
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.progress = progress::baseline(&paths.root);
     shape(&mut state);
-    lock.write(&state)?;
-    let entry = LogEntry::about(
-        &state,
-        LogEvent::Start,
-        &now,
-        format!(
-            "started, at most {max} iterations{}",
-            if fresh {
-                ", a fresh client session each"
-            } else {
-                ""
-            }
-        ),
+    let why = format!(
+        "started, at most {max} iterations{}",
+        if fresh {
+            ", a fresh client session each"
+        } else {
+            ""
+        }
     );
-    if let Err(e) = log::append(&lock, &entry) {
-        crate::warn!("ralph-ctl: warning: cannot append to the audit log: {e}");
+    // The loop this one replaces is kept (`ralph-ctl history`), never lost.
+    let replaced = transaction::replace(paths, |current| {
+        match current {
+            Ok(current) => {
+                // Never over a live driver's loop, running or waiting to resume.
+                if let Some(refusal) = current.and_then(crate::driver::liveness::still_carried) {
+                    return Err(CtlError::Refused(refusal));
+                }
+                if !force {
+                    if let Some(refusal) =
+                        lifecycle::start_refusal(current, config, SystemTime::now())
+                    {
+                        return Err(CtlError::Refused(refusal.describe(&paths.root)));
+                    }
+                }
+            }
+            Err(e) if !force => {
+                return Err(CtlError::Refused(format!("{e}; or start with --force")));
+            }
+            Err(_) => {}
+        }
+        Ok(Event::Started {
+            state: Box::new(state),
+            why,
+        })
+    })
+    .map_err(|e| match e {
+        CtlError::Store(e @ StoreError::NotKept(_)) => CtlError::Refused(e.to_string()),
+        e => e,
+    })?;
+    if let Some(aside) = &replaced.quarantined {
+        crate::warn!("ralph-ctl: moved the corrupt state to {}", aside.display());
+    }
+    for note in &replaced.notes {
+        crate::warn!("ralph-ctl: {note}");
     }
     Ok(Started {
         session_id: session,

@@ -13,7 +13,7 @@ use ralph_core::pin::{self, ConfigDrift};
 use ralph_core::state::{LoopState, PausedBecause, Status, TokenUsage};
 use ralph_core::store::{StateStore, StoreError};
 
-use crate::driver::supervisor::now_secs;
+use crate::driver::transcripts::now_secs;
 use crate::CmdResult;
 
 /// How many recent stops the readable summary lists.

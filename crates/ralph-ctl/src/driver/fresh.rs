@@ -8,17 +8,20 @@
 //! breaker's notice) is the next process's prompt, and the loop is handed
 //! over to that process's new session.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ralph_core::config::ProcessEnv;
-use ralph_core::engine::{self, Answer, RealWorld, Stop};
-use ralph_core::log::{self, LogEntry, LogEvent};
+use ralph_core::engine::{self, Answer, Stop, World};
+use ralph_core::events::{Draft, Event};
+use ralph_core::lifecycle;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{LoopState, Status, Usd};
-use ralph_core::time;
+use ralph_core::store::StateStore;
+use ralph_core::transaction::{self, Found, Whose};
 
-use crate::commands::finish::{self, Ending};
-use crate::driver::result::ClientResult;
+use super::result::ClientResult;
+use super::steps::StepNext;
+use super::transcripts;
 use crate::error::CtlError;
 
 /// What the judged iteration leads to.
@@ -33,34 +36,7 @@ pub enum Judged {
     Stopped,
 }
 
-/// The transcript the client wrote for `session`: Claude Code keeps each
-/// session in `<config>/projects/<the folder, mangled>/<session>.jsonl`
-/// (`<config>` is `$CLAUDE_CONFIG_DIR`, else `~/.claude`); the folder's name
-/// is looked for rather than rebuilt, so a change of the mangling rule
-/// cannot lose it.
-pub fn transcript_of(session: &str) -> Option<PathBuf> {
-    let config = std::env::var_os("CLAUDE_CONFIG_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| PathBuf::from(h).join(".claude"))
-        })?;
-    transcript_in(&config, session)
-}
-
-/// [`transcript_of`] under the client's configuration folder `config`.
-fn transcript_in(config: &Path, session: &str) -> Option<PathBuf> {
-    let name = format!("{session}.jsonl");
-    std::fs::read_dir(config.join("projects"))
-        .ok()?
-        .flatten()
-        .map(|entry| entry.path().join(&name))
-        .find(|path| path.is_file())
-}
-
-/// How a fresh iteration's process ended, for [`judge`].
+/// How a fresh iteration's process ended, for [`conclude`].
 #[derive(Debug, Default)]
 pub struct IterationEnd<'a> {
     /// Its result object, when it ended its turn.
@@ -79,35 +55,72 @@ pub struct IterationEnd<'a> {
     pub pinned_changes: Vec<ralph_core::pin::Changed>,
 }
 
-/// Judges the iteration the client process of `session` just ended, as the
-/// Stop hook would have at its stop: its final message is the result's (a
-/// cut-off process has none; the engine counts it as an error).
-/// Notes the engine has for the person go to `say`.
-pub fn judge(
+/// How the driver goes on after a fresh iteration.
+#[derive(Debug)]
+pub struct Concluded {
+    /// What the iteration led to.
+    pub judged: Judged,
+    /// The session the loop was handed over to, when it goes on.
+    pub next_session: Option<String>,
+    /// The loop as the iteration left it.
+    pub state: Option<LoopState>,
+}
+
+/// A driver's rules inside the stop (a formula's steps): they apply their
+/// events to the stop's draft and say how the driver goes on.
+pub type StepRules<'a> = dyn FnMut(&mut Draft) -> StepNext + 'a;
+
+/// Concludes the iteration the client process of `session` just ended, in
+/// one transaction on the loop: judged as the Stop hook would have at its
+/// stop (its final message is the result's; a cut-off process has none and
+/// the engine counts it as an error), then, under the same lock, the
+/// driver's step rules, the process's cost (its own session's total: a new
+/// session each iteration; nothing is known of a process cut off before
+/// its result), the budget, and, when the loop goes on, the hand-over to
+/// the next process's new session. Notes the engine has for the person go
+/// to `say`.
+pub fn conclude(
     paths: &ProjectPaths,
     session: &str,
     end: IterationEnd<'_>,
-    settle: &mut dyn FnMut(&mut LoopState),
+    world: &dyn World,
+    rules: &mut StepRules<'_>,
+    max_cost: Option<Usd>,
     say: &mut dyn FnMut(&str),
-) -> Result<Judged, CtlError> {
+) -> Result<Concluded, CtlError> {
+    let result = end.result;
     let stop = Stop {
         session_id: Some(session.to_string()),
         stop_hook_active: false,
-        last_assistant_message: end.result.and_then(|r| r.result.clone()),
-        transcript_path: transcript_of(session),
+        last_assistant_message: result.and_then(|r| r.result.clone()),
+        transcript_path: transcripts::of_session(session),
         work_root: end.work_root.map(Path::to_path_buf),
         cut_off: end.cut_off,
         task: end.task,
         extra_verify: end.extra_verify,
         skip_project_verify: end.skip_project_verify,
-        permission_denials: end.result.and_then(|r| r.permission_denials.clone()),
+        permission_denials: result.and_then(|r| r.permission_denials.clone()),
         pinned_changes: end.pinned_changes,
-        // Told once the process's cost is added (`charge`).
-        driver_settles: true,
+        // Settled here, in the stop's own transaction.
+        driver_settles: false,
+    };
+    let mut next_step = StepNext::AsJudged;
+    let mut next_session = None;
+    let mut settle = |draft: &mut Draft, answer: &Answer| {
+        next_step = rules(draft);
+        settle_iteration(draft, result, max_cost);
+        let goes_on = matches!(answer, Answer::Block { .. })
+            || matches!(next_step, StepNext::NextStep { .. });
+        if goes_on && draft.state().is_some_and(|s| s.status == Status::Running) {
+            let next = crate::session_id::new_uuid();
+            draft.apply(Event::HandedOver { to: next.clone() });
+            draft.apply(Event::Carried(Some(super::liveness::with_client(None))));
+            next_session = Some(next);
+        }
     };
     let mut answer = None;
     let report =
-        engine::run_stop_settled(paths, &ProcessEnv, &stop, &RealWorld, settle, &mut |a| {
+        engine::run_stop_settled(paths, &ProcessEnv, &stop, world, &mut settle, &mut |a| {
             answer = Some(a.clone());
             Ok(())
         })
@@ -115,84 +128,69 @@ pub fn judge(
     for note in &report.notes {
         say(note);
     }
-    Ok(match answer {
-        Some(Answer::Block { reason, .. }) => Judged::Continue { text: reason },
+    let state = if report.settled {
+        StateStore::new(paths).read()?
+    } else {
+        // The stop never reached the loop (it ended or changed hands
+        // meanwhile): what the process cost is still the loop's.
+        let changed = transaction::change(paths, Whose::Session(session), |draft| {
+            settle_iteration(draft, result, max_cost);
+            Ok::<_, CtlError>(())
+        })?;
+        match super::told(changed) {
+            Found::Loop(state) => Some(*state),
+            _ => StateStore::new(paths).read()?,
+        }
+    };
+    let judged = match (next_step, answer, &next_session) {
+        (_, _, None) => Judged::Stopped,
+        (StepNext::NextStep { text }, _, Some(_)) => Judged::Continue { text },
+        (_, Some(Answer::Block { reason, .. }), Some(_)) => Judged::Continue { text: reason },
         _ => Judged::Stopped,
+    };
+    Ok(Concluded {
+        judged,
+        next_session,
+        state,
     })
 }
 
-/// Adds what the process of `session` cost (its own session's total: a new
-/// session each iteration; nothing is known of a process cut off before
-/// its result) and ends the loop `budget_exhausted` when that
-/// spends `max_cost`. Returns the ended loop, if it ended.
-pub fn charge(
-    paths: &ProjectPaths,
-    session: &str,
-    result: Option<&ClientResult>,
-    max_cost: Option<Usd>,
-) -> Result<Option<LoopState>, CtlError> {
-    let ending = finish::with_own_loop(paths, session, |lock, mut state| {
-        let before = state.clone();
-        // A new session each iteration: the run's own cost.
-        super::supervisor::add_run_cost(&mut state, result, false);
-        let now = time::now_rfc3339();
-        let mut ended = None;
-        if state.status == Status::Running && max_cost.is_some_and(|max| state.cost_usd >= max) {
-            let why = format!(
-                "the loop's budget is spent: cost {} of maxCostUsd {}",
-                state.cost_usd,
-                max_cost.unwrap_or_default()
-            );
-            state.end(Status::BudgetExhausted, why.clone(), &now);
-            ended = Some(why);
-        }
-        if state != before {
-            lock.write(&state)?;
-        }
-        if let Some(why) = ended {
-            let _ = log::append(lock, &LogEntry::about(&state, LogEvent::End, &now, why));
-        }
-        Ok(Ending::Loop(Box::new(state)))
-    })?;
-    Ok(match ending {
-        Ending::Loop(state) if state.status != Status::Running => Some(*state),
-        _ => None,
-    })
-}
-
-/// Hands the running loop over from the session `from` to the next
-/// process's new session `to`. False when the loop is no longer `from`'s
-/// or no longer running.
-pub fn hand_over(paths: &ProjectPaths, from: &str, to: &str) -> Result<bool, CtlError> {
+/// Hands the running loop over from the session `from` to a new session,
+/// carried by this driver with no client yet; returns that session, or
+/// `None` when the loop is no longer `from`'s or no longer running.
+pub fn hand_over(paths: &ProjectPaths, from: &str) -> Result<Option<String>, CtlError> {
+    let next = crate::session_id::new_uuid();
     let mut moved = false;
-    finish::with_own_loop(paths, from, |lock, mut state| {
-        if state.status == Status::Running {
-            state.session_id = to.to_string();
-            state.transcript = None;
-            lock.write(&state)?;
+    let changed = transaction::change(paths, Whose::Session(from), |draft| {
+        if draft.state().is_some_and(|s| s.status == Status::Running) {
+            draft.apply(Event::HandedOver { to: next.clone() });
+            draft.apply(Event::Carried(Some(super::liveness::with_client(None))));
             moved = true;
         }
-        Ok(Ending::Loop(Box::new(state)))
+        Ok::<_, CtlError>(())
     })?;
-    Ok(moved)
+    super::told(changed);
+    Ok(moved.then_some(next))
 }
 
-/// Makes `baseline` the breaker's progress baseline of the running loop of
-/// `session`: an iteration in a worktree of its own is measured against
-/// that worktree's start, not the main checkout's.
-pub fn rebaseline(
-    paths: &ProjectPaths,
-    session: &str,
-    baseline: Option<ralph_core::progress::Baseline>,
-) -> Result<(), CtlError> {
-    finish::with_own_loop(paths, session, |lock, mut state| {
-        if state.status == Status::Running && state.breaker.progress != baseline {
-            state.breaker.progress = baseline;
-            lock.write(&state)?;
-        }
-        Ok(Ending::Loop(Box::new(state)))
-    })?;
-    Ok(())
+/// The process's cost charged, and the loop ended `budget_exhausted` when
+/// that spends its budget.
+fn settle_iteration(draft: &mut Draft, result: Option<&ClientResult>, max_cost: Option<Usd>) {
+    // A new session each iteration: the run's own cost.
+    if let Some(event) = super::supervisor::charged(result, false) {
+        draft.apply(event);
+    }
+    let spent = draft
+        .state()
+        .filter(|s| s.status == Status::Running)
+        .and_then(|s| lifecycle::budget_spent(s, max_cost, false));
+    if let Some(why) = spent {
+        draft.apply(Event::Ended {
+            status: Status::BudgetExhausted,
+            why,
+            at: None,
+        });
+    }
 }
 
 /// One line summing up a fresh iteration: its number, how the stop judged
@@ -215,6 +213,82 @@ pub fn summary(state: &LoopState, iteration: u32, cost: Option<f64>, seconds: f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ralph_core::engine::RealWorld;
+
+    /// A project with a running loop of session `s1` and a PROMPT.md.
+    fn running_loop() -> (crate::testdir::TestDir, ProjectPaths) {
+        let dir = crate::testdir::TestDir::new("conclude");
+        let paths = ProjectPaths::new(dir.path());
+        std::fs::create_dir_all(dir.path().join(".claude/ralph")).unwrap();
+        std::fs::write(
+            dir.path().join(".claude/ralph/PROMPT.md"),
+            "Fix the parser.\n",
+        )
+        .unwrap();
+        let state = LoopState::new("s1".into(), 5, ralph_core::time::now_rfc3339());
+        transaction::replace(&paths, |_| {
+            Ok::<_, CtlError>(Event::Started {
+                state: Box::new(state),
+                why: "started".into(),
+            })
+        })
+        .unwrap();
+        (dir, paths)
+    }
+
+    fn conclude_with(paths: &ProjectPaths, result: &ClientResult, max: Option<Usd>) -> Concluded {
+        let end = IterationEnd {
+            result: Some(result),
+            ..IterationEnd::default()
+        };
+        let mut rules = |_: &mut Draft| StepNext::AsJudged;
+        conclude(paths, "s1", end, &RealWorld, &mut rules, max, &mut |_| {}).unwrap()
+    }
+
+    #[test]
+    fn a_fresh_iteration_is_judged_charged_and_handed_over_under_one_lock() {
+        let (_dir, paths) = running_loop();
+        let result = ClientResult {
+            result: Some("Read the parser; more to do.".into()),
+            total_cost_usd: Some(0.25),
+            ..ClientResult::default()
+        };
+        let locks = ralph_core::store::locks_taken();
+        let concluded = conclude_with(&paths, &result, None);
+        assert_eq!(ralph_core::store::locks_taken() - locks, 1);
+        let Judged::Continue { text } = &concluded.judged else {
+            panic!("{concluded:?}");
+        };
+        assert!(text.contains("Fix the parser."), "{text}");
+        let state = StateStore::new(&paths).read().unwrap().unwrap();
+        assert_eq!(Some(&state), concluded.state.as_ref());
+        assert_eq!(Some(&state.session_id), concluded.next_session.as_ref());
+        assert_eq!((state.status, state.iteration), (Status::Running, 2));
+        assert_eq!(state.cost_usd, Usd::from_dollars(0.25));
+        assert!(state.carriers.is_some_and(|c| c.client.is_none()));
+    }
+
+    #[test]
+    fn an_iteration_that_spends_the_budget_ends_the_loop_in_the_same_lock() {
+        let (_dir, paths) = running_loop();
+        let result = ClientResult {
+            result: Some("Still working.".into()),
+            total_cost_usd: Some(0.5),
+            ..ClientResult::default()
+        };
+        let locks = ralph_core::store::locks_taken();
+        let concluded = conclude_with(&paths, &result, Some(Usd::from_dollars(0.4)));
+        assert_eq!(ralph_core::store::locks_taken() - locks, 1);
+        assert!(matches!(concluded.judged, Judged::Stopped));
+        assert_eq!(concluded.next_session, None);
+        let state = concluded.state.unwrap();
+        assert_eq!(state.status, Status::BudgetExhausted);
+        assert_eq!(state.session_id, "s1");
+        assert!(state
+            .ended_because
+            .unwrap()
+            .contains("the loop's budget is spent: cost $0.5000 of maxCostUsd $0.4000"));
+    }
 
     #[test]
     fn a_summary_names_the_iteration_its_judgement_and_cost() {
@@ -223,18 +297,5 @@ mod tests {
             summary(&state, 2, Some(0.0123), 2.04),
             "fresh iteration 2 of 5: not judged, $0.0123, 2.0 s"
         );
-    }
-
-    #[test]
-    fn the_transcript_is_found_by_its_session_whatever_the_folder_is_called() {
-        let dir = std::env::temp_dir().join(format!("ralph-fresh-{}", std::process::id()));
-        let folder = dir.join("projects").join("-tmp-some-project");
-        std::fs::create_dir_all(&folder).unwrap();
-        std::fs::create_dir_all(dir.join("projects").join("-other")).unwrap();
-        std::fs::write(folder.join("abc.jsonl"), "{}\n").unwrap();
-        assert_eq!(transcript_in(&dir, "abc"), Some(folder.join("abc.jsonl")));
-        assert_eq!(transcript_in(&dir, "abd"), None);
-        assert_eq!(transcript_in(&dir.join("nowhere"), "abc"), None);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -7,30 +7,39 @@
 //! all of its carriers gone, and records it as interrupted; `status`,
 //! `start` and `run` call it before they look at the loop.
 
-use ralph_core::lifecycle;
+use ralph_core::events::Event;
 use ralph_core::liveness;
-use ralph_core::log::{LogEntry, LogEvent};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{Carriers, LoopState, ProcessId, Status};
 use ralph_core::store::StateStore;
-use ralph_core::time;
+use ralph_core::transaction::{self, Found, Whose};
 
-use super::supervisor::log_entry;
+use super::transcripts;
 use crate::error::CtlError;
 
 /// Records `carriers` on the loop of `session_id` (nothing when the loop
 /// is no longer that session's).
 pub fn record(paths: &ProjectPaths, session_id: &str, carriers: Carriers) -> Result<(), CtlError> {
-    let store = StateStore::new(paths);
-    let lock = store.lock(false)?;
-    let Some(mut state) = lock.read()? else {
-        return Ok(());
-    };
-    if state.session_id != session_id || state.carriers.as_ref() == Some(&carriers) {
-        return Ok(());
-    }
-    state.carriers = Some(carriers);
-    lock.write(&state)?;
+    record_start(paths, session_id, carriers, None)
+}
+
+/// [`record`] for a client just started, with the breaker's progress
+/// baseline of the worktree it works in when it has a new one: what an
+/// iteration's start changes in the loop, in one transaction.
+pub fn record_start(
+    paths: &ProjectPaths,
+    session_id: &str,
+    carriers: Carriers,
+    baseline: Option<Option<ralph_core::progress::Baseline>>,
+) -> Result<(), CtlError> {
+    let changed = transaction::change(paths, Whose::Session(session_id), |draft| {
+        draft.apply(Event::Carried(Some(carriers)));
+        if let Some(baseline) = baseline {
+            draft.apply(Event::Rebaselined(baseline));
+        }
+        Ok::<_, CtlError>(())
+    })?;
+    super::told(changed);
     Ok(())
 }
 
@@ -50,38 +59,45 @@ pub fn left_behind(state: &LoopState) -> bool {
 /// Records a loop left behind by its carriers as interrupted, with an
 /// audit line; returns the loop when it did.
 pub fn reconcile(paths: &ProjectPaths) -> Result<Option<LoopState>, CtlError> {
-    let store = StateStore::new(paths);
     // Unlocked first: the usual answer is "nothing to do".
-    match store.read() {
+    let mut reconciled = false;
+    match StateStore::new(paths).read() {
         Ok(Some(state)) if left_behind(&state) => {}
         _ => return Ok(None),
     }
-    let lock = store.lock(false)?;
-    let Some(mut state) = lock.read()? else {
-        return Ok(None);
-    };
-    if !left_behind(&state) {
-        return Ok(None);
-    }
-    let carriers = state.carriers.take().unwrap_or_default();
-    let now = time::now_rfc3339();
-    // What the last run spent with no stop and no result to say so: its
-    // requests and tokens, and its cost where the client wrote it on its
-    // way out (a `cost-state` line: the session's total, which the loop's
-    // cost keeps up with in session mode; a fresh loop's resume goes on in
-    // that session, whose next result reports the total, so it is charged
-    // then, once).
-    if let Some(reading) = super::supervisor::unstopped_usage(&state, paths) {
-        lifecycle::take_usage(&mut state, &reading, &now);
-        if let (Some(total), false) = (reading.session_cost, state.fresh_context) {
-            state.cost_usd = state.cost_usd.max(total);
+    let changed = transaction::change(paths, Whose::Any, |draft| {
+        let Some(state) = draft.state().filter(|s| left_behind(s)).cloned() else {
+            return Ok::<_, CtlError>(());
+        };
+        let carriers = state.carriers.clone().unwrap_or_default();
+        draft.apply(Event::Carried(None));
+        // What the last run spent with no stop and no result to say so: its
+        // requests and tokens, and its cost where the client wrote it on its
+        // way out (a `cost-state` line: the session's total, which the loop's
+        // cost keeps up with in session mode; a fresh loop's resume goes on in
+        // that session, whose next result reports the total, so it is charged
+        // then, once).
+        if let Some(reading) = transcripts::unstopped_usage(&state, paths) {
+            let total = reading.session_cost.filter(|_| !state.fresh_context);
+            draft.apply(Event::UsageCounted(reading));
+            if let Some(cost) = total {
+                draft.apply(Event::Charged {
+                    cost,
+                    session_total: true,
+                });
+            }
         }
-    }
-    lifecycle::interrupt(&mut state, &cause(&carriers), &now);
-    lock.write(&state)?;
-    let why = state.ended_because.clone().unwrap_or_default();
-    log_entry(&lock, &LogEntry::about(&state, LogEvent::End, &now, why));
-    Ok(Some(state))
+        draft.apply(Event::Interrupted {
+            cause: cause(&carriers),
+        });
+        reconciled = true;
+        Ok(())
+    })?;
+    let found = super::told(changed);
+    Ok(match found {
+        Found::Loop(state) if reconciled => Some(*state),
+        _ => None,
+    })
 }
 
 /// Why a loop left behind ended, naming its processes.

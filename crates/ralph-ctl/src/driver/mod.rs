@@ -21,5 +21,14 @@ pub mod sandbox;
 pub mod signals;
 pub mod steps;
 pub mod supervisor;
+pub mod transcripts;
 pub mod watchdog;
 pub mod worktree;
+
+/// What a change of the loop found, its warnings said on stderr.
+pub fn told(changed: ralph_core::transaction::Changed) -> ralph_core::transaction::Found {
+    for note in &changed.notes {
+        crate::warn!("ralph-ctl: {note}");
+    }
+    changed.found
+}

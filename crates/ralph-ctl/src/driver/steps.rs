@@ -9,13 +9,12 @@
 //! of ending `complete`.
 
 use ralph_core::config::Config;
-use ralph_core::log::LogEvent;
+use ralph_core::events::{Draft, Event};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::prompt;
-use ralph_core::state::{LoopState, Status, Usd};
-use ralph_core::time;
+use ralph_core::state::{FormulaRun, LoopState, Status, Usd};
+use ralph_core::transaction::{self, Whose};
 
-use crate::commands::finish::{self, Ending};
 use crate::error::CtlError;
 use crate::formula::{Formula, Step};
 
@@ -30,19 +29,19 @@ pub enum StepNext {
         text: String,
     },
     /// The run ended here (a gate past its retries, a step's cap).
-    Ended(Box<LoopState>),
+    Ended,
 }
 
 /// Records the formula run in a started loop of `session`.
 pub fn begin(paths: &ProjectPaths, session: &str, formula: &Formula) -> Result<(), CtlError> {
-    finish::with_own_loop(paths, session, |lock, mut state| {
-        state.formula = Some(formula.new_run());
-        if let Some(pinned) = state.pinned.as_mut() {
-            pinned.formula = Some(crate::formula::pin(paths, formula));
-        }
-        lock.write(&state)?;
-        Ok(Ending::Loop(Box::new(state)))
+    let changed = transaction::change(paths, Whose::Session(session), |draft| {
+        draft.apply(Event::FormulaRecorded(Box::new(formula.new_run())));
+        draft.apply(Event::FormulaPinned(Box::new(crate::formula::pin(
+            paths, formula,
+        ))));
+        Ok::<_, CtlError>(())
     })?;
+    super::told(changed);
     Ok(())
 }
 
@@ -72,54 +71,52 @@ pub fn step_text(
     ))
 }
 
-/// What the engine's decided `state` means for the formula run (see the
-/// module's doc), applied to it before it is written: called by
-/// `engine::run_stop_settled` under the lock. `cost` is what the iteration
-/// cost. How the driver goes on is returned.
+/// What the engine's decided state means for the formula run (see the
+/// module's doc), as events applied to the stop's draft before it is
+/// written: called inside `engine::run_stop_settled`'s transaction. `cost`
+/// is what the iteration cost. How the driver goes on is returned.
 pub fn settle(
     paths: &ProjectPaths,
     config: &Config,
-    state: &mut LoopState,
+    draft: &mut Draft,
     formula: &Formula,
     iteration: u32,
     cost: Option<f64>,
 ) -> StepNext {
-    let now = time::now_rfc3339();
-    let mut event = None;
-    let next = record(
-        paths, config, state, formula, iteration, cost, &now, &mut event,
-    )
-    .unwrap_or_else(|e| {
-        crate::warn!("ralph-ctl: warning: the next step's text could not be made: {e}");
-        StepNext::AsJudged
-    });
-    // The stop's own line in the history and the log says it.
-    if let (Some((_, why)), Some(last)) = (event, state.history.last_mut()) {
-        last.why = format!("{}; {why}", last.why);
+    let Some(state) = draft.state() else {
+        return StepNext::AsJudged;
+    };
+    let (next, events) = record(paths, config, state, formula, iteration, cost, draft.now())
+        .unwrap_or_else(|e| {
+            crate::warn!("ralph-ctl: warning: the next step's text could not be made: {e}");
+            (StepNext::AsJudged, Vec::new())
+        });
+    for event in events {
+        draft.apply(event);
     }
     next
 }
 
-/// [`settle`] on the state, with what happened for the log.
-#[allow(clippy::too_many_arguments)]
+/// [`settle`]'s decision: how the driver goes on, and the events that
+/// record it (the step's counts and gates, and the run's ending or its
+/// next step, which the stop's own line in the history and the log says).
 fn record(
     paths: &ProjectPaths,
     config: &Config,
-    state: &mut LoopState,
+    state: &LoopState,
     formula: &Formula,
     iteration: u32,
     cost: Option<f64>,
     now: &str,
-    event: &mut Option<(LogEvent, String)>,
-) -> Result<StepNext, CtlError> {
+) -> Result<(StepNext, Vec<Event>), CtlError> {
     let claim = state
         .last_claim
-        .clone()
+        .as_ref()
         .filter(|claim| claim.iteration == iteration);
     let status = state.status;
     let max_iterations = state.max_iterations;
-    let Some(run) = state.formula.as_mut() else {
-        return Ok(StepNext::AsJudged);
+    let Some(mut run) = state.formula.clone() else {
+        return Ok((StepNext::AsJudged, Vec::new()));
     };
     let at = run.step.min(run.steps.len().saturating_sub(1));
     let step = &formula.steps[at.min(formula.steps.len() - 1)];
@@ -130,7 +127,7 @@ fn record(
     }
     // The step's gates ran with the claim (beside the project's verify).
     let mut past_retries = None;
-    if let Some(claim) = &claim {
+    if let Some(claim) = claim {
         for gate in &mut record.gates {
             let Some(result) = claim.verification.iter().find(|r| r.name == gate.name) else {
                 continue;
@@ -151,10 +148,20 @@ fn record(
     }
     let step_id = record.id.clone();
     let step_iterations = record.iterations;
+    let ended = |run: FormulaRun, status: Status, why: String, at: Option<u32>| {
+        let events = vec![
+            Event::FormulaRecorded(Box::new(run)),
+            Event::StepEnded { status, why, at },
+        ];
+        Ok((StepNext::Ended, events))
+    };
     if status == Status::Complete {
         record.completed_at = Some(now.to_string());
         let Some(following) = formula.steps.get(at + 1) else {
-            return Ok(StepNext::AsJudged);
+            return Ok((
+                StepNext::AsJudged,
+                vec![Event::FormulaRecorded(Box::new(run))],
+            ));
         };
         if iteration >= max_iterations {
             let why = format!(
@@ -163,27 +170,18 @@ fn record(
                 at + 2,
                 following.id
             );
-            state.end(Status::MaxIterations, why.clone(), now);
-            *event = Some((LogEvent::End, why));
-            return Ok(StepNext::Ended(Box::new(state.clone())));
+            return ended(run, Status::MaxIterations, why, None);
         }
         run.step = at + 1;
         let position = run.position();
-        state.status = Status::Running;
-        state.ended_at = None;
-        state.ended_because = None;
-        state.iteration = iteration + 1;
         let notice = format!(
             "[Ralph formula {}: step {step_id} is done] Now {position}: a new step, with the task below.",
             formula.name
         );
-        *event = Some((
-            LogEvent::Resume,
-            format!(
-                "step {step_id} passed its gates; {position} starts at iteration {}",
-                iteration + 1
-            ),
-        ));
+        let why = format!(
+            "step {step_id} passed its gates; {position} starts at iteration {}",
+            iteration + 1
+        );
         let text = step_text(
             paths,
             config,
@@ -192,10 +190,18 @@ fn record(
             max_iterations,
             Some(&notice),
         )?;
-        return Ok(StepNext::NextStep { text });
+        let events = vec![
+            Event::FormulaRecorded(Box::new(run)),
+            Event::StepPassed {
+                iteration: iteration + 1,
+                why,
+            },
+        ];
+        return Ok((StepNext::NextStep { text }, events));
     }
+    let recorded = vec![Event::FormulaRecorded(Box::new(run.clone()))];
     if status != Status::Running {
-        return Ok(StepNext::AsJudged);
+        return Ok((StepNext::AsJudged, recorded));
     }
     if let Some((gate, failures, retries, output)) = past_retries {
         let output = crate::driver::live::excerpt(&output);
@@ -203,21 +209,15 @@ fn record(
             "gate {gate} of step {step_id} failed {failures} times, more than its retries ({retries}); its last output: {output}"
         );
         // An ended loop stays at its last iteration.
-        state.iteration = iteration;
-        state.end(Status::GateFailed, why.clone(), now);
-        *event = Some((LogEvent::End, why));
-        return Ok(StepNext::Ended(Box::new(state.clone())));
+        return ended(run, Status::GateFailed, why, Some(iteration));
     }
     if let Some(max) = step.max_iterations.filter(|max| step_iterations >= *max) {
         let why = format!(
             "step {step_id} reached its maxIterations ({max}) without its claim passing its gates"
         );
-        state.iteration = iteration;
-        state.end(Status::MaxIterations, why.clone(), now);
-        *event = Some((LogEvent::End, why));
-        return Ok(StepNext::Ended(Box::new(state.clone())));
+        return ended(run, Status::MaxIterations, why, Some(iteration));
     }
-    Ok(StepNext::AsJudged)
+    Ok((StepNext::AsJudged, recorded))
 }
 
 #[cfg(test)]
@@ -246,18 +246,17 @@ mod tests {
     fn after(state: &mut LoopState, formula: &Formula, iteration: u32) -> StepNext {
         let dir = crate::testdir::TestDir::new("steps");
         let paths = ProjectPaths::new(dir.path());
-        let mut event = None;
-        record(
+        let mut draft = Draft::new(Some(state.clone()), "t1");
+        let next = settle(
             &paths,
             &Config::default(),
-            state,
+            &mut draft,
             formula,
             iteration,
             Some(0.5),
-            "t1",
-            &mut event,
-        )
-        .unwrap()
+        );
+        *state = draft.finish().state.unwrap();
+        next
     }
 
     #[test]
@@ -265,9 +264,8 @@ mod tests {
         let formula = feature();
         let mut state = running(&formula, 2, 25);
         assert_eq!(after(&mut state, &formula, 1), StepNext::AsJudged);
-        let StepNext::Ended(ended) = after(&mut state, &formula, 2) else {
-            panic!("{state:?}");
-        };
+        assert_eq!(after(&mut state, &formula, 2), StepNext::Ended);
+        let ended = state.clone();
         assert_eq!(ended.status, Status::MaxIterations);
         assert!(ended
             .ended_because
@@ -299,10 +297,8 @@ mod tests {
 
         let mut capped = running(&formula, 3, 3);
         capped.end(Status::Complete, "claim accepted".into(), "t1");
-        let StepNext::Ended(ended) = after(&mut capped, &formula, 3) else {
-            panic!("{capped:?}");
-        };
-        assert_eq!(ended.status, Status::MaxIterations);
+        assert_eq!(after(&mut capped, &formula, 3), StepNext::Ended);
+        assert_eq!(capped.status, Status::MaxIterations);
     }
 
     #[test]
@@ -329,9 +325,8 @@ mod tests {
                 by_runner: Vec::new(),
             }],
         });
-        let StepNext::Ended(ended) = after(&mut state, &formula, 3) else {
-            panic!("{state:?}");
-        };
+        assert_eq!(after(&mut state, &formula, 3), StepNext::Ended);
+        let ended = state.clone();
         assert_eq!(ended.status, Status::GateFailed);
         assert_eq!(
             ended.iteration, 3,

@@ -1,65 +1,28 @@
-//! What the driver does between two runs of the client, each under the
-//! state lock and logged: read how a run ended (its result object, its exit,
-//! the transcript's last API error) into the state, take a paused loop up
-//! again, and wait for the time to resume, counting down on stderr.
+//! What the driver does between two runs of the client, each one
+//! transaction on the loop (`ralph_core::transaction`): read how a run
+//! ended (its result object, its exit, the transcript's last API error)
+//! into events, take a paused loop up again, and wait for the time to
+//! resume, counting down on stderr.
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::time::Duration;
 
 use ralph_core::config::Config;
+use ralph_core::events::{Draft, Event};
 use ralph_core::lifecycle;
-use ralph_core::log::{self, LogEntry, LogEvent};
+use ralph_core::log;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{LoopState, PauseKind, PausedBecause, Status, Usd};
-use ralph_core::store::{StateLock, StateStore};
 use ralph_core::time;
+use ralph_core::transaction::{self, Found, Whose};
 use ralph_core::usage::{self, UsageReading};
 
 use super::client::{ClientExit, Supervision};
 use super::result::ClientResult;
 use super::signals::{Signal, SignalSource};
-use crate::commands::finish::{self, Ending};
+use super::transcripts::{self, now_secs};
 use crate::error::CtlError;
-
-/// Seconds since the epoch.
-pub fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Appends to the audit log, or says on stderr why it could not.
-pub fn log_entry(lock: &StateLock<'_>, entry: &LogEntry) {
-    if let Err(e) = log::append(lock, entry) {
-        let _ = writeln!(
-            std::io::stderr(),
-            "ralph: warning: cannot append to the audit log: {e}"
-        );
-    }
-}
-
-/// Where the client keeps the session's transcript when no stop has named
-/// it yet: `$CLAUDE_CONFIG_DIR` (or `~/.claude`) `/projects/<the project
-/// folder with every character but letters and digits as '-'>/<session>.jsonl`.
-pub fn default_transcript_path(root: &Path, session_id: &str) -> Option<PathBuf> {
-    let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude")))?;
-    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-    let mangled: String = root
-        .to_string_lossy()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    Some(
-        config_dir
-            .join("projects")
-            .join(mangled)
-            .join(format!("{session_id}.jsonl")),
-    )
-}
 
 /// How one run of the client ended, as the driver saw it.
 pub struct RunEnd<'a> {
@@ -75,14 +38,6 @@ pub struct RunEnd<'a> {
     pub last_stop_before: Option<&'a str>,
 }
 
-/// The loop's cost, and its budget when it has one.
-fn describe_cost(state: &LoopState, config: &Config) -> String {
-    match config.supervision.max_cost {
-        Some(max) => format!("{} of maxCostUsd {max}", state.cost_usd),
-        None => format!("{}", state.cost_usd),
-    }
-}
-
 /// Under the lock, once the client exited: adds the run's cost (the
 /// client's own count; `session_cost` when it reports the session's total
 /// rather than the run's); a loop still `running` is paused (headless only:
@@ -95,41 +50,38 @@ pub fn record_client_end(
     config: &Config,
     session_id: &str,
     run: &RunEnd<'_>,
-) -> Result<Ending, CtlError> {
-    finish::with_own_loop(paths, session_id, |lock, state| {
-        record_run(lock, state, paths, config, run)
+) -> Result<Found, CtlError> {
+    let changed = transaction::change(paths, Whose::Session(session_id), |draft| {
+        record_run(draft, paths, config, run);
+        Ok::<_, CtlError>(())
+    })?;
+    Ok(super::told(changed))
+}
+
+/// The event charging what one client run cost, when the client said.
+pub fn charged(result: Option<&ClientResult>, session_total: bool) -> Option<Event> {
+    let cost = result
+        .and_then(|r| r.total_cost_usd)
+        .map(Usd::from_dollars)?;
+    Some(Event::Charged {
+        cost,
+        session_total,
     })
 }
 
-/// Adds what one client run cost to the loop's: with `session_cost` the
-/// client reported its session's total so far (2.1 resuming the loop's
-/// session), else the run's own (2.0, or a fresh session per iteration).
-pub fn add_run_cost(state: &mut LoopState, result: Option<&ClientResult>, session_cost: bool) {
-    if let Some(cost) = result.and_then(|r| r.total_cost_usd).map(Usd::from_dollars) {
-        state.cost_usd = if session_cost {
-            state.cost_usd.max(cost)
-        } else {
-            Usd(state.cost_usd.0.saturating_add(cost.0))
-        };
-    }
-}
-
-/// [`record_client_end`] on the loop, under the lock.
-fn record_run(
-    lock: &StateLock<'_>,
-    mut state: LoopState,
-    paths: &ProjectPaths,
-    config: &Config,
-    run: &RunEnd<'_>,
-) -> Result<Ending, CtlError> {
-    let before = state.clone();
-    let now = time::now_rfc3339();
+/// [`record_client_end`]'s events.
+fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &RunEnd<'_>) {
+    let Some(before) = draft.state().cloned() else {
+        return;
+    };
+    let now = draft.now().to_string();
     let result = run.result;
-    add_run_cost(&mut state, result, run.session_cost);
-    let over_budget = config
-        .supervision
-        .max_cost
-        .is_some_and(|max| state.cost_usd >= max);
+    if let Some(event) = charged(result, run.session_cost) {
+        draft.apply(event);
+    }
+    let Some(state) = draft.state().cloned() else {
+        return;
+    };
     let supervision = run.supervision;
     let cause = supervision.describe(super::client::KILL_GRACE);
     let live = matches!(state.status, Status::Running | Status::Paused);
@@ -139,45 +91,35 @@ fn record_run(
     let pause = (state.status == Status::Running && run.headless && supervision.signal.is_none())
         .then(|| pause_of_run(&state, result, supervision.exit, &now, paths, worked))
         .flatten();
-    let spent = live && (over_budget || result.is_some_and(ClientResult::budget_spent));
+    let spent = lifecycle::budget_spent(
+        &state,
+        config.supervision.max_cost,
+        result.is_some_and(ClientResult::budget_spent),
+    )
+    .filter(|_| live);
     // Counted once: a stop moved the cursor past what it counted, and a
     // pause counts its own reading.
-    if live && (spent || pause.is_none()) {
-        if let Some(reading) = unstopped_usage(&state, paths) {
-            lifecycle::take_usage(&mut state, &reading, &now);
+    if live && (spent.is_some() || pause.is_none()) {
+        if let Some(reading) = transcripts::unstopped_usage(&state, paths) {
+            draft.apply(Event::UsageCounted(reading));
         }
     }
-    let event = if spent {
-        let why = format!(
-            "the loop's budget is spent: cost {} (client: {cause})",
-            describe_cost(&state, config)
-        );
-        state.end(Status::BudgetExhausted, why.clone(), &now);
-        Some((LogEvent::End, why))
+    if let Some(why) = spent {
+        draft.apply(Event::Ended {
+            status: Status::BudgetExhausted,
+            why: format!("{why} (client: {cause})"),
+            at: None,
+        });
     } else if let Some((because, reading)) = pause {
-        let why = lifecycle::pause_for_api_failure(&mut state, because, &reading, &now);
-        Some((LogEvent::Pause, format!("{why} ({cause})")))
-    } else if (state.status == Status::Running || supervision.signal.is_some())
-        && lifecycle::interrupt(
-            &mut state,
-            &with_hook_news(lock.path(), &before, supervision, &cause),
-            &now,
-        )
-    {
-        Some((
-            LogEvent::End,
-            state.ended_because.clone().unwrap_or_default(),
-        ))
-    } else {
-        None
-    };
-    if state != before {
-        lock.write(&state)?;
+        draft.apply(Event::Paused {
+            because,
+            reading,
+            cause,
+        });
+    } else if state.status == Status::Running || supervision.signal.is_some() {
+        let cause = with_hook_news(&paths.state_file(), &before, supervision, &cause);
+        draft.apply(Event::Interrupted { cause });
     }
-    if let Some((event, why)) = event {
-        log_entry(lock, &LogEntry::about(&state, event, &now, why));
-    }
-    Ok(Ending::Loop(Box::new(state)))
 }
 
 /// `cause` with what the hook left to say: why it could not go on at the
@@ -207,29 +149,6 @@ fn with_hook_news(
     cause.to_string()
 }
 
-/// The transcript of the loop's session: where its last stop read when that
-/// was this session's (a fresh loop's cursor may be an earlier
-/// iteration's), else where the client keeps it.
-fn transcript_of_loop(state: &LoopState, paths: &ProjectPaths) -> Option<PathBuf> {
-    let session = std::ffi::OsStr::new(&state.session_id);
-    state
-        .transcript
-        .as_ref()
-        .map(|c| c.path.clone())
-        .filter(|p| p.file_stem() == Some(session))
-        .or_else(|| super::fresh::transcript_of(&state.session_id))
-        .or_else(|| default_transcript_path(&paths.root, &state.session_id))
-}
-
-/// What the loop's transcript gained since its last stop read it, for a run
-/// that ended without a stop after its last requests (the client's own
-/// budget cap, a crash, a signal): those requests and tokens were spent too.
-pub fn unstopped_usage(state: &LoopState, paths: &ProjectPaths) -> Option<UsageReading> {
-    let path = transcript_of_loop(state, paths)?;
-    let since = time::epoch_secs(&state.started_at).unwrap_or(0);
-    usage::read_new_since(&path, state.transcript.as_ref(), now_secs(), since).ok()
-}
-
 /// Why a headless run that left the loop running ended, when it was an API
 /// error (from the result's HTTP status, the transcript's last `api_error`
 /// line for the reset time) or a client that exited without a result.
@@ -241,7 +160,7 @@ fn pause_of_run(
     paths: &ProjectPaths,
     worked: bool,
 ) -> Option<(PausedBecause, UsageReading)> {
-    let reading = transcript_of_loop(state, paths)
+    let reading = transcripts::of_loop(state, paths)
         .and_then(|path| usage::read_new(&path, state.transcript.as_ref(), now_secs()).ok())
         .unwrap_or_default();
     let api_error = reading.last_api_error.clone();
@@ -301,47 +220,49 @@ pub fn plan(
     config: &Config,
     session_id: &str,
 ) -> Result<(lifecycle::ResumePlan, Option<LoopState>), CtlError> {
-    let store = StateStore::new(paths);
-    let lock = store.lock(false)?;
-    let Some(mut state) = lock.read()? else {
-        return Ok((
-            lifecycle::ResumePlan::Stay {
-                reason: "the loop's state is gone".into(),
-            },
-            None,
-        ));
+    let mut plan = lifecycle::ResumePlan::Stay {
+        reason: "the loop's state is gone".into(),
     };
-    if state.session_id != session_id || state.status != Status::Paused {
-        return Ok((
-            lifecycle::ResumePlan::Stay {
+    let changed = transaction::change(paths, Whose::Any, |draft| {
+        let Some(state) = draft.state() else {
+            return Ok::<_, CtlError>(());
+        };
+        if state.session_id != session_id || state.status != Status::Paused {
+            plan = lifecycle::ResumePlan::Stay {
                 reason: "the loop is not paused".into(),
+            };
+            return Ok(());
+        }
+        plan = lifecycle::plan_resume(config, state, now_secs());
+        let policy = config.supervision.policy.as_str().to_string();
+        draft.apply(match &plan {
+            lifecycle::ResumePlan::Fail { reason } => Event::GaveUp {
+                why: reason.clone(),
+                policy,
             },
-            Some(state),
-        ));
+            lifecycle::ResumePlan::Stay { reason } => Event::Waiting {
+                why: reason.clone(),
+                resume_at: None,
+                policy,
+            },
+            lifecycle::ResumePlan::ResumeAt { at, reason } => Event::Waiting {
+                why: reason.clone(),
+                resume_at: Some(time::rfc3339_of_secs(*at)),
+                policy,
+            },
+        });
+        Ok(())
+    })?;
+    let state = super::told(changed);
+    Ok((plan, found_loop(state)))
+}
+
+/// The loop a change found, if any.
+fn found_loop(found: Found) -> Option<LoopState> {
+    match found {
+        Found::Loop(state) => Some(*state),
+        _ => None,
     }
-    let plan = lifecycle::plan_resume(config, &state, now_secs());
-    let now = time::now_rfc3339();
-    match &plan {
-        lifecycle::ResumePlan::Fail { reason } => {
-            state.end(Status::Failed, reason.clone(), &now);
-            lock.write(&state)?;
-            let mut entry = LogEntry::about(&state, LogEvent::End, &now, reason.clone());
-            entry.policy = Some(config.supervision.policy.as_str().into());
-            log_entry(&lock, &entry);
-        }
-        lifecycle::ResumePlan::Stay { reason } => {
-            let mut entry = LogEntry::about(&state, LogEvent::Pause, &now, reason.clone());
-            entry.policy = Some(config.supervision.policy.as_str().into());
-            log_entry(&lock, &entry);
-        }
-        lifecycle::ResumePlan::ResumeAt { at, reason } => {
-            let mut entry = LogEntry::about(&state, LogEvent::Wait, &now, reason.clone());
-            entry.policy = Some(config.supervision.policy.as_str().into());
-            entry.resume_at = Some(time::rfc3339_of_secs(*at));
-            log_entry(&lock, &entry);
-        }
-    }
-    Ok((plan, Some(state)))
 }
 
 /// Under the lock: takes the paused (or interrupted, failed, out of budget)
@@ -353,14 +274,33 @@ pub fn take_up(
     session_id: Option<&str>,
     automatic: bool,
 ) -> Result<LoopState, CtlError> {
-    let store = StateStore::new(paths);
-    let lock = store.lock(false)?;
-    let Some(mut state) = lock.read()? else {
-        return Err(CtlError::Refused(format!(
+    let changed = transaction::change(paths, Whose::Any, |draft| {
+        let Some(state) = draft.state() else {
+            return Ok(());
+        };
+        let why = resumable(state, config, session_id, automatic)?;
+        draft.apply(Event::Resumed {
+            why,
+            automatic,
+            policy: config.supervision.policy.as_str().into(),
+        });
+        Ok::<_, CtlError>(())
+    })?;
+    found_loop(super::told(changed)).ok_or_else(|| {
+        CtlError::Refused(format!(
             "there is no loop to resume in {}; start one with `ralph-ctl run`",
             paths.root.display()
-        )));
-    };
+        ))
+    })
+}
+
+/// Why `state` may be taken up (what the log says), or why not.
+fn resumable(
+    state: &LoopState,
+    config: &Config,
+    session_id: Option<&str>,
+    automatic: bool,
+) -> Result<String, CtlError> {
     if let Some(id) = session_id {
         if state.session_id != id {
             return Err(CtlError::Refused(format!(
@@ -370,7 +310,7 @@ pub fn take_up(
         }
     }
     if !automatic {
-        if let Some(refusal) = super::liveness::still_carried(&state) {
+        if let Some(refusal) = super::liveness::still_carried(state) {
             return Err(CtlError::Refused(refusal));
         }
     }
@@ -392,28 +332,19 @@ pub fn take_up(
         }
     }
     let was = state.status;
-    let now = time::now_rfc3339();
-    state.resume();
-    let reason = if automatic {
-        state.auto_resumes = state.auto_resumes.saturating_add(1);
+    Ok(if automatic {
         format!(
             "resumed by the supervisor ({} policy, resume {} of {})",
             config.supervision.policy.as_str(),
-            state.auto_resumes,
+            state.auto_resumes.saturating_add(1),
             lifecycle::max_auto_resumes(config)
         )
     } else {
-        state.auto_resumes = 0;
         format!(
             "resumed by `ralph-ctl run --resume` (the loop was {})",
             was.as_str()
         )
-    };
-    lock.write(&state)?;
-    let mut entry = LogEntry::about(&state, LogEvent::Resume, &now, reason);
-    entry.policy = Some(config.supervision.policy.as_str().into());
-    log_entry(&lock, &entry);
-    Ok(state)
+    })
 }
 
 /// Waits until `at` (seconds since the epoch), showing what it waits for:
@@ -455,22 +386,5 @@ pub fn wait_until(at: u64, what: &str, signals: &mut impl SignalSource) -> Optio
             last_line = Some(left);
         }
         std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_transcript_path_follows_the_clients_layout() {
-        let path = default_transcript_path(Path::new("/nonexistent/my proj.x"), "s-1");
-        if let Some(path) = path {
-            let text = path.to_string_lossy().into_owned();
-            assert!(
-                text.ends_with("projects/-nonexistent-my-proj-x/s-1.jsonl"),
-                "{text}"
-            );
-        }
     }
 }

@@ -1,0 +1,570 @@
+//! The loop's lifecycle as events: every change a driver, a command or the
+//! person makes to a loop outside a stop's decision is one [`Event`], and
+//! [`apply`] is the one pure function that turns (state, event) into the
+//! new state and what must follow ([`Effect`]: an audit line, the person
+//! told, the replaced loop kept). The I/O around it (the lock, the write,
+//! the log, `notify`) belongs to the transaction module above, so no caller writes the
+//! state itself. A new event is one variant here and one arm in [`apply`].
+
+use crate::log::{LogEntry, LogEvent};
+use crate::progress::Baseline;
+use crate::protected::ProtectedSnapshot;
+use crate::state::{Carriers, FormulaRun, LoopState, PausedBecause, Status, Usd};
+use crate::test_counts::CommandCounts;
+use crate::usage::UsageReading;
+
+/// Something that happens to a loop.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A new loop starts, replacing the one there (which is kept).
+    Started {
+        /// The new loop, as its start shaped it.
+        state: Box<LoopState>,
+        /// What the audit line says.
+        why: String,
+    },
+    /// The loop is cleared (`ralph-ctl reset`); it is kept in the history.
+    Cleared,
+    /// A client run's cost: the run's own (`session_total` false), or the
+    /// total of the session so far, which the loop's cost keeps up with.
+    Charged {
+        /// The cost the client reported.
+        cost: Usd,
+        /// The client reports its session's total rather than the run's.
+        session_total: bool,
+    },
+    /// Requests and tokens the transcript gained that no stop counted.
+    UsageCounted(UsageReading),
+    /// The loop ends with `status` (`at`: the iteration it stays at).
+    Ended {
+        /// How it ended.
+        status: Status,
+        /// Why, for the state, the log and the person.
+        why: String,
+        /// The iteration the ended loop stays at, when not the current one.
+        at: Option<u32>,
+    },
+    /// The supervisor gives up on a paused loop that waiting cannot fix: `failed`.
+    GaveUp {
+        /// Why (the plan's reason).
+        why: String,
+        /// The supervision policy, for the log.
+        policy: String,
+    },
+    /// An API failure ended the turn: the loop pauses with its requests counted.
+    Paused {
+        /// What failed and when to resume.
+        because: PausedBecause,
+        /// What the failed turn spent.
+        reading: UsageReading,
+        /// How the client ended, for the log.
+        cause: String,
+    },
+    /// The loop's client went away while it was running or paused.
+    Interrupted {
+        /// What happened (`"Claude Code exited with code 1"`).
+        cause: String,
+    },
+    /// A paused or interrupted loop is taken up again where it was.
+    Resumed {
+        /// What the log says.
+        why: String,
+        /// The supervisor resumed it (counted against its policy); else a person did.
+        automatic: bool,
+        /// The supervision policy, for the log.
+        policy: String,
+    },
+    /// The supervisor decided about a paused loop without changing it.
+    Waiting {
+        /// Why (the plan's reason).
+        why: String,
+        /// When it resumes (RFC 3339), when it does.
+        resume_at: Option<String>,
+        /// The supervision policy, for the log.
+        policy: String,
+    },
+    /// The running loop goes on in another session (a fresh iteration's).
+    HandedOver {
+        /// The session that carries it now.
+        to: String,
+    },
+    /// The processes carrying the loop now (`None`: none are known).
+    Carried(Option<Carriers>),
+    /// The breaker's progress baseline (a worktree's start).
+    Rebaselined(Option<Baseline>),
+    /// A formula run's record, as it stands now (its start, a step's counts).
+    FormulaRecorded(Box<FormulaRun>),
+    /// The formula's file as pinned at the run's start.
+    FormulaPinned(Box<crate::pin::PinnedFormula>),
+    /// A formula's run ends inside a stop (a gate past its retries, a
+    /// step's cap): the stop's own history line and audit line say why.
+    StepEnded {
+        /// How it ended.
+        status: Status,
+        /// Why.
+        why: String,
+        /// The iteration the ended loop stays at, when not the current one.
+        at: Option<u32>,
+    },
+    /// A formula step passed and the loop goes on at the next one, at
+    /// `iteration`; the stop's own lines say so.
+    StepPassed {
+        /// The first iteration of the next step.
+        iteration: u32,
+        /// What the log says.
+        why: String,
+    },
+    /// The person's note for the next iteration (`ralph-ctl say`).
+    NoteLeft(String),
+    /// The config, baselines and snapshots the loop decides by, taken anew.
+    Reloaded(Box<Reload>),
+}
+
+/// What `ralph-ctl reload` takes anew.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reload {
+    /// The new pin.
+    pub pinned: crate::pin::Pinned,
+    /// The test baseline, per verify command.
+    pub test_baseline: Vec<CommandCounts>,
+    /// The protected files' snapshot, when it was taken again.
+    pub protected_files: Option<Option<ProtectedSnapshot>>,
+    /// What the log says.
+    pub why: String,
+}
+
+/// What must follow an event, carried out by the transaction that applied it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// An audit line.
+    Log(Box<LogEntry>),
+    /// The person's `notify` command, for an ending or a pause (once each).
+    Notify,
+    /// The loop being replaced or cleared is kept in the history first.
+    Keep(Box<LoopState>),
+}
+
+/// The state after an event, and what must follow.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Transition {
+    /// The loop (`None`: cleared).
+    pub state: Option<LoopState>,
+    /// In order.
+    pub effects: Vec<Effect>,
+}
+
+/// A change being made: the loop as the events so far left it, and what
+/// must follow. The only way to change it is [`Draft::apply`], so a caller
+/// can look at the state between two events (was the budget spent by that
+/// charge?) and still change nothing itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Draft {
+    transition: Transition,
+    now: String,
+}
+
+impl Draft {
+    /// A change of `state` at `now` (RFC 3339).
+    pub fn new(state: Option<LoopState>, now: &str) -> Self {
+        Draft {
+            transition: Transition {
+                state,
+                effects: Vec::new(),
+            },
+            now: now.to_string(),
+        }
+    }
+
+    /// The loop as the events so far left it.
+    pub fn state(&self) -> Option<&LoopState> {
+        self.transition.state.as_ref()
+    }
+
+    /// The time of the change.
+    pub fn now(&self) -> &str {
+        &self.now
+    }
+
+    /// Applies `event` (see [`apply`]).
+    pub fn apply(&mut self, event: Event) {
+        let state = self.transition.state.take();
+        let Transition { state, effects } = apply(state, event, &self.now);
+        self.transition.state = state;
+        self.transition.effects.extend(effects);
+    }
+
+    /// The new state and the effects, in order.
+    pub fn finish(self) -> Transition {
+        self.transition
+    }
+}
+
+/// Applies `event` at `now` to `state` (`None`: no loop). An event that
+/// needs a loop changes nothing without one.
+pub fn apply(state: Option<LoopState>, event: Event, now: &str) -> Transition {
+    let mut effects = Vec::new();
+    let log = |state: &LoopState, event: LogEvent, why: String| {
+        Effect::Log(Box::new(LogEntry::about(state, event, now, why)))
+    };
+    let state = match (state, event) {
+        (previous, Event::Started { state, why }) => {
+            effects.extend(previous.map(|p| Effect::Keep(Box::new(p))));
+            effects.push(log(&state, LogEvent::Start, why));
+            Some(*state)
+        }
+        (previous, Event::Cleared) => {
+            effects.extend(previous.map(|p| Effect::Keep(Box::new(p))));
+            None
+        }
+        (None, _) => None,
+        (Some(mut state), event) => {
+            effects.extend(change(&mut state, event, now));
+            Some(state)
+        }
+    };
+    Transition { state, effects }
+}
+
+/// [`apply`] to an existing loop.
+fn change(state: &mut LoopState, event: Event, now: &str) -> Vec<Effect> {
+    let log = |state: &LoopState, event: LogEvent, why: String| {
+        Effect::Log(Box::new(LogEntry::about(state, event, now, why)))
+    };
+    match event {
+        Event::Started { .. } | Event::Cleared => unreachable!("handled by apply"),
+        Event::Charged {
+            cost,
+            session_total,
+        } => {
+            state.cost_usd = if session_total {
+                state.cost_usd.max(cost)
+            } else {
+                Usd(state.cost_usd.0.saturating_add(cost.0))
+            };
+            Vec::new()
+        }
+        Event::UsageCounted(reading) => {
+            crate::lifecycle::take_usage(state, &reading, now);
+            Vec::new()
+        }
+        Event::Ended { status, why, at } => {
+            if let Some(at) = at {
+                state.iteration = at;
+            }
+            state.end(status, why.clone(), now);
+            vec![log(state, LogEvent::End, why), Effect::Notify]
+        }
+        Event::GaveUp { why, policy } => {
+            state.end(Status::Failed, why.clone(), now);
+            let mut entry = LogEntry::about(state, LogEvent::End, now, why);
+            entry.policy = Some(policy);
+            vec![Effect::Log(Box::new(entry)), Effect::Notify]
+        }
+        Event::Paused {
+            because,
+            reading,
+            cause,
+        } => {
+            let why = crate::lifecycle::pause_for_api_failure(state, because, &reading, now);
+            vec![
+                log(state, LogEvent::Pause, format!("{why} ({cause})")),
+                Effect::Notify,
+            ]
+        }
+        Event::Interrupted { cause } => {
+            if !crate::lifecycle::interrupt(state, &cause, now) {
+                return Vec::new();
+            }
+            let why = state.ended_because.clone().unwrap_or_default();
+            vec![log(state, LogEvent::End, why), Effect::Notify]
+        }
+        Event::Resumed {
+            why,
+            automatic,
+            policy,
+        } => {
+            state.resume();
+            state.auto_resumes = if automatic {
+                state.auto_resumes.saturating_add(1)
+            } else {
+                0
+            };
+            let mut entry = LogEntry::about(state, LogEvent::Resume, now, why);
+            entry.policy = Some(policy);
+            vec![Effect::Log(Box::new(entry))]
+        }
+        Event::Waiting {
+            why,
+            resume_at,
+            policy,
+        } => {
+            let kind = if resume_at.is_some() {
+                LogEvent::Wait
+            } else {
+                LogEvent::Pause
+            };
+            let mut entry = LogEntry::about(state, kind, now, why);
+            entry.policy = Some(policy);
+            if resume_at.is_some() {
+                entry.resume_at = resume_at;
+            }
+            vec![Effect::Log(Box::new(entry))]
+        }
+        Event::HandedOver { to } => {
+            if state.status == Status::Running {
+                state.session_id = to;
+                state.transcript = None;
+            }
+            Vec::new()
+        }
+        Event::Carried(carriers) => {
+            state.carriers = carriers;
+            Vec::new()
+        }
+        Event::Rebaselined(baseline) => {
+            if state.status == Status::Running {
+                state.breaker.progress = baseline;
+            }
+            Vec::new()
+        }
+        Event::FormulaRecorded(run) => {
+            state.formula = Some(*run);
+            Vec::new()
+        }
+        Event::FormulaPinned(formula) => {
+            if let Some(pinned) = state.pinned.as_mut() {
+                pinned.formula = Some(*formula);
+            }
+            Vec::new()
+        }
+        Event::StepEnded { status, why, at } => {
+            if let Some(at) = at {
+                state.iteration = at;
+            }
+            state.end(status, why.clone(), now);
+            amend_last_record(state, &why);
+            vec![Effect::Notify]
+        }
+        Event::StepPassed { iteration, why } => {
+            state.status = Status::Running;
+            state.ended_at = None;
+            state.ended_because = None;
+            state.iteration = iteration;
+            amend_last_record(state, &why);
+            Vec::new()
+        }
+        Event::NoteLeft(text) => {
+            state.hint = Some(match state.hint.take() {
+                Some(earlier) => format!("{earlier}\n{text}"),
+                None => text.clone(),
+            });
+            vec![log(state, LogEvent::Say, text)]
+        }
+        Event::Reloaded(reload) => {
+            let Reload {
+                pinned,
+                test_baseline,
+                protected_files,
+                why,
+            } = *reload;
+            state.pinned = Some(pinned);
+            state.config_drift = None;
+            state.test_baseline = test_baseline;
+            if let Some(protected) = protected_files {
+                state.protected_files = protected;
+            }
+            vec![log(state, LogEvent::Reload, why)]
+        }
+    }
+}
+
+/// Adds `why` to the last history record: what a stop's driver decided
+/// about it, said on the stop's own line.
+fn amend_last_record(state: &mut LoopState, why: &str) {
+    if let Some(last) = state.history.last_mut() {
+        last.why = format!("{}; {why}", last.why);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: &str = "2026-01-01T00:10:00Z";
+
+    fn running() -> LoopState {
+        let mut state = LoopState::new("s1".into(), 10, "2026-01-01T00:00:00Z".into());
+        state.iteration = 3;
+        state
+    }
+
+    fn logged(effects: &[Effect]) -> Vec<(LogEvent, String)> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Log(entry) => Some((entry.event, entry.reason.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_ending_is_logged_and_told_and_may_stay_at_an_earlier_iteration() {
+        let t = apply(
+            Some(running()),
+            Event::Ended {
+                status: Status::GateFailed,
+                why: "gate g failed".into(),
+                at: Some(2),
+            },
+            NOW,
+        );
+        let state = t.state.unwrap();
+        assert_eq!(state.status, Status::GateFailed);
+        assert_eq!(state.iteration, 2);
+        assert_eq!(state.ended_at.as_deref(), Some(NOW));
+        assert_eq!(
+            logged(&t.effects),
+            vec![(LogEvent::End, "gate g failed".into())]
+        );
+        assert!(t.effects.contains(&Effect::Notify));
+    }
+
+    #[test]
+    fn a_start_keeps_the_loop_it_replaces_and_a_reset_clears_it() {
+        let fresh = LoopState::new("s2".into(), 5, NOW.into());
+        let t = apply(
+            Some(running()),
+            Event::Started {
+                state: Box::new(fresh.clone()),
+                why: "started".into(),
+            },
+            NOW,
+        );
+        assert_eq!(t.state.as_ref(), Some(&fresh));
+        assert_eq!(t.effects[0], Effect::Keep(Box::new(running())));
+        assert_eq!(
+            logged(&t.effects),
+            vec![(LogEvent::Start, "started".into())]
+        );
+        let t = apply(Some(running()), Event::Cleared, NOW);
+        assert_eq!(t.state, None);
+        assert_eq!(t.effects, vec![Effect::Keep(Box::new(running()))]);
+        assert_eq!(apply(None, Event::Cleared, NOW), Transition::default());
+    }
+
+    #[test]
+    fn an_event_for_a_loop_changes_nothing_without_one() {
+        let t = apply(None, Event::NoteLeft("hi".into()), NOW);
+        assert_eq!(t, Transition::default());
+    }
+
+    #[test]
+    fn a_run_cost_adds_and_a_session_total_is_kept_up_with() {
+        let mut state = running();
+        state.cost_usd = Usd::from_dollars(1.0);
+        let charged = |state: LoopState, dollars: f64, session_total: bool| {
+            apply(
+                Some(state),
+                Event::Charged {
+                    cost: Usd::from_dollars(dollars),
+                    session_total,
+                },
+                NOW,
+            )
+            .state
+            .unwrap()
+        };
+        assert_eq!(
+            charged(state.clone(), 0.5, false).cost_usd,
+            Usd::from_dollars(1.5)
+        );
+        assert_eq!(
+            charged(state.clone(), 0.5, true).cost_usd,
+            Usd::from_dollars(1.0)
+        );
+        assert_eq!(charged(state, 2.0, true).cost_usd, Usd::from_dollars(2.0));
+    }
+
+    #[test]
+    fn an_interrupt_of_an_ended_loop_changes_nothing() {
+        let mut ended = running();
+        ended.end(Status::Complete, "claim accepted".into(), NOW);
+        let t = apply(
+            Some(ended.clone()),
+            Event::Interrupted {
+                cause: "SIGTERM".into(),
+            },
+            NOW,
+        );
+        assert_eq!(t.state, Some(ended));
+        assert!(t.effects.is_empty());
+        let t = apply(
+            Some(running()),
+            Event::Interrupted {
+                cause: "SIGTERM".into(),
+            },
+            NOW,
+        );
+        assert_eq!(t.state.unwrap().status, Status::Interrupted);
+        assert_eq!(t.effects.len(), 2);
+    }
+
+    #[test]
+    fn a_person_resuming_starts_the_count_again_the_supervisor_adds_one() {
+        let mut paused = running();
+        paused.status = Status::Paused;
+        paused.auto_resumes = 2;
+        let resumed = |automatic| {
+            apply(
+                Some(paused.clone()),
+                Event::Resumed {
+                    why: "resumed".into(),
+                    automatic,
+                    policy: "always".into(),
+                },
+                NOW,
+            )
+        };
+        let by_supervisor = resumed(true);
+        assert_eq!(by_supervisor.state.as_ref().unwrap().auto_resumes, 3);
+        assert_eq!(by_supervisor.state.unwrap().status, Status::Running);
+        assert_eq!(resumed(false).state.unwrap().auto_resumes, 0);
+    }
+
+    #[test]
+    fn only_a_running_loop_is_handed_over() {
+        let t = apply(Some(running()), Event::HandedOver { to: "s2".into() }, NOW);
+        assert_eq!(t.state.unwrap().session_id, "s2");
+        let mut paused = running();
+        paused.status = Status::Paused;
+        let t = apply(Some(paused), Event::HandedOver { to: "s2".into() }, NOW);
+        assert_eq!(t.state.unwrap().session_id, "s1");
+    }
+
+    #[test]
+    fn notes_add_up_and_each_is_logged() {
+        let t = apply(Some(running()), Event::NoteLeft("one".into()), NOW);
+        let t = apply(t.state, Event::NoteLeft("two".into()), NOW);
+        assert_eq!(t.state.unwrap().hint.as_deref(), Some("one\ntwo"));
+        assert_eq!(logged(&t.effects), vec![(LogEvent::Say, "two".into())]);
+    }
+
+    #[test]
+    fn a_passed_step_reopens_the_loop_at_the_next_iteration() {
+        let mut done = running();
+        done.end(Status::Complete, "claim accepted".into(), NOW);
+        let t = apply(
+            Some(done),
+            Event::StepPassed {
+                iteration: 4,
+                why: "step a passed".into(),
+            },
+            NOW,
+        );
+        let state = t.state.unwrap();
+        assert_eq!((state.status, state.iteration), (Status::Running, 4));
+        assert_eq!(state.ended_because, None);
+        assert!(!t.effects.contains(&Effect::Notify));
+    }
+}

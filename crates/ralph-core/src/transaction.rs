@@ -1,0 +1,331 @@
+//! One locked change of a loop: the state read under the lock, the events
+//! a caller decides on applied by the pure [`events::apply`], the result
+//! written once, then the effects carried out (the loop being replaced
+//! kept first, audit lines, the person's `notify` once per ending). Every
+//! change `ralph-ctl` makes to a loop (its drivers, `cancel`, `say`,
+//! `reload`, `reset`, a start) goes through here; the stop's own sequence
+//! is [`crate::engine`], which applies a driver's events inside its lock.
+
+use std::path::PathBuf;
+
+use crate::config::ProcessEnv;
+use crate::events::{Draft, Effect, Event, Transition};
+use crate::log;
+use crate::paths::ProjectPaths;
+use crate::state::LoopState;
+use crate::store::{StateLock, StateStore, StoreError};
+
+/// Whose loop a change is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whose<'a> {
+    /// The loop of this session only (a driver's own).
+    Session(&'a str),
+    /// Whatever loop is there (a person's command).
+    Any,
+}
+
+/// What a change found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    /// No state any more (it was reset).
+    Gone,
+    /// The state belongs to another session now (another start replaced it).
+    Replaced {
+        /// The session that owns it now.
+        by: String,
+    },
+    /// The loop, as the change left it.
+    Loop(Box<LoopState>),
+}
+
+/// What a change did.
+#[derive(Debug)]
+pub struct Changed {
+    /// The loop as it stands now.
+    pub found: Found,
+    /// Warnings for the person (an audit line not written, `notify` not started).
+    pub notes: Vec<String>,
+}
+
+impl Changed {
+    fn found(found: Found) -> Self {
+        Changed {
+            found,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The loop, when the change found one of its own.
+    pub fn state(&self) -> Option<&LoopState> {
+        match &self.found {
+            Found::Loop(state) => Some(state),
+            _ => None,
+        }
+    }
+}
+
+/// Changes the existing loop of `whose` under the lock: `decide` looks at
+/// it and applies its events to the draft (it may refuse with an error,
+/// and nothing is written). Nothing is created when there is no loop.
+pub fn change<E: From<StoreError>>(
+    paths: &ProjectPaths,
+    whose: Whose<'_>,
+    decide: impl FnOnce(&mut Draft) -> Result<(), E>,
+) -> Result<Changed, E> {
+    let store = StateStore::new(paths);
+    let Some((lock, state)) = store.lock_existing()? else {
+        return Ok(Changed::found(Found::Gone));
+    };
+    if let Whose::Session(id) = whose {
+        if state.session_id != id {
+            return Ok(Changed::found(Found::Replaced {
+                by: state.session_id,
+            }));
+        }
+    }
+    let mut draft = Draft::new(Some(state.clone()), &crate::time::now_rfc3339());
+    decide(&mut draft)?;
+    let now = draft.now().to_string();
+    let (after, notes) = commit(&lock, paths, Some(&state), draft.finish(), &now)?.into_parts();
+    Ok(Changed {
+        found: after.map_or(Found::Gone, |s| Found::Loop(Box::new(s))),
+        notes,
+    })
+}
+
+/// What [`replace`] did.
+#[derive(Debug, Default)]
+pub struct Replaced {
+    /// The loop there now (`None`: cleared).
+    pub state: Option<LoopState>,
+    /// Where the loop that was there is kept.
+    pub kept: Option<PathBuf>,
+    /// Where a corrupt state was moved aside.
+    pub quarantined: Option<PathBuf>,
+    /// Warnings for the person.
+    pub notes: Vec<String>,
+}
+
+/// Replaces whatever is at the state path (a start, a reset) under the
+/// lock: `decide` sees the loop there (or why it could not be read) and
+/// returns the event, or refuses. A corrupt state it accepts to replace is
+/// moved aside first; a loop it replaces is kept in the history first, and
+/// when it cannot be kept nothing is changed.
+pub fn replace<E: From<StoreError>>(
+    paths: &ProjectPaths,
+    decide: impl FnOnce(Result<Option<&LoopState>, &StoreError>) -> Result<Event, E>,
+) -> Result<Replaced, E> {
+    let store = StateStore::new(paths);
+    let lock = store.lock(true)?;
+    let now = crate::time::now_rfc3339();
+    let (current, event) = match lock.read() {
+        Ok(current) => {
+            let event = decide(Ok(current.as_ref()))?;
+            (current, event)
+        }
+        Err(e @ StoreError::Corrupt { .. }) => {
+            let event = decide(Err(&e))?;
+            (None, event)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let quarantined = match (&current, store.exists()?) {
+        (None, true) => Some(lock.quarantine(&now)?),
+        _ => None,
+    };
+    let mut draft = Draft::new(current.clone(), &now);
+    draft.apply(event);
+    let committed = commit(&lock, paths, current.as_ref(), draft.finish(), &now)?;
+    Ok(Replaced {
+        state: committed.state,
+        kept: committed.kept,
+        quarantined,
+        notes: committed.notes,
+    })
+}
+
+/// What [`commit`] did.
+struct Committed {
+    state: Option<LoopState>,
+    kept: Option<PathBuf>,
+    notes: Vec<String>,
+}
+
+impl Committed {
+    fn into_parts(self) -> (Option<LoopState>, Vec<String>) {
+        (self.state, self.notes)
+    }
+}
+
+/// Carries out a transition under `lock`: keeps a replaced loop, marks a
+/// due notification, writes the state once (removes it when cleared),
+/// appends the audit lines, then starts `notify`.
+fn commit(
+    lock: &StateLock<'_>,
+    paths: &ProjectPaths,
+    before: Option<&LoopState>,
+    transition: Transition,
+    now: &str,
+) -> Result<Committed, StoreError> {
+    let Transition { mut state, effects } = transition;
+    let mut kept = None;
+    for effect in &effects {
+        if let Effect::Keep(previous) = effect {
+            kept = Some(
+                lock.archive(previous)
+                    .map_err(|e| StoreError::NotKept(Box::new(e)))?,
+            );
+        }
+    }
+    // Marked in the same write, so it is told once however often it is read.
+    let notify = match state.as_mut() {
+        Some(state) if effects.contains(&Effect::Notify) => notify_command(paths, state),
+        _ => None,
+    };
+    match &state {
+        Some(after) if before != Some(after) => lock.write(after)?,
+        None if before.is_some() => lock.remove()?,
+        _ => {}
+    }
+    let mut notes = Vec::new();
+    for effect in &effects {
+        if let Effect::Log(entry) = effect {
+            if let Err(e) = log::append(lock, entry) {
+                notes.push(format!("warning: cannot append to the audit log: {e}"));
+            }
+        }
+    }
+    if let (Some(command), Some(state)) = (notify, &state) {
+        notes.extend(crate::notify::send(lock, &paths.root, &command, state, now));
+    }
+    Ok(Committed { state, kept, notes })
+}
+
+/// The loop's pinned `notify` command when its ending or pause is not yet
+/// told, marking it told (`notified`).
+fn notify_command(paths: &ProjectPaths, state: &mut LoopState) -> Option<String> {
+    let key = crate::notify::key(state)?;
+    if state.notified.as_deref() == Some(key.as_str()) {
+        return None;
+    }
+    // The loop's pinned `notify`, never one written into config.json since.
+    let config = crate::pin::loop_config(paths, &ProcessEnv, state).ok()?;
+    let command = config.notify.filter(|c| !c.trim().is_empty())?;
+    state.notified = Some(key);
+    Some(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::LogEvent;
+    use crate::state::Status;
+
+    fn project() -> (crate::tempdir::TempDir, ProjectPaths) {
+        let dir = crate::tempdir::TempDir::new();
+        let paths = ProjectPaths::new(dir.path());
+        (dir, paths)
+    }
+
+    fn start(paths: &ProjectPaths, session: &str) -> Replaced {
+        replace(paths, |_| {
+            Ok::<_, StoreError>(Event::Started {
+                state: Box::new(LoopState::new(
+                    session.into(),
+                    5,
+                    "2026-01-01T00:00:00Z".into(),
+                )),
+                why: "started".into(),
+            })
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_change_takes_one_lock_writes_once_and_logs() {
+        let (_dir, paths) = project();
+        start(&paths, "s1");
+        let before = crate::store::locks_taken();
+        let changed = change(&paths, Whose::Session("s1"), |draft| {
+            draft.apply(Event::Ended {
+                status: Status::Cancelled,
+                why: "cancelled by the person".into(),
+                at: None,
+            });
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+        assert_eq!(crate::store::locks_taken() - before, 1);
+        assert_eq!(changed.state().unwrap().status, Status::Cancelled);
+        let stored = StateStore::new(&paths).read().unwrap().unwrap();
+        assert_eq!(stored.status, Status::Cancelled);
+        let logged = log::read_last(&paths.state_file(), 1).unwrap();
+        assert_eq!(logged[0].event, LogEvent::End);
+        assert_eq!(logged[0].reason, "cancelled by the person");
+    }
+
+    #[test]
+    fn another_sessions_loop_and_no_loop_are_left_alone() {
+        let (_dir, paths) = project();
+        let gone = change(&paths, Whose::Session("s1"), |_| Ok::<_, StoreError>(()));
+        assert!(matches!(gone.unwrap().found, Found::Gone));
+        start(&paths, "s2");
+        let mut called = false;
+        let other = change(&paths, Whose::Session("s1"), |_| {
+            called = true;
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+        assert!(matches!(other.found, Found::Replaced { by } if by == "s2"));
+        assert!(!called);
+    }
+
+    #[test]
+    fn a_refusal_writes_nothing() {
+        let (_dir, paths) = project();
+        start(&paths, "s1");
+        let refused = change(&paths, Whose::Any, |draft| {
+            draft.apply(Event::NoteLeft("hi".into()));
+            Err(StoreError::NotAFolder(PathBuf::from("x")))
+        });
+        assert!(refused.is_err());
+        let stored = StateStore::new(&paths).read().unwrap().unwrap();
+        assert_eq!(stored.hint, None);
+    }
+
+    #[test]
+    fn a_start_keeps_the_loop_it_replaces_and_a_reset_clears_it() {
+        let (_dir, paths) = project();
+        assert!(start(&paths, "s1").kept.is_none());
+        let second = start(&paths, "s2");
+        let kept = second.kept.expect("the first loop is kept");
+        assert!(std::fs::read_to_string(kept).unwrap().contains("s1"));
+        let cleared = replace(&paths, |_| Ok::<_, StoreError>(Event::Cleared)).unwrap();
+        assert!(cleared.state.is_none());
+        assert!(cleared.kept.is_some());
+        assert!(!StateStore::new(&paths).exists().unwrap());
+    }
+
+    #[test]
+    fn a_corrupt_state_is_moved_aside_when_the_start_accepts_it() {
+        let (_dir, paths) = project();
+        start(&paths, "s1");
+        std::fs::write(paths.state_file(), "{not json").unwrap();
+        let refused = replace(&paths, |current| match current {
+            Err(e) => Err(StoreError::Io {
+                action: "start over",
+                path: PathBuf::from(e.to_string()),
+                source: std::io::Error::other("corrupt"),
+            }),
+            Ok(_) => unreachable!(),
+        });
+        assert!(refused.is_err());
+        assert_eq!(
+            std::fs::read_to_string(paths.state_file()).unwrap(),
+            "{not json"
+        );
+        let forced = start(&paths, "s2");
+        assert!(forced.quarantined.is_some());
+        assert_eq!(forced.state.unwrap().session_id, "s2");
+    }
+}

@@ -1,7 +1,8 @@
 //! One locked change of a loop: the state read under the lock, the events
 //! a caller decides on applied by the pure [`events::apply`], the result
 //! written once, then the effects carried out (the loop being replaced
-//! kept first, audit lines, the person's `notify` once per ending). Every
+//! kept first, audit lines) and the person's `notify` run for an ending or
+//! a pause not told yet (once each). Every
 //! change `ralph-ctl` makes to a loop (its drivers, `cancel`, `say`,
 //! `reload`, `reset`, a start) goes through here; the stop's own sequence
 //! is [`crate::engine`], which applies a driver's events inside its lock.
@@ -177,11 +178,12 @@ fn commit(
             );
         }
     }
-    // Marked in the same write, so it is told once however often it is read.
-    let notify = match state.as_mut() {
-        Some(state) if effects.contains(&Effect::Notify) => notify_command(paths, state),
-        _ => None,
-    };
+    // An ending or a pause not told yet is told by the transaction that
+    // finds it (a driver's, after the hook's stop left it to the driver),
+    // marked in the same write, so it is told once.
+    let notify = state
+        .as_mut()
+        .and_then(|state| notify_command(paths, state));
     match &state {
         Some(after) if before != Some(after) => lock.write(after)?,
         None if before.is_some() => lock.remove()?,

@@ -96,3 +96,18 @@ impl CtlError {
         }
     }
 }
+
+/// What a command returns: its exit code, or the error to report.
+pub type CmdResult = Result<i32, CtlError>;
+
+/// How a command that printed to a reader ends: with `code` once its output
+/// is written, and with `code` too when the reader went away early
+/// (`ralph-ctl log | head -1`): it had what it wanted. Any other failure to
+/// write is an error.
+pub fn written(result: io::Result<()>, code: i32) -> CmdResult {
+    match result {
+        Ok(()) => Ok(code),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),
+        Err(e) => Err(CtlError::io("write to", "standard output")(e)),
+    }
+}

@@ -1,32 +1,13 @@
 //! The `ralph-ctl` command: thin clap front end over [`commands`], with one
 //! place ([`run`]) that turns errors into a message and an exit code.
 
-/// `println!` that never panics: a closed or broken stdout
-/// (`ralph-ctl init | head -1`) must not stop a command half way. What the
-/// command does is done; only the telling is lost.
-#[macro_export]
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
-    }};
-}
-
-/// `eprintln!` that never panics (a closed terminal).
-#[macro_export]
-macro_rules! warn {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
 pub mod assets;
 pub mod cli;
 pub mod commands;
 pub mod driver;
 pub mod error;
 pub mod formula;
+pub mod output;
 pub mod session_id;
 pub mod settings;
 #[cfg(test)]
@@ -128,12 +109,12 @@ pub fn run(cli: Cli) -> i32 {
             session_id,
             max_iterations,
             force,
-        } => commands::start::run(&paths, session_id, max_iterations, force),
+        } => driver::start::run(&paths, session_id, max_iterations, force),
         Command::Prompt => commands::prompt::run(&paths),
         Command::Finish {
             session_id,
             client_exit,
-        } => commands::finish::run(&paths, &session_id, client_exit),
+        } => driver::finish::run(&paths, &session_id, client_exit),
         Command::Init {
             hook_path,
             timeout,
@@ -188,9 +169,9 @@ pub fn run(cli: Cli) -> i32 {
                     return e.exit_code();
                 }
             }
-            commands::run::run(
+            driver::launch::run(
                 &paths,
-                commands::run::RunOptions {
+                driver::launch::RunOptions {
                     headless,
                     reset,
                     resume,
@@ -265,5 +246,4 @@ fn absolute(path: PathBuf) -> PathBuf {
     }
 }
 
-/// Convenience alias for command results: `Ok(exit code)`.
-pub type CmdResult = Result<i32, CtlError>;
+pub use error::CmdResult;

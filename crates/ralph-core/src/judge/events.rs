@@ -1,8 +1,8 @@
 //! The loop's lifecycle as events: every change a driver, a command or the
 //! person makes to a loop outside a stop's decision is one [`Event`], and
 //! [`apply`] is the one pure function that turns (state, event) into the
-//! new state and what must follow ([`Effect`]: an audit line, the person
-//! told, the replaced loop kept). The I/O around it (the lock, the write,
+//! new state and what must follow ([`Effect`]: an audit line, the replaced
+//! loop kept). The I/O around it (the lock, the write,
 //! the log, `notify`) belongs to the transaction module above, so no caller writes the
 //! state itself. A new event is one variant here and one arm in [`apply`].
 
@@ -138,8 +138,6 @@ pub struct Reload {
 pub enum Effect {
     /// An audit line.
     Log(Box<LogEntry>),
-    /// The person's `notify` command, for an ending or a pause (once each).
-    Notify,
     /// The loop being replaced or cleared is kept in the history first.
     Keep(Box<LoopState>),
 }
@@ -252,13 +250,13 @@ fn change(state: &mut LoopState, event: Event, now: &str) -> Vec<Effect> {
                 state.iteration = at;
             }
             state.end(status, why.clone(), now);
-            vec![log(state, LogEvent::End, why), Effect::Notify]
+            vec![log(state, LogEvent::End, why)]
         }
         Event::GaveUp { why, policy } => {
             state.end(Status::Failed, why.clone(), now);
             let mut entry = LogEntry::about(state, LogEvent::End, now, why);
             entry.policy = Some(policy);
-            vec![Effect::Log(Box::new(entry)), Effect::Notify]
+            vec![Effect::Log(Box::new(entry))]
         }
         Event::Paused {
             because,
@@ -266,17 +264,14 @@ fn change(state: &mut LoopState, event: Event, now: &str) -> Vec<Effect> {
             cause,
         } => {
             let why = crate::lifecycle::pause_for_api_failure(state, because, &reading, now);
-            vec![
-                log(state, LogEvent::Pause, format!("{why} ({cause})")),
-                Effect::Notify,
-            ]
+            vec![log(state, LogEvent::Pause, format!("{why} ({cause})"))]
         }
         Event::Interrupted { cause } => {
             if !crate::lifecycle::interrupt(state, &cause, now) {
                 return Vec::new();
             }
             let why = state.ended_because.clone().unwrap_or_default();
-            vec![log(state, LogEvent::End, why), Effect::Notify]
+            vec![log(state, LogEvent::End, why)]
         }
         Event::Resumed {
             why,
@@ -343,7 +338,7 @@ fn change(state: &mut LoopState, event: Event, now: &str) -> Vec<Effect> {
             }
             state.end(status, why.clone(), now);
             amend_last_record(state, &why);
-            vec![Effect::Notify]
+            Vec::new()
         }
         Event::StepPassed { iteration, why } => {
             state.status = Status::Running;
@@ -427,7 +422,6 @@ mod tests {
             logged(&t.effects),
             vec![(LogEvent::End, "gate g failed".into())]
         );
-        assert!(t.effects.contains(&Effect::Notify));
     }
 
     #[test]
@@ -507,7 +501,7 @@ mod tests {
             NOW,
         );
         assert_eq!(t.state.unwrap().status, Status::Interrupted);
-        assert_eq!(t.effects.len(), 2);
+        assert_eq!(t.effects.len(), 1);
     }
 
     #[test]
@@ -565,6 +559,5 @@ mod tests {
         let state = t.state.unwrap();
         assert_eq!((state.status, state.iteration), (Status::Running, 4));
         assert_eq!(state.ended_because, None);
-        assert!(!t.effects.contains(&Effect::Notify));
     }
 }

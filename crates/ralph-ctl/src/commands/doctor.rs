@@ -16,7 +16,7 @@ use ralph_core::verify;
 use serde::Serialize;
 
 use crate::driver::command::ClientVersion;
-use crate::CmdResult;
+use crate::error::CmdResult;
 
 /// The client versions the end-to-end tests run.
 pub const TESTED_CLIENTS: [ClientVersion; 2] = [ClientVersion(2, 0, 77), ClientVersion(2, 1, 330)];
@@ -414,7 +414,7 @@ fn agent_files(config: &Config) -> Check {
 
 fn client(paths: &ProjectPaths) -> (Check, Option<ClientVersion>) {
     const NAME: &str = "client";
-    let program = match super::run::find_client(paths) {
+    let program = match crate::driver::launch::find_client(paths) {
         Ok(program) => program,
         Err(e) => {
             return (

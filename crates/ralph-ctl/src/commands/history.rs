@@ -8,7 +8,7 @@ use ralph_core::lifecycle;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::store::StateStore;
 
-use crate::CmdResult;
+use crate::error::CmdResult;
 
 /// Writes the kept loops to `out`, oldest first: two lines each (when it
 /// began, its session, how it ended), or with `json` one object per line,

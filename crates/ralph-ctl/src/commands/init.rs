@@ -15,9 +15,9 @@ use ralph_core::verify;
 use serde_json::Value;
 
 use crate::assets;
+use crate::error::CmdResult;
 use crate::error::CtlError;
 use crate::settings::{self, HOOK_BINARY_NAME};
-use crate::CmdResult;
 
 mod detect;
 
@@ -37,7 +37,7 @@ fn report(change: Change, path: &Path, root: &Path) {
         Change::Unchanged => "unchanged",
         Change::Kept => "kept     ",
     };
-    crate::say!("  {word} {shown}");
+    crate::output::say!("  {word} {shown}");
 }
 
 /// What stands at a path `init` may write.
@@ -171,12 +171,6 @@ fn ctl_path() -> Option<String> {
         .and_then(|p| p.to_str().map(str::to_string))
 }
 
-/// `value` as one single-quoted sh word: every byte literal, a `'` written
-/// as `'\''`.
-pub fn sh_quoted(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "'\\''"))
-}
-
 /// `value` for `set "NAME=value"` in a batch file: `%` doubled, the only
 /// character expanded there (delayed expansion is off). `None` when it holds
 /// what such a line cannot carry (`"`, a line break).
@@ -208,24 +202,6 @@ pub struct InitOptions {
 
 /// The name a verify command `init` writes gets.
 const VERIFY_NAME: &str = "tests";
-
-/// What `.claude/context/runtime/.gitignore` holds: nothing of the loop's
-/// own state, audit log or history is ever committed.
-const RUNTIME_GITIGNORE: &str = "# ralph's loop state, audit log and history: never committed\n*\n";
-
-/// Keeps the loop's runtime folder out of git for any loop (a plugin's
-/// loop starts where `init` never ran): its `.gitignore` is written when
-/// it is missing, never over one that is there.
-pub fn ignore_runtime(paths: &ProjectPaths) -> Result<(), CtlError> {
-    let runtime = paths.runtime_dir();
-    let ignore = runtime.join(".gitignore");
-    if ignore.symlink_metadata().is_ok() {
-        return Ok(());
-    }
-    fs::create_dir_all(&runtime).map_err(CtlError::io("create", &runtime))?;
-    ralph_core::atomic::write_file(&ignore, RUNTIME_GITIGNORE.as_bytes(), 0o644)
-        .map_err(CtlError::io("write", &ignore))
-}
 
 /// The line `.claude/.gitignore` gets with `--local`.
 const LOCAL_SETTINGS_IGNORED: &str = "/settings.local.json";
@@ -370,9 +346,9 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
             .unwrap_or(u32::MAX)
     });
     if let Some(warning) = registration::timeout_warning(verify_total, u64::from(timeout)) {
-        crate::warn!("ralph-ctl: warning: {warning}");
+        crate::output::say_err!("ralph-ctl: warning: {warning}");
     }
-    crate::say!("Installing ralph into {}", root.display());
+    crate::output::say!("Installing ralph into {}", root.display());
     let ralph_dir = paths.ralph_dir();
 
     let prompt = ralph_dir.join("PROMPT.md");
@@ -462,7 +438,7 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
     // Where ralph-ctl is, quoted for each script; an empty value makes the
     // launchers look at RALPH_CTL and PATH instead.
     let ctl = ctl_path();
-    let sh_value = sh_quoted(ctl.as_deref().unwrap_or_default());
+    let sh_value = crate::driver::command::sh_quoted(ctl.as_deref().unwrap_or_default());
     report(
         install(
             &sh,
@@ -509,7 +485,12 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         report(change, path, root);
     }
     report(
-        install(&runtime_ignore, RUNTIME_GITIGNORE, true, 0o644)?,
+        install(
+            &runtime_ignore,
+            crate::driver::start::RUNTIME_GITIGNORE,
+            true,
+            0o644,
+        )?,
         &runtime_ignore,
         root,
     );
@@ -539,29 +520,29 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         }
     }
 
-    crate::say!();
+    crate::output::say!();
     match &plan {
-        VerifyPlan::Kept(n) => crate::say!(
+        VerifyPlan::Kept(n) => crate::output::say!(
             "Completion check: the {n} verify command(s) of .claude/ralph/config.json (kept)."
         ),
-        VerifyPlan::Write(command, source) => crate::say!(
+        VerifyPlan::Write(command, source) => crate::output::say!(
             "Completion check: `{command}` (from {source}), in .claude/ralph/config.json: a claim of done \
              is accepted only when it passes."
         ),
-        VerifyPlan::Offer(found) => crate::say!(
+        VerifyPlan::Offer(found) => crate::output::say!(
             "Found the test command `{}` (from {}). It is not the completion check yet: run `ralph-ctl init --yes` \
              to make it one (or `--verify CMD` for another); until then a claim of done is accepted without \
              running anything.",
             found.command,
             found.source
         ),
-        VerifyPlan::Nothing => crate::say!(
+        VerifyPlan::Nothing => crate::output::say!(
             "No test command found: add the completion check with `ralph-ctl init --verify CMD` (the command \
              that proves the work done); until then a claim of done is accepted without running anything."
         ),
     }
     if !protected.is_empty() {
-        crate::say!(
+        crate::output::say!(
             "Protected: {} (protectedPaths in .claude/ralph/config.json): a claim that changed them is rejected, \
              and the agent's file tools are denied them (.claude/settings.json); remove them there if the task \
              changes them.",
@@ -576,13 +557,13 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
     if options.then_runs {
         // `run --task` goes on with the loop itself.
     } else if prompt_ready {
-        crate::say!("Next: run {launcher} (PROMPT.md already holds a task).");
+        crate::output::say!("Next: run {launcher} (PROMPT.md already holds a task).");
     } else {
-        crate::say!(
+        crate::output::say!(
             "Next: write the task into .claude/ralph/PROMPT.md (a loop refuses the template), then run {launcher}"
         );
     }
-    crate::say!(
+    crate::output::say!(
         "(the Stop hook is {}, timeout {timeout}s, registered in {}).",
         hook.display(),
         target_path
@@ -608,7 +589,10 @@ mod tests {
             "''",
             "",
         ] {
-            let script = format!("installed={}\nprintf '%s' \"$installed\"", sh_quoted(path));
+            let script = format!(
+                "installed={}\nprintf '%s' \"$installed\"",
+                crate::driver::command::sh_quoted(path)
+            );
             let out = std::process::Command::new("sh")
                 .args(["-c", &script])
                 .current_dir(std::env::temp_dir())

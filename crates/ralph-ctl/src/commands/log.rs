@@ -10,8 +10,8 @@ use ralph_core::exit_codes;
 use ralph_core::log::{self as audit, LogEntry, ROTATED_LOG_FILE_NAME};
 use ralph_core::paths::ProjectPaths;
 
+use crate::error::CmdResult;
 use crate::error::CtlError;
-use crate::CmdResult;
 
 /// How many entries `ralph-ctl log` shows unless told otherwise.
 pub const DEFAULT_ENTRIES: u32 = 20;

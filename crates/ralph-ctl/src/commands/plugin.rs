@@ -13,10 +13,10 @@ use ralph_core::state::Status;
 use ralph_core::store::StateStore;
 use ralph_core::transaction::{self, Found, Whose};
 
-use crate::commands::start;
 use crate::driver::command::{block_cap, BLOCK_CAP_ENV};
+use crate::driver::start;
+use crate::error::CmdResult;
 use crate::error::CtlError;
-use crate::CmdResult;
 
 /// The session id Claude Code 2.1 and later gives the commands it runs.
 pub const SESSION_ENV: &str = "CLAUDE_CODE_SESSION_ID";

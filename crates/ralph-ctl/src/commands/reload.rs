@@ -15,9 +15,9 @@ use ralph_core::time;
 use ralph_core::transaction::{self, Whose};
 use serde_json::{Map, Value};
 
+use crate::error::CmdResult;
 use crate::error::CtlError;
 use crate::formula;
-use crate::CmdResult;
 
 /// Re-reads and checks the config files and the running formula's file,
 /// pins them in the running (or paused) loop under the state lock, clears
@@ -63,7 +63,7 @@ pub fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         .verify
         .retain(|v| !known.contains(&v.command));
     let new_baseline = match &before {
-        Some(_) => super::start::test_baseline(paths, &new_commands),
+        Some(_) => crate::driver::start::test_baseline(paths, &new_commands),
         None => Vec::new(),
     };
     let old_patterns = before
@@ -72,7 +72,7 @@ pub fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         .map(|p| p.patterns.clone())
         .unwrap_or_default();
     let new_protected = (before.is_some() && old_patterns != config.completion.protected_paths)
-        .then(|| super::start::protected_files(paths, &config))
+        .then(|| crate::driver::start::protected_files(paths, &config))
         .transpose()?;
 
     let no_loop_here = format!(

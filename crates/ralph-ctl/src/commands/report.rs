@@ -18,8 +18,8 @@ use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{IterationRecord, LoopState};
 use ralph_core::store::StateStore;
 
+use crate::error::CmdResult;
 use crate::error::CtlError;
-use crate::CmdResult;
 
 /// Writes the loop's report to `file`; says where on `out`.
 pub fn run(paths: &ProjectPaths, file: &Path, out: &mut dyn Write) -> CmdResult {

@@ -14,7 +14,7 @@ use ralph_core::state::{LoopState, PausedBecause, Status, TokenUsage};
 use ralph_core::store::{StateStore, StoreError};
 
 use crate::driver::transcripts::now_secs;
-use crate::CmdResult;
+use crate::error::CmdResult;
 
 /// How many recent stops the readable summary lists.
 const RECENT: usize = 10;
@@ -62,7 +62,7 @@ fn show(
             if let Err(e) = &config {
                 writeln!(out, "(configuration problem: {e})")?;
             }
-            let state = super::finish::believed(paths, state.clone());
+            let state = crate::driver::finish::believed(paths, state.clone());
             out.write_all(summary(paths, &state, config.as_ref().ok(), now_secs()).as_bytes())
         }
         None if !paths.ralph_dir().is_dir() => writeln!(

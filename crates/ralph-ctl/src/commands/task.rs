@@ -12,7 +12,8 @@ use ralph_core::prompt as prompt_file;
 use ralph_core::registration;
 
 use crate::assets;
-use crate::commands::{init, plugin, start};
+use crate::commands::{init, plugin};
+use crate::driver::start;
 use crate::error::CtlError;
 
 /// Where the PROMPT.md a new task replaced is kept, in the runtime folder
@@ -63,7 +64,7 @@ pub fn prepare(paths: &ProjectPaths, task: &str, yes: bool, reset: bool) -> Resu
                 ..init::InitOptions::default()
             },
         )?;
-        crate::say!();
+        crate::output::say!();
     }
     let (config, _) = start::pinned_config(paths)?;
     // `--reset` clears a loop that is not carried: only that one refuses.
@@ -79,7 +80,7 @@ pub fn prepare(paths: &ProjectPaths, task: &str, yes: bool, reset: bool) -> Resu
         }
     }
     atomic::write_file(&path, text.as_bytes(), 0o644).map_err(CtlError::io("write", &path))?;
-    crate::say!("Task written into {}", shown(&path, &paths.root));
+    crate::output::say!("Task written into {}", shown(&path, &paths.root));
     Ok(())
 }
 
@@ -89,7 +90,7 @@ fn keep_aside(paths: &ProjectPaths, before: &str) -> Result<(), CtlError> {
     std::fs::create_dir_all(&runtime).map_err(CtlError::io("create", &runtime))?;
     let aside = runtime.join(PREVIOUS_PROMPT);
     atomic::write_file(&aside, before.as_bytes(), 0o644).map_err(CtlError::io("write", &aside))?;
-    crate::say!(
+    crate::output::say!(
         "The earlier task in PROMPT.md is kept in {}",
         shown(&aside, &paths.root)
     );

@@ -15,8 +15,8 @@ use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{LoopState, Status};
 use ralph_core::store::StateStore;
 
+use crate::error::CmdResult;
 use crate::error::CtlError;
-use crate::CmdResult;
 
 /// How often the state file is looked at.
 pub const POLL: Duration = Duration::from_millis(250);
@@ -108,7 +108,7 @@ fn plain(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
             last_shown = Some(shown);
         }
         if !live_status(&state) {
-            let state = super::finish::believed(paths, state);
+            let state = crate::driver::finish::believed(paths, state);
             let said = writeln!(out, "{}", lifecycle::outcome_line(&state));
             return super::written(said, lifecycle::exit_code_of(&state));
         }

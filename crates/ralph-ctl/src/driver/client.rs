@@ -354,7 +354,7 @@ impl RunningClient {
         )) {
             Ok(watchdog) => Some(watchdog),
             Err(e) => {
-                crate::warn!(
+                crate::output::say_err!(
                     "ralph: warning: cannot start the client's watchdog ({e}): if this launcher is killed, \
                      end Claude Code (pid {}) yourself",
                     child.id()

@@ -388,6 +388,12 @@ pub fn build(launch: &Launch) -> ClientCommand {
     }
 }
 
+/// `value` as one single-quoted sh word: every byte literal, a `'` written
+/// as `'\''`.
+pub fn sh_quoted(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "'\\''"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,4 +1,7 @@
-//! The pieces of `ralph-ctl run` (see `commands::run`): building the
+//! Running a loop: starting it ([`start`], also `ralph-ctl start`, `reset`
+//! and the plugin's `loop-start`), driving it ([`launch`]: `ralph-ctl run`,
+//! one iteration at a time), and recording its end ([`finish`]). The
+//! pieces: building the
 //! client's command line ([`command`], pure), the signals that end a loop
 //! early ([`signals`]), the running client with the loop that watches
 //! it ([`client`]), its result object ([`result`]), what happens between
@@ -12,13 +15,16 @@
 
 pub mod client;
 pub mod command;
+pub mod finish;
 pub mod first_run;
 pub mod fresh;
+pub mod launch;
 pub mod live;
 pub mod liveness;
 pub mod result;
 pub mod sandbox;
 pub mod signals;
+pub mod start;
 pub mod steps;
 pub mod supervisor;
 pub mod transcripts;
@@ -28,7 +34,7 @@ pub mod worktree;
 /// What a change of the loop found, its warnings said on stderr.
 pub fn told(changed: ralph_core::transaction::Changed) -> ralph_core::transaction::Found {
     for note in &changed.notes {
-        crate::warn!("ralph-ctl: {note}");
+        crate::output::say_err!("ralph-ctl: {note}");
     }
     changed.found
 }

@@ -88,7 +88,9 @@ pub fn settle(
     };
     let (next, events) = record(paths, config, state, formula, iteration, cost, draft.now())
         .unwrap_or_else(|e| {
-            crate::warn!("ralph-ctl: warning: the next step's text could not be made: {e}");
+            crate::output::say_err!(
+                "ralph-ctl: warning: the next step's text could not be made: {e}"
+            );
             (StepNext::AsJudged, Vec::new())
         });
     for event in events {

@@ -18,8 +18,9 @@ use ralph_core::verify;
 
 use std::time::SystemTime;
 
+use crate::error::CmdResult;
 use crate::error::CtlError;
-use crate::{session_id, CmdResult};
+use crate::session_id;
 
 /// A loop [`start_loop`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +39,7 @@ pub fn run(
     force: bool,
 ) -> CmdResult {
     let started = start_loop(paths, session, max_iterations, force, force, false)?;
-    crate::say!("{} {}", started.session_id, started.max_iterations);
+    crate::output::say!("{} {}", started.session_id, started.max_iterations);
     Ok(exit_codes::OK)
 }
 
@@ -143,7 +144,7 @@ pub fn open_loop(
 
     // A loop whose launcher was killed outright is not running any more.
     if let Some(left) = crate::driver::liveness::reconcile(paths)? {
-        crate::warn!(
+        crate::output::say_err!(
             "ralph-ctl: the previous loop (session {}) was left running: {}; recorded as interrupted",
             left.session_id,
             left.ended_because.as_deref().unwrap_or_default()
@@ -156,17 +157,17 @@ pub fn open_loop(
     if verify_total > 0 {
         let timeout = registration::registered_timeout_in(paths)
             .unwrap_or_else(|e| {
-                crate::warn!("ralph-ctl: warning: {e}");
+                crate::output::say_err!("ralph-ctl: warning: {e}");
                 None
             })
             .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
         if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
-            crate::warn!("ralph-ctl: warning: {warning}");
+            crate::output::say_err!("ralph-ctl: warning: {warning}");
         }
     }
     let test_baseline = test_baseline(paths, config);
     let protected_files = protected_files(paths, config)?;
-    crate::commands::init::ignore_runtime(paths)?;
+    ignore_runtime(paths)?;
     let now = time::now_rfc3339();
     let mut state = LoopState::new(session.clone(), max, now);
     state.fresh_context = fresh;
@@ -215,10 +216,10 @@ pub fn open_loop(
         e => e,
     })?;
     if let Some(aside) = &replaced.quarantined {
-        crate::warn!("ralph-ctl: moved the corrupt state to {}", aside.display());
+        crate::output::say_err!("ralph-ctl: moved the corrupt state to {}", aside.display());
     }
     for note in &replaced.notes {
-        crate::warn!("ralph-ctl: {note}");
+        crate::output::say_err!("ralph-ctl: {note}");
     }
     Ok(Started {
         session_id: session,
@@ -261,17 +262,64 @@ pub(crate) fn test_baseline(
     if commands.is_empty() {
         return Vec::new();
     }
-    crate::warn!(
+    crate::output::say_err!(
         "ralph-ctl: running the verify command(s) once for the test baseline (at most {} s)",
         verify::total_timeout(commands)
     );
     let baseline = verify::test_baseline(&paths.root, commands);
     for entry in &baseline {
-        crate::warn!(
+        crate::output::say_err!(
             "ralph-ctl: test baseline of `{}`: {}",
             entry.command,
             entry.counts.describe()
         );
     }
     baseline
+}
+
+/// What `.claude/context/runtime/.gitignore` holds: nothing of the loop's
+/// own state, audit log or history is ever committed.
+pub(crate) const RUNTIME_GITIGNORE: &str =
+    "# ralph's loop state, audit log and history: never committed\n*\n";
+
+/// Keeps the loop's runtime folder out of git for any loop (a plugin's
+/// loop starts where `init` never ran): its `.gitignore` is written when
+/// it is missing, never over one that is there.
+pub fn ignore_runtime(paths: &ProjectPaths) -> Result<(), CtlError> {
+    let runtime = paths.runtime_dir();
+    let ignore = runtime.join(".gitignore");
+    if ignore.symlink_metadata().is_ok() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&runtime).map_err(CtlError::io("create", &runtime))?;
+    ralph_core::atomic::write_file(&ignore, RUNTIME_GITIGNORE.as_bytes(), 0o644)
+        .map_err(CtlError::io("write", &ignore))
+}
+
+/// What [`clear`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Cleared {
+    /// There was no state.
+    Nothing,
+    /// The state file was removed; the loop it held was kept in the
+    /// history at this path (`None`: there was no loop in it any more).
+    Removed(Option<std::path::PathBuf>),
+    /// The state was corrupt and was moved to this path.
+    Quarantined(std::path::PathBuf),
+}
+
+/// Removes the state under the lock, keeping its loop in the history first;
+/// a corrupt one is moved aside. Nothing is lost either way.
+pub fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
+    if !StateStore::new(paths).exists()? {
+        return Ok(Cleared::Nothing);
+    }
+    let replaced = transaction::replace(paths, |_| Ok::<_, CtlError>(Event::Cleared))?;
+    for note in &replaced.notes {
+        crate::output::say_err!("ralph-ctl: {note}");
+    }
+    Ok(match replaced.quarantined {
+        Some(aside) => Cleared::Quarantined(aside),
+        None => Cleared::Removed(replaced.kept),
+    })
 }

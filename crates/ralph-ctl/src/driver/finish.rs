@@ -13,8 +13,8 @@ use ralph_core::paths::ProjectPaths;
 use ralph_core::state::{LoopState, Status};
 use ralph_core::transaction::{self, Found, Whose};
 
+use crate::error::CmdResult;
 use crate::error::CtlError;
-use crate::CmdResult;
 
 /// Marks an interrupted loop, prints one line on stderr, returns the loop's exit code.
 pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> CmdResult {

@@ -10,16 +10,11 @@ pub mod interactive;
 pub mod mock_api;
 pub mod project;
 
-/// Generates one `#[test]` per pinned client version, each calling the
-/// function of the same name with that version (an e2e scenario).
-#[macro_export]
-macro_rules! on_both_clients {
-    ($($name:ident),* $(,)?) => {
-        mod v2_1_330 {
-            $(#[test] fn $name() { super::$name($crate::client::ClientVersion::V2_1_330) })*
-        }
-        mod v2_0_77 {
-            $(#[test] fn $name() { super::$name($crate::client::ClientVersion::V2_0_77) })*
-        }
-    };
-}
+pub use ralph_test_macros::on_both_clients;
+
+/// The completion signal of the template PROMPT.md the scenarios use.
+pub const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+
+/// A bound on a whole scenario's launcher run (they take seconds), never a
+/// wait: a scenario that hangs fails with what it saw instead of never ending.
+pub const LOOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);

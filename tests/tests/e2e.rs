@@ -15,44 +15,7 @@ use std::time::{Duration, Instant};
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
 use ralph_tests::project::{processes_in_group, signal_process, wait_with_timeout, TempProject};
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
-
-ralph_tests::on_both_clients!(
-    completes_on_signal,
-    runs_exactly_max_iterations_past_the_client_block_cap,
-    guard_off_session_stops_after_one_turn,
-    second_session_after_the_loop_is_let_through,
-    second_session_during_a_running_loop_is_let_through,
-    prompt_edits_apply_at_the_next_reinjection,
-    signal_quoted_in_the_prompt_never_ends_the_loop,
-    tool_calls_then_text_count_as_one_iteration,
-    client_killed_mid_loop_is_resumed_per_policy,
-    stalled_loop_opens_the_breaker_and_blocks_the_next_start,
-    working_loop_never_trips_the_breaker,
-    a_claim_is_sent_back_until_verification_passes,
-    an_unchecked_plan_item_blocks_a_claim,
-    mentions_and_vetoed_claims_never_end_the_loop,
-    tool_use_without_change_opens_the_breaker,
-    identical_rejected_claims_open_the_breaker_before_the_cap,
-    errors_are_recorded_against_their_own_iteration,
-    prompt_near_its_size_limit_runs_a_headless_loop,
-    sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client,
-    interactive_loop_in_a_terminal,
-    a_project_in_a_subfolder_of_its_repository_makes_progress,
-    file_edits_are_progress_without_looking_at_the_project,
-    a_completion_the_agent_writes_into_the_state_is_not_reported_as_done,
-    a_forged_accepted_claim_is_not_reported_as_done_without_ralphs_record,
-    a_prompt_deleted_mid_loop_is_named_by_the_launcher,
-    a_hook_that_never_runs_is_named_by_the_launcher,
-    a_headless_loop_can_edit_the_project_without_a_permission_mode_given,
-    refused_tool_calls_stop_a_loop_that_cannot_work,
-    failing_tests_never_complete_a_loop_after_init_with_its_defaults,
-    the_untouched_template_is_refused_before_the_client_starts,
-    the_agent_cannot_write_the_loop_state_with_its_file_tools,
-    a_blocked_status_block_ends_the_loop_blocked_at_once,
-);
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 
 /// Polls `check` until it holds or `timeout` passes.
 fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
@@ -74,6 +37,7 @@ fn iteration(project: &TempProject) -> u64 {
         .unwrap_or(0)
 }
 
+#[ralph_tests::on_both_clients]
 fn completes_on_signal(client: ClientVersion) {
     let project = TempProject::new("complete");
     project.init();
@@ -101,6 +65,7 @@ fn completes_on_signal(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn runs_exactly_max_iterations_past_the_client_block_cap(client: ClientVersion) {
     let project = TempProject::new("max");
     project.init();
@@ -132,6 +97,7 @@ fn runs_exactly_max_iterations_past_the_client_block_cap(client: ClientVersion) 
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn guard_off_session_stops_after_one_turn(client: ClientVersion) {
     let project = TempProject::new("guard");
     project.init();
@@ -151,6 +117,7 @@ fn guard_off_session_stops_after_one_turn(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn second_session_after_the_loop_is_let_through(client: ClientVersion) {
     let project = TempProject::new("second-after");
     project.init();
@@ -187,6 +154,7 @@ fn second_session_after_the_loop_is_let_through(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn second_session_during_a_running_loop_is_let_through(client: ClientVersion) {
     let project = TempProject::new("second-during");
     project.init();
@@ -248,6 +216,7 @@ fn second_session_during_a_running_loop_is_let_through(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn prompt_edits_apply_at_the_next_reinjection(client: ClientVersion) {
     let project = TempProject::new("edit");
     project.init();
@@ -284,6 +253,7 @@ fn prompt_edits_apply_at_the_next_reinjection(client: ClientVersion) {
     }
 }
 
+#[ralph_tests::on_both_clients]
 fn signal_quoted_in_the_prompt_never_ends_the_loop(client: ClientVersion) {
     let project = TempProject::new("quoted");
     project.init();
@@ -305,6 +275,7 @@ fn signal_quoted_in_the_prompt_never_ends_the_loop(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn tool_calls_then_text_count_as_one_iteration(client: ClientVersion) {
     let project = TempProject::new("tools");
     project.init();
@@ -364,6 +335,7 @@ fn child_of(parent: u32) -> Option<u32> {
     None
 }
 
+#[ralph_tests::on_both_clients]
 fn client_killed_mid_loop_is_resumed_per_policy(client: ClientVersion) {
     // The client killed from outside the launcher (as the out-of-memory
     // killer does): a crash, not the person's stop. The loop pauses, the
@@ -407,6 +379,7 @@ fn client_killed_mid_loop_is_resumed_per_policy(client: ClientVersion) {
     assert!(!log.contains("\"status\":\"interrupted\""), "{log}");
 }
 
+#[ralph_tests::on_both_clients]
 fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersion) {
     let project = TempProject::new("stalled");
     project.init();
@@ -484,6 +457,7 @@ fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersio
         .assert_code(0);
 }
 
+#[ralph_tests::on_both_clients]
 fn working_loop_never_trips_the_breaker(client: ClientVersion) {
     let project = TempProject::new("working");
     project.init();
@@ -526,6 +500,7 @@ fn working_loop_never_trips_the_breaker(client: ClientVersion) {
     assert!(history.iter().all(|r| r["breaker"].is_null()));
 }
 
+#[ralph_tests::on_both_clients]
 fn a_claim_is_sent_back_until_verification_passes(client: ClientVersion) {
     let project = TempProject::new("verify");
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
@@ -586,6 +561,7 @@ fn a_claim_is_sent_back_until_verification_passes(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn an_unchecked_plan_item_blocks_a_claim(client: ClientVersion) {
     let project = TempProject::new("plan");
     project.init();
@@ -626,6 +602,7 @@ fn an_unchecked_plan_item_blocks_a_claim(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
     let project = TempProject::new("mentions");
     project.init();
@@ -649,6 +626,7 @@ fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
     assert_eq!(state["history"][1]["statusBlock"]["exitSignal"], false);
 }
 
+#[ralph_tests::on_both_clients]
 fn tool_use_without_change_opens_the_breaker(client: ClientVersion) {
     let project = TempProject::new("looking");
     project.init();
@@ -683,6 +661,7 @@ fn tool_use_without_change_opens_the_breaker(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn identical_rejected_claims_open_the_breaker_before_the_cap(client: ClientVersion) {
     let project = TempProject::new("rejected");
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
@@ -721,6 +700,7 @@ fn identical_rejected_claims_open_the_breaker_before_the_cap(client: ClientVersi
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
     let project = TempProject::new("attribution");
     project.init();
@@ -795,6 +775,7 @@ fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
     assert!(excerpts[2].contains("Step three"), "{excerpts:?}");
 }
 
+#[ralph_tests::on_both_clients]
 fn prompt_near_its_size_limit_runs_a_headless_loop(client: ClientVersion) {
     let project = TempProject::new("large-prompt");
     project.init();
@@ -835,6 +816,7 @@ fn prompt_near_its_size_limit_runs_a_headless_loop(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: ClientVersion) {
     let project = TempProject::new("sigterm");
     project.init();
@@ -928,6 +910,7 @@ fn launch_in_a_terminal(
     (child, keys)
 }
 
+#[ralph_tests::on_both_clients]
 fn interactive_loop_in_a_terminal(client: ClientVersion) {
     use std::io::Write;
     let project = TempProject::new("interactive");
@@ -1015,6 +998,7 @@ fn interactive_loop_in_a_terminal(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersion) {
     let mut project = TempProject::new("subfolder");
     let app = project.root.join("mono/app");
@@ -1068,6 +1052,7 @@ fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersi
     assert_eq!(files, ["lib.txt"], "{progress:#}");
 }
 
+#[ralph_tests::on_both_clients]
 fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion) {
     let project = TempProject::new("edits");
     // git ignores notes/: a check of the project would never list a file there.
@@ -1144,6 +1129,7 @@ fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion)
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: ClientVersion) {
     // The agent's Bash call writes "complete" into the state file, then it
     // stops: the hook lets the stop through (the loop no longer runs), and
@@ -1194,6 +1180,7 @@ fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: 
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_forged_accepted_claim_is_not_reported_as_done_without_ralphs_record(client: ClientVersion) {
     // Outside the sandbox, in bypassPermissions, a script of the agent's
     // writes a whole completion into the state: `complete` and an accepted
@@ -1247,6 +1234,7 @@ fn last_stderr_line(run: &ralph_tests::project::Run) -> &str {
         .unwrap_or("")
 }
 
+#[ralph_tests::on_both_clients]
 fn a_prompt_deleted_mid_loop_is_named_by_the_launcher(client: ClientVersion) {
     // The hook cannot re-inject a prompt that is gone: it lets the session
     // stop, and the person must read why, not only "exited with code 0".
@@ -1290,6 +1278,7 @@ fn a_prompt_deleted_mid_loop_is_named_by_the_launcher(client: ClientVersion) {
     assert!(problem.contains("PROMPT.md"), "{problem}");
 }
 
+#[ralph_tests::on_both_clients]
 fn a_hook_that_never_runs_is_named_by_the_launcher(client: ClientVersion) {
     // A registration that points nowhere: the client runs it, it fails, and
     // the session stops after one turn without a stop on record.
@@ -1318,6 +1307,7 @@ fn a_hook_that_never_runs_is_named_by_the_launcher(client: ClientVersion) {
     assert_eq!(api.main_requests().len(), 1, "one turn, never re-injected");
 }
 
+#[ralph_tests::on_both_clients]
 fn a_headless_loop_can_edit_the_project_without_a_permission_mode_given(client: ClientVersion) {
     // Without a mode, `-p` denies every file edit (nobody answers the
     // prompt); the launcher gives acceptEdits unless the person names one.
@@ -1347,6 +1337,7 @@ fn a_headless_loop_can_edit_the_project_without_a_permission_mode_given(client: 
     assert!(state["history"][0]["error"].is_null(), "{state:#}");
 }
 
+#[ralph_tests::on_both_clients]
 fn refused_tool_calls_stop_a_loop_that_cannot_work(client: ClientVersion) {
     // The person chose the default mode: every Write is refused, nobody can
     // grant it, and nothing changes. Two such iterations end the loop with
@@ -1378,6 +1369,7 @@ fn refused_tool_calls_stop_a_loop_that_cannot_work(client: ClientVersion) {
     assert!(!project.path("new.txt").exists());
 }
 
+#[ralph_tests::on_both_clients]
 fn failing_tests_never_complete_a_loop_after_init_with_its_defaults(client: ClientVersion) {
     // A small Python project whose test fails; `init --yes` makes its test
     // command the completion check. The agent cannot fix the bug and claims
@@ -1407,6 +1399,7 @@ fn failing_tests_never_complete_a_loop_after_init_with_its_defaults(client: Clie
     assert!(!last.contains("loop complete"), "{last}");
 }
 
+#[ralph_tests::on_both_clients]
 fn the_untouched_template_is_refused_before_the_client_starts(client: ClientVersion) {
     let project = TempProject::new("template");
     project.init_untouched();
@@ -1433,6 +1426,7 @@ fn the_untouched_template_is_refused_before_the_client_starts(client: ClientVers
     assert_eq!(project.status_json()["status"], "complete");
 }
 
+#[ralph_tests::on_both_clients]
 fn the_agent_cannot_write_the_loop_state_with_its_file_tools(client: ClientVersion) {
     // The deny rules `init` wrote refuse the Write ("File is in a directory
     // that is denied by your permission settings."), in acceptEdits (what
@@ -1476,6 +1470,7 @@ fn the_agent_cannot_write_the_loop_state_with_its_file_tools(client: ClientVersi
     }
 }
 
+#[ralph_tests::on_both_clients]
 fn a_blocked_status_block_ends_the_loop_blocked_at_once(client: ClientVersion) {
     // The agent cannot go on without the person: the loop stops at that
     // stop, says why, and is not resumed on its own.

@@ -9,15 +9,8 @@ use std::time::{Duration, Instant};
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::{counted_requests, run_with_timeout, TempProject};
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
-
-ralph_tests::on_both_clients!(
-    a_session_loop_reports_what_the_client_spent,
-    a_fresh_loop_reports_what_the_client_spent
-);
 
 /// Three iterations of a tool call and a message: two requests each.
 fn three_iterations() -> MockApi {
@@ -92,6 +85,7 @@ fn assert_same_dollars(ours: f64, theirs: f64, what: &str) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_session_loop_reports_what_the_client_spent(client: ClientVersion) {
     let project = TempProject::new("counts-session");
     project.init();
@@ -134,6 +128,7 @@ fn a_session_loop_reports_what_the_client_spent(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_fresh_loop_reports_what_the_client_spent(client: ClientVersion) {
     let project = TempProject::new("counts-fresh");
     project.init();

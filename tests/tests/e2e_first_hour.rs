@@ -8,7 +8,7 @@
 //! quick start runs as written.
 //!
 //! Run one scenario alone with e.g.
-//! `tests/run.sh -p ralph-tests --test e2e_first_hour v2_1_330::a_task_starts_a_checked_loop_in_a_bare_project`.
+//! `tests/run.sh -p ralph-tests --test e2e_first_hour a_task_starts_a_checked_loop_in_a_bare_project::v2_1_330`.
 
 use std::time::Duration;
 
@@ -17,18 +17,8 @@ use ralph_tests::client::ClientVersion;
 use ralph_tests::interactive::{Stderr, Terminal, SIZE};
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject};
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-const LOOP_TIMEOUT: Duration = Duration::from_secs(150);
-
-ralph_tests::on_both_clients!(
-    a_task_starts_a_checked_loop_in_a_bare_project,
-    a_headless_loop_shows_progress_and_keeps_to_its_cap,
-    the_starter_formula_runs_to_complete_in_a_python_project,
-    an_interactive_client_that_never_ran_here_is_named_as_the_cause,
-    the_quick_start_runs_as_written,
-);
 
 const FIXED: &str = "def add(a, b):\n    return a + b\n";
 /// The agent's fix (a shell edit: 2.0.77 writes a file only once it was read).
@@ -42,6 +32,7 @@ fn json_lines(stdout: &str) -> Vec<&str> {
         .collect()
 }
 
+#[ralph_tests::on_both_clients]
 fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
     let project = TempProject::python_with_a_failing_test("task");
     assert!(!project.path(".claude").exists());
@@ -93,6 +84,7 @@ fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
     let project = TempProject::new("progress");
     project.init();
@@ -162,6 +154,7 @@ fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
     assert!(objects[0].contains("\"type\":\"result\""), "{}", objects[0]);
 }
 
+#[ralph_tests::on_both_clients]
 fn the_starter_formula_runs_to_complete_in_a_python_project(client: ClientVersion) {
     let project = TempProject::python_with_a_failing_test("starter-formula");
     let init = project.ctl(&["init", "--formula", "ship", "--yes"], &[]);
@@ -206,6 +199,7 @@ fn the_starter_formula_runs_to_complete_in_a_python_project(client: ClientVersio
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn an_interactive_client_that_never_ran_here_is_named_as_the_cause(client: ClientVersion) {
     // A home where Claude Code never ran: no ~/.claude.json. Both clients
     // then exit 1 at once (they cannot reach the public API host here).
@@ -258,6 +252,7 @@ fn quick_start_commands() -> Vec<String> {
     commands
 }
 
+#[ralph_tests::on_both_clients]
 fn the_quick_start_runs_as_written(client: ClientVersion) {
     // Each command of the README's quick start, in order, as a person on
     // a fresh project would run it: the loop in the client's terminal UI,

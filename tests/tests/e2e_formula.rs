@@ -11,15 +11,7 @@ use std::time::Duration;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject};
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-const LOOP_TIMEOUT: Duration = Duration::from_secs(150);
-
-ralph_tests::on_both_clients!(
-    three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_again,
-    a_gate_failing_past_its_retries_ends_the_run_gate_failed,
-    a_malformed_formula_is_refused_before_any_request,
-);
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 
 #[test]
 fn an_interrupted_formula_resumes_with_the_file_it_started_from() {
@@ -62,6 +54,7 @@ steps:
       - { name: tests, command: "test -f tests-pass.txt || { echo 'FAILED: tests-pass.txt is missing'; exit 1; }", timeoutSeconds: 30 }
 "#;
 
+#[ralph_tests::on_both_clients]
 fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_again(
     client: ClientVersion,
 ) {
@@ -170,6 +163,7 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_gate_failing_past_its_retries_ends_the_run_gate_failed(client: ClientVersion) {
     let project = TempProject::new("formula-gate");
     project.init();
@@ -206,6 +200,7 @@ fn a_gate_failing_past_its_retries_ends_the_run_gate_failed(client: ClientVersio
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_malformed_formula_is_refused_before_any_request(client: ClientVersion) {
     let project = TempProject::new("formula-bad");
     project.init();

@@ -13,23 +13,8 @@ use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{
     processes_in_group, run_with_timeout, signal_process, wait_with_timeout, TempProject,
 };
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
-
-ralph_tests::on_both_clients!(
-    three_fresh_iterations_each_start_from_nothing_and_a_claim_completes,
-    the_same_error_in_every_fresh_process_opens_the_breaker,
-    a_dry_run_starts_no_client_and_changes_nothing,
-    sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client,
-    an_abort_line_ends_a_fresh_loop_blocked,
-    two_outcome_errors_end_the_loop_and_terminal_then_no_item_completes,
-    a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error,
-    worktrees_go_when_empty_and_stay_when_committed_and_the_checkout_is_untouched,
-    a_note_reaches_the_next_iteration_once_and_the_ending_is_notified,
-    a_client_killed_mid_iteration_is_resumed_per_policy,
-);
 
 #[test]
 fn what_the_agent_writes_into_git_never_runs_in_the_driver() {
@@ -61,6 +46,7 @@ fn assistant_turns(body: &Value) -> usize {
         .unwrap_or_default()
 }
 
+#[ralph_tests::on_both_clients]
 fn three_fresh_iterations_each_start_from_nothing_and_a_claim_completes(client: ClientVersion) {
     let project = TempProject::new("fresh");
     project.init();
@@ -127,6 +113,7 @@ fn three_fresh_iterations_each_start_from_nothing_and_a_claim_completes(client: 
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn the_same_error_in_every_fresh_process_opens_the_breaker(client: ClientVersion) {
     let project = TempProject::new("fresh-error");
     project.init();
@@ -177,6 +164,7 @@ fn the_same_error_in_every_fresh_process_opens_the_breaker(client: ClientVersion
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
     let project = TempProject::new("fresh-dry");
     project.init();
@@ -215,6 +203,7 @@ fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
     assert!(project.state().is_none(), "no loop was started");
 }
 
+#[ralph_tests::on_both_clients]
 fn sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client(client: ClientVersion) {
     let project = TempProject::new("fresh-sigint");
     project.init();
@@ -270,6 +259,7 @@ fn sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client(client: ClientVer
     }
 }
 
+#[ralph_tests::on_both_clients]
 fn an_abort_line_ends_a_fresh_loop_blocked(client: ClientVersion) {
     let project = TempProject::new("fresh-abort");
     project.init();
@@ -296,6 +286,7 @@ fn an_abort_line_ends_a_fresh_loop_blocked(client: ClientVersion) {
     assert_eq!(api.main_requests().len(), 2, "no third process");
 }
 
+#[ralph_tests::on_both_clients]
 fn two_outcome_errors_end_the_loop_and_terminal_then_no_item_completes(client: ClientVersion) {
     let outcome = |status: &str, item: &str| {
         Reply::text(format!(
@@ -351,6 +342,7 @@ fn two_outcome_errors_end_the_loop_and_terminal_then_no_item_completes(client: C
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error(client: ClientVersion) {
     let project = TempProject::new("fresh-idle");
     project.init();
@@ -424,6 +416,7 @@ fn git_out(dir: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+#[ralph_tests::on_both_clients]
 fn worktrees_go_when_empty_and_stay_when_committed_and_the_checkout_is_untouched(
     client: ClientVersion,
 ) {
@@ -504,6 +497,7 @@ fn worktrees_go_when_empty_and_stay_when_committed_and_the_checkout_is_untouched
     assert_eq!(git_out(&root, &["branch", "--show-current"]), "main");
 }
 
+#[ralph_tests::on_both_clients]
 fn a_note_reaches_the_next_iteration_once_and_the_ending_is_notified(client: ClientVersion) {
     let project = TempProject::new("fresh-say");
     project.init();
@@ -568,6 +562,7 @@ fn a_note_reaches_the_next_iteration_once_and_the_ending_is_notified(client: Cli
     assert_eq!(summary["event"], "ended", "{summary:#}");
 }
 
+#[ralph_tests::on_both_clients]
 fn a_client_killed_mid_iteration_is_resumed_per_policy(client: ClientVersion) {
     // An iteration's client killed from outside the launcher (as the
     // out-of-memory killer does) is a crash: the loop pauses and the

@@ -5,21 +5,12 @@
 //! first iteration, and a claim whose tests pass only because a test was
 //! deleted or skipped is rejected with the counts named.
 
-use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject};
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-const LOOP_TIMEOUT: Duration = Duration::from_secs(180);
-
-ralph_tests::on_both_clients!(
-    deleting_the_failing_test_does_not_complete_the_loop,
-    skipping_the_failing_test_does_not_complete_the_loop,
-    fixing_the_code_completes_the_loop,
-);
 
 const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef neg(a):\n    return -a\n";
 const CALC_FIXED: &str = "def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n";
@@ -160,6 +151,7 @@ fn assert_rejected(
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn deleting_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
     let project = python_project("integrity-delete", 2);
     let api = MockApi::start_in_order(|turn, _| match turn {
@@ -187,6 +179,7 @@ fn deleting_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn skipping_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
     let project = python_project("integrity-skip", 2);
     // Past init's deny rules, as above.
@@ -215,6 +208,7 @@ fn skipping_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn fixing_the_code_completes_the_loop(client: ClientVersion) {
     let project = python_project("integrity-fix", 2);
     let api = MockApi::start_in_order(move |turn, _| match turn {

@@ -5,24 +5,15 @@
 //! would.
 //!
 //! Run one scenario alone with e.g.
-//! `tests/run.sh -p ralph-tests --test e2e_interactive v2_0_77::completes_on_signal`.
+//! `tests/run.sh -p ralph-tests --test e2e_interactive completes_on_signal::v2_0_77`.
 
-use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::interactive::InteractiveRun;
 use ralph_tests::mock_api::{stop_hook_feedback, MockApi, Reply};
 use ralph_tests::project::TempProject;
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-const LOOP_TIMEOUT: Duration = Duration::from_secs(90);
-
-ralph_tests::on_both_clients!(
-    completes_on_signal,
-    errors_and_excerpts_belong_to_their_own_iteration,
-    stops_at_the_iteration_cap,
-);
 
 /// One interactive client at a time: a terminal UI under load writes its
 /// transcript late (2.0.77 then shows its final message to the hook only
@@ -63,6 +54,7 @@ fn explain(run: &InteractiveRun, state: &Value, api: &MockApi) -> String {
     )
 }
 
+#[ralph_tests::on_both_clients]
 fn completes_on_signal(client: ClientVersion) {
     let _serial = one_at_a_time();
     let project = TempProject::new("i-complete");
@@ -149,6 +141,7 @@ fn completes_on_signal(client: ClientVersion) {
     }
 }
 
+#[ralph_tests::on_both_clients]
 fn errors_and_excerpts_belong_to_their_own_iteration(client: ClientVersion) {
     let _serial = one_at_a_time();
     let project = TempProject::new("i-errors");
@@ -219,6 +212,7 @@ fn behind(state: &Value, index: usize) -> bool {
     state["history"][index]["messageSource"] == "transcript_behind"
 }
 
+#[ralph_tests::on_both_clients]
 fn stops_at_the_iteration_cap(client: ClientVersion) {
     let _serial = one_at_a_time();
     let project = TempProject::new("i-cap");

@@ -9,18 +9,11 @@
 //! approval`; `… The following parts require approval: git add a, git
 //! commit -m a`).
 
-use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, Run, TempProject};
-
-const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
-
-ralph_tests::on_both_clients!(
-    refused_test_and_commit_calls_end_a_fresh_loop_by_its_third_iteration,
-    refused_test_and_commit_calls_end_a_headless_loop_by_its_third_iteration,
-);
+use ralph_tests::LOOP_TIMEOUT;
 
 /// The agent's turn `turn` of an iteration of three: run the tests, commit,
 /// then say so.
@@ -98,6 +91,7 @@ fn assert_ended_naming_the_refusals(project: &TempProject, run: &Run) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn refused_test_and_commit_calls_end_a_fresh_loop_by_its_third_iteration(client: ClientVersion) {
     let (project, run, api) = run_refused_loop(client, "fresh-refused", "--fresh");
     assert_ended_naming_the_refusals(&project, &run);
@@ -106,6 +100,7 @@ fn refused_test_and_commit_calls_end_a_fresh_loop_by_its_third_iteration(client:
     assert_eq!(api.main_requests().len() as u64, iteration * 3, "{run:?}");
 }
 
+#[ralph_tests::on_both_clients]
 fn refused_test_and_commit_calls_end_a_headless_loop_by_its_third_iteration(client: ClientVersion) {
     let (project, run, _api) = run_refused_loop(client, "headless-refused", "--headless");
     assert_ended_naming_the_refusals(&project, &run);

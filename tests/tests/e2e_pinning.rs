@@ -10,27 +10,17 @@
 
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, Run, TempProject};
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
 /// The sandbox is someone else's concern here.
 const ENV: &[(&str, &str)] = &[("RALPH_SANDBOX", "off"), ("RALPH_MAX_ITERATIONS", "2")];
 /// The project's own verification, which fails: the work is not done.
 const FAILING: &str = r#"{"verify": [{"name": "tests", "command": "echo '1 test failed'; exit 1", "timeoutSeconds": 20}]}"#;
-
-ralph_tests::on_both_clients!(
-    an_agent_written_verify_by_the_write_tool_is_not_obeyed_in_session,
-    an_agent_written_verify_by_a_bash_script_is_not_obeyed_in_session,
-    an_agent_written_verify_is_not_obeyed_in_a_fresh_loop,
-    a_persons_change_reloaded_mid_loop_decides_the_next_stop,
-    a_config_json_broken_mid_loop_neither_ends_nor_traps_the_loop,
-);
 
 /// A project whose verification fails, and the config the agent would
 /// rather have: its own command, which leaves a marker file if it runs.
@@ -122,6 +112,7 @@ fn assert_not_complete(project: &TempProject, run: &Run, marker: &std::path::Pat
     assert!(!marker.exists(), "the agent's verify command ran");
 }
 
+#[ralph_tests::on_both_clients]
 fn an_agent_written_verify_by_the_write_tool_is_not_obeyed_in_session(client: ClientVersion) {
     let (project, agent, marker) = project_and_agent_config("pin-write");
     let config = project
@@ -153,6 +144,7 @@ fn an_agent_written_verify_by_the_write_tool_is_not_obeyed_in_session(client: Cl
     let _ = agent;
 }
 
+#[ralph_tests::on_both_clients]
 fn an_agent_written_verify_by_a_bash_script_is_not_obeyed_in_session(client: ClientVersion) {
     let (project, agent, marker) = project_and_agent_config("pin-bash");
     let command = rewrite_by_script(&project, &agent);
@@ -164,6 +156,7 @@ fn an_agent_written_verify_by_a_bash_script_is_not_obeyed_in_session(client: Cli
     assert_not_obeyed(&project, &run, &agent, &marker);
 }
 
+#[ralph_tests::on_both_clients]
 fn an_agent_written_verify_is_not_obeyed_in_a_fresh_loop(client: ClientVersion) {
     let (project, agent, marker) = project_and_agent_config("pin-fresh");
     // By a script (the Write tool and a redirect naming the file are refused). Counted
@@ -185,6 +178,7 @@ fn an_agent_written_verify_is_not_obeyed_in_a_fresh_loop(client: ClientVersion) 
 /// `ralph-ctl reload`'s exit code and what it printed.
 type Reloaded = (Option<i32>, String);
 
+#[ralph_tests::on_both_clients]
 fn a_persons_change_reloaded_mid_loop_decides_the_next_stop(client: ClientVersion) {
     let project = TempProject::new("pin-reload");
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
@@ -235,6 +229,7 @@ fn a_persons_change_reloaded_mid_loop_decides_the_next_stop(client: ClientVersio
     assert!(!log.contains(r#""event":"config_changed""#), "{log}");
 }
 
+#[ralph_tests::on_both_clients]
 fn a_config_json_broken_mid_loop_neither_ends_nor_traps_the_loop(client: ClientVersion) {
     let project = TempProject::new("pin-broken");
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();

@@ -8,8 +8,7 @@ use std::time::Duration;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply, Usage};
 use ralph_tests::project::{run_with_timeout, TempProject};
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
+use ralph_tests::SIGNAL;
 
 #[test]
 fn the_report_of_a_finished_loop_is_one_page_with_its_charts() {

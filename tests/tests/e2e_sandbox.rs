@@ -7,22 +7,11 @@
 //! launcher says how to get it and the agent can still run the check.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, Run, TempProject, TEST_TASK};
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
-
-ralph_tests::on_both_clients!(
-    in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it,
-    a_fresh_loop_runs_its_iterations_in_the_sandbox,
-    without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_check,
-    sandbox_on_without_bubblewrap_refuses_to_start,
-    a_protected_test_folder_is_read_only_to_the_agent_in_the_sandbox,
-);
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 
 /// A git project with a passing unittest, ralph installed with it as the
 /// check (`init --yes`), and the test task as PROMPT.md.
@@ -100,6 +89,7 @@ fn commits(root: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+#[ralph_tests::on_both_clients]
 fn in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it(
     client: ClientVersion,
 ) {
@@ -179,6 +169,7 @@ fn in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it(
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn a_fresh_loop_runs_its_iterations_in_the_sandbox(client: ClientVersion) {
     let project = python_project("sandbox-fresh");
     let outside = project.tmp.parent().unwrap().join("outside-fresh.txt");
@@ -204,6 +195,7 @@ fn a_fresh_loop_runs_its_iterations_in_the_sandbox(client: ClientVersion) {
     assert_eq!(project.status_json()["status"], "complete");
 }
 
+#[ralph_tests::on_both_clients]
 fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_check(
     client: ClientVersion,
 ) {
@@ -237,6 +229,7 @@ fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_c
     assert_eq!(project.status_json()["status"], "complete");
 }
 
+#[ralph_tests::on_both_clients]
 fn sandbox_on_without_bubblewrap_refuses_to_start(client: ClientVersion) {
     let project = python_project("sandbox-on");
     let path = path_without(&project, &["bwrap"]);
@@ -260,6 +253,7 @@ fn sandbox_on_without_bubblewrap_refuses_to_start(client: ClientVersion) {
     assert!(project.state().is_none(), "no loop started");
 }
 
+#[ralph_tests::on_both_clients]
 fn a_protected_test_folder_is_read_only_to_the_agent_in_the_sandbox(client: ClientVersion) {
     let project = TempProject::new("sandbox-protected");
     std::fs::create_dir_all(project.path("tests")).unwrap();

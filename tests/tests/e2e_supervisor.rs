@@ -28,20 +28,8 @@ use ralph_tests::project::{
     counted_requests, last_cost_state, run_with_timeout, signal_process, wait_with_timeout, Run,
     TempProject,
 };
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::{json, Value};
-
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
-/// A bound on a whole scenario's launcher run (they take seconds), never a wait.
-const LOOP_TIMEOUT: Duration = Duration::from_secs(120);
-
-ralph_tests::on_both_clients!(
-    a_stretch_of_529s_is_waited_out_in_the_same_session,
-    a_rate_limit_is_resumed_only_after_its_reset_time,
-    a_bad_api_key_fails_the_loop_at_once,
-    the_cost_cap_ends_the_loop_within_one_call,
-    the_calls_per_hour_cap_pauses_a_manual_loop_for_the_hour,
-    a_client_killed_mid_loop_is_resumed_by_hand_where_it_was,
-);
 
 #[test]
 fn a_reset_time_a_thousand_years_ahead_is_not_waited_for() {
@@ -245,6 +233,7 @@ fn evidence(project: &TempProject, api: &MockApi, run: &Run) -> String {
     )
 }
 
+#[ralph_tests::on_both_clients]
 fn a_stretch_of_529s_is_waited_out_in_the_same_session(client: ClientVersion) {
     const STRETCH: Duration = Duration::from_secs(3);
     let project = TempProject::new("overloaded");
@@ -406,6 +395,7 @@ fn rate_limited(reset: u64, retry_after: u64) -> Reply {
     }
 }
 
+#[ralph_tests::on_both_clients]
 fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
     const AHEAD: u64 = 4;
     let project = TempProject::new("rate-limit");
@@ -506,6 +496,7 @@ fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
     }
 }
 
+#[ralph_tests::on_both_clients]
 fn a_bad_api_key_fails_the_loop_at_once(client: ClientVersion) {
     let project = TempProject::new("unauthorized");
     project.init();
@@ -550,6 +541,7 @@ fn a_bad_api_key_fails_the_loop_at_once(client: ClientVersion) {
     assert!(api.requests().iter().all(|r| r.status == 401), "{evidence}");
 }
 
+#[ralph_tests::on_both_clients]
 fn the_cost_cap_ends_the_loop_within_one_call(client: ClientVersion) {
     // What one call of 100,000 input and 10 output tokens costs by the
     // client's own price table for its default model (measured once:
@@ -628,6 +620,7 @@ fn the_cost_cap_ends_the_loop_within_one_call(client: ClientVersion) {
     );
 }
 
+#[ralph_tests::on_both_clients]
 fn the_calls_per_hour_cap_pauses_a_manual_loop_for_the_hour(client: ClientVersion) {
     let project = TempProject::new("calls-per-hour");
     project.init();
@@ -712,6 +705,7 @@ fn child_of(parent: u32) -> Option<u32> {
     None
 }
 
+#[ralph_tests::on_both_clients]
 fn a_client_killed_mid_loop_is_resumed_by_hand_where_it_was(client: ClientVersion) {
     let project = TempProject::new("killed");
     project.init();

@@ -35,10 +35,10 @@ use ralph_tests::bins;
 use ralph_tests::project::{
     run_measured, run_with_timeout, signal_process, Run, TempProject, INSTALLED_FILES,
 };
+use ralph_tests::SIGNAL;
 use serde_json::{json, Value};
 
 const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
 /// A generous sanity bound for one hook run, never a performance target.
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// The uid (and gid) the hook runs as when a test needs file modes to bite under root.

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use ralph_tests::bins;
 use ralph_tests::cli::{Ctl, Hook};
 use ralph_tests::project::TempProject;
+use ralph_tests::SIGNAL;
 use serde_json::{json, Value};
 
 const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
 
 fn fixture(name: &str) -> std::path::PathBuf {
     bins::workspace_root().join("tests/fixtures").join(name)

@@ -23,10 +23,10 @@ use std::process::Command;
 use ralph_tests::bins;
 use ralph_tests::cli::{Ctl, Hook};
 use ralph_tests::project::{Run, TempProject};
+use ralph_tests::SIGNAL;
 use serde_json::{json, Value};
 
 const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
-const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
 /// The uid (and gid) the hook runs as when a file mode must bite under root.
 const NOBODY: u32 = 65534;
 

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::hook_input::{self, MAX_SESSION_ID_CHARS};
+use ralph_core::observe::hook_input::{self, MAX_SESSION_ID_CHARS};
 use serde_json::{json, Value};
 
 fuzz_target!(|data: &[u8]| {

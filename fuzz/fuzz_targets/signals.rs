@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::claims;
-use ralph_core::signals::{self, FINDINGS_MARKER};
+use ralph_core::judge::claims;
+use ralph_core::judge::signals::{self, FINDINGS_MARKER};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&n, rest)) = data.split_first() else {
@@ -21,7 +21,10 @@ fuzz_target!(|data: &[u8]| {
     let (signal, message) = text.split_at(split);
 
     if claims::signal_claim(message, signal).is_some() {
-        assert!(message.contains(signal), "message {message:?}, signal {signal:?}");
+        assert!(
+            message.contains(signal),
+            "message {message:?}, signal {signal:?}"
+        );
     }
     assert!(claims::signal_claim(message, "").is_none());
     let _ = claims::status_block(message);
@@ -33,7 +36,11 @@ fuzz_target!(|data: &[u8]| {
         assert!(message.contains(&count.to_string()) || count == 0);
     }
     // An identifier-like signal alone on its line is always a claim.
-    if !signal.is_empty() && signal.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+    if !signal.is_empty()
+        && signal
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
         assert!(claims::signal_claim(signal, signal).is_some(), "{signal:?}");
     }
 });

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use ralph_core::transcript::{self, testing, CHUNK_BYTES, MAX_LINE_BYTES, MAX_SCAN_BYTES};
+use ralph_core::observe::transcript::{self, testing, CHUNK_BYTES, MAX_LINE_BYTES, MAX_SCAN_BYTES};
 
 /// One file per fuzzing process, written for every input and then removed;
 /// in memory (/dev/shm) when there is one, several times faster than a disk.

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
+use ralph_core::observe::usage::{self, MAX_RESET_AHEAD_SECS};
 use ralph_core::time;
-use ralph_core::usage::{self, MAX_RESET_AHEAD_SECS};
 
 /// The time the readings are made at (a fixed one: the same input, the same result).
 const NOW: u64 = 1_790_000_000;

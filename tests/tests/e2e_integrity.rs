@@ -5,7 +5,6 @@
 //! first iteration, and a claim whose tests pass only because a test was
 //! deleted or skipped is rejected with the counts named.
 
-
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject};

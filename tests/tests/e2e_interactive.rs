@@ -7,7 +7,6 @@
 //! Run one scenario alone with e.g.
 //! `tests/run.sh -p ralph-tests --test e2e_interactive completes_on_signal::v2_0_77`.
 
-
 use ralph_tests::client::ClientVersion;
 use ralph_tests::interactive::InteractiveRun;
 use ralph_tests::mock_api::{stop_hook_feedback, MockApi, Reply};

@@ -9,7 +9,6 @@
 //! approval`; `… The following parts require approval: git add a, git
 //! commit -m a`).
 
-
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, Run, TempProject};

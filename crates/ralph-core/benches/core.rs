@@ -11,13 +11,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use ralph_core::claims;
-use ralph_core::config::Config;
-use ralph_core::decision::{self, MessageSource, Observation};
-use ralph_core::hook_input;
-use ralph_core::signals;
-use ralph_core::state::LoopState;
-use ralph_core::transcript;
+use ralph_core::judge::claims;
+use ralph_core::judge::config::Config;
+use ralph_core::judge::decision::{self, MessageSource, Observation};
+use ralph_core::judge::signals;
+use ralph_core::judge::state::LoopState;
+use ralph_core::observe::hook_input;
+use ralph_core::observe::transcript;
 
 const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
 const NOW: &str = "2026-01-01T00:00:00Z";
@@ -74,7 +74,7 @@ fn bench_decide(c: &mut Criterion) {
 }
 
 fn bench_signals(c: &mut Criterion) {
-    let signal = ralph_core::config::DEFAULT_COMPLETION_SIGNAL;
+    let signal = ralph_core::judge::config::DEFAULT_COMPLETION_SIGNAL;
     let mut group = c.benchmark_group("signals");
     for len in [200, 64 * 1024] {
         let plain = message(len, "Still working.");

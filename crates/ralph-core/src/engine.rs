@@ -21,22 +21,22 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::config::{Config, ConfigError, EnvSource, FileLayers};
-use crate::decision::{self, MessageSource, Observation, PassReason, Verdict};
 use crate::events::{Draft, Effect, Transition};
-use crate::log::{self, LogEntry, LogEvent};
+use crate::judge::config::{Config, ConfigError, EnvSource, FileLayers};
+use crate::judge::decision::{self, MessageSource, Observation, PassReason, Verdict};
+use crate::judge::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
+use crate::observe::plan::{self, PlanReport};
+use crate::observe::progress;
+use crate::observe::prompt::{self, PromptError};
+use crate::observe::protected::{self, ProtectedSnapshot};
+use crate::observe::registration::{self, SettingsError};
+use crate::observe::transcript::{self, IterationTail, TranscriptError};
+use crate::observe::usage::{self, UsageReading};
+use crate::observe::verify::{self, VerifyCommand, VerifyResult};
 use crate::paths::ProjectPaths;
+use crate::persist::log::{self, LogEntry, LogEvent};
+use crate::persist::store::{Reread, StateStore, StoreError};
 use crate::pin::{self, Pinned};
-use crate::plan::{self, PlanReport};
-use crate::progress;
-use crate::prompt::{self, PromptError};
-use crate::protected::{self, ProtectedSnapshot};
-use crate::registration::{self, SettingsError};
-use crate::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
-use crate::store::{Reread, StateStore, StoreError};
-use crate::transcript::{self, IterationTail, TranscriptError};
-use crate::usage::{self, UsageReading};
-use crate::verify::{self, VerifyCommand, VerifyResult};
 
 /// What one stop carries from the client.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -73,7 +73,7 @@ pub struct Stop {
     /// account of the run (the `-p` result's `permission_denials`): when
     /// set, it is the authority on the iteration's refusals, and the
     /// transcript only adds the refusal texts.
-    pub permission_denials: Option<Vec<crate::errors::Refusal>>,
+    pub permission_denials: Option<Vec<crate::judge::errors::Refusal>>,
     /// Pinned files besides the config files that the driver found changed
     /// (a formula run's formula), recorded with the config's drift.
     pub pinned_changes: Vec<pin::Changed>,
@@ -391,7 +391,7 @@ pub fn run_stop_settled(
         (Verdict::End(_) | Verdict::Pause(_), Some(ended)) => Answer::End {
             // In an interactive session nothing else says so until the
             // client exits.
-            system_message: format!("Ralph {}", crate::lifecycle::outcome_line(ended)),
+            system_message: format!("Ralph {}", crate::judge::lifecycle::outcome_line(ended)),
         },
         (Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_), _) => Answer::Allow,
         (
@@ -421,7 +421,7 @@ pub fn run_stop_settled(
             };
             Answer::Block {
                 reason: prompt::iteration_text(
-                    &config,
+                    &config.completion_signal,
                     *iteration,
                     *max_iterations,
                     notice.as_deref(),
@@ -608,12 +608,12 @@ pub fn run_stop_failure(
     let because = PausedBecause {
         kind,
         http_status: api_error.status,
-        message: crate::state::one_line(said, 300),
+        message: crate::judge::state::one_line(said, 300),
         resume_at: api_error.resets_at.map(crate::time::rfc3339_of_secs),
         at: now.clone(),
     };
     let mut next = state.clone();
-    let why = crate::lifecycle::pause_for_api_failure(&mut next, because, &reading, &now);
+    let why = crate::judge::lifecycle::pause_for_api_failure(&mut next, because, &reading, &now);
     lock.write(&next)?;
     if let Err(e) = log::append(&lock, &LogEntry::about(&next, LogEvent::Pause, &now, why)) {
         notes.push(format!("warning: cannot append to the audit log: {e}"));
@@ -650,7 +650,7 @@ pub fn run_session_end(
             .filter(|r| !r.is_empty())
             .unwrap_or("no reason given")
     );
-    if crate::lifecycle::interrupt(&mut state, &cause, &now) {
+    if crate::judge::lifecycle::interrupt(&mut state, &cause, &now) {
         lock.write(&state)?;
         let why = state.ended_because.clone().unwrap_or_default();
         let _ = log::append(&lock, &LogEntry::about(&state, LogEvent::End, &now, why));
@@ -680,7 +680,7 @@ pub fn record_hook_problem(
         &state,
         LogEvent::Problem,
         now,
-        crate::state::one_line(problem, 500),
+        crate::judge::state::one_line(problem, 500),
     );
     log::append(&lock, &entry).map_err(|source| StoreError::Io {
         action: "append to",
@@ -690,7 +690,10 @@ pub fn record_hook_problem(
 }
 
 /// Writes the state back as it was before this stop.
-fn restore(lock: &crate::store::StateLock<'_>, previous: &LoopState) -> Result<(), StoreError> {
+fn restore(
+    lock: &crate::persist::store::StateLock<'_>,
+    previous: &LoopState,
+) -> Result<(), StoreError> {
     lock.write(previous)
 }
 
@@ -794,7 +797,7 @@ fn observe(
                         .iter()
                         .find(|r| r.tool_use_id.is_some() && r.tool_use_id == call.tool_use_id)
                         .and_then(|r| r.text.clone());
-                    crate::errors::Refusal {
+                    crate::judge::errors::Refusal {
                         text: text.or_else(|| call.text.clone()),
                         ..call.clone()
                     }
@@ -839,7 +842,7 @@ fn observe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Status, StopDecision};
+    use crate::judge::state::{Status, StopDecision};
     use crate::tempdir::TempDir;
     use std::cell::Cell;
 
@@ -1071,7 +1074,7 @@ mod tests {
             after
                 .breaker
                 .counters
-                .get(crate::breaker::Signal::NoProgress),
+                .get(crate::judge::breaker::Signal::NoProgress),
             0
         );
     }
@@ -1105,7 +1108,7 @@ mod tests {
             after
                 .breaker
                 .counters
-                .get(crate::breaker::Signal::NoProgress),
+                .get(crate::judge::breaker::Signal::NoProgress),
             0,
             "an unchanged project against the old baseline proves nothing"
         );
@@ -1178,8 +1181,8 @@ mod tests {
 
     #[test]
     fn the_results_refused_calls_are_the_authority_of_a_fresh_stop() {
-        use crate::breaker::Signal;
-        use crate::errors::Refusal;
+        use crate::judge::breaker::Signal;
+        use crate::judge::errors::Refusal;
         let compound = "This Bash command contains multiple operations. The following parts require approval: git add a, git commit -m a";
         let call = || Refusal {
             tool_use_id: Some("t1".into()),
@@ -1383,7 +1386,8 @@ mod tests {
         std::fs::write(tests.join("test_a.py"), "def test_a(): assert False\n").unwrap();
         // What `ralph-ctl start` records.
         let mut started = state(&paths);
-        started.protected_files = crate::protected::snapshot(&paths.root, &["tests/".to_string()]);
+        started.protected_files =
+            crate::observe::protected::snapshot(&paths.root, &["tests/".to_string()]);
         StateStore::new(&paths)
             .lock(true)
             .unwrap()

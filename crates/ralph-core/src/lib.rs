@@ -1,38 +1,34 @@
-//! Core of ralph, the Ralph loop for Claude Code.
+//! Core of ralph, the Ralph loop for Claude Code: everything the two
+//! binaries share. The folders are the layers, each using only those below
+//! it:
 //!
-//! The folders show the architecture: [`judge`] (pure rules), [`observe`]
-//! (reading the world, bounded), [`persist`] (the state and its store), and
-//! [`engine`], the one per-stop sequence over them.
+//! - [`observe`]: reading the world, bounded (the hook's stdin, the
+//!   transcript, the project's files and git, the plan, the prompt files,
+//!   the registered hook) and running the verification commands;
+//! - [`judge`]: pure rules over the loop's record ([`judge::state`]) and its
+//!   configuration ([`judge::config`]): the stop's decision, the breaker,
+//!   claims, completion gates, the lifecycle's rules;
+//! - [`persist`]: the locked, atomic store of the record and the audit log;
+//! - then [`pin`] (what decides a loop, fixed at its start), [`notify`],
+//!   [`events`] (the lifecycle as events, one pure `apply`), and at the top
+//!   [`engine`] (one stop, end to end) and [`transaction`] (every other
+//!   change of a loop, one lock each).
 //!
-//! Everything the two binaries share lives here: the configuration
-//! ([`config`]), the loop's persisted state ([`state`]) and its locked,
-//! atomic store ([`store`]), the parsers for what the Stop hook observes
-//! ([`hook_input`], [`transcript`], [`signals`]), and the pure decision
-//! function ([`decision`]) that turns all of that into "block" or "allow",
-//! and the one per-stop sequence ([`engine`]) every driver of a loop runs.
-//! I/O stays at the edges: `decision` never touches a file, a clock or an
+//! I/O stays at the edges: `judge` never touches a file, a clock or an
 //! environment variable.
 
 pub mod judge;
 pub mod observe;
 pub mod persist;
 
-pub mod config;
 pub mod engine;
+pub mod events;
 pub mod exit_codes;
 pub mod notify;
 pub mod paths;
 pub mod pin;
 pub mod time;
 pub mod transaction;
-
-// The modules by their own names, as the binaries and tests use them.
-pub use judge::{breaker, claims, completion, decision, errors, events, lifecycle, signals};
-pub use observe::{
-    files, hook_input, liveness, plan, process, progress, prompt, protected, registration,
-    test_counts, transcript, usage, verify,
-};
-pub use persist::{atomic, log, state, store};
 
 #[cfg(test)]
 pub(crate) mod tempdir {

@@ -10,9 +10,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::log::{self, LogEntry, LogEvent};
-use crate::state::{LoopState, Status};
-use crate::store::StateLock;
+use crate::judge::state::{LoopState, Status};
+use crate::persist::log::{self, LogEntry, LogEvent};
+use crate::persist::store::StateLock;
 
 /// What the ending or pause of `state` is known by: a loop notified for
 /// it is not notified again. `None` while it runs.
@@ -51,7 +51,7 @@ pub fn summary(root: &Path, state: &LoopState, now: &str) -> Value {
         "durationSeconds": duration,
         "project": root.display().to_string(),
         "sessionId": state.session_id,
-        "line": crate::lifecycle::outcome_line(state),
+        "line": crate::judge::lifecycle::outcome_line(state),
     })
 }
 
@@ -129,7 +129,7 @@ fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::paths::ProjectPaths;
-    use crate::store::StateStore;
+    use crate::persist::store::StateStore;
     use std::time::{Duration, Instant};
 
     #[test]

@@ -1,8 +1,7 @@
-//! Persistence: the loop's state as a versioned record, the locked,
-//! atomic store that keeps it, the append-only audit log beside it, and the
-//! one atomic file write every file ralph creates goes through.
+//! Persistence: the locked, atomic store that keeps the loop's record
+//! (`judge::state`), the append-only audit log beside it, and the one
+//! atomic file write every file ralph creates goes through.
 
 pub mod atomic;
 pub mod log;
-pub mod state;
 pub mod store;

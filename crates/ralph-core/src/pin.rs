@@ -13,12 +13,12 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::USER_CONFIG_FILE;
-use crate::config::{read_config_text, Config, ConfigError, EnvSource, FileLayers};
+use crate::judge::config::USER_CONFIG_FILE;
+use crate::judge::config::{read_config_text, Config, ConfigError, EnvSource, FileLayers};
+use crate::judge::state::LoopState;
 use crate::paths::ProjectPaths;
-use crate::state::LoopState;
+
+pub use crate::judge::state::{Changed, ConfigDrift, Pinned, PinnedFormula};
 
 /// The content digest used for pins and drift: FNV-1a, 64 bits, in hex.
 /// It names contents for people and the log; whether a file differs from
@@ -46,43 +46,6 @@ pub fn layers_digest(layers: &FileLayers) -> String {
         }
     }
     digest(&all)
-}
-
-/// What a loop decides by, recorded when it starts (`pinned` in the state).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Pinned {
-    /// The digest of the config files' texts ([`layers_digest`]).
-    pub config_digest: String,
-    /// `.claude/ralph/config.json`'s exact text (`None`: there was none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<String>,
-    /// The per-user defaults file's exact text (`None`: there was none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_config: Option<String>,
-    /// The formula a formula run runs, as read when it started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub formula: Option<PinnedFormula>,
-    /// When this pin was taken (the start, or the last `ralph-ctl reload`).
-    #[serde(default)]
-    pub at: String,
-}
-
-/// A formula, pinned: its content as the run uses it (every step's id,
-/// model, prompt with a `promptFile`'s text read in, cap, autofix and
-/// gates), so neither the formula's file nor its prompt files can change
-/// a running formula.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PinnedFormula {
-    /// The formula's name.
-    pub name: String,
-    /// Its file, relative to the project's root.
-    pub file: String,
-    /// The digest of `content`'s JSON text.
-    pub digest: String,
-    /// The checked formula, as `ralph-ctl` reads it.
-    pub content: serde_json::Value,
 }
 
 impl PinnedFormula {
@@ -134,33 +97,6 @@ pub fn loop_config(
         Some(pin) => pin.config(paths, env),
         None => Config::load(paths, env),
     }
-}
-
-/// A pinned file whose content now differs from its pin.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Changed {
-    /// The file, relative to the project's root when inside it.
-    pub file: String,
-    /// The digest of its content now (`missing`, `unreadable`).
-    pub digest: String,
-    /// Why its content now could not be used, when it could not (it does
-    /// not parse, a key is out of range): shown, never fatal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub problem: Option<String>,
-}
-
-/// The drift of a loop's pinned files (`configDrift` in the state): what
-/// differs from the pin, first seen when.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigDrift {
-    /// The digest of every differing file's content now.
-    pub digest: String,
-    /// When this content was first seen.
-    pub seen_at: String,
-    /// The files that differ.
-    pub files: Vec<Changed>,
 }
 
 /// What `status` and the log say of a drift, with the fix.
@@ -221,7 +157,7 @@ fn shown_problem(problem: &str) -> String {
             }
         })
         .collect();
-    crate::state::one_line(&clean, 300)
+    crate::judge::state::one_line(&clean, 300)
 }
 
 /// The config files that differ from `pin` now (compared on their whole
@@ -363,7 +299,7 @@ mod tests {
         assert_eq!(config.completion.verify[0].command, "false");
         // The environment is the person's: it applies on top of the pin.
         let config = pin
-            .config(&paths, &[(crate::config::env::MAX_ITERATIONS, "3")])
+            .config(&paths, &[(crate::judge::config::env::MAX_ITERATIONS, "3")])
             .unwrap();
         assert_eq!(config.max_iterations, 3);
     }

@@ -9,12 +9,12 @@
 
 use std::path::PathBuf;
 
-use crate::config::ProcessEnv;
 use crate::events::{Draft, Effect, Event, Transition};
-use crate::log;
+use crate::judge::config::ProcessEnv;
+use crate::judge::state::LoopState;
 use crate::paths::ProjectPaths;
-use crate::state::LoopState;
-use crate::store::{StateLock, StateStore, StoreError};
+use crate::persist::log;
+use crate::persist::store::{StateLock, StateStore, StoreError};
 
 /// Whose loop a change is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -220,8 +220,8 @@ fn notify_command(paths: &ProjectPaths, state: &mut LoopState) -> Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::LogEvent;
-    use crate::state::Status;
+    use crate::judge::state::Status;
+    use crate::persist::log::LogEvent;
 
     fn project() -> (crate::tempdir::TempDir, ProjectPaths) {
         let dir = crate::tempdir::TempDir::new();
@@ -247,7 +247,7 @@ mod tests {
     fn a_change_takes_one_lock_writes_once_and_logs() {
         let (_dir, paths) = project();
         start(&paths, "s1");
-        let before = crate::store::locks_taken();
+        let before = crate::persist::store::locks_taken();
         let changed = change(&paths, Whose::Session("s1"), |draft| {
             draft.apply(Event::Ended {
                 status: Status::Cancelled,
@@ -257,7 +257,7 @@ mod tests {
             Ok::<_, StoreError>(())
         })
         .unwrap();
-        assert_eq!(crate::store::locks_taken() - before, 1);
+        assert_eq!(crate::persist::store::locks_taken() - before, 1);
         assert_eq!(changed.state().unwrap().status, Status::Cancelled);
         let stored = StateStore::new(&paths).read().unwrap().unwrap();
         assert_eq!(stored.status, Status::Cancelled);

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use ralph_core::claims;
-use ralph_core::hook_input::{self, HookInput, InputError};
-use ralph_core::signals::{self, FINDINGS_MARKER};
+use ralph_core::judge::claims;
+use ralph_core::judge::signals::{self, FINDINGS_MARKER};
+use ralph_core::observe::hook_input::{self, HookInput, InputError};
 use serde_json::{json, Map, Value};
 
 // ---------------------------------------------------------------- hook input

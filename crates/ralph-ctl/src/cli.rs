@@ -291,7 +291,7 @@ pub enum Command {
         no_sandbox: bool,
         /// The loop's iteration cap (over RALPH_MAX_ITERATIONS and the
         /// config's maxIterations; as RALPH_MAX_ITERATIONS for the hook).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(ralph_core::config::MAX_ITERATIONS_LIMIT)))]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(ralph_core::judge::config::MAX_ITERATIONS_LIMIT)))]
         max_iterations: Option<u32>,
         /// The loop's budget in US dollars (over RALPH_MAX_COST_USD and the
         /// config's maxCostUsd): the loop ends `budget_exhausted` there.
@@ -358,6 +358,6 @@ fn parse_dollars(text: &str) -> Result<f64, String> {
     text.trim()
         .parse::<f64>()
         .ok()
-        .filter(|d| ralph_core::config::validate_cost(*d).is_some())
-        .ok_or_else(ralph_core::config::cost_accepts)
+        .filter(|d| ralph_core::judge::config::validate_cost(*d).is_some())
+        .ok_or_else(ralph_core::judge::config::cost_accepts)
 }

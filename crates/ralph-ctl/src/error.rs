@@ -3,11 +3,11 @@
 use std::io;
 use std::path::PathBuf;
 
-use ralph_core::config::ConfigError;
 use ralph_core::exit_codes;
-use ralph_core::prompt::PromptError;
-use ralph_core::registration::SettingsError;
-use ralph_core::store::StoreError;
+use ralph_core::judge::config::ConfigError;
+use ralph_core::observe::prompt::PromptError;
+use ralph_core::observe::registration::SettingsError;
+use ralph_core::persist::store::StoreError;
 use thiserror::Error;
 
 /// Everything a `ralph-ctl` command can fail with.

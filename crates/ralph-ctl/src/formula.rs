@@ -10,10 +10,10 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use ralph_core::judge::state::{FormulaRun, GateRun, StepRun};
+use ralph_core::observe::verify::VerifyCommand;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::pin::{Changed, PinnedFormula};
-use ralph_core::state::{FormulaRun, GateRun, StepRun};
-use ralph_core::verify::VerifyCommand;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
@@ -269,9 +269,9 @@ pub const MAX_FORMULA_BYTES: u64 = 256 * 1024;
 pub const MAX_PROMPT_FILE_BYTES: u64 = 256 * 1024;
 
 /// A text file of at most `limit` bytes: bounded, never waiting on a FIFO
-/// or reading a device (`ralph_core::files::read_bounded`), UTF-8.
+/// or reading a device (`ralph_core::observe::files::read_bounded`), UTF-8.
 fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
-    use ralph_core::files::{read_bounded, Bounded};
+    use ralph_core::observe::files::{read_bounded, Bounded};
     match read_bounded(path, limit)? {
         Bounded::Missing => Err(std::io::ErrorKind::NotFound.into()),
         Bounded::TooLarge => Err(std::io::Error::other(format!(

@@ -43,7 +43,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Reset => commands::reset::run(&paths),
         Command::Watchdog { pid, started } => {
             driver::watchdog::watch(
-                ralph_core::state::ProcessId { pid, started },
+                ralph_core::judge::state::ProcessId { pid, started },
                 std::io::stdin(),
                 driver::watchdog::ORPHAN_GRACE,
             );
@@ -158,10 +158,16 @@ pub fn run(cli: Cli) -> i32 {
             // driver and the client's Stop hook (which inherits this
             // environment) all read them. Set before any thread starts.
             if let Some(n) = max_iterations {
-                std::env::set_var(ralph_core::config::env::MAX_ITERATIONS, n.to_string());
+                std::env::set_var(
+                    ralph_core::judge::config::env::MAX_ITERATIONS,
+                    n.to_string(),
+                );
             }
             if let Some(dollars) = max_cost_usd {
-                std::env::set_var(ralph_core::config::env::MAX_COST_USD, dollars.to_string());
+                std::env::set_var(
+                    ralph_core::judge::config::env::MAX_COST_USD,
+                    dollars.to_string(),
+                );
             }
             if let Some(task) = &task {
                 if let Err(e) = commands::task::prepare(&paths, task, yes, reset) {

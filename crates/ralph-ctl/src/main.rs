@@ -3,7 +3,7 @@
 use clap::Parser;
 
 fn main() {
-    ralph_core::store::ignore_file_size_signal();
+    ralph_core::persist::store::ignore_file_size_signal();
     let cli = ralph_ctl::cli::Cli::parse();
     std::process::exit(ralph_ctl::run(cli));
 }

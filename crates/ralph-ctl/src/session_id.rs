@@ -46,6 +46,6 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_eq!(&a[14..15], "4");
         assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"));
-        assert!(ralph_core::hook_input::is_valid_session_id(&a));
+        assert!(ralph_core::observe::hook_input::is_valid_session_id(&a));
     }
 }

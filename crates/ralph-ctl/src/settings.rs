@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 /// The hook timeout `init` registers, in seconds. Claude Code kills a hook
 /// that outlives it and lets the session stop.
 pub const DEFAULT_HOOK_TIMEOUT_SECS: u32 = 60;
-pub use ralph_core::registration::HOOK_BINARY_NAME;
+pub use ralph_core::observe::registration::HOOK_BINARY_NAME;
 
 /// The command line Claude Code runs: the binary's absolute path, quoted
 /// when it holds a space.

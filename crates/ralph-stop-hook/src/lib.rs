@@ -11,11 +11,11 @@ use std::io::{self, Read, Write};
 use std::panic;
 use std::process::ExitCode;
 
-use ralph_core::config::{self, EnvSource, ProcessEnv};
 use ralph_core::engine::{self, Answer, EngineError, RealWorld, Stop, StopFailure, World};
-use ralph_core::hook_input::{self, HookInput, InputError};
+use ralph_core::judge::config::{self, EnvSource, ProcessEnv};
+use ralph_core::observe::hook_input::{self, HookInput, InputError};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::store::StoreError;
+use ralph_core::persist::store::StoreError;
 use thiserror::Error;
 
 /// Everything that can make the hook give up and let the stop through.
@@ -103,7 +103,7 @@ pub fn plugin_loop_exists(project_dir: Option<std::ffi::OsString>) -> bool {
 /// Runs the hook on the process's stdin, stdout, stderr and environment.
 /// Always exits 0: blocking is done through stdout.
 pub fn run() -> ExitCode {
-    ralph_core::store::ignore_file_size_signal();
+    ralph_core::persist::store::ignore_file_size_signal();
     panic::set_hook(Box::new(|info| {
         let what = info
             .payload()
@@ -316,7 +316,7 @@ pub fn handle(
         Some("StopFailure") => {
             // The client stops this hook with SIGTERM within milliseconds;
             // the pause and its log line are written whole all the same.
-            ralph_core::process::ignore_termination_signals();
+            ralph_core::observe::process::ignore_termination_signals();
             let paths = project_root(&input, env)?;
             let failure = StopFailure {
                 session_id: input.session_id,

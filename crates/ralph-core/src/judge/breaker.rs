@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::errors::ErrorSighting;
-use crate::progress::Baseline;
+use crate::judge::errors::ErrorSighting;
+use crate::observe::progress::Baseline;
 
 /// How many recent final-message lengths the output-decline signal averages.
 pub const OUTPUT_WINDOW: usize = 3;
@@ -301,8 +301,8 @@ pub const SIGNALS: &[SignalSpec] = &[
         describe: |_, o, _, c| {
             format!(
                 "the client refused {} for lack of permission in {c} iterations: {}",
-                crate::errors::calls_in_words(&o.denied),
-                crate::errors::how_to_allow(&o.denied)
+                crate::judge::errors::calls_in_words(&o.denied),
+                crate::judge::errors::how_to_allow(&o.denied)
             )
         },
     },
@@ -452,7 +452,7 @@ pub struct ProgressObservation {
     /// what output, fingerprinted.
     pub rejected_claim: Option<ErrorSighting>,
     /// The tool calls the client refused for lack of permission (empty: none).
-    pub denied: Vec<crate::errors::Refusal>,
+    pub denied: Vec<crate::judge::errors::Refusal>,
 }
 
 /// What the loop must do after this stop.
@@ -605,7 +605,7 @@ mod tests {
 
     fn err(s: &str) -> Option<ErrorSighting> {
         Some(ErrorSighting {
-            fingerprint: crate::errors::fingerprint(s),
+            fingerprint: crate::judge::errors::fingerprint(s),
             sample: s.to_string(),
         })
     }
@@ -854,7 +854,7 @@ mod tests {
         let config = BreakerConfig::default();
         let claim = |tree: &str, what: Option<&str>| ProgressObservation {
             rejected_claim: what.map(|w| ErrorSighting {
-                fingerprint: crate::errors::fingerprint(w),
+                fingerprint: crate::judge::errors::fingerprint(w),
                 sample: w.to_string(),
             }),
             ..obs(tree)
@@ -884,7 +884,7 @@ mod tests {
     #[test]
     fn refused_tool_calls_end_a_loop_by_its_third_iteration() {
         let config = BreakerConfig::default();
-        let unittest = crate::errors::Refusal::of_call("Bash", Some("python3 -m unittest"));
+        let unittest = crate::judge::errors::Refusal::of_call("Bash", Some("python3 -m unittest"));
         let denied = |tree: &str, refused: bool| ProgressObservation {
             denied: if refused {
                 vec![unittest.clone()]

@@ -8,10 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::claims::{self, StatusBlock};
-use crate::plan::PlanReport;
-use crate::test_counts::{self, CommandCounts};
-use crate::verify::{VerifyCommand, VerifyResult};
+use crate::judge::claims::{self, StatusBlock};
+use crate::observe::plan::PlanReport;
+use crate::observe::test_counts::{self, CommandCounts};
+use crate::observe::verify::{VerifyCommand, VerifyResult};
 
 /// Iterations of test-only work that trigger the saturation nudge.
 pub const TEST_SATURATION_ITERATIONS: u32 = 3;
@@ -145,7 +145,7 @@ impl Default for CompletionConfig {
     fn default() -> Self {
         CompletionConfig {
             mode: CompletionMode::Strict,
-            plan_files: crate::plan::DEFAULT_PLAN_FILES
+            plan_files: crate::observe::plan::DEFAULT_PLAN_FILES
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
@@ -302,19 +302,19 @@ fn is_failing(tests: &str) -> bool {
 /// whatever the message says); with changes it passes, naming the
 /// refusals. `None` when neither holds.
 pub fn permission_gate(
-    denied: &[crate::errors::Refusal],
+    denied: &[crate::judge::errors::Refusal],
     unseen_after_refusals: bool,
     changed: bool,
 ) -> Option<GateResult> {
     let detail = if !denied.is_empty() {
-        let calls = crate::errors::calls_in_words(denied);
+        let calls = crate::judge::errors::calls_in_words(denied);
         if changed {
             format!("the client refused {calls} for lack of permission, but the project changed")
         } else {
             format!(
                 "the client refused {calls} for lack of permission and nothing in the project changed: \
                  the work was not done; {}",
-                crate::errors::how_to_allow(denied)
+                crate::judge::errors::how_to_allow(denied)
             )
         }
     } else if unseen_after_refusals {
@@ -658,7 +658,7 @@ mod tests {
 
     #[test]
     fn refused_calls_fail_a_claim_only_when_nothing_changed() {
-        use crate::errors::Refusal;
+        use crate::judge::errors::Refusal;
         assert_eq!(
             permission_gate(&[], false, false),
             None,
@@ -682,7 +682,7 @@ mod tests {
         assert!(!unseen.passed && unseen.detail.contains("could not be seen yet"));
         assert!(permission_gate(&[], true, true).unwrap().passed);
     }
-    use crate::plan::PlanFile;
+    use crate::observe::plan::PlanFile;
 
     const S: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
 
@@ -959,7 +959,7 @@ mod tests {
 
     #[test]
     fn fewer_tests_or_more_skipped_than_the_baseline_fail_the_claim() {
-        use crate::test_counts::{CommandCounts, TestCounts};
+        use crate::observe::test_counts::{CommandCounts, TestCounts};
         let cmd = "python3 -m unittest";
         let verify = vec![VerifyCommand {
             name: "tests".into(),

@@ -4,52 +4,23 @@
 //!
 //! No I/O happens here, so every rule is unit-tested as a table below.
 
-use serde::{Deserialize, Serialize};
-
-use crate::breaker::{self, BreakerEffect, ProgressObservation};
-use crate::claims;
-use crate::completion::{self, Assessment, GateResult};
-use crate::config::Config;
-use crate::errors::{self, ErrorSighting};
-use crate::plan::PlanReport;
-use crate::progress::Reading;
-use crate::signals;
-use crate::state::{
+use crate::judge::breaker::{self, BreakerEffect, ProgressObservation};
+use crate::judge::claims;
+use crate::judge::completion::{self, Assessment, GateResult};
+use crate::judge::config::Config;
+use crate::judge::errors::{self, ErrorSighting};
+use crate::judge::signals;
+use crate::judge::state::{
     excerpt, ClaimOutcome, ClaimRecord, IterationRecord, LoopState, PauseKind, PausedBecause,
     Status, StopDecision,
 };
-use crate::transcript::ApiErrorMessage;
-use crate::usage::UsageReading;
-use crate::verify::VerifyResult;
+use crate::observe::plan::PlanReport;
+use crate::observe::progress::Reading;
+use crate::observe::transcript::ApiErrorMessage;
+use crate::observe::usage::UsageReading;
+use crate::observe::verify::VerifyResult;
 
-/// Where the agent's last message was found.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MessageSource {
-    /// The hook input's `last_assistant_message`.
-    Input,
-    /// The iteration's final assistant message in the transcript.
-    Transcript,
-    /// Neither held any text (for example the turn ended on a tool call only).
-    #[default]
-    #[serde(rename = "none")]
-    Missing,
-    /// The input had no message and the transcript did not show the stop's
-    /// final message within [`crate::transcript::CATCH_UP_WAIT`].
-    TranscriptBehind,
-}
-
-impl MessageSource {
-    /// The name recorded in the history.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MessageSource::Input => "input",
-            MessageSource::Transcript => "transcript",
-            MessageSource::Missing => "none",
-            MessageSource::TranscriptBehind => "transcript_behind",
-        }
-    }
-}
+pub use crate::judge::state::MessageSource;
 
 /// What the hook observed at one stop.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -776,7 +747,7 @@ mod tests {
         Reading {
             changed: Some(false),
             baseline: None,
-            method: crate::progress::Method::Git,
+            method: crate::observe::progress::Method::Git,
         }
     }
 
@@ -1156,7 +1127,7 @@ mod tests {
         let mut config = Config::default();
         config.breaker = config
             .breaker
-            .with(crate::breaker::Signal::FindingsStuck, threshold);
+            .with(crate::judge::breaker::Signal::FindingsStuck, threshold);
         let mut state = running(1, 100);
         let mut warned = Vec::new();
         for report in reports {
@@ -1169,7 +1140,10 @@ mod tests {
             state = out.new_state.unwrap();
             match out.verdict {
                 Verdict::End(Status::CircuitOpen) => {
-                    assert_eq!(state.breaker.state, crate::breaker::BreakerState::Open);
+                    assert_eq!(
+                        state.breaker.state,
+                        crate::judge::breaker::BreakerState::Open
+                    );
                     return (warned, Some(ended_at));
                 }
                 Verdict::Continue {
@@ -1316,7 +1290,7 @@ mod tests {
 
     fn verify_config() -> Config {
         let mut config = Config::default();
-        config.completion.verify = vec![crate::verify::VerifyCommand {
+        config.completion.verify = vec![crate::observe::verify::VerifyCommand {
             name: "tests".into(),
             command: "test -f done.txt".into(),
             timeout_seconds: 10,
@@ -1341,7 +1315,7 @@ mod tests {
     fn claims_and_gates_table() {
         let signal = Config::default().completion_signal;
         let open_plan = PlanReport {
-            files: vec![crate::plan::PlanFile {
+            files: vec![crate::observe::plan::PlanFile {
                 path: "TODO.md".into(),
                 unchecked: vec!["document the API".into()],
                 checked: 2,
@@ -1413,7 +1387,7 @@ mod tests {
 
     #[test]
     fn a_claim_with_fewer_tests_than_the_baseline_goes_on_with_the_counts_named() {
-        use crate::test_counts::{CommandCounts, TestCounts};
+        use crate::observe::test_counts::{CommandCounts, TestCounts};
         let signal = Config::default().completion_signal;
         let mut state = running(3, 25);
         state.test_baseline = vec![CommandCounts {
@@ -1527,7 +1501,7 @@ mod tests {
         let signal = config().completion_signal;
         let mut state = running(25, 25);
         state.last_findings_count = Some(0);
-        state.breaker.state = crate::breaker::BreakerState::HalfOpen;
+        state.breaker.state = crate::judge::breaker::BreakerState::HalfOpen;
         state.breaker.half_open_iterations = 10;
         let message = format!("RALPH_ITERATION_COMPLETE: 0 findings remain\n{signal}");
         let out = decide(&config(), Some(&state), &saying(&message), NOW);
@@ -1538,16 +1512,16 @@ mod tests {
     fn extreme_counters_of_a_hand_edited_state_saturate() {
         let mut state = running(u32::MAX - 1, u32::MAX);
         state.last_findings_count = Some(4);
-        state.breaker.state = crate::breaker::BreakerState::HalfOpen;
+        state.breaker.state = crate::judge::breaker::BreakerState::HalfOpen;
         state.breaker.half_open_iterations = u32::MAX;
         state
             .breaker
             .counters
-            .set(crate::breaker::Signal::FindingsStuck, u32::MAX);
+            .set(crate::judge::breaker::Signal::FindingsStuck, u32::MAX);
         state
             .breaker
             .counters
-            .set(crate::breaker::Signal::NoProgress, u32::MAX);
+            .set(crate::judge::breaker::Signal::NoProgress, u32::MAX);
         state.test_only_iterations = u32::MAX;
         let out = decide(
             &config(),
@@ -1561,7 +1535,7 @@ mod tests {
             state
                 .breaker
                 .counters
-                .get(crate::breaker::Signal::FindingsStuck),
+                .get(crate::judge::breaker::Signal::FindingsStuck),
             u32::MAX
         );
     }
@@ -1577,7 +1551,7 @@ mod tests {
     #[test]
     fn the_calls_per_hour_cap_pauses_the_loop_until_the_window_frees() {
         let config = Config {
-            supervision: crate::config::SupervisionConfig {
+            supervision: crate::judge::config::SupervisionConfig {
                 max_calls_per_hour: Some(3),
                 ..Default::default()
             },
@@ -1643,7 +1617,7 @@ mod tests {
         state.auto_resumes = 2;
         let mut observed = saying(&format!(
             "API Error: 529 Overloaded\n{}",
-            crate::config::DEFAULT_COMPLETION_SIGNAL
+            crate::judge::config::DEFAULT_COMPLETION_SIGNAL
         ));
         observed.message_source = MessageSource::Transcript;
         observed.api_failure = Some(ApiErrorMessage {

@@ -1,4 +1,4 @@
-//! The rules of a loop's life outside its stops, beside [`crate::decision`]
+//! The rules of a loop's life outside its stops, beside [`crate::judge::decision`]
 //! so every driver applies the same ones: when a new loop may start (not
 //! over a running one, not over an open breaker until its cooldown), how a
 //! loop whose client went away is marked `interrupted`, and which exit code
@@ -7,13 +7,15 @@
 use std::path::Path;
 use std::time::SystemTime;
 
-use crate::breaker::BreakerState;
-use crate::config::{Config, ResumePolicy};
-use crate::decision::MessageSource;
 use crate::exit_codes;
-use crate::state::{excerpt, IterationRecord, LoopState, PausedBecause, Status, StopDecision, Usd};
+use crate::judge::breaker::BreakerState;
+use crate::judge::config::{Config, ResumePolicy};
+use crate::judge::decision::MessageSource;
+use crate::judge::state::{
+    excerpt, IterationRecord, LoopState, PausedBecause, Status, StopDecision, Usd,
+};
+use crate::observe::usage::UsageReading;
 use crate::time;
-use crate::usage::UsageReading;
 
 /// Why a new loop may not start over the current state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -530,14 +532,14 @@ pub fn exit_code(status: Status) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::breaker::{BreakerState, Transition};
-    use crate::state::PauseKind;
+    use crate::judge::breaker::{BreakerState, Transition};
+    use crate::judge::state::PauseKind;
     use std::time::Duration;
 
     #[test]
     fn only_a_recorded_accepted_claim_makes_a_completion_ralphs_own() {
-        use crate::completion::CompletionMode;
-        use crate::state::ClaimRecord;
+        use crate::judge::completion::CompletionMode;
+        use crate::judge::state::ClaimRecord;
         let claim = |iteration, accepted| ClaimRecord {
             iteration,
             at: "2026-11-22T09:05:00Z".into(),
@@ -664,7 +666,7 @@ mod tests {
     fn paused(kind: PauseKind, resume_at: Option<&str>) -> LoopState {
         let mut s = LoopState::new("s".into(), 9, "2026-11-22T09:00:00Z".into());
         s.iteration = 4;
-        s.pause(crate::state::PausedBecause {
+        s.pause(crate::judge::state::PausedBecause {
             kind,
             http_status: None,
             message: "API Error".into(),
@@ -682,7 +684,7 @@ mod tests {
             .unwrap()
             .as_secs();
         let policy = |policy, backoff| Config {
-            supervision: crate::config::SupervisionConfig {
+            supervision: crate::judge::config::SupervisionConfig {
                 policy,
                 backoff_seconds: backoff,
                 ..Default::default()

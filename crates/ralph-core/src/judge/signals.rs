@@ -1,5 +1,5 @@
 //! What the agent's last message says about progress: a findings count.
-//! (Completion claims are read by [`crate::claims`].)
+//! (Completion claims are read by [`crate::judge::claims`].)
 //!
 //! Only the latest assistant message is ever passed in here, never the
 //! re-injected prompt (which quotes the signal) and never an earlier message.

@@ -8,9 +8,38 @@
 //! with its start time where the system tells it (Linux), and a process
 //! that has exited but is not yet reaped counts as gone.
 
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-use crate::state::{Carriers, ProcessId};
+/// The processes that carry a driven loop: while one of them lives the loop
+/// is really running; once all are gone (the launcher killed, its terminal
+/// closed, the machine restarted) a `running` loop is not, and is taken for
+/// interrupted (see `liveness`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Carriers {
+    /// The machine they run on: from another one, nothing can be told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// `ralph-ctl run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<ProcessId>,
+    /// The Claude Code client it started, while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ProcessId>,
+}
+
+/// One process, told apart from a later one given the same pid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessId {
+    /// The process id.
+    pub pid: u32,
+    /// When it started, in the system's own units (Linux: clock ticks since
+    /// boot), where the system says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
+}
 
 /// This process.
 pub fn this_process() -> ProcessId {

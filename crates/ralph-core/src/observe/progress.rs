@@ -93,7 +93,7 @@ const GIT_REMOVED_VARS: &[&str] = &[
 
 /// What the iteration's own tool calls say about the project's files, as
 /// the transcript reader finds them.
-pub use crate::transcript::ToolEdits;
+pub use crate::observe::transcript::ToolEdits;
 
 /// How a reading was taken.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -974,15 +974,15 @@ fn configuration_may_name_filters(root: &Path, env: &dyn Fn(&str) -> Option<OsSt
         return true;
     };
     files.iter().any(
-        |file| match crate::files::read_bounded(file, MAX_CONFIG_BYTES) {
-            Ok(crate::files::Bounded::Missing) => false,
-            Ok(crate::files::Bounded::Bytes(bytes)) => {
+        |file| match crate::observe::files::read_bounded(file, MAX_CONFIG_BYTES) {
+            Ok(crate::observe::files::Bounded::Missing) => false,
+            Ok(crate::observe::files::Bounded::Bytes(bytes)) => {
                 let lower = bytes.to_ascii_lowercase();
                 [&b"filter"[..], b"include"]
                     .iter()
                     .any(|word| lower.windows(word.len()).any(|w| w == *word))
             }
-            Ok(crate::files::Bounded::TooLarge) | Err(_) => true,
+            Ok(crate::observe::files::Bounded::TooLarge) | Err(_) => true,
         },
     )
 }
@@ -1216,9 +1216,9 @@ enum GitRun {
 /// Runs `command` (git) in its own process group until `deadline`: the whole
 /// group is killed then, so nothing git started can outlive it, and the group
 /// is killed again once git has exited, whatever it left. Git is reaped only
-/// after both (see [`crate::process::wait_exited`]), so the group id cannot
+/// after both (see [`crate::observe::process::wait_exited`]), so the group id cannot
 /// belong to another process yet. On Linux this thread does it all with a
-/// pidfd ([`crate::process::collect_output`]); elsewhere, or without one, a
+/// pidfd ([`crate::observe::process::collect_output`]); elsewhere, or without one, a
 /// reader thread and a watchdog thread.
 fn run_git(command: Command, deadline: Instant) -> GitRun {
     run_git_waiting(command, deadline, Waiting::Pidfd)
@@ -1251,13 +1251,14 @@ fn run_git_waiting(mut command: Command, deadline: Instant, waiting: Waiting) ->
     let _ = waiting;
     #[cfg(target_os = "linux")]
     if waiting == Waiting::Pidfd {
-        if let Some(collected) = crate::process::collect_output(&mut child, deadline, OUTPUT_GRACE)
+        if let Some(collected) =
+            crate::observe::process::collect_output(&mut child, deadline, OUTPUT_GRACE)
         {
             return match collected {
-                crate::process::Collected::Exited { status, output } => {
+                crate::observe::process::Collected::Exited { status, output } => {
                     GitRun::ended(Some(status), output)
                 }
-                crate::process::Collected::Failed => GitRun::Failed,
+                crate::observe::process::Collected::Failed => GitRun::Failed,
             };
         }
     }
@@ -1304,21 +1305,21 @@ fn wait_with_threads(
     let watchdog = thread::spawn(move || {
         let left = deadline.saturating_duration_since(Instant::now());
         if finished.recv_timeout(left) == Err(mpsc::RecvTimeoutError::Timeout) {
-            crate::process::kill(pid, true);
+            crate::observe::process::kill(pid, true);
             true
         } else {
             false
         }
     });
     #[cfg(unix)]
-    let waited = crate::process::wait_exited(pid).is_ok();
+    let waited = crate::observe::process::wait_exited(pid).is_ok();
     #[cfg(not(unix))]
     let waited = child.wait().is_ok();
     let _ = done.send(());
     let timed_out = watchdog.join().unwrap_or(true);
     if waited {
         // Not reaped yet (on Unix), so the group id is still git's.
-        crate::process::kill(pid, true);
+        crate::observe::process::kill(pid, true);
     }
     let exit = child.wait().ok().filter(|_| waited && !timed_out);
     // Git has exited and its group is gone: its output has ended, unless
@@ -1385,8 +1386,8 @@ pub fn tdd_scenario(root: &Path) -> Option<String> {
         return None;
     }
     // Bounded and FIFO-safe even if the file changes under the check above.
-    let crate::files::Bounded::Bytes(bytes) =
-        crate::files::read_bounded(&path, 1024 * 1024).ok()?
+    let crate::observe::files::Bounded::Bytes(bytes) =
+        crate::observe::files::read_bounded(&path, 1024 * 1024).ok()?
     else {
         return None;
     };

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::config::Config;
-use crate::files::{read_bounded, Bounded};
+use crate::observe::files::{read_bounded, Bounded};
 
 /// Largest prompt or guardrails file accepted: it is re-sent at every iteration.
 pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
@@ -108,16 +107,16 @@ pub fn read_guardrails(path: &Path) -> Result<Option<String>, PromptError> {
 }
 
 /// The full text given to the agent for `iteration`: the circuit breaker's
-/// notice when there is one, the header, the prompt, the guardrails.
+/// notice when there is one, the header (naming the loop's completion
+/// `signal`), the prompt, the guardrails.
 pub fn iteration_text(
-    config: &Config,
+    signal: &str,
     iteration: u32,
     max_iterations: u32,
     notice: Option<&str>,
     prompt: &str,
     guardrails: Option<&str>,
 ) -> String {
-    let signal = &config.completion_signal;
     let mut text = notice.map(|n| format!("{n}\n\n")).unwrap_or_default();
     text += &format!(
         "[Ralph loop: iteration {iteration} of {max_iterations}]\n\
@@ -146,6 +145,7 @@ pub fn system_message(iteration: u32, max_iterations: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judge::config::Config;
     use crate::tempdir::TempDir;
     use std::fs;
 
@@ -153,7 +153,7 @@ mod tests {
     fn text_has_header_prompt_and_guardrails() {
         let config = Config::default();
         let text = iteration_text(
-            &config,
+            &config.completion_signal,
             3,
             25,
             None,
@@ -165,9 +165,12 @@ mod tests {
         let prompt_at = text.find("Fix the bugs.").unwrap();
         let guard_at = text.find("Never delete tests.").unwrap();
         assert!(prompt_at < guard_at);
-        assert!(!iteration_text(&config, 1, 2, None, "p", None).contains("---\n\np\n\n---"));
+        assert!(
+            !iteration_text(&config.completion_signal, 1, 2, None, "p", None)
+                .contains("---\n\np\n\n---")
+        );
         let warned = iteration_text(
-            &config,
+            &config.completion_signal,
             4,
             25,
             Some("[Ralph circuit breaker: half-open] Detected: x."),

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::progress::SCAN_IGNORES;
+use crate::observe::progress::SCAN_IGNORES;
 
 /// Entries (files and folders) visited at most.
 pub const WALK_LIMIT: usize = 50_000;
@@ -211,7 +211,7 @@ fn hash_file(path: &Path, symlink: bool) -> String {
         }
         return format!("{:016x}", hash.0);
     }
-    match crate::files::open_without_waiting(path) {
+    match crate::observe::files::open_without_waiting(path) {
         Ok(file) => {
             let size = file.metadata().map(|m| m.len()).unwrap_or(0);
             hash.bytes(&size.to_le_bytes());

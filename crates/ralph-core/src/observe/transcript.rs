@@ -27,6 +27,8 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use crate::observe::refusals::is_edit_tool;
+use crate::observe::refusals::EDIT_TOOLS;
 use thiserror::Error;
 
 /// Bytes read per step from the end of the file.
@@ -67,19 +69,6 @@ pub const DESCRIBED_TOOLS: &[&str] = &[
     "WebFetch",
     "WebSearch",
 ];
-/// The file tools that edit a file, with the input field naming it.
-const EDIT_TOOLS: &[(&str, &str)] = &[
-    ("Write", "file_path"),
-    ("Edit", "file_path"),
-    ("MultiEdit", "file_path"),
-    ("NotebookEdit", "notebook_path"),
-];
-
-/// True for a file tool that edits a file (`Write`, `Edit`, …).
-pub fn is_edit_tool(name: &str) -> bool {
-    EDIT_TOOLS.iter().any(|(tool, _)| *tool == name)
-}
-
 /// Most refused calls kept of one iteration.
 pub const MAX_REFUSALS: usize = 16;
 
@@ -143,7 +132,7 @@ pub struct IterationTail {
     /// The iteration's calls whose result is the client's refusal for lack
     /// of permission, oldest first, with their tool and command or file (at
     /// most [`MAX_REFUSALS`]).
-    pub refusals: Vec<crate::errors::Refusal>,
+    pub refusals: Vec<crate::observe::refusals::Refusal>,
     /// The files the iteration's file tools changed.
     pub edits: ToolEdits,
     /// The final message of the iteration before this one (the assistant
@@ -284,7 +273,7 @@ fn read_iteration_tail_within(
         path: path.to_path_buf(),
         source,
     };
-    let mut file = crate::files::open_without_waiting(path).map_err(io_err)?;
+    let mut file = crate::observe::files::open_without_waiting(path).map_err(io_err)?;
     let meta = file.metadata().map_err(io_err)?;
     if !meta.is_file() {
         return Err(TranscriptError::NotAFile {
@@ -410,7 +399,7 @@ struct Iteration {
     tool_calls: usize,
     tool_errors: Vec<String>,
     /// Refused calls, newest first.
-    refusals: Vec<crate::errors::Refusal>,
+    refusals: Vec<crate::observe::refusals::Refusal>,
     /// Results seen (newest first) whose calls, older, are not seen yet.
     pending: HashMap<String, ToolOutcome>,
     pending_overflow: bool,
@@ -536,13 +525,15 @@ impl Iteration {
         // a call with no result did nothing (the stop came first).
         let outcome = call.id.as_ref().and_then(|id| self.pending.get(id));
         if let Some(text) = outcome.and_then(|o| o.error.as_deref()) {
-            if self.refusals.len() < MAX_REFUSALS && crate::errors::is_permission_denial(text) {
+            if self.refusals.len() < MAX_REFUSALS
+                && crate::observe::refusals::is_permission_denial(text)
+            {
                 let target = call.command.as_deref().or(call.edited_file.as_deref());
-                self.refusals.push(crate::errors::Refusal {
-                    text: crate::errors::permission_denial(&[text.to_string()])
+                self.refusals.push(crate::observe::refusals::Refusal {
+                    text: crate::observe::refusals::permission_denial(&[text.to_string()])
                         .and_then(|r| r.text),
                     tool_use_id: call.id.clone(),
-                    ..crate::errors::Refusal::of_call(&call.name, target)
+                    ..crate::observe::refusals::Refusal::of_call(&call.name, target)
                 });
             }
         }

@@ -14,10 +14,105 @@ use std::hash::BuildHasher;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::state::{TokenUsage, TranscriptCursor};
 use crate::time;
+
+/// An amount of money, kept in millionths of a US dollar so that sums are
+/// exact and the state stays comparable; written as a plain number of dollars.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Usd(pub u64);
+
+impl Usd {
+    /// From a dollar amount the client reported (negative or NaN count as 0).
+    pub fn from_dollars(dollars: f64) -> Usd {
+        if dollars.is_finite() && dollars > 0.0 {
+            Usd((dollars * 1_000_000.0).round() as u64)
+        } else {
+            Usd(0)
+        }
+    }
+
+    /// In dollars.
+    pub fn dollars(self) -> f64 {
+        self.0 as f64 / 1_000_000.0
+    }
+}
+
+/// To the cent from a dollar up, to four places below (a cheap loop's
+/// $0.0024 is not $0.00); nothing at all is $0.00.
+impl std::fmt::Display for Usd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            1..=99 => write!(f, "<$0.0001"),
+            100..=999_999 => write!(f, "${:.4}", self.dollars()),
+            _ => write!(f, "${:.2}", self.dollars()),
+        }
+    }
+}
+
+impl Serialize for Usd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.dollars())
+    }
+}
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
+        f64::deserialize(d).map(Usd::from_dollars)
+    }
+}
+
+/// Tokens the model read and wrote, as the API's `usage` reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// Input tokens not read from the cache.
+    #[serde(default)]
+    pub input: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output: u64,
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read: u64,
+    /// Input tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_creation: u64,
+}
+
+impl TokenUsage {
+    /// Adds `other` (saturating).
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_creation = self.cache_creation.saturating_add(other.cache_creation);
+    }
+
+    /// True when nothing was counted.
+    pub fn is_zero(&self) -> bool {
+        *self == TokenUsage::default()
+    }
+}
+
+/// How far the session's transcript has been read for usage, so that each
+/// stop reads only what is new.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TranscriptCursor {
+    /// The transcript.
+    pub path: std::path::PathBuf,
+    /// Bytes read: the start of the first line not counted yet.
+    pub offset: u64,
+    /// The last model request counted (a message written over several lines
+    /// is one request, even when a stop falls between its lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message_id: Option<String>,
+    /// That request's usage as counted so far.
+    #[serde(default, skip_serializing_if = "TokenUsage::is_zero")]
+    pub last_message_usage: TokenUsage,
+}
 
 /// Most new bytes one reading takes in; a larger gap between two stops is
 /// read from its last this many bytes, and what lies before is not counted.
@@ -47,7 +142,7 @@ pub struct UsageReading {
     /// line among the new lines (2.1 writes one when a process of the
     /// session ends, SIGTERM included): what a run that ended without its
     /// result object cost. Only finite amounts from 0 to a million.
-    pub session_cost: Option<crate::state::Usd>,
+    pub session_cost: Option<Usd>,
 }
 
 /// A `{"type":"system","subtype":"api_error",…}` line: the client writes one
@@ -174,7 +269,7 @@ pub fn read_new_since(
     now: u64,
     since: u64,
 ) -> io::Result<UsageReading> {
-    let mut file = crate::files::open_without_waiting(path)?;
+    let mut file = crate::observe::files::open_without_waiting(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::other("not a regular file"));
@@ -234,7 +329,7 @@ pub fn read_new_since(
                     .total_cost_usd
                     .filter(|t| t.is_finite() && (0.0..=1_000_000.0).contains(t))
                 {
-                    session_cost = Some(crate::state::Usd::from_dollars(total));
+                    session_cost = Some(Usd::from_dollars(total));
                 }
             }
             (Some("system"), Some("api_error")) => {
@@ -549,10 +644,7 @@ mod tests {
         )
         .unwrap();
         let reading = read_new(&path, None, 0).unwrap();
-        assert_eq!(
-            reading.session_cost,
-            Some(crate::state::Usd::from_dollars(0.00066))
-        );
+        assert_eq!(reading.session_cost, Some(Usd::from_dollars(0.00066)));
         // Past the cursor only: a total already read is not seen again.
         let again = read_new(&path, reading.cursor.as_ref(), 0).unwrap();
         assert_eq!(again.session_cost, None);

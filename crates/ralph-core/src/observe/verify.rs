@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::test_counts::{self, TestCounts};
+use crate::observe::test_counts::{self, TestCounts};
 
 /// Bytes of a command's output kept (its tail).
 pub const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
@@ -153,7 +153,7 @@ struct Verification {
 impl GroupLeader for Verification {
     #[cfg(unix)]
     fn exited(&mut self) -> std::io::Result<bool> {
-        crate::process::has_exited(self.command.id())
+        crate::observe::process::has_exited(self.command.id())
     }
 
     #[cfg(not(unix))]
@@ -172,7 +172,7 @@ impl GroupLeader for Verification {
         #[cfg(not(unix))]
         let leader = self.command.id();
         // The group's id is its leader's pid.
-        crate::process::kill(leader, true);
+        crate::observe::process::kill(leader, true);
         let _ = self.command.kill();
     }
 
@@ -252,7 +252,7 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
         Err(e) => {
             #[cfg(unix)]
             if let Some(mut watchdog) = watchdog {
-                crate::process::kill(watchdog.process.id(), true);
+                crate::observe::process::kill(watchdog.process.id(), true);
                 let _ = watchdog.process.wait();
             }
             return result(None, false, format!("cannot start the command: {e}"));

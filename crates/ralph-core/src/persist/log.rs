@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::files::{read_bounded, Bounded};
-use crate::state::{LoopState, Status, StopDecision, Usd};
-use crate::store::StateLock;
+use crate::judge::state::{LoopState, Status, StopDecision, Usd};
+use crate::observe::files::{read_bounded, Bounded};
+use crate::persist::store::StateLock;
 
 /// The log's file name, beside the state file.
 pub const LOG_FILE_NAME: &str = "ralph-log.jsonl";
@@ -178,7 +178,7 @@ impl LogEntry {
         if let Some(transition) = record.and_then(|r| r.breaker.as_ref()) {
             entry.checks.push(Check {
                 name: "breaker".into(),
-                passed: transition.to != crate::breaker::BreakerState::Open,
+                passed: transition.to != crate::judge::breaker::BreakerState::Open,
                 detail: format!(
                     "{} → {}: {}",
                     transition.from.as_str(),
@@ -302,7 +302,7 @@ fn read_file(path: &Path) -> io::Result<Vec<LogEntry>> {
 mod tests {
     use super::*;
     use crate::paths::ProjectPaths;
-    use crate::store::StateStore;
+    use crate::persist::store::StateStore;
     use crate::tempdir::TempDir;
 
     #[test]

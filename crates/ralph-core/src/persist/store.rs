@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use fs2::FileExt;
 use thiserror::Error;
 
-use crate::atomic;
+use crate::judge::state::LoopState;
 use crate::paths::ProjectPaths;
-use crate::state::LoopState;
+use crate::persist::atomic;
 
 /// How long to wait for the lock before giving up.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
+use ralph_core::judge::config::{Config, ProcessEnv};
+use ralph_core::observe::registration;
+use ralph_core::observe::verify;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::registration;
-use ralph_core::store::StateStore;
-use ralph_core::verify;
+use ralph_core::persist::store::StateStore;
 use serde::Serialize;
 
 use crate::driver::command::ClientVersion;
@@ -350,9 +350,9 @@ fn timeout(paths: &ProjectPaths, config: &Config) -> Check {
 fn prompt(paths: &ProjectPaths, config: &Config) -> Check {
     const NAME: &str = "PROMPT.md";
     let path = paths.resolve(&config.prompt_file);
-    match ralph_core::prompt::read_prompt(&path) {
+    match ralph_core::observe::prompt::read_prompt(&path) {
         // Not a failure: a start refuses it anyway, saying so.
-        Ok(text) if ralph_core::prompt::is_template(&text) => check(
+        Ok(text) if ralph_core::observe::prompt::is_template(&text) => check(
             NAME,
             Verdict::Warn,
             format!(
@@ -466,7 +466,7 @@ fn client(paths: &ProjectPaths) -> (Check, Option<ClientVersion>) {
 /// socat (Linux) or Seatbelt (macOS), and a client that has it.
 fn sandbox(config: &Config, version: Option<ClientVersion>) -> Check {
     use crate::driver::sandbox::{self, Support};
-    use ralph_core::config::SandboxSetting;
+    use ralph_core::judge::config::SandboxSetting;
     const NAME: &str = "sandbox";
     if config.sandbox == SandboxSetting::Off {
         return check(

@@ -4,9 +4,9 @@
 use std::io::Write;
 
 use ralph_core::exit_codes;
-use ralph_core::lifecycle;
+use ralph_core::judge::lifecycle;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::store::StateStore;
+use ralph_core::persist::store::StateStore;
 
 use crate::error::CmdResult;
 

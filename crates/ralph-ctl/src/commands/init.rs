@@ -4,14 +4,14 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ralph_core::atomic;
-use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
-use ralph_core::files::{self, Bounded};
+use ralph_core::judge::config::{Config, ProcessEnv};
+use ralph_core::observe::files::{self, Bounded};
+use ralph_core::observe::prompt;
+use ralph_core::observe::registration;
+use ralph_core::observe::verify;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::prompt;
-use ralph_core::registration;
-use ralph_core::verify;
+use ralph_core::persist::atomic;
 use serde_json::Value;
 
 use crate::assets;

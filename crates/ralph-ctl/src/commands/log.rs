@@ -7,8 +7,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use ralph_core::exit_codes;
-use ralph_core::log::{self as audit, LogEntry, ROTATED_LOG_FILE_NAME};
 use ralph_core::paths::ProjectPaths;
+use ralph_core::persist::log::{self as audit, LogEntry, ROTATED_LOG_FILE_NAME};
 
 use crate::error::CmdResult;
 use crate::error::CtlError;
@@ -34,7 +34,7 @@ pub fn run(
 ) -> CmdResult {
     let state_file = paths.state_file();
     // The log lives beside the state, under the same rule for its folders.
-    ralph_core::store::StateStore::new(paths).check_folders()?;
+    ralph_core::persist::store::StateStore::new(paths).check_folders()?;
     let entries = audit::read_last(&state_file, n).map_err(|e| unreadable(&state_file, e))?;
     let written = if entries.is_empty() {
         let note = no_entries(paths);
@@ -207,8 +207,8 @@ fn wrap(first: &str, text: &str, indent: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_core::log::{Check, LogEvent};
-    use ralph_core::state::{LoopState, Status};
+    use ralph_core::judge::state::{LoopState, Status};
+    use ralph_core::persist::log::{Check, LogEvent};
 
     /// A project folder in the temp dir, removed when dropped.
     struct Project(PathBuf);

@@ -8,9 +8,9 @@ use std::io::Write;
 
 use ralph_core::events::Event;
 use ralph_core::exit_codes;
+use ralph_core::judge::state::Status;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::Status;
-use ralph_core::store::StateStore;
+use ralph_core::persist::store::StateStore;
 use ralph_core::transaction::{self, Found, Whose};
 
 use crate::driver::command::{block_cap, BLOCK_CAP_ENV};
@@ -162,11 +162,11 @@ fn apply_flag(out: &mut LoopStart, flag: &str, value: &str) -> Result<(), CtlErr
         let n = value
             .parse::<u32>()
             .ok()
-            .filter(|n| (1..=ralph_core::config::MAX_ITERATIONS_LIMIT).contains(n))
+            .filter(|n| (1..=ralph_core::judge::config::MAX_ITERATIONS_LIMIT).contains(n))
             .ok_or_else(|| {
                 CtlError::BadArgument(format!(
                     "--max-iterations {value:?} is invalid: a whole number from 1 to {}",
-                    ralph_core::config::MAX_ITERATIONS_LIMIT
+                    ralph_core::judge::config::MAX_ITERATIONS_LIMIT
                 ))
             })?;
         out.max_iterations = Some(n);
@@ -196,10 +196,10 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
     let (mut config, pin) = start::pinned_config(paths)?;
     if let Some(promise) = &request.completion_promise {
         config.completion_signal =
-            ralph_core::config::validate_signal(promise).ok_or_else(|| {
+            ralph_core::judge::config::validate_signal(promise).ok_or_else(|| {
                 CtlError::BadArgument(format!(
                     "--completion-promise {promise:?} cannot be a completion signal: {}",
-                    ralph_core::config::signal_accepts()
+                    ralph_core::judge::config::signal_accepts()
                 ))
             })?;
     }
@@ -437,7 +437,8 @@ fn started_text(paths: &ProjectPaths, session: Option<String>) -> Result<String,
                 .into(),
         ));
     };
-    let config = ralph_core::pin::loop_config(paths, &ralph_core::config::ProcessEnv, &state)?;
+    let config =
+        ralph_core::pin::loop_config(paths, &ralph_core::judge::config::ProcessEnv, &state)?;
     let signal = state
         .completion_signal
         .clone()

@@ -4,13 +4,13 @@
 
 use std::io::Write;
 
-use ralph_core::config::{Config, FileLayers, ProcessEnv};
 use ralph_core::events::{Event, Reload};
 use ralph_core::exit_codes;
+use ralph_core::judge::config::{Config, FileLayers, ProcessEnv};
+use ralph_core::judge::state::Status;
 use ralph_core::paths::ProjectPaths;
+use ralph_core::persist::store::StateStore;
 use ralph_core::pin::Pinned;
-use ralph_core::state::Status;
-use ralph_core::store::StateStore;
 use ralph_core::time;
 use ralph_core::transaction::{self, Whose};
 use serde_json::{Map, Value};

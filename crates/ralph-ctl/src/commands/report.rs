@@ -9,14 +9,14 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 
-use ralph_core::atomic;
-use ralph_core::breaker;
-use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
-use ralph_core::lifecycle;
+use ralph_core::judge::breaker;
+use ralph_core::judge::config::{Config, ProcessEnv};
+use ralph_core::judge::lifecycle;
+use ralph_core::judge::state::{IterationRecord, LoopState};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::{IterationRecord, LoopState};
-use ralph_core::store::StateStore;
+use ralph_core::persist::atomic;
+use ralph_core::persist::store::StateStore;
 
 use crate::error::CmdResult;
 use crate::error::CtlError;
@@ -344,10 +344,10 @@ fn claims(page: &mut String, state: &LoopState) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ralph_core::completion::{CompletionMode, Gate, GateResult};
-    use ralph_core::state::ClaimRecord;
-    use ralph_core::test_counts::{CommandCounts, TestCounts};
-    use ralph_core::verify::VerifyResult;
+    use ralph_core::judge::completion::{CompletionMode, Gate, GateResult};
+    use ralph_core::judge::state::ClaimRecord;
+    use ralph_core::observe::test_counts::{CommandCounts, TestCounts};
+    use ralph_core::observe::verify::VerifyResult;
 
     #[test]
     fn the_last_claim_shows_its_test_counts_beside_the_baseline() {

@@ -3,15 +3,15 @@
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use ralph_core::breaker;
-use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
-use ralph_core::files;
-use ralph_core::lifecycle;
+use ralph_core::judge::breaker;
+use ralph_core::judge::config::{Config, ProcessEnv};
+use ralph_core::judge::lifecycle;
+use ralph_core::judge::state::{LoopState, PausedBecause, Status, TokenUsage};
+use ralph_core::observe::files;
 use ralph_core::paths::ProjectPaths;
+use ralph_core::persist::store::{StateStore, StoreError};
 use ralph_core::pin::{self, ConfigDrift};
-use ralph_core::state::{LoopState, PausedBecause, Status, TokenUsage};
-use ralph_core::store::{StateStore, StoreError};
 
 use crate::driver::transcripts::now_secs;
 use crate::error::CmdResult;
@@ -198,7 +198,9 @@ pub fn summary(
     if let Some(drift) = &state.config_drift {
         line("config:", drift.describe());
     }
-    if let Some(problem) = ralph_core::log::last_problem(&paths.state_file(), &state.session_id) {
+    if let Some(problem) =
+        ralph_core::persist::log::last_problem(&paths.state_file(), &state.session_id)
+    {
         line(
             "hook:",
             format!("could not go on at {}: {}", problem.at, problem.reason),
@@ -458,8 +460,8 @@ pub fn summary(
                 record.iteration,
                 record.at,
                 match record.decision {
-                    ralph_core::state::StopDecision::Block => "block",
-                    ralph_core::state::StopDecision::Allow => "allow",
+                    ralph_core::judge::state::StopDecision::Block => "block",
+                    ralph_core::judge::state::StopDecision::Allow => "allow",
                 },
                 record.why
             ));

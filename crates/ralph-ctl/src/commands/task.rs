@@ -6,10 +6,10 @@
 
 use std::path::Path;
 
-use ralph_core::atomic;
+use ralph_core::observe::prompt as prompt_file;
+use ralph_core::observe::registration;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::prompt as prompt_file;
-use ralph_core::registration;
+use ralph_core::persist::atomic;
 
 use crate::assets;
 use crate::commands::{init, plugin};
@@ -28,7 +28,7 @@ pub fn prompt_for(task: &str, signal: &str) -> String {
     let rest = template
         .find("\n## ")
         .map_or("", |at| &template[at..])
-        .replace(ralph_core::config::DEFAULT_COMPLETION_SIGNAL, signal);
+        .replace(ralph_core::judge::config::DEFAULT_COMPLETION_SIGNAL, signal);
     format!("# Task\n\n{}\n{rest}", task.trim())
 }
 
@@ -114,6 +114,6 @@ mod tests {
         assert!(text.starts_with("# Task\n\nFix the parser.\n\n## Each iteration"));
         assert!(!prompt_file::is_template(&text));
         assert!(text.contains("`ALL_DONE`"));
-        assert!(!text.contains(ralph_core::config::DEFAULT_COMPLETION_SIGNAL));
+        assert!(!text.contains(ralph_core::judge::config::DEFAULT_COMPLETION_SIGNAL));
     }
 }

@@ -7,13 +7,13 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, SystemTime};
 
 use crossterm::{cursor, event, execute, terminal};
-use ralph_core::breaker;
-use ralph_core::config::{Config, ProcessEnv};
 use ralph_core::exit_codes;
-use ralph_core::lifecycle;
+use ralph_core::judge::breaker;
+use ralph_core::judge::config::{Config, ProcessEnv};
+use ralph_core::judge::lifecycle;
+use ralph_core::judge::state::{LoopState, Status};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::{LoopState, Status};
-use ralph_core::store::StateStore;
+use ralph_core::persist::store::StateStore;
 
 use crate::error::CmdResult;
 use crate::error::CtlError;

@@ -349,9 +349,9 @@ impl RunningClient {
         };
         // Without it the client could outlive a killed driver; a loop is
         // not refused for that, but the person is told.
-        let watchdog = match super::watchdog::Watchdog::start(ralph_core::liveness::of_pid(
-            child.id(),
-        )) {
+        let watchdog = match super::watchdog::Watchdog::start(
+            ralph_core::observe::liveness::of_pid(child.id()),
+        ) {
             Ok(watchdog) => Some(watchdog),
             Err(e) => {
                 crate::output::say_err!(
@@ -378,14 +378,14 @@ impl RunningClient {
         loop {
             // Signal 0: only whether the process is still there.
             self.signalled
-                .retain(|pid| ralph_core::process::send_signal(*pid, 0).is_ok());
+                .retain(|pid| ralph_core::observe::process::send_signal(*pid, 0).is_ok());
             if self.signalled.is_empty() || Instant::now() >= deadline {
                 break;
             }
             thread::sleep(Duration::from_millis(50));
         }
         for pid in self.signalled.drain(..) {
-            let _ = ralph_core::process::send_signal(pid, 9);
+            let _ = ralph_core::observe::process::send_signal(pid, 9);
         }
     }
 
@@ -428,11 +428,11 @@ impl Client for RunningClient {
     fn signal(&mut self, signal: Signal) {
         // Its tool calls' processes too, or they outlive it (a hung command
         // keeps running after its client is gone).
-        let tree = ralph_core::process::descendants(self.child.id());
+        let tree = ralph_core::observe::process::descendants(self.child.id());
         // Not reaped yet (try_wait has not seen it exit), so the pid is still its own.
-        let _ = ralph_core::process::send_signal(self.child.id(), signal.number());
+        let _ = ralph_core::observe::process::send_signal(self.child.id(), signal.number());
         for pid in &tree {
-            let _ = ralph_core::process::send_signal(*pid, signal.number());
+            let _ = ralph_core::observe::process::send_signal(*pid, signal.number());
         }
         for pid in tree {
             if !self.signalled.contains(&pid) {
@@ -442,10 +442,10 @@ impl Client for RunningClient {
     }
 
     fn kill(&mut self) {
-        let tree = ralph_core::process::descendants(self.child.id());
+        let tree = ralph_core::observe::process::descendants(self.child.id());
         let _ = self.child.kill();
         for pid in tree {
-            let _ = ralph_core::process::send_signal(pid, 9);
+            let _ = ralph_core::observe::process::send_signal(pid, 9);
         }
     }
 }
@@ -659,7 +659,7 @@ mod tests {
         let mut running = RunningClient::spawn(&command, Path::new("."), Output::Terminal).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let tool = loop {
-            if let Some(pid) = ralph_core::process::descendants(running.pid())
+            if let Some(pid) = ralph_core::observe::process::descendants(running.pid())
                 .first()
                 .copied()
             {
@@ -676,13 +676,13 @@ mod tests {
             thread::sleep(Duration::from_millis(10));
         }
         assert!(
-            ralph_core::process::send_signal(tool, 0).is_ok(),
+            ralph_core::observe::process::send_signal(tool, 0).is_ok(),
             "the tool process is still there"
         );
         running.end_leftovers(Duration::from_millis(200));
         let gone = Instant::now() + Duration::from_secs(5);
         // Killed (then reaped by init): no longer there, or a zombie.
-        while ralph_core::process::send_signal(tool, 0).is_ok()
+        while ralph_core::observe::process::send_signal(tool, 0).is_ok()
             && !std::fs::read_to_string(format!("/proc/{tool}/stat"))
                 .is_ok_and(|s| s.contains(") Z "))
         {

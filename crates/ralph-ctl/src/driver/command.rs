@@ -371,7 +371,7 @@ pub fn build(launch: &Launch) -> ClientCommand {
             // The client exits right after the loop's last stop: the driver
             // then charges its cost and tells the person, cost included.
             env.push((
-                ralph_core::config::env::DRIVER_SETTLES.to_string(),
+                ralph_core::judge::config::env::DRIVER_SETTLES.to_string(),
                 "1".to_string(),
             ));
         }

@@ -8,9 +8,9 @@ use std::io::Write;
 
 use ralph_core::events::Event;
 use ralph_core::exit_codes;
-use ralph_core::lifecycle;
+use ralph_core::judge::lifecycle;
+use ralph_core::judge::state::{LoopState, Status};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::{LoopState, Status};
 use ralph_core::transaction::{self, Found, Whose};
 
 use crate::error::CmdResult;
@@ -71,7 +71,7 @@ pub fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
 pub fn believed(paths: &ProjectPaths, mut state: LoopState) -> LoopState {
     if state.status == Status::Complete
         && lifecycle::completion_on_record(&state)
-        && !ralph_core::log::completion_logged(&paths.state_file(), &state)
+        && !ralph_core::persist::log::completion_logged(&paths.state_file(), &state)
     {
         if let Some(claim) = state.last_claim.as_mut() {
             claim.accepted = false;

@@ -10,13 +10,13 @@
 
 use std::path::Path;
 
-use ralph_core::config::ProcessEnv;
 use ralph_core::engine::{self, Answer, Stop, World};
 use ralph_core::events::{Draft, Event};
-use ralph_core::lifecycle;
+use ralph_core::judge::config::ProcessEnv;
+use ralph_core::judge::lifecycle;
+use ralph_core::judge::state::{LoopState, Status, Usd};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::{LoopState, Status, Usd};
-use ralph_core::store::StateStore;
+use ralph_core::persist::store::StateStore;
 use ralph_core::transaction::{self, Found, Whose};
 
 use super::result::ClientResult;
@@ -48,7 +48,7 @@ pub struct IterationEnd<'a> {
     /// The task to feed back instead of PROMPT.md (a formula step's).
     pub task: Option<String>,
     /// Checks a claim must pass besides `verify` (a formula step's gates).
-    pub extra_verify: Vec<ralph_core::verify::VerifyCommand>,
+    pub extra_verify: Vec<ralph_core::observe::verify::VerifyCommand>,
     /// The project's `verify` does not gate this claim (a step's `verify: false`).
     pub skip_project_verify: bool,
     /// The formula's file, when it now differs from the loop's pin.
@@ -253,9 +253,9 @@ mod tests {
             total_cost_usd: Some(0.25),
             ..ClientResult::default()
         };
-        let locks = ralph_core::store::locks_taken();
+        let locks = ralph_core::persist::store::locks_taken();
         let concluded = conclude_with(&paths, &result, None);
-        assert_eq!(ralph_core::store::locks_taken() - locks, 1);
+        assert_eq!(ralph_core::persist::store::locks_taken() - locks, 1);
         let Judged::Continue { text } = &concluded.judged else {
             panic!("{concluded:?}");
         };
@@ -276,9 +276,9 @@ mod tests {
             total_cost_usd: Some(0.5),
             ..ClientResult::default()
         };
-        let locks = ralph_core::store::locks_taken();
+        let locks = ralph_core::persist::store::locks_taken();
         let concluded = conclude_with(&paths, &result, Some(Usd::from_dollars(0.4)));
-        assert_eq!(ralph_core::store::locks_taken() - locks, 1);
+        assert_eq!(ralph_core::persist::store::locks_taken() - locks, 1);
         assert!(matches!(concluded.judged, Judged::Stopped));
         assert_eq!(concluded.next_session, None);
         let state = concluded.state.unwrap();

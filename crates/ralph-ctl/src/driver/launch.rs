@@ -9,17 +9,17 @@
 use std::ffi::OsString;
 use std::io::Write;
 
-use ralph_core::atomic;
-use ralph_core::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
 use ralph_core::engine::RealWorld;
 use ralph_core::exit_codes;
-use ralph_core::lifecycle::ResumePlan;
+use ralph_core::judge::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
+use ralph_core::judge::lifecycle::ResumePlan;
+use ralph_core::judge::state::{Status, Usd};
+use ralph_core::observe::progress;
+use ralph_core::observe::registration;
 use ralph_core::paths::ProjectPaths;
+use ralph_core::persist::atomic;
+use ralph_core::persist::store::StateStore;
 use ralph_core::pin;
-use ralph_core::progress;
-use ralph_core::registration;
-use ralph_core::state::{Status, Usd};
-use ralph_core::store::StateStore;
 use ralph_core::transaction::Found;
 
 use super::client::{self, Output, RunningClient, Supervision};
@@ -314,7 +314,13 @@ fn take_up_by_hand(
     paths: &ProjectPaths,
     config: &Config,
     given: Option<&formula::Formula>,
-) -> Result<(ralph_core::state::LoopState, Option<formula::Formula>), CtlError> {
+) -> Result<
+    (
+        ralph_core::judge::state::LoopState,
+        Option<formula::Formula>,
+    ),
+    CtlError,
+> {
     if let Some(state) = liveness::reconcile(paths)? {
         say(&format!(
             "the loop was left running: {}",
@@ -843,7 +849,7 @@ impl Driver<'_> {
                 let crashed = paused
                     .paused_because
                     .as_ref()
-                    .is_some_and(|p| p.kind == ralph_core::state::PauseKind::ClientExit);
+                    .is_some_and(|p| p.kind == ralph_core::judge::state::PauseKind::ClientExit);
                 if let Some(signal) = supervisor::wait_until(at, &reason, &mut self.signals) {
                     let cause = format!("{} received", signal.describe());
                     return self.end(&cause, signal.exit_code());
@@ -913,12 +919,12 @@ fn with_model(step: Option<&formula::Step>, client_args: &[OsString]) -> Vec<OsS
 /// worked in, before the gates; says how it went (a failure is only said:
 /// the gates judge the result).
 fn run_autofix(command: &str, root: &std::path::Path) {
-    let fix = ralph_core::verify::VerifyCommand {
+    let fix = ralph_core::observe::verify::VerifyCommand {
         name: "autofix".into(),
         command: command.to_string(),
         timeout_seconds: crate::formula::DEFAULT_GATE_TIMEOUT_SECS,
     };
-    let result = ralph_core::verify::run(root, &fix);
+    let result = ralph_core::observe::verify::run(root, &fix);
     let how = if result.passed() {
         "done".to_string()
     } else if result.timed_out {
@@ -980,8 +986,8 @@ fn leave_worktree(
         .filter(|o| {
             matches!(
                 o,
-                ralph_core::claims::OutcomeStatus::Error
-                    | ralph_core::claims::OutcomeStatus::GateBlocked
+                ralph_core::judge::claims::OutcomeStatus::Error
+                    | ralph_core::judge::claims::OutcomeStatus::GateBlocked
             )
         })
         .map(|o| format!("the iteration's outcome was {}", o.as_str()));
@@ -1026,13 +1032,19 @@ fn dry_run(
 ) -> CmdResult {
     let (config, fresh) = (&inputs.config, inputs.fresh);
     let (worktrees, formula) = (inputs.worktrees.as_ref(), inputs.formula.as_ref());
-    let text = ralph_core::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
-    let guardrails = ralph_core::prompt::read_guardrails(&paths.guardrails_file())?;
+    let text = ralph_core::observe::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
+    let guardrails = ralph_core::observe::prompt::read_guardrails(&paths.guardrails_file())?;
     let max = config.max_iterations;
     let first_step = formula.map(|f| &f.steps[0]);
     let task = first_step.map_or(text.as_str(), |s| s.prompt.as_str());
-    let prompt =
-        ralph_core::prompt::iteration_text(config, 1, max, None, task, guardrails.as_deref());
+    let prompt = ralph_core::observe::prompt::iteration_text(
+        &config.completion_signal,
+        1,
+        max,
+        None,
+        task,
+        guardrails.as_deref(),
+    );
     let headless = options.headless || fresh;
     let command = command::build(&Launch {
         client,
@@ -1087,7 +1099,7 @@ fn dry_run(
         ),
         None => mode,
     };
-    let template = if formula.is_none() && ralph_core::prompt::is_template(&text) {
+    let template = if formula.is_none() && ralph_core::observe::prompt::is_template(&text) {
         "\nwarning: PROMPT.md is still the template; a real run refuses it (--force runs it)"
     } else {
         ""
@@ -1162,10 +1174,10 @@ pub fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
         Some(state) if state.status == Status::Running => (state.iteration, state.max_iterations),
         _ => (1, config.max_iterations),
     };
-    let text = ralph_core::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
-    let guardrails = ralph_core::prompt::read_guardrails(&paths.guardrails_file())?;
-    Ok(ralph_core::prompt::iteration_text(
-        &config,
+    let text = ralph_core::observe::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
+    let guardrails = ralph_core::observe::prompt::read_guardrails(&paths.guardrails_file())?;
+    Ok(ralph_core::observe::prompt::iteration_text(
+        &config.completion_signal,
         iteration,
         max,
         None,

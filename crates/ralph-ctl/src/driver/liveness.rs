@@ -8,10 +8,10 @@
 //! `start` and `run` call it before they look at the loop.
 
 use ralph_core::events::Event;
-use ralph_core::liveness;
+use ralph_core::judge::state::{Carriers, LoopState, ProcessId, Status};
+use ralph_core::observe::liveness;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::{Carriers, LoopState, ProcessId, Status};
-use ralph_core::store::StateStore;
+use ralph_core::persist::store::StateStore;
 use ralph_core::transaction::{self, Found, Whose};
 
 use super::transcripts;
@@ -30,7 +30,7 @@ pub fn record_start(
     paths: &ProjectPaths,
     session_id: &str,
     carriers: Carriers,
-    baseline: Option<Option<ralph_core::progress::Baseline>>,
+    baseline: Option<Option<ralph_core::observe::progress::Baseline>>,
 ) -> Result<(), CtlError> {
     let changed = transaction::change(paths, Whose::Session(session_id), |draft| {
         draft.apply(Event::Carried(Some(carriers)));

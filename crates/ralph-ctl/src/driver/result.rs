@@ -3,7 +3,7 @@
 //! `terminal_reason`), what it cost by the client's own accounting, and
 //! the tool calls it refused for lack of permission.
 
-use ralph_core::errors::Refusal;
+use ralph_core::judge::errors::Refusal;
 use serde::{Deserialize, Deserializer};
 
 /// The fields of the client's result object the supervisor reads.

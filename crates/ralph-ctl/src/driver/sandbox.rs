@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ralph_core::config::SandboxSetting;
+use ralph_core::judge::config::SandboxSetting;
 use serde_json::{json, Value};
 
 use super::command::ClientVersion;
@@ -369,8 +369,10 @@ pub fn merge_own_settings(
         let text = if v.trim_start().starts_with('{') {
             v.to_string()
         } else {
-            match ralph_core::files::read_bounded(&base.join(v), 1024 * 1024).ok()? {
-                ralph_core::files::Bounded::Bytes(bytes) => String::from_utf8(bytes).ok()?,
+            match ralph_core::observe::files::read_bounded(&base.join(v), 1024 * 1024).ok()? {
+                ralph_core::observe::files::Bounded::Bytes(bytes) => {
+                    String::from_utf8(bytes).ok()?
+                }
                 _ => return None,
             }
         };

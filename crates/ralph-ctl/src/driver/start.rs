@@ -1,20 +1,20 @@
 //! `ralph-ctl start`: writes a fresh running state owned by one session.
 
-use ralph_core::config::{Config, FileLayers, ProcessEnv, MAX_ITERATIONS_LIMIT};
 use ralph_core::events::Event;
 use ralph_core::exit_codes;
-use ralph_core::hook_input;
-use ralph_core::lifecycle;
+use ralph_core::judge::config::{Config, FileLayers, ProcessEnv, MAX_ITERATIONS_LIMIT};
+use ralph_core::judge::lifecycle;
+use ralph_core::judge::state::LoopState;
+use ralph_core::observe::hook_input;
+use ralph_core::observe::progress;
+use ralph_core::observe::prompt;
+use ralph_core::observe::registration;
+use ralph_core::observe::verify;
 use ralph_core::paths::ProjectPaths;
+use ralph_core::persist::store::{StateStore, StoreError};
 use ralph_core::pin::Pinned;
-use ralph_core::progress;
-use ralph_core::prompt;
-use ralph_core::registration;
-use ralph_core::state::LoopState;
-use ralph_core::store::{StateStore, StoreError};
 use ralph_core::time;
 use ralph_core::transaction;
-use ralph_core::verify;
 
 use std::time::SystemTime;
 
@@ -233,19 +233,19 @@ pub fn open_loop(
 pub(crate) fn protected_files(
     paths: &ProjectPaths,
     config: &Config,
-) -> Result<Option<ralph_core::protected::ProtectedSnapshot>, CtlError> {
+) -> Result<Option<ralph_core::observe::protected::ProtectedSnapshot>, CtlError> {
     let patterns = &config.completion.protected_paths;
     if patterns.is_empty() {
         return Ok(None);
     }
-    match ralph_core::protected::snapshot(&paths.root, patterns) {
+    match ralph_core::observe::protected::snapshot(&paths.root, patterns) {
         Some(snapshot) => Ok(Some(snapshot)),
         None => Err(CtlError::Refused(format!(
             "the files under protectedPaths ({}) could not be listed within {} s or {} entries; \
              remove protectedPaths from .claude/ralph/config.json, or start in a smaller folder",
             patterns.join(", "),
-            ralph_core::protected::WALK_TIME.as_secs(),
-            ralph_core::protected::WALK_LIMIT
+            ralph_core::observe::protected::WALK_TIME.as_secs(),
+            ralph_core::observe::protected::WALK_LIMIT
         ))),
     }
 }
@@ -257,7 +257,7 @@ pub(crate) fn protected_files(
 pub(crate) fn test_baseline(
     paths: &ProjectPaths,
     config: &Config,
-) -> Vec<ralph_core::test_counts::CommandCounts> {
+) -> Vec<ralph_core::observe::test_counts::CommandCounts> {
     let commands = &config.completion.verify;
     if commands.is_empty() {
         return Vec::new();
@@ -292,7 +292,7 @@ pub fn ignore_runtime(paths: &ProjectPaths) -> Result<(), CtlError> {
         return Ok(());
     }
     std::fs::create_dir_all(&runtime).map_err(CtlError::io("create", &runtime))?;
-    ralph_core::atomic::write_file(&ignore, RUNTIME_GITIGNORE.as_bytes(), 0o644)
+    ralph_core::persist::atomic::write_file(&ignore, RUNTIME_GITIGNORE.as_bytes(), 0o644)
         .map_err(CtlError::io("write", &ignore))
 }
 

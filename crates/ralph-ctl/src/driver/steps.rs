@@ -8,11 +8,11 @@
 //! claim passed and a step follows, the loop taken on to that step instead
 //! of ending `complete`.
 
-use ralph_core::config::Config;
 use ralph_core::events::{Draft, Event};
+use ralph_core::judge::config::Config;
+use ralph_core::judge::state::{FormulaRun, LoopState, Status, Usd};
+use ralph_core::observe::prompt;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::prompt;
-use ralph_core::state::{FormulaRun, LoopState, Status, Usd};
 use ralph_core::transaction::{self, Whose};
 
 use crate::error::CtlError;
@@ -62,7 +62,7 @@ pub fn step_text(
 ) -> Result<String, CtlError> {
     let guardrails = prompt::read_guardrails(&paths.guardrails_file())?;
     Ok(prompt::iteration_text(
-        config,
+        &config.completion_signal,
         iteration,
         max_iterations,
         notice,
@@ -226,7 +226,7 @@ fn record(
 mod tests {
     use super::*;
     use crate::formula;
-    use ralph_core::state::ClaimRecord;
+    use ralph_core::judge::state::ClaimRecord;
     use std::path::Path;
 
     fn feature() -> Formula {
@@ -311,12 +311,12 @@ mod tests {
         state.last_claim = Some(ClaimRecord {
             iteration: 3,
             at: "t1".into(),
-            mode: ralph_core::completion::CompletionMode::Strict,
+            mode: ralph_core::judge::completion::CompletionMode::Strict,
             basis: "the completion signal".into(),
             score: None,
             gates: Vec::new(),
             accepted: false,
-            verification: vec![ralph_core::verify::VerifyResult {
+            verification: vec![ralph_core::observe::verify::VerifyResult {
                 name: "g".into(),
                 command: "false".into(),
                 exit_code: Some(1),

@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use ralph_core::judge::state::LoopState;
+use ralph_core::observe::usage::{self, UsageReading};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::state::LoopState;
 use ralph_core::time;
-use ralph_core::usage::{self, UsageReading};
 
 /// Seconds since the epoch.
 pub fn now_secs() -> u64 {

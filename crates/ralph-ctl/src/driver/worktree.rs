@@ -53,8 +53,9 @@ pub enum Finished {
 /// configuration, hooks and attributes, and the driver must never run a
 /// program it named (an fsmonitor, a post-checkout hook, a filter).
 fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
-    let mut command = ralph_core::progress::safe_git(dir, ralph_core::progress::GIT_TIMEOUT)
-        .map_err(|why| CtlError::Client(format!("git cannot be run safely: {why}")))?;
+    let mut command =
+        ralph_core::observe::progress::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
+            .map_err(|why| CtlError::Client(format!("git cannot be run safely: {why}")))?;
     let out = command
         .args(args)
         .stdin(Stdio::null())

@@ -951,7 +951,7 @@ impl<'de> Deserialize<'de> for Hunks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::read_iteration_tail;
+    use crate::observe::transcript::read_iteration_tail;
 
     fn assistant(blocks: &str) -> String {
         format!(

@@ -6,12 +6,12 @@
 //! the log, `notify`) belongs to the transaction module above, so no caller writes the
 //! state itself. A new event is one variant here and one arm in [`apply`].
 
-use crate::log::{LogEntry, LogEvent};
-use crate::progress::Baseline;
-use crate::protected::ProtectedSnapshot;
-use crate::state::{Carriers, FormulaRun, LoopState, PausedBecause, Status, Usd};
-use crate::test_counts::CommandCounts;
-use crate::usage::UsageReading;
+use crate::judge::state::{Carriers, FormulaRun, LoopState, PausedBecause, Status, Usd};
+use crate::observe::progress::Baseline;
+use crate::observe::protected::ProtectedSnapshot;
+use crate::observe::test_counts::CommandCounts;
+use crate::observe::usage::UsageReading;
+use crate::persist::log::{LogEntry, LogEvent};
 
 /// Something that happens to a loop.
 #[derive(Clone, Debug, PartialEq)]
@@ -242,7 +242,7 @@ fn change(state: &mut LoopState, event: Event, now: &str) -> Vec<Effect> {
             Vec::new()
         }
         Event::UsageCounted(reading) => {
-            crate::lifecycle::take_usage(state, &reading, now);
+            crate::judge::lifecycle::take_usage(state, &reading, now);
             Vec::new()
         }
         Event::Ended { status, why, at } => {
@@ -263,11 +263,11 @@ fn change(state: &mut LoopState, event: Event, now: &str) -> Vec<Effect> {
             reading,
             cause,
         } => {
-            let why = crate::lifecycle::pause_for_api_failure(state, because, &reading, now);
+            let why = crate::judge::lifecycle::pause_for_api_failure(state, because, &reading, now);
             vec![log(state, LogEvent::Pause, format!("{why} ({cause})"))]
         }
         Event::Interrupted { cause } => {
-            if !crate::lifecycle::interrupt(state, &cause, now) {
+            if !crate::judge::lifecycle::interrupt(state, &cause, now) {
                 return Vec::new();
             }
             let why = state.ended_because.clone().unwrap_or_default();

@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::breaker::{BreakerConfig, Signal, SIGNALS};
-use crate::completion::{CompletionConfig, CompletionMode, ConfidenceWeights};
-use crate::files::{read_bounded, Bounded};
+use crate::judge::breaker::{BreakerConfig, Signal, SIGNALS};
+use crate::judge::completion::{CompletionConfig, CompletionMode, ConfidenceWeights};
+use crate::judge::state::Usd;
+use crate::observe::files::{read_bounded, Bounded};
+use crate::observe::verify::VerifyCommand;
 use crate::paths::{ProjectPaths, DEFAULT_PROMPT_FILE};
-use crate::state::Usd;
-use crate::verify::VerifyCommand;
 
 /// Default iteration cap.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 25;
@@ -1273,7 +1273,7 @@ mod tests {
         assert_eq!(c.completion.verify[0].timeout_seconds, 120);
         assert_eq!(
             c.completion.verify[1].timeout_seconds,
-            crate::verify::DEFAULT_TIMEOUT_SECS
+            crate::observe::verify::DEFAULT_TIMEOUT_SECS
         );
         assert_eq!(c.completion.weights.threshold, 80);
         assert_eq!(c.completion.weights.plan_complete, 30);

@@ -5,11 +5,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::breaker::{Breaker, Transition};
-use crate::claims::StatusBlock;
-use crate::completion::{CompletionMode, Gate, GateResult};
-use crate::decision::MessageSource;
-use crate::verify::VerifyResult;
+use crate::judge::breaker::{Breaker, Transition};
+use crate::judge::claims::StatusBlock;
+use crate::judge::completion::{CompletionMode, Gate, GateResult};
+use crate::observe::verify::VerifyResult;
+
+pub use crate::observe::liveness::{Carriers, ProcessId};
+pub use crate::observe::usage::{TokenUsage, TranscriptCursor, Usd};
 
 /// The version of the state file's shape that this build writes. A state
 /// without `schemaVersion` is version 1 and is migrated when read; a newer
@@ -233,84 +235,6 @@ pub struct PausedBecause {
     pub at: String,
 }
 
-/// An amount of money, kept in millionths of a US dollar so that sums are
-/// exact and the state stays comparable; written as a plain number of dollars.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Usd(pub u64);
-
-impl Usd {
-    /// From a dollar amount the client reported (negative or NaN count as 0).
-    pub fn from_dollars(dollars: f64) -> Usd {
-        if dollars.is_finite() && dollars > 0.0 {
-            Usd((dollars * 1_000_000.0).round() as u64)
-        } else {
-            Usd(0)
-        }
-    }
-
-    /// In dollars.
-    pub fn dollars(self) -> f64 {
-        self.0 as f64 / 1_000_000.0
-    }
-}
-
-/// To the cent from a dollar up, to four places below (a cheap loop's
-/// $0.0024 is not $0.00); nothing at all is $0.00.
-impl std::fmt::Display for Usd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            1..=99 => write!(f, "<$0.0001"),
-            100..=999_999 => write!(f, "${:.4}", self.dollars()),
-            _ => write!(f, "${:.2}", self.dollars()),
-        }
-    }
-}
-
-impl Serialize for Usd {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(self.dollars())
-    }
-}
-
-impl<'de> Deserialize<'de> for Usd {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
-        f64::deserialize(d).map(Usd::from_dollars)
-    }
-}
-
-/// Tokens the model read and wrote, as the API's `usage` reports them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TokenUsage {
-    /// Input tokens not read from the cache.
-    #[serde(default)]
-    pub input: u64,
-    /// Output tokens.
-    #[serde(default)]
-    pub output: u64,
-    /// Input tokens read from the prompt cache.
-    #[serde(default)]
-    pub cache_read: u64,
-    /// Input tokens written to the prompt cache.
-    #[serde(default)]
-    pub cache_creation: u64,
-}
-
-impl TokenUsage {
-    /// Adds `other` (saturating).
-    pub fn add(&mut self, other: &TokenUsage) {
-        self.input = self.input.saturating_add(other.input);
-        self.output = self.output.saturating_add(other.output);
-        self.cache_read = self.cache_read.saturating_add(other.cache_read);
-        self.cache_creation = self.cache_creation.saturating_add(other.cache_creation);
-    }
-
-    /// True when nothing was counted.
-    pub fn is_zero(&self) -> bool {
-        *self == TokenUsage::default()
-    }
-}
-
 /// The model requests made in one minute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallBucket {
@@ -324,24 +248,6 @@ pub struct CallBucket {
 /// hour before `now`.
 fn in_window(minute: u64, now: u64) -> bool {
     minute + 60 + CALL_WINDOW_SECS > now
-}
-
-/// How far the session's transcript has been read for usage, so that each
-/// stop reads only what is new.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TranscriptCursor {
-    /// The transcript.
-    pub path: std::path::PathBuf,
-    /// Bytes read: the start of the first line not counted yet.
-    pub offset: u64,
-    /// The last model request counted (a message written over several lines
-    /// is one request, even when a stop falls between its lines).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_message_id: Option<String>,
-    /// That request's usage as counted so far.
-    #[serde(default, skip_serializing_if = "TokenUsage::is_zero")]
-    pub last_message_usage: TokenUsage,
 }
 
 /// What the hook did at one stop.
@@ -397,7 +303,7 @@ pub struct IterationRecord {
     /// How the stop judged whether the project changed (the iteration's
     /// file-tool edits, git, a scan, or nothing usable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub progress: Option<crate::progress::Method>,
+    pub progress: Option<crate::observe::progress::Method>,
     /// Model requests made since the previous stop.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub calls: u32,
@@ -411,7 +317,7 @@ pub struct IterationRecord {
     pub tools_incomplete: bool,
     /// The iteration's `RALPH_OUTCOME` status, when it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<crate::claims::OutcomeStatus>,
+    pub outcome: Option<crate::judge::claims::OutcomeStatus>,
     /// The work item its `RALPH_OUTCOME` named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_id: Option<String>,
@@ -578,20 +484,20 @@ pub struct LoopState {
     /// iteration (a command whose output no runner's summary was read from
     /// has none): a claim may not run fewer tests or skip more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub test_baseline: Vec<crate::test_counts::CommandCounts>,
+    pub test_baseline: Vec<crate::observe::test_counts::CommandCounts>,
     /// The files under `protectedPaths` at the start, with their content
     /// hashes: a claim that changed one is rejected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protected_files: Option<crate::protected::ProtectedSnapshot>,
+    pub protected_files: Option<crate::observe::protected::ProtectedSnapshot>,
     /// What decides this loop, fixed when it started (the config files'
     /// texts, a formula run's formula); `None` in a state written before
-    /// pinning, which its next stop pins (see [`crate::pin`]).
+    /// pinning, which its next stop pins (the pin module).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pinned: Option<crate::pin::Pinned>,
+    pub pinned: Option<Pinned>,
     /// Pinned files that now differ from the pin (not obeyed; `ralph-ctl
     /// reload` adopts them), as the last stop found them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_drift: Option<crate::pin::ConfigDrift>,
+    pub config_drift: Option<ConfigDrift>,
 }
 
 /// A formula's run: its steps in order, each a fresh-context loop of its
@@ -654,34 +560,97 @@ impl FormulaRun {
     }
 }
 
-/// The processes that carry a driven loop: while one of them lives the loop
-/// is really running; once all are gone (the launcher killed, its terminal
-/// closed, the machine restarted) a `running` loop is not, and is taken for
-/// interrupted (see `liveness`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Carriers {
-    /// The machine they run on: from another one, nothing can be told.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
-    /// `ralph-ctl run`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver: Option<ProcessId>,
-    /// The Claude Code client it started, while it runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<ProcessId>,
+/// Where the agent's last message was found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageSource {
+    /// The hook input's `last_assistant_message`.
+    Input,
+    /// The iteration's final assistant message in the transcript.
+    Transcript,
+    /// Neither held any text (for example the turn ended on a tool call only).
+    #[default]
+    #[serde(rename = "none")]
+    Missing,
+    /// The input had no message and the transcript did not show the stop's
+    /// final message within [`crate::observe::transcript::CATCH_UP_WAIT`].
+    TranscriptBehind,
 }
 
-/// One process, told apart from a later one given the same pid.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+impl MessageSource {
+    /// The name recorded in the history.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MessageSource::Input => "input",
+            MessageSource::Transcript => "transcript",
+            MessageSource::Missing => "none",
+            MessageSource::TranscriptBehind => "transcript_behind",
+        }
+    }
+}
+
+/// What a loop decides by, recorded when it starts (`pinned` in the state).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ProcessId {
-    /// The process id.
-    pub pid: u32,
-    /// When it started, in the system's own units (Linux: clock ticks since
-    /// boot), where the system says.
+pub struct Pinned {
+    /// The digest of the config files' texts (`pin::layers_digest`).
+    pub config_digest: String,
+    /// `.claude/ralph/config.json`'s exact text (`None`: there was none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started: Option<u64>,
+    pub config: Option<String>,
+    /// The per-user defaults file's exact text (`None`: there was none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_config: Option<String>,
+    /// The formula a formula run runs, as read when it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub formula: Option<PinnedFormula>,
+    /// When this pin was taken (the start, or the last `ralph-ctl reload`).
+    #[serde(default)]
+    pub at: String,
+}
+
+/// A formula, pinned: its content as the run uses it (every step's id,
+/// model, prompt with a `promptFile`'s text read in, cap, autofix and
+/// gates), so neither the formula's file nor its prompt files can change
+/// a running formula.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PinnedFormula {
+    /// The formula's name.
+    pub name: String,
+    /// Its file, relative to the project's root.
+    pub file: String,
+    /// The digest of `content`'s JSON text.
+    pub digest: String,
+    /// The checked formula, as `ralph-ctl` reads it.
+    pub content: serde_json::Value,
+}
+
+/// The drift of a loop's pinned files (`configDrift` in the state): what
+/// differs from the pin, first seen when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigDrift {
+    /// The digest of every differing file's content now.
+    pub digest: String,
+    /// When this content was first seen.
+    pub seen_at: String,
+    /// The files that differ.
+    pub files: Vec<Changed>,
+}
+
+/// A pinned file whose content now differs from its pin.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Changed {
+    /// The file, relative to the project's root when inside it.
+    pub file: String,
+    /// The digest of its content now (`missing`, `unreadable`).
+    pub digest: String,
+    /// Why its content now could not be used, when it could not (it does
+    /// not parse, a key is out of range): shown, never fatal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 fn legacy_schema() -> u32 {
@@ -932,7 +901,7 @@ mod tests {
         let first = &state.history[0];
         assert_eq!(first.message_source, MessageSource::Input);
         let t = first.breaker.as_ref().unwrap();
-        assert_eq!(t.to, crate::breaker::BreakerState::HalfOpen);
+        assert_eq!(t.to, crate::judge::breaker::BreakerState::HalfOpen);
         assert_eq!(t.reason, "no file changed in 3 iterations");
         let claim = first.claim.as_ref().unwrap();
         assert!(!claim.accepted);
@@ -946,7 +915,7 @@ mod tests {
             state
                 .breaker
                 .counters
-                .get(crate::breaker::Signal::NoProgress),
+                .get(crate::judge::breaker::Signal::NoProgress),
             2
         );
 

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::bins;
 use crate::project::{run_with_timeout, Run, TempProject};
@@ -328,6 +328,33 @@ impl Run {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
     }
+}
+
+/// The session of the loop the hook and CLI tests start.
+pub const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
+
+/// A project with ralph installed and a loop of `max` iterations started for [`SID`].
+pub fn looping(name: &str, max: u32) -> TempProject {
+    TempProject::with_loop(name, SID, max)
+}
+
+/// The Stop input Claude Code 2.1 sends for `project`, saying `message`;
+/// without one the hook reads `transcript_path` (which does not exist
+/// unless a test writes it).
+pub fn stop_input(project: &TempProject, message: Option<&str>) -> Value {
+    let mut input = json!({
+        "session_id": SID,
+        "transcript_path": project.path("transcript.jsonl"),
+        "cwd": project.root,
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": true,
+    });
+    if let Some(text) = message {
+        input["last_assistant_message"] = json!(text);
+        input["transcript_path"] = json!(project.transcript_ending_with(text));
+    }
+    input
 }
 
 #[cfg(test)]

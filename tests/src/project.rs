@@ -395,9 +395,25 @@ impl TempProject {
         api: &MockApi,
         env: &[(&str, &str)],
     ) -> Command {
+        self.launcher(
+            client,
+            api,
+            &["--headless", "--", "--permission-mode", "bypassPermissions"],
+            env,
+        )
+    }
+
+    /// The launcher with `args` (its own, then `--` and the client's), the
+    /// real client against `api`, and `env`.
+    pub fn launcher(
+        &self,
+        client: ClientVersion,
+        api: &MockApi,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Command {
         let mut cmd = self.command(self.root.join(".claude/ralph/ralph-audit.sh"));
-        cmd.arg("--headless")
-            .args(["--", "--permission-mode", "bypassPermissions"])
+        cmd.args(args)
             .envs(self.client_env(client, api))
             .envs(env.iter().copied());
         cmd
@@ -440,6 +456,17 @@ impl TempProject {
     /// A path inside the project.
     pub fn path(&self, relative: impl AsRef<Path>) -> PathBuf {
         self.root.join(relative)
+    }
+
+    /// Writes `contents` to the project's file `relative`, making its
+    /// folders first.
+    pub fn write(&self, relative: impl AsRef<Path>, contents: impl AsRef<[u8]>) {
+        let path = self.path(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, contents)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     }
 
     /// A transcript as the client has written it by the time its Stop hook
@@ -604,4 +631,16 @@ pub fn processes_in_group(pgid: u32) -> Vec<u32> {
         }
     }
     found
+}
+/// The pid of a child of `parent` (Linux: /proc).
+pub fn child_of(parent: u32) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).ok()?;
+    for task in tasks.flatten() {
+        if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
+            if let Some(pid) = children.split_whitespace().next() {
+                return pid.parse().ok();
+            }
+        }
+    }
+    None
 }

@@ -81,7 +81,7 @@ fn init_installs_everything_and_twice_changes_nothing() {
 fn init_keeps_existing_settings_hooks_and_prompts() {
     let project = TempProject::new("init-merge");
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
-    std::fs::write(project.path(".claude/ralph/PROMPT.md"), "My own task.\n").unwrap();
+    project.write(".claude/ralph/PROMPT.md", "My own task.\n");
     let existing = json!({
         "model": "opus",
         "permissions": {"allow": ["Bash(cargo test)"]},
@@ -90,11 +90,10 @@ fn init_keeps_existing_settings_hooks_and_prompts() {
             "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "guard.sh"}]}]
         }
     });
-    std::fs::write(
-        project.path(".claude/settings.json"),
+    project.write(
+        ".claude/settings.json",
         serde_json::to_string_pretty(&existing).unwrap(),
-    )
-    .unwrap();
+    );
     project.init_untouched();
     let merged = settings(&project);
     assert_eq!(merged["model"], "opus");
@@ -129,17 +128,13 @@ fn init_keeps_existing_settings_hooks_and_prompts() {
 #[test]
 fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     let project = TempProject::new("init-verify");
-    std::fs::write(project.path("Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    project.write("Cargo.toml", "[package]\nname = \"x\"\n");
     let shown = Ctl::new(&project).arg("init").run();
     shown.assert_code(0);
-    assert!(
-        shown
-            .stdout
-            .contains("Found the test command `cargo test` (from Cargo.toml)")
-            && shown.stdout.contains("ralph-ctl init --yes"),
-        "{}",
-        shown.stdout
-    );
+    shown.assert_stdout_has(&[
+        "Found the test command `cargo test` (from Cargo.toml)",
+        "ralph-ctl init --yes",
+    ]);
     assert!(
         !project.path(".claude/ralph/config.json").exists(),
         "only shown"
@@ -147,13 +142,7 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
 
     let written = Ctl::new(&project).args(["init", "--yes"]).run();
     written.assert_code(0);
-    assert!(
-        written
-            .stdout
-            .contains("Completion check: `cargo test` (from Cargo.toml)"),
-        "{}",
-        written.stdout
-    );
+    written.assert_stdout_has(&["Completion check: `cargo test` (from Cargo.toml)"]);
     let config: Value =
         serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
             .unwrap();
@@ -172,19 +161,10 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     // Kept once configured; replaced by --verify, other keys kept.
     let mut with_other = config.clone();
     with_other["maxIterations"] = json!(7);
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
-        with_other.to_string(),
-    )
-    .unwrap();
+    project.write(".claude/ralph/config.json", with_other.to_string());
     let kept = Ctl::new(&project).args(["init", "--yes"]).run();
     kept.assert_code(0);
-    assert!(
-        kept.stdout
-            .contains("the 1 verify command(s) of .claude/ralph/config.json (kept)"),
-        "{}",
-        kept.stdout
-    );
+    kept.assert_stdout_has(&["the 1 verify command(s) of .claude/ralph/config.json (kept)"]);
     Ctl::new(&project)
         .args(["init", "--verify", "make check"])
         .run()
@@ -202,17 +182,9 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     let bare = TempProject::new("init-no-tests");
     let none = Ctl::new(&bare).arg("init").run();
     none.assert_code(0);
-    assert!(
-        none.stdout.contains("No test command found") && none.stdout.contains("--verify CMD"),
-        "{}",
-        none.stdout
-    );
+    none.assert_stdout_has(&["No test command found", "--verify CMD"]);
     // An invalid config.json is not added to.
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
-        "{\"maxIterations\": \"x\"}",
-    )
-    .unwrap();
+    project.write(".claude/ralph/config.json", "{\"maxIterations\": \"x\"}");
     Ctl::new(&project)
         .args(["init", "--verify", "true"])
         .run()
@@ -228,7 +200,7 @@ fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
     use ralph_tests::interactive::{Key, Stderr, Terminal, SIZE};
     for (answer, written) in [("", true), ("n", false)] {
         let project = TempProject::new("init-ask");
-        std::fs::write(project.path("go.mod"), "module example.com/x\n").unwrap();
+        project.write("go.mod", "module example.com/x\n");
         let mut cmd = project.command(bins::ctl());
         cmd.arg("init");
         let mut term = Terminal::spawn(cmd, SIZE, Stderr::Terminal).unwrap();
@@ -262,12 +234,7 @@ fn init_local_registers_for_this_person_only() {
     assert!(settings(&project)["hooks"]["Stop"][0]["hooks"][0]["command"].is_string());
     let run = Ctl::new(&project).args(["init", "--local"]).run();
     run.assert_code(0);
-    assert!(
-        run.stdout
-            .contains("registered in .claude/settings.local.json"),
-        "{}",
-        run.stdout
-    );
+    run.assert_stdout_has(&["registered in .claude/settings.local.json"]);
     let local: Value = serde_json::from_slice(
         &std::fs::read(project.path(".claude/settings.local.json")).unwrap(),
     )
@@ -311,11 +278,7 @@ fn finished_loops_are_kept_in_the_history_not_overwritten() {
     project.init();
     let none = Ctl::new(&project).arg("history").run();
     none.assert_code(0);
-    assert!(
-        none.stdout.contains("No earlier loops kept"),
-        "{}",
-        none.stdout
-    );
+    none.assert_stdout_has(&["No earlier loops kept"]);
     Ctl::new(&project)
         .args(["start", "--session-id", "first"])
         .run()
@@ -341,7 +304,7 @@ fn finished_loops_are_kept_in_the_history_not_overwritten() {
     let first = listed.stdout.find("session first").expect(&listed.stdout);
     let second = listed.stdout.find("session second").expect(&listed.stdout);
     assert!(first < second, "oldest first: {}", listed.stdout);
-    assert!(listed.stdout.contains("interrupted"), "{}", listed.stdout);
+    listed.assert_stdout_has(&["interrupted"]);
     assert!(
         !listed.stdout.contains("session third"),
         "the current loop is not history yet"
@@ -362,7 +325,7 @@ fn finished_loops_are_kept_in_the_history_not_overwritten() {
 fn init_refuses_malformed_settings_without_touching_them() {
     let project = TempProject::new("init-bad");
     std::fs::create_dir_all(project.path(".claude")).unwrap();
-    std::fs::write(project.path(".claude/settings.json"), "{\"hooks\": ").unwrap();
+    project.write(".claude/settings.json", "{\"hooks\": ");
     Ctl::new(&project)
         .arg("init")
         .run()
@@ -784,7 +747,7 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
     );
     // The fake client never stops through the hook, so the loop was cut short.
     run.assert_code(12);
-    assert!(run.stderr.contains("interrupted"), "{}", run.stderr);
+    run.assert_stderr_has(&["interrupted"]);
     let state = project.status_json();
     // Headless: the prompt goes on stdin, never on the command line.
     let args = recorded_args(&client);
@@ -821,7 +784,7 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
             .contains("Bash(git commit:*)"),
         "{settings}"
     );
-    assert!(run.stderr.contains("sandbox: off;"), "{}", run.stderr);
+    run.assert_stderr_has(&["sandbox: off;"]);
     let stdin = recorded_stdin(&client);
     assert!(
         stdin.contains("Unique task text 4711.") && stdin.contains("iteration 1 of 30"),
@@ -1258,11 +1221,7 @@ fn launcher_exit_codes() {
         &[("RALPH_CLAUDE", broken.to_str().unwrap())],
     );
     run.assert_code(127);
-    assert!(
-        run.stderr.contains("cannot start the Claude Code client"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has(&["cannot start the Claude Code client"]);
     let state = project.status_json();
     assert_eq!(state["status"], "interrupted");
     assert!(
@@ -1276,7 +1235,7 @@ fn launcher_exit_codes() {
     project.ctl(&["start"], &[]).assert_code(0);
     let busy = launcher(&project, &["--headless"], &[("RALPH_CLAUDE", &client)]);
     busy.assert_code(3);
-    assert!(busy.stderr.contains("already running"), "{}", busy.stderr);
+    busy.assert_stderr_has(&["already running"]);
     // --reset clears the old loop first.
     Launcher::new(&project)
         .args(["--headless", "--reset"])
@@ -1405,7 +1364,7 @@ fn init_with_a_reader_that_goes_away_installs_everything_without_a_panic() {
 fn init_with_an_invalid_settings_json_writes_nothing() {
     let project = TempProject::new("init-bad-settings");
     std::fs::create_dir_all(project.path(".claude")).unwrap();
-    std::fs::write(project.path(".claude/settings.json"), "{bad json").unwrap();
+    project.write(".claude/settings.json", "{bad json");
     let run = project.ctl(&["init"], &[]);
     assert_eq!(run.code, Some(1), "{run:?}");
     assert!(
@@ -1443,13 +1402,11 @@ fn init_writes_a_starter_formula_that_a_dry_run_shows() {
         &[("RALPH_CLAUDE", "true")],
     );
     dry.assert_code(0);
-    assert!(
-        dry.stdout.contains("formula feature, step 1/3 plan")
-            && dry.stdout.contains("'--model' 'opus'")
-            && dry.stdout.contains("Plan it"),
-        "{}",
-        dry.stdout
-    );
+    dry.assert_stdout_has(&[
+        "formula feature, step 1/3 plan",
+        "'--model' 'opus'",
+        "Plan it",
+    ]);
     assert!(project.state().is_none(), "a dry run starts nothing");
 }
 
@@ -1468,16 +1425,10 @@ fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
     // A home where Claude Code never ran: its first run is still to do.
     let fresh = project.ctl(&["doctor"], &env);
     fresh.assert_code(1);
-    assert!(
-        fresh
-            .stdout
-            .contains("FAIL  client setup: Claude Code has never run in this home")
-            && fresh
-                .stdout
-                .contains("fix: run `claude` once in a terminal"),
-        "{}",
-        fresh.stdout
-    );
+    fresh.assert_stdout_has(&[
+        "FAIL  client setup: Claude Code has never run in this home",
+        "fix: run `claude` once in a terminal",
+    ]);
     // What the client's first run leaves: onboarding done, the key
     // approved, the folder trusted.
     ralph_tests::interactive::write_first_run_config(
@@ -1487,20 +1438,12 @@ fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
     );
     let doctor = project.ctl(&["doctor"], &env);
     doctor.assert_code(0);
-    assert!(
-        doctor.stdout.contains("ok    client setup: first run done")
-            && doctor
-                .stdout
-                .contains("logs in with the ANTHROPIC_API_KEY variable")
-            && doctor.stdout.contains("ok    folder trust"),
-        "{}",
-        doctor.stdout
-    );
-    assert!(
-        doctor.stdout.contains("ok    hook:") && doctor.stdout.contains("nothing is wrong"),
-        "{}",
-        doctor.stdout
-    );
+    doctor.assert_stdout_has(&[
+        "ok    client setup: first run done",
+        "logs in with the ANTHROPIC_API_KEY variable",
+        "ok    folder trust",
+    ]);
+    doctor.assert_stdout_has(&["ok    hook:", "nothing is wrong"]);
     // The registered hook moved away: named, and the exit code says so.
     let settings = project.path(".claude/settings.json");
     let text = std::fs::read_to_string(&settings).unwrap();
@@ -1671,25 +1614,16 @@ fn tasks_and_notes_are_capped_where_written_so_the_state_stays_readable() {
 fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
     let project = TempProject::new("integrity");
     std::fs::create_dir_all(project.path("tests")).unwrap();
-    std::fs::write(
-        project.path("calc.py"),
-        "def add(a, b):\n    return a - b\n",
-    )
-    .unwrap();
-    std::fs::write(
-        project.path("tests/test_calc.py"),
+    project.write("calc.py", "def add(a, b):\n    return a - b\n");
+    project.write(
+        "tests/test_calc.py",
         "import unittest\n\nimport calc\n\n\nclass T(unittest.TestCase):\n    \
          def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n\n    \
          def test_zero(self):\n        self.assertEqual(calc.add(0, 0), 0)\n",
-    )
-    .unwrap();
+    );
     let init = Ctl::new(&project).args(["init", "--yes"]).run();
     init.assert_code(0);
-    assert!(
-        init.stdout.contains("Protected: tests/ (protectedPaths"),
-        "{}",
-        init.stdout
-    );
+    init.assert_stdout_has(&["Protected: tests/ (protectedPaths"]);
     let config: Value =
         serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
             .unwrap();
@@ -1707,13 +1641,7 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
     project.write_prompt("Fix add.\n");
     let start = project.ctl(&["start"], &[]);
     start.assert_code(0);
-    assert!(
-        start
-            .stderr
-            .contains("test baseline of `python3 -m unittest discover -s tests`: 2 run (1 passed, 1 failed), 0 skipped"),
-        "{}",
-        start.stderr
-    );
+    start.assert_stderr_has(&["test baseline of `python3 -m unittest discover -s tests`: 2 run (1 passed, 1 failed), 0 skipped"]);
     let state = project.state().unwrap();
     assert_eq!(
         state["testBaseline"],
@@ -1734,20 +1662,13 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
     );
 
     // A glob that leaves the project is refused, naming the key.
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
+    project.write(
+        ".claude/ralph/config.json",
         json!({"verify": config["verify"], "protectedPaths": ["../elsewhere"]}).to_string(),
-    )
-    .unwrap();
+    );
     let refused = project.ctl(&["start", "--force"], &[]);
     assert_ne!(refused.code, Some(0), "{refused:?}");
-    assert!(
-        refused
-            .stderr
-            .contains("protectedPaths = \"../elsewhere\" is invalid"),
-        "{}",
-        refused.stderr
-    );
+    refused.assert_stderr_has(&["protectedPaths = \"../elsewhere\" is invalid"]);
 }
 
 #[test]
@@ -1761,11 +1682,7 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
         "{run:?}"
     );
 
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
-        r#"{"maxIterations": 5}"#,
-    )
-    .unwrap();
+    project.write(".claude/ralph/config.json", r#"{"maxIterations": 5}"#);
     project.ctl(&["start"], &[]).assert_code(0);
     let pinned = |project: &TempProject| project.state().unwrap()["pinned"].clone();
     let before = pinned(&project);
@@ -1773,7 +1690,7 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
 
     // Changed by anyone: shown by status with the fix, not obeyed.
     let changed = r#"{"maxIterations": 5, "notify": "echo ended", "completionMode": "dual"}"#;
-    std::fs::write(project.path(".claude/ralph/config.json"), changed).unwrap();
+    project.write(".claude/ralph/config.json", changed);
     let status = project.ctl(&["status"], &[]);
     assert!(
         status.stdout.contains(
@@ -1787,11 +1704,7 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
     );
 
     // A bad one is refused with the config error, and the pin kept.
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
-        r#"{"maxIteration": 3}"#,
-    )
-    .unwrap();
+    project.write(".claude/ralph/config.json", r#"{"maxIteration": 3}"#);
     let run = project.ctl(&["reload"], &[]);
     run.assert_code(1);
     assert!(
@@ -1801,7 +1714,7 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
     );
     assert_eq!(pinned(&project), before);
 
-    std::fs::write(project.path(".claude/ralph/config.json"), changed).unwrap();
+    project.write(".claude/ralph/config.json", changed);
     let run = project.ctl(&["reload"], &[]);
     run.assert_code(0);
     assert_eq!(
@@ -1899,13 +1812,7 @@ fn a_formula_run_resumes_with_the_file_it_started_from() {
     );
     let refused = launcher(&project, &["--resume", "--formula", "other"], &env);
     refused.assert_code(2);
-    assert!(
-        refused
-            .stderr
-            .contains("this loop runs the formula in .claude/ralph/formulas/feat.yaml"),
-        "{}",
-        refused.stderr
-    );
+    refused.assert_stderr_has(&["this loop runs the formula in .claude/ralph/formulas/feat.yaml"]);
     assert_eq!(
         project.status_json()["status"],
         "interrupted",
@@ -1958,11 +1865,10 @@ fn reload_takes_a_baseline_for_a_new_verify_command_and_keeps_the_old_ones() {
             .enumerate()
             .map(|(i, c)| json!({"name": format!("v{i}"), "command": c}))
             .collect();
-        std::fs::write(
-            project.path(".claude/ralph/config.json"),
+        project.write(
+            ".claude/ralph/config.json",
             json!({ "verify": verify }).to_string(),
-        )
-        .unwrap();
+        );
     };
     config(&[first]);
     project.ctl(&["start"], &[]).assert_code(0);
@@ -1971,11 +1877,7 @@ fn reload_takes_a_baseline_for_a_new_verify_command_and_keeps_the_old_ones() {
     config(&[first, second]);
     let reloaded = project.ctl(&["reload"], &[]);
     reloaded.assert_code(0);
-    assert!(
-        reloaded.stdout.contains("test baseline of `") && reloaded.stdout.contains("taken now"),
-        "{}",
-        reloaded.stdout
-    );
+    reloaded.assert_stdout_has(&["test baseline of `", "taken now"]);
     let after = baseline(&project);
     assert_eq!(after[0]["command"], first, "{after:#}");
     assert_eq!(after[0]["run"], 3, "{after:#}");
@@ -2100,24 +2002,14 @@ fn a_folder_without_ralph_and_a_config_that_is_not_json_say_what_to_do() {
     // Nothing installed: status says how to install, report has no loop.
     let status = project.ctl(&["status"], &[]);
     status.assert_code(0);
-    assert!(
-        status
-            .stdout
-            .contains("ralph is not installed here: `ralph-ctl init` installs it"),
-        "{}",
-        status.stdout
-    );
+    status.assert_stdout_has(&["ralph is not installed here: `ralph-ctl init` installs it"]);
     let report = project.ctl(&["report", "--html", "r.html"], &[]);
     report.assert_code(13);
     assert!(report.stdout.contains("nothing to report"), "{report:?}");
     assert!(!project.path("r.html").exists());
     // A trailing comma: the place to fix, not the list of every key.
     project.init();
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
-        "{\"maxIterations\": 5,}",
-    )
-    .unwrap();
+    project.write(".claude/ralph/config.json", "{\"maxIterations\": 5,}");
     let doctor = project.ctl(&["doctor", "--json"], &[]);
     let report: Value = serde_json::from_str(&doctor.stdout).unwrap();
     let config = report["checks"]
@@ -2138,30 +2030,20 @@ fn a_folder_without_ralph_and_a_config_that_is_not_json_say_what_to_do() {
         "fix the JSON at the line and column it names"
     );
     // A value of the wrong type: serde names no key, so the keys are listed.
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
-        "{\"sandbox\": true}",
-    )
-    .unwrap();
+    project.write(".claude/ralph/config.json", "{\"sandbox\": true}");
     let status = project.ctl(&["start"], &[]);
     status.assert_code(1);
-    assert!(
-        status.stderr.contains("accepted keys")
-            && status.stderr.contains("sandbox (auto, on or off)"),
-        "{}",
-        status.stderr
-    );
+    status.assert_stderr_has(&["accepted keys", "sandbox (auto, on or off)"]);
 }
 
 #[test]
 fn a_formula_gate_named_like_a_verify_command_is_a_formula_error() {
     let project = TempProject::new("formula-clash");
     project.init();
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
+    project.write(
+        ".claude/ralph/config.json",
         r#"{"verify": [{"name": "tests", "command": "true"}]}"#,
-    )
-    .unwrap();
+    );
     let folder = project.path(".claude/ralph/formulas");
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(
@@ -2176,15 +2058,11 @@ fn a_formula_gate_named_like_a_verify_command_is_a_formula_error() {
         &[("RALPH_CLAUDE", client.as_str())],
     );
     run.assert_code(1);
-    assert!(
-        run.stderr.contains("formula ")
-            && run.stderr.contains("feat.yaml")
-            && run
-                .stderr
-                .contains("gate \"tests\" of step \"a\" has the name of a verify command"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has(&[
+        "formula ",
+        "feat.yaml",
+        "gate \"tests\" of step \"a\" has the name of a verify command",
+    ]);
 }
 
 #[test]

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
-use ralph_tests::project::{processes_in_group, signal_process, wait_with_timeout, TempProject};
+use ralph_tests::project::{
+    child_of, processes_in_group, signal_process, wait_with_timeout, TempProject,
+};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 
 /// Polls `check` until it holds or `timeout` passes.
@@ -77,7 +79,7 @@ fn runs_exactly_max_iterations_past_the_client_block_cap(client: ClientVersion) 
         LOOP_TIMEOUT,
     );
     run.assert_code(10);
-    assert!(run.stderr.contains("max_iterations"), "{}", run.stderr);
+    run.assert_stderr_has(&["max_iterations"]);
     let state = project.status_json();
     assert_eq!(state["status"], "max_iterations", "{state:#}");
     assert_eq!(state["iteration"], 12);
@@ -322,19 +324,6 @@ fn tool_calls_then_text_count_as_one_iteration(client: ClientVersion) {
     );
 }
 
-/// The pid of a child of `parent` (Linux: /proc).
-fn child_of(parent: u32) -> Option<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).ok()?;
-    for task in tasks.flatten() {
-        if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
-            if let Some(pid) = children.split_whitespace().next() {
-                return pid.parse().ok();
-            }
-        }
-    }
-    None
-}
-
 #[ralph_tests::on_both_clients]
 fn client_killed_mid_loop_is_resumed_per_policy(client: ClientVersion) {
     // The client killed from outside the launcher (as the out-of-memory
@@ -395,7 +384,7 @@ fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersio
     });
     let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
     run.assert_code(11);
-    assert!(run.stderr.contains("circuit_open"), "{}", run.stderr);
+    run.assert_stderr_has(&["circuit_open"]);
     let state = project.status_json();
     assert_eq!(state["status"], "circuit_open", "{state:#}");
     assert_eq!(state["breaker"]["state"], "open");
@@ -439,12 +428,7 @@ fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersio
     // Open is sticky: the launcher refuses to start until a reset.
     let refused = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
     refused.assert_code(3);
-    assert!(
-        refused.stderr.contains("circuit breaker is open")
-            && refused.stderr.contains("ralph-ctl reset"),
-        "{}",
-        refused.stderr
-    );
+    refused.assert_stderr_has(&["circuit breaker is open", "ralph-ctl reset"]);
     assert_eq!(
         project.status_json()["status"],
         "circuit_open",
@@ -504,11 +488,7 @@ fn working_loop_never_trips_the_breaker(client: ClientVersion) {
 fn a_claim_is_sent_back_until_verification_passes(client: ClientVersion) {
     let project = TempProject::new("verify");
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
-        r#"{"verify": [{"name": "check", "command": "test -f done.txt && echo verified", "timeoutSeconds": 20}]}"#,
-    )
-    .unwrap();
+    project.write(".claude/ralph/config.json", r#"{"verify": [{"name": "check", "command": "test -f done.txt && echo verified", "timeoutSeconds": 20}]}"#);
     project.init();
     let done = project.path("done.txt").display().to_string();
     // Claims too early, is told why, creates the file, claims again.
@@ -554,11 +534,7 @@ fn a_claim_is_sent_back_until_verification_passes(client: ClientVersion) {
     let prompt_at = fed_back[0].find("[Ralph loop: iteration 2 of").unwrap();
     assert!(notice_at < prompt_at, "the failure comes before PROMPT.md");
     let status = project.ctl(&["status"], &[]);
-    assert!(
-        status.stdout.contains("last claim:") && status.stdout.contains("verification passed"),
-        "{}",
-        status.stdout
-    );
+    status.assert_stdout_has(&["last claim:", "verification passed"]);
 }
 
 #[ralph_tests::on_both_clients]
@@ -648,8 +624,12 @@ fn tool_use_without_change_opens_the_breaker(client: ClientVersion) {
         "stopped at iteration {stopped_at}: {state:#}"
     );
     let history = state["history"].as_array().unwrap();
+    // A stop whose transcript had not caught up (2.1.330 under load) says
+    // so rather than counting: toolsIncomplete.
     assert!(
-        history.iter().all(|r| r["toolCalls"] == 1),
+        history
+            .iter()
+            .all(|r| r["toolCalls"] == 1 || r["toolsIncomplete"] == true),
         "each iteration's one tool call was counted: {history:#?}"
     );
     assert!(
@@ -665,11 +645,7 @@ fn tool_use_without_change_opens_the_breaker(client: ClientVersion) {
 fn identical_rejected_claims_open_the_breaker_before_the_cap(client: ClientVersion) {
     let project = TempProject::new("rejected");
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
-        r#"{"verify": [{"name": "tests", "command": "echo '1 test failed: parser::nested'; exit 1", "timeoutSeconds": 20}]}"#,
-    )
-    .unwrap();
+    project.write(".claude/ralph/config.json", r#"{"verify": [{"name": "tests", "command": "echo '1 test failed: parser::nested'; exit 1", "timeoutSeconds": 20}]}"#);
     project.init();
     let root = project.root.clone();
     // Each iteration edits a file (real change, so no-progress never trips),
@@ -1056,7 +1032,7 @@ fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersi
 fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion) {
     let project = TempProject::new("edits");
     // git ignores notes/: a check of the project would never list a file there.
-    std::fs::write(project.path(".gitignore"), "notes/\n").unwrap();
+    project.write(".gitignore", "notes/\n");
     project.git(&["add", ".gitignore"]);
     project.git(&["commit", "-q", "-m", "ignore notes"]);
     project.init();
@@ -1218,11 +1194,7 @@ fn a_forged_accepted_claim_is_not_reported_as_done_without_ralphs_record(client:
         "{run:?}"
     );
     let status = project.ctl(&["status"], &[]);
-    assert!(
-        status.stdout.contains("not recorded by ralph"),
-        "{}",
-        status.stdout
-    );
+    status.assert_stdout_has(&["not recorded by ralph"]);
 }
 
 /// The launcher's last stderr line.
@@ -1377,12 +1349,7 @@ fn failing_tests_never_complete_a_loop_after_init_with_its_defaults(client: Clie
     let project = TempProject::python_with_a_failing_test("failing-tests");
     let init = project.ctl(&["init", "--yes"], &[]);
     init.assert_code(0);
-    assert!(
-        init.stdout
-            .contains("Completion check: `python3 -m unittest`"),
-        "{}",
-        init.stdout
-    );
+    init.assert_stdout_has(&["Completion check: `python3 -m unittest`"]);
     project.write_prompt("Fix add() in calc.py so that the tests pass.\n");
     let api = MockApi::start(|_, _| Reply::text(format!("Fixed add(); all tests pass.\n{SIGNAL}")));
     let run = project.run_launcher(client, &api, &[("RALPH_MAX_ITERATIONS", "6")], LOOP_TIMEOUT);
@@ -1502,9 +1469,5 @@ fn a_blocked_status_block_ends_the_loop_blocked_at_once(client: ClientVersion) {
         "{last}"
     );
     let status = project.ctl(&["status"], &[]);
-    assert!(
-        status.stdout.contains("put the staging API key in .env"),
-        "{}",
-        status.stdout
-    );
+    status.assert_stdout_has(&["put the staging API key in .env"]);
 }

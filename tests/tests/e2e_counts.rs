@@ -27,11 +27,10 @@ fn three_iterations() -> MockApi {
 }
 
 fn with_notify(project: &TempProject) {
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
+    project.write(
+        ".claude/ralph/config.json",
         r#"{"notify": "cat > notified.json"}"#,
-    )
-    .unwrap();
+    );
 }
 
 /// The summary the notify command read (it is started, not waited for).

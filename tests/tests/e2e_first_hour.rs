@@ -49,12 +49,7 @@ fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
     let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
     run.assert_code(0);
     // Installed, with the project's tests as the check, and the task as PROMPT.md.
-    assert!(
-        run.stdout
-            .contains("Completion check: `python3 -m unittest`"),
-        "{}",
-        run.stdout
-    );
+    run.assert_stdout_has(&["Completion check: `python3 -m unittest`"]);
     let prompt = std::fs::read_to_string(project.path(".claude/ralph/PROMPT.md")).unwrap();
     assert!(
         prompt.starts_with(&format!("# Task\n\n{task}\n")),
@@ -261,17 +256,12 @@ fn the_quick_start_runs_as_written(client: ClientVersion) {
     assert!(commands.len() >= 4, "{commands:?}");
     let project = TempProject::new("quick-start");
     std::fs::create_dir_all(project.path("tests")).unwrap();
-    std::fs::write(project.path("tests/__init__.py"), "").unwrap();
-    std::fs::write(
-        project.path("parse_list.py"),
+    project.write("tests/__init__.py", "");
+    project.write(
+        "parse_list.py",
         "def parse(text):\n    return text.split(\",\")[0]\n",
-    )
-    .unwrap();
-    std::fs::write(
-        project.path("tests/test_parser.py"),
-        "import unittest\nfrom parse_list import parse\n\n\nclass ParseTest(unittest.TestCase):\n    def test_parse(self):\n        self.assertEqual(parse(\"a,b\"), [\"a\", \"b\"])\n",
-    )
-    .unwrap();
+    );
+    project.write("tests/test_parser.py", "import unittest\nfrom parse_list import parse\n\n\nclass ParseTest(unittest.TestCase):\n    def test_parse(self):\n        self.assertEqual(parse(\"a,b\"), [\"a\", \"b\"])\n");
     let api = MockApi::start(|turn, _| match turn {
         0 => Reply::bash("sed -i 's/)\\[0\\]/)/' parse_list.py"),
         _ => Reply::text(format!("The tests pass.\n{SIGNAL}")),

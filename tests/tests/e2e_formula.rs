@@ -62,11 +62,10 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
     project.init();
     write_formula(&project, "feature", FEATURE);
     // Told once, when the run ends: a step that passes is no ending.
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
+    project.write(
+        ".claude/ralph/config.json",
         r#"{"notify": "cat >> notified.jsonl; echo >> notified.jsonl"}"#,
-    )
-    .unwrap();
+    );
     let api = MockApi::start_in_order(|turn, _| match turn {
         0 => Reply::text(format!("Planned.\n{SIGNAL}")),
         1 => Reply::text(format!("Implemented.\n{SIGNAL}")),
@@ -155,12 +154,10 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
     );
     assert!(log.contains("step 2/3 implement starts"), "{log}");
     let status = project.ctl(&["status"], &[]);
-    assert!(
-        status.stdout.contains("formula:    feature, step 3/3 test")
-            && status.stdout.contains("3. test: haiku, 2 iterations"),
-        "{}",
-        status.stdout
-    );
+    status.assert_stdout_has(&[
+        "formula:    feature, step 3/3 test",
+        "3. test: haiku, 2 iterations",
+    ]);
 }
 
 #[ralph_tests::on_both_clients]
@@ -216,12 +213,7 @@ fn a_malformed_formula_is_refused_before_any_request(client: ClientVersion) {
         LOOP_TIMEOUT,
     );
     assert_eq!(run.code, Some(1), "{run:?}");
-    assert!(
-        run.stderr
-            .contains("bad.yaml, line 4: the step id \"plan\" is used twice"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has(&["bad.yaml, line 4: the step id \"plan\" is used twice"]);
     assert!(api.requests().is_empty(), "no client ran");
     assert!(project.state().is_none(), "nothing was started");
 }
@@ -281,13 +273,7 @@ fn a_formula_resumes_from_its_pinned_file(client: ClientVersion) {
     let served = api.main_requests().len();
     let refused = resume(&["--formula", "other"]);
     refused.assert_code(2);
-    assert!(
-        refused
-            .stderr
-            .contains("this loop runs the formula in .claude/ralph/formulas/feat.yaml"),
-        "{}",
-        refused.stderr
-    );
+    refused.assert_stderr_has(&["this loop runs the formula in .claude/ralph/formulas/feat.yaml"]);
     assert_eq!(
         api.main_requests().len(),
         served,

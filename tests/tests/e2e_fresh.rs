@@ -29,13 +29,11 @@ fn fresh_launcher(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> Command {
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.arg("--fresh")
-        .args(extra)
-        .args(["--", "--permission-mode", "bypassPermissions"])
-        .envs(project.client_env(client, api))
-        .envs(env.iter().copied());
-    cmd
+    let args: Vec<&str> = std::iter::once("--fresh")
+        .chain(extra.iter().copied())
+        .chain(["--", "--permission-mode", "bypassPermissions"])
+        .collect();
+    project.launcher(client, api, &args, env)
 }
 
 /// The assistant turns a request carries (an earlier answer, in the same session).
@@ -175,25 +173,12 @@ fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
         LOOP_TIMEOUT,
     );
     run.assert_code(0);
-    assert!(
-        run.stdout.contains("ralph dry run: nothing was started"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout
-            .contains("'-p' '--output-format' 'stream-json' '--verbose'")
-            && run
-                .stdout
-                .contains("'--permission-mode' 'bypassPermissions'"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains("[Ralph loop: iteration 1 of 25]"),
-        "{}",
-        run.stdout
-    );
+    run.assert_stdout_has(&["ralph dry run: nothing was started"]);
+    run.assert_stdout_has(&[
+        "'-p' '--output-format' 'stream-json' '--verbose'",
+        "'--permission-mode' 'bypassPermissions'",
+    ]);
+    run.assert_stdout_has(&["[Ralph loop: iteration 1 of 25]"]);
     assert!(
         run.stdout.contains(ralph_tests::project::TEST_TASK.trim()),
         "{}",
@@ -393,11 +378,7 @@ fn a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error(client
         first["why"].as_str().unwrap_or("").contains("cut off"),
         "{state:#}"
     );
-    assert!(
-        run.stderr.contains("no sign of work for 8 s"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has(&["no sign of work for 8 s"]);
     // The hung tool's process went with its client.
     let leftover = ralph_tests::project::processes_matching(&hung);
     assert!(leftover.is_empty(), "left running: {leftover:?}");
@@ -501,11 +482,10 @@ fn worktrees_go_when_empty_and_stay_when_committed_and_the_checkout_is_untouched
 fn a_note_reaches_the_next_iteration_once_and_the_ending_is_notified(client: ClientVersion) {
     let project = TempProject::new("fresh-say");
     project.init();
-    std::fs::write(
-        project.path(".claude/ralph/config.json"),
+    project.write(
+        ".claude/ralph/config.json",
         r#"{"notify": "cat > notified.json"}"#,
-    )
-    .unwrap();
+    );
     let api = MockApi::start_in_order(|turn, body| {
         let texts = user_texts(body).join("\n");
         match turn {
@@ -532,7 +512,7 @@ fn a_note_reaches_the_next_iteration_once_and_the_ending_is_notified(client: Cli
     }
     let said = project.ctl(&["say", "Use", "the", "blue", "approach."], &[]);
     said.assert_code(0);
-    assert!(said.stdout.contains("iteration 2"), "{}", said.stdout);
+    said.assert_stdout_has(&["iteration 2"]);
     let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
     let state = project.status_json();

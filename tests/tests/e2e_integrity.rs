@@ -27,7 +27,7 @@ fn python_project(name: &str, max: u32) -> TempProject {
         ("test_calc.py", TEST_CALC),
         ("test_neg.py", TEST_NEG),
     ] {
-        std::fs::write(project.path(file), text).unwrap();
+        project.write(file, text);
     }
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "calc"]);

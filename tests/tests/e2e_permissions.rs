@@ -29,12 +29,8 @@ fn refused_agent(turn: usize) -> Reply {
 fn run_refused_loop(client: ClientVersion, name: &str, mode: &str) -> (TempProject, Run, MockApi) {
     let project = TempProject::new(name);
     project.init();
-    std::fs::write(project.path("a"), "a\n").unwrap();
-    std::fs::write(
-        project.path("test_a.py"),
-        "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertTrue(True)\n",
-    )
-    .unwrap();
+    project.write("a", "a\n");
+    project.write("test_a.py", "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertTrue(True)\n");
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "tests"]);
     let api = MockApi::start(|turn, _| refused_agent(turn));

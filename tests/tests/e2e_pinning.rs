@@ -27,7 +27,7 @@ const FAILING: &str = r#"{"verify": [{"name": "tests", "command": "echo '1 test 
 fn project_and_agent_config(name: &str) -> (TempProject, String, std::path::PathBuf) {
     let project = TempProject::new(name);
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
-    std::fs::write(project.path(".claude/ralph/config.json"), FAILING).unwrap();
+    project.write(".claude/ralph/config.json", FAILING);
     project.init();
     let marker = project.tmp.join("agent-ran");
     let agent = format!(
@@ -182,7 +182,7 @@ type Reloaded = (Option<i32>, String);
 fn a_persons_change_reloaded_mid_loop_decides_the_next_stop(client: ClientVersion) {
     let project = TempProject::new("pin-reload");
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
-    std::fs::write(project.path(".claude/ralph/config.json"), FAILING).unwrap();
+    project.write(".claude/ralph/config.json", FAILING);
     project.init();
     let passing =
         r#"{"verify": [{"name": "tests", "command": "echo person-ok", "timeoutSeconds": 20}]}"#;
@@ -235,7 +235,7 @@ fn a_config_json_broken_mid_loop_neither_ends_nor_traps_the_loop(client: ClientV
     std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
     let passing =
         r#"{"verify": [{"name": "tests", "command": "echo all-passed", "timeoutSeconds": 20}]}"#;
-    std::fs::write(project.path(".claude/ralph/config.json"), passing).unwrap();
+    project.write(".claude/ralph/config.json", passing);
     project.init();
     let command = rewrite_by_script(&project, "{not json");
     let api = MockApi::start(move |turn, _| match turn {

@@ -113,11 +113,7 @@ fn cancel_ralph_from_another_session_ends_a_running_loop_cancelled() {
     // Cancelled before its cap (how far it got depends on the machine's load).
     assert!(state["iteration"].as_u64().unwrap() < 50, "{state:#}");
     let status = project.ctl(&["status"], &[]);
-    assert!(
-        status.stdout.contains("status:     cancelled"),
-        "{}",
-        status.stdout
-    );
+    status.assert_stdout_has(&["status:     cancelled"]);
 }
 
 #[test]

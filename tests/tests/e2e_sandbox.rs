@@ -17,11 +17,7 @@ use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 /// check (`init --yes`), and the test task as PROMPT.md.
 fn python_project(name: &str) -> TempProject {
     let project = TempProject::new(name);
-    std::fs::write(
-        project.path("test_math.py"),
-        "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n",
-    )
-    .unwrap();
+    project.write("test_math.py", "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n");
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "a test"]);
     project.ctl(&["init", "--yes"], &[]).assert_code(0);
@@ -38,11 +34,7 @@ fn launch(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Run {
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args(args)
-        .envs(project.client_env(client, api))
-        .envs(env.iter().copied());
-    run_with_timeout(cmd, None, LOOP_TIMEOUT)
+    run_with_timeout(project.launcher(client, api, args, env), None, LOOP_TIMEOUT)
 }
 
 /// Every tool result the agent was given, across the main requests.
@@ -184,7 +176,7 @@ fn a_fresh_loop_runs_its_iterations_in_the_sandbox(client: ClientVersion) {
     });
     let run = launch(&project, client, &api, &["--fresh"], &[]);
     run.assert_code(0);
-    assert!(run.stderr.contains("sandbox: on"), "{}", run.stderr);
+    run.assert_stderr_has(&["sandbox: on"]);
     let results = tool_results(&api);
     assert!(results.contains("Read-only file system"), "{results}");
     assert!(
@@ -242,13 +234,11 @@ fn sandbox_on_without_bubblewrap_refuses_to_start(client: ClientVersion) {
         &[("PATH", &path), ("RALPH_SANDBOX", "on")],
     );
     run.assert_code(3);
-    assert!(
-        run.stderr.contains("bubblewrap is not installed")
-            && run.stderr.contains("apt-get install bubblewrap")
-            && run.stderr.contains("--no-sandbox"),
-        "{}",
-        run.stderr
-    );
+    run.assert_stderr_has(&[
+        "bubblewrap is not installed",
+        "apt-get install bubblewrap",
+        "--no-sandbox",
+    ]);
     assert!(api.main_requests().is_empty(), "no client ran");
     assert!(project.state().is_none(), "no loop started");
 }
@@ -258,7 +248,7 @@ fn a_protected_test_folder_is_read_only_to_the_agent_in_the_sandbox(client: Clie
     let project = TempProject::new("sandbox-protected");
     std::fs::create_dir_all(project.path("tests")).unwrap();
     let test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n";
-    std::fs::write(project.path("tests/test_math.py"), test).unwrap();
+    project.write("tests/test_math.py", test);
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "a test"]);
     project.ctl(&["init", "--yes"], &[]).assert_code(0);

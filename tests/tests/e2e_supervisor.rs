@@ -25,8 +25,8 @@ use ralph_tests::mock_api::{
     stop_hook_feedback, user_texts, MockApi, MockOptions, RecordedRequest, Reply, Usage,
 };
 use ralph_tests::project::{
-    counted_requests, last_cost_state, run_with_timeout, signal_process, wait_with_timeout, Run,
-    TempProject,
+    child_of, counted_requests, last_cost_state, run_with_timeout, signal_process,
+    wait_with_timeout, Run, TempProject,
 };
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::{json, Value};
@@ -690,19 +690,6 @@ fn the_calls_per_hour_cap_pauses_a_manual_loop_for_the_hour(client: ClientVersio
     );
     assert_eq!(kinds.last(), Some(&"pause"), "{evidence}");
     assert_eq!(log.last().unwrap()["policy"], "manual", "{evidence}");
-}
-
-/// The pid of a child of `parent` (Linux: /proc).
-fn child_of(parent: u32) -> Option<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).ok()?;
-    for task in tasks.flatten() {
-        if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
-            if let Some(pid) = children.split_whitespace().next() {
-                return pid.parse().ok();
-            }
-        }
-    }
-    None
 }
 
 #[ralph_tests::on_both_clients]

@@ -32,42 +32,19 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ralph_tests::bins;
+use ralph_tests::cli::{looping, stop_input, SID};
 use ralph_tests::project::{
     run_measured, run_with_timeout, signal_process, Run, TempProject, INSTALLED_FILES,
 };
 use ralph_tests::SIGNAL;
 use serde_json::{json, Value};
 
-const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
 /// A generous sanity bound for one hook run, never a performance target.
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// The uid (and gid) the hook runs as when a test needs file modes to bite under root.
 const NOBODY: u32 = 65534;
 
 // ---------------------------------------------------------------- helpers
-
-/// A project with ralph installed and a loop of `max` iterations started for `SID`.
-fn looping(name: &str, max: u32) -> TempProject {
-    TempProject::with_loop(name, SID, max)
-}
-
-/// The Stop input Claude Code 2.1 sends for `project`; without a message the
-/// hook reads `transcript_path` (which does not exist unless a test writes it).
-fn stop_input(project: &TempProject, message: Option<&str>) -> Value {
-    let mut input = json!({
-        "session_id": SID,
-        "transcript_path": project.path("transcript.jsonl"),
-        "cwd": project.root,
-        "permission_mode": "default",
-        "hook_event_name": "Stop",
-        "stop_hook_active": true,
-    });
-    if let Some(text) = message {
-        input["last_assistant_message"] = json!(text);
-        input["transcript_path"] = json!(project.transcript_ending_with(text));
-    }
-    input
-}
 
 fn to_bytes(value: &Value) -> Vec<u8> {
     serde_json::to_vec(value).unwrap()

@@ -9,12 +9,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ralph_tests::bins;
+use ralph_tests::cli::SID;
 use ralph_tests::cli::{Ctl, Hook};
 use ralph_tests::project::TempProject;
 use ralph_tests::SIGNAL;
 use serde_json::{json, Value};
-
-const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
 
 fn fixture(name: &str) -> std::path::PathBuf {
     bins::workspace_root().join("tests/fixtures").join(name)
@@ -833,7 +832,7 @@ fn the_hook_judges_by_the_pinned_config_not_by_config_json_as_it_is_now() {
     let project = TempProject::new("hook-pin");
     project.init();
     let pinned = r#"{"verify": [{"name": "tests", "command": "echo '1 failed'; exit 1", "timeoutSeconds": 20}]}"#;
-    std::fs::write(project.path(".claude/ralph/config.json"), pinned).unwrap();
+    project.write(".claude/ralph/config.json", pinned);
     project
         .ctl(
             &["start", "--session-id", SID, "--max-iterations", "5"],
@@ -848,7 +847,7 @@ fn the_hook_judges_by_the_pinned_config_not_by_config_json_as_it_is_now() {
         marker.display()
     );
     for (i, now) in [rewritten.as_str(), "{not json"].into_iter().enumerate() {
-        std::fs::write(project.path(".claude/ralph/config.json"), now).unwrap();
+        project.write(".claude/ralph/config.json", now);
         let claim = format!("All done.\n{SIGNAL}\nDONE");
         let stdin = input(&project, "stop-input-first.json", Some(&claim)).to_string();
         let run = project.hook(stdin.as_bytes(), &[]);

@@ -12,10 +12,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use ralph_tests::bins;
+use ralph_tests::cli::SID;
 use ralph_tests::project::{run_measured, Run, TempProject};
 use serde_json::{json, Value};
 
-const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
 /// A bound on one run of the hook (they take seconds), never a wait.
 const TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -21,12 +21,12 @@ use std::path::Path;
 use std::process::Command;
 
 use ralph_tests::bins;
+use ralph_tests::cli::{looping, stop_input, SID};
 use ralph_tests::cli::{Ctl, Hook};
 use ralph_tests::project::{Run, TempProject};
 use ralph_tests::SIGNAL;
 use serde_json::{json, Value};
 
-const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
 /// The uid (and gid) the hook runs as when a file mode must bite under root.
 const NOBODY: u32 = 65534;
 
@@ -63,28 +63,6 @@ fn regex_escape(text: &str) -> String {
         out.push(c);
     }
     out
-}
-
-/// A project with ralph installed and a loop of `max` iterations started for `SID`.
-fn looping(name: &str, max: u32) -> TempProject {
-    TempProject::with_loop(name, SID, max)
-}
-
-/// The Stop input Claude Code 2.1 sends, saying `message` (without one, the
-/// hook reads `transcript_path`).
-fn stop_input(project: &TempProject, message: Option<&str>) -> Value {
-    let mut input = json!({
-        "session_id": SID,
-        "transcript_path": project.path("transcript.jsonl"),
-        "cwd": project.root,
-        "hook_event_name": "Stop",
-        "stop_hook_active": true,
-    });
-    if let Some(message) = message {
-        input["last_assistant_message"] = json!(message);
-        input["transcript_path"] = json!(project.transcript_ending_with(message));
-    }
-    input
 }
 
 /// One stop of the loop in `project`, saying `message`.

@@ -1,0 +1,552 @@
+//! The git side of a progress reading: `git status` of the project's folder with
+//! a fixed safe configuration (no program the agent could name ever runs), its
+//! listing parsed, and git's process waited for within the reading's deadline.
+
+use super::*;
+
+/// Environment variables removed for every git call: those that would point
+/// git at another repository or index than the one holding the project, an
+/// external diff program, and `GIT_CONFIG`, with which `git config` would
+/// read that one file instead of what `git status` reads.
+pub(super) const GIT_REMOVED_VARS: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_CONFIG",
+];
+
+/// The nearest folder, `root` or above, holding `.git` (a folder, or a file
+/// for worktrees and submodules): where git will find the repository, and
+/// what the paths it prints are relative to. Only then is git worth starting.
+pub(super) fn repository_top(root: &Path) -> Option<PathBuf> {
+    root.ancestors()
+        .find(|dir| dir.join(".git").symlink_metadata().is_ok())
+        .map(Path::to_path_buf)
+}
+
+pub(super) enum GitListing {
+    Listed(Listing),
+    /// Not a repository after all, no git, or a folder the repository
+    /// ignores: git can say nothing about it.
+    NotUsable,
+    Failed,
+}
+
+/// `git` run from `root` with the fixed configuration every call gets, so
+/// that nothing the repository's or the user's configuration says can make
+/// it start another program (the agent can edit `.git/config`,
+/// `.gitattributes` and `.git/info/attributes`, and the hook must never run
+/// a program it named):
+///
+/// - `core.fsmonitor=false`: no fsmonitor hook, no fsmonitor daemon;
+/// - `core.hooksPath=/dev/null`: no hook from the hooks folder (none of the
+///   commands used runs a hook anyway: `git status` runs one only when it
+///   writes the index, which `GIT_OPTIONAL_LOCKS=0` rules out);
+/// - `--no-pager` (git never pages into a pipe anyway);
+/// - `GIT_CONFIG_NOSYSTEM=1`: the system-wide configuration is not read
+///   (nothing in it is needed to list changes, and its place depends on how
+///   git was built, which [`configuration_may_name_filters`] cannot know);
+/// - `GIT_NO_LAZY_FETCH=1` (git 2.45 and later) and `GIT_ALLOW_PROTOCOL`
+///   empty: a partial clone never fetches a missing object, so no transport,
+///   `core.sshCommand` or remote helper runs; `GIT_TERMINAL_PROMPT=0` and an
+///   empty `GIT_ASKPASS`: no credential prompt, no askpass program;
+/// - [`GIT_REMOVED_VARS`] removed.
+///
+/// Filter drivers need their names: [`disabled_filters`]. `git status` also
+/// gets `--ignore-submodules=dirty`: it would otherwise run `git status` in
+/// each submodule, with that submodule's own configuration.
+pub(super) fn git_command(root: &Path) -> Command {
+    let mut command = Command::new("git");
+    command.args([
+        "--no-pager",
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ]);
+    command
+        .current_dir(root)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .env("GIT_ALLOW_PROTOCOL", "")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_ASKPASS", "");
+    for var in GIT_REMOVED_VARS {
+        command.env_remove(var);
+    }
+    command
+}
+
+/// A `git` command for any caller outside this module (the driver's
+/// worktrees): run from `root` with the same fixed configuration as the
+/// hook's calls ([`git_command`]: no fsmonitor, no hooks, no system
+/// configuration, no lazy fetch, no prompt) and every filter driver the
+/// configuration defines disabled, so that nothing the agent writes into
+/// `.git/config`, `.git/hooks` or an attributes file runs. `Err` says why no
+/// such command can be had (git does not answer within `timeout`, or a
+/// filter driver's name cannot be disabled); the caller then runs no git.
+pub fn safe_git(root: &Path, timeout: Duration) -> Result<Command, String> {
+    let filters = disabled_filters(root, Instant::now() + timeout).map_err(|e| match e {
+        GitListing::NotUsable => format!(
+            "the git configuration of {} defines a filter driver whose name cannot be disabled \
+             (it holds `=`), or names no repository git can read",
+            root.display()
+        ),
+        _ => format!(
+            "git did not list the filter drivers of {} within {} s",
+            root.display(),
+            timeout.as_secs()
+        ),
+    })?;
+    let mut command = git_command(root);
+    command.args(filters);
+    Ok(command)
+}
+
+/// The `-c` options that disable every filter driver the configuration
+/// defines (`filter.<name>.clean`, `.smudge`, `.process`), with includes
+/// followed: `git status` runs a file's clean filter when the file's stamp
+/// changed, for a driver named by a `filter` attribute in any
+/// `.gitattributes`, `.git/info/attributes` or the user's attributes file.
+/// An empty command is no filter (convert.c, `apply_filter`), and
+/// `required=false` keeps git from failing for want of one. The names come
+/// from `git config` itself, so they are the ones `git status` reads a moment
+/// later; when no configuration file can define a driver
+/// ([`configuration_may_name_filters`]), `git config` is not run at all.
+///
+/// `Err(NotUsable)` for a name that a `-c` option cannot carry (one holding
+/// `=`, which git splits the option at): git is then not run at all.
+pub(super) fn disabled_filters(
+    root: &Path,
+    deadline: Instant,
+) -> Result<Vec<OsString>, GitListing> {
+    if !configuration_may_name_filters(root, &|name| std::env::var_os(name)) {
+        return Ok(Vec::new());
+    }
+    let mut command = git_command(root);
+    command.args([
+        "config",
+        "--null",
+        "--name-only",
+        "--includes",
+        "--get-regexp",
+        r"^filter\.",
+    ]);
+    let names = match run_git(command, deadline) {
+        GitRun::Output(bytes) => bytes,
+        GitRun::Exited(1) => return Ok(Vec::new()), // no filter at all
+        GitRun::Exited(128) | GitRun::NotUsable => return Err(GitListing::NotUsable),
+        GitRun::Exited(_) | GitRun::Failed => return Err(GitListing::Failed),
+    };
+    let mut seen = HashSet::new();
+    let mut options = Vec::new();
+    for key in names.split(|&b| b == 0) {
+        // `filter.<name>.<variable>`; the name may hold dots, or be empty.
+        let Some(rest) = key.strip_prefix(b"filter.") else {
+            continue;
+        };
+        let Some(dot) = rest.iter().rposition(|&b| b == b'.') else {
+            continue; // `filter.<variable>`: no driver
+        };
+        let name = &rest[..dot];
+        if !seen.insert(name) {
+            continue;
+        }
+        if name.contains(&b'=') {
+            return Err(GitListing::NotUsable);
+        }
+        let Some(name) = os_string(name) else {
+            return Err(GitListing::NotUsable);
+        };
+        for setting in [".clean=", ".smudge=", ".process=", ".required=false"] {
+            let mut option = OsString::from("filter.");
+            option.push(&name);
+            option.push(setting);
+            options.push(OsString::from("-c"));
+            options.push(option);
+        }
+    }
+    Ok(options)
+}
+
+/// Most bytes of a configuration file [`configuration_may_name_filters`]
+/// reads; a longer one is left to `git config`.
+pub(super) const MAX_CONFIG_BYTES: u64 = 256 * 1024;
+
+/// False only when no configuration file `git status` can read from `root`
+/// defines a filter driver, which spares the `git config` process (about
+/// 2 ms) at almost every full check. A filter driver is a `filter.<name>.*`
+/// key, so its file holds the word `filter` (section names have no escapes
+/// and are case-insensitive); an include can bring in any file, and its file
+/// holds `include`. The files are listed by [`configuration_files`]; any of
+/// them that cannot be read, is not a regular file or is large counts as
+/// naming a filter, and so does anything that list cannot settle. `env` is
+/// the process environment (a parameter for the tests).
+pub(super) fn configuration_may_name_filters(
+    root: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> bool {
+    let Some(files) = configuration_files(root, env) else {
+        return true;
+    };
+    files.iter().any(
+        |file| match crate::observe::files::read_bounded(file, MAX_CONFIG_BYTES) {
+            Ok(crate::observe::files::Bounded::Missing) => false,
+            Ok(crate::observe::files::Bounded::Bytes(bytes)) => {
+                let lower = bytes.to_ascii_lowercase();
+                [&b"filter"[..], b"include"]
+                    .iter()
+                    .any(|word| lower.windows(word.len()).any(|w| w == *word))
+            }
+            Ok(crate::observe::files::Bounded::TooLarge) | Err(_) => true,
+        },
+    )
+}
+
+/// Every configuration file git run from `root` could read, or `None` when
+/// that cannot be known without git (then `git config` is asked):
+///
+/// - the user's: `$GIT_CONFIG_GLOBAL` when set, else
+///   `$XDG_CONFIG_HOME/git/config` (or `~/.config/git/config`) and
+///   `~/.gitconfig`;
+/// - the repository's, `config` and `config.worktree`, of every `.git`
+///   folder in `root` and above: git takes the first one that is a valid
+///   repository, which is git's judgement, so all are listed;
+/// - not the system-wide one, which [`git_command`] turns off.
+///
+/// `None` for a `.git` file (a worktree or a submodule, whose configuration
+/// lies elsewhere), a `.git` folder with a `commondir` (the same), a folder
+/// holding `HEAD` (it may be a bare repository, whose `config` sits beside
+/// it), configuration passed in the environment, no `HOME`, or a platform
+/// other than Unix.
+pub(super) fn configuration_files(
+    root: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Option<Vec<PathBuf>> {
+    if !cfg!(unix) {
+        return None;
+    }
+    let set = |name: &str| env(name).filter(|value| !value.is_empty());
+    if set("GIT_CONFIG_PARAMETERS").is_some() || set("GIT_CONFIG_COUNT").is_some() {
+        return None;
+    }
+    let mut files = Vec::new();
+    if let Some(global) = env("GIT_CONFIG_GLOBAL") {
+        files.push(PathBuf::from(global));
+    } else {
+        let home = PathBuf::from(set("HOME")?);
+        match set("XDG_CONFIG_HOME") {
+            Some(xdg) => files.push(PathBuf::from(xdg).join("git").join("config")),
+            None => files.push(home.join(".config").join("git").join("config")),
+        }
+        files.push(home.join(".gitconfig"));
+    }
+    for dir in root.ancestors() {
+        if dir.join("HEAD").symlink_metadata().is_ok() {
+            return None;
+        }
+        let git_dir = dir.join(".git");
+        match fs::metadata(&git_dir) {
+            Ok(meta) if meta.is_dir() => {
+                if git_dir.join("commondir").symlink_metadata().is_ok() {
+                    return None;
+                }
+                files.push(git_dir.join("config"));
+                files.push(git_dir.join("config.worktree"));
+            }
+            Ok(_) => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return None,
+        }
+    }
+    Some(files)
+}
+
+/// Bytes git printed, as an argument to give back to it.
+#[cfg(unix)]
+pub(super) fn os_string(bytes: &[u8]) -> Option<OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    Some(OsString::from_vec(bytes.to_vec()))
+}
+
+#[cfg(not(unix))]
+pub(super) fn os_string(bytes: &[u8]) -> Option<OsString> {
+    String::from_utf8(bytes.to_vec()).ok().map(OsString::from)
+}
+
+/// `git status` of the project's folder, with [`git_command`]'s
+/// configuration and every filter driver disabled ([`disabled_filters`]);
+/// both git calls share one [`GIT_TIMEOUT`].
+///
+/// - `GIT_OPTIONAL_LOCKS=0`: git never takes `index.lock` for the hook, so a
+///   git command of the agent or the person running at that moment cannot
+///   fail because of it, and the hook never rewrites the person's index. The
+///   price: no refreshed index and no untracked cache is written back. On a
+///   100,000-file repository the walk for untracked files took 105-170 ms of
+///   a 440-520 ms `git status`, and 3-40 ms with an untracked cache; but
+///   keeping that cache up to date meant writing the 9 MB index (40-55 ms,
+///   under `index.lock`) at every stop whose folders had changed, and it
+///   relies on folder mtimes, which not every filesystem keeps. So the hook
+///   does not turn the cache on; one the person keeps (with
+///   `status.showUntrackedFiles=all`, as `--untracked-files=all` needs) is
+///   still read.
+/// - `--ignore-submodules=dirty`: a submodule counts when its HEAD moves,
+///   not for edits inside it that are not committed there.
+/// - A project at the top of its repository is listed without a pathspec
+///   (git ignores the untracked cache when one is given); a project in a
+///   subfolder with the pathspec `.` (its own folder only), which also spares
+///   git the rest of the repository.
+pub(super) fn git_listing(root: &Path, top: &Path) -> GitListing {
+    let Ok(prefix) = root.strip_prefix(top) else {
+        return GitListing::Failed;
+    };
+    let mut prefix = path_bytes(prefix);
+    if !prefix.is_empty() {
+        prefix.push(b'/');
+    }
+    let deadline = Instant::now() + GIT_TIMEOUT;
+    let filters = match disabled_filters(root, deadline) {
+        Ok(filters) => filters,
+        Err(listing) => return listing,
+    };
+    let mut command = git_command(root);
+    command.args(filters).args([
+        "-c",
+        "core.quotepath=off",
+        "status",
+        "--porcelain=v2",
+        "-z",
+        "--branch",
+        "--untracked-files=all",
+        "--no-renames",
+        "--ignore-submodules=dirty",
+    ]);
+    if !prefix.is_empty() {
+        // A folder the repository ignores as a whole shows as one `!` line.
+        command.args(["--ignored=matching", "--", "."]);
+    }
+    let bytes = match run_git(command, deadline) {
+        GitRun::Output(bytes) => bytes,
+        GitRun::Exited(128) | GitRun::NotUsable => return GitListing::NotUsable,
+        GitRun::Exited(_) | GitRun::Failed => return GitListing::Failed,
+    };
+    let mut listing = parse_status(root, &prefix, &bytes);
+    if let GitListing::Listed(listing) = &mut listing {
+        listing.subfolder = !prefix.is_empty();
+    }
+    listing
+}
+
+/// What `git status` names HEAD before the first commit.
+pub(super) const INITIAL: &str = "(initial)";
+
+/// A full commit id (SHA-1 or SHA-256): nothing else is ever given to git.
+pub(super) fn is_commit_id(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether the commits `old` and `new` differ inside the project's folder
+/// (the whole tree for a project at the top of its repository). A commit
+/// git cannot read (history rewritten and pruned) counts as a change.
+pub(super) fn git_tree_changed(root: &Path, old: &str, new: &str, subfolder: bool) -> bool {
+    // Two trees compared by object id: no file content is read, so no
+    // filter, textconv or external diff could apply (and the last two are
+    // off in diff-tree unless asked for; said again here).
+    let mut command = git_command(root);
+    command.args([
+        "diff-tree",
+        "--quiet",
+        "--no-ext-diff",
+        "--no-textconv",
+        "-r",
+        old,
+        new,
+    ]);
+    if subfolder {
+        command.args(["--", "."]);
+    }
+    !matches!(
+        run_git(command, Instant::now() + GIT_TIMEOUT),
+        GitRun::Output(_)
+    )
+}
+
+/// Reads `git status --porcelain=v2 -z` output: HEAD, and each entry below
+/// `prefix` with its file's stamp now.
+pub(super) fn parse_status(root: &Path, prefix: &[u8], status: &[u8]) -> GitListing {
+    let mut listing = Listing::new(Method::Git);
+    let mut records = status.split(|&b| b == 0);
+    while let Some(record) = records.next() {
+        if let Some(oid) = record.strip_prefix(b"# branch.oid ") {
+            listing.head = Some(String::from_utf8_lossy(oid).into_owned());
+            continue;
+        }
+        let fields = |n: usize| record.splitn(n, |&b| b == b' ').nth(n - 1);
+        let path = match record.first() {
+            Some(b'1') => fields(9),
+            Some(b'2') => {
+                records.next(); // the rename's original path
+                fields(10)
+            }
+            Some(b'u') => fields(11),
+            Some(b'?') => record.get(2..),
+            Some(b'!') => {
+                // An ignored folder is printed with its trailing `/`.
+                let ignored = record.get(2..).unwrap_or_default();
+                if ignored.ends_with(b"/") && prefix.starts_with(ignored) {
+                    return GitListing::NotUsable;
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        let Some(path) = path else { continue };
+        let Some(relative) = path.strip_prefix(prefix) else {
+            // Not below the project folder: git resolved the repository
+            // differently than expected, so nothing here can be trusted.
+            return GitListing::Failed;
+        };
+        if relative.is_empty() || under_own_dir(relative) {
+            continue;
+        }
+        let key = key_of(relative);
+        listing.add(relative, stamp_now(root, &key));
+    }
+    if listing.head.is_none() {
+        return GitListing::Failed;
+    }
+    GitListing::Listed(listing)
+}
+
+pub(super) enum GitRun {
+    /// Exit 0, and everything git printed.
+    Output(Vec<u8>),
+    /// Exited with this other code.
+    Exited(i32),
+    /// Cannot be started (no git on this machine).
+    NotUsable,
+    /// Killed at the deadline, by a signal, or its output never ended.
+    Failed,
+}
+
+/// Runs `command` (git) in its own process group until `deadline`: the whole
+/// group is killed then, so nothing git started can outlive it, and the group
+/// is killed again once git has exited, whatever it left. Git is reaped only
+/// after both (see [`crate::observe::process::wait_exited`]), so the group id cannot
+/// belong to another process yet. On Linux this thread does it all with a
+/// pidfd ([`crate::observe::process::collect_output`]); elsewhere, or without one, a
+/// reader thread and a watchdog thread.
+pub(super) fn run_git(command: Command, deadline: Instant) -> GitRun {
+    run_git_waiting(command, deadline, Waiting::Pidfd)
+}
+
+/// How [`run_git`] waits for git: with a pidfd where there is one, or (and
+/// in the tests of that path) with threads.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Waiting {
+    Pidfd,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Threads,
+}
+
+pub(super) fn run_git_waiting(mut command: Command, deadline: Instant, waiting: Waiting) -> GitRun {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+    let Ok(mut child) = command.spawn() else {
+        return GitRun::NotUsable;
+    };
+    #[cfg(not(target_os = "linux"))]
+    let _ = waiting;
+    #[cfg(target_os = "linux")]
+    if waiting == Waiting::Pidfd {
+        if let Some(collected) =
+            crate::observe::process::collect_output(&mut child, deadline, OUTPUT_GRACE)
+        {
+            return match collected {
+                crate::observe::process::Collected::Exited { status, output } => {
+                    GitRun::ended(Some(status), output)
+                }
+                crate::observe::process::Collected::Failed => GitRun::Failed,
+            };
+        }
+    }
+    let (exit, output) = wait_with_threads(child, deadline);
+    GitRun::ended(exit, output)
+}
+
+/// How long git's output may go on after git has exited and its group was
+/// killed (something that left the group may still hold it).
+pub(super) const OUTPUT_GRACE: Duration = Duration::from_millis(200);
+
+impl GitRun {
+    /// What git's exit (`None`: killed at the deadline, or not waited for)
+    /// and its whole output (`None`: it never ended) come to.
+    pub(super) fn ended(exit: Option<std::process::ExitStatus>, output: Option<Vec<u8>>) -> GitRun {
+        match (exit.map(|status| status.code()), output) {
+            (Some(Some(0)), Some(bytes)) => GitRun::Output(bytes),
+            (Some(Some(code)), Some(_)) => GitRun::Exited(code),
+            _ => GitRun::Failed,
+        }
+    }
+}
+
+/// [`run_git`]'s wait with a reader thread and a watchdog thread: git's exit
+/// status (`None` when it was killed at the deadline or could not be
+/// waited for) and its output (`None` when it did not end within
+/// [`OUTPUT_GRACE`] after git exited).
+pub(super) fn wait_with_threads(
+    mut child: std::process::Child,
+    deadline: Instant,
+) -> (Option<std::process::ExitStatus>, Option<Vec<u8>>) {
+    // Read on a thread until git closes its output (no polling delay on the
+    // hook's path), while this one waits for git to exit.
+    let (sent, output) = mpsc::channel::<Vec<u8>>();
+    if let Some(mut stdout) = child.stdout.take() {
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stdout.read_to_end(&mut bytes);
+            let _ = sent.send(bytes);
+        });
+    }
+    let (done, finished) = mpsc::channel::<()>();
+    let pid = child.id();
+    let watchdog = thread::spawn(move || {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if finished.recv_timeout(left) == Err(mpsc::RecvTimeoutError::Timeout) {
+            crate::observe::process::kill(pid, true);
+            true
+        } else {
+            false
+        }
+    });
+    #[cfg(unix)]
+    let waited = crate::observe::process::wait_exited(pid).is_ok();
+    #[cfg(not(unix))]
+    let waited = child.wait().is_ok();
+    let _ = done.send(());
+    let timed_out = watchdog.join().unwrap_or(true);
+    if waited {
+        // Not reaped yet (on Unix), so the group id is still git's.
+        crate::observe::process::kill(pid, true);
+    }
+    let exit = child.wait().ok().filter(|_| waited && !timed_out);
+    // Git has exited and its group is gone: its output has ended, unless
+    // something that left the group still holds it.
+    let grace = deadline
+        .saturating_duration_since(Instant::now())
+        .max(OUTPUT_GRACE);
+    (exit, output.recv_timeout(grace).ok())
+}

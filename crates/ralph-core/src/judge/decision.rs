@@ -406,11 +406,7 @@ pub fn decide_judged(
         resumed = state.paused_because.clone();
         next.resume();
     }
-    next.usage.add(&observed.usage.tokens);
-    next.record_calls(&observed.usage.calls, now_secs);
-    if let Some(cursor) = &observed.usage.cursor {
-        next.transcript = Some(cursor.clone());
-    }
+    count_usage(&mut next, &observed.usage, now_secs);
     let iteration = state.iteration;
     if let Some(failure) = &observed.api_failure {
         return pause_on_api_error(next, observed, failure, now);
@@ -428,19 +424,9 @@ pub fn decide_judged(
     let error = errors::sighting(&observed.message, &observed.failing_tool_results);
 
     let assessment = &claim.assessment;
-    next.test_only_iterations = claim.saturation;
-    if assessment.indication {
-        next.completion_indications.push(iteration);
-    }
-    let keep_from = iteration
-        .saturating_add(1)
-        .saturating_sub(completion::DUAL_WINDOW);
-    next.completion_indications.retain(|&i| i >= keep_from);
+    note_indications(&mut next, claim, iteration);
 
     let mut notices = Vec::new();
-    let mut claim_record = None;
-    let mut rejected = None;
-    let mut accepted_summary = String::new();
     // The calls the client refused for lack of permission this iteration.
     let denied = match &observed.refused_calls {
         Some(calls) => calls.clone(),
@@ -448,55 +434,17 @@ pub fn decide_judged(
             .into_iter()
             .collect(),
     };
-    let completed = assessment.claimed && {
-        let mut gates = completion::gates(
-            assessment,
-            &observed.plan,
-            &config.completion.verify,
-            observed.verification.as_deref(),
-            &completion::Integrity {
-                baseline: &state.test_baseline,
-                allow_fewer_tests: config.completion.allow_fewer_tests,
-                protected_changes: observed.protected_changes.as_deref(),
-            },
-        );
-        // Unknown change counts as none: the refusal is known, the work is
-        // not. Calls not seen yet (the client writes them after the hook,
-        // under load) after an iteration whose calls were refused: no
-        // change since is no sign that they went through.
-        let refused_before = state
-            .breaker
-            .counters
-            .get(breaker::Signal::PermissionDenied)
-            > 0;
-        gates.extend(completion::permission_gate(
-            &denied,
-            observed.tools_incomplete && refused_before,
-            observed.progress.changed == Some(true),
-        ));
-        let accepted = gates.iter().all(|g| g.passed);
-        claim_record = Some(ClaimOutcome {
-            accepted,
-            basis: assessment.basis.clone(),
-            failed_gates: gates.iter().filter(|g| !g.passed).map(|g| g.gate).collect(),
-        });
-        if accepted {
-            accepted_summary = completion::accepted_summary(&gates);
-        } else {
-            notices.push(completion::failure_notice(assessment, &gates));
-            rejected = rejection(&gates);
+    let judged = assessment
+        .claimed
+        .then(|| judge_completion(config, state, observed, assessment, &denied, iteration, now));
+    let completed = judged.as_ref().is_some_and(|j| j.accepted);
+    let (claim_record, rejected, accepted_summary) = match judged {
+        Some(j) => {
+            notices.extend(j.notice);
+            next.last_claim = Some(j.record);
+            (Some(j.outcome), j.rejected, j.accepted_summary)
         }
-        next.last_claim = Some(ClaimRecord {
-            iteration,
-            at: now.to_string(),
-            mode: config.completion.mode,
-            basis: assessment.basis.clone(),
-            score: assessment.score,
-            accepted,
-            gates,
-            verification: observed.verification.clone().unwrap_or_default(),
-        });
-        accepted
+        None => (None, None, String::new()),
     };
 
     let progress = ProgressObservation {
@@ -529,7 +477,194 @@ pub fn decide_judged(
         notices.push(completion::saturation_notice(claim.saturation));
     }
 
-    // What the agent says became of its work item (RALPH_OUTCOME).
+    let marker = count_outcome(observed, &mut next, &mut notices);
+    let (verdict, why) = verdict_of(VerdictInputs {
+        config,
+        state,
+        next: &next,
+        observed,
+        assessment,
+        completed,
+        accepted_summary: &accepted_summary,
+        effect: &effect,
+        notices,
+    });
+
+    let (verdict, why) = pause_for_calls(config, &mut next, verdict, why, now);
+    let why = match &resumed {
+        Some(paused) => format!(
+            "resumed after the pause ({}: {}); {why}",
+            paused.kind.as_str(),
+            paused.message
+        ),
+        None => why,
+    };
+    let decision = settle_verdict(&mut next, &verdict, &why, now);
+    next.last_run_at = Some(now.to_string());
+    next.push_history(IterationRecord {
+        iteration,
+        at: now.to_string(),
+        decision,
+        why,
+        excerpt: excerpt(&observed.message),
+        stop_hook_active: observed.stop_hook_active,
+        findings,
+        message_source: observed.message_source,
+        tool_calls: observed.tool_calls,
+        error: error.map(|e| e.sample),
+        breaker: transition,
+        status_block: assessment.status_block.clone(),
+        claim: claim_record,
+        progress: Some(observed.progress.method),
+        calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
+        usage: observed.usage.tokens,
+        tools_incomplete: observed.tools_incomplete,
+        outcome: marker.as_ref().map(|m| m.status).or(observed
+            .cut_off
+            .as_ref()
+            .map(|_| claims::OutcomeStatus::Error)),
+        item_id: marker.and_then(|m| m.item_id),
+    });
+    Outcome {
+        new_state: Some(next),
+        verdict,
+    }
+}
+
+/// Adds the stop's requests and tokens to the new state and moves its
+/// transcript cursor.
+fn count_usage(next: &mut LoopState, usage: &UsageReading, now_secs: u64) {
+    next.usage.add(&usage.tokens);
+    next.record_calls(&usage.calls, now_secs);
+    if let Some(cursor) = &usage.cursor {
+        next.transcript = Some(cursor.clone());
+    }
+}
+
+/// Keeps the claim's test-only streak and the iterations that indicated
+/// completion within the dual mode's window.
+fn note_indications(next: &mut LoopState, claim: &ClaimJudgement, iteration: u32) {
+    next.test_only_iterations = claim.saturation;
+    if claim.assessment.indication {
+        next.completion_indications.push(iteration);
+    }
+    let keep_from = iteration
+        .saturating_add(1)
+        .saturating_sub(completion::DUAL_WINDOW);
+    next.completion_indications.retain(|&i| i >= keep_from);
+}
+
+/// Applies the verdict to the new state (paused, at the next iteration, or
+/// ended with `why`) and says what the hook answers.
+fn settle_verdict(next: &mut LoopState, verdict: &Verdict, why: &str, now: &str) -> StopDecision {
+    match verdict {
+        Verdict::Pause(because) => {
+            next.pause(because.clone());
+            StopDecision::Allow
+        }
+        Verdict::Continue { iteration, .. } => {
+            next.iteration = *iteration;
+            StopDecision::Block
+        }
+        Verdict::End(status) => {
+            next.end(*status, why.to_string(), now);
+            StopDecision::Allow
+        }
+        Verdict::Pass(_) => unreachable!("passes return early"),
+    }
+}
+
+/// A claim judged against its gates: the record kept in the state, what
+/// the history says of it, and what the agent is told.
+struct CompletionJudged {
+    accepted: bool,
+    record: ClaimRecord,
+    outcome: ClaimOutcome,
+    rejected: Option<errors::ErrorSighting>,
+    accepted_summary: String,
+    notice: Option<String>,
+}
+
+/// Runs the completion gates on a claim: the verification, the plan, the
+/// test counts, the protected files, and the permission gate for calls the
+/// client refused.
+fn judge_completion(
+    config: &Config,
+    state: &LoopState,
+    observed: &Observation,
+    assessment: &completion::Assessment,
+    denied: &[errors::Refusal],
+    iteration: u32,
+    now: &str,
+) -> CompletionJudged {
+    let mut gates = completion::gates(
+        assessment,
+        &observed.plan,
+        &config.completion.verify,
+        observed.verification.as_deref(),
+        &completion::Integrity {
+            baseline: &state.test_baseline,
+            allow_fewer_tests: config.completion.allow_fewer_tests,
+            protected_changes: observed.protected_changes.as_deref(),
+        },
+    );
+    // Unknown change counts as none: the refusal is known, the work is
+    // not. Calls not seen yet (the client writes them after the hook,
+    // under load) after an iteration whose calls were refused: no
+    // change since is no sign that they went through.
+    let refused_before = state
+        .breaker
+        .counters
+        .get(breaker::Signal::PermissionDenied)
+        > 0;
+    gates.extend(completion::permission_gate(
+        denied,
+        observed.tools_incomplete && refused_before,
+        observed.progress.changed == Some(true),
+    ));
+    let accepted = gates.iter().all(|g| g.passed);
+    let outcome = ClaimOutcome {
+        accepted,
+        basis: assessment.basis.clone(),
+        failed_gates: gates.iter().filter(|g| !g.passed).map(|g| g.gate).collect(),
+    };
+    let (accepted_summary, notice, rejected) = if accepted {
+        (completion::accepted_summary(&gates), None, None)
+    } else {
+        (
+            String::new(),
+            Some(completion::failure_notice(assessment, &gates)),
+            rejection(&gates),
+        )
+    };
+    let record = ClaimRecord {
+        iteration,
+        at: now.to_string(),
+        mode: config.completion.mode,
+        basis: assessment.basis.clone(),
+        score: assessment.score,
+        accepted,
+        gates,
+        verification: observed.verification.clone().unwrap_or_default(),
+    };
+    CompletionJudged {
+        accepted,
+        record,
+        outcome,
+        rejected,
+        accepted_summary,
+        notice,
+    }
+}
+
+/// Reads the agent's RALPH_OUTCOME marker (a marker not understood is said
+/// in a notice) and counts it, and a cut-off iteration, against the error
+/// and gate budgets.
+fn count_outcome(
+    observed: &Observation,
+    next: &mut LoopState,
+    notices: &mut Vec<String>,
+) -> Option<claims::Outcome> {
     let marker = match claims::outcome(&observed.message) {
         Some(Ok(marker)) => Some(marker),
         Some(Err(problem)) => {
@@ -566,9 +701,41 @@ pub fn decide_judged(
              look at the project's files before you go on, and keep each step short."
         ));
     }
+    marker
+}
+
+/// What [`verdict_of`] decides from.
+struct VerdictInputs<'a> {
+    config: &'a Config,
+    state: &'a LoopState,
+    next: &'a LoopState,
+    observed: &'a Observation,
+    assessment: &'a completion::Assessment,
+    completed: bool,
+    accepted_summary: &'a str,
+    effect: &'a BreakerEffect,
+    notices: Vec<String>,
+}
+
+/// The stop's verdict and why, in order: the agent's abort, an accepted
+/// claim, the outcome budgets, the breaker, the cap, else the next
+/// iteration (with the notices).
+fn verdict_of(inputs: VerdictInputs<'_>) -> (Verdict, String) {
+    let VerdictInputs {
+        config,
+        state,
+        next,
+        observed,
+        assessment,
+        completed,
+        accepted_summary,
+        effect,
+        notices,
+    } = inputs;
+    let iteration = state.iteration;
     let budgets = config.outcome_budgets;
     let abort = claims::abort_request(&observed.message);
-    let (verdict, why) = if let Some(reason) = &abort {
+    if let Some(reason) = &abort {
         // The agent cannot go on without the person: stop now, whatever
         // else the iteration said.
         (
@@ -628,17 +795,26 @@ pub fn decide_judged(
                 format!("iteration {iteration} ended without a completion claim")
             },
         )
-    };
+    }
+}
 
-    // The loop would go on, but its calls-per-hour budget is spent: pause
-    // until the window frees, and go on with the next iteration then.
+/// A verdict to go on while the calls-per-hour budget is spent becomes a
+/// pause until the window frees, going on with the next iteration then.
+fn pause_for_calls(
+    config: &Config,
+    next: &mut LoopState,
+    verdict: Verdict,
+    why: String,
+    now: &str,
+) -> (Verdict, String) {
+    let now_secs = crate::time::epoch_secs(now).unwrap_or(0);
     let free_at = match (&verdict, config.supervision.max_calls_per_hour) {
         (Verdict::Continue { .. }, Some(cap)) => {
             next.calls_free_at(cap, now_secs).map(|at| (cap, at))
         }
         _ => None,
     };
-    let (verdict, why) = match (verdict, free_at) {
+    match (verdict, free_at) {
         (
             Verdict::Continue {
                 iteration: next_iteration,
@@ -661,59 +837,6 @@ pub fn decide_judged(
             (Verdict::Pause(because), why)
         }
         (verdict, _) => (verdict, why),
-    };
-    let why = match &resumed {
-        Some(paused) => format!(
-            "resumed after the pause ({}: {}); {why}",
-            paused.kind.as_str(),
-            paused.message
-        ),
-        None => why,
-    };
-
-    let decision = match &verdict {
-        Verdict::Pause(because) => {
-            next.pause(because.clone());
-            StopDecision::Allow
-        }
-        Verdict::Continue { iteration, .. } => {
-            next.iteration = *iteration;
-            StopDecision::Block
-        }
-        Verdict::End(status) => {
-            next.end(*status, why.clone(), now);
-            StopDecision::Allow
-        }
-        Verdict::Pass(_) => unreachable!("passes return early"),
-    };
-    next.last_run_at = Some(now.to_string());
-    next.push_history(IterationRecord {
-        iteration,
-        at: now.to_string(),
-        decision,
-        why,
-        excerpt: excerpt(&observed.message),
-        stop_hook_active: observed.stop_hook_active,
-        findings,
-        message_source: observed.message_source,
-        tool_calls: observed.tool_calls,
-        error: error.map(|e| e.sample),
-        breaker: transition,
-        status_block: assessment.status_block.clone(),
-        claim: claim_record,
-        progress: Some(observed.progress.method),
-        calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
-        usage: observed.usage.tokens,
-        tools_incomplete: observed.tools_incomplete,
-        outcome: marker.as_ref().map(|m| m.status).or(observed
-            .cut_off
-            .as_ref()
-            .map(|_| claims::OutcomeStatus::Error)),
-        item_id: marker.and_then(|m| m.item_id),
-    });
-    Outcome {
-        new_state: Some(next),
-        verdict,
     }
 }
 

@@ -185,9 +185,37 @@ pub fn summary(
     config: Option<&Config>,
     now: u64,
 ) -> String {
-    let mut out = format!("Ralph loop in {}\n", paths.root.display());
-    let mut line = |label: &str, value: String| out.push_str(&format!("  {label:<11} {value}\n"));
-    line(
+    let mut l = Lines(format!("Ralph loop in {}\n", paths.root.display()));
+    head(&mut l, paths, state);
+    position(&mut l, state);
+    formula_steps(&mut l, state);
+    times_and_next(&mut l, state, config, now);
+    spending(&mut l, state, config, now);
+    breaker_lines(&mut l, state, config);
+    claim_lines(&mut l, state);
+    recent_stops(&mut l, state);
+    l.0
+}
+
+/// The text `summary` builds: labelled lines, and lines as they are.
+struct Lines(String);
+
+impl Lines {
+    /// `  label:     value`.
+    fn line(&mut self, label: &str, value: String) {
+        self.0.push_str(&format!("  {label:<11} {value}\n"));
+    }
+
+    /// A line (or lines) as it is.
+    fn raw(&mut self, text: &str) {
+        self.0.push_str(text);
+    }
+}
+
+/// The status, and what stands in its way: drift of the pinned config,
+/// the hook's last problem, a pause.
+fn head(l: &mut Lines, paths: &ProjectPaths, state: &LoopState) {
+    l.line(
         "status:",
         if lifecycle::completion_on_record(state) {
             state.status.as_str().to_string()
@@ -196,39 +224,47 @@ pub fn summary(
         },
     );
     if let Some(drift) = &state.config_drift {
-        line("config:", drift.describe());
+        l.line("config:", drift.describe());
     }
     if let Some(problem) =
         ralph_core::persist::log::last_problem(&paths.state_file(), &state.session_id)
     {
-        line(
+        l.line(
             "hook:",
             format!("could not go on at {}: {}", problem.at, problem.reason),
         );
     }
     if let (Status::Paused, Some(paused)) = (state.status, &state.paused_because) {
-        line(
+        l.line(
             "paused:",
             format!("{} at {}: {}", cause(paused), paused.at, paused.message),
         );
         if let Some(at) = &paused.resume_at {
-            line("not before:", at.clone());
+            l.line("not before:", at.clone());
         }
     }
-    line(
+}
+
+/// Where the loop is: its iteration, session and context mode.
+fn position(l: &mut Lines, state: &LoopState) {
+    l.line(
         "iteration:",
         format!("{} of {}", state.iteration, state.max_iterations),
     );
-    line("session:", state.session_id.clone());
+    l.line("session:", state.session_id.clone());
     if state.fresh_context {
-        line(
+        l.line(
             "context:",
             "fresh: a client process and session per iteration (the session above is the latest)"
                 .into(),
         );
     }
+}
+
+/// A formula run's steps: each one's model, iterations, cost and gates.
+fn formula_steps(l: &mut Lines, state: &LoopState) {
     if let Some(run) = &state.formula {
-        line("formula:", format!("{}, {}", run.name, run.position()));
+        l.line("formula:", format!("{}, {}", run.name, run.position()));
         for (i, step) in run.steps.iter().enumerate() {
             let mut parts = vec![format!(
                 "{} iteration{}, {}",
@@ -259,14 +295,18 @@ pub fn summary(
             } else {
                 ""
             };
-            line(
+            l.line(
                 "",
                 format!("{}. {}: {}{done}", i + 1, step.id, parts.join(", ")),
             );
         }
     }
-    line("started:", state.started_at.clone());
-    line(
+}
+
+/// When it started, stopped and ended, why, and what to do next.
+fn times_and_next(l: &mut Lines, state: &LoopState, config: Option<&Config>, now: u64) {
+    l.line("started:", state.started_at.clone());
+    l.line(
         "last stop:",
         state
             .last_run_at
@@ -274,13 +314,13 @@ pub fn summary(
             .unwrap_or_else(|| "none yet".into()),
     );
     if let Some(ended) = &state.ended_at {
-        line("ended:", ended.clone());
+        l.line("ended:", ended.clone());
     }
     if let Some(because) = &state.ended_because {
-        line("because:", because.clone());
+        l.line("because:", because.clone());
     }
     match (state.status, &state.paused_because) {
-        (Status::Failed, Some(paused)) => line(
+        (Status::Failed, Some(paused)) => l.line(
             "fix:",
             if paused.kind.is_transient() {
                 paused.kind.fix().to_string()
@@ -291,7 +331,7 @@ pub fn summary(
                 )
             },
         ),
-        (Status::BudgetExhausted, _) => line(
+        (Status::BudgetExhausted, _) => l.line(
             "fix:",
             "raise maxCostUsd (or RALPH_MAX_COST_USD); then `ralph-ctl run --resume` goes on"
                 .into(),
@@ -300,11 +340,15 @@ pub fn summary(
             if let Some(next) =
                 waiting_under_launcher(state, config, now).or_else(|| lifecycle::next_step(state))
             {
-                line("next:", next);
+                l.line("next:", next);
             }
         }
     }
-    line(
+}
+
+/// Findings, outcome budgets, cost, requests, tokens and automatic resumes.
+fn spending(l: &mut Lines, state: &LoopState, config: Option<&Config>, now: u64) {
+    l.line(
         "findings:",
         match state.last_findings_count {
             Some(n) => format!("{n} remain"),
@@ -313,7 +357,7 @@ pub fn summary(
     );
     if state.outcome_errors > 0 || state.outcome_gate_blocked > 0 {
         let budgets = config.map(|c| c.outcome_budgets).unwrap_or_default();
-        line(
+        l.line(
             "outcomes:",
             format!(
                 "RALPH_OUTCOME error {}/{} in a row, gate-blocked {}/{} in a row",
@@ -327,7 +371,7 @@ pub fn summary(
     let supervision = config.map(|c| &c.supervision);
     let max_cost = supervision.and_then(|s| s.max_cost);
     if state.cost_usd.0 > 0 || max_cost.is_some() {
-        line(
+        l.line(
             "cost:",
             match max_cost {
                 Some(max) => format!("{} of maxCostUsd {max}", state.cost_usd),
@@ -338,7 +382,7 @@ pub fn summary(
     let calls = state.calls_in_last_hour(now);
     let max_calls = supervision.and_then(|s| s.max_calls_per_hour);
     if calls > 0 || max_calls.is_some() {
-        line(
+        l.line(
             "requests:",
             match max_calls {
                 Some(max) => format!("{calls} in the last hour, of maxCallsPerHour {max}"),
@@ -347,10 +391,10 @@ pub fn summary(
         );
     }
     if !state.usage.is_zero() {
-        line("tokens:", tokens(&state.usage));
+        l.line("tokens:", tokens(&state.usage));
     }
     if state.auto_resumes > 0 {
-        line(
+        l.line(
             "resumes:",
             match config {
                 Some(c) => format!(
@@ -363,8 +407,13 @@ pub fn summary(
             },
         );
     }
+}
+
+/// The circuit breaker: its state, each signal against its threshold, its
+/// last transition.
+fn breaker_lines(l: &mut Lines, state: &LoopState, config: Option<&Config>) {
     let b = &state.breaker;
-    line("breaker:", b.state.as_str().to_string());
+    l.line("breaker:", b.state.as_str().to_string());
     let signals: Vec<String> = breaker::SIGNALS
         .iter()
         .map(|spec| {
@@ -375,9 +424,9 @@ pub fn summary(
             }
         })
         .collect();
-    line("signals:", signals.join(", "));
+    l.line("signals:", signals.join(", "));
     if let Some(tr) = &b.last_transition {
-        line(
+        l.line(
             "transition:",
             format!(
                 "{} → {} at iteration {} ({}): {}",
@@ -389,8 +438,12 @@ pub fn summary(
             ),
         );
     }
+}
+
+/// The test baseline and the last completion claim with its gates and checks.
+fn claim_lines(l: &mut Lines, state: &LoopState) {
     for base in &state.test_baseline {
-        line(
+        l.line(
             "baseline:",
             format!(
                 "tests of `{}` at the start: {}",
@@ -400,7 +453,7 @@ pub fn summary(
         );
     }
     if let Some(claim) = &state.last_claim {
-        line(
+        l.line(
             "last claim:",
             format!(
                 "iteration {} ({}), {}: {}",
@@ -416,7 +469,7 @@ pub fn summary(
         );
         for gate in &claim.gates {
             let first = gate.detail.lines().next().unwrap_or_default();
-            line(
+            l.line(
                 "  gate:",
                 format!(
                     "{} {}: {first}",
@@ -426,7 +479,7 @@ pub fn summary(
             );
         }
         if let Some(last) = claim.verification.last() {
-            line(
+            l.line(
                 "  verify:",
                 format!(
                     "`{}` exit {} in {} ms{}",
@@ -440,22 +493,26 @@ pub fn summary(
             );
             for result in &claim.verification {
                 if let Some(counts) = &result.counts {
-                    line(
+                    l.line(
                         "  tests:",
                         format!("`{}` {}", result.command, counts.describe()),
                     );
                 }
             }
             for tail in last.output_tail.lines() {
-                out.push_str(&format!("      | {tail}\n"));
+                l.raw(&format!("      | {tail}\n"));
             }
         }
     }
+}
+
+/// The last stops, newest last.
+fn recent_stops(l: &mut Lines, state: &LoopState) {
     if !state.history.is_empty() {
-        out.push_str("Recent stops (newest last):\n");
+        l.raw("Recent stops (newest last):\n");
         let skip = state.history.len().saturating_sub(RECENT);
         for record in &state.history[skip..] {
-            out.push_str(&format!(
+            l.raw(&format!(
                 "  #{:<3} {}  {:<5}  {}\n",
                 record.iteration,
                 record.at,
@@ -466,19 +523,19 @@ pub fn summary(
                 record.why
             ));
             if !record.excerpt.is_empty() {
-                out.push_str(&format!("        said: {}\n", record.excerpt));
+                l.raw(&format!("        said: {}\n", record.excerpt));
             }
             if let Some(error) = &record.error {
-                out.push_str(&format!("        error: {error}\n"));
+                l.raw(&format!("        error: {error}\n"));
             }
             if let Some(transition) = &record.breaker {
-                out.push_str(&format!("        breaker: {transition}\n"));
+                l.raw(&format!("        breaker: {transition}\n"));
             }
             if let Some(claim) = &record.claim {
-                out.push_str(&format!("        claim: {claim}\n"));
+                l.raw(&format!("        claim: {claim}\n"));
             }
             if record.calls > 0 || !record.usage.is_zero() {
-                out.push_str(&format!(
+                l.raw(&format!(
                     "        used: {} request(s), tokens {}\n",
                     record.calls,
                     tokens(&record.usage)
@@ -486,7 +543,6 @@ pub fn summary(
             }
         }
     }
-    out
 }
 
 /// What paused a loop: its kind and the HTTP status, when known.

@@ -287,7 +287,7 @@ fn json_text(value: &Value) -> String {
 /// Installs templates, launchers, the hook registration, the runtime
 /// folder's `.gitignore`, and (asked for) the completion check.
 pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
-    let hook = find_hook(options.hook_path)?;
+    let hook = find_hook(options.hook_path.clone())?;
     let root = &paths.root;
     if let Some(command) = &options.verify {
         if command.trim().is_empty() {
@@ -304,50 +304,10 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         Ok(config) if config.completion.protected_paths.is_empty() => detect::test_paths(root),
         _ => Vec::new(),
     };
-    let plan = match (&options.verify, &config) {
-        (Some(command), _) => VerifyPlan::Write(command.clone(), "--verify".into()),
-        (None, Ok(config)) if !config.completion.verify.is_empty() => {
-            VerifyPlan::Kept(config.completion.verify.len())
-        }
-        (None, _) => match detect::test_command(root) {
-            Some(found) if options.yes || ask_to_use(&found, &offered_protection) => {
-                VerifyPlan::Write(found.command, found.source)
-            }
-            Some(found) => VerifyPlan::Offer(found),
-            None => VerifyPlan::Nothing,
-        },
-    };
+    let plan = plan_verify(root, &options, &config, &offered_protection);
     let config_path = paths.config_file();
-    let config_text = match &plan {
-        VerifyPlan::Write(command, _) => {
-            config.as_ref().map_err(|e| {
-                CtlError::BadArgument(format!("{e}; fix it before init adds the verify command"))
-            })?;
-            let mut value = read_json_object(&config_path)?;
-            value["verify"] = serde_json::json!([{"name": VERIFY_NAME, "command": command}]);
-            if !offered_protection.is_empty() {
-                value["protectedPaths"] = serde_json::json!(offered_protection);
-            }
-            Some(json_text(&value))
-        }
-        _ => None,
-    };
-    // The registered timeout must leave room for the verification commands.
-    let verify_total = match &plan {
-        VerifyPlan::Write(..) => u64::from(verify::DEFAULT_TIMEOUT_SECS),
-        _ => config
-            .as_ref()
-            .map(|c| verify::total_timeout(&c.completion.verify))
-            .unwrap_or(0),
-    };
-    let timeout = options.timeout.unwrap_or_else(|| {
-        let needed = verify_total + 30;
-        u32::try_from(needed.max(u64::from(settings::DEFAULT_HOOK_TIMEOUT_SECS)))
-            .unwrap_or(u32::MAX)
-    });
-    if let Some(warning) = registration::timeout_warning(verify_total, u64::from(timeout)) {
-        crate::output::say_err!("ralph-ctl: warning: {warning}");
-    }
+    let config_text = config_text(&config_path, &plan, &config, &offered_protection)?;
+    let timeout = hook_timeout(&options, &plan, &config);
     crate::output::say!("Installing ralph into {}", root.display());
     let ralph_dir = paths.ralph_dir();
 
@@ -413,49 +373,8 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
     // Never registered twice: Claude Code would run both.
     settings::remove_stop_hook(other);
 
-    report(
-        install(&prompt, assets::PROMPT_TEMPLATE, true, 0o644)?,
-        &prompt,
-        root,
-    );
-    report(
-        install(&guardrails, assets::GUARDRAILS_TEMPLATE, true, 0o644)?,
-        &guardrails,
-        root,
-    );
-    if let Some(name) = &options.formula {
-        let path = crate::formula::file_of(paths, name)?;
-        // The project's verify gates the steps; without one, the tests
-        // found (if any) gate the last step.
-        let found_tests = match &plan {
-            VerifyPlan::Offer(found) => Some(found.command.as_str()),
-            _ => None,
-        };
-        let text = crate::formula::starter(name, found_tests);
-        report(install(&path, &text, true, 0o644)?, &path, root);
-    }
-
-    // Where ralph-ctl is, quoted for each script; an empty value makes the
-    // launchers look at RALPH_CTL and PATH instead.
-    let ctl = ctl_path();
-    let sh_value = crate::driver::command::sh_quoted(ctl.as_deref().unwrap_or_default());
-    report(
-        install(
-            &sh,
-            &assets::LAUNCHER_SH.replace(assets::CTL_PLACEHOLDER, &sh_value),
-            false,
-            0o755,
-        )?,
-        &sh,
-        root,
-    );
-    make_executable(&sh)?;
-    let bat_value = ctl.as_deref().and_then(bat_set_value).unwrap_or_default();
-    let bat_text = assets::LAUNCHER_BAT
-        .replace(assets::CTL_PLACEHOLDER, &bat_value)
-        .replace("\r\n", "\n")
-        .replace('\n', "\r\n");
-    report(install(&bat, &bat_text, false, 0o644)?, &bat, root);
+    install_templates(paths, &options, &plan, &prompt, &guardrails)?;
+    install_launchers(&sh, &bat, root)?;
     if let Some(text) = &config_text {
         report(
             install(&config_path, text, false, 0o644)?,
@@ -464,12 +383,85 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         );
     }
 
-    for (path, value, before) in [
-        (&shared_settings, &shared, &shared_before),
-        (&local_settings, &local, &local_before),
-    ] {
+    write_settings(
+        [
+            (&shared_settings, &shared, &shared_before),
+            (&local_settings, &local, &local_before),
+        ],
+        target_path,
+        root,
+    )?;
+    report(
+        install(
+            &runtime_ignore,
+            crate::driver::start::RUNTIME_GITIGNORE,
+            true,
+            0o644,
+        )?,
+        &runtime_ignore,
+        root,
+    );
+    if into_local {
+        ignore_local_settings(&claude_ignore, root)?;
+    }
+
+    tell_what_next(
+        &plan,
+        &protected,
+        &options,
+        &prompt,
+        &hook,
+        timeout,
+        target_path,
+        root,
+    );
+    Ok(exit_codes::OK)
+}
+
+/// PROMPT.md and guardrails.md when they are missing, and the starter
+/// formula `--formula NAME` asks for.
+fn install_templates(
+    paths: &ProjectPaths,
+    options: &InitOptions,
+    plan: &VerifyPlan,
+    prompt: &Path,
+    guardrails: &Path,
+) -> Result<(), CtlError> {
+    let root = &paths.root;
+    report(
+        install(prompt, assets::PROMPT_TEMPLATE, true, 0o644)?,
+        prompt,
+        root,
+    );
+    report(
+        install(guardrails, assets::GUARDRAILS_TEMPLATE, true, 0o644)?,
+        guardrails,
+        root,
+    );
+    if let Some(name) = &options.formula {
+        let path = crate::formula::file_of(paths, name)?;
+        // The project's verify gates the steps; without one, the tests
+        // found (if any) gate the last step.
+        let found_tests = match plan {
+            VerifyPlan::Offer(found) => Some(found.command.as_str()),
+            _ => None,
+        };
+        let text = crate::formula::starter(name, found_tests);
+        report(install(&path, &text, true, 0o644)?, &path, root);
+    }
+    Ok(())
+}
+
+/// Writes each settings file that changed: the one the hook is
+/// registered in always, the other only when it exists.
+fn write_settings(
+    files: [(&PathBuf, &Value, &Value); 2],
+    target_path: &Path,
+    root: &Path,
+) -> Result<(), CtlError> {
+    for (path, value, before) in files {
         let exists = path.symlink_metadata().is_ok();
-        let wanted = if std::ptr::eq(path, target_path) {
+        let wanted = if path.as_path() == target_path {
             true
         } else {
             exists
@@ -484,44 +476,148 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         };
         report(change, path, root);
     }
+    Ok(())
+}
+
+/// The completion check `init` settles on: `--verify`, the config's own,
+/// or the test command found (asked in a terminal, taken with `--yes`).
+fn plan_verify(
+    root: &Path,
+    options: &InitOptions,
+    config: &Result<Config, ralph_core::judge::config::ConfigError>,
+    offered_protection: &[String],
+) -> VerifyPlan {
+    match (&options.verify, config) {
+        (Some(command), _) => VerifyPlan::Write(command.clone(), "--verify".into()),
+        (None, Ok(config)) if !config.completion.verify.is_empty() => {
+            VerifyPlan::Kept(config.completion.verify.len())
+        }
+        (None, _) => match detect::test_command(root) {
+            Some(found) if options.yes || ask_to_use(&found, offered_protection) => {
+                VerifyPlan::Write(found.command, found.source)
+            }
+            Some(found) => VerifyPlan::Offer(found),
+            None => VerifyPlan::Nothing,
+        },
+    }
+}
+
+/// config.json's new text when the plan writes a verify command (with the
+/// protected paths offered); the config must be valid before it is added to.
+fn config_text(
+    config_path: &Path,
+    plan: &VerifyPlan,
+    config: &Result<Config, ralph_core::judge::config::ConfigError>,
+    offered_protection: &[String],
+) -> Result<Option<String>, CtlError> {
+    let VerifyPlan::Write(command, _) = plan else {
+        return Ok(None);
+    };
+    config.as_ref().map_err(|e| {
+        CtlError::BadArgument(format!("{e}; fix it before init adds the verify command"))
+    })?;
+    let mut value = read_json_object(config_path)?;
+    value["verify"] = serde_json::json!([{"name": VERIFY_NAME, "command": command}]);
+    if !offered_protection.is_empty() {
+        value["protectedPaths"] = serde_json::json!(offered_protection);
+    }
+    Ok(Some(json_text(&value)))
+}
+
+/// The Stop hook's timeout: `--timeout`, else room for the verification
+/// commands (warned about when the given one leaves none).
+fn hook_timeout(
+    options: &InitOptions,
+    plan: &VerifyPlan,
+    config: &Result<Config, ralph_core::judge::config::ConfigError>,
+) -> u32 {
+    let verify_total = match plan {
+        VerifyPlan::Write(..) => u64::from(verify::DEFAULT_TIMEOUT_SECS),
+        _ => config
+            .as_ref()
+            .map(|c| verify::total_timeout(&c.completion.verify))
+            .unwrap_or(0),
+    };
+    let timeout = options.timeout.unwrap_or_else(|| {
+        let needed = verify_total + 30;
+        u32::try_from(needed.max(u64::from(settings::DEFAULT_HOOK_TIMEOUT_SECS)))
+            .unwrap_or(u32::MAX)
+    });
+    if let Some(warning) = registration::timeout_warning(verify_total, u64::from(timeout)) {
+        crate::output::say_err!("ralph-ctl: warning: {warning}");
+    }
+    timeout
+}
+
+/// The launchers, with where ralph-ctl is quoted for each script (an empty
+/// value makes them look at RALPH_CTL and PATH instead).
+fn install_launchers(sh: &Path, bat: &Path, root: &Path) -> Result<(), CtlError> {
+    let ctl = ctl_path();
+    let sh_value = crate::driver::command::sh_quoted(ctl.as_deref().unwrap_or_default());
     report(
         install(
-            &runtime_ignore,
-            crate::driver::start::RUNTIME_GITIGNORE,
-            true,
-            0o644,
+            sh,
+            &assets::LAUNCHER_SH.replace(assets::CTL_PLACEHOLDER, &sh_value),
+            false,
+            0o755,
         )?,
-        &runtime_ignore,
+        sh,
         root,
     );
-    if into_local {
-        let current = match files::read_bounded(&claude_ignore, 1024 * 1024)
-            .map_err(CtlError::io("read", &claude_ignore))?
-        {
-            Bounded::Bytes(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            _ => String::new(),
-        };
-        let listed = current.lines().any(|l| {
-            let l = l.trim();
-            l == LOCAL_SETTINGS_IGNORED || l == "settings.local.json"
-        });
-        if !listed {
-            let mut text = current.clone();
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str(LOCAL_SETTINGS_IGNORED);
-            text.push('\n');
-            report(
-                install(&claude_ignore, &text, false, 0o644)?,
-                &claude_ignore,
-                root,
-            );
-        }
-    }
+    make_executable(sh)?;
+    let bat_value = ctl.as_deref().and_then(bat_set_value).unwrap_or_default();
+    let bat_text = assets::LAUNCHER_BAT
+        .replace(assets::CTL_PLACEHOLDER, &bat_value)
+        .replace("\r\n", "\n")
+        .replace('\n', "\r\n");
+    report(install(bat, &bat_text, false, 0o644)?, bat, root);
+    Ok(())
+}
 
+/// Lists `.claude/settings.local.json` in `.claude/.gitignore` when it is
+/// not listed yet (a person's own registration stays out of git).
+fn ignore_local_settings(claude_ignore: &Path, root: &Path) -> Result<(), CtlError> {
+    let current = match files::read_bounded(claude_ignore, 1024 * 1024)
+        .map_err(CtlError::io("read", &claude_ignore))?
+    {
+        Bounded::Bytes(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        _ => String::new(),
+    };
+    let listed = current.lines().any(|l| {
+        let l = l.trim();
+        l == LOCAL_SETTINGS_IGNORED || l == "settings.local.json"
+    });
+    if !listed {
+        let mut text = current.clone();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(LOCAL_SETTINGS_IGNORED);
+        text.push('\n');
+        report(
+            install(claude_ignore, &text, false, 0o644)?,
+            claude_ignore,
+            root,
+        );
+    }
+    Ok(())
+}
+
+/// What `init` tells the person once it is done: the completion check,
+/// the protected paths, and what to run next.
+#[allow(clippy::too_many_arguments)]
+fn tell_what_next(
+    plan: &VerifyPlan,
+    protected: &[String],
+    options: &InitOptions,
+    prompt: &Path,
+    hook: &Path,
+    timeout: u32,
+    target_path: &Path,
+    root: &Path,
+) {
     crate::output::say!();
-    match &plan {
+    match plan {
         VerifyPlan::Kept(n) => crate::output::say!(
             "Completion check: the {n} verify command(s) of .claude/ralph/config.json (kept)."
         ),
@@ -553,7 +649,7 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         Some(name) => format!(".claude/ralph/ralph-audit.sh --formula {name}"),
         None => ".claude/ralph/ralph-audit.sh".to_string(),
     };
-    let prompt_ready = prompt::read_prompt(&prompt).is_ok_and(|text| !prompt::is_template(&text));
+    let prompt_ready = prompt::read_prompt(prompt).is_ok_and(|text| !prompt::is_template(&text));
     if options.then_runs {
         // `run --task` goes on with the loop itself.
     } else if prompt_ready {
@@ -571,7 +667,6 @@ pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
             .unwrap_or(target_path)
             .display()
     );
-    Ok(exit_codes::OK)
 }
 
 #[cfg(test)]

@@ -300,62 +300,21 @@ pub fn run_stop_settled(
             return Ok(StopReport::allow(note));
         }
     };
-    // The pin decides, never config.json as it is now (the agent can
-    // write it); a loop from before pinning is pinned to what this stop reads.
-    let (mut config, first_pin) = match &owned.pinned {
-        Some(pin) => (pin.config(paths, env)?, None),
-        None => {
-            let layers = FileLayers::read(paths, env)?;
-            let config = Config::from_layers(paths, env, &layers)?;
-            (config, Some(Pinned::of(&layers, &world.now())))
-        }
-    };
-    // The hook runs the config's own checks; the extra ones only a driver.
-    let hook_verify_total = verify::total_timeout(&config.completion.verify);
-    if stop.skip_project_verify {
-        config.completion.verify.clear();
-    }
-    config
-        .completion
-        .verify
-        .extend(stop.extra_verify.iter().cloned());
-    // A loop started with its own completion signal (/ralph-loop
-    // --completion-promise) is judged by it.
-    if let Some(signal) = &owned.completion_signal {
-        config.completion_signal = signal.clone();
-    }
+    let (config, first_pin, hook_verify_total) = stop_config(paths, env, stop, world, owned)?;
     let mut notes = Vec::new();
     let mut observed = observe(paths, &config, stop, world, owned, &mut notes)?;
     let claim = decision::judge_claim(&config, owned, &observed);
-    // A claim makes the verification commands run: outside the lock, since
-    // they may take minutes, and only ever the commands of config.json.
-    let commands = &config.completion.verify;
-    if claim.assessment.claimed && !commands.is_empty() {
-        let timeout = world
-            .hook_timeout(paths)
-            .unwrap_or_else(|e| {
-                notes.push(format!("warning: {e}"));
-                None
-            })
-            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
-        if let Some(warning) = registration::timeout_warning(hook_verify_total, timeout) {
-            notes.push(format!("warning: {warning}"));
-        }
-        observed.verification = Some(world.verify(work_root(paths, stop), commands));
-    }
-    // A claim is compared with the protected files at the loop's start.
-    if let (true, Some(before)) = (claim.assessment.claimed, &owned.protected_files) {
-        observed.protected_changes = Some(
-            world
-                .protected_changes(work_root(paths, stop), before)
-                .unwrap_or_else(|| {
-                    vec![format!(
-                        "(the files under {} could not be listed in time)",
-                        before.patterns.join(", ")
-                    )]
-                }),
-        );
-    }
+    check_claim(
+        paths,
+        &config,
+        stop,
+        world,
+        owned,
+        &claim,
+        hook_verify_total,
+        &mut observed,
+        &mut notes,
+    );
 
     let lock = store.lock(false)?;
     let locked = lock.read_again(&snapshot)?;
@@ -387,51 +346,7 @@ pub fn run_stop_settled(
     };
     let now = world.now();
     let mut outcome = decision::decide_judged(&config, state, &observed, &claim, &now);
-    let answer = match (&outcome.verdict, &outcome.new_state) {
-        (Verdict::End(_) | Verdict::Pause(_), Some(ended)) => Answer::End {
-            // In an interactive session nothing else says so until the
-            // client exits.
-            system_message: format!("Ralph {}", crate::judge::lifecycle::outcome_line(ended)),
-        },
-        (Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_), _) => Answer::Allow,
-        (
-            Verdict::Continue {
-                iteration,
-                max_iterations,
-                notice,
-            },
-            _,
-        ) => {
-            // Read everything the answer needs before committing the new state.
-            // The driver's task (a formula step), the loop's own (/ralph-loop), or PROMPT.md.
-            let prompt_text = match stop.task.as_ref().or(owned.task.as_ref()) {
-                Some(task) => task.clone(),
-                None => world.prompt(&paths.resolve(&config.prompt_file))?,
-            };
-            let guardrails = world.guardrails(&paths.guardrails_file())?;
-            // The person's note (`ralph-ctl say`) goes first, once.
-            let notice = match (&state.hint, notice) {
-                (Some(hint), notice) => Some(
-                    std::iter::once(format!("[Ralph: a note from the person watching] {hint}"))
-                        .chain(notice.clone())
-                        .collect::<Vec<_>>()
-                        .join("\n\n"),
-                ),
-                (None, notice) => notice.clone(),
-            };
-            Answer::Block {
-                reason: prompt::iteration_text(
-                    &config.completion_signal,
-                    *iteration,
-                    *max_iterations,
-                    notice.as_deref(),
-                    &prompt_text,
-                    guardrails.as_deref(),
-                ),
-                system_message: prompt::system_message(*iteration, *max_iterations),
-            }
-        }
-    };
+    let answer = answer_for(&outcome, paths, &config, stop, world, owned, state)?;
     if let (Answer::Block { .. }, Some(new_state)) = (&answer, outcome.new_state.as_mut()) {
         new_state.hint = None;
     }
@@ -503,6 +418,148 @@ pub fn run_stop_settled(
         answer,
         notes,
         settled: true,
+    })
+}
+
+/// The config a stop is judged by: the loop's pin (a loop from before
+/// pinning is pinned to what this stop reads, returned to be recorded),
+/// with a driver's checks instead of or beside the project's, and the
+/// loop's own completion signal. Also the total time the project's own
+/// checks may take, for the hook's timeout warning.
+fn stop_config(
+    paths: &ProjectPaths,
+    env: &dyn EnvSource,
+    stop: &Stop,
+    world: &dyn World,
+    owned: &LoopState,
+) -> Result<(Config, Option<Pinned>, u64), EngineError> {
+    // The pin decides, never config.json as it is now (the agent can
+    // write it); a loop from before pinning is pinned to what this stop reads.
+    let (mut config, first_pin) = match &owned.pinned {
+        Some(pin) => (pin.config(paths, env)?, None),
+        None => {
+            let layers = FileLayers::read(paths, env)?;
+            let config = Config::from_layers(paths, env, &layers)?;
+            (config, Some(Pinned::of(&layers, &world.now())))
+        }
+    };
+    // The hook runs the config's own checks; the extra ones only a driver.
+    let hook_verify_total = verify::total_timeout(&config.completion.verify);
+    if stop.skip_project_verify {
+        config.completion.verify.clear();
+    }
+    config
+        .completion
+        .verify
+        .extend(stop.extra_verify.iter().cloned());
+    // A loop started with its own completion signal (/ralph-loop
+    // --completion-promise) is judged by it.
+    if let Some(signal) = &owned.completion_signal {
+        config.completion_signal = signal.clone();
+    }
+    Ok((config, first_pin, hook_verify_total))
+}
+
+/// A claim's checks, outside the lock: the verification commands (only
+/// ever the config's, which may take minutes) and the protected files
+/// compared with the loop's start.
+#[allow(clippy::too_many_arguments)]
+fn check_claim(
+    paths: &ProjectPaths,
+    config: &Config,
+    stop: &Stop,
+    world: &dyn World,
+    owned: &LoopState,
+    claim: &decision::ClaimJudgement,
+    hook_verify_total: u64,
+    observed: &mut Observation,
+    notes: &mut Vec<String>,
+) {
+    let commands = &config.completion.verify;
+    if claim.assessment.claimed && !commands.is_empty() {
+        let timeout = world
+            .hook_timeout(paths)
+            .unwrap_or_else(|e| {
+                notes.push(format!("warning: {e}"));
+                None
+            })
+            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
+        if let Some(warning) = registration::timeout_warning(hook_verify_total, timeout) {
+            notes.push(format!("warning: {warning}"));
+        }
+        observed.verification = Some(world.verify(work_root(paths, stop), commands));
+    }
+    // A claim is compared with the protected files at the loop's start.
+    if let (true, Some(before)) = (claim.assessment.claimed, &owned.protected_files) {
+        observed.protected_changes = Some(
+            world
+                .protected_changes(work_root(paths, stop), before)
+                .unwrap_or_else(|| {
+                    vec![format!(
+                        "(the files under {} could not be listed in time)",
+                        before.patterns.join(", ")
+                    )]
+                }),
+        );
+    }
+}
+
+/// What the stop answers: the ending's notice, a pass, or the next
+/// iteration's text (the prompt and guardrails read before anything is
+/// committed; the person's note first, once).
+fn answer_for(
+    outcome: &decision::Outcome,
+    paths: &ProjectPaths,
+    config: &Config,
+    stop: &Stop,
+    world: &dyn World,
+    owned: &LoopState,
+    state: &LoopState,
+) -> Result<Answer, EngineError> {
+    Ok(match (&outcome.verdict, &outcome.new_state) {
+        (Verdict::End(_) | Verdict::Pause(_), Some(ended)) => Answer::End {
+            // In an interactive session nothing else says so until the
+            // client exits.
+            system_message: format!("Ralph {}", crate::judge::lifecycle::outcome_line(ended)),
+        },
+        (Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_), _) => Answer::Allow,
+        (
+            Verdict::Continue {
+                iteration,
+                max_iterations,
+                notice,
+            },
+            _,
+        ) => {
+            // Read everything the answer needs before committing the new state.
+            // The driver's task (a formula step), the loop's own (/ralph-loop), or PROMPT.md.
+            let prompt_text = match stop.task.as_ref().or(owned.task.as_ref()) {
+                Some(task) => task.clone(),
+                None => world.prompt(&paths.resolve(&config.prompt_file))?,
+            };
+            let guardrails = world.guardrails(&paths.guardrails_file())?;
+            // The person's note (`ralph-ctl say`) goes first, once.
+            let notice = match (&state.hint, notice) {
+                (Some(hint), notice) => Some(
+                    std::iter::once(format!("[Ralph: a note from the person watching] {hint}"))
+                        .chain(notice.clone())
+                        .collect::<Vec<_>>()
+                        .join("\n\n"),
+                ),
+                (None, notice) => notice.clone(),
+            };
+            Answer::Block {
+                reason: prompt::iteration_text(
+                    &config.completion_signal,
+                    *iteration,
+                    *max_iterations,
+                    notice.as_deref(),
+                    &prompt_text,
+                    guardrails.as_deref(),
+                ),
+                system_message: prompt::system_message(*iteration, *max_iterations),
+            }
+        }
     })
 }
 

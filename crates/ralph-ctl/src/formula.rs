@@ -335,7 +335,6 @@ pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaErro
             "no steps: add `steps:`, a list of steps each with an `id` and a `prompt` (or `promptFile`)".into(),
         ));
     };
-    let folder = file.parent().unwrap_or(Path::new("."));
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     // Where the step just read said `verify: false`.
@@ -371,53 +370,7 @@ pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaErro
             }
             None => None,
         };
-        let prompt = match (step.prompt, step.prompt_file) {
-            (Some(_), Some(f)) => {
-                return Err(invalid(
-                    Some(f.referenced.line()),
-                    format!("step {id:?} has both `prompt` and `promptFile`: keep one"),
-                ))
-            }
-            (Some(prompt), None) => prompt,
-            (None, Some(f)) => {
-                let path = folder.join(&f.value);
-                let unreadable = |why: String| {
-                    invalid(
-                        Some(f.referenced.line()),
-                        format!(
-                            "step {id:?}: its promptFile {} cannot be read ({why}); the path is taken from the formula's folder",
-                            path.display()
-                        ),
-                    )
-                };
-                // Inside the project only: a formula may come with the
-                // project, and must not read what lies outside it.
-                let inside = std::fs::canonicalize(&path).map_err(|e| unreadable(e.to_string()))?;
-                let project = project_of(file)
-                    .or(Some(folder))
-                    .and_then(|p| std::fs::canonicalize(p).ok());
-                if Path::new(&f.value).is_absolute()
-                    || !project.is_some_and(|p| inside.starts_with(p))
-                {
-                    return Err(invalid(
-                        Some(f.referenced.line()),
-                        format!(
-                            "step {id:?}: its promptFile {:?} is outside the project: give a path inside it, relative to the formula's folder",
-                            f.value
-                        ),
-                    ));
-                }
-                read_text(&inside, MAX_PROMPT_FILE_BYTES).map_err(|e| unreadable(e.to_string()))?
-            }
-            (None, None) => {
-                return Err(invalid(
-                    Some(line),
-                    format!(
-                        "step {id:?} has no `prompt` (or `promptFile`): say what the step is to do"
-                    ),
-                ))
-            }
-        };
+        let prompt = step_prompt(&id, step.prompt, step.prompt_file, line, file, &invalid)?;
         if prompt.trim().is_empty() {
             return Err(invalid(
                 Some(line),
@@ -432,40 +385,7 @@ pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaErro
                 ));
             }
         }
-        let mut gate_names = HashSet::new();
-        let mut gates = Vec::new();
-        for gate in step.gates {
-            let at = gate.referenced.line();
-            let gate = gate.value;
-            if gate.name.trim().is_empty() || gate.command.trim().is_empty() {
-                return Err(invalid(
-                    Some(at),
-                    format!("step {id:?}: a gate needs a `name` and a `command`"),
-                ));
-            }
-            if !gate_names.insert(gate.name.clone()) {
-                return Err(invalid(
-                    Some(at),
-                    format!(
-                        "step {id:?}: two gates are named {:?}: name each gate once",
-                        gate.name
-                    ),
-                ));
-            }
-            let timeout = gate.timeout_seconds.unwrap_or(DEFAULT_GATE_TIMEOUT_SECS);
-            if !(1..=GATE_TIMEOUT_LIMIT).contains(&timeout) {
-                return Err(invalid(
-                    Some(at),
-                    format!("step {id:?}: gate {:?} timeoutSeconds {timeout}: give 1 to {GATE_TIMEOUT_LIMIT}", gate.name),
-                ));
-            }
-            gates.push(Gate {
-                name: gate.name,
-                command: gate.command,
-                timeout_seconds: timeout,
-                retries: gate.retries.unwrap_or(DEFAULT_GATE_RETRIES),
-            });
-        }
+        let gates = step_gates(&id, step.gates, &invalid)?;
         out.push(Step {
             id,
             model,
@@ -498,6 +418,112 @@ pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaErro
         file: file.to_path_buf(),
         steps: out,
     })
+}
+
+/// How [`parse`] says what is wrong at a line of the formula.
+type Invalid<'a> = dyn Fn(Option<u64>, String) -> FormulaError + 'a;
+
+/// A step's prompt: its `prompt`, or its `promptFile` read (inside the
+/// project only, relative to the formula's folder); one of the two.
+fn step_prompt(
+    id: &str,
+    prompt: Option<String>,
+    prompt_file: Option<Spanned<String>>,
+    line: u64,
+    file: &Path,
+    invalid: &Invalid<'_>,
+) -> Result<String, FormulaError> {
+    let folder = file.parent().unwrap_or(Path::new("."));
+    Ok(match (prompt, prompt_file) {
+        (Some(_), Some(f)) => {
+            return Err(invalid(
+                Some(f.referenced.line()),
+                format!("step {id:?} has both `prompt` and `promptFile`: keep one"),
+            ))
+        }
+        (Some(prompt), None) => prompt,
+        (None, Some(f)) => {
+            let path = folder.join(&f.value);
+            let unreadable = |why: String| {
+                invalid(
+                        Some(f.referenced.line()),
+                        format!(
+                            "step {id:?}: its promptFile {} cannot be read ({why}); the path is taken from the formula's folder",
+                            path.display()
+                        ),
+                    )
+            };
+            // Inside the project only: a formula may come with the
+            // project, and must not read what lies outside it.
+            let inside = std::fs::canonicalize(&path).map_err(|e| unreadable(e.to_string()))?;
+            let project = project_of(file)
+                .or(Some(folder))
+                .and_then(|p| std::fs::canonicalize(p).ok());
+            if Path::new(&f.value).is_absolute() || !project.is_some_and(|p| inside.starts_with(p))
+            {
+                return Err(invalid(
+                        Some(f.referenced.line()),
+                        format!(
+                            "step {id:?}: its promptFile {:?} is outside the project: give a path inside it, relative to the formula's folder",
+                            f.value
+                        ),
+                    ));
+            }
+            read_text(&inside, MAX_PROMPT_FILE_BYTES).map_err(|e| unreadable(e.to_string()))?
+        }
+        (None, None) => {
+            return Err(invalid(
+                Some(line),
+                format!(
+                    "step {id:?} has no `prompt` (or `promptFile`): say what the step is to do"
+                ),
+            ))
+        }
+    })
+}
+
+/// A step's gates, each with a name of its own, a command and a timeout
+/// in range.
+fn step_gates(
+    id: &str,
+    files: Vec<Spanned<GateFile>>,
+    invalid: &Invalid<'_>,
+) -> Result<Vec<Gate>, FormulaError> {
+    let mut gate_names = HashSet::new();
+    let mut gates = Vec::new();
+    for gate in files {
+        let at = gate.referenced.line();
+        let gate = gate.value;
+        if gate.name.trim().is_empty() || gate.command.trim().is_empty() {
+            return Err(invalid(
+                Some(at),
+                format!("step {id:?}: a gate needs a `name` and a `command`"),
+            ));
+        }
+        if !gate_names.insert(gate.name.clone()) {
+            return Err(invalid(
+                Some(at),
+                format!(
+                    "step {id:?}: two gates are named {:?}: name each gate once",
+                    gate.name
+                ),
+            ));
+        }
+        let timeout = gate.timeout_seconds.unwrap_or(DEFAULT_GATE_TIMEOUT_SECS);
+        if !(1..=GATE_TIMEOUT_LIMIT).contains(&timeout) {
+            return Err(invalid(
+                    Some(at),
+                    format!("step {id:?}: gate {:?} timeoutSeconds {timeout}: give 1 to {GATE_TIMEOUT_LIMIT}", gate.name),
+                ));
+        }
+        gates.push(Gate {
+            name: gate.name,
+            command: gate.command,
+            timeout_seconds: timeout,
+            retries: gate.retries.unwrap_or(DEFAULT_GATE_RETRIES),
+        });
+    }
+    Ok(gates)
 }
 
 /// The gate name the starter gives the tests it runs itself: not one `init`

@@ -840,8 +840,60 @@ impl Config {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        if let Some(raw) = file.completion_signal {
-            self.completion_signal = validate_signal(&raw)
+        self.apply_completion(&file, scope, &bad)?;
+        if let Some(raw) = &file.max_cost_usd {
+            self.supervision.max_cost = Some(
+                raw.as_f64()
+                    .and_then(validate_cost)
+                    .ok_or_else(|| bad("maxCostUsd", raw.to_string(), cost_accepts()))?,
+            );
+        }
+        if let Some(raw) = &file.resume_policy {
+            self.supervision.policy = ResumePolicy::parse(raw)
+                .ok_or_else(|| bad("resumePolicy", format!("{raw:?}"), POLICIES.into()))?;
+        }
+        if let Some(raw) = &file.sandbox {
+            self.sandbox = SandboxSetting::parse(raw)
+                .ok_or_else(|| bad("sandbox", format!("{raw:?}"), SANDBOX_SETTINGS.into()))?;
+        }
+        if let Some(raw) = &file.context_mode {
+            self.context_mode = ContextMode::parse(raw)
+                .ok_or_else(|| bad("contextMode", format!("{raw:?}"), CONTEXT_MODES.into()))?;
+        }
+        if let Some(raw) = &file.iteration_budget_usd {
+            self.iteration_budget = Some(
+                raw.as_f64()
+                    .and_then(validate_cost)
+                    .ok_or_else(|| bad("iterationBudgetUsd", raw.to_string(), cost_accepts()))?,
+            );
+        }
+        if let Some(command) = &file.notify {
+            self.notify = Some(command.clone()).filter(|c| !c.trim().is_empty());
+        }
+        if let Some(raw) = file.prompt_file {
+            if raw.trim().is_empty() {
+                return Err(bad(
+                    "promptFile",
+                    format!("{raw:?}"),
+                    "a non-empty path".into(),
+                ));
+            }
+            self.prompt_file = PathBuf::from(raw);
+        }
+        Ok(())
+    }
+
+    /// The completion settings of a config file: the signal, the mode, plan
+    /// files, verify commands (a project's only), confidence weights,
+    /// `allowFewerTests` and `protectedPaths`.
+    fn apply_completion(
+        &mut self,
+        file: &ConfigFile,
+        scope: Scope,
+        bad: &dyn Fn(&'static str, String, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        if let Some(raw) = &file.completion_signal {
+            self.completion_signal = validate_signal(raw)
                 .ok_or_else(|| bad("completionSignal", format!("{raw:?}"), signal_accepts()))?;
         }
         if let Some(raw) = &file.completion_mode {
@@ -894,32 +946,6 @@ impl Config {
             }
             self.completion.weights = weights.clone();
         }
-        if let Some(raw) = &file.max_cost_usd {
-            self.supervision.max_cost = Some(
-                raw.as_f64()
-                    .and_then(validate_cost)
-                    .ok_or_else(|| bad("maxCostUsd", raw.to_string(), cost_accepts()))?,
-            );
-        }
-        if let Some(raw) = &file.resume_policy {
-            self.supervision.policy = ResumePolicy::parse(raw)
-                .ok_or_else(|| bad("resumePolicy", format!("{raw:?}"), POLICIES.into()))?;
-        }
-        if let Some(raw) = &file.sandbox {
-            self.sandbox = SandboxSetting::parse(raw)
-                .ok_or_else(|| bad("sandbox", format!("{raw:?}"), SANDBOX_SETTINGS.into()))?;
-        }
-        if let Some(raw) = &file.context_mode {
-            self.context_mode = ContextMode::parse(raw)
-                .ok_or_else(|| bad("contextMode", format!("{raw:?}"), CONTEXT_MODES.into()))?;
-        }
-        if let Some(raw) = &file.iteration_budget_usd {
-            self.iteration_budget = Some(
-                raw.as_f64()
-                    .and_then(validate_cost)
-                    .ok_or_else(|| bad("iterationBudgetUsd", raw.to_string(), cost_accepts()))?,
-            );
-        }
         if let Some(allow) = file.allow_fewer_tests {
             self.completion.allow_fewer_tests = allow;
         }
@@ -932,19 +958,6 @@ impl Config {
                 ));
             }
             self.completion.protected_paths = globs.iter().map(|g| g.trim().to_string()).collect();
-        }
-        if let Some(command) = &file.notify {
-            self.notify = Some(command.clone()).filter(|c| !c.trim().is_empty());
-        }
-        if let Some(raw) = file.prompt_file {
-            if raw.trim().is_empty() {
-                return Err(bad(
-                    "promptFile",
-                    format!("{raw:?}"),
-                    "a non-empty path".into(),
-                ));
-            }
-            self.prompt_file = PathBuf::from(raw);
         }
         Ok(())
     }

@@ -900,8 +900,8 @@ fn observe(
 mod tests {
     use super::*;
     use crate::judge::state::{Status, StopDecision};
-    use crate::tempdir::TempDir;
     use std::cell::Cell;
+    use tempfile::TempDir;
 
     const SID: &str = "11111111-2222-3333-4444-555555555555";
 
@@ -1028,7 +1028,7 @@ mod tests {
     }
 
     fn project(config: Option<&str>) -> (TempDir, ProjectPaths) {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let paths = ProjectPaths::new(dir.path());
         if let Some(config) = config {
             std::fs::create_dir_all(paths.ralph_dir()).unwrap();
@@ -1088,7 +1088,7 @@ mod tests {
 
     /// A real baseline of a folder holding `file`.
     fn a_baseline(file: &str) -> (TempDir, progress::Baseline) {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         std::fs::write(dir.path().join(file), "x").unwrap();
         let baseline = progress::baseline(dir.path()).unwrap();
         (dir, baseline)

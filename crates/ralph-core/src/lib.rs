@@ -29,34 +29,3 @@ pub mod paths;
 pub mod pin;
 pub mod time;
 pub mod transaction;
-
-#[cfg(test)]
-pub(crate) mod tempdir {
-    //! A self-deleting temp folder for unit tests.
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-
-    pub struct TempDir(PathBuf);
-
-    impl TempDir {
-        pub fn new() -> Self {
-            let n = NEXT.fetch_add(1, Ordering::SeqCst);
-            let path =
-                std::env::temp_dir().join(format!("ralph-core-test-{}-{n}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&path);
-            std::fs::create_dir_all(&path).unwrap();
-            TempDir(path)
-        }
-        pub fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}

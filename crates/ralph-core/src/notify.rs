@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn the_command_runs_once_per_ending_with_the_summary() {
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         let paths = ProjectPaths::new(dir.path());
         let store = StateStore::new(&paths);
         let lock = store.lock(true).unwrap();

@@ -249,10 +249,10 @@ mod tests {
         assert!(shown.chars().count() <= 301, "{}", shown.len());
         assert!(shown.starts_with("unknown key ?[31m"), "{shown}");
     }
-    use crate::tempdir::TempDir;
+    use tempfile::TempDir;
 
     fn project() -> (TempDir, ProjectPaths) {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let paths = ProjectPaths::new(dir.path().to_path_buf());
         std::fs::create_dir_all(paths.config_file().parent().unwrap()).unwrap();
         (dir, paths)

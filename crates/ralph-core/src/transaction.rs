@@ -223,8 +223,8 @@ mod tests {
     use crate::judge::state::Status;
     use crate::persist::log::LogEvent;
 
-    fn project() -> (crate::tempdir::TempDir, ProjectPaths) {
-        let dir = crate::tempdir::TempDir::new();
+    fn project() -> (tempfile::TempDir, ProjectPaths) {
+        let dir = tempfile::TempDir::new().unwrap();
         let paths = ProjectPaths::new(dir.path());
         (dir, paths)
     }

@@ -12,7 +12,7 @@ use thiserror::Error;
 
 /// Everything a `ralph-ctl` command can fail with.
 #[derive(Debug, Error)]
-pub enum CtlError {
+pub(crate) enum CtlError {
     /// Invalid configuration.
     #[error("{0}")]
     Config(#[from] ConfigError),
@@ -74,7 +74,7 @@ pub enum CtlError {
 
 impl CtlError {
     /// The exit code of this error.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             CtlError::Refused(_) => exit_codes::REFUSED,
             CtlError::BadArgument(_) => exit_codes::USAGE,
@@ -84,7 +84,7 @@ impl CtlError {
     }
 
     /// Wraps an I/O error with what was being done to which file.
-    pub fn io(
+    pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(io::Error) -> CtlError {
@@ -98,13 +98,13 @@ impl CtlError {
 }
 
 /// What a command returns: its exit code, or the error to report.
-pub type CmdResult = Result<i32, CtlError>;
+pub(crate) type CmdResult = Result<i32, CtlError>;
 
 /// How a command that printed to a reader ends: with `code` once its output
 /// is written, and with `code` too when the reader went away early
 /// (`ralph-ctl log | head -1`): it had what it wanted. Any other failure to
 /// write is an error.
-pub fn written(result: io::Result<()>, code: i32) -> CmdResult {
+pub(crate) fn written(result: io::Result<()>, code: i32) -> CmdResult {
     match result {
         Ok(()) => Ok(code),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),

@@ -18,48 +18,48 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 /// Folder (relative to the project root) holding the formulas.
-pub const FORMULAS_DIR: &str = ".claude/ralph/formulas";
+pub(crate) const FORMULAS_DIR: &str = ".claude/ralph/formulas";
 /// A gate's timeout when the formula gives none, in seconds.
-pub const DEFAULT_GATE_TIMEOUT_SECS: u32 = 600;
+pub(crate) const DEFAULT_GATE_TIMEOUT_SECS: u32 = 600;
 /// Failures a gate allows when the formula gives no `retries`.
-pub const DEFAULT_GATE_RETRIES: u32 = 3;
+pub(crate) const DEFAULT_GATE_RETRIES: u32 = 3;
 /// Longest accepted gate timeout, in seconds.
-pub const GATE_TIMEOUT_LIMIT: u32 = 7_200;
+pub(crate) const GATE_TIMEOUT_LIMIT: u32 = 7_200;
 /// The model aliases the client accepts.
 const MODEL_ALIASES: &[&str] = &["opus", "sonnet", "haiku", "opusplan", "default"];
 
 /// A formula, checked: ready to run (and pinned as it is, in JSON, when
 /// a run starts: [`pin`]).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
-pub struct Formula {
+pub(crate) struct Formula {
     /// Its name (the file's stem, or its `name`).
-    pub name: String,
+    pub(crate) name: String,
     /// The file it was read from.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Its steps, in order (at least one).
-    pub steps: Vec<Step>,
+    pub(crate) steps: Vec<Step>,
 }
 
 /// One step of a formula.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
-pub struct Step {
+pub(crate) struct Step {
     /// Its id, unique in the formula.
-    pub id: String,
+    pub(crate) id: String,
     /// The model its client runs (`--model`), when it names one.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Its task: the prompt, or the prompt file's text.
-    pub prompt: String,
+    pub(crate) prompt: String,
     /// The most iterations it may take (the loop's cap bounds the run).
-    pub max_iterations: Option<u32>,
+    pub(crate) max_iterations: Option<u32>,
     /// A command run after each of its iterations, before the gates.
-    pub autofix: Option<String>,
+    pub(crate) autofix: Option<String>,
     /// Its gates, checked on each completion claim (with the project's `verify`).
-    pub gates: Vec<Gate>,
+    pub(crate) gates: Vec<Gate>,
     /// Whether the project's `verify` (config.json) also gates its claims:
     /// `verify: false` for a step whose work comes before the tests can pass
     /// (a plan). Never false for the last step, which decides `complete`.
     #[serde(default = "run_project_verify")]
-    pub verify: bool,
+    pub(crate) verify: bool,
 }
 
 /// A step runs the project's `verify` unless it says otherwise (and pins
@@ -70,20 +70,20 @@ fn run_project_verify() -> bool {
 
 /// A step's gate: a command that must pass for the step to end.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, Deserialize)]
-pub struct Gate {
+pub(crate) struct Gate {
     /// Its name, shown with its result.
-    pub name: String,
+    pub(crate) name: String,
     /// The command (run by `sh -c` in the folder the iteration worked in).
-    pub command: String,
+    pub(crate) command: String,
     /// How long it may run.
-    pub timeout_seconds: u32,
+    pub(crate) timeout_seconds: u32,
     /// Failures allowed before the run ends `gate_failed`.
-    pub retries: u32,
+    pub(crate) retries: u32,
 }
 
 impl Gate {
     /// The gate as a verification command.
-    pub fn as_verify(&self) -> VerifyCommand {
+    pub(crate) fn as_verify(&self) -> VerifyCommand {
         VerifyCommand {
             name: self.name.clone(),
             command: self.command.clone(),
@@ -94,7 +94,7 @@ impl Gate {
 
 impl Formula {
     /// A new run of this formula: every step at its start.
-    pub fn new_run(&self) -> FormulaRun {
+    pub(crate) fn new_run(&self) -> FormulaRun {
         FormulaRun {
             name: self.name.clone(),
             step: 0,
@@ -122,7 +122,7 @@ impl Formula {
 
 /// Everything wrong with a formula, with where and how to fix it.
 #[derive(Debug, thiserror::Error)]
-pub enum FormulaError {
+pub(crate) enum FormulaError {
     /// No such formula.
     #[error("no formula {name:?}: {} does not exist{}", file.display(), known_list(known))]
     Missing {
@@ -205,7 +205,7 @@ struct GateFile {
 }
 
 /// The formula file of `name` in the project.
-pub fn file_of(paths: &ProjectPaths, name: &str) -> Result<PathBuf, FormulaError> {
+pub(crate) fn file_of(paths: &ProjectPaths, name: &str) -> Result<PathBuf, FormulaError> {
     let ok = !name.is_empty()
         && name
             .chars()
@@ -218,7 +218,7 @@ pub fn file_of(paths: &ProjectPaths, name: &str) -> Result<PathBuf, FormulaError
 
 /// The pin of `formula` (its content as the run uses it, prompt files'
 /// texts included), which the loop decides by from its start.
-pub fn pin(paths: &ProjectPaths, formula: &Formula) -> PinnedFormula {
+pub(crate) fn pin(paths: &ProjectPaths, formula: &Formula) -> PinnedFormula {
     let file = formula
         .file
         .strip_prefix(&paths.root)
@@ -231,14 +231,14 @@ pub fn pin(paths: &ProjectPaths, formula: &Formula) -> PinnedFormula {
 /// The name `--formula` took for the pinned formula: its file's stem
 /// (`feat` for `formulas/feat.yaml`), never the `name:` inside it, which may
 /// be another formula's file.
-pub fn stem_of(pinned: &PinnedFormula) -> String {
+pub(crate) fn stem_of(pinned: &PinnedFormula) -> String {
     Path::new(&pinned.file)
         .file_stem()
         .map_or_else(|| pinned.name.clone(), |s| s.to_string_lossy().into_owned())
 }
 
 /// The formula a loop is pinned to.
-pub fn from_pin(pinned: &PinnedFormula) -> Result<Formula, FormulaError> {
+pub(crate) fn from_pin(pinned: &PinnedFormula) -> Result<Formula, FormulaError> {
     serde_json::from_value(pinned.content.clone()).map_err(|e| FormulaError::Invalid {
         file: PathBuf::from(&pinned.file),
         line: None,
@@ -251,7 +251,7 @@ pub fn from_pin(pinned: &PinnedFormula) -> Result<Formula, FormulaError> {
 /// The pinned formula's file, when it now differs from the pin (by the
 /// content it loads to: its text and its prompt files); one that no longer
 /// loads is a change with its problem.
-pub fn changes(paths: &ProjectPaths, pinned: &PinnedFormula) -> Option<Changed> {
+pub(crate) fn changes(paths: &ProjectPaths, pinned: &PinnedFormula) -> Option<Changed> {
     let (digest, problem) = match load(paths, &stem_of(pinned)) {
         Ok(formula) => (pin(paths, &formula).digest, None),
         Err(e) => ("unreadable".to_string(), Some(e.to_string())),
@@ -264,9 +264,9 @@ pub fn changes(paths: &ProjectPaths, pinned: &PinnedFormula) -> Option<Changed> 
 }
 
 /// The most a formula file may hold.
-pub const MAX_FORMULA_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_FORMULA_BYTES: u64 = 256 * 1024;
 /// The most a step's `promptFile` may hold.
-pub const MAX_PROMPT_FILE_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_PROMPT_FILE_BYTES: u64 = 256 * 1024;
 
 /// A text file of at most `limit` bytes: bounded, never waiting on a FIFO
 /// or reading a device (`ralph_core::observe::files::read_bounded`), UTF-8.
@@ -291,7 +291,7 @@ fn project_of(file: &Path) -> Option<&Path> {
 }
 
 /// Reads and checks the formula `name` of the project.
-pub fn load(paths: &ProjectPaths, name: &str) -> Result<Formula, FormulaError> {
+pub(crate) fn load(paths: &ProjectPaths, name: &str) -> Result<Formula, FormulaError> {
     let file = file_of(paths, name)?;
     let text = match read_text(&file, MAX_FORMULA_BYTES) {
         Ok(text) => text,
@@ -319,7 +319,7 @@ pub fn load(paths: &ProjectPaths, name: &str) -> Result<Formula, FormulaError> {
 
 /// Checks the formula text read from `file`; `stem` names it when it has
 /// no `name`. Prompt files are read relative to the formula's folder.
-pub fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaError> {
+pub(crate) fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, FormulaError> {
     let invalid = |line: Option<u64>, problem: String| FormulaError::Invalid {
         file: file.to_path_buf(),
         line: line.filter(|l| *l > 0),
@@ -528,13 +528,13 @@ fn step_gates(
 
 /// The gate name the starter gives the tests it runs itself: not one `init`
 /// gives a verify command, so the two never clash.
-pub const STARTER_TEST_GATE: &str = "formula-tests";
+pub(crate) const STARTER_TEST_GATE: &str = "formula-tests";
 
 /// The starter formula `init --formula NAME` writes: the template, named,
 /// and with `test_command` as its last step's gate when the project has no
 /// `verify` of its own to gate the steps (with one, the gate would only run
 /// the same tests twice).
-pub fn starter(name: &str, test_command: Option<&str>) -> String {
+pub(crate) fn starter(name: &str, test_command: Option<&str>) -> String {
     let gates = match test_command {
         Some(command) => format!(
             "gates:\n      - {{ name: {STARTER_TEST_GATE}, command: {}, timeoutSeconds: 600 }}",
@@ -681,7 +681,7 @@ mod tests {
 
     #[test]
     fn a_prompt_file_is_read_from_the_formula_s_folder() {
-        let dir = crate::testdir::TestDir::new("formula");
+        let dir = crate::testdir::new("formula");
         std::fs::write(dir.path().join("plan.md"), "Plan it.\n").unwrap();
         let formula = parse(
             "steps:\n  - id: plan\n    promptFile: plan.md\n",
@@ -695,7 +695,7 @@ mod tests {
 
     #[test]
     fn formula_and_prompt_files_are_bounded_fifo_safe_and_inside_the_project() {
-        let dir = crate::testdir::TestDir::new("formula-reads");
+        let dir = crate::testdir::new("formula-reads");
         let paths = ProjectPaths::new(dir.path());
         let folder = dir.path().join(FORMULAS_DIR);
         std::fs::create_dir_all(&folder).unwrap();
@@ -750,7 +750,7 @@ mod tests {
 
     #[test]
     fn a_pinned_formula_keeps_its_steps_and_prompt_files_and_changes_are_found() {
-        let dir = crate::testdir::TestDir::new("formula-pin");
+        let dir = crate::testdir::new("formula-pin");
         let paths = ProjectPaths::new(dir.path());
         let folder = paths.root.join(FORMULAS_DIR);
         std::fs::create_dir_all(&folder).unwrap();

@@ -1,15 +1,15 @@
 //! The `ralph-ctl` command: thin clap front end over [`commands`], with one
 //! place ([`run`]) that turns errors into a message and an exit code.
 
-pub mod assets;
+pub(crate) mod assets;
 pub mod cli;
-pub mod commands;
-pub mod driver;
-pub mod error;
-pub mod formula;
-pub mod output;
-pub mod session_id;
-pub mod settings;
+pub(crate) mod commands;
+pub(crate) mod driver;
+pub(crate) mod error;
+pub(crate) mod formula;
+pub(crate) mod output;
+pub(crate) mod session_id;
+pub(crate) mod settings;
 #[cfg(test)]
 mod testdir;
 
@@ -251,5 +251,3 @@ fn absolute(path: PathBuf) -> PathBuf {
             .unwrap_or(path)
     }
 }
-
-pub use error::CmdResult;

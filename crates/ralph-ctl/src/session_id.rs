@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A random version-4 UUID, from the OS-seeded randomness of std's hasher
 /// keys (no extra crate, and the same on every platform).
-pub fn new_uuid() -> String {
+pub(crate) fn new_uuid() -> String {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())

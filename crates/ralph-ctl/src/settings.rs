@@ -7,12 +7,12 @@ use serde_json::{json, Map, Value};
 
 /// The hook timeout `init` registers, in seconds. Claude Code kills a hook
 /// that outlives it and lets the session stop.
-pub const DEFAULT_HOOK_TIMEOUT_SECS: u32 = 60;
-pub use ralph_core::observe::registration::HOOK_BINARY_NAME;
+pub(crate) const DEFAULT_HOOK_TIMEOUT_SECS: u32 = 60;
+pub(crate) use ralph_core::observe::registration::HOOK_BINARY_NAME;
 
 /// The command line Claude Code runs: the binary's absolute path, quoted
 /// when it holds a space.
-pub fn hook_command(hook_path: &str) -> String {
+pub(crate) fn hook_command(hook_path: &str) -> String {
     if hook_path.contains(' ') {
         format!("\"{hook_path}\"")
     } else {
@@ -22,14 +22,18 @@ pub fn hook_command(hook_path: &str) -> String {
 
 /// Adds (or updates) our Stop hook in `settings`, keeping every other key,
 /// hook and event. Returns an error naming what has an unexpected shape.
-pub fn merge_stop_hook(settings: &mut Value, command: &str, timeout: u32) -> Result<(), String> {
+pub(crate) fn merge_stop_hook(
+    settings: &mut Value,
+    command: &str,
+    timeout: u32,
+) -> Result<(), String> {
     merge_hook(settings, "Stop", command, timeout)
 }
 
 /// Adds (or updates) our hook for `event` in `settings`, keeping every
 /// other key, hook and event. Returns an error naming what has an
 /// unexpected shape, and then changes nothing.
-pub fn merge_hook(
+pub(crate) fn merge_hook(
     settings: &mut Value,
     event: &str,
     command: &str,
@@ -79,7 +83,7 @@ pub fn merge_hook(
 /// (2.0.77 skips a glob there); outside the sandbox they are a first fence
 /// (a shell command can still write a file), behind which a completion
 /// ralph did not record is reported as one (`ralph-ctl finish`, exit 17).
-pub const DENY_RULES: &[&str] = &[
+pub(crate) const DENY_RULES: &[&str] = &[
     "Edit(.claude/context/runtime/**)",
     "Edit(/.claude/context/runtime/**)",
     "Edit(/.claude/context/runtime)",
@@ -95,7 +99,7 @@ pub const DENY_RULES: &[&str] = &[
 /// `Edit(p/**)` and `Write(p/**)` for a folder (a glob ending with `/`, or
 /// one `is_dir` says is a folder), `Edit(**/p)` and `Write(**/p)` for a
 /// file name matched at any depth, `Edit(p)` and `Write(p)` otherwise.
-pub fn protected_deny_rules(globs: &[String], is_dir: impl Fn(&str) -> bool) -> Vec<String> {
+pub(crate) fn protected_deny_rules(globs: &[String], is_dir: impl Fn(&str) -> bool) -> Vec<String> {
     let mut rules = Vec::new();
     for glob in globs {
         let glob = glob.trim().trim_start_matches("./");
@@ -120,12 +124,13 @@ pub fn protected_deny_rules(globs: &[String], is_dir: impl Fn(&str) -> bool) -> 
 /// Adds each of [`DENY_RULES`] that `settings` lacks to its
 /// `permissions.deny`, keeping every other rule. An error names a part of
 /// unexpected shape, and then nothing changes.
-pub fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
+#[cfg(test)]
+pub(crate) fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
     merge_deny_rules_with(settings, &[])
 }
 
 /// [`merge_deny_rules`], and `extra` rules besides (those of `protectedPaths`).
-pub fn merge_deny_rules_with(settings: &mut Value, extra: &[String]) -> Result<(), String> {
+pub(crate) fn merge_deny_rules_with(settings: &mut Value, extra: &[String]) -> Result<(), String> {
     let Value::Object(root) = settings else {
         return Err("the file is not a JSON object".into());
     };
@@ -162,7 +167,7 @@ pub fn merge_deny_rules_with(settings: &mut Value, extra: &[String]) -> Result<(
 /// Removes ralph's Stop hook from `settings` (and a group it leaves empty),
 /// keeping everything else: `init` registers it in one file only, since
 /// Claude Code would run a hook registered in two.
-pub fn remove_stop_hook(settings: &mut Value) {
+pub(crate) fn remove_stop_hook(settings: &mut Value) {
     let Some(Value::Array(groups)) = settings.pointer_mut("/hooks/Stop") else {
         return;
     };

@@ -1071,8 +1071,8 @@ mod tests {
     use super::*;
     use std::fs;
 
-    fn project_with_config(json: Option<&str>) -> (crate::tempdir::TempDir, ProjectPaths) {
-        let dir = crate::tempdir::TempDir::new();
+    fn project_with_config(json: Option<&str>) -> (tempfile::TempDir, ProjectPaths) {
+        let dir = tempfile::TempDir::new().unwrap();
         let paths = ProjectPaths::new(dir.path());
         if let Some(json) = json {
             fs::create_dir_all(paths.ralph_dir()).unwrap();
@@ -1099,7 +1099,7 @@ mod tests {
     #[test]
     fn user_defaults_sit_below_the_project_config_and_the_environment() {
         let (_d, paths) = project_with_config(Some(r#"{"maxIterations": 7}"#));
-        let user = crate::tempdir::TempDir::new();
+        let user = tempfile::TempDir::new().unwrap();
         fs::create_dir_all(user.path().join("ralph")).unwrap();
         let file = user.path().join(USER_CONFIG_FILE);
         fs::write(

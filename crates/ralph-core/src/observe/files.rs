@@ -55,12 +55,12 @@ pub fn open_without_waiting(path: &Path) -> io::Result<File> {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-    use crate::tempdir::TempDir;
     use std::io::Read;
+    use tempfile::TempDir;
 
     #[test]
     fn a_fifo_opens_at_once_and_a_file_reads_whole() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let fifo = dir.path().join("fifo");
         let status = std::process::Command::new("mkfifo")
             .arg(&fifo)

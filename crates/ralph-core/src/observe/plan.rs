@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn read_skips_missing_files() {
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         fs::write(dir.path().join("TODO.md"), "- [ ] write docs\n").unwrap();
         let files: Vec<String> = DEFAULT_PLAN_FILES.iter().map(|s| s.to_string()).collect();
         let report = read(dir.path(), &files);

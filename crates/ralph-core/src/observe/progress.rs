@@ -529,7 +529,7 @@ pub fn tdd_scenario(root: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tempdir::TempDir;
+    use tempfile::TempDir;
 
     fn git(dir: &Path, args: &[&str]) {
         let ok = Command::new("git")
@@ -628,7 +628,7 @@ mod tests {
 
     #[test]
     fn git_sees_edits_untracked_files_deletions_and_commits() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         repository(root, &["a.txt", "b.txt"]);
         let mut stops = Stops::start(root);
@@ -689,7 +689,7 @@ mod tests {
 
     #[test]
     fn a_subfolder_project_counts_only_its_own_folder() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let top = dir.path();
         repository(top, &["mono/app/lib.txt", "mono/other/x.txt", "top.txt"]);
         let root = top.join("mono/app");
@@ -739,7 +739,7 @@ mod tests {
 
     #[test]
     fn a_project_its_repository_ignores_is_scanned() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let top = dir.path();
         repository(top, &[]);
         fs::write(top.join(".gitignore"), "scratch/\n").unwrap();
@@ -797,7 +797,7 @@ mod tests {
 
     #[test]
     fn awkward_file_names_with_git() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         repository(dir.path(), &[]);
         let root = dir.path().join("sub folder é");
         fs::create_dir_all(&root).unwrap();
@@ -806,7 +806,7 @@ mod tests {
 
     #[test]
     fn awkward_file_names_without_git() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         awkward_names_work(dir.path(), Method::Scan);
     }
 
@@ -816,7 +816,7 @@ mod tests {
         use std::os::unix::ffi::OsStrExt;
         let name = std::ffi::OsStr::from_bytes(b"latin1-\xe9.txt");
         for with_git in [true, false] {
-            let dir = TempDir::new();
+            let dir = TempDir::new().unwrap();
             let root = dir.path();
             if with_git {
                 repository(root, &[]);
@@ -855,7 +855,7 @@ mod tests {
     #[test]
     fn tool_edits_are_progress_without_a_check_and_are_counted_once() {
         for with_git in [true, false] {
-            let dir = TempDir::new();
+            let dir = TempDir::new().unwrap();
             let root = dir.path();
             if with_git {
                 repository(root, &["a.txt", "b.txt"]);
@@ -890,7 +890,7 @@ mod tests {
 
     #[test]
     fn a_tool_edit_that_restores_the_committed_content_is_counted_once() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         repository(root, &["a.txt"]);
         append(&root.join("a.txt"), "draft");
@@ -910,7 +910,7 @@ mod tests {
     #[test]
     fn tool_edits_beside_other_tools_leave_no_false_answer() {
         for with_git in [true, false] {
-            let dir = TempDir::new();
+            let dir = TempDir::new().unwrap();
             let root = dir.path();
             if with_git {
                 repository(root, &["a.txt", "b.txt"]);
@@ -957,10 +957,10 @@ mod tests {
 
     #[test]
     fn edits_that_do_not_count_lead_to_a_full_check() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         repository(root, &["a.txt"]);
-        let outside = TempDir::new();
+        let outside = TempDir::new().unwrap();
         let mut stops = Stops::start(root);
         for file in [
             root.join(".claude/notes.md"),
@@ -992,7 +992,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn edits_named_through_a_symbolic_link_count() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let real = dir.path().join("real");
         fs::create_dir_all(&real).unwrap();
         std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
@@ -1009,7 +1009,7 @@ mod tests {
 
     #[test]
     fn a_scan_keeps_its_listing_as_hashes_and_takes_tool_edits_exactly() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         fs::create_dir_all(root.join("src")).unwrap();
         for i in 0..100 {
@@ -1050,7 +1050,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_scan_never_counts_a_tool_edit_through_a_linked_folder_twice() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         fs::create_dir_all(root.join("real")).unwrap();
         fs::write(root.join("real/a.txt"), "a").unwrap();
@@ -1067,7 +1067,7 @@ mod tests {
 
     #[test]
     fn a_long_listing_is_kept_as_a_digest() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         repository(root, &["a.txt"]);
         fs::create_dir_all(root.join("many")).unwrap();
@@ -1095,7 +1095,7 @@ mod tests {
 
     #[test]
     fn the_baseline_stays_bounded() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         fs::write(root.join("a.txt"), "a").unwrap();
         let mut stops = Stops::start(root);
@@ -1115,7 +1115,7 @@ mod tests {
 
     #[test]
     fn a_scan_past_its_limit_never_says_unchanged() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         for i in 0..30 {
             fs::write(root.join(format!("f{i:02}.txt")), "x").unwrap();
@@ -1150,7 +1150,7 @@ mod tests {
 
     #[test]
     fn the_scan_skips_its_ignored_folders() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         fs::write(root.join("a.txt"), "a").unwrap();
         let mut stops = Stops::start(root);
@@ -1170,7 +1170,7 @@ mod tests {
 
     #[test]
     fn without_a_baseline_a_reading_tells_nothing_but_leaves_one() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         repository(root, &["a.txt"]);
         let reading = read(root, None, &ToolEdits::default());
@@ -1189,7 +1189,7 @@ mod tests {
 
     #[test]
     fn a_hand_edited_baseline_is_never_passed_to_git() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path();
         repository(root, &["a.txt"]);
         let mut baseline = baseline(root).unwrap();
@@ -1271,7 +1271,7 @@ mod tests {
 
     #[test]
     fn git_never_runs_the_fsmonitor_the_repository_names() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path().join("repo");
         fs::create_dir(&root).unwrap();
         repository(&root, &["a.txt", "b.txt"]);
@@ -1288,7 +1288,7 @@ mod tests {
 
     #[test]
     fn git_never_runs_a_clean_filter_named_in_gitattributes() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path().join("repo");
         fs::create_dir(&root).unwrap();
         repository(&root, &["a.txt", "b.txt"]);
@@ -1324,7 +1324,7 @@ mod tests {
 
     #[test]
     fn git_never_runs_a_process_filter_from_an_included_file() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path().join("repo");
         fs::create_dir(&root).unwrap();
         repository(&root, &["a.txt", "b.txt"]);
@@ -1347,7 +1347,7 @@ mod tests {
 
     #[test]
     fn git_never_runs_a_filter_named_in_info_attributes() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path().join("repo");
         fs::create_dir(&root).unwrap();
         repository(&root, &["a.txt", "b.txt"]);
@@ -1363,7 +1363,7 @@ mod tests {
     fn git_never_runs_a_filter_of_the_repository_above_a_folder_that_only_looks_like_one() {
         // `app/.git` is an empty folder: git passes it by and takes the
         // repository above, whose configuration names the filter.
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let top = dir.path().join("repo");
         let root = top.join("app");
         fs::create_dir_all(&root).unwrap();
@@ -1397,7 +1397,7 @@ mod tests {
 
     #[test]
     fn git_config_is_asked_only_when_a_configuration_file_may_name_a_filter() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let home = dir.path().join("home");
         let root = dir.path().join("repo");
         fs::create_dir_all(&home).unwrap();
@@ -1524,7 +1524,7 @@ mod tests {
 
     #[test]
     fn a_filter_name_git_cannot_be_told_to_disable_means_a_scan() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path().join("repo");
         fs::create_dir(&root).unwrap();
         repository(&root, &["a.txt", "b.txt"]);
@@ -1539,7 +1539,7 @@ mod tests {
 
     #[test]
     fn git_never_runs_textconv_or_external_diff_programs() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path().join("repo");
         fs::create_dir(&root).unwrap();
         repository(&root, &["a.txt", "b.txt", "c.md"]);
@@ -1570,7 +1570,7 @@ mod tests {
 
     #[test]
     fn git_never_recurses_into_a_submodule_with_its_own_configuration() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let inner = dir.path().join("inner");
         fs::create_dir(&inner).unwrap();
         repository(&inner, &["s.txt"]);
@@ -1634,7 +1634,7 @@ mod tests {
 
     #[test]
     fn a_partial_clone_never_fetches_a_missing_object() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path().join("repo");
         fs::create_dir(&root).unwrap();
         repository(&root, &["d/a.txt"]);
@@ -1673,7 +1673,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_configuration_that_blocks_git_costs_the_reading_not_the_stop() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path().join("repo");
         fs::create_dir(&root).unwrap();
         repository(&root, &["a.txt"]);
@@ -1710,7 +1710,7 @@ mod tests {
     #[test]
     fn git_is_killed_with_its_whole_group() {
         for waiting in [Waiting::Pidfd, Waiting::Threads] {
-            let dir = TempDir::new();
+            let dir = TempDir::new().unwrap();
             let pid_file = dir.path().join("sleeper.pid");
             let sleeper = format!("sleep 30 & echo $! > '{}';", pid_file.display());
             // Overruns its deadline: killed, with what it started.
@@ -1756,7 +1756,7 @@ mod tests {
 
     #[test]
     fn tdd_scenario_is_read_when_present() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         assert_eq!(tdd_scenario(dir.path()), None);
         let runtime = dir.path().join(RUNTIME_DIR);
         fs::create_dir_all(&runtime).unwrap();

@@ -146,8 +146,8 @@ pub fn system_message(iteration: u32, max_iterations: u32) -> String {
 mod tests {
     use super::*;
     use crate::judge::config::Config;
-    use crate::tempdir::TempDir;
     use std::fs;
+    use tempfile::TempDir;
 
     #[test]
     fn text_has_header_prompt_and_guardrails() {
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn prompt_file_problems_are_named() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("PROMPT.md");
         assert!(matches!(
             read_prompt(&path),
@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn guardrails_are_optional() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("guardrails.md");
         assert_eq!(read_guardrails(&path).unwrap(), None);
         fs::write(&path, "\n").unwrap();

@@ -289,7 +289,7 @@ mod tests {
 
     #[test]
     fn changed_added_and_removed_protected_files_are_named() {
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         let root = dir.path();
         for (path, text) in [
             ("tests/test_a.py", "a"),

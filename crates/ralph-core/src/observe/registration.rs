@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn finds_the_registered_timeout() {
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         let path = dir.path().join("settings.json");
         assert_eq!(registered_timeout(&path).unwrap(), None);
         fs::write(
@@ -180,7 +180,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_fifo_a_device_or_a_huge_file_is_named_not_read() {
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         let path = dir.path().join("settings.json");
         let status = std::process::Command::new("mkfifo")
             .arg(&path)

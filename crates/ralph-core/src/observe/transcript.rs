@@ -698,8 +698,8 @@ mod properties;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tempdir::TempDir;
     use std::fs;
+    use tempfile::TempDir;
 
     fn fixture(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -805,7 +805,7 @@ mod tests {
                 Some("no newline"),
             ),
         ];
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         for (content, want) in cases {
             let path = write(&dir, content.as_bytes());
             assert_eq!(
@@ -818,7 +818,7 @@ mod tests {
 
     #[test]
     fn lines_spanning_many_chunks_and_oversize_lines() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let big_text = "x".repeat(CHUNK_BYTES * 3 + 17);
         let content = format!(
             "{}\n{}\n",
@@ -876,7 +876,7 @@ mod tests {
             tool("t2", false, "ok"),
             assistant("e", r#"[{"type":"text","text":"Still failing."}]"#),
         ];
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = write(&dir, (lines.join("\n") + "\n").as_bytes());
         let tail = read_iteration_tail(&path).unwrap();
         assert_eq!(tail.final_message.as_deref(), Some("Still failing."));
@@ -913,7 +913,7 @@ mod tests {
             tool("t1", true, "error[E0308]: mismatched types"),
             assistant("d", r#"[{"type":"text","text":"Still failing."}]"#),
         ];
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = write(&dir, (lines.join("\n") + "\n").as_bytes());
         let tail = read_iteration_tail(&path).unwrap();
         assert_eq!(tail.final_message.as_deref(), Some("Still failing."));
@@ -928,7 +928,7 @@ mod tests {
     #[test]
     fn a_message_split_over_chunks_is_joined() {
         // One message split over two lines, the older one longer than the bound.
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let long = "x".repeat(CHUNK_BYTES + 10);
         let content = format!(
             "{}\n{}\n",
@@ -944,7 +944,7 @@ mod tests {
 
     #[test]
     fn invalid_utf8_lines_are_skipped() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let mut content = assistant("a", r#"[{"type":"text","text":"good"}]"#).into_bytes();
         content.extend_from_slice(
             b"\n{\"type\":\"assistant\",\"message\":{\"content\":\"\xff\xfe\"}}\n",
@@ -955,7 +955,7 @@ mod tests {
 
     #[test]
     fn missing_file_and_directory_are_errors() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         assert!(matches!(
             last_assistant_text(&dir.path().join("nope.jsonl")),
             Err(TranscriptError::Io { .. })
@@ -986,7 +986,7 @@ mod tests {
     }
 
     fn tail_of(lines: &[String]) -> IterationTail {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = write(&dir, (lines.join("\n") + "\n").as_bytes());
         read_iteration_tail(&path).unwrap()
     }
@@ -1268,7 +1268,7 @@ mod tests {
 
     #[test]
     fn an_iteration_longer_than_the_scan_bound_is_not_whole() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let mut lines = vec![prompt("Do the task")];
         for i in 0..40 {
             lines.push(call(&format!("t{i}"), "Read", r#"{"file_path":"/p/a"}"#));
@@ -1289,7 +1289,7 @@ mod tests {
     #[test]
     fn the_final_message_is_bounded_in_memory() {
         // Many lines sharing one message id: only the newest MAX_MESSAGE_BYTES are kept.
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let part = "w".repeat(64 * 1024);
         let line = assistant("same", &format!(r#"[{{"type":"text","text":"{part}"}}]"#));
         let mut content = prompt("Do the task") + "\n";
@@ -1324,7 +1324,7 @@ mod tests {
 
     #[test]
     fn waiting_for_the_stop_sees_a_final_message_written_late() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = write(&dir, (prompt("Do the task") + "\n").as_bytes());
         let late = path.clone();
         let writer = std::thread::spawn(move || {

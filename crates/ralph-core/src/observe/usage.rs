@@ -524,9 +524,9 @@ mod tests {
             assert_eq!(plausible_reset(raw, now), want, "{raw}");
         }
     }
-    use crate::tempdir::TempDir;
     use std::fs::File;
     use std::io::Write;
+    use tempfile::TempDir;
 
     fn assistant(id: &str, at: &str, input: u64, output: u64) -> String {
         format!(
@@ -544,7 +544,7 @@ mod tests {
 
     #[test]
     fn counts_each_request_once_and_reads_only_what_is_new() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("t.jsonl");
         let mut f = File::create(&path).unwrap();
         write!(
@@ -603,7 +603,7 @@ mod tests {
 
     #[test]
     fn requests_are_dated_by_the_clients_timestamps_and_the_loops_start() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("t.jsonl");
         // As the client writes them: milliseconds in the timestamp.
         std::fs::write(
@@ -623,7 +623,7 @@ mod tests {
 
     #[test]
     fn the_last_cost_state_line_is_the_session_s_cost() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("t.jsonl");
         std::fs::write(
             &path,
@@ -652,7 +652,7 @@ mod tests {
 
     #[test]
     fn api_error_lines_and_other_files() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("t.jsonl");
         std::fs::write(
             &path,

@@ -393,7 +393,7 @@ mod tests {
 
     #[test]
     fn passing_failing_and_timed_out_commands() {
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         let ok = run(dir.path(), &cmd("ok", "echo hello; pwd", 10));
         assert!(ok.passed());
         assert!(ok.output_tail.contains("hello"));
@@ -496,7 +496,7 @@ mod tests {
 
     #[test]
     fn what_a_passing_command_left_running_is_stopped() {
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         let started = Instant::now();
         // The background sleeper keeps the output pipe open; it must not hold up the result.
         let ok = run(
@@ -521,7 +521,7 @@ mod tests {
 
     #[test]
     fn run_all_stops_at_the_first_failure() {
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         let results = run_all(
             dir.path(),
             &[
@@ -537,7 +537,7 @@ mod tests {
 
     #[test]
     fn counts_are_read_from_the_whole_output_not_only_its_tail() {
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         // Two cargo-style summaries, the first pushed out of the kept tail
         // by 40,000 lines, one of them longer than a line is read.
         let script = "echo 'test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured'; \

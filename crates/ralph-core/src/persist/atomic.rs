@@ -124,7 +124,7 @@ fn sync_dir(_dir: &Path) {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tempdir::TempDir;
+    use tempfile::TempDir;
 
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn writes_replaces_and_leaves_no_temp_file() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("settings.json");
         write_file(&path, b"one", 0o644).unwrap();
         write_file(&path, b"two", 0o644).unwrap();
@@ -156,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_keeps_the_old_file_and_no_temp_file() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("taken");
         // A folder at the destination: the rename fails.
         fs::create_dir(&path).unwrap();
@@ -170,7 +170,7 @@ mod tests {
     #[test]
     fn planted_symlinks_are_never_followed() {
         use std::os::unix::fs::{symlink, PermissionsExt};
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let victim = dir.path().join("victim");
         fs::write(&victim, "keep me").unwrap();
         let path = dir.path().join("out");

@@ -303,11 +303,11 @@ mod tests {
     use super::*;
     use crate::paths::ProjectPaths;
     use crate::persist::store::StateStore;
-    use crate::tempdir::TempDir;
+    use tempfile::TempDir;
 
     #[test]
     fn appends_reads_back_and_rotates() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let paths = ProjectPaths::new(dir.path());
         let store = StateStore::new(&paths);
         let lock = store.lock(true).unwrap();

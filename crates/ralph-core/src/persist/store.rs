@@ -603,10 +603,10 @@ fn parse_state(path: &Path, bytes: Option<&[u8]>) -> Result<Option<LoopState>, S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tempdir::TempDir;
+    use tempfile::TempDir;
 
     fn store() -> (TempDir, StateStore) {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let store = StateStore::at(dir.path().join("runtime").join("ralph-state.json"));
         (dir, store)
     }
@@ -742,7 +742,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn linked_folders_are_refused_by_every_operation() {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let root = dir.path().join("project");
         let elsewhere = dir.path().join("other-project");
         fs::create_dir_all(elsewhere.join(".claude/context/runtime")).unwrap();

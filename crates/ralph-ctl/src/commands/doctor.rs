@@ -19,12 +19,13 @@ use crate::driver::command::ClientVersion;
 use crate::error::CmdResult;
 
 /// The client versions the end-to-end tests run.
-pub const TESTED_CLIENTS: [ClientVersion; 2] = [ClientVersion(2, 0, 77), ClientVersion(2, 1, 330)];
+pub(crate) const TESTED_CLIENTS: [ClientVersion; 2] =
+    [ClientVersion(2, 0, 77), ClientVersion(2, 1, 330)];
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Nothing to do.
     Ok,
     /// Works, but worth a look.
@@ -35,16 +36,16 @@ pub enum Verdict {
 
 /// One check.
 #[derive(Debug, Clone, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     /// What was checked.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// How it came out.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
     /// What was found.
-    pub detail: String,
+    pub(crate) detail: String,
     /// What to do, when something is to be done.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
+    pub(crate) fix: Option<String>,
 }
 
 fn check(name: &'static str, verdict: Verdict, detail: String, fix: Option<String>) -> Check {
@@ -57,7 +58,7 @@ fn check(name: &'static str, verdict: Verdict, detail: String, fix: Option<Strin
 }
 
 /// Runs every check on the project at `paths`; writes them (or JSON) on `out`.
-pub fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
     let checks = all(paths);
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     let written = if json {
@@ -108,7 +109,7 @@ fn show(checks: &[Check], out: &mut dyn Write) -> std::io::Result<()> {
 }
 
 /// Every check, in order.
-pub fn all(paths: &ProjectPaths) -> Vec<Check> {
+pub(crate) fn all(paths: &ProjectPaths) -> Vec<Check> {
     let config = Config::load(paths, &ProcessEnv);
     let mut checks = vec![hook(paths)];
     checks.push(match &config {

@@ -13,7 +13,7 @@ use crate::error::CmdResult;
 /// Writes the kept loops to `out`, oldest first: two lines each (when it
 /// began, its session, how it ended), or with `json` one object per line,
 /// `{"file": …, "state": …}` (`"error"` for a file that cannot be read).
-pub fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
     let archived = StateStore::new(paths).archived()?;
     let written = (|| {
         if archived.is_empty() && !json {

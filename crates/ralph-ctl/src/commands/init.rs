@@ -174,7 +174,7 @@ fn ctl_path() -> Option<String> {
 /// `value` for `set "NAME=value"` in a batch file: `%` doubled, the only
 /// character expanded there (delayed expansion is off). `None` when it holds
 /// what such a line cannot carry (`"`, a line break).
-pub fn bat_set_value(value: &str) -> Option<String> {
+pub(crate) fn bat_set_value(value: &str) -> Option<String> {
     if value.contains(['"', '\r', '\n']) {
         return None;
     }
@@ -183,21 +183,21 @@ pub fn bat_set_value(value: &str) -> Option<String> {
 
 /// What `ralph-ctl init` was asked for.
 #[derive(Debug, Clone, Default)]
-pub struct InitOptions {
+pub(crate) struct InitOptions {
     /// The hook binary to register (default: the one beside `ralph-ctl`).
-    pub hook_path: Option<PathBuf>,
+    pub(crate) hook_path: Option<PathBuf>,
     /// The registered hook timeout (default: sized to the verify commands).
-    pub timeout: Option<u32>,
+    pub(crate) timeout: Option<u32>,
     /// `--verify CMD`: the completion check to write into config.json.
-    pub verify: Option<String>,
+    pub(crate) verify: Option<String>,
     /// `--yes`: write the detected test command as the completion check.
-    pub yes: bool,
+    pub(crate) yes: bool,
     /// `--local`: register in `.claude/settings.local.json` (this person's).
-    pub local: bool,
+    pub(crate) local: bool,
     /// `--formula NAME`: write the starter formula under that name.
-    pub formula: Option<String>,
+    pub(crate) formula: Option<String>,
     /// A loop starts right after (`run --task`): no "Next:" line.
-    pub then_runs: bool,
+    pub(crate) then_runs: bool,
 }
 
 /// The name a verify command `init` writes gets.
@@ -286,7 +286,7 @@ fn json_text(value: &Value) -> String {
 
 /// Installs templates, launchers, the hook registration, the runtime
 /// folder's `.gitignore`, and (asked for) the completion check.
-pub fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
     let hook = find_hook(options.hook_path.clone())?;
     let root = &paths.root;
     if let Some(command) = &options.verify {

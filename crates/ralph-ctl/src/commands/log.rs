@@ -14,7 +14,7 @@ use crate::error::CmdResult;
 use crate::error::CtlError;
 
 /// How many entries `ralph-ctl log` shows unless told otherwise.
-pub const DEFAULT_ENTRIES: u32 = 20;
+pub(crate) const DEFAULT_ENTRIES: u32 = 20;
 
 /// The width the readable form wraps at.
 const WIDTH: usize = 100;
@@ -25,7 +25,7 @@ const MAX_INDENT: usize = 40;
 /// `json`, one JSON object per line and nothing else (a note that there is
 /// no log yet goes to `err`). A log that cannot be read is an error naming
 /// the file; a reader that goes away early ends the command quietly.
-pub fn run(
+pub(crate) fn run(
     paths: &ProjectPaths,
     n: usize,
     json: bool,

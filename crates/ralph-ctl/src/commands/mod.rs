@@ -1,17 +1,17 @@
 //! One module per `ralph-ctl` subcommand: the CLI only. What runs a loop
 //! (starting, driving, finishing it) is `crate::driver`'s.
 
-pub mod doctor;
-pub mod history;
-pub mod init;
-pub mod log;
-pub mod plugin;
-pub mod prompt;
-pub mod reload;
-pub mod report;
-pub mod reset;
-pub mod status;
-pub mod task;
-pub mod watch;
+pub(crate) mod doctor;
+pub(crate) mod history;
+pub(crate) mod init;
+pub(crate) mod log;
+pub(crate) mod plugin;
+pub(crate) mod prompt;
+pub(crate) mod reload;
+pub(crate) mod report;
+pub(crate) mod reset;
+pub(crate) mod status;
+pub(crate) mod task;
+pub(crate) mod watch;
 
-pub use crate::error::written;
+pub(crate) use crate::error::written;

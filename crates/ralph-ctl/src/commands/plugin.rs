@@ -19,28 +19,32 @@ use crate::error::CmdResult;
 use crate::error::CtlError;
 
 /// The session id Claude Code 2.1 and later gives the commands it runs.
-pub const SESSION_ENV: &str = "CLAUDE_CODE_SESSION_ID";
+pub(crate) const SESSION_ENV: &str = "CLAUDE_CODE_SESSION_ID";
 /// How many blocked stops in a row Claude Code 2.1 allows by default.
-pub const CLIENT_BLOCK_CAP: u32 = 8;
+pub(crate) const CLIENT_BLOCK_CAP: u32 = 8;
 
 /// What `/ralph-loop` asked for.
 #[derive(Debug, Clone, Default)]
-pub struct LoopStart {
+pub(crate) struct LoopStart {
     /// The task's words.
-    pub task: Vec<String>,
+    pub(crate) task: Vec<String>,
     /// `--max-iterations`.
-    pub max_iterations: Option<u32>,
+    pub(crate) max_iterations: Option<u32>,
     /// `--completion-promise`.
-    pub completion_promise: Option<String>,
+    pub(crate) completion_promise: Option<String>,
     /// `--session` (default: `CLAUDE_CODE_SESSION_ID`).
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
     /// `--report`: exit 0 whatever happened; the output says it.
-    pub report: bool,
+    pub(crate) report: bool,
 }
 
 /// `ralph-ctl loop-start`: starts a loop bound to the session, with the
 /// task as its prompt; says what it did (or why not) on `out`.
-pub fn loop_start(paths: &ProjectPaths, request: LoopStart, out: &mut dyn Write) -> CmdResult {
+pub(crate) fn loop_start(
+    paths: &ProjectPaths,
+    request: LoopStart,
+    out: &mut dyn Write,
+) -> CmdResult {
     let result = open(paths, &request);
     let (text, code) = match result {
         Ok(text) => (text, exit_codes::OK),
@@ -66,7 +70,7 @@ const LOOP_FLAGS: [&str; 2] = ["--max-iterations", "--completion-promise"];
 /// where they cannot be prose (`--max-iterations` and a number, a quoted
 /// promise). Anywhere else a flag's name is the task's text ("Implement the
 /// --completion-promise option"). A value with spaces is quoted.
-pub fn parse_words(request: &LoopStart) -> Result<LoopStart, CtlError> {
+pub(crate) fn parse_words(request: &LoopStart) -> Result<LoopStart, CtlError> {
     let line = request.task.join(" ");
     let mut out = LoopStart {
         task: Vec::new(),
@@ -228,7 +232,7 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
 /// The `/ralph-loop` command a prompt starts with, as the person typed it:
 /// the bare skill name or the plugin's namespaced command. Returns the rest
 /// of the line (the task and its flags), or `None` for any other prompt.
-pub fn loop_command_rest(prompt: &str) -> Option<&str> {
+pub(crate) fn loop_command_rest(prompt: &str) -> Option<&str> {
     let prompt = prompt.trim_start();
     ["/ralph-loop", "/ralph:ralph-loop"]
         .into_iter()
@@ -240,13 +244,13 @@ pub fn loop_command_rest(prompt: &str) -> Option<&str> {
 
 /// Whether `prompt` is `/ralph-status` (alone, as the command takes no
 /// arguments), with or without the plugin's prefix.
-pub fn is_status_command(prompt: &str) -> bool {
+pub(crate) fn is_status_command(prompt: &str) -> bool {
     matches!(prompt.trim(), "/ralph-status" | "/ralph:ralph-status")
 }
 
 /// The most of a `UserPromptSubmit` hook's input `--hook` reads: a task at
 /// its cap, escaped in JSON, and the other fields.
-pub const MAX_HOOK_INPUT_BYTES: usize = 8 * MAX_TASK_BYTES;
+pub(crate) const MAX_HOOK_INPUT_BYTES: usize = 8 * MAX_TASK_BYTES;
 
 /// The parts of Claude Code's `UserPromptSubmit` hook input `--hook` reads.
 #[derive(Debug, serde::Deserialize)]
@@ -260,7 +264,7 @@ struct PromptSubmit {
 /// [`loop_start_hook`] on the hook's JSON read from `input`, at most
 /// [`MAX_HOOK_INPUT_BYTES`] of it (past that, a `/ralph-loop` line is
 /// refused by its size); input that cannot be read is left alone.
-pub fn loop_start_hook_on(
+pub(crate) fn loop_start_hook_on(
     input: impl std::io::Read,
     project_dir: Option<std::path::PathBuf>,
     client_session: Option<String>,
@@ -288,7 +292,7 @@ pub fn loop_start_hook_on(
 /// shows the reason to the person instead of running the command. Always
 /// exits 0: an exit code of 2 would block every prompt when something else
 /// fails (an old `ralph-ctl`).
-pub fn loop_start_hook(
+pub(crate) fn loop_start_hook(
     input: &[u8],
     whole: bool,
     project_dir: Option<std::path::PathBuf>,
@@ -393,7 +397,7 @@ pub fn loop_start_hook(
 /// hook has run. Says on `out` that the loop the hook started for this
 /// session (`CLAUDE_CODE_SESSION_ID`, or `session`) runs, with its task
 /// (for the agent's first iteration), or that none was started and why.
-pub fn loop_started(
+pub(crate) fn loop_started(
     paths: &ProjectPaths,
     session: Option<String>,
     out: &mut dyn Write,
@@ -474,7 +478,7 @@ fn started_message(max: u32, signal: &str, task: &str) -> String {
 
 /// `ralph-ctl cancel`: ends the project's running or paused loop,
 /// `cancelled`, whatever session owns it; says so on `out`.
-pub fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
+pub(crate) fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     let mut cancelled = false;
     let changed = transaction::change(paths, Whose::Any, |draft| {
         if draft
@@ -509,15 +513,15 @@ pub fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
 
 /// The longest task `/ralph-loop` takes: it is kept in the state and fed
 /// back at every stop.
-pub const MAX_TASK_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_TASK_BYTES: usize = 256 * 1024;
 /// The longest note `ralph-ctl say` takes.
-pub const MAX_NOTE_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_NOTE_BYTES: usize = 16 * 1024;
 /// The most the notes waiting for the next iteration may hold together.
-pub const MAX_NOTES_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_NOTES_BYTES: usize = 64 * 1024;
 
 /// `ralph-ctl say TEXT`: puts the person's note in front of the running
 /// loop's next iteration text, once (notes left before it add up), and logs it.
-pub fn say(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -> CmdResult {
+pub(crate) fn say(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -> CmdResult {
     let text = words.join(" ").trim().to_string();
     if text.is_empty() {
         return Err(CtlError::BadArgument(
@@ -665,7 +669,7 @@ mod tests {
 
     #[test]
     fn the_hook_leaves_every_other_prompt_and_any_garbage_alone() {
-        let dir = crate::testdir::TestDir::new("loop-hook-alone");
+        let dir = crate::testdir::new("loop-hook-alone");
         for (input, whole) in [
             ("not json at all".to_string(), true),
             (String::new(), true),
@@ -708,7 +712,7 @@ mod tests {
 
     #[test]
     fn the_hook_starts_the_loop_from_the_line_and_refuses_with_a_reason() {
-        let dir = crate::testdir::TestDir::new("loop-hook-start");
+        let dir = crate::testdir::new("loop-hook-start");
         // Claude Code 2.0: no session id of the client's own, nothing done.
         assert_eq!(
             hook(&submit("/ralph-loop Fix it."), true, dir.path(), None),

@@ -24,7 +24,7 @@ use crate::formula;
 /// its drift, logs `reload`, and writes what changed to `out`. A bad file
 /// is refused with its error and the pin kept; with no loop, says so and
 /// returns [`exit_codes::NO_LOOP`].
-pub fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     let store = StateStore::new(paths);
     let no_loop = |out: &mut dyn Write, why: String| {
         super::written(
@@ -180,7 +180,7 @@ fn check_gate_names(formula: &formula::Formula, config: &Config) -> Result<(), C
 
 /// What differs between two pins, one line per key (`key: old → new`), the
 /// per-user file's keys marked, the formula in one line.
-pub fn describe_changes(old: Option<&Pinned>, new: &Pinned) -> Vec<String> {
+pub(crate) fn describe_changes(old: Option<&Pinned>, new: &Pinned) -> Vec<String> {
     let mut lines = Vec::new();
     let old_layers = old.map(Pinned::layers).unwrap_or_default();
     let files = [

@@ -22,7 +22,7 @@ use crate::error::CmdResult;
 use crate::error::CtlError;
 
 /// Writes the loop's report to `file`; says where on `out`.
-pub fn run(paths: &ProjectPaths, file: &Path, out: &mut dyn Write) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, file: &Path, out: &mut dyn Write) -> CmdResult {
     let Some(state) = StateStore::new(paths).read()? else {
         // Said on stdout with the code of "no loop", as `watch` and `reload` do.
         let said = writeln!(
@@ -69,7 +69,7 @@ th{background:#f4f4f4}.ok{color:#1a7f37}.bad{color:#c62828}.muted{color:#777}\
 pre{white-space:pre-wrap;margin:0;font-size:12px}svg{background:#fafafa;border:1px solid #eee}";
 
 /// The whole page.
-pub fn html(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>) -> String {
+pub(crate) fn html(paths: &ProjectPaths, state: &LoopState, config: Option<&Config>) -> String {
     let mut page = String::new();
     let _ = write!(
         page,

@@ -6,7 +6,7 @@ use ralph_core::paths::ProjectPaths;
 use crate::error::CmdResult;
 
 /// Clears the state and says what happened.
-pub fn run(paths: &ProjectPaths) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths) -> CmdResult {
     match crate::driver::start::clear(paths)? {
         crate::driver::start::Cleared::Nothing => crate::output::say!(
             "Nothing to reset: no loop state in {}.",

@@ -20,7 +20,7 @@ use crate::error::CmdResult;
 const RECENT: usize = 10;
 
 /// Writes the state to `out`; a corrupt state is shown with its problem (exit 1).
-pub fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
     // A loop whose launcher was killed outright is shown (and recorded) as
     // interrupted; when it cannot be recorded, the state is shown as it is.
     let _ = crate::driver::liveness::reconcile(paths);
@@ -82,7 +82,7 @@ fn show(
 /// The drift of `state`'s pinned files: for a running or paused loop, as
 /// the files are now (first seen when the last stop recorded the same
 /// content, else now); for an ended one, as recorded.
-pub fn current_drift(paths: &ProjectPaths, state: &LoopState) -> Option<ConfigDrift> {
+pub(crate) fn current_drift(paths: &ProjectPaths, state: &LoopState) -> Option<ConfigDrift> {
     let Some(pinned) = &state.pinned else {
         return state.config_drift.clone();
     };
@@ -179,7 +179,7 @@ fn waiting_under_launcher(state: &LoopState, config: Option<&Config>, now: u64) 
 /// The readable summary of a state at `now` (seconds since the epoch, for
 /// the last hour's requests); `config` supplies the breaker's thresholds
 /// and the supervisor's budgets.
-pub fn summary(
+pub(crate) fn summary(
     paths: &ProjectPaths,
     state: &LoopState,
     config: Option<&Config>,

@@ -18,12 +18,12 @@ use crate::error::CtlError;
 
 /// Where the PROMPT.md a new task replaced is kept, in the runtime folder
 /// (git-ignored): a person's earlier task is never lost.
-pub const PREVIOUS_PROMPT: &str = "PROMPT.previous.md";
+pub(crate) const PREVIOUS_PROMPT: &str = "PROMPT.previous.md";
 
 /// PROMPT.md for `task`: the template, with the task in place of its
 /// placeholder paragraph and the loop's completion signal where the
 /// template names the default one.
-pub fn prompt_for(task: &str, signal: &str) -> String {
+pub(crate) fn prompt_for(task: &str, signal: &str) -> String {
     let template = assets::PROMPT_TEMPLATE;
     let rest = template
         .find("\n## ")
@@ -36,7 +36,12 @@ pub fn prompt_for(task: &str, signal: &str) -> String {
 /// Stop hook is not registered there, refuses while a loop is in the way
 /// (before PROMPT.md is touched: a running loop reads it), and writes the
 /// task into PROMPT.md, keeping a different earlier one aside.
-pub fn prepare(paths: &ProjectPaths, task: &str, yes: bool, reset: bool) -> Result<(), CtlError> {
+pub(crate) fn prepare(
+    paths: &ProjectPaths,
+    task: &str,
+    yes: bool,
+    reset: bool,
+) -> Result<(), CtlError> {
     let task = task.trim();
     if task.is_empty() {
         return Err(CtlError::BadArgument(

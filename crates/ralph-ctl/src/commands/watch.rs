@@ -19,10 +19,10 @@ use crate::error::CmdResult;
 use crate::error::CtlError;
 
 /// How often the state file is looked at.
-pub const POLL: Duration = Duration::from_millis(250);
+pub(crate) const POLL: Duration = Duration::from_millis(250);
 
 /// Runs the view on the process's terminal, or plain lines on `out`.
-pub fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
         live(paths)
     } else {
@@ -44,7 +44,7 @@ fn live_status(state: &LoopState) -> bool {
 }
 
 /// One line for a state: what the loop is doing now.
-pub fn line(state: &LoopState, config: Option<&Config>) -> String {
+pub(crate) fn line(state: &LoopState, config: Option<&Config>) -> String {
     let last = state.history.last().map_or_else(
         || "no iteration ended yet".to_string(),
         |r| format!("last: {} ({})", r.why, excerpt(&r.excerpt, 60)),

@@ -16,18 +16,18 @@ use super::signals::{Signal, SignalSource};
 
 /// How long a client has to exit after a signal was passed on to it before
 /// it is killed (SIGKILL).
-pub const KILL_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(10);
 /// How often the driver looks at the client and at the signals.
-pub const TICK: Duration = Duration::from_millis(25);
+pub(crate) const TICK: Duration = Duration::from_millis(25);
 /// How long the processes of a signalled client's tool calls have to end
 /// once the client is gone, before they are killed.
-pub const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 /// How often the idle watch looks at the client's transcript and output.
-pub const IDLE_LOOK: Duration = Duration::from_millis(500);
+pub(crate) const IDLE_LOOK: Duration = Duration::from_millis(500);
 
 /// How the client ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientExit {
+pub(crate) enum ClientExit {
     /// It exited with this code.
     Code(i32),
     /// It was killed by this signal number.
@@ -36,7 +36,7 @@ pub enum ClientExit {
 
 impl ClientExit {
     /// The exit code a shell would report (128 + signal for a killed client).
-    pub fn code(self) -> i32 {
+    pub(crate) fn code(self) -> i32 {
         match self {
             ClientExit::Code(code) => code,
             ClientExit::Signal(signal) => ralph_core::exit_codes::signalled(signal),
@@ -55,7 +55,7 @@ impl ClientExit {
     }
 
     /// "Claude Code exited with code 0" / "… with code 137 (killed by signal 9)".
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         match self {
             ClientExit::Code(code) => format!("Claude Code exited with code {code}"),
             ClientExit::Signal(signal) => format!(
@@ -67,7 +67,7 @@ impl ClientExit {
 }
 
 /// A started client, as [`supervise`] sees it.
-pub trait Client {
+pub(crate) trait Client {
     /// Its end, once it has exited (and only then is it reaped).
     fn try_wait(&mut self) -> io::Result<Option<ClientExit>>;
     /// Passes `signal` on to it.
@@ -78,33 +78,33 @@ pub trait Client {
 
 /// What happened while the client ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Supervision {
+pub(crate) struct Supervision {
     /// How it ended.
-    pub exit: ClientExit,
+    pub(crate) exit: ClientExit,
     /// The first signal the driver received while it ran.
-    pub signal: Option<Signal>,
+    pub(crate) signal: Option<Signal>,
     /// True when it outlived [`KILL_GRACE`] after a signal and was killed.
-    pub killed_after_grace: bool,
+    pub(crate) killed_after_grace: bool,
     /// Set when the driver ended it because it showed no sign of work for
     /// this long ([`IdleWatch`]).
-    pub idle_cut_off: Option<Duration>,
+    pub(crate) idle_cut_off: Option<Duration>,
 }
 
 /// Ends a client that shows no sign of work for `timeout`
 /// (`idleTimeoutSeconds`): a hung session must not stall the night.
-pub struct IdleWatch<'a> {
+pub(crate) struct IdleWatch<'a> {
     /// How long the client may show no sign of work.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// How often `activity` is read.
-    pub every: Duration,
+    pub(crate) every: Duration,
     /// A number that changes while the client works (the size of its
     /// transcript plus the bytes of its output).
-    pub activity: &'a mut dyn FnMut() -> u64,
+    pub(crate) activity: &'a mut dyn FnMut() -> u64,
 }
 
 impl Supervision {
     /// What ended the client, for the loop's `endedBecause`.
-    pub fn describe(&self, grace: Duration) -> String {
+    pub(crate) fn describe(&self, grace: Duration) -> String {
         let client = if self.killed_after_grace {
             format!(
                 "Claude Code did not exit within {} s and was killed ({})",
@@ -137,7 +137,7 @@ impl Supervision {
 /// sent SIGTERM (and killed after `grace` like any other).
 /// The client is only signalled before [`Client::try_wait`] has seen it
 /// exit, never after it was reaped.
-pub fn supervise(
+pub(crate) fn supervise(
     client: &mut impl Client,
     signals: &mut impl SignalSource,
     grace: Duration,
@@ -191,16 +191,18 @@ pub fn supervise(
 }
 
 /// How long the client's output may still arrive after it exited.
-pub const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// Most of the client's output kept for reading its result: the tail.
-pub const MAX_CAPTURED_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_CAPTURED_BYTES: usize = 4 * 1024 * 1024;
 
 /// How long `claude --version` may take.
-pub const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The client's version (`claude --version`), or `None` when it does not
 /// say within [`VERSION_TIMEOUT`].
-pub fn version(client: &super::command::ClientProgram) -> Option<super::command::ClientVersion> {
+pub(crate) fn version(
+    client: &super::command::ClientProgram,
+) -> Option<super::command::ClientVersion> {
     let mut child = Command::new(&client.program)
         .args(&client.leading_args)
         .arg("--version")
@@ -235,7 +237,7 @@ type Captured = (mpsc::Receiver<()>, Arc<Mutex<Vec<u8>>>, Arc<AtomicU64>);
 
 /// Where the client's stdout goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
+pub(crate) enum Output {
     /// Straight to the terminal (the interactive client).
     Terminal,
     /// Passed on to ours as it is, and kept (`--output-format json`).
@@ -245,7 +247,7 @@ pub enum Output {
 }
 
 /// The client process.
-pub struct RunningClient {
+pub(crate) struct RunningClient {
     child: Child,
     captured: Option<Captured>,
     /// The client's descendants when it was last signalled: what its tool
@@ -260,7 +262,7 @@ pub struct RunningClient {
 
 impl RunningClient {
     /// The client's process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
@@ -270,7 +272,7 @@ impl RunningClient {
     /// its stdout is passed on to ours as it comes (as it is, or as readable
     /// lines) and its last [`MAX_CAPTURED_BYTES`] are kept (for the result
     /// object), with a count of the bytes seen (activity, for the idle watch).
-    pub fn spawn(
+    pub(crate) fn spawn(
         command: &ClientCommand,
         root: &Path,
         output: Output,
@@ -373,7 +375,7 @@ impl RunningClient {
     /// Once the client exited after a signal: the processes of its tool
     /// calls that were signalled with it and still run `grace` later (one
     /// that ignores SIGTERM) are killed, so that none outlives the loop.
-    pub fn end_leftovers(&mut self, grace: Duration) {
+    pub(crate) fn end_leftovers(&mut self, grace: Duration) {
         let deadline = Instant::now() + grace;
         loop {
             // Signal 0: only whether the process is still there.
@@ -391,7 +393,7 @@ impl RunningClient {
 
     /// How many bytes the client wrote on stdout so far (0 when it writes
     /// to the terminal): grows while it works.
-    pub fn output_seen(&self) -> Arc<AtomicU64> {
+    pub(crate) fn output_seen(&self) -> Arc<AtomicU64> {
         match &self.captured {
             Some((_, _, seen)) => Arc::clone(seen),
             None => Arc::new(AtomicU64::new(0)),
@@ -401,7 +403,7 @@ impl RunningClient {
     /// What the client wrote on stdout (its tail), once it has exited. A
     /// process the client left behind may hold the pipe open: its end is
     /// awaited [`OUTPUT_GRACE`] at most.
-    pub fn output(self) -> Vec<u8> {
+    pub(crate) fn output(self) -> Vec<u8> {
         match self.captured {
             Some((finished, kept, _)) => {
                 let _ = finished.recv_timeout(OUTPUT_GRACE);

@@ -7,22 +7,22 @@ use std::path::{Path, PathBuf};
 
 /// The environment variable naming the client (a path, a command name, or a
 /// command with arguments such as `node /opt/claude-code/cli.js`).
-pub const CLIENT_ENV: &str = "RALPH_CLAUDE";
+pub(crate) const CLIENT_ENV: &str = "RALPH_CLAUDE";
 /// The client started when [`CLIENT_ENV`] is unset or empty.
-pub const DEFAULT_CLIENT: &str = "claude";
+pub(crate) const DEFAULT_CLIENT: &str = "claude";
 /// Claude Code's own cap on consecutive Stop hook blocks.
-pub const BLOCK_CAP_ENV: &str = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP";
+pub(crate) const BLOCK_CAP_ENV: &str = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP";
 /// How far above the loop's cap the client's block cap is raised.
-pub const BLOCK_CAP_MARGIN: u64 = 5;
+pub(crate) const BLOCK_CAP_MARGIN: u64 = 5;
 
 /// The Claude Code client to start: a program and the arguments that come
 /// with it in `RALPH_CLAUDE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientProgram {
+pub(crate) struct ClientProgram {
     /// The executable, as found.
-    pub program: PathBuf,
+    pub(crate) program: PathBuf,
     /// Arguments that come before ours (`cli.js` in `node cli.js`).
-    pub leading_args: Vec<String>,
+    pub(crate) leading_args: Vec<String>,
 }
 
 impl ClientProgram {
@@ -30,7 +30,10 @@ impl ClientProgram {
     /// program (a path may hold spaces), else as a command with arguments
     /// split on whitespace. `find` turns a name or path into the executable
     /// it means, or `None`.
-    pub fn parse(spec: &str, find: impl Fn(&str) -> Option<PathBuf>) -> Option<ClientProgram> {
+    pub(crate) fn parse(
+        spec: &str,
+        find: impl Fn(&str) -> Option<PathBuf>,
+    ) -> Option<ClientProgram> {
         let spec = if spec.trim().is_empty() {
             DEFAULT_CLIENT
         } else {
@@ -65,7 +68,7 @@ impl ClientProgram {
 /// looked up in `path_var` (`PATH`). With `pathext` (Windows' `PATHEXT`, such
 /// as `.COM;.EXE;.BAT;.CMD`), a name without an extension is tried with each
 /// of them instead of as it is.
-pub fn find_executable(
+pub(crate) fn find_executable(
     name: &str,
     base: &Path,
     path_var: Option<&std::ffi::OsStr>,
@@ -117,7 +120,7 @@ fn is_executable(path: &Path) -> bool {
 /// `max_iterations`, or `None` to keep `current`: a value of 0 (no cap) or
 /// one already at least `max_iterations + 5` is kept, and so is one that is
 /// not a number (the client's business); anything else is raised.
-pub fn block_cap(current: Option<&str>, max_iterations: u32) -> Option<String> {
+pub(crate) fn block_cap(current: Option<&str>, max_iterations: u32) -> Option<String> {
     let needed = u64::from(max_iterations) + BLOCK_CAP_MARGIN;
     match current.map(str::trim) {
         None | Some("") => Some(needed.to_string()),
@@ -131,7 +134,7 @@ pub fn block_cap(current: Option<&str>, max_iterations: u32) -> Option<String> {
 
 /// The platform's limit on passing the prompt as one argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Platform {
+pub(crate) enum Platform {
     /// Linux caps one argument at 128 KiB (`MAX_ARG_STRLEN`); macOS caps all
     /// arguments and the environment together at 1 MiB. The client reads a
     /// prompt piped on stdin instead, in both modes.
@@ -144,7 +147,7 @@ pub enum Platform {
 
 impl Platform {
     /// The platform this binary runs on.
-    pub const fn current() -> Platform {
+    pub(crate) const fn current() -> Platform {
         if cfg!(windows) {
             Platform::Windows
         } else {
@@ -153,7 +156,7 @@ impl Platform {
     }
 
     /// The longest prompt (in bytes) passed as an argument in interactive mode.
-    pub const fn argument_limit(self) -> usize {
+    pub(crate) const fn argument_limit(self) -> usize {
         match self {
             Platform::Unix => 100 * 1024,
             Platform::Windows => 30_000,
@@ -163,7 +166,7 @@ impl Platform {
 
 /// How the first prompt reaches the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PromptDelivery {
+pub(crate) enum PromptDelivery {
     /// As the positional prompt argument (interactive mode, a prompt that fits).
     Argument,
     /// On the client's stdin, which both modes read as the prompt when it is
@@ -177,42 +180,42 @@ pub enum PromptDelivery {
 
 /// Everything the client command is built from.
 #[derive(Debug, Clone)]
-pub struct Launch<'a> {
+pub(crate) struct Launch<'a> {
     /// The client.
-    pub client: &'a ClientProgram,
+    pub(crate) client: &'a ClientProgram,
     /// `claude -p --output-format json` instead of the terminal UI.
-    pub headless: bool,
+    pub(crate) headless: bool,
     /// The loop's session, passed with `--session-id`.
-    pub session_id: &'a str,
+    pub(crate) session_id: &'a str,
     /// The loop's cap, for the block cap.
-    pub max_iterations: u32,
+    pub(crate) max_iterations: u32,
     /// The first prompt (header, PROMPT.md, guardrails).
-    pub prompt: &'a str,
+    pub(crate) prompt: &'a str,
     /// Arguments given after `--`, passed on unchanged.
-    pub client_args: &'a [OsString],
+    pub(crate) client_args: &'a [OsString],
     /// The inherited `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`, if any.
-    pub block_cap: Option<&'a str>,
+    pub(crate) block_cap: Option<&'a str>,
     /// Where the prompt goes when it must be pointed at (see [`PromptDelivery::File`]).
-    pub prompt_file: &'a Path,
+    pub(crate) prompt_file: &'a Path,
     /// The platform's limits.
-    pub platform: Platform,
+    pub(crate) platform: Platform,
     /// Continue the session (`--resume ID`) instead of starting it (`--session-id ID`).
-    pub resume: bool,
+    pub(crate) resume: bool,
     /// The budget left for this run, passed as `--max-budget-usd` (headless only).
-    pub max_budget_usd: Option<f64>,
+    pub(crate) max_budget_usd: Option<f64>,
     /// More settings for this run (`--settings JSON`).
-    pub extra_settings: Option<&'a str>,
+    pub(crate) extra_settings: Option<&'a str>,
     /// One iteration in a fresh process: the Stop hook stays out of it (no
     /// `RALPH_ACTIVE`, no block cap); the driver judges the iteration.
-    pub fresh: bool,
+    pub(crate) fresh: bool,
     /// Headless, the client's JSON result as the person's output
     /// (`--output-format json`), not its events shown as readable lines.
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// A client version, from `claude --version` ("2.1.330 (Claude Code)").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ClientVersion(pub u32, pub u32, pub u32);
+pub(crate) struct ClientVersion(pub u32, pub u32, pub u32);
 
 impl std::fmt::Display for ClientVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -222,7 +225,7 @@ impl std::fmt::Display for ClientVersion {
 
 impl ClientVersion {
     /// The first `X.Y.Z` in `text`.
-    pub fn parse(text: &str) -> Option<ClientVersion> {
+    pub(crate) fn parse(text: &str) -> Option<ClientVersion> {
         text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
             .find_map(|word| {
                 let mut parts = word.split('.').map(|p| p.parse::<u32>().ok());
@@ -235,13 +238,13 @@ impl ClientVersion {
 
     /// 2.1 and later fire `StopFailure` when an API error ends a turn (2.0
     /// runs the Stop hook then, and skips a settings file that names it).
-    pub fn has_stop_failure(self) -> bool {
+    pub(crate) fn has_stop_failure(self) -> bool {
         self >= ClientVersion(2, 1, 0)
     }
 
     /// 2.1 and later report the whole session's cost in `total_cost_usd`,
     /// a resumed run included; 2.0 reports the run's own.
-    pub fn reports_session_cost(self) -> bool {
+    pub(crate) fn reports_session_cost(self) -> bool {
         self >= ClientVersion(2, 1, 0)
     }
 }
@@ -249,21 +252,21 @@ impl ClientVersion {
 /// The command to run: program, arguments, the environment it adds, and
 /// what it gets on stdin.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientCommand {
+pub(crate) struct ClientCommand {
     /// The executable.
-    pub program: PathBuf,
+    pub(crate) program: PathBuf,
     /// Its arguments.
-    pub args: Vec<OsString>,
+    pub(crate) args: Vec<OsString>,
     /// Variables set for the client only (`RALPH_ACTIVE=1`, the block cap).
-    pub env: Vec<(String, String)>,
+    pub(crate) env: Vec<(String, String)>,
     /// How the first prompt is passed.
-    pub delivery: PromptDelivery,
+    pub(crate) delivery: PromptDelivery,
     /// The text written to stdin, or to the prompt file.
-    pub prompt: String,
+    pub(crate) prompt: String,
 }
 
 /// Chooses how the prompt reaches the client.
-pub fn delivery(launch: &Launch) -> PromptDelivery {
+pub(crate) fn delivery(launch: &Launch) -> PromptDelivery {
     if launch.headless {
         return PromptDelivery::Stdin;
     }
@@ -277,7 +280,7 @@ pub fn delivery(launch: &Launch) -> PromptDelivery {
 }
 
 /// The short first message that names the file holding the prompt.
-pub fn pointer_message(prompt_file: &Path, max_iterations: u32) -> String {
+pub(crate) fn pointer_message(prompt_file: &Path, max_iterations: u32) -> String {
     format!(
         "[Ralph loop: iteration 1 of {max_iterations}] This iteration's task is too long for \
          the command line, so it is in the file {}. Read that whole file (in parts if it is \
@@ -289,10 +292,10 @@ pub fn pointer_message(prompt_file: &Path, max_iterations: u32) -> String {
 /// The permission mode a headless run gets when the person names none:
 /// file edits in the project (and, as the clients judge them, shell
 /// commands that only touch the project) go through without a prompt.
-pub const HEADLESS_PERMISSION_MODE: &str = "acceptEdits";
+pub(crate) const HEADLESS_PERMISSION_MODE: &str = "acceptEdits";
 
 /// Whether the client arguments already say how permissions are handled.
-pub fn names_permissions(client_args: &[OsString]) -> bool {
+pub(crate) fn names_permissions(client_args: &[OsString]) -> bool {
     client_args.iter().any(|arg| {
         let arg = arg.to_string_lossy();
         [
@@ -307,7 +310,7 @@ pub fn names_permissions(client_args: &[OsString]) -> bool {
 }
 
 /// Whether the client arguments carry the person's own `--settings`.
-pub fn names_settings(client_args: &[OsString]) -> bool {
+pub(crate) fn names_settings(client_args: &[OsString]) -> bool {
     client_args.iter().any(|arg| {
         let arg = arg.to_string_lossy();
         arg == "--settings" || arg.starts_with("--settings=")
@@ -316,13 +319,13 @@ pub fn names_settings(client_args: &[OsString]) -> bool {
 
 /// Set for a fresh iteration's client: the driver, not a Stop hook, judges
 /// its stop (the plugin's hook steps aside, see `ralph-stop-hook --plugin`).
-pub const DRIVEN_ENV: &str = "RALPH_DRIVEN";
+pub(crate) const DRIVEN_ENV: &str = "RALPH_DRIVEN";
 
 /// Builds the client command: `[leading args] -p --output-format
 /// stream-json --verbose --session-id ID [client args]` with the prompt on
 /// stdin (headless; `--output-format json` for `--json` in session mode), or
 /// `[leading args] [PROMPT] --session-id ID [client args]` (interactive).
-pub fn build(launch: &Launch) -> ClientCommand {
+pub(crate) fn build(launch: &Launch) -> ClientCommand {
     let delivery = delivery(launch);
     let mut args: Vec<OsString> = launch
         .client
@@ -390,7 +393,7 @@ pub fn build(launch: &Launch) -> ClientCommand {
 
 /// `value` as one single-quoted sh word: every byte literal, a `'` written
 /// as `'\''`.
-pub fn sh_quoted(value: &str) -> String {
+pub(crate) fn sh_quoted(value: &str) -> String {
     format!("'{}'", value.replace('\'', "'\\''"))
 }
 
@@ -706,7 +709,8 @@ mod tests {
 
     #[test]
     fn find_executable_searches_path_and_checks_paths() {
-        let dir = std::env::temp_dir().join(format!("ralph-ctl-find-{}", std::process::id()));
+        let tmp = crate::testdir::new("find");
+        let dir = tmp.path().to_path_buf();
         let bin = dir.join("bin dir");
         std::fs::create_dir_all(&bin).unwrap();
         let exe = bin.join("fake-claude");
@@ -749,6 +753,5 @@ mod tests {
             Some(bin.join("fake-claude.CMD"))
         );
         assert_eq!(windows("nope"), None);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -17,7 +17,7 @@ use crate::error::CmdResult;
 use crate::error::CtlError;
 
 /// Marks an interrupted loop, prints one line on stderr, returns the loop's exit code.
-pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> CmdResult {
     let cause = match client_exit {
         Some(code) => format!("Claude Code exited with code {code}"),
         None => "Claude Code exited".to_string(),
@@ -28,7 +28,11 @@ pub fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> 
 /// Under the state lock: a loop of `session_id` still `running` (or
 /// paused) is marked `interrupted`, ending "`cause` while the loop was
 /// running at iteration N of M", and the end is logged.
-pub fn record(paths: &ProjectPaths, session_id: &str, cause: &str) -> Result<Found, CtlError> {
+pub(crate) fn record(
+    paths: &ProjectPaths,
+    session_id: &str,
+    cause: &str,
+) -> Result<Found, CtlError> {
     let changed = transaction::change(paths, Whose::Session(session_id), |draft| {
         draft.apply(Event::Interrupted {
             cause: cause.to_string(),
@@ -41,7 +45,7 @@ pub fn record(paths: &ProjectPaths, session_id: &str, cause: &str) -> Result<Fou
 /// Prints the one line saying how the loop ended on stderr and returns its
 /// exit code. A failed write (the terminal is gone) is ignored: the end is
 /// already recorded.
-pub fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
+pub(crate) fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
     let (line, code) = match ending {
         Found::Gone => (
             "the loop's state is gone (was it reset?); nothing to report".to_string(),
@@ -68,7 +72,7 @@ pub fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
 /// else, such as an agent's command outside the sandbox) keeps its claim
 /// as not accepted, so that it is reported as a completion not on record
 /// (exit 17), never as done.
-pub fn believed(paths: &ProjectPaths, mut state: LoopState) -> LoopState {
+pub(crate) fn believed(paths: &ProjectPaths, mut state: LoopState) -> LoopState {
     if state.status == Status::Complete
         && lifecycle::completion_on_record(&state)
         && !ralph_core::persist::log::completion_logged(&paths.state_file(), &state)
@@ -78,9 +82,4 @@ pub fn believed(paths: &ProjectPaths, mut state: LoopState) -> LoopState {
         }
     }
     state
-}
-
-/// The exit code of a loop that ended with `status`.
-pub fn exit_code(status: Status) -> i32 {
-    lifecycle::exit_code(status)
 }

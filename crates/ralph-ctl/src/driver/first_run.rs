@@ -15,31 +15,31 @@ const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What was found of the client's first-run answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Setup {
+pub(crate) struct Setup {
     /// The global config file looked at.
-    pub config_file: PathBuf,
+    pub(crate) config_file: PathBuf,
     /// It exists and is a JSON object.
-    pub has_config: bool,
+    pub(crate) has_config: bool,
     /// Onboarding (the theme, the first screens) was completed.
-    pub onboarded: bool,
+    pub(crate) onboarded: bool,
     /// How the client logs in, when something was found.
-    pub login: Option<String>,
+    pub(crate) login: Option<String>,
     /// The project folder (or a folder above it) was trusted.
-    pub trusted: bool,
+    pub(crate) trusted: bool,
 }
 
 /// One thing the person still has to do, with the fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Missing {
+pub(crate) struct Missing {
     /// What is missing.
-    pub what: String,
+    pub(crate) what: String,
     /// How to set it up.
-    pub fix: String,
+    pub(crate) fix: String,
 }
 
 impl Setup {
     /// Looks at this home's client config for `project`.
-    pub fn probe(project: &Path) -> Setup {
+    pub(crate) fn probe(project: &Path) -> Setup {
         let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         let config_dir = env("CLAUDE_CONFIG_DIR")
             .map(PathBuf::from)
@@ -104,14 +104,14 @@ impl Setup {
     /// What the person still has to do, first things first; empty when the
     /// client is set up. On macOS the login may be in the keychain, which
     /// is not read: no login found is said only elsewhere.
-    pub fn missing(&self) -> Vec<Missing> {
+    pub(crate) fn missing(&self) -> Vec<Missing> {
         self.missing_for(false)
     }
 
     /// What a run of the client needs of it: everything [`Setup::missing`]
     /// names for the terminal UI, only the login for `claude -p` (which
     /// shows no first-run screens).
-    pub fn missing_for(&self, headless: bool) -> Vec<Missing> {
+    pub(crate) fn missing_for(&self, headless: bool) -> Vec<Missing> {
         let first_run =
             "run `claude` once in a terminal, in this project's folder, and answer its \
                          questions (log in, theme, trust the folder)";

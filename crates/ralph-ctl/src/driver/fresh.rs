@@ -26,7 +26,7 @@ use crate::error::CtlError;
 
 /// What the judged iteration leads to.
 #[derive(Debug)]
-pub enum Judged {
+pub(crate) enum Judged {
     /// The loop goes on: the next process gets this text.
     Continue {
         /// Header, PROMPT.md, guardrails and notices.
@@ -38,37 +38,37 @@ pub enum Judged {
 
 /// How a fresh iteration's process ended, for [`conclude`].
 #[derive(Debug, Default)]
-pub struct IterationEnd<'a> {
+pub(crate) struct IterationEnd<'a> {
     /// Its result object, when it ended its turn.
-    pub result: Option<&'a ClientResult>,
+    pub(crate) result: Option<&'a ClientResult>,
     /// The worktree it ran in, when not the project.
-    pub work_root: Option<&'a Path>,
+    pub(crate) work_root: Option<&'a Path>,
     /// Why the driver ended it before it ended its turn.
-    pub cut_off: Option<String>,
+    pub(crate) cut_off: Option<String>,
     /// The task to feed back instead of PROMPT.md (a formula step's).
-    pub task: Option<String>,
+    pub(crate) task: Option<String>,
     /// Checks a claim must pass besides `verify` (a formula step's gates).
-    pub extra_verify: Vec<ralph_core::observe::verify::VerifyCommand>,
+    pub(crate) extra_verify: Vec<ralph_core::observe::verify::VerifyCommand>,
     /// The project's `verify` does not gate this claim (a step's `verify: false`).
-    pub skip_project_verify: bool,
+    pub(crate) skip_project_verify: bool,
     /// The formula's file, when it now differs from the loop's pin.
-    pub pinned_changes: Vec<ralph_core::pin::Changed>,
+    pub(crate) pinned_changes: Vec<ralph_core::pin::Changed>,
 }
 
 /// How the driver goes on after a fresh iteration.
 #[derive(Debug)]
-pub struct Concluded {
+pub(crate) struct Concluded {
     /// What the iteration led to.
-    pub judged: Judged,
+    pub(crate) judged: Judged,
     /// The session the loop was handed over to, when it goes on.
-    pub next_session: Option<String>,
+    pub(crate) next_session: Option<String>,
     /// The loop as the iteration left it.
-    pub state: Option<LoopState>,
+    pub(crate) state: Option<LoopState>,
 }
 
 /// A driver's rules inside the stop (a formula's steps): they apply their
 /// events to the stop's draft and say how the driver goes on.
-pub type StepRules<'a> = dyn FnMut(&mut Draft) -> StepNext + 'a;
+pub(crate) type StepRules<'a> = dyn FnMut(&mut Draft) -> StepNext + 'a;
 
 /// Concludes the iteration the client process of `session` just ended, in
 /// one transaction on the loop: judged as the Stop hook would have at its
@@ -79,7 +79,7 @@ pub type StepRules<'a> = dyn FnMut(&mut Draft) -> StepNext + 'a;
 /// its result), the budget, and, when the loop goes on, the hand-over to
 /// the next process's new session. Notes the engine has for the person go
 /// to `say`.
-pub fn conclude(
+pub(crate) fn conclude(
     paths: &ProjectPaths,
     session: &str,
     end: IterationEnd<'_>,
@@ -158,7 +158,7 @@ pub fn conclude(
 /// Hands the running loop over from the session `from` to a new session,
 /// carried by this driver with no client yet; returns that session, or
 /// `None` when the loop is no longer `from`'s or no longer running.
-pub fn hand_over(paths: &ProjectPaths, from: &str) -> Result<Option<String>, CtlError> {
+pub(crate) fn hand_over(paths: &ProjectPaths, from: &str) -> Result<Option<String>, CtlError> {
     let next = crate::session_id::new_uuid();
     let mut moved = false;
     let changed = transaction::change(paths, Whose::Session(from), |draft| {
@@ -195,7 +195,12 @@ fn settle_iteration(draft: &mut Draft, result: Option<&ClientResult>, max_cost: 
 
 /// One line summing up a fresh iteration: its number, how the stop judged
 /// it, what it cost and how long it took.
-pub fn summary(state: &LoopState, iteration: u32, cost: Option<f64>, seconds: f64) -> String {
+pub(crate) fn summary(
+    state: &LoopState,
+    iteration: u32,
+    cost: Option<f64>,
+    seconds: f64,
+) -> String {
     let why = state
         .history
         .iter()
@@ -216,8 +221,8 @@ mod tests {
     use ralph_core::engine::RealWorld;
 
     /// A project with a running loop of session `s1` and a PROMPT.md.
-    fn running_loop() -> (crate::testdir::TestDir, ProjectPaths) {
-        let dir = crate::testdir::TestDir::new("conclude");
+    fn running_loop() -> (tempfile::TempDir, ProjectPaths) {
+        let dir = crate::testdir::new("conclude");
         let paths = ProjectPaths::new(dir.path());
         std::fs::create_dir_all(dir.path().join(".claude/ralph")).unwrap();
         std::fs::write(

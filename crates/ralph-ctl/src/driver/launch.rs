@@ -33,7 +33,7 @@ use crate::formula;
 
 /// The file holding the first prompt when it is pointed at rather than passed
 /// (interactive mode on Windows), relative to the runtime folder.
-pub const PROMPT_FILE_NAME: &str = "ralph-first-prompt.md";
+pub(crate) const PROMPT_FILE_NAME: &str = "ralph-first-prompt.md";
 
 /// A client that fails within this long of its start, with no answer,
 /// failed at starting: the launcher looks for a first run not done.
@@ -41,42 +41,42 @@ const FIRST_RUN_WINDOW: std::time::Duration = std::time::Duration::from_secs(30)
 
 /// The launcher's options.
 #[derive(Debug, Clone, Default)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// `claude -p --output-format json` instead of the terminal UI.
-    pub headless: bool,
+    pub(crate) headless: bool,
     /// Clear the previous loop's state first.
-    pub reset: bool,
+    pub(crate) reset: bool,
     /// Take up the paused or interrupted loop in its session instead of starting one.
-    pub resume: bool,
+    pub(crate) resume: bool,
     /// Start even though the prompt is still the PROMPT.md template.
-    pub force: bool,
+    pub(crate) force: bool,
     /// One headless client process with a new session per iteration
     /// (also `contextMode: fresh` / RALPH_CONTEXT_MODE=fresh).
-    pub fresh: bool,
+    pub(crate) fresh: bool,
     /// Print the client command and the first iteration's text; start nothing.
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Each fresh iteration in a git worktree of its own (implies `fresh`).
-    pub worktree: bool,
+    pub(crate) worktree: bool,
     /// What the worktrees start from and are compared with (default: the
     /// branch the loop starts on).
-    pub base_ref: Option<String>,
+    pub(crate) base_ref: Option<String>,
     /// Keep every worktree, even one its iteration left nothing in.
-    pub no_cleanup: bool,
+    pub(crate) no_cleanup: bool,
     /// Run the formula `.claude/ralph/formulas/NAME.yaml` (implies `fresh`).
-    pub formula: Option<String>,
+    pub(crate) formula: Option<String>,
     /// `--sandbox` (true) or `--no-sandbox` (false), over the config's `sandbox`.
-    pub sandbox: Option<bool>,
+    pub(crate) sandbox: Option<bool>,
     /// The client's own output as it is, not readable lines (`--json`).
-    pub json: bool,
+    pub(crate) json: bool,
     /// Arguments for the client (given after `--`).
-    pub client_args: Vec<OsString>,
+    pub(crate) client_args: Vec<OsString>,
 }
 
 /// Runs one loop; returns the loop's exit code (README: Exit codes).
 /// Headless, a loop the client left paused (an API error, the
 /// calls-per-hour budget) is resumed in the same session when the policy
 /// allows, after the wait it sets.
-pub fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     // From here on SIGINT, SIGTERM and SIGHUP are recorded, not fatal.
     let signals =
         Signals::install().map_err(|e| CtlError::Client(format!("cannot catch signals: {e}")))?;
@@ -1163,7 +1163,7 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "ralph: {line}");
 }
 /// The prompt of the loop's current iteration: header, PROMPT.md, guardrails.
-pub fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
+pub(crate) fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
     let state = StateStore::new(paths).read()?;
     // A loop's own pin decides its prompt file, not config.json as it is now.
     let config = match &state {

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 /// The longest excerpt of a message, a tool's argument or a failure shown.
-pub const EXCERPT_CHARS: usize = 160;
+pub(crate) const EXCERPT_CHARS: usize = 160;
 
 /// How the clients start the text a Stop hook's block gives the model.
 const STOP_HOOK_FEEDBACK: &str = "Stop hook feedback:";
@@ -16,7 +16,7 @@ const STOP_HOOK_FEEDBACK: &str = "Stop hook feedback:";
 /// The readable lines for one line of the client's stream-json output.
 /// Events that tell the person nothing (the result, successful tool results,
 /// thinking, unknown kinds) give none; a line that is not JSON is shown as it is.
-pub fn readable(line: &str) -> Vec<String> {
+pub(crate) fn readable(line: &str) -> Vec<String> {
     let line = line.trim();
     if line.is_empty() {
         return Vec::new();
@@ -142,7 +142,7 @@ fn result_text(block: &Value) -> String {
 }
 
 /// `text` on one line, at most [`EXCERPT_CHARS`] characters, `…` when cut.
-pub fn excerpt(text: &str) -> String {
+pub(crate) fn excerpt(text: &str) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= EXCERPT_CHARS {
         return flat;

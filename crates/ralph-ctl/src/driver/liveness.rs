@@ -19,14 +19,18 @@ use crate::error::CtlError;
 
 /// Records `carriers` on the loop of `session_id` (nothing when the loop
 /// is no longer that session's).
-pub fn record(paths: &ProjectPaths, session_id: &str, carriers: Carriers) -> Result<(), CtlError> {
+pub(crate) fn record(
+    paths: &ProjectPaths,
+    session_id: &str,
+    carriers: Carriers,
+) -> Result<(), CtlError> {
     record_start(paths, session_id, carriers, None)
 }
 
 /// [`record`] for a client just started, with the breaker's progress
 /// baseline of the worktree it works in when it has a new one: what an
 /// iteration's start changes in the loop, in one transaction.
-pub fn record_start(
+pub(crate) fn record_start(
     paths: &ProjectPaths,
     session_id: &str,
     carriers: Carriers,
@@ -44,7 +48,7 @@ pub fn record_start(
 }
 
 /// The carriers of this driver with `client` running under it.
-pub fn with_client(client: Option<u32>) -> Carriers {
+pub(crate) fn with_client(client: Option<u32>) -> Carriers {
     Carriers {
         client: client.map(liveness::of_pid),
         ..liveness::carriers_of_this_process()
@@ -52,13 +56,13 @@ pub fn with_client(client: Option<u32>) -> Carriers {
 }
 
 /// Whether `state` is a running loop whose carriers are all gone.
-pub fn left_behind(state: &LoopState) -> bool {
+pub(crate) fn left_behind(state: &LoopState) -> bool {
     state.status == Status::Running && state.carriers.as_ref().is_some_and(liveness::all_gone)
 }
 
 /// Records a loop left behind by its carriers as interrupted, with an
 /// audit line; returns the loop when it did.
-pub fn reconcile(paths: &ProjectPaths) -> Result<Option<LoopState>, CtlError> {
+pub(crate) fn reconcile(paths: &ProjectPaths) -> Result<Option<LoopState>, CtlError> {
     // Unlocked first: the usual answer is "nothing to do".
     let mut reconciled = false;
     match StateStore::new(paths).read() {
@@ -119,7 +123,7 @@ fn cause(carriers: &Carriers) -> String {
 /// launcher: a driver that still lives holds it, running or waiting to
 /// resume it (a paused loop under a live driver is that driver's: it
 /// resumes it when the wait is over).
-pub fn still_carried(state: &LoopState) -> Option<String> {
+pub(crate) fn still_carried(state: &LoopState) -> Option<String> {
     let carriers = state.carriers.as_ref()?;
     if !matches!(state.status, Status::Running | Status::Paused) || liveness::all_gone(carriers) {
         return None;

@@ -13,26 +13,26 @@
 //! ends a client whose driver died ([`watchdog`]), and whether the client
 //! was set up in this home at all ([`first_run`]).
 
-pub mod client;
-pub mod command;
-pub mod finish;
-pub mod first_run;
-pub mod fresh;
-pub mod launch;
-pub mod live;
-pub mod liveness;
-pub mod result;
-pub mod sandbox;
-pub mod signals;
-pub mod start;
-pub mod steps;
-pub mod supervisor;
-pub mod transcripts;
-pub mod watchdog;
-pub mod worktree;
+pub(crate) mod client;
+pub(crate) mod command;
+pub(crate) mod finish;
+pub(crate) mod first_run;
+pub(crate) mod fresh;
+pub(crate) mod launch;
+pub(crate) mod live;
+pub(crate) mod liveness;
+pub(crate) mod result;
+pub(crate) mod sandbox;
+pub(crate) mod signals;
+pub(crate) mod start;
+pub(crate) mod steps;
+pub(crate) mod supervisor;
+pub(crate) mod transcripts;
+pub(crate) mod watchdog;
+pub(crate) mod worktree;
 
 /// What a change of the loop found, its warnings said on stderr.
-pub fn told(changed: ralph_core::transaction::Changed) -> ralph_core::transaction::Found {
+pub(crate) fn told(changed: ralph_core::transaction::Changed) -> ralph_core::transaction::Found {
     for note in &changed.notes {
         crate::output::say_err!("ralph-ctl: {note}");
     }

@@ -8,34 +8,34 @@ use serde::{Deserialize, Deserializer};
 
 /// The fields of the client's result object the supervisor reads.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-pub struct ClientResult {
+pub(crate) struct ClientResult {
     /// True when the run ended on an error.
     #[serde(default)]
-    pub is_error: bool,
+    pub(crate) is_error: bool,
     /// `success`, `error_max_budget_usd`, `error_during_execution`, …
     #[serde(default)]
-    pub subtype: Option<String>,
+    pub(crate) subtype: Option<String>,
     /// `completed`, `api_error`, `budget_exhausted`, … (2.1 and later).
     #[serde(default)]
-    pub terminal_reason: Option<String>,
+    pub(crate) terminal_reason: Option<String>,
     /// The HTTP status of the request that failed.
     #[serde(default)]
-    pub api_error_status: Option<u16>,
+    pub(crate) api_error_status: Option<u16>,
     /// What the run cost.
     #[serde(default)]
-    pub total_cost_usd: Option<f64>,
+    pub(crate) total_cost_usd: Option<f64>,
     /// The session.
     #[serde(default)]
-    pub session_id: Option<String>,
+    pub(crate) session_id: Option<String>,
     /// The last answer, or the error text.
     #[serde(default)]
-    pub result: Option<String>,
+    pub(crate) result: Option<String>,
     /// The tool calls the client refused for lack of permission
     /// (`permission_denials`: `tool_name`, `tool_use_id`, `tool_input`, on
     /// 2.0.77 and 2.1.330 alike); `None` when the result has no such list.
     /// An entry of another shape is kept as a refusal of an unknown call.
     #[serde(default, deserialize_with = "denials")]
-    pub permission_denials: Option<Vec<Refusal>>,
+    pub(crate) permission_denials: Option<Vec<Refusal>>,
 }
 
 /// Reads `permission_denials` leniently: a list of anything (a field of the
@@ -64,14 +64,14 @@ fn denials<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Refusal>>, D::E
 
 impl ClientResult {
     /// True when the run stopped because `--max-budget-usd` was spent.
-    pub fn budget_spent(&self) -> bool {
+    pub(crate) fn budget_spent(&self) -> bool {
         self.subtype.as_deref() == Some("error_max_budget_usd")
             || self.terminal_reason.as_deref() == Some("budget_exhausted")
     }
 }
 
 /// The last result object in the client's output (`type: "result"`), if any.
-pub fn parse(output: &[u8]) -> Option<ClientResult> {
+pub(crate) fn parse(output: &[u8]) -> Option<ClientResult> {
     #[derive(Deserialize)]
     struct Kind {
         #[serde(rename = "type")]

@@ -18,11 +18,13 @@ use serde_json::{json, Value};
 use super::command::ClientVersion;
 
 /// The oldest client whose sandbox ralph is tested with.
-pub const OLDEST_SANDBOXED_CLIENT: ClientVersion = ClientVersion(2, 0, 77);
+pub(crate) const OLDEST_SANDBOXED_CLIENT: ClientVersion = ClientVersion(2, 0, 77);
 
 /// The operating systems the client's sandbox knows.
+// `MacOs` is the system's name, not a repetition of the enum's.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Os {
+pub(crate) enum Os {
     /// bubblewrap and socat.
     Linux,
     /// Seatbelt (`sandbox-exec`), part of the system.
@@ -33,7 +35,7 @@ pub enum Os {
 
 impl Os {
     /// The system this binary was built for.
-    pub fn current() -> Os {
+    pub(crate) fn current() -> Os {
         if cfg!(target_os = "linux") {
             Os::Linux
         } else if cfg!(target_os = "macos") {
@@ -46,20 +48,20 @@ impl Os {
 
 /// What the machine has for the client's sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Machine {
+pub(crate) struct Machine {
     /// The system.
-    pub os: Os,
+    pub(crate) os: Os,
     /// `bwrap` found on PATH (Linux).
-    pub bubblewrap: bool,
+    pub(crate) bubblewrap: bool,
     /// `socat` found on PATH (Linux).
-    pub socat: bool,
+    pub(crate) socat: bool,
     /// `/usr/bin/sandbox-exec` present (macOS).
-    pub seatbelt: bool,
+    pub(crate) seatbelt: bool,
 }
 
 impl Machine {
     /// Looks at this machine: the programs on `path_var` (PATH).
-    pub fn probe(path_var: Option<&std::ffi::OsStr>) -> Machine {
+    pub(crate) fn probe(path_var: Option<&std::ffi::OsStr>) -> Machine {
         let on_path = |name: &str| {
             super::command::find_executable(name, Path::new("/"), path_var, None).is_some()
         };
@@ -74,7 +76,7 @@ impl Machine {
 
 /// Whether a client on a machine can sandbox the agent's commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Support {
+pub(crate) enum Support {
     /// It can.
     Ready,
     /// It cannot, and this says why and what to do (one sentence).
@@ -82,7 +84,7 @@ pub enum Support {
 }
 
 /// Whether `client` (its version, when known) on `machine` can sandbox.
-pub fn support(machine: &Machine, client: Option<ClientVersion>) -> Support {
+pub(crate) fn support(machine: &Machine, client: Option<ClientVersion>) -> Support {
     // A client whose version cannot be read is taken to have the sandbox
     // (every client since 2.0.77 has): an older one ignores the setting,
     // and the breaker names what it then refuses.
@@ -126,22 +128,22 @@ pub fn support(machine: &Machine, client: Option<ClientVersion>) -> Support {
 
 /// What one run does about the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The client runs the agent's commands in its sandbox.
-    pub sandboxed: bool,
+    pub(crate) sandboxed: bool,
     /// Headless without the sandbox: allow rules for the checks and for git.
-    pub allow_checks: bool,
+    pub(crate) allow_checks: bool,
     /// One line for the person, when there is something to say.
-    pub notice: Option<String>,
+    pub(crate) notice: Option<String>,
 }
 
 /// Why a run cannot start: `sandbox` is `on` and there is none.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal(pub String);
+pub(crate) struct Refusal(pub String);
 
 /// What the person asked for on the command line (`--sandbox`,
 /// `--no-sandbox`), over the config's `sandbox`.
-pub fn setting(config: SandboxSetting, flag: Option<bool>) -> SandboxSetting {
+pub(crate) fn setting(config: SandboxSetting, flag: Option<bool>) -> SandboxSetting {
     match flag {
         Some(true) => SandboxSetting::On,
         Some(false) => SandboxSetting::Off,
@@ -153,7 +155,7 @@ pub fn setting(config: SandboxSetting, flag: Option<bool>) -> SandboxSetting {
 /// formula) runs get it by default; an interactive run only when it is
 /// `on`. `own_settings` is true when the person passed `--settings`
 /// (theirs wins: ralph adds no sandbox to it).
-pub fn plan(
+pub(crate) fn plan(
     setting: SandboxSetting,
     unattended: bool,
     support: &Support,
@@ -205,7 +207,7 @@ pub fn plan(
 /// hooks that run outside the sandbox. Each is one literal path (no glob:
 /// 2.0 skips globs in its sandbox on Linux). `extra` adds the person's own
 /// (`protectedPaths`), relative to the project unless absolute.
-pub fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
+pub(crate) fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let claude = root.join(".claude");
     let mut paths = vec![
@@ -221,7 +223,7 @@ pub fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
 /// The `ralph-ctl` commands that are the person's, not the agent's: its
 /// shell is refused them (a wrapper or a script still runs; in the sandbox
 /// their writes to the state fail).
-pub const PERSONS_COMMANDS: [&str; 4] = [
+pub(crate) const PERSONS_COMMANDS: [&str; 4] = [
     "ralph-ctl reset",
     "ralph-ctl start",
     "ralph-ctl say",
@@ -231,7 +233,7 @@ pub const PERSONS_COMMANDS: [&str; 4] = [
 /// The literal paths of `protectedPaths` globs that name a whole file or
 /// folder (`tests`, `tests/**`): the sandbox on 2.0.77 takes no glob. Others
 /// (`src/*_test.go`) are left to the claim's gate, which checks them all.
-pub fn literal_paths(globs: &[String]) -> Vec<PathBuf> {
+pub(crate) fn literal_paths(globs: &[String]) -> Vec<PathBuf> {
     globs
         .iter()
         .map(|g| g.strip_suffix("/**").unwrap_or(g).trim_end_matches('/'))
@@ -243,14 +245,14 @@ pub fn literal_paths(globs: &[String]) -> Vec<PathBuf> {
 /// The deny rule that keeps the file tools, and in the sandbox the agent's
 /// commands, off `path`: `Edit(//absolute/path)`. Both clients turn such a
 /// rule into a read-only path in their sandbox.
-pub fn deny_rule(path: &Path) -> String {
+pub(crate) fn deny_rule(path: &Path) -> String {
     format!("Edit(/{})", path.display())
 }
 
 /// The allow rules of a headless run without the sandbox: each part of
 /// each check command (as the client splits `a && b`), and git's add and
 /// commit, so the agent can run the project's tests and commit its work.
-pub fn allow_rules<'a>(checks: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+pub(crate) fn allow_rules<'a>(checks: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let mut rules: Vec<String> = Vec::new();
     for command in checks {
         for part in split_command(command) {
@@ -302,7 +304,7 @@ fn split_command(command: &str) -> Vec<String> {
 /// has it; the agent may not step outside it), the deny rules for
 /// `protected`, the allow rules `allow`, and ralph's hook for `StopFailure`
 /// when given. `None` when there is nothing to say.
-pub fn settings(
+pub(crate) fn settings(
     plan: &Plan,
     protected: &[PathBuf],
     allow: &[String],
@@ -343,7 +345,7 @@ pub fn settings(
 /// to theirs. Their value may be JSON or a file (read bounded). When it
 /// cannot be read as a JSON object, everything is passed as given and the
 /// third value says what the person loses.
-pub fn merge_own_settings(
+pub(crate) fn merge_own_settings(
     client_args: &[std::ffi::OsString],
     ralph: Option<Value>,
     base: &Path,
@@ -590,20 +592,19 @@ mod tests {
             "h"
         );
         // A file of theirs, with `=`.
-        let dir = std::env::temp_dir().join(format!("ralph-own-settings-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = crate::testdir::new("own-settings");
+        let dir = tmp.path();
         std::fs::write(dir.join("s.json"), r#"{"env": {"A": "1"}}"#).unwrap();
         let (rest, merged, _) =
-            merge_own_settings(&["--settings=s.json".into()], Some(ours.clone()), &dir);
+            merge_own_settings(&["--settings=s.json".into()], Some(ours.clone()), dir);
         assert!(rest.is_empty());
         assert_eq!(merged.unwrap()["env"]["A"], "1");
         // Not readable: passed as given, and said.
         let args: Vec<std::ffi::OsString> = ["--settings", "nowhere.json"].map(Into::into).to_vec();
-        let (rest, merged, notice) = merge_own_settings(&args, Some(ours.clone()), &dir);
+        let (rest, merged, notice) = merge_own_settings(&args, Some(ours.clone()), dir);
         assert_eq!(rest, args);
         assert_eq!(merged, Some(ours));
         assert!(notice.unwrap().contains("passed as given"));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -618,8 +619,8 @@ mod tests {
 
     #[test]
     fn protected_paths_are_literal_absolute_folders_and_files() {
-        let dir = std::env::temp_dir().join(format!("ralph-sandbox-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = crate::testdir::new("sandbox");
+        let dir = tmp.path().to_path_buf();
         let real = std::fs::canonicalize(&dir).unwrap();
         let paths = protected_paths(&dir, &[PathBuf::from("tests")]);
         let rules: Vec<String> = paths.iter().map(|p| deny_rule(p)).collect();
@@ -637,7 +638,6 @@ mod tests {
         assert!(rules
             .iter()
             .all(|r| r.starts_with("Edit(//") && !r.contains('*')));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// A signal the driver acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
+pub(crate) enum Signal {
     /// SIGINT: Ctrl-C, where the terminal turns it into a signal (headless
     /// mode; the interactive client reads it as a key). The terminal sent it
     /// to the client too, so it is not passed on.
@@ -25,10 +25,11 @@ pub enum Signal {
 
 impl Signal {
     /// Every signal the driver catches (SIGHUP only on Unix).
-    pub const ALL: [Signal; 3] = [Signal::Interrupt, Signal::Terminate, Signal::Hangup];
+    pub(crate) const ALL: [Signal; 3] = [Signal::Interrupt, Signal::Terminate, Signal::Hangup];
 
     /// The signal's name, as people know it.
-    pub const fn name(self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) const fn name(self) -> &'static str {
         match self {
             Signal::Interrupt => "SIGINT",
             Signal::Terminate => "SIGTERM",
@@ -37,7 +38,7 @@ impl Signal {
     }
 
     /// Its number (the same on every Unix for these three).
-    pub const fn number(self) -> i32 {
+    pub(crate) const fn number(self) -> i32 {
         match self {
             Signal::Interrupt => 2,
             Signal::Terminate => 15,
@@ -46,17 +47,17 @@ impl Signal {
     }
 
     /// Whether the driver passes it on to the client.
-    pub const fn forwarded(self) -> bool {
+    pub(crate) const fn forwarded(self) -> bool {
         !matches!(self, Signal::Interrupt)
     }
 
     /// The driver's exit code when this signal ended the loop (128 + number).
-    pub const fn exit_code(self) -> i32 {
+    pub(crate) const fn exit_code(self) -> i32 {
         ralph_core::exit_codes::signalled(self.number())
     }
 
     /// How the loop's end names it.
-    pub fn describe(self) -> String {
+    pub(crate) fn describe(self) -> String {
         match self {
             Signal::Interrupt => "Ctrl-C (SIGINT)".to_string(),
             Signal::Terminate => "SIGTERM".to_string(),
@@ -66,20 +67,20 @@ impl Signal {
 }
 
 /// Where the driver learns about signals (a fake one in tests).
-pub trait SignalSource {
+pub(crate) trait SignalSource {
     /// The signals received since the last call, in a fixed order.
     fn take(&mut self) -> Vec<Signal>;
 }
 
 /// The process's signal flags, installed once by [`Signals::install`].
-pub struct Signals {
+pub(crate) struct Signals {
     flags: Vec<(Signal, Arc<AtomicBool>)>,
 }
 
 impl Signals {
     /// Catches SIGINT, SIGTERM and (on Unix) SIGHUP from now on: they no
     /// longer end the process, they are reported by [`SignalSource::take`].
-    pub fn install() -> io::Result<Signals> {
+    pub(crate) fn install() -> io::Result<Signals> {
         let mut flags = Vec::new();
         for signal in Signal::ALL {
             if cfg!(not(unix)) && signal == Signal::Hangup {

@@ -24,15 +24,15 @@ use crate::session_id;
 
 /// A loop [`start_loop`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Started {
+pub(crate) struct Started {
     /// The session that owns the loop.
-    pub session_id: String,
+    pub(crate) session_id: String,
     /// Its iteration cap.
-    pub max_iterations: u32,
+    pub(crate) max_iterations: u32,
 }
 
 /// Starts a loop; prints `SESSION_ID MAX_ITERATIONS`.
-pub fn run(
+pub(crate) fn run(
     paths: &ProjectPaths,
     session: Option<String>,
     max_iterations: Option<u32>,
@@ -48,7 +48,7 @@ pub fn run(
 /// (`force` replaces them), or the prompt is still the template
 /// (`allow_template` runs it anyway). A `fresh` loop runs each iteration in
 /// a client process and session of its own (`ralph-ctl run --fresh`).
-pub fn start_loop(
+pub(crate) fn start_loop(
     paths: &ProjectPaths,
     session: Option<String>,
     max_iterations: Option<u32>,
@@ -84,7 +84,7 @@ pub fn start_loop(
 /// The config files as they are now, read once: the configuration they
 /// make (validated, the environment on top) and their pin, which the loop
 /// started with them decides by (see `ralph_core::pin`).
-pub fn pinned_config(paths: &ProjectPaths) -> Result<(Config, Pinned), CtlError> {
+pub(crate) fn pinned_config(paths: &ProjectPaths) -> Result<(Config, Pinned), CtlError> {
     let layers = FileLayers::read(paths, &ProcessEnv)?;
     let config = Config::from_layers(paths, &ProcessEnv, &layers)?;
     Ok((config, Pinned::of(&layers, &time::now_rfc3339())))
@@ -93,7 +93,7 @@ pub fn pinned_config(paths: &ProjectPaths) -> Result<(Config, Pinned), CtlError>
 /// Refuses a start the loop there stands in the way of, as read now
 /// (`open_loop` checks again under the lock): one a live driver carries,
 /// and, unless `force`, one running or ended with the breaker open.
-pub fn refuse_if_in_the_way(
+pub(crate) fn refuse_if_in_the_way(
     paths: &ProjectPaths,
     config: &Config,
     force: bool,
@@ -122,7 +122,7 @@ pub fn refuse_if_in_the_way(
 /// this kind of loop carries (a formula, a task of its own). The loop is
 /// pinned to `pin`, the config files `config` was made of.
 #[allow(clippy::too_many_arguments)]
-pub fn open_loop(
+pub(crate) fn open_loop(
     paths: &ProjectPaths,
     config: &Config,
     pin: Pinned,
@@ -285,7 +285,7 @@ pub(crate) const RUNTIME_GITIGNORE: &str =
 /// Keeps the loop's runtime folder out of git for any loop (a plugin's
 /// loop starts where `init` never ran): its `.gitignore` is written when
 /// it is missing, never over one that is there.
-pub fn ignore_runtime(paths: &ProjectPaths) -> Result<(), CtlError> {
+pub(crate) fn ignore_runtime(paths: &ProjectPaths) -> Result<(), CtlError> {
     let runtime = paths.runtime_dir();
     let ignore = runtime.join(".gitignore");
     if ignore.symlink_metadata().is_ok() {
@@ -298,7 +298,7 @@ pub fn ignore_runtime(paths: &ProjectPaths) -> Result<(), CtlError> {
 
 /// What [`clear`] did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Cleared {
+pub(crate) enum Cleared {
     /// There was no state.
     Nothing,
     /// The state file was removed; the loop it held was kept in the
@@ -310,7 +310,7 @@ pub enum Cleared {
 
 /// Removes the state under the lock, keeping its loop in the history first;
 /// a corrupt one is moved aside. Nothing is lost either way.
-pub fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
+pub(crate) fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
     if !StateStore::new(paths).exists()? {
         return Ok(Cleared::Nothing);
     }

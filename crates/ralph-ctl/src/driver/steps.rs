@@ -20,7 +20,7 @@ use crate::formula::{Formula, Step};
 
 /// What the driver does after a formula iteration.
 #[derive(Debug, PartialEq, Eq)]
-pub enum StepNext {
+pub(crate) enum StepNext {
     /// As the engine judged: go on in the step, or stop.
     AsJudged,
     /// The step passed: the next step starts with this text.
@@ -33,7 +33,11 @@ pub enum StepNext {
 }
 
 /// Records the formula run in a started loop of `session`.
-pub fn begin(paths: &ProjectPaths, session: &str, formula: &Formula) -> Result<(), CtlError> {
+pub(crate) fn begin(
+    paths: &ProjectPaths,
+    session: &str,
+    formula: &Formula,
+) -> Result<(), CtlError> {
     let changed = transaction::change(paths, Whose::Session(session), |draft| {
         draft.apply(Event::FormulaRecorded(Box::new(formula.new_run())));
         draft.apply(Event::FormulaPinned(Box::new(crate::formula::pin(
@@ -46,13 +50,13 @@ pub fn begin(paths: &ProjectPaths, session: &str, formula: &Formula) -> Result<(
 }
 
 /// The step the loop's formula run is at.
-pub fn current<'a>(formula: &'a Formula, state: &LoopState) -> &'a Step {
+pub(crate) fn current<'a>(formula: &'a Formula, state: &LoopState) -> &'a Step {
     let at = state.formula.as_ref().map_or(0, |run| run.step);
     &formula.steps[at.min(formula.steps.len() - 1)]
 }
 
 /// The text of the step's iteration `iteration`, with `notice` on top.
-pub fn step_text(
+pub(crate) fn step_text(
     paths: &ProjectPaths,
     config: &Config,
     step: &Step,
@@ -75,7 +79,7 @@ pub fn step_text(
 /// module's doc), as events applied to the stop's draft before it is
 /// written: called inside `engine::run_stop_settled`'s transaction. `cost`
 /// is what the iteration cost. How the driver goes on is returned.
-pub fn settle(
+pub(crate) fn settle(
     paths: &ProjectPaths,
     config: &Config,
     draft: &mut Draft,
@@ -246,7 +250,7 @@ mod tests {
     }
 
     fn after(state: &mut LoopState, formula: &Formula, iteration: u32) -> StepNext {
-        let dir = crate::testdir::TestDir::new("steps");
+        let dir = crate::testdir::new("steps");
         let paths = ProjectPaths::new(dir.path());
         let mut draft = Draft::new(Some(state.clone()), "t1");
         let next = settle(

@@ -25,17 +25,17 @@ use super::transcripts::{self, now_secs};
 use crate::error::CtlError;
 
 /// How one run of the client ended, as the driver saw it.
-pub struct RunEnd<'a> {
+pub(crate) struct RunEnd<'a> {
     /// The exit and the signals.
-    pub supervision: &'a Supervision,
+    pub(crate) supervision: &'a Supervision,
     /// Its result object (headless).
-    pub result: Option<&'a ClientResult>,
+    pub(crate) result: Option<&'a ClientResult>,
     /// It ran headless (the supervisor pauses and resumes only then).
-    pub headless: bool,
+    pub(crate) headless: bool,
     /// The client reports the session's cost, not the run's (2.1 and later).
-    pub session_cost: bool,
+    pub(crate) session_cost: bool,
     /// The loop's last stop before the run started.
-    pub last_stop_before: Option<&'a str>,
+    pub(crate) last_stop_before: Option<&'a str>,
 }
 
 /// Under the lock, once the client exited: adds the run's cost (the
@@ -45,7 +45,7 @@ pub struct RunEnd<'a> {
 /// one stop since `last_stop_before`), ended `budget_exhausted` (its budget is spent)
 /// or marked `interrupted` (anything else, as before); a paused loop over
 /// its budget ends `budget_exhausted`.
-pub fn record_client_end(
+pub(crate) fn record_client_end(
     paths: &ProjectPaths,
     config: &Config,
     session_id: &str,
@@ -59,7 +59,7 @@ pub fn record_client_end(
 }
 
 /// The event charging what one client run cost, when the client said.
-pub fn charged(result: Option<&ClientResult>, session_total: bool) -> Option<Event> {
+pub(crate) fn charged(result: Option<&ClientResult>, session_total: bool) -> Option<Event> {
     let cost = result
         .and_then(|r| r.total_cost_usd)
         .map(Usd::from_dollars)?;
@@ -215,7 +215,7 @@ fn crashed(exit: ClientExit) -> bool {
 /// Under the lock: a paused loop the policy will not resume on its own is
 /// ended `failed` when waiting cannot fix it, else left paused; returns the
 /// plan.
-pub fn plan(
+pub(crate) fn plan(
     paths: &ProjectPaths,
     config: &Config,
     session_id: &str,
@@ -268,7 +268,7 @@ fn found_loop(found: Found) -> Option<LoopState> {
 /// Under the lock: takes the paused (or interrupted, failed, out of budget)
 /// loop up again, where it was. `automatic` counts the resume against the
 /// policy's limit; a person's resume starts the count again.
-pub fn take_up(
+pub(crate) fn take_up(
     paths: &ProjectPaths,
     config: &Config,
     session_id: Option<&str>,
@@ -350,7 +350,7 @@ fn resumable(
 /// Waits until `at` (seconds since the epoch), showing what it waits for:
 /// a line that rewrites itself on a terminal, a plain line a minute
 /// otherwise. Returns the signal that cut the wait short, if any.
-pub fn wait_until(at: u64, what: &str, signals: &mut impl SignalSource) -> Option<Signal> {
+pub(crate) fn wait_until(at: u64, what: &str, signals: &mut impl SignalSource) -> Option<Signal> {
     let mut err = std::io::stderr();
     let terminal = err.is_terminal();
     let mut last_line: Option<u64> = None;

@@ -10,7 +10,7 @@ use ralph_core::paths::ProjectPaths;
 use ralph_core::time;
 
 /// Seconds since the epoch.
-pub fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -32,7 +32,7 @@ fn client_config_dir() -> Option<PathBuf> {
 /// session in `<config>/projects/<the folder, mangled>/<session>.jsonl`;
 /// the folder's name is looked for rather than rebuilt, so a change of the
 /// mangling rule cannot lose it.
-pub fn of_session(session: &str) -> Option<PathBuf> {
+pub(crate) fn of_session(session: &str) -> Option<PathBuf> {
     in_config(&client_config_dir()?, session)
 }
 
@@ -49,7 +49,7 @@ fn in_config(config: &Path, session: &str) -> Option<PathBuf> {
 /// Where the client keeps the session's transcript when no stop has named
 /// it yet: `<config>/projects/<the project folder with every character but
 /// letters and digits as '-'>/<session>.jsonl`.
-pub fn default_path(root: &Path, session_id: &str) -> Option<PathBuf> {
+pub(crate) fn default_path(root: &Path, session_id: &str) -> Option<PathBuf> {
     let config_dir = client_config_dir()?;
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let mangled: String = root
@@ -68,7 +68,7 @@ pub fn default_path(root: &Path, session_id: &str) -> Option<PathBuf> {
 /// The transcript of the loop's session: where its last stop read when that
 /// was this session's (a fresh loop's cursor may be an earlier
 /// iteration's), else where the client keeps it.
-pub fn of_loop(state: &LoopState, paths: &ProjectPaths) -> Option<PathBuf> {
+pub(crate) fn of_loop(state: &LoopState, paths: &ProjectPaths) -> Option<PathBuf> {
     let session = std::ffi::OsStr::new(&state.session_id);
     state
         .transcript
@@ -82,7 +82,7 @@ pub fn of_loop(state: &LoopState, paths: &ProjectPaths) -> Option<PathBuf> {
 /// What the loop's transcript gained since its last stop read it, for a run
 /// that ended without a stop after its last requests (the client's own
 /// budget cap, a crash, a signal): those requests and tokens were spent too.
-pub fn unstopped_usage(state: &LoopState, paths: &ProjectPaths) -> Option<UsageReading> {
+pub(crate) fn unstopped_usage(state: &LoopState, paths: &ProjectPaths) -> Option<UsageReading> {
     let path = of_loop(state, paths)?;
     let since = time::epoch_secs(&state.started_at).unwrap_or(0);
     usage::read_new_since(&path, state.transcript.as_ref(), now_secs(), since).ok()
@@ -106,14 +106,14 @@ mod tests {
 
     #[test]
     fn the_transcript_is_found_by_its_session_whatever_the_folder_is_called() {
-        let dir = std::env::temp_dir().join(format!("ralph-transcripts-{}", std::process::id()));
+        let tmp = crate::testdir::new("transcripts");
+        let dir = tmp.path();
         let folder = dir.join("projects").join("-tmp-some-project");
         std::fs::create_dir_all(&folder).unwrap();
         std::fs::create_dir_all(dir.join("projects").join("-other")).unwrap();
         std::fs::write(folder.join("abc.jsonl"), "{}\n").unwrap();
-        assert_eq!(in_config(&dir, "abc"), Some(folder.join("abc.jsonl")));
-        assert_eq!(in_config(&dir, "abd"), None);
+        assert_eq!(in_config(dir, "abc"), Some(folder.join("abc.jsonl")));
+        assert_eq!(in_config(dir, "abd"), None);
         assert_eq!(in_config(&dir.join("nowhere"), "abc"), None);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

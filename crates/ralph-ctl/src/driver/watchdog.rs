@@ -20,11 +20,11 @@ use ralph_core::observe::liveness;
 
 /// How long the client has, once its driver is gone, to end on SIGTERM
 /// before it is killed.
-pub const ORPHAN_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const ORPHAN_GRACE: Duration = Duration::from_secs(5);
 
 /// The watchdog of one client, from the driver's side.
 #[derive(Debug)]
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     child: Child,
     line: Option<ChildStdin>,
 }
@@ -32,7 +32,7 @@ pub struct Watchdog {
 impl Watchdog {
     /// Starts the watchdog of `client` (this binary, `watchdog --pid P
     /// [--started S]`).
-    pub fn start(client: ProcessId) -> io::Result<Watchdog> {
+    pub(crate) fn start(client: ProcessId) -> io::Result<Watchdog> {
         let mut command = Command::new(std::env::current_exe()?);
         command
             .arg("watchdog")
@@ -57,7 +57,7 @@ impl Watchdog {
 
     /// Once the client has exited and been reaped: the watchdog leaves
     /// without touching anything (waited for a moment, killed past it).
-    pub fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         if let Some(mut line) = self.line.take() {
             let _ = line.write_all(b"done\n");
         }
@@ -76,7 +76,7 @@ impl Watchdog {
 /// The watchdog's side (`ralph-ctl watchdog`): waits for a line on `input`;
 /// at its end without one (the driver is gone), ends `client` and its
 /// tool calls' processes if it still runs. Returns whether it did.
-pub fn watch(client: ProcessId, input: impl io::Read, grace: Duration) -> bool {
+pub(crate) fn watch(client: ProcessId, input: impl io::Read, grace: Duration) -> bool {
     let mut line = String::new();
     let said = io::BufReader::new(input).read_line(&mut line);
     if matches!(said, Ok(n) if n > 0) {

@@ -13,34 +13,34 @@ use std::process::Stdio;
 use crate::error::CtlError;
 
 /// Folder (relative to the project root) holding the iterations' worktrees.
-pub const WORKTREES_DIR: &str = ".claude/worktrees";
+pub(crate) const WORKTREES_DIR: &str = ".claude/worktrees";
 
 /// How a loop's iterations get their worktrees.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WorktreePlan {
+pub(crate) struct WorktreePlan {
     /// The main checkout.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// What each worktree starts from and is compared with: `--base-ref`,
     /// else the branch the loop started on (its commit when detached).
-    pub base: String,
+    pub(crate) base: String,
     /// `--no-cleanup`: every worktree is kept.
-    pub keep_all: bool,
+    pub(crate) keep_all: bool,
 }
 
 /// One iteration's worktree.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Worktree {
+pub(crate) struct Worktree {
     /// Its folder.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Its branch (`ralph/<loop>-<iteration>`).
-    pub branch: String,
+    pub(crate) branch: String,
     /// False when it was there already (an iteration taken up again).
-    pub created: bool,
+    pub(crate) created: bool,
 }
 
 /// What became of an iteration's worktree.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Finished {
+pub(crate) enum Finished {
     /// Removed with its branch: the iteration left nothing in it.
     Removed,
     /// Kept, and why.
@@ -76,7 +76,11 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
 /// Checks that `root` is a git work tree with a commit, and settles the base:
 /// `base_ref` (which must name a commit), else the branch checked out (its
 /// commit when HEAD is detached).
-pub fn plan(root: &Path, base_ref: Option<&str>, keep_all: bool) -> Result<WorktreePlan, CtlError> {
+pub(crate) fn plan(
+    root: &Path,
+    base_ref: Option<&str>,
+    keep_all: bool,
+) -> Result<WorktreePlan, CtlError> {
     let inside = git(root, &["rev-parse", "--is-inside-work-tree"]).unwrap_or_default();
     if inside != "true" {
         return Err(CtlError::BadArgument(format!(
@@ -117,7 +121,7 @@ pub fn plan(root: &Path, base_ref: Option<&str>, keep_all: bool) -> Result<Workt
 
 /// The name of a loop's iteration: the loop's start time (digits only,
 /// the same for every iteration and across `--resume`) and the iteration.
-pub fn name(started_at: &str, iteration: u32) -> String {
+pub(crate) fn name(started_at: &str, iteration: u32) -> String {
     let stamp: String = started_at
         .chars()
         .filter(char::is_ascii_digit)
@@ -130,7 +134,7 @@ impl WorktreePlan {
     /// The worktree named `name` (see [`name`]): made from the base on a new
     /// branch `ralph/<name>`, or the one already there (an iteration
     /// resumed after a pause goes on where it was).
-    pub fn create(&self, name: &str) -> Result<Worktree, CtlError> {
+    pub(crate) fn create(&self, name: &str) -> Result<Worktree, CtlError> {
         let dir = self.root.join(WORKTREES_DIR);
         std::fs::create_dir_all(&dir).map_err(CtlError::io("create", &dir))?;
         let ignore = dir.join(".gitignore");
@@ -167,7 +171,11 @@ impl WorktreePlan {
     /// no uncommitted change and no commit ahead of the base, unless
     /// `failed` says why the iteration's work must be kept (or
     /// `--no-cleanup`); otherwise keeps it, saying why.
-    pub fn finish(&self, worktree: &Worktree, failed: Option<&str>) -> Result<Finished, CtlError> {
+    pub(crate) fn finish(
+        &self,
+        worktree: &Worktree,
+        failed: Option<&str>,
+    ) -> Result<Finished, CtlError> {
         if self.keep_all {
             return Ok(Finished::Kept("--no-cleanup".into()));
         }
@@ -208,7 +216,7 @@ impl WorktreePlan {
 
 impl Worktree {
     /// Its folder relative to the project (for what the person is told).
-    pub fn shown(&self, root: &Path) -> String {
+    pub(crate) fn shown(&self, root: &Path) -> String {
         self.path
             .strip_prefix(root)
             .unwrap_or(&self.path)
@@ -220,7 +228,6 @@ impl Worktree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdir::TestDir;
     use std::process::Command;
 
     fn sh(dir: &Path, args: &[&str]) {
@@ -239,8 +246,8 @@ mod tests {
         assert!(ok, "git {args:?}");
     }
 
-    fn repo() -> (TestDir, PathBuf) {
-        let dir = TestDir::new("worktree");
+    fn repo() -> (tempfile::TempDir, PathBuf) {
+        let dir = crate::testdir::new("worktree");
         let root = dir.path().to_path_buf();
         sh(&root, &["init", "-q", "-b", "main"]);
         std::fs::write(root.join("a.txt"), "a\n").unwrap();
@@ -377,7 +384,7 @@ mod tests {
 
     #[test]
     fn no_git_no_commit_or_a_bad_base_is_refused_with_the_fix() {
-        let dir = TestDir::new("worktree");
+        let dir = crate::testdir::new("worktree");
         let err = plan(dir.path(), None, false).unwrap_err().to_string();
         assert!(
             err.contains("not in a git work tree") && err.contains("git init"),

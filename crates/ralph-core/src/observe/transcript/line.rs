@@ -998,7 +998,7 @@ mod tests {
         );
 
         // Read by the reader: all are counted, and what they did is not fully described.
-        let dir = crate::tempdir::TempDir::new();
+        let dir = tempfile::TempDir::new().unwrap();
         let path = dir.path().join("t.jsonl");
         let answer = r#"{"type":"assistant","message":{"id":"end","role":"assistant","content":[{"type":"text","text":"Done."}]}}"#;
         let prompt = r#"{"type":"user","message":{"role":"user","content":"Go"}}"#;

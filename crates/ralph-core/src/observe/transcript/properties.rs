@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::testing::reference;
 use super::{read_iteration_tail, read_iteration_tail_within, Limits, LIMITS};
-use crate::tempdir::TempDir;
+use tempfile::TempDir;
 
 /// The lines of a generated transcript, shown as text when a case fails.
 #[derive(Clone)]
@@ -228,7 +228,7 @@ proptest! {
             (Just(lines), Just(nl), tiny_limits(len))
         })
     ) {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         check(&dir, &lines, final_newline, limits);
     }
 }
@@ -245,7 +245,7 @@ proptest! {
             (Just(bytes), tiny_limits(len))
         })
     ) {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         let path = dir.path().join("t.jsonl");
         fs::write(&path, &bytes).unwrap();
         let got = read_iteration_tail_within(&path, limits).unwrap();
@@ -266,7 +266,7 @@ proptest! {
         ).prop_map(Lines),
         final_newline in any::<bool>(),
     ) {
-        let dir = TempDir::new();
+        let dir = TempDir::new().unwrap();
         check(&dir, &lines, final_newline, LIMITS);
     }
 }

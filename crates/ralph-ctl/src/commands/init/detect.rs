@@ -13,11 +13,11 @@ use ralph_core::observe::files::{self, Bounded};
 
 /// A test command found in the project.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Detected {
+pub(crate) struct Detected {
     /// The command line, run by `sh -c` from the project root.
-    pub command: String,
+    pub(crate) command: String,
     /// What it was found from, for the person (`Cargo.toml`).
-    pub source: String,
+    pub(crate) source: String,
 }
 
 /// The largest file read to decide.
@@ -52,7 +52,7 @@ fn python() -> &'static str {
 }
 
 /// The project's test command, if one of the rules finds it.
-pub fn test_command(root: &Path) -> Option<Detected> {
+pub(crate) fn test_command(root: &Path) -> Option<Detected> {
     make_target(root)
         .or_else(|| just_recipe(root))
         .or_else(|| {
@@ -202,7 +202,7 @@ fn python_tests(root: &Path) -> Option<Detected> {
 /// at the root (folder names end with `/`), and the test file names of Go
 /// (`*_test.go`) and Python (`test_*.py`, `*_test.py`) when such files sit
 /// at the root.
-pub fn test_paths(root: &Path) -> Vec<String> {
+pub(crate) fn test_paths(root: &Path) -> Vec<String> {
     let mut paths: Vec<String> = ["tests", "test", "spec", "__tests__", "src/test"]
         .iter()
         .filter(|dir| root.join(dir).symlink_metadata().is_ok_and(|m| m.is_dir()))
@@ -274,12 +274,11 @@ fn other_ecosystems(root: &Path) -> Option<Detected> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testdir::TestDir;
 
-    fn project(files: &[(&str, &str)]) -> TestDir {
-        let dir = TestDir::new("detect");
+    fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = crate::testdir::new("detect");
         for (name, text) in files {
-            let path = dir.0.join(name);
+            let path = dir.path().join(name);
             fs::create_dir_all(path.parent().unwrap()).unwrap();
             fs::write(path, text).unwrap();
         }
@@ -287,7 +286,7 @@ mod tests {
     }
 
     fn command(files: &[(&str, &str)]) -> Option<String> {
-        test_command(&project(files).0).map(|d| d.command)
+        test_command(project(files).path()).map(|d| d.command)
     }
 
     #[test]
@@ -396,7 +395,7 @@ mod tests {
             (vec![("tests", "")], vec![]),
         ];
         for (files, want) in cases {
-            assert_eq!(test_paths(&project(&files).0), want, "{files:?}");
+            assert_eq!(test_paths(project(&files).path()), want, "{files:?}");
         }
     }
 }

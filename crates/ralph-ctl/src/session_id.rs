@@ -1,37 +1,9 @@
 //! New session ids for loops started without one.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// A random version-4 UUID, from the OS-seeded randomness of std's hasher
-/// keys (no extra crate, and the same on every platform).
+/// A random version-4 UUID, lowercase and hyphenated, as Claude Code's
+/// own session ids are.
 pub(crate) fn new_uuid() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let random = |salt: u64| {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u128(nanos);
-        h.write_u32(std::process::id());
-        h.write_u64(salt);
-        h.finish()
-    };
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&random(1).to_le_bytes());
-    bytes[8..].copy_from_slice(&random(2).to_le_bytes());
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 #[cfg(test)]

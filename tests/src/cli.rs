@@ -83,6 +83,14 @@ impl<'a> Ctl<'a> {
     }
 }
 
+impl TempProject {
+    /// `ralph-ctl ARGS` in the project with `env`, to its end: the short
+    /// form of [`Ctl`] for the common case (no stdin, the default timeout).
+    pub fn ctl(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        Ctl::new(self).args(args).envs(env.iter().copied()).run()
+    }
+}
+
 impl<'a> Launcher<'a> {
     /// `.claude/ralph/ralph-audit.sh` in `project`, with no arguments yet.
     pub fn new(project: &'a TempProject) -> Self {

@@ -296,13 +296,6 @@ impl TempProject {
         cmd
     }
 
-    /// Runs `ralph-ctl ARGS` in the project.
-    pub fn ctl(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let mut cmd = self.command(bins::ctl());
-        cmd.args(args).envs(env.iter().copied());
-        run_with_timeout(cmd, None, Duration::from_secs(30))
-    }
-
     /// A project with one Python module and its unittest test, which
     /// fails: `add` in calc.py subtracts. `sed -i 's/a - b/a + b/' calc.py`
     /// fixes it.

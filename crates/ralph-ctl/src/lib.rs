@@ -216,7 +216,7 @@ pub fn run(cli: Cli) -> i32 {
 /// larger repository installs there.
 fn project_root(given: Option<PathBuf>) -> Result<PathBuf, CtlError> {
     if let Some(dir) = given {
-        let dir = absolute(dir);
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
         return match std::fs::metadata(&dir) {
             Ok(meta) if meta.is_dir() => Ok(dir),
             Ok(_) => Err(CtlError::BadArgument(format!(
@@ -240,14 +240,4 @@ fn project_root(given: Option<PathBuf>) -> Result<PathBuf, CtlError> {
         .find(|dir| has(dir, ".claude/ralph"))
         .unwrap_or(&cwd)
         .to_path_buf())
-}
-
-fn absolute(path: PathBuf) -> PathBuf {
-    if path.is_absolute() {
-        path
-    } else {
-        std::env::current_dir()
-            .map(|cwd| cwd.join(&path))
-            .unwrap_or(path)
-    }
 }

@@ -146,7 +146,9 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
     let endings: Vec<&str> = notified.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(endings.len(), 1, "{notified}");
     assert!(endings[0].contains("\"status\":\"complete\""), "{notified}");
-    let log = project.ctl(&["log", "--json", "-n", "100"], &[]).stdout;
+    let log = project.ctl(&["log", "--json", "-n", "100"], &[]);
+    log.assert_code(0);
+    let log = log.stdout;
     assert_eq!(
         log.matches("\"event\":\"end\"").count(),
         1,

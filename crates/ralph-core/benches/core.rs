@@ -18,9 +18,10 @@ use ralph_core::judge::signals;
 use ralph_core::judge::state::LoopState;
 use ralph_core::observe::hook_input;
 use ralph_core::observe::transcript;
+use ralph_core::time::Timestamp;
 
 const SID: &str = "c0563e5b-5d19-4827-8166-f6f26bb447e0";
-const NOW: &str = "2026-01-01T00:00:00Z";
+const NOW: Timestamp = Timestamp::from_secs(1767225600); // 2026-01-01T00:00:00Z
 
 /// A message of about `len` bytes of prose, ending with `tail`.
 fn message(len: usize, tail: &str) -> String {
@@ -33,7 +34,7 @@ fn message(len: usize, tail: &str) -> String {
 
 /// A loop in its 40th iteration with a full history.
 fn running_state(config: &Config) -> LoopState {
-    let mut state = LoopState::new(SID.into(), 100_000, NOW.into());
+    let mut state = LoopState::new(SID.into(), 100_000, NOW);
     let observed = Observation {
         message: message(2_000, "RALPH_ITERATION_COMPLETE: 7 findings remain"),
         message_source: MessageSource::Input,

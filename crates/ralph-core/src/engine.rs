@@ -37,6 +37,7 @@ use crate::paths::ProjectPaths;
 use crate::persist::log::{self, LogEntry, LogEvent};
 use crate::persist::store::{Reread, StateStore, StoreError};
 use crate::pin::{self, Pinned};
+use crate::time::Timestamp;
 
 /// What one stop carries from the client.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -122,7 +123,7 @@ pub trait World {
     /// registered; an error when `.claude/settings.json` cannot be read.
     fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError>;
     /// The time to record, RFC 3339.
-    fn now(&self) -> String;
+    fn now(&self) -> Timestamp;
     /// PROMPT.md.
     fn prompt(&self, path: &Path) -> Result<String, PromptError>;
     /// guardrails.md, when there is one.
@@ -171,8 +172,8 @@ impl World for RealWorld {
     fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
         registration::registered_timeout_in(paths)
     }
-    fn now(&self) -> String {
-        crate::time::now_rfc3339()
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
     }
     fn prompt(&self, path: &Path) -> Result<String, PromptError> {
         prompt::read_prompt(path)
@@ -345,7 +346,7 @@ pub fn run_stop_settled(
         decision::judge_claim(&config, state, &observed)
     };
     let now = world.now();
-    let mut outcome = decision::decide_judged(&config, state, &observed, &claim, &now);
+    let mut outcome = decision::decide_judged(&config, state, &observed, &claim, now);
     let answer = answer_for(&outcome, paths, &config, stop, world, owned, state)?;
     if let (Answer::Block { .. }, Some(new_state)) = (&answer, outcome.new_state.as_mut()) {
         new_state.hint = None;
@@ -359,12 +360,12 @@ pub fn run_stop_settled(
         if let Some(pin) = new_state.pinned.clone() {
             let mut changes = pin::config_changes(paths, env, &pin);
             changes.extend(stop.pinned_changes.iter().cloned());
-            drift_line = pin::record_drift(new_state, changes, &now);
+            drift_line = pin::record_drift(new_state, changes, now);
         }
     }
     // The driver's events, in this transaction.
     let decided = outcome.new_state.clone();
-    let mut draft = Draft::new(Some(decided.clone().unwrap_or_else(|| state.clone())), &now);
+    let mut draft = Draft::new(Some(decided.clone().unwrap_or_else(|| state.clone())), now);
     settle(&mut draft, &answer);
     let Transition {
         state: settled,
@@ -387,12 +388,12 @@ pub fn run_stop_settled(
         notes.push(format!("cannot show how the loop ended: {e}"));
     }
     if let Some(new_state) = &outcome.new_state {
-        if let Err(e) = log::append(&lock, &LogEntry::of_stop(state, new_state, &now)) {
+        if let Err(e) = log::append(&lock, &LogEntry::of_stop(state, new_state, now)) {
             notes.push(format!("warning: cannot append to the audit log: {e}"));
         }
         if let Some(line) = drift_line {
             notes.push(format!("warning: {line}"));
-            let entry = LogEntry::about(new_state, LogEvent::ConfigChanged, &now, line);
+            let entry = LogEntry::about(new_state, LogEvent::ConfigChanged, now, line);
             if let Err(e) = log::append(&lock, &entry) {
                 notes.push(format!("warning: cannot append to the audit log: {e}"));
             }
@@ -411,7 +412,7 @@ pub fn run_stop_settled(
             &paths.root,
             config.notify.as_deref(),
             new_state,
-            &now,
+            now,
         ));
     }
     Ok(StopReport {
@@ -440,7 +441,7 @@ fn stop_config(
         None => {
             let layers = FileLayers::read(paths, env)?;
             let config = Config::from_layers(paths, env, &layers)?;
-            (config, Some(Pinned::of(&layers, &world.now())))
+            (config, Some(Pinned::of(&layers, world.now())))
         }
     };
     // The hook runs the config's own checks; the extra ones only a driver.
@@ -576,8 +577,8 @@ fn read_usage(
     let Some(path) = &stop.transcript_path else {
         return UsageReading::default();
     };
-    let now = crate::time::epoch_secs(&world.now()).unwrap_or(0);
-    let since = crate::time::epoch_secs(&state.started_at).unwrap_or(0);
+    let now = world.now().secs();
+    let since = state.started_at.secs();
     match world.usage(path, state.transcript.as_ref(), now, since) {
         Ok(reading) => {
             let had_cursor = state.transcript.as_ref().is_some_and(|c| &c.path == path);
@@ -666,13 +667,13 @@ pub fn run_stop_failure(
         kind,
         http_status: api_error.status,
         message: crate::judge::state::one_line(said, 300),
-        resume_at: api_error.resets_at.map(crate::time::rfc3339_of_secs),
-        at: now.clone(),
+        resume_at: api_error.resets_at.map(Timestamp::from_secs),
+        at: now,
     };
     let mut next = state.clone();
-    let why = crate::judge::lifecycle::pause_for_api_failure(&mut next, because, &reading, &now);
+    let why = crate::judge::lifecycle::pause_for_api_failure(&mut next, because, &reading, now);
     lock.write(&next)?;
-    if let Err(e) = log::append(&lock, &LogEntry::about(&next, LogEvent::Pause, &now, why)) {
+    if let Err(e) = log::append(&lock, &LogEntry::about(&next, LogEvent::Pause, now, why)) {
         notes.push(format!("warning: cannot append to the audit log: {e}"));
     }
     Ok(StopReport {
@@ -707,10 +708,10 @@ pub fn run_session_end(
             .filter(|r| !r.is_empty())
             .unwrap_or("no reason given")
     );
-    if crate::judge::lifecycle::interrupt(&mut state, &cause, &now) {
+    if crate::judge::lifecycle::interrupt(&mut state, &cause, now) {
         lock.write(&state)?;
         let why = state.ended_because.clone().unwrap_or_default();
-        let _ = log::append(&lock, &LogEntry::about(&state, LogEvent::End, &now, why));
+        let _ = log::append(&lock, &LogEntry::about(&state, LogEvent::End, now, why));
     }
     Ok(StopReport::allow(None))
 }
@@ -724,7 +725,7 @@ pub fn record_hook_problem(
     paths: &ProjectPaths,
     session_id: Option<&str>,
     problem: &str,
-    now: &str,
+    now: Timestamp,
 ) -> Result<(), StoreError> {
     let store = StateStore::new(paths);
     let Some((lock, state)) = store.lock_existing()? else {
@@ -1016,8 +1017,8 @@ mod tests {
         fn hook_timeout(&self, _: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
             Ok(Some(600))
         }
-        fn now(&self) -> String {
-            "2026-11-22T10:00:00Z".into()
+        fn now(&self) -> Timestamp {
+            Timestamp::from_secs(1795341600)
         }
         fn prompt(&self, _: &Path) -> Result<String, PromptError> {
             Ok("Fix the bugs.".into())
@@ -1036,7 +1037,7 @@ mod tests {
         }
         let store = StateStore::new(&paths);
         let lock = store.lock(true).unwrap();
-        let state = LoopState::new(SID.into(), 5, "t0".into());
+        let state = LoopState::new(SID.into(), 5, Timestamp::from_secs(0));
         lock.write(&state).unwrap();
         (dir, paths)
     }
@@ -1499,7 +1500,7 @@ mod tests {
         let (_d, paths) = project(Some(pinned));
         let store = StateStore::new(&paths);
         let lock = store.lock(false).unwrap();
-        lock.write(&LoopState::new(SID.into(), 20, "t0".into()))
+        lock.write(&LoopState::new(SID.into(), 20, Timestamp::from_secs(0)))
             .unwrap();
         drop(lock);
         let world = FakeWorld {
@@ -1744,13 +1745,7 @@ mod tests {
         assert_eq!(because.kind, PauseKind::RateLimit);
         assert_eq!(because.http_status, Some(429));
         assert_eq!(because.message, "API Error: Request rejected (429)");
-        assert_eq!(
-            because.resume_at.as_deref(),
-            Some(crate::time::rfc3339(
-                std::time::UNIX_EPOCH + Duration::from_secs(1_900_000_000)
-            ))
-            .as_deref()
-        );
+        assert_eq!(because.resume_at, Some(Timestamp::from_secs(1_900_000_000)));
         let logged = log::read_last(&paths.state_file(), 5).unwrap();
         assert_eq!(logged.len(), 1);
         assert_eq!(logged[0].event, LogEvent::Pause);

@@ -12,6 +12,7 @@ use crate::observe::protected::ProtectedSnapshot;
 use crate::observe::test_counts::CommandCounts;
 use crate::observe::usage::UsageReading;
 use crate::persist::log::{LogEntry, LogEvent};
+use crate::time::Timestamp;
 
 /// Something that happens to a loop.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,7 +80,7 @@ pub enum Event {
         /// Why (the plan's reason).
         why: String,
         /// When it resumes (RFC 3339), when it does.
-        resume_at: Option<String>,
+        resume_at: Option<Timestamp>,
         /// The supervision policy, for the log.
         policy: String,
     },
@@ -158,18 +159,18 @@ pub struct Transition {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Draft {
     transition: Transition,
-    now: String,
+    now: Timestamp,
 }
 
 impl Draft {
     /// A change of `state` at `now` (RFC 3339).
-    pub fn new(state: Option<LoopState>, now: &str) -> Self {
+    pub fn new(state: Option<LoopState>, now: Timestamp) -> Self {
         Draft {
             transition: Transition {
                 state,
                 effects: Vec::new(),
             },
-            now: now.to_string(),
+            now,
         }
     }
 
@@ -179,14 +180,14 @@ impl Draft {
     }
 
     /// The time of the change.
-    pub fn now(&self) -> &str {
-        &self.now
+    pub fn now(&self) -> Timestamp {
+        self.now
     }
 
     /// Applies `event` (see [`apply`]).
     pub fn apply(&mut self, event: Event) {
         let state = self.transition.state.take();
-        let Transition { state, effects } = apply(state, event, &self.now);
+        let Transition { state, effects } = apply(state, event, self.now);
         self.transition.state = state;
         self.transition.effects.extend(effects);
     }
@@ -199,7 +200,7 @@ impl Draft {
 
 /// Applies `event` at `now` to `state` (`None`: no loop). An event that
 /// needs a loop changes nothing without one.
-pub fn apply(state: Option<LoopState>, event: Event, now: &str) -> Transition {
+pub fn apply(state: Option<LoopState>, event: Event, now: Timestamp) -> Transition {
     let mut effects = Vec::new();
     let log = |state: &LoopState, event: LogEvent, why: String| {
         Effect::Log(Box::new(LogEntry::about(state, event, now, why)))
@@ -224,7 +225,7 @@ pub fn apply(state: Option<LoopState>, event: Event, now: &str) -> Transition {
 }
 
 /// [`apply`] to an existing loop.
-fn change(state: &mut LoopState, event: Event, now: &str) -> Vec<Effect> {
+fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
     let log = |state: &LoopState, event: LogEvent, why: String| {
         Effect::Log(Box::new(LogEntry::about(state, event, now, why)))
     };
@@ -385,10 +386,10 @@ fn amend_last_record(state: &mut LoopState, why: &str) {
 mod tests {
     use super::*;
 
-    const NOW: &str = "2026-01-01T00:10:00Z";
+    const NOW: Timestamp = Timestamp::from_secs(1767226200); // 2026-01-01T00:10:00Z
 
     fn running() -> LoopState {
-        let mut state = LoopState::new("s1".into(), 10, "2026-01-01T00:00:00Z".into());
+        let mut state = LoopState::new("s1".into(), 10, Timestamp::from_secs(1767225600));
         state.iteration = 3;
         state
     }
@@ -417,7 +418,7 @@ mod tests {
         let state = t.state.unwrap();
         assert_eq!(state.status, Status::GateFailed);
         assert_eq!(state.iteration, 2);
-        assert_eq!(state.ended_at.as_deref(), Some(NOW));
+        assert_eq!(state.ended_at, Some(NOW));
         assert_eq!(
             logged(&t.effects),
             vec![(LogEvent::End, "gate g failed".into())]
@@ -426,7 +427,7 @@ mod tests {
 
     #[test]
     fn a_start_keeps_the_loop_it_replaces_and_a_reset_clears_it() {
-        let fresh = LoopState::new("s2".into(), 5, NOW.into());
+        let fresh = LoopState::new("s2".into(), 5, NOW);
         let t = apply(
             Some(running()),
             Event::Started {

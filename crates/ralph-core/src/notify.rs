@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use crate::judge::state::{LoopState, Status};
 use crate::persist::log::{self, LogEntry, LogEvent};
 use crate::persist::store::StateLock;
+use crate::time::Timestamp;
 
 /// What the ending or pause of `state` is known by: a loop notified for
 /// it is not notified again. `None` while it runs.
@@ -21,22 +22,23 @@ pub fn key(state: &LoopState) -> Option<String> {
         Status::Running => None,
         Status::Paused => Some(format!(
             "paused@{}",
-            state.paused_because.as_ref().map_or("", |p| p.at.as_str())
+            state
+                .paused_because
+                .as_ref()
+                .map_or(String::new(), |p| p.at.to_string())
         )),
         status => Some(format!(
             "{}@{}",
             status.as_str(),
-            state.ended_at.as_deref().unwrap_or_default()
+            state.ended_at.map(|t| t.to_string()).unwrap_or_default()
         )),
     }
 }
 
 /// The JSON the command reads on its stdin.
-pub fn summary(root: &Path, state: &LoopState, now: &str) -> Value {
-    let until = state.ended_at.as_deref().unwrap_or(now);
-    let duration = crate::time::epoch_secs(until)
-        .zip(crate::time::epoch_secs(&state.started_at))
-        .map(|(end, start)| end.saturating_sub(start));
+pub fn summary(root: &Path, state: &LoopState, now: Timestamp) -> Value {
+    let until = state.ended_at.unwrap_or(now);
+    let duration = Some(until.secs().saturating_sub(state.started_at.secs()));
     let reason = match state.status {
         Status::Paused => state.paused_because.as_ref().map(|p| p.message.clone()),
         _ => state.ended_because.clone(),
@@ -64,7 +66,7 @@ pub fn settled(
     root: &Path,
     command: Option<&str>,
     state: &mut LoopState,
-    now: &str,
+    now: Timestamp,
 ) -> Option<String> {
     let command = command.filter(|c| !c.trim().is_empty())?;
     let key = key(state)?;
@@ -86,7 +88,7 @@ pub fn send(
     root: &Path,
     command: &str,
     state: &LoopState,
-    now: &str,
+    now: Timestamp,
 ) -> Option<String> {
     let started = start(command, root, summary(root, state, now).to_string());
     let said = match &started {
@@ -138,19 +140,41 @@ mod tests {
         let paths = ProjectPaths::new(dir.path());
         let store = StateStore::new(&paths);
         let lock = store.lock(true).unwrap();
-        let mut state = LoopState::new("s".into(), 5, "2026-01-01T00:00:00Z".into());
+        let mut state = LoopState::new("s".into(), 5, Timestamp::from_secs(1767225600));
         let out = dir.path().join("got.json");
         let command = format!("cat >> '{}'", out.display());
         assert_eq!(
-            settled(&lock, dir.path(), Some(&command), &mut state, "t"),
+            settled(
+                &lock,
+                dir.path(),
+                Some(&command),
+                &mut state,
+                Timestamp::from_secs(0)
+            ),
             None
         );
         assert!(state.notified.is_none(), "a running loop is not notified");
         state.iteration = 3;
-        state.end(Status::Complete, "done".into(), "2026-01-01T00:10:00Z");
+        state.end(
+            Status::Complete,
+            "done".into(),
+            Timestamp::parse("2026-01-01T00:10:00Z").unwrap(),
+        );
         lock.write(&state).unwrap();
-        settled(&lock, dir.path(), Some(&command), &mut state, "t");
-        settled(&lock, dir.path(), Some(&command), &mut state, "t");
+        settled(
+            &lock,
+            dir.path(),
+            Some(&command),
+            &mut state,
+            Timestamp::from_secs(0),
+        );
+        settled(
+            &lock,
+            dir.path(),
+            Some(&command),
+            &mut state,
+            Timestamp::from_secs(0),
+        );
         let deadline = Instant::now() + Duration::from_secs(10);
         let text = loop {
             let text = std::fs::read_to_string(&out).unwrap_or_default();

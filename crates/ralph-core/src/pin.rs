@@ -62,13 +62,13 @@ impl PinnedFormula {
 
 impl Pinned {
     /// The pin of the config files' texts `layers`, taken at `at`.
-    pub fn of(layers: &FileLayers, at: &str) -> Pinned {
+    pub fn of(layers: &FileLayers, at: crate::time::Timestamp) -> Pinned {
         Pinned {
             config_digest: layers_digest(layers),
             config: layers.project.clone(),
             user_config: layers.user.clone(),
             formula: None,
-            at: at.to_string(),
+            at,
         }
     }
 
@@ -104,7 +104,7 @@ pub const DRIFT_FIX: &str = "not obeyed. `ralph-ctl reload` adopts it";
 
 impl ConfigDrift {
     /// The drift of `files` (none when empty), seen at `at`.
-    pub fn of(files: Vec<Changed>, at: &str) -> Option<ConfigDrift> {
+    pub fn of(files: Vec<Changed>, at: crate::time::Timestamp) -> Option<ConfigDrift> {
         if files.is_empty() {
             return None;
         }
@@ -114,7 +114,7 @@ impl ConfigDrift {
             .collect();
         Some(ConfigDrift {
             digest: digest(joined.join("\0").as_bytes()),
-            seen_at: at.to_string(),
+            seen_at: at,
             files,
         })
     }
@@ -214,7 +214,11 @@ pub fn config_changes(paths: &ProjectPaths, env: &dyn EnvSource, pin: &Pinned) -
 /// the drift is set when its content is new (and `Some` of the log line to
 /// write is returned, once per new content), kept when it is the same, and
 /// cleared when nothing differs any more.
-pub fn record_drift(state: &mut LoopState, changes: Vec<Changed>, at: &str) -> Option<String> {
+pub fn record_drift(
+    state: &mut LoopState,
+    changes: Vec<Changed>,
+    at: crate::time::Timestamp,
+) -> Option<String> {
     match ConfigDrift::of(changes, at) {
         None => {
             state.config_drift = None;
@@ -238,6 +242,8 @@ pub fn record_drift(state: &mut LoopState, changes: Vec<Changed>, at: &str) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[allow(unused_imports)]
+    use crate::time::Timestamp;
 
     #[test]
     fn a_files_problem_is_one_short_line_without_control_characters() {
@@ -263,7 +269,10 @@ mod tests {
     }
 
     fn pin_now(paths: &ProjectPaths) -> Pinned {
-        Pinned::of(&FileLayers::read(paths, &[]).unwrap(), "t0")
+        Pinned::of(
+            &FileLayers::read(paths, &[]).unwrap(),
+            Timestamp::from_secs(0),
+        )
     }
 
     #[test]
@@ -342,26 +351,41 @@ mod tests {
 
     #[test]
     fn a_drift_is_recorded_once_per_content_and_cleared_when_gone() {
-        let mut state = LoopState::new("s".into(), 5, "t0".into());
+        let mut state = LoopState::new("s".into(), 5, Timestamp::from_secs(0));
         let change = |d: &str| Changed {
             file: ".claude/ralph/config.json".into(),
             digest: d.into(),
             problem: None,
         };
-        let line = record_drift(&mut state, vec![change("a")], "t1").unwrap();
+        let line = record_drift(&mut state, vec![change("a")], Timestamp::from_secs(1)).unwrap();
         assert_eq!(
             line,
             ".claude/ralph/config.json changed since the loop started; not obeyed. `ralph-ctl reload` adopts it"
         );
-        assert_eq!(state.config_drift.as_ref().unwrap().seen_at, "t1");
+        assert_eq!(
+            state.config_drift.as_ref().unwrap().seen_at,
+            Timestamp::from_secs(1)
+        );
         // The same content again: nothing new to log, first seen kept.
-        assert_eq!(record_drift(&mut state, vec![change("a")], "t2"), None);
-        assert_eq!(state.config_drift.as_ref().unwrap().seen_at, "t1");
+        assert_eq!(
+            record_drift(&mut state, vec![change("a")], Timestamp::from_secs(2)),
+            None
+        );
+        assert_eq!(
+            state.config_drift.as_ref().unwrap().seen_at,
+            Timestamp::from_secs(1)
+        );
         // Other content: logged again.
-        assert!(record_drift(&mut state, vec![change("b")], "t3").is_some());
-        assert_eq!(state.config_drift.as_ref().unwrap().seen_at, "t3");
+        assert!(record_drift(&mut state, vec![change("b")], Timestamp::from_secs(3)).is_some());
+        assert_eq!(
+            state.config_drift.as_ref().unwrap().seen_at,
+            Timestamp::from_secs(3)
+        );
         // Back to the pin: no drift.
-        assert_eq!(record_drift(&mut state, vec![], "t4"), None);
+        assert_eq!(
+            record_drift(&mut state, vec![], Timestamp::from_secs(4)),
+            None
+        );
         assert_eq!(state.config_drift, None);
     }
 
@@ -369,7 +393,7 @@ mod tests {
     fn a_state_without_a_pin_reads_and_a_pinned_one_round_trips() {
         let (_dir, paths) = project();
         write(&paths, r#"{"maxIterations": 4}"#);
-        let mut state = LoopState::new("s".into(), 5, "t0".into());
+        let mut state = LoopState::new("s".into(), 5, Timestamp::from_secs(0));
         let json = serde_json::to_string(&state).unwrap();
         assert!(!json.contains("pinned"), "{json}");
         let old: LoopState = serde_json::from_str(&json).unwrap();

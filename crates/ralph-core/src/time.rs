@@ -61,6 +61,70 @@ pub fn rfc3339_of_secs(secs: u64) -> String {
     rfc3339(UNIX_EPOCH + std::time::Duration::from_secs(secs.min(MAX_RFC3339_SECS)))
 }
 
+/// A moment in UTC, to the second: every time the state and the audit
+/// log record. Written (and read) as RFC 3339 (`2026-11-25T07:15:23Z`);
+/// the clients' milliseconds are read and dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(u64);
+
+impl Timestamp {
+    /// Now.
+    pub fn now() -> Timestamp {
+        Timestamp::of(SystemTime::now())
+    }
+
+    /// `secs` seconds after the epoch (at most the last second RFC 3339 can write).
+    pub const fn from_secs(secs: u64) -> Timestamp {
+        if secs > MAX_RFC3339_SECS {
+            Timestamp(MAX_RFC3339_SECS)
+        } else {
+            Timestamp(secs)
+        }
+    }
+
+    /// The moment `at`, to the second.
+    pub fn of(at: SystemTime) -> Timestamp {
+        Timestamp::from_secs(at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+    }
+
+    /// Seconds since the epoch.
+    pub fn secs(self) -> u64 {
+        self.0
+    }
+
+    /// Reads an RFC 3339 UTC time (see [`parse_rfc3339`]).
+    pub fn parse(text: &str) -> Option<Timestamp> {
+        epoch_secs(text).map(Timestamp::from_secs)
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&rfc3339_of_secs(self.0))
+    }
+}
+
+impl std::str::FromStr for Timestamp {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Timestamp, String> {
+        Timestamp::parse(text).ok_or_else(|| format!("{text:?} is not an RFC 3339 UTC time"))
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

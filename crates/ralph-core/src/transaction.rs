@@ -15,6 +15,7 @@ use crate::judge::state::LoopState;
 use crate::paths::ProjectPaths;
 use crate::persist::log;
 use crate::persist::store::{StateLock, StateStore, StoreError};
+use crate::time::Timestamp;
 
 /// Whose loop a change is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,10 +85,10 @@ pub fn change<E: From<StoreError>>(
             }));
         }
     }
-    let mut draft = Draft::new(Some(state.clone()), &crate::time::now_rfc3339());
+    let mut draft = Draft::new(Some(state.clone()), crate::time::Timestamp::now());
     decide(&mut draft)?;
-    let now = draft.now().to_string();
-    let (after, notes) = commit(&lock, paths, Some(&state), draft.finish(), &now)?.into_parts();
+    let now = draft.now();
+    let (after, notes) = commit(&lock, paths, Some(&state), draft.finish(), now)?.into_parts();
     Ok(Changed {
         found: after.map_or(Found::Gone, |s| Found::Loop(Box::new(s))),
         notes,
@@ -118,7 +119,7 @@ pub fn replace<E: From<StoreError>>(
 ) -> Result<Replaced, E> {
     let store = StateStore::new(paths);
     let lock = store.lock(true)?;
-    let now = crate::time::now_rfc3339();
+    let now = crate::time::Timestamp::now();
     let (current, event) = match lock.read() {
         Ok(current) => {
             let event = decide(Ok(current.as_ref()))?;
@@ -131,12 +132,12 @@ pub fn replace<E: From<StoreError>>(
         Err(e) => return Err(e.into()),
     };
     let quarantined = match (&current, store.exists()?) {
-        (None, true) => Some(lock.quarantine(&now)?),
+        (None, true) => Some(lock.quarantine(&now.to_string())?),
         _ => None,
     };
-    let mut draft = Draft::new(current.clone(), &now);
+    let mut draft = Draft::new(current.clone(), now);
     draft.apply(event);
-    let committed = commit(&lock, paths, current.as_ref(), draft.finish(), &now)?;
+    let committed = commit(&lock, paths, current.as_ref(), draft.finish(), now)?;
     Ok(Replaced {
         state: committed.state,
         kept: committed.kept,
@@ -166,7 +167,7 @@ fn commit(
     paths: &ProjectPaths,
     before: Option<&LoopState>,
     transition: Transition,
-    now: &str,
+    now: Timestamp,
 ) -> Result<Committed, StoreError> {
     let Transition { mut state, effects } = transition;
     let mut kept = None;
@@ -235,7 +236,7 @@ mod tests {
                 state: Box::new(LoopState::new(
                     session.into(),
                     5,
-                    "2026-01-01T00:00:00Z".into(),
+                    Timestamp::from_secs(1767225600),
                 )),
                 why: "started".into(),
             })

@@ -376,7 +376,7 @@ pub fn handle(
                 &paths,
                 stop.session_id.as_deref(),
                 &e.to_string(),
-                &world.now(),
+                world.now(),
             );
         }
     })?;

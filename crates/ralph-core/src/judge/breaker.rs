@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::judge::errors::ErrorSighting;
 use crate::observe::progress::Baseline;
+use crate::time::Timestamp;
 
 /// How many recent final-message lengths the output-decline signal averages.
 pub const OUTPUT_WINDOW: usize = 3;
@@ -381,7 +382,7 @@ pub struct Transition {
     /// The iteration whose stop caused it.
     pub iteration: u32,
     /// When.
-    pub at: String,
+    pub at: crate::time::Timestamp,
     /// The state before.
     pub from: BreakerState,
     /// The state after.
@@ -472,7 +473,7 @@ pub fn step(
     observed: &ProgressObservation,
     config: &BreakerConfig,
     iteration: u32,
-    now: &str,
+    now: Timestamp,
 ) -> (Breaker, BreakerEffect) {
     let mut next = previous.clone();
     for spec in SIGNALS {
@@ -505,7 +506,7 @@ pub fn step(
 
     let transition = |from, to, reason: String| Transition {
         iteration,
-        at: now.to_string(),
+        at: now,
         from,
         to,
         reason,
@@ -627,7 +628,7 @@ mod tests {
         let mut breaker = Breaker::default();
         let mut trace = String::new();
         for (i, o) in observations.iter().enumerate() {
-            let (next, effect) = step(&breaker, o, config, i as u32 + 1, "t");
+            let (next, effect) = step(&breaker, o, config, i as u32 + 1, Timestamp::from_secs(0));
             trace.push(match effect {
                 BreakerEffect::Quiet => '.',
                 BreakerEffect::Warn(_) => 'W',

@@ -19,6 +19,7 @@ use crate::observe::progress::Reading;
 use crate::observe::transcript::ApiErrorMessage;
 use crate::observe::usage::UsageReading;
 use crate::observe::verify::VerifyResult;
+use crate::time::Timestamp;
 
 pub use crate::judge::state::MessageSource;
 
@@ -212,7 +213,7 @@ fn pause_on_api_error(
     mut next: LoopState,
     observed: &Observation,
     failure: &ApiErrorMessage,
-    now: &str,
+    now: Timestamp,
 ) -> Outcome {
     let kind = failure
         .error
@@ -238,8 +239,8 @@ fn pause_on_api_error(
             .last_api_error
             .as_ref()
             .and_then(|e| e.resets_at)
-            .map(crate::time::rfc3339_of_secs),
-        at: now.to_string(),
+            .map(Timestamp::from_secs),
+        at: now,
     };
     let why = format!(
         "iteration {} ended on an API error ({}{}): {message}; paused",
@@ -250,10 +251,10 @@ fn pause_on_api_error(
             .map(|s| format!(", HTTP {s}"))
             .unwrap_or_default()
     );
-    next.last_run_at = Some(now.to_string());
+    next.last_run_at = Some(now);
     next.push_history(IterationRecord {
         iteration: next.iteration,
-        at: now.to_string(),
+        at: now,
         decision: StopDecision::Allow,
         why,
         excerpt: excerpt(&observed.message),
@@ -283,10 +284,7 @@ fn pause_on_api_error(
 /// `now` (seconds since the epoch); `None` for any other loop.
 pub fn paused_until(state: &LoopState, now: u64) -> Option<&PausedBecause> {
     let paused = state.paused_because.as_ref()?;
-    let until = paused
-        .resume_at
-        .as_deref()
-        .and_then(crate::time::epoch_secs)?;
+    let until = paused.resume_at?.secs();
     (state.status == Status::Paused && paused.kind == PauseKind::CallsPerHour && until > now)
         .then_some(paused)
 }
@@ -371,7 +369,7 @@ pub fn decide(
     config: &Config,
     state: Option<&LoopState>,
     observed: &Observation,
-    now: &str,
+    now: Timestamp,
 ) -> Outcome {
     match owned_loop(state, observed.session_id.as_deref()) {
         Ok(state) => {
@@ -390,9 +388,9 @@ pub fn decide_judged(
     state: &LoopState,
     observed: &Observation,
     claim: &ClaimJudgement,
-    now: &str,
+    now: Timestamp,
 ) -> Outcome {
-    let now_secs = crate::time::epoch_secs(now).unwrap_or(0);
+    let now_secs = now.secs();
     let mut next = state.clone();
     let mut resumed = None;
     if paused_until(state, now_secs).is_some() {
@@ -500,10 +498,10 @@ pub fn decide_judged(
         None => why,
     };
     let decision = settle_verdict(&mut next, &verdict, &why, now);
-    next.last_run_at = Some(now.to_string());
+    next.last_run_at = Some(now);
     next.push_history(IterationRecord {
         iteration,
-        at: now.to_string(),
+        at: now,
         decision,
         why,
         excerpt: excerpt(&observed.message),
@@ -556,7 +554,12 @@ fn note_indications(next: &mut LoopState, claim: &ClaimJudgement, iteration: u32
 
 /// Applies the verdict to the new state (paused, at the next iteration, or
 /// ended with `why`) and says what the hook answers.
-fn settle_verdict(next: &mut LoopState, verdict: &Verdict, why: &str, now: &str) -> StopDecision {
+fn settle_verdict(
+    next: &mut LoopState,
+    verdict: &Verdict,
+    why: &str,
+    now: Timestamp,
+) -> StopDecision {
     match verdict {
         Verdict::Pause(because) => {
             next.pause(because.clone());
@@ -595,7 +598,7 @@ fn judge_completion(
     assessment: &completion::Assessment,
     denied: &[errors::Refusal],
     iteration: u32,
-    now: &str,
+    now: Timestamp,
 ) -> CompletionJudged {
     let mut gates = completion::gates(
         assessment,
@@ -639,7 +642,7 @@ fn judge_completion(
     };
     let record = ClaimRecord {
         iteration,
-        at: now.to_string(),
+        at: now,
         mode: config.completion.mode,
         basis: assessment.basis.clone(),
         score: assessment.score,
@@ -805,9 +808,9 @@ fn pause_for_calls(
     next: &mut LoopState,
     verdict: Verdict,
     why: String,
-    now: &str,
+    now: Timestamp,
 ) -> (Verdict, String) {
-    let now_secs = crate::time::epoch_secs(now).unwrap_or(0);
+    let now_secs = now.secs();
     let free_at = match (&verdict, config.supervision.max_calls_per_hour) {
         (Verdict::Continue { .. }, Some(cap)) => {
             next.calls_free_at(cap, now_secs).map(|at| (cap, at))
@@ -830,8 +833,8 @@ fn pause_for_calls(
                     "{} model requests in the last hour reached maxCallsPerHour ({cap})",
                     next.calls_in_last_hour(now_secs)
                 ),
-                resume_at: Some(crate::time::rfc3339_of_secs(free_at)),
-                at: now.to_string(),
+                resume_at: Some(Timestamp::from_secs(free_at)),
+                at: now,
             };
             let why = format!("{why}; paused: {}", because.message);
             (Verdict::Pause(because), why)
@@ -844,11 +847,11 @@ fn pause_for_calls(
 mod tests {
     use super::*;
 
-    const NOW: &str = "2026-11-22T10:00:00Z";
+    const NOW: Timestamp = Timestamp::from_secs(1795341600); // 2026-11-22T10:00:00Z
     const SID: &str = "11111111-2222-3333-4444-555555555555";
 
     fn running(iteration: u32, max: u32) -> LoopState {
-        let mut s = LoopState::new(SID.into(), max, "2026-11-22T09:00:00Z".into());
+        let mut s = LoopState::new(SID.into(), max, Timestamp::from_secs(1795338000));
         s.iteration = iteration;
         s
     }
@@ -1077,7 +1080,7 @@ mod tests {
                 .expect("an owned running loop always records the stop");
             let record = state.history.last().unwrap();
             assert_eq!(record.iteration, iteration);
-            assert_eq!(state.last_run_at.as_deref(), Some(NOW));
+            assert_eq!(state.last_run_at, Some(NOW));
             match want {
                 Verdict::Continue {
                     iteration: next, ..
@@ -1092,7 +1095,7 @@ mod tests {
                         "an ended loop stays at its last iteration"
                     );
                     assert_eq!(state.status, status);
-                    assert_eq!(state.ended_at.as_deref(), Some(NOW));
+                    assert_eq!(state.ended_at, Some(NOW));
                     assert_eq!(record.decision, StopDecision::Allow);
                 }
                 Verdict::Pass(_) | Verdict::Pause(_) => unreachable!(),
@@ -1122,7 +1125,7 @@ mod tests {
             (&["terminal", "no-item"], Some(Status::Complete)),
         ];
         for (sequence, ending) in cases {
-            let mut state = LoopState::new(SID.into(), 25, NOW.into());
+            let mut state = LoopState::new(SID.into(), 25, NOW);
             let mut last = None;
             for status in *sequence {
                 let out = decide(&config(), Some(&state), &saying(&marker(status)), NOW);
@@ -1138,7 +1141,7 @@ mod tests {
             assert_eq!(record.outcome.map(|o| o.as_str()), sequence.last().copied());
         }
         // A marker that cannot be read is said in the next iteration's text.
-        let state = LoopState::new(SID.into(), 25, NOW.into());
+        let state = LoopState::new(SID.into(), 25, NOW);
         let out = decide(
             &config(),
             Some(&state),
@@ -1165,7 +1168,7 @@ mod tests {
             cut_off: Some("no sign of work for 60 s".into()),
             ..saying(message)
         };
-        let state = LoopState::new(SID.into(), 25, NOW.into());
+        let state = LoopState::new(SID.into(), 25, NOW);
         let out = decide(&config(), Some(&state), &cut(""), NOW);
         let state = out.new_state.unwrap();
         assert_eq!(state.outcome_errors, 1);
@@ -1193,7 +1196,7 @@ mod tests {
         let out = decide(&config(), Some(&state), &cut(""), NOW);
         assert_eq!(out.verdict, Verdict::End(Status::ErrorBudgetExhausted));
         // A terminal item in between starts the count over.
-        let state = LoopState::new(SID.into(), 25, NOW.into());
+        let state = LoopState::new(SID.into(), 25, NOW);
         let state = decide(&config(), Some(&state), &cut(""), NOW)
             .new_state
             .unwrap();
@@ -1208,7 +1211,7 @@ mod tests {
     #[test]
     fn a_loop_that_never_completes_runs_exactly_max_iterations() {
         for max in [1, 2, 12, 25] {
-            let mut state = LoopState::new(SID.into(), max, NOW.into());
+            let mut state = LoopState::new(SID.into(), max, NOW);
             let mut blocks = 0;
             loop {
                 let out = decide(&config(), Some(&state), &saying("Still working."), NOW);
@@ -1691,7 +1694,7 @@ mod tests {
             Verdict::Continue { iteration: 3, .. }
         ));
         state = out.new_state.unwrap();
-        assert_eq!(state.calls_in_last_hour(secs(NOW)), 2);
+        assert_eq!(state.calls_in_last_hour(NOW.secs()), 2);
         assert_eq!(state.history.last().unwrap().calls, 2);
         assert_eq!(state.usage.input, 500);
         // The third reaches it: the stop is let through, the loop paused at
@@ -1702,7 +1705,7 @@ mod tests {
             panic!("{:?}", out.verdict)
         };
         assert_eq!(because.kind, PauseKind::CallsPerHour);
-        assert_eq!(because.resume_at.as_deref(), Some("2026-11-22T11:00:00Z"));
+        assert_eq!(because.resume_at, Timestamp::parse("2026-11-22T11:00:00Z"));
         let paused = out.new_state.unwrap();
         assert_eq!(paused.status, Status::Paused);
         assert_eq!(
@@ -1718,7 +1721,12 @@ mod tests {
         );
         assert!(early.new_state.is_none());
         // After it, the loop goes on (an interactive session carried on).
-        let later = decide(&config, Some(&paused), &saying("x"), "2026-11-22T11:00:01Z");
+        let later = decide(
+            &config,
+            Some(&paused),
+            &saying("x"),
+            Timestamp::parse("2026-11-22T11:00:01Z").unwrap(),
+        );
         assert!(matches!(
             later.verdict,
             Verdict::Continue { iteration: 5, .. }

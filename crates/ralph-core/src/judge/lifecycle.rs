@@ -15,7 +15,7 @@ use crate::judge::state::{
     excerpt, IterationRecord, LoopState, PausedBecause, Status, StopDecision, Usd,
 };
 use crate::observe::usage::UsageReading;
-use crate::time;
+use crate::time::Timestamp;
 
 /// Why a new loop may not start over the current state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub enum StartRefusal {
         /// Its cap.
         max_iterations: u32,
         /// Its last stop, if any.
-        last_run_at: Option<String>,
+        last_run_at: Option<Timestamp>,
     },
     /// The last loop ended with the circuit breaker open, and no cooldown has passed.
     BreakerOpen {
@@ -55,7 +55,7 @@ impl StartRefusal {
                 "a loop is already running in {} (session {session_id}, iteration {iteration} of {max_iterations}, \
                  last stop {}); let it finish, or run `ralph-ctl reset`, or start with --force",
                 root.display(),
-                last_run_at.as_deref().unwrap_or("none yet")
+                last_run_at.map_or("none yet".to_string(), |t| t.to_string())
             ),
             StartRefusal::BreakerOpen {
                 iteration,
@@ -91,7 +91,7 @@ pub fn start_refusal(
             session_id: current.session_id.clone(),
             iteration: current.iteration,
             max_iterations: current.max_iterations,
-            last_run_at: current.last_run_at.clone(),
+            last_run_at: current.last_run_at,
         }),
         Status::CircuitOpen if !cooled_down(current, config, now) => {
             Some(StartRefusal::BreakerOpen {
@@ -119,9 +119,9 @@ pub fn cooled_down(state: &LoopState, config: &Config, now: SystemTime) -> bool 
         .breaker
         .last_transition
         .as_ref()
-        .map(|t| t.at.as_str())
-        .or(state.ended_at.as_deref())
-        .and_then(time::parse_rfc3339);
+        .map(|t| t.at)
+        .or(state.ended_at)
+        .map(|t| std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.secs()));
     match opened.and_then(|at| now.duration_since(at).ok()) {
         Some(elapsed) => elapsed.as_secs() >= u64::from(minutes) * 60,
         None => false,
@@ -229,14 +229,14 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
             ),
         };
     }
-    let reset = paused.resume_at.as_deref().and_then(time::epoch_secs);
+    let reset = paused.resume_at.map(Timestamp::secs);
     match reset {
         Some(at) => ResumePlan::ResumeAt {
             at: at.max(now),
             reason: format!(
                 "{} until {}",
                 paused.kind.as_str(),
-                paused.resume_at.as_deref().unwrap_or_default()
+                paused.resume_at.map(|t| t.to_string()).unwrap_or_default()
             ),
         },
         None => {
@@ -274,9 +274,9 @@ pub fn budget_spent(state: &LoopState, max: Option<Usd>, client_says: bool) -> O
 /// cursor (`reading`) to `state`, and moves the cursor: what a stop counts,
 /// and what a run that ended without one (an API failure, the client's own
 /// budget cap, a crash) must count too, once.
-pub fn take_usage(state: &mut LoopState, reading: &UsageReading, now: &str) {
+pub fn take_usage(state: &mut LoopState, reading: &UsageReading, now: Timestamp) {
     state.usage.add(&reading.tokens);
-    let now_secs = time::epoch_secs(now).unwrap_or(0);
+    let now_secs = now.secs();
     state.record_calls(&reading.calls, now_secs);
     if reading.cursor.is_some() {
         state.transcript = reading.cursor.clone();
@@ -292,7 +292,7 @@ pub fn pause_for_api_failure(
     state: &mut LoopState,
     because: PausedBecause,
     reading: &UsageReading,
-    now: &str,
+    now: Timestamp,
 ) -> String {
     take_usage(state, reading, now);
     let why = format!(
@@ -304,10 +304,10 @@ pub fn pause_for_api_failure(
             .unwrap_or_default(),
         because.message
     );
-    state.last_run_at = Some(now.to_string());
+    state.last_run_at = Some(now);
     state.push_history(IterationRecord {
         iteration: state.iteration,
-        at: now.to_string(),
+        at: now,
         decision: StopDecision::Allow,
         why: why.clone(),
         excerpt: excerpt(&because.message),
@@ -333,7 +333,7 @@ pub fn pause_for_api_failure(
 /// Marks a loop that is still `running` (or paused) as `interrupted`, because of
 /// `cause` (`"Claude Code exited with code 1"`, `"SIGTERM"`), with a history
 /// record; returns false (and changes nothing) when it had already ended.
-pub fn interrupt(state: &mut LoopState, cause: &str, now: &str) -> bool {
+pub fn interrupt(state: &mut LoopState, cause: &str, now: Timestamp) -> bool {
     if !matches!(state.status, Status::Running | Status::Paused) {
         return false;
     }
@@ -347,7 +347,7 @@ pub fn interrupt(state: &mut LoopState, cause: &str, now: &str) -> bool {
     );
     state.push_history(IterationRecord {
         iteration: state.iteration,
-        at: now.to_string(),
+        at: now,
         decision: StopDecision::Allow,
         why: because.clone(),
         excerpt: excerpt(""),
@@ -408,7 +408,7 @@ pub fn next_step(state: &LoopState) -> Option<String> {
             let until = state
                 .paused_because
                 .as_ref()
-                .and_then(|p| p.resume_at.as_deref())
+                .and_then(|p| p.resume_at)
                 .map(|t| format!(" (not before {t})"))
                 .unwrap_or_default();
             format!("`ralph-ctl run --resume` goes on{until}")
@@ -534,6 +534,7 @@ mod tests {
     use super::*;
     use crate::judge::breaker::{BreakerState, Transition};
     use crate::judge::state::PauseKind;
+    use crate::time;
     use std::time::Duration;
 
     #[test]
@@ -542,7 +543,7 @@ mod tests {
         use crate::judge::state::ClaimRecord;
         let claim = |iteration, accepted| ClaimRecord {
             iteration,
-            at: "2026-11-22T09:05:00Z".into(),
+            at: Timestamp::from_secs(1795338300),
             mode: CompletionMode::Strict,
             basis: "the completion signal on a line of its own".into(),
             score: None,
@@ -550,7 +551,7 @@ mod tests {
             gates: Vec::new(),
             verification: Vec::new(),
         };
-        let mut state = LoopState::new("s".into(), 5, "2026-11-22T09:00:00Z".into());
+        let mut state = LoopState::new("s".into(), 5, Timestamp::from_secs(1795338000));
         state.iteration = 3;
         assert!(completion_on_record(&state), "running: nothing to check");
         state.status = Status::Complete;
@@ -577,9 +578,9 @@ mod tests {
     }
 
     fn ended(status: Status, at: &str) -> LoopState {
-        let mut s = LoopState::new("s".into(), 5, "2026-11-22T09:00:00Z".into());
+        let mut s = LoopState::new("s".into(), 5, Timestamp::from_secs(1795338000));
         s.iteration = 4;
-        s.end(status, "why".into(), at);
+        s.end(status, "why".into(), Timestamp::parse(at).unwrap());
         s
     }
 
@@ -589,7 +590,7 @@ mod tests {
         let mut open = ended(Status::CircuitOpen, "2026-11-22T10:00:00Z");
         open.breaker.last_transition = Some(Transition {
             iteration: 4,
-            at: "2026-11-22T10:00:00Z".into(),
+            at: Timestamp::from_secs(1795341600),
             from: BreakerState::HalfOpen,
             to: BreakerState::Open,
             reason: "no file changed in 5 iterations".into(),
@@ -598,7 +599,7 @@ mod tests {
             cooldown_minutes: m,
             ..Config::default()
         };
-        let running = LoopState::new("s".into(), 5, "t".into());
+        let running = LoopState::new("s".into(), 5, Timestamp::from_secs(0));
         let now = at("2026-11-22T10:20:00Z");
         let cases: Vec<(Option<&LoopState>, Config, SystemTime, bool)> = vec![
             (None, Config::default(), now, false),
@@ -624,7 +625,11 @@ mod tests {
         }
         for status in [Status::Complete, Status::MaxIterations, Status::Interrupted] {
             assert_eq!(
-                start_refusal(Some(&ended(status, "t")), &Config::default(), now),
+                start_refusal(
+                    Some(&ended(status, "2026-11-22T10:00:00Z")),
+                    &Config::default(),
+                    now
+                ),
                 None
             );
         }
@@ -639,39 +644,43 @@ mod tests {
 
     #[test]
     fn only_a_running_loop_is_interrupted() {
-        let mut running = LoopState::new("s".into(), 5, "t".into());
+        let mut running = LoopState::new("s".into(), 5, Timestamp::from_secs(0));
         running.iteration = 3;
-        assert!(interrupt(&mut running, "SIGTERM", "t2"));
+        assert!(interrupt(&mut running, "SIGTERM", Timestamp::from_secs(2)));
         assert_eq!(running.status, Status::Interrupted);
         assert_eq!(
             running.ended_because.as_deref(),
             Some("SIGTERM while the loop was running at iteration 3 of 5")
         );
         assert_eq!(running.history.len(), 1);
-        let mut paused = LoopState::new("s".into(), 5, "t".into());
+        let mut paused = LoopState::new("s".into(), 5, Timestamp::from_secs(0));
         paused.iteration = 2;
         paused.status = Status::Paused;
-        assert!(interrupt(&mut paused, "SIGTERM received", "t2"));
+        assert!(interrupt(
+            &mut paused,
+            "SIGTERM received",
+            Timestamp::from_secs(2)
+        ));
         assert_eq!(
             paused.ended_because.as_deref(),
             Some("SIGTERM received while the loop was paused, waiting to resume, at iteration 2 of 5")
         );
-        let mut done = ended(Status::Complete, "t");
+        let mut done = ended(Status::Complete, "2026-11-22T10:00:00Z");
         let before = done.clone();
-        assert!(!interrupt(&mut done, "SIGTERM", "t2"));
+        assert!(!interrupt(&mut done, "SIGTERM", Timestamp::from_secs(2)));
         assert_eq!(done, before);
         assert_eq!(exit_code(Status::CircuitOpen), exit_codes::CIRCUIT_OPEN);
     }
 
     fn paused(kind: PauseKind, resume_at: Option<&str>) -> LoopState {
-        let mut s = LoopState::new("s".into(), 9, "2026-11-22T09:00:00Z".into());
+        let mut s = LoopState::new("s".into(), 9, Timestamp::from_secs(1795338000));
         s.iteration = 4;
         s.pause(crate::judge::state::PausedBecause {
             kind,
             http_status: None,
             message: "API Error".into(),
-            resume_at: resume_at.map(str::to_owned),
-            at: "2026-11-22T10:00:00Z".into(),
+            resume_at: resume_at.map(|t| Timestamp::parse(t).unwrap()),
+            at: Timestamp::from_secs(1795341600),
         });
         s
     }
@@ -748,7 +757,7 @@ mod tests {
     #[test]
     fn a_paused_loop_is_interrupted_too_and_has_its_own_exit_codes() {
         let mut p = paused(PauseKind::Overloaded, None);
-        assert!(interrupt(&mut p, "SIGINT", "t2"));
+        assert!(interrupt(&mut p, "SIGINT", Timestamp::from_secs(2)));
         assert_eq!(p.status, Status::Interrupted);
         assert_eq!(exit_code(Status::Paused), exit_codes::PAUSED);
         assert_eq!(exit_code(Status::Failed), exit_codes::FAILED);

@@ -9,6 +9,7 @@ use crate::judge::breaker::{Breaker, Transition};
 use crate::judge::claims::StatusBlock;
 use crate::judge::completion::{CompletionMode, Gate, GateResult};
 use crate::observe::verify::VerifyResult;
+use crate::time::Timestamp;
 
 pub use crate::observe::liveness::{Carriers, ProcessId};
 pub use crate::observe::usage::{TokenUsage, TranscriptCursor, Usd};
@@ -230,9 +231,9 @@ pub struct PausedBecause {
     /// Not before this time (RFC 3339): the API's reset time, or when the
     /// calls-per-hour window frees.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume_at: Option<String>,
+    pub resume_at: Option<Timestamp>,
     /// When the pause was recorded.
-    pub at: String,
+    pub at: Timestamp,
 }
 
 /// The model requests made in one minute.
@@ -267,7 +268,7 @@ pub struct IterationRecord {
     /// The iteration that this stop ended.
     pub iteration: u32,
     /// When the stop was handled.
-    pub at: String,
+    pub at: Timestamp,
     /// Block or allow.
     pub decision: StopDecision,
     /// Why, in words a person reads in `ralph-ctl status`.
@@ -367,7 +368,7 @@ pub struct ClaimRecord {
     /// The iteration whose final message made the claim.
     pub iteration: u32,
     /// When it was judged.
-    pub at: String,
+    pub at: Timestamp,
     /// The completion mode in force.
     pub mode: CompletionMode,
     /// What made the claim (signal form, status block, score).
@@ -400,13 +401,13 @@ pub struct LoopState {
     /// The Claude Code session that owns the loop; stops of other sessions are let through.
     pub session_id: String,
     /// When `ralph-ctl start` created the loop.
-    pub started_at: String,
+    pub started_at: Timestamp,
     /// When the hook last handled a stop of this loop.
     #[serde(default)]
-    pub last_run_at: Option<String>,
+    pub last_run_at: Option<Timestamp>,
     /// When the loop ended, once it has.
     #[serde(default)]
-    pub ended_at: Option<String>,
+    pub ended_at: Option<Timestamp>,
     /// Why the loop ended, in words.
     #[serde(default)]
     pub ended_because: Option<String>,
@@ -533,7 +534,7 @@ pub struct StepRun {
     pub gates: Vec<GateRun>,
     /// When its completion claim passed its gates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<String>,
+    pub completed_at: Option<Timestamp>,
 }
 
 /// One gate of a step: its last result and how often it failed.
@@ -606,7 +607,7 @@ pub struct Pinned {
     pub formula: Option<PinnedFormula>,
     /// When this pin was taken (the start, or the last `ralph-ctl reload`).
     #[serde(default)]
-    pub at: String,
+    pub at: Timestamp,
 }
 
 /// A formula, pinned: its content as the run uses it (every step's id,
@@ -634,7 +635,7 @@ pub struct ConfigDrift {
     /// The digest of every differing file's content now.
     pub digest: String,
     /// When this content was first seen.
-    pub seen_at: String,
+    pub seen_at: Timestamp,
     /// The files that differ.
     pub files: Vec<Changed>,
 }
@@ -700,7 +701,7 @@ impl LoopState {
     }
 
     /// A fresh running loop at iteration 1.
-    pub fn new(session_id: String, max_iterations: u32, now: String) -> Self {
+    pub fn new(session_id: String, max_iterations: u32, now: Timestamp) -> Self {
         LoopState {
             schema_version: SCHEMA_VERSION,
             status: Status::Running,
@@ -749,9 +750,9 @@ impl LoopState {
     }
 
     /// Ends the loop with `status`, recording when and why.
-    pub fn end(&mut self, status: Status, because: String, now: &str) {
+    pub fn end(&mut self, status: Status, because: String, now: Timestamp) {
         self.status = status;
-        self.ended_at = Some(now.to_string());
+        self.ended_at = Some(now);
         self.ended_because = Some(because);
     }
 
@@ -877,7 +878,7 @@ mod tests {
 
     #[test]
     fn round_trips_in_camel_case() {
-        let mut s = LoopState::new("abc".into(), 5, "2026-01-01T00:00:00Z".into());
+        let mut s = LoopState::new("abc".into(), 5, Timestamp::from_secs(1767225600));
         s.last_findings_count = Some(3);
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["status"], "running");
@@ -889,11 +890,11 @@ mod tests {
 
     #[test]
     fn a_version_1_state_is_migrated_and_a_newer_one_refused() {
-        let v1 = br#"{"status":"running","iteration":3,"maxIterations":5,"sessionId":"s","startedAt":"t",
-            "history":[{"iteration":1,"at":"t1","decision":"block","why":"w","messageSource":"input",
+        let v1 = br#"{"status":"running","iteration":3,"maxIterations":5,"sessionId":"s","startedAt":"2026-01-01T00:00:00Z",
+            "history":[{"iteration":1,"at":"2026-01-01T00:00:01Z","decision":"block","why":"w","messageSource":"input",
                         "breaker":"closed \u2192 half_open: no file changed in 3 iterations",
                         "claim":"rejected by the plan, verification gate(s): the completion signal on a line of its own"},
-                       {"iteration":2,"at":"t2","decision":"block","why":"w","messageSource":"transcript",
+                       {"iteration":2,"at":"2026-01-01T00:00:02Z","decision":"block","why":"w","messageSource":"transcript",
                         "claim":"accepted: status block"}],
             "breaker":{"counters":{"noProgress":2,"sameError":0,"findingsStuck":0,"outputDecline":0,"tddStuck":0}}}"#;
         let state = LoopState::from_json(v1).unwrap();
@@ -926,11 +927,11 @@ mod tests {
 
     #[test]
     fn history_is_bounded() {
-        let mut s = LoopState::new("abc".into(), 5, "t".into());
+        let mut s = LoopState::new("abc".into(), 5, Timestamp::from_secs(0));
         for i in 0..(HISTORY_LIMIT as u32 + 7) {
             s.push_history(IterationRecord {
                 iteration: i,
-                at: "t".into(),
+                at: Timestamp::from_secs(0),
                 decision: StopDecision::Block,
                 why: String::new(),
                 excerpt: String::new(),
@@ -956,7 +957,7 @@ mod tests {
 
     #[test]
     fn requests_are_counted_per_minute_over_a_rolling_hour() {
-        let mut s = LoopState::new("abc".into(), 5, "t".into());
+        let mut s = LoopState::new("abc".into(), 5, Timestamp::from_secs(0));
         let t0 = 1_800_000_000; // a minute's start
         s.record_calls(&[t0, t0 + 10, t0 + 59, t0 + 60], t0 + 60);
         assert_eq!(s.recent_calls.len(), 2, "two minutes");
@@ -978,7 +979,7 @@ mod tests {
 
     #[test]
     fn money_is_exact_and_written_as_dollars() {
-        let mut s = LoopState::new("abc".into(), 5, "t".into());
+        let mut s = LoopState::new("abc".into(), 5, Timestamp::from_secs(0));
         s.cost_usd = Usd(Usd::from_dollars(0.1).0 + Usd::from_dollars(0.2).0);
         assert_eq!(s.cost_usd, Usd::from_dollars(0.3));
         let json = serde_json::to_value(&s).unwrap();

@@ -94,7 +94,7 @@ pub struct Check {
 #[serde(rename_all = "camelCase")]
 pub struct LogEntry {
     /// When (RFC 3339).
-    pub at: String,
+    pub at: crate::time::Timestamp,
     /// What happened.
     pub event: LogEvent,
     /// The loop's session.
@@ -116,7 +116,7 @@ pub struct LogEntry {
     pub policy: Option<String>,
     /// Not before this time (pauses and waits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume_at: Option<String>,
+    pub resume_at: Option<crate::time::Timestamp>,
     /// The loop's cost so far.
     #[serde(default, skip_serializing_if = "is_zero_usd")]
     pub cost_usd: Usd,
@@ -128,9 +128,14 @@ fn is_zero_usd(usd: &Usd) -> bool {
 
 impl LogEntry {
     /// An entry about `state` as it is now.
-    pub fn about(state: &LoopState, event: LogEvent, at: &str, reason: impl Into<String>) -> Self {
+    pub fn about(
+        state: &LoopState,
+        event: LogEvent,
+        at: crate::time::Timestamp,
+        reason: impl Into<String>,
+    ) -> Self {
         LogEntry {
-            at: at.to_string(),
+            at,
             event,
             session_id: state.session_id.clone(),
             iteration: state.iteration,
@@ -139,17 +144,14 @@ impl LogEntry {
             reason: reason.into(),
             checks: Vec::new(),
             policy: None,
-            resume_at: state
-                .paused_because
-                .as_ref()
-                .and_then(|p| p.resume_at.clone()),
+            resume_at: state.paused_because.as_ref().and_then(|p| p.resume_at),
             cost_usd: state.cost_usd,
         }
     }
 
     /// The entry for the stop that turned `before` into `after`: its
     /// history record's decision and reason, the claim's gates, the breaker.
-    pub fn of_stop(before: &LoopState, after: &LoopState, at: &str) -> Self {
+    pub fn of_stop(before: &LoopState, after: &LoopState, at: crate::time::Timestamp) -> Self {
         let record = after.history.last();
         let event = match after.status {
             Status::Running => LogEvent::Stop,
@@ -303,6 +305,8 @@ mod tests {
     use super::*;
     use crate::paths::ProjectPaths;
     use crate::persist::store::StateStore;
+    #[allow(unused_imports)]
+    use crate::time::Timestamp;
     use tempfile::TempDir;
 
     #[test]
@@ -311,9 +315,9 @@ mod tests {
         let paths = ProjectPaths::new(dir.path());
         let store = StateStore::new(&paths);
         let lock = store.lock(true).unwrap();
-        let state = LoopState::new("s-1".into(), 5, "t0".into());
+        let state = LoopState::new("s-1".into(), 5, Timestamp::from_secs(0));
         for i in 0..3 {
-            let entry = LogEntry::about(&state, LogEvent::Wait, &format!("t{i}"), "waiting");
+            let entry = LogEntry::about(&state, LogEvent::Wait, Timestamp::from_secs(i), "waiting");
             append(&lock, &entry).unwrap();
         }
         // A line cut by a crash is skipped.
@@ -322,10 +326,7 @@ mod tests {
         file.write_all(b"{\"at\":\"t9\",\"ev").unwrap();
         drop(file);
         let last = read_last(&paths.state_file(), 2).unwrap();
-        assert_eq!(
-            last.iter().map(|e| e.at.as_str()).collect::<Vec<_>>(),
-            ["t1", "t2"]
-        );
+        assert_eq!(last.iter().map(|e| e.at.secs()).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(last[0].event, LogEvent::Wait);
 
         // Past the size bound the log moves aside and a new one starts;
@@ -333,12 +334,12 @@ mod tests {
         fs::write(&log, vec![b'\n'; MAX_LOG_BYTES as usize + 1]).unwrap();
         append(
             &lock,
-            &LogEntry::about(&state, LogEvent::End, "t10", "done"),
+            &LogEntry::about(&state, LogEvent::End, Timestamp::from_secs(10), "done"),
         )
         .unwrap();
         assert!(fs::metadata(&log).unwrap().len() < 1024);
         let all = read_last(&paths.state_file(), 10).unwrap();
-        assert_eq!(all.last().unwrap().at, "t10");
+        assert_eq!(all.last().unwrap().at, Timestamp::from_secs(10));
     }
 
     #[test]

@@ -426,7 +426,7 @@ impl StateLock<'_> {
         }
         let stem = format!(
             "{}-{}",
-            file_safe(&state.started_at),
+            file_safe(&state.started_at.to_string()),
             file_safe(&state.session_id)
         );
         let json = state_json(state, &dir)?;
@@ -603,6 +603,8 @@ fn parse_state(path: &Path, bytes: Option<&[u8]>) -> Result<Option<LoopState>, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[allow(unused_imports)]
+    use crate::time::Timestamp;
     use tempfile::TempDir;
 
     fn store() -> (TempDir, StateStore) {
@@ -621,7 +623,7 @@ mod tests {
     #[test]
     fn write_then_read_round_trips_and_leaves_no_temp_file() {
         let (_d, store) = store();
-        let state = LoopState::new("s".into(), 3, "t".into());
+        let state = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
         store.lock(true).unwrap().write(&state).unwrap();
         assert_eq!(store.read().unwrap(), Some(state));
         let names: Vec<_> = fs::read_dir(store.path().parent().unwrap())
@@ -634,7 +636,7 @@ mod tests {
     #[test]
     fn a_state_the_reader_would_refuse_is_never_written() {
         let (_d, store) = store();
-        let state = LoopState::new("s".into(), 3, "t".into());
+        let state = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
         let lock = store.lock(true).unwrap();
         lock.write(&state).unwrap();
         let mut huge = state.clone();
@@ -649,7 +651,7 @@ mod tests {
     #[test]
     fn a_read_under_the_lock_parses_only_a_state_that_changed() {
         let (_d, store) = store();
-        let first = LoopState::new("s".into(), 3, "t".into());
+        let first = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
         store.lock(true).unwrap().write(&first).unwrap();
         let snapshot = store.snapshot().unwrap();
         assert_eq!(snapshot.state.as_ref(), Some(&first));
@@ -694,7 +696,7 @@ mod tests {
         store
             .lock(true)
             .unwrap()
-            .write(&LoopState::new("s".into(), 3, "t".into()))
+            .write(&LoopState::new("s".into(), 3, Timestamp::from_secs(0)))
             .unwrap();
         let mode = fs::metadata(store.path()).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
@@ -750,7 +752,7 @@ mod tests {
         other
             .lock(false)
             .unwrap()
-            .write(&LoopState::new("theirs".into(), 3, "t".into()))
+            .write(&LoopState::new("theirs".into(), 3, Timestamp::from_secs(0)))
             .unwrap();
         let before = fs::read(other.path()).unwrap();
         // A link at each level between the project and the state.
@@ -787,7 +789,7 @@ mod tests {
         store
             .lock(true)
             .unwrap()
-            .write(&LoopState::new("s".into(), 3, "t".into()))
+            .write(&LoopState::new("s".into(), 3, Timestamp::from_secs(0)))
             .unwrap();
         let folder = store.path().parent().unwrap().to_path_buf();
         fs::set_permissions(&folder, fs::Permissions::from_mode(0o000)).unwrap();

@@ -142,7 +142,7 @@ fn readable(entry: &LogEntry, columns: &Columns) -> String {
         iw = columns.iteration,
         sw = columns.status,
     );
-    let depth = (entry.at.chars().count() + 2).min(MAX_INDENT);
+    let depth = (entry.at.to_string().chars().count() + 2).min(MAX_INDENT);
     let mut out = wrap(&head, &entry.reason, depth);
     let indent = " ".repeat(depth);
     for check in &entry.checks {
@@ -243,9 +243,14 @@ mod tests {
     }
 
     fn entry(at: &str, event: LogEvent, iteration: u32, status: Status, reason: &str) -> LogEntry {
-        let mut state = LoopState::new("s-1".into(), 25, "t0".into());
+        let mut state = LoopState::new("s-1".into(), 25, ralph_core::time::Timestamp::from_secs(0));
         state.iteration = iteration;
         state.status = status;
+        // `tN`: N seconds after the epoch, for the short tests.
+        let at = match at.strip_prefix('t') {
+            Some(n) => ralph_core::time::Timestamp::from_secs(n.parse().unwrap_or(0)),
+            None => ralph_core::time::Timestamp::parse(at).unwrap(),
+        };
         LogEntry::about(&state, event, at, reason)
     }
 
@@ -275,7 +280,7 @@ mod tests {
             })
             .collect();
         let mut pause = entry("t13", LogEvent::Pause, 12, Status::Paused, "rate_limit");
-        pause.resume_at = Some("t20".into());
+        pause.resume_at = Some(ralph_core::time::Timestamp::from_secs(20));
         pause.policy = Some("conservative".into());
         entries.push(pause);
         project.write_log(&entries);
@@ -284,10 +289,10 @@ mod tests {
         assert_eq!((code, err.as_str()), (0, ""));
         assert_eq!(
             out,
-            "t11  stop   iteration 11  running  iteration 11 ended without a completion claim\n\
-             t12  stop   iteration 12  running  iteration 12 ended without a completion claim\n\
-             t13  pause  iteration 12  paused   rate_limit\n     \
-             policy: conservative  not before: t20\n"
+            "1970-01-01T00:00:11Z  stop   iteration 11  running  iteration 11 ended without a completion claim\n\
+             1970-01-01T00:00:12Z  stop   iteration 12  running  iteration 12 ended without a completion claim\n\
+             1970-01-01T00:00:13Z  pause  iteration 12  paused   rate_limit\n                      \
+             policy: conservative  not before: 1970-01-01T00:00:20Z\n"
         );
     }
 

@@ -44,8 +44,8 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     // Read and checked before the lock: a bad file changes nothing.
     let layers = FileLayers::read(paths, &ProcessEnv)?;
     let config = Config::from_layers(paths, &ProcessEnv, &layers)?;
-    let now = time::now_rfc3339();
-    let mut pin = Pinned::of(&layers, &now);
+    let now = time::Timestamp::now();
+    let mut pin = Pinned::of(&layers, now);
     // What judges a claim besides the config: a verify command that is new
     // gets its test baseline now, and changed protectedPaths a new
     // snapshot (outside the lock: the commands take their time). Unchanged
@@ -235,7 +235,7 @@ mod tests {
                 project: project.map(str::to_string),
                 user: user.map(str::to_string),
             },
-            "t",
+            ralph_core::time::Timestamp::from_secs(0),
         )
     }
 

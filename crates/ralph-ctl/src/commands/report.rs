@@ -112,10 +112,12 @@ fn summary(page: &mut String, state: &LoopState) {
     };
     row("how it ended", lifecycle::outcome_line(state));
     row("session", state.session_id.clone());
-    row("started", state.started_at.clone());
+    row("started", state.started_at.to_string());
     row(
         "ended",
-        state.ended_at.clone().unwrap_or_else(|| "not yet".into()),
+        state
+            .ended_at
+            .map_or_else(|| "not yet".into(), |t| t.to_string()),
     );
     row("cost", state.cost_usd.to_string());
     row(
@@ -268,7 +270,7 @@ fn timeline(page: &mut String, history: &[IterationRecord]) {
             page,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}{error}</td><td>{}</td><td>{}/{}</td><td>{claim}</td><td><pre>{}</pre></td></tr>",
             r.iteration,
-            esc(&r.at),
+            esc(&r.at.to_string()),
             esc(&format!("{:?}", r.decision).to_lowercase()),
             esc(&r.why),
             r.tool_calls,
@@ -351,7 +353,11 @@ mod tests {
 
     #[test]
     fn the_last_claim_shows_its_test_counts_beside_the_baseline() {
-        let mut state = LoopState::new("s".into(), 5, "2026-01-01T00:00:00Z".into());
+        let mut state = LoopState::new(
+            "s".into(),
+            5,
+            ralph_core::time::Timestamp::from_secs(1767225600),
+        );
         state.test_baseline = vec![CommandCounts {
             command: "python3 -m unittest".into(),
             counts: TestCounts::new(2, 1, 0),
@@ -359,7 +365,7 @@ mod tests {
         }];
         state.last_claim = Some(ClaimRecord {
             iteration: 1,
-            at: "2026-01-01T00:01:00Z".into(),
+            at: ralph_core::time::Timestamp::from_secs(1767225660),
             mode: CompletionMode::Strict,
             basis: "signal".into(),
             score: None,

@@ -96,7 +96,7 @@ pub(crate) fn current_drift(paths: &ProjectPaths, state: &LoopState) -> Option<C
             .as_ref()
             .and_then(|f| crate::formula::changes(paths, f)),
     );
-    let now = ConfigDrift::of(changes, &ralph_core::time::now_rfc3339())?;
+    let now = ConfigDrift::of(changes, ralph_core::time::Timestamp::now())?;
     match &state.config_drift {
         Some(recorded) if recorded.digest == now.digest => Some(recorded.clone()),
         _ => Some(now),
@@ -240,7 +240,7 @@ fn head(l: &mut Lines, paths: &ProjectPaths, state: &LoopState) {
             format!("{} at {}: {}", cause(paused), paused.at, paused.message),
         );
         if let Some(at) = &paused.resume_at {
-            l.line("not before:", at.clone());
+            l.line("not before:", at.to_string());
         }
     }
 }
@@ -305,16 +305,15 @@ fn formula_steps(l: &mut Lines, state: &LoopState) {
 
 /// When it started, stopped and ended, why, and what to do next.
 fn times_and_next(l: &mut Lines, state: &LoopState, config: Option<&Config>, now: u64) {
-    l.line("started:", state.started_at.clone());
+    l.line("started:", state.started_at.to_string());
     l.line(
         "last stop:",
         state
             .last_run_at
-            .clone()
-            .unwrap_or_else(|| "none yet".into()),
+            .map_or_else(|| "none yet".into(), |t| t.to_string()),
     );
     if let Some(ended) = &state.ended_at {
-        l.line("ended:", ended.clone());
+        l.line("ended:", ended.to_string());
     }
     if let Some(because) = &state.ended_because {
         l.line("because:", because.clone());

@@ -181,16 +181,11 @@ fn draw(
             lines.push(format!("cost       {}", state.cost_usd));
             lines.push(String::new());
             lines.push("recent iterations:".into());
-            let mut previous: Option<&str> = None;
             let start = state.history.len().saturating_sub(8);
-            if start > 0 {
-                previous = Some(state.history[start - 1].at.as_str());
-            }
+            let mut previous = start.checked_sub(1).map(|i| state.history[i].at);
             for r in &state.history[start..] {
                 let took = previous
-                    .and_then(ralph_core::time::epoch_secs)
-                    .zip(ralph_core::time::epoch_secs(&r.at))
-                    .map(|(a, b)| format!("{:>4} s", b.saturating_sub(a)))
+                    .map(|a| format!("{:>4} s", r.at.secs().saturating_sub(a.secs())))
                     .unwrap_or_else(|| "    –".into());
                 lines.push(format!(
                     "  #{:<3} {took}  {}  {}",
@@ -198,7 +193,7 @@ fn draw(
                     excerpt(&r.why, 50),
                     excerpt(&r.excerpt, 50)
                 ));
-                previous = Some(r.at.as_str());
+                previous = Some(r.at);
             }
             if !live_status(state) {
                 lines.push(String::new());
@@ -219,7 +214,11 @@ mod tests {
 
     #[test]
     fn a_line_says_the_iteration_the_breaker_and_the_cost() {
-        let mut state = LoopState::new("s".into(), 25, "2026-01-01T00:00:00Z".into());
+        let mut state = LoopState::new(
+            "s".into(),
+            25,
+            ralph_core::time::Timestamp::from_secs(1767225600),
+        );
         state.iteration = 3;
         assert_eq!(
             line(&state, None),

@@ -230,7 +230,7 @@ mod tests {
             "Fix the parser.\n",
         )
         .unwrap();
-        let state = LoopState::new("s1".into(), 5, ralph_core::time::now_rfc3339());
+        let state = LoopState::new("s1".into(), 5, ralph_core::time::Timestamp::now());
         transaction::replace(&paths, |_| {
             Ok::<_, CtlError>(Event::Started {
                 state: Box::new(state),
@@ -297,7 +297,11 @@ mod tests {
 
     #[test]
     fn a_summary_names_the_iteration_its_judgement_and_cost() {
-        let state = LoopState::new("s".into(), 5, "2026-01-01T00:00:00Z".into());
+        let state = LoopState::new(
+            "s".into(),
+            5,
+            ralph_core::time::Timestamp::from_secs(1767225600),
+        );
         assert_eq!(
             summary(&state, 2, Some(0.0123), 2.04),
             "fresh iteration 2 of 5: not judged, $0.0123, 2.0 s"

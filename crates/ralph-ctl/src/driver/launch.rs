@@ -511,7 +511,7 @@ impl Driver<'_> {
                 result: result.as_ref().filter(|_| !charged),
                 headless: self.headless,
                 session_cost: self.session_cost,
-                last_stop_before: last_stop_before.as_deref(),
+                last_stop_before,
             },
         )?;
         let paused = matches!(&ending, Found::Loop(state) if state.status == Status::Paused);
@@ -950,7 +950,10 @@ fn enter_worktree(
     let state = StateStore::new(paths)
         .read()?
         .ok_or_else(|| CtlError::Client("the loop's state is gone".into()))?;
-    let worktree = plan.create(&worktree::name(&state.started_at, state.iteration))?;
+    let worktree = plan.create(&worktree::name(
+        &state.started_at.to_string(),
+        state.iteration,
+    ))?;
     let baseline = worktree.created.then(|| progress::baseline(&worktree.path));
     say(&format!(
         "iteration {} works in {} (branch {}, from {})",

@@ -168,7 +168,7 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        let mut state = LoopState::new("s".into(), 5, "t".into());
+        let mut state = LoopState::new("s".into(), 5, ralph_core::time::Timestamp::from_secs(0));
         state.iteration = 2;
         state.carriers = Some(Carriers {
             host: liveness::host_name(),

@@ -87,7 +87,7 @@ pub(crate) fn start_loop(
 pub(crate) fn pinned_config(paths: &ProjectPaths) -> Result<(Config, Pinned), CtlError> {
     let layers = FileLayers::read(paths, &ProcessEnv)?;
     let config = Config::from_layers(paths, &ProcessEnv, &layers)?;
-    Ok((config, Pinned::of(&layers, &time::now_rfc3339())))
+    Ok((config, Pinned::of(&layers, time::Timestamp::now())))
 }
 
 /// Refuses a start the loop there stands in the way of, as read now
@@ -168,7 +168,7 @@ pub(crate) fn open_loop(
     let test_baseline = test_baseline(paths, config);
     let protected_files = protected_files(paths, config)?;
     ignore_runtime(paths)?;
-    let now = time::now_rfc3339();
+    let now = time::Timestamp::now();
     let mut state = LoopState::new(session.clone(), max, now);
     state.fresh_context = fresh;
     state.test_baseline = test_baseline;

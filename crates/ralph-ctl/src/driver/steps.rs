@@ -113,7 +113,7 @@ fn record(
     formula: &Formula,
     iteration: u32,
     cost: Option<f64>,
-    now: &str,
+    now: ralph_core::time::Timestamp,
 ) -> Result<(StepNext, Vec<Event>), CtlError> {
     let claim = state
         .last_claim
@@ -162,7 +162,7 @@ fn record(
         Ok((StepNext::Ended, events))
     };
     if status == Status::Complete {
-        record.completed_at = Some(now.to_string());
+        record.completed_at = Some(now);
         let Some(following) = formula.steps.get(at + 1) else {
             return Ok((
                 StepNext::AsJudged,
@@ -243,7 +243,7 @@ mod tests {
     }
 
     fn running(formula: &Formula, iteration: u32, max: u32) -> LoopState {
-        let mut state = LoopState::new("s".into(), max, "t0".into());
+        let mut state = LoopState::new("s".into(), max, ralph_core::time::Timestamp::from_secs(0));
         state.iteration = iteration;
         state.formula = Some(formula.new_run());
         state
@@ -252,7 +252,10 @@ mod tests {
     fn after(state: &mut LoopState, formula: &Formula, iteration: u32) -> StepNext {
         let dir = crate::testdir::new("steps");
         let paths = ProjectPaths::new(dir.path());
-        let mut draft = Draft::new(Some(state.clone()), "t1");
+        let mut draft = Draft::new(
+            Some(state.clone()),
+            ralph_core::time::Timestamp::from_secs(1),
+        );
         let next = settle(
             &paths,
             &Config::default(),
@@ -286,7 +289,11 @@ mod tests {
     fn a_passed_step_starts_the_next_unless_the_run_s_cap_is_reached() {
         let formula = feature();
         let mut state = running(&formula, 1, 25);
-        state.end(Status::Complete, "claim accepted".into(), "t1");
+        state.end(
+            Status::Complete,
+            "claim accepted".into(),
+            ralph_core::time::Timestamp::from_secs(1),
+        );
         let StepNext::NextStep { text } = after(&mut state, &formula, 1) else {
             panic!("{state:?}");
         };
@@ -302,7 +309,11 @@ mod tests {
         assert!(run.steps[0].completed_at.is_some());
 
         let mut capped = running(&formula, 3, 3);
-        capped.end(Status::Complete, "claim accepted".into(), "t1");
+        capped.end(
+            Status::Complete,
+            "claim accepted".into(),
+            ralph_core::time::Timestamp::from_secs(1),
+        );
         assert_eq!(after(&mut capped, &formula, 3), StepNext::Ended);
         assert_eq!(capped.status, Status::MaxIterations);
     }
@@ -314,7 +325,7 @@ mod tests {
         state.formula.as_mut().unwrap().step = 1;
         state.last_claim = Some(ClaimRecord {
             iteration: 3,
-            at: "t1".into(),
+            at: ralph_core::time::Timestamp::from_secs(1),
             mode: ralph_core::judge::completion::CompletionMode::Strict,
             basis: "the completion signal".into(),
             score: None,

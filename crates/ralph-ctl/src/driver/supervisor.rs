@@ -35,7 +35,7 @@ pub(crate) struct RunEnd<'a> {
     /// The client reports the session's cost, not the run's (2.1 and later).
     pub(crate) session_cost: bool,
     /// The loop's last stop before the run started.
-    pub(crate) last_stop_before: Option<&'a str>,
+    pub(crate) last_stop_before: Option<time::Timestamp>,
 }
 
 /// Under the lock, once the client exited: adds the run's cost (the
@@ -74,7 +74,7 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
     let Some(before) = draft.state().cloned() else {
         return;
     };
-    let now = draft.now().to_string();
+    let now = draft.now();
     let result = run.result;
     if let Some(event) = charged(result, run.session_cost) {
         draft.apply(event);
@@ -87,9 +87,9 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
     let live = matches!(state.status, Status::Running | Status::Paused);
     // A client that crashed without a result is resumed only when it had
     // been working: one that fails at its start would fail again.
-    let worked = state.last_run_at.as_deref() != run.last_stop_before;
+    let worked = state.last_run_at != run.last_stop_before;
     let pause = (state.status == Status::Running && run.headless && supervision.signal.is_none())
-        .then(|| pause_of_run(&state, result, supervision.exit, &now, paths, worked))
+        .then(|| pause_of_run(&state, result, supervision.exit, now, paths, worked))
         .flatten();
     let spent = lifecycle::budget_spent(
         &state,
@@ -156,7 +156,7 @@ fn pause_of_run(
     state: &LoopState,
     result: Option<&ClientResult>,
     exit: ClientExit,
-    now: &str,
+    now: time::Timestamp,
     paths: &ProjectPaths,
     worked: bool,
 ) -> Option<(PausedBecause, UsageReading)> {
@@ -193,8 +193,8 @@ fn pause_of_run(
         message: message.split_whitespace().collect::<Vec<_>>().join(" "),
         resume_at: api_error
             .and_then(|e| e.resets_at)
-            .map(time::rfc3339_of_secs),
-        at: now.to_string(),
+            .map(time::Timestamp::from_secs),
+        at: now,
     };
     Some((because, reading))
 }
@@ -247,7 +247,7 @@ pub(crate) fn plan(
             },
             lifecycle::ResumePlan::ResumeAt { at, reason } => Event::Waiting {
                 why: reason.clone(),
-                resume_at: Some(time::rfc3339_of_secs(*at)),
+                resume_at: Some(time::Timestamp::from_secs(*at)),
                 policy,
             },
         });

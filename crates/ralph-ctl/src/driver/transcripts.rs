@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use ralph_core::judge::state::LoopState;
 use ralph_core::observe::usage::{self, UsageReading};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::time;
 
 /// Seconds since the epoch.
 pub(crate) fn now_secs() -> u64 {
@@ -84,7 +83,7 @@ pub(crate) fn of_loop(state: &LoopState, paths: &ProjectPaths) -> Option<PathBuf
 /// budget cap, a crash, a signal): those requests and tokens were spent too.
 pub(crate) fn unstopped_usage(state: &LoopState, paths: &ProjectPaths) -> Option<UsageReading> {
     let path = of_loop(state, paths)?;
-    let since = time::epoch_secs(&state.started_at).unwrap_or(0);
+    let since = state.started_at.secs();
     usage::read_new_since(&path, state.transcript.as_ref(), now_secs(), since).ok()
 }
 

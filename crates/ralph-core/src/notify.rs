@@ -111,12 +111,20 @@ fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
         c.arg("-c").arg(command);
         c
     };
-    let mut child = shell
+    shell
         .current_dir(root)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
+        .stderr(Stdio::null());
+    // A group of its own: the launcher's exit, or a Ctrl-C or a signal to
+    // the launcher's group just after the ending, must not cut the person's
+    // notification short.
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        shell.process_group(0);
+    }
+    let mut child = shell.spawn()?;
     if let Some(mut stdin) = child.stdin.take() {
         // Written whole before this process may exit (the body is far
         // smaller than a pipe's buffer); a command that does not read its

@@ -294,16 +294,28 @@ fn is_failing(tests: &str) -> bool {
     )
 }
 
+/// Calls of a claim's iteration that the stop could not see (the
+/// transcript had not caught up: 2.1.330 under load writes them after the
+/// hook returns), when that matters to the permission gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unseen {
+    /// Nothing unseen that matters.
+    Nothing,
+    /// The previous iteration's calls were refused for lack of permission.
+    AfterRefusals,
+    /// The iteration made model requests besides its answer: it used tools.
+    ToolCalls,
+}
+
 /// The permission gate, for a claim whose iteration had calls refused for
-/// lack of permission (`denied`), or whose calls could not be seen yet
-/// after an iteration whose calls were (`unseen_after_refusals`: the
-/// transcript had not caught up). A claim made while nothing in the
-/// project changed fails it (the work the client refused is not done,
+/// lack of permission (`denied`), or whose calls could not be seen
+/// (`unseen`). A claim made while nothing in the project changed fails it
+/// (the work the client refused, or may have refused, is not shown done,
 /// whatever the message says); with changes it passes, naming the
 /// refusals. `None` when neither holds.
 pub fn permission_gate(
     denied: &[crate::judge::errors::Refusal],
-    unseen_after_refusals: bool,
+    unseen: Unseen,
     changed: bool,
 ) -> Option<GateResult> {
     let detail = if !denied.is_empty() {
@@ -317,18 +329,27 @@ pub fn permission_gate(
                 crate::judge::errors::how_to_allow(denied)
             )
         }
-    } else if unseen_after_refusals {
-        if changed {
-            "the previous iteration's calls were refused, but the project changed".into()
-        } else {
-            "the previous iteration's calls were refused for lack of permission, this \
-             iteration's calls could not be seen yet, and nothing in the project changed: \
-             the work is not shown done; allow the calls (a permission mode, allow rules or \
-             the sandbox) if they were refused again"
-                .into()
-        }
     } else {
-        return None;
+        match (unseen, changed) {
+            (Unseen::Nothing, _) => return None,
+            (_, true) => {
+                "this iteration's calls could not be seen yet, but the project changed".into()
+            }
+            (Unseen::AfterRefusals, false) => {
+                "the previous iteration's calls were refused for lack of permission, this \
+                 iteration's calls could not be seen yet, and nothing in the project changed: \
+                 the work is not shown done; allow the calls (a permission mode, allow rules or \
+                 the sandbox) if they were refused again"
+                    .into()
+            }
+            (Unseen::ToolCalls, false) => {
+                "this iteration used tools whose calls could not be seen yet (the client had \
+                 not written them), and nothing in the project changed: the work is not shown \
+                 done; say so again at the next stop, or allow the calls (a permission mode, \
+                 allow rules or the sandbox) if the client refused them"
+                    .into()
+            }
+        }
     };
     Some(GateResult {
         gate: Gate::Permission,
@@ -660,12 +681,12 @@ mod tests {
     fn refused_calls_fail_a_claim_only_when_nothing_changed() {
         use crate::judge::errors::Refusal;
         assert_eq!(
-            permission_gate(&[], false, false),
+            permission_gate(&[], Unseen::Nothing, false),
             None,
             "no refusal, no gate"
         );
         let refused = [Refusal::of_call("Write", Some("/p/notes.txt"))];
-        let failed = permission_gate(&refused, false, false).unwrap();
+        let failed = permission_gate(&refused, Unseen::Nothing, false).unwrap();
         assert_eq!(failed.gate, Gate::Permission);
         assert!(!failed.passed);
         assert!(
@@ -675,12 +696,24 @@ mod tests {
             "{}",
             failed.detail
         );
-        let passed = permission_gate(&refused, false, true).unwrap();
+        let passed = permission_gate(&refused, Unseen::Nothing, true).unwrap();
         assert!(passed.passed, "{}", passed.detail);
         // The calls not seen yet, the previous iteration's refused.
-        let unseen = permission_gate(&[], true, false).unwrap();
+        let unseen = permission_gate(&[], Unseen::AfterRefusals, false).unwrap();
         assert!(!unseen.passed && unseen.detail.contains("could not be seen yet"));
-        assert!(permission_gate(&[], true, true).unwrap().passed);
+        assert!(
+            permission_gate(&[], Unseen::AfterRefusals, true)
+                .unwrap()
+                .passed
+        );
+        // Tools used that the stop could not see, and nothing changed.
+        let unseen = permission_gate(&[], Unseen::ToolCalls, false).unwrap();
+        assert!(!unseen.passed && unseen.detail.contains("nothing in the project changed"));
+        assert!(
+            permission_gate(&[], Unseen::ToolCalls, true)
+                .unwrap()
+                .passed
+        );
     }
     use crate::observe::plan::PlanFile;
 

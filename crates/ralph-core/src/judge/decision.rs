@@ -613,16 +613,23 @@ fn judge_completion(
     );
     // Unknown change counts as none: the refusal is known, the work is
     // not. Calls not seen yet (the client writes them after the hook,
-    // under load) after an iteration whose calls were refused: no
-    // change since is no sign that they went through.
+    // under load), after an iteration whose calls were refused or in an
+    // iteration that used tools (more model requests than its answer): no
+    // change is no sign that they went through.
     let refused_before = state
         .breaker
         .counters
         .get(breaker::Signal::PermissionDenied)
         > 0;
+    let unseen = match (observed.tools_incomplete, refused_before) {
+        (false, _) => completion::Unseen::Nothing,
+        (true, true) => completion::Unseen::AfterRefusals,
+        (true, false) if observed.usage.calls.len() > 1 => completion::Unseen::ToolCalls,
+        (true, false) => completion::Unseen::Nothing,
+    };
     gates.extend(completion::permission_gate(
         denied,
-        observed.tools_incomplete && refused_before,
+        unseen,
         observed.progress.changed == Some(true),
     ));
     let accepted = gates.iter().all(|g| g.passed);
@@ -890,6 +897,10 @@ mod tests {
             observed.tools_incomplete = incomplete;
             observed
         };
+        let with_requests = |mut observed: Observation, n: u64| {
+            observed.usage.calls = (0..n).map(|i| NOW.secs() - i).collect();
+            observed
+        };
         let write = || {
             Some(vec![errors::Refusal::of_call(
                 "Write",
@@ -909,7 +920,19 @@ mod tests {
             // Its calls not seen yet, the previous ones refused, no change.
             (refused_before.clone(), claim(None, false, true), false),
             (refused_before.clone(), claim(None, true, true), true),
+            // Not seen, nothing refused before, one request: the answer alone.
             (running(2, 25), claim(None, false, true), true),
+            // Not seen, but the iteration used tools (two requests), no change.
+            (
+                running(2, 25),
+                with_requests(claim(None, false, true), 2),
+                false,
+            ),
+            (
+                running(2, 25),
+                with_requests(claim(None, true, true), 2),
+                true,
+            ),
         ];
         for (i, (state, observed, completes)) in cases.into_iter().enumerate() {
             let claim = judge_claim(&config(), &state, &observed);

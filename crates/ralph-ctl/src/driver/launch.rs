@@ -13,7 +13,7 @@ use ralph_core::engine::RealWorld;
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
 use ralph_core::judge::lifecycle::ResumePlan;
-use ralph_core::judge::state::{Status, Usd};
+use ralph_core::judge::state::{LoopState, Status, Usd};
 use ralph_core::observe::progress;
 use ralph_core::observe::registration;
 use ralph_core::paths::ProjectPaths;
@@ -109,15 +109,16 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         worktrees,
         fresh,
     } = inputs;
-    let (session, fresh) = if options.resume {
+    let (session, max_iterations, fresh) = if options.resume {
         let (state, pinned_formula) = take_up_by_hand(paths, &config, formula.as_ref())?;
         if pinned_formula.is_some() {
             formula = pinned_formula;
         }
         let fresh = fresh || state.fresh_context || formula.is_some();
-        (state.session_id, fresh)
+        (state.session_id, state.max_iterations, fresh)
     } else {
-        (begin(paths, &options, formula.as_ref(), fresh)?, fresh)
+        let started = begin(paths, &options, formula.as_ref(), fresh)?;
+        (started.session_id, started.max_iterations, fresh)
     };
     // Said once the loop is started (a refused start says only why).
     if let Some(notice) = &settings.sandbox_notice {
@@ -143,6 +144,7 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         extra_settings: settings.extra_settings,
         signals,
         session,
+        max_iterations,
         resumed: options.resume,
         next_text: None,
     }
@@ -358,13 +360,13 @@ fn take_up_by_hand(
     Ok((state, formula))
 }
 
-/// Starts the loop (and its formula run); returns its session.
+/// Starts the loop (and its formula run).
 fn begin(
     paths: &ProjectPaths,
     options: &RunOptions,
     formula: Option<&formula::Formula>,
     fresh: bool,
-) -> Result<String, CtlError> {
+) -> Result<start::Started, CtlError> {
     // A formula's steps carry their own prompts: PROMPT.md may be the template.
     let allow_template = options.force || formula.is_some();
     let started = start::start_loop(paths, None, None, false, allow_template, fresh)?;
@@ -386,7 +388,7 @@ fn begin(
                 .join(", ")
         ));
     }
-    Ok(started.session_id)
+    Ok(started)
 }
 
 /// The loop being driven: what the run fixed at its start, and what moves
@@ -408,6 +410,8 @@ struct Driver<'a> {
     signals: Signals,
     /// The session that carries the loop now.
     session: String,
+    /// The loop's cap, fixed at its start.
+    max_iterations: u32,
     /// The next run takes up `session` (`--resume`) rather than starting it.
     resumed: bool,
     /// The text of the next fresh iteration, as the engine rendered it.
@@ -441,8 +445,11 @@ impl Driver<'_> {
     /// the end judged (fresh) or recorded, a pause waited out.
     fn iteration(&mut self) -> Result<Next, CtlError> {
         let paths = self.paths;
-        let iteration = self.pinned_inputs();
-        let prompt = match self.prompt_text(iteration.step.as_ref()) {
+        // The loop as this iteration starts: nothing else writes it while
+        // no client runs.
+        let state = StateStore::new(paths).read().ok().flatten();
+        let iteration = self.pinned_inputs(state.as_ref());
+        let prompt = match self.prompt_text(iteration.step.as_ref(), state.as_ref()) {
             Ok(text) => text,
             Err(e) => {
                 say(&e.to_string());
@@ -454,9 +461,8 @@ impl Driver<'_> {
             let cause = format!("{} received before Claude Code started", signal.describe());
             return self.end(&cause, signal.exit_code());
         }
-        let before = StateStore::new(paths).read().ok().flatten();
-        let spent = before.as_ref().map(|s| s.cost_usd).unwrap_or_default();
-        let last_stop_before = before.and_then(|s| s.last_run_at);
+        let spent = state.as_ref().map(|s| s.cost_usd).unwrap_or_default();
+        let last_stop_before = state.and_then(|s| s.last_run_at);
         // The iteration's own worktree, when it has one.
         let (current, new_baseline) = match self.worktrees.as_ref().filter(|_| self.fresh) {
             Some(plan) => match enter_worktree(paths, plan) {
@@ -524,10 +530,9 @@ impl Driver<'_> {
     /// The config and the formula the iteration runs by: the loop's pin
     /// (the person's `reload` changes it from the next iteration), never
     /// the files as they are now.
-    fn pinned_inputs(&mut self) -> Iteration {
+    fn pinned_inputs(&mut self, state: Option<&LoopState>) -> Iteration {
         let paths = self.paths;
-        let state_now = StateStore::new(paths).read().ok().flatten();
-        let pinned = state_now.as_ref().and_then(|s| s.pinned.as_ref());
+        let pinned = state.and_then(|s| s.pinned.as_ref());
         if let Some(pin) = pinned {
             match pin.config(paths, &ProcessEnv) {
                 Ok(pinned_config) => self.config = pinned_config,
@@ -545,7 +550,7 @@ impl Driver<'_> {
             .and_then(|f| formula::changes(paths, f))
             .into_iter()
             .collect();
-        let step = match (&self.formula, &state_now) {
+        let step = match (&self.formula, state) {
             (Some(formula), Some(state)) => Some(steps::current(formula, state).clone()),
             _ => None,
         };
@@ -557,12 +562,15 @@ impl Driver<'_> {
 
     /// The iteration's text: the one the last judged iteration rendered,
     /// else its formula step's, else PROMPT.md's.
-    fn prompt_text(&mut self, step: Option<&formula::Step>) -> Result<String, CtlError> {
+    fn prompt_text(
+        &self,
+        step: Option<&formula::Step>,
+        state: Option<&LoopState>,
+    ) -> Result<String, CtlError> {
         if let Some(text) = self.next_text.clone() {
             return Ok(text);
         }
-        let state = StateStore::new(self.paths).read().ok().flatten();
-        match (step, &state) {
+        match (step, state) {
             (Some(step), Some(state)) => {
                 if let Some(run) = &state.formula {
                     say(&format!("formula {}: {}", run.name, run.position()));
@@ -601,16 +609,11 @@ impl Driver<'_> {
         let work_root = current.map_or(paths.root.as_path(), |w| &w.path);
         let prompt_file = paths.runtime_dir().join(PROMPT_FILE_NAME);
         let block_cap = std::env::var(command::BLOCK_CAP_ENV).ok();
-        let max_iterations = StateStore::new(paths)
-            .read()
-            .ok()
-            .flatten()
-            .map_or(self.config.max_iterations, |s| s.max_iterations);
         let command = command::build(&Launch {
             client: &self.client,
             headless: self.headless,
             session_id: session,
-            max_iterations,
+            max_iterations: self.max_iterations,
             prompt,
             client_args: &with_model(step, &self.client_args),
             block_cap: block_cap.as_deref(),

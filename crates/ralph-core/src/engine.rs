@@ -374,6 +374,13 @@ pub fn run_stop_settled(
     if decided.is_some() || settled.as_ref() != Some(state) {
         outcome.new_state = settled;
     }
+    // An ending or a pause is told (`notify`) once, marked in this write;
+    // a driver that settles the loop after the stop tells it itself.
+    let notify = outcome
+        .new_state
+        .as_mut()
+        .filter(|_| !stop.driver_settles)
+        .and_then(|state| crate::notify::take_due(state, config.notify.as_deref()));
     if let Some(new_state) = &outcome.new_state {
         lock.write(new_state)?;
     }
@@ -406,11 +413,11 @@ pub fn run_stop_settled(
             }
         }
     }
-    if let Some(new_state) = outcome.new_state.as_mut().filter(|_| !stop.driver_settles) {
-        notes.extend(crate::notify::settled(
+    if let (Some(command), Some(new_state)) = (notify, &outcome.new_state) {
+        notes.extend(crate::notify::send(
             &lock,
             &paths.root,
-            config.notify.as_deref(),
+            &command,
             new_state,
             now,
         ));

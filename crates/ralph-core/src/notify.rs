@@ -57,30 +57,23 @@ pub fn summary(root: &Path, state: &LoopState, now: Timestamp) -> Value {
     })
 }
 
-/// Under the state lock, after `state` was written: runs `command` once for
-/// this ending or pause (none while running, none twice), records that it
-/// did in the state and the log. Returns a line for the person when the
-/// command could not be started.
-pub fn settled(
-    lock: &StateLock<'_>,
-    root: &Path,
-    command: Option<&str>,
-    state: &mut LoopState,
-    now: Timestamp,
-) -> Option<String> {
-    let command = command.filter(|c| !c.trim().is_empty())?;
+/// The key of the loop's ending or pause when it has not been told yet
+/// (`None` while it runs, and once told).
+pub fn due(state: &LoopState) -> Option<String> {
     let key = key(state)?;
-    if state.notified.as_deref() == Some(key.as_str()) {
-        return None;
-    }
-    state.notified = Some(key);
-    if let Err(e) = lock.write(state) {
-        return Some(format!("warning: cannot record the notification: {e}"));
-    }
-    send(lock, root, command, state, now)
+    (state.notified.as_deref() != Some(key.as_str())).then_some(key)
 }
 
-/// Starts `command` in the platform's shell with `body` on its stdin.
+/// The command to run for the loop's ending or pause when it is due (see
+/// [`due`]), marking it told (`notified`) so that the caller's one write
+/// records it: told once, however often the state is read. `None` when
+/// nothing is due or `command` is unset or blank.
+pub fn take_due(state: &mut LoopState, command: Option<&str>) -> Option<String> {
+    let command = command.filter(|c| !c.trim().is_empty())?;
+    state.notified = Some(due(state)?);
+    Some(command.to_string())
+}
+
 /// Starts `command` for the loop's ending or pause, already marked told
 /// in the state, and logs it; a warning when it could not start.
 pub fn send(
@@ -101,6 +94,7 @@ pub fn send(
         .map(|e| format!("warning: the notify command could not start: {e}"))
 }
 
+/// Starts `command` in the platform's shell with `body` on its stdin.
 fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
     let mut shell = if cfg!(windows) {
         let mut c = Command::new("cmd");
@@ -151,16 +145,14 @@ mod tests {
         let mut state = LoopState::new("s".into(), 5, Timestamp::from_secs(1767225600));
         let out = dir.path().join("got.json");
         let command = format!("cat >> '{}'", out.display());
-        assert_eq!(
-            settled(
-                &lock,
-                dir.path(),
-                Some(&command),
-                &mut state,
-                Timestamp::from_secs(0)
-            ),
-            None
-        );
+        // What a transaction does: mark, write once, then start it.
+        let tell = |state: &mut LoopState| {
+            if let Some(command) = take_due(state, Some(&command)) {
+                lock.write(state).unwrap();
+                send(&lock, dir.path(), &command, state, Timestamp::from_secs(0));
+            }
+        };
+        tell(&mut state);
         assert!(state.notified.is_none(), "a running loop is not notified");
         state.iteration = 3;
         state.end(
@@ -169,20 +161,8 @@ mod tests {
             Timestamp::parse("2026-01-01T00:10:00Z").unwrap(),
         );
         lock.write(&state).unwrap();
-        settled(
-            &lock,
-            dir.path(),
-            Some(&command),
-            &mut state,
-            Timestamp::from_secs(0),
-        );
-        settled(
-            &lock,
-            dir.path(),
-            Some(&command),
-            &mut state,
-            Timestamp::from_secs(0),
-        );
+        tell(&mut state);
+        tell(&mut state);
         let deadline = Instant::now() + Duration::from_secs(10);
         let text = loop {
             let text = std::fs::read_to_string(&out).unwrap_or_default();

@@ -207,15 +207,11 @@ fn commit(
 /// The loop's pinned `notify` command when its ending or pause is not yet
 /// told, marking it told (`notified`).
 fn notify_command(paths: &ProjectPaths, state: &mut LoopState) -> Option<String> {
-    let key = crate::notify::key(state)?;
-    if state.notified.as_deref() == Some(key.as_str()) {
-        return None;
-    }
+    // The pinned config is read only when something is due.
+    crate::notify::due(state)?;
     // The loop's pinned `notify`, never one written into config.json since.
     let config = crate::pin::loop_config(paths, &ProcessEnv, state).ok()?;
-    let command = config.notify.filter(|c| !c.trim().is_empty())?;
-    state.notified = Some(key);
-    Some(command)
+    crate::notify::take_due(state, config.notify.as_deref())
 }
 
 #[cfg(test)]

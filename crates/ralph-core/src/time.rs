@@ -4,22 +4,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Formats a point in time as `YYYY-MM-DDTHH:MM:SSZ` (UTC), the form the
-/// state file uses for every time it records.
-pub fn rfc3339(at: SystemTime) -> String {
-    let secs = at
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-        .min(MAX_RFC3339_SECS);
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + std::time::Duration::from_secs(secs)).to_string()
-}
-
-/// The current time, formatted by [`rfc3339`].
-pub fn now_rfc3339() -> String {
-    rfc3339(SystemTime::now())
-}
-
-/// Parses a timestamp written by [`rfc3339`] (`YYYY-MM-DDTHH:MM:SSZ`), or
+/// Parses a timestamp written by [`rfc3339_of_secs`] (`YYYY-MM-DDTHH:MM:SSZ`), or
 /// by Claude Code in its transcript, with a fraction of a second
 /// (`…:SS.123Z`; the fraction is dropped).
 pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
@@ -55,10 +40,12 @@ pub fn epoch_secs(text: &str) -> Option<u64> {
 /// The last second RFC 3339 can write (9999-12-31T23:59:59Z).
 const MAX_RFC3339_SECS: u64 = 253_402_300_799;
 
-/// [`rfc3339`] of a time given in seconds since the epoch; a later one than
-/// RFC 3339 can write is written as its last second, never a panic.
+/// A time given in seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`
+/// (UTC), the form the state file uses for every time it records; a later
+/// one than RFC 3339 can write is written as its last second, never a panic.
 pub fn rfc3339_of_secs(secs: u64) -> String {
-    rfc3339(UNIX_EPOCH + std::time::Duration::from_secs(secs.min(MAX_RFC3339_SECS)))
+    let at = UNIX_EPOCH + std::time::Duration::from_secs(secs.min(MAX_RFC3339_SECS));
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// A moment in UTC, to the second: every time the state and the audit
@@ -128,7 +115,6 @@ impl<'de> serde::Deserialize<'de> for Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn a_time_past_what_rfc3339_can_write_is_its_last_second() {
@@ -168,11 +154,7 @@ mod tests {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
         for (secs, want) in cases {
-            assert_eq!(
-                rfc3339(UNIX_EPOCH + Duration::from_secs(secs)),
-                want,
-                "{secs}"
-            );
+            assert_eq!(rfc3339_of_secs(secs), want, "{secs}");
         }
     }
 }

@@ -111,11 +111,8 @@ pub(crate) fn conclude(
         settle_iteration(draft, result, max_cost);
         let goes_on = matches!(answer, Answer::Block { .. })
             || matches!(next_step, StepNext::NextStep { .. });
-        if goes_on && draft.state().is_some_and(|s| s.status == Status::Running) {
-            let next = crate::session_id::new_uuid();
-            draft.apply(Event::HandedOver { to: next.clone() });
-            draft.apply(Event::Carried(Some(super::liveness::with_client(None))));
-            next_session = Some(next);
+        if goes_on {
+            next_session = hand_over_in(draft);
         }
     };
     let mut answer = None;
@@ -159,18 +156,25 @@ pub(crate) fn conclude(
 /// carried by this driver with no client yet; returns that session, or
 /// `None` when the loop is no longer `from`'s or no longer running.
 pub(crate) fn hand_over(paths: &ProjectPaths, from: &str) -> Result<Option<String>, CtlError> {
-    let next = crate::session_id::new_uuid();
-    let mut moved = false;
+    let mut next = None;
     let changed = transaction::change(paths, Whose::Session(from), |draft| {
-        if draft.state().is_some_and(|s| s.status == Status::Running) {
-            draft.apply(Event::HandedOver { to: next.clone() });
-            draft.apply(Event::Carried(Some(super::liveness::with_client(None))));
-            moved = true;
-        }
+        next = hand_over_in(draft);
         Ok::<_, CtlError>(())
     })?;
     super::told(changed);
-    Ok(moved.then_some(next))
+    Ok(next)
+}
+
+/// In `draft`: a running loop handed over to a new session, carried by this
+/// driver with no client yet; returns that session.
+fn hand_over_in(draft: &mut Draft) -> Option<String> {
+    if !draft.state().is_some_and(|s| s.status == Status::Running) {
+        return None;
+    }
+    let next = crate::session_id::new_uuid();
+    draft.apply(Event::HandedOver { to: next.clone() });
+    draft.apply(Event::Carried(Some(super::liveness::with_client(None))));
+    Some(next)
 }
 
 /// The process's cost charged, and the loop ended `budget_exhausted` when

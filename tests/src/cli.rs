@@ -13,7 +13,7 @@
 use std::ffi::{OsStr, OsString};
 use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -181,6 +181,17 @@ impl<'a, B> Cli<'a, B> {
         cmd
     }
 
+    /// Starts the program with stdin, stdout and stderr piped, for a test
+    /// that watches it run.
+    pub fn spawn_piped(&self) -> std::process::Child {
+        let mut cmd = self.command();
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.program.display()))
+    }
+
     /// Runs the program to its end and returns what it left behind.
     pub fn run(self) -> Run {
         self.run_with(|_| {})
@@ -301,22 +312,19 @@ impl Run {
 
     /// Panics unless stdout contains every needle.
     pub fn assert_stdout_has(&self, needles: &[&str]) -> &Self {
-        for needle in needles {
-            assert!(
-                self.stdout.contains(needle),
-                "{needle:?} on stdout: {self:?}"
-            );
-        }
-        self
+        self.assert_has("stdout", &self.stdout, needles)
     }
 
     /// Panics unless stderr contains every needle.
     pub fn assert_stderr_has(&self, needles: &[&str]) -> &Self {
+        self.assert_has("stderr", &self.stderr, needles)
+    }
+
+    /// Panics, naming the stream and showing the run, unless `text`
+    /// contains every needle.
+    fn assert_has(&self, stream: &str, text: &str, needles: &[&str]) -> &Self {
         for needle in needles {
-            assert!(
-                self.stderr.contains(needle),
-                "{needle:?} on stderr: {self:?}"
-            );
+            assert!(text.contains(needle), "{needle:?} on {stream}: {self:?}");
         }
         self
     }

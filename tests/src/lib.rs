@@ -9,6 +9,7 @@ pub mod client;
 pub mod interactive;
 pub mod mock_api;
 pub mod project;
+pub mod scenario;
 
 pub use ralph_test_macros::on_both_clients;
 

@@ -1061,6 +1061,26 @@ mod tests {
         })
     }
 
+    /// The names of server-sent events, in order, a space between.
+    fn event_names(events: &[(String, Value)]) -> String {
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        names.join(" ")
+    }
+
+    /// A connection to `mock` that gives up reading after 5 s.
+    fn connect(mock: &MockApi) -> TcpStream {
+        let stream = TcpStream::connect(mock.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream
+    }
+
+    /// POSTs `body` to the Messages endpoint on `stream`: (status line, headers, body).
+    fn post(stream: &mut TcpStream, buf: &mut Vec<u8>, body: &Value) -> (String, String, String) {
+        roundtrip(stream, buf, "/v1/messages?beta=true", &body.to_string())
+    }
+
     /// Sends one request on `stream` and returns (status line, headers, body).
     fn roundtrip(
         stream: &mut TcpStream,
@@ -1123,34 +1143,15 @@ mod tests {
             0 => Reply::write("/tmp/x.txt", "hello"),
             k => Reply::Text(format!("turn {k}")),
         });
-        let mut stream = TcpStream::connect(mock.addr()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let mut stream = connect(&mock);
         let mut buf = Vec::new();
 
         // Turn 0: a tool call, streamed.
-        let (status, headers, body) = roundtrip(
-            &mut stream,
-            &mut buf,
-            "/v1/messages?beta=true",
-            &main_body(0, true).to_string(),
-        );
+        let (status, headers, body) = post(&mut stream, &mut buf, &main_body(0, true));
         assert!(status.contains("200"), "{status}");
         assert!(headers.to_ascii_lowercase().contains("text/event-stream"));
         let events = sse_events(&body);
-        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "message_start",
-                "content_block_start",
-                "content_block_delta",
-                "content_block_stop",
-                "message_delta",
-                "message_stop"
-            ]
-        );
+        assert_eq!(event_names(&events), "message_start content_block_start content_block_delta content_block_stop message_delta message_stop");
         assert_eq!(events[1].1["content_block"]["name"], "Write");
         assert_eq!(events[2].1["delta"]["type"], "input_json_delta");
         let input: Value =
@@ -1159,12 +1160,7 @@ mod tests {
         assert_eq!(events[4].1["delta"]["stop_reason"], "tool_use");
 
         // Turn 2 on the same connection (keep-alive): text.
-        let (_, _, body) = roundtrip(
-            &mut stream,
-            &mut buf,
-            "/v1/messages?beta=true",
-            &main_body(2, true).to_string(),
-        );
+        let (_, _, body) = post(&mut stream, &mut buf, &main_body(2, true));
         let events = sse_events(&body);
         assert_eq!(events[2].1["delta"]["type"], "text_delta");
         assert_eq!(events[2].1["delta"]["text"], "turn 2");
@@ -1222,19 +1218,11 @@ mod tests {
             1 => Reply::overloaded(),
             _ => Reply::text("fine"),
         });
-        let mut stream = TcpStream::connect(mock.addr()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let mut stream = connect(&mock);
         let mut buf = Vec::new();
         let before = SystemTime::now();
 
-        let (status, headers, body) = roundtrip(
-            &mut stream,
-            &mut buf,
-            "/v1/messages?beta=true",
-            &main_body(0, true).to_string(),
-        );
+        let (status, headers, body) = post(&mut stream, &mut buf, &main_body(0, true));
         assert_eq!(status, "HTTP/1.1 429 Too Many Requests");
         assert_eq!(header(&headers, "content-type"), Some("application/json"));
         assert!(header(&headers, "request-id").is_some(), "{headers}");
@@ -1261,12 +1249,7 @@ mod tests {
             .contains("rate limit"));
 
         // The connection stays usable after an error.
-        let (status, headers, body) = roundtrip(
-            &mut stream,
-            &mut buf,
-            "/v1/messages?beta=true",
-            &main_body(1, true).to_string(),
-        );
+        let (status, headers, body) = post(&mut stream, &mut buf, &main_body(1, true));
         assert_eq!(status, "HTTP/1.1 529 Site Overloaded");
         assert_eq!(header(&headers, "retry-after"), None);
         let error: Value = serde_json::from_str(&body).unwrap();
@@ -1275,12 +1258,7 @@ mod tests {
             json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" } })
         );
 
-        let (status, _, _) = roundtrip(
-            &mut stream,
-            &mut buf,
-            "/v1/messages?beta=true",
-            &main_body(2, true).to_string(),
-        );
+        let (status, _, _) = post(&mut stream, &mut buf, &main_body(2, true));
         assert!(status.contains("200"), "{status}");
         let after = SystemTime::now();
 
@@ -1308,17 +1286,9 @@ mod tests {
             ),
         ] {
             let mock = MockApi::start_with(options, |_, _| Reply::unauthorized());
-            let mut stream = TcpStream::connect(mock.addr()).unwrap();
-            stream
-                .set_read_timeout(Some(Duration::from_secs(5)))
-                .unwrap();
+            let mut stream = connect(&mock);
             let mut buf = Vec::new();
-            let (status, _, body) = roundtrip(
-                &mut stream,
-                &mut buf,
-                "/v1/messages?beta=true",
-                &main_body(0, true).to_string(),
-            );
+            let (status, _, body) = post(&mut stream, &mut buf, &main_body(0, true));
             assert_eq!(status, "HTTP/1.1 401 Unauthorized");
             let error: Value = serde_json::from_str(&body).unwrap();
             assert_eq!(error["error"]["type"], "authentication_error");
@@ -1351,19 +1321,10 @@ mod tests {
             .with_usage(scripted),
             _ => Reply::text("x").with_usage(scripted),
         });
-        let mut stream = TcpStream::connect(mock.addr()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let mut stream = connect(&mock);
         let mut buf = Vec::new();
         let mut send = |turn: usize, stream_it: bool| {
-            roundtrip(
-                &mut stream,
-                &mut buf,
-                "/v1/messages?beta=true",
-                &main_body(turn, stream_it).to_string(),
-            )
-            .2
+            post(&mut stream, &mut buf, &main_body(turn, stream_it)).2
         };
 
         // Default: 10 input tokens, output = len/4 + 1, no cache.
@@ -1380,21 +1341,7 @@ mod tests {
 
         // Scripted usage on a text + tool_use message.
         let events = sse_events(&send(1, true));
-        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "message_start",
-                "content_block_start",
-                "content_block_delta",
-                "content_block_stop",
-                "content_block_start",
-                "content_block_delta",
-                "content_block_stop",
-                "message_delta",
-                "message_stop"
-            ]
-        );
+        assert_eq!(event_names(&events), "message_start content_block_start content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop");
         assert_eq!(
             events[0].1["message"]["usage"],
             json!({ "input_tokens": 100_000, "output_tokens": 1, "cache_creation_input_tokens": 8, "cache_read_input_tokens": 7 })
@@ -1421,10 +1368,7 @@ mod tests {
             ..MockOptions::default()
         };
         let mock = MockApi::start_with(options, |_, _| Reply::text("slow"));
-        let mut stream = TcpStream::connect(mock.addr()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let mut stream = connect(&mock);
         let body = main_body(0, true).to_string();
         let req = format!(
             "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
@@ -1459,18 +1403,10 @@ mod tests {
             1 => Reply::Blocks(vec![Reply::text("a"), Reply::unauthorized()]),
             _ => Reply::Blocks(Vec::new()),
         });
-        let mut stream = TcpStream::connect(mock.addr()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let mut stream = connect(&mock);
         let mut buf = Vec::new();
         for turn in 0..3 {
-            let (status, _, body) = roundtrip(
-                &mut stream,
-                &mut buf,
-                "/v1/messages?beta=true",
-                &main_body(turn, true).to_string(),
-            );
+            let (status, _, body) = post(&mut stream, &mut buf, &main_body(turn, true));
             assert!(status.contains("400"), "{status}");
             let error: Value = serde_json::from_str(&body).unwrap();
             let message = error["error"]["message"].as_str().unwrap();
@@ -1481,10 +1417,7 @@ mod tests {
     #[test]
     fn chunked_request_body() {
         let mock = MockApi::start(|_, _| Reply::text("chunked fine"));
-        let mut stream = TcpStream::connect(mock.addr()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let mut stream = connect(&mock);
         let body = main_body(0, false).to_string();
         let (a, b) = body.split_at(body.len() / 2);
         let req = format!(
@@ -1531,8 +1464,7 @@ mod tests {
     #[test]
     fn stop_hook_feedback_extracts_reasons() {
         // Shapes sent by the real clients: a string, later a text block.
-        let body = json!({
-            "messages": [
+        let body = json!({ "messages": [
                 { "role": "user", "content": "Do the task." },
                 { "role": "assistant", "content": [{ "type": "text", "text": "turn 0" }] },
                 { "role": "user", "content": "Stop hook feedback:\nContinue: re-injected 1" },

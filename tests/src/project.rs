@@ -301,16 +301,9 @@ impl TempProject {
     /// fixes it.
     pub fn python_with_a_failing_test(name: &str) -> TempProject {
         let project = TempProject::new(name);
-        std::fs::write(
-            project.path("calc.py"),
-            "def add(a, b):\n    return a - b\n",
-        )
-        .unwrap();
-        std::fs::write(
-            project.path("test_calc.py"),
-            "import unittest\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n",
-        )
-        .unwrap();
+        project.write("calc.py", "def add(a, b):\n    return a - b\n");
+        let test = "import unittest\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n";
+        project.write("test_calc.py", test);
         project
     }
 
@@ -336,6 +329,12 @@ impl TempProject {
         self.root.join(".claude/context/runtime/ralph-state.json")
     }
 
+    /// The state file's bytes; panics when it cannot be read.
+    pub fn state_bytes(&self) -> Vec<u8> {
+        std::fs::read(self.state_path())
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", self.state_path().display()))
+    }
+
     /// The state file parsed, or `None` when it does not exist.
     pub fn state(&self) -> Option<Value> {
         let text = std::fs::read_to_string(self.state_path()).ok()?;
@@ -343,6 +342,22 @@ impl TempProject {
             serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("state is not JSON ({e}): {text}")),
         )
+    }
+
+    /// The audit log's text (`ralph-log.jsonl`); empty when there is none.
+    pub fn audit_log(&self) -> String {
+        std::fs::read_to_string(self.root.join(".claude/context/runtime/ralph-log.jsonl"))
+            .unwrap_or_default()
+    }
+
+    /// The audit log's first line of `event`; panics with the log when
+    /// there is none.
+    pub fn log_line(&self, event: &str) -> String {
+        let log = self.audit_log();
+        let needle = format!("\"event\":\"{event}\"");
+        let line = log.lines().find(|l| l.contains(&needle));
+        line.unwrap_or_else(|| panic!("no {event} in the audit log: {log}"))
+            .to_string()
     }
 
     /// `ralph-ctl status --json`, parsed.
@@ -558,27 +573,60 @@ pub fn run_measured(
     (run, u64::try_from(usage.ru_maxrss).unwrap_or(0))
 }
 
+/// Limits the size of every file `cmd` writes (RLIMIT_FSIZE), as a full
+/// disk or a quota would.
+#[allow(unsafe_code)]
+pub fn limit_file_size(cmd: &mut Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit(2) is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// The live (not zombie) processes whose command line contains `needle`,
 /// from `/proc`, with their command lines.
 pub fn processes_matching(needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for (pid, _, dir) in live_processes() {
+        let Ok(raw) = std::fs::read(dir.join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if line.contains(needle) && pid != std::process::id() {
+            found.push((pid, line.trim().to_string()));
+        }
+    }
+    found
+}
+
+/// Every process of `/proc` that is not a zombie: its pid, the fields of
+/// its `stat` after the command name (state, ppid, pgrp, ...), and its
+/// folder in `/proc`.
+fn live_processes() -> Vec<(u32, Vec<String>, PathBuf)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        let line = String::from_utf8_lossy(&raw).replace('\0', " ");
-        let zombie = std::fs::read_to_string(entry.path().join("stat"))
-            .ok()
-            .and_then(|stat| {
-                let after = &stat[stat.rfind(')')? + 1..];
-                after.split_whitespace().next().map(|s| s == "Z")
-            })
-            .unwrap_or(false);
-        if line.contains(needle) && !zombie && pid != std::process::id() {
-            found.push((pid, line.trim().to_string()));
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<String> = after.split_whitespace().map(String::from).collect();
+        if fields.first().is_some_and(|state| state != "Z") {
+            found.push((pid, fields, entry.path()));
         }
     }
     found
@@ -606,24 +654,13 @@ pub fn last_cost_state(transcript: &str) -> Option<f64> {
 
 /// The live (not zombie) processes whose process group is `pgid`, from `/proc`.
 pub fn processes_in_group(pgid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // Fields after the command name: state, ppid, pgrp, ...
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        if fields.get(2) == Some(&pgid.to_string().as_str()) && fields[0] != "Z" {
-            found.push(pid);
-        }
-    }
-    found
+    let group = pgid.to_string();
+    let in_group = |fields: &[String]| fields.get(2) == Some(&group);
+    live_processes()
+        .into_iter()
+        .filter(|(_, fields, _)| in_group(fields))
+        .map(|(pid, _, _)| pid)
+        .collect()
 }
 /// The pid of a child of `parent` (Linux: /proc).
 pub fn child_of(parent: u32) -> Option<u32> {

@@ -6,56 +6,40 @@
 //! scenario alone with e.g. `tests/run.sh -p ralph-tests --test e2e completes_on_signal`.
 
 use std::os::unix::process::CommandExt;
-use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::process::{Child, Stdio};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
 use ralph_tests::project::{
     child_of, processes_in_group, signal_process, wait_with_timeout, TempProject,
 };
+use ralph_tests::scenario::{exits_with, long_task, script, wait_until, Flag, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 
-/// Polls `check` until it holds or `timeout` passes.
-fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(25));
-    }
-    false
-}
-
-/// The loop's current iteration, 0 when there is no readable state.
-fn iteration(project: &TempProject) -> u64 {
-    project
-        .state()
-        .and_then(|s| s["iteration"].as_u64())
-        .unwrap_or(0)
+/// A second, unrelated `claude -p` session in the project while the loop's
+/// state exists: it must stop after its one turn.
+fn unrelated_session_stops_after_one_turn(scenario: &Scenario) {
+    let other = MockApi::start(|_, _| Reply::text("An unrelated answer."));
+    let env = [("RALPH_ACTIVE", "1")];
+    let run = scenario.run_client(
+        scenario.client(),
+        &other,
+        "Unrelated question",
+        &env,
+        LOOP_TIMEOUT,
+    );
+    run.assert_code(0);
+    let turns = other.main_requests().len();
+    assert_eq!(turns, 1, "the second session stopped after one turn");
 }
 
 #[ralph_tests::on_both_clients]
 fn completes_on_signal(client: ClientVersion) {
-    let project = TempProject::new("complete");
-    project.init();
-    project.write_prompt("Improve the project.\n");
-    let api = MockApi::start(|turn, _| {
-        if turn < 3 {
-            Reply::text(format!("Worked on step {}.", turn + 1))
-        } else {
-            Reply::text(format!("All steps done.\n{SIGNAL}"))
-        }
-    });
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
-    run.assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 4, "{state:#}");
+    let scenario = Scenario::new("complete", client).prompt("Improve the project.\n");
+    let api = MockApi::start(script::signal_at(3));
+    scenario.run(&api).ended(0, "complete").at_iteration(4);
     assert_eq!(api.main_requests().len(), 4);
     let last = api.main_requests().pop().unwrap();
     let fed_back = stop_hook_feedback(&last.body);
@@ -69,27 +53,15 @@ fn completes_on_signal(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn runs_exactly_max_iterations_past_the_client_block_cap(client: ClientVersion) {
-    let project = TempProject::new("max");
-    project.init();
-    let api = MockApi::start(|turn, _| Reply::text(format!("Still working (turn {turn}).")));
-    let run = project.run_launcher(
-        client,
-        &api,
-        &[("RALPH_MAX_ITERATIONS", "12")],
-        LOOP_TIMEOUT,
-    );
-    run.assert_code(10);
-    run.assert_stderr_has(&["max_iterations"]);
-    let state = project.status_json();
-    assert_eq!(state["status"], "max_iterations", "{state:#}");
-    assert_eq!(state["iteration"], 12);
-    assert_eq!(state["maxIterations"], 12);
-    assert_eq!(
-        api.main_requests().len(),
-        12,
-        "exactly 12 iterations reached the model"
-    );
-    let history = state["history"].as_array().unwrap();
+    let scenario = Scenario::new("max", client).env("RALPH_MAX_ITERATIONS", "12");
+    let api = MockApi::start(script::never_done());
+    let outcome = scenario.run(&api);
+    outcome.ended(10, "max_iterations").at_iteration(12);
+    outcome.run.assert_stderr_has(&["max_iterations"]);
+    assert_eq!(outcome.state["maxIterations"], 12);
+    let reached = api.main_requests().len();
+    assert_eq!(reached, 12, "exactly 12 iterations reached the model");
+    let history = outcome.history();
     assert_eq!(history.len(), 12);
     // stop_hook_active is true from the second stop on, and never obeyed.
     assert_eq!(history[0]["stopHookActive"], false);
@@ -101,9 +73,8 @@ fn runs_exactly_max_iterations_past_the_client_block_cap(client: ClientVersion) 
 
 #[ralph_tests::on_both_clients]
 fn guard_off_session_stops_after_one_turn(client: ClientVersion) {
-    let project = TempProject::new("guard");
-    project.init();
-    let api = MockApi::start(|_, _| Reply::text("Here is my answer."));
+    let project = Scenario::new("guard", client);
+    let api = MockApi::start(script::never_done());
     let run = project.run_client(client, &api, "Say hi", &[], LOOP_TIMEOUT);
     run.assert_code(0);
     assert_eq!(api.main_requests().len(), 1, "one turn only");
@@ -121,89 +92,38 @@ fn guard_off_session_stops_after_one_turn(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn second_session_after_the_loop_is_let_through(client: ClientVersion) {
-    let project = TempProject::new("second-after");
-    project.init();
-    let api = MockApi::start(|turn, _| {
-        if turn < 1 {
-            Reply::text("Working.")
-        } else {
-            Reply::text(format!("Done.\n{SIGNAL}"))
-        }
-    });
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
-    let before = std::fs::read(project.state_path()).unwrap();
-
-    let other = MockApi::start(|_, _| Reply::text("An unrelated answer."));
-    let run = project.run_client(
-        client,
-        &other,
-        "Unrelated question",
-        &[("RALPH_ACTIVE", "1")],
-        LOOP_TIMEOUT,
-    );
-    run.assert_code(0);
-    assert_eq!(
-        other.main_requests().len(),
-        1,
-        "the second session stopped after one turn"
-    );
-    assert_eq!(
-        std::fs::read(project.state_path()).unwrap(),
-        before,
-        "the loop's state is untouched"
-    );
+    let scenario = Scenario::new("second-after", client);
+    scenario
+        .run(&MockApi::start(script::signal_at(1)))
+        .ended(0, "complete");
+    let before = std::fs::read(scenario.state_path()).unwrap();
+    unrelated_session_stops_after_one_turn(&scenario);
+    let after = std::fs::read(scenario.state_path()).unwrap();
+    assert_eq!(after, before, "the loop's state is untouched");
 }
 
 #[ralph_tests::on_both_clients]
 fn second_session_during_a_running_loop_is_let_through(client: ClientVersion) {
-    let project = TempProject::new("second-during");
-    project.init();
+    let scenario = Scenario::new("second-during", client).env("RALPH_MAX_ITERATIONS", "1000");
     // The loop keeps working until the second session is over, then completes.
-    let second_done = Arc::new(AtomicBool::new(false));
-    let done = Arc::clone(&second_done);
-    let api = MockApi::start(move |turn, _| {
+    let second_done = Flag::default();
+    let working = |turn, _: &_| {
         thread::sleep(Duration::from_millis(100));
-        if done.load(Ordering::SeqCst) {
-            Reply::text(format!("Done.\n{SIGNAL}"))
-        } else {
-            Reply::text(format!("Working {turn}."))
-        }
-    });
-    let mut cmd = project.launcher_command(client, &api, &[("RALPH_MAX_ITERATIONS", "1000")]);
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut launcher = cmd.spawn().unwrap();
-    assert!(
-        wait_until(LOOP_TIMEOUT, || iteration(&project) >= 2),
-        "the loop never reached iteration 2"
-    );
-    let other = MockApi::start(|_, _| Reply::text("An unrelated answer."));
-    let run = project.run_client(
-        client,
-        &other,
-        "Unrelated question",
-        &[("RALPH_ACTIVE", "1")],
-        LOOP_TIMEOUT,
-    );
-    let running_after = project.status_json();
-    second_done.store(true, Ordering::SeqCst);
-    run.assert_code(0);
-    assert_eq!(
-        other.main_requests().len(),
-        1,
-        "the second session stopped after one turn"
-    );
+        Reply::text(format!("Working {turn}."))
+    };
+    let done = |_| Reply::text(format!("Done.\n{SIGNAL}"));
+    let api = MockApi::start(second_done.script(working, done));
+    let mut launcher = scenario.start_until(&api, 2);
+    unrelated_session_stops_after_one_turn(&scenario);
+    let running_after = scenario.status_json();
+    second_done.set();
     assert_eq!(
         running_after["status"], "running",
         "the loop was still running: {running_after:#}"
     );
 
-    let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
-    assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
-    let state = project.status_json();
+    exits_with(&mut launcher, 0);
+    let state = scenario.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");
     let iterations = state["iteration"].as_u64().unwrap() as usize;
     assert_eq!(
@@ -220,10 +140,8 @@ fn second_session_during_a_running_loop_is_let_through(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn prompt_edits_apply_at_the_next_reinjection(client: ClientVersion) {
-    let project = TempProject::new("edit");
-    project.init();
-    project.write_prompt("Original task text.\n");
-    let prompt_path = project.path(".claude/ralph/PROMPT.md");
+    let scenario = Scenario::new("edit", client).prompt("Original task text.\n");
+    let prompt_path = scenario.path(".claude/ralph/PROMPT.md");
     let api = MockApi::start(move |turn, _| {
         if turn == 2 {
             // The person edits PROMPT.md while iteration 3 is under way.
@@ -235,9 +153,7 @@ fn prompt_edits_apply_at_the_next_reinjection(client: ClientVersion) {
             Reply::text(format!("Done.\n{SIGNAL}"))
         }
     });
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
+    scenario.run(&api).ended(0, "complete");
     let last = api.main_requests().pop().unwrap();
     let fed_back = stop_hook_feedback(&last.body);
     assert_eq!(fed_back.len(), 4, "{fed_back:#?}");
@@ -257,16 +173,13 @@ fn prompt_edits_apply_at_the_next_reinjection(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn signal_quoted_in_the_prompt_never_ends_the_loop(client: ClientVersion) {
-    let project = TempProject::new("quoted");
-    project.init();
-    project.write_prompt(&format!(
-        "Fix everything. When nothing remains, write {SIGNAL} on its own line.\n<promise>{SIGNAL}</promise>\n"
-    ));
+    let scenario = Scenario::new("quoted", client)
+        .prompt(&format!(
+            "Fix everything. When nothing remains, write {SIGNAL} on its own line.\n<promise>{SIGNAL}</promise>\n"
+        ))
+        .env("RALPH_MAX_ITERATIONS", "4");
     let api = MockApi::start(|turn, _| Reply::text(format!("Fixed one more thing ({turn}).")));
-    let run = project.run_launcher(client, &api, &[("RALPH_MAX_ITERATIONS", "4")], LOOP_TIMEOUT);
-    run.assert_code(10);
-    let state = project.status_json();
-    assert_eq!(state["status"], "max_iterations");
+    scenario.run(&api).ended(10, "max_iterations");
     assert_eq!(api.main_requests().len(), 4);
     let last = api.main_requests().pop().unwrap();
     assert!(
@@ -279,49 +192,38 @@ fn signal_quoted_in_the_prompt_never_ends_the_loop(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn tool_calls_then_text_count_as_one_iteration(client: ClientVersion) {
-    let project = TempProject::new("tools");
-    project.init();
-    let root = project.root.clone();
+    let scenario = Scenario::new("tools", client);
+    let root = scenario.root.clone();
+    let log = root.join("log.txt");
     // Each iteration: a Write, then a Bash call, then a text answer; the third iteration completes.
     let api = MockApi::start(move |turn, _| {
         let step = turn / 3 + 1;
+        let file = root.join(format!("step{step}.txt"));
         match turn % 3 {
-            0 => Reply::write(
-                root.join(format!("step{step}.txt")).display().to_string(),
-                format!("step {step}\n"),
-            ),
-            1 => Reply::bash(format!("echo ran >> {}", root.join("log.txt").display())),
+            0 => Reply::write(file.display().to_string(), format!("step {step}\n")),
+            1 => Reply::bash(format!("echo ran >> {}", log.display())),
             _ if step < 3 => Reply::text(format!("Finished step {step}.")),
             _ => Reply::text(format!("All three steps are done.\n{SIGNAL}")),
         }
     });
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 3);
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(3);
     for step in 1..=3 {
         assert!(
-            project.path(format!("step{step}.txt")).is_file(),
+            scenario.path(format!("step{step}.txt")).is_file(),
             "step {step} wrote its file"
         );
     }
-    let log = std::fs::read_to_string(project.path("log.txt")).unwrap();
+    let log = std::fs::read_to_string(scenario.path("log.txt")).unwrap();
     assert_eq!(
         log.lines().count(),
         3,
         "the Bash call ran once per iteration"
     );
-    let history = state["history"].as_array().unwrap();
+    let history = outcome.history();
     assert_eq!(history.len(), 3);
-    assert!(
-        history[0]["excerpt"]
-            .as_str()
-            .unwrap()
-            .contains("Finished step 1"),
-        "{history:#?}"
-    );
+    let first = history[0]["excerpt"].as_str().unwrap();
+    assert!(first.contains("Finished step 1"), "{history:#?}");
 }
 
 #[ralph_tests::on_both_clients]
@@ -330,67 +232,43 @@ fn client_killed_mid_loop_is_resumed_per_policy(client: ClientVersion) {
     // killer does): a crash, not the person's stop. The loop pauses, the
     // supervisor resumes its session after the backoff, and it goes on to
     // its end; only a signal to the launcher interrupts a loop.
-    let project = TempProject::new("killed");
-    project.init();
-    let killed = Arc::new(AtomicBool::new(false));
-    let after_kill = Arc::clone(&killed);
-    let api = MockApi::start(move |turn, _| {
-        if after_kill.load(Ordering::SeqCst) {
-            return Reply::text(format!("Picked up again. Done.\n{SIGNAL}"));
-        }
-        thread::sleep(Duration::from_millis(200));
-        Reply::text(format!("Working {turn}."))
-    });
-    let mut cmd = project.launcher_command(client, &api, &[("RALPH_RESUME_BACKOFF_SECONDS", "1")]);
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut launcher = cmd.spawn().unwrap();
-    assert!(
-        wait_until(LOOP_TIMEOUT, || iteration(&project) >= 3),
-        "the loop never reached iteration 3"
-    );
+    let scenario = Scenario::new("killed", client).env("RALPH_RESUME_BACKOFF_SECONDS", "1");
+    let killed = Flag::default();
+    let api = MockApi::start(killed.script(
+        |turn, _| {
+            thread::sleep(Duration::from_millis(200));
+            Reply::text(format!("Working {turn}."))
+        },
+        |_| Reply::text(format!("Picked up again. Done.\n{SIGNAL}")),
+    ));
+    let mut launcher = scenario.start_until(&api, 3);
     let client_pid = child_of(launcher.id()).expect("the launcher runs the client");
-    killed.store(true, Ordering::SeqCst);
+    killed.set();
     signal_process(client_pid, libc::SIGKILL);
-    let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
-    assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
-    let state = project.status_json();
+    exits_with(&mut launcher, 0);
+    let state = scenario.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");
-    let log =
-        std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
-    let pause = log
-        .lines()
-        .find(|l| l.contains("\"event\":\"pause\""))
-        .unwrap_or_else(|| panic!("no pause: {log}"));
+    let pause = scenario.log_line("pause");
     assert!(pause.contains("killed by signal 9"), "{pause}");
+    let log = scenario.audit_log();
     assert!(log.contains("\"event\":\"resume\""), "{log}");
     assert!(!log.contains("\"status\":\"interrupted\""), "{log}");
 }
 
 #[ralph_tests::on_both_clients]
 fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersion) {
-    let project = TempProject::new("stalled");
-    project.init();
+    let scenario = Scenario::new("stalled", client);
     // Every iteration: the same failing command, then the same complaint. Nothing changes.
-    let api = MockApi::start(|turn, _| {
-        if turn % 2 == 0 {
-            Reply::bash("cat missing-config.toml")
-        } else {
-            Reply::text(
-                "The build still fails:\nerror: missing-config.toml: No such file or directory",
-            )
-        }
-    });
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
-    run.assert_code(11);
-    run.assert_stderr_has(&["circuit_open"]);
-    let state = project.status_json();
-    assert_eq!(state["status"], "circuit_open", "{state:#}");
-    assert_eq!(state["breaker"]["state"], "open");
-    let stopped_at = state["iteration"].as_u64().unwrap();
+    let complaint = "The build still fails:\nerror: missing-config.toml: No such file or directory";
+    let call = Reply::bash("cat missing-config.toml");
+    let api = MockApi::start(script::call_then_say(call, complaint));
+    let outcome = scenario.run(&api);
+    outcome.ended(11, "circuit_open");
+    outcome.run.assert_stderr_has(&["circuit_open"]);
+    assert_eq!(outcome.state["breaker"]["state"], "open");
+    let stopped_at = outcome.state["iteration"].as_u64().unwrap();
     assert!(stopped_at <= 6, "stopped at iteration {stopped_at}");
-    let history = state["history"].as_array().unwrap();
+    let history = outcome.history();
     let transitions: Vec<String> = history
         .iter()
         .filter(|r| r["breaker"].is_object())
@@ -398,10 +276,7 @@ fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersio
         .collect();
     assert_eq!(
         transitions,
-        vec![
-            "\"closed\" → \"half_open\"".to_string(),
-            "\"half_open\" → \"open\"".to_string()
-        ],
+        ["\"closed\" → \"half_open\"", "\"half_open\" → \"open\""],
         "{history:#?}"
     );
     assert!(
@@ -416,81 +291,64 @@ fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersio
         .filter(|t| t.starts_with("[Ralph circuit breaker: half-open] Detected: "))
         .collect();
     assert!(
-        !warnings.is_empty(),
-        "the re-injection carried the breaker's notice"
-    );
-    assert!(
-        warnings[0].contains("no file changed in 3 iterations"),
-        "{}",
-        warnings[0]
+        warnings
+            .first()
+            .is_some_and(|w| w.contains("no file changed in 3 iterations")),
+        "the re-injection carried the breaker's notice: {warnings:#?}"
     );
 
     // Open is sticky: the launcher refuses to start until a reset.
-    let refused = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
-    refused.assert_code(3);
-    refused.assert_stderr_has(&["circuit breaker is open", "ralph-ctl reset"]);
-    assert_eq!(
-        project.status_json()["status"],
-        "circuit_open",
-        "a refused start changes nothing"
-    );
-    project.ctl(&["reset"], &[]).assert_code(0);
+    let refused = scenario.run(&api);
+    refused.ended(3, "circuit_open");
+    refused
+        .run
+        .assert_stderr_has(&["circuit breaker is open", "ralph-ctl reset"]);
+    scenario.ctl(&["reset"], &[]).assert_code(0);
     let api = MockApi::start(|_, _| Reply::text(format!("Fixed it.\n{SIGNAL}")));
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
+    scenario.run(&api).ended(0, "complete");
 }
 
 #[ralph_tests::on_both_clients]
 fn working_loop_never_trips_the_breaker(client: ClientVersion) {
-    let project = TempProject::new("working");
-    project.init();
-    let root = project.root.clone();
+    let scenario = Scenario::new("working", client);
+    let root = scenario.root.clone();
     // Ten iterations of real work: new untracked files, edits, and commits,
     // each followed by a short report; the tenth completes.
-    let api = MockApi::start(move |turn, _| {
-        let iteration = turn / 2 + 1;
-        if turn % 2 == 0 {
-            match iteration % 3 {
-                0 => Reply::bash(format!(
-                    "echo step {iteration} >> {} && git add -A && git commit -q -m 'step {iteration}'",
-                    root.join("notes.md").display()
-                )),
-                1 => Reply::write(
-                    root.join(format!("src{iteration}.txt")).display().to_string(),
-                    format!("work {iteration}\n"),
-                ),
-                _ => Reply::write(root.join("notes.md").display().to_string(), format!("edited in {iteration}\n")),
-            }
-        } else if iteration < 10 {
-            Reply::text(format!("Step {iteration} done; more to do."))
-        } else {
-            Reply::text(format!("Everything is done.\n{SIGNAL}"))
+    let notes = root.join("notes.md").display().to_string();
+    let api = MockApi::start(script::work_then_report(10, move |iteration| {
+        match iteration % 3 {
+            0 => Reply::bash(format!(
+            "echo step {iteration} >> {notes} && git add -A && git commit -q -m 'step {iteration}'"
+        )),
+            1 => Reply::write(
+                root.join(format!("src{iteration}.txt"))
+                    .display()
+                    .to_string(),
+                format!("work {iteration}\n"),
+            ),
+            _ => Reply::write(notes.clone(), format!("edited in {iteration}\n")),
         }
-    });
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 10);
-    assert_eq!(state["breaker"]["state"], "closed");
+    }));
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(10);
+    let breaker = &outcome.state["breaker"];
+    assert_eq!(breaker["state"], "closed");
     assert!(
-        state["breaker"]["lastTransition"].is_null(),
-        "never left closed: {state:#}"
+        breaker["lastTransition"].is_null(),
+        "never left closed: {outcome:?}"
     );
-    assert_eq!(state["breaker"]["counters"]["noProgress"], 0);
-    let history = state["history"].as_array().unwrap();
-    assert!(history.iter().all(|r| r["breaker"].is_null()));
+    assert_eq!(breaker["counters"]["noProgress"], 0);
+    assert!(outcome.history().iter().all(|r| r["breaker"].is_null()));
 }
 
 #[ralph_tests::on_both_clients]
 fn a_claim_is_sent_back_until_verification_passes(client: ClientVersion) {
-    let project = TempProject::new("verify");
-    std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
-    project.write(".claude/ralph/config.json", r#"{"verify": [{"name": "check", "command": "test -f done.txt && echo verified", "timeoutSeconds": 20}]}"#);
-    project.init();
-    let done = project.path("done.txt").display().to_string();
+    let scenario = Scenario::configured(
+        "verify",
+        client,
+        r#"{"verify": [{"name": "check", "command": "test -f done.txt && echo verified", "timeoutSeconds": 20}]}"#,
+    );
+    let done = scenario.path("done.txt").display().to_string();
     // Claims too early, is told why, creates the file, claims again.
     let api = MockApi::start(move |turn, _| match turn {
         0 => Reply::text(format!("Everything is finished.\n{SIGNAL}")),
@@ -499,55 +357,45 @@ fn a_claim_is_sent_back_until_verification_passes(client: ClientVersion) {
             "Created done.txt; verification should pass now.\n{SIGNAL}"
         )),
     });
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 2);
-    let claim = &state["lastClaim"];
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(2);
+    let claim = &outcome.state["lastClaim"];
     assert_eq!(claim["accepted"], true);
-    assert!(claim["verification"][0]["outputTail"]
-        .as_str()
-        .unwrap()
-        .contains("verified"));
-    assert_eq!(state["history"][0]["claim"]["accepted"], false, "{state:#}");
-    assert_eq!(
-        state["history"][0]["claim"]["failedGates"][0], "verification",
-        "{state:#}"
-    );
+    let tail = claim["verification"][0]["outputTail"].as_str().unwrap();
+    assert!(tail.contains("verified"), "{outcome:?}");
+    let first = &outcome.history()[0]["claim"];
+    assert_eq!(first["accepted"], false, "{outcome:?}");
+    assert_eq!(first["failedGates"][0], "verification", "{outcome:?}");
 
     let last = api.main_requests().pop().unwrap();
     let fed_back = stop_hook_feedback(&last.body);
     assert_eq!(fed_back.len(), 1, "{fed_back:#?}");
+    let notice = &fed_back[0];
     assert!(
-        fed_back[0].starts_with("[Ralph: completion claim rejected]"),
-        "{}",
-        fed_back[0]
+        notice.starts_with("[Ralph: completion claim rejected]"),
+        "{notice}"
     );
     assert!(
-        fed_back[0].contains("`test -f done.txt && echo verified` (check) exited 1"),
-        "{}",
-        fed_back[0]
+        notice.contains("`test -f done.txt && echo verified` (check) exited 1"),
+        "{notice}"
     );
-    let notice_at = fed_back[0].find("completion claim rejected").unwrap();
-    let prompt_at = fed_back[0].find("[Ralph loop: iteration 2 of").unwrap();
+    let notice_at = notice.find("completion claim rejected").unwrap();
+    let prompt_at = notice.find("[Ralph loop: iteration 2 of").unwrap();
     assert!(notice_at < prompt_at, "the failure comes before PROMPT.md");
-    let status = project.ctl(&["status"], &[]);
+    let status = scenario.ctl(&["status"], &[]);
     status.assert_stdout_has(&["last claim:", "verification passed"]);
 }
 
 #[ralph_tests::on_both_clients]
 fn an_unchecked_plan_item_blocks_a_claim(client: ClientVersion) {
-    let project = TempProject::new("plan");
-    project.init();
-    let plan = project.path("IMPLEMENTATION_PLAN.md");
-    std::fs::write(
-        &plan,
+    let scenario = Scenario::new("plan", client).file(
+        "IMPLEMENTATION_PLAN.md",
         "# Plan\n- [x] parser\n- [ ] write the user guide\n## Nice to have\n- [ ] emoji output\n",
-    )
-    .unwrap();
-    let plan_path = plan.display().to_string();
+    );
+    let plan_path = scenario
+        .path("IMPLEMENTATION_PLAN.md")
+        .display()
+        .to_string();
     let api = MockApi::start(move |turn, _| {
         match turn {
             0 => Reply::text(format!("The parser works.\n{SIGNAL}")),
@@ -558,30 +406,23 @@ fn an_unchecked_plan_item_blocks_a_claim(client: ClientVersion) {
             _ => Reply::text(format!("The guide is written and checked off.\n{SIGNAL}")),
         }
     });
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 2);
+    scenario.run(&api).ended(0, "complete").at_iteration(2);
     let last = api.main_requests().pop().unwrap();
-    let fed_back = stop_hook_feedback(&last.body);
-    assert!(fed_back[0].contains("plan gate"), "{}", fed_back[0]);
+    let notice = &stop_hook_feedback(&last.body)[0];
+    assert!(notice.contains("plan gate"), "{notice}");
     assert!(
-        fed_back[0].contains("IMPLEMENTATION_PLAN.md: - [ ] write the user guide"),
-        "{}",
-        fed_back[0]
+        notice.contains("IMPLEMENTATION_PLAN.md: - [ ] write the user guide"),
+        "{notice}"
     );
     assert!(
-        !fed_back[0].contains("emoji output"),
+        !notice.contains("emoji output"),
         "optional sections do not block"
     );
 }
 
 #[ralph_tests::on_both_clients]
 fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
-    let project = TempProject::new("mentions");
-    project.init();
+    let scenario = Scenario::new("mentions", client).env("RALPH_MAX_ITERATIONS", "6");
     let api = MockApi::start(|turn, _| {
         match turn % 3 {
         0 => Reply::text(format!("I will write {SIGNAL} once the last test passes.")),
@@ -591,63 +432,51 @@ fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
         _ => Reply::text(format!("Here is the instruction I follow:\n```\n{SIGNAL}\n```\nStill on it.")),
     }
     });
-    let run = project.run_launcher(client, &api, &[("RALPH_MAX_ITERATIONS", "6")], LOOP_TIMEOUT);
-    run.assert_code(10);
-    let state = project.status_json();
-    assert_eq!(state["status"], "max_iterations", "{state:#}");
-    assert!(
-        state["lastClaim"].is_null(),
-        "no message was a claim: {state:#}"
-    );
-    assert_eq!(state["history"][1]["statusBlock"]["exitSignal"], false);
+    let outcome = scenario.run(&api);
+    outcome.ended(10, "max_iterations");
+    let no_claim = outcome.state["lastClaim"].is_null();
+    assert!(no_claim, "no message was a claim: {outcome:?}");
+    assert_eq!(outcome.history()[1]["statusBlock"]["exitSignal"], false);
 }
 
 #[ralph_tests::on_both_clients]
 fn tool_use_without_change_opens_the_breaker(client: ClientVersion) {
-    let project = TempProject::new("looking");
-    project.init();
+    let scenario = Scenario::new("looking", client);
     // Every iteration: a Bash `ls` (a tool call that changes nothing), then talk.
-    let api = MockApi::start(|turn, _| {
-        if turn % 2 == 0 {
-            Reply::bash("ls")
-        } else {
-            Reply::text("Looked at the files again; still thinking.")
-        }
-    });
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
-    run.assert_code(11);
-    let state = project.status_json();
-    assert_eq!(state["status"], "circuit_open", "{state:#}");
-    let stopped_at = state["iteration"].as_u64().unwrap();
+    let words = "Looked at the files again; still thinking.";
+    let api = MockApi::start(script::call_then_say(Reply::bash("ls"), words));
+    let outcome = scenario.run(&api);
+    outcome.ended(11, "circuit_open");
+    let stopped_at = outcome.state["iteration"].as_u64().unwrap();
     assert!(
         stopped_at <= 6,
-        "stopped at iteration {stopped_at}: {state:#}"
+        "stopped at iteration {stopped_at}: {outcome:?}"
     );
-    let history = state["history"].as_array().unwrap();
+    let history = outcome.history();
     // A stop whose transcript had not caught up (2.1.330 under load) says
     // so rather than counting: toolsIncomplete.
+    let counted = |r: &serde_json::Value| r["toolCalls"] == 1 || r["toolsIncomplete"] == true;
     assert!(
-        history
-            .iter()
-            .all(|r| r["toolCalls"] == 1 || r["toolsIncomplete"] == true),
+        history.iter().all(counted),
         "each iteration's one tool call was counted: {history:#?}"
     );
+    let reasons = history
+        .iter()
+        .filter_map(|r| r["breaker"]["reason"].as_str());
     assert!(
-        history
-            .iter()
-            .filter_map(|r| r["breaker"]["reason"].as_str())
-            .any(|r| r.contains("no file changed")),
+        { reasons }.any(|r| r.contains("no file changed")),
         "{history:#?}"
     );
 }
 
 #[ralph_tests::on_both_clients]
 fn identical_rejected_claims_open_the_breaker_before_the_cap(client: ClientVersion) {
-    let project = TempProject::new("rejected");
-    std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
-    project.write(".claude/ralph/config.json", r#"{"verify": [{"name": "tests", "command": "echo '1 test failed: parser::nested'; exit 1", "timeoutSeconds": 20}]}"#);
-    project.init();
-    let root = project.root.clone();
+    let scenario = Scenario::configured(
+        "rejected",
+        client,
+        r#"{"verify": [{"name": "tests", "command": "echo '1 test failed: parser::nested'; exit 1", "timeoutSeconds": 20}]}"#,
+    );
+    let root = scenario.root.clone();
     // Each iteration edits a file (real change, so no-progress never trips),
     // then claims completion; the same test fails every time.
     let api = MockApi::start(move |turn, _| {
@@ -660,16 +489,13 @@ fn identical_rejected_claims_open_the_breaker_before_the_cap(client: ClientVersi
             Reply::text(format!("Fixed the parser.\n{SIGNAL}"))
         }
     });
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
-    run.assert_code(11);
-    let state = project.status_json();
-    assert_eq!(state["status"], "circuit_open", "{state:#}");
-    let stopped_at = state["iteration"].as_u64().unwrap();
+    let outcome = scenario.run(&api);
+    outcome.ended(11, "circuit_open");
+    let breaker = &outcome.state["breaker"];
+    let stopped_at = outcome.state["iteration"].as_u64().unwrap();
     assert!(stopped_at <= 6, "stopped at iteration {stopped_at} of 25");
-    assert_eq!(state["breaker"]["counters"]["noProgress"], 0, "{state:#}");
-    let reason = state["breaker"]["lastTransition"]["reason"]
-        .as_str()
-        .unwrap();
+    assert_eq!(breaker["counters"]["noProgress"], 0, "{outcome:?}");
+    let reason = breaker["lastTransition"]["reason"].as_str().unwrap();
     assert!(
         reason.contains("the same completion claim was rejected"),
         "{reason}"
@@ -678,8 +504,7 @@ fn identical_rejected_claims_open_the_breaker_before_the_cap(client: ClientVersi
 
 #[ralph_tests::on_both_clients]
 fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
-    let project = TempProject::new("attribution");
-    project.init();
+    let scenario = Scenario::new("attribution", client);
     // Iteration 1: a Bash call that succeeds; iteration 2: one that fails;
     // iteration 3: text only; iteration 4: completes.
     let api = MockApi::start(|turn, _| match turn {
@@ -690,45 +515,32 @@ fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
         4 => Reply::text("Step three: thinking it over."),
         _ => Reply::text(format!("All done.\n{SIGNAL}")),
     });
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    let history = state["history"].as_array().unwrap();
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    let history = outcome.history();
     assert_eq!(history.len(), 4, "{history:#?}");
     let errors: Vec<bool> = history.iter().map(|r| r["error"].is_string()).collect();
     // 2.1.330 under load may write an iteration's tool result and final
     // message only after its Stop hook returned: then the stop says its tool
     // evidence is incomplete, and the error is charged to no other iteration.
     let incomplete = history[1]["toolsIncomplete"] == true;
-    let want = if incomplete {
-        [false, false, false, false]
-    } else {
-        [false, true, false, false]
-    };
+    let want = [false, !incomplete, false, false];
     if errors != want {
         // The transcript as the client left it, to see what the hook could not.
-        if let Some(path) = state["transcript"]["path"].as_str() {
+        if let Some(path) = outcome.state["transcript"]["path"].as_str() {
             let text = std::fs::read_to_string(path).unwrap_or_default();
             for line in text.lines() {
                 let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
-                eprintln!(
-                    "T {} {} {} {}",
-                    v["timestamp"],
-                    v["type"],
-                    v["subtype"],
-                    line.chars().take(300).collect::<String>()
-                );
+                let head: String = line.chars().take(300).collect();
+                eprintln!("T {} {} {} {head}", v["timestamp"], v["type"], v["subtype"]);
             }
         }
     }
     assert_eq!(errors, want, "{history:#?}");
+    let only_the_second =
+        |(i, r): (usize, &serde_json::Value)| i == 1 || r["toolsIncomplete"].is_null();
     assert!(
-        history
-            .iter()
-            .enumerate()
-            .all(|(i, r)| i == 1 || r["toolsIncomplete"].is_null()),
+        history.iter().enumerate().all(only_the_second),
         "{history:#?}"
     );
     let calls: Vec<u64> = history
@@ -737,45 +549,26 @@ fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
         .collect();
     assert_eq!([calls[0], calls[2], calls[3]], [1, 0, 0], "{history:#?}");
     // An incomplete stop may have seen its tool call, or not yet.
-    if incomplete {
-        assert!(calls[1] <= 1, "{history:#?}");
-    } else {
-        assert_eq!(calls[1], 1, "{history:#?}");
-    }
+    let seen_at_most = if incomplete { 1 } else { 0 };
+    assert!((1 - seen_at_most..=1).contains(&calls[1]), "{history:#?}");
     let excerpts: Vec<&str> = history
         .iter()
         .map(|r| r["excerpt"].as_str().unwrap())
         .collect();
-    assert!(excerpts[0].contains("Step one"), "{excerpts:?}");
-    assert!(excerpts[1].contains("Step two"), "{excerpts:?}");
-    assert!(excerpts[2].contains("Step three"), "{excerpts:?}");
+    for (excerpt, step) in excerpts.iter().zip(["Step one", "Step two", "Step three"]) {
+        assert!(excerpt.contains(step), "{excerpts:?}");
+    }
 }
 
 #[ralph_tests::on_both_clients]
 fn prompt_near_its_size_limit_runs_a_headless_loop(client: ClientVersion) {
-    let project = TempProject::new("large-prompt");
-    project.init();
     // ~900 KiB of distinct lines: seven times what one command-line argument may hold.
-    let mut prompt = String::from("Fix every finding listed below.\n");
-    let mut n = 0;
-    while prompt.len() < 900 * 1024 {
-        prompt.push_str(&format!("- finding {n}: module {} needs a fix\n", n % 89));
-        n += 1;
-    }
-    prompt.push_str("LAST-LINE-OF-THE-TASK\n");
-    project.write_prompt(&prompt);
-    let api = MockApi::start(|turn, _| {
-        if turn < 1 {
-            Reply::text("Fixed the first batch.")
-        } else {
-            Reply::text(format!("All findings are fixed.\n{SIGNAL}"))
-        }
-    });
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
-    run.assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 2);
+    let finding = |n| format!("- finding {n}: module {} needs a fix\n", n % 89);
+    let head = "Fix every finding listed below.\n";
+    let prompt = long_task(head, 900 * 1024, finding, "LAST-LINE-OF-THE-TASK\n");
+    let scenario = Scenario::new("large-prompt", client).prompt(&prompt);
+    let api = MockApi::start(script::signal_at(1));
+    scenario.run(&api).ended(0, "complete").at_iteration(2);
     let requests = api.main_requests();
     let first = user_texts(&requests[0].body).join("\n");
     assert!(
@@ -794,8 +587,7 @@ fn prompt_near_its_size_limit_runs_a_headless_loop(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: ClientVersion) {
-    let project = TempProject::new("sigterm");
-    project.init();
+    let scenario = Scenario::new("sigterm", client).env("RALPH_MAX_ITERATIONS", "1000");
     // SIGHUP is what a closing terminal sends; the driver handles it the same way.
     for (signal, name, code) in [
         (libc::SIGTERM, "SIGTERM", 143),
@@ -805,20 +597,20 @@ fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: Cli
             thread::sleep(Duration::from_millis(200));
             Reply::text(format!("Working {turn}."))
         });
-        let mut cmd = project.launcher_command(client, &api, &[("RALPH_MAX_ITERATIONS", "1000")]);
+        let mut cmd = scenario.command(&api);
         cmd.stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        let before = project.state().map(|s| s["sessionId"].clone());
+        let before = scenario.state().map(|s| s["sessionId"].clone());
         let mut launcher = cmd.spawn().unwrap();
         let group = launcher.id();
         assert!(
-            wait_until(LOOP_TIMEOUT, || project.state().is_some_and(|s| {
+            wait_until(LOOP_TIMEOUT, || scenario.state().is_some_and(|s| {
                 Some(&s["sessionId"]) != before.as_ref() && s["iteration"].as_u64() >= Some(2)
             })),
             "the loop never reached iteration 2"
         );
-        let started = Instant::now();
+        let started = std::time::Instant::now();
         signal_process(launcher.id(), signal);
         let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
         assert_eq!(status.and_then(|s| s.code()), Some(code), "{name}: {err}");
@@ -831,7 +623,7 @@ fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: Cli
             err.contains("loop interrupted") && err.contains(name),
             "{err}"
         );
-        let state = project.status_json();
+        let state = scenario.status_json();
         assert_eq!(state["status"], "interrupted", "{state:#}");
         let because = state["endedBecause"].as_str().unwrap();
         assert!(
@@ -848,9 +640,7 @@ fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: Cli
 
     // The next loop starts without a reset.
     let api = MockApi::start(|_, _| Reply::text(format!("Done.\n{SIGNAL}")));
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
+    scenario.run(&api).ended(0, "complete");
 }
 
 /// Runs the launcher interactively in a pseudo-terminal (`script`), with the
@@ -886,11 +676,26 @@ fn launch_in_a_terminal(
     (child, keys)
 }
 
+/// Leaves an interactive client as a person does: Ctrl-C is a key for it
+/// (the terminal is raw); pressed twice within a second, it exits.
+fn leave_with_ctrl_c(terminal: &mut Child, keys: &mut std::process::ChildStdin) {
+    use std::io::Write;
+    thread::sleep(Duration::from_millis(500));
+    for _ in 0..3 {
+        let _ = keys.write_all(b"\x03");
+        thread::sleep(Duration::from_millis(250));
+        let _ = keys.write_all(b"\x03");
+        let exited = wait_until(Duration::from_secs(3), || {
+            terminal.try_wait().ok().flatten().is_some()
+        });
+        if exited {
+            break;
+        }
+    }
+}
+
 #[ralph_tests::on_both_clients]
 fn interactive_loop_in_a_terminal(client: ClientVersion) {
-    use std::io::Write;
-    let project = TempProject::new("interactive");
-    project.init();
     // 2.1.330 gets a prompt too long for an argument, so it arrives on stdin
     // while the keyboard stays the terminal; 2.0.77's screen takes minutes to
     // show one that long, so it gets a short one, as an argument.
@@ -898,42 +703,20 @@ fn interactive_loop_in_a_terminal(client: ClientVersion) {
         ClientVersion::V2_1_330 => 300 * 1024,
         ClientVersion::V2_0_77 => 2 * 1024,
     };
-    let mut prompt = String::from("Work through the list.\n");
-    let mut n = 0;
-    while prompt.len() < size {
-        prompt.push_str(&format!("- item {n}\n"));
-        n += 1;
-    }
-    project.write_prompt(&prompt);
-    let api = MockApi::start(|turn, _| {
-        if turn < 1 {
-            Reply::text("Did the first items.")
-        } else {
-            Reply::text(format!("The list is done.\n{SIGNAL}"))
-        }
-    });
-    let (mut terminal, mut keys) = launch_in_a_terminal(&project, client, &api);
+    let prompt = long_task(
+        "Work through the list.\n",
+        size,
+        |n| format!("- item {n}\n"),
+        "",
+    );
+    let scenario = Scenario::new("interactive", client).prompt(&prompt);
+    let api = MockApi::start(script::signal_at(1));
+    let (mut terminal, mut keys) = launch_in_a_terminal(&scenario, client, &api);
     let completed = wait_until(LOOP_TIMEOUT, || {
-        project.state().is_some_and(|s| s["status"] == "complete")
+        scenario.state().is_some_and(|s| s["status"] == "complete")
     });
-    // The loop is over; the interactive client stays open until the person
-    // leaves it: Ctrl-C is a key for it (the terminal is raw); pressed twice
-    // within a second, it exits.
-    thread::sleep(Duration::from_millis(500));
-    for _ in 0..3 {
-        let _ = keys.write_all(b"\x03");
-        thread::sleep(Duration::from_millis(250));
-        let _ = keys.write_all(b"\x03");
-        let pressed = Instant::now();
-        while terminal.try_wait().ok().flatten().is_none()
-            && pressed.elapsed() < Duration::from_secs(3)
-        {
-            thread::sleep(Duration::from_millis(50));
-        }
-        if terminal.try_wait().ok().flatten().is_some() {
-            break;
-        }
-    }
+    // The loop is over; the interactive client stays open until the person leaves it.
+    leave_with_ctrl_c(&mut terminal, &mut keys);
     let (status, out, err) = wait_with_timeout(&mut terminal, Duration::from_secs(30));
     assert!(completed, "the loop never completed; screen: {out}\n{err}");
     assert_eq!(
@@ -941,7 +724,7 @@ fn interactive_loop_in_a_terminal(client: ClientVersion) {
         Some(0),
         "the launcher reports the completed loop; screen: {out}"
     );
-    let state = project.status_json();
+    let state = scenario.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");
     // The claim is iteration 2's. Under load 2.0.77 may write it to the
     // transcript only after that stop's wait (it sends no message with the
@@ -958,7 +741,7 @@ fn interactive_loop_in_a_terminal(client: ClientVersion) {
     assert!(
         last["excerpt"]
             .as_str()
-            .is_some_and(|e| e.contains("The list is done")),
+            .is_some_and(|e| e.contains("All steps done")),
         "the ending stop saw the claim: {state:#}"
     );
     let screen = ralph_tests::interactive::strip_control(out.as_bytes());
@@ -978,48 +761,27 @@ fn interactive_loop_in_a_terminal(client: ClientVersion) {
 fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersion) {
     let mut project = TempProject::new("subfolder");
     let app = project.root.join("mono/app");
-    std::fs::create_dir_all(&app).unwrap();
-    std::fs::create_dir_all(project.root.join("mono/other")).unwrap();
-    std::fs::write(app.join("lib.txt"), "0\n").unwrap();
-    std::fs::write(project.root.join("mono/other/x.txt"), "x\n").unwrap();
+    project.write("mono/app/lib.txt", "0\n");
+    project.write("mono/other/x.txt", "x\n");
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "monorepo"]);
     // The loop's project is mono/app; the repository's top is two folders up.
     project.root = app.clone();
     project.init();
+    let scenario = Scenario::around(project, client);
     // Every iteration: a Bash call that changes a tracked file of the project, then a report.
-    let api = MockApi::start(|turn, _| {
-        let iteration = turn / 2 + 1;
-        if turn % 2 == 0 {
-            Reply::bash(format!("echo {iteration} >> lib.txt"))
-        } else if iteration < 6 {
-            Reply::text(format!("Appended {iteration} to lib.txt; more to do."))
-        } else {
-            Reply::text(format!("All six steps are in lib.txt.\n{SIGNAL}"))
-        }
-    });
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 6);
-    assert_eq!(
-        std::fs::read_to_string(app.join("lib.txt")).unwrap(),
-        "0\n1\n2\n3\n4\n5\n6\n"
-    );
-    let breaker = &state["breaker"];
+    let append = |iteration| Reply::bash(format!("echo {iteration} >> lib.txt"));
+    let api = MockApi::start(script::work_then_report(6, append));
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(6);
+    let lib = std::fs::read_to_string(app.join("lib.txt")).unwrap();
+    assert_eq!(lib, "0\n1\n2\n3\n4\n5\n6\n");
+    let breaker = &outcome.state["breaker"];
     assert_eq!(breaker["state"], "closed", "{breaker:#}");
     assert!(breaker["lastTransition"].is_null(), "{breaker:#}");
     assert_eq!(breaker["counters"]["noProgress"], 0, "{breaker:#}");
-    assert!(
-        state["history"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["breaker"].is_null()),
-        "{state:#}"
-    );
+    let quiet = outcome.history().iter().all(|r| r["breaker"].is_null());
+    assert!(quiet, "{outcome:?}");
     // What the last stop compared: git's view of the project folder, by
     // paths relative to it.
     let progress = &breaker["progress"];
@@ -1036,30 +798,15 @@ fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion)
     project.git(&["add", ".gitignore"]);
     project.git(&["commit", "-q", "-m", "ignore notes"]);
     project.init();
-    let notes = project.path("notes");
-    let api = MockApi::start(move |turn, _| {
-        let iteration = turn / 2 + 1;
-        if turn % 2 == 0 {
-            Reply::write(
-                notes
-                    .join(format!("step{iteration}.md"))
-                    .display()
-                    .to_string(),
-                format!("step {iteration}\n"),
-            )
-        } else if iteration < 4 {
-            Reply::text(format!("Wrote step {iteration}."))
-        } else {
-            Reply::text(format!("All four steps are written.\n{SIGNAL}"))
-        }
-    });
-    project
-        .run_launcher(client, &api, &[], LOOP_TIMEOUT)
-        .assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 4);
-    let breaker = &state["breaker"];
+    let scenario = Scenario::around(project, client);
+    let notes = scenario.path("notes");
+    let api = MockApi::start(script::work_then_report(4, move |iteration| {
+        let note = notes.join(format!("step{iteration}.md"));
+        Reply::write(note.display().to_string(), format!("step {iteration}\n"))
+    }));
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(4);
+    let breaker = &outcome.state["breaker"];
     assert_eq!(breaker["counters"]["noProgress"], 0, "{breaker:#}");
     // A stop that saw its Write in the transcript (only file tools ran) was
     // decided by the edit alone, and the written file's stamp went into the
@@ -1071,12 +818,9 @@ fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion)
     assert_eq!(progress["source"], "git", "{progress:#}");
     assert!(progress.get("stale").is_none(), "{progress:#}");
     let no_files = serde_json::Map::new();
-    let files: Vec<&String> = progress["files"]
-        .as_object()
-        .unwrap_or(&no_files)
-        .keys()
-        .collect();
-    let history = state["history"].as_array().unwrap();
+    let listed = progress["files"].as_object().unwrap_or(&no_files);
+    let files: Vec<&String> = listed.keys().collect();
+    let history = outcome.history();
     // Decided by the edit: the stop saw the Write and its result.
     let saw_write: Vec<bool> = history
         .iter()
@@ -1086,18 +830,13 @@ fn file_edits_are_progress_without_looking_at_the_project(client: ClientVersion)
         saw_write.iter().any(|&saw| saw),
         "no stop saw its Write in the transcript: {history:#?}"
     );
+    let a_step = |f: &&String| (1..=4).any(|i| **f == format!("notes/step{i}.md"));
+    assert!(files.iter().all(a_step), "{progress:#}");
+    let last_listed = files.iter().any(|f| *f == "notes/step4.md");
     assert!(
-        files
-            .iter()
-            .all(|f| (1..=4).any(|i| **f == format!("notes/step{i}.md"))),
-        "{progress:#}"
+        last_listed || !saw_write[3],
+        "the last stop's edit: {progress:#}"
     );
-    if saw_write[3] {
-        assert!(
-            files.iter().any(|f| *f == "notes/step4.md"),
-            "the last stop's edit: {progress:#}"
-        );
-    }
     let listed_in_a_row = (0..4).rev().take_while(|&i| saw_write[i]).count();
     assert!(
         files.len() >= listed_in_a_row,
@@ -1111,13 +850,13 @@ fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: 
     // stops: the hook lets the stop through (the loop no longer runs), and
     // the launcher must not report the work as done. A `sed -i` naming the
     // state file is refused by the deny rules `init` wrote; a script that
-    // names it nowhere the client sees gets through the fence.
-    let project = TempProject::new("forged-e2e");
-    project.init();
-    project.write_prompt("Improve the project.\n");
-    let state_file = project.state_path().display().to_string();
+    // names it nowhere the client sees gets through the fence. Outside the
+    // sandbox: in it, the operating system refuses the write
+    // (tests/tests/e2e_sandbox.rs).
+    let scenario = Scenario::new("forged-e2e", client).env("RALPH_SANDBOX", "off");
+    let state_file = scenario.state_path().display().to_string();
     let sed = format!("sed -i 's/\"status\": \"running\"/\"status\": \"complete\"/' {state_file}");
-    let script = project.tmp.join("forge.sh");
+    let script = scenario.tmp.join("forge.sh");
     std::fs::write(&script, format!("{sed}\n")).unwrap();
     let script = script.display().to_string();
     let api = MockApi::start(move |turn, _| match turn {
@@ -1125,35 +864,22 @@ fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: 
         1 => Reply::bash(format!("sh {script}")),
         _ => Reply::text("All done."),
     });
-    // Outside the sandbox: in it, the operating system refuses the write
-    // (tests/tests/e2e_sandbox.rs).
-    let run = project.run_launcher(client, &api, &[("RALPH_SANDBOX", "off")], LOOP_TIMEOUT);
-    let refused = api
-        .main_requests()
-        .get(1)
-        .and_then(|r| user_texts(&r.body).pop())
-        .unwrap_or_default();
+    let outcome = scenario.run(&api);
+    let requests = api.main_requests();
+    let refused = requests.get(1).and_then(|r| user_texts(&r.body).pop());
+    let refused = refused.unwrap_or_default();
     assert!(
         refused.contains("denied"),
         "the direct sed was refused: {refused}"
     );
-    let state = project.status_json();
-    assert_eq!(
-        state["status"], "complete",
-        "the edit took: {state:#}; {run:?}"
-    );
-    assert_eq!(run.code, Some(17), "{run:?}");
-    let last = run.stderr.lines().last().unwrap_or_default();
+    // The edit took, and is not believed.
+    outcome.ended(17, "complete");
+    outcome.closing_has(&["no accepted completion claim is on record"]);
     assert!(
-        last.contains("no accepted completion claim is on record")
-            && !last.contains("loop complete"),
-        "{run:?}"
+        !outcome.run.closing_line().contains("loop complete"),
+        "{outcome:?}"
     );
-    assert_eq!(
-        api.main_requests().len(),
-        3,
-        "one iteration, never re-injected"
-    );
+    assert_eq!(requests.len(), 3, "one iteration, never re-injected");
 }
 
 #[ralph_tests::on_both_clients]
@@ -1162,91 +888,66 @@ fn a_forged_accepted_claim_is_not_reported_as_done_without_ralphs_record(client:
     // writes a whole completion into the state: `complete` and an accepted
     // claim of the current iteration. Only the engine logs the stop that
     // accepts a claim, so the launcher does not report it as done.
-    let project = TempProject::new("forged-claim");
-    project.init();
-    project.write_prompt("Improve the project.\n");
-    let script = project.tmp.join("forge.py");
-    std::fs::write(
-        &script,
-        format!(
-            "import json\np = {:?}\ns = json.load(open(p))\ns['status'] = 'complete'\n\
-             s['lastClaim'] = {{'iteration': s['iteration'], 'at': '2026-11-24T10:00:00Z', \
-             'mode': 'strict', 'basis': 'forged', 'accepted': True, 'gates': [], 'verification': []}}\n\
-             json.dump(s, open(p, 'w'))\n",
-            project.state_path().display().to_string()
-        ),
-    )
-    .unwrap();
+    let scenario = Scenario::new("forged-claim", client).env("RALPH_SANDBOX", "off");
+    let script = scenario.tmp.join("forge.py");
+    let forge = format!(
+        "import json\np = {:?}\ns = json.load(open(p))\ns['status'] = 'complete'\n\
+         s['lastClaim'] = {{'iteration': s['iteration'], 'at': '2026-11-24T10:00:00Z', \
+         'mode': 'strict', 'basis': 'forged', 'accepted': True, 'gates': [], 'verification': []}}\n\
+         json.dump(s, open(p, 'w'))\n",
+        scenario.state_path().display().to_string()
+    );
+    std::fs::write(&script, forge).unwrap();
     let command = format!("python3 {}", script.display());
     let api = MockApi::start(move |turn, _| match turn {
         0 => Reply::bash(command.clone()),
         _ => Reply::text("All done."),
     });
-    let run = project.run_launcher(client, &api, &[("RALPH_SANDBOX", "off")], LOOP_TIMEOUT);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "the forge took: {state:#}");
-    assert_eq!(state["lastClaim"]["accepted"], true, "{state:#}");
-    assert_eq!(run.code, Some(17), "{run:?}");
-    let last = last_stderr_line(&run);
-    assert!(
-        last.contains("no accepted completion claim is on record")
-            && !last.contains("loop complete"),
-        "{run:?}"
+    let outcome = scenario.run(&api);
+    outcome.ended(17, "complete");
+    assert_eq!(
+        outcome.state["lastClaim"]["accepted"], true,
+        "the forge took: {outcome:?}"
     );
-    let status = project.ctl(&["status"], &[]);
+    outcome.closing_has(&["no accepted completion claim is on record"]);
+    assert!(
+        !outcome.run.closing_line().contains("loop complete"),
+        "{outcome:?}"
+    );
+    let status = scenario.ctl(&["status"], &[]);
     status.assert_stdout_has(&["not recorded by ralph"]);
-}
-
-/// The launcher's last stderr line.
-fn last_stderr_line(run: &ralph_tests::project::Run) -> &str {
-    run.stderr
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
 }
 
 #[ralph_tests::on_both_clients]
 fn a_prompt_deleted_mid_loop_is_named_by_the_launcher(client: ClientVersion) {
     // The hook cannot re-inject a prompt that is gone: it lets the session
     // stop, and the person must read why, not only "exited with code 0".
-    let project = TempProject::new("prompt-gone");
-    project.init();
-    project.write_prompt("Improve the project.\n");
-    let prompt = project
+    // Without the sandbox (in it, .claude/ralph is read-only to the agent):
+    // the prompt goes as a person's mistake or an unsandboxed agent removes it.
+    let scenario = Scenario::new("prompt-gone", client).env("RALPH_SANDBOX", "off");
+    let prompt = scenario
         .path(".claude/ralph/PROMPT.md")
         .display()
         .to_string();
     // A script, which the client does not look into: `rm` naming the file
     // is refused by the deny rule on .claude/ralph.
-    let script = project.tmp.join("remove.sh");
+    let script = scenario.tmp.join("remove.sh");
     std::fs::write(&script, format!("rm {prompt}\n")).unwrap();
     let script = script.display().to_string();
     let api = MockApi::start(move |turn, _| match turn {
         0 => Reply::bash(format!("sh {script}")),
         _ => Reply::text("Removed a file; more to do."),
     });
-    // Without the sandbox (in it, .claude/ralph is read-only to the agent):
-    // the prompt goes as a person's mistake or an unsandboxed agent removes it.
-    let run = project.run_launcher(client, &api, &[("RALPH_SANDBOX", "off")], LOOP_TIMEOUT);
-    assert_eq!(run.code, Some(12), "{run:?}");
-    let last = last_stderr_line(&run);
-    assert!(
-        last.starts_with("ralph: loop interrupted")
-            && last.contains("at its last stop the hook could not go on")
-            && last.contains("PROMPT.md")
-            && last.contains("does not exist"),
-        "{run:?}"
-    );
-    let state = project.status_json();
-    assert_eq!(state["status"], "interrupted", "{state:#}");
+    let outcome = scenario.run(&api);
+    outcome.ended(12, "interrupted");
+    outcome.closing_has(&[
+        "ralph: loop interrupted",
+        "at its last stop the hook could not go on",
+        "PROMPT.md",
+        "does not exist",
+    ]);
     // The audit log keeps the hook's own line, before the end.
-    let log =
-        std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
-    let problem = log
-        .lines()
-        .find(|l| l.contains("\"event\":\"problem\""))
-        .unwrap_or_else(|| panic!("no problem line: {log}"));
+    let problem = scenario.log_line("problem");
     assert!(problem.contains("PROMPT.md"), "{problem}");
 }
 
@@ -1254,28 +955,17 @@ fn a_prompt_deleted_mid_loop_is_named_by_the_launcher(client: ClientVersion) {
 fn a_hook_that_never_runs_is_named_by_the_launcher(client: ClientVersion) {
     // A registration that points nowhere: the client runs it, it fails, and
     // the session stops after one turn without a stop on record.
-    let project = TempProject::new("hook-missing");
-    project.init();
-    project.write_prompt("Improve the project.\n");
-    let settings_path = project.path(".claude/settings.json");
+    let scenario = Scenario::new("hook-missing", client);
+    let settings_path = scenario.path(".claude/settings.json");
     let mut settings: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&settings_path).unwrap()).unwrap();
-    settings["hooks"]["Stop"][0]["hooks"][0]["command"] = serde_json::json!(project
-        .path("moved-away/ralph-stop-hook")
-        .display()
-        .to_string());
-    std::fs::write(
-        &settings_path,
-        serde_json::to_vec_pretty(&settings).unwrap(),
-    )
-    .unwrap();
+    let nowhere = scenario.path("moved-away/ralph-stop-hook");
+    settings["hooks"]["Stop"][0]["hooks"][0]["command"] = nowhere.display().to_string().into();
+    std::fs::write(&settings_path, settings.to_string()).unwrap();
     let api = MockApi::start(|_, _| Reply::text("Worked on it."));
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
-    assert_eq!(run.code, Some(12), "{run:?}");
-    assert!(
-        last_stderr_line(&run).contains("no stop was ever recorded: the Stop hook did not run"),
-        "{run:?}"
-    );
+    let outcome = scenario.run(&api);
+    assert_eq!(outcome.run.code, Some(12), "{outcome:?}");
+    outcome.closing_has(&["no stop was ever recorded: the Stop hook did not run"]);
     assert_eq!(api.main_requests().len(), 1, "one turn, never re-injected");
 }
 
@@ -1283,30 +973,20 @@ fn a_hook_that_never_runs_is_named_by_the_launcher(client: ClientVersion) {
 fn a_headless_loop_can_edit_the_project_without_a_permission_mode_given(client: ClientVersion) {
     // Without a mode, `-p` denies every file edit (nobody answers the
     // prompt); the launcher gives acceptEdits unless the person names one.
-    let project = TempProject::new("headless-edits");
-    project.init();
-    project.write_prompt("Improve the project.\n");
-    let root = project.root.clone();
+    let scenario = Scenario::new("headless-edits", client).exact_args(&["--headless"]);
+    let root = scenario.root.clone();
     let api = MockApi::start(move |turn, _| match turn {
         0 => Reply::write(root.join("new.txt").display().to_string(), "x\n"),
         1 => Reply::bash("echo hi > bashed.txt"),
         _ => Reply::text(format!("Wrote both files.\n{SIGNAL}")),
     });
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.arg("--headless").envs(project.client_env(client, &api));
-    let run = ralph_tests::project::run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    run.assert_code(0);
-    assert!(
-        project.path("new.txt").is_file(),
-        "the Write went through: {run:?}"
-    );
-    assert!(
-        project.path("bashed.txt").is_file(),
-        "the Bash call went through: {run:?}"
-    );
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert!(state["history"][0]["error"].is_null(), "{state:#}");
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    let written = scenario.path("new.txt").is_file();
+    assert!(written, "the Write went through: {outcome:?}");
+    let bashed = scenario.path("bashed.txt").is_file();
+    assert!(bashed, "the Bash call went through: {outcome:?}");
+    assert!(outcome.history()[0]["error"].is_null(), "{outcome:?}");
 }
 
 #[ralph_tests::on_both_clients]
@@ -1314,31 +994,35 @@ fn refused_tool_calls_stop_a_loop_that_cannot_work(client: ClientVersion) {
     // The person chose the default mode: every Write is refused, nobody can
     // grant it, and nothing changes. Two such iterations end the loop with
     // the refusal named, not the whole budget.
-    let project = TempProject::new("denied");
-    project.init();
-    project.write_prompt("Improve the project.\n");
-    let root = project.root.clone();
-    let api = MockApi::start(move |turn, _| match turn % 2 {
-        0 => Reply::write(root.join("new.txt").display().to_string(), "x\n"),
-        _ => Reply::text("Tried to write the file."),
-    });
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args(["--headless", "--", "--permission-mode", "default"])
-        .envs(project.client_env(client, &api));
-    let run = ralph_tests::project::run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    assert_eq!(run.code, Some(11), "{run:?}");
-    let state = project.status_json();
-    assert_eq!(state["status"], "circuit_open", "{state:#}");
-    assert_eq!(state["iteration"], 2, "{state:#}");
-    let because = state["endedBecause"].as_str().unwrap();
-    let write = format!("`Write({})`", project.path("new.txt").display());
+    let scenario = Scenario::new("denied", client).exact_args(&[
+        "--headless",
+        "--",
+        "--permission-mode",
+        "default",
+    ]);
+    let root = scenario.root.clone();
+    let write = Reply::write(root.join("new.txt").display().to_string(), "x\n");
+    let api = MockApi::start(script::call_then_say(write, "Tried to write the file."));
+    let outcome = scenario.run(&api);
+    // Two iterations whose refusals the stops saw: 2.1.330 under load may
+    // write an iteration's calls only after its stop (`toolsIncomplete`).
+    let unseen = outcome
+        .history()
+        .iter()
+        .filter(|r| r["toolsIncomplete"] == true)
+        .count();
+    outcome
+        .ended(11, "circuit_open")
+        .at_iteration(2 + unseen as u64);
+    let because = outcome.state["endedBecause"].as_str().unwrap();
+    let write = format!("`Write({})`", scenario.path("new.txt").display());
+    let refused = format!("the client refused {write} for lack of permission in 2 iterations");
+    assert!(because.contains(&refused), "{because}");
     assert!(
-        because.contains(&format!(
-            "the client refused {write} for lack of permission in 2 iterations"
-        )) && because.contains("`-- --permission-mode acceptEdits`"),
+        because.contains("`-- --permission-mode acceptEdits`"),
         "{because}"
     );
-    assert!(!project.path("new.txt").exists());
+    assert!(!scenario.path("new.txt").exists());
 }
 
 #[ralph_tests::on_both_clients]
@@ -1350,47 +1034,40 @@ fn failing_tests_never_complete_a_loop_after_init_with_its_defaults(client: Clie
     let init = project.ctl(&["init", "--yes"], &[]);
     init.assert_code(0);
     init.assert_stdout_has(&["Completion check: `python3 -m unittest`"]);
-    project.write_prompt("Fix add() in calc.py so that the tests pass.\n");
+    let scenario = Scenario::around(project, client)
+        .prompt("Fix add() in calc.py so that the tests pass.\n")
+        .env("RALPH_MAX_ITERATIONS", "6");
     let api = MockApi::start(|_, _| Reply::text(format!("Fixed add(); all tests pass.\n{SIGNAL}")));
-    let run = project.run_launcher(client, &api, &[("RALPH_MAX_ITERATIONS", "6")], LOOP_TIMEOUT);
-    let state = project.status_json();
-    assert_ne!(state["status"], "complete", "{state:#}; {run:?}");
-    assert_ne!(run.code, Some(0), "{run:?}");
-    let claim = &state["lastClaim"];
-    assert_eq!(claim["accepted"], false, "{state:#}");
+    let outcome = scenario.run(&api);
+    assert_ne!(outcome.state["status"], "complete", "{outcome:?}");
+    assert_ne!(outcome.run.code, Some(0), "{outcome:?}");
+    let claim = &outcome.state["lastClaim"];
+    assert_eq!(claim["accepted"], false, "{outcome:?}");
     let tail = claim["verification"][0]["outputTail"]
         .as_str()
         .unwrap_or_default();
     assert!(tail.contains("FAILED"), "the test's own failure: {tail}");
-    let last = last_stderr_line(&run);
-    assert!(!last.contains("loop complete"), "{last}");
+    assert!(
+        !outcome.run.closing_line().contains("loop complete"),
+        "{outcome:?}"
+    );
 }
 
 #[ralph_tests::on_both_clients]
 fn the_untouched_template_is_refused_before_the_client_starts(client: ClientVersion) {
     let project = TempProject::new("template");
     project.init_untouched();
+    let scenario = Scenario::around(project, client);
     let api = MockApi::start(|_, _| Reply::text(format!("Done.\n{SIGNAL}")));
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
-    assert_eq!(run.code, Some(3), "{run:?}");
-    let last = last_stderr_line(&run);
-    assert!(
-        last.contains("PROMPT.md is still the template") && last.contains("--force"),
-        "{last}"
-    );
+    let refused = scenario.run(&api);
+    assert_eq!(refused.run.code, Some(3), "{refused:?}");
+    refused.closing_has(&["PROMPT.md is still the template", "--force"]);
     assert!(api.main_requests().is_empty(), "the client never ran");
-    assert!(project.state().is_none(), "no loop was started");
+    assert!(scenario.state().is_none(), "no loop was started");
 
     // --force runs it as it is.
-    let mut cmd = project.launcher_command(client, &api, &[]);
-    let args: Vec<_> = cmd.get_args().map(|a| a.to_os_string()).collect();
-    cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.arg("--force")
-        .args(args)
-        .envs(project.client_env(client, &api));
-    let forced = ralph_tests::project::run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    forced.assert_code(0);
-    assert_eq!(project.status_json()["status"], "complete");
+    let forced = scenario.args(&["--force", "--headless"]);
+    forced.run(&api).ended(0, "complete");
 }
 
 #[ralph_tests::on_both_clients]
@@ -1401,9 +1078,13 @@ fn the_agent_cannot_write_the_loop_state_with_its_file_tools(client: ClientVersi
     // them bypassPermissions lets it through. The state keeps what ralph
     // wrote, and the loop ends on its real claim.
     for mode in ["acceptEdits", "bypassPermissions"] {
-        let project = TempProject::new("deny-state");
-        project.init();
-        let state_file = project.state_path().display().to_string();
+        let scenario = Scenario::new("deny-state", client).exact_args(&[
+            "--headless",
+            "--",
+            "--permission-mode",
+            mode,
+        ]);
+        let state_file = scenario.state_path().display().to_string();
         // Read first: the client refuses to overwrite a file it has not read.
         let api = MockApi::start(move |turn, _| match turn {
             0 => Reply::ToolUse {
@@ -1413,22 +1094,13 @@ fn the_agent_cannot_write_the_loop_state_with_its_file_tools(client: ClientVersi
             1 => Reply::write(state_file.clone(), "{\"status\": \"complete\"}\n"),
             _ => Reply::text(format!("Done.\n{SIGNAL}")),
         });
-        let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-        cmd.args(["--headless", "--", "--permission-mode", mode])
-            .envs(project.client_env(client, &api));
-        let run = ralph_tests::project::run_with_timeout(cmd, None, LOOP_TIMEOUT);
-        let refusal = api
-            .main_requests()
-            .get(2)
-            .and_then(|r| user_texts(&r.body).pop())
-            .unwrap_or_default();
-        run.assert_code(0);
-        let state = project.status_json();
-        assert_eq!(state["status"], "complete", "{mode}: {state:#}");
-        assert_eq!(
-            state["lastClaim"]["accepted"], true,
-            "{mode}: a real claim: {state:#}"
-        );
+        let outcome = scenario.run(&api);
+        let requests = api.main_requests();
+        let refusal = requests.get(2).and_then(|r| user_texts(&r.body).pop());
+        let refusal = refusal.unwrap_or_default();
+        outcome.ended(0, "complete");
+        let real = outcome.state["lastClaim"]["accepted"] == true;
+        assert!(real, "{mode}: a real claim: {outcome:?}");
         assert!(
             refusal.contains("denied by your permission settings")
                 || refusal.contains("requested permissions to edit"),
@@ -1441,33 +1113,25 @@ fn the_agent_cannot_write_the_loop_state_with_its_file_tools(client: ClientVersi
 fn a_blocked_status_block_ends_the_loop_blocked_at_once(client: ClientVersion) {
     // The agent cannot go on without the person: the loop stops at that
     // stop, says why, and is not resumed on its own.
-    let project = TempProject::new("blocked");
-    project.init();
+    let scenario = Scenario::new("blocked", client);
     let api = MockApi::start(|_, _| {
         Reply::text(
             "I need the staging credentials.\n---RALPH_STATUS---\nSTATUS: BLOCKED\n\
              RECOMMENDATION: put the staging API key in .env\n---END_RALPH_STATUS---",
         )
     });
-    let run = project.run_launcher(client, &api, &[], LOOP_TIMEOUT);
-    assert_eq!(run.code, Some(18), "{run:?}");
-    let state = project.status_json();
-    assert_eq!(state["status"], "blocked", "{state:#}");
-    assert_eq!(state["iteration"], 1, "{state:#}");
+    let outcome = scenario.run(&api);
+    outcome.ended(18, "blocked").at_iteration(1);
+    let because = outcome.state["endedBecause"].as_str().unwrap();
     assert!(
-        state["endedBecause"]
-            .as_str()
-            .unwrap()
-            .contains("put the staging API key in .env"),
-        "{state:#}"
+        because.contains("put the staging API key in .env"),
+        "{outcome:?}"
     );
     assert_eq!(api.main_requests().len(), 1, "never fed back");
-    let last = last_stderr_line(&run);
-    assert!(
-        last.contains("loop blocked at iteration 1 of 25")
-            && last.contains("ralph-ctl run --resume"),
-        "{last}"
-    );
-    let status = project.ctl(&["status"], &[]);
+    outcome.closing_has(&[
+        "loop blocked at iteration 1 of 25",
+        "ralph-ctl run --resume",
+    ]);
+    let status = scenario.ctl(&["status"], &[]);
     status.assert_stdout_has(&["put the staging API key in .env"]);
 }

@@ -17,6 +17,7 @@ use ralph_tests::client::ClientVersion;
 use ralph_tests::interactive::{Stderr, Terminal, SIZE};
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject};
+use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 
@@ -81,20 +82,13 @@ fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
-    let project = TempProject::new("progress");
-    project.init();
-    let api = MockApi::start(|turn, _| match turn % 2 {
-        0 => Reply::bash(format!("echo step {turn} >> work.log")),
-        _ => Reply::text(format!("Still working (turn {turn}).")),
-    });
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args(["--headless", "--max-iterations", "3"])
-        .envs(project.client_env(client, &api));
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    run.assert_code(10);
-    let state = project.status_json();
-    assert_eq!(state["status"], "max_iterations", "{state:#}");
-    assert_eq!(state["iteration"], 3, "{state:#}");
+    let scenario =
+        Scenario::new("progress", client).exact_args(&["--headless", "--max-iterations", "3"]);
+    let call = Reply::bash("echo step >> work.log");
+    let api = MockApi::start(script::call_then_say(call, "Still working."));
+    let outcome = scenario.run(&api);
+    outcome.ended(10, "max_iterations").at_iteration(3);
+    let (run, state) = (&outcome.run, &outcome.state);
     assert_eq!(state["maxIterations"], 3, "{state:#}");
     assert_eq!(
         api.main_requests().len(),
@@ -114,7 +108,7 @@ fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
     let calls = run
         .stdout
         .lines()
-        .filter(|l| l.contains("→ Bash: echo step"))
+        .filter(|l| l.contains("→ Bash: echo step >> work.log"))
         .count();
     assert_eq!(
         (says, calls),
@@ -127,22 +121,11 @@ fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
         "each iteration is announced:\n{}",
         run.stdout
     );
-    assert!(
-        run.stderr
-            .trim_end()
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .contains("max_iterations"),
-        "one closing line:\n{}",
-        run.stderr
-    );
+    outcome.closing_has(&["max_iterations"]);
     // --json: the client's own result object, as before.
-    let _ = project.ctl(&["reset"], &[]);
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args(["--headless", "--json", "--max-iterations", "1"])
-        .envs(project.client_env(client, &api));
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    let _ = scenario.ctl(&["reset"], &[]);
+    let again = scenario.run_exact(&api, &["--headless", "--json", "--max-iterations", "1"]);
+    let run = &again.run;
     run.assert_code(10);
     let objects = json_lines(&run.stdout);
     assert_eq!(objects.len(), 1, "{}", run.stdout);
@@ -172,14 +155,10 @@ fn the_starter_formula_runs_to_complete_in_a_python_project(client: ClientVersio
         // test
         _ => Reply::text(format!("The tests pass.\n{SIGNAL}")),
     });
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args(["--formula", "ship"])
-        .envs(project.client_env(client, &api));
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    run.assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 3, "{state:#}");
+    let scenario = Scenario::around(project, client).exact_args(&["--formula", "ship"]);
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(3);
+    let state = &outcome.state;
     assert_eq!(api.main_requests().len(), 5, "{state:#}");
     let steps: Vec<&str> = state["formula"]["steps"]
         .as_array()

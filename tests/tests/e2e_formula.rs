@@ -5,12 +5,12 @@
 //! its retries ending the run `gate_failed`; a malformed formula refused
 //! before any request.
 
-use std::process::Command;
 use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, TempProject};
+use ralph_tests::project::{signal_process, wait_with_timeout};
+use ralph_tests::scenario::{wait_until, Flag, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 
 #[test]
@@ -18,24 +18,13 @@ fn an_interrupted_formula_resumes_with_the_file_it_started_from() {
     a_formula_resumes_from_its_pinned_file(ClientVersion::V2_1_330);
 }
 
-/// The launcher running the formula `name`.
-fn formula_launcher(
-    project: &TempProject,
-    client: ClientVersion,
-    api: &MockApi,
-    name: &str,
-) -> Command {
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args(["--formula", name])
-        .args(["--", "--permission-mode", "bypassPermissions"])
-        .envs(project.client_env(client, api));
-    cmd
-}
-
-fn write_formula(project: &TempProject, name: &str, text: &str) {
-    let path = project.path(format!(".claude/ralph/formulas/{name}.yaml"));
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
+/// A scenario with the formulas `(name, text)` written, the launcher
+/// running the first of them.
+fn formula(name: &str, client: ClientVersion, formulas: &[(&str, &str)]) -> Scenario {
+    let scenario = Scenario::new(name, client).args(&["--formula", formulas[0].0]);
+    formulas.iter().fold(scenario, |scenario, (name, text)| {
+        scenario.file(format!(".claude/ralph/formulas/{name}.yaml"), text)
+    })
 }
 
 const FEATURE: &str = r#"name: feature
@@ -58,11 +47,8 @@ steps:
 fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_again(
     client: ClientVersion,
 ) {
-    let project = TempProject::new("formula");
-    project.init();
-    write_formula(&project, "feature", FEATURE);
     // Told once, when the run ends: a step that passes is no ending.
-    project.write(
+    let scenario = formula("formula", client, &[("feature", FEATURE)]).file(
         ".claude/ralph/config.json",
         r#"{"notify": "cat >> notified.jsonl; echo >> notified.jsonl"}"#,
     );
@@ -74,58 +60,42 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
         3 => Reply::bash("touch tests-pass.txt"),
         _ => Reply::text(format!("The tests pass now.\n{SIGNAL}")),
     });
-    let run = run_with_timeout(
-        formula_launcher(&project, client, &api, "feature"),
-        None,
-        LOOP_TIMEOUT,
-    );
-    run.assert_code(0);
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 4, "{state:#}");
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(4);
     let requests = api.main_requests();
-    let models: Vec<String> = requests
+    let models: Vec<&str> = requests
         .iter()
-        .map(|r| r.body["model"].as_str().unwrap_or("").to_string())
+        .map(|r| r.body["model"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(models.len(), 5, "{models:?}");
-    for (i, family) in ["opus", "sonnet", "haiku", "haiku", "haiku"]
-        .iter()
-        .enumerate()
-    {
+    let families = ["opus", "sonnet", "haiku", "haiku", "haiku"];
+    assert_eq!(models.len(), families.len(), "{models:?}");
+    for (i, family) in families.iter().enumerate() {
         assert!(models[i].contains(family), "request {i}: {models:?}");
     }
     let texts: Vec<String> = requests
         .iter()
         .map(|r| user_texts(&r.body).join("\n"))
         .collect();
-    assert!(
-        texts[0].contains("Plan the feature into PLAN.md."),
-        "{}",
-        texts[0]
-    );
-    assert!(
-        texts[1].contains("Implement the plan.") && texts[1].contains("step plan is done"),
-        "{}",
-        texts[1]
-    );
-    assert!(
-        texts[2].contains("Write and run the tests."),
-        "{}",
-        texts[2]
-    );
     // The test step went round again with its gate's failure in its text.
-    assert!(
-        texts[3].contains("Write and run the tests.")
-            && texts[3].contains("FAILED: tests-pass.txt is missing"),
-        "{}",
-        texts[3]
-    );
-    let run_state = &state["formula"];
+    let wanted: [&[&str]; 4] = [
+        &["Plan the feature into PLAN.md."],
+        &["Implement the plan.", "step plan is done"],
+        &["Write and run the tests."],
+        &[
+            "Write and run the tests.",
+            "FAILED: tests-pass.txt is missing",
+        ],
+    ];
+    for (text, needles) in texts.iter().zip(wanted) {
+        assert!(
+            needles.iter().all(|n| text.contains(n)),
+            "{needles:?} in {text}"
+        );
+    }
+    let run_state = &outcome.state["formula"];
     assert_eq!(run_state["step"], 2, "{run_state:#}");
-    let iterations: Vec<u64> = run_state["steps"]
-        .as_array()
-        .unwrap()
+    let steps = run_state["steps"].as_array().unwrap();
+    let iterations: Vec<u64> = steps
         .iter()
         .map(|s| s["iterations"].as_u64().unwrap())
         .collect();
@@ -133,29 +103,19 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
     let gate = &run_state["steps"][2]["gates"][0];
     assert_eq!(gate["failures"], 1, "{gate:#}");
     assert_eq!(gate["passed"], true, "{gate:#}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let notified = loop {
-        let text = std::fs::read_to_string(project.path("notified.jsonl")).unwrap_or_default();
-        if text.ends_with("}\n") || std::time::Instant::now() > deadline {
-            break text;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let notified = || std::fs::read_to_string(scenario.path("notified.jsonl")).unwrap_or_default();
+    wait_until(Duration::from_secs(10), || notified().ends_with("}\n"));
     std::thread::sleep(Duration::from_millis(300));
-    let notified = std::fs::read_to_string(project.path("notified.jsonl")).unwrap_or(notified);
+    let notified = notified();
     let endings: Vec<&str> = notified.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(endings.len(), 1, "{notified}");
     assert!(endings[0].contains("\"status\":\"complete\""), "{notified}");
-    let log = project.ctl(&["log", "--json", "-n", "100"], &[]);
-    log.assert_code(0);
-    let log = log.stdout;
-    assert_eq!(
-        log.matches("\"event\":\"end\"").count(),
-        1,
-        "one ending in the log: {log}"
-    );
+    let log = scenario.ctl(&["log", "--json", "-n", "100"], &[]);
+    let log = log.assert_code(0).stdout.clone();
+    let endings = log.matches("\"event\":\"end\"").count();
+    assert_eq!(endings, 1, "one ending in the log: {log}");
     assert!(log.contains("step 2/3 implement starts"), "{log}");
-    let status = project.ctl(&["status"], &[]);
+    let status = scenario.ctl(&["status"], &[]);
     status.assert_stdout_has(&[
         "formula:    feature, step 3/3 test",
         "3. test: haiku, 2 iterations",
@@ -164,131 +124,77 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
 
 #[ralph_tests::on_both_clients]
 fn a_gate_failing_past_its_retries_ends_the_run_gate_failed(client: ClientVersion) {
-    let project = TempProject::new("formula-gate");
-    project.init();
-    write_formula(
-        &project,
-        "lint",
-        "steps:\n  - id: fix\n    model: haiku\n    prompt: Fix the lint.\n    gates:\n      - { name: lint, command: \"echo 'lint: 3 warnings'; exit 1\", retries: 1 }\n",
-    );
+    let lint = "steps:\n  - id: fix\n    model: haiku\n    prompt: Fix the lint.\n    gates:\n      - { name: lint, command: \"echo 'lint: 3 warnings'; exit 1\", retries: 1 }\n";
+    let scenario = formula("formula-gate", client, &[("lint", lint)]);
     let api = MockApi::start_in_order(|_, _| Reply::text(format!("Fixed.\n{SIGNAL}")));
-    let run = run_with_timeout(
-        formula_launcher(&project, client, &api, "lint"),
-        None,
-        LOOP_TIMEOUT,
-    );
-    assert_eq!(run.code, Some(21), "{run:?}");
-    let state = project.status_json();
-    assert_eq!(state["status"], "gate_failed", "{state:#}");
-    assert_eq!(state["iteration"], 2, "{state:#}");
-    let why = state["endedBecause"].as_str().unwrap_or("");
+    let outcome = scenario.run(&api);
+    outcome.ended(21, "gate_failed").at_iteration(2);
+    let why = outcome.state["endedBecause"].as_str().unwrap_or("");
+    let retried = "gate lint of step fix failed 2 times, more than its retries (1)";
     assert!(
-        why.contains("gate lint of step fix failed 2 times, more than its retries (1)")
-            && why.contains("lint: 3 warnings"),
+        why.contains(retried) && why.contains("lint: 3 warnings"),
         "{why}"
     );
     assert_eq!(api.main_requests().len(), 2);
-    assert!(
-        run.stderr
-            .lines()
-            .last()
-            .unwrap_or("")
-            .contains("gate_failed"),
-        "{}",
-        run.stderr
-    );
+    outcome.closing_has(&["gate_failed"]);
 }
 
 #[ralph_tests::on_both_clients]
 fn a_malformed_formula_is_refused_before_any_request(client: ClientVersion) {
-    let project = TempProject::new("formula-bad");
-    project.init();
-    write_formula(
-        &project,
-        "bad",
-        "steps:\n  - id: plan\n    prompt: Plan.\n  - id: plan\n    prompt: Again.\n",
-    );
+    let bad = "steps:\n  - id: plan\n    prompt: Plan.\n  - id: plan\n    prompt: Again.\n";
+    let scenario = formula("formula-bad", client, &[("bad", bad)]);
     let api = MockApi::start_in_order(|_, _| Reply::text("never"));
-    let run = run_with_timeout(
-        formula_launcher(&project, client, &api, "bad"),
-        None,
-        LOOP_TIMEOUT,
-    );
-    assert_eq!(run.code, Some(1), "{run:?}");
-    run.assert_stderr_has(&["bad.yaml, line 4: the step id \"plan\" is used twice"]);
+    let refused = scenario.run(&api);
+    refused.run.assert_code(1);
+    refused
+        .run
+        .assert_stderr_has(&["bad.yaml, line 4: the step id \"plan\" is used twice"]);
     assert!(api.requests().is_empty(), "no client ran");
-    assert!(project.state().is_none(), "nothing was started");
+    assert!(scenario.state().is_none(), "nothing was started");
 }
 
 fn a_formula_resumes_from_its_pinned_file(client: ClientVersion) {
     // feat.yaml says `name: other`, and an other.yaml exists: the resume
     // of a run of feat takes neither name but the file it started from,
     // and naming another formula on --resume is refused before anything.
-    use std::os::unix::process::CommandExt;
-    use std::process::Stdio;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-    let project = TempProject::new("formula-resume");
-    project.init();
-    write_formula(
-        &project,
-        "feat",
-        "name: other\nsteps:\n  - id: a\n    prompt: \"The feature step.\"\n",
+    let feat = "name: other\nsteps:\n  - id: a\n    prompt: \"The feature step.\"\n";
+    let other = "name: other\nsteps:\n  - id: b\n    prompt: \"The other formula's step.\"\n";
+    let scenario = formula(
+        "formula-resume",
+        client,
+        &[("feat", feat), ("other", other)],
     );
-    write_formula(
-        &project,
-        "other",
-        "name: other\nsteps:\n  - id: b\n    prompt: \"The other formula's step.\"\n",
-    );
-    let arrived = Arc::new(AtomicBool::new(false));
-    let seen = Arc::clone(&arrived);
+    let arrived = Flag::default();
+    let seen = arrived.clone();
     let api = MockApi::start(move |_, _| {
-        if !seen.swap(true, Ordering::SeqCst) {
+        if seen.first_set() {
             // Held while the test stops the launcher.
             std::thread::sleep(Duration::from_secs(2));
             return Reply::text("Working.");
         }
         Reply::text(format!("The feature is done.\n{SIGNAL}"))
     });
-    let mut cmd = formula_launcher(&project, client, &api, "feat");
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut launcher = cmd.spawn().unwrap();
-    let deadline = std::time::Instant::now() + LOOP_TIMEOUT;
-    while !arrived.load(Ordering::SeqCst) {
-        assert!(std::time::Instant::now() < deadline, "no request came");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    ralph_tests::project::signal_process(launcher.id(), libc::SIGTERM);
-    let _ = ralph_tests::project::wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
-    let state = project.status_json();
-    assert_eq!(state["status"], "interrupted", "{state:#}");
-    let resume = |extra: &[&str]| {
-        let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-        cmd.arg("--resume")
-            .args(extra)
-            .args(["--", "--permission-mode", "bypassPermissions"])
-            .envs(project.client_env(client, &api));
-        run_with_timeout(cmd, None, LOOP_TIMEOUT)
-    };
-    let served = api.main_requests().len();
-    let refused = resume(&["--formula", "other"]);
-    refused.assert_code(2);
-    refused.assert_stderr_has(&["this loop runs the formula in .claude/ralph/formulas/feat.yaml"]);
-    assert_eq!(
-        api.main_requests().len(),
-        served,
-        "no request for a refused resume"
+    let mut launcher = scenario.start_until(&api, 1);
+    assert!(
+        wait_until(LOOP_TIMEOUT, || arrived.is_set()),
+        "no request came"
     );
-    assert_eq!(project.status_json()["status"], "interrupted");
-    let resumed = resume(&[]);
-    resumed.assert_code(0);
+    signal_process(launcher.id(), libc::SIGTERM);
+    let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    assert_eq!(scenario.status_json()["status"], "interrupted");
+    let served = api.main_requests().len();
+    let refused = scenario.run_with(&api, &["--resume", "--formula", "other"]);
+    refused.run.assert_code(2);
+    refused
+        .run
+        .assert_stderr_has(&["this loop runs the formula in .claude/ralph/formulas/feat.yaml"]);
+    let asked = api.main_requests().len();
+    assert_eq!(asked, served, "no request for a refused resume");
+    assert_eq!(refused.state["status"], "interrupted");
+    let resumed = scenario.run_with(&api, &["--resume"]);
+    resumed.ended(0, "complete");
     let requests = api.main_requests();
     let texts = user_texts(&requests.last().unwrap().body).join("\n");
-    assert!(
-        texts.contains("The feature step.") && !texts.contains("other formula"),
-        "{texts}"
-    );
-    assert_eq!(project.status_json()["status"], "complete");
+    let own_step = texts.contains("The feature step.") && !texts.contains("other formula");
+    assert!(own_step, "{texts}");
 }

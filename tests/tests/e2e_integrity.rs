@@ -103,29 +103,19 @@ fn assert_rejected(
         last["verification"][0]["exitCode"], 0,
         "verify passed: {last:#}"
     );
-    let gate = last["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["gate"] == "test_count")
-        .unwrap_or_else(|| panic!("no test_count gate: {last:#}"));
-    assert_eq!(gate["passed"], false);
-    let detail = gate["detail"].as_str().unwrap();
-    assert!(
-        detail.contains(&format!("verify `python3 -m unittest` {counts}")),
-        "{detail}"
+    let failed_gate = |name: &str, detail: &str| {
+        let gates = last["gates"].as_array().unwrap();
+        let gate = gates.iter().find(|g| g["gate"] == name);
+        let gate = gate.unwrap_or_else(|| panic!("no {name} gate: {last:#}"));
+        assert_eq!(gate["passed"], false, "{gate:#}");
+        let said = gate["detail"].as_str().unwrap();
+        assert!(said.contains(detail), "{gate:#}");
+    };
+    failed_gate(
+        "test_count",
+        &format!("verify `python3 -m unittest` {counts}"),
     );
-    let protected = last["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["gate"] == "protected_paths")
-        .unwrap_or_else(|| panic!("no protected_paths gate: {last:#}"));
-    assert_eq!(protected["passed"], false);
-    assert!(
-        protected["detail"].as_str().unwrap().contains(changed),
-        "{protected:#}"
-    );
+    failed_gate("protected_paths", changed);
     // The second fresh process was told why.
     let requests = api.main_requests();
     let second = requests
@@ -150,29 +140,41 @@ fn assert_rejected(
     );
 }
 
-#[ralph_tests::on_both_clients]
-fn deleting_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
-    let project = python_project("integrity-delete", 2);
-    let api = MockApi::start_in_order(|turn, _| match turn {
-        // init's deny rules refuse the file tools and a plain `rm` there; a
-        // program the shell runs is beyond them.
-        0 => Reply::bash(r#"python3 -c 'import os; os.remove("test_calc.py")'"#),
+/// The agent runs `cheat` in iteration 1 (past init's deny rules, which
+/// refuse the file tools and a plain `rm` on the tests: a program the
+/// shell runs is beyond them) and then claims the tests pass; `done` says
+/// whether the cheat took. The loop must not complete: the claim is
+/// rejected naming `counts` and `changed` (see [`assert_rejected`]).
+fn a_cheat_is_rejected(
+    client: ClientVersion,
+    name: &str,
+    cheat: &'static str,
+    done: impl Fn(&TempProject) -> bool,
+    counts: &str,
+    changed: &str,
+) {
+    let project = python_project(name, 2);
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::bash(cheat),
         1 => Reply::text(format!(
-            "The failing test is gone; the tests pass.\n{SIGNAL}"
+            "Dealt with the failing test; the tests pass.\n{SIGNAL}"
         )),
         _ => Reply::text("Looking at it again."),
     });
     let (code, stderr) = run_loop(&project, client, &api);
-    assert!(
-        !project.path("test_calc.py").exists(),
-        "the agent deleted it: {:#}",
-        project.status_json()["history"]
-    );
+    let history = &project.status_json()["history"];
+    assert!(done(&project), "the agent's cheat took: {history:#}");
     assert_ne!(code, Some(0), "{stderr}");
-    assert_rejected(
-        &project,
-        &api,
-        &stderr,
+    assert_rejected(&project, &api, &stderr, counts, changed);
+}
+
+#[ralph_tests::on_both_clients]
+fn deleting_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
+    a_cheat_is_rejected(
+        client,
+        "integrity-delete",
+        r#"python3 -c 'import os; os.remove("test_calc.py")'"#,
+        |project| !project.path("test_calc.py").exists(),
         "ran 1 test (baseline 3) and skipped 0 (baseline 0)",
         "test_calc.py (removed)",
     );
@@ -180,28 +182,15 @@ fn deleting_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn skipping_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
-    let project = python_project("integrity-skip", 2);
-    // Past init's deny rules, as above.
-    let api = MockApi::start_in_order(move |turn, _| match turn {
-        0 => Reply::bash(
-            r#"python3 -c 'import pathlib; p = pathlib.Path("test_calc.py"); p.write_text(p.read_text().replace("    def test_add(self):", "    @unittest.skip(\"flaky\")\n    def test_add(self):", 1))'"#,
-        ),
-        1 => Reply::text(format!("Skipped the flaky test; the tests pass.\n{SIGNAL}")),
-        _ => Reply::text("Looking at it again."),
-    });
-    let (code, stderr) = run_loop(&project, client, &api);
-    assert!(
-        std::fs::read_to_string(project.path("test_calc.py"))
-            .unwrap()
-            .contains("@unittest.skip(\"flaky\")\n    def test_add"),
-        "the agent skipped it: {:#}",
-        project.status_json()["history"]
-    );
-    assert_ne!(code, Some(0), "{stderr}");
-    assert_rejected(
-        &project,
-        &api,
-        &stderr,
+    let skipped = |project: &TempProject| {
+        let text = std::fs::read_to_string(project.path("test_calc.py")).unwrap();
+        text.contains("@unittest.skip(\"flaky\")\n    def test_add")
+    };
+    a_cheat_is_rejected(
+        client,
+        "integrity-skip",
+        r#"python3 -c 'import pathlib; p = pathlib.Path("test_calc.py"); p.write_text(p.read_text().replace("    def test_add(self):", "    @unittest.skip(\"flaky\")\n    def test_add(self):", 1))'"#,
+        skipped,
         "ran 2 tests (baseline 3) and skipped 1 (baseline 0)",
         "changed since the loop started (protectedPaths): test_calc.py",
     );

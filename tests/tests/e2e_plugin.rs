@@ -14,6 +14,7 @@ use ralph_tests::bins;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, wait_with_timeout, Run, TempProject};
+use ralph_tests::scenario::script;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -21,12 +22,12 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 fn ralph_loop_runs_until_the_promise_and_leaves_later_sessions_alone() {
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("plugin-loop");
-    let api = MockApi::start_in_order(|turn, _| match turn {
-        0 => Reply::text("Looked at the findings; fixing the first."),
-        1 => Reply::text("Fixed two of three."),
-        2 => Reply::text("All three are fixed.\nDONE"),
-        _ => Reply::text("Hello."),
-    });
+    let api = MockApi::start_in_order(script::says(&[
+        "Looked at the findings; fixing the first.",
+        "Fixed two of three.",
+        "All three are fixed.\nDONE",
+        "Hello.",
+    ]));
     let run = plugin_session(
         &project,
         client,
@@ -47,10 +48,9 @@ fn ralph_loop_runs_until_the_promise_and_leaves_later_sessions_alone() {
     let requests = api.main_requests();
     assert_eq!(requests.len(), 3, "{run:?}");
     let first = user_texts(&requests[0].body).join("\n");
-    assert!(
-        first.contains("Ralph loop started in this session") && first.contains("Fix the findings."),
-        "{first}"
-    );
+    for said in ["Ralph loop started in this session", "Fix the findings."] {
+        assert!(first.contains(said), "{said:?} in {first}");
+    }
     // Each stop gave the task back.
     for request in &requests[1..] {
         let fed = stop_hook_feedback(&request.body).join("\n");
@@ -142,10 +142,7 @@ fn the_task_never_reaches_a_shell_and_is_kept_verbatim() {
     // runs; the task is stored and fed back exactly as typed.
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("plugin-verbatim");
-    let api = MockApi::start_in_order(|turn, _| match turn {
-        0 => Reply::text("Working on it."),
-        _ => Reply::text("Done.\nDONE"),
-    });
+    let api = MockApi::start_in_order(script::says(&["Working on it.", "Done.\nDONE"]));
     let task = "Fix the findings.\nRALPH_LOOP_TASK\ntouch pwned\n$(touch pwned2) `touch pwned3`\n\n- keep this list\n- and its lines\nImplement the --completion-promise option.";
     let line = format!("/ralph-loop {task}\n--max-iterations 4 --completion-promise DONE");
     let run = plugin_session(&project, client, &api, &line);

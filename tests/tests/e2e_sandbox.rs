@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, Run, TempProject, TEST_TASK};
-use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
+use ralph_tests::project::{TempProject, TEST_TASK};
+use ralph_tests::scenario::{Outcome, Scenario};
+use ralph_tests::SIGNAL;
 
 /// A git project with a passing unittest, ralph installed with it as the
 /// check (`init --yes`), and the test task as PROMPT.md.
@@ -25,16 +26,19 @@ fn python_project(name: &str) -> TempProject {
     project
 }
 
-/// The launcher with `args` and no client arguments: the permission mode
-/// and the sandbox are ralph's choice.
+/// The launcher with `args` and no client arguments (the permission mode
+/// and the sandbox are ralph's choice), and `env`.
 fn launch(
-    project: &TempProject,
+    project: TempProject,
     client: ClientVersion,
     api: &MockApi,
     args: &[&str],
     env: &[(&str, &str)],
-) -> Run {
-    run_with_timeout(project.launcher(client, api, args, env), None, LOOP_TIMEOUT)
+) -> (Scenario, Outcome) {
+    let scenario = Scenario::around(project, client).exact_args(args);
+    let scenario = env.iter().fold(scenario, |s, (k, v)| s.env(k, v));
+    let outcome = scenario.run(api);
+    (scenario, outcome)
 }
 
 /// Every tool result the agent was given, across the main requests.
@@ -113,13 +117,10 @@ fn in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it(
             .cloned()
             .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
     });
-    let run = launch(&project, client, &api, &["--headless"], &[]);
-    run.assert_code(0);
-    assert!(
-        run.stderr.contains("sandbox: on"),
-        "the launcher says the sandbox is on: {}",
-        run.stderr
-    );
+    let root = project.root.clone();
+    let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
+    outcome.ended(0, "complete").at_iteration(1);
+    outcome.run.assert_stderr_has(&["sandbox: on"]);
     let results = tool_results(&api);
     // The project's tests ran, and the commit went in, without a prompt.
     assert!(
@@ -128,7 +129,7 @@ fn in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it(
     );
     assert!(!results.contains("requires approval") && !results.contains("require approval"));
     assert!(results.contains("committed"), "{results}");
-    assert!(commits(&project.root).contains("agent work"));
+    assert!(commits(&root).contains("agent work"));
     // Nothing outside the project, nothing of ralph's, nothing of the client's settings.
     assert!(!outside.exists(), "the agent wrote outside the project");
     assert!(
@@ -144,10 +145,8 @@ fn in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it(
         results.contains("denied by your permission settings"),
         "the file tool is refused: {results}"
     );
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{state:#}");
+    let state = &outcome.state;
     assert_eq!(state["lastClaim"]["accepted"], true, "{state:#}");
-    assert_eq!(state["iteration"], 1, "{state:#}");
     assert!(
         state["hint"].is_null(),
         "the agent posted a note: {state:#}"
@@ -174,9 +173,9 @@ fn a_fresh_loop_runs_its_iterations_in_the_sandbox(client: ClientVersion) {
         1 => Reply::text("Checked."),
         _ => Reply::text(format!("All done.\n{SIGNAL}")),
     });
-    let run = launch(&project, client, &api, &["--fresh"], &[]);
-    run.assert_code(0);
-    run.assert_stderr_has(&["sandbox: on"]);
+    let (_, outcome) = launch(project, client, &api, &["--fresh"], &[]);
+    outcome.ended(0, "complete");
+    outcome.run.assert_stderr_has(&["sandbox: on"]);
     let results = tool_results(&api);
     assert!(results.contains("Read-only file system"), "{results}");
     assert!(
@@ -184,7 +183,6 @@ fn a_fresh_loop_runs_its_iterations_in_the_sandbox(client: ClientVersion) {
         "{results}"
     );
     assert!(!outside.exists());
-    assert_eq!(project.status_json()["status"], "complete");
 }
 
 #[ralph_tests::on_both_clients]
@@ -203,14 +201,12 @@ fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_c
         ),
         _ => Reply::text(format!("All done.\n{SIGNAL}")),
     });
-    let run = launch(&project, client, &api, &["--headless"], &[("PATH", &path)]);
-    run.assert_code(0);
-    assert!(
-        run.stderr.contains("sandbox: not available")
-            && run.stderr.contains("apt-get install bubblewrap socat"),
-        "the launcher says how to get the sandbox: {}",
-        run.stderr
-    );
+    let env = [("PATH", path.as_str())];
+    let (project, outcome) = launch(project, client, &api, &["--headless"], &env);
+    outcome.ended(0, "complete");
+    // The launcher says how to get the sandbox.
+    let how = ["sandbox: not available", "apt-get install bubblewrap socat"];
+    outcome.run.assert_stderr_has(&how);
     let results = tool_results(&api);
     assert!(
         results.contains("Ran 1 test") && results.contains("OK"),
@@ -218,7 +214,6 @@ fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_c
     );
     assert!(results.contains("committed"), "{results}");
     assert!(commits(&project.root).contains("agent work"));
-    assert_eq!(project.status_json()["status"], "complete");
 }
 
 #[ralph_tests::on_both_clients]
@@ -226,15 +221,9 @@ fn sandbox_on_without_bubblewrap_refuses_to_start(client: ClientVersion) {
     let project = python_project("sandbox-on");
     let path = path_without(&project, &["bwrap"]);
     let api = MockApi::start(|_, _| Reply::text("nothing"));
-    let run = launch(
-        &project,
-        client,
-        &api,
-        &["--headless"],
-        &[("PATH", &path), ("RALPH_SANDBOX", "on")],
-    );
-    run.assert_code(3);
-    run.assert_stderr_has(&[
+    let env = [("PATH", path.as_str()), ("RALPH_SANDBOX", "on")];
+    let (project, outcome) = launch(project, client, &api, &["--headless"], &env);
+    outcome.run.assert_code(3).assert_stderr_has(&[
         "bubblewrap is not installed",
         "apt-get install bubblewrap",
         "--no-sandbox",
@@ -262,8 +251,8 @@ fn a_protected_test_folder_is_read_only_to_the_agent_in_the_sandbox(client: Clie
         0 => Reply::bash("echo '# weakened' >> tests/test_math.py; echo rc=$?"),
         _ => Reply::text(format!("All done.\n{SIGNAL}")),
     });
-    let run = launch(&project, client, &api, &["--headless"], &[]);
-    run.assert_code(0);
+    let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
+    outcome.ended(0, "complete");
     let results = tool_results(&api);
     assert!(results.contains("Read-only file system"), "{results}");
     assert_eq!(
@@ -271,5 +260,4 @@ fn a_protected_test_folder_is_read_only_to_the_agent_in_the_sandbox(client: Clie
         test,
         "the agent changed a protected test"
     );
-    assert_eq!(project.status_json()["status"], "complete");
 }

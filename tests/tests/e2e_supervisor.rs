@@ -13,9 +13,6 @@
 //! Compiled only with the `e2e` feature. Run them with
 //! `tests/run.sh -p ralph-tests --test e2e_supervisor`.
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -25,9 +22,10 @@ use ralph_tests::mock_api::{
     stop_hook_feedback, user_texts, MockApi, MockOptions, RecordedRequest, Reply, Usage,
 };
 use ralph_tests::project::{
-    child_of, counted_requests, last_cost_state, run_with_timeout, signal_process,
-    wait_with_timeout, Run, TempProject,
+    child_of, counted_requests, last_cost_state, signal_process, wait_with_timeout, Run,
+    TempProject,
 };
+use ralph_tests::scenario::{wait_until, Flag, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::{json, Value};
 
@@ -61,11 +59,6 @@ const QUICK: [(&str, &str); 2] = [
     ("CLAUDE_CODE_MAX_RETRIES", "1"),
     ("RALPH_RESUME_BACKOFF_SECONDS", "1"),
 ];
-
-/// `QUICK` with `extra` after it (a later value of the same name wins).
-fn quick_env<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
-    QUICK.iter().copied().chain(extra.iter().copied()).collect()
-}
 
 /// Main requests one failing turn costs a client with
 /// `CLAUDE_CODE_MAX_RETRIES=1` (mock_api's module doc): the request and its
@@ -132,15 +125,6 @@ fn all_in_session(requests: &[RecordedRequest], session: &str) -> bool {
 fn first_message(body: &Value) -> Vec<String> {
     let first = json!({ "messages": [body["messages"][0].clone()] });
     user_texts(&first)
-}
-
-/// The last line the launcher wrote on stderr (how the loop ended).
-fn last_line(run: &Run) -> &str {
-    run.stderr
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
 }
 
 /// The audit log's entries, oldest first.
@@ -233,53 +217,71 @@ fn evidence(project: &TempProject, api: &MockApi, run: &Run) -> String {
     )
 }
 
+/// A headless scenario named `name` whose clients retry once and whose
+/// supervisor waits a second before its first resume.
+fn quick(name: &str, client: ClientVersion) -> Scenario {
+    QUICK
+        .iter()
+        .fold(Scenario::new(name, client), |s, (k, v)| s.env(k, v))
+}
+
+/// Answers iteration 1 with "Finished step 1.", iteration 2 with
+/// `second()`, later ones with the signal.
+fn three_steps(
+    second: impl Fn() -> Reply + Send + Sync + 'static,
+) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    move |_, body| match iteration_of(body) {
+        Some(1) => Reply::text("Finished step 1."),
+        Some(2) => second(),
+        _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
+    }
+}
+
+/// Every turn says there is more to do, each request `usage` tokens.
+fn expensive(usage: Usage) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    move |turn, _| Reply::text(format!("Step {} done; more to do.", turn + 1)).with_usage(usage)
+}
+
+/// 100,000 input and 10 output tokens.
+const BIG_CALL: Usage = Usage {
+    input_tokens: 100_000,
+    output_tokens: 10,
+    cache_creation_input_tokens: 0,
+    cache_read_input_tokens: 0,
+};
+
 #[ralph_tests::on_both_clients]
 fn a_stretch_of_529s_is_waited_out_in_the_same_session(client: ClientVersion) {
     const STRETCH: Duration = Duration::from_secs(3);
-    let project = TempProject::new("overloaded");
-    project.init();
+    let scenario = quick("overloaded", client);
     let first_529: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    let since = Arc::clone(&first_529);
     // Iteration 1 works; iteration 2's requests answer 529 until 3 s have
     // passed since the first of them, then the model answers again; iteration
     // 3 completes.
-    let api = MockApi::start(move |_, body| match iteration_of(body) {
-        Some(1) => Reply::text("Finished step 1."),
-        Some(2) => {
-            let mut first = since.lock().unwrap();
-            if first.get_or_insert_with(Instant::now).elapsed() < STRETCH {
-                Reply::overloaded()
-            } else {
-                Reply::text("Finished step 2.")
-            }
+    let api = MockApi::start(three_steps(move || {
+        let mut first = first_529.lock().unwrap();
+        match first.get_or_insert_with(Instant::now).elapsed() < STRETCH {
+            true => Reply::overloaded(),
+            false => Reply::text("Finished step 2."),
         }
-        _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
-    });
-    let run = project.run_launcher(client, &api, &QUICK, LOOP_TIMEOUT);
-    let evidence = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(0), "{evidence}");
-    assert!(
-        last_line(&run).contains("loop complete at iteration 3 of 25"),
-        "{evidence}"
-    );
-
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{evidence}");
-    assert_eq!(state["iteration"], 3, "{evidence}");
+    }));
+    let outcome = scenario.run(&api);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(0, "complete").at_iteration(3);
+    outcome.closing_has(&["loop complete at iteration 3 of 25"]);
+    let state = &outcome.state;
     assert!(state["pausedBecause"].is_null(), "{evidence}");
     let session = state["sessionId"].as_str().unwrap().to_string();
 
     // The log: started, paused on the 529s, waited, resumed, ended; one
     // session throughout.
-    let log = log_entries(&project);
+    let log = log_entries(&scenario);
     let kinds = events(&log);
     assert_eq!(kinds.first(), Some(&"start"), "{evidence}");
     assert_eq!(kinds.last(), Some(&"end"), "{evidence}");
     assert_eq!(log.last().unwrap()["status"], "complete", "{evidence}");
-    assert!(
-        log.iter().all(|e| e["sessionId"] == session.as_str()),
-        "{evidence}"
-    );
+    let one_session = log.iter().all(|e| e["sessionId"] == session.as_str());
+    assert!(one_session, "{evidence}");
     let pauses: Vec<&Value> = log.iter().filter(|e| e["event"] == "pause").collect();
     let waits = kinds.iter().filter(|k| **k == "wait").count();
     let resumes = kinds.iter().filter(|k| **k == "resume").count();
@@ -287,26 +289,19 @@ fn a_stretch_of_529s_is_waited_out_in_the_same_session(client: ClientVersion) {
     assert_eq!(waits, pauses.len(), "a wait after each pause: {evidence}");
     assert_eq!(resumes, waits, "a resume after each wait: {evidence}");
     assert!(pauses.iter().all(|p| p["iteration"] == 2), "{evidence}");
-    let first_pause = kinds.iter().position(|k| *k == "pause").unwrap();
-    let first_wait = kinds.iter().position(|k| *k == "wait").unwrap();
-    let first_resume = kinds.iter().position(|k| *k == "resume").unwrap();
-    assert!(
-        first_pause < first_wait && first_wait < first_resume,
-        "{evidence}"
-    );
+    let first = |kind: &str| kinds.iter().position(|k| *k == kind).unwrap();
+    let in_order = first("pause") < first("wait") && first("wait") < first("resume");
+    assert!(in_order, "{evidence}");
 
     // The history: iteration 1, iteration 2's API errors (let through, not
     // judged), iteration 2 once it worked, iteration 3.
-    let history = state["history"].as_array().unwrap();
-    let worked: Vec<(u64, &str)> = history
-        .iter()
-        .filter(|r| r["error"].is_null())
-        .map(|r| {
-            (
-                r["iteration"].as_u64().unwrap(),
-                r["decision"].as_str().unwrap(),
-            )
-        })
+    let history = outcome.history();
+    let worked: Vec<(u64, &str)> = outcome
+        .decisions()
+        .into_iter()
+        .zip(history)
+        .filter(|(_, r)| r["error"].is_null())
+        .map(|(d, _)| d)
         .collect();
     assert_eq!(
         worked,
@@ -320,28 +315,17 @@ fn a_stretch_of_529s_is_waited_out_in_the_same_session(client: ClientVersion) {
     // result instead, without a record).
     let failed: Vec<&Value> = history.iter().filter(|r| r["error"].is_string()).collect();
     assert!(failed.len() <= pauses.len(), "{evidence}");
-    assert!(
-        failed
-            .iter()
-            .all(|r| r["iteration"] == 2 && r["decision"] == "allow"),
-        "{evidence}"
-    );
+    let second_let_through = |r: &&Value| r["iteration"] == 2 && r["decision"] == "allow";
+    assert!(failed.iter().all(second_let_through), "{evidence}");
 
     // The API saw one conversation: every 529 was iteration 2's, each
     // iteration was answered once, and the last request still carries the
     // first prompt and the first answer.
     let main = main_requests(&api);
-    assert!(
-        main.iter()
-            .filter(|r| r.status == 529)
-            .all(|r| iteration_of(&r.body) == Some(2)),
-        "{evidence}"
-    );
-    let answered: Vec<Option<u32>> = main
-        .iter()
-        .filter(|r| r.status == 200)
-        .map(|r| iteration_of(&r.body))
-        .collect();
+    let statuses = |status: u16| main.iter().filter(move |r| r.status == status);
+    let refused_second = statuses(529).all(|r| iteration_of(&r.body) == Some(2));
+    assert!(refused_second, "{evidence}");
+    let answered: Vec<Option<u32>> = statuses(200).map(|r| iteration_of(&r.body)).collect();
     assert_eq!(answered, [Some(1), Some(2), Some(3)], "{evidence}");
     assert!(all_in_session(&main, &session), "{evidence}");
     let last = &main.last().unwrap().body;
@@ -372,71 +356,46 @@ fn a_stretch_of_529s_is_waited_out_in_the_same_session(client: ClientVersion) {
 /// A 429 of a subscription's limit that resets at `reset` (Unix seconds),
 /// telling the client to retry after `retry_after` seconds.
 fn rate_limited(reset: u64, retry_after: u64) -> Reply {
-    match Reply::rate_limited(reset) {
-        Reply::ApiError {
-            status,
-            mut headers,
-            error_type,
-            message,
-        } => {
-            for (name, value) in &mut headers {
-                if name == "retry-after" {
-                    *value = retry_after.to_string();
-                }
-            }
-            Reply::ApiError {
-                status,
-                headers,
-                error_type,
-                message,
+    let mut reply = Reply::rate_limited(reset);
+    if let Reply::ApiError { headers, .. } = &mut reply {
+        for (name, value) in headers.iter_mut() {
+            if name == "retry-after" {
+                *value = retry_after.to_string();
             }
         }
-        other => other,
     }
+    reply
 }
 
 #[ralph_tests::on_both_clients]
 fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
     const AHEAD: u64 = 4;
-    let project = TempProject::new("rate-limit");
-    project.init();
-    let reset_at: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
-    let reset_of = Arc::clone(&reset_at);
-    // Iteration 2's requests answer 429 until the limit's reset, about 4 s
-    // after the first of them, each telling the client to retry after 1 s:
-    // the client's own retry comes (and fails) well before the reset.
-    let api = MockApi::start(move |_, body| match iteration_of(body) {
-        Some(1) => Reply::text("Finished step 1."),
-        Some(2) => {
-            let reset = *reset_of.lock().unwrap().get_or_insert(epoch_now() + AHEAD);
-            if SystemTime::now() < UNIX_EPOCH + Duration::from_secs(reset) {
-                rate_limited(reset, 1)
-            } else {
-                Reply::text("Finished step 2.")
-            }
-        }
-        _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
-    });
     // 2.1.330 writes the reset time into the transcript (the `api_error`
     // line of its retry), and the supervisor waits for it. 2.0.77 writes no
     // such line, so the supervisor knows no reset time and waits its
     // backoff: AHEAD seconds, counted from the client's exit, which comes
     // after its retry 1 s after the first 429, so past the reset.
-    let backoff = AHEAD.to_string();
-    let env = match client {
-        ClientVersion::V2_1_330 => quick_env(&[]),
-        ClientVersion::V2_0_77 => quick_env(&[("RALPH_RESUME_BACKOFF_SECONDS", &backoff)]),
+    let backoff = match client {
+        ClientVersion::V2_1_330 => "1".to_string(),
+        ClientVersion::V2_0_77 => AHEAD.to_string(),
     };
-    let run = project.run_launcher(client, &api, &env, LOOP_TIMEOUT);
-    let evidence = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(0), "{evidence}");
-    assert!(
-        last_line(&run).contains("loop complete at iteration 3 of 25"),
-        "{evidence}"
-    );
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{evidence}");
-    assert_eq!(state["iteration"], 3, "{evidence}");
+    let scenario = quick("rate-limit", client).env("RALPH_RESUME_BACKOFF_SECONDS", &backoff);
+    let reset_at: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
+    let reset_of = Arc::clone(&reset_at);
+    // Iteration 2's requests answer 429 until the limit's reset, about 4 s
+    // after the first of them, each telling the client to retry after 1 s:
+    // the client's own retry comes (and fails) well before the reset.
+    let api = MockApi::start(three_steps(move || {
+        let reset = *reset_of.lock().unwrap().get_or_insert(epoch_now() + AHEAD);
+        match SystemTime::now() < UNIX_EPOCH + Duration::from_secs(reset) {
+            true => rate_limited(reset, 1),
+            false => Reply::text("Finished step 2."),
+        }
+    }));
+    let outcome = scenario.run(&api);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(0, "complete").at_iteration(3);
+    outcome.closing_has(&["loop complete at iteration 3 of 25"]);
     let reset = reset_at
         .lock()
         .unwrap()
@@ -449,11 +408,8 @@ fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
     let main = main_requests(&api);
     let (before, after): (Vec<&RecordedRequest>, Vec<&RecordedRequest>) =
         main.iter().partition(|r| r.at < reset_time);
-    assert_eq!(
-        before.len(),
-        1 + requests_per_failed_turn(client),
-        "{evidence}"
-    );
+    let first_run = 1 + requests_per_failed_turn(client);
+    assert_eq!(before.len(), first_run, "{evidence}");
     assert_eq!(before[0].status, 200, "{evidence}");
     assert!(before[1..].iter().all(|r| r.status == 429), "{evidence}");
     let resumed: Vec<(Option<u32>, u16)> = after
@@ -461,23 +417,16 @@ fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
         .map(|r| (iteration_of(&r.body), r.status))
         .collect();
     assert_eq!(resumed, [(Some(2), 200), (Some(3), 200)], "{evidence}");
-    let session = state["sessionId"].as_str().unwrap();
+    let session = outcome.state["sessionId"].as_str().unwrap();
     assert!(all_in_session(&main, session), "{evidence}");
 
-    let log = log_entries(&project);
-    let kinds = events(&log);
-    assert_eq!(
-        kinds.iter().filter(|k| **k == "resume").count(),
-        1,
-        "{evidence}"
-    );
-    let pause = log.iter().find(|e| e["event"] == "pause").unwrap();
-    let wait = log.iter().find(|e| e["event"] == "wait").unwrap();
-    let resume = log.iter().find(|e| e["event"] == "resume").unwrap();
-    assert!(
-        epoch_of(resume["at"].as_str().unwrap()) >= reset,
-        "resumed before the reset: {evidence}"
-    );
+    let log = log_entries(&scenario);
+    let resumes = events(&log).iter().filter(|k| **k == "resume").count();
+    assert_eq!(resumes, 1, "{evidence}");
+    let entry = |event: &str| log.iter().find(|e| e["event"] == event).unwrap();
+    let (pause, wait, resume) = (entry("pause"), entry("wait"), entry("resume"));
+    let resumed_at = epoch_of(resume["at"].as_str().unwrap());
+    assert!(resumed_at >= reset, "resumed before the reset: {evidence}");
     let wait_reason = wait["reason"].as_str().unwrap();
     match client {
         ClientVersion::V2_1_330 => {
@@ -488,41 +437,30 @@ fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
         }
         ClientVersion::V2_0_77 => {
             assert!(pause["resumeAt"].is_null(), "{evidence}");
-            assert!(
-                wait_reason.contains(&format!("backoff of {AHEAD} s")),
-                "{evidence}"
-            );
+            let backoff = format!("backoff of {AHEAD} s");
+            assert!(wait_reason.contains(&backoff), "{evidence}");
         }
     }
 }
 
 #[ralph_tests::on_both_clients]
 fn a_bad_api_key_fails_the_loop_at_once(client: ClientVersion) {
-    let project = TempProject::new("unauthorized");
-    project.init();
+    let scenario = quick("unauthorized", client);
     let options = MockOptions {
         side_reply: Some(Reply::unauthorized()),
         ..MockOptions::default()
     };
     let api = MockApi::start_with(options, |_, _| Reply::unauthorized());
-    let run = project.run_launcher(client, &api, &QUICK, LOOP_TIMEOUT);
-    let evidence = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(15), "{evidence}");
-    let line = last_line(&run);
-    assert!(
-        line.starts_with("ralph: loop failed at iteration 1")
-            && line.contains("authentication_failed")
-            && line.contains("check ANTHROPIC_API_KEY"),
-        "{evidence}"
-    );
-
-    let state = project.status_json();
-    assert_eq!(state["status"], "failed", "{evidence}");
-    assert_eq!(state["iteration"], 1, "{evidence}");
-    assert_eq!(
-        state["pausedBecause"]["kind"], "authentication_failed",
-        "{evidence}"
-    );
+    let outcome = scenario.run(&api);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(15, "failed").at_iteration(1);
+    outcome.closing_has(&[
+        "ralph: loop failed at iteration 1",
+        "authentication_failed",
+        "check ANTHROPIC_API_KEY",
+    ]);
+    let paused = &outcome.state["pausedBecause"];
+    assert_eq!(paused["kind"], "authentication_failed", "{evidence}");
     // 2.1.330 reports the status (the result's `api_error_status`, the
     // transcript's `api_error` line); 2.0.77 says only "Invalid API key ·
     // Fix external API key", its error named `authentication_failed`.
@@ -530,10 +468,10 @@ fn a_bad_api_key_fails_the_loop_at_once(client: ClientVersion) {
         ClientVersion::V2_1_330 => json!(401),
         ClientVersion::V2_0_77 => Value::Null,
     };
-    assert_eq!(state["pausedBecause"]["httpStatus"], status, "{evidence}");
+    assert_eq!(paused["httpStatus"], status, "{evidence}");
 
     // No wait, no resume: the one run's requests, every one refused.
-    let log = log_entries(&project);
+    let log = log_entries(&scenario);
     assert_eq!(events(&log), ["start", "pause", "end"], "{evidence}");
     assert_eq!(log[2]["status"], "failed", "{evidence}");
     let main = main_requests(&api);
@@ -553,65 +491,35 @@ fn the_cost_cap_ends_the_loop_within_one_call(client: ClientVersion) {
         ClientVersion::V2_1_330 => (0.4002, 1.0),
         ClientVersion::V2_0_77 => (0.3, 0.75),
     };
-    let project = TempProject::new("cost-cap");
-    project.init();
-    let api = MockApi::start(|turn, _| {
-        Reply::text(format!("Step {} done; more to do.", turn + 1)).with_usage(Usage {
-            input_tokens: 100_000,
-            output_tokens: 10,
-            ..Usage::default()
-        })
-    });
-    let cap_text = cap.to_string();
-    let run = project.run_launcher(
-        client,
-        &api,
-        &quick_env(&[("RALPH_MAX_COST_USD", &cap_text)]),
-        LOOP_TIMEOUT,
-    );
-    let evidence = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(16), "{evidence}");
-    assert!(
-        last_line(&run).contains("budget_exhausted")
-            && last_line(&run).contains("raise maxCostUsd"),
-        "{evidence}"
-    );
-    let state = project.status_json();
-    assert_eq!(state["status"], "budget_exhausted", "{evidence}");
+    let scenario = quick("cost-cap", client).env("RALPH_MAX_COST_USD", &cap.to_string());
+    let api = MockApi::start(expensive(BIG_CALL));
+    let outcome = scenario.run(&api);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(16, "budget_exhausted");
+    outcome.closing_has(&["budget_exhausted", "raise maxCostUsd"]);
+    let state = &outcome.state;
     let cost = state["costUsd"].as_f64().unwrap();
-    assert!(
-        cost >= cap && cost < cap + per_call,
-        "cost {cost} against a cap of {cap}: {evidence}"
-    );
+    let within = cost >= cap && cost < cap + per_call;
+    assert!(within, "cost {cost} against a cap of {cap}: {evidence}");
     // The calls it took to cross the cap, and none more. The client ends
     // the run as soon as the third call is answered, without a Stop hook:
     // iteration 3 has no stop record, and nothing re-injected it.
     let main = main_requests(&api);
     assert_eq!(main.len(), 3, "{evidence}");
     assert_eq!(state["iteration"], 3, "{evidence}");
-    let stops: Vec<(u64, &str)> = state["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["iteration"].as_u64().unwrap(),
-                r["decision"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(stops, [(1, "block"), (2, "block")], "{evidence}");
+    assert_eq!(
+        outcome.decisions(),
+        [(1, "block"), (2, "block")],
+        "{evidence}"
+    );
     assert!(main.iter().all(|r| r.status == 200), "{evidence}");
     // Iteration 3's request had no stop to count it: the driver counted it
     // from the transcript once the client had exited.
-    let counted = counted_requests(&state);
+    let counted = counted_requests(state);
     assert_eq!(counted, 3, "every request counted once: {evidence}");
-    assert_eq!(
-        state["usage"]["input"].as_u64(),
-        Some(300_000),
-        "every request's tokens: {evidence}"
-    );
-    let log = log_entries(&project);
+    let input = state["usage"]["input"].as_u64();
+    assert_eq!(input, Some(300_000), "every request's tokens: {evidence}");
+    let log = log_entries(&scenario);
     assert_eq!(events(&log).last(), Some(&"end"), "{evidence}");
     assert_eq!(
         log.last().unwrap()["status"],
@@ -622,132 +530,96 @@ fn the_cost_cap_ends_the_loop_within_one_call(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn the_calls_per_hour_cap_pauses_a_manual_loop_for_the_hour(client: ClientVersion) {
-    let project = TempProject::new("calls-per-hour");
-    project.init();
-    let api = MockApi::start(|turn, _| Reply::text(format!("Step {} done; more to do.", turn + 1)));
-    let run = project.run_launcher(
-        client,
-        &api,
-        &quick_env(&[
-            ("RALPH_MAX_CALLS_PER_HOUR", "3"),
-            ("RALPH_RESUME_POLICY", "manual"),
-        ]),
-        LOOP_TIMEOUT,
-    );
+    let scenario = quick("calls-per-hour", client)
+        .env("RALPH_MAX_CALLS_PER_HOUR", "3")
+        .env("RALPH_RESUME_POLICY", "manual");
+    let api = MockApi::start(expensive(Usage::default()));
+    let outcome = scenario.run(&api);
     let now = epoch_now();
-    let evidence = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(14), "{evidence}");
-    let line = last_line(&run);
-    assert!(
-        line.starts_with("ralph: loop paused at iteration 4 of 25 (calls_per_hour")
-            && line.contains("`ralph-ctl run --resume` goes on (not before "),
-        "{evidence}"
-    );
-    assert!(
-        run.stderr
-            .contains("not resuming on its own: resumePolicy is manual"),
-        "{evidence}"
-    );
-
-    let state = project.status_json();
-    assert_eq!(state["status"], "paused", "{evidence}");
-    assert_eq!(state["iteration"], 4, "{evidence}");
-    let paused = &state["pausedBecause"];
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(14, "paused").at_iteration(4);
+    outcome.closing_has(&[
+        "ralph: loop paused at iteration 4 of 25 (calls_per_hour",
+        "`ralph-ctl run --resume` goes on (not before ",
+    ]);
+    outcome
+        .run
+        .assert_stderr_has(&["not resuming on its own: resumePolicy is manual"]);
+    let paused = &outcome.state["pausedBecause"];
     assert_eq!(paused["kind"], "calls_per_hour", "{evidence}");
     let resume_at = epoch_of(paused["resumeAt"].as_str().unwrap());
+    let from_now = resume_at as i64 - now as i64;
+    let within_the_hour = (now + 50 * 60..=now + 61 * 60).contains(&resume_at);
     assert!(
-        (now + 50 * 60..=now + 61 * 60).contains(&resume_at),
-        "resumeAt {} s from now: {evidence}",
-        resume_at as i64 - now as i64
+        within_the_hour,
+        "resumeAt {from_now} s from now: {evidence}"
     );
-    // The third stop counted the third request and let the stop through.
+    // The third stop counted the third request and let the stop through;
+    // a stop that counted no request records no `calls`.
     assert_eq!(api.main_requests().len(), 3, "{evidence}");
-    let calls: Vec<(u64, &str, u64)> = state["history"]
-        .as_array()
-        .unwrap()
+    let calls: Vec<u64> = outcome
+        .history()
         .iter()
-        .map(|r| {
-            (
-                r["iteration"].as_u64().unwrap(),
-                r["decision"].as_str().unwrap(),
-                // A stop that counted no request records no `calls`.
-                r["calls"].as_u64().unwrap_or(0),
-            )
-        })
+        .map(|r| r["calls"].as_u64().unwrap_or(0))
         .collect();
     assert_eq!(
-        calls,
-        [(1, "block", 1), (2, "block", 1), (3, "allow", 1)],
+        outcome.decisions(),
+        [(1, "block"), (2, "block"), (3, "allow")],
         "{evidence}"
     );
+    assert_eq!(calls, [1, 1, 1], "{evidence}");
     // The launcher did not wait for the hour.
-    assert!(run.elapsed < Duration::from_secs(60), "{evidence}");
-    let log = log_entries(&project);
+    assert!(outcome.run.elapsed < Duration::from_secs(60), "{evidence}");
+    let log = log_entries(&scenario);
     let kinds = events(&log);
-    assert!(
-        !kinds.contains(&"wait") && !kinds.contains(&"resume"),
-        "{evidence}"
-    );
+    let waited = kinds.contains(&"wait") || kinds.contains(&"resume");
+    assert!(!waited, "{evidence}");
     assert_eq!(kinds.last(), Some(&"pause"), "{evidence}");
     assert_eq!(log.last().unwrap()["policy"], "manual", "{evidence}");
 }
 
 #[ralph_tests::on_both_clients]
 fn a_client_killed_mid_loop_is_resumed_by_hand_where_it_was(client: ClientVersion) {
-    let project = TempProject::new("killed");
-    project.init();
-    let arrived = Arc::new(AtomicBool::new(false));
-    let seen = Arc::clone(&arrived);
-    // Iteration 2's first request is held while the test kills the client.
-    let api = MockApi::start(move |_, body| match iteration_of(body) {
-        Some(1) => Reply::text("Finished step 1."),
-        Some(2) => {
-            if !seen.swap(true, Ordering::SeqCst) {
-                thread::sleep(Duration::from_secs(2));
-            }
-            Reply::text("Finished step 2.")
-        }
-        _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
-    });
     // Under the manual policy, so that nothing but the person resumes it.
-    let mut cmd = project.launcher_command(
-        client,
-        &api,
-        &quick_env(&[("RALPH_RESUME_POLICY", "manual")]),
-    );
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut launcher = cmd.spawn().unwrap();
-    let deadline = Instant::now() + LOOP_TIMEOUT;
-    while !arrived.load(Ordering::SeqCst) && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(25));
-    }
-    assert!(
-        arrived.load(Ordering::SeqCst),
-        "iteration 2 never reached the API"
-    );
+    let scenario = quick("killed", client).env("RALPH_RESUME_POLICY", "manual");
+    let arrived = Flag::default();
+    let seen = arrived.clone();
+    // Iteration 2's first request is held while the test kills the client.
+    let api = MockApi::start(three_steps(move || {
+        if !seen.is_set() {
+            seen.set();
+            thread::sleep(Duration::from_secs(2));
+        }
+        Reply::text("Finished step 2.")
+    }));
+    let mut launcher = scenario.start_until(&api, 1);
+    let reached = wait_until(LOOP_TIMEOUT, || arrived.is_set());
+    assert!(reached, "iteration 2 never reached the API");
     let client_pid = child_of(launcher.id()).expect("the launcher runs the client");
     signal_process(client_pid, libc::SIGKILL);
     let (status, stdout, stderr) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    let code = status.and_then(|s| s.code());
+    let elapsed = Duration::ZERO;
     let killed = Run {
-        code: status.and_then(|s| s.code()),
+        code,
         stdout,
         stderr,
-        elapsed: Duration::ZERO,
+        elapsed,
     };
-    let evidence_killed = evidence(&project, &api, &killed);
+    let evidence_killed = evidence(&scenario, &api, &killed);
     // A client killed from outside the launcher is a crash (the person's
     // stop goes to the launcher): the loop pauses, and under the manual
     // policy waits for a person.
     assert_eq!(killed.code, Some(14), "{evidence_killed}");
-    assert!(
-        last_line(&killed).contains("loop paused at iteration 2 of 25")
-            && last_line(&killed).contains("killed by signal 9")
-            && last_line(&killed).contains("`ralph-ctl run --resume` goes on"),
-        "{evidence_killed}"
-    );
-    let state = project.status_json();
+    let line = killed.closing_line();
+    for needle in [
+        "loop paused at iteration 2 of 25",
+        "killed by signal 9",
+        "`ralph-ctl run --resume` goes on",
+    ] {
+        assert!(line.contains(needle), "{needle}: {evidence_killed}");
+    }
+    let state = scenario.status_json();
     assert_eq!(state["status"], "paused", "{evidence_killed}");
     assert_eq!(
         state["pausedBecause"]["kind"], "client_exit",
@@ -757,68 +629,34 @@ fn a_client_killed_mid_loop_is_resumed_by_hand_where_it_was(client: ClientVersio
     let session = state["sessionId"].as_str().unwrap().to_string();
 
     // The person goes on with the launcher's --resume.
-    let mut cmd: Command = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args([
-        "--resume",
-        "--headless",
-        "--",
-        "--permission-mode",
-        "bypassPermissions",
-    ])
-    .envs(project.client_env(client, &api))
-    .envs(QUICK);
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    let evidence = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(0), "{evidence}");
-    assert!(
-        run.stderr.contains(&format!(
-            "resuming the loop of session {session} at iteration 2 of 25"
-        )),
-        "{evidence}"
-    );
-    assert!(
-        last_line(&run).contains("loop complete at iteration 3 of 25"),
-        "{evidence}"
-    );
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{evidence}");
-    assert_eq!(state["iteration"], 3, "{evidence}");
-    assert_eq!(state["sessionId"], session.as_str(), "{evidence}");
-    let history: Vec<(u64, &str)> = state["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["iteration"].as_u64().unwrap(),
-                r["decision"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let outcome = scenario.run_with(&api, &["--resume", "--headless"]);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(0, "complete").at_iteration(3);
+    let resuming = format!("resuming the loop of session {session} at iteration 2 of 25");
+    outcome.run.assert_stderr_has(&[&resuming]);
+    outcome.closing_has(&["loop complete at iteration 3 of 25"]);
+    assert_eq!(outcome.state["sessionId"], session.as_str(), "{evidence}");
     // Iteration 1, the kill (recorded against iteration 2), iteration 2
     // again, iteration 3.
+    let decisions = outcome.decisions();
     assert_eq!(
-        history,
+        decisions,
         [(1, "block"), (2, "allow"), (2, "block"), (3, "allow")],
         "{evidence}"
     );
 
-    let log = log_entries(&project);
+    let log = log_entries(&scenario);
     let resume = log
         .iter()
         .find(|e| e["event"] == "resume")
         .expect(&evidence);
+    let reason = resume["reason"].as_str().unwrap();
     assert!(
-        resume["reason"]
-            .as_str()
-            .unwrap()
-            .contains("`ralph-ctl run --resume` (the loop was paused)"),
+        reason.contains("`ralph-ctl run --resume` (the loop was paused)"),
         "{evidence}"
     );
-    assert!(
-        log.iter().all(|e| e["sessionId"] == session.as_str()),
-        "{evidence}"
-    );
+    let one_session = log.iter().all(|e| e["sessionId"] == session.as_str());
+    assert!(one_session, "{evidence}");
 
     // The resumed run went on with the same conversation.
     let main = main_requests(&api);
@@ -841,36 +679,18 @@ fn a_waiting_loop_is_not_taken_over(client: ClientVersion) {
     // second launcher, no new start, no --reset), and `status` says the
     // launcher resumes it on its own. Once that launcher is stopped, the
     // person's --resume goes on, in the same session.
-    let project = TempProject::new("waiting");
-    project.init();
-    let released = Arc::new(AtomicBool::new(false));
-    let open = Arc::clone(&released);
-    let api = MockApi::start(move |_, _| {
-        if open.load(Ordering::SeqCst) {
-            Reply::text(format!("All steps done.\n{SIGNAL}"))
-        } else {
-            Reply::overloaded()
-        }
-    });
-    let mut cmd = project.launcher_command(
-        client,
-        &api,
-        &quick_env(&[("RALPH_RESUME_BACKOFF_SECONDS", "60")]),
+    let scenario = quick("waiting", client).env("RALPH_RESUME_BACKOFF_SECONDS", "60");
+    let released = Flag::default();
+    let done = |_| Reply::text(format!("All steps done.\n{SIGNAL}"));
+    let api = MockApi::start(released.script(|_, _| Reply::overloaded(), done));
+    let mut launcher = scenario.start_until(&api, 1);
+    let paused = || scenario.state().is_some_and(|s| s["status"] == "paused");
+    assert!(
+        wait_until(LOOP_TIMEOUT, paused),
+        "never paused: {:?}",
+        scenario.state()
     );
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut launcher = cmd.spawn().unwrap();
-    let deadline = Instant::now() + LOOP_TIMEOUT;
-    while project.state().map(|s| s["status"] == "paused") != Some(true) {
-        assert!(
-            Instant::now() < deadline,
-            "never paused: {:?}",
-            project.state()
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
-    let session = project.status_json()["sessionId"]
+    let session = scenario.status_json()["sessionId"]
         .as_str()
         .unwrap()
         .to_string();
@@ -878,51 +698,34 @@ fn a_waiting_loop_is_not_taken_over(client: ClientVersion) {
         "waiting to resume under ralph-ctl run (pid {})",
         launcher.id()
     );
-    let env = project.client_env(client, &api);
+    let env = scenario.client_env(client, &api);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let start = project.ctl(&["start"], &env);
-    assert_eq!(start.code, Some(3), "{start:?}");
-    assert!(start.stderr.contains(&held), "{start:?}");
     for args in [
+        &["start"][..],
         &["run", "--resume", "--headless"][..],
         &["run", "--reset", "--headless"][..],
     ] {
-        let run = project.ctl(args, &env);
+        let run = scenario.ctl(args, &env);
         assert_eq!(run.code, Some(3), "{args:?}: {run:?}");
         assert!(run.stderr.contains(&held), "{args:?}: {run:?}");
     }
-    let status = project.ctl(&["status"], &[]);
-    assert!(
-        status.stdout.contains(&format!(
-            "the launcher (pid {}) resumes it on its own at ",
-            launcher.id()
-        )),
-        "{}",
-        status.stdout
+    let on_its_own = format!(
+        "the launcher (pid {}) resumes it on its own at ",
+        launcher.id()
     );
-    let state = project.status_json();
+    scenario
+        .ctl(&["status"], &[])
+        .assert_stdout_has(&[&on_its_own]);
+    let state = scenario.status_json();
     assert_eq!(state["status"], "paused", "left as it was: {state:#}");
     assert_eq!(state["sessionId"], session.as_str(), "{state:#}");
     // Its launcher stopped by the person: the loop is theirs to go on with.
     signal_process(launcher.id(), libc::SIGTERM);
     let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
-    released.store(true, Ordering::SeqCst);
-    let mut cmd: Command = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.args([
-        "--resume",
-        "--headless",
-        "--",
-        "--permission-mode",
-        "bypassPermissions",
-    ])
-    .envs(project.client_env(client, &api))
-    .envs(QUICK);
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    let evidence = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(0), "{evidence}");
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{evidence}");
-    assert_eq!(state["sessionId"], session.as_str(), "{evidence}");
+    released.set();
+    let outcome = scenario.run_with(&api, &["--resume", "--headless"]);
+    outcome.ended(0, "complete");
+    assert_eq!(outcome.state["sessionId"], session.as_str(), "{outcome:?}");
 }
 
 fn an_absurd_reset_time_is_not_believed(client: ClientVersion) {
@@ -931,90 +734,58 @@ fn an_absurd_reset_time_is_not_believed(client: ClientVersion) {
     // within a usage window (8 days ahead): it waits its own backoff
     // instead, and the loop goes on within seconds.
     const YEAR_3000: u64 = 32_503_680_000;
-    let project = TempProject::new("absurd-reset");
-    project.init();
+    let scenario = quick("absurd-reset", client);
     let refused = Arc::new(Mutex::new(0usize));
     let count = Arc::clone(&refused);
     let failing = requests_per_failed_turn(client);
-    let api = MockApi::start(move |_, body| match iteration_of(body) {
-        Some(1) => {
-            let mut n = count.lock().unwrap();
-            if *n < failing {
-                *n += 1;
-                rate_limited(YEAR_3000, 1)
-            } else {
-                Reply::text("Finished step 1.")
-            }
+    let api = MockApi::start(move |_, body| {
+        let mut n = count.lock().unwrap();
+        if iteration_of(body) == Some(1) && *n < failing {
+            *n += 1;
+            return rate_limited(YEAR_3000, 1);
         }
-        _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
+        match iteration_of(body) {
+            Some(1) => Reply::text("Finished step 1."),
+            _ => Reply::text(format!("All steps done.\n{SIGNAL}")),
+        }
     });
-    let run = project.run_launcher(client, &api, &QUICK, LOOP_TIMEOUT);
-    let evidence = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(0), "{evidence}");
-    assert!(run.elapsed < Duration::from_secs(60), "{evidence}");
+    let outcome = scenario.run(&api);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(0, "complete");
+    assert!(outcome.run.elapsed < Duration::from_secs(60), "{evidence}");
     assert_eq!(*refused.lock().unwrap(), failing, "{evidence}");
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{evidence}");
-    let log = log_entries(&project);
+    let log = log_entries(&scenario);
     let pause = log.iter().find(|e| e["event"] == "pause").expect("paused");
     assert!(pause["resumeAt"].is_null(), "{evidence}");
     let wait = log.iter().find(|e| e["event"] == "wait").expect("waited");
-    assert!(
-        wait["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("backoff of 1 s"),
-        "{evidence}"
-    );
-    assert!(
-        !serde_json::to_string(&log).unwrap().contains("3000-"),
-        "{evidence}"
-    );
+    let reason = wait["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("backoff of 1 s"), "{evidence}");
+    let whole = serde_json::to_string(&log).unwrap();
+    assert!(!whole.contains("3000-"), "{evidence}");
 }
 
 fn caps_given_to_the_launcher_hold(client: ClientVersion) {
     // --max-iterations on the launcher: a loop that never claims ends
-    // `max_iterations` at 3, with 3 requests.
-    let project = TempProject::new("launcher-caps");
-    project.init();
-    let api = MockApi::start(|turn, _| Reply::text(format!("Step {} done; more to do.", turn + 1)));
-    // The launcher's own flags go before `--`, the client's after it.
-    let launch = |api: &MockApi, flags: &[&str]| {
-        let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-        cmd.arg("--headless")
-            .args(flags)
-            .args(["--", "--permission-mode", "bypassPermissions"])
-            .envs(project.client_env(client, api))
-            .envs(QUICK);
-        run_with_timeout(cmd, None, LOOP_TIMEOUT)
-    };
-    let run = launch(&api, &["--max-iterations", "3"]);
-    let capped = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(10), "{capped}");
-    assert!(
-        last_line(&run).contains("max_iterations, 3 of 3")
-            && last_line(&run).contains("--max-iterations N for a higher cap"),
-        "{capped}"
-    );
-    let state = project.status_json();
-    assert_eq!(state["status"], "max_iterations", "{capped}");
-    assert_eq!(state["maxIterations"], 3, "{capped}");
-    assert_eq!(main_requests(&api).len(), 3, "{capped}");
+    // `max_iterations` at 3, with 3 requests. The launcher's own flags go
+    // before `--`, the client's after it.
+    let scenario = quick("launcher-caps", client);
+    let api = MockApi::start(expensive(Usage::default()));
+    let capped = scenario.run_with(&api, &["--headless", "--max-iterations", "3"]);
+    capped.ended(10, "max_iterations");
+    capped.closing_has(&[
+        "max_iterations, 3 of 3",
+        "--max-iterations N for a higher cap",
+    ]);
+    assert_eq!(capped.state["maxIterations"], 3, "{capped:?}");
+    assert_eq!(main_requests(&api).len(), 3, "{capped:?}");
 
     // --max-cost-usd: the 2.1.330 call below costs $0.4002, so a $1 budget
     // ends the loop `budget_exhausted` within its third call.
-    let api = MockApi::start(|turn, _| {
-        Reply::text(format!("Step {} done; more to do.", turn + 1)).with_usage(Usage {
-            input_tokens: 100_000,
-            output_tokens: 10,
-            ..Usage::default()
-        })
-    });
-    let run = launch(&api, &["--reset", "--max-cost-usd", "1"]);
-    let spent = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(16), "{spent}");
-    assert!(last_line(&run).contains("maxCostUsd $1.00"), "{spent}");
-    assert_eq!(main_requests(&api).len(), 3, "{spent}");
+    let api = MockApi::start(expensive(BIG_CALL));
+    let spent = scenario.run_with(&api, &["--headless", "--reset", "--max-cost-usd", "1"]);
+    spent.ended(16, "budget_exhausted");
+    spent.closing_has(&["maxCostUsd $1.00"]);
+    assert_eq!(main_requests(&api).len(), 3, "{spent:?}");
 }
 
 /// Whether `pid` is gone (or a zombie nobody reaped yet).
@@ -1027,23 +798,38 @@ fn process_gone(pid: u32) -> bool {
     }
 }
 
+/// What the client wrote it spent in every session it ran here: each
+/// transcript's last `cost-state` line, the session's total.
+fn spent_by_the_client(project: &TempProject) -> f64 {
+    let sessions = std::fs::read_dir(project.home.join(".claude/projects")).unwrap();
+    let transcripts = sessions
+        .flatten()
+        .flat_map(|folder| std::fs::read_dir(folder.path()).unwrap().flatten());
+    transcripts
+        .map(|file| std::fs::read_to_string(file.path()).unwrap_or_default())
+        .map(|text| last_cost_state(&text).unwrap_or(0.0))
+        .sum()
+}
+
 fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
     // The launcher is killed with SIGKILL (no handler runs) while its client
     // waits for the model: the client is ended by the watchdog within
     // seconds, not left running and spending. The
     // person's --resume then goes on, the orphaned iteration's request
     // counted once.
-    let project = TempProject::new(if fresh {
-        "killed-fresh"
-    } else {
-        "killed-launcher"
-    });
-    project.init();
-    let arrived = Arc::new(AtomicBool::new(false));
-    let seen = Arc::clone(&arrived);
+    let (name, mode) = match fresh {
+        true => ("killed-fresh", "--fresh"),
+        false => ("killed-launcher", "--headless"),
+    };
+    let scenario = quick(name, client)
+        .args(&[mode])
+        .env("RALPH_SANDBOX", "off");
+    let arrived = Flag::default();
+    let seen = arrived.clone();
     let api = MockApi::start(move |_, body| {
         let texts = user_texts(body).join("\n");
-        if texts.contains("step-one-done") && !seen.swap(true, Ordering::SeqCst) {
+        if texts.contains("step-one-done") && !seen.is_set() {
+            seen.set();
             // Iteration 1's second request: held past the test's deadline
             // for the client, so that only its watchdog can end it in time.
             thread::sleep(Duration::from_secs(12));
@@ -1054,81 +840,39 @@ fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
         }
         Reply::bash("echo step-one-done")
     });
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.arg(if fresh { "--fresh" } else { "--headless" })
-        .args(["--", "--permission-mode", "bypassPermissions"])
-        .envs(project.client_env(client, &api))
-        .envs(QUICK)
-        .env("RALPH_SANDBOX", "off")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
-    let mut launcher = cmd.spawn().unwrap();
-    let deadline = Instant::now() + LOOP_TIMEOUT;
-    while !arrived.load(Ordering::SeqCst) {
-        assert!(Instant::now() < deadline, "the held request never came");
-        thread::sleep(Duration::from_millis(25));
-    }
-    let client_pid = project.status_json()["carriers"]["client"]["pid"]
+    let mut launcher = scenario.start_until(&api, 1);
+    let held = wait_until(LOOP_TIMEOUT, || arrived.is_set());
+    assert!(held, "the held request never came");
+    let client_pid = scenario.status_json()["carriers"]["client"]["pid"]
         .as_u64()
         .expect("the client is recorded") as u32;
     assert!(!process_gone(client_pid));
     signal_process(launcher.id(), libc::SIGKILL);
     let _ = launcher.wait();
-    let deadline = Instant::now() + Duration::from_secs(8);
-    while !process_gone(client_pid) {
-        assert!(
-            Instant::now() < deadline,
-            "Claude Code (pid {client_pid}) outlived its launcher"
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
+    let gone = wait_until(Duration::from_secs(8), || process_gone(client_pid));
+    assert!(gone, "Claude Code (pid {client_pid}) outlived its launcher");
     // Seen by the next command: the loop is interrupted, and in session
     // mode charged what the killed client wrote it had spent.
-    let left = project.status_json();
+    let left = scenario.status_json();
     assert_eq!(left["status"], "interrupted", "{left:#}");
     if !fresh {
         let transcript = left["transcript"]["path"].as_str().expect("a transcript");
         let written = last_cost_state(&std::fs::read_to_string(transcript).unwrap())
             .expect("the killed client wrote its cost on SIGTERM");
         let charged = left["costUsd"].as_f64().unwrap_or(0.0);
-        assert!(
-            (charged - written).abs() < 1e-5,
-            "charged ${charged}, written ${written}"
-        );
+        let same = (charged - written).abs() < 1e-5;
+        assert!(same, "charged ${charged}, written ${written}");
     }
     // The person goes on; the loop completes.
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.arg("--resume")
-        .arg(if fresh { "--fresh" } else { "--headless" })
-        .args(["--", "--permission-mode", "bypassPermissions"])
-        .envs(project.client_env(client, &api))
-        .envs(QUICK)
-        .env("RALPH_SANDBOX", "off");
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    let evidence = evidence(&project, &api, &run);
-    assert_eq!(run.code, Some(0), "{evidence}");
-    let state = project.status_json();
-    assert_eq!(state["status"], "complete", "{evidence}");
-    let counted = counted_requests(&state);
-    assert_eq!(
-        counted,
-        main_requests(&api).len() as u64,
-        "every request counted once: {evidence}"
-    );
-    // The cost: what the client wrote for each session it ran (its last
-    // `cost-state` line, the session's total), the killed one's included.
-    let mut spent = 0.0;
-    for folder in std::fs::read_dir(project.home.join(".claude/projects"))
-        .unwrap()
-        .flatten()
-    {
-        for file in std::fs::read_dir(folder.path()).unwrap().flatten() {
-            let text = std::fs::read_to_string(file.path()).unwrap_or_default();
-            spent += last_cost_state(&text).unwrap_or(0.0);
-        }
-    }
-    let charged = state["costUsd"].as_f64().unwrap_or(0.0);
+    let outcome = scenario.run_with(&api, &["--resume", mode]);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(0, "complete");
+    let counted = counted_requests(&outcome.state);
+    let sent = main_requests(&api).len() as u64;
+    assert_eq!(counted, sent, "every request counted once: {evidence}");
+    // The cost: what the client wrote for each session it ran, the killed one's included.
+    let spent = spent_by_the_client(&scenario);
+    let charged = outcome.state["costUsd"].as_f64().unwrap_or(0.0);
     assert!(
         spent > 0.0 && (charged - spent).abs() < 1e-5,
         "charged ${charged}, the client wrote ${spent}: {evidence}"

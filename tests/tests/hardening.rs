@@ -34,7 +34,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ralph_tests::bins;
 use ralph_tests::cli::{looping, stop_input, SID};
 use ralph_tests::project::{
-    run_measured, run_with_timeout, signal_process, Run, TempProject, INSTALLED_FILES,
+    limit_file_size, run_measured, run_with_timeout, signal_process, Run, TempProject,
+    INSTALLED_FILES,
 };
 use ralph_tests::SIGNAL;
 use serde_json::{json, Value};
@@ -59,10 +60,6 @@ fn hook_command(project: &TempProject) -> Command {
 
 fn run_hook(cmd: Command, stdin: &[u8]) -> Run {
     run_with_timeout(cmd, Some(stdin), TIMEOUT)
-}
-
-fn state_bytes(project: &TempProject) -> Vec<u8> {
-    fs::read(project.state_path()).unwrap()
 }
 
 /// Asserts the stop was let through with exactly one `ralph-stop-hook: `
@@ -116,9 +113,9 @@ fn block_reason(run: &Run) -> String {
 
 /// Runs the hook on `input` and asserts one line with the needles and the state untouched.
 fn rejected(project: &TempProject, input: &[u8], needles: &[&str]) -> String {
-    let before = state_bytes(project);
+    let before = project.state_bytes();
     let line = one_line(&run_hook(hook_command(project), input), needles);
-    assert_eq!(state_bytes(project), before, "the state is byte-identical");
+    assert_eq!(project.state_bytes(), before, "the state is byte-identical");
     line
 }
 
@@ -475,7 +472,7 @@ fn invalid_utf8_stdin() {
 fn stdin_over_100_mb_is_read_bounded() {
     const TOTAL: u64 = 101 * 1024 * 1024;
     let project = looping("huge-stdin", 5);
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let written = Arc::new(AtomicU64::new(0));
     let prefix = format!(r#"{{"session_id":"{SID}","last_assistant_message":""#);
     let (run, peak_kib) = run_measured(hook_command(&project), TIMEOUT, {
@@ -510,7 +507,7 @@ fn stdin_over_100_mb_is_read_bounded() {
         "the hook held at most ~16 MiB ({peak_kib} KiB)"
     );
     assert!(run.elapsed < TIMEOUT);
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -528,7 +525,7 @@ fn missing_session_id_is_let_through_with_one_line() {
     // Ownership cannot be proven without a session id: the stop goes through,
     // and the person is told why the loop did not go on.
     let project = looping("no-session", 5);
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let mut input = stop_input(&project, Some("working"));
     input.as_object_mut().unwrap().remove("session_id");
     one_line(
@@ -540,7 +537,7 @@ fn missing_session_id_is_let_through_with_one_line() {
         &run_hook(hook_command(&project), &to_bytes(&input)),
         &["has no `session_id`"],
     );
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -638,7 +635,7 @@ fn transcript_unreadable() {
     let path = project.path("transcript.jsonl");
     fs::write(&path, assistant_line("m1", "working")).unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).unwrap();
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let mut cmd = hook_command(&project);
     drop_root(&project, &mut cmd);
     let run = run_hook(cmd, &transcript_input(&project, &path));
@@ -649,7 +646,7 @@ fn transcript_unreadable() {
             "Permission denied",
         ],
     );
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -824,7 +821,7 @@ fn state_empty() {
 fn state_corrupt() {
     let project = looping("state-corrupt", 5);
     let input = to_bytes(&stop_input(&project, Some("working")));
-    let good = state_bytes(&project);
+    let good = project.state_bytes();
     let half = &good[..good.len() / 2];
     let bogus = String::from_utf8(good.clone())
         .unwrap()
@@ -1052,7 +1049,7 @@ impl Drop for Unwritable {
 fn state_folder_unwritable() {
     let project = looping("runtime-unwritable", 5);
     let runtime = project.path(".claude/context/runtime");
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let mut cmd = hook_command(&project);
     let guard = Unwritable::new(&runtime);
     let needle = match guard {
@@ -1071,7 +1068,7 @@ fn state_folder_unwritable() {
         ],
     );
     drop(guard);
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
     assert_eq!(temp_files(&project), Vec::<String>::new());
 }
 
@@ -1103,7 +1100,7 @@ fn a_stdout_that_goes_nowhere_leaves_the_state_as_it_was() {
     let project = looping("stdout-nowhere", 5);
     let log = project.path(".claude/context/runtime/ralph-log.jsonl");
     for closed in [true, false] {
-        let before = state_bytes(&project);
+        let before = project.state_bytes();
         let log_before = fs::read(&log).unwrap_or_default();
         let mut cmd = hook_command(&project);
         with_stdout_nowhere(&mut cmd, closed);
@@ -1115,7 +1112,7 @@ fn a_stdout_that_goes_nowhere_leaves_the_state_as_it_was() {
                 "the loop's state was left as it was",
             ],
         );
-        assert_eq!(state_bytes(&project), before, "closed: {closed}");
+        assert_eq!(project.state_bytes(), before, "closed: {closed}");
         // The log gains only the hook's line about it, for the launcher.
         let log_after = fs::read(&log).unwrap_or_default();
         let added = String::from_utf8_lossy(&log_after[log_before.len()..]).into_owned();
@@ -1135,28 +1132,10 @@ fn a_stdout_that_goes_nowhere_leaves_the_state_as_it_was() {
     assert_eq!(project.state().unwrap()["iteration"], 2);
 }
 
-/// Limits the size of every file `cmd` writes (RLIMIT_FSIZE), as a full disk or a quota would.
-#[allow(unsafe_code)]
-fn with_file_size_limit(cmd: &mut Command, bytes: u64) {
-    // SAFETY: setrlimit(2) is async-signal-safe; the closure allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            let limit = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: bytes,
-            };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
 #[test]
 fn disk_full_on_write_keeps_the_old_state() {
     let project = looping("disk-full", 5);
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let needle = format!("cannot write {}", project.state_path().display());
     for (limit, message) in [
         (0, "working".to_string()),
@@ -1164,12 +1143,12 @@ fn disk_full_on_write_keeps_the_old_state() {
         (64, format!("done\n{SIGNAL}")),
     ] {
         let mut cmd = hook_command(&project);
-        with_file_size_limit(&mut cmd, limit);
+        limit_file_size(&mut cmd, limit);
         let run = run_hook(cmd, &to_bytes(&stop_input(&project, Some(&message))));
         assert_ne!(run.code, None, "killed by a signal (SIGXFSZ?): {run:?}");
         one_line(&run, &[&needle, "File too large"]);
         assert_eq!(
-            state_bytes(&project),
+            project.state_bytes(),
             before,
             "the old state survives whole"
         );
@@ -1202,7 +1181,7 @@ fn transcript_is_a_fifo() {
     let project = looping("transcript-fifo", 5);
     let path = project.path("transcript.jsonl");
     mkfifo(&path);
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let run = run_hook_quick(hook_command(&project), &transcript_input(&project, &path));
     one_line(
         &run,
@@ -1211,7 +1190,7 @@ fn transcript_is_a_fifo() {
             path.display()
         )],
     );
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -1219,13 +1198,13 @@ fn prompt_is_a_fifo() {
     let project = looping("prompt-fifo", 5);
     fs::remove_file(prompt_path(&project)).unwrap();
     mkfifo(&prompt_path(&project));
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let run = run_hook_quick(
         hook_command(&project),
         &to_bytes(&stop_input(&project, Some("working"))),
     );
     one_line(&run, &["PROMPT.md: not a regular file"]);
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -1234,13 +1213,13 @@ fn guardrails_is_a_fifo() {
     let path = project.path(".claude/ralph/guardrails.md");
     fs::remove_file(&path).unwrap();
     mkfifo(&path);
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let run = run_hook_quick(
         hook_command(&project),
         &to_bytes(&stop_input(&project, Some("working"))),
     );
     one_line(&run, &["guardrails.md: not a regular file"]);
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -1249,7 +1228,7 @@ fn config_is_a_fifo_or_a_device() {
     let project = looping("config-fifo", 5);
     project.unpin();
     let path = project.path(".claude/ralph/config.json");
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let input = to_bytes(&stop_input(&project, Some("working")));
     mkfifo(&path);
     let run = run_hook_quick(hook_command(&project), &input);
@@ -1259,7 +1238,7 @@ fn config_is_a_fifo_or_a_device() {
     std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
     let run = run_hook_quick(hook_command(&project), &input);
     one_line(&run, &["config.json: not a regular file"]);
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -1268,7 +1247,7 @@ fn config_of_1_gib_is_read_bounded() {
     project.unpin();
     let path = project.path(".claude/ralph/config.json");
     sparse_file(&path, 1 << 30, b"{", b"}");
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let input = to_bytes(&stop_input(&project, Some("working")));
     let (run, peak_kib) = run_measured(hook_command(&project), TIMEOUT, move |mut stdin| {
         let _ = stdin.write_all(&input);
@@ -1276,7 +1255,7 @@ fn config_of_1_gib_is_read_bounded() {
     one_line(&run, &["config.json is larger than 1024 KiB"]);
     println!("peak RSS {} MiB; {:?}", peak_kib >> 10, run.elapsed);
     assert!(peak_kib < 96 * 1024, "read whole: {peak_kib} KiB");
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
     fs::remove_file(&path).unwrap();
 }
 
@@ -1298,7 +1277,7 @@ fn os(bytes: &[u8]) -> OsString {
 #[test]
 fn garbage_env_values_are_named() {
     let project = looping("env-garbage", 5);
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let long = "S".repeat(201);
     let root = project.root.display().to_string();
     let cases: Vec<(&str, OsString, &str)> = vec![
@@ -1375,19 +1354,19 @@ fn garbage_env_values_are_named() {
                 "{line}"
             );
         }
-        assert_eq!(state_bytes(&project), before, "{name}={value:?}");
+        assert_eq!(project.state_bytes(), before, "{name}={value:?}");
     }
 
     // All at once: still one line (the first problem found).
     let all: Vec<(&str, &OsStr)> = cases.iter().map(|(n, v, _)| (*n, v.as_os_str())).collect();
     one_line(&hook_with_env(&project, &all), &["RALPH_MAX_ITERATIONS"]);
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
 fn garbage_ralph_active_does_nothing() {
     let project = looping("env-active", 5);
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     for value in [os(b"1\xff"), os(b"\xff"), "1 ".into(), "yes".into()] {
         let mut cmd = project.command(bins::hook());
         cmd.env("RALPH_ACTIVE", &value);
@@ -1396,13 +1375,13 @@ fn garbage_ralph_active_does_nothing() {
             &to_bytes(&stop_input(&project, Some("working"))),
         ));
     }
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
 fn garbage_claude_project_dir() {
     let project = looping("env-project-dir", 5);
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     for value in ["/nonexistent/project", "relative/garbage", " "] {
         let run = hook_with_env(&project, &[("CLAUDE_PROJECT_DIR", OsStr::new(value))]);
         one_line(
@@ -1412,7 +1391,7 @@ fn garbage_claude_project_dir() {
                 value.trim()
             )],
         );
-        assert_eq!(state_bytes(&project), before);
+        assert_eq!(project.state_bytes(), before);
     }
     // A non-UTF-8 value counts as unset: the input's `cwd` names the project,
     // so this stop is counted, silently.
@@ -1563,7 +1542,7 @@ fn a_linked_state_folder_is_refused_by_the_hook_and_ralph_ctl() {
 fn an_unsearchable_state_folder_is_named_not_taken_for_no_loop() {
     let project = looping("unsearchable", 5);
     let runtime = project.path(".claude/context/runtime");
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     let mut hook = hook_command(&project);
     drop_root(&project, &mut hook);
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o000)).unwrap();
@@ -1580,7 +1559,7 @@ fn an_unsearchable_state_folder_is_named_not_taken_for_no_loop() {
     one_line(&run, &[&needle]);
     assert_eq!(reset.code, Some(1), "{reset:?}");
     assert!(reset.stderr.contains(&needle), "{reset:?}");
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -1637,7 +1616,7 @@ fn model_text_is_never_executed() {
 #[test]
 fn cwd_that_names_no_project() {
     let project = looping("odd-cwd", 5);
-    let before = state_bytes(&project);
+    let before = project.state_bytes();
     for (cwd, needle) in [
         ("", "cannot tell the project folder"),
         ("\u{0}", "RALPH_ACTIVE=1 but no loop was started in"),
@@ -1653,7 +1632,7 @@ fn cwd_that_names_no_project() {
             &[needle],
         );
     }
-    assert_eq!(state_bytes(&project), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 // ------------------------------------------------ programs ralph never runs

@@ -47,16 +47,9 @@ fn input(project: &TempProject, fixture_name: &str, message: Option<&str>) -> Va
 #[test]
 fn guard_returns_at_once_without_reading_stdin() {
     let project = looping(5);
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     for active in [None, Some("0"), Some("true"), Some(" 1"), Some("")] {
-        let mut child = Hook::new(&project)
-            .active(active)
-            .command()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = Hook::new(&project).active(active).spawn_piped();
         // Keep stdin open and never write: the hook must not wait for it.
         let _stdin = child.stdin.take().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -77,17 +70,13 @@ fn guard_returns_at_once_without_reading_stdin() {
             "RALPH_ACTIVE={active:?} printed something"
         );
     }
-    assert_eq!(
-        std::fs::read(project.state_path()).unwrap(),
-        before,
-        "state untouched"
-    );
+    assert_eq!(project.state_bytes(), before, "state untouched");
 }
 
 #[test]
 fn help_and_version_answer_without_reading_stdin_and_nothing_else_does() {
     let project = looping(5);
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     // With or without RALPH_ACTIVE: a person checking the install.
     for active in [None, Some("1")] {
         for (args, needle) in [
@@ -99,32 +88,18 @@ fn help_and_version_answer_without_reading_stdin_and_nothing_else_does() {
             ),
             (&["-h"], "the Stop hook of the Ralph loop"),
         ] {
-            let out = Hook::new(&project)
-                .active(active)
-                .command()
-                .args(args)
-                .stdin(Stdio::piped())
-                .output()
-                .unwrap();
-            assert_eq!(out.status.code(), Some(0), "{args:?}");
-            let text = String::from_utf8_lossy(&out.stdout);
-            assert!(text.contains(needle), "{args:?}: {text}");
+            let out = Hook::new(&project).active(active).args(args).run();
+            out.assert_code(0).assert_stdout_has(&[needle]);
             assert!(out.stderr.is_empty(), "{args:?}");
         }
     }
     // Anything else outside a loop: the guard, silent.
     for args in [&["--bogus"][..], &["--help", "extra"]] {
-        let out = Hook::new(&project)
-            .active(None)
-            .command()
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0));
+        let out = Hook::new(&project).active(None).args(args).run();
+        out.assert_code(0);
         assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{args:?}");
     }
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -265,7 +240,7 @@ fn completion_signal_ends_the_loop() {
         assert_eq!(state["status"], "complete");
         assert_eq!(state["iteration"], 1);
         // A finished loop keeps its final state and lets every stop through.
-        let before = std::fs::read(project.state_path()).unwrap();
+        let before = project.state_bytes();
         Hook::new(&project)
             .json(&input(
                 &project,
@@ -274,7 +249,7 @@ fn completion_signal_ends_the_loop() {
             ))
             .run()
             .assert_allowed();
-        assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+        assert_eq!(project.state_bytes(), before);
     }
 }
 
@@ -374,11 +349,11 @@ fn findings_stuck_warns_then_opens_the_circuit() {
 #[test]
 fn other_sessions_and_projects_without_a_loop_are_let_through_untouched() {
     let project = looping(5);
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     let mut value = input(&project, "stop-input-first.json", Some("hi"));
     value["session_id"] = json!("99999999-0000-0000-0000-000000000000");
     Hook::new(&project).json(&value).run().assert_silent();
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
 
     let bare = TempProject::new("bare");
     Hook::new(&bare)
@@ -405,7 +380,7 @@ fn claude_project_dir_wins_over_cwd() {
 #[test]
 fn bad_stdin_lets_the_stop_through_with_one_line() {
     let project = looping(5);
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     let cases: &[(&[u8], &str)] = &[
         (b"", "empty"),
         (b"{\"session_id\": ", "not valid JSON"),
@@ -424,13 +399,13 @@ fn bad_stdin_lets_the_stop_through_with_one_line() {
             .run()
             .assert_hook_error(&[needle, "letting this stop through"]);
     }
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
 fn bad_configuration_names_the_variable_or_key() {
     let project = looping(5);
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     let stdin = input(&project, "stop-input-first.json", Some("working"));
     for (name, value) in [
         ("RALPH_MAX_ITERATIONS", "abc"),
@@ -445,13 +420,13 @@ fn bad_configuration_names_the_variable_or_key() {
             .run()
             .assert_hook_error(&[name]);
     }
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
     // config.json is read by a stop only for a loop that has no pin (a
     // state written before pinning; a pinned loop's mid-loop change is a
     // drift, not an error: see
     // the_hook_judges_by_the_pinned_config_not_by_config_json_as_it_is_now).
     project.unpin();
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     let config = project.path(".claude/ralph/config.json");
     for (json, needle) in [
         ("{\"maxIterations\": 5", "config.json"),
@@ -464,7 +439,7 @@ fn bad_configuration_names_the_variable_or_key() {
             .run()
             .assert_hook_error(&[needle]);
     }
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -487,13 +462,13 @@ fn corrupt_state_is_reported_and_kept() {
 #[test]
 fn missing_prompt_lets_the_stop_through_without_advancing() {
     let project = looping(5);
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     std::fs::remove_file(project.path(".claude/ralph/PROMPT.md")).unwrap();
     Hook::new(&project)
         .json(&input(&project, "stop-input-first.json", Some("x")))
         .run()
         .assert_hook_error(&["PROMPT.md", "does not exist"]);
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -679,7 +654,7 @@ fn stop_failure_pauses_the_loop_with_the_reset_time_and_answers_nothing() {
 
     // Another session's failure, and a failure of a loop that is not
     // running, change nothing.
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     let mut other = stop_failure(&project, &transcript, "server_error", "API Error: 529");
     other["session_id"] = json!("someone-else");
     Hook::new(&project).json(&other).run().assert_allowed();
@@ -692,7 +667,7 @@ fn stop_failure_pauses_the_loop_with_the_reset_time_and_answers_nothing() {
         ))
         .run()
         .assert_allowed();
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -734,7 +709,7 @@ fn the_plugin_guard_is_one_stat_and_holds_only_the_loop_s_own_session() {
     // No loop in the project, or a launcher's session: out at once, stdin unread.
     let plain = TempProject::new("plugin-guard");
     let project = looping(5);
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     for (project, active, dir) in [
         (&plain, None, Some(plain.root.clone())),
         (&project, None, None),
@@ -745,13 +720,7 @@ fn the_plugin_guard_is_one_stat_and_holds_only_the_loop_s_own_session() {
             Some(dir) => hook.env("CLAUDE_PROJECT_DIR", dir),
             None => hook.env_remove("CLAUDE_PROJECT_DIR"),
         };
-        let mut child = hook
-            .command()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = hook.spawn_piped();
         let _stdin = child.stdin.take().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while child.try_wait().unwrap().is_none() {
@@ -765,7 +734,7 @@ fn the_plugin_guard_is_one_stat_and_holds_only_the_loop_s_own_session() {
         assert_eq!(out.status.code(), Some(0));
         assert!(out.stdout.is_empty() && out.stderr.is_empty());
     }
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
     // A fresh iteration's client: its driver judges the stop, not this hook.
     let own = input(&project, "stop-input-first.json", Some("Still working."));
     Hook::new(&project)
@@ -776,7 +745,7 @@ fn the_plugin_guard_is_one_stat_and_holds_only_the_loop_s_own_session() {
         .json(&own)
         .run()
         .assert_allowed();
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
 
     // A loop here: another session's stop goes through, the loop's own is held.
     let plugin = |value: &Value| {
@@ -790,7 +759,7 @@ fn the_plugin_guard_is_one_stat_and_holds_only_the_loop_s_own_session() {
     let mut other = input(&project, "stop-input-first.json", Some("Done here."));
     other["session_id"] = json!("99999999-0000-0000-0000-000000000000");
     plugin(&other).assert_allowed();
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
     let own = input(&project, "stop-input-first.json", Some("Still working."));
     plugin(&own).block_answer();
 }
@@ -798,7 +767,7 @@ fn the_plugin_guard_is_one_stat_and_holds_only_the_loop_s_own_session() {
 #[test]
 fn a_session_s_end_interrupts_only_its_own_unwatched_loop() {
     let project = looping(5);
-    let before = std::fs::read(project.state_path()).unwrap();
+    let before = project.state_bytes();
     let end = |session: &str| {
         Hook::new(&project)
             .active(None)
@@ -814,17 +783,15 @@ fn a_session_s_end_interrupts_only_its_own_unwatched_loop() {
     };
     let other = end("99999999-0000-0000-0000-000000000000");
     other.assert_allowed();
-    assert_eq!(std::fs::read(project.state_path()).unwrap(), before);
+    assert_eq!(project.state_bytes(), before);
     end(SID).assert_allowed();
     let state = project.status_json();
-    assert_eq!(state["status"], "interrupted", "{state:#}");
-    assert!(
-        state["endedBecause"]
-            .as_str()
-            .unwrap()
-            .contains("the session ended (exit)"),
-        "{state:#}"
+    let because = state["endedBecause"].as_str().unwrap_or_default();
+    let ended = (
+        state["status"].as_str(),
+        because.contains("the session ended (exit)"),
     );
+    assert_eq!(ended, (Some("interrupted"), true), "{state:#}");
 }
 
 #[test]

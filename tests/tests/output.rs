@@ -23,7 +23,7 @@ use std::process::Command;
 use ralph_tests::bins;
 use ralph_tests::cli::{looping, stop_input, SID};
 use ralph_tests::cli::{Ctl, Hook};
-use ralph_tests::project::{Run, TempProject};
+use ralph_tests::project::{limit_file_size, Run, TempProject};
 use ralph_tests::SIGNAL;
 use serde_json::{json, Value};
 
@@ -520,12 +520,12 @@ fn untouched_by(project: &TempProject, run: impl FnOnce() -> Run) -> Run {
     let before = fs::symlink_metadata(project.state_path())
         .ok()
         .filter(|m| m.is_file())
-        .map(|_| fs::read(project.state_path()).unwrap());
+        .map(|_| project.state_bytes());
     let run = run();
     let after = fs::symlink_metadata(project.state_path())
         .ok()
         .filter(|m| m.is_file())
-        .map(|_| fs::read(project.state_path()).unwrap());
+        .map(|_| project.state_bytes());
     assert_eq!(before, after, "the state is untouched: {run:?}");
     run
 }
@@ -824,24 +824,6 @@ fn hook_lines_for_bad_files() {
         table.line(case, &untouched(&project, usual(&project)));
     }
     stable().bind(|| insta::assert_snapshot!("hook_bad_files", table.0));
-}
-
-/// Limits the size of every file `cmd` writes (RLIMIT_FSIZE), as a full disk would.
-#[allow(unsafe_code)]
-fn limit_file_size(cmd: &mut Command, bytes: u64) {
-    // SAFETY: setrlimit(2) is async-signal-safe; the closure touches nothing else.
-    unsafe {
-        cmd.pre_exec(move || {
-            let limit = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: bytes,
-            };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
 }
 
 /// Holds an exclusive flock on `file` until it is dropped.

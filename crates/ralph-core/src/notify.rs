@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 
 use crate::judge::state::{LoopState, Status};
+use crate::observe::process::group::{GroupChild, Lifetime};
 use crate::persist::log::{self, LogEntry, LogEvent};
 use crate::persist::store::StateLock;
 use crate::time::Timestamp;
@@ -110,22 +111,18 @@ fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // A group of its own: the launcher's exit, or a Ctrl-C or a signal to
-    // the launcher's group just after the ending, must not cut the person's
-    // notification short.
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        shell.process_group(0);
-    }
-    let mut child = shell.spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
+    // A group of its own that outlives this process: the launcher's exit,
+    // or a Ctrl-C or a signal to the launcher's group just after the ending,
+    // must not cut the person's notification short.
+    let mut child = GroupChild::spawn(&mut shell, Lifetime::Independent)?;
+    if let Some(mut stdin) = child.child().stdin.take() {
         // Written whole before this process may exit (the body is far
         // smaller than a pipe's buffer); a command that does not read its
         // stdin just ends the write.
         let _ = stdin.write_all(body.as_bytes());
     }
     // Not waited for; reaped by the system once this process is gone.
+    child.detach();
     Ok(())
 }
 

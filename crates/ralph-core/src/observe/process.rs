@@ -1,7 +1,11 @@
-//! The one place that sends a signal to a child process: stopping one that
-//! overran its time (git, verification commands), waiting for one without
-//! reaping it, and passing a signal on to the Claude Code client
-//! (`ralph-ctl run`).
+//! The one place that starts a command it must stop whole and sends a
+//! signal to a child process: a command in a process group of its own, with
+//! a deadline, its group killed, and (if asked) dying with this process
+//! ([`group`]: verification commands, git, the client's `--version`, the
+//! ending's notification); waiting for a child without reaping it; and
+//! passing a signal on to the Claude Code client (`ralph-ctl run`).
+
+pub mod group;
 
 /// Sends SIGKILL to `pid`, or with `group` to the process group it leads.
 /// Pids that do not fit a positive `pid_t` above 1 are ignored. No-op off Unix.
@@ -172,21 +176,6 @@ fn wait_without_reaping(pid: u32, extra: libc::c_int) -> std::io::Result<bool> {
     }
 }
 
-/// What [`collect_output`] saw of a child.
-#[cfg(target_os = "linux")]
-pub(crate) enum Collected {
-    /// It exited before the deadline; `output` is everything it printed,
-    /// `None` when its output did not end within the grace after its exit
-    /// (something outside its group still held it).
-    Exited {
-        status: std::process::ExitStatus,
-        output: Option<Vec<u8>>,
-    },
-    /// Still running at the deadline (its group was killed and it was
-    /// reaped), or it could not be waited for.
-    Failed,
-}
-
 /// Reads the stdout of `child` (which leads its own process group) to its
 /// end while waiting for its exit, in this thread, until `deadline`: one
 /// `poll` over the pipe and a pidfd of the child, so no thread is started.
@@ -201,7 +190,7 @@ pub(crate) fn collect_output(
     child: &mut std::process::Child,
     deadline: std::time::Instant,
     grace: std::time::Duration,
-) -> Option<Collected> {
+) -> Option<group::Collected> {
     use std::io::Read;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::time::Instant;
@@ -266,12 +255,12 @@ pub(crate) fn collect_output(
     if !exited {
         kill(child.id(), true);
         let _ = child.wait();
-        return Some(Collected::Failed);
+        return Some(group::Collected::Failed);
     }
     let Ok(status) = child.wait() else {
-        return Some(Collected::Failed);
+        return Some(group::Collected::Failed);
     };
-    Some(Collected::Exited {
+    Some(group::Collected::Exited {
         status,
         output: ended.then_some(output),
     })

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::observe::process::group::{GroupChild, Lifetime};
 use crate::observe::test_counts::{self, TestCounts};
 
 /// Bytes of a command's output kept (its tail).
@@ -92,120 +93,6 @@ fn shell(command: &str) -> Command {
     }
 }
 
-/// A started command in a process group of its own, seen through the three
-/// things the timeout needs; the order they are used in is what keeps the
-/// group kill safe (see [`wait_then_kill_group`]).
-trait GroupLeader {
-    /// Whether the command has exited, without reaping it.
-    fn exited(&mut self) -> std::io::Result<bool>;
-    /// Kills the command's whole process group.
-    fn kill_group(&mut self);
-    /// Reaps the command; its exit code (`None` when killed by a signal).
-    fn reap(&mut self) -> Option<i32>;
-}
-
-/// What keeps a verification command from outliving the hook (Unix): a
-/// small `sh` that leads the process group the command is started in and
-/// waits on a pipe whose write end only this process holds (close-on-exec,
-/// so the command never inherits it). However this process ends, SIGKILL
-/// included, the kernel closes that end; `read` returns, and the watchdog
-/// kills its whole group (`kill 0`): the command, everything it started,
-/// and itself. While this process lives, the watchdog only waits.
-///
-/// The group's id is the watchdog's pid, and the watchdog is this process's
-/// child, reaped only after the group is killed: the id cannot have gone to
-/// another process when it is signalled. And the group exists before the
-/// command does, so there is no moment the command runs unwatched.
-#[cfg(unix)]
-struct Watchdog {
-    process: std::process::Child,
-    /// Held, never written: its closing is the signal.
-    _alive: std::io::PipeWriter,
-}
-
-#[cfg(unix)]
-impl Watchdog {
-    fn start() -> std::io::Result<Watchdog> {
-        use std::os::unix::process::CommandExt;
-        let (reader, alive) = std::io::pipe()?;
-        let process = Command::new("sh")
-            .args(["-c", "read -r line; kill -s KILL 0"])
-            .stdin(reader)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()?;
-        Ok(Watchdog {
-            process,
-            _alive: alive,
-        })
-    }
-}
-
-/// A verification command and, on Unix, the watchdog that leads its group
-/// (`None`: the command leads its own group, as when no watchdog could start).
-struct Verification {
-    command: std::process::Child,
-    #[cfg(unix)]
-    watchdog: Option<Watchdog>,
-}
-
-impl GroupLeader for Verification {
-    #[cfg(unix)]
-    fn exited(&mut self) -> std::io::Result<bool> {
-        crate::observe::process::has_exited(self.command.id())
-    }
-
-    #[cfg(not(unix))]
-    fn exited(&mut self) -> std::io::Result<bool> {
-        // A Windows process handle keeps its id from being reused, so
-        // reaping early is harmless there.
-        self.command.try_wait().map(|status| status.is_some())
-    }
-
-    fn kill_group(&mut self) {
-        #[cfg(unix)]
-        let leader = match &self.watchdog {
-            Some(watchdog) => watchdog.process.id(),
-            None => self.command.id(),
-        };
-        #[cfg(not(unix))]
-        let leader = self.command.id();
-        // The group's id is its leader's pid.
-        crate::observe::process::kill(leader, true);
-        let _ = self.command.kill();
-    }
-
-    fn reap(&mut self) -> Option<i32> {
-        let code = self.command.wait().ok().and_then(|status| status.code());
-        #[cfg(unix)]
-        if let Some(watchdog) = &mut self.watchdog {
-            let _ = watchdog.process.wait();
-        }
-        code
-    }
-}
-
-/// Waits for the leader to exit or for `deadline`, then kills its group
-/// (whatever it left running, a background server say, or all of it when it
-/// overran) and only then reaps it. A group is never signalled after its
-/// leader was reaped: by then its id may belong to an unrelated process.
-/// Returns the exit code (`None` when it overran) and whether it timed out.
-fn wait_then_kill_group(leader: &mut impl GroupLeader, deadline: Instant) -> (Option<i32>, bool) {
-    let timed_out = loop {
-        match leader.exited() {
-            Ok(true) => break false,
-            Ok(false) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-            Ok(false) => break true,
-            // Cannot wait for it: stop it rather than wait forever.
-            Err(_) => break false,
-        }
-    };
-    leader.kill_group();
-    let code = leader.reap();
-    (if timed_out { None } else { code }, timed_out)
-}
-
 /// Runs one command from `root` with its timeout.
 pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
     let started = Instant::now();
@@ -230,33 +117,14 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
         .stdin(Stdio::null())
         .stdout(writer.0)
         .stderr(writer.1);
-    // The command runs in the watchdog's group; without one (no `sh` to
-    // start it), in a group of its own, as the timeout still needs.
-    #[cfg(unix)]
-    let watchdog = Watchdog::start().ok();
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        let group = watchdog.as_ref().map_or(0, |w| w.process.id());
-        cmd.process_group(i32::try_from(group).unwrap_or(0));
-    }
-    let spawned = cmd.spawn();
+    // In a group that dies with this process: a hook killed by its client
+    // (on its timeout, or SIGKILL) takes the command and all it started along.
+    let spawned = GroupChild::spawn(&mut cmd, Lifetime::DiesWithParent);
     // Our copies of the write end must go, or the reader never sees the end.
     drop(cmd);
-    let mut child = match spawned {
-        Ok(command) => Verification {
-            command,
-            #[cfg(unix)]
-            watchdog,
-        },
-        Err(e) => {
-            #[cfg(unix)]
-            if let Some(mut watchdog) = watchdog {
-                crate::observe::process::kill(watchdog.process.id(), true);
-                let _ = watchdog.process.wait();
-            }
-            return result(None, false, format!("cannot start the command: {e}"));
-        }
+    let child = match spawned {
+        Ok(child) => child,
+        Err(e) => return result(None, false, format!("cannot start the command: {e}")),
     };
     let output = Arc::new(Mutex::new(Output::default()));
     let reader = {
@@ -279,7 +147,7 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
     // Anything the command left running in its group would hold the pipe
     // open: the group is killed once the command ends, and the reader is
     // never waited for long.
-    let (exit_code, timed_out) = wait_then_kill_group(&mut child, deadline);
+    let (exit_code, timed_out) = child.wait_then_kill_group(deadline);
     let drain_deadline = Instant::now() + Duration::from_secs(2);
     while !reader.is_finished() && Instant::now() < drain_deadline {
         thread::sleep(Duration::from_millis(5));
@@ -428,70 +296,6 @@ mod tests {
             &cmd("missing", "definitely-not-a-command-xyz", 10),
         );
         assert_eq!(missing.exit_code, Some(127));
-    }
-
-    /// Records what the timeout logic does to a fake leader.
-    struct Recorder {
-        /// What `exited` answers, in turn (then: still running).
-        answers: Vec<std::io::Result<bool>>,
-        events: Vec<&'static str>,
-    }
-
-    impl GroupLeader for Recorder {
-        fn exited(&mut self) -> std::io::Result<bool> {
-            assert!(!self.events.contains(&"reap"), "waited on a reaped leader");
-            self.events.push("exited?");
-            if self.answers.is_empty() {
-                Ok(false)
-            } else {
-                self.answers.remove(0)
-            }
-        }
-        fn kill_group(&mut self) {
-            self.events.push("kill group");
-        }
-        fn reap(&mut self) -> Option<i32> {
-            self.events.push("reap");
-            Some(3)
-        }
-    }
-
-    #[test]
-    fn the_group_is_killed_before_the_leader_is_reaped_never_after() {
-        /// (what `exited` answers, the timeout, the expected result)
-        type Case = (Vec<std::io::Result<bool>>, Duration, (Option<i32>, bool));
-        let cases: Vec<Case> = vec![
-            // exits on the second look
-            (
-                vec![Ok(false), Ok(true)],
-                Duration::from_secs(60),
-                (Some(3), false),
-            ),
-            // overruns its deadline
-            (vec![], Duration::from_millis(30), (None, true)),
-            // cannot be waited for
-            (
-                vec![Err(std::io::Error::other("ECHILD"))],
-                Duration::from_secs(60),
-                (Some(3), false),
-            ),
-        ];
-        for (answers, timeout, want) in cases {
-            let mut leader = Recorder {
-                answers,
-                events: Vec::new(),
-            };
-            let got = wait_then_kill_group(&mut leader, Instant::now() + timeout);
-            assert_eq!(got, want);
-            let tail: Vec<_> = leader.events.iter().rev().take(2).rev().copied().collect();
-            assert_eq!(tail, ["kill group", "reap"], "{:?}", leader.events);
-            assert_eq!(
-                leader.events.iter().filter(|e| **e == "kill group").count(),
-                1,
-                "{:?}",
-                leader.events
-            );
-        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ProcessEnv};
+use ralph_core::observe::process::group::{Collected, GroupChild, Lifetime};
 use ralph_core::observe::registration;
 use ralph_core::observe::verify;
 use ralph_core::paths::ProjectPaths;
@@ -219,31 +220,24 @@ fn program_of(command: &str) -> PathBuf {
     }
 }
 
-/// The output of `program args`, if it exits 0 within a few seconds.
+/// The output of `program args`, if it exits 0 within a few seconds (cut
+/// off whole, with anything it started, past them).
 fn output_of(program: &Path, args: &[&str]) -> Option<String> {
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
+        .stderr(Stdio::null());
+    let child = GroupChild::spawn(&mut command, Lifetime::Independent).ok()?;
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match child.try_wait().ok()? {
-            Some(status) if status.success() => break,
-            Some(_) => return None,
-            None if Instant::now() > deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
+    match child.collect_output(deadline, Duration::from_millis(200)) {
+        Collected::Exited {
+            status,
+            output: Some(bytes),
+        } if status.success() => Some(String::from_utf8_lossy(&bytes).trim().to_string()),
+        _ => None,
     }
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut text).ok()?;
-    Some(text.trim().to_string())
 }
 
 fn hook(paths: &ProjectPaths) -> Check {

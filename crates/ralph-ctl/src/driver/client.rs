@@ -10,6 +10,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ralph_core::observe::process::group::{Collected, GroupChild, Lifetime};
+
 use super::command::{ClientCommand, PromptDelivery};
 use super::live;
 use super::signals::{Signal, SignalSource};
@@ -203,32 +205,24 @@ pub(crate) const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) fn version(
     client: &super::command::ClientProgram,
 ) -> Option<super::command::ClientVersion> {
-    let mut child = Command::new(&client.program)
+    let mut command = Command::new(&client.program);
+    command
         .args(&client.leading_args)
         .arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            // Node starting a large cli.js on a loaded machine took 7.6 s here.
-            Ok(None) if started.elapsed() < VERSION_TIMEOUT => {
-                thread::sleep(Duration::from_millis(20))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
+        .stderr(Stdio::null());
+    // In a group of its own, cut off whole at the deadline: Node starting a
+    // large cli.js on a loaded machine took 7.6 s here.
+    let child = GroupChild::spawn(&mut command, Lifetime::Independent).ok()?;
+    let deadline = Instant::now() + VERSION_TIMEOUT;
+    match child.collect_output(deadline, Duration::from_millis(200)) {
+        Collected::Exited {
+            output: Some(bytes),
+            ..
+        } => super::command::ClientVersion::parse(&String::from_utf8_lossy(&bytes)),
+        _ => None,
     }
-    let mut text = String::new();
-    child.stdout.take()?.read_to_string(&mut text).ok()?;
-    super::command::ClientVersion::parse(&text)
 }
 
 /// The end of the output reader (it signals when the pipe closed) and the

@@ -11,12 +11,13 @@
 //! pid given to another process since is never signalled.
 
 use std::io::{self, BufRead, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use ralph_core::judge::state::ProcessId;
 use ralph_core::observe::liveness;
+use ralph_core::observe::process::group::{GroupChild, Lifetime};
 
 /// How long the client has, once its driver is gone, to end on SIGTERM
 /// before it is killed.
@@ -25,7 +26,7 @@ pub(crate) const ORPHAN_GRACE: Duration = Duration::from_secs(5);
 /// The watchdog of one client, from the driver's side.
 #[derive(Debug)]
 pub(crate) struct Watchdog {
-    child: Child,
+    child: GroupChild,
     line: Option<ChildStdin>,
 }
 
@@ -45,13 +46,9 @@ impl Watchdog {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            command.process_group(0);
-        }
-        let mut child = command.spawn()?;
-        let line = child.stdin.take();
+        // A group of its own, which no Ctrl-C or hang-up of the terminal reaches.
+        let mut child = GroupChild::spawn(&mut command, Lifetime::Independent)?;
+        let line = child.child().stdin.take();
         Ok(Watchdog { child, line })
     }
 
@@ -63,13 +60,13 @@ impl Watchdog {
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(_)) = self.child.child().try_wait() {
                 return;
             }
             thread::sleep(Duration::from_millis(10));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.child.child().kill();
+        let _ = self.child.child().wait();
     }
 }
 
@@ -117,6 +114,7 @@ fn end_orphan(client: ProcessId, grace: Duration) -> bool {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use std::process::Child;
 
     fn sleeper() -> Child {
         Command::new("sleep").arg("30").spawn().unwrap()

@@ -3,6 +3,8 @@
 //! listing parsed, and git's process waited for within the reading's deadline.
 
 use super::*;
+pub(super) use crate::observe::process::group::Waiting;
+use crate::observe::process::group::{Collected, GroupChild, Lifetime};
 
 /// Environment variables removed for every git call: those that would point
 /// git at another repository or index than the one holding the project, an
@@ -434,57 +436,30 @@ pub(super) enum GitRun {
     Failed,
 }
 
-/// Runs `command` (git) in its own process group until `deadline`: the whole
-/// group is killed then, so nothing git started can outlive it, and the group
-/// is killed again once git has exited, whatever it left. Git is reaped only
-/// after both (see [`crate::observe::process::wait_exited`]), so the group id cannot
-/// belong to another process yet. On Linux this thread does it all with a
-/// pidfd ([`crate::observe::process::collect_output`]); elsewhere, or without one, a
-/// reader thread and a watchdog thread.
+/// Runs `command` (git) as a process group of its own until `deadline`
+/// ([`GroupChild`]): the whole group is killed then, so nothing git started
+/// can outlive it, and the group is killed again once git has exited,
+/// whatever it left; git is reaped only after both, so the group id cannot
+/// belong to another process yet.
 pub(super) fn run_git(command: Command, deadline: Instant) -> GitRun {
     run_git_waiting(command, deadline, Waiting::Pidfd)
 }
 
-/// How [`run_git`] waits for git: with a pidfd where there is one, or (and
-/// in the tests of that path) with threads.
-#[derive(Clone, Copy, PartialEq)]
-pub(super) enum Waiting {
-    Pidfd,
-    #[cfg_attr(not(test), allow(dead_code))]
-    Threads,
-}
-
+/// [`run_git`], choosing how it waits (the tests run both ways).
 pub(super) fn run_git_waiting(mut command: Command, deadline: Instant, waiting: Waiting) -> GitRun {
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        command.process_group(0);
-    }
-    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
-    let Ok(mut child) = command.spawn() else {
+    // Not guarded: the hook waits for git anyway, and a guard's process
+    // would cost every stop a start.
+    let Ok(mut child) = GroupChild::spawn(&mut command, Lifetime::Independent) else {
         return GitRun::NotUsable;
     };
-    #[cfg(not(target_os = "linux"))]
-    let _ = waiting;
-    #[cfg(target_os = "linux")]
-    if waiting == Waiting::Pidfd {
-        if let Some(collected) =
-            crate::observe::process::collect_output(&mut child, deadline, OUTPUT_GRACE)
-        {
-            return match collected {
-                crate::observe::process::Collected::Exited { status, output } => {
-                    GitRun::ended(Some(status), output)
-                }
-                crate::observe::process::Collected::Failed => GitRun::Failed,
-            };
-        }
+    match child.collect_output_waiting(deadline, OUTPUT_GRACE, waiting) {
+        Collected::Exited { status, output } => GitRun::ended(Some(status), output),
+        Collected::Failed => GitRun::Failed,
     }
-    let (exit, output) = wait_with_threads(child, deadline);
-    GitRun::ended(exit, output)
 }
 
 /// How long git's output may go on after git has exited and its group was
@@ -501,52 +476,4 @@ impl GitRun {
             _ => GitRun::Failed,
         }
     }
-}
-
-/// [`run_git`]'s wait with a reader thread and a watchdog thread: git's exit
-/// status (`None` when it was killed at the deadline or could not be
-/// waited for) and its output (`None` when it did not end within
-/// [`OUTPUT_GRACE`] after git exited).
-pub(super) fn wait_with_threads(
-    mut child: std::process::Child,
-    deadline: Instant,
-) -> (Option<std::process::ExitStatus>, Option<Vec<u8>>) {
-    // Read on a thread until git closes its output (no polling delay on the
-    // hook's path), while this one waits for git to exit.
-    let (sent, output) = mpsc::channel::<Vec<u8>>();
-    if let Some(mut stdout) = child.stdout.take() {
-        thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = stdout.read_to_end(&mut bytes);
-            let _ = sent.send(bytes);
-        });
-    }
-    let (done, finished) = mpsc::channel::<()>();
-    let pid = child.id();
-    let watchdog = thread::spawn(move || {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if finished.recv_timeout(left) == Err(mpsc::RecvTimeoutError::Timeout) {
-            crate::observe::process::kill(pid, true);
-            true
-        } else {
-            false
-        }
-    });
-    #[cfg(unix)]
-    let waited = crate::observe::process::wait_exited(pid).is_ok();
-    #[cfg(not(unix))]
-    let waited = child.wait().is_ok();
-    let _ = done.send(());
-    let timed_out = watchdog.join().unwrap_or(true);
-    if waited {
-        // Not reaped yet (on Unix), so the group id is still git's.
-        crate::observe::process::kill(pid, true);
-    }
-    let exit = child.wait().ok().filter(|_| waited && !timed_out);
-    // Git has exited and its group is gone: its output has ended, unless
-    // something that left the group still holds it.
-    let grace = deadline
-        .saturating_duration_since(Instant::now())
-        .max(OUTPUT_GRACE);
-    (exit, output.recv_timeout(grace).ok())
 }

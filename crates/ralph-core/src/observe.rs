@@ -12,6 +12,7 @@ pub mod process;
 pub mod progress;
 pub mod prompt;
 pub mod protected;
+pub mod queue;
 pub mod refusals;
 pub mod registration;
 pub mod test_counts;

@@ -3,5 +3,6 @@
 //! atomic file write every file ralph creates goes through.
 
 pub mod atomic;
+pub mod claims;
 pub mod log;
 pub mod store;

@@ -85,19 +85,25 @@ fn checkbox(line: &str) -> Option<(bool, String)> {
     Some((checked, text.trim().to_string()))
 }
 
-/// The unchecked required items and the number of checked items of a plan.
-pub fn parse(markdown: &str) -> (Vec<String>, usize) {
-    let mut unchecked = Vec::new();
-    let mut checked = 0;
+/// One line of a plan as the gate reads it: the line (with its newline),
+/// its checkbox if it is a list item with one outside a code fence, and
+/// whether it stands in an optional section.
+type PlanLine<'a> = (&'a str, Option<(bool, String)>, bool);
+
+/// Every line of `markdown`, read as [`PlanLine`]s.
+fn walk(markdown: &str) -> Vec<PlanLine<'_>> {
+    let mut lines = Vec::new();
     let mut optional_level: Option<usize> = None;
     let mut in_fence = false;
-    for line in markdown.lines() {
+    for line in markdown.split_inclusive('\n') {
         let t = line.trim_start();
         if t.starts_with("```") || t.starts_with("~~~") {
             in_fence = !in_fence;
+            lines.push((line, None, optional_level.is_some()));
             continue;
         }
         if in_fence {
+            lines.push((line, None, optional_level.is_some()));
             continue;
         }
         if let Some((level, title)) = heading(line) {
@@ -107,15 +113,42 @@ pub fn parse(markdown: &str) -> (Vec<String>, usize) {
             if optional_level.is_none() && is_optional(&title) {
                 optional_level = Some(level);
             }
+            lines.push((line, None, optional_level.is_some()));
             continue;
         }
-        match checkbox(line) {
+        lines.push((line, checkbox(line), optional_level.is_some()));
+    }
+    lines
+}
+
+/// The unchecked required items and the number of checked items of a plan.
+pub fn parse(markdown: &str) -> (Vec<String>, usize) {
+    let mut unchecked = Vec::new();
+    let mut checked = 0;
+    for (_, found, optional) in walk(markdown) {
+        match found {
             Some((true, _)) => checked += 1,
-            Some((false, text)) if optional_level.is_none() => unchecked.push(text),
+            Some((false, text)) if !optional => unchecked.push(text),
             _ => {}
         }
     }
     (unchecked, checked)
+}
+
+/// Every line of `markdown` (with its newline), and the text of its
+/// checkbox when it is an unchecked required item: what a backlog drained
+/// from a plan works on (see `observe::queue`).
+pub fn boxes(markdown: &str) -> Vec<(&str, Option<String>)> {
+    walk(markdown)
+        .into_iter()
+        .map(|(line, found, optional)| {
+            let unchecked = match found {
+                Some((false, text)) if !optional => Some(text),
+                _ => None,
+            };
+            (line, unchecked)
+        })
+        .collect()
 }
 
 /// Reads the plan files that exist under `root` (missing ones are skipped).

@@ -1,0 +1,484 @@
+//! A backlog's items, read from where the person keeps them: the unchecked
+//! boxes of a markdown plan (`plan:PATH`), one file per item in a folder
+//! (`dir:PATH`), or the JSON array a configured command prints
+//! (`cmd:COMMAND`). Every source gives the same item shape; an item's id is
+//! stable while the item itself is unchanged, so a source read again (items
+//! are added while a backlog is drained) names the same work the same way.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::observe::plan;
+use crate::observe::process::group::{Collected, GroupChild, Lifetime};
+
+/// Largest plan file or item file read.
+pub const MAX_ITEM_FILE_BYTES: u64 = 1024 * 1024;
+/// Most items a source may hold; past it the source is refused.
+pub const MAX_ITEMS: usize = 10_000;
+/// How long a `cmd:` source may take.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// Largest output of a `cmd:` source read.
+pub const MAX_COMMAND_OUTPUT: usize = 16 * 1024 * 1024;
+
+/// One piece of work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    /// Stable while the item is unchanged: a plan item's is made from its
+    /// text, a folder item's is its file name, a command's is its own.
+    pub id: String,
+    /// One line that names it.
+    pub title: String,
+    /// What the agent is told of it beyond the title (may be empty).
+    pub body: String,
+}
+
+/// Where a backlog's items come from (`--queue SOURCE`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `plan:PATH`: the unchecked `- [ ]` items of a markdown plan,
+    /// outside sections headed Optional, Future or Nice to have.
+    Plan(PathBuf),
+    /// `dir:PATH`: each regular file of the folder (not hidden) is an item.
+    Dir(PathBuf),
+    /// `cmd:COMMAND`: a command (`sh -c`) that prints a JSON array of
+    /// `{"id", "title", "body"}` objects.
+    Command(String),
+}
+
+/// Why a source could not be read, each naming the source and the fix.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum QueueError {
+    /// The `--queue` value has no known kind.
+    #[error("--queue {0:?}: say where the items are: plan:PATH, dir:PATH or cmd:COMMAND")]
+    UnknownSource(String),
+    /// The kind is there, its path or command is not.
+    #[error("--queue {0:?}: nothing after the colon; give the path or the command")]
+    Empty(String),
+    /// A file or folder could not be read.
+    #[error("the queue's {what} {path} cannot be read: {why}")]
+    Unreadable {
+        /// "plan" or "folder" or "item file".
+        what: &'static str,
+        /// Where.
+        path: String,
+        /// The system's words.
+        why: String,
+    },
+    /// A file is larger than [`MAX_ITEM_FILE_BYTES`].
+    #[error("the queue's file {0} is larger than 1 MiB; split it")]
+    TooLarge(String),
+    /// More than [`MAX_ITEMS`] items.
+    #[error("the queue {0} holds more than 10000 items; drain part of it first")]
+    TooMany(String),
+    /// The command could not start, failed, overran, or printed no item array.
+    #[error("the queue's command `{command}` {why}")]
+    Command {
+        /// The command.
+        command: String,
+        /// What went wrong, and the fix.
+        why: String,
+    },
+}
+
+impl FromStr for Source {
+    type Err = QueueError;
+
+    fn from_str(text: &str) -> Result<Source, QueueError> {
+        let (kind, rest) = text
+            .split_once(':')
+            .ok_or_else(|| QueueError::UnknownSource(text.to_string()))?;
+        if rest.trim().is_empty() {
+            return Err(QueueError::Empty(text.to_string()));
+        }
+        match kind {
+            "plan" => Ok(Source::Plan(PathBuf::from(rest))),
+            "dir" => Ok(Source::Dir(PathBuf::from(rest))),
+            "cmd" => Ok(Source::Command(rest.to_string())),
+            _ => Err(QueueError::UnknownSource(text.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Plan(path) => write!(f, "plan:{}", path.display()),
+            Source::Dir(path) => write!(f, "dir:{}", path.display()),
+            Source::Command(command) => write!(f, "cmd:{command}"),
+        }
+    }
+}
+
+impl Source {
+    /// The source's items as they are now, in its order; paths are taken
+    /// from `root` unless absolute, and a command runs there.
+    pub fn read(&self, root: &Path) -> Result<Vec<Item>, QueueError> {
+        let items = match self {
+            Source::Plan(path) => plan_items(&read_small(&root.join(path), "plan")?),
+            Source::Dir(path) => dir_items(&root.join(path))?,
+            Source::Command(command) => command_items(command, root)?,
+        };
+        if items.len() > MAX_ITEMS {
+            return Err(QueueError::TooMany(self.to_string()));
+        }
+        Ok(items)
+    }
+}
+
+/// A file's text, refused past [`MAX_ITEM_FILE_BYTES`].
+fn read_small(path: &Path, what: &'static str) -> Result<String, QueueError> {
+    let unreadable = |e: std::io::Error| QueueError::Unreadable {
+        what,
+        path: path.display().to_string(),
+        why: e.to_string(),
+    };
+    let meta = std::fs::metadata(path).map_err(unreadable)?;
+    if meta.len() > MAX_ITEM_FILE_BYTES {
+        return Err(QueueError::TooLarge(path.display().to_string()));
+    }
+    let bytes = std::fs::read(path).map_err(unreadable)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The id of a plan item: `plan-` and 12 hex digits of a hash of its text
+/// (spaces collapsed), so editing, adding or removing other lines keeps it;
+/// a second item of the same text gets `-2`, a third `-3`.
+fn plan_id(text: &str, seen: &mut Vec<String>) -> String {
+    let normalized: Vec<&str> = text.split_whitespace().collect();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in normalized.join(" ").bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let base = format!("plan-{:012x}", hash >> 16);
+    let mut id = base.clone();
+    let mut n = 1;
+    while seen.contains(&id) {
+        n += 1;
+        id = format!("{base}-{n}");
+    }
+    seen.push(id.clone());
+    id
+}
+
+/// The unchecked required items of a markdown plan, each with the lines
+/// indented under it as its body.
+pub fn plan_items(markdown: &str) -> Vec<Item> {
+    let mut items: Vec<Item> = Vec::new();
+    let mut seen = Vec::new();
+    // The indentation of the item whose body is being read.
+    let mut open: Option<usize> = None;
+    for (line, unchecked) in plan::boxes(markdown) {
+        let indent = line.len() - line.trim_start().len();
+        match unchecked {
+            Some(text) => {
+                let id = plan_id(&text, &mut seen);
+                items.push(Item {
+                    id,
+                    title: text,
+                    body: String::new(),
+                });
+                open = Some(indent);
+            }
+            None => match (open, items.last_mut()) {
+                (Some(at), Some(item)) if indent > at && !line.trim().is_empty() => {
+                    item.body.push_str(line.trim());
+                    item.body.push('\n');
+                }
+                (Some(_), _) if line.trim().is_empty() => {}
+                _ => open = None,
+            },
+        }
+    }
+    items
+}
+
+/// `markdown` with the box of plan item `id` ticked (`- [ ]` to `- [x]`);
+/// `None` when no unchecked item has that id.
+pub fn tick(markdown: &str, id: &str) -> Option<String> {
+    let mut seen = Vec::new();
+    let mut out = String::with_capacity(markdown.len());
+    let mut ticked = false;
+    for (line, unchecked) in plan::boxes(markdown) {
+        let mut line = line.to_string();
+        if let Some(text) = unchecked {
+            if !ticked && plan_id(&text, &mut seen) == id {
+                line = line.replacen("[ ]", "[x]", 1);
+                ticked = true;
+            }
+        }
+        out.push_str(&line);
+    }
+    ticked.then_some(out)
+}
+
+/// One item per regular, not hidden file of `folder`, by name.
+fn dir_items(folder: &Path) -> Result<Vec<Item>, QueueError> {
+    let entries = std::fs::read_dir(folder).map_err(|e| QueueError::Unreadable {
+        what: "folder",
+        path: folder.display().to_string(),
+        why: e.to_string(),
+    })?;
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    if names.len() > MAX_ITEMS {
+        return Err(QueueError::TooMany(format!("dir:{}", folder.display())));
+    }
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let text = read_small(&folder.join(&name), "item file")?;
+            let title = text
+                .lines()
+                .map(|l| l.trim().trim_start_matches('#').trim())
+                .find(|l| !l.is_empty())
+                .unwrap_or(&name)
+                .to_string();
+            Ok(Item {
+                id: name,
+                title,
+                body: text,
+            })
+        })
+        .collect()
+}
+
+/// An item as a command prints it: the id may be a number.
+#[derive(Deserialize)]
+struct PrintedItem {
+    id: serde_json::Value,
+    title: String,
+    #[serde(default)]
+    body: String,
+}
+
+/// The items a command prints, run with `sh -c` from `root` in a process
+/// group of its own, cut off at [`COMMAND_TIMEOUT`].
+fn command_items(command: &str, root: &Path) -> Result<Vec<Item>, QueueError> {
+    let failed = |why: String| QueueError::Command {
+        command: command.to_string(),
+        why,
+    };
+    let mut shell = Command::new("sh");
+    shell
+        .args(["-c", command])
+        .current_dir(root)
+        .env_remove("RALPH_ACTIVE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let child = GroupChild::spawn(&mut shell, Lifetime::DiesWithParent)
+        .map_err(|e| failed(format!("cannot start: {e}")))?;
+    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let bytes = match child.collect_output(deadline, Duration::from_millis(200)) {
+        Collected::Exited {
+            status,
+            output: Some(bytes),
+        } if status.success() => bytes,
+        Collected::Exited { status, .. } if !status.success() => {
+            return Err(failed(format!(
+                "failed ({status}); run it by hand to see why"
+            )));
+        }
+        _ => {
+            return Err(failed(format!(
+                "did not finish within {} s; make it faster or give the items another way",
+                COMMAND_TIMEOUT.as_secs()
+            )))
+        }
+    };
+    if bytes.len() > MAX_COMMAND_OUTPUT {
+        return Err(failed("printed more than 16 MiB".into()));
+    }
+    let printed: Vec<PrintedItem> = serde_json::from_slice(&bytes).map_err(|e| {
+        failed(format!(
+            "did not print a JSON array of {{\"id\", \"title\", \"body\"}} objects ({e})"
+        ))
+    })?;
+    let mut items: Vec<Item> = Vec::with_capacity(printed.len());
+    for item in printed {
+        let id = match item.id {
+            serde_json::Value::String(id) if !id.trim().is_empty() => id,
+            serde_json::Value::Number(n) => n.to_string(),
+            other => {
+                return Err(failed(format!(
+                    "printed an item whose id is {other}; give each item a string or number id"
+                )))
+            }
+        };
+        if items.iter().any(|seen| seen.id == id) {
+            return Err(failed(format!(
+                "printed the id {id:?} twice; ids must be unique"
+            )));
+        }
+        items.push(Item {
+            id,
+            title: item.title,
+            body: item.body,
+        });
+    }
+    Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = "# Plan\n\
+        - [x] the parser\n\
+        - [ ] write the user guide\n  \
+          covering install and first run\n\
+        - [ ] add `--json`\n\
+        \n\
+        ## Nice to have\n\
+        - [ ] emoji output\n";
+
+    #[test]
+    fn sources_are_read_from_their_spelling_and_refused_with_the_fix() {
+        assert_eq!("plan:TODO.md".parse(), Ok(Source::Plan("TODO.md".into())));
+        assert_eq!("dir:backlog".parse(), Ok(Source::Dir("backlog".into())));
+        assert_eq!(
+            "cmd:gh issue list --json number,title".parse(),
+            Ok(Source::Command("gh issue list --json number,title".into()))
+        );
+        for bad in ["TODO.md", "todo:TODO.md"] {
+            let error = bad.parse::<Source>().unwrap_err().to_string();
+            assert!(
+                error.contains("plan:PATH, dir:PATH or cmd:COMMAND"),
+                "{error}"
+            );
+        }
+        let error = "plan: ".parse::<Source>().unwrap_err().to_string();
+        assert!(error.contains("nothing after the colon"), "{error}");
+    }
+
+    #[test]
+    fn a_plan_gives_its_unchecked_required_items_with_their_bodies() {
+        let items = plan_items(PLAN);
+        let titles: Vec<&str> = items.iter().map(|i| i.title.as_str()).collect();
+        assert_eq!(titles, ["write the user guide", "add `--json`"]);
+        assert_eq!(items[0].body, "covering install and first run\n");
+        assert_eq!(items[1].body, "");
+        assert!(items.iter().all(|i| i.id.starts_with("plan-")));
+    }
+
+    #[test]
+    fn a_plan_item_keeps_its_id_when_other_lines_change() {
+        let before = plan_items(PLAN);
+        let edited = PLAN
+            .replace(
+                "- [x] the parser\n",
+                "- [x] the parser\n- [ ] a new first item\n",
+            )
+            .replace(
+                "write the user guide\n",
+                "write the user guide\n\nSome prose.\n",
+            );
+        let after = plan_items(&edited);
+        let id_of = |items: &[Item], title: &str| {
+            items
+                .iter()
+                .find(|i| i.title == title)
+                .map(|i| i.id.clone())
+        };
+        for title in ["write the user guide", "add `--json`"] {
+            assert_eq!(id_of(&before, title), id_of(&after, title), "{title}");
+        }
+        // The same text twice: two items, two ids.
+        let twice = plan_items("- [ ] same\n- [ ] same\n");
+        assert_eq!(twice.len(), 2);
+        assert_ne!(twice[0].id, twice[1].id);
+    }
+
+    #[test]
+    fn ticking_an_item_changes_its_box_alone() {
+        let items = plan_items(PLAN);
+        let ticked = tick(PLAN, &items[1].id).unwrap();
+        assert_eq!(
+            ticked,
+            PLAN.replace("- [ ] add `--json`", "- [x] add `--json`")
+        );
+        let left = plan_items(&ticked);
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].id, items[0].id);
+        assert_eq!(tick(PLAN, "plan-000000000000"), None);
+        // The second of two items of the same text.
+        let twice = "- [ ] same\n- [ ] same\n";
+        let second = plan_items(twice)[1].id.clone();
+        assert_eq!(tick(twice, &second).unwrap(), "- [ ] same\n- [x] same\n");
+    }
+
+    #[test]
+    fn a_folder_gives_one_item_per_file_by_name() {
+        let dir = tempfile::TempDir::new().unwrap();
+        std::fs::write(
+            dir.path().join("002-docs.md"),
+            "# Write the docs\nAll of them.\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("001-fix.md"), "\n\nFix the parser\n").unwrap();
+        std::fs::write(dir.path().join(".hidden"), "not an item").unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let items = Source::Dir(dir.path().into()).read(Path::new("/")).unwrap();
+        let got: Vec<(&str, &str)> = items
+            .iter()
+            .map(|i| (i.id.as_str(), i.title.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("001-fix.md", "Fix the parser"),
+                ("002-docs.md", "Write the docs")
+            ]
+        );
+        assert_eq!(items[1].body, "# Write the docs\nAll of them.\n");
+        let missing = Source::Dir(dir.path().join("none")).read(Path::new("/"));
+        assert!(matches!(
+            missing,
+            Err(QueueError::Unreadable { what: "folder", .. })
+        ));
+    }
+
+    #[test]
+    fn a_command_prints_the_items_or_is_refused_saying_why() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let read = |command: &str| Source::Command(command.into()).read(dir.path());
+        let items = read(r#"echo '[{"id": 7, "title": "Fix it", "body": "details"}, {"id": "T-2", "title": "Docs"}]'"#)
+            .unwrap();
+        assert_eq!(
+            items[0],
+            Item {
+                id: "7".into(),
+                title: "Fix it".into(),
+                body: "details".into()
+            }
+        );
+        assert_eq!(items[1].id, "T-2");
+        assert_eq!(items[1].body, "");
+        for (command, said) in [
+            ("exit 3", "failed (exit status: 3)"),
+            ("echo not json", "did not print a JSON array"),
+            (r#"echo '[{"id": null, "title": "x"}]'"#, "whose id is null"),
+            (
+                r#"echo '[{"id": 1, "title": "a"}, {"id": 1, "title": "b"}]'"#,
+                "printed the id \"1\" twice",
+            ),
+        ] {
+            let error = read(command).unwrap_err().to_string();
+            assert!(
+                error.contains(said) && error.contains(command),
+                "{command}: {error}"
+            );
+        }
+    }
+}

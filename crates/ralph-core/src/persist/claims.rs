@@ -1,0 +1,398 @@
+//! Who works which item of a backlog: claims with a time to live, kept in
+//! `.claude/context/runtime/ralph-queue.json` under a lock of their own,
+//! so several workers (threads of one `ralph-ctl run --queue`, or several
+//! such processes on one project) never work the same item. A worker renews
+//! its claim while it works; a worker that dies releases nothing, and its
+//! item is claimable again once the claim has expired.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fs2::FileExt;
+use serde::{Deserialize, Serialize};
+
+use crate::observe::queue::Item;
+use crate::paths::ProjectPaths;
+use crate::persist::atomic;
+use crate::time::Timestamp;
+
+/// The claims file's name, beside the loop's state.
+pub const CLAIMS_FILE_NAME: &str = "ralph-queue.json";
+/// How long a worker waits for the claims lock before giving up.
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where an item stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ItemStatus {
+    /// A worker holds it until `expiresAt` (renewed while it works).
+    Claimed,
+    /// Worked to its end and merged into the base.
+    Done,
+    /// Worked, but its branch could not land (a conflict, a failing
+    /// verify): kept for a person.
+    NeedsReview,
+    /// The agent said to skip it.
+    Skipped,
+    /// Ended in errors past its budget.
+    Failed,
+}
+
+/// One item's record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemRecord {
+    /// Where it stands.
+    pub status: ItemStatus,
+    /// The worker that holds it, or last held it.
+    pub worker: String,
+    /// When that worker took it.
+    pub claimed_at: Timestamp,
+    /// When an unrenewed claim lapses (only for `claimed`).
+    pub expires_at: Timestamp,
+    /// How many times it was claimed (more than once: a worker died on it).
+    pub claims: u32,
+    /// Why it ended as it did (`needs-review`, `skipped`, `failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// Every item's record, by id.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Claims {
+    /// The file's shape.
+    pub schema_version: u32,
+    /// By item id.
+    pub items: BTreeMap<String, ItemRecord>,
+}
+
+impl Claims {
+    /// Whether `id` is free to take at `now`: never claimed, or claimed
+    /// by a worker whose claim has lapsed.
+    pub fn is_free(&self, id: &str, now: Timestamp) -> bool {
+        match self.items.get(id) {
+            None => true,
+            Some(record) => record.status == ItemStatus::Claimed && record.expires_at <= now,
+        }
+    }
+}
+
+/// Why the claims could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    /// A file operation failed.
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The claims file is not what ralph writes.
+    #[error("the queue's claims {path} are corrupt ({message}); move the file aside to start the queue's record afresh")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// Another worker held the lock too long.
+    #[error("timed out after {}s waiting for the lock on {path}; another ralph process may be stuck", LOCK_TIMEOUT.as_secs())]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+    },
+}
+
+/// The claims of one project's backlog.
+#[derive(Clone, Debug)]
+pub struct ClaimStore {
+    path: PathBuf,
+    lock_path: PathBuf,
+}
+
+impl ClaimStore {
+    /// The claims of the project at `paths`.
+    pub fn new(paths: &ProjectPaths) -> ClaimStore {
+        ClaimStore::at(paths.runtime_dir().join(CLAIMS_FILE_NAME))
+    }
+
+    /// Claims kept at `path` (the lock beside it).
+    pub fn at(path: impl Into<PathBuf>) -> ClaimStore {
+        let path = path.into();
+        let lock_path = path.with_extension("lock");
+        ClaimStore { path, lock_path }
+    }
+
+    /// The claims file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The claims as they are (none yet: empty).
+    pub fn read(&self) -> Result<Claims, ClaimError> {
+        let text = match fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Claims::default()),
+            Err(source) => return Err(self.io("read", &self.path, source)),
+        };
+        serde_json::from_str(&text).map_err(|e| ClaimError::Corrupt {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Claims the first of `items` that is free (see [`Claims::is_free`])
+    /// for `worker` until `now + ttl`; `None` when every item is taken or
+    /// finished.
+    pub fn claim_next(
+        &self,
+        items: &[Item],
+        worker: &str,
+        now: Timestamp,
+        ttl: Duration,
+    ) -> Result<Option<Item>, ClaimError> {
+        self.change(|claims| {
+            let item = items.iter().find(|item| claims.is_free(&item.id, now))?;
+            let claims_before = claims.items.get(&item.id).map_or(0, |r| r.claims);
+            claims.items.insert(
+                item.id.clone(),
+                ItemRecord {
+                    status: ItemStatus::Claimed,
+                    worker: worker.to_string(),
+                    claimed_at: now,
+                    expires_at: Timestamp::from_secs(now.secs() + ttl.as_secs()),
+                    claims: claims_before + 1,
+                    why: None,
+                },
+            );
+            Some(item.clone())
+        })
+    }
+
+    /// Extends `worker`'s claim on `id` to `now + ttl`; false when the
+    /// claim is no longer its (it lapsed and another worker took the item,
+    /// or the item was settled).
+    pub fn renew(
+        &self,
+        id: &str,
+        worker: &str,
+        now: Timestamp,
+        ttl: Duration,
+    ) -> Result<bool, ClaimError> {
+        self.change(|claims| match claims.items.get_mut(id) {
+            Some(record) if record.status == ItemStatus::Claimed && record.worker == worker => {
+                record.expires_at = Timestamp::from_secs(now.secs() + ttl.as_secs());
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// Records how `worker`'s item `id` ended; false (nothing changed) when
+    /// the claim is no longer its.
+    pub fn settle(
+        &self,
+        id: &str,
+        worker: &str,
+        status: ItemStatus,
+        why: Option<String>,
+    ) -> Result<bool, ClaimError> {
+        self.change(|claims| match claims.items.get_mut(id) {
+            Some(record) if record.status == ItemStatus::Claimed && record.worker == worker => {
+                record.status = status;
+                record.why = why;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// Gives `worker`'s claim on `id` up at once (a worker stopped by the
+    /// person): the item is free again; false when it was not its.
+    pub fn release(&self, id: &str, worker: &str, now: Timestamp) -> Result<bool, ClaimError> {
+        self.change(|claims| match claims.items.get_mut(id) {
+            Some(record) if record.status == ItemStatus::Claimed && record.worker == worker => {
+                record.expires_at = now;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// Runs `change` on the claims under the lock and writes them once,
+    /// atomically, when it changed them.
+    fn change<T>(&self, change: impl FnOnce(&mut Claims) -> T) -> Result<T, ClaimError> {
+        let _lock = self.lock()?;
+        let mut claims = self.read()?;
+        let before = claims.clone();
+        let result = change(&mut claims);
+        if claims != before {
+            claims.schema_version = 1;
+            let bytes = serde_json::to_vec_pretty(&claims).map_err(|e| ClaimError::Corrupt {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })?;
+            atomic::write_file(&self.path, &bytes, 0o644)
+                .map_err(|source| self.io("write", &self.path, source))?;
+        }
+        Ok(result)
+    }
+
+    /// The exclusive lock on the claims (a file of its own, so a state
+    /// transaction may run while a claim is taken); released when dropped.
+    fn lock(&self) -> Result<File, ClaimError> {
+        if let Some(folder) = self.lock_path.parent() {
+            fs::create_dir_all(folder).map_err(|source| self.io("create", folder, source))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock_path)
+            .map_err(|source| self.io("open", &self.lock_path, source))?;
+        let deadline = Instant::now() + LOCK_TIMEOUT;
+        loop {
+            match file.try_lock_exclusive() {
+                Ok(()) => return Ok(file),
+                Err(e)
+                    if e.kind() == fs2::lock_contended_error().kind()
+                        || e.kind() == io::ErrorKind::WouldBlock =>
+                {
+                    if Instant::now() >= deadline {
+                        return Err(ClaimError::LockTimeout {
+                            path: self.lock_path.clone(),
+                        });
+                    }
+                    thread::sleep(Duration::from_millis(2));
+                }
+                Err(source) => return Err(self.io("lock", &self.lock_path, source)),
+            }
+        }
+    }
+
+    fn io(&self, action: &'static str, path: &Path, source: io::Error) -> ClaimError {
+        ClaimError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+
+    fn items(n: usize) -> Vec<Item> {
+        (1..=n)
+            .map(|i| Item {
+                id: format!("T-{i}"),
+                title: format!("item {i}"),
+                body: String::new(),
+            })
+            .collect()
+    }
+
+    const TTL: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn items_are_claimed_in_order_once_each_until_none_is_left() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store = ClaimStore::at(dir.path().join(CLAIMS_FILE_NAME));
+        let now = Timestamp::from_secs(1000);
+        let all = items(2);
+        let first = store.claim_next(&all, "a", now, TTL).unwrap().unwrap();
+        let second = store.claim_next(&all, "b", now, TTL).unwrap().unwrap();
+        assert_eq!((first.id.as_str(), second.id.as_str()), ("T-1", "T-2"));
+        assert_eq!(store.claim_next(&all, "c", now, TTL).unwrap(), None);
+        // Settled by its worker only.
+        assert!(!store.settle("T-1", "b", ItemStatus::Done, None).unwrap());
+        assert!(store.settle("T-1", "a", ItemStatus::Done, None).unwrap());
+        let record = &store.read().unwrap().items["T-1"];
+        assert_eq!((record.status, record.claims), (ItemStatus::Done, 1));
+        // A finished item is never claimed again, even long after.
+        let later = Timestamp::from_secs(1_000_000);
+        let again = store.claim_next(&all, "d", later, TTL).unwrap().unwrap();
+        assert_eq!(again.id, "T-2", "T-2's claim lapsed; T-1 is done");
+    }
+
+    #[test]
+    fn a_dead_worker_s_item_comes_back_after_its_ttl_and_renewal_keeps_it() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store = ClaimStore::at(dir.path().join(CLAIMS_FILE_NAME));
+        let all = items(1);
+        let at = Timestamp::from_secs;
+        store
+            .claim_next(&all, "dead", at(1000), TTL)
+            .unwrap()
+            .unwrap();
+        assert_eq!(store.claim_next(&all, "b", at(1059), TTL).unwrap(), None);
+        let taken = store.claim_next(&all, "b", at(1060), TTL).unwrap();
+        assert_eq!(taken.map(|i| i.id), Some("T-1".to_string()));
+        // The dead worker, back, holds nothing.
+        assert!(!store.renew("T-1", "dead", at(1061), TTL).unwrap());
+        assert!(!store.settle("T-1", "dead", ItemStatus::Done, None).unwrap());
+        // b renews past the first expiry and keeps it.
+        assert!(store.renew("T-1", "b", at(1100), TTL).unwrap());
+        assert_eq!(store.claim_next(&all, "c", at(1150), TTL).unwrap(), None);
+        let record = &store.read().unwrap().items["T-1"];
+        assert_eq!((record.worker.as_str(), record.claims), ("b", 2));
+        // Released by the person's stop: free at once.
+        assert!(store.release("T-1", "b", at(1151)).unwrap());
+        assert!(store
+            .claim_next(&all, "c", at(1151), TTL)
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn workers_in_parallel_never_take_the_same_item() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join(CLAIMS_FILE_NAME);
+        let all = Arc::new(items(40));
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        let workers: Vec<_> = (0..8)
+            .map(|w| {
+                let (store, all, taken) =
+                    (ClaimStore::at(&path), Arc::clone(&all), Arc::clone(&taken));
+                thread::spawn(move || {
+                    let now = Timestamp::from_secs(1000);
+                    while let Some(item) =
+                        store.claim_next(&all, &format!("w{w}"), now, TTL).unwrap()
+                    {
+                        taken.lock().unwrap().push(item.id);
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        let taken = taken.lock().unwrap();
+        let unique: HashSet<&String> = taken.iter().collect();
+        assert_eq!((taken.len(), unique.len()), (40, 40), "{taken:?}");
+    }
+
+    #[test]
+    fn a_corrupt_file_is_named_with_the_fix() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join(CLAIMS_FILE_NAME);
+        fs::write(&path, "{not json").unwrap();
+        let error = ClaimStore::at(&path).claim_next(&items(1), "a", Timestamp::from_secs(1), TTL);
+        let said = error.unwrap_err().to_string();
+        assert!(
+            said.contains("corrupt") && said.contains("move the file aside"),
+            "{said}"
+        );
+    }
+}

@@ -153,10 +153,15 @@ pub const SIGNALS: &[SignalSpec] = &[
                 c.saturating_add(1)
             }
             (Some(_), _) => 1,
+            (None, _) if o.tools_unseen => c,
             (None, _) => 0,
         },
         trips_at: |c| c.threshold(Signal::SameError),
-        remember: |b, o| b.last_error = o.error.clone(),
+        remember: |b, o| {
+            if o.error.is_some() || !o.tools_unseen {
+                b.last_error = o.error.clone();
+            }
+        },
         describe: |b, _, _, c| {
             let sample = b.last_error.as_ref().map(|e| e.sample.as_str()).unwrap_or_default();
             format!("same error {c} times: `{sample}`")
@@ -290,12 +295,10 @@ pub const SIGNALS: &[SignalSpec] = &[
         counts: "a tool call of the iteration was refused for lack of permission (its tool result says so: nobody answers the client's prompt in a headless run); while files change it only warns, otherwise it opens the breaker at once",
         opens_while_progressing: false,
         opens_at_once: true,
-        count: |_, o, _, c| {
-            if o.denied.is_empty() {
-                0
-            } else {
-                c.saturating_add(1)
-            }
+        count: |_, o, _, c| match (o.denied.is_empty(), o.tools_unseen) {
+            (false, _) => c.saturating_add(1),
+            (true, true) => c,
+            (true, false) => 0,
         },
         trips_at: |c| c.threshold(Signal::PermissionDenied),
         remember: remember_nothing,
@@ -454,6 +457,11 @@ pub struct ProgressObservation {
     pub rejected_claim: Option<ErrorSighting>,
     /// The tool calls the client refused for lack of permission (empty: none).
     pub denied: Vec<crate::judge::errors::Refusal>,
+    /// The stop could not see all of the iteration's tool calls and results
+    /// yet (the client writes them after its Stop hook, as 2.1.330 does
+    /// under load): a refusal or an error it did not see is no evidence
+    /// that there was none, so such a stop breaks no run of them.
+    pub tools_unseen: bool,
 }
 
 /// What the loop must do after this stop.
@@ -726,6 +734,20 @@ mod tests {
             .map(|i| with_error(&format!("t{i}"), "error: E1"))
             .collect();
         assert_eq!(run(&repeating, &config).0, "..WWO");
+        // A stop that could not see its calls yet neither counts nor resets.
+        let unseen = ProgressObservation {
+            tools_unseen: true,
+            ..obs("u")
+        };
+        let interrupted = vec![
+            with_error("t0", "error: E1"),
+            with_error("t1", "error: E1"),
+            unseen.clone(),
+            with_error("t3", "error: E1"),
+            with_error("t4", "error: E1"),
+            with_error("t5", "error: E1"),
+        ];
+        assert_eq!(run(&interrupted, &config).0, "...WWO");
         // A different error each time resets the count.
         let varied: Vec<_> = (0..8)
             .map(|i| with_error(&format!("t{i}"), &format!("error: E{i}")))
@@ -921,6 +943,19 @@ mod tests {
                     })
                     .collect(),
                 "......",
+            ),
+            (
+                "a stop that could not see its calls yet breaks no run: open at the third",
+                vec![
+                    denied("start", true),
+                    ProgressObservation {
+                        tools_unseen: true,
+                        ..denied("start", false)
+                    },
+                    denied("start", true),
+                    denied("start", true),
+                ],
+                "..O",
             ),
             (
                 "refused, whether files changed unknown: open at the second",

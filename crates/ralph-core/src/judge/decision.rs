@@ -457,6 +457,7 @@ pub fn decide_judged(
         tdd_scenario: observed.tdd_scenario.clone(),
         rejected_claim: rejected,
         denied,
+        tools_unseen: observed.tools_incomplete,
     };
     let (mut breaker, effect) =
         breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::observe::files::{self, Bounded};
 use crate::observe::plan;
 use crate::observe::process::group::{Collected, GroupChild, Lifetime};
 
@@ -130,19 +131,20 @@ impl Source {
     }
 }
 
-/// A file's text, refused past [`MAX_ITEM_FILE_BYTES`].
+/// A file's text, refused past [`MAX_ITEM_FILE_BYTES`]; never waiting on a
+/// FIFO or reading a device (the project's files are the agent's to change).
 fn read_small(path: &Path, what: &'static str) -> Result<String, QueueError> {
-    let unreadable = |e: std::io::Error| QueueError::Unreadable {
+    let unreadable = |why: String| QueueError::Unreadable {
         what,
         path: path.display().to_string(),
-        why: e.to_string(),
+        why,
     };
-    let meta = std::fs::metadata(path).map_err(unreadable)?;
-    if meta.len() > MAX_ITEM_FILE_BYTES {
-        return Err(QueueError::TooLarge(path.display().to_string()));
+    match files::read_bounded(path, MAX_ITEM_FILE_BYTES) {
+        Ok(Bounded::Bytes(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        Ok(Bounded::TooLarge) => Err(QueueError::TooLarge(path.display().to_string())),
+        Ok(Bounded::Missing) => Err(unreadable("it does not exist".into())),
+        Err(e) => Err(unreadable(e.to_string())),
     }
-    let bytes = std::fs::read(path).map_err(unreadable)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The id of a plan item: `plan-` and 12 hex digits of a hash of its text

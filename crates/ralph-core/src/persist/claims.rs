@@ -82,6 +82,21 @@ impl Claims {
     }
 }
 
+/// Largest claims file read.
+pub const MAX_CLAIMS_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Opens `path` with `options`, never through a symbolic link and never
+/// waiting on a FIFO (Unix): the runtime folder is the project's, and a
+/// planted link or pipe must neither redirect nor stall a worker.
+fn open_plain(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    options.open(path)
+}
+
 /// Why the claims could not be read or changed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
@@ -136,13 +151,30 @@ impl ClaimStore {
         &self.path
     }
 
-    /// The claims as they are (none yet: empty).
+    /// The claims as they are (none yet: empty). Never through a link,
+    /// never waiting on a FIFO, never more than [`MAX_CLAIMS_BYTES`].
     pub fn read(&self) -> Result<Claims, ClaimError> {
-        let text = match fs::read_to_string(&self.path) {
-            Ok(text) => text,
+        let corrupt = |message: String| ClaimError::Corrupt {
+            path: self.path.clone(),
+            message,
+        };
+        let mut file = match open_plain(&self.path, OpenOptions::new().read(true)) {
+            Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Claims::default()),
             Err(source) => return Err(self.io("read", &self.path, source)),
         };
+        let meta = file
+            .metadata()
+            .map_err(|source| self.io("read", &self.path, source))?;
+        if !meta.is_file() {
+            return Err(corrupt("not a regular file".into()));
+        }
+        if meta.len() > MAX_CLAIMS_BYTES {
+            return Err(corrupt("larger than 16 MiB".into()));
+        }
+        let mut text = String::new();
+        io::Read::read_to_string(&mut file, &mut text)
+            .map_err(|source| self.io("read", &self.path, source))?;
         serde_json::from_str(&text).map_err(|e| ClaimError::Corrupt {
             path: self.path.clone(),
             message: e.to_string(),
@@ -252,12 +284,11 @@ impl ClaimStore {
         if let Some(folder) = self.lock_path.parent() {
             fs::create_dir_all(folder).map_err(|source| self.io("create", folder, source))?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock_path)
-            .map_err(|source| self.io("open", &self.lock_path, source))?;
+        let file = open_plain(
+            &self.lock_path,
+            OpenOptions::new().create(true).truncate(false).write(true),
+        )
+        .map_err(|source| self.io("open", &self.lock_path, source))?;
         let deadline = Instant::now() + LOCK_TIMEOUT;
         loop {
             match file.try_lock_exclusive() {
@@ -381,6 +412,25 @@ mod tests {
         let taken = taken.lock().unwrap();
         let unique: HashSet<&String> = taken.iter().collect();
         assert_eq!((taken.len(), unique.len()), (40, 40), "{taken:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_or_a_fifo_is_refused_not_followed_or_waited_on() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join(CLAIMS_FILE_NAME);
+        let elsewhere = dir.path().join("elsewhere.json");
+        fs::write(&elsewhere, "{}").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        assert!(ClaimStore::at(&path).read().is_err());
+        fs::remove_file(&path).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let said = ClaimStore::at(&path).read().unwrap_err().to_string();
+        assert!(said.contains("not a regular file"), "{said}");
     }
 
     #[test]

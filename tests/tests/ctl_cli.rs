@@ -2252,3 +2252,64 @@ fn install_sh_installs_both_binaries_with_the_arguments_given() {
         );
     }
 }
+
+#[test]
+fn queue_shows_a_backlog_s_items_and_where_each_stands() {
+    let project = TempProject::new("queue");
+    project.write(
+        "TODO.md",
+        "# Plan\n- [x] the parser\n- [ ] write the guide\n  install and first run\n- [ ] add --json\n## Nice to have\n- [ ] emoji\n",
+    );
+    let listed = project.ctl(&["queue", "plan:TODO.md", "--json"], &[]);
+    let items = listed.assert_code(0).json();
+    let titles: Vec<&str> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, ["write the guide", "add --json"], "{items:#}");
+    assert!(
+        items
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["status"] == "free"),
+        "{items:#}"
+    );
+    // What workers recorded: one item claimed, one done.
+    let (guide, json_item) = (
+        items[0]["id"].as_str().unwrap(),
+        items[1]["id"].as_str().unwrap(),
+    );
+    let claims = json!({"schemaVersion": 1, "items": {
+        guide: {"status": "claimed", "worker": "w1", "claimedAt": "2026-11-25T10:00:00Z", "expiresAt": "2999-01-01T00:00:00Z", "claims": 1},
+        json_item: {"status": "done", "worker": "w2", "claimedAt": "2026-11-25T10:00:00Z", "expiresAt": "2026-11-25T10:30:00Z", "claims": 2},
+    }});
+    project.write(
+        ".claude/context/runtime/ralph-queue.json",
+        claims.to_string(),
+    );
+    let shown = project.ctl(&["queue", "plan:TODO.md"], &[]);
+    shown.assert_code(0).assert_stdout_has(&[
+        "2 items in plan:TODO.md: 1 claimed, 1 done",
+        &format!("  claimed      {guide}  write the guide  (w1 until 2999-01-01T00:00:00Z)"),
+        &format!("  done         {json_item}  add --json"),
+    ]);
+    // A folder, a file an item; a bad spelling names the three forms.
+    project.write("backlog/001-fix.md", "# Fix the parser\n");
+    project
+        .ctl(&["queue", "dir:backlog"], &[])
+        .assert_code(0)
+        .assert_stdout_has(&[
+            "1 item in dir:backlog: 1 free",
+            "  free         001-fix.md  Fix the parser",
+        ]);
+    let bad = project.ctl(&["queue", "TODO.md"], &[]);
+    bad.assert_code(2)
+        .assert_stderr_has(&["plan:PATH, dir:PATH or cmd:COMMAND"]);
+    let missing = project.ctl(&["queue", "plan:NOPE.md"], &[]);
+    missing
+        .assert_code(1)
+        .assert_stderr_has(&["NOPE.md", "does not exist"]);
+}

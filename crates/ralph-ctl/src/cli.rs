@@ -102,6 +102,21 @@ pub enum Command {
     /// Clear the loop's state; the loop is kept in the history (a corrupt state file is moved aside).
     #[command(after_help = "Example:\n  ralph-ctl reset")]
     Reset,
+    /// Show a backlog as a worker would see it now: the items of SOURCE
+    /// (plan:PATH, the unchecked boxes of a markdown plan; dir:PATH, a file
+    /// an item; cmd:COMMAND, the JSON array a command prints) and where each
+    /// stands: free, claimed (by whom, until when), done, needs review.
+    #[command(
+        after_help = "Example:\n  ralph-ctl queue plan:TODO.md\n  ralph-ctl queue dir:backlog --json"
+    )]
+    Queue {
+        /// Where the items are: plan:PATH, dir:PATH or cmd:COMMAND.
+        #[arg(value_name = "SOURCE")]
+        source: String,
+        /// Print one JSON array instead: {"id", "title", "status", "worker", "expiresAt", "why"}.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the earlier loops that a new start or a reset replaced, oldest first.
     #[command(after_help = "Example:\n  ralph-ctl history --json")]
     History {

@@ -70,6 +70,12 @@ pub(crate) enum CtlError {
     /// A formula is missing or malformed.
     #[error("{0}")]
     Formula(#[from] crate::formula::FormulaError),
+    /// A backlog's source is misspelled or cannot be read.
+    #[error("{0}")]
+    Queue(#[from] ralph_core::observe::queue::QueueError),
+    /// A backlog's claims cannot be read or changed.
+    #[error("{0}")]
+    Claims(#[from] ralph_core::persist::claims::ClaimError),
 }
 
 impl CtlError {
@@ -78,6 +84,7 @@ impl CtlError {
         match self {
             CtlError::Refused(_) => exit_codes::REFUSED,
             CtlError::BadArgument(_) => exit_codes::USAGE,
+            CtlError::Queue(e) if e.is_misspelled() => exit_codes::USAGE,
             CtlError::ClientNotFound(_) => exit_codes::CLIENT_NOT_FOUND,
             _ => exit_codes::ERROR,
         }

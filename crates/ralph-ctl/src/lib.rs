@@ -105,6 +105,9 @@ pub fn run(cli: Cli) -> i32 {
         Command::Cancel => commands::plugin::cancel(&paths, &mut std::io::stdout()),
         Command::Reload => commands::reload::run(&paths, &mut std::io::stdout()),
         Command::History { json } => commands::history::run(&paths, json, &mut std::io::stdout()),
+        Command::Queue { source, json } => {
+            commands::queue::run(&paths, &source, json, &mut std::io::stdout())
+        }
         Command::Start {
             session_id,
             max_iterations,

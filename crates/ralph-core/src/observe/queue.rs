@@ -54,11 +54,11 @@ pub enum Source {
 /// Why a source could not be read, each naming the source and the fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum QueueError {
-    /// The `--queue` value has no known kind.
-    #[error("--queue {0:?}: say where the items are: plan:PATH, dir:PATH or cmd:COMMAND")]
+    /// The source (`--queue` or `ralph-ctl queue`) has no known kind.
+    #[error("the queue source {0:?} says no kind: say where the items are, plan:PATH, dir:PATH or cmd:COMMAND")]
     UnknownSource(String),
     /// The kind is there, its path or command is not.
-    #[error("--queue {0:?}: nothing after the colon; give the path or the command")]
+    #[error("the queue source {0:?} has nothing after the colon; give the path or the command")]
     Empty(String),
     /// A file or folder could not be read.
     #[error("the queue's {what} {path} cannot be read: {why}")]
@@ -84,6 +84,14 @@ pub enum QueueError {
         /// What went wrong, and the fix.
         why: String,
     },
+}
+
+impl QueueError {
+    /// Whether the source's spelling itself is wrong (a usage error), rather
+    /// than what it names.
+    pub fn is_misspelled(&self) -> bool {
+        matches!(self, QueueError::UnknownSource(_) | QueueError::Empty(_))
+    }
 }
 
 impl FromStr for Source {

@@ -272,7 +272,7 @@ impl ClaimStore {
                 path: self.path.clone(),
                 message: e.to_string(),
             })?;
-            atomic::write_file(&self.path, &bytes, 0o644)
+            atomic::write_file(&self.path, &bytes, 0o600)
                 .map_err(|source| self.io("write", &self.path, source))?;
         }
         Ok(result)

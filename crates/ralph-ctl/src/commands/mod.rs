@@ -7,6 +7,7 @@ pub(crate) mod init;
 pub(crate) mod log;
 pub(crate) mod plugin;
 pub(crate) mod prompt;
+pub(crate) mod queue;
 pub(crate) mod reload;
 pub(crate) mod report;
 pub(crate) mod reset;

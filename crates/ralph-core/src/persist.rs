@@ -4,5 +4,6 @@
 
 pub mod atomic;
 pub mod claims;
+pub mod lock;
 pub mod log;
 pub mod store;

@@ -9,15 +9,13 @@ use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use fs2::FileExt;
 use serde::{Deserialize, Serialize};
 
 use crate::observe::queue::Item;
 use crate::paths::ProjectPaths;
-use crate::persist::atomic;
+use crate::persist::{atomic, lock};
 use crate::time::Timestamp;
 
 /// The claims file's name, beside the loop's state.
@@ -289,23 +287,12 @@ impl ClaimStore {
             OpenOptions::new().create(true).truncate(false).write(true),
         )
         .map_err(|source| self.io("open", &self.lock_path, source))?;
-        let deadline = Instant::now() + LOCK_TIMEOUT;
-        loop {
-            match file.try_lock_exclusive() {
-                Ok(()) => return Ok(file),
-                Err(e)
-                    if e.kind() == fs2::lock_contended_error().kind()
-                        || e.kind() == io::ErrorKind::WouldBlock =>
-                {
-                    if Instant::now() >= deadline {
-                        return Err(ClaimError::LockTimeout {
-                            path: self.lock_path.clone(),
-                        });
-                    }
-                    thread::sleep(Duration::from_millis(2));
-                }
-                Err(source) => return Err(self.io("lock", &self.lock_path, source)),
-            }
+        match lock::exclusive_until(&file, Instant::now() + LOCK_TIMEOUT) {
+            Ok(true) => Ok(file),
+            Ok(false) => Err(ClaimError::LockTimeout {
+                path: self.lock_path.clone(),
+            }),
+            Err(source) => Err(self.io("lock", &self.lock_path, source)),
         }
     }
 
@@ -323,6 +310,7 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
     use std::sync::{Arc, Mutex};
+    use std::thread;
 
     fn items(n: usize) -> Vec<Item> {
         (1..=n)

@@ -15,7 +15,6 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use fs2::FileExt;
@@ -258,30 +257,19 @@ impl StateStore {
             self.check_folders()?;
         }
         let folder = open_folder(dir).map_err(io_err("open", dir))?;
-        let deadline = Instant::now() + LOCK_TIMEOUT;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            match folder.try_lock_exclusive() {
-                Ok(()) => break,
-                Err(e)
-                    if e.kind() == fs2::lock_contended_error().kind()
-                        || e.kind() == io::ErrorKind::WouldBlock =>
-                {
-                    if Instant::now() >= deadline {
-                        return Err(StoreError::LockTimeout {
-                            path: dir.to_path_buf(),
-                        });
-                    }
-                    thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(20));
-                }
-                Err(source) => {
-                    return Err(StoreError::Io {
-                        action: "lock",
-                        path: dir.to_path_buf(),
-                        source,
-                    })
-                }
+        match crate::persist::lock::exclusive_until(&folder, Instant::now() + LOCK_TIMEOUT) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(StoreError::LockTimeout {
+                    path: dir.to_path_buf(),
+                })
+            }
+            Err(source) => {
+                return Err(StoreError::Io {
+                    action: "lock",
+                    path: dir.to_path_buf(),
+                    source,
+                })
             }
         }
         let lock = StateLock {

@@ -24,6 +24,7 @@ pub mod persist;
 pub mod engine;
 pub mod events;
 pub mod exit_codes;
+pub mod fnv;
 pub mod notify;
 pub mod paths;
 pub mod pin;

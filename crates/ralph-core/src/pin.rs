@@ -24,12 +24,7 @@ pub use crate::judge::state::{Changed, ConfigDrift, Pinned, PinnedFormula};
 /// It names contents for people and the log; whether a file differs from
 /// its pin is decided on the whole text, never on the digest alone.
 pub fn digest(bytes: &[u8]) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    crate::fnv::hex(bytes)
 }
 
 /// The digest of both config files' texts (a missing file counts as such).

@@ -128,12 +128,7 @@ pub fn normalise(line: &str) -> String {
 
 /// FNV-1a, 64 bits, as hex: stable across runs and platforms.
 pub fn fingerprint(text: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    crate::fnv::hex(text.as_bytes())
 }
 
 fn sample(line: &str) -> String {

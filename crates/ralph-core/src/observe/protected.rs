@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fnv::Fnv;
 use crate::observe::progress::SCAN_IGNORES;
 
 /// Entries (files and folders) visited at most.
@@ -209,7 +210,7 @@ fn hash_file(path: &Path, symlink: bool) -> String {
         if let Ok(target) = fs::read_link(path) {
             hash.bytes(target.to_string_lossy().as_bytes());
         }
-        return format!("{:016x}", hash.0);
+        return format!("{:016x}", hash.finish());
     }
     match crate::observe::files::open_without_waiting(path) {
         Ok(file) => {
@@ -226,7 +227,7 @@ fn hash_file(path: &Path, symlink: bool) -> String {
         }
         Err(_) => hash.bytes(b"unreadable"),
     }
-    format!("{:016x}", hash.0)
+    format!("{:016x}", hash.finish())
 }
 
 fn digest(files: &BTreeMap<String, String>) -> String {
@@ -236,25 +237,7 @@ fn digest(files: &BTreeMap<String, String>) -> String {
         hash.bytes(&[0]);
         hash.bytes(file_hash.as_bytes());
     }
-    format!("{} files, {:016x}", files.len(), hash.0)
-}
-
-/// FNV-1a, 64 bits: stable across builds (the snapshot is kept in the state).
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    fn bytes(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
+    format!("{} files, {:016x}", files.len(), hash.finish())
 }
 
 #[cfg(test)]

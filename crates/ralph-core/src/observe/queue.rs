@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::fnv::Fnv;
 use crate::observe::files::{self, Bounded};
 use crate::observe::plan;
 use crate::observe::process::group::{Collected, GroupChild, Lifetime};
@@ -160,12 +161,9 @@ fn read_small(path: &Path, what: &'static str) -> Result<String, QueueError> {
 /// a second item of the same text gets `-2`, a third `-3`.
 fn plan_id(text: &str, seen: &mut Vec<String>) -> String {
     let normalized: Vec<&str> = text.split_whitespace().collect();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in normalized.join(" ").bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    let base = format!("plan-{:012x}", hash >> 16);
+    let mut hash = Fnv::new();
+    hash.bytes(normalized.join(" ").as_bytes());
+    let base = format!("plan-{:012x}", hash.finish() >> 16);
     let mut id = base.clone();
     let mut n = 1;
     while seen.contains(&id) {

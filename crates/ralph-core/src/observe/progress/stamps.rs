@@ -3,6 +3,7 @@
 //! a long listing is kept as.
 
 use super::*;
+use crate::fnv::Fnv;
 
 /// The project root as git sees it (symbolic links resolved), so that the
 /// paths git prints line up with it.
@@ -69,28 +70,6 @@ pub(super) fn parse_stamp(text: &str) -> Option<u64> {
         Some(ABSENT)
     } else {
         u64::from_str_radix(text, 16).ok()
-    }
-}
-
-/// FNV-1a, 64 bits: stable across runs, builds and platforms (the baseline
-/// outlives the process that wrote it).
-pub(super) struct Fnv(pub(super) u64);
-
-impl Fnv {
-    pub(super) fn new() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-    pub(super) fn bytes(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    pub(super) fn word(&mut self, word: u64) {
-        self.bytes(&word.to_le_bytes());
-    }
-    pub(super) fn finish(&self) -> u64 {
-        self.0
     }
 }
 

@@ -6,12 +6,12 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::{json, Value};
 
 use crate::judge::state::{LoopState, Status};
-use crate::observe::process::group::{GroupChild, Lifetime};
+use crate::observe::process::group::{shell, GroupChild, Lifetime};
 use crate::persist::log::{self, LogEntry, LogEvent};
 use crate::persist::store::StateLock;
 use crate::time::Timestamp;
@@ -97,15 +97,7 @@ pub fn send(
 
 /// Starts `command` in the platform's shell with `body` on its stdin.
 fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
-    let mut shell = if cfg!(windows) {
-        let mut c = Command::new("cmd");
-        c.arg("/C").arg(command);
-        c
-    } else {
-        let mut c = Command::new("sh");
-        c.arg("-c").arg(command);
-        c
-    };
+    let mut shell = shell(command);
     shell
         .current_dir(root)
         .stdin(Stdio::piped())

@@ -7,7 +7,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::fnv::Fnv;
 use crate::observe::files::{self, Bounded};
 use crate::observe::plan;
-use crate::observe::process::group::{Collected, GroupChild, Lifetime};
+use crate::observe::process::group::{self, Collected, GroupChild, Lifetime};
 
 /// Largest plan file or item file read.
 pub const MAX_ITEM_FILE_BYTES: u64 = 1024 * 1024;
@@ -277,9 +277,8 @@ fn command_items(command: &str, root: &Path) -> Result<Vec<Item>, QueueError> {
         command: command.to_string(),
         why,
     };
-    let mut shell = Command::new("sh");
+    let mut shell = group::shell(command);
     shell
-        .args(["-c", command])
         .current_dir(root)
         .env_remove("RALPH_ACTIVE")
         .stdin(Stdio::null())
@@ -341,6 +340,7 @@ fn command_items(command: &str, root: &Path) -> Result<Vec<Item>, QueueError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     const PLAN: &str = "# Plan\n\
         - [x] the parser\n\
@@ -455,6 +455,20 @@ mod tests {
             missing,
             Err(QueueError::Unreadable { what: "folder", .. })
         ));
+        // A FIFO is named, not waited on: as a plan, and in a folder (skipped).
+        #[cfg(unix)]
+        {
+            let fifo = dir.path().join("003-pipe");
+            let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+            assert!(made.success());
+            let said = Source::Plan(fifo)
+                .read(Path::new("/"))
+                .unwrap_err()
+                .to_string();
+            assert!(said.contains("not a regular file"), "{said}");
+            let items = Source::Dir(dir.path().into()).read(Path::new("/")).unwrap();
+            assert_eq!(items.len(), 2);
+        }
     }
 
     #[test]

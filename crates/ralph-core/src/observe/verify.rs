@@ -5,14 +5,14 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::observe::process::group::{GroupChild, Lifetime};
+use crate::observe::process::group::{shell, GroupChild, Lifetime};
 use crate::observe::test_counts::{self, TestCounts};
 
 /// Bytes of a command's output kept (its tail).
@@ -76,21 +76,6 @@ fn tail_lines(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..].join("\n")
-}
-
-fn shell(command: &str) -> Command {
-    #[cfg(windows)]
-    {
-        let mut cmd = Command::new("cmd");
-        cmd.args(["/C", command]);
-        cmd
-    }
-    #[cfg(not(windows))]
-    {
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", command]);
-        cmd
-    }
 }
 
 /// Runs one command from `root` with its timeout.

@@ -56,6 +56,21 @@ impl ParentGuard {
     }
 }
 
+/// `command` run by the platform's shell: `sh -c` (`cmd /C` on Windows),
+/// as the verification commands, the notification and a queue's command
+/// are written.
+pub fn shell(command: &str) -> Command {
+    if cfg!(windows) {
+        let mut cmd = Command::new("cmd");
+        cmd.args(["/C", command]);
+        cmd
+    } else {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", command]);
+        cmd
+    }
+}
+
 /// Whether a group dies with this process (see [`GroupChild::spawn`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lifetime {

@@ -198,7 +198,7 @@ impl ClaimStore {
                     status: ItemStatus::Claimed,
                     worker: worker.to_string(),
                     claimed_at: now,
-                    expires_at: Timestamp::from_secs(now.secs() + ttl.as_secs()),
+                    expires_at: Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs())),
                     claims: claims_before + 1,
                     why: None,
                 },
@@ -219,7 +219,7 @@ impl ClaimStore {
     ) -> Result<bool, ClaimError> {
         self.change(|claims| match claims.items.get_mut(id) {
             Some(record) if record.status == ItemStatus::Claimed && record.worker == worker => {
-                record.expires_at = Timestamp::from_secs(now.secs() + ttl.as_secs());
+                record.expires_at = Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs()));
                 true
             }
             _ => false,
@@ -366,6 +366,14 @@ mod tests {
         assert_eq!(store.claim_next(&all, "c", at(1150), TTL).unwrap(), None);
         let record = &store.read().unwrap().items["T-1"];
         assert_eq!((record.worker.as_str(), record.claims), ("b", 2));
+        // A time to live past what a time can hold lapses at its last second, never overflows.
+        let far = store
+            .claim_next(&items(2), "f", at(1150), Duration::MAX)
+            .unwrap()
+            .unwrap();
+        assert_eq!(far.id, "T-2");
+        let record = &store.read().unwrap().items["T-2"];
+        assert_eq!(record.expires_at, Timestamp::from_secs(u64::MAX));
         // Released by the person's stop: free at once.
         assert!(store.release("T-1", "b", at(1151)).unwrap());
         assert!(store

@@ -2313,3 +2313,34 @@ fn queue_shows_a_backlog_s_items_and_where_each_stands() {
         .assert_code(1)
         .assert_stderr_has(&["NOPE.md", "does not exist"]);
 }
+
+#[test]
+fn a_queue_run_that_cannot_start_says_why_before_anything_starts() {
+    let project = TempProject::new("queue-refused");
+    project.init();
+    project.write("PLAN.md", "# Plan\n- [ ] one\n");
+    // No client is started: each of these is refused first.
+    let env = [("RALPH_CLAUDE", "true")];
+    let bad = project.ctl(&["run", "--queue", "PLAN.md"], &env);
+    bad.assert_code(2)
+        .assert_stderr_has(&["plan:PATH, dir:PATH or cmd:COMMAND"]);
+    let workers = project.ctl(&["run", "--queue", "plan:PLAN.md", "--workers", "0"], &env);
+    workers.assert_code(2).assert_stderr_has(&["--workers"]);
+    let alone = project.ctl(&["run", "--workers", "2"], &env);
+    alone.assert_code(2).assert_stderr_has(&["--queue"]);
+    let formula = project.ctl(&["run", "--queue", "plan:PLAN.md", "--formula", "f"], &env);
+    formula.assert_code(2).assert_stderr_has(&["--formula"]);
+    let base = project.ctl(&["run", "--base-ref", "main"], &env);
+    base.assert_code(2)
+        .assert_stderr_has(&["--base-ref and --no-cleanup go with --worktree or --queue"]);
+    let missing = project.ctl(&["run", "--queue", "plan:NOPE.md"], &env);
+    missing.assert_stderr_has(&["NOPE.md", "does not exist"]);
+    assert_ne!(missing.code, Some(0));
+    // Items land on a branch: a detached HEAD is none.
+    project.git(&["checkout", "-q", "--detach"]);
+    let detached = project.ctl(&["run", "--queue", "plan:PLAN.md"], &env);
+    detached
+        .assert_code(2)
+        .assert_stderr_has(&["check out a branch", "--merge none"]);
+    assert!(project.state().is_none(), "nothing started");
+}

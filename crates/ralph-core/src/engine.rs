@@ -39,6 +39,20 @@ use crate::persist::store::{Reread, StateStore, StoreError};
 use crate::pin::{self, Pinned};
 use crate::time::Timestamp;
 
+/// The plan files a stop's claim is gated by: the config's, less the
+/// stop's `not_plans` (compared without a leading `./`).
+fn plan_files(config: &Config, stop: &Stop) -> Vec<String> {
+    let plain = |p: &str| p.trim_start_matches("./").to_string();
+    let not: Vec<String> = stop.not_plans.iter().map(|p| plain(p)).collect();
+    config
+        .completion
+        .plan_files
+        .iter()
+        .filter(|p| !not.contains(&plain(p)))
+        .cloned()
+        .collect()
+}
+
 /// What one stop carries from the client.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stop {
@@ -78,6 +92,10 @@ pub struct Stop {
     /// Pinned files besides the config files that the driver found changed
     /// (a formula run's formula), recorded with the config's drift.
     pub pinned_changes: Vec<pin::Changed>,
+    /// Plan files the plan gate does not read for this stop (a queue run's
+    /// plan, as its source names it: its other unchecked items are other
+    /// workers' work, not this item's).
+    pub not_plans: Vec<String>,
     /// Set when the driver that runs the client settles the loop's ending
     /// itself once the client has exited (a headless run or a fresh
     /// iteration): it charges the client's cost first, then runs `notify`,
@@ -884,7 +902,7 @@ fn observe(
             &tail.edits,
         ),
         tdd_scenario: world.tdd_scenario(work_root(paths, stop)),
-        plan: world.plan(work_root(paths, stop), &config.completion.plan_files),
+        plan: world.plan(work_root(paths, stop), &plan_files(config, stop)),
         // The previous stop could not see its own message in time: it is in
         // the transcript now, just before this iteration's prompt line.
         late_message: tail.previous_final_message.filter(|m| {

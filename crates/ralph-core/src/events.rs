@@ -6,7 +6,7 @@
 //! the log, `notify`) belongs to the transaction module above, so no caller writes the
 //! state itself. A new event is one variant here and one arm in [`apply`].
 
-use crate::judge::state::{Carriers, FormulaRun, LoopState, PausedBecause, Status, Usd};
+use crate::judge::state::{Carriers, FormulaRun, ItemState, LoopState, PausedBecause, Status, Usd};
 use crate::observe::progress::Baseline;
 use crate::observe::protected::ProtectedSnapshot;
 use crate::observe::test_counts::CommandCounts;
@@ -119,6 +119,33 @@ pub enum Event {
     NoteLeft(String),
     /// The config, baselines and snapshots the loop decides by, taken anew.
     Reloaded(Box<Reload>),
+    /// Another `run --queue` process joined the queue run.
+    Joined(Carriers),
+    /// A worker of a queue run took a backlog item.
+    ItemTaken {
+        /// The item's id.
+        id: String,
+        /// Its title.
+        title: String,
+        /// The worker.
+        worker: String,
+        /// The branch it is worked on.
+        branch: String,
+    },
+    /// A backlog item's loop ended (or its worker stopped): its record,
+    /// and its iterations and cost added to the run's.
+    ItemSettled {
+        /// The item's id.
+        id: String,
+        /// Where it stands now.
+        status: ItemState,
+        /// Iterations its loop ran this time.
+        iterations: u32,
+        /// What its loop cost this time.
+        cost: Usd,
+        /// Why, for the record and the log.
+        why: String,
+    },
 }
 
 /// What `ralph-ctl reload` takes anew.
@@ -371,6 +398,66 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             }
             vec![log(state, LogEvent::Reload, why)]
         }
+        Event::Joined(process) => {
+            if let Some(queue) = state.queue.as_mut() {
+                // The most recent few: older ones are long gone.
+                if queue.joined.len() >= 32 {
+                    queue.joined.remove(0);
+                }
+                queue.joined.push(process);
+            }
+            Vec::new()
+        }
+        Event::ItemTaken {
+            id,
+            title,
+            worker,
+            branch,
+        } => {
+            let Some(queue) = state.queue.as_mut() else {
+                return Vec::new();
+            };
+            let item = queue.items.entry(id.clone()).or_default();
+            item.title = title;
+            item.status = ItemState::Working;
+            item.worker = worker.clone();
+            item.branch = Some(branch.clone());
+            item.taken = item.taken.saturating_add(1);
+            item.why = None;
+            vec![log(
+                state,
+                LogEvent::Item,
+                format!("item {id} taken by {worker} on branch {branch}"),
+            )]
+        }
+        Event::ItemSettled {
+            id,
+            status,
+            iterations,
+            cost,
+            why,
+        } => {
+            let Some(item) = state.queue.as_mut().and_then(|q| q.items.get_mut(&id)) else {
+                return Vec::new();
+            };
+            item.status = status;
+            item.iterations = item.iterations.saturating_add(iterations);
+            item.cost_usd = Usd(item.cost_usd.0.saturating_add(cost.0));
+            item.why = Some(why.clone());
+            state.iteration = state.iteration.saturating_add(iterations);
+            state.cost_usd = Usd(state.cost_usd.0.saturating_add(cost.0));
+            // Items that failed in a row: the run's error count.
+            match status {
+                ItemState::Failed => state.outcome_errors = state.outcome_errors.saturating_add(1),
+                ItemState::Done => state.outcome_errors = 0,
+                _ => {}
+            }
+            vec![log(
+                state,
+                LogEvent::Item,
+                format!("item {id} {}: {why}", status.as_str()),
+            )]
+        }
     }
 }
 
@@ -392,6 +479,75 @@ mod tests {
         let mut state = LoopState::new("s1".into(), 10, Timestamp::from_secs(1767225600));
         state.iteration = 3;
         state
+    }
+
+    #[test]
+    fn a_queue_run_records_its_items_and_adds_their_iterations_and_cost() {
+        use crate::judge::state::QueueRun;
+        let mut state = running();
+        state.queue = Some(QueueRun {
+            source: "plan:PLAN.md".into(),
+            merge: "rebase".into(),
+            base: "main".into(),
+            ..QueueRun::default()
+        });
+        let taken = |state: LoopState, id: &str| {
+            apply(
+                Some(state),
+                Event::ItemTaken {
+                    id: id.into(),
+                    title: format!("title {id}"),
+                    worker: "7-1".into(),
+                    branch: format!("ralph/item-{id}"),
+                },
+                NOW,
+            )
+        };
+        let settled = |state: LoopState, id: &str, status: ItemState, dollars: f64| {
+            apply(
+                Some(state),
+                Event::ItemSettled {
+                    id: id.into(),
+                    status,
+                    iterations: 2,
+                    cost: Usd::from_dollars(dollars),
+                    why: "because".into(),
+                },
+                NOW,
+            )
+        };
+        let t = taken(state, "a");
+        assert_eq!(
+            logged(&t.effects),
+            [(
+                LogEvent::Item,
+                "item a taken by 7-1 on branch ralph/item-a".into()
+            )]
+        );
+        let t = settled(t.state.unwrap(), "a", ItemState::Failed, 0.5);
+        assert_eq!(
+            logged(&t.effects),
+            [(LogEvent::Item, "item a failed: because".into())]
+        );
+        let s = t.state.unwrap();
+        assert_eq!(
+            (s.iteration, s.cost_usd, s.outcome_errors),
+            (5, Usd::from_dollars(0.5), 1)
+        );
+        // Taken again: counted; done: the failures in a row start over.
+        let s = taken(s, "a").state.unwrap();
+        let s = settled(s, "a", ItemState::Done, 0.25).state.unwrap();
+        let item = &s.queue.as_ref().unwrap().items["a"];
+        assert_eq!(
+            (item.status, item.taken, item.iterations, item.cost_usd),
+            (ItemState::Done, 2, 4, Usd::from_dollars(0.75))
+        );
+        assert_eq!((s.iteration, s.outcome_errors), (7, 0));
+        // An item never taken, or a loop that is no queue run: nothing.
+        let none = settled(s.clone(), "zzz", ItemState::Done, 1.0);
+        assert_eq!((none.state.unwrap(), none.effects.len()), (s, 0));
+        let plain = taken(running(), "a");
+        assert_eq!((plain.state.unwrap(), plain.effects.len()), (running(), 0));
     }
 
     fn logged(effects: &[Effect]) -> Vec<(LogEvent, String)> {

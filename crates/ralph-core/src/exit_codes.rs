@@ -39,6 +39,9 @@ pub const GATE_BUDGET_EXHAUSTED: i32 = 20;
 pub const GATE_FAILED: i32 = 21;
 /// `finish`/`run`: the person cancelled the loop (`/cancel-ralph`, `ralph-ctl cancel`).
 pub const CANCELLED: i32 = 22;
+/// `run --queue`: the queue is drained, and some items did not land
+/// (they need review, or failed): `status` lists them.
+pub const ITEMS_LEFT: i32 = 23;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 
@@ -47,4 +50,13 @@ pub const CLIENT_NOT_FOUND: i32 = 127;
 /// 130, SIGTERM 143).
 pub const fn signalled(signal: i32) -> i32 {
     128 + signal
+}
+
+/// The signal an exit code of [`signalled`] stands for (SIGHUP, SIGINT,
+/// SIGTERM), if it is one.
+pub const fn signal_of(code: i32) -> Option<i32> {
+    match code {
+        129 | 130 | 143 => Some(code - 128),
+        _ => None,
+    }
 }

@@ -61,6 +61,10 @@ pub fn summary(root: &Path, state: &LoopState, now: Timestamp) -> Value {
 /// The key of the loop's ending or pause when it has not been told yet
 /// (`None` while it runs, and once told).
 pub fn due(state: &LoopState) -> Option<String> {
+    // An item's loop: the queue run it is part of tells the person.
+    if state.queue_item.is_some() {
+        return None;
+    }
     let key = key(state)?;
     (state.notified.as_deref() != Some(key.as_str())).then_some(key)
 }

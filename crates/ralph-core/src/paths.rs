@@ -21,12 +21,42 @@ pub const STATE_FILE_NAME: &str = "ralph-state.json";
 pub struct ProjectPaths {
     /// The project root: `CLAUDE_PROJECT_DIR`, the hook input's `cwd`, or the folder `ralph-ctl` runs in.
     pub root: PathBuf,
+    /// The folder of this loop's state, when not the project's own
+    /// (a backlog item's loop: [`ProjectPaths::for_item`]).
+    runtime: Option<PathBuf>,
 }
+
+/// Folder (inside [`RUNTIME_DIR`]) holding the loops of a backlog's items.
+pub const QUEUE_DIR: &str = "queue";
 
 impl ProjectPaths {
     /// Paths for the project rooted at `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        ProjectPaths { root: root.into() }
+        ProjectPaths {
+            root: root.into(),
+            runtime: None,
+        }
+    }
+
+    /// The same project, with the state, log and locks of the loop that
+    /// works backlog item `slug` (`.claude/context/runtime/queue/<slug>/`):
+    /// each item of a queue run is a loop of its own, with the project's
+    /// config, prompt and guardrails.
+    pub fn for_item(&self, slug: &str) -> ProjectPaths {
+        ProjectPaths {
+            root: self.root.clone(),
+            runtime: Some(self.root.join(RUNTIME_DIR).join(QUEUE_DIR).join(slug)),
+        }
+    }
+
+    /// Whether these are a backlog item's loop's paths.
+    pub fn is_item(&self) -> bool {
+        self.runtime.is_some()
+    }
+
+    /// The project's own paths (its loop's state), from an item's.
+    pub fn project(&self) -> ProjectPaths {
+        ProjectPaths::new(self.root.clone())
     }
 
     /// `.claude/ralph/`.
@@ -44,9 +74,12 @@ impl ProjectPaths {
         self.ralph_dir().join("guardrails.md")
     }
 
-    /// `.claude/context/runtime/`.
+    /// `.claude/context/runtime/` (an item's loop: its folder under `queue/`).
     pub fn runtime_dir(&self) -> PathBuf {
-        self.root.join(RUNTIME_DIR)
+        match &self.runtime {
+            Some(folder) => folder.clone(),
+            None => self.root.join(RUNTIME_DIR),
+        }
     }
 
     /// `.claude/context/runtime/ralph-state.json`.

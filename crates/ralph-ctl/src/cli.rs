@@ -244,7 +244,8 @@ pub enum Command {
     /// iterations, 11 circuit open, 12 interrupted, 13 state gone, 14 paused,
     /// 15 failed, 16 budget exhausted, 17 a complete no claim recorded,
     /// 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 21 a formula
-    /// gate failed past its retries, 22 cancelled, 127 client not found,
+    /// gate failed past its retries, 22 cancelled, 23 a queue drained with
+    /// items that did not land, 127 client not found,
     /// 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM.
     #[command(verbatim_doc_comment)]
     #[command(
@@ -283,11 +284,31 @@ pub enum Command {
         worktree: bool,
         /// What the worktrees start from and are compared with (default: the
         /// branch checked out when the loop starts).
-        #[arg(long, value_name = "REF", requires = "worktree")]
+        #[arg(long, value_name = "REF")]
         base_ref: Option<String>,
         /// Keep every worktree, even one its iteration left nothing in.
-        #[arg(long, requires = "worktree")]
+        #[arg(long)]
         no_cleanup: bool,
+        /// Drain a backlog: each item of SOURCE (plan:PATH, the unchecked
+        /// `- [ ]` lines of a markdown plan; dir:PATH, one file per item;
+        /// cmd:COMMAND, a command printing a JSON array of {id, title, body})
+        /// is worked as a loop of its own, fresh context, in a worktree on a
+        /// branch ralph/item-<id>, then landed by the merge queue (--merge).
+        /// A second `run --queue` on the same project joins the run.
+        #[arg(long, value_name = "SOURCE", conflicts_with_all = ["resume", "formula", "dry_run"])]
+        queue: Option<String>,
+        /// With --queue: how many items are worked at once (each worker is a
+        /// ralph-ctl process of its own).
+        #[arg(long, value_name = "N", requires = "queue", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..=16))]
+        workers: u32,
+        /// With --queue: how a finished item lands. rebase: its branch is
+        /// rebased onto the base, the project's verify runs on the result,
+        /// and the base is fast-forwarded (a conflict or a failing verify
+        /// leaves the branch and marks the item needs-review); none: its
+        /// branch is left for you.
+        #[arg(long, value_name = "HOW", requires = "queue", default_value = "rebase")]
+        merge: MergeMode,
         /// Run the formula .claude/ralph/formulas/NAME.yaml: its steps in
         /// order, each a fresh-context loop with its own model, prompt and
         /// gates (implies --fresh). `ralph-ctl init --formula NAME` writes a
@@ -375,4 +396,14 @@ fn parse_dollars(text: &str) -> Result<f64, String> {
         .ok()
         .filter(|d| ralph_core::judge::config::validate_cost(*d).is_some())
         .ok_or_else(ralph_core::judge::config::cost_accepts)
+}
+
+/// How a queue run lands a finished item (`run --queue --merge`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum MergeMode {
+    /// Rebased onto the base, verified, the base fast-forwarded.
+    #[default]
+    Rebase,
+    /// Left on its branch.
+    None,
 }

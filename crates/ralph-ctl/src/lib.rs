@@ -147,6 +147,9 @@ pub fn run(cli: Cli) -> i32 {
             worktree,
             base_ref,
             no_cleanup,
+            queue,
+            workers,
+            merge,
             formula,
             sandbox,
             no_sandbox,
@@ -178,7 +181,11 @@ pub fn run(cli: Cli) -> i32 {
                     return e.exit_code();
                 }
             }
-            driver::launch::run(
+            let run = match queue.is_some() {
+                true => driver::queue::run,
+                false => driver::launch::run,
+            };
+            run(
                 &paths,
                 driver::launch::RunOptions {
                     headless,
@@ -190,6 +197,11 @@ pub fn run(cli: Cli) -> i32 {
                     worktree,
                     base_ref,
                     no_cleanup,
+                    queue: queue.map(|source| driver::launch::QueueOptions {
+                        source,
+                        workers,
+                        merge,
+                    }),
                     formula,
                     sandbox: match (sandbox, no_sandbox) {
                         (true, _) => Some(true),

@@ -1,5 +1,5 @@
-//! Temp folders for unit tests, removed on drop: `tempfile`'s, named after
-//! the test that makes one.
+//! What unit tests set up: temp folders (removed on drop, named after the
+//! test that makes one), git run as a person, a queue run's record.
 
 /// A fresh, empty folder under the system's temp folder; `label` says which
 /// test it is for.
@@ -8,4 +8,66 @@ pub(crate) fn new(label: &str) -> tempfile::TempDir {
         .prefix(&format!("ralph-{label}-"))
         .tempdir()
         .expect("a temp folder")
+}
+
+/// Runs git in `dir` as a person does (their identity in the environment);
+/// panics when it fails.
+pub(crate) fn git_as_person(dir: &std::path::Path, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@e")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@e")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// A queue run of three items (done, needs-review, working), each by
+/// worker `4242-1`, two iterations and $0.50.
+pub(crate) fn queue_run_state() -> ralph_core::judge::state::LoopState {
+    use ralph_core::judge::state::{ItemState, LoopState, QueueItem, QueueRun, Usd};
+    let mut state = LoopState::new(
+        "run".into(),
+        25,
+        ralph_core::time::Timestamp::from_secs(1767225600),
+    );
+    let item = |title: &str, status, why: Option<&str>| QueueItem {
+        title: title.into(),
+        status,
+        worker: "4242-1".into(),
+        iterations: 2,
+        cost_usd: Usd::from_dollars(0.5),
+        branch: Some(format!("ralph/item-{}", title.replace(' ', "-"))),
+        taken: 1,
+        why: why.map(str::to_string),
+    };
+    let mut queue = QueueRun {
+        source: "plan:PLAN.md".into(),
+        merge: "rebase".into(),
+        base: "main".into(),
+        ..QueueRun::default()
+    };
+    queue.items.insert(
+        "plan-a".into(),
+        item("add <b>", ItemState::Done, Some("landed")),
+    );
+    queue.items.insert(
+        "plan-b".into(),
+        item(
+            "fix it",
+            ItemState::NeedsReview,
+            Some("branch ralph/item-fix-it conflicts with main in a.rs"),
+        ),
+    );
+    queue
+        .items
+        .insert("plan-c".into(), item("more", ItemState::Working, None));
+    state.queue = Some(queue);
+    state
 }

@@ -76,6 +76,10 @@ pub mod env {
     pub const GATE_BUDGET: &str = "RALPH_GATE_BUDGET";
     /// Seconds a fresh iteration's transcript may stay still before its client is ended.
     pub const IDLE_TIMEOUT_SECONDS: &str = "RALPH_IDLE_TIMEOUT_SECONDS";
+    /// The most iterations one backlog item may take in a queue run.
+    pub const MAX_ITERATIONS_PER_ITEM: &str = "RALPH_MAX_ITERATIONS_PER_ITEM";
+    /// Seconds a queue worker's claim on an item lasts unless renewed.
+    pub const CLAIM_TTL_SECONDS: &str = "RALPH_CLAIM_TTL_SECONDS";
     /// A command run when a loop ends or pauses, with its summary on stdin.
     pub const NOTIFY: &str = "RALPH_NOTIFY";
     /// auto, on or off: whether unattended runs put the client in its sandbox.
@@ -279,6 +283,27 @@ pub struct Config {
     pub notify: Option<String>,
     /// Whether unattended runs put the client in its sandbox.
     pub sandbox: SandboxSetting,
+    /// How a queue run works its items.
+    pub queue: QueueConfig,
+}
+
+/// How a queue run (`ralph-ctl run --queue`) works its items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// `maxIterationsPerItem`: the most iterations one item's loop may take (default 5).
+    pub max_iterations_per_item: u32,
+    /// `claimTtlSeconds`: how long a worker's claim lasts unless renewed
+    /// (default 900); a dead worker's item is free again after it.
+    pub claim_ttl_seconds: u32,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            max_iterations_per_item: 5,
+            claim_ttl_seconds: 900,
+        }
+    }
 }
 
 impl Default for Config {
@@ -297,6 +322,7 @@ impl Default for Config {
             idle_timeout_seconds: None,
             notify: None,
             sandbox: SandboxSetting::Auto,
+            queue: QueueConfig::default(),
         }
     }
 }
@@ -550,6 +576,8 @@ enum Target {
     ErrorBudget,
     GateBudget,
     IdleTimeout,
+    MaxIterationsPerItem,
+    ClaimTtl,
 }
 
 impl Target {
@@ -569,6 +597,8 @@ impl Target {
             Target::ErrorBudget => config.outcome_budgets.errors = value,
             Target::GateBudget => config.outcome_budgets.gate_blocked = value,
             Target::IdleTimeout => config.idle_timeout_seconds = (value > 0).then_some(value),
+            Target::MaxIterationsPerItem => config.queue.max_iterations_per_item = value,
+            Target::ClaimTtl => config.queue.claim_ttl_seconds = value,
         }
     }
 }
@@ -639,6 +669,20 @@ fn number_settings() -> impl Iterator<Item = NumberSetting> {
             min: 0,
             max: 86_400,
             target: Target::IdleTimeout,
+        },
+        NumberSetting {
+            key: "maxIterationsPerItem",
+            env: env::MAX_ITERATIONS_PER_ITEM,
+            min: 1,
+            max: MAX_ITERATIONS_LIMIT,
+            target: Target::MaxIterationsPerItem,
+        },
+        NumberSetting {
+            key: "claimTtlSeconds",
+            env: env::CLAIM_TTL_SECONDS,
+            min: 2,
+            max: 86_400,
+            target: Target::ClaimTtl,
         },
     ];
     own.into_iter()

@@ -376,6 +376,10 @@ pub fn interrupt(state: &mut LoopState, cause: &str, now: Timestamp) -> bool {
 /// command editing the state), and must not be reported as done.
 pub fn completion_on_record(state: &LoopState) -> bool {
     state.status != Status::Complete
+        // A queue run completes when its queue is drained: every item settled.
+        || state.queue.as_ref().is_some_and(|q| {
+            !q.items.is_empty() && q.items.values().all(|item| item.status.is_settled())
+        })
         || state
             .last_claim
             .as_ref()

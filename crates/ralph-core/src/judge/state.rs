@@ -465,6 +465,14 @@ pub struct LoopState {
     /// each of its steps stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub formula: Option<FormulaRun>,
+    /// The backlog this loop drains (`ralph-ctl run --queue`): each item's
+    /// record; the items themselves run as loops of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueRun>,
+    /// The backlog item this loop works (a loop of a queue run, in the
+    /// item's own folder): the run, not the item, tells the person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_item: Option<String>,
     /// The loop's own task, fed back in place of PROMPT.md (a loop started
     /// by `/ralph-loop TASK`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -499,6 +507,126 @@ pub struct LoopState {
     /// reload` adopts them), as the last stop found them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_drift: Option<ConfigDrift>,
+}
+
+/// A backlog's drain (`ralph-ctl run --queue`): where its items come from
+/// and each item's record. Budgets and the iteration cap span the run: an
+/// item's iterations and cost are added to the run's when it settles.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueRun {
+    /// The source as given (`plan:PATH`, `dir:PATH`, `cmd:COMMAND`).
+    pub source: String,
+    /// How a finished item lands: `rebase` (rebased, verified, the base
+    /// fast-forwarded) or `none` (its branch is left for the person).
+    pub merge: String,
+    /// The branch items start from and land on.
+    pub base: String,
+    /// By item id.
+    #[serde(default)]
+    pub items: std::collections::BTreeMap<String, QueueItem>,
+    /// The `run --queue` processes that joined the run after it started:
+    /// while one lives, the run is not left behind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joined: Vec<Carriers>,
+}
+
+impl QueueRun {
+    /// How many items stand at `status`.
+    pub fn count(&self, status: ItemState) -> usize {
+        self.items.values().filter(|i| i.status == status).count()
+    }
+
+    /// `5 items taken: 3 done, 1 working, 1 needs-review`, for what the
+    /// person reads (`status`, `watch`, the report).
+    pub fn counts_line(&self) -> String {
+        let counts: Vec<String> = [
+            ItemState::Done,
+            ItemState::Working,
+            ItemState::NeedsReview,
+            ItemState::Skipped,
+            ItemState::Failed,
+            ItemState::Released,
+        ]
+        .iter()
+        .map(|s| (self.count(*s), s.as_str()))
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, s)| format!("{n} {s}"))
+        .collect();
+        let taken = self.items.len();
+        format!(
+            "{taken} item{} taken{}",
+            if taken == 1 { "" } else { "s" },
+            if counts.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", counts.join(", "))
+            }
+        )
+    }
+}
+
+/// Where a backlog item stands in the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ItemState {
+    /// A worker is on it.
+    #[default]
+    Working,
+    /// Worked to its end and landed (or, with `--merge none`, finished on its branch).
+    Done,
+    /// Finished, but its branch could not land (a conflict, a failing
+    /// verify): kept for a person.
+    NeedsReview,
+    /// The agent said to skip it.
+    Skipped,
+    /// Its loop ended without finishing it (its cap, its breaker, errors).
+    Failed,
+    /// Its worker was stopped; it is free to be taken again.
+    Released,
+}
+
+impl ItemState {
+    /// The word `status` and the log use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemState::Working => "working",
+            ItemState::Done => "done",
+            ItemState::NeedsReview => "needs-review",
+            ItemState::Skipped => "skipped",
+            ItemState::Failed => "failed",
+            ItemState::Released => "released",
+        }
+    }
+
+    /// Whether the item is settled for good (no worker takes it again).
+    pub fn is_settled(self) -> bool {
+        !matches!(self, ItemState::Working | ItemState::Released)
+    }
+}
+
+/// One backlog item's record in the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueItem {
+    /// Its title.
+    pub title: String,
+    /// Where it stands.
+    pub status: ItemState,
+    /// The worker on it, or the last one.
+    pub worker: String,
+    /// Iterations its loop ran (over every time it was taken).
+    pub iterations: u32,
+    /// What its loop cost (over every time it was taken).
+    pub cost_usd: Usd,
+    /// Its branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// How many times a worker took it (more than once: one died or was stopped).
+    pub taken: u32,
+    /// Why it ended as it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// A formula's run: its steps in order, each a fresh-context loop of its
@@ -727,6 +855,8 @@ impl LoopState {
             carriers: None,
             fresh_context: false,
             formula: None,
+            queue: None,
+            queue_item: None,
             task: None,
             completion_signal: None,
             hint: None,

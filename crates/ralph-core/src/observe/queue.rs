@@ -39,6 +39,27 @@ pub struct Item {
     pub body: String,
 }
 
+impl Item {
+    /// A name for the item's folder and branch: its id when that is made of
+    /// letters, digits, `-` and `_` (at most 64), else `item-` and a hash
+    /// of the id, so that no id can name a path or an invalid ref.
+    pub fn slug(&self) -> String {
+        let plain = !self.id.is_empty()
+            && self.id.len() <= 64
+            && !self.id.starts_with('-')
+            && self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if plain {
+            return self.id.clone();
+        }
+        let mut hash = Fnv::new();
+        hash.bytes(self.id.as_bytes());
+        format!("item-{:016x}", hash.finish())
+    }
+}
+
 /// Where a backlog's items come from (`--queue SOURCE`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -350,6 +371,37 @@ mod tests {
         \n\
         ## Nice to have\n\
         - [ ] emoji output\n";
+
+    #[test]
+    fn a_slug_is_the_id_when_it_is_plain_and_a_hash_when_it_could_name_a_path() {
+        let slug = |id: &str| {
+            Item {
+                id: id.into(),
+                title: String::new(),
+                body: String::new(),
+            }
+            .slug()
+        };
+        assert_eq!(slug("plan-0123456789ab"), "plan-0123456789ab");
+        assert_eq!(slug("42"), "42");
+        for odd in [
+            "../x",
+            "a/b",
+            ".lock",
+            "-rf",
+            "",
+            "a b",
+            "é",
+            &"x".repeat(65),
+        ] {
+            let made = slug(odd);
+            assert!(
+                made.starts_with("item-") && made.len() == 21,
+                "{odd:?} → {made}"
+            );
+        }
+        assert_ne!(slug("a/b"), slug("a/c"));
+    }
 
     #[test]
     fn sources_are_read_from_their_spelling_and_refused_with_the_fix() {

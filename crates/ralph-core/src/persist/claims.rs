@@ -20,6 +20,10 @@ use crate::time::Timestamp;
 
 /// The claims file's name, beside the loop's state.
 pub const CLAIMS_FILE_NAME: &str = "ralph-queue.json";
+/// The merge queue's lock file's name, beside the claims.
+pub const MERGE_LOCK_FILE_NAME: &str = "ralph-merge.lock";
+/// The worktrees' lock file's name, beside the claims.
+pub const WORKTREE_LOCK_FILE_NAME: &str = "ralph-worktrees.lock";
 /// How long a worker waits for the claims lock before giving up.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -245,6 +249,19 @@ impl ClaimStore {
         })
     }
 
+    /// Clears what a new run of the backlog works again: items that ended
+    /// needing review, skipped or failed, and claims that lapsed. Items done
+    /// stay done, and a live worker's claim stays its.
+    pub fn forget_unfinished(&self, now: Timestamp) -> Result<(), ClaimError> {
+        self.change(|claims| {
+            claims.items.retain(|_, record| match record.status {
+                ItemStatus::Done => true,
+                ItemStatus::Claimed => record.expires_at > now,
+                _ => false,
+            })
+        })
+    }
+
     /// Gives `worker`'s claim on `id` up at once (a worker stopped by the
     /// person): the item is free again; false when it was not its.
     pub fn release(&self, id: &str, worker: &str, now: Timestamp) -> Result<bool, ClaimError> {
@@ -274,6 +291,41 @@ impl ClaimStore {
                 .map_err(|source| self.io("write", &self.path, source))?;
         }
         Ok(result)
+    }
+
+    /// The merge queue's lock (`ralph-merge.lock` beside the claims):
+    /// one item lands at a time, across every worker and process on the
+    /// project. Waits up to `patience` (a merge runs the project's verify);
+    /// released when dropped.
+    pub fn merge_lock(&self, patience: Duration) -> Result<File, ClaimError> {
+        self.named_lock(MERGE_LOCK_FILE_NAME, patience)
+    }
+
+    /// The lock around adding and removing the project's worktrees
+    /// (`ralph-worktrees.lock` beside the claims): two `git worktree add`
+    /// at once in one repository can fail ("failed to read
+    /// .git/worktrees/…/commondir"), and queue workers add them at once.
+    pub fn worktree_lock(&self, patience: Duration) -> Result<File, ClaimError> {
+        self.named_lock(WORKTREE_LOCK_FILE_NAME, patience)
+    }
+
+    /// An exclusive lock on the file `name` beside the claims, waited for
+    /// up to `patience`; released when dropped.
+    fn named_lock(&self, name: &str, patience: Duration) -> Result<File, ClaimError> {
+        let path = self.path.with_file_name(name);
+        if let Some(folder) = path.parent() {
+            fs::create_dir_all(folder).map_err(|source| self.io("create", folder, source))?;
+        }
+        let file = open_plain(
+            &path,
+            OpenOptions::new().create(true).truncate(false).write(true),
+        )
+        .map_err(|source| self.io("open", &path, source))?;
+        match lock::exclusive_until(&file, Instant::now() + patience) {
+            Ok(true) => Ok(file),
+            Ok(false) => Err(ClaimError::LockTimeout { path }),
+            Err(source) => Err(self.io("lock", &path, source)),
+        }
     }
 
     /// The exclusive lock on the claims (a file of its own, so a state
@@ -343,6 +395,30 @@ mod tests {
         let later = Timestamp::from_secs(1_000_000);
         let again = store.claim_next(&all, "d", later, TTL).unwrap().unwrap();
         assert_eq!(again.id, "T-2", "T-2's claim lapsed; T-1 is done");
+    }
+
+    #[test]
+    fn a_new_run_forgets_all_but_done_items_and_live_claims() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store = ClaimStore::at(dir.path().join(CLAIMS_FILE_NAME));
+        let all = items(5);
+        let at = Timestamp::from_secs;
+        for worker in ["a", "b", "c", "d", "e"] {
+            store.claim_next(&all, worker, at(1000), TTL).unwrap();
+        }
+        store.settle("T-1", "a", ItemStatus::Done, None).unwrap();
+        store
+            .settle("T-2", "b", ItemStatus::NeedsReview, Some("conflict".into()))
+            .unwrap();
+        store.settle("T-3", "c", ItemStatus::Failed, None).unwrap();
+        store.release("T-4", "d", at(1000)).unwrap();
+        // T-5's claim is still live at 1030.
+        store.forget_unfinished(at(1030)).unwrap();
+        let left: Vec<String> = store.read().unwrap().items.keys().cloned().collect();
+        assert_eq!(left, ["T-1", "T-5"]);
+        // What was forgotten is claimable again, in order; T-1 never.
+        let next = store.claim_next(&all, "f", at(1030), TTL).unwrap().unwrap();
+        assert_eq!(next.id, "T-2");
     }
 
     #[test]

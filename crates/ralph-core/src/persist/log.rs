@@ -55,6 +55,8 @@ pub enum LogEvent {
     ConfigChanged,
     /// `ralph-ctl reload` adopted the config files (and formula) as they are.
     Reload,
+    /// A queue run's item was taken or settled.
+    Item,
 }
 
 impl LogEvent {
@@ -72,6 +74,7 @@ impl LogEvent {
             LogEvent::Notify => "notify",
             LogEvent::ConfigChanged => "config_changed",
             LogEvent::Reload => "reload",
+            LogEvent::Item => "item",
         }
     }
 }

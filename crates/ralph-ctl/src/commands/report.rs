@@ -89,6 +89,7 @@ pub(crate) fn html(paths: &ProjectPaths, state: &LoopState, config: Option<&Conf
         breaker_chart(state, config)
     );
     timeline(&mut page, &state.history);
+    queue(&mut page, state);
     claims(&mut page, state);
     page.push_str("</body></html>\n");
     page
@@ -282,6 +283,35 @@ fn timeline(page: &mut String, history: &[IterationRecord]) {
     page.push_str("</table>");
 }
 
+/// A queue run's items: one row each.
+fn queue(page: &mut String, state: &LoopState) {
+    let Some(queue) = &state.queue else {
+        return;
+    };
+    let _ = write!(
+        page,
+        "<h2>Queue</h2><p>{}, {}</p><table><tr><th>item</th><th>title</th><th>status</th>\
+         <th>worker</th><th>iterations</th><th>cost</th><th>branch</th><th>why</th></tr>",
+        esc(&queue.source),
+        esc(&queue.counts_line())
+    );
+    for (id, item) in &queue.items {
+        let _ = write!(
+            page,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(id),
+            esc(&item.title),
+            esc(item.status.as_str()),
+            esc(&item.worker),
+            item.iterations,
+            esc(&item.cost_usd.to_string()),
+            esc(item.branch.as_deref().unwrap_or_default()),
+            esc(item.why.as_deref().unwrap_or_default())
+        );
+    }
+    page.push_str("</table>");
+}
+
 fn claims(page: &mut String, state: &LoopState) {
     page.push_str("<h2>Last claim and its gates</h2>");
     let Some(claim) = &state.last_claim else {
@@ -350,6 +380,15 @@ mod tests {
     use ralph_core::judge::state::ClaimRecord;
     use ralph_core::observe::test_counts::{CommandCounts, TestCounts};
     use ralph_core::observe::verify::VerifyResult;
+
+    #[test]
+    fn a_queue_run_has_a_row_per_item_escaped() {
+        let state = crate::testdir::queue_run_state();
+        let page = html(&ProjectPaths::new("/p"), &state, None);
+        assert!(page.contains("<h2>Queue</h2><p>plan:PLAN.md, 3 items taken: 1 done, 1 working, 1 needs-review</p>"), "{page}");
+        assert!(page.contains("<td>plan-a</td><td>add &lt;b&gt;</td><td>done</td><td>4242-1</td><td>2</td><td>$0.5000</td>"), "{page}");
+        assert!(page.contains("<td>needs-review</td>"), "{page}");
+    }
 
     #[test]
     fn the_last_claim_shows_its_test_counts_beside_the_baseline() {

@@ -189,6 +189,7 @@ pub(crate) fn summary(
     head(&mut l, paths, state);
     position(&mut l, state);
     formula_steps(&mut l, state);
+    queue_items(&mut l, state);
     times_and_next(&mut l, state, config, now);
     spending(&mut l, state, config, now);
     breaker_lines(&mut l, state, config);
@@ -300,6 +301,48 @@ fn formula_steps(l: &mut Lines, state: &LoopState) {
                 format!("{}. {}: {}{done}", i + 1, step.id, parts.join(", ")),
             );
         }
+    }
+}
+
+/// A queue run's items: counts, then one line each.
+fn queue_items(l: &mut Lines, state: &LoopState) {
+    use ralph_core::judge::state::ItemState;
+    let Some(queue) = &state.queue else {
+        return;
+    };
+    let lands = match queue.merge.as_str() {
+        "none" => format!("left on their branches (from {})", queue.base),
+        _ => format!("landed on {}", queue.base),
+    };
+    l.line(
+        "queue:",
+        format!(
+            "{}, {}; items are {lands}",
+            queue.source,
+            queue.counts_line()
+        ),
+    );
+    for (id, item) in &queue.items {
+        let mut line = format!(
+            "{id} {}: \"{}\", worker {}, {} iteration{}, {}",
+            item.status.as_str(),
+            item.title,
+            item.worker,
+            item.iterations,
+            if item.iterations == 1 { "" } else { "s" },
+            item.cost_usd
+        );
+        if let Some(branch) = item
+            .branch
+            .as_ref()
+            .filter(|_| item.status != ItemState::Done)
+        {
+            line.push_str(&format!(", branch {branch}"));
+        }
+        if let Some(why) = item.why.as_ref().filter(|_| item.status != ItemState::Done) {
+            line.push_str(&format!(" ({why})"));
+        }
+        l.line("", line);
     }
 }
 
@@ -579,6 +622,25 @@ fn thousands(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_run_shows_its_counts_and_each_item() {
+        let state = crate::testdir::queue_run_state();
+        let paths = ProjectPaths::new("/nowhere");
+        let text = summary(&paths, &state, None, 1767225700);
+        assert!(
+            text.contains("  queue:      plan:PLAN.md, 3 items taken: 1 done, 1 working, 1 needs-review; items are landed on main\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("plan-a done: \"add <b>\", worker 4242-1, 2 iterations, $0.5000\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("plan-b needs-review: \"fix it\", worker 4242-1, 2 iterations, $0.5000, branch ralph/item-fix-it (branch ralph/item-fix-it conflicts with main in a.rs)"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn thousands_are_separated() {

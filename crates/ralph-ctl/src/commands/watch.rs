@@ -49,8 +49,13 @@ pub(crate) fn line(state: &LoopState, config: Option<&Config>) -> String {
         || "no iteration ended yet".to_string(),
         |r| format!("last: {} ({})", r.why, excerpt(&r.excerpt, 60)),
     );
+    let queue = state
+        .queue
+        .as_ref()
+        .map(|q| format!(" · queue {}", q.counts_line()))
+        .unwrap_or_default();
     format!(
-        "iteration {}/{} {} · {} · breaker {} · {}",
+        "iteration {}/{} {}{queue} · {} · breaker {} · {}",
         state.iteration,
         state.max_iterations,
         state.status.as_str(),
@@ -176,6 +181,22 @@ fn draw(
             ));
             if let Some(run) = &state.formula {
                 lines.push(format!("formula    {}, {}", run.name, run.position()));
+            }
+            if let Some(queue) = &state.queue {
+                lines.push(format!(
+                    "queue      {}, {}",
+                    queue.source,
+                    queue.counts_line()
+                ));
+                for (id, item) in &queue.items {
+                    lines.push(format!(
+                        "  {:<13} {:<20} {:<10} {}",
+                        item.status.as_str(),
+                        excerpt(id, 20),
+                        item.worker,
+                        excerpt(&item.title, 40)
+                    ));
+                }
             }
             lines.push(format!("breaker    {}", breaker_summary(state, config)));
             lines.push(format!("cost       {}", state.cost_usd));

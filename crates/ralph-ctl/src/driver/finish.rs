@@ -63,7 +63,10 @@ pub(crate) fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
             )
         }
     };
-    let _ = writeln!(std::io::stderr(), "ralph: {line}");
+    // An item's loop: its queue worker says how the item ended.
+    if !paths.is_item() {
+        let _ = writeln!(std::io::stderr(), "ralph: {line}");
+    }
     code
 }
 
@@ -74,6 +77,7 @@ pub(crate) fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
 /// (exit 17), never as done.
 pub(crate) fn believed(paths: &ProjectPaths, mut state: LoopState) -> LoopState {
     if state.status == Status::Complete
+        && state.queue.is_none()
         && lifecycle::completion_on_record(&state)
         && !ralph_core::persist::log::completion_logged(&paths.state_file(), &state)
     {

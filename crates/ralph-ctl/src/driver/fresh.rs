@@ -53,6 +53,8 @@ pub(crate) struct IterationEnd<'a> {
     pub(crate) skip_project_verify: bool,
     /// The formula's file, when it now differs from the loop's pin.
     pub(crate) pinned_changes: Vec<ralph_core::pin::Changed>,
+    /// Plan files that gate no claim (a queue run's plan).
+    pub(crate) not_plans: Vec<String>,
 }
 
 /// How the driver goes on after a fresh iteration.
@@ -101,6 +103,7 @@ pub(crate) fn conclude(
         skip_project_verify: end.skip_project_verify,
         permission_denials: result.and_then(|r| r.permission_denials.clone()),
         pinned_changes: end.pinned_changes,
+        not_plans: end.not_plans,
         // Settled here, in the stop's own transaction.
         driver_settles: false,
     };

@@ -62,6 +62,8 @@ pub(crate) struct RunOptions {
     pub(crate) base_ref: Option<String>,
     /// Keep every worktree, even one its iteration left nothing in.
     pub(crate) no_cleanup: bool,
+    /// Drain a backlog (`--queue`), each item a loop of its own (`queue::run`).
+    pub(crate) queue: Option<QueueOptions>,
     /// Run the formula `.claude/ralph/formulas/NAME.yaml` (implies `fresh`).
     pub(crate) formula: Option<String>,
     /// `--sandbox` (true) or `--no-sandbox` (false), over the config's `sandbox`.
@@ -72,37 +74,32 @@ pub(crate) struct RunOptions {
     pub(crate) client_args: Vec<OsString>,
 }
 
+/// `--queue`, `--workers`, `--merge`: how `queue::run` drains a backlog.
+#[derive(Clone, Debug)]
+pub(crate) struct QueueOptions {
+    /// The source as given.
+    pub(crate) source: String,
+    /// Workers in this process.
+    pub(crate) workers: u32,
+    /// How a finished item lands.
+    pub(crate) merge: crate::cli::MergeMode,
+}
+
 /// Runs one loop; returns the loop's exit code (README: Exit codes).
 /// Headless, a loop the client left paused (an API error, the
 /// calls-per-hour budget) is resumed in the same session when the policy
 /// allows, after the wait it sets.
 pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
-    // From here on SIGINT, SIGTERM and SIGHUP are recorded, not fatal.
-    let signals =
-        Signals::install().map_err(|e| CtlError::Client(format!("cannot catch signals: {e}")))?;
-    if options.reset && options.resume {
-        return Err(CtlError::BadArgument(
-            "--reset and --resume exclude each other: --reset starts a new loop, --resume goes on with the last one".into(),
-        ));
-    }
-    let client = find_client(paths)?;
-    let inputs = Inputs::read(paths, &options)?;
-    if options.dry_run {
-        return dry_run(paths, &client, &options, &inputs);
-    }
-    if options.reset {
-        // --reset never clears a loop a live driver holds.
-        if let Ok(Some(current)) = StateStore::new(paths).read() {
-            if let Some(refusal) = liveness::still_carried(&current) {
-                return Err(CtlError::Refused(refusal));
-            }
-        }
-        if let start::Cleared::Quarantined(aside) = start::clear(paths)? {
-            say(&format!("moved the corrupt state to {}", aside.display()));
-        }
-    }
-    let version = client::version(&client);
-    let settings = ClientSettings::plan(paths, &options, &inputs, version)?;
+    let Prepared {
+        signals,
+        client,
+        inputs,
+        settings,
+        version,
+    } = match prepare(paths, &options)? {
+        Ready::Done(code) => return Ok(code),
+        Ready::Go(prepared) => *prepared,
+    };
     let Inputs {
         config,
         mut formula,
@@ -147,19 +144,83 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         max_iterations,
         resumed: options.resume,
         next_text: None,
+        item: None,
     }
-    .run()
+    .drive()
+    .0
+}
+
+/// What every run settles before it starts or joins a loop.
+pub(crate) struct Prepared {
+    /// SIGINT, SIGTERM and SIGHUP, recorded from the start.
+    pub(crate) signals: Signals,
+    /// The client to run.
+    pub(crate) client: ClientProgram,
+    /// The config, formula, worktrees' plan and context mode.
+    pub(crate) inputs: Inputs,
+    /// The client's arguments and ralph's `--settings`.
+    pub(crate) settings: ClientSettings,
+    /// The client's version, when it said.
+    pub(crate) version: Option<command::ClientVersion>,
+}
+
+/// What [`prepare`] leads to.
+pub(crate) enum Ready {
+    /// Nothing to start (`--dry-run`): the exit code.
+    Done(i32),
+    /// Everything a run needs.
+    Go(Box<Prepared>),
+}
+
+/// Catches the signals, finds the client, reads and checks the inputs,
+/// `--reset` clears the last loop (never one a live driver holds), and
+/// plans the client's settings: everything `run` and `run --queue` do
+/// before a loop starts. `--dry-run` ends here.
+pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Ready, CtlError> {
+    // From here on SIGINT, SIGTERM and SIGHUP are recorded, not fatal.
+    let signals =
+        Signals::install().map_err(|e| CtlError::Client(format!("cannot catch signals: {e}")))?;
+    if options.reset && options.resume {
+        return Err(CtlError::BadArgument(
+            "--reset and --resume exclude each other: --reset starts a new loop, --resume goes on with the last one".into(),
+        ));
+    }
+    let client = find_client(paths)?;
+    let inputs = Inputs::read(paths, options)?;
+    if options.dry_run {
+        return dry_run(paths, &client, options, &inputs).map(Ready::Done);
+    }
+    if options.reset {
+        // --reset never clears a loop a live driver holds.
+        if let Ok(Some(current)) = StateStore::new(paths).read() {
+            if let Some(refusal) = liveness::still_carried(&current) {
+                return Err(CtlError::Refused(refusal));
+            }
+        }
+        if let start::Cleared::Quarantined(aside) = start::clear(paths)? {
+            say(&format!("moved the corrupt state to {}", aside.display()));
+        }
+    }
+    let version = client::version(&client);
+    let settings = ClientSettings::plan(paths, options, &inputs, version)?;
+    Ok(Ready::Go(Box::new(Prepared {
+        signals,
+        client,
+        inputs,
+        settings,
+        version,
+    })))
 }
 
 /// What the run reads and checks before anything starts: the config (a
 /// resumed loop's pinned one), the formula, the worktrees' plan, and
 /// whether iterations run in fresh context. A bad formula, or a project
 /// that cannot have worktrees, is refused with nothing changed.
-struct Inputs {
-    config: Config,
-    formula: Option<formula::Formula>,
-    worktrees: Option<worktree::WorktreePlan>,
-    fresh: bool,
+pub(crate) struct Inputs {
+    pub(crate) config: Config,
+    pub(crate) formula: Option<formula::Formula>,
+    pub(crate) worktrees: Option<worktree::WorktreePlan>,
+    pub(crate) fresh: bool,
 }
 
 impl Inputs {
@@ -189,10 +250,17 @@ impl Inputs {
         }
         let fresh = options.fresh
             || options.worktree
+            || options.queue.is_some()
             || formula.is_some()
             || config.context_mode == ContextMode::Fresh;
-        let worktrees = options
-            .worktree
+        if !(options.worktree || options.queue.is_some())
+            && (options.base_ref.is_some() || options.no_cleanup)
+        {
+            return Err(CtlError::BadArgument(
+                "--base-ref and --no-cleanup go with --worktree or --queue".into(),
+            ));
+        }
+        let worktrees = (options.worktree || options.queue.is_some())
             .then(|| worktree::plan(&paths.root, options.base_ref.as_deref(), options.no_cleanup))
             .transpose()?;
         Ok(Inputs {
@@ -230,10 +298,10 @@ fn check_gate_names(formula: &formula::Formula, config: &Config) -> Result<(), C
 /// loop: the sandbox for unattended runs (or, where it cannot run, allow
 /// rules for the checks), deny rules keeping the agent off ralph's files,
 /// the StopFailure hook, the person's own `--settings` merged in.
-struct ClientSettings {
-    client_args: Vec<OsString>,
-    extra_settings: Option<String>,
-    sandbox_notice: Option<String>,
+pub(crate) struct ClientSettings {
+    pub(crate) client_args: Vec<OsString>,
+    pub(crate) extra_settings: Option<String>,
+    pub(crate) sandbox_notice: Option<String>,
 }
 
 impl ClientSettings {
@@ -416,6 +484,73 @@ struct Driver<'a> {
     resumed: bool,
     /// The text of the next fresh iteration, as the engine rendered it.
     next_text: Option<String>,
+    /// Set when the loop works one item of a queue run.
+    item: Option<ItemWork>,
+}
+
+/// What changes in a loop that works one backlog item (`run --queue`).
+#[derive(Clone, Debug)]
+pub(crate) struct ItemWork {
+    /// The item's worktree name: one for all of its iterations.
+    pub(crate) worktree_name: String,
+    /// The queue's plan, which gates no claim of an item.
+    pub(crate) not_plans: Vec<String>,
+    /// What is left of the run's budget when the item was taken: the
+    /// item's loop may spend no more.
+    pub(crate) cost_cap: Option<Usd>,
+}
+
+/// One item's loop, as a queue worker hands it to the driver.
+pub(crate) struct ItemDrive<'a> {
+    /// The item loop's paths (`ProjectPaths::for_item`).
+    pub(crate) paths: &'a ProjectPaths,
+    /// The client.
+    pub(crate) client: ClientProgram,
+    /// The run's config.
+    pub(crate) config: Config,
+    /// The worktrees' plan.
+    pub(crate) worktrees: worktree::WorktreePlan,
+    /// The client's arguments, ralph's settings merged in.
+    pub(crate) client_args: Vec<OsString>,
+    /// ralph's `--settings`.
+    pub(crate) extra_settings: Option<String>,
+    /// The client's output as it is.
+    pub(crate) json: bool,
+    /// The item loop's first session.
+    pub(crate) session: String,
+    /// The item loop's cap.
+    pub(crate) max_iterations: u32,
+    /// What makes it an item's loop.
+    pub(crate) item: ItemWork,
+}
+
+/// Drives one item's loop to its end, as `run --fresh --worktree` drives a
+/// loop, with the signals the worker holds (given back with the loop's
+/// exit code, for the next item).
+pub(crate) fn drive_item(drive: ItemDrive<'_>, signals: Signals) -> (CmdResult, Signals) {
+    if let Err(e) = liveness::record(drive.paths, &drive.session, liveness::with_client(None)) {
+        return (Err(e), signals);
+    }
+    let driver = Driver {
+        paths: drive.paths,
+        client: drive.client,
+        config: drive.config,
+        formula: None,
+        worktrees: Some(drive.worktrees),
+        headless: true,
+        fresh: true,
+        json: drive.json,
+        session_cost: false,
+        client_args: drive.client_args,
+        extra_settings: drive.extra_settings,
+        signals,
+        session: drive.session,
+        max_iterations: drive.max_iterations,
+        resumed: false,
+        next_text: None,
+        item: Some(drive.item),
+    };
+    driver.drive()
 }
 
 /// After one run of the client: run again, or the loop's exit code.
@@ -432,13 +567,16 @@ struct Iteration {
 }
 
 impl Driver<'_> {
-    /// Runs the client until the loop ends.
-    fn run(mut self) -> CmdResult {
-        loop {
-            if let Next::Done(code) = self.iteration()? {
-                return Ok(code);
+    /// Runs the client until the loop ends; the signals are given back.
+    fn drive(mut self) -> (CmdResult, Signals) {
+        let result = loop {
+            match self.iteration() {
+                Ok(Next::Done(code)) => break Ok(code),
+                Ok(Next::Again) => {}
+                Err(e) => break Err(e),
             }
-        }
+        };
+        (result, self.signals)
     }
 
     /// One run of the client: its text, its process watched to its end,
@@ -465,7 +603,11 @@ impl Driver<'_> {
         let last_stop_before = state.and_then(|s| s.last_run_at);
         // The iteration's own worktree, when it has one.
         let (current, new_baseline) = match self.worktrees.as_ref().filter(|_| self.fresh) {
-            Some(plan) => match enter_worktree(paths, plan) {
+            Some(plan) => match enter_worktree(
+                paths,
+                plan,
+                self.item.as_ref().map(|i| i.worktree_name.as_str()),
+            ) {
                 Ok((worktree, baseline)) => (Some(worktree), baseline),
                 Err(e) => {
                     say(&e.to_string());
@@ -535,7 +677,12 @@ impl Driver<'_> {
         let pinned = state.and_then(|s| s.pinned.as_ref());
         if let Some(pin) = pinned {
             match pin.config(paths, &ProcessEnv) {
-                Ok(pinned_config) => self.config = pinned_config,
+                Ok(pinned_config) => {
+                    self.config = pinned_config;
+                    if let Some(item) = &self.item {
+                        self.config.supervision.max_cost = item.cost_cap;
+                    }
+                }
                 Err(e) => say(&format!("warning: the pinned config cannot be used ({e}); going on with the one read at start")),
             }
         }
@@ -761,6 +908,11 @@ impl Driver<'_> {
                 .unwrap_or_default(),
             skip_project_verify: step.is_some_and(|s| !s.verify),
             pinned_changes: iteration.formula_changes.clone(),
+            not_plans: self
+                .item
+                .as_ref()
+                .map(|i| i.not_plans.clone())
+                .unwrap_or_default(),
         };
         // A formula's step rules, inside the engine's stop.
         let cost = done.and_then(|d| d.total_cost_usd);
@@ -793,8 +945,31 @@ impl Driver<'_> {
                 iteration_started.elapsed().as_secs_f64(),
             ));
         }
-        if let (Some(plan), Some(worktree)) = (&self.worktrees, current) {
+        // An item's worktree is the queue worker's to land or keep.
+        if let (Some(plan), Some(worktree), None) = (&self.worktrees, current, &self.item) {
             leave_worktree(paths, plan, worktree, number);
+        }
+        if self.item.is_some() && skipped(concluded.state.as_ref(), number) {
+            let why = "the agent skipped the item (RALPH_OUTCOME skip)";
+            say(&format!("iteration {number}: {why}"));
+            let changed = ralph_core::transaction::change(
+                paths,
+                ralph_core::transaction::Whose::Any,
+                |draft| {
+                    if draft.state().is_some_and(|s| s.status == Status::Running) {
+                        draft.apply(ralph_core::events::Event::Ended {
+                            status: Status::Cancelled,
+                            why: why.to_string(),
+                            at: Some(number),
+                        });
+                    }
+                    Ok::<_, CtlError>(())
+                },
+            )?;
+            return Ok(Some(Next::Done(finish::announce(
+                paths,
+                &super::told(changed),
+            ))));
         }
         if let (fresh::Judged::Continue { text }, Some(next)) =
             (concluded.judged, concluded.next_session)
@@ -949,14 +1124,16 @@ fn run_autofix(command: &str, root: &std::path::Path) {
 fn enter_worktree(
     paths: &ProjectPaths,
     plan: &worktree::WorktreePlan,
+    item_name: Option<&str>,
 ) -> Result<(worktree::Worktree, Option<Option<progress::Baseline>>), CtlError> {
     let state = StateStore::new(paths)
         .read()?
         .ok_or_else(|| CtlError::Client("the loop's state is gone".into()))?;
-    let worktree = plan.create(&worktree::name(
-        &state.started_at.to_string(),
-        state.iteration,
-    ))?;
+    let name = match item_name {
+        Some(name) => name.to_string(),
+        None => worktree::name(&state.started_at.to_string(), state.iteration),
+    };
+    let worktree = plan.create(&name)?;
     let baseline = worktree.created.then(|| progress::baseline(&worktree.path));
     say(&format!(
         "iteration {} works in {} (branch {}, from {})",
@@ -1008,6 +1185,17 @@ fn leave_worktree(
         )),
         Err(e) => say(&format!("worktree {shown} kept: {e}")),
     }
+}
+
+/// Whether iteration `number`'s stop read a `RALPH_OUTCOME` of `skip`.
+pub(crate) fn skipped(state: Option<&LoopState>, number: u32) -> bool {
+    state.is_some_and(|s| {
+        s.history
+            .iter()
+            .rev()
+            .find(|r| r.iteration == number)
+            .is_some_and(|r| r.outcome == Some(ralph_core::judge::claims::OutcomeStatus::Skip))
+    })
 }
 
 /// Whether the client ended its turn on its own (exit 0, a result that is
@@ -1176,11 +1364,17 @@ pub(crate) fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
         Some(state) => pin::loop_config(paths, &ProcessEnv, state)?,
         None => Config::load(paths, &ProcessEnv)?,
     };
-    let (iteration, max) = match state {
-        Some(state) if state.status == Status::Running => (state.iteration, state.max_iterations),
-        _ => (1, config.max_iterations),
+    let (iteration, max, task) = match state {
+        Some(state) if state.status == Status::Running => {
+            (state.iteration, state.max_iterations, state.task)
+        }
+        _ => (1, config.max_iterations, None),
     };
-    let text = ralph_core::observe::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
+    let text = match task {
+        // The loop's own task (a queue run's item, /ralph-loop TASK).
+        Some(task) => task,
+        None => ralph_core::observe::prompt::read_prompt(&paths.resolve(&config.prompt_file))?,
+    };
     let guardrails = ralph_core::observe::prompt::read_guardrails(&paths.guardrails_file())?;
     Ok(ralph_core::observe::prompt::iteration_text(
         &config.completion_signal,

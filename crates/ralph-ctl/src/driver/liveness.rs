@@ -57,7 +57,21 @@ pub(crate) fn with_client(client: Option<u32>) -> Carriers {
 
 /// Whether `state` is a running loop whose carriers are all gone.
 pub(crate) fn left_behind(state: &LoopState) -> bool {
-    state.status == Status::Running && state.carriers.as_ref().is_some_and(liveness::all_gone)
+    state.status == Status::Running
+        && state.carriers.as_ref().is_some_and(liveness::all_gone)
+        && joined_alive(state).is_none()
+}
+
+/// A `run --queue` process that joined the loop's queue run and still
+/// lives (its pid): the run is still being drained.
+fn joined_alive(state: &LoopState) -> Option<u32> {
+    state
+        .queue
+        .as_ref()?
+        .joined
+        .iter()
+        .find(|c| !liveness::all_gone(c))
+        .map(|c| c.driver.map_or(0, |d| d.pid))
 }
 
 /// Records a loop left behind by its carriers as interrupted, with an
@@ -124,6 +138,13 @@ fn cause(carriers: &Carriers) -> String {
 /// resume it (a paused loop under a live driver is that driver's: it
 /// resumes it when the wait is over).
 pub(crate) fn still_carried(state: &LoopState) -> Option<String> {
+    if let (Some(pid), Status::Running) = (joined_alive(state), state.status) {
+        return Some(format!(
+            "the queue run of session {} is being drained by ralph-ctl run --queue (pid {pid}); \
+             join it with the same --queue, or stop it first (Ctrl-C in its terminal)",
+            state.session_id
+        ));
+    }
     let carriers = state.carriers.as_ref()?;
     if !matches!(state.status, Status::Running | Status::Paused) || liveness::all_gone(carriers) {
         return None;

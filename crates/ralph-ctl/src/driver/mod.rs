@@ -21,6 +21,8 @@ pub(crate) mod fresh;
 pub(crate) mod launch;
 pub(crate) mod live;
 pub(crate) mod liveness;
+pub(crate) mod merge;
+pub(crate) mod queue;
 pub(crate) mod result;
 pub(crate) mod sandbox;
 pub(crate) mod signals;

@@ -165,7 +165,16 @@ pub(crate) fn open_loop(
             crate::output::say_err!("ralph-ctl: warning: {warning}");
         }
     }
-    let test_baseline = test_baseline(paths, config);
+    // An item of a queue run is judged by the run's baseline, taken once.
+    let test_baseline = match paths.is_item() {
+        true => StateStore::new(&paths.project())
+            .read()
+            .ok()
+            .flatten()
+            .map(|run| run.test_baseline)
+            .unwrap_or_default(),
+        false => test_baseline(paths, config),
+    };
     let protected_files = protected_files(paths, config)?;
     ignore_runtime(paths)?;
     let now = time::Timestamp::now();

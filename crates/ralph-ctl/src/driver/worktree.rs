@@ -52,7 +52,7 @@ pub(crate) enum Finished {
 /// (`progress::safe_git`): the agent can write the repository's
 /// configuration, hooks and attributes, and the driver must never run a
 /// program it named (an fsmonitor, a post-checkout hook, a filter).
-fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
     let mut command =
         ralph_core::observe::progress::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
             .map_err(|why| CtlError::Client(format!("git cannot be run safely: {why}")))?;
@@ -119,6 +119,9 @@ pub(crate) fn plan(
     })
 }
 
+/// How long adding or removing a worktree waits for another's.
+const WORKTREE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// The name of a loop's iteration: the loop's start time (digits only,
 /// the same for every iteration and across `--resume`) and the iteration.
 pub(crate) fn name(started_at: &str, iteration: u32) -> String {
@@ -135,6 +138,7 @@ impl WorktreePlan {
     /// branch `ralph/<name>`, or the one already there (an iteration
     /// resumed after a pause goes on where it was).
     pub(crate) fn create(&self, name: &str) -> Result<Worktree, CtlError> {
+        let _held = self.hold()?;
         let dir = self.root.join(WORKTREES_DIR);
         std::fs::create_dir_all(&dir).map_err(CtlError::io("create", &dir))?;
         let ignore = dir.join(".gitignore");
@@ -207,10 +211,23 @@ impl WorktreePlan {
             )));
         }
         let path = worktree.path.to_string_lossy().into_owned();
+        let _held = self.hold()?;
         // --force: ignored files (build output) do not keep an empty worktree.
         git(&self.root, &["worktree", "remove", "--force", &path])?;
         git(&self.root, &["branch", "-D", &worktree.branch])?;
         Ok(Finished::Removed)
+    }
+}
+
+impl WorktreePlan {
+    /// The project's worktree lock, held while one is added or removed.
+    pub(crate) fn hold(&self) -> Result<std::fs::File, CtlError> {
+        let paths = ralph_core::paths::ProjectPaths::new(&self.root);
+        // The lock lives in the runtime folder, which git never sees.
+        super::start::ignore_runtime(&paths)?;
+        ralph_core::persist::claims::ClaimStore::new(&paths)
+            .worktree_lock(WORKTREE_PATIENCE)
+            .map_err(|e| CtlError::Client(e.to_string()))
     }
 }
 
@@ -228,23 +245,7 @@ impl Worktree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
-
-    fn sh(dir: &Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@e")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@e")
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
-    }
+    use crate::testdir::git_as_person as sh;
 
     fn repo() -> (tempfile::TempDir, PathBuf) {
         let dir = crate::testdir::new("worktree");

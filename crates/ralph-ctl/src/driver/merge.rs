@@ -1,0 +1,397 @@
+//! The merge queue of a queue run (`run --queue --merge rebase`): a
+//! finished item's branch is rebased onto the current base, its plan box
+//! ticked in a commit of its own, the project's verify commands run on the
+//! result, and the base fast-forwarded to it. One merge at a time, across
+//! every worker and every `ralph-ctl` process on the project (an exclusive
+//! lock on `ralph-merge.lock` in the runtime folder). A conflict, a failing
+//! verify or a base that cannot be fast-forwarded leaves the branch as it
+//! was and says why: the item needs a person's review.
+//!
+//! Every git command goes through the safe configuration
+//! (`worktree::git`): nothing the agent wrote into the repository's
+//! configuration, hooks or attributes runs.
+
+use std::path::Path;
+use std::time::Duration;
+
+use ralph_core::observe::queue::{self, Item};
+use ralph_core::observe::verify::{self, VerifyCommand};
+use ralph_core::persist::claims::ClaimStore;
+
+use super::worktree::{git, Worktree};
+use crate::error::CtlError;
+
+/// How long a finished item waits for the merges before it.
+const MERGE_PATIENCE: Duration = Duration::from_secs(6 * 3600);
+
+/// What became of a finished item's branch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Landed {
+    /// The base now holds it, at `commit`; its worktree and branch are gone.
+    Merged {
+        /// The base's new commit.
+        commit: String,
+    },
+    /// The item left no commit and no change, and has no box to tick:
+    /// there was nothing to land.
+    Nothing,
+    /// Kept on its branch for a person, and why.
+    NeedsReview(String),
+}
+
+/// One finished item to land.
+pub(crate) struct Landing<'a> {
+    /// The main checkout.
+    pub(crate) root: &'a Path,
+    /// The branch the item lands on.
+    pub(crate) base: &'a str,
+    /// The item's worktree.
+    pub(crate) worktree: &'a Worktree,
+    /// The item.
+    pub(crate) item: &'a Item,
+    /// The queue's plan (relative to the project), for a `plan:` source.
+    pub(crate) plan: Option<&'a Path>,
+    /// The project's verify commands.
+    pub(crate) verify: &'a [VerifyCommand],
+    /// The claims, whose merge lock is held while the item lands.
+    pub(crate) claims: &'a ClaimStore,
+}
+
+/// Lands `landing`'s item under the merge lock (waiting for the merge
+/// before it); `Err` only when git itself could not be run.
+pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
+    let _held = landing
+        .claims
+        .merge_lock(MERGE_PATIENCE)
+        .map_err(|e| CtlError::Client(e.to_string()))?;
+    let wt = &landing.worktree.path;
+    let branch = &landing.worktree.branch;
+    let who = identity(wt);
+    let with_who = |args: &[&str]| -> Vec<String> {
+        who.iter()
+            .map(|s| s.to_string())
+            .chain(args.iter().map(|s| s.to_string()))
+            .collect()
+    };
+    let run = |dir: &Path, args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        git(dir, &args)
+    };
+    // What the agent left uncommitted is part of its work.
+    if !git(wt, &["status", "--porcelain", "--ignore-submodules=all"])?.is_empty() {
+        git(wt, &["add", "--all"])?;
+        let message = format!("{} ({})", landing.item.title, landing.item.id);
+        run(
+            wt,
+            with_who(&["commit", "--quiet", "--no-verify", "-m", &message]),
+        )?;
+    }
+    let range = format!("{}..HEAD", landing.base);
+    let ahead: u64 = git(wt, &["rev-list", "--count", &range])?
+        .parse()
+        .unwrap_or(0);
+    // An item done with no change of its own still has its box to tick.
+    if ahead == 0 && landing.plan.is_none() {
+        remove(landing)?;
+        return Ok(Landed::Nothing);
+    }
+    if let Err(e) = run(wt, with_who(&["rebase", "--quiet", landing.base])) {
+        let conflicts = git(wt, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+        let _ = git(wt, &["rebase", "--abort"]);
+        let files = conflicts.lines().collect::<Vec<_>>().join(", ");
+        return Ok(Landed::NeedsReview(if files.is_empty() {
+            format!(
+                "branch {branch} could not be rebased onto {}: {e}",
+                landing.base
+            )
+        } else {
+            format!(
+                "branch {branch} conflicts with {} in {files}; it is kept as it was",
+                landing.base
+            )
+        }));
+    }
+    // The box is ticked in the merged history, unless the person has the
+    // plan open with changes of their own: then in their copy, after.
+    let mut tick_after = None;
+    if let Some(plan) = landing.plan {
+        let shown = plan.to_string_lossy().into_owned();
+        let theirs_changed =
+            !git(landing.root, &["status", "--porcelain", "--", &shown])?.is_empty();
+        let in_branch = wt.join(plan);
+        if !theirs_changed && in_branch.is_file() {
+            if tick_file(&in_branch, &landing.item.id)? {
+                git(wt, &["add", "--", &shown])?;
+                let message = format!("Tick {} in {shown}", landing.item.title);
+                run(
+                    wt,
+                    with_who(&["commit", "--quiet", "--no-verify", "-m", &message]),
+                )?;
+            }
+        } else {
+            tick_after = Some(landing.root.join(plan));
+        }
+    }
+    for command in landing.verify {
+        let result = verify::run(wt, command);
+        if !result.passed() {
+            let how = if result.timed_out {
+                format!("timed out after {} s", command.timeout_seconds)
+            } else {
+                format!(
+                    "exit {}: {}",
+                    result.exit_code.map_or("?".into(), |c| c.to_string()),
+                    super::live::excerpt(&result.output_tail)
+                )
+            };
+            return Ok(Landed::NeedsReview(format!(
+                "the project's verify `{}` failed on branch {branch} rebased onto {} ({how}); it is kept",
+                command.name, landing.base
+            )));
+        }
+    }
+    let head = git(wt, &["rev-parse", "HEAD"])?;
+    let checked_out = git(
+        landing.root,
+        &["symbolic-ref", "--quiet", "--short", "HEAD"],
+    )
+    .ok();
+    let moved = if checked_out.as_deref() == Some(landing.base) {
+        git(landing.root, &["merge", "--ff-only", "--quiet", &head])
+    } else {
+        let old = git(landing.root, &["rev-parse", landing.base])?;
+        let reference = format!("refs/heads/{}", landing.base);
+        git(landing.root, &["update-ref", &reference, &head, &old])
+    };
+    if let Err(e) = moved {
+        return Ok(Landed::NeedsReview(format!(
+            "{} could not be fast-forwarded to branch {branch} ({e}); it is kept",
+            landing.base
+        )));
+    }
+    if let Some(plan) = tick_after {
+        // Best effort: the item is landed, and recorded done either way.
+        let _ = tick_file(&plan, &landing.item.id);
+    }
+    remove(landing)?;
+    Ok(Landed::Merged { commit: head })
+}
+
+/// `-c` options naming a committer when the repository names none (git
+/// refuses to commit or rebase without one).
+fn identity(dir: &Path) -> Vec<&'static str> {
+    match git(dir, &["var", "GIT_COMMITTER_IDENT"]) {
+        Ok(_) => Vec::new(),
+        Err(_) => vec!["-c", "user.name=ralph", "-c", "user.email=ralph@localhost"],
+    }
+}
+
+/// Ticks item `id`'s box in the plan at `path`; false when the plan has no
+/// such unchecked item (it was ticked or edited meanwhile).
+fn tick_file(path: &Path, id: &str) -> Result<bool, CtlError> {
+    let text = std::fs::read_to_string(path).map_err(CtlError::io("read", path))?;
+    match queue::tick(&text, id) {
+        Some(ticked) => {
+            ralph_core::persist::atomic::write_file(path, ticked.as_bytes(), 0o644)
+                .map_err(CtlError::io("write", path))?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// The landed item's worktree and branch, removed. The branch goes by its
+/// ref alone: `git branch -D` also rewrites `.git/config` (its section),
+/// and a `config.lock` that comes and goes while another worker's client
+/// sets up its sandbox fails that client's command (2.1.330's bwrap
+/// mounts over the lock file it listed a moment before).
+fn remove(landing: &Landing<'_>) -> Result<(), CtlError> {
+    let path = landing.worktree.path.to_string_lossy().into_owned();
+    let _held = landing
+        .claims
+        .worktree_lock(Duration::from_secs(120))
+        .map_err(|e| CtlError::Client(e.to_string()))?;
+    git(landing.root, &["worktree", "remove", "--force", &path])?;
+    let reference = format!("refs/heads/{}", landing.worktree.branch);
+    git(landing.root, &["update-ref", "-d", &reference])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::worktree::{plan, WorktreePlan};
+    use std::path::PathBuf;
+
+    use crate::testdir::git_as_person as sh;
+
+    const PLAN: &str = "# Plan\n\n- [ ] left\n- [ ] right\n";
+
+    /// A repository on main with PLAN.md, its worktree plan and claims.
+    fn repo() -> (tempfile::TempDir, PathBuf, WorktreePlan, ClaimStore) {
+        let dir = crate::testdir::new("merge");
+        let root = dir.path().to_path_buf();
+        sh(&root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join("PLAN.md"), PLAN).unwrap();
+        std::fs::write(root.join(".gitignore"), ".claude/\n").unwrap();
+        sh(&root, &["add", "-A"]);
+        sh(&root, &["commit", "-q", "-m", "plan"]);
+        let worktrees = plan(&root, None, false).unwrap();
+        let claims = ClaimStore::at(root.join(".claude/context/runtime/ralph-queue.json"));
+        (dir, root, worktrees, claims)
+    }
+
+    fn item(title: &str) -> Item {
+        let id = queue::plan_items(PLAN)
+            .into_iter()
+            .find(|i| i.title == title)
+            .unwrap()
+            .id;
+        Item {
+            id,
+            title: title.into(),
+            body: String::new(),
+        }
+    }
+
+    /// The item's worktree with `file` written as `text` and committed.
+    fn worked(plan: &WorktreePlan, name: &str, file: &str, text: &str) -> Worktree {
+        let worktree = plan.create(name).unwrap();
+        std::fs::write(worktree.path.join(file), text).unwrap();
+        sh(&worktree.path, &["add", file]);
+        sh(&worktree.path, &["commit", "-q", "-m", name]);
+        worktree
+    }
+
+    fn land_it(
+        root: &Path,
+        worktree: &Worktree,
+        item: &Item,
+        verify: &[VerifyCommand],
+        claims: &ClaimStore,
+    ) -> Landed {
+        land(&Landing {
+            root,
+            base: "main",
+            worktree,
+            item,
+            plan: Some(Path::new("PLAN.md")),
+            verify,
+            claims,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn items_land_in_turn_rebased_ticked_and_fast_forwarded() {
+        let (_d, root, plan, claims) = repo();
+        let left = worked(&plan, "item-left", "left.txt", "left\n");
+        let right = worked(&plan, "item-right", "right.txt", "right\n");
+        let (l, r) = (item("left"), item("right"));
+        assert!(matches!(
+            land_it(&root, &left, &l, &[], &claims),
+            Landed::Merged { .. }
+        ));
+        // The second was made from the old base: rebased onto the new one.
+        let Landed::Merged { commit } = land_it(&root, &right, &r, &[], &claims) else {
+            panic!("right did not land");
+        };
+        assert_eq!(git(&root, &["rev-parse", "main"]).unwrap(), commit);
+        let subjects = git(&root, &["log", "--format=%s", "main"]).unwrap();
+        assert_eq!(
+            subjects,
+            "Tick right in PLAN.md\nitem-right\nTick left in PLAN.md\nitem-left\nplan"
+        );
+        // The checkout followed (the base is checked out), and is clean.
+        let plan_text = std::fs::read_to_string(root.join("PLAN.md")).unwrap();
+        assert_eq!(plan_text, "# Plan\n\n- [x] left\n- [x] right\n");
+        assert!(root.join("right.txt").is_file());
+        assert_eq!(git(&root, &["status", "--porcelain"]).unwrap(), "");
+        // Worktrees and branches are gone.
+        assert!(!left.path.exists() && !right.path.exists());
+        assert_eq!(git(&root, &["branch", "--list", "ralph/*"]).unwrap(), "");
+    }
+
+    #[test]
+    fn a_conflict_or_a_failing_verify_keeps_the_branch_for_review() {
+        let (_d, root, plan, claims) = repo();
+        let left = worked(&plan, "item-left", "same.txt", "left\n");
+        let right = worked(&plan, "item-right", "same.txt", "right\n");
+        assert!(matches!(
+            land_it(&root, &left, &item("left"), &[], &claims),
+            Landed::Merged { .. }
+        ));
+        let before = git(&root, &["rev-parse", "main"]).unwrap();
+        let branch_before = git(&root, &["rev-parse", &right.branch]).unwrap();
+        match land_it(&root, &right, &item("right"), &[], &claims) {
+            Landed::NeedsReview(why) => {
+                assert!(why.contains("conflicts with main in same.txt"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(git(&root, &["rev-parse", "main"]).unwrap(), before);
+        assert_eq!(
+            git(&root, &["rev-parse", &right.branch]).unwrap(),
+            branch_before
+        );
+        assert_eq!(git(&right.path, &["status", "--porcelain"]).unwrap(), "");
+
+        // A verify that fails on the result: nothing lands.
+        let other = worked(&plan, "item-other", "other.txt", "other\n");
+        let failing = [VerifyCommand {
+            name: "tests".into(),
+            command: "test ! -e other.txt".into(),
+            timeout_seconds: 30,
+        }];
+        match land_it(&root, &other, &item("right"), &failing, &claims) {
+            Landed::NeedsReview(why) => {
+                assert!(why.contains("verify `tests` failed"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(git(&root, &["rev-parse", "main"]).unwrap(), before);
+        assert!(other.path.exists());
+    }
+
+    #[test]
+    fn leftovers_are_committed_and_an_item_with_nothing_lands_nothing() {
+        let (_d, root, plan, claims) = repo();
+        // No change, but a box to tick: the tick lands.
+        let idle = plan.create("item-idle").unwrap();
+        assert!(matches!(
+            land_it(&root, &idle, &item("left"), &[], &claims),
+            Landed::Merged { .. }
+        ));
+        assert_eq!(
+            git(&root, &["log", "-1", "--format=%s", "main"]).unwrap(),
+            "Tick left in PLAN.md"
+        );
+        assert!(!idle.path.exists());
+        // No change and nothing to tick: nothing lands.
+        let bare = plan.create("item-bare").unwrap();
+        let landing = Landing {
+            root: &root,
+            base: "main",
+            worktree: &bare,
+            item: &item("left"),
+            plan: None,
+            verify: &[],
+            claims: &claims,
+        };
+        let before = git(&root, &["rev-parse", "main"]).unwrap();
+        assert_eq!(land(&landing).unwrap(), Landed::Nothing);
+        assert_eq!(git(&root, &["rev-parse", "main"]).unwrap(), before);
+        assert!(!bare.path.exists());
+        let loose = plan.create("item-loose").unwrap();
+        std::fs::write(loose.path.join("loose.txt"), "x\n").unwrap();
+        assert!(matches!(
+            land_it(&root, &loose, &item("right"), &[], &claims),
+            Landed::Merged { .. }
+        ));
+        let subject = git(&root, &["log", "-2", "--format=%s", "main"]).unwrap();
+        assert!(
+            subject.ends_with(&format!("right ({})", item("right").id)),
+            "{subject}"
+        );
+    }
+}

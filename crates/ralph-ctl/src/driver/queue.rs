@@ -1,0 +1,860 @@
+//! `ralph-ctl run --queue SOURCE [--workers N]`: drains a backlog. The run
+//! is a loop of its own (the project's state) whose record holds every
+//! item's; each worker (a thread; several `run --queue` processes on one
+//! project join one run) claims the next free item (`persist::claims`, with
+//! a time to live renewed while it works), works it as a loop of its own
+//! (fresh context, in the item's worktree, its state under
+//! `runtime/queue/<item>/`, driven by the same driver and engine as any
+//! fresh loop), then lands it through the merge queue (`merge`) and
+//! records how it ended in the run. The run ends `complete` when no item is
+//! left to work; its budget, iteration cap and failed-items-in-a-row count
+//! span every item.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ralph_core::events::Event;
+use ralph_core::exit_codes;
+use ralph_core::judge::config::Config;
+use ralph_core::judge::lifecycle;
+use ralph_core::judge::state::{ItemState, LoopState, QueueRun, Status, Usd};
+use ralph_core::observe::prompt;
+use ralph_core::observe::queue::{Item, Source};
+use ralph_core::paths::ProjectPaths;
+use ralph_core::persist::claims::{ClaimStore, ItemStatus};
+use ralph_core::persist::store::StateStore;
+use ralph_core::pin::Pinned;
+use ralph_core::time::Timestamp;
+use ralph_core::transaction::{self, Found, Whose};
+
+use super::command::ClientProgram;
+use super::launch::{self, ItemDrive, ItemWork, Prepared, QueueOptions, Ready, RunOptions};
+use super::merge::{self, Landed, Landing};
+use super::signals::{SignalSource, Signals};
+use super::worktree::{self, WorktreePlan};
+use super::{finish, liveness, start};
+use crate::cli::MergeMode;
+use crate::error::{CmdResult, CtlError};
+
+/// What every item's loop runs with, settled once for the run.
+pub(crate) struct Workbench {
+    /// The client.
+    pub(crate) client: ClientProgram,
+    /// Where items' worktrees come from and what they land on.
+    pub(crate) worktrees: WorktreePlan,
+    /// The client's arguments, ralph's settings merged in.
+    pub(crate) client_args: Vec<OsString>,
+    /// ralph's `--settings`.
+    pub(crate) extra_settings: Option<String>,
+    /// The client's own output as it is.
+    pub(crate) json: bool,
+}
+
+/// How often a worker with nothing to claim looks again while other
+/// workers hold the rest.
+const IDLE_LOOK: Duration = Duration::from_millis(500);
+
+/// Runs the queue (`run --queue`): joins the project's queue run on the
+/// same source, or starts one, works items with `--workers` workers until
+/// none is left (or a signal, the run's budget or cap), then ends the run
+/// when the queue is drained. Returns the run's exit code.
+pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
+    let Some(options) = run_options.queue.as_ref() else {
+        return Err(CtlError::BadArgument("--queue names no source".into()));
+    };
+    let source: Source = options.source.parse()?;
+    let Prepared {
+        signals,
+        client,
+        inputs,
+        settings,
+        ..
+    } = match launch::prepare(paths, &run_options)? {
+        Ready::Done(code) => return Ok(code),
+        Ready::Go(prepared) => *prepared,
+    };
+    let Some(worktrees) = inputs.worktrees else {
+        return Err(CtlError::BadArgument(
+            "--queue works in worktrees, and none were planned".into(),
+        ));
+    };
+    if let Some(notice) = &settings.sandbox_notice {
+        say(notice);
+    }
+    let bench = Workbench {
+        client,
+        worktrees,
+        client_args: settings.client_args,
+        extra_settings: settings.extra_settings,
+        json: run_options.json,
+    };
+    // A source that cannot be read is refused before anything starts.
+    source.read(&paths.root)?;
+    let base = bench.worktrees.base.clone();
+    if options.merge == MergeMode::Rebase && !is_branch(&paths.root, &base) {
+        return Err(CtlError::BadArgument(format!(
+            "--merge rebase lands items on a branch, and the base {base:?} is none: check out a branch, \
+             or give --base-ref BRANCH, or --merge none"
+        )));
+    }
+    let (config, pin) = start::pinned_config(paths)?;
+    let run = enter(paths, options, &config, &pin, &base)?;
+    say(&format!(
+        "queue {}: {} worker{} in this process, items land on {base} ({})",
+        options.source,
+        options.workers,
+        if options.workers == 1 { "" } else { "s" },
+        match options.merge {
+            MergeMode::Rebase => "rebased, verified, fast-forwarded",
+            MergeMode::None => "--merge none: left on their branches",
+        }
+    ));
+    let shared = Shared {
+        paths,
+        source,
+        merge: options.merge,
+        bench,
+        config,
+        pin,
+        run: run.clone(),
+        claims: ClaimStore::new(paths),
+    };
+    let mut ends = Vec::new();
+    thread::scope(|scope| {
+        let mut handles = Vec::new();
+        // The first worker holds the signals `run` installed; every other
+        // installs its own flags, so that each sees every signal.
+        let mut first = Some(signals);
+        for n in 1..=options.workers {
+            let worker_signals = match first.take() {
+                Some(signals) => Ok(signals),
+                None => Signals::install(),
+            };
+            let shared = &shared;
+            handles.push(scope.spawn(move || match worker_signals {
+                Ok(signals) => shared.work(&worker_name(n), signals),
+                Err(e) => WorkerEnd::Failed(format!("cannot catch signals: {e}")),
+            }));
+        }
+        for handle in handles {
+            ends.push(handle.join().unwrap_or(WorkerEnd::Failed(
+                "a worker stopped on an internal error".into(),
+            )));
+        }
+    });
+    shared.conclude(&ends)
+}
+
+/// A worker's name in the claims and the run's record: this process and
+/// the worker's number in it.
+fn worker_name(n: u32) -> String {
+    format!("{}-{n}", std::process::id())
+}
+
+/// Whether `base` names a local branch of the repository at `root`.
+fn is_branch(root: &std::path::Path, base: &str) -> bool {
+    let reference = format!("refs/heads/{base}");
+    worktree::git(root, &["show-ref", "--verify", "--quiet", &reference]).is_ok()
+}
+
+/// The run this process works for: the project's running queue run on the
+/// same source when a live process carries it (this process joins), else
+/// a new one.
+fn enter(
+    paths: &ProjectPaths,
+    options: &QueueOptions,
+    config: &Config,
+    pin: &Pinned,
+    base: &str,
+) -> Result<String, CtlError> {
+    // A run whose processes are all gone is recorded as interrupted first.
+    if let Some(left) = liveness::reconcile(paths)? {
+        say(&format!(
+            "the previous loop (session {}) was left running; recorded as interrupted",
+            left.session_id
+        ));
+    }
+    for attempt in 0..2 {
+        if let Ok(Some(state)) = StateStore::new(paths).read() {
+            let same = state
+                .queue
+                .as_ref()
+                .is_some_and(|q| q.source == options.source);
+            if same && state.status == Status::Running && liveness::still_carried(&state).is_some()
+            {
+                let run = state.session_id;
+                let changed = transaction::change(paths, Whose::Session(&run), |draft| {
+                    draft.apply(Event::Joined(liveness::with_client(None)));
+                    Ok::<_, CtlError>(())
+                })?;
+                super::told(changed);
+                say(&format!(
+                    "joining the queue run of session {run} (its workers and these share the claims)"
+                ));
+                return Ok(run);
+            }
+        }
+        ClaimStore::new(paths).forget_unfinished(Timestamp::now())?;
+        let queue = QueueRun {
+            source: options.source.clone(),
+            merge: match options.merge {
+                MergeMode::Rebase => "rebase".into(),
+                MergeMode::None => "none".into(),
+            },
+            base: base.to_string(),
+            items: Default::default(),
+            joined: Vec::new(),
+        };
+        let started = start::open_loop(
+            paths,
+            config,
+            pin.clone(),
+            None,
+            config.max_iterations,
+            false,
+            true,
+            |state| {
+                state.queue = Some(queue);
+                // The run's iterations are its items': none yet.
+                state.iteration = 0;
+                // Carried by this process from its first write, so that
+                // another `run --queue` joins it rather than start its own;
+                // a process that joins is recorded in the run's queue.
+                state.carriers = Some(liveness::with_client(None));
+            },
+        );
+        match started {
+            Ok(started) => return Ok(started.session_id),
+            // Another process may have started the run a moment ago.
+            Err(CtlError::Refused(_)) if attempt == 0 => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("the second attempt returns")
+}
+
+/// Why a worker stopped.
+#[derive(Debug)]
+enum WorkerEnd {
+    /// No item is left to work.
+    Drained,
+    /// The run ended (its budget, its cap, its breaker, a person).
+    RunOver,
+    /// A signal stopped it, with the exit code it stands for.
+    Stopped(i32),
+    /// Something went wrong; said on stderr.
+    Failed(String),
+}
+
+/// What every worker of the process shares.
+struct Shared<'a> {
+    paths: &'a ProjectPaths,
+    source: Source,
+    merge: MergeMode,
+    bench: Workbench,
+    /// The run's pinned config, which every item's loop is pinned to.
+    config: Config,
+    pin: Pinned,
+    /// The run's session.
+    run: String,
+    claims: ClaimStore,
+}
+
+impl Shared<'_> {
+    /// A claim's time to live.
+    fn ttl(&self) -> Duration {
+        Duration::from_secs(u64::from(self.config.queue.claim_ttl_seconds))
+    }
+
+    /// The run, while it is this run and running.
+    fn running_run(&self) -> Option<LoopState> {
+        StateStore::new(self.paths)
+            .read()
+            .ok()
+            .flatten()
+            .filter(|s| s.session_id == self.run && s.status == Status::Running)
+    }
+
+    /// One worker: claims and works items until none is left.
+    fn work(&self, name: &str, mut signals: Signals) -> WorkerEnd {
+        let end = loop {
+            if let Some(signal) = signals.take().first() {
+                break WorkerEnd::Stopped(signal.exit_code());
+            }
+            let Some(run) = self.running_run() else {
+                break WorkerEnd::RunOver;
+            };
+            if let Some(why) =
+                lifecycle::budget_spent(&run, self.config.supervision.max_cost, false)
+            {
+                self.end_run(Status::BudgetExhausted, why);
+                break WorkerEnd::RunOver;
+            }
+            if run.iteration >= run.max_iterations {
+                self.end_run(
+                    Status::MaxIterations,
+                    format!(
+                        "the run's {} iterations are spent with items left",
+                        run.max_iterations
+                    ),
+                );
+                break WorkerEnd::RunOver;
+            }
+            let items = match self.source.read(&self.paths.root) {
+                Ok(items) => items,
+                Err(e) => break WorkerEnd::Failed(e.to_string()),
+            };
+            match self
+                .claims
+                .claim_next(&items, name, Timestamp::now(), self.ttl())
+            {
+                Ok(Some(item)) => {
+                    let (end, back) = self.work_item(name, item, &run, signals);
+                    signals = back;
+                    if let Some(end) = end {
+                        break end;
+                    }
+                }
+                Ok(None) => match self.claims.read() {
+                    Ok(claims) => {
+                        // Any live claim, listed or not: a landed item's
+                        // box is ticked before its worker settles it.
+                        let now = Timestamp::now();
+                        let held = claims
+                            .items
+                            .values()
+                            .any(|r| r.status == ItemStatus::Claimed && r.expires_at > now);
+                        if !held {
+                            break WorkerEnd::Drained;
+                        }
+                        // Other workers hold the rest: a dead one's item
+                        // comes free when its claim lapses.
+                        thread::sleep(IDLE_LOOK);
+                    }
+                    Err(e) => break WorkerEnd::Failed(e.to_string()),
+                },
+                Err(e) => break WorkerEnd::Failed(e.to_string()),
+            }
+        };
+        if let WorkerEnd::Failed(why) = &end {
+            say(&format!("worker {name} stopped: {why}"));
+        }
+        end
+    }
+
+    /// Works `item` as a loop of its own to its end, lands it, and records
+    /// it in the run; `Some` when the worker stops after it.
+    fn work_item(
+        &self,
+        name: &str,
+        item: Item,
+        run: &LoopState,
+        signals: Signals,
+    ) -> (Option<WorkerEnd>, Signals) {
+        let slug = item.slug();
+        let tree = if slug.starts_with("item-") {
+            slug.clone()
+        } else {
+            format!("item-{slug}")
+        };
+        let branch = format!("ralph/{tree}");
+        let item_paths = self.paths.for_item(&slug);
+        // A dead worker's client may outlive its claim by a few seconds (its
+        // watchdog ends it): the item is taken once that client is gone.
+        let still_running = StateStore::new(&item_paths)
+            .read()
+            .ok()
+            .flatten()
+            .is_some_and(|prev| liveness::still_carried(&prev).is_some());
+        if still_running {
+            let _ = self.claims.release(&item.id, name, Timestamp::now());
+            thread::sleep(IDLE_LOOK);
+            return (None, signals);
+        }
+        say(&format!(
+            "worker {name}: item {} \"{}\" on branch {branch}",
+            item.id, item.title
+        ));
+        self.record(Event::ItemTaken {
+            id: item.id.clone(),
+            title: item.title.clone(),
+            worker: name.to_string(),
+            branch: branch.clone(),
+        });
+        let renewal = Renewal::start(self.claims.clone(), &item.id, name, self.ttl());
+        let max = self
+            .config
+            .queue
+            .max_iterations_per_item
+            .min(run.max_iterations.saturating_sub(run.iteration))
+            .max(1);
+        let cost_cap = self
+            .config
+            .supervision
+            .max_cost
+            .map(|max| Usd(max.0.saturating_sub(run.cost_usd.0)));
+        let started = self.item_text(&item).and_then(|task| {
+            start::open_loop(
+                &item_paths,
+                &self.config,
+                self.pin.clone(),
+                None,
+                max,
+                true,
+                true,
+                |state| {
+                    state.task = Some(task);
+                    state.queue_item = Some(item.id.clone());
+                },
+            )
+        });
+        let started = match started {
+            Ok(started) => started,
+            Err(e) => {
+                renewal.stop();
+                let _ = self.claims.release(&item.id, name, Timestamp::now());
+                self.settle(&item, ItemState::Released, 0, Usd(0), e.to_string());
+                return (Some(WorkerEnd::Failed(e.to_string())), signals);
+            }
+        };
+        let not_plans = match &self.source {
+            Source::Plan(path) => vec![path.to_string_lossy().into_owned()],
+            _ => Vec::new(),
+        };
+        let (code, signals) = launch::drive_item(
+            ItemDrive {
+                paths: &item_paths,
+                client: self.bench.client.clone(),
+                config: self.config.clone(),
+                worktrees: self.bench.worktrees.clone(),
+                client_args: self.bench.client_args.clone(),
+                extra_settings: item_settings(self.bench.extra_settings.as_deref(), &item.id),
+                json: self.bench.json,
+                session: started.session_id,
+                max_iterations: max,
+                item: ItemWork {
+                    worktree_name: tree.clone(),
+                    not_plans,
+                    cost_cap,
+                },
+            },
+            signals,
+        );
+        renewal.stop();
+        let state = StateStore::new(&item_paths).read().ok().flatten();
+        let iterations = state.as_ref().map_or(0, iterations_run);
+        let cost = state.as_ref().map_or(Usd(0), |s| s.cost_usd);
+        let code = code.unwrap_or_else(|e| {
+            say(&e.to_string());
+            e.exit_code()
+        });
+        let Some(state) = state else {
+            let _ = self.claims.release(&item.id, name, Timestamp::now());
+            self.settle(
+                &item,
+                ItemState::Released,
+                iterations,
+                cost,
+                "its loop's state is gone".into(),
+            );
+            return (
+                Some(WorkerEnd::Failed("the item's loop state is gone".into())),
+                signals,
+            );
+        };
+        let (status, why, end) = match state.status {
+            Status::Complete => {
+                let (status, why) = self.land(&item, &tree);
+                (status, why, None)
+            }
+            Status::Cancelled if launch::skipped(Some(&state), state.iteration) => (
+                ItemState::Skipped,
+                "the agent skipped it (RALPH_OUTCOME skip)".to_string(),
+                None,
+            ),
+            Status::Interrupted | Status::Running | Status::Paused
+                if exit_codes::signal_of(code).is_some() =>
+            {
+                (
+                    ItemState::Released,
+                    "its worker was stopped; the item is free again".to_string(),
+                    Some(WorkerEnd::Stopped(code)),
+                )
+            }
+            _ => (
+                ItemState::Failed,
+                format!(
+                    "its loop ended {}: {}",
+                    state.status.as_str(),
+                    state
+                        .ended_because
+                        .as_deref()
+                        .unwrap_or("no reason recorded")
+                ),
+                None,
+            ),
+        };
+        let settled = match status {
+            ItemState::Released => self.claims.release(&item.id, name, Timestamp::now()),
+            ItemState::Done => self.claims.settle(&item.id, name, ItemStatus::Done, None),
+            ItemState::NeedsReview => {
+                self.claims
+                    .settle(&item.id, name, ItemStatus::NeedsReview, Some(why.clone()))
+            }
+            ItemState::Skipped => {
+                self.claims
+                    .settle(&item.id, name, ItemStatus::Skipped, Some(why.clone()))
+            }
+            _ => self
+                .claims
+                .settle(&item.id, name, ItemStatus::Failed, Some(why.clone())),
+        };
+        if !matches!(settled, Ok(true)) {
+            say(&format!(
+                "worker {name}: its claim on item {} had lapsed; another worker may have taken it (claimTtlSeconds is {})",
+                item.id, self.config.queue.claim_ttl_seconds
+            ));
+        }
+        say(&format!(
+            "worker {name}: item {} {}: {why}",
+            item.id,
+            status.as_str()
+        ));
+        let cap_spent = state.status == Status::MaxIterations
+            && max < self.config.queue.max_iterations_per_item;
+        self.settle(&item, status, iterations, cost, why);
+        if cap_spent {
+            self.end_run(
+                Status::MaxIterations,
+                format!(
+                    "the run's {} iterations are spent with items left",
+                    run.max_iterations
+                ),
+            );
+        }
+        (end, signals)
+    }
+
+    /// The text an item's loop works on: PROMPT.md (unless it is still the
+    /// template), then the item and how to end it.
+    fn item_text(&self, item: &Item) -> Result<String, CtlError> {
+        let prompt_path = self.paths.resolve(&self.config.prompt_file);
+        let task = prompt::read_prompt(&prompt_path)?;
+        let task = if prompt::is_template(&task) {
+            String::new()
+        } else {
+            format!("{}\n\n---\n\n", task.trim_end())
+        };
+        let id = serde_json::to_string(&item.id).unwrap_or_default();
+        let body = match item.body.trim() {
+            "" => String::new(),
+            body => format!("{body}\n\n"),
+        };
+        Ok(format!(
+            "{task}## Your item: {title}\n\n{body}\
+             This is one item of a backlog that other workers drain at the same time: work on this item \
+             only, in this folder (its own branch), and commit your work. When the item is done and \
+             checked, end your final message with {signal} on a line of its own and the line\n\
+             RALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {id}}}\n\
+             If the item should not be done (it is done already, or obsolete), say why and end with \
+             RALPH_OUTCOME: {{\"status\": \"skip\", \"itemId\": {id}}} instead.\n",
+            title = item.title,
+            signal = self.config.completion_signal,
+        ))
+    }
+
+    /// Lands a finished item (or, with `--merge none`, leaves it on its branch).
+    fn land(&self, item: &Item, tree: &str) -> (ItemState, String) {
+        let plan = &self.bench.worktrees;
+        let worktree = worktree::Worktree {
+            path: self.paths.root.join(worktree::WORKTREES_DIR).join(tree),
+            branch: format!("ralph/{tree}"),
+            created: false,
+        };
+        if self.merge == MergeMode::None {
+            return (
+                ItemState::Done,
+                format!("finished on branch {} (--merge none)", worktree.branch),
+            );
+        }
+        let plan_path: Option<PathBuf> = match &self.source {
+            Source::Plan(path) if path.is_relative() => Some(path.clone()),
+            _ => None,
+        };
+        let landing = Landing {
+            root: &self.paths.root,
+            base: &plan.base,
+            worktree: &worktree,
+            item,
+            plan: plan_path.as_deref(),
+            verify: &self.config.completion.verify,
+            claims: &self.claims,
+        };
+        match merge::land(&landing) {
+            Ok(Landed::Merged { commit }) => (
+                ItemState::Done,
+                format!(
+                    "landed on {} at {}",
+                    plan.base,
+                    commit.chars().take(12).collect::<String>()
+                ),
+            ),
+            Ok(Landed::Nothing) => (
+                ItemState::Done,
+                "finished with no change to land".to_string(),
+            ),
+            Ok(Landed::NeedsReview(why)) => (ItemState::NeedsReview, why),
+            Err(e) => (
+                ItemState::NeedsReview,
+                format!(
+                    "could not be landed ({e}); branch {} is kept",
+                    worktree.branch
+                ),
+            ),
+        }
+    }
+
+    /// Records `item`'s end in the run, with the run's budget and its
+    /// failed-items-in-a-row count judged in the same transaction.
+    fn settle(&self, item: &Item, status: ItemState, iterations: u32, cost: Usd, why: String) {
+        let config = &self.config;
+        self.change(|draft| {
+            draft.apply(Event::ItemSettled {
+                id: item.id.clone(),
+                status,
+                iterations,
+                cost,
+                why,
+            });
+            let Some(run) = draft.state().filter(|s| s.status == Status::Running) else {
+                return;
+            };
+            if let Some(why) = lifecycle::budget_spent(run, config.supervision.max_cost, false) {
+                draft.apply(Event::Ended {
+                    status: Status::BudgetExhausted,
+                    why,
+                    at: None,
+                });
+            } else if run.outcome_errors >= config.outcome_budgets.errors {
+                let why = format!(
+                    "{} items in a row failed (errorBudget {})",
+                    run.outcome_errors, config.outcome_budgets.errors
+                );
+                draft.apply(Event::Ended {
+                    status: Status::ErrorBudgetExhausted,
+                    why,
+                    at: None,
+                });
+            }
+        });
+    }
+
+    /// Records `event` in the run.
+    fn record(&self, event: Event) {
+        self.change(|draft| draft.apply(event));
+    }
+
+    /// Ends the run with `status`, when it still runs.
+    fn end_run(&self, status: Status, why: String) {
+        self.change(|draft| {
+            if draft.state().is_some_and(|s| s.status == Status::Running) {
+                draft.apply(Event::Ended {
+                    status,
+                    why,
+                    at: None,
+                });
+            }
+        });
+    }
+
+    /// One transaction on the run (a failure is said: the item's own loop
+    /// and the claims keep what happened).
+    fn change(&self, change: impl FnOnce(&mut ralph_core::events::Draft)) {
+        let result = transaction::change(self.paths, Whose::Session(&self.run), |draft| {
+            change(draft);
+            Ok::<_, CtlError>(())
+        });
+        match result {
+            Ok(changed) => {
+                super::told(changed);
+            }
+            Err(e) => say(&format!(
+                "warning: the queue run's record could not be written: {e}"
+            )),
+        }
+    }
+
+    /// After every worker of this process stopped: the run ended complete
+    /// when the queue is drained (else left to the workers still on it, or
+    /// interrupted by the signal that stopped them), announced, and the
+    /// exit code.
+    fn conclude(&self, ends: &[WorkerEnd]) -> CmdResult {
+        let stopped = ends.iter().find_map(|e| match e {
+            WorkerEnd::Stopped(code) => Some(*code),
+            _ => None,
+        });
+        let failed = ends.iter().any(|e| matches!(e, WorkerEnd::Failed(_)));
+        let drained = ends.iter().all(|e| matches!(e, WorkerEnd::Drained));
+        let changed = transaction::change(self.paths, Whose::Session(&self.run), |draft| {
+            let Some(run) = draft.state().filter(|s| s.status == Status::Running) else {
+                return Ok::<_, CtlError>(());
+            };
+            let queue = run.queue.clone().unwrap_or_default();
+            // An item another process still works on: that process ends the run.
+            let elsewhere = queue.count(ItemState::Working) > 0;
+            if drained && elsewhere {
+                return Ok(());
+            }
+            if drained {
+                let count = |s: ItemState| queue.count(s);
+                let why = format!(
+                    "the queue is drained: {} done, {} need review, {} skipped, {} failed",
+                    count(ItemState::Done),
+                    count(ItemState::NeedsReview),
+                    count(ItemState::Skipped),
+                    count(ItemState::Failed)
+                );
+                draft.apply(Event::Carried(None));
+                draft.apply(Event::Ended {
+                    status: Status::Complete,
+                    why,
+                    at: None,
+                });
+            } else if let Some(code) = stopped {
+                draft.apply(Event::Carried(None));
+                draft.apply(Event::Interrupted {
+                    cause: format!(
+                        "the queue's workers were stopped (exit {code}); their items are free again"
+                    ),
+                });
+            } else if failed {
+                draft.apply(Event::Carried(None));
+                draft.apply(Event::Ended {
+                    status: Status::Failed,
+                    why: "a queue worker could not go on (see the lines above)".into(),
+                    at: None,
+                });
+            }
+            Ok(())
+        })?;
+        let found = super::told(changed);
+        if matches!(&found, Found::Loop(state) if state.status == Status::Running) {
+            if let Some(code) = stopped {
+                return Ok(code);
+            }
+            say("this process's workers are done; the queue run goes on in the process working its last items");
+            return Ok(exit_codes::OK);
+        }
+        let code = finish::announce(self.paths, &found);
+        if let Found::Loop(state) = &found {
+            if let Some(queue) = &state.queue {
+                for (id, item) in &queue.items {
+                    if matches!(item.status, ItemState::NeedsReview | ItemState::Failed) {
+                        say(&format!(
+                            "item {id} \"{}\" {}: {}",
+                            item.title,
+                            item.status.as_str(),
+                            item.why.as_deref().unwrap_or_default()
+                        ));
+                    }
+                }
+                let unlanded = queue.count(ItemState::NeedsReview) + queue.count(ItemState::Failed);
+                if state.status == Status::Complete && unlanded > 0 {
+                    return Ok(exit_codes::ITEMS_LEFT);
+                }
+            }
+        }
+        Ok(stopped.unwrap_or(code))
+    }
+}
+
+/// The run's `--settings` for one item's client, with `RALPH_QUEUE_ITEM`
+/// (the item's id) in its `env`. Two 2.1.330 clients given the same
+/// settings text share one temp file named by its hash, which the first to
+/// end removes while the other's sandbox still mounts it (its Bash calls
+/// then fail): each item's text is its own.
+fn item_settings(settings: Option<&str>, id: &str) -> Option<String> {
+    let mut value: serde_json::Value = serde_json::from_str(settings?).ok()?;
+    let object = value.as_object_mut()?;
+    let env = object.entry("env").or_insert_with(|| serde_json::json!({}));
+    if let Some(env) = env.as_object_mut() {
+        env.insert("RALPH_QUEUE_ITEM".into(), id.into());
+    }
+    Some(value.to_string())
+}
+
+/// The iterations an item's loop ran: those its history records.
+fn iterations_run(state: &LoopState) -> u32 {
+    let mut seen: Vec<u32> = state.history.iter().map(|r| r.iteration).collect();
+    seen.dedup();
+    u32::try_from(seen.len()).unwrap_or(u32::MAX)
+}
+
+/// A worker's claim kept alive while its item is worked: renewed every
+/// third of the time to live, by a thread of its own.
+struct Renewal {
+    stop: Arc<AtomicBool>,
+    handle: Option<thread::JoinHandle<()>>,
+}
+
+impl Renewal {
+    fn start(claims: ClaimStore, id: &str, worker: &str, ttl: Duration) -> Renewal {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, id, worker) = (Arc::clone(&stop), id.to_string(), worker.to_string());
+        let every = (ttl / 3).max(Duration::from_secs(1));
+        let handle = thread::spawn(move || {
+            let mut last = Instant::now();
+            while !flag.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(100));
+                if last.elapsed() >= every {
+                    if let Ok(false) = claims.renew(&id, &worker, Timestamp::now(), ttl) {
+                        say(&format!(
+                            "worker {worker}: its claim on item {id} lapsed before it was renewed"
+                        ));
+                    }
+                    last = Instant::now();
+                }
+            }
+        });
+        Renewal {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// One line on stderr.
+fn say(line: &str) {
+    crate::output::say_err!("ralph: {line}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_item_s_settings_text_is_its_own_and_keeps_the_run_s() {
+        let run = r#"{"sandbox":{"enabled":true},"env":{"KEEP":"1"}}"#;
+        let one = item_settings(Some(run), "T-1").unwrap();
+        let two = item_settings(Some(run), "T-2").unwrap();
+        assert_ne!(one, two);
+        let one: serde_json::Value = serde_json::from_str(&one).unwrap();
+        assert_eq!(one["sandbox"]["enabled"], true);
+        assert_eq!(one["env"]["KEEP"], "1");
+        assert_eq!(one["env"]["RALPH_QUEUE_ITEM"], "T-1");
+        let bare = item_settings(Some(r#"{"permissions":{}}"#), "x").unwrap();
+        assert!(bare.contains(r#""env":{"RALPH_QUEUE_ITEM":"x"}"#), "{bare}");
+        assert_eq!(item_settings(None, "x"), None);
+    }
+}

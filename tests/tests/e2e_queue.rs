@@ -1,0 +1,568 @@
+//! End-to-end: draining a backlog (`run --queue`) on the real clients,
+//! through the launcher, against the mock: each item a fresh loop in its
+//! own worktree, workers claiming items, the merge queue landing them one
+//! at a time after the project's verify.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::project::{processes_in_group, signal_group, signal_process, wait_with_timeout};
+use ralph_tests::scenario::{wait_until, Scenario};
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
+use serde_json::{json, Value};
+
+/// The title of the item a conversation works: the line after "## Your item: ".
+fn item_of(body: &Value) -> Option<String> {
+    user_texts(body).iter().find_map(|text| {
+        let rest = text.split("## Your item: ").nth(1)?;
+        Some(rest.lines().next().unwrap_or_default().trim().to_string())
+    })
+}
+
+/// The item's id, as its text spells it in the RALPH_OUTCOME line.
+fn item_id_of(body: &Value) -> String {
+    user_texts(body)
+        .iter()
+        .find_map(|text| {
+            let rest = text.split("\"itemId\": ").nth(1)?;
+            Some(rest.split('}').next()?.trim().to_string())
+        })
+        .unwrap_or_else(|| "\"?\"".into())
+}
+
+/// The file an item's agent writes: its title, dashed.
+fn file_of(title: &str) -> String {
+    format!("{}.txt", title.replace(' ', "-"))
+}
+
+/// The agent of every item: commits `contents(title)` into the item's file,
+/// then says the item is done (with the signal and its outcome).
+fn worker_agent(
+    contents: impl Fn(&str) -> (String, String) + Send + Sync + 'static,
+) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    move |turn, body| {
+        let Some(title) = item_of(body) else {
+            return Reply::text("No item in sight.");
+        };
+        match turn {
+            0 => {
+                let (file, text) = contents(&title);
+                Reply::bash(format!(
+                    "printf '%s\\n' '{text}' > {file} && git add {file} && git commit -q -m '{title}' && echo committed"
+                ))
+            }
+            _ => Reply::text(format!(
+                "{title} is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {}}}",
+                item_id_of(body)
+            )),
+        }
+    }
+}
+
+/// How many conversations the mock saw for each item (first turns).
+fn conversations_per_item(api: &MockApi) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
+    for request in api.main_requests() {
+        if request.turn == 0 {
+            if let Some(title) = item_of(&request.body) {
+                *seen.entry(title).or_insert(0) += 1;
+            }
+        }
+    }
+    seen
+}
+
+/// git in `dir`, its output.
+fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A project with `plan` as PLAN.md, a verify command that logs the branch
+/// it runs on (and fails on a file named `broken.txt`), `extra` config, and
+/// everything committed on main.
+fn queue_project(name: &str, client: ClientVersion, plan: &str, extra: Value) -> Scenario {
+    let log = verify_log(name, client);
+    let _ = std::fs::remove_file(&log);
+    let mut config = json!({
+        "verify": [{
+            "name": "check",
+            "command": format!(
+                "echo \"$(git rev-parse --abbrev-ref HEAD) $(git log -1 --format=%s)\" >> '{}' && test ! -e broken.txt",
+                log.display()
+            ),
+        }],
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        config[key] = value.clone();
+    }
+    let scenario = Scenario::configured(name, client, &config.to_string()).file("PLAN.md", plan);
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario
+}
+
+/// Where the verify command of scenario `name` on `client` logs.
+fn verify_log(name: &str, client: ClientVersion) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "ralph-verify-{}-{name}-{client:?}.log",
+        std::process::id()
+    ))
+}
+
+/// The lines the verify command logged (the branch each run was on).
+fn verified_on(name: &str, client: ClientVersion) -> Vec<String> {
+    let log = verify_log(name, client);
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The scenario's launcher started against `api`, its output piped.
+fn started(scenario: &Scenario, api: &MockApi) -> std::process::Child {
+    let mut command = scenario.command(api);
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.spawn().unwrap()
+}
+
+/// [`queue_project`] draining PLAN.md with `workers` workers.
+fn plan_drain(
+    name: &str,
+    client: ClientVersion,
+    plan: &str,
+    extra: Value,
+    workers: &str,
+) -> Scenario {
+    queue_project(name, client, plan, extra).args(&[
+        "--queue",
+        "plan:PLAN.md",
+        "--workers",
+        workers,
+    ])
+}
+
+const FIVE: &str =
+    "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n- [ ] task 4\n- [ ] task 5\n";
+
+#[ralph_tests::on_both_clients]
+fn two_workers_drain_a_plan_each_item_once_verified_and_landed_in_turn(client: ClientVersion) {
+    let scenario = plan_drain("queue-plan", client, FIVE, json!({}), "2");
+    let root = scenario.path("");
+    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    let stderr = &outcome.run.stderr;
+
+    // Every item worked exactly once, by one of the two workers.
+    let seen = conversations_per_item(&api);
+    assert_eq!(seen.len(), 5, "{seen:?}\n{stderr}");
+    assert!(seen.values().all(|n| *n == 1), "{seen:?}");
+    let items = outcome.state["queue"]["items"].as_object().unwrap();
+    assert_eq!(items.len(), 5, "{items:?}");
+    let mut workers = std::collections::BTreeSet::new();
+    for item in items.values() {
+        assert_eq!(item["status"], "done", "{item}");
+        assert_eq!(item["taken"], 1, "{item}");
+        assert_eq!(item["iterations"], 1, "{item}");
+        assert!(item["costUsd"].is_number(), "{item}");
+        workers.insert(item["worker"].as_str().unwrap().to_string());
+    }
+    assert_eq!(
+        workers.len(),
+        2,
+        "both workers took items: {workers:?}\n{stderr}"
+    );
+
+    // Landed in turn on main: each item's commit and its tick, a straight line.
+    let subjects = git_out(&root, &["log", "--format=%s", "main"]);
+    for n in 1..=5 {
+        let title = format!("task {n}");
+        assert_eq!(
+            subjects.lines().filter(|s| *s == title).count(),
+            1,
+            "{subjects}\n{stderr}\n{}",
+            outcome.run.stdout
+        );
+        assert!(
+            subjects.contains(&format!("Tick {title} in PLAN.md")),
+            "{subjects}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join(file_of(&title)))
+                .unwrap()
+                .trim(),
+            title
+        );
+    }
+    assert_eq!(
+        git_out(&root, &["rev-list", "--merges", "--count", "main"]),
+        "0"
+    );
+    let plan = std::fs::read_to_string(root.join("PLAN.md")).unwrap();
+    assert_eq!(plan.matches("- [x] task").count(), 5, "{plan}");
+    assert_eq!(
+        git_out(&root, &["status", "--porcelain", "--", "PLAN.md"]),
+        ""
+    );
+
+    // The verify ran once at the run's start (its test baseline), then on
+    // each item's claim and, once, on its branch rebased and ticked, just
+    // before it landed.
+    let verified = verified_on("queue-plan", client);
+    assert_eq!(
+        verified.iter().filter(|l| l.starts_with("main ")).count(),
+        1,
+        "{verified:?}"
+    );
+    for n in 1..=5 {
+        let before_landing = format!(" Tick task {n} in PLAN.md");
+        assert_eq!(
+            verified
+                .iter()
+                .filter(|l| l.starts_with("ralph/item-") && l.ends_with(&before_landing))
+                .count(),
+            1,
+            "{verified:?}"
+        );
+    }
+    // Nothing is left behind: no worktree, no item branch.
+    assert_eq!(git_out(&root, &["branch", "--list", "ralph/*"]), "");
+    assert!(outcome.state["queue"]["items"]
+        .as_object()
+        .unwrap()
+        .values()
+        .all(|i| i["branch"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("ralph/item-"))));
+}
+
+#[ralph_tests::on_both_clients]
+fn a_branch_that_conflicts_is_kept_for_review_and_the_rest_lands(client: ClientVersion) {
+    // Both items write shared.txt from the same base; the second to land conflicts.
+    let plan = "# Plan\n\n- [ ] left side\n- [ ] right side\n";
+    let scenario = plan_drain("queue-conflict", client, plan, json!({}), "2");
+    let root = scenario.path("");
+    // Each item's first answer waits until both have started, so that both
+    // branches start from the same base.
+    let started = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
+    let agent = worker_agent(|title| ("shared.txt".into(), title.to_string()));
+    let seen = Arc::clone(&started);
+    let api = MockApi::start(move |turn, body| {
+        if turn == 0 {
+            if let Some(title) = item_of(body) {
+                seen.lock().unwrap().insert(title);
+                wait_until(Duration::from_secs(30), || seen.lock().unwrap().len() == 2);
+            }
+        }
+        agent(turn, body)
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(23, "complete");
+    let items: Vec<&Value> = outcome.state["queue"]["items"]
+        .as_object()
+        .unwrap()
+        .values()
+        .collect();
+    let done: Vec<_> = items.iter().filter(|i| i["status"] == "done").collect();
+    let review: Vec<_> = items
+        .iter()
+        .filter(|i| i["status"] == "needs-review")
+        .collect();
+    assert_eq!(
+        (done.len(), review.len()),
+        (1, 1),
+        "{items:?}\n{}",
+        outcome.run.stderr
+    );
+    let why = review[0]["why"].as_str().unwrap();
+    assert!(why.contains("conflicts with main in shared.txt"), "{why}");
+    // Its branch is kept, with its own commit; main has the other side only.
+    let branch = review[0]["branch"].as_str().unwrap();
+    let title = review[0]["title"].as_str().unwrap();
+    assert_eq!(git_out(&root, &["log", "-1", "--format=%s", branch]), title);
+    let landed = done[0]["title"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("shared.txt"))
+            .unwrap()
+            .trim(),
+        landed
+    );
+    let plan = std::fs::read_to_string(root.join("PLAN.md")).unwrap();
+    assert!(plan.contains(&format!("- [x] {landed}")), "{plan}");
+    assert!(plan.contains(&format!("- [ ] {title}")), "{plan}");
+    outcome.run.assert_stderr_has(&["needs-review", branch]);
+}
+
+#[ralph_tests::on_both_clients]
+fn a_killed_worker_s_item_is_taken_up_after_its_claim_lapses_by_a_joined_process(
+    client: ClientVersion,
+) {
+    // Two processes on one project, one worker each; the first is killed
+    // (SIGKILL) while its client works on the first item.
+    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
+    let scenario = plan_drain(
+        "queue-killed",
+        client,
+        plan,
+        json!({"claimTtlSeconds": 3}),
+        "1",
+    );
+    let hang = Arc::new(AtomicBool::new(true));
+    let hang_now = Arc::clone(&hang);
+    let agent = worker_agent(|title| (file_of(title), title.to_string()));
+    let api = MockApi::start(move |turn, body| {
+        // The first conversation on task 1 hangs in a long command.
+        if turn == 0
+            && item_of(body).as_deref() == Some("task 1")
+            && hang_now.swap(false, Ordering::SeqCst)
+        {
+            return Reply::bash("sleep 60");
+        }
+        agent(turn, body)
+    });
+    let spawn = || started(&scenario, &api);
+    let mut first = spawn();
+    let working = || {
+        scenario.state().is_some_and(|s| {
+            s["queue"]["items"]
+                .as_object()
+                .is_some_and(|items| items.values().any(|i| i["title"] == "task 1"))
+        })
+    };
+    assert!(
+        wait_until(LOOP_TIMEOUT, working),
+        "the first process never took task 1"
+    );
+    let mut second = spawn();
+    assert!(
+        wait_until(LOOP_TIMEOUT, || !hang.load(Ordering::SeqCst)),
+        "task 1's client never started"
+    );
+    // The launcher script execs ralph-ctl: its pid is the driver's.
+    signal_process(first.id(), libc::SIGKILL);
+    let _ = wait_with_timeout(&mut first, LOOP_TIMEOUT);
+    let (status, _out, err) = wait_with_timeout(&mut second, LOOP_TIMEOUT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{err}");
+    assert!(err.contains("joining the queue run"), "{err}");
+    let state = scenario.status_json();
+    assert_eq!(state["status"], "complete", "{state}");
+    let items = state["queue"]["items"].as_object().unwrap();
+    assert!(items.values().all(|i| i["status"] == "done"), "{items:?}");
+    let task1 = items.values().find(|i| i["title"] == "task 1").unwrap();
+    assert_eq!(task1["taken"], 2, "{task1}");
+    // No item but the killed one was worked twice.
+    let seen = conversations_per_item(&api);
+    assert_eq!(seen.get("task 1"), Some(&2), "{seen:?}");
+    assert_eq!(seen.get("task 2"), Some(&1), "{seen:?}");
+    assert_eq!(seen.get("task 3"), Some(&1), "{seen:?}");
+}
+
+#[ralph_tests::on_both_clients]
+fn two_processes_on_one_project_never_work_the_same_item(client: ClientVersion) {
+    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n- [ ] task 4\n";
+    let scenario = plan_drain("queue-two", client, plan, json!({}), "1");
+    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let spawn = || started(&scenario, &api);
+    let mut first = spawn();
+    assert!(wait_until(LOOP_TIMEOUT, || scenario.state().is_some()));
+    let mut second = spawn();
+    let (one, _, one_err) = wait_with_timeout(&mut first, LOOP_TIMEOUT);
+    let (two, _, two_err) = wait_with_timeout(&mut second, LOOP_TIMEOUT);
+    assert_eq!(one.and_then(|s| s.code()), Some(0), "{one_err}");
+    assert_eq!(two.and_then(|s| s.code()), Some(0), "{two_err}");
+    let seen = conversations_per_item(&api);
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "{seen:?}\n{one_err}\n{two_err}"
+    );
+    let state = scenario.status_json();
+    assert_eq!(state["status"], "complete", "{state}");
+    let workers: std::collections::BTreeSet<String> = state["queue"]["items"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|i| {
+            i["worker"]
+                .as_str()
+                .unwrap()
+                .split('-')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(workers.len(), 2, "both processes worked items: {state}");
+}
+
+#[test]
+fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
+    let client = ClientVersion::V2_1_330;
+    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
+    let scenario = plan_drain("queue-ctrl-c", client, plan, json!({}), "2");
+    // Every item's agent starts a long command.
+    let api = MockApi::start(|_, _| Reply::bash("sleep 60"));
+    let mut command = scenario.command(&api);
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = command.spawn().unwrap();
+    let both = || api.main_requests().len() >= 2;
+    assert!(
+        wait_until(LOOP_TIMEOUT, both),
+        "the two workers' clients never asked"
+    );
+    // The long commands have started.
+    std::thread::sleep(Duration::from_secs(2));
+    // What a terminal does on Ctrl-C: SIGINT to the whole foreground group.
+    signal_group(launcher.id(), libc::SIGINT);
+    let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
+    let state = scenario.status_json();
+    assert_eq!(state["status"], "interrupted", "{state}");
+    let items = state["queue"]["items"].as_object().unwrap();
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert!(
+        items.values().all(|i| i["status"] == "released"),
+        "{items:?}"
+    );
+    // Their claims were given up at once, not left to lapse.
+    let claims: Value = serde_json::from_str(
+        &std::fs::read_to_string(scenario.path(".claude/context/runtime/ralph-queue.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    for record in claims["items"].as_object().unwrap().values() {
+        assert_eq!(record["status"], "claimed", "{claims}");
+        assert!(
+            record["expiresAt"].as_str() <= Some(state["endedAt"].as_str().unwrap()),
+            "{claims}\n{state}"
+        );
+    }
+    // No client, tool command or watchdog is left.
+    let gone = || processes_in_group(launcher.id()).is_empty();
+    assert!(
+        wait_until(Duration::from_secs(15), gone),
+        "{:?}",
+        processes_in_group(launcher.id())
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn a_folder_s_items_stay_on_their_branches_with_merge_none_and_a_skip_is_recorded(
+    client: ClientVersion,
+) {
+    let scenario = queue_project("queue-dir", client, "# Plan\n", json!({}))
+        .file("backlog/T-1", "# Add one\n\nWrite one.txt.\n")
+        .file("backlog/T-2", "# Obsolete thing\n")
+        .args(&["--queue", "dir:backlog", "--merge", "none"]);
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "the backlog"]);
+    let root = scenario.path("");
+    let before = git_out(&root, &["rev-parse", "main"]);
+    let agent = worker_agent(|title| (file_of(title), title.to_string()));
+    let api = MockApi::start(move |turn, body| {
+        if item_of(body).as_deref() == Some("Obsolete thing") {
+            return Reply::text(format!(
+                "This is done already.\nRALPH_OUTCOME: {{\"status\": \"skip\", \"itemId\": {}}}",
+                item_id_of(body)
+            ));
+        }
+        agent(turn, body)
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    let items = &outcome.state["queue"]["items"];
+    assert_eq!(items["T-1"]["status"], "done", "{items}");
+    assert!(
+        items["T-1"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("--merge none"),
+        "{items}"
+    );
+    assert_eq!(items["T-2"]["status"], "skipped", "{items}");
+    // Nothing landed: main is where it was, the finished item on its branch.
+    assert_eq!(git_out(&root, &["rev-parse", "main"]), before);
+    assert_eq!(
+        git_out(&root, &["log", "-1", "--format=%s", "ralph/item-T-1"]),
+        "Add one"
+    );
+}
+
+const THREE: &str = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
+
+#[ralph_tests::on_both_clients]
+fn the_run_s_budget_spans_its_items(client: ClientVersion) {
+    // Each item's one iteration costs what the mock's usage comes to; the
+    // run's budget is spent within the second item.
+    let scenario = plan_drain(
+        "queue-budget",
+        client,
+        THREE,
+        json!({"maxCostUsd": 0.002}),
+        "1",
+    );
+    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let outcome = scenario.run(&api);
+    outcome.ended(16, "budget_exhausted");
+    let items = outcome.state["queue"]["items"].as_object().unwrap();
+    assert_eq!(items.len(), 2, "the third item is never taken: {items:?}");
+    let spent: f64 = items.values().map(|i| i["costUsd"].as_f64().unwrap()).sum();
+    let run_cost = outcome.state["costUsd"].as_f64().unwrap();
+    assert!((spent - run_cost).abs() < 1e-9, "{spent} {run_cost}");
+    assert!(run_cost >= 0.002, "{run_cost}");
+    assert_eq!(conversations_per_item(&api).get("task 3"), None);
+}
+
+#[ralph_tests::on_both_clients]
+fn failed_items_in_a_row_end_the_run_at_its_error_budget(client: ClientVersion) {
+    // An agent that never finishes: each item's loop ends at its one
+    // iteration (maxIterationsPerItem), failed; two in a row (errorBudget)
+    // end the run.
+    let scenario = plan_drain(
+        "queue-failing",
+        client,
+        THREE,
+        json!({"maxIterationsPerItem": 1}),
+        "1",
+    );
+    let api = MockApi::start(|_, _| Reply::text("Still looking into it."));
+    let outcome = scenario.run(&api);
+    outcome.ended(19, "error_budget_exhausted");
+    let items = outcome.state["queue"]["items"].as_object().unwrap();
+    assert_eq!(items.len(), 2, "{items:?}");
+    for item in items.values() {
+        assert_eq!(item["status"], "failed", "{item}");
+        assert!(
+            item["why"].as_str().unwrap().contains("max_iterations"),
+            "{item}"
+        );
+        assert_eq!(item["iterations"], 1, "{item}");
+    }
+    assert!(
+        outcome.state["endedBecause"]
+            .as_str()
+            .unwrap()
+            .contains("2 items in a row failed"),
+        "{}",
+        outcome.state
+    );
+}

@@ -241,6 +241,29 @@ fn two_workers_drain_a_plan_each_item_once_verified_and_landed_in_turn(client: C
             "{verified:?}"
         );
     }
+    // The run's log has each item taken and landed; status shows the queue.
+    let log = scenario.ctl(&["log", "--json", "-n", "100"], &[]);
+    let items: Vec<Value> = log
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == "item")
+        .collect();
+    let said = |words: &str| {
+        items
+            .iter()
+            .filter(|e| e["reason"].as_str().unwrap().contains(words))
+            .count()
+    };
+    assert_eq!(
+        (said("taken by"), said("done: landed on main")),
+        (5, 5),
+        "{}",
+        log.stdout
+    );
+    scenario
+        .ctl(&["status"], &[])
+        .assert_stdout_has(&["queue:      plan:PLAN.md, 5 items taken: 5 done"]);
     // Nothing is left behind: no worktree, no item branch.
     assert_eq!(git_out(&root, &["branch", "--list", "ralph/*"]), "");
     assert!(outcome.state["queue"]["items"]
@@ -564,5 +587,43 @@ fn failed_items_in_a_row_end_the_run_at_its_error_budget(client: ClientVersion) 
             .contains("2 items in a row failed"),
         "{}",
         outcome.state
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn an_agent_that_moves_the_base_itself_is_named_when_its_item_lands(client: ClientVersion) {
+    // Task 1's agent commits, then points main at its own commit: work on
+    // the base that no verify ran on. The merge queue finds the base moved.
+    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n";
+    let scenario = plan_drain("queue-cheat", client, plan, json!({}), "1");
+    let agent = worker_agent(|title| (file_of(title), title.to_string()));
+    let api = MockApi::start(move |turn, body| {
+        if turn == 1 && item_of(body).as_deref() == Some("task 1") {
+            return Reply::bash("git update-ref refs/heads/main HEAD && echo moved");
+        }
+        let turn = if turn >= 2 && item_of(body).as_deref() == Some("task 1") {
+            turn - 1
+        } else {
+            turn
+        };
+        agent(turn, body)
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    let items = outcome.state["queue"]["items"].as_object().unwrap();
+    let task1 = items.values().find(|i| i["title"] == "task 1").unwrap();
+    let why = task1["why"].as_str().unwrap();
+    assert!(
+        why.contains("main had moved outside the merge queue"),
+        "{why}\n{}",
+        outcome.run.stdout
+    );
+    outcome
+        .run
+        .assert_stderr_has(&["warning: main had moved outside the merge queue"]);
+    let task2 = items.values().find(|i| i["title"] == "task 2").unwrap();
+    assert!(
+        !task2["why"].as_str().unwrap().contains("moved outside"),
+        "{task2}"
     );
 }

@@ -145,6 +145,8 @@ pub enum Event {
         cost: Usd,
         /// Why, for the record and the log.
         why: String,
+        /// The base's commit once the item landed on it.
+        landed: Option<String>,
     },
 }
 
@@ -436,8 +438,15 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             iterations,
             cost,
             why,
+            landed,
         } => {
-            let Some(item) = state.queue.as_mut().and_then(|q| q.items.get_mut(&id)) else {
+            let Some(queue) = state.queue.as_mut() else {
+                return Vec::new();
+            };
+            if landed.is_some() {
+                queue.base_head = landed;
+            }
+            let Some(item) = queue.items.get_mut(&id) else {
                 return Vec::new();
             };
             item.status = status;
@@ -512,6 +521,7 @@ mod tests {
                     iterations: 2,
                     cost: Usd::from_dollars(dollars),
                     why: "because".into(),
+                    landed: (status == ItemState::Done).then(|| "c0ffee".to_string()),
                 },
                 NOW,
             )
@@ -543,6 +553,10 @@ mod tests {
             (ItemState::Done, 2, 4, Usd::from_dollars(0.75))
         );
         assert_eq!((s.iteration, s.outcome_errors), (7, 0));
+        assert_eq!(
+            s.queue.as_ref().unwrap().base_head.as_deref(),
+            Some("c0ffee")
+        );
         // An item never taken, or a loop that is no queue run: nothing.
         let none = settled(s.clone(), "zzz", ItemState::Done, 1.0);
         assert_eq!((none.state.unwrap(), none.effects.len()), (s, 0));

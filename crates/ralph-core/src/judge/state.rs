@@ -522,6 +522,12 @@ pub struct QueueRun {
     pub merge: String,
     /// The branch items start from and land on.
     pub base: String,
+    /// The base's commit as the run last left it (at its start, then at
+    /// each landing): a base found elsewhere when an item lands was moved
+    /// outside the merge queue (by the person, or by an agent's git,
+    /// which can write the repository's refs), and the item says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_head: Option<String>,
     /// By item id.
     #[serde(default)]
     pub items: std::collections::BTreeMap<String, QueueItem>,

@@ -1,9 +1,9 @@
 //! The merge queue of a queue run (`run --queue --merge rebase`): a
 //! finished item's branch is rebased onto the current base, its plan box
 //! ticked in a commit of its own, the project's verify commands run on the
-//! result, and the base fast-forwarded to it. One merge at a time, across
-//! every worker and every `ralph-ctl` process on the project (an exclusive
-//! lock on `ralph-merge.lock` in the runtime folder). A conflict, a failing
+//! result, and the base fast-forwarded to it. One merge at a time: the
+//! caller holds the merge lock (`ClaimStore::merge_lock`) across the
+//! landing and its record. A conflict, a failing
 //! verify or a base that cannot be fast-forwarded leaves the branch as it
 //! was and says why: the item needs a person's review.
 //!
@@ -22,7 +22,7 @@ use super::worktree::{git, Worktree};
 use crate::error::CtlError;
 
 /// How long a finished item waits for the merges before it.
-const MERGE_PATIENCE: Duration = Duration::from_secs(6 * 3600);
+pub(crate) const MERGE_PATIENCE: Duration = Duration::from_secs(6 * 3600);
 
 /// What became of a finished item's branch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +31,9 @@ pub(crate) enum Landed {
     Merged {
         /// The base's new commit.
         commit: String,
+        /// The base's commit found before the landing, when it was not the
+        /// one expected: the base moved outside the merge queue.
+        moved: Option<String>,
     },
     /// The item left no commit and no change, and has no box to tick:
     /// there was nothing to land.
@@ -53,17 +56,20 @@ pub(crate) struct Landing<'a> {
     pub(crate) plan: Option<&'a Path>,
     /// The project's verify commands.
     pub(crate) verify: &'a [VerifyCommand],
-    /// The claims, whose merge lock is held while the item lands.
+    /// The claims, whose worktree lock is held while the worktree goes.
     pub(crate) claims: &'a ClaimStore,
+    /// The base's commit as the run last left it, when known.
+    pub(crate) expected_base: Option<&'a str>,
 }
 
-/// Lands `landing`'s item under the merge lock (waiting for the merge
-/// before it); `Err` only when git itself could not be run.
+/// Lands `landing`'s item (the caller holds the merge lock); `Err` only
+/// when git itself could not be run.
 pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
-    let _held = landing
-        .claims
-        .merge_lock(MERGE_PATIENCE)
-        .map_err(|e| CtlError::Client(e.to_string()))?;
+    let found = git(landing.root, &["rev-parse", landing.base])?;
+    let moved_outside = landing
+        .expected_base
+        .filter(|expected| *expected != found)
+        .map(|_| found);
     let wt = &landing.worktree.path;
     let branch = &landing.worktree.branch;
     let who = identity(wt);
@@ -174,7 +180,10 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
         let _ = tick_file(&plan, &landing.item.id);
     }
     remove(landing)?;
-    Ok(Landed::Merged { commit: head })
+    Ok(Landed::Merged {
+        commit: head,
+        moved: moved_outside,
+    })
 }
 
 /// `-c` options naming a committer when the repository names none (git
@@ -278,6 +287,7 @@ mod tests {
             plan: Some(Path::new("PLAN.md")),
             verify,
             claims,
+            expected_base: None,
         })
         .unwrap()
     }
@@ -293,7 +303,7 @@ mod tests {
             Landed::Merged { .. }
         ));
         // The second was made from the old base: rebased onto the new one.
-        let Landed::Merged { commit } = land_it(&root, &right, &r, &[], &claims) else {
+        let Landed::Merged { commit, .. } = land_it(&root, &right, &r, &[], &claims) else {
             panic!("right did not land");
         };
         assert_eq!(git(&root, &["rev-parse", "main"]).unwrap(), commit);
@@ -310,6 +320,45 @@ mod tests {
         // Worktrees and branches are gone.
         assert!(!left.path.exists() && !right.path.exists());
         assert_eq!(git(&root, &["branch", "--list", "ralph/*"]).unwrap(), "");
+    }
+
+    #[test]
+    fn a_base_moved_outside_the_merge_queue_is_named() {
+        let (_d, root, plan, claims) = repo();
+        let start = git(&root, &["rev-parse", "main"]).unwrap();
+        let left = worked(&plan, "item-left", "left.txt", "left\n");
+        // Something else moves main: the item's own branch, pushed onto it.
+        sh(&root, &["update-ref", "refs/heads/main", &left.branch]);
+        sh(&root, &["reset", "-q", "--hard"]);
+        let moved_to = git(&root, &["rev-parse", "main"]).unwrap();
+        let right = worked(&plan, "item-right", "right.txt", "right\n");
+        let landing = Landing {
+            root: &root,
+            base: "main",
+            worktree: &right,
+            item: &item("right"),
+            plan: Some(Path::new("PLAN.md")),
+            verify: &[],
+            claims: &claims,
+            expected_base: Some(&start),
+        };
+        match land(&landing).unwrap() {
+            Landed::Merged { moved, .. } => assert_eq!(moved, Some(moved_to)),
+            other => panic!("{other:?}"),
+        }
+        // As expected: nothing to say.
+        let now = git(&root, &["rev-parse", "main"]).unwrap();
+        let other = plan.create("item-other").unwrap();
+        let landing = Landing {
+            worktree: &other,
+            item: &item("left"),
+            expected_base: Some(&now),
+            ..landing
+        };
+        assert!(matches!(
+            land(&landing).unwrap(),
+            Landed::Merged { moved: None, .. }
+        ));
     }
 
     #[test]
@@ -377,6 +426,7 @@ mod tests {
             plan: None,
             verify: &[],
             claims: &claims,
+            expected_base: None,
         };
         let before = git(&root, &["rev-parse", "main"]).unwrap();
         assert_eq!(land(&landing).unwrap(), Landed::Nothing);

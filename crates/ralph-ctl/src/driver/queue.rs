@@ -206,6 +206,7 @@ fn enter(
                 MergeMode::None => "none".into(),
             },
             base: base.to_string(),
+            base_head: worktree::git(&paths.root, &["rev-parse", base]).ok(),
             items: Default::default(),
             joined: Vec::new(),
         };
@@ -417,7 +418,7 @@ impl Shared<'_> {
             Err(e) => {
                 renewal.stop();
                 let _ = self.claims.release(&item.id, name, Timestamp::now());
-                self.settle(&item, ItemState::Released, 0, Usd(0), e.to_string());
+                self.settle(&item, ItemState::Released, 0, Usd(0), e.to_string(), None);
                 return (Some(WorkerEnd::Failed(e.to_string())), signals);
             }
         };
@@ -460,16 +461,23 @@ impl Shared<'_> {
                 iterations,
                 cost,
                 "its loop's state is gone".into(),
+                None,
             );
             return (
                 Some(WorkerEnd::Failed("the item's loop state is gone".into())),
                 signals,
             );
         };
+        // Held from the landing to its record, so that the next item to
+        // land finds the base as the run recorded it.
+        let mut merge_lock = None;
+        let mut landed = None;
         let (status, why, end) = match state.status {
             Status::Complete => {
-                let (status, why) = self.land(&item, &tree);
-                (status, why, None)
+                let outcome = self.land(&item, &tree);
+                merge_lock = outcome.lock;
+                landed = outcome.landed;
+                (outcome.status, outcome.why, None)
             }
             Status::Cancelled if launch::skipped(Some(&state), state.iteration) => (
                 ItemState::Skipped,
@@ -526,7 +534,8 @@ impl Shared<'_> {
         ));
         let cap_spent = state.status == Status::MaxIterations
             && max < self.config.queue.max_iterations_per_item;
-        self.settle(&item, status, iterations, cost, why);
+        self.settle(&item, status, iterations, cost, why, landed);
+        drop(merge_lock);
         if cap_spent {
             self.end_run(
                 Status::MaxIterations,
@@ -567,20 +576,46 @@ impl Shared<'_> {
         ))
     }
 
-    /// Lands a finished item (or, with `--merge none`, leaves it on its branch).
-    fn land(&self, item: &Item, tree: &str) -> (ItemState, String) {
+    /// Lands a finished item under the merge lock, which it hands back to
+    /// be held until the landing is recorded (or, with `--merge none`,
+    /// leaves it on its branch).
+    fn land(&self, item: &Item, tree: &str) -> ItemLanding {
         let plan = &self.bench.worktrees;
         let worktree = worktree::Worktree {
             path: self.paths.root.join(worktree::WORKTREES_DIR).join(tree),
             branch: format!("ralph/{tree}"),
             created: false,
         };
+        let outcome = |status, why| ItemLanding {
+            status,
+            why,
+            landed: None,
+            lock: None,
+        };
         if self.merge == MergeMode::None {
-            return (
+            return outcome(
                 ItemState::Done,
                 format!("finished on branch {} (--merge none)", worktree.branch),
             );
         }
+        let lock = match self.claims.merge_lock(merge::MERGE_PATIENCE) {
+            Ok(lock) => lock,
+            Err(e) => {
+                return outcome(
+                    ItemState::NeedsReview,
+                    format!(
+                        "could not be landed ({e}); branch {} is kept",
+                        worktree.branch
+                    ),
+                )
+            }
+        };
+        // Read under the lock: the base as the last landing left it.
+        let expected = StateStore::new(self.paths)
+            .read()
+            .ok()
+            .flatten()
+            .and_then(|run| run.queue.and_then(|q| q.base_head));
         let plan_path: Option<PathBuf> = match &self.source {
             Source::Plan(path) if path.is_relative() => Some(path.clone()),
             _ => None,
@@ -593,34 +628,61 @@ impl Shared<'_> {
             plan: plan_path.as_deref(),
             verify: &self.config.completion.verify,
             claims: &self.claims,
+            expected_base: expected.as_deref(),
         };
-        match merge::land(&landing) {
-            Ok(Landed::Merged { commit }) => (
-                ItemState::Done,
-                format!(
-                    "landed on {} at {}",
-                    plan.base,
-                    commit.chars().take(12).collect::<String>()
-                ),
-            ),
-            Ok(Landed::Nothing) => (
+        let short = |commit: &str| commit.chars().take(12).collect::<String>();
+        let mut done = match merge::land(&landing) {
+            Ok(Landed::Merged { commit, moved }) => {
+                let mut why = format!("landed on {} at {}", plan.base, short(&commit));
+                if let (Some(found), Some(expected)) = (moved, &expected) {
+                    let note = format!(
+                        "{} had moved outside the merge queue since the run last left it \
+                         (at {}, found at {}): `git log {}..{}` shows what, by the person or an agent's git",
+                        plan.base,
+                        short(expected),
+                        short(&found),
+                        short(expected),
+                        short(&found)
+                    );
+                    say(&format!("warning: {note}"));
+                    why = format!("{why}; {note}");
+                }
+                ItemLanding {
+                    status: ItemState::Done,
+                    why,
+                    landed: Some(commit),
+                    lock: None,
+                }
+            }
+            Ok(Landed::Nothing) => outcome(
                 ItemState::Done,
                 "finished with no change to land".to_string(),
             ),
-            Ok(Landed::NeedsReview(why)) => (ItemState::NeedsReview, why),
-            Err(e) => (
+            Ok(Landed::NeedsReview(why)) => outcome(ItemState::NeedsReview, why),
+            Err(e) => outcome(
                 ItemState::NeedsReview,
                 format!(
                     "could not be landed ({e}); branch {} is kept",
                     worktree.branch
                 ),
             ),
-        }
+        };
+        done.lock = Some(lock);
+        done
     }
 
-    /// Records `item`'s end in the run, with the run's budget and its
-    /// failed-items-in-a-row count judged in the same transaction.
-    fn settle(&self, item: &Item, status: ItemState, iterations: u32, cost: Usd, why: String) {
+    /// Records `item`'s end in the run (and the base it landed on), with
+    /// the run's budget and its failed-items-in-a-row count judged in the
+    /// same transaction.
+    fn settle(
+        &self,
+        item: &Item,
+        status: ItemState,
+        iterations: u32,
+        cost: Usd,
+        why: String,
+        landed: Option<String>,
+    ) {
         let config = &self.config;
         self.change(|draft| {
             draft.apply(Event::ItemSettled {
@@ -629,6 +691,7 @@ impl Shared<'_> {
                 iterations,
                 cost,
                 why,
+                landed,
             });
             let Some(run) = draft.state().filter(|s| s.status == Status::Running) else {
                 return;
@@ -785,6 +848,15 @@ fn item_settings(settings: Option<&str>, id: &str) -> Option<String> {
         env.insert("RALPH_QUEUE_ITEM".into(), id.into());
     }
     Some(value.to_string())
+}
+
+/// How a finished item landed, and the merge lock while it is recorded.
+struct ItemLanding {
+    status: ItemState,
+    why: String,
+    /// The base's commit, when the item landed on it.
+    landed: Option<String>,
+    lock: Option<std::fs::File>,
 }
 
 /// The iterations an item's loop ran: those its history records.

@@ -297,8 +297,8 @@ pub enum Command {
         /// A second `run --queue` on the same project joins the run.
         #[arg(long, value_name = "SOURCE", conflicts_with_all = ["resume", "formula", "dry_run"])]
         queue: Option<String>,
-        /// With --queue: how many items are worked at once (each worker is a
-        /// ralph-ctl process of its own).
+        /// With --queue: how many items this process works at once (another
+        /// `run --queue` on the project adds its own workers).
         #[arg(long, value_name = "N", requires = "queue", default_value_t = 1,
               value_parser = clap::value_parser!(u32).range(1..=16))]
         workers: u32,

@@ -58,6 +58,10 @@ pub(crate) struct Workbench {
 /// workers hold the rest.
 const IDLE_LOOK: Duration = Duration::from_millis(500);
 
+/// How often a waiting worker reads the source again for items added
+/// meanwhile.
+const SOURCE_LOOK: Duration = Duration::from_secs(30);
+
 /// Runs the queue (`run --queue`): joins the project's queue run on the
 /// same source, or starts one, works items with `--workers` workers until
 /// none is left (or a signal, the run's budget or cap), then ends the run
@@ -334,7 +338,9 @@ impl Shared<'_> {
                         }
                         // Other workers hold the rest: a dead one's item
                         // comes free when its claim lapses.
-                        thread::sleep(IDLE_LOOK);
+                        if let Some(signal) = self.wait_for_claims(&mut signals) {
+                            break WorkerEnd::Stopped(signal.exit_code());
+                        }
                     }
                     Err(e) => break WorkerEnd::Failed(e.to_string()),
                 },
@@ -345,6 +351,39 @@ impl Shared<'_> {
             say(&format!("worker {name} stopped: {why}"));
         }
         end
+    }
+
+    /// While other workers hold every item left: waits until one of their
+    /// claims ends (settled, released or lapsed), or the source is due to
+    /// be read again for items added meanwhile ([`SOURCE_LOOK`]), reading
+    /// only the claims meanwhile (a `cmd:` source is not run twice a
+    /// second). A signal that comes meanwhile is given back.
+    fn wait_for_claims(&self, signals: &mut Signals) -> Option<super::signals::Signal> {
+        let started = Instant::now();
+        let held = |now: Timestamp| -> Vec<String> {
+            self.claims
+                .read()
+                .map(|claims| {
+                    claims
+                        .items
+                        .iter()
+                        .filter(|(_, r)| r.status == ItemStatus::Claimed && r.expires_at > now)
+                        .map(|(id, _)| id.clone())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let before = held(Timestamp::now());
+        while started.elapsed() < SOURCE_LOOK {
+            thread::sleep(IDLE_LOOK);
+            if let Some(signal) = signals.take().first().copied() {
+                return Some(signal);
+            }
+            if held(Timestamp::now()) != before {
+                break;
+            }
+        }
+        None
     }
 
     /// Works `item` as a loop of its own to its end, lands it, and records

@@ -2344,3 +2344,22 @@ fn a_queue_run_that_cannot_start_says_why_before_anything_starts() {
         .assert_stderr_has(&["check out a branch", "--merge none"]);
     assert!(project.state().is_none(), "nothing started");
 }
+
+#[test]
+fn from_a_step_needs_a_formula_and_a_step_it_has() {
+    let project = TempProject::new("from-step");
+    project.init();
+    let env = [("RALPH_CLAUDE", "true")];
+    let alone = project.ctl(&["run", "--from", "implement"], &env);
+    alone
+        .assert_code(2)
+        .assert_stderr_has(&["--from implement names a formula step", "--formula NAME"]);
+    project
+        .ctl(&["init", "--formula", "ship"], &[])
+        .assert_code(0);
+    let unknown = project.ctl(&["run", "--formula", "ship", "--from", "deploy"], &env);
+    unknown
+        .assert_code(2)
+        .assert_stderr_has(&["formula ship has no such step; its steps are"]);
+    assert!(project.state().is_none(), "nothing started");
+}

@@ -198,3 +198,92 @@ fn a_formula_resumes_from_its_pinned_file(client: ClientVersion) {
     let own_step = texts.contains("The feature step.") && !texts.contains("other formula");
     assert!(own_step, "{texts}");
 }
+
+#[ralph_tests::on_both_clients]
+fn from_a_step_runs_only_it_and_the_later_steps(client: ClientVersion) {
+    // After fixing the plan by hand, the person starts at `implement`.
+    let scenario = formula("formula-from", client, &[("feature", FEATURE)])
+        .file("tests-pass.txt", "")
+        .args(&["--formula", "feature", "--from", "implement"]);
+    let api = MockApi::start_in_order(|turn, _| match turn {
+        0 => Reply::text(format!("Implemented.\n{SIGNAL}")),
+        _ => Reply::text(format!("The tests pass.\n{SIGNAL}")),
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(2);
+    let requests = api.main_requests();
+    let models: Vec<&str> = requests
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(models.len(), 2, "{models:?}");
+    assert!(
+        models[0].contains("sonnet") && models[1].contains("haiku"),
+        "{models:?}"
+    );
+    let first = user_texts(&requests[0].body).join("\n");
+    assert!(first.contains("Implement the plan."), "{first}");
+    assert!(!first.contains("Plan the feature"), "{first}");
+    let steps = &outcome.state["formula"]["steps"];
+    assert_eq!(steps[0]["skipped"], true, "{steps}");
+    assert_eq!(steps[0]["iterations"], 0, "{steps}");
+    assert!(steps[1]["completedAt"].is_string(), "{steps}");
+    assert!(steps[2]["completedAt"].is_string(), "{steps}");
+    outcome
+        .run
+        .assert_stderr_has(&["starting at step implement; the steps before it are skipped"]);
+    // A step the formula does not have is refused, naming the ones it has.
+    let unknown = scenario.run_with(&api, &["--formula", "feature", "--from", "deploy"]);
+    assert_eq!(unknown.run.code, Some(2), "{:?}", unknown.run);
+    unknown
+        .run
+        .assert_stderr_has(&["has no such step; its steps are plan, implement, test"]);
+    assert_eq!(
+        api.main_requests().len(),
+        2,
+        "no request for a refused start"
+    );
+}
+
+#[test]
+fn a_resumed_formula_run_goes_on_from_the_step_named() {
+    // Interrupted in `plan`, the run is taken up at `test`: plan and
+    // implement are skipped, and only the test step's text is sent.
+    let client = ClientVersion::V2_1_330;
+    let scenario =
+        formula("formula-resume-from", client, &[("feature", FEATURE)]).file("tests-pass.txt", "");
+    let arrived = Flag::default();
+    let seen = arrived.clone();
+    let api = MockApi::start(move |_, body| {
+        let text = user_texts(body).join("\n");
+        if text.contains("Plan the feature") {
+            seen.set();
+            // Held while the test stops the launcher.
+            std::thread::sleep(Duration::from_secs(2));
+            return Reply::text("Planning.");
+        }
+        Reply::text(format!("The tests pass.\n{SIGNAL}"))
+    });
+    let mut launcher = scenario.start_until(&api, 1);
+    assert!(
+        wait_until(LOOP_TIMEOUT, || arrived.is_set()),
+        "no request came"
+    );
+    signal_process(launcher.id(), libc::SIGTERM);
+    let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    assert_eq!(scenario.status_json()["status"], "interrupted");
+    let served = api.main_requests().len();
+    let resumed = scenario.run_with(&api, &["--resume", "--from", "test"]);
+    resumed.ended(0, "complete");
+    resumed.run.assert_stderr_has(&["going on at step test"]);
+    let later = &api.main_requests()[served..];
+    assert_eq!(later.len(), 1, "one request, the test step's");
+    let text = user_texts(&later[0].body).join("\n");
+    assert!(text.contains("Write and run the tests."), "{text}");
+    let steps = &resumed.state["formula"]["steps"];
+    assert_eq!(
+        (&steps[0]["skipped"], &steps[1]["skipped"]),
+        (&serde_json::json!(true), &serde_json::json!(true)),
+        "{steps}"
+    );
+}

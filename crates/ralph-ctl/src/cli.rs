@@ -315,6 +315,12 @@ pub enum Command {
         /// starter one.
         #[arg(long, value_name = "NAME")]
         formula: Option<String>,
+        /// With --formula (or --resume of a formula run): start at step
+        /// STEP. The steps before it that did not complete are recorded as
+        /// skipped; STEP and the later ones start over (after a gate you
+        /// fixed by hand, say).
+        #[arg(long, value_name = "STEP", conflicts_with = "queue")]
+        from: Option<String>,
         /// Require the client's sandbox (bubblewrap and socat on Linux,
         /// Seatbelt on macOS): refuse to start without it. Unattended runs
         /// (--headless, --fresh, --formula) have it by default where it can

@@ -151,6 +151,7 @@ pub fn run(cli: Cli) -> i32 {
             workers,
             merge,
             formula,
+            from,
             sandbox,
             no_sandbox,
             max_iterations,
@@ -203,6 +204,7 @@ pub fn run(cli: Cli) -> i32 {
                         merge,
                     }),
                     formula,
+                    from,
                     sandbox: match (sandbox, no_sandbox) {
                         (true, _) => Some(true),
                         (_, true) => Some(false),

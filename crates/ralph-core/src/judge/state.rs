@@ -669,6 +669,9 @@ pub struct StepRun {
     /// When its completion claim passed its gates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Timestamp>,
+    /// Passed over by `--from` a later step, never run to its end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
 }
 
 /// One gate of a step: its last result and how often it failed.
@@ -692,6 +695,35 @@ impl FormulaRun {
     pub fn position(&self) -> String {
         let id = self.steps.get(self.step).map_or("?", |s| s.id.as_str());
         format!("step {}/{} {id}", self.step + 1, self.steps.len())
+    }
+
+    /// The run moved to step `id` (`run --from`): the steps before it that
+    /// did not complete are skipped, and it and every later step start
+    /// over (their claims and gate failures forgotten; what they ran and
+    /// cost is kept). `Err` lists the step ids when there is no such step.
+    pub fn restart_at(&mut self, id: &str) -> Result<(), String> {
+        let Some(at) = self.steps.iter().position(|s| s.id == id) else {
+            let ids: Vec<&str> = self.steps.iter().map(|s| s.id.as_str()).collect();
+            return Err(format!(
+                "formula {} has no step {id:?}; its steps are {}",
+                self.name,
+                ids.join(", ")
+            ));
+        };
+        self.step = at;
+        for (i, step) in self.steps.iter_mut().enumerate() {
+            if i < at {
+                step.skipped = step.completed_at.is_none();
+            } else {
+                step.skipped = false;
+                step.completed_at = None;
+                for gate in &mut step.gates {
+                    gate.failures = 0;
+                    gate.passed = None;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1011,6 +1043,49 @@ pub fn one_line(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_restarted_at_a_step_skips_the_earlier_and_resets_the_later() {
+        let gate = GateRun {
+            name: "tests".into(),
+            retries: 2,
+            failures: 2,
+            passed: Some(false),
+        };
+        let step = |id: &str, done: bool| StepRun {
+            id: id.into(),
+            iterations: 3,
+            completed_at: done.then(|| Timestamp::from_secs(1)),
+            gates: vec![gate.clone()],
+            ..StepRun::default()
+        };
+        let mut run = FormulaRun {
+            name: "feature".into(),
+            step: 2,
+            steps: vec![
+                step("plan", true),
+                step("implement", false),
+                step("test", true),
+            ],
+        };
+        run.restart_at("test").unwrap();
+        assert_eq!(run.step, 2);
+        assert_eq!(
+            run.steps.iter().map(|s| s.skipped).collect::<Vec<_>>(),
+            [false, true, false],
+            "a completed step is not skipped"
+        );
+        let test = &run.steps[2];
+        assert_eq!((test.completed_at, test.iterations), (None, 3));
+        assert_eq!((test.gates[0].failures, test.gates[0].passed), (0, None));
+        run.restart_at("plan").unwrap();
+        assert!(run
+            .steps
+            .iter()
+            .all(|s| !s.skipped && s.completed_at.is_none()));
+        let err = run.restart_at("deploy").unwrap_err();
+        assert!(err.contains("its steps are plan, implement, test"), "{err}");
+    }
 
     #[test]
     fn round_trips_in_camel_case() {

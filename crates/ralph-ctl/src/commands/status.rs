@@ -291,6 +291,8 @@ fn formula_steps(l: &mut Lines, state: &LoopState) {
             }
             let done = if step.completed_at.is_some() {
                 ", done"
+            } else if step.skipped {
+                ", skipped (--from a later step)"
             } else if i == run.step && state.status == Status::Running {
                 ", running"
             } else {

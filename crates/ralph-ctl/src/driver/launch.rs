@@ -66,6 +66,8 @@ pub(crate) struct RunOptions {
     pub(crate) queue: Option<QueueOptions>,
     /// Run the formula `.claude/ralph/formulas/NAME.yaml` (implies `fresh`).
     pub(crate) formula: Option<String>,
+    /// `--from STEP`: the formula run starts (or goes on) at that step.
+    pub(crate) from: Option<String>,
     /// `--sandbox` (true) or `--no-sandbox` (false), over the config's `sandbox`.
     pub(crate) sandbox: Option<bool>,
     /// The client's own output as it is, not readable lines (`--json`).
@@ -107,9 +109,14 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         fresh,
     } = inputs;
     let (session, max_iterations, fresh) = if options.resume {
-        let (state, pinned_formula) = take_up_by_hand(paths, &config, formula.as_ref())?;
+        let (mut state, pinned_formula) = take_up_by_hand(paths, &config, formula.as_ref())?;
         if pinned_formula.is_some() {
             formula = pinned_formula;
+        }
+        if let Some(step) = &options.from {
+            // The step starts over in a session of its own.
+            state.session_id = steps::restart_at(paths, &state.session_id, step)?;
+            say(&format!("going on at step {step}"));
         }
         let fresh = fresh || state.fresh_context || formula.is_some();
         (state.session_id, state.max_iterations, fresh)
@@ -142,7 +149,8 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         signals,
         session,
         max_iterations,
-        resumed: options.resume,
+        // A step named by --from starts over: nothing to take up.
+        resumed: options.resume && options.from.is_none(),
         next_text: None,
         item: None,
     }
@@ -238,6 +246,23 @@ impl Inputs {
             .as_deref()
             .map(|name| formula::load(paths, name))
             .transpose()?;
+        if let (Some(step), None) = (&options.from, &formula) {
+            if !options.resume {
+                return Err(CtlError::BadArgument(format!(
+                    "--from {step} names a formula step: give --formula NAME, or --resume a formula run"
+                )));
+            }
+        }
+        if let (Some(step), Some(formula)) = (&options.from, &formula) {
+            if !formula.steps.iter().any(|s| &s.id == step) {
+                let ids: Vec<&str> = formula.steps.iter().map(|s| s.id.as_str()).collect();
+                return Err(CtlError::BadArgument(format!(
+                    "--from {step:?}: formula {} has no such step; its steps are {}",
+                    formula.name,
+                    ids.join(", ")
+                )));
+            }
+        }
         if let Some(formula) = &formula {
             if options.worktree {
                 return Err(CtlError::BadArgument(
@@ -439,7 +464,7 @@ fn begin(
     let allow_template = options.force || formula.is_some();
     let started = start::start_loop(paths, None, None, false, allow_template, fresh)?;
     if let Some(formula) = formula {
-        steps::begin(paths, &started.session_id, formula)?;
+        steps::begin(paths, &started.session_id, formula, options.from.as_deref())?;
         say(&format!(
             "formula {} ({}): {} steps, {}",
             formula.name,
@@ -455,6 +480,11 @@ fn begin(
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
+        if let Some(step) = &options.from {
+            say(&format!(
+                "starting at step {step}; the steps before it are skipped"
+            ));
+        }
     }
     Ok(started)
 }

@@ -13,7 +13,7 @@ use ralph_core::judge::config::Config;
 use ralph_core::judge::state::{FormulaRun, LoopState, Status, Usd};
 use ralph_core::observe::prompt;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::transaction::{self, Whose};
+use ralph_core::transaction::{self, Found, Whose};
 
 use crate::error::CtlError;
 use crate::formula::{Formula, Step};
@@ -37,9 +37,14 @@ pub(crate) fn begin(
     paths: &ProjectPaths,
     session: &str,
     formula: &Formula,
+    from: Option<&str>,
 ) -> Result<(), CtlError> {
+    let mut run = formula.new_run();
+    if let Some(step) = from {
+        run.restart_at(step).map_err(CtlError::BadArgument)?;
+    }
     let changed = transaction::change(paths, Whose::Session(session), |draft| {
-        draft.apply(Event::FormulaRecorded(Box::new(formula.new_run())));
+        draft.apply(Event::FormulaRecorded(Box::new(run)));
         draft.apply(Event::FormulaPinned(Box::new(crate::formula::pin(
             paths, formula,
         ))));
@@ -47,6 +52,36 @@ pub(crate) fn begin(
     })?;
     super::told(changed);
     Ok(())
+}
+
+/// The formula run of `session`'s loop moved to `step` (`run --resume
+/// --from STEP`) and handed over to a new session (the conversation taken
+/// up was another step's), in one transaction: the new session. Refused
+/// with the step ids when the loop runs no formula or has no such step.
+pub(crate) fn restart_at(
+    paths: &ProjectPaths,
+    session: &str,
+    step: &str,
+) -> Result<String, CtlError> {
+    let next = crate::session_id::new_uuid();
+    let changed = transaction::change(paths, Whose::Session(session), |draft| {
+        let Some(mut run) = draft.state().and_then(|s| s.formula.clone()) else {
+            return Err(CtlError::BadArgument(format!(
+                "--from {step}: the loop taken up runs no formula"
+            )));
+        };
+        run.restart_at(step).map_err(CtlError::BadArgument)?;
+        draft.apply(Event::FormulaRecorded(Box::new(run)));
+        draft.apply(Event::HandedOver { to: next.clone() });
+        Ok(())
+    })?;
+    let state = super::told(changed);
+    match state {
+        Found::Loop(state) if state.session_id == next => Ok(next),
+        _ => Err(CtlError::BadArgument(format!(
+            "--from {step}: the loop could not be moved to a new session (it is no longer running)"
+        ))),
+    }
 }
 
 /// The step the loop's formula run is at.

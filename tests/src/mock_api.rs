@@ -100,6 +100,14 @@ pub enum Reply {
         /// The token counts it reports.
         usage: Usage,
     },
+    /// `reply` (a message, not an error) sent with extra response
+    /// `headers`; see [`Reply::with_utilization`].
+    WithHeaders {
+        /// The message answered.
+        reply: Box<Reply>,
+        /// Extra response headers (name, value).
+        headers: Vec<(String, String)>,
+    },
 }
 
 /// The token counts a message reports in `usage`. Streamed, `message_start`
@@ -159,6 +167,44 @@ impl Reply {
         Reply::WithUsage {
             reply: Box::new(self),
             usage,
+        }
+    }
+
+    /// This message sent with the headers a subscription's usage window
+    /// `window` (`5h`, `7d`) carries: `anthropic-ratelimit-unified-<window>-utilization`
+    /// (`utilization`, 0 to 1), `…-<window>-reset` (`reset_epoch_secs`),
+    /// `…-<window>-status` (`allowed_warning` from 0.8, else `allowed`), and
+    /// the top-level `…-unified-status`, `…-unified-reset` and
+    /// `…-representative-claim`, as the API sends them on a success.
+    pub fn with_utilization(self, window: &str, utilization: f64, reset_epoch_secs: u64) -> Reply {
+        let claim = match window {
+            "5h" => "five_hour",
+            "7d" => "seven_day",
+            other => other,
+        };
+        let status = if utilization >= 0.8 {
+            "allowed_warning"
+        } else {
+            "allowed"
+        };
+        let header = |name: String, value: String| (name, value);
+        let prefix = "anthropic-ratelimit-unified";
+        Reply::WithHeaders {
+            reply: Box::new(self),
+            headers: vec![
+                header(format!("{prefix}-status"), "allowed".into()),
+                header(format!("{prefix}-reset"), reset_epoch_secs.to_string()),
+                header(format!("{prefix}-representative-claim"), claim.into()),
+                header(
+                    format!("{prefix}-{window}-utilization"),
+                    utilization.to_string(),
+                ),
+                header(
+                    format!("{prefix}-{window}-reset"),
+                    reset_epoch_secs.to_string(),
+                ),
+                header(format!("{prefix}-{window}-status"), status.into()),
+            ],
         }
     }
 
@@ -775,11 +821,21 @@ fn response_for(
     let model = body["model"].as_str().unwrap_or("claude-mock").to_string();
     if !body["stream"].as_bool().unwrap_or(false) {
         let msg = message_json(&message, &model, n);
-        let response = http_response(200, "application/json", &[], msg.to_string().as_bytes());
+        let response = http_response(
+            200,
+            "application/json",
+            &message.headers,
+            msg.to_string().as_bytes(),
+        );
         return whole(200, response);
     }
     let events = sse_events(&message, &model, n);
-    let response = http_response(200, "text/event-stream", &[], events.concat().as_bytes());
+    let response = http_response(
+        200,
+        "text/event-stream",
+        &message.headers,
+        events.concat().as_bytes(),
+    );
     if shared.options.event_gap.is_zero() {
         return whole(200, response);
     }
@@ -848,10 +904,12 @@ enum Answer {
     },
 }
 
-/// One assistant message: its content blocks and the usage it reports.
+/// One assistant message: its content blocks, the usage it reports and
+/// the extra headers it is sent with.
 struct Message {
     blocks: Vec<Block>,
     usage: Usage,
+    headers: Vec<(String, String)>,
 }
 
 enum Block {
@@ -875,11 +933,15 @@ fn answer(reply: Reply) -> Result<Answer, String> {
             message,
         }),
         Reply::WithUsage { reply, usage } => match answer(*reply)? {
-            Answer::Message(message) => Ok(Answer::Message(Message {
-                blocks: message.blocks,
-                usage,
-            })),
+            Answer::Message(message) => Ok(Answer::Message(Message { usage, ..message })),
             Answer::Error { .. } => Err("with_usage around an ApiError".to_string()),
+        },
+        Reply::WithHeaders { reply, headers } => match answer(*reply)? {
+            Answer::Message(mut message) => {
+                message.headers.extend(headers);
+                Ok(Answer::Message(message))
+            }
+            Answer::Error { .. } => Err("with_utilization around an ApiError".to_string()),
         },
         reply => {
             let mut blocks = Vec::new();
@@ -900,7 +962,11 @@ fn answer(reply: Reply) -> Result<Answer, String> {
                 cache_read_input_tokens: 0,
                 cache_creation_input_tokens: 0,
             };
-            Ok(Answer::Message(Message { blocks, usage }))
+            Ok(Answer::Message(Message {
+                blocks,
+                usage,
+                headers: Vec::new(),
+            }))
         }
     }
 }
@@ -916,6 +982,7 @@ fn collect_blocks(reply: Reply, out: &mut Vec<Block>) -> Result<(), String> {
         }
         Reply::ApiError { .. } => return Err("an ApiError inside Blocks".to_string()),
         Reply::WithUsage { .. } => return Err("with_usage inside Blocks".to_string()),
+        Reply::WithHeaders { .. } => return Err("with_utilization inside Blocks".to_string()),
     }
     Ok(())
 }
@@ -1208,6 +1275,42 @@ mod tests {
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs()
+    }
+
+    #[test]
+    fn a_message_with_utilization_carries_the_window_s_headers() {
+        let reset = epoch_now() + 3_600;
+        let mock = MockApi::start(move |turn, _| match turn {
+            0 => Reply::text("busy").with_utilization("5h", 0.85, reset),
+            _ => Reply::text("calm").with_utilization("7d", 0.25, reset),
+        });
+        let mut stream = connect(&mock);
+        let mut buf = Vec::new();
+        let (status, headers, body) = post(&mut stream, &mut buf, &main_body(0, true));
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert!(body.contains("busy"), "{body}");
+        let at = reset.to_string();
+        for (name, value) in [
+            ("anthropic-ratelimit-unified-5h-utilization", "0.85"),
+            ("anthropic-ratelimit-unified-5h-reset", at.as_str()),
+            ("anthropic-ratelimit-unified-5h-status", "allowed_warning"),
+            ("anthropic-ratelimit-unified-status", "allowed"),
+            (
+                "anthropic-ratelimit-unified-representative-claim",
+                "five_hour",
+            ),
+        ] {
+            assert_eq!(header(&headers, name), Some(value), "{headers}");
+        }
+        let (_, headers, _) = post(&mut stream, &mut buf, &main_body(1, false));
+        assert_eq!(
+            header(&headers, "anthropic-ratelimit-unified-7d-status"),
+            Some("allowed")
+        );
+        assert_eq!(
+            header(&headers, "anthropic-ratelimit-unified-5h-utilization"),
+            None
+        );
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub struct Scenario {
     client: ClientVersion,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    subscription: bool,
 }
 
 impl Scenario {
@@ -68,6 +69,7 @@ impl Scenario {
                 .map(String::from)
                 .collect(),
             env: Vec::new(),
+            subscription: false,
         }
     }
 
@@ -80,6 +82,14 @@ impl Scenario {
     /// The project has `relative` with `contents` (not committed).
     pub fn file(self, relative: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> Scenario {
         self.project.write(relative, contents);
+        self
+    }
+
+    /// The client logs in as a subscription does (`CLAUDE_CODE_OAUTH_TOKEN`,
+    /// no `ANTHROPIC_API_KEY`): 2.1 then reports the plan's usage windows
+    /// from the response headers (`rate_limit_event` in stream-json).
+    pub fn subscription(mut self) -> Scenario {
+        self.subscription = true;
         self
     }
 
@@ -137,7 +147,12 @@ impl Scenario {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        self.project.launcher(self.client, api, args, &env)
+        let mut cmd = self.project.launcher(self.client, api, args, &env);
+        if self.subscription {
+            cmd.env_remove("ANTHROPIC_API_KEY")
+                .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-mock-subscription");
+        }
+        cmd
     }
 
     /// Starts the launcher against `api` in a process group of its own,

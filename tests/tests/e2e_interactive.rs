@@ -236,3 +236,79 @@ fn stops_at_the_iteration_cap(client: ClientVersion) {
     run.assert_code(10);
     assert!(run.stderr.contains("max_iterations"), "{why}");
 }
+
+#[ralph_tests::on_both_clients]
+fn a_question_is_shown_and_the_answer_typed_in_the_session_goes_on(client: ClientVersion) {
+    // In the terminal UI the agent asks; the stop is let through with the
+    // question shown, the loop waits, and what the person types in the
+    // session is the answer: the session's next stop goes on with the loop.
+    use ralph_tests::interactive::{Key, Stderr, Terminal, SIZE};
+    use ralph_tests::mock_api::user_texts;
+    use std::time::Duration;
+    let _serial = one_at_a_time();
+    let project = TempProject::new("i-ask");
+    project.init();
+    project.write_prompt("Set up the server.\n");
+    let api = MockApi::start(|turn, body| {
+        let said = user_texts(body).join("\n");
+        match turn {
+            0 => Reply::text("The notes disagree.\nRALPH_ASK: Which port should it listen on?"),
+            _ if said.contains("Port 8080") => {
+                Reply::text(format!("It listens on 8080 now.\n{SIGNAL}"))
+            }
+            _ => Reply::text("Still waiting for the port."),
+        }
+    });
+    let cmd = project.launcher_command_interactive(client, &api, &[]);
+    let mut term = Terminal::spawn(cmd, SIZE, Stderr::Captured).unwrap();
+    let status = |project: &TempProject| {
+        project
+            .state()
+            .and_then(|s| s["status"].as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let waited = term.wait_until(LOOP_TIMEOUT, |_| status(&project) == "waiting");
+    let asked = term.wait_for_screen("Which port should it listen on?", Duration::from_secs(10));
+    let screen = term.screen();
+    if !(waited && asked) {
+        term.kill();
+        let state = project.status_json();
+        panic!(
+            "no question waited (status {}); screen:\n{screen}\nstops:\n{}",
+            state["status"],
+            history(&state)
+        );
+    }
+    // The session waits for the person; nothing is sent meanwhile.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(api.main_requests().len(), 1, "{screen}");
+    term.type_text("Port 8080.").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    term.press(Key::Enter).unwrap();
+    let done = term.wait_until(LOOP_TIMEOUT, |_| status(&project) == "complete");
+    let _ = term.type_text("/exit");
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = term.press(Key::Enter);
+    let run = term.finish(Duration::from_secs(10));
+    let state = project.status_json();
+    assert!(
+        done,
+        "status {}; stops:\n{}\nscreen:\n{}",
+        state["status"],
+        history(&state),
+        run.screen
+    );
+    let answered = &api.main_requests()[1];
+    assert!(
+        user_texts(&answered.body).join("\n").contains("Port 8080."),
+        "the typed answer is the next request's"
+    );
+    let records = state["history"].as_array().unwrap();
+    assert!(
+        records.iter().any(|r| r["why"].as_str().is_some_and(
+            |w| w.starts_with("resumed in the session after the question of iteration 1")
+        )),
+        "{}",
+        history(&state)
+    );
+}

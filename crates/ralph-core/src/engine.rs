@@ -102,6 +102,9 @@ pub struct Stop {
     /// so that the summary carries what the client spent. The stop leaves
     /// the notification to it.
     pub driver_settles: bool,
+    /// The plan's usage windows the client reported during the iteration
+    /// (read from a headless run's output by its driver; a hook has none).
+    pub usage_windows: std::collections::BTreeMap<String, crate::judge::state::WindowUse>,
 }
 
 /// Everything a stop reads or runs outside the process: the transcript, the
@@ -368,6 +371,10 @@ pub fn run_stop_settled(
     let answer = answer_for(&outcome, paths, &config, stop, world, owned, state)?;
     if let (Answer::Block { .. }, Some(new_state)) = (&answer, outcome.new_state.as_mut()) {
         new_state.hint = None;
+        // The answer to the agent's question went with the notes.
+        if new_state.status == Status::Running {
+            new_state.question = None;
+        }
     }
     // What differs from the pin now is recorded, and logged once per content.
     let mut drift_line = None;
@@ -543,12 +550,14 @@ fn answer_for(
     state: &LoopState,
 ) -> Result<Answer, EngineError> {
     Ok(match (&outcome.verdict, &outcome.new_state) {
-        (Verdict::End(_) | Verdict::Pause(_), Some(ended)) => Answer::End {
+        (Verdict::End(_) | Verdict::Pause(_) | Verdict::Ask(_), Some(ended)) => Answer::End {
             // In an interactive session nothing else says so until the
             // client exits.
             system_message: format!("Ralph {}", crate::judge::lifecycle::outcome_line(ended)),
         },
-        (Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_), _) => Answer::Allow,
+        (Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_) | Verdict::Ask(_), _) => {
+            Answer::Allow
+        }
         (
             Verdict::Continue {
                 iteration,
@@ -909,6 +918,7 @@ fn observe(
             !m.is_empty() && stop.cut_off.is_none() && decision::previous_stop_was_behind(state)
         }),
         cut_off: stop.cut_off.clone(),
+        usage_windows: stop.usage_windows.clone(),
         tools_incomplete,
         usage: read_usage(
             world,

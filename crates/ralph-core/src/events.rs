@@ -117,6 +117,19 @@ pub enum Event {
     },
     /// The person's note for the next iteration (`ralph-ctl say`).
     NoteLeft(String),
+    /// The person answered the question a waiting loop's agent asked
+    /// (`ralph-ctl answer`): the loop runs again, and the question and the
+    /// answer go in front of its next iteration's text, once (the question
+    /// stays recorded until then: [`LoopState::answered`]). A loop that is
+    /// not waiting is left as it is.
+    Answered(String),
+    /// The plan's usage windows as a headless session's client reported
+    /// them while it ran: the hook's next stop judges by them.
+    UsageWindowsSeen(std::collections::BTreeMap<String, crate::judge::state::WindowUse>),
+    /// The note was put in front of an iteration's text (a driver's first
+    /// iteration after an answer or a resume): dropped, with the answered
+    /// question.
+    NoteTaken,
     /// The config, baselines and snapshots the loop decides by, taken anew.
     Reloaded(Box<Reload>),
     /// Another `run --queue` process joined the queue run.
@@ -376,6 +389,35 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             state.ended_because = None;
             state.iteration = iteration;
             amend_last_record(state, &why);
+            Vec::new()
+        }
+        Event::Answered(answer) => {
+            if state.status != Status::Waiting {
+                return Vec::new();
+            }
+            let question = state
+                .question
+                .as_ref()
+                .map_or_else(String::new, |q| q.text.clone());
+            let note = format!("You asked (RALPH_ASK): {question}\nThe person's answer: {answer}");
+            state.hint = Some(match state.hint.take() {
+                Some(earlier) => format!("{earlier}\n{note}"),
+                None => note,
+            });
+            // Kept until the answer is sent: a loop answered while its
+            // client was still ending is not one the client left.
+            let asked = state.question.take();
+            state.resume();
+            state.question = asked;
+            vec![log(state, LogEvent::Answer, answer)]
+        }
+        Event::UsageWindowsSeen(windows) => {
+            state.usage_windows.extend(windows);
+            Vec::new()
+        }
+        Event::NoteTaken => {
+            state.hint = None;
+            state.question = None;
             Vec::new()
         }
         Event::NoteLeft(text) => {
@@ -673,6 +715,32 @@ mod tests {
         );
         assert_eq!(t.state.unwrap().status, Status::Interrupted);
         assert_eq!(t.effects.len(), 1);
+    }
+
+    #[test]
+    fn an_answer_runs_a_waiting_loop_again_with_the_question_and_answer_as_its_note() {
+        use crate::judge::state::Question;
+        let mut waiting = running();
+        waiting.wait_for_answer(Question {
+            text: "Which port?".into(),
+            iteration: 3,
+            at: NOW,
+        });
+        // Only a waiting loop takes an answer.
+        let t = apply(Some(running()), Event::Answered("8080".into()), NOW);
+        assert_eq!(t.state, Some(running()));
+        assert!(t.effects.is_empty());
+        let t = apply(Some(waiting), Event::Answered("8080".into()), NOW);
+        assert_eq!(t.effects.len(), 1, "an answer line");
+        let answered = t.state.unwrap();
+        assert_eq!(answered.status, Status::Running);
+        assert!(answered.answered(), "the question is kept until sent");
+        assert_eq!(
+            answered.hint.as_deref(),
+            Some("You asked (RALPH_ASK): Which port?\nThe person's answer: 8080")
+        );
+        let sent = apply(Some(answered), Event::NoteTaken, NOW).state.unwrap();
+        assert_eq!((sent.hint, sent.question), (None, None));
     }
 
     #[test]

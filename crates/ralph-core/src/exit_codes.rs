@@ -42,6 +42,9 @@ pub const CANCELLED: i32 = 22;
 /// `run --queue`: the queue is drained, and some items did not land
 /// (they need review, or failed): `status` lists them.
 pub const ITEMS_LEFT: i32 = 23;
+/// The loop waits for the person's answer to the agent's question
+/// (`RALPH_ASK`): `ralph-ctl answer TEXT`, then `ralph-ctl run --resume`.
+pub const WAITING: i32 = 24;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 

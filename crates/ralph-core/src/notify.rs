@@ -1,5 +1,5 @@
-//! Notifications: the config's `notify` command, run once when a loop ends
-//! or pauses, with a summary of it as JSON on its stdin (a desktop
+//! Notifications: the config's `notify` command, run once when a loop ends,
+//! pauses or waits for the person's answer, with a summary of it as JSON on its stdin (a desktop
 //! notification, a webhook with curl). It is started and not waited for,
 //! with its output going nowhere, so that neither the hook nor the driver
 //! waits on it; it runs in the project's folder, like the verify commands.
@@ -28,6 +28,13 @@ pub fn key(state: &LoopState) -> Option<String> {
                 .as_ref()
                 .map_or(String::new(), |p| p.at.to_string())
         )),
+        Status::Waiting => Some(format!(
+            "waiting@{}",
+            state
+                .question
+                .as_ref()
+                .map_or(String::new(), |q| q.at.to_string())
+        )),
         status => Some(format!(
             "{}@{}",
             status.as_str(),
@@ -42,10 +49,17 @@ pub fn summary(root: &Path, state: &LoopState, now: Timestamp) -> Value {
     let duration = Some(until.secs().saturating_sub(state.started_at.secs()));
     let reason = match state.status {
         Status::Paused => state.paused_because.as_ref().map(|p| p.message.clone()),
+        Status::Waiting => state.question.as_ref().map(|q| q.text.clone()),
         _ => state.ended_because.clone(),
     };
+    let event = match state.status {
+        Status::Paused => "paused",
+        Status::Waiting => "asked",
+        _ => "ended",
+    };
     json!({
-        "event": if state.status == Status::Paused { "paused" } else { "ended" },
+        "event": event,
+        "question": state.question.as_ref().map(|q| q.text.clone()),
         "status": state.status.as_str(),
         "reason": reason,
         "iterations": state.iteration,

@@ -180,6 +180,19 @@ pub enum Command {
         #[arg(value_name = "TEXT", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
         text: Vec<String>,
     },
+    /// Answer the question the agent asked (`RALPH_ASK: <question>`): the
+    /// waiting loop goes on, with the question and TEXT in front of its next
+    /// iteration's text (a run waiting for it goes on at once; else `run
+    /// --resume`, or in a session, type anything there). The agent may not
+    /// run it.
+    #[command(
+        after_help = "Example:\n  ralph-ctl answer \"Use Postgres; the staging URL is in .env.example.\""
+    )]
+    Answer {
+        /// The answer (the words are joined).
+        #[arg(value_name = "TEXT", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        text: Vec<String>,
+    },
     /// Adopt config.json (and the running formula's file) as they are now
     /// in the running loop, from its next stop. A loop decides by what it
     /// was pinned to when it started: a change made mid-loop (by the agent
@@ -321,6 +334,11 @@ pub enum Command {
         /// fixed by hand, say).
         #[arg(long, value_name = "STEP", conflicts_with = "queue")]
         from: Option<String>,
+        /// When the agent asks you something (`RALPH_ASK: <question>`): wait
+        /// this long for `ralph-ctl answer`, then exit 24 with the loop left
+        /// waiting (`run --resume` waits again). Default: until Ctrl-C.
+        #[arg(long, value_name = "SECONDS", conflicts_with = "queue")]
+        wait_for_answer: Option<u64>,
         /// Require the client's sandbox (bubblewrap and socat on Linux,
         /// Seatbelt on macOS): refuse to start without it. Unattended runs
         /// (--headless, --fresh, --formula) have it by default where it can

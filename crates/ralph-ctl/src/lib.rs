@@ -102,6 +102,12 @@ pub fn run(cli: Cli) -> i32 {
             &mut std::io::stdout(),
         ),
         Command::Say { text } => commands::plugin::say(&paths, &text, &mut std::io::stdout()),
+        Command::Answer { text } => commands::plugin::answer(
+            &paths,
+            &text,
+            &ralph_core::judge::config::ProcessEnv,
+            &mut std::io::stdout(),
+        ),
         Command::Cancel => commands::plugin::cancel(&paths, &mut std::io::stdout()),
         Command::Reload => commands::reload::run(&paths, &mut std::io::stdout()),
         Command::History { json } => commands::history::run(&paths, json, &mut std::io::stdout()),
@@ -152,6 +158,7 @@ pub fn run(cli: Cli) -> i32 {
             merge,
             formula,
             from,
+            wait_for_answer,
             sandbox,
             no_sandbox,
             max_iterations,
@@ -205,6 +212,7 @@ pub fn run(cli: Cli) -> i32 {
                     }),
                     formula,
                     from,
+                    wait_for_answer,
                     sandbox: match (sandbox, no_sandbox) {
                         (true, _) => Some(true),
                         (_, true) => Some(false),

@@ -76,7 +76,8 @@ pub(crate) fn merge_hook(
 /// The permission rules `init` adds to `permissions.deny`: the agent's file
 /// tools may not touch the loop's runtime folder (its state, log and
 /// history), ralph's config or formulas, and its shell may not reset,
-/// restart, steer or reload the loop (`say` and `reload` are the person's).
+/// restart, steer, answer or reload the loop (`say`, `answer` and `reload`
+/// are the person's).
 /// Claude Code applies deny rules in every permission mode. The literal
 /// forms (a leading `/`: relative to the settings file, no glob) are also
 /// read-only paths in the client's sandbox on both 2.0.77 and 2.1.330
@@ -92,6 +93,7 @@ pub(crate) const DENY_RULES: &[&str] = &[
     "Bash(ralph-ctl reset:*)",
     "Bash(ralph-ctl start:*)",
     "Bash(ralph-ctl say:*)",
+    "Bash(ralph-ctl answer:*)",
     "Bash(ralph-ctl reload:*)",
 ];
 

@@ -264,6 +264,35 @@ pub fn status_block(message: &str) -> Option<StatusBlock> {
     Some(block)
 }
 
+/// The marker a line starts with when the agent asks the person a question.
+pub const ASK_MARKER: &str = "RALPH_ASK:";
+
+/// The longest question kept, in characters.
+pub const QUESTION_CHARS: usize = 2_000;
+
+/// The question the agent asks the person, if it does: the last
+/// `RALPH_ASK: <question>` on a line of its own outside code, with the
+/// lines after it up to a blank line (a question may take a few lines);
+/// none when the marker has no question after it.
+pub fn ask_request(message: &str) -> Option<String> {
+    let lines = prose_lines(message);
+    let start = lines
+        .iter()
+        .rposition(|line| line.trim().starts_with(ASK_MARKER))?;
+    let first = lines[start].trim().strip_prefix(ASK_MARKER)?.trim();
+    let question = std::iter::once(first)
+        .chain(
+            lines[start + 1..]
+                .iter()
+                .map(|l| l.trim())
+                .take_while(|l| !l.is_empty() && !l.starts_with("RALPH_")),
+        )
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    (!question.is_empty()).then(|| question.chars().take(QUESTION_CHARS).collect())
+}
+
 /// The marker a line starts with when the agent stops the loop for the person.
 pub const ABORT_MARKER: &str = "RALPH_ABORT:";
 
@@ -595,6 +624,28 @@ mod abort_tests {
         ];
         for (message, want) in cases {
             assert_eq!(abort_request(message).as_deref(), *want, "{message:?}");
+        }
+    }
+
+    #[test]
+    fn the_agent_asks_by_a_marker_line_and_the_lines_after_it() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("Working on it.", None),
+            (
+                "Done with the parser.\nRALPH_ASK: Which database, Postgres or SQLite?",
+                Some("Which database, Postgres or SQLite?"),
+            ),
+            (
+                "RALPH_ASK: Which port?\nThe config says 80 and the docs 8080.\n\nI stopped here.",
+                Some("Which port?\nThe config says 80 and the docs 8080."),
+            ),
+            ("RALPH_ASK:   ", None),
+            ("RALPH_ASK: first\n\nRALPH_ASK: second", Some("second")),
+            ("Write `RALPH_ASK: question` to ask.", None),
+            ("```\nRALPH_ASK: in a code block\n```", None),
+        ];
+        for (message, want) in cases {
+            assert_eq!(ask_request(message).as_deref(), *want, "{message:?}");
         }
     }
 }

@@ -86,6 +86,9 @@ pub mod env {
     pub const SANDBOX: &str = "RALPH_SANDBOX";
     /// `true`: a claim may run fewer tests, or skip more, than the loop's baseline.
     pub const ALLOW_FEWER_TESTS: &str = "RALPH_ALLOW_FEWER_TESTS";
+    /// 0 to 1: the share of a plan's usage window at which the loop pauses
+    /// until the window resets.
+    pub const PAUSE_AT_UTILIZATION: &str = "RALPH_PAUSE_AT_UTILIZATION";
 }
 
 /// How many `RALPH_OUTCOME` errors, and gate-blocked items, in a row a loop
@@ -230,6 +233,20 @@ pub struct SupervisionConfig {
     pub max_cost: Option<Usd>,
     /// Model requests allowed in a rolling hour.
     pub max_calls_per_hour: Option<u32>,
+    /// The share of a usage window (in thousandths) at which the loop
+    /// pauses until the window resets (`pauseAtUtilization`).
+    pub pause_at_utilization: Option<PerMille>,
+}
+
+pub use crate::observe::usage::PerMille;
+
+/// What `pauseAtUtilization` / RALPH_PAUSE_AT_UTILIZATION accept.
+const UTILIZATION_ACCEPTS: &str =
+    "a share of the usage window above 0 and at most 1, such as 0.8 (80 %)";
+
+/// `raw` as a `pauseAtUtilization`, when it is one.
+fn validate_utilization(raw: f64) -> Option<PerMille> {
+    PerMille::of(raw).filter(|p| p.0 > 0)
 }
 
 /// Default first wait before a resume, in seconds.
@@ -247,6 +264,7 @@ impl Default for SupervisionConfig {
             max_auto_resumes: DEFAULT_MAX_AUTO_RESUMES,
             max_cost: None,
             max_calls_per_hour: None,
+            pause_at_utilization: None,
         }
     }
 }
@@ -435,6 +453,7 @@ struct ConfigFile {
     resume_policy: Option<String>,
     context_mode: Option<String>,
     iteration_budget_usd: Option<serde_json::Value>,
+    pause_at_utilization: Option<serde_json::Value>,
     notify: Option<String>,
     sandbox: Option<String>,
     allow_fewer_tests: Option<bool>,
@@ -460,6 +479,7 @@ const FILE_KEYS: &[&str] = &[
     "resumePolicy",
     "contextMode",
     "iterationBudgetUsd",
+    "pauseAtUtilization",
     "notify",
     "sandbox",
     "allowFewerTests",
@@ -502,7 +522,8 @@ pub fn accepted_keys() -> String {
     format!(
         "{}, completionSignal, promptFile, completionMode, planFiles, verify (a list of {{name, command, \
          timeoutSeconds}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
-         testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, notify (a command), \
+         testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, \
+         pauseAtUtilization (0 to 1), notify (a command), \
          sandbox (auto, on or off), allowFewerTests (true or false), protectedPaths (a list of globs)",
         numbers.join(", ")
     )
@@ -892,6 +913,16 @@ impl Config {
                     .ok_or_else(|| bad("maxCostUsd", raw.to_string(), cost_accepts()))?,
             );
         }
+        if let Some(raw) = &file.pause_at_utilization {
+            self.supervision.pause_at_utilization =
+                Some(raw.as_f64().and_then(validate_utilization).ok_or_else(|| {
+                    bad(
+                        "pauseAtUtilization",
+                        raw.to_string(),
+                        UTILIZATION_ACCEPTS.into(),
+                    )
+                })?);
+        }
         if let Some(raw) = &file.resume_policy {
             self.supervision.policy = ResumePolicy::parse(raw)
                 .ok_or_else(|| bad("resumePolicy", format!("{raw:?}"), POLICIES.into()))?;
@@ -1062,6 +1093,21 @@ impl Config {
                     },
                 )?);
         }
+        if let Some(v) = read(env::PAUSE_AT_UTILIZATION, &|| {
+            UTILIZATION_ACCEPTS.to_string()
+        })? {
+            self.supervision.pause_at_utilization = Some(
+                v.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(validate_utilization)
+                    .ok_or(ConfigError::BadEnv {
+                        name: env::PAUSE_AT_UTILIZATION,
+                        value: v,
+                        accepts: UTILIZATION_ACCEPTS.into(),
+                    })?,
+            );
+        }
         if let Some(v) = read(env::SANDBOX, &|| SANDBOX_SETTINGS.to_string())? {
             self.sandbox = SandboxSetting::parse(&v).ok_or(ConfigError::BadEnv {
                 name: env::SANDBOX,
@@ -1201,6 +1247,32 @@ mod tests {
         assert_eq!(both.max_iterations, 12);
         assert_eq!(both.completion_signal, "ENV_DONE");
         assert_eq!(both.breaker.threshold(Signal::FindingsStuck), 4);
+    }
+
+    #[test]
+    fn pause_at_utilization_is_a_share_from_the_file_or_the_env() {
+        let (_d, paths) = project_with_config(Some(r#"{"pauseAtUtilization": 0.8}"#));
+        let c = Config::load(&paths, &[]).unwrap();
+        assert_eq!(c.supervision.pause_at_utilization, Some(PerMille(800)));
+        let env = [(env::PAUSE_AT_UTILIZATION, " 0.855 ")];
+        let c = Config::load(&paths, &env).unwrap();
+        assert_eq!(c.supervision.pause_at_utilization, Some(PerMille(855)));
+        assert_eq!(PerMille(855).percent(), "85.5%");
+        for bad in ["0", "1.5", "-0.2", "80%", "NaN"] {
+            let err = Config::load(&paths, &[(env::PAUSE_AT_UTILIZATION, bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("RALPH_PAUSE_AT_UTILIZATION") && err.contains("such as 0.8"),
+                "{bad}: {err}"
+            );
+        }
+        let (_d, paths) = project_with_config(Some(r#"{"pauseAtUtilization": 80}"#));
+        let err = Config::load(&paths, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("pauseAtUtilization") && err.contains("at most 1"),
+            "{err}"
+        );
     }
 
     #[test]

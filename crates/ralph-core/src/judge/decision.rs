@@ -12,7 +12,7 @@ use crate::judge::errors::{self, ErrorSighting};
 use crate::judge::signals;
 use crate::judge::state::{
     excerpt, ClaimOutcome, ClaimRecord, IterationRecord, LoopState, PauseKind, PausedBecause,
-    Status, StopDecision,
+    Question, Status, StopDecision, WindowUse,
 };
 use crate::observe::plan::PlanReport;
 use crate::observe::progress::Reading;
@@ -73,6 +73,9 @@ pub struct Observation {
     /// Why the driver ended the client before it ended its turn (the idle
     /// timeout): the iteration counts as a `RALPH_OUTCOME` error.
     pub cut_off: Option<String>,
+    /// The plan's usage windows as the client reported them during the
+    /// iteration (a subscription's headless run), by name.
+    pub usage_windows: std::collections::BTreeMap<String, WindowUse>,
 }
 
 impl Observation {
@@ -97,6 +100,7 @@ impl Observation {
             usage: UsageReading::default(),
             api_failure: None,
             cut_off: None,
+            usage_windows: Default::default(),
         }
     }
 }
@@ -280,12 +284,18 @@ fn pause_on_api_error(
     }
 }
 
-/// The pause of a loop whose calls-per-hour budget is spent until after
-/// `now` (seconds since the epoch); `None` for any other loop.
+/// The pause of a loop that paused itself (its calls-per-hour budget is
+/// spent, or a usage window reached `pauseAtUtilization`) until after `now`
+/// (seconds since the epoch); `None` for any other loop.
 pub fn paused_until(state: &LoopState, now: u64) -> Option<&PausedBecause> {
     let paused = state.paused_because.as_ref()?;
     let until = paused.resume_at?.secs();
-    (state.status == Status::Paused && paused.kind == PauseKind::CallsPerHour && until > now)
+    (state.status == Status::Paused
+        && matches!(
+            paused.kind,
+            PauseKind::CallsPerHour | PauseKind::Utilization
+        )
+        && until > now)
         .then_some(paused)
 }
 
@@ -297,7 +307,10 @@ pub fn owned_loop<'a>(
     session_id: Option<&str>,
 ) -> Result<&'a LoopState, PassReason> {
     let state = state.ok_or(PassReason::NoLoop)?;
-    if !matches!(state.status, Status::Running | Status::Paused) {
+    if !matches!(
+        state.status,
+        Status::Running | Status::Paused | Status::Waiting
+    ) {
         return Err(PassReason::LoopEnded(state.status));
     }
     match session_id {
@@ -335,6 +348,9 @@ pub enum Verdict {
     /// Let the stop through; the loop is paused (its calls-per-hour budget
     /// is spent) and goes on with the next iteration when resumed.
     Pause(PausedBecause),
+    /// Let the stop through; the loop waits for the person's answer to the
+    /// agent's question, and goes on with the next iteration once answered.
+    Ask(Question),
     /// Block the stop and feed the prompt back for this (new) iteration.
     Continue {
         /// The iteration that starts now.
@@ -398,11 +414,24 @@ pub fn decide_judged(
         // spent (an interactive session goes on by hand): let it through.
         return Outcome::pass(PassReason::LoopEnded(Status::Paused));
     }
+    let mut asked = None;
     if state.status == Status::Paused {
         // The session is working again (a person carried on after an API
         // error, or the budget window freed): the loop goes on.
         resumed = state.paused_because.clone();
         next.resume();
+    } else if state.status == Status::Waiting {
+        // The session's stop came after its question: the person spoke to
+        // it (typed an answer in the session), so the loop goes on.
+        asked = state.question.clone();
+        next.resume();
+    } else if state.answered() {
+        // Answered by `ralph-ctl answer`: the answer goes with this stop's
+        // text (or the loop ends, and it is moot).
+        asked = state.question.clone();
+    }
+    for (name, window) in &observed.usage_windows {
+        next.usage_windows.insert(name.clone(), window.clone());
     }
     count_usage(&mut next, &observed.usage, now_secs);
     let iteration = state.iteration;
@@ -489,14 +518,20 @@ pub fn decide_judged(
         notices,
     });
 
+    let (verdict, why) = ask_instead(&observed.message, &mut next, verdict, why, now);
     let (verdict, why) = pause_for_calls(config, &mut next, verdict, why, now);
-    let why = match &resumed {
-        Some(paused) => format!(
+    let (verdict, why) = pause_for_utilization(config, &mut next, verdict, why, now);
+    let why = match (&resumed, &asked) {
+        (Some(paused), _) => format!(
             "resumed after the pause ({}: {}); {why}",
             paused.kind.as_str(),
             paused.message
         ),
-        None => why,
+        (None, Some(question)) => format!(
+            "resumed in the session after the question of iteration {}; {why}",
+            question.iteration
+        ),
+        (None, None) => why,
     };
     let decision = settle_verdict(&mut next, &verdict, &why, now);
     next.last_run_at = Some(now);
@@ -564,6 +599,10 @@ fn settle_verdict(
     match verdict {
         Verdict::Pause(because) => {
             next.pause(because.clone());
+            StopDecision::Allow
+        }
+        Verdict::Ask(question) => {
+            next.wait_for_answer(question.clone());
             StopDecision::Allow
         }
         Verdict::Continue { iteration, .. } => {
@@ -809,6 +848,85 @@ fn verdict_of(inputs: VerdictInputs<'_>) -> (Verdict, String) {
     }
 }
 
+/// A verdict to go on, when the agent asked the person a question
+/// (`RALPH_ASK`), becomes a wait for the answer, going on with the next
+/// iteration once it comes. An ending (an accepted claim, an abort, a
+/// budget, the cap) stands: the question is in the history's excerpt.
+fn ask_instead(
+    message: &str,
+    next: &mut LoopState,
+    verdict: Verdict,
+    why: String,
+    now: Timestamp,
+) -> (Verdict, String) {
+    match (verdict, claims::ask_request(message)) {
+        (
+            Verdict::Continue {
+                iteration: next_iteration,
+                ..
+            },
+            Some(text),
+        ) => {
+            let asked_in = next.iteration;
+            next.iteration = next_iteration;
+            let why = format!("{why}; the agent asks the person: {text}");
+            let question = Question {
+                text,
+                iteration: asked_in,
+                at: now,
+            };
+            (Verdict::Ask(question), why)
+        }
+        (verdict, _) => (verdict, why),
+    }
+}
+
+/// A verdict to go on, when a usage window of the plan is used to
+/// `pauseAtUtilization` or more, becomes a pause until the window resets
+/// (the fullest window's reset, when several are), going on with the next
+/// iteration then. A window whose reset has passed counts for nothing.
+fn pause_for_utilization(
+    config: &Config,
+    next: &mut LoopState,
+    verdict: Verdict,
+    why: String,
+    now: Timestamp,
+) -> (Verdict, String) {
+    let Some(limit) = config.supervision.pause_at_utilization else {
+        return (verdict, why);
+    };
+    let Verdict::Continue {
+        iteration: next_iteration,
+        ..
+    } = verdict
+    else {
+        return (verdict, why);
+    };
+    let over = next
+        .usage_windows
+        .iter()
+        .filter(|(_, w)| w.utilization >= limit && w.resets_at.is_some_and(|r| r > now))
+        .max_by_key(|(_, w)| w.resets_at)
+        .map(|(name, w)| (name.clone(), w.clone()));
+    let Some((name, window)) = over else {
+        return (verdict, why);
+    };
+    next.iteration = next_iteration;
+    let because = PausedBecause {
+        kind: PauseKind::Utilization,
+        http_status: None,
+        message: format!(
+            "the {name} usage window is at {} (pauseAtUtilization {})",
+            window.utilization.percent(),
+            limit.percent()
+        ),
+        resume_at: window.resets_at,
+        at: now,
+    };
+    let why = format!("{why}; paused: {}", because.message);
+    (Verdict::Pause(because), why)
+}
+
 /// A verdict to go on while the calls-per-hour budget is spent becomes a
 /// pause until the window frees, going on with the next iteration then.
 fn pause_for_calls(
@@ -854,6 +972,7 @@ fn pause_for_calls(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judge::state::PerMille;
 
     const NOW: Timestamp = Timestamp::from_secs(1795341600); // 2026-11-22T10:00:00Z
     const SID: &str = "11111111-2222-3333-4444-555555555555";
@@ -1122,8 +1241,115 @@ mod tests {
                     assert_eq!(state.ended_at, Some(NOW));
                     assert_eq!(record.decision, StopDecision::Allow);
                 }
-                Verdict::Pass(_) | Verdict::Pause(_) => unreachable!(),
+                Verdict::Pass(_) | Verdict::Pause(_) | Verdict::Ask(_) => unreachable!(),
             }
+        }
+    }
+
+    #[test]
+    fn a_question_makes_the_loop_wait_and_the_session_s_next_stop_goes_on() {
+        let asking =
+            saying("The schema has two owners.\nRALPH_ASK: Which table owns the email column?");
+        let out = decide(&config(), Some(&running(2, 5)), &asking, NOW);
+        let state = out.new_state.unwrap();
+        let question = Question {
+            text: "Which table owns the email column?".into(),
+            iteration: 2,
+            at: NOW,
+        };
+        assert_eq!(out.verdict, Verdict::Ask(question.clone()));
+        assert_eq!(state.status, Status::Waiting);
+        assert_eq!(state.question, Some(question));
+        assert_eq!(state.iteration, 3, "the answer goes to the next iteration");
+        assert_eq!(state.history.last().unwrap().decision, StopDecision::Allow);
+        assert!(state
+            .history
+            .last()
+            .unwrap()
+            .why
+            .contains("the agent asks the person"));
+        // The waiting loop's session stops again: the person spoke in it.
+        let later = Timestamp::from_secs(NOW.secs() + 60);
+        let out = decide(&config(), Some(&state), &saying("Working."), later);
+        let resumed = out.new_state.unwrap();
+        assert!(
+            matches!(out.verdict, Verdict::Continue { iteration: 4, .. }),
+            "{:?}",
+            out.verdict
+        );
+        assert_eq!(
+            (resumed.status, resumed.question.as_ref()),
+            (Status::Running, None)
+        );
+        assert!(resumed
+            .history
+            .last()
+            .unwrap()
+            .why
+            .starts_with("resumed in the session after the question of iteration 2"));
+        // At the cap the loop ends as it would have: the question is in the history.
+        let out = decide(&config(), Some(&running(5, 5)), &asking, NOW);
+        assert_eq!(out.verdict, Verdict::End(Status::MaxIterations));
+        // An abort stands over a question.
+        let both = saying("RALPH_ASK: which key?\nRALPH_ABORT: no key");
+        let out = decide(&config(), Some(&running(2, 5)), &both, NOW);
+        assert_eq!(out.verdict, Verdict::End(Status::Blocked));
+    }
+
+    #[test]
+    fn a_usage_window_at_pause_at_utilization_pauses_until_its_reset() {
+        let reset = Timestamp::from_secs(NOW.secs() + 3_600);
+        let window = |share: u32, resets_at: Option<Timestamp>| WindowUse {
+            utilization: PerMille(share),
+            resets_at,
+            seen_at: NOW,
+        };
+        let seen = |windows: Vec<(&str, WindowUse)>| Observation {
+            usage_windows: windows
+                .into_iter()
+                .map(|(n, w)| (n.to_string(), w))
+                .collect(),
+            ..saying("Working.")
+        };
+        let mut paced = config();
+        paced.supervision.pause_at_utilization = Some(PerMille(800));
+        let out = decide(
+            &paced,
+            Some(&running(2, 5)),
+            &seen(vec![("five_hour", window(850, Some(reset)))]),
+            NOW,
+        );
+        let state = out.new_state.unwrap();
+        let Verdict::Pause(because) = &out.verdict else {
+            panic!("{:?}", out.verdict)
+        };
+        assert_eq!(because.kind, PauseKind::Utilization);
+        assert_eq!(because.resume_at, Some(reset));
+        assert!(
+            because.message.contains("five_hour usage window is at 85%"),
+            "{}",
+            because.message
+        );
+        assert_eq!((state.status, state.iteration), (Status::Paused, 3));
+        assert_eq!(state.usage_windows["five_hour"].utilization, PerMille(850));
+        // Until the reset, the session's stops pass; a hook never resumes it early.
+        assert_eq!(
+            decide(&paced, Some(&state), &saying("More."), NOW).verdict,
+            Verdict::Pass(PassReason::LoopEnded(Status::Paused))
+        );
+        // Below the mark, with no reset to wait for, or with no mark: on.
+        for (config, windows) in [
+            (&paced, vec![("five_hour", window(799, Some(reset)))]),
+            (&paced, vec![("five_hour", window(900, Some(NOW)))]),
+            (&paced, vec![("five_hour", window(900, None))]),
+            (&config(), vec![("five_hour", window(1000, Some(reset)))]),
+        ] {
+            let out = decide(config, Some(&running(2, 5)), &seen(windows.clone()), NOW);
+            assert!(
+                matches!(out.verdict, Verdict::Continue { .. }),
+                "{windows:?}: {:?}",
+                out.verdict
+            );
         }
     }
 
@@ -1246,7 +1472,9 @@ mod tests {
                         assert_eq!(status, Status::MaxIterations);
                         break;
                     }
-                    Verdict::Pass(_) | Verdict::Pause(_) => panic!("unexpected pass"),
+                    Verdict::Pass(_) | Verdict::Pause(_) | Verdict::Ask(_) => {
+                        panic!("unexpected pass")
+                    }
                 }
             }
             assert_eq!(blocks + 1, max, "iterations run");

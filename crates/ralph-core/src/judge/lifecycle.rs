@@ -426,6 +426,10 @@ pub fn next_step(state: &LoopState) -> Option<String> {
             format!("{fix}`ralph-ctl run --resume`")
         }
         Status::BudgetExhausted => "raise maxCostUsd, then `ralph-ctl run --resume`".into(),
+        Status::Waiting => {
+            "answer with `ralph-ctl answer TEXT` (then `ralph-ctl run --resume` unless the run waits for it)"
+                .into()
+        }
         Status::Blocked => format!(
             "give the agent what it asks for (in PROMPT.md or the project), then `ralph-ctl run --resume` goes on from iteration {}",
             state.iteration
@@ -484,6 +488,16 @@ pub fn outcome_line(state: &LoopState) -> String {
             )
         }
         Status::Failed => format!("loop failed at iteration {} ({because}){next}", state.iteration),
+        Status::Waiting => {
+            let question = state
+                .question
+                .as_ref()
+                .map_or("no question recorded", |q| q.text.as_str());
+            format!(
+                "loop waiting at iteration {} of {}: the agent asks: {question}{next}",
+                state.iteration, state.max_iterations
+            )
+        }
         Status::BudgetExhausted => format!(
             "loop stopped at its budget: budget_exhausted at iteration {} ({because}){next}",
             state.iteration
@@ -530,6 +544,7 @@ pub fn exit_code(status: Status) -> i32 {
         Status::GateBudgetExhausted => exit_codes::GATE_BUDGET_EXHAUSTED,
         Status::GateFailed => exit_codes::GATE_FAILED,
         Status::Cancelled => exit_codes::CANCELLED,
+        Status::Waiting => exit_codes::WAITING,
     }
 }
 

@@ -12,7 +12,7 @@ use crate::observe::verify::VerifyResult;
 use crate::time::Timestamp;
 
 pub use crate::observe::liveness::{Carriers, ProcessId};
-pub use crate::observe::usage::{TokenUsage, TranscriptCursor, Usd};
+pub use crate::observe::usage::{PerMille, TokenUsage, TranscriptCursor, Usd, WindowUse};
 
 /// The version of the state file's shape that this build writes. A state
 /// without `schemaVersion` is version 1 and is migrated when read; a newer
@@ -60,6 +60,9 @@ pub enum Status {
     GateFailed,
     /// The person ended the loop (`/cancel-ralph`, `ralph-ctl cancel`).
     Cancelled,
+    /// The agent asked the person a question (`RALPH_ASK: <question>`) and
+    /// the loop waits for `ralph-ctl answer`: resumable, not an ending.
+    Waiting,
 }
 
 impl Status {
@@ -79,6 +82,7 @@ impl Status {
             Status::GateBudgetExhausted => "gate_budget_exhausted",
             Status::GateFailed => "gate_failed",
             Status::Cancelled => "cancelled",
+            Status::Waiting => "waiting",
         }
     }
 
@@ -121,6 +125,9 @@ pub enum PauseKind {
     MaxOutputTokens,
     /// The loop's own calls-per-hour budget (`maxCallsPerHour`) is spent.
     CallsPerHour,
+    /// A usage window of the plan reached `pauseAtUtilization`: the loop
+    /// waits for the window to reset, keeping the rest for the person.
+    Utilization,
     /// HTTP 401/403: the key or login is not accepted.
     AuthenticationFailed,
     /// HTTP 402 or a billing error: no credit.
@@ -191,6 +198,7 @@ impl PauseKind {
             PauseKind::ClientExit => "client_exit",
             PauseKind::MaxOutputTokens => "max_output_tokens",
             PauseKind::CallsPerHour => "calls_per_hour",
+            PauseKind::Utilization => "utilization",
             PauseKind::AuthenticationFailed => "authentication_failed",
             PauseKind::BillingError => "billing_error",
             PauseKind::InvalidRequest => "invalid_request",
@@ -485,6 +493,14 @@ pub struct LoopState {
     /// front of its text once, then dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The agent's question while the loop waits for the person's answer
+    /// (`RALPH_ASK`, status `waiting`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<Question>,
+    /// Each usage window of the plan as the client last reported it (a
+    /// subscription's headless runs), by the client's name for it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub usage_windows: std::collections::BTreeMap<String, WindowUse>,
     /// The ending or pause the `notify` command was last run for (status
     /// and time), so that it runs once for each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -507,6 +523,18 @@ pub struct LoopState {
     /// reload` adopts them), as the last stop found them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_drift: Option<ConfigDrift>,
+}
+
+/// A question the agent asked the person (`RALPH_ASK: <question>`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Question {
+    /// The question, as the agent wrote it.
+    pub text: String,
+    /// The iteration that asked it.
+    pub iteration: u32,
+    /// When.
+    pub at: Timestamp,
 }
 
 /// A backlog's drain (`ralph-ctl run --queue`): where its items come from
@@ -898,6 +926,8 @@ impl LoopState {
             task: None,
             completion_signal: None,
             hint: None,
+            question: None,
+            usage_windows: Default::default(),
             notified: None,
             test_baseline: Vec::new(),
             protected_files: None,
@@ -932,12 +962,39 @@ impl LoopState {
         self.paused_because = Some(because);
     }
 
-    /// Takes a paused or interrupted loop up again, where it was.
+    /// Takes a paused, waiting or interrupted loop up again, where it was.
     pub fn resume(&mut self) {
         self.status = Status::Running;
         self.ended_at = None;
         self.ended_because = None;
         self.paused_because = None;
+        self.question = None;
+    }
+
+    /// The loop waits for the person's answer to `question`, asked in the
+    /// iteration that just ended.
+    pub fn wait_for_answer(&mut self, question: Question) {
+        self.status = Status::Waiting;
+        self.ended_at = None;
+        self.ended_because = None;
+        self.paused_because = None;
+        self.question = Some(question);
+    }
+
+    /// Whether the person answered the agent's question and the answer has
+    /// not been sent yet: the loop runs, its question still recorded.
+    pub fn answered(&self) -> bool {
+        self.status == Status::Running && self.question.is_some()
+    }
+
+    /// The window most used of those whose reset is still to come after
+    /// `now`, with its name.
+    pub fn fullest_window(&self, now: Timestamp) -> Option<(&str, &WindowUse)> {
+        self.usage_windows
+            .iter()
+            .filter(|(_, w)| w.resets_at.is_some_and(|r| r > now))
+            .max_by_key(|(_, w)| w.utilization)
+            .map(|(name, w)| (name.as_str(), w))
     }
 
     /// Adds the model requests made at `times` (seconds since the epoch) and

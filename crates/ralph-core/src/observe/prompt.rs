@@ -123,9 +123,11 @@ pub fn iteration_text(
          This task is given back to you each time you stop, until it is done. The loop ends when \
          your final message has {signal} on a line of its own (write it only when the work is \
          genuinely complete and verified), or after iteration {max_iterations}. To report progress, \
-         end your message with a line `RALPH_ITERATION_COMPLETE: N findings remain`. If you cannot go \
-         on without the person (a decision, an access, an answer), end it with a line \
-         `RALPH_ABORT: <what you need>` instead: the loop stops for them.\n\n---\n\n"
+         end your message with a line `RALPH_ITERATION_COMPLETE: N findings remain`. If only the \
+         person can answer something you need (a decision, a fact), end it with a line \
+         `RALPH_ASK: <your question>`: the loop waits for their answer, which comes first in your \
+         next text. If you cannot go on at all without them (an access, a credential), end it with \
+         a line `RALPH_ABORT: <what you need>` instead: the loop stops for them.\n\n---\n\n"
     );
     text.push_str(prompt.trim_end());
     text.push('\n');

@@ -18,6 +18,57 @@ use serde::{Deserialize, Serialize};
 
 use crate::time;
 
+/// A share from 0 to 1 kept in thousandths, so a config and a state stay
+/// comparable (`Eq`) where a float would not; written as the share.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct PerMille(pub u32);
+
+impl PerMille {
+    /// `share` (0 to 1) rounded to thousandths; `None` outside 0..=1.
+    pub fn of(share: f64) -> Option<PerMille> {
+        (share.is_finite() && (0.0..=1.0).contains(&share))
+            .then(|| PerMille((share * 1000.0).round() as u32))
+    }
+
+    /// As people read it: `80%`, `85.5%`.
+    pub fn percent(self) -> String {
+        if self.0.is_multiple_of(10) {
+            format!("{}%", self.0 / 10)
+        } else {
+            format!("{}.{}%", self.0 / 10, self.0 % 10)
+        }
+    }
+}
+
+impl TryFrom<f64> for PerMille {
+    type Error = String;
+    fn try_from(share: f64) -> Result<PerMille, String> {
+        PerMille::of(share).ok_or_else(|| format!("{share} is not a share from 0 to 1"))
+    }
+}
+
+impl From<PerMille> for f64 {
+    fn from(p: PerMille) -> f64 {
+        f64::from(p.0) / 1000.0
+    }
+}
+
+/// How much of one of the plan's usage windows (`five_hour`, `seven_day`)
+/// is used, as the client last reported it (a subscription's
+/// `rate_limit_event`), and when the window resets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowUse {
+    /// The share used.
+    pub utilization: PerMille,
+    /// When the window resets, when the client said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<time::Timestamp>,
+    /// When it was seen.
+    pub seen_at: time::Timestamp,
+}
+
 /// An amount of money, kept in millionths of a US dollar so that sums are
 /// exact and the state stays comparable; written as a plain number of dollars.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]

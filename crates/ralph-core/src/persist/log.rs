@@ -50,6 +50,8 @@ pub enum LogEvent {
     Say,
     /// The person was notified of an ending or a pause (`notify`).
     Notify,
+    /// The person answered the agent's question (`ralph-ctl answer`).
+    Answer,
     /// A pinned file (config.json, the formula) was found changed since
     /// the loop started: logged once per new content, not obeyed.
     ConfigChanged,
@@ -72,6 +74,7 @@ impl LogEvent {
             LogEvent::Problem => "problem",
             LogEvent::Say => "say",
             LogEvent::Notify => "notify",
+            LogEvent::Answer => "answer",
             LogEvent::ConfigChanged => "config_changed",
             LogEvent::Reload => "reload",
             LogEvent::Item => "item",

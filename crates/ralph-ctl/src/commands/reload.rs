@@ -52,7 +52,7 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     // commands keep the start's baseline, taken before the agent worked.
     let before = store
         .read()?
-        .filter(|s| matches!(s.status, Status::Running | Status::Paused));
+        .filter(|s| matches!(s.status, Status::Running | Status::Paused | Status::Waiting));
     let known: Vec<String> = before
         .iter()
         .flat_map(|s| s.test_baseline.iter().map(|b| b.command.clone()))
@@ -84,7 +84,10 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         let Some(state) = draft.state() else {
             return Ok(());
         };
-        if !matches!(state.status, Status::Running | Status::Paused) {
+        if !matches!(
+            state.status,
+            Status::Running | Status::Paused | Status::Waiting
+        ) {
             reloaded = Err(format!(
                 "The Ralph loop here is {}, not running: nothing to reload",
                 state.status.as_str()

@@ -134,6 +134,26 @@ fn summary(page: &mut String, state: &LoopState) {
     if let Some(run) = &state.formula {
         row("formula", format!("{}, {}", run.name, run.position()));
     }
+    if let Some(question) = &state.question {
+        row(
+            "the agent asks",
+            format!("{} (iteration {})", question.text, question.iteration),
+        );
+    }
+    for (name, window) in &state.usage_windows {
+        row(
+            "usage window",
+            format!(
+                "{name}: {} used, seen {}{}",
+                window.utilization.percent(),
+                window.seen_at,
+                window
+                    .resets_at
+                    .map(|t| format!(", resets {t}"))
+                    .unwrap_or_default()
+            ),
+        );
+    }
     page.push_str("</table>");
 }
 

@@ -86,7 +86,10 @@ pub(crate) fn current_drift(paths: &ProjectPaths, state: &LoopState) -> Option<C
     let Some(pinned) = &state.pinned else {
         return state.config_drift.clone();
     };
-    if !matches!(state.status, Status::Running | Status::Paused) {
+    if !matches!(
+        state.status,
+        Status::Running | Status::Paused | Status::Waiting
+    ) {
         return state.config_drift.clone();
     }
     let mut changes = pin::config_changes(paths, &ProcessEnv, pinned);
@@ -233,6 +236,19 @@ fn head(l: &mut Lines, paths: &ProjectPaths, state: &LoopState) {
         l.line(
             "hook:",
             format!("could not go on at {}: {}", problem.at, problem.reason),
+        );
+    }
+    if let (Status::Waiting, Some(question)) = (state.status, &state.question) {
+        l.line(
+            "asks:",
+            format!(
+                "{} (iteration {}, at {})",
+                question.text, question.iteration, question.at
+            ),
+        );
+        l.line(
+            "answer:",
+            "`ralph-ctl answer TEXT` (from your own terminal)".into(),
         );
     }
     if let (Status::Paused, Some(paused)) = (state.status, &state.paused_because) {
@@ -436,6 +452,24 @@ fn spending(l: &mut Lines, state: &LoopState, config: Option<&Config>, now: u64)
     }
     if !state.usage.is_zero() {
         l.line("tokens:", tokens(&state.usage));
+    }
+    let pause_at = supervision.and_then(|s| s.pause_at_utilization);
+    for (name, window) in &state.usage_windows {
+        let resets = window
+            .resets_at
+            .map(|t| format!(", resets {t}"))
+            .unwrap_or_default();
+        let mark = pause_at
+            .map(|p| format!(", pauses at {} (pauseAtUtilization)", p.percent()))
+            .unwrap_or_default();
+        l.line(
+            "usage:",
+            format!(
+                "{name} window {} used (seen {}{resets}){mark}",
+                window.utilization.percent(),
+                window.seen_at
+            ),
+        );
     }
     if state.auto_resumes > 0 {
         l.line(

@@ -40,22 +40,36 @@ fn read(paths: &ProjectPaths) -> Result<(Option<LoopState>, Option<SystemTime>),
 
 /// True while the loop may still change on its own.
 fn live_status(state: &LoopState) -> bool {
-    matches!(state.status, Status::Running | Status::Paused)
+    matches!(
+        state.status,
+        Status::Running | Status::Paused | Status::Waiting
+    )
 }
 
 /// One line for a state: what the loop is doing now.
 pub(crate) fn line(state: &LoopState, config: Option<&Config>) -> String {
-    let last = state.history.last().map_or_else(
-        || "no iteration ended yet".to_string(),
-        |r| format!("last: {} ({})", r.why, excerpt(&r.excerpt, 60)),
-    );
+    let last = match (&state.question, state.status) {
+        (Some(question), Status::Waiting) => format!(
+            "the agent asks: {} (`ralph-ctl answer TEXT`)",
+            excerpt(&question.text, 80)
+        ),
+        _ => state.history.last().map_or_else(
+            || "no iteration ended yet".to_string(),
+            |r| format!("last: {} ({})", r.why, excerpt(&r.excerpt, 60)),
+        ),
+    };
+    let windows: String = state
+        .usage_windows
+        .iter()
+        .map(|(name, w)| format!(" · {name} {}", w.utilization.percent()))
+        .collect();
     let queue = state
         .queue
         .as_ref()
         .map(|q| format!(" · queue {}", q.counts_line()))
         .unwrap_or_default();
     format!(
-        "iteration {}/{} {}{queue} · {} · breaker {} · {}",
+        "iteration {}/{} {}{queue} · {} · breaker {} · {}{windows}",
         state.iteration,
         state.max_iterations,
         state.status.as_str(),

@@ -229,6 +229,10 @@ pub(crate) fn version(
 /// output's tail.
 type Captured = (mpsc::Receiver<()>, Arc<Mutex<Vec<u8>>>, Arc<AtomicU64>);
 
+/// What the driver does with each line of the client's stream-json output
+/// as it comes (record a usage window the client reported, say).
+pub(crate) type LineHook = Box<dyn FnMut(&[u8]) + Send>;
+
 /// Where the client's stdout goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Output {
@@ -266,10 +270,12 @@ impl RunningClient {
     /// its stdout is passed on to ours as it comes (as it is, or as readable
     /// lines) and its last [`MAX_CAPTURED_BYTES`] are kept (for the result
     /// object), with a count of the bytes seen (activity, for the idle watch).
+    /// Each whole line of readable output is also given to `each_line`.
     pub(crate) fn spawn(
         command: &ClientCommand,
         root: &Path,
         output: Output,
+        mut each_line: Option<LineHook>,
     ) -> io::Result<RunningClient> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
@@ -314,6 +320,9 @@ impl RunningClient {
                                 partial.extend_from_slice(&buf[..n]);
                                 while let Some(end) = partial.iter().position(|&b| b == b'\n') {
                                     let line: Vec<u8> = partial.drain(..=end).collect();
+                                    if let Some(hook) = each_line.as_mut() {
+                                        hook(&line);
+                                    }
                                     for shown in live::readable(&String::from_utf8_lossy(&line)) {
                                         let _ = writeln!(ours, "{shown}");
                                     }
@@ -652,7 +661,8 @@ mod tests {
             delivery: PromptDelivery::Argument,
             prompt: String::new(),
         };
-        let mut running = RunningClient::spawn(&command, Path::new("."), Output::Terminal).unwrap();
+        let mut running =
+            RunningClient::spawn(&command, Path::new("."), Output::Terminal, None).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let tool = loop {
             if let Some(pid) = ralph_core::observe::process::descendants(running.pid())

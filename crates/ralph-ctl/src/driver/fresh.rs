@@ -55,6 +55,9 @@ pub(crate) struct IterationEnd<'a> {
     pub(crate) pinned_changes: Vec<ralph_core::pin::Changed>,
     /// Plan files that gate no claim (a queue run's plan).
     pub(crate) not_plans: Vec<String>,
+    /// The plan's usage windows the process reported (its `rate_limit_event`s).
+    pub(crate) usage_windows:
+        std::collections::BTreeMap<String, ralph_core::judge::state::WindowUse>,
 }
 
 /// How the driver goes on after a fresh iteration.
@@ -106,6 +109,7 @@ pub(crate) fn conclude(
         not_plans: end.not_plans,
         // Settled here, in the stop's own transaction.
         driver_settles: false,
+        usage_windows: end.usage_windows,
     };
     let mut next_step = StepNext::AsJudged;
     let mut next_session = None;
@@ -170,7 +174,7 @@ pub(crate) fn hand_over(paths: &ProjectPaths, from: &str) -> Result<Option<Strin
 
 /// In `draft`: a running loop handed over to a new session, carried by this
 /// driver with no client yet; returns that session.
-fn hand_over_in(draft: &mut Draft) -> Option<String> {
+pub(crate) fn hand_over_in(draft: &mut Draft) -> Option<String> {
     if !draft.state().is_some_and(|s| s.status == Status::Running) {
         return None;
     }

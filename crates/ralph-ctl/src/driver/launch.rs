@@ -68,6 +68,9 @@ pub(crate) struct RunOptions {
     pub(crate) formula: Option<String>,
     /// `--from STEP`: the formula run starts (or goes on) at that step.
     pub(crate) from: Option<String>,
+    /// `--wait-for-answer SECONDS`: how long a headless run waits for the
+    /// person's answer to the agent's question; `None`: until a signal.
+    pub(crate) wait_for_answer: Option<u64>,
     /// `--sandbox` (true) or `--no-sandbox` (false), over the config's `sandbox`.
     pub(crate) sandbox: Option<bool>,
     /// The client's own output as it is, not readable lines (`--json`).
@@ -108,6 +111,30 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         worktrees,
         fresh,
     } = inputs;
+    let mut signals = signals;
+    if options.resume {
+        // A loop waiting for the person's answer goes on once it has it.
+        if let Some(waiting) = StateStore::new(paths)
+            .read()?
+            .filter(|s| s.status == Status::Waiting)
+        {
+            if let Some(refusal) = liveness::still_carried(&waiting) {
+                return Err(CtlError::Refused(refusal));
+            }
+            let limit = options.wait_for_answer.map(std::time::Duration::from_secs);
+            match wait_for_answer(paths, &waiting.session_id, limit, &mut signals)? {
+                AnswerWait::Answered => {}
+                AnswerWait::Signal(signal) => {
+                    say(&format!(
+                        "{} received: the loop is left waiting for your answer",
+                        signal.describe()
+                    ));
+                    return Ok(signal.exit_code());
+                }
+                AnswerWait::Over(found) => return Ok(finish::announce(paths, &found)),
+            }
+        }
+    }
     let (session, max_iterations, fresh) = if options.resume {
         let (mut state, pinned_formula) = take_up_by_hand(paths, &config, formula.as_ref())?;
         if pinned_formula.is_some() {
@@ -132,6 +159,13 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         say("permissions: as your arguments after -- say (ralph adds no acceptEdits and no allow rules)");
     }
     liveness::record(paths, &session, liveness::with_client(None))?;
+    // Taken up: the person's answer (and notes) go in front of the first
+    // iteration's text.
+    let answer_note = if options.resume {
+        take_note(paths, &session)?
+    } else {
+        None
+    };
     Driver {
         paths,
         client,
@@ -152,6 +186,9 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         // A step named by --from starts over: nothing to take up.
         resumed: options.resume && options.from.is_none(),
         next_text: None,
+        wait_for_answer: options.wait_for_answer,
+        usage_windows: Default::default(),
+        answer_note,
         item: None,
     }
     .drive()
@@ -516,6 +553,14 @@ struct Driver<'a> {
     next_text: Option<String>,
     /// Set when the loop works one item of a queue run.
     item: Option<ItemWork>,
+    /// How long to wait for the person's answer to the agent's question
+    /// (`--wait-for-answer SECONDS`); `None`: until a signal.
+    wait_for_answer: Option<u64>,
+    /// The person's answer to the agent's question (with any notes), for
+    /// the front of the next iteration's text.
+    answer_note: Option<String>,
+    /// The usage windows the last client run reported.
+    usage_windows: std::collections::BTreeMap<String, ralph_core::judge::state::WindowUse>,
 }
 
 /// What changes in a loop that works one backlog item (`run --queue`).
@@ -578,9 +623,99 @@ pub(crate) fn drive_item(drive: ItemDrive<'_>, signals: Signals) -> (CmdResult, 
         max_iterations: drive.max_iterations,
         resumed: false,
         next_text: None,
+        // Not waited for: the item settles with the question as its why.
+        wait_for_answer: Some(0),
+        usage_windows: Default::default(),
+        answer_note: None,
         item: Some(drive.item),
     };
     driver.drive()
+}
+
+/// The note waiting for the next iteration of `session`'s loop (the
+/// person's answer, `say` notes), taken from the state to go in front of
+/// the first text a taken-up run sends.
+fn take_note(paths: &ProjectPaths, session: &str) -> Result<Option<String>, CtlError> {
+    let mut note = None;
+    let changed = ralph_core::transaction::change(
+        paths,
+        ralph_core::transaction::Whose::Session(session),
+        |draft| {
+            note = draft.state().and_then(|s| s.hint.clone());
+            if note.is_some() {
+                draft.apply(ralph_core::events::Event::NoteTaken);
+            }
+            Ok::<_, CtlError>(())
+        },
+    )?;
+    super::told(changed);
+    Ok(note)
+}
+
+/// How a wait for the person's answer ended.
+pub(crate) enum AnswerWait {
+    /// The person answered: the loop runs again.
+    Answered,
+    /// A signal came first: the loop is left waiting.
+    Signal(super::signals::Signal),
+    /// Out of time (the loop left waiting), or the loop ended, was
+    /// replaced or reset meanwhile: as found.
+    Over(Found),
+}
+
+/// How often a waiting run reads the state for the person's answer.
+const ANSWER_LOOK: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Waits for the person's answer to the question of `session`'s waiting
+/// loop, saying what is asked and how to answer; up to `limit` (`None`:
+/// until a signal).
+pub(crate) fn wait_for_answer(
+    paths: &ProjectPaths,
+    session: &str,
+    limit: Option<std::time::Duration>,
+    signals: &mut Signals,
+) -> Result<AnswerWait, CtlError> {
+    let store = StateStore::new(paths);
+    match store.read()? {
+        Some(state) if state.answered() => return Ok(AnswerWait::Answered),
+        Some(state) => {
+            if let Some(question) = state.question {
+                say(&format!(
+                    "iteration {}: the agent asks: {}",
+                    question.iteration, question.text
+                ));
+            }
+        }
+        None => {}
+    }
+    let within = limit
+        .map(|l| format!(" for up to {} s", l.as_secs()))
+        .unwrap_or_else(|| " (Ctrl-C leaves the loop waiting)".into());
+    say(&format!(
+        "answer from another terminal with `ralph-ctl answer TEXT`; waiting{within}"
+    ));
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(signal) = signals.take().first().copied() {
+            return Ok(AnswerWait::Signal(signal));
+        }
+        match store.read()? {
+            Some(state) if state.session_id != session => {
+                return Ok(AnswerWait::Over(Found::Replaced {
+                    by: state.session_id,
+                }))
+            }
+            Some(state) if state.status == Status::Waiting => {
+                if limit.is_some_and(|l| started.elapsed() >= l) {
+                    return Ok(AnswerWait::Over(Found::Loop(Box::new(state))));
+                }
+            }
+            Some(state) if state.status == Status::Running => return Ok(AnswerWait::Answered),
+            Some(state) => return Ok(AnswerWait::Over(Found::Loop(Box::new(state)))),
+            None => return Ok(AnswerWait::Over(Found::Gone)),
+        }
+        std::thread::sleep(ANSWER_LOOK);
+    }
 }
 
 /// After one run of the client: run again, or the loop's exit code.
@@ -618,7 +753,13 @@ impl Driver<'_> {
         let state = StateStore::new(paths).read().ok().flatten();
         let iteration = self.pinned_inputs(state.as_ref());
         let prompt = match self.prompt_text(iteration.step.as_ref(), state.as_ref()) {
-            Ok(text) => text,
+            // The person's answer (and notes) first, once.
+            Ok(text) => match self.answer_note.take() {
+                Some(note) => {
+                    format!("[Ralph: a note from the person watching] {note}\n\n{text}")
+                }
+                None => text,
+            },
             Err(e) => {
                 say(&e.to_string());
                 let cause = format!("the prompt could not be read ({e})");
@@ -692,6 +833,10 @@ impl Driver<'_> {
                 last_stop_before,
             },
         )?;
+        let waiting = matches!(&ending, Found::Loop(state) if state.status == Status::Waiting || state.answered());
+        if waiting && self.headless {
+            return self.await_answer();
+        }
         let paused = matches!(&ending, Found::Loop(state) if state.status == Status::Paused);
         if !(paused && self.headless) {
             return Ok(Next::Done(finish_code(paths, &ending, &supervision)));
@@ -823,48 +968,79 @@ impl Driver<'_> {
         };
         let idle_timeout = self.config.idle_timeout_seconds.filter(|_| self.fresh);
         let signals = &mut self.signals;
-        let supervision = RunningClient::spawn(&command, work_root, output).map(|mut running| {
-            // Best effort: a loop without its client recorded is only
-            // judged by the driver's life.
-            let _ = liveness::record_start(
-                paths,
-                session,
-                liveness::with_client(Some(running.pid())),
-                new_baseline,
-            );
-            let output_seen = running.output_seen();
-            let mut transcript = None;
-            let mut activity = || {
-                // Found once the client has written it.
-                if transcript.is_none() {
-                    transcript = super::transcripts::of_session(session);
+        // A session's client runs for the whole loop and the hook judges its
+        // stops: the usage windows it reports are recorded as they come,
+        // for the next stop (a fresh iteration's are judged at its end).
+        let record_windows: Option<client::LineHook> = (self.headless && !self.fresh).then(|| {
+            let paths = paths.clone();
+            let session = session.to_string();
+            Box::new(move |line: &[u8]| {
+                let windows = result::usage_windows(line, ralph_core::time::Timestamp::now());
+                if windows.is_empty() {
+                    return;
                 }
-                let size = transcript
-                    .as_ref()
-                    .and_then(|t| std::fs::metadata(t).ok())
-                    .map_or(0, |m| m.len());
-                size.wrapping_add(output_seen.load(std::sync::atomic::Ordering::Relaxed))
-            };
-            let idle = idle_timeout.map(|seconds| client::IdleWatch {
-                timeout: std::time::Duration::from_secs(u64::from(seconds)),
-                every: client::IDLE_LOOK,
-                activity: &mut activity,
-            });
-            let watched = client::supervise(
-                &mut running,
-                signals,
-                client::KILL_GRACE,
-                client::TICK,
-                idle,
-            );
-            running.end_leftovers(client::LEFTOVER_GRACE);
-            (watched, running.output())
+                let recorded = ralph_core::transaction::change(
+                    &paths,
+                    ralph_core::transaction::Whose::Session(&session),
+                    |draft| {
+                        draft.apply(ralph_core::events::Event::UsageWindowsSeen(windows));
+                        Ok::<_, CtlError>(())
+                    },
+                );
+                if let Err(e) = recorded {
+                    say(&format!(
+                        "warning: the usage window the client reported could not be recorded: {e}"
+                    ));
+                }
+            }) as client::LineHook
         });
+        let supervision =
+            RunningClient::spawn(&command, work_root, output, record_windows).map(|mut running| {
+                // Best effort: a loop without its client recorded is only
+                // judged by the driver's life.
+                let _ = liveness::record_start(
+                    paths,
+                    session,
+                    liveness::with_client(Some(running.pid())),
+                    new_baseline,
+                );
+                let output_seen = running.output_seen();
+                let mut transcript = None;
+                let mut activity = || {
+                    // Found once the client has written it.
+                    if transcript.is_none() {
+                        transcript = super::transcripts::of_session(session);
+                    }
+                    let size = transcript
+                        .as_ref()
+                        .and_then(|t| std::fs::metadata(t).ok())
+                        .map_or(0, |m| m.len());
+                    size.wrapping_add(output_seen.load(std::sync::atomic::Ordering::Relaxed))
+                };
+                let idle = idle_timeout.map(|seconds| client::IdleWatch {
+                    timeout: std::time::Duration::from_secs(u64::from(seconds)),
+                    every: client::IDLE_LOOK,
+                    activity: &mut activity,
+                });
+                let watched = client::supervise(
+                    &mut running,
+                    signals,
+                    client::KILL_GRACE,
+                    client::TICK,
+                    idle,
+                );
+                running.end_leftovers(client::LEFTOVER_GRACE);
+                (watched, running.output())
+            });
         if let PromptDelivery::File(path) = &command.delivery {
             let _ = std::fs::remove_file(path);
         }
         match supervision {
-            Ok((Ok(supervision), output)) => Ok((supervision, result::parse(&output))),
+            Ok((Ok(supervision), output)) => {
+                self.usage_windows =
+                    result::usage_windows(&output, ralph_core::time::Timestamp::now());
+                Ok((supervision, result::parse(&output)))
+            }
             Ok((Err(e), _)) => {
                 say(&format!("cannot wait for the Claude Code client: {e}"));
                 Err((
@@ -943,6 +1119,7 @@ impl Driver<'_> {
                 .as_ref()
                 .map(|i| i.not_plans.clone())
                 .unwrap_or_default(),
+            usage_windows: std::mem::take(&mut self.usage_windows),
         };
         // A formula's step rules, inside the engine's stop.
         let cost = done.and_then(|d| d.total_cost_usd);
@@ -1013,6 +1190,8 @@ impl Driver<'_> {
         let found = match concluded.state {
             // Paused: the supervisor takes it from here.
             Some(state) if state.status == Status::Paused => return Ok(None),
+            // The agent asked the person: their answer is waited for.
+            Some(state) if state.status == Status::Waiting => return self.await_answer().map(Some),
             // Not handed over: the loop is no longer this driver's.
             Some(state) if state.status == Status::Running => Found::Replaced {
                 by: state.session_id,
@@ -1098,6 +1277,73 @@ impl Driver<'_> {
             ))),
             (_, None) => Ok(Next::Done(finish::announce(paths, &Found::Gone))),
         }
+    }
+
+    /// A loop whose agent asked the person a question (`RALPH_ASK`): waits
+    /// for `ralph-ctl answer` (up to `--wait-for-answer`), then goes on
+    /// with the answer in front of the next iteration's text: in a new
+    /// session (fresh), or the same one taken up. Out of time, or on a
+    /// signal, the loop is left waiting and the run ends (`WAITING`, or the
+    /// signal's code): `run --resume` waits again.
+    fn await_answer(&mut self) -> Result<Next, CtlError> {
+        let paths = self.paths;
+        if self.item.is_some() {
+            // A worker does not hold its item for a person.
+            let found = match StateStore::new(paths).read()? {
+                Some(state) => Found::Loop(Box::new(state)),
+                None => Found::Gone,
+            };
+            return Ok(Next::Done(finish::announce(paths, &found)));
+        }
+        let limit = self.wait_for_answer.map(std::time::Duration::from_secs);
+        match wait_for_answer(paths, &self.session, limit, &mut self.signals)? {
+            AnswerWait::Answered => {}
+            AnswerWait::Signal(signal) => {
+                say(&format!(
+                    "{} received: the loop is left waiting for your answer (`ralph-ctl answer TEXT`, then `ralph-ctl run --resume`)",
+                    signal.describe()
+                ));
+                return Ok(Next::Done(signal.exit_code()));
+            }
+            AnswerWait::Over(found) => return Ok(Next::Done(finish::announce(paths, &found))),
+        }
+        let fresh = self.fresh;
+        let mut note = None;
+        let mut next_session = None;
+        let changed = ralph_core::transaction::change(
+            paths,
+            ralph_core::transaction::Whose::Session(&self.session),
+            |draft| {
+                if draft.state().is_some_and(|s| s.status == Status::Running) {
+                    note = draft.state().and_then(|s| s.hint.clone());
+                    draft.apply(ralph_core::events::Event::NoteTaken);
+                    if fresh {
+                        next_session = fresh::hand_over_in(draft);
+                    }
+                }
+                Ok::<_, CtlError>(())
+            },
+        )?;
+        let found = super::told(changed);
+        let Found::Loop(state) = &found else {
+            return Ok(Next::Done(finish::announce(paths, &found)));
+        };
+        if state.status != Status::Running {
+            return Ok(Next::Done(finish::announce(paths, &found)));
+        }
+        self.answer_note = note;
+        self.next_text = None;
+        if let Some(next) = next_session {
+            self.session = next;
+            self.resumed = false;
+        } else {
+            self.resumed = true;
+        }
+        say(&format!(
+            "answered: going on at iteration {} of {}",
+            state.iteration, state.max_iterations
+        ));
+        Ok(Next::Again)
     }
 
     /// Records the end of a loop the client did not run to its own end (it

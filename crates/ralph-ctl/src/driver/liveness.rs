@@ -146,12 +146,17 @@ pub(crate) fn still_carried(state: &LoopState) -> Option<String> {
         ));
     }
     let carriers = state.carriers.as_ref()?;
-    if !matches!(state.status, Status::Running | Status::Paused) || liveness::all_gone(carriers) {
+    if !matches!(
+        state.status,
+        Status::Running | Status::Paused | Status::Waiting
+    ) || liveness::all_gone(carriers)
+    {
         return None;
     }
     let driver = carriers.driver.map(|p| p.pid.to_string());
     let doing = match state.status {
         Status::Paused => "waiting to resume",
+        Status::Waiting => "waiting for your answer (`ralph-ctl answer TEXT`)",
         _ => "running",
     };
     // The launcher gone and its client still there (held by something else

@@ -523,6 +523,17 @@ impl Shared<'_> {
                 "the agent skipped it (RALPH_OUTCOME skip)".to_string(),
                 None,
             ),
+            Status::Waiting => (
+                ItemState::Failed,
+                format!(
+                    "its agent asks: {} (answer in the item's text or the project, then queue it again)",
+                    state
+                        .question
+                        .as_ref()
+                        .map_or("no question recorded", |q| q.text.as_str())
+                ),
+                None,
+            ),
             Status::Interrupted | Status::Running | Status::Paused
                 if exit_codes::signal_of(code).is_some() =>
             {

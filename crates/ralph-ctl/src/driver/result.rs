@@ -4,7 +4,10 @@
 //! the tool calls it refused for lack of permission.
 
 use ralph_core::judge::errors::Refusal;
+use ralph_core::judge::state::{PerMille, WindowUse};
+use ralph_core::time::Timestamp;
 use serde::{Deserialize, Deserializer};
+use serde_json::Value;
 
 /// The fields of the client's result object the supervisor reads.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -90,9 +93,92 @@ pub(crate) fn parse(output: &[u8]) -> Option<ClientResult> {
         })
 }
 
+/// The plan's usage windows the client reported in its stream-json output
+/// (`rate_limit_event` lines, which a subscription's 2.1 client writes
+/// after a response carrying `anthropic-ratelimit-unified-*` headers): the
+/// last seen of each window by name (`five_hour`, `seven_day`), read at
+/// `now`. A window without a share from 0 to 1 is left out; a reset
+/// that is no plausible time (before 2020, or centuries ahead) is
+/// dropped; so is a line that is not such an event.
+pub(crate) fn usage_windows(
+    output: &[u8],
+    now: Timestamp,
+) -> std::collections::BTreeMap<String, WindowUse> {
+    let mut windows = std::collections::BTreeMap::new();
+    let reset = |value: &Value| {
+        value
+            .as_f64()
+            .filter(|t| t.is_finite() && (1_577_836_800.0..=32_503_680_000.0).contains(t))
+            .map(|t| Timestamp::from_secs(t as u64))
+    };
+    for line in output.split(|&b| b == b'\n') {
+        if !line
+            .windows(b"rate_limit_event".len())
+            .any(|w| w == b"rate_limit_event")
+        {
+            continue;
+        }
+        let Ok(event) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        if event["type"] != "rate_limit_event" {
+            continue;
+        }
+        let info = &event["rate_limit_info"];
+        let mut seen = |name: &str, window: &Value| {
+            let Some(utilization) = window["utilization"].as_f64().and_then(PerMille::of) else {
+                return;
+            };
+            windows.insert(
+                name.to_string(),
+                WindowUse {
+                    utilization,
+                    resets_at: reset(&window["resetsAt"]),
+                    seen_at: now,
+                },
+            );
+        };
+        if let Some(each) = info["unifiedWindows"].as_object() {
+            for (name, window) in each {
+                seen(name, window);
+            }
+        } else if let Some(name) = info["rateLimitType"].as_str() {
+            seen(name, info);
+        }
+    }
+    windows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_last_utilization_of_each_window() {
+        // As 2.1.330 wrote it (`-p --output-format stream-json --verbose`,
+        // a subscription's login, the mock's 5h headers at 0.85).
+        let out = br#"{"type":"system","subtype":"init"}
+{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":1795345200,"rateLimitType":"five_hour","isUsingOverage":false,"unifiedWindows":{"five_hour":{"utilization":0.5,"resetsAt":1795345200,"status":"allowed"}}}}
+{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":1795345200,"rateLimitType":"five_hour","isUsingOverage":false,"unifiedWindows":{"five_hour":{"utilization":0.85,"resetsAt":1795345200,"status":"allowed_warning"},"seven_day":{"utilization":0.2,"resetsAt":1795900000.5}}}}
+{"type":"rate_limit_event","rate_limit_info":{"rateLimitType":"seven_day","utilization":7}}
+not json rate_limit_event
+{"type":"result","subtype":"success"}
+"#;
+        let now = Timestamp::from_secs(1_795_341_600);
+        let windows = usage_windows(out, now);
+        assert_eq!(windows.len(), 2, "{windows:?}");
+        let five = &windows["five_hour"];
+        assert_eq!(five.utilization, PerMille(850));
+        assert_eq!(five.resets_at, Some(Timestamp::from_secs(1_795_345_200)));
+        assert_eq!(five.seen_at, now);
+        assert_eq!(windows["seven_day"].utilization, PerMille(200));
+        assert!(usage_windows(b"", now).is_empty());
+        // Only the top-level shape: the window it names.
+        let plain = br#"{"type":"rate_limit_event","rate_limit_info":{"rateLimitType":"five_hour","utilization":0.9,"resetsAt":99}}"#;
+        let windows = usage_windows(plain, now);
+        assert_eq!(windows["five_hour"].utilization, PerMille(900));
+        assert_eq!(windows["five_hour"].resets_at, None, "no plausible time");
+    }
 
     #[test]
     fn reads_the_refused_calls() {

@@ -223,10 +223,11 @@ pub(crate) fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
 /// The `ralph-ctl` commands that are the person's, not the agent's: its
 /// shell is refused them (a wrapper or a script still runs; in the sandbox
 /// their writes to the state fail).
-pub(crate) const PERSONS_COMMANDS: [&str; 4] = [
+pub(crate) const PERSONS_COMMANDS: [&str; 5] = [
     "ralph-ctl reset",
     "ralph-ctl start",
     "ralph-ctl say",
+    "ralph-ctl answer",
     "ralph-ctl reload",
 ];
 
@@ -677,7 +678,8 @@ mod tests {
                 "sandbox": {"enabled": true, "autoAllowBashIfSandboxed": true,
                             "allowUnsandboxedCommands": false, "failIfUnavailable": true},
                 "permissions": {"deny": ["Edit(//p/.claude/ralph)", "Bash(ralph-ctl reset:*)",
-                    "Bash(ralph-ctl start:*)", "Bash(ralph-ctl say:*)", "Bash(ralph-ctl reload:*)"]},
+                    "Bash(ralph-ctl start:*)", "Bash(ralph-ctl say:*)", "Bash(ralph-ctl answer:*)",
+                    "Bash(ralph-ctl reload:*)"]},
                 "hooks": {"StopFailure": [{"hooks": [{"type": "command", "command": "/bin/hook", "timeout": 30}]}]}
             })
         );

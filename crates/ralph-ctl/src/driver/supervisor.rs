@@ -85,10 +85,12 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
     let supervision = run.supervision;
     let cause = supervision.describe(super::client::KILL_GRACE);
     let live = matches!(state.status, Status::Running | Status::Paused);
+    // Answered while its client was ending (it stopped to ask): not left.
+    let left = state.status == Status::Running && !state.answered();
     // A client that crashed without a result is resumed only when it had
     // been working: one that fails at its start would fail again.
     let worked = state.last_run_at != run.last_stop_before;
-    let pause = (state.status == Status::Running && run.headless && supervision.signal.is_none())
+    let pause = (left && run.headless && supervision.signal.is_none())
         .then(|| pause_of_run(&state, result, supervision.exit, now, paths, worked))
         .flatten();
     let spent = lifecycle::budget_spent(
@@ -116,7 +118,7 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
             reading,
             cause,
         });
-    } else if state.status == Status::Running || supervision.signal.is_some() {
+    } else if left || supervision.signal.is_some() {
         let cause = with_hook_news(&paths.state_file(), &before, supervision, &cause);
         draft.apply(Event::Interrupted { cause });
     }

@@ -22,6 +22,40 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The loop's status as its state file says, `""` without one.
+fn status_of(project: &TempProject) -> String {
+    project
+        .state()
+        .and_then(|s| s["status"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The person presses Enter on what they typed; once the loop completes
+/// they type `/exit`. The loop's state then; panics unless it completed.
+fn type_then_complete(
+    mut term: ralph_tests::interactive::Terminal,
+    project: &TempProject,
+) -> Value {
+    use ralph_tests::interactive::Key;
+    use std::time::Duration;
+    std::thread::sleep(Duration::from_millis(300));
+    term.press(Key::Enter).unwrap();
+    let done = term.wait_until(LOOP_TIMEOUT, |_| status_of(project) == "complete");
+    let _ = term.type_text("/exit");
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = term.press(Key::Enter);
+    let run = term.finish(Duration::from_secs(10));
+    let state = project.status_json();
+    assert!(
+        done,
+        "status {}; stops:\n{}\nscreen:\n{}",
+        state["status"],
+        history(&state),
+        run.screen
+    );
+    state
+}
+
 /// One line per recorded stop, for failure messages.
 fn history(state: &Value) -> String {
     state["history"]
@@ -242,7 +276,7 @@ fn a_question_is_shown_and_the_answer_typed_in_the_session_goes_on(client: Clien
     // In the terminal UI the agent asks; the stop is let through with the
     // question shown, the loop waits, and what the person types in the
     // session is the answer: the session's next stop goes on with the loop.
-    use ralph_tests::interactive::{Key, Stderr, Terminal, SIZE};
+    use ralph_tests::interactive::{Stderr, Terminal, SIZE};
     use ralph_tests::mock_api::user_texts;
     use std::time::Duration;
     let _serial = one_at_a_time();
@@ -261,13 +295,7 @@ fn a_question_is_shown_and_the_answer_typed_in_the_session_goes_on(client: Clien
     });
     let cmd = project.launcher_command_interactive(client, &api, &[]);
     let mut term = Terminal::spawn(cmd, SIZE, Stderr::Captured).unwrap();
-    let status = |project: &TempProject| {
-        project
-            .state()
-            .and_then(|s| s["status"].as_str().map(str::to_string))
-            .unwrap_or_default()
-    };
-    let waited = term.wait_until(LOOP_TIMEOUT, |_| status(&project) == "waiting");
+    let waited = term.wait_until(LOOP_TIMEOUT, |_| status_of(&project) == "waiting");
     let asked = term.wait_for_screen("Which port should it listen on?", Duration::from_secs(10));
     let screen = term.screen();
     if !(waited && asked) {
@@ -283,21 +311,7 @@ fn a_question_is_shown_and_the_answer_typed_in_the_session_goes_on(client: Clien
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(api.main_requests().len(), 1, "{screen}");
     term.type_text("Port 8080.").unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    term.press(Key::Enter).unwrap();
-    let done = term.wait_until(LOOP_TIMEOUT, |_| status(&project) == "complete");
-    let _ = term.type_text("/exit");
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = term.press(Key::Enter);
-    let run = term.finish(Duration::from_secs(10));
-    let state = project.status_json();
-    assert!(
-        done,
-        "status {}; stops:\n{}\nscreen:\n{}",
-        state["status"],
-        history(&state),
-        run.screen
-    );
+    let state = type_then_complete(term, &project);
     let answered = &api.main_requests()[1];
     assert!(
         user_texts(&answered.body).join("\n").contains("Port 8080."),
@@ -308,6 +322,85 @@ fn a_question_is_shown_and_the_answer_typed_in_the_session_goes_on(client: Clien
         records.iter().any(|r| r["why"].as_str().is_some_and(
             |w| w.starts_with("resumed in the session after the question of iteration 1")
         )),
+        "{}",
+        history(&state)
+    );
+}
+
+#[test]
+fn an_interactive_loop_paces_to_the_window_its_status_line_is_given() {
+    // The terminal UI gives the plan's usage windows only to a status line
+    // command: ralph's records them, the hook pauses the loop at a stop,
+    // and the person's own status line is still what the screen shows.
+    use ralph_tests::interactive::{Stderr, Terminal, SIZE};
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let _serial = one_at_a_time();
+    let client = ClientVersion::V2_1_330;
+    let epoch_now = || {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let project = TempProject::new("i-pacing");
+    project.init();
+    project.write_prompt("Set up the server.\n");
+    project.write(
+        ".claude/settings.local.json",
+        r#"{"statusLine": {"type": "command", "command": "echo MY-OWN-STATUS-LINE"}}"#,
+    );
+    let reset = epoch_now() + 12;
+    let api = MockApi::start_in_order(move |_, _| {
+        // As slow as a model: the status line is run every 2 s.
+        std::thread::sleep(Duration::from_millis(1500));
+        if epoch_now() < reset {
+            Reply::text("Working on it.").with_utilization("5h", 0.85, reset)
+        } else {
+            Reply::text(format!("All done.\n{SIGNAL}"))
+        }
+    });
+    let mut cmd = project.launcher_command_interactive(
+        client,
+        &api,
+        &[
+            ("RALPH_PAUSE_AT_UTILIZATION", "0.8"),
+            ("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-mock-subscription"),
+        ],
+    );
+    cmd.env_remove("ANTHROPIC_API_KEY");
+    let mut term = Terminal::spawn(cmd, SIZE, Stderr::Captured).unwrap();
+    let paused = term.wait_until(LOOP_TIMEOUT, |_| status_of(&project) != "running");
+    let shown = term.wait_for_screen("usage window is at 85%", Duration::from_secs(10));
+    let screen = term.screen();
+    let state = project.status_json();
+    if !(paused && shown && state["status"] == "paused") {
+        term.kill();
+        panic!(
+            "not paused (status {}); stops:\n{}\nscreen:\n{screen}",
+            state["status"],
+            history(&state)
+        );
+    }
+    assert_eq!(state["pausedBecause"]["kind"], "utilization", "{state}");
+    assert!(screen.contains("MY-OWN-STATUS-LINE"), "{screen}");
+    let before = api.main_requests().len();
+    assert!(
+        before < 6,
+        "{before} requests before the pause; stops:\n{}",
+        history(&state)
+    );
+    // Nothing more until the person goes on, after the reset.
+    while epoch_now() <= reset {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(api.main_requests().len(), before);
+    term.type_text("Go on.").unwrap();
+    let state = type_then_complete(term, &project);
+    let records = state["history"].as_array().unwrap();
+    assert!(
+        records.iter().any(|r| r["why"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("resumed after the pause (utilization"))),
         "{}",
         history(&state)
     );

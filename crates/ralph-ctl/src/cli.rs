@@ -90,6 +90,11 @@ pub enum Command {
         #[arg(long)]
         started: Option<u64>,
     },
+    /// (Internal) The status line command an interactive loop's client
+    /// runs when `pauseAtUtilization` is set: records the plan's usage
+    /// windows the client gives it, and prints your own status line.
+    #[command(hide = true)]
+    Statusline,
     /// Print the shell completion script for SHELL on stdout.
     #[command(
         after_help = "Example:\n  ralph-ctl completions bash > ~/.local/share/bash-completion/completions/ralph-ctl\n  ralph-ctl completions zsh > \"${fpath[1]}/_ralph-ctl\""

@@ -102,6 +102,9 @@ pub fn run(cli: Cli) -> i32 {
             &mut std::io::stdout(),
         ),
         Command::Say { text } => commands::plugin::say(&paths, &text, &mut std::io::stdout()),
+        Command::Statusline => {
+            commands::statusline::run(&paths, &mut std::io::stdin(), &mut std::io::stdout())
+        }
         Command::Answer { text } => commands::plugin::answer(
             &paths,
             &text,

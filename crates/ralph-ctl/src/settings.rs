@@ -126,6 +126,25 @@ pub(crate) fn protected_deny_rules(globs: &[String], is_dir: impl Fn(&str) -> bo
 /// Adds each of [`DENY_RULES`] that `settings` lacks to its
 /// `permissions.deny`, keeping every other rule. An error names a part of
 /// unexpected shape, and then nothing changes.
+/// `ralph-ctl statusline`'s name, as ralph writes it into an interactive
+/// loop's client settings (`pauseAtUtilization`).
+pub(crate) const STATUSLINE_SUBCOMMAND: &str = "statusline";
+
+/// Seconds between the client's runs of the status line command.
+pub(crate) const STATUSLINE_REFRESH_SECONDS: u64 = 2;
+
+/// The `statusLine` setting that runs `ralph_ctl statusline` every
+/// [`STATUSLINE_REFRESH_SECONDS`].
+pub(crate) fn statusline_setting(ralph_ctl: &std::path::Path) -> Value {
+    let program = ralph_ctl.display().to_string();
+    let quoted = format!("'{}'", program.replace('\'', r"'\''"));
+    serde_json::json!({
+        "type": "command",
+        "command": format!("{quoted} {STATUSLINE_SUBCOMMAND}"),
+        "refreshInterval": STATUSLINE_REFRESH_SECONDS,
+    })
+}
+
 #[cfg(test)]
 pub(crate) fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
     merge_deny_rules_with(settings, &[])
@@ -191,6 +210,13 @@ pub(crate) fn remove_stop_hook(settings: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_statusline_setting_runs_this_program_quoted() {
+        let s = statusline_setting(std::path::Path::new("/opt/it's here/ralph-ctl"));
+        assert_eq!(s["command"], r"'/opt/it'\''s here/ralph-ctl' statusline");
+        assert_eq!(s["refreshInterval"], STATUSLINE_REFRESH_SECONDS);
+    }
 
     #[test]
     fn adds_to_empty_settings() {

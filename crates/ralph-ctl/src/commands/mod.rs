@@ -12,6 +12,7 @@ pub(crate) mod reload;
 pub(crate) mod report;
 pub(crate) mod reset;
 pub(crate) mod status;
+pub(crate) mod statusline;
 pub(crate) mod task;
 pub(crate) mod watch;
 

@@ -410,7 +410,7 @@ impl ClientSettings {
                     .flat_map(|s| s.gates.iter().map(|g| g.command.clone()))
             }))
             .collect();
-        let extra_settings = sandbox::settings(
+        let mut extra_settings = sandbox::settings(
             &sandbox_plan,
             &sandbox::protected_paths(
                 &paths.root,
@@ -420,6 +420,18 @@ impl ClientSettings {
             stop_failure_hook.as_deref(),
             sandbox_setting == SandboxSetting::On,
         );
+        // An interactive client gives the plan's usage windows only to its
+        // status line command: ralph's records them (and shows the
+        // person's own line), so that pauseAtUtilization paces it too.
+        let interactive = !options.headless && !inputs.fresh;
+        if let (true, Some(_), Ok(ralph_ctl)) = (
+            interactive,
+            config.supervision.pause_at_utilization,
+            std::env::current_exe(),
+        ) {
+            let settings = extra_settings.get_or_insert_with(|| serde_json::json!({}));
+            settings["statusLine"] = crate::settings::statusline_setting(&ralph_ctl);
+        }
         // One --settings: the person's own merged with ralph's.
         let (client_args, extra_settings, settings_notice) =
             sandbox::merge_own_settings(&options.client_args, extra_settings, &paths.root);

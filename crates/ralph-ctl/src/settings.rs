@@ -76,8 +76,9 @@ pub(crate) fn merge_hook(
 /// The permission rules `init` adds to `permissions.deny`: the agent's file
 /// tools may not touch the loop's runtime folder (its state, log and
 /// history), ralph's config or formulas, and its shell may not reset,
-/// restart, steer, answer or reload the loop (`say`, `answer` and `reload`
-/// are the person's).
+/// restart, steer, answer or reload the loop, nor report usage windows to
+/// it (`say`, `answer`, `reload` are the person's, `statusline` the
+/// client's).
 /// Claude Code applies deny rules in every permission mode. The literal
 /// forms (a leading `/`: relative to the settings file, no glob) are also
 /// read-only paths in the client's sandbox on both 2.0.77 and 2.1.330
@@ -95,6 +96,7 @@ pub(crate) const DENY_RULES: &[&str] = &[
     "Bash(ralph-ctl say:*)",
     "Bash(ralph-ctl answer:*)",
     "Bash(ralph-ctl reload:*)",
+    "Bash(ralph-ctl statusline:*)",
 ];
 
 /// The deny rules that keep the agent's file tools off `protectedPaths`:

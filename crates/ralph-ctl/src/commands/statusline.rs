@@ -5,6 +5,8 @@
 //! nowhere else ralph reads: they are recorded in the loop's state, for the
 //! hook's next stop. What it prints is the person's own status line (their
 //! `statusLine` command, run with the same input), else one short line.
+//! The agent's shell is denied it (`Bash(ralph-ctl statusline:*)`), as it
+//! is the loop's other commands: what it records decides a pause.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -223,12 +223,13 @@ pub(crate) fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
 /// The `ralph-ctl` commands that are the person's, not the agent's: its
 /// shell is refused them (a wrapper or a script still runs; in the sandbox
 /// their writes to the state fail).
-pub(crate) const PERSONS_COMMANDS: [&str; 5] = [
+pub(crate) const PERSONS_COMMANDS: [&str; 6] = [
     "ralph-ctl reset",
     "ralph-ctl start",
     "ralph-ctl say",
     "ralph-ctl answer",
     "ralph-ctl reload",
+    "ralph-ctl statusline",
 ];
 
 /// The literal paths of `protectedPaths` globs that name a whole file or
@@ -679,7 +680,7 @@ mod tests {
                             "allowUnsandboxedCommands": false, "failIfUnavailable": true},
                 "permissions": {"deny": ["Edit(//p/.claude/ralph)", "Bash(ralph-ctl reset:*)",
                     "Bash(ralph-ctl start:*)", "Bash(ralph-ctl say:*)", "Bash(ralph-ctl answer:*)",
-                    "Bash(ralph-ctl reload:*)"]},
+                    "Bash(ralph-ctl reload:*)", "Bash(ralph-ctl statusline:*)"]},
                 "hooks": {"StopFailure": [{"hooks": [{"type": "command", "command": "/bin/hook", "timeout": 30}]}]}
             })
         );

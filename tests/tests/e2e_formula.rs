@@ -272,6 +272,11 @@ fn a_resumed_formula_run_goes_on_from_the_step_named() {
     signal_process(launcher.id(), libc::SIGTERM);
     let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
     assert_eq!(scenario.status_json()["status"], "interrupted");
+    // The held request is in the mock's log once its answer was made.
+    assert!(
+        wait_until(LOOP_TIMEOUT, || api.main_requests().len() == 1),
+        "the plan step's request was never recorded"
+    );
     let served = api.main_requests().len();
     let resumed = scenario.run_with(&api, &["--resume", "--from", "test"]);
     resumed.ended(0, "complete");

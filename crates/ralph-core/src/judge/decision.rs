@@ -307,10 +307,7 @@ pub fn owned_loop<'a>(
     session_id: Option<&str>,
 ) -> Result<&'a LoopState, PassReason> {
     let state = state.ok_or(PassReason::NoLoop)?;
-    if !matches!(
-        state.status,
-        Status::Running | Status::Paused | Status::Waiting
-    ) {
+    if !state.status.is_live() {
         return Err(PassReason::LoopEnded(state.status));
     }
     match session_id {

@@ -86,6 +86,13 @@ impl Status {
         }
     }
 
+    /// True while the loop is not over: running, paused, or waiting for
+    /// the person's answer. Its session's stops are its own, and the
+    /// person may still steer it (`say`, `reload`, `cancel`).
+    pub fn is_live(self) -> bool {
+        matches!(self, Status::Running | Status::Paused | Status::Waiting)
+    }
+
     /// True for a loop that may be taken up again in the same session
     /// (`ralph-ctl run --resume`): paused, interrupted, failed or out of
     /// budget (once the cause is fixed), or still running when its driver

@@ -482,10 +482,7 @@ fn started_message(max: u32, signal: &str, task: &str) -> String {
 pub(crate) fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     let mut cancelled = false;
     let changed = transaction::change(paths, Whose::Any, |draft| {
-        if draft
-            .state()
-            .is_some_and(|s| matches!(s.status, Status::Running | Status::Paused | Status::Waiting))
-        {
+        if draft.state().is_some_and(|s| s.status.is_live()) {
             draft.apply(Event::Ended {
                 status: Status::Cancelled,
                 why: "cancelled by the person".into(),
@@ -533,10 +530,7 @@ pub(crate) fn say(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -
         let Some(state) = draft.state() else {
             return Ok(());
         };
-        if !matches!(
-            state.status,
-            Status::Running | Status::Paused | Status::Waiting
-        ) {
+        if !state.status.is_live() {
             return Err(CtlError::Refused(format!(
                 "the loop is {}, not running: the note would reach nobody",
                 state.status.as_str()

@@ -7,7 +7,6 @@ use std::io::Write;
 use ralph_core::events::{Event, Reload};
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, FileLayers, ProcessEnv};
-use ralph_core::judge::state::Status;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use ralph_core::pin::Pinned;
@@ -50,9 +49,7 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     // gets its test baseline now, and changed protectedPaths a new
     // snapshot (outside the lock: the commands take their time). Unchanged
     // commands keep the start's baseline, taken before the agent worked.
-    let before = store
-        .read()?
-        .filter(|s| matches!(s.status, Status::Running | Status::Paused | Status::Waiting));
+    let before = store.read()?.filter(|s| s.status.is_live());
     let known: Vec<String> = before
         .iter()
         .flat_map(|s| s.test_baseline.iter().map(|b| b.command.clone()))
@@ -84,10 +81,7 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         let Some(state) = draft.state() else {
             return Ok(());
         };
-        if !matches!(
-            state.status,
-            Status::Running | Status::Paused | Status::Waiting
-        ) {
+        if !state.status.is_live() {
             reloaded = Err(format!(
                 "The Ralph loop here is {}, not running: nothing to reload",
                 state.status.as_str()

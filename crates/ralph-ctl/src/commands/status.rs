@@ -86,10 +86,7 @@ pub(crate) fn current_drift(paths: &ProjectPaths, state: &LoopState) -> Option<C
     let Some(pinned) = &state.pinned else {
         return state.config_drift.clone();
     };
-    if !matches!(
-        state.status,
-        Status::Running | Status::Paused | Status::Waiting
-    ) {
+    if !state.status.is_live() {
         return state.config_drift.clone();
     }
     let mut changes = pin::config_changes(paths, &ProcessEnv, pinned);

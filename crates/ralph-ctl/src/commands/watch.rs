@@ -40,10 +40,7 @@ fn read(paths: &ProjectPaths) -> Result<(Option<LoopState>, Option<SystemTime>),
 
 /// True while the loop may still change on its own.
 fn live_status(state: &LoopState) -> bool {
-    matches!(
-        state.status,
-        Status::Running | Status::Paused | Status::Waiting
-    )
+    state.status.is_live()
 }
 
 /// One line for a state: what the loop is doing now.

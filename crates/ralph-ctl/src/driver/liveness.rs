@@ -146,11 +146,7 @@ pub(crate) fn still_carried(state: &LoopState) -> Option<String> {
         ));
     }
     let carriers = state.carriers.as_ref()?;
-    if !matches!(
-        state.status,
-        Status::Running | Status::Paused | Status::Waiting
-    ) || liveness::all_gone(carriers)
-    {
+    if !state.status.is_live() || liveness::all_gone(carriers) {
         return None;
     }
     let driver = carriers.driver.map(|p| p.pid.to_string());

@@ -576,7 +576,7 @@ fn answer_for(
             // The person's note (`ralph-ctl say`) goes first, once.
             let notice = match (&state.hint, notice) {
                 (Some(hint), notice) => Some(
-                    std::iter::once(format!("[Ralph: a note from the person watching] {hint}"))
+                    std::iter::once(prompt::person_note(hint))
                         .chain(notice.clone())
                         .collect::<Vec<_>>()
                         .join("\n\n"),

@@ -399,11 +399,10 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
                 .question
                 .as_ref()
                 .map_or_else(String::new, |q| q.text.clone());
-            let note = format!("You asked (RALPH_ASK): {question}\nThe person's answer: {answer}");
-            state.hint = Some(match state.hint.take() {
-                Some(earlier) => format!("{earlier}\n{note}"),
-                None => note,
-            });
+            add_note(
+                state,
+                &format!("You asked (RALPH_ASK): {question}\nThe person's answer: {answer}"),
+            );
             // Kept until the answer is sent: a loop answered while its
             // client was still ending is not one the client left.
             let asked = state.question.take();
@@ -421,10 +420,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             Vec::new()
         }
         Event::NoteLeft(text) => {
-            state.hint = Some(match state.hint.take() {
-                Some(earlier) => format!("{earlier}\n{text}"),
-                None => text.clone(),
-            });
+            add_note(state, &text);
             vec![log(state, LogEvent::Say, text)]
         }
         Event::Reloaded(reload) => {
@@ -518,6 +514,15 @@ fn amend_last_record(state: &mut LoopState, why: &str) {
     if let Some(last) = state.history.last_mut() {
         last.why = format!("{}; {why}", last.why);
     }
+}
+
+/// Adds `note` to the notes waiting for the next iteration, after any left
+/// before it.
+fn add_note(state: &mut LoopState, note: &str) {
+    state.hint = Some(match state.hint.take() {
+        Some(earlier) => format!("{earlier}\n{note}"),
+        None => note.to_string(),
+    });
 }
 
 #[cfg(test)]

@@ -139,6 +139,12 @@ pub fn iteration_text(
     text
 }
 
+/// The person's notes for the next iteration (`say`, an answer to the
+/// agent's question), as they head its text.
+pub fn person_note(note: &str) -> String {
+    format!("[Ralph: a note from the person watching] {note}")
+}
+
 /// The one-line notice shown to the person watching (never sent to the model).
 pub fn system_message(iteration: u32, max_iterations: u32) -> String {
     format!("Ralph iteration {iteration}/{max_iterations}")

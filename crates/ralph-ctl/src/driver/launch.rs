@@ -653,15 +653,22 @@ fn take_note(paths: &ProjectPaths, session: &str) -> Result<Option<String>, CtlE
         paths,
         ralph_core::transaction::Whose::Session(session),
         |draft| {
-            note = draft.state().and_then(|s| s.hint.clone());
-            if note.is_some() {
-                draft.apply(ralph_core::events::Event::NoteTaken);
-            }
+            note = take_note_in(draft);
             Ok::<_, CtlError>(())
         },
     )?;
     super::told(changed);
     Ok(note)
+}
+
+/// In `draft`: the notes waiting for the next iteration, dropped from the
+/// state (with the question they answer) as they are taken.
+fn take_note_in(draft: &mut ralph_core::events::Draft) -> Option<String> {
+    let note = draft.state().and_then(|s| s.hint.clone());
+    if note.is_some() {
+        draft.apply(ralph_core::events::Event::NoteTaken);
+    }
+    note
 }
 
 /// How a wait for the person's answer ended.
@@ -767,9 +774,10 @@ impl Driver<'_> {
         let prompt = match self.prompt_text(iteration.step.as_ref(), state.as_ref()) {
             // The person's answer (and notes) first, once.
             Ok(text) => match self.answer_note.take() {
-                Some(note) => {
-                    format!("[Ralph: a note from the person watching] {note}\n\n{text}")
-                }
+                Some(note) => format!(
+                    "{}\n\n{text}",
+                    ralph_core::observe::prompt::person_note(&note)
+                ),
                 None => text,
             },
             Err(e) => {
@@ -1327,8 +1335,7 @@ impl Driver<'_> {
             ralph_core::transaction::Whose::Session(&self.session),
             |draft| {
                 if draft.state().is_some_and(|s| s.status == Status::Running) {
-                    note = draft.state().and_then(|s| s.hint.clone());
-                    draft.apply(ralph_core::events::Event::NoteTaken);
+                    note = take_note_in(draft);
                     if fresh {
                         next_session = fresh::hand_over_in(draft);
                     }

@@ -880,8 +880,8 @@ fn ask_instead(
 
 /// A verdict to go on, when a usage window of the plan is used to
 /// `pauseAtUtilization` or more, becomes a pause until the window resets
-/// (the fullest window's reset, when several are), going on with the next
-/// iteration then. A window whose reset has passed counts for nothing.
+/// (the latest reset, when several are), going on with the next iteration
+/// then. A window whose reset has passed counts for nothing.
 fn pause_for_utilization(
     config: &Config,
     next: &mut LoopState,
@@ -900,11 +900,10 @@ fn pause_for_utilization(
         return (verdict, why);
     };
     let over = next
-        .usage_windows
-        .iter()
-        .filter(|(_, w)| w.utilization >= limit && w.resets_at.is_some_and(|r| r > now))
+        .windows_to_come(now)
+        .filter(|(_, w)| w.utilization >= limit)
         .max_by_key(|(_, w)| w.resets_at)
-        .map(|(name, w)| (name.clone(), w.clone()));
+        .map(|(name, w)| (name.to_string(), w.clone()));
     let Some((name, window)) = over else {
         return (verdict, why);
     };

@@ -994,14 +994,19 @@ impl LoopState {
         self.status == Status::Running && self.question.is_some()
     }
 
-    /// The window most used of those whose reset is still to come after
-    /// `now`, with its name.
-    pub fn fullest_window(&self, now: Timestamp) -> Option<(&str, &WindowUse)> {
+    /// The usage windows whose reset is still to come after `now`, with
+    /// their names: a window that has reset (or whose reset is unknown)
+    /// says nothing of the use to come.
+    pub fn windows_to_come(&self, now: Timestamp) -> impl Iterator<Item = (&str, &WindowUse)> {
         self.usage_windows
             .iter()
-            .filter(|(_, w)| w.resets_at.is_some_and(|r| r > now))
-            .max_by_key(|(_, w)| w.utilization)
+            .filter(move |(_, w)| w.resets_at.is_some_and(|r| r > now))
             .map(|(name, w)| (name.as_str(), w))
+    }
+
+    /// The window most used of those still to reset ([`Self::windows_to_come`]).
+    pub fn fullest_window(&self, now: Timestamp) -> Option<(&str, &WindowUse)> {
+        self.windows_to_come(now).max_by_key(|(_, w)| w.utilization)
     }
 
     /// Adds the model requests made at `times` (seconds since the epoch) and

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use ralph_core::events::Event;
 use ralph_core::judge::state::{LoopState, PerMille, Status, WindowUse};
 use ralph_core::observe::process::group::{self, Collected, GroupChild, Lifetime};
+use ralph_core::observe::usage::plausible_reset;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use ralph_core::time::Timestamp;
@@ -51,7 +52,8 @@ pub(crate) fn run(paths: &ProjectPaths, input: &mut dyn Read, out: &mut dyn Writ
 }
 
 /// The windows in the status line input: `rate_limits.<window>` with a
-/// `used_percentage` from 0 to 100 and a `resets_at` in seconds.
+/// `used_percentage` from 0 to 100 and a `resets_at` in seconds (kept
+/// when it is a [`plausible_reset`]).
 fn windows_of(given: &Value, now: Timestamp) -> BTreeMap<String, WindowUse> {
     let Some(limits) = given["rate_limits"].as_object() else {
         return BTreeMap::new();
@@ -63,8 +65,8 @@ fn windows_of(given: &Value, now: Timestamp) -> BTreeMap<String, WindowUse> {
             let utilization = PerMille::of(used / 100.0)?;
             let resets_at = window["resets_at"]
                 .as_f64()
-                .filter(|t| t.is_finite() && *t > 1_577_836_800.0 && *t < 32_503_680_000.0)
-                .map(|t| Timestamp::from_secs(t as u64));
+                .and_then(|t| plausible_reset(t, now.secs()))
+                .map(Timestamp::from_secs);
             Some((
                 name.clone(),
                 WindowUse {
@@ -184,7 +186,7 @@ mod tests {
         // As 2.1.330 gave it (a subscription's login, the mock's 5h headers).
         let given: Value = serde_json::from_str(
             r#"{"session_id":"s","rate_limits":{"five_hour":{"used_percentage":85,"resets_at":1795678984},
-                "seven_day":{"used_percentage":12.5},"odd":{"used_percentage":"x"},"over":{"used_percentage":250}}}"#,
+                "seven_day":{"used_percentage":12.5,"resets_at":1e300},"odd":{"used_percentage":"x"},"over":{"used_percentage":250}}}"#,
         )
         .unwrap();
         let now = Timestamp::from_secs(1_795_670_000);

@@ -5,6 +5,7 @@
 
 use ralph_core::judge::errors::Refusal;
 use ralph_core::judge::state::{PerMille, WindowUse};
+use ralph_core::observe::usage::plausible_reset;
 use ralph_core::time::Timestamp;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -97,9 +98,9 @@ pub(crate) fn parse(output: &[u8]) -> Option<ClientResult> {
 /// (`rate_limit_event` lines, which a subscription's 2.1 client writes
 /// after a response carrying `anthropic-ratelimit-unified-*` headers): the
 /// last seen of each window by name (`five_hour`, `seven_day`), read at
-/// `now`. A window without a share from 0 to 1 is left out; a reset
-/// that is no plausible time (before 2020, or centuries ahead) is
-/// dropped; so is a line that is not such an event.
+/// `now`. A window without a share from 0 to 1 is left out; a reset that
+/// is no plausible time ([`plausible_reset`]: more than a week and a day
+/// ahead, say) is dropped; so is a line that is not such an event.
 pub(crate) fn usage_windows(
     output: &[u8],
     now: Timestamp,
@@ -108,8 +109,8 @@ pub(crate) fn usage_windows(
     let reset = |value: &Value| {
         value
             .as_f64()
-            .filter(|t| t.is_finite() && (1_577_836_800.0..=32_503_680_000.0).contains(t))
-            .map(|t| Timestamp::from_secs(t as u64))
+            .and_then(|t| plausible_reset(t, now.secs()))
+            .map(Timestamp::from_secs)
     };
     for line in output.split(|&b| b == b'\n') {
         if !line
@@ -174,10 +175,19 @@ not json rate_limit_event
         assert_eq!(windows["seven_day"].utilization, PerMille(200));
         assert!(usage_windows(b"", now).is_empty());
         // Only the top-level shape: the window it names.
-        let plain = br#"{"type":"rate_limit_event","rate_limit_info":{"rateLimitType":"five_hour","utilization":0.9,"resetsAt":99}}"#;
+        let plain = br#"{"type":"rate_limit_event","rate_limit_info":{"rateLimitType":"five_hour","utilization":0.9,"resetsAt":1e300}}"#;
         let windows = usage_windows(plain, now);
         assert_eq!(windows["five_hour"].utilization, PerMille(900));
         assert_eq!(windows["five_hour"].resets_at, None, "no plausible time");
+        // Nine days ahead is further than any window of the plan.
+        let far = format!(
+            r#"{{"type":"rate_limit_event","rate_limit_info":{{"rateLimitType":"seven_day","utilization":0.9,"resetsAt":{}}}}}"#,
+            1_795_341_600 + 9 * 24 * 3600
+        );
+        assert_eq!(
+            usage_windows(far.as_bytes(), now)["seven_day"].resets_at,
+            None
+        );
     }
 
     #[test]

@@ -740,7 +740,7 @@ impl FormulaRun {
         let Some(at) = self.steps.iter().position(|s| s.id == id) else {
             let ids: Vec<&str> = self.steps.iter().map(|s| s.id.as_str()).collect();
             return Err(format!(
-                "formula {} has no step {id:?}; its steps are {}",
+                "formula {} has no such step; its steps are {}",
                 self.name,
                 ids.join(", ")
             ));

@@ -291,14 +291,11 @@ impl Inputs {
             }
         }
         if let (Some(step), Some(formula)) = (&options.from, &formula) {
-            if !formula.steps.iter().any(|s| &s.id == step) {
-                let ids: Vec<&str> = formula.steps.iter().map(|s| s.id.as_str()).collect();
-                return Err(CtlError::BadArgument(format!(
-                    "--from {step:?}: formula {} has no such step; its steps are {}",
-                    formula.name,
-                    ids.join(", ")
-                )));
-            }
+            // Refused here, before anything starts, as the run would be.
+            formula
+                .new_run()
+                .restart_at(step)
+                .map_err(|e| CtlError::BadArgument(format!("--from {step:?}: {e}")))?;
         }
         if let Some(formula) = &formula {
             if options.worktree {

@@ -70,7 +70,8 @@ pub(crate) fn restart_at(
                 "--from {step}: the loop taken up runs no formula"
             )));
         };
-        run.restart_at(step).map_err(CtlError::BadArgument)?;
+        run.restart_at(step)
+            .map_err(|e| CtlError::BadArgument(format!("--from {step:?}: {e}")))?;
         draft.apply(Event::FormulaRecorded(Box::new(run)));
         draft.apply(Event::HandedOver { to: next.clone() });
         Ok(())

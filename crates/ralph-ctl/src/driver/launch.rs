@@ -124,13 +124,7 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             let limit = options.wait_for_answer.map(std::time::Duration::from_secs);
             match wait_for_answer(paths, &waiting.session_id, limit, &mut signals)? {
                 AnswerWait::Answered => {}
-                AnswerWait::Signal(signal) => {
-                    say(&format!(
-                        "{} received: the loop is left waiting for your answer",
-                        signal.describe()
-                    ));
-                    return Ok(signal.exit_code());
-                }
+                AnswerWait::Signal(signal) => return Ok(signal.exit_code()),
                 AnswerWait::Over(found) => return Ok(finish::announce(paths, &found)),
             }
         }
@@ -568,7 +562,8 @@ struct Driver<'a> {
     /// The person's answer to the agent's question (with any notes), for
     /// the front of the next iteration's text.
     answer_note: Option<String>,
-    /// The usage windows the last client run reported.
+    /// The usage windows the last fresh client run reported, for its
+    /// judgement.
     usage_windows: std::collections::BTreeMap<String, ralph_core::judge::state::WindowUse>,
 }
 
@@ -632,8 +627,8 @@ pub(crate) fn drive_item(drive: ItemDrive<'_>, signals: Signals) -> (CmdResult, 
         max_iterations: drive.max_iterations,
         resumed: false,
         next_text: None,
-        // Not waited for: the item settles with the question as its why.
-        wait_for_answer: Some(0),
+        // Never read: an item's question is not waited for (await_answer).
+        wait_for_answer: None,
         usage_windows: Default::default(),
         answer_note: None,
         item: Some(drive.item),
@@ -684,7 +679,7 @@ const ANSWER_LOOK: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Waits for the person's answer to the question of `session`'s waiting
 /// loop, saying what is asked and how to answer; up to `limit` (`None`:
-/// until a signal).
+/// until a signal, which leaves the loop waiting, and says so).
 pub(crate) fn wait_for_answer(
     paths: &ProjectPaths,
     session: &str,
@@ -713,6 +708,10 @@ pub(crate) fn wait_for_answer(
     let started = std::time::Instant::now();
     loop {
         if let Some(signal) = signals.take().first().copied() {
+            say(&format!(
+                "{} received: the loop is left waiting for your answer (`ralph-ctl answer TEXT`, then `ralph-ctl run --resume`)",
+                signal.describe()
+            ));
             return Ok(AnswerWait::Signal(signal));
         }
         match store.read()? {
@@ -1054,8 +1053,11 @@ impl Driver<'_> {
         }
         match supervision {
             Ok((Ok(supervision), output)) => {
-                self.usage_windows =
-                    result::usage_windows(&output, ralph_core::time::Timestamp::now());
+                // A session's were recorded line by line as they came.
+                if self.fresh {
+                    self.usage_windows =
+                        result::usage_windows(&output, ralph_core::time::Timestamp::now());
+                }
                 Ok((supervision, result::parse(&output)))
             }
             Ok((Err(e), _)) => {
@@ -1315,13 +1317,7 @@ impl Driver<'_> {
         let limit = self.wait_for_answer.map(std::time::Duration::from_secs);
         match wait_for_answer(paths, &self.session, limit, &mut self.signals)? {
             AnswerWait::Answered => {}
-            AnswerWait::Signal(signal) => {
-                say(&format!(
-                    "{} received: the loop is left waiting for your answer (`ralph-ctl answer TEXT`, then `ralph-ctl run --resume`)",
-                    signal.describe()
-                ));
-                return Ok(Next::Done(signal.exit_code()));
-            }
+            AnswerWait::Signal(signal) => return Ok(Next::Done(signal.exit_code())),
             AnswerWait::Over(found) => return Ok(Next::Done(finish::announce(paths, &found))),
         }
         let fresh = self.fresh;

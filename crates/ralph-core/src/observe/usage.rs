@@ -69,6 +69,21 @@ pub struct WindowUse {
     pub seen_at: time::Timestamp,
 }
 
+impl WindowUse {
+    /// `85% used (seen …, resets …)`, for what the person reads.
+    pub fn describe(&self) -> String {
+        let resets = self
+            .resets_at
+            .map(|t| format!(", resets {t}"))
+            .unwrap_or_default();
+        format!(
+            "{} used (seen {}{resets})",
+            self.utilization.percent(),
+            self.seen_at
+        )
+    }
+}
+
 /// An amount of money, kept in millionths of a US dollar so that sums are
 /// exact and the state stays comparable; written as a plain number of dollars.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]

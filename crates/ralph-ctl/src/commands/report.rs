@@ -141,18 +141,7 @@ fn summary(page: &mut String, state: &LoopState) {
         );
     }
     for (name, window) in &state.usage_windows {
-        row(
-            "usage window",
-            format!(
-                "{name}: {} used, seen {}{}",
-                window.utilization.percent(),
-                window.seen_at,
-                window
-                    .resets_at
-                    .map(|t| format!(", resets {t}"))
-                    .unwrap_or_default()
-            ),
-        );
+        row("usage window", format!("{name}: {}", window.describe()));
     }
     page.push_str("</table>");
 }

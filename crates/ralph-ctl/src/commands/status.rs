@@ -451,21 +451,13 @@ fn spending(l: &mut Lines, state: &LoopState, config: Option<&Config>, now: u64)
         l.line("tokens:", tokens(&state.usage));
     }
     let pause_at = supervision.and_then(|s| s.pause_at_utilization);
+    let mark = pause_at
+        .map(|p| format!(", pauses at {} (pauseAtUtilization)", p.percent()))
+        .unwrap_or_default();
     for (name, window) in &state.usage_windows {
-        let resets = window
-            .resets_at
-            .map(|t| format!(", resets {t}"))
-            .unwrap_or_default();
-        let mark = pause_at
-            .map(|p| format!(", pauses at {} (pauseAtUtilization)", p.percent()))
-            .unwrap_or_default();
         l.line(
             "usage:",
-            format!(
-                "{name} window {} used (seen {}{resets}){mark}",
-                window.utilization.percent(),
-                window.seen_at
-            ),
+            format!("{name} window {}{mark}", window.describe()),
         );
     }
     if state.auto_resumes > 0 {

@@ -153,6 +153,27 @@ fn a_malformed_formula_is_refused_before_any_request(client: ClientVersion) {
     assert!(scenario.state().is_none(), "nothing was started");
 }
 
+/// Starts the scenario and stops its launcher with SIGTERM while the mock
+/// holds the first request (the one `arrived` flags), leaving the loop
+/// `interrupted`; the requests the mock then holds in its log. The held
+/// one is recorded once its script has answered, after the launcher may
+/// have exited: counted before that, it would land among the next run's.
+fn interrupt_while_held(scenario: &Scenario, api: &MockApi, arrived: &Flag) -> usize {
+    let mut launcher = scenario.start_until(api, 1);
+    assert!(
+        wait_until(LOOP_TIMEOUT, || arrived.is_set()),
+        "no request came"
+    );
+    signal_process(launcher.id(), libc::SIGTERM);
+    let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    assert_eq!(scenario.status_json()["status"], "interrupted");
+    assert!(
+        wait_until(LOOP_TIMEOUT, || api.main_requests().len() == 1),
+        "the held request was never recorded"
+    );
+    api.main_requests().len()
+}
+
 fn a_formula_resumes_from_its_pinned_file(client: ClientVersion) {
     // feat.yaml says `name: other`, and an other.yaml exists: the resume
     // of a run of feat takes neither name but the file it started from,
@@ -174,15 +195,7 @@ fn a_formula_resumes_from_its_pinned_file(client: ClientVersion) {
         }
         Reply::text(format!("The feature is done.\n{SIGNAL}"))
     });
-    let mut launcher = scenario.start_until(&api, 1);
-    assert!(
-        wait_until(LOOP_TIMEOUT, || arrived.is_set()),
-        "no request came"
-    );
-    signal_process(launcher.id(), libc::SIGTERM);
-    let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
-    assert_eq!(scenario.status_json()["status"], "interrupted");
-    let served = api.main_requests().len();
+    let served = interrupt_while_held(&scenario, &api, &arrived);
     let refused = scenario.run_with(&api, &["--resume", "--formula", "other"]);
     refused.run.assert_code(2);
     refused
@@ -264,20 +277,7 @@ fn a_resumed_formula_run_goes_on_from_the_step_named() {
         }
         Reply::text(format!("The tests pass.\n{SIGNAL}"))
     });
-    let mut launcher = scenario.start_until(&api, 1);
-    assert!(
-        wait_until(LOOP_TIMEOUT, || arrived.is_set()),
-        "no request came"
-    );
-    signal_process(launcher.id(), libc::SIGTERM);
-    let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
-    assert_eq!(scenario.status_json()["status"], "interrupted");
-    // The held request is in the mock's log once its answer was made.
-    assert!(
-        wait_until(LOOP_TIMEOUT, || api.main_requests().len() == 1),
-        "the plan step's request was never recorded"
-    );
-    let served = api.main_requests().len();
+    let served = interrupt_while_held(&scenario, &api, &arrived);
     let resumed = scenario.run_with(&api, &["--resume", "--from", "test"]);
     resumed.ended(0, "complete");
     resumed.run.assert_stderr_has(&["going on at step test"]);

@@ -126,6 +126,23 @@ fn asking_script() -> impl Fn(usize, &serde_json::Value) -> Reply + Send + Sync 
     }
 }
 
+/// Starts the scenario's launcher (output piped, a process group of its
+/// own) and waits until its loop waits for an answer; panics with the
+/// launcher's stderr when it never does.
+fn start_until_waiting(scenario: &Scenario, api: &MockApi) -> std::process::Child {
+    let mut cmd = scenario.command(api);
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    let waiting = || scenario.state().is_some_and(|s| s["status"] == "waiting");
+    if !wait_until(LOOP_TIMEOUT, waiting) {
+        let (_, _, err) = wait_with_timeout(&mut launcher, Duration::from_secs(1));
+        panic!("the loop never waited: {err}");
+    }
+    launcher
+}
+
 /// The request after the question carries the question and the person's
 /// answer in front of its text, and not the agent's own try.
 fn assert_answer_carried(api: &MockApi) {
@@ -153,16 +170,7 @@ fn assert_answer_carried(api: &MockApi) {
 fn a_question_waits_for_the_person_s_answer_and_the_agent_cannot_give_it(client: ClientVersion) {
     let api = MockApi::start_in_order(asking_script());
     let scenario = Scenario::configured("ask", client, NOTIFY_CONFIG).fresh(&[]);
-    let mut cmd = scenario.command(&api);
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut launcher = cmd.spawn().unwrap();
-    let waiting = || scenario.state().is_some_and(|s| s["status"] == "waiting");
-    if !wait_until(LOOP_TIMEOUT, waiting) {
-        let (_, _, err) = wait_with_timeout(&mut launcher, Duration::from_secs(1));
-        panic!("the loop never waited: {err}");
-    }
+    let mut launcher = start_until_waiting(&scenario, &api);
     // The person is told the question.
     let told = notified(&scenario);
     assert_eq!(
@@ -221,16 +229,7 @@ fn a_session_loop_s_question_lets_the_stop_through_and_the_answer_resumes_it(
     // in the same session, first in the text it is resumed with.
     let api = MockApi::start_in_order(asking_script());
     let scenario = Scenario::new("ask-session", client);
-    let mut cmd = scenario.command(&api);
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut launcher = cmd.spawn().unwrap();
-    let waiting = || scenario.state().is_some_and(|s| s["status"] == "waiting");
-    if !wait_until(LOOP_TIMEOUT, waiting) {
-        let (_, _, err) = wait_with_timeout(&mut launcher, Duration::from_secs(1));
-        panic!("the loop never waited: {err}");
-    }
+    let mut launcher = start_until_waiting(&scenario, &api);
     let state = scenario.state().unwrap();
     assert_eq!(state["question"]["text"], QUESTION, "{state}");
     scenario

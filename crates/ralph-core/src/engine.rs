@@ -26,6 +26,7 @@ use crate::judge::config::{Config, ConfigError, EnvSource, FileLayers};
 use crate::judge::decision::{self, MessageSource, Observation, PassReason, Verdict};
 use crate::judge::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
 use crate::observe::plan::{self, PlanReport};
+use crate::observe::process::walls::{Walls, WallsWanted};
 use crate::observe::progress;
 use crate::observe::prompt::{self, PromptError};
 use crate::observe::protected::{self, ProtectedSnapshot};
@@ -134,7 +135,14 @@ pub trait World {
     /// The plan files' unchecked items.
     fn plan(&self, root: &Path, files: &[String]) -> PlanReport;
     /// Runs the verification commands, in order.
-    fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult>;
+    /// Runs a claim's checks from `root`, walled as `walls` says (see
+    /// [`Walls`]): they run the agent's code.
+    fn verify(
+        &self,
+        root: &Path,
+        commands: &[VerifyCommand],
+        walls: WallsWanted,
+    ) -> Vec<VerifyResult>;
     /// The protected files changed since `before` was taken (`None`: the
     /// project could not be listed in time).
     fn protected_changes(&self, root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
@@ -187,8 +195,13 @@ impl World for RealWorld {
     fn plan(&self, root: &Path, files: &[String]) -> PlanReport {
         plan::read(root, files)
     }
-    fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
-        verify::run_all(root, commands)
+    fn verify(
+        &self,
+        root: &Path,
+        commands: &[VerifyCommand],
+        walls: WallsWanted,
+    ) -> Vec<VerifyResult> {
+        verify::run_all(root, commands, &Walls::around(root, walls))
     }
     fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
         registration::registered_timeout_in(paths)
@@ -520,7 +533,8 @@ fn check_claim(
         if let Some(warning) = registration::timeout_warning(hook_verify_total, timeout) {
             notes.push(format!("warning: {warning}"));
         }
-        observed.verification = Some(world.verify(work_root(paths, stop), commands));
+        observed.verification =
+            Some(world.verify(work_root(paths, stop), commands, config.sandbox.walls()));
     }
     // A claim is compared with the protected files at the loop's start.
     if let (true, Some(before)) = (claim.assessment.claimed, &owned.protected_files) {
@@ -1029,7 +1043,12 @@ mod tests {
         fn plan(&self, _: &Path, _: &[String]) -> PlanReport {
             PlanReport::default()
         }
-        fn verify(&self, root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
+        fn verify(
+            &self,
+            root: &Path,
+            commands: &[VerifyCommand],
+            _walls: WallsWanted,
+        ) -> Vec<VerifyResult> {
             self.roots.borrow_mut().push(root.to_path_buf());
             self.verify_runs.set(self.verify_runs.get() + 1);
             self.commands

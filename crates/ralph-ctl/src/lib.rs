@@ -186,9 +186,17 @@ pub fn run(cli: Cli) -> i32 {
                     dollars.to_string(),
                 );
             }
+            // --sandbox / --no-sandbox likewise: the hook walls the checks
+            // it runs as the run walls the agent.
+            if sandbox || no_sandbox {
+                std::env::set_var(
+                    ralph_core::judge::config::env::SANDBOX,
+                    if sandbox { "on" } else { "off" },
+                );
+            }
             if let Some(task) = &task {
                 if let Err(e) = commands::task::prepare(&paths, task, yes, reset) {
-                    let _ = writeln!(std::io::stderr(), "ralph-ctl: {e}");
+                    crate::output::say_err!("ralph-ctl: {e}");
                     return e.exit_code();
                 }
             }

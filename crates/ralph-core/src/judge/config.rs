@@ -172,6 +172,17 @@ impl SandboxSetting {
         }
     }
 
+    /// How the checks the loop runs on the agent's work are walled: as the
+    /// agent is (`off` opens them, `on` requires them).
+    pub fn walls(self) -> crate::observe::process::walls::WallsWanted {
+        use crate::observe::process::walls::WallsWanted;
+        match self {
+            SandboxSetting::Auto => WallsWanted::Auto,
+            SandboxSetting::On => WallsWanted::Required,
+            SandboxSetting::Off => WallsWanted::Off,
+        }
+    }
+
     /// The name used in the config and in messages.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::observe::process::group::{shell, GroupChild, Lifetime};
+use crate::observe::process::group::{GroupChild, Lifetime};
+use crate::observe::process::walls::Walls;
 use crate::observe::test_counts::{self, TestCounts};
 
 /// Bytes of a command's output kept (its tail).
@@ -78,8 +79,8 @@ fn tail_lines(bytes: &[u8]) -> String {
     lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..].join("\n")
 }
 
-/// Runs one command from `root` with its timeout.
-pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
+/// Runs one command from `root` with its timeout, inside `walls`.
+pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
     let started = Instant::now();
     let result = |exit_code, timed_out, output: String| VerifyResult {
         name: verify.name.clone(),
@@ -96,7 +97,10 @@ pub fn run(root: &Path, verify: &VerifyCommand) -> VerifyResult {
         Ok((reader, out, err)) => (reader, (out, err)),
         Err(e) => return result(None, false, format!("cannot create a pipe: {e}")),
     };
-    let mut cmd = shell(&verify.command);
+    let mut cmd = match walls.shell(&verify.command) {
+        Ok(cmd) => cmd,
+        Err(e) => return result(None, false, e.to_string()),
+    };
     cmd.current_dir(root)
         .env_remove("RALPH_ACTIVE")
         .stdin(Stdio::null())
@@ -196,10 +200,10 @@ impl Output {
 }
 
 /// Runs the commands in order and stops at the first failure.
-pub fn run_all(root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
+pub fn run_all(root: &Path, commands: &[VerifyCommand], walls: &Walls) -> Vec<VerifyResult> {
     let mut results = Vec::new();
     for command in commands {
-        let result = run(root, command);
+        let result = run(root, command, walls);
         let failed = !result.passed();
         results.push(result);
         if failed {
@@ -213,11 +217,15 @@ pub fn run_all(root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
 /// failing: that is its task), each with its timeout, and keeps the test
 /// counts of those whose output a runner's summary was read from: the
 /// loop's `testBaseline`.
-pub fn test_baseline(root: &Path, commands: &[VerifyCommand]) -> Vec<test_counts::CommandCounts> {
+pub fn test_baseline(
+    root: &Path,
+    commands: &[VerifyCommand],
+    walls: &Walls,
+) -> Vec<test_counts::CommandCounts> {
     commands
         .iter()
         .filter_map(|command| {
-            let result = run(root, command);
+            let result = run(root, command, walls);
             result.counts.map(|counts| test_counts::CommandCounts {
                 command: result.command,
                 counts,
@@ -235,6 +243,52 @@ pub fn total_timeout(commands: &[VerifyCommand]) -> u64 {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use crate::observe::process::walls::{Mechanism, WallsWanted};
+
+    // Unwalled, as most of these tests are about the command, not its walls.
+    fn run(root: &Path, command: &VerifyCommand) -> VerifyResult {
+        super::run(root, command, &Walls::open())
+    }
+    fn run_all(root: &Path, commands: &[VerifyCommand]) -> Vec<VerifyResult> {
+        super::run_all(root, commands, &Walls::open())
+    }
+    fn test_baseline(root: &Path, commands: &[VerifyCommand]) -> Vec<test_counts::CommandCounts> {
+        super::test_baseline(root, commands, &Walls::open())
+    }
+
+    #[test]
+    fn a_walled_command_cannot_write_outside_its_project() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let root = dir.path().join("project");
+        std::fs::create_dir_all(root.join(".claude")).unwrap();
+        let outside = dirs::home_dir()
+            .unwrap()
+            .join(format!(".ralph-walls-test-{}", std::process::id()));
+        let command = cmd(
+            "tests",
+            &format!(
+                "echo in > inside.txt; echo out > {}; echo ran",
+                outside.display()
+            ),
+            10,
+        );
+        let walls = Walls::around(&root, WallsWanted::Required);
+        let result = super::run(&root, &command, &walls);
+        match Mechanism::probe() {
+            Mechanism::Bubblewrap(_) => {
+                assert!(result.output_tail.contains("ran"), "{result:?}");
+                assert!(root.join("inside.txt").is_file());
+                let escaped = outside.exists();
+                let _ = std::fs::remove_file(&outside);
+                assert!(!escaped, "the walled command wrote {}", outside.display());
+            }
+            Mechanism::Missing(why) => {
+                assert!(!result.passed());
+                assert!(result.output_tail.contains(why.as_str()), "{result:?}");
+                assert!(!root.join("inside.txt").exists(), "refused before it ran");
+            }
+        }
+    }
 
     fn cmd(name: &str, command: &str, timeout_seconds: u32) -> VerifyCommand {
         VerifyCommand {

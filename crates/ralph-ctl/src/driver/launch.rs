@@ -1121,7 +1121,7 @@ impl Driver<'_> {
         let work_root = current.map_or(paths.root.as_path(), |w| &w.path);
         let step = iteration.step.as_ref();
         if let (Some(command), Some(_)) = (step.and_then(|s| s.autofix.as_deref()), done) {
-            run_autofix(command, work_root);
+            run_autofix(command, work_root, self.config.sandbox.walls());
         }
         let end_of_iteration = fresh::IterationEnd {
             result: done,
@@ -1384,13 +1384,18 @@ fn with_model(step: Option<&formula::Step>, client_args: &[OsString]) -> Vec<OsS
 /// Runs a formula step's autofix command in the folder the iteration
 /// worked in, before the gates; says how it went (a failure is only said:
 /// the gates judge the result).
-fn run_autofix(command: &str, root: &std::path::Path) {
+fn run_autofix(
+    command: &str,
+    root: &std::path::Path,
+    walls: ralph_core::observe::process::walls::WallsWanted,
+) {
     let fix = ralph_core::observe::verify::VerifyCommand {
         name: "autofix".into(),
         command: command.to_string(),
         timeout_seconds: crate::formula::DEFAULT_GATE_TIMEOUT_SECS,
     };
-    let result = ralph_core::observe::verify::run(root, &fix);
+    let walls = ralph_core::observe::process::walls::Walls::around(root, walls);
+    let result = ralph_core::observe::verify::run(root, &fix, &walls);
     let how = if result.passed() {
         "done".to_string()
     } else if result.timed_out {

@@ -14,6 +14,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use ralph_core::observe::process::walls::{Walls, WallsWanted};
 use ralph_core::observe::queue::{self, Item};
 use ralph_core::observe::verify::{self, VerifyCommand};
 use ralph_core::persist::claims::ClaimStore;
@@ -60,6 +61,8 @@ pub(crate) struct Landing<'a> {
     pub(crate) claims: &'a ClaimStore,
     /// The base's commit as the run last left it, when known.
     pub(crate) expected_base: Option<&'a str>,
+    /// How the checks are walled: they run the item's code.
+    pub(crate) walls: WallsWanted,
 }
 
 /// Lands `landing`'s item (the caller holds the merge lock); `Err` only
@@ -139,7 +142,7 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
         }
     }
     for command in landing.verify {
-        let result = verify::run(wt, command);
+        let result = verify::run(wt, command, &Walls::around(wt, landing.walls));
         if !result.passed() {
             let how = if result.timed_out {
                 format!("timed out after {} s", command.timeout_seconds)
@@ -288,6 +291,7 @@ mod tests {
             verify,
             claims,
             expected_base: None,
+            walls: WallsWanted::Off,
         })
         .unwrap()
     }
@@ -427,6 +431,7 @@ mod tests {
             verify: &[],
             claims: &claims,
             expected_base: None,
+            walls: WallsWanted::Off,
         };
         let before = git(&root, &["rev-parse", "main"]).unwrap();
         assert_eq!(land(&landing).unwrap(), Landed::Nothing);

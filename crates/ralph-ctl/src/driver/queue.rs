@@ -679,6 +679,7 @@ impl Shared<'_> {
             verify: &self.config.completion.verify,
             claims: &self.claims,
             expected_base: expected.as_deref(),
+            walls: self.config.sandbox.walls(),
         };
         let short = |commit: &str| commit.chars().take(12).collect::<String>();
         let mut done = match merge::land(&landing) {

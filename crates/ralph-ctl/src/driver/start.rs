@@ -6,6 +6,7 @@ use ralph_core::judge::config::{Config, FileLayers, ProcessEnv, MAX_ITERATIONS_L
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::LoopState;
 use ralph_core::observe::hook_input;
+use ralph_core::observe::process::walls::Walls;
 use ralph_core::observe::progress;
 use ralph_core::observe::prompt;
 use ralph_core::observe::registration;
@@ -275,7 +276,11 @@ pub(crate) fn test_baseline(
         "ralph-ctl: running the verify command(s) once for the test baseline (at most {} s)",
         verify::total_timeout(commands)
     );
-    let baseline = verify::test_baseline(&paths.root, commands);
+    let walls = Walls::around(&paths.root, config.sandbox.walls());
+    if let Some(notice) = walls.notice() {
+        crate::output::say_err!("ralph-ctl: {notice}");
+    }
+    let baseline = verify::test_baseline(&paths.root, commands, &walls);
     for entry in &baseline {
         crate::output::say_err!(
             "ralph-ctl: test baseline of `{}`: {}",

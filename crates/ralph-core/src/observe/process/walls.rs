@@ -1,0 +1,469 @@
+//! The walls around every command ralph runs on the agent's work: the
+//! verify commands, the test baseline, a formula's gates and autofix, the
+//! merge queue's checks. Each of them runs the agent's code (the module a
+//! test imports, a Makefile, `package.json`), so each runs with the agent's
+//! limits, not the person's: it may write the folder it checks (the project
+//! or an item's worktree), the repository's objects and refs, and the temp
+//! folders; it may not write anything else, nor ralph's files (`.claude/`),
+//! nor what makes git run programs (`.git/config`, `.git/hooks`,
+//! `.git/info`), and it cannot read the folders [`Walls::hide`] names
+//! (ralph's key). The network stays open: a check may need to fetch.
+//!
+//! On Linux the walls are bubblewrap's mount namespace, the tool the
+//! client's own sandbox uses: the whole file system bound read-only, the
+//! writable folders bound back read-write, the protected paths bound
+//! read-only again on top (a bound path cannot be renamed away, nor a file
+//! created inside it), the hidden folders covered by an empty tmpfs. It is
+//! tried once per process (`bwrap … true`); where it cannot run, a check
+//! with walls wanted (`auto`) runs without them and the caller says so once,
+//! and one with walls required (`on`) is refused before it starts.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// Whether the checks are to be walled: the loop's `sandbox` setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WallsWanted {
+    /// `sandbox: off`: the person chose no walls.
+    Off,
+    /// `sandbox: auto`: walls where this machine has them.
+    Auto,
+    /// `sandbox: on`: walls, or the check does not run.
+    Required,
+}
+
+/// How a command is walled on this machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mechanism {
+    /// bubblewrap, at this path.
+    Bubblewrap(PathBuf),
+    /// Nothing that walls a command here, and why.
+    Missing(String),
+}
+
+/// The usual places of bubblewrap: a `bwrap` found only in a folder the
+/// agent can write (the project's `node_modules/.bin`, say) is never taken.
+const BWRAP_PLACES: [&str; 2] = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"];
+
+impl Mechanism {
+    /// What walls this machine's commands: looked up, and tried, once per
+    /// process.
+    pub fn probe() -> &'static Mechanism {
+        static MECHANISM: OnceLock<Mechanism> = OnceLock::new();
+        MECHANISM.get_or_init(|| {
+            if !cfg!(target_os = "linux") {
+                return Mechanism::Missing(
+                    "walls around the checks are built with bubblewrap, on Linux only".into(),
+                );
+            }
+            let Some(bwrap) = find_bwrap() else {
+                return Mechanism::Missing(
+                    "bubblewrap is not installed (`sudo apt-get install bubblewrap`)".into(),
+                );
+            };
+            match try_bwrap(&bwrap) {
+                Ok(()) => Mechanism::Bubblewrap(bwrap),
+                Err(why) => Mechanism::Missing(format!(
+                    "bubblewrap ({}) cannot run here: {why}",
+                    bwrap.display()
+                )),
+            }
+        })
+    }
+}
+
+/// `bwrap` in its usual places, else on PATH in an absolute folder that is
+/// not the current one.
+fn find_bwrap() -> Option<PathBuf> {
+    let usual = BWRAP_PLACES.iter().map(PathBuf::from);
+    let on_path: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    let cwd = std::env::current_dir().ok();
+    usual
+        .chain(
+            on_path
+                .into_iter()
+                .filter(|dir| dir.is_absolute())
+                .filter(|dir| cwd.as_ref().is_none_or(|cwd| !dir.starts_with(cwd)))
+                .map(|dir| dir.join("bwrap")),
+        )
+        .find(|p| is_executable(p))
+}
+
+#[cfg(unix)]
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(_path: &Path) -> bool {
+    false
+}
+
+/// Runs `bwrap --ro-bind / / … true`: whether this machine lets it build a
+/// mount namespace (user namespaces may be off, a container may forbid it).
+fn try_bwrap(bwrap: &Path) -> Result<(), String> {
+    let output = Command::new(bwrap)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev-bind",
+            "/dev",
+            "/dev",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    Err(said
+        .lines()
+        .next()
+        .unwrap_or("it failed")
+        .trim()
+        .to_string())
+}
+
+/// The walls for one check: what it may write, what stays read-only inside
+/// that, what it cannot see, and how they are built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walls {
+    wanted: WallsWanted,
+    mechanism: Mechanism,
+    writable: Vec<PathBuf>,
+    read_only: Vec<PathBuf>,
+    hidden: Vec<PathBuf>,
+}
+
+/// Why a walled command was not started.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the check was not run: walls are required (sandbox: on) but {0}; install it, or set sandbox to auto or off")]
+pub struct WallsMissing(pub String);
+
+impl Walls {
+    /// No walls: the command runs with the caller's rights (`sandbox: off`,
+    /// and ralph's own commands).
+    pub fn open() -> Walls {
+        Walls {
+            wanted: WallsWanted::Off,
+            mechanism: Mechanism::Missing("sandbox is off".into()),
+            writable: Vec::new(),
+            read_only: Vec::new(),
+            hidden: Vec::new(),
+        }
+    }
+
+    /// The walls around a check of `work_root` (the project, or a worktree
+    /// of it), as `wanted`, with this machine's mechanism.
+    pub fn around(work_root: &Path, wanted: WallsWanted) -> Walls {
+        match wanted {
+            WallsWanted::Off => Walls::open(),
+            _ => Walls::with_mechanism(work_root, wanted, Mechanism::probe().clone()),
+        }
+    }
+
+    /// [`Walls::around`] with a given mechanism (the tests').
+    pub fn with_mechanism(work_root: &Path, wanted: WallsWanted, mechanism: Mechanism) -> Walls {
+        let root = std::fs::canonicalize(work_root).unwrap_or_else(|_| work_root.to_path_buf());
+        let mut writable = vec![root.clone()];
+        let mut read_only = vec![root.join(".claude")];
+        if let Some(common) = git_common_dir(&root) {
+            if !common.starts_with(&root) {
+                writable.push(common.clone());
+            }
+            read_only.extend(["config", "hooks", "info"].map(|name| common.join(name)));
+            // A worktree's main checkout holds ralph's files too, and may be
+            // inside a writable folder (a temp one).
+            if let Some(main) = common.parent().filter(|main| *main != root) {
+                read_only.push(main.join(".claude"));
+            }
+        }
+        let mut temp: Vec<PathBuf> = vec!["/tmp".into(), "/var/tmp".into()];
+        if let Ok(dir) = std::fs::canonicalize(std::env::temp_dir()) {
+            if !temp.contains(&dir) {
+                temp.push(dir);
+            }
+        }
+        temp.append(&mut writable);
+        Walls {
+            wanted,
+            mechanism,
+            writable: temp,
+            read_only,
+            hidden: Vec::new(),
+        }
+    }
+
+    /// Hides `folder` from the walled command (an empty folder in its place).
+    pub fn hide(mut self, folder: PathBuf) -> Walls {
+        self.hidden.push(folder);
+        self
+    }
+
+    /// True when a command started through these walls runs walled.
+    pub fn walled(&self) -> bool {
+        self.wanted != WallsWanted::Off && matches!(self.mechanism, Mechanism::Bubblewrap(_))
+    }
+
+    /// The one line for the person when checks are wanted walled and cannot
+    /// be (`None`: walled, or off by choice).
+    pub fn notice(&self) -> Option<String> {
+        match (&self.wanted, &self.mechanism) {
+            (WallsWanted::Off, _) | (_, Mechanism::Bubblewrap(_)) => None,
+            (_, Mechanism::Missing(why)) => Some(format!(
+                "walls: none for the checks ({why}); the verify commands run the agent's code with your rights"
+            )),
+        }
+    }
+
+    /// The platform shell running `command` inside the walls (the command
+    /// itself without them when they are open or missing and not required).
+    pub fn shell(&self, command: &str) -> Result<Command, WallsMissing> {
+        self.wrap(super::group::shell(command))
+    }
+
+    /// `inner` run inside the walls: the same program, arguments,
+    /// environment and folder.
+    pub fn wrap(&self, inner: Command) -> Result<Command, WallsMissing> {
+        match (&self.wanted, &self.mechanism) {
+            (WallsWanted::Off, _) => Ok(inner),
+            (_, Mechanism::Bubblewrap(bwrap)) => Ok(self.bubblewrap(bwrap, inner)),
+            (WallsWanted::Auto, Mechanism::Missing(_)) => Ok(inner),
+            (WallsWanted::Required, Mechanism::Missing(why)) => Err(WallsMissing(why.clone())),
+        }
+    }
+
+    /// bubblewrap's arguments. Every mount lies over those before it, so
+    /// they go from the shallowest path to the deepest: a worktree inside
+    /// the read-only `.claude/` is writable again, and its own `.claude/`
+    /// read-only again, whatever the order of the lists.
+    pub fn bubblewrap_args(&self) -> Vec<OsString> {
+        let mut mounts: Vec<(&str, &Path)> = Vec::new();
+        mounts.extend(self.writable.iter().map(|p| ("--bind-try", p.as_path())));
+        mounts.extend(
+            self.read_only
+                .iter()
+                .map(|p| ("--ro-bind-try", p.as_path())),
+        );
+        mounts.extend(
+            self.hidden
+                .iter()
+                .filter(|p| p.is_dir())
+                .map(|p| ("--tmpfs", p.as_path())),
+        );
+        mounts.sort_by_key(|(_, path)| path.components().count());
+        let mut args: Vec<OsString> = Vec::new();
+        let base = [
+            ("--ro-bind", Path::new("/")),
+            ("--dev-bind", Path::new("/dev")),
+        ];
+        for (flag, path) in base.into_iter().chain(mounts) {
+            args.push(flag.into());
+            args.push(path.into());
+            if flag != "--tmpfs" {
+                args.push(path.into());
+            }
+        }
+        args.push("--die-with-parent".into());
+        args
+    }
+
+    fn bubblewrap(&self, bwrap: &Path, inner: Command) -> Command {
+        let mut walled = Command::new(bwrap);
+        walled.args(self.bubblewrap_args());
+        if let Some(dir) = inner.get_current_dir() {
+            walled.current_dir(dir).arg("--chdir").arg(dir);
+        }
+        for (key, value) in inner.get_envs() {
+            match value {
+                Some(value) => walled.env(key, value),
+                None => walled.env_remove(key),
+            };
+        }
+        walled
+            .arg("--")
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        walled
+    }
+}
+
+/// The repository's common folder (`.git`, or for a worktree the main
+/// checkout's `.git` its `gitdir` file leads to), when `root` has one.
+fn git_common_dir(root: &Path) -> Option<PathBuf> {
+    let dot_git = root.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    if meta.is_dir() {
+        return Some(dot_git);
+    }
+    // A worktree: `.git` is a file, `gitdir: <its folder>`, and that folder's
+    // `commondir` names the common folder (relative to it).
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let gitdir = Path::new(text.strip_prefix("gitdir:")?.trim());
+    let gitdir = root.join(gitdir);
+    let common = std::fs::read_to_string(gitdir.join("commondir"))
+        .map(|c| gitdir.join(c.trim()))
+        .unwrap_or(gitdir);
+    std::fs::canonicalize(common).ok()
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn project() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::TempDir::new().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap().join("p");
+        for sub in [".claude/ralph", ".git/hooks", ".git/info", "src"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(root.join(".claude/ralph/config.json"), "{}").unwrap();
+        (dir, root)
+    }
+
+    fn bwrap_or_skip() -> Option<&'static Mechanism> {
+        match Mechanism::probe() {
+            m @ Mechanism::Bubblewrap(_) => Some(m),
+            Mechanism::Missing(why) => {
+                eprintln!("skipped: {why}");
+                None
+            }
+        }
+    }
+
+    fn run(walls: &Walls, root: &Path, script: &str) -> (i32, String) {
+        let mut cmd = walls.shell(script).unwrap();
+        cmd.current_dir(root);
+        let out = cmd.output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    }
+
+    #[test]
+    fn a_walled_check_writes_its_project_and_temp_and_nothing_else() {
+        let Some(mechanism) = bwrap_or_skip() else {
+            return;
+        };
+        let (dir, root) = project();
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let home_like = std::fs::canonicalize(&outside).unwrap();
+        let walls = Walls::with_mechanism(&root, WallsWanted::Required, mechanism.clone());
+        assert!(walls.walled());
+        // The temp dir holds both here, so the outside folder is made
+        // read-only the way a home folder is: by not being writable.
+        let walls = Walls {
+            writable: walls
+                .writable
+                .iter()
+                .filter(|p| !home_like.starts_with(p))
+                .cloned()
+                .collect(),
+            ..walls
+        };
+        let script = format!(
+            "echo ok > src/new.py && echo ok > new-at-root && echo t > \"$(mktemp -d /var/tmp/w.XXXX)/t\" && echo written; \
+             echo evil > {out}/evil; echo s > .claude/settings.local.json; echo c >> .claude/ralph/config.json; \
+             mv .claude .claude-moved; echo h > .git/hooks/post-commit; echo x >> .git/config; echo i > .git/info/attributes; \
+             echo done",
+            out = outside.display()
+        );
+        let (code, output) = run(&walls, &root, &script);
+        assert_eq!(code, 0, "{output}");
+        assert!(output.contains("written"), "{output}");
+        assert!(root.join("src/new.py").is_file() && root.join("new-at-root").is_file());
+        assert!(!outside.join("evil").exists(), "{output}");
+        assert!(!root.join(".claude/settings.local.json").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".claude/ralph/config.json")).unwrap(),
+            "{}"
+        );
+        assert!(root.join(".claude").is_dir() && !root.join(".claude-moved").exists());
+        assert!(!root.join(".git/hooks/post-commit").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert!(!root.join(".git/info/attributes").exists());
+    }
+
+    #[test]
+    fn a_hidden_folder_is_empty_to_the_check() {
+        let Some(mechanism) = bwrap_or_skip() else {
+            return;
+        };
+        let (dir, root) = project();
+        let secret = dir.path().join("keys");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::write(secret.join("key"), "s3cret").unwrap();
+        let walls =
+            Walls::with_mechanism(&root, WallsWanted::Auto, mechanism.clone()).hide(secret.clone());
+        let (_, output) = run(
+            &walls,
+            &root,
+            &format!("cat {}/key; echo end", secret.display()),
+        );
+        assert!(!output.contains("s3cret"), "{output}");
+        assert!(output.contains("end"));
+    }
+
+    #[test]
+    fn a_worktree_writes_the_common_repository_but_not_its_configuration() {
+        let Some(mechanism) = bwrap_or_skip() else {
+            return;
+        };
+        let (_dir, root) = project();
+        let tree = root.join(".claude/worktrees/item");
+        let gitdir = root.join(".git/worktrees/item");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::create_dir_all(&gitdir).unwrap();
+        std::fs::write(tree.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+        std::fs::write(gitdir.join("commondir"), "../..\n").unwrap();
+        let walls = Walls::with_mechanism(&tree, WallsWanted::Required, mechanism.clone());
+        let (_, output) = run(
+            &walls,
+            &tree,
+            &format!(
+                "echo w > work.txt; echo r > {git}/worktrees/item/ORIG_HEAD; echo c >> {git}/config; \
+                 echo p > {root}/.claude/ralph/PROMPT.md; echo done",
+                git = root.join(".git").display(),
+                root = root.display()
+            ),
+        );
+        assert!(output.contains("done"), "{output}");
+        assert!(tree.join("work.txt").is_file());
+        assert!(gitdir.join("ORIG_HEAD").is_file());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert!(!root.join(".claude/ralph/PROMPT.md").exists());
+    }
+
+    #[test]
+    fn required_walls_that_cannot_be_built_refuse_the_check() {
+        let (_dir, root) = project();
+        let missing = Mechanism::Missing("bubblewrap is not installed".into());
+        let required = Walls::with_mechanism(&root, WallsWanted::Required, missing.clone());
+        let err = required.shell("true").unwrap_err();
+        assert!(err.to_string().contains("bubblewrap is not installed"));
+        let auto = Walls::with_mechanism(&root, WallsWanted::Auto, missing);
+        assert!(!auto.walled());
+        assert!(auto.notice().unwrap().contains("with your rights"));
+        assert_eq!(auto.shell("true").unwrap().get_program(), "sh");
+        assert_eq!(Walls::open().notice(), None);
+    }
+}

@@ -1,0 +1,172 @@
+//! End-to-end: the checks ralph runs on the agent's work run inside walls,
+//! on the real clients. The agent makes the module the tests import write
+//! outside the project when it is imported, then claims it is done: the
+//! verify command (run by the Stop hook in a session, by the driver in a
+//! fresh loop, by the merge queue for an item) imports it, and nothing is
+//! written outside. The loop still completes: the walls take nothing from
+//! an honest check.
+
+use std::path::PathBuf;
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::scenario::Scenario;
+use ralph_tests::SIGNAL;
+use serde_json::Value;
+
+/// The check: the project's unittest, which imports `helper`.
+const CONFIG: &str = r#"{"verify": [{"name": "tests", "command": "python3 -m unittest -q"}]}"#;
+
+const TEST: &str = "import unittest\n\nimport helper\n\n\
+class T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(helper.add(1, 1), 2)\n";
+
+/// Where the agent's code tries to write: the person's home folder (not a
+/// temp folder, which the walls leave writable), a name of this test's own.
+fn target(name: &str, client: ClientVersion) -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap();
+    home.join(format!(
+        ".ralph-walls-{name}-{client:?}-{}",
+        std::process::id()
+    ))
+}
+
+/// Where the agent's module records what its write did (a temp folder,
+/// which the walls leave writable): one file per import.
+fn records_of(outside: &std::path::Path) -> PathBuf {
+    std::env::temp_dir().join(outside.file_name().unwrap())
+}
+
+/// The agent's `helper.py`: `add`, and on import a write to `outside`;
+/// what the write did is kept in [`records_of`], so the test can see the
+/// check really imported it.
+fn escaping_helper(outside: &std::path::Path) -> String {
+    let records = records_of(outside);
+    let _ = std::fs::remove_dir_all(&records);
+    std::fs::create_dir_all(&records).unwrap();
+    format!(
+        "import os\n\ntry:\n    with open({outside:?}, 'w') as f:\n        f.write('escaped')\n    \
+         said = 'written'\nexcept OSError as e:\n    said = 'refused: %s' % e\n\
+         with open(os.path.join({records:?}, 'import-%d.txt' % os.getpid()), 'w') as f:\n    f.write(said)\n\n\
+         def add(a, b):\n    return a + b\n",
+        outside = outside.display().to_string(),
+        records = records.display().to_string()
+    )
+}
+
+/// The agent's shell command writing [`escaping_helper`] as `helper.py`.
+fn write_helper(outside: &std::path::Path) -> String {
+    format!("cat > helper.py <<'EOF'\n{}EOF\n", escaping_helper(outside))
+}
+
+/// A project whose test imports a harmless `helper.py`, committed.
+fn project(name: &str, client: ClientVersion) -> Scenario {
+    let scenario = Scenario::configured(name, client, CONFIG)
+        .file("test_helper.py", TEST)
+        .file("helper.py", "def add(a, b):\n    return a + b\n")
+        .file(".gitignore", "__pycache__/\n");
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "a tested helper"]);
+    scenario
+}
+
+/// What the imports inside the check recorded, from every `import-*.txt`
+/// under `dir`.
+fn import_records(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in walk(dir) {
+        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("import-") && name.ends_with(".txt") {
+            found.push(std::fs::read_to_string(&entry).unwrap_or_default());
+        }
+    }
+    found
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() && !path.ends_with(".git") {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Runs `scenario` with the agent writing `helper` at `file_path` and
+/// claiming done; asserts the outside file never appeared and that the
+/// check imported the agent's module and was refused the write.
+fn agent_cannot_escape_through_the_check(
+    scenario: Scenario,
+    outside: PathBuf,
+    agent: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static,
+) {
+    let _ = std::fs::remove_file(&outside);
+    let api = MockApi::start(agent);
+    let outcome = scenario.run(&api);
+    let escaped = outside.exists();
+    let _ = std::fs::remove_file(&outside);
+    assert!(
+        !escaped,
+        "a check ran the agent's code with the person's rights: {} was written\n{outcome:?}",
+        outside.display()
+    );
+    outcome.ended(0, "complete");
+    let records = import_records(&records_of(&outside));
+    assert!(
+        !records.is_empty() && records.iter().all(|r| r.starts_with("refused")),
+        "the check imported the agent's module, and its write was refused: {records:?}\n{outcome:?}"
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn a_sessions_check_runs_the_agents_code_inside_the_walls(client: ClientVersion) {
+    let outside = target("session", client);
+    let scenario = project("walls-session", client);
+    let write = write_helper(&outside);
+    agent_cannot_escape_through_the_check(scenario, outside, move |turn, _| match turn {
+        0 => Reply::bash(write.clone()),
+        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
+    });
+}
+
+#[ralph_tests::on_both_clients]
+fn a_fresh_loops_check_runs_the_agents_code_inside_the_walls(client: ClientVersion) {
+    let outside = target("fresh", client);
+    let scenario = project("walls-fresh", client).fresh(&[]);
+    let write = write_helper(&outside);
+    agent_cannot_escape_through_the_check(scenario, outside, move |turn, _| match turn {
+        0 => Reply::bash(write.clone()),
+        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
+    });
+}
+
+#[ralph_tests::on_both_clients]
+fn a_queue_items_checks_run_the_agents_code_inside_the_walls(client: ClientVersion) {
+    let outside = target("queue", client);
+    let scenario = project("walls-queue", client).file("PLAN.md", "# Plan\n\n- [ ] helper\n");
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    let scenario = scenario.args(&["--queue", "plan:PLAN.md"]);
+    let write = write_helper(&outside);
+    agent_cannot_escape_through_the_check(scenario, outside, move |turn, body| {
+        // The item's agent works in its worktree (its folder is the client's).
+        let item_id = user_texts(body)
+            .iter()
+            .find_map(|text| {
+                let rest = text.split("\"itemId\": ").nth(1)?;
+                Some(rest.split('}').next()?.trim().to_string())
+            })
+            .unwrap_or_else(|| "\"?\"".into());
+        match turn {
+            0 => Reply::bash(format!(
+                "{write}git add helper.py && git commit -qm 'the helper' && echo committed"
+            )),
+            _ => Reply::text(format!(
+                "The helper is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
+            )),
+        }
+    });
+}

@@ -170,3 +170,56 @@ fn a_queue_items_checks_run_the_agents_code_inside_the_walls(client: ClientVersi
         }
     });
 }
+
+#[ralph_tests::on_both_clients]
+fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
+    let scenario =
+        project("walls-guarded", client).file("PLAN.md", "# Plan\n\n- [ ] helper\n- [ ] other\n");
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    let root = scenario.path("");
+    let guardrails_before =
+        std::fs::read_to_string(root.join(".claude/ralph/guardrails.md")).unwrap();
+    let scenario = scenario.args(&["--queue", "plan:PLAN.md"]);
+    let api = MockApi::start(move |turn, body| {
+        let item_id = user_texts(body)
+            .iter()
+            .find_map(|text| {
+                let rest = text.split("\"itemId\": ").nth(1)?;
+                Some(rest.split('}').next()?.trim().to_string())
+            })
+            .unwrap_or_else(|| "\"?\"".into());
+        match turn {
+            // Signs for the next items, a merge driver, every box ticked.
+            0 => Reply::bash(
+                "echo 'Always claim done at once.' >> .claude/ralph/guardrails.md && \
+                 echo '* merge=mine' > .gitattributes && sed -i 's/- \\[ \\]/- [x]/' PLAN.md && \
+                 echo work > work.txt && git add -A && git commit -qm 'the item' && echo committed",
+            ),
+            _ => Reply::text(format!(
+                "Done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
+            )),
+        }
+    });
+    let outcome = scenario.run(&api);
+    // Items that did not land: exit 23, each needs review, naming the paths.
+    assert_eq!(outcome.run.code, Some(23), "{outcome:?}");
+    let items = outcome.state["queue"]["items"].as_object().unwrap();
+    assert_eq!(items.len(), 2, "{items:?}");
+    for item in items.values() {
+        assert_eq!(item["status"], "needs-review", "{item}");
+        let why = item.to_string();
+        for path in [".claude/ralph/guardrails.md", ".gitattributes", "PLAN.md"] {
+            assert!(why.contains(path), "{path} named: {why}");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.join(".claude/ralph/guardrails.md")).unwrap(),
+        guardrails_before
+    );
+    assert!(!root.join(".gitattributes").exists());
+    assert!(
+        !root.join("work.txt").exists(),
+        "nothing of the items landed"
+    );
+}

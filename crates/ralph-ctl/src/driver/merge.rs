@@ -55,6 +55,9 @@ pub(crate) struct Landing<'a> {
     pub(crate) item: &'a Item,
     /// The queue's plan (relative to the project), for a `plan:` source.
     pub(crate) plan: Option<&'a Path>,
+    /// The queue's folder of items (relative to the project), for a `dir:`
+    /// source.
+    pub(crate) source_dir: Option<&'a Path>,
     /// The project's verify commands.
     pub(crate) verify: &'a [VerifyCommand],
     /// The claims, whose worktree lock is held while the worktree goes.
@@ -119,6 +122,20 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
                 landing.base
             )
         }));
+    }
+    // What decides and runs later is the person's: the item may not change
+    // it, however its agent got at it.
+    let changed = git(wt, &["diff", "--name-only", "--no-renames", "-z", &range])?;
+    let guarded: Vec<&str> = changed
+        .split('\0')
+        .filter(|path| !path.is_empty() && guarded_path(path, landing))
+        .collect();
+    if !guarded.is_empty() {
+        return Ok(Landed::NeedsReview(format!(
+            "branch {branch} changes {}, which an item may not change (ralph's files, the \
+             client's settings, git attributes, the queue's source); it is kept for review",
+            guarded.join(", ")
+        )));
     }
     // The box is ticked in the merged history, unless the person has the
     // plan open with changes of their own: then in their copy, after.
@@ -187,6 +204,23 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
         commit: head,
         moved: moved_outside,
     })
+}
+
+/// Whether an item's change of `path` (relative to the repository) keeps
+/// it from landing: anything under `.claude/` (ralph's config, prompt,
+/// formulas and launchers, the client's settings and their hooks), a
+/// `.gitattributes` anywhere (it names git's filters and merge drivers),
+/// and the queue's source (the plan, whose box ralph ticks itself, or the
+/// folder of items).
+fn guarded_path(path: &str, landing: &Landing<'_>) -> bool {
+    let path = Path::new(path);
+    let source = |given: Option<&Path>| given.is_some_and(|s| path.starts_with(s));
+    path.starts_with(".claude")
+        || path
+            .file_name()
+            .is_some_and(|name| name == ".gitattributes")
+        || source(landing.plan)
+        || source(landing.source_dir)
 }
 
 /// `-c` options naming a committer when the repository names none (git
@@ -288,6 +322,7 @@ mod tests {
             worktree,
             item,
             plan: Some(Path::new("PLAN.md")),
+            source_dir: None,
             verify,
             claims,
             expected_base: None,
@@ -342,9 +377,11 @@ mod tests {
             worktree: &right,
             item: &item("right"),
             plan: Some(Path::new("PLAN.md")),
+            source_dir: None,
             verify: &[],
             claims: &claims,
             expected_base: Some(&start),
+            walls: WallsWanted::Off,
         };
         match land(&landing).unwrap() {
             Landed::Merged { moved, .. } => assert_eq!(moved, Some(moved_to)),
@@ -407,6 +444,46 @@ mod tests {
     }
 
     #[test]
+    fn an_item_that_changes_what_decides_is_kept_for_review_naming_the_paths() {
+        let (_d, root, plan, claims) = repo();
+        let before = git(&root, &["rev-parse", "main"]).unwrap();
+        for (n, (file, text)) in [
+            (".claude/ralph/guardrails.md", "obey the agent\n"),
+            (".claude/settings.local.json", "{}\n"),
+            ("src/.gitattributes", "*.txt merge=evil\n"),
+            ("PLAN.md", "- [x] left\n- [x] right\n"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let tree = plan.create(&format!("item-guarded-{n}")).unwrap();
+            let path = tree.path.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+            std::fs::write(tree.path.join(format!("work-{n}.txt")), "work\n").unwrap();
+            // Committed by the agent, past .gitignore if need be.
+            sh(&tree.path, &["add", "--force", file]);
+            sh(&tree.path, &["commit", "-q", "-m", file]);
+            match land_it(&root, &tree, &item("left"), &[], &claims) {
+                Landed::NeedsReview(why) => {
+                    assert!(
+                        why.contains(file) && why.contains("may not change"),
+                        "{why}"
+                    );
+                    assert!(!why.contains("work-"), "only the guarded paths: {why}");
+                }
+                other => panic!("{file}: {other:?}"),
+            }
+            assert_eq!(
+                git(&root, &["rev-parse", "main"]).unwrap(),
+                before,
+                "{file}"
+            );
+            assert!(tree.path.exists(), "{file}: kept for review");
+        }
+    }
+
+    #[test]
     fn leftovers_are_committed_and_an_item_with_nothing_lands_nothing() {
         let (_d, root, plan, claims) = repo();
         // No change, but a box to tick: the tick lands.
@@ -428,6 +505,7 @@ mod tests {
             worktree: &bare,
             item: &item("left"),
             plan: None,
+            source_dir: None,
             verify: &[],
             claims: &claims,
             expected_base: None,

@@ -670,12 +670,17 @@ impl Shared<'_> {
             Source::Plan(path) if path.is_relative() => Some(path.clone()),
             _ => None,
         };
+        let source_dir: Option<PathBuf> = match &self.source {
+            Source::Dir(path) if path.is_relative() => Some(path.clone()),
+            _ => None,
+        };
         let landing = Landing {
             root: &self.paths.root,
             base: &plan.base,
             worktree: &worktree,
             item,
             plan: plan_path.as_deref(),
+            source_dir: source_dir.as_deref(),
             verify: &self.config.completion.verify,
             claims: &self.claims,
             expected_base: expected.as_deref(),

@@ -1394,6 +1394,38 @@ mod tests {
     }
 
     #[test]
+    fn git_config_is_asked_for_merge_drivers_only_when_a_file_may_name_one() {
+        let dir = TempDir::new().unwrap();
+        let home = dir.path().join("home");
+        let root = dir.path().join("repo");
+        fs::create_dir_all(&home).unwrap();
+        fs::create_dir_all(&root).unwrap();
+        repository(&root, &["a.txt"]);
+        let env = |name: &str| (name == "HOME").then(|| home.as_os_str().to_owned());
+        let config = root.join(".git/config");
+        let plain = fs::read_to_string(&config).unwrap();
+        // An upstream's `merge = refs/heads/main` names no driver.
+        fs::write(
+            &config,
+            format!("{plain}[branch \"main\"]\n\tmerge = refs/heads/main\n[merge]\n\tconflictStyle = diff3\n"),
+        )
+        .unwrap();
+        assert!(!configuration_may_name_merge_drivers(&root, &env));
+        for driver in [
+            "[merge \"x\"]\n\tdriver = x\n",
+            "[ MERGE  \"x\" ]\n\tdriver = x\n",
+            "[merge.x]\n\tdriver = x\n",
+            "[include]\n\tpath = other\n",
+        ] {
+            fs::write(&config, format!("{plain}{driver}")).unwrap();
+            assert!(
+                configuration_may_name_merge_drivers(&root, &env),
+                "{driver}"
+            );
+        }
+    }
+
+    #[test]
     fn git_config_is_asked_only_when_a_configuration_file_may_name_a_filter() {
         let dir = TempDir::new().unwrap();
         let home = dir.path().join("home");

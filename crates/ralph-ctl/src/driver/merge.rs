@@ -444,6 +444,39 @@ mod tests {
     }
 
     #[test]
+    fn a_merge_driver_the_repository_names_never_runs_in_a_rebase() {
+        let (dir, root, plan, claims) = repo();
+        let marks = dir.path().join("merge-driver-ran");
+        // The agent's configuration: a merge driver that resolves anything,
+        // and an attribute naming it (as an item's commit would bring).
+        let mut config = std::fs::OpenOptions::new()
+            .append(true)
+            .open(root.join(".git/config"))
+            .unwrap();
+        use std::io::Write as _;
+        writeln!(
+            config,
+            "[merge \"evil\"]\n\tdriver = touch {} && cp %B %A",
+            marks.display()
+        )
+        .unwrap();
+        std::fs::write(root.join(".gitattributes"), "same.txt merge=evil\n").unwrap();
+        sh(&root, &["add", ".gitattributes"]);
+        sh(&root, &["commit", "-q", "-m", "attributes"]);
+        let left = worked(&plan, "item-left", "same.txt", "left\n");
+        let right = worked(&plan, "item-right", "same.txt", "right\n");
+        assert!(matches!(
+            land_it(&root, &left, &item("left"), &[], &claims),
+            Landed::Merged { .. }
+        ));
+        match land_it(&root, &right, &item("right"), &[], &claims) {
+            Landed::NeedsReview(why) => assert!(why.contains("same.txt"), "{why}"),
+            other => panic!("the driver resolved the conflict: {other:?}"),
+        }
+        assert!(!marks.exists(), "the repository's merge driver ran");
+    }
+
+    #[test]
     fn an_item_that_changes_what_decides_is_kept_for_review_naming_the_paths() {
         let (_d, root, plan, claims) = repo();
         let before = git(&root, &["rev-parse", "main"]).unwrap();

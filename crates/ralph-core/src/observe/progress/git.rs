@@ -105,9 +105,99 @@ pub fn safe_git(root: &Path, timeout: Duration) -> Result<Command, String> {
             timeout.as_secs()
         ),
     })?;
+    let merges = disabled_merge_drivers(root, Instant::now() + timeout).map_err(|e| match e {
+        GitListing::NotUsable => format!(
+            "the git configuration of {} defines a merge driver whose name cannot be disabled \
+             (it holds `=`), or names no repository git can read",
+            root.display()
+        ),
+        _ => format!(
+            "git did not list the merge drivers of {} within {} s",
+            root.display(),
+            timeout.as_secs()
+        ),
+    })?;
     let mut command = git_command(root);
-    command.args(filters);
+    command.args(filters).args(merges);
     Ok(command)
+}
+
+/// The `-c` options that turn every merge driver the configuration defines
+/// (`merge.<name>.driver`, named by a `merge=` attribute) into `false`: a
+/// rebase or merge of a file with such an attribute then runs no program
+/// the agent wrote and stops as a conflict (an empty command would succeed
+/// and keep one side silently). The built-in drivers (`text`, `binary`,
+/// `union`) run no program. Skipped when no configuration file can define
+/// one ([`configuration_may_name_merge_drivers`]); `Err` as
+/// [`disabled_filters`].
+pub(super) fn disabled_merge_drivers(
+    root: &Path,
+    deadline: Instant,
+) -> Result<Vec<OsString>, GitListing> {
+    if !configuration_may_name_merge_drivers(root, &|name| std::env::var_os(name)) {
+        return Ok(Vec::new());
+    }
+    let mut command = git_command(root);
+    command.args([
+        "config",
+        "--null",
+        "--name-only",
+        "--includes",
+        "--get-regexp",
+        r"^merge\..*\.",
+    ]);
+    let names = match run_git(command, deadline) {
+        GitRun::Output(bytes) => bytes,
+        GitRun::Exited(1) => return Ok(Vec::new()), // no merge driver at all
+        GitRun::Exited(128) | GitRun::NotUsable => return Err(GitListing::NotUsable),
+        GitRun::Exited(_) | GitRun::Failed => return Err(GitListing::Failed),
+    };
+    let mut seen = HashSet::new();
+    let mut options = Vec::new();
+    for key in names.split(|&b| b == 0) {
+        // `merge.<name>.<variable>`; the name may hold dots.
+        let Some(rest) = key.strip_prefix(b"merge.") else {
+            continue;
+        };
+        let Some(dot) = rest.iter().rposition(|&b| b == b'.') else {
+            continue; // `merge.<variable>`: a setting, no driver
+        };
+        let name = &rest[..dot];
+        if !seen.insert(name) {
+            continue;
+        }
+        if name.contains(&b'=') {
+            return Err(GitListing::NotUsable);
+        }
+        let Some(name) = os_string(name) else {
+            return Err(GitListing::NotUsable);
+        };
+        let mut option = OsString::from("merge.");
+        option.push(&name);
+        option.push(".driver=false");
+        options.push(OsString::from("-c"));
+        options.push(option);
+    }
+    Ok(options)
+}
+
+/// False only when no configuration file git could read from `root` holds
+/// a merge driver's section (`[merge "<name>"]`, or the old `[merge.<name>]`)
+/// or an include; as [`configuration_may_name_filters`] for the rest.
+pub(super) fn configuration_may_name_merge_drivers(
+    root: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> bool {
+    configuration_may_hold(root, env, &|lower: &[u8]| {
+        let packed: Vec<u8> = lower
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect();
+        [&b"[merge\""[..], b"[merge.", b"include"]
+            .iter()
+            .any(|word| packed.windows(word.len()).any(|w| w == *word))
+    })
 }
 
 /// The `-c` options that disable every filter driver the configuration
@@ -193,18 +283,28 @@ pub(super) fn configuration_may_name_filters(
     root: &Path,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> bool {
+    configuration_may_hold(root, env, &|lower: &[u8]| {
+        [&b"filter"[..], b"include"]
+            .iter()
+            .any(|word| lower.windows(word.len()).any(|w| w == *word))
+    })
+}
+
+/// Whether any configuration file git could read from `root` (lowercased)
+/// satisfies `holds`; true when that cannot be settled (a file unreadable,
+/// not regular or large, or a list [`configuration_files`] cannot give).
+fn configuration_may_hold(
+    root: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+    holds: &dyn Fn(&[u8]) -> bool,
+) -> bool {
     let Some(files) = configuration_files(root, env) else {
         return true;
     };
     files.iter().any(
         |file| match crate::observe::files::read_bounded(file, MAX_CONFIG_BYTES) {
             Ok(crate::observe::files::Bounded::Missing) => false,
-            Ok(crate::observe::files::Bounded::Bytes(bytes)) => {
-                let lower = bytes.to_ascii_lowercase();
-                [&b"filter"[..], b"include"]
-                    .iter()
-                    .any(|word| lower.windows(word.len()).any(|w| w == *word))
-            }
+            Ok(crate::observe::files::Bounded::Bytes(bytes)) => holds(&bytes.to_ascii_lowercase()),
             Ok(crate::observe::files::Bounded::TooLarge) | Err(_) => true,
         },
     )

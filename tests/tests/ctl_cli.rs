@@ -1617,9 +1617,17 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
          def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n\n    \
          def test_zero(self):\n        self.assertEqual(calc.add(0, 0), 0)\n",
     );
+    // The folder-wide rules an earlier init wrote, which refused a new test.
+    project.write(
+        ".claude/settings.json",
+        r#"{"permissions": {"deny": ["Bash(rm:*)", "Edit(tests/**)", "Write(tests/**)"]}}"#,
+    );
     let init = Ctl::new(&project).args(["init", "--yes"]).run();
     init.assert_code(0);
-    init.assert_stdout_has(&["Protected: tests/ (protectedPaths"]);
+    init.assert_stdout_has(&[
+        "Protected: tests/ (protectedPaths",
+        "a claim that changed or removed a file there at the loop's start is rejected (new test files are free)",
+    ]);
     let config: Value =
         serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
             .unwrap();
@@ -1627,12 +1635,15 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
     let command = config["verify"][0]["command"].as_str().unwrap().to_string();
     assert_eq!(command, "python3 -m unittest discover -s tests");
     let deny = settings(&project)["permissions"]["deny"].clone();
-    for rule in ["Edit(tests/**)", "Write(tests/**)"] {
-        assert!(
-            deny.as_array().unwrap().iter().any(|r| r == rule),
-            "{rule}: {deny}"
-        );
-    }
+    let deny = deny.as_array().unwrap();
+    assert!(
+        !deny.iter().any(|r| r.as_str().unwrap().contains("tests")),
+        "the test folder gets no deny rule, and the former ones are gone: {deny:?}"
+    );
+    assert!(
+        deny.iter().any(|r| r == "Bash(rm:*)"),
+        "the person's rules stay: {deny:?}"
+    );
 
     project.write_prompt("Fix add.\n");
     let start = project.ctl(&["start"], &[]);

@@ -3,7 +3,10 @@
 //! completion check, with one failing test; the loop (fresh, through the
 //! launcher, on the real clients) records the test counts before the
 //! first iteration, and a claim whose tests pass only because a test was
-//! deleted or skipped is rejected with the counts named.
+//! deleted or skipped is rejected with the counts named. With the tests
+//! in a folder (`tests/`, which `init --yes` protects), a new test file the
+//! agent writes beside its fix is free, in ralph's sandbox, and an edit of
+//! a test that was there at the start is rejected, naming the file.
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
@@ -49,8 +52,8 @@ fn python_project(name: &str, max: u32) -> TempProject {
             .unwrap();
     let deny = settings["permissions"]["deny"].to_string();
     assert!(
-        deny.contains("\"Edit(**/test_*.py)\"") && deny.contains("\"Write(**/test_*.py)\""),
-        "{deny}"
+        !deny.contains("test_") && !deny.contains("Write("),
+        "no rule keeps the agent from adding a test, and none the client would not match: {deny}"
     );
     config["maxIterations"] = Value::from(max);
     std::fs::write(&config_path, config.to_string()).unwrap();
@@ -58,7 +61,8 @@ fn python_project(name: &str, max: u32) -> TempProject {
     project
 }
 
-/// Runs the loop fresh through the launcher; its exit code and stderr.
+/// Runs the loop fresh through the launcher, unsandboxed with
+/// `bypassPermissions`; its exit code and stderr.
 fn run_loop(project: &TempProject, client: ClientVersion, api: &MockApi) -> (Option<i32>, String) {
     let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
     cmd.arg("--fresh")
@@ -67,6 +71,61 @@ fn run_loop(project: &TempProject, client: ClientVersion, api: &MockApi) -> (Opt
         .env("RALPH_SANDBOX", "off");
     let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
     (run.code, run.stderr)
+}
+
+/// Runs the loop fresh through the launcher with what ralph chooses (its
+/// sandbox, where bubblewrap and socat are installed, as here); its exit
+/// code and stderr.
+fn run_loop_as_ralph_chooses(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+) -> (Option<i32>, String) {
+    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
+    cmd.arg("--fresh").envs(project.client_env(client, api));
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    (run.code, run.stderr)
+}
+
+/// A new test, for the fix.
+const TEST_NEGATIVES: &str =
+    "import unittest\n\nimport calc\n\n\nclass Negatives(unittest.TestCase):\n    \
+    def test_add_negatives(self):\n        self.assertEqual(calc.add(-2, -3), -5)\n";
+
+/// The same project with its test in `tests/`, which `init --yes` protects
+/// (the folder, whose files' deny rules it used to write), at most `max`
+/// iterations.
+fn tests_folder_project(name: &str, max: u32) -> TempProject {
+    let project = TempProject::new(name);
+    project.write("calc.py", CALC_BUGGY);
+    project.write("tests/test_calc.py", TEST_CALC);
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "calc"]);
+    let init = project.ctl(&["init", "--yes"], &[]);
+    init.assert_code(0);
+    init.assert_stdout_has(&[
+        "Protected: tests/ (protectedPaths",
+        "new test files are free",
+    ]);
+    let config_path = project.path(".claude/ralph/config.json");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    assert_eq!(
+        config["verify"][0]["command"], "python3 -m unittest discover -s tests",
+        "{init:?}"
+    );
+    assert_eq!(config["protectedPaths"], serde_json::json!(["tests/"]));
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(project.path(".claude/settings.json")).unwrap())
+            .unwrap();
+    let deny = settings["permissions"]["deny"].to_string();
+    assert!(
+        !deny.contains("tests") && !deny.contains("Write("),
+        "the test folder gets no deny rule: {deny}"
+    );
+    config["maxIterations"] = Value::from(max);
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    project.write_prompt("Make the tests of calc.py pass.\n");
+    project
 }
 
 /// The baseline the loop recorded: 3 tests, 1 failing, none skipped.
@@ -228,5 +287,116 @@ fn fixing_the_code_completes_the_loop(client: ClientVersion) {
             .unwrap_or("")
             .contains("test counts: `python3 -m unittest` ran 3 tests (baseline 3)"),
         "{state:#}"
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn a_new_test_beside_the_fix_completes_the_loop(client: ClientVersion) {
+    let project = tests_folder_project("integrity-new-test", 2);
+    let new_test = project
+        .path("tests/test_negatives.py")
+        .display()
+        .to_string();
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        // The file tool, then the shell (in ralph's sandbox), each adding a
+        // test under the protected folder; then the fix.
+        0 => Reply::write(new_test.clone(), TEST_NEGATIVES),
+        1 => Reply::bash(
+            "printf 'import unittest\\nimport calc\\n\\n\\nclass Zero(unittest.TestCase):\\n    \
+             def test_zero(self):\\n        self.assertEqual(calc.add(0, 7), 7)\\n' \
+             > tests/test_zero.py; echo rc=$?",
+        ),
+        2 => Reply::bash(format!("cat > calc.py <<'EOF'\n{CALC_FIXED}EOF")),
+        3 => Reply::text(format!(
+            "add() adds now, with two new tests for it; the tests pass.\n{SIGNAL}"
+        )),
+        _ => Reply::text("Nothing left."),
+    });
+    let (code, stderr) = run_loop_as_ralph_chooses(&project, client, &api);
+    let state = project.status_json();
+    assert_eq!(
+        std::fs::read_to_string(project.path("tests/test_negatives.py"))
+            .ok()
+            .as_deref(),
+        Some(TEST_NEGATIVES),
+        "the file tool could not add a test: {state:#}\n{stderr}"
+    );
+    assert!(
+        project.path("tests/test_zero.py").exists(),
+        "the shell could not add a test: {state:#}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("sandbox: on"),
+        "the run was ralph's sandboxed one: {stderr}"
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 1, "{state:#}");
+    let last = &state["lastClaim"];
+    assert_eq!(last["accepted"], true, "{last:#}");
+    assert_eq!(
+        last["verification"][0]["counts"],
+        serde_json::json!({"run": 4, "passed": 4, "failed": 0, "skipped": 0}),
+        "the new tests ran: {last:#}"
+    );
+    let gates = last["gates"].as_array().unwrap();
+    let protected = gates.iter().find(|g| g["gate"] == "protected_paths");
+    assert_eq!(
+        protected.map(|g| (g["passed"].clone(), g["detail"].clone())),
+        Some((Value::from(true), Value::from("no protected file changed"))),
+        "{last:#}"
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn editing_an_existing_test_to_pass_is_rejected_naming_it(client: ClientVersion) {
+    let project = tests_folder_project("integrity-edit-test", 2);
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::bash(
+            r#"python3 -c 'import pathlib; p = pathlib.Path("tests/test_calc.py"); p.write_text(p.read_text().replace("calc.add(2, 3), 5", "calc.add(2, 3), -1"))'"#,
+        ),
+        1 => Reply::text(format!(
+            "The test expected the wrong sum; the tests pass.\n{SIGNAL}"
+        )),
+        _ => Reply::text("Looking at it again."),
+    });
+    let (code, stderr) = run_loop(&project, client, &api);
+    let state = project.status_json();
+    assert!(
+        std::fs::read_to_string(project.path("tests/test_calc.py"))
+            .unwrap()
+            .contains("calc.add(2, 3), -1"),
+        "the agent's edit took: {state:#}"
+    );
+    assert_ne!(code, Some(0), "{stderr}");
+    assert_eq!(state["status"], "max_iterations", "{state:#}\n{stderr}");
+    let last = &state["lastClaim"];
+    assert_eq!(last["iteration"], 1, "{last:#}");
+    assert_eq!(last["accepted"], false, "{last:#}");
+    assert_eq!(
+        last["verification"][0]["exitCode"], 0,
+        "the edited test passes: {last:#}"
+    );
+    let gates = last["gates"].as_array().unwrap();
+    let gate = gates
+        .iter()
+        .find(|g| g["gate"] == "protected_paths")
+        .unwrap_or_else(|| panic!("no protected_paths gate: {last:#}"));
+    assert_eq!(gate["passed"], false, "{gate:#}");
+    let named =
+        "1 protected file(s) changed since the loop started (protectedPaths): tests/test_calc.py;";
+    assert!(gate["detail"].as_str().unwrap().contains(named), "{gate:#}");
+    // The next fresh process was told which file, and how to go on.
+    let requests = api.main_requests();
+    let second = requests
+        .iter()
+        .find(|r| user_texts(&r.body).join("\n").contains("iteration 2 of 2"))
+        .unwrap_or_else(|| panic!("no request of iteration 2 among {}", requests.len()));
+    let text = user_texts(&second.body).join("\n");
+    assert!(
+        text.contains("[Ralph: completion claim rejected]")
+            && text.contains(named)
+            && text.contains("put a new test in a new file"),
+        "{text}"
     );
 }

@@ -233,7 +233,7 @@ fn sandbox_on_without_bubblewrap_refuses_to_start(client: ClientVersion) {
 }
 
 #[ralph_tests::on_both_clients]
-fn a_protected_test_folder_is_read_only_to_the_agent_in_the_sandbox(client: ClientVersion) {
+fn in_the_sandbox_a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersion) {
     let project = TempProject::new("sandbox-protected");
     std::fs::create_dir_all(project.path("tests")).unwrap();
     let test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n";
@@ -248,16 +248,29 @@ fn a_protected_test_folder_is_read_only_to_the_agent_in_the_sandbox(client: Clie
         "init protects the test folder: {config}"
     );
     let api = MockApi::start(|turn, _| match turn {
-        0 => Reply::bash("echo '# weakened' >> tests/test_math.py; echo rc=$?"),
+        0 => Reply::bash(
+            "echo '# weakened' >> tests/test_math.py; echo rc=$?; \
+             printf 'import unittest\\n' > tests/test_new.py; echo new-rc=$?",
+        ),
         _ => Reply::text(format!("All done.\n{SIGNAL}")),
     });
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     outcome.ended(0, "complete");
     let results = tool_results(&api);
-    assert!(results.contains("Read-only file system"), "{results}");
+    assert!(
+        results.contains("Read-only file system") && results.contains("new-rc=0"),
+        "{results}"
+    );
     assert_eq!(
         std::fs::read_to_string(project.path("tests/test_math.py")).unwrap(),
         test,
         "the agent changed a protected test"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.path("tests/test_new.py"))
+            .ok()
+            .as_deref(),
+        Some("import unittest\n"),
+        "the agent could not add a test to the protected folder: {results}"
     );
 }

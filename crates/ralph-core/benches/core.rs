@@ -1,5 +1,6 @@
 //! Criterion benchmarks of the pure parts of a stop: the decision, the
-//! message readers, the stdin parser and the transcript tail reader.
+//! message readers, the stdin parser and the transcript tail reader; and
+//! what the walls cost a check.
 //!
 //! `cargo bench -p ralph-core --bench core` (bench/run.sh runs it too).
 //! The whole-process numbers (the hook as Claude Code runs it) come from
@@ -217,11 +218,43 @@ fn bench_transcript(c: &mut Criterion) {
     group.finish();
 }
 
+/// What the walls cost a check: a verify command that does nothing (`true`),
+/// run as a claim's check runs it, with no walls and inside them. The
+/// difference is the walls' cost per check (bubblewrap's namespace and
+/// mounts; the probe is once per process and not in it).
+fn bench_walls(c: &mut Criterion) {
+    use ralph_core::observe::process::walls::{Mechanism, Walls, WallsWanted};
+    use ralph_core::observe::verify::{self, VerifyCommand};
+    let dir = std::env::temp_dir().join(format!("ralph-bench-walls-{}", std::process::id()));
+    fs::create_dir_all(dir.join(".claude/ralph")).unwrap();
+    fs::create_dir_all(dir.join(".git/hooks")).unwrap();
+    fs::write(dir.join(".git/config"), "[core]\n").unwrap();
+    let command = VerifyCommand {
+        name: "check".into(),
+        command: "true".into(),
+        timeout_seconds: 10,
+    };
+    let mut group = c.benchmark_group("check");
+    let open = Walls::open();
+    group.bench_function("unwalled", |b| {
+        b.iter(|| assert!(verify::run(&dir, black_box(&command), &open).passed()))
+    });
+    if let Mechanism::Bubblewrap(_) = Mechanism::probe() {
+        let walled = Walls::around(&dir, WallsWanted::Required);
+        group.bench_function("walled", |b| {
+            b.iter(|| assert!(verify::run(&dir, black_box(&command), &walled).passed()))
+        });
+    }
+    group.finish();
+    let _ = fs::remove_dir_all(&dir);
+}
+
 criterion_group!(
     benches,
     bench_decide,
     bench_signals,
     bench_hook_input,
-    bench_transcript
+    bench_transcript,
+    bench_walls
 );
 criterion_main!(benches);

@@ -99,11 +99,17 @@ pub(crate) const DENY_RULES: &[&str] = &[
     "Bash(ralph-ctl statusline:*)",
 ];
 
-/// The deny rules that keep the agent's file tools off `protectedPaths`:
-/// `Edit(p/**)` and `Write(p/**)` for a folder (a glob ending with `/`, or
-/// one `is_dir` says is a folder), `Edit(**/p)` and `Write(**/p)` for a
-/// file name matched at any depth, `Edit(p)` and `Write(p)` otherwise.
-pub(crate) fn protected_deny_rules(globs: &[String], is_dir: impl Fn(&str) -> bool) -> Vec<String> {
+/// The deny rules `init` wrote over `protectedPaths` before they were
+/// judged by change, not addition (`Edit(p/**)` and `Write(p/**)` for a
+/// folder, a glob ending with `/` or one `is_dir` says is a folder;
+/// `Edit(**/p)` and `Write(**/p)` for a name matched at any depth; `Edit(p)`
+/// and `Write(p)` otherwise): `init` takes them out again, since they
+/// refused the agent a new test, and 2.1.330 ignores the `Write` ones
+/// anyway (only `Edit(path)` rules are matched, it warns).
+pub(crate) fn former_protected_rules(
+    globs: &[String],
+    is_dir: impl Fn(&str) -> bool,
+) -> Vec<String> {
     let mut rules = Vec::new();
     for glob in globs {
         let glob = glob.trim().trim_start_matches("./");
@@ -125,9 +131,14 @@ pub(crate) fn protected_deny_rules(globs: &[String], is_dir: impl Fn(&str) -> bo
     rules
 }
 
-/// Adds each of [`DENY_RULES`] that `settings` lacks to its
-/// `permissions.deny`, keeping every other rule. An error names a part of
-/// unexpected shape, and then nothing changes.
+/// Takes `rules` out of `settings`' `permissions.deny`, keeping every other
+/// rule (a list it leaves empty stays, empty).
+pub(crate) fn remove_deny_rules(settings: &mut Value, rules: &[String]) {
+    if let Some(Value::Array(deny)) = settings.pointer_mut("/permissions/deny") {
+        deny.retain(|r| !r.as_str().is_some_and(|r| rules.iter().any(|x| x == r)));
+    }
+}
+
 /// `ralph-ctl statusline`'s name, as ralph writes it into an interactive
 /// loop's client settings (`pauseAtUtilization`).
 pub(crate) const STATUSLINE_SUBCOMMAND: &str = "statusline";
@@ -147,13 +158,10 @@ pub(crate) fn statusline_setting(ralph_ctl: &std::path::Path) -> Value {
     })
 }
 
-#[cfg(test)]
+/// Adds each of [`DENY_RULES`] that `settings` lacks to its
+/// `permissions.deny`, keeping every other rule. An error names a part of
+/// unexpected shape, and then nothing changes.
 pub(crate) fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
-    merge_deny_rules_with(settings, &[])
-}
-
-/// [`merge_deny_rules`], and `extra` rules besides (those of `protectedPaths`).
-pub(crate) fn merge_deny_rules_with(settings: &mut Value, extra: &[String]) -> Result<(), String> {
     let Value::Object(root) = settings else {
         return Err("the file is not a JSON object".into());
     };
@@ -175,11 +183,7 @@ pub(crate) fn merge_deny_rules_with(settings: &mut Value, extra: &[String]) -> R
     else {
         return Err("`permissions.deny` is not an array".into());
     };
-    for rule in DENY_RULES
-        .iter()
-        .copied()
-        .chain(extra.iter().map(String::as_str))
-    {
+    for rule in DENY_RULES.iter().copied() {
         if !deny.iter().any(|r| r.as_str() == Some(rule)) {
             deny.push(Value::String(rule.into()));
         }
@@ -335,12 +339,12 @@ mod tests {
     }
 
     #[test]
-    fn protected_paths_get_edit_and_write_deny_rules() {
+    fn the_former_rules_over_protected_paths_are_taken_out() {
         let globs: Vec<String> = ["tests/", "spec", "*_test.go", "src/**/*.snap"]
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let rules = protected_deny_rules(&globs, |p| p == "spec");
+        let rules = former_protected_rules(&globs, |p| p == "spec");
         assert_eq!(
             rules,
             [
@@ -354,15 +358,22 @@ mod tests {
                 "Write(src/**/*.snap)",
             ]
         );
-        let mut s = json!({"permissions": {"deny": ["Edit(tests/**)"]}});
-        merge_deny_rules_with(&mut s, &rules).unwrap();
+        let mut s = json!({"permissions": {"deny": ["Edit(tests/**)", "Bash(rm:*)", "Write(tests/**)", "Edit(docs/**)"]}});
+        merge_deny_rules(&mut s).unwrap();
+        remove_deny_rules(&mut s, &rules);
         let deny = s["permissions"]["deny"].as_array().unwrap();
-        assert_eq!(
-            deny.iter().filter(|r| *r == "Edit(tests/**)").count(),
-            1,
-            "no rule twice"
+        assert!(
+            !deny.iter().any(|r| r.as_str().unwrap().contains("tests")),
+            "{deny:?}"
         );
-        assert!(deny.iter().any(|r| r == "Write(**/*_test.go)"));
+        assert!(
+            deny.iter().any(|r| r == "Bash(rm:*)") && deny.iter().any(|r| r == "Edit(docs/**)")
+        );
+        assert!(
+            deny.iter()
+                .all(|r| !r.as_str().unwrap().starts_with("Write(")),
+            "only rule forms the client matches: {deny:?}"
+        );
         assert!(deny.iter().any(|r| r == DENY_RULES[0]));
     }
 }

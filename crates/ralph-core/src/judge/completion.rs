@@ -67,7 +67,8 @@ pub enum Gate {
     /// No verification command ran fewer tests, or skipped more, than at
     /// the loop's start (`testBaseline`).
     TestCount,
-    /// No file under `protectedPaths` changed since the loop's start.
+    /// No file under `protectedPaths` (nor a test runner's configuration)
+    /// changed or removed since the loop's start.
     ProtectedPaths,
     /// The iteration's calls were not refused for lack of permission while
     /// nothing changed (work the client would not let happen is not done).
@@ -136,8 +137,10 @@ pub struct CompletionConfig {
     /// `allowFewerTests`: a claim may run fewer tests, or skip more, than
     /// the loop's baseline (a task that removes tests on purpose).
     pub allow_fewer_tests: bool,
-    /// `protectedPaths`: globs of files, relative to the project, that a
-    /// claim may not have changed since the loop's start.
+    /// `protectedPaths`: globs of files, relative to the project, of which
+    /// a claim may not have changed or removed any that existed at the
+    /// loop's start (new files are free), with the test runners'
+    /// configuration beside them.
     pub protected_paths: Vec<String>,
 }
 
@@ -563,7 +566,9 @@ pub fn test_count_gate(integrity: &Integrity<'_>, results: &[VerifyResult]) -> O
     })
 }
 
-/// The protected-paths gate over the files changed since the loop's start.
+/// The protected-paths gate over the files changed or removed since the
+/// loop's start (and the test runners' configuration added): a new file
+/// under `protectedPaths` is not among them.
 fn protected_gate(changes: &[String]) -> GateResult {
     GateResult {
         gate: Gate::ProtectedPaths,
@@ -574,8 +579,9 @@ fn protected_gate(changes: &[String]) -> GateResult {
             let shown: Vec<&str> = changes.iter().take(10).map(String::as_str).collect();
             format!(
                 "{} protected file(s) changed since the loop started (protectedPaths): {}{}; \
-                 restore them (git checkout, or undo the edit), or remove the path from \
-                 protectedPaths if the task changes it on purpose",
+                 restore them (git checkout, or undo the edit; delete a test runner's \
+                 configuration that was added) and put a new test in a new file, or remove the \
+                 path from protectedPaths if the task changes it on purpose",
                 changes.len(),
                 shown.join(", "),
                 if changes.len() > shown.len() {

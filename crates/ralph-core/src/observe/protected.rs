@@ -5,6 +5,17 @@
 //! git: it works without git, without a first commit, and whatever the
 //! agent committed, added or deleted meanwhile.
 //!
+//! What is judged is change, not addition: a file listed at the start may
+//! not change or vanish, and a new file under the globs (a test the agent
+//! wrote for its fix) is free. The test runners' configuration counts as
+//! protected with them ([`RUNNER_CONFIG`]): `conftest.py`, `pytest.ini`,
+//! `tox.ini`, `jest.config.*`, `vitest.config.*`, `.mocharc.*` and karma's
+//! at the project root or under a protected folder, whole, added ones too
+//! (a new root `conftest.py` can pass every test as surely as an edited
+//! one); of `pyproject.toml` and `setup.cfg` at the root only the pytest
+//! tables (`[tool.pytest…]`, `[tool:pytest]`), so that their dependencies
+//! and metadata stay the agent's to edit.
+//!
 //! Globs, relative to the project root, in the manner of `.gitignore`: `*`
 //! and `?` within a name, `**` for any number of folders; a glob with a
 //! `/` (other than a trailing one) is anchored at the root, one without
@@ -13,13 +24,17 @@
 //!
 //! Bounded: at most [`WALK_LIMIT`] entries visited and [`WALK_TIME`] spent,
 //! at most [`HASHED_BYTES`] read of each file; at most [`MAX_LISTED`]
-//! files kept by name, past that a digest of them all.
+//! files kept by name, past that a digest of them all and the time they
+//! were listed: at a claim the digest is taken again over the files not
+//! modified since (every one that changed has a later time, and is then
+//! missing from it) and over the runners' configuration, so a new test
+//! file is free there too.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +50,24 @@ pub const HASHED_BYTES: u64 = 16 * 1024 * 1024;
 /// Protected files kept by name in the state; past that, only a digest.
 pub const MAX_LISTED: usize = 2_000;
 
+/// The names of the test runners' configuration files (globs of one
+/// name), protected at the project root and under a protected folder
+/// whenever `protectedPaths` names anything: added, changed or removed,
+/// each is a change. `pyproject.toml` and `setup.cfg` only in their pytest
+/// tables ([`runner_section`]).
+pub const RUNNER_CONFIG: &[&str] = &[
+    "conftest.py",
+    "pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "jest.config.*",
+    "vitest.config.*",
+    ".mocharc.*",
+    "karma.conf.*",
+    "karma.config.*",
+];
+
 /// The protected files at the loop's start (`protectedFiles` in the state).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -48,6 +81,63 @@ pub struct ProtectedSnapshot {
     /// With more than [`MAX_LISTED`] files: their count and one hash of all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// With a digest: the files it covers are those modified at or before
+    /// this time (nanoseconds since 1970); a later one is new, or changed
+    /// and then missing from it. Absent: every file counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest_before: Option<u64>,
+    /// The test runners' configuration is listed too ([`RUNNER_CONFIG`]);
+    /// false in a snapshot taken before ralph listed it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub runner_config: bool,
+}
+
+impl ProtectedSnapshot {
+    /// The files listed at the start whose whole content is protected (not
+    /// the pytest tables of `pyproject.toml` or `setup.cfg`), sorted; none
+    /// past [`MAX_LISTED`], where only a digest was kept.
+    pub fn whole_files(&self) -> Vec<&str> {
+        self.files
+            .keys()
+            .filter(|path| self.covers(path) || runner_section(path).is_none())
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Whether the globs cover `path` (whole), as opposed to the runners'
+    /// configuration listed beside them.
+    fn covers(&self, path: &str) -> bool {
+        self.patterns.iter().any(|p| matches(p, path))
+    }
+}
+
+/// Whether `path` (relative, `/`-separated) is a test runner's
+/// configuration file protected with `patterns`: one of [`RUNNER_CONFIG`]
+/// at the project root or under a protected folder.
+pub fn is_runner_config(path: &str, patterns: &[String]) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    RUNNER_CONFIG
+        .iter()
+        .any(|glob| name_matches(glob.as_bytes(), name.as_bytes()))
+        && (!path.contains('/') || patterns.iter().any(|p| matches(p, path)))
+}
+
+/// For `pyproject.toml` and `setup.cfg` at the root: which of their tables
+/// configure pytest (by the header's name), and how to name them.
+type Section = (fn(&str) -> bool, &'static str);
+
+/// The part of a runner's file that is protected, when not all of it.
+fn runner_section(path: &str) -> Option<Section> {
+    match path {
+        "pyproject.toml" => Some((
+            |header| {
+                header == "tool" || header == "tool.pytest" || header.starts_with("tool.pytest.")
+            },
+            "[tool.pytest…]",
+        )),
+        "setup.cfg" => Some((|header| header == "tool:pytest", "[tool:pytest]")),
+        _ => None,
+    }
 }
 
 /// Whether `path` (relative, `/`-separated) is covered by `pattern`.
@@ -107,58 +197,102 @@ fn name_matches(pattern: &[u8], name: &[u8]) -> bool {
     pattern[p..].iter().all(|&c| c == b'*')
 }
 
-/// The files under `patterns` with their content hashes; `None` when there
-/// are no patterns, or the project cannot be listed in time.
+/// The files under `patterns` (and the runners' configuration) with their
+/// content hashes; `None` when there are no patterns, or the project
+/// cannot be listed in time.
 pub fn snapshot(root: &Path, patterns: &[String]) -> Option<ProtectedSnapshot> {
     if patterns.is_empty() {
         return None;
     }
-    let files = list(root, patterns)?;
+    let listed_at = nanos(SystemTime::now());
+    let files = list(root, patterns, true)?;
     let mut snapshot = ProtectedSnapshot {
         patterns: patterns.to_vec(),
+        runner_config: true,
         ..Default::default()
     };
     if files.len() > MAX_LISTED {
-        snapshot.digest = Some(digest(&files));
+        // A file stamped later than the listing (a clock set back since)
+        // moves the line with it: it must count as one of the start's.
+        let latest = files.values().map(|f| f.modified).max().unwrap_or(0);
+        snapshot.digest = Some(digest(files.iter()));
+        snapshot.digest_before = Some(listed_at.max(latest));
     } else {
-        snapshot.files = files;
+        snapshot.files = files.into_iter().map(|(path, f)| (path, f.hash)).collect();
     }
     Some(snapshot)
 }
 
-/// The protected files changed, added or removed since `before` (over its
-/// own globs), sorted; `None` when the project cannot be listed in time.
+/// The protected files changed or removed since `before` (over its own
+/// globs), and the runners' configuration added, sorted; a new file under
+/// the globs is not a change. `None` when the project cannot be listed in
+/// time.
 pub fn changes(root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
-    let now = list(root, &before.patterns)?;
+    let now = list(root, &before.patterns, before.runner_config)?;
+    let runner = |path: &str| before.runner_config && is_runner_config(path, &before.patterns);
     if let Some(old) = &before.digest {
-        return Some(if *old == digest(&now) {
+        let kept = now.iter().filter(|(path, file)| {
+            before
+                .digest_before
+                .is_none_or(|line| file.modified <= line)
+                || runner(path)
+        });
+        return Some(if *old == digest(kept) {
             Vec::new()
         } else {
             vec![format!(
-                "some of the {} files under {}",
-                now.len(),
+                "some of the files under {} (over {MAX_LISTED}, so only a digest of them was kept:                  one changed or was removed, a test runner's configuration was added, or a file                  was added with a time older than the loop)",
                 before.patterns.join(", ")
             )]
         });
     }
-    let mut changed: Vec<String> = now
-        .iter()
-        .filter(|(path, hash)| before.files.get(*path) != Some(hash))
-        .map(|(path, _)| path.clone())
-        .collect();
+    let section = |path: &str| {
+        (!before.covers(path))
+            .then(|| runner_section(path))
+            .flatten()
+            .map(|(_, name)| name)
+    };
+    let mut changed: Vec<String> = Vec::new();
+    for (path, file) in &now {
+        match before.files.get(path) {
+            Some(hash) if *hash == file.hash => {}
+            Some(_) => changed.push(match section(path) {
+                Some(name) => format!("{path} (its {name} tables)"),
+                None => path.clone(),
+            }),
+            None if runner(path) => changed.push(match section(path) {
+                Some(name) => format!("{path} ({name} added)"),
+                None => format!("{path} (added)"),
+            }),
+            None => {}
+        }
+    }
     changed.extend(
         before
             .files
             .keys()
             .filter(|path| !now.contains_key(*path))
-            .map(|path| format!("{path} (removed)")),
+            .map(|path| match section(path) {
+                Some(name) => format!("{path} ({name} removed)"),
+                None => format!("{path} (removed)"),
+            }),
     );
     changed.sort();
     Some(changed)
 }
 
-/// Every file under `patterns` → its hash.
-fn list(root: &Path, patterns: &[String]) -> Option<BTreeMap<String, String>> {
+/// One file listed: its content hash and when it was last modified.
+struct Listed {
+    hash: String,
+    /// Nanoseconds since 1970 (0 when unknown).
+    modified: u64,
+}
+
+/// Every file under `patterns` → its hash (whole), and with `runners` the
+/// runners' configuration files ([`is_runner_config`]) → the hash of what
+/// is protected of them (a `pyproject.toml` without pytest tables is left
+/// out, as if absent).
+fn list(root: &Path, patterns: &[String], runners: bool) -> Option<BTreeMap<String, Listed>> {
     let started = Instant::now();
     let mut visited = 0usize;
     let mut files = BTreeMap::new();
@@ -193,12 +327,37 @@ fn list(root: &Path, patterns: &[String]) -> Option<BTreeMap<String, String>> {
                 if !SCAN_IGNORES.contains(&name) {
                     stack.push(path);
                 }
-            } else if patterns.iter().any(|p| matches(p, &path)) {
-                files.insert(path, hash_file(&entry.path(), kind.is_symlink()));
+                continue;
             }
+            let hash = if patterns.iter().any(|p| matches(p, &path)) {
+                hash_file(&entry.path(), kind.is_symlink())
+            } else if runners && is_runner_config(&path, patterns) {
+                match runner_section(&path) {
+                    None => hash_file(&entry.path(), kind.is_symlink()),
+                    Some((section, _)) => match hash_section(&entry.path(), section) {
+                        Some(hash) => hash,
+                        None => continue,
+                    },
+                }
+            } else {
+                continue;
+            };
+            let modified = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .map(nanos)
+                .unwrap_or(0);
+            files.insert(path, Listed { hash, modified });
         }
     }
     Some(files)
+}
+
+/// Nanoseconds since 1970 (0 before it, the largest `u64` past 2554).
+fn nanos(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 /// FNV-1a over the file's first [`HASHED_BYTES`] and its size (a symbolic
@@ -230,14 +389,52 @@ fn hash_file(path: &Path, symlink: bool) -> String {
     format!("{:016x}", hash.finish())
 }
 
-fn digest(files: &BTreeMap<String, String>) -> String {
+/// FNV-1a over the tables of an INI or TOML file whose header `section`
+/// picks (header lines included); `None` when it has none. A file that
+/// cannot be read (or a link) is hashed whole instead, so that it cannot
+/// hide a change.
+fn hash_section(path: &Path, section: fn(&str) -> bool) -> Option<String> {
+    let text = match crate::observe::files::read_bounded(path, HASHED_BYTES) {
+        Ok(crate::observe::files::Bounded::Bytes(bytes)) => {
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        _ => return Some(hash_file(path, false)),
+    };
     let mut hash = Fnv::default();
-    for (path, file_hash) in files {
+    let mut inside = false;
+    let mut any = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            let header: String = trimmed
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .chars()
+                .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
+                .collect();
+            inside = section(&header);
+        }
+        if inside {
+            any = true;
+            hash.bytes(line.as_bytes());
+            hash.bytes(b"\n");
+        }
+    }
+    any.then(|| format!("{:016x}", hash.finish()))
+}
+
+fn digest<'a>(files: impl Iterator<Item = (&'a String, &'a Listed)>) -> String {
+    let mut hash = Fnv::default();
+    let mut count = 0usize;
+    for (path, file) in files {
+        count += 1;
         hash.bytes(path.as_bytes());
         hash.bytes(&[0]);
-        hash.bytes(file_hash.as_bytes());
+        hash.bytes(file.hash.as_bytes());
     }
-    format!("{} files, {:016x}", files.len(), hash.finish())
+    format!("{count} files, {:016x}", hash.finish())
 }
 
 #[cfg(test)]
@@ -270,20 +467,34 @@ mod tests {
         }
     }
 
-    #[test]
-    fn changed_added_and_removed_protected_files_are_named() {
+    /// A temp project holding `files`.
+    fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::TempDir::new().unwrap();
-        let root = dir.path();
-        for (path, text) in [
+        for (path, text) in files {
+            write(dir.path(), path, text);
+        }
+        dir
+    }
+
+    fn write(root: &Path, path: &str, text: &str) {
+        fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
+        fs::write(root.join(path), text).unwrap();
+    }
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn changed_and_removed_protected_files_are_named_and_new_ones_are_free() {
+        let dir = project(&[
             ("tests/test_a.py", "a"),
             ("tests/test_b.py", "b"),
             ("src/calc.py", "c"),
             ("node_modules/tests/x.js", "x"),
-        ] {
-            fs::create_dir_all(root.join(path).parent().unwrap()).unwrap();
-            fs::write(root.join(path), text).unwrap();
-        }
-        let patterns = vec!["tests".to_string()];
+        ]);
+        let root = dir.path();
+        let patterns = strings(&["tests"]);
         let before = snapshot(root, &patterns).unwrap();
         assert_eq!(
             before.files.keys().collect::<Vec<_>>(),
@@ -293,19 +504,164 @@ mod tests {
         assert_eq!(changes(root, &before), Some(vec![]));
         // Outside the globs: not a change.
         fs::write(root.join("src/calc.py"), "fixed").unwrap();
+        // A new test file, and a new folder of them: not a change either.
+        write(root, "tests/test_fix.py", "def test_fix(): pass\n");
+        write(root, "tests/unit/test_more.py", "more");
         assert_eq!(changes(root, &before), Some(vec![]));
-        // Same size, other content; one removed; one added.
+        // Same size, other content; one removed.
         fs::write(root.join("tests/test_a.py"), "A").unwrap();
         fs::remove_file(root.join("tests/test_b.py")).unwrap();
-        fs::write(root.join("tests/test_c.py"), "c").unwrap();
         assert_eq!(
             changes(root, &before),
-            Some(vec![
-                "tests/test_a.py".to_string(),
-                "tests/test_b.py (removed)".to_string(),
-                "tests/test_c.py".to_string(),
-            ])
+            Some(strings(&["tests/test_a.py", "tests/test_b.py (removed)"]))
         );
         assert_eq!(snapshot(root, &[]), None);
+    }
+
+    #[test]
+    fn the_runners_configuration_is_protected_with_the_tests() {
+        let dir = project(&[
+            ("tests/test_a.py", "def test_a(): assert False\n"),
+            ("conftest.py", "import pytest\n"),
+            ("tox.ini", "[tox]\nenvlist = py3\n"),
+            ("pyproject.toml", "[project]\nname = \"calc\"\ndependencies = []\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\n\n[tool.ruff]\nline-length = 88\n"),
+            ("setup.cfg", "[metadata]\nname = calc\n"),
+            ("src/conftest.py", "# not the tests'\n"),
+        ]);
+        let root = dir.path();
+        let patterns = strings(&["tests/"]);
+        let before = snapshot(root, &patterns).unwrap();
+        assert!(before.runner_config);
+        assert_eq!(
+            before.files.keys().collect::<Vec<_>>(),
+            [
+                "conftest.py",
+                "pyproject.toml",
+                "tests/test_a.py",
+                "tox.ini"
+            ],
+            "setup.cfg has no pytest table, src/ is not protected: {before:?}"
+        );
+        assert_eq!(
+            before.whole_files(),
+            ["conftest.py", "tests/test_a.py", "tox.ini"],
+            "pyproject.toml is protected in its pytest tables only"
+        );
+        // pyproject.toml's dependencies and other tools are the agent's.
+        fs::write(
+            root.join("pyproject.toml"),
+            "[project]\nname = \"calc\"\ndependencies = [\"requests\"]\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\n\n[tool.ruff]\nline-length = 100\n",
+        )
+        .unwrap();
+        fs::write(root.join("src/conftest.py"), "# changed\n").unwrap();
+        assert_eq!(changes(root, &before), Some(vec![]));
+        // A root conftest.py that passes every test: caught.
+        fs::write(
+            root.join("conftest.py"),
+            "def pytest_runtest_makereport(item, call):\n    call.excinfo = None\n",
+        )
+        .unwrap();
+        assert_eq!(changes(root, &before), Some(strings(&["conftest.py"])));
+        // So are a new one under the tests, a new pytest.ini, a pytest table
+        // added to setup.cfg, and one changed in pyproject.toml.
+        write(
+            root,
+            "tests/conftest.py",
+            "collect_ignore = ['test_a.py']\n",
+        );
+        write(root, "pytest.ini", "[pytest]\naddopts = -k nothing\n");
+        fs::write(
+            root.join("setup.cfg"),
+            "[metadata]\nname = calc\n\n[tool:pytest]\naddopts = -x\n",
+        )
+        .unwrap();
+        fs::write(
+            root.join("pyproject.toml"),
+            "[project]\nname = \"calc\"\n\n[tool.pytest.ini_options]\naddopts = \"-k nothing\"\n",
+        )
+        .unwrap();
+        fs::remove_file(root.join("tox.ini")).unwrap();
+        assert_eq!(
+            changes(root, &before),
+            Some(strings(&[
+                "conftest.py",
+                "pyproject.toml (its [tool.pytest…] tables)",
+                "pytest.ini (added)",
+                "setup.cfg ([tool:pytest] added)",
+                "tests/conftest.py (added)",
+                "tox.ini (removed)",
+            ]))
+        );
+    }
+
+    #[test]
+    fn a_snapshot_from_before_the_runners_were_listed_judges_as_it_did() {
+        let dir = project(&[("tests/test_a.py", "a"), ("conftest.py", "x")]);
+        let root = dir.path();
+        let old: ProtectedSnapshot = serde_json::from_str(
+            r#"{"patterns": ["tests"], "files": {"tests/test_a.py": "0000000000000000"}}"#,
+        )
+        .unwrap();
+        assert!(!old.runner_config);
+        // The root conftest.py was not listed then: it is no addition now.
+        assert_eq!(changes(root, &old), Some(strings(&["tests/test_a.py"])));
+        let new = snapshot(root, &strings(&["tests"])).unwrap();
+        let text = serde_json::to_value(&new).unwrap();
+        assert_eq!(text["runnerConfig"], true, "{text}");
+        assert_eq!(
+            serde_json::from_value::<ProtectedSnapshot>(text).unwrap(),
+            new
+        );
+    }
+
+    #[test]
+    fn past_the_listed_files_a_digest_still_lets_new_files_in() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let root = dir.path();
+        for i in 0..=MAX_LISTED {
+            write(root, &format!("tests/t{i}.py"), "x");
+        }
+        write(root, "conftest.py", "x");
+        let patterns = strings(&["tests"]);
+        let before = snapshot(root, &patterns).unwrap();
+        assert!(
+            before.files.is_empty() && before.digest.is_some(),
+            "{:?}",
+            before.digest
+        );
+        assert!(before.whole_files().is_empty());
+        assert_eq!(changes(root, &before), Some(vec![]));
+        // Stamped after the listing: new files are left out of the digest.
+        std::thread::sleep(Duration::from_millis(20));
+        write(root, "tests/test_fix.py", "new");
+        assert_eq!(changes(root, &before), Some(vec![]));
+        // A changed file (stamped later too) is missing from it.
+        fs::write(root.join("tests/t7.py"), "y").unwrap();
+        let changed = changes(root, &before).unwrap();
+        assert!(
+            changed.len() == 1 && changed[0].contains("some of the files under tests"),
+            "{changed:?}"
+        );
+        fs::write(root.join("tests/t7.py"), "x").unwrap();
+        let t7 = fs::File::options()
+            .write(true)
+            .open(root.join("tests/t7.py"))
+            .unwrap();
+        t7.set_modified(UNIX_EPOCH + Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(changes(root, &before), Some(vec![]), "restored");
+        // A removed one, and a runner's configuration however it is stamped.
+        fs::remove_file(root.join("tests/t8.py")).unwrap();
+        assert_eq!(changes(root, &before).unwrap().len(), 1);
+        write(root, "tests/t8.py", "x");
+        let t8 = fs::File::options()
+            .write(true)
+            .open(root.join("tests/t8.py"))
+            .unwrap();
+        t8.set_modified(UNIX_EPOCH + Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(changes(root, &before), Some(vec![]));
+        write(root, "pytest.ini", "[pytest]\n");
+        assert_eq!(changes(root, &before).unwrap().len(), 1);
     }
 }

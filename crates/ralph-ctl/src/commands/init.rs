@@ -360,16 +360,21 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         move |problem| CtlError::Settings { path, problem }
     };
     settings::merge_stop_hook(target, &command, timeout).map_err(settings_error(target_path))?;
-    // The agent's file tools are kept off the protected paths as well.
     let protected = match (&plan, &config) {
         (VerifyPlan::Write(..), _) if !offered_protection.is_empty() => offered_protection.clone(),
         (_, Ok(config)) => config.completion.protected_paths.clone(),
         _ => Vec::new(),
     };
-    let protected_rules =
-        settings::protected_deny_rules(&protected, |glob| root.join(glob).is_dir());
-    settings::merge_deny_rules_with(target, &protected_rules)
-        .map_err(settings_error(target_path))?;
+    settings::merge_deny_rules(target).map_err(settings_error(target_path))?;
+    // The protected paths get no rule here: a claim is judged by what
+    // changed of the files there at the start, a new test is the agent's to
+    // add, and a run keeps those files off the file tools itself. The
+    // folder-wide rules an earlier init wrote (which refused a new test)
+    // are taken out.
+    settings::remove_deny_rules(
+        target,
+        &settings::former_protected_rules(&protected, |glob| root.join(glob).is_dir()),
+    );
     // Never registered twice: Claude Code would run both.
     settings::remove_stop_hook(other);
 
@@ -639,9 +644,9 @@ fn tell_what_next(
     }
     if !protected.is_empty() {
         crate::output::say!(
-            "Protected: {} (protectedPaths in .claude/ralph/config.json): a claim that changed them is rejected, \
-             and the agent's file tools are denied them (.claude/settings.json); remove them there if the task \
-             changes them.",
+            "Protected: {} (protectedPaths in .claude/ralph/config.json), with the test runners' configuration: \
+             a claim that changed or removed a file there at the loop's start is rejected (new test files are \
+             free); remove them there if the task changes them.",
             protected.join(", ")
         );
     }

@@ -405,7 +405,14 @@ impl ClientSettings {
             &sandbox_plan,
             &sandbox::protected_paths(
                 &paths.root,
-                &sandbox::literal_paths(&config.completion.protected_paths),
+                &sandbox::protected_files(
+                    sandbox::files_at_start(
+                        paths,
+                        &config.completion.protected_paths,
+                        options.resume,
+                    )
+                    .as_ref(),
+                ),
             ),
             &sandbox::allow_rules(checks.iter().map(String::as_str)),
             stop_failure_hook.as_deref(),

@@ -1,7 +1,8 @@
 //! The client's own sandbox for unattended runs, and the permission rules
 //! every run carries: whether this machine and client can sandbox the
 //! agent's commands, what a run does when they cannot, and the `--settings`
-//! object that says so to the client. Pure but for [`Machine::probe`].
+//! object that says so to the client. Pure but for [`Machine::probe`] and
+//! [`files_at_start`].
 //!
 //! In the sandbox (bubblewrap + socat on Linux, Seatbelt on macOS) the
 //! client runs the agent's shell commands without prompts, and the operating
@@ -205,8 +206,10 @@ pub(crate) fn plan(
 /// formulas, prompt and launchers (`.claude/ralph`), the loop's state and
 /// log (`.claude/context`), and the client's settings files, which hold the
 /// hooks that run outside the sandbox. Each is one literal path (no glob:
-/// 2.0 skips globs in its sandbox on Linux). `extra` adds the person's own
-/// (`protectedPaths`), relative to the project unless absolute.
+/// 2.0 skips globs in its sandbox on Linux). `extra` adds the files of
+/// `protectedPaths` that existed at the loop's start ([`files_at_start`]),
+/// relative to the project unless absolute: never a folder of them, so
+/// that the agent can add a test.
 pub(crate) fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let claude = root.join(".claude");
@@ -232,16 +235,43 @@ pub(crate) const PERSONS_COMMANDS: [&str; 6] = [
     "ralph-ctl statusline",
 ];
 
-/// The literal paths of `protectedPaths` globs that name a whole file or
-/// folder (`tests`, `tests/**`): the sandbox on 2.0.77 takes no glob. Others
-/// (`src/*_test.go`) are left to the claim's gate, which checks them all.
-pub(crate) fn literal_paths(globs: &[String]) -> Vec<PathBuf> {
-    globs
-        .iter()
-        .map(|g| g.strip_suffix("/**").unwrap_or(g).trim_end_matches('/'))
-        .filter(|g| !g.is_empty() && !g.contains(['*', '?', '[', ']']))
-        .map(PathBuf::from)
-        .collect()
+/// The files of `protectedPaths` given deny rules (and read-only paths in
+/// the sandbox) of their own, at most: past that, none is, and the claim's
+/// gate alone judges them (the client's settings stay small).
+pub(crate) const MAX_DENIED_FILES: usize = 100;
+
+/// The files under `protectedPaths` at the loop's start, relative to the
+/// project, each to be kept off the agent's file tools (and read-only in
+/// the sandbox): the whole files of `snapshot` (the pytest tables of
+/// `pyproject.toml` and `setup.cfg` are the claim's to judge; the rest of
+/// those files is the agent's), none when they are more than
+/// [`MAX_DENIED_FILES`]. The folders stay writable: a new file in them
+/// (a test for the fix) is the agent's to add.
+pub(crate) fn protected_files(
+    snapshot: Option<&ralph_core::observe::protected::ProtectedSnapshot>,
+) -> Vec<PathBuf> {
+    let files = snapshot.map(|s| s.whole_files()).unwrap_or_default();
+    if files.len() > MAX_DENIED_FILES {
+        return Vec::new();
+    }
+    files.into_iter().map(PathBuf::from).collect()
+}
+
+/// The protected files' snapshot a run's deny rules are made from: the
+/// loop's own when the run resumes it (files the agent added since are
+/// not among them), else the files as they are now, which the loop about
+/// to start records as its own. `None` without `protectedPaths`.
+pub(crate) fn files_at_start(
+    paths: &ralph_core::paths::ProjectPaths,
+    patterns: &[String],
+    resume: bool,
+) -> Option<ralph_core::observe::protected::ProtectedSnapshot> {
+    if resume {
+        if let Ok(Some(state)) = ralph_core::persist::store::StateStore::new(paths).read() {
+            return state.protected_files;
+        }
+    }
+    ralph_core::observe::protected::snapshot(&paths.root, patterns)
 }
 
 /// The deny rule that keeps the file tools, and in the sandbox the agent's
@@ -546,20 +576,47 @@ mod tests {
     }
 
     #[test]
-    fn only_globs_that_name_a_whole_path_become_deny_paths() {
-        let globs = [
-            "tests",
-            "tests/**",
-            "spec/unit/**",
-            "src/*_test.go",
-            "**",
-            "a?/b",
-        ]
-        .map(String::from);
+    fn protected_files_are_the_files_of_the_start_never_their_folders() {
+        let tmp = crate::testdir::new("protected-files");
+        let dir = tmp.path();
+        for (path, text) in [
+            ("tests/test_a.py", "a"),
+            ("tests/unit/test_b.py", "b"),
+            ("conftest.py", "c"),
+            (
+                "pyproject.toml",
+                "[project]\nname = \"x\"\n[tool.pytest.ini_options]\naddopts = \"-q\"\n",
+            ),
+            ("calc.py", "d"),
+        ] {
+            std::fs::create_dir_all(dir.join(path).parent().unwrap()).unwrap();
+            std::fs::write(dir.join(path), text).unwrap();
+        }
+        let snapshot =
+            ralph_core::observe::protected::snapshot(dir, &["tests/".to_string()]).unwrap();
+        // pyproject.toml is judged in its pytest tables only: the rest is the agent's.
         assert_eq!(
-            literal_paths(&globs),
-            ["tests", "tests", "spec/unit"].map(PathBuf::from)
+            protected_files(Some(&snapshot)),
+            ["conftest.py", "tests/test_a.py", "tests/unit/test_b.py"].map(PathBuf::from)
         );
+        let rules: Vec<String> = protected_paths(dir, &protected_files(Some(&snapshot)))
+            .iter()
+            .map(|p| deny_rule(p))
+            .collect();
+        assert!(
+            rules
+                .iter()
+                .all(|r| !r.ends_with("/tests)") && r.starts_with("Edit(//")),
+            "{rules:?}"
+        );
+        assert_eq!(protected_files(None), Vec::<PathBuf>::new());
+        // Past the bound, none: the claim's gate judges them alone.
+        for i in 0..MAX_DENIED_FILES {
+            std::fs::write(dir.join(format!("tests/test_{i}.py")), "x").unwrap();
+        }
+        let many = ralph_core::observe::protected::snapshot(dir, &["tests/".to_string()]).unwrap();
+        assert!(many.whole_files().len() > MAX_DENIED_FILES);
+        assert_eq!(protected_files(Some(&many)), Vec::<PathBuf>::new());
     }
 
     #[test]
@@ -624,7 +681,7 @@ mod tests {
         let tmp = crate::testdir::new("sandbox");
         let dir = tmp.path().to_path_buf();
         let real = std::fs::canonicalize(&dir).unwrap();
-        let paths = protected_paths(&dir, &[PathBuf::from("tests")]);
+        let paths = protected_paths(&dir, &[PathBuf::from("tests/test_a.py")]);
         let rules: Vec<String> = paths.iter().map(|p| deny_rule(p)).collect();
         let root = real.display().to_string();
         assert_eq!(
@@ -634,7 +691,7 @@ mod tests {
                 format!("Edit(/{root}/.claude/context)"),
                 format!("Edit(/{root}/.claude/settings.json)"),
                 format!("Edit(/{root}/.claude/settings.local.json)"),
-                format!("Edit(/{root}/tests)"),
+                format!("Edit(/{root}/tests/test_a.py)"),
             ]
         );
         assert!(rules

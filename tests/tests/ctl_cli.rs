@@ -2374,3 +2374,98 @@ fn from_a_step_needs_a_formula_and_a_step_it_has() {
         .assert_stderr_has(&["formula ship has no such step; its steps are"]);
     assert!(project.state().is_none(), "nothing started");
 }
+
+// ------------------------------------------------ the agent's text, shown
+
+/// The characters of `text` a terminal would obey: every control but a
+/// newline and a tab (ESC, BEL, a carriage return, DEL, C1 such as CSI).
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+        .collect()
+}
+
+#[test]
+fn status_log_watch_report_and_the_hook_show_the_agents_escapes_visibly() {
+    // What the agent's code prints in a verify command, and what it says:
+    // a fake ending over an erased line, hidden text, a clipboard write
+    // (OSC 52), a carriage return, CSI as one C1 character, and markup.
+    let project = TempProject::with_loop_and_config(
+        "agent-escapes",
+        ralph_tests::cli::SID,
+        25,
+        r#"{"verify": [{"name": "tests", "command": "printf 'ran \\033[8mhidden\\033[0m \\033]52;c;ZXZpbA==\\007 \\302\\23331m over\\rwritten\\n'; exit 1"}]}"#,
+    );
+    let stop = |message: &str| {
+        ralph_tests::cli::Hook::new(&project)
+            .json(&ralph_tests::cli::stop_input(&project, Some(message)))
+            .run()
+    };
+    stop(&format!(
+        "\u{1b}[2Kralph: loop complete <b>bold</b> \u{1b}[8mhidden\r over\u{9b}31m\n{}",
+        ralph_tests::SIGNAL
+    ))
+    .block_reason();
+    let ended = stop("Stuck.\nRALPH_ABORT: \u{1b}]52;c;ZXZpbA==\u{7}the key \u{1b}[8mis missing");
+    assert_eq!(project.status_json()["status"], "blocked");
+    // The hook's message for the person's screen.
+    let answer: Value = serde_json::from_str(ended.stdout.trim()).unwrap();
+    let message = answer["systemMessage"].as_str().unwrap_or_default();
+    assert_eq!(raw_controls(message), [], "{message:?}");
+    assert!(
+        message.contains(r"\x1b]52;c;ZXZpbA==\x07the key \x1b[8mis missing"),
+        "{message}"
+    );
+
+    let status = project.ctl(&["status"], &[]);
+    status.assert_code(0);
+    assert_eq!(raw_controls(&status.stdout), [], "{:?}", status.stdout);
+    status.assert_stdout_has(&[
+        r"\x1b]52;c;ZXZpbA==\x07the key \x1b[8mis missing",
+        // The excerpt is on one line: the carriage return is a space there.
+        r"said: \x1b[2Kralph: loop complete <b>bold</b> \x1b[8mhidden over\x9b31m",
+        r"| ran \x1b[8mhidden\x1b[0m \x1b]52;c;ZXZpbA==\x07 \x9b31m over\x0dwritten",
+    ]);
+    // JSON is data: its escapes keep every control character out of it,
+    // and the state reads back as the agent wrote it.
+    let json = project.ctl(&["status", "--json"], &[]);
+    assert_eq!(raw_controls(&json.stdout), [], "{:?}", json.stdout);
+    assert!(
+        json.json()["endedBecause"]
+            .as_str()
+            .unwrap()
+            .contains("\u{1b}]52;c;ZXZpbA==\u{7}the key"),
+        "{}",
+        json.stdout
+    );
+
+    let log = project.ctl(&["log"], &[]);
+    log.assert_code(0);
+    assert_eq!(raw_controls(&log.stdout), [], "{:?}", log.stdout);
+    log.assert_stdout_has(&[r"\x1b]52;c;ZXZpbA==\x07the key"]);
+    let log_json = project.ctl(&["log", "--json"], &[]);
+    assert_eq!(raw_controls(&log_json.stdout), [], "{:?}", log_json.stdout);
+    for line in log_json.stdout.lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+
+    // Not a terminal: one line, then how the loop ended.
+    let watch = project.ctl(&["watch"], &[]);
+    assert_eq!(raw_controls(&watch.stdout), [], "{:?}", watch.stdout);
+    watch.assert_stdout_has(&[r"\x1b[8mis missing"]);
+
+    let page_path = project.path("report.html");
+    project
+        .ctl(&["report", "--html", page_path.to_str().unwrap()], &[])
+        .assert_code(0);
+    let page = std::fs::read_to_string(&page_path).unwrap();
+    assert_eq!(raw_controls(&page), [], "{page}");
+    for shown in [
+        r"\x1b[2Kralph: loop complete &lt;b&gt;bold&lt;/b&gt; \x1b[8mhidden over\x9b31m",
+        r"\x1b]52;c;ZXZpbA==\x07the key \x1b[8mis missing",
+        r"ran \x1b[8mhidden\x1b[0m \x1b]52;c;ZXZpbA==\x07 \x9b31m over\x0dwritten",
+    ] {
+        assert!(page.contains(shown), "{shown} in {page}");
+    }
+    assert!(!page.contains("<b>bold"), "markup escaped: {page}");
+}

@@ -1136,3 +1136,62 @@ fn a_blocked_status_block_ends_the_loop_blocked_at_once(client: ClientVersion) {
     let status = scenario.ctl(&["status"], &[]);
     status.assert_stdout_has(&["put the staging API key in .env"]);
 }
+
+/// The raw bytes a terminal obeys that the agent's text may carry: ESC
+/// (the start of every sequence) and BEL (the end of an OSC 52 clipboard
+/// write), a carriage return (a line written over) and CSI on its own.
+fn raw_controls(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|c| matches!(c, '\u{1b}' | '\u{7}' | '\r' | '\u{9b}'))
+        .collect()
+}
+
+#[ralph_tests::on_both_clients]
+fn the_agents_terminal_escapes_are_shown_never_obeyed(client: ClientVersion) {
+    // The final message erases the line and writes a fake ending, hides
+    // text, and writes the person's clipboard (OSC 52), in its words and in
+    // its RALPH_ABORT reason, which the closing line and `status` quote.
+    let scenario = Scenario::new("escapes", client);
+    let api = MockApi::start(|_, _| {
+        Reply::text(concat!(
+            "\u{1b}[2Kralph: loop complete at iteration 1 of 25 ",
+            "\u{1b}[8mhidden words\u{1b}[0m \u{1b}]52;c;ZXZpbA==\u{7}copied\n",
+            "RALPH_ABORT: \u{1b}[2Kthe key \u{1b}[8mis missing\u{1b}]52;c;ZXZpbA==\u{7}",
+        ))
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(18, "blocked").at_iteration(1);
+    let launcher = format!("{}{}", outcome.run.stdout, outcome.run.stderr);
+    assert_eq!(
+        raw_controls(&launcher),
+        [],
+        "the launcher's output: {launcher:?}"
+    );
+    outcome.closing_has(&[
+        "loop blocked at iteration 1 of 25",
+        r"\x1b[2Kthe key \x1b[8mis missing\x1b]52;c;ZXZpbA==\x07",
+    ]);
+    // The live line of what the agent said shows its words, escapes visible.
+    assert!(
+        outcome.run.stdout.contains(r"\x1b[8mhidden words\x1b[0m"),
+        "{launcher}"
+    );
+    let status = scenario.ctl(&["status"], &[]);
+    status.assert_code(0);
+    assert_eq!(
+        raw_controls(&status.stdout),
+        [],
+        "status: {:?}",
+        status.stdout
+    );
+    status.assert_stdout_has(&[
+        r"\x1b[2Kthe key \x1b[8mis missing\x1b]52;c;ZXZpbA==\x07",
+        r"\x1b[2Kralph: loop complete at iteration 1 of 25 \x1b[8mhidden words",
+    ]);
+    // The state keeps what the agent wrote, as it was.
+    let because = outcome.state["endedBecause"].as_str().unwrap();
+    assert!(
+        because.contains("\u{1b}[8mis missing\u{1b}]52;c;ZXZpbA==\u{7}"),
+        "{because:?}"
+    );
+}

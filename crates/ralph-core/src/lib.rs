@@ -14,6 +14,10 @@
 //!   [`engine`] (one stop, end to end) and [`transaction`] (every other
 //!   change of a loop, one lock each).
 //!
+//! Below them all sit the small leaves: [`paths`], [`time`], [`exit_codes`],
+//! [`fnv`] and [`text`] (what a person's terminal is given of the agent's
+//! text).
+//!
 //! I/O stays at the edges: `judge` never touches a file, a clock or an
 //! environment variable.
 
@@ -28,5 +32,6 @@ pub mod fnv;
 pub mod notify;
 pub mod paths;
 pub mod pin;
+pub mod text;
 pub mod time;
 pub mod transaction;

@@ -14,6 +14,7 @@ use crate::judge::state::{LoopState, Status};
 use crate::observe::process::group::{shell, GroupChild, Lifetime};
 use crate::persist::log::{self, LogEntry, LogEvent};
 use crate::persist::store::StateLock;
+use crate::text::printable;
 use crate::time::Timestamp;
 
 /// What the ending or pause of `state` is known by: a loop notified for
@@ -43,14 +44,18 @@ pub fn key(state: &LoopState) -> Option<String> {
     }
 }
 
-/// The JSON the command reads on its stdin.
+/// The JSON the command reads on its stdin. Its texts for people (`reason`,
+/// `question`, `line`) may quote the agent; they are [`printable`], so that
+/// a command showing them as they are (`jq -r .line`) shows no control
+/// character to a terminal either.
 pub fn summary(root: &Path, state: &LoopState, now: Timestamp) -> Value {
     let until = state.ended_at.unwrap_or(now);
     let duration = Some(until.secs().saturating_sub(state.started_at.secs()));
+    let shown = |text: &str| printable(text).into_owned();
     let reason = match state.status {
-        Status::Paused => state.paused_because.as_ref().map(|p| p.message.clone()),
-        Status::Waiting => state.question.as_ref().map(|q| q.text.clone()),
-        _ => state.ended_because.clone(),
+        Status::Paused => state.paused_because.as_ref().map(|p| shown(&p.message)),
+        Status::Waiting => state.question.as_ref().map(|q| shown(&q.text)),
+        _ => state.ended_because.as_deref().map(shown),
     };
     let event = match state.status {
         Status::Paused => "paused",
@@ -59,7 +64,7 @@ pub fn summary(root: &Path, state: &LoopState, now: Timestamp) -> Value {
     };
     json!({
         "event": event,
-        "question": state.question.as_ref().map(|q| q.text.clone()),
+        "question": state.question.as_ref().map(|q| shown(&q.text)),
         "status": state.status.as_str(),
         "reason": reason,
         "iterations": state.iteration,
@@ -68,7 +73,7 @@ pub fn summary(root: &Path, state: &LoopState, now: Timestamp) -> Value {
         "durationSeconds": duration,
         "project": root.display().to_string(),
         "sessionId": state.session_id,
-        "line": crate::judge::lifecycle::outcome_line(state),
+        "line": shown(&crate::judge::lifecycle::outcome_line(state)),
     })
 }
 
@@ -187,5 +192,26 @@ mod tests {
         assert_eq!(got["durationSeconds"], 600);
         assert_eq!(got["reason"], "done");
         assert_eq!(lock.read().unwrap().unwrap().notified, state.notified);
+    }
+
+    #[test]
+    fn the_summary_shows_the_agents_control_characters_never_raw() {
+        let mut state = LoopState::new("s".into(), 5, Timestamp::from_secs(1767225600));
+        state.end(
+            Status::Blocked,
+            "\u{1b}[2Kloop complete\u{1b}[8m hidden \u{1b}]52;c;ZXZpbA==\u{7}\u{9b}31m".into(),
+            Timestamp::from_secs(1767225660),
+        );
+        let summary = summary(Path::new("/p"), &state, Timestamp::from_secs(1767225700));
+        for field in ["reason", "line"] {
+            let text = summary[field].as_str().unwrap();
+            assert!(!text.chars().any(char::is_control), "{field}: {text:?}");
+            assert!(
+                text.contains(
+                    "\\x1b[2Kloop complete\\x1b[8m hidden \\x1b]52;c;ZXZpbA==\\x07\\x9b31m"
+                ),
+                "{field}: {text}"
+            );
+        }
     }
 }

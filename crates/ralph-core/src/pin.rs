@@ -140,19 +140,9 @@ fn shown(paths: &ProjectPaths, path: &Path) -> String {
 /// A file's problem as it is kept and shown (status, the hook's warning,
 /// the log): the file is the agent's to write, so its text (an unknown key
 /// echoed back) is one line of at most 300 characters, control characters
-/// shown as `?`.
+/// made visible ([`crate::text::printable`]).
 fn shown_problem(problem: &str) -> String {
-    let clean: String = problem
-        .chars()
-        .map(|c| {
-            if c.is_control() && !c.is_whitespace() {
-                '?'
-            } else {
-                c
-            }
-        })
-        .collect();
-    crate::judge::state::one_line(&clean, 300)
+    crate::judge::state::one_line(&crate::text::printable(problem), 300)
 }
 
 /// The config files that differ from `pin` now (compared on their whole
@@ -248,7 +238,7 @@ mod tests {
             "{shown}"
         );
         assert!(shown.chars().count() <= 301, "{}", shown.len());
-        assert!(shown.starts_with("unknown key ?[31m"), "{shown}");
+        assert!(shown.starts_with("unknown key \\x1b[31m"), "{shown}");
     }
     use tempfile::TempDir;
 

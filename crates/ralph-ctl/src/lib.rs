@@ -13,7 +13,6 @@ pub(crate) mod settings;
 #[cfg(test)]
 mod testdir;
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use ralph_core::paths::ProjectPaths;
@@ -26,7 +25,7 @@ pub fn run(cli: Cli) -> i32 {
     let root = match project_root(cli.project.clone()) {
         Ok(root) => root,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "ralph-ctl: {e}");
+            crate::output::say_err!("ralph-ctl: {e}");
             return e.exit_code();
         }
     };
@@ -238,8 +237,9 @@ pub fn run(cli: Cli) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            // Written, not `eprintln!`: a closed terminal must not turn into a panic.
-            let _ = writeln!(std::io::stderr(), "ralph-ctl: {e}");
+            // Written, not `eprintln!`: a closed terminal must not turn into a
+            // panic; an error may quote a file the agent wrote.
+            crate::output::say_err!("ralph-ctl: {e}");
             e.exit_code()
         }
     }

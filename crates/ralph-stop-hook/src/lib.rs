@@ -16,6 +16,7 @@ use ralph_core::judge::config::{self, EnvSource, ProcessEnv};
 use ralph_core::observe::hook_input::{self, HookInput, InputError};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StoreError;
+use ralph_core::text::printable;
 use thiserror::Error;
 
 /// Everything that can make the hook give up and let the stop through.
@@ -186,8 +187,13 @@ fn is_dev_null(fd: &impl std::os::fd::AsFd) -> bool {
         && this.rdev() == null.rdev()
 }
 
+/// `text` on one line, its control characters made visible: the client
+/// shows the hook's stderr to the person, and it may quote the agent.
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    printable(text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn report(problem: &str) {
@@ -259,30 +265,35 @@ pub fn client_version(agent: &str) -> Option<(u32, u32, u32)> {
 /// Writes the answer in Claude Code's Stop hook protocol: the loop goes on
 /// in the form `go_on` says; a `systemMessage` alone when the loop ended
 /// (the session stops and the person reads how); nothing at all to let the
-/// session stop otherwise.
+/// session stop otherwise. The `systemMessage` is for the person's screen
+/// and may quote the agent (a RALPH_ABORT reason): it is [`printable`]
+/// (the `reason` is the model's next text, sent as it is).
 pub fn respond(answer: &Answer, go_on: GoOn, out: &mut dyn Write) -> io::Result<()> {
     let body = match answer {
         Answer::Allow => return Ok(()),
         Answer::Block {
             reason,
             system_message,
-        } => match go_on {
-            GoOn::Context if reason.len() <= MAX_CONTEXT_BYTES => serde_json::json!({
-                "hookSpecificOutput": {
-                    "hookEventName": "Stop",
-                    "additionalContext": reason,
-                },
-                "systemMessage": system_message,
-            }),
-            GoOn::Block | GoOn::Context => serde_json::json!({
-                "decision": "block",
-                "reason": reason,
-                "systemMessage": system_message,
-            }),
-        },
+        } => {
+            let system_message = printable(system_message);
+            match go_on {
+                GoOn::Context if reason.len() <= MAX_CONTEXT_BYTES => serde_json::json!({
+                    "hookSpecificOutput": {
+                        "hookEventName": "Stop",
+                        "additionalContext": reason,
+                    },
+                    "systemMessage": system_message,
+                }),
+                GoOn::Block | GoOn::Context => serde_json::json!({
+                    "decision": "block",
+                    "reason": reason,
+                    "systemMessage": system_message,
+                }),
+            }
+        }
         // No decision: the session stops, and the person reads why.
         Answer::End { system_message } => serde_json::json!({
-            "systemMessage": system_message,
+            "systemMessage": printable(system_message),
         }),
     };
     serde_json::to_writer(&mut *out, &body)?;

@@ -286,7 +286,7 @@ mod tests {
             how_to_allow(&several)
         );
         let escape = Refusal::of_call("Bash\u{1b}[2J", Some("echo \u{1b}]0;x\u{7}"));
-        assert_eq!(escape.call(), "Bash?[2J(echo ?]0;x?)");
+        assert_eq!(escape.call(), r"Bash\x1b[2J(echo \x1b]0;x\x07)");
         let long = Refusal::of_call("Bash", Some(&"x".repeat(5000)));
         assert!(long.call().chars().count() < 220);
     }

@@ -86,14 +86,12 @@ pub struct Refusal {
 impl Refusal {
     /// A refusal of a call of `tool` asking for `target` (its command or file).
     /// Both come from the agent: only their first line is kept, shortened,
-    /// with control characters (a terminal escape) turned into `?`.
+    /// with control characters (a terminal escape) made visible
+    /// ([`crate::text::printable`]).
     pub fn of_call(tool: &str, target: Option<&str>) -> Refusal {
         let clean = |text: &str| {
             let line = text.lines().next().unwrap_or_default().trim();
-            let line: String = line
-                .chars()
-                .map(|c| if c.is_control() { '?' } else { c })
-                .collect();
+            let line = crate::text::printable(line).replace('\t', " ");
             (!line.is_empty()).then(|| sample_of(&line, TARGET_CHARS))
         };
         Refusal {

@@ -95,7 +95,9 @@ fn show(checks: &[Check], out: &mut dyn Write) -> std::io::Result<()> {
             Verdict::Warn => "warn",
             Verdict::Fail => "FAIL",
         };
-        writeln!(out, "{mark}  {}: {}", c.name, c.detail)?;
+        // A detail may quote a file the agent can write.
+        let detail = ralph_core::text::printable(&c.detail);
+        writeln!(out, "{mark}  {}: {detail}", c.name)?;
         if let Some(fix) = &c.fix {
             writeln!(out, "      fix: {fix}")?;
         }

@@ -7,6 +7,7 @@ use ralph_core::exit_codes;
 use ralph_core::judge::lifecycle;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
+use ralph_core::text::{printable, printable_json};
 
 use crate::error::CmdResult;
 
@@ -36,7 +37,7 @@ pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdR
                     Ok(state) => serde_json::json!({"file": path, "state": state}),
                     Err(e) => serde_json::json!({"file": path, "error": e.to_string()}),
                 };
-                writeln!(out, "{value}")?;
+                writeln!(out, "{}", printable_json(&value.to_string()))?;
                 continue;
             }
             match state {
@@ -48,9 +49,11 @@ pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdR
                         state.status.as_str(),
                         state.session_id
                     )?;
-                    writeln!(out, "      {}", lifecycle::outcome_line(state))?;
+                    // It may quote the agent (a RALPH_ABORT reason, a question).
+                    let outcome = lifecycle::outcome_line(state);
+                    writeln!(out, "      {}", printable(&outcome))?;
                 }
-                Err(e) => writeln!(out, "  {}: {e}", path.display())?,
+                Err(e) => writeln!(out, "  {}: {}", path.display(), printable(&e.to_string()))?,
             }
         }
         out.flush()

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::log::{self as audit, LogEntry, ROTATED_LOG_FILE_NAME};
+use ralph_core::text::{printable, printable_json};
 
 use crate::error::CmdResult;
 use crate::error::CtlError;
@@ -92,18 +93,22 @@ fn unreadable(state_file: &Path, e: io::Error) -> CtlError {
     }
 }
 
+/// The entries as stored: data, whose JSON escapes keep the agent's
+/// control characters out (DEL and C1 too, see `printable_json`).
 fn write_json(entries: &[LogEntry], out: &mut dyn Write) -> io::Result<()> {
     for entry in entries {
         let line = serde_json::to_string(entry).map_err(io::Error::other)?;
-        writeln!(out, "{line}")?;
+        writeln!(out, "{}", printable_json(&line))?;
     }
     Ok(())
 }
 
+/// The entries for people: a reason or a check's detail may be the
+/// agent's text, so each entry is [`printable`].
 fn write_readable(entries: &[LogEntry], out: &mut dyn Write) -> io::Result<()> {
     let columns = Columns::of(entries);
     for entry in entries {
-        out.write_all(readable(entry, &columns).as_bytes())?;
+        out.write_all(printable(&readable(entry, &columns)).as_bytes())?;
     }
     Ok(())
 }

@@ -629,7 +629,9 @@ pub(crate) fn answer(
             paths.root.display()
         )));
     };
+    // The agent's words, shown and never obeyed.
     let question = asked.map(|q| q.text).unwrap_or_default();
+    let question = ralph_core::text::printable(&question);
     let said = writeln!(
         out,
         "answered \"{question}\": it goes in front of iteration {}'s text; a run waiting for it goes on now \

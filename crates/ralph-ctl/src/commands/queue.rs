@@ -51,7 +51,8 @@ pub(crate) fn run(
                     })
                 })
                 .collect();
-            writeln!(out, "{}", serde_json::Value::Array(rows))?;
+            let rows = serde_json::Value::Array(rows).to_string();
+            writeln!(out, "{}", ralph_core::text::printable_json(&rows))?;
             return out.flush();
         }
         let count = |word: &str| standing.iter().filter(|(s, _)| *s == word).count();
@@ -93,7 +94,8 @@ pub(crate) fn run(
                     }
                 }
             }
-            writeln!(out, "{line}")?;
+            // A title is the backlog's text, which the agent may write.
+            writeln!(out, "{}", ralph_core::text::printable(&line))?;
         }
         out.flush()
     })();

@@ -150,6 +150,8 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
             text.push_str(&format!("  {change}\n"));
         }
     }
+    // The changes quote the config files, which the agent can write.
+    let text = ralph_core::text::printable(&text);
     super::written(
         out.write_all(text.as_bytes()).and_then(|()| out.flush()),
         exit_codes::OK,

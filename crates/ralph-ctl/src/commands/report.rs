@@ -17,6 +17,7 @@ use ralph_core::judge::state::{IterationRecord, LoopState};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::atomic;
 use ralph_core::persist::store::StateStore;
+use ralph_core::text::printable;
 
 use crate::error::CmdResult;
 use crate::error::CtlError;
@@ -45,10 +46,12 @@ pub(crate) fn run(paths: &ProjectPaths, file: &Path, out: &mut dyn Write) -> Cmd
     super::written(said, exit_codes::OK)
 }
 
-/// Text made safe inside HTML.
+/// Text made safe inside HTML: its markup escaped, and its control
+/// characters made visible ([`printable`]), so that neither a browser nor
+/// a terminal showing the file (`cat`, `less -R`) obeys the agent's text.
 fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
+    for c in printable(text).chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),

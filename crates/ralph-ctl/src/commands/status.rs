@@ -12,6 +12,7 @@ use ralph_core::observe::files;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::{StateStore, StoreError};
 use ralph_core::pin::{self, ConfigDrift};
+use ralph_core::text::{printable, printable_json};
 
 use crate::driver::transcripts::now_secs;
 use crate::error::CmdResult;
@@ -50,17 +51,17 @@ fn show(
     });
     let state = state.as_ref();
     if json {
-        return writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&state).expect("state serializes")
-        );
+        // Data: JSON's escapes keep every control character of the
+        // agent's text out of the output (DEL and C1 too, see `printable_json`).
+        let json = serde_json::to_string_pretty(&state).expect("state serializes");
+        return writeln!(out, "{}", printable_json(&json));
     }
     match state {
         Some(state) => {
             let config = pin::loop_config(paths, &ProcessEnv, state);
             if let Err(e) = &config {
-                writeln!(out, "(configuration problem: {e})")?;
+                let problem = e.to_string();
+                writeln!(out, "(configuration problem: {})", printable(&problem))?;
             }
             let state = crate::driver::finish::believed(paths, state.clone());
             out.write_all(summary(paths, &state, config.as_ref().ok(), now_secs()).as_bytes())
@@ -112,18 +113,15 @@ fn show_corrupt(
 ) -> io::Result<()> {
     if json {
         let body = serde_json::json!({"error": e.to_string(), "path": store.path()});
-        return writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&body).expect("json")
-        );
+        let json = serde_json::to_string_pretty(&body).expect("json");
+        return writeln!(out, "{}", printable_json(&json));
     }
     writeln!(
         out,
         "Ralph loop state in {} is unusable:",
         paths.root.display()
     )?;
-    writeln!(out, "  {e}")?;
+    writeln!(out, "  {}", printable(&e.to_string()))?;
     let head = head_of(store.path());
     if !head.is_empty() {
         writeln!(out, "  it begins: {head:?}")?;
@@ -178,7 +176,9 @@ fn waiting_under_launcher(state: &LoopState, config: Option<&Config>, now: u64) 
 
 /// The readable summary of a state at `now` (seconds since the epoch, for
 /// the last hour's requests); `config` supplies the breaker's thresholds
-/// and the supervisor's budgets.
+/// and the supervisor's budgets. Much of it is the agent's text (messages,
+/// a question, a claim, its code's verify output): the whole is
+/// [`printable`], no control character of it reaching the terminal.
 pub(crate) fn summary(
     paths: &ProjectPaths,
     state: &LoopState,
@@ -195,7 +195,7 @@ pub(crate) fn summary(
     breaker_lines(&mut l, state, config);
     claim_lines(&mut l, state);
     recent_stops(&mut l, state);
-    l.0
+    printable(&l.0).into_owned()
 }
 
 /// The text `summary` builds: labelled lines, and lines as they are.

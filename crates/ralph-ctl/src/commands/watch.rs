@@ -14,6 +14,7 @@ use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{LoopState, Status};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
+use ralph_core::text::printable;
 
 use crate::error::CmdResult;
 use crate::error::CtlError;
@@ -116,7 +117,8 @@ fn plain(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
             let said = writeln!(out, "no loop in {}", paths.root.display());
             return super::written(said, exit_codes::NO_LOOP);
         };
-        let shown = line(&state, config.as_ref());
+        // The agent's text (its last message, a question) shown, never obeyed.
+        let shown = printable(&line(&state, config.as_ref())).into_owned();
         if last_shown.as_ref() != Some(&shown) {
             if let Err(e) = writeln!(out, "{shown}").and_then(|()| out.flush()) {
                 return super::written(Err(e), exit_codes::OK);
@@ -125,7 +127,7 @@ fn plain(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         }
         if !live_status(&state) {
             let state = crate::driver::finish::believed(paths, state);
-            let said = writeln!(out, "{}", lifecycle::outcome_line(&state));
+            let said = writeln!(out, "{}", printable(&lifecycle::outcome_line(&state)));
             return super::written(said, lifecycle::exit_code_of(&state));
         }
         std::thread::sleep(POLL);
@@ -234,8 +236,9 @@ fn draw(
         }
     }
     for line in lines {
-        // Raw mode: a line feed does not return the cursor.
-        write!(term, "{line}\r\n")?;
+        // Raw mode: a line feed does not return the cursor. What is drawn
+        // quotes the agent: its control characters are shown, not obeyed.
+        write!(term, "{}\r\n", printable(&line))?;
     }
     term.flush()
 }

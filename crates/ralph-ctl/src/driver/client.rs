@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ralph_core::observe::process::group::{Collected, GroupChild, Lifetime};
+use ralph_core::text::printable;
 
 use super::command::{ClientCommand, PromptDelivery};
 use super::live;
@@ -324,7 +325,7 @@ impl RunningClient {
                                         hook(&line);
                                     }
                                     for shown in live::readable(&String::from_utf8_lossy(&line)) {
-                                        let _ = writeln!(ours, "{shown}");
+                                        let _ = writeln!(ours, "{}", printable(&shown));
                                     }
                                 }
                                 if partial.len() > MAX_CAPTURED_BYTES {
@@ -343,7 +344,7 @@ impl RunningClient {
                         }
                         if output == Output::Readable {
                             for shown in live::readable(&String::from_utf8_lossy(&partial)) {
-                                let _ = writeln!(ours, "{shown}");
+                                let _ = writeln!(ours, "{}", printable(&shown));
                             }
                         }
                         let _ = done.send(());

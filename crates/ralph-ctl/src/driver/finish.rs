@@ -4,8 +4,6 @@
 //! marked `interrupted` with what is known. The exit code says how the loop
 //! ended.
 
-use std::io::Write;
-
 use ralph_core::events::Event;
 use ralph_core::exit_codes;
 use ralph_core::judge::lifecycle;
@@ -63,9 +61,10 @@ pub(crate) fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
             )
         }
     };
-    // An item's loop: its queue worker says how the item ended.
+    // An item's loop: its queue worker says how the item ended. The line
+    // may carry the agent's text (a RALPH_ABORT reason, a question).
     if !paths.is_item() {
-        let _ = writeln!(std::io::stderr(), "ralph: {line}");
+        crate::output::say_err!("ralph: {line}");
     }
     code
 }

@@ -1598,13 +1598,14 @@ fn dry_run(
     } else {
         ""
     };
-    let written = writeln!(
-        out,
+    // The text may quote the agent (a rejected claim's verify output).
+    let shown = format!(
         "ralph dry run: nothing was started and no state was changed ({mode}).{template}\n\
          command: {}\nenvironment for the client: {}\nfirst iteration's text ({delivery}):\n\n{prompt}",
         words.join(" "),
         if env.is_empty() { "nothing added".to_string() } else { env.join(" ") },
     );
+    let written = writeln!(out, "{}", ralph_core::text::printable(&shown));
     crate::error::written(written.and_then(|()| out.flush()), exit_codes::OK)
 }
 
@@ -1652,9 +1653,10 @@ pub(crate) fn find_client(paths: &ProjectPaths) -> Result<ClientProgram, CtlErro
     })
 }
 
-/// One line on stderr; a terminal that is gone (EIO, EPIPE) is ignored.
+/// One line on stderr, its control characters made visible (it may carry
+/// the agent's text); a terminal that is gone (EIO, EPIPE) is ignored.
 fn say(line: &str) {
-    let _ = writeln!(std::io::stderr(), "ralph: {line}");
+    crate::output::say_err!("ralph: {line}");
 }
 /// The prompt of the loop's current iteration: header, PROMPT.md, guardrails.
 pub(crate) fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {

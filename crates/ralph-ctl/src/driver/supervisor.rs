@@ -353,6 +353,8 @@ fn resumable(
 /// a line that rewrites itself on a terminal, a plain line a minute
 /// otherwise. Returns the signal that cut the wait short, if any.
 pub(crate) fn wait_until(at: u64, what: &str, signals: &mut impl SignalSource) -> Option<Signal> {
+    // What it waits for may quote the API's or the client's words.
+    let what = ralph_core::text::printable(what);
     let mut err = std::io::stderr();
     let terminal = err.is_terminal();
     let mut last_line: Option<u64> = None;

@@ -261,6 +261,7 @@ mod tests {
         let dir = tempfile::TempDir::new().unwrap();
         let root = dir.path().join("project");
         std::fs::create_dir_all(root.join(".claude")).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
         let outside = dirs::home_dir()
             .unwrap()
             .join(format!(".ralph-walls-test-{}", std::process::id()));
@@ -275,9 +276,9 @@ mod tests {
         let walls = Walls::around(&root, WallsWanted::Required);
         let result = super::run(&root, &command, &walls);
         match Mechanism::probe() {
-            Mechanism::Bubblewrap(_) => {
+            Mechanism::Bubblewrap(_) | Mechanism::Landlock(_) => {
                 assert!(result.output_tail.contains("ran"), "{result:?}");
-                assert!(root.join("inside.txt").is_file());
+                assert!(root.join("src/inside.txt").is_file());
                 let escaped = outside.exists();
                 let _ = std::fs::remove_file(&outside);
                 assert!(!escaped, "the walled command wrote {}", outside.display());
@@ -285,7 +286,7 @@ mod tests {
             Mechanism::Missing(why) => {
                 assert!(!result.passed());
                 assert!(result.output_tail.contains(why.as_str()), "{result:?}");
-                assert!(!root.join("inside.txt").exists(), "refused before it ran");
+                assert!(!root.join("src/inside.txt").exists(), "refused before it ran");
             }
         }
     }

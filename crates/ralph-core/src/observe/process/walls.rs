@@ -14,9 +14,12 @@
 //! writable folders bound back read-write, the protected paths bound
 //! read-only again on top (a bound path cannot be renamed away, nor a file
 //! created inside it), the hidden folders covered by an empty tmpfs. It is
-//! tried once per process (`bwrap … true`); where it cannot run, a check
-//! with walls wanted (`auto`) runs without them and the caller says so once,
-//! and one with walls required (`on`) is refused before it starts.
+//! tried once per process (`bwrap … true`). Where it cannot run (not
+//! installed, or user namespaces refused, as in many containers), the walls
+//! are Landlock's ([`landlock`]), which cannot leave a read-only hole in a
+//! writable folder, so they are coarser: see there. Where neither can, a
+//! check with walls wanted (`auto`) runs without them and the caller says so
+//! once, and one with walls required (`on`) is refused before it starts.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -39,6 +42,8 @@ pub enum WallsWanted {
 pub enum Mechanism {
     /// bubblewrap, at this path.
     Bubblewrap(PathBuf),
+    /// Landlock (Linux 5.13 and later), where bubblewrap cannot run (why).
+    Landlock(String),
     /// Nothing that walls a command here, and why.
     Missing(String),
 }
@@ -58,17 +63,20 @@ impl Mechanism {
                     "walls around the checks are built with bubblewrap, on Linux only".into(),
                 );
             }
-            let Some(bwrap) = find_bwrap() else {
-                return Mechanism::Missing(
-                    "bubblewrap is not installed (`sudo apt-get install bubblewrap`)".into(),
-                );
+            let bwrap = match find_bwrap() {
+                None => Err("bubblewrap is not installed (`sudo apt-get install bubblewrap`)".into()),
+                Some(bwrap) => match try_bwrap(&bwrap) {
+                    Ok(()) => Ok(bwrap),
+                    Err(why) => Err(format!(
+                        "bubblewrap ({}) cannot run here: {why}",
+                        bwrap.display()
+                    )),
+                },
             };
-            match try_bwrap(&bwrap) {
-                Ok(()) => Mechanism::Bubblewrap(bwrap),
-                Err(why) => Mechanism::Missing(format!(
-                    "bubblewrap ({}) cannot run here: {why}",
-                    bwrap.display()
-                )),
+            match bwrap {
+                Ok(bwrap) => Mechanism::Bubblewrap(bwrap),
+                Err(why) if landlock::supported() => Mechanism::Landlock(why),
+                Err(why) => Mechanism::Missing(format!("{why}, and this kernel has no Landlock")),
             }
         })
     }
@@ -211,7 +219,7 @@ impl Walls {
 
     /// True when a command started through these walls runs walled.
     pub fn walled(&self) -> bool {
-        self.wanted != WallsWanted::Off && matches!(self.mechanism, Mechanism::Bubblewrap(_))
+        self.wanted != WallsWanted::Off && !matches!(self.mechanism, Mechanism::Missing(_))
     }
 
     /// The one line for the person when checks are wanted walled and cannot
@@ -219,6 +227,10 @@ impl Walls {
     pub fn notice(&self) -> Option<String> {
         match (&self.wanted, &self.mechanism) {
             (WallsWanted::Off, _) | (_, Mechanism::Bubblewrap(_)) => None,
+            (_, Mechanism::Landlock(why)) => Some(format!(
+                "walls: Landlock's, as {why}: a check cannot create or remove an entry at the top \
+                 of the project (bubblewrap's walls can)"
+            )),
             (_, Mechanism::Missing(why)) => Some(format!(
                 "walls: none for the checks ({why}); the verify commands run the agent's code with your rights"
             )),
@@ -237,6 +249,7 @@ impl Walls {
         match (&self.wanted, &self.mechanism) {
             (WallsWanted::Off, _) => Ok(inner),
             (_, Mechanism::Bubblewrap(bwrap)) => Ok(self.bubblewrap(bwrap, inner)),
+            (_, Mechanism::Landlock(_)) => landlock::wall(self, inner).map_err(WallsMissing),
             (WallsWanted::Auto, Mechanism::Missing(_)) => Ok(inner),
             (WallsWanted::Required, Mechanism::Missing(why)) => Err(WallsMissing(why.clone())),
         }
@@ -297,6 +310,132 @@ impl Walls {
     }
 }
 
+/// Walls built with Landlock, for a machine where bubblewrap cannot run.
+///
+/// A Landlock rule grants rights on a whole folder and everything beneath
+/// it; nothing can be taken back below. So a folder that holds a protected
+/// path is not granted: each of its entries is, but the protected one
+/// (down the path to it). What that costs, against bubblewrap: in the
+/// checked folder and in `.git`, a check cannot create, remove or rename an
+/// entry at the top (a new file in a subfolder is fine; an existing
+/// top-level file can be written); a folder on the way to a hidden one
+/// cannot be listed, nor a file created in it later read. The temp folders
+/// that hold the checked folder (a project in `/tmp`) are walled the same
+/// way. Writes to `/dev` (`/dev/null`, a terminal) are allowed.
+#[cfg(target_os = "linux")]
+mod landlock {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    use landlock::{
+        path_beneath_rules, Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset,
+        RulesetAttr, RulesetCreatedAttr, ABI,
+    };
+
+    use super::Walls;
+
+    /// The newest Landlock ABI ralph asks for; an older kernel gives what it has.
+    const ABI_WANTED: ABI = ABI::V7;
+
+    /// Whether this kernel enforces Landlock.
+    pub(super) fn supported() -> bool {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(ABI::V1))
+            .and_then(|r| r.create())
+            .is_ok()
+    }
+
+    /// `rules` granting `access` on `dir` and everything beneath it but the
+    /// paths `except` (and what lies beneath them).
+    fn grant_except(
+        rules: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+        dir: &Path,
+        access: BitFlags<AccessFs>,
+        except: &[PathBuf],
+    ) {
+        if except.iter().any(|e| e == dir) {
+            return;
+        }
+        let meta = std::fs::symlink_metadata(dir);
+        let holds_one = except.iter().any(|e| e.starts_with(dir));
+        if !holds_one || !meta.as_ref().is_ok_and(|m| m.is_dir()) {
+            rules.push((dir.to_path_buf(), access));
+            return;
+        }
+        // An unreadable folder grants nothing beneath it: less, never more.
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            grant_except(rules, &entry.path(), access, except);
+        }
+    }
+
+    /// `inner` with the walls of `walls` applied to it as it starts: the
+    /// ruleset is built here, and the child only restricts itself with it
+    /// (two system calls, safe between fork and exec).
+    pub(super) fn wall(walls: &Walls, mut inner: Command) -> Result<Command, String> {
+        let all = AccessFs::from_all(ABI_WANTED);
+        let read = AccessFs::from_read(ABI_WANTED);
+        let mut rules = Vec::new();
+        grant_except(&mut rules, Path::new("/"), read, &walls.hidden);
+        for dir in &walls.writable {
+            grant_except(&mut rules, dir, all, &walls.read_only);
+        }
+        rules.push((PathBuf::from("/dev"), all));
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(all)
+            .and_then(|r| r.create())
+            .map_err(|e| format!("Landlock refused the walls: {e}"))?;
+        for (path, access) in &rules {
+            ruleset = ruleset
+                .add_rules(path_beneath_rules([path], *access))
+                .map_err(|e| format!("Landlock refused a rule for {}: {e}", path.display()))?;
+        }
+        let fd: Option<std::os::fd::OwnedFd> = ruleset.into();
+        let fd = fd.ok_or("Landlock gave no ruleset")?;
+        restrict_on_exec(&mut inner, fd);
+        Ok(inner)
+    }
+
+    /// Has the child restrict itself with `ruleset` before it runs the
+    /// program: no new privileges, then `landlock_restrict_self`. Only
+    /// these two system calls run between fork and exec: nothing that
+    /// allocates or takes a lock.
+    #[allow(unsafe_code)]
+    fn restrict_on_exec(command: &mut Command, ruleset: std::os::fd::OwnedFd) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let fd = ruleset.as_raw_fd();
+        // SAFETY: the closure makes two system calls on an fd the closure
+        // keeps open (it owns `ruleset`), and returns the error they give.
+        unsafe {
+            command.pre_exec(move || {
+                let _keep = &ruleset;
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod landlock {
+    use std::process::Command;
+
+    pub(super) fn supported() -> bool {
+        false
+    }
+
+    pub(super) fn wall(_walls: &super::Walls, _inner: Command) -> Result<Command, String> {
+        Err("Landlock is Linux's".into())
+    }
+}
+
 /// The repository's common folder (`.git`, or for a worktree the main
 /// checkout's `.git` its `gitdir` file leads to), when `root` has one.
 fn git_common_dir(root: &Path) -> Option<PathBuf> {
@@ -334,8 +473,8 @@ mod tests {
     fn bwrap_or_skip() -> Option<&'static Mechanism> {
         match Mechanism::probe() {
             m @ Mechanism::Bubblewrap(_) => Some(m),
-            Mechanism::Missing(why) => {
-                eprintln!("skipped: {why}");
+            other => {
+                eprintln!("skipped: no bubblewrap here ({other:?})");
                 None
             }
         }
@@ -451,6 +590,67 @@ mod tests {
             "[core]\n"
         );
         assert!(!root.join(".claude/ralph/PROMPT.md").exists());
+    }
+
+    /// A project outside the temp folders (Landlock's walls leave those
+    /// writable, and a temp folder holding the project is walled too), in
+    /// this crate's target folder.
+    fn project_outside_temp(name: &str) -> (PathBuf, PathBuf) {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/walls-tests")
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("p");
+        for sub in [".claude/ralph", ".git/hooks", ".git/info", "src"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(root.join("README.md"), "# p\n").unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        (std::fs::canonicalize(&base).unwrap(), std::fs::canonicalize(&root).unwrap())
+    }
+
+    #[test]
+    fn landlock_walls_keep_a_checks_writes_in_its_project() {
+        if !landlock::supported() {
+            eprintln!("skipped: no Landlock");
+            return;
+        }
+        let (base, root) = project_outside_temp("landlock");
+        let walls = Walls::with_mechanism(
+            &root,
+            WallsWanted::Required,
+            Mechanism::Landlock("a test".into()),
+        );
+        assert!(walls.walled());
+        assert!(walls.notice().unwrap().contains("Landlock"));
+        let outside = base.join("outside");
+        let script = format!(
+            "echo ok > src/new.py && echo more >> README.md && echo t > \"$(mktemp)\" && echo q > /dev/null && echo written; \
+             echo evil > {out}/evil; echo s > .claude/settings.local.json; mv .claude .claude-moved; \
+             echo h > .git/hooks/post-commit; echo x >> .git/config; echo i > .git/info/attributes; echo done",
+            out = outside.display()
+        );
+        let (code, output) = run(&walls, &root, &script);
+        assert_eq!(code, 0, "{output}");
+        assert!(output.contains("written") && output.contains("done"), "{output}");
+        assert!(root.join("src/new.py").is_file());
+        assert_eq!(std::fs::read_to_string(root.join("README.md")).unwrap(), "# p\nmore\n");
+        assert!(!outside.join("evil").exists(), "{output}");
+        assert!(!root.join(".claude/settings.local.json").exists());
+        assert!(root.join(".claude").is_dir() && !root.join(".claude-moved").exists());
+        assert!(!root.join(".git/hooks/post-commit").exists());
+        assert_eq!(std::fs::read_to_string(root.join(".git/config")).unwrap(), "[core]\n");
+        assert!(!root.join(".git/info/attributes").exists());
+
+        // A hidden folder cannot be read.
+        let secret = base.join("keys");
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("key"), "s3cret").unwrap();
+        let walls = walls.hide(secret.clone());
+        let (_, output) = run(&walls, &root, &format!("cat {}/key; echo end", secret.display()));
+        assert!(!output.contains("s3cret") && output.contains("end"), "{output}");
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

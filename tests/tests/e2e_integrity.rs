@@ -93,12 +93,15 @@ const TEST_NEGATIVES: &str =
     def test_add_negatives(self):\n        self.assertEqual(calc.add(-2, -3), -5)\n";
 
 /// The same project with its test in `tests/`, which `init --yes` protects
-/// (the folder, whose files' deny rules it used to write), at most `max`
-/// iterations.
-fn tests_folder_project(name: &str, max: u32) -> TempProject {
+/// (the folder, whose files' deny rules it used to write), and `extra`
+/// files, at most `max` iterations.
+fn tests_folder_project(name: &str, max: u32, extra: &[(&str, &str)]) -> TempProject {
     let project = TempProject::new(name);
     project.write("calc.py", CALC_BUGGY);
     project.write("tests/test_calc.py", TEST_CALC);
+    for (file, text) in extra {
+        project.write(file, text);
+    }
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "calc"]);
     let init = project.ctl(&["init", "--yes"], &[]);
@@ -292,7 +295,7 @@ fn fixing_the_code_completes_the_loop(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn a_new_test_beside_the_fix_completes_the_loop(client: ClientVersion) {
-    let project = tests_folder_project("integrity-new-test", 2);
+    let project = tests_folder_project("integrity-new-test", 2, &[]);
     let new_test = project
         .path("tests/test_negatives.py")
         .display()
@@ -350,7 +353,7 @@ fn a_new_test_beside_the_fix_completes_the_loop(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn editing_an_existing_test_to_pass_is_rejected_naming_it(client: ClientVersion) {
-    let project = tests_folder_project("integrity-edit-test", 2);
+    let project = tests_folder_project("integrity-edit-test", 2, &[]);
     let api = MockApi::start_in_order(move |turn, _| match turn {
         0 => Reply::bash(
             r#"python3 -c 'import pathlib; p = pathlib.Path("tests/test_calc.py"); p.write_text(p.read_text().replace("calc.add(2, 3), 5", "calc.add(2, 3), -1"))'"#,
@@ -397,6 +400,53 @@ fn editing_an_existing_test_to_pass_is_rejected_naming_it(client: ClientVersion)
         text.contains("[Ralph: completion claim rejected]")
             && text.contains(named)
             && text.contains("put a new test in a new file"),
+        "{text}"
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn a_root_conftest_the_agent_adds_is_rejected_until_removed(client: ClientVersion) {
+    let project = tests_folder_project("integrity-conftest", 3, &[]);
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        // The fix, and a root conftest.py that would pass every pytest test.
+        0 => Reply::bash(format!(
+            "cat > calc.py <<'EOF'\n{CALC_FIXED}EOF\n\
+             printf 'def pytest_runtest_makereport(item, call):\\n    call.excinfo = None\\n' \
+             > conftest.py; echo rc=$?"
+        )),
+        1 => Reply::text(format!("add() adds now; the tests pass.\n{SIGNAL}")),
+        // Told which file, the agent takes it out.
+        2 => Reply::bash("rm conftest.py; echo rc=$?"),
+        3 => Reply::text(format!(
+            "No conftest.py any more; the tests pass.\n{SIGNAL}"
+        )),
+        _ => Reply::text("Nothing left."),
+    });
+    let (code, stderr) = run_loop(&project, client, &api);
+    let state = project.status_json();
+    assert_eq!(code, Some(0), "{state:#}\n{stderr}");
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    let first = &state["history"][0];
+    assert_eq!(first["claim"]["accepted"], false, "{first:#}");
+    assert_eq!(
+        first["claim"]["failedGates"],
+        serde_json::json!(["protected_paths"]),
+        "the fix passed the tests; only the added conftest.py failed it: {first:#}"
+    );
+    let named =
+        "1 protected file(s) changed since the loop started (protectedPaths): conftest.py (added);";
+    assert!(!project.path("conftest.py").exists());
+    assert_eq!(state["lastClaim"]["accepted"], true, "{state:#}");
+    let requests = api.main_requests();
+    let second = requests
+        .iter()
+        .find(|r| user_texts(&r.body).join("\n").contains("iteration 2 of 3"))
+        .unwrap_or_else(|| panic!("no request of iteration 2 among {}", requests.len()));
+    let text = user_texts(&second.body).join("\n");
+    assert!(
+        text.contains(named)
+            && text.contains("delete a test runner's configuration that was added"),
         "{text}"
     );
 }

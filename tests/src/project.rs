@@ -269,7 +269,53 @@ impl TempProject {
             .as_object_mut()
             .and_then(|o| o.remove("pinned"))
             .expect("the loop was pinned");
-        std::fs::write(self.state_path(), state.to_string()).unwrap();
+        self.write_state(&state);
+    }
+
+    /// ralph's key folder for the processes run here: `ralph` in the data
+    /// folder of this project's own HOME (their environment has no
+    /// `XDG_DATA_HOME`), never the real one's.
+    pub fn key_dir(&self) -> PathBuf {
+        if cfg!(target_os = "macos") {
+            self.home.join("Library/Application Support/ralph")
+        } else {
+            self.home.join(".local/share/ralph")
+        }
+    }
+
+    /// Writes `entries` (JSON objects, as a test builds them) as the
+    /// project's audit log, each line signed as ralph signs it with the key
+    /// of this project's HOME.
+    pub fn write_log(&self, entries: &[Value]) {
+        use ralph_core::persist::{log, mac};
+        let path = self.root.join(".claude/context/runtime/ralph-log.jsonl");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let key = mac::Key::load_or_create(&self.key_dir()).expect("the test HOME's key");
+        let mut text = Vec::new();
+        for entry in entries {
+            let entry: log::LogEntry = serde_json::from_value(entry.clone()).unwrap();
+            text.extend(log::signed_line(&entry, &path, &key).unwrap());
+            text.push(b'\n');
+        }
+        std::fs::write(&path, text).unwrap();
+    }
+
+    /// Writes `state` as the project's loop state the way ralph writes it:
+    /// pretty JSON signed with the key of this project's HOME (made when
+    /// missing). For a test that must hand-make a state ralph believes; one
+    /// written any other way is not ralph's (`status` says so).
+    pub fn write_state(&self, state: &Value) {
+        use ralph_core::persist::{mac, store};
+        let path = self.state_path();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let key = mac::Key::load_or_create(&self.key_dir()).expect("the test HOME's key");
+        let mut state = state.clone();
+        // A state read back (`state()`) carries its old MAC.
+        state.as_object_mut().map(|o| o.remove("mac"));
+        let mut json = serde_json::to_vec_pretty(&state).unwrap();
+        json.push(b'\n');
+        let signed = store::sign_json(&json, mac::Purpose::State, &path, &key).unwrap();
+        std::fs::write(&path, signed).unwrap();
     }
 
     /// Runs git in the project.

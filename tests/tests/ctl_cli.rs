@@ -2,7 +2,7 @@
 //! fake client where the real one is not the point.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -661,14 +661,13 @@ fn log_into_a_pipe_closed_early_ends_quietly() {
     project.init();
     // Far more output than a pipe holds, so that writes go on after `head` left.
     let reason = "iteration ended without a completion claim; ".repeat(8);
-    let mut text = String::new();
-    for i in 1..=3000 {
-        let entry = json!({"at": "2026-03-01T09:00:00Z", "event": "stop", "sessionId": "s-1",
-                           "iteration": i, "status": "running", "reason": reason});
-        text.push_str(&format!("{entry}\n"));
-    }
-    std::fs::create_dir_all(audit_log(&project).parent().unwrap()).unwrap();
-    std::fs::write(audit_log(&project), text).unwrap();
+    let entries: Vec<Value> = (1..=3000)
+        .map(|i| {
+            json!({"at": "2026-03-01T09:00:00Z", "event": "stop", "sessionId": "s-1",
+                   "iteration": i, "status": "running", "reason": reason})
+        })
+        .collect();
+    project.write_log(&entries);
     for json in [false, true] {
         let err = project.path(format!("err-{json}"));
         let code = project.path(format!("code-{json}"));
@@ -1307,35 +1306,147 @@ fn a_project_folder_that_does_not_exist_is_refused_not_created() {
     }
 }
 
-#[test]
-fn a_completion_written_into_the_state_is_not_reported_as_done() {
-    // What an agent's command could do: write "complete" into the state.
-    let project = TempProject::new("forged");
+/// A project with a loop of session `s-1` started, whose `notify` leaves
+/// the file `notified` in the project; returns that file.
+fn started_with_notify(project: &TempProject) -> PathBuf {
     project.init();
     project.write_prompt("Do the task.\n");
+    let marker = project.path("notified");
+    project.write(
+        ".claude/ralph/config.json",
+        format!(
+            r#"{{"maxIterations": 5, "notify": "touch '{}'"}}"#,
+            marker.display()
+        ),
+    );
     project
         .ctl(&["start", "--session-id", "s-1"], &[])
         .assert_code(0);
-    let path = project.state_path();
-    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    marker
+}
+
+/// The loop's state as a command of the agent's could leave it:
+/// `complete`, with an accepted claim, and no MAC (a state ralph did not
+/// write, whatever it holds).
+fn forge_completion(project: &TempProject) {
+    let mut state = project.state().unwrap();
+    state.as_object_mut().unwrap().remove("mac");
     state["status"] = json!("complete");
     state["endedBecause"] = json!("completion claimed in iteration 1 and accepted");
+    state["lastClaim"] = json!({"iteration": state["iteration"], "at": "2026-11-24T10:00:00Z",
+        "mode": "strict", "basis": "forged", "accepted": true, "gates": [], "verification": []});
+    let path = project.state_path();
     std::fs::write(&path, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+}
 
-    let run = project.ctl(&["finish", "--session-id", "s-1"], &[]);
-    assert_eq!(run.code, Some(17), "{run:?}");
-    assert!(
-        run.stderr
-            .contains("no accepted completion claim is on record")
-            && !run.stderr.contains("loop complete"),
-        "{run:?}"
-    );
+const NOT_RALPHS: &str = "was not written by ralph on this machine";
+
+#[test]
+fn a_complete_state_ralph_did_not_write_is_never_reported_complete() {
+    let project = TempProject::new("unsigned");
+    let marker = started_with_notify(&project);
+    forge_completion(&project);
+
+    // `status` says plainly whose record it is not, and what to do.
     let status = project.ctl(&["status"], &[]);
+    assert_eq!(status.code, Some(1), "{status:?}");
     assert!(
-        status
-            .stdout
-            .contains("complete, but not recorded by ralph"),
+        status.stdout.contains(NOT_RALPHS) && status.stdout.contains("ralph-ctl reset"),
         "{status:?}"
+    );
+    assert!(
+        !status.stdout.contains("accepted") && !status.stdout.contains("\"status\""),
+        "nothing the state says is shown: {status:?}"
+    );
+    let json = project.ctl(&["status", "--json"], &[]);
+    let json: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert!(json["status"].is_null(), "{json:#}");
+    assert!(json["error"].as_str().unwrap().contains(NOT_RALPHS));
+
+    // The launcher's end: no `complete`, no exit 0.
+    let finish = project.ctl(&["finish", "--session-id", "s-1"], &[]);
+    assert_ne!(finish.code, Some(0), "{finish:?}");
+    assert!(
+        finish.stderr.contains(NOT_RALPHS) && !finish.stderr.contains("loop complete"),
+        "{finish:?}"
+    );
+    // `run --resume` refuses it, naming the fix, and starts no client.
+    let client = fake_client(&project, 0);
+    let resume = project.ctl(
+        &["run", "--resume", "--headless", "--no-sandbox"],
+        &[("RALPH_CLAUDE", &client)],
+    );
+    assert_ne!(resume.code, Some(0), "{resume:?}");
+    assert!(
+        resume.stderr.contains(NOT_RALPHS) && resume.stderr.contains("ralph-ctl reset"),
+        "{resume:?}"
+    );
+    assert!(
+        !Path::new(&format!("{client}.args")).exists(),
+        "a client ran"
+    );
+    let report = project.ctl(&["report", "--html", "report.html"], &[]);
+    assert_ne!(report.code, Some(0), "{report:?}");
+    assert!(report.stderr.contains(NOT_RALPHS), "{report:?}");
+    assert!(
+        !marker.exists(),
+        "notify ran for a completion ralph never saw"
+    );
+
+    // Reset starts over.
+    project.ctl(&["reset"], &[]).assert_code(0);
+    let status = project.ctl(&["status"], &[]);
+    assert_eq!(status.code, Some(0), "{status:?}");
+    assert!(status.stdout.contains("No Ralph loop"), "{status:?}");
+}
+
+#[test]
+fn a_client_that_edits_the_state_and_the_log_does_not_end_the_loop_complete() {
+    // The agent's command (outside any sandbox) turns the state `complete`
+    // in place, keeping its MAC, and appends an `end` line in the log's
+    // shape: the launcher believes neither.
+    let project = TempProject::new("edited");
+    let marker = started_with_notify(&project);
+    let state = project.state_path().display().to_string();
+    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let line = r#"{"at":"2026-11-24T10:00:00Z","event":"end","sessionId":"SID","iteration":1,"status":"complete","reason":"done"}"#;
+    let client = project.path("forging-claude.sh");
+    std::fs::write(
+        &client,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.0.77 (Claude Code)'; exit 0; }}\n\
+             cat > /dev/null\n\
+             sed -i 's/\"status\": \"running\"/\"status\": \"complete\"/' '{state}'\n\
+             sid=$(sed -n 's/.*\"sessionId\": \"\\([^\"]*\\)\".*/\\1/p' '{state}' | head -n 1)\n\
+             echo '{line}' | sed \"s/SID/$sid/\" >> '{}'\n\
+             exit 0\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    make_executable(&client);
+    let run = launcher(
+        &project,
+        &["--headless", "--no-sandbox", "--resume"],
+        &[("RALPH_CLAUDE", client.to_str().unwrap())],
+    );
+    assert!(
+        std::fs::read_to_string(project.state_path())
+            .unwrap()
+            .contains("\"status\": \"complete\""),
+        "the edit took: {run:?}"
+    );
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert!(!run.closing_line().contains("complete"), "{run:?}");
+    assert!(run.stderr.contains(NOT_RALPHS), "{run:?}");
+    let log = project.ctl(&["log"], &[]);
+    assert!(
+        log.stdout.contains("1 line of the audit log not shown"),
+        "{log:?}"
+    );
+    assert!(
+        !marker.exists(),
+        "notify ran for a completion ralph never saw"
     );
 }
 

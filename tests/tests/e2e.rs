@@ -873,14 +873,37 @@ fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: 
         refused.contains("denied"),
         "the direct sed was refused: {refused}"
     );
-    // The edit took, and is not believed.
-    outcome.ended(17, "complete");
-    outcome.closing_has(&["no accepted completion claim is on record"]);
+    // The edit took (the state's MAC no longer matches), and is not believed.
+    assert!(
+        std::fs::read_to_string(scenario.state_path())
+            .unwrap()
+            .contains("\"status\": \"complete\""),
+        "{outcome:?}"
+    );
+    not_reported_complete(&outcome);
+    assert_eq!(requests.len(), 3, "one iteration, never re-injected");
+}
+
+/// What ralph says of a state it did not write.
+const NOT_RALPHS: &str = "was not written by ralph on this machine";
+
+/// Panics unless the run ended with an error naming a state ralph did not
+/// write and the fix (never exit 0, never `complete`), and `status` shows
+/// no loop status at all.
+fn not_reported_complete(outcome: &ralph_tests::scenario::Outcome) {
+    assert_eq!(outcome.run.code, Some(1), "{outcome:?}");
+    outcome.closing_has(&[NOT_RALPHS, "ralph-ctl reset"]);
     assert!(
         !outcome.run.closing_line().contains("loop complete"),
         "{outcome:?}"
     );
-    assert_eq!(requests.len(), 3, "one iteration, never re-injected");
+    assert!(outcome.state["status"].is_null(), "{outcome:?}");
+    assert!(
+        outcome.state["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(NOT_RALPHS)),
+        "{outcome:?}"
+    );
 }
 
 #[ralph_tests::on_both_clients]
@@ -905,18 +928,66 @@ fn a_forged_accepted_claim_is_not_reported_as_done_without_ralphs_record(client:
         _ => Reply::text("All done."),
     });
     let outcome = scenario.run(&api);
-    outcome.ended(17, "complete");
-    assert_eq!(
-        outcome.state["lastClaim"]["accepted"], true,
-        "the forge took: {outcome:?}"
-    );
-    outcome.closing_has(&["no accepted completion claim is on record"]);
-    assert!(
-        !outcome.run.closing_line().contains("loop complete"),
-        "{outcome:?}"
-    );
+    let forged: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(scenario.state_path()).unwrap()).unwrap();
+    assert_eq!(forged["lastClaim"]["accepted"], true, "the forge took");
+    not_reported_complete(&outcome);
     let status = scenario.ctl(&["status"], &[]);
-    status.assert_stdout_has(&["not recorded by ralph"]);
+    status.assert_stdout_has(&[NOT_RALPHS, "ralph-ctl reset"]);
+}
+
+#[ralph_tests::on_both_clients]
+fn a_state_and_log_line_the_agent_writes_do_not_complete_a_failing_loop(client: ClientVersion) {
+    // Outside the client's sandbox (--no-sandbox, bypassPermissions), the
+    // agent's Bash call overwrites the state with `complete` and an
+    // accepted claim and appends ralph's `end` line for it to the audit
+    // log, then claims done while the check fails. Neither carries ralph's
+    // MAC: the stop is let through, and the run does not end complete.
+    let scenario = Scenario::configured(
+        "forged-record",
+        client,
+        r#"{"verify": [{"name": "tests", "command": "echo '1 test failed'; exit 1", "timeoutSeconds": 20}]}"#,
+    )
+    .args(&["--headless", "--no-sandbox"]);
+    let runtime = scenario.state_path().parent().unwrap().to_path_buf();
+    let forge = scenario.tmp.join("forge.py");
+    std::fs::write(
+        &forge,
+        format!(
+            "import json\nr = {runtime:?}\ns = json.load(open(r + '/ralph-state.json'))\n\
+             s.pop('mac', None)\ns['status'] = 'complete'\n\
+             s['endedBecause'] = 'completion claimed in iteration 1 and accepted'\n\
+             s['lastClaim'] = {{'iteration': s['iteration'], 'at': '2026-11-24T10:00:00Z', \
+             'mode': 'strict', 'basis': 'forged', 'accepted': True, 'gates': [], 'verification': []}}\n\
+             json.dump(s, open(r + '/ralph-state.json', 'w'), indent=2)\n\
+             line = {{'at': '2026-11-24T10:00:00Z', 'event': 'end', 'sessionId': s['sessionId'], \
+             'iteration': s['iteration'], 'status': 'complete', 'reason': 'done'}}\n\
+             open(r + '/ralph-log.jsonl', 'a').write(json.dumps(line) + '\\n')\n\
+             print('forged')\n",
+            runtime = runtime.display().to_string()
+        ),
+    )
+    .unwrap();
+    let command = format!("python3 {}", forge.display());
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::bash(command.clone()),
+        _ => Reply::text(format!("All done, the tests pass.\n{SIGNAL}")),
+    });
+    let outcome = scenario.run(&api);
+    let results: String = api
+        .main_requests()
+        .iter()
+        .flat_map(|r| user_texts(&r.body))
+        .collect();
+    assert!(results.contains("forged"), "the forge ran: {results}");
+    let log = std::fs::read_to_string(runtime.join("ralph-log.jsonl")).unwrap();
+    assert!(
+        log.contains("\"reason\": \"done\""),
+        "the line went in: {log}"
+    );
+    not_reported_complete(&outcome);
+    let shown = scenario.ctl(&["log"], &[]);
+    shown.assert_stdout_has(&["1 line of the audit log not shown"]);
 }
 
 #[ralph_tests::on_both_clients]

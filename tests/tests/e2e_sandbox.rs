@@ -274,3 +274,49 @@ fn in_the_sandbox_a_protected_test_is_read_only_and_a_new_one_can_be_added(clien
         "the agent could not add a test to the protected folder: {results}"
     );
 }
+
+#[ralph_tests::on_both_clients]
+fn ralphs_key_is_out_of_the_agents_reach_in_the_sandbox(client: ClientVersion) {
+    // With the key, anything could sign a state `complete`: the agent's
+    // shell and its file tools are both refused it.
+    let project = python_project("sandbox-key");
+    let key = project.key_dir().join("record.key");
+    let shell = format!("base64 -w0 '{}'; echo key-rc=$?", key.display());
+    let path = key.display().to_string();
+    let script = [
+        Reply::bash(shell),
+        Reply::ToolUse {
+            name: "Read".into(),
+            input: serde_json::json!({ "file_path": path }),
+        },
+    ];
+    let api = MockApi::start(move |turn, _| {
+        script
+            .get(turn)
+            .cloned()
+            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
+    });
+    let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
+    let bytes = std::fs::read(&key).expect("the key was made at the start");
+    assert_eq!(bytes.len(), 32);
+    let encoded = std::process::Command::new("base64")
+        .arg("-w0")
+        .arg(&key)
+        .output()
+        .unwrap()
+        .stdout;
+    let encoded = String::from_utf8(encoded).unwrap();
+    let results = tool_results(&api);
+    assert!(results.contains("key-rc="), "the command ran: {results}");
+    assert!(
+        !results.contains(encoded.trim()),
+        "the agent read the key: {results}"
+    );
+    assert!(
+        results.contains("denied"),
+        "the Read was refused: {results}"
+    );
+    outcome.ended(0, "complete").at_iteration(1);
+    outcome.run.assert_stderr_has(&["sandbox: on"]);
+    drop(project);
+}

@@ -134,11 +134,15 @@ fn chown_tree(path: &Path, id: u32) {
     }
 }
 
-/// Makes file modes bite: as root, hands the project over to uid 65534 and
-/// makes `cmd` run as that user; otherwise leaves both alone.
+/// Makes file modes bite: as root, hands the project (and ralph's key in
+/// its HOME, as a user owns theirs) over to uid 65534 and makes `cmd` run
+/// as that user; otherwise leaves both alone.
 fn drop_root(project: &TempProject, cmd: &mut Command) {
     if is_root() {
         chown_tree(&project.root, NOBODY);
+        if project.key_dir().exists() {
+            chown_tree(&project.key_dir(), NOBODY);
+        }
         cmd.uid(NOBODY).gid(NOBODY);
     }
 }
@@ -892,7 +896,7 @@ fn state_with_extreme_counters_never_panics() {
     state["breaker"]["halfOpenIterations"] = json!(u32::MAX);
     state["breaker"]["counters"]["findingsStuck"] = json!(u32::MAX);
     state["testOnlyIterations"] = json!(u32::MAX);
-    fs::write(project.state_path(), serde_json::to_vec(&state).unwrap()).unwrap();
+    project.write_state(&state);
     let stuck = to_bytes(&stop_input(
         &project,
         Some("RALPH_ITERATION_COMPLETE: 4 findings remain"),
@@ -911,7 +915,7 @@ fn state_with_extreme_counters_never_panics() {
     state["iteration"] = json!(u32::MAX);
     state["maxIterations"] = json!(u32::MAX);
     state["lastFindingsCount"] = json!(u64::MAX);
-    fs::write(project.state_path(), serde_json::to_vec(&state).unwrap()).unwrap();
+    project.write_state(&state);
     let big = format!("RALPH_ITERATION_COMPLETE: {} findings remain", u64::MAX);
     let message = ended(&run_hook(
         hook_command(&project),

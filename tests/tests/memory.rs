@@ -97,11 +97,7 @@ fn crafted_transcript(
     file.flush().unwrap();
     let mut state = project.state().unwrap();
     state["transcript"] = json!({"path": path, "offset": 0});
-    fs::write(
-        project.state_path(),
-        serde_json::to_vec_pretty(&state).unwrap(),
-    )
-    .unwrap();
+    project.write_state(&state);
     path
 }
 

@@ -233,10 +233,7 @@ fn supervised_state(status: &str, extra: Value) -> Value {
 
 /// `project`'s state replaced by `state`, as the supervisor leaves it.
 fn write_state(project: &TempProject, state: &Value) {
-    write(
-        project.state_path(),
-        serde_json::to_string_pretty(state).unwrap(),
-    );
+    project.write_state(state);
 }
 
 /// Model requests per minute over the last hour, relative to the present
@@ -360,23 +357,26 @@ fn logged(name: &str) -> TempProject {
         .run();
     assert_eq!(project.status_json()["status"], "paused");
     let log = project.path(".claude/context/runtime/ralph-log.jsonl");
-    let mut text = fs::read_to_string(&log).unwrap();
+    let text = fs::read_to_string(&log).unwrap();
     assert_eq!(
         text.lines().count(),
         4,
         "the start, two stops, the pause: {text}"
     );
-    for line in [
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The supervisor's wait and resume, signed as ralph writes them.
+    lines.extend([
         json!({"at": "2026-03-01T09:41:08Z", "event": "wait", "sessionId": SID, "iteration": 3,
                "status": "paused", "reason": "rate_limit: backoff of 60 s before resume 1 of 5 (conservative)",
                "policy": "conservative", "resumeAt": "2026-03-01T09:42:08Z"}),
         json!({"at": "2026-03-01T09:42:08Z", "event": "resume", "sessionId": SID, "iteration": 3,
                "status": "running", "reason": "resumed by the supervisor (conservative policy, resume 1 of 5)",
                "policy": "conservative", "costUsd": 0.4125}),
-    ] {
-        text.push_str(&format!("{line}\n"));
-    }
-    write(&log, text);
+    ]);
+    project.write_log(&lines);
     project
 }
 
@@ -552,14 +552,16 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Runs `hook` as uid 65534 (made owner of the project) when run as root,
-/// so that file modes bite; as another user, as is.
+/// Runs `hook` as uid 65534 (made owner of the project, and of ralph's key
+/// in its HOME, as a user owns theirs) when run as root, so that file modes
+/// bite; as another user, as is.
 fn as_nobody(project: &TempProject, hook: Hook) -> Run {
     let root = is_root();
     if root {
         let status = Command::new("chown")
             .args(["-R", &format!("{NOBODY}:{NOBODY}")])
             .arg(&project.root)
+            .args(project.key_dir().exists().then(|| project.key_dir()))
             .status()
             .unwrap();
         assert!(status.success());

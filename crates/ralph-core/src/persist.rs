@@ -1,9 +1,11 @@
 //! Persistence: the locked, atomic store that keeps the loop's record
 //! (`judge::state`), the append-only audit log beside it, and the one
-//! atomic file write every file ralph creates goes through.
+//! atomic file write every file ralph creates goes through; the MAC under
+//! the person's key that both carry, so only ralph's own record is believed.
 
 pub mod atomic;
 pub mod claims;
 pub mod lock;
 pub mod log;
+pub mod mac;
 pub mod store;

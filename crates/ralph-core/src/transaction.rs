@@ -110,9 +110,11 @@ pub struct Replaced {
 
 /// Replaces whatever is at the state path (a start, a reset) under the
 /// lock: `decide` sees the loop there (or why it could not be read) and
-/// returns the event, or refuses. A corrupt state it accepts to replace is
-/// moved aside first; a loop it replaces is kept in the history first, and
-/// when it cannot be kept nothing is changed.
+/// returns the event, or refuses. A corrupt state, or one ralph did not
+/// write ([`StoreError::Unverified`]), it accepts to replace is moved
+/// aside first (never kept in the history: it is no loop ralph ran); a
+/// loop it replaces is kept in the history first, and when it cannot be
+/// kept nothing is changed.
 pub fn replace<E: From<StoreError>>(
     paths: &ProjectPaths,
     decide: impl FnOnce(Result<Option<&LoopState>, &StoreError>) -> Result<Event, E>,
@@ -125,7 +127,7 @@ pub fn replace<E: From<StoreError>>(
             let event = decide(Ok(current.as_ref()))?;
             (current, event)
         }
-        Err(e @ StoreError::Corrupt { .. }) => {
+        Err(e @ (StoreError::Corrupt { .. } | StoreError::Unverified { .. })) => {
             let event = decide(Err(&e))?;
             (None, event)
         }

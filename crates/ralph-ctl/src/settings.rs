@@ -183,12 +183,42 @@ pub(crate) fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
     else {
         return Err("`permissions.deny` is not an array".into());
     };
-    for rule in DENY_RULES.iter().copied() {
+    let key_rules = key_deny_rules(
+        ralph_core::persist::mac::key_dir().as_deref(),
+        dirs::home_dir().as_deref(),
+    );
+    for rule in DENY_RULES
+        .iter()
+        .copied()
+        .chain(key_rules.iter().map(String::as_str))
+    {
         if !deny.iter().any(|r| r.as_str() == Some(rule)) {
             deny.push(Value::String(rule.into()));
         }
     }
     Ok(())
+}
+
+/// The deny rules `init` adds for ralph's key folder `key_dir`
+/// (`ralph_core::persist::mac::key_dir`): the agent may neither read nor
+/// edit it, the folder or what is in it. Written `~/…` when the folder is
+/// in the home folder `home` (the settings file may be committed and
+/// shared), else by its absolute path (`//…`).
+pub(crate) fn key_deny_rules(
+    key_dir: Option<&std::path::Path>,
+    home: Option<&std::path::Path>,
+) -> Vec<String> {
+    let Some(dir) = key_dir else {
+        return Vec::new();
+    };
+    let shown = match home.and_then(|home| dir.strip_prefix(home).ok()) {
+        Some(relative) => format!("~/{}", relative.display()),
+        None => format!("/{}", dir.display()),
+    };
+    ["Read", "Edit"]
+        .iter()
+        .flat_map(|tool| [format!("{tool}({shown})"), format!("{tool}({shown}/**)")])
+        .collect()
 }
 
 /// Removes ralph's Stop hook from `settings` (and a group it leaves empty),
@@ -287,6 +317,7 @@ mod tests {
 
     #[test]
     fn deny_rules_are_added_once_beside_the_person_s_own() {
+        crate::testdir::keep_key_apart();
         let mut s = json!({"permissions": {"deny": ["Read(.env)"], "allow": ["Bash(ls)"]}});
         merge_deny_rules(&mut s).unwrap();
         let once = s.clone();
@@ -294,13 +325,17 @@ mod tests {
         assert_eq!(s, once);
         let deny = s["permissions"]["deny"].as_array().unwrap();
         assert_eq!(deny[0], "Read(.env)");
-        assert_eq!(deny.len(), 1 + DENY_RULES.len());
+        let key_rules = key_deny_rules(
+            ralph_core::persist::mac::key_dir().as_deref(),
+            dirs::home_dir().as_deref(),
+        );
+        assert_eq!(deny.len(), 1 + DENY_RULES.len() + key_rules.len());
         assert_eq!(s["permissions"]["allow"][0], "Bash(ls)");
         let mut empty = json!({});
         merge_deny_rules(&mut empty).unwrap();
         assert_eq!(
             empty["permissions"]["deny"].as_array().unwrap().len(),
-            DENY_RULES.len()
+            DENY_RULES.len() + key_rules.len()
         );
         for bad in [
             json!({"permissions": []}),
@@ -359,6 +394,7 @@ mod tests {
             ]
         );
         let mut s = json!({"permissions": {"deny": ["Edit(tests/**)", "Bash(rm:*)", "Write(tests/**)", "Edit(docs/**)"]}});
+        crate::testdir::keep_key_apart();
         merge_deny_rules(&mut s).unwrap();
         remove_deny_rules(&mut s, &rules);
         let deny = s["permissions"]["deny"].as_array().unwrap();
@@ -375,5 +411,26 @@ mod tests {
             "only rule forms the client matches: {deny:?}"
         );
         assert!(deny.iter().any(|r| r == DENY_RULES[0]));
+    }
+
+    #[test]
+    fn the_key_folder_is_denied_in_the_home_relative_form_when_it_can_be() {
+        let home = std::path::Path::new("/home/ann");
+        let dir = home.join(".local/share/ralph");
+        assert_eq!(
+            key_deny_rules(Some(&dir), Some(home)),
+            [
+                "Read(~/.local/share/ralph)",
+                "Read(~/.local/share/ralph/**)",
+                "Edit(~/.local/share/ralph)",
+                "Edit(~/.local/share/ralph/**)",
+            ]
+        );
+        let elsewhere = std::path::Path::new("/data/ann/ralph");
+        assert_eq!(
+            key_deny_rules(Some(elsewhere), Some(home))[0],
+            "Read(//data/ann/ralph)"
+        );
+        assert_eq!(key_deny_rules(None, Some(home)), Vec::<String>::new());
     }
 }

@@ -4,6 +4,7 @@
 /// A fresh, empty folder under the system's temp folder; `label` says which
 /// test it is for.
 pub(crate) fn new(label: &str) -> tempfile::TempDir {
+    keep_key_apart();
     tempfile::Builder::new()
         .prefix(&format!("ralph-{label}-"))
         .tempdir()
@@ -70,4 +71,14 @@ pub(crate) fn queue_run_state() -> ralph_core::judge::state::LoopState {
         .insert("plan-c".into(), item("more", ItemState::Working, None));
     state.queue = Some(queue);
     state
+}
+
+/// ralph's key for these tests: in the temp folder, never the person's
+/// data folder (the states the tests write are signed with it).
+pub(crate) fn keep_key_apart() {
+    ralph_core::persist::mac::keep_key_in_for_tests(
+        std::env::temp_dir()
+            .join("ralph-ctl-unit-key")
+            .join("ralph"),
+    );
 }

@@ -9,6 +9,12 @@
 //! read. Past [`MAX_LOG_BYTES`] the file is rotated to `ralph-log.1.jsonl`
 //! (the one before is dropped). A reset keeps it: it is the record of what
 //! was done.
+//!
+//! Each line ends with its MAC under the person's key
+//! ([`crate::persist::mac`]): `{..., "mac": "<hex>"}`, over the line
+//! without it. A line without one, or whose MAC does not verify, is not
+//! ralph's: readers skip it and say how many they skipped
+//! ([`read_last_counted`]), and nothing believes it.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -18,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::judge::state::{LoopState, Status, StopDecision, Usd};
 use crate::observe::files::{read_bounded, Bounded};
+use crate::persist::mac::{self, Key, Purpose};
 use crate::persist::store::StateLock;
 
 /// The log's file name, beside the state file.
@@ -231,7 +238,8 @@ pub fn append(lock: &StateLock<'_>, entry: &LogEntry) -> io::Result<()> {
     if fs::symlink_metadata(&path).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
         fs::rename(&path, path.with_file_name(ROTATED_LOG_FILE_NAME))?;
     }
-    let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
+    let key = mac::current(true).map_err(io::Error::other)?;
+    let mut line = signed_line(entry, &path, &key)?;
     line.push(b'\n');
     let mut options = OpenOptions::new();
     options.create(true).append(true);
@@ -244,18 +252,65 @@ pub fn append(lock: &StateLock<'_>, entry: &LogEntry) -> io::Result<()> {
     file.write_all(&line)
 }
 
-/// The last `n` entries (the rotated file too, when the current one holds
-/// fewer), oldest first; lines that do not parse are skipped.
+/// What a line of the log ends with, up to its MAC.
+const MAC_OPEN: &[u8] = b",\"mac\":\"";
+/// What closes a line after its MAC.
+const MAC_CLOSE: &[u8] = b"\"}";
+
+/// `entry` as a line of the log at `log` (without its newline), signed
+/// with `key`: its JSON with `"mac": "<hex>"` added last, the MAC over the
+/// JSON without it. What a test that must make log lines of its own writes.
+pub fn signed_line(entry: &LogEntry, log: &Path, key: &Key) -> io::Result<Vec<u8>> {
+    let json = serde_json::to_vec(entry).map_err(io::Error::other)?;
+    let tag = key.tag(Purpose::LogLine, folder_of(log), &json);
+    let mut line = json;
+    line.pop(); // the closing brace
+    line.extend_from_slice(MAC_OPEN);
+    line.extend_from_slice(tag.as_bytes());
+    line.extend_from_slice(MAC_CLOSE);
+    Ok(line)
+}
+
+fn folder_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// The entry on `line` of the log at `log` when its MAC verifies under `key`.
+fn verified(line: &[u8], log: &Path, key: Option<&Key>) -> Option<LogEntry> {
+    let body = line.strip_suffix(MAC_CLOSE)?;
+    let tag_at = body.len().checked_sub(mac::TAG_CHARS)?;
+    let (body, tag) = body.split_at(tag_at);
+    let body = body.strip_suffix(MAC_OPEN)?;
+    let mut json = Vec::with_capacity(body.len() + 1);
+    json.extend_from_slice(body);
+    json.push(b'}');
+    key?.verifies(Purpose::LogLine, folder_of(log), &json, tag)
+        .then(|| serde_json::from_slice(&json).ok())
+        .flatten()
+}
+
+/// The last `n` entries ralph wrote (the rotated file too, when the
+/// current one holds fewer), oldest first: a line cut by a crash, or one
+/// whose MAC does not verify, is skipped.
 pub fn read_last(state_file: &Path, n: usize) -> io::Result<Vec<LogEntry>> {
+    read_last_counted(state_file, n).map(|(entries, _)| entries)
+}
+
+/// [`read_last`], with how many lines of the files it read were skipped
+/// because ralph cannot vouch for them (no MAC, or one that does not
+/// verify: not written by ralph on this machine, or cut by a crash), for
+/// the person to be told.
+pub fn read_last_counted(state_file: &Path, n: usize) -> io::Result<(Vec<LogEntry>, usize)> {
     let path = log_path(state_file);
-    let mut entries = read_file(&path)?;
+    let (mut entries, mut skipped) = read_file(&path)?;
     if entries.len() < n {
-        let mut older = read_file(&path.with_file_name(ROTATED_LOG_FILE_NAME))?;
+        let (mut older, skipped_older) = read_file(&path.with_file_name(ROTATED_LOG_FILE_NAME))?;
         older.append(&mut entries);
         entries = older;
+        skipped += skipped_older;
     }
     let skip = entries.len().saturating_sub(n);
-    Ok(entries.split_off(skip))
+    Ok((entries.split_off(skip), skipped))
 }
 
 /// The hook's problem at the last stop of `session_id`'s loop: the log's
@@ -288,9 +343,11 @@ pub fn completion_logged(state_file: &Path, state: &LoopState) -> bool {
 /// a loop's end is among its last few (a notification, a note after it).
 const COMPLETION_LOOKBACK: usize = 64;
 
-fn read_file(path: &Path) -> io::Result<Vec<LogEntry>> {
+/// The verified entries of the log file at `path`, and how many lines
+/// were skipped.
+fn read_file(path: &Path) -> io::Result<(Vec<LogEntry>, usize)> {
     let bytes = match read_bounded(path, 2 * MAX_LOG_BYTES)? {
-        Bounded::Missing => return Ok(Vec::new()),
+        Bounded::Missing => return Ok((Vec::new(), 0)),
         Bounded::TooLarge => {
             return Err(io::Error::other(format!(
                 "{} is larger than {} MiB",
@@ -300,10 +357,18 @@ fn read_file(path: &Path) -> io::Result<Vec<LogEntry>> {
         }
         Bounded::Bytes(bytes) => bytes,
     };
-    Ok(bytes
+    let key = mac::current(false).ok();
+    let mut skipped = 0;
+    let entries = bytes
         .split(|&b| b == b'\n')
-        .filter_map(|line| serde_json::from_slice(line).ok())
-        .collect())
+        .filter(|line| !line.iter().all(u8::is_ascii_whitespace))
+        .filter_map(|line| {
+            let entry = verified(line, path, key.as_ref());
+            skipped += usize::from(entry.is_none());
+            entry
+        })
+        .collect();
+    Ok((entries, skipped))
 }
 
 #[cfg(test)]
@@ -346,6 +411,48 @@ mod tests {
         assert!(fs::metadata(&log).unwrap().len() < 1024);
         let all = read_last(&paths.state_file(), 10).unwrap();
         assert_eq!(all.last().unwrap().at, Timestamp::from_secs(10));
+    }
+
+    #[test]
+    fn lines_ralph_did_not_sign_are_skipped_and_counted() {
+        let dir = TempDir::new().unwrap();
+        let paths = ProjectPaths::new(dir.path());
+        let store = StateStore::new(&paths);
+        let lock = store.lock(true).unwrap();
+        let mut state = LoopState::new("s-1".into(), 5, Timestamp::from_secs(0));
+        append(
+            &lock,
+            &LogEntry::about(&state, LogEvent::Start, Timestamp::from_secs(1), "started"),
+        )
+        .unwrap();
+        // What an agent's command appends: ralph's shape, no MAC; then one
+        // with the MAC of another key; then a signed line edited.
+        state.status = Status::Complete;
+        let forged = LogEntry::about(&state, LogEvent::End, Timestamp::from_secs(2), "done");
+        let log = log_path(&paths.state_file());
+        let mut file = OpenOptions::new().append(true).open(&log).unwrap();
+        let mut lines = serde_json::to_vec(&forged).unwrap();
+        lines.push(b'\n');
+        lines.extend(signed_line(&forged, &log, &crate::persist::mac::test_key(3)).unwrap());
+        lines.push(b'\n');
+        let ours = signed_line(&forged, &log, &mac::current(false).unwrap()).unwrap();
+        let edited = String::from_utf8(ours)
+            .unwrap()
+            .replace("\"s-1\"", "\"s-2\"");
+        lines.extend(edited.as_bytes());
+        lines.push(b'\n');
+        file.write_all(&lines).unwrap();
+        drop(file);
+
+        let (entries, skipped) = read_last_counted(&paths.state_file(), 10).unwrap();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        assert_eq!(entries[0].event, LogEvent::Start);
+        assert_eq!(skipped, 3);
+        assert!(!completion_logged(&paths.state_file(), &state));
+
+        // ralph's own end line is believed.
+        append(&lock, &forged).unwrap();
+        assert!(completion_logged(&paths.state_file(), &state));
     }
 
     #[test]

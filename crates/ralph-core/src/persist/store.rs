@@ -11,6 +11,13 @@
 //! The folders from the project down to the state are real folders, never
 //! symbolic links (one rule for every reader and writer): a link could make
 //! one project read or replace another project's loop.
+//!
+//! Every state ralph writes (and every loop it keeps in the history) opens
+//! with a MAC under the person's key ([`crate::persist::mac`]):
+//! `{"mac": "<hex>", ...}`, over the rest of the file as ralph wrote it. A
+//! state without one, or whose MAC does not verify, is
+//! [`StoreError::Unverified`]: never believed, whatever it says, until a
+//! reset replaces it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -23,6 +30,7 @@ use thiserror::Error;
 use crate::judge::state::LoopState;
 use crate::paths::ProjectPaths;
 use crate::persist::atomic;
+use crate::persist::mac::{self, Key, KeyError, Purpose};
 
 /// How long to wait for the lock before giving up.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -72,6 +80,19 @@ pub enum StoreError {
     /// The loop about to be replaced could not be kept in the history.
     #[error("the previous loop could not be kept in the history ({0}); nothing was changed")]
     NotKept(Box<StoreError>),
+    /// The state file was not written by ralph on this machine: it carries
+    /// no MAC (an older ralph, a hand-made or committed file), or one that
+    /// does not verify under this machine's key. Never believed.
+    #[error("the loop's record {} was not written by ralph on this machine ({why}), so nothing it says is believed, not even that the work is done; start over with `ralph-ctl reset` (a loop started by a ralph older than this check needs the same)", .path.display())]
+    Unverified {
+        /// The state file.
+        path: PathBuf,
+        /// Why it does not verify.
+        why: String,
+    },
+    /// The key that signs the state cannot be used: nothing was written.
+    #[error("cannot sign the loop's state: {0}")]
+    Key(#[from] KeyError),
     /// The state to write is larger than a reader accepts: nothing was written.
     #[error("the loop's state would be {bytes} bytes, more than the {MAX_STATE_BYTES} a state can hold, so {path} was left as it was; shorten what was added (a task, notes)")]
     TooLarge {
@@ -202,7 +223,7 @@ impl StateStore {
             return Ok(Snapshot::default());
         }
         let bytes = read_state_bytes(&self.state_path)?;
-        let state = parse_state(&self.state_path, bytes.as_deref())?;
+        let state = parse_state(&self.state_path, bytes.as_deref(), Purpose::State)?;
         Ok(Snapshot { bytes, state })
     }
 
@@ -227,7 +248,7 @@ impl StateStore {
         Ok(paths
             .into_iter()
             .map(|path| {
-                let state = read_state(&path).and_then(|state| {
+                let state = read_state(&path, Purpose::Archive).and_then(|state| {
                     state.ok_or_else(|| StoreError::Corrupt {
                         path: path.clone(),
                         message: "it is gone".into(),
@@ -359,7 +380,7 @@ impl StateLock<'_> {
 
     /// Reads the state under the lock.
     pub fn read(&self) -> Result<Option<LoopState>, StoreError> {
-        read_state(&self.store.state_path)
+        read_state(&self.store.state_path, Purpose::State)
     }
 
     /// Reads the state under the lock after `before` was read without it:
@@ -372,14 +393,15 @@ impl StateLock<'_> {
         if bytes.is_some() && bytes == before.bytes {
             return Ok(Reread::Unchanged);
         }
-        parse_state(path, bytes.as_deref()).map(|state| Reread::Changed(state.map(Box::new)))
+        parse_state(path, bytes.as_deref(), Purpose::State)
+            .map(|state| Reread::Changed(state.map(Box::new)))
     }
 
     /// Replaces the state atomically ([`atomic::write_file`]: a new temp file
     /// under a random name, fsync, rename, fsync of the folder), mode 0600.
     pub fn write(&self, state: &LoopState) -> Result<(), StoreError> {
         let path = &self.store.state_path;
-        let json = state_json(state, path)?;
+        let json = signed_json(state, Purpose::State, path, &mac::current(true)?)?;
         atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io {
             action: "write",
             path: path.clone(),
@@ -417,7 +439,12 @@ impl StateLock<'_> {
             file_safe(&state.started_at.to_string()),
             file_safe(&state.session_id)
         );
-        let json = state_json(state, &dir)?;
+        let json = signed_json(
+            state,
+            Purpose::Archive,
+            &dir.join(format!("{stem}.json")),
+            &mac::current(true)?,
+        )?;
         for n in 0..1000 {
             let name = match n {
                 0 => format!("{stem}.json"),
@@ -490,15 +517,27 @@ fn file_safe(text: &str) -> String {
         .collect()
 }
 
-/// `state` as the file holds it: pretty JSON and a final newline (`path`
-/// names where it was going, for the error).
-fn state_json(state: &LoopState, path: &Path) -> Result<Vec<u8>, StoreError> {
+/// The opening of every file ralph writes a state to, up to its MAC.
+const MAC_OPEN: &[u8] = b"{\n  \"mac\": \"";
+/// What follows the MAC, before the state's own first field.
+const MAC_CLOSE: &[u8] = b"\",\n";
+
+/// `state` as a file at `path` holds it, signed with `key` for `purpose`:
+/// pretty JSON opening with its MAC (`{"mac": "<hex>", ...}`, the MAC over
+/// the JSON without that line) and a final newline.
+pub fn signed_json(
+    state: &LoopState,
+    purpose: Purpose,
+    path: &Path,
+    key: &Key,
+) -> Result<Vec<u8>, StoreError> {
     let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
         action: "serialize",
         path: path.to_path_buf(),
         source: io::Error::other(e),
     })?;
     json.push(b'\n');
+    let json = sign_json(&json, purpose, path, key)?;
     // Never write what the reader refuses: every later stop would see a
     // corrupt state.
     if json.len() as u64 > MAX_STATE_BYTES {
@@ -516,9 +555,76 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn read_state(path: &Path) -> Result<Option<LoopState>, StoreError> {
+fn read_state(path: &Path, purpose: Purpose) -> Result<Option<LoopState>, StoreError> {
     let bytes = read_state_bytes(path)?;
-    parse_state(path, bytes.as_deref())
+    parse_state(path, bytes.as_deref(), purpose)
+}
+
+/// The folder a file at `path` is in, which its MAC covers.
+fn folder_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(Path::new("."))
+}
+
+/// `json` (pretty JSON of an object: `{` and a newline first) signed with
+/// `key` for `purpose` as the file at `path`: its MAC opens the object.
+/// What a test that must make a state file of its own writes (its folder
+/// must exist first: the MAC covers the folder's real path).
+pub fn sign_json(
+    json: &[u8],
+    purpose: Purpose,
+    path: &Path,
+    key: &Key,
+) -> Result<Vec<u8>, StoreError> {
+    let Some(fields) = json.strip_prefix(b"{\n".as_slice()) else {
+        return Err(StoreError::Io {
+            action: "sign",
+            path: path.to_path_buf(),
+            source: io::Error::other("not the pretty JSON of an object with fields"),
+        });
+    };
+    let tag = key.tag(purpose, folder_of(path), json);
+    let mut signed = Vec::with_capacity(json.len() + MAC_OPEN.len() + tag.len() + MAC_CLOSE.len());
+    signed.extend_from_slice(MAC_OPEN);
+    signed.extend_from_slice(tag.as_bytes());
+    signed.extend_from_slice(MAC_CLOSE);
+    signed.extend_from_slice(fields);
+    Ok(signed)
+}
+
+/// A signed state split: the JSON ralph signed, and the MAC (hex).
+type Sealed<'a> = (Vec<u8>, &'a [u8]);
+
+/// The state's JSON as ralph signed it, and its MAC, from a file's
+/// `bytes`: `None` when it carries no MAC where ralph writes one, why not
+/// when the MAC there is malformed.
+fn unsealed(bytes: &[u8]) -> Option<Result<Sealed<'_>, String>> {
+    let rest = bytes.strip_prefix(MAC_OPEN)?;
+    let malformed = || "its MAC is malformed".to_string();
+    let split = || {
+        let tag = rest.get(..mac::TAG_CHARS).ok_or_else(malformed)?;
+        let fields = rest[mac::TAG_CHARS..]
+            .strip_prefix(MAC_CLOSE)
+            .ok_or_else(malformed)?;
+        let mut json = Vec::with_capacity(fields.len() + 2);
+        json.extend_from_slice(b"{\n");
+        json.extend_from_slice(fields);
+        Ok((json, tag))
+    };
+    Some(split())
+}
+
+/// Whether `tag` is the MAC of `json` as `purpose` at `path` under this
+/// machine's key; why not, when not.
+fn verify(path: &Path, json: &[u8], tag: &[u8], purpose: Purpose) -> Result<(), String> {
+    let key = mac::current(false).map_err(|e| e.to_string())?;
+    if !key.verifies(purpose, folder_of(path), json, tag) {
+        return Err(
+            "its MAC does not match: it was changed after ralph wrote it, written with another \
+             machine's or person's key, or moved from another folder"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// The state file's bytes, `None` when there is no state file; an error for
@@ -573,8 +679,14 @@ fn read_state_bytes(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     Ok(Some(bytes))
 }
 
-/// The state in `bytes` (read from `path`), `None` for no file.
-fn parse_state(path: &Path, bytes: Option<&[u8]>) -> Result<Option<LoopState>, StoreError> {
+/// The state in `bytes` (read from `path`), `None` for no file; only a
+/// state whose MAC verifies ([`StoreError::Unverified`] otherwise: one that
+/// is not even a state is [`StoreError::Corrupt`]).
+fn parse_state(
+    path: &Path,
+    bytes: Option<&[u8]>,
+    purpose: Purpose,
+) -> Result<Option<LoopState>, StoreError> {
     let Some(bytes) = bytes else {
         return Ok(None);
     };
@@ -585,7 +697,24 @@ fn parse_state(path: &Path, bytes: Option<&[u8]>) -> Result<Option<LoopState>, S
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(corrupt("the file is empty".into()));
     }
-    LoopState::from_json(bytes).map(Some).map_err(corrupt)
+    let unverified = |why: String| StoreError::Unverified {
+        path: path.to_path_buf(),
+        why,
+    };
+    // What is not even a state is corrupt, as ever; a state is believed
+    // only once its MAC verifies.
+    match unsealed(bytes) {
+        Some(Ok((json, tag))) => {
+            let state = LoopState::from_json(&json).map_err(corrupt)?;
+            verify(path, &json, tag, purpose).map_err(unverified)?;
+            Ok(Some(state))
+        }
+        Some(Err(why)) => Err(unverified(why)),
+        None => {
+            LoopState::from_json(bytes).map_err(corrupt)?;
+            Err(unverified("it carries no MAC".into()))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -822,6 +951,89 @@ mod tests {
         fs::write(&stale, "half a sta").unwrap();
         drop(store.lock(false).unwrap());
         assert!(!stale.exists());
+    }
+
+    fn unverified(store: &StateStore) -> String {
+        match store.read() {
+            Err(e @ StoreError::Unverified { .. }) => e.to_string(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_state_ralph_did_not_sign_is_never_believed() {
+        let (_d, store) = store();
+        let mut state = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
+        store.lock(true).unwrap().write(&state).unwrap();
+        let signed = fs::read_to_string(store.path()).unwrap();
+        assert!(signed.starts_with("{\n  \"mac\": \""), "{signed}");
+
+        // Tampered: one field changed, the MAC kept.
+        let tampered = signed.replace("\"status\": \"running\"", "\"status\": \"complete\"");
+        assert_ne!(tampered, signed);
+        fs::write(store.path(), &tampered).unwrap();
+        let err = unverified(&store);
+        assert!(
+            err.contains("not written by ralph on this machine"),
+            "{err}"
+        );
+        assert!(err.contains("MAC does not match"), "{err}");
+        assert!(err.contains("ralph-ctl reset"), "{err}");
+
+        // Signed with another key.
+        state.status = crate::judge::state::Status::Complete;
+        let other = signed_json(&state, Purpose::State, store.path(), &mac::test_key(7)).unwrap();
+        fs::write(store.path(), other).unwrap();
+        assert!(unverified(&store).contains("MAC does not match"));
+
+        // No MAC at all (an older ralph, a hand-written or committed file).
+        fs::write(store.path(), serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+        assert!(unverified(&store).contains("it carries no MAC"));
+
+        // Moved here from another folder (another project, the history).
+        let (_e, elsewhere) = self::store();
+        elsewhere.lock(true).unwrap().write(&state).unwrap();
+        fs::copy(elsewhere.path(), store.path()).unwrap();
+        assert!(unverified(&store).contains("MAC does not match"));
+
+        // Under the lock and after a snapshot, the same.
+        let lock = store.lock(false).unwrap();
+        assert!(matches!(lock.read(), Err(StoreError::Unverified { .. })));
+        assert!(matches!(
+            lock.read_again(&Snapshot::default()),
+            Err(StoreError::Unverified { .. })
+        ));
+        drop(lock);
+        assert!(matches!(
+            store.lock_existing(),
+            Err(StoreError::Unverified { .. })
+        ));
+
+        // Its own key's MAC, in its own folder: believed.
+        let ours = signed_json(
+            &state,
+            Purpose::State,
+            store.path(),
+            &mac::current(false).unwrap(),
+        )
+        .unwrap();
+        fs::write(store.path(), ours).unwrap();
+        assert_eq!(store.read().unwrap(), Some(state));
+    }
+
+    #[test]
+    fn a_kept_loop_is_signed_as_kept_not_as_a_state() {
+        let (_d, store) = store();
+        let state = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
+        let lock = store.lock(true).unwrap();
+        let kept = lock.archive(&state).unwrap();
+        drop(lock);
+        let archived = store.archived().unwrap();
+        assert_eq!(archived.len(), 1);
+        assert_eq!(archived[0].1.as_ref().unwrap(), &state);
+        // Copied back over the state: not a state ralph wrote there.
+        fs::copy(&kept, store.path()).unwrap();
+        assert!(unverified(&store).contains("MAC does not match"));
     }
 
     #[test]

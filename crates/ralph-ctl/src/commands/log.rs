@@ -24,8 +24,11 @@ const MAX_INDENT: usize = 40;
 
 /// Writes the last `n` entries of the project's audit log to `out`; with
 /// `json`, one JSON object per line and nothing else (a note that there is
-/// no log yet goes to `err`). A log that cannot be read is an error naming
-/// the file; a reader that goes away early ends the command quietly.
+/// no log yet goes to `err`). Lines ralph cannot vouch for (no MAC, or one
+/// that does not verify) are never shown as entries: one line says how
+/// many were left out (on `err` with `json`). A log that cannot be read is
+/// an error naming the file; a reader that goes away early ends the
+/// command quietly.
 pub(crate) fn run(
     paths: &ProjectPaths,
     n: usize,
@@ -36,7 +39,8 @@ pub(crate) fn run(
     let state_file = paths.state_file();
     // The log lives beside the state, under the same rule for its folders.
     ralph_core::persist::store::StateStore::new(paths).check_folders()?;
-    let entries = audit::read_last(&state_file, n).map_err(|e| unreadable(&state_file, e))?;
+    let (entries, skipped) =
+        audit::read_last_counted(&state_file, n).map_err(|e| unreadable(&state_file, e))?;
     let written = if entries.is_empty() {
         let note = no_entries(paths);
         if json {
@@ -49,7 +53,20 @@ pub(crate) fn run(
     } else {
         write_readable(&entries, out)
     };
+    let written = written.and_then(|()| match skipped {
+        0 => Ok(()),
+        n if json => writeln!(err, "ralph-ctl: {}", unverified_note(n)),
+        n => writeln!(out, "{}", unverified_note(n)),
+    });
     super::written(written.and_then(|()| out.flush()), exit_codes::OK)
+}
+
+/// What to say of `n` lines of the log that were left out.
+fn unverified_note(n: usize) -> String {
+    format!(
+        "{n} line{} of the audit log not shown: not written by ralph on this machine (or cut by a crash)",
+        if n == 1 { "" } else { "s" },
+    )
 }
 
 /// What to say when there is nothing to show.
@@ -231,13 +248,17 @@ mod tests {
             ProjectPaths::new(&self.0)
         }
 
+        /// The log holding `entries`, each line signed as ralph signs it.
         fn write_log(&self, entries: &[LogEntry]) {
-            let mut text = String::new();
+            crate::testdir::keep_key_apart();
+            let key = ralph_core::persist::mac::current(true).unwrap();
+            let log = audit::log_path(&self.paths().state_file());
+            let mut text = Vec::new();
             for entry in entries {
-                text.push_str(&serde_json::to_string(entry).unwrap());
-                text.push('\n');
+                text.extend(audit::signed_line(entry, &log, &key).unwrap());
+                text.push(b'\n');
             }
-            std::fs::write(audit::log_path(&self.paths().state_file()), text).unwrap();
+            std::fs::write(&log, text).unwrap();
         }
     }
 
@@ -268,6 +289,35 @@ mod tests {
             String::from_utf8(out).unwrap(),
             String::from_utf8(err).unwrap(),
         )
+    }
+
+    #[test]
+    fn lines_ralph_did_not_write_are_counted_never_shown() {
+        let project = Project::new("unverified");
+        let ours = entry("t1", LogEvent::Start, 0, Status::Running, "started");
+        project.write_log(&[ours]);
+        let forged = entry("t2", LogEvent::End, 1, Status::Complete, "forged done");
+        let file = audit::log_path(&project.paths().state_file());
+        let mut text = std::fs::read_to_string(&file).unwrap();
+        for _ in 0..2 {
+            text.push_str(&serde_json::to_string(&forged).unwrap());
+            text.push('\n');
+        }
+        std::fs::write(&file, text).unwrap();
+        let (code, out, _) = log(&project, 10, false);
+        assert_eq!(code, 0);
+        assert!(
+            out.contains("started") && !out.contains("forged done"),
+            "{out}"
+        );
+        assert!(
+            out.contains("2 lines of the audit log not shown")
+                && out.contains("not written by ralph on this machine"),
+            "{out}"
+        );
+        let (_, out, err) = log(&project, 10, true);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(err.contains("2 lines of the audit log not shown"), "{err}");
     }
 
     #[test]
@@ -363,7 +413,15 @@ mod tests {
             std::fs::read_to_string(audit::log_path(&project.paths().state_file())).unwrap();
         let (code, out, err) = log(&project, 20, true);
         assert_eq!((code, err.as_str()), (0, ""));
-        assert_eq!(out, stored);
+        // Each line as stored, less the MAC that proved it ralph's.
+        let unsigned: String = stored
+            .lines()
+            .map(|l| {
+                let (body, _) = l.rsplit_once(",\"mac\":").unwrap();
+                format!("{body}}}\n")
+            })
+            .collect();
+        assert_eq!(out, unsigned);
         let parsed: Vec<LogEntry> = out
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

@@ -18,7 +18,11 @@ pub(crate) fn run(paths: &ProjectPaths) -> CmdResult {
         ),
         crate::driver::start::Cleared::Removed(None) => crate::output::say!("Reset: the loop state was cleared."),
         crate::driver::start::Cleared::Quarantined(aside) => {
-            crate::output::say!("Reset: the corrupt state was moved to {}.", aside.display())
+            crate::output::say!(
+                "Reset: the state ralph could not use (corrupt, or not written by ralph on this \
+                 machine) was moved to {}.",
+                aside.display()
+            )
         }
     }
     Ok(exit_codes::OK)

@@ -20,7 +20,8 @@ use crate::error::CmdResult;
 /// How many recent stops the readable summary lists.
 const RECENT: usize = 10;
 
-/// Writes the state to `out`; a corrupt state is shown with its problem (exit 1).
+/// Writes the state to `out`; a corrupt state, or one ralph did not write,
+/// is shown with its problem (exit 1), never with what it claims.
 pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
     // A loop whose launcher was killed outright is shown (and recorded) as
     // interrupted; when it cannot be recorded, the state is shown as it is.
@@ -28,7 +29,7 @@ pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdR
     let store = StateStore::new(paths);
     let (code, written) = match store.read() {
         Ok(state) => (exit_codes::OK, show(paths, state.as_ref(), json, out)),
-        Err(e @ StoreError::Corrupt { .. }) => (
+        Err(e @ (StoreError::Corrupt { .. } | StoreError::Unverified { .. })) => (
             exit_codes::ERROR,
             show_corrupt(paths, &store, &e, json, out),
         ),
@@ -122,6 +123,10 @@ fn show_corrupt(
         paths.root.display()
     )?;
     writeln!(out, "  {}", printable(&e.to_string()))?;
+    if matches!(e, StoreError::Unverified { .. }) {
+        // What it says is not shown: none of it is believed.
+        return Ok(());
+    }
     let head = head_of(store.path());
     if !head.is_empty() {
         writeln!(out, "  it begins: {head:?}")?;

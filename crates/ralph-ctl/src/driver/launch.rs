@@ -237,7 +237,10 @@ pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Read
             }
         }
         if let start::Cleared::Quarantined(aside) = start::clear(paths)? {
-            say(&format!("moved the corrupt state to {}", aside.display()));
+            say(&format!(
+                "moved the state ralph could not use to {}",
+                aside.display()
+            ));
         }
     }
     let version = client::version(&client);

@@ -281,6 +281,24 @@ pub(crate) fn deny_rule(path: &Path) -> String {
     format!("Edit(/{})", path.display())
 }
 
+/// The deny rules that keep the agent off ralph's key folder `dir`
+/// (`ralph_core::persist::mac::key_dir`): reading it, with the file tools
+/// and, in the sandbox, with its commands (a read-denied path there), and
+/// writing it. With the key, anything could sign a state `complete`. Each
+/// as the literal path (the sandbox on 2.0.77 takes no glob) and the folder's
+/// contents (the file tools match a pattern).
+pub(crate) fn key_rules(dir: Option<&Path>) -> Vec<String> {
+    let Some(dir) = dir else {
+        return Vec::new();
+    };
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let dir = dir.display();
+    ["Read", "Edit"]
+        .iter()
+        .flat_map(|tool| [format!("{tool}(/{dir})"), format!("{tool}(/{dir}/**)")])
+        .collect()
+}
+
 /// The allow rules of a headless run without the sandbox: each part of
 /// each check command (as the client splits `a && b`), and git's add and
 /// commit, so the agent can run the project's tests and commit its work.
@@ -357,6 +375,7 @@ pub(crate) fn settings(
     if !protected.is_empty() {
         let mut deny: Vec<String> = protected.iter().map(|p| deny_rule(p)).collect();
         deny.extend(PERSONS_COMMANDS.iter().map(|c| format!("Bash({c}:*)")));
+        deny.extend(key_rules(ralph_core::persist::mac::key_dir().as_deref()));
         settings["permissions"]["deny"] = json!(deny);
     }
     if plan.allow_checks && !allow.is_empty() {
@@ -722,6 +741,7 @@ mod tests {
 
     #[test]
     fn settings_carry_the_sandbox_the_rules_and_the_stop_failure_hook() {
+        crate::testdir::keep_key_apart();
         let sandboxed = Plan {
             sandboxed: true,
             allow_checks: false,
@@ -730,14 +750,28 @@ mod tests {
         let protected = [PathBuf::from("/p/.claude/ralph")];
         let allow = allow_rules(["make test"]);
         let s = settings(&sandboxed, &protected, &allow, Some("/bin/hook"), true).unwrap();
+        let mut deny = vec![
+            "Edit(//p/.claude/ralph)",
+            "Bash(ralph-ctl reset:*)",
+            "Bash(ralph-ctl start:*)",
+            "Bash(ralph-ctl say:*)",
+            "Bash(ralph-ctl answer:*)",
+            "Bash(ralph-ctl reload:*)",
+            "Bash(ralph-ctl statusline:*)",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        // ralph's key folder, never readable by the agent.
+        let key_rules = key_rules(ralph_core::persist::mac::key_dir().as_deref());
+        assert_eq!(key_rules.len(), 4, "{key_rules:?}");
+        deny.extend(key_rules);
         assert_eq!(
             s,
             json!({
                 "sandbox": {"enabled": true, "autoAllowBashIfSandboxed": true,
                             "allowUnsandboxedCommands": false, "failIfUnavailable": true},
-                "permissions": {"deny": ["Edit(//p/.claude/ralph)", "Bash(ralph-ctl reset:*)",
-                    "Bash(ralph-ctl start:*)", "Bash(ralph-ctl say:*)", "Bash(ralph-ctl answer:*)",
-                    "Bash(ralph-ctl reload:*)", "Bash(ralph-ctl statusline:*)"]},
+                "permissions": {"deny": deny},
                 "hooks": {"StopFailure": [{"hooks": [{"type": "command", "command": "/bin/hook", "timeout": 30}]}]}
             })
         );
@@ -758,5 +792,23 @@ mod tests {
             notice: None,
         };
         assert_eq!(settings(&nothing, &[], &allow, None, false), None);
+    }
+
+    #[test]
+    fn the_key_folder_is_denied_to_reading_and_writing() {
+        let tmp = crate::testdir::new("key-rules");
+        let dir = tmp.path().join("data").join("ralph");
+        let shown = dir.display();
+        assert_eq!(
+            key_rules(Some(&dir)),
+            [
+                format!("Read(/{shown})"),
+                format!("Read(/{shown}/**)"),
+                format!("Edit(/{shown})"),
+                format!("Edit(/{shown}/**)"),
+            ]
+        );
+        assert!(key_rules(Some(&dir))[0].starts_with("Read(//"));
+        assert_eq!(key_rules(None), Vec::<String>::new());
     }
 }

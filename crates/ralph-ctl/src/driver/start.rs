@@ -226,7 +226,10 @@ pub(crate) fn open_loop(
         e => e,
     })?;
     if let Some(aside) = &replaced.quarantined {
-        crate::output::say_err!("ralph-ctl: moved the corrupt state to {}", aside.display());
+        crate::output::say_err!(
+            "ralph-ctl: moved the state ralph could not use to {}",
+            aside.display()
+        );
     }
     for note in &replaced.notes {
         crate::output::say_err!("ralph-ctl: {note}");
@@ -318,7 +321,8 @@ pub(crate) enum Cleared {
     /// The state file was removed; the loop it held was kept in the
     /// history at this path (`None`: there was no loop in it any more).
     Removed(Option<std::path::PathBuf>),
-    /// The state was corrupt and was moved to this path.
+    /// The state was corrupt, or not written by ralph on this machine, and
+    /// was moved to this path.
     Quarantined(std::path::PathBuf),
 }
 

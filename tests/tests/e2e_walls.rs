@@ -223,3 +223,83 @@ fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
         "nothing of the items landed"
     );
 }
+
+/// The title of the item a conversation works: the line after "## Your item: ".
+fn item_of(body: &Value) -> Option<String> {
+    user_texts(body).iter().find_map(|text| {
+        let rest = text.split("## Your item: ").nth(1)?;
+        Some(rest.lines().next().unwrap_or_default().trim().to_string())
+    })
+}
+
+#[ralph_tests::on_both_clients]
+fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: ClientVersion) {
+    // As an agent that reached .git/config would leave it: a merge driver
+    // that resolves any conflict (and leaves a mark), named for shared.txt.
+    let marker = std::env::temp_dir().join(format!(
+        "ralph-merge-driver-{client:?}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&marker);
+    let scenario = Scenario::configured("walls-merge-driver", client, r#"{"verify": []}"#)
+        .file("PLAN.md", "# Plan\n\n- [ ] left side\n- [ ] right side\n")
+        .file(".gitattributes", "shared.txt merge=mine\n");
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.git(&[
+        "config",
+        "merge.mine.driver",
+        &format!("touch {} && cp %B %A", marker.display()),
+    ]);
+    let scenario = scenario.args(&["--queue", "plan:PLAN.md", "--workers", "2"]);
+    // Both items start from the same base, so the second to land conflicts.
+    let started = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let api = MockApi::start(move |turn, body| {
+        let Some(title) = item_of(body) else {
+            return Reply::text("No item in sight.");
+        };
+        let item_id = user_texts(body)
+            .iter()
+            .find_map(|text| {
+                let rest = text.split("\"itemId\": ").nth(1)?;
+                Some(rest.split('}').next()?.trim().to_string())
+            })
+            .unwrap_or_else(|| "\"?\"".into());
+        match turn {
+            0 => {
+                started.lock().unwrap().insert(title.clone());
+                ralph_tests::scenario::wait_until(std::time::Duration::from_secs(30), || {
+                    started.lock().unwrap().len() == 2
+                });
+                Reply::bash(format!(
+                    "echo '{title}' > shared.txt && git add shared.txt && git commit -qm '{title}' && echo committed"
+                ))
+            }
+            _ => Reply::text(format!(
+                "{title} is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
+            )),
+        }
+    });
+    let outcome = scenario.run(&api);
+    let ran = marker.exists();
+    let _ = std::fs::remove_file(&marker);
+    assert!(
+        !ran,
+        "the merge queue ran the repository's merge driver\n{outcome:?}"
+    );
+    outcome.ended(23, "complete");
+    let items: Vec<&Value> = outcome.state["queue"]["items"]
+        .as_object()
+        .unwrap()
+        .values()
+        .collect();
+    let review: Vec<_> = items
+        .iter()
+        .filter(|i| i["status"] == "needs-review")
+        .collect();
+    assert_eq!(review.len(), 1, "{items:?}");
+    assert!(
+        review[0]["why"].as_str().unwrap().contains("shared.txt"),
+        "{items:?}"
+    );
+}

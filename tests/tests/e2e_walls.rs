@@ -303,3 +303,40 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
         "{items:?}"
     );
 }
+
+#[ralph_tests::on_both_clients]
+fn a_check_cannot_read_the_key_that_signs_ralphs_records(client: ClientVersion) {
+    let scenario = project("walls-key", client);
+    let key = scenario.home.join(".local/share/ralph/record.key");
+    let records =
+        std::env::temp_dir().join(format!("ralph-walls-key-{client:?}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&records);
+    std::fs::create_dir_all(&records).unwrap();
+    // The agent's module, imported by the check, copies the key out.
+    let helper = format!(
+        "import os\n\ntry:\n    said = open({key:?}, 'rb').read().hex()\nexcept OSError as e:\n    said = 'refused: %s' % e\n\
+         with open(os.path.join({records:?}, 'import-%d.txt' % os.getpid()), 'w') as f:\n    f.write(said)\n\n\
+         def add(a, b):\n    return a + b\n",
+        key = key.display().to_string(),
+        records = records.display().to_string()
+    );
+    let write = format!("cat > helper.py <<'EOF'\n{helper}EOF\necho written");
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::bash(write.clone()),
+        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    let secret = std::fs::read(&key).expect("ralph made its key in the person's data folder");
+    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let seen = import_records(&records);
+    assert!(
+        !seen.is_empty(),
+        "the check imported the agent's module: {outcome:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|r| r.starts_with("refused") && !r.contains(&hex)),
+        "the check read ralph's key: {seen:?}"
+    );
+}

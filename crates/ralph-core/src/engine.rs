@@ -169,6 +169,17 @@ pub trait World {
     ) -> std::io::Result<UsageReading>;
 }
 
+/// The walls every check of the agent's work runs inside (see [`Walls`]),
+/// for a check of `root`: ralph's key folder hidden too, so that the
+/// agent's code cannot read the key that signs ralph's records.
+pub fn check_walls(root: &Path, wanted: WallsWanted) -> Walls {
+    let walls = Walls::around(root, wanted);
+    match crate::persist::mac::key_dir() {
+        Some(keys) => walls.hide(keys),
+        None => walls,
+    }
+}
+
 /// The real world: the filesystem, git, `sh -c`, the system clock.
 pub struct RealWorld;
 
@@ -201,7 +212,7 @@ impl World for RealWorld {
         commands: &[VerifyCommand],
         walls: WallsWanted,
     ) -> Vec<VerifyResult> {
-        verify::run_all(root, commands, &Walls::around(root, walls))
+        verify::run_all(root, commands, &check_walls(root, walls))
     }
     fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
         registration::registered_timeout_in(paths)

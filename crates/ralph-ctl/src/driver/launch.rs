@@ -1404,7 +1404,7 @@ fn run_autofix(
         command: command.to_string(),
         timeout_seconds: crate::formula::DEFAULT_GATE_TIMEOUT_SECS,
     };
-    let walls = ralph_core::observe::process::walls::Walls::around(root, walls);
+    let walls = ralph_core::engine::check_walls(root, walls);
     let result = ralph_core::observe::verify::run(root, &fix, &walls);
     let how = if result.passed() {
         "done".to_string()

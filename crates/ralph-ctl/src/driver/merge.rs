@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ralph_core::observe::process::walls::{Walls, WallsWanted};
+use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::queue::{self, Item};
 use ralph_core::observe::verify::{self, VerifyCommand};
 use ralph_core::persist::claims::ClaimStore;
@@ -159,7 +159,11 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
         }
     }
     for command in landing.verify {
-        let result = verify::run(wt, command, &Walls::around(wt, landing.walls));
+        let result = verify::run(
+            wt,
+            command,
+            &ralph_core::engine::check_walls(wt, landing.walls),
+        );
         if !result.passed() {
             let how = if result.timed_out {
                 format!("timed out after {} s", command.timeout_seconds)

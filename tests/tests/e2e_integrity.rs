@@ -300,16 +300,35 @@ fn a_new_test_beside_the_fix_completes_the_loop(client: ClientVersion) {
         .path("tests/test_negatives.py")
         .display()
         .to_string();
-    let api = MockApi::start_in_order(move |turn, _| match turn {
-        // The file tool, then the shell (in ralph's sandbox), each adding a
-        // test under the protected folder; then the fix.
-        0 => Reply::write(new_test.clone(), TEST_NEGATIVES),
-        1 => Reply::bash(
+    // The shell's new test: in 2.1.330's sandbox any command; without it
+    // (2.0.77, whose sandbox ralph does not use) one the client's
+    // acceptEdits lets through, a here-document.
+    let shell_test = match client {
+        ClientVersion::V2_1_330 => {
             "printf 'import unittest\\nimport calc\\n\\n\\nclass Zero(unittest.TestCase):\\n    \
              def test_zero(self):\\n        self.assertEqual(calc.add(0, 7), 7)\\n' \
-             > tests/test_zero.py; echo rc=$?",
-        ),
-        2 => Reply::bash(format!("cat > calc.py <<'EOF'\n{CALC_FIXED}EOF")),
+             > tests/test_zero.py; echo rc=$?"
+        }
+        ClientVersion::V2_0_77 => {
+            "echo -e 'import unittest\\nimport calc\\n\\n\\nclass Zero(unittest.TestCase):\\n    \
+             def test_zero(self):\\n        self.assertEqual(calc.add(0, 7), 7)' \
+             > tests/test_zero.py"
+        }
+    };
+    // The fix likewise: a here-document in the sandbox, an echo without it.
+    let fix = match client {
+        ClientVersion::V2_1_330 => format!("cat > calc.py <<'EOF'\n{CALC_FIXED}EOF"),
+        ClientVersion::V2_0_77 => "echo -e 'def add(a, b):\\n    return a + b\\n\\n\\n\
+                                   def neg(a):\\n    return -a' > calc.py"
+            .to_string(),
+    };
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        // The file tool, then the shell (in ralph's sandbox where the
+        // client's holds), each adding a test under the protected folder;
+        // then the fix.
+        0 => Reply::write(new_test.clone(), TEST_NEGATIVES),
+        1 => Reply::bash(shell_test),
+        2 => Reply::bash(fix.clone()),
         3 => Reply::text(format!(
             "add() adds now, with two new tests for it; the tests pass.\n{SIGNAL}"
         )),
@@ -328,10 +347,12 @@ fn a_new_test_beside_the_fix_completes_the_loop(client: ClientVersion) {
         project.path("tests/test_zero.py").exists(),
         "the shell could not add a test: {state:#}\n{stderr}"
     );
-    assert!(
-        stderr.contains("sandbox: on"),
-        "the run was ralph's sandboxed one: {stderr}"
-    );
+    // Ralph's choice: 2.1.330's sandbox, 2.0.77's rules without one.
+    let sandbox = match client {
+        ClientVersion::V2_1_330 => "sandbox: on",
+        ClientVersion::V2_0_77 => "sandbox: not available (Claude Code 2.0.77's sandbox",
+    };
+    assert!(stderr.contains(sandbox), "the run was ralph's: {stderr}");
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(state["status"], "complete", "{state:#}");
     assert_eq!(state["iteration"], 1, "{state:#}");

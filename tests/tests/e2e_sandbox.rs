@@ -1,10 +1,12 @@
 //! End-to-end: what the agent can and cannot do in an unattended run, on
 //! the real clients through the launcher, with the permission mode ralph
 //! gives (none is passed here). In the client's sandbox (the default where
-//! bubblewrap and socat are installed) the agent runs the project's tests
-//! and commits without a prompt, and the operating system refuses its
-//! writes outside the project and to ralph's files; without the sandbox the
-//! launcher says how to get it and the agent can still run the check.
+//! bubblewrap and socat are installed, with 2.1.330) the agent runs the
+//! project's tests and commits without a prompt, and the operating system
+//! refuses its writes outside the project and to ralph's files; without the
+//! sandbox (2.0.77, whose sandbox does not hold, or no bubblewrap) the
+//! launcher says why and how to get it, the agent can still run the check
+//! and commit, and the client's permission rules refuse the rest.
 
 use std::path::{Path, PathBuf};
 
@@ -76,6 +78,27 @@ fn path_without(project: &TempProject, names: &[&str]) -> String {
         .into_owned()
 }
 
+/// The sandbox line of an unattended run with `sandbox: auto` on this
+/// machine (bubblewrap and socat installed): 2.1.330 is sandboxed; 2.0.77
+/// is not, and the line says why.
+fn sandbox_line(client: ClientVersion) -> &'static str {
+    match client {
+        ClientVersion::V2_1_330 => "sandbox: on",
+        ClientVersion::V2_0_77 => {
+            "sandbox: not available (Claude Code 2.0.77's sandbox does not hold"
+        }
+    }
+}
+
+/// How the client tells the agent a write it refused: the operating
+/// system in 2.1.330's sandbox, 2.0.77's own permission check without it.
+fn write_refused(client: ClientVersion) -> &'static str {
+    match client {
+        ClientVersion::V2_1_330 => "Read-only file system",
+        ClientVersion::V2_0_77 => "was blocked",
+    }
+}
+
 fn commits(root: &Path) -> String {
     let out = std::process::Command::new("git")
         .args(["log", "--format=%s"])
@@ -86,17 +109,20 @@ fn commits(root: &Path) -> String {
 }
 
 #[ralph_tests::on_both_clients]
-fn in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it(
-    client: ClientVersion,
-) {
+fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVersion) {
     let project = python_project("sandbox");
     let outside = project.tmp.parent().unwrap().join("outside.txt");
     let config_before = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
     let config_path = project.path(".claude/ralph/config.json");
     let forged = r#"{"verify": [{"name": "tests", "command": "true"}]}"#;
+    // Without the sandbox (2.0.77) only the check itself is allowed: a `$?`
+    // would make it a command the client cannot match against its rule.
+    let check = match client {
+        ClientVersion::V2_1_330 => "python3 -m unittest; echo rc=$?",
+        ClientVersion::V2_0_77 => "python3 -m unittest",
+    };
     let script = [
-        // (2.0.77 in its sandbox printed nothing for `python3 -m unittest 2>&1 | tail -n 1`.)
-        Reply::bash("python3 -m unittest; echo rc=$?"),
+        Reply::bash(check),
         Reply::bash("echo work > work.txt && git add work.txt && git commit -qm 'agent work' && echo committed"),
         Reply::bash(format!("echo x > {} ; echo rc=$?", outside.display())),
         Reply::bash(
@@ -120,21 +146,27 @@ fn in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it(
     let root = project.root.clone();
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     outcome.ended(0, "complete").at_iteration(1);
-    outcome.run.assert_stderr_has(&["sandbox: on"]);
+    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
     let results = tool_results(&api);
     // The project's tests ran, and the commit went in, without a prompt.
     assert!(
-        results.contains("Ran 1 test") && results.contains("rc=0"),
+        results.contains("Ran 1 test")
+            && results.contains(match client {
+                ClientVersion::V2_1_330 => "rc=0",
+                ClientVersion::V2_0_77 => "OK",
+            }),
         "the tests ran: {results}"
     );
-    assert!(!results.contains("requires approval") && !results.contains("require approval"));
+    if client == ClientVersion::V2_1_330 {
+        assert!(!results.contains("requires approval") && !results.contains("require approval"));
+    }
     assert!(results.contains("committed"), "{results}");
     assert!(commits(&root).contains("agent work"));
     // Nothing outside the project, nothing of ralph's, nothing of the client's settings.
     assert!(!outside.exists(), "the agent wrote outside the project");
     assert!(
-        results.matches("Read-only file system").count() >= 3,
-        "outside write, state and config refused by the OS: {results}"
+        results.matches(write_refused(client)).count() >= 3,
+        "outside write, state and config refused: {results}"
     );
     assert_eq!(
         std::fs::read_to_string(&config_path).unwrap(),
@@ -154,32 +186,50 @@ fn in_the_sandbox_the_agent_tests_and_commits_but_cannot_touch_what_judges_it(
     let log =
         std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
     assert!(!log.contains("\"event\":\"say\""), "{log}");
+    // In the sandbox `say` runs and cannot write the state; without it
+    // the client refuses the command.
     assert!(
-        results.contains("say-rc=") && !results.contains("say-rc=0"),
+        !results.contains("say-rc=0")
+            && match client {
+                ClientVersion::V2_1_330 => results.contains("say-rc="),
+                ClientVersion::V2_0_77 => results.contains("require approval"),
+            },
         "say failed where the agent sees it: {results}"
     );
 }
 
 #[ralph_tests::on_both_clients]
-fn a_fresh_loop_runs_its_iterations_in_the_sandbox(client: ClientVersion) {
+fn a_fresh_loop_runs_its_iterations_with_the_walls(client: ClientVersion) {
     let project = python_project("sandbox-fresh");
     let outside = project.tmp.parent().unwrap().join("outside-fresh.txt");
-    let outside_command = format!(
-        "echo x > {}; python3 -m unittest; echo rc=$?",
-        outside.display()
-    );
-    let api = MockApi::start_in_order(move |turn, _| match turn {
-        0 => Reply::bash(outside_command.clone()),
-        1 => Reply::text("Checked."),
-        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    // In the sandbox, one command; without it (2.0.77) the check alone is
+    // allowed, so the write and the check are two.
+    let commands = match client {
+        ClientVersion::V2_1_330 => vec![format!(
+            "echo x > {}; python3 -m unittest; echo rc=$?",
+            outside.display()
+        )],
+        ClientVersion::V2_0_77 => vec![
+            format!("echo x > {}", outside.display()),
+            "python3 -m unittest".to_string(),
+        ],
+    };
+    let api = MockApi::start_in_order(move |turn, _| match commands.get(turn) {
+        Some(command) => Reply::bash(command.clone()),
+        None if turn == commands.len() => Reply::text("Checked."),
+        None => Reply::text(format!("All done.\n{SIGNAL}")),
     });
     let (_, outcome) = launch(project, client, &api, &["--fresh"], &[]);
     outcome.ended(0, "complete");
-    outcome.run.assert_stderr_has(&["sandbox: on"]);
+    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
     let results = tool_results(&api);
-    assert!(results.contains("Read-only file system"), "{results}");
+    assert!(results.contains(write_refused(client)), "{results}");
     assert!(
-        results.contains("Ran 1 test") && results.contains("rc=0"),
+        results.contains("Ran 1 test")
+            && results.contains(match client {
+                ClientVersion::V2_1_330 => "rc=0",
+                ClientVersion::V2_0_77 => "OK",
+            }),
         "{results}"
     );
     assert!(!outside.exists());
@@ -233,7 +283,7 @@ fn sandbox_on_without_bubblewrap_refuses_to_start(client: ClientVersion) {
 }
 
 #[ralph_tests::on_both_clients]
-fn in_the_sandbox_a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersion) {
+fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersion) {
     let project = TempProject::new("sandbox-protected");
     std::fs::create_dir_all(project.path("tests")).unwrap();
     let test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n";
@@ -247,20 +297,27 @@ fn in_the_sandbox_a_protected_test_is_read_only_and_a_new_one_can_be_added(clien
         config.contains("\"tests/\""),
         "init protects the test folder: {config}"
     );
-    let api = MockApi::start(|turn, _| match turn {
-        0 => Reply::bash(
+    // Without the sandbox (2.0.77) each write is a command of its own: the
+    // client checks a plain redirect against the deny rules.
+    let commands: Vec<&str> = match client {
+        ClientVersion::V2_1_330 => vec![
             "echo '# weakened' >> tests/test_math.py; echo rc=$?; \
              printf 'import unittest\\n' > tests/test_new.py; echo new-rc=$?",
-        ),
-        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+        ],
+        ClientVersion::V2_0_77 => vec![
+            "echo '# weakened' >> tests/test_math.py",
+            "echo 'import unittest' > tests/test_new.py",
+        ],
+    };
+    let api = MockApi::start(move |turn, _| match commands.get(turn) {
+        Some(command) => Reply::bash(*command),
+        None => Reply::text(format!("All done.\n{SIGNAL}")),
     });
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     outcome.ended(0, "complete");
+    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
     let results = tool_results(&api);
-    assert!(
-        results.contains("Read-only file system") && results.contains("new-rc=0"),
-        "{results}"
-    );
+    assert!(results.contains(write_refused(client)), "{results}");
     assert_eq!(
         std::fs::read_to_string(project.path("tests/test_math.py")).unwrap(),
         test,
@@ -307,7 +364,15 @@ fn ralphs_key_is_out_of_the_agents_reach_in_the_sandbox(client: ClientVersion) {
         .stdout;
     let encoded = String::from_utf8(encoded).unwrap();
     let results = tool_results(&api);
-    assert!(results.contains("key-rc="), "the command ran: {results}");
+    // In the sandbox the command runs and cannot read the key; without it
+    // (2.0.77) the client refuses the command.
+    assert!(
+        match client {
+            ClientVersion::V2_1_330 => results.contains("key-rc="),
+            ClientVersion::V2_0_77 => results.contains("has been denied"),
+        },
+        "the command ran or was refused: {results}"
+    );
     assert!(
         !results.contains(encoded.trim()),
         "the agent read the key: {results}"
@@ -317,6 +382,6 @@ fn ralphs_key_is_out_of_the_agents_reach_in_the_sandbox(client: ClientVersion) {
         "the Read was refused: {results}"
     );
     outcome.ended(0, "complete").at_iteration(1);
-    outcome.run.assert_stderr_has(&["sandbox: on"]);
+    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
     drop(project);
 }

@@ -75,7 +75,10 @@ pub(crate) fn merge_hook(
 
 /// The permission rules `init` adds to `permissions.deny`: the agent's file
 /// tools may not touch the loop's runtime folder (its state, log and
-/// history), ralph's config or formulas, and its shell may not reset,
+/// history), ralph's config or formulas, nor git's configuration, hooks
+/// and `info` (programs git runs: the next client's, ralph's own and the
+/// merge queue's git would run what the agent named there), and its shell
+/// may not reset,
 /// restart, steer, answer or reload the loop, nor report usage windows to
 /// it (`say`, `answer`, `reload` are the person's, `statusline` the
 /// client's).
@@ -91,6 +94,9 @@ pub(crate) const DENY_RULES: &[&str] = &[
     "Edit(/.claude/context/runtime)",
     "Edit(/.claude/ralph/config.json)",
     "Edit(/.claude/ralph/formulas)",
+    "Edit(/.git/config)",
+    "Edit(/.git/hooks)",
+    "Edit(/.git/info)",
     "Bash(ralph-ctl reset:*)",
     "Bash(ralph-ctl start:*)",
     "Bash(ralph-ctl say:*)",

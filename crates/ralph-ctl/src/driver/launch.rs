@@ -955,6 +955,13 @@ impl Driver<'_> {
             .max_cost
             .map(|max| Usd(max.0.saturating_sub(spent.0)).dollars());
         let work_root = current.map_or(paths.root.as_path(), |w| &w.path);
+        // In a worktree, its own copies of ralph's files are walled too.
+        let extra_settings = match (current, &self.worktrees, self.extra_settings.as_deref()) {
+            (Some(worktree), Some(plan), Some(settings)) => {
+                Some(sandbox::in_worktree(settings, &plan.root, &worktree.path))
+            }
+            _ => self.extra_settings.clone(),
+        };
         let prompt_file = paths.runtime_dir().join(PROMPT_FILE_NAME);
         let block_cap = std::env::var(command::BLOCK_CAP_ENV).ok();
         let command = command::build(&Launch {
@@ -972,7 +979,7 @@ impl Driver<'_> {
                 max_budget_usd,
                 self.fresh.then_some(self.config.iteration_budget).flatten(),
             ),
-            extra_settings: self.extra_settings.as_deref(),
+            extra_settings: extra_settings.as_deref(),
             fresh: self.fresh,
             json: self.json,
         });

@@ -18,8 +18,17 @@ use serde_json::{json, Value};
 
 use super::command::ClientVersion;
 
-/// The oldest client whose sandbox ralph is tested with.
-pub(crate) const OLDEST_SANDBOXED_CLIENT: ClientVersion = ClientVersion(2, 0, 77);
+/// The oldest client whose sandbox ralph has seen hold. 2.0.77's does not
+/// (docs/protocol-notes.md): its agent could rename `.claude` (the
+/// read-only paths are the files listed, not the folder) and create a
+/// settings file there that did not exist at the start, and its Bash tool
+/// there loses the output of a pipeline (`echo alpha | tail -1` comes back
+/// empty: its `< /dev/null` is quoted into the pipeline's last command).
+/// No setting changes the last, and making `.claude` itself read-only,
+/// which stops the first two, would wall in the worktrees under it. So
+/// older clients get the unsandboxed rules, as on a machine without
+/// bubblewrap.
+pub(crate) const OLDEST_SANDBOXED_CLIENT: ClientVersion = ClientVersion(2, 1, 330);
 
 /// The operating systems the client's sandbox knows.
 // `MacOs` is the system's name, not a repetition of the enum's.
@@ -84,46 +93,50 @@ pub(crate) enum Support {
     Missing(String),
 }
 
-/// Whether `client` (its version, when known) on `machine` can sandbox.
+/// Whether `client` (its version, when known) on `machine` can sandbox:
+/// when it cannot, every reason, the client's first.
 pub(crate) fn support(machine: &Machine, client: Option<ClientVersion>) -> Support {
-    // A client whose version cannot be read is taken to have the sandbox
-    // (every client since 2.0.77 has): an older one ignores the setting,
-    // and the breaker names what it then refuses.
-    match client {
-        Some(v) if v < OLDEST_SANDBOXED_CLIENT => {
-            return Support::Missing(format!(
-                "Claude Code {v} is older than {OLDEST_SANDBOXED_CLIENT}, the first whose sandbox \
-                 ralph is tested with: update it (`npm install -g @anthropic-ai/claude-code`)"
-            ))
-        }
-        _ => {}
-    }
-    match machine.os {
+    // A client whose version cannot be read is taken to have a sandbox
+    // that holds: an older one ignores the setting, and the breaker names
+    // what it then refuses.
+    let client_why = match client {
+        Some(v) if v < OLDEST_SANDBOXED_CLIENT => Some(format!(
+            "Claude Code {v}'s sandbox does not hold: its agent can rename `.claude` and \
+             create settings files in it, and a pipeline's output is lost there; update it \
+             to {OLDEST_SANDBOXED_CLIENT} or later (`npm install -g @anthropic-ai/claude-code`)"
+        )),
+        _ => None,
+    };
+    let machine_why = match machine.os {
         Os::Linux => {
             let missing: Vec<&str> = [("bubblewrap", machine.bubblewrap), ("socat", machine.socat)]
                 .iter()
                 .filter(|(_, found)| !found)
                 .map(|(name, _)| *name)
                 .collect();
-            if missing.is_empty() {
-                Support::Ready
-            } else {
-                Support::Missing(format!(
+            (!missing.is_empty()).then(|| {
+                format!(
                     "{} not installed: `sudo apt-get install {}` (or your system's package manager)",
                     match missing.as_slice() {
                         [one] => format!("{one} is"),
                         _ => format!("{} are", missing.join(" and ")),
                     },
                     missing.join(" ")
-                ))
-            }
+                )
+            })
         }
-        Os::MacOs if machine.seatbelt => Support::Ready,
-        Os::MacOs => Support::Missing("/usr/bin/sandbox-exec (Seatbelt) is missing".into()),
-        Os::Other => Support::Missing(
+        Os::MacOs if machine.seatbelt => None,
+        Os::MacOs => Some("/usr/bin/sandbox-exec (Seatbelt) is missing".into()),
+        Os::Other => Some(
             "the client has no sandbox on this system (on Windows, run ralph and Claude Code in WSL2)"
                 .into(),
         ),
+    };
+    let why: Vec<String> = client_why.into_iter().chain(machine_why).collect();
+    if why.is_empty() {
+        Support::Ready
+    } else {
+        Support::Missing(why.join("; and "))
     }
 }
 
@@ -220,7 +233,62 @@ pub(crate) fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
         claude.join("settings.local.json"),
     ];
     paths.extend(extra.iter().map(|p| root.join(p)));
+    paths.extend(git_paths(&root));
     paths
+}
+
+/// The parts of the repository's common git folder `root` uses (its
+/// `.git`, or for a worktree the main checkout's `.git` that its `.git`
+/// file and `commondir` lead to) that name programs git runs: `config`
+/// and `config.worktree` (`core.fsmonitor`, `core.hooksPath`, a merge
+/// driver), `hooks`, and `info` (`info/attributes` names a merge driver
+/// or a filter). The next client, ralph's git and the merge queue's
+/// rebase all read them. The rest (`index`, objects, refs, logs) stays
+/// writable: the agent commits. None outside a git project.
+pub(crate) fn git_paths(root: &Path) -> Vec<PathBuf> {
+    ralph_core::observe::process::walls::git_common_dir(root)
+        .map(|common| {
+            ["config", "config.worktree", "hooks", "info"]
+                .iter()
+                .map(|name| common.join(name))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// ralph's settings `settings` (JSON) for a client started in `worktree`,
+/// a worktree of the main checkout `main` under `.claude/worktrees/`:
+/// beside each deny rule on a path of the main checkout, the same rule on
+/// the worktree's own copy of it (its `.claude/ralph`, its settings files,
+/// its protected files), so that the agent there is walled as in the main
+/// checkout. The common git folder's rules are the worktree's already.
+/// Settings that cannot be read are given back as they are.
+pub(crate) fn in_worktree(settings: &str, main: &Path, worktree: &Path) -> String {
+    let Ok(mut value) = serde_json::from_str::<Value>(settings) else {
+        return settings.to_string();
+    };
+    let Some(deny) = value["permissions"]["deny"].as_array_mut() else {
+        return settings.to_string();
+    };
+    let main = std::fs::canonicalize(main).unwrap_or_else(|_| main.to_path_buf());
+    let worktree = std::fs::canonicalize(worktree).unwrap_or_else(|_| worktree.to_path_buf());
+    let twins: Vec<Value> = deny
+        .iter()
+        .filter_map(|rule| {
+            let path = rule.as_str()?.strip_prefix("Edit(/")?.strip_suffix(')')?;
+            let relative = Path::new(path).strip_prefix(&main).ok()?;
+            let shared = relative.starts_with(".git")
+                || relative.starts_with(super::worktree::WORKTREES_DIR)
+                || relative.as_os_str().is_empty();
+            (!shared).then(|| Value::String(deny_rule(&worktree.join(relative))))
+        })
+        .collect();
+    for twin in twins {
+        if !deny.contains(&twin) {
+            deny.push(twin);
+        }
+    }
+    value.to_string()
 }
 
 /// The `ralph-ctl` commands that are the person's, not the agent's: its
@@ -527,7 +595,31 @@ mod tests {
         else {
             panic!("an old client has none")
         };
-        assert!(old.contains("1.0.100") && old.contains("2.0.77"), "{old}");
+        assert!(old.contains("1.0.100") && old.contains("2.1.330"), "{old}");
+        // 2.0.77 has a sandbox, but one the agent can step around.
+        let Support::Missing(v2_0) = support(&linux(true, true), Some(ClientVersion(2, 0, 77)))
+        else {
+            panic!("2.0.77's sandbox does not hold")
+        };
+        assert!(
+            v2_0.contains("Claude Code 2.0.77's sandbox does not hold")
+                && v2_0.contains("rename `.claude`")
+                && v2_0.contains("pipeline")
+                && v2_0.contains("npm install -g @anthropic-ai/claude-code"),
+            "{v2_0}"
+        );
+        // Both reasons, the client's first.
+        let Support::Missing(both) = support(&linux(false, true), Some(ClientVersion(2, 0, 77)))
+        else {
+            panic!("neither holds")
+        };
+        assert!(
+            both.starts_with("Claude Code 2.0.77's sandbox")
+                && both.ends_with(
+                    "`sudo apt-get install bubblewrap` (or your system's package manager)"
+                ),
+            "{both}"
+        );
         assert_eq!(support(&linux(true, true), None), Support::Ready);
         assert!(matches!(
             support(&linux(false, true), None),
@@ -792,6 +884,97 @@ mod tests {
             notice: None,
         };
         assert_eq!(settings(&nothing, &[], &allow, None, false), None);
+    }
+
+    #[test]
+    fn gits_configuration_is_protected_for_the_checkout_and_its_worktrees() {
+        let tmp = crate::testdir::new("git-paths");
+        let main = std::fs::canonicalize(tmp.path()).unwrap();
+        let git = |dir: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}: {out:?}");
+        };
+        git(&main, &["init", "-q"]);
+        git(
+            &main,
+            &[
+                "-c",
+                "user.name=a",
+                "-c",
+                "user.email=a@b",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "a",
+            ],
+        );
+        let common = main.join(".git");
+        let wanted: Vec<PathBuf> = ["config", "config.worktree", "hooks", "info"]
+            .iter()
+            .map(|n| common.join(n))
+            .collect();
+        assert_eq!(git_paths(&main), wanted);
+        let paths = protected_paths(&main, &[]);
+        assert!(wanted.iter().all(|p| paths.contains(p)), "{paths:?}");
+        // A worktree's are the main checkout's common folder's.
+        let tree = main.join(".claude/worktrees/w1");
+        git(
+            &main,
+            &["worktree", "add", "-q", "-b", "w1", tree.to_str().unwrap()],
+        );
+        assert_eq!(git_paths(&tree), wanted);
+        // Not a git project: none.
+        let plain = tmp.path().join("plain");
+        std::fs::create_dir_all(&plain).unwrap();
+        assert_eq!(git_paths(&plain), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn a_worktree_gets_the_main_checkouts_walls_on_its_own_copies() {
+        let tmp = crate::testdir::new("in-worktree");
+        let main = std::fs::canonicalize(tmp.path()).unwrap();
+        let tree = main.join(".claude/worktrees/w1");
+        std::fs::create_dir_all(&tree).unwrap();
+        let m = main.display();
+        let t = tree.display();
+        let settings = json!({
+            "sandbox": {"enabled": true},
+            "permissions": {"deny": [
+                format!("Edit(/{m}/.claude/ralph)"),
+                format!("Edit(/{m}/.claude/settings.local.json)"),
+                format!("Edit(/{m}/tests/test_a.py)"),
+                format!("Edit(/{m}/.git/config)"),
+                "Edit(//elsewhere/key)",
+                "Bash(ralph-ctl say:*)",
+            ]},
+        })
+        .to_string();
+        let got: Value = serde_json::from_str(&in_worktree(&settings, &main, &tree)).unwrap();
+        assert_eq!(
+            got["permissions"]["deny"],
+            json!([
+                format!("Edit(/{m}/.claude/ralph)"),
+                format!("Edit(/{m}/.claude/settings.local.json)"),
+                format!("Edit(/{m}/tests/test_a.py)"),
+                format!("Edit(/{m}/.git/config)"),
+                "Edit(//elsewhere/key)",
+                "Bash(ralph-ctl say:*)",
+                format!("Edit(/{t}/.claude/ralph)"),
+                format!("Edit(/{t}/.claude/settings.local.json)"),
+                format!("Edit(/{t}/tests/test_a.py)"),
+            ])
+        );
+        assert_eq!(got["sandbox"]["enabled"], true);
+        // Twice changes nothing more; settings that are not JSON pass as given.
+        let again = in_worktree(&got.to_string(), &main, &tree);
+        assert_eq!(serde_json::from_str::<Value>(&again).unwrap(), got);
+        assert_eq!(in_worktree("not json", &main, &tree), "not json");
     }
 
     #[test]

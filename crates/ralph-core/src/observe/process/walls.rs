@@ -438,7 +438,7 @@ mod landlock {
 
 /// The repository's common folder (`.git`, or for a worktree the main
 /// checkout's `.git` its `gitdir` file leads to), when `root` has one.
-fn git_common_dir(root: &Path) -> Option<PathBuf> {
+pub fn git_common_dir(root: &Path) -> Option<PathBuf> {
     let dot_git = root.join(".git");
     let meta = std::fs::symlink_metadata(&dot_git).ok()?;
     if meta.is_dir() {

@@ -1,0 +1,232 @@
+//! End-to-end: what the client's own walls keep from the agent in an
+//! unattended run with the permission mode ralph chooses, on the real
+//! clients: git's configuration (`.git/config`, `.git/hooks`,
+//! `.git/info`, which the next client and the merge queue's git would
+//! obey) while `git commit` still works, in the main checkout and from a
+//! queue item's worktree; a worktree's own copies of ralph's files; and
+//! on 2.0.77, whose sandbox does not hold, the unsandboxed rules instead,
+//! said in the sandbox line (2.1.330 stays in its sandbox).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::scenario::Scenario;
+use ralph_tests::SIGNAL;
+
+/// Every tool result the agent was given, across the main requests.
+fn tool_results(api: &MockApi) -> String {
+    api.main_requests()
+        .iter()
+        .flat_map(|r| user_texts(&r.body))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// git in `dir`: its exit code and output.
+fn git(dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+/// What the agent's git commands must not have left in the repository
+/// whose common folder is `dot_git`: no hooks path, no hook, the
+/// attributes as they were.
+fn gits_configuration_untouched(root: &Path, attributes_before: Option<String>) {
+    let dot_git = root.join(".git");
+    assert_eq!(
+        git(root, &["config", "--get", "core.hooksPath"]),
+        (1, String::new()),
+        "the agent set core.hooksPath"
+    );
+    assert!(
+        !dot_git.join("hooks/post-commit").exists(),
+        "the agent wrote a hook"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dot_git.join("info/attributes")).ok(),
+        attributes_before,
+        "the agent changed .git/info/attributes"
+    );
+}
+
+/// The sandbox line each client gets from `sandbox: auto`: 2.1.330 its
+/// sandbox, 2.0.77 the unsandboxed rules and why.
+fn sandbox_line(client: ClientVersion) -> &'static [&'static str] {
+    match client {
+        ClientVersion::V2_1_330 => &["sandbox: on"],
+        ClientVersion::V2_0_77 => &[
+            "sandbox: not available (Claude Code 2.0.77's sandbox does not hold",
+            "update it to 2.1.330 or later",
+            "acceptEdits with the project's checks and git add/commit allowed",
+        ],
+    }
+}
+
+#[ralph_tests::on_both_clients]
+fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_walls(
+    client: ClientVersion,
+) {
+    let scenario = Scenario::new("client-walls", client).exact_args(&["--headless"]);
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "ralph"]);
+    let root = scenario.path("");
+    assert!(!root.join(".claude/settings.local.json").exists());
+    let attributes = std::fs::read_to_string(root.join(".git/info/attributes")).ok();
+    let script = [
+        Reply::bash("git config core.hooksPath x"),
+        Reply::bash("echo > .git/hooks/post-commit"),
+        Reply::bash("echo '* merge=ours' >> .git/info/attributes"),
+        // Each client gives a pipeline's output back whole.
+        Reply::bash("echo alpha | tail -1"),
+        Reply::bash("mv .claude .claude.x"),
+        Reply::bash("echo '{}' > .claude/settings.local.json"),
+        Reply::bash(
+            "echo w > w.txt && git add w.txt && git commit -qm 'agent work' && echo committed",
+        ),
+    ];
+    let api = MockApi::start(move |turn, _| {
+        script
+            .get(turn)
+            .cloned()
+            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(1);
+    outcome.run.assert_stderr_has(sandbox_line(client));
+    let results = tool_results(&api);
+    gits_configuration_untouched(&root, attributes);
+    assert!(
+        results.contains("alpha"),
+        "the pipeline's output: {results}"
+    );
+    assert!(
+        root.join(".claude/ralph/PROMPT.md").exists() && !root.join(".claude.x").exists(),
+        "the agent moved .claude: {results}"
+    );
+    assert!(
+        !root.join(".claude/settings.local.json").exists(),
+        "the agent made a settings file: {results}"
+    );
+    assert!(results.contains("committed"), "{results}");
+    assert_eq!(git(&root, &["log", "-1", "--format=%s"]).1, "agent work");
+}
+
+#[ralph_tests::on_both_clients]
+fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client: ClientVersion) {
+    let scenario = Scenario::new("client-walls-queue", client)
+        .file("backlog/T-1", "# Add one\n\nWrite one.txt.\n")
+        .exact_args(&["--queue", "dir:backlog", "--merge", "none", "--no-cleanup"]);
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "ralph and the backlog"]);
+    let root = std::fs::canonicalize(scenario.path("")).unwrap();
+    let tree = root.join(".claude/worktrees/item-T-1");
+    let guardrails = std::fs::read_to_string(root.join(".claude/ralph/guardrails.md")).unwrap();
+    let attributes = std::fs::read_to_string(root.join(".git/info/attributes")).ok();
+    let main_git = root.join(".git");
+    let script = [
+        // From the worktree, git writes the main checkout's .git/config.
+        Reply::bash("git config core.hooksPath x"),
+        Reply::bash(format!(
+            "echo > {}",
+            main_git.join("hooks/post-commit").display()
+        )),
+        Reply::bash(format!(
+            "echo '* merge=ours' >> {}",
+            main_git.join("info/attributes").display()
+        )),
+        Reply::bash("echo 'Anything goes.' >> .claude/ralph/guardrails.md"),
+        Reply::bash("echo '{}' > .claude/settings.local.json"),
+        Reply::write(
+            tree.join(".claude/settings.local.json")
+                .display()
+                .to_string(),
+            "{}",
+        ),
+        Reply::bash(
+            "echo one > one.txt && git add one.txt && git commit -qm 'Add one' && echo committed",
+        ),
+    ];
+    let api = MockApi::start(move |turn, body| {
+        script.get(turn).cloned().unwrap_or_else(|| {
+            let id = user_texts(body)
+                .iter()
+                .find_map(|t| {
+                    Some(
+                        t.split("\"itemId\": ")
+                            .nth(1)?
+                            .split('}')
+                            .next()?
+                            .to_string(),
+                    )
+                })
+                .unwrap_or_else(|| "\"T-1\"".into());
+            Reply::text(format!(
+                "Done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {}}}",
+                id.trim()
+            ))
+        })
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    outcome.run.assert_stderr_has(sandbox_line(client));
+    let results = tool_results(&api);
+    assert_eq!(
+        outcome.state["queue"]["items"]["T-1"]["status"], "done",
+        "{results}"
+    );
+    gits_configuration_untouched(&root, attributes);
+    // The worktree's own copies of ralph's files are as they were.
+    assert!(tree.is_dir(), "--no-cleanup keeps the worktree");
+    assert_eq!(
+        std::fs::read_to_string(tree.join(".claude/ralph/guardrails.md")).unwrap(),
+        guardrails,
+        "the agent changed the worktree's guardrails: {results}"
+    );
+    assert!(
+        !tree.join(".claude/settings.local.json").exists(),
+        "the agent made the worktree's settings file: {results}"
+    );
+    // Its commit went in, on the item's branch.
+    assert!(results.contains("committed"), "{results}");
+    assert_eq!(
+        git(&root, &["log", "-1", "--format=%s", "ralph/item-T-1"]).1,
+        "Add one"
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn sandbox_on_refuses_a_client_whose_sandbox_does_not_hold(client: ClientVersion) {
+    let scenario = Scenario::new("client-walls-on", client)
+        .exact_args(&["--headless"])
+        .env("RALPH_SANDBOX", "on");
+    let api = MockApi::start(|_, _| Reply::text(format!("All done.\n{SIGNAL}")));
+    let outcome = scenario.run(&api);
+    match client {
+        ClientVersion::V2_1_330 => {
+            outcome.ended(0, "complete");
+            outcome.run.assert_stderr_has(&["sandbox: on"]);
+        }
+        ClientVersion::V2_0_77 => {
+            outcome.run.assert_code(3).assert_stderr_has(&[
+                "sandbox is on",
+                "Claude Code 2.0.77's sandbox does not hold",
+                "update it to 2.1.330 or later",
+                "npm install -g @anthropic-ai/claude-code",
+                "--no-sandbox",
+            ]);
+            assert!(api.main_requests().is_empty(), "no client ran");
+            assert!(scenario.state().is_none(), "no loop started");
+        }
+    }
+}

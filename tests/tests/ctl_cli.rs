@@ -338,6 +338,45 @@ fn init_refuses_malformed_settings_without_touching_them() {
 }
 
 #[test]
+fn init_in_the_home_folder_refuses_unless_asked_for_user_wide_settings() {
+    let project = TempProject::new("init-home");
+    let root = project.root.display().to_string();
+    let settings = project.path(".claude/settings.json");
+    let shown = settings.display().to_string();
+    // The project is the home folder: its .claude/settings.json is Claude
+    // Code's user-wide settings file. Nothing is written.
+    let home = [("HOME", root.as_str())];
+    for args in [
+        &["init"][..],
+        &["init", "--local"],
+        &["run", "--task", "Fix it."],
+    ] {
+        let run = project.ctl(args, &home);
+        assert_eq!(run.code, Some(3), "{args:?}: {run:?}");
+        run.assert_stderr_has(&[
+            &format!("{root} is your home folder"),
+            &format!("{shown} is Claude Code's user-wide settings file"),
+            "run `ralph-ctl init` in a project's folder",
+            "--user-wide",
+        ]);
+        assert!(
+            !project.path(".claude").exists(),
+            "{args:?} wrote something"
+        );
+    }
+    // CLAUDE_CONFIG_DIR naming the project's .claude: the same file.
+    let config_dir = project.path(".claude").display().to_string();
+    let run = project.ctl(&["init"], &[("CLAUDE_CONFIG_DIR", config_dir.as_str())]);
+    assert_eq!(run.code, Some(3), "{run:?}");
+    run.assert_stderr_has(&[&format!("CLAUDE_CONFIG_DIR is {config_dir}")]);
+    assert!(!settings.exists());
+    // Asked for in so many words: installed.
+    project.ctl(&["init", "--user-wide"], &home).assert_code(0);
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert!(text.contains("ralph-stop-hook"), "{text}");
+}
+
+#[test]
 fn start_status_reset_cycle() {
     let project = TempProject::new("cycle");
     project.init();
@@ -1127,6 +1166,15 @@ fn a_launcher_killed_outright_leaves_no_loop_running() {
         !Path::new(&format!("/proc/{client_pid}")).exists(),
         "the client (pid {client_pid}) outlived its launcher"
     );
+    // Shown as interrupted, never recorded by a read-only command.
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains("interrupted: its driver is gone"),
+        "{status:?}"
+    );
+    assert_eq!(project.status_json()["status"], "running");
+    // The next change (here `cancel`) records it.
+    project.ctl(&["cancel"], &[]).assert_code(0);
     let state = project.status_json();
     assert_eq!(state["status"], "interrupted", "{state:#}");
     let because = state["endedBecause"].as_str().unwrap();
@@ -1538,12 +1586,23 @@ fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
         ("RALPH_CLAUDE", client.to_str().unwrap()),
         ("ANTHROPIC_API_KEY", "sk-test-key-for-the-doctor-check"),
     ];
-    // A home where Claude Code never ran: its first run is still to do.
+    // A home where Claude Code never ran, with a key: ready for headless
+    // runs, the first run still to do for interactive ones.
     let fresh = project.ctl(&["doctor"], &env);
-    fresh.assert_code(1);
+    fresh.assert_code(0);
     fresh.assert_stdout_has(&[
-        "FAIL  client setup: Claude Code has never run in this home",
+        "ok    login: logs in with the ANTHROPIC_API_KEY variable",
+        "warn  first run: Claude Code has never run in this home",
+        "interactive runs will show the first-run screens (headless runs do not)",
         "fix: run `claude` once in a terminal",
+        "ready for headless runs",
+    ]);
+    let interactive = project.ctl(&["doctor", "--interactive"], &env);
+    interactive.assert_code(1);
+    interactive.assert_stdout_has(&[
+        "FAIL  first run: Claude Code has never run in this home",
+        "FAIL  folder trust: this folder is not trusted yet",
+        "not ready for interactive runs: 2 problem(s)",
     ]);
     // What the client's first run leaves: onboarding done, the key
     // approved, the folder trusted.
@@ -1555,11 +1614,15 @@ fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
     let doctor = project.ctl(&["doctor"], &env);
     doctor.assert_code(0);
     doctor.assert_stdout_has(&[
-        "ok    client setup: first run done",
-        "logs in with the ANTHROPIC_API_KEY variable",
+        "ok    first run: done",
+        "ok    login: logs in with the ANTHROPIC_API_KEY variable",
         "ok    folder trust",
     ]);
-    doctor.assert_stdout_has(&["ok    hook:", "nothing is wrong"]);
+    doctor.assert_stdout_has(&["ok    hook:", "ready for headless runs"]);
+    project
+        .ctl(&["doctor", "--interactive"], &env)
+        .assert_code(0)
+        .assert_stdout_has(&["ready for interactive runs"]);
     // The registered hook moved away: named, and the exit code says so.
     let settings = project.path(".claude/settings.json");
     let text = std::fs::read_to_string(&settings).unwrap();
@@ -2584,4 +2647,57 @@ fn status_log_watch_report_and_the_hook_show_the_agents_escapes_visibly() {
         assert!(page.contains(shown), "{shown} in {page}");
     }
     assert!(!page.contains("<b>bold"), "markup escaped: {page}");
+}
+
+#[test]
+fn read_only_commands_never_run_notify_for_a_loop_whose_driver_is_gone() {
+    // As a cloned repository can carry it: a running loop, its driver's
+    // pid long gone, a pinned `notify` that leaves a marker.
+    let project = TempProject::with_loop_and_config(
+        "read-only-notify",
+        "s-read-only",
+        5,
+        r#"{"notify": "touch notified-marker"}"#,
+    );
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let mut state = project.state().unwrap();
+    state["carriers"] = json!({"driver": {"pid": dead}});
+    project.write_state(&state);
+    let before = project.state_bytes();
+    let marker = project.path("notified-marker");
+    let status = project.ctl(&["status"], &[]);
+    status.assert_code(0);
+    assert!(
+        status.stdout.contains("interrupted: its driver is gone"),
+        "{status:?}"
+    );
+    let json = project.ctl(&["status", "--json"], &[]);
+    json.assert_code(0);
+    let report = project.path("report.html");
+    let report_arg = report.to_str().unwrap();
+    project.ctl(&["report", "--html", report_arg], &[]).assert_code(0);
+    project.ctl(&["log"], &[]).assert_code(0);
+    let watch = project.ctl(&["watch"], &[]);
+    assert_eq!(watch.code, Some(12), "{watch:?}");
+    assert!(
+        watch.stdout.contains("interrupted: its driver is gone"),
+        "{watch:?}"
+    );
+    // notify is started, not waited for: give it the time it would take.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!marker.exists(), "a read-only command ran notify");
+    assert_eq!(project.state_bytes(), before, "a read-only command wrote");
+    assert_eq!(project.status_json()["status"], "running");
+    // The next change records the ending, and tells it once.
+    let cancel = project.ctl(&["cancel"], &[]);
+    cancel.assert_code(0);
+    assert!(cancel.stderr.contains("recorded as interrupted"), "{cancel:?}");
+    assert_eq!(project.status_json()["status"], "interrupted");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !marker.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(marker.exists(), "the recorded ending was not told");
 }

@@ -1266,3 +1266,27 @@ fn the_agents_terminal_escapes_are_shown_never_obeyed(client: ClientVersion) {
         "{because:?}"
     );
 }
+
+#[ralph_tests::on_both_clients]
+fn a_session_loop_warns_once_when_its_checks_outgrow_the_hook_s_timeout(client: ClientVersion) {
+    // Checks of up to 120 s, after init registered the hook with room for
+    // the default 60: in one session the Stop hook runs them, so the start
+    // says so, once, though two claims run them. The check passes at its
+    // third run: the start's test baseline, the first claim (rejected), the
+    // second claim.
+    let config = r#"{"verify": [{"name": "tests", "timeoutSeconds": 120,
+        "command": "echo run >> work/runs; test $(wc -l < work/runs) -ge 3"}]}"#;
+    let scenario = Scenario::new("hook-timeout", client)
+        .file(".claude/ralph/config.json", config)
+        .file("work/.keep", "");
+    let api = MockApi::start(script::signal_at(0));
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete").at_iteration(2);
+    let needle = "the Stop hook's timeout is 90 s";
+    let said =
+        outcome.run.stdout.matches(needle).count() + outcome.run.stderr.matches(needle).count();
+    assert_eq!(said, 1, "{outcome:?}");
+    outcome
+        .run
+        .assert_stderr_has(&["the verify commands may take up to 120 s"]);
+}

@@ -429,3 +429,27 @@ fn the_driver_s_git_runs_no_program_of_the_agent_s(client: ClientVersion) {
     let sprung = std::fs::read_to_string(scenario.path("ran-by-git.txt"));
     assert!(sprung.is_err(), "{sprung:?}\n{outcome:?}");
 }
+
+/// How often a run's output warns that the Stop hook's timeout may cut its
+/// verify commands short.
+fn hook_timeout_warnings(run: &ralph_tests::project::Run) -> usize {
+    let needle = "the Stop hook's timeout is";
+    run.stdout.matches(needle).count() + run.stderr.matches(needle).count()
+}
+
+#[ralph_tests::on_both_clients]
+fn a_fresh_run_never_warns_about_the_stop_hook_s_timeout(client: ClientVersion) {
+    // A fresh init, then a check with no timeoutSeconds (60 s): in a fresh
+    // loop the driver runs the check, never the Stop hook, and init's
+    // registration leaves room for it anyway.
+    let config = r#"{"verify": [{"name": "tests", "command": "true"}]}"#;
+    let api = MockApi::start_in_order(|turn, _| match turn {
+        0 => Reply::text("Step one done."),
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    let outcome = fresh("fresh-timeout", client)
+        .file(".claude/ralph/config.json", config)
+        .run(&api);
+    outcome.ended(0, "complete").at_iteration(2);
+    assert_eq!(hook_timeout_warnings(&outcome.run), 0, "{outcome:?}");
+}

@@ -1037,3 +1037,52 @@ fn ctl_lines_for_refused_starts() {
     );
     stable().bind(|| insta::assert_snapshot!("ctl_refused_starts", table.0));
 }
+
+// ------------------------------------------------------------ ralph-ctl doctor
+
+/// `ralph-ctl doctor` (and `--interactive`) in a project set up by `init`,
+/// with a fake client saying a tested version and `env`: the exit code and
+/// what it printed, the binaries' folder as `[BIN]`. The sandbox is off, so that no check depends on what
+/// this machine has installed.
+fn doctor(name: &str, env: &[(&str, &str)]) -> String {
+    let project = TempProject::new(name);
+    project.init();
+    write(
+        project.path(".claude/ralph/config.json"),
+        r#"{"sandbox": "off", "verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#,
+    );
+    let client = project.path("fake-claude");
+    write(&client, "#!/bin/sh\necho '2.1.330 (Claude Code)'\n");
+    fs::set_permissions(&client, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut text = String::new();
+    for args in [&["doctor"][..], &["doctor", "--interactive"]] {
+        let run = Ctl::new(&project)
+            .args(args)
+            .env("RALPH_CLAUDE", client.to_str().unwrap())
+            .envs(env.iter().copied())
+            .run();
+        text.push_str(&format!(
+            "$ ralph-ctl {}  # exit {}\n{}\n",
+            args.join(" "),
+            run.code.unwrap_or(-1),
+            run.stdout
+        ));
+    }
+    // The binaries under test may be built anywhere (CARGO_TARGET_DIR).
+    text.replace(&bins::bin_dir().display().to_string(), "[BIN]")
+}
+
+#[test]
+fn doctor_with_a_key_in_a_home_where_the_client_never_ran() {
+    let text = doctor(
+        "doctor-key",
+        &[("ANTHROPIC_API_KEY", "sk-test-key-for-the-doctor-check")],
+    );
+    stable().bind(|| insta::assert_snapshot!("doctor_key_never_run", text));
+}
+
+#[test]
+fn doctor_with_nothing_set() {
+    let text = doctor("doctor-nothing", &[]);
+    stable().bind(|| insta::assert_snapshot!("doctor_nothing_set", text));
+}

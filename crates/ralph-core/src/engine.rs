@@ -30,7 +30,6 @@ use crate::observe::process::walls::{Walls, WallsWanted};
 use crate::observe::progress;
 use crate::observe::prompt::{self, PromptError};
 use crate::observe::protected::{self, ProtectedSnapshot};
-use crate::observe::registration::{self, SettingsError};
 use crate::observe::transcript::{self, IterationTail, TranscriptError};
 use crate::observe::usage::{self, UsageReading};
 use crate::observe::verify::{self, VerifyCommand, VerifyResult};
@@ -148,9 +147,6 @@ pub trait World {
     fn protected_changes(&self, root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
         protected::changes(root, before)
     }
-    /// The registered Stop hook timeout, in seconds, when ralph's hook is
-    /// registered; an error when `.claude/settings.json` cannot be read.
-    fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError>;
     /// The time to record, RFC 3339.
     fn now(&self) -> Timestamp;
     /// PROMPT.md.
@@ -213,9 +209,6 @@ impl World for RealWorld {
         walls: WallsWanted,
     ) -> Vec<VerifyResult> {
         verify::run_all(root, commands, &check_walls(root, walls))
-    }
-    fn hook_timeout(&self, paths: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
-        registration::registered_timeout_in(paths)
     }
     fn now(&self) -> Timestamp {
         Timestamp::now()
@@ -346,21 +339,11 @@ pub fn run_stop_settled(
             return Ok(StopReport::allow(note));
         }
     };
-    let (config, first_pin, hook_verify_total) = stop_config(paths, env, stop, world, owned)?;
+    let (config, first_pin) = stop_config(paths, env, stop, world, owned)?;
     let mut notes = Vec::new();
     let mut observed = observe(paths, &config, stop, world, owned, &mut notes)?;
     let claim = decision::judge_claim(&config, owned, &observed);
-    check_claim(
-        paths,
-        &config,
-        stop,
-        world,
-        owned,
-        &claim,
-        hook_verify_total,
-        &mut observed,
-        &mut notes,
-    );
+    check_claim(paths, &config, stop, world, owned, &claim, &mut observed);
 
     let lock = store.lock(false)?;
     let locked = lock.read_again(&snapshot)?;
@@ -481,15 +464,14 @@ pub fn run_stop_settled(
 /// The config a stop is judged by: the loop's pin (a loop from before
 /// pinning is pinned to what this stop reads, returned to be recorded),
 /// with a driver's checks instead of or beside the project's, and the
-/// loop's own completion signal. Also the total time the project's own
-/// checks may take, for the hook's timeout warning.
+/// loop's own completion signal.
 fn stop_config(
     paths: &ProjectPaths,
     env: &dyn EnvSource,
     stop: &Stop,
     world: &dyn World,
     owned: &LoopState,
-) -> Result<(Config, Option<Pinned>, u64), EngineError> {
+) -> Result<(Config, Option<Pinned>), EngineError> {
     // The pin decides, never config.json as it is now (the agent can
     // write it); a loop from before pinning is pinned to what this stop reads.
     let (mut config, first_pin) = match &owned.pinned {
@@ -500,8 +482,6 @@ fn stop_config(
             (config, Some(Pinned::of(&layers, world.now())))
         }
     };
-    // The hook runs the config's own checks; the extra ones only a driver.
-    let hook_verify_total = verify::total_timeout(&config.completion.verify);
     if stop.skip_project_verify {
         config.completion.verify.clear();
     }
@@ -514,13 +494,14 @@ fn stop_config(
     if let Some(signal) = &owned.completion_signal {
         config.completion_signal = signal.clone();
     }
-    Ok((config, first_pin, hook_verify_total))
+    Ok((config, first_pin))
 }
 
 /// A claim's checks, outside the lock: the verification commands (only
 /// ever the config's, which may take minutes) and the protected files
-/// compared with the loop's start.
-#[allow(clippy::too_many_arguments)]
+/// compared with the loop's start. (Whether the hook's timeout leaves room
+/// for them is said once, when an in-session loop starts: `ralph-ctl`'s
+/// `open_loop`; a fresh loop's checks are the driver's.)
 fn check_claim(
     paths: &ProjectPaths,
     config: &Config,
@@ -528,22 +509,10 @@ fn check_claim(
     world: &dyn World,
     owned: &LoopState,
     claim: &decision::ClaimJudgement,
-    hook_verify_total: u64,
     observed: &mut Observation,
-    notes: &mut Vec<String>,
 ) {
     let commands = &config.completion.verify;
     if claim.assessment.claimed && !commands.is_empty() {
-        let timeout = world
-            .hook_timeout(paths)
-            .unwrap_or_else(|e| {
-                notes.push(format!("warning: {e}"));
-                None
-            })
-            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
-        if let Some(warning) = registration::timeout_warning(hook_verify_total, timeout) {
-            notes.push(format!("warning: {warning}"));
-        }
         observed.verification =
             Some(world.verify(work_root(paths, stop), commands, config.sandbox.walls()));
     }
@@ -1078,9 +1047,6 @@ mod tests {
                     by_runner: Vec::new(),
                 })
                 .collect()
-        }
-        fn hook_timeout(&self, _: &ProjectPaths) -> Result<Option<u64>, SettingsError> {
-            Ok(Some(600))
         }
         fn now(&self) -> Timestamp {
             Timestamp::from_secs(1795341600)

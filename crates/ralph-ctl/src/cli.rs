@@ -55,14 +55,27 @@ pub enum Command {
     },
     /// Check the install and the project, each check with its verdict and
     /// the fix: the hook registered (settings, plugin) and runnable, its
-    /// timeout, the client and its version, RALPH_ACTIVE in shell profiles,
-    /// PROMPT.md, files under .claude/ the agent must edit, the state.
-    /// Exits 0 only when nothing is wrong.
-    #[command(after_help = "Example:\n  ralph-ctl doctor\n  ralph-ctl doctor --json")]
+    /// timeout, the client and its version, its login, first run and folder
+    /// trust, the sandbox and the checks' walls, RALPH_ACTIVE in shell
+    /// profiles, PROMPT.md, files under .claude/ the agent must edit, the
+    /// state. Judges headless runs unless --interactive: what only the other
+    /// kind of run needs is a warning naming it. Exits 0 only when nothing
+    /// fails.
+    #[command(
+        after_help = "Example:\n  ralph-ctl doctor\n  ralph-ctl doctor --interactive\n  ralph-ctl doctor --json"
+    )]
     Doctor {
         /// Print the checks as one JSON object instead.
         #[arg(long)]
         json: bool,
+        /// Judge headless runs (`run --headless`, `--fresh`, `--queue`): the
+        /// client's first-run screens and folder trust are warnings. The default.
+        #[arg(long, conflicts_with = "interactive")]
+        headless: bool,
+        /// Judge interactive runs (the launcher without --headless): the
+        /// client's first-run screens and folder trust fail until done.
+        #[arg(long)]
+        interactive: bool,
     },
     /// Watch the loop live: in a terminal, a view redrawn as the state
     /// changes (iteration, time per iteration, the last message, the
@@ -392,7 +405,7 @@ pub enum Command {
         /// The ralph-stop-hook binary to register (default: the one beside ralph-ctl).
         #[arg(long, value_name = "PATH")]
         hook_path: Option<PathBuf>,
-        /// The hook timeout in seconds registered with Claude Code (default: 60, or
+        /// The hook timeout in seconds registered with Claude Code (default: 90, or
         /// the verify commands' total timeout plus 30 when that is more).
         #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=7200))]
         timeout: Option<u32>,
@@ -414,6 +427,12 @@ pub enum Command {
         /// `run --formula NAME`; an existing one is kept.
         #[arg(long, value_name = "NAME")]
         formula: Option<String>,
+        /// Install even where `.claude/settings.json` is Claude Code's
+        /// user-wide settings file (the project is your home folder, or
+        /// CLAUDE_CONFIG_DIR is its `.claude`): the Stop hook and the deny
+        /// rules then apply to every session you start, in any folder.
+        #[arg(long)]
+        user_wide: bool,
     },
 }
 

@@ -50,7 +50,17 @@ pub fn run(cli: Cli) -> i32 {
         }
         Command::Watch => commands::watch::run(&paths, &mut std::io::stdout()),
         Command::Report { html } => commands::report::run(&paths, &html, &mut std::io::stdout()),
-        Command::Doctor { json } => commands::doctor::run(&paths, json, &mut std::io::stdout()),
+        Command::Doctor {
+            json, interactive, ..
+        } => commands::doctor::run(
+            &paths,
+            match interactive {
+                true => commands::doctor::Runs::Interactive,
+                false => commands::doctor::Runs::Headless,
+            },
+            json,
+            &mut std::io::stdout(),
+        ),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut command = Cli::command();
@@ -133,6 +143,7 @@ pub fn run(cli: Cli) -> i32 {
             yes,
             local,
             formula,
+            user_wide,
         } => commands::init::run(
             &paths,
             commands::init::InitOptions {
@@ -142,6 +153,7 @@ pub fn run(cli: Cli) -> i32 {
                 yes,
                 local,
                 formula,
+                user_wide,
                 then_runs: false,
             },
         ),

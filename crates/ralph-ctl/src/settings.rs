@@ -5,9 +5,12 @@
 
 use serde_json::{json, Map, Value};
 
-/// The hook timeout `init` registers, in seconds. Claude Code kills a hook
-/// that outlives it and lets the session stop.
-pub(crate) const DEFAULT_HOOK_TIMEOUT_SECS: u32 = 60;
+/// The hook timeout `init` registers at least, in seconds: room for one
+/// verify command with the default `timeoutSeconds` and the hook's own
+/// work, so a check added later without a timeout of its own fits. Claude
+/// Code kills a hook that outlives it and lets the session stop.
+pub(crate) const DEFAULT_HOOK_TIMEOUT_SECS: u32 =
+    ralph_core::observe::verify::DEFAULT_TIMEOUT_SECS + 30;
 pub(crate) use ralph_core::observe::registration::HOOK_BINARY_NAME;
 
 /// The command line Claude Code runs: the binary's absolute path, quoted

@@ -1,6 +1,13 @@
 //! `ralph-ctl doctor`: checks the install and the project, each check with
 //! its verdict and the fix, so that a broken install is found without
 //! reading the source. Exits 0 only when no check fails.
+//!
+//! It judges one kind of run ([`Runs`]): headless by default (`claude -p`:
+//! `run --headless`, `--fresh`, `--queue`), or interactive (`--interactive`:
+//! the client's terminal UI). What only the other kind needs (the client's
+//! first-run screens and the folder's trust question, an interactive run's;
+//! the client's sandbox, which only unattended runs get unless it is `on`)
+//! is a warning naming the runs it affects, never a failure.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,6 +29,37 @@ use crate::error::CmdResult;
 /// The client versions the end-to-end tests run.
 pub(crate) const TESTED_CLIENTS: [ClientVersion; 2] =
     [ClientVersion(2, 0, 77), ClientVersion(2, 1, 330)];
+
+/// The kind of run doctor says whether this machine is ready for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Runs {
+    /// `claude -p` (`run --headless`, `--fresh`, `--queue`): no first-run
+    /// screens, no trust question; a login, the sandbox, the checks' walls.
+    #[default]
+    Headless,
+    /// The client's terminal UI (the launcher without `--headless`): its
+    /// first-run screens and the folder's trust question come first.
+    Interactive,
+}
+
+impl Runs {
+    fn name(self) -> &'static str {
+        match self {
+            Runs::Headless => "headless",
+            Runs::Interactive => "interactive",
+        }
+    }
+
+    /// A problem of interactive runs only: a failure when they are judged,
+    /// else a warning.
+    fn interactive_only(self) -> Verdict {
+        match self {
+            Runs::Interactive => Verdict::Fail,
+            Runs::Headless => Verdict::Warn,
+        }
+    }
+}
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -58,27 +96,30 @@ fn check(name: &'static str, verdict: Verdict, detail: String, fix: Option<Strin
     }
 }
 
-/// Runs every check on the project at `paths`; writes them (or JSON) on `out`.
-pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
-    let checks = all(paths);
+/// Runs every check on the project at `paths` for `runs`; writes them (or
+/// JSON) on `out`.
+pub(crate) fn run(paths: &ProjectPaths, runs: Runs, json: bool, out: &mut dyn Write) -> CmdResult {
+    let checks = all(paths, runs);
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     let written = if json {
         #[derive(Serialize)]
         struct Report<'a> {
             ok: bool,
+            runs: Runs,
             checks: &'a [Check],
         }
         serde_json::to_writer_pretty(
             &mut *out,
             &Report {
                 ok: !failed,
+                runs,
                 checks: &checks,
             },
         )
         .map_err(std::io::Error::from)
         .and_then(|()| writeln!(out))
     } else {
-        show(&checks, out)
+        show(&checks, runs, out)
     };
     let code = if failed {
         exit_codes::ERROR
@@ -88,7 +129,7 @@ pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdR
     super::written(written.and_then(|()| out.flush()), code)
 }
 
-fn show(checks: &[Check], out: &mut dyn Write) -> std::io::Result<()> {
+fn show(checks: &[Check], runs: Runs, out: &mut dyn Write) -> std::io::Result<()> {
     for c in checks {
         let mark = match c.verdict {
             Verdict::Ok => "ok  ",
@@ -104,15 +145,19 @@ fn show(checks: &[Check], out: &mut dyn Write) -> std::io::Result<()> {
     }
     let failed = checks.iter().filter(|c| c.verdict == Verdict::Fail).count();
     let warned = checks.iter().filter(|c| c.verdict == Verdict::Warn).count();
+    let runs = runs.name();
     if failed == 0 {
-        writeln!(out, "nothing is wrong ({warned} warning(s))")
+        writeln!(out, "ready for {runs} runs ({warned} warning(s))")
     } else {
-        writeln!(out, "{failed} problem(s), {warned} warning(s)")
+        writeln!(
+            out,
+            "not ready for {runs} runs: {failed} problem(s), {warned} warning(s)"
+        )
     }
 }
 
-/// Every check, in order.
-pub(crate) fn all(paths: &ProjectPaths) -> Vec<Check> {
+/// Every check for `runs`, in order.
+pub(crate) fn all(paths: &ProjectPaths, runs: Runs) -> Vec<Check> {
     let config = Config::load(paths, &ProcessEnv);
     let mut checks = vec![hook(paths)];
     checks.push(match &config {
@@ -135,79 +180,106 @@ pub(crate) fn all(paths: &ProjectPaths) -> Vec<Check> {
     let (client_check, version) = client(paths);
     checks.push(client_check);
     let setup = crate::driver::first_run::Setup::probe(&paths.root);
-    checks.push(client_setup(&setup));
-    checks.push(folder_trust(&setup));
+    checks.push(login(&setup));
+    checks.push(first_run(&setup, runs));
+    checks.push(folder_trust(&setup, runs));
     if let Ok(config) = &config {
         checks.push(sandbox(config, version));
+        checks.push(walls(config));
     }
     checks.push(active_in_profiles());
     checks.push(state(paths));
     checks
 }
 
-/// Whether the client's questions of its first run were answered in this
-/// home (a loop cannot answer them): its config, onboarding, a login.
-fn client_setup(setup: &crate::driver::first_run::Setup) -> Check {
-    const NAME: &str = "client setup";
-    let missing = setup.missing();
-    match missing.first() {
-        Some(first) => check(
+/// Whether the client can log in (every run needs it): a key or token in
+/// the environment, a cloud provider, or a login the client stored.
+fn login(setup: &crate::driver::first_run::Setup) -> Check {
+    const NAME: &str = "login";
+    match &setup.login {
+        Some(login) => check(NAME, Verdict::Ok, format!("logs in with {login}"), None),
+        // On macOS the login may be in the keychain, which is not read.
+        None if cfg!(target_os = "macos") => check(
             NAME,
-            Verdict::Fail,
-            missing
-                .iter()
-                .map(|m| m.what.as_str())
-                .collect::<Vec<_>>()
-                .join("; "),
-            Some(first.fix.clone()),
+            Verdict::Ok,
+            "no login in a file or the environment (it may be in the keychain)".into(),
+            None,
         ),
         None => check(
             NAME,
-            Verdict::Ok,
-            match &setup.login {
-                Some(login) => format!(
-                    "first run done ({}); logs in with {login}",
-                    setup.config_file.display()
-                ),
-                None => format!(
-                    "first run done ({}); the login is not in a file (the keychain, on macOS)",
-                    setup.config_file.display()
-                ),
-            },
-            None,
+            Verdict::Fail,
+            "Claude Code cannot log in: no ANTHROPIC_API_KEY (nor another key or token), no \
+             .credentials.json"
+                .into(),
+            Some(
+                "set ANTHROPIC_API_KEY, or run `claude` and log in (or `claude setup-token`)"
+                    .into(),
+            ),
         ),
     }
 }
 
-/// Whether the project's folder is trusted: an interactive client asks
-/// first (headless ones do not), and a loop started before waits there.
-fn folder_trust(setup: &crate::driver::first_run::Setup) -> Check {
-    const NAME: &str = "folder trust";
-    if !setup.has_config {
+/// Whether the client's first-run screens (theme, onboarding) were done in
+/// this home: an interactive run shows them first, a headless one never.
+fn first_run(setup: &crate::driver::first_run::Setup, runs: Runs) -> Check {
+    const NAME: &str = "first run";
+    let not_done = if !setup.has_config {
+        format!(
+            "Claude Code has never run in this home ({} does not exist)",
+            setup.config_file.display()
+        )
+    } else if !setup.onboarded {
+        format!(
+            "Claude Code's first-run screens were not completed ({} has no hasCompletedOnboarding)",
+            setup.config_file.display()
+        )
+    } else {
         return check(
             NAME,
-            Verdict::Warn,
-            "not known before Claude Code's first run in this home".into(),
+            Verdict::Ok,
+            format!("done ({})", setup.config_file.display()),
             None,
         );
-    }
+    };
+    check(
+        NAME,
+        runs.interactive_only(),
+        format!(
+            "{not_done}: interactive runs will show the first-run screens (headless runs do not)"
+        ),
+        Some(
+            "run `claude` once in a terminal, in this project's folder, and answer its questions \
+             (theme, trust the folder)"
+                .into(),
+        ),
+    )
+}
+
+/// Whether the project's folder is trusted: an interactive client asks
+/// first (headless ones do not), and a loop started before waits there.
+fn folder_trust(setup: &crate::driver::first_run::Setup, runs: Runs) -> Check {
+    const NAME: &str = "folder trust";
     if setup.trusted {
-        check(
+        return check(
             NAME,
             Verdict::Ok,
             "this folder (or one above it) is trusted".into(),
             None,
-        )
-    } else {
-        check(
-            NAME,
-            Verdict::Warn,
-            "this folder is not trusted yet: an interactive loop would start at the trust question \
-             (headless runs do not ask)"
-                .into(),
-            Some("run `claude` once in this folder and trust it".into()),
-        )
+        );
     }
+    let why = if setup.has_config {
+        "this folder is not trusted yet"
+    } else {
+        "this folder is not trusted yet (Claude Code never ran in this home)"
+    };
+    check(
+        NAME,
+        runs.interactive_only(),
+        format!(
+            "{why}: interactive runs will start at the trust question (headless runs do not ask)"
+        ),
+        Some("run `claude` once in this folder and trust it".into()),
+    )
 }
 
 /// The program of a registered command line (quoted when it has spaces).
@@ -497,6 +569,61 @@ fn sandbox(config: &Config, version: Option<ClientVersion>) -> Check {
                  add/commit allowed (or set \"sandbox\": \"off\" to silence this)"
                     .into(),
             ),
+        ),
+    }
+}
+
+/// Whether the checks of the agent's work (verify, gates, the baseline) run
+/// walled on this machine: bubblewrap, else Landlock; none is a warning
+/// (`sandbox: auto`: they run with the person's rights) or, with `sandbox:
+/// on`, a failure (they are refused). Every run's checks, whoever runs them.
+fn walls(config: &Config) -> Check {
+    use ralph_core::observe::process::walls::{Mechanism, WallsWanted};
+    const NAME: &str = "walls";
+    let wanted = config.sandbox.walls();
+    if wanted == WallsWanted::Off {
+        return check(
+            NAME,
+            Verdict::Ok,
+            "off (config `sandbox` or RALPH_SANDBOX): the checks run the agent's code with your rights"
+                .into(),
+            None,
+        );
+    }
+    match Mechanism::probe() {
+        Mechanism::Bubblewrap(bwrap) => check(
+            NAME,
+            Verdict::Ok,
+            format!(
+                "the checks of the agent's work run inside bubblewrap ({})",
+                bwrap.display()
+            ),
+            None,
+        ),
+        Mechanism::Landlock(why) => check(
+            NAME,
+            Verdict::Ok,
+            format!(
+                "the checks run inside Landlock's walls, as {why} (coarser: a check cannot create \
+                 an entry at the top of the project)"
+            ),
+            None,
+        ),
+        Mechanism::Missing(why) => check(
+            NAME,
+            if wanted == WallsWanted::Required {
+                Verdict::Fail
+            } else {
+                Verdict::Warn
+            },
+            if wanted == WallsWanted::Required {
+                format!("no walls for the checks ({why}): with sandbox on, every check is refused")
+            } else {
+                format!(
+                    "no walls for the checks ({why}): they run the agent's code with your rights"
+                )
+            },
+            Some("install bubblewrap (`sudo apt-get install bubblewrap`)".into()),
         ),
     }
 }

@@ -196,6 +196,9 @@ pub(crate) struct InitOptions {
     pub(crate) local: bool,
     /// `--formula NAME`: write the starter formula under that name.
     pub(crate) formula: Option<String>,
+    /// `--user-wide`: install even where `.claude/settings.json` is Claude
+    /// Code's user-wide settings file (the home folder).
+    pub(crate) user_wide: bool,
     /// A loop starts right after (`run --task`): no "Next:" line.
     pub(crate) then_runs: bool,
 }
@@ -287,6 +290,9 @@ fn json_text(value: &Value) -> String {
 /// Installs templates, launchers, the hook registration, the runtime
 /// folder's `.gitignore`, and (asked for) the completion check.
 pub(crate) fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
+    if !options.user_wide {
+        refuse_user_settings(paths)?;
+    }
     let hook = find_hook(options.hook_path.clone())?;
     let root = &paths.root;
     if let Some(command) = &options.verify {
@@ -421,6 +427,52 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
         root,
     );
     Ok(exit_codes::OK)
+}
+
+/// Claude Code's user-wide settings folder: `CLAUDE_CONFIG_DIR`, else
+/// `.claude` in the home folder.
+fn user_settings_dir() -> Option<PathBuf> {
+    std::env::var_os("CLAUDE_CONFIG_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| dirs::home_dir().map(|home| home.join(".claude")))
+}
+
+/// The same folder, by their real paths (lexically when either is missing).
+fn same_folder(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => std::path::absolute(a).ok() == std::path::absolute(b).ok(),
+    }
+}
+
+/// Refuses a project whose `.claude/settings.json` is Claude Code's
+/// user-wide settings file (the project is the home folder, or
+/// `CLAUDE_CONFIG_DIR` is its `.claude`): the Stop hook and the deny rules
+/// written there would hold every session, in any folder, and the home's
+/// `.claude/ralph` would make every folder below it find ralph installed.
+fn refuse_user_settings(paths: &ProjectPaths) -> Result<(), CtlError> {
+    let home = dirs::home_dir().filter(|home| same_folder(&paths.root, home));
+    let user_dir = user_settings_dir();
+    let project_dir = paths.root.join(".claude");
+    let is_user_dir = user_dir
+        .as_deref()
+        .is_some_and(|dir| same_folder(&project_dir, dir));
+    if home.is_none() && !is_user_dir {
+        return Ok(());
+    }
+    let file = paths.settings_file();
+    let why = match home {
+        Some(_) => format!("{} is your home folder", paths.root.display()),
+        None => format!("CLAUDE_CONFIG_DIR is {}", project_dir.display()),
+    };
+    Err(CtlError::Refused(format!(
+        "not installing: {why}, so {} is Claude Code's user-wide settings file, and the Stop hook \
+         and deny rules written there would apply to every Claude Code session you start, in \
+         any folder; run `ralph-ctl init` in a project's folder (or pass --project DIR), or pass \
+         --user-wide if that is what you want",
+        file.display()
+    )))
 }
 
 /// PROMPT.md and guardrails.md when they are missing, and the starter

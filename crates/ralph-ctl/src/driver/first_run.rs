@@ -101,16 +101,11 @@ impl Setup {
         }
     }
 
-    /// What the person still has to do, first things first; empty when the
-    /// client is set up. On macOS the login may be in the keychain, which
-    /// is not read: no login found is said only elsewhere.
-    pub(crate) fn missing(&self) -> Vec<Missing> {
-        self.missing_for(false)
-    }
-
-    /// What a run of the client needs of it: everything [`Setup::missing`]
-    /// names for the terminal UI, only the login for `claude -p` (which
-    /// shows no first-run screens).
+    /// What the person still has to do before a run of the client, first
+    /// things first (empty when it is set up): for the terminal UI its first
+    /// run and a login, for `claude -p` (which shows no first-run screens)
+    /// only the login. On macOS the login may be in the keychain, which is
+    /// not read: no login found is said only elsewhere.
     pub(crate) fn missing_for(&self, headless: bool) -> Vec<Missing> {
         let first_run =
             "run `claude` once in a terminal, in this project's folder, and answer its \
@@ -191,11 +186,11 @@ mod tests {
 
     #[test]
     fn a_fresh_home_needs_the_first_run_and_a_set_up_one_nothing() {
-        let fresh = setup(false, false, false).missing();
+        let fresh = setup(false, false, false).missing_for(false);
         assert_eq!(fresh.len(), 1);
         assert!(fresh[0].what.contains("never run in this home"));
         assert!(fresh[0].fix.contains("run `claude` once"));
-        assert!(setup(true, true, true).missing().is_empty());
+        assert!(setup(true, true, true).missing_for(false).is_empty());
         // `claude -p` shows no first-run screens: only the login counts.
         assert!(setup(false, false, true).missing_for(true).is_empty());
         if !cfg!(target_os = "macos") {
@@ -203,10 +198,10 @@ mod tests {
             assert_eq!(headless.len(), 1, "{headless:?}");
             assert!(headless[0].what.contains("not logged in"));
         }
-        let not_onboarded = setup(true, false, true).missing();
+        let not_onboarded = setup(true, false, true).missing_for(false);
         assert!(not_onboarded[0].what.contains("hasCompletedOnboarding"));
         if !cfg!(target_os = "macos") {
-            assert!(setup(true, true, false).missing()[0]
+            assert!(setup(true, true, false).missing_for(false)[0]
                 .what
                 .contains("not logged in"));
         }

@@ -6,7 +6,6 @@ use ralph_core::judge::config::{Config, FileLayers, ProcessEnv, MAX_ITERATIONS_L
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::LoopState;
 use ralph_core::observe::hook_input;
-use ralph_core::observe::process::walls::Walls;
 use ralph_core::observe::progress;
 use ralph_core::observe::prompt;
 use ralph_core::observe::registration;
@@ -154,15 +153,19 @@ pub(crate) fn open_loop(
     // The test baseline runs the verify commands (minutes, maybe): outside
     // the lock, and not for a start that the state refuses anyway.
     refuse_if_in_the_way(paths, config, force)?;
+    // Said once, at the start, and only where the Stop hook runs the check
+    // (a loop in one session): a fresh iteration's and a queue item's are
+    // the driver's, which no hook timeout cuts short.
     let verify_total = verify::total_timeout(&config.completion.verify);
-    if verify_total > 0 {
-        let timeout = registration::registered_timeout_in(paths)
-            .unwrap_or_else(|e| {
-                crate::output::say_err!("ralph-ctl: warning: {e}");
-                None
-            })
-            .unwrap_or(registration::CLAUDE_DEFAULT_HOOK_TIMEOUT_SECS);
-        if let Some(warning) = registration::timeout_warning(verify_total, timeout) {
+    if verify_total > 0 && !fresh {
+        // A hook registered elsewhere (the plugin's) has a timeout of its own.
+        let timeout = registration::registered_timeout_in(paths).unwrap_or_else(|e| {
+            crate::output::say_err!("ralph-ctl: warning: {e}");
+            None
+        });
+        if let Some(warning) =
+            timeout.and_then(|timeout| registration::timeout_warning(verify_total, timeout))
+        {
             crate::output::say_err!("ralph-ctl: warning: {warning}");
         }
     }

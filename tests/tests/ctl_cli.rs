@@ -2677,7 +2677,9 @@ fn read_only_commands_never_run_notify_for_a_loop_whose_driver_is_gone() {
     json.assert_code(0);
     let report = project.path("report.html");
     let report_arg = report.to_str().unwrap();
-    project.ctl(&["report", "--html", report_arg], &[]).assert_code(0);
+    project
+        .ctl(&["report", "--html", report_arg], &[])
+        .assert_code(0);
     project.ctl(&["log"], &[]).assert_code(0);
     let watch = project.ctl(&["watch"], &[]);
     assert_eq!(watch.code, Some(12), "{watch:?}");
@@ -2693,7 +2695,10 @@ fn read_only_commands_never_run_notify_for_a_loop_whose_driver_is_gone() {
     // The next change records the ending, and tells it once.
     let cancel = project.ctl(&["cancel"], &[]);
     cancel.assert_code(0);
-    assert!(cancel.stderr.contains("recorded as interrupted"), "{cancel:?}");
+    assert!(
+        cancel.stderr.contains("recorded as interrupted"),
+        "{cancel:?}"
+    );
     assert_eq!(project.status_json()["status"], "interrupted");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !marker.exists() && Instant::now() < deadline {

@@ -480,6 +480,9 @@ fn started_message(max: u32, signal: &str, task: &str) -> String {
 /// `ralph-ctl cancel`: ends the project's running or paused loop,
 /// `cancelled`, whatever session owns it; says so on `out`.
 pub(crate) fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
+    // A loop left running by a launcher killed outright is recorded as
+    // interrupted first: there is then nothing left to cancel.
+    crate::driver::liveness::reconcile_before_change(paths)?;
     let mut cancelled = false;
     let changed = transaction::change(paths, Whose::Any, |draft| {
         if draft.state().is_some_and(|s| s.status.is_live()) {

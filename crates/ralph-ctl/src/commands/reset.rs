@@ -7,6 +7,9 @@ use crate::error::CmdResult;
 
 /// Clears the state and says what happened.
 pub(crate) fn run(paths: &ProjectPaths) -> CmdResult {
+    // A loop left running by a launcher killed outright: its ending
+    // recorded (and told) before it is cleared.
+    crate::driver::liveness::reconcile_before_change(paths)?;
     match crate::driver::start::clear(paths)? {
         crate::driver::start::Cleared::Nothing => crate::output::say!(
             "Nothing to reset: no loop state in {}.",

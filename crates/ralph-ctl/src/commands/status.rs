@@ -23,9 +23,9 @@ const RECENT: usize = 10;
 /// Writes the state to `out`; a corrupt state, or one ralph did not write,
 /// is shown with its problem (exit 1), never with what it claims.
 pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdResult {
-    // A loop whose launcher was killed outright is shown (and recorded) as
-    // interrupted; when it cannot be recorded, the state is shown as it is.
-    let _ = crate::driver::liveness::reconcile(paths);
+    // Read only: a loop whose launcher was killed outright is shown as
+    // interrupted, never recorded (nor its `notify` run) from here; whoever
+    // next changes the loop (`run --resume`, `cancel`, `reset`) records it.
     let store = StateStore::new(paths);
     let (code, written) = match store.read() {
         Ok(state) => (exit_codes::OK, show(paths, state.as_ref(), json, out)),
@@ -223,7 +223,10 @@ impl Lines {
 fn head(l: &mut Lines, paths: &ProjectPaths, state: &LoopState) {
     l.line(
         "status:",
-        if lifecycle::completion_on_record(state) {
+        if crate::driver::liveness::left_behind(state) {
+            format!("{} (interrupted: its driver is gone; `ralph-ctl run --resume` takes it up again, \
+                 `ralph-ctl cancel` or `reset` records its end)", state.status.as_str())
+        } else if lifecycle::completion_on_record(state) {
             state.status.as_str().to_string()
         } else {
             "complete, but not recorded by ralph: no accepted completion claim is on record (the state was changed outside ralph)".to_string()

@@ -125,6 +125,16 @@ fn plain(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
             }
             last_shown = Some(shown);
         }
+        if crate::driver::liveness::left_behind(&state) {
+            // Shown, never recorded from here: whoever next changes the
+            // loop records it (and runs its `notify`).
+            let said = writeln!(
+                out,
+                "interrupted: its driver is gone (the loop is still recorded as running; \
+                 `ralph-ctl run --resume` takes it up again, `ralph-ctl cancel` or `reset` records its end)"
+            );
+            return super::written(said, exit_codes::INTERRUPTED);
+        }
         if !live_status(&state) {
             let state = crate::driver::finish::believed(paths, state);
             let said = writeln!(out, "{}", printable(&lifecycle::outcome_line(&state)));

@@ -4,8 +4,10 @@
 //! carriers. A launcher killed outright (SIGKILL, its terminal closed, a
 //! reboot) cannot record the end of its loop, which would then stay
 //! `running` and refuse every later start. [`reconcile`] finds such a loop,
-//! all of its carriers gone, and records it as interrupted; `status`,
-//! `start` and `run` call it before they look at the loop.
+//! all of its carriers gone, and records it as interrupted; `start`, `run`,
+//! `cancel` and `reset` call it before they change the loop. Read-only
+//! commands (`status`, `watch`, `report`, `log`, `queue`) never do: they
+//! show such a loop as interrupted ([`left_behind`]) and write nothing.
 
 use ralph_core::events::Event;
 use ralph_core::judge::state::{Carriers, LoopState, ProcessId, Status};
@@ -116,6 +118,21 @@ pub(crate) fn reconcile(paths: &ProjectPaths) -> Result<Option<LoopState>, CtlEr
         Found::Loop(state) if reconciled => Some(*state),
         _ => None,
     })
+}
+
+/// [`reconcile`] for a command about to change the loop (`cancel`,
+/// `reset`): a loop left behind is recorded as interrupted first (its
+/// `notify` run, once), and the person told on stderr. Read-only commands
+/// never call it: they only show the loop as interrupted.
+pub(crate) fn reconcile_before_change(paths: &ProjectPaths) -> Result<(), CtlError> {
+    if let Some(left) = reconcile(paths)? {
+        crate::output::say_err!(
+            "ralph-ctl: the loop (session {}) was left running: {}; recorded as interrupted",
+            left.session_id,
+            left.ended_because.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 /// Why a loop left behind ended, naming its processes.

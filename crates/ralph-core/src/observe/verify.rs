@@ -286,7 +286,10 @@ mod tests {
             Mechanism::Missing(why) => {
                 assert!(!result.passed());
                 assert!(result.output_tail.contains(why.as_str()), "{result:?}");
-                assert!(!root.join("src/inside.txt").exists(), "refused before it ran");
+                assert!(
+                    !root.join("src/inside.txt").exists(),
+                    "refused before it ran"
+                );
             }
         }
     }

@@ -64,7 +64,9 @@ impl Mechanism {
                 );
             }
             let bwrap = match find_bwrap() {
-                None => Err("bubblewrap is not installed (`sudo apt-get install bubblewrap`)".into()),
+                None => {
+                    Err("bubblewrap is not installed (`sudo apt-get install bubblewrap`)".into())
+                }
                 Some(bwrap) => match try_bwrap(&bwrap) {
                     Ok(()) => Ok(bwrap),
                     Err(why) => Err(format!(
@@ -607,7 +609,10 @@ mod tests {
         std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
         std::fs::write(root.join("README.md"), "# p\n").unwrap();
         std::fs::create_dir_all(base.join("outside")).unwrap();
-        (std::fs::canonicalize(&base).unwrap(), std::fs::canonicalize(&root).unwrap())
+        (
+            std::fs::canonicalize(&base).unwrap(),
+            std::fs::canonicalize(&root).unwrap(),
+        )
     }
 
     #[test]
@@ -633,14 +638,23 @@ mod tests {
         );
         let (code, output) = run(&walls, &root, &script);
         assert_eq!(code, 0, "{output}");
-        assert!(output.contains("written") && output.contains("done"), "{output}");
+        assert!(
+            output.contains("written") && output.contains("done"),
+            "{output}"
+        );
         assert!(root.join("src/new.py").is_file());
-        assert_eq!(std::fs::read_to_string(root.join("README.md")).unwrap(), "# p\nmore\n");
+        assert_eq!(
+            std::fs::read_to_string(root.join("README.md")).unwrap(),
+            "# p\nmore\n"
+        );
         assert!(!outside.join("evil").exists(), "{output}");
         assert!(!root.join(".claude/settings.local.json").exists());
         assert!(root.join(".claude").is_dir() && !root.join(".claude-moved").exists());
         assert!(!root.join(".git/hooks/post-commit").exists());
-        assert_eq!(std::fs::read_to_string(root.join(".git/config")).unwrap(), "[core]\n");
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
         assert!(!root.join(".git/info/attributes").exists());
 
         // A hidden folder cannot be read.
@@ -648,8 +662,15 @@ mod tests {
         std::fs::create_dir_all(&secret).unwrap();
         std::fs::write(secret.join("key"), "s3cret").unwrap();
         let walls = walls.hide(secret.clone());
-        let (_, output) = run(&walls, &root, &format!("cat {}/key; echo end", secret.display()));
-        assert!(!output.contains("s3cret") && output.contains("end"), "{output}");
+        let (_, output) = run(
+            &walls,
+            &root,
+            &format!("cat {}/key; echo end", secret.display()),
+        );
+        assert!(
+            !output.contains("s3cret") && output.contains("end"),
+            "{output}"
+        );
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -74,6 +74,44 @@ fn ralph_loop_runs_until_the_promise_and_leaves_later_sessions_alone() {
 }
 
 #[test]
+fn the_official_plugin_s_form_unquoted_is_read_as_task_and_flags() {
+    // `/ralph-loop Fix the findings --max-iterations 6 --completion-promise
+    // DONE`: the task unquoted, a one-word promise unquoted, as the official
+    // plugin's help has it. Both flags are taken, the loop completes on the
+    // promise at 3, and what the line was read as is said first.
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-official");
+    let api = MockApi::start_in_order(script::says(&[
+        "Looked at the findings.",
+        "Fixed two of three.",
+        "All three are fixed.\n<promise>DONE</promise>",
+        "Hello.",
+    ]));
+    let run = plugin_session(
+        &project,
+        client,
+        &api,
+        "/ralph-loop Fix the findings --max-iterations 6 --completion-promise DONE",
+    );
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["task"], "Fix the findings", "{state:#}");
+    assert_eq!(state["maxIterations"], 6, "{state:#}");
+    assert_eq!(state["completionSignal"], "DONE", "{state:#}");
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 3, "{state:#}");
+    assert_eq!(api.main_requests().len(), 3, "{run:?}");
+    let first = user_texts(&api.main_requests()[0].body).join("\n");
+    assert!(
+        first.contains(
+            "ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
+             completion promise \"DONE\" (from --completion-promise)"
+        ),
+        "{first}"
+    );
+}
+
+#[test]
 fn cancel_ralph_from_another_session_ends_a_running_loop_cancelled() {
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("plugin-cancel");
@@ -385,5 +423,79 @@ fn ralph_status_is_answered_without_a_model_request_on_2_1() {
     assert!(
         said.contains("No Ralph loop in") && said.contains("no state file"),
         "the status, as ralph-ctl status says it: {run:?}"
+    );
+}
+
+#[test]
+fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise() {
+    // The same line typed in the client's terminal UI (a pseudo-terminal),
+    // the way a person runs the plugin: read the same way, the loop
+    // completes on `<promise>DONE</promise>` at 3.
+    use ralph_tests::interactive::{write_first_run_config, Key, Stderr, Terminal, SIZE};
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-official-ui");
+    let api = MockApi::start(|turn, _| match turn {
+        0 => Reply::text("Looked at the findings."),
+        1 => Reply::text("Fixed two of three."),
+        2 => Reply::text("All three are fixed.\n<promise>DONE</promise>"),
+        _ => Reply::text("Nothing more to do."),
+    });
+    let mut cmd = project.command(client.executable());
+    let env = project.client_env(client, &api);
+    let key = env
+        .iter()
+        .find(|(k, _)| k == "ANTHROPIC_API_KEY")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    write_first_run_config(&project.home, &project.root, &key);
+    let mut path = vec![bins::bin_dir()];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    cmd.env("PATH", std::env::join_paths(path).unwrap())
+        .arg("--plugin-dir")
+        .arg(plugin_dir())
+        .args(["--permission-mode", "bypassPermissions"])
+        .env("TERM", "xterm-256color")
+        .envs(env);
+    let mut term = Terminal::spawn(cmd, SIZE, Stderr::Captured).unwrap();
+    let ready = term.wait_for_screen("bypass permissions on", Duration::from_secs(30));
+    assert!(ready, "no prompt: {}", term.screen());
+    thread::sleep(Duration::from_millis(500));
+    term.type_text("/ralph-loop Fix the findings --max-iterations 6 --completion-promise DONE")
+        .unwrap();
+    thread::sleep(Duration::from_millis(500));
+    term.press(Key::Enter).unwrap();
+    let status = |project: &TempProject| {
+        project
+            .state()
+            .and_then(|s| s["status"].as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let done = term.wait_until(TIMEOUT, |_| status(&project) == "complete");
+    let screen = term.screen();
+    let text = term.text();
+    let _ = term.type_text("/exit");
+    thread::sleep(Duration::from_millis(300));
+    let _ = term.press(Key::Enter);
+    let run = term.finish(Duration::from_secs(10));
+    let state = project.status_json();
+    assert!(
+        done,
+        "status {}; screen:\n{screen}\n{}",
+        state["status"], run.stderr
+    );
+    assert_eq!(state["task"], "Fix the findings", "{state:#}");
+    assert_eq!(state["maxIterations"], 6, "{state:#}");
+    assert_eq!(state["iteration"], 3, "{state:#}");
+    // The person was shown what the line was read as: the hook's message,
+    // drawn under the line (it scrolls off as the loop goes on).
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "UserPromptSubmit says: ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
+             completion promise \"DONE\" (from --completion-promise)"
+        ),
+        "the person is shown what was read; drawn:\n{flat}"
     );
 }

@@ -150,8 +150,9 @@ pub enum Command {
     )]
     LoopStart {
         /// The task (the words are joined; --max-iterations and
-        /// --completion-promise are found among them too, as /ralph-loop
-        /// passes its whole line as one argument).
+        /// --completion-promise are found among them too, before the task or
+        /// ending the line, as /ralph-loop passes its whole line as one
+        /// argument; a value of several words is quoted).
         #[arg(value_name = "TASK", num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
         task: Vec<String>,
         /// The loop's iteration cap (default: maxIterations of the config, 25).

@@ -48,7 +48,7 @@ pub(crate) fn loop_start(
 ) -> CmdResult {
     let result = open(paths, &request);
     let (text, code) = match result {
-        Ok(text) => (text, exit_codes::OK),
+        Ok((_, text)) => (text, exit_codes::OK),
         Err(e) => (
             format!("The Ralph loop was NOT started: {e}\nTell the person this; do not start the task as a loop.\n"),
             if request.report { exit_codes::OK } else { e.exit_code() },
@@ -65,12 +65,26 @@ const LOOP_FLAGS: [&str; 2] = ["--max-iterations", "--completion-promise"];
 
 /// A `/ralph-loop` line (its words joined by spaces; `--stdin`'s text
 /// kept as it came): the task, verbatim (its newlines, lists and code
-/// blocks kept), and the flags, read only where the README says they stand:
-/// before the task, or after it: on a line of their own, after the task's
-/// last sentence (ending in `.`, `!`, `?`, `:` or a quote or bracket), or
-/// where they cannot be prose (`--max-iterations` and a number, a quoted
-/// promise). Anywhere else a flag's name is the task's text ("Implement the
-/// --completion-promise option"). A value with spaces is quoted.
+/// blocks kept), and its flags, read the official plugin's way, from the
+/// two ends of the line:
+///
+/// - before the task: `--max-iterations N`, `--completion-promise VALUE`
+///   (or `--flag=VALUE`), VALUE one word or quoted (`'…'` or `"…"`);
+/// - after it: the run of flags that ends the line, read from the end
+///   backwards, in any order. There a bare promise is one word, or the words
+///   up to the next flag when they are written like a signal (no lowercase
+///   letter: `--completion-promise ALL DONE`). The run is taken when it
+///   starts a line or follows the end of a sentence (`.`, `!`, `?`, `:`, a
+///   quote or a bracket), or when each of its flags is written as only a
+///   flag is: `--max-iterations` and a number, `--flag=VALUE`, a quoted
+///   value, a bare promise written like a signal (`--completion-promise
+///   DONE`). Otherwise the flags' names are the task's prose ("Implement
+///   the --completion-promise option", "Document --max-iterations 5 in the
+///   README"); a flag with no value is written as a flag when other flags
+///   are with it (`--max-iterations 6 --completion-promise`).
+///
+/// A task that is one quoted string loses its quotes. A flag taken without
+/// a value, or with a bad one, is an error.
 pub(crate) fn parse_words(request: &LoopStart) -> Result<LoopStart, CtlError> {
     let line = request.task.join(" ");
     let mut out = LoopStart {
@@ -79,86 +93,141 @@ pub(crate) fn parse_words(request: &LoopStart) -> Result<LoopStart, CtlError> {
     };
     // Before the task.
     let mut rest = line.as_str();
-    loop {
-        let trimmed = rest.trim_start();
-        let Some((flag, value, after)) = flag_at(trimmed) else {
-            break;
-        };
-        apply_flag(&mut out, flag, &value?)?;
-        rest = after;
+    while let Some(flag) = flag_at(rest.trim_start(), false) {
+        apply_flag(&mut out, flag.name, &flag.value?)?;
+        rest = flag.after;
     }
-    // After it: the leftmost place from which only flags follow, where a
-    // sentence or a line ended.
+    // After it: the leftmost place from which only flags follow.
     let mut task_end = rest.len();
     for (at, _) in rest.match_indices("--") {
         let before = &rest[..at];
-        let boundary = before.is_empty() || before.ends_with(char::is_whitespace);
+        if !(before.is_empty() || before.ends_with(char::is_whitespace)) {
+            continue;
+        }
         let ended = before.trim_end_matches([' ', '\t']);
         let sentence_ended = ended.is_empty()
             || ended.ends_with('\n')
             || ended.ends_with(['.', '!', '?', ':', '"', '\'', ')', ']', '`']);
-        if !boundary {
-            continue;
-        }
         let mut tail = &rest[at..];
         let mut flags = Vec::new();
-        while let Some((flag, value, after)) = flag_at(tail.trim_start()) {
-            flags.push((flag, value));
-            tail = after;
+        while let Some(flag) = flag_at(tail.trim_start(), true) {
+            tail = flag.after;
+            flags.push(flag);
         }
-        // Unmistakable even mid-sentence: a number of iterations, a quoted promise.
-        let unmistakable = flags.iter().all(|(flag, value)| match value {
-            Ok(v) if *flag == "--max-iterations" => v.parse::<u32>().is_ok(),
-            _ => {
-                let after_flag = rest[at..].trim_start_matches(flag).trim_start_matches('=');
-                after_flag.trim_start().starts_with(['"', '\''])
-            }
-        });
-        if !flags.is_empty() && tail.trim().is_empty() && (sentence_ended || unmistakable) {
-            for (flag, value) in flags {
-                apply_flag(&mut out, flag, &value?)?;
+        if flags.is_empty() || !tail.trim().is_empty() {
+            continue;
+        }
+        // A flag with no value is named, not used, unless other flags are with it.
+        let used = |f: &Flag| f.flag_shaped || (f.value.is_err() && flags.len() > 1);
+        if sentence_ended || flags.iter().all(used) {
+            for flag in flags {
+                apply_flag(&mut out, flag.name, &flag.value?)?;
             }
             task_end = at;
             break;
         }
     }
-    let task = rest[..task_end].trim();
+    let task = unquoted(rest[..task_end].trim());
     if !task.is_empty() {
         out.task.push(task.to_string());
     }
     Ok(out)
 }
 
-/// The flag `text` starts with, its value (quoted when it has spaces;
-/// `Err` when it has none), and what follows.
-fn flag_at(text: &str) -> Option<(&'static str, Result<String, CtlError>, &str)> {
-    let flag = LOOP_FLAGS.into_iter().find(|f| {
+/// A task given as one quoted string (`"Fix the findings"`, as the official
+/// plugin's help writes it) without its quotes; any other text as it is.
+fn unquoted(task: &str) -> &str {
+    ['"', '\'']
+        .into_iter()
+        .find_map(|q| {
+            let inner = task.strip_prefix(q)?.strip_suffix(q)?;
+            (!inner.contains(q)).then_some(inner.trim())
+        })
+        .unwrap_or(task)
+}
+
+/// One flag read from a `/ralph-loop` line.
+struct Flag<'a> {
+    /// Its name, one of [`LOOP_FLAGS`].
+    name: &'static str,
+    /// Its value (`Err` when it has none, or an unclosed quote).
+    value: Result<String, CtlError>,
+    /// Written as only a flag is, never as prose: `--max-iterations` and a
+    /// number, `--flag=VALUE`, a quoted value, a bare promise with no
+    /// lowercase letter.
+    flag_shaped: bool,
+    /// What follows it.
+    after: &'a str,
+}
+
+/// Whether `word` is written like a completion signal: something, and no
+/// lowercase letter (`DONE`, `TASK_COMPLETE`).
+fn signal_like(word: &str) -> bool {
+    !word.is_empty() && !word.chars().any(char::is_lowercase)
+}
+
+/// The flag `text` starts with, if any. After the task (`trailing`), a
+/// bare promise runs over the words written like a signal up to the next
+/// flag or the end of the line; before it, a bare value is one word.
+fn flag_at(text: &str, trailing: bool) -> Option<Flag<'_>> {
+    let name = LOOP_FLAGS.into_iter().find(|f| {
         text.strip_prefix(f)
             .is_some_and(|r| r.is_empty() || r.starts_with(['=', ' ', '\t', '\n']))
     })?;
-    let rest = &text[flag.len()..];
+    let rest = &text[name.len()..];
+    let joined = rest.starts_with('=');
     let rest = rest.strip_prefix('=').unwrap_or_else(|| rest.trim_start());
-    let missing = || Err(CtlError::BadArgument(format!("{flag} needs a value")));
+    let flag = |value, flag_shaped, after| Flag {
+        name,
+        value,
+        flag_shaped,
+        after,
+    };
+    let missing = || Err(CtlError::BadArgument(format!("{name} needs a value")));
     let Some(first) = rest.chars().next() else {
-        return Some((flag, missing(), rest));
+        return Some(flag(missing(), joined, rest));
     };
     if first == '"' || first == '\'' {
         return Some(match rest[1..].find(first) {
-            Some(close) => (flag, Ok(rest[1..1 + close].to_string()), &rest[close + 2..]),
-            None => (
-                flag,
+            Some(close) => flag(Ok(rest[1..1 + close].to_string()), true, &rest[close + 2..]),
+            None => flag(
                 Err(CtlError::BadArgument(format!(
-                    "{flag}'s value opens a quote it does not close"
+                    "{name}'s value opens a quote it does not close"
                 ))),
+                true,
                 "",
             ),
         });
     }
-    if rest.starts_with("--") {
-        return Some((flag, missing(), rest));
+    if first.is_whitespace() || LOOP_FLAGS.iter().any(|f| rest.starts_with(f)) {
+        return Some(flag(missing(), joined, rest));
     }
-    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-    Some((flag, Ok(rest[..end].to_string()), &rest[end..]))
+    let word_end = |s: &str| s.find(char::is_whitespace).unwrap_or(s.len());
+    let mut end = word_end(rest);
+    let word = &rest[..end];
+    let flag_shaped = joined
+        || if name == "--max-iterations" {
+            word.parse::<u64>().is_ok()
+        } else {
+            signal_like(word)
+        };
+    if trailing && name == "--completion-promise" && signal_like(word) {
+        // More words written like a signal, on the same line, up to a flag.
+        loop {
+            let after = &rest[end..];
+            let gap = after.len() - after.trim_start_matches([' ', '\t']).len();
+            let next = &after[gap..];
+            let next_word = &next[..word_end(next)];
+            if next_word.is_empty()
+                || !signal_like(next_word)
+                || LOOP_FLAGS.iter().any(|f| next_word.starts_with(f))
+            {
+                break;
+            }
+            end += gap + next_word.len();
+        }
+    }
+    Some(flag(Ok(rest[..end].to_string()), flag_shaped, &rest[end..]))
 }
 
 /// Sets what `flag` asks for, its value checked.
@@ -181,7 +250,9 @@ fn apply_flag(out: &mut LoopStart, flag: &str, value: &str) -> Result<(), CtlErr
     Ok(())
 }
 
-fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
+/// Starts the loop `request` asks for: what the line was read as (one line,
+/// for the person) and the whole started message.
+fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<(String, String), CtlError> {
     let request = &parse_words(request)?;
     let session = session_of(request.session.clone())?;
     let task = request.task.join(" ").trim().to_string();
@@ -227,7 +298,15 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<String, CtlError> {
         },
     )?;
     let _ = started;
-    Ok(started_message(max, &config.completion_signal, &task))
+    let read = Read {
+        task: &task,
+        max: (max, request.max_iterations.is_some()),
+        signal: (
+            &config.completion_signal,
+            request.completion_promise.is_some(),
+        ),
+    };
+    Ok((read_line(&read), started_message(read)))
 }
 
 /// The `/ralph-loop` command a prompt starts with, as the person typed it:
@@ -288,7 +367,9 @@ pub(crate) fn loop_start_hook_on(
 /// must be the client's own (`client_session`, `CLAUDE_CODE_SESSION_ID`,
 /// given by Claude Code 2.1 and later); the project is `project_dir`
 /// (`CLAUDE_PROJECT_DIR`), else the hook's `cwd`. Any other prompt, and
-/// input that is not a hook's, is left alone (nothing said). A refused
+/// input that is not a hook's, is left alone (nothing said). A started loop
+/// answers `{"systemMessage": "ralph: loop started: task …"}`: the client
+/// shows the person what the line was read as. A refused
 /// start answers `{"decision": "block", "reason": …}` on `out`: the client
 /// shows the reason to the person instead of running the command. Always
 /// exits 0: an exit code of 2 would block every prompt when something else
@@ -389,7 +470,12 @@ pub(crate) fn loop_start_hook(
         ..LoopStart::default()
     };
     match open(&ProjectPaths::new(root), &request) {
-        Ok(_) => exit_codes::OK,
+        // Shown to the person (not the model): what the line was read as.
+        Ok((read, _)) => {
+            let answer = serde_json::json!({ "systemMessage": read.trim_end() });
+            let _ = writeln!(out, "{answer}");
+            exit_codes::OK
+        }
         Err(e) => refuse(out, &e.to_string()),
     }
 }
@@ -448,22 +534,77 @@ fn started_text(paths: &ProjectPaths, session: Option<String>) -> Result<String,
         .completion_signal
         .clone()
         .unwrap_or_else(|| config.completion_signal.clone());
-    Ok(started_message(
-        state.max_iterations,
-        &signal,
-        state.task.as_deref().unwrap_or_default(),
-    ))
+    // The cap differs from the config's only when the line set it; the
+    // state keeps a promise only when the line gave one.
+    Ok(started_message(Read {
+        task: state.task.as_deref().unwrap_or_default(),
+        max: (
+            state.max_iterations,
+            state.max_iterations != config.max_iterations,
+        ),
+        signal: (&signal, state.completion_signal.is_some()),
+    }))
 }
 
-/// What `/ralph-loop` says once its loop runs: to the agent (work on the
-/// task now, how the loop ends) and to the person (the client's block cap).
-fn started_message(max: u32, signal: &str, task: &str) -> String {
-    let mut text = format!(
+/// What a `/ralph-loop` line was read as: the task, and each setting with
+/// whether the line gave it.
+struct Read<'a> {
+    /// The task.
+    task: &'a str,
+    /// The iteration cap; true when `--max-iterations` set it.
+    max: (u32, bool),
+    /// The completion signal; true when `--completion-promise` set it.
+    signal: (&'a str, bool),
+}
+
+/// The one line that says what a `/ralph-loop` line was read as, so the
+/// person sees at once where the task ended and which flags were taken:
+/// `ralph: loop started: task "…"; max iterations 6 (from
+/// --max-iterations); completion promise "DONE" (from --completion-promise)`.
+/// A long task is shown by its start and its end.
+fn read_line(read: &Read) -> String {
+    const HEAD: usize = 120;
+    const TAIL: usize = 60;
+    let chars = read.task.chars().count();
+    let shown = if chars > HEAD + TAIL + 20 {
+        let head: String = read.task.chars().take(HEAD).collect();
+        let tail: String = read.task.chars().skip(chars - TAIL).collect();
+        format!("{} … {}", head.trim_end(), tail.trim_start())
+    } else {
+        read.task.to_string()
+    };
+    // Quoted the Rust way: newlines, quotes and every control shown escaped
+    // (`\n`, `\"`, `\u{1b}`), never obeyed.
+    let task = format!("{shown:?}");
+    let (max, max_given) = read.max;
+    let (signal, signal_given) = read.signal;
+    let signal = format!("{signal:?}");
+    let from = |given: bool, flag: &str, value: &str| {
+        if given {
+            format!("from {flag}")
+        } else {
+            format!("the default; {flag} {value} sets it")
+        }
+    };
+    format!(
+        "ralph: loop started: task {task}; max iterations {max} ({}); completion promise {signal} ({})\n",
+        from(max_given, "--max-iterations", "N"),
+        from(signal_given, "--completion-promise", "TEXT"),
+    )
+}
+
+/// What `/ralph-loop` says once its loop runs: what the line was read as
+/// (for the person), then to the agent (work on the task now, how the loop
+/// ends) and to the person (the client's block cap).
+fn started_message(read: Read) -> String {
+    let (max, signal, task) = (read.max.0, read.signal.0, read.task);
+    let mut text = read_line(&read);
+    text.push_str(&format!(
         "Ralph loop started in this session (at most {max} iterations, state in .claude/context/runtime/). \
          Work on the task below now. Each time you stop, it is given back to you, until your final message \
          has {signal} on a line of its own (only when the task is genuinely complete and verified) or the \
          iteration cap is reached. The person ends it with /cancel-ralph.\n"
-    );
+    ));
     if let Some(needed) = block_cap(std::env::var(BLOCK_CAP_ENV).ok().as_deref(), max)
         .filter(|_| max > CLIENT_BLOCK_CAP)
     {
@@ -656,13 +797,165 @@ mod tests {
         .unwrap()
     }
 
+    /// What a line is read as: the task, the cap, the promise.
+    fn read_as(line: &str) -> (String, Option<u32>, Option<String>) {
+        let p = parsed(&[line]);
+        (p.task.join(" "), p.max_iterations, p.completion_promise)
+    }
+
     #[test]
-    fn flags_are_read_only_where_they_stand_and_the_task_is_kept_verbatim() {
-        let one =
-            parsed(&["Fix the user's findings. --max-iterations 6 --completion-promise DONE"]);
-        assert_eq!(one.task, ["Fix the user's findings."]);
-        assert_eq!(one.max_iterations, Some(6));
-        assert_eq!(one.completion_promise.as_deref(), Some("DONE"));
+    fn flags_are_read_from_the_end_of_the_line_backwards_in_the_official_forms() {
+        let (task, six, done) = ("Fix the findings", Some(6), Some("DONE".to_string()));
+        for line in [
+            // The official plugin's documented form, and as people type it.
+            "Fix the findings --max-iterations 6 --completion-promise DONE",
+            "Fix the findings --completion-promise DONE --max-iterations 6",
+            "Fix the findings --max-iterations 6 --completion-promise 'DONE'",
+            "Fix the findings --max-iterations 6 --completion-promise \"DONE\"",
+            "Fix the findings --max-iterations=6 --completion-promise=DONE",
+            "Fix the findings --completion-promise='DONE' --max-iterations=6",
+            "\"Fix the findings\" --max-iterations 6 --completion-promise DONE",
+            "'Fix the findings' --max-iterations 6 --completion-promise DONE",
+            "Fix the findings\n--max-iterations 6\n--completion-promise DONE",
+            // Before the task, as the official help's examples have them.
+            "--max-iterations 6 --completion-promise DONE Fix the findings",
+            "--completion-promise DONE Fix the findings --max-iterations 6",
+        ] {
+            assert_eq!(read_as(line), (task.into(), six, done.clone()), "{line:?}");
+        }
+        // One flag alone, at the end.
+        for (line, task, max, promise) in [
+            (
+                "Fix the findings --max-iterations 6",
+                "Fix the findings",
+                six,
+                None,
+            ),
+            (
+                "Fix the findings --completion-promise DONE",
+                "Fix the findings",
+                None,
+                done.clone(),
+            ),
+            (
+                "Fix the findings --completion-promise=done",
+                "Fix the findings",
+                None,
+                Some("done".into()),
+            ),
+            (
+                "Fix the findings --completion-promise 'all done'",
+                "Fix the findings",
+                None,
+                Some("all done".into()),
+            ),
+            // After the end of a sentence or a line, any one-word value is a flag's.
+            (
+                "Fix the findings. --completion-promise done",
+                "Fix the findings.",
+                None,
+                Some("done".into()),
+            ),
+            (
+                "Fix the findings\n--completion-promise finished",
+                "Fix the findings",
+                None,
+                Some("finished".into()),
+            ),
+        ] {
+            assert_eq!(read_as(line), (task.to_string(), max, promise), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn a_bare_promise_of_several_words_runs_to_the_next_flag_when_written_like_a_signal() {
+        for (line, task, max, promise) in [
+            (
+                "Tidy up --completion-promise ALL DONE",
+                "Tidy up",
+                None,
+                "ALL DONE",
+            ),
+            (
+                "Tidy up --completion-promise TASK COMPLETE --max-iterations 3",
+                "Tidy up",
+                Some(3),
+                "TASK COMPLETE",
+            ),
+            (
+                "Tidy up --max-iterations 3 --completion-promise ALL TESTS PASS",
+                "Tidy up",
+                Some(3),
+                "ALL TESTS PASS",
+            ),
+            (
+                "Tidy up --completion-promise 'ALL DONE'",
+                "Tidy up",
+                None,
+                "ALL DONE",
+            ),
+        ] {
+            assert_eq!(
+                read_as(line),
+                (task.to_string(), max, Some(promise.to_string())),
+                "{line:?}"
+            );
+        }
+        // Words not written like a signal are never swallowed: the line's
+        // end is then no run of flags, and the flag's name is prose.
+        for prose in [
+            "Tidy up --completion-promise all done",
+            "Tidy up --completion-promise ALL done",
+        ] {
+            assert_eq!(read_as(prose), (prose.to_string(), None, None), "{prose:?}");
+        }
+    }
+
+    #[test]
+    fn a_flag_named_in_prose_stays_the_task_s_text() {
+        for prose in [
+            "Implement the --completion-promise option",
+            "Add a --max-iterations flag",
+            "Add a --max-iterations flag. Then test it",
+            "Document --max-iterations 5 in the README",
+            "Explain how --completion-promise works in the README",
+            "Fix the findings --max-iterations 6 --completion-promise done later",
+            // A flag at the end without a value, mid-sentence: named, not used.
+            "Add support for --max-iterations",
+            "Make the parser accept --completion-promise",
+            "Fix the --completion-promise option --max-iterations many",
+            // Quotes that do not enclose the whole task are the task's.
+            "\"Fix\" the \"findings\"",
+            "'Fix' it",
+        ] {
+            assert_eq!(read_as(prose), (prose.to_string(), None, None), "{prose:?}");
+        }
+        // Prose that names a flag, then flags: only the flags are read.
+        assert_eq!(
+            read_as("Implement the --completion-promise option --max-iterations 4 --completion-promise DONE"),
+            ("Implement the --completion-promise option".to_string(), Some(4), Some("DONE".into()))
+        );
+        assert_eq!(
+            read_as("Fix the --completion-promise option --max-iterations 6"),
+            (
+                "Fix the --completion-promise option".to_string(),
+                Some(6),
+                None
+            )
+        );
+    }
+
+    #[test]
+    fn the_task_is_kept_verbatim_and_bad_flags_are_refused() {
+        // Newlines, lists and code blocks are kept; flags on a last line of their own.
+        let text = "Fix it:\n\n- one\n- two\n\n```sh\nmake  test\n```\n--max-iterations 4\n";
+        let kept = parsed(&[text]);
+        assert_eq!(
+            kept.task,
+            ["Fix it:\n\n- one\n- two\n\n```sh\nmake  test\n```"]
+        );
+        assert_eq!(kept.max_iterations, Some(4));
+        // Words as a shell passes them (`ralph-ctl loop-start …`), quotes kept.
         let quoted = parsed(&[
             "--completion-promise",
             "'ALL",
@@ -672,46 +965,80 @@ mod tests {
             "--max-iterations=3",
         ]);
         assert_eq!(quoted.task, ["Tidy up"]);
-        let promise = parsed(&["Tidy up --completion-promise 'ALL DONE'"]);
-        assert_eq!(promise.task, ["Tidy up"]);
-        assert_eq!(promise.completion_promise.as_deref(), Some("ALL DONE"));
         assert_eq!(quoted.completion_promise.as_deref(), Some("ALL DONE"));
         assert_eq!(quoted.max_iterations, Some(3));
-        // Prose that names a flag is the task's.
-        for prose in [
-            "Implement the --completion-promise option",
-            "Add a --max-iterations flag",
-            "Add a --max-iterations flag. Then test it",
-            "Document --max-iterations 5 in the README",
-        ] {
-            let p = parsed(&[prose]);
-            assert_eq!(p.task, [prose], "{prose}");
-            assert_eq!(
-                (p.max_iterations, p.completion_promise),
-                (None, None),
-                "{prose}"
-            );
-        }
-        // Newlines, lists and code blocks are kept; flags on a last line of their own.
-        let text = "Fix it:\n\n- one\n- two\n\n```sh\nmake  test\n```\n--max-iterations 4\n";
-        let kept = parsed(&[text]);
-        assert_eq!(
-            kept.task,
-            ["Fix it:\n\n- one\n- two\n\n```sh\nmake  test\n```"]
-        );
-        assert_eq!(kept.max_iterations, Some(4));
-        for bad in [
-            &["x.", "--max-iterations"][..],
-            &["x.", "--max-iterations", "0"],
-            &["--max-iterations", "many", "x"],
-            &["x.", "--completion-promise", "'open"],
+        for (bad, says) in [
+            ("x. --max-iterations", "--max-iterations needs a value"),
+            (
+                "Fix it\n--completion-promise",
+                "--completion-promise needs a value",
+            ),
+            ("x --max-iterations=", "--max-iterations needs a value"),
+            ("x. --max-iterations 0", "--max-iterations \"0\" is invalid"),
+            ("x --max-iterations 0", "--max-iterations \"0\" is invalid"),
+            (
+                "x --max-iterations 100001",
+                "--max-iterations \"100001\" is invalid",
+            ),
+            (
+                "Fix it.\n--max-iterations lots",
+                "--max-iterations \"lots\" is invalid",
+            ),
+            (
+                "--max-iterations many x",
+                "--max-iterations \"many\" is invalid",
+            ),
+            (
+                "x. --completion-promise 'open",
+                "opens a quote it does not close",
+            ),
+            (
+                "x --max-iterations 6 --completion-promise",
+                "--completion-promise needs a value",
+            ),
         ] {
             let request = LoopStart {
-                task: bad.iter().map(|w| w.to_string()).collect(),
+                task: vec![bad.to_string()],
                 ..LoopStart::default()
             };
-            assert!(parse_words(&request).is_err(), "{bad:?}");
+            let said = parse_words(&request).unwrap_err().to_string();
+            assert!(said.contains(says), "{bad:?}: {said}");
         }
+    }
+
+    #[test]
+    fn the_started_loop_says_what_the_line_was_read_as() {
+        let given = read_line(&Read {
+            task: "Fix the findings",
+            max: (6, true),
+            signal: ("DONE", true),
+        });
+        assert_eq!(
+            given,
+            "ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
+             completion promise \"DONE\" (from --completion-promise)\n"
+        );
+        let defaults = read_line(&Read {
+            task: "Fix it:\n- \"one\"\u{1b}[2J",
+            max: (25, false),
+            signal: ("RALPH_AUDIT_COMPLETE_NO_FINDINGS", false),
+        });
+        assert_eq!(
+            defaults,
+            "ralph: loop started: task \"Fix it:\\n- \\\"one\\\"\\u{1b}[2J\"; max iterations 25 (the default; \
+             --max-iterations N sets it); completion promise \"RALPH_AUDIT_COMPLETE_NO_FINDINGS\" (the default; \
+             --completion-promise TEXT sets it)\n"
+        );
+        // A long task: its start and its end, where flags would be.
+        let long = format!("{} the end --max-iterations", "word ".repeat(100));
+        let said = read_line(&Read {
+            task: &long,
+            max: (25, false),
+            signal: ("DONE", false),
+        });
+        assert!(said.contains("word word … "), "{said}");
+        assert!(said.contains("the end --max-iterations\";"), "{said}");
+        assert!(said.len() < 400, "{said}");
     }
 
     fn hook(
@@ -794,9 +1121,17 @@ mod tests {
         assert!(!dir.path().join(".claude").exists());
         // The namespaced command, a task with lines, a flag on its own line.
         let line = "/ralph:ralph-loop Fix it.\n$(touch x)\n--max-iterations 3";
+        let (code, said) = hook(&submit(line), true, dir.path(), Some("s-1"));
+        assert_eq!(code, 0);
+        // The person is shown what the line was read as, the model nothing.
+        let answer: serde_json::Value = serde_json::from_str(&said).unwrap();
         assert_eq!(
-            hook(&submit(line), true, dir.path(), Some("s-1")),
-            (0, String::new())
+            answer,
+            serde_json::json!({
+                "systemMessage": "ralph: loop started: task \"Fix it.\\n$(touch x)\"; max iterations 3 \
+                                  (from --max-iterations); completion promise \"RALPH_AUDIT_COMPLETE_NO_FINDINGS\" \
+                                  (the default; --completion-promise TEXT sets it)"
+            })
         );
         let state = StateStore::new(&ProjectPaths::new(dir.path()))
             .read()

@@ -121,7 +121,10 @@ pub fn send(
 /// Starts `command` in the platform's shell with `body` on its stdin.
 fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
     let mut shell = shell(command);
+    // Not one of the client's processes, which are ended with it: the
+    // person's notification outlives the client that the hook ran under.
     shell
+        .env_remove(crate::observe::process::RUN_TAG_ENV)
         .current_dir(root)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

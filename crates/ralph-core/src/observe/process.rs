@@ -69,6 +69,37 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     found
 }
 
+/// The variable that marks every process a client started: its value is
+/// one client run's own tag ([`tagged`] finds them, however far they went
+/// from the client's tree). `notify` is started without it.
+pub const RUN_TAG_ENV: &str = "RALPH_CLIENT_RUN";
+
+/// The processes whose environment holds `RUN_TAG_ENV=tag` (this one
+/// excepted): what a client run started, even a process that left its
+/// tree (`setsid`, a double fork: its parent is then init). From
+/// `/proc/PID/environ` on Linux, which only the process's own user (or
+/// root) can read; empty elsewhere. The environment read is the one the
+/// process started with, so only a process that cleared it on purpose is
+/// missed: its parent's tree still is walked ([`descendants`]).
+pub fn tagged(tag: &str) -> Vec<u32> {
+    let needle = format!("{RUN_TAG_ENV}={tag}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            let found = environ
+                .split(|b| *b == 0)
+                .any(|var| var == needle.as_bytes());
+            (found && pid != me).then_some(pid)
+        })
+        .collect()
+}
+
 /// Every (pid, parent pid) pair there is.
 fn parent_pairs() -> Vec<(u32, u32)> {
     if let Ok(entries) = std::fs::read_dir("/proc") {
@@ -296,6 +327,31 @@ mod tests {
         // The sleep gone, sh's wait returns and sh exits on its own.
         assert!(child.wait().unwrap().success());
         assert!(descendants(child.id()).is_empty());
+    }
+
+    #[test]
+    fn tagged_finds_a_process_that_left_the_tree() {
+        let tag = format!("test-{}-{:?}", std::process::id(), Instant::now());
+        // sh starts a new session whose sleep outlives sh: its parent is
+        // then init, and no walk from sh finds it.
+        let mut child = Command::new("sh")
+            .args(["-c", "setsid sleep 30 >/dev/null 2>&1 < /dev/null & exit 0"])
+            .env(RUN_TAG_ENV, &tag)
+            .spawn()
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let found = loop {
+            let found = tagged(&tag);
+            if !found.is_empty() || Instant::now() >= deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(descendants(child.id()).is_empty());
+        send_signal(found[0], libc::SIGKILL).unwrap();
+        assert!(tagged("another-tag").is_empty());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -25,6 +25,15 @@ pub(crate) const TICK: Duration = Duration::from_millis(25);
 /// How long the processes of a signalled client's tool calls have to end
 /// once the client is gone, before they are killed.
 pub(crate) const LEFTOVER_GRACE: Duration = Duration::from_secs(2);
+/// How long a headless client has, once its turn is done (its result
+/// written, or the loop no longer running), to exit on its own before it
+/// and everything it started are ended: both clients otherwise wait for
+/// the agent's background tasks (a server, `sleep 300`), then ask the
+/// model once more.
+pub(crate) const DONE_GRACE: Duration = Duration::from_secs(2);
+/// How long a client ended after its turn has to exit on SIGTERM before it
+/// is killed.
+pub(crate) const DONE_KILL_GRACE: Duration = Duration::from_secs(3);
 /// How often the idle watch looks at the client's transcript and output.
 pub(crate) const IDLE_LOOK: Duration = Duration::from_millis(500);
 
@@ -77,6 +86,12 @@ pub(crate) trait Client {
     fn signal(&mut self, signal: Signal);
     /// Kills it (SIGKILL).
     fn kill(&mut self);
+    /// Whether its turn is done while it still runs (its result written,
+    /// or its loop no longer running): it is then ended after
+    /// [`DONE_GRACE`]. Never, unless the client says.
+    fn turn_done(&mut self) -> bool {
+        false
+    }
 }
 
 /// What happened while the client ran.
@@ -91,6 +106,9 @@ pub(crate) struct Supervision {
     /// Set when the driver ended it because it showed no sign of work for
     /// this long ([`IdleWatch`]).
     pub(crate) idle_cut_off: Option<Duration>,
+    /// True when its turn was done and it still ran [`DONE_GRACE`] later
+    /// (waiting on the agent's background tasks): the driver ended it.
+    pub(crate) ended_after_turn: bool,
 }
 
 /// Ends a client that shows no sign of work for `timeout`
@@ -123,6 +141,13 @@ impl Supervision {
                 idle.as_secs()
             );
         }
+        if self.ended_after_turn && self.signal.is_none() {
+            return format!(
+                "its turn was done and Claude Code still ran {} s later (waiting on the agent's \
+                 background tasks): it was ended with them; {client}",
+                DONE_GRACE.as_secs()
+            );
+        }
         match self.signal {
             Some(signal) if signal.forwarded() => {
                 format!("{} received and passed on; {client}", signal.describe())
@@ -151,6 +176,8 @@ pub(crate) fn supervise(
     let mut kill_at = None;
     let mut killed = false;
     let mut idle_cut_off = None;
+    let mut done_at = None::<Instant>;
+    let mut ended_after_turn = false;
     let started = Instant::now();
     let mut last_activity = (None, started);
     let mut looked_at = None::<Instant>;
@@ -168,7 +195,18 @@ pub(crate) fn supervise(
                 signal: first,
                 killed_after_grace: killed,
                 idle_cut_off,
+                ended_after_turn,
             });
+        }
+        if kill_at.is_none() {
+            if done_at.is_none() && client.turn_done() {
+                done_at = Some(Instant::now() + DONE_GRACE);
+            }
+            if done_at.is_some_and(|at| Instant::now() >= at) {
+                client.signal(Signal::Terminate);
+                kill_at = Some(Instant::now() + grace.min(DONE_KILL_GRACE));
+                ended_after_turn = true;
+            }
         }
         if let Some(watch) = idle.as_mut().filter(|_| kill_at.is_none()) {
             let now = Instant::now();
@@ -257,6 +295,35 @@ pub(crate) struct RunningClient {
     ///
     /// [`watchdog`]: super::watchdog
     watchdog: Option<super::watchdog::Watchdog>,
+    /// This run's own [`RUN_TAG_ENV`] value, which every process the
+    /// client starts inherits: how what it left is found.
+    ///
+    /// [`RUN_TAG_ENV`]: ralph_core::observe::process::RUN_TAG_ENV
+    tag: String,
+    /// Set once the client wrote its result (its turn is done).
+    result_seen: Arc<AtomicBool>,
+    /// Whether the loop is done with this client, asked as it runs.
+    loop_done: Option<Box<dyn FnMut() -> bool>>,
+}
+
+/// One tag per client run: this process's pid, a count, and the time.
+fn new_tag() -> String {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{}-{nanos}",
+        std::process::id(),
+        RUNS.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Whether `bytes` hold a stream-json `result` event, or the `result`
+/// object `--output-format json` writes: the client's turn is done.
+fn holds_result(bytes: &[u8]) -> bool {
+    const NEEDLE: &[u8] = br#""type":"result""#;
+    bytes.windows(NEEDLE.len()).any(|w| w == NEEDLE)
 }
 
 impl RunningClient {
@@ -278,9 +345,11 @@ impl RunningClient {
         output: Output,
         mut each_line: Option<LineHook>,
     ) -> io::Result<RunningClient> {
+        let tag = new_tag();
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .env(ralph_core::observe::process::RUN_TAG_ENV, &tag)
             .current_dir(root);
         let piped = command.delivery == PromptDelivery::Stdin;
         if piped {
@@ -298,8 +367,10 @@ impl RunningClient {
                     let _ = stdin.write_all(text.as_bytes());
                 })?;
         }
+        let result_seen = Arc::new(AtomicBool::new(false));
         let captured = match child.stdout.take() {
             Some(mut stdout) => {
+                let seen_result = Arc::clone(&result_seen);
                 let kept = Arc::new(Mutex::new(Vec::new()));
                 let sink = Arc::clone(&kept);
                 let seen = Arc::new(AtomicU64::new(0));
@@ -317,6 +388,11 @@ impl RunningClient {
                                 break;
                             }
                             counter.fetch_add(n as u64, Ordering::Relaxed);
+                            // (A result split across two reads is found by
+                            // the client's exit, as before.)
+                            if holds_result(&buf[..n]) {
+                                seen_result.store(true, Ordering::Relaxed);
+                            }
                             if output == Output::Readable {
                                 partial.extend_from_slice(&buf[..n]);
                                 while let Some(end) = partial.iter().position(|&b| b == b'\n') {
@@ -373,7 +449,17 @@ impl RunningClient {
             captured,
             signalled: Vec::new(),
             watchdog,
+            tag,
+            result_seen,
+            loop_done: None,
         })
+    }
+
+    /// Once the client's turn is done it is ended after [`DONE_GRACE`]:
+    /// when it writes its result, or when `done` (asked every look) says
+    /// the loop is done with it (its state no longer running).
+    pub(crate) fn end_when_done(&mut self, done: Box<dyn FnMut() -> bool>) {
+        self.loop_done = Some(done);
     }
 
     /// Once the client exited after a signal: the processes of its tool
@@ -392,6 +478,28 @@ impl RunningClient {
         }
         for pid in self.signalled.drain(..) {
             let _ = ralph_core::observe::process::send_signal(pid, 9);
+        }
+        self.end_tagged(grace);
+    }
+
+    /// Ends what the client started that is still there, wherever it went
+    /// (a background task, one that called `setsid`, a daemon whose parent
+    /// is now init): SIGTERM, then SIGKILL for what is left after `grace`.
+    fn end_tagged(&self, grace: Duration) {
+        use ralph_core::observe::process::{send_signal, tagged};
+        let found = tagged(&self.tag);
+        if found.is_empty() {
+            return;
+        }
+        for pid in &found {
+            let _ = send_signal(*pid, 15);
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline && !tagged(&self.tag).is_empty() {
+            thread::sleep(Duration::from_millis(50));
+        }
+        for pid in tagged(&self.tag) {
+            let _ = send_signal(pid, 9);
         }
     }
 
@@ -445,6 +553,11 @@ impl Client for RunningClient {
                 self.signalled.push(pid);
             }
         }
+    }
+
+    fn turn_done(&mut self) -> bool {
+        self.result_seen.load(Ordering::Relaxed)
+            || self.loop_done.as_mut().is_some_and(|done| done())
     }
 
     fn kill(&mut self) {
@@ -552,6 +665,7 @@ mod tests {
                 signal: None,
                 killed_after_grace: false,
                 idle_cut_off: None,
+                ended_after_turn: false,
             }
         );
         assert!(client.events.is_empty());
@@ -719,6 +833,7 @@ mod tests {
                 signal: Some(Signal::Terminate),
                 killed_after_grace: true,
                 idle_cut_off: None,
+                ended_after_turn: false,
             }
         );
         assert_eq!(client.events, ["signal SIGTERM", "signal SIGTERM", "kill"]);

@@ -1037,6 +1037,11 @@ impl Driver<'_> {
                     liveness::with_client(Some(running.pid())),
                     new_baseline,
                 );
+                if self.headless && !self.fresh {
+                    // The hook let the session stop (an ending, a question):
+                    // the client is ended with what it started.
+                    running.end_when_done(loop_done(paths, session));
+                }
                 let output_seen = running.output_seen();
                 let mut transcript = None;
                 let mut activity = || {
@@ -1512,8 +1517,30 @@ pub(crate) fn skipped(state: Option<&LoopState>, number: u32) -> bool {
 /// no error, no signal): the iteration is there to be judged.
 fn turn_ended(supervision: &Supervision, result: &result::ClientResult) -> bool {
     supervision.signal.is_none()
-        && matches!(supervision.exit, client::ClientExit::Code(0))
+        && (matches!(supervision.exit, client::ClientExit::Code(0)) || supervision.ended_after_turn)
         && !result.is_error
+}
+
+/// Whether the loop of `session` is done with its client: no longer
+/// running (ended, waiting for an answer), or no longer this session's.
+/// Read without the lock, at most every quarter of a second.
+fn loop_done(paths: &ProjectPaths, session: &str) -> Box<dyn FnMut() -> bool> {
+    let store = StateStore::new(paths);
+    let session = session.to_string();
+    let mut looked = None::<std::time::Instant>;
+    Box::new(move || {
+        let now = std::time::Instant::now();
+        if looked.is_some_and(|at| now.duration_since(at) < std::time::Duration::from_millis(250)) {
+            return false;
+        }
+        looked = Some(now);
+        match store.read() {
+            Ok(Some(state)) => state.session_id != session || state.status != Status::Running,
+            Ok(None) => true,
+            // Unreadable for a moment (or for good): not a reason to end it.
+            Err(_) => false,
+        }
+    })
 }
 
 /// `--max-budget-usd` for one run: what the loop's budget leaves, bounded

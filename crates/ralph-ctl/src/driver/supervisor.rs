@@ -119,7 +119,16 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
             cause,
         });
     } else if left || supervision.signal.is_some() {
-        let cause = with_hook_news(&paths.state_file(), &before, supervision, &cause);
+        let mut cause = with_hook_news(&paths.state_file(), &before, supervision, &cause);
+        if left && result.is_some_and(|r| !r.is_error) && supervision.signal.is_none() {
+            // The session stopped, so the hook let it stop, yet the loop
+            // is still running: that stop was never recorded.
+            cause.push_str(
+                "; the session stopped but its last stop was not recorded (the Stop hook could \
+                 not record it: its line on stderr says why, such as the state's lock held by \
+                 another process)",
+            );
+        }
         draft.apply(Event::Interrupted { cause });
     }
 }

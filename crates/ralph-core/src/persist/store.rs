@@ -66,7 +66,7 @@ pub enum StoreError {
         message: String,
     },
     /// The lock was held by someone else for too long.
-    #[error("timed out after {}s waiting for the lock on {path}; another ralph process may be stuck", LOCK_TIMEOUT.as_secs())]
+    #[error("timed out after {}s waiting for the lock on {path}; another process holds it (a stuck ralph process, or one the agent left running in the background), so nothing was recorded", LOCK_TIMEOUT.as_secs())]
     LockTimeout {
         /// The locked folder.
         path: PathBuf,

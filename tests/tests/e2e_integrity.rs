@@ -471,3 +471,128 @@ fn a_root_conftest_the_agent_adds_is_rejected_until_removed(client: ClientVersio
         "{text}"
     );
 }
+
+/// A project whose check is `verify` with one test, failing: ralph
+/// installed with `init --yes`, then the config's check, `protectedPaths`
+/// and `allowFewerTests` set, at most 2 iterations.
+fn one_test_project(name: &str, files: &[(&str, &str)], verify: &str) -> TempProject {
+    let project = TempProject::new(name);
+    for (file, text) in files {
+        project.write(file, text);
+    }
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "calc"]);
+    project.ctl(&["init", "--yes"], &[]).assert_code(0);
+    let config_path = project.path(".claude/ralph/config.json");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    config["verify"] = serde_json::json!([{"name": "tests", "command": verify}]);
+    config["maxIterations"] = Value::from(2);
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    project.write_prompt("Make the test of calc pass.\n");
+    project
+}
+
+/// The agent runs `cheat` in iteration 1, then claims done: the loop
+/// must end at its cap, not complete, with the claim rejected by the
+/// check-unchanged gate naming `named`, and the next iteration told.
+fn a_changed_check_is_rejected(
+    client: ClientVersion,
+    project: &TempProject,
+    cheat: &'static str,
+    named: &str,
+) {
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::bash(cheat),
+        1 => Reply::text(format!("The test passes now.\n{SIGNAL}")),
+        _ => Reply::text("Looking at it again."),
+    });
+    let (code, stderr) = run_loop(project, client, &api);
+    let state = project.status_json();
+    assert_ne!(code, Some(0), "{state:#}\n{stderr}");
+    assert_eq!(state["status"], "max_iterations", "{state:#}\n{stderr}");
+    let claim = &state["history"][0]["claim"];
+    assert_eq!(claim["accepted"], false, "{state:#}");
+    let last = &state["lastClaim"];
+    assert_eq!(
+        last["verification"][0]["exitCode"], 0,
+        "the changed check passed: {last:#}"
+    );
+    let gate = last["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["gate"] == "check_unchanged")
+        .unwrap_or_else(|| panic!("no check_unchanged gate: {last:#}"));
+    assert_eq!(gate["passed"], false, "{gate:#}");
+    assert!(gate["detail"].as_str().unwrap().contains(named), "{gate:#}");
+    let requests = api.main_requests();
+    let second = requests
+        .iter()
+        .find(|r| user_texts(&r.body).join("\n").contains("iteration 2 of 2"))
+        .unwrap_or_else(|| panic!("no request of iteration 2 among {}", requests.len()));
+    let text = user_texts(&second.body).join("\n");
+    assert!(
+        text.contains("[Ralph: completion claim rejected]") && text.contains(named),
+        "{text}"
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn a_project_module_shadowing_the_test_runner_does_not_complete(client: ClientVersion) {
+    let test = "import unittest\n\nimport calc\n\n\nclass Add(unittest.TestCase):\n    \
+        def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n";
+    let project = one_test_project(
+        "check-python-shadow",
+        &[("calc.py", CALC_BUGGY), ("test_calc.py", test)],
+        "python3 -m unittest",
+    );
+    // The same summary as the real run, one test, passing.
+    a_changed_check_is_rejected(
+        client,
+        &project,
+        r#"mkdir -p unittest && touch unittest/__init__.py && printf 'print("Ran 1 test in 0.001s\\n\\nOK")\n' > unittest/__main__.py; python3 -m unittest; echo rc=$?"#,
+        "`python3 -m unittest` now runs ./unittest/__init__.py and ./unittest/__main__.py, \
+         not the one at the loop's start (the installed module",
+    );
+    assert!(project.path("unittest/__main__.py").exists());
+    assert_eq!(
+        std::fs::read_to_string(project.path("calc.py")).unwrap(),
+        CALC_BUGGY
+    );
+    // The start's test run was the real one: 1 run, 1 failed.
+    let state = project.status_json();
+    assert_eq!(state["testBaseline"][0]["failed"], 1, "{state:#}");
+}
+
+#[ralph_tests::on_both_clients]
+fn a_changed_npm_test_script_does_not_complete(client: ClientVersion) {
+    let package = r#"{"name": "calc", "private": true, "scripts": {"test": "node --test"}}"#;
+    let test = "const test = require('node:test');\nconst assert = require('node:assert');\n\
+        const { add } = require('../calc.js');\n\n\
+        test('add', () => {\n  assert.strictEqual(add(2, 3), 5);\n});\n";
+    let project = one_test_project(
+        "check-npm-script",
+        &[
+            ("package.json", package),
+            ("calc.js", "exports.add = (a, b) => a - b;\n"),
+            ("test/calc.test.js", test),
+        ],
+        "npm test",
+    );
+    // No summary counts it: only the changed script stands between the
+    // claim and `complete`.
+    let config_path = project.path(".claude/ralph/config.json");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    config["allowFewerTests"] = Value::from(true);
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    a_changed_check_is_rejected(
+        client,
+        &project,
+        r#"sed -i 's/"node --test"/"echo ok"/' package.json; npm test; echo rc=$?"#,
+        "`npm test (scripts.test of package.json)` now runs `echo ok`, not the one at the \
+         loop's start (`node --test`)",
+    );
+    assert!(std::fs::read_to_string(project.path("package.json"))
+        .unwrap()
+        .contains("echo ok"));
+}

@@ -30,6 +30,7 @@ use crate::observe::process::walls::{Walls, WallsWanted};
 use crate::observe::progress;
 use crate::observe::prompt::{self, PromptError};
 use crate::observe::protected::{self, ProtectedSnapshot};
+use crate::observe::resolved::{self, ResolvedChecks};
 use crate::observe::transcript::{self, IterationTail, TranscriptError};
 use crate::observe::usage::{self, UsageReading};
 use crate::observe::verify::{self, VerifyCommand, VerifyResult};
@@ -146,6 +147,18 @@ pub trait World {
     /// project could not be listed in time).
     fn protected_changes(&self, root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
         protected::changes(root, before)
+    }
+    /// What the verify `commands` resolve to differently from `before`,
+    /// the loop's start, run from `root` (a worktree of `project`, or it;
+    /// see [`resolved::changes`]).
+    fn check_changes(
+        &self,
+        root: &Path,
+        project: &Path,
+        before: &ResolvedChecks,
+        commands: &[VerifyCommand],
+    ) -> Vec<String> {
+        resolved::changes(root, project, before, commands)
     }
     /// The time to record, RFC 3339.
     fn now(&self) -> Timestamp;
@@ -499,7 +512,8 @@ fn stop_config(
 
 /// A claim's checks, outside the lock: the verification commands (only
 /// ever the config's, which may take minutes) and the protected files
-/// compared with the loop's start. (Whether the hook's timeout leaves room
+/// compared with the loop's start, and what each command resolves to
+/// (the check of the start, not one the agent changed). (Whether the hook's timeout leaves room
 /// for them is said once, when an in-session loop starts: `ralph-ctl`'s
 /// `open_loop`; a fresh loop's checks are the driver's.)
 fn check_claim(
@@ -512,6 +526,12 @@ fn check_claim(
     observed: &mut Observation,
 ) {
     let commands = &config.completion.verify;
+    // The check must be the one of the loop's start: what each command
+    // resolves to is read before it runs.
+    if let (true, Some(before)) = (claim.assessment.claimed, &owned.check_resolution) {
+        observed.check_changes =
+            Some(world.check_changes(work_root(paths, stop), &paths.root, before, commands));
+    }
     if claim.assessment.claimed && !commands.is_empty() {
         observed.verification =
             Some(world.verify(work_root(paths, stop), commands, config.sandbox.walls()));
@@ -1523,6 +1543,68 @@ mod tests {
             "{reason}"
         );
         assert!(!state(&paths).last_claim.unwrap().accepted);
+    }
+
+    #[test]
+    fn a_claim_whose_check_resolves_otherwise_than_at_the_start_is_rejected() {
+        let config = r#"{"verify": [{"name": "tests", "command": "python3 -m unittest"}]}"#;
+        let (_d, paths) = project(Some(config));
+        // What `ralph-ctl start` records.
+        let mut started = state(&paths);
+        let commands = vec![VerifyCommand {
+            name: "tests".into(),
+            command: "python3 -m unittest".into(),
+            timeout_seconds: 60,
+        }];
+        started.check_resolution = Some(crate::observe::resolved::resolve(
+            &paths.root,
+            &commands,
+            None,
+        ));
+        StateStore::new(&paths)
+            .lock(true)
+            .unwrap()
+            .write(&started)
+            .unwrap();
+        let world = FakeWorld::new(IterationTail::default());
+        let signal = Config::default().completion_signal;
+        // A module of the project that shadows the runner: the claim is
+        // rejected, naming it, though the check passed.
+        std::fs::create_dir_all(paths.root.join("unittest")).unwrap();
+        std::fs::write(paths.root.join("unittest/__init__.py"), "").unwrap();
+        std::fs::write(paths.root.join("unittest/__main__.py"), "print('OK')\n").unwrap();
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        let Answer::Block { reason, .. } = report.answer else {
+            panic!("a rejected claim goes on: {:?}", report.answer);
+        };
+        assert!(
+            reason.contains("check_unchanged gate")
+                && reason.contains(
+                    "`python3 -m unittest` now runs ./unittest/__init__.py and \
+                     ./unittest/__main__.py, not the one at the loop's start"
+                ),
+            "{reason}"
+        );
+        assert!(!state(&paths).last_claim.unwrap().accepted);
+
+        // Removed: the same claim completes.
+        std::fs::remove_dir_all(paths.root.join("unittest")).unwrap();
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert!(state(&paths).last_claim.unwrap().accepted, "{report:?}");
     }
 
     #[test]

@@ -97,6 +97,9 @@ pub enum Event {
     FormulaRecorded(Box<FormulaRun>),
     /// The formula's file as pinned at the run's start.
     FormulaPinned(Box<crate::pin::PinnedFormula>),
+    /// What more checks (a formula's gates) resolve to at the run's start:
+    /// added to the loop's `checkResolution`, a command already there kept.
+    ChecksResolved(Box<crate::observe::resolved::ResolvedChecks>),
     /// A formula's run ends inside a stop (a gate past its retries, a
     /// step's cap): the stop's own history line and audit line say why.
     StepEnded {
@@ -172,6 +175,8 @@ pub struct Reload {
     pub test_baseline: Vec<CommandCounts>,
     /// The protected files' snapshot, when it was taken again.
     pub protected_files: Option<Option<ProtectedSnapshot>>,
+    /// What the checks resolve to, recorded anew (`None`: kept).
+    pub check_resolution: Option<crate::observe::resolved::ResolvedChecks>,
     /// What the log says.
     pub why: String,
 }
@@ -375,6 +380,21 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             }
             Vec::new()
         }
+        Event::ChecksResolved(more) => {
+            let more = *more;
+            let record = state.check_resolution.get_or_insert_with(|| {
+                crate::observe::resolved::ResolvedChecks {
+                    path: more.path.clone(),
+                    commands: Vec::new(),
+                }
+            });
+            for command in more.commands {
+                if !record.commands.iter().any(|c| c.command == command.command) {
+                    record.commands.push(command);
+                }
+            }
+            Vec::new()
+        }
         Event::StepEnded { status, why, at } => {
             if let Some(at) = at {
                 state.iteration = at;
@@ -428,6 +448,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
                 pinned,
                 test_baseline,
                 protected_files,
+                check_resolution,
                 why,
             } = *reload;
             state.pinned = Some(pinned);
@@ -435,6 +456,9 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             state.test_baseline = test_baseline;
             if let Some(protected) = protected_files {
                 state.protected_files = protected;
+            }
+            if let Some(resolution) = check_resolution {
+                state.check_resolution = Some(resolution);
             }
             vec![log(state, LogEvent::Reload, why)]
         }

@@ -15,6 +15,7 @@ pub mod protected;
 pub mod queue;
 pub mod refusals;
 pub mod registration;
+pub mod resolved;
 pub mod test_counts;
 pub mod transcript;
 pub mod usage;

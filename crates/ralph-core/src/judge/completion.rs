@@ -70,6 +70,10 @@ pub enum Gate {
     /// No file under `protectedPaths` (nor a test runner's configuration)
     /// changed or removed since the loop's start.
     ProtectedPaths,
+    /// Every verify command runs what it ran at the loop's start: the same
+    /// program, Python module, package.json script, makefile and runner
+    /// configuration (`checkResolution`).
+    CheckUnchanged,
     /// The iteration's calls were not refused for lack of permission while
     /// nothing changed (work the client would not let happen is not done).
     Permission,
@@ -84,6 +88,7 @@ impl Gate {
             Gate::Verification => "verification",
             Gate::TestCount => "test_count",
             Gate::ProtectedPaths => "protected_paths",
+            Gate::CheckUnchanged => "check_unchanged",
             Gate::Permission => "permission",
         }
     }
@@ -371,6 +376,9 @@ pub struct Integrity<'a> {
     /// The files under `protectedPaths` changed since the loop's start
     /// (`None`: no `protectedPaths`, or nothing to compare with).
     pub protected_changes: Option<&'a [String]>,
+    /// What the verify commands resolve to differently from the loop's
+    /// start (`None`: nothing to compare with).
+    pub check_changes: Option<&'a [String]>,
 }
 
 /// Judges a claim: the plan, the status block's consistency, the
@@ -475,7 +483,35 @@ pub fn gates(
     if let Some(changes) = integrity.protected_changes {
         out.push(protected_gate(changes));
     }
+    if let Some(changes) = integrity.check_changes {
+        out.push(check_unchanged_gate(changes));
+    }
     out
+}
+
+/// The check-unchanged gate: each verify command runs what it ran at the
+/// loop's start (see [`crate::observe::resolved`]).
+fn check_unchanged_gate(changes: &[String]) -> GateResult {
+    GateResult {
+        gate: Gate::CheckUnchanged,
+        passed: changes.is_empty(),
+        detail: if changes.is_empty() {
+            "the check runs what it ran at the start".into()
+        } else {
+            let shown: Vec<&str> = changes.iter().take(10).map(String::as_str).collect();
+            format!(
+                "the check is not the one of the loop's start: {}{}; undo that change (remove \
+                 the file that shadows the runner, restore the script or the makefile), or have \
+                 the person run `ralph-ctl reload` if the check changes on purpose",
+                shown.join("; "),
+                if changes.len() > shown.len() {
+                    "; …"
+                } else {
+                    ""
+                }
+            )
+        },
+    }
 }
 
 /// `n test`/`n tests`.
@@ -611,7 +647,7 @@ pub fn accepted_summary(results: &[GateResult]) -> String {
             Gate::StatusBlock => "the status block says COMPLETE".to_string(),
             Gate::Verification => format!("verified: {}", gate.detail),
             Gate::TestCount => format!("test counts: {}", gate.detail),
-            Gate::ProtectedPaths | Gate::Permission => gate.detail.clone(),
+            Gate::ProtectedPaths | Gate::CheckUnchanged | Gate::Permission => gate.detail.clone(),
         });
     }
     let mut text = format!("checked: {}", checked.join(", "));
@@ -1155,6 +1191,7 @@ mod tests {
                 baseline: &base,
                 allow_fewer_tests: allow,
                 protected_changes: None,
+                check_changes: None,
             };
             let gates = gates(
                 &assessment,
@@ -1200,6 +1237,7 @@ mod tests {
         ] {
             let integrity = Integrity {
                 protected_changes: changes,
+                check_changes: None,
                 ..Integrity::default()
             };
             let gates = gates(&assessment, &PlanReport::default(), &[], None, &integrity);

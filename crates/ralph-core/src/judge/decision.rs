@@ -57,6 +57,10 @@ pub struct Observation {
     /// read when a claim is made (`None`: no `protectedPaths`, or no
     /// snapshot to compare with).
     pub protected_changes: Option<Vec<String>>,
+    /// What the verify commands resolve to differently from the loop's
+    /// start, read when a claim is made (`None`: nothing recorded at the
+    /// start to compare with).
+    pub check_changes: Option<Vec<String>>,
     /// The previous iteration's final message, when its stop could not see
     /// it in time (`transcript_behind`) and it is in the transcript now: a
     /// completion claim in it is judged at this stop.
@@ -95,6 +99,7 @@ impl Observation {
             plan: PlanReport::default(),
             verification: None,
             protected_changes: None,
+            check_changes: None,
             late_message: None,
             tools_incomplete: false,
             usage: UsageReading::default(),
@@ -646,6 +651,7 @@ fn judge_completion(
             baseline: &state.test_baseline,
             allow_fewer_tests: config.completion.allow_fewer_tests,
             protected_changes: observed.protected_changes.as_deref(),
+            check_changes: observed.check_changes.as_deref(),
         },
     );
     // Unknown change counts as none: the refusal is known, the work is

@@ -521,6 +521,11 @@ pub struct LoopState {
     /// hashes: a claim that changed one is rejected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protected_files: Option<crate::observe::protected::ProtectedSnapshot>,
+    /// What each verify command resolved to at the start (the programs,
+    /// the modules, scripts and makefiles they run): a claim whose check
+    /// resolves differently is rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_resolution: Option<crate::observe::resolved::ResolvedChecks>,
     /// What decides this loop, fixed when it started (the config files'
     /// texts, a formula run's formula); `None` in a state written before
     /// pinning, which its next stop pins (the pin module).
@@ -938,6 +943,7 @@ impl LoopState {
             notified: None,
             test_baseline: Vec::new(),
             protected_files: None,
+            check_resolution: None,
             pinned: None,
             config_drift: None,
             outcome_errors: 0,

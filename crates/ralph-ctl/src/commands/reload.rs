@@ -72,6 +72,26 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         .then(|| crate::driver::start::protected_files(paths, &config))
         .transpose()?;
 
+    // The checks as they resolve now, the person's to adopt: the verify
+    // commands and those recorded besides them (a formula's gates).
+    let mut checks = config.completion.verify.clone();
+    for recorded in before
+        .iter()
+        .filter_map(|s| s.check_resolution.as_ref())
+        .flat_map(|r| &r.commands)
+    {
+        if !checks.iter().any(|c| c.command == recorded.command) {
+            checks.push(ralph_core::observe::verify::VerifyCommand {
+                name: "gate".into(),
+                command: recorded.command.clone(),
+                timeout_seconds: 0,
+            });
+        }
+    }
+    let check_resolution = before
+        .as_ref()
+        .map(|_| ralph_core::observe::resolved::resolve(&paths.root, &checks, None));
+
     let no_loop_here = format!(
         "No Ralph loop in {}: nothing to reload",
         paths.root.display()
@@ -119,6 +139,13 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
                     .map_or("none".to_string(), |p| p.patterns.join(", "))
             ));
         }
+        if let (Some(old), Some(_)) = (&state.check_resolution, &check_resolution) {
+            let moved =
+                ralph_core::observe::resolved::changes(&paths.root, &paths.root, old, &checks);
+            if !moved.is_empty() {
+                changes.push(format!("the check recorded anew: {}", moved.join("; ")));
+            }
+        }
         let why = if changes.is_empty() {
             "reloaded: nothing changed".to_string()
         } else {
@@ -128,6 +155,7 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
             pinned: pin,
             test_baseline,
             protected_files: new_protected,
+            check_resolution: check_resolution.clone(),
             why,
         })));
         reloaded = Ok((old, changes));

@@ -169,6 +169,11 @@ pub(crate) fn open_loop(
             crate::output::say_err!("ralph-ctl: warning: {warning}");
         }
     }
+    // What each check resolves to, before it first runs: a claim must run
+    // the same (see ralph_core::observe::resolved).
+    let check_resolution = (!config.completion.verify.is_empty()).then(|| {
+        ralph_core::observe::resolved::resolve(&paths.root, &config.completion.verify, None)
+    });
     // An item of a queue run is judged by the run's baseline, taken once.
     let test_baseline = match paths.is_item() {
         true => StateStore::new(&paths.project())
@@ -186,6 +191,7 @@ pub(crate) fn open_loop(
     state.fresh_context = fresh;
     state.test_baseline = test_baseline;
     state.protected_files = protected_files;
+    state.check_resolution = check_resolution;
     state.pinned = Some(pin);
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.progress = progress::baseline(&paths.root);

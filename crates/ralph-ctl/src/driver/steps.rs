@@ -43,11 +43,22 @@ pub(crate) fn begin(
     if let Some(step) = from {
         run.restart_at(step).map_err(CtlError::BadArgument)?;
     }
+    // What the gates resolve to, as the verify commands' at the start: a
+    // claim must run the same.
+    let gates: Vec<_> = formula
+        .steps
+        .iter()
+        .flat_map(|s| s.gates.iter().map(crate::formula::Gate::as_verify))
+        .collect();
+    let gates_resolved = ralph_core::observe::resolved::resolve(&paths.root, &gates, None);
     let changed = transaction::change(paths, Whose::Session(session), |draft| {
         draft.apply(Event::FormulaRecorded(Box::new(run)));
         draft.apply(Event::FormulaPinned(Box::new(crate::formula::pin(
             paths, formula,
         ))));
+        if !gates.is_empty() {
+            draft.apply(Event::ChecksResolved(Box::new(gates_resolved)));
+        }
         Ok::<_, CtlError>(())
     })?;
     super::told(changed);

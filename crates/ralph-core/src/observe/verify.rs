@@ -268,7 +268,7 @@ mod tests {
         let command = cmd(
             "tests",
             &format!(
-                "echo in > inside.txt; echo out > {}; echo ran",
+                "echo in > src/inside.txt; echo out > {}; echo ran",
                 outside.display()
             ),
             10,

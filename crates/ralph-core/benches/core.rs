@@ -240,7 +240,7 @@ fn bench_walls(c: &mut Criterion) {
         b.iter(|| assert!(verify::run(&dir, black_box(&command), &open).passed()))
     });
     if let Mechanism::Bubblewrap(_) = Mechanism::probe() {
-        let walled = Walls::around(&dir, WallsWanted::Required);
+        let walled = Walls::around(&dir, &dir, WallsWanted::Required);
         group.bench_function("walled", |b| {
             b.iter(|| assert!(verify::run(&dir, black_box(&command), &walled).passed()))
         });

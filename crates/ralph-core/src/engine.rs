@@ -135,10 +135,12 @@ pub trait World {
     /// The plan files' unchecked items.
     fn plan(&self, root: &Path, files: &[String]) -> PlanReport;
     /// Runs the verification commands, in order.
-    /// Runs a claim's checks from `root`, walled as `walls` says (see
-    /// [`Walls`]): they run the agent's code.
+    /// Runs a claim's checks from `root` (the project `project`, or a
+    /// worktree of it), walled as `walls` says (see [`Walls`]): they run
+    /// the agent's code.
     fn verify(
         &self,
+        project: &Path,
         root: &Path,
         commands: &[VerifyCommand],
         walls: WallsWanted,
@@ -179,10 +181,11 @@ pub trait World {
 }
 
 /// The walls every check of the agent's work runs inside (see [`Walls`]),
-/// for a check of `root`: ralph's key folder hidden too, so that the
-/// agent's code cannot read the key that signs ralph's records.
-pub fn check_walls(root: &Path, wanted: WallsWanted) -> Walls {
-    let walls = Walls::around(root, wanted);
+/// for a check of `root` (the project `project`, or a worktree of it):
+/// ralph's key folder hidden too, so that the agent's code cannot read the
+/// key that signs ralph's records.
+pub fn check_walls(project: &Path, root: &Path, wanted: WallsWanted) -> Walls {
+    let walls = Walls::around(project, root, wanted);
     match crate::persist::mac::key_dir() {
         Some(keys) => walls.hide(keys),
         None => walls,
@@ -217,11 +220,12 @@ impl World for RealWorld {
     }
     fn verify(
         &self,
+        project: &Path,
         root: &Path,
         commands: &[VerifyCommand],
         walls: WallsWanted,
     ) -> Vec<VerifyResult> {
-        verify::run_all(root, commands, &check_walls(root, walls))
+        verify::run_all(root, commands, &check_walls(project, root, walls))
     }
     fn now(&self) -> Timestamp {
         Timestamp::now()
@@ -533,8 +537,12 @@ fn check_claim(
             Some(world.check_changes(work_root(paths, stop), &paths.root, before, commands));
     }
     if claim.assessment.claimed && !commands.is_empty() {
-        observed.verification =
-            Some(world.verify(work_root(paths, stop), commands, config.sandbox.walls()));
+        observed.verification = Some(world.verify(
+            &paths.root,
+            work_root(paths, stop),
+            commands,
+            config.sandbox.walls(),
+        ));
     }
     // A claim is compared with the protected files at the loop's start.
     if let (true, Some(before)) = (claim.assessment.claimed, &owned.protected_files) {
@@ -1045,6 +1053,7 @@ mod tests {
         }
         fn verify(
             &self,
+            _project: &Path,
             root: &Path,
             commands: &[VerifyCommand],
             _walls: WallsWanted,

@@ -257,6 +257,25 @@ mod tests {
     }
 
     #[test]
+    fn a_walled_command_past_its_timeout_is_killed_whole() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let root = dir.path().join("project");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        let walls = Walls::around(&root, &root, WallsWanted::Auto);
+        let started = Instant::now();
+        let slow = super::run(
+            &root,
+            &cmd("slow", "setsid sleep 30 & sleep 30; echo never", 1),
+            &walls,
+        );
+        assert!(slow.timed_out && !slow.passed(), "{slow:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the walled command and what it started were killed"
+        );
+    }
+
+    #[test]
     fn a_walled_command_cannot_write_outside_its_project() {
         let dir = tempfile::TempDir::new().unwrap();
         let root = dir.path().join("project");
@@ -273,7 +292,7 @@ mod tests {
             ),
             10,
         );
-        let walls = Walls::around(&root, WallsWanted::Required);
+        let walls = Walls::around(&root, &root, WallsWanted::Required);
         let result = super::run(&root, &command, &walls);
         match Mechanism::probe() {
             Mechanism::Bubblewrap(_) | Mechanism::Landlock(_) => {

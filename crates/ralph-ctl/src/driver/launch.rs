@@ -1143,7 +1143,7 @@ impl Driver<'_> {
         let work_root = current.map_or(paths.root.as_path(), |w| &w.path);
         let step = iteration.step.as_ref();
         if let (Some(command), Some(_)) = (step.and_then(|s| s.autofix.as_deref()), done) {
-            run_autofix(command, work_root, self.config.sandbox.walls());
+            run_autofix(command, &paths.root, work_root, self.config.sandbox.walls());
         }
         let end_of_iteration = fresh::IterationEnd {
             result: done,
@@ -1408,6 +1408,7 @@ fn with_model(step: Option<&formula::Step>, client_args: &[OsString]) -> Vec<OsS
 /// the gates judge the result).
 fn run_autofix(
     command: &str,
+    project: &std::path::Path,
     root: &std::path::Path,
     walls: ralph_core::observe::process::walls::WallsWanted,
 ) {
@@ -1416,7 +1417,7 @@ fn run_autofix(
         command: command.to_string(),
         timeout_seconds: crate::formula::DEFAULT_GATE_TIMEOUT_SECS,
     };
-    let walls = ralph_core::engine::check_walls(root, walls);
+    let walls = ralph_core::engine::check_walls(project, root, walls);
     let result = ralph_core::observe::verify::run(root, &fix, &walls);
     let how = if result.passed() {
         "done".to_string()

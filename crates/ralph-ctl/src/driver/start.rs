@@ -288,7 +288,7 @@ pub(crate) fn test_baseline(
         "ralph-ctl: running the verify command(s) once for the test baseline (at most {} s)",
         verify::total_timeout(commands)
     );
-    let walls = ralph_core::engine::check_walls(&paths.root, config.sandbox.walls());
+    let walls = ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
     if let Some(notice) = walls.notice() {
         crate::output::say_err!("ralph-ctl: {notice}");
     }

@@ -84,23 +84,36 @@ impl Mechanism {
     }
 }
 
-/// `bwrap` in its usual places, else on PATH in an absolute folder that is
-/// not the current one.
+/// `bwrap` in its usual places, else on PATH, taken only where the agent
+/// cannot have put it: an executable owned by root that nobody else can
+/// write, in a folder likewise (links resolved first). A `bwrap` of the
+/// agent's would run every check without walls.
 fn find_bwrap() -> Option<PathBuf> {
     let usual = BWRAP_PLACES.iter().map(PathBuf::from);
     let on_path: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
-    let cwd = std::env::current_dir().ok();
     usual
         .chain(
             on_path
                 .into_iter()
                 .filter(|dir| dir.is_absolute())
-                .filter(|dir| cwd.as_ref().is_none_or(|cwd| !dir.starts_with(cwd)))
                 .map(|dir| dir.join("bwrap")),
         )
-        .find(|p| is_executable(p))
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .find(|p| is_executable(p) && trusted(p) && p.parent().is_some_and(trusted))
+}
+
+/// Owned by root, and writable by its owner alone (Unix).
+#[cfg(unix)]
+fn trusted(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0)
+}
+
+#[cfg(not(unix))]
+fn trusted(_path: &Path) -> bool {
+    false
 }
 
 #[cfg(unix)]
@@ -125,6 +138,10 @@ fn try_bwrap(bwrap: &Path) -> Result<(), String> {
             "--dev-bind",
             "/dev",
             "/dev",
+            "--proc",
+            "/proc",
+            "--unshare-pid",
+            "--new-session",
             "--",
             "true",
         ])
@@ -156,7 +173,7 @@ pub struct Walls {
 
 /// Why a walled command was not started.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the check was not run: walls are required (sandbox: on) but {0}; install it, or set sandbox to auto or off")]
+#[error("the check was not run: {0}")]
 pub struct WallsMissing(pub String);
 
 impl Walls {
@@ -174,28 +191,53 @@ impl Walls {
 
     /// The walls around a check of `work_root` (the project, or a worktree
     /// of it), as `wanted`, with this machine's mechanism.
-    pub fn around(work_root: &Path, wanted: WallsWanted) -> Walls {
+    pub fn around(project: &Path, work_root: &Path, wanted: WallsWanted) -> Walls {
         match wanted {
             WallsWanted::Off => Walls::open(),
-            _ => Walls::with_mechanism(work_root, wanted, Mechanism::probe().clone()),
+            _ => Walls::with_mechanism(project, work_root, wanted, Mechanism::probe().clone()),
         }
     }
 
     /// [`Walls::around`] with a given mechanism (the tests').
-    pub fn with_mechanism(work_root: &Path, wanted: WallsWanted, mechanism: Mechanism) -> Walls {
-        let root = std::fs::canonicalize(work_root).unwrap_or_else(|_| work_root.to_path_buf());
+    ///
+    /// What is writable and what is not comes from `project` (the main
+    /// checkout, ralph's own) and `work_root` (the project, or a worktree of
+    /// it), never from a file the agent can write: the repository's folder
+    /// is `project/.git` when that is a real folder, not where a worktree's
+    /// `.git` file or its `commondir` point. Protected folders that do not
+    /// exist yet are made first, so that their read-only walls stand.
+    pub fn with_mechanism(
+        project: &Path,
+        work_root: &Path,
+        wanted: WallsWanted,
+        mechanism: Mechanism,
+    ) -> Walls {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let (project, root) = (real(project), real(work_root));
         let mut writable = vec![root.clone()];
-        let mut read_only = vec![root.join(".claude")];
-        if let Some(common) = git_common_dir(&root) {
-            if !common.starts_with(&root) {
-                writable.push(common.clone());
+        let mut read_only = Vec::new();
+        for checkout in [&project, &root] {
+            let claude = checkout.join(".claude");
+            let _ = std::fs::create_dir_all(&claude);
+            if !read_only.contains(&claude) {
+                read_only.push(claude);
             }
-            read_only.extend(["config", "hooks", "info"].map(|name| common.join(name)));
-            // A worktree's main checkout holds ralph's files too, and may be
-            // inside a writable folder (a temp one).
-            if let Some(main) = common.parent().filter(|main| *main != root) {
-                read_only.push(main.join(".claude"));
+        }
+        let git = project.join(".git");
+        if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
+            // A mount of its own: the folder cannot be renamed away (and
+            // another put in its place), its contents stay writable.
+            writable.push(git.clone());
+            for name in ["hooks", "info"] {
+                let _ = std::fs::create_dir_all(git.join(name));
             }
+            read_only.extend(["config", "config.worktree", "hooks", "info"].map(|n| git.join(n)));
+        }
+        // A worktree's `.git` file says where its repository is: ralph's git
+        // in the worktree reads it, so the check may not rewrite it.
+        let dot_git = root.join(".git");
+        if root != project && std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file()) {
+            read_only.push(dot_git);
         }
         let mut temp: Vec<PathBuf> = vec!["/tmp".into(), "/var/tmp".into()];
         if let Ok(dir) = std::fs::canonicalize(std::env::temp_dir()) {
@@ -204,17 +246,26 @@ impl Walls {
             }
         }
         temp.append(&mut writable);
+        // The person's session bus and agents live in the runtime folder:
+        // a socket there would run a command outside the walls.
+        let hidden = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| real(&dir))
+            .into_iter()
+            .collect();
         Walls {
             wanted,
             mechanism,
             writable: temp,
             read_only,
-            hidden: Vec::new(),
+            hidden,
         }
     }
 
     /// Hides `folder` from the walled command (an empty folder in its place).
     pub fn hide(mut self, folder: PathBuf) -> Walls {
+        let folder = std::fs::canonicalize(&folder).unwrap_or(folder);
         self.hidden.push(folder);
         self
     }
@@ -231,7 +282,8 @@ impl Walls {
             (WallsWanted::Off, _) | (_, Mechanism::Bubblewrap(_)) => None,
             (_, Mechanism::Landlock(why)) => Some(format!(
                 "walls: Landlock's, as {why}: a check cannot create or remove an entry at the top \
-                 of the project (bubblewrap's walls can)"
+                 of the project or of .git, nor list the folders on the way to ralph's key \
+                 (bubblewrap's walls have neither limit)"
             )),
             (_, Mechanism::Missing(why)) => Some(format!(
                 "walls: none for the checks ({why}); the verify commands run the agent's code with your rights"
@@ -247,13 +299,28 @@ impl Walls {
 
     /// `inner` run inside the walls: the same program, arguments,
     /// environment and folder.
-    pub fn wrap(&self, inner: Command) -> Result<Command, WallsMissing> {
+    pub fn wrap(&self, mut inner: Command) -> Result<Command, WallsMissing> {
+        if self.walled() {
+            // Sockets to the person's session and keys: through them a
+            // command would run, or sign, outside the walls.
+            for var in [
+                "DBUS_SESSION_BUS_ADDRESS",
+                "SSH_AUTH_SOCK",
+                "GPG_AGENT_INFO",
+            ] {
+                inner.env_remove(var);
+            }
+        }
         match (&self.wanted, &self.mechanism) {
             (WallsWanted::Off, _) => Ok(inner),
             (_, Mechanism::Bubblewrap(bwrap)) => Ok(self.bubblewrap(bwrap, inner)),
-            (_, Mechanism::Landlock(_)) => landlock::wall(self, inner).map_err(WallsMissing),
+            (_, Mechanism::Landlock(_)) => landlock::wall(self, inner)
+                .map_err(|why| WallsMissing(format!("its walls could not be built: {why}"))),
             (WallsWanted::Auto, Mechanism::Missing(_)) => Ok(inner),
-            (WallsWanted::Required, Mechanism::Missing(why)) => Err(WallsMissing(why.clone())),
+            (WallsWanted::Required, Mechanism::Missing(why)) => Err(WallsMissing(format!(
+                "walls are required (sandbox: on) but {why}; install it, or set sandbox to auto \
+                 or off"
+            ))),
         }
     }
 
@@ -277,18 +344,22 @@ impl Walls {
         );
         mounts.sort_by_key(|(_, path)| path.components().count());
         let mut args: Vec<OsString> = Vec::new();
+        // A pid namespace of its own, with its own /proc: through the host's,
+        // `/proc/<pid>/root` of any process outside would lead past every
+        // wall. A session of its own: no terminal to push input into.
         let base = [
             ("--ro-bind", Path::new("/")),
             ("--dev-bind", Path::new("/dev")),
+            ("--proc", Path::new("/proc")),
         ];
         for (flag, path) in base.into_iter().chain(mounts) {
             args.push(flag.into());
             args.push(path.into());
-            if flag != "--tmpfs" {
+            if flag != "--tmpfs" && flag != "--proc" {
                 args.push(path.into());
             }
         }
-        args.push("--die-with-parent".into());
+        args.extend(["--unshare-pid", "--new-session", "--die-with-parent"].map(OsString::from));
         args
     }
 
@@ -331,7 +402,7 @@ mod landlock {
 
     use landlock::{
         path_beneath_rules, Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset,
-        RulesetAttr, RulesetCreatedAttr, ABI,
+        RulesetAttr, RulesetCreatedAttr, Scope, ABI,
     };
 
     use super::Walls;
@@ -360,6 +431,11 @@ mod landlock {
             return;
         }
         let meta = std::fs::symlink_metadata(dir);
+        // A link in a walked folder may be the agent's (`ln -s / escape`): a
+        // rule on it would grant its target. It gets none.
+        if meta.as_ref().is_ok_and(|m| m.file_type().is_symlink()) {
+            return;
+        }
         let holds_one = except.iter().any(|e| e.starts_with(dir));
         if !holds_one || !meta.as_ref().is_ok_and(|m| m.is_dir()) {
             rules.push((dir.to_path_buf(), access));
@@ -386,6 +462,7 @@ mod landlock {
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(all)
+            .and_then(|r| r.scope(Scope::from_all(ABI_WANTED)))
             .and_then(|r| r.create())
             .map_err(|e| format!("Landlock refused the walls: {e}"))?;
         for (path, access) in &rules {
@@ -502,7 +579,7 @@ mod tests {
         let outside = dir.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
         let home_like = std::fs::canonicalize(&outside).unwrap();
-        let walls = Walls::with_mechanism(&root, WallsWanted::Required, mechanism.clone());
+        let walls = Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone());
         assert!(walls.walled());
         // The temp dir holds both here, so the outside folder is made
         // read-only the way a home folder is: by not being writable.
@@ -542,6 +619,43 @@ mod tests {
     }
 
     #[test]
+    fn a_walled_check_cannot_go_round_through_proc_nor_rename_git() {
+        let Some(mechanism) = bwrap_or_skip() else {
+            return;
+        };
+        let (dir, root) = project();
+        let outside = std::fs::canonicalize(dir.path()).unwrap().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let walls = Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone());
+        // The outside folder lies in the temp folder here: made read-only as
+        // a home folder is, by not being writable.
+        let walls = Walls {
+            writable: walls
+                .writable
+                .iter()
+                .filter(|p| !outside.starts_with(p))
+                .cloned()
+                .collect(),
+            ..walls
+        };
+        let me = std::process::id();
+        let script = format!(
+            "echo evil > /proc/{me}/root{out}/evil; echo c >> /proc/{me}/root{root}/.git/config; \
+             mv .git .git-old; mkdir -p .git-new; echo done",
+            out = outside.display(),
+            root = root.display()
+        );
+        let (_, output) = run(&walls, &root, &script);
+        assert!(output.contains("done"), "{output}");
+        assert!(!outside.join("evil").exists(), "{output}");
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert!(root.join(".git/config").is_file() && !root.join(".git-old").exists());
+    }
+
+    #[test]
     fn a_hidden_folder_is_empty_to_the_check() {
         let Some(mechanism) = bwrap_or_skip() else {
             return;
@@ -550,8 +664,8 @@ mod tests {
         let secret = dir.path().join("keys");
         std::fs::create_dir(&secret).unwrap();
         std::fs::write(secret.join("key"), "s3cret").unwrap();
-        let walls =
-            Walls::with_mechanism(&root, WallsWanted::Auto, mechanism.clone()).hide(secret.clone());
+        let walls = Walls::with_mechanism(&root, &root, WallsWanted::Auto, mechanism.clone())
+            .hide(secret.clone());
         let (_, output) = run(
             &walls,
             &root,
@@ -573,7 +687,7 @@ mod tests {
         std::fs::create_dir_all(&gitdir).unwrap();
         std::fs::write(tree.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
         std::fs::write(gitdir.join("commondir"), "../..\n").unwrap();
-        let walls = Walls::with_mechanism(&tree, WallsWanted::Required, mechanism.clone());
+        let walls = Walls::with_mechanism(&root, &tree, WallsWanted::Required, mechanism.clone());
         let (_, output) = run(
             &walls,
             &tree,
@@ -624,6 +738,7 @@ mod tests {
         let (base, root) = project_outside_temp("landlock");
         let walls = Walls::with_mechanism(
             &root,
+            &root,
             WallsWanted::Required,
             Mechanism::Landlock("a test".into()),
         );
@@ -657,6 +772,18 @@ mod tests {
         );
         assert!(!root.join(".git/info/attributes").exists());
 
+        // A link the agent planted at the top grants nothing of its target.
+        std::os::unix::fs::symlink(&outside, root.join("escape")).unwrap();
+        let walls = Walls::with_mechanism(
+            &root,
+            &root,
+            WallsWanted::Required,
+            Mechanism::Landlock("a test".into()),
+        );
+        let (_, output) = run(&walls, &root, "echo evil > escape/evil; echo done");
+        assert!(output.contains("done"), "{output}");
+        assert!(!outside.join("evil").exists(), "{output}");
+
         // A hidden folder cannot be read.
         let secret = base.join("keys");
         std::fs::create_dir_all(&secret).unwrap();
@@ -678,10 +805,10 @@ mod tests {
     fn required_walls_that_cannot_be_built_refuse_the_check() {
         let (_dir, root) = project();
         let missing = Mechanism::Missing("bubblewrap is not installed".into());
-        let required = Walls::with_mechanism(&root, WallsWanted::Required, missing.clone());
+        let required = Walls::with_mechanism(&root, &root, WallsWanted::Required, missing.clone());
         let err = required.shell("true").unwrap_err();
         assert!(err.to_string().contains("bubblewrap is not installed"));
-        let auto = Walls::with_mechanism(&root, WallsWanted::Auto, missing);
+        let auto = Walls::with_mechanism(&root, &root, WallsWanted::Auto, missing);
         assert!(!auto.walled());
         assert!(auto.notice().unwrap().contains("with your rights"));
         assert_eq!(auto.shell("true").unwrap().get_program(), "sh");

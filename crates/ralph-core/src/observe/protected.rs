@@ -8,7 +8,8 @@
 //! What is judged is change, not addition: a file listed at the start may
 //! not change or vanish, and a new file under the globs (a test the agent
 //! wrote for its fix) is free. The test runners' configuration counts as
-//! protected with them ([`RUNNER_CONFIG`]): `conftest.py`, `pytest.ini`,
+//! protected with them ([`RUNNER_CONFIG`]): `conftest.py`, `pytest.ini`
+//! (and `.pytest.ini`, `pytest.toml`, `.pytest.toml`),
 //! `tox.ini`, `jest.config.*`, `vitest.config.*`, `.mocharc.*` and karma's
 //! at the project root or under a protected folder, whole, added ones too
 //! (a new root `conftest.py` can pass every test as surely as an edited
@@ -58,6 +59,9 @@ pub const MAX_LISTED: usize = 2_000;
 pub const RUNNER_CONFIG: &[&str] = &[
     "conftest.py",
     "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
     "tox.ini",
     "setup.cfg",
     "pyproject.toml",

@@ -55,9 +55,9 @@ pub(crate) struct Landing<'a> {
     pub(crate) item: &'a Item,
     /// The queue's plan (relative to the project), for a `plan:` source.
     pub(crate) plan: Option<&'a Path>,
-    /// The queue's folder of items (relative to the project), for a `dir:`
-    /// source.
-    pub(crate) source_dir: Option<&'a Path>,
+    /// The queue's source, its plan or its folder of items, relative to the
+    /// project (`None` for a command, or a source outside the project).
+    pub(crate) source: Option<&'a Path>,
     /// The project's verify commands.
     pub(crate) verify: &'a [VerifyCommand],
     /// The claims, whose worktree lock is held while the worktree goes.
@@ -92,11 +92,26 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
     // What the agent left uncommitted is part of its work.
     if !git(wt, &["status", "--porcelain", "--ignore-submodules=all"])?.is_empty() {
         git(wt, &["add", "--all"])?;
-        let message = format!("{} ({})", landing.item.title, landing.item.id);
-        run(
+        // Not the empty files 2.1.330's sandbox leaves as mount points of
+        // the paths it protects (`.claude/settings.local.json`,
+        // `.gitmodules`, …): they are no work of the agent's.
+        let added = git(
             wt,
-            with_who(&["commit", "--quiet", "--no-verify", "-m", &message]),
+            &["diff", "--cached", "--name-only", "-z", "--diff-filter=A"],
         )?;
+        for path in added.split('\0').filter(|p| !p.is_empty()) {
+            let empty = std::fs::symlink_metadata(wt.join(path)).is_ok_and(|m| m.len() == 0);
+            if empty && guarded_path(path, landing) {
+                git(wt, &["rm", "--cached", "--quiet", "--", path])?;
+            }
+        }
+        if !git(wt, &["diff", "--cached", "--name-only"])?.is_empty() {
+            let message = format!("{} ({})", landing.item.title, landing.item.id);
+            run(
+                wt,
+                with_who(&["commit", "--quiet", "--no-verify", "-m", &message]),
+            )?;
+        }
     }
     let range = format!("{}..HEAD", landing.base);
     let ahead: u64 = git(wt, &["rev-list", "--count", &range])?
@@ -126,9 +141,27 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
     // What decides and runs later is the person's: the item may not change
     // it, however its agent got at it.
     let changed = git(wt, &["diff", "--name-only", "--no-renames", "-z", &range])?;
+    let added = git(
+        wt,
+        &[
+            "diff",
+            "--name-only",
+            "--no-renames",
+            "-z",
+            "--diff-filter=A",
+            &range,
+        ],
+    )?;
+    let added: Vec<&str> = added.split('\0').collect();
+    // An empty file added (a sandbox's mount point the agent's `git add -A`
+    // took) says nothing and runs nothing: it does not hold the item back.
+    let added_empty = |path: &str| {
+        added.contains(&path)
+            && git(wt, &["cat-file", "-s", &format!("HEAD:{path}")]).is_ok_and(|size| size == "0")
+    };
     let guarded: Vec<&str> = changed
         .split('\0')
-        .filter(|path| !path.is_empty() && guarded_path(path, landing))
+        .filter(|path| !path.is_empty() && guarded_path(path, landing) && !added_empty(path))
         .collect();
     if !guarded.is_empty() {
         return Ok(Landed::NeedsReview(format!(
@@ -162,7 +195,7 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
         let result = verify::run(
             wt,
             command,
-            &ralph_core::engine::check_walls(wt, landing.walls),
+            &ralph_core::engine::check_walls(landing.root, wt, landing.walls),
         );
         if !result.passed() {
             let how = if result.timed_out {
@@ -219,12 +252,34 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
 fn guarded_path(path: &str, landing: &Landing<'_>) -> bool {
     let path = Path::new(path);
     let source = |given: Option<&Path>| given.is_some_and(|s| path.starts_with(s));
-    path.starts_with(".claude")
-        || path
-            .file_name()
-            .is_some_and(|name| name == ".gitattributes")
+    // Names compared without case: on a file system that ignores it
+    // (macOS, Windows) `.CLAUDE` is `.claude`.
+    let first = path.components().next().map(|c| c.as_os_str());
+    let named = |os: Option<&std::ffi::OsStr>, name: &str| {
+        os.and_then(|n| n.to_str())
+            .is_some_and(|n| n.eq_ignore_ascii_case(name))
+    };
+    named(first, ".claude")
+        || named(path.file_name(), ".gitattributes")
+        || named(first, ".gitmodules")
         || source(landing.plan)
-        || source(landing.source_dir)
+        || source(landing.source)
+}
+
+/// `path` as the merge queue compares it with the paths an item changed:
+/// relative to the project `root`, without `.` parts; `None` outside it.
+pub(crate) fn in_project(root: &Path, path: &Path) -> Option<std::path::PathBuf> {
+    let relative = if path.is_absolute() {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        real(path).strip_prefix(real(root)).ok()?.to_path_buf()
+    } else {
+        path.to_path_buf()
+    };
+    let cleaned: std::path::PathBuf = relative
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
+    (!cleaned.as_os_str().is_empty()).then_some(cleaned)
 }
 
 /// `-c` options naming a committer when the repository names none (git
@@ -326,7 +381,7 @@ mod tests {
             worktree,
             item,
             plan: Some(Path::new("PLAN.md")),
-            source_dir: None,
+            source: None,
             verify,
             claims,
             expected_base: None,
@@ -381,7 +436,7 @@ mod tests {
             worktree: &right,
             item: &item("right"),
             plan: Some(Path::new("PLAN.md")),
-            source_dir: None,
+            source: None,
             verify: &[],
             claims: &claims,
             expected_base: Some(&start),
@@ -448,6 +503,45 @@ mod tests {
     }
 
     #[test]
+    fn a_sandboxs_empty_mount_points_neither_land_nor_hold_an_item_back() {
+        let (_d, root, plan, claims) = repo();
+        let tree = worked(&plan, "item-mounts", "work.txt", "work\n");
+        for empty in [
+            ".gitmodules",
+            ".claude/agents",
+            ".claude/settings.local.json",
+        ] {
+            let path = tree.path.join(empty);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "").unwrap();
+        }
+        // Left uncommitted, and, for one, committed by the agent's `git add -A`.
+        sh(&tree.path, &["add", "--force", ".gitmodules"]);
+        sh(&tree.path, &["commit", "-q", "-m", "add -A"]);
+        match land_it(&root, &tree, &item("left"), &[], &claims) {
+            Landed::Merged { .. } => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(root.join("work.txt").is_file());
+        let landed = git(&root, &["ls-tree", "-r", "--name-only", "main"]).unwrap();
+        assert!(
+            !landed.contains("settings.local.json") && !landed.contains("agents"),
+            "{landed}"
+        );
+    }
+
+    #[test]
+    fn a_queues_source_is_guarded_however_it_was_named() {
+        let (_d, root, _plan, _claims) = repo();
+        let p = |s: &str| Some(PathBuf::from(s));
+        assert_eq!(in_project(&root, Path::new("./PLAN.md")), p("PLAN.md"));
+        assert_eq!(in_project(&root, Path::new("./tasks/./")), p("tasks"));
+        assert_eq!(in_project(&root, &root.join("tasks")), p("tasks"));
+        assert_eq!(in_project(&root, Path::new("/elsewhere/PLAN.md")), None);
+        assert_eq!(in_project(&root, Path::new(".")), None);
+    }
+
+    #[test]
     fn a_merge_driver_the_repository_names_never_runs_in_a_rebase() {
         let (dir, root, plan, claims) = repo();
         let marks = dir.path().join("merge-driver-ran");
@@ -487,6 +581,8 @@ mod tests {
         for (n, (file, text)) in [
             (".claude/ralph/guardrails.md", "obey the agent\n"),
             (".claude/settings.local.json", "{}\n"),
+            (".CLAUDE/settings.local.json", "{}\n"),
+            (".gitmodules", "[submodule \"x\"]\n"),
             ("src/.gitattributes", "*.txt merge=evil\n"),
             ("PLAN.md", "- [x] left\n- [x] right\n"),
         ]
@@ -542,7 +638,7 @@ mod tests {
             worktree: &bare,
             item: &item("left"),
             plan: None,
-            source_dir: None,
+            source: None,
             verify: &[],
             claims: &claims,
             expected_base: None,

@@ -670,9 +670,9 @@ impl Shared<'_> {
             Source::Plan(path) if path.is_relative() => Some(path.clone()),
             _ => None,
         };
-        let source_dir: Option<PathBuf> = match &self.source {
-            Source::Dir(path) if path.is_relative() => Some(path.clone()),
-            _ => None,
+        let guarded_source: Option<PathBuf> = match &self.source {
+            Source::Dir(path) | Source::Plan(path) => merge::in_project(&self.paths.root, path),
+            Source::Command(_) => None,
         };
         let landing = Landing {
             root: &self.paths.root,
@@ -680,7 +680,7 @@ impl Shared<'_> {
             worktree: &worktree,
             item,
             plan: plan_path.as_deref(),
-            source_dir: source_dir.as_deref(),
+            source: guarded_source.as_deref(),
             verify: &self.config.completion.verify,
             claims: &self.claims,
             expected_base: expected.as_deref(),

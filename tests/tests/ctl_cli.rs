@@ -1457,7 +1457,9 @@ fn a_complete_state_ralph_did_not_write_is_never_reported_complete() {
 fn a_client_that_edits_the_state_and_the_log_does_not_end_the_loop_complete() {
     // The agent's command (outside any sandbox) turns the state `complete`
     // in place, keeping its MAC, and appends an `end` line in the log's
-    // shape: the launcher believes neither.
+    // shape: the launcher believes neither. (It waits a second first: the
+    // launcher records the client it started, and an edit made before that
+    // write would be replaced by it.)
     let project = TempProject::new("edited");
     let marker = started_with_notify(&project);
     let state = project.state_path().display().to_string();
@@ -1469,6 +1471,7 @@ fn a_client_that_edits_the_state_and_the_log_does_not_end_the_loop_complete() {
         format!(
             "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.0.77 (Claude Code)'; exit 0; }}\n\
              cat > /dev/null\n\
+             sleep 1\n\
              sed -i 's/\"status\": \"running\"/\"status\": \"complete\"/' '{state}'\n\
              sid=$(sed -n 's/.*\"sessionId\": \"\\([^\"]*\\)\".*/\\1/p' '{state}' | head -n 1)\n\
              echo '{line}' | sed \"s/SID/$sid/\" >> '{}'\n\

@@ -51,19 +51,34 @@ fn worker_agent(
         let Some(title) = item_of(body) else {
             return Reply::text("No item in sight.");
         };
+        let commit = || {
+            let (file, text) = contents(&title);
+            Reply::bash(format!(
+                "printf '%s\\n' '{text}' > {file} && git add {file} && git commit -q -m '{title}' && echo committed"
+            ))
+        };
         match turn {
-            0 => {
-                let (file, text) = contents(&title);
-                Reply::bash(format!(
-                    "printf '%s\\n' '{text}' > {file} && git add {file} && git commit -q -m '{title}' && echo committed"
-                ))
-            }
+            0 => commit(),
+            // As an agent does when the client's sandbox could not start its
+            // command: run it again (see sandbox_could_not_start).
+            1 | 2 if sandbox_could_not_start(body) => commit(),
             _ => Reply::text(format!(
                 "{title} is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {}}}",
                 item_id_of(body)
             )),
         }
     }
+}
+
+/// Whether the last tool result says the client's sandbox could not start
+/// the command: 2.1.330's sandboxes of two workers race on the mount points
+/// they make for the repository's `.git/config.lock`
+/// (docs/protocol-notes.md), and the agent's command then fails before it
+/// runs.
+fn sandbox_could_not_start(body: &Value) -> bool {
+    user_texts(body)
+        .last()
+        .is_some_and(|text| text.contains("bwrap: Can't"))
 }
 
 /// How many conversations the mock saw for each item (first turns).

@@ -285,16 +285,24 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
                 Some(rest.split('}').next()?.trim().to_string())
             })
             .unwrap_or_else(|| "\"?\"".into());
+        let commit = Reply::bash(format!(
+            "echo '{title}' > shared.txt && git add shared.txt && git commit -qm '{title}' && echo committed"
+        ));
+        // As an agent does when the client's sandbox could not start its
+        // command (2.1.330's sandboxes of two workers race on the mount
+        // points of `.git/config.lock`): run it again.
+        let could_not_start = user_texts(body)
+            .last()
+            .is_some_and(|text| text.contains("bwrap: Can't"));
         match turn {
             0 => {
                 started.lock().unwrap().insert(title.clone());
                 ralph_tests::scenario::wait_until(std::time::Duration::from_secs(30), || {
                     started.lock().unwrap().len() == 2
                 });
-                Reply::bash(format!(
-                    "echo '{title}' > shared.txt && git add shared.txt && git commit -qm '{title}' && echo committed"
-                ))
+                commit
             }
+            1 | 2 if could_not_start => commit,
             _ => Reply::text(format!(
                 "{title} is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
             )),

@@ -137,41 +137,8 @@ pub(super) fn disabled_merge_drivers(
     if !configuration_may_name_merge_drivers(root, &|name| std::env::var_os(name)) {
         return Ok(Vec::new());
     }
-    let mut command = git_command(root);
-    command.args([
-        "config",
-        "--null",
-        "--name-only",
-        "--includes",
-        "--get-regexp",
-        r"^merge\..*\.",
-    ]);
-    let names = match run_git(command, deadline) {
-        GitRun::Output(bytes) => bytes,
-        GitRun::Exited(1) => return Ok(Vec::new()), // no merge driver at all
-        GitRun::Exited(128) | GitRun::NotUsable => return Err(GitListing::NotUsable),
-        GitRun::Exited(_) | GitRun::Failed => return Err(GitListing::Failed),
-    };
-    let mut seen = HashSet::new();
     let mut options = Vec::new();
-    for key in names.split(|&b| b == 0) {
-        // `merge.<name>.<variable>`; the name may hold dots.
-        let Some(rest) = key.strip_prefix(b"merge.") else {
-            continue;
-        };
-        let Some(dot) = rest.iter().rposition(|&b| b == b'.') else {
-            continue; // `merge.<variable>`: a setting, no driver
-        };
-        let name = &rest[..dot];
-        if !seen.insert(name) {
-            continue;
-        }
-        if name.contains(&b'=') {
-            return Err(GitListing::NotUsable);
-        }
-        let Some(name) = os_string(name) else {
-            return Err(GitListing::NotUsable);
-        };
+    for name in driver_names(root, deadline, "merge", r"^merge\..*\.")? {
         let mut option = OsString::from("merge.");
         option.push(&name);
         option.push(".driver=false");
@@ -220,41 +187,8 @@ pub(super) fn disabled_filters(
     if !configuration_may_name_filters(root, &|name| std::env::var_os(name)) {
         return Ok(Vec::new());
     }
-    let mut command = git_command(root);
-    command.args([
-        "config",
-        "--null",
-        "--name-only",
-        "--includes",
-        "--get-regexp",
-        r"^filter\.",
-    ]);
-    let names = match run_git(command, deadline) {
-        GitRun::Output(bytes) => bytes,
-        GitRun::Exited(1) => return Ok(Vec::new()), // no filter at all
-        GitRun::Exited(128) | GitRun::NotUsable => return Err(GitListing::NotUsable),
-        GitRun::Exited(_) | GitRun::Failed => return Err(GitListing::Failed),
-    };
-    let mut seen = HashSet::new();
     let mut options = Vec::new();
-    for key in names.split(|&b| b == 0) {
-        // `filter.<name>.<variable>`; the name may hold dots, or be empty.
-        let Some(rest) = key.strip_prefix(b"filter.") else {
-            continue;
-        };
-        let Some(dot) = rest.iter().rposition(|&b| b == b'.') else {
-            continue; // `filter.<variable>`: no driver
-        };
-        let name = &rest[..dot];
-        if !seen.insert(name) {
-            continue;
-        }
-        if name.contains(&b'=') {
-            return Err(GitListing::NotUsable);
-        }
-        let Some(name) = os_string(name) else {
-            return Err(GitListing::NotUsable);
-        };
+    for name in driver_names(root, deadline, "filter", r"^filter\.")? {
         for setting in [".clean=", ".smudge=", ".process=", ".required=false"] {
             let mut option = OsString::from("filter.");
             option.push(&name);
@@ -264,6 +198,55 @@ pub(super) fn disabled_filters(
         }
     }
     Ok(options)
+}
+
+/// The names of the drivers of `section` (`filter`, `merge`) that the
+/// configuration defines, each once: the `<name>` of every
+/// `<section>.<name>.<variable>` key that `git config --get-regexp
+/// <regexp>` lists, includes followed (a name may hold dots, or be empty).
+/// `Err(NotUsable)` for a name that a `-c` option cannot carry (one holding
+/// `=`, which git splits the option at) or that is not text.
+fn driver_names(
+    root: &Path,
+    deadline: Instant,
+    section: &str,
+    regexp: &str,
+) -> Result<Vec<OsString>, GitListing> {
+    let mut command = git_command(root);
+    command.args([
+        "config",
+        "--null",
+        "--name-only",
+        "--includes",
+        "--get-regexp",
+        regexp,
+    ]);
+    let keys = match run_git(command, deadline) {
+        GitRun::Output(bytes) => bytes,
+        GitRun::Exited(1) => return Ok(Vec::new()), // no such key at all
+        GitRun::Exited(128) | GitRun::NotUsable => return Err(GitListing::NotUsable),
+        GitRun::Exited(_) | GitRun::Failed => return Err(GitListing::Failed),
+    };
+    let prefix = format!("{section}.");
+    let mut seen = HashSet::new();
+    let mut names = Vec::new();
+    for key in keys.split(|&b| b == 0) {
+        let Some(rest) = key.strip_prefix(prefix.as_bytes()) else {
+            continue;
+        };
+        let Some(dot) = rest.iter().rposition(|&b| b == b'.') else {
+            continue; // `<section>.<variable>`: a setting, no driver
+        };
+        let name = &rest[..dot];
+        if !seen.insert(name) {
+            continue;
+        }
+        if name.contains(&b'=') {
+            return Err(GitListing::NotUsable);
+        }
+        names.push(os_string(name).ok_or(GitListing::NotUsable)?);
+    }
+    Ok(names)
 }
 
 /// Most bytes of a configuration file [`configuration_may_name_filters`]

@@ -1702,39 +1702,97 @@ fn git_never_runs_a_program_the_users_or_the_repositorys_configuration_names() {
     assert!(marker.exists(), "plain git status runs the user's filter");
 }
 
-/// Each process in process group `pgid` that has not exited yet, from /proc.
-fn group_members(pgid: i32) -> Vec<String> {
+/// Where a verification command's processes live, as seen from the test:
+/// its own pid namespace when the walls gave it one, else its process group.
+#[derive(Debug, Clone)]
+enum Scope {
+    Namespace(PathBuf),
+    Group(i32),
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name (state first);
+/// the name may hold spaces and parentheses.
+fn stat_fields(pid: &str) -> Option<Vec<String>> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// The pids of live processes (not zombies) in `scope`.
+fn scope_members(scope: &Scope) -> Vec<String> {
     let mut members = Vec::new();
     for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Some(fields) = stat_fields(&pid) else {
             continue;
         };
-        // pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
+        if fields.first().map(String::as_str) == Some("Z") {
             continue;
+        }
+        let inside = match scope {
+            Scope::Namespace(ns) => {
+                fs::read_link(format!("/proc/{pid}/ns/pid")).ok().as_ref() == Some(ns)
+            }
+            Scope::Group(pgid) => fields.get(2) == Some(&pgid.to_string()),
         };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.first() != Some(&"Z") && fields.get(2) == Some(&pgid.to_string().as_str()) {
-            members.push(stat);
+        if inside {
+            members.push(pid);
         }
     }
     members
 }
 
-/// The process group of the process `pid`.
-fn pgid_of(pid: &str) -> i32 {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let (_, rest) = stat.rsplit_once(')').unwrap();
-    rest.split_whitespace().nth(2).unwrap().parse().unwrap()
+/// The scope of the shell whose command line holds `token`. Walls may put
+/// it in a pid namespace of its own, where the pid it knows itself by means
+/// nothing outside; the `bwrap` that started it holds the token too, so a
+/// process in another namespace wins.
+fn scope_of_command_holding(token: &str) -> Option<Scope> {
+    let ours = fs::read_link("/proc/self/ns/pid").unwrap();
+    let mut group = None;
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if !String::from_utf8_lossy(&cmdline).contains(token) {
+            continue;
+        }
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        let Ok(ns) = fs::read_link(format!("/proc/{pid}/ns/pid")) else {
+            continue;
+        };
+        if ns != ours {
+            return Some(Scope::Namespace(ns));
+        }
+        if group.is_none() {
+            group = stat_fields(&pid)
+                .and_then(|fields| fields.get(2)?.parse().ok())
+                .map(Scope::Group);
+        }
+    }
+    group
 }
 
-/// Kills a verification command's group when a test ends, whatever happened.
-struct KillGroup(i32);
+/// Kills a verification command's processes when a test ends, whatever
+/// happened.
+struct KillScope(Scope);
 
-impl Drop for KillGroup {
+impl Drop for KillScope {
     fn drop(&mut self) {
-        if self.0 > 1 {
-            ralph_tests::project::signal_group(self.0 as u32, libc::SIGKILL);
+        match self.0 {
+            Scope::Group(pgid) if pgid > 1 => {
+                ralph_tests::project::signal_group(pgid as u32, libc::SIGKILL)
+            }
+            Scope::Group(_) => {}
+            Scope::Namespace(_) => {
+                for pid in scope_members(&self.0) {
+                    if let Ok(pid) = pid.parse::<i32>() {
+                        signal_process(pid as u32, libc::SIGKILL);
+                    }
+                }
+            }
         }
     }
 }
@@ -1775,26 +1833,24 @@ fn verification_dies_with_the_hook(signal: i32, name: &str) {
     let input = to_bytes(&stop_input(&project, Some(&format!("All done.\n{SIGNAL}"))));
     child.stdin.take().unwrap().write_all(&input).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    let pid = loop {
-        if let Ok(pid) = fs::read_to_string(&leader) {
-            break pid.trim().to_string();
-        }
+    while !leader.exists() {
         assert!(Instant::now() < deadline, "the verification never started");
         thread::sleep(Duration::from_millis(10));
-    };
+    }
     let started = Instant::now();
-    let group = pgid_of(&pid);
-    let _cleanup = KillGroup(group);
-    assert!(!group_members(group).is_empty());
+    let scope = scope_of_command_holding(&leader.display().to_string())
+        .expect("the verification's shell is found by its command line");
+    let _cleanup = KillScope(scope.clone());
+    assert!(!scope_members(&scope).is_empty());
     signal_process(child.id(), signal);
     let status = child.wait().unwrap();
     assert_eq!(status.signal(), Some(signal), "the hook died of the signal");
     let deadline = Instant::now() + Duration::from_secs(3);
-    while !group_members(group).is_empty() {
+    while !scope_members(&scope).is_empty() {
         assert!(
             Instant::now() < deadline,
-            "the verification outlived the hook: {:?}",
-            group_members(group)
+            "the verification outlived the hook: {scope:?} {:?}",
+            scope_members(&scope)
         );
         thread::sleep(Duration::from_millis(20));
     }

@@ -81,6 +81,36 @@ fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
 }
 
 #[ralph_tests::on_both_clients]
+fn a_task_run_without_a_terminal_is_checked_by_the_tests_it_found(client: ClientVersion) {
+    // `run --task` under nohup, CI or another agent: no terminal to ask
+    // whether the tests found become the check, and no --yes. The agent's
+    // early "done" is still checked against them.
+    let project = TempProject::python_with_a_failing_test("task-unattended");
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::text(format!("Done.\n{SIGNAL}")),
+        1 => Reply::bash(FIX),
+        _ => Reply::text(format!("Fixed add(); the tests pass.\n{SIGNAL}")),
+    });
+    let mut cmd = project.command(bins::ctl());
+    cmd.args(["run", "--task", "Fix add() in calc.py.", "--headless"])
+        .envs(project.client_env(client, &api));
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    run.assert_code(0);
+    run.assert_stdout_has(&[
+        "No terminal to ask in: the test command found, `python3 -m unittest` (from ",
+        "becomes the completion check",
+    ]);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 2, "{state:#}");
+    assert_eq!(state["history"][0]["decision"], "block", "{state:#}");
+    assert_eq!(
+        state["lastClaim"]["verification"][0]["command"], "python3 -m unittest",
+        "{state:#}"
+    );
+}
+
+#[ralph_tests::on_both_clients]
 fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
     let scenario =
         Scenario::new("progress", client).exact_args(&["--headless", "--max-iterations", "3"]);

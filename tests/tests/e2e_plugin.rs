@@ -105,7 +105,8 @@ fn the_official_plugin_s_form_unquoted_is_read_as_task_and_flags() {
     assert!(
         first.contains(
             "ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
-             completion promise \"DONE\" (from --completion-promise)"
+             completion promise \"DONE\" (from --completion-promise); not verified: no verify command in \
+             .claude/ralph/config.json, so the promise ends the loop without running anything"
         ),
         "{first}"
     );
@@ -494,7 +495,8 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
     assert!(
         flat.contains(
             "UserPromptSubmit says: ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
-             completion promise \"DONE\" (from --completion-promise)"
+             completion promise \"DONE\" (from --completion-promise); not verified: no verify command in \
+             .claude/ralph/config.json, so the promise ends the loop without running anything"
         ),
         "the person is shown what was read; drawn:\n{flat}"
     );

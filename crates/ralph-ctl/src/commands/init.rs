@@ -225,8 +225,8 @@ enum VerifyPlan {
 /// completion check; Enter accepts. Anywhere else (a script, a pipe) it
 /// asks nothing and answers no: `--yes` says yes there.
 fn ask_to_use(found: &detect::Detected, protect: &[String]) -> bool {
-    use std::io::{BufRead, IsTerminal, Write};
-    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+    use std::io::{BufRead, Write};
+    if !has_terminal() {
         return false;
     }
     let mut out = std::io::stdout();
@@ -256,6 +256,12 @@ fn ask_to_use(found: &detect::Detected, protect: &[String]) -> bool {
             "" | "y" | "yes"
         ),
     }
+}
+
+/// Whether a person can be asked: stdin and stdout both a terminal.
+fn has_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 
 /// A JSON file read whole and parsed into an object (empty when missing or blank).
@@ -550,6 +556,17 @@ fn plan_verify(
             VerifyPlan::Kept(config.completion.verify.len())
         }
         (None, _) => match detect::test_command(root) {
+            // A loop about to run unattended (`run --task` under nohup, CI
+            // or another agent) never runs unchecked when a check is found.
+            Some(found) if options.then_runs && !options.yes && !has_terminal() => {
+                crate::output::say!(
+                    "No terminal to ask in: the test command found, `{}` (from {}), becomes the completion \
+                     check, as --yes would make it (change it in .claude/ralph/config.json).",
+                    found.command,
+                    found.source
+                );
+                VerifyPlan::Write(found.command, found.source)
+            }
             Some(found) if options.yes || ask_to_use(&found, offered_protection) => {
                 VerifyPlan::Write(found.command, found.source)
             }

@@ -305,6 +305,7 @@ fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<(String, String), C
             &config.completion_signal,
             request.completion_promise.is_some(),
         ),
+        checks: config.completion.verify.len(),
     };
     Ok((read_line(&read), started_message(read)))
 }
@@ -543,6 +544,7 @@ fn started_text(paths: &ProjectPaths, session: Option<String>) -> Result<String,
             state.max_iterations != config.max_iterations,
         ),
         signal: (&signal, state.completion_signal.is_some()),
+        checks: config.completion.verify.len(),
     }))
 }
 
@@ -555,6 +557,8 @@ struct Read<'a> {
     max: (u32, bool),
     /// The completion signal; true when `--completion-promise` set it.
     signal: (&'a str, bool),
+    /// How many verify commands check a claim (0: it is not verified).
+    checks: usize,
 }
 
 /// The one line that says what a `/ralph-loop` line was read as, so the
@@ -586,8 +590,17 @@ fn read_line(read: &Read) -> String {
             format!("the default; {flag} {value} sets it")
         }
     };
+    let check = match read.checks {
+        0 => "not verified: no verify command in .claude/ralph/config.json, so the promise ends the loop \
+              without running anything (`ralph-ctl init --verify CMD` adds one)"
+            .to_string(),
+        n => format!(
+            "checked by {n} verify command{} (.claude/ralph/config.json)",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
     format!(
-        "ralph: loop started: task {task}; max iterations {max} ({}); completion promise {signal} ({})\n",
+        "ralph: loop started: task {task}; max iterations {max} ({}); completion promise {signal} ({}); {check}\n",
         from(max_given, "--max-iterations", "N"),
         from(signal_given, "--completion-promise", "TEXT"),
     )
@@ -1012,22 +1025,26 @@ mod tests {
             task: "Fix the findings",
             max: (6, true),
             signal: ("DONE", true),
+            checks: 1,
         });
         assert_eq!(
             given,
             "ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
-             completion promise \"DONE\" (from --completion-promise)\n"
+             completion promise \"DONE\" (from --completion-promise); checked by 1 verify command \
+             (.claude/ralph/config.json)\n"
         );
         let defaults = read_line(&Read {
             task: "Fix it:\n- \"one\"\u{1b}[2J",
             max: (25, false),
             signal: ("RALPH_AUDIT_COMPLETE_NO_FINDINGS", false),
+            checks: 0,
         });
         assert_eq!(
             defaults,
             "ralph: loop started: task \"Fix it:\\n- \\\"one\\\"\\u{1b}[2J\"; max iterations 25 (the default; \
              --max-iterations N sets it); completion promise \"RALPH_AUDIT_COMPLETE_NO_FINDINGS\" (the default; \
-             --completion-promise TEXT sets it)\n"
+             --completion-promise TEXT sets it); not verified: no verify command in .claude/ralph/config.json, \
+             so the promise ends the loop without running anything (`ralph-ctl init --verify CMD` adds one)\n"
         );
         // A long task: its start and its end, where flags would be.
         let long = format!("{} the end --max-iterations", "word ".repeat(100));
@@ -1035,10 +1052,15 @@ mod tests {
             task: &long,
             max: (25, false),
             signal: ("DONE", false),
+            checks: 2,
         });
         assert!(said.contains("word word … "), "{said}");
         assert!(said.contains("the end --max-iterations\";"), "{said}");
-        assert!(said.len() < 400, "{said}");
+        assert!(
+            said.ends_with("checked by 2 verify commands (.claude/ralph/config.json)\n"),
+            "{said}"
+        );
+        assert!(said.len() < 450, "{said}");
     }
 
     fn hook(
@@ -1130,7 +1152,9 @@ mod tests {
             serde_json::json!({
                 "systemMessage": "ralph: loop started: task \"Fix it.\\n$(touch x)\"; max iterations 3 \
                                   (from --max-iterations); completion promise \"RALPH_AUDIT_COMPLETE_NO_FINDINGS\" \
-                                  (the default; --completion-promise TEXT sets it)"
+                                  (the default; --completion-promise TEXT sets it); not verified: no verify command \
+                                  in .claude/ralph/config.json, so the promise ends the loop without running anything \
+                                  (`ralph-ctl init --verify CMD` adds one)"
             })
         );
         let state = StateStore::new(&ProjectPaths::new(dir.path()))

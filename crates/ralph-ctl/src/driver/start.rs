@@ -4,7 +4,7 @@ use ralph_core::events::Event;
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, FileLayers, ProcessEnv, MAX_ITERATIONS_LIMIT};
 use ralph_core::judge::lifecycle;
-use ralph_core::judge::state::LoopState;
+use ralph_core::judge::state::{LoopState, RunMode};
 use ralph_core::observe::hook_input;
 use ralph_core::observe::progress;
 use ralph_core::observe::prompt;
@@ -38,7 +38,7 @@ pub(crate) fn run(
     max_iterations: Option<u32>,
     force: bool,
 ) -> CmdResult {
-    let started = start_loop(paths, session, max_iterations, force, force, false)?;
+    let started = start_loop(paths, session, max_iterations, force, force, false, None)?;
     crate::output::say!("{} {}", started.session_id, started.max_iterations);
     Ok(exit_codes::OK)
 }
@@ -47,7 +47,8 @@ pub(crate) fn run(
 /// unless a loop is running, the breaker is open, or the state is corrupt
 /// (`force` replaces them), or the prompt is still the template
 /// (`allow_template` runs it anyway). A `fresh` loop runs each iteration in
-/// a client process and session of its own (`ralph-ctl run --fresh`).
+/// a client process and session of its own (`ralph-ctl run --fresh`);
+/// `run_mode` is how `ralph-ctl run` runs it, for `run --resume`.
 pub(crate) fn start_loop(
     paths: &ProjectPaths,
     session: Option<String>,
@@ -55,6 +56,7 @@ pub(crate) fn start_loop(
     force: bool,
     allow_template: bool,
     fresh: bool,
+    run_mode: Option<RunMode>,
 ) -> Result<Started, CtlError> {
     let (config, pin) = pinned_config(paths)?;
     // Fail now, not at the first stop, when the prompt cannot be used.
@@ -78,7 +80,9 @@ pub(crate) fn start_loop(
         }
         None => config.max_iterations,
     };
-    open_loop(paths, &config, pin, session, max, force, fresh, |_| {})
+    open_loop(paths, &config, pin, session, max, force, fresh, |state| {
+        state.run_mode = run_mode;
+    })
 }
 
 /// The config files as they are now, read once: the configuration they
@@ -243,11 +247,21 @@ pub(crate) fn open_loop(
     for note in &replaced.notes {
         crate::output::say_err!("ralph-ctl: {note}");
     }
+    // A loop that runs nothing to check a claim says so as it starts (an
+    // item's run has said it for every item).
+    if config.completion.verify.is_empty() && !paths.is_item() {
+        crate::output::say_err!("ralph-ctl: {}", NOT_VERIFIED);
+    }
     Ok(Started {
         session_id: session,
         max_iterations: max,
     })
 }
+
+/// What a loop without a completion check is told at its start.
+pub(crate) const NOT_VERIFIED: &str =
+    "not verified: no verify command in .claude/ralph/config.json, so a claim of done ends the loop \
+     without running anything; add your test command with `ralph-ctl init --verify CMD`";
 
 /// The files under `protectedPaths` now, with their content hashes; an
 /// error when the project cannot be listed in time (a claim could never

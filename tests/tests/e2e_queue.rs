@@ -229,6 +229,12 @@ fn two_workers_drain_a_plan_each_item_once_verified_and_landed_in_turn(client: C
         git_out(&root, &["rev-list", "--merges", "--count", "main"]),
         "0"
     );
+    // The last line says where the items landed, not to commit them.
+    let head = git_out(&root, &["rev-parse", "main"]);
+    outcome.closing_has(&[&format!(
+        "5 items landed on main, now at {}: already committed there",
+        &head[..12]
+    )]);
     let plan = std::fs::read_to_string(root.join("PLAN.md")).unwrap();
     assert_eq!(plan.matches("- [x] task").count(), 5, "{plan}");
     assert_eq!(
@@ -345,6 +351,10 @@ fn a_branch_that_conflicts_is_kept_for_review_and_the_rest_lands(client: ClientV
     assert!(plan.contains(&format!("- [x] {landed}")), "{plan}");
     assert!(plan.contains(&format!("- [ ] {title}")), "{plan}");
     outcome.run.assert_stderr_has(&["needs-review", branch]);
+    outcome.closing_has(&[
+        "1 item landed on main, now at ",
+        "1 needs review on its branch; `ralph-ctl queue plan:PLAN.md` lists each with why",
+    ]);
 }
 
 #[ralph_tests::on_both_clients]
@@ -455,7 +465,13 @@ fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
     let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
     let scenario = plan_drain("queue-ctrl-c", client, plan, json!({}), "2");
     // Every item's agent starts a long command.
-    let api = MockApi::start(|_, _| Reply::bash("sleep 60"));
+    let stopped = Arc::new(AtomicBool::new(false));
+    let after = Arc::clone(&stopped);
+    let agent = worker_agent(|title| (file_of(title), title.to_string()));
+    let api = MockApi::start(move |turn, body| match after.load(Ordering::SeqCst) {
+        false => Reply::bash("sleep 60"),
+        true => agent(turn, body),
+    });
     let mut command = scenario.command(&api);
     command
         .stdout(Stdio::piped())
@@ -501,6 +517,79 @@ fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
         "{:?}",
         processes_in_group(launcher.id())
     );
+    // The closing line's next step, run as printed, takes the queue up:
+    // `run --resume` too goes on as the queue run it was.
+    let closing = err
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    assert!(
+        closing
+            .contains("`ralph-ctl run --queue plan:PLAN.md --workers 2` takes up the items left"),
+        "{err}"
+    );
+    stopped.store(true, Ordering::SeqCst);
+    let resumed = scenario.run_with(&api, &["--resume"]);
+    resumed.run.assert_stderr_has(&[
+        "resuming the way the loop ran: as the queue run it was (--queue 'plan:PLAN.md' --workers 2 --merge rebase)",
+    ]);
+    resumed.ended(0, "complete");
+    let items = resumed.state["queue"]["items"].as_object().unwrap();
+    assert_eq!(items.len(), 3, "{items:?}");
+    assert!(items.values().all(|i| i["status"] == "done"), "{items:?}");
+    resumed.closing_has(&["3 items landed on main"]);
+}
+
+#[ralph_tests::on_both_clients]
+fn a_queue_in_a_project_never_set_up_sets_it_up_before_it_claims(client: ClientVersion) {
+    // A Python project with passing tests and a plan, ralph never
+    // installed; `run --queue` without a terminal (as under nohup).
+    let project = ralph_tests::project::TempProject::new("queue-bare");
+    project.write("calc.py", "def add(a, b):\n    return a + b\n");
+    project.write(
+        "test_calc.py",
+        "import unittest\nfrom calc import add\n\n\nclass AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n",
+    );
+    project.write("PLAN.md", "# Plan\n\n- [ ] task 1\n- [ ] task 2\n");
+    project.write(".gitignore", "__pycache__/\n");
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "the plan"]);
+    assert!(!project.path(".claude").exists());
+    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let mut command = project.command(ralph_tests::bins::ctl());
+    command
+        .args([
+            "run",
+            "--queue",
+            "plan:PLAN.md",
+            "--",
+            "--permission-mode",
+            "bypassPermissions",
+        ])
+        .envs(project.client_env(client, &api));
+    let run = ralph_tests::project::run_with_timeout(command, None, LOOP_TIMEOUT);
+    // Set up as `run --task` does, the tests found taken as the check.
+    run.assert_stdout_has(&[
+        "No terminal to ask in: the test command found, `python3 -m unittest`",
+    ]);
+    let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    assert!(config.contains("python3 -m unittest"), "{config}");
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    let items = state["queue"]["items"].as_object().unwrap();
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert!(
+        items.values().all(|i| i["status"] == "done"),
+        "{items:?}\n{run:?}"
+    );
+    let head = git_out(&project.path(""), &["rev-parse", "main"]);
+    let closing = run.closing_line();
+    assert!(
+        closing.contains(&format!("2 items landed on main, now at {}", &head[..12])),
+        "{run:?}"
+    );
 }
 
 #[ralph_tests::on_both_clients]
@@ -543,6 +632,8 @@ fn a_folder_s_items_stay_on_their_branches_with_merge_none_and_a_skip_is_recorde
         git_out(&root, &["log", "-1", "--format=%s", "ralph/item-T-1"]),
         "Add one"
     );
+    outcome
+        .closing_has(&["1 item finished on its branch (ralph/…), not merged: review and merge it"]);
 }
 
 const THREE: &str = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";

@@ -628,12 +628,16 @@ fn a_client_killed_mid_loop_is_resumed_by_hand_where_it_was(client: ClientVersio
     assert_eq!(state["iteration"], 2, "{evidence_killed}");
     let session = state["sessionId"].as_str().unwrap().to_string();
 
-    // The person goes on with the launcher's --resume.
-    let outcome = scenario.run_with(&api, &["--resume", "--headless"]);
+    // The person goes on with the launcher's --resume, as the line printed
+    // it: the loop goes on headless, as it ran (no terminal here).
+    let outcome = scenario.run_with(&api, &["--resume"]);
     let evidence = evidence(&scenario, &api, &outcome.run);
     outcome.ended(0, "complete").at_iteration(3);
     let resuming = format!("resuming the loop of session {session} at iteration 2 of 25");
-    outcome.run.assert_stderr_has(&[&resuming]);
+    outcome.run.assert_stderr_has(&[
+        "resuming the way the loop ran: headless (--headless)",
+        &resuming,
+    ]);
     outcome.closing_has(&["loop complete at iteration 3 of 25"]);
     assert_eq!(outcome.state["sessionId"], session.as_str(), "{evidence}");
     // Iteration 1, the kill (recorded against iteration 2), iteration 2

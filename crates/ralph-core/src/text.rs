@@ -20,6 +20,18 @@ fn is_replaced(c: char) -> bool {
     c.is_control() && c != '\n' && c != '\t'
 }
 
+/// `word` as a person can paste it into sh: bare when every character is
+/// one no shell reads specially, else single-quoted (a `'` as `'\''`).
+/// For the commands ralph prints as the next step.
+pub fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 /// `text` with every control character other than a newline and a tab
 /// written as `\x` and its code point in two lowercase hex digits (ESC is
 /// `\x1b`, BEL `\x07`, a carriage return `\x0d`, CSI U+009B `\x9b`); the

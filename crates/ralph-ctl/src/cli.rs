@@ -380,12 +380,12 @@ pub enum Command {
         /// (an earlier, different task is kept in the runtime folder), and
         /// ralph is installed into the project first when it is not there
         /// yet, with its test command as the completion check (asked in a
-        /// terminal; see --yes).
+        /// terminal, taken without one; see --yes).
         #[arg(long, value_name = "TEXT", conflicts_with_all = ["resume", "dry_run"])]
         task: Option<String>,
-        /// With --task, where ralph is not installed yet: make the test
-        /// command found the completion check without asking.
-        #[arg(long, short = 'y', requires = "task")]
+        /// With --task or --queue, where ralph is not installed yet: make
+        /// the test command found the completion check without asking.
+        #[arg(long, short = 'y')]
         yes: bool,
         /// Print the client's own output as it is (its JSON result, or its
         /// stream-json events for fresh iterations) instead of readable

@@ -182,6 +182,14 @@ pub fn run(cli: Cli) -> i32 {
             json,
             client_args,
         } => {
+            if yes && task.is_none() && queue.is_none() {
+                let e = CtlError::BadArgument(
+                    "--yes goes with --task or --queue (it answers the question of setting the project up)"
+                        .into(),
+                );
+                crate::output::say_err!("ralph-ctl: {e}");
+                return e.exit_code();
+            }
             // The same overrides as the variables, so that the start, the
             // driver and the client's Stop hook (which inherits this
             // environment) all read them. Set before any thread starts.
@@ -197,53 +205,58 @@ pub fn run(cli: Cli) -> i32 {
                     dollars.to_string(),
                 );
             }
-            // --sandbox / --no-sandbox likewise: the hook walls the checks
-            // it runs as the run walls the agent.
-            if sandbox || no_sandbox {
-                std::env::set_var(
-                    ralph_core::judge::config::env::SANDBOX,
-                    if sandbox { "on" } else { "off" },
-                );
-            }
             if let Some(task) = &task {
                 if let Err(e) = commands::task::prepare(&paths, task, yes, reset) {
                     crate::output::say_err!("ralph-ctl: {e}");
                     return e.exit_code();
                 }
+            } else if queue.is_some() {
+                // A queue run sets a project up as `--task` does, before it
+                // claims anything.
+                if let Err(e) = commands::task::set_up(&paths, yes) {
+                    crate::output::say_err!("ralph-ctl: {e}");
+                    return e.exit_code();
+                }
             }
-            let run = match queue.is_some() {
-                true => driver::queue::run,
-                false => driver::launch::run,
-            };
-            run(
-                &paths,
-                driver::launch::RunOptions {
-                    headless,
-                    reset,
-                    resume,
-                    force,
-                    fresh,
-                    dry_run,
-                    worktree,
-                    base_ref,
-                    no_cleanup,
-                    queue: queue.map(|source| driver::launch::QueueOptions {
-                        source,
-                        workers,
-                        merge,
-                    }),
-                    formula,
-                    from,
-                    wait_for_answer,
-                    sandbox: match (sandbox, no_sandbox) {
-                        (true, _) => Some(true),
-                        (_, true) => Some(false),
-                        _ => None,
-                    },
-                    json,
-                    client_args,
+            let mut options = driver::launch::RunOptions {
+                headless,
+                reset,
+                resume,
+                force,
+                fresh,
+                dry_run,
+                worktree,
+                base_ref,
+                no_cleanup,
+                queue: queue.map(|source| driver::launch::QueueOptions {
+                    source,
+                    workers,
+                    merge,
+                }),
+                formula,
+                from,
+                wait_for_answer,
+                sandbox: match (sandbox, no_sandbox) {
+                    (true, _) => Some(true),
+                    (_, true) => Some(false),
+                    _ => None,
                 },
-            )
+                json,
+                client_args,
+            };
+            driver::launch::as_it_ran(&paths, &mut options);
+            // --sandbox / --no-sandbox likewise: the hook walls the checks
+            // it runs as the run walls the agent.
+            if let Some(sandbox) = options.sandbox {
+                std::env::set_var(
+                    ralph_core::judge::config::env::SANDBOX,
+                    if sandbox { "on" } else { "off" },
+                );
+            }
+            match options.queue.is_some() {
+                true => driver::queue::run(&paths, options),
+                false => driver::launch::run(&paths, options),
+            }
         }
     };
     match result {

@@ -388,22 +388,32 @@ pub fn completion_on_record(state: &LoopState) -> bool {
 
 /// What the person does next with a loop in this state, in a few words;
 /// `None` while it runs. Closes [`outcome_line`] and is `status`'s `next:`.
+/// Every command it names works as printed, in the mode the loop ran in
+/// (a queue run as a queue, a `ralph-ctl run` loop with its flags).
 pub fn next_step(state: &LoopState) -> Option<String> {
     if !completion_on_record(state) {
-        return Some(
-            "review the changes yourself (`ralph-ctl status` lists the stops); to go on, start a new loop (the launcher again)".into(),
-        );
+        return Some(format!(
+            "review the changes yourself (`ralph-ctl status` lists the stops); to go on, start a new loop ({})",
+            again(state, &[])
+        ));
+    }
+    if let Some(queue) = &state.queue {
+        return queue_next_step(state, queue);
     }
     Some(match state.status {
         Status::Running => return None,
         Status::Complete => "review the changes and commit what you keep".into(),
-        Status::MaxIterations => {
-            "to go on, start a new loop (the launcher again, with --max-iterations N for a higher cap)"
-                .into()
-        }
-        Status::CircuitOpen => {
-            "fix what blocked it (or change PROMPT.md), then run the launcher with --reset".into()
-        }
+        Status::MaxIterations => format!(
+            "to go on, start a new loop ({}, with --max-iterations N for a higher cap)",
+            again(state, &[])
+        ),
+        Status::CircuitOpen => match state.run_mode {
+            None => "fix what blocked it (or change PROMPT.md), then run the launcher with --reset".into(),
+            Some(_) => format!(
+                "fix what blocked it (or change PROMPT.md), then start again with {}",
+                again(state, &["--reset"])
+            ),
+        },
         Status::Interrupted => format!(
             "`ralph-ctl run --resume` goes on from iteration {}",
             state.iteration
@@ -436,9 +446,134 @@ pub fn next_step(state: &LoopState) -> Option<String> {
         ),
         Status::Cancelled => "start a new loop when you want one (the launcher, or /ralph-loop)".into(),
         Status::GateFailed => "fix what the gate checks (its output is in `ralph-ctl status` and the log), then run the formula again".into(),
-        Status::ErrorBudgetExhausted | Status::GateBudgetExhausted => {
-            "look at the items that failed (`ralph-ctl status` lists them), fix what they need, then start a new loop (the launcher again)".into()
+        Status::ErrorBudgetExhausted | Status::GateBudgetExhausted => format!(
+            "look at the items that failed (`ralph-ctl status` lists them), fix what they need, then start a new loop ({})",
+            again(state, &[])
+        ),
+    })
+}
+
+/// The command that starts a loop like this one again: `ralph-ctl run`
+/// with the flags it ran with (and `extra`), or the launcher for a loop
+/// `ralph-ctl run` did not start (`ralph-ctl start`, the plugin).
+fn again(state: &LoopState, extra: &[&str]) -> String {
+    let Some(mode) = &state.run_mode else {
+        return "the launcher again".into();
+    };
+    let mut words = vec!["ralph-ctl run".to_string()];
+    words.extend(extra.iter().map(|w| w.to_string()));
+    if let Some(formula) = &state.formula {
+        words.push(format!(
+            "--formula {}",
+            crate::text::shell_word(&formula.name)
+        ));
+    } else if state.fresh_context {
+        words.push("--fresh".into());
+    }
+    if mode.headless && !state.fresh_context {
+        words.push("--headless".into());
+    }
+    match mode.sandbox {
+        Some(true) => words.push("--sandbox".into()),
+        Some(false) => words.push("--no-sandbox".into()),
+        None => {}
+    }
+    format!("`{}`", words.join(" "))
+}
+
+/// What comes after a queue run: where its items landed and what is left
+/// to look at, or the command that takes up the items left.
+fn queue_next_step(state: &LoopState, queue: &crate::judge::state::QueueRun) -> Option<String> {
+    use crate::judge::state::ItemState;
+    let source = crate::text::shell_word(&queue.source);
+    let take_up = |before: &str| {
+        let mut words = vec![format!("ralph-ctl run --queue {source}")];
+        if let Some(workers) = state.run_mode.as_ref().and_then(|m| m.workers) {
+            if workers > 1 {
+                words.push(format!("--workers {workers}"));
+            }
         }
+        if queue.merge == "none" {
+            words.push("--merge none".into());
+        }
+        match state.run_mode.as_ref().and_then(|m| m.sandbox) {
+            Some(true) => words.push("--sandbox".into()),
+            Some(false) => words.push("--no-sandbox".into()),
+            None => {}
+        }
+        format!("{before}`{}` takes up the items left", words.join(" "))
+    };
+    let plural = |n: usize, one: &str, many: &str| {
+        if n == 1 {
+            format!("{n} {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    Some(match state.status {
+        Status::Running => return None,
+        Status::Complete => {
+            let done = queue.count(ItemState::Done);
+            let mut parts = Vec::new();
+            if queue.merge == "none" {
+                parts.push(format!(
+                    "{} on {} branch{} (ralph/…), not merged: review and merge {}",
+                    plural(done, "item finished", "items finished"),
+                    if done == 1 { "its" } else { "their" },
+                    if done == 1 { "" } else { "es" },
+                    if done == 1 { "it" } else { "them" },
+                ));
+            } else if done == 0 {
+                parts.push(format!("nothing landed on {}", queue.base));
+            } else {
+                let head = queue
+                    .base_head
+                    .as_deref()
+                    .map(|h| format!(", now at {}", &h[..h.len().min(12)]))
+                    .unwrap_or_default();
+                parts.push(format!(
+                    "{} on {}{head}: already committed there",
+                    plural(done, "item landed", "items landed"),
+                    queue.base
+                ));
+            }
+            let review = queue.count(ItemState::NeedsReview);
+            if review > 0 {
+                parts.push(format!(
+                    "{} review on {} branch{}",
+                    plural(review, "needs", "need"),
+                    if review == 1 { "its" } else { "their" },
+                    if review == 1 { "" } else { "es" },
+                ));
+            }
+            let failed = queue.count(ItemState::Failed);
+            if failed > 0 {
+                parts.push(format!("{failed} failed"));
+            }
+            if review + failed > 0 {
+                parts.push(format!("`ralph-ctl queue {source}` lists each with why"));
+            }
+            parts.join("; ")
+        }
+        Status::MaxIterations => format!(
+            "{} (with --max-iterations N for a higher cap)",
+            take_up("")
+        ),
+        Status::BudgetExhausted => take_up("raise maxCostUsd, then "),
+        Status::CircuitOpen => take_up("fix what blocked it, then "),
+        Status::Failed => {
+            let fix = state
+                .paused_because
+                .as_ref()
+                .map(|p| format!("{}, then ", p.kind.fix()))
+                .unwrap_or_default();
+            take_up(&fix)
+        }
+        Status::ErrorBudgetExhausted | Status::GateBudgetExhausted => {
+            take_up("look at the items that failed (`ralph-ctl status` lists them), fix what they need, then ")
+        }
+        Status::Cancelled => take_up("when you want the rest done, "),
+        _ => take_up(""),
     })
 }
 
@@ -601,6 +736,93 @@ mod tests {
         s.iteration = 4;
         s.end(status, "why".into(), Timestamp::parse(at).unwrap());
         s
+    }
+
+    #[test]
+    fn the_next_step_names_the_command_in_the_mode_the_loop_ran_in() {
+        use crate::judge::state::{ItemState, QueueItem, QueueRun, RunMode};
+        let at = Timestamp::from_secs(1795338000);
+        let ended = |status, mode: Option<RunMode>| {
+            let mut state = LoopState::new("s".into(), 5, at);
+            state.status = status;
+            state.run_mode = mode;
+            state
+        };
+        let headless = || {
+            Some(RunMode {
+                headless: true,
+                sandbox: Some(true),
+                workers: None,
+            })
+        };
+        // Started by the launcher or a hook: the launcher again.
+        assert_eq!(
+            next_step(&ended(Status::MaxIterations, None)).unwrap(),
+            "to go on, start a new loop (the launcher again, with --max-iterations N for a higher cap)"
+        );
+        // `ralph-ctl run --headless --sandbox`: the same flags.
+        assert_eq!(
+            next_step(&ended(Status::MaxIterations, headless())).unwrap(),
+            "to go on, start a new loop (`ralph-ctl run --headless --sandbox`, with --max-iterations N for a \
+             higher cap)"
+        );
+        let mut fresh = ended(Status::CircuitOpen, headless());
+        fresh.fresh_context = true;
+        assert_eq!(
+            next_step(&fresh).unwrap(),
+            "fix what blocked it (or change PROMPT.md), then start again with `ralph-ctl run --reset --fresh --sandbox`"
+        );
+        // A queue run: where its items landed, what is left, how to see it.
+        let item = |status| QueueItem {
+            title: "t".into(),
+            status,
+            worker: "1-1".into(),
+            iterations: 1,
+            cost_usd: Default::default(),
+            branch: None,
+            taken: 1,
+            why: None,
+        };
+        let mut run = ended(
+            Status::Complete,
+            Some(RunMode {
+                headless: true,
+                sandbox: None,
+                workers: Some(2),
+            }),
+        );
+        run.queue = Some(QueueRun {
+            source: "plan:IMPLEMENTATION PLAN.md".into(),
+            merge: "rebase".into(),
+            base: "main".into(),
+            base_head: Some("0123456789abcdef0123".into()),
+            items: [
+                ("a".to_string(), item(ItemState::Done)),
+                ("b".to_string(), item(ItemState::Done)),
+                ("c".to_string(), item(ItemState::NeedsReview)),
+            ]
+            .into_iter()
+            .collect(),
+            joined: Vec::new(),
+        });
+        assert_eq!(
+            next_step(&run).unwrap(),
+            "2 items landed on main, now at 0123456789ab: already committed there; 1 needs review on its \
+             branch; `ralph-ctl queue 'plan:IMPLEMENTATION PLAN.md'` lists each with why"
+        );
+        run.queue.as_mut().unwrap().merge = "none".into();
+        assert!(next_step(&run).unwrap().starts_with(
+            "2 items finished on their branches (ralph/…), not merged: review and merge them;"
+        ));
+        run.status = Status::Interrupted;
+        assert_eq!(
+            next_step(&run).unwrap(),
+            "`ralph-ctl run --queue 'plan:IMPLEMENTATION PLAN.md' --workers 2 --merge none` takes up the items left"
+        );
+        run.status = Status::BudgetExhausted;
+        assert!(next_step(&run)
+            .unwrap()
+            .starts_with("raise maxCostUsd, then `ralph-ctl run --queue"));
     }
 
     #[test]

@@ -535,6 +535,27 @@ pub struct LoopState {
     /// reload` adopts them), as the last stop found them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_drift: Option<ConfigDrift>,
+    /// How `ralph-ctl run` ran the loop (headless, the sandbox asked for):
+    /// `run --resume` goes on the same way unless told otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_mode: Option<RunMode>,
+}
+
+/// How `ralph-ctl run` ran a loop, beyond what the state says otherwise
+/// (fresh context, a formula, a queue): what `run --resume` takes up when
+/// its command line does not say.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunMode {
+    /// `--headless`: the client ran as `claude -p`, with no terminal.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub headless: bool,
+    /// `--sandbox` (true) or `--no-sandbox` (false); `None`: the config's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
+    /// `--workers N` of a queue run's first process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
 }
 
 /// A question the agent asked the person (`RALPH_ASK: <question>`).
@@ -946,6 +967,7 @@ impl LoopState {
             check_resolution: None,
             pinned: None,
             config_drift: None,
+            run_mode: None,
             outcome_errors: 0,
             outcome_gate_blocked: 0,
         }

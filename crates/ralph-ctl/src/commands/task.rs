@@ -56,21 +56,7 @@ pub(crate) fn prepare(
             plugin::MAX_TASK_BYTES / 1024
         )));
     }
-    let installed = registration::registered_command_in(paths)
-        .map_err(|e| CtlError::Refused(format!("{e}; fix it, or run `ralph-ctl init`")))?
-        .is_some()
-        && paths.ralph_dir().is_dir();
-    if !installed {
-        init::run(
-            paths,
-            init::InitOptions {
-                yes,
-                then_runs: true,
-                ..init::InitOptions::default()
-            },
-        )?;
-        crate::output::say!();
-    }
+    set_up(paths, yes)?;
     let (config, _) = start::pinned_config(paths)?;
     // `--reset` clears a loop that is not carried: only that one refuses.
     start::refuse_if_in_the_way(paths, &config, reset)?;
@@ -86,6 +72,29 @@ pub(crate) fn prepare(
     }
     atomic::write_file(&path, text.as_bytes(), 0o644).map_err(CtlError::io("write", &path))?;
     crate::output::say!("Task written into {}", shown(&path, &paths.root));
+    Ok(())
+}
+
+/// Installs ralph into the project when the Stop hook is not registered
+/// there (as `init` does; the test command found becomes the completion
+/// check when `yes`, when the person says so, or when there is no terminal
+/// to ask in), so that a run never starts in a project half set up.
+pub(crate) fn set_up(paths: &ProjectPaths, yes: bool) -> Result<(), CtlError> {
+    let installed = registration::registered_command_in(paths)
+        .map_err(|e| CtlError::Refused(format!("{e}; fix it, or run `ralph-ctl init`")))?
+        .is_some()
+        && paths.ralph_dir().is_dir();
+    if !installed {
+        init::run(
+            paths,
+            init::InitOptions {
+                yes,
+                then_runs: true,
+                ..init::InitOptions::default()
+            },
+        )?;
+        crate::output::say!();
+    }
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use ralph_core::engine::RealWorld;
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
 use ralph_core::judge::lifecycle::ResumePlan;
-use ralph_core::judge::state::{LoopState, Status, Usd};
+use ralph_core::judge::state::{LoopState, RunMode, Status, Usd};
 use ralph_core::observe::progress;
 use ralph_core::observe::registration;
 use ralph_core::paths::ProjectPaths;
@@ -88,6 +88,53 @@ pub(crate) struct QueueOptions {
     pub(crate) workers: u32,
     /// How a finished item lands.
     pub(crate) merge: crate::cli::MergeMode,
+}
+
+/// `run --resume` goes on the way the loop ran, where its command line
+/// does not say otherwise: a queue run as a queue run (its source, how its
+/// items land, its first process's workers), a headless loop headless, with
+/// the sandbox it was asked to have. Each taken-up setting is said on stderr.
+pub(crate) fn as_it_ran(paths: &ProjectPaths, options: &mut RunOptions) {
+    if !options.resume {
+        return;
+    }
+    let Ok(Some(state)) = StateStore::new(paths).read() else {
+        // The resume itself says what is wrong with the state.
+        return;
+    };
+    let mode = state.run_mode.clone().unwrap_or_default();
+    let mut taken = Vec::new();
+    if let (Some(queue), None) = (&state.queue, &options.queue) {
+        let merge = match queue.merge.as_str() {
+            "none" => crate::cli::MergeMode::None,
+            _ => crate::cli::MergeMode::Rebase,
+        };
+        let workers = mode.workers.unwrap_or(1);
+        taken.push(format!(
+            "as the queue run it was (--queue {} --workers {workers} --merge {})",
+            crate::driver::command::sh_quoted(&queue.source),
+            queue.merge
+        ));
+        options.queue = Some(QueueOptions {
+            source: queue.source.clone(),
+            workers,
+            merge,
+        });
+    }
+    if mode.headless && !options.headless && options.queue.is_none() {
+        options.headless = true;
+        taken.push("headless (--headless)".into());
+    }
+    if let (Some(sandbox), None) = (mode.sandbox, options.sandbox) {
+        options.sandbox = Some(sandbox);
+        taken.push(if sandbox { "--sandbox" } else { "--no-sandbox" }.into());
+    }
+    if !taken.is_empty() {
+        say(&format!(
+            "resuming the way the loop ran: {}",
+            taken.join(", ")
+        ));
+    }
 }
 
 /// Runs one loop; returns the loop's exit code (README: Exit codes).
@@ -512,7 +559,20 @@ fn begin(
 ) -> Result<start::Started, CtlError> {
     // A formula's steps carry their own prompts: PROMPT.md may be the template.
     let allow_template = options.force || formula.is_some();
-    let started = start::start_loop(paths, None, None, false, allow_template, fresh)?;
+    let run_mode = RunMode {
+        headless: options.headless,
+        sandbox: options.sandbox,
+        workers: None,
+    };
+    let started = start::start_loop(
+        paths,
+        None,
+        None,
+        false,
+        allow_template,
+        fresh,
+        Some(run_mode),
+    )?;
     if let Some(formula) = formula {
         steps::begin(paths, &started.session_id, formula, options.from.as_deref())?;
         say(&format!(

@@ -21,7 +21,7 @@ use ralph_core::events::Event;
 use ralph_core::exit_codes;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
-use ralph_core::judge::state::{ItemState, LoopState, QueueRun, Status, Usd};
+use ralph_core::judge::state::{ItemState, LoopState, QueueRun, RunMode, Status, Usd};
 use ralph_core::observe::prompt;
 use ralph_core::observe::queue::{Item, Source};
 use ralph_core::paths::ProjectPaths;
@@ -106,7 +106,14 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         )));
     }
     let (config, pin) = start::pinned_config(paths)?;
-    let run = enter(paths, options, &config, &pin, &base)?;
+    // What every item's text is made of is read before any item is claimed.
+    shared_task(paths, &config)?;
+    let run_mode = RunMode {
+        headless: true,
+        sandbox: run_options.sandbox,
+        workers: Some(options.workers),
+    };
+    let run = enter(paths, options, &config, &pin, &base, run_mode)?;
     say(&format!(
         "queue {}: {} worker{} in this process, items land on {base} ({})",
         options.source,
@@ -153,6 +160,19 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
     shared.conclude(&ends)
 }
 
+/// What every item of the run is told first: PROMPT.md's task, `None`
+/// when it is still the template or missing (the items are the work);
+/// an error when it cannot be read.
+fn shared_task(paths: &ProjectPaths, config: &Config) -> Result<Option<String>, CtlError> {
+    let path = paths.resolve(&config.prompt_file);
+    match prompt::read_prompt(&path) {
+        Ok(text) if prompt::is_template(&text) => Ok(None),
+        Ok(text) => Ok(Some(text)),
+        Err(prompt::PromptError::Missing { .. } | prompt::PromptError::Empty { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A worker's name in the claims and the run's record: this process and
 /// the worker's number in it.
 fn worker_name(n: u32) -> String {
@@ -174,6 +194,7 @@ fn enter(
     config: &Config,
     pin: &Pinned,
     base: &str,
+    run_mode: RunMode,
 ) -> Result<String, CtlError> {
     // A run whose processes are all gone is recorded as interrupted first.
     if let Some(left) = liveness::reconcile(paths)? {
@@ -224,6 +245,7 @@ fn enter(
             true,
             |state| {
                 state.queue = Some(queue);
+                state.run_mode = Some(run_mode.clone());
                 // The run's iterations are its items': none yet.
                 state.iteration = 0;
                 // Carried by this process from its first write, so that
@@ -601,12 +623,9 @@ impl Shared<'_> {
     /// The text an item's loop works on: PROMPT.md (unless it is still the
     /// template), then the item and how to end it.
     fn item_text(&self, item: &Item) -> Result<String, CtlError> {
-        let prompt_path = self.paths.resolve(&self.config.prompt_file);
-        let task = prompt::read_prompt(&prompt_path)?;
-        let task = if prompt::is_template(&task) {
-            String::new()
-        } else {
-            format!("{}\n\n---\n\n", task.trim_end())
+        let task = match shared_task(self.paths, &self.config)? {
+            Some(task) => format!("{}\n\n---\n\n", task.trim_end()),
+            None => String::new(),
         };
         let id = serde_json::to_string(&item.id).unwrap_or_default();
         let body = match item.body.trim() {
@@ -868,7 +887,9 @@ impl Shared<'_> {
             say("this process's workers are done; the queue run goes on in the process working its last items");
             return Ok(exit_codes::OK);
         }
-        let code = finish::announce(self.paths, &found);
+        // The items left to look at first; the closing line last, saying
+        // what landed where and what to do next.
+        let mut unlanded = 0;
         if let Found::Loop(state) = &found {
             if let Some(queue) = &state.queue {
                 for (id, item) in &queue.items {
@@ -881,11 +902,14 @@ impl Shared<'_> {
                         ));
                     }
                 }
-                let unlanded = queue.count(ItemState::NeedsReview) + queue.count(ItemState::Failed);
-                if state.status == Status::Complete && unlanded > 0 {
-                    return Ok(exit_codes::ITEMS_LEFT);
+                if state.status == Status::Complete {
+                    unlanded = queue.count(ItemState::NeedsReview) + queue.count(ItemState::Failed);
                 }
             }
+        }
+        let code = finish::announce(self.paths, &found);
+        if unlanded > 0 {
+            return Ok(exit_codes::ITEMS_LEFT);
         }
         Ok(stopped.unwrap_or(code))
     }

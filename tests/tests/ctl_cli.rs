@@ -291,7 +291,7 @@ fn finished_loops_are_kept_in_the_history_not_overwritten() {
         .run()
         .assert_code(0);
     Ctl::new(&project)
-        .arg("reset")
+        .args(["reset", "--force"])
         .run()
         .assert_code(0)
         .assert_stdout_has(&["kept in the history"]);
@@ -434,7 +434,7 @@ fn start_status_reset_cycle() {
         .arg("start")
         .run()
         .assert_code(3)
-        .assert_stderr_has(&["already running", "ralph-ctl reset"]);
+        .assert_stderr_has(&["already running", "ralph-ctl cancel"]);
     assert_eq!(
         project.status_json()["sessionId"],
         fields[0],
@@ -455,8 +455,27 @@ fn start_status_reset_cycle() {
     assert_eq!(project.status_json()["sessionId"], "abc-123");
     assert_eq!(project.status_json()["maxIterations"], 3);
 
-    Ctl::new(&project).arg("reset").run().assert_code(0);
+    // A running loop is not reset without asking: `cancel` ends it first,
+    // or --force clears it as it is.
+    Ctl::new(&project)
+        .arg("reset")
+        .run()
+        .assert_code(3)
+        .assert_stderr_has(&["session abc-123 is running", "ralph-ctl cancel", "--force"]);
+    assert_eq!(
+        project.status_json()["sessionId"],
+        "abc-123",
+        "a refused reset changes nothing"
+    );
+    Ctl::new(&project)
+        .args(["reset", "--force"])
+        .run()
+        .assert_code(0);
     assert!(project.state().is_none());
+    Ctl::new(&project).arg("start").run().assert_code(0);
+    Ctl::new(&project).arg("cancel").run().assert_code(0);
+    Ctl::new(&project).arg("reset").run().assert_code(0);
+    assert!(project.state().is_none(), "an ended loop resets at once");
     Ctl::new(&project).arg("reset").run().assert_code(0);
 }
 

@@ -2,7 +2,7 @@
 //! status` for a running loop and for each way a loop ends or pauses,
 //! `ralph-ctl log` (readable and JSON), the hook's one
 //! stderr line for each bad input of the README's table, `ralph-ctl`'s error
-//! lines for bad configuration and refused starts, and the text the hook
+//! lines for bad configuration and refused starts and resets, and the text the hook
 //! re-injects. The snapshots live in `tests/tests/snapshots/`; temp paths,
 //! times, session ids and durations are redacted so they are stable.
 //!
@@ -938,6 +938,10 @@ fn ctl_lines_for_refused_starts() {
     table.record(
         "ralph-ctl start  # a loop is running",
         &Ctl::new(&running).arg("start").run(),
+    );
+    table.record(
+        "ralph-ctl reset  # a loop is running",
+        &Ctl::new(&running).arg("reset").run(),
     );
     let open = looping("refused-open", 25);
     for _ in 0..6 {

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 /// Start, inspect, reset and install the Ralph loop for Claude Code.
 ///
 /// Exit codes: 0 ok (for `finish` and `run`: the loop completed), 1 error,
-/// 2 usage, 3 `start` refused, 10 stopped at max iterations, 11 circuit
+/// 2 usage, 3 `start` or `reset` refused, 10 stopped at max iterations, 11 circuit
 /// open, 12 interrupted, 13 no loop for this session, 14 paused, 15 failed
 /// (the API refused the loop), 16 budget exhausted, 17 a `complete` no claim
 /// recorded, 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 21 a
@@ -117,9 +117,17 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Clear the loop's state; the loop is kept in the history (a corrupt state file is moved aside).
-    #[command(after_help = "Example:\n  ralph-ctl reset")]
-    Reset,
+    /// Clear the loop's state; the loop is kept in the history (a corrupt
+    /// state file is moved aside). A loop still going (running, or paused or
+    /// waiting under a live `ralph-ctl run`) is cleared only if you say yes
+    /// in a terminal, or with --force; elsewhere the reset is refused (exit
+    /// 3): end the loop first with `ralph-ctl cancel`.
+    #[command(after_help = "Example:\n  ralph-ctl reset\n  ralph-ctl cancel && ralph-ctl reset")]
+    Reset {
+        /// Clear a loop still going without asking.
+        #[arg(long)]
+        force: bool,
+    },
     /// Show a backlog as a worker would see it now: the items of SOURCE
     /// (plan:PATH, the unchecked boxes of a markdown plan; dir:PATH, a file
     /// an item; cmd:COMMAND, the JSON array a command prints) and where each

@@ -39,7 +39,7 @@ pub fn run(cli: Cli) -> i32 {
             &mut std::io::stdout(),
             &mut std::io::stderr(),
         ),
-        Command::Reset => commands::reset::run(&paths),
+        Command::Reset { force } => commands::reset::run(&paths, force),
         Command::Watchdog { pid, started } => {
             driver::watchdog::watch(
                 ralph_core::judge::state::ProcessId { pid, started },

@@ -53,7 +53,7 @@ impl StartRefusal {
                 last_run_at,
             } => format!(
                 "a loop is already running in {} (session {session_id}, iteration {iteration} of {max_iterations}, \
-                 last stop {}); let it finish, or run `ralph-ctl reset`, or start with --force",
+                 last stop {}); let it finish, or end it with `ralph-ctl cancel`, or start with --force",
                 root.display(),
                 last_run_at.map_or("none yet".to_string(), |t| t.to_string())
             ),

@@ -352,10 +352,23 @@ pub(crate) enum Cleared {
 /// Removes the state under the lock, keeping its loop in the history first;
 /// a corrupt one is moved aside. Nothing is lost either way.
 pub(crate) fn clear(paths: &ProjectPaths) -> Result<Cleared, CtlError> {
+    clear_unless(paths, |_| None)
+}
+
+/// [`clear`], unless `refuse` says why not of the loop found under the
+/// lock (`None` for a state that cannot be read): then nothing changes
+/// and the refusal is the error.
+pub(crate) fn clear_unless(
+    paths: &ProjectPaths,
+    refuse: impl FnOnce(Option<&LoopState>) -> Option<String>,
+) -> Result<Cleared, CtlError> {
     if !StateStore::new(paths).exists()? {
         return Ok(Cleared::Nothing);
     }
-    let replaced = transaction::replace(paths, |_| Ok::<_, CtlError>(Event::Cleared))?;
+    let replaced = transaction::replace(paths, |current| match refuse(current.ok().flatten()) {
+        Some(refusal) => Err(CtlError::Refused(refusal)),
+        None => Ok(Event::Cleared),
+    })?;
     for note in &replaced.notes {
         crate::output::say_err!("ralph-ctl: {note}");
     }

@@ -99,7 +99,11 @@ fn a_task_run_without_a_terminal_is_checked_by_the_tests_it_found(client: Client
     run.assert_stdout_has(&[
         "No terminal to ask in: the test command found, `python3 -m unittest` (from ",
         "becomes the completion check",
+        // The rejected claim is on the screen, with the gate that failed it.
+        "↻ iteration 2 of 25 (claim of done rejected: the verification gate failed)",
     ]);
+    // What it cost, on the closing line of a headless session too.
+    assert!(run.closing_line().contains("[cost $"), "{run:?}");
     let state = project.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");
     assert_eq!(state["iteration"], 2, "{state:#}");

@@ -496,7 +496,18 @@ fn the_cost_cap_ends_the_loop_within_one_call(client: ClientVersion) {
     let outcome = scenario.run(&api);
     let evidence = evidence(&scenario, &api, &outcome.run);
     outcome.ended(16, "budget_exhausted");
-    outcome.closing_has(&["budget_exhausted", "raise maxCostUsd"]);
+    // Said as the budget, not as a client that failed, with what it cost.
+    outcome.closing_has(&[
+        "budget_exhausted",
+        "the client stopped itself at the budget ralph gave it (--max-budget-usd",
+        "raise maxCostUsd",
+        "[cost $",
+    ]);
+    assert!(
+        !outcome.run.closing_line().contains("exited with code"),
+        "{:?}",
+        outcome.run
+    );
     let state = &outcome.state;
     let cost = state["costUsd"].as_f64().unwrap();
     let within = cost >= cap && cost < cap + per_call;

@@ -614,10 +614,28 @@ fn answer_for(
                     &prompt_text,
                     guardrails.as_deref(),
                 ),
-                system_message: prompt::system_message(*iteration, *max_iterations),
+                // The person sees a rejected claim as the next iteration
+                // starts (the agent gets the failures in the text).
+                system_message: prompt::system_message(
+                    *iteration,
+                    *max_iterations,
+                    rejected_gates(outcome.new_state.as_ref()).as_deref(),
+                ),
             }
         }
     })
+}
+
+/// The gates that rejected this stop's claim of done, in words (`None`:
+/// no claim, or an accepted one).
+fn rejected_gates(state: Option<&LoopState>) -> Option<String> {
+    let claim = state?.history.last()?.claim.as_ref()?;
+    if claim.accepted {
+        return None;
+    }
+    Some(crate::judge::completion::rejected_by(
+        claim.failed_gates.iter().map(|g| g.as_str()),
+    ))
 }
 
 /// The usage the transcript gained since the loop's cursor (best effort: a

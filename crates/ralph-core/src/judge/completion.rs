@@ -660,10 +660,25 @@ pub fn accepted_summary(results: &[GateResult]) -> String {
     text
 }
 
+/// How [`failure_notice`] starts: the driver finds a rejected claim in the
+/// text 2.0 shows of the Stop hook's block by it.
+pub const REJECTED_NOTICE: &str = "[Ralph: completion claim rejected]";
+
+/// The gates named `gates` that rejected a claim, in words, as the person
+/// is told: "the verification gate failed".
+pub fn rejected_by<'a>(gates: impl IntoIterator<Item = &'a str>) -> String {
+    let gates: Vec<&str> = gates.into_iter().collect();
+    match gates.as_slice() {
+        [] => "a gate failed".into(),
+        [one] => format!("the {one} gate failed"),
+        _ => format!("the {} gates failed", gates.join(", ")),
+    }
+}
+
 /// The text that starts the re-injected prompt when a claim failed its gates.
 pub fn failure_notice(assessment: &Assessment, results: &[GateResult]) -> String {
     let mut text = format!(
-        "[Ralph: completion claim rejected] You claimed completion ({}), but these checks failed:\n",
+        "{REJECTED_NOTICE} You claimed completion ({}), but these checks failed:\n",
         assessment.basis
     );
     for gate in results.iter().filter(|g| !g.passed) {

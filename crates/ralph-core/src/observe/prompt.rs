@@ -146,9 +146,16 @@ pub fn person_note(note: &str) -> String {
 }
 
 /// The one-line notice shown to the person watching (never sent to the model).
-pub fn system_message(iteration: u32, max_iterations: u32) -> String {
-    format!("Ralph iteration {iteration}/{max_iterations}")
+pub fn system_message(iteration: u32, max_iterations: u32, rejected: Option<&str>) -> String {
+    match rejected {
+        Some(why) => format!("Ralph iteration {iteration}/{max_iterations}; {REJECTED}{why}"),
+        None => format!("Ralph iteration {iteration}/{max_iterations}"),
+    }
 }
+
+/// What starts the part of [`system_message`] that says the stop's claim
+/// of done was rejected, before the gates that failed it.
+pub const REJECTED: &str = "claim of done rejected: ";
 
 #[cfg(test)]
 mod tests {

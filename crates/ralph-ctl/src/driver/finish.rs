@@ -56,7 +56,7 @@ pub(crate) fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
         Found::Loop(state) => {
             let state = believed(paths, (**state).clone());
             (
-                lifecycle::outcome_line(&state),
+                with_cost(lifecycle::outcome_line(&state), &state),
                 lifecycle::exit_code_of(&state),
             )
         }
@@ -67,6 +67,16 @@ pub(crate) fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
         crate::output::say_err!("ralph: {line}");
     }
     code
+}
+
+/// The closing line with what the loop cost by the client's count, in
+/// every mode (an in-session loop learns it only when its client exits);
+/// a loop whose client reported no cost says nothing of it.
+fn with_cost(line: String, state: &LoopState) -> String {
+    if state.cost_usd.0 == 0 {
+        return line;
+    }
+    format!("{line} [cost {}]", state.cost_usd)
 }
 
 /// `state` as ralph can vouch for it: a `complete` whose accepting stop is

@@ -5,6 +5,8 @@
 //! so that the person sees the iteration's progress as it happens. The last
 //! event, the result object, is read by [`super::result::parse`] as before.
 
+use ralph_core::judge::completion::{rejected_by, REJECTED_NOTICE};
+use ralph_core::observe::prompt::REJECTED;
 use serde_json::Value;
 
 /// The longest excerpt of a message, a tool's argument or a failure shown.
@@ -37,8 +39,14 @@ pub(crate) fn readable(line: &str) -> Vec<String> {
                 .get("content")
                 .and_then(Value::as_str)
                 .and_then(|c| c.strip_prefix("Stop says: Ralph iteration "))
-                .and_then(|c| c.trim().split_once('/'))
-                .map(|(n, m)| next_iteration(n, m))
+                .and_then(|c| {
+                    let (numbers, rejected) = match c.trim().split_once("; ") {
+                        Some((numbers, rest)) => (numbers, rest.strip_prefix(REJECTED)),
+                        None => (c.trim(), None),
+                    };
+                    let (n, m) = numbers.split_once('/')?;
+                    Some(next_iteration(n, m, rejected))
+                })
                 .into_iter()
                 .collect()
         }
@@ -72,13 +80,14 @@ pub(crate) fn readable(line: &str) -> Vec<String> {
                     .and_then(Value::as_str)
                     .and_then(|t| t.strip_prefix(STOP_HOOK_FEEDBACK))
                     .and_then(|t| {
+                        let rejected = rejected_in_feedback(t);
                         t.lines().find_map(|l| {
                             let (n, m) = l
                                 .trim()
                                 .strip_prefix("[Ralph loop: iteration ")?
                                 .strip_suffix(']')?
                                 .split_once(" of ")?;
-                            Some(next_iteration(n, m))
+                            Some(next_iteration(n, m, rejected.as_deref()))
                         })
                     }),
                 _ => None,
@@ -88,9 +97,30 @@ pub(crate) fn readable(line: &str) -> Vec<String> {
     }
 }
 
-/// The line that says a session loop goes on with iteration `n` of `m`.
-fn next_iteration(n: &str, m: &str) -> String {
-    format!("↻ iteration {} of {}", excerpt(n), excerpt(m))
+/// The line that says a session loop goes on with iteration `n` of `m`,
+/// and why the claim of done before it was rejected, when it was.
+fn next_iteration(n: &str, m: &str, rejected: Option<&str>) -> String {
+    match rejected {
+        Some(why) => format!(
+            "↻ iteration {} of {} ({REJECTED}{})",
+            excerpt(n),
+            excerpt(m),
+            excerpt(why)
+        ),
+        None => format!("↻ iteration {} of {}", excerpt(n), excerpt(m)),
+    }
+}
+
+/// The gates that rejected a claim, from the Stop hook's block as 2.0
+/// hands it to the model (the failure notice's `- NAME gate: …` lines);
+/// `None` when the block says no claim was rejected.
+fn rejected_in_feedback(feedback: &str) -> Option<String> {
+    let notice = feedback.split_once(REJECTED_NOTICE)?.1;
+    Some(rejected_by(notice.lines().skip(1).map_while(|l| {
+        l.strip_prefix("- ")?
+            .split_once(" gate: ")
+            .map(|(gate, _)| gate)
+    })))
 }
 
 /// The content blocks of an assistant or user event.
@@ -202,6 +232,17 @@ mod tests {
         // hook's systemMessage.
         let event = r#"{"type":"system","subtype":"informational","content":"Stop says: Ralph iteration 3/25","level":"notice"}"#;
         assert_eq!(readable(event), vec!["↻ iteration 3 of 25"]);
+        // A rejected claim before it is said, with the gates that failed it.
+        let event = r#"{"type":"system","subtype":"informational","content":"Stop says: Ralph iteration 3/25; claim of done rejected: the verification, test_count gates failed","level":"notice"}"#;
+        assert_eq!(
+            readable(event),
+            vec!["↻ iteration 3 of 25 (claim of done rejected: the verification, test_count gates failed)"]
+        );
+        let event = r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"Stop hook feedback:\n[Ralph: completion claim rejected] You claimed completion (the signal), but these checks failed:\n- verification gate: 1 of 1 command(s) failed\nFix what failed.\n\n[Ralph loop: iteration 2 of 3]\nThe task."}]},"parent_tool_use_id":null}"#;
+        assert_eq!(
+            readable(event),
+            vec!["↻ iteration 2 of 3 (claim of done rejected: the verification gate failed)"]
+        );
         let event = r#"{"type":"system","subtype":"informational","content":"Stop says: Ralph loop stopped without completing: max_iterations","level":"notice"}"#;
         assert!(
             readable(event).is_empty(),

@@ -132,7 +132,13 @@ fn status_of_a_complete_loop() {
         25,
         r#"{"verify": [{"name": "tests", "command": "echo 3 passed; echo 0 failed"}]}"#,
     );
-    stop(&project, "Working on it.").block_reason();
+    // The last count, one finding, is not said to remain once the claim of
+    // done is accepted.
+    stop(
+        &project,
+        "Working on it.\nRALPH_ITERATION_COMPLETE: 1 findings remain",
+    )
+    .block_reason();
     stop(&project, &format!("All findings are fixed.\n{SIGNAL}")).assert_allowed();
     assert_eq!(project.status_json()["status"], "complete");
     stable().bind(|| insta::assert_snapshot!("status_complete", status(&project)));

@@ -411,15 +411,29 @@ fn times_and_next(l: &mut Lines, state: &LoopState, config: Option<&Config>, now
     }
 }
 
+/// The findings the agent last reported, in words. A loop that completed
+/// had its claim of done accepted after that count, so the count is said
+/// as what it was then, not as findings that remain.
+fn findings(state: &LoopState) -> String {
+    match (state.last_findings_count, state.status) {
+        (None, _) => "not reported".into(),
+        (Some(n), Status::Complete) if n > 0 => {
+            let at = state
+                .history
+                .iter()
+                .rev()
+                .find(|r| r.findings.is_some())
+                .map(|r| format!(" (iteration {})", r.iteration))
+                .unwrap_or_default();
+            format!("{n} at the last count{at}, before the claim of done was accepted")
+        }
+        (Some(n), _) => format!("{n} remain"),
+    }
+}
+
 /// Findings, outcome budgets, cost, requests, tokens and automatic resumes.
 fn spending(l: &mut Lines, state: &LoopState, config: Option<&Config>, now: u64) {
-    l.line(
-        "findings:",
-        match state.last_findings_count {
-            Some(n) => format!("{n} remain"),
-            None => "not reported".into(),
-        },
-    );
+    l.line("findings:", findings(state));
     if state.outcome_errors > 0 || state.outcome_gate_blocked > 0 {
         let budgets = config.map(|c| c.outcome_budgets).unwrap_or_default();
         l.line(
@@ -672,6 +686,52 @@ mod tests {
         assert!(
             text.contains("plan-b needs-review: \"fix it\", worker 4242-1, 2 iterations, $0.5000, branch ralph/item-fix-it (branch ralph/item-fix-it conflicts with main in a.rs)"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_complete_loop_does_not_say_findings_remain() {
+        let paths = ProjectPaths::new("/nowhere");
+        let mut state = LoopState::new("s".into(), 5, ralph_core::time::Timestamp::from_secs(0));
+        state.iteration = 3;
+        state.last_findings_count = Some(1);
+        let stop = |iteration, findings| ralph_core::judge::state::IterationRecord {
+            iteration,
+            at: ralph_core::time::Timestamp::from_secs(10),
+            decision: ralph_core::judge::state::StopDecision::Block,
+            why: String::new(),
+            excerpt: String::new(),
+            stop_hook_active: false,
+            findings,
+            message_source: ralph_core::judge::decision::MessageSource::Input,
+            tool_calls: 0,
+            error: None,
+            breaker: None,
+            status_block: None,
+            claim: None,
+            progress: None,
+            calls: 0,
+            usage: TokenUsage::default(),
+            tools_incomplete: false,
+            outcome: None,
+            item_id: None,
+        };
+        state.history = vec![stop(2, Some(1)), stop(3, None)];
+        let running = summary(&paths, &state, None, 30);
+        assert!(running.contains("  findings:   1 remain\n"), "{running}");
+        state.status = Status::Complete;
+        let complete = summary(&paths, &state, None, 30);
+        assert!(
+            complete.contains(
+                "  findings:   1 at the last count (iteration 2), before the claim of done was accepted\n"
+            ),
+            "{complete}"
+        );
+        state.last_findings_count = Some(0);
+        let none_left = summary(&paths, &state, None, 30);
+        assert!(
+            none_left.contains("  findings:   0 remain\n"),
+            "{none_left}"
         );
     }
 

@@ -480,6 +480,40 @@ fn a_bad_api_key_fails_the_loop_at_once(client: ClientVersion) {
 }
 
 #[ralph_tests::on_both_clients]
+fn sigint_to_the_launcher_alone_interrupts_a_headless_session(client: ClientVersion) {
+    // `kill -INT` of the launcher, not Ctrl-C to the whole group: the
+    // headless client, in the middle of a long command, gets it too.
+    let scenario = quick("sigint-alone", client);
+    let arrived = Flag::default();
+    let seen = arrived.clone();
+    let api = MockApi::start(move |_, _| {
+        seen.set();
+        Reply::bash("sleep 60")
+    });
+    let mut launcher = scenario.start_until(&api, 1);
+    assert!(
+        wait_until(LOOP_TIMEOUT, || arrived.is_set()),
+        "the client never asked"
+    );
+    // The long command has started.
+    thread::sleep(Duration::from_secs(1));
+    let started = Instant::now();
+    signal_process(launcher.id(), libc::SIGINT);
+    let (status, _out, err) = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    let took = started.elapsed();
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
+    assert!(took < Duration::from_secs(15), "{took:?}: {err}");
+    let state = scenario.status_json();
+    assert_eq!(state["status"], "interrupted", "{state:#}\n{err}");
+    assert!(
+        state["endedBecause"]
+            .as_str()
+            .is_some_and(|w| w.contains("Ctrl-C (SIGINT)")),
+        "{state:#}"
+    );
+}
+
+#[ralph_tests::on_both_clients]
 fn the_cost_cap_ends_the_loop_within_one_call(client: ClientVersion) {
     // What one call of 100,000 input and 10 output tokens costs by the
     // client's own price table for its default model (measured once:

@@ -20,6 +20,11 @@ use super::signals::{Signal, SignalSource};
 /// How long a client has to exit after a signal was passed on to it before
 /// it is killed (SIGKILL).
 pub(crate) const KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// How long a headless client has to exit on a SIGINT the terminal sent
+/// the whole group before the driver passes its own on (it went to the
+/// driver alone).
+pub(crate) const INTERRUPT_PASS_ON: Duration = Duration::from_secs(1);
 /// How often the driver looks at the client and at the signals.
 pub(crate) const TICK: Duration = Duration::from_millis(25);
 /// How long the processes of a signalled client's tool calls have to end
@@ -161,6 +166,9 @@ impl Supervision {
 /// Waits for `client` to exit. Signals the driver receives are passed on
 /// (SIGTERM, SIGHUP; not SIGINT, which the terminal already sent it); a
 /// client still running `grace` after the first one passed on is killed.
+/// With `pass_on_interrupt` (a headless client, which no person reaches
+/// through a terminal), a SIGINT the client has not exited on by then (it
+/// went to the driver alone: `kill -INT`) is passed on too.
 /// With `idle`, a client whose activity has not changed for its timeout is
 /// sent SIGTERM (and killed after `grace` like any other).
 /// The client is only signalled before [`Client::try_wait`] has seen it
@@ -171,8 +179,10 @@ pub(crate) fn supervise(
     grace: Duration,
     tick: Duration,
     mut idle: Option<IdleWatch<'_>>,
+    pass_on_interrupt: Option<Duration>,
 ) -> io::Result<Supervision> {
     let mut first = None;
+    let mut interrupt_at = None::<Instant>;
     let mut kill_at = None;
     let mut killed = false;
     let mut idle_cut_off = None;
@@ -187,7 +197,16 @@ pub(crate) fn supervise(
             if signal.forwarded() {
                 client.signal(signal);
                 kill_at.get_or_insert(Instant::now() + grace);
+            } else if let Some(wait) = pass_on_interrupt {
+                interrupt_at.get_or_insert(Instant::now() + wait);
             }
+        }
+        if interrupt_at.is_some_and(|at| Instant::now() >= at) && kill_at.is_none() {
+            if client.try_wait()?.is_none() {
+                client.signal(Signal::Interrupt);
+                kill_at = Some(Instant::now() + grace);
+            }
+            interrupt_at = None;
         }
         if let Some(exit) = client.try_wait()? {
             return Ok(Supervision {
@@ -657,7 +676,7 @@ mod tests {
             calls: 0,
             at: vec![],
         };
-        let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST, None).unwrap();
+        let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST, None, None).unwrap();
         assert_eq!(
             got,
             Supervision {
@@ -686,7 +705,7 @@ mod tests {
                 calls: 0,
                 at: vec![(2, signal)],
             };
-            let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST, None).unwrap();
+            let got = supervise(&mut client, &mut signals, KILL_GRACE, FAST, None, None).unwrap();
             assert_eq!(got.signal, Some(signal));
             assert!(!got.killed_after_grace);
             let want: Vec<String> = if passed_on {
@@ -727,6 +746,7 @@ mod tests {
                 every: Duration::ZERO,
                 activity: &mut activity,
             }),
+            None,
         )
         .unwrap();
         assert!(started.elapsed() >= timeout);
@@ -735,6 +755,49 @@ mod tests {
         assert_eq!(client.events, ["signal SIGTERM"]);
         assert!(reads > 5, "the activity was read until it stopped growing");
         assert!(got.describe(KILL_GRACE).contains("no sign of work"));
+    }
+
+    #[test]
+    fn a_sigint_the_headless_client_did_not_get_is_passed_on() {
+        // SIGINT to the driver alone (`kill -INT`): a headless client that
+        // is still running a moment later gets it too, and is killed after
+        // the grace if it does not exit.
+        let mut client = FakeClient::new();
+        client.exits_looks_after_signal = Some(2);
+        let mut signals = FakeSignals {
+            calls: 0,
+            at: vec![(2, Signal::Interrupt)],
+        };
+        let got = supervise(
+            &mut client,
+            &mut signals,
+            KILL_GRACE,
+            FAST,
+            None,
+            Some(FAST * 5),
+        )
+        .unwrap();
+        assert_eq!(got.signal, Some(Signal::Interrupt));
+        assert_eq!(client.events, ["signal SIGINT"]);
+        assert!(!got.killed_after_grace);
+        // A client that exits on the terminal's own SIGINT is not sent another.
+        let mut client = FakeClient::new();
+        client.exits_at_look = Some(3);
+        let mut signals = FakeSignals {
+            calls: 0,
+            at: vec![(2, Signal::Interrupt)],
+        };
+        let got = supervise(
+            &mut client,
+            &mut signals,
+            KILL_GRACE,
+            FAST,
+            None,
+            Some(Duration::from_secs(5)),
+        )
+        .unwrap();
+        assert_eq!(got.signal, Some(Signal::Interrupt));
+        assert!(client.events.is_empty(), "{:?}", client.events);
     }
 
     #[test]
@@ -760,6 +823,7 @@ mod tests {
                 every: Duration::ZERO,
                 activity: &mut activity,
             }),
+            None,
         )
         .unwrap();
         assert_eq!(got.idle_cut_off, None);
@@ -824,7 +888,7 @@ mod tests {
         };
         let grace = Duration::from_millis(40);
         let started = Instant::now();
-        let got = supervise(&mut client, &mut signals, grace, FAST, None).unwrap();
+        let got = supervise(&mut client, &mut signals, grace, FAST, None, None).unwrap();
         assert!(started.elapsed() >= grace);
         assert_eq!(
             got,

@@ -1060,6 +1060,7 @@ impl Driver<'_> {
             Output::Readable
         };
         let idle_timeout = self.config.idle_timeout_seconds.filter(|_| self.fresh);
+        let headless = self.headless;
         let signals = &mut self.signals;
         // A session's client runs for the whole loop and the hook judges its
         // stops: the usage windows it reports are recorded as they come,
@@ -1126,6 +1127,7 @@ impl Driver<'_> {
                     client::KILL_GRACE,
                     client::TICK,
                     idle,
+                    headless.then_some(client::INTERRUPT_PASS_ON),
                 );
                 running.end_leftovers(client::LEFTOVER_GRACE);
                 (watched, running.output())

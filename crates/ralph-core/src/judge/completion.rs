@@ -288,6 +288,28 @@ pub struct GateResult {
     pub detail: String,
 }
 
+/// A gate's detail on one line (its lines joined by " / "), at most about
+/// 300 characters: its start (which check, how it ended) and its end (a
+/// test run's failing assertion and summary come last), with `…` between.
+/// What the audit log and the breaker's reason quote of a gate.
+pub fn detail_on_one_line(text: &str) -> String {
+    const HEAD: usize = 100;
+    const TAIL: usize = 200;
+    let joined = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" / ");
+    let count = joined.chars().count();
+    if count <= HEAD + TAIL {
+        return joined;
+    }
+    let head: String = joined.chars().take(HEAD).collect();
+    let tail: String = joined.chars().skip(count - TAIL).collect();
+    format!("{head} … {tail}")
+}
+
 fn is_complete(status: &str) -> bool {
     matches!(
         status.to_ascii_uppercase().as_str(),
@@ -451,7 +473,7 @@ pub fn gates(
                 Some(r) => (
                     false,
                     format!(
-                        "`{}` ({}) {}; last lines of its output:\n{}",
+                        "`{}` ({}) {}; {}",
                         r.command,
                         r.name,
                         if r.timed_out {
@@ -462,7 +484,10 @@ pub fn gates(
                                 None => "could not run".to_string(),
                             }
                         },
-                        r.output_tail
+                        match r.output_tail.trim() {
+                            "" => "it printed nothing".to_string(),
+                            _ => format!("last lines of its output:\n{}", r.output_tail),
+                        }
                     ),
                 ),
                 None if results.len() < verify.len() => {
@@ -932,6 +957,62 @@ mod tests {
             counts: None,
             by_runner: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_long_gate_detail_keeps_its_start_and_its_end() {
+        let mut output = String::from("tests failed (exit 1):\n");
+        for n in 0..200 {
+            output.push_str(&format!("test_{n} ... ok\n"));
+        }
+        output.push_str("AssertionError: 2 != 3\nFAILED (failures=1)\n");
+        let detail = detail_on_one_line(&output);
+        assert!(
+            detail.starts_with("tests failed (exit 1): / test_0 ... ok"),
+            "{detail}"
+        );
+        assert!(
+            detail.ends_with("AssertionError: 2 != 3 / FAILED (failures=1)"),
+            "{detail}"
+        );
+        assert!(detail.contains(" … "), "{detail}");
+        assert!(detail.chars().count() <= 303, "{detail}");
+        assert_eq!(detail_on_one_line("one\n\n two "), "one / two");
+    }
+
+    #[test]
+    fn a_failed_check_that_printed_nothing_says_so() {
+        let verify = vec![VerifyCommand {
+            name: "tests".into(),
+            command: "cargo test".into(),
+            timeout_seconds: 60,
+        }];
+        let assessment = strict(&format!("Done.\n{S}"));
+        let detail = |output: &str| {
+            let failed = VerifyResult {
+                output_tail: output.into(),
+                ..result(Some(1), false)
+            };
+            let gates = gates(
+                &assessment,
+                &PlanReport::default(),
+                &verify,
+                Some(&[failed]),
+                &Integrity::default(),
+            );
+            let gate = gates.iter().find(|g| g.gate == Gate::Verification);
+            gate.unwrap().detail.clone()
+        };
+        for empty in ["", "\n  \n"] {
+            assert_eq!(
+                detail(empty),
+                "`cargo test` (tests) exited 1; it printed nothing"
+            );
+        }
+        assert_eq!(
+            detail("test foo ... FAILED"),
+            "`cargo test` (tests) exited 1; last lines of its output:\ntest foo ... FAILED"
+        );
     }
 
     #[test]

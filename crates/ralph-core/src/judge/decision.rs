@@ -207,11 +207,12 @@ fn rejection(gates: &[GateResult]) -> Option<ErrorSighting> {
         })
         .collect();
     let names: Vec<&str> = failed.iter().map(|g| g.gate.as_str()).collect();
-    let first = failed[0].detail.lines().next().unwrap_or_default();
-    let first: String = first.chars().take(120).collect();
+    // The whole detail, on one line: its first line alone ends with a colon
+    // when what it introduces (a check's output, the plan's items) follows.
+    let detail = crate::judge::completion::detail_on_one_line(&failed[0].detail);
     Some(ErrorSighting {
         fingerprint: errors::fingerprint(&text.join("\n")),
-        sample: format!("{} gate: {first}", names.join(", ")),
+        sample: format!("{} gate: {detail}", names.join(", ")),
     })
 }
 
@@ -1762,6 +1763,44 @@ mod tests {
                 assert!(claim.gates.iter().any(|g| !g.passed));
                 assert!(!state.history[0].claim.as_ref().unwrap().accepted);
             }
+        }
+    }
+
+    #[test]
+    fn the_same_rejected_claim_opens_the_breaker_naming_what_the_check_printed() {
+        let signal = Config::default().completion_signal;
+        // (what the failing check printed, how the breaker's reason quotes it)
+        for (output, ends) in [
+            ("", "exited 1; it printed nothing)"),
+            ("\n", "exited 1; it printed nothing)"),
+            (
+                "test parser ... FAILED\n1 failed",
+                "exited 1; last lines of its output: / test parser ... FAILED / 1 failed)",
+            ),
+        ] {
+            let mut state = running(1, 25);
+            let mut reason = None;
+            for _ in 0..5 {
+                let mut verification = verified(1).unwrap();
+                verification[0].output_tail = output.into();
+                let observed = Observation {
+                    verification: Some(verification),
+                    ..saying(&format!("Done.\n{signal}"))
+                };
+                let out = decide(&verify_config(), Some(&state), &observed, NOW);
+                state = out.new_state.unwrap();
+                if out.verdict == Verdict::End(Status::CircuitOpen) {
+                    reason = state.breaker.last_transition.map(|t| t.reason);
+                    break;
+                }
+            }
+            let reason = reason.expect("the breaker opened");
+            let quoted = format!("(verification gate: `test -f done.txt` (tests) {ends}");
+            assert!(
+                reason.starts_with("the same completion claim was rejected ")
+                    && reason.contains(&quoted),
+                "{output:?}: {reason}"
+            );
         }
     }
 

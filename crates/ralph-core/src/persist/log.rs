@@ -187,7 +187,7 @@ impl LogEntry {
             entry.checks.extend(claim.gates.iter().map(|g| Check {
                 name: g.gate.as_str().to_string(),
                 passed: g.passed,
-                detail: short(&g.detail),
+                detail: crate::judge::completion::detail_on_one_line(&g.detail),
             }));
         }
         if let Some(transition) = record.and_then(|r| r.breaker.as_ref()) {
@@ -204,27 +204,6 @@ impl LogEntry {
         }
         entry
     }
-}
-
-/// A gate's detail on one line (its lines joined by " / "), at most about
-/// 300 characters: its start (which check, how it ended) and its end (a
-/// test run's failing assertion and summary come last), with `…` between.
-fn short(text: &str) -> String {
-    const HEAD: usize = 100;
-    const TAIL: usize = 200;
-    let joined = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" / ");
-    let count = joined.chars().count();
-    if count <= HEAD + TAIL {
-        return joined;
-    }
-    let head: String = joined.chars().take(HEAD).collect();
-    let tail: String = joined.chars().skip(count - TAIL).collect();
-    format!("{head} … {tail}")
 }
 
 /// The log beside the state file.
@@ -453,26 +432,5 @@ mod tests {
         // ralph's own end line is believed.
         append(&lock, &forged).unwrap();
         assert!(completion_logged(&paths.state_file(), &state));
-    }
-
-    #[test]
-    fn a_long_gate_detail_keeps_its_start_and_its_end() {
-        let mut output = String::from("tests failed (exit 1):\n");
-        for n in 0..200 {
-            output.push_str(&format!("test_{n} ... ok\n"));
-        }
-        output.push_str("AssertionError: 2 != 3\nFAILED (failures=1)\n");
-        let detail = short(&output);
-        assert!(
-            detail.starts_with("tests failed (exit 1): / test_0 ... ok"),
-            "{detail}"
-        );
-        assert!(
-            detail.ends_with("AssertionError: 2 != 3 / FAILED (failures=1)"),
-            "{detail}"
-        );
-        assert!(detail.contains(" … "), "{detail}");
-        assert!(detail.chars().count() <= 303, "{detail}");
-        assert_eq!(short("one\n\n two "), "one / two");
     }
 }

@@ -80,7 +80,8 @@ pub enum Gate {
 }
 
 impl Gate {
-    /// The gate's name, as in the state file and the notices.
+    /// The gate's name, the one every view gives it: the state file, the
+    /// notices, the audit log, `status` and the report.
     pub fn as_str(self) -> &'static str {
         match self {
             Gate::Plan => "plan",

@@ -345,7 +345,7 @@ fn claims(page: &mut String, state: &LoopState) {
         let _ = write!(
             page,
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&format!("{:?}", gate.gate)),
+            esc(gate.gate.as_str()),
             if gate.passed {
                 "<span class=\"ok\">passed</span>"
             } else {
@@ -445,5 +445,10 @@ mod tests {
             "{page}"
         );
         assert!(page.contains("ran 2 tests (baseline 3)"), "{page}");
+        // The gate by the name `status`, the log and the notices give it.
+        assert!(
+            page.contains("<tr><td>test_count</td><td><span class=\"bad\">failed</span></td>"),
+            "{page}"
+        );
     }
 }

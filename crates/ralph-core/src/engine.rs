@@ -501,6 +501,7 @@ fn stop_config(
     };
     if stop.skip_project_verify {
         config.completion.verify.clear();
+        config.completion.verify_off_by_formula = true;
     }
     config
         .completion
@@ -1748,6 +1749,35 @@ mod tests {
             "{system_message}"
         );
         assert_eq!(state(&paths).status, Status::Complete);
+    }
+
+    #[test]
+    fn a_claim_of_a_step_with_verification_off_says_the_formula_turned_it_off() {
+        let config = r#"{"verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#;
+        let (_d, paths) = project(Some(config));
+        let world = FakeWorld::new(IterationTail::default());
+        let signal = Config::default().completion_signal;
+        let report = run_stop(
+            &paths,
+            &[],
+            &Stop {
+                skip_project_verify: true,
+                ..stop(&format!("The plan is written.\n{signal}"))
+            },
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(world.verify_runs.get(), 0, "nothing to run");
+        let Answer::End { system_message } = &report.answer else {
+            panic!("{:?}", report.answer);
+        };
+        assert!(
+            system_message.contains(
+                "not verified: verification is off for this step (`verify: false` in the formula)"
+            ) && !system_message.contains("no verification command is configured"),
+            "{system_message}"
+        );
     }
 
     #[test]

@@ -148,6 +148,10 @@ pub struct CompletionConfig {
     /// loop's start (new files are free), with the test runners'
     /// configuration beside them.
     pub protected_paths: Vec<String>,
+    /// Set when a formula step turned the project's `verify` off for this
+    /// claim (`verify: false`): a claim checked by nothing says so, not
+    /// that no check is configured.
+    pub verify_off_by_formula: bool,
 }
 
 impl Default for CompletionConfig {
@@ -162,6 +166,7 @@ impl Default for CompletionConfig {
             weights: ConfidenceWeights::default(),
             allow_fewer_tests: false,
             protected_paths: Vec::new(),
+            verify_off_by_formula: false,
         }
     }
 }
@@ -657,9 +662,10 @@ fn protected_gate(changes: &[String]) -> GateResult {
 }
 
 /// What an accepted claim was checked against, in words, for the reason
-/// the loop completed: exactly the gates that ran, and, with no
-/// verification command configured, that nothing was run to verify it.
-pub fn accepted_summary(results: &[GateResult]) -> String {
+/// the loop completed: exactly the gates that ran, and, when no
+/// verification command ran, why: none is configured, or the formula's
+/// step turned verification off (`verify_off_by_formula`).
+pub fn accepted_summary(results: &[GateResult], verify_off_by_formula: bool) -> String {
     let mut checked = Vec::new();
     for gate in results {
         checked.push(match gate.gate {
@@ -678,10 +684,12 @@ pub fn accepted_summary(results: &[GateResult]) -> String {
     }
     let mut text = format!("checked: {}", checked.join(", "));
     if !results.iter().any(|g| g.gate == Gate::Verification) {
-        text.push_str(
+        text.push_str(if verify_off_by_formula {
+            "; not verified: verification is off for this step (`verify: false` in the formula)"
+        } else {
             "; not verified: no verification command is configured (add your test command \
-             to `verify` in .claude/ralph/config.json)",
-        );
+             to `verify` in .claude/ralph/config.json)"
+        });
     }
     text
 }
@@ -756,8 +764,19 @@ mod tests {
                  .claude/ralph/config.json)",
             ),
         ] {
-            assert_eq!(accepted_summary(&gates), want);
+            assert_eq!(accepted_summary(&gates, false), want);
         }
+        // A formula step that turned verification off says so.
+        assert_eq!(
+            accepted_summary(&[gate(Gate::Plan, "no plan file")], true),
+            "checked: no plan file to check; not verified: verification is off for this step \
+             (`verify: false` in the formula)"
+        );
+        let gates = [gate(Gate::Verification, "1 command(s) passed")];
+        assert_eq!(
+            accepted_summary(&gates, true),
+            "checked: verified: 1 command(s) passed"
+        );
     }
 
     #[test]
@@ -1314,7 +1333,7 @@ mod tests {
                 && base.first().is_some_and(|b| b.command == cmd)
                 && results[0].counts.is_some();
             assert_eq!(
-                accepted_summary(&gates).contains("test counts: `python3 -m unittest` ran"),
+                accepted_summary(&gates, false).contains("test counts: `python3 -m unittest` ran"),
                 compared,
                 "{:?}",
                 results[0].counts

@@ -683,7 +683,11 @@ fn judge_completion(
         failed_gates: gates.iter().filter(|g| !g.passed).map(|g| g.gate).collect(),
     };
     let (accepted_summary, notice, rejected) = if accepted {
-        (completion::accepted_summary(&gates), None, None)
+        (
+            completion::accepted_summary(&gates, config.completion.verify_off_by_formula),
+            None,
+            None,
+        )
     } else {
         (
             String::new(),

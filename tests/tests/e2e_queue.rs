@@ -639,6 +639,48 @@ fn a_folder_s_items_stay_on_their_branches_with_merge_none_and_a_skip_is_recorde
 const THREE: &str = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
 
 #[ralph_tests::on_both_clients]
+fn an_item_said_done_with_no_change_does_not_land_as_done(client: ClientVersion) {
+    // The agent of "task 2" says it is done, but its command never ran (as
+    // when the client's sandbox could not start it) and it changed
+    // nothing: the item is not ticked off as done.
+    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n";
+    let scenario = plan_drain("queue-nothing", client, plan, json!({}), "1");
+    let root = scenario.path("");
+    let agent = worker_agent(|title| (file_of(title), title.to_string()));
+    let api = MockApi::start(move |turn, body| {
+        if item_of(body).as_deref() == Some("task 2") {
+            return Reply::text(format!(
+                "task 2 is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {}}}",
+                item_id_of(body)
+            ));
+        }
+        agent(turn, body)
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(23, "complete");
+    let items: Vec<&Value> = outcome.state["queue"]["items"]
+        .as_object()
+        .unwrap()
+        .values()
+        .collect();
+    let second = items.iter().find(|i| i["title"] == "task 2").unwrap();
+    assert_eq!(second["status"], "needs-review", "{second}");
+    assert!(
+        second["why"]
+            .as_str()
+            .unwrap()
+            .contains("left no commit and no change"),
+        "{second}"
+    );
+    let first = items.iter().find(|i| i["title"] == "task 1").unwrap();
+    assert_eq!(first["status"], "done", "{first}");
+    let plan = std::fs::read_to_string(root.join("PLAN.md")).unwrap();
+    assert!(plan.contains("- [x] task 1"), "{plan}");
+    assert!(plan.contains("- [ ] task 2"), "{plan}");
+    outcome.closing_has(&["1 item landed on main", "1 needs review"]);
+}
+
+#[ralph_tests::on_both_clients]
 fn the_run_s_budget_spans_its_items(client: ClientVersion) {
     // Each item's one iteration costs what the mock's usage comes to; the
     // run's budget is spent within the second item.

@@ -36,8 +36,8 @@ pub(crate) enum Landed {
         /// one expected: the base moved outside the merge queue.
         moved: Option<String>,
     },
-    /// The item left no commit and no change, and has no box to tick:
-    /// there was nothing to land.
+    /// The item left no commit and no change: there was nothing to land
+    /// (and its box, if any, is left unticked).
     Nothing,
     /// Kept on its branch for a person, and why.
     NeedsReview(String),
@@ -117,8 +117,19 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
     let ahead: u64 = git(wt, &["rev-list", "--count", &range])?
         .parse()
         .unwrap_or(0);
-    // An item done with no change of its own still has its box to tick.
-    if ahead == 0 && landing.plan.is_none() {
+    // An item said done with no change of its own is not ticked off: its
+    // agent's work may have failed unseen (a command the sandbox could not
+    // start), and one with nothing to do says skip. Its own: not on the
+    // base the queue last landed (the agent may have moved the base itself).
+    let own: u64 = match landing.expected_base {
+        Some(expected) if ahead == 0 => {
+            git(wt, &["rev-list", "--count", &format!("{expected}..HEAD")])?
+                .parse()
+                .unwrap_or(0)
+        }
+        _ => ahead,
+    };
+    if own == 0 {
         remove(landing)?;
         return Ok(Landed::Nothing);
     }
@@ -448,7 +459,7 @@ mod tests {
         }
         // As expected: nothing to say.
         let now = git(&root, &["rev-parse", "main"]).unwrap();
-        let other = plan.create("item-other").unwrap();
+        let other = worked(&plan, "item-other", "other.txt", "other\n");
         let landing = Landing {
             worktree: &other,
             item: &item("left"),
@@ -619,16 +630,15 @@ mod tests {
     #[test]
     fn leftovers_are_committed_and_an_item_with_nothing_lands_nothing() {
         let (_d, root, plan, claims) = repo();
-        // No change, but a box to tick: the tick lands.
+        // No change, with a box to tick: nothing lands, not even the tick
+        // (the agent's work may have failed unseen).
         let idle = plan.create("item-idle").unwrap();
-        assert!(matches!(
-            land_it(&root, &idle, &item("left"), &[], &claims),
-            Landed::Merged { .. }
-        ));
+        let before = git(&root, &["rev-parse", "main"]).unwrap();
         assert_eq!(
-            git(&root, &["log", "-1", "--format=%s", "main"]).unwrap(),
-            "Tick left in PLAN.md"
+            land_it(&root, &idle, &item("left"), &[], &claims),
+            Landed::Nothing
         );
+        assert_eq!(git(&root, &["rev-parse", "main"]).unwrap(), before);
         assert!(!idle.path.exists());
         // No change and nothing to tick: nothing lands.
         let bare = plan.create("item-bare").unwrap();

@@ -730,8 +730,11 @@ impl Shared<'_> {
                 }
             }
             Ok(Landed::Nothing) => outcome(
-                ItemState::Done,
-                "finished with no change to land".to_string(),
+                ItemState::NeedsReview,
+                "its agent said it was done, but it left no commit and no change: nothing landed \
+                 (`ralph-ctl log` shows its iterations; an item that needs no change ends with \
+                 RALPH_OUTCOME skip)"
+                    .to_string(),
             ),
             Ok(Landed::NeedsReview(why)) => outcome(ItemState::NeedsReview, why),
             Err(e) => outcome(

@@ -61,6 +61,7 @@ pub(crate) fn test_command(root: &Path) -> Option<Detected> {
                 .flatten()
         })
         .or_else(|| node(root))
+        .or_else(|| node_test_runner(root))
         .or_else(|| {
             exists(root, "go.mod")
                 .then(|| found("go test ./...", "go.mod"))
@@ -126,7 +127,55 @@ fn node(root: &Path) -> Option<Detected> {
     found(manager, "the test script of package.json")
 }
 
-/// pytest when the project names it; else unittest over the test files.
+/// `node --test` when no `test` script says otherwise (none, or npm's
+/// placeholder) and the test files node finds on its own (any script in
+/// `test/`, or one named like `x.test.js` in the project folder or `tests/`)
+/// use its built-in runner (`node:test`).
+fn node_test_runner(root: &Path) -> Option<Detected> {
+    let is_script = |name: &str| [".js", ".mjs", ".cjs"].iter().any(|e| name.ends_with(e));
+    let named_as_test = |name: &str| {
+        let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+        stem == "test"
+            || stem.starts_with("test-")
+            || stem.ends_with(".test")
+            || stem.ends_with("-test")
+            || stem.ends_with("_test")
+    };
+    for (folder, any_name) in [("test", true), ("tests", false), ("", false)] {
+        let dir = root.join(folder);
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| is_script(n) && (any_name || named_as_test(n)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        let uses_node_test = names
+            .iter()
+            .take(MAX_TEST_FILES_READ)
+            .any(|n| text(&dir, n).is_some_and(|t| t.contains("node:test")));
+        if uses_node_test {
+            let source = match folder {
+                "" => "the node:test files in the project folder".to_string(),
+                folder => format!("the node:test files in {folder}/"),
+            };
+            return found("node --test", &source);
+        }
+    }
+    None
+}
+
+/// The most test files read to tell unittest's from pytest's.
+const MAX_TEST_FILES_READ: usize = 64;
+
+/// pytest when the project names it; else, over the test files, unittest
+/// when every one of them is unittest's (a `TestCase`, named `test*.py`),
+/// and pytest otherwise: unittest would run none of a plain `def test_…`
+/// and pass (Python before 3.12 exits 0 on "Ran 0 tests").
 fn python_tests(root: &Path) -> Option<Detected> {
     let python = python();
     let names_pytest = exists(root, "pytest.ini")
@@ -150,19 +199,24 @@ fn python_tests(root: &Path) -> Option<Detected> {
     let is_test_file = |name: &str| {
         name.ends_with(".py") && (name.starts_with("test") || name.ends_with("_test.py"))
     };
+    // Whether `dir` has test files, and whether they are all unittest's.
     let test_files_in = |dir: &Path| -> (bool, bool) {
-        let names: Vec<String> = fs::read_dir(dir)
+        let mut names: Vec<String> = fs::read_dir(dir)
             .map(|entries| {
                 entries
                     .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
                     .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| is_test_file(n))
                     .collect()
             })
             .unwrap_or_default();
-        let unittest_style = names
-            .iter()
-            .any(|n| n.starts_with("test") && n.ends_with(".py"));
-        (names.iter().any(|n| is_test_file(n)), unittest_style)
+        names.sort();
+        let unittest_style = !names.is_empty()
+            && names.iter().take(MAX_TEST_FILES_READ).all(|n| {
+                n.starts_with("test") && text(dir, n).is_some_and(|t| t.contains("TestCase"))
+            });
+        (!names.is_empty(), unittest_style)
     };
     for folder in ["tests", "test"] {
         let (any, unittest_style) = test_files_in(&root.join(folder));
@@ -170,7 +224,7 @@ fn python_tests(root: &Path) -> Option<Detected> {
             return if unittest_style {
                 found(
                     &format!("{python} -m unittest discover -s {folder}"),
-                    &format!("the test files in {folder}/"),
+                    &format!("the unittest files in {folder}/"),
                 )
             } else {
                 found(
@@ -185,7 +239,7 @@ fn python_tests(root: &Path) -> Option<Detected> {
         return if unittest_style {
             found(
                 &format!("{python} -m unittest"),
-                "the test files in the project folder",
+                "the unittest files in the project folder",
             )
         } else {
             found(
@@ -289,6 +343,14 @@ mod tests {
         test_command(project(files).path()).map(|d| d.command)
     }
 
+    /// A unittest test file.
+    const UNITTEST: &str =
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        pass\n";
+    /// A test file of node's own runner.
+    const NODE_TEST: &str = "const test = require('node:test');\ntest('sum', () => {});\n";
+    /// A test file with a plain pytest test function.
+    const PYTEST: &str = "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n";
+
     #[test]
     fn each_ecosystem_gets_its_usual_command() {
         let py = python();
@@ -324,17 +386,69 @@ mod tests {
                 None,
             ),
             (vec![("package.json", r#"{"name":"x"}"#)], None),
+            // node's own runner, with no test script (or npm's placeholder).
+            (
+                vec![
+                    ("package.json", r#"{"name":"x"}"#),
+                    ("test/sum.js", NODE_TEST),
+                ],
+                Some("node --test".into()),
+            ),
+            (
+                vec![
+                    (
+                        "package.json",
+                        r#"{"scripts":{"test":"echo \"Error: no test specified\" && exit 1"}}"#,
+                    ),
+                    ("sum.test.mjs", NODE_TEST),
+                ],
+                Some("node --test".into()),
+            ),
+            (
+                vec![("tests/sum.test.cjs", NODE_TEST)],
+                Some("node --test".into()),
+            ),
+            // Not where node looks, or not its runner: nothing guessed.
+            (vec![("tests/sum.js", NODE_TEST)], None),
+            (
+                vec![("test/sum.test.js", "describe('sum', () => {});\n")],
+                None,
+            ),
+            (
+                vec![
+                    ("package.json", r#"{"scripts":{"test":"jest"}}"#),
+                    ("test/sum.js", NODE_TEST),
+                ],
+                Some("npm test".into()),
+            ),
             (
                 vec![("pyproject.toml", "[tool.pytest.ini_options]\n")],
                 Some(format!("{py} -m pytest")),
             ),
             (
-                vec![("calc.py", ""), ("test_calc.py", "import unittest")],
+                vec![("calc.py", ""), ("test_calc.py", UNITTEST)],
                 Some(format!("{py} -m unittest")),
             ),
             (
-                vec![("calc.py", ""), ("tests/test_calc.py", "")],
+                vec![("calc.py", ""), ("tests/test_calc.py", UNITTEST)],
                 Some(format!("{py} -m unittest discover -s tests")),
+            ),
+            // Plain test functions: unittest would run none of them, and pass.
+            (
+                vec![("calc.py", ""), ("tests/test_calc.py", PYTEST)],
+                Some(format!("{py} -m pytest")),
+            ),
+            (
+                vec![("calc.py", ""), ("test_calc.py", PYTEST)],
+                Some(format!("{py} -m pytest")),
+            ),
+            (
+                vec![
+                    ("tests/test_a.py", UNITTEST),
+                    ("tests/test_b.py", PYTEST),
+                    ("tests/helpers.py", ""),
+                ],
+                Some(format!("{py} -m pytest")),
             ),
             (
                 vec![("calc.py", ""), ("tests/calc_test.py", "")],

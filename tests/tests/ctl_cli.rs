@@ -2280,10 +2280,6 @@ fn the_readme_s_exit_code_table_names_every_exit_code() {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
             .unwrap();
-    let source = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/ralph-core/src/exit_codes.rs"),
-    )
-    .unwrap();
     let table = readme
         .split("## Exit codes")
         .nth(1)
@@ -2299,15 +2295,53 @@ fn the_readme_s_exit_code_table_names_every_exit_code() {
                 .collect::<Vec<_>>()
         })
         .collect();
+    assert_eq!(
+        in_table,
+        defined_exit_codes(),
+        "README table vs exit_codes.rs"
+    );
+}
+
+/// Every exit code of exit_codes.rs, with the signals' (128 + the number)
+/// `run` gives.
+fn defined_exit_codes() -> std::collections::BTreeSet<i32> {
+    let source = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/ralph-core/src/exit_codes.rs"),
+    )
+    .unwrap();
     let mut defined: std::collections::BTreeSet<i32> = source
         .lines()
         .filter_map(|l| l.trim().strip_prefix("pub const "))
         .filter_map(|l| l.split('=').nth(1))
         .filter_map(|v| v.trim().trim_end_matches(';').parse::<i32>().ok())
         .collect();
-    // The signals' codes (128 + the number) the table names.
     defined.extend([129, 130, 143]);
-    assert_eq!(in_table, defined, "README table vs exit_codes.rs");
+    defined
+}
+
+#[test]
+fn the_help_names_every_exit_code() {
+    // `ralph-ctl --help` and `run --help` each say what every code means.
+    let project = TempProject::new("help-exit-codes");
+    for args in [&["--help"][..], &["run", "--help"]] {
+        let help = project.ctl(args, &[]);
+        help.assert_code(0);
+        let codes = help
+            .stdout
+            .split("Exit codes:")
+            .nth(1)
+            .and_then(|rest| rest.split("Usage:").next())
+            .unwrap_or_else(|| panic!("no exit codes in {args:?}: {}", help.stdout));
+        let named: std::collections::BTreeSet<i32> = codes
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        let missing: Vec<i32> = defined_exit_codes().difference(&named).copied().collect();
+        assert!(
+            missing.is_empty(),
+            "{args:?} does not name {missing:?}:\n{codes}"
+        );
+    }
 }
 
 #[test]

@@ -12,7 +12,8 @@ use clap::{Parser, Subcommand};
 /// open, 12 interrupted, 13 no loop for this session, 14 paused, 15 failed
 /// (the API refused the loop), 16 budget exhausted, 17 a `complete` no claim
 /// recorded, 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 21 a
-/// formula gate failed past its retries, 22 cancelled; `run` also: 127
+/// formula gate failed past its retries, 22 cancelled, 24 waiting for your
+/// answer; `run` also: 23 a queue drained with items that did not land, 127
 /// client not found, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.
 #[derive(Debug, Parser)]
 #[command(name = "ralph-ctl", version, about, long_about)]
@@ -285,8 +286,8 @@ pub enum Command {
     /// 15 failed, 16 budget exhausted, 17 a complete no claim recorded,
     /// 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 21 a formula
     /// gate failed past its retries, 22 cancelled, 23 a queue drained with
-    /// items that did not land, 127 client not found,
-    /// 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM.
+    /// items that did not land, 24 waiting for your answer (`ralph-ctl
+    /// answer`), 127 client not found, 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM.
     #[command(verbatim_doc_comment)]
     #[command(
         after_help = "Example:\n  ralph-ctl run --task \"make the failing tests pass\" --yes --headless\n  ralph-ctl run --fresh --worktree -- --permission-mode acceptEdits\n  ralph-ctl run --formula feature"

@@ -141,6 +141,42 @@ fn sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client(client: ClientVer
 }
 
 #[ralph_tests::on_both_clients]
+fn a_worktree_loop_resumed_as_printed_goes_on_in_worktrees(client: ClientVersion) {
+    // A `--fresh --worktree` loop stopped by Ctrl-C; its closing line says
+    // `ralph-ctl run --resume`, which, run as printed, goes on with each
+    // iteration in a worktree of its own.
+    let scenario = Scenario::new("fresh-worktree-resume", client).fresh(&["--worktree"]);
+    let api = MockApi::start(|turn, _| {
+        thread::sleep(Duration::from_millis(200));
+        Reply::text(format!("Working {turn}."))
+    });
+    let mut launcher = scenario.start_until(&api, 2);
+    signal_process(launcher.id(), libc::SIGINT);
+    exits_with(&mut launcher, 130);
+    assert_eq!(scenario.status_json()["status"], "interrupted");
+    let api2 = MockApi::start_in_order(|turn, _| match turn {
+        0 => Reply::bash(
+            "pwd > where.txt && git add where.txt && git commit -q -m resumed && echo done",
+        ),
+        _ => Reply::text(format!("Committed where.txt.\n{SIGNAL}")),
+    });
+    let resumed = scenario.run_with(&api2, &["--resume"]);
+    resumed.run.assert_stderr_has(&[
+        "resuming the way the loop ran: ",
+        "each iteration in a worktree (--worktree)",
+    ]);
+    resumed.ended(0, "complete");
+    // The resumed iteration worked in a worktree, never in the checkout.
+    assert!(!scenario.path("where.txt").exists(), "{resumed:?}");
+    let kept = std::fs::read_dir(scenario.path(".claude/worktrees"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("where.txt").exists())
+        .count();
+    assert_eq!(kept, 1, "{resumed:?}");
+}
+
+#[ralph_tests::on_both_clients]
 fn an_abort_line_ends_a_fresh_loop_blocked(client: ClientVersion) {
     let question = "which database should the migration target?";
     let api = MockApi::start_in_order(move |turn, _| match turn {

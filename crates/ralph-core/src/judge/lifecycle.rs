@@ -467,6 +467,8 @@ fn again(state: &LoopState, extra: &[&str]) -> String {
             "--formula {}",
             crate::text::shell_word(&formula.name)
         ));
+    } else if mode.worktree {
+        words.push("--worktree".into());
     } else if state.fresh_context {
         words.push("--fresh".into());
     }
@@ -753,6 +755,7 @@ mod tests {
                 headless: true,
                 sandbox: Some(true),
                 workers: None,
+                worktree: false,
             })
         };
         // Started by the launcher or a hook: the launcher again.
@@ -789,6 +792,7 @@ mod tests {
                 headless: true,
                 sandbox: None,
                 workers: Some(2),
+                worktree: false,
             }),
         );
         run.queue = Some(QueueRun {

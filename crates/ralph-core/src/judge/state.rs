@@ -556,6 +556,9 @@ pub struct RunMode {
     /// `--workers N` of a queue run's first process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<u32>,
+    /// `--worktree`: each fresh iteration on a branch of its own.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub worktree: bool,
 }
 
 /// A question the agent asked the person (`RALPH_ASK: <question>`).

@@ -125,6 +125,10 @@ pub(crate) fn as_it_ran(paths: &ProjectPaths, options: &mut RunOptions) {
         options.headless = true;
         taken.push("headless (--headless)".into());
     }
+    if mode.worktree && !options.worktree && options.queue.is_none() {
+        options.worktree = true;
+        taken.push("each iteration in a worktree (--worktree)".into());
+    }
     if let (Some(sandbox), None) = (mode.sandbox, options.sandbox) {
         options.sandbox = Some(sandbox);
         taken.push(if sandbox { "--sandbox" } else { "--no-sandbox" }.into());
@@ -563,6 +567,7 @@ fn begin(
         headless: options.headless,
         sandbox: options.sandbox,
         workers: None,
+        worktree: options.worktree,
     };
     let started = start::start_loop(
         paths,
@@ -1024,6 +1029,17 @@ impl Driver<'_> {
         };
         let prompt_file = paths.runtime_dir().join(PROMPT_FILE_NAME);
         let block_cap = std::env::var(command::BLOCK_CAP_ENV).ok();
+        // A session the client never saved (stopped before it wrote its
+        // first line) cannot be resumed: the client would refuse it ("No
+        // conversation found") at every try. The iteration starts over in
+        // a conversation of that id, with the same text.
+        if self.resumed && super::transcripts::of_session(session).is_none() {
+            say(&format!(
+                "session {session} was never saved by the client: the iteration starts over in a new \
+                 conversation of that id"
+            ));
+            self.resumed = false;
+        }
         let command = command::build(&Launch {
             client: &self.client,
             headless: self.headless,

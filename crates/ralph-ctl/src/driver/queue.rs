@@ -112,6 +112,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         headless: true,
         sandbox: run_options.sandbox,
         workers: Some(options.workers),
+        worktree: false,
     };
     let run = enter(paths, options, &config, &pin, &base, run_mode)?;
     say(&format!(

@@ -1613,6 +1613,8 @@ fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
     let fresh = project.ctl(&["doctor"], &env);
     fresh.assert_code(0);
     fresh.assert_stdout_has(&[
+        // init without --yes writes no config.json.
+        "config.json does not exist: the defaults apply",
         "ok    login: logs in with the ANTHROPIC_API_KEY variable",
         "warn  first run: Claude Code has never run in this home",
         "interactive runs will show the first-run screens (headless runs do not)",
@@ -2205,12 +2207,36 @@ fn the_launcher_s_caps_refuse_what_they_cannot_be() {
 }
 
 #[test]
+fn status_without_a_loop_names_a_start_that_works() {
+    // Each step of a first setup: status names a way to start that would
+    // not be refused (never the launcher on the template PROMPT.md).
+    let project = TempProject::new("status-first");
+    let status = project.ctl(&["status"], &[]);
+    status.assert_code(0).assert_stdout_has(&[
+        "ralph is not installed here: `ralph-ctl run --task \"TEXT\"` installs it and starts a loop on TEXT",
+        "`ralph-ctl init` installs it without starting",
+    ]);
+    project.init_untouched();
+    let status = project.ctl(&["status"], &[]);
+    status.assert_code(0).assert_stdout_has(&[
+        "PROMPT.md is still the template, which a loop refuses",
+        "`ralph-ctl run --task \"TEXT\"` starts one on TEXT",
+    ]);
+    project.write_prompt("Fix the parser.\n");
+    let status = project.ctl(&["status"], &[]);
+    status
+        .assert_code(0)
+        .assert_stdout_has(&["(no state file). Start one with .claude/ralph/ralph-audit.sh."]);
+    assert!(!status.stdout.contains("template"), "{status:?}");
+}
+
+#[test]
 fn a_folder_without_ralph_and_a_config_that_is_not_json_say_what_to_do() {
     let project = TempProject::new("no-ralph");
     // Nothing installed: status says how to install, report has no loop.
     let status = project.ctl(&["status"], &[]);
     status.assert_code(0);
-    status.assert_stdout_has(&["ralph is not installed here: `ralph-ctl init` installs it"]);
+    status.assert_stdout_has(&["ralph is not installed here: `ralph-ctl run --task"]);
     let report = project.ctl(&["report", "--html", "r.html"], &[]);
     report.assert_code(13);
     assert!(report.stdout.contains("nothing to report"), "{report:?}");

@@ -69,8 +69,16 @@ fn show(
         }
         None if !paths.ralph_dir().is_dir() => writeln!(
             out,
-            "No Ralph loop in {}, and ralph is not installed here: `ralph-ctl init` installs it \
-             (PROMPT.md, the launcher, the Stop hook), then .claude/ralph/ralph-audit.sh starts a loop.",
+            "No Ralph loop in {}, and ralph is not installed here: `ralph-ctl run --task \"TEXT\"` \
+             installs it and starts a loop on TEXT; `ralph-ctl init` installs it without starting \
+             (PROMPT.md, the launcher, the Stop hook).",
+            paths.root.display()
+        ),
+        None if prompt_is_the_template(paths) => writeln!(
+            out,
+            "No Ralph loop in {} (no state file). PROMPT.md is still the template, which a loop \
+             refuses: `ralph-ctl run --task \"TEXT\"` starts one on TEXT, or write the task into \
+             PROMPT.md, then run .claude/ralph/ralph-audit.sh.",
             paths.root.display()
         ),
         None => writeln!(
@@ -79,6 +87,16 @@ fn show(
             paths.root.display()
         ),
     }
+}
+
+/// Whether the project's PROMPT.md (as the config names it) is still the
+/// template `init` wrote, which a loop refuses to start on.
+fn prompt_is_the_template(paths: &ProjectPaths) -> bool {
+    let prompt_file = Config::load(paths, &ProcessEnv)
+        .map(|c| c.prompt_file)
+        .unwrap_or_else(|_| Config::default().prompt_file);
+    ralph_core::observe::prompt::read_prompt(&paths.resolve(&prompt_file))
+        .is_ok_and(|text| ralph_core::observe::prompt::is_template(&text))
 }
 
 /// The drift of `state`'s pinned files: for a running or paused loop, as

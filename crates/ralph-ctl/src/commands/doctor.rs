@@ -164,10 +164,13 @@ pub(crate) fn all(paths: &ProjectPaths, runs: Runs) -> Vec<Check> {
         Ok(_) => check(
             "config",
             Verdict::Ok,
-            format!(
-                "{} is valid (or absent: defaults)",
-                paths.config_file().display()
-            ),
+            match paths.config_file().exists() {
+                true => format!("{} is valid", paths.config_file().display()),
+                false => format!(
+                    "{} does not exist: the defaults apply",
+                    paths.config_file().display()
+                ),
+            },
             None,
         ),
         Err(e) => check("config", Verdict::Fail, e.to_string(), Some(e.fix().into())),

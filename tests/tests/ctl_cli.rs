@@ -1664,6 +1664,34 @@ fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
 }
 
 #[test]
+fn doctor_before_any_setup_names_the_one_command_and_the_tests_it_found() {
+    // A project ralph is not installed in yet, with a test script: each
+    // fix names the quick start's command, and the check it would take.
+    let project = TempProject::new("doctor-bare");
+    project.write(
+        "package.json",
+        r#"{"name": "sum", "scripts": {"test": "node --test"}}"#,
+    );
+    let doctor = project.ctl(&["doctor"], &[("RALPH_CLAUDE", "true")]);
+    doctor.assert_stdout_has(&[
+        "hook: ",
+        "fix: `ralph-ctl run --task \"TEXT\"` installs ralph as it starts a loop on TEXT; \
+         `ralph-ctl init` installs it without starting",
+        "warn  hook timeout: no verify command",
+        "fix: `ralph-ctl init --yes` makes `npm test` (found from the test script of \
+         package.json) the check",
+    ]);
+    assert!(!project.path(".claude").exists(), "doctor writes nothing");
+    project.init_untouched();
+    project
+        .ctl(&["doctor"], &[("RALPH_CLAUDE", "true")])
+        .assert_stdout_has(&[
+            "warn  PROMPT.md:",
+            "or start with `ralph-ctl run --task \"TEXT\"`, which writes TEXT there",
+        ]);
+}
+
+#[test]
 fn version_and_completions_answer() {
     let project = TempProject::new("completions");
     let version = project.ctl(&["--version"], &[]);

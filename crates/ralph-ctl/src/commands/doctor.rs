@@ -341,13 +341,15 @@ fn hook(paths: &ProjectPaths) -> Check {
                     "not registered in .claude/settings.json or settings.local.json; {} is on PATH for the plugin (claude --plugin-dir)",
                     hook.display()
                 ),
-                Some("for the launcher's loops, run `ralph-ctl init`".into()),
+                Some(INSTALL.into()),
             ),
             None => check(
                 NAME,
                 Verdict::Fail,
                 "the Stop hook is not registered in .claude/settings.json or settings.local.json, and ralph-stop-hook is not on PATH".into(),
-                Some("run `ralph-ctl init` (or put ralph-stop-hook on PATH for the plugin)".into()),
+                Some(format!(
+                    "{INSTALL} (or put ralph-stop-hook on PATH for the plugin)"
+                )),
             ),
         };
     };
@@ -396,7 +398,13 @@ fn timeout(paths: &ProjectPaths, config: &Config) -> Check {
             NAME,
             Verdict::Warn,
             "no verify command: a completion claim is accepted unchecked".into(),
-            Some("`ralph-ctl init --verify \"<your test command>\"`".into()),
+            Some(match super::init::test_command(&paths.root) {
+                Some((command, source)) => format!(
+                    "`ralph-ctl init --yes` makes `{command}` (found from {source}) the check; \
+                     `ralph-ctl init --verify CMD` sets another"
+                ),
+                None => "`ralph-ctl init --verify \"<your test command>\"`".into(),
+            }),
         );
     }
     let timeout = registration::registered_timeout_in(paths)
@@ -419,6 +427,11 @@ fn timeout(paths: &ProjectPaths, config: &Config) -> Check {
     }
 }
 
+/// The fix for a project ralph is not installed in.
+const INSTALL: &str =
+    "`ralph-ctl run --task \"TEXT\"` installs ralph as it starts a loop on TEXT; \
+                       `ralph-ctl init` installs it without starting";
+
 fn prompt(paths: &ProjectPaths, config: &Config) -> Check {
     const NAME: &str = "PROMPT.md";
     let path = paths.resolve(&config.prompt_file);
@@ -431,7 +444,11 @@ fn prompt(paths: &ProjectPaths, config: &Config) -> Check {
                 "{} is still the template: a loop refuses to start on it",
                 path.display()
             ),
-            Some("write the task into it, saying what done means".into()),
+            Some(
+                "write the task into it, saying what done means, or start with \
+                 `ralph-ctl run --task \"TEXT\"`, which writes TEXT there"
+                    .into(),
+            ),
         ),
         Ok(_) => check(
             NAME,
@@ -443,7 +460,7 @@ fn prompt(paths: &ProjectPaths, config: &Config) -> Check {
             NAME,
             Verdict::Warn,
             format!("{e} (the plugin's /ralph-loop needs none)"),
-            Some("for the launcher's loops, run `ralph-ctl init`".into()),
+            Some(INSTALL.into()),
         ),
         Err(e) => check(
             NAME,

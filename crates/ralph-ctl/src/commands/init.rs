@@ -542,6 +542,12 @@ fn write_settings(
     Ok(())
 }
 
+/// The project's test command as `init` finds it: the command, and what
+/// it was found from.
+pub(crate) fn test_command(root: &Path) -> Option<(String, String)> {
+    detect::test_command(root).map(|found| (found.command, found.source))
+}
+
 /// The completion check `init` settles on: `--verify`, the config's own,
 /// or the test command found (asked in a terminal, taken with `--yes`).
 fn plan_verify(

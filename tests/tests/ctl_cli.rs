@@ -1566,6 +1566,48 @@ fn init_with_an_invalid_settings_json_writes_nothing() {
 }
 
 #[test]
+fn a_task_dry_run_says_what_the_run_would_set_up_and_writes_nothing() {
+    let project = TempProject::new("task-dry-run");
+    project.write("calc.py", "def add(a, b):\n    return a - b\n");
+    project.write(
+        "tests/test_calc.py",
+        "import unittest\n\nimport calc\n\n\nclass T(unittest.TestCase):\n    \
+         def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n",
+    );
+    let task = "Fix add() in calc.py.";
+    let dry_run = |project: &TempProject| {
+        project.ctl(
+            &["run", "--task", task, "--dry-run"],
+            &[("RALPH_CLAUDE", "true")],
+        )
+    };
+    // Not installed yet: the install and its check are said, not done.
+    let before = snapshot(&project.root);
+    let dry = dry_run(&project);
+    dry.assert_code(0).assert_stdout_has(&[
+        "ralph is not installed here: a real run first installs it, as `ralph-ctl init` does",
+        "Completion check: `python3 -m unittest discover -s tests` (from the unittest files in \
+         tests/), asked in a terminal, taken without one",
+        "The task would go into .claude/ralph/PROMPT.md; this dry run writes nothing.",
+        "ralph dry run: nothing was started",
+        "# Task\n\nFix add() in calc.py.\n",
+    ]);
+    assert!(!dry.stdout.contains("still the template"), "{dry:?}");
+    assert_eq!(snapshot(&project.root), before, "nothing written");
+    // Installed, with a task of its own: that task stays where it is.
+    project.init();
+    let before = snapshot(&project.root);
+    let dry = dry_run(&project);
+    dry.assert_code(0).assert_stdout_has(&[
+        "(the earlier task there kept in .claude/context/runtime/PROMPT.previous.md)",
+        "# Task\n\nFix add() in calc.py.\n",
+    ]);
+    assert!(!dry.stdout.contains("not installed"), "{dry:?}");
+    assert_eq!(snapshot(&project.root), before, "nothing written");
+    assert!(project.state().is_none(), "a dry run starts nothing");
+}
+
+#[test]
 fn init_writes_a_starter_formula_that_a_dry_run_shows() {
     let project = TempProject::new("init-formula");
     project.init();

@@ -71,13 +71,18 @@ fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
         std::fs::read_to_string(project.path("calc.py")).unwrap(),
         FIXED
     );
-    // A task is no dry run: a dry run changes nothing.
-    let again = project.ctl(&["run", "--task", "Now add a docstring.", "--dry-run"], &[]);
-    assert_eq!(
-        again.code,
-        Some(2),
-        "--task with --dry-run is refused: {again:?}"
+    // A next task's dry run shows it and changes nothing.
+    let again = project.ctl(
+        &["run", "--task", "Now add a docstring.", "--dry-run"],
+        &[("RALPH_CLAUDE", &client.executable().display().to_string())],
     );
+    again.assert_code(0);
+    again.assert_stdout_has(&["Now add a docstring.", "this dry run writes nothing"]);
+    assert_eq!(
+        std::fs::read_to_string(project.path(".claude/ralph/PROMPT.md")).unwrap(),
+        prompt
+    );
+    assert_eq!(project.status_json(), state, "the loop is left as it ended");
 }
 
 #[ralph_tests::on_both_clients]
@@ -260,23 +265,59 @@ fn quick_start_commands() -> Vec<String> {
     commands
 }
 
+/// A project the quick start is run on: its files, the one shell edit
+/// that makes its failing test pass, and the check `init` finds there.
+struct QuickStartProject {
+    /// A name for its temp folder.
+    name: &'static str,
+    /// Its files, beside the README of every temp project.
+    files: &'static [(&'static str, &'static str)],
+    /// The agent's fix.
+    fix: &'static str,
+    /// The completion check the run takes.
+    check: &'static str,
+    /// What its test command needs from this environment (the toolchain's
+    /// folders, the project's HOME being a temp one).
+    env: Vec<(String, String)>,
+}
+
 #[ralph_tests::on_both_clients]
 fn the_quick_start_runs_as_written(client: ClientVersion) {
-    // Each command of the README's quick start, in order, as a person on
-    // a fresh project would run it: the loop in the client's terminal UI,
-    // the person answering the questions on the screen.
+    the_quick_start_runs_on(
+        client,
+        QuickStartProject {
+            name: "quick-start",
+            files: &[
+                ("tests/__init__.py", ""),
+                (
+                    "parse_list.py",
+                    "def parse(text):\n    return text.split(\",\")[0]\n",
+                ),
+                (
+                    "tests/test_parser.py",
+                    "import unittest\nfrom parse_list import parse\n\n\nclass ParseTest(unittest.TestCase):\n    def test_parse(self):\n        self.assertEqual(parse(\"a,b\"), [\"a\", \"b\"])\n",
+                ),
+            ],
+            fix: "sed -i 's/)\\[0\\]/)/' parse_list.py",
+            check: "python3 -m unittest discover -s tests",
+            env: Vec::new(),
+        },
+    );
+}
+
+/// Each command of the README's quick start, in order, as a person on
+/// `kind`, a fresh project, would run it: the loop in the client's
+/// terminal UI, the person answering the questions on the screen.
+fn the_quick_start_runs_on(client: ClientVersion, kind: QuickStartProject) {
     let commands = quick_start_commands();
     assert!(commands.len() >= 4, "{commands:?}");
-    let project = TempProject::new("quick-start");
-    std::fs::create_dir_all(project.path("tests")).unwrap();
-    project.write("tests/__init__.py", "");
-    project.write(
-        "parse_list.py",
-        "def parse(text):\n    return text.split(\",\")[0]\n",
-    );
-    project.write("tests/test_parser.py", "import unittest\nfrom parse_list import parse\n\n\nclass ParseTest(unittest.TestCase):\n    def test_parse(self):\n        self.assertEqual(parse(\"a,b\"), [\"a\", \"b\"])\n");
-    let api = MockApi::start(|turn, _| match turn {
-        0 => Reply::bash("sed -i 's/)\\[0\\]/)/' parse_list.py"),
+    let project = TempProject::new(kind.name);
+    for (file, text) in kind.files {
+        project.write(file, text);
+    }
+    let fix = kind.fix;
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::bash(fix),
         _ => Reply::text(format!("The tests pass.\n{SIGNAL}")),
     });
     let key = project
@@ -299,7 +340,8 @@ fn the_quick_start_runs_as_written(client: ClientVersion) {
             .env("TERM", "xterm-256color")
             .env("npm_config_registry", format!("{}/", api.base_url()))
             .env("npm_config_offline", "true")
-            .envs(project.client_env(client, &api));
+            .envs(project.client_env(client, &api))
+            .envs(kind.env.iter().cloned());
         cmd
     };
     let mut ran = Vec::new();
@@ -313,6 +355,15 @@ fn the_quick_start_runs_as_written(client: ClientVersion) {
             );
         } else if line == "cd your-project" {
             // The commands run in the project.
+        } else if line.starts_with("ralph-ctl run --task") && line.contains("--dry-run") {
+            let run = run_with_timeout(shell(line), None, Duration::from_secs(60));
+            run.assert_code(0);
+            run.assert_stdout_has(&[
+                &format!("Completion check: `{}`", kind.check),
+                "this dry run writes nothing",
+                "ralph dry run: nothing was started",
+            ]);
+            assert!(!project.path(".claude").exists(), "{run:?}");
         } else if line.starts_with("ralph-ctl run --task") {
             let run = project.run_in_terminal(shell(line), LOOP_TIMEOUT, |screen| {
                 if screen.contains("[Y/n]") {
@@ -329,8 +380,7 @@ fn the_quick_start_runs_as_written(client: ClientVersion) {
             let state = project.status_json();
             assert_eq!(state["status"], "complete", "{state:#}\n{}", run.explain());
             assert_eq!(
-                state["lastClaim"]["verification"][0]["command"],
-                "python3 -m unittest discover -s tests",
+                state["lastClaim"]["verification"][0]["command"], kind.check,
                 "{state:#}"
             );
         } else if line.starts_with("ralph-ctl status") || line.starts_with("ralph-ctl doctor") {

@@ -314,7 +314,8 @@ pub enum Command {
         #[arg(long)]
         fresh: bool,
         /// Print the client command and the first iteration's text, then
-        /// exit: nothing is started, no state is changed.
+        /// exit: nothing is started, no state is changed (with --task:
+        /// what the run would set up, and nothing written).
         #[arg(long)]
         dry_run: bool,
         /// Each fresh iteration (implies --fresh) works in a new git worktree
@@ -389,8 +390,9 @@ pub enum Command {
         /// (an earlier, different task is kept in the runtime folder), and
         /// ralph is installed into the project first when it is not there
         /// yet, with its test command as the completion check (asked in a
-        /// terminal, taken without one; see --yes).
-        #[arg(long, value_name = "TEXT", conflicts_with_all = ["resume", "dry_run"])]
+        /// terminal, taken without one; see --yes). With --dry-run, shown
+        /// and not written.
+        #[arg(long, value_name = "TEXT", conflicts_with = "resume")]
         task: Option<String>,
         /// With --task or --queue, where ralph is not installed yet: make
         /// the test command found the completion check without asking.

@@ -205,8 +205,16 @@ pub fn run(cli: Cli) -> i32 {
                     dollars.to_string(),
                 );
             }
+            // `--task` with `--dry-run`: the task shown, nothing written;
+            // the task's text lives until the dry run has read it.
+            let mut _task_preview = None;
             if let Some(task) = &task {
-                if let Err(e) = commands::task::prepare(&paths, task, yes, reset) {
+                let prepared = match dry_run {
+                    true => commands::task::preview(&paths, task, yes, reset)
+                        .map(|file| _task_preview = Some(file)),
+                    false => commands::task::prepare(&paths, task, yes, reset),
+                };
+                if let Err(e) = prepared {
                     crate::output::say_err!("ralph-ctl: {e}");
                     return e.exit_code();
                 }

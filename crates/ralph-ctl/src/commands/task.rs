@@ -2,7 +2,8 @@
 //! is installed into the project when it is not there yet (as `init` does,
 //! with the project's test command as the completion check: asked in a
 //! terminal, taken with `--yes`), and the task becomes PROMPT.md's; `run`
-//! then starts the loop as it always does.
+//! then starts the loop as it always does. With `--dry-run` all of it is
+//! only said, and the dry run shows the task's text.
 
 use std::path::Path;
 
@@ -42,20 +43,7 @@ pub(crate) fn prepare(
     yes: bool,
     reset: bool,
 ) -> Result<(), CtlError> {
-    let task = task.trim();
-    if task.is_empty() {
-        return Err(CtlError::BadArgument(
-            "--task needs the task's text, e.g. --task \"make the failing tests pass\"".into(),
-        ));
-    }
-    if task.len() > plugin::MAX_TASK_BYTES {
-        return Err(CtlError::BadArgument(format!(
-            "the task is {} bytes, more than the {} KiB --task takes: write it into \
-             .claude/ralph/PROMPT.md and run without --task",
-            task.len(),
-            plugin::MAX_TASK_BYTES / 1024
-        )));
-    }
+    let task = checked(task)?;
     set_up(paths, yes)?;
     let (config, _) = start::pinned_config(paths)?;
     // `--reset` clears a loop that is not carried: only that one refuses.
@@ -75,15 +63,133 @@ pub(crate) fn prepare(
     Ok(())
 }
 
+/// The task's text, trimmed, or why `--task` cannot take it.
+fn checked(task: &str) -> Result<&str, CtlError> {
+    let task = task.trim();
+    if task.is_empty() {
+        return Err(CtlError::BadArgument(
+            "--task needs the task's text, e.g. --task \"make the failing tests pass\"".into(),
+        ));
+    }
+    if task.len() > plugin::MAX_TASK_BYTES {
+        return Err(CtlError::BadArgument(format!(
+            "the task is {} bytes, more than the {} KiB --task takes: write it into \
+             .claude/ralph/PROMPT.md and run without --task",
+            task.len(),
+            plugin::MAX_TASK_BYTES / 1024
+        )));
+    }
+    Ok(task)
+}
+
+/// `run --task TEXT --dry-run`: says what the run would do first (install
+/// ralph, with which completion check; replace PROMPT.md), and gives the
+/// dry run the task's PROMPT.md to show, as a file outside the project
+/// (`RALPH_PROMPT_FILE`, set here before any thread starts). Nothing in the
+/// project is written; the file goes when the returned one is dropped.
+pub(crate) fn preview(
+    paths: &ProjectPaths,
+    task: &str,
+    yes: bool,
+    reset: bool,
+) -> Result<TaskFile, CtlError> {
+    let task = checked(task)?;
+    let installed = installed(paths)?;
+    if !installed {
+        crate::output::say!(
+            "ralph is not installed here: a real run first installs it, as `ralph-ctl init` does \
+             (PROMPT.md, guardrails.md, the launchers, the Stop hook in .claude/settings.json)."
+        );
+        match init::test_command(&paths.root) {
+            Some((command, source)) => crate::output::say!(
+                "Completion check: `{command}` (from {source}), {}.",
+                if yes {
+                    "taken, as --yes says"
+                } else {
+                    "asked in a terminal, taken without one (--yes takes it without asking)"
+                }
+            ),
+            None => crate::output::say!(
+                "No test command found: a claim of done would be accepted unchecked \
+                 (`ralph-ctl init --verify CMD` sets one)."
+            ),
+        }
+    }
+    let (config, _) = start::pinned_config(paths)?;
+    if let Err(refusal) = start::refuse_if_in_the_way(paths, &config, reset) {
+        crate::output::say!("warning: a real run would be refused: {refusal}");
+    }
+    let path = paths.resolve(&config.prompt_file);
+    let text = prompt_for(task, &config.completion_signal);
+    let earlier = prompt_file::read_prompt(&path)
+        .ok()
+        .filter(|before| *before != text && !prompt_file::is_template(before));
+    crate::output::say!(
+        "The task would go into {}{}; this dry run writes nothing.",
+        shown(&path, &paths.root),
+        match earlier {
+            Some(_) => format!(
+                " (the earlier task there kept in {})",
+                shown(&paths.runtime_dir().join(PREVIOUS_PROMPT), &paths.root)
+            ),
+            None => String::new(),
+        }
+    );
+    if !installed {
+        crate::output::say!("(The text below has no guardrails.md yet: the install writes it.)");
+    }
+    crate::output::say!();
+    let file = TaskFile::write(&text)?;
+    std::env::set_var(ralph_core::judge::config::env::PROMPT_FILE, &file.0);
+    Ok(file)
+}
+
+/// The task's PROMPT.md a dry run shows, in the temp folder; removed when
+/// dropped.
+pub(crate) struct TaskFile(std::path::PathBuf);
+
+impl TaskFile {
+    /// Writes `text` into a new file of its own in the temp folder.
+    fn write(text: &str) -> Result<TaskFile, CtlError> {
+        use std::io::Write as _;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path =
+            std::env::temp_dir().join(format!("ralph-task-{}-{nanos:09}.md", std::process::id()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(CtlError::io("create", &path))?;
+        let task_file = TaskFile(path.clone());
+        file.write_all(text.as_bytes())
+            .map_err(CtlError::io("write", &path))?;
+        Ok(task_file)
+    }
+}
+
+impl Drop for TaskFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Whether ralph is installed in the project: the Stop hook registered
+/// there, and `.claude/ralph/` in place.
+fn installed(paths: &ProjectPaths) -> Result<bool, CtlError> {
+    Ok(registration::registered_command_in(paths)
+        .map_err(|e| CtlError::Refused(format!("{e}; fix it, or run `ralph-ctl init`")))?
+        .is_some()
+        && paths.ralph_dir().is_dir())
+}
+
 /// Installs ralph into the project when the Stop hook is not registered
 /// there (as `init` does; the test command found becomes the completion
 /// check when `yes`, when the person says so, or when there is no terminal
 /// to ask in), so that a run never starts in a project half set up.
 pub(crate) fn set_up(paths: &ProjectPaths, yes: bool) -> Result<(), CtlError> {
-    let installed = registration::registered_command_in(paths)
-        .map_err(|e| CtlError::Refused(format!("{e}; fix it, or run `ralph-ctl init`")))?
-        .is_some()
-        && paths.ralph_dir().is_dir();
+    let installed = installed(paths)?;
     if !installed {
         init::run(
             paths,

@@ -5,7 +5,7 @@
 //! `--max-iterations`; the starter formula `init --formula` writes runs to
 //! `complete` in a Python project; an interactive client that exits at once
 //! in a home where it never ran is named as the cause; and the README's
-//! quick start runs as written.
+//! quick start runs as written, in a Python, a Node and a Rust project.
 //!
 //! Run one scenario alone with e.g.
 //! `tests/run.sh -p ralph-tests --test e2e_first_hour a_task_starts_a_checked_loop_in_a_bare_project::v2_1_330`.
@@ -301,6 +301,70 @@ fn the_quick_start_runs_as_written(client: ClientVersion) {
             fix: "sed -i 's/)\\[0\\]/)/' parse_list.py",
             check: "python3 -m unittest discover -s tests",
             env: Vec::new(),
+        },
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn the_quick_start_runs_as_written_in_a_node_project(client: ClientVersion) {
+    the_quick_start_runs_on(
+        client,
+        QuickStartProject {
+            name: "quick-start-node",
+            files: &[
+                (
+                    "package.json",
+                    r#"{"name": "sum", "private": true, "scripts": {"test": "node --test"}}"#,
+                ),
+                ("sum.js", "module.exports = (a, b) => a - b;\n"),
+                (
+                    "test/sum.test.js",
+                    "const test = require('node:test');\nconst assert = require('node:assert');\nconst sum = require('../sum');\n\ntest('sum', () => assert.strictEqual(sum(2, 2), 4));\n",
+                ),
+            ],
+            fix: "sed -i 's/a - b/a + b/' sum.js",
+            check: "npm test",
+            env: Vec::new(),
+        },
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn the_quick_start_runs_as_written_in_a_rust_project(client: ClientVersion) {
+    // The toolchain where rustup and cargo put it for the person running
+    // the tests: the project's own HOME is a temp one.
+    let home = std::env::var("HOME").unwrap_or_default();
+    let folder = |var: &str, in_home: &str| {
+        let value = std::env::var(var).unwrap_or_else(|_| format!("{home}/{in_home}"));
+        (var.to_string(), value)
+    };
+    let mut env = vec![
+        folder("RUSTUP_HOME", ".rustup"),
+        folder("CARGO_HOME", ".cargo"),
+    ];
+    env.extend(
+        std::env::var("RUSTUP_TOOLCHAIN")
+            .ok()
+            .map(|t| ("RUSTUP_TOOLCHAIN".to_string(), t)),
+    );
+    the_quick_start_runs_on(
+        client,
+        QuickStartProject {
+            name: "quick-start-rust",
+            files: &[
+                (
+                    "Cargo.toml",
+                    "[package]\nname = \"sum\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+                ),
+                (
+                    "src/lib.rs",
+                    "pub fn add(a: u64, b: u64) -> u64 {\n    a - b\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn it_works() {\n        assert_eq!(add(2, 2), 4);\n    }\n}\n",
+                ),
+                (".gitignore", "/target\n"),
+            ],
+            fix: "sed -i 's/a - b/a + b/' src/lib.rs",
+            check: "cargo test",
+            env,
         },
     );
 }

@@ -40,6 +40,12 @@ fn init_installs_everything_and_twice_changes_nothing() {
     let project = TempProject::new("init");
     let run = Ctl::new(&project).arg("init").run();
     run.assert_code(0);
+    // Where the hook is, a sentence of its own (`run --task` prints no
+    // "Next:" line for it to close).
+    run.assert_stdout_has(&[
+        "\nThe Stop hook is ",
+        ", timeout 90s, registered in .claude/settings.json.\n",
+    ]);
     for file in INSTALLED_FILES {
         assert!(project.path(file).is_file(), "{file}");
     }
@@ -2535,7 +2541,7 @@ fn a_task_becomes_prompt_md_and_the_earlier_one_is_kept() {
         empty.stderr.contains("--task needs the task's text"),
         "{empty:?}"
     );
-    // Not with --resume or --dry-run, and --yes only with a task.
+    // Not with --resume, and --yes only with a task.
     assert_eq!(
         project.ctl(&["run", "--task", "x", "--resume"], &[]).code,
         Some(2)

@@ -740,7 +740,7 @@ fn tell_what_next(
         );
     }
     crate::output::say!(
-        "(the Stop hook is {}, timeout {timeout}s, registered in {}).",
+        "The Stop hook is {}, timeout {timeout}s, registered in {}.",
         hook.display(),
         target_path
             .strip_prefix(root)

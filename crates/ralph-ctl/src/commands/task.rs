@@ -92,7 +92,7 @@ pub(crate) fn preview(
     task: &str,
     yes: bool,
     reset: bool,
-) -> Result<TaskFile, CtlError> {
+) -> Result<tempfile::NamedTempFile, CtlError> {
     let task = checked(task)?;
     let installed = installed(paths)?;
     if !installed {
@@ -139,40 +139,19 @@ pub(crate) fn preview(
         crate::output::say!("(The text below has no guardrails.md yet: the install writes it.)");
     }
     crate::output::say!();
-    let file = TaskFile::write(&text)?;
-    std::env::set_var(ralph_core::judge::config::env::PROMPT_FILE, &file.0);
-    Ok(file)
-}
-
-/// The task's PROMPT.md a dry run shows, in the temp folder; removed when
-/// dropped.
-pub(crate) struct TaskFile(std::path::PathBuf);
-
-impl TaskFile {
-    /// Writes `text` into a new file of its own in the temp folder.
-    fn write(text: &str) -> Result<TaskFile, CtlError> {
+    // In the temp folder, private, removed when the dry run is done.
+    let mut file = tempfile::Builder::new()
+        .prefix("ralph-task-")
+        .suffix(".md")
+        .tempfile()
+        .map_err(CtlError::io("create", std::env::temp_dir()))?;
+    {
         use std::io::Write as _;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let path =
-            std::env::temp_dir().join(format!("ralph-task-{}-{nanos:09}.md", std::process::id()));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(CtlError::io("create", &path))?;
-        let task_file = TaskFile(path.clone());
         file.write_all(text.as_bytes())
-            .map_err(CtlError::io("write", &path))?;
-        Ok(task_file)
+            .map_err(CtlError::io("write", file.path()))?;
     }
-}
-
-impl Drop for TaskFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+    std::env::set_var(ralph_core::judge::config::env::PROMPT_FILE, file.path());
+    Ok(file)
 }
 
 /// Whether ralph is installed in the project: the Stop hook registered

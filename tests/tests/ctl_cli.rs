@@ -1886,6 +1886,24 @@ fn tasks_and_notes_are_capped_where_written_so_the_state_stays_readable() {
 }
 
 #[test]
+fn a_check_that_runs_no_test_is_named_at_the_start() {
+    // unittest discovery in a folder of no tests: it says it ran 0 tests.
+    let project = TempProject::new("no-tests");
+    std::fs::create_dir_all(project.path("empty")).unwrap();
+    project.write(
+        ".claude/ralph/config.json",
+        r#"{"verify": [{"name": "tests", "command": "python3 -m unittest discover -s empty"}]}"#,
+    );
+    project.init();
+    let start = project.ctl(&["start"], &[]);
+    start.assert_code(0);
+    start.assert_stderr_has(&[
+        "test baseline of `python3 -m unittest discover -s empty`: 0 run (0 passed, 0 failed), 0 skipped",
+        "warning: `python3 -m unittest discover -s empty` ran no test at the start (its runner says 0)",
+    ]);
+}
+
+#[test]
 fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
     let project = TempProject::new("integrity");
     std::fs::create_dir_all(project.path("tests")).unwrap();

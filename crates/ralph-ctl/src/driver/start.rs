@@ -313,6 +313,15 @@ pub(crate) fn test_baseline(
             entry.command,
             entry.counts.describe()
         );
+        // A check that runs no test proves nothing when it passes.
+        if entry.counts.run == 0 && entry.counts.skipped == 0 {
+            crate::output::say_err!(
+                "ralph-ctl: warning: `{}` ran no test at the start (its runner says 0): a claim it checks \
+                 is accepted on a run of no tests; make sure it finds your tests (a folder, a file pattern) \
+                 in .claude/ralph/config.json",
+                entry.command
+            );
+        }
     }
     baseline
 }

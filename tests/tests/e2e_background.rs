@@ -48,6 +48,26 @@ fn start_then_claim(command: &str) -> impl Fn(usize, &Value) -> Reply + Send + S
     }
 }
 
+/// Whether a process holds a flock(2) lock on `path` (read from
+/// /proc/locks, by the file's inode: taking the lock to find out would
+/// hold it for a moment).
+fn flock_held_on(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(inode) = std::fs::metadata(path).map(|m| m.ino().to_string()) else {
+        return false;
+    };
+    std::fs::read_to_string("/proc/locks").is_ok_and(|locks| {
+        locks.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(1) == Some(&"FLOCK")
+                && fields
+                    .get(5)
+                    .and_then(|id| id.rsplit(':').next())
+                    .is_some_and(|ino| ino == inode)
+        })
+    })
+}
+
 /// Runs `scenario` against `api`: the outcome and how long the run took.
 fn timed(scenario: &Scenario, api: &MockApi) -> (Outcome, Duration) {
     let started = Instant::now();
@@ -118,8 +138,17 @@ fn a_background_task_holding_the_loop_s_lock_lets_no_stop_through_unrecorded(
     let sleep = sleep_of(305, client);
     // flock(1) on the folder ralph locks, held by the background task.
     let holder = format!("flock .claude/context/runtime {sleep}");
-    let api = MockApi::start(start_then_claim(&holder));
     let scenario = Scenario::new("background-lock", client).prompt("Improve the project.\n");
+    // The claim comes once the background task holds the lock (it starts
+    // a moment after the client says it runs), so that its stop meets it.
+    let runtime = scenario.path(".claude/context/runtime");
+    let script = start_then_claim(&holder);
+    let api = MockApi::start(move |turn, body| {
+        if turn > 0 {
+            wait_until(Duration::from_secs(10), || flock_held_on(&runtime));
+        }
+        script(turn, body)
+    });
     let (outcome, elapsed) = timed(&scenario, &api);
     // The claim's stop could not be recorded: the loop is not `complete`
     // as if it had been, it is recorded as interrupted, saying why.

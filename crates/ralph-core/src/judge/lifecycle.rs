@@ -427,14 +427,7 @@ pub fn next_step(state: &LoopState) -> Option<String> {
                 .unwrap_or_default();
             format!("`ralph-ctl run --resume` goes on{until}")
         }
-        Status::Failed => {
-            let fix = state
-                .paused_because
-                .as_ref()
-                .map(|p| format!("{}, then ", p.kind.fix()))
-                .unwrap_or_default();
-            format!("{fix}`ralph-ctl run --resume`")
-        }
+        Status::Failed => format!("{}`ralph-ctl run --resume`", fix_then(state)),
         Status::BudgetExhausted => "raise maxCostUsd, then `ralph-ctl run --resume`".into(),
         Status::Waiting => {
             "answer with `ralph-ctl answer TEXT` (then `ralph-ctl run --resume` unless the run waits for it)"
@@ -475,12 +468,26 @@ fn again(state: &LoopState, extra: &[&str]) -> String {
     if mode.headless && !state.fresh_context {
         words.push("--headless".into());
     }
-    match mode.sandbox {
-        Some(true) => words.push("--sandbox".into()),
-        Some(false) => words.push("--no-sandbox".into()),
-        None => {}
-    }
+    words.extend(sandbox_flag(Some(mode)).map(String::from));
     format!("`{}`", words.join(" "))
+}
+
+/// The `--sandbox` or `--no-sandbox` a loop was run with, if either.
+fn sandbox_flag(mode: Option<&crate::judge::state::RunMode>) -> Option<&'static str> {
+    match mode?.sandbox? {
+        true => Some("--sandbox"),
+        false => Some("--no-sandbox"),
+    }
+}
+
+/// What to fix before a failed loop goes on ("…, then "), when the
+/// failure names it; else nothing.
+fn fix_then(state: &LoopState) -> String {
+    state
+        .paused_because
+        .as_ref()
+        .map(|p| format!("{}, then ", p.kind.fix()))
+        .unwrap_or_default()
 }
 
 /// What comes after a queue run: where its items landed and what is left
@@ -498,11 +505,7 @@ fn queue_next_step(state: &LoopState, queue: &crate::judge::state::QueueRun) -> 
         if queue.merge == "none" {
             words.push("--merge none".into());
         }
-        match state.run_mode.as_ref().and_then(|m| m.sandbox) {
-            Some(true) => words.push("--sandbox".into()),
-            Some(false) => words.push("--no-sandbox".into()),
-            None => {}
-        }
+        words.extend(sandbox_flag(state.run_mode.as_ref()).map(String::from));
         format!("{before}`{}` takes up the items left", words.join(" "))
     };
     let plural = |n: usize, one: &str, many: &str| {
@@ -531,7 +534,7 @@ fn queue_next_step(state: &LoopState, queue: &crate::judge::state::QueueRun) -> 
                 let head = queue
                     .base_head
                     .as_deref()
-                    .map(|h| format!(", now at {}", &h[..h.len().min(12)]))
+                    .map(|h| format!(", now at {}", h.chars().take(12).collect::<String>()))
                     .unwrap_or_default();
                 parts.push(format!(
                     "{} on {}{head}: already committed there",
@@ -563,14 +566,7 @@ fn queue_next_step(state: &LoopState, queue: &crate::judge::state::QueueRun) -> 
         ),
         Status::BudgetExhausted => take_up("raise maxCostUsd, then "),
         Status::CircuitOpen => take_up("fix what blocked it, then "),
-        Status::Failed => {
-            let fix = state
-                .paused_because
-                .as_ref()
-                .map(|p| format!("{}, then ", p.kind.fix()))
-                .unwrap_or_default();
-            take_up(&fix)
-        }
+        Status::Failed => take_up(&fix_then(state)),
         Status::ErrorBudgetExhausted | Status::GateBudgetExhausted => {
             take_up("look at the items that failed (`ralph-ctl status` lists them), fix what they need, then ")
         }

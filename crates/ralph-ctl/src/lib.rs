@@ -182,14 +182,6 @@ pub fn run(cli: Cli) -> i32 {
             json,
             client_args,
         } => {
-            if yes && task.is_none() && queue.is_none() {
-                let e = CtlError::BadArgument(
-                    "--yes goes with --task or --queue (it answers the question of setting the project up)"
-                        .into(),
-                );
-                crate::output::say_err!("ralph-ctl: {e}");
-                return e.exit_code();
-            }
             // The same overrides as the variables, so that the start, the
             // driver and the client's Stop hook (which inherits this
             // environment) all read them. Set before any thread starts.
@@ -205,27 +197,21 @@ pub fn run(cli: Cli) -> i32 {
                     dollars.to_string(),
                 );
             }
-            // `--task` with `--dry-run`: the task shown, nothing written;
-            // the task's text lives until the dry run has read it.
-            let mut _task_preview = None;
-            if let Some(task) = &task {
-                let prepared = match dry_run {
-                    true => commands::task::preview(&paths, task, yes, reset)
-                        .map(|file| _task_preview = Some(file)),
-                    false => commands::task::prepare(&paths, task, yes, reset),
-                };
-                if let Err(e) = prepared {
+            // The task's text for a dry run lives until the dry run has read it.
+            let _task_preview = match commands::task::set_up_for_run(
+                &paths,
+                task.as_deref(),
+                queue.is_some(),
+                yes,
+                reset,
+                dry_run,
+            ) {
+                Ok(preview) => preview,
+                Err(e) => {
                     crate::output::say_err!("ralph-ctl: {e}");
                     return e.exit_code();
                 }
-            } else if queue.is_some() {
-                // A queue run sets a project up as `--task` does, before it
-                // claims anything.
-                if let Err(e) = commands::task::set_up(&paths, yes) {
-                    crate::output::say_err!("ralph-ctl: {e}");
-                    return e.exit_code();
-                }
-            }
+            };
             let mut options = driver::launch::RunOptions {
                 headless,
                 reset,

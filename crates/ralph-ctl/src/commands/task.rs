@@ -163,6 +163,32 @@ fn installed(paths: &ProjectPaths) -> Result<bool, CtlError> {
         && paths.ralph_dir().is_dir())
 }
 
+/// What `run` does with the project before the loop starts: with `--task`,
+/// the task is written (or, with `--dry-run`, only shown: the returned
+/// file holds its PROMPT.md until the dry run has read it); a queue run
+/// sets up a project never set up as `--task` does, before it claims
+/// anything. `--yes` answers that setup's question, so it goes with one of
+/// them.
+pub(crate) fn set_up_for_run(
+    paths: &ProjectPaths,
+    task: Option<&str>,
+    queue: bool,
+    yes: bool,
+    reset: bool,
+    dry_run: bool,
+) -> Result<Option<tempfile::NamedTempFile>, CtlError> {
+    match task {
+        Some(task) if dry_run => preview(paths, task, yes, reset).map(Some),
+        Some(task) => prepare(paths, task, yes, reset).map(|()| None),
+        None if queue => set_up(paths, yes).map(|()| None),
+        None if yes => Err(CtlError::BadArgument(
+            "--yes goes with --task or --queue (it answers the question of setting the project up)"
+                .into(),
+        )),
+        None => Ok(None),
+    }
+}
+
 /// Installs ralph into the project when the Stop hook is not registered
 /// there (as `init` does; the test command found becomes the completion
 /// check when `yes`, when the person says so, or when there is no terminal

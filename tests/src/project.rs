@@ -708,6 +708,25 @@ pub fn processes_in_group(pgid: u32) -> Vec<u32> {
         .map(|(pid, _, _)| pid)
         .collect()
 }
+
+/// The live (not zombie) processes in the pid namespace `ns` (the target
+/// of a `/proc/<pid>/ns/pid` link), from `/proc`.
+pub fn processes_in_pid_namespace(ns: &Path) -> Vec<u32> {
+    live_processes()
+        .into_iter()
+        .filter(|(_, _, dir)| std::fs::read_link(dir.join("ns/pid")).is_ok_and(|n| n == ns))
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
+/// The process group of the live process `pid`, from `/proc`.
+pub fn process_group_of(pid: u32) -> Option<u32> {
+    live_processes()
+        .into_iter()
+        .find(|(p, _, _)| *p == pid)
+        .and_then(|(_, fields, _)| fields.get(2)?.parse().ok())
+}
+
 /// The pid of a child of `parent` (Linux: /proc).
 pub fn child_of(parent: u32) -> Option<u32> {
     let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).ok()?;

@@ -37,6 +37,15 @@ fn item_id_of(body: &Value) -> String {
         .unwrap_or_else(|| "\"?\"".into())
 }
 
+/// The line an item's agent ends with to say how the item ended
+/// (`terminal`, `skip`), naming the item its text gives.
+fn outcome_line(status: &str, body: &Value) -> String {
+    format!(
+        "RALPH_OUTCOME: {{\"status\": \"{status}\", \"itemId\": {}}}",
+        item_id_of(body)
+    )
+}
+
 /// The file an item's agent writes: its title, dashed.
 fn file_of(title: &str) -> String {
     format!("{}.txt", title.replace(' ', "-"))
@@ -63,8 +72,8 @@ fn worker_agent(
             // command: run it again (see sandbox_could_not_start).
             1 | 2 if sandbox_could_not_start(body) => commit(),
             _ => Reply::text(format!(
-                "{title} is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {}}}",
-                item_id_of(body)
+                "{title} is done.\n{SIGNAL}\n{}",
+                outcome_line("terminal", body)
             )),
         }
     }
@@ -608,8 +617,8 @@ fn a_folder_s_items_stay_on_their_branches_with_merge_none_and_a_skip_is_recorde
     let api = MockApi::start(move |turn, body| {
         if item_of(body).as_deref() == Some("Obsolete thing") {
             return Reply::text(format!(
-                "This is done already.\nRALPH_OUTCOME: {{\"status\": \"skip\", \"itemId\": {}}}",
-                item_id_of(body)
+                "This is done already.\n{}",
+                outcome_line("skip", body)
             ));
         }
         agent(turn, body)
@@ -650,8 +659,8 @@ fn an_item_said_done_with_no_change_does_not_land_as_done(client: ClientVersion)
     let api = MockApi::start(move |turn, body| {
         if item_of(body).as_deref() == Some("task 2") {
             return Reply::text(format!(
-                "task 2 is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {}}}",
-                item_id_of(body)
+                "task 2 is done.\n{SIGNAL}\n{}",
+                outcome_line("terminal", body)
             ));
         }
         agent(turn, body)

@@ -34,7 +34,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ralph_tests::bins;
 use ralph_tests::cli::{looping, stop_input, SID};
 use ralph_tests::project::{
-    limit_file_size, run_measured, run_with_timeout, signal_process, Run, TempProject,
+    limit_file_size, process_group_of, processes_in_group, processes_in_pid_namespace,
+    processes_matching, run_measured, run_with_timeout, signal_process, Run, TempProject,
     INSTALLED_FILES,
 };
 use ralph_tests::SIGNAL;
@@ -1707,42 +1708,15 @@ fn git_never_runs_a_program_the_users_or_the_repositorys_configuration_names() {
 #[derive(Debug, Clone)]
 enum Scope {
     Namespace(PathBuf),
-    Group(i32),
-}
-
-/// The fields of `/proc/<pid>/stat` after the command name (state first);
-/// the name may hold spaces and parentheses.
-fn stat_fields(pid: &str) -> Option<Vec<String>> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    Some(rest.split_whitespace().map(str::to_string).collect())
+    Group(u32),
 }
 
 /// The pids of live processes (not zombies) in `scope`.
-fn scope_members(scope: &Scope) -> Vec<String> {
-    let mut members = Vec::new();
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let pid = entry.file_name().to_string_lossy().into_owned();
-        if !pid.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Some(fields) = stat_fields(&pid) else {
-            continue;
-        };
-        if fields.first().map(String::as_str) == Some("Z") {
-            continue;
-        }
-        let inside = match scope {
-            Scope::Namespace(ns) => {
-                fs::read_link(format!("/proc/{pid}/ns/pid")).ok().as_ref() == Some(ns)
-            }
-            Scope::Group(pgid) => fields.get(2) == Some(&pgid.to_string()),
-        };
-        if inside {
-            members.push(pid);
-        }
+fn scope_members(scope: &Scope) -> Vec<u32> {
+    match scope {
+        Scope::Namespace(ns) => processes_in_pid_namespace(ns),
+        Scope::Group(pgid) => processes_in_group(*pgid),
     }
-    members
 }
 
 /// The scope of the shell whose command line holds `token`. Walls may put
@@ -1751,28 +1725,19 @@ fn scope_members(scope: &Scope) -> Vec<String> {
 /// process in another namespace wins.
 fn scope_of_command_holding(token: &str) -> Option<Scope> {
     let ours = fs::read_link("/proc/self/ns/pid").unwrap();
-    let mut group = None;
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if !String::from_utf8_lossy(&cmdline).contains(token) {
-            continue;
-        }
-        let pid = entry.file_name().to_string_lossy().into_owned();
-        let Ok(ns) = fs::read_link(format!("/proc/{pid}/ns/pid")) else {
-            continue;
-        };
-        if ns != ours {
-            return Some(Scope::Namespace(ns));
-        }
-        if group.is_none() {
-            group = stat_fields(&pid)
-                .and_then(|fields| fields.get(2)?.parse().ok())
-                .map(Scope::Group);
-        }
+    let holding = processes_matching(token);
+    let namespace = holding.iter().find_map(|(pid, _)| {
+        fs::read_link(format!("/proc/{pid}/ns/pid"))
+            .ok()
+            .filter(|ns| *ns != ours)
+    });
+    match namespace {
+        Some(ns) => Some(Scope::Namespace(ns)),
+        None => holding
+            .iter()
+            .find_map(|(pid, _)| process_group_of(*pid))
+            .map(Scope::Group),
     }
-    group
 }
 
 /// Kills a verification command's processes when a test ends, whatever
@@ -1783,14 +1748,12 @@ impl Drop for KillScope {
     fn drop(&mut self) {
         match self.0 {
             Scope::Group(pgid) if pgid > 1 => {
-                ralph_tests::project::signal_group(pgid as u32, libc::SIGKILL)
+                ralph_tests::project::signal_group(pgid, libc::SIGKILL)
             }
             Scope::Group(_) => {}
             Scope::Namespace(_) => {
                 for pid in scope_members(&self.0) {
-                    if let Ok(pid) = pid.parse::<i32>() {
-                        signal_process(pid as u32, libc::SIGKILL);
-                    }
+                    signal_process(pid, libc::SIGKILL);
                 }
             }
         }

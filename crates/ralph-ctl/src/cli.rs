@@ -26,6 +26,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The most workers one `run --queue` process runs (`--workers`).
+pub const MAX_WORKERS: u32 = 16;
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -342,7 +345,7 @@ pub enum Command {
         /// With --queue: how many items this process works at once (another
         /// `run --queue` on the project adds its own workers).
         #[arg(long, value_name = "N", requires = "queue", default_value_t = 1,
-              value_parser = clap::value_parser!(u32).range(1..=16))]
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
         workers: u32,
         /// With --queue: how a finished item lands. rebase: its branch is
         /// rebased onto the base, the project's verify runs on the result,

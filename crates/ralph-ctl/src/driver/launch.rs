@@ -109,7 +109,8 @@ pub(crate) fn as_it_ran(paths: &ProjectPaths, options: &mut RunOptions) {
             "none" => crate::cli::MergeMode::None,
             _ => crate::cli::MergeMode::Rebase,
         };
-        let workers = mode.workers.unwrap_or(1);
+        // Within what --workers takes, whatever the record says.
+        let workers = mode.workers.unwrap_or(1).clamp(1, crate::cli::MAX_WORKERS);
         taken.push(format!(
             "as the queue run it was (--queue {} --workers {workers} --merge {})",
             crate::driver::command::sh_quoted(&queue.source),

@@ -468,16 +468,8 @@ fn again(state: &LoopState, extra: &[&str]) -> String {
     if mode.headless && !state.fresh_context {
         words.push("--headless".into());
     }
-    words.extend(sandbox_flag(Some(mode)).map(String::from));
+    words.extend(mode.sandbox_flag().map(String::from));
     format!("`{}`", words.join(" "))
-}
-
-/// The `--sandbox` or `--no-sandbox` a loop was run with, if either.
-fn sandbox_flag(mode: Option<&crate::judge::state::RunMode>) -> Option<&'static str> {
-    match mode?.sandbox? {
-        true => Some("--sandbox"),
-        false => Some("--no-sandbox"),
-    }
 }
 
 /// What to fix before a failed loop goes on ("…, then "), when the
@@ -505,7 +497,13 @@ fn queue_next_step(state: &LoopState, queue: &crate::judge::state::QueueRun) -> 
         if queue.merge == "none" {
             words.push("--merge none".into());
         }
-        words.extend(sandbox_flag(state.run_mode.as_ref()).map(String::from));
+        words.extend(
+            state
+                .run_mode
+                .as_ref()
+                .and_then(|m| m.sandbox_flag())
+                .map(String::from),
+        );
         format!("{before}`{}` takes up the items left", words.join(" "))
     };
     let plural = |n: usize, one: &str, many: &str| {

@@ -561,6 +561,16 @@ pub struct RunMode {
     pub worktree: bool,
 }
 
+impl RunMode {
+    /// The `--sandbox` or `--no-sandbox` the loop was run with, if either.
+    pub fn sandbox_flag(&self) -> Option<&'static str> {
+        match self.sandbox? {
+            true => Some("--sandbox"),
+            false => Some("--no-sandbox"),
+        }
+    }
+}
+
 /// A question the agent asked the person (`RALPH_ASK: <question>`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

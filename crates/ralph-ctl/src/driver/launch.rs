@@ -130,9 +130,9 @@ pub(crate) fn as_it_ran(paths: &ProjectPaths, options: &mut RunOptions) {
         options.worktree = true;
         taken.push("each iteration in a worktree (--worktree)".into());
     }
-    if let (Some(sandbox), None) = (mode.sandbox, options.sandbox) {
-        options.sandbox = Some(sandbox);
-        taken.push(if sandbox { "--sandbox" } else { "--no-sandbox" }.into());
+    if let (Some(flag), None) = (mode.sandbox_flag(), options.sandbox) {
+        options.sandbox = mode.sandbox;
+        taken.push(flag.into());
     }
     if !taken.is_empty() {
         say(&format!(

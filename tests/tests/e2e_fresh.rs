@@ -151,9 +151,41 @@ fn a_worktree_loop_resumed_as_printed_goes_on_in_worktrees(client: ClientVersion
         Reply::text(format!("Working {turn}."))
     });
     let mut launcher = scenario.start_until(&api, 2);
+    let second = || {
+        std::fs::read_dir(scenario.path(".claude/worktrees"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().ends_with("-2"))
+    };
+    assert!(
+        wait_until(LOOP_TIMEOUT, || second().is_some()),
+        "iteration 2's worktree never came"
+    );
     signal_process(launcher.id(), libc::SIGINT);
     exits_with(&mut launcher, 130);
-    assert_eq!(scenario.status_json()["status"], "interrupted");
+    let state = scenario.status_json();
+    assert_eq!(state["status"], "interrupted");
+    // As when the client was stopped before the model's first answer: the
+    // iteration's transcript holds only what the client writes before one.
+    let session = state["sessionId"].as_str().unwrap();
+    let worktree = second().expect("iteration 2's worktree, left as it was");
+    let mangled: String = std::fs::canonicalize(&worktree)
+        .unwrap()
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let folder = scenario.home.join(".claude/projects").join(mangled);
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join(format!("{session}.jsonl")),
+        format!(
+            "{{\"type\":\"queue-operation\",\"operation\":\"dequeue\",\"sessionId\":\"{session}\"}}\n"
+        ),
+    )
+    .unwrap();
     let api2 = MockApi::start_in_order(|turn, _| match turn {
         0 => Reply::bash(
             "pwd > where.txt && git add where.txt && git commit -q -m resumed && echo done",
@@ -164,6 +196,7 @@ fn a_worktree_loop_resumed_as_printed_goes_on_in_worktrees(client: ClientVersion
     resumed.run.assert_stderr_has(&[
         "resuming the way the loop ran: ",
         "each iteration in a worktree (--worktree)",
+        &format!("session {session} holds no answer the client could resume"),
     ]);
     resumed.ended(0, "complete");
     // The resumed iteration worked in a worktree, never in the checkout.

@@ -1030,14 +1030,21 @@ impl Driver<'_> {
         };
         let prompt_file = paths.runtime_dir().join(PROMPT_FILE_NAME);
         let block_cap = std::env::var(command::BLOCK_CAP_ENV).ok();
-        // A session the client never saved (stopped before it wrote its
-        // first line) cannot be resumed: the client would refuse it ("No
-        // conversation found") at every try. The iteration starts over in
-        // a conversation of that id, with the same text.
-        if self.resumed && super::transcripts::of_session(session).is_none() {
+        // A session the client never saved an answer of (stopped before
+        // the model's first reply) cannot be resumed: the client would
+        // refuse it ("No conversation found") at every try. The iteration
+        // starts over in a conversation of that id, with the same text; what
+        // the client had written of it is moved aside, or the id would be
+        // "already in use".
+        if self.resumed && !super::transcripts::resumable(session) {
+            let aside = match super::transcripts::set_aside(session) {
+                Ok(Some(aside)) => format!(" (what it had written is kept in {})", aside.display()),
+                Ok(None) => String::new(),
+                Err(e) => format!(" (its transcript could not be moved aside: {e})"),
+            };
             say(&format!(
-                "session {session} was never saved by the client: the iteration starts over in a new \
-                 conversation of that id"
+                "session {session} holds no answer the client could resume: the iteration starts over \
+                 in a new conversation of that id{aside}"
             ));
             self.resumed = false;
         }

@@ -35,6 +35,38 @@ pub(crate) fn of_session(session: &str) -> Option<PathBuf> {
     in_config(&client_config_dir()?, session)
 }
 
+/// Whether the client can resume `session`: its transcript holds an
+/// answer of the model (an `assistant` line), not only what the client
+/// writes before one (a queue operation, the prompt), which it refuses to
+/// resume ("No conversation found"). Read from the start, at most 256 KiB:
+/// the first answer follows the prompt there.
+pub(crate) fn resumable(session: &str) -> bool {
+    use std::io::Read;
+    const LOOKED_AT: u64 = 256 * 1024;
+    const ANSWER: &[u8] = br#""type":"assistant""#;
+    let Some(file) = of_session(session).and_then(|p| std::fs::File::open(p).ok()) else {
+        return false;
+    };
+    let mut start = Vec::new();
+    if file.take(LOOKED_AT).read_to_end(&mut start).is_err() {
+        return false;
+    }
+    start.windows(ANSWER.len()).any(|w| w == ANSWER)
+}
+
+/// Moves the transcript of a session the client cannot resume (see
+/// [`resumable`]) aside, to `<session>.jsonl.not-resumed` beside it: the
+/// client refuses a new conversation of an id whose file is there ("is
+/// already in use"). Returns where it went; `None` when there was none.
+pub(crate) fn set_aside(session: &str) -> std::io::Result<Option<PathBuf>> {
+    let Some(path) = of_session(session) else {
+        return Ok(None);
+    };
+    let aside = path.with_extension("jsonl.not-resumed");
+    std::fs::rename(&path, &aside)?;
+    Ok(Some(aside))
+}
+
 /// [`of_session`] under the client's configuration folder `config`.
 fn in_config(config: &Path, session: &str) -> Option<PathBuf> {
     let name = format!("{session}.jsonl");

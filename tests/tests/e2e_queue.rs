@@ -68,9 +68,6 @@ fn worker_agent(
         };
         match turn {
             0 => commit(),
-            // As an agent does when the client's sandbox could not start its
-            // command: run it again (see sandbox_could_not_start).
-            1 | 2 if sandbox_could_not_start(body) => commit(),
             _ => Reply::text(format!(
                 "{title} is done.\n{SIGNAL}\n{}",
                 outcome_line("terminal", body)
@@ -80,10 +77,9 @@ fn worker_agent(
 }
 
 /// Whether the last tool result says the client's sandbox could not start
-/// the command: 2.1.330's sandboxes of two workers race on the mount points
-/// they make for the repository's `.git/config.lock`
-/// (docs/protocol-notes.md), and the agent's command then fails before it
-/// runs.
+/// the command (`bwrap: Can't …`): 2.1.330's sandboxes of two workers race
+/// on the mount point they make for a missing `.git/config.lock`
+/// (docs/protocol-notes.md) unless the run holds it.
 fn sandbox_could_not_start(body: &Value) -> bool {
     user_texts(body)
         .last()
@@ -428,6 +424,10 @@ fn a_killed_worker_s_item_is_taken_up_after_its_claim_lapses_by_a_joined_process
     assert_eq!(seen.get("task 1"), Some(&2), "{seen:?}");
     assert_eq!(seen.get("task 2"), Some(&1), "{seen:?}");
     assert_eq!(seen.get("task 3"), Some(&1), "{seen:?}");
+    // The killed process's hold on the git configuration was taken over by
+    // the joined one, which let it go at the end.
+    assert!(!scenario.path(".git/config.lock").exists());
+    scenario.git(&["config", "ralph.after", "yes"]);
 }
 
 #[ralph_tests::on_both_clients]
@@ -519,6 +519,8 @@ fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
             "{claims}\n{state}"
         );
     }
+    // The git configuration is the person's again.
+    assert!(!scenario.path(".git/config.lock").exists());
     // No client, tool command or watchdog is left.
     let gone = || processes_in_group(launcher.id()).is_empty();
     assert!(
@@ -783,4 +785,81 @@ fn an_agent_that_moves_the_base_itself_is_named_when_its_item_lands(client: Clie
         !task2["why"].as_str().unwrap().contains("moved outside"),
         "{task2}"
     );
+}
+
+/// Workers whose agents run many commands at once: none fails because the
+/// sandboxes of two clients start together, each commit lands, and the git
+/// configuration, held for the run (`git config` refused meanwhile, as
+/// the run's start says), is the person's again after it.
+#[test]
+fn sandboxed_workers_commands_never_fail_on_the_sandbox_s_git_paths() {
+    let client = ClientVersion::V2_1_330;
+    let plan: String = (1..=8).fold("# Plan\n\n".to_string(), |plan, n| {
+        plan + &format!("- [ ] task {n}\n")
+    });
+    let scenario = plan_drain("queue-git-paths", client, &plan, json!({}), "2");
+    let root = scenario.path("");
+    let refused_meanwhile = Arc::new(Mutex::new(Vec::<String>::new()));
+    let failed = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (refused, failures) = (Arc::clone(&refused_meanwhile), Arc::clone(&failed));
+    const COMMANDS: usize = 6;
+    let api = MockApi::start(move |turn, body| {
+        let Some(title) = item_of(body) else {
+            return Reply::text("No item in sight.");
+        };
+        if sandbox_could_not_start(body) {
+            failures
+                .lock()
+                .unwrap()
+                .push(user_texts(body).pop().unwrap());
+        }
+        if turn == 1 {
+            // The person's `git config` while the workers run.
+            let out = Command::new("git")
+                .args(["config", "ralph.meanwhile", "yes"])
+                .current_dir(&root)
+                .output()
+                .unwrap();
+            refused
+                .lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let file = file_of(&title);
+        match turn {
+            0..COMMANDS => Reply::bash(format!(
+                "echo {turn} >> {file} && git add {file} && git commit -q -m '{title} {turn}' && echo committed"
+            )),
+            _ => Reply::text(format!(
+                "{title} is done.\n{SIGNAL}\n{}",
+                outcome_line("terminal", body)
+            )),
+        }
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    assert_eq!(*failed.lock().unwrap(), Vec::<String>::new());
+    outcome.run.assert_stderr_has(&[
+        "git: .git/config.lock is held while the workers' clients run sandboxed",
+    ]);
+    let subjects = git_out(&scenario.path(""), &["log", "--format=%s", "main"]);
+    for n in 1..=8 {
+        for turn in 0..COMMANDS {
+            let subject = format!("task {n} {turn}");
+            assert!(
+                subjects.lines().any(|s| s == subject),
+                "{subject}: {subjects}"
+            );
+        }
+    }
+    let refused = refused_meanwhile.lock().unwrap();
+    assert!(!refused.is_empty());
+    assert!(
+        refused
+            .iter()
+            .all(|e| e.contains("could not lock config file")),
+        "{refused:?}"
+    );
+    assert!(!scenario.path(".git/config.lock").exists());
+    scenario.git(&["config", "ralph.after", "yes"]);
 }

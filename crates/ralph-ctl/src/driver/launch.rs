@@ -410,6 +410,8 @@ pub(crate) struct ClientSettings {
     pub(crate) client_args: Vec<OsString>,
     pub(crate) extra_settings: Option<String>,
     pub(crate) sandbox_notice: Option<String>,
+    /// Whether the client's commands run in its sandbox.
+    pub(crate) sandboxed: bool,
 }
 
 impl ClientSettings {
@@ -500,6 +502,7 @@ impl ClientSettings {
             client_args,
             extra_settings: extra_settings.map(|s| s.to_string()),
             sandbox_notice,
+            sandboxed: sandbox_plan.sandboxed,
         })
     }
 }

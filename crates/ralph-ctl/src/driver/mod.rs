@@ -11,10 +11,13 @@
 //! ([`worktree`]), a formula's steps ([`steps`]), and the client's sandbox and the
 //! permission rules every run carries ([`sandbox`]), and the watchdog that
 //! ends a client whose driver died ([`watchdog`]), and whether the client
-//! was set up in this home at all ([`first_run`]).
+//! was set up in this home at all ([`first_run`]), and the repository's
+//! `.git/config.lock` a queue run holds for its sandboxed workers
+//! ([`config_hold`]).
 
 pub(crate) mod client;
 pub(crate) mod command;
+pub(crate) mod config_hold;
 pub(crate) mod finish;
 pub(crate) mod first_run;
 pub(crate) mod fresh;

@@ -36,7 +36,7 @@ use super::launch::{self, ItemDrive, ItemWork, Prepared, QueueOptions, Ready, Ru
 use super::merge::{self, Landed, Landing};
 use super::signals::{SignalSource, Signals};
 use super::worktree::{self, WorktreePlan};
-use super::{finish, liveness, start};
+use super::{config_hold, finish, liveness, start};
 use crate::cli::MergeMode;
 use crate::error::{CmdResult, CtlError};
 
@@ -89,6 +89,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
     if let Some(notice) = &settings.sandbox_notice {
         say(notice);
     }
+    let settings_sandboxed = settings.sandboxed;
     let bench = Workbench {
         client,
         worktrees,
@@ -125,6 +126,13 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
             MergeMode::None => "--merge none: left on their branches",
         }
     ));
+    // Sandboxed clients in worktrees of one repository race on its
+    // `.git/config.lock` unless it stays put (config_hold).
+    let _config_hold = if settings_sandboxed {
+        hold_git_config(paths)
+    } else {
+        None
+    };
     let shared = Shared {
         paths,
         source,
@@ -159,6 +167,32 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         }
     });
     shared.conclude(&ends)
+}
+
+/// The hold on the repository's `.git/config.lock` for the run, or `None`
+/// (said on stderr) when it cannot be had.
+fn hold_git_config(paths: &ProjectPaths) -> Option<config_hold::ConfigHold> {
+    let git_dir = match worktree::git(&paths.root, &["rev-parse", "--git-common-dir"]) {
+        Ok(dir) => paths.root.join(dir),
+        Err(e) => {
+            say(&format!("warning: {e}"));
+            return None;
+        }
+    };
+    match config_hold::hold(&git_dir, &paths.runtime_dir()) {
+        Ok(hold) => {
+            say(
+                "git: .git/config.lock is held while the workers' clients run sandboxed (their \
+                 sandboxes race on it otherwise); until the run ends, `git config` in this \
+                 repository fails with \"could not lock config file\"",
+            );
+            Some(hold)
+        }
+        Err(config_hold::NotHeld(why)) => {
+            say(&format!("warning: {why}"));
+            None
+        }
+    }
 }
 
 /// What every item of the run is told first: PROMPT.md's task, `None`

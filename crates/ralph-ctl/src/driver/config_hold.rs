@@ -1,0 +1,218 @@
+//! The repository's `.git/config.lock`, held by a queue run while its
+//! workers' clients run sandboxed. 2.1.330's sandbox keeps the
+//! repository's git configuration read-only: when a Bash call starts it
+//! lists `config.lock` among the paths to mount over, creates it as a mount
+//! point when it is missing and removes it after. Two workers whose calls
+//! start together race on that file, and the loser's command fails before
+//! it runs (`bwrap: Can't find source path …/.git/config.lock`). With the
+//! lock file there for the whole run, no client creates or removes it and
+//! the race is gone. Meanwhile a git that writes the configuration (`git
+//! config`, `git branch -D`, `git remote add`) fails as it does while any
+//! git holds it ("could not lock config file"); the run says so at its
+//! start.
+//!
+//! Every `run --queue` process on the project shares the hold (a shared
+//! `flock` on a file in ralph's runtime folder); the last to leave removes
+//! the lock file, and only one that says ralph holds it. One left by a run
+//! that was killed is taken over by the next queue run, which removes it
+//! when it ends.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fs2::FileExt;
+
+/// The first line ralph writes into the lock file it holds: what a person
+/// who finds it reads, and how a later run knows it is ralph's.
+const MARK: &str = "# held by ralph-ctl run --queue";
+
+/// How long a lock file that is not ralph's (a git writing the
+/// configuration) is waited for before the run goes without the hold.
+const FOREIGN_WAIT: Duration = Duration::from_secs(3);
+
+/// The name of the file in ralph's runtime folder whose shared locks count
+/// the processes that hold the lock file.
+const HOLDERS_FILE: &str = "git-config-hold.lock";
+
+/// A queue process's share of the hold: released (and the lock file
+/// removed when no other process shares it) when dropped.
+#[derive(Debug)]
+pub(crate) struct ConfigHold {
+    holders: Option<File>,
+    holders_path: PathBuf,
+    lock: PathBuf,
+}
+
+/// Why the lock file could not be held: the run goes on without it, and
+/// the person is told this.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct NotHeld(pub(crate) String);
+
+/// Takes (or joins) the hold on `git_dir`'s `config.lock`, counting holders
+/// in `runtime` (ralph's runtime folder of the project).
+pub(crate) fn hold(git_dir: &Path, runtime: &Path) -> Result<ConfigHold, NotHeld> {
+    let lock = git_dir.join("config.lock");
+    let not_held = |why: String| {
+        NotHeld(format!(
+            "{why}: the workers' sandboxed commands may fail now and then when two start at once \
+             (`bwrap: Can't find source path …/config.lock`)"
+        ))
+    };
+    std::fs::create_dir_all(runtime)
+        .map_err(|e| not_held(format!("cannot create {}: {e}", runtime.display())))?;
+    let holders_path = runtime.join(HOLDERS_FILE);
+    let holders = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&holders_path)
+        .map_err(|e| not_held(format!("cannot open {}: {e}", holders_path.display())))?;
+    // Waits for a process that is leaving (and may be removing the file).
+    holders
+        .lock_shared()
+        .map_err(|e| not_held(format!("cannot lock {}: {e}", holders_path.display())))?;
+    let deadline = Instant::now() + FOREIGN_WAIT;
+    loop {
+        match OpenOptions::new().write(true).create_new(true).open(&lock) {
+            Ok(mut file) => {
+                let text = format!(
+                    "{MARK} (process {}) while its workers' clients run sandboxed; it goes when \
+                     the run ends, and may be removed by hand when no ralph-ctl runs\n",
+                    std::process::id()
+                );
+                if let Err(e) = file.write_all(text.as_bytes()) {
+                    let _ = std::fs::remove_file(&lock);
+                    return Err(not_held(format!("cannot write {}: {e}", lock.display())));
+                }
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if is_ralphs(&lock) {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(not_held(format!(
+                        "{} is held by another program (a git writing the repository's \
+                         configuration, or one that stopped midway: remove it if no git runs)",
+                        lock.display()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(not_held(format!("cannot create {}: {e}", lock.display()))),
+        }
+    }
+    Ok(ConfigHold {
+        holders: Some(holders),
+        holders_path,
+        lock,
+    })
+}
+
+/// Whether the lock file at `lock` is one ralph holds (or held).
+fn is_ralphs(lock: &Path) -> bool {
+    std::fs::read_to_string(lock).is_ok_and(|text| text.starts_with(MARK))
+}
+
+impl Drop for ConfigHold {
+    fn drop(&mut self) {
+        // This process's share goes first; then, if no other process holds
+        // one, the lock file goes, under the exclusive lock that keeps a
+        // joining process from taking it up meanwhile.
+        drop(self.holders.take());
+        let Ok(holders) = OpenOptions::new().write(true).open(&self.holders_path) else {
+            return;
+        };
+        if holders.try_lock_exclusive().is_ok() {
+            if is_ralphs(&self.lock) {
+                let _ = std::fs::remove_file(&self.lock);
+            }
+            let _ = holders.unlock();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn places(label: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let tmp = crate::testdir::new(label);
+        let git = tmp.path().join(".git");
+        let runtime = tmp.path().join("runtime");
+        std::fs::create_dir_all(&git).unwrap();
+        (tmp, git, runtime)
+    }
+
+    #[test]
+    fn the_lock_file_is_there_while_held_and_gone_after() {
+        let (_tmp, git, runtime) = places("hold-one");
+        let lock = git.join("config.lock");
+        let hold = hold(&git, &runtime).unwrap();
+        let text = std::fs::read_to_string(&lock).unwrap();
+        assert!(text.starts_with(MARK), "{text}");
+        // git cannot take it meanwhile.
+        assert!(OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&lock)
+            .is_err());
+        drop(hold);
+        assert!(!lock.exists());
+    }
+
+    #[test]
+    fn the_last_holder_removes_it() {
+        let (_tmp, git, runtime) = places("hold-two");
+        let lock = git.join("config.lock");
+        let first = hold(&git, &runtime).unwrap();
+        let second = hold(&git, &runtime).unwrap();
+        drop(first);
+        assert!(lock.exists(), "the second still holds it");
+        drop(second);
+        assert!(!lock.exists());
+    }
+
+    #[test]
+    fn one_left_by_a_killed_run_is_taken_over_and_removed() {
+        let (_tmp, git, runtime) = places("hold-stale");
+        let lock = git.join("config.lock");
+        std::fs::write(&lock, format!("{MARK} (process 1) …\n")).unwrap();
+        let hold = hold(&git, &runtime).unwrap();
+        drop(hold);
+        assert!(!lock.exists());
+    }
+
+    #[test]
+    fn another_program_s_lock_is_left_alone_and_named() {
+        let (_tmp, git, runtime) = places("hold-foreign");
+        let lock = git.join("config.lock");
+        std::fs::write(&lock, "[core]\n\tbare = false\n").unwrap();
+        let NotHeld(why) = hold(&git, &runtime).unwrap_err();
+        assert!(why.contains("held by another program"), "{why}");
+        assert!(why.contains("config.lock"), "{why}");
+        assert_eq!(
+            std::fs::read_to_string(&lock).unwrap(),
+            "[core]\n\tbare = false\n"
+        );
+    }
+
+    #[test]
+    fn a_git_that_finishes_within_the_wait_is_waited_for() {
+        let (_tmp, git, runtime) = places("hold-wait");
+        let lock = git.join("config.lock");
+        std::fs::write(&lock, "[core]\n").unwrap();
+        let gone = lock.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            std::fs::remove_file(gone).unwrap();
+        });
+        let hold = hold(&git, &runtime).unwrap();
+        writer.join().unwrap();
+        assert!(is_ralphs(&lock));
+        drop(hold);
+        assert!(!lock.exists());
+    }
+}

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::events::{Draft, Effect, Transition};
+use crate::events::{Draft, Effect, Event, Transition};
 use crate::judge::config::{Config, ConfigError, EnvSource, FileLayers};
 use crate::judge::decision::{self, MessageSource, Observation, PassReason, Verdict};
 use crate::judge::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
@@ -35,10 +35,11 @@ use crate::observe::transcript::{self, IterationTail, TranscriptError};
 use crate::observe::usage::{self, UsageReading};
 use crate::observe::verify::{self, VerifyCommand, VerifyResult};
 use crate::paths::ProjectPaths;
-use crate::persist::log::{self, LogEntry, LogEvent};
+use crate::persist::log::{LogEntry, LogEvent};
 use crate::persist::store::{Reread, StateStore, StoreError};
 use crate::pin::{self, Pinned};
 use crate::time::Timestamp;
+use crate::transaction::{self, Whose};
 
 /// The plan files a stop's claim is gated by: the config's, less the
 /// stop's `not_plans` (compared without a leading `./`).
@@ -423,53 +424,55 @@ pub fn run_stop_settled(
     if decided.is_some() || settled.as_ref() != Some(state) {
         outcome.new_state = settled;
     }
-    // An ending or a pause is told (`notify`) once, marked in this write;
-    // a driver that settles the loop after the stop tells it itself.
-    let notify = outcome
-        .new_state
-        .as_mut()
-        .filter(|_| !stop.driver_settles)
-        .and_then(|state| crate::notify::take_due(state, config.notify.as_deref()));
-    if let Some(new_state) = &outcome.new_state {
-        lock.write(new_state)?;
-    }
+    // One transaction: the stop's audit line, the pin's drift, the
+    // driver's lines; an ending or a pause is told (`notify`) once, marked
+    // in this write (a driver that settles the loop after the stop tells
+    // it itself). The answer is delivered between the write and the rest.
+    let transition = match outcome.new_state {
+        Some(new_state) => {
+            let mut effects = vec![Effect::Log(Box::new(LogEntry::of_stop(
+                state, &new_state, now,
+            )))];
+            if let Some(line) = drift_line {
+                notes.push(format!("warning: {line}"));
+                let entry = LogEntry::about(&new_state, LogEvent::ConfigChanged, now, line);
+                effects.push(Effect::Log(Box::new(entry)));
+            }
+            effects.extend(driver_effects);
+            Some(Transition {
+                state: Some(new_state),
+                effects,
+            })
+        }
+        None if !driver_effects.is_empty() => Some(Transition {
+            state: Some(state.clone()),
+            effects: driver_effects,
+        }),
+        None => None,
+    };
+    let written = match transition {
+        Some(transition) => Some(transaction::write(
+            &lock,
+            paths,
+            Some(state),
+            transition,
+            now,
+            !stop.driver_settles,
+        )?),
+        None => None,
+    };
     if let Err(e) = deliver(&answer) {
         // An ending stands without its notice: the session stops either way.
         if !matches!(answer, Answer::End { .. }) {
-            if outcome.new_state.is_some() {
-                restore(&lock, state)?;
+            if let Some(written) = written {
+                written.undo(state)?;
             }
             return Err(EngineError::Deliver(e));
         }
         notes.push(format!("cannot show how the loop ended: {e}"));
     }
-    if let Some(new_state) = &outcome.new_state {
-        if let Err(e) = log::append(&lock, &LogEntry::of_stop(state, new_state, now)) {
-            notes.push(format!("warning: cannot append to the audit log: {e}"));
-        }
-        if let Some(line) = drift_line {
-            notes.push(format!("warning: {line}"));
-            let entry = LogEntry::about(new_state, LogEvent::ConfigChanged, now, line);
-            if let Err(e) = log::append(&lock, &entry) {
-                notes.push(format!("warning: cannot append to the audit log: {e}"));
-            }
-        }
-    }
-    for effect in &driver_effects {
-        if let Effect::Log(entry) = effect {
-            if let Err(e) = log::append(&lock, entry) {
-                notes.push(format!("warning: cannot append to the audit log: {e}"));
-            }
-        }
-    }
-    if let (Some(command), Some(new_state)) = (notify, &outcome.new_state) {
-        notes.extend(crate::notify::send(
-            &lock,
-            &paths.root,
-            &command,
-            new_state,
-            now,
-        ));
+    if let Some(written) = written {
+        notes.extend(written.finish());
     }
     Ok(StopReport {
         answer,
@@ -706,51 +709,50 @@ pub fn run_stop_failure(
     failure: &StopFailure,
     world: &dyn World,
 ) -> Result<StopReport, EngineError> {
-    let store = StateStore::new(paths);
-    let Some((lock, state)) = store.lock_existing()? else {
+    let Some(session) = failure.session_id.as_deref() else {
         return Ok(StopReport::allow(None));
     };
-    if state.status != Status::Running
-        || failure.session_id.as_deref() != Some(state.session_id.as_str())
-    {
-        return Ok(StopReport::allow(None));
-    }
     let mut notes = Vec::new();
-    let stop = Stop {
-        session_id: failure.session_id.clone(),
-        transcript_path: failure.transcript_path.clone(),
-        ..Stop::default()
-    };
-    let reading = read_usage(world, &stop, &state, false, &mut notes);
-    let now = world.now();
-    let api_error = reading.last_api_error.clone().unwrap_or_default();
-    let kind = match (failure.error.as_deref(), api_error.status) {
-        (Some(error), _) if PauseKind::from_client_error(error) != PauseKind::Unknown => {
-            PauseKind::from_client_error(error)
-        }
-        (_, Some(status)) => PauseKind::from_http_status(status),
-        _ => PauseKind::Unknown,
-    };
-    let said = failure
-        .last_assistant_message
-        .as_deref()
-        .or(failure.error_details.as_deref())
-        .or(api_error.message.as_deref())
-        .or(failure.error.as_deref())
-        .unwrap_or("the API failed");
-    let because = PausedBecause {
-        kind,
-        http_status: api_error.status,
-        message: crate::judge::state::one_line(said, 300),
-        resume_at: api_error.resets_at.map(Timestamp::from_secs),
-        at: now,
-    };
-    let mut next = state.clone();
-    let why = crate::judge::lifecycle::pause_for_api_failure(&mut next, because, &reading, now);
-    lock.write(&next)?;
-    if let Err(e) = log::append(&lock, &LogEntry::about(&next, LogEvent::Pause, now, why)) {
-        notes.push(format!("warning: cannot append to the audit log: {e}"));
-    }
+    let changed = transaction::change_at(paths, Whose::Session(session), world.now(), |draft| {
+        let Some(state) = draft.state().filter(|s| s.status == Status::Running) else {
+            return Ok::<_, EngineError>(());
+        };
+        let stop = Stop {
+            session_id: failure.session_id.clone(),
+            transcript_path: failure.transcript_path.clone(),
+            ..Stop::default()
+        };
+        let reading = read_usage(world, &stop, state, false, &mut notes);
+        let api_error = reading.last_api_error.clone().unwrap_or_default();
+        let kind = match (failure.error.as_deref(), api_error.status) {
+            (Some(error), _) if PauseKind::from_client_error(error) != PauseKind::Unknown => {
+                PauseKind::from_client_error(error)
+            }
+            (_, Some(status)) => PauseKind::from_http_status(status),
+            _ => PauseKind::Unknown,
+        };
+        let said = failure
+            .last_assistant_message
+            .as_deref()
+            .or(failure.error_details.as_deref())
+            .or(api_error.message.as_deref())
+            .or(failure.error.as_deref())
+            .unwrap_or("the API failed");
+        let because = PausedBecause {
+            kind,
+            http_status: api_error.status,
+            message: crate::judge::state::one_line(said, 300),
+            resume_at: api_error.resets_at.map(Timestamp::from_secs),
+            at: draft.now(),
+        };
+        draft.apply(Event::Paused {
+            because,
+            reading,
+            cause: "the client's StopFailure".into(),
+        });
+        Ok(())
+    })?;
+    notes.extend(changed.notes);
     Ok(StopReport {
         answer: Answer::Allow,
         notes,
@@ -769,65 +771,53 @@ pub fn run_session_end(
     reason: Option<&str>,
     world: &dyn World,
 ) -> Result<StopReport, EngineError> {
-    let store = StateStore::new(paths);
-    let Some((lock, mut state)) = store.lock_existing()? else {
+    let Some(session) = session_id else {
         return Ok(StopReport::allow(None));
     };
-    if session_id != Some(state.session_id.as_str()) || state.carriers.is_some() {
-        return Ok(StopReport::allow(None));
-    }
-    let now = world.now();
-    let cause = format!(
-        "the session ended ({})",
-        reason
-            .filter(|r| !r.is_empty())
-            .unwrap_or("no reason given")
-    );
-    if crate::judge::lifecycle::interrupt(&mut state, &cause, now) {
-        lock.write(&state)?;
-        let why = state.ended_because.clone().unwrap_or_default();
-        let _ = log::append(&lock, &LogEntry::about(&state, LogEvent::End, now, why));
-    }
-    Ok(StopReport::allow(None))
+    let changed = transaction::change_at(paths, Whose::Session(session), world.now(), |draft| {
+        if draft.state().is_some_and(|s| s.carriers.is_none()) {
+            draft.apply(Event::Interrupted {
+                cause: format!(
+                    "the session ended ({})",
+                    reason
+                        .filter(|r| !r.is_empty())
+                        .unwrap_or("no reason given")
+                ),
+            });
+        }
+        Ok::<_, EngineError>(())
+    })?;
+    Ok(StopReport {
+        answer: Answer::Allow,
+        notes: changed.notes,
+        settled: false,
+    })
 }
 
 /// Keeps why the hook could not go on at a stop of the running loop of
 /// `session_id`, as a `problem` line of the audit log (the state is left as
 /// it was), so that the launcher's last line and `status` can name it.
-/// Best effort: the problem may be the runtime folder itself. (Not for a
-/// stop that timed out on the lock: it would only wait again.)
+/// Best effort: the problem may be the runtime folder itself; a line that
+/// could not be written is a warning returned. (Not for a stop that timed
+/// out on the lock: it would only wait again.)
 pub fn record_hook_problem(
     paths: &ProjectPaths,
     session_id: Option<&str>,
     problem: &str,
     now: Timestamp,
-) -> Result<(), StoreError> {
-    let store = StateStore::new(paths);
-    let Some((lock, state)) = store.lock_existing()? else {
-        return Ok(());
+) -> Result<Vec<String>, StoreError> {
+    let Some(session) = session_id else {
+        return Ok(Vec::new());
     };
-    if state.status != Status::Running || Some(state.session_id.as_str()) != session_id {
-        return Ok(());
-    }
-    let entry = LogEntry::about(
-        &state,
-        LogEvent::Problem,
-        now,
-        crate::judge::state::one_line(problem, 500),
-    );
-    log::append(&lock, &entry).map_err(|source| StoreError::Io {
-        action: "append to",
-        path: log::log_path(store.path()),
-        source,
-    })
-}
-
-/// Writes the state back as it was before this stop.
-fn restore(
-    lock: &crate::persist::store::StateLock<'_>,
-    previous: &LoopState,
-) -> Result<(), StoreError> {
-    lock.write(previous)
+    let changed = transaction::change_at(paths, Whose::Session(session), now, |draft| {
+        if draft.state().is_some_and(|s| s.status == Status::Running) {
+            draft.apply(Event::ProblemSeen(crate::judge::state::one_line(
+                problem, 500,
+            )));
+        }
+        Ok::<_, StoreError>(())
+    })?;
+    Ok(changed.notes)
 }
 
 /// What this stop observed: the agent's latest message (the stop's own,
@@ -977,6 +967,7 @@ fn observe(
 mod tests {
     use super::*;
     use crate::judge::state::{Status, StopDecision};
+    use crate::persist::log;
     use std::cell::Cell;
     use tempfile::TempDir;
 
@@ -1924,6 +1915,83 @@ mod tests {
         let paused = state(&paths);
         run_stop_failure(&paths, &failure(SID), &world).unwrap();
         assert_eq!(state(&paths), paused);
+    }
+
+    #[test]
+    fn a_stop_failure_tells_the_person_once_through_the_transaction() {
+        let (dir, paths) = project(Some(r#"{"notify": "cat >> told.txt"}"#));
+        let failure = StopFailure {
+            session_id: Some(SID.into()),
+            error: Some("rate_limit".into()),
+            ..StopFailure::default()
+        };
+        let world = FakeWorld::new(IterationTail::default());
+        run_stop_failure(&paths, &failure, &world).unwrap();
+        let told = dir.path().join("told.txt");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let said = || std::fs::read_to_string(&told).unwrap_or_default();
+        while !said().trim_end().ends_with('}') && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(said().contains("\"paused\""), "{}", said());
+        let logged = log::read_last(&paths.state_file(), 5).unwrap();
+        let events: Vec<_> = logged.iter().map(|e| e.event).collect();
+        assert_eq!(events, [LogEvent::Pause, LogEvent::Notify]);
+        assert!(
+            logged[0]
+                .reason
+                .ends_with("paused (the client's StopFailure)"),
+            "{:?}",
+            logged[0].reason
+        );
+    }
+
+    #[test]
+    fn a_session_end_interrupts_its_unwatched_loop_once() {
+        let (_d, paths) = project(None);
+        let world = FakeWorld::new(IterationTail::default());
+        let before = state(&paths);
+        run_session_end(&paths, Some("someone-else"), Some("logout"), &world).unwrap();
+        run_session_end(&paths, None, Some("logout"), &world).unwrap();
+        assert_eq!(state(&paths), before);
+        run_session_end(&paths, Some(SID), Some("logout"), &world).unwrap();
+        let after = state(&paths);
+        assert_eq!(after.status, Status::Interrupted);
+        assert!(after
+            .ended_because
+            .as_deref()
+            .is_some_and(|w| w.contains("the session ended (logout)")));
+        run_session_end(&paths, Some(SID), Some("logout"), &world).unwrap();
+        assert_eq!(state(&paths), after);
+        let logged = log::read_last(&paths.state_file(), 5).unwrap();
+        assert_eq!(logged.len(), 1);
+        assert_eq!(logged[0].event, LogEvent::End);
+    }
+
+    #[test]
+    fn a_hook_problem_is_an_audit_line_and_the_loop_stays_as_it_was() {
+        let (_d, paths) = project(None);
+        let before = state(&paths);
+        let notes = record_hook_problem(
+            &paths,
+            Some(SID),
+            "cannot read\nthe prompt",
+            Timestamp::from_secs(5),
+        )
+        .unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        record_hook_problem(
+            &paths,
+            Some("someone-else"),
+            "not this one",
+            Timestamp::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!(state(&paths), before);
+        let logged = log::read_last(&paths.state_file(), 5).unwrap();
+        assert_eq!(logged.len(), 1);
+        assert_eq!(logged[0].event, LogEvent::Problem);
+        assert_eq!(logged[0].reason, "cannot read the prompt");
     }
 
     #[test]

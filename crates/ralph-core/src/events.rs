@@ -137,6 +137,9 @@ pub enum Event {
     Reloaded(Box<Reload>),
     /// Another `run --queue` process joined the queue run.
     Joined(Carriers),
+    /// The hook could not go on at a stop (why, one line): a `problem`
+    /// line of the audit log, the loop left as it was.
+    ProblemSeen(String),
     /// A worker of a queue run took a backlog item.
     ItemTaken {
         /// The item's id.
@@ -462,6 +465,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             }
             vec![log(state, LogEvent::Reload, why)]
         }
+        Event::ProblemSeen(why) => vec![log(state, LogEvent::Problem, why)],
         Event::Joined(process) => {
             if let Some(queue) = state.queue.as_mut() {
                 // The most recent few: older ones are long gone.

@@ -2,10 +2,13 @@
 //! a caller decides on applied by the pure [`events::apply`], the result
 //! written once, then the effects carried out (the loop being replaced
 //! kept first, audit lines) and the person's `notify` run for an ending or
-//! a pause not told yet (once each). Every
-//! change `ralph-ctl` makes to a loop (its drivers, `cancel`, `say`,
-//! `reload`, `reset`, a start) goes through here; the stop's own sequence
-//! is [`crate::engine`], which applies a driver's events inside its lock.
+//! a pause not told yet (once each). Every change of a loop's state and
+//! log goes through here: `ralph-ctl`'s (its drivers, `cancel`, `say`,
+//! `reload`, `reset`, a start) and the hook's (`StopFailure`,
+//! `SessionEnd`, a problem line); the stop's own sequence
+//! ([`crate::engine`]) decides under its lock, applies a driver's events
+//! there, and writes through [`write`], delivering its answer before the
+//! audit lines and `notify` are carried out.
 
 use std::path::PathBuf;
 
@@ -74,6 +77,17 @@ pub fn change<E: From<StoreError>>(
     whose: Whose<'_>,
     decide: impl FnOnce(&mut Draft) -> Result<(), E>,
 ) -> Result<Changed, E> {
+    change_at(paths, whose, Timestamp::now(), decide)
+}
+
+/// [`change`] at `now`: the time of a hook's world (its clock, which a
+/// test sets).
+pub fn change_at<E: From<StoreError>>(
+    paths: &ProjectPaths,
+    whose: Whose<'_>,
+    now: Timestamp,
+    decide: impl FnOnce(&mut Draft) -> Result<(), E>,
+) -> Result<Changed, E> {
     let store = StateStore::new(paths);
     let Some((lock, state)) = store.lock_existing()? else {
         return Ok(Changed::found(Found::Gone));
@@ -85,9 +99,8 @@ pub fn change<E: From<StoreError>>(
             }));
         }
     }
-    let mut draft = Draft::new(Some(state.clone()), crate::time::Timestamp::now());
+    let mut draft = Draft::new(Some(state.clone()), now);
     decide(&mut draft)?;
-    let now = draft.now();
     let (after, notes) = commit(&lock, paths, Some(&state), draft.finish(), now)?.into_parts();
     Ok(Changed {
         found: after.map_or(Found::Gone, |s| Found::Loop(Box::new(s))),
@@ -171,6 +184,33 @@ fn commit(
     transition: Transition,
     now: Timestamp,
 ) -> Result<Committed, StoreError> {
+    Ok(write(lock, paths, before, transition, now, true)?.carry_out())
+}
+
+/// A transition written under its lock, its audit lines and `notify` not
+/// carried out yet: the stop's sequence ([`crate::engine`]) delivers its
+/// answer in between, and undoes the write when it could not.
+pub(crate) struct Written<'a, 'l> {
+    lock: &'a StateLock<'l>,
+    paths: &'a ProjectPaths,
+    state: Option<LoopState>,
+    effects: Vec<Effect>,
+    notify: Option<String>,
+    kept: Option<PathBuf>,
+    now: Timestamp,
+}
+
+/// The first half of [`commit`]: keeps a replaced loop, marks a due
+/// notification (when `tell`: a driver that settles the loop after a stop
+/// tells it itself), writes the state once (removes it when cleared).
+pub(crate) fn write<'a, 'l>(
+    lock: &'a StateLock<'l>,
+    paths: &'a ProjectPaths,
+    before: Option<&LoopState>,
+    transition: Transition,
+    now: Timestamp,
+    tell: bool,
+) -> Result<Written<'a, 'l>, StoreError> {
     let Transition { mut state, effects } = transition;
     let mut kept = None;
     for effect in &effects {
@@ -186,24 +226,61 @@ fn commit(
     // marked in the same write, so it is told once.
     let notify = state
         .as_mut()
+        .filter(|_| tell)
         .and_then(|state| notify_command(paths, state));
     match &state {
         Some(after) if before != Some(after) => lock.write(after)?,
         None if before.is_some() => lock.remove()?,
         _ => {}
     }
-    let mut notes = Vec::new();
-    for effect in &effects {
-        if let Effect::Log(entry) = effect {
-            if let Err(e) = log::append(lock, entry) {
-                notes.push(format!("warning: cannot append to the audit log: {e}"));
+    Ok(Written {
+        lock,
+        paths,
+        state,
+        effects,
+        notify,
+        kept,
+        now,
+    })
+}
+
+impl Written<'_, '_> {
+    /// Appends the audit lines, then starts `notify`; warnings for what
+    /// could not be done.
+    fn carry_out(self) -> Committed {
+        let mut notes = Vec::new();
+        for effect in &self.effects {
+            if let Effect::Log(entry) = effect {
+                if let Err(e) = log::append(self.lock, entry) {
+                    notes.push(format!("warning: cannot append to the audit log: {e}"));
+                }
             }
         }
+        if let (Some(command), Some(state)) = (&self.notify, &self.state) {
+            notes.extend(crate::notify::send(
+                self.lock,
+                &self.paths.root,
+                command,
+                state,
+                self.now,
+            ));
+        }
+        Committed {
+            state: self.state,
+            kept: self.kept,
+            notes,
+        }
     }
-    if let (Some(command), Some(state)) = (notify, &state) {
-        notes.extend(crate::notify::send(lock, &paths.root, &command, state, now));
+
+    /// [`Self::carry_out`], its warnings.
+    pub(crate) fn finish(self) -> Vec<String> {
+        self.carry_out().notes
     }
-    Ok(Committed { state, kept, notes })
+
+    /// Writes `before` back (nothing of the transition is carried out).
+    pub(crate) fn undo(self, before: &LoopState) -> Result<(), StoreError> {
+        self.lock.write(before)
+    }
 }
 
 /// The loop's pinned `notify` command when its ending or pause is not yet

@@ -1,5 +1,6 @@
 //! Exit codes shared by `ralph-ctl` and the launchers, kept in one place so
-//! the README, the scripts and the code cannot drift apart.
+//! the README, the scripts and the code cannot drift apart: [`MEANINGS`]
+//! makes the help texts, and the README's table is tested against it.
 
 /// Success: the command did what was asked (for `finish`: the loop completed).
 pub const OK: i32 = 0;
@@ -48,6 +49,38 @@ pub const WAITING: i32 = 24;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 
+/// Every exit code with what it means in a few words, in order: what
+/// `ralph-ctl --help` and `ralph-ctl run --help` list (the README's table
+/// says more of each, and a test holds it to this one).
+pub const MEANINGS: &[(i32, &str)] = &[
+    (OK, "ok (for `finish` and `run`: the loop completed)"),
+    (ERROR, "error"),
+    (USAGE, "usage"),
+    (
+        REFUSED,
+        "refused (a loop is already running, the breaker is open, nothing to resume)",
+    ),
+    (MAX_ITERATIONS, "stopped at max iterations"),
+    (CIRCUIT_OPEN, "circuit open"),
+    (INTERRUPTED, "interrupted"),
+    (NO_LOOP, "no loop for this session"),
+    (PAUSED, "paused"),
+    (FAILED, "failed (the API refused the loop)"),
+    (BUDGET_EXHAUSTED, "budget exhausted"),
+    (UNRECORDED_COMPLETION, "`complete` with no claim recorded"),
+    (BLOCKED, "blocked"),
+    (ERROR_BUDGET_EXHAUSTED, "RALPH_OUTCOME error budget spent"),
+    (GATE_BUDGET_EXHAUSTED, "RALPH_OUTCOME gate budget spent"),
+    (GATE_FAILED, "a formula gate failed past its retries"),
+    (CANCELLED, "cancelled"),
+    (ITEMS_LEFT, "a queue drained with items that did not land"),
+    (WAITING, "waiting for your answer (`ralph-ctl answer`)"),
+    (CLIENT_NOT_FOUND, "client not found"),
+    (signalled(1), "SIGHUP"),
+    (signalled(2), "Ctrl-C (SIGINT)"),
+    (signalled(15), "SIGTERM"),
+];
+
 /// `ralph-ctl run`: the exit code after the signal numbered `signal` ended
 /// the loop (the shell's convention, 128 + the number: SIGHUP 129, SIGINT
 /// 130, SIGTERM 143).
@@ -61,5 +94,26 @@ pub const fn signal_of(code: i32) -> Option<i32> {
     match code {
         129 | 130 | 143 => Some(code - 128),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_one_meaning_in_order() {
+        let codes: Vec<i32> = MEANINGS.iter().map(|(code, _)| *code).collect();
+        let mut sorted = codes.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(codes, sorted);
+        for code in [OK, REFUSED, WAITING, CLIENT_NOT_FOUND, 129, 130, 143] {
+            assert!(codes.contains(&code), "{code}");
+        }
+        assert!(MEANINGS
+            .iter()
+            .filter(|(code, _)| *code > 128)
+            .all(|(code, _)| signal_of(*code).is_some()));
     }
 }

@@ -4,19 +4,11 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use ralph_core::exit_codes;
 
 /// Start, inspect, reset and install the Ralph loop for Claude Code.
-///
-/// Exit codes: 0 ok (for `finish` and `run`: the loop completed), 1 error,
-/// 2 usage, 3 `start` or `reset` refused, 10 stopped at max iterations, 11 circuit
-/// open, 12 interrupted, 13 no loop for this session, 14 paused, 15 failed
-/// (the API refused the loop), 16 budget exhausted, 17 a `complete` no claim
-/// recorded, 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 21 a
-/// formula gate failed past its retries, 22 cancelled, 24 waiting for your
-/// answer; `run` also: 23 a queue drained with items that did not land, 127
-/// client not found, 129/130/143 interrupted by SIGHUP/SIGINT/SIGTERM.
 #[derive(Debug, Parser)]
-#[command(name = "ralph-ctl", version, about, long_about)]
+#[command(name = "ralph-ctl", version, about, long_about, after_help = exit_codes_help())]
 pub struct Cli {
     /// The project folder (default: the current folder).
     #[arg(long, global = true, value_name = "DIR")]
@@ -24,6 +16,37 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// "Exit codes:" and every code's meaning ([`exit_codes::MEANINGS`]),
+/// wrapped for a terminal: the end of `--help` and `run --help`.
+pub fn exit_codes_help() -> String {
+    let last = exit_codes::MEANINGS.len() - 1;
+    // A code and the first word of its meaning are never parted.
+    let words = exit_codes::MEANINGS
+        .iter()
+        .enumerate()
+        .flat_map(|(n, (code, meaning))| {
+            let end = if n == last { "." } else { "," };
+            let mut words: Vec<String> = format!("{meaning}{end}")
+                .split(' ')
+                .map(str::to_string)
+                .collect();
+            words[0] = format!("{code} {}", words[0]);
+            words
+        });
+    let mut text = String::from("Exit codes:\n ");
+    let mut width = 1;
+    for word in words {
+        if width > 1 && width + 1 + word.len() > 78 {
+            text.push_str("\n ");
+            width = 1;
+        }
+        text.push(' ');
+        text.push_str(&word);
+        width += 1 + word.len();
+    }
+    text
 }
 
 /// The most workers one `run --queue` process runs (`--workers`).
@@ -282,18 +305,9 @@ pub enum Command {
     /// in the same session (RALPH_RESUME_POLICY, RALPH_RESUME_BACKOFF_SECONDS,
     /// RALPH_MAX_AUTO_RESUMES); RALPH_MAX_COST_USD and RALPH_MAX_CALLS_PER_HOUR
     /// bound what it spends. --resume goes on with a paused or interrupted loop.
-    ///
-    /// Exit codes: 0 complete, 1 error, 2 usage, 3 a loop is already running
-    /// (or the breaker is open, or --resume has nothing to resume), 10 max
-    /// iterations, 11 circuit open, 12 interrupted, 13 state gone, 14 paused,
-    /// 15 failed, 16 budget exhausted, 17 a complete no claim recorded,
-    /// 18 blocked, 19/20 RALPH_OUTCOME error/gate budget spent, 21 a formula
-    /// gate failed past its retries, 22 cancelled, 23 a queue drained with
-    /// items that did not land, 24 waiting for your answer (`ralph-ctl
-    /// answer`), 127 client not found, 129 SIGHUP, 130 Ctrl-C, 143 SIGTERM.
     #[command(verbatim_doc_comment)]
     #[command(
-        after_help = "Example:\n  ralph-ctl run --task \"make the failing tests pass\" --yes --headless\n  ralph-ctl run --fresh --worktree -- --permission-mode acceptEdits\n  ralph-ctl run --formula feature"
+        after_help = format!("Example:\n  ralph-ctl run --task \"make the failing tests pass\" --yes --headless\n  ralph-ctl run --fresh --worktree -- --permission-mode acceptEdits\n  ralph-ctl run --formula feature\n\n{}", exit_codes_help())
     )]
     Run {
         /// Run `claude -p` (no terminal UI): the prompt goes on stdin, and
@@ -469,4 +483,24 @@ pub enum MergeMode {
     Rebase,
     /// Left on its branch.
     None,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_codes_help_names_each_code_once_within_78_columns() {
+        let help = exit_codes_help();
+        assert!(help.starts_with("Exit codes:\n  0 ok"), "{help}");
+        assert!(help.lines().all(|l| l.len() <= 78), "{help}");
+        for (code, meaning) in exit_codes::MEANINGS {
+            let first = meaning.split(' ').next().unwrap();
+            assert_eq!(
+                help.matches(&format!(" {code} {first}")).count(),
+                1,
+                "{code}: {help}"
+            );
+        }
+    }
 }

@@ -1,14 +1,15 @@
 //! The hook's peak memory on transcript tails made to blow up a reader,
 //! measured on the built hook (wait4's rusage).
 //!
-//! A test binary of its own: a child's peak RSS includes what its parent
-//! held when it was started, so the measuring process must stay small,
-//! which it cannot next to the other hardening tests (some hold 100 MB).
+//! Measured from a process of its own: a child's peak RSS includes what its
+//! parent held when it was started, so the measuring process must stay
+//! small, which it cannot next to other tests (some hold tens of MB). The
+//! test runs itself again, alone, in a new process of its test binary.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use ralph_tests::bins;
@@ -29,6 +30,44 @@ fn hook_command(project: &TempProject) -> Command {
     let mut cmd = project.command(bins::hook());
     cmd.env("RALPH_ACTIVE", "1");
     cmd
+}
+
+/// Set in the process that [`alone`] starts.
+const ALONE: &str = "RALPH_MEMORY_TEST_ALONE";
+
+/// Whether this process is the one to measure in: the test `test` of this
+/// module runs alone in a new process of this test binary. Outside that
+/// process, runs it there, passes its output on, and panics unless it ran
+/// and passed.
+fn alone(test: &str) -> bool {
+    if std::env::var_os(ALONE).is_some() {
+        return true;
+    }
+    // The test's name is its path without the crate's name.
+    let name = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test}"),
+        None => test.to_string(),
+    };
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([&name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(ALONE, "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    eprint!("{stderr}");
+    assert!(
+        out.status.success(),
+        "{name} failed alone: {:?}",
+        out.status
+    );
+    assert!(
+        stdout.contains("test result: ok. 1 passed;"),
+        "{name} did not run alone"
+    );
+    false
 }
 
 fn to_bytes(value: &Value) -> Vec<u8> {
@@ -103,6 +142,9 @@ fn crafted_transcript(
 
 #[test]
 fn crafted_transcript_tails_keep_the_hook_s_memory_bounded() {
+    if !alone("crafted_transcript_tails_keep_the_hook_s_memory_bounded") {
+        return;
+    }
     // Peak RSS of the built hook (from wait4's rusage) on transcript tails
     // made to blow up a reader: a JSON tree of a 4 MiB line of tiny values
     // took 40 times its size, every distinct id was kept, and a message of

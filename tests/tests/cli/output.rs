@@ -664,7 +664,7 @@ fn hook_lines_for_bad_stdin_and_environment() {
         ),
     );
 
-    let bare = TempProject::new("bare");
+    let bare = TempProject::new("no-state");
     table.line(
         "no state file (no loop started)",
         &Hook::new(&bare)

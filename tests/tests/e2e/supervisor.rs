@@ -626,7 +626,7 @@ fn the_calls_per_hour_cap_pauses_a_manual_loop_for_the_hour(client: ClientVersio
 #[ralph_tests::on_both_clients]
 fn a_client_killed_mid_loop_is_resumed_by_hand_where_it_was(client: ClientVersion) {
     // Under the manual policy, so that nothing but the person resumes it.
-    let scenario = quick("killed", client).env("RALPH_RESUME_POLICY", "manual");
+    let scenario = quick("killed-manual", client).env("RALPH_RESUME_POLICY", "manual");
     let arrived = Flag::default();
     let seen = arrived.clone();
     // Iteration 2's first request is held while the test kills the client.

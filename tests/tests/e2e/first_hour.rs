@@ -216,6 +216,7 @@ fn the_starter_formula_runs_to_complete_in_a_python_project(client: ClientVersio
 fn an_interactive_client_that_never_ran_here_is_named_as_the_cause(client: ClientVersion) {
     // A home where Claude Code never ran: no ~/.claude.json. Both clients
     // then exit 1 at once (they cannot reach the public API host here).
+    let _serial = crate::one_terminal_ui_at_a_time();
     let project = TempProject::new("first-run");
     project.init();
     let api = MockApi::start(|_, _| Reply::text("never asked"));

@@ -14,13 +14,7 @@ use ralph_tests::project::TempProject;
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 
-/// One interactive client at a time: a terminal UI under load writes its
-/// transcript late (2.0.77 then shows its final message to the hook only
-/// after the hook's wait), so these tests do not compete with each other.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::one_terminal_ui_at_a_time;
 
 /// The loop's status as its state file says, `""` without one.
 fn status_of(project: &TempProject) -> String {
@@ -89,7 +83,7 @@ fn explain(run: &InteractiveRun, state: &Value, api: &MockApi) -> String {
 
 #[ralph_tests::on_both_clients]
 fn completes_on_signal(client: ClientVersion) {
-    let _serial = one_at_a_time();
+    let _serial = one_terminal_ui_at_a_time();
     let project = TempProject::new("i-complete");
     project.init();
     project.write_prompt("Improve the project.\n");
@@ -176,7 +170,7 @@ fn completes_on_signal(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn errors_and_excerpts_belong_to_their_own_iteration(client: ClientVersion) {
-    let _serial = one_at_a_time();
+    let _serial = one_terminal_ui_at_a_time();
     let project = TempProject::new("i-errors");
     project.init();
     let root = project.root.clone();
@@ -247,7 +241,7 @@ fn behind(state: &Value, index: usize) -> bool {
 
 #[ralph_tests::on_both_clients]
 fn stops_at_the_iteration_cap(client: ClientVersion) {
-    let _serial = one_at_a_time();
+    let _serial = one_terminal_ui_at_a_time();
     let project = TempProject::new("i-cap");
     project.init();
     let api = MockApi::start(|turn, _| Reply::text(format!("Still working (turn {turn}).")));
@@ -279,7 +273,7 @@ fn a_question_is_shown_and_the_answer_typed_in_the_session_goes_on(client: Clien
     use ralph_tests::interactive::{Stderr, Terminal, SIZE};
     use ralph_tests::mock_api::user_texts;
     use std::time::Duration;
-    let _serial = one_at_a_time();
+    let _serial = one_terminal_ui_at_a_time();
     let project = TempProject::new("i-ask");
     project.init();
     project.write_prompt("Set up the server.\n");
@@ -334,7 +328,7 @@ fn an_interactive_loop_paces_to_the_window_its_status_line_is_given() {
     // and the person's own status line is still what the screen shows.
     use ralph_tests::interactive::{Stderr, Terminal, SIZE};
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
-    let _serial = one_at_a_time();
+    let _serial = one_terminal_ui_at_a_time();
     let client = ClientVersion::V2_1_330;
     let epoch_now = || {
         SystemTime::now()

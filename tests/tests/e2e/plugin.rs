@@ -433,6 +433,7 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
     // the way a person runs the plugin: read the same way, the loop
     // completes on `<promise>DONE</promise>` at 3.
     use ralph_tests::interactive::{write_first_run_config, Key, Stderr, Terminal, SIZE};
+    let _serial = crate::one_terminal_ui_at_a_time();
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("plugin-official-ui");
     let api = MockApi::start(|turn, _| match turn {

@@ -3,13 +3,13 @@
 //! `ralph-ctl log` (readable and JSON), the hook's one
 //! stderr line for each bad input of the README's table, `ralph-ctl`'s error
 //! lines for bad configuration and refused starts and resets, and the text the hook
-//! re-injects. The snapshots live in `tests/tests/snapshots/`; temp paths,
+//! re-injects. The snapshots live in `tests/tests/cli/snapshots/`; temp paths,
 //! times, session ids and durations are redacted so they are stable.
 //!
 //! A changed text fails the test and leaves `<name>.snap.new` beside the
 //! snapshot (not in CI): review it, then rename it over the `.snap`, or run
-//! `INSTA_UPDATE=always tests/run.sh -p ralph-tests --test output` and
-//! review the diff (cargo-insta's `cargo insta review` works too, but is not
+//! `INSTA_UPDATE=always tests/run.sh -p ralph-tests --test cli output::`
+//! and review the diff (cargo-insta's `cargo insta review` works too, but is not
 //! needed).
 
 use std::ffi::OsString;

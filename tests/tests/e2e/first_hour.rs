@@ -8,7 +8,7 @@
 //! quick start runs as written, in a Python, a Node and a Rust project.
 //!
 //! Run one scenario alone with e.g.
-//! `tests/run.sh -p ralph-tests --test e2e_first_hour a_task_starts_a_checked_loop_in_a_bare_project::v2_1_330`.
+//! `tests/run.sh -p ralph-tests --test e2e first_hour::a_task_starts_a_checked_loop_in_a_bare_project::v2_1_330`.
 
 use std::time::Duration;
 

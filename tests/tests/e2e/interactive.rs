@@ -5,7 +5,7 @@
 //! would.
 //!
 //! Run one scenario alone with e.g.
-//! `tests/run.sh -p ralph-tests --test e2e_interactive completes_on_signal::v2_0_77`.
+//! `tests/run.sh -p ralph-tests --test e2e interactive::completes_on_signal::v2_0_77`.
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::interactive::InteractiveRun;

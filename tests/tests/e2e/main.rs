@@ -2,10 +2,12 @@
 //! driven by ralph against a scripted mock of the Messages API on
 //! 127.0.0.1, one module per area.
 //!
-//! Compiled only with the `e2e` feature (tests/run.sh turns it on). Run one
-//! area alone with e.g. `tests/run.sh -p ralph-tests --test e2e queue::`,
-//! one scenario with `tests/run.sh -p ralph-tests --test e2e
-//! session::completes_on_signal::v2_0_77`.
+//! Compiled only with the `e2e` feature (tests/run.sh turns it on). A test's
+//! name starts with its module (a scenario's are
+//! `module::scenario::v2_1_330` and `…::v2_0_77`): run one area alone with
+//! e.g. `tests/run.sh -p ralph-tests --test e2e queue::`, one scenario on
+//! one client with
+//! `tests/run.sh -p ralph-tests --test e2e session::completes_on_signal::v2_0_77`.
 
 mod background;
 mod cheats;

@@ -1,9 +1,11 @@
-//! End-to-end: the real Claude Code client (both pinned versions), driven by
-//! our launcher, against a scripted mock of the Messages API on 127.0.0.1,
-//! with our hook registered by `ralph-ctl init` in a temp git project.
+//! End-to-end: the loop the Stop hook keeps going in one session. The real
+//! Claude Code client (both pinned versions), driven by our launcher,
+//! against a scripted mock of the Messages API on 127.0.0.1, with our hook
+//! registered by `ralph-ctl init` in a temp git project.
 //!
 //! Compiled only with the `e2e` feature (tests/run.sh turns it on). Run one
-//! scenario alone with e.g. `tests/run.sh -p ralph-tests --test e2e completes_on_signal`.
+//! scenario alone with e.g.
+//! `tests/run.sh -p ralph-tests --test e2e session::completes_on_signal`.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
@@ -853,7 +855,7 @@ fn a_completion_the_agent_writes_into_the_state_is_not_reported_as_done(client: 
     // state file is refused by the deny rules `init` wrote; a script that
     // names it nowhere the client sees gets through the fence. Outside the
     // sandbox: in it, the operating system refuses the write
-    // (tests/tests/e2e_sandbox.rs).
+    // (tests/tests/e2e/sandbox.rs).
     let scenario = Scenario::new("forged-e2e", client).env("RALPH_SANDBOX", "off");
     let state_file = scenario.state_path().display().to_string();
     let sed = format!("sed -i 's/\"status\": \"running\"/\"status\": \"complete\"/' {state_file}");

@@ -11,7 +11,7 @@
 //! so every wait lasts seconds.
 //!
 //! Compiled only with the `e2e` feature. Run them with
-//! `tests/run.sh -p ralph-tests --test e2e_supervisor`.
+//! `tests/run.sh -p ralph-tests --test e2e supervisor::`.
 
 use std::sync::{Arc, Mutex};
 use std::thread;

@@ -7,7 +7,8 @@
 #   tests/run.sh            everything (what CI runs)
 #   tests/run.sh --fast     the cargo tests only
 #   tests/run.sh ARGS...    the cargo tests, with ARGS instead of the default
-#                           selection (e.g. `tests/run.sh -p ralph-tests --test e2e guard`)
+#                           selection (e.g. `tests/run.sh -p ralph-tests --test e2e queue::`
+#                           runs one area of the e2e tests, `--test cli` the fast ones)
 #
 # The end-to-end tests are behind the `e2e` feature of ralph-tests, so that a
 # plain `cargo test --workspace` builds and runs everything else without the

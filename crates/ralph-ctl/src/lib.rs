@@ -212,7 +212,7 @@ pub fn run(cli: Cli) -> i32 {
                     return e.exit_code();
                 }
             };
-            let mut options = driver::launch::RunOptions {
+            let mut options = driver::prepare::RunOptions {
                 headless,
                 reset,
                 resume,
@@ -222,7 +222,7 @@ pub fn run(cli: Cli) -> i32 {
                 worktree,
                 base_ref,
                 no_cleanup,
-                queue: queue.map(|source| driver::launch::QueueOptions {
+                queue: queue.map(|source| driver::prepare::QueueOptions {
                     source,
                     workers,
                     merge,
@@ -238,7 +238,7 @@ pub fn run(cli: Cli) -> i32 {
                 json,
                 client_args,
             };
-            driver::launch::as_it_ran(&paths, &mut options);
+            driver::prepare::as_it_ran(&paths, &mut options);
             // --sandbox / --no-sandbox likewise: the hook walls the checks
             // it runs as the run walls the agent.
             if let Some(sandbox) = options.sandbox {

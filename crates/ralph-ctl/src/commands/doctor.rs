@@ -503,7 +503,7 @@ fn agent_files(config: &Config) -> Check {
 
 fn client(paths: &ProjectPaths) -> (Check, Option<ClientVersion>) {
     const NAME: &str = "client";
-    let program = match crate::driver::launch::find_client(paths) {
+    let program = match crate::driver::prepare::find_client(paths) {
         Ok(program) => program,
         Err(e) => {
             return (

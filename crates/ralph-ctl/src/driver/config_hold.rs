@@ -111,6 +111,33 @@ pub(crate) fn hold(git_dir: &Path, runtime: &Path) -> Result<ConfigHold, NotHeld
     })
 }
 
+/// The hold on the project's repository's `.git/config.lock` (its common
+/// git folder's) for a queue run, said on stderr, or `None` (and why, said)
+/// when it cannot be had.
+pub(crate) fn for_project(paths: &ralph_core::paths::ProjectPaths) -> Option<ConfigHold> {
+    let git_dir = match super::worktree::git(&paths.root, &["rev-parse", "--git-common-dir"]) {
+        Ok(dir) => paths.root.join(dir),
+        Err(e) => {
+            super::say(&format!("warning: {e}"));
+            return None;
+        }
+    };
+    match hold(&git_dir, &paths.runtime_dir()) {
+        Ok(hold) => {
+            super::say(
+                "git: .git/config.lock is held while the workers' clients run sandboxed (their \
+                 sandboxes race on it otherwise); until the run ends, `git config` in this \
+                 repository fails with \"could not lock config file\"",
+            );
+            Some(hold)
+        }
+        Err(NotHeld(why)) => {
+            super::say(&format!("warning: {why}"));
+            None
+        }
+    }
+}
+
 /// Whether the lock file at `lock` is one ralph holds (or held).
 fn is_ralphs(lock: &Path) -> bool {
     std::fs::read_to_string(lock).is_ok_and(|text| text.starts_with(MARK))

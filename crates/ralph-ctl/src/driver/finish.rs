@@ -96,3 +96,19 @@ pub(crate) fn believed(paths: &ProjectPaths, mut state: LoopState) -> LoopState 
     }
     state
 }
+
+/// The exit code once the client exited: the loop's, or 128 + the signal
+/// when a signal the driver received left the loop interrupted.
+pub(crate) fn finish_code(
+    paths: &ProjectPaths,
+    ending: &Found,
+    supervision: &super::client::Supervision,
+) -> i32 {
+    let code = announce(paths, ending);
+    match (ending, supervision.signal) {
+        (Found::Loop(state), Some(signal)) if state.status == Status::Interrupted => {
+            signal.exit_code()
+        }
+        _ => code,
+    }
+}

@@ -1,7 +1,9 @@
 //! Running a loop: starting it ([`start`], also `ralph-ctl start`, `reset`
-//! and the plugin's `loop-start`), driving it ([`launch`]: `ralph-ctl run`,
-//! one iteration at a time), and recording its end ([`finish`]). The
-//! pieces: building the
+//! and the plugin's `loop-start`), preparing a run ([`prepare`]: its
+//! options, inputs and the client's settings), driving it ([`launch`]:
+//! `ralph-ctl run`, one iteration at a time; [`answer`]: the wait for the
+//! person's answer), and recording its end ([`finish`]). The pieces:
+//! building the
 //! client's command line ([`command`], pure), the signals that end a loop
 //! early ([`signals`]), the running client with the loop that watches
 //! it ([`client`]), its result object ([`result`]), what happens between
@@ -15,6 +17,7 @@
 //! `.git/config.lock` a queue run holds for its sandboxed workers
 //! ([`config_hold`]).
 
+pub(crate) mod answer;
 pub(crate) mod client;
 pub(crate) mod command;
 pub(crate) mod config_hold;
@@ -25,6 +28,7 @@ pub(crate) mod launch;
 pub(crate) mod live;
 pub(crate) mod liveness;
 pub(crate) mod merge;
+pub(crate) mod prepare;
 pub(crate) mod queue;
 pub(crate) mod result;
 pub(crate) mod sandbox;
@@ -42,4 +46,11 @@ pub(crate) fn told(changed: ralph_core::transaction::Changed) -> ralph_core::tra
         crate::output::say_err!("ralph-ctl: {note}");
     }
     changed.found
+}
+
+/// One line of a run on stderr, after "ralph: ", its control characters
+/// made visible (it may carry the agent's text); a terminal that is gone
+/// (EIO, EPIPE) is ignored.
+pub(crate) fn say(line: &str) {
+    crate::output::say_err!("ralph: {line}");
 }

@@ -32,11 +32,12 @@ use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Found, Whose};
 
 use super::command::ClientProgram;
-use super::launch::{self, ItemDrive, ItemWork, Prepared, QueueOptions, Ready, RunOptions};
+use super::launch::{self, ItemDrive, ItemWork};
 use super::merge::{self, Landed, Landing};
+use super::prepare::{self, Prepared, QueueOptions, Ready, RunOptions};
 use super::signals::{SignalSource, Signals};
 use super::worktree::{self, WorktreePlan};
-use super::{config_hold, finish, liveness, start};
+use super::{config_hold, finish, liveness, sandbox, say, start};
 use crate::cli::MergeMode;
 use crate::error::{CmdResult, CtlError};
 
@@ -77,7 +78,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         inputs,
         settings,
         ..
-    } = match launch::prepare(paths, &run_options)? {
+    } = match prepare::prepare(paths, &run_options)? {
         Ready::Done(code) => return Ok(code),
         Ready::Go(prepared) => *prepared,
     };
@@ -129,7 +130,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
     // Sandboxed clients in worktrees of one repository race on its
     // `.git/config.lock` unless it stays put (config_hold).
     let _config_hold = if settings_sandboxed {
-        hold_git_config(paths)
+        config_hold::for_project(paths)
     } else {
         None
     };
@@ -167,32 +168,6 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         }
     });
     shared.conclude(&ends)
-}
-
-/// The hold on the repository's `.git/config.lock` for the run, or `None`
-/// (said on stderr) when it cannot be had.
-fn hold_git_config(paths: &ProjectPaths) -> Option<config_hold::ConfigHold> {
-    let git_dir = match worktree::git(&paths.root, &["rev-parse", "--git-common-dir"]) {
-        Ok(dir) => paths.root.join(dir),
-        Err(e) => {
-            say(&format!("warning: {e}"));
-            return None;
-        }
-    };
-    match config_hold::hold(&git_dir, &paths.runtime_dir()) {
-        Ok(hold) => {
-            say(
-                "git: .git/config.lock is held while the workers' clients run sandboxed (their \
-                 sandboxes race on it otherwise); until the run ends, `git config` in this \
-                 repository fails with \"could not lock config file\"",
-            );
-            Some(hold)
-        }
-        Err(config_hold::NotHeld(why)) => {
-            say(&format!("warning: {why}"));
-            None
-        }
-    }
 }
 
 /// What every item of the run is told first: PROMPT.md's task, `None`
@@ -529,7 +504,10 @@ impl Shared<'_> {
                 config: self.config.clone(),
                 worktrees: self.bench.worktrees.clone(),
                 client_args: self.bench.client_args.clone(),
-                extra_settings: item_settings(self.bench.extra_settings.as_deref(), &item.id),
+                extra_settings: sandbox::item_settings(
+                    self.bench.extra_settings.as_deref(),
+                    &item.id,
+                ),
                 json: self.bench.json,
                 session: started.session_id,
                 max_iterations: max,
@@ -953,21 +931,6 @@ impl Shared<'_> {
     }
 }
 
-/// The run's `--settings` for one item's client, with `RALPH_QUEUE_ITEM`
-/// (the item's id) in its `env`. Two 2.1.330 clients given the same
-/// settings text share one temp file named by its hash, which the first to
-/// end removes while the other's sandbox still mounts it (its Bash calls
-/// then fail): each item's text is its own.
-fn item_settings(settings: Option<&str>, id: &str) -> Option<String> {
-    let mut value: serde_json::Value = serde_json::from_str(settings?).ok()?;
-    let object = value.as_object_mut()?;
-    let env = object.entry("env").or_insert_with(|| serde_json::json!({}));
-    if let Some(env) = env.as_object_mut() {
-        env.insert("RALPH_QUEUE_ITEM".into(), id.into());
-    }
-    Some(value.to_string())
-}
-
 /// How a finished item landed, and the merge lock while it is recorded.
 struct ItemLanding {
     status: ItemState,
@@ -1021,30 +984,5 @@ impl Renewal {
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
         }
-    }
-}
-
-/// One line on stderr.
-fn say(line: &str) {
-    crate::output::say_err!("ralph: {line}");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_item_s_settings_text_is_its_own_and_keeps_the_run_s() {
-        let run = r#"{"sandbox":{"enabled":true},"env":{"KEEP":"1"}}"#;
-        let one = item_settings(Some(run), "T-1").unwrap();
-        let two = item_settings(Some(run), "T-2").unwrap();
-        assert_ne!(one, two);
-        let one: serde_json::Value = serde_json::from_str(&one).unwrap();
-        assert_eq!(one["sandbox"]["enabled"], true);
-        assert_eq!(one["env"]["KEEP"], "1");
-        assert_eq!(one["env"]["RALPH_QUEUE_ITEM"], "T-1");
-        let bare = item_settings(Some(r#"{"permissions":{}}"#), "x").unwrap();
-        assert!(bare.contains(r#""env":{"RALPH_QUEUE_ITEM":"x"}"#), "{bare}");
-        assert_eq!(item_settings(None, "x"), None);
     }
 }

@@ -558,9 +558,39 @@ pub(crate) fn merge_own_settings(
     (args, Some(merged), None)
 }
 
+/// The run's `--settings` for one item's client, with `RALPH_QUEUE_ITEM`
+/// (the item's id) in its `env`. Two 2.1.330 clients given the same
+/// settings text share one temp file named by its hash, which the first to
+/// end removes while the other's sandbox still mounts it (its Bash calls
+/// then fail): each item's text is its own.
+pub(crate) fn item_settings(settings: Option<&str>, id: &str) -> Option<String> {
+    let mut value: serde_json::Value = serde_json::from_str(settings?).ok()?;
+    let object = value.as_object_mut()?;
+    let env = object.entry("env").or_insert_with(|| serde_json::json!({}));
+    if let Some(env) = env.as_object_mut() {
+        env.insert("RALPH_QUEUE_ITEM".into(), id.into());
+    }
+    Some(value.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_item_s_settings_text_is_its_own_and_keeps_the_run_s() {
+        let run = r#"{"sandbox":{"enabled":true},"env":{"KEEP":"1"}}"#;
+        let one = item_settings(Some(run), "T-1").unwrap();
+        let two = item_settings(Some(run), "T-2").unwrap();
+        assert_ne!(one, two);
+        let one: serde_json::Value = serde_json::from_str(&one).unwrap();
+        assert_eq!(one["sandbox"]["enabled"], true);
+        assert_eq!(one["env"]["KEEP"], "1");
+        assert_eq!(one["env"]["RALPH_QUEUE_ITEM"], "T-1");
+        let bare = item_settings(Some(r#"{"permissions":{}}"#), "x").unwrap();
+        assert!(bare.contains(r#""env":{"RALPH_QUEUE_ITEM":"x"}"#), "{bare}");
+        assert_eq!(item_settings(None, "x"), None);
+    }
 
     fn linux(bubblewrap: bool, socat: bool) -> Machine {
         Machine {

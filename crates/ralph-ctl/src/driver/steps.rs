@@ -273,6 +273,50 @@ fn record(
     Ok((StepNext::AsJudged, recorded))
 }
 
+/// The client arguments of an iteration: the formula step's `--model`
+/// first, then the person's.
+pub(crate) fn with_model(
+    step: Option<&crate::formula::Step>,
+    client_args: &[std::ffi::OsString],
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = step
+        .and_then(|s| s.model.as_deref())
+        .map(|model| vec!["--model".into(), model.into()])
+        .unwrap_or_default();
+    args.extend(client_args.iter().cloned());
+    args
+}
+
+/// Runs a formula step's autofix command in the folder the iteration
+/// worked in, before the gates; says how it went (a failure is only said:
+/// the gates judge the result).
+pub(crate) fn run_autofix(
+    command: &str,
+    project: &std::path::Path,
+    root: &std::path::Path,
+    walls: ralph_core::observe::process::walls::WallsWanted,
+) {
+    let fix = ralph_core::observe::verify::VerifyCommand {
+        name: "autofix".into(),
+        command: command.to_string(),
+        timeout_seconds: crate::formula::DEFAULT_GATE_TIMEOUT_SECS,
+    };
+    let walls = ralph_core::engine::check_walls(project, root, walls);
+    let result = ralph_core::observe::verify::run(root, &fix, &walls);
+    let how = if result.passed() {
+        "done".to_string()
+    } else if result.timed_out {
+        format!("timed out after {} s", fix.timeout_seconds)
+    } else {
+        format!(
+            "exit {}: {}",
+            result.exit_code.map_or("?".into(), |c| c.to_string()),
+            crate::driver::live::excerpt(&result.output_tail)
+        )
+    };
+    super::say(&format!("autofix `{command}`: {how}"));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

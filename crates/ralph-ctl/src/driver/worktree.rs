@@ -242,6 +242,84 @@ impl Worktree {
     }
 }
 
+/// The worktree of the loop's current iteration, made from the base (or
+/// taken up again when the iteration is resumed); a new one becomes the
+/// breaker's baseline, so that the iteration's progress is what it changed
+/// there.
+pub(crate) fn enter_worktree(
+    paths: &ralph_core::paths::ProjectPaths,
+    plan: &WorktreePlan,
+    item_name: Option<&str>,
+) -> Result<
+    (
+        Worktree,
+        Option<Option<ralph_core::observe::progress::Baseline>>,
+    ),
+    CtlError,
+> {
+    let state = ralph_core::persist::store::StateStore::new(paths)
+        .read()?
+        .ok_or_else(|| CtlError::Client("the loop's state is gone".into()))?;
+    let name = match item_name {
+        Some(name) => name.to_string(),
+        None => name(&state.started_at.to_string(), state.iteration),
+    };
+    let worktree = plan.create(&name)?;
+    let baseline = worktree
+        .created
+        .then(|| ralph_core::observe::progress::baseline(&worktree.path));
+    super::say(&format!(
+        "iteration {} works in {} (branch {}, from {})",
+        state.iteration,
+        worktree.shown(&paths.root),
+        worktree.branch,
+        plan.base
+    ));
+    Ok((worktree, baseline))
+}
+
+/// After a judged iteration: its worktree is removed when it holds nothing
+/// and the iteration did not fail, kept otherwise; the person is told which.
+pub(crate) fn leave_worktree(
+    paths: &ralph_core::paths::ProjectPaths,
+    plan: &WorktreePlan,
+    worktree: &Worktree,
+    iteration: u32,
+) {
+    let outcome = ralph_core::persist::store::StateStore::new(paths)
+        .read()
+        .ok()
+        .flatten()
+        .and_then(|state| {
+            state
+                .history
+                .iter()
+                .rev()
+                .find(|r| r.iteration == iteration)
+                .and_then(|r| r.outcome)
+        });
+    let failed = outcome
+        .filter(|o| {
+            matches!(
+                o,
+                ralph_core::judge::claims::OutcomeStatus::Error
+                    | ralph_core::judge::claims::OutcomeStatus::GateBlocked
+            )
+        })
+        .map(|o| format!("the iteration's outcome was {}", o.as_str()));
+    let shown = worktree.shown(&paths.root);
+    match plan.finish(worktree, failed.as_deref()) {
+        Ok(Finished::Removed) => super::say(&format!(
+            "worktree {shown} removed: the iteration left no change and no commit in it"
+        )),
+        Ok(Finished::Kept(why)) => super::say(&format!(
+            "worktree {shown} kept (branch {}): {why}",
+            worktree.branch
+        )),
+        Err(e) => super::say(&format!("worktree {shown} kept: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,651 @@
+//! Preparing a run of `ralph-ctl run`: its options ([`RunOptions`]), what
+//! it reads and checks before anything starts ([`Inputs`]), the client's
+//! settings ([`ClientSettings`]), the client itself ([`find_client`]),
+//! `--dry-run`, and the loop's start or, with `--resume`, its taking up.
+//! `launch` then drives the loop; `queue` drains a backlog with the same
+//! preparation.
+
+use std::ffi::OsString;
+use std::io::Write;
+
+use ralph_core::exit_codes;
+use ralph_core::judge::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
+use ralph_core::judge::state::{RunMode, Status, Usd};
+use ralph_core::observe::registration;
+use ralph_core::paths::ProjectPaths;
+use ralph_core::persist::store::StateStore;
+use ralph_core::pin;
+
+use super::client::{self};
+use super::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
+use super::launch::{iteration_budget, PROMPT_FILE_NAME};
+use super::signals::Signals;
+use super::{liveness, sandbox, say, start, steps, supervisor, worktree};
+use crate::error::CmdResult;
+use crate::error::CtlError;
+use crate::formula;
+
+/// The launcher's options.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunOptions {
+    /// `claude -p --output-format json` instead of the terminal UI.
+    pub(crate) headless: bool,
+    /// Clear the previous loop's state first.
+    pub(crate) reset: bool,
+    /// Take up the paused or interrupted loop in its session instead of starting one.
+    pub(crate) resume: bool,
+    /// Start even though the prompt is still the PROMPT.md template.
+    pub(crate) force: bool,
+    /// One headless client process with a new session per iteration
+    /// (also `contextMode: fresh` / RALPH_CONTEXT_MODE=fresh).
+    pub(crate) fresh: bool,
+    /// Print the client command and the first iteration's text; start nothing.
+    pub(crate) dry_run: bool,
+    /// Each fresh iteration in a git worktree of its own (implies `fresh`).
+    pub(crate) worktree: bool,
+    /// What the worktrees start from and are compared with (default: the
+    /// branch the loop starts on).
+    pub(crate) base_ref: Option<String>,
+    /// Keep every worktree, even one its iteration left nothing in.
+    pub(crate) no_cleanup: bool,
+    /// Drain a backlog (`--queue`), each item a loop of its own (`queue::run`).
+    pub(crate) queue: Option<QueueOptions>,
+    /// Run the formula `.claude/ralph/formulas/NAME.yaml` (implies `fresh`).
+    pub(crate) formula: Option<String>,
+    /// `--from STEP`: the formula run starts (or goes on) at that step.
+    pub(crate) from: Option<String>,
+    /// `--wait-for-answer SECONDS`: how long a headless run waits for the
+    /// person's answer to the agent's question; `None`: until a signal.
+    pub(crate) wait_for_answer: Option<u64>,
+    /// `--sandbox` (true) or `--no-sandbox` (false), over the config's `sandbox`.
+    pub(crate) sandbox: Option<bool>,
+    /// The client's own output as it is, not readable lines (`--json`).
+    pub(crate) json: bool,
+    /// Arguments for the client (given after `--`).
+    pub(crate) client_args: Vec<OsString>,
+}
+
+/// `--queue`, `--workers`, `--merge`: how `queue::run` drains a backlog.
+#[derive(Clone, Debug)]
+pub(crate) struct QueueOptions {
+    /// The source as given.
+    pub(crate) source: String,
+    /// Workers in this process.
+    pub(crate) workers: u32,
+    /// How a finished item lands.
+    pub(crate) merge: crate::cli::MergeMode,
+}
+
+/// `run --resume` goes on the way the loop ran, where its command line
+/// does not say otherwise: a queue run as a queue run (its source, how its
+/// items land, its first process's workers), a headless loop headless, with
+/// the sandbox it was asked to have. Each taken-up setting is said on stderr.
+pub(crate) fn as_it_ran(paths: &ProjectPaths, options: &mut RunOptions) {
+    if !options.resume {
+        return;
+    }
+    let Ok(Some(state)) = StateStore::new(paths).read() else {
+        // The resume itself says what is wrong with the state.
+        return;
+    };
+    let mode = state.run_mode.clone().unwrap_or_default();
+    let mut taken = Vec::new();
+    if let (Some(queue), None) = (&state.queue, &options.queue) {
+        let merge = match queue.merge.as_str() {
+            "none" => crate::cli::MergeMode::None,
+            _ => crate::cli::MergeMode::Rebase,
+        };
+        // Within what --workers takes, whatever the record says.
+        let workers = mode.workers.unwrap_or(1).clamp(1, crate::cli::MAX_WORKERS);
+        taken.push(format!(
+            "as the queue run it was (--queue {} --workers {workers} --merge {})",
+            crate::driver::command::sh_quoted(&queue.source),
+            queue.merge
+        ));
+        options.queue = Some(QueueOptions {
+            source: queue.source.clone(),
+            workers,
+            merge,
+        });
+    }
+    if mode.headless && !options.headless && options.queue.is_none() {
+        options.headless = true;
+        taken.push("headless (--headless)".into());
+    }
+    if mode.worktree && !options.worktree && options.queue.is_none() {
+        options.worktree = true;
+        taken.push("each iteration in a worktree (--worktree)".into());
+    }
+    if let (Some(flag), None) = (mode.sandbox_flag(), options.sandbox) {
+        options.sandbox = mode.sandbox;
+        taken.push(flag.into());
+    }
+    if !taken.is_empty() {
+        say(&format!(
+            "resuming the way the loop ran: {}",
+            taken.join(", ")
+        ));
+    }
+}
+
+/// What every run settles before it starts or joins a loop.
+pub(crate) struct Prepared {
+    /// SIGINT, SIGTERM and SIGHUP, recorded from the start.
+    pub(crate) signals: Signals,
+    /// The client to run.
+    pub(crate) client: ClientProgram,
+    /// The config, formula, worktrees' plan and context mode.
+    pub(crate) inputs: Inputs,
+    /// The client's arguments and ralph's `--settings`.
+    pub(crate) settings: ClientSettings,
+    /// The client's version, when it said.
+    pub(crate) version: Option<command::ClientVersion>,
+}
+
+/// What [`prepare`] leads to.
+pub(crate) enum Ready {
+    /// Nothing to start (`--dry-run`): the exit code.
+    Done(i32),
+    /// Everything a run needs.
+    Go(Box<Prepared>),
+}
+
+/// Catches the signals, finds the client, reads and checks the inputs,
+/// `--reset` clears the last loop (never one a live driver holds), and
+/// plans the client's settings: everything `run` and `run --queue` do
+/// before a loop starts. `--dry-run` ends here.
+pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Ready, CtlError> {
+    // From here on SIGINT, SIGTERM and SIGHUP are recorded, not fatal.
+    let signals =
+        Signals::install().map_err(|e| CtlError::Client(format!("cannot catch signals: {e}")))?;
+    if options.reset && options.resume {
+        return Err(CtlError::BadArgument(
+            "--reset and --resume exclude each other: --reset starts a new loop, --resume goes on with the last one".into(),
+        ));
+    }
+    let client = find_client(paths)?;
+    let inputs = Inputs::read(paths, options)?;
+    if options.dry_run {
+        return dry_run(paths, &client, options, &inputs).map(Ready::Done);
+    }
+    if options.reset {
+        // --reset never clears a loop a live driver holds.
+        if let Ok(Some(current)) = StateStore::new(paths).read() {
+            if let Some(refusal) = liveness::still_carried(&current) {
+                return Err(CtlError::Refused(refusal));
+            }
+        }
+        if let start::Cleared::Quarantined(aside) = start::clear(paths)? {
+            say(&format!(
+                "moved the state ralph could not use to {}",
+                aside.display()
+            ));
+        }
+    }
+    let version = client::version(&client);
+    let settings = ClientSettings::plan(paths, options, &inputs, version)?;
+    Ok(Ready::Go(Box::new(Prepared {
+        signals,
+        client,
+        inputs,
+        settings,
+        version,
+    })))
+}
+
+/// What the run reads and checks before anything starts: the config (a
+/// resumed loop's pinned one), the formula, the worktrees' plan, and
+/// whether iterations run in fresh context. A bad formula, or a project
+/// that cannot have worktrees, is refused with nothing changed.
+pub(crate) struct Inputs {
+    pub(crate) config: Config,
+    pub(crate) formula: Option<formula::Formula>,
+    pub(crate) worktrees: Option<worktree::WorktreePlan>,
+    pub(crate) fresh: bool,
+}
+
+impl Inputs {
+    fn read(paths: &ProjectPaths, options: &RunOptions) -> Result<Inputs, CtlError> {
+        // A resumed loop goes on with what it was pinned to.
+        let config = match options.resume {
+            true => match StateStore::new(paths).read() {
+                Ok(Some(state)) => pin::loop_config(paths, &ProcessEnv, &state)?,
+                _ => Config::load(paths, &ProcessEnv)?,
+            },
+            false => Config::load(paths, &ProcessEnv)?,
+        };
+        let formula = options
+            .formula
+            .as_deref()
+            .map(|name| formula::load(paths, name))
+            .transpose()?;
+        if let (Some(step), None) = (&options.from, &formula) {
+            if !options.resume {
+                return Err(CtlError::BadArgument(format!(
+                    "--from {step} names a formula step: give --formula NAME, or --resume a formula run"
+                )));
+            }
+        }
+        if let (Some(step), Some(formula)) = (&options.from, &formula) {
+            // Refused here, before anything starts, as the run would be.
+            formula
+                .new_run()
+                .restart_at(step)
+                .map_err(|e| CtlError::BadArgument(format!("--from {step:?}: {e}")))?;
+        }
+        if let Some(formula) = &formula {
+            if options.worktree {
+                return Err(CtlError::BadArgument(
+                    "--formula and --worktree do not go together: each step builds on what the earlier \
+                     steps left, which a worktree made from the base would not have"
+                        .into(),
+                ));
+            }
+            check_gate_names(formula, &config)?;
+        }
+        let fresh = options.fresh
+            || options.worktree
+            || options.queue.is_some()
+            || formula.is_some()
+            || config.context_mode == ContextMode::Fresh;
+        if !(options.worktree || options.queue.is_some())
+            && (options.base_ref.is_some() || options.no_cleanup)
+        {
+            return Err(CtlError::BadArgument(
+                "--base-ref and --no-cleanup go with --worktree or --queue".into(),
+            ));
+        }
+        let worktrees = (options.worktree || options.queue.is_some())
+            .then(|| worktree::plan(&paths.root, options.base_ref.as_deref(), options.no_cleanup))
+            .transpose()?;
+        Ok(Inputs {
+            config,
+            formula,
+            worktrees,
+            fresh,
+        })
+    }
+}
+
+/// A gate's result is found by its name among the claim's checks: no gate
+/// may share a verify command's name.
+fn check_gate_names(formula: &formula::Formula, config: &Config) -> Result<(), CtlError> {
+    for step in &formula.steps {
+        for gate in &step.gates {
+            if config.completion.verify.iter().any(|v| v.name == gate.name) {
+                return Err(formula::FormulaError::Invalid {
+                    file: formula.file.clone(),
+                    line: None,
+                    problem: format!(
+                        "gate {:?} of step {:?} has the name of a verify command in config.json: \
+                         rename one of them",
+                        gate.name, step.id
+                    ),
+                }
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The client's arguments and ralph's `--settings` for every run of the
+/// loop: the sandbox for unattended runs (or, where it cannot run, allow
+/// rules for the checks), deny rules keeping the agent off ralph's files,
+/// the StopFailure hook, the person's own `--settings` merged in.
+pub(crate) struct ClientSettings {
+    pub(crate) client_args: Vec<OsString>,
+    pub(crate) extra_settings: Option<String>,
+    pub(crate) sandbox_notice: Option<String>,
+    /// Whether the client's commands run in its sandbox.
+    pub(crate) sandboxed: bool,
+}
+
+impl ClientSettings {
+    fn plan(
+        paths: &ProjectPaths,
+        options: &RunOptions,
+        inputs: &Inputs,
+        version: Option<command::ClientVersion>,
+    ) -> Result<ClientSettings, CtlError> {
+        let config = &inputs.config;
+        let sandbox_setting = sandbox::setting(config.sandbox, options.sandbox);
+        let mut sandbox_plan = match sandbox::plan(
+            sandbox_setting,
+            options.headless || inputs.fresh,
+            &sandbox::support(
+                &sandbox::Machine::probe(std::env::var_os("PATH").as_deref()),
+                version,
+            ),
+            command::names_settings(&options.client_args),
+        ) {
+            Ok(plan) => plan,
+            Err(sandbox::Refusal(why)) => return Err(CtlError::Refused(why)),
+        };
+        // A permission mode the person named is theirs: ralph adds no allow rules to it.
+        if command::names_permissions(&options.client_args) {
+            sandbox_plan.allow_checks = false;
+        }
+        let stop_failure_hook = version
+            .filter(|v| v.has_stop_failure() && !inputs.fresh)
+            .and_then(|_| {
+                registration::registered_command_in(paths).unwrap_or_else(|e| {
+                    say(&format!("warning: {e}"));
+                    None
+                })
+            });
+        let checks: Vec<String> = config
+            .completion
+            .verify
+            .iter()
+            .map(|v| v.command.clone())
+            .chain(inputs.formula.iter().flat_map(|f| {
+                f.steps
+                    .iter()
+                    .flat_map(|s| s.gates.iter().map(|g| g.command.clone()))
+            }))
+            .collect();
+        let mut extra_settings = sandbox::settings(
+            &sandbox_plan,
+            &sandbox::protected_paths(
+                &paths.root,
+                &sandbox::protected_files(
+                    sandbox::files_at_start(
+                        paths,
+                        &config.completion.protected_paths,
+                        options.resume,
+                    )
+                    .as_ref(),
+                ),
+            ),
+            &sandbox::allow_rules(checks.iter().map(String::as_str)),
+            stop_failure_hook.as_deref(),
+            sandbox_setting == SandboxSetting::On,
+        );
+        // An interactive client gives the plan's usage windows only to its
+        // status line command: ralph's records them (and shows the
+        // person's own line), so that pauseAtUtilization paces it too.
+        let interactive = !options.headless && !inputs.fresh;
+        if let (true, Some(_), Ok(ralph_ctl)) = (
+            interactive,
+            config.supervision.pause_at_utilization,
+            std::env::current_exe(),
+        ) {
+            let settings = extra_settings.get_or_insert_with(|| serde_json::json!({}));
+            settings["statusLine"] = crate::settings::statusline_setting(&ralph_ctl);
+        }
+        // One --settings: the person's own merged with ralph's.
+        let (client_args, extra_settings, settings_notice) =
+            sandbox::merge_own_settings(&options.client_args, extra_settings, &paths.root);
+        if let Some(notice) = settings_notice {
+            say(&notice);
+        }
+        let sandbox_notice = sandbox_plan.notice.clone().or_else(|| {
+            sandbox_plan.sandboxed.then(|| {
+                "sandbox: on; the agent's commands run without prompts and cannot write outside the project or to ralph's files".to_string()
+            })
+        });
+        Ok(ClientSettings {
+            client_args,
+            extra_settings: extra_settings.map(|s| s.to_string()),
+            sandbox_notice,
+            sandboxed: sandbox_plan.sandboxed,
+        })
+    }
+}
+
+/// `--resume`: the loop left behind is recorded first, then the paused or
+/// interrupted loop is taken up by the person. Returns it, and the formula
+/// it was pinned to (never another one named on the command line).
+pub(crate) fn take_up_by_hand(
+    paths: &ProjectPaths,
+    config: &Config,
+    given: Option<&formula::Formula>,
+) -> Result<
+    (
+        ralph_core::judge::state::LoopState,
+        Option<formula::Formula>,
+    ),
+    CtlError,
+> {
+    if let Some(state) = liveness::reconcile(paths)? {
+        say(&format!(
+            "the loop was left running: {}",
+            state.ended_because.as_deref().unwrap_or_default()
+        ));
+    }
+    // Refused before the loop is taken up.
+    if let (Some(given), Ok(Some(state))) = (given, StateStore::new(paths).read()) {
+        if let Some(pinned) = state.pinned.as_ref().and_then(|p| p.formula.as_ref()) {
+            let given_file = given.file.strip_prefix(&paths.root).unwrap_or(&given.file);
+            if given_file != std::path::Path::new(&pinned.file) {
+                return Err(CtlError::BadArgument(format!(
+                    "this loop runs the formula in {}, not {}: resume it without --formula, or \
+                     start a new loop with --reset",
+                    pinned.file,
+                    given_file.display()
+                )));
+            }
+        }
+    }
+    let state = supervisor::take_up(paths, config, None, false)?;
+    say(&format!(
+        "resuming the loop of session {} at iteration {} of {}",
+        state.session_id, state.iteration, state.max_iterations
+    ));
+    // A formula run goes on with the formula it was pinned to (a state
+    // from before pinning: the one its run names).
+    let formula = if let Some(pinned) = state.pinned.as_ref().and_then(|p| p.formula.as_ref()) {
+        Some(formula::from_pin(pinned)?)
+    } else if let (None, Some(run)) = (given, &state.formula) {
+        Some(formula::load(paths, &run.name)?)
+    } else {
+        None
+    };
+    Ok((state, formula))
+}
+
+/// Starts the loop (and its formula run).
+pub(crate) fn begin(
+    paths: &ProjectPaths,
+    options: &RunOptions,
+    formula: Option<&formula::Formula>,
+    fresh: bool,
+) -> Result<start::Started, CtlError> {
+    // A formula's steps carry their own prompts: PROMPT.md may be the template.
+    let allow_template = options.force || formula.is_some();
+    let run_mode = RunMode {
+        headless: options.headless,
+        sandbox: options.sandbox,
+        workers: None,
+        worktree: options.worktree,
+    };
+    let started = start::start_loop(
+        paths,
+        None,
+        None,
+        false,
+        allow_template,
+        fresh,
+        Some(run_mode),
+    )?;
+    if let Some(formula) = formula {
+        steps::begin(paths, &started.session_id, formula, options.from.as_deref())?;
+        say(&format!(
+            "formula {} ({}): {} steps, {}",
+            formula.name,
+            formula.file.display(),
+            formula.steps.len(),
+            formula
+                .steps
+                .iter()
+                .map(|s| match &s.model {
+                    Some(m) => format!("{} ({m})", s.id),
+                    None => s.id.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        if let Some(step) = &options.from {
+            say(&format!(
+                "starting at step {step}; the steps before it are skipped"
+            ));
+        }
+    }
+    Ok(started)
+}
+
+/// `--dry-run`: the client command and the first iteration's text as a run
+/// would use them, on stdout; nothing is started and no state is touched.
+pub(crate) fn dry_run(
+    paths: &ProjectPaths,
+    client: &ClientProgram,
+    options: &RunOptions,
+    inputs: &Inputs,
+) -> CmdResult {
+    let (config, fresh) = (&inputs.config, inputs.fresh);
+    let (worktrees, formula) = (inputs.worktrees.as_ref(), inputs.formula.as_ref());
+    let text = ralph_core::observe::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
+    let guardrails = ralph_core::observe::prompt::read_guardrails(&paths.guardrails_file())?;
+    let max = config.max_iterations;
+    let first_step = formula.map(|f| &f.steps[0]);
+    let task = first_step.map_or(text.as_str(), |s| s.prompt.as_str());
+    let prompt = ralph_core::observe::prompt::iteration_text(
+        &config.completion_signal,
+        1,
+        max,
+        None,
+        task,
+        guardrails.as_deref(),
+    );
+    let headless = options.headless || fresh;
+    let command = command::build(&Launch {
+        client,
+        headless,
+        session_id: "<new session id>",
+        max_iterations: max,
+        prompt: &prompt,
+        client_args: &steps::with_model(first_step, &options.client_args),
+        block_cap: std::env::var(command::BLOCK_CAP_ENV).ok().as_deref(),
+        prompt_file: &paths.runtime_dir().join(PROMPT_FILE_NAME),
+        platform: Platform::current(),
+        resume: false,
+        max_budget_usd: iteration_budget(
+            config.supervision.max_cost.map(Usd::dollars),
+            fresh.then_some(config.iteration_budget).flatten(),
+        ),
+        extra_settings: None,
+        fresh,
+        json: options.json,
+    });
+    let mut out = std::io::stdout();
+    let words: Vec<String> = std::iter::once(command.program.as_os_str())
+        .chain(command.args.iter().map(|a| a.as_os_str()))
+        .map(|a| command::sh_quoted(&a.to_string_lossy()))
+        .collect();
+    let env: Vec<String> = command
+        .env
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let delivery = match &command.delivery {
+        PromptDelivery::Argument => "as the last argument before the session id",
+        PromptDelivery::Stdin => "on the client's stdin",
+        PromptDelivery::File(_) => "in the file the argument points at",
+    };
+    let mode = match (fresh, worktrees) {
+        (true, Some(plan)) => format!(
+            "fresh context: one client process and session per iteration, each in a new git \
+             worktree under {} from {}",
+            worktree::WORKTREES_DIR,
+            plan.base
+        ),
+        (true, None) => "fresh context: one client process and session per iteration".into(),
+        _ => "one client session for the whole loop".into(),
+    };
+    let mode = match formula {
+        Some(f) => format!(
+            "{mode}; formula {}, step 1/{} {}",
+            f.name,
+            f.steps.len(),
+            f.steps[0].id
+        ),
+        None => mode,
+    };
+    let template = if formula.is_none() && ralph_core::observe::prompt::is_template(&text) {
+        "\nwarning: PROMPT.md is still the template; a real run refuses it (--force runs it)"
+    } else {
+        ""
+    };
+    // The text may quote the agent (a rejected claim's verify output).
+    let shown = format!(
+        "ralph dry run: nothing was started and no state was changed ({mode}).{template}\n\
+         command: {}\nenvironment for the client: {}\nfirst iteration's text ({delivery}):\n\n{prompt}",
+        words.join(" "),
+        if env.is_empty() { "nothing added".to_string() } else { env.join(" ") },
+    );
+    let written = writeln!(out, "{}", ralph_core::text::printable(&shown));
+    crate::error::written(written.and_then(|()| out.flush()), exit_codes::OK)
+}
+
+/// The client `RALPH_CLAUDE` names (default `claude`), or exit 127.
+pub(crate) fn find_client(paths: &ProjectPaths) -> Result<ClientProgram, CtlError> {
+    let spec = match std::env::var(command::CLIENT_ENV) {
+        Ok(spec) => spec,
+        Err(std::env::VarError::NotPresent) => String::new(),
+        Err(std::env::VarError::NotUnicode(raw)) => {
+            return Err(CtlError::BadArgument(format!(
+                "{}={raw:?} is not valid UTF-8; set it to the client's path",
+                command::CLIENT_ENV
+            )))
+        }
+    };
+    let path_var = std::env::var_os("PATH");
+    let pathext = cfg!(windows)
+        .then(|| std::env::var("PATHEXT").unwrap_or_else(|_| ".COM;.EXE;.BAT;.CMD".to_string()));
+    let find = |name: &str| {
+        command::find_executable(name, &paths.root, path_var.as_deref(), pathext.as_deref())
+    };
+    ClientProgram::parse(&spec, find).ok_or_else(|| {
+        let shown = if spec.trim().is_empty() {
+            command::DEFAULT_CLIENT
+        } else {
+            spec.as_str()
+        };
+        CtlError::ClientNotFound(format!(
+            "cannot find the Claude Code client '{shown}'; install it \
+             (npm install -g @anthropic-ai/claude-code) or set {} to its path",
+            command::CLIENT_ENV
+        ))
+    })
+}
+
+/// The prompt of the loop's current iteration: header, PROMPT.md, guardrails.
+pub(crate) fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
+    let state = StateStore::new(paths).read()?;
+    // A loop's own pin decides its prompt file, not config.json as it is now.
+    let config = match &state {
+        Some(state) => pin::loop_config(paths, &ProcessEnv, state)?,
+        None => Config::load(paths, &ProcessEnv)?,
+    };
+    let (iteration, max, task) = match state {
+        Some(state) if state.status == Status::Running => {
+            (state.iteration, state.max_iterations, state.task)
+        }
+        _ => (1, config.max_iterations, None),
+    };
+    let text = match task {
+        // The loop's own task (a queue run's item, /ralph-loop TASK).
+        Some(task) => task,
+        None => ralph_core::observe::prompt::read_prompt(&paths.resolve(&config.prompt_file))?,
+    };
+    let guardrails = ralph_core::observe::prompt::read_guardrails(&paths.guardrails_file())?;
+    Ok(ralph_core::observe::prompt::iteration_text(
+        &config.completion_signal,
+        iteration,
+        max,
+        None,
+        &text,
+        guardrails.as_deref(),
+    ))
+}

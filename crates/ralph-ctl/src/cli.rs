@@ -1,6 +1,5 @@
 //! The command line of `ralph-ctl`.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -309,165 +308,19 @@ pub enum Command {
     #[command(
         after_help = format!("Example:\n  ralph-ctl run --task \"make the failing tests pass\" --yes --headless\n  ralph-ctl run --fresh --worktree -- --permission-mode acceptEdits\n  ralph-ctl run --formula feature\n\n{}", exit_codes_help())
     )]
-    Run {
-        /// Run `claude -p` (no terminal UI): the prompt goes on stdin, and
-        /// what the agent says and does is shown as readable lines (the
-        /// client's JSON with --json).
-        #[arg(long)]
-        headless: bool,
-        /// Clear the previous loop's state first.
-        #[arg(long)]
-        reset: bool,
-        /// Go on with the paused or interrupted loop in its own session
-        /// (`--resume` of the client), at the iteration it stopped at.
-        #[arg(long, conflicts_with = "reset")]
-        resume: bool,
-        /// Start even though PROMPT.md is still the template `init` wrote.
-        #[arg(long, conflicts_with = "resume")]
-        force: bool,
-        /// Fresh context: each iteration is one headless `claude -p` process
-        /// with a new session (the project's files are its only memory),
-        /// judged by the same engine as the Stop hook (contextMode: fresh).
-        #[arg(long)]
-        fresh: bool,
-        /// Print the client command and the first iteration's text, then
-        /// exit: nothing is started, no state is changed (with --task:
-        /// what the run would set up, and nothing written).
-        #[arg(long)]
-        dry_run: bool,
-        /// Each fresh iteration (implies --fresh) works in a new git worktree
-        /// under .claude/worktrees/, on a branch ralph/<loop>-<iteration>;
-        /// the state stays in the project. A worktree left with no change
-        /// and no commit is removed; others are kept, and named.
-        #[arg(long)]
-        worktree: bool,
-        /// What the worktrees start from and are compared with (default: the
-        /// branch checked out when the loop starts).
-        #[arg(long, value_name = "REF")]
-        base_ref: Option<String>,
-        /// Keep every worktree, even one its iteration left nothing in.
-        #[arg(long)]
-        no_cleanup: bool,
-        /// Drain a backlog: each item of SOURCE (plan:PATH, the unchecked
-        /// `- [ ]` lines of a markdown plan; dir:PATH, one file per item;
-        /// cmd:COMMAND, a command printing a JSON array of {id, title, body})
-        /// is worked as a loop of its own, fresh context, in a worktree on a
-        /// branch ralph/item-<id>, then landed by the merge queue (--merge).
-        /// A second `run --queue` on the same project joins the run.
-        #[arg(long, value_name = "SOURCE", conflicts_with_all = ["resume", "formula", "dry_run"])]
-        queue: Option<String>,
-        /// With --queue: how many items this process works at once (another
-        /// `run --queue` on the project adds its own workers).
-        #[arg(long, value_name = "N", requires = "queue", default_value_t = 1,
-              value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
-        workers: u32,
-        /// With --queue: how a finished item lands. rebase: its branch is
-        /// rebased onto the base, the project's verify runs on the result,
-        /// and the base is fast-forwarded (a conflict or a failing verify
-        /// leaves the branch and marks the item needs-review); none: its
-        /// branch is left for you.
-        #[arg(long, value_name = "HOW", requires = "queue", default_value = "rebase")]
-        merge: MergeMode,
-        /// Run the formula .claude/ralph/formulas/NAME.yaml: its steps in
-        /// order, each a fresh-context loop with its own model, prompt and
-        /// gates (implies --fresh). `ralph-ctl init --formula NAME` writes a
-        /// starter one.
-        #[arg(long, value_name = "NAME")]
-        formula: Option<String>,
-        /// With --formula (or --resume of a formula run): start at step
-        /// STEP. The steps before it that did not complete are recorded as
-        /// skipped; STEP and the later ones start over (after a gate you
-        /// fixed by hand, say).
-        #[arg(long, value_name = "STEP", conflicts_with = "queue")]
-        from: Option<String>,
-        /// When the agent asks you something (`RALPH_ASK: <question>`): wait
-        /// this long for `ralph-ctl answer`, then exit 24 with the loop left
-        /// waiting (`run --resume` waits again). Default: until Ctrl-C.
-        #[arg(long, value_name = "SECONDS", conflicts_with = "queue")]
-        wait_for_answer: Option<u64>,
-        /// Require the client's sandbox (bubblewrap and socat on Linux,
-        /// Seatbelt on macOS): refuse to start without it. Unattended runs
-        /// (--headless, --fresh, --formula) have it by default where it can
-        /// run (config `sandbox`, RALPH_SANDBOX: auto, on, off).
-        #[arg(long, conflicts_with = "no_sandbox")]
-        sandbox: bool,
-        /// Run the client without its sandbox: headless, the agent gets
-        /// acceptEdits plus the project's checks and git add/commit allowed.
-        #[arg(long)]
-        no_sandbox: bool,
-        /// The loop's iteration cap (over RALPH_MAX_ITERATIONS and the
-        /// config's maxIterations; as RALPH_MAX_ITERATIONS for the hook).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(ralph_core::judge::config::MAX_ITERATIONS_LIMIT)))]
-        max_iterations: Option<u32>,
-        /// The loop's budget in US dollars (over RALPH_MAX_COST_USD and the
-        /// config's maxCostUsd): the loop ends `budget_exhausted` there.
-        #[arg(long, value_name = "USD", value_parser = parse_dollars, allow_negative_numbers = true)]
-        max_cost_usd: Option<f64>,
-        /// Start a loop on this task: it becomes .claude/ralph/PROMPT.md's
-        /// (an earlier, different task is kept in the runtime folder), and
-        /// ralph is installed into the project first when it is not there
-        /// yet, with its test command as the completion check (asked in a
-        /// terminal, taken without one; see --yes). With --dry-run, shown
-        /// and not written.
-        #[arg(long, value_name = "TEXT", conflicts_with = "resume")]
-        task: Option<String>,
-        /// With --task or --queue, where ralph is not installed yet: make
-        /// the test command found the completion check without asking.
-        #[arg(long, short = 'y')]
-        yes: bool,
-        /// Print the client's own output as it is (its JSON result, or its
-        /// stream-json events for fresh iterations) instead of readable
-        /// progress lines.
-        #[arg(long)]
-        json: bool,
-        /// Arguments for the Claude Code client, given after `--`.
-        #[arg(last = true, value_name = "CLIENT_ARGS")]
-        client_args: Vec<OsString>,
-    },
+    Run(crate::commands::run::RunArgs),
     /// Install ralph into the project: PROMPT.md and guardrails.md templates,
     /// the launchers, the Stop hook in .claude/settings.json, and the
     /// completion check (the project's tests; see --yes and --verify).
     #[command(
         after_help = "Example:\n  ralph-ctl init --yes\n  ralph-ctl init --verify \"cargo test\" --formula feature"
     )]
-    Init {
-        /// The ralph-stop-hook binary to register (default: the one beside ralph-ctl).
-        #[arg(long, value_name = "PATH")]
-        hook_path: Option<PathBuf>,
-        /// The hook timeout in seconds registered with Claude Code (default: 90, or
-        /// the verify commands' total timeout plus 30 when that is more).
-        #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=7200))]
-        timeout: Option<u32>,
-        /// The completion check: a command that must pass before a claim of
-        /// done is accepted (written into .claude/ralph/config.json as verify).
-        #[arg(long, value_name = "CMD")]
-        verify: Option<String>,
-        /// Make the test command init finds (Cargo, npm/pnpm/yarn, pytest,
-        /// go, make, …) the completion check without asking; without it,
-        /// init asks in a terminal and only shows it elsewhere.
-        #[arg(long, short = 'y')]
-        yes: bool,
-        /// Register the Stop hook in .claude/settings.local.json (yours, not
-        /// committed) instead of .claude/settings.json (shared with the project).
-        #[arg(long)]
-        local: bool,
-        /// Also write a documented starter formula,
-        /// .claude/ralph/formulas/NAME.yaml (plan, implement, test), for
-        /// `run --formula NAME`; an existing one is kept.
-        #[arg(long, value_name = "NAME")]
-        formula: Option<String>,
-        /// Install even where `.claude/settings.json` is Claude Code's
-        /// user-wide settings file (the project is your home folder, or
-        /// CLAUDE_CONFIG_DIR is its `.claude`): the Stop hook and the deny
-        /// rules then apply to every session you start, in any folder.
-        #[arg(long)]
-        user_wide: bool,
-    },
+    Init(crate::commands::init::InitArgs),
 }
 
 /// `--max-cost-usd`: a dollar amount ralph accepts as a budget (the
 /// config's own rule for `maxCostUsd`).
-fn parse_dollars(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_dollars(text: &str) -> Result<f64, String> {
     text.trim()
         .parse::<f64>()
         .ok()

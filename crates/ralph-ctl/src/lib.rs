@@ -3,7 +3,7 @@
 
 pub(crate) mod assets;
 pub mod cli;
-pub(crate) mod commands;
+pub mod commands;
 pub(crate) mod driver;
 pub(crate) mod error;
 pub(crate) mod formula;
@@ -136,122 +136,8 @@ pub fn run(cli: Cli) -> i32 {
             session_id,
             client_exit,
         } => driver::finish::run(&paths, &session_id, client_exit),
-        Command::Init {
-            hook_path,
-            timeout,
-            verify,
-            yes,
-            local,
-            formula,
-            user_wide,
-        } => commands::init::run(
-            &paths,
-            commands::init::InitOptions {
-                hook_path,
-                timeout,
-                verify,
-                yes,
-                local,
-                formula,
-                user_wide,
-                then_runs: false,
-            },
-        ),
-        Command::Run {
-            headless,
-            reset,
-            resume,
-            force,
-            fresh,
-            dry_run,
-            worktree,
-            base_ref,
-            no_cleanup,
-            queue,
-            workers,
-            merge,
-            formula,
-            from,
-            wait_for_answer,
-            sandbox,
-            no_sandbox,
-            max_iterations,
-            max_cost_usd,
-            task,
-            yes,
-            json,
-            client_args,
-        } => {
-            // The same overrides as the variables, so that the start, the
-            // driver and the client's Stop hook (which inherits this
-            // environment) all read them. Set before any thread starts.
-            if let Some(n) = max_iterations {
-                std::env::set_var(
-                    ralph_core::judge::config::env::MAX_ITERATIONS,
-                    n.to_string(),
-                );
-            }
-            if let Some(dollars) = max_cost_usd {
-                std::env::set_var(
-                    ralph_core::judge::config::env::MAX_COST_USD,
-                    dollars.to_string(),
-                );
-            }
-            // The task's text for a dry run lives until the dry run has read it.
-            let _task_preview = match commands::task::set_up_for_run(
-                &paths,
-                task.as_deref(),
-                queue.is_some(),
-                yes,
-                reset,
-                dry_run,
-            ) {
-                Ok(preview) => preview,
-                Err(e) => {
-                    crate::output::say_err!("ralph-ctl: {e}");
-                    return e.exit_code();
-                }
-            };
-            let mut options = driver::prepare::RunOptions {
-                headless,
-                reset,
-                resume,
-                force,
-                fresh,
-                dry_run,
-                worktree,
-                base_ref,
-                no_cleanup,
-                queue: queue.map(|source| driver::prepare::QueueOptions {
-                    source,
-                    workers,
-                    merge,
-                }),
-                formula,
-                from,
-                wait_for_answer,
-                sandbox: match (sandbox, no_sandbox) {
-                    (true, _) => Some(true),
-                    (_, true) => Some(false),
-                    _ => None,
-                },
-                json,
-                client_args,
-            };
-            driver::prepare::as_it_ran(&paths, &mut options);
-            // --sandbox / --no-sandbox likewise: the hook walls the checks
-            // it runs as the run walls the agent.
-            if let Some(sandbox) = options.sandbox {
-                std::env::set_var(
-                    ralph_core::judge::config::env::SANDBOX,
-                    if sandbox { "on" } else { "off" },
-                );
-            }
-            match options.queue.is_some() {
-                true => driver::queue::run(&paths, options),
-                false => driver::launch::run(&paths, options),
-            }
-        }
+        Command::Init(args) => commands::init::run(&paths, args),
+        Command::Run(args) => commands::run::run(&paths, args),
     };
     match result {
         Ok(code) => code,

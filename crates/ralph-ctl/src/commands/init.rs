@@ -181,25 +181,43 @@ pub(crate) fn bat_set_value(value: &str) -> Option<String> {
     Some(value.replace('%', "%%"))
 }
 
-/// What `ralph-ctl init` was asked for.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct InitOptions {
-    /// The hook binary to register (default: the one beside `ralph-ctl`).
+/// What `ralph-ctl init` was asked for: its arguments (its help is the
+/// `Init` command's), and whether a loop starts right after.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct InitArgs {
+    /// The ralph-stop-hook binary to register (default: the one beside ralph-ctl).
+    #[arg(long, value_name = "PATH")]
     pub(crate) hook_path: Option<PathBuf>,
-    /// The registered hook timeout (default: sized to the verify commands).
+    /// The hook timeout in seconds registered with Claude Code (default: 90, or
+    /// the verify commands' total timeout plus 30 when that is more).
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u32).range(1..=7200))]
     pub(crate) timeout: Option<u32>,
-    /// `--verify CMD`: the completion check to write into config.json.
+    /// The completion check: a command that must pass before a claim of
+    /// done is accepted (written into .claude/ralph/config.json as verify).
+    #[arg(long, value_name = "CMD")]
     pub(crate) verify: Option<String>,
-    /// `--yes`: write the detected test command as the completion check.
+    /// Make the test command init finds (Cargo, npm/pnpm/yarn, pytest,
+    /// go, make, …) the completion check without asking; without it,
+    /// init asks in a terminal and only shows it elsewhere.
+    #[arg(long, short = 'y')]
     pub(crate) yes: bool,
-    /// `--local`: register in `.claude/settings.local.json` (this person's).
+    /// Register the Stop hook in .claude/settings.local.json (yours, not
+    /// committed) instead of .claude/settings.json (shared with the project).
+    #[arg(long)]
     pub(crate) local: bool,
-    /// `--formula NAME`: write the starter formula under that name.
+    /// Also write a documented starter formula,
+    /// .claude/ralph/formulas/NAME.yaml (plan, implement, test), for
+    /// `run --formula NAME`; an existing one is kept.
+    #[arg(long, value_name = "NAME")]
     pub(crate) formula: Option<String>,
-    /// `--user-wide`: install even where `.claude/settings.json` is Claude
-    /// Code's user-wide settings file (the home folder).
+    /// Install even where `.claude/settings.json` is Claude Code's
+    /// user-wide settings file (the project is your home folder, or
+    /// CLAUDE_CONFIG_DIR is its `.claude`): the Stop hook and the deny
+    /// rules then apply to every session you start, in any folder.
+    #[arg(long)]
     pub(crate) user_wide: bool,
     /// A loop starts right after (`run --task`): no "Next:" line.
+    #[arg(skip)]
     pub(crate) then_runs: bool,
 }
 
@@ -295,7 +313,7 @@ fn json_text(value: &Value) -> String {
 
 /// Installs templates, launchers, the hook registration, the runtime
 /// folder's `.gitignore`, and (asked for) the completion check.
-pub(crate) fn run(paths: &ProjectPaths, options: InitOptions) -> CmdResult {
+pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     if !options.user_wide {
         refuse_user_settings(paths)?;
     }
@@ -485,7 +503,7 @@ fn refuse_user_settings(paths: &ProjectPaths) -> Result<(), CtlError> {
 /// formula `--formula NAME` asks for.
 fn install_templates(
     paths: &ProjectPaths,
-    options: &InitOptions,
+    options: &InitArgs,
     plan: &VerifyPlan,
     prompt: &Path,
     guardrails: &Path,
@@ -552,7 +570,7 @@ pub(crate) fn test_command(root: &Path) -> Option<(String, String)> {
 /// or the test command found (asked in a terminal, taken with `--yes`).
 fn plan_verify(
     root: &Path,
-    options: &InitOptions,
+    options: &InitArgs,
     config: &Result<Config, ralph_core::judge::config::ConfigError>,
     offered_protection: &[String],
 ) -> VerifyPlan {
@@ -607,7 +625,7 @@ fn config_text(
 /// The Stop hook's timeout: `--timeout`, else room for the verification
 /// commands (warned about when the given one leaves none).
 fn hook_timeout(
-    options: &InitOptions,
+    options: &InitArgs,
     plan: &VerifyPlan,
     config: &Result<Config, ralph_core::judge::config::ConfigError>,
 ) -> u32 {
@@ -689,7 +707,7 @@ fn ignore_local_settings(claude_ignore: &Path, root: &Path) -> Result<(), CtlErr
 fn tell_what_next(
     plan: &VerifyPlan,
     protected: &[String],
-    options: &InitOptions,
+    options: &InitArgs,
     prompt: &Path,
     hook: &Path,
     timeout: u32,

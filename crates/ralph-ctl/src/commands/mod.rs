@@ -3,7 +3,7 @@
 
 pub(crate) mod doctor;
 pub(crate) mod history;
-pub(crate) mod init;
+pub mod init;
 pub(crate) mod log;
 pub(crate) mod plugin;
 pub(crate) mod prompt;
@@ -11,6 +11,7 @@ pub(crate) mod queue;
 pub(crate) mod reload;
 pub(crate) mod report;
 pub(crate) mod reset;
+pub mod run;
 pub(crate) mod status;
 pub(crate) mod statusline;
 pub(crate) mod task;

@@ -198,10 +198,10 @@ pub(crate) fn set_up(paths: &ProjectPaths, yes: bool) -> Result<(), CtlError> {
     if !installed {
         init::run(
             paths,
-            init::InitOptions {
+            init::InitArgs {
                 yes,
                 then_runs: true,
-                ..init::InitOptions::default()
+                ..init::InitArgs::default()
             },
         )?;
         crate::output::say!();

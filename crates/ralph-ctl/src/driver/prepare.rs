@@ -158,11 +158,6 @@ pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Read
     // From here on SIGINT, SIGTERM and SIGHUP are recorded, not fatal.
     let signals =
         Signals::install().map_err(|e| CtlError::Client(format!("cannot catch signals: {e}")))?;
-    if options.reset && options.resume {
-        return Err(CtlError::BadArgument(
-            "--reset and --resume exclude each other: --reset starts a new loop, --resume goes on with the last one".into(),
-        ));
-    }
     let client = find_client(paths)?;
     let inputs = Inputs::read(paths, options)?;
     if options.dry_run {

@@ -1,0 +1,208 @@
+//! `ralph-ctl run`: its arguments ([`RunArgs`]), turned once into the
+//! run's options ([`RunOptions`]), and the hand-over to the driver (one
+//! loop, or a queue run).
+
+use std::ffi::OsString;
+
+use ralph_core::paths::ProjectPaths;
+
+use crate::cli::{parse_dollars, MergeMode, MAX_WORKERS};
+use crate::driver;
+use crate::driver::prepare::{QueueOptions, RunOptions};
+use crate::error::CmdResult;
+
+/// The arguments of `ralph-ctl run` (its help is the `Run` command's).
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Run `claude -p` (no terminal UI): the prompt goes on stdin, and
+    /// what the agent says and does is shown as readable lines (the
+    /// client's JSON with --json).
+    #[arg(long)]
+    headless: bool,
+    /// Clear the previous loop's state first.
+    #[arg(long)]
+    reset: bool,
+    /// Go on with the paused or interrupted loop in its own session
+    /// (`--resume` of the client), at the iteration it stopped at.
+    #[arg(long, conflicts_with = "reset")]
+    resume: bool,
+    /// Start even though PROMPT.md is still the template `init` wrote.
+    #[arg(long, conflicts_with = "resume")]
+    force: bool,
+    /// Fresh context: each iteration is one headless `claude -p` process
+    /// with a new session (the project's files are its only memory),
+    /// judged by the same engine as the Stop hook (contextMode: fresh).
+    #[arg(long)]
+    fresh: bool,
+    /// Print the client command and the first iteration's text, then
+    /// exit: nothing is started, no state is changed (with --task:
+    /// what the run would set up, and nothing written).
+    #[arg(long)]
+    dry_run: bool,
+    /// Each fresh iteration (implies --fresh) works in a new git worktree
+    /// under .claude/worktrees/, on a branch ralph/<loop>-<iteration>;
+    /// the state stays in the project. A worktree left with no change
+    /// and no commit is removed; others are kept, and named.
+    #[arg(long)]
+    worktree: bool,
+    /// What the worktrees start from and are compared with (default: the
+    /// branch checked out when the loop starts).
+    #[arg(long, value_name = "REF")]
+    base_ref: Option<String>,
+    /// Keep every worktree, even one its iteration left nothing in.
+    #[arg(long)]
+    no_cleanup: bool,
+    /// Drain a backlog: each item of SOURCE (plan:PATH, the unchecked
+    /// `- [ ]` lines of a markdown plan; dir:PATH, one file per item;
+    /// cmd:COMMAND, a command printing a JSON array of {id, title, body})
+    /// is worked as a loop of its own, fresh context, in a worktree on a
+    /// branch ralph/item-<id>, then landed by the merge queue (--merge).
+    /// A second `run --queue` on the same project joins the run.
+    #[arg(long, value_name = "SOURCE", conflicts_with_all = ["resume", "formula", "dry_run"])]
+    queue: Option<String>,
+    /// With --queue: how many items this process works at once (another
+    /// `run --queue` on the project adds its own workers).
+    #[arg(long, value_name = "N", requires = "queue", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
+    workers: u32,
+    /// With --queue: how a finished item lands. rebase: its branch is
+    /// rebased onto the base, the project's verify runs on the result,
+    /// and the base is fast-forwarded (a conflict or a failing verify
+    /// leaves the branch and marks the item needs-review); none: its
+    /// branch is left for you.
+    #[arg(long, value_name = "HOW", requires = "queue", default_value = "rebase")]
+    merge: MergeMode,
+    /// Run the formula .claude/ralph/formulas/NAME.yaml: its steps in
+    /// order, each a fresh-context loop with its own model, prompt and
+    /// gates (implies --fresh). `ralph-ctl init --formula NAME` writes a
+    /// starter one.
+    #[arg(long, value_name = "NAME")]
+    formula: Option<String>,
+    /// With --formula (or --resume of a formula run): start at step
+    /// STEP. The steps before it that did not complete are recorded as
+    /// skipped; STEP and the later ones start over (after a gate you
+    /// fixed by hand, say).
+    #[arg(long, value_name = "STEP", conflicts_with = "queue")]
+    from: Option<String>,
+    /// When the agent asks you something (`RALPH_ASK: <question>`): wait
+    /// this long for `ralph-ctl answer`, then exit 24 with the loop left
+    /// waiting (`run --resume` waits again). Default: until Ctrl-C.
+    #[arg(long, value_name = "SECONDS", conflicts_with = "queue")]
+    wait_for_answer: Option<u64>,
+    /// Require the client's sandbox (bubblewrap and socat on Linux,
+    /// Seatbelt on macOS): refuse to start without it. Unattended runs
+    /// (--headless, --fresh, --formula) have it by default where it can
+    /// run (config `sandbox`, RALPH_SANDBOX: auto, on, off).
+    #[arg(long, conflicts_with = "no_sandbox")]
+    sandbox: bool,
+    /// Run the client without its sandbox: headless, the agent gets
+    /// acceptEdits plus the project's checks and git add/commit allowed.
+    #[arg(long)]
+    no_sandbox: bool,
+    /// The loop's iteration cap (over RALPH_MAX_ITERATIONS and the
+    /// config's maxIterations; as RALPH_MAX_ITERATIONS for the hook).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(ralph_core::judge::config::MAX_ITERATIONS_LIMIT)))]
+    max_iterations: Option<u32>,
+    /// The loop's budget in US dollars (over RALPH_MAX_COST_USD and the
+    /// config's maxCostUsd): the loop ends `budget_exhausted` there.
+    #[arg(long, value_name = "USD", value_parser = parse_dollars, allow_negative_numbers = true)]
+    max_cost_usd: Option<f64>,
+    /// Start a loop on this task: it becomes .claude/ralph/PROMPT.md's
+    /// (an earlier, different task is kept in the runtime folder), and
+    /// ralph is installed into the project first when it is not there
+    /// yet, with its test command as the completion check (asked in a
+    /// terminal, taken without one; see --yes). With --dry-run, shown
+    /// and not written.
+    #[arg(long, value_name = "TEXT", conflicts_with = "resume")]
+    task: Option<String>,
+    /// With --task or --queue, where ralph is not installed yet: make
+    /// the test command found the completion check without asking.
+    #[arg(long, short = 'y')]
+    yes: bool,
+    /// Print the client's own output as it is (its JSON result, or its
+    /// stream-json events for fresh iterations) instead of readable
+    /// progress lines.
+    #[arg(long)]
+    json: bool,
+    /// Arguments for the Claude Code client, given after `--`.
+    #[arg(last = true, value_name = "CLIENT_ARGS")]
+    client_args: Vec<OsString>,
+}
+
+impl RunArgs {
+    /// The run's options: `--sandbox`/`--no-sandbox` as one setting, the
+    /// queue's flags together. (`--max-iterations`, `--max-cost-usd` and
+    /// `--task` act before: see [`run`].)
+    fn options(self) -> RunOptions {
+        RunOptions {
+            headless: self.headless,
+            reset: self.reset,
+            resume: self.resume,
+            force: self.force,
+            fresh: self.fresh,
+            dry_run: self.dry_run,
+            worktree: self.worktree,
+            base_ref: self.base_ref,
+            no_cleanup: self.no_cleanup,
+            queue: self.queue.map(|source| QueueOptions {
+                source,
+                workers: self.workers,
+                merge: self.merge,
+            }),
+            formula: self.formula,
+            from: self.from,
+            wait_for_answer: self.wait_for_answer,
+            sandbox: match (self.sandbox, self.no_sandbox) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            json: self.json,
+            client_args: self.client_args,
+        }
+    }
+}
+
+/// Runs `ralph-ctl run`: the overrides set as their variables, the task
+/// (`--task`) set up, the options taken up the way a resumed loop ran, then
+/// the loop driven or the queue drained.
+pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
+    // The same overrides as the variables, so that the start, the
+    // driver and the client's Stop hook (which inherits this
+    // environment) all read them. Set before any thread starts.
+    if let Some(n) = args.max_iterations {
+        std::env::set_var(
+            ralph_core::judge::config::env::MAX_ITERATIONS,
+            n.to_string(),
+        );
+    }
+    if let Some(dollars) = args.max_cost_usd {
+        std::env::set_var(
+            ralph_core::judge::config::env::MAX_COST_USD,
+            dollars.to_string(),
+        );
+    }
+    // The task's text for a dry run lives until the dry run has read it.
+    let _task_preview = super::task::set_up_for_run(
+        paths,
+        args.task.as_deref(),
+        args.queue.is_some(),
+        args.yes,
+        args.reset,
+        args.dry_run,
+    )?;
+    let mut options = args.options();
+    driver::prepare::as_it_ran(paths, &mut options);
+    // --sandbox / --no-sandbox likewise: the hook walls the checks
+    // it runs as the run walls the agent.
+    if let Some(sandbox) = options.sandbox {
+        std::env::set_var(
+            ralph_core::judge::config::env::SANDBOX,
+            if sandbox { "on" } else { "off" },
+        );
+    }
+    match options.queue.is_some() {
+        true => driver::queue::run(paths, options),
+        false => driver::launch::run(paths, options),
+    }
+}

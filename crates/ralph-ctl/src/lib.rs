@@ -110,17 +110,17 @@ pub fn run(cli: Cli) -> i32 {
             },
             &mut std::io::stdout(),
         ),
-        Command::Say { text } => commands::plugin::say(&paths, &text, &mut std::io::stdout()),
+        Command::Say { text } => commands::say::run(&paths, &text, &mut std::io::stdout()),
         Command::Statusline => {
             commands::statusline::run(&paths, &mut std::io::stdin(), &mut std::io::stdout())
         }
-        Command::Answer { text } => commands::plugin::answer(
+        Command::Answer { text } => commands::answer::run(
             &paths,
             &text,
             &ralph_core::judge::config::ProcessEnv,
             &mut std::io::stdout(),
         ),
-        Command::Cancel => commands::plugin::cancel(&paths, &mut std::io::stdout()),
+        Command::Cancel => commands::cancel::run(&paths, &mut std::io::stdout()),
         Command::Reload => commands::reload::run(&paths, &mut std::io::stdout()),
         Command::History { json } => commands::history::run(&paths, json, &mut std::io::stdout()),
         Command::Queue { source, json } => {

@@ -1,6 +1,8 @@
 //! One module per `ralph-ctl` subcommand: the CLI only. What runs a loop
 //! (starting, driving, finishing it) is `crate::driver`'s.
 
+pub(crate) mod answer;
+pub(crate) mod cancel;
 pub(crate) mod doctor;
 pub(crate) mod history;
 pub mod init;
@@ -12,6 +14,7 @@ pub(crate) mod reload;
 pub(crate) mod report;
 pub(crate) mod reset;
 pub mod run;
+pub(crate) mod say;
 pub(crate) mod status;
 pub(crate) mod statusline;
 pub(crate) mod task;

@@ -1,18 +1,16 @@
 //! What the Claude Code plugin's commands run: `/ralph-loop` expands to
 //! `ralph-ctl loop-start` (a loop bound to the current session, with the
-//! task given, on the same state, engine and gates as any other), and
-//! `/cancel-ralph` to `ralph-ctl cancel`. Their output is written into the
+//! task given, on the same state, engine and gates as any other), started
+//! from the prompt's hook or the command's text. (`/cancel-ralph` expands to
+//! `ralph-ctl cancel`: `commands::cancel`.) Their output is written into the
 //! command's text, so it is said to the agent (and the person) plainly.
 
 use std::io::Write;
 
-use ralph_core::events::Event;
 use ralph_core::exit_codes;
-use ralph_core::judge::config::EnvSource;
 use ralph_core::judge::state::Status;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
-use ralph_core::transaction::{self, Found, Whose};
 
 use crate::driver::command::{block_cap, BLOCK_CAP_ENV};
 use crate::driver::start;
@@ -631,172 +629,9 @@ fn started_message(read: Read) -> String {
     text
 }
 
-/// `ralph-ctl cancel`: ends the project's running or paused loop,
-/// `cancelled`, whatever session owns it; says so on `out`.
-pub(crate) fn cancel(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
-    // A loop left running by a launcher killed outright is recorded as
-    // interrupted first: there is then nothing left to cancel.
-    crate::driver::liveness::reconcile_before_change(paths)?;
-    let mut cancelled = false;
-    let changed = transaction::change(paths, Whose::Any, |draft| {
-        if draft.state().is_some_and(|s| s.status.is_live()) {
-            draft.apply(Event::Ended {
-                status: Status::Cancelled,
-                why: "cancelled by the person".into(),
-                at: None,
-            });
-            cancelled = true;
-        }
-        Ok::<_, CtlError>(())
-    })?;
-    let text = match crate::driver::told(changed) {
-        Found::Loop(state) if cancelled => format!(
-            "Ralph loop cancelled at iteration {} of {}: it will not go on. Stop working on its task.\n",
-            state.iteration, state.max_iterations
-        ),
-        Found::Loop(state) => format!(
-            "The Ralph loop here is not running (it is {}): nothing to cancel.\n",
-            state.status.as_str()
-        ),
-        _ => "No Ralph loop in this project: nothing to cancel.\n".to_string(),
-    };
-    super::written(
-        out.write_all(text.as_bytes()).and_then(|()| out.flush()),
-        exit_codes::OK,
-    )
-}
-
 /// The longest task `/ralph-loop` takes: it is kept in the state and fed
 /// back at every stop.
 pub(crate) const MAX_TASK_BYTES: usize = 256 * 1024;
-/// The longest note `ralph-ctl say` takes.
-pub(crate) const MAX_NOTE_BYTES: usize = 16 * 1024;
-/// The most the notes waiting for the next iteration may hold together.
-pub(crate) const MAX_NOTES_BYTES: usize = 64 * 1024;
-
-/// `ralph-ctl say TEXT`: puts the person's note in front of the running
-/// loop's next iteration text, once (notes left before it add up), and logs it.
-pub(crate) fn say(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -> CmdResult {
-    let text = words.join(" ").trim().to_string();
-    if text.is_empty() {
-        return Err(CtlError::BadArgument(
-            "no text: ralph-ctl say \"what the agent should know\"".into(),
-        ));
-    }
-    let changed = transaction::change(paths, Whose::Any, |draft| {
-        let Some(state) = draft.state() else {
-            return Ok(());
-        };
-        if !state.status.is_live() {
-            return Err(CtlError::Refused(format!(
-                "the loop is {}, not running: the note would reach nobody",
-                state.status.as_str()
-            )));
-        }
-        if text.len() > MAX_NOTE_BYTES {
-            return Err(CtlError::BadArgument(format!(
-                "the note is {} bytes, more than the {} KiB a note may be: put the details in a file of the \
-                 project and name it in the note",
-                text.len(),
-                MAX_NOTE_BYTES / 1024
-            )));
-        }
-        let pending = state.hint.as_deref().map_or(0, str::len);
-        if pending + text.len() > MAX_NOTES_BYTES {
-            return Err(CtlError::Refused(format!(
-                "{pending} bytes of notes already wait for the next iteration; with this one they would pass \
-                 the {} KiB the notes may hold: wait for the iteration to take them",
-                MAX_NOTES_BYTES / 1024
-            )));
-        }
-        draft.apply(Event::NoteLeft(text.clone()));
-        Ok(())
-    })?;
-    let Found::Loop(state) = crate::driver::told(changed) else {
-        return Err(CtlError::Refused(format!(
-            "no loop in {}: nothing to say to",
-            paths.root.display()
-        )));
-    };
-    let said = writeln!(
-        out,
-        "noted: it goes in front of iteration {}'s text, once",
-        state.iteration + 1
-    );
-    super::written(said, exit_codes::OK)
-}
-
-/// `ralph-ctl answer TEXT`: the person's answer to the question a waiting
-/// loop's agent asked (`RALPH_ASK`). The loop runs again, with the question
-/// and the answer in front of its next iteration's text, once (a driver
-/// waiting for it goes on at once). Refused inside a loop's client (the
-/// agent's shell: `RALPH_ACTIVE` or `RALPH_DRIVEN` is set), and for a loop
-/// that is not waiting (so an answer given before the question, by anyone,
-/// counts for nothing).
-pub(crate) fn answer(
-    paths: &ProjectPaths,
-    words: &[String],
-    env: &dyn EnvSource,
-    out: &mut dyn Write,
-) -> CmdResult {
-    for name in [
-        ralph_core::judge::config::env::ACTIVE,
-        crate::driver::command::DRIVEN_ENV,
-    ] {
-        if matches!(env.get(name), Some(Ok(v)) if !v.is_empty()) {
-            return Err(CtlError::Refused(format!(
-                "{name} is set: this runs inside a loop's Claude Code session, and the answer is the \
-                 person's, not the agent's; answer from a terminal of your own (in an interactive loop's \
-                 session, type the answer there)"
-            )));
-        }
-    }
-    let text = words.join(" ").trim().to_string();
-    if text.is_empty() {
-        return Err(CtlError::BadArgument(
-            "no text: ralph-ctl answer \"your answer to the agent's question\"".into(),
-        ));
-    }
-    if text.len() > MAX_NOTE_BYTES {
-        return Err(CtlError::BadArgument(format!(
-            "the answer is {} bytes, more than the {} KiB it may be: put the details in a file of the \
-             project and name it in the answer",
-            text.len(),
-            MAX_NOTE_BYTES / 1024
-        )));
-    }
-    let mut asked = None;
-    let changed = transaction::change(paths, Whose::Any, |draft| {
-        let Some(state) = draft.state() else {
-            return Ok(());
-        };
-        if state.status != Status::Waiting {
-            return Err(CtlError::Refused(format!(
-                "the loop is {}: no question waits for an answer (`ralph-ctl say` leaves a note for a running loop)",
-                state.status.as_str()
-            )));
-        }
-        asked = state.question.clone();
-        draft.apply(Event::Answered(text.clone()));
-        Ok(())
-    })?;
-    let Found::Loop(state) = crate::driver::told(changed) else {
-        return Err(CtlError::Refused(format!(
-            "no loop in {}: no question waits for an answer",
-            paths.root.display()
-        )));
-    };
-    // The agent's words, shown and never obeyed.
-    let question = asked.map(|q| q.text).unwrap_or_default();
-    let question = ralph_core::text::printable(&question);
-    let said = writeln!(
-        out,
-        "answered \"{question}\": it goes in front of iteration {}'s text; a run waiting for it goes on now \
-         (else `ralph-ctl run --resume`, or in the loop's session type anything)",
-        state.iteration
-    );
-    super::written(said, exit_codes::OK)
-}
 
 #[cfg(test)]
 mod tests {

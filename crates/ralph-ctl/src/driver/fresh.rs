@@ -8,8 +8,6 @@
 //! breaker's notice) is the next process's prompt, and the loop is handed
 //! over to that process's new session.
 
-use std::path::Path;
-
 use ralph_core::engine::{self, Answer, Stop, World};
 use ralph_core::events::{Draft, Event};
 use ralph_core::judge::config::ProcessEnv;
@@ -36,28 +34,21 @@ pub(crate) enum Judged {
     Stopped,
 }
 
-/// How a fresh iteration's process ended, for [`conclude`].
-#[derive(Debug, Default)]
-pub(crate) struct IterationEnd<'a> {
-    /// Its result object, when it ended its turn.
-    pub(crate) result: Option<&'a ClientResult>,
-    /// The worktree it ran in, when not the project.
-    pub(crate) work_root: Option<&'a Path>,
-    /// Why the driver ended it before it ended its turn.
-    pub(crate) cut_off: Option<String>,
-    /// The task to feed back instead of PROMPT.md (a formula step's).
-    pub(crate) task: Option<String>,
-    /// Checks a claim must pass besides `verify` (a formula step's gates).
-    pub(crate) extra_verify: Vec<ralph_core::observe::verify::VerifyCommand>,
-    /// The project's `verify` does not gate this claim (a step's `verify: false`).
-    pub(crate) skip_project_verify: bool,
-    /// The formula's file, when it now differs from the loop's pin.
-    pub(crate) pinned_changes: Vec<ralph_core::pin::Changed>,
-    /// Plan files that gate no claim (a queue run's plan).
-    pub(crate) not_plans: Vec<String>,
-    /// The plan's usage windows the process reported (its `rate_limit_event`s).
-    pub(crate) usage_windows:
-        std::collections::BTreeMap<String, ralph_core::judge::state::WindowUse>,
+/// The engine's stop for a fresh iteration of `session` that ended with
+/// `result` (`None`: cut off before its result): its final message, its
+/// transcript and the client's own account of its refusals. The driver
+/// sets the rest (the worktree it ran in, a step's task and checks, the
+/// plans that gate no claim, the usage windows it saw) on the stop itself.
+pub(crate) fn stop_of(session: &str, result: Option<&ClientResult>) -> Stop {
+    Stop {
+        session_id: Some(session.to_string()),
+        last_assistant_message: result.and_then(|r| r.result.clone()),
+        transcript_path: transcripts::of_session(session),
+        permission_denials: result.and_then(|r| r.permission_denials.clone()),
+        // Settled in the stop's own transaction (conclude).
+        driver_settles: false,
+        ..Stop::default()
+    }
 }
 
 /// How the driver goes on after a fresh iteration.
@@ -86,31 +77,14 @@ pub(crate) type StepRules<'a> = dyn FnMut(&mut Draft) -> StepNext + 'a;
 /// to `say`.
 pub(crate) fn conclude(
     paths: &ProjectPaths,
-    session: &str,
-    end: IterationEnd<'_>,
+    stop: &Stop,
+    result: Option<&ClientResult>,
     world: &dyn World,
     rules: &mut StepRules<'_>,
     max_cost: Option<Usd>,
     say: &mut dyn FnMut(&str),
 ) -> Result<Concluded, CtlError> {
-    let result = end.result;
-    let stop = Stop {
-        session_id: Some(session.to_string()),
-        stop_hook_active: false,
-        last_assistant_message: result.and_then(|r| r.result.clone()),
-        transcript_path: transcripts::of_session(session),
-        work_root: end.work_root.map(Path::to_path_buf),
-        cut_off: end.cut_off,
-        task: end.task,
-        extra_verify: end.extra_verify,
-        skip_project_verify: end.skip_project_verify,
-        permission_denials: result.and_then(|r| r.permission_denials.clone()),
-        pinned_changes: end.pinned_changes,
-        not_plans: end.not_plans,
-        // Settled here, in the stop's own transaction.
-        driver_settles: false,
-        usage_windows: end.usage_windows,
-    };
+    let session = stop.session_id.as_deref().unwrap_or_default();
     let mut next_step = StepNext::AsJudged;
     let mut next_session = None;
     let mut settle = |draft: &mut Draft, answer: &Answer| {
@@ -123,12 +97,11 @@ pub(crate) fn conclude(
         }
     };
     let mut answer = None;
-    let report =
-        engine::run_stop_settled(paths, &ProcessEnv, &stop, world, &mut settle, &mut |a| {
-            answer = Some(a.clone());
-            Ok(())
-        })
-        .map_err(|e| CtlError::Client(format!("the iteration could not be judged: {e}")))?;
+    let report = engine::run_stop_settled(paths, &ProcessEnv, stop, world, &mut settle, &mut |a| {
+        answer = Some(a.clone());
+        Ok(())
+    })
+    .map_err(|e| CtlError::Client(format!("the iteration could not be judged: {e}")))?;
     for note in &report.notes {
         say(note);
     }
@@ -253,12 +226,18 @@ mod tests {
     }
 
     fn conclude_with(paths: &ProjectPaths, result: &ClientResult, max: Option<Usd>) -> Concluded {
-        let end = IterationEnd {
-            result: Some(result),
-            ..IterationEnd::default()
-        };
+        let stop = stop_of("s1", Some(result));
         let mut rules = |_: &mut Draft| StepNext::AsJudged;
-        conclude(paths, "s1", end, &RealWorld, &mut rules, max, &mut |_| {}).unwrap()
+        conclude(
+            paths,
+            &stop,
+            Some(result),
+            &RealWorld,
+            &mut rules,
+            max,
+            &mut |_| {},
+        )
+        .unwrap()
     }
 
     #[test]

@@ -671,9 +671,8 @@ impl Driver<'_> {
         if let (Some(command), Some(_)) = (step.and_then(|s| s.autofix.as_deref()), done) {
             steps::run_autofix(command, &paths.root, work_root, self.config.sandbox.walls());
         }
-        let end_of_iteration = fresh::IterationEnd {
-            result: done,
-            work_root: current.map(|w| w.path.as_path()),
+        let stop = ralph_core::engine::Stop {
+            work_root: current.map(|w| w.path.clone()),
             cut_off,
             task: step.map(|s| s.prompt.clone()),
             extra_verify: step
@@ -687,6 +686,7 @@ impl Driver<'_> {
                 .map(|i| i.not_plans.clone())
                 .unwrap_or_default(),
             usage_windows: std::mem::take(&mut self.usage_windows),
+            ..fresh::stop_of(&self.session, done)
         };
         // A formula's step rules, inside the engine's stop.
         let cost = done.and_then(|d| d.total_cost_usd);
@@ -697,8 +697,8 @@ impl Driver<'_> {
         };
         let concluded = match fresh::conclude(
             paths,
-            &self.session,
-            end_of_iteration,
+            &stop,
+            done,
             &RealWorld,
             &mut rules,
             config.supervision.max_cost,

@@ -968,3 +968,18 @@ pub(crate) fn iteration_budget(left: Option<f64>, per_iteration: Option<Usd>) ->
         (a, b) => a.or(b),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_may_spend_the_least_of_what_the_loop_and_the_iteration_allow() {
+        let usd = Usd::from_dollars;
+        assert_eq!(iteration_budget(None, None), None);
+        assert_eq!(iteration_budget(Some(2.0), None), Some(2.0));
+        assert_eq!(iteration_budget(None, Some(usd(0.5))), Some(0.5));
+        assert_eq!(iteration_budget(Some(2.0), Some(usd(0.5))), Some(0.5));
+        assert_eq!(iteration_budget(Some(0.25), Some(usd(0.5))), Some(0.25));
+    }
+}

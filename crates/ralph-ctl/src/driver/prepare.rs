@@ -644,3 +644,89 @@ pub(crate) fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
         guardrails.as_deref(),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ralph_core::events::Event;
+    use ralph_core::judge::state::{LoopState, QueueRun};
+
+    /// A project whose loop ran in `mode` (and as a queue run of `queue`).
+    fn ran(mode: RunMode, queue: Option<QueueRun>) -> (tempfile::TempDir, ProjectPaths) {
+        let dir = crate::testdir::new("as-it-ran");
+        let paths = ProjectPaths::new(dir.path());
+        let mut state = LoopState::new("s1".into(), 5, ralph_core::time::Timestamp::now());
+        state.run_mode = Some(mode);
+        state.queue = queue;
+        ralph_core::transaction::replace(&paths, |_| {
+            Ok::<_, CtlError>(Event::Started {
+                state: Box::new(state),
+                why: "started".into(),
+            })
+        })
+        .unwrap();
+        (dir, paths)
+    }
+
+    fn resumed(options: RunOptions) -> RunOptions {
+        RunOptions {
+            resume: true,
+            ..options
+        }
+    }
+
+    #[test]
+    fn a_resumed_loop_runs_the_way_it_ran_where_the_command_line_is_silent() {
+        let (_dir, paths) = ran(
+            RunMode {
+                headless: true,
+                sandbox: Some(true),
+                worktree: true,
+                workers: None,
+            },
+            None,
+        );
+        let mut options = resumed(RunOptions::default());
+        as_it_ran(&paths, &mut options);
+        assert!(options.headless && options.worktree);
+        assert_eq!(options.sandbox, Some(true));
+        assert!(options.queue.is_none());
+        // What the command line says stands.
+        let mut options = resumed(RunOptions {
+            sandbox: Some(false),
+            ..RunOptions::default()
+        });
+        as_it_ran(&paths, &mut options);
+        assert_eq!(options.sandbox, Some(false));
+        // Without --resume nothing is taken up.
+        let mut options = RunOptions::default();
+        as_it_ran(&paths, &mut options);
+        assert!(!options.headless && !options.worktree && options.sandbox.is_none());
+    }
+
+    #[test]
+    fn a_resumed_queue_run_is_a_queue_run_with_its_workers_in_range() {
+        let queue = QueueRun {
+            source: "plan:PLAN.md".into(),
+            merge: "none".into(),
+            base: "main".into(),
+            ..QueueRun::default()
+        };
+        let (_dir, paths) = ran(
+            RunMode {
+                headless: true,
+                workers: Some(99),
+                ..RunMode::default()
+            },
+            Some(queue),
+        );
+        let mut options = resumed(RunOptions::default());
+        as_it_ran(&paths, &mut options);
+        let queue = options.queue.expect("a queue run");
+        assert_eq!(queue.source, "plan:PLAN.md");
+        assert_eq!(queue.merge, crate::cli::MergeMode::None);
+        assert_eq!(queue.workers, crate::cli::MAX_WORKERS);
+        // A queue run's items are headless by themselves: no flag is added.
+        assert!(!options.headless);
+    }
+}

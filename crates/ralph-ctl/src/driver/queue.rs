@@ -986,3 +986,55 @@ impl Renewal {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ralph_core::judge::state::IterationRecord;
+
+    fn record(iteration: u32) -> IterationRecord {
+        serde_json::from_value(serde_json::json!({
+            "iteration": iteration,
+            "at": "1970-01-01T00:00:00Z",
+            "decision": "block",
+            "why": "more to do",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_item_s_iterations_are_counted_once_each_from_its_history() {
+        let mut state = LoopState::new("s".into(), 5, Timestamp::from_secs(0));
+        assert_eq!(iterations_run(&state), 0);
+        // A resumed iteration records its stops again under its number.
+        state.history = [1, 1, 2, 3, 3].into_iter().map(record).collect();
+        assert_eq!(iterations_run(&state), 3);
+    }
+
+    #[test]
+    fn a_worker_s_claim_is_renewed_while_it_works_and_not_after() {
+        let dir = crate::testdir::new("renewal");
+        let paths = ProjectPaths::new(dir.path());
+        let claims = ClaimStore::new(&paths);
+        let items = [Item {
+            id: "a".into(),
+            title: "A".into(),
+            body: String::new(),
+        }];
+        let ttl = Duration::from_secs(3);
+        let claimed = claims
+            .claim_next(&items, "w-1", Timestamp::now(), ttl)
+            .unwrap()
+            .expect("item a");
+        let expiry = || claims.read().unwrap().items["a"].expires_at;
+        let first = expiry();
+        let renewal = Renewal::start(claims.clone(), &claimed.id, "w-1", ttl);
+        // Renewed every third of the time to live (at least every second).
+        std::thread::sleep(Duration::from_millis(1300));
+        renewal.stop();
+        let renewed = expiry();
+        assert!(renewed > first, "{renewed} after {first}");
+        std::thread::sleep(Duration::from_millis(1300));
+        assert_eq!(expiry(), renewed);
+    }
+}

@@ -2874,3 +2874,103 @@ fn read_only_commands_never_run_notify_for_a_loop_whose_driver_is_gone() {
     }
     assert!(marker.exists(), "the recorded ending was not told");
 }
+
+/// A fake headless client that does an agent's work where it is started:
+/// commits `<what>-<n>.txt` (n: its how-manieth run), says the work is done
+/// on its last run (`runs`), and prints the result object `claude -p`
+/// prints, with a small cost.
+fn working_client(project: &TempProject, what: &str, runs: u32) -> String {
+    let path = project.path(format!("fake-{what}.sh"));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.0.77 (Claude Code)'; exit 0; }}\n\
+             cat > /dev/null\n\
+             echo \"$PWD\" >> \"$0.cwd\"\n\
+             n=$(wc -l < \"$0.cwd\")\n\
+             echo work > {what}-$n.txt && git add {what}-$n.txt && git commit -q -m \"{what} $n\"\n\
+             said='More to do.'\n\
+             [ \"$n\" -ge {runs} ] && said='All done. {signal}'\n\
+             printf '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"%s\",\"total_cost_usd\":0.01}}\\n' \"$said\"\n",
+            signal = ralph_tests::SIGNAL
+        ),
+    )
+    .unwrap();
+    make_executable(&path);
+    path.display().to_string()
+}
+
+/// The folders the fake client of [`working_client`] ran in.
+fn ran_in(client: &str) -> Vec<String> {
+    std::fs::read_to_string(format!("{client}.cwd"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_fresh_worktree_loop_runs_each_iteration_on_a_branch_of_its_own() {
+    let project = TempProject::new("fresh-worktree");
+    project.init();
+    project.write(
+        ".claude/ralph/config.json",
+        json!({"verify": [{"name": "work", "command": "ls work-*.txt"}]}).to_string(),
+    );
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "ralph"]);
+    let client = working_client(&project, "work", 2);
+    let run = project.ctl(
+        &["run", "--fresh", "--worktree", "--headless", "--no-sandbox"],
+        &[("RALPH_CLAUDE", &client)],
+    );
+    run.assert_code(0);
+    assert_eq!(project.status_json()["status"], "complete");
+    // Two iterations, each in a worktree of its own under .claude/worktrees.
+    let folders = ran_in(&client);
+    assert_eq!(folders.len(), 2, "{folders:?}\n{}", run.stderr);
+    assert_ne!(folders[0], folders[1]);
+    assert!(
+        folders.iter().all(|f| f.contains("/.claude/worktrees/")),
+        "{folders:?}"
+    );
+    // The project's checkout is left alone; each iteration's commit is on
+    // a ralph/ branch.
+    assert!(!project.path("work-1.txt").exists());
+    let branches = std::process::Command::new("git")
+        .args(["branch", "--list", "ralph/*", "--format=%(refname:short)"])
+        .current_dir(project.path(""))
+        .output()
+        .unwrap();
+    let branches = String::from_utf8_lossy(&branches.stdout).into_owned();
+    assert!(!branches.trim().is_empty(), "{}", run.stderr);
+}
+
+#[test]
+fn a_queue_run_works_each_item_in_its_worktree_and_lands_it() {
+    let project = TempProject::new("queue-fake");
+    project.init();
+    project.write(
+        ".claude/ralph/config.json",
+        json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
+    );
+    project.write("PLAN.md", "# Plan\n\n- [ ] first\n- [ ] second\n");
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "plan"]);
+    let client = working_client(&project, "item", 1);
+    let run = project.ctl(
+        &["run", "--queue", "plan:PLAN.md", "--no-sandbox"],
+        &[("RALPH_CLAUDE", &client)],
+    );
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{}", run.stderr);
+    let items = state["queue"]["items"].as_object().unwrap();
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert!(items.values().all(|i| i["status"] == "done"), "{items:?}");
+    // Each item's work landed on main, its box ticked.
+    let plan = std::fs::read_to_string(project.path("PLAN.md")).unwrap();
+    assert_eq!(plan.matches("- [x]").count(), 2, "{plan}");
+    assert!(project.path("item-1.txt").exists() && project.path("item-2.txt").exists());
+    run.assert_stderr_has(&["2 items landed on main"]);
+}

@@ -6,13 +6,15 @@
 //! the log, `notify`) belongs to the transaction module above, so no caller writes the
 //! state itself. A new event is one variant here and one arm in [`apply`].
 
-use crate::judge::state::{Carriers, FormulaRun, ItemState, LoopState, PausedBecause, Status, Usd};
+use crate::judge::state::{Carriers, FormulaRun, ItemState, LoopState, PausedBecause, Status};
+
 use crate::observe::progress::Baseline;
 use crate::observe::protected::ProtectedSnapshot;
 use crate::observe::test_counts::CommandCounts;
 use crate::observe::usage::UsageReading;
 use crate::persist::log::{LogEntry, LogEvent};
 use crate::time::Timestamp;
+use crate::units::Usd;
 
 /// Something that happens to a loop.
 #[derive(Clone, Debug, PartialEq)]

@@ -35,3 +35,4 @@ pub mod pin;
 pub mod text;
 pub mod time;
 pub mod transaction;
+pub mod units;

@@ -42,7 +42,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Reset { force } => commands::reset::run(&paths, force),
         Command::Watchdog { pid, started } => {
             driver::watchdog::watch(
-                ralph_core::judge::state::ProcessId { pid, started },
+                ralph_core::units::ProcessId { pid, started },
                 std::io::stdin(),
                 driver::watchdog::ORPHAN_GRACE,
             );

@@ -32,7 +32,8 @@ pub(crate) fn git_as_person(dir: &std::path::Path, args: &[&str]) {
 /// A queue run of three items (done, needs-review, working), each by
 /// worker `4242-1`, two iterations and $0.50.
 pub(crate) fn queue_run_state() -> ralph_core::judge::state::LoopState {
-    use ralph_core::judge::state::{ItemState, LoopState, QueueItem, QueueRun, Usd};
+    use ralph_core::judge::state::{ItemState, LoopState, QueueItem, QueueRun};
+    use ralph_core::units::Usd;
     let mut state = LoopState::new(
         "run".into(),
         25,

@@ -15,10 +15,10 @@ use thiserror::Error;
 
 use crate::judge::breaker::{BreakerConfig, Signal, SIGNALS};
 use crate::judge::completion::{CompletionConfig, CompletionMode, ConfidenceWeights};
-use crate::judge::state::Usd;
 use crate::observe::files::{read_bounded, Bounded};
 use crate::observe::verify::VerifyCommand;
 use crate::paths::{ProjectPaths, DEFAULT_PROMPT_FILE};
+use crate::units::Usd;
 
 /// Default iteration cap.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 25;
@@ -249,7 +249,7 @@ pub struct SupervisionConfig {
     pub pause_at_utilization: Option<PerMille>,
 }
 
-pub use crate::observe::usage::PerMille;
+use crate::units::PerMille;
 
 /// What `pauseAtUtilization` / RALPH_PAUSE_AT_UTILIZATION accept.
 const UTILIZATION_ACCEPTS: &str =

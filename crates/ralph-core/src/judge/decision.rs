@@ -979,7 +979,7 @@ fn pause_for_calls(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::state::PerMille;
+    use crate::units::PerMille;
 
     const NOW: Timestamp = Timestamp::from_secs(1795341600); // 2026-11-22T10:00:00Z
     const SID: &str = "11111111-2222-3333-4444-555555555555";

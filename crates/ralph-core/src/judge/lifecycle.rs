@@ -12,10 +12,11 @@ use crate::judge::breaker::BreakerState;
 use crate::judge::config::{Config, ResumePolicy};
 use crate::judge::decision::MessageSource;
 use crate::judge::state::{
-    excerpt, IterationRecord, LoopState, PausedBecause, Status, StopDecision, Usd,
+    excerpt, IterationRecord, LoopState, PausedBecause, Status, StopDecision,
 };
 use crate::observe::usage::UsageReading;
 use crate::time::Timestamp;
+use crate::units::Usd;
 
 /// Why a new loop may not start over the current state.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,8 +11,9 @@ use crate::judge::completion::{CompletionMode, Gate, GateResult};
 use crate::observe::verify::VerifyResult;
 use crate::time::Timestamp;
 
-pub use crate::observe::liveness::{Carriers, ProcessId};
-pub use crate::observe::usage::{PerMille, TokenUsage, TranscriptCursor, Usd, WindowUse};
+pub use crate::observe::liveness::Carriers;
+pub use crate::observe::usage::{TranscriptCursor, WindowUse};
+use crate::units::{TokenUsage, Usd};
 
 /// The version of the state file's shape that this build writes. A state
 /// without `schemaVersion` is version 1 and is migrated when read; a newer

@@ -11,6 +11,8 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+use crate::units::ProcessId;
+
 /// The processes that carry a driven loop: while one of them lives the loop
 /// is really running; once all are gone (the launcher killed, its terminal
 /// closed, the machine restarted) a `running` loop is not, and is taken for
@@ -27,18 +29,6 @@ pub struct Carriers {
     /// The Claude Code client it started, while it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ProcessId>,
-}
-
-/// One process, told apart from a later one given the same pid.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessId {
-    /// The process id.
-    pub pid: u32,
-    /// When it started, in the system's own units (Linux: clock ticks since
-    /// boot), where the system says.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started: Option<u64>,
 }
 
 /// This process.

@@ -22,10 +22,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::judge::state::{LoopState, Status, StopDecision, Usd};
+use crate::judge::state::{LoopState, Status, StopDecision};
+
 use crate::observe::files::{read_bounded, Bounded};
 use crate::persist::mac::{self, Key, Purpose};
 use crate::persist::store::StateLock;
+use crate::units::Usd;
 
 /// The log's file name, beside the state file.
 pub const LOG_FILE_NAME: &str = "ralph-log.jsonl";

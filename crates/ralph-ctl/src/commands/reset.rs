@@ -100,9 +100,8 @@ fn still_going(state: &LoopState) -> Option<String> {
         _ => return None,
     };
     let carriers = state.carriers.as_ref();
-    let alive = |p: &Option<ralph_core::judge::state::ProcessId>| {
-        p.filter(liveness::is_alive).map(|p| p.pid)
-    };
+    let alive =
+        |p: &Option<ralph_core::units::ProcessId>| p.filter(liveness::is_alive).map(|p| p.pid);
     let under = match (
         carriers.and_then(|c| alive(&c.driver)),
         carriers.and_then(|c| alive(&c.client)),

@@ -7,12 +7,13 @@ use ralph_core::exit_codes;
 use ralph_core::judge::breaker;
 use ralph_core::judge::config::{Config, ProcessEnv};
 use ralph_core::judge::lifecycle;
-use ralph_core::judge::state::{LoopState, PausedBecause, Status, TokenUsage};
+use ralph_core::judge::state::{LoopState, PausedBecause, Status};
 use ralph_core::observe::files;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::{StateStore, StoreError};
 use ralph_core::pin::{self, ConfigDrift};
 use ralph_core::text::{printable, printable_json};
+use ralph_core::units::TokenUsage;
 
 use crate::driver::transcripts::now_secs;
 use crate::error::CmdResult;

@@ -15,13 +15,14 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ralph_core::events::Event;
-use ralph_core::judge::state::{LoopState, PerMille, Status, WindowUse};
+use ralph_core::judge::state::{LoopState, Status, WindowUse};
 use ralph_core::observe::process::group::{self, Collected, GroupChild, Lifetime};
 use ralph_core::observe::usage::plausible_reset;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Whose};
+use ralph_core::units::PerMille;
 use serde_json::Value;
 
 use crate::error::{CmdResult, CtlError};

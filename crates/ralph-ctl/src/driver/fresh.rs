@@ -12,10 +12,11 @@ use ralph_core::engine::{self, Answer, Stop, World};
 use ralph_core::events::{Draft, Event};
 use ralph_core::judge::config::ProcessEnv;
 use ralph_core::judge::lifecycle;
-use ralph_core::judge::state::{LoopState, Status, Usd};
+use ralph_core::judge::state::{LoopState, Status};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use ralph_core::transaction::{self, Found, Whose};
+use ralph_core::units::Usd;
 
 use super::result::ClientResult;
 use super::steps::StepNext;

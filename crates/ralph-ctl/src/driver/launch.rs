@@ -12,12 +12,13 @@ use ralph_core::engine::RealWorld;
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ProcessEnv};
 use ralph_core::judge::lifecycle::ResumePlan;
-use ralph_core::judge::state::{LoopState, Status, Usd};
+use ralph_core::judge::state::{LoopState, Status};
 use ralph_core::observe::progress;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::atomic;
 use ralph_core::persist::store::StateStore;
 use ralph_core::transaction::Found;
+use ralph_core::units::Usd;
 
 use super::answer::{self, AnswerWait};
 use super::client::{self, Output, RunningClient, Supervision};

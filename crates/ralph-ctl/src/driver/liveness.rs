@@ -10,11 +10,12 @@
 //! show such a loop as interrupted ([`left_behind`]) and write nothing.
 
 use ralph_core::events::Event;
-use ralph_core::judge::state::{Carriers, LoopState, ProcessId, Status};
+use ralph_core::judge::state::{Carriers, LoopState, Status};
 use ralph_core::observe::liveness;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use ralph_core::transaction::{self, Found, Whose};
+use ralph_core::units::ProcessId;
 
 use super::transcripts;
 use crate::error::CtlError;

@@ -10,11 +10,12 @@ use std::io::Write;
 
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
-use ralph_core::judge::state::{RunMode, Status, Usd};
+use ralph_core::judge::state::{RunMode, Status};
 use ralph_core::observe::registration;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use ralph_core::pin;
+use ralph_core::units::Usd;
 
 use super::client::{self};
 use super::command::{self, ClientProgram, Launch, Platform, PromptDelivery};

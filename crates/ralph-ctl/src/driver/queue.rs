@@ -21,7 +21,7 @@ use ralph_core::events::Event;
 use ralph_core::exit_codes;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
-use ralph_core::judge::state::{ItemState, LoopState, QueueRun, RunMode, Status, Usd};
+use ralph_core::judge::state::{ItemState, LoopState, QueueRun, RunMode, Status};
 use ralph_core::observe::prompt;
 use ralph_core::observe::queue::{Item, Source};
 use ralph_core::paths::ProjectPaths;
@@ -30,6 +30,7 @@ use ralph_core::persist::store::StateStore;
 use ralph_core::pin::Pinned;
 use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Found, Whose};
+use ralph_core::units::Usd;
 
 use super::command::ClientProgram;
 use super::launch::{self, ItemDrive, ItemWork};

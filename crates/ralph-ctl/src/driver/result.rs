@@ -4,9 +4,10 @@
 //! the tool calls it refused for lack of permission.
 
 use ralph_core::judge::errors::Refusal;
-use ralph_core::judge::state::{PerMille, WindowUse};
+use ralph_core::judge::state::WindowUse;
 use ralph_core::observe::usage::plausible_reset;
 use ralph_core::time::Timestamp;
+use ralph_core::units::PerMille;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 

@@ -10,10 +10,11 @@
 
 use ralph_core::events::{Draft, Event};
 use ralph_core::judge::config::Config;
-use ralph_core::judge::state::{FormulaRun, LoopState, Status, Usd};
+use ralph_core::judge::state::{FormulaRun, LoopState, Status};
 use ralph_core::observe::prompt;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::transaction::{self, Found, Whose};
+use ralph_core::units::Usd;
 
 use crate::error::CtlError;
 use crate::formula::{Formula, Step};

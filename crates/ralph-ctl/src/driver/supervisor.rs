@@ -11,12 +11,13 @@ use std::time::Duration;
 use ralph_core::events::{Draft, Event};
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
-use ralph_core::judge::state::{LoopState, PauseKind, PausedBecause, Status, Usd};
+use ralph_core::judge::state::{LoopState, PauseKind, PausedBecause, Status};
 use ralph_core::observe::usage::{self, UsageReading};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::log;
 use ralph_core::time;
 use ralph_core::transaction::{self, Found, Whose};
+use ralph_core::units::Usd;
 
 use super::client::{ClientExit, Supervision};
 use super::result::ClientResult;

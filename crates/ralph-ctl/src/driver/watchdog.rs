@@ -15,9 +15,9 @@ use std::process::{ChildStdin, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ralph_core::judge::state::ProcessId;
 use ralph_core::observe::liveness;
 use ralph_core::observe::process::group::{GroupChild, Lifetime};
+use ralph_core::units::ProcessId;
 
 /// How long the client has, once its driver is gone, to end on SIGTERM
 /// before it is killed.

@@ -1,0 +1,132 @@
+//! The units the record is kept in, each exact and comparable: money
+//! ([`Usd`], millionths of a dollar), a share ([`PerMille`]), the model's
+//! tokens ([`TokenUsage`]), and a process told apart from a later one with
+//! its pid ([`ProcessId`]). Read by `observe`, recorded by `judge::state`.
+
+use serde::{Deserialize, Serialize};
+
+/// A share from 0 to 1 kept in thousandths, so a config and a state stay
+/// comparable (`Eq`) where a float would not; written as the share.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct PerMille(pub u32);
+
+impl PerMille {
+    /// `share` (0 to 1) rounded to thousandths; `None` outside 0..=1.
+    pub fn of(share: f64) -> Option<PerMille> {
+        (share.is_finite() && (0.0..=1.0).contains(&share))
+            .then(|| PerMille((share * 1000.0).round() as u32))
+    }
+
+    /// As people read it: `80%`, `85.5%`.
+    pub fn percent(self) -> String {
+        if self.0.is_multiple_of(10) {
+            format!("{}%", self.0 / 10)
+        } else {
+            format!("{}.{}%", self.0 / 10, self.0 % 10)
+        }
+    }
+}
+
+impl TryFrom<f64> for PerMille {
+    type Error = String;
+    fn try_from(share: f64) -> Result<PerMille, String> {
+        PerMille::of(share).ok_or_else(|| format!("{share} is not a share from 0 to 1"))
+    }
+}
+
+impl From<PerMille> for f64 {
+    fn from(p: PerMille) -> f64 {
+        f64::from(p.0) / 1000.0
+    }
+}
+
+/// An amount of money, kept in millionths of a US dollar so that sums are
+/// exact and the state stays comparable; written as a plain number of dollars.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Usd(pub u64);
+
+impl Usd {
+    /// From a dollar amount the client reported (negative or NaN count as 0).
+    pub fn from_dollars(dollars: f64) -> Usd {
+        if dollars.is_finite() && dollars > 0.0 {
+            Usd((dollars * 1_000_000.0).round() as u64)
+        } else {
+            Usd(0)
+        }
+    }
+
+    /// In dollars.
+    pub fn dollars(self) -> f64 {
+        self.0 as f64 / 1_000_000.0
+    }
+}
+
+/// To the cent from a dollar up, to four places below (a cheap loop's
+/// $0.0024 is not $0.00); nothing at all is $0.00.
+impl std::fmt::Display for Usd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            1..=99 => write!(f, "<$0.0001"),
+            100..=999_999 => write!(f, "${:.4}", self.dollars()),
+            _ => write!(f, "${:.2}", self.dollars()),
+        }
+    }
+}
+
+impl Serialize for Usd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.dollars())
+    }
+}
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
+        f64::deserialize(d).map(Usd::from_dollars)
+    }
+}
+
+/// Tokens the model read and wrote, as the API's `usage` reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// Input tokens not read from the cache.
+    #[serde(default)]
+    pub input: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output: u64,
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read: u64,
+    /// Input tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_creation: u64,
+}
+
+impl TokenUsage {
+    /// Adds `other` (saturating).
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_creation = self.cache_creation.saturating_add(other.cache_creation);
+    }
+
+    /// True when nothing was counted.
+    pub fn is_zero(&self) -> bool {
+        *self == TokenUsage::default()
+    }
+}
+
+/// One process, told apart from a later one given the same pid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessId {
+    /// The process id.
+    pub pid: u32,
+    /// When it started, in the system's own units (Linux: clock ticks since
+    /// boot), where the system says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
+}

@@ -1,14 +1,15 @@
 //! One locked change of a loop: the state read under the lock, the events
-//! a caller decides on applied by the pure [`events::apply`], the result
-//! written once, then the effects carried out (the loop being replaced
-//! kept first, audit lines) and the person's `notify` run for an ending or
-//! a pause not told yet (once each). Every change of a loop's state and
-//! log goes through here: `ralph-ctl`'s (its drivers, `cancel`, `say`,
-//! `reload`, `reset`, a start) and the hook's (`StopFailure`,
-//! `SessionEnd`, a problem line); the stop's own sequence
-//! ([`crate::engine`]) decides under its lock, applies a driver's events
-//! there, and writes through [`write`], delivering its answer before the
-//! audit lines and `notify` are carried out.
+//! a caller decides on applied by the pure
+//! [`events::apply`](crate::events::apply), the result written once, then
+//! the effects carried out (the loop being replaced kept first, audit
+//! lines) and the person's `notify` run for an ending or a pause not told
+//! yet (once each). Every change of a loop's state and log goes through
+//! here: `ralph-ctl`'s (its drivers, `cancel`, `say`, `reload`, `reset`, a
+//! start) and the hook's (`StopFailure`, `SessionEnd`, a problem line); the
+//! stop's own sequence ([`crate::engine`]) decides under its lock, applies
+//! a driver's events there, and writes through [`write`](fn@write),
+//! delivering its answer before the audit lines and `notify` are carried
+//! out.
 
 use std::path::PathBuf;
 

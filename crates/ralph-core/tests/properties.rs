@@ -1,7 +1,8 @@
 //! Property tests of the parsers the Stop hook runs on outside input: the
 //! stdin object ([`hook_input::parse`]) and the agent's message
-//! ([`claims::signal_claim`], [`claims::status_block`], [`signals::findings_count`]). The
-//! transcript reader's properties live beside it (`src/transcript/properties.rs`).
+//! ([`claims::signal_claim`], [`claims::status_block`],
+//! [`signals::findings_count`]). The transcript reader's properties live
+//! beside it (`src/observe/transcript/properties.rs`).
 
 use std::path::PathBuf;
 

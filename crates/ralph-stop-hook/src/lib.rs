@@ -1,11 +1,29 @@
-//! The Stop hook's protocol glue: Claude Code's stdin object in, one stop of
-//! the loop ([`ralph_core::engine::run_stop`]), Claude Code's answer out.
-//! Registered for `StopFailure` too (Claude Code 2.1 and later): an API
-//! error that ended the turn pauses the loop
-//! ([`ralph_core::engine::run_stop_failure`]); that event takes no answer.
+//! The hook's protocol glue: Claude Code's stdin object in, Claude Code's
+//! answer out. [`handle`] reads the event (`hook_event_name`) and does one
+//! of three things:
 //!
-//! Every error lets the stop through with one line on stderr: a broken hook
-//! must never trap a session.
+//! - `Stop` (or no event name): one stop of the loop
+//!   ([`ralph_core::engine::run_stop`]). The answer makes the session go on
+//!   with the next iteration's text ([`GoOn`]: a block, or the
+//!   `additionalContext` form for a client known to take it), tells the
+//!   person how the loop ended (a `systemMessage` alone), or is nothing: the
+//!   session stops. A stop the engine could not judge is kept as a
+//!   `problem` line of the audit log ([`ralph_core::engine::record_hook_problem`]).
+//! - `StopFailure` (Claude Code 2.1 and later; `ralph-ctl run` registers it
+//!   through `--settings`): an API error ended the turn. SIGTERM, SIGHUP and
+//!   SIGINT are ignored first (the client ends the hook within
+//!   milliseconds), then the session's running loop is paused with what
+//!   failed, and the HTTP status and the API's reset time when the
+//!   transcript has them ([`ralph_core::engine::run_stop_failure`]). No
+//!   answer: the client ignores one.
+//! - `SessionEnd` (the plugin's registration, `hooks/hooks.json`): the
+//!   session ended. Its own loop, when no process carries it (a
+//!   `/ralph-loop` loop), is marked `interrupted`, with the client's
+//!   `reason` ([`ralph_core::engine::run_session_end`]). No answer.
+//!
+//! Any other event is let through with a note on stderr. Every error lets
+//! the stop through with one line on stderr: a broken hook must never trap
+//! a session.
 
 use std::io::{self, Read, Write};
 use std::panic;
@@ -50,15 +68,18 @@ Claude Code runs it at every stop of a session, with the stop as JSON on
 stdin. Outside a loop (RALPH_ACTIVE is not 1) it does nothing at all. In a
 loop it blocks the stop and feeds .claude/ralph/PROMPT.md back, or lets the
 session stop: the work is done and verified, the iteration cap is reached,
-or the loop is stuck. It always exits 0 and says on stderr, in one line,
-anything that went wrong.
+or the loop is stuck. Registered for them, it also pauses the loop when an
+API error ended the turn (StopFailure) and marks a /ralph-loop loop
+interrupted when its session ends (SessionEnd). It always exits 0 and says
+on stderr, in one line, anything that went wrong.
 
 Install and start loops with ralph-ctl (`ralph-ctl init`, `ralph-ctl run`);
 see the README.
 
 With --plugin (the plugin's registration, hooks/hooks.json) it goes on only
-for a session that is not the launcher's and a project with a loop's state
-file (a /ralph-loop loop); the loop's own session alone is held.
+for a session that is neither the launcher's nor a fresh iteration's, and a
+project with a loop's state file (a /ralph-loop loop); the loop's own
+session alone is held.
 
 Usage: ralph-stop-hook [--help | --version | --plugin]
 ";
@@ -358,7 +379,7 @@ pub fn handle(
         Some(event) => {
             return Ok(Handled {
                 answer: Answer::Allow,
-                notes: vec![format!("registered for {event}; ralph only handles the Stop and StopFailure events, so it does nothing here")],
+                notes: vec![format!("registered for {event}; ralph only handles the Stop, StopFailure and SessionEnd events, so it does nothing here")],
             });
         }
     }

@@ -1,4 +1,8 @@
-//! `ralph-stop-hook`: run by Claude Code at every stop of a session.
+//! `ralph-stop-hook`: run by Claude Code at every stop of a session
+//! (`Stop`), when an API error ends a turn (`StopFailure`) and, as the
+//! plugin's hook, when a session ends (`SessionEnd`); the library handles
+//! each. This file is the guard that decides, before stdin is read, whether
+//! to do anything at all.
 
 use std::ffi::OsStr;
 use std::process::ExitCode;
@@ -14,9 +18,9 @@ fn main() -> ExitCode {
     let active = std::env::var_os("RALPH_ACTIVE").as_deref() == Some(OsStr::new("1"));
     let go_on = if ralph_stop_hook::is_plugin_mode(std::env::args_os().skip(1)) {
         // The plugin's registration: sessions of the launcher are the
-        // project's registration's; others go on only when a loop exists
-        // here (a stat), and then only the loop's own session is held.
-        // (and a fresh iteration's, which its driver judges).
+        // project's registration's, and a fresh iteration's are its
+        // driver's to judge; others go on only when a loop exists here (a
+        // stat), and then only the loop's own session is held.
         let driven = std::env::var_os("RALPH_DRIVEN").is_some_and(|v| !v.is_empty());
         !active
             && !driven

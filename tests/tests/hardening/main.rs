@@ -586,7 +586,7 @@ fn another_hook_event_is_not_handled() {
     rejected(
         &project,
         &to_bytes(&input),
-        &["registered for SubagentStop; ralph only handles the Stop and StopFailure events"],
+        &["registered for SubagentStop; ralph only handles the Stop, StopFailure and SessionEnd events"],
     );
 }
 

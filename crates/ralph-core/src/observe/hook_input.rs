@@ -1,6 +1,7 @@
-//! The JSON object Claude Code writes to a Stop hook's stdin, read leniently:
-//! unknown fields are ignored, optional ones may be missing, and anything
-//! malformed is an error that names the field, never a panic.
+//! The JSON object Claude Code writes to the hook's stdin (at `Stop`,
+//! `StopFailure` and `SessionEnd`), read leniently: unknown fields are
+//! ignored, optional ones may be missing, and anything malformed is an
+//! error that names the field, never a panic.
 
 use std::io::{self, Read};
 use std::path::PathBuf;
@@ -22,7 +23,8 @@ pub struct HookInput {
     pub transcript_path: Option<PathBuf>,
     /// The session's working folder.
     pub cwd: Option<PathBuf>,
-    /// `Stop` (or `SubagentStop` when registered there by mistake).
+    /// `Stop`, `StopFailure` or `SessionEnd` (or `SubagentStop` when
+    /// registered there by mistake); none is taken as `Stop`.
     pub hook_event_name: Option<String>,
     /// True on every stop that follows a block.
     pub stop_hook_active: bool,

@@ -28,7 +28,7 @@ use crate::judge::state::{LoopState, PauseKind, PausedBecause, Status, Transcrip
 use crate::observe::plan::{self, PlanReport};
 use crate::observe::process::walls::{Walls, WallsWanted};
 use crate::observe::progress;
-use crate::observe::prompt::{self, PromptError};
+use crate::observe::prompt_text::{self, PromptError};
 use crate::observe::protected::{self, ProtectedSnapshot};
 use crate::observe::resolved::{self, ResolvedChecks};
 use crate::observe::transcript::{self, IterationTail, TranscriptError};
@@ -232,10 +232,10 @@ impl World for RealWorld {
         Timestamp::now()
     }
     fn prompt(&self, path: &Path) -> Result<String, PromptError> {
-        prompt::read_prompt(path)
+        prompt_text::read_prompt(path)
     }
     fn guardrails(&self, path: &Path) -> Result<Option<String>, PromptError> {
-        prompt::read_guardrails(path)
+        prompt_text::read_guardrails(path)
     }
     fn usage(
         &self,
@@ -602,7 +602,7 @@ fn answer_for(
             // The person's note (`ralph-ctl say`) goes first, once.
             let notice = match (&state.hint, notice) {
                 (Some(hint), notice) => Some(
-                    std::iter::once(prompt::person_note(hint))
+                    std::iter::once(prompt_text::person_note(hint))
                         .chain(notice.clone())
                         .collect::<Vec<_>>()
                         .join("\n\n"),
@@ -610,7 +610,7 @@ fn answer_for(
                 (None, notice) => notice.clone(),
             };
             Answer::Block {
-                reason: prompt::iteration_text(
+                reason: prompt_text::iteration_text(
                     &config.completion_signal,
                     *iteration,
                     *max_iterations,
@@ -620,7 +620,7 @@ fn answer_for(
                 ),
                 // The person sees a rejected claim as the next iteration
                 // starts (the agent gets the failures in the text).
-                system_message: prompt::system_message(
+                system_message: prompt_text::system_message(
                     *iteration,
                     *max_iterations,
                     rejected_gates(outcome.new_state.as_ref()).as_deref(),

@@ -3,6 +3,7 @@
 //! registered hook) and running what it must (verification commands), each
 //! bounded so a hostile or huge input can neither stall nor exhaust a stop.
 
+pub mod backlog;
 pub mod bytes;
 pub mod files;
 pub mod hook_input;
@@ -10,9 +11,8 @@ pub mod liveness;
 pub mod plan;
 pub mod process;
 pub mod progress;
-pub mod prompt;
+pub mod prompt_text;
 pub mod protected;
-pub mod queue;
 pub mod refusals;
 pub mod registration;
 pub mod resolved;

@@ -4,7 +4,7 @@
 //! the person's key that both carry, so only ralph's own record is believed.
 
 pub mod atomic;
-pub mod claims;
+pub mod item_claims;
 pub mod lock;
 pub mod log;
 pub mod mac;

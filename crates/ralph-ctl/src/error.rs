@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use ralph_core::exit_codes;
 use ralph_core::judge::config::ConfigError;
-use ralph_core::observe::prompt::PromptError;
+use ralph_core::observe::prompt_text::PromptError;
 use ralph_core::observe::registration::SettingsError;
 use ralph_core::persist::store::StoreError;
 use thiserror::Error;
@@ -72,10 +72,10 @@ pub(crate) enum CtlError {
     Formula(#[from] crate::formula::FormulaError),
     /// A backlog's source is misspelled or cannot be read.
     #[error("{0}")]
-    Queue(#[from] ralph_core::observe::queue::QueueError),
+    Queue(#[from] ralph_core::observe::backlog::QueueError),
     /// A backlog's claims cannot be read or changed.
     #[error("{0}")]
-    Claims(#[from] ralph_core::persist::claims::ClaimError),
+    Claims(#[from] ralph_core::persist::item_claims::ClaimError),
 }
 
 impl CtlError {

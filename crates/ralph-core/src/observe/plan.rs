@@ -137,7 +137,7 @@ pub fn parse(markdown: &str) -> (Vec<String>, usize) {
 
 /// Every line of `markdown` (with its newline), and the text of its
 /// checkbox when it is an unchecked required item: what a backlog drained
-/// from a plan works on (see `observe::queue`).
+/// from a plan works on (see `observe::backlog`).
 pub fn boxes(markdown: &str) -> Vec<(&str, Option<String>)> {
     walk(markdown)
         .into_iter()

@@ -17,7 +17,7 @@ use crate::error::CtlError;
 pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     // A loop left running by a launcher killed outright is recorded as
     // interrupted first: there is then nothing left to cancel.
-    crate::driver::liveness::reconcile_before_change(paths)?;
+    crate::driver::carriers::reconcile_before_change(paths)?;
     let mut cancelled = false;
     let changed = transaction::change(paths, Whose::Any, |draft| {
         if draft.state().is_some_and(|s| s.status.is_live()) {

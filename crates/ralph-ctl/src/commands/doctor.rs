@@ -435,9 +435,9 @@ const INSTALL: &str =
 fn prompt(paths: &ProjectPaths, config: &Config) -> Check {
     const NAME: &str = "PROMPT.md";
     let path = paths.resolve(&config.prompt_file);
-    match ralph_core::observe::prompt::read_prompt(&path) {
+    match ralph_core::observe::prompt_text::read_prompt(&path) {
         // Not a failure: a start refuses it anyway, saying so.
-        Ok(text) if ralph_core::observe::prompt::is_template(&text) => check(
+        Ok(text) if ralph_core::observe::prompt_text::is_template(&text) => check(
             NAME,
             Verdict::Warn,
             format!(

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ProcessEnv};
 use ralph_core::observe::files::{self, Bounded};
-use ralph_core::observe::prompt;
+use ralph_core::observe::prompt_text;
 use ralph_core::observe::registration;
 use ralph_core::observe::verify;
 use ralph_core::paths::ProjectPaths;
@@ -747,7 +747,8 @@ fn tell_what_next(
         Some(name) => format!(".claude/ralph/ralph-audit.sh --formula {name}"),
         None => ".claude/ralph/ralph-audit.sh".to_string(),
     };
-    let prompt_ready = prompt::read_prompt(prompt).is_ok_and(|text| !prompt::is_template(&text));
+    let prompt_ready =
+        prompt_text::read_prompt(prompt).is_ok_and(|text| !prompt_text::is_template(&text));
     if options.then_runs {
         // `run --task` goes on with the loop itself.
     } else if prompt_ready {

@@ -6,9 +6,9 @@
 use std::io::Write;
 
 use ralph_core::exit_codes;
-use ralph_core::observe::queue::Source;
+use ralph_core::observe::backlog::Source;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::persist::claims::{ClaimStore, ItemStatus};
+use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::time::Timestamp;
 use serde_json::json;
 
@@ -27,7 +27,7 @@ pub(crate) fn run(
     let items = source.read(&paths.root)?;
     let claims = ClaimStore::new(paths).read()?;
     let now = Timestamp::now();
-    let standing: Vec<(&str, Option<&ralph_core::persist::claims::ItemRecord>)> = items
+    let standing: Vec<(&str, Option<&ralph_core::persist::item_claims::ItemRecord>)> = items
         .iter()
         .map(|item| match claims.items.get(&item.id) {
             _ if claims.is_free(&item.id, now) => ("free", None),

@@ -30,7 +30,7 @@ pub(crate) fn run(paths: &ProjectPaths, force: bool) -> CmdResult {
 fn run_asking(paths: &ProjectPaths, force: bool, ask: Ask) -> CmdResult {
     // A loop left running by a launcher killed outright: its ending
     // recorded (and told) before it is cleared.
-    crate::driver::liveness::reconcile_before_change(paths)?;
+    crate::driver::carriers::reconcile_before_change(paths)?;
     // The loop still going that the person agreed to clear.
     let mut agreed = None;
     if !force {
@@ -91,7 +91,7 @@ fn still_going(state: &LoopState) -> Option<String> {
     let doing = match state.status {
         Status::Running => "is running",
         Status::Paused | Status::Waiting
-            if crate::driver::liveness::still_carried(state).is_none() =>
+            if crate::driver::carriers::still_carried(state).is_none() =>
         {
             return None
         }

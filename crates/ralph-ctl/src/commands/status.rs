@@ -96,8 +96,8 @@ fn prompt_is_the_template(paths: &ProjectPaths) -> bool {
     let prompt_file = Config::load(paths, &ProcessEnv)
         .map(|c| c.prompt_file)
         .unwrap_or_else(|_| Config::default().prompt_file);
-    ralph_core::observe::prompt::read_prompt(&paths.resolve(&prompt_file))
-        .is_ok_and(|text| ralph_core::observe::prompt::is_template(&text))
+    ralph_core::observe::prompt_text::read_prompt(&paths.resolve(&prompt_file))
+        .is_ok_and(|text| ralph_core::observe::prompt_text::is_template(&text))
 }
 
 /// The drift of `state`'s pinned files: for a running or paused loop, as
@@ -177,7 +177,7 @@ fn waiting_under_launcher(state: &LoopState, config: Option<&Config>, now: u64) 
     if state.status != Status::Paused {
         return None;
     }
-    crate::driver::liveness::still_carried(state)?;
+    crate::driver::carriers::still_carried(state)?;
     let pid = state
         .carriers
         .as_ref()
@@ -242,7 +242,7 @@ impl Lines {
 fn head(l: &mut Lines, paths: &ProjectPaths, state: &LoopState) {
     l.line(
         "status:",
-        if crate::driver::liveness::left_behind(state) {
+        if crate::driver::carriers::left_behind(state) {
             format!("{} (interrupted: its driver is gone; `ralph-ctl run --resume` takes it up again, \
                  `ralph-ctl cancel` or `reset` records its end)", state.status.as_str())
         } else if lifecycle::completion_on_record(state) {

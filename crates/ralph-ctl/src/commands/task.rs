@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use ralph_core::observe::prompt as prompt_file;
+use ralph_core::observe::prompt_text as prompt_file;
 use ralph_core::observe::registration;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::atomic;

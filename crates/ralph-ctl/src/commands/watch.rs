@@ -125,7 +125,7 @@ fn plain(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
             }
             last_shown = Some(shown);
         }
-        if crate::driver::liveness::left_behind(&state) {
+        if crate::driver::carriers::left_behind(&state) {
             // Shown, never recorded from here: whoever next changes the
             // loop records it (and runs its `notify`).
             let said = writeln!(

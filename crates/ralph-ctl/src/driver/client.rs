@@ -15,7 +15,7 @@ use ralph_core::text::printable;
 
 use super::command::{ClientCommand, PromptDelivery};
 use super::live;
-use super::signals::{Signal, SignalSource};
+use super::os_signals::{Signal, SignalSource};
 
 /// How long a client has to exit after a signal was passed on to it before
 /// it is killed (SIGKILL).

@@ -154,7 +154,7 @@ pub(crate) fn hand_over_in(draft: &mut Draft) -> Option<String> {
     }
     let next = crate::session_id::new_uuid();
     draft.apply(Event::HandedOver { to: next.clone() });
-    draft.apply(Event::Carried(Some(super::liveness::with_client(None))));
+    draft.apply(Event::Carried(Some(super::carriers::with_client(None))));
     Some(next)
 }
 

@@ -20,13 +20,13 @@ use ralph_core::persist::store::StateStore;
 use ralph_core::transaction::Found;
 use ralph_core::units::Usd;
 
-use super::answer::{self, AnswerWait};
+use super::answer_wait::{self, AnswerWait};
 use super::client::{self, Output, RunningClient, Supervision};
 use super::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
+use super::os_signals::{SignalSource, Signals};
 use super::prepare::{self, Inputs, Prepared, Ready, RunOptions};
 use super::result;
-use super::signals::{SignalSource, Signals};
-use super::{finish, fresh, liveness, sandbox, say, steps, supervisor, worktree};
+use super::{carriers, finish, fresh, sandbox, say, steps, supervisor, worktree};
 use crate::error::CmdResult;
 use crate::error::CtlError;
 use crate::formula;
@@ -67,11 +67,11 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             .read()?
             .filter(|s| s.status == Status::Waiting)
         {
-            if let Some(refusal) = liveness::still_carried(&waiting) {
+            if let Some(refusal) = carriers::still_carried(&waiting) {
                 return Err(CtlError::Refused(refusal));
             }
             let limit = options.wait_for_answer.map(std::time::Duration::from_secs);
-            match answer::wait_for_answer(paths, &waiting.session_id, limit, &mut signals)? {
+            match answer_wait::wait_for_answer(paths, &waiting.session_id, limit, &mut signals)? {
                 AnswerWait::Answered => {}
                 AnswerWait::Signal(signal) => return Ok(signal.exit_code()),
                 AnswerWait::Over(found) => return Ok(finish::announce(paths, &found)),
@@ -102,11 +102,11 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
     if (options.headless || fresh) && command::names_permissions(&options.client_args) {
         say("permissions: as your arguments after -- say (ralph adds no acceptEdits and no allow rules)");
     }
-    liveness::record(paths, &session, liveness::with_client(None))?;
+    carriers::record(paths, &session, carriers::with_client(None))?;
     // Taken up: the person's answer (and notes) go in front of the first
     // iteration's text.
     let answer_note = if options.resume {
-        answer::take_note(paths, &session)?
+        answer_wait::take_note(paths, &session)?
     } else {
         None
     };
@@ -217,7 +217,7 @@ pub(crate) struct ItemDrive<'a> {
 /// loop, with the signals the worker holds (given back with the loop's
 /// exit code, for the next item).
 pub(crate) fn drive_item(drive: ItemDrive<'_>, signals: Signals) -> (CmdResult, Signals) {
-    if let Err(e) = liveness::record(drive.paths, &drive.session, liveness::with_client(None)) {
+    if let Err(e) = carriers::record(drive.paths, &drive.session, carriers::with_client(None)) {
         return (Err(e), signals);
     }
     let driver = Driver {
@@ -285,7 +285,7 @@ impl Driver<'_> {
             Ok(text) => match self.answer_note.take() {
                 Some(note) => format!(
                     "{}\n\n{text}",
-                    ralph_core::observe::prompt::person_note(&note)
+                    ralph_core::observe::prompt_text::person_note(&note)
                 ),
                 None => text,
             },
@@ -557,10 +557,10 @@ impl Driver<'_> {
             RunningClient::spawn(&command, work_root, output, record_windows).map(|mut running| {
                 // Best effort: a loop without its client recorded is only
                 // judged by the driver's life.
-                let _ = liveness::record_start(
+                let _ = carriers::record_start(
                     paths,
                     session,
-                    liveness::with_client(Some(running.pid())),
+                    carriers::with_client(Some(running.pid())),
                     new_baseline,
                 );
                 if self.headless && !self.fresh {
@@ -864,7 +864,7 @@ impl Driver<'_> {
             return Ok(Next::Done(finish::announce(paths, &found)));
         }
         let limit = self.wait_for_answer.map(std::time::Duration::from_secs);
-        match answer::wait_for_answer(paths, &self.session, limit, &mut self.signals)? {
+        match answer_wait::wait_for_answer(paths, &self.session, limit, &mut self.signals)? {
             AnswerWait::Answered => {}
             AnswerWait::Signal(signal) => return Ok(Next::Done(signal.exit_code())),
             AnswerWait::Over(found) => return Ok(Next::Done(finish::announce(paths, &found))),
@@ -877,7 +877,7 @@ impl Driver<'_> {
             ralph_core::transaction::Whose::Session(&self.session),
             |draft| {
                 if draft.state().is_some_and(|s| s.status == Status::Running) {
-                    note = answer::take_note_in(draft);
+                    note = answer_wait::take_note_in(draft);
                     if fresh {
                         next_session = fresh::hand_over_in(draft);
                     }

@@ -6,7 +6,7 @@
 //! event, the result object, is read by [`super::result::parse`] as before.
 
 use ralph_core::judge::completion::{rejected_by, REJECTED_NOTICE};
-use ralph_core::observe::prompt::REJECTED;
+use ralph_core::observe::prompt_text::REJECTED;
 use serde_json::Value;
 
 /// The longest excerpt of a message, a tool's argument or a failure shown.

@@ -14,10 +14,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use ralph_core::observe::backlog::{self, Item};
 use ralph_core::observe::process::walls::WallsWanted;
-use ralph_core::observe::queue::{self, Item};
 use ralph_core::observe::verify::{self, VerifyCommand};
-use ralph_core::persist::claims::ClaimStore;
+use ralph_core::persist::item_claims::ClaimStore;
 
 use super::worktree::{git, Worktree};
 use crate::error::CtlError;
@@ -306,7 +306,7 @@ fn identity(dir: &Path) -> Vec<&'static str> {
 /// such unchecked item (it was ticked or edited meanwhile).
 fn tick_file(path: &Path, id: &str) -> Result<bool, CtlError> {
     let text = std::fs::read_to_string(path).map_err(CtlError::io("read", path))?;
-    match queue::tick(&text, id) {
+    match backlog::tick(&text, id) {
         Some(ticked) => {
             ralph_core::persist::atomic::write_file(path, ticked.as_bytes(), 0o644)
                 .map_err(CtlError::io("write", path))?;
@@ -358,7 +358,7 @@ mod tests {
     }
 
     fn item(title: &str) -> Item {
-        let id = queue::plan_items(PLAN)
+        let id = backlog::plan_items(PLAN)
             .into_iter()
             .find(|i| i.title == title)
             .unwrap()

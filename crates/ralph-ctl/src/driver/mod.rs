@@ -1,11 +1,11 @@
 //! Running a loop: starting it ([`start`], also `ralph-ctl start`, `reset`
 //! and the plugin's `loop-start`), preparing a run ([`prepare`]: its
 //! options, inputs and the client's settings), driving it ([`launch`]:
-//! `ralph-ctl run`, one iteration at a time; [`answer`]: the wait for the
+//! `ralph-ctl run`, one iteration at a time; [`answer_wait`]: the wait for the
 //! person's answer), and recording its end ([`finish`]). The pieces:
 //! building the
 //! client's command line ([`command`], pure), the signals that end a loop
-//! early ([`signals`]), the running client with the loop that watches
+//! early ([`os_signals`]), the running client with the loop that watches
 //! it ([`client`]), its result object ([`result`]), what happens between
 //! two runs of it: pauses, waits and resumes ([`supervisor`]), and the
 //! fresh-context loop's judging and hand-over between processes ([`fresh`])
@@ -17,7 +17,8 @@
 //! `.git/config.lock` a queue run holds for its sandboxed workers
 //! ([`config_hold`]).
 
-pub(crate) mod answer;
+pub(crate) mod answer_wait;
+pub(crate) mod carriers;
 pub(crate) mod client;
 pub(crate) mod command;
 pub(crate) mod config_hold;
@@ -26,13 +27,12 @@ pub(crate) mod first_run;
 pub(crate) mod fresh;
 pub(crate) mod launch;
 pub(crate) mod live;
-pub(crate) mod liveness;
 pub(crate) mod merge;
+pub(crate) mod os_signals;
 pub(crate) mod prepare;
-pub(crate) mod queue;
+pub(crate) mod queue_run;
 pub(crate) mod result;
 pub(crate) mod sandbox;
-pub(crate) mod signals;
 pub(crate) mod start;
 pub(crate) mod steps;
 pub(crate) mod supervisor;

@@ -20,8 +20,8 @@ use ralph_core::units::Usd;
 use super::client::{self};
 use super::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
 use super::launch::{iteration_budget, PROMPT_FILE_NAME};
-use super::signals::Signals;
-use super::{liveness, sandbox, say, start, steps, supervisor, worktree};
+use super::os_signals::Signals;
+use super::{carriers, sandbox, say, start, steps, supervisor, worktree};
 use crate::error::CmdResult;
 use crate::error::CtlError;
 use crate::formula;
@@ -167,7 +167,7 @@ pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Read
     if options.reset {
         // --reset never clears a loop a live driver holds.
         if let Ok(Some(current)) = StateStore::new(paths).read() {
-            if let Some(refusal) = liveness::still_carried(&current) {
+            if let Some(refusal) = carriers::still_carried(&current) {
                 return Err(CtlError::Refused(refusal));
             }
         }
@@ -404,7 +404,7 @@ pub(crate) fn take_up_by_hand(
     ),
     CtlError,
 > {
-    if let Some(state) = liveness::reconcile(paths)? {
+    if let Some(state) = carriers::reconcile(paths)? {
         say(&format!(
             "the loop was left running: {}",
             state.ended_because.as_deref().unwrap_or_default()
@@ -501,12 +501,12 @@ pub(crate) fn dry_run(
 ) -> CmdResult {
     let (config, fresh) = (&inputs.config, inputs.fresh);
     let (worktrees, formula) = (inputs.worktrees.as_ref(), inputs.formula.as_ref());
-    let text = ralph_core::observe::prompt::read_prompt(&paths.resolve(&config.prompt_file))?;
-    let guardrails = ralph_core::observe::prompt::read_guardrails(&paths.guardrails_file())?;
+    let text = ralph_core::observe::prompt_text::read_prompt(&paths.resolve(&config.prompt_file))?;
+    let guardrails = ralph_core::observe::prompt_text::read_guardrails(&paths.guardrails_file())?;
     let max = config.max_iterations;
     let first_step = formula.map(|f| &f.steps[0]);
     let task = first_step.map_or(text.as_str(), |s| s.prompt.as_str());
-    let prompt = ralph_core::observe::prompt::iteration_text(
+    let prompt = ralph_core::observe::prompt_text::iteration_text(
         &config.completion_signal,
         1,
         max,
@@ -568,7 +568,7 @@ pub(crate) fn dry_run(
         ),
         None => mode,
     };
-    let template = if formula.is_none() && ralph_core::observe::prompt::is_template(&text) {
+    let template = if formula.is_none() && ralph_core::observe::prompt_text::is_template(&text) {
         "\nwarning: PROMPT.md is still the template; a real run refuses it (--force runs it)"
     } else {
         ""
@@ -633,10 +633,10 @@ pub(crate) fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
     let text = match task {
         // The loop's own task (a queue run's item, /ralph-loop TASK).
         Some(task) => task,
-        None => ralph_core::observe::prompt::read_prompt(&paths.resolve(&config.prompt_file))?,
+        None => ralph_core::observe::prompt_text::read_prompt(&paths.resolve(&config.prompt_file))?,
     };
-    let guardrails = ralph_core::observe::prompt::read_guardrails(&paths.guardrails_file())?;
-    Ok(ralph_core::observe::prompt::iteration_text(
+    let guardrails = ralph_core::observe::prompt_text::read_guardrails(&paths.guardrails_file())?;
+    Ok(ralph_core::observe::prompt_text::iteration_text(
         &config.completion_signal,
         iteration,
         max,

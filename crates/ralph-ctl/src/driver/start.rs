@@ -7,7 +7,7 @@ use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{LoopState, RunMode};
 use ralph_core::observe::hook_input;
 use ralph_core::observe::progress;
-use ralph_core::observe::prompt;
+use ralph_core::observe::prompt_text;
 use ralph_core::observe::registration;
 use ralph_core::observe::verify;
 use ralph_core::paths::ProjectPaths;
@@ -61,16 +61,16 @@ pub(crate) fn start_loop(
     let (config, pin) = pinned_config(paths)?;
     // Fail now, not at the first stop, when the prompt cannot be used.
     let prompt_path = paths.resolve(&config.prompt_file);
-    let prompt_text = prompt::read_prompt(&prompt_path)?;
-    if prompt::is_template(&prompt_text) && !allow_template {
+    let prompt_text = prompt_text::read_prompt(&prompt_path)?;
+    if prompt_text::is_template(&prompt_text) && !allow_template {
         return Err(CtlError::Refused(format!(
             "{} is still the template (it says \"{}\"): write the task into it, saying what done means, then start again; \
              or start with --force to run it as it is",
             prompt_path.display(),
-            prompt::TEMPLATE_PLACEHOLDER
+            prompt_text::TEMPLATE_PLACEHOLDER
         )));
     }
-    prompt::read_guardrails(&paths.guardrails_file())?;
+    prompt_text::read_guardrails(&paths.guardrails_file())?;
     let max = match max_iterations {
         Some(n) if (1..=MAX_ITERATIONS_LIMIT).contains(&n) => n,
         Some(n) => {
@@ -104,7 +104,7 @@ pub(crate) fn refuse_if_in_the_way(
 ) -> Result<(), CtlError> {
     let store = StateStore::new(paths);
     if let Ok(Some(current)) = store.read() {
-        if let Some(refusal) = crate::driver::liveness::still_carried(&current) {
+        if let Some(refusal) = crate::driver::carriers::still_carried(&current) {
             return Err(CtlError::Refused(refusal));
         }
     }
@@ -147,7 +147,7 @@ pub(crate) fn open_loop(
     };
 
     // A loop whose launcher was killed outright is not running any more.
-    if let Some(left) = crate::driver::liveness::reconcile(paths)? {
+    if let Some(left) = crate::driver::carriers::reconcile(paths)? {
         crate::output::say_err!(
             "ralph-ctl: the previous loop (session {}) was left running: {}; recorded as interrupted",
             left.session_id,
@@ -213,7 +213,7 @@ pub(crate) fn open_loop(
         match current {
             Ok(current) => {
                 // Never over a live driver's loop, running or waiting to resume.
-                if let Some(refusal) = current.and_then(crate::driver::liveness::still_carried) {
+                if let Some(refusal) = current.and_then(crate::driver::carriers::still_carried) {
                     return Err(CtlError::Refused(refusal));
                 }
                 if !force {

@@ -11,7 +11,7 @@
 use ralph_core::events::{Draft, Event};
 use ralph_core::judge::config::Config;
 use ralph_core::judge::state::{FormulaRun, LoopState, Status};
-use ralph_core::observe::prompt;
+use ralph_core::observe::prompt_text;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::transaction::{self, Found, Whose};
 use ralph_core::units::Usd;
@@ -112,8 +112,8 @@ pub(crate) fn step_text(
     max_iterations: u32,
     notice: Option<&str>,
 ) -> Result<String, CtlError> {
-    let guardrails = prompt::read_guardrails(&paths.guardrails_file())?;
-    Ok(prompt::iteration_text(
+    let guardrails = prompt_text::read_guardrails(&paths.guardrails_file())?;
+    Ok(prompt_text::iteration_text(
         &config.completion_signal,
         iteration,
         max_iterations,

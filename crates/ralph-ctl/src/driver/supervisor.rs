@@ -20,8 +20,8 @@ use ralph_core::transaction::{self, Found, Whose};
 use ralph_core::units::Usd;
 
 use super::client::{ClientExit, Supervision};
+use super::os_signals::{Signal, SignalSource};
 use super::result::ClientResult;
-use super::signals::{Signal, SignalSource};
 use super::transcripts::{self, now_secs};
 use crate::error::CtlError;
 
@@ -332,7 +332,7 @@ fn resumable(
         }
     }
     if !automatic {
-        if let Some(refusal) = super::liveness::still_carried(state) {
+        if let Some(refusal) = super::carriers::still_carried(state) {
             return Err(CtlError::Refused(refusal));
         }
     }

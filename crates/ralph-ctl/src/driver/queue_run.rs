@@ -1,7 +1,7 @@
 //! `ralph-ctl run --queue SOURCE [--workers N]`: drains a backlog. The run
 //! is a loop of its own (the project's state) whose record holds every
 //! item's; each worker (a thread; several `run --queue` processes on one
-//! project join one run) claims the next free item (`persist::claims`, with
+//! project join one run) claims the next free item (`persist::item_claims`, with
 //! a time to live renewed while it works), works it as a loop of its own
 //! (fresh context, in the item's worktree, its state under
 //! `runtime/queue/<item>/`, driven by the same driver and engine as any
@@ -22,10 +22,10 @@ use ralph_core::exit_codes;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{ItemState, LoopState, QueueRun, RunMode, Status};
-use ralph_core::observe::prompt;
-use ralph_core::observe::queue::{Item, Source};
+use ralph_core::observe::backlog::{Item, Source};
+use ralph_core::observe::prompt_text;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::persist::claims::{ClaimStore, ItemStatus};
+use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::persist::store::StateStore;
 use ralph_core::pin::Pinned;
 use ralph_core::time::Timestamp;
@@ -35,10 +35,10 @@ use ralph_core::units::Usd;
 use super::command::ClientProgram;
 use super::launch::{self, ItemDrive, ItemWork};
 use super::merge::{self, Landed, Landing};
+use super::os_signals::{SignalSource, Signals};
 use super::prepare::{self, Prepared, QueueOptions, Ready, RunOptions};
-use super::signals::{SignalSource, Signals};
 use super::worktree::{self, WorktreePlan};
-use super::{config_hold, finish, liveness, sandbox, say, start};
+use super::{carriers, config_hold, finish, sandbox, say, start};
 use crate::cli::MergeMode;
 use crate::error::{CmdResult, CtlError};
 
@@ -176,10 +176,12 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
 /// an error when it cannot be read.
 fn shared_task(paths: &ProjectPaths, config: &Config) -> Result<Option<String>, CtlError> {
     let path = paths.resolve(&config.prompt_file);
-    match prompt::read_prompt(&path) {
-        Ok(text) if prompt::is_template(&text) => Ok(None),
+    match prompt_text::read_prompt(&path) {
+        Ok(text) if prompt_text::is_template(&text) => Ok(None),
         Ok(text) => Ok(Some(text)),
-        Err(prompt::PromptError::Missing { .. } | prompt::PromptError::Empty { .. }) => Ok(None),
+        Err(prompt_text::PromptError::Missing { .. } | prompt_text::PromptError::Empty { .. }) => {
+            Ok(None)
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -208,7 +210,7 @@ fn enter(
     run_mode: RunMode,
 ) -> Result<String, CtlError> {
     // A run whose processes are all gone is recorded as interrupted first.
-    if let Some(left) = liveness::reconcile(paths)? {
+    if let Some(left) = carriers::reconcile(paths)? {
         say(&format!(
             "the previous loop (session {}) was left running; recorded as interrupted",
             left.session_id
@@ -220,11 +222,11 @@ fn enter(
                 .queue
                 .as_ref()
                 .is_some_and(|q| q.source == options.source);
-            if same && state.status == Status::Running && liveness::still_carried(&state).is_some()
+            if same && state.status == Status::Running && carriers::still_carried(&state).is_some()
             {
                 let run = state.session_id;
                 let changed = transaction::change(paths, Whose::Session(&run), |draft| {
-                    draft.apply(Event::Joined(liveness::with_client(None)));
+                    draft.apply(Event::Joined(carriers::with_client(None)));
                     Ok::<_, CtlError>(())
                 })?;
                 super::told(changed);
@@ -262,7 +264,7 @@ fn enter(
                 // Carried by this process from its first write, so that
                 // another `run --queue` joins it rather than start its own;
                 // a process that joins is recorded in the run's queue.
-                state.carriers = Some(liveness::with_client(None));
+                state.carriers = Some(carriers::with_client(None));
             },
         );
         match started {
@@ -391,7 +393,7 @@ impl Shared<'_> {
     /// be read again for items added meanwhile ([`SOURCE_LOOK`]), reading
     /// only the claims meanwhile (a `cmd:` source is not run twice a
     /// second). A signal that comes meanwhile is given back.
-    fn wait_for_claims(&self, signals: &mut Signals) -> Option<super::signals::Signal> {
+    fn wait_for_claims(&self, signals: &mut Signals) -> Option<super::os_signals::Signal> {
         let started = Instant::now();
         let held = |now: Timestamp| -> Vec<String> {
             self.claims
@@ -442,7 +444,7 @@ impl Shared<'_> {
             .read()
             .ok()
             .flatten()
-            .is_some_and(|prev| liveness::still_carried(&prev).is_some());
+            .is_some_and(|prev| carriers::still_carried(&prev).is_some());
         if still_running {
             let _ = self.claims.release(&item.id, name, Timestamp::now());
             thread::sleep(IDLE_LOOK);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::observe::queue::Item;
+use crate::observe::backlog::Item;
 use crate::paths::ProjectPaths;
 use crate::persist::{atomic, lock};
 use crate::time::Timestamp;

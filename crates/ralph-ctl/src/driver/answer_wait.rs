@@ -7,8 +7,8 @@ use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use ralph_core::transaction::Found;
 
+use super::os_signals::{SignalSource, Signals};
 use super::say;
-use super::signals::{SignalSource, Signals};
 use crate::error::CtlError;
 
 /// The note waiting for the next iteration of `session`'s loop (the
@@ -43,7 +43,7 @@ pub(crate) enum AnswerWait {
     /// The person answered: the loop runs again.
     Answered,
     /// A signal came first: the loop is left waiting.
-    Signal(super::signals::Signal),
+    Signal(super::os_signals::Signal),
     /// Out of time (the loop left waiting), or the loop ended, was
     /// replaced or reset meanwhile: as found.
     Over(Found),

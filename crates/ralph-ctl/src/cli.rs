@@ -48,9 +48,6 @@ pub fn exit_codes_help() -> String {
     text
 }
 
-/// The most workers one `run --queue` process runs (`--workers`).
-pub const MAX_WORKERS: u32 = 16;
-
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -316,26 +313,6 @@ pub enum Command {
         after_help = "Example:\n  ralph-ctl init --yes\n  ralph-ctl init --verify \"cargo test\" --formula feature"
     )]
     Init(crate::commands::init::InitArgs),
-}
-
-/// `--max-cost-usd`: a dollar amount ralph accepts as a budget (the
-/// config's own rule for `maxCostUsd`).
-pub(crate) fn parse_dollars(text: &str) -> Result<f64, String> {
-    text.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|d| ralph_core::judge::config::validate_cost(*d).is_some())
-        .ok_or_else(ralph_core::judge::config::cost_accepts)
-}
-
-/// How a queue run lands a finished item (`run --queue --merge`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum MergeMode {
-    /// Rebased onto the base, verified, the base fast-forwarded.
-    #[default]
-    Rebase,
-    /// Left on its branch.
-    None,
 }
 
 #[cfg(test)]

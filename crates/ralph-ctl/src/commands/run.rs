@@ -6,9 +6,8 @@ use std::ffi::OsString;
 
 use ralph_core::paths::ProjectPaths;
 
-use crate::cli::{parse_dollars, MergeMode, MAX_WORKERS};
 use crate::driver;
-use crate::driver::prepare::{QueueOptions, RunOptions};
+use crate::driver::prepare::{MergeMode, QueueOptions, RunOptions, MAX_WORKERS};
 use crate::error::CmdResult;
 
 /// The arguments of `ralph-ctl run` (its help is the `Run` command's).
@@ -161,6 +160,16 @@ impl RunArgs {
             client_args: self.client_args,
         }
     }
+}
+
+/// `--max-cost-usd`: a dollar amount ralph accepts as a budget (the
+/// config's own rule for `maxCostUsd`).
+fn parse_dollars(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|d| ralph_core::judge::config::validate_cost(*d).is_some())
+        .ok_or_else(ralph_core::judge::config::cost_accepts)
 }
 
 /// Runs `ralph-ctl run`: the overrides set as their variables, the task

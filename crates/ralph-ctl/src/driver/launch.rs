@@ -24,16 +24,14 @@ use super::answer_wait::{self, AnswerWait};
 use super::client::{self, Output, RunningClient, Supervision};
 use super::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
 use super::os_signals::{SignalSource, Signals};
-use super::prepare::{self, Inputs, Prepared, Ready, RunOptions};
+use super::prepare::{
+    self, iteration_budget, Inputs, Prepared, Ready, RunOptions, PROMPT_FILE_NAME,
+};
 use super::result;
 use super::{carriers, finish, fresh, sandbox, say, steps, supervisor, worktree};
 use crate::error::CmdResult;
 use crate::error::CtlError;
 use crate::formula;
-
-/// The file holding the first prompt when it is pointed at rather than passed
-/// (interactive mode on Windows), relative to the runtime folder.
-pub(crate) const PROMPT_FILE_NAME: &str = "ralph-first-prompt.md";
 
 /// A client that fails within this long of its start, with no answer,
 /// failed at starting: the launcher looks for a first run not done.
@@ -958,29 +956,4 @@ fn loop_done(paths: &ProjectPaths, session: &str) -> Box<dyn FnMut() -> bool> {
             Err(_) => false,
         }
     })
-}
-
-/// `--max-budget-usd` for one run: what the loop's budget leaves, bounded
-/// by the fresh iteration's own budget.
-pub(crate) fn iteration_budget(left: Option<f64>, per_iteration: Option<Usd>) -> Option<f64> {
-    let per_iteration = per_iteration.map(Usd::dollars);
-    match (left, per_iteration) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_run_may_spend_the_least_of_what_the_loop_and_the_iteration_allow() {
-        let usd = Usd::from_dollars;
-        assert_eq!(iteration_budget(None, None), None);
-        assert_eq!(iteration_budget(Some(2.0), None), Some(2.0));
-        assert_eq!(iteration_budget(None, Some(usd(0.5))), Some(0.5));
-        assert_eq!(iteration_budget(Some(2.0), Some(usd(0.5))), Some(0.5));
-        assert_eq!(iteration_budget(Some(0.25), Some(usd(0.5))), Some(0.25));
-    }
 }

@@ -19,7 +19,6 @@ use ralph_core::units::Usd;
 
 use super::client::{self};
 use super::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
-use super::launch::{iteration_budget, PROMPT_FILE_NAME};
 use super::os_signals::Signals;
 use super::{carriers, sandbox, say, start, steps, supervisor, worktree};
 use crate::error::CmdResult;
@@ -66,6 +65,33 @@ pub(crate) struct RunOptions {
     pub(crate) client_args: Vec<OsString>,
 }
 
+/// The file holding the first prompt when it is pointed at rather than passed
+/// (interactive mode on Windows), relative to the runtime folder.
+pub(crate) const PROMPT_FILE_NAME: &str = "ralph-first-prompt.md";
+
+/// `--max-budget-usd` for one run: what the loop's budget leaves, bounded
+/// by the fresh iteration's own budget.
+pub(crate) fn iteration_budget(left: Option<f64>, per_iteration: Option<Usd>) -> Option<f64> {
+    let per_iteration = per_iteration.map(Usd::dollars);
+    match (left, per_iteration) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The most workers one `run --queue` process runs (`--workers`).
+pub(crate) const MAX_WORKERS: u32 = 16;
+
+/// How a queue run lands a finished item (`run --queue --merge`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum MergeMode {
+    /// Rebased onto the base, verified, the base fast-forwarded.
+    #[default]
+    Rebase,
+    /// Left on its branch.
+    None,
+}
+
 /// `--queue`, `--workers`, `--merge`: how `queue::run` drains a backlog.
 #[derive(Clone, Debug)]
 pub(crate) struct QueueOptions {
@@ -74,7 +100,7 @@ pub(crate) struct QueueOptions {
     /// Workers in this process.
     pub(crate) workers: u32,
     /// How a finished item lands.
-    pub(crate) merge: crate::cli::MergeMode,
+    pub(crate) merge: MergeMode,
 }
 
 /// `run --resume` goes on the way the loop ran, where its command line
@@ -93,11 +119,11 @@ pub(crate) fn as_it_ran(paths: &ProjectPaths, options: &mut RunOptions) {
     let mut taken = Vec::new();
     if let (Some(queue), None) = (&state.queue, &options.queue) {
         let merge = match queue.merge.as_str() {
-            "none" => crate::cli::MergeMode::None,
-            _ => crate::cli::MergeMode::Rebase,
+            "none" => MergeMode::None,
+            _ => MergeMode::Rebase,
         };
         // Within what --workers takes, whatever the record says.
-        let workers = mode.workers.unwrap_or(1).clamp(1, crate::cli::MAX_WORKERS);
+        let workers = mode.workers.unwrap_or(1).clamp(1, MAX_WORKERS);
         taken.push(format!(
             "as the queue run it was (--queue {} --workers {workers} --merge {})",
             crate::driver::command::sh_quoted(&queue.source),
@@ -649,6 +675,17 @@ pub(crate) fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_may_spend_the_least_of_what_the_loop_and_the_iteration_allow() {
+        let usd = Usd::from_dollars;
+        assert_eq!(iteration_budget(None, None), None);
+        assert_eq!(iteration_budget(Some(2.0), None), Some(2.0));
+        assert_eq!(iteration_budget(None, Some(usd(0.5))), Some(0.5));
+        assert_eq!(iteration_budget(Some(2.0), Some(usd(0.5))), Some(0.5));
+        assert_eq!(iteration_budget(Some(0.25), Some(usd(0.5))), Some(0.25));
+    }
+
     use ralph_core::events::Event;
     use ralph_core::judge::state::{LoopState, QueueRun};
 
@@ -725,8 +762,8 @@ mod tests {
         as_it_ran(&paths, &mut options);
         let queue = options.queue.expect("a queue run");
         assert_eq!(queue.source, "plan:PLAN.md");
-        assert_eq!(queue.merge, crate::cli::MergeMode::None);
-        assert_eq!(queue.workers, crate::cli::MAX_WORKERS);
+        assert_eq!(queue.merge, MergeMode::None);
+        assert_eq!(queue.workers, MAX_WORKERS);
         // A queue run's items are headless by themselves: no flag is added.
         assert!(!options.headless);
     }

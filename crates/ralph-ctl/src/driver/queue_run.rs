@@ -36,10 +36,9 @@ use super::command::ClientProgram;
 use super::launch::{self, ItemDrive, ItemWork};
 use super::merge::{self, Landed, Landing};
 use super::os_signals::{SignalSource, Signals};
-use super::prepare::{self, Prepared, QueueOptions, Ready, RunOptions};
+use super::prepare::{self, MergeMode, Prepared, QueueOptions, Ready, RunOptions};
 use super::worktree::{self, WorktreePlan};
 use super::{carriers, config_hold, finish, sandbox, say, start};
-use crate::cli::MergeMode;
 use crate::error::{CmdResult, CtlError};
 
 /// What every item's loop runs with, settled once for the run.

@@ -1,0 +1,335 @@
+//! Reading a loop's config: the per-user defaults, the project's file and
+//! the environment, in that order, each key checked against what it
+//! accepts ([`Config::load`] and the layers it reads).
+
+use super::*;
+
+impl Config {
+    /// Loads the configuration of the project at `paths`: defaults, then the
+    /// config file if present, then the environment.
+    pub fn load(paths: &ProjectPaths, env: &dyn EnvSource) -> Result<Config, ConfigError> {
+        Config::from_layers(paths, env, &FileLayers::read(paths, env)?)
+    }
+
+    /// The configuration made of `layers` (the files' texts as read, or as
+    /// pinned when the loop started): defaults, then the per-user file, then
+    /// the project's, then the environment, which is the person's and always
+    /// applies.
+    pub fn from_layers(
+        paths: &ProjectPaths,
+        env: &dyn EnvSource,
+        layers: &FileLayers,
+    ) -> Result<Config, ConfigError> {
+        let mut config = Config::default();
+        if let Some(text) = &layers.user {
+            let path = env
+                .user_config_dir()
+                .unwrap_or_else(|| PathBuf::from("~/.config"))
+                .join(USER_CONFIG_FILE);
+            config.apply_text(&path, text, Scope::User)?;
+        }
+        if let Some(text) = &layers.project {
+            config.apply_text(&paths.config_file(), text, Scope::Project)?;
+        }
+        config.apply_env(env)?;
+        Ok(config)
+    }
+
+    fn apply_text(&mut self, path: &Path, text: &str, scope: Scope) -> Result<(), ConfigError> {
+        let malformed = |e: serde_json::Error| ConfigError::Malformed {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        };
+        let bad = |key: &'static str, value: String, accepts: String| ConfigError::BadKey {
+            path: path.to_path_buf(),
+            key,
+            value,
+            accepts,
+        };
+        let mut object: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).map_err(malformed)?;
+        for setting in number_settings() {
+            if let Some(raw) = object.remove(setting.key) {
+                let value = raw
+                    .as_i64()
+                    .and_then(|n| validate_range(n, setting.min, setting.max))
+                    .ok_or_else(|| {
+                        bad(
+                            setting.key,
+                            raw.to_string(),
+                            accepts_range(setting.min, setting.max),
+                        )
+                    })?;
+                setting.target.apply(self, value);
+            }
+        }
+        if let Some(key) = object.keys().find(|k| {
+            !number_settings().any(|s| s.key == k.as_str()) && !FILE_KEYS.contains(&k.as_str())
+        }) {
+            let known: Vec<&str> = number_settings()
+                .map(|s| s.key)
+                .chain(FILE_KEYS.iter().copied())
+                .collect();
+            return Err(ConfigError::UnknownKey {
+                path: path.to_path_buf(),
+                key: key.clone(),
+                suggestion: did_you_mean(key, &known)
+                    .map(|k| format!(" (did you mean `{k}`?)"))
+                    .unwrap_or_default(),
+            });
+        }
+        // Read again from the text, so serde's errors keep their line and column.
+        let file: ConfigFile = serde_json::from_str(text).map_err(|e| ConfigError::Mistyped {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        self.apply_completion(&file, scope, &bad)?;
+        if let Some(raw) = &file.max_cost_usd {
+            self.supervision.max_cost = Some(
+                raw.as_f64()
+                    .and_then(validate_cost)
+                    .ok_or_else(|| bad("maxCostUsd", raw.to_string(), cost_accepts()))?,
+            );
+        }
+        if let Some(raw) = &file.pause_at_utilization {
+            self.supervision.pause_at_utilization =
+                Some(raw.as_f64().and_then(validate_utilization).ok_or_else(|| {
+                    bad(
+                        "pauseAtUtilization",
+                        raw.to_string(),
+                        UTILIZATION_ACCEPTS.into(),
+                    )
+                })?);
+        }
+        if let Some(raw) = &file.resume_policy {
+            self.supervision.policy = ResumePolicy::parse(raw)
+                .ok_or_else(|| bad("resumePolicy", format!("{raw:?}"), POLICIES.into()))?;
+        }
+        if let Some(raw) = &file.sandbox {
+            self.sandbox = SandboxSetting::parse(raw)
+                .ok_or_else(|| bad("sandbox", format!("{raw:?}"), SANDBOX_SETTINGS.into()))?;
+        }
+        if let Some(raw) = &file.context_mode {
+            self.context_mode = ContextMode::parse(raw)
+                .ok_or_else(|| bad("contextMode", format!("{raw:?}"), CONTEXT_MODES.into()))?;
+        }
+        if let Some(raw) = &file.iteration_budget_usd {
+            self.iteration_budget = Some(
+                raw.as_f64()
+                    .and_then(validate_cost)
+                    .ok_or_else(|| bad("iterationBudgetUsd", raw.to_string(), cost_accepts()))?,
+            );
+        }
+        if let Some(command) = &file.notify {
+            self.notify = Some(command.clone()).filter(|c| !c.trim().is_empty());
+        }
+        if let Some(raw) = file.prompt_file {
+            if raw.trim().is_empty() {
+                return Err(bad(
+                    "promptFile",
+                    format!("{raw:?}"),
+                    "a non-empty path".into(),
+                ));
+            }
+            self.prompt_file = PathBuf::from(raw);
+        }
+        Ok(())
+    }
+
+    /// The completion settings of a config file: the signal, the mode, plan
+    /// files, verify commands (a project's only), confidence weights,
+    /// `allowFewerTests` and `protectedPaths`.
+    fn apply_completion(
+        &mut self,
+        file: &ConfigFile,
+        scope: Scope,
+        bad: &dyn Fn(&'static str, String, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        if let Some(raw) = &file.completion_signal {
+            self.completion_signal = validate_signal(raw)
+                .ok_or_else(|| bad("completionSignal", format!("{raw:?}"), signal_accepts()))?;
+        }
+        if let Some(raw) = &file.completion_mode {
+            self.completion.mode = CompletionMode::parse(raw)
+                .ok_or_else(|| bad("completionMode", format!("{raw:?}"), MODES.into()))?;
+        }
+        if let Some(files) = &file.plan_files {
+            if files.iter().any(|f| f.trim().is_empty()) {
+                return Err(bad(
+                    "planFiles",
+                    format!("{files:?}"),
+                    "a list of non-empty paths".into(),
+                ));
+            }
+            self.completion.plan_files = files.clone();
+        }
+        if let (Some(_), Scope::User) = (&file.verify, scope) {
+            return Err(bad(
+                "verify",
+                "in the per-user defaults".into(),
+                "verification commands only in a project's .claude/ralph/config.json, so no command runs in a project that did not ask for it".into(),
+            ));
+        }
+        if let Some(commands) = &file.verify {
+            for c in commands {
+                if c.name.trim().is_empty() || c.command.trim().is_empty() {
+                    return Err(bad(
+                        "verify",
+                        format!("{c:?}"),
+                        "entries with a non-empty name and command".into(),
+                    ));
+                }
+                if !(1..=VERIFY_TIMEOUT_LIMIT).contains(&c.timeout_seconds) {
+                    return Err(bad(
+                        "verify",
+                        format!("timeoutSeconds {} of {:?}", c.timeout_seconds, c.name),
+                        accepts_range(1, VERIFY_TIMEOUT_LIMIT),
+                    ));
+                }
+            }
+            self.completion.verify = commands.clone();
+        }
+        if let Some(weights) = &file.confidence {
+            if weights.threshold == 0 {
+                return Err(bad(
+                    "confidence.threshold",
+                    "0".into(),
+                    "a whole number above 0".into(),
+                ));
+            }
+            self.completion.weights = weights.clone();
+        }
+        if let Some(allow) = file.allow_fewer_tests {
+            self.completion.allow_fewer_tests = allow;
+        }
+        if let Some(globs) = &file.protected_paths {
+            if let Some(bad_glob) = globs.iter().find(|g| !valid_protected(g)) {
+                return Err(bad(
+                    "protectedPaths",
+                    format!("{bad_glob:?}"),
+                    PROTECTED_ACCEPTS.into(),
+                ));
+            }
+            self.completion.protected_paths = globs.iter().map(|g| g.trim().to_string()).collect();
+        }
+        Ok(())
+    }
+
+    fn apply_env(&mut self, env: &dyn EnvSource) -> Result<(), ConfigError> {
+        // An empty variable counts as unset: `VAR= cmd` is how shells unset for one command.
+        let read = |name: &'static str,
+                    accepts: &dyn Fn() -> String|
+         -> Result<Option<String>, ConfigError> {
+            match env.get(name) {
+                None => Ok(None),
+                Some(Ok(v)) if v.is_empty() => Ok(None),
+                Some(Ok(v)) => Ok(Some(v)),
+                Some(Err(lossy)) => Err(ConfigError::BadEnv {
+                    name,
+                    value: lossy,
+                    accepts: format!("{} (valid UTF-8)", accepts()),
+                }),
+            }
+        };
+        for setting in number_settings() {
+            let accepts = || accepts_range(setting.min, setting.max);
+            if let Some(v) = read(setting.env, &accepts)? {
+                let value = v
+                    .trim()
+                    .parse::<i64>()
+                    .ok()
+                    .and_then(|n| validate_range(n, setting.min, setting.max))
+                    .ok_or(ConfigError::BadEnv {
+                        name: setting.env,
+                        value: v,
+                        accepts: accepts(),
+                    })?;
+                setting.target.apply(self, value);
+            }
+        }
+        if let Some(v) = read(env::COMPLETION_SIGNAL, &signal_accepts)? {
+            self.completion_signal = validate_signal(&v).ok_or(ConfigError::BadEnv {
+                name: env::COMPLETION_SIGNAL,
+                value: v,
+                accepts: signal_accepts(),
+            })?;
+        }
+        if let Some(v) = read(env::COMPLETION_MODE, &|| MODES.to_string())? {
+            self.completion.mode = CompletionMode::parse(&v).ok_or(ConfigError::BadEnv {
+                name: env::COMPLETION_MODE,
+                value: v,
+                accepts: MODES.into(),
+            })?;
+        }
+        if let Some(v) = read(env::MAX_COST_USD, &cost_accepts)? {
+            self.supervision.max_cost =
+                Some(v.trim().parse::<f64>().ok().and_then(validate_cost).ok_or(
+                    ConfigError::BadEnv {
+                        name: env::MAX_COST_USD,
+                        value: v,
+                        accepts: cost_accepts(),
+                    },
+                )?);
+        }
+        if let Some(v) = read(env::PAUSE_AT_UTILIZATION, &|| {
+            UTILIZATION_ACCEPTS.to_string()
+        })? {
+            self.supervision.pause_at_utilization = Some(
+                v.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .and_then(validate_utilization)
+                    .ok_or(ConfigError::BadEnv {
+                        name: env::PAUSE_AT_UTILIZATION,
+                        value: v,
+                        accepts: UTILIZATION_ACCEPTS.into(),
+                    })?,
+            );
+        }
+        if let Some(v) = read(env::SANDBOX, &|| SANDBOX_SETTINGS.to_string())? {
+            self.sandbox = SandboxSetting::parse(&v).ok_or(ConfigError::BadEnv {
+                name: env::SANDBOX,
+                value: v,
+                accepts: SANDBOX_SETTINGS.into(),
+            })?;
+        }
+        if let Some(v) = read(env::CONTEXT_MODE, &|| CONTEXT_MODES.to_string())? {
+            self.context_mode = ContextMode::parse(&v).ok_or(ConfigError::BadEnv {
+                name: env::CONTEXT_MODE,
+                value: v,
+                accepts: CONTEXT_MODES.into(),
+            })?;
+        }
+        if let Some(v) = read(env::ITERATION_BUDGET_USD, &cost_accepts)? {
+            self.iteration_budget =
+                Some(v.trim().parse::<f64>().ok().and_then(validate_cost).ok_or(
+                    ConfigError::BadEnv {
+                        name: env::ITERATION_BUDGET_USD,
+                        value: v,
+                        accepts: cost_accepts(),
+                    },
+                )?);
+        }
+        if let Some(v) = read(env::RESUME_POLICY, &|| POLICIES.to_string())? {
+            self.supervision.policy = ResumePolicy::parse(&v).ok_or(ConfigError::BadEnv {
+                name: env::RESUME_POLICY,
+                value: v,
+                accepts: POLICIES.into(),
+            })?;
+        }
+        if let Some(v) = read(env::ALLOW_FEWER_TESTS, &|| BOOLEANS.to_string())? {
+            self.completion.allow_fewer_tests = parse_bool(&v).ok_or(ConfigError::BadEnv {
+                name: env::ALLOW_FEWER_TESTS,
+                value: v,
+                accepts: BOOLEANS.into(),
+            })?;
+        }
+        if let Some(v) = read(env::NOTIFY, &|| "a command".to_string())? {
+            self.notify = Some(v);
+        }
+        if let Some(v) = read(env::PROMPT_FILE, &|| "a path".to_string())? {
+            self.prompt_file = PathBuf::from(v);
+        }
+        Ok(())
+    }
+}

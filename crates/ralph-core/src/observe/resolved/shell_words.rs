@@ -1,0 +1,148 @@
+//! A command line read as the shell reads it, as far as resolving needs:
+//! its simple commands, their words (quotes and escapes taken off), the
+//! variable assignments before a program, and the wrappers (`env`,
+//! `timeout`, `nice`, …) looked through to the program they run.
+
+/// Splits a command line into its simple commands, at `;`, `&&`, `||`,
+/// `|` and newlines outside quotes (as the sandbox's allow rules do).
+pub fn split_command(command: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = command.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => {
+                quote = None;
+                current.push(c);
+            }
+            (Some(_), c) => current.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                current.push(c);
+            }
+            (None, '&' | '|') if chars.peek() == Some(&c) => {
+                chars.next();
+                parts.push(std::mem::take(&mut current));
+            }
+            (None, ';' | '|' | '\n' | '&') => parts.push(std::mem::take(&mut current)),
+            (None, c) => current.push(c),
+        }
+    }
+    parts.push(current);
+    parts
+        .into_iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// The words of a simple command, quotes removed (no expansion;
+/// redirections dropped; a `(` or `{` grouping word skipped).
+pub(super) fn words(simple: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut started = false;
+    let mut quote: Option<char> = None;
+    let mut chars = simple.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => {
+                if let Some(n) = chars.next() {
+                    current.push(n);
+                }
+            }
+            (Some(_), c) => current.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                started = true;
+            }
+            (None, '\\') => {
+                if let Some(n) = chars.next() {
+                    current.push(n);
+                    started = true;
+                }
+            }
+            (None, c) if c.is_whitespace() => {
+                if started || !current.is_empty() {
+                    out.push(std::mem::take(&mut current));
+                    started = false;
+                }
+            }
+            (None, c) => current.push(c),
+        }
+    }
+    if started || !current.is_empty() {
+        out.push(current);
+    }
+    // Redirections (`2>&1`, `> out`, `<in`) name no program.
+    let mut kept = Vec::new();
+    let mut skip_next = false;
+    for w in out {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        let bare = w.trim_start_matches(|c: char| c.is_ascii_digit());
+        if bare.starts_with('>') || bare.starts_with('<') {
+            skip_next = bare.trim_start_matches(['>', '<', '&']).is_empty();
+            continue;
+        }
+        if kept.is_empty() && matches!(w.as_str(), "(" | "{" | "!") {
+            continue;
+        }
+        kept.push(w.trim_start_matches('(').to_string());
+    }
+    kept
+}
+
+/// The leading `NAME=value` words and the rest.
+pub(super) fn leading_assignments(words: &[String]) -> (Vec<(String, String)>, &[String]) {
+    let mut assigned = Vec::new();
+    let mut i = 0;
+    while let Some((name, value)) = words.get(i).and_then(|w| assignment(w)) {
+        assigned.push((name, value));
+        i += 1;
+    }
+    (assigned, &words[i..])
+}
+
+fn assignment(word: &str) -> Option<(String, String)> {
+    let (name, value) = word.split_once('=')?;
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then(|| (name.to_string(), value.to_string()))
+}
+
+/// The command a wrapper (`env`, `exec`, `command`, `time`, `nice`,
+/// `nohup`, `timeout`) runs.
+pub(super) fn look_through(mut words: &[String]) -> Vec<String> {
+    loop {
+        let Some(first) = words.first() else {
+            return Vec::new();
+        };
+        let rest = &words[1..];
+        // Options, and those of them that take a value.
+        let options = |with_value: &[&str]| {
+            let mut n = 0;
+            while let Some(w) = rest.get(n).filter(|w| w.starts_with('-')) {
+                n += 1 + usize::from(with_value.contains(&w.as_str()));
+            }
+            n
+        };
+        let skip = match first.as_str() {
+            "env" => rest
+                .iter()
+                .take_while(|w| w.starts_with('-') || assignment(w).is_some())
+                .count(),
+            "exec" | "command" | "time" | "nohup" => options(&[]),
+            "nice" => options(&["-n"]),
+            // and the duration
+            "timeout" => options(&["-s", "-k", "--signal", "--kill-after"]) + 1,
+            _ => return words.to_vec(),
+        };
+        words = &rest[skip.min(rest.len())..];
+    }
+}

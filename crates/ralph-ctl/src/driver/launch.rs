@@ -112,11 +112,15 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         paths,
         client,
         config,
-        formula,
-        worktrees,
         // Each fresh iteration is a `claude -p` of its own.
-        headless: options.headless || fresh,
-        fresh,
+        mode: Mode::of(
+            options.headless,
+            fresh.then_some(Fresh {
+                worktrees,
+                formula,
+                item: None,
+            }),
+        ),
         json: options.json,
         // A new session per fresh iteration: each process reports its own cost.
         session_cost: version.is_some_and(|v| v.reports_session_cost()) && !fresh,
@@ -131,7 +135,6 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         wait_for_answer: options.wait_for_answer,
         usage_windows: Default::default(),
         answer_note,
-        item: None,
     }
     .drive()
     .0
@@ -144,10 +147,8 @@ struct Driver<'a> {
     client: ClientProgram,
     /// The config the iterations run by: the loop's pin, re-read at each.
     config: Config,
-    formula: Option<formula::Formula>,
-    worktrees: Option<worktree::WorktreePlan>,
-    headless: bool,
-    fresh: bool,
+    /// How its iterations run.
+    mode: Mode,
     json: bool,
     /// The client reports its session's cost, not the run's.
     session_cost: bool,
@@ -162,8 +163,6 @@ struct Driver<'a> {
     resumed: bool,
     /// The text of the next fresh iteration, as the engine rendered it.
     next_text: Option<String>,
-    /// Set when the loop works one item of a queue run.
-    item: Option<ItemWork>,
     /// How long to wait for the person's answer to the agent's question
     /// (`--wait-for-answer SECONDS`); `None`: until a signal.
     wait_for_answer: Option<u64>,
@@ -173,6 +172,76 @@ struct Driver<'a> {
     /// The usage windows the last fresh client run reported, for its
     /// judgement.
     usage_windows: std::collections::BTreeMap<String, ralph_core::judge::state::WindowUse>,
+}
+
+/// How a loop's iterations run: the choice every step of the driver
+/// branches on.
+enum Mode {
+    /// One client session in its terminal UI, whose every stop the hook
+    /// judges.
+    Interactive,
+    /// One `claude -p` session, whose every stop the hook judges.
+    Headless,
+    /// One `claude -p` process per iteration, each judged by the driver
+    /// (`--fresh`, a formula, a queue item).
+    Fresh(Fresh),
+}
+
+/// What a fresh loop runs with besides its processes.
+struct Fresh {
+    /// Where each iteration's worktree comes from (`--worktree`, a queue
+    /// item's).
+    worktrees: Option<worktree::WorktreePlan>,
+    /// The formula whose steps the iterations work through.
+    formula: Option<formula::Formula>,
+    /// The queue item the loop works (all its iterations in the item's
+    /// worktree).
+    item: Option<ItemWork>,
+}
+
+impl Mode {
+    /// The mode a run's options and inputs ask for.
+    fn of(headless: bool, fresh: Option<Fresh>) -> Mode {
+        match (fresh, headless) {
+            (Some(fresh), _) => Mode::Fresh(fresh),
+            (None, true) => Mode::Headless,
+            (None, false) => Mode::Interactive,
+        }
+    }
+
+    /// The client runs as `claude -p`, with no terminal UI.
+    fn headless(&self) -> bool {
+        !matches!(self, Mode::Interactive)
+    }
+
+    /// Each iteration is a process of its own, judged by the driver.
+    fn fresh(&self) -> bool {
+        matches!(self, Mode::Fresh(_))
+    }
+
+    /// A fresh loop's worktrees' plan.
+    fn worktrees(&self) -> Option<&worktree::WorktreePlan> {
+        match self {
+            Mode::Fresh(fresh) => fresh.worktrees.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// A fresh loop's formula.
+    fn formula(&self) -> Option<&formula::Formula> {
+        match self {
+            Mode::Fresh(fresh) => fresh.formula.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The queue item a fresh loop works.
+    fn item(&self) -> Option<&ItemWork> {
+        match self {
+            Mode::Fresh(fresh) => fresh.item.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// What changes in a loop that works one backlog item (`run --queue`).
@@ -222,10 +291,11 @@ pub(crate) fn drive_item(drive: ItemDrive<'_>, signals: Signals) -> (CmdResult, 
         paths: drive.paths,
         client: drive.client,
         config: drive.config,
-        formula: None,
-        worktrees: Some(drive.worktrees),
-        headless: true,
-        fresh: true,
+        mode: Mode::Fresh(Fresh {
+            worktrees: Some(drive.worktrees),
+            formula: None,
+            item: Some(drive.item),
+        }),
         json: drive.json,
         session_cost: false,
         client_args: drive.client_args,
@@ -239,7 +309,6 @@ pub(crate) fn drive_item(drive: ItemDrive<'_>, signals: Signals) -> (CmdResult, 
         wait_for_answer: None,
         usage_windows: Default::default(),
         answer_note: None,
-        item: Some(drive.item),
     };
     driver.drive()
 }
@@ -300,11 +369,11 @@ impl Driver<'_> {
         let spent = state.as_ref().map(|s| s.cost_usd).unwrap_or_default();
         let last_stop_before = state.and_then(|s| s.last_run_at);
         // The iteration's own worktree, when it has one.
-        let (current, new_baseline) = match self.worktrees.as_ref().filter(|_| self.fresh) {
+        let (current, new_baseline) = match self.mode.worktrees() {
             Some(plan) => match worktree::enter_worktree(
                 paths,
                 plan,
-                self.item.as_ref().map(|i| i.worktree_name.as_str()),
+                self.mode.item().map(|i| i.worktree_name.as_str()),
             ) {
                 Ok((worktree, baseline)) => (Some(worktree), baseline),
                 Err(e) => {
@@ -327,7 +396,7 @@ impl Driver<'_> {
             Err((cause, code)) => return self.end(&cause, code),
         };
         let (supervision, result) = run;
-        if self.fresh {
+        if self.mode.fresh() {
             if let Some(next) = self.conclude(
                 &supervision,
                 result.as_ref(),
@@ -347,7 +416,8 @@ impl Driver<'_> {
         }
         self.name_a_first_run_not_done(&supervision, result.as_ref(), iteration_started);
         // A fresh iteration's cost was added when it was concluded.
-        let charged = self.fresh && result.as_ref().is_some_and(|r| turn_ended(&supervision, r));
+        let charged =
+            self.mode.fresh() && result.as_ref().is_some_and(|r| turn_ended(&supervision, r));
         let ending = supervisor::record_client_end(
             paths,
             &self.config,
@@ -355,17 +425,17 @@ impl Driver<'_> {
             &supervisor::RunEnd {
                 supervision: &supervision,
                 result: result.as_ref().filter(|_| !charged),
-                headless: self.headless,
+                headless: self.mode.headless(),
                 session_cost: self.session_cost,
                 last_stop_before,
             },
         )?;
         let waiting = matches!(&ending, Found::Loop(state) if state.status == Status::Waiting || state.answered());
-        if waiting && self.headless {
+        if waiting && self.mode.headless() {
             return self.await_answer();
         }
         let paused = matches!(&ending, Found::Loop(state) if state.status == Status::Paused);
-        if !(paused && self.headless) {
+        if !(paused && self.mode.headless()) {
             return Ok(Next::Done(finish::finish_code(
                 paths,
                 &ending,
@@ -385,7 +455,7 @@ impl Driver<'_> {
             match pin.config(paths, &ProcessEnv) {
                 Ok(pinned_config) => {
                     self.config = pinned_config;
-                    if let Some(item) = &self.item {
+                    if let Some(item) = self.mode.item() {
                         self.config.supervision.max_cost = item.cost_cap;
                     }
                 }
@@ -394,7 +464,11 @@ impl Driver<'_> {
         }
         if let Some(pinned) = pinned.and_then(|p| p.formula.as_ref()) {
             match formula::from_pin(pinned) {
-                Ok(pinned) => self.formula = Some(pinned),
+                Ok(pinned) => {
+                    if let Mode::Fresh(fresh) = &mut self.mode {
+                        fresh.formula = Some(pinned);
+                    }
+                }
                 Err(e) => say(&format!("warning: {e}")),
             }
         }
@@ -403,7 +477,7 @@ impl Driver<'_> {
             .and_then(|f| formula::changes(paths, f))
             .into_iter()
             .collect();
-        let step = match (&self.formula, state) {
+        let step = match (self.mode.formula(), state) {
             (Some(formula), Some(state)) => Some(steps::current(formula, state).clone()),
             _ => None,
         };
@@ -461,7 +535,11 @@ impl Driver<'_> {
             .map(|max| Usd(max.0.saturating_sub(spent.0)).dollars());
         let work_root = current.map_or(paths.root.as_path(), |w| &w.path);
         // In a worktree, its own copies of ralph's files are walled too.
-        let extra_settings = match (current, &self.worktrees, self.extra_settings.as_deref()) {
+        let extra_settings = match (
+            current,
+            self.mode.worktrees(),
+            self.extra_settings.as_deref(),
+        ) {
             (Some(worktree), Some(plan), Some(settings)) => {
                 Some(sandbox::in_worktree(settings, &plan.root, &worktree.path))
             }
@@ -489,7 +567,7 @@ impl Driver<'_> {
         }
         let command = command::build(&Launch {
             client: &self.client,
-            headless: self.headless,
+            headless: self.mode.headless(),
             session_id: session,
             max_iterations: self.max_iterations,
             prompt,
@@ -500,10 +578,13 @@ impl Driver<'_> {
             resume: self.resumed,
             max_budget_usd: iteration_budget(
                 max_budget_usd,
-                self.fresh.then_some(self.config.iteration_budget).flatten(),
+                self.mode
+                    .fresh()
+                    .then_some(self.config.iteration_budget)
+                    .flatten(),
             ),
             extra_settings: extra_settings.as_deref(),
-            fresh: self.fresh,
+            fresh: self.mode.fresh(),
             json: self.json,
         });
         if let PromptDelivery::File(path) = &command.delivery {
@@ -515,42 +596,46 @@ impl Driver<'_> {
                 return Err((cause, exit_codes::ERROR));
             }
         }
-        let output = if !self.headless {
+        let output = if !self.mode.headless() {
             Output::Terminal
         } else if self.json {
             Output::PassOn
         } else {
             Output::Readable
         };
-        let idle_timeout = self.config.idle_timeout_seconds.filter(|_| self.fresh);
-        let headless = self.headless;
+        let idle_timeout = self
+            .config
+            .idle_timeout_seconds
+            .filter(|_| self.mode.fresh());
+        let headless = self.mode.headless();
         let signals = &mut self.signals;
         // A session's client runs for the whole loop and the hook judges its
         // stops: the usage windows it reports are recorded as they come,
         // for the next stop (a fresh iteration's are judged at its end).
-        let record_windows: Option<client::LineHook> = (self.headless && !self.fresh).then(|| {
-            let paths = paths.clone();
-            let session = session.to_string();
-            Box::new(move |line: &[u8]| {
-                let windows = result::usage_windows(line, ralph_core::time::Timestamp::now());
-                if windows.is_empty() {
-                    return;
-                }
-                let recorded = ralph_core::transaction::change(
-                    &paths,
-                    ralph_core::transaction::Whose::Session(&session),
-                    |draft| {
-                        draft.apply(ralph_core::events::Event::UsageWindowsSeen(windows));
-                        Ok::<_, CtlError>(())
-                    },
-                );
-                if let Err(e) = recorded {
-                    say(&format!(
+        let record_windows: Option<client::LineHook> = (self.mode.headless() && !self.mode.fresh())
+            .then(|| {
+                let paths = paths.clone();
+                let session = session.to_string();
+                Box::new(move |line: &[u8]| {
+                    let windows = result::usage_windows(line, ralph_core::time::Timestamp::now());
+                    if windows.is_empty() {
+                        return;
+                    }
+                    let recorded = ralph_core::transaction::change(
+                        &paths,
+                        ralph_core::transaction::Whose::Session(&session),
+                        |draft| {
+                            draft.apply(ralph_core::events::Event::UsageWindowsSeen(windows));
+                            Ok::<_, CtlError>(())
+                        },
+                    );
+                    if let Err(e) = recorded {
+                        say(&format!(
                         "warning: the usage window the client reported could not be recorded: {e}"
                     ));
-                }
-            }) as client::LineHook
-        });
+                    }
+                }) as client::LineHook
+            });
         let supervision =
             RunningClient::spawn(&command, work_root, output, record_windows).map(|mut running| {
                 // Best effort: a loop without its client recorded is only
@@ -561,7 +646,7 @@ impl Driver<'_> {
                     carriers::with_client(Some(running.pid())),
                     new_baseline,
                 );
-                if self.headless && !self.fresh {
+                if self.mode.headless() && !self.mode.fresh() {
                     // The hook let the session stop (an ending, a question):
                     // the client is ended with what it started.
                     running.end_when_done(loop_done(paths, session));
@@ -601,7 +686,7 @@ impl Driver<'_> {
         match supervision {
             Ok((Ok(supervision), output)) => {
                 // A session's were recorded line by line as they came.
-                if self.fresh {
+                if self.mode.fresh() {
                     self.usage_windows =
                         result::usage_windows(&output, ralph_core::time::Timestamp::now());
                 }
@@ -680,8 +765,8 @@ impl Driver<'_> {
             skip_project_verify: step.is_some_and(|s| !s.verify),
             pinned_changes: iteration.formula_changes.clone(),
             not_plans: self
-                .item
-                .as_ref()
+                .mode
+                .item()
                 .map(|i| i.not_plans.clone())
                 .unwrap_or_default(),
             usage_windows: std::mem::take(&mut self.usage_windows),
@@ -689,7 +774,7 @@ impl Driver<'_> {
         };
         // A formula's step rules, inside the engine's stop.
         let cost = done.and_then(|d| d.total_cost_usd);
-        let (config, formula) = (&self.config, &self.formula);
+        let (config, formula) = (&self.config, self.mode.formula());
         let mut rules = |draft: &mut ralph_core::events::Draft| match formula {
             Some(formula) => steps::settle(paths, config, draft, formula, number, cost),
             None => steps::StepNext::AsJudged,
@@ -719,10 +804,12 @@ impl Driver<'_> {
             ));
         }
         // An item's worktree is the queue worker's to land or keep.
-        if let (Some(plan), Some(worktree), None) = (&self.worktrees, current, &self.item) {
+        if let (Some(plan), Some(worktree), None) =
+            (self.mode.worktrees(), current, self.mode.item())
+        {
             worktree::leave_worktree(paths, plan, worktree, number);
         }
-        if self.item.is_some() && skipped(concluded.state.as_ref(), number) {
+        if self.mode.item().is_some() && skipped(concluded.state.as_ref(), number) {
             let why = "the agent skipped the item (RALPH_OUTCOME skip)";
             say(&format!("iteration {number}: {why}"));
             let changed = ralph_core::transaction::change(
@@ -782,7 +869,7 @@ impl Driver<'_> {
             && iteration_started.elapsed() < FIRST_RUN_WINDOW
         {
             for missing in
-                super::first_run::Setup::probe(&self.paths.root).missing_for(self.headless)
+                super::first_run::Setup::probe(&self.paths.root).missing_for(self.mode.headless())
             {
                 say(&format!(
                     "Claude Code exited at once: {}; {}",
@@ -812,7 +899,7 @@ impl Driver<'_> {
                 // in a new session with the same text: fresh context is the
                 // mode's point, and a client killed early leaves nothing a
                 // --resume takes (2.0.77: "No conversation found").
-                if self.fresh && crashed {
+                if self.mode.fresh() && crashed {
                     if let Some(next) = fresh::hand_over(paths, &session)? {
                         say(&format!(
                             "working on iteration {} of {} again, in a new session",
@@ -853,7 +940,7 @@ impl Driver<'_> {
     /// signal's code): `run --resume` waits again.
     fn await_answer(&mut self) -> Result<Next, CtlError> {
         let paths = self.paths;
-        if self.item.is_some() {
+        if self.mode.item().is_some() {
             // A worker does not hold its item for a person.
             let found = match StateStore::new(paths).read()? {
                 Some(state) => Found::Loop(Box::new(state)),
@@ -867,7 +954,7 @@ impl Driver<'_> {
             AnswerWait::Signal(signal) => return Ok(Next::Done(signal.exit_code())),
             AnswerWait::Over(found) => return Ok(Next::Done(finish::announce(paths, &found))),
         }
-        let fresh = self.fresh;
+        let fresh = self.mode.fresh();
         let mut note = None;
         let mut next_session = None;
         let changed = ralph_core::transaction::change(

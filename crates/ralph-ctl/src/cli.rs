@@ -179,43 +179,7 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  ralph-ctl loop-start Fix the failing tests. --max-iterations 6 --completion-promise DONE"
     )]
-    LoopStart {
-        /// The task (the words are joined; --max-iterations and
-        /// --completion-promise are found among them too, before the task or
-        /// ending the line, as /ralph-loop passes its whole line as one
-        /// argument; a value of several words is quoted).
-        #[arg(value_name = "TASK", num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
-        task: Vec<String>,
-        /// The loop's iteration cap (default: maxIterations of the config, 25).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
-        max_iterations: Option<u32>,
-        /// The loop ends when the agent's final message has TEXT on a line of
-        /// its own (or `<promise>TEXT</promise>`); default: the config's signal.
-        #[arg(long, value_name = "TEXT")]
-        completion_promise: Option<String>,
-        /// The session to bind the loop to (default: CLAUDE_CODE_SESSION_ID).
-        #[arg(long, value_name = "ID")]
-        session: Option<String>,
-        /// Exit 0 even when the loop is not started: the output says why (for
-        /// /ralph-loop, whose client drops the command's text on a failure).
-        #[arg(long)]
-        report: bool,
-        /// Read the task (and its flags) from stdin too (a task from a file
-        /// or a pipe).
-        #[arg(long, conflicts_with_all = ["hook", "started"])]
-        stdin: bool,
-        /// Run as the plugin's UserPromptSubmit hook: for a prompt that is
-        /// /ralph-loop …, start the loop from the line as typed, read from
-        /// the hook's JSON on stdin (never through a shell); when it cannot
-        /// start, answer the client's block decision with the reason. Any
-        /// other prompt is left alone; the exit code is always 0.
-        #[arg(long, conflicts_with_all = ["started", "report"])]
-        hook: bool,
-        /// Say whether the hook started this session's loop, with its task
-        /// (what /ralph-loop expands to).
-        #[arg(long)]
-        started: bool,
-    },
+    LoopStart(crate::commands::plugin::LoopStartArgs),
     /// End the project's running or paused loop now, `cancelled` (what the
     /// plugin's /cancel-ralph runs).
     #[command(after_help = "Example:\n  ralph-ctl cancel")]

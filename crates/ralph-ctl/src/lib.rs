@@ -67,7 +67,7 @@ pub fn run(cli: Cli) -> i32 {
             clap_complete::generate(shell, &mut command, "ralph-ctl", &mut std::io::stdout());
             Ok(ralph_core::exit_codes::OK)
         }
-        Command::LoopStart { hook: true, .. } => {
+        Command::LoopStart(args) if args.hook => {
             return commands::plugin::loop_start_hook_on(
                 std::io::stdin(),
                 std::env::var_os("CLAUDE_PROJECT_DIR").map(std::path::PathBuf::from),
@@ -75,41 +75,12 @@ pub fn run(cli: Cli) -> i32 {
                 &mut std::io::stdout(),
             );
         }
-        Command::LoopStart {
-            session,
-            started: true,
-            ..
-        } => commands::plugin::loop_started(&paths, session, &mut std::io::stdout()),
-        Command::LoopStart {
-            task,
-            max_iterations,
-            completion_promise,
-            session,
-            report,
-            stdin,
-            ..
-        } => commands::plugin::loop_start(
-            &paths,
-            commands::plugin::LoopStart {
-                task: if stdin {
-                    // Bounded: past the task's cap the start is refused anyway.
-                    let mut text = String::new();
-                    let limit = 4 * commands::plugin::MAX_TASK_BYTES as u64;
-                    let _ = std::io::Read::read_to_string(
-                        &mut std::io::Read::take(std::io::stdin(), limit),
-                        &mut text,
-                    );
-                    task.into_iter().chain(std::iter::once(text)).collect()
-                } else {
-                    task
-                },
-                max_iterations,
-                completion_promise,
-                session,
-                report,
-            },
-            &mut std::io::stdout(),
-        ),
+        Command::LoopStart(args) if args.started => {
+            commands::plugin::loop_started(&paths, args.session, &mut std::io::stdout())
+        }
+        Command::LoopStart(args) => {
+            commands::plugin::loop_start(&paths, args.with_stdin_task(), &mut std::io::stdout())
+        }
         Command::Say { text } => commands::say::run(&paths, &text, &mut std::io::stdout()),
         Command::Statusline => {
             commands::statusline::run(&paths, &mut std::io::stdin(), &mut std::io::stdout())

@@ -7,7 +7,7 @@ pub(crate) mod doctor;
 pub(crate) mod history;
 pub mod init;
 pub(crate) mod log;
-pub(crate) mod plugin;
+pub mod plugin;
 pub(crate) mod prompt;
 pub(crate) mod queue;
 pub(crate) mod reload;

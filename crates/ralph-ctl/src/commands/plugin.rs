@@ -22,26 +22,70 @@ pub(crate) const SESSION_ENV: &str = "CLAUDE_CODE_SESSION_ID";
 /// How many blocked stops in a row Claude Code 2.1 allows by default.
 pub(crate) const CLIENT_BLOCK_CAP: u32 = 8;
 
-/// What `/ralph-loop` asked for.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LoopStart {
-    /// The task's words.
+/// What `/ralph-loop` asked for: `ralph-ctl loop-start`'s arguments (its
+/// help is the `LoopStartArgs` command's), also what a line typed in the
+/// client is read as.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LoopStartArgs {
+    /// The task (the words are joined; --max-iterations and
+    /// --completion-promise are found among them too, before the task or
+    /// ending the line, as /ralph-loop passes its whole line as one
+    /// argument; a value of several words is quoted).
+    #[arg(value_name = "TASK", num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
     pub(crate) task: Vec<String>,
-    /// `--max-iterations`.
+    /// The loop's iteration cap (default: maxIterations of the config, 25).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub(crate) max_iterations: Option<u32>,
-    /// `--completion-promise`.
+    /// The loop ends when the agent's final message has TEXT on a line of
+    /// its own (or `<promise>TEXT</promise>`); default: the config's signal.
+    #[arg(long, value_name = "TEXT")]
     pub(crate) completion_promise: Option<String>,
-    /// `--session` (default: `CLAUDE_CODE_SESSION_ID`).
+    /// The session to bind the loop to (default: CLAUDE_CODE_SESSION_ID).
+    #[arg(long, value_name = "ID")]
     pub(crate) session: Option<String>,
-    /// `--report`: exit 0 whatever happened; the output says it.
+    /// Exit 0 even when the loop is not started: the output says why (for
+    /// /ralph-loop, whose client drops the command's text on a failure).
+    #[arg(long)]
     pub(crate) report: bool,
+    /// Read the task (and its flags) from stdin too (a task from a file
+    /// or a pipe).
+    #[arg(long, conflicts_with_all = ["hook", "started"])]
+    pub(crate) stdin: bool,
+    /// Run as the plugin's UserPromptSubmit hook: for a prompt that is
+    /// /ralph-loop …, start the loop from the line as typed, read from
+    /// the hook's JSON on stdin (never through a shell); when it cannot
+    /// start, answer the client's block decision with the reason. Any
+    /// other prompt is left alone; the exit code is always 0.
+    #[arg(long, conflicts_with_all = ["started", "report"])]
+    pub(crate) hook: bool,
+    /// Say whether the hook started this session's loop, with its task
+    /// (what /ralph-loop expands to).
+    #[arg(long)]
+    pub(crate) started: bool,
+}
+
+impl LoopStartArgs {
+    /// With `--stdin`, the task's words and then what stdin holds (bounded:
+    /// past the task's cap the start is refused anyway).
+    pub(crate) fn with_stdin_task(mut self) -> Self {
+        if self.stdin {
+            let mut text = String::new();
+            let limit = 4 * MAX_TASK_BYTES as u64;
+            let _ = std::io::Read::read_to_string(
+                &mut std::io::Read::take(std::io::stdin(), limit),
+                &mut text,
+            );
+            self.task.push(text);
+        }
+        self
+    }
 }
 
 /// `ralph-ctl loop-start`: starts a loop bound to the session, with the
 /// task as its prompt; says what it did (or why not) on `out`.
 pub(crate) fn loop_start(
     paths: &ProjectPaths,
-    request: LoopStart,
+    request: LoopStartArgs,
     out: &mut dyn Write,
 ) -> CmdResult {
     let result = open(paths, &request);
@@ -83,9 +127,9 @@ const LOOP_FLAGS: [&str; 2] = ["--max-iterations", "--completion-promise"];
 ///
 /// A task that is one quoted string loses its quotes. A flag taken without
 /// a value, or with a bad one, is an error.
-pub(crate) fn parse_words(request: &LoopStart) -> Result<LoopStart, CtlError> {
+pub(crate) fn parse_words(request: &LoopStartArgs) -> Result<LoopStartArgs, CtlError> {
     let line = request.task.join(" ");
-    let mut out = LoopStart {
+    let mut out = LoopStartArgs {
         task: Vec::new(),
         ..request.clone()
     };
@@ -229,7 +273,7 @@ fn flag_at(text: &str, trailing: bool) -> Option<Flag<'_>> {
 }
 
 /// Sets what `flag` asks for, its value checked.
-fn apply_flag(out: &mut LoopStart, flag: &str, value: &str) -> Result<(), CtlError> {
+fn apply_flag(out: &mut LoopStartArgs, flag: &str, value: &str) -> Result<(), CtlError> {
     if flag == "--max-iterations" {
         let n = value
             .parse::<u32>()
@@ -250,7 +294,7 @@ fn apply_flag(out: &mut LoopStart, flag: &str, value: &str) -> Result<(), CtlErr
 
 /// Starts the loop `request` asks for: what the line was read as (one line,
 /// for the person) and the whole started message.
-fn open(paths: &ProjectPaths, request: &LoopStart) -> Result<(String, String), CtlError> {
+fn open(paths: &ProjectPaths, request: &LoopStartArgs) -> Result<(String, String), CtlError> {
     let request = &parse_words(request)?;
     let session = session_of(request.session.clone())?;
     let task = request.task.join(" ").trim().to_string();
@@ -463,10 +507,10 @@ pub(crate) fn loop_start_hook(
     if client_session.as_deref() != Some(session.as_str()) {
         return exit_codes::OK;
     }
-    let request = LoopStart {
+    let request = LoopStartArgs {
         task: vec![rest.to_string()],
         session: Some(session),
-        ..LoopStart::default()
+        ..LoopStartArgs::default()
     };
     match open(&ProjectPaths::new(root), &request) {
         // Shown to the person (not the model): what the line was read as.
@@ -637,10 +681,10 @@ pub(crate) const MAX_TASK_BYTES: usize = 256 * 1024;
 mod tests {
     use super::*;
 
-    fn parsed(words: &[&str]) -> LoopStart {
-        parse_words(&LoopStart {
+    fn parsed(words: &[&str]) -> LoopStartArgs {
+        parse_words(&LoopStartArgs {
             task: words.iter().map(|w| w.to_string()).collect(),
-            ..LoopStart::default()
+            ..LoopStartArgs::default()
         })
         .unwrap()
     }
@@ -845,9 +889,9 @@ mod tests {
                 "--completion-promise needs a value",
             ),
         ] {
-            let request = LoopStart {
+            let request = LoopStartArgs {
                 task: vec![bad.to_string()],
-                ..LoopStart::default()
+                ..LoopStartArgs::default()
             };
             let said = parse_words(&request).unwrap_err().to_string();
             assert!(said.contains(says), "{bad:?}: {said}");

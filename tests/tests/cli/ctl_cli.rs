@@ -2357,11 +2357,16 @@ fn a_folder_without_ralph_and_a_config_that_is_not_json_say_what_to_do() {
         config["fix"],
         "fix the JSON at the line and column it names"
     );
-    // A value of the wrong type: serde names no key, so the keys are listed.
+    // A word of the wrong type is named with what its key accepts.
     project.write(".claude/ralph/config.json", "{\"sandbox\": true}");
     let status = project.ctl(&["start"], &[]);
     status.assert_code(1);
-    status.assert_stderr_has(&["accepted keys", "sandbox (auto, on or off)"]);
+    status.assert_stderr_has(&["key sandbox = true is invalid: auto, on or off"]);
+    // A list of the wrong type: serde names no key, so the keys are listed.
+    project.write(".claude/ralph/config.json", "{\"planFiles\": \"PLAN.md\"}");
+    let status = project.ctl(&["start"], &[]);
+    status.assert_code(1);
+    status.assert_stderr_has(&["accepted keys", "planFiles"]);
 }
 
 #[test]

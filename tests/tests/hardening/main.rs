@@ -1337,7 +1337,7 @@ fn garbage_env_values_are_named() {
         (
             "RALPH_PROMPT_FILE",
             os(b"P\xffROMPT.md"),
-            "a path (valid UTF-8)",
+            "a non-empty path (valid UTF-8)",
         ),
         (
             "RALPH_PROMPT_FILE",

@@ -456,20 +456,9 @@ impl ConfigError {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ConfigFile {
-    completion_signal: Option<String>,
-    prompt_file: Option<String>,
-    completion_mode: Option<String>,
     plan_files: Option<Vec<String>>,
     verify: Option<Vec<VerifyCommand>>,
     confidence: Option<ConfidenceWeights>,
-    max_cost_usd: Option<serde_json::Value>,
-    resume_policy: Option<String>,
-    context_mode: Option<String>,
-    iteration_budget_usd: Option<serde_json::Value>,
-    pause_at_utilization: Option<serde_json::Value>,
-    notify: Option<String>,
-    sandbox: Option<String>,
-    allow_fewer_tests: Option<bool>,
     protected_paths: Option<Vec<String>>,
 }
 
@@ -480,24 +469,149 @@ enum Scope {
     Project,
 }
 
-/// The config file's keys other than the whole-number settings.
-const FILE_KEYS: &[&str] = &[
-    "completionSignal",
-    "promptFile",
-    "completionMode",
-    "planFiles",
-    "verify",
-    "confidence",
-    "maxCostUsd",
-    "resumePolicy",
-    "contextMode",
-    "iterationBudgetUsd",
-    "pauseAtUtilization",
-    "notify",
-    "sandbox",
-    "allowFewerTests",
-    "protectedPaths",
-];
+/// The config file's keys that hold lists and objects (the others are in
+/// [`number_settings`] and [`word_settings`]).
+const FILE_KEYS: &[&str] = &["planFiles", "verify", "confidence", "protectedPaths"];
+
+/// How a word setting's value is written in the config file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// A JSON string.
+    Text,
+    /// A JSON number (an amount, a share).
+    Number,
+    /// `true` or `false`.
+    Bool,
+}
+
+/// A setting of one word, amount or flag: its config key, its environment
+/// variable, how the file writes it, what it accepts, and where a value
+/// goes (`None`: not one it accepts). The file and the environment are
+/// read through the same entry.
+struct WordSetting {
+    key: &'static str,
+    env: &'static str,
+    written: Written,
+    accepts: fn() -> String,
+    apply: fn(&mut Config, &str) -> Option<()>,
+}
+
+/// The word settings, for the file and the environment alike.
+fn word_settings() -> [WordSetting; 11] {
+    [
+        WordSetting {
+            key: "completionSignal",
+            env: env::COMPLETION_SIGNAL,
+            written: Written::Text,
+            accepts: signal_accepts,
+            apply: |c, v| {
+                c.completion_signal = validate_signal(v)?;
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "promptFile",
+            env: env::PROMPT_FILE,
+            written: Written::Text,
+            accepts: || "a non-empty path".into(),
+            apply: |c, v| {
+                c.prompt_file = PathBuf::from(Some(v).filter(|v| !v.trim().is_empty())?);
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "completionMode",
+            env: env::COMPLETION_MODE,
+            written: Written::Text,
+            accepts: || MODES.into(),
+            apply: |c, v| {
+                c.completion.mode = CompletionMode::parse(v)?;
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "maxCostUsd",
+            env: env::MAX_COST_USD,
+            written: Written::Number,
+            accepts: cost_accepts,
+            apply: |c, v| {
+                c.supervision.max_cost = Some(validate_cost(v.trim().parse().ok()?)?);
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "iterationBudgetUsd",
+            env: env::ITERATION_BUDGET_USD,
+            written: Written::Number,
+            accepts: cost_accepts,
+            apply: |c, v| {
+                c.iteration_budget = Some(validate_cost(v.trim().parse().ok()?)?);
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "pauseAtUtilization",
+            env: env::PAUSE_AT_UTILIZATION,
+            written: Written::Number,
+            accepts: || UTILIZATION_ACCEPTS.into(),
+            apply: |c, v| {
+                c.supervision.pause_at_utilization =
+                    Some(validate_utilization(v.trim().parse().ok()?)?);
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "resumePolicy",
+            env: env::RESUME_POLICY,
+            written: Written::Text,
+            accepts: || POLICIES.into(),
+            apply: |c, v| {
+                c.supervision.policy = ResumePolicy::parse(v)?;
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "contextMode",
+            env: env::CONTEXT_MODE,
+            written: Written::Text,
+            accepts: || CONTEXT_MODES.into(),
+            apply: |c, v| {
+                c.context_mode = ContextMode::parse(v)?;
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "sandbox",
+            env: env::SANDBOX,
+            written: Written::Text,
+            accepts: || SANDBOX_SETTINGS.into(),
+            apply: |c, v| {
+                c.sandbox = SandboxSetting::parse(v)?;
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "allowFewerTests",
+            env: env::ALLOW_FEWER_TESTS,
+            written: Written::Bool,
+            accepts: || BOOLEANS.into(),
+            apply: |c, v| {
+                c.completion.allow_fewer_tests = parse_bool(v)?;
+                Some(())
+            },
+        },
+        WordSetting {
+            key: "notify",
+            env: env::NOTIFY,
+            written: Written::Text,
+            accepts: || "a command".into(),
+            apply: |c, v| {
+                c.notify = Some(v.to_string()).filter(|c| !c.trim().is_empty());
+                Some(())
+            },
+        },
+    ]
+}
 
 /// The known key closest to `key` when it is a likely misspelling (at most
 /// two edits away, case aside).
@@ -842,6 +956,56 @@ pub fn read_config_text(path: &Path) -> Result<Option<String>, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_setting_has_one_key_one_variable_and_is_listed() {
+        let keys: Vec<(&str, &str)> = number_settings()
+            .map(|s| (s.key, s.env))
+            .chain(word_settings().iter().map(|s| (s.key, s.env)))
+            .collect();
+        let mut names: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
+        let mut vars: Vec<&str> = keys.iter().map(|(_, v)| *v).collect();
+        names.sort_unstable();
+        vars.sort_unstable();
+        let (n, v) = (names.len(), vars.len());
+        names.dedup();
+        vars.dedup();
+        assert_eq!((names.len(), vars.len()), (n, v), "{keys:?}");
+        let listed = accepted_keys();
+        for (key, var) in &keys {
+            assert!(listed.contains(key), "{key} ({var}) not in {listed}");
+        }
+        // Read from the file and the environment through the same entry.
+        for setting in word_settings() {
+            let file = format!(
+                "{{\"{}\": {}}}",
+                setting.key,
+                match setting.written {
+                    Written::Text => "\"?\"",
+                    Written::Number => "-1",
+                    Written::Bool => "\"yes\"",
+                }
+            );
+            let mut config = Config::default();
+            let from_file = config.apply_text(Path::new("c.json"), &file, Scope::Project);
+            let from_env = Config::default().apply_env(&[(setting.env, "-1?")]);
+            match setting.key {
+                // Any text is a command; a signal may be any word.
+                "notify" | "completionSignal" | "promptFile" => {}
+                _ => {
+                    assert!(
+                        matches!(from_file, Err(ConfigError::BadKey { key, .. }) if key == setting.key),
+                        "{file}"
+                    );
+                    assert!(
+                        matches!(from_env, Err(ConfigError::BadEnv { name, .. }) if name == setting.env),
+                        "{}",
+                        setting.env
+                    );
+                }
+            }
+        }
+    }
     use std::fs;
 
     fn project_with_config(json: Option<&str>) -> (tempfile::TempDir, ProjectPaths) {

@@ -35,7 +35,12 @@ impl Config {
         Ok(config)
     }
 
-    fn apply_text(&mut self, path: &Path, text: &str, scope: Scope) -> Result<(), ConfigError> {
+    pub(super) fn apply_text(
+        &mut self,
+        path: &Path,
+        text: &str,
+        scope: Scope,
+    ) -> Result<(), ConfigError> {
         let malformed = |e: serde_json::Error| ConfigError::Malformed {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -63,11 +68,24 @@ impl Config {
                 setting.target.apply(self, value);
             }
         }
-        if let Some(key) = object.keys().find(|k| {
-            !number_settings().any(|s| s.key == k.as_str()) && !FILE_KEYS.contains(&k.as_str())
-        }) {
+        for setting in word_settings() {
+            if let Some(raw) = object.remove(setting.key) {
+                let text = match (setting.written, &raw) {
+                    (Written::Text, serde_json::Value::String(text)) => Some(text.clone()),
+                    (Written::Number, serde_json::Value::Number(n)) => {
+                        n.as_f64().map(|n| n.to_string())
+                    }
+                    (Written::Bool, serde_json::Value::Bool(b)) => Some(b.to_string()),
+                    _ => None,
+                };
+                text.and_then(|text| (setting.apply)(self, &text))
+                    .ok_or_else(|| bad(setting.key, raw.to_string(), (setting.accepts)()))?;
+            }
+        }
+        if let Some(key) = object.keys().find(|k| !FILE_KEYS.contains(&k.as_str())) {
             let known: Vec<&str> = number_settings()
                 .map(|s| s.key)
+                .chain(word_settings().iter().map(|s| s.key))
                 .chain(FILE_KEYS.iter().copied())
                 .collect();
             return Err(ConfigError::UnknownKey {
@@ -84,55 +102,6 @@ impl Config {
             message: e.to_string(),
         })?;
         self.apply_completion(&file, scope, &bad)?;
-        if let Some(raw) = &file.max_cost_usd {
-            self.supervision.max_cost = Some(
-                raw.as_f64()
-                    .and_then(validate_cost)
-                    .ok_or_else(|| bad("maxCostUsd", raw.to_string(), cost_accepts()))?,
-            );
-        }
-        if let Some(raw) = &file.pause_at_utilization {
-            self.supervision.pause_at_utilization =
-                Some(raw.as_f64().and_then(validate_utilization).ok_or_else(|| {
-                    bad(
-                        "pauseAtUtilization",
-                        raw.to_string(),
-                        UTILIZATION_ACCEPTS.into(),
-                    )
-                })?);
-        }
-        if let Some(raw) = &file.resume_policy {
-            self.supervision.policy = ResumePolicy::parse(raw)
-                .ok_or_else(|| bad("resumePolicy", format!("{raw:?}"), POLICIES.into()))?;
-        }
-        if let Some(raw) = &file.sandbox {
-            self.sandbox = SandboxSetting::parse(raw)
-                .ok_or_else(|| bad("sandbox", format!("{raw:?}"), SANDBOX_SETTINGS.into()))?;
-        }
-        if let Some(raw) = &file.context_mode {
-            self.context_mode = ContextMode::parse(raw)
-                .ok_or_else(|| bad("contextMode", format!("{raw:?}"), CONTEXT_MODES.into()))?;
-        }
-        if let Some(raw) = &file.iteration_budget_usd {
-            self.iteration_budget = Some(
-                raw.as_f64()
-                    .and_then(validate_cost)
-                    .ok_or_else(|| bad("iterationBudgetUsd", raw.to_string(), cost_accepts()))?,
-            );
-        }
-        if let Some(command) = &file.notify {
-            self.notify = Some(command.clone()).filter(|c| !c.trim().is_empty());
-        }
-        if let Some(raw) = file.prompt_file {
-            if raw.trim().is_empty() {
-                return Err(bad(
-                    "promptFile",
-                    format!("{raw:?}"),
-                    "a non-empty path".into(),
-                ));
-            }
-            self.prompt_file = PathBuf::from(raw);
-        }
         Ok(())
     }
 
@@ -145,14 +114,6 @@ impl Config {
         scope: Scope,
         bad: &dyn Fn(&'static str, String, String) -> ConfigError,
     ) -> Result<(), ConfigError> {
-        if let Some(raw) = &file.completion_signal {
-            self.completion_signal = validate_signal(raw)
-                .ok_or_else(|| bad("completionSignal", format!("{raw:?}"), signal_accepts()))?;
-        }
-        if let Some(raw) = &file.completion_mode {
-            self.completion.mode = CompletionMode::parse(raw)
-                .ok_or_else(|| bad("completionMode", format!("{raw:?}"), MODES.into()))?;
-        }
         if let Some(files) = &file.plan_files {
             if files.iter().any(|f| f.trim().is_empty()) {
                 return Err(bad(
@@ -199,9 +160,6 @@ impl Config {
             }
             self.completion.weights = weights.clone();
         }
-        if let Some(allow) = file.allow_fewer_tests {
-            self.completion.allow_fewer_tests = allow;
-        }
         if let Some(globs) = &file.protected_paths {
             if let Some(bad_glob) = globs.iter().find(|g| !valid_protected(g)) {
                 return Err(bad(
@@ -215,7 +173,7 @@ impl Config {
         Ok(())
     }
 
-    fn apply_env(&mut self, env: &dyn EnvSource) -> Result<(), ConfigError> {
+    pub(super) fn apply_env(&mut self, env: &dyn EnvSource) -> Result<(), ConfigError> {
         // An empty variable counts as unset: `VAR= cmd` is how shells unset for one command.
         let read = |name: &'static str,
                     accepts: &dyn Fn() -> String|
@@ -247,88 +205,14 @@ impl Config {
                 setting.target.apply(self, value);
             }
         }
-        if let Some(v) = read(env::COMPLETION_SIGNAL, &signal_accepts)? {
-            self.completion_signal = validate_signal(&v).ok_or(ConfigError::BadEnv {
-                name: env::COMPLETION_SIGNAL,
-                value: v,
-                accepts: signal_accepts(),
-            })?;
-        }
-        if let Some(v) = read(env::COMPLETION_MODE, &|| MODES.to_string())? {
-            self.completion.mode = CompletionMode::parse(&v).ok_or(ConfigError::BadEnv {
-                name: env::COMPLETION_MODE,
-                value: v,
-                accepts: MODES.into(),
-            })?;
-        }
-        if let Some(v) = read(env::MAX_COST_USD, &cost_accepts)? {
-            self.supervision.max_cost =
-                Some(v.trim().parse::<f64>().ok().and_then(validate_cost).ok_or(
-                    ConfigError::BadEnv {
-                        name: env::MAX_COST_USD,
-                        value: v,
-                        accepts: cost_accepts(),
-                    },
-                )?);
-        }
-        if let Some(v) = read(env::PAUSE_AT_UTILIZATION, &|| {
-            UTILIZATION_ACCEPTS.to_string()
-        })? {
-            self.supervision.pause_at_utilization = Some(
-                v.trim()
-                    .parse::<f64>()
-                    .ok()
-                    .and_then(validate_utilization)
-                    .ok_or(ConfigError::BadEnv {
-                        name: env::PAUSE_AT_UTILIZATION,
-                        value: v,
-                        accepts: UTILIZATION_ACCEPTS.into(),
-                    })?,
-            );
-        }
-        if let Some(v) = read(env::SANDBOX, &|| SANDBOX_SETTINGS.to_string())? {
-            self.sandbox = SandboxSetting::parse(&v).ok_or(ConfigError::BadEnv {
-                name: env::SANDBOX,
-                value: v,
-                accepts: SANDBOX_SETTINGS.into(),
-            })?;
-        }
-        if let Some(v) = read(env::CONTEXT_MODE, &|| CONTEXT_MODES.to_string())? {
-            self.context_mode = ContextMode::parse(&v).ok_or(ConfigError::BadEnv {
-                name: env::CONTEXT_MODE,
-                value: v,
-                accepts: CONTEXT_MODES.into(),
-            })?;
-        }
-        if let Some(v) = read(env::ITERATION_BUDGET_USD, &cost_accepts)? {
-            self.iteration_budget =
-                Some(v.trim().parse::<f64>().ok().and_then(validate_cost).ok_or(
-                    ConfigError::BadEnv {
-                        name: env::ITERATION_BUDGET_USD,
-                        value: v,
-                        accepts: cost_accepts(),
-                    },
-                )?);
-        }
-        if let Some(v) = read(env::RESUME_POLICY, &|| POLICIES.to_string())? {
-            self.supervision.policy = ResumePolicy::parse(&v).ok_or(ConfigError::BadEnv {
-                name: env::RESUME_POLICY,
-                value: v,
-                accepts: POLICIES.into(),
-            })?;
-        }
-        if let Some(v) = read(env::ALLOW_FEWER_TESTS, &|| BOOLEANS.to_string())? {
-            self.completion.allow_fewer_tests = parse_bool(&v).ok_or(ConfigError::BadEnv {
-                name: env::ALLOW_FEWER_TESTS,
-                value: v,
-                accepts: BOOLEANS.into(),
-            })?;
-        }
-        if let Some(v) = read(env::NOTIFY, &|| "a command".to_string())? {
-            self.notify = Some(v);
-        }
-        if let Some(v) = read(env::PROMPT_FILE, &|| "a path".to_string())? {
-            self.prompt_file = PathBuf::from(v);
+        for setting in word_settings() {
+            if let Some(v) = read(setting.env, &setting.accepts)? {
+                (setting.apply)(self, &v).ok_or_else(|| ConfigError::BadEnv {
+                    name: setting.env,
+                    value: v.clone(),
+                    accepts: (setting.accepts)(),
+                })?;
+            }
         }
         Ok(())
     }

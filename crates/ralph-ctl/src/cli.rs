@@ -8,18 +8,18 @@ use ralph_core::exit_codes;
 /// Start, inspect, reset and install the Ralph loop for Claude Code.
 #[derive(Debug, Parser)]
 #[command(name = "ralph-ctl", version, about, long_about, after_help = exit_codes_help())]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The project folder (default: the current folder).
     #[arg(long, global = true, value_name = "DIR")]
-    pub project: Option<PathBuf>,
+    pub(crate) project: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// "Exit codes:" and every code's meaning ([`exit_codes::MEANINGS`]),
 /// wrapped for a terminal: the end of `--help` and `run --help`.
-pub fn exit_codes_help() -> String {
+pub(crate) fn exit_codes_help() -> String {
     let last = exit_codes::MEANINGS.len() - 1;
     // A code and the first word of its meaning are never parted.
     let words = exit_codes::MEANINGS
@@ -50,32 +50,15 @@ pub fn exit_codes_help() -> String {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Show the loop's state: status (and why paused or failed), iteration, times, findings, cost, tokens, recent stops.
     #[command(
         after_help = "Example:\n  ralph-ctl status\n  ralph-ctl status --json | jq .iteration"
     )]
-    Status {
-        /// Print the state object as JSON instead.
-        #[arg(long)]
-        json: bool,
-    },
+    Status(crate::commands::status::StatusArgs),
     /// Show the audit log's last entries, oldest first: each stop, pause, wait, resume and end.
     #[command(after_help = "Example:\n  ralph-ctl log -n 50")]
-    Log {
-        /// How many entries.
-        #[arg(
-            short = 'n',
-            long = "entries",
-            value_name = "N",
-            default_value_t = crate::commands::log::DEFAULT_ENTRIES,
-            value_parser = clap::value_parser!(u32).range(1..)
-        )]
-        entries: u32,
-        /// Print the entries as stored instead, one JSON object per line.
-        #[arg(long)]
-        json: bool,
-    },
+    Log(crate::commands::log::LogArgs),
     /// Check the install and the project, each check with its verdict and
     /// the fix: the hook registered (settings, plugin) and runnable, its
     /// timeout, the client and its version, its login, first run and folder
@@ -87,19 +70,7 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  ralph-ctl doctor\n  ralph-ctl doctor --interactive\n  ralph-ctl doctor --json"
     )]
-    Doctor {
-        /// Print the checks as one JSON object instead.
-        #[arg(long)]
-        json: bool,
-        /// Judge headless runs (`run --headless`, `--fresh`, `--queue`): the
-        /// client's first-run screens and folder trust are warnings. The default.
-        #[arg(long, conflicts_with = "interactive")]
-        headless: bool,
-        /// Judge interactive runs (the launcher without --headless): the
-        /// client's first-run screens and folder trust fail until done.
-        #[arg(long)]
-        interactive: bool,
-    },
+    Doctor(crate::commands::doctor::DoctorArgs),
     /// Watch the loop live: in a terminal, a view redrawn as the state
     /// changes (iteration, time per iteration, the last message, the
     /// breaker, cost) until q; elsewhere, one line per change until it ends.
@@ -109,23 +80,11 @@ pub enum Command {
     /// timeline of its iterations, SVG charts of tokens per iteration and
     /// of each breaker signal against its threshold, the claims and gates.
     #[command(after_help = "Example:\n  ralph-ctl report --html ralph-report.html")]
-    Report {
-        /// The file to write.
-        #[arg(long, value_name = "FILE")]
-        html: PathBuf,
-    },
+    Report(crate::commands::report::ReportArgs),
     /// (Internal) The watchdog `ralph-ctl run` starts beside each client:
     /// when its stdin ends without a line, the client PID is ended.
     #[command(hide = true)]
-    Watchdog {
-        /// The client's process id.
-        #[arg(long)]
-        pid: u32,
-        /// The client's start time, in the system's units (Linux: clock
-        /// ticks since boot), so that a pid reused since is left alone.
-        #[arg(long)]
-        started: Option<u64>,
-    },
+    Watchdog(crate::driver::watchdog::WatchdogArgs),
     /// (Internal) The status line command an interactive loop's client
     /// runs when `pauseAtUtilization` is set: records the plan's usage
     /// windows the client gives it, and prints your own status line.
@@ -146,11 +105,7 @@ pub enum Command {
     /// in a terminal, or with --force; elsewhere the reset is refused (exit
     /// 3): end the loop first with `ralph-ctl cancel`.
     #[command(after_help = "Example:\n  ralph-ctl reset\n  ralph-ctl cancel && ralph-ctl reset")]
-    Reset {
-        /// Clear a loop still going without asking.
-        #[arg(long)]
-        force: bool,
-    },
+    Reset(crate::commands::reset::ResetArgs),
     /// Show a backlog as a worker would see it now: the items of SOURCE
     /// (plan:PATH, the unchecked boxes of a markdown plan; dir:PATH, a file
     /// an item; cmd:COMMAND, the JSON array a command prints) and where each
@@ -158,21 +113,10 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  ralph-ctl queue plan:TODO.md\n  ralph-ctl queue dir:backlog --json"
     )]
-    Queue {
-        /// Where the items are: plan:PATH, dir:PATH or cmd:COMMAND.
-        #[arg(value_name = "SOURCE")]
-        source: String,
-        /// Print one JSON array instead: {"id", "title", "status", "worker", "expiresAt", "why"}.
-        #[arg(long)]
-        json: bool,
-    },
+    Queue(crate::commands::queue::QueueArgs),
     /// List the earlier loops that a new start or a reset replaced, oldest first.
     #[command(after_help = "Example:\n  ralph-ctl history --json")]
-    History {
-        /// Print one JSON object per loop instead: {"file", "state"}.
-        #[arg(long)]
-        json: bool,
-    },
+    History(crate::commands::history::HistoryArgs),
     /// Start a loop bound to the current Claude Code session, with TASK as
     /// its prompt: what the plugin's /ralph-loop runs (the session from
     /// CLAUDE_CODE_SESSION_ID, which Claude Code 2.1 gives its commands).
@@ -189,11 +133,7 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  ralph-ctl say \"The flaky test is test_upload; skip it for now.\""
     )]
-    Say {
-        /// The note (the words are joined).
-        #[arg(value_name = "TEXT", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
-        text: Vec<String>,
-    },
+    Say(crate::commands::say::SayArgs),
     /// Answer the question the agent asked (`RALPH_ASK: <question>`): the
     /// waiting loop goes on, with the question and TEXT in front of its next
     /// iteration's text (a run waiting for it goes on at once; else `run
@@ -202,11 +142,7 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  ralph-ctl answer \"Use Postgres; the staging URL is in .env.example.\""
     )]
-    Answer {
-        /// The answer (the words are joined).
-        #[arg(value_name = "TEXT", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
-        text: Vec<String>,
-    },
+    Answer(crate::commands::answer::AnswerArgs),
     /// Adopt config.json (and the running formula's file) as they are now
     /// in the running loop, from its next stop. A loop decides by what it
     /// was pinned to when it started: a change made mid-loop (by the agent
@@ -215,18 +151,7 @@ pub enum Command {
     Reload,
     /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).
     #[command(after_help = "Example:\n  ralph-ctl start --max-iterations 10")]
-    Start {
-        /// The Claude Code session that will own the loop (default: a new UUID).
-        #[arg(long, value_name = "UUID")]
-        session_id: Option<String>,
-        /// The iteration cap (default: RALPH_MAX_ITERATIONS, config maxIterations, or 25).
-        #[arg(long, value_name = "N")]
-        max_iterations: Option<u32>,
-        /// Replace a running loop or a corrupt state, and start even though
-        /// PROMPT.md is still the template.
-        #[arg(long)]
-        force: bool,
-    },
+    Start(crate::driver::start::StartArgs),
     /// Print the prompt of the loop's current iteration (header, PROMPT.md, guardrails).
     #[command(after_help = "Example:\n  ralph-ctl prompt | claude -p")]
     Prompt,
@@ -235,14 +160,7 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  ralph-ctl finish --session-id \"$SESSION\" --client-exit $?"
     )]
-    Finish {
-        /// The session the launcher started.
-        #[arg(long, value_name = "UUID")]
-        session_id: String,
-        /// The client's exit code.
-        #[arg(long, value_name = "CODE", allow_negative_numbers = true)]
-        client_exit: Option<i32>,
-    },
+    Finish(crate::driver::finish::FinishArgs),
     /// Start a loop and run Claude Code on it until it ends (what the launchers run)
     ///
     /// Starts Claude Code on .claude/ralph/PROMPT.md and keeps it working,

@@ -1,9 +1,12 @@
-//! The `ralph-ctl` command: thin clap front end over [`commands`], with one
-//! place ([`run`]) that turns errors into a message and an exit code.
+//! The `ralph-ctl` command: thin clap front end over `commands`, with one
+//! place (`run`, behind [`main`]) that turns errors into a message and an
+//! exit code. Each command's arguments are an `Args` struct in the
+//! command's own module (`commands::run::RunArgs`, …); `cli.rs` lists the
+//! commands.
 
 pub(crate) mod assets;
-pub mod cli;
-pub mod commands;
+pub(crate) mod cli;
+pub(crate) mod commands;
 pub(crate) mod driver;
 pub(crate) mod error;
 pub(crate) mod formula;
@@ -20,8 +23,14 @@ use ralph_core::paths::ProjectPaths;
 use crate::cli::{Cli, Command};
 use crate::error::CtlError;
 
+/// Reads the command line and runs its command; the process exit code.
+pub fn main() -> i32 {
+    use clap::Parser;
+    run(Cli::parse())
+}
+
 /// Runs one command and returns the process exit code.
-pub fn run(cli: Cli) -> i32 {
+fn run(cli: Cli) -> i32 {
     let root = match project_root(cli.project.clone()) {
         Ok(root) => root,
         Err(e) => {
@@ -31,34 +40,35 @@ pub fn run(cli: Cli) -> i32 {
     };
     let paths = ProjectPaths::new(root);
     let result = match cli.command {
-        Command::Status { json } => commands::status::run(&paths, json, &mut std::io::stdout()),
-        Command::Log { entries, json } => commands::log::run(
+        Command::Status(args) => commands::status::run(&paths, args.json, &mut std::io::stdout()),
+        Command::Log(args) => commands::log::run(
             &paths,
-            usize::try_from(entries).unwrap_or(usize::MAX),
-            json,
+            usize::try_from(args.entries).unwrap_or(usize::MAX),
+            args.json,
             &mut std::io::stdout(),
             &mut std::io::stderr(),
         ),
-        Command::Reset { force } => commands::reset::run(&paths, force),
-        Command::Watchdog { pid, started } => {
+        Command::Reset(args) => commands::reset::run(&paths, args.force),
+        Command::Watchdog(args) => {
             driver::watchdog::watch(
-                ralph_core::units::ProcessId { pid, started },
+                ralph_core::units::ProcessId {
+                    pid: args.pid,
+                    started: args.started,
+                },
                 std::io::stdin(),
                 driver::watchdog::ORPHAN_GRACE,
             );
             Ok(ralph_core::exit_codes::OK)
         }
         Command::Watch => commands::watch::run(&paths, &mut std::io::stdout()),
-        Command::Report { html } => commands::report::run(&paths, &html, &mut std::io::stdout()),
-        Command::Doctor {
-            json, interactive, ..
-        } => commands::doctor::run(
+        Command::Report(args) => commands::report::run(&paths, &args.html, &mut std::io::stdout()),
+        Command::Doctor(args) => commands::doctor::run(
             &paths,
-            match interactive {
+            match args.interactive {
                 true => commands::doctor::Runs::Interactive,
                 false => commands::doctor::Runs::Headless,
             },
-            json,
+            args.json,
             &mut std::io::stdout(),
         ),
         Command::Completions { shell } => {
@@ -81,32 +91,27 @@ pub fn run(cli: Cli) -> i32 {
         Command::LoopStart(args) => {
             commands::plugin::loop_start(&paths, args.with_stdin_task(), &mut std::io::stdout())
         }
-        Command::Say { text } => commands::say::run(&paths, &text, &mut std::io::stdout()),
+        Command::Say(args) => commands::say::run(&paths, &args.text, &mut std::io::stdout()),
         Command::Statusline => {
             commands::statusline::run(&paths, &mut std::io::stdin(), &mut std::io::stdout())
         }
-        Command::Answer { text } => commands::answer::run(
+        Command::Answer(args) => commands::answer::run(
             &paths,
-            &text,
+            &args.text,
             &ralph_core::judge::config::ProcessEnv,
             &mut std::io::stdout(),
         ),
         Command::Cancel => commands::cancel::run(&paths, &mut std::io::stdout()),
         Command::Reload => commands::reload::run(&paths, &mut std::io::stdout()),
-        Command::History { json } => commands::history::run(&paths, json, &mut std::io::stdout()),
-        Command::Queue { source, json } => {
-            commands::queue::run(&paths, &source, json, &mut std::io::stdout())
+        Command::History(args) => commands::history::run(&paths, args.json, &mut std::io::stdout()),
+        Command::Queue(args) => {
+            commands::queue::run(&paths, &args.source, args.json, &mut std::io::stdout())
         }
-        Command::Start {
-            session_id,
-            max_iterations,
-            force,
-        } => driver::start::run(&paths, session_id, max_iterations, force),
+        Command::Start(args) => {
+            driver::start::run(&paths, args.session_id, args.max_iterations, args.force)
+        }
         Command::Prompt => commands::prompt::run(&paths),
-        Command::Finish {
-            session_id,
-            client_exit,
-        } => driver::finish::run(&paths, &session_id, client_exit),
+        Command::Finish(args) => driver::finish::run(&paths, &args.session_id, args.client_exit),
         Command::Init(args) => commands::init::run(&paths, args),
         Command::Run(args) => commands::run::run(&paths, args),
     };

@@ -15,6 +15,14 @@ use crate::error::CtlError;
 
 use super::say::MAX_NOTE_BYTES;
 
+/// `ralph-ctl answer`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct AnswerArgs {
+    /// The answer (the words are joined).
+    #[arg(value_name = "TEXT", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+    pub(crate) text: Vec<String>,
+}
+
 /// `ralph-ctl answer TEXT`: the person's answer to the question a waiting
 /// loop's agent asked (`RALPH_ASK`). The loop runs again, with the question
 /// and the answer in front of its next iteration's text, once (a driver

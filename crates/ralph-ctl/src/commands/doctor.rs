@@ -26,6 +26,22 @@ use serde::Serialize;
 use crate::driver::command::ClientVersion;
 use crate::error::CmdResult;
 
+/// `ralph-ctl doctor`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct DoctorArgs {
+    /// Print the checks as one JSON object instead.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Judge headless runs (`run --headless`, `--fresh`, `--queue`): the
+    /// client's first-run screens and folder trust are warnings. The default.
+    #[arg(long, conflicts_with = "interactive")]
+    pub(crate) headless: bool,
+    /// Judge interactive runs (the launcher without --headless): the
+    /// client's first-run screens and folder trust fail until done.
+    #[arg(long)]
+    pub(crate) interactive: bool,
+}
+
 /// The client versions the end-to-end tests run.
 pub(crate) const TESTED_CLIENTS: [ClientVersion; 2] =
     [ClientVersion(2, 0, 77), ClientVersion(2, 1, 330)];

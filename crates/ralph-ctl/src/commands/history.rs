@@ -11,6 +11,14 @@ use ralph_core::text::{printable, printable_json};
 
 use crate::error::CmdResult;
 
+/// `ralph-ctl history`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct HistoryArgs {
+    /// Print one JSON object per loop instead: {"file", "state"}.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 /// Writes the kept loops to `out`, oldest first: two lines each (when it
 /// began, its session, how it ended), or with `json` one object per line,
 /// `{"file": …, "state": …}` (`"error"` for a file that cannot be read).

@@ -184,7 +184,7 @@ pub(crate) fn bat_set_value(value: &str) -> Option<String> {
 /// What `ralph-ctl init` was asked for: its arguments (its help is the
 /// `Init` command's), and whether a loop starts right after.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// The ralph-stop-hook binary to register (default: the one beside ralph-ctl).
     #[arg(long, value_name = "PATH")]
     pub(crate) hook_path: Option<PathBuf>,

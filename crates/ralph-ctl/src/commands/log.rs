@@ -14,6 +14,23 @@ use ralph_core::text::{printable, printable_json};
 use crate::error::CmdResult;
 use crate::error::CtlError;
 
+/// `ralph-ctl log`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct LogArgs {
+    /// How many entries.
+    #[arg(
+        short = 'n',
+        long = "entries",
+        value_name = "N",
+        default_value_t = crate::commands::log::DEFAULT_ENTRIES,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub(crate) entries: u32,
+    /// Print the entries as stored instead, one JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 /// How many entries `ralph-ctl log` shows unless told otherwise.
 pub(crate) const DEFAULT_ENTRIES: u32 = 20;
 

@@ -26,7 +26,7 @@ pub(crate) const CLIENT_BLOCK_CAP: u32 = 8;
 /// help is the `LoopStartArgs` command's), also what a line typed in the
 /// client is read as.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct LoopStartArgs {
+pub(crate) struct LoopStartArgs {
     /// The task (the words are joined; --max-iterations and
     /// --completion-promise are found among them too, before the task or
     /// ending the line, as /ralph-loop passes its whole line as one

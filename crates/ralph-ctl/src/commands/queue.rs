@@ -14,6 +14,17 @@ use serde_json::json;
 
 use crate::error::CmdResult;
 
+/// `ralph-ctl queue`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct QueueArgs {
+    /// Where the items are: plan:PATH, dir:PATH or cmd:COMMAND.
+    #[arg(value_name = "SOURCE")]
+    pub(crate) source: String,
+    /// Print one JSON array instead: {"id", "title", "status", "worker", "expiresAt", "why"}.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 /// Writes the items of `source` (read from the project) and their claims
 /// to `out`: a count by status, then one line per item, or with `json` one
 /// array of `{"id", "title", "status", "worker", "expiresAt", "why"}`.

@@ -22,6 +22,14 @@ use ralph_core::text::printable;
 use crate::error::CmdResult;
 use crate::error::CtlError;
 
+/// `ralph-ctl report`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// The file to write.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) html: std::path::PathBuf,
+}
+
 /// Writes the loop's report to `file`; says where on `out`.
 pub(crate) fn run(paths: &ProjectPaths, file: &Path, out: &mut dyn Write) -> CmdResult {
     let Some(state) = StateStore::new(paths).read()? else {

@@ -16,6 +16,14 @@ use ralph_core::time::Timestamp;
 
 use crate::error::{CmdResult, CtlError};
 
+/// `ralph-ctl reset`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct ResetArgs {
+    /// Clear a loop still going without asking.
+    #[arg(long)]
+    pub(crate) force: bool,
+}
+
 /// How the person is asked a yes-or-no question: `None` when nobody can
 /// be asked (no terminal), else whether they said yes.
 type Ask<'a> = &'a mut dyn FnMut(&str) -> Option<bool>;

@@ -12,7 +12,7 @@ use crate::error::CmdResult;
 
 /// The arguments of `ralph-ctl run` (its help is the `Run` command's).
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Run `claude -p` (no terminal UI): the prompt goes on stdin, and
     /// what the agent says and does is shown as readable lines (the
     /// client's JSON with --json).

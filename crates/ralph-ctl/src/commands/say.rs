@@ -11,6 +11,14 @@ use ralph_core::transaction::{self, Found, Whose};
 use crate::error::CmdResult;
 use crate::error::CtlError;
 
+/// `ralph-ctl say`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct SayArgs {
+    /// The note (the words are joined).
+    #[arg(value_name = "TEXT", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+    pub(crate) text: Vec<String>,
+}
+
 /// The longest note `ralph-ctl say` takes.
 pub(crate) const MAX_NOTE_BYTES: usize = 16 * 1024;
 /// The most the notes waiting for the next iteration may hold together.

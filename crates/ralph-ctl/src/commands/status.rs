@@ -18,6 +18,14 @@ use ralph_core::units::TokenUsage;
 use crate::driver::transcripts::now_secs;
 use crate::error::CmdResult;
 
+/// `ralph-ctl status`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatusArgs {
+    /// Print the state object as JSON instead.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
 /// How many recent stops the readable summary lists.
 const RECENT: usize = 10;
 

@@ -14,6 +14,17 @@ use ralph_core::transaction::{self, Found, Whose};
 use crate::error::CmdResult;
 use crate::error::CtlError;
 
+/// `ralph-ctl finish`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct FinishArgs {
+    /// The session the launcher started.
+    #[arg(long, value_name = "UUID")]
+    pub(crate) session_id: String,
+    /// The client's exit code.
+    #[arg(long, value_name = "CODE", allow_negative_numbers = true)]
+    pub(crate) client_exit: Option<i32>,
+}
+
 /// Marks an interrupted loop, prints one line on stderr, returns the loop's exit code.
 pub(crate) fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> CmdResult {
     let cause = match client_exit {

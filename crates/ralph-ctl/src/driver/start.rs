@@ -22,6 +22,21 @@ use crate::error::CmdResult;
 use crate::error::CtlError;
 use crate::session_id;
 
+/// `ralph-ctl start`'s arguments (its help is the command's).
+#[derive(Debug, clap::Args)]
+pub(crate) struct StartArgs {
+    /// The Claude Code session that will own the loop (default: a new UUID).
+    #[arg(long, value_name = "UUID")]
+    pub(crate) session_id: Option<String>,
+    /// The iteration cap (default: RALPH_MAX_ITERATIONS, config maxIterations, or 25).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_iterations: Option<u32>,
+    /// Replace a running loop or a corrupt state, and start even though
+    /// PROMPT.md is still the template.
+    #[arg(long)]
+    pub(crate) force: bool,
+}
+
 /// A loop [`start_loop`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Started {

@@ -40,37 +40,13 @@ fn run(cli: Cli) -> i32 {
     };
     let paths = ProjectPaths::new(root);
     let result = match cli.command {
-        Command::Status(args) => commands::status::run(&paths, args.json, &mut std::io::stdout()),
-        Command::Log(args) => commands::log::run(
-            &paths,
-            usize::try_from(args.entries).unwrap_or(usize::MAX),
-            args.json,
-            &mut std::io::stdout(),
-            &mut std::io::stderr(),
-        ),
-        Command::Reset(args) => commands::reset::run(&paths, args.force),
-        Command::Watchdog(args) => {
-            driver::watchdog::watch(
-                ralph_core::units::ProcessId {
-                    pid: args.pid,
-                    started: args.started,
-                },
-                std::io::stdin(),
-                driver::watchdog::ORPHAN_GRACE,
-            );
-            Ok(ralph_core::exit_codes::OK)
-        }
+        Command::Status(args) => commands::status::command(&paths, args),
+        Command::Log(args) => commands::log::command(&paths, args),
+        Command::Reset(args) => commands::reset::command(&paths, args),
+        Command::Watchdog(args) => driver::watchdog::command(args),
         Command::Watch => commands::watch::run(&paths, &mut std::io::stdout()),
-        Command::Report(args) => commands::report::run(&paths, &args.html, &mut std::io::stdout()),
-        Command::Doctor(args) => commands::doctor::run(
-            &paths,
-            match args.interactive {
-                true => commands::doctor::Runs::Interactive,
-                false => commands::doctor::Runs::Headless,
-            },
-            args.json,
-            &mut std::io::stdout(),
-        ),
+        Command::Report(args) => commands::report::command(&paths, args),
+        Command::Doctor(args) => commands::doctor::command(&paths, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut command = Cli::command();
@@ -91,27 +67,18 @@ fn run(cli: Cli) -> i32 {
         Command::LoopStart(args) => {
             commands::plugin::loop_start(&paths, args.with_stdin_task(), &mut std::io::stdout())
         }
-        Command::Say(args) => commands::say::run(&paths, &args.text, &mut std::io::stdout()),
+        Command::Say(args) => commands::say::command(&paths, args),
         Command::Statusline => {
             commands::statusline::run(&paths, &mut std::io::stdin(), &mut std::io::stdout())
         }
-        Command::Answer(args) => commands::answer::run(
-            &paths,
-            &args.text,
-            &ralph_core::judge::config::ProcessEnv,
-            &mut std::io::stdout(),
-        ),
+        Command::Answer(args) => commands::answer::command(&paths, args),
         Command::Cancel => commands::cancel::run(&paths, &mut std::io::stdout()),
         Command::Reload => commands::reload::run(&paths, &mut std::io::stdout()),
-        Command::History(args) => commands::history::run(&paths, args.json, &mut std::io::stdout()),
-        Command::Queue(args) => {
-            commands::queue::run(&paths, &args.source, args.json, &mut std::io::stdout())
-        }
-        Command::Start(args) => {
-            driver::start::run(&paths, args.session_id, args.max_iterations, args.force)
-        }
+        Command::History(args) => commands::history::command(&paths, args),
+        Command::Queue(args) => commands::queue::command(&paths, args),
+        Command::Start(args) => driver::start::command(&paths, args),
         Command::Prompt => commands::prompt::run(&paths),
-        Command::Finish(args) => driver::finish::run(&paths, &args.session_id, args.client_exit),
+        Command::Finish(args) => driver::finish::command(&paths, args),
         Command::Init(args) => commands::init::run(&paths, args),
         Command::Run(args) => commands::run::run(&paths, args),
     };

@@ -23,6 +23,16 @@ pub(crate) struct AnswerArgs {
     pub(crate) text: Vec<String>,
 }
 
+/// `ralph-ctl answer` as its arguments ask, on stdout.
+pub(crate) fn command(paths: &ProjectPaths, args: AnswerArgs) -> CmdResult {
+    run(
+        paths,
+        &args.text,
+        &ralph_core::judge::config::ProcessEnv,
+        &mut std::io::stdout(),
+    )
+}
+
 /// `ralph-ctl answer TEXT`: the person's answer to the question a waiting
 /// loop's agent asked (`RALPH_ASK`). The loop runs again, with the question
 /// and the answer in front of its next iteration's text, once (a driver

@@ -42,6 +42,15 @@ pub(crate) struct DoctorArgs {
     pub(crate) interactive: bool,
 }
 
+/// `ralph-ctl doctor` as its arguments ask, on stdout.
+pub(crate) fn command(paths: &ProjectPaths, args: DoctorArgs) -> CmdResult {
+    let runs = match args.interactive {
+        true => Runs::Interactive,
+        false => Runs::Headless,
+    };
+    run(paths, runs, args.json, &mut std::io::stdout())
+}
+
 /// The client versions the end-to-end tests run.
 pub(crate) const TESTED_CLIENTS: [ClientVersion; 2] =
     [ClientVersion(2, 0, 77), ClientVersion(2, 1, 330)];

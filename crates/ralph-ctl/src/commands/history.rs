@@ -19,6 +19,11 @@ pub(crate) struct HistoryArgs {
     pub(crate) json: bool,
 }
 
+/// `ralph-ctl history` as its arguments ask, on stdout.
+pub(crate) fn command(paths: &ProjectPaths, args: HistoryArgs) -> CmdResult {
+    run(paths, args.json, &mut std::io::stdout())
+}
+
 /// Writes the kept loops to `out`, oldest first: two lines each (when it
 /// began, its session, how it ended), or with `json` one object per line,
 /// `{"file": …, "state": …}` (`"error"` for a file that cannot be read).

@@ -31,6 +31,17 @@ pub(crate) struct LogArgs {
     pub(crate) json: bool,
 }
 
+/// `ralph-ctl log` as its arguments ask, on stdout (warnings on stderr).
+pub(crate) fn command(paths: &ProjectPaths, args: LogArgs) -> CmdResult {
+    run(
+        paths,
+        usize::try_from(args.entries).unwrap_or(usize::MAX),
+        args.json,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
+}
+
 /// How many entries `ralph-ctl log` shows unless told otherwise.
 pub(crate) const DEFAULT_ENTRIES: u32 = 20;
 

@@ -25,6 +25,11 @@ pub(crate) struct QueueArgs {
     pub(crate) json: bool,
 }
 
+/// `ralph-ctl queue` as its arguments ask, on stdout.
+pub(crate) fn command(paths: &ProjectPaths, args: QueueArgs) -> CmdResult {
+    run(paths, &args.source, args.json, &mut std::io::stdout())
+}
+
 /// Writes the items of `source` (read from the project) and their claims
 /// to `out`: a count by status, then one line per item, or with `json` one
 /// array of `{"id", "title", "status", "worker", "expiresAt", "why"}`.

@@ -30,6 +30,11 @@ pub(crate) struct ReportArgs {
     pub(crate) html: std::path::PathBuf,
 }
 
+/// `ralph-ctl report` as its arguments ask.
+pub(crate) fn command(paths: &ProjectPaths, args: ReportArgs) -> CmdResult {
+    run(paths, &args.html, &mut std::io::stdout())
+}
+
 /// Writes the loop's report to `file`; says where on `out`.
 pub(crate) fn run(paths: &ProjectPaths, file: &Path, out: &mut dyn Write) -> CmdResult {
     let Some(state) = StateStore::new(paths).read()? else {

@@ -24,6 +24,11 @@ pub(crate) struct ResetArgs {
     pub(crate) force: bool,
 }
 
+/// `ralph-ctl reset` as its arguments ask.
+pub(crate) fn command(paths: &ProjectPaths, args: ResetArgs) -> CmdResult {
+    run(paths, args.force)
+}
+
 /// How the person is asked a yes-or-no question: `None` when nobody can
 /// be asked (no terminal), else whether they said yes.
 type Ask<'a> = &'a mut dyn FnMut(&str) -> Option<bool>;

@@ -19,6 +19,11 @@ pub(crate) struct SayArgs {
     pub(crate) text: Vec<String>,
 }
 
+/// `ralph-ctl say` as its arguments ask, on stdout.
+pub(crate) fn command(paths: &ProjectPaths, args: SayArgs) -> CmdResult {
+    run(paths, &args.text, &mut std::io::stdout())
+}
+
 /// The longest note `ralph-ctl say` takes.
 pub(crate) const MAX_NOTE_BYTES: usize = 16 * 1024;
 /// The most the notes waiting for the next iteration may hold together.

@@ -26,6 +26,11 @@ pub(crate) struct StatusArgs {
     pub(crate) json: bool,
 }
 
+/// `ralph-ctl status` as its arguments ask, on stdout.
+pub(crate) fn command(paths: &ProjectPaths, args: StatusArgs) -> CmdResult {
+    run(paths, args.json, &mut std::io::stdout())
+}
+
 /// How many recent stops the readable summary lists.
 const RECENT: usize = 10;
 

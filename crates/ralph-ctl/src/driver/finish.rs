@@ -25,6 +25,11 @@ pub(crate) struct FinishArgs {
     pub(crate) client_exit: Option<i32>,
 }
 
+/// `ralph-ctl finish` as its arguments ask.
+pub(crate) fn command(paths: &ProjectPaths, args: FinishArgs) -> CmdResult {
+    run(paths, &args.session_id, args.client_exit)
+}
+
 /// Marks an interrupted loop, prints one line on stderr, returns the loop's exit code.
 pub(crate) fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> CmdResult {
     let cause = match client_exit {

@@ -37,6 +37,11 @@ pub(crate) struct StartArgs {
     pub(crate) force: bool,
 }
 
+/// `ralph-ctl start` as its arguments ask.
+pub(crate) fn command(paths: &ProjectPaths, args: StartArgs) -> CmdResult {
+    run(paths, args.session_id, args.max_iterations, args.force)
+}
+
 /// A loop [`start_loop`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Started {

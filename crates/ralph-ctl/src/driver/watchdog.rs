@@ -31,6 +31,20 @@ pub(crate) struct WatchdogArgs {
     pub(crate) started: Option<u64>,
 }
 
+/// `ralph-ctl watchdog` as its arguments ask: watches the client they
+/// name while stdin stays open.
+pub(crate) fn command(args: WatchdogArgs) -> crate::error::CmdResult {
+    watch(
+        ralph_core::units::ProcessId {
+            pid: args.pid,
+            started: args.started,
+        },
+        std::io::stdin(),
+        ORPHAN_GRACE,
+    );
+    Ok(ralph_core::exit_codes::OK)
+}
+
 /// How long the client has, once its driver is gone, to end on SIGTERM
 /// before it is killed.
 pub(crate) const ORPHAN_GRACE: Duration = Duration::from_secs(5);

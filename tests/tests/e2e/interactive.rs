@@ -343,8 +343,14 @@ fn an_interactive_loop_paces_to_the_window_its_status_line_is_given() {
         ".claude/settings.local.json",
         r#"{"statusLine": {"type": "command", "command": "echo MY-OWN-STATUS-LINE"}}"#,
     );
-    let reset = epoch_now() + 12;
+    // The window resets 12 s after the first request, however long the
+    // client took to start on a loaded machine.
+    let reset_at = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let first = std::sync::Arc::clone(&reset_at);
     let api = MockApi::start_in_order(move |_, _| {
+        use std::sync::atomic::Ordering::SeqCst;
+        let _ = first.compare_exchange(0, epoch_now() + 12, SeqCst, SeqCst);
+        let reset = first.load(SeqCst);
         // As slow as a model: the status line is run every 2 s.
         std::thread::sleep(Duration::from_millis(1500));
         if epoch_now() < reset {
@@ -384,6 +390,7 @@ fn an_interactive_loop_paces_to_the_window_its_status_line_is_given() {
         history(&state)
     );
     // Nothing more until the person goes on, after the reset.
+    let reset = reset_at.load(std::sync::atomic::Ordering::SeqCst);
     while epoch_now() <= reset {
         std::thread::sleep(Duration::from_millis(200));
     }

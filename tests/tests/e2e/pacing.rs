@@ -250,12 +250,12 @@ fn a_session_loop_pauses_at_its_next_stop_and_resumes_after_the_reset() {
     // reports as it streams, and the Stop hook pauses the loop at its next
     // stop; the supervisor takes the same session up after the reset.
     let client = ClientVersion::V2_1_330;
-    // The window resets 6 s after the first request, however long the
+    // The window resets 10 s after the first request, however long the
     // client took to start on a loaded machine.
     let reset_at = Arc::new(AtomicU64::new(0));
     let first = Arc::clone(&reset_at);
     let api = MockApi::start_in_order(move |_, _| {
-        let _ = first.compare_exchange(0, epoch_now() + 6, Ordering::SeqCst, Ordering::SeqCst);
+        let _ = first.compare_exchange(0, epoch_now() + 10, Ordering::SeqCst, Ordering::SeqCst);
         let reset = first.load(Ordering::SeqCst);
         if epoch_now() < reset {
             Reply::text("Working on it.").with_utilization("5h", 0.85, reset)

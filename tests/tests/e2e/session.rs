@@ -525,12 +525,13 @@ fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
     // 2.1.330 under load may write an iteration's tool result and final
     // message only after its Stop hook returned: then the stop says its tool
     // evidence is incomplete, and the error is charged to no other iteration.
-    // Only an iteration that made a tool call waits on its result.
+    // (Seen once with the whole e2e suite running beside it: a text-only
+    // iteration's stop found the transcript still behind and said so too;
+    // what matters is that no error is charged to it.)
     let incomplete: Vec<bool> = history
         .iter()
         .map(|r| r["toolsIncomplete"] == true)
         .collect();
-    assert!(!incomplete[2] && !incomplete[3], "{history:#?}");
     let want = [false, !incomplete[1], false, false];
     if errors != want {
         // The transcript as the client left it, to see what the hook could not.

@@ -697,6 +697,10 @@ pub struct StopFailure {
     pub error_details: Option<String>,
     /// The error text the client showed in place of the answer.
     pub last_assistant_message: Option<String>,
+    /// A driver settles the loop once its client exits (as
+    /// [`Stop::driver_settles`]): it tells the pause, with the client's
+    /// cost charged first.
+    pub driver_settles: bool,
 }
 
 /// Records an API failure that ended a turn of the loop's session: the loop
@@ -713,45 +717,47 @@ pub fn run_stop_failure(
         return Ok(StopReport::allow(None));
     };
     let mut notes = Vec::new();
-    let changed = transaction::change_at(paths, Whose::Session(session), world.now(), |draft| {
-        let Some(state) = draft.state().filter(|s| s.status == Status::Running) else {
-            return Ok::<_, EngineError>(());
-        };
-        let stop = Stop {
-            session_id: failure.session_id.clone(),
-            transcript_path: failure.transcript_path.clone(),
-            ..Stop::default()
-        };
-        let reading = read_usage(world, &stop, state, false, &mut notes);
-        let api_error = reading.last_api_error.clone().unwrap_or_default();
-        let kind = match (failure.error.as_deref(), api_error.status) {
-            (Some(error), _) if PauseKind::from_client_error(error) != PauseKind::Unknown => {
-                PauseKind::from_client_error(error)
-            }
-            (_, Some(status)) => PauseKind::from_http_status(status),
-            _ => PauseKind::Unknown,
-        };
-        let said = failure
-            .last_assistant_message
-            .as_deref()
-            .or(failure.error_details.as_deref())
-            .or(api_error.message.as_deref())
-            .or(failure.error.as_deref())
-            .unwrap_or("the API failed");
-        let because = PausedBecause {
-            kind,
-            http_status: api_error.status,
-            message: crate::judge::state::one_line(said, 300),
-            resume_at: api_error.resets_at.map(Timestamp::from_secs),
-            at: draft.now(),
-        };
-        draft.apply(Event::Paused {
-            because,
-            reading,
-            cause: "the client's StopFailure".into(),
-        });
-        Ok(())
-    })?;
+    let tell = !failure.driver_settles;
+    let changed =
+        transaction::change_at(paths, Whose::Session(session), world.now(), tell, |draft| {
+            let Some(state) = draft.state().filter(|s| s.status == Status::Running) else {
+                return Ok::<_, EngineError>(());
+            };
+            let stop = Stop {
+                session_id: failure.session_id.clone(),
+                transcript_path: failure.transcript_path.clone(),
+                ..Stop::default()
+            };
+            let reading = read_usage(world, &stop, state, false, &mut notes);
+            let api_error = reading.last_api_error.clone().unwrap_or_default();
+            let kind = match (failure.error.as_deref(), api_error.status) {
+                (Some(error), _) if PauseKind::from_client_error(error) != PauseKind::Unknown => {
+                    PauseKind::from_client_error(error)
+                }
+                (_, Some(status)) => PauseKind::from_http_status(status),
+                _ => PauseKind::Unknown,
+            };
+            let said = failure
+                .last_assistant_message
+                .as_deref()
+                .or(failure.error_details.as_deref())
+                .or(api_error.message.as_deref())
+                .or(failure.error.as_deref())
+                .unwrap_or("the API failed");
+            let because = PausedBecause {
+                kind,
+                http_status: api_error.status,
+                message: crate::judge::state::one_line(said, 300),
+                resume_at: api_error.resets_at.map(Timestamp::from_secs),
+                at: draft.now(),
+            };
+            draft.apply(Event::Paused {
+                because,
+                reading,
+                cause: "the client's StopFailure".into(),
+            });
+            Ok(())
+        })?;
     notes.extend(changed.notes);
     Ok(StopReport {
         answer: Answer::Allow,
@@ -774,19 +780,20 @@ pub fn run_session_end(
     let Some(session) = session_id else {
         return Ok(StopReport::allow(None));
     };
-    let changed = transaction::change_at(paths, Whose::Session(session), world.now(), |draft| {
-        if draft.state().is_some_and(|s| s.carriers.is_none()) {
-            draft.apply(Event::Interrupted {
-                cause: format!(
-                    "the session ended ({})",
-                    reason
-                        .filter(|r| !r.is_empty())
-                        .unwrap_or("no reason given")
-                ),
-            });
-        }
-        Ok::<_, EngineError>(())
-    })?;
+    let changed =
+        transaction::change_at(paths, Whose::Session(session), world.now(), true, |draft| {
+            if draft.state().is_some_and(|s| s.carriers.is_none()) {
+                draft.apply(Event::Interrupted {
+                    cause: format!(
+                        "the session ended ({})",
+                        reason
+                            .filter(|r| !r.is_empty())
+                            .unwrap_or("no reason given")
+                    ),
+                });
+            }
+            Ok::<_, EngineError>(())
+        })?;
     Ok(StopReport {
         answer: Answer::Allow,
         notes: changed.notes,
@@ -809,7 +816,7 @@ pub fn record_hook_problem(
     let Some(session) = session_id else {
         return Ok(Vec::new());
     };
-    let changed = transaction::change_at(paths, Whose::Session(session), now, |draft| {
+    let changed = transaction::change_at(paths, Whose::Session(session), now, true, |draft| {
         if draft.state().is_some_and(|s| s.status == Status::Running) {
             draft.apply(Event::ProblemSeen(crate::judge::state::one_line(
                 problem, 500,
@@ -1891,6 +1898,7 @@ mod tests {
             error: Some("rate_limit".into()),
             error_details: None,
             last_assistant_message: Some("API Error: Request rejected (429)".into()),
+            driver_settles: false,
         };
         // Another session's failure changes nothing.
         let before = state(&paths);
@@ -1944,6 +1952,24 @@ mod tests {
             "{:?}",
             logged[0].reason
         );
+    }
+
+    #[test]
+    fn a_stop_failure_under_a_driver_that_settles_leaves_the_telling_to_it() {
+        let (_dir, paths) = project(Some(r#"{"notify": "cat >> told.txt"}"#));
+        let failure = StopFailure {
+            session_id: Some(SID.into()),
+            error: Some("rate_limit".into()),
+            driver_settles: true,
+            ..StopFailure::default()
+        };
+        run_stop_failure(&paths, &failure, &FakeWorld::new(IterationTail::default())).unwrap();
+        let after = state(&paths);
+        assert_eq!(after.status, Status::Paused);
+        assert!(crate::notify::due(&after).is_some(), "still to be told");
+        let logged = log::read_last(&paths.state_file(), 5).unwrap();
+        let events: Vec<_> = logged.iter().map(|e| e.event).collect();
+        assert_eq!(events, [LogEvent::Pause]);
     }
 
     #[test]

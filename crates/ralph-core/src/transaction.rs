@@ -78,15 +78,18 @@ pub fn change<E: From<StoreError>>(
     whose: Whose<'_>,
     decide: impl FnOnce(&mut Draft) -> Result<(), E>,
 ) -> Result<Changed, E> {
-    change_at(paths, whose, Timestamp::now(), decide)
+    change_at(paths, whose, Timestamp::now(), true, decide)
 }
 
 /// [`change`] at `now`: the time of a hook's world (its clock, which a
-/// test sets).
+/// test sets); an ending or a pause it makes is told (`notify`) when
+/// `tell`, else left to the driver that settles the loop after its client
+/// exits (it charges the client's cost first).
 pub fn change_at<E: From<StoreError>>(
     paths: &ProjectPaths,
     whose: Whose<'_>,
     now: Timestamp,
+    tell: bool,
     decide: impl FnOnce(&mut Draft) -> Result<(), E>,
 ) -> Result<Changed, E> {
     let store = StateStore::new(paths);
@@ -102,7 +105,9 @@ pub fn change_at<E: From<StoreError>>(
     }
     let mut draft = Draft::new(Some(state.clone()), now);
     decide(&mut draft)?;
-    let (after, notes) = commit(&lock, paths, Some(&state), draft.finish(), now)?.into_parts();
+    let (after, notes) = write(&lock, paths, Some(&state), draft.finish(), now, tell)?
+        .carry_out()
+        .into_parts();
     Ok(Changed {
         found: after.map_or(Found::Gone, |s| Found::Loop(Box::new(s))),
         notes,

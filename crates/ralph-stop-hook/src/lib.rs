@@ -356,6 +356,7 @@ pub fn handle(
                 error: input.error,
                 error_details: input.error_details,
                 last_assistant_message: input.last_assistant_message,
+                driver_settles: matches!(env.get(config::env::DRIVER_SETTLES), Some(Ok(v)) if v == "1"),
             };
             let report = engine::run_stop_failure(&paths, &failure, world)?;
             return Ok(Handled {

@@ -975,6 +975,16 @@ mod tests {
         for (key, var) in &keys {
             assert!(listed.contains(key), "{key} ({var}) not in {listed}");
         }
+        // `null` leaves a word setting as it was.
+        let mut config = Config::default();
+        config
+            .apply_text(
+                Path::new("c.json"),
+                r#"{"notify": null, "maxCostUsd": null, "sandbox": null}"#,
+                Scope::Project,
+            )
+            .unwrap();
+        assert_eq!(config, Config::default());
         // Read from the file and the environment through the same entry.
         for setting in word_settings() {
             let file = format!(

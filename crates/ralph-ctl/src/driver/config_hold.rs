@@ -11,9 +11,10 @@
 //! git holds it ("could not lock config file"); the run says so at its
 //! start.
 //!
-//! Every `run --queue` process on the project shares the hold (a shared
-//! `flock` on a file in ralph's runtime folder); the last to leave removes
-//! the lock file, and only one that says ralph holds it. One left by a run
+//! Every `run --queue` process on the repository shares the hold (a shared
+//! `flock` on a file beside the lock, so that two projects in one
+//! repository count together); the last to leave removes the lock file,
+//! and only one that says ralph holds it. One left by a run
 //! that was killed is taken over by the next queue run, which removes it
 //! when it ends.
 
@@ -32,9 +33,13 @@ const MARK: &str = "# held by ralph-ctl run --queue";
 /// configuration) is waited for before the run goes without the hold.
 const FOREIGN_WAIT: Duration = Duration::from_secs(3);
 
-/// The name of the file in ralph's runtime folder whose shared locks count
-/// the processes that hold the lock file.
-const HOLDERS_FILE: &str = "git-config-hold.lock";
+/// The name of the file beside the lock file whose shared locks count the
+/// processes that hold it.
+const HOLDERS_FILE: &str = "ralph-config-holders";
+
+/// How long a joining process waits for the holders' file (a process that
+/// is leaving holds it a moment).
+const HOLDERS_WAIT: Duration = Duration::from_secs(5);
 
 /// A queue process's share of the hold: released (and the lock file
 /// removed when no other process shares it) when dropped.
@@ -50,9 +55,9 @@ pub(crate) struct ConfigHold {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct NotHeld(pub(crate) String);
 
-/// Takes (or joins) the hold on `git_dir`'s `config.lock`, counting holders
-/// in `runtime` (ralph's runtime folder of the project).
-pub(crate) fn hold(git_dir: &Path, runtime: &Path) -> Result<ConfigHold, NotHeld> {
+/// Takes (or joins) the hold on `git_dir`'s `config.lock` (the
+/// repository's common git folder).
+pub(crate) fn hold(git_dir: &Path) -> Result<ConfigHold, NotHeld> {
     let lock = git_dir.join("config.lock");
     let not_held = |why: String| {
         NotHeld(format!(
@@ -60,9 +65,7 @@ pub(crate) fn hold(git_dir: &Path, runtime: &Path) -> Result<ConfigHold, NotHeld
              (`bwrap: Can't find source path …/config.lock`)"
         ))
     };
-    std::fs::create_dir_all(runtime)
-        .map_err(|e| not_held(format!("cannot create {}: {e}", runtime.display())))?;
-    let holders_path = runtime.join(HOLDERS_FILE);
+    let holders_path = git_dir.join(HOLDERS_FILE);
     let holders = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -70,9 +73,16 @@ pub(crate) fn hold(git_dir: &Path, runtime: &Path) -> Result<ConfigHold, NotHeld
         .open(&holders_path)
         .map_err(|e| not_held(format!("cannot open {}: {e}", holders_path.display())))?;
     // Waits for a process that is leaving (and may be removing the file).
-    holders
-        .lock_shared()
-        .map_err(|e| not_held(format!("cannot lock {}: {e}", holders_path.display())))?;
+    let waited_until = Instant::now() + HOLDERS_WAIT;
+    while let Err(e) = holders.try_lock_shared() {
+        if Instant::now() >= waited_until {
+            return Err(not_held(format!(
+                "cannot lock {}: {e}",
+                holders_path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let deadline = Instant::now() + FOREIGN_WAIT;
     loop {
         match OpenOptions::new().write(true).create_new(true).open(&lock) {
@@ -122,7 +132,7 @@ pub(crate) fn for_project(paths: &ralph_core::paths::ProjectPaths) -> Option<Con
             return None;
         }
     };
-    match hold(&git_dir, &paths.runtime_dir()) {
+    match hold(&git_dir) {
         Ok(hold) => {
             super::say(
                 "git: .git/config.lock is held while the workers' clients run sandboxed (their \
@@ -165,19 +175,18 @@ impl Drop for ConfigHold {
 mod tests {
     use super::*;
 
-    fn places(label: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    fn places(label: &str) -> (tempfile::TempDir, PathBuf) {
         let tmp = crate::testdir::new(label);
         let git = tmp.path().join(".git");
-        let runtime = tmp.path().join("runtime");
         std::fs::create_dir_all(&git).unwrap();
-        (tmp, git, runtime)
+        (tmp, git)
     }
 
     #[test]
     fn the_lock_file_is_there_while_held_and_gone_after() {
-        let (_tmp, git, runtime) = places("hold-one");
+        let (_tmp, git) = places("hold-one");
         let lock = git.join("config.lock");
-        let hold = hold(&git, &runtime).unwrap();
+        let hold = hold(&git).unwrap();
         let text = std::fs::read_to_string(&lock).unwrap();
         assert!(text.starts_with(MARK), "{text}");
         // git cannot take it meanwhile.
@@ -192,10 +201,10 @@ mod tests {
 
     #[test]
     fn the_last_holder_removes_it() {
-        let (_tmp, git, runtime) = places("hold-two");
+        let (_tmp, git) = places("hold-two");
         let lock = git.join("config.lock");
-        let first = hold(&git, &runtime).unwrap();
-        let second = hold(&git, &runtime).unwrap();
+        let first = hold(&git).unwrap();
+        let second = hold(&git).unwrap();
         drop(first);
         assert!(lock.exists(), "the second still holds it");
         drop(second);
@@ -204,20 +213,20 @@ mod tests {
 
     #[test]
     fn one_left_by_a_killed_run_is_taken_over_and_removed() {
-        let (_tmp, git, runtime) = places("hold-stale");
+        let (_tmp, git) = places("hold-stale");
         let lock = git.join("config.lock");
         std::fs::write(&lock, format!("{MARK} (process 1) …\n")).unwrap();
-        let hold = hold(&git, &runtime).unwrap();
+        let hold = hold(&git).unwrap();
         drop(hold);
         assert!(!lock.exists());
     }
 
     #[test]
     fn another_program_s_lock_is_left_alone_and_named() {
-        let (_tmp, git, runtime) = places("hold-foreign");
+        let (_tmp, git) = places("hold-foreign");
         let lock = git.join("config.lock");
         std::fs::write(&lock, "[core]\n\tbare = false\n").unwrap();
-        let NotHeld(why) = hold(&git, &runtime).unwrap_err();
+        let NotHeld(why) = hold(&git).unwrap_err();
         assert!(why.contains("held by another program"), "{why}");
         assert!(why.contains("config.lock"), "{why}");
         assert_eq!(
@@ -228,7 +237,7 @@ mod tests {
 
     #[test]
     fn a_git_that_finishes_within_the_wait_is_waited_for() {
-        let (_tmp, git, runtime) = places("hold-wait");
+        let (_tmp, git) = places("hold-wait");
         let lock = git.join("config.lock");
         std::fs::write(&lock, "[core]\n").unwrap();
         let gone = lock.clone();
@@ -236,7 +245,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(200));
             std::fs::remove_file(gone).unwrap();
         });
-        let hold = hold(&git, &runtime).unwrap();
+        let hold = hold(&git).unwrap();
         writer.join().unwrap();
         assert!(is_ralphs(&lock));
         drop(hold);

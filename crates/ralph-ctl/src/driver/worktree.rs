@@ -162,6 +162,9 @@ impl WorktreePlan {
                 "worktree",
                 "add",
                 "--quiet",
+                // No upstream: tracking would write .git/config, which a
+                // queue run holds locked (config_hold).
+                "--no-track",
                 "-b",
                 &worktree.branch,
                 &path,
@@ -377,6 +380,19 @@ mod tests {
         let status = git(&root, &["status", "--porcelain"]).unwrap();
         assert_eq!(status, "");
         assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    }
+
+    #[test]
+    fn a_worktree_is_made_while_the_git_configuration_is_locked() {
+        // Tracking (here asked of every new branch) would write
+        // .git/config, which a queue run holds locked.
+        let (_d, root) = repo();
+        sh(&root, &["config", "branch.autoSetupMerge", "always"]);
+        std::fs::write(root.join(".git/config.lock"), "held\n").unwrap();
+        let plan = plan(&root, None, false).unwrap();
+        let made = plan.create("l-1").unwrap();
+        assert!(made.path.join("a.txt").is_file());
+        std::fs::remove_file(root.join(".git/config.lock")).unwrap();
     }
 
     #[test]

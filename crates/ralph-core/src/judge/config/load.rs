@@ -69,7 +69,8 @@ impl Config {
             }
         }
         for setting in word_settings() {
-            if let Some(raw) = object.remove(setting.key) {
+            // `null` leaves the setting as it was, as it always did.
+            if let Some(raw) = object.remove(setting.key).filter(|raw| !raw.is_null()) {
                 let text = match (setting.written, &raw) {
                     (Written::Text, serde_json::Value::String(text)) => Some(text.clone()),
                     (Written::Number, serde_json::Value::Number(n)) => {

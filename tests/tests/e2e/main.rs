@@ -23,6 +23,7 @@ mod permissions;
 mod pinning;
 mod plugin;
 mod queue;
+mod remote_queue;
 mod report;
 mod sandbox;
 mod session;

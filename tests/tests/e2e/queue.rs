@@ -19,7 +19,7 @@ use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::{json, Value};
 
 /// The title of the item a conversation works: the line after "## Your item: ".
-fn item_of(body: &Value) -> Option<String> {
+pub(crate) fn item_of(body: &Value) -> Option<String> {
     user_texts(body).iter().find_map(|text| {
         let rest = text.split("## Your item: ").nth(1)?;
         Some(rest.lines().next().unwrap_or_default().trim().to_string())
@@ -47,13 +47,13 @@ fn outcome_line(status: &str, body: &Value) -> String {
 }
 
 /// The file an item's agent writes: its title, dashed.
-fn file_of(title: &str) -> String {
+pub(crate) fn file_of(title: &str) -> String {
     format!("{}.txt", title.replace(' ', "-"))
 }
 
 /// The agent of every item: commits `contents(title)` into the item's file,
 /// then says the item is done (with the signal and its outcome).
-fn worker_agent(
+pub(crate) fn worker_agent(
     contents: impl Fn(&str) -> (String, String) + Send + Sync + 'static,
 ) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
     move |turn, body| {
@@ -87,7 +87,7 @@ fn sandbox_could_not_start(body: &Value) -> bool {
 }
 
 /// How many conversations the mock saw for each item (first turns).
-fn conversations_per_item(api: &MockApi) -> BTreeMap<String, usize> {
+pub(crate) fn conversations_per_item(api: &MockApi) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();
     for request in api.main_requests() {
         if request.turn == 0 {
@@ -100,7 +100,7 @@ fn conversations_per_item(api: &MockApi) -> BTreeMap<String, usize> {
 }
 
 /// git in `dir`, its output.
-fn git_out(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git_out(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -115,7 +115,12 @@ fn git_out(dir: &Path, args: &[&str]) -> String {
 /// A project with `plan` as PLAN.md, a verify command that logs the branch
 /// it runs on (and fails on a file named `broken.txt`), `extra` config, and
 /// everything committed on main.
-fn queue_project(name: &str, client: ClientVersion, plan: &str, extra: Value) -> Scenario {
+pub(crate) fn queue_project(
+    name: &str,
+    client: ClientVersion,
+    plan: &str,
+    extra: Value,
+) -> Scenario {
     let log = verify_log(name, client);
     let _ = std::fs::remove_file(&log);
     let mut config = json!({
@@ -155,7 +160,7 @@ fn verified_on(name: &str, client: ClientVersion) -> Vec<String> {
 }
 
 /// The scenario's launcher started against `api`, its output piped.
-fn started(scenario: &Scenario, api: &MockApi) -> std::process::Child {
+pub(crate) fn started(scenario: &Scenario, api: &MockApi) -> std::process::Child {
     let mut command = scenario.command(api);
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
     command.spawn().unwrap()

@@ -84,6 +84,8 @@ pub mod env {
     pub const CLAIM_TTL_SECONDS: &str = "RALPH_CLAIM_TTL_SECONDS";
     /// A command run when a loop ends or pauses, with its summary on stdin.
     pub const NOTIFY: &str = "RALPH_NOTIFY";
+    /// `queueRemote`: the git remote a queue run shares with other machines.
+    pub const QUEUE_REMOTE: &str = "RALPH_QUEUE_REMOTE";
     /// auto, on or off: whether unattended runs put the client in its sandbox.
     pub const SANDBOX: &str = "RALPH_SANDBOX";
     /// `true`: a claim may run fewer tests, or skip more, than the loop's baseline.
@@ -319,13 +321,16 @@ pub struct Config {
 }
 
 /// How a queue run (`ralph-ctl run --queue`) works its items.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QueueConfig {
     /// `maxIterationsPerItem`: the most iterations one item's loop may take (default 5).
     pub max_iterations_per_item: u32,
     /// `claimTtlSeconds`: how long a worker's claim lasts unless renewed
     /// (default 900); a dead worker's item is free again after it.
     pub claim_ttl_seconds: u32,
+    /// `queueRemote`: the git remote on which several machines share one
+    /// backlog (claims, endings and merges); `None`: this machine alone.
+    pub remote: Option<String>,
 }
 
 impl Default for QueueConfig {
@@ -333,6 +338,7 @@ impl Default for QueueConfig {
         QueueConfig {
             max_iterations_per_item: 5,
             claim_ttl_seconds: 900,
+            remote: None,
         }
     }
 }
@@ -497,7 +503,7 @@ struct WordSetting {
 }
 
 /// The word settings, for the file and the environment alike.
-fn word_settings() -> [WordSetting; 11] {
+fn word_settings() -> [WordSetting; 12] {
     [
         WordSetting {
             key: "completionSignal",
@@ -601,6 +607,16 @@ fn word_settings() -> [WordSetting; 11] {
             },
         },
         WordSetting {
+            key: "queueRemote",
+            env: env::QUEUE_REMOTE,
+            written: Written::Text,
+            accepts: || "the name of a git remote".into(),
+            apply: |c, v| {
+                c.queue.remote = Some(validate_remote_name(v)?).filter(|r| !r.is_empty());
+                Some(())
+            },
+        },
+        WordSetting {
             key: "notify",
             env: env::NOTIFY,
             written: Written::Text,
@@ -611,6 +627,22 @@ fn word_settings() -> [WordSetting; 11] {
             },
         },
     ]
+}
+
+/// A git remote's name as ralph takes it: empty (none), or a name git
+/// accepts that cannot be read as an option or a path (no leading `-`, no
+/// `/` at either end, no `..`, no space or control character).
+pub fn validate_remote_name(name: &str) -> Option<String> {
+    let name = name.trim();
+    let bad = name.starts_with('-')
+        || name.starts_with('/')
+        || name.ends_with('/')
+        || name.contains("..")
+        || name.contains(':')
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "~^?*[\\".contains(c));
+    (!bad).then(|| name.to_string())
 }
 
 /// The known key closest to `key` when it is a likely misspelling (at most
@@ -651,7 +683,8 @@ pub fn accepted_keys() -> String {
          timeoutSeconds}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
          testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, \
          pauseAtUtilization (0 to 1), notify (a command), \
-         sandbox (auto, on or off), allowFewerTests (true or false), protectedPaths (a list of globs)",
+         sandbox (auto, on or off), allowFewerTests (true or false), protectedPaths (a list of globs), \
+         queueRemote (the name of a git remote)",
         numbers.join(", ")
     )
 }

@@ -803,6 +803,7 @@ mod tests {
             .into_iter()
             .collect(),
             joined: Vec::new(),
+            remote: None,
         });
         assert_eq!(
             next_step(&run).unwrap(),

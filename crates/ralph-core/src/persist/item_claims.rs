@@ -24,6 +24,9 @@ pub const CLAIMS_FILE_NAME: &str = "ralph-queue.json";
 pub const MERGE_LOCK_FILE_NAME: &str = "ralph-merge.lock";
 /// The worktrees' lock file's name, beside the claims.
 pub const WORKTREE_LOCK_FILE_NAME: &str = "ralph-worktrees.lock";
+/// The lock around fetching a shared remote's refs into the repository,
+/// beside the claims.
+pub const FETCH_LOCK_FILE_NAME: &str = "ralph-fetch.lock";
 /// How long a worker waits for the claims lock before giving up.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -211,6 +214,32 @@ impl ClaimStore {
         })
     }
 
+    /// Records `worker`'s claim on `id` until `now + ttl` whatever the file
+    /// said (the claim was won elsewhere: on a shared remote, which decides
+    /// who works what across machines; this file then mirrors it here).
+    pub fn take(
+        &self,
+        id: &str,
+        worker: &str,
+        now: Timestamp,
+        ttl: Duration,
+    ) -> Result<(), ClaimError> {
+        self.change(|claims| {
+            let claims_before = claims.items.get(id).map_or(0, |r| r.claims);
+            claims.items.insert(
+                id.to_string(),
+                ItemRecord {
+                    status: ItemStatus::Claimed,
+                    worker: worker.to_string(),
+                    claimed_at: now,
+                    expires_at: Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs())),
+                    claims: claims_before + 1,
+                    why: None,
+                },
+            );
+        })
+    }
+
     /// Extends `worker`'s claim on `id` to `now + ttl`; false when the
     /// claim is no longer its (it lapsed and another worker took the item,
     /// or the item was settled).
@@ -307,6 +336,13 @@ impl ClaimStore {
     /// .git/worktrees/…/commondir"), and queue workers add them at once.
     pub fn worktree_lock(&self, patience: Duration) -> Result<File, ClaimError> {
         self.named_lock(WORKTREE_LOCK_FILE_NAME, patience)
+    }
+
+    /// The lock around fetching a shared remote's refs into the repository
+    /// (`ralph-fetch.lock` beside the claims): two fetches that update one
+    /// ref at once fail ("cannot lock ref").
+    pub fn fetch_lock(&self, patience: Duration) -> Result<File, ClaimError> {
+        self.named_lock(FETCH_LOCK_FILE_NAME, patience)
     }
 
     /// An exclusive lock on the file `name` beside the claims, waited for

@@ -20,14 +20,191 @@ pub(crate) struct QueueArgs {
     /// Where the items are: plan:PATH, dir:PATH or cmd:COMMAND.
     #[arg(value_name = "SOURCE")]
     pub(crate) source: String,
-    /// Print one JSON array instead: {"id", "title", "status", "worker", "expiresAt", "why"}.
+    /// Print one JSON array instead: {"id", "title", "status", "worker", "expiresAt", "why"}
+    /// (with --remote also "iterations", "costUsd", "branch", "landed").
     #[arg(long)]
     pub(crate) json: bool,
+    /// Show the backlog as every machine that shares it on the git remote
+    /// NAME sees it (`run --queue SOURCE --remote NAME`): who works what,
+    /// what ended how, what landed where (default: config queueRemote).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) remote: Option<String>,
+    /// With --remote: forget the records of items that ended needs-review,
+    /// skipped or failed (all, or the ids given), so that workers take them
+    /// again. Done items and live claims are kept.
+    #[arg(long, value_name = "ID", num_args = 0.., requires = "remote")]
+    pub(crate) retry: Option<Vec<String>>,
 }
 
 /// `ralph-ctl queue` as its arguments ask, on stdout.
 pub(crate) fn command(paths: &ProjectPaths, args: QueueArgs) -> CmdResult {
-    run(paths, &args.source, args.json, &mut std::io::stdout())
+    let configured = || {
+        ralph_core::judge::config::Config::load(paths, &ralph_core::judge::config::ProcessEnv)
+            .ok()
+            .and_then(|c| c.queue.remote)
+    };
+    match args.remote.or_else(configured) {
+        Some(remote) => remote_queue(
+            paths,
+            &args.source,
+            &remote,
+            args.retry.as_deref(),
+            args.json,
+            &mut std::io::stdout(),
+        ),
+        None => run(paths, &args.source, args.json, &mut std::io::stdout()),
+    }
+}
+
+/// Writes the backlog of `source` as the records on the git remote
+/// `remote` hold it (every machine's workers), after forgetting those
+/// `retry` names; a line per item, or one JSON array.
+pub(crate) fn remote_queue(
+    paths: &ProjectPaths,
+    source: &str,
+    remote: &str,
+    retry: Option<&[String]>,
+    json: bool,
+    out: &mut dyn Write,
+) -> CmdResult {
+    use crate::driver::remote::{self, Refused, Remote, RemoteBook};
+    let parsed: Source = source.parse()?;
+    let items = parsed.read(&paths.root)?;
+    let book = RemoteBook::new(Remote::find(&paths.root, remote)?, &parsed);
+    let unreachable = |e: Refused| {
+        crate::error::CtlError::Client(match e {
+            Refused::Rejected(why) | Refused::Unreachable(why) | Refused::Forbidden(why) => {
+                format!("remote {remote} could not be read ({why}); check `git ls-remote {remote}`")
+            }
+        })
+    };
+    let mut forgotten = Vec::new();
+    if let Some(ids) = retry {
+        forgotten = book.forget(ids).map_err(unreachable)?;
+    }
+    let records = book.read().map_err(unreachable)?;
+    let now = Timestamp::now();
+    // The source's items first, then what the remote records of items the
+    // source no longer lists (their box ticked on a landed base, say).
+    let mut rows: Vec<(String, String, Option<&remote::Record>)> = items
+        .iter()
+        .map(|i| {
+            (
+                i.id.clone(),
+                i.title.clone(),
+                records.get(&i.id).map(|(_, r)| r),
+            )
+        })
+        .collect();
+    for (id, (_, record)) in &records {
+        if !items.iter().any(|i| &i.id == id) {
+            rows.push((id.clone(), record.title.clone(), Some(record)));
+        }
+    }
+    let standing = |record: Option<&remote::Record>| match record {
+        None => "free",
+        Some(r) if r.is_free(now) => "free",
+        Some(r) => remote::status_word(r.status),
+    };
+    let written = (|| {
+        if json {
+            let rows: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(id, title, record)| {
+                    json!({
+                        "id": id,
+                        "title": title,
+                        "status": standing(*record),
+                        "worker": record.map(|r| r.worker.clone()),
+                        "expiresAt": record.filter(|r| r.is_held(now)).map(|r| r.expires_at),
+                        "why": record.and_then(|r| r.why.clone()),
+                        "iterations": record.and_then(|r| r.iterations),
+                        "costUsd": record.and_then(|r| r.cost_usd),
+                        "branch": record.and_then(|r| r.branch.clone()),
+                        "landed": record.and_then(|r| r.landed.clone()),
+                        "claims": record.map(|r| r.claims),
+                    })
+                })
+                .collect();
+            let rows = serde_json::Value::Array(rows).to_string();
+            writeln!(out, "{}", ralph_core::text::printable_json(&rows))?;
+            return out.flush();
+        }
+        for id in &forgotten {
+            writeln!(out, "forgot {id}: workers take it again")?;
+        }
+        let words = [
+            "free",
+            "claimed",
+            "done",
+            "needs-review",
+            "skipped",
+            "failed",
+        ];
+        let counts: Vec<String> = words
+            .iter()
+            .map(|w| {
+                (
+                    w,
+                    rows.iter().filter(|(_, _, r)| standing(*r) == *w).count(),
+                )
+            })
+            .filter(|(_, n)| *n > 0)
+            .map(|(w, n)| format!("{n} {w}"))
+            .collect();
+        let machines: std::collections::BTreeSet<&str> =
+            records.values().map(|(_, r)| r.machine.as_str()).collect();
+        writeln!(
+            out,
+            "{} item{} of {source} on remote {remote} ({} machine{} so far): {}",
+            rows.len(),
+            if rows.len() == 1 { "" } else { "s" },
+            machines.len(),
+            if machines.len() == 1 { "" } else { "s" },
+            if counts.is_empty() {
+                "none".to_string()
+            } else {
+                counts.join(", ")
+            }
+        )?;
+        let width = rows
+            .iter()
+            .map(|(id, _, _)| id.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (id, title, record) in &rows {
+            let status = standing(*record);
+            let mut line = format!("  {status:<12} {id:<width$}  {title}");
+            if let Some(r) = record {
+                match status {
+                    "claimed" => line.push_str(&format!("  ({} until {})", r.worker, r.expires_at)),
+                    "free" => {}
+                    _ => {
+                        let mut parts = vec![r.worker.clone()];
+                        if let Some(n) = r.iterations {
+                            parts.push(format!("{n} iteration{}", if n == 1 { "" } else { "s" }));
+                        }
+                        if let Some(cost) = r.cost_usd {
+                            parts.push(ralph_core::units::Usd::from_dollars(cost).to_string());
+                        }
+                        if let Some(commit) = &r.landed {
+                            parts.push(format!("landed at {}", remote::short(commit)));
+                        } else if let Some(branch) = &r.branch {
+                            parts.push(format!("branch {branch}"));
+                        }
+                        line.push_str(&format!("  ({})", parts.join(", ")));
+                        if let Some(why) = r.why.as_deref().filter(|_| r.landed.is_none()) {
+                            line.push_str(&format!(": {why}"));
+                        }
+                    }
+                }
+            }
+            // Titles and reasons are the backlog's and the agent's text.
+            writeln!(out, "{}", ralph_core::text::printable(&line))?;
+        }
+        out.flush()
+    })();
+    super::written(written, exit_codes::OK)
 }
 
 /// Writes the items of `source` (read from the project) and their claims

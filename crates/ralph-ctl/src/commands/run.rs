@@ -71,6 +71,12 @@ pub(crate) struct RunArgs {
     /// branch is left for you.
     #[arg(long, value_name = "HOW", requires = "queue", default_value = "rebase")]
     merge: MergeMode,
+    /// With --queue: share the backlog with other machines through the
+    /// git remote NAME (config queueRemote): claims and endings are refs
+    /// under refs/ralph/queue/ there, changed only with a lease, and
+    /// items land by a push to the base (never forced).
+    #[arg(long, value_name = "NAME", requires = "queue")]
+    remote: Option<String>,
     /// Run the formula .claude/ralph/formulas/NAME.yaml: its steps in
     /// order, each a fresh-context loop with its own model, prompt and
     /// gates (implies --fresh). `ralph-ctl init --formula NAME` writes a
@@ -147,6 +153,7 @@ impl RunArgs {
                 source,
                 workers: self.workers,
                 merge: self.merge,
+                remote: self.remote,
             }),
             formula: self.formula,
             from: self.from,

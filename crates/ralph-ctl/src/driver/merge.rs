@@ -19,6 +19,7 @@ use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::verify::{self, VerifyCommand};
 use ralph_core::persist::item_claims::ClaimStore;
 
+use super::remote::{Refused, RemoteBook};
 use super::worktree::{git, Worktree};
 use crate::error::CtlError;
 
@@ -66,164 +67,51 @@ pub(crate) struct Landing<'a> {
     pub(crate) expected_base: Option<&'a str>,
     /// How the checks are walled: they run the item's code.
     pub(crate) walls: WallsWanted,
+    /// The shared remote the item lands through (`--remote`), if any.
+    pub(crate) remote: Option<&'a RemoteBook>,
+    /// How the remote's base is fetched (one fetch at a time here).
+    pub(crate) fetch: Option<&'a dyn Fn() -> Result<String, Refused>>,
 }
 
 /// Lands `landing`'s item (the caller holds the merge lock); `Err` only
-/// when git itself could not be run.
+/// when git itself could not be run. With a shared remote, through it
+/// ([`land_on_remote`]).
 pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
+    if let Some(book) = landing.remote {
+        return land_on_remote(landing, book);
+    }
     let found = git(landing.root, &["rev-parse", landing.base])?;
     let moved_outside = landing
         .expected_base
         .filter(|expected| *expected != found)
         .map(|_| found);
     let wt = &landing.worktree.path;
-    let branch = &landing.worktree.branch;
-    let who = identity(wt);
-    let with_who = |args: &[&str]| -> Vec<String> {
-        who.iter()
-            .map(|s| s.to_string())
-            .chain(args.iter().map(|s| s.to_string()))
-            .collect()
-    };
-    let run = |dir: &Path, args: Vec<String>| {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        git(dir, &args)
-    };
-    // What the agent left uncommitted is part of its work.
-    if !git(wt, &["status", "--porcelain", "--ignore-submodules=all"])?.is_empty() {
-        git(wt, &["add", "--all"])?;
-        // Not the empty files 2.1.330's sandbox leaves as mount points of
-        // the paths it protects (`.claude/settings.local.json`,
-        // `.gitmodules`, …): they are no work of the agent's.
-        let added = git(
-            wt,
-            &["diff", "--cached", "--name-only", "-z", "--diff-filter=A"],
-        )?;
-        for path in added.split('\0').filter(|p| !p.is_empty()) {
-            let empty = std::fs::symlink_metadata(wt.join(path)).is_ok_and(|m| m.len() == 0);
-            if empty && guarded_path(path, landing) {
-                git(wt, &["rm", "--cached", "--quiet", "--", path])?;
-            }
-        }
-        if !git(wt, &["diff", "--cached", "--name-only"])?.is_empty() {
-            let message = format!("{} ({})", landing.item.title, landing.item.id);
-            run(
-                wt,
-                with_who(&["commit", "--quiet", "--no-verify", "-m", &message]),
-            )?;
-        }
-    }
+    commit_leftovers(landing)?;
     let range = format!("{}..HEAD", landing.base);
-    let ahead: u64 = git(wt, &["rev-list", "--count", &range])?
-        .parse()
-        .unwrap_or(0);
+    let ahead = count(wt, &range)?;
     // An item said done with no change of its own is not ticked off: its
     // agent's work may have failed unseen (a command the sandbox could not
     // start), and one with nothing to do says skip. Its own: not on the
     // base the queue last landed (the agent may have moved the base itself).
     let own: u64 = match landing.expected_base {
-        Some(expected) if ahead == 0 => {
-            git(wt, &["rev-list", "--count", &format!("{expected}..HEAD")])?
-                .parse()
-                .unwrap_or(0)
-        }
+        Some(expected) if ahead == 0 => count(wt, &format!("{expected}..HEAD"))?,
         _ => ahead,
     };
     if own == 0 {
         remove(landing)?;
         return Ok(Landed::Nothing);
     }
-    if let Err(e) = run(wt, with_who(&["rebase", "--quiet", landing.base])) {
-        let conflicts = git(wt, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
-        let _ = git(wt, &["rebase", "--abort"]);
-        let files = conflicts.lines().collect::<Vec<_>>().join(", ");
-        return Ok(Landed::NeedsReview(if files.is_empty() {
-            format!(
-                "branch {branch} could not be rebased onto {}: {e}",
-                landing.base
-            )
-        } else {
-            format!(
-                "branch {branch} conflicts with {} in {files}; it is kept as it was",
-                landing.base
-            )
-        }));
+    if let Some(why) = rebase_onto(landing, landing.base)? {
+        return Ok(Landed::NeedsReview(why));
     }
-    // What decides and runs later is the person's: the item may not change
-    // it, however its agent got at it.
-    let changed = git(wt, &["diff", "--name-only", "--no-renames", "-z", &range])?;
-    let added = git(
-        wt,
-        &[
-            "diff",
-            "--name-only",
-            "--no-renames",
-            "-z",
-            "--diff-filter=A",
-            &range,
-        ],
-    )?;
-    let added: Vec<&str> = added.split('\0').collect();
-    // An empty file added (a sandbox's mount point the agent's `git add -A`
-    // took) says nothing and runs nothing: it does not hold the item back.
-    let added_empty = |path: &str| {
-        added.contains(&path)
-            && git(wt, &["cat-file", "-s", &format!("HEAD:{path}")]).is_ok_and(|size| size == "0")
-    };
-    let guarded: Vec<&str> = changed
-        .split('\0')
-        .filter(|path| !path.is_empty() && guarded_path(path, landing) && !added_empty(path))
-        .collect();
-    if !guarded.is_empty() {
-        return Ok(Landed::NeedsReview(format!(
-            "branch {branch} changes {}, which an item may not change (ralph's files, the \
-             client's settings, git attributes, the queue's source); it is kept for review",
-            guarded.join(", ")
-        )));
+    if let Some(why) = guarded_changes(landing, landing.base)? {
+        return Ok(Landed::NeedsReview(why));
     }
-    // The box is ticked in the merged history, unless the person has the
-    // plan open with changes of their own: then in their copy, after.
-    let mut tick_after = None;
-    if let Some(plan) = landing.plan {
-        let shown = plan.to_string_lossy().into_owned();
-        let theirs_changed =
-            !git(landing.root, &["status", "--porcelain", "--", &shown])?.is_empty();
-        let in_branch = wt.join(plan);
-        if !theirs_changed && in_branch.is_file() {
-            if tick_file(&in_branch, &landing.item.id)? {
-                git(wt, &["add", "--", &shown])?;
-                let message = format!("Tick {} in {shown}", landing.item.title);
-                run(
-                    wt,
-                    with_who(&["commit", "--quiet", "--no-verify", "-m", &message]),
-                )?;
-            }
-        } else {
-            tick_after = Some(landing.root.join(plan));
-        }
+    let tick_after = tick_in_branch(landing)?;
+    if let Some(why) = failed_verify(landing, landing.base) {
+        return Ok(Landed::NeedsReview(why));
     }
-    for command in landing.verify {
-        let result = verify::run(
-            wt,
-            command,
-            &ralph_core::engine::check_walls(landing.root, wt, landing.walls),
-        );
-        if !result.passed() {
-            let how = if result.timed_out {
-                format!("timed out after {} s", command.timeout_seconds)
-            } else {
-                format!(
-                    "exit {}: {}",
-                    result.exit_code.map_or("?".into(), |c| c.to_string()),
-                    super::live::excerpt(&result.output_tail)
-                )
-            };
-            return Ok(Landed::NeedsReview(format!(
-                "the project's verify `{}` failed on branch {branch} rebased onto {} ({how}); it is kept",
-                command.name, landing.base
-            )));
-        }
-    }
+    let branch = &landing.worktree.branch;
     let head = git(wt, &["rev-parse", "HEAD"])?;
     let checked_out = git(
         landing.root,
@@ -252,6 +140,302 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
         commit: head,
         moved: moved_outside,
     })
+}
+
+/// How many times a landing through a remote fetches, rebases, checks and
+/// pushes again after another machine landed first.
+const PUSH_ROUNDS: u32 = 10;
+
+/// Lands `landing`'s item through the shared remote: fetches the base,
+/// rebases the item onto it, ticks its box, runs the checks, records the
+/// commit about to land in the item's claim, then pushes it to the base
+/// without force. A push refused because another machine landed first
+/// starts over from the fetch; a conflict, a failing check or a claim lost
+/// pushes the item's branch for review; a remote that stays unreachable
+/// keeps the branch here. The base checked out here follows when it can
+/// be fast-forwarded.
+fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, CtlError> {
+    let remote = book.remote();
+    let branch = &landing.worktree.branch;
+    let wt = &landing.worktree.path;
+    let base_shown = format!("{}/{}", remote.name, landing.base);
+    let unreachable = |why: &str| {
+        Landed::NeedsReview(format!(
+            "remote {} could not be reached to land it ({why}); branch {branch} is kept here",
+            remote.name
+        ))
+    };
+    let fetch = || match landing.fetch.map(|f| f()) {
+        Some(result) => result,
+        None => book.patiently("fetching the base", || remote.fetch_base(landing.base)),
+    };
+    let mut onto = match fetch() {
+        Ok(onto) => onto,
+        Err(Refused::Rejected(why) | Refused::Unreachable(why) | Refused::Forbidden(why)) => {
+            return Ok(unreachable(&why))
+        }
+    };
+    commit_leftovers(landing)?;
+    if count(wt, &format!("{onto}..HEAD"))? == 0 {
+        remove(landing)?;
+        return Ok(Landed::Nothing);
+    }
+    let for_review = |why: String| -> Result<Landed, CtlError> {
+        let pushed = book.patiently("pushing a branch for review", || {
+            remote.push(&[&format!("+refs/heads/{branch}:refs/heads/{branch}")], &[])
+        });
+        Ok(Landed::NeedsReview(match pushed {
+            Ok(()) => format!("{why}; branch {branch} is pushed to {}", remote.name),
+            Err(_) => format!(
+                "{why}; branch {branch} is kept here (the push to {} failed)",
+                remote.name
+            ),
+        }))
+    };
+    for round in 0..PUSH_ROUNDS {
+        if round > 0 {
+            onto = match fetch() {
+                Ok(onto) => onto,
+                Err(
+                    Refused::Rejected(why) | Refused::Unreachable(why) | Refused::Forbidden(why),
+                ) => return Ok(unreachable(&why)),
+            };
+        }
+        if let Some(why) = rebase_onto(landing, &onto)? {
+            return for_review(why.replace(&onto, &base_shown));
+        }
+        if let Some(why) = guarded_changes(landing, &onto)? {
+            return for_review(why);
+        }
+        // The tick is made again on each round: ticks of neighbouring
+        // boxes that landed meanwhile would conflict with it in a rebase.
+        let untick = git(wt, &["rev-parse", "HEAD"])?;
+        let tick_after = tick_in_branch(landing)?;
+        if let Some(why) = failed_verify(landing, &base_shown) {
+            return for_review(why);
+        }
+        let head = git(wt, &["rev-parse", "HEAD"])?;
+        match book.mark_landing(&landing.item.id, &head) {
+            Ok(true) => {}
+            Ok(false) => {
+                return for_review(
+                    "its claim was taken over by another worker before it landed".into(),
+                )
+            }
+            Err(Refused::Rejected(why) | Refused::Unreachable(why) | Refused::Forbidden(why)) => {
+                return Ok(unreachable(&why))
+            }
+        }
+        let pushed = book.patiently("landing on the base", || {
+            remote.push(&[&format!("{head}:refs/heads/{}", landing.base)], &[])
+        });
+        match pushed {
+            Ok(()) => {
+                let _ = git(landing.root, &["update-ref", &onto, &head]);
+                follow_locally(landing, &head);
+                if let Some(plan) = tick_after {
+                    let _ = tick_file(&plan, &landing.item.id);
+                }
+                remove(landing)?;
+                return Ok(Landed::Merged {
+                    commit: head,
+                    moved: None,
+                });
+            }
+            Err(Refused::Rejected(_)) => {
+                super::say(&format!(
+                    "item {}: {base_shown} moved on (another worker landed first); fetching, rebasing and checking again",
+                    landing.item.id
+                ));
+                git(wt, &["reset", "--quiet", "--hard", &untick])?;
+            }
+            Err(Refused::Unreachable(why)) => return Ok(unreachable(&why)),
+            Err(Refused::Forbidden(why)) => {
+                return Ok(Landed::NeedsReview(format!(
+                    "remote {} refuses the push to {} ({why}); branch {branch} is kept here",
+                    remote.name, landing.base
+                )))
+            }
+        }
+    }
+    for_review(format!(
+        "{base_shown} moved on each of {PUSH_ROUNDS} times it was about to land"
+    ))
+}
+
+/// After a landing through the remote: the base here fast-forwarded to
+/// `head` when it can be (checked out, a merge that touches nothing of the
+/// person's; else its ref, when `head` descends from it). Best effort.
+fn follow_locally(landing: &Landing<'_>, head: &str) {
+    let checked_out = git(
+        landing.root,
+        &["symbolic-ref", "--quiet", "--short", "HEAD"],
+    )
+    .ok();
+    if checked_out.as_deref() == Some(landing.base) {
+        let _ = git(landing.root, &["merge", "--ff-only", "--quiet", head]);
+        return;
+    }
+    let Ok(old) = git(landing.root, &["rev-parse", landing.base]) else {
+        return;
+    };
+    if git(landing.root, &["merge-base", "--is-ancestor", &old, head]).is_ok() {
+        let reference = format!("refs/heads/{}", landing.base);
+        let _ = git(landing.root, &["update-ref", &reference, head, &old]);
+    }
+}
+
+/// The commits in `range`, counted in `dir`.
+fn count(dir: &Path, range: &str) -> Result<u64, CtlError> {
+    Ok(git(dir, &["rev-list", "--count", range])?
+        .parse()
+        .unwrap_or(0))
+}
+
+/// Commits what the agent left uncommitted in the item's worktree: it is
+/// part of its work.
+fn commit_leftovers(landing: &Landing<'_>) -> Result<(), CtlError> {
+    let wt = &landing.worktree.path;
+    if git(wt, &["status", "--porcelain", "--ignore-submodules=all"])?.is_empty() {
+        return Ok(());
+    }
+    git(wt, &["add", "--all"])?;
+    // Not the empty files 2.1.330's sandbox leaves as mount points of
+    // the paths it protects (`.claude/settings.local.json`,
+    // `.gitmodules`, …): they are no work of the agent's.
+    let added = git(
+        wt,
+        &["diff", "--cached", "--name-only", "-z", "--diff-filter=A"],
+    )?;
+    for path in added.split('\0').filter(|p| !p.is_empty()) {
+        let empty = std::fs::symlink_metadata(wt.join(path)).is_ok_and(|m| m.len() == 0);
+        if empty && guarded_path(path, landing) {
+            git(wt, &["rm", "--cached", "--quiet", "--", path])?;
+        }
+    }
+    if !git(wt, &["diff", "--cached", "--name-only"])?.is_empty() {
+        let message = format!("{} ({})", landing.item.title, landing.item.id);
+        as_committer(wt, &["commit", "--quiet", "--no-verify", "-m", &message])?;
+    }
+    Ok(())
+}
+
+/// git in `dir` with a committer named when the repository names none.
+fn as_committer(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
+    let all: Vec<&str> = identity(dir)
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    git(dir, &all)
+}
+
+/// Rebases the item's branch onto `onto`; why it needs review when it
+/// could not be (a conflict: the rebase is undone).
+fn rebase_onto(landing: &Landing<'_>, onto: &str) -> Result<Option<String>, CtlError> {
+    let wt = &landing.worktree.path;
+    let branch = &landing.worktree.branch;
+    let Err(e) = as_committer(wt, &["rebase", "--quiet", onto]) else {
+        return Ok(None);
+    };
+    let conflicts = git(wt, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+    let _ = git(wt, &["rebase", "--abort"]);
+    let files = conflicts.lines().collect::<Vec<_>>().join(", ");
+    Ok(Some(if files.is_empty() {
+        format!("branch {branch} could not be rebased onto {onto}: {e}")
+    } else {
+        format!("branch {branch} conflicts with {onto} in {files}; it is kept as it was")
+    }))
+}
+
+/// Why the item may not land when it changed what decides and runs later
+/// (the person's: the item may not change it, however its agent got at
+/// it), from `onto` to its head.
+fn guarded_changes(landing: &Landing<'_>, onto: &str) -> Result<Option<String>, CtlError> {
+    let wt = &landing.worktree.path;
+    let branch = &landing.worktree.branch;
+    let range = format!("{onto}..HEAD");
+    let changed = git(wt, &["diff", "--name-only", "--no-renames", "-z", &range])?;
+    let added = git(
+        wt,
+        &[
+            "diff",
+            "--name-only",
+            "--no-renames",
+            "-z",
+            "--diff-filter=A",
+            &range,
+        ],
+    )?;
+    let added: Vec<&str> = added.split('\0').collect();
+    // An empty file added (a sandbox's mount point the agent's `git add -A`
+    // took) says nothing and runs nothing: it does not hold the item back.
+    let added_empty = |path: &str| {
+        added.contains(&path)
+            && git(wt, &["cat-file", "-s", &format!("HEAD:{path}")]).is_ok_and(|size| size == "0")
+    };
+    let guarded: Vec<&str> = changed
+        .split('\0')
+        .filter(|path| !path.is_empty() && guarded_path(path, landing) && !added_empty(path))
+        .collect();
+    Ok((!guarded.is_empty()).then(|| {
+        format!(
+            "branch {branch} changes {}, which an item may not change (ralph's files, the \
+             client's settings, git attributes, the queue's source); it is kept for review",
+            guarded.join(", ")
+        )
+    }))
+}
+
+/// Ticks the item's box in the merged history (a commit on its branch),
+/// unless the person has the plan open with changes of their own: then the
+/// plan to tick in their copy after the landing.
+fn tick_in_branch(landing: &Landing<'_>) -> Result<Option<std::path::PathBuf>, CtlError> {
+    let Some(plan) = landing.plan else {
+        return Ok(None);
+    };
+    let wt = &landing.worktree.path;
+    let shown = plan.to_string_lossy().into_owned();
+    let theirs_changed = !git(landing.root, &["status", "--porcelain", "--", &shown])?.is_empty();
+    let in_branch = wt.join(plan);
+    if theirs_changed || !in_branch.is_file() {
+        return Ok(Some(landing.root.join(plan)));
+    }
+    if tick_file(&in_branch, &landing.item.id)? {
+        git(wt, &["add", "--", &shown])?;
+        let message = format!("Tick {} in {shown}", landing.item.title);
+        as_committer(wt, &["commit", "--quiet", "--no-verify", "-m", &message])?;
+    }
+    Ok(None)
+}
+
+/// Why the item may not land when a verify command fails on it, rebased
+/// onto `onto` (run inside the walls: they run the item's code).
+fn failed_verify(landing: &Landing<'_>, onto: &str) -> Option<String> {
+    let wt = &landing.worktree.path;
+    let branch = &landing.worktree.branch;
+    for command in landing.verify {
+        let result = verify::run(
+            wt,
+            command,
+            &ralph_core::engine::check_walls(landing.root, wt, landing.walls),
+        );
+        if !result.passed() {
+            let how = if result.timed_out {
+                format!("timed out after {} s", command.timeout_seconds)
+            } else {
+                format!(
+                    "exit {}: {}",
+                    result.exit_code.map_or("?".into(), |c| c.to_string()),
+                    super::live::excerpt(&result.output_tail)
+                )
+            };
+            return Some(format!(
+                "the project's verify `{}` failed on branch {branch} rebased onto {onto} ({how}); it is kept",
+                command.name
+            ));
+        }
+    }
+    None
 }
 
 /// Whether an item's change of `path` (relative to the repository) keeps
@@ -397,6 +581,8 @@ mod tests {
             claims,
             expected_base: None,
             walls: WallsWanted::Off,
+            remote: None,
+            fetch: None,
         })
         .unwrap()
     }
@@ -452,6 +638,8 @@ mod tests {
             claims: &claims,
             expected_base: Some(&start),
             walls: WallsWanted::Off,
+            remote: None,
+            fetch: None,
         };
         match land(&landing).unwrap() {
             Landed::Merged { moved, .. } => assert_eq!(moved, Some(moved_to)),
@@ -653,6 +841,8 @@ mod tests {
             claims: &claims,
             expected_base: None,
             walls: WallsWanted::Off,
+            remote: None,
+            fetch: None,
         };
         let before = git(&root, &["rev-parse", "main"]).unwrap();
         assert_eq!(land(&landing).unwrap(), Landed::Nothing);

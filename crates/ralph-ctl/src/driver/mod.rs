@@ -19,6 +19,7 @@
 
 pub(crate) mod answer_wait;
 pub(crate) mod carriers;
+pub(crate) mod claim_book;
 pub(crate) mod client;
 pub(crate) mod command;
 pub(crate) mod config_hold;
@@ -31,6 +32,7 @@ pub(crate) mod merge;
 pub(crate) mod os_signals;
 pub(crate) mod prepare;
 pub(crate) mod queue_run;
+pub(crate) mod remote;
 pub(crate) mod result;
 pub(crate) mod sandbox;
 pub(crate) mod start;

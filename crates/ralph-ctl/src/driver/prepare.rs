@@ -101,6 +101,8 @@ pub(crate) struct QueueOptions {
     pub(crate) workers: u32,
     /// How a finished item lands.
     pub(crate) merge: MergeMode,
+    /// `--remote`: the git remote the backlog is shared on.
+    pub(crate) remote: Option<String>,
 }
 
 /// `run --resume` goes on the way the loop ran, where its command line
@@ -133,6 +135,7 @@ pub(crate) fn as_it_ran(paths: &ProjectPaths, options: &mut RunOptions) {
             source: queue.source.clone(),
             workers,
             merge,
+            remote: queue.remote.clone(),
         });
     }
     if mode.headless && !options.headless && options.queue.is_none() {

@@ -12,8 +12,6 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,11 +30,13 @@ use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Found, Whose};
 use ralph_core::units::Usd;
 
+use super::claim_book::{ClaimBook, Renewal};
 use super::command::ClientProgram;
 use super::launch::{self, ItemDrive, ItemWork};
 use super::merge::{self, Landed, Landing};
 use super::os_signals::{SignalSource, Signals};
 use super::prepare::{self, MergeMode, Prepared, QueueOptions, Ready, RunOptions};
+use super::remote::{Ending, Remote, RemoteBook};
 use super::worktree::{self, WorktreePlan};
 use super::{carriers, config_hold, finish, sandbox, say, start};
 use crate::error::{CmdResult, CtlError};
@@ -62,6 +62,9 @@ const IDLE_LOOK: Duration = Duration::from_millis(500);
 /// How often a waiting worker reads the source again for items added
 /// meanwhile.
 const SOURCE_LOOK: Duration = Duration::from_secs(30);
+
+/// How often a waiting worker asks a shared remote whose claims changed.
+const REMOTE_LOOK: Duration = Duration::from_secs(3);
 
 /// Runs the queue (`run --queue`): joins the project's queue run on the
 /// same source, or starts one, works items with `--workers` workers until
@@ -108,6 +111,10 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         )));
     }
     let (config, pin) = start::pinned_config(paths)?;
+    let remote = match options.remote.as_ref().or(config.queue.remote.as_ref()) {
+        Some(name) => Some(RemoteBook::new(Remote::find(&paths.root, name)?, &source)),
+        None => None,
+    };
     // What every item's text is made of is read before any item is claimed.
     shared_task(paths, &config)?;
     let run_mode = RunMode {
@@ -116,7 +123,16 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         workers: Some(options.workers),
         worktree: false,
     };
-    let run = enter(paths, options, &config, &pin, &base, run_mode)?;
+    let remote_name = remote.as_ref().map(|b| b.remote().name.clone());
+    let run = enter(
+        paths,
+        options,
+        &config,
+        &pin,
+        &base,
+        run_mode,
+        remote_name.clone(),
+    )?;
     say(&format!(
         "queue {}: {} worker{} in this process, items land on {base} ({})",
         options.source,
@@ -127,6 +143,13 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
             MergeMode::None => "--merge none: left on their branches",
         }
     ));
+    if let Some(name) = &remote_name {
+        say(&format!(
+            "queue shared on remote {name}: claims, endings and landings go through it, with every machine \
+             that drains {} there",
+            options.source
+        ));
+    }
     // Sandboxed clients in worktrees of one repository race on its
     // `.git/config.lock` unless it stays put (config_hold).
     let _config_hold = if settings_sandboxed {
@@ -142,7 +165,10 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         config,
         pin,
         run: run.clone(),
-        claims: ClaimStore::new(paths),
+        claims: ClaimBook {
+            local: ClaimStore::new(paths),
+            remote,
+        },
     };
     let mut ends = Vec::new();
     thread::scope(|scope| {
@@ -207,6 +233,7 @@ fn enter(
     pin: &Pinned,
     base: &str,
     run_mode: RunMode,
+    remote: Option<String>,
 ) -> Result<String, CtlError> {
     // A run whose processes are all gone is recorded as interrupted first.
     if let Some(left) = carriers::reconcile(paths)? {
@@ -246,6 +273,7 @@ fn enter(
             base_head: worktree::git(&paths.root, &["rev-parse", base]).ok(),
             items: Default::default(),
             joined: Vec::new(),
+            remote: remote.clone(),
         };
         let started = start::open_loop(
             paths,
@@ -300,7 +328,7 @@ struct Shared<'a> {
     pin: Pinned,
     /// The run's session.
     run: String,
-    claims: ClaimStore,
+    claims: ClaimBook,
 }
 
 impl Shared<'_> {
@@ -347,10 +375,8 @@ impl Shared<'_> {
                 Ok(items) => items,
                 Err(e) => break WorkerEnd::Failed(e.to_string()),
             };
-            match self
-                .claims
-                .claim_next(&items, name, Timestamp::now(), self.ttl())
-            {
+            let landed = |commit: &str| self.on_remote_base(commit);
+            match self.claims.claim_next(&items, name, self.ttl(), &landed) {
                 Ok(Some(item)) => {
                     let (end, back) = self.work_item(name, item, &run, signals);
                     signals = back;
@@ -358,16 +384,11 @@ impl Shared<'_> {
                         break end;
                     }
                 }
-                Ok(None) => match self.claims.read() {
-                    Ok(claims) => {
+                Ok(None) => match self.claims.held() {
+                    Ok(held) => {
                         // Any live claim, listed or not: a landed item's
                         // box is ticked before its worker settles it.
-                        let now = Timestamp::now();
-                        let held = claims
-                            .items
-                            .values()
-                            .any(|r| r.status == ItemStatus::Claimed && r.expires_at > now);
-                        if !held {
+                        if held.is_empty() {
                             break WorkerEnd::Drained;
                         }
                         // Other workers hold the rest: a dead one's item
@@ -394,27 +415,25 @@ impl Shared<'_> {
     /// second). A signal that comes meanwhile is given back.
     fn wait_for_claims(&self, signals: &mut Signals) -> Option<super::os_signals::Signal> {
         let started = Instant::now();
-        let held = |now: Timestamp| -> Vec<String> {
-            self.claims
-                .read()
-                .map(|claims| {
-                    claims
-                        .items
-                        .iter()
-                        .filter(|(_, r)| r.status == ItemStatus::Claimed && r.expires_at > now)
-                        .map(|(id, _)| id.clone())
-                        .collect()
-                })
-                .unwrap_or_default()
+        let held = || self.claims.held().unwrap_or_default();
+        // A remote is asked less often than the file is read.
+        let every = if self.claims.remote.is_some() {
+            REMOTE_LOOK
+        } else {
+            IDLE_LOOK
         };
-        let before = held(Timestamp::now());
+        let before = held();
+        let mut looked = Instant::now();
         while started.elapsed() < SOURCE_LOOK {
             thread::sleep(IDLE_LOOK);
             if let Some(signal) = signals.take().first().copied() {
                 return Some(signal);
             }
-            if held(Timestamp::now()) != before {
-                break;
+            if looked.elapsed() >= every {
+                looked = Instant::now();
+                if held() != before {
+                    break;
+                }
             }
         }
         None
@@ -445,7 +464,7 @@ impl Shared<'_> {
             .flatten()
             .is_some_and(|prev| carriers::still_carried(&prev).is_some());
         if still_running {
-            let _ = self.claims.release(&item.id, name, Timestamp::now());
+            let _ = self.claims.release(&item.id, name);
             thread::sleep(IDLE_LOOK);
             return (None, signals);
         }
@@ -459,7 +478,20 @@ impl Shared<'_> {
             worker: name.to_string(),
             branch: branch.clone(),
         });
-        let renewal = Renewal::start(self.claims.clone(), &item.id, name, self.ttl());
+        // A claim lost stops the item at its iteration's end.
+        let stop_paths = item_paths.clone();
+        let renewal = Renewal::start(self.claims.clone(), &item.id, name, self.ttl(), move || {
+            let _ = transaction::change(&stop_paths, Whose::Any, |draft| {
+                if draft.state().is_some_and(|s| s.status.is_live()) {
+                    draft.apply(Event::Ended {
+                        status: Status::Cancelled,
+                        why: "its claim was lost: another worker holds the item now".into(),
+                        at: None,
+                    });
+                }
+                Ok::<_, CtlError>(())
+            });
+        });
         let max = self
             .config
             .queue
@@ -490,7 +522,7 @@ impl Shared<'_> {
             Ok(started) => started,
             Err(e) => {
                 renewal.stop();
-                let _ = self.claims.release(&item.id, name, Timestamp::now());
+                let _ = self.claims.release(&item.id, name);
                 self.settle(&item, ItemState::Released, 0, Usd(0), e.to_string(), None);
                 return (Some(WorkerEnd::Failed(e.to_string())), signals);
             }
@@ -504,7 +536,7 @@ impl Shared<'_> {
                 paths: &item_paths,
                 client: self.bench.client.clone(),
                 config: self.config.clone(),
-                worktrees: self.bench.worktrees.clone(),
+                worktrees: self.item_worktrees(),
                 client_args: self.bench.client_args.clone(),
                 extra_settings: sandbox::item_settings(
                     self.bench.extra_settings.as_deref(),
@@ -521,7 +553,7 @@ impl Shared<'_> {
             },
             signals,
         );
-        renewal.stop();
+        let lost = renewal.stop();
         let state = StateStore::new(&item_paths).read().ok().flatten();
         let iterations = state.as_ref().map_or(0, iterations_run);
         let cost = state.as_ref().map_or(Usd(0), |s| s.cost_usd);
@@ -530,7 +562,7 @@ impl Shared<'_> {
             e.exit_code()
         });
         let Some(state) = state else {
-            let _ = self.claims.release(&item.id, name, Timestamp::now());
+            let _ = self.claims.release(&item.id, name);
             self.settle(
                 &item,
                 ItemState::Released,
@@ -549,6 +581,13 @@ impl Shared<'_> {
         let mut merge_lock = None;
         let mut landed = None;
         let (status, why, end) = match state.status {
+            _ if lost => (
+                ItemState::Released,
+                format!(
+                    "its claim was lost (another worker holds the item now); what it did stays on branch {branch} here"
+                ),
+                None,
+            ),
             Status::Complete => {
                 let outcome = self.land(&item, &tree);
                 merge_lock = outcome.lock;
@@ -593,21 +632,33 @@ impl Shared<'_> {
                 None,
             ),
         };
+        let ending = Ending {
+            why: Some(why.clone()),
+            iterations,
+            cost_usd: cost.dollars(),
+            branch: (status != ItemState::Done || landed.is_none()).then(|| branch.clone()),
+            landed: landed.clone(),
+        };
         let settled = match status {
-            ItemState::Released => self.claims.release(&item.id, name, Timestamp::now()),
-            ItemState::Done => self.claims.settle(&item.id, name, ItemStatus::Done, None),
+            _ if lost => Ok(true),
+            ItemState::Released => self.claims.release(&item.id, name),
+            ItemState::Done => self
+                .claims
+                .settle(&item.id, name, ItemStatus::Done, &ending),
             ItemState::NeedsReview => {
                 self.claims
-                    .settle(&item.id, name, ItemStatus::NeedsReview, Some(why.clone()))
+                    .settle(&item.id, name, ItemStatus::NeedsReview, &ending)
             }
-            ItemState::Skipped => {
-                self.claims
-                    .settle(&item.id, name, ItemStatus::Skipped, Some(why.clone()))
-            }
+            ItemState::Skipped => self
+                .claims
+                .settle(&item.id, name, ItemStatus::Skipped, &ending),
             _ => self
                 .claims
-                .settle(&item.id, name, ItemStatus::Failed, Some(why.clone())),
+                .settle(&item.id, name, ItemStatus::Failed, &ending),
         };
+        if let Err(e) = &settled {
+            say(&format!("worker {name}: item {}: {e}", item.id));
+        }
         if !matches!(settled, Ok(true)) {
             say(&format!(
                 "worker {name}: its claim on item {} had lapsed; another worker may have taken it (claimTtlSeconds is {})",
@@ -677,12 +728,9 @@ impl Shared<'_> {
             lock: None,
         };
         if self.merge == MergeMode::None {
-            return outcome(
-                ItemState::Done,
-                format!("finished on branch {} (--merge none)", worktree.branch),
-            );
+            return outcome(ItemState::Done, self.leave_on_branch(&worktree.branch));
         }
-        let lock = match self.claims.merge_lock(merge::MERGE_PATIENCE) {
+        let lock = match self.claims.local.merge_lock(merge::MERGE_PATIENCE) {
             Ok(lock) => lock,
             Err(e) => {
                 return outcome(
@@ -708,6 +756,11 @@ impl Shared<'_> {
             Source::Dir(path) | Source::Plan(path) => merge::in_project(&self.paths.root, path),
             Source::Command(_) => None,
         };
+        let fetch = || {
+            self.claims
+                .fetch_base(&plan.base)
+                .unwrap_or_else(|| Ok(plan.base.clone()))
+        };
         let landing = Landing {
             root: &self.paths.root,
             base: &plan.base,
@@ -716,9 +769,11 @@ impl Shared<'_> {
             plan: plan_path.as_deref(),
             source: guarded_source.as_deref(),
             verify: &self.config.completion.verify,
-            claims: &self.claims,
+            claims: &self.claims.local,
             expected_base: expected.as_deref(),
             walls: self.config.sandbox.walls(),
+            remote: self.claims.remote.as_ref(),
+            fetch: Some(&fetch),
         };
         let short = |commit: &str| commit.chars().take(12).collect::<String>();
         let mut done = match merge::land(&landing) {
@@ -762,6 +817,54 @@ impl Shared<'_> {
         };
         done.lock = Some(lock);
         done
+    }
+
+    /// With a shared remote, each item starts from the remote's base as it
+    /// is now (fetched); else from the run's base.
+    fn item_worktrees(&self) -> worktree::WorktreePlan {
+        let mut plan = self.bench.worktrees.clone();
+        match self.claims.fetch_base(&plan.base) {
+            Some(Ok(tracking)) => plan.base = tracking,
+            Some(Err(e)) => say(&format!(
+                "warning: the remote's {} could not be fetched ({e:?}); the item starts from {} as this machine has it",
+                plan.base, plan.base
+            )),
+            None => {}
+        }
+        plan
+    }
+
+    /// Whether `commit` is on the remote's base (fetched now): an item
+    /// whose worker pushed it there and died before saying so landed.
+    fn on_remote_base(&self, commit: &str) -> bool {
+        let base = &self.bench.worktrees.base;
+        let Some(Ok(tracking)) = self.claims.fetch_base(base) else {
+            return false;
+        };
+        worktree::git(
+            &self.paths.root,
+            &["merge-base", "--is-ancestor", commit, &tracking],
+        )
+        .is_ok()
+    }
+
+    /// `--merge none`: the item stays on `branch`, pushed to the shared
+    /// remote when there is one, so that every machine sees it.
+    fn leave_on_branch(&self, branch: &str) -> String {
+        let Some(book) = &self.claims.remote else {
+            return format!("finished on branch {branch} (--merge none)");
+        };
+        let name = &book.remote().name;
+        let pushed = book.patiently("pushing an item's branch", || {
+            book.remote()
+                .push(&[&format!("+refs/heads/{branch}:refs/heads/{branch}")], &[])
+        });
+        match pushed {
+            Ok(()) => format!("finished on branch {branch}, pushed to {name} (--merge none)"),
+            Err(e) => format!(
+                "finished on branch {branch} (--merge none); it is kept here, the push to {name} failed ({e:?})"
+            ),
+        }
     }
 
     /// Records `item`'s end in the run (and the base it landed on), with
@@ -949,46 +1052,6 @@ fn iterations_run(state: &LoopState) -> u32 {
     u32::try_from(seen.len()).unwrap_or(u32::MAX)
 }
 
-/// A worker's claim kept alive while its item is worked: renewed every
-/// third of the time to live, by a thread of its own.
-struct Renewal {
-    stop: Arc<AtomicBool>,
-    handle: Option<thread::JoinHandle<()>>,
-}
-
-impl Renewal {
-    fn start(claims: ClaimStore, id: &str, worker: &str, ttl: Duration) -> Renewal {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (flag, id, worker) = (Arc::clone(&stop), id.to_string(), worker.to_string());
-        let every = (ttl / 3).max(Duration::from_secs(1));
-        let handle = thread::spawn(move || {
-            let mut last = Instant::now();
-            while !flag.load(Ordering::SeqCst) {
-                thread::sleep(Duration::from_millis(100));
-                if last.elapsed() >= every {
-                    if let Ok(false) = claims.renew(&id, &worker, Timestamp::now(), ttl) {
-                        say(&format!(
-                            "worker {worker}: its claim on item {id} lapsed before it was renewed"
-                        ));
-                    }
-                    last = Instant::now();
-                }
-            }
-        });
-        Renewal {
-            stop,
-            handle: Some(handle),
-        }
-    }
-
-    fn stop(mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(handle) = self.handle.take() {
-            let _ = handle.join();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1011,32 +1074,5 @@ mod tests {
         // A resumed iteration records its stops again under its number.
         state.history = [1, 1, 2, 3, 3].into_iter().map(record).collect();
         assert_eq!(iterations_run(&state), 3);
-    }
-
-    #[test]
-    fn a_worker_s_claim_is_renewed_while_it_works_and_not_after() {
-        let dir = crate::testdir::new("renewal");
-        let paths = ProjectPaths::new(dir.path());
-        let claims = ClaimStore::new(&paths);
-        let items = [Item {
-            id: "a".into(),
-            title: "A".into(),
-            body: String::new(),
-        }];
-        let ttl = Duration::from_secs(3);
-        let claimed = claims
-            .claim_next(&items, "w-1", Timestamp::now(), ttl)
-            .unwrap()
-            .expect("item a");
-        let expiry = || claims.read().unwrap().items["a"].expires_at;
-        let first = expiry();
-        let renewal = Renewal::start(claims.clone(), &claimed.id, "w-1", ttl);
-        // Renewed every third of the time to live (at least every second).
-        std::thread::sleep(Duration::from_millis(1300));
-        renewal.stop();
-        let renewed = expiry();
-        assert!(renewed > first, "{renewed} after {first}");
-        std::thread::sleep(Duration::from_millis(1300));
-        assert_eq!(expiry(), renewed);
     }
 }

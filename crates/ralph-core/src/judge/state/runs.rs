@@ -32,6 +32,10 @@ pub struct QueueRun {
     /// while one lives, the run is not left behind.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub joined: Vec<Carriers>,
+    /// The git remote the backlog is shared on with other machines
+    /// (`--remote`, `queueRemote`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
 }
 
 impl QueueRun {

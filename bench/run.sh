@@ -700,6 +700,11 @@ table() {
 }
 
 table | tee "$work/results.md"
+say "the queue's throughput (bench/queue.sh)"
+queue_mode=()
+[ "$quick" -eq 1 ] && queue_mode=(--quick)
+echo | tee -a "$work/results.md"
+bench/queue.sh "${queue_mode[@]}" "$ctl" | tee -a "$work/results.md"
 if [ "$quick" -eq 0 ]; then
   cp "$work/results.md" bench/results.md
   say "written to bench/results.md"

@@ -64,7 +64,7 @@ const IDLE_LOOK: Duration = Duration::from_millis(500);
 const SOURCE_LOOK: Duration = Duration::from_secs(30);
 
 /// How often a waiting worker asks a shared remote whose claims changed.
-const REMOTE_LOOK: Duration = Duration::from_secs(3);
+const REMOTE_LOOK: Duration = Duration::from_secs(1);
 
 /// Runs the queue (`run --queue`): joins the project's queue run on the
 /// same source, or starts one, works items with `--workers` workers until

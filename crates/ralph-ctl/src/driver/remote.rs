@@ -179,7 +179,7 @@ impl Remote {
                 let refused: Vec<&str> = out.lines().filter(|l| l.starts_with('!')).collect();
                 if refused.is_empty() {
                     Err(Refused::Unreachable(one_line(&err)))
-                } else if refused.iter().any(|l| l.contains("[remote rejected]")) {
+                } else if refused.iter().any(|l| forbidden(l)) {
                     Err(Refused::Forbidden(refused.join("; ")))
                 } else {
                     Err(Refused::Rejected(refused.join("; ")))
@@ -744,6 +744,21 @@ impl RemoteBook {
     }
 }
 
+/// Whether a refused ref's `--porcelain` line says the remote takes no
+/// such push at all (a hook, a protected ref), not that another push won
+/// the race: a remote that loses the race for its own ref lock answers
+/// `[remote rejected] (failed to update ref)` or `(failed to lock)`, which
+/// is a race lost like `[rejected] (stale info)`.
+fn forbidden(line: &str) -> bool {
+    let raced = [
+        "failed to update ref",
+        "failed to lock",
+        "cannot lock",
+        "incorrect old value",
+    ];
+    line.contains("[remote rejected]") && !raced.iter().any(|r| line.contains(r))
+}
+
 /// The record a commit message holds, when it is one ralph wrote.
 fn parse_record(message: &str) -> Option<Record> {
     let rest = message.strip_prefix(RECORD_HEAD)?;
@@ -1049,6 +1064,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a remote's name"), "{err}");
+    }
+
+    #[test]
+    fn a_remote_that_lost_the_race_for_its_ref_lock_is_a_race_not_a_refusal() {
+        let lost = "!\tabc:refs/ralph/queue/x/1\t[remote rejected] (failed to update ref)";
+        assert!(!forbidden(lost));
+        assert!(!forbidden(
+            "!\tabc:refs/heads/main\t[rejected] (fetch first)"
+        ));
+        assert!(forbidden(
+            "!\tabc:refs/ralph/queue/x/1\t[remote rejected] (pre-receive hook declined)"
+        ));
     }
 
     #[test]

@@ -58,14 +58,12 @@ impl ClaimBook {
     }
 
     /// Claims the first free item of `items` for `worker` until `now + ttl`.
-    /// With a remote, an item this machine's workers hold is not asked for,
-    /// and `landed` tells whether a commit is on the remote's base.
+    /// With a remote, an item this machine's workers hold is not asked for.
     pub(crate) fn claim_next(
         &self,
         items: &[Item],
         worker: &str,
         ttl: Duration,
-        landed: &dyn Fn(&str) -> bool,
     ) -> Result<Option<Item>, CtlError> {
         let now = Timestamp::now();
         let Some(book) = &self.remote else {
@@ -82,7 +80,7 @@ impl ClaimBook {
             .cloned()
             .collect();
         let won = book
-            .claim_next(&candidates, worker, ttl, landed)
+            .claim_next(&candidates, worker, ttl)
             .map_err(|e| self.said(e))?;
         if let Some(item) = &won {
             self.local.take(&item.id, worker, Timestamp::now(), ttl)?;

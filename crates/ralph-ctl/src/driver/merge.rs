@@ -19,7 +19,7 @@ use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::verify::{self, VerifyCommand};
 use ralph_core::persist::item_claims::ClaimStore;
 
-use super::remote::{Refused, RemoteBook};
+use super::remote::{Ending, Landing as RemoteLanding, Refused, RemoteBook};
 use super::worktree::{git, Worktree};
 use crate::error::CtlError;
 
@@ -71,6 +71,9 @@ pub(crate) struct Landing<'a> {
     pub(crate) remote: Option<&'a RemoteBook>,
     /// How the remote's base is fetched (one fetch at a time here).
     pub(crate) fetch: Option<&'a dyn Fn() -> Result<String, Refused>>,
+    /// The iterations the item's loop ran and what it cost, in dollars:
+    /// recorded on the remote by the landing's own push.
+    pub(crate) ran: (u32, f64),
 }
 
 /// Lands `landing`'s item (the caller holds the merge lock); `Err` only
@@ -147,9 +150,9 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
 const PUSH_ROUNDS: u32 = 10;
 
 /// Lands `landing`'s item through the shared remote: fetches the base,
-/// rebases the item onto it, ticks its box, runs the checks, records the
-/// commit about to land in the item's claim, then pushes it to the base
-/// without force. A push refused because another machine landed first
+/// rebases the item onto it, ticks its box, runs the checks, then pushes
+/// it to the base (without force) and the item's record (done, leased on
+/// its claim) in one atomic push. A push refused because another machine landed first
 /// starts over from the fetch; a conflict, a failing check or a claim lost
 /// pushes the item's branch for review; a remote that stays unreachable
 /// keeps the branch here. The base checked out here follows when it can
@@ -215,22 +218,22 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
             return for_review(why);
         }
         let head = git(wt, &["rev-parse", "HEAD"])?;
-        match book.mark_landing(&landing.item.id, &head) {
-            Ok(true) => {}
-            Ok(false) => {
-                return for_review(
-                    "its claim was taken over by another worker before it landed".into(),
-                )
-            }
-            Err(Refused::Rejected(why) | Refused::Unreachable(why) | Refused::Forbidden(why)) => {
-                return Ok(unreachable(&why))
-            }
-        }
+        let ending = Ending {
+            why: Some(format!(
+                "landed on {} at {}",
+                landing.base,
+                super::remote::short(&head)
+            )),
+            iterations: landing.ran.0,
+            cost_usd: landing.ran.1,
+            branch: None,
+            landed: Some(head.clone()),
+        };
         let pushed = book.patiently("landing on the base", || {
-            remote.push(&[&format!("{head}:refs/heads/{}", landing.base)], &[])
+            book.land(&landing.item.id, landing.base, &head, &ending)
         });
         match pushed {
-            Ok(()) => {
+            Ok(RemoteLanding::Landed) => {
                 let _ = git(landing.root, &["update-ref", &onto, &head]);
                 follow_locally(landing, &head);
                 if let Some(plan) = tick_after {
@@ -242,7 +245,12 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
                     moved: None,
                 });
             }
-            Err(Refused::Rejected(_)) => {
+            Ok(RemoteLanding::ClaimLost) => {
+                return for_review(
+                    "its claim was taken over by another worker before it landed".into(),
+                )
+            }
+            Ok(RemoteLanding::BaseMoved) | Err(Refused::Rejected(_)) => {
                 super::say(&format!(
                     "item {}: {base_shown} moved on (another worker landed first); fetching, rebasing and checking again",
                     landing.item.id
@@ -583,6 +591,7 @@ mod tests {
             walls: WallsWanted::Off,
             remote: None,
             fetch: None,
+            ran: (0, 0.0),
         })
         .unwrap()
     }
@@ -640,6 +649,7 @@ mod tests {
             walls: WallsWanted::Off,
             remote: None,
             fetch: None,
+            ran: (0, 0.0),
         };
         match land(&landing).unwrap() {
             Landed::Merged { moved, .. } => assert_eq!(moved, Some(moved_to)),
@@ -843,6 +853,7 @@ mod tests {
             walls: WallsWanted::Off,
             remote: None,
             fetch: None,
+            ran: (0, 0.0),
         };
         let before = git(&root, &["rev-parse", "main"]).unwrap();
         assert_eq!(land(&landing).unwrap(), Landed::Nothing);

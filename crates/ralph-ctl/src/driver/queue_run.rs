@@ -375,8 +375,7 @@ impl Shared<'_> {
                 Ok(items) => items,
                 Err(e) => break WorkerEnd::Failed(e.to_string()),
             };
-            let landed = |commit: &str| self.on_remote_base(commit);
-            match self.claims.claim_next(&items, name, self.ttl(), &landed) {
+            match self.claims.claim_next(&items, name, self.ttl()) {
                 Ok(Some(item)) => {
                     let (end, back) = self.work_item(name, item, &run, signals);
                     signals = back;
@@ -589,7 +588,7 @@ impl Shared<'_> {
                 None,
             ),
             Status::Complete => {
-                let outcome = self.land(&item, &tree);
+                let outcome = self.land(&item, &tree, (iterations, cost.dollars()));
                 merge_lock = outcome.lock;
                 landed = outcome.landed;
                 (outcome.status, outcome.why, None)
@@ -714,7 +713,7 @@ impl Shared<'_> {
     /// Lands a finished item under the merge lock, which it hands back to
     /// be held until the landing is recorded (or, with `--merge none`,
     /// leaves it on its branch).
-    fn land(&self, item: &Item, tree: &str) -> ItemLanding {
+    fn land(&self, item: &Item, tree: &str, ran: (u32, f64)) -> ItemLanding {
         let plan = &self.bench.worktrees;
         let worktree = worktree::Worktree {
             path: self.paths.root.join(worktree::WORKTREES_DIR).join(tree),
@@ -774,6 +773,7 @@ impl Shared<'_> {
             walls: self.config.sandbox.walls(),
             remote: self.claims.remote.as_ref(),
             fetch: Some(&fetch),
+            ran,
         };
         let short = |commit: &str| commit.chars().take(12).collect::<String>();
         let mut done = match merge::land(&landing) {
@@ -832,20 +832,6 @@ impl Shared<'_> {
             None => {}
         }
         plan
-    }
-
-    /// Whether `commit` is on the remote's base (fetched now): an item
-    /// whose worker pushed it there and died before saying so landed.
-    fn on_remote_base(&self, commit: &str) -> bool {
-        let base = &self.bench.worktrees.base;
-        let Some(Ok(tracking)) = self.claims.fetch_base(base) else {
-            return false;
-        };
-        worktree::git(
-            &self.paths.root,
-            &["merge-base", "--is-ancestor", commit, &tracking],
-        )
-        .is_ok()
     }
 
     /// `--merge none`: the item stays on `branch`, pushed to the shared

@@ -164,7 +164,15 @@ impl Remote {
     /// expects of it (`REF:EXPECTED`, an empty EXPECTED: the ref must not
     /// exist); `Ok` when every ref took its new value.
     pub(crate) fn push(&self, refspecs: &[&str], leases: &[String]) -> Result<(), Refused> {
+        self.push_with(refspecs, leases, false)
+    }
+
+    /// [`Remote::push`], `--atomic` when `atomic`.
+    fn push_with(&self, refspecs: &[&str], leases: &[String], atomic: bool) -> Result<(), Refused> {
         let mut args = vec!["push", "--porcelain", "--quiet", "--no-verify"];
+        if atomic {
+            args.push("--atomic");
+        }
         let leases: Vec<String> = leases
             .iter()
             .map(|l| format!("--force-with-lease={l}"))
@@ -177,7 +185,9 @@ impl Remote {
             Err((out, err)) => {
                 // `--porcelain` lists each ref: `!` before one refused.
                 let refused: Vec<&str> = out.lines().filter(|l| l.starts_with('!')).collect();
-                if refused.is_empty() {
+                if err.contains("does not support --atomic") {
+                    Err(Refused::Forbidden(one_line(&err)))
+                } else if refused.is_empty() {
                     Err(Refused::Unreachable(one_line(&err)))
                 } else if refused.iter().any(|l| forbidden(l)) {
                     Err(Refused::Forbidden(refused.join("; ")))
@@ -186,6 +196,11 @@ impl Remote {
                 }
             }
         }
+    }
+
+    /// [`Remote::push`] of several refs at once, all or none (`--atomic`).
+    pub(crate) fn push_atomic(&self, refspecs: &[&str], leases: &[String]) -> Result<(), Refused> {
+        self.push_with(refspecs, leases, true)
     }
 
     /// Every ref under `prefix` on the remote, by name, with its commit.
@@ -244,10 +259,6 @@ pub(crate) struct Record {
     /// The base's commit it landed at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) landed: Option<String>,
-    /// The commit its worker was about to push to the base: when the base
-    /// holds it, the item landed, whether or not its ending was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) landing: Option<String>,
     /// When it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ended_at: Option<Timestamp>,
@@ -291,7 +302,20 @@ pub(crate) struct RemoteBook {
     /// The records this machine's workers hold: item id to the commit last
     /// pushed, and the record it holds.
     mine: Arc<Mutex<HashMap<String, (String, Record)>>>,
+    /// The items this machine landed, recorded done by the landing's push.
+    settled: Arc<Mutex<std::collections::HashSet<String>>>,
     patience: Duration,
+}
+
+/// What came of an atomic landing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Landing {
+    /// The base holds the item, and its record says done.
+    Landed,
+    /// Another machine landed first: fetch, rebase, check, try again.
+    BaseMoved,
+    /// The claim is another worker's now: nothing landed.
+    ClaimLost,
 }
 
 /// The records' ref prefix of `source` in the project at `root`: one per
@@ -347,6 +371,7 @@ impl RemoteBook {
             prefix,
             machine: machine_name(),
             mine: Arc::default(),
+            settled: Arc::default(),
             patience: PATIENCE,
         }
     }
@@ -552,7 +577,6 @@ impl RemoteBook {
             cost_usd: None,
             branch: None,
             landed: None,
-            landing: None,
             ended_at: None,
         }
     }
@@ -560,15 +584,12 @@ impl RemoteBook {
     /// Claims the first of `items` that is free on the remote for `worker`
     /// until `now + ttl` (a lease on its record: a record another worker
     /// wrote since it was read refuses the push, and the next item is
-    /// tried). An item whose lapsed claim had pushed its landing to the
-    /// base is recorded done, not worked again (`landed` tells whether the
-    /// base holds a commit). `None`: no item is free.
+    /// tried). `None`: no item is free.
     pub(crate) fn claim_next(
         &self,
         items: &[Item],
         worker: &str,
         ttl: Duration,
-        landed: &dyn Fn(&str) -> bool,
     ) -> Result<Option<Item>, Refused> {
         for _round in 0..3 {
             let records = self.patiently("reading the queue's claims", || self.read())?;
@@ -578,21 +599,6 @@ impl RemoteBook {
                 let before = records.get(&item.id);
                 if before.is_some_and(|(_, r)| !r.is_free(now)) {
                     continue;
-                }
-                if let Some((sha, record)) = before {
-                    if let Some(commit) = record.landing.as_deref().filter(|c| landed(c)) {
-                        let mut done = record.clone();
-                        done.status = ItemStatus::Done;
-                        done.landed = Some(commit.to_string());
-                        done.why = Some(format!(
-                            "landed at {} by {}, whose ending was never recorded",
-                            short(commit),
-                            record.worker
-                        ));
-                        done.nonce = nonce();
-                        let _ = self.put(&done, Some(sha));
-                        continue;
-                    }
                 }
                 let record = self.claim_record(item, worker, now, ttl, before.map(|(_, r)| r));
                 let expected = before.map(|(sha, _)| sha.as_str());
@@ -657,13 +663,56 @@ impl RemoteBook {
         self.mine_get(id).map(|(_, r)| r.expires_at)
     }
 
-    /// Records that this machine's worker is about to push `commit` to the
-    /// base for `id`; false when the claim is no longer its (then nothing
-    /// may land).
-    pub(crate) fn mark_landing(&self, id: &str, commit: &str) -> Result<bool, Refused> {
-        self.change_mine(id, "recording a landing", |r| {
-            r.landing = Some(commit.to_string());
-        })
+    /// Lands `head` on the remote's branch `base` and records this
+    /// machine's item `id` done there, in one atomic push: the base moves
+    /// (never forced) only if the item's record is still this worker's
+    /// claim, and the record says done only if the base moved. So an item
+    /// never lands without its record, nor twice.
+    pub(crate) fn land(
+        &self,
+        id: &str,
+        base: &str,
+        head: &str,
+        ending: &Ending,
+    ) -> Result<Landing, Refused> {
+        let Some((sha, mut record)) = self.mine_get(id) else {
+            return Ok(Landing::ClaimLost);
+        };
+        record.status = ItemStatus::Done;
+        record.why = ending.why.clone();
+        record.iterations = Some(ending.iterations);
+        record.cost_usd = Some(ending.cost_usd);
+        record.branch = None;
+        record.landed = Some(head.to_string());
+        record.ended_at = Some(Timestamp::now());
+        record.nonce = nonce();
+        let commit = self.commit(&record, Some(&sha))?;
+        let reference = format!("{}{id}", self.prefix);
+        let pushed = self.remote.push_atomic(
+            &[
+                &format!("{head}:refs/heads/{base}"),
+                &format!("{commit}:{reference}"),
+            ],
+            &[format!("{reference}:{sha}")],
+        );
+        match pushed {
+            Ok(()) => {
+                self.mine_drop(id);
+                if let Ok(mut settled) = self.settled.lock() {
+                    settled.insert(id.to_string());
+                }
+                Ok(Landing::Landed)
+            }
+            // The record's lease failed: another worker holds the item.
+            Err(Refused::Rejected(why))
+                if why.contains(&format!("{reference}\t[rejected] (stale info)")) =>
+            {
+                self.mine_drop(id);
+                Ok(Landing::ClaimLost)
+            }
+            Err(Refused::Rejected(_)) => Ok(Landing::BaseMoved),
+            Err(e) => Err(e),
+        }
     }
 
     /// Records how this machine's item `id` ended; false when the claim was
@@ -674,6 +723,10 @@ impl RemoteBook {
         status: ItemStatus,
         ending: &Ending,
     ) -> Result<bool, Refused> {
+        // Landed: recorded by the landing's own push.
+        if self.settled.lock().is_ok_and(|s| s.contains(id)) {
+            return Ok(true);
+        }
         let now = Timestamp::now();
         self.change_mine(id, "recording an item's end", |r| {
             r.status = status;
@@ -747,14 +800,17 @@ impl RemoteBook {
 /// Whether a refused ref's `--porcelain` line says the remote takes no
 /// such push at all (a hook, a protected ref), not that another push won
 /// the race: a remote that loses the race for its own ref lock answers
-/// `[remote rejected] (failed to update ref)` or `(failed to lock)`, which
-/// is a race lost like `[rejected] (stale info)`.
+/// `[remote rejected] (failed to update ref)`, `(failed to lock)` or, for
+/// an atomic push, `(atomic transaction failed)`: a race lost like
+/// `[rejected] (stale info)`.
 fn forbidden(line: &str) -> bool {
     let raced = [
         "failed to update ref",
         "failed to lock",
         "cannot lock",
         "incorrect old value",
+        // An atomic push whose ref transaction lost to another push.
+        "atomic transaction failed",
     ];
     line.contains("[remote rejected]") && !raced.iter().any(|r| line.contains(r))
 }
@@ -931,9 +987,8 @@ mod tests {
         let (_dir, clones) = clones(2);
         let (a, b) = (book(&clones[0]), book(&clones[1]));
         let list = items(3);
-        let never = |_: &str| false;
-        let first = a.claim_next(&list, "1-1", TTL, &never).unwrap().unwrap();
-        let second = b.claim_next(&list, "2-1", TTL, &never).unwrap().unwrap();
+        let first = a.claim_next(&list, "1-1", TTL).unwrap().unwrap();
+        let second = b.claim_next(&list, "2-1", TTL).unwrap().unwrap();
         assert_eq!(first.id, "item-1");
         assert_eq!(second.id, "item-2");
         let held = a.held(Timestamp::now()).unwrap();
@@ -958,7 +1013,7 @@ mod tests {
         assert_eq!(one.status, ItemStatus::Done);
         assert_eq!(one.iterations, Some(2));
         assert!(one.worker.ends_with("/1-1"), "{}", one.worker);
-        assert_eq!(b.claim_next(&list[..1], "2-1", TTL, &never).unwrap(), None);
+        assert_eq!(b.claim_next(&list[..1], "2-1", TTL).unwrap(), None);
     }
 
     #[test]
@@ -966,19 +1021,14 @@ mod tests {
         let (_dir, clones) = clones(3);
         let (a, b, c) = (book(&clones[0]), book(&clones[1]), book(&clones[2]));
         let list = items(1);
-        let never = |_: &str| false;
         let short_ttl = Duration::from_secs(0);
-        assert!(a
-            .claim_next(&list, "1-1", short_ttl, &never)
-            .unwrap()
-            .is_some());
+        assert!(a.claim_next(&list, "1-1", short_ttl).unwrap().is_some());
         // Lapsed at once: b takes it over; c, reading after, finds it held.
-        let taken = b.claim_next(&list, "2-1", TTL, &never).unwrap();
+        let taken = b.claim_next(&list, "2-1", TTL).unwrap();
         assert_eq!(taken.map(|i| i.id), Some("item-1".into()));
-        assert_eq!(c.claim_next(&list, "3-1", TTL, &never).unwrap(), None);
+        assert_eq!(c.claim_next(&list, "3-1", TTL).unwrap(), None);
         // a's renewal is refused: its claim is lost, and it may not land.
         assert!(!a.renew("item-1", TTL).unwrap());
-        assert!(!a.mark_landing("item-1", "abc").unwrap());
         let records = c.read().unwrap();
         assert_eq!(records["item-1"].1.claims, 2);
         assert!(records["item-1"].1.worker.ends_with("/2-1"));
@@ -986,24 +1036,61 @@ mod tests {
         assert!(b.renew("item-1", TTL).unwrap());
     }
 
+    /// A commit on `clone`'s main, its id.
+    fn commit_on(clone: &Path, file: &str) -> String {
+        std::fs::write(clone.join(file), file).unwrap();
+        sh(clone, &["add", "-A"]);
+        sh(clone, &["commit", "-q", "-m", file]);
+        crate::driver::worktree::git(clone, &["rev-parse", "HEAD"]).unwrap()
+    }
+
     #[test]
-    fn an_item_whose_landing_reached_the_base_is_recorded_done_not_worked_again() {
-        let (_dir, clones) = clones(2);
-        let (a, b) = (book(&clones[0]), book(&clones[1]));
-        let list = items(1);
-        let short_ttl = Duration::from_secs(0);
-        let never = |_: &str| false;
-        assert!(a
-            .claim_next(&list, "1-1", short_ttl, &never)
-            .unwrap()
-            .is_some());
-        // a pushed its landing, then died before recording the end.
-        assert!(a.mark_landing("item-1", "feedbeef").unwrap());
-        let landed = |commit: &str| commit == "feedbeef";
-        assert_eq!(b.claim_next(&list, "2-1", TTL, &landed).unwrap(), None);
-        let (_, record) = &b.read().unwrap()["item-1"];
+    fn a_landing_moves_the_base_and_records_done_together_or_neither() {
+        let (_dir, clones) = clones(3);
+        let (a, b, c) = (book(&clones[0]), book(&clones[1]), book(&clones[2]));
+        let list = items(2);
+        let ending = Ending {
+            why: Some("landed".into()),
+            iterations: 1,
+            ..Ending::default()
+        };
+        let base = |book: &RemoteBook| {
+            book.remote().list("refs/heads/").unwrap()["refs/heads/main"].clone()
+        };
+        // a claims item-1 and lands it: base and record move together.
+        a.claim_next(&list, "1-1", TTL).unwrap().unwrap();
+        let head = commit_on(&clones[0], "one.txt");
+        assert_eq!(
+            a.land("item-1", "main", &head, &ending).unwrap(),
+            Landing::Landed
+        );
+        assert_eq!(base(&a), head);
+        let (_, record) = &c.read().unwrap()["item-1"];
         assert_eq!(record.status, ItemStatus::Done);
-        assert_eq!(record.landed.as_deref(), Some("feedbeef"));
+        assert_eq!(record.landed.as_deref(), Some(head.as_str()));
+        assert!(a.settle("item-1", ItemStatus::Done, &ending).unwrap());
+        // b's item-2 was made on the old base: the push is refused as a
+        // base moved on, and its record is untouched.
+        b.claim_next(&list, "2-1", Duration::from_secs(0))
+            .unwrap()
+            .unwrap();
+        let stale = commit_on(&clones[1], "two.txt");
+        assert_eq!(
+            b.land("item-2", "main", &stale, &ending).unwrap(),
+            Landing::BaseMoved
+        );
+        assert_eq!(c.read().unwrap()["item-2"].1.status, ItemStatus::Claimed);
+        // b's claim lapsed and c took it over: b's landing, even on the
+        // right base, moves nothing.
+        c.claim_next(&list, "3-1", TTL).unwrap().unwrap();
+        sh(&clones[1], &["pull", "-q", "--rebase", "origin", "main"]);
+        let rebased = crate::driver::worktree::git(&clones[1], &["rev-parse", "HEAD"]).unwrap();
+        assert_eq!(
+            b.land("item-2", "main", &rebased, &ending).unwrap(),
+            Landing::ClaimLost
+        );
+        assert_eq!(base(&c), head);
+        assert!(c.read().unwrap()["item-2"].1.worker.ends_with("/3-1"));
     }
 
     #[test]
@@ -1020,9 +1107,7 @@ mod tests {
         let book = RemoteBook::new(remote, &"plan:PLAN.md".parse().unwrap())
             .with_patience(Duration::from_millis(1500));
         let started = Instant::now();
-        let err = book
-            .claim_next(&items(1), "1-1", TTL, &|_| false)
-            .unwrap_err();
+        let err = book.claim_next(&items(1), "1-1", TTL).unwrap_err();
         assert!(
             started.elapsed() >= Duration::from_secs(1),
             "tried again once"
@@ -1042,7 +1127,7 @@ mod tests {
         std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let err = book(&clones[0])
-            .claim_next(&items(2), "1-1", TTL, &|_| false)
+            .claim_next(&items(2), "1-1", TTL)
             .unwrap_err();
         assert!(matches!(err, Refused::Forbidden(_)), "{err:?}");
     }
@@ -1070,6 +1155,9 @@ mod tests {
     fn a_remote_that_lost_the_race_for_its_ref_lock_is_a_race_not_a_refusal() {
         let lost = "!\tabc:refs/ralph/queue/x/1\t[remote rejected] (failed to update ref)";
         assert!(!forbidden(lost));
+        assert!(!forbidden(
+            "!\tabc:refs/heads/main\t[remote rejected] (atomic transaction failed)"
+        ));
         assert!(!forbidden(
             "!\tabc:refs/heads/main\t[rejected] (fetch first)"
         ));

@@ -11,6 +11,7 @@ pub(crate) mod driver;
 pub(crate) mod error;
 pub(crate) mod formula;
 pub(crate) mod output;
+pub(crate) mod render;
 pub(crate) mod session_id;
 pub(crate) mod settings;
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub mod interactive;
 pub mod mock_api;
 pub mod project;
 pub mod scenario;
+pub mod serve;
 
 pub use ralph_test_macros::on_both_clients;
 

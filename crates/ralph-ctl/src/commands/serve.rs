@@ -201,6 +201,17 @@ impl Site<'_> {
         };
         let origins = guard::origins(self.addr, host.as_deref());
         if let Err(refusal) = guard::check(&asked, &self.token, &origins, action.is_some()) {
+            if action.is_some() {
+                // A change refused is worth the person's eye (another site
+                // trying, a stale page): said with where it came from.
+                let line = format!(
+                    "refused a {method} to {path} from {}: {}",
+                    origin.as_deref().unwrap_or("no origin"),
+                    refusal.message()
+                );
+                let _ = writeln!(out, "{}", ralph_core::text::printable(&line));
+                let _ = out.flush();
+            }
             return said(refusal.status(), refusal.message());
         }
         if let Some(action) = action {

@@ -4,6 +4,7 @@
 //! launcher, headless or in a pseudo-terminal.
 
 pub mod bins;
+pub mod browser;
 pub mod cli;
 pub mod client;
 pub mod interactive;

@@ -25,6 +25,7 @@ mod plugin;
 mod queue;
 mod report;
 mod sandbox;
+mod serve;
 mod session;
 mod supervisor;
 mod walls;

@@ -195,3 +195,44 @@ fn ctrl_c_ends_it_and_another_address_is_said_loudly() {
         served.output
     );
 }
+
+/// A project with its own running loop and `items` queue items' loops,
+/// each running (states signed as ralph signs them).
+fn with_items(name: &str, items: usize) -> TempProject {
+    let project = TempProject::with_loop(name, SESSION, 25);
+    let state = project.state().unwrap();
+    for n in 0..items {
+        let mut item = state.clone();
+        item["sessionId"] = format!("5e55e55e-0000-4000-8000-0000000001{n:02}").into();
+        item["queueItem"] = format!("plan-{n}").into();
+        project.write_item_state(&format!("plan-{n}"), &item);
+    }
+    project
+}
+
+#[test]
+fn each_queue_item_s_loop_is_shown_and_steered_on_its_own() {
+    let project = with_items("serve-items", 2);
+    let served = Served::start(&project, &[]);
+    let json = served.get(&served.with_token("/api/loops")).json();
+    let shown: Vec<(&str, &str)> = json["loops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["id"].as_str().unwrap(), l["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("main", "running"),
+            ("item:plan-0", "running"),
+            ("item:plan-1", "running")
+        ]
+    );
+    let cancelled = served.post("/api/cancel", "{\"loop\":\"item:plan-1\"}");
+    assert_eq!(cancelled.status, 200, "{cancelled:?}");
+    let item = project.path(".claude/context/runtime/queue/plan-1/ralph-state.json");
+    let item: serde_json::Value = serde_json::from_slice(&std::fs::read(item).unwrap()).unwrap();
+    assert_eq!(item["status"], "cancelled");
+    assert_eq!(project.status_json()["status"], "running", "only the item");
+}

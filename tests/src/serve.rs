@@ -109,6 +109,19 @@ impl Served {
         served
     }
 
+    /// A client of a server already running at `origin` with `token`
+    /// (another thread's), for its requests only.
+    pub fn client(origin: &str, token: &str) -> Served {
+        Served {
+            child: None,
+            url: format!("{origin}/?token={token}"),
+            origin: origin.to_string(),
+            token: token.to_string(),
+            lines: channel().1,
+            output: Vec::new(),
+        }
+    }
+
     /// Takes what the server wrote within `wait`.
     pub fn read_lines(&mut self, wait: Duration) {
         let deadline = Instant::now() + wait;

@@ -236,3 +236,111 @@ fn each_queue_item_s_loop_is_shown_and_steered_on_its_own() {
     assert_eq!(item["status"], "cancelled");
     assert_eq!(project.status_json()["status"], "running", "only the item");
 }
+
+/// `ralph-ctl serve` with 10 loops shown, measured as `bench/run.sh` asks
+/// (it runs this with `--ignored`, the release binaries in
+/// `RALPH_BIN_DIR`): the CPU it takes over `SERVE_BENCH_SECONDS` (default
+/// 10) with no client, then with a page polling as the page does (every
+/// second, with the version it has seen), and the time from a state's
+/// change (a `say`) to that page getting the new loops, over
+/// `SERVE_BENCH_CHANGES` changes (default 10), and how long an answer
+/// with every loop rendered takes. Prints one `serve-bench:` line of figures.
+#[test]
+#[ignore = "a benchmark: bench/run.sh runs it"]
+fn benchmark_idle_cpu_and_update_latency() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    let seconds: u64 = std::env::var("SERVE_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let changes: usize = std::env::var("SERVE_BENCH_CHANGES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let project = with_items("serve-bench", 9);
+    let served = Served::start(&project, &[]);
+    let first = served.get(&served.with_token("/api/loops")).json();
+    assert_eq!(
+        first["loops"].as_array().unwrap().len(),
+        10,
+        "10 loops shown"
+    );
+    let pid = served.pid();
+    // user + system time of the server, in seconds.
+    let cpu = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        ticks as f64 / 100.0
+    };
+    let measure = |what: &dyn Fn()| {
+        let (cpu0, t0) = (cpu(), Instant::now());
+        what();
+        (cpu() - cpu0) / t0.elapsed().as_secs_f64() * 100.0
+    };
+    let no_client = measure(&|| std::thread::sleep(Duration::from_secs(seconds)));
+
+    // A page: polls every second with the version it has seen.
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
+    let page = {
+        let (stop, seen) = (Arc::clone(&stop), Arc::clone(&seen));
+        let (origin, token) = (served.origin.clone(), served.token.clone());
+        std::thread::spawn(move || {
+            let poller = Served::client(&origin, &token);
+            let mut version = first["version"].as_str().unwrap().to_string();
+            while !stop.load(Ordering::SeqCst) {
+                let answer = poller.get(&poller.with_token(&format!("/api/loops?since={version}")));
+                if answer.status == 200 {
+                    version = answer.json()["version"].as_str().unwrap().to_string();
+                    seen.lock().unwrap().push((Instant::now(), version.clone()));
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
+    let polled = measure(&|| std::thread::sleep(Duration::from_secs(seconds)));
+
+    // A page's first answer, or one after a change: every loop read and rendered.
+    let started = Instant::now();
+    for _ in 0..10 {
+        assert_eq!(served.get(&served.with_token("/api/loops")).status, 200);
+    }
+    let full_ms = started.elapsed().as_secs_f64() * 1000.0 / 10.0;
+
+    let mut latencies = Vec::new();
+    for n in 0..changes {
+        let before = seen.lock().unwrap().len();
+        project
+            .ctl(&["say", &format!("note {n}")], &[])
+            .assert_code(0);
+        let changed = Instant::now();
+        assert!(
+            wait_until(Duration::from_secs(5), || seen.lock().unwrap().len()
+                > before),
+            "the change never reached the page"
+        );
+        let at = seen.lock().unwrap()[before].0;
+        latencies.push(at.saturating_duration_since(changed).as_millis() as u64);
+        // Changes at different moments of the page's second.
+        std::thread::sleep(Duration::from_millis(300 + 170 * n as u64 % 700));
+    }
+    stop.store(true, Ordering::SeqCst);
+    page.join().unwrap();
+    latencies.sort_unstable();
+    println!(
+        "serve-bench: loops=10 seconds={seconds} idle_cpu_no_client_pct={no_client:.2} \
+         idle_cpu_polled_pct={polled:.2} full_answer_ms={full_ms:.1} changes={changes} \
+         latency_median_ms={} latency_max_ms={}",
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1]
+    );
+}

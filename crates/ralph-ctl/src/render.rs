@@ -157,8 +157,8 @@ fn formula(page: &mut String, state: &LoopState) {
 }
 
 /// The status, then a row per fact: how it ended, cost and tokens, the
-/// breaker, the question waiting, the last answer's excerpt, the usage
-/// windows and the time to each reset.
+/// breaker, the question waiting, the person's note waiting, the last
+/// answer's excerpt, the usage windows and the time to each reset.
 fn summary(page: &mut String, state: &LoopState, config: Option<&Config>, now: u64) {
     let _ = write!(
         page,
@@ -206,6 +206,9 @@ fn summary(page: &mut String, state: &LoopState, config: Option<&Config>, now: u
             "the agent asks",
             format!("{} (iteration {})", question.text, question.iteration),
         );
+    }
+    if let Some(note) = &state.hint {
+        row("note for the next iteration", note.clone());
     }
     if let Some(last) = state.history.last() {
         row(
@@ -488,6 +491,29 @@ mod tests {
             "{html}"
         );
         assert!(!html.contains('\u{1b}'), "{html}");
+    }
+
+    #[test]
+    fn a_usage_window_says_the_time_to_its_reset_and_a_note_waits_in_sight() {
+        let mut state = state();
+        state.usage_windows.insert(
+            "5h".into(),
+            ralph_core::judge::state::WindowUse {
+                utilization: ralph_core::units::PerMille::of(0.42).unwrap(),
+                resets_at: Some(Timestamp::from_secs(1767225700 + 3900)),
+                seen_at: Timestamp::from_secs(1767225600),
+            },
+        );
+        state.hint = Some("skip <the> flaky test".into());
+        let html = loop_sections(&state, None, 1767225700);
+        assert!(html.contains("<th>usage window</th><td>5h: 42"), "{html}");
+        assert!(html.contains("; resets in 1 h 05 min</td>"), "{html}");
+        assert!(
+            html.contains(
+                "<th>note for the next iteration</th><td>skip &lt;the&gt; flaky test</td>"
+            ),
+            "{html}"
+        );
     }
 
     #[test]

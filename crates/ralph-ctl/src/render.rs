@@ -517,6 +517,59 @@ mod tests {
     }
 
     #[test]
+    fn a_formula_run_has_a_row_per_step_saying_where_it_stands() {
+        use ralph_core::judge::state::{FormulaRun, GateRun, StepRun};
+        let mut state = state();
+        state.formula = Some(FormulaRun {
+            name: "ship".into(),
+            step: 1,
+            steps: vec![
+                StepRun {
+                    id: "plan".into(),
+                    model: Some("opus".into()),
+                    iterations: 2,
+                    completed_at: Some(Timestamp::from_secs(1767225650)),
+                    ..Default::default()
+                },
+                StepRun {
+                    id: "implement <fast>".into(),
+                    iterations: 1,
+                    gates: vec![GateRun {
+                        name: "tests".into(),
+                        retries: 3,
+                        failures: 1,
+                        passed: Some(false),
+                    }],
+                    ..Default::default()
+                },
+                StepRun {
+                    id: "test".into(),
+                    ..Default::default()
+                },
+            ],
+        });
+        let html = loop_sections(&state, None, 1767225700);
+        assert!(
+            html.contains("<h2>Formula ship</h2><p>step 2/3 implement &lt;fast&gt;</p>"),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "<td>1</td><td>plan</td><td>opus</td><td class=\"step-status\">done</td><td>2</td>"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td class=\"step-status\">running</td><td>1</td><td>$0.00</td><td>tests failed (1 of 3 retries used)</td>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td>test</td><td></td><td class=\"step-status\">not yet</td>"),
+            "{html}"
+        );
+    }
+
+    #[test]
     fn the_time_to_a_reset_in_words() {
         assert_eq!(time_to(100, 100), "passed");
         assert_eq!(time_to(90, 100), "passed");

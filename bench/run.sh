@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks ralph-stop-hook as Claude Code runs it (one whole process per
 # stop, measured with hyperfine) and the pure parts of a stop (criterion),
+# and `ralph-ctl serve` (its idle CPU with 10 loops, the time to an update),
 # and prints a Markdown table of the results with the machine they ran on.
 #
 #   bench/run.sh           every measurement, transcripts up to 1 GiB,
@@ -34,7 +35,7 @@ case "${1:-}" in
   "") ;;
   --quick) quick=1 ;;
   -h | --help)
-    sed -n '2,22p' "$self" | sed 's/^# \{0,1\}//'
+    sed -n '2,23p' "$self" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)
@@ -599,6 +600,29 @@ else
     { cat "$work/criterion.txt"; die "criterion benches failed"; }
 fi
 
+# ------------------------------------------------------------------ serve
+
+# `ralph-ctl serve` with 10 loops shown (the project's and 9 queue items',
+# all running): its CPU with no client and with a page polling as the page
+# does, and the time from a state's change to that page getting it. The
+# measuring client is a test of the cli binary (tests/tests/cli/serve.rs),
+# run against the release binaries.
+say "ralph-ctl serve: idle CPU with 10 loops, and the time to an update"
+if [ "$quick" -eq 1 ]; then
+  serve_env=(SERVE_BENCH_SECONDS=3 SERVE_BENCH_CHANGES=3)
+else
+  serve_env=(SERVE_BENCH_SECONDS=10 SERVE_BENCH_CHANGES=10)
+fi
+env "${serve_env[@]}" RALPH_BIN_DIR="$target_dir/release" \
+  cargo test --quiet --locked -p ralph-tests --test cli serve::benchmark_idle_cpu_and_update_latency \
+  -- --ignored --nocapture >"$work/serve.txt" 2>&1 ||
+  { cat "$work/serve.txt"; die "the serve benchmark failed"; }
+serve_line=$(grep -m1 '^serve-bench:' "$work/serve.txt") || { cat "$work/serve.txt"; die "the serve benchmark printed no figures"; }
+declare -A serve
+for pair in ${serve_line#serve-bench:}; do
+  serve[${pair%%=*}]=${pair#*=}
+done
+
 # ------------------------------------------------------------------ table
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -683,6 +707,16 @@ table() {
   echo "| \`ralph-stop-hook\` release size (stripped) | $size_bytes bytes ($(mib "$size_bytes")) | < 2 MiB | $(verdict "$((size_bytes < 2097152))") |"
   echo
   echo "Every blocked stop advanced the loop, which ended these runs at iteration $iteration."
+  echo
+  echo "\`ralph-ctl serve\` with ${serve[loops]} loops shown (CPU over ${serve[seconds]} s, from /proc; ${serve[changes]} state changes):"
+  echo
+  echo "| case | value | target | |"
+  echo "|---|---:|---|---|"
+  echo "| CPU, no page open | ${serve[idle_cpu_no_client_pct]} % of a core | < 1 % | $(verdict "$(awk -v a="${serve[idle_cpu_no_client_pct]}" 'BEGIN { print a < 1 }')") |"
+  echo "| CPU, a page polling every second (nothing changing) | ${serve[idle_cpu_polled_pct]} % of a core | < 1 % | $(verdict "$(awk -v a="${serve[idle_cpu_polled_pct]}" 'BEGIN { print a < 1 }')") |"
+  echo "| an answer with every loop read and rendered (a page's first, or after a change) | ${serve[full_answer_ms]} ms | – | |"
+  echo "| a state change to the page, median | ${serve[latency_median_ms]} ms | – | |"
+  echo "| a state change to the page, slowest | ${serve[latency_max_ms]} ms | < 2000 ms | $(verdict "$(awk -v a="${serve[latency_max_ms]}" 'BEGIN { print a < 2000 }')") |"
   echo
   echo "Pure parts (criterion, \`cargo bench -p ralph-core --bench core\`; estimate of the mean):"
   echo

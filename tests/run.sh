@@ -61,6 +61,9 @@ if tests_ralph_tests "$@"; then
   # The report test screenshots the page in a real browser.
   RALPH_TEST_BROWSER=$(tests/install-browser.sh)
   export RALPH_TEST_BROWSER
+  # The live page's tests drive that browser with puppeteer-core (npm).
+  RALPH_PUPPETEER=$(tests/install-puppeteer.sh)
+  export RALPH_PUPPETEER
   features=(--features ralph-tests/e2e)
 fi
 cargo build --locked --workspace --bins

@@ -4,12 +4,14 @@
 //! launcher, headless or in a pseudo-terminal.
 
 pub mod bins;
+pub mod browser;
 pub mod cli;
 pub mod client;
 pub mod interactive;
 pub mod mock_api;
 pub mod project;
 pub mod scenario;
+pub mod serve;
 
 pub use ralph_test_macros::on_both_clients;
 

@@ -305,8 +305,22 @@ impl TempProject {
     /// missing). For a test that must hand-make a state ralph believes; one
     /// written any other way is not ralph's (`status` says so).
     pub fn write_state(&self, state: &Value) {
+        self.write_state_at(&self.state_path(), state);
+    }
+
+    /// [`TempProject::write_state`] for the loop of queue item `slug`
+    /// (`runtime/queue/<slug>/`), as a queue run's worker writes it.
+    pub fn write_item_state(&self, slug: &str, state: &Value) {
+        let path = self
+            .root
+            .join(".claude/context/runtime/queue")
+            .join(slug)
+            .join("ralph-state.json");
+        self.write_state_at(&path, state);
+    }
+
+    fn write_state_at(&self, path: &Path, state: &Value) {
         use ralph_core::persist::{mac, store};
-        let path = self.state_path();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let key = mac::Key::load_or_create(&self.key_dir()).expect("the test HOME's key");
         let mut state = state.clone();
@@ -314,8 +328,8 @@ impl TempProject {
         state.as_object_mut().map(|o| o.remove("mac"));
         let mut json = serde_json::to_vec_pretty(&state).unwrap();
         json.push(b'\n');
-        let signed = store::sign_json(&json, mac::Purpose::State, &path, &key).unwrap();
-        std::fs::write(&path, signed).unwrap();
+        let signed = store::sign_json(&json, mac::Purpose::State, path, &key).unwrap();
+        std::fs::write(path, signed).unwrap();
     }
 
     /// Runs git in the project.

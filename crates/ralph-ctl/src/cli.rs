@@ -81,6 +81,12 @@ pub(crate) enum Command {
     /// of each breaker signal against its threshold, the claims and gates.
     #[command(after_help = "Example:\n  ralph-ctl report --html ralph-report.html")]
     Report(crate::commands::report::ReportArgs),
+    /// Serve the project's loops as a live page on 127.0.0.1 (the main
+    /// loop, each queue item's, a formula's steps), updated as they move,
+    /// with cancel, say and answer from the page. Prints one URL carrying a
+    /// random token; every request without it is refused. Ctrl-C ends it.
+    #[command(after_help = "Example:\n  ralph-ctl serve\n  ralph-ctl serve --port 8765")]
+    Serve(crate::commands::serve::ServeArgs),
     /// (Internal) The watchdog `ralph-ctl run` starts beside each client:
     /// when its stdin ends without a line, the client PID is ended.
     #[command(hide = true)]

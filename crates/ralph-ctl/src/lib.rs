@@ -11,6 +11,7 @@ pub(crate) mod driver;
 pub(crate) mod error;
 pub(crate) mod formula;
 pub(crate) mod output;
+pub(crate) mod render;
 pub(crate) mod session_id;
 pub(crate) mod settings;
 #[cfg(test)]
@@ -46,6 +47,7 @@ fn run(cli: Cli) -> i32 {
         Command::Watchdog(args) => driver::watchdog::command(args),
         Command::Watch => commands::watch::run(&paths, &mut std::io::stdout()),
         Command::Report(args) => commands::report::command(&paths, args),
+        Command::Serve(args) => commands::serve::command(&paths, args),
         Command::Doctor(args) => commands::doctor::command(&paths, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;

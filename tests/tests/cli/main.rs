@@ -8,3 +8,4 @@ mod ctl_cli;
 mod hook_cli;
 mod memory;
 mod output;
+mod serve;

@@ -26,6 +26,7 @@ mod queue;
 mod remote_queue;
 mod report;
 mod sandbox;
+mod serve;
 mod session;
 mod supervisor;
 mod walls;

@@ -15,6 +15,7 @@ pub(crate) mod report;
 pub(crate) mod reset;
 pub(crate) mod run;
 pub(crate) mod say;
+pub(crate) mod serve;
 pub(crate) mod status;
 pub(crate) mod statusline;
 pub(crate) mod task;

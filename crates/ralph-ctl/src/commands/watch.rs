@@ -8,7 +8,6 @@ use std::time::{Duration, SystemTime};
 
 use crossterm::{cursor, event, execute, terminal};
 use ralph_core::exit_codes;
-use ralph_core::judge::breaker;
 use ralph_core::judge::config::{Config, ProcessEnv};
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{LoopState, Status};
@@ -78,24 +77,7 @@ pub(crate) fn line(state: &LoopState, config: Option<&Config>) -> String {
 }
 
 fn breaker_summary(state: &LoopState, config: Option<&Config>) -> String {
-    let defaults = Config::default();
-    let config = config.unwrap_or(&defaults);
-    let busiest = breaker::SIGNALS
-        .iter()
-        .map(|s| {
-            (
-                s.label,
-                state.breaker.counters.get(s.signal),
-                s.trips_at(&config.breaker),
-            )
-        })
-        .max_by_key(|(_, count, at)| (u64::from(*count) * 1000) / u64::from((*at).max(1)));
-    match busiest {
-        Some((label, count, at)) if count > 0 => {
-            format!("{} ({label} {count}/{at})", state.breaker.state.as_str())
-        }
-        _ => state.breaker.state.as_str().to_string(),
-    }
+    crate::render::breaker_line(state, config)
 }
 
 fn excerpt(text: &str, chars: usize) -> String {

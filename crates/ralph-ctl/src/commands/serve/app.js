@@ -1,0 +1,147 @@
+// The live page of `ralph-ctl serve`: polls /api/loops every second with
+// the version it has seen (an unchanged project answers 204), shows each
+// loop's sections as the server rendered and escaped them (parsed, never
+// run: the page's policy allows no inline script), and sends the person's
+// steering as same-origin POSTs. Every text this script writes itself is
+// set with textContent.
+'use strict';
+(function () {
+  const POLL_MS = 1000;
+  const token = new URLSearchParams(location.search).get('token') || '';
+  const withToken = 'token=' + encodeURIComponent(token);
+  const main = document.getElementById('loops');
+  const connection = document.getElementById('connection');
+  const empty = document.getElementById('empty');
+  const project = document.getElementById('project');
+  const shown = new Map();
+  let version = '';
+  let timer = null;
+
+  function el(tag, props, text) {
+    const node = document.createElement(tag);
+    Object.assign(node, props || {});
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function textForm(kind, label, placeholder, id, message) {
+    const form = el('form', { className: kind });
+    const input = el('input', { type: 'text', name: 'text', placeholder: placeholder, required: true, maxLength: 16384 });
+    input.setAttribute('aria-label', label);
+    const button = el('button', { type: 'submit' }, label);
+    form.append(input, button);
+    form.addEventListener('submit', function (event) {
+      event.preventDefault();
+      const text = input.value.trim();
+      if (!text) return;
+      steer(kind, id, text, message).then(function (ok) {
+        if (ok) input.value = '';
+      });
+    });
+    return form;
+  }
+
+  function build(loop) {
+    const section = el('section', { className: 'loop' });
+    section.dataset.loop = loop.id;
+    const title = el('h2');
+    const controls = el('div', { className: 'controls' });
+    const message = el('p', { className: 'message muted' });
+    const question = el('p', { className: 'question' });
+    const cancel = el('button', { type: 'button', className: 'cancel' }, 'Cancel the loop');
+    cancel.addEventListener('click', function () {
+      if (window.confirm('Cancel this loop? It will not go on.')) steer('cancel', loop.id, '', message);
+    });
+    const say = textForm('say', 'Say', 'a note for the next iteration', loop.id, message);
+    const answer = textForm('answer', 'Answer', 'your answer to the question', loop.id, message);
+    controls.append(question, answer, say, cancel, message);
+    const body = el('div', { className: 'body' });
+    section.append(title, controls, body);
+    return { section, title, question, cancel, say, answer, body, html: null };
+  }
+
+  function update(entry, loop) {
+    entry.section.dataset.status = loop.status;
+    entry.title.textContent = loop.title + ': ' + loop.status;
+    const asking = typeof loop.question === 'string';
+    entry.question.textContent = asking ? 'The agent asks: ' + loop.question : '';
+    entry.question.hidden = !asking;
+    entry.answer.hidden = !asking;
+    entry.say.hidden = !loop.live || asking;
+    entry.cancel.hidden = !loop.live;
+    if (entry.html !== loop.html) {
+      // The server's rendering, escaped there; parsed into nodes, so no
+      // script in it runs (and the policy forbids inline ones anyway).
+      const doc = new DOMParser().parseFromString('<!DOCTYPE html><body>' + loop.html, 'text/html');
+      entry.body.replaceChildren.apply(entry.body, Array.from(doc.body.childNodes));
+      entry.html = loop.html;
+    }
+  }
+
+  function render(data) {
+    project.textContent = 'in ' + data.project;
+    const seen = new Set();
+    data.loops.forEach(function (loop, i) {
+      seen.add(loop.id);
+      let entry = shown.get(loop.id);
+      if (!entry) {
+        entry = build(loop);
+        shown.set(loop.id, entry);
+      }
+      update(entry, loop);
+      if (main.children[i] !== entry.section) main.insertBefore(entry.section, main.children[i] || null);
+    });
+    shown.forEach(function (entry, id) {
+      if (!seen.has(id)) {
+        entry.section.remove();
+        shown.delete(id);
+      }
+    });
+    empty.hidden = data.loops.length > 0;
+    version = data.version;
+  }
+
+  async function poll() {
+    clearTimeout(timer);
+    try {
+      const response = await fetch('/api/loops?' + withToken + '&since=' + encodeURIComponent(version), { cache: 'no-store' });
+      if (response.status === 200) {
+        render(await response.json());
+      }
+      if (response.ok) {
+        connection.textContent = 'live, as of ' + new Date().toLocaleTimeString();
+        connection.className = 'muted';
+      } else {
+        connection.textContent = 'the server refused: ' + response.status;
+        connection.className = 'bad';
+      }
+    } catch (e) {
+      connection.textContent = 'not connected (is ralph-ctl serve still running?)';
+      connection.className = 'bad';
+    }
+    timer = setTimeout(poll, POLL_MS);
+  }
+
+  async function steer(action, id, text, message) {
+    message.textContent = '…';
+    message.className = 'message muted';
+    let ok = false;
+    try {
+      const response = await fetch('/api/' + action + '?' + withToken, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ loop: id, text: text }),
+      });
+      const reply = await response.json();
+      ok = reply.ok === true;
+      message.textContent = reply.message;
+    } catch (e) {
+      message.textContent = 'not sent: ' + e;
+    }
+    message.className = 'message ' + (ok ? 'ok' : 'bad');
+    poll();
+    return ok;
+  }
+
+  poll();
+})();

@@ -2979,3 +2979,100 @@ fn a_queue_run_works_each_item_in_its_worktree_and_lands_it() {
     assert!(project.path("item-1.txt").exists() && project.path("item-2.txt").exists());
     run.assert_stderr_has(&["2 items landed on main"]);
 }
+
+#[test]
+fn a_queue_shared_on_a_remote_lands_there_and_lists_every_item_from_any_clone() {
+    let project = TempProject::new("queue-remote");
+    project.init();
+    project.write(
+        ".claude/ralph/config.json",
+        json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
+    );
+    project.write("PLAN.md", "# Plan\n\n- [ ] first\n- [ ] second\n");
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "plan"]);
+    let bare = project.path("").parent().unwrap().join("remote.git");
+    project.git(&[
+        "init",
+        "-q",
+        "--bare",
+        "-b",
+        "main",
+        &bare.to_string_lossy(),
+    ]);
+    project.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
+    project.git(&["push", "-q", "origin", "main"]);
+    let client = working_client(&project, "item", 1);
+    // A name that is no remote is refused before anything starts.
+    let wrong = project.ctl(
+        &[
+            "run",
+            "--queue",
+            "plan:PLAN.md",
+            "--remote",
+            "upstream",
+            "--no-sandbox",
+        ],
+        &[("RALPH_CLAUDE", &client)],
+    );
+    wrong.assert_code(2);
+    wrong.assert_stderr_has(&["--remote upstream", "git remote add upstream URL"]);
+    let run = project.ctl(
+        &[
+            "run",
+            "--queue",
+            "plan:PLAN.md",
+            "--remote",
+            "origin",
+            "--no-sandbox",
+        ],
+        &[("RALPH_CLAUDE", &client)],
+    );
+    run.assert_code(0);
+    run.assert_stderr_has(&["queue shared on remote origin"]);
+    // Landed on the remote's main, each box ticked there.
+    let remote_plan = std::process::Command::new("git")
+        .args(["show", "main:PLAN.md"])
+        .current_dir(&bare)
+        .output()
+        .unwrap();
+    let remote_plan = String::from_utf8_lossy(&remote_plan.stdout).into_owned();
+    assert_eq!(
+        remote_plan.matches("- [x]").count(),
+        2,
+        "{remote_plan}\n{}",
+        run.stderr
+    );
+    // Any clone lists the backlog as the remote records it.
+    let listed = project.ctl(
+        &["queue", "plan:PLAN.md", "--remote", "origin", "--json"],
+        &[],
+    );
+    listed.assert_code(0);
+    let rows: Vec<Value> = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row["status"], "done", "{row}");
+        assert_eq!(row["iterations"], 1, "{row}");
+        assert!(
+            row["landed"].as_str().is_some_and(|c| c.len() == 40),
+            "{row}"
+        );
+    }
+    let text = project.ctl(&["queue", "plan:PLAN.md", "--remote", "origin"], &[]);
+    text.assert_code(0);
+    assert!(
+        text.stdout
+            .starts_with("2 items of plan:PLAN.md on remote origin (1 machine so far): 2 done"),
+        "{}",
+        text.stdout
+    );
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status
+            .stdout
+            .contains("  remote:     2 items of plan:PLAN.md"),
+        "{}",
+        status.stdout
+    );
+}

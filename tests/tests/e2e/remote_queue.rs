@@ -144,6 +144,17 @@ fn three_machines_drain_one_backlog_each_item_once_landed_once_on_the_remote() {
         git_out(&bare, &["merge-base", "--is-ancestor", landed, "main"]);
         assert_eq!(row["claims"], 1, "{row}");
     }
+    // `status` on any machine shows the whole backlog, not only its share.
+    let status = machines[1].ctl(&["status"], &[]);
+    status.assert_code(0);
+    assert!(
+        status
+            .stdout
+            .contains("remote:     9 items of plan:PLAN.md on remote origin")
+            && status.stdout.contains(": 9 done"),
+        "{}",
+        status.stdout
+    );
     // The base checked out on each machine followed the remote, where it
     // could (each is clean), so the last to land holds every box.
     let ticked_somewhere = machines.iter().any(|m| {

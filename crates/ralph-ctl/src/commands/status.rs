@@ -79,7 +79,8 @@ fn show(
                 writeln!(out, "(configuration problem: {})", printable(&problem))?;
             }
             let state = crate::driver::finish::believed(paths, state.clone());
-            out.write_all(summary(paths, &state, config.as_ref().ok(), now_secs()).as_bytes())
+            out.write_all(summary(paths, &state, config.as_ref().ok(), now_secs()).as_bytes())?;
+            remote_backlog(paths, &state, out)
         }
         None if !paths.ralph_dir().is_dir() => writeln!(
             out,
@@ -357,6 +358,37 @@ fn formula_steps(l: &mut Lines, state: &LoopState) {
             );
         }
     }
+}
+
+/// A queue run shared on a git remote (`--remote`): the whole backlog as
+/// the remote's records hold it, every machine's, in a few lines (the
+/// count, then each item some worker holds now); a remote that cannot be
+/// read is said, not fatal.
+fn remote_backlog(paths: &ProjectPaths, state: &LoopState, out: &mut dyn Write) -> io::Result<()> {
+    let Some((source, remote)) = state
+        .queue
+        .as_ref()
+        .and_then(|q| Some((q.source.as_str(), q.remote.as_deref()?)))
+    else {
+        return Ok(());
+    };
+    let mut listed = Vec::new();
+    let text = match super::queue::remote_queue(paths, source, remote, None, false, &mut listed) {
+        Ok(_) => {
+            let listed = String::from_utf8_lossy(&listed).into_owned();
+            let mut lines = listed.lines();
+            let mut text = format!("  remote:     {}\n", lines.next().unwrap_or_default());
+            for line in lines.filter(|l| l.trim_start().starts_with("claimed ")) {
+                text.push_str(&format!("             {}\n", line.trim_start()));
+            }
+            text.push_str(&format!(
+                "             (`ralph-ctl queue {source} --remote {remote}` lists every item)\n"
+            ));
+            text
+        }
+        Err(e) => format!("  remote:     {remote} could not be read: {e}\n"),
+    };
+    out.write_all(printable(&text).as_bytes())
 }
 
 /// A queue run's items: counts, then one line each.

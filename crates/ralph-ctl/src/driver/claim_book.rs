@@ -267,6 +267,31 @@ mod tests {
     }
 
     #[test]
+    fn a_remote_out_of_reach_keeps_a_claim_until_it_lapses_then_loses_it() {
+        use crate::driver::remote::tests::{book, clones, items};
+        let (dir, clones) = clones(1);
+        let remote = book(&clones[0]);
+        let local = ClaimStore::new(&ProjectPaths::new(&clones[0]));
+        let claims = ClaimBook {
+            local,
+            remote: Some(remote),
+        };
+        let list = items(2);
+        let ttl = Duration::from_secs(60);
+        claims.claim_next(&list[..1], "1-1", ttl).unwrap().unwrap();
+        claims
+            .claim_next(&list[1..], "1-2", Duration::from_secs(0))
+            .unwrap()
+            .unwrap();
+        assert_eq!(claims.renew("item-1", "1-1", ttl), Renewed::Kept);
+        // The remote goes away: a claim not lapsed yet may still be this
+        // worker's; one lapsed is lost (another machine may take it).
+        std::fs::rename(dir.path().join("remote.git"), dir.path().join("gone.git")).unwrap();
+        assert_eq!(claims.renew("item-1", "1-1", ttl), Renewed::Unsure);
+        assert_eq!(claims.renew("item-2", "1-2", ttl), Renewed::Lost);
+    }
+
+    #[test]
     fn a_claim_taken_over_stops_its_item_once() {
         let dir = crate::testdir::new("renewal-lost");
         let paths = ProjectPaths::new(dir.path());

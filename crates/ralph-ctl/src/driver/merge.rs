@@ -234,7 +234,10 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
         });
         match pushed {
             Ok(RemoteLanding::Landed) => {
-                let _ = git(landing.root, &["update-ref", &onto, &head]);
+                let _ = git(
+                    landing.root,
+                    &["update-ref", &remote.tracking(landing.base), &head],
+                );
                 follow_locally(landing, &head);
                 if let Some(plan) = tick_after {
                     let _ = tick_file(&plan, &landing.item.id);

@@ -639,7 +639,13 @@ impl Shared<'_> {
             landed: landed.clone(),
         };
         let settled = match status {
-            _ if lost => Ok(true),
+            // Another worker holds it on the remote: only this machine's
+            // mirror lets it go.
+            _ if lost => self
+                .claims
+                .local
+                .release(&item.id, name, Timestamp::now())
+                .map_err(CtlError::from),
             ItemState::Released => self.claims.release(&item.id, name),
             ItemState::Done => self
                 .claims
@@ -824,9 +830,9 @@ impl Shared<'_> {
     fn item_worktrees(&self) -> worktree::WorktreePlan {
         let mut plan = self.bench.worktrees.clone();
         match self.claims.fetch_base(&plan.base) {
-            Some(Ok(tracking)) => plan.base = tracking,
+            Some(Ok(commit)) => plan.base = commit,
             Some(Err(e)) => say(&format!(
-                "warning: the remote's {} could not be fetched ({e:?}); the item starts from {} as this machine has it",
+                "warning: the remote's {} could not be fetched ({e}); the item starts from {} as this machine has it",
                 plan.base, plan.base
             )),
             None => {}
@@ -848,7 +854,7 @@ impl Shared<'_> {
         match pushed {
             Ok(()) => format!("finished on branch {branch}, pushed to {name} (--merge none)"),
             Err(e) => format!(
-                "finished on branch {branch} (--merge none); it is kept here, the push to {name} failed ({e:?})"
+                "finished on branch {branch} (--merge none); it is kept here, the push to {name} failed ({e})"
             ),
         }
     }

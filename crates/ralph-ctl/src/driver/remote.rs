@@ -147,12 +147,27 @@ impl Remote {
             .map_err(|(_, err)| Refused::Unreachable(one_line(&err)))
     }
 
-    /// The remote's branch `base`, fetched into `refs/remotes/<name>/<base>`
-    /// (as `git fetch NAME` would); that ref.
+    /// The remote's branch `base` as the remote has it now: its commit (as
+    /// the remote names it, fetched), also set as `refs/remotes/<name>/<base>`
+    /// for the person. The commit, not that ref, is what an item starts from
+    /// and lands on: the agents of other items can write this repository's
+    /// refs meanwhile, and a commit id is the remote's word.
     pub(crate) fn fetch_base(&self, base: &str) -> Result<String, Refused> {
-        let tracking = self.tracking(base);
-        self.fetch(&[&format!("+refs/heads/{base}:{tracking}")])?;
-        Ok(tracking)
+        let wanted = format!("refs/heads/{base}");
+        let out = self
+            .call(&["ls-remote", "--refs", &self.url, &wanted])
+            .map_err(|(_, err)| Refused::Unreachable(one_line(&err)))?;
+        let commit = out
+            .lines()
+            .filter_map(|line| line.split_once('\t'))
+            .find(|(_, name)| *name == wanted)
+            .map(|(sha, _)| sha.to_string())
+            .ok_or_else(|| {
+                Refused::Forbidden(format!("the remote has no branch {base} to land on"))
+            })?;
+        self.fetch(&[&commit])?;
+        let _ = super::worktree::git(&self.root, &["update-ref", &self.tracking(base), &commit]);
+        Ok(commit)
     }
 
     /// Where this machine keeps the remote's branch `base`.
@@ -619,12 +634,14 @@ impl RemoteBook {
     }
 
     /// Changes this machine's record of `id` with `change`, under a lease
-    /// on the commit last pushed: `Ok(false)` when another worker changed
-    /// it since (the claim is lost), `Err` when the remote stays unreachable.
+    /// on the commit last pushed (tried again while the remote cannot be
+    /// reached, saying `what`, when there is one): `Ok(false)` when another
+    /// worker changed it since (the claim is lost), `Err` when the remote
+    /// stays unreachable.
     fn change_mine(
         &self,
         id: &str,
-        what: &str,
+        what: Option<&str>,
         change: impl Fn(&mut Record),
     ) -> Result<bool, Refused> {
         let Some((sha, mut record)) = self.mine_get(id) else {
@@ -632,7 +649,12 @@ impl RemoteBook {
         };
         change(&mut record);
         record.nonce = nonce();
-        match self.patiently(what, || self.put(&record, Some(&sha))) {
+        let put = || self.put(&record, Some(&sha));
+        let pushed = match what {
+            Some(what) => self.patiently(what, put),
+            None => put(),
+        };
+        match pushed {
             Ok(new) => {
                 if record.status == ItemStatus::Claimed && record.expires_at > Timestamp::now() {
                     self.mine_set(id, new, record);
@@ -653,7 +675,9 @@ impl RemoteBook {
     /// is no longer its.
     pub(crate) fn renew(&self, id: &str, ttl: Duration) -> Result<bool, Refused> {
         let now = Timestamp::now();
-        self.change_mine(id, "renewing a claim", |r| {
+        // Tried once: the renewal tries again within a second, and must
+        // see the claim lapse while the remote stays out of reach.
+        self.change_mine(id, None, |r| {
             r.expires_at = Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs()));
         })
     }
@@ -728,7 +752,7 @@ impl RemoteBook {
             return Ok(true);
         }
         let now = Timestamp::now();
-        self.change_mine(id, "recording an item's end", |r| {
+        self.change_mine(id, Some("recording an item's end"), |r| {
             r.status = status;
             r.why = ending.why.clone();
             r.iterations = Some(ending.iterations);
@@ -742,7 +766,7 @@ impl RemoteBook {
     /// Gives this machine's claim on `id` up at once: free for any worker.
     pub(crate) fn release(&self, id: &str) -> Result<bool, Refused> {
         let now = Timestamp::now();
-        self.change_mine(id, "releasing a claim", |r| r.expires_at = now)
+        self.change_mine(id, Some("releasing a claim"), |r| r.expires_at = now)
     }
 
     /// The items any worker anywhere holds at `now`.
@@ -933,12 +957,12 @@ fn run_with_input(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::testdir::git_as_person as sh;
 
     /// A bare remote and `n` clones of it, each with one commit on main.
-    fn clones(n: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
+    pub(crate) fn clones(n: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
         let dir = tempfile::tempdir().unwrap();
         let bare = dir.path().join("remote.git");
         sh(
@@ -964,7 +988,7 @@ mod tests {
         (dir, all)
     }
 
-    fn items(n: usize) -> Vec<Item> {
+    pub(crate) fn items(n: usize) -> Vec<Item> {
         (1..=n)
             .map(|i| Item {
                 id: format!("item-{i}"),
@@ -974,7 +998,7 @@ mod tests {
             .collect()
     }
 
-    fn book(root: &Path) -> RemoteBook {
+    pub(crate) fn book(root: &Path) -> RemoteBook {
         let remote = Remote::find(root, "origin").unwrap();
         RemoteBook::new(remote, &"plan:PLAN.md".parse().unwrap())
             .with_patience(Duration::from_secs(2))

@@ -472,22 +472,6 @@ fn guarded_path(path: &str, landing: &Landing<'_>) -> bool {
         || source(landing.source)
 }
 
-/// `path` as the merge queue compares it with the paths an item changed:
-/// relative to the project `root`, without `.` parts; `None` outside it.
-pub(crate) fn in_project(root: &Path, path: &Path) -> Option<std::path::PathBuf> {
-    let relative = if path.is_absolute() {
-        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-        real(path).strip_prefix(real(root)).ok()?.to_path_buf()
-    } else {
-        path.to_path_buf()
-    };
-    let cleaned: std::path::PathBuf = relative
-        .components()
-        .filter(|c| !matches!(c, std::path::Component::CurDir))
-        .collect();
-    (!cleaned.as_os_str().is_empty()).then_some(cleaned)
-}
-
 /// `-c` options naming a committer when the repository names none (git
 /// refuses to commit or rebase without one).
 fn identity(dir: &Path) -> Vec<&'static str> {
@@ -746,11 +730,26 @@ mod tests {
     fn a_queues_source_is_guarded_however_it_was_named() {
         let (_d, root, _plan, _claims) = repo();
         let p = |s: &str| Some(PathBuf::from(s));
-        assert_eq!(in_project(&root, Path::new("./PLAN.md")), p("PLAN.md"));
-        assert_eq!(in_project(&root, Path::new("./tasks/./")), p("tasks"));
-        assert_eq!(in_project(&root, &root.join("tasks")), p("tasks"));
-        assert_eq!(in_project(&root, Path::new("/elsewhere/PLAN.md")), None);
-        assert_eq!(in_project(&root, Path::new(".")), None);
+        assert_eq!(
+            crate::driver::worktree::in_project(&root, Path::new("./PLAN.md")),
+            p("PLAN.md")
+        );
+        assert_eq!(
+            crate::driver::worktree::in_project(&root, Path::new("./tasks/./")),
+            p("tasks")
+        );
+        assert_eq!(
+            crate::driver::worktree::in_project(&root, &root.join("tasks")),
+            p("tasks")
+        );
+        assert_eq!(
+            crate::driver::worktree::in_project(&root, Path::new("/elsewhere/PLAN.md")),
+            None
+        );
+        assert_eq!(
+            crate::driver::worktree::in_project(&root, Path::new(".")),
+            None
+        );
     }
 
     #[test]

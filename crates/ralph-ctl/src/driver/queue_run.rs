@@ -758,7 +758,7 @@ impl Shared<'_> {
             _ => None,
         };
         let guarded_source: Option<PathBuf> = match &self.source {
-            Source::Dir(path) | Source::Plan(path) => merge::in_project(&self.paths.root, path),
+            Source::Dir(path) | Source::Plan(path) => worktree::in_project(&self.paths.root, path),
             Source::Command(_) => None,
         };
         let fetch = || {

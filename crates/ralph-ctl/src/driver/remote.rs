@@ -340,13 +340,13 @@ pub(crate) fn prefix_of(root: &Path, source: &Source) -> String {
     let spelled = match source {
         Source::Plan(path) => format!(
             "plan:{}",
-            super::merge::in_project(root, path)
+            super::worktree::in_project(root, path)
                 .unwrap_or_else(|| path.clone())
                 .display()
         ),
         Source::Dir(path) => format!(
             "dir:{}",
-            super::merge::in_project(root, path)
+            super::worktree::in_project(root, path)
                 .unwrap_or_else(|| path.clone())
                 .display()
         ),

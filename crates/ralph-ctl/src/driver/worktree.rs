@@ -323,6 +323,22 @@ pub(crate) fn leave_worktree(
     }
 }
 
+/// `path` as the merge queue compares it with the paths an item changed:
+/// relative to the project `root`, without `.` parts; `None` outside it.
+pub(crate) fn in_project(root: &Path, path: &Path) -> Option<std::path::PathBuf> {
+    let relative = if path.is_absolute() {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        real(path).strip_prefix(real(root)).ok()?.to_path_buf()
+    } else {
+        path.to_path_buf()
+    };
+    let cleaned: std::path::PathBuf = relative
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
+    (!cleaned.as_os_str().is_empty()).then_some(cleaned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,10 @@
 //! ends a client whose driver died ([`watchdog`]), and whether the client
 //! was set up in this home at all ([`first_run`]), and the repository's
 //! `.git/config.lock` a queue run holds for its sandboxed workers
-//! ([`config_hold`]).
+//! ([`config_hold`]). A queue run ([`queue_run`], joined or opened by
+//! [`queue_join`]) keeps its claims in [`claim_book`], lands items through
+//! [`merge`], and with `--remote` shares both with other machines through
+//! the git remote ([`remote`]).
 
 pub(crate) mod answer_wait;
 pub(crate) mod carriers;
@@ -31,6 +34,7 @@ pub(crate) mod live;
 pub(crate) mod merge;
 pub(crate) mod os_signals;
 pub(crate) mod prepare;
+pub(crate) mod queue_join;
 pub(crate) mod queue_run;
 pub(crate) mod remote;
 pub(crate) mod result;

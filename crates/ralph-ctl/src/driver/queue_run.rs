@@ -1,8 +1,10 @@
 //! `ralph-ctl run --queue SOURCE [--workers N]`: drains a backlog. The run
 //! is a loop of its own (the project's state) whose record holds every
 //! item's; each worker (a thread; several `run --queue` processes on one
-//! project join one run) claims the next free item (`persist::item_claims`, with
-//! a time to live renewed while it works), works it as a loop of its own
+//! project join one run, `queue_join`) claims the next free item
+//! (`claim_book`: the project's claims file, and with `--remote` the shared
+//! git remote's records, with a time to live renewed while it works),
+//! works it as a loop of its own
 //! (fresh context, in the item's worktree, its state under
 //! `runtime/queue/<item>/`, driven by the same driver and engine as any
 //! fresh loop), then lands it through the merge queue (`merge`) and
@@ -19,7 +21,7 @@ use ralph_core::events::Event;
 use ralph_core::exit_codes;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
-use ralph_core::judge::state::{ItemState, LoopState, QueueRun, RunMode, Status};
+use ralph_core::judge::state::{ItemState, LoopState, RunMode, Status};
 use ralph_core::observe::backlog::{Item, Source};
 use ralph_core::observe::prompt_text;
 use ralph_core::paths::ProjectPaths;
@@ -35,10 +37,10 @@ use super::command::ClientProgram;
 use super::launch::{self, ItemDrive, ItemWork};
 use super::merge::{self, Landed, Landing};
 use super::os_signals::{SignalSource, Signals};
-use super::prepare::{self, MergeMode, Prepared, QueueOptions, Ready, RunOptions};
+use super::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
 use super::remote::{Ending, Remote, RemoteBook};
 use super::worktree::{self, WorktreePlan};
-use super::{carriers, config_hold, finish, sandbox, say, start};
+use super::{carriers, config_hold, finish, queue_join, sandbox, say, start};
 use crate::error::{CmdResult, CtlError};
 
 /// What every item's loop runs with, settled once for the run.
@@ -124,7 +126,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         worktree: false,
     };
     let remote_name = remote.as_ref().map(|b| b.remote().name.clone());
-    let run = enter(
+    let run = queue_join::enter(
         paths,
         options,
         &config,
@@ -221,87 +223,6 @@ fn worker_name(n: u32) -> String {
 fn is_branch(root: &std::path::Path, base: &str) -> bool {
     let reference = format!("refs/heads/{base}");
     worktree::git(root, &["show-ref", "--verify", "--quiet", &reference]).is_ok()
-}
-
-/// The run this process works for: the project's running queue run on the
-/// same source when a live process carries it (this process joins), else
-/// a new one.
-fn enter(
-    paths: &ProjectPaths,
-    options: &QueueOptions,
-    config: &Config,
-    pin: &Pinned,
-    base: &str,
-    run_mode: RunMode,
-    remote: Option<String>,
-) -> Result<String, CtlError> {
-    // A run whose processes are all gone is recorded as interrupted first.
-    if let Some(left) = carriers::reconcile(paths)? {
-        say(&format!(
-            "the previous loop (session {}) was left running; recorded as interrupted",
-            left.session_id
-        ));
-    }
-    for attempt in 0..2 {
-        if let Ok(Some(state)) = StateStore::new(paths).read() {
-            let same = state
-                .queue
-                .as_ref()
-                .is_some_and(|q| q.source == options.source);
-            if same && state.status == Status::Running && carriers::still_carried(&state).is_some()
-            {
-                let run = state.session_id;
-                let changed = transaction::change(paths, Whose::Session(&run), |draft| {
-                    draft.apply(Event::Joined(carriers::with_client(None)));
-                    Ok::<_, CtlError>(())
-                })?;
-                super::told(changed);
-                say(&format!(
-                    "joining the queue run of session {run} (its workers and these share the claims)"
-                ));
-                return Ok(run);
-            }
-        }
-        ClaimStore::new(paths).forget_unfinished(Timestamp::now())?;
-        let queue = QueueRun {
-            source: options.source.clone(),
-            merge: match options.merge {
-                MergeMode::Rebase => "rebase".into(),
-                MergeMode::None => "none".into(),
-            },
-            base: base.to_string(),
-            base_head: worktree::git(&paths.root, &["rev-parse", base]).ok(),
-            items: Default::default(),
-            joined: Vec::new(),
-            remote: remote.clone(),
-        };
-        let started = start::open_loop(
-            paths,
-            config,
-            pin.clone(),
-            None,
-            config.max_iterations,
-            false,
-            true,
-            |state| {
-                state.queue = Some(queue);
-                state.run_mode = Some(run_mode.clone());
-                // The run's iterations are its items': none yet.
-                state.iteration = 0;
-                // Carried by this process from its first write, so that
-                // another `run --queue` joins it rather than start its own;
-                // a process that joins is recorded in the run's queue.
-                state.carriers = Some(carriers::with_client(None));
-            },
-        );
-        match started {
-            Ok(started) => return Ok(started.session_id),
-            // Another process may have started the run a moment ago.
-            Err(CtlError::Refused(_)) if attempt == 0 => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    unreachable!("the second attempt returns")
 }
 
 /// Why a worker stopped.

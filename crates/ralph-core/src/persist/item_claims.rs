@@ -47,6 +47,19 @@ pub enum ItemStatus {
     Failed,
 }
 
+impl ItemStatus {
+    /// How it reads (as the claims file writes it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemStatus::Claimed => "claimed",
+            ItemStatus::Done => "done",
+            ItemStatus::NeedsReview => "needs-review",
+            ItemStatus::Skipped => "skipped",
+            ItemStatus::Failed => "failed",
+        }
+    }
+}
+
 /// One item's record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -77,6 +90,22 @@ pub struct Claims {
 }
 
 impl Claims {
+    /// Records `worker`'s claim on `id` until `now + ttl`, counting it.
+    fn claim(&mut self, id: &str, worker: &str, now: Timestamp, ttl: Duration) {
+        let claims_before = self.items.get(id).map_or(0, |r| r.claims);
+        self.items.insert(
+            id.to_string(),
+            ItemRecord {
+                status: ItemStatus::Claimed,
+                worker: worker.to_string(),
+                claimed_at: now,
+                expires_at: Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs())),
+                claims: claims_before + 1,
+                why: None,
+            },
+        );
+    }
+
     /// Whether `id` is free to take at `now`: never claimed, or claimed
     /// by a worker whose claim has lapsed.
     pub fn is_free(&self, id: &str, now: Timestamp) -> bool {
@@ -198,18 +227,7 @@ impl ClaimStore {
     ) -> Result<Option<Item>, ClaimError> {
         self.change(|claims| {
             let item = items.iter().find(|item| claims.is_free(&item.id, now))?;
-            let claims_before = claims.items.get(&item.id).map_or(0, |r| r.claims);
-            claims.items.insert(
-                item.id.clone(),
-                ItemRecord {
-                    status: ItemStatus::Claimed,
-                    worker: worker.to_string(),
-                    claimed_at: now,
-                    expires_at: Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs())),
-                    claims: claims_before + 1,
-                    why: None,
-                },
-            );
+            claims.claim(&item.id, worker, now, ttl);
             Some(item.clone())
         })
     }
@@ -225,18 +243,7 @@ impl ClaimStore {
         ttl: Duration,
     ) -> Result<(), ClaimError> {
         self.change(|claims| {
-            let claims_before = claims.items.get(id).map_or(0, |r| r.claims);
-            claims.items.insert(
-                id.to_string(),
-                ItemRecord {
-                    status: ItemStatus::Claimed,
-                    worker: worker.to_string(),
-                    claimed_at: now,
-                    expires_at: Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs())),
-                    claims: claims_before + 1,
-                    why: None,
-                },
-            );
+            claims.claim(id, worker, now, ttl);
         })
     }
 

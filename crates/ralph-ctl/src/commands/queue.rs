@@ -104,7 +104,7 @@ pub(crate) fn remote_queue(
     let standing = |record: Option<&remote::Record>| match record {
         None => "free",
         Some(r) if r.is_free(now) => "free",
-        Some(r) => remote::status_word(r.status),
+        Some(r) => r.status.as_str(),
     };
     let written = (|| {
         if json {
@@ -133,25 +133,7 @@ pub(crate) fn remote_queue(
         for id in &forgotten {
             writeln!(out, "forgot {id}: workers take it again")?;
         }
-        let words = [
-            "free",
-            "claimed",
-            "done",
-            "needs-review",
-            "skipped",
-            "failed",
-        ];
-        let counts: Vec<String> = words
-            .iter()
-            .map(|w| {
-                (
-                    w,
-                    rows.iter().filter(|(_, _, r)| standing(*r) == *w).count(),
-                )
-            })
-            .filter(|(_, n)| *n > 0)
-            .map(|(w, n)| format!("{n} {w}"))
-            .collect();
+        let counts = counts(rows.iter().map(|(_, _, r)| standing(*r)));
         let machines: std::collections::BTreeSet<&str> =
             records.values().map(|(_, r)| r.machine.as_str()).collect();
         writeln!(
@@ -224,7 +206,7 @@ pub(crate) fn run(
         .iter()
         .map(|item| match claims.items.get(&item.id) {
             _ if claims.is_free(&item.id, now) => ("free", None),
-            Some(record) => (status_word(record.status), Some(record)),
+            Some(record) => (record.status.as_str(), Some(record)),
             None => ("free", None),
         })
         .collect();
@@ -248,20 +230,7 @@ pub(crate) fn run(
             writeln!(out, "{}", ralph_core::text::printable_json(&rows))?;
             return out.flush();
         }
-        let count = |word: &str| standing.iter().filter(|(s, _)| *s == word).count();
-        let words = [
-            "free",
-            "claimed",
-            "done",
-            "needs-review",
-            "skipped",
-            "failed",
-        ];
-        let counts: Vec<String> = words
-            .iter()
-            .filter(|w| count(w) > 0)
-            .map(|w| format!("{} {w}", count(w)))
-            .collect();
+        let counts = counts(standing.iter().map(|(s, _)| *s));
         match items.len() {
             0 => writeln!(out, "No items in {source}: nothing for a worker to take.")?,
             1 => writeln!(out, "1 item in {source}: {}", counts.join(", "))?,
@@ -295,13 +264,20 @@ pub(crate) fn run(
     super::written(written, exit_codes::OK)
 }
 
-/// How an item's status reads.
-fn status_word(status: ItemStatus) -> &'static str {
-    match status {
-        ItemStatus::Claimed => "claimed",
-        ItemStatus::Done => "done",
-        ItemStatus::NeedsReview => "needs-review",
-        ItemStatus::Skipped => "skipped",
-        ItemStatus::Failed => "failed",
-    }
+/// "2 free, 3 done": how many of `standings` stand at each status, in the
+/// order a backlog moves, those at none left out.
+fn counts<'a>(standings: impl Iterator<Item = &'a str> + Clone) -> Vec<String> {
+    [
+        "free",
+        "claimed",
+        "done",
+        "needs-review",
+        "skipped",
+        "failed",
+    ]
+    .iter()
+    .map(|w| (w, standings.clone().filter(|s| s == w).count()))
+    .filter(|(_, n)| *n > 0)
+    .map(|(w, n)| format!("{n} {w}"))
+    .collect()
 }

@@ -509,7 +509,7 @@ impl RemoteBook {
         let message = format!(
             "{RECORD_HEAD}: {} {} by {}\n\n{}\n",
             record.item,
-            status_word(record.status),
+            record.status.as_str(),
             record.worker,
             serde_json::to_string_pretty(record).unwrap_or_default()
         );
@@ -844,17 +844,6 @@ fn parse_record(message: &str) -> Option<Record> {
     let rest = message.strip_prefix(RECORD_HEAD)?;
     let json = rest.split_once("\n\n")?.1;
     serde_json::from_str(json.trim()).ok()
-}
-
-/// How a status reads in a record's subject.
-pub(crate) fn status_word(status: ItemStatus) -> &'static str {
-    match status {
-        ItemStatus::Claimed => "claimed",
-        ItemStatus::Done => "done",
-        ItemStatus::NeedsReview => "needs-review",
-        ItemStatus::Skipped => "skipped",
-        ItemStatus::Failed => "failed",
-    }
 }
 
 /// A commit's first 12 digits.

@@ -100,7 +100,7 @@ impl Claims {
                 worker: worker.to_string(),
                 claimed_at: now,
                 expires_at: Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs())),
-                claims: claims_before + 1,
+                claims: claims_before.saturating_add(1),
                 why: None,
             },
         );

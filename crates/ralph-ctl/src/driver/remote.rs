@@ -585,7 +585,7 @@ impl RemoteBook {
             machine: self.machine.clone(),
             claimed_at: now,
             expires_at: Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs())),
-            claims: before.map_or(0, |r| r.claims) + 1,
+            claims: before.map_or(0, |r| r.claims).saturating_add(1),
             nonce: nonce(),
             why: None,
             iterations: None,
@@ -1177,6 +1177,21 @@ pub(crate) mod tests {
         assert!(forbidden(
             "!\tabc:refs/ralph/queue/x/1\t[remote rejected] (pre-receive hook declined)"
         ));
+    }
+
+    #[test]
+    fn a_record_whose_count_is_at_its_bound_is_taken_over_without_overflow() {
+        let (_dir, clones) = clones(2);
+        let (a, b) = (book(&clones[0]), book(&clones[1]));
+        let list = items(1);
+        // A record anyone with push access wrote: its count at the bound.
+        let mut forged = a.claim_record(&list[0], "x-1", Timestamp::from_secs(0), TTL, None);
+        forged.claims = u32::MAX;
+        a.put(&forged, None).unwrap();
+        b.claim_next(&list, "2-1", TTL)
+            .unwrap()
+            .expect("lapsed: taken");
+        assert_eq!(b.read().unwrap()["item-1"].1.claims, u32::MAX);
     }
 
     #[test]

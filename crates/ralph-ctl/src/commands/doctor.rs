@@ -654,7 +654,15 @@ fn walls(config: &Config) -> Check {
             ),
             None,
         ),
-        Mechanism::Missing(why) => check(
+        Mechanism::LandlockInPart(why) if wanted == WallsWanted::Auto => check(
+            NAME,
+            Verdict::Warn,
+            format!(
+                "the checks run inside Landlock's walls in part, as {why}: what this kernel                  does not enforce, a check may do"
+            ),
+            Some("install bubblewrap (`sudo apt-get install bubblewrap`)".into()),
+        ),
+        Mechanism::Missing(why) | Mechanism::LandlockInPart(why) => check(
             NAME,
             if wanted == WallsWanted::Required {
                 Verdict::Fail

@@ -2,29 +2,41 @@
 //! verify commands, the test baseline, a formula's gates and autofix, the
 //! merge queue's checks. Each of them runs the agent's code (the module a
 //! test imports, a Makefile, `package.json`), so each runs with the agent's
-//! limits, not the person's: it may write the folder it checks (the project
-//! or an item's worktree), the repository's objects and refs, and the temp
-//! folders; it may not write anything else, nor ralph's files (`.claude/`),
-//! nor what makes git run programs (`.git/config`, `.git/hooks`,
-//! `.git/info`), and it cannot read the folders [`Walls::hide`] names
-//! (ralph's key). The network stays open: a check may need to fetch.
+//! limits, never with a right the agent lacks in the client's own sandbox
+//! (docs/security.md has the rule and the parity table): it may write the
+//! folder it checks (the project or an item's worktree) and a temp folder
+//! of its own, removed after it; nothing else, not ralph's files
+//! (`.claude/`), not the repository's `.git` (a check tests, it does not
+//! commit); it cannot read the folders [`Walls::hide`] names (ralph's key),
+//! make a unix socket ([`seccomp`]: the person's tmux, ssh-agent, D-Bus and
+//! docker listen on one), hold a capability, gain privileges, signal a
+//! process outside its own, or reach a terminal; the variables that name
+//! the person's sockets and sessions ([`SESSION_VARIABLES`]) are not passed.
+//! The network stays open: a check may need to fetch.
 //!
 //! On Linux the walls are bubblewrap's mount namespace, the tool the
 //! client's own sandbox uses: the whole file system bound read-only, the
-//! writable folders bound back read-write, the protected paths bound
+//! writable folder bound back read-write, the protected paths bound
 //! read-only again on top (a bound path cannot be renamed away, nor a file
-//! created inside it), the hidden folders covered by an empty tmpfs. It is
-//! tried once per process (`bwrap … true`). Where it cannot run (not
-//! installed, or user namespaces refused, as in many containers), the walls
-//! are Landlock's ([`landlock`]), which cannot leave a read-only hole in a
-//! writable folder, so they are coarser: see there. Where neither can, a
-//! check with walls wanted (`auto`) runs without them and the caller says so
-//! once, and one with walls required (`on`) is refused before it starts.
+//! created inside it), the hidden folders covered by an empty tmpfs, and
+//! `/tmp`, `/var/tmp` and `/dev/shm` fresh tmpfs of the check's own; a pid
+//! namespace and a session of its own, every capability dropped (as root
+//! too), and the unix-socket filter. It is tried once per process
+//! (`bwrap … true`). Where it cannot run (not installed, or user namespaces
+//! refused, as in many containers), the walls are Landlock's
+//! ([`landlock`]), which cannot leave a read-only hole in a writable
+//! folder, so they are coarser: see there. Where neither can, a check with
+//! walls wanted (`auto`) runs without them and the caller says so once, and
+//! one with walls required (`on`) is refused before it starts.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+
+#[cfg(target_os = "linux")]
+mod landlock;
+mod seccomp;
 
 /// Whether the checks are to be walled: the loop's `sandbox` setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,8 +54,13 @@ pub enum WallsWanted {
 pub enum Mechanism {
     /// bubblewrap, at this path.
     Bubblewrap(PathBuf),
-    /// Landlock (Linux 5.13 and later), where bubblewrap cannot run (why).
+    /// Landlock (Linux 5.13 and later), fully enforced, where bubblewrap
+    /// cannot run (why).
     Landlock(String),
+    /// Landlock, where bubblewrap cannot run, on a kernel that enforces only
+    /// part of the rights and scopes ralph asks for (why): used when walls
+    /// are wanted (and said), refused when they are required.
+    LandlockInPart(String),
     /// Nothing that walls a command here, and why.
     Missing(String),
 }
@@ -51,6 +68,47 @@ pub enum Mechanism {
 /// The usual places of bubblewrap: a `bwrap` found only in a folder the
 /// agent can write (the project's `node_modules/.bin`, say) is never taken.
 const BWRAP_PLACES: [&str; 2] = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"];
+
+/// The variables that name the person's sockets, agents and sessions: a
+/// walled check gets none of them. Through any of them a command would
+/// run, sign or type outside the walls (a tmux server types into the
+/// person's shell, ssh-agent and gpg-agent sign, D-Bus starts units, the
+/// docker daemon runs containers as root, a display takes key presses).
+/// The one list of what does not pass; every other variable does.
+pub const SESSION_VARIABLES: [&str; 27] = [
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "SSH_ASKPASS",
+    "GPG_AGENT_INFO",
+    "GIT_ASKPASS",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "XDG_SESSION_ID",
+    "TMUX",
+    "TMUX_PANE",
+    "STY",
+    "ZELLIJ",
+    "ZELLIJ_SESSION_NAME",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "PULSE_SERVER",
+    "NOTIFY_SOCKET",
+    "LISTEN_FDS",
+    "KITTY_LISTEN_ON",
+    "WEZTERM_UNIX_SOCKET",
+    "VSCODE_IPC_HOOK_CLI",
+    "NVIM",
+    "NVIM_LISTEN_ADDRESS",
+];
+
+/// The temp folders a walled check gets fresh, empty and its own (tmpfs
+/// under bubblewrap; under Landlock, none of them writable and TMPDIR a
+/// folder of the check's own).
+const TEMP_FOLDERS: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
 
 impl Mechanism {
     /// What walls this machine's commands: looked up, and tried, once per
@@ -77,11 +135,28 @@ impl Mechanism {
             };
             match bwrap {
                 Ok(bwrap) => Mechanism::Bubblewrap(bwrap),
-                Err(why) if landlock::supported() => Mechanism::Landlock(why),
-                Err(why) => Mechanism::Missing(format!("{why}, and this kernel has no Landlock")),
+                Err(why) => landlock_instead(why),
             }
         })
     }
+}
+
+/// Landlock's walls where bubblewrap cannot run (`why`), as far as this
+/// kernel enforces them.
+#[cfg(target_os = "linux")]
+fn landlock_instead(why: String) -> Mechanism {
+    if !landlock::supported() {
+        return Mechanism::Missing(format!("{why}, and this kernel has no Landlock"));
+    }
+    match landlock::enforcement() {
+        Ok(()) => Mechanism::Landlock(why),
+        Err(part) => Mechanism::LandlockInPart(format!("{why}, and {part}")),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn landlock_instead(why: String) -> Mechanism {
+    Mechanism::Missing(why)
 }
 
 /// `bwrap` in its usual places, else on PATH, taken only where the agent
@@ -142,6 +217,8 @@ fn try_bwrap(bwrap: &Path) -> Result<(), String> {
             "/proc",
             "--unshare-pid",
             "--new-session",
+            "--cap-drop",
+            "ALL",
             "--",
             "true",
         ])
@@ -176,6 +253,48 @@ pub struct Walls {
 #[error("the check was not run: {0}")]
 pub struct WallsMissing(pub String);
 
+/// What must outlive a walled command while it runs: the temp folder of
+/// its own that Landlock's walls give it, removed when this is dropped
+/// (bubblewrap's are tmpfs, gone with the command's namespace).
+#[derive(Debug, Default)]
+pub struct CheckTemp(Option<PathBuf>);
+
+impl CheckTemp {
+    /// A new, empty folder of the check's own in the system's temp folder
+    /// (0700), named at random.
+    fn make() -> std::io::Result<CheckTemp> {
+        let base = std::env::temp_dir();
+        for _ in 0..16 {
+            let mut bytes = [0u8; 8];
+            getrandom::fill(&mut bytes).map_err(std::io::Error::other)?;
+            let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let dir = base.join(format!("ralph-check-{name}"));
+            let mut builder = std::fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            match builder.create(&dir) {
+                Ok(()) => return Ok(CheckTemp(Some(std::fs::canonicalize(&dir)?))),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::other("no free name for the check's temp folder"))
+    }
+
+    /// The folder, when there is one.
+    pub fn path(&self) -> Option<&Path> {
+        self.0.as_deref()
+    }
+}
+
+impl Drop for CheckTemp {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 impl Walls {
     /// No walls: the command runs with the caller's rights (`sandbox: off`,
     /// and ralph's own commands).
@@ -203,9 +322,10 @@ impl Walls {
     /// What is writable and what is not comes from `project` (the main
     /// checkout, ralph's own) and `work_root` (the project, or a worktree of
     /// it), never from a file the agent can write: the repository's folder
-    /// is `project/.git` when that is a real folder, not where a worktree's
-    /// `.git` file or its `commondir` point. Protected folders that do not
-    /// exist yet are made first, so that their read-only walls stand.
+    /// is `project/.git`, not where a worktree's `.git` file or its
+    /// `commondir` point, and it is read-only whole, as is a worktree's own
+    /// `.git` file. Protected folders that do not exist yet are made first,
+    /// so that their read-only walls stand.
     pub fn with_mechanism(
         project: &Path,
         work_root: &Path,
@@ -214,7 +334,7 @@ impl Walls {
     ) -> Walls {
         let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let (project, root) = (real(project), real(work_root));
-        let mut writable = vec![root.clone()];
+        let writable = vec![root.clone()];
         let mut read_only = Vec::new();
         for checkout in [&project, &root] {
             let claude = checkout.join(".claude");
@@ -223,29 +343,14 @@ impl Walls {
                 read_only.push(claude);
             }
         }
-        let git = project.join(".git");
-        if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
-            // A mount of its own: the folder cannot be renamed away (and
-            // another put in its place), its contents stay writable.
-            writable.push(git.clone());
-            for name in ["hooks", "info"] {
-                let _ = std::fs::create_dir_all(git.join(name));
-            }
-            read_only.extend(["config", "config.worktree", "hooks", "info"].map(|n| git.join(n)));
-        }
-        // A worktree's `.git` file says where its repository is: ralph's git
-        // in the worktree reads it, so the check may not rewrite it.
-        let dot_git = root.join(".git");
-        if root != project && std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file()) {
-            read_only.push(dot_git);
-        }
-        let mut temp: Vec<PathBuf> = vec!["/tmp".into(), "/var/tmp".into()];
-        if let Ok(dir) = std::fs::canonicalize(std::env::temp_dir()) {
-            if !temp.contains(&dir) {
-                temp.push(dir);
+        // The repository, whole: its configuration, hooks and `commondir`
+        // make git run programs; its locks would leave the person's git
+        // failing; its objects and refs are ralph's to change, not a check's.
+        for dot_git in [project.join(".git"), root.join(".git")] {
+            if std::fs::symlink_metadata(&dot_git).is_ok() && !read_only.contains(&dot_git) {
+                read_only.push(dot_git);
             }
         }
-        temp.append(&mut writable);
         // The person's session bus and agents live in the runtime folder:
         // a socket there would run a command outside the walls.
         let hidden = std::env::var_os("XDG_RUNTIME_DIR")
@@ -257,7 +362,7 @@ impl Walls {
         Walls {
             wanted,
             mechanism,
-            writable: temp,
+            writable,
             read_only,
             hidden,
         }
@@ -276,60 +381,95 @@ impl Walls {
     }
 
     /// The one line for the person when checks are wanted walled and cannot
-    /// be (`None`: walled, or off by choice).
+    /// be, or only in part (`None`: walled, or off by choice).
     pub fn notice(&self) -> Option<String> {
+        let landlock = "a check cannot create or remove an entry at the top of the project, nor \
+                        list the folders on the way to ralph's key (bubblewrap's walls have \
+                        neither limit)";
         match (&self.wanted, &self.mechanism) {
             (WallsWanted::Off, _) | (_, Mechanism::Bubblewrap(_)) => None,
-            (_, Mechanism::Landlock(why)) => Some(format!(
-                "walls: Landlock's, as {why}: a check cannot create or remove an entry at the top \
-                 of the project or of .git, nor list the folders on the way to ralph's key \
-                 (bubblewrap's walls have neither limit)"
+            (_, Mechanism::Landlock(why)) => {
+                Some(format!("walls: Landlock's, as {why}: {landlock}"))
+            }
+            (WallsWanted::Auto, Mechanism::LandlockInPart(why)) => Some(format!(
+                "walls: Landlock's, in part, as {why}: what this kernel lacks, a check may do; \
+                 {landlock}"
             )),
-            (_, Mechanism::Missing(why)) => Some(format!(
+            (_, Mechanism::LandlockInPart(why)) | (_, Mechanism::Missing(why)) => Some(format!(
                 "walls: none for the checks ({why}); the verify commands run the agent's code with your rights"
             )),
         }
     }
 
     /// The platform shell running `command` inside the walls (the command
-    /// itself without them when they are open or missing and not required).
-    pub fn shell(&self, command: &str) -> Result<Command, WallsMissing> {
+    /// itself without them when they are open or missing and not required),
+    /// and what must live until it ends.
+    pub fn shell(&self, command: &str) -> Result<(Command, CheckTemp), WallsMissing> {
         self.wrap(super::group::shell(command))
     }
 
     /// `inner` run inside the walls: the same program, arguments,
-    /// environment and folder.
-    pub fn wrap(&self, mut inner: Command) -> Result<Command, WallsMissing> {
+    /// environment and folder; the environment without
+    /// [`SESSION_VARIABLES`], TMPDIR the check's own temp folder. The
+    /// [`CheckTemp`] must live until the command ends.
+    pub fn wrap(&self, mut inner: Command) -> Result<(Command, CheckTemp), WallsMissing> {
         if self.walled() {
-            // Sockets to the person's session and keys: through them a
-            // command would run, or sign, outside the walls.
-            for var in [
-                "DBUS_SESSION_BUS_ADDRESS",
-                "SSH_AUTH_SOCK",
-                "GPG_AGENT_INFO",
-            ] {
+            for var in SESSION_VARIABLES {
                 inner.env_remove(var);
             }
         }
+        let refused = |why: &str| {
+            WallsMissing(format!(
+                "walls are required (sandbox: on) but {why}; install bubblewrap, or set sandbox \
+                 to auto or off"
+            ))
+        };
         match (&self.wanted, &self.mechanism) {
-            (WallsWanted::Off, _) => Ok(inner),
-            (_, Mechanism::Bubblewrap(bwrap)) => Ok(self.bubblewrap(bwrap, inner)),
-            (_, Mechanism::Landlock(_)) => landlock::wall(self, inner)
-                .map_err(|why| WallsMissing(format!("its walls could not be built: {why}"))),
-            (WallsWanted::Auto, Mechanism::Missing(_)) => Ok(inner),
-            (WallsWanted::Required, Mechanism::Missing(why)) => Err(WallsMissing(format!(
-                "walls are required (sandbox: on) but {why}; install it, or set sandbox to auto \
-                 or off"
-            ))),
+            (WallsWanted::Off, _) => Ok((inner, CheckTemp::default())),
+            (_, Mechanism::Bubblewrap(bwrap)) => {
+                for var in ["TMPDIR", "TMP", "TEMP"] {
+                    inner.env(var, "/tmp");
+                }
+                let walled = self
+                    .bubblewrap(bwrap, inner)
+                    .map_err(|e| WallsMissing(format!("its walls could not be built: {e}")))?;
+                Ok((walled, CheckTemp::default()))
+            }
+            (WallsWanted::Required, Mechanism::LandlockInPart(why)) => Err(refused(why)),
+            (_, Mechanism::Landlock(_) | Mechanism::LandlockInPart(_)) => self.landlock(inner),
+            (WallsWanted::Auto, Mechanism::Missing(_)) => Ok((inner, CheckTemp::default())),
+            (WallsWanted::Required, Mechanism::Missing(why)) => Err(refused(why)),
         }
     }
 
-    /// bubblewrap's arguments. Every mount lies over those before it, so
-    /// they go from the shallowest path to the deepest: a worktree inside
-    /// the read-only `.claude/` is writable again, and its own `.claude/`
-    /// read-only again, whatever the order of the lists.
+    #[cfg(target_os = "linux")]
+    fn landlock(&self, mut inner: Command) -> Result<(Command, CheckTemp), WallsMissing> {
+        let failed = |why: String| WallsMissing(format!("its walls could not be built: {why}"));
+        let temp = CheckTemp::make().map_err(|e| failed(format!("no temp folder: {e}")))?;
+        let dir = temp.path().unwrap_or(Path::new("/")).to_path_buf();
+        for var in ["TMPDIR", "TMP", "TEMP"] {
+            inner.env(var, &dir);
+        }
+        let required = self.wanted == WallsWanted::Required;
+        let walled = landlock::wall(self, inner, &dir, required).map_err(failed)?;
+        Ok((walled, temp))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn landlock(&self, _inner: Command) -> Result<(Command, CheckTemp), WallsMissing> {
+        Err(WallsMissing("Landlock is Linux's".into()))
+    }
+
+    /// bubblewrap's arguments (but the unix-socket filter's, which needs a
+    /// file descriptor: see [`Walls::bubblewrap`]). Every mount lies over
+    /// those before it, so they go from the shallowest path to the deepest:
+    /// the checked folder inside `/tmp` is bound again over the fresh
+    /// tmpfs, a worktree inside the read-only `.claude/` is writable again,
+    /// and its own `.claude/` and `.git` read-only again, whatever the order
+    /// of the lists.
     pub fn bubblewrap_args(&self) -> Vec<OsString> {
         let mut mounts: Vec<(&str, &Path)> = Vec::new();
+        mounts.extend(TEMP_FOLDERS.iter().map(|p| ("--tmpfs", Path::new(*p))));
         mounts.extend(self.writable.iter().map(|p| ("--bind-try", p.as_path())));
         mounts.extend(
             self.read_only
@@ -346,7 +486,8 @@ impl Walls {
         let mut args: Vec<OsString> = Vec::new();
         // A pid namespace of its own, with its own /proc: through the host's,
         // `/proc/<pid>/root` of any process outside would lead past every
-        // wall. A session of its own: no terminal to push input into.
+        // wall, and no process outside can be signalled. A session of its
+        // own: no terminal to push input into.
         let base = [
             ("--ro-bind", Path::new("/")),
             ("--dev-bind", Path::new("/dev")),
@@ -359,13 +500,33 @@ impl Walls {
                 args.push(path.into());
             }
         }
-        args.extend(["--unshare-pid", "--new-session", "--die-with-parent"].map(OsString::from));
+        // No capability, as root too (bubblewrap keeps root's otherwise:
+        // with them a check unmounts the tmpfs over the key, or remounts `/`
+        // read-write). bubblewrap always sets no new privileges.
+        args.extend(
+            [
+                "--unshare-pid",
+                "--new-session",
+                "--die-with-parent",
+                "--cap-drop",
+                "ALL",
+            ]
+            .map(OsString::from),
+        );
         args
     }
 
-    fn bubblewrap(&self, bwrap: &Path, inner: Command) -> Command {
+    /// `inner` as bubblewrap's command, with the unix-socket filter handed
+    /// to it on a pipe (`--seccomp FD`) the child inherits.
+    fn bubblewrap(&self, bwrap: &Path, inner: Command) -> std::io::Result<Command> {
         let mut walled = Command::new(bwrap);
         walled.args(self.bubblewrap_args());
+        #[cfg(unix)]
+        if let Some(program) = seccomp::program() {
+            let fd = filter_on_a_pipe(&seccomp::bytes(&program))?;
+            walled.arg("--seccomp").arg(fd_number(&fd).to_string());
+            inherit_on_exec(&mut walled, fd);
+        }
         if let Some(dir) = inner.get_current_dir() {
             walled.current_dir(dir).arg("--chdir").arg(dir);
         }
@@ -379,139 +540,48 @@ impl Walls {
             .arg("--")
             .arg(inner.get_program())
             .args(inner.get_args());
-        walled
+        Ok(walled)
     }
 }
 
-/// Walls built with Landlock, for a machine where bubblewrap cannot run.
-///
-/// A Landlock rule grants rights on a whole folder and everything beneath
-/// it; nothing can be taken back below. So a folder that holds a protected
-/// path is not granted: each of its entries is, but the protected one
-/// (down the path to it). What that costs, against bubblewrap: in the
-/// checked folder and in `.git`, a check cannot create, remove or rename an
-/// entry at the top (a new file in a subfolder is fine; an existing
-/// top-level file can be written); a folder on the way to a hidden one
-/// cannot be listed, nor a file created in it later read. The temp folders
-/// that hold the checked folder (a project in `/tmp`) are walled the same
-/// way. Writes to `/dev` (`/dev/null`, a terminal) are allowed.
-#[cfg(target_os = "linux")]
-mod landlock {
-    use std::path::{Path, PathBuf};
-    use std::process::Command;
-
-    use landlock::{
-        path_beneath_rules, Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset,
-        RulesetAttr, RulesetCreatedAttr, Scope, ABI,
-    };
-
-    use super::Walls;
-
-    /// The newest Landlock ABI ralph asks for; an older kernel gives what it has.
-    const ABI_WANTED: ABI = ABI::V7;
-
-    /// Whether this kernel enforces Landlock.
-    pub(super) fn supported() -> bool {
-        Ruleset::default()
-            .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(AccessFs::from_all(ABI::V1))
-            .and_then(|r| r.create())
-            .is_ok()
-    }
-
-    /// `rules` granting `access` on `dir` and everything beneath it but the
-    /// paths `except` (and what lies beneath them).
-    fn grant_except(
-        rules: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
-        dir: &Path,
-        access: BitFlags<AccessFs>,
-        except: &[PathBuf],
-    ) {
-        if except.iter().any(|e| e == dir) {
-            return;
-        }
-        let meta = std::fs::symlink_metadata(dir);
-        // A link in a walked folder may be the agent's (`ln -s / escape`): a
-        // rule on it would grant its target. It gets none.
-        if meta.as_ref().is_ok_and(|m| m.file_type().is_symlink()) {
-            return;
-        }
-        let holds_one = except.iter().any(|e| e.starts_with(dir));
-        if !holds_one || !meta.as_ref().is_ok_and(|m| m.is_dir()) {
-            rules.push((dir.to_path_buf(), access));
-            return;
-        }
-        // An unreadable folder grants nothing beneath it: less, never more.
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            grant_except(rules, &entry.path(), access, except);
-        }
-    }
-
-    /// `inner` with the walls of `walls` applied to it as it starts: the
-    /// ruleset is built here, and the child only restricts itself with it
-    /// (two system calls, safe between fork and exec).
-    pub(super) fn wall(walls: &Walls, mut inner: Command) -> Result<Command, String> {
-        let all = AccessFs::from_all(ABI_WANTED);
-        let read = AccessFs::from_read(ABI_WANTED);
-        let mut rules = Vec::new();
-        grant_except(&mut rules, Path::new("/"), read, &walls.hidden);
-        for dir in &walls.writable {
-            grant_except(&mut rules, dir, all, &walls.read_only);
-        }
-        rules.push((PathBuf::from("/dev"), all));
-        let mut ruleset = Ruleset::default()
-            .set_compatibility(CompatLevel::BestEffort)
-            .handle_access(all)
-            .and_then(|r| r.scope(Scope::from_all(ABI_WANTED)))
-            .and_then(|r| r.create())
-            .map_err(|e| format!("Landlock refused the walls: {e}"))?;
-        for (path, access) in &rules {
-            ruleset = ruleset
-                .add_rules(path_beneath_rules([path], *access))
-                .map_err(|e| format!("Landlock refused a rule for {}: {e}", path.display()))?;
-        }
-        let fd: Option<std::os::fd::OwnedFd> = ruleset.into();
-        let fd = fd.ok_or("Landlock gave no ruleset")?;
-        restrict_on_exec(&mut inner, fd);
-        Ok(inner)
-    }
-
-    /// Has the child restrict itself with `ruleset` before it runs the
-    /// program: no new privileges, then `landlock_restrict_self`. Only
-    /// these two system calls run between fork and exec: nothing that
-    /// allocates or takes a lock.
-    #[allow(unsafe_code)]
-    fn restrict_on_exec(command: &mut Command, ruleset: std::os::fd::OwnedFd) {
-        use std::os::fd::AsRawFd;
-        use std::os::unix::process::CommandExt;
-        let fd = ruleset.as_raw_fd();
-        // SAFETY: the closure makes two system calls on an fd the closure
-        // keeps open (it owns `ruleset`), and returns the error they give.
-        unsafe {
-            command.pre_exec(move || {
-                let _keep = &ruleset;
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
+/// A pipe's read end holding `bytes` (a filter: far below a pipe's
+/// buffer), numbered 3 or above so that no standard stream set up for the
+/// child lands on it.
+#[cfg(unix)]
+fn filter_on_a_pipe(bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::io::Write;
+    let (reader, mut writer) = std::io::pipe()?;
+    writer.write_all(bytes)?;
+    drop(writer);
+    // `try_clone` duplicates to the lowest free number from 3 on.
+    let reader = std::os::fd::OwnedFd::from(reader).try_clone()?;
+    Ok(reader)
 }
 
-#[cfg(not(target_os = "linux"))]
-mod landlock {
-    use std::process::Command;
+#[cfg(unix)]
+fn fd_number(fd: &std::os::fd::OwnedFd) -> i32 {
+    use std::os::fd::AsRawFd;
+    fd.as_raw_fd()
+}
 
-    pub(super) fn supported() -> bool {
-        false
-    }
-
-    pub(super) fn wall(_walls: &super::Walls, _inner: Command) -> Result<Command, String> {
-        Err("Landlock is Linux's".into())
+/// Has the child keep `fd` open across exec (it is close-on-exec here):
+/// one `fcntl` between fork and exec, on an fd the closure owns.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn inherit_on_exec(command: &mut Command, fd: std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let number = fd.as_raw_fd();
+    // SAFETY: fcntl(2) on an fd the closure keeps open (it owns `fd`); no
+    // allocation, and the error is built from errno.
+    unsafe {
+        command.pre_exec(move || {
+            let _keep = &fd;
+            if libc::fcntl(number, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
@@ -560,7 +630,7 @@ mod tests {
     }
 
     fn run(walls: &Walls, root: &Path, script: &str) -> (i32, String) {
-        let mut cmd = walls.shell(script).unwrap();
+        let (mut cmd, _temp) = walls.shell(script).unwrap();
         cmd.current_dir(root);
         let out = cmd.output().unwrap();
         (
@@ -676,7 +746,7 @@ mod tests {
     }
 
     #[test]
-    fn a_worktree_writes_the_common_repository_but_not_its_configuration() {
+    fn a_worktree_check_writes_its_tree_but_not_the_repository() {
         let Some(mechanism) = bwrap_or_skip() else {
             return;
         };
@@ -693,19 +763,94 @@ mod tests {
             &tree,
             &format!(
                 "echo w > work.txt; echo r > {git}/worktrees/item/ORIG_HEAD; echo c >> {git}/config; \
-                 echo p > {root}/.claude/ralph/PROMPT.md; echo done",
+                 echo /elsewhere > {git}/worktrees/item/commondir; echo l > {git}/index.lock; \
+                 echo g > .git; echo p > {root}/.claude/ralph/PROMPT.md; echo done",
                 git = root.join(".git").display(),
                 root = root.display()
             ),
         );
         assert!(output.contains("done"), "{output}");
         assert!(tree.join("work.txt").is_file());
-        assert!(gitdir.join("ORIG_HEAD").is_file());
+        assert!(!gitdir.join("ORIG_HEAD").exists(), "{output}");
+        assert!(!root.join(".git/index.lock").exists(), "{output}");
+        assert_eq!(
+            std::fs::read_to_string(gitdir.join("commondir")).unwrap(),
+            "../..\n"
+        );
+        assert!(std::fs::read_to_string(tree.join(".git"))
+            .unwrap()
+            .starts_with("gitdir: "));
         assert_eq!(
             std::fs::read_to_string(root.join(".git/config")).unwrap(),
             "[core]\n"
         );
         assert!(!root.join(".claude/ralph/PROMPT.md").exists());
+    }
+
+    /// Runs `script` walled by `mechanism` in a fresh project, with the
+    /// person's session variables set, as root when the tests are.
+    fn probe(mechanism: &Mechanism, script: &str) -> (PathBuf, String) {
+        let (dir, root) = project();
+        let walls = Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone());
+        let mut inner = super::super::group::shell(script);
+        for var in SESSION_VARIABLES {
+            inner.env(var, "/tmp/the-persons-socket");
+        }
+        let (mut cmd, _temp) = walls.wrap(inner).unwrap();
+        cmd.current_dir(&root);
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        std::mem::forget(dir);
+        (root, text)
+    }
+
+    /// What a check must not do, whatever user runs it: hold a capability,
+    /// make a unix socket (pathname or abstract), write a temp folder
+    /// anyone else sees, see the person's session variables.
+    const ESCAPES: &str = "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; \
+        python3 -c 'import socket\nfor a in (\"/tmp/x.sock\", \"\\0ralph-walls-abstract\"):\n  try:\n    socket.socket(socket.AF_UNIX).connect(a)\n  except OSError as e: print(\"unix:\", e.errno)'; \
+        python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"x\"); print(\"pair:\", b.recv(1))'; \
+        echo t > /tmp/ralph-walls-probe && echo t > /var/tmp/ralph-walls-probe && echo t > /dev/shm/ralph-walls-probe && echo \"tmpdir: $TMPDIR\" && echo temp-written; \
+        env | grep -E '^(SSH_AUTH_SOCK|TMUX|DISPLAY|DOCKER_HOST|XDG_RUNTIME_DIR|DBUS_SESSION_BUS_ADDRESS)=' | sed 's/^/leaked: /'; \
+        echo done";
+
+    fn assert_no_escape(output: &str) {
+        assert!(output.contains("done"), "{output}");
+        assert!(
+            output.contains("CapEff:\t0000000000000000") && output.contains("NoNewPrivs:\t1"),
+            "{output}"
+        );
+        // EPERM (1) from the filter, for the pathname and the abstract one.
+        assert_eq!(output.matches("unix: 1").count(), 2, "{output}");
+        assert!(output.contains("pair: b'x'"), "{output}");
+        assert!(output.contains("temp-written"), "{output}");
+        assert!(!output.contains("leaked:"), "{output}");
+        for dir in ["/tmp", "/var/tmp", "/dev/shm"] {
+            let probe = Path::new(dir).join("ralph-walls-probe");
+            assert!(!probe.exists(), "{} is the person's: {output}", probe.display());
+        }
+    }
+
+    #[test]
+    fn a_bubblewrap_check_has_no_capability_no_unix_socket_and_temp_of_its_own() {
+        let Some(mechanism) = bwrap_or_skip() else {
+            return;
+        };
+        let (_, output) = probe(mechanism, ESCAPES);
+        assert!(output.contains("tmpdir: /tmp"), "{output}");
+        assert_no_escape(&output);
+        // Not even as root can it take the tmpfs off what it must not see.
+        let (root, output) = probe(
+            mechanism,
+            "umount /proc && echo unmounted; mount -o remount,rw / && echo remounted; \
+             touch .git/HEAD.lock && echo locked; echo done",
+        );
+        assert!(output.contains("done"), "{output}");
+        for word in ["unmounted", "remounted", "locked"] {
+            assert!(!output.contains(word), "{output}");
+        }
+        assert!(!root.join(".git/HEAD.lock").exists());
     }
 
     /// A project outside the temp folders (Landlock's walls leave those
@@ -784,6 +929,40 @@ mod tests {
         assert!(output.contains("done"), "{output}");
         assert!(!outside.join("evil").exists(), "{output}");
 
+        // Nothing a check must not do, and the temp folder its own, gone after.
+        let mut inner = super::super::group::shell(&format!(
+            "{ESCAPES}; echo \"$TMPDIR\" > src/tmpdir.txt"
+        ));
+        for var in SESSION_VARIABLES {
+            inner.env(var, "/tmp/the-persons-socket");
+        }
+        let (mut cmd, temp) = walls.wrap(inner).unwrap();
+        let out = cmd.current_dir(&root).output().unwrap();
+        let output = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        let tmpdir = temp.path().unwrap().to_path_buf();
+        assert_eq!(
+            std::fs::read_to_string(root.join("src/tmpdir.txt")).unwrap().trim(),
+            tmpdir.display().to_string(),
+            "{output}"
+        );
+        // The temp folders themselves are refused; the check's own is not.
+        assert!(!output.contains("temp-written"), "{output}");
+        assert!(!Path::new("/tmp/ralph-walls-probe").exists(), "{output}");
+        assert!(output.contains("CapEff:\t0000000000000000"), "{output}");
+        assert_eq!(output.matches("unix: 1").count(), 2, "{output}");
+        assert!(output.contains("pair: b'x'") && !output.contains("leaked:"), "{output}");
+        drop(temp);
+        assert!(!tmpdir.exists(), "the check's temp folder outlived it");
+        let (_, output) = run(
+            &walls,
+            &root,
+            "echo t > \"$(mktemp)\" && echo own-temp; umount /proc && echo unmounted; echo done",
+        );
+        assert!(output.contains("own-temp") && !output.contains("unmounted"), "{output}");
+        assert!(output.contains("done"), "{output}");
+        assert!(!outside.join("evil").exists(), "{output}");
+
         // A hidden folder cannot be read.
         let secret = base.join("keys");
         std::fs::create_dir_all(&secret).unwrap();
@@ -802,6 +981,16 @@ mod tests {
     }
 
     #[test]
+    fn this_kernel_enforces_every_landlock_right_ralph_asks_for() {
+        if !landlock::supported() {
+            eprintln!("skipped: no Landlock");
+            return;
+        }
+        // What `restrict_self` said in a child restricted as a check is.
+        assert_eq!(landlock::enforcement(), Ok(()));
+    }
+
+    #[test]
     fn required_walls_that_cannot_be_built_refuse_the_check() {
         let (_dir, root) = project();
         let missing = Mechanism::Missing("bubblewrap is not installed".into());
@@ -811,7 +1000,21 @@ mod tests {
         let auto = Walls::with_mechanism(&root, &root, WallsWanted::Auto, missing);
         assert!(!auto.walled());
         assert!(auto.notice().unwrap().contains("with your rights"));
-        assert_eq!(auto.shell("true").unwrap().get_program(), "sh");
+        assert_eq!(auto.shell("true").unwrap().0.get_program(), "sh");
         assert_eq!(Walls::open().notice(), None);
+
+        // Landlock that this kernel enforces only in part: refused when the
+        // walls are required, used and said when they are wanted.
+        let part = Mechanism::LandlockInPart("it lacks ABI 6".into());
+        let required = Walls::with_mechanism(&root, &root, WallsWanted::Required, part.clone());
+        let err = required.shell("true").unwrap_err();
+        assert!(err.to_string().contains("it lacks ABI 6"), "{err}");
+        let auto = Walls::with_mechanism(&root, &root, WallsWanted::Auto, part);
+        assert!(auto.notice().unwrap().contains("in part"));
+        if landlock::supported() {
+            let (cmd, temp) = auto.shell("true").unwrap();
+            assert_eq!(cmd.get_program(), "sh");
+            assert!(temp.path().is_some_and(Path::is_dir));
+        }
     }
 }

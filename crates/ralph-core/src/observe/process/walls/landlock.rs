@@ -1,0 +1,251 @@
+//! Walls built with Landlock, for a machine where bubblewrap cannot run.
+//!
+//! A Landlock rule grants rights on a whole folder and everything beneath
+//! it; nothing can be taken back below. So a folder that holds a protected
+//! path is not granted: each of its entries is, but the protected one
+//! (down the path to it). What that costs, against bubblewrap: in the
+//! checked folder, a check cannot create, remove or rename an entry at the
+//! top (a new file in a subfolder is fine; an existing top-level file can
+//! be written); a folder on the way to a hidden one cannot be listed, nor a
+//! file created in it later read. The temp folders are not writable: the
+//! check's TMPDIR is a folder of its own, removed after it. Writes to
+//! `/dev` (`/dev/null`, a terminal) are allowed, `/dev/shm` excepted.
+//!
+//! The rules are applied by the landlock crate's `restrict_self` in the
+//! child, and its answer is read: walls the kernel enforces only in part
+//! (an older kernel without some of the rights or scopes ralph asks for)
+//! are refused where walls are required, and said once where they are
+//! wanted ([`enforcement`]). The same child loads the filter that refuses
+//! unix sockets (see `seccomp`), after Landlock has set no new privileges.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use landlock::{
+    path_beneath_rules, Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+
+use super::Walls;
+
+/// The newest Landlock ABI ralph asks for; an older kernel gives what it has,
+/// and [`enforcement`] says so.
+const ABI_WANTED: ABI = ABI::V7;
+
+/// Whether this kernel enforces Landlock at all.
+pub(super) fn supported() -> bool {
+    Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(ABI::V1))
+        .and_then(|r| r.create())
+        .is_ok()
+}
+
+/// The ruleset every check's walls start from: every file right of
+/// [`ABI_WANTED`] handled, every scope (signals and abstract unix sockets
+/// kept inside the check's own processes).
+fn base() -> Result<RulesetCreated, String> {
+    Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(ABI_WANTED))
+        .and_then(|r| r.scope(Scope::from_all(ABI_WANTED)))
+        .and_then(|r| r.create())
+        .map_err(|e| format!("Landlock refused the walls: {e}"))
+}
+
+/// Whether this kernel enforces every right and scope the walls ask for:
+/// learnt once, by restricting a child that then runs `sh -c :` (the
+/// status `restrict_self` returns is only known where it ran). `Err` says
+/// what is missing.
+pub(super) fn enforcement() -> Result<(), String> {
+    let ruleset = base()?
+        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_WANTED)))
+        .map_err(|e| format!("Landlock refused a rule: {e}"))?;
+    let mut probe = super::super::group::shell(":");
+    probe
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    restrict_on_exec(&mut probe, ruleset, None, true);
+    match probe.status() {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Err(format!(
+            "this kernel enforces Landlock only in part (it lacks some of the rights of ABI {}, \
+             or its scopes)",
+            ABI_WANTED as u32
+        )),
+        Err(e) => Err(format!("Landlock could not restrict a process: {e}")),
+    }
+}
+
+/// `rules` granting `access` on `dir` and everything beneath it but the
+/// paths `except` (and what lies beneath them).
+fn grant_except(
+    rules: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+    dir: &Path,
+    access: BitFlags<AccessFs>,
+    except: &[PathBuf],
+) {
+    if except.iter().any(|e| e == dir) {
+        return;
+    }
+    let meta = std::fs::symlink_metadata(dir);
+    // A link in a walked folder may be the agent's (`ln -s / escape`): a
+    // rule on it would grant its target. It gets none.
+    if meta.as_ref().is_ok_and(|m| m.file_type().is_symlink()) {
+        return;
+    }
+    let holds_one = except.iter().any(|e| e.starts_with(dir));
+    if !holds_one || !meta.as_ref().is_ok_and(|m| m.is_dir()) {
+        rules.push((dir.to_path_buf(), access));
+        return;
+    }
+    // An unreadable folder grants nothing beneath it: less, never more.
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        grant_except(rules, &entry.path(), access, except);
+    }
+}
+
+/// `inner` with the walls of `walls` applied to it as it starts, its
+/// private temp folder `temp` writable: the ruleset is built here, and the
+/// child only restricts itself with it (see [`restrict_on_exec`]).
+pub(super) fn wall(
+    walls: &Walls,
+    mut inner: Command,
+    temp: &Path,
+    required: bool,
+) -> Result<Command, String> {
+    let all = AccessFs::from_all(ABI_WANTED);
+    let read = AccessFs::from_read(ABI_WANTED);
+    let mut rules = Vec::new();
+    grant_except(&mut rules, Path::new("/"), read, &walls.hidden);
+    for dir in &walls.writable {
+        grant_except(&mut rules, dir, all, &walls.read_only);
+    }
+    rules.push((temp.to_path_buf(), all));
+    grant_except(&mut rules, Path::new("/dev"), all, &[PathBuf::from("/dev/shm")]);
+    let mut ruleset = base()?;
+    for (path, access) in &rules {
+        ruleset = ruleset
+            .add_rules(path_beneath_rules([path], *access))
+            .map_err(|e| format!("Landlock refused a rule for {}: {e}", path.display()))?;
+    }
+    let filters = super::seccomp::program().map(|p| super::seccomp::filters(&p));
+    restrict_on_exec(&mut inner, ruleset, filters, required);
+    Ok(inner)
+}
+
+/// Has the child restrict itself with `ruleset` before it runs the
+/// program: every capability dropped ([`drop_capabilities`]), then the
+/// crate's `restrict_self` (no new privileges, then
+/// `landlock_restrict_self`), refuse to run when `required` and the kernel
+/// enforced the rules only in part (the spawn fails with ENOTSUP), then
+/// load `filters` (the unix-socket filter). Nothing between fork and exec
+/// allocates or takes a lock: the ruleset and the filters are built here.
+#[allow(unsafe_code)]
+fn restrict_on_exec(
+    command: &mut Command,
+    ruleset: RulesetCreated,
+    filters: Option<Vec<libc::sock_filter>>,
+    required: bool,
+) {
+    use std::os::unix::process::CommandExt;
+    let mut ruleset = Some(ruleset);
+    // SAFETY: the closure takes the ruleset it owns, makes the system calls
+    // of `restrict_self` and `prctl` on memory it owns, and returns the
+    // error they give, built from an errno (no allocation).
+    unsafe {
+        command.pre_exec(move || {
+            let errno = std::io::Error::from_raw_os_error;
+            drop_capabilities()?;
+            let ruleset = ruleset.take().ok_or_else(|| errno(libc::EINVAL))?;
+            let status = ruleset
+                .restrict_self()
+                .map_err(|_| std::io::Error::last_os_error())?;
+            if required && status.ruleset != RulesetStatus::FullyEnforced {
+                return Err(errno(libc::ENOTSUP));
+            }
+            if status.ruleset == RulesetStatus::NotEnforced {
+                return Err(errno(libc::ENOTSUP));
+            }
+            if let Some(filters) = &filters {
+                let program = libc::sock_fprog {
+                    len: filters.len() as u16,
+                    filter: filters.as_ptr().cast_mut(),
+                };
+                if libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &program as *const libc::sock_fprog,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The kernel's `__user_cap_header_struct`, for `capset(2)`.
+#[repr(C)]
+struct CapabilityHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// The kernel's `__user_cap_data_struct`, for `capset(2)`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapabilityData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: two data structs, 64 capabilities.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Drops every capability of the calling process for good, as root too
+/// (Landlock leaves them: a root check could load a kernel module): the
+/// bounding set emptied first, so that no program it runs gets any back,
+/// then the ambient, effective, permitted and inheritable sets. A process
+/// without capabilities is refused the bounding-set drop (EPERM), which
+/// leaves nothing to drop. Only system calls: safe between fork and exec.
+#[allow(unsafe_code)]
+fn drop_capabilities() -> std::io::Result<()> {
+    // SAFETY: prctl(2) and capset(2) on this process, with a header and
+    // data on the stack; no allocation.
+    unsafe {
+        for capability in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 {
+                let error = *libc::__errno_location();
+                // EINVAL: past the kernel's last capability; EPERM: none to drop.
+                if error == libc::EINVAL || error == libc::EPERM {
+                    break;
+                }
+                return Err(std::io::Error::from_raw_os_error(error));
+            }
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let header = CapabilityHeader {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapabilityData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

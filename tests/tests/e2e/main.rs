@@ -30,6 +30,7 @@ mod serve;
 mod session;
 mod supervisor;
 mod walls;
+mod walls_parity;
 
 /// One client's terminal UI at a time in this binary: a terminal UI under
 /// load writes its transcript late (2.0.77 then shows its final message to

@@ -30,32 +30,69 @@ fn target(name: &str, client: ClientVersion) -> PathBuf {
     ))
 }
 
-/// Where the agent's module records what its write did (a temp folder,
-/// which the walls leave writable): one file per import.
-fn records_of(outside: &std::path::Path) -> PathBuf {
-    std::env::temp_dir().join(outside.file_name().unwrap())
+/// What the agent's module, imported by a check, reports of what it did:
+/// one message per import, sent to a listener of the test's own on
+/// 127.0.0.1 (the check may reach the network, and nothing else it could
+/// write is the test's to read: its temp folder is its own, and a queue
+/// item's worktree is removed once it lands).
+#[derive(Clone)]
+struct Records {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Records {
+    fn listen() -> Records {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = std::sync::Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                use std::io::Read;
+                let mut text = String::new();
+                let mut stream = stream;
+                let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let _ = stream.read_to_string(&mut text);
+                kept.lock().unwrap().push(text);
+            }
+        });
+        Records { port, seen }
+    }
+
+    /// Python that sends `said` (an expression) to this listener.
+    fn report(&self, said: &str) -> String {
+        format!(
+            "import socket\ntry:\n    _s = socket.create_connection(('127.0.0.1', {port}), timeout=5)\n    \
+             _s.sendall(({said}).encode())\n    _s.close()\nexcept OSError:\n    pass\n",
+            port = self.port
+        )
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
 }
 
 /// The agent's `helper.py`: `add`, and on import a write to `outside`;
-/// what the write did is kept in [`records_of`], so the test can see the
+/// what the write did is reported to `records`, so the test can see the
 /// check really imported it.
-fn escaping_helper(outside: &std::path::Path) -> String {
-    let records = records_of(outside);
-    let _ = std::fs::remove_dir_all(&records);
-    std::fs::create_dir_all(&records).unwrap();
+fn escaping_helper(outside: &std::path::Path, records: &Records) -> String {
     format!(
-        "import os\n\ntry:\n    with open({outside:?}, 'w') as f:\n        f.write('escaped')\n    \
-         said = 'written'\nexcept OSError as e:\n    said = 'refused: %s' % e\n\
-         with open(os.path.join({records:?}, 'import-%d.txt' % os.getpid()), 'w') as f:\n    f.write(said)\n\n\
+        "try:\n    with open({outside:?}, 'w') as f:\n        f.write('escaped')\n    \
+         said = 'written'\nexcept OSError as e:\n    said = 'refused: %s' % e\n{report}\n\
          def add(a, b):\n    return a + b\n",
         outside = outside.display().to_string(),
-        records = records.display().to_string()
+        report = records.report("said"),
     )
 }
 
 /// The agent's shell command writing [`escaping_helper`] as `helper.py`.
-fn write_helper(outside: &std::path::Path) -> String {
-    format!("cat > helper.py <<'EOF'\n{}EOF\n", escaping_helper(outside))
+fn write_helper(outside: &std::path::Path, records: &Records) -> String {
+    format!(
+        "cat > helper.py <<'EOF'\n{}EOF\n",
+        escaping_helper(outside, records)
+    )
 }
 
 /// A project whose test imports a harmless `helper.py`, committed.
@@ -69,38 +106,13 @@ fn project(name: &str, client: ClientVersion) -> Scenario {
     scenario
 }
 
-/// What the imports inside the check recorded, from every `import-*.txt`
-/// under `dir`.
-fn import_records(dir: &std::path::Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in walk(dir) {
-        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
-        if name.starts_with("import-") && name.ends_with(".txt") {
-            found.push(std::fs::read_to_string(&entry).unwrap_or_default());
-        }
-    }
-    found
-}
-
-fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() && !path.ends_with(".git") {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
-}
-
 /// Runs `scenario` with the agent writing `helper` at `file_path` and
 /// claiming done; asserts the outside file never appeared and that the
 /// check imported the agent's module and was refused the write.
 fn agent_cannot_escape_through_the_check(
     scenario: Scenario,
     outside: PathBuf,
+    records: Records,
     agent: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static,
 ) {
     let _ = std::fs::remove_file(&outside);
@@ -114,7 +126,7 @@ fn agent_cannot_escape_through_the_check(
         outside.display()
     );
     outcome.ended(0, "complete");
-    let records = import_records(&records_of(&outside));
+    let records = records.seen();
     assert!(
         !records.is_empty() && records.iter().all(|r| r.starts_with("refused")),
         "the check imported the agent's module, and its write was refused: {records:?}\n{outcome:?}"
@@ -125,8 +137,9 @@ fn agent_cannot_escape_through_the_check(
 fn a_sessions_check_runs_the_agents_code_inside_the_walls(client: ClientVersion) {
     let outside = target("session", client);
     let scenario = project("walls-session", client);
-    let write = write_helper(&outside);
-    agent_cannot_escape_through_the_check(scenario, outside, move |turn, _| match turn {
+    let records = Records::listen();
+    let write = write_helper(&outside, &records);
+    agent_cannot_escape_through_the_check(scenario, outside, records, move |turn, _| match turn {
         0 => Reply::bash(write.clone()),
         _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
     });
@@ -136,8 +149,9 @@ fn a_sessions_check_runs_the_agents_code_inside_the_walls(client: ClientVersion)
 fn a_fresh_loops_check_runs_the_agents_code_inside_the_walls(client: ClientVersion) {
     let outside = target("fresh", client);
     let scenario = project("walls-fresh", client).fresh(&[]);
-    let write = write_helper(&outside);
-    agent_cannot_escape_through_the_check(scenario, outside, move |turn, _| match turn {
+    let records = Records::listen();
+    let write = write_helper(&outside, &records);
+    agent_cannot_escape_through_the_check(scenario, outside, records, move |turn, _| match turn {
         0 => Reply::bash(write.clone()),
         _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
     });
@@ -150,8 +164,9 @@ fn a_queue_items_checks_run_the_agents_code_inside_the_walls(client: ClientVersi
     scenario.git(&["add", "-A"]);
     scenario.git(&["commit", "-q", "-m", "the plan"]);
     let scenario = scenario.args(&["--queue", "plan:PLAN.md"]);
-    let write = write_helper(&outside);
-    agent_cannot_escape_through_the_check(scenario, outside, move |turn, body| {
+    let records = Records::listen();
+    let write = write_helper(&outside, &records);
+    agent_cannot_escape_through_the_check(scenario, outside, records, move |turn, body| {
         // The item's agent works in its worktree (its folder is the client's).
         let item_id = user_texts(body)
             .iter()
@@ -336,17 +351,13 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
 fn a_check_cannot_read_the_key_that_signs_ralphs_records(client: ClientVersion) {
     let scenario = project("walls-key", client);
     let key = scenario.home.join(".local/share/ralph/record.key");
-    let records =
-        std::env::temp_dir().join(format!("ralph-walls-key-{client:?}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&records);
-    std::fs::create_dir_all(&records).unwrap();
+    let records = Records::listen();
     // The agent's module, imported by the check, copies the key out.
     let helper = format!(
-        "import os\n\ntry:\n    said = open({key:?}, 'rb').read().hex()\nexcept OSError as e:\n    said = 'refused: %s' % e\n\
-         with open(os.path.join({records:?}, 'import-%d.txt' % os.getpid()), 'w') as f:\n    f.write(said)\n\n\
+        "try:\n    said = open({key:?}, 'rb').read().hex()\nexcept OSError as e:\n    said = 'refused: %s' % e\n{report}\n\
          def add(a, b):\n    return a + b\n",
         key = key.display().to_string(),
-        records = records.display().to_string()
+        report = records.report("said"),
     );
     let write = format!("cat > helper.py <<'EOF'\n{helper}EOF\necho written");
     let api = MockApi::start(move |turn, _| match turn {
@@ -357,7 +368,7 @@ fn a_check_cannot_read_the_key_that_signs_ralphs_records(client: ClientVersion) 
     outcome.ended(0, "complete");
     let secret = std::fs::read(&key).expect("ralph made its key in the person's data folder");
     let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-    let seen = import_records(&records);
+    let seen = records.seen();
     assert!(
         !seen.is_empty(),
         "the check imported the agent's module: {outcome:?}"

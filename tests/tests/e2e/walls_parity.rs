@@ -1,0 +1,556 @@
+//! End-to-end: `walls_parity`, the rule that a check ralph runs has no
+//! right the agent lacks. One battery of probes (writes to the temp
+//! folders, the home folder and its dotfiles, ralph's key folder and every
+//! folder and top-level file of `.git`, locks and `commondir` included; a
+//! unix socket under /tmp and an abstract one; a signal to a process
+//! outside; mount, umount and remount; capabilities; a terminal; the
+//! variables that name the person's sockets) runs twice on 2.1.330: as the
+//! agent's own command in the client's sandbox (the mode ralph chooses),
+//! and as the loop's check. Whatever the client refuses the agent, the
+//! check must be refused too. A probe counts as allowed by what it did
+//! outside (the file the person then finds, the listener that was reached,
+//! the process that got the signal), or for what only changes the probe's
+//! own view (a mount, a capability, a variable), by what the probe saw.
+//! It runs as root and as an unprivileged user (uid 65534, the project and
+//! its HOME theirs), and prints its table (docs/security.md has it).
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{MockApi, Reply};
+use ralph_tests::project::{run_with_timeout, TempProject, TEST_TASK};
+use ralph_tests::scenario::Scenario;
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
+use serde_json::json;
+
+/// The probes, in Python: each attempt's result goes to
+/// `parity-<who>.json` in the project (the one folder both may write).
+const PROBE: &str = r#"import json, os, signal, socket, subprocess, sys
+who = sys.argv[1]
+cfg = json.load(open('parity-config.json'))
+res = {}
+def attempt(name, fn):
+    try:
+        said = fn()
+        res[name] = 'done' + (': %s' % said if said else '')
+    except Exception as e:
+        res[name] = 'refused: %s' % e
+def write(path):
+    def f():
+        with open(path, 'a') as fh:
+            fh.write('parity %s\n' % who)
+    return f
+for path in cfg['writes']:
+    attempt('write ' + path, write(path))
+attempt('read key', lambda: open(cfg['key'], 'rb').read().hex())
+def connect(address):
+    def f():
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(3)
+        s.connect(address)
+        s.sendall(who.encode())
+        s.close()
+    return f
+attempt('connect unix socket ' + cfg['socket'], connect(cfg['socket']))
+attempt('connect abstract unix socket', connect('\0' + cfg['abstract']))
+attempt('signal a process outside', lambda: os.kill(cfg['sentinel'], signal.SIGUSR1))
+def run(command):
+    def f():
+        r = subprocess.run(command, shell=True, capture_output=True, text=True)
+        if r.returncode:
+            raise OSError((r.stderr or r.stdout).strip()[:160])
+    return f
+os.makedirs('parity-mnt', exist_ok=True)
+attempt('mount a tmpfs', run('mount -t tmpfs none parity-mnt'))
+attempt('umount the key folder', run('umount ' + cfg['key_dir']))
+attempt('umount /proc', run('umount /proc'))
+attempt('remount / read-write', run('mount -o remount,rw /'))
+def caps():
+    for line in open('/proc/self/status'):
+        if line.startswith('CapEff:') and int(line.split()[1], 16):
+            return line.split()[1]
+    raise OSError('no capability')
+attempt('hold a capability', caps)
+def tty():
+    os.close(os.open('/dev/tty', os.O_RDWR))
+attempt('open a terminal', tty)
+def variables():
+    seen = [v for v in cfg['variables'] if os.environ.get(v)]
+    if not seen:
+        raise OSError('none set')
+    return ' '.join(seen)
+attempt('see the session variables', variables)
+json.dump(res, open('parity-%s.json' % who, 'w'), indent=1)
+print('probed', len(res))
+"#;
+
+/// The variables that name the person's sockets and sessions, set for
+/// both runs.
+const SESSION_VARIABLES: [&str; 6] = [
+    "SSH_AUTH_SOCK",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "TMUX",
+    "DISPLAY",
+    "DOCKER_HOST",
+    "XDG_RUNTIME_DIR",
+];
+
+/// A listener on a unix socket of the person's (a pathname under /tmp, or
+/// an abstract name) that keeps what each connection sent.
+struct Listener {
+    heard: Arc<Mutex<Vec<String>>>,
+}
+
+impl Listener {
+    fn on(address: &socket2_free::Address, uid: Option<u32>) -> Listener {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&heard);
+        let listener = socket2_free::listen(address, uid);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                use std::io::Read;
+                let mut stream = stream;
+                let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(3)));
+                let mut text = String::new();
+                let _ = stream.read_to_string(&mut text);
+                kept.lock().unwrap().push(text);
+            }
+        });
+        Listener { heard }
+    }
+
+    fn heard_from(&self, who: &str) -> bool {
+        self.heard.lock().unwrap().iter().any(|t| t == who)
+    }
+}
+
+/// Unix listeners, pathname and abstract, with std alone.
+mod socket2_free {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    use std::path::PathBuf;
+
+    pub(super) enum Address {
+        Path(PathBuf),
+        Abstract(String),
+    }
+
+    pub(super) fn listen(address: &Address, uid: Option<u32>) -> UnixListener {
+        match address {
+            Address::Path(path) => {
+                let _ = std::fs::remove_file(path);
+                let listener = UnixListener::bind(path).unwrap();
+                if uid.is_some() {
+                    // Reachable by the unprivileged user, as a socket the
+                    // person made for themselves is by them.
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777))
+                        .unwrap();
+                }
+                listener
+            }
+            Address::Abstract(name) => {
+                let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+                UnixListener::bind_addr(&addr).unwrap()
+            }
+        }
+    }
+}
+
+/// A process outside both runs, of the runs' user, that leaves a mark
+/// when it gets SIGUSR1.
+struct Sentinel {
+    child: std::process::Child,
+    mark: PathBuf,
+}
+
+impl Sentinel {
+    fn start(dir: &Path, uid: Option<u32>) -> Sentinel {
+        let mark = dir.join("sentinel-signalled");
+        let mut cmd = Command::new("python3");
+        cmd.args([
+            "-c",
+            &format!(
+                "import signal, time\nsignal.signal(signal.SIGUSR1, lambda *a: open({:?}, 'a').write('x'))\ntime.sleep(600)",
+                mark.display().to_string()
+            ),
+        ]);
+        if let Some(uid) = uid {
+            cmd.uid(uid).gid(uid);
+        }
+        let child = cmd.spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Sentinel { child, mark }
+    }
+
+    fn signalled(&self) -> bool {
+        self.mark.exists()
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether the unprivileged user can reach `path` (every folder on the
+/// way searchable by others, the file executable by them).
+fn reachable_by_others(path: &Path) -> bool {
+    let mut at = Some(path);
+    while let Some(p) = at {
+        match std::fs::metadata(p) {
+            Ok(m) if m.permissions().mode() & 0o001 != 0 => {}
+            _ => return false,
+        }
+        at = p.parent();
+    }
+    true
+}
+
+/// `file` where the unprivileged user reaches it: as it is, or linked (or
+/// copied) into `dir`.
+fn reachable(file: &Path, dir: &Path) -> PathBuf {
+    if reachable_by_others(file) {
+        return file.to_path_buf();
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let to = dir.join(file.file_name().unwrap());
+    if std::fs::hard_link(file, &to).is_err() {
+        std::fs::copy(file, &to).unwrap();
+    }
+    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    to
+}
+
+/// One run of the battery: `who` is `agent` or `check`.
+struct Run {
+    who: &'static str,
+    project: PathBuf,
+    home: PathBuf,
+    key_dir: PathBuf,
+    writes: Vec<PathBuf>,
+    results: BTreeMap<String, String>,
+    /// Keeps the project and its HOME until the run is judged.
+    _scenario: Scenario,
+}
+
+/// The files the battery writes: the temp folders, the home folder and its
+/// dotfiles, the key folder, and `.git`: a new file in each of its folders,
+/// every top-level file appended to, and the files that redirect or lock it.
+fn writes_of(who: &str, tag: &str, project: &Path, home: &Path, key_dir: &Path) -> Vec<PathBuf> {
+    let name = format!("parity-{who}-{tag}");
+    let mut writes: Vec<PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .map(|d| Path::new(d).join(&name))
+        .collect();
+    writes.extend([
+        home.join(&name),
+        home.join(".bashrc"),
+        home.join(".profile"),
+        home.join(".gitconfig"),
+        home.join(".config").join(&name),
+        key_dir.join(&name),
+    ]);
+    let git = project.join(".git");
+    for special in [
+        "commondir",
+        "gitdir",
+        "config.worktree",
+        "objects/info/alternates",
+        "index.lock",
+        "HEAD.lock",
+        "config.lock",
+        "refs/heads/main.lock",
+    ] {
+        writes.push(git.join(special));
+    }
+    let mut folders = vec![git.clone()];
+    while let Some(dir) = folders.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                writes.push(path.join(&name));
+                folders.push(path);
+            } else if dir == git && !writes.contains(&path) {
+                writes.push(path);
+            }
+        }
+    }
+    writes.sort();
+    writes.dedup();
+    writes
+}
+
+fn chown(path: &Path, uid: u32) {
+    let status = Command::new("chown")
+        .args(["-R", &format!("{uid}:{uid}")])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Runs the battery as `who` in a project of its own: the agent's command
+/// in the client's sandbox, or the loop's check.
+fn run_battery(
+    who: &'static str,
+    uid: Option<u32>,
+    shared: &Shared,
+    bins: &Path,
+) -> (Run, String) {
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new(&format!("parity-{who}"));
+    let verify = match who {
+        "check" => json!([{"name": "tests", "command": "python3 parity_probe.py check"}]),
+        _ => json!([]),
+    };
+    project.write(
+        ".claude/ralph/config.json",
+        json!({ "verify": verify }).to_string(),
+    );
+    project.write(".gitignore", "parity-*\n");
+    project.write("parity_probe.py", PROBE);
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "the probes"]);
+    // ralph installed by the binaries the runs' user reaches.
+    let ctl = reachable(&ralph_tests::bins::ctl(), bins);
+    reachable(&ralph_tests::bins::hook(), bins);
+    let init = run_with_timeout(
+        {
+            let mut cmd = project.command(&ctl);
+            cmd.args(["init"]);
+            cmd
+        },
+        None,
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(init.code, Some(0), "{init:?}");
+    project.write_prompt(TEST_TASK);
+    std::fs::create_dir_all(project.home.join(".config")).unwrap();
+    let key_dir = project.key_dir();
+    std::fs::create_dir_all(&key_dir).unwrap();
+    let writes = writes_of(who, &shared.tag, &project.root, &project.home, &key_dir);
+    let config = json!({
+        "writes": writes,
+        "key": key_dir.join("record.key"),
+        "key_dir": key_dir,
+        "socket": shared.socket_path,
+        "abstract": shared.abstract_name,
+        "sentinel": shared.sentinel.child.id(),
+        "variables": SESSION_VARIABLES,
+    });
+    project.write("parity-config.json", config.to_string());
+    let (root, home) = (project.root.clone(), project.home.clone());
+    if let Some(uid) = uid {
+        chown(project.root.parent().unwrap(), uid);
+    }
+    let api = match who {
+        "agent" => MockApi::start(|turn, _| match turn {
+            0 => Reply::bash("python3 parity_probe.py agent"),
+            _ => Reply::text(format!("Probed.\n{SIGNAL}")),
+        }),
+        _ => MockApi::start(|_, _| Reply::text(format!("Probed.\n{SIGNAL}"))),
+    };
+    let scenario = Scenario::around(project, client).exact_args(&["--headless"]);
+    let mut cmd = scenario.command(&api);
+    cmd.env("RALPH_CLAUDE", reachable(&client.executable(), bins));
+    for var in SESSION_VARIABLES {
+        let value = match var {
+            "XDG_RUNTIME_DIR" => shared.runtime.display().to_string(),
+            "TMUX" => format!("{},1,0", shared.socket_path.display()),
+            _ => format!("unix:path={}", shared.socket_path.display()),
+        };
+        cmd.env(var, value);
+    }
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    let outcome = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    let said = std::fs::read_to_string(root.join(format!("parity-{who}.json")))
+        .unwrap_or_else(|e| panic!("the {who} battery left no results ({e}): {outcome:?}"));
+    let results: BTreeMap<String, String> = serde_json::from_str(&said).unwrap();
+    let run = Run {
+        who,
+        project: root,
+        home,
+        key_dir,
+        writes,
+        results,
+        _scenario: scenario,
+    };
+    (run, format!("{outcome:?}"))
+}
+
+/// What the probes shared by both runs reach outside them.
+struct Shared {
+    tag: String,
+    socket_path: PathBuf,
+    abstract_name: String,
+    runtime: PathBuf,
+    sentinel: Sentinel,
+}
+
+impl Run {
+    /// Whether each probe got through, judged by what it did outside where
+    /// it can be seen from outside.
+    fn allowed(&self, shared: &Shared, socket: &Listener, abstract_: &Listener) -> BTreeMap<String, bool> {
+        let mut allowed = BTreeMap::new();
+        let mark = format!("parity {}", self.who);
+        for path in &self.writes {
+            let written = std::fs::read_to_string(path).is_ok_and(|t| t.contains(&mark));
+            // Folders named by hashes differ between the two projects: one
+            // row for them all, allowed when any was.
+            *allowed
+                .entry(format!("write {}", self.shown(path)))
+                .or_insert(false) |= written;
+        }
+        let key = std::fs::read(self.key_dir.join("record.key")).unwrap_or_default();
+        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        let read = self.results.get("read key").is_some_and(|r| !hex.is_empty() && r.contains(&hex));
+        allowed.insert("read ralph's key".into(), read);
+        allowed.insert(
+            format!("connect unix socket {}", shared.socket_path.display()),
+            socket.heard_from(self.who),
+        );
+        allowed.insert(
+            "connect abstract unix socket".into(),
+            abstract_.heard_from(self.who),
+        );
+        for (name, result) in &self.results {
+            let by_itself = [
+                "mount a tmpfs",
+                "umount the key folder",
+                "umount /proc",
+                "remount / read-write",
+                "hold a capability",
+                "open a terminal",
+                "see the session variables",
+            ];
+            if by_itself.contains(&name.as_str()) {
+                allowed.insert(name.clone(), result.starts_with("done"));
+            }
+        }
+        allowed
+    }
+
+    /// `path` with the run's own folders named, so both runs' rows meet.
+    fn shown(&self, path: &Path) -> String {
+        let text = path.display().to_string();
+        let text = text.replace(&self.key_dir.display().to_string(), "<key folder>");
+        let text = text.replace(&self.project.display().to_string(), "<project>");
+        let text = text.replace(&self.home.display().to_string(), "~");
+        let text = text.replace(&format!("parity-{}-", self.who), "parity-<who>-");
+        match text.split_once("/.git/objects/") {
+            Some((head, rest))
+                if rest.len() > 3
+                    && rest.as_bytes()[2] == b'/'
+                    && rest[..2].bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                format!("{head}/.git/objects/<xx>/{}", &rest[3..])
+            }
+            _ => text,
+        }
+    }
+}
+
+fn parity(uid: Option<u32>) {
+    let base = std::env::temp_dir().join(format!(
+        "ralph-parity-{}-{}",
+        uid.map_or("root".to_string(), |u| u.to_string()),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let tag = format!("{}{}", std::process::id(), uid.unwrap_or(0));
+    let shared = Shared {
+        socket_path: PathBuf::from(format!("/tmp/parity-{tag}.sock")),
+        abstract_name: format!("ralph-parity-{tag}"),
+        runtime: base.join("run"),
+        sentinel: Sentinel::start(&base, uid),
+        tag,
+    };
+    std::fs::create_dir_all(&shared.runtime).unwrap();
+    let socket = Listener::on(
+        &socket2_free::Address::Path(shared.socket_path.clone()),
+        uid,
+    );
+    let abstract_ = Listener::on(
+        &socket2_free::Address::Abstract(shared.abstract_name.clone()),
+        uid,
+    );
+    let bins = base.join("bin");
+    let (agent, agent_run) = run_battery("agent", uid, &shared, &bins);
+    let agent_signalled = shared.sentinel.signalled();
+    let (check, check_run) = run_battery("check", uid, &shared, &bins);
+    let check_signalled = shared.sentinel.signalled() && !agent_signalled;
+    let mut agent_allowed = agent.allowed(&shared, &socket, &abstract_);
+    let mut check_allowed = check.allowed(&shared, &socket, &abstract_);
+    agent_allowed.insert("signal a process outside".into(), agent_signalled);
+    check_allowed.insert("signal a process outside".into(), check_signalled);
+    let _ = std::fs::remove_file(&shared.socket_path);
+    for run in [&agent, &check] {
+        for path in &run.writes {
+            if path.starts_with("/tmp") || path.starts_with("/var/tmp") || path.starts_with("/dev/shm") {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+
+    let user = uid.map_or("root".to_string(), |u| format!("uid {u}"));
+    let mut table = format!("walls_parity as {user}: probe | client's sandbox | ralph's check\n");
+    let mut broken = Vec::new();
+    for (probe, agent_may) in &agent_allowed {
+        let check_may = check_allowed.get(probe).copied().unwrap_or(false);
+        let word = |b: bool| if b { "allowed" } else { "refused" };
+        table.push_str(&format!("{probe} | {} | {}\n", word(*agent_may), word(check_may)));
+        if !agent_may && check_may {
+            broken.push(probe.clone());
+        }
+    }
+    for probe in check_allowed.keys() {
+        assert!(
+            agent_allowed.contains_key(probe),
+            "the check's probe {probe} has no row of the agent's: {agent_allowed:?}"
+        );
+    }
+    eprintln!("{table}");
+    // The battery did run on both sides.
+    assert!(agent_allowed.len() > 40, "{table}\n{agent_run}");
+    assert!(
+        broken.is_empty(),
+        "the check may do what the client refuses the agent: {broken:?}\n{table}\nagent: {:?}\ncheck: {:?}\n{check_run}",
+        agent.results,
+        check.results
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[allow(unsafe_code)]
+fn is_root() -> bool {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn walls_parity_as_root() {
+    if !is_root() {
+        eprintln!("skipped: not root (walls_parity_as_an_unprivileged_user runs the battery as this user)");
+        return;
+    }
+    parity(None);
+}
+
+#[test]
+fn walls_parity_as_an_unprivileged_user() {
+    // As root, the battery runs as uid 65534; as anyone else, as them.
+    parity(is_root().then_some(65534));
+}

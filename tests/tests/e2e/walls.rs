@@ -6,7 +6,7 @@
 //! written outside. The loop still completes: the walls take nothing from
 //! an honest check.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
@@ -378,4 +378,183 @@ fn a_check_cannot_read_the_key_that_signs_ralphs_records(client: ClientVersion) 
             .all(|r| r.starts_with("refused") && !r.contains(&hex)),
         "the check read ralph's key: {seen:?}"
     );
+}
+
+/// Runs a loop on 2.1.330 (the check's walls are ralph's, whatever the
+/// client) whose agent writes a `helper.py` that, when the check imports
+/// it, runs `attack` (Python that sets `said`), then claims done. Returns
+/// what the imports reported, once the loop has ended `complete` (the
+/// walls take nothing from the honest part of the check).
+fn attack_through_the_check(name: &str, attack: &str) -> (Vec<String>, Scenario) {
+    let client = ClientVersion::V2_1_330;
+    let scenario = project(name, client);
+    let records = Records::listen();
+    let helper = format!(
+        "said = ''\ntry:\n{attack}\nexcept Exception as e:\n    said += ' refused: %s' % e\n{report}\n\
+         def add(a, b):\n    return a + b\n",
+        attack = attack
+            .lines()
+            .map(|l| format!("    {l}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        report = records.report("said"),
+    );
+    let write = format!("cat > helper.py <<'EOF'\n{helper}EOF\necho written");
+    let api = MockApi::start(move |turn, _| match turn {
+        0 => Reply::bash(write.clone()),
+        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    let seen = records.seen();
+    assert!(
+        !seen.is_empty(),
+        "the check imported the agent's module: {outcome:?}"
+    );
+    (seen, scenario)
+}
+
+#[allow(unsafe_code)]
+fn is_root() -> bool {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn a_check_run_as_root_cannot_unmount_its_way_to_the_key() {
+    if !is_root() {
+        eprintln!("skipped: not root (no capability to drop)");
+        return;
+    }
+    // The key folder is the check's HOME's: found from HOME inside.
+    let attack = "import os, subprocess\n\
+        d = os.path.join(os.environ['HOME'], '.local/share/ralph')\n\
+        r = subprocess.run(['umount', d], capture_output=True, text=True)\n\
+        said += 'umount %d %s;' % (r.returncode, r.stderr.strip())\n\
+        r = subprocess.run(['mount', '-o', 'remount,rw', '/'], capture_output=True, text=True)\n\
+        said += ' remount %d;' % r.returncode\n\
+        said += ' key ' + open(os.path.join(d, 'record.key'), 'rb').read().hex()";
+    let (seen, scenario) = attack_through_the_check("walls-root", attack);
+    let key = std::fs::read(scenario.home.join(".local/share/ralph/record.key")).unwrap();
+    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    for said in &seen {
+        assert!(!said.contains(&hex), "the check read ralph's key: {said}");
+        assert!(
+            !said.contains("umount 0") && !said.contains("remount 0"),
+            "{said}"
+        );
+    }
+}
+
+#[test]
+fn a_check_cannot_ask_the_persons_tmux_to_type_a_command() {
+    use std::os::unix::net::UnixListener;
+    // The person's tmux server: a socket under /tmp that runs what it is sent.
+    let socket = std::env::temp_dir().join(format!("ralph-tmux-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).unwrap();
+    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = std::sync::Arc::clone(&heard);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::Read;
+            let mut stream = stream;
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(3)));
+            let mut text = String::new();
+            let _ = stream.read_to_string(&mut text);
+            kept.lock().unwrap().push(text);
+        }
+    });
+    let attack = format!(
+        "import socket\n\
+         s = socket.socket(socket.AF_UNIX)\n\
+         s.connect({socket:?})\n\
+         s.sendall(b'send-keys \"touch ~/owned\" Enter')\n\
+         s.close()\n\
+         said += 'typed'\n\
+         s = socket.socket(socket.AF_UNIX)\n\
+         s.connect('\\0ralph-abstract-{pid}')\n\
+         said += ' abstract'",
+        socket = socket.display().to_string(),
+        pid = std::process::id()
+    );
+    let (seen, _scenario) = attack_through_the_check("walls-tmux", &attack);
+    let _ = std::fs::remove_file(&socket);
+    assert!(
+        heard.lock().unwrap().is_empty(),
+        "the check reached the person's tmux: {:?}",
+        heard.lock().unwrap()
+    );
+    for said in &seen {
+        assert!(
+            !said.contains("typed") && said.contains("refused"),
+            "{said}"
+        );
+    }
+}
+
+#[test]
+fn a_check_writes_no_temp_folder_anyone_else_sees() {
+    let mark = std::env::temp_dir().join(format!("ralph-remote-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let attack = format!(
+        "for p in ({mark:?}, '/var/tmp/' + {name:?}, '/dev/shm/' + {name:?}):\n    \
+             open(p, 'w').write('forged')\n\
+         said += 'written'",
+        mark = mark.display().to_string(),
+        name = mark.file_name().unwrap().to_string_lossy().to_string(),
+    );
+    let (seen, _scenario) = attack_through_the_check("walls-temp", &attack);
+    let name = mark.file_name().unwrap().to_owned();
+    let found: Vec<PathBuf> = [
+        mark.clone(),
+        Path::new("/var/tmp").join(&name),
+        Path::new("/dev/shm").join(&name),
+    ]
+    .into_iter()
+    .filter(|p| p.exists())
+    .collect();
+    for path in &found {
+        let _ = std::fs::remove_file(path);
+    }
+    assert!(
+        found.is_empty(),
+        "the check wrote the person's temp folders: {found:?} {seen:?}"
+    );
+    // Its own temp folder works: the first write went through.
+    assert!(
+        seen.iter()
+            .all(|s| s.contains("written") || s.contains("refused")),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_check_leaves_nothing_in_git_that_runs_or_locks() {
+    let attack = "import os\n\
+        for f, text in (('.git/commondir', '/elsewhere'), ('.git/index.lock', ''), ('.git/HEAD.lock', ''), ('.git/config.lock', ''), ('.git/hooks/post-commit', 'touch ~/owned')):\n    \
+            try:\n        open(f, 'w').write(text)\n        said += ' wrote ' + f\n    \
+            except OSError as e:\n        said += ' refused ' + f";
+    let (seen, scenario) = attack_through_the_check("walls-git", attack);
+    for said in &seen {
+        assert!(!said.contains("wrote"), "{said}");
+    }
+    let git = scenario.path(".git");
+    for left in [
+        "commondir",
+        "index.lock",
+        "HEAD.lock",
+        "config.lock",
+        "hooks/post-commit",
+    ] {
+        assert!(!git.join(left).exists(), "the check left .git/{left}");
+    }
+    // The person's git works after the loop.
+    let status = std::process::Command::new("git")
+        .arg("-C")
+        .arg(scenario.path(""))
+        .args(["status", "--short"])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
 }

@@ -149,8 +149,7 @@ mod socket2_free {
                     // Reachable by the unprivileged user, as a socket the
                     // person made for themselves is by them.
                     use std::os::unix::fs::PermissionsExt;
-                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777))
-                        .unwrap();
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
                 }
                 listener
             }
@@ -300,12 +299,7 @@ fn chown(path: &Path, uid: u32) {
 
 /// Runs the battery as `who` in a project of its own: the agent's command
 /// in the client's sandbox, or the loop's check.
-fn run_battery(
-    who: &'static str,
-    uid: Option<u32>,
-    shared: &Shared,
-    bins: &Path,
-) -> (Run, String) {
+fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path) -> (Run, String) {
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new(&format!("parity-{who}"));
     let verify = match who {
@@ -401,7 +395,12 @@ struct Shared {
 impl Run {
     /// Whether each probe got through, judged by what it did outside where
     /// it can be seen from outside.
-    fn allowed(&self, shared: &Shared, socket: &Listener, abstract_: &Listener) -> BTreeMap<String, bool> {
+    fn allowed(
+        &self,
+        shared: &Shared,
+        socket: &Listener,
+        abstract_: &Listener,
+    ) -> BTreeMap<String, bool> {
         let mut allowed = BTreeMap::new();
         let mark = format!("parity {}", self.who);
         for path in &self.writes {
@@ -414,7 +413,10 @@ impl Run {
         }
         let key = std::fs::read(self.key_dir.join("record.key")).unwrap_or_default();
         let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-        let read = self.results.get("read key").is_some_and(|r| !hex.is_empty() && r.contains(&hex));
+        let read = self
+            .results
+            .get("read key")
+            .is_some_and(|r| !hex.is_empty() && r.contains(&hex));
         allowed.insert("read ralph's key".into(), read);
         allowed.insert(
             format!("connect unix socket {}", shared.socket_path.display()),
@@ -499,7 +501,10 @@ fn parity(uid: Option<u32>) {
     let _ = std::fs::remove_file(&shared.socket_path);
     for run in [&agent, &check] {
         for path in &run.writes {
-            if path.starts_with("/tmp") || path.starts_with("/var/tmp") || path.starts_with("/dev/shm") {
+            if path.starts_with("/tmp")
+                || path.starts_with("/var/tmp")
+                || path.starts_with("/dev/shm")
+            {
                 let _ = std::fs::remove_file(path);
             }
         }
@@ -511,7 +516,11 @@ fn parity(uid: Option<u32>) {
     for (probe, agent_may) in &agent_allowed {
         let check_may = check_allowed.get(probe).copied().unwrap_or(false);
         let word = |b: bool| if b { "allowed" } else { "refused" };
-        table.push_str(&format!("{probe} | {} | {}\n", word(*agent_may), word(check_may)));
+        table.push_str(&format!(
+            "{probe} | {} | {}\n",
+            word(*agent_may),
+            word(check_may)
+        ));
         if !agent_may && check_may {
             broken.push(probe.clone());
         }

@@ -278,7 +278,9 @@ impl CheckTemp {
                 Err(e) => return Err(e),
             }
         }
-        Err(std::io::Error::other("no free name for the check's temp folder"))
+        Err(std::io::Error::other(
+            "no free name for the check's temp folder",
+        ))
     }
 
     /// The folder, when there is one.
@@ -828,7 +830,11 @@ mod tests {
         assert!(!output.contains("leaked:"), "{output}");
         for dir in ["/tmp", "/var/tmp", "/dev/shm"] {
             let probe = Path::new(dir).join("ralph-walls-probe");
-            assert!(!probe.exists(), "{} is the person's: {output}", probe.display());
+            assert!(
+                !probe.exists(),
+                "{} is the person's: {output}",
+                probe.display()
+            );
         }
     }
 
@@ -930,9 +936,8 @@ mod tests {
         assert!(!outside.join("evil").exists(), "{output}");
 
         // Nothing a check must not do, and the temp folder its own, gone after.
-        let mut inner = super::super::group::shell(&format!(
-            "{ESCAPES}; echo \"$TMPDIR\" > src/tmpdir.txt"
-        ));
+        let mut inner =
+            super::super::group::shell(&format!("{ESCAPES}; echo \"$TMPDIR\" > src/tmpdir.txt"));
         for var in SESSION_VARIABLES {
             inner.env(var, "/tmp/the-persons-socket");
         }
@@ -942,7 +947,9 @@ mod tests {
             + &String::from_utf8_lossy(&out.stderr);
         let tmpdir = temp.path().unwrap().to_path_buf();
         assert_eq!(
-            std::fs::read_to_string(root.join("src/tmpdir.txt")).unwrap().trim(),
+            std::fs::read_to_string(root.join("src/tmpdir.txt"))
+                .unwrap()
+                .trim(),
             tmpdir.display().to_string(),
             "{output}"
         );
@@ -951,7 +958,10 @@ mod tests {
         assert!(!Path::new("/tmp/ralph-walls-probe").exists(), "{output}");
         assert!(output.contains("CapEff:\t0000000000000000"), "{output}");
         assert_eq!(output.matches("unix: 1").count(), 2, "{output}");
-        assert!(output.contains("pair: b'x'") && !output.contains("leaked:"), "{output}");
+        assert!(
+            output.contains("pair: b'x'") && !output.contains("leaked:"),
+            "{output}"
+        );
         drop(temp);
         assert!(!tmpdir.exists(), "the check's temp folder outlived it");
         let (_, output) = run(
@@ -959,7 +969,10 @@ mod tests {
             &root,
             "echo t > \"$(mktemp)\" && echo own-temp; umount /proc && echo unmounted; echo done",
         );
-        assert!(output.contains("own-temp") && !output.contains("unmounted"), "{output}");
+        assert!(
+            output.contains("own-temp") && !output.contains("unmounted"),
+            "{output}"
+        );
         assert!(output.contains("done"), "{output}");
         assert!(!outside.join("evil").exists(), "{output}");
 

@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 
 use super::Walls;
@@ -123,7 +123,12 @@ pub(super) fn wall(
         grant_except(&mut rules, dir, all, &walls.read_only);
     }
     rules.push((temp.to_path_buf(), all));
-    grant_except(&mut rules, Path::new("/dev"), all, &[PathBuf::from("/dev/shm")]);
+    grant_except(
+        &mut rules,
+        Path::new("/dev"),
+        all,
+        &[PathBuf::from("/dev/shm")],
+    );
     let mut ruleset = base()?;
     for (path, access) in &rules {
         ruleset = ruleset

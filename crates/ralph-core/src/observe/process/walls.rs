@@ -967,10 +967,15 @@ mod tests {
         let (_, output) = run(
             &walls,
             &root,
-            "echo t > \"$(mktemp)\" && echo own-temp; umount /proc && echo unmounted; echo done",
+            "echo t > \"$(mktemp)\" && echo own-temp; umount /proc && echo unmounted; \
+             (: < /dev/tty) && echo terminal; echo done",
         );
         assert!(
-            output.contains("own-temp") && !output.contains("unmounted"),
+            output.contains("own-temp") && output.contains("done"),
+            "{output}"
+        );
+        assert!(
+            !output.contains("unmounted") && !output.contains("terminal"),
             "{output}"
         );
         assert!(output.contains("done"), "{output}");

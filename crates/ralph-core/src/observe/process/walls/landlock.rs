@@ -9,7 +9,8 @@
 //! be written); a folder on the way to a hidden one cannot be listed, nor a
 //! file created in it later read. The temp folders are not writable: the
 //! check's TMPDIR is a folder of its own, removed after it. Writes to
-//! `/dev` (`/dev/null`, a terminal) are allowed, `/dev/shm` excepted.
+//! `/dev` (`/dev/null`) are allowed, `/dev/shm` excepted; no terminal can
+//! be opened (`/dev/tty`, `/dev/pts`, `/dev/console`).
 //!
 //! The rules are applied by the landlock crate's `restrict_self` in the
 //! child, and its answer is read: walls the kernel enforces only in part
@@ -117,18 +118,28 @@ pub(super) fn wall(
 ) -> Result<Command, String> {
     let all = AccessFs::from_all(ABI_WANTED);
     let read = AccessFs::from_read(ABI_WANTED);
+    // No terminal: Landlock's check stays in ralph's session (a session of
+    // its own would take it out of the process group that is killed with
+    // it), so its controlling terminal is ralph's, and through it a check
+    // could push input (TIOCSTI). It cannot open one.
+    let terminals = ["/dev/tty", "/dev/pts", "/dev/console"].map(PathBuf::from);
+    let unseen: Vec<PathBuf> = walls
+        .hidden
+        .iter()
+        .cloned()
+        .chain(terminals.clone())
+        .collect();
     let mut rules = Vec::new();
-    grant_except(&mut rules, Path::new("/"), read, &walls.hidden);
+    grant_except(&mut rules, Path::new("/"), read, &unseen);
     for dir in &walls.writable {
         grant_except(&mut rules, dir, all, &walls.read_only);
     }
     rules.push((temp.to_path_buf(), all));
-    grant_except(
-        &mut rules,
-        Path::new("/dev"),
-        all,
-        &[PathBuf::from("/dev/shm")],
-    );
+    let not_in_dev: Vec<PathBuf> = terminals
+        .into_iter()
+        .chain([PathBuf::from("/dev/shm")])
+        .collect();
+    grant_except(&mut rules, Path::new("/dev"), all, &not_in_dev);
     let mut ruleset = base()?;
     for (path, access) in &rules {
         ruleset = ruleset

@@ -246,6 +246,11 @@ pub struct Walls {
     writable: Vec<PathBuf>,
     read_only: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
+    /// What lies in a temp folder but must stay in sight, read-only, over
+    /// the check's fresh one: the home folder and the `PATH` folders (a
+    /// HOME under `/tmp`, as in many CI containers, holds the toolchains'
+    /// configuration and caches).
+    seen_in_temp: Vec<PathBuf>,
 }
 
 /// Why a walled command was not started.
@@ -297,6 +302,37 @@ impl Drop for CheckTemp {
     }
 }
 
+/// The home folder and the `PATH` folders that lie in a temp folder (real
+/// paths, each once, none inside another): the check sees them read-only
+/// over its fresh temp folders, as the agent sees them in the client's
+/// sandbox.
+fn seen_in_temp() -> Vec<PathBuf> {
+    seen_in_temp_of(std::env::var_os("HOME"), std::env::var_os("PATH"))
+}
+
+fn seen_in_temp_of(home: Option<OsString>, path: Option<OsString>) -> Vec<PathBuf> {
+    let home = home.map(PathBuf::from);
+    let path: Vec<PathBuf> = path
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    let mut seen: Vec<PathBuf> = home
+        .into_iter()
+        .chain(path)
+        .filter(|p| p.is_absolute())
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .filter(|p| {
+            TEMP_FOLDERS
+                .iter()
+                .any(|t| p.starts_with(t) && p != Path::new(t))
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    let all = seen.clone();
+    seen.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
+    seen
+}
+
 impl Walls {
     /// No walls: the command runs with the caller's rights (`sandbox: off`,
     /// and ralph's own commands).
@@ -307,6 +343,7 @@ impl Walls {
             writable: Vec::new(),
             read_only: Vec::new(),
             hidden: Vec::new(),
+            seen_in_temp: Vec::new(),
         }
     }
 
@@ -367,6 +404,7 @@ impl Walls {
             writable,
             read_only,
             hidden,
+            seen_in_temp: seen_in_temp(),
         }
     }
 
@@ -472,6 +510,11 @@ impl Walls {
     pub fn bubblewrap_args(&self) -> Vec<OsString> {
         let mut mounts: Vec<(&str, &Path)> = Vec::new();
         mounts.extend(TEMP_FOLDERS.iter().map(|p| ("--tmpfs", Path::new(*p))));
+        mounts.extend(
+            self.seen_in_temp
+                .iter()
+                .map(|p| ("--ro-bind-try", p.as_path())),
+        );
         mounts.extend(self.writable.iter().map(|p| ("--bind-try", p.as_path())));
         mounts.extend(
             self.read_only
@@ -996,6 +1039,48 @@ mod tests {
             "{output}"
         );
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_home_in_a_temp_folder_stays_in_sight_read_only() {
+        let Some(mechanism) = bwrap_or_skip() else {
+            return;
+        };
+        let (dir, root) = project();
+        let home = std::fs::canonicalize(dir.path()).unwrap().join("home");
+        std::fs::create_dir_all(home.join(".config")).unwrap();
+        std::fs::write(home.join(".config/tool.toml"), "cache = true\n").unwrap();
+        let bin = home.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let path = std::env::join_paths([bin.clone(), PathBuf::from("/usr/bin")]).unwrap();
+        let seen = seen_in_temp_of(Some(home.clone().into()), Some(path));
+        if !TEMP_FOLDERS.iter().any(|t| home.starts_with(t)) {
+            assert!(seen.is_empty(), "{seen:?}");
+            eprintln!("skipped: the temp folder is not /tmp here");
+            return;
+        }
+        // One entry: the PATH folder lies inside the home folder.
+        assert_eq!(seen, vec![home.clone()]);
+        let walls = Walls {
+            seen_in_temp: seen,
+            ..Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone())
+        };
+        let (_, output) = run(
+            &walls,
+            &root,
+            &format!(
+                "cat {home}/.config/tool.toml; echo x > {home}/.bashrc && echo wrote; echo done",
+                home = home.display()
+            ),
+        );
+        assert!(
+            output.contains("cache = true") && output.contains("done"),
+            "{output}"
+        );
+        assert!(
+            !output.contains("wrote") && !home.join(".bashrc").exists(),
+            "{output}"
+        );
     }
 
     #[test]

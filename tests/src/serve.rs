@@ -203,6 +203,52 @@ impl Served {
         }
     }
 
+    /// A connection that sends `head` (a request's line and headers, a
+    /// blank line after them) and nothing more: a body it announces never
+    /// comes. It stays open, unread, until the stream is dropped.
+    pub fn hold(&self, head: &str) -> TcpStream {
+        let mut stream = TcpStream::connect(self.host()).expect("the server accepts");
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.flush().unwrap();
+        stream
+    }
+
+    /// The head of a same-origin POST to `path` with the token, as the page
+    /// sends it, announcing a body of `length` bytes.
+    pub fn post_head(&self, path: &str, length: usize) -> String {
+        format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nOrigin: {}\r\nSec-Fetch-Site: same-origin\r\n\
+             Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n",
+            self.with_token(path),
+            self.host(),
+            self.origin
+        )
+    }
+
+    /// What the server sent on `stream` within `wait`, and whether it
+    /// closed the connection by then.
+    pub fn answered(stream: &mut TcpStream, wait: Duration) -> (String, bool) {
+        let deadline = Instant::now() + wait;
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return (String::from_utf8_lossy(&got).into_owned(), false);
+            }
+            stream.set_read_timeout(Some(left)).unwrap();
+            match stream.read(&mut chunk) {
+                Ok(0) => return (String::from_utf8_lossy(&got).into_owned(), true),
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    return (String::from_utf8_lossy(&got).into_owned(), true)
+                }
+                Err(_) => return (String::from_utf8_lossy(&got).into_owned(), false),
+            }
+        }
+    }
+
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().unwrap().id()

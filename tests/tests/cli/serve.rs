@@ -196,6 +196,116 @@ fn ctrl_c_ends_it_and_another_address_is_said_loudly() {
     );
 }
 
+/// How soon another client's answer must come while a connection is stuck.
+const PROMPTLY: Duration = Duration::from_secs(2);
+
+/// The page with the token, and how long it took to be answered.
+fn timed_page(served: &Served) -> (u16, Duration) {
+    let started = std::time::Instant::now();
+    let page = served.get(&served.with_token("/"));
+    (page.status, started.elapsed())
+}
+
+#[test]
+fn a_body_that_never_comes_delays_no_other_client() {
+    let (project, mut served) = served("serve-silent");
+    let host = served.host().to_string();
+    // No token, a body announced and never sent: refused at once, closed
+    // without its body being waited for.
+    let mut strangers: Vec<_> = ["/api/cancel", "/anything"]
+        .iter()
+        .map(|path| {
+            served.hold(&format!(
+                "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100000\r\n\r\n"
+            ))
+        })
+        .collect();
+    // The token and the page's origin, but more body than a change may
+    // have: refused without reading it.
+    let mut too_long = served.hold(&served.post_head("/api/say", 100_000));
+    // The token and the page's origin, a short body that never comes.
+    let mut silent = served.hold(&served.post_head("/api/say", 64));
+
+    let (status, took) = timed_page(&served);
+    assert_eq!(status, 200);
+    assert!(took < PROMPTLY, "the page took {took:?}");
+    for stranger in &mut strangers {
+        let (said, closed) = Served::answered(stranger, PROMPTLY);
+        assert!(said.starts_with("HTTP/1.1 403"), "{said}");
+        assert!(closed, "the connection was left open: {said}");
+    }
+    let (said, closed) = Served::answered(&mut too_long, PROMPTLY);
+    assert!(said.starts_with("HTTP/1.1 413"), "{said}");
+    assert!(closed, "the connection was left open: {said}");
+
+    // The silent body is waited for a few seconds, no more, while the
+    // page and its polls are answered at once.
+    for _ in 0..3 {
+        let (status, took) = timed_page(&served);
+        assert_eq!(status, 200);
+        assert!(took < PROMPTLY, "the page took {took:?}");
+        let poll = served.get(&served.with_token("/api/loops"));
+        assert_eq!(poll.status, 200, "{poll:?}");
+    }
+    let (said, closed) = Served::answered(&mut silent, Duration::from_secs(10));
+    assert!(said.starts_with("HTTP/1.1 408"), "{said}");
+    assert!(closed, "the connection was left open: {said}");
+    assert!(project.status_json()["hint"].is_null(), "no note left");
+    assert_eq!(project.status_json()["status"], "running");
+    let status = served.interrupt(PROMPTLY).expect("serve ends on Ctrl-C");
+    assert_eq!(status.code(), Some(0), "{:?}", served.output);
+}
+
+#[test]
+fn ctrl_c_ends_it_while_connections_hang() {
+    let (_project, mut served) = served("serve-stop-held");
+    let host = served.host().to_string();
+    let _held = [
+        served.hold(&format!(
+            "POST /api/cancel HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100000\r\n\r\n"
+        )),
+        served.hold(&served.post_head("/api/say", 64)),
+        served.hold("GET /?token="),
+    ];
+    // The server has taken them all.
+    std::thread::sleep(Duration::from_millis(300));
+    let status = served
+        .interrupt(PROMPTLY)
+        .expect("serve ends on Ctrl-C within 2 s");
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        served
+            .output
+            .iter()
+            .any(|l| l == "ralph-ctl serve: stopped"),
+        "{:?}",
+        served.output
+    );
+}
+
+#[test]
+fn the_connections_served_at_once_are_bounded() {
+    // As many connections as serve takes at once, each sending nothing.
+    const AT_ONCE: usize = 32;
+    let (_project, served) = served("serve-bounded");
+    let held: Vec<_> = (0..AT_ONCE).map(|_| served.hold("")).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let busy = served.get(&served.with_token("/"));
+    assert_eq!(busy.status, 503, "{busy:?}");
+    assert!(started.elapsed() < PROMPTLY, "{:?}", started.elapsed());
+    assert!(busy.json()["message"]
+        .as_str()
+        .unwrap()
+        .contains("too many connections"));
+    drop(held);
+    assert!(
+        wait_until(PROMPTLY, || served.get(&served.with_token("/")).status
+            == 200),
+        "the places were not given back"
+    );
+}
+
 /// A project with its own running loop and `items` queue items' loops,
 /// each running (states signed as ralph signs them).
 fn with_items(name: &str, items: usize) -> TempProject {

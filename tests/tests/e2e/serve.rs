@@ -4,7 +4,8 @@
 //! the loop from running to complete with its check's output, without a
 //! reload; the agent's `<script>` shows as text; say, answer and cancel
 //! from the page reach the loop; a request without the token and another
-//! site's POST are refused.
+//! site's POST are refused; a connection that announces a body and never
+//! sends it stops neither the page nor the server.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
@@ -237,4 +238,49 @@ fn the_agent_s_question_is_answered_from_the_page() {
         answered.contains("The person's answer: Port 8080."),
         "{answered}"
     );
+}
+
+#[test]
+fn a_silent_connection_does_not_stop_the_page() {
+    let go = Gate::default();
+    let held = go.clone();
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::text("Looked around."),
+        1 => {
+            held.wait();
+            Reply::text("Fixed the parser.")
+        }
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    let config =
+        format!(r#"{{"verify": [{{"name": "tests", "command": "echo '{CHECK_SAYS}'"}}]}}"#);
+    let scenario = Scenario::configured("serve-silent", CLIENT, &config).fresh(&[]);
+    let mut launcher = launch(&scenario, &api);
+    let served = Served::start(&scenario, &[]);
+    let mut browser = Browser::start(&scenario);
+    assert_eq!(browser.open(&served.url), 200);
+    browser.wait_text(&selector("h2"), "running", SOON);
+
+    // A stranger (no token) announces a body and never sends it, and so
+    // does a request with the token and the page's origin; both stay
+    // open while the loop goes on.
+    let mut stranger = served.hold(&format!(
+        "POST /api/cancel HTTP/1.1\r\nHost: {}\r\nContent-Length: 100000\r\n\r\n",
+        served.host()
+    ));
+    let mut silent = served.hold(&served.post_head("/api/say", 64));
+    go.open();
+
+    browser.wait_text(&selector(".status"), "complete", SOON);
+    browser.wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
+    exits_with(&mut launcher, 0);
+    assert_eq!(api.main_requests().len(), 3, "three iterations");
+
+    let (said, closed) = Served::answered(&mut stranger, Duration::from_secs(2));
+    assert!(said.starts_with("HTTP/1.1 403"), "{said}");
+    assert!(closed, "the stranger's connection was left open");
+    let (said, closed) = Served::answered(&mut silent, Duration::from_secs(10));
+    assert!(said.starts_with("HTTP/1.1 408"), "{said}");
+    assert!(closed, "the silent connection was left open");
+    assert!(scenario.status_json()["hint"].is_null(), "no note left");
 }

@@ -1,30 +1,39 @@
 //! `ralph-ctl serve`: the project's loops live in a browser, and the
 //! person's steering from it (cancel, a note, the answer to a question).
 //!
-//! One small synchronous HTTP server (tiny_http: it parses the requests;
-//! no async runtime), on 127.0.0.1 unless `--listen` says otherwise. The
-//! URL it prints carries a random token, and every request without it is
-//! refused; a change is a POST from the page itself (its `Origin`). The
-//! page polls `/api/loops` every second with the version it has seen, and
-//! gets the loops again, rendered by the report's rendering, only when a
-//! state file changed. States are read as `status` reads them, never
-//! under the lock; a change is the command's own transaction.
+//! A small synchronous HTTP server on std's sockets (`serve/http.rs`; no
+//! async runtime), on 127.0.0.1 unless `--listen` says otherwise. One
+//! thread accepts; each connection is served on a thread of its own (at
+//! most [`MAX_CONNECTIONS`] at once), one request each, read and answered
+//! under deadlines, so a client that is slow or silent holds only its own
+//! connection, and Ctrl-C, seen by the main thread, ends the server
+//! whatever its connections do. The URL it prints carries a random token,
+//! and every request without it is refused before its body is read; a
+//! change is a POST from the page itself (its `Origin`). The page polls
+//! `/api/loops` every second with the version it has seen, and gets the
+//! loops again, rendered by the report's rendering, only when a state file
+//! changed. States are read as `status` reads them, never under the lock;
+//! a change is the command's own transaction.
 
 mod guard;
+mod http;
 mod loops;
 mod steer;
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::time::Duration;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{EnvSource, ProcessEnv};
 use ralph_core::paths::ProjectPaths;
-use tiny_http::{Header, Request, Response, Server};
 
 use crate::driver::os_signals::{SignalSource, Signals};
 use crate::error::{CmdResult, CtlError};
+use http::{Head, Reply, WireError};
 
 /// `ralph-ctl serve`'s arguments (its help is the command's).
 #[derive(Debug, clap::Args)]
@@ -49,14 +58,23 @@ pub(crate) fn command(paths: &ProjectPaths, args: ServeArgs) -> CmdResult {
         paths,
         addr,
         &mut signals,
-        &ProcessEnv,
+        Arc::new(ProcessEnv),
         &mut std::io::stdout(),
         &mut std::io::stderr(),
     )
 }
 
-/// How often the server looks for a signal while no request comes.
+/// How often the main thread looks for a signal while nothing is said.
 const TICK: Duration = Duration::from_millis(250);
+/// How long a client has, from its connection, to send its request's
+/// head and body: then it is answered 408 (or, having sent nothing,
+/// closed).
+const REQUEST_TIME: Duration = Duration::from_secs(5);
+/// How long a client has to take in its answer.
+const ANSWER_TIME: Duration = Duration::from_secs(10);
+/// How many connections are served at once: one more is answered 503 and
+/// closed at once.
+const MAX_CONNECTIONS: usize = 32;
 
 /// The page, its script (both embedded: no network needed).
 const PAGE: &str = include_str!("serve/page.html");
@@ -70,24 +88,31 @@ const TOKEN_MARK: &str = "@TOKEN@";
 const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; \
      connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// What the connections' threads tell the main thread.
+enum Said {
+    /// A line for the terminal.
+    Line(String),
+    /// Accepting failed: the server ends with this error.
+    Failed(std::io::Error),
+}
+
 /// Serves `paths`' loops on `addr` until a signal comes; says the URL on
 /// `out`, a warning for an address other machines reach on `err`.
 pub(crate) fn serve(
     paths: &ProjectPaths,
     addr: SocketAddr,
     signals: &mut dyn SignalSource,
-    env: &dyn EnvSource,
+    env: Arc<dyn EnvSource + Send + Sync>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> CmdResult {
-    let server = Server::http(addr).map_err(|e| {
+    let cannot_listen = |e: std::io::Error| {
         CtlError::BadArgument(format!(
             "cannot listen on {addr}: {e}; choose another --port"
         ))
-    })?;
-    let Some(bound) = server.server_addr().to_ip() else {
-        return Err(CtlError::BadArgument(format!("cannot listen on {addr}")));
     };
+    let listener = TcpListener::bind(addr).map_err(cannot_listen)?;
+    let bound = listener.local_addr().map_err(cannot_listen)?;
     let token = guard::new_token().map_err(CtlError::io("draw", "a random token"))?;
     if !bound.ip().is_loopback() {
         let _ = writeln!(
@@ -112,50 +137,135 @@ pub(crate) fn serve(
     if let Err(e) = said {
         return super::written(Err(e), exit_codes::OK);
     }
-    let site = Site {
-        paths,
+    let (tell, told) = mpsc::channel();
+    let site = Arc::new(Site {
+        paths: paths.clone(),
         token,
         addr: bound,
         env,
-    };
+        tell,
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("serve-accept".into())
+            .spawn(move || accept(listener, site, stop))
+            .map_err(CtlError::io("serve on", addr.to_string()))?;
+    }
     loop {
         if !signals.take().is_empty() {
+            // The accepting thread is woken to see `stop` and close the
+            // listener; the connections' threads are left to their
+            // deadlines (the process ends with this command).
+            stop.store(true, Ordering::SeqCst);
+            let _ = TcpStream::connect_timeout(&shown_host, TICK);
             let _ = writeln!(out, "ralph-ctl serve: stopped");
             return Ok(exit_codes::OK);
         }
-        match server.recv_timeout(TICK) {
-            Ok(Some(request)) => site.answer(request, out),
-            Ok(None) => {}
-            // Interrupted by the signal: seen at the top of the loop.
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(CtlError::io("serve on", addr.to_string())(e)),
+        match told.recv_timeout(TICK) {
+            Ok(Said::Line(line)) => {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+            Ok(Said::Failed(e)) => return Err(CtlError::io("serve on", addr.to_string())(e)),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                let gone = std::io::Error::other("the accepting thread ended");
+                return Err(CtlError::io("serve on", addr.to_string())(gone));
+            }
         }
     }
 }
 
-/// What answers requests: the project, the token, where it is served.
-struct Site<'a> {
-    paths: &'a ProjectPaths,
-    token: String,
-    addr: SocketAddr,
-    env: &'a dyn EnvSource,
+/// One connection's place among the [`MAX_CONNECTIONS`]: given back when
+/// its thread ends (or never starts).
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    /// A place, if one is free.
+    fn take(open: &Arc<AtomicUsize>) -> Option<Slot> {
+        let taken = open.fetch_add(1, Ordering::SeqCst);
+        let slot = Slot(Arc::clone(open));
+        (taken < MAX_CONNECTIONS).then_some(slot)
+    }
 }
 
-/// A response ready to send.
-type Reply = Response<std::io::Cursor<Vec<u8>>>;
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("an ASCII header")
+/// Accepts connections until `stop`, each served on a thread of its own;
+/// one more than [`MAX_CONNECTIONS`] is answered 503 at once.
+fn accept(listener: TcpListener, site: Arc<Site>, stop: Arc<AtomicBool>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let stream = match stream {
+            Ok(stream) => stream,
+            // A client gone before it was taken, or a signal.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) => {
+                let _ = site.tell.send(Said::Failed(e));
+                return;
+            }
+        };
+        let Some(slot) = Slot::take(&open) else {
+            let busy = said(503, "too many connections at once; try again");
+            let _ = http::send(stream, &busy, false, Instant::now() + TICK);
+            continue;
+        };
+        let site = Arc::clone(&site);
+        let started = std::thread::Builder::new()
+            .name("serve-connection".into())
+            .spawn(move || {
+                let _slot = slot;
+                site.connection(stream);
+            });
+        // A thread that cannot start drops its connection (closed) and slot.
+        drop(started);
+    }
+}
+
+/// What answers requests: the project, the token, where it is served, and
+/// the way to the terminal.
+struct Site {
+    paths: ProjectPaths,
+    token: String,
+    addr: SocketAddr,
+    env: Arc<dyn EnvSource + Send + Sync>,
+    tell: Sender<Said>,
+}
+
+fn header(name: &'static str, value: &str) -> (&'static str, String) {
+    (name, value.to_string())
 }
 
 /// `body` with `status` and `content_type`, never cached, never referred.
 fn reply(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
-    Response::from_data(body.into())
-        .with_status_code(status)
-        .with_header(header("Content-Type", content_type))
-        .with_header(header("Cache-Control", "no-store"))
-        .with_header(header("Referrer-Policy", "no-referrer"))
-        .with_header(header("X-Content-Type-Options", "nosniff"))
+    Reply {
+        status,
+        headers: vec![
+            header("Content-Type", content_type),
+            header("Cache-Control", "no-store"),
+            header("Referrer-Policy", "no-referrer"),
+            header("X-Content-Type-Options", "nosniff"),
+        ],
+        body: body.into(),
+    }
 }
 
 /// A JSON object `{"ok": …, "message": …}`.
@@ -164,16 +274,54 @@ fn said(status: u16, message: &str) -> Reply {
     reply(status, "application/json", body.to_string())
 }
 
-impl Site<'_> {
-    /// Answers one request (a client gone before its answer is no matter).
-    fn answer(&self, mut request: Request, out: &mut dyn Write) {
-        let response = self.route(&mut request, out);
-        let _ = request.respond(response);
+/// What a request's head decides: an answer, or a change whose body is
+/// to be read.
+enum Routed {
+    /// Answer this (a body there may be is never read).
+    Answer(Reply),
+    /// A change allowed by the rules: read its body, then make it.
+    Steer(steer::Action),
+}
+
+impl Site {
+    /// A line on the terminal, made printable.
+    fn say(&self, line: &str) {
+        let line = ralph_core::text::printable(line).into_owned();
+        let _ = self.tell.send(Said::Line(line));
     }
 
-    fn route(&self, request: &mut Request, out: &mut dyn Write) -> Reply {
-        let url = request.url().to_string();
-        let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    /// Serves the one request of a connection, then closes it (a client
+    /// gone before its answer is no matter).
+    fn connection(&self, mut stream: TcpStream) {
+        let deadline = Instant::now() + REQUEST_TIME;
+        let head = match http::read_head(&mut stream, deadline) {
+            Ok(head) => head,
+            Err(e) => return self.refuse(stream, &e),
+        };
+        let answer = match self.route(&head) {
+            Routed::Answer(reply) => reply,
+            Routed::Steer(action) => {
+                match http::read_body(&mut stream, &head, steer::MAX_BODY, deadline) {
+                    Ok(body) => self.steer(action, &body),
+                    Err(e) => return self.refuse(stream, &e),
+                }
+            }
+        };
+        let head_only = head.method == "HEAD";
+        let _ = http::send(stream, &answer, head_only, Instant::now() + ANSWER_TIME);
+    }
+
+    /// Answers a request that could not be read as `e` says (or closes it).
+    fn refuse(&self, stream: TcpStream, e: &WireError) {
+        if let Some(status) = e.status() {
+            let answer = said(status, &e.to_string());
+            let _ = http::send(stream, &answer, false, Instant::now() + ANSWER_TIME);
+        }
+    }
+
+    fn route(&self, request: &Head) -> Routed {
+        let url = request.target.as_str();
+        let (path, query) = url.split_once('?').unwrap_or((url, ""));
         let query: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
             .into_owned()
             .collect();
@@ -183,94 +331,71 @@ impl Site<'_> {
                 .find(|(k, _)| k == name)
                 .map(|(_, v)| v.as_str())
         };
-        let head = |name: &'static str| {
-            request
-                .headers()
-                .iter()
-                .find(|h| h.field.equiv(name))
-                .map(|h| h.value.as_str().to_string())
-        };
-        let (origin, fetch_site, host) = (head("Origin"), head("Sec-Fetch-Site"), head("Host"));
-        let method = request.method().as_str().to_string();
+        let origin = request.header("Origin");
+        let method = request.method.as_str();
         let action = steer::Action::of_path(path);
         let asked = guard::Asked {
-            method: &method,
+            method,
             token: param("token"),
-            origin: origin.as_deref(),
-            fetch_site: fetch_site.as_deref(),
+            origin,
+            fetch_site: request.header("Sec-Fetch-Site"),
         };
-        let origins = guard::origins(self.addr, host.as_deref());
+        let origins = guard::origins(self.addr, request.header("Host"));
         if let Err(refusal) = guard::check(&asked, &self.token, &origins, action.is_some()) {
             if action.is_some() {
                 // A change refused is worth the person's eye (another site
                 // trying, a stale page): said with where it came from.
-                let line = format!(
+                self.say(&format!(
                     "refused a {method} to {path} from {}: {}",
-                    origin.as_deref().unwrap_or("no origin"),
+                    origin.unwrap_or("no origin"),
                     refusal.message()
-                );
-                let _ = writeln!(out, "{}", ralph_core::text::printable(&line));
-                let _ = out.flush();
+                ));
             }
-            return said(refusal.status(), refusal.message());
+            return Routed::Answer(said(refusal.status(), refusal.message()));
         }
         if let Some(action) = action {
-            return self.steer(request, action, out);
+            return Routed::Steer(action);
         }
         if method != "GET" && method != "HEAD" {
-            return said(405, "this address is only read");
+            return Routed::Answer(said(405, "this address is only read"));
         }
-        match path {
+        Routed::Answer(match path {
             "/" => reply(
                 200,
                 "text/html; charset=utf-8",
                 PAGE.replace(TOKEN_MARK, &self.token)
                     .replace("@STYLE@", crate::render::STYLE),
             )
-            .with_header(header("Content-Security-Policy", PAGE_POLICY))
-            .with_header(header("X-Frame-Options", "DENY")),
+            .with_header("Content-Security-Policy", PAGE_POLICY)
+            .with_header("X-Frame-Options", "DENY"),
             "/app.js" => reply(200, "text/javascript; charset=utf-8", SCRIPT),
             "/api/loops" => {
                 let now = ralph_core::time::Timestamp::now().secs();
-                if param("since") == Some(loops::version(self.paths, now).as_str()) {
-                    return reply(204, "application/json", Vec::new());
+                if param("since") == Some(loops::version(&self.paths, now).as_str()) {
+                    return Routed::Answer(reply(204, "application/json", Vec::new()));
                 }
-                let snapshot = loops::snapshot(self.paths, now);
+                let snapshot = loops::snapshot(&self.paths, now);
                 let json = serde_json::to_string(&snapshot).expect("the loops serialize");
                 reply(200, "application/json", json)
             }
             _ => said(404, "no such page"),
-        }
+        })
     }
 
-    /// A POST that changes a loop: its JSON body read (bounded), the
-    /// command run, a line on `out` saying what was done.
-    fn steer(&self, request: &mut Request, action: steer::Action, out: &mut dyn Write) -> Reply {
-        let mut body = Vec::new();
-        let limit = steer::MAX_BODY as u64 + 1;
-        if request
-            .as_reader()
-            .take(limit)
-            .read_to_end(&mut body)
-            .is_err()
-        {
-            return said(400, "the request's body cannot be read");
-        }
-        if body.len() > steer::MAX_BODY {
-            return said(413, "the request's body is too long");
-        }
-        let asked: steer::Asked = match serde_json::from_slice(&body) {
+    /// A POST that changes a loop, its JSON body read (bounded, by the
+    /// deadline): the command run, a line on the terminal saying what was
+    /// done.
+    fn steer(&self, action: steer::Action, body: &[u8]) -> Reply {
+        let asked: steer::Asked = match serde_json::from_slice(body) {
             Ok(asked) => asked,
             Err(e) => return said(400, &format!("the request's body is not understood: {e}")),
         };
-        let (status, message) = steer::run(self.paths, action, &asked, self.env);
-        let line = format!(
+        let (status, message) = steer::run(&self.paths, action, &asked, &*self.env);
+        self.say(&format!(
             "{} {} from the page: {message}",
             format!("{action:?}").to_lowercase(),
             asked.loop_name
-        );
-        let _ = writeln!(out, "{}", ralph_core::text::printable(&line));
-        let _ = out.flush();
+        ));
         said(status, &message)
     }
 }

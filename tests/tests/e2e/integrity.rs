@@ -705,3 +705,31 @@ fn a_module_named_like_the_standard_librarys_from_the_start_completes(client: Cl
         "{resolution:#}"
     );
 }
+
+#[ralph_tests::on_both_clients]
+fn a_project_npmrc_preloading_code_does_not_complete(client: ClientVersion) {
+    let package = r#"{"name": "calc", "private": true, "scripts": {"test": "node --test"}}"#;
+    let test = "const test = require('node:test');\nconst assert = require('node:assert');\n\
+        const { add } = require('../calc.js');\n\n\
+        test('add', () => {\n  assert.strictEqual(add(2, 3), 5);\n});\n";
+    let project = one_test_project(
+        "check-npmrc",
+        &[
+            ("package.json", package),
+            ("calc.js", "exports.add = (a, b) => a - b;\n"),
+            ("test/calc.test.js", test),
+        ],
+        "npm test",
+    );
+    // npm passes `node-options` of the project's .npmrc to every node its
+    // script starts: a preloaded file makes every assertion pass.
+    a_changed_check_is_rejected(
+        client,
+        &project,
+        "printf \"require('node:assert').strictEqual = () => {};\\n\" > pass.js; \
+         printf 'node-options=--require ./pass.js\\n' > .npmrc; npm test; echo rc=$?",
+        "`npm test (reads ./.npmrc)` now runs ./.npmrc, not the one at the loop's start \
+         (no such file)",
+    );
+    assert!(project.path(".npmrc").exists());
+}

@@ -36,6 +36,11 @@
 //!   `rust-toolchain` files of the folder and every folder above it up to
 //!   the project root (aliases, runners, a toolchain by path);
 //! - **`go`**: `go.work` of the folder and the folders above it;
+//! - **`npm`, `npx`, `pnpm`, `yarn`**: also `.npmrc` (and yarn's `.yarnrc`,
+//!   `.yarnrc.yml`) of the folder and every folder above it up to the
+//!   project root: `node-options=--require ./x.js` there preloads a file
+//!   into every `node` the script starts, and `script-shell` replaces the
+//!   shell that runs the scripts;
 //! - **a command that runs Python** (`python`, a program whose `#!` line
 //!   names Python, a makefile or script that may): the files that would
 //!   stand in for its standard library or run at its start, found again
@@ -632,8 +637,18 @@ struct Invocation<'a> {
     args: &'a [String],
 }
 
+/// The configuration files a package manager reads from the project: in
+/// `.npmrc`, `node-options` preloads code into every `node` a script
+/// starts and `script-shell` replaces the shell that runs the scripts.
+fn package_manager_config(tool: &str) -> &'static [&'static str] {
+    match tool {
+        "yarn" => &[".npmrc", ".yarnrc", ".yarnrc.yml"],
+        _ => &[".npmrc"],
+    }
+}
+
 /// `npm test`, `npm run X`, `yarn X`, `pnpm X`, `npx X`: the scripts they
-/// run, each resolved again.
+/// run, each resolved again, and the package manager's configuration.
 fn node_targets(
     root: &Roots,
     cwd: &Path,
@@ -669,6 +684,12 @@ fn node_targets(
         }
         _ => return,
     };
+    found.targets.extend(config_files(
+        root,
+        cwd,
+        shown_words,
+        package_manager_config(tool),
+    ));
     let Some((dir, package)) = package_json(root, cwd) else {
         if bin_fallback {
             found.targets.push(file_target(
@@ -1223,6 +1244,23 @@ mod tests {
         before.commands[0].shadows = None;
         write(dir.path(), "difflib.py", "x");
         assert!(changes(dir.path(), dir.path(), &before, &commands).is_empty());
+    }
+
+    #[test]
+    fn a_package_managers_configuration_is_part_of_the_check() {
+        let package = r#"{"scripts": {"test": "node --test"}}"#;
+        let changes = changed_after(&[("package.json", package)], "npm test", |root| {
+            write(root, ".npmrc", "node-options=--require ./pass.js\n")
+        });
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(
+            changes[0].starts_with("`npm test (reads ./.npmrc)` now runs ./.npmrc"),
+            "{changes:?}"
+        );
+        let changes = changed_after(&[("package.json", package)], "yarn test", |root| {
+            write(root, ".yarnrc.yml", "x")
+        });
+        assert_eq!(changes.len(), 1, "{changes:?}");
     }
 
     #[test]

@@ -1586,6 +1586,7 @@ mod tests {
             &paths.root,
             &commands,
             None,
+            &Walls::open(),
         ));
         StateStore::new(&paths)
             .lock(true)

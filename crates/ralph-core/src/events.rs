@@ -100,7 +100,8 @@ pub enum Event {
     /// The formula's file as pinned at the run's start.
     FormulaPinned(Box<crate::pin::PinnedFormula>),
     /// What more checks (a formula's gates) resolve to at the run's start:
-    /// added to the loop's `checkResolution`, a command already there kept.
+    /// added to the loop's `checkResolution`, a command or interpreter
+    /// already there kept.
     ChecksResolved(Box<crate::observe::resolved::ResolvedChecks>),
     /// A formula's run ends inside a stop (a gate past its retries, a
     /// step's cap): the stop's own history line and audit line say why.
@@ -390,12 +391,22 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             let record = state.check_resolution.get_or_insert_with(|| {
                 crate::observe::resolved::ResolvedChecks {
                     path: more.path.clone(),
-                    commands: Vec::new(),
+                    python_path: more.python_path.clone(),
+                    ..Default::default()
                 }
             });
             for command in more.commands {
                 if !record.commands.iter().any(|c| c.command == command.command) {
                     record.commands.push(command);
+                }
+            }
+            for python in more.pythons {
+                if !record
+                    .pythons
+                    .iter()
+                    .any(|p| p.interpreter == python.interpreter)
+                {
+                    record.pythons.push(python);
                 }
             }
             Vec::new()

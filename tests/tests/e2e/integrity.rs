@@ -596,3 +596,140 @@ fn a_changed_npm_test_script_does_not_complete(client: ClientVersion) {
         .unwrap()
         .contains("echo ok"));
 }
+
+#[ralph_tests::on_both_clients]
+fn a_standard_library_module_the_agent_adds_does_not_complete(client: ClientVersion) {
+    let test = "import unittest\n\nimport calc\n\n\nclass Add(unittest.TestCase):\n    \
+        def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n";
+    let project = one_test_project(
+        "check-python-stdlib-shadow",
+        &[("calc.py", CALC_BUGGY), ("test_calc.py", test)],
+        "python3 -m unittest",
+    );
+    // `unittest` imports `difflib`: the project's comes first, loads the
+    // real one and has the runner drop every failure (the run counts the
+    // same test, passing).
+    a_changed_check_is_rejected(
+        client,
+        &project,
+        "cat > difflib.py <<'EOF'\nimport importlib.machinery, importlib.util, os, sys\n\
+         here = os.path.dirname(os.path.abspath(__file__))\n\
+         path = [p for p in sys.path if os.path.abspath(p or '.') != here]\n\
+         spec = importlib.machinery.PathFinder.find_spec('difflib', path)\n\
+         real = importlib.util.module_from_spec(spec)\nsys.modules['difflib'] = real\n\
+         spec.loader.exec_module(real)\nimport unittest.result\n\
+         unittest.result.TestResult.addFailure = lambda self, test, err: None\nEOF\n\
+         python3 -m unittest; echo rc=$?",
+        "`python3 -m unittest` would import ./difflib.py in place of the standard library's \
+         `difflib` (not there at the loop's start; the standard library's names as ",
+    );
+    let state = project.status_json();
+    assert_eq!(state["testBaseline"][0]["failed"], 1, "{state:#}");
+    let gate = state["lastClaim"]["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["gate"] == "check_unchanged")
+        .cloned()
+        .unwrap();
+    assert!(
+        gate["detail"]
+            .as_str()
+            .unwrap()
+            .contains("names them): rename it"),
+        "the interpreter was asked for its names: {gate:#}"
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn a_module_named_like_the_standard_librarys_from_the_start_completes(client: ClientVersion) {
+    let project = python_project("integrity-stdlib-named", 2);
+    // The person's own `calendar.py`, committed before the loop.
+    project.write("calendar.py", "def week():\n    return 7\n");
+    project.git(&["add", "calendar.py"]);
+    project.git(&["commit", "-q", "-m", "calendar"]);
+    let more = "import unittest\n\nimport calc\n\n\nclass More(unittest.TestCase):\n    \
+        def test_add_more(self):\n        self.assertEqual(calc.add(1, 1), 2)\n";
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        // The fix, a change of the person's `calendar.py`, and a new test
+        // package named `test/`, as many projects name theirs.
+        0 => Reply::bash(format!(
+            "cat > calc.py <<'EOF'\n{CALC_FIXED}EOF\n\
+             printf '\\n\\ndef fortnight():\\n    return 14\\n' >> calendar.py\n\
+             mkdir -p test && touch test/__init__.py\n\
+             cat > test/test_more.py <<'EOF'\n{more}EOF\n\
+             python3 -m unittest; echo rc=$?"
+        )),
+        1 => Reply::text(format!("add() adds now; the tests pass.\n{SIGNAL}")),
+        _ => Reply::text("Nothing left."),
+    });
+    let (code, stderr) = run_loop(&project, client, &api);
+    let state = project.status_json();
+    assert_eq!(code, Some(0), "{state:#}\n{stderr}");
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert!(project.path("test/test_more.py").exists());
+    assert!(std::fs::read_to_string(project.path("calendar.py"))
+        .unwrap()
+        .contains("fortnight"));
+    let last = &state["lastClaim"];
+    assert_eq!(last["accepted"], true, "{last:#}");
+    assert_eq!(
+        last["verification"][0]["counts"],
+        serde_json::json!({"run": 4, "passed": 4, "failed": 0, "skipped": 0}),
+        "the new test package ran: {last:#}"
+    );
+    // The start asked the check's Python and recorded the person's module.
+    let resolution = &state["checkResolution"];
+    assert!(
+        resolution["pythons"][0]["namesFrom"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("as "),
+        "{resolution:#}"
+    );
+    // (Beside the .pth files this machine's Python has.)
+    let modules: Vec<&Value> = resolution["commands"][0]["shadows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "stdlibModule")
+        .collect();
+    assert_eq!(
+        modules,
+        [&serde_json::json!({
+            "kind": "stdlibModule",
+            "file": "./calendar.py",
+            "module": "calendar",
+            "python": resolution["pythons"][0]["interpreter"],
+        })],
+        "{resolution:#}"
+    );
+}
+
+#[ralph_tests::on_both_clients]
+fn a_project_npmrc_preloading_code_does_not_complete(client: ClientVersion) {
+    let package = r#"{"name": "calc", "private": true, "scripts": {"test": "node --test"}}"#;
+    let test = "const test = require('node:test');\nconst assert = require('node:assert');\n\
+        const { add } = require('../calc.js');\n\n\
+        test('add', () => {\n  assert.strictEqual(add(2, 3), 5);\n});\n";
+    let project = one_test_project(
+        "check-npmrc",
+        &[
+            ("package.json", package),
+            ("calc.js", "exports.add = (a, b) => a - b;\n"),
+            ("test/calc.test.js", test),
+        ],
+        "npm test",
+    );
+    // npm passes `node-options` of the project's .npmrc to every node its
+    // script starts: a preloaded file makes every assertion pass.
+    a_changed_check_is_rejected(
+        client,
+        &project,
+        "printf \"require('node:assert').strictEqual = () => {};\\n\" > pass.js; \
+         printf 'node-options=--require ./pass.js\\n' > .npmrc; npm test; echo rc=$?",
+        "`npm test (reads ./.npmrc)` now runs ./.npmrc, not the one at the loop's start \
+         (no such file)",
+    );
+    assert!(project.path(".npmrc").exists());
+}

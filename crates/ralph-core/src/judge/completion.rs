@@ -532,8 +532,10 @@ fn check_unchanged_gate(changes: &[String]) -> GateResult {
             let shown: Vec<&str> = changes.iter().take(10).map(String::as_str).collect();
             format!(
                 "the check is not the one of the loop's start: {}{}; undo that change (remove \
-                 the file that shadows the runner, restore the script or the makefile), or have \
-                 the person run `ralph-ctl reload` if the check changes on purpose",
+                 the file that shadows the runner, rename a module named like the standard \
+                 library's, restore the script, the makefile or the package manager's \
+                 configuration), or have the person run `ralph-ctl reload` if the check changes \
+                 on purpose",
                 shown.join("; "),
                 if changes.len() > shown.len() {
                     "; …"

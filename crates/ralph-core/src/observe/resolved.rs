@@ -35,12 +35,23 @@
 //! - **`cargo`**: `.cargo/config.toml` (and `.cargo/config`) and the
 //!   `rust-toolchain` files of the folder and every folder above it up to
 //!   the project root (aliases, runners, a toolchain by path);
-//! - **`go`**: `go.work` of the folder and the folders above it.
+//! - **`go`**: `go.work` of the folder and the folders above it;
+//! - **`npm`, `npx`, `pnpm`, `yarn`**: also `.npmrc` (and yarn's `.yarnrc`,
+//!   `.yarnrc.yml`) of the folder and every folder above it up to the
+//!   project root: `node-options=--require ./x.js` there preloads a file
+//!   into every `node` the script starts, and `script-shell` replaces the
+//!   shell that runs the scripts;
+//! - **a command that runs Python** (`python`, a program whose `#!` line
+//!   names Python, a makefile or script that may): the files that would
+//!   stand in for its standard library or run at its start, found again
+//!   at each claim, one added is a change (see [`python`]; its
+//!   interpreter is asked once, at the start).
 //!
 //! The test runners' own configuration (`conftest.py`, `pytest.ini`, …)
 //! is `protectedPaths`' (see [`crate::observe::protected`]).
 //!
-//! Bounded: no subprocess, at most [`MAX_COMMANDS`] simple commands per
+//! Bounded: no subprocess but the interpreter asked at the start (with
+//! [`python::ASK_TIMEOUT`]), at most [`MAX_COMMANDS`] simple commands per
 //! line, scripts followed [`MAX_DEPTH`] deep, files read with
 //! [`read_bounded`] up to [`HASHED_BYTES`].
 
@@ -50,11 +61,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::fnv::Fnv;
 use crate::observe::files::{read_bounded, Bounded};
+use crate::observe::process::walls::Walls;
 use crate::observe::verify::VerifyCommand;
 
+pub mod python;
 mod shell_words;
+mod stdlib_names;
+pub use python::{PythonRuntime, Shadow, ShadowKind};
 pub use shell_words::split_command;
 use shell_words::{leading_assignments, look_through, words};
+pub use stdlib_names::STDLIB_NAMES;
 
 /// The folders whose files are the project's: the one the check runs in
 /// (a worktree, or the project) and the project's own.
@@ -80,6 +96,13 @@ pub struct ResolvedChecks {
     /// every claim, so that a client's own `PATH` changes nothing).
     #[serde(default)]
     pub path: String,
+    /// The `PYTHONPATH` of the loop's start (its folders come before the
+    /// standard library), used at every claim likewise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub python_path: String,
+    /// The Python interpreters the checks run, as asked at the start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pythons: Vec<PythonRuntime>,
     /// Each command line's resolution.
     #[serde(default)]
     pub commands: Vec<ResolvedCommand>,
@@ -94,6 +117,11 @@ pub struct ResolvedCommand {
     /// What each part of it runs.
     #[serde(default)]
     pub targets: Vec<Target>,
+    /// The files standing in for its Python's standard library or run at
+    /// its start, at the loop's start (`None`: it runs no Python, or the
+    /// loop was started before they were looked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadows: Option<Vec<Shadow>>,
 }
 
 /// One thing a command line runs.
@@ -111,8 +139,14 @@ pub struct Target {
 }
 
 /// Resolves `commands` from the project `root` on `path` (`None`: this
-/// process's `PATH`).
-pub fn resolve(root: &Path, commands: &[VerifyCommand], path: Option<&str>) -> ResolvedChecks {
+/// process's `PATH`), asking each Python interpreter they run for its
+/// standard library's names inside `walls` (the checks' own).
+pub fn resolve(
+    root: &Path,
+    commands: &[VerifyCommand],
+    path: Option<&str>,
+    walls: &Walls,
+) -> ResolvedChecks {
     let root = &Roots {
         work: root,
         project: root,
@@ -120,14 +154,43 @@ pub fn resolve(root: &Path, commands: &[VerifyCommand], path: Option<&str>) -> R
     let path = path
         .map(str::to_string)
         .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default());
+    let python_path = std::env::var("PYTHONPATH").unwrap_or_default();
+    let mut pythons: Vec<PythonRuntime> = Vec::new();
     let commands = commands
         .iter()
-        .map(|c| ResolvedCommand {
-            command: c.command.clone(),
-            targets: resolve_line(root, &c.command, &path),
+        .map(|c| {
+            let found = resolve_line(root, &c.command, &path);
+            let shadows = (!found.calls.is_empty()).then(|| {
+                let mut shadows = Vec::new();
+                for call in &found.calls {
+                    let runtime = match pythons
+                        .iter()
+                        .find(|r| r.interpreter == call.interpreter_shown)
+                    {
+                        Some(known) => known.clone(),
+                        None => {
+                            let asked = python::ask(call, walls);
+                            pythons.push(asked.clone());
+                            asked
+                        }
+                    };
+                    shadows.extend(python::shadows_of(root, call, &runtime, &python_path));
+                }
+                python::dedup(shadows)
+            });
+            ResolvedCommand {
+                command: c.command.clone(),
+                targets: found.targets,
+                shadows,
+            }
         })
         .collect();
-    ResolvedChecks { path, commands }
+    ResolvedChecks {
+        path,
+        python_path,
+        pythons,
+        commands,
+    }
 }
 
 /// What changed since `before` (empty: nothing), one sentence each, for the
@@ -150,7 +213,12 @@ pub fn changes(
         if !commands.iter().any(|c| c.command == then.command) {
             continue;
         }
-        let now = resolve_line(root, &then.command, &before.path);
+        let found = resolve_line(root, &then.command, &before.path);
+        if let Some(shadows) = &then.shadows {
+            let now = current_shadows(root, before, &found.calls);
+            out.extend(python::shadow_changes(shadows, &now, &before.pythons));
+        }
+        let now = found.targets;
         for target in &now {
             match then.targets.iter().find(|t| t.what == target.what) {
                 Some(old) if old == target => {}
@@ -180,9 +248,47 @@ pub fn changes(
     out
 }
 
-/// The targets of one command line.
-fn resolve_line(root: &Roots, line: &str, path: &str) -> Vec<Target> {
+/// The files found now for `calls` with the Python recorded at the start
+/// (an interpreter not asked then: ralph's built-in list).
+fn current_shadows(
+    root: &Roots,
+    before: &ResolvedChecks,
+    calls: &[python::PythonCall],
+) -> Vec<Shadow> {
     let mut out = Vec::new();
+    for call in calls {
+        let runtime = before
+            .pythons
+            .iter()
+            .find(|r| r.interpreter == call.interpreter_shown)
+            .cloned()
+            .unwrap_or_else(|| {
+                python::built_in(
+                    &call.interpreter_shown,
+                    "it was not run by the check at the loop's start".into(),
+                )
+            });
+        out.extend(python::shadows_of(
+            root,
+            call,
+            &runtime,
+            &before.python_path,
+        ));
+    }
+    python::dedup(out)
+}
+
+/// What one command line runs: its targets, and each simple command of
+/// it that runs Python.
+#[derive(Default)]
+struct Found {
+    targets: Vec<Target>,
+    calls: Vec<python::PythonCall>,
+}
+
+/// The targets of one command line.
+fn resolve_line(root: &Roots, line: &str, path: &str) -> Found {
+    let mut out = Found::default();
     let mut cwd = root.work.to_path_buf();
     resolve_into(root, &mut cwd, line, path, 0, &mut out);
     out
@@ -194,7 +300,7 @@ fn resolve_into(
     line: &str,
     path: &str,
     depth: usize,
-    out: &mut Vec<Target>,
+    out: &mut Found,
 ) {
     for simple in split_command(line).iter().take(MAX_COMMANDS) {
         let words = words(simple);
@@ -215,26 +321,51 @@ fn resolve_into(
             continue;
         }
         let shown = words.join(" ");
-        out.push(program_target(root, cwd, program, path));
+        out.targets.push(program_target(root, cwd, program, path));
         let name = Path::new(program)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let args = &words[1..];
+        let is_shell = matches!(name.as_str(), "sh" | "bash" | "dash" | "zsh");
+        let inline = args
+            .iter()
+            .position(|a| a == "-c")
+            .and_then(|at| args.get(at + 1));
+        match inline {
+            // `sh -c 'LINE'`: the Python that LINE runs, if any.
+            Some(line) if is_shell => {
+                if depth < MAX_DEPTH {
+                    let mut inner = Found::default();
+                    resolve_into(root, &mut cwd.clone(), line, path, depth + 1, &mut inner);
+                    out.calls.append(&mut inner.calls);
+                }
+            }
+            _ if BUILTINS.contains(&program.as_str()) => {}
+            _ => out
+                .calls
+                .extend(python::call_of(cwd, program, args, &assigned, path, &shown)),
+        }
+        let targets = &mut out.targets;
         match name.as_str() {
-            n if is_python(n) => out.extend(python_target(root, cwd, &shown, args)),
+            n if is_python(n) => targets.extend(python_target(root, cwd, &shown, args)),
             "sh" | "bash" | "dash" | "zsh" => {
                 if let Some(script) = args.iter().find(|a| !a.starts_with('-')) {
                     if !args.iter().any(|a| a == "-c") {
-                        out.push(file_target(root, &shown, &cwd.join(script)));
+                        targets.push(file_target(root, &shown, &cwd.join(script)));
                     }
                 }
             }
             "npm" | "yarn" | "pnpm" | "npx" if depth < MAX_DEPTH => {
-                out.extend(node_targets(root, cwd, &name, &shown, args, path, depth));
+                let invocation = Invocation {
+                    tool: &name,
+                    shown: &shown,
+                    args,
+                };
+                node_targets(root, cwd, &invocation, path, depth, out);
             }
-            "make" | "gmake" => out.push(make_target(root, cwd, &shown, args)),
-            "cargo" => out.extend(config_files(
+            "make" | "gmake" => targets.push(make_target(root, cwd, &shown, args)),
+            "cargo" => targets.extend(config_files(
                 root,
                 cwd,
                 &shown,
@@ -245,7 +376,7 @@ fn resolve_into(
                     "rust-toolchain",
                 ],
             )),
-            "go" => out.extend(config_files(root, cwd, &shown, &["go.work"])),
+            "go" => targets.extend(config_files(root, cwd, &shown, &["go.work"])),
             _ => {}
         }
     }
@@ -461,20 +592,26 @@ fn module_files(dir: &Path, name: &str) -> Vec<PathBuf> {
         .filter(|e| {
             let n = e.file_name();
             let n = n.to_string_lossy();
-            let Some(rest) = n.strip_prefix(name).and_then(|r| r.strip_prefix('.')) else {
-                return false;
-            };
-            rest == "py"
-                || rest == "pyc"
-                || rest.ends_with(".so")
-                || rest == "so"
-                || rest.ends_with(".pyd")
-                || rest == "pyd"
+            n.strip_prefix(name)
+                .and_then(|r| r.strip_prefix('.'))
+                .is_some_and(is_module_suffix)
         })
         .map(|e| e.path())
         .collect();
     out.sort();
     out
+}
+
+/// What follows a module's name in a file Python imports as that module:
+/// `py`, `pyc`, or a compiled extension's `so`/`pyd` (with its tag,
+/// `cpython-311-x86_64-linux-gnu.so`).
+fn is_module_suffix(rest: &str) -> bool {
+    rest == "py"
+        || rest == "pyc"
+        || rest.ends_with(".so")
+        || rest == "so"
+        || rest.ends_with(".pyd")
+        || rest == "pyd"
 }
 
 /// The nearest package.json from `cwd` up to the project root.
@@ -493,17 +630,38 @@ fn package_json(root: &Roots, cwd: &Path) -> Option<(PathBuf, serde_json::Value)
     }
 }
 
+/// A package manager's command: which one, its words, its arguments.
+struct Invocation<'a> {
+    tool: &'a str,
+    shown: &'a str,
+    args: &'a [String],
+}
+
+/// The configuration files a package manager reads from the project: in
+/// `.npmrc`, `node-options` preloads code into every `node` a script
+/// starts and `script-shell` replaces the shell that runs the scripts.
+fn package_manager_config(tool: &str) -> &'static [&'static str] {
+    match tool {
+        "yarn" => &[".npmrc", ".yarnrc", ".yarnrc.yml"],
+        _ => &[".npmrc"],
+    }
+}
+
 /// `npm test`, `npm run X`, `yarn X`, `pnpm X`, `npx X`: the scripts they
-/// run, each resolved again.
+/// run, each resolved again, and the package manager's configuration.
 fn node_targets(
     root: &Roots,
     cwd: &Path,
-    tool: &str,
-    shown_words: &str,
-    args: &[String],
+    invocation: &Invocation,
     path: &str,
     depth: usize,
-) -> Vec<Target> {
+    found: &mut Found,
+) {
+    let &Invocation {
+        tool,
+        shown: shown_words,
+        args,
+    } = invocation;
     let plain: Vec<&str> = args
         .iter()
         .map(String::as_str)
@@ -524,18 +682,23 @@ fn node_targets(
         {
             (*script, true)
         }
-        _ => return Vec::new(),
+        _ => return,
     };
-    let mut out = Vec::new();
+    found.targets.extend(config_files(
+        root,
+        cwd,
+        shown_words,
+        package_manager_config(tool),
+    ));
     let Some((dir, package)) = package_json(root, cwd) else {
         if bin_fallback {
-            out.push(file_target(
+            found.targets.push(file_target(
                 root,
                 shown_words,
                 &cwd.join("node_modules/.bin").join(name),
             ));
         }
-        return out;
+        return;
     };
     let bin_path = format!("{}:{path}", dir.join("node_modules/.bin").to_string_lossy());
     let scripts = package.get("scripts");
@@ -553,29 +716,28 @@ fn node_targets(
                     None if hook == name => continue,
                     None => ("nothing".to_string(), None),
                 };
-                out.push(Target {
+                found.targets.push(Target {
                     what: format!("{shown_words} (scripts.{hook} of package.json)"),
                     runs,
                     hash: None,
                 });
                 if let Some(text) = text {
                     let mut inner = dir.clone();
-                    resolve_into(root, &mut inner, text, &bin_path, depth + 1, &mut out);
+                    resolve_into(root, &mut inner, text, &bin_path, depth + 1, found);
                 }
             }
         }
-        None if bin_fallback => out.push(file_target(
+        None if bin_fallback => found.targets.push(file_target(
             root,
             shown_words,
             &dir.join("node_modules/.bin").join(name),
         )),
-        None => out.push(Target {
+        None => found.targets.push(Target {
             what: format!("{shown_words} (scripts.{name} of package.json)"),
             runs: "nothing (no such script)".into(),
             hash: None,
         }),
     }
-    out
 }
 
 /// `make`: the makefile it reads, by its whole content.
@@ -648,6 +810,7 @@ fn config_files(root: &Roots, cwd: &Path, shown_words: &str, names: &[&str]) -> 
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use crate::observe::process::walls::{Mechanism, WallsWanted};
     use std::os::unix::fs::PermissionsExt;
     use tempfile::TempDir;
 
@@ -666,15 +829,26 @@ mod tests {
         command: &str,
         change: impl FnOnce(&Path),
     ) -> Vec<String> {
+        changed_after_setup(files, |_| {}, command, change)
+    }
+
+    /// [`changed_after`], with `setup` run on the project before the start.
+    fn changed_after_setup(
+        files: &[(&str, &str)],
+        setup: impl FnOnce(&Path),
+        command: &str,
+        change: impl FnOnce(&Path),
+    ) -> Vec<String> {
         let dir = TempDir::new().unwrap();
         for (name, text) in files {
             let path = dir.path().join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, text).unwrap();
         }
+        setup(dir.path());
         let commands = check(command);
         let path = format!("{}:/usr/bin:/bin", dir.path().join("bin").display());
-        let before = resolve(dir.path(), &commands, Some(&path));
+        let before = resolve(dir.path(), &commands, Some(&path), &Walls::open());
         assert!(changes(dir.path(), dir.path(), &before, &commands).is_empty());
         change(dir.path());
         changes(dir.path(), dir.path(), &before, &commands)
@@ -837,10 +1011,267 @@ mod tests {
         assert_eq!(changes.len(), 1, "{changes:?}");
     }
 
+    /// What a fake `bin/python3` answers when asked: `difflib`, `json`,
+    /// `html`, `random` and `msvcrt` are its standard library, `msvcrt`
+    /// missing here, `abc` frozen.
+    const ANSWER: &str = r#"{"names": ["difflib", "html", "json", "msvcrt", "random"], "fixed": ["abc", "sys"], "missing": ["msvcrt"], "site": []}"#;
+
+    /// [`changed_after`] with a fake `bin/python3` on `PATH` answering
+    /// [`ANSWER`] (its names decide, whatever Python this machine has).
+    fn shadowed_after(
+        files: &[(&str, &str)],
+        command: &str,
+        change: impl FnOnce(&Path),
+    ) -> Vec<String> {
+        let answer = format!("#!/bin/sh\necho '{ANSWER}'\n");
+        changed_after_setup(
+            files,
+            |root| executable(root, "bin/python3", &answer),
+            command,
+            change,
+        )
+    }
+
+    #[test]
+    fn a_module_the_loop_added_in_place_of_the_standard_librarys_is_named() {
+        let project = [
+            ("calc.py", "x"),
+            ("tests/__init__.py", ""),
+            ("tests/test_calc.py", ""),
+        ];
+        let changes = shadowed_after(&project, "python3 -m unittest", |root| {
+            write(root, "difflib.py", "import unittest.result")
+        });
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        let bin = "bin/python3";
+        assert!(
+            changes[0].starts_with(
+                "`python3 -m unittest` would import ./difflib.py in place of the standard \
+                 library's `difflib` (not there at the loop's start; the standard library's \
+                 names as /"
+            ) && changes[0].contains(&format!("{bin} names them): rename it")),
+            "{changes:?}"
+        );
+        // A package, a compiled module, a folder the tests put first.
+        for (file, module) in [
+            ("json/__init__.py", "json"),
+            ("random.cpython-311-x86_64-linux-gnu.so", "random"),
+            ("tests/json.py", "json"),
+        ] {
+            let changes =
+                shadowed_after(&[("tests/test_calc.py", "")], "python3 -m pytest", |root| {
+                    write(root, file, "x")
+                });
+            assert_eq!(changes.len(), 1, "{file}: {changes:?}");
+            assert!(
+                changes[0].contains(&format!(
+                    "./{file} in place of the standard library's `{module}`"
+                )),
+                "{changes:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_does_not_shadow_or_was_there_at_the_start_is_free() {
+        // The person's own `json.py`, changed by the loop: the project's code.
+        assert!(shadowed_after(
+            &[("json.py", "a"), ("test_a.py", "")],
+            "python3 -m unittest",
+            |root| write(root, "json.py", "b")
+        )
+        .is_empty());
+        let free = [
+            // The test package: not in sys.stdlib_module_names.
+            "test/__init__.py",
+            "test/test_more.py",
+            // A folder without __init__.py: Python takes the real `html`.
+            "html/index.html",
+            // Built in or frozen: found before any file.
+            "abc.py",
+            "sys.py",
+            // Inside a package: `pkg.random`, not `random`.
+            "pkg/__init__.py",
+            "pkg/random.py",
+            // Not the standard library's.
+            "helpers.py",
+        ];
+        let changes = shadowed_after(&[("test_a.py", "")], "python3 -m unittest", |root| {
+            for file in free {
+                write(root, file, "x");
+            }
+        });
+        assert!(changes.is_empty(), "{changes:?}");
+        // A name this Python has no module of: a bare folder takes its place.
+        let changes = shadowed_after(&[], "python3 -m unittest", |root| {
+            write(root, "msvcrt/x.py", "")
+        });
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(
+            changes[0].contains("import ./msvcrt in place"),
+            "{changes:?}"
+        );
+        // With -I the current folder is not on the path.
+        assert!(shadowed_after(&[], "python3 -I -m unittest", |root| write(
+            root,
+            "difflib.py",
+            "x"
+        ))
+        .is_empty());
+    }
+
+    #[test]
+    fn pythonpath_a_scripts_folder_and_a_makefile_put_their_folders_first() {
+        let changes = shadowed_after(&[], "PYTHONPATH=src python3 run.py", |root| {
+            write(root, "src/difflib.py", "x");
+            write(root, "src/sitecustomize.py", "x");
+            write(root, "difflib.py", "x");
+        });
+        assert_eq!(changes.len(), 3, "{changes:?}");
+        assert!(
+            changes
+                .iter()
+                .any(|c| c.contains("./src/sitecustomize.py (`sitecustomize`)")),
+            "{changes:?}"
+        );
+        // pytest's `#!` names Python: its own folder comes first.
+        let pytest = "#!/usr/bin/env python3\nimport pytest\n";
+        let setup = |root: &Path| {
+            executable(root, "bin/pytest", pytest);
+            executable(
+                root,
+                "bin/python3",
+                &format!("#!/bin/sh\necho '{ANSWER}'\n"),
+            );
+        };
+        let changes = changed_after_setup(&[], setup, "pytest -q", |root| {
+            write(root, "bin/json.py", "x");
+            write(root, "difflib.py", "x");
+        });
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(
+            changes[0].starts_with("`pytest -q` would import ./bin/json.py"),
+            "{changes:?}"
+        );
+        // Two commands of a line finding the same file: named once.
+        let changes = shadowed_after(&[], "python3 -m unittest; python3 -m pytest", |root| {
+            write(root, "difflib.py", "x")
+        });
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        // `sh -c` runs the Python its line names; a line without one, none.
+        let changes = shadowed_after(&[], "sh -c 'cd sub && python3 -m pytest'", |root| {
+            write(root, "sub/difflib.py", "x")
+        });
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        let dir = TempDir::new().unwrap();
+        let quiet = resolve(dir.path(), &check("sh -c 'exit 0'"), None, &Walls::open());
+        assert!(quiet.pythons.is_empty() && quiet.commands[0].shadows.is_none());
+        // A makefile's recipe may run Python from the current folder.
+        let changes = shadowed_after(
+            &[("Makefile", "test:\n\tpython3 -m unittest\n")],
+            "make test",
+            |root| write(root, "difflib.py", "x"),
+        );
+        assert_eq!(changes.len(), 1, "{changes:?}");
+    }
+
+    #[test]
+    fn the_interpreter_is_asked_once_and_its_failure_falls_back_to_the_list() {
+        let dir = TempDir::new().unwrap();
+        executable(dir.path(), "bin/python3", "#!/bin/sh\necho not json\n");
+        let path = format!("{}:/usr/bin:/bin", dir.path().join("bin").display());
+        let commands = [check("python3 -m unittest"), check("python3 -m pytest")].concat();
+        let before = resolve(dir.path(), &commands, Some(&path), &Walls::open());
+        assert_eq!(before.pythons.len(), 1, "{before:?}");
+        let names_from = &before.pythons[0].names_from;
+        assert!(
+            names_from.starts_with("from ralph's built-in list, as ")
+                && names_from.ends_with("bin/python3 could not be asked: its answer could not be read (expected ident at line 1 column 2)"),
+            "{names_from}"
+        );
+        assert_eq!(before.pythons[0].names.len(), STDLIB_NAMES.len());
+        write(dir.path(), "difflib.py", "x");
+        let changes = changes(dir.path(), dir.path(), &before, &commands);
+        assert_eq!(changes.len(), 2, "{changes:?}");
+        assert!(
+            changes[0].contains("names from ralph's built-in list"),
+            "{changes:?}"
+        );
+    }
+
+    #[test]
+    fn this_machines_python_is_asked_for_its_standard_library() {
+        let dir = TempDir::new().unwrap();
+        // Inside the checks' walls, where this machine has them.
+        let walls = Walls::around(dir.path(), dir.path(), WallsWanted::Required);
+        let before = resolve(dir.path(), &check("python3 -m unittest"), None, &walls);
+        let runtime = &before.pythons[0];
+        let path = std::env::var("PATH").unwrap_or_default();
+        let python = which(dir.path(), "python3", &path);
+        let why_not = match (&python, Mechanism::probe()) {
+            (None, _) => Some("it was not found".to_string()),
+            (_, Mechanism::Missing(why)) => Some(why.clone()),
+            _ => None,
+        };
+        if let Some(why) = why_not {
+            assert!(
+                runtime.names_from.starts_with("from ralph's built-in list")
+                    && runtime.names_from.contains(&why),
+                "{runtime:?}"
+            );
+            return;
+        }
+        let python = python.unwrap();
+        assert_eq!(
+            runtime.names_from,
+            format!("as {} names them", python.display())
+        );
+        for name in ["difflib", "json", "unittest"] {
+            assert!(runtime.names.iter().any(|n| n == name), "{runtime:?}");
+        }
+        // `sys` is built in: no file takes its place.
+        assert!(
+            !runtime.names.iter().any(|n| n == "sys" || n == "test"),
+            "{runtime:?}"
+        );
+    }
+
+    #[test]
+    fn a_record_from_before_shadows_were_looked_for_is_not_compared() {
+        let dir = TempDir::new().unwrap();
+        let commands = check("python3 -m unittest");
+        let mut before = resolve(dir.path(), &commands, None, &Walls::open());
+        before.commands[0].shadows = None;
+        write(dir.path(), "difflib.py", "x");
+        assert!(changes(dir.path(), dir.path(), &before, &commands).is_empty());
+    }
+
+    #[test]
+    fn a_package_managers_configuration_is_part_of_the_check() {
+        let package = r#"{"scripts": {"test": "node --test"}}"#;
+        let changes = changed_after(&[("package.json", package)], "npm test", |root| {
+            write(root, ".npmrc", "node-options=--require ./pass.js\n")
+        });
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(
+            changes[0].starts_with("`npm test (reads ./.npmrc)` now runs ./.npmrc"),
+            "{changes:?}"
+        );
+        let changes = changed_after(&[("package.json", package)], "yarn test", |root| {
+            write(root, ".yarnrc.yml", "x")
+        });
+        assert_eq!(changes.len(), 1, "{changes:?}");
+    }
+
     #[test]
     fn a_command_no_longer_configured_is_not_compared() {
         let dir = TempDir::new().unwrap();
-        let before = resolve(dir.path(), &check("python3 -m unittest"), None);
+        let before = resolve(
+            dir.path(),
+            &check("python3 -m unittest"),
+            None,
+            &Walls::open(),
+        );
         write(dir.path(), "unittest.py", "");
         assert!(changes(dir.path(), dir.path(), &before, &check("make")).is_empty());
         assert_eq!(
@@ -868,7 +1299,7 @@ mod tests {
             project.path().join(".venv/bin").display()
         );
         let commands = [check("pytest -q"), check("npm test")].concat();
-        let before = resolve(project.path(), &commands, Some(&path));
+        let before = resolve(project.path(), &commands, Some(&path), &Walls::open());
         assert!(
             changes(worktree.path(), project.path(), &before, &commands).is_empty(),
             "{before:?}"

@@ -88,9 +88,10 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
             });
         }
     }
+    let walls = ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
     let check_resolution = before
         .as_ref()
-        .map(|_| ralph_core::observe::resolved::resolve(&paths.root, &checks, None));
+        .map(|_| ralph_core::observe::resolved::resolve(&paths.root, &checks, None, &walls));
 
     let no_loop_here = format!(
         "No Ralph loop in {}: nothing to reload",

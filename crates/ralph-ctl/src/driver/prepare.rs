@@ -495,7 +495,13 @@ pub(crate) fn begin(
         Some(run_mode),
     )?;
     if let Some(formula) = formula {
-        steps::begin(paths, &started.session_id, formula, options.from.as_deref())?;
+        steps::begin(
+            paths,
+            &started.session_id,
+            formula,
+            options.from.as_deref(),
+            started.walls,
+        )?;
         say(&format!(
             "formula {} ({}): {} steps, {}",
             formula.name,

@@ -49,6 +49,8 @@ pub(crate) struct Started {
     pub(crate) session_id: String,
     /// Its iteration cap.
     pub(crate) max_iterations: u32,
+    /// Whether its checks are walled (its `sandbox` setting).
+    pub(crate) walls: ralph_core::observe::process::walls::WallsWanted,
 }
 
 /// Starts a loop; prints `SESSION_ID MAX_ITERATIONS`.
@@ -196,7 +198,9 @@ pub(crate) fn open_loop(
     // What each check resolves to, before it first runs: a claim must run
     // the same (see ralph_core::observe::resolved).
     let check_resolution = (!config.completion.verify.is_empty()).then(|| {
-        ralph_core::observe::resolved::resolve(&paths.root, &config.completion.verify, None)
+        let walls =
+            ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
+        ralph_core::observe::resolved::resolve(&paths.root, &config.completion.verify, None, &walls)
     });
     // An item of a queue run is judged by the run's baseline, taken once.
     let test_baseline = match paths.is_item() {
@@ -275,6 +279,7 @@ pub(crate) fn open_loop(
     Ok(Started {
         session_id: session,
         max_iterations: max,
+        walls: config.sandbox.walls(),
     })
 }
 

@@ -11,6 +11,7 @@
 use ralph_core::events::{Draft, Event};
 use ralph_core::judge::config::Config;
 use ralph_core::judge::state::{FormulaRun, LoopState, Status};
+use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::prompt_text;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::transaction::{self, Found, Whose};
@@ -33,12 +34,14 @@ pub(crate) enum StepNext {
     Ended,
 }
 
-/// Records the formula run in a started loop of `session`.
+/// Records the formula run in a started loop of `session`, whose checks
+/// are walled as `walls` says.
 pub(crate) fn begin(
     paths: &ProjectPaths,
     session: &str,
     formula: &Formula,
     from: Option<&str>,
+    walls: WallsWanted,
 ) -> Result<(), CtlError> {
     let mut run = formula.new_run();
     if let Some(step) = from {
@@ -51,7 +54,8 @@ pub(crate) fn begin(
         .iter()
         .flat_map(|s| s.gates.iter().map(crate::formula::Gate::as_verify))
         .collect();
-    let gates_resolved = ralph_core::observe::resolved::resolve(&paths.root, &gates, None);
+    let walls = ralph_core::engine::check_walls(&paths.root, &paths.root, walls);
+    let gates_resolved = ralph_core::observe::resolved::resolve(&paths.root, &gates, None, &walls);
     let changed = transaction::change(paths, Whose::Session(session), |draft| {
         draft.apply(Event::FormulaRecorded(Box::new(run)));
         draft.apply(Event::FormulaPinned(Box::new(crate::formula::pin(

@@ -495,7 +495,9 @@ fn query(interpreter: &Path, cwd: &Path, walls: &Walls) -> Result<Answer, String
         .args(["-I", "-S", "-c", ASK])
         .current_dir(cwd)
         .env_remove("RALPH_ACTIVE");
-    let mut command = walls.wrap(inner).map_err(|e| e.to_string())?;
+    // `_temp`: the asked interpreter's own temp folder under Landlock,
+    // kept until it has answered.
+    let (mut command, _temp) = walls.wrap(inner).map_err(|e| e.to_string())?;
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -367,6 +367,33 @@ impl TempProject {
         project
     }
 
+    /// A project whose check is a stand-in test runner, `sh tests.sh`: one
+    /// test a line of `tests.txt` (`pass` or `fail`), a pytest summary
+    /// line (`=== 1 failed, 1 passed in 0.01s ===`), exit 1 when one
+    /// fails, the failing lines printed. Its output never varies, for
+    /// snapshots. ralph installed, [`TEST_TASK`] as PROMPT.md, no loop.
+    pub fn with_counted_tests(name: &str, tests: &str) -> TempProject {
+        const RUNNER: &str = "#!/bin/sh\n\
+            # A stand-in test runner: one test a line of tests.txt, pass or fail.\n\
+            passed=$(grep -c '^pass' tests.txt)\n\
+            failed=$(grep -c '^fail' tests.txt)\n\
+            if [ \"$failed\" -gt 0 ]; then\n\
+            \x20 grep -n '^fail' tests.txt\n\
+            \x20 echo \"=== $failed failed, $passed passed in 0.01s ===\"\n\
+            \x20 exit 1\n\
+            fi\n\
+            echo \"=== $passed passed in 0.01s ===\"\n";
+        let project = TempProject::new(name);
+        project.write(
+            ".claude/ralph/config.json",
+            r#"{"verify": [{"name": "tests", "command": "sh tests.sh", "timeoutSeconds": 20}]}"#,
+        );
+        project.write("tests.sh", RUNNER);
+        project.write("tests.txt", tests);
+        project.init();
+        project
+    }
+
     /// `ralph-ctl init`, which must succeed, then [`TEST_TASK`] as PROMPT.md.
     pub fn init(&self) {
         self.init_untouched();

@@ -22,6 +22,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::events::{Draft, Effect, Event, Transition};
+use crate::judge::completion::GateResult;
 use crate::judge::config::{Config, ConfigError, EnvSource, FileLayers};
 use crate::judge::decision::{self, MessageSource, Observation, PassReason, Verdict};
 use crate::judge::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
@@ -563,6 +564,94 @@ fn check_claim(
     }
 }
 
+/// What a claim of done made now would meet: what `ralph-ctl check` shows
+/// the agent (and the person) before anyone claims.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rehearsal {
+    /// The checks a claim is verified by: the loop's pinned verify
+    /// commands (with no loop, the config files' as they are), a formula
+    /// step's gates.
+    pub checks: Vec<VerifyCommand>,
+    /// What each check did, run inside the walls a stop runs it in.
+    pub verification: Vec<VerifyResult>,
+    /// Each completion gate's result, as the stop would judge it.
+    pub gates: Vec<GateResult>,
+    /// The test counts of the loop's start, one entry per check that
+    /// counted tests then.
+    pub baseline: Vec<crate::observe::test_counts::CommandCounts>,
+    /// The one line for the person when the checks were wanted walled and
+    /// could not be (see [`Walls::notice`]).
+    pub walls_notice: Option<String>,
+    /// What a stop would record of the claim were it accepted: what was
+    /// checked, and why nothing was verified when no check ran (none
+    /// configured, or a formula step turned verification off).
+    pub accepted_summary: String,
+}
+
+impl Rehearsal {
+    /// Whether the claim would pass every gate judged here.
+    pub fn accepted(&self) -> bool {
+        self.gates.iter().all(|g| g.passed)
+    }
+}
+
+/// The basis of a rehearsed claim: no message made it.
+const REHEARSAL_BASIS: &str = "`ralph-ctl check`";
+
+/// Judges a claim of done as the next stop of `state`'s loop would, with
+/// the same code, and writes nothing: the config the stop would use (the
+/// loop's pin, `stop`'s formula gates; with no loop, the config files as
+/// they are now), the checks run from `stop`'s work root inside the walls
+/// the stop runs them in, compared with the loop's start (test counts,
+/// protected files, what each check resolves to), and the plan. What a
+/// stop reads of its own iteration is not judged here: the final message
+/// (its signal, its status block) and the calls the client refused.
+pub fn rehearse_claim(
+    paths: &ProjectPaths,
+    env: &dyn EnvSource,
+    state: Option<&LoopState>,
+    stop: &Stop,
+    world: &dyn World,
+) -> Result<Rehearsal, EngineError> {
+    let none_yet;
+    let owned = match state {
+        Some(state) => state,
+        None => {
+            // No loop: one that starts now, with nothing recorded of a start.
+            none_yet = LoopState::new(String::new(), 0, world.now());
+            &none_yet
+        }
+    };
+    let (config, _) = stop_config(paths, env, stop, world, owned)?;
+    let mut observed = Observation::of_session(None, false);
+    observed.plan = world.plan(work_root(paths, stop), &plan_files(&config, stop));
+    let claim = decision::ClaimJudgement {
+        assessment: crate::judge::completion::Assessment {
+            claimed: true,
+            basis: REHEARSAL_BASIS.into(),
+            ..Default::default()
+        },
+        saturation: 0,
+    };
+    check_claim(paths, &config, stop, world, owned, &claim, &mut observed);
+    let gates = decision::claim_gates(&config, owned, &observed, &claim.assessment, &[]);
+    let walls_notice = match config.completion.verify.is_empty() {
+        true => None,
+        false => check_walls(&paths.root, work_root(paths, stop), config.sandbox.walls()).notice(),
+    };
+    Ok(Rehearsal {
+        accepted_summary: crate::judge::completion::accepted_summary(
+            &gates,
+            config.completion.verify_off_by_formula,
+        ),
+        checks: config.completion.verify,
+        verification: observed.verification.unwrap_or_default(),
+        gates,
+        baseline: owned.test_baseline.clone(),
+        walls_notice,
+    })
+}
+
 /// What the stop answers: the ending's notice, a pass, or the next
 /// iteration's text (the prompt and guardrails read before anything is
 /// committed; the person's note first, once).
@@ -992,6 +1081,8 @@ mod tests {
         /// Runs during the progress reading (another writer meddling).
         while_reading: Option<Box<dyn Fn()>>,
         verify_exit: i32,
+        /// The test counts each verification command's output gives.
+        verify_counts: Option<crate::observe::test_counts::TestCounts>,
         verify_runs: Cell<u32>,
         /// What the usage reading finds.
         usage: UsageReading,
@@ -1010,6 +1101,7 @@ mod tests {
                 progress_calls: Default::default(),
                 while_reading: None,
                 verify_exit: 0,
+                verify_counts: None,
                 verify_runs: Cell::new(0),
                 usage: UsageReading::default(),
                 roots: Default::default(),
@@ -1089,7 +1181,7 @@ mod tests {
                     timed_out: false,
                     duration_ms: 1,
                     output_tail: "1 failed".into(),
-                    counts: None,
+                    counts: self.verify_counts,
                     by_runner: Vec::new(),
                 })
                 .collect()
@@ -1748,6 +1840,117 @@ mod tests {
             "{system_message}"
         );
         assert_eq!(state(&paths).status, Status::Complete);
+    }
+
+    #[test]
+    fn a_rehearsed_claim_is_judged_by_the_pin_and_the_stops_gates_and_writes_nothing() {
+        use crate::judge::completion::Gate;
+        use crate::observe::test_counts::{CommandCounts, TestCounts};
+        let config =
+            r#"{"verify": [{"name": "tests", "command": "make test", "timeoutSeconds": 5}]}"#;
+        let (_d, paths) = project(Some(config));
+        // The first stop pins the config; the agent then rewrites it.
+        let quiet = FakeWorld::new(IterationTail::default());
+        run_stop(&paths, &[], &stop("Working."), &quiet, &mut |_| Ok(())).unwrap();
+        std::fs::write(
+            paths.config_file(),
+            r#"{"verify": [{"name": "tests", "command": "true"}]}"#,
+        )
+        .unwrap();
+        let store = StateStore::new(&paths);
+        let lock = store.lock(false).unwrap();
+        let mut loop_state = state(&paths);
+        let counts = |run, skipped| TestCounts {
+            run,
+            passed: run,
+            failed: 0,
+            skipped,
+        };
+        loop_state.test_baseline = vec![CommandCounts {
+            command: "make test".into(),
+            counts: counts(3, 0),
+            runners: Vec::new(),
+        }];
+        lock.write(&loop_state).unwrap();
+        drop(lock);
+        let log_file = crate::persist::log::log_path(&paths.state_file());
+        let bytes = || {
+            (
+                std::fs::read(paths.state_file()).unwrap(),
+                std::fs::read(&log_file).unwrap_or_default(),
+            )
+        };
+        let before = bytes();
+        let rehearse = |world: &FakeWorld, state: Option<&LoopState>| {
+            rehearse_claim(&paths, &[], state, &Stop::default(), world).unwrap()
+        };
+        let gates = |r: &Rehearsal| -> Vec<(Gate, bool)> {
+            r.gates.iter().map(|g| (g.gate, g.passed)).collect()
+        };
+
+        // Failing: the pin's command ran, once, and the verification gate says so.
+        let failing = FakeWorld {
+            verify_exit: 1,
+            ..FakeWorld::new(IterationTail::default())
+        };
+        let failed = rehearse(&failing, Some(&loop_state));
+        assert_eq!(*failing.commands.borrow(), ["make test"]);
+        assert_eq!(failing.verify_runs.get(), 1);
+        assert!(!failed.accepted());
+        assert_eq!(
+            gates(&failed),
+            [(Gate::Plan, true), (Gate::Verification, false)]
+        );
+        assert_eq!(failed.baseline, loop_state.test_baseline);
+        assert_eq!(failed.verification[0].exit_code, Some(1));
+
+        // Passing with fewer tests than at the start: the test-count gate
+        // fails it; with as many, every gate passes.
+        let fewer = FakeWorld {
+            verify_counts: Some(counts(2, 0)),
+            ..FakeWorld::new(IterationTail::default())
+        };
+        let judged = rehearse(&fewer, Some(&loop_state));
+        assert!(!judged.accepted());
+        assert!(
+            judged.gates.iter().any(|g| g.gate == Gate::TestCount
+                && !g.passed
+                && g.detail.contains("ran 2 tests (baseline 3)")),
+            "{:?}",
+            judged.gates
+        );
+        let as_many = FakeWorld {
+            verify_counts: Some(counts(3, 0)),
+            ..FakeWorld::new(IterationTail::default())
+        };
+        let judged = rehearse(&as_many, Some(&loop_state));
+        assert!(judged.accepted(), "{:?}", judged.gates);
+        assert_eq!(
+            gates(&judged),
+            [
+                (Gate::Plan, true),
+                (Gate::Verification, true),
+                (Gate::TestCount, true)
+            ]
+        );
+
+        // Nothing of the loop was written.
+        assert_eq!(bytes(), before);
+
+        // No loop: the config files as they are now.
+        let now = FakeWorld::new(IterationTail::default());
+        let fresh = rehearse(&now, None);
+        assert_eq!(*now.commands.borrow(), ["true"]);
+        assert!(fresh.accepted());
+        assert!(fresh.baseline.is_empty());
+        assert_eq!(
+            gates(&fresh),
+            [(Gate::Plan, true), (Gate::Verification, true)]
+        );
+        assert!(fresh
+            .accepted_summary
+            .contains("verified: 1 command(s) passed"));
+        assert_eq!(bytes(), before);
     }
 
     #[test]

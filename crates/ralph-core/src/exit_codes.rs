@@ -46,6 +46,9 @@ pub const ITEMS_LEFT: i32 = 23;
 /// The loop waits for the person's answer to the agent's question
 /// (`RALPH_ASK`): `ralph-ctl answer TEXT`, then `ralph-ctl run --resume`.
 pub const WAITING: i32 = 24;
+/// `ralph-ctl check`: a claim of done made now would be rejected (a gate
+/// fails: the verification, the test counts, the plan, the protected files).
+pub const CHECK_FAILED: i32 = 25;
 /// `ralph-ctl run` (the launchers): the Claude Code client was not found.
 pub const CLIENT_NOT_FOUND: i32 = 127;
 
@@ -75,6 +78,10 @@ pub const MEANINGS: &[(i32, &str)] = &[
     (CANCELLED, "cancelled"),
     (ITEMS_LEFT, "a queue drained with items that did not land"),
     (WAITING, "waiting for your answer (`ralph-ctl answer`)"),
+    (
+        CHECK_FAILED,
+        "`check`: a claim of done now would be rejected",
+    ),
     (CLIENT_NOT_FOUND, "client not found"),
     (signalled(1), "SIGHUP"),
     (signalled(2), "Ctrl-C (SIGINT)"),

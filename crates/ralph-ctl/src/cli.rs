@@ -59,6 +59,18 @@ pub(crate) enum Command {
     /// Show the audit log's last entries, oldest first: each stop, pause, wait, resume and end.
     #[command(after_help = "Example:\n  ralph-ctl log -n 50")]
     Log(crate::commands::log::LogArgs),
+    /// Run the loop's checks as a claim of done would be judged now, and
+    /// say what it would meet: each check's result, its test counts against
+    /// the loop's start, and each completion gate (the verification, the
+    /// test counts, the plan, the protected files, the check unchanged).
+    /// The checks are the loop's pinned ones (with no loop, config.json's),
+    /// run inside the walls a stop runs them in; nothing is recorded. The
+    /// agent's way to run the project's tests. Exits 0 when a claim would
+    /// pass, 25 when a gate would fail it.
+    #[command(after_help = "Example:
+  ralph-ctl check
+  ralph-ctl check --json | jq .gates")]
+    Check(crate::commands::check::CheckArgs),
     /// Check the install and the project, each check with its verdict and
     /// the fix: the hook registered (settings, plugin) and runnable, its
     /// timeout, the client and its version, its login, first run and folder

@@ -73,6 +73,9 @@ pub(crate) enum CtlError {
     /// A backlog's source is misspelled or cannot be read.
     #[error("{0}")]
     Queue(#[from] ralph_core::observe::backlog::QueueError),
+    /// A claim could not be judged (`check`): the loop's config or state.
+    #[error("{0}")]
+    Engine(#[from] ralph_core::engine::EngineError),
     /// A backlog's claims cannot be read or changed.
     #[error("{0}")]
     Claims(#[from] ralph_core::persist::item_claims::ClaimError),

@@ -43,6 +43,7 @@ fn run(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Status(args) => commands::status::command(&paths, args),
         Command::Log(args) => commands::log::command(&paths, args),
+        Command::Check(args) => commands::check::command(&paths, args),
         Command::Reset(args) => commands::reset::command(&paths, args),
         Command::Watchdog(args) => driver::watchdog::command(args),
         Command::Watch => commands::watch::run(&paths, &mut std::io::stdout()),

@@ -4,6 +4,7 @@
 //!
 //! Run one area alone with e.g. `tests/run.sh -p ralph-tests --test cli output::`.
 
+mod check;
 mod ctl_cli;
 mod hook_cli;
 mod memory;

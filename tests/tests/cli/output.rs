@@ -1096,3 +1096,30 @@ fn doctor_with_nothing_set() {
     let text = doctor("doctor-nothing", &[]);
     stable().bind(|| insta::assert_snapshot!("doctor_nothing_set", text));
 }
+
+// ------------------------------------------------------------ ralph-ctl check
+
+#[test]
+fn check_without_a_loop_and_of_a_loop_whose_claim_would_fail() {
+    // The stand-in runner's output never varies: the snapshot is all of it.
+    let project = TempProject::with_counted_tests("check-out", "pass\nfail\npass\n");
+    let mut text = String::new();
+    let mut show = |project: &TempProject, args: &[&str]| {
+        let run = project.ctl(args, &[]);
+        text.push_str(&format!(
+            "$ ralph-ctl {}  # exit {}\n{}{}\n",
+            args.join(" "),
+            run.code.unwrap_or(-1),
+            run.stdout,
+            run.stderr
+        ));
+    };
+    show(&project, &["check"]);
+    project
+        .ctl(&["start", "--max-iterations", "5"], &[])
+        .assert_code(0);
+    show(&project, &["check"]);
+    project.write("tests.txt", "pass\npass\n");
+    show(&project, &["check"]);
+    stable().bind(|| insta::assert_snapshot!("check", text));
+}

@@ -3,7 +3,8 @@
 //! clients: git's configuration (`.git/config`, `.git/hooks`,
 //! `.git/info`, which the next client and the merge queue's git would
 //! obey) while `git commit` still works, in the main checkout and from a
-//! queue item's worktree; a worktree's own copies of ralph's files; and
+//! queue item's worktree (where `ralph-ctl check` judges the item's loop);
+//! a worktree's own copies of ralph's files; and
 //! on 2.0.77, whose sandbox does not hold, the unsandboxed rules instead,
 //! said in the sandbox line (2.1.330 stays in its sandbox).
 
@@ -68,7 +69,7 @@ fn sandbox_line(client: ClientVersion) -> &'static [&'static str] {
         ClientVersion::V2_0_77 => &[
             "sandbox: not available (Claude Code 2.0.77's sandbox does not hold",
             "update it to 2.1.330 or later",
-            "acceptEdits with the project's checks and git add/commit allowed",
+            "acceptEdits with `ralph-ctl check` and git add/commit allowed",
         ],
     }
 }
@@ -156,6 +157,8 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
         Reply::bash(
             "echo one > one.txt && git add one.txt && git commit -qm 'Add one' && echo committed",
         ),
+        // The item's own loop, checked in its worktree.
+        Reply::bash("ralph-ctl check"),
     ];
     let api = MockApi::start(move |turn, body| {
         script.get(turn).cloned().unwrap_or_else(|| {
@@ -199,6 +202,13 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
     );
     // Its commit went in, on the item's branch.
     assert!(results.contains("committed"), "{results}");
+    // `ralph-ctl check` there judged the item's loop, in the item's worktree.
+    assert!(
+        results.contains("queue item T-1's loop: running at iteration 1")
+            && results.contains(&format!("; run in the worktree {}", tree.display()))
+            && results.contains("result: a claim of done now would pass these gates"),
+        "the item's check: {results}"
+    );
     assert_eq!(
         git(&root, &["log", "-1", "--format=%s", "ralph/item-T-1"]).1,
         "Add one"

@@ -6,7 +6,9 @@
 //! refuses its writes outside the project and to ralph's files; without the
 //! sandbox (2.0.77, whose sandbox does not hold, or no bubblewrap) the
 //! launcher says why and how to get it, the agent can still run the check
-//! and commit, and the client's permission rules refuse the rest.
+//! (`ralph-ctl check`, which runs it inside ralph's walls) and commit, and
+//! the client's permission rules refuse the rest, the check's own command
+//! included.
 
 use std::path::{Path, PathBuf};
 
@@ -90,6 +92,19 @@ fn sandbox_line(client: ClientVersion) -> &'static str {
     }
 }
 
+/// What the agent was shown of its passing check: in 2.1.330's sandbox
+/// it runs the test command itself (`; echo rc=$?`), elsewhere `ralph-ctl
+/// check`, which says what a claim would meet.
+fn the_check_passed(results: &str, sandboxed: bool) -> bool {
+    if sandboxed {
+        results.contains("Ran 1 test") && results.contains("rc=0")
+    } else {
+        results.contains("check `tests`: python3 -m unittest")
+            && results.contains("tests: 1 run (1 passed, 0 failed), 0 skipped")
+            && results.contains("result: a claim of done now would pass these gates")
+    }
+}
+
 /// How the client tells the agent a write it refused: the operating
 /// system in 2.1.330's sandbox, 2.0.77's own permission check without it.
 fn write_refused(client: ClientVersion) -> &'static str {
@@ -115,11 +130,12 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
     let config_before = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
     let config_path = project.path(".claude/ralph/config.json");
     let forged = r#"{"verify": [{"name": "tests", "command": "true"}]}"#;
-    // Without the sandbox (2.0.77) only the check itself is allowed: a `$?`
-    // would make it a command the client cannot match against its rule.
+    // Without the sandbox (2.0.77) only `ralph-ctl check` is allowed, as
+    // it is: a `$?` would make it a command the client cannot match
+    // against its rule.
     let check = match client {
         ClientVersion::V2_1_330 => "python3 -m unittest; echo rc=$?",
-        ClientVersion::V2_0_77 => "python3 -m unittest",
+        ClientVersion::V2_0_77 => "ralph-ctl check",
     };
     let script = [
         Reply::bash(check),
@@ -150,11 +166,7 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
     let results = tool_results(&api);
     // The project's tests ran, and the commit went in, without a prompt.
     assert!(
-        results.contains("Ran 1 test")
-            && results.contains(match client {
-                ClientVersion::V2_1_330 => "rc=0",
-                ClientVersion::V2_0_77 => "OK",
-            }),
+        the_check_passed(&results, client == ClientVersion::V2_1_330),
         "the tests ran: {results}"
     );
     if client == ClientVersion::V2_1_330 {
@@ -202,8 +214,8 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
 fn a_fresh_loop_runs_its_iterations_with_the_walls(client: ClientVersion) {
     let project = python_project("sandbox-fresh");
     let outside = project.tmp.parent().unwrap().join("outside-fresh.txt");
-    // In the sandbox, one command; without it (2.0.77) the check alone is
-    // allowed, so the write and the check are two.
+    // In the sandbox, one command; without it (2.0.77) `ralph-ctl check`
+    // alone is allowed, so the write and the check are two.
     let commands = match client {
         ClientVersion::V2_1_330 => vec![format!(
             "echo x > {}; python3 -m unittest; echo rc=$?",
@@ -211,7 +223,7 @@ fn a_fresh_loop_runs_its_iterations_with_the_walls(client: ClientVersion) {
         )],
         ClientVersion::V2_0_77 => vec![
             format!("echo x > {}", outside.display()),
-            "python3 -m unittest".to_string(),
+            "ralph-ctl check".to_string(),
         ],
     };
     let api = MockApi::start_in_order(move |turn, _| match commands.get(turn) {
@@ -225,11 +237,7 @@ fn a_fresh_loop_runs_its_iterations_with_the_walls(client: ClientVersion) {
     let results = tool_results(&api);
     assert!(results.contains(write_refused(client)), "{results}");
     assert!(
-        results.contains("Ran 1 test")
-            && results.contains(match client {
-                ClientVersion::V2_1_330 => "rc=0",
-                ClientVersion::V2_0_77 => "OK",
-            }),
+        the_check_passed(&results, client == ClientVersion::V2_1_330),
         "{results}"
     );
     assert!(!outside.exists());
@@ -242,10 +250,10 @@ fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_c
     let project = python_project("no-bwrap");
     let path = path_without(&project, &["bwrap", "socat"]);
     let api = MockApi::start(|turn, _| match turn {
-        // As an agent runs it: a `$?` would make the command one the
+        // As ralph's texts name it: a `$?` would make the command one the
         // client cannot match against a rule ("A variable in this command
         // can't be checked before it runs").
-        0 => Reply::bash("python3 -m unittest"),
+        0 => Reply::bash("ralph-ctl check"),
         1 => Reply::bash(
             "echo w > w.txt && git add w.txt && git commit -qm 'agent work' && echo committed",
         ),
@@ -259,7 +267,7 @@ fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_c
     outcome.run.assert_stderr_has(&how);
     let results = tool_results(&api);
     assert!(
-        results.contains("Ran 1 test") && results.contains("OK"),
+        the_check_passed(&results, false),
         "the check ran: {results}"
     );
     assert!(results.contains("committed"), "{results}");

@@ -720,7 +720,10 @@ pub fn failure_notice(assessment: &Assessment, results: &[GateResult]) -> String
     for gate in results.iter().filter(|g| !g.passed) {
         text.push_str(&format!("- {} gate: {}\n", gate.gate.as_str(), gate.detail));
     }
-    text.push_str("Fix what failed, verify it, and only then claim completion again.");
+    text.push_str(&format!(
+        "Fix what failed, run `{}` until it passes, and only then claim completion again.",
+        crate::observe::prompt_text::CHECK_COMMAND
+    ));
     text
 }
 
@@ -1136,6 +1139,10 @@ mod tests {
         );
         assert!(
             notice.contains("IMPLEMENTATION_PLAN.md: - [ ] write the lexer"),
+            "{notice}"
+        );
+        assert!(
+            notice.ends_with("Fix what failed, run `ralph-ctl check` until it passes, and only then claim completion again."),
             "{notice}"
         );
         assert!(

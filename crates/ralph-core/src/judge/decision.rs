@@ -631,18 +631,19 @@ struct CompletionJudged {
     notice: Option<String>,
 }
 
-/// Runs the completion gates on a claim: the verification, the plan, the
-/// test counts, the protected files, and the permission gate for calls the
-/// client refused.
-fn judge_completion(
+/// The completion gates a claim of `state`'s loop meets or fails, given
+/// what was observed: the plan, the status block, the verification, the
+/// test counts against the loop's baseline, the protected files, the
+/// check's resolution, and the permission gate for calls the client
+/// refused (`denied`). What a stop judges a claim by, and what `ralph-ctl
+/// check` shows the agent before it claims.
+pub fn claim_gates(
     config: &Config,
     state: &LoopState,
     observed: &Observation,
     assessment: &completion::Assessment,
     denied: &[errors::Refusal],
-    iteration: u32,
-    now: Timestamp,
-) -> CompletionJudged {
+) -> Vec<GateResult> {
     let mut gates = completion::gates(
         assessment,
         &observed.plan,
@@ -676,6 +677,21 @@ fn judge_completion(
         unseen,
         observed.progress.changed == Some(true),
     ));
+    gates
+}
+
+/// Runs the completion gates on a claim ([`claim_gates`]) and says what
+/// the state keeps of it and what the agent is told.
+fn judge_completion(
+    config: &Config,
+    state: &LoopState,
+    observed: &Observation,
+    assessment: &completion::Assessment,
+    denied: &[errors::Refusal],
+    iteration: u32,
+    now: Timestamp,
+) -> CompletionJudged {
+    let gates = claim_gates(config, state, observed, assessment, denied);
     let accepted = gates.iter().all(|g| g.passed);
     let outcome = ClaimOutcome {
         accepted,

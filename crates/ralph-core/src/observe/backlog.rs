@@ -44,20 +44,26 @@ impl Item {
     /// letters, digits, `-` and `_` (at most 64), else `item-` and a hash
     /// of the id, so that no id can name a path or an invalid ref.
     pub fn slug(&self) -> String {
-        let plain = !self.id.is_empty()
-            && self.id.len() <= 64
-            && !self.id.starts_with('-')
-            && self
-                .id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if plain {
-            return self.id.clone();
-        }
-        let mut hash = Fnv::new();
-        hash.bytes(self.id.as_bytes());
-        format!("item-{:016x}", hash.finish())
+        slug_of(&self.id)
     }
+}
+
+/// The slug of the item whose id is `id` ([`Item::slug`]): what names its
+/// loop's folder (`runtime/queue/<slug>/`) for one who knows only the id
+/// (`RALPH_QUEUE_ITEM`, in the item's client).
+pub fn slug_of(id: &str) -> String {
+    let plain = !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('-')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if plain {
+        return id.to_string();
+    }
+    let mut hash = Fnv::new();
+    hash.bytes(id.as_bytes());
+    format!("item-{:016x}", hash.finish())
 }
 
 /// Where a backlog's items come from (`--queue SOURCE`).

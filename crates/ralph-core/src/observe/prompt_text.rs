@@ -106,6 +106,12 @@ pub fn read_guardrails(path: &Path) -> Result<Option<String>, PromptError> {
     Ok(read_text(path)?.filter(|t| !t.trim().is_empty()))
 }
 
+/// The command the agent runs its checks with, as every text ralph gives
+/// it names it: `ralph-ctl check` runs the loop's checks inside the walls
+/// a stop runs them in and prints what a claim of done would meet. The
+/// one command a run's allow rules let the agent run for its checks.
+pub const CHECK_COMMAND: &str = "ralph-ctl check";
+
 /// The full text given to the agent for `iteration`: the circuit breaker's
 /// notice when there is one, the header (naming the loop's completion
 /// `signal`), the prompt, the guardrails.
@@ -122,7 +128,9 @@ pub fn iteration_text(
         "[Ralph loop: iteration {iteration} of {max_iterations}]\n\
          This task is given back to you each time you stop, until it is done. The loop ends when \
          your final message has {signal} on a line of its own (write it only when the work is \
-         genuinely complete and verified), or after iteration {max_iterations}. To report progress, \
+         genuinely complete and verified), or after iteration {max_iterations}. Check your work with \
+         `{CHECK_COMMAND}`, not the test command itself: it runs the loop's checks as a claim of done \
+         is judged, and says which gate a claim would fail now. To report progress, \
          end your message with a line `RALPH_ITERATION_COMPLETE: N findings remain`. If only the \
          person can answer something you need (a decision, a fact), end it with a line \
          `RALPH_ASK: <your question>`: the loop waits for their answer, which comes first in your \
@@ -177,6 +185,10 @@ mod tests {
         );
         assert!(text.starts_with("[Ralph loop: iteration 3 of 25]\n"));
         assert!(text.contains(&config.completion_signal));
+        // The agent checks its work with the walled check, not the raw command.
+        assert!(
+            text.contains("Check your work with `ralph-ctl check`, not the test command itself")
+        );
         let prompt_at = text.find("Fix the bugs.").unwrap();
         let guard_at = text.find("Never delete tests.").unwrap();
         assert!(prompt_at < guard_at);

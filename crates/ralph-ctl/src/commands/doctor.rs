@@ -610,7 +610,7 @@ fn sandbox(config: &Config, version: Option<ClientVersion>) -> Check {
             },
             format!("no sandbox for unattended runs: {why}"),
             Some(
-                "install what it names; until then the agent gets the project's checks and git \
+                "install what it names; until then the agent gets `ralph-ctl check` and git \
                  add/commit allowed (or set \"sandbox\": \"off\" to silence this)"
                     .into(),
             ),

@@ -3,6 +3,7 @@
 
 pub(crate) mod answer;
 pub(crate) mod cancel;
+pub(crate) mod check;
 pub(crate) mod doctor;
 pub(crate) mod history;
 pub(crate) mod init;

@@ -658,7 +658,9 @@ fn started_message(read: Read) -> String {
         "Ralph loop started in this session (at most {max} iterations, state in .claude/context/runtime/). \
          Work on the task below now. Each time you stop, it is given back to you, until your final message \
          has {signal} on a line of its own (only when the task is genuinely complete and verified) or the \
-         iteration cap is reached. The person ends it with /cancel-ralph.\n"
+         iteration cap is reached. Check your work with `{}`: it runs the loop's checks as a claim \
+         of done is judged. The person ends it with /cancel-ralph.\n",
+        ralph_core::observe::prompt_text::CHECK_COMMAND
     ));
     if let Some(needed) = block_cap(std::env::var(BLOCK_CAP_ENV).ok().as_deref(), max)
         .filter(|_| max > CLIENT_BLOCK_CAP)

@@ -101,7 +101,7 @@ pub(crate) struct RunArgs {
     #[arg(long, conflicts_with = "no_sandbox")]
     sandbox: bool,
     /// Run the client without its sandbox: headless, the agent gets
-    /// acceptEdits plus the project's checks and git add/commit allowed.
+    /// acceptEdits plus `ralph-ctl check` and git add/commit allowed.
     #[arg(long)]
     no_sandbox: bool,
     /// The loop's iteration cap (over RALPH_MAX_ITERATIONS and the

@@ -370,6 +370,12 @@ impl RunningClient {
             .envs(command.env.iter().map(|(k, v)| (k, v)))
             .env(ralph_core::observe::process::RUN_TAG_ENV, &tag)
             .current_dir(root);
+        // `ralph-ctl check`, as ralph's texts name it, runs this ralph-ctl.
+        if let Some(path) = std::env::current_exe().ok().and_then(|me| {
+            super::sandbox::path_with_ralph_ctl(std::env::var_os("PATH").as_deref(), &me)
+        }) {
+            cmd.env("PATH", path);
+        }
         let piped = command.delivery == PromptDelivery::Stdin;
         if piped {
             cmd.stdin(Stdio::piped());

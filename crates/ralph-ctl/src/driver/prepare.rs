@@ -316,7 +316,7 @@ fn check_gate_names(formula: &formula::Formula, config: &Config) -> Result<(), C
 
 /// The client's arguments and ralph's `--settings` for every run of the
 /// loop: the sandbox for unattended runs (or, where it cannot run, allow
-/// rules for the checks), deny rules keeping the agent off ralph's files,
+/// rules for `ralph-ctl check` and git), deny rules keeping the agent off ralph's files,
 /// the StopFailure hook, the person's own `--settings` merged in.
 pub(crate) struct ClientSettings {
     pub(crate) client_args: Vec<OsString>,
@@ -359,17 +359,6 @@ impl ClientSettings {
                     None
                 })
             });
-        let checks: Vec<String> = config
-            .completion
-            .verify
-            .iter()
-            .map(|v| v.command.clone())
-            .chain(inputs.formula.iter().flat_map(|f| {
-                f.steps
-                    .iter()
-                    .flat_map(|s| s.gates.iter().map(|g| g.command.clone()))
-            }))
-            .collect();
         let mut extra_settings = sandbox::settings(
             &sandbox_plan,
             &sandbox::protected_paths(
@@ -383,7 +372,7 @@ impl ClientSettings {
                     .as_ref(),
                 ),
             ),
-            &sandbox::allow_rules(checks.iter().map(String::as_str)),
+            &sandbox::allow_rules(std::env::current_exe().ok().as_deref()),
             stop_failure_hook.as_deref(),
             sandbox_setting == SandboxSetting::On,
         );

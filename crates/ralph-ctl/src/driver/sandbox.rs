@@ -8,8 +8,11 @@
 //! client runs the agent's shell commands without prompts, and the operating
 //! system refuses their writes outside the project and to the paths ralph
 //! protects. Without it, a headless run gets `acceptEdits` plus allow rules
-//! for the project's checks and for `git add`/`git commit`. Either way, the
-//! deny rules keep the file tools off ralph's files.
+//! for `ralph-ctl check` (which runs the project's checks inside ralph's
+//! walls) and for `git add`/`git commit`, never for the checks' own
+//! commands: those would run the agent's code in its own shell, unwalled,
+//! with the person's rights. Either way, the deny rules keep the file tools
+//! off ralph's files.
 
 use std::path::{Path, PathBuf};
 
@@ -145,7 +148,8 @@ pub(crate) fn support(machine: &Machine, client: Option<ClientVersion>) -> Suppo
 pub(crate) struct Plan {
     /// The client runs the agent's commands in its sandbox.
     pub(crate) sandboxed: bool,
-    /// Headless without the sandbox: allow rules for the checks and for git.
+    /// Headless without the sandbox: allow rules for `ralph-ctl check` and
+    /// for git.
     pub(crate) allow_checks: bool,
     /// One line for the person, when there is something to say.
     pub(crate) notice: Option<String>,
@@ -195,7 +199,7 @@ pub(crate) fn plan(
     match (setting, support) {
         (SandboxSetting::Off, _) => Ok(unsandboxed(unattended.then(|| {
             "sandbox: off; the agent's commands run unsandboxed (without a permission mode of \
-             yours: acceptEdits, with the project's checks and git add/commit allowed)"
+             yours: acceptEdits, with `ralph-ctl check` and git add/commit allowed)"
                 .to_string()
         }))),
         (SandboxSetting::Auto, _) if !unattended => Ok(unsandboxed(None)),
@@ -210,7 +214,7 @@ pub(crate) fn plan(
         ))),
         (SandboxSetting::Auto, Support::Missing(why)) => Ok(unsandboxed(Some(format!(
             "sandbox: not available ({why}); without a permission mode of yours the agent gets \
-             acceptEdits with the project's checks and git add/commit allowed instead"
+             acceptEdits with `ralph-ctl check` and git add/commit allowed instead"
         )))),
     }
 }
@@ -367,55 +371,47 @@ pub(crate) fn key_rules(dir: Option<&Path>) -> Vec<String> {
         .collect()
 }
 
-/// The allow rules of a headless run without the sandbox: each part of
-/// each check command (as the client splits `a && b`), and git's add and
-/// commit, so the agent can run the project's tests and commit its work.
-pub(crate) fn allow_rules<'a>(checks: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut rules: Vec<String> = Vec::new();
-    for command in checks {
-        for part in split_command(command) {
-            let rule = format!("Bash({part}:*)");
-            if !rules.contains(&rule) {
-                rules.push(rule);
-            }
+/// The allow rules of a headless run without the sandbox: `ralph-ctl
+/// check` as the agent types it (the name, which the client's PATH finds,
+/// see [`path_with_ralph_ctl`]; and the full path of `ralph_ctl`, this
+/// program, when given), and git's add and commit, so the agent can check
+/// its work and commit it. Never a check's own command: run by the agent,
+/// it would run the agent's code (the module a test imports) in the
+/// agent's own shell, outside every wall, with the person's rights; `ralph-ctl
+/// check` runs it inside the walls a stop's check runs in.
+pub(crate) fn allow_rules(ralph_ctl: Option<&Path>) -> Vec<String> {
+    let check = ralph_core::observe::prompt_text::CHECK_COMMAND;
+    let mut rules = vec![format!("Bash({check}:*)")];
+    if let Some(program) = ralph_ctl.and_then(|p| p.to_str()) {
+        let subcommand = check.trim_start_matches("ralph-ctl");
+        let rule = format!("Bash({program}{subcommand}:*)");
+        if !rules.contains(&rule) {
+            rules.push(rule);
         }
     }
     rules.extend(["Bash(git add:*)", "Bash(git commit:*)"].map(String::from));
     rules
 }
 
-/// The simple commands of a command line, split where the shell would run
-/// another one (`&&`, `||`, `;`, `|`, a newline) outside quotes.
-fn split_command(command: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut quote: Option<char> = None;
-    let mut chars = command.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), c) if c == q => {
-                quote = None;
-                current.push(c);
-            }
-            (Some(_), c) => current.push(c),
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                current.push(c);
-            }
-            (None, '&' | '|') if chars.peek() == Some(&c) => {
-                chars.next();
-                parts.push(std::mem::take(&mut current));
-            }
-            (None, ';' | '|' | '\n') => parts.push(std::mem::take(&mut current)),
-            (None, c) => current.push(c),
-        }
+/// The client's PATH (`path_var`, the inherited one) with the folder of
+/// `ralph_ctl` (this program) added at its end, when no `ralph-ctl` is
+/// found on it: so `ralph-ctl check`, as every text ralph gives the agent
+/// names it, runs this ralph-ctl. `None` when one is found (the person's
+/// own stays first) or `ralph_ctl` has no folder.
+pub(crate) fn path_with_ralph_ctl(
+    path_var: Option<&std::ffi::OsStr>,
+    ralph_ctl: &Path,
+) -> Option<std::ffi::OsString> {
+    let folder = ralph_ctl.parent().filter(|f| f.is_absolute())?;
+    let found = super::command::find_executable("ralph-ctl", Path::new("/"), path_var, None);
+    if found.is_some() {
+        return None;
     }
-    parts.push(current);
-    parts
-        .into_iter()
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty())
-        .collect()
+    let mut folders: Vec<PathBuf> = path_var
+        .map(|p| std::env::split_paths(p).collect())
+        .unwrap_or_default();
+    folders.push(folder.to_path_buf());
+    std::env::join_paths(folders).ok()
 }
 
 /// Everything ralph passes with `--settings`: the sandbox (when `plan`
@@ -841,24 +837,60 @@ mod tests {
     }
 
     #[test]
-    fn allow_rules_cover_each_part_of_each_check_and_git() {
+    fn allow_rules_name_ralph_ctl_check_and_git_never_a_checks_own_command() {
         assert_eq!(
-            allow_rules([
-                "python3 -m unittest",
-                "make lint && make test",
-                "npm test; echo 'a;b'"
-            ]),
+            allow_rules(Some(Path::new("/opt/ralph/bin/ralph-ctl"))),
             [
-                "Bash(python3 -m unittest:*)",
-                "Bash(make lint:*)",
-                "Bash(make test:*)",
-                "Bash(npm test:*)",
-                "Bash(echo 'a;b':*)",
+                "Bash(ralph-ctl check:*)",
+                "Bash(/opt/ralph/bin/ralph-ctl check:*)",
                 "Bash(git add:*)",
                 "Bash(git commit:*)",
             ]
         );
-        assert_eq!(split_command("a | b || c\nd"), ["a", "b", "c", "d"]);
+        assert_eq!(
+            allow_rules(None),
+            [
+                "Bash(ralph-ctl check:*)",
+                "Bash(git add:*)",
+                "Bash(git commit:*)"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_clients_path_finds_ralph_ctl_as_the_texts_name_it() {
+        let tmp = crate::testdir::new("path-ctl");
+        let ours = tmp.path().join("ours");
+        let theirs = tmp.path().join("theirs");
+        for dir in [&ours, &theirs] {
+            std::fs::create_dir_all(dir).unwrap();
+            let exe = dir.join("ralph-ctl");
+            std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let me = ours.join("ralph-ctl");
+        // None on PATH: this one's folder goes last.
+        let path = std::env::join_paths([Path::new("/usr/bin")]).unwrap();
+        let got = path_with_ralph_ctl(Some(&path), &me).unwrap();
+        assert_eq!(
+            std::env::split_paths(&got).collect::<Vec<_>>(),
+            [PathBuf::from("/usr/bin"), ours.clone()]
+        );
+        assert_eq!(
+            path_with_ralph_ctl(None, &me).map(|p| std::env::split_paths(&p).collect::<Vec<_>>()),
+            Some(vec![ours.clone()])
+        );
+        // One on PATH already (the person's, or this one): PATH stays.
+        let path = std::env::join_paths([&theirs]).unwrap();
+        assert_eq!(path_with_ralph_ctl(Some(&path), &me), None);
+        assert_eq!(
+            path_with_ralph_ctl(Some(&path), Path::new("ralph-ctl")),
+            None
+        );
     }
 
     #[test]
@@ -870,7 +902,7 @@ mod tests {
             notice: None,
         };
         let protected = [PathBuf::from("/p/.claude/ralph")];
-        let allow = allow_rules(["make test"]);
+        let allow = allow_rules(Some(Path::new("/bin/ralph-ctl")));
         let s = settings(&sandboxed, &protected, &allow, Some("/bin/hook"), true).unwrap();
         let mut deny = vec![
             "Edit(//p/.claude/ralph)",
@@ -906,7 +938,12 @@ mod tests {
         assert_eq!(s.get("sandbox"), None);
         assert_eq!(
             s["permissions"]["allow"],
-            json!(["Bash(make test:*)", "Bash(git add:*)", "Bash(git commit:*)"])
+            json!([
+                "Bash(ralph-ctl check:*)",
+                "Bash(/bin/ralph-ctl check:*)",
+                "Bash(git add:*)",
+                "Bash(git commit:*)"
+            ])
         );
         let nothing = Plan {
             sandboxed: false,

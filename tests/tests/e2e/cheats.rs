@@ -352,3 +352,133 @@ fn forges_a_signed_completion_through_the_allowed_check(client: ClientVersion) {
         "`ralph-ctl check` ran for the agent: {results}"
     );
 }
+
+#[allow(unsafe_code)]
+fn is_root() -> bool {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs a cheat whose `calc.py` (still subtracting) does its work when the
+/// loop's check imports it, on `client` in the mode ralph chooses; the
+/// agent writes `files` and claims done. Panics when the loop ended
+/// `complete`; returns what the imports recorded in `probe/`.
+fn cheat_through_the_check(
+    name: &str,
+    client: ClientVersion,
+    files: impl Fn(&std::path::Path, &std::path::Path) -> Vec<(String, String)>,
+) -> Vec<String> {
+    let project = project(name);
+    project.write("probe/.keep", "");
+    let root = std::fs::canonicalize(&project.root).unwrap();
+    let key = project.key_dir().join("record.key");
+    // The client writes over a file only once it has read it.
+    let script: Vec<Reply> = files(&root, &key)
+        .into_iter()
+        .flat_map(|(path, text)| {
+            let path = root.join(path).display().to_string();
+            let read = std::path::Path::new(&path)
+                .exists()
+                .then(|| Reply::ToolUse {
+                    name: "Read".into(),
+                    input: serde_json::json!({ "file_path": path }),
+                });
+            read.into_iter().chain([Reply::write(path, text)])
+        })
+        .collect();
+    let api = MockApi::start(move |turn, _| {
+        script
+            .get(turn)
+            .cloned()
+            .unwrap_or_else(|| Reply::text(done()))
+    });
+    let scenario =
+        Scenario::around(project, client).exact_args(&["--headless", "--max-iterations", "3"]);
+    let outcome = scenario.run(&api);
+    let records = probe_records(&root);
+    assert_ne!(
+        outcome.state["status"], "complete",
+        "cheat {name} ended the loop complete: {records:?}\n{outcome:?}"
+    );
+    assert_ne!(outcome.run.code, Some(0), "{outcome:?}");
+    records
+}
+
+// As root, the module the check imports unmounts the empty folder laid over
+// ralph's key, reads the key and signs a completion (bubblewrap kept root's
+// capabilities). The check holds none.
+#[ralph_tests::on_both_clients]
+fn unmounts_the_key_folder_from_the_check(client: ClientVersion) {
+    if !is_root() {
+        eprintln!("skipped: not root (a check without capabilities is the point)");
+        return;
+    }
+    let records = cheat_through_the_check("umount_key", client, |root, key| {
+        let keys = key.parent().unwrap().display().to_string();
+        let claude = root.join(".claude").display().to_string();
+        // The tmpfs over the key and the read-only mounts over ralph's
+        // files taken off, as root can.
+        let calc = format!(
+            "import subprocess as _sp\nfor _m in ({keys:?}, {claude:?}, {claude:?}):\n    \
+             _sp.run(['umount', _m], capture_output=True)\n{}",
+            forging_calc(root, key)
+        );
+        vec![("calc.py".into(), calc)]
+    });
+    assert!(
+        !records.is_empty() && records.iter().all(|r| r.starts_with("refused")),
+        "the check imported the agent's module, and it could not read the key: {records:?}"
+    );
+}
+
+// The module the check imports asks the person's tmux server (a socket
+// under /tmp, as for anyone who runs an overnight loop in tmux) to type a
+// command: a script of the agent's that reads ralph's key and signs a
+// completion, outside every wall. The check cannot make a unix socket.
+#[ralph_tests::on_both_clients]
+fn asks_the_persons_tmux_to_sign_a_completion(client: ClientVersion) {
+    use std::os::unix::net::UnixListener;
+    let socket = std::path::PathBuf::from(format!(
+        "/tmp/ralph-cheat-tmux-{client:?}-{}.sock",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).unwrap();
+    // The person's tmux: what it is sent is typed into their shell.
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::Read;
+            let mut stream = stream;
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(3)));
+            let mut typed = String::new();
+            let _ = stream.read_to_string(&mut typed);
+            let _ = std::process::Command::new("sh")
+                .args(["-c", &typed])
+                .status();
+        }
+    });
+    let at = socket.display().to_string();
+    let records = cheat_through_the_check("tmux", client, move |root, key| {
+        let forge = root.join("forge.py").display().to_string();
+        let probe = root.join("probe").display().to_string();
+        let calc = format!(
+            "import os, socket\ntry:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect({at:?})\n    \
+             s.sendall(b'python3 {forge}')\n    s.close()\n    said = 'typed'\nexcept OSError as e:\n    \
+             said = 'refused: %s' % e\nopen(os.path.join({probe:?}, 'import-%s.txt' % os.urandom(8).hex()), 'w').write(said)\n\n\n\
+             def add(a, b):\n    return a - b\n"
+        );
+        vec![
+            ("forge.py".into(), forging_calc(root, key)),
+            ("calc.py".into(), calc),
+        ]
+    });
+    let _ = std::fs::remove_file(&socket);
+    let imports: Vec<&String> = records
+        .iter()
+        .filter(|r| r.starts_with("typed") || r.starts_with("refused: [Errno 1]"))
+        .collect();
+    assert!(
+        !imports.is_empty() && imports.iter().all(|r| r.starts_with("refused")),
+        "the check imported the agent's module, and it reached no socket: {records:?}"
+    );
+}

@@ -11,7 +11,12 @@
 //! worktree ralph made under `.claude/worktrees/<name>`, its record
 //! `.git/worktrees/<name>` (the id ralph checked when it made it), and
 //! [`command`] passes them with the configuration that turns off every
-//! program the repository could name ([`FIXED_CONFIG`]).
+//! program the repository could name ([`FIXED_CONFIG`]). What the agent
+//! changed among those files meanwhile is [`record`]'s business, and the
+//! lock files it left [`locks`]'.
+
+pub mod locks;
+pub mod record;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -136,7 +141,8 @@ impl GitPlace {
     ///   (its `.git` file and `gitdir` are never read);
     /// - in a checkout whose `.git` is a file ralph did not make (the person's
     ///   own worktree or a submodule): the file's `gitdir:` and that folder's
-    ///   `commondir`, as git reads them.
+    ///   `commondir`, as git reads them (a loop compares them with its start:
+    ///   [`record`]).
     ///
     /// git's refs do not follow `GIT_COMMON_DIR` but the `commondir` file in
     /// `GIT_DIR` (git 2.47's files backend reads it itself), so a

@@ -150,8 +150,9 @@ pub(crate) fn for_project(paths: &ralph_core::paths::ProjectPaths) -> Option<Con
     }
 }
 
-/// Whether the lock file at `lock` is one ralph holds (or held).
-fn is_ralphs(lock: &Path) -> bool {
+/// Whether the lock file at `lock` is one ralph holds (or held): the lock
+/// files left in `.git` that ralph removes never include it.
+pub(crate) fn is_ralphs(lock: &Path) -> bool {
     std::fs::read_to_string(lock).is_ok_and(|text| text.starts_with(MARK))
 }
 

@@ -26,6 +26,7 @@ use crate::judge::completion::GateResult;
 use crate::judge::config::{Config, ConfigError, EnvSource, FileLayers};
 use crate::judge::decision::{self, MessageSource, Observation, PassReason, Verdict};
 use crate::judge::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
+use crate::observe::own_git;
 use crate::observe::plan::{self, PlanReport};
 use crate::observe::process::walls::{Walls, WallsWanted};
 use crate::observe::progress;
@@ -163,6 +164,15 @@ pub trait World {
         commands: &[VerifyCommand],
     ) -> Vec<String> {
         resolved::changes(root, project, before, commands)
+    }
+    /// The files in the repository of `project` that send git elsewhere and
+    /// differ from `before`, the loop's start, each in words (see
+    /// [`own_git::record::changes`]).
+    fn git_changes(&self, project: &Path, before: &own_git::record::GitRecord) -> Vec<String> {
+        own_git::record::changes(project, before)
+            .iter()
+            .map(own_git::record::Changed::describe)
+            .collect()
     }
     /// The time to record, RFC 3339.
     fn now(&self) -> Timestamp;
@@ -548,6 +558,13 @@ fn check_claim(
             commands,
             config.sandbox.walls(),
         ));
+    }
+    // ... and git's own files that send it elsewhere, likewise (a queue
+    // item's are judged by its worker before it lands: a change keeps it
+    // from landing, for review).
+    let item = paths.is_item();
+    if let (true, Some(before), false) = (claim.assessment.claimed, &owned.git_record, item) {
+        observed.git_changes = Some(world.git_changes(&paths.root, before));
     }
     // A claim is compared with the protected files at the loop's start.
     if let (true, Some(before)) = (claim.assessment.claimed, &owned.protected_files) {
@@ -1661,6 +1678,47 @@ mod tests {
             "{reason}"
         );
         assert!(!state(&paths).last_claim.unwrap().accepted);
+    }
+
+    #[test]
+    fn a_claim_made_while_a_commondir_leads_git_elsewhere_is_rejected_naming_it() {
+        let (_d, paths) = project(None);
+        std::fs::create_dir_all(paths.root.join(".git/objects")).unwrap();
+        // What `ralph-ctl start` records.
+        let mut started = state(&paths);
+        let place = own_git::GitPlace::find(&paths.root).unwrap();
+        started.git_record = Some(own_git::record::record(&place));
+        StateStore::new(&paths)
+            .lock(true)
+            .unwrap()
+            .write(&started)
+            .unwrap();
+        std::fs::write(paths.root.join(".git/commondir"), "/tmp/evil\n").unwrap();
+        let world = FakeWorld::new(IterationTail::default());
+        let signal = Config::default().completion_signal;
+        let report = run_stop(
+            &paths,
+            &[],
+            &stop(&format!("Done.\n{signal}")),
+            &world,
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        let Answer::Block { reason, .. } = report.answer else {
+            panic!("a rejected claim goes on: {:?}", report.answer);
+        };
+        assert!(
+            reason.contains("git_unchanged gate: ")
+                && reason.contains(".git/commondir appeared (it holds `/tmp/evil`)"),
+            "{reason}"
+        );
+        let claim = state(&paths).last_claim.unwrap();
+        assert!(!claim.accepted);
+        let last = state(&paths).history.last().unwrap().claim.clone().unwrap();
+        assert_eq!(
+            last.failed_gates,
+            vec![crate::judge::completion::Gate::GitUnchanged]
+        );
     }
 
     #[test]

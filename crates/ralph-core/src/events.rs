@@ -143,6 +143,10 @@ pub enum Event {
     /// The hook could not go on at a stop (why, one line): a `problem`
     /// line of the audit log, the loop left as it was.
     ProblemSeen(String),
+    /// ralph tidied the repository's `.git` after the agent (a file that
+    /// sent git elsewhere put back, a lock file no process held removed):
+    /// what, one line, for a `git` line of the audit log.
+    GitTidied(String),
     /// A worker of a queue run took a backlog item.
     ItemTaken {
         /// The item's id.
@@ -479,6 +483,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             vec![log(state, LogEvent::Reload, why)]
         }
         Event::ProblemSeen(why) => vec![log(state, LogEvent::Problem, why)],
+        Event::GitTidied(what) => vec![log(state, LogEvent::Git, what)],
         Event::Joined(process) => {
             if let Some(queue) = state.queue.as_mut() {
                 // The most recent few: older ones are long gone.

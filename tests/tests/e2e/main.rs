@@ -18,6 +18,7 @@ mod formula;
 mod fresh;
 mod integrity;
 mod interactive;
+mod own_git;
 mod pacing;
 mod permissions;
 mod pinning;

@@ -74,6 +74,10 @@ pub enum Gate {
     /// program, Python module, package.json script, makefile and runner
     /// configuration (`checkResolution`).
     CheckUnchanged,
+    /// No file in `.git` that sends git elsewhere (`commondir`, `gitdir`,
+    /// `config.worktree`, alternates, grafts, `shallow`) differs from the
+    /// loop's start (`gitRecord`).
+    GitUnchanged,
     /// The iteration's calls were not refused for lack of permission while
     /// nothing changed (work the client would not let happen is not done).
     Permission,
@@ -90,6 +94,7 @@ impl Gate {
             Gate::TestCount => "test_count",
             Gate::ProtectedPaths => "protected_paths",
             Gate::CheckUnchanged => "check_unchanged",
+            Gate::GitUnchanged => "git_unchanged",
             Gate::Permission => "permission",
         }
     }
@@ -407,6 +412,9 @@ pub struct Integrity<'a> {
     /// What the verify commands resolve to differently from the loop's
     /// start (`None`: nothing to compare with).
     pub check_changes: Option<&'a [String]>,
+    /// The files in `.git` that send git elsewhere and differ from the
+    /// loop's start (`None`: nothing to compare with).
+    pub git_changes: Option<&'a [String]>,
 }
 
 /// Judges a claim: the plan, the status block's consistency, the
@@ -517,7 +525,30 @@ pub fn gates(
     if let Some(changes) = integrity.check_changes {
         out.push(check_unchanged_gate(changes));
     }
+    if let Some(changes) = integrity.git_changes {
+        out.push(git_unchanged_gate(changes));
+    }
     out
+}
+
+/// The git-unchanged gate: no file in `.git` that sends git elsewhere
+/// differs from the loop's start (see [`crate::observe::own_git::record`]).
+fn git_unchanged_gate(changes: &[String]) -> GateResult {
+    GateResult {
+        gate: Gate::GitUnchanged,
+        passed: changes.is_empty(),
+        detail: if changes.is_empty() {
+            "nothing in .git sends git elsewhere than at the start".into()
+        } else {
+            format!(
+                "files in .git that send git to another folder differ from the loop's start: {}; \
+                 ralph's git never follows them, but the person's git would (and run the programs \
+                 that folder's configuration names): remove a file that was not there at the start, \
+                 put back one that was (a worktree's commondir holds `../..`)",
+                changes.join("; ")
+            )
+        },
+    }
 }
 
 /// The check-unchanged gate: each verify command runs what it ran at the
@@ -681,7 +712,9 @@ pub fn accepted_summary(results: &[GateResult], verify_off_by_formula: bool) -> 
             Gate::StatusBlock => "the status block says COMPLETE".to_string(),
             Gate::Verification => format!("verified: {}", gate.detail),
             Gate::TestCount => format!("test counts: {}", gate.detail),
-            Gate::ProtectedPaths | Gate::CheckUnchanged | Gate::Permission => gate.detail.clone(),
+            Gate::ProtectedPaths | Gate::CheckUnchanged | Gate::GitUnchanged | Gate::Permission => {
+                gate.detail.clone()
+            }
         });
     }
     let mut text = format!("checked: {}", checked.join(", "));
@@ -1317,6 +1350,7 @@ mod tests {
                 allow_fewer_tests: allow,
                 protected_changes: None,
                 check_changes: None,
+                git_changes: None,
             };
             let gates = gates(
                 &assessment,
@@ -1351,6 +1385,34 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_git_pointer_fails_the_claim_and_is_named() {
+        let assessment = strict(&format!("done\n{S}"));
+        let changed = [".git/commondir appeared (it holds `/tmp/evil`)".to_string()];
+        let none: Vec<String> = vec![];
+        for (changes, failed) in [
+            (Some(&changed[..]), true),
+            (Some(&none[..]), false),
+            (None, false),
+        ] {
+            let integrity = Integrity {
+                git_changes: changes,
+                ..Integrity::default()
+            };
+            let gates = gates(&assessment, &PlanReport::default(), &[], None, &integrity);
+            let gate = gates.iter().find(|g| g.gate == Gate::GitUnchanged);
+            assert_eq!(gate.is_some(), changes.is_some());
+            assert_eq!(gate.is_some_and(|g| !g.passed), failed);
+            let notice = failure_notice(&assessment, &gates);
+            assert_eq!(
+                notice.contains("- git_unchanged gate: ")
+                    && notice.contains(".git/commondir appeared"),
+                failed,
+                "{notice}"
+            );
+        }
+    }
+
+    #[test]
     fn a_changed_protected_file_fails_the_claim_and_is_named() {
         let assessment = strict(&format!("done\n{S}"));
         let changed = ["tests/test_calc.py".to_string()];
@@ -1363,6 +1425,7 @@ mod tests {
             let integrity = Integrity {
                 protected_changes: changes,
                 check_changes: None,
+                git_changes: None,
                 ..Integrity::default()
             };
             let gates = gates(&assessment, &PlanReport::default(), &[], None, &integrity);

@@ -61,6 +61,10 @@ pub struct Observation {
     /// start, read when a claim is made (`None`: nothing recorded at the
     /// start to compare with).
     pub check_changes: Option<Vec<String>>,
+    /// The files in `.git` that send git elsewhere and differ from the
+    /// loop's start, named, read when a claim is made (`None`: nothing
+    /// recorded at the start to compare with).
+    pub git_changes: Option<Vec<String>>,
     /// The previous iteration's final message, when its stop could not see
     /// it in time (`transcript_behind`) and it is in the transcript now: a
     /// completion claim in it is judged at this stop.
@@ -100,6 +104,7 @@ impl Observation {
             verification: None,
             protected_changes: None,
             check_changes: None,
+            git_changes: None,
             late_message: None,
             tools_incomplete: false,
             usage: UsageReading::default(),
@@ -654,6 +659,7 @@ pub fn claim_gates(
             allow_fewer_tests: config.completion.allow_fewer_tests,
             protected_changes: observed.protected_changes.as_deref(),
             check_changes: observed.check_changes.as_deref(),
+            git_changes: observed.git_changes.as_deref(),
         },
     );
     // Unknown change counts as none: the refusal is known, the work is

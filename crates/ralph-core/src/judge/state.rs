@@ -530,6 +530,12 @@ pub struct LoopState {
     /// resolves differently is rejected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_resolution: Option<crate::observe::resolved::ResolvedChecks>,
+    /// The files in `.git` that send git elsewhere (`commondir`, `gitdir`,
+    /// `config.worktree`, alternates, grafts, `shallow`), as the start
+    /// found them: a claim made while one differs is rejected, and the
+    /// loop's end puts them back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_record: Option<crate::observe::own_git::record::GitRecord>,
     /// What decides this loop, fixed when it started (the config files'
     /// texts, a formula run's formula); `None` in a state written before
     /// pinning, which its next stop pins (the pin module).
@@ -764,6 +770,7 @@ impl LoopState {
             test_baseline: Vec::new(),
             protected_files: None,
             check_resolution: None,
+            git_record: None,
             pinned: None,
             config_drift: None,
             run_mode: None,

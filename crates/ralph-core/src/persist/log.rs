@@ -68,6 +68,9 @@ pub enum LogEvent {
     Reload,
     /// A queue run's item was taken or settled.
     Item,
+    /// ralph tidied the repository's `.git` after the agent: a file that
+    /// sent git elsewhere put back, a lock file no process held removed.
+    Git,
 }
 
 impl LogEvent {
@@ -87,6 +90,7 @@ impl LogEvent {
             LogEvent::ConfigChanged => "config_changed",
             LogEvent::Reload => "reload",
             LogEvent::Item => "item",
+            LogEvent::Git => "git",
         }
     }
 }

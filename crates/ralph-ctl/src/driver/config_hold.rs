@@ -125,8 +125,10 @@ pub(crate) fn hold(git_dir: &Path) -> Result<ConfigHold, NotHeld> {
 /// git folder's) for a queue run, said on stderr, or `None` (and why, said)
 /// when it cannot be had.
 pub(crate) fn for_project(paths: &ralph_core::paths::ProjectPaths) -> Option<ConfigHold> {
-    let git_dir = match super::worktree::git(&paths.root, &["rev-parse", "--git-common-dir"]) {
-        Ok(dir) => paths.root.join(dir),
+    // The common folder as ralph finds it (never where a `commondir` the
+    // agent wrote would send git).
+    let git_dir = match ralph_core::observe::own_git::GitPlace::find(&paths.root) {
+        Ok(place) => place.common_dir,
         Err(e) => {
             super::say(&format!("warning: {e}"));
             return None;
@@ -148,8 +150,9 @@ pub(crate) fn for_project(paths: &ralph_core::paths::ProjectPaths) -> Option<Con
     }
 }
 
-/// Whether the lock file at `lock` is one ralph holds (or held).
-fn is_ralphs(lock: &Path) -> bool {
+/// Whether the lock file at `lock` is one ralph holds (or held): the lock
+/// files left in `.git` that ralph removes never include it.
+pub(crate) fn is_ralphs(lock: &Path) -> bool {
     std::fs::read_to_string(lock).is_ok_and(|text| text.starts_with(MARK))
 }
 

@@ -327,7 +327,9 @@ struct Iteration {
 }
 
 impl Driver<'_> {
-    /// Runs the client until the loop ends; the signals are given back.
+    /// Runs the client until the loop ends, then tidies `.git` after its
+    /// agent (an item's worker does that itself: what it finds decides the
+    /// item); the signals are given back.
     fn drive(mut self) -> (CmdResult, Signals) {
         let result = loop {
             match self.iteration() {
@@ -336,6 +338,14 @@ impl Driver<'_> {
                 Err(e) => break Err(e),
             }
         };
+        if self.mode.item().is_none() {
+            let record = StateStore::new(self.paths)
+                .read()
+                .ok()
+                .flatten()
+                .and_then(|state| state.git_record);
+            super::git_tidy::after_loop(self.paths, record.as_ref(), None);
+        }
         (result, self.signals)
     }
 

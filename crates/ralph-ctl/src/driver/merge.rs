@@ -785,6 +785,106 @@ mod tests {
         assert!(!marks.exists(), "the repository's merge driver ran");
     }
 
+    /// An executable that leaves `marks/<name>` when run (and fails, as a
+    /// signing program that signs nothing).
+    fn marking_program(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+        let marks = dir.join("marks");
+        std::fs::create_dir_all(&marks).unwrap();
+        let program = dir.join(format!("{name}.sh"));
+        std::fs::write(
+            &program,
+            format!("#!/bin/sh\ntouch {}/{name}\nexit 1\n", marks.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(
+            &program,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        (program, marks.join(name))
+    }
+
+    #[test]
+    fn the_landing_signs_nothing_whatever_the_repository_asks() {
+        let (dir, root, plan, claims) = repo();
+        let left = worked(&plan, "item-left", "left.txt", "left\n");
+        let loose = plan.create("item-loose").unwrap();
+        std::fs::write(loose.path.join("loose.txt"), "x\n").unwrap();
+        let (program, ran) = marking_program(dir.path(), "gpg");
+        for (key, value) in [
+            ("commit.gpgSign", "true"),
+            ("gpg.program", program.to_str().unwrap()),
+            ("merge.verifySignatures", "true"),
+            ("core.fsmonitor", program.to_str().unwrap()),
+        ] {
+            sh(&root, &["config", key, value]);
+        }
+        // A rebase, a tick commit and a fast-forward; then leftovers
+        // committed, rebased, ticked, fast-forwarded.
+        assert!(matches!(
+            land_it(&root, &left, &item("left"), &[], &claims),
+            Landed::Merged { .. }
+        ));
+        assert!(matches!(
+            land_it(&root, &loose, &item("right"), &[], &claims),
+            Landed::Merged { .. }
+        ));
+        assert!(
+            !ran.exists(),
+            "the landing ran the repository's gpg.program"
+        );
+    }
+
+    #[test]
+    fn a_worktree_whose_commondir_leads_elsewhere_is_never_landed_through() {
+        let (dir, root, plan, claims) = repo();
+        let tree = worked(&plan, "item-left", "left.txt", "left\n");
+        let (program, ran) = marking_program(dir.path(), "gpg");
+        // The agent's folder: the repository copied, signing asked with its
+        // own program; the item's record sent there.
+        let evil = dir.path().join("evil");
+        let copied = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(root.join(".git"))
+            .arg(&evil)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        let mut config = std::fs::read_to_string(evil.join("config")).unwrap();
+        config.push_str(&format!(
+            "[commit]\n\tgpgSign = true\n[gpg]\n\tprogram = {}\n",
+            program.display()
+        ));
+        std::fs::write(evil.join("config"), config).unwrap();
+        let record = root.join(".git/worktrees/item-left/commondir");
+        std::fs::write(&record, format!("{}\n", evil.display())).unwrap();
+        let before = git(&root, &["rev-parse", "main"]).unwrap();
+        let why = match land(&Landing {
+            root: &root,
+            base: "main",
+            worktree: &tree,
+            item: &item("left"),
+            plan: Some(Path::new("PLAN.md")),
+            source: None,
+            verify: &[],
+            claims: &claims,
+            expected_base: None,
+            walls: WallsWanted::Off,
+            remote: None,
+            fetch: None,
+            ran: (0, 0.0),
+        }) {
+            Err(e) => e.to_string(),
+            Ok(other) => panic!("landed through it: {other:?}"),
+        };
+        assert!(
+            why.contains(".git/worktrees/item-left/commondir") && why.contains("evil"),
+            "{why}"
+        );
+        assert!(!ran.exists(), "the landing ran the agent's gpg.program");
+        assert_eq!(git(&root, &["rev-parse", "main"]).unwrap(), before);
+    }
+
     #[test]
     fn an_item_that_changes_what_decides_is_kept_for_review_naming_the_paths() {
         let (_d, root, plan, claims) = repo();

@@ -15,7 +15,8 @@
 //! ends a client whose driver died ([`watchdog`]), and whether the client
 //! was set up in this home at all ([`first_run`]), and the repository's
 //! `.git/config.lock` a queue run holds for its sandboxed workers
-//! ([`config_hold`]). A queue run ([`queue_run`], joined or opened by
+//! ([`config_hold`]), and `.git` tidied after a loop's agent
+//! ([`git_tidy`]). A queue run ([`queue_run`], joined or opened by
 //! [`queue_join`]) keeps its claims in [`claim_book`], lands items through
 //! [`merge`], and with `--remote` shares both with other machines through
 //! the git remote ([`remote`]).
@@ -29,6 +30,7 @@ pub(crate) mod config_hold;
 pub(crate) mod finish;
 pub(crate) mod first_run;
 pub(crate) mod fresh;
+pub(crate) mod git_tidy;
 pub(crate) mod launch;
 pub(crate) mod live;
 pub(crate) mod merge;

@@ -496,6 +496,11 @@ impl Shared<'_> {
                 signals,
             );
         };
+        // What the agent left in `.git`, put back before any git of the
+        // landing runs: a file that sent git elsewhere keeps the item from
+        // landing.
+        let tidied =
+            super::git_tidy::after_loop(&item_paths, state.git_record.as_ref(), Some(&tree));
         // Held from the landing to its record, so that the next item to
         // land finds the base as the run recorded it.
         let mut merge_lock = None;
@@ -505,6 +510,15 @@ impl Shared<'_> {
                 ItemState::Released,
                 format!(
                     "its claim was lost (another worker holds the item now); what it did stays on branch {branch} here"
+                ),
+                None,
+            ),
+            _ if !tidied.put_back.is_empty() => (
+                ItemState::NeedsReview,
+                format!(
+                    "its agent changed what git follows in .git ({}); ralph's git never followed it, \
+                     nothing of the item landed, and branch {branch} is kept for review",
+                    tidied.put_back.join("; ")
                 ),
                 None,
             ),
@@ -920,6 +934,10 @@ impl Shared<'_> {
             }
             say("this process's workers are done; the queue run goes on in the process working its last items");
             return Ok(exit_codes::OK);
+        }
+        // This process ends the run: `.git` tidied after the items' agents.
+        if let Found::Loop(state) = &found {
+            super::git_tidy::after_loop(self.paths, state.git_record.as_ref(), None);
         }
         // The items left to look at first; the closing line last, saying
         // what landed where and what to do next.

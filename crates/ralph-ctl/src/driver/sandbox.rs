@@ -242,15 +242,21 @@ pub(crate) fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// The parts of the repository's common git folder `root` uses (its
-/// `.git`, or for a worktree the main checkout's `.git` that its `.git`
-/// file and `commondir` lead to) that name programs git runs: `config`
+/// `.git`, or for a worktree ralph made the main checkout's `.git`, found
+/// by the worktree's name, never through its `.git` file or a `commondir`
+/// the agent could have rewritten: `own_git::GitPlace`) that name
+/// programs git runs: `config`
 /// and `config.worktree` (`core.fsmonitor`, `core.hooksPath`, a merge
 /// driver), `hooks`, and `info` (`info/attributes` names a merge driver
 /// or a filter). The next client, ralph's git and the merge queue's
 /// rebase all read them. The rest (`index`, objects, refs, logs) stays
 /// writable: the agent commits. None outside a git project.
 pub(crate) fn git_paths(root: &Path) -> Vec<PathBuf> {
-    ralph_core::observe::process::walls::git_common_dir(root)
+    // Where the repository's own folder is, never where a `commondir` the
+    // agent wrote would send git.
+    ralph_core::observe::own_git::GitPlace::locate(root)
+        .ok()
+        .and_then(|place| std::fs::canonicalize(place.common_dir).ok())
         .map(|common| {
             ["config", "config.worktree", "hooks", "info"]
                 .iter()
@@ -996,10 +1002,18 @@ mod tests {
             &["worktree", "add", "-q", "-b", "w1", tree.to_str().unwrap()],
         );
         assert_eq!(git_paths(&tree), wanted);
+        // A project in a subfolder of the repository: the repository's.
+        let sub = main.join("sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        assert_eq!(git_paths(&sub), wanted);
+        // A commondir the agent wrote changes none of it.
+        std::fs::write(common.join("commondir"), "/elsewhere\n").unwrap();
+        std::fs::write(common.join("worktrees/w1/commondir"), "/elsewhere\n").unwrap();
+        assert_eq!(git_paths(&main), wanted);
+        assert_eq!(git_paths(&tree), wanted);
         // Not a git project: none.
-        let plain = tmp.path().join("plain");
-        std::fs::create_dir_all(&plain).unwrap();
-        assert_eq!(git_paths(&plain), Vec::<PathBuf>::new());
+        let outside = crate::testdir::new("git-paths-plain");
+        assert_eq!(git_paths(outside.path()), Vec::<PathBuf>::new());
     }
 
     #[test]

@@ -213,6 +213,7 @@ pub(crate) fn open_loop(
         false => test_baseline(paths, config),
     };
     let protected_files = protected_files(paths, config)?;
+    let git_record = git_record(paths)?;
     ignore_runtime(paths)?;
     let now = time::Timestamp::now();
     let mut state = LoopState::new(session.clone(), max, now);
@@ -220,6 +221,7 @@ pub(crate) fn open_loop(
     state.test_baseline = test_baseline;
     state.protected_files = protected_files;
     state.check_resolution = check_resolution;
+    state.git_record = git_record;
     state.pinned = Some(pin);
     // The baseline the first stop is compared with: no change by then is no progress.
     state.breaker.progress = progress::baseline(&paths.root);
@@ -281,6 +283,20 @@ pub(crate) fn open_loop(
         max_iterations: max,
         walls: config.sandbox.walls(),
     })
+}
+
+/// The files in `.git` that send git elsewhere, as they are at the loop's
+/// start (`None` outside git); a repository whose `commondir` already
+/// leads git elsewhere is refused, naming the file and the fix.
+fn git_record(
+    paths: &ProjectPaths,
+) -> Result<Option<ralph_core::observe::own_git::record::GitRecord>, CtlError> {
+    use ralph_core::observe::own_git::{record, GitPlace, PlaceError};
+    match GitPlace::find(&paths.root) {
+        Ok(place) => Ok(Some(record::record(&place))),
+        Err(PlaceError::NoRepository(_)) => Ok(None),
+        Err(e) => Err(CtlError::Refused(e.to_string())),
+    }
 }
 
 /// What a loop without a completion check is told at its start.

@@ -12,8 +12,9 @@ use std::process::Stdio;
 
 use crate::error::CtlError;
 
-/// Folder (relative to the project root) holding the iterations' worktrees.
-pub(crate) const WORKTREES_DIR: &str = ".claude/worktrees";
+/// Folder (relative to the project root) holding the iterations' worktrees
+/// (where ralph's git finds a worktree's record by its name).
+pub(crate) const WORKTREES_DIR: &str = ralph_core::observe::own_git::WORKTREES_DIR;
 
 /// How a loop's iterations get their worktrees.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,9 +50,10 @@ pub(crate) enum Finished {
 
 /// Runs git in `dir`; its stdout, or an error naming the command and what
 /// git said. Always through the hook's safe configuration
-/// (`progress::safe_git`): the agent can write the repository's
-/// configuration, hooks and attributes, and the driver must never run a
-/// program it named (an fsmonitor, a post-checkout hook, a filter).
+/// (`progress::safe_git`, `own_git`): in the folders ralph found itself
+/// (never through a `.git` file or `commondir` the agent could have
+/// rewritten), and with no program the repository names (an fsmonitor, a
+/// post-checkout hook, a filter, a signing program).
 pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
     let mut command =
         ralph_core::observe::progress::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
@@ -81,6 +83,10 @@ pub(crate) fn plan(
     base_ref: Option<&str>,
     keep_all: bool,
 ) -> Result<WorktreePlan, CtlError> {
+    match ralph_core::observe::own_git::GitPlace::find(root) {
+        Ok(_) | Err(ralph_core::observe::own_git::PlaceError::NoRepository(_)) => {}
+        Err(e) => return Err(CtlError::BadArgument(format!("--worktree: {e}"))),
+    }
     let inside = git(root, &["rev-parse", "--is-inside-work-tree"]).unwrap_or_default();
     if inside != "true" {
         return Err(CtlError::BadArgument(format!(
@@ -156,6 +162,7 @@ impl WorktreePlan {
         }
         worktree.created = true;
         let path = worktree.path.to_string_lossy().into_owned();
+        self.clear_stale_record(name)?;
         git(
             &self.root,
             &[
@@ -171,7 +178,51 @@ impl WorktreePlan {
                 &self.base,
             ],
         )?;
+        self.check_record(&worktree, name)?;
         Ok(worktree)
+    }
+
+    /// A record `.git/worktrees/<name>` left by a worktree whose folder is
+    /// gone: git would name the new one's record otherwise (`<name>1`), and
+    /// ralph finds a worktree's record by its name. `git worktree prune`
+    /// drops such records (what `git gc` does in time).
+    fn clear_stale_record(&self, name: &str) -> Result<(), CtlError> {
+        let Ok(place) = ralph_core::observe::own_git::GitPlace::find(&self.root) else {
+            return Ok(());
+        };
+        if place.worktree_record(name).exists() {
+            git(&self.root, &["worktree", "prune"])?;
+        }
+        Ok(())
+    }
+
+    /// The worktree git just made has its record where ralph will look for
+    /// it: `.git/worktrees/<name>`, as its `.git` file says now (ralph's
+    /// git made it a moment ago; the agent has not run there yet).
+    fn check_record(&self, worktree: &Worktree, name: &str) -> Result<(), CtlError> {
+        let place = ralph_core::observe::own_git::GitPlace::find(&worktree.path)
+            .map_err(|e| CtlError::Client(e.to_string()))?;
+        let written = std::fs::read_to_string(worktree.path.join(".git")).unwrap_or_default();
+        let named = written
+            .trim()
+            .strip_prefix("gitdir:")
+            .map(|dir| worktree.path.join(dir.trim()));
+        let same = named
+            .as_deref()
+            .and_then(|dir| std::fs::canonicalize(dir).ok())
+            .zip(std::fs::canonicalize(&place.git_dir).ok())
+            .is_some_and(|(a, b)| a == b);
+        if same {
+            return Ok(());
+        }
+        Err(CtlError::Client(format!(
+            "git recorded the worktree {} elsewhere than {} ({}): remove the worktree \
+             (`git worktree remove --force {}`) and run `git worktree prune`",
+            worktree.path.display(),
+            place.worktree_record(name).display(),
+            written.trim(),
+            worktree.path.display()
+        )))
     }
 
     /// After the iteration: removes `worktree` and its branch when it holds

@@ -3,23 +3,9 @@
 //! listing parsed, and git's process waited for within the reading's deadline.
 
 use super::*;
+use crate::observe::own_git;
 pub(super) use crate::observe::process::group::Waiting;
 use crate::observe::process::group::{Collected, GroupChild, Lifetime};
-
-/// Environment variables removed for every git call: those that would point
-/// git at another repository or index than the one holding the project, an
-/// external diff program, and `GIT_CONFIG`, with which `git config` would
-/// read that one file instead of what `git status` reads.
-pub(super) const GIT_REMOVED_VARS: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
-    "GIT_EXTERNAL_DIFF",
-    "GIT_CONFIG",
-];
 
 /// The nearest folder, `root` or above, holding `.git` (a folder, or a file
 /// for worktrees and submodules): where git will find the repository, and
@@ -38,61 +24,36 @@ pub(super) enum GitListing {
     Failed,
 }
 
-/// `git` run from `root` with the fixed configuration every call gets, so
-/// that nothing the repository's or the user's configuration says can make
-/// it start another program (the agent can edit `.git/config`,
-/// `.gitattributes` and `.git/info/attributes`, and the hook must never run
-/// a program it named):
-///
-/// - `core.fsmonitor=false`: no fsmonitor hook, no fsmonitor daemon;
-/// - `core.hooksPath=/dev/null`: no hook from the hooks folder (none of the
-///   commands used runs a hook anyway: `git status` runs one only when it
-///   writes the index, which `GIT_OPTIONAL_LOCKS=0` rules out);
-/// - `--no-pager` (git never pages into a pipe anyway);
-/// - `GIT_CONFIG_NOSYSTEM=1`: the system-wide configuration is not read
-///   (nothing in it is needed to list changes, and its place depends on how
-///   git was built, which [`configuration_may_name_filters`] cannot know);
-/// - `GIT_NO_LAZY_FETCH=1` (git 2.45 and later) and `GIT_ALLOW_PROTOCOL`
-///   empty: a partial clone never fetches a missing object, so no transport,
-///   `core.sshCommand` or remote helper runs; `GIT_TERMINAL_PROMPT=0` and an
-///   empty `GIT_ASKPASS`: no credential prompt, no askpass program;
-/// - [`GIT_REMOVED_VARS`] removed.
+/// `git` run from `root` with the fixed configuration every call gets
+/// ([`own_git::command`]: the folders ralph found itself, no fsmonitor, no
+/// hook, no signing, no system configuration, no lazy fetch, no prompt),
+/// so that nothing the repository's or the user's configuration says can
+/// make it start another program (the agent can edit `.git/config`,
+/// `.gitattributes` and `.git/info/attributes`, and write a `commondir`
+/// that leads git elsewhere; the hook must never run a program it named).
+/// `None` for a folder in no repository ralph can settle (none, or one
+/// whose `commondir` leads git elsewhere): no git runs there.
 ///
 /// Filter drivers need their names: [`disabled_filters`]. `git status` also
 /// gets `--ignore-submodules=dirty`: it would otherwise run `git status` in
 /// each submodule, with that submodule's own configuration.
-pub(super) fn git_command(root: &Path) -> Command {
-    let mut command = Command::new("git");
-    command.args([
-        "--no-pager",
-        "-c",
-        "core.fsmonitor=false",
-        "-c",
-        "core.hooksPath=/dev/null",
-    ]);
-    command
-        .current_dir(root)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_NO_LAZY_FETCH", "1")
-        .env("GIT_ALLOW_PROTOCOL", "")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_ASKPASS", "");
-    for var in GIT_REMOVED_VARS {
-        command.env_remove(var);
-    }
-    command
+pub(super) fn git_command(root: &Path) -> Option<Command> {
+    let place = own_git::GitPlace::find(root).ok()?;
+    Some(own_git::command(&place, root))
 }
 
 /// A `git` command for any caller outside this module (the driver's
-/// worktrees): run from `root` with the same fixed configuration as the
-/// hook's calls ([`git_command`]: no fsmonitor, no hooks, no system
-/// configuration, no lazy fetch, no prompt) and every filter driver the
-/// configuration defines disabled, so that nothing the agent writes into
-/// `.git/config`, `.git/hooks` or an attributes file runs. `Err` says why no
-/// such command can be had (git does not answer within `timeout`, or a
-/// filter driver's name cannot be disabled); the caller then runs no git.
+/// worktrees, the merge queue, the remote's records): run from `root` in the
+/// folders ralph settled ([`own_git::GitPlace`]) with the same fixed
+/// configuration as the hook's calls ([`git_command`]: no fsmonitor, no
+/// hooks, no signing, no system configuration, no lazy fetch, no prompt)
+/// and every filter and merge driver the configuration defines disabled,
+/// so that nothing the agent writes into `.git` or an attributes file
+/// runs. `Err` says why no such command can be had (no repository ralph
+/// can settle, git does not answer within `timeout`, or a driver's name
+/// cannot be disabled); the caller then runs no git.
 pub fn safe_git(root: &Path, timeout: Duration) -> Result<Command, String> {
+    own_git::GitPlace::find(root).map_err(|e| e.to_string())?;
     let filters = disabled_filters(root, Instant::now() + timeout).map_err(|e| match e {
         GitListing::NotUsable => format!(
             "the git configuration of {} defines a filter driver whose name cannot be disabled \
@@ -117,7 +78,8 @@ pub fn safe_git(root: &Path, timeout: Duration) -> Result<Command, String> {
             timeout.as_secs()
         ),
     })?;
-    let mut command = git_command(root);
+    let mut command = git_command(root)
+        .ok_or_else(|| format!("no repository ralph can use holds {}", root.display()))?;
     command.args(filters).args(merges);
     Ok(command)
 }
@@ -212,7 +174,7 @@ fn driver_names(
     section: &str,
     regexp: &str,
 ) -> Result<Vec<OsString>, GitListing> {
-    let mut command = git_command(root);
+    let mut command = git_command(root).ok_or(GitListing::NotUsable)?;
     command.args([
         "config",
         "--null",
@@ -399,7 +361,9 @@ pub(super) fn git_listing(root: &Path, top: &Path) -> GitListing {
         Ok(filters) => filters,
         Err(listing) => return listing,
     };
-    let mut command = git_command(root);
+    let Some(mut command) = git_command(root) else {
+        return GitListing::NotUsable;
+    };
     command.args(filters).args([
         "-c",
         "core.quotepath=off",
@@ -442,7 +406,9 @@ pub(super) fn git_tree_changed(root: &Path, old: &str, new: &str, subfolder: boo
     // Two trees compared by object id: no file content is read, so no
     // filter, textconv or external diff could apply (and the last two are
     // off in diff-tree unless asked for; said again here).
-    let mut command = git_command(root);
+    let Some(mut command) = git_command(root) else {
+        return true;
+    };
     command.args([
         "diff-tree",
         "--quiet",

@@ -630,25 +630,6 @@ fn inherit_on_exec(command: &mut Command, fd: std::os::fd::OwnedFd) {
     }
 }
 
-/// The repository's common folder (`.git`, or for a worktree the main
-/// checkout's `.git` its `gitdir` file leads to), when `root` has one.
-pub fn git_common_dir(root: &Path) -> Option<PathBuf> {
-    let dot_git = root.join(".git");
-    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
-    if meta.is_dir() {
-        return Some(dot_git);
-    }
-    // A worktree: `.git` is a file, `gitdir: <its folder>`, and that folder's
-    // `commondir` names the common folder (relative to it).
-    let text = std::fs::read_to_string(&dot_git).ok()?;
-    let gitdir = Path::new(text.strip_prefix("gitdir:")?.trim());
-    let gitdir = root.join(gitdir);
-    let common = std::fs::read_to_string(gitdir.join("commondir"))
-        .map(|c| gitdir.join(c.trim()))
-        .unwrap_or(gitdir);
-    std::fs::canonicalize(common).ok()
-}
-
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;

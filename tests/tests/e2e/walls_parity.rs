@@ -6,11 +6,13 @@
 //! outside; mount, umount and remount; capabilities; a terminal; the
 //! variables that name the person's sockets) runs twice on 2.1.330: as the
 //! agent's own command in the client's sandbox (the mode ralph chooses),
-//! and as the loop's check. Whatever the client refuses the agent, the
-//! check must be refused too. A probe counts as allowed by what it did
-//! outside (the file the person then finds, the listener that was reached,
-//! the process that got the signal), or for what only changes the probe's
-//! own view (a mount, a capability, a variable), by what the probe saw.
+//! and as the loop's check (bubblewrap's walls; as root also Landlock's,
+//! bubblewrap hidden in a mount namespace). Whatever the client refuses the
+//! agent, the check must be refused too. A probe counts as allowed by what
+//! it did outside (the file the person then finds, the listener that was
+//! reached, the process that got the signal), or for what only changes the
+//! probe's own view (a mount, a capability, a variable) and for a write in
+//! `.git` (which ralph tidies at the loop's end), by what the probe saw.
 //! It runs as root and as an unprivileged user (uid 65534, the project and
 //! its HOME theirs), and prints its table (docs/security.md has it).
 
@@ -29,7 +31,9 @@ use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::json;
 
 /// The probes, in Python: each attempt's result goes to
-/// `parity-<who>.json` in the project (the one folder both may write).
+/// `parity-out/<who>.json` in the project (the one folder both may write;
+/// a folder, as Landlock's walls let a check create no entry at the
+/// project's top).
 const PROBE: &str = r#"import json, os, signal, socket, subprocess, sys
 who = sys.argv[1]
 cfg = json.load(open('parity-config.json'))
@@ -65,8 +69,8 @@ def run(command):
         if r.returncode:
             raise OSError((r.stderr or r.stdout).strip()[:160])
     return f
-os.makedirs('parity-mnt', exist_ok=True)
-attempt('mount a tmpfs', run('mount -t tmpfs none parity-mnt'))
+os.makedirs('parity-out/mnt', exist_ok=True)
+attempt('mount a tmpfs', run('mount -t tmpfs none parity-out/mnt'))
 attempt('umount the key folder', run('umount ' + cfg['key_dir']))
 attempt('umount /proc', run('umount /proc'))
 attempt('remount / read-write', run('mount -o remount,rw /'))
@@ -85,7 +89,7 @@ def variables():
         raise OSError('none set')
     return ' '.join(seen)
 attempt('see the session variables', variables)
-json.dump(res, open('parity-%s.json' % who, 'w'), indent=1)
+json.dump(res, open('parity-out/%s.json' % who, 'w'), indent=1)
 print('probed', len(res))
 "#;
 
@@ -187,8 +191,9 @@ impl Sentinel {
         Sentinel { child, mark }
     }
 
-    fn signalled(&self) -> bool {
-        self.mark.exists()
+    /// Whether it got the signal since the last time this was asked.
+    fn take_signal(&self) -> bool {
+        std::fs::remove_file(&self.mark).is_ok()
     }
 }
 
@@ -229,7 +234,34 @@ fn reachable(file: &Path, dir: &Path) -> PathBuf {
     to
 }
 
-/// One run of the battery: `who` is `agent` or `check`.
+/// `cmd` run where bubblewrap is not to be had, as in many containers: in
+/// a mount namespace of its own (as root) with `/dev/null` bound over every
+/// `bwrap` ralph would take, so that its checks are walled by Landlock.
+fn without_bubblewrap(cmd: Command) -> Command {
+    let mut wrapped = Command::new("unshare");
+    wrapped.args([
+        "-m",
+        "--",
+        "sh",
+        "-c",
+        "for b in /usr/bin/bwrap /usr/local/bin/bwrap; do \
+           [ -e \"$b\" ] && mount --bind /dev/null \"$b\"; done; exec \"$0\" \"$@\"",
+    ]);
+    wrapped.arg(cmd.get_program()).args(cmd.get_args());
+    wrapped.env_clear();
+    for (key, value) in cmd.get_envs() {
+        if let Some(value) = value {
+            wrapped.env(key, value);
+        }
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped
+}
+
+/// One run of the battery: `who` is `agent`, `check`, or
+/// `landlock` (the check where bubblewrap cannot run).
 struct Run {
     who: &'static str,
     project: PathBuf,
@@ -303,7 +335,9 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new(&format!("parity-{who}"));
     let verify = match who {
-        "check" => json!([{"name": "tests", "command": "python3 parity_probe.py check"}]),
+        "check" | "landlock" => {
+            json!([{"name": "tests", "command": format!("python3 parity_probe.py {who}")}])
+        }
         _ => json!([]),
     };
     project.write(
@@ -312,6 +346,7 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
     );
     project.write(".gitignore", "parity-*\n");
     project.write("parity_probe.py", PROBE);
+    project.write("parity-out/.keep", "");
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "the probes"]);
     // ralph installed by the binaries the runs' user reaches.
@@ -367,8 +402,11 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
     if let Some(uid) = uid {
         cmd.uid(uid).gid(uid);
     }
+    if who == "landlock" {
+        cmd = without_bubblewrap(cmd);
+    }
     let outcome = run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    let said = std::fs::read_to_string(root.join(format!("parity-{who}.json")))
+    let said = std::fs::read_to_string(root.join(format!("parity-out/{who}.json")))
         .unwrap_or_else(|e| panic!("the {who} battery left no results ({e}): {outcome:?}"));
     let results: BTreeMap<String, String> = serde_json::from_str(&said).unwrap();
     let run = Run {
@@ -404,7 +442,18 @@ impl Run {
         let mut allowed = BTreeMap::new();
         let mark = format!("parity {}", self.who);
         for path in &self.writes {
-            let written = std::fs::read_to_string(path).is_ok_and(|t| t.contains(&mark));
+            // In the project's `.git`, what the probe saw: ralph puts back
+            // what the agent left there (locks, a `gitdir`) when the loop
+            // ends. Elsewhere, what the person finds: a write to a temp
+            // folder of the check's own went through and reached no one.
+            let written = if path.starts_with(&self.project) {
+                let key = format!("write {}", path.display());
+                self.results
+                    .get(&key)
+                    .is_some_and(|r| r.starts_with("done"))
+            } else {
+                std::fs::read_to_string(path).is_ok_and(|t| t.contains(&mark))
+            };
             // Folders named by hashes differ between the two projects: one
             // row for them all, allowed when any was.
             *allowed
@@ -491,15 +540,29 @@ fn parity(uid: Option<u32>) {
     );
     let bins = base.join("bin");
     let (agent, agent_run) = run_battery("agent", uid, &shared, &bins);
-    let agent_signalled = shared.sentinel.signalled();
-    let (check, check_run) = run_battery("check", uid, &shared, &bins);
-    let check_signalled = shared.sentinel.signalled() && !agent_signalled;
     let mut agent_allowed = agent.allowed(&shared, &socket, &abstract_);
-    let mut check_allowed = check.allowed(&shared, &socket, &abstract_);
-    agent_allowed.insert("signal a process outside".into(), agent_signalled);
-    check_allowed.insert("signal a process outside".into(), check_signalled);
+    agent_allowed.insert(
+        "signal a process outside".into(),
+        shared.sentinel.take_signal(),
+    );
+    // The check as bubblewrap walls it, and as root also as Landlock does
+    // where bubblewrap cannot run (hidden from it in a mount namespace).
+    let mut checks = vec!["check"];
+    if uid.is_none() {
+        checks.push("landlock");
+    }
+    let mut runs = Vec::new();
+    for who in checks {
+        let (run, said) = run_battery(who, uid, &shared, &bins);
+        let mut allowed = run.allowed(&shared, &socket, &abstract_);
+        allowed.insert(
+            "signal a process outside".into(),
+            shared.sentinel.take_signal(),
+        );
+        runs.push((run, said, allowed));
+    }
     let _ = std::fs::remove_file(&shared.socket_path);
-    for run in [&agent, &check] {
+    for run in std::iter::once(&agent).chain(runs.iter().map(|(run, _, _)| run)) {
         for path in &run.writes {
             if path.starts_with("/tmp")
                 || path.starts_with("/var/tmp")
@@ -511,34 +574,46 @@ fn parity(uid: Option<u32>) {
     }
 
     let user = uid.map_or("root".to_string(), |u| format!("uid {u}"));
-    let mut table = format!("walls_parity as {user}: probe | client's sandbox | ralph's check\n");
+    let heads: Vec<&str> = runs.iter().map(|(run, _, _)| run.who).collect();
+    let mut table = format!(
+        "walls_parity as {user}: probe | client's sandbox | {}\n",
+        heads.join(" | ")
+    );
+    let word = |b: bool| if b { "allowed" } else { "refused" };
     let mut broken = Vec::new();
     for (probe, agent_may) in &agent_allowed {
-        let check_may = check_allowed.get(probe).copied().unwrap_or(false);
-        let word = |b: bool| if b { "allowed" } else { "refused" };
-        table.push_str(&format!(
-            "{probe} | {} | {}\n",
-            word(*agent_may),
-            word(check_may)
-        ));
-        if !agent_may && check_may {
-            broken.push(probe.clone());
+        let mut row = format!("{probe} | {}", word(*agent_may));
+        for (run, _, allowed) in &runs {
+            let check_may = allowed.get(probe).copied().unwrap_or(false);
+            row.push_str(&format!(" | {}", word(check_may)));
+            if !agent_may && check_may {
+                broken.push(format!("{} ({})", probe, run.who));
+            }
+        }
+        table.push_str(&row);
+        table.push('\n');
+    }
+    for (run, _, allowed) in &runs {
+        for probe in allowed.keys() {
+            assert!(
+                agent_allowed.contains_key(probe),
+                "the {} probe {probe} has no row of the agent's: {agent_allowed:?}",
+                run.who
+            );
         }
     }
-    for probe in check_allowed.keys() {
-        assert!(
-            agent_allowed.contains_key(probe),
-            "the check's probe {probe} has no row of the agent's: {agent_allowed:?}"
-        );
-    }
     eprintln!("{table}");
-    // The battery did run on both sides.
+    // The battery did run on every side.
     assert!(agent_allowed.len() > 40, "{table}\n{agent_run}");
+    let said: Vec<String> = runs
+        .iter()
+        .map(|(run, said, _)| format!("{}: {:?}\n{said}", run.who, run.results))
+        .collect();
     assert!(
         broken.is_empty(),
-        "the check may do what the client refuses the agent: {broken:?}\n{table}\nagent: {:?}\ncheck: {:?}\n{check_run}",
+        "the check may do what the client refuses the agent: {broken:?}\n{table}\nagent: {:?}\n{}",
         agent.results,
-        check.results
+        said.join("\n")
     );
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -90,8 +90,9 @@ pub enum StoreError {
         /// Why it does not verify.
         why: String,
     },
-    /// The key that signs the state cannot be used: nothing was written.
-    #[error("cannot sign the loop's state: {0}")]
+    /// The key that signs the state cannot be used: nothing was written
+    /// (or, reading, nothing can be believed).
+    #[error("{0}")]
     Key(#[from] KeyError),
     /// The state to write is larger than a reader accepts: nothing was written.
     #[error("the loop's state would be {bytes} bytes, more than the {MAX_STATE_BYTES} a state can hold, so {path} was left as it was; shorten what was added (a task, notes)")]
@@ -614,15 +615,24 @@ fn unsealed(bytes: &[u8]) -> Option<Result<Sealed<'_>, String>> {
 }
 
 /// Whether `tag` is the MAC of `json` as `purpose` at `path` under this
-/// machine's key; why not, when not.
-fn verify(path: &Path, json: &[u8], tag: &[u8], purpose: Purpose) -> Result<(), String> {
-    let key = mac::current(false).map_err(|e| e.to_string())?;
+/// machine's key: [`StoreError::Unverified`] with why not, when not (no
+/// key, a wrong MAC), [`StoreError::Key`] when the key there is refused.
+fn verify(path: &Path, json: &[u8], tag: &[u8], purpose: Purpose) -> Result<(), StoreError> {
+    let unverified = |why: String| StoreError::Unverified {
+        path: path.to_path_buf(),
+        why,
+    };
+    let key = match mac::current(false) {
+        Ok(key) => key,
+        Err(e @ (KeyError::BadKey { .. } | KeyError::BadFolder { .. })) => return Err(e.into()),
+        Err(e) => return Err(unverified(e.to_string())),
+    };
     if !key.verifies(purpose, folder_of(path), json, tag) {
-        return Err(
+        return Err(unverified(
             "its MAC does not match: it was changed after ralph wrote it, written with another \
              machine's or person's key, or moved from another folder"
                 .into(),
-        );
+        ));
     }
     Ok(())
 }
@@ -706,7 +716,7 @@ fn parse_state(
     match unsealed(bytes) {
         Some(Ok((json, tag))) => {
             let state = LoopState::from_json(&json).map_err(corrupt)?;
-            verify(path, &json, tag, purpose).map_err(unverified)?;
+            verify(path, &json, tag, purpose)?;
             Ok(Some(state))
         }
         Some(Err(why)) => Err(unverified(why)),

@@ -1543,6 +1543,32 @@ fn a_key_ralph_did_not_make_is_refused_naming_the_file_and_the_fix() {
 }
 
 #[test]
+fn an_earlier_audit_log_put_back_is_said_to_be_stale() {
+    let project = TempProject::with_loop("stale-log", "s-1", 5);
+    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let earlier = std::fs::read(&log).unwrap();
+    project
+        .ctl(&["say", "look at the parser"], &[])
+        .assert_code(0);
+    std::fs::write(&log, &earlier).unwrap();
+    let stale = "ralph-log.jsonl is stale: its last line is number";
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("  log:") && l.contains(stale) && l.contains("ralph-ctl reset")),
+        "{status:?}"
+    );
+    let shown = project.ctl(&["log"], &[]);
+    assert!(shown.stdout.contains(stale), "{shown:?}");
+    // The next line ralph appends makes it current again.
+    project.ctl(&["say", "and the lexer"], &[]).assert_code(0);
+    let status = project.ctl(&["status"], &[]);
+    assert!(!status.stdout.contains(stale), "{status:?}");
+}
+
+#[test]
 fn a_client_that_edits_the_state_and_the_log_does_not_end_the_loop_complete() {
     // The agent's command (outside any sandbox) turns the state `complete`
     // in place, keeping its MAC, and appends an `end` line in the log's

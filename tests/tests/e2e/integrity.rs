@@ -598,6 +598,84 @@ fn a_changed_npm_test_script_does_not_complete(client: ClientVersion) {
         .contains("echo ok"));
 }
 
+/// The earlier loop's record, as it was when that loop completed.
+struct EarlierRecord {
+    state: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl EarlierRecord {
+    /// Copies the project's state and audit log aside, into `aside`.
+    fn keep(project: &TempProject, aside: &std::path::Path) -> EarlierRecord {
+        std::fs::create_dir_all(aside).unwrap();
+        let runtime = project.path(".claude/context/runtime");
+        let record = EarlierRecord {
+            state: aside.join("ralph-state.json"),
+            log: aside.join("ralph-log.jsonl"),
+        };
+        std::fs::copy(runtime.join("ralph-state.json"), &record.state).unwrap();
+        std::fs::copy(runtime.join("ralph-log.jsonl"), &record.log).unwrap();
+        record
+    }
+
+    /// Writes both back over the project's record.
+    fn put_back(&self, runtime: &std::path::Path) {
+        std::fs::copy(&self.state, runtime.join("ralph-state.json")).unwrap();
+        std::fs::copy(&self.log, runtime.join("ralph-log.jsonl")).unwrap();
+    }
+}
+
+#[ralph_tests::on_both_clients]
+fn an_earlier_complete_record_put_back_is_stale_not_complete(client: ClientVersion) {
+    let scenario = Scenario::new("integrity-replay", client).prompt("Improve the project.\n");
+    // A first loop completes, and its signed record is copied aside.
+    let first = MockApi::start(script::signal_at(0));
+    scenario.run(&first).ended(0, "complete");
+    let earlier = EarlierRecord::keep(&scenario, &scenario.tmp.join("earlier-record"));
+    // A new loop starts; as its agent works, the earlier record is written
+    // back in place of its state and log.
+    let runtime = scenario.path(".claude/context/runtime");
+    let put_back = std::sync::Once::new();
+    let api = MockApi::start(move |_, _| {
+        put_back.call_once(|| earlier.put_back(&runtime));
+        Reply::text("Still working on it.")
+    });
+    let run = scenario.run(&api).run;
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains("is stale"),
+        "the launcher says why it stopped: {run:?}"
+    );
+    // `status` never says complete: it says the record is stale, and what to do.
+    let status = scenario.ctl(&["status"], &[]);
+    assert_eq!(status.code, Some(1), "{status:?}");
+    let said = status.stdout.trim_end();
+    assert!(
+        !said.contains("complete")
+            && said.lines().count() == 1
+            && said.contains("ralph-state.json is stale: its number is")
+            && said.contains("Start over with `ralph-ctl reset`"),
+        "{status:?}"
+    );
+    let json = scenario.status_json();
+    assert_eq!(json["stale"], true, "{json:#}");
+    assert!(json.get("status").is_none(), "{json:#}");
+    // The log put back is stale too, and the report believes nothing.
+    let log = scenario.ctl(&["log"], &[]);
+    assert!(
+        log.stdout
+            .contains("ralph-log.jsonl is stale: its last line is number"),
+        "{log:?}"
+    );
+    let report = scenario.ctl(&["report", "--html", "report.html"], &[]);
+    assert_eq!(report.code, Some(1), "{report:?}");
+    assert!(report.stderr.contains("is stale"), "{report:?}");
+    // A reset starts over, and the next loop's record is believed again.
+    scenario.ctl(&["reset"], &[]).assert_code(0);
+    let again = MockApi::start(script::signal_at(0));
+    scenario.run(&again).ended(0, "complete");
+}
+
 /// The key a check's code plants: 32 bytes it knows.
 const PLANTED_KEY: [u8; 32] = *b"planted-by-the-check-0123456789!";
 

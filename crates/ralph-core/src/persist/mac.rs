@@ -14,7 +14,8 @@
 //! verifies. Each MAC also covers what the bytes are (a state, a kept loop,
 //! a log line) and the real path of the folder they are in, so a record
 //! cannot be moved from one project, or from the history, into another
-//! loop's place.
+//! loop's place; the records' sequence numbers, kept beside the key
+//! ([`crate::persist::sequence`]), date them.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};

@@ -284,20 +284,26 @@ impl TempProject {
     }
 
     /// Writes `entries` (JSON objects, as a test builds them) as the
-    /// project's audit log, each line signed as ralph signs it with the key
-    /// of this project's HOME.
+    /// project's audit log, each line numbered and signed as ralph does it
+    /// with the key of this project's HOME (the numbers kept there too).
     pub fn write_log(&self, entries: &[Value]) {
-        use ralph_core::persist::{log, mac};
+        use ralph_core::persist::{log, mac, sequence};
         let path = self.root.join(".claude/context/runtime/ralph-log.jsonl");
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let key = mac::Key::load_or_create(&self.key_dir()).expect("the test HOME's key");
+        let folder = path.parent().unwrap();
+        std::fs::create_dir_all(folder).unwrap();
+        let keys = self.key_dir();
+        let key = mac::Key::load_or_create(&keys).expect("the test HOME's key");
+        let mut kept = sequence::read(&keys, folder).unwrap().unwrap_or_default();
         let mut text = Vec::new();
         for entry in entries {
             let entry: log::LogEntry = serde_json::from_value(entry.clone()).unwrap();
-            text.extend(log::signed_line(&entry, &path, &key).unwrap());
+            let number = kept.next();
+            text.extend(log::signed_line(&entry, &path, &key, Some(number)).unwrap());
             text.push(b'\n');
+            kept.log = number;
         }
         std::fs::write(&path, text).unwrap();
+        sequence::write(&keys, folder, kept).unwrap();
     }
 
     /// Writes `state` as the project's loop state the way ralph writes it:
@@ -320,16 +326,26 @@ impl TempProject {
     }
 
     fn write_state_at(&self, path: &Path, state: &Value) {
-        use ralph_core::persist::{mac, store};
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let key = mac::Key::load_or_create(&self.key_dir()).expect("the test HOME's key");
+        use ralph_core::persist::{mac, sequence, store};
+        let folder = path.parent().unwrap();
+        std::fs::create_dir_all(folder).unwrap();
+        let keys = self.key_dir();
+        let key = mac::Key::load_or_create(&keys).expect("the test HOME's key");
         let mut state = state.clone();
-        // A state read back (`state()`) carries its old MAC.
-        state.as_object_mut().map(|o| o.remove("mac"));
+        // A state read back (`state()`) carries its old MAC and number.
+        state.as_object_mut().map(|o| {
+            o.remove("mac");
+            o.remove("sequence")
+        });
         let mut json = serde_json::to_vec_pretty(&state).unwrap();
         json.push(b'\n');
-        let signed = store::sign_json(&json, mac::Purpose::State, path, &key).unwrap();
+        // Numbered past every record of its folder, as ralph numbers it.
+        let mut kept = sequence::read(&keys, folder).unwrap().unwrap_or_default();
+        kept.state = kept.next();
+        let signed =
+            store::sign_json(&json, mac::Purpose::State, path, &key, Some(kept.state)).unwrap();
         std::fs::write(path, signed).unwrap();
+        sequence::write(&keys, folder, kept).unwrap();
     }
 
     /// Runs git in the project.

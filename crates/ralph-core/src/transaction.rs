@@ -129,11 +129,12 @@ pub struct Replaced {
 
 /// Replaces whatever is at the state path (a start, a reset) under the
 /// lock: `decide` sees the loop there (or why it could not be read) and
-/// returns the event, or refuses. A corrupt state, or one ralph did not
-/// write ([`StoreError::Unverified`]), it accepts to replace is moved
-/// aside first (never kept in the history: it is no loop ralph ran); a
-/// loop it replaces is kept in the history first, and when it cannot be
-/// kept nothing is changed.
+/// returns the event, or refuses. A corrupt state, one ralph did not
+/// write ([`StoreError::Unverified`]), or an earlier one put back
+/// ([`StoreError::Stale`]) it accepts to replace is moved aside first
+/// (never kept in the history: it is no loop ralph ran now); a loop it
+/// replaces is kept in the history first, and when it cannot be kept
+/// nothing is changed.
 pub fn replace<E: From<StoreError>>(
     paths: &ProjectPaths,
     decide: impl FnOnce(Result<Option<&LoopState>, &StoreError>) -> Result<Event, E>,
@@ -146,7 +147,11 @@ pub fn replace<E: From<StoreError>>(
             let event = decide(Ok(current.as_ref()))?;
             (current, event)
         }
-        Err(e @ (StoreError::Corrupt { .. } | StoreError::Unverified { .. })) => {
+        Err(
+            e @ (StoreError::Corrupt { .. }
+            | StoreError::Unverified { .. }
+            | StoreError::Stale { .. }),
+        ) => {
             let event = decide(Err(&e))?;
             (None, event)
         }
@@ -283,9 +288,10 @@ impl Written<'_, '_> {
         self.carry_out().notes
     }
 
-    /// Writes `before` back (nothing of the transition is carried out).
+    /// Writes `before` back as it was (nothing of the transition is
+    /// carried out).
     pub(crate) fn undo(self, before: &LoopState) -> Result<(), StoreError> {
-        self.lock.write(before)
+        self.lock.write_back(before)
     }
 }
 

@@ -1478,6 +1478,96 @@ fn a_complete_state_ralph_did_not_write_is_never_reported_complete() {
     assert!(status.stdout.contains("No Ralph loop"), "{status:?}");
 }
 
+/// Panics unless `run` refused the key `named` (a file or a folder) for
+/// `reason`, naming it and the fix.
+fn refused_key(run: &ralph_tests::project::Run, named: &Path, reason: &str) {
+    let named = named.display();
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("{named} is refused: {reason}"))
+            && run
+                .stderr
+                .contains(&format!("`mv {named} {named}.refused`"))
+            && run.stderr.contains("ralph-ctl reset"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_key_ralph_did_not_make_is_refused_naming_the_file_and_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let project = TempProject::with_loop("bad-key", "s-1", 5);
+    let keys = project.key_dir();
+    let key = keys.join("record.key");
+    let state = project.state_bytes();
+    // Readable by others.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let status = project.ctl(&["status"], &[]);
+    refused_key(
+        &status,
+        &key,
+        "its mode is 644, not 600: others can read it",
+    );
+    let start = project.ctl(&["start", "--force"], &[]);
+    refused_key(&start, &key, "its mode is 644, not 600: others can read it");
+    assert_eq!(project.state_bytes(), state, "nothing was replaced");
+    // A link to a key kept elsewhere.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let elsewhere = project.tmp.join("a-key-elsewhere");
+    std::fs::rename(&key, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &key).unwrap();
+    let status = project.ctl(&["status"], &[]);
+    refused_key(
+        &status,
+        &key,
+        "it is a symbolic link, not the file ralph made",
+    );
+    // Put back as ralph made it: believed again.
+    std::fs::remove_file(&key).unwrap();
+    std::fs::rename(&elsewhere, &key).unwrap();
+    project.ctl(&["status"], &[]).assert_code(0);
+
+    // A key folder made before ralph's first start, open to others: no
+    // loop starts, and no key is made in it.
+    let fresh = TempProject::new("planted-key-folder");
+    fresh.init();
+    fresh.write_prompt("Improve the project.\n");
+    let planted = fresh.key_dir();
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let start = fresh.ctl(&["start"], &[]);
+    refused_key(&start, &planted, "its mode is 777, not 700");
+    assert!(!planted.join("record.key").exists());
+    assert!(!fresh.state_path().exists(), "no loop started");
+}
+
+#[test]
+fn an_earlier_audit_log_put_back_is_said_to_be_stale() {
+    let project = TempProject::with_loop("stale-log", "s-1", 5);
+    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let earlier = std::fs::read(&log).unwrap();
+    project
+        .ctl(&["say", "look at the parser"], &[])
+        .assert_code(0);
+    std::fs::write(&log, &earlier).unwrap();
+    let stale = "ralph-log.jsonl is stale: its last line is number";
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("  log:") && l.contains(stale) && l.contains("ralph-ctl reset")),
+        "{status:?}"
+    );
+    let shown = project.ctl(&["log"], &[]);
+    assert!(shown.stdout.contains(stale), "{shown:?}");
+    // The next line ralph appends makes it current again.
+    project.ctl(&["say", "and the lexer"], &[]).assert_code(0);
+    let status = project.ctl(&["status"], &[]);
+    assert!(!status.stdout.contains(stale), "{status:?}");
+}
+
 #[test]
 fn a_client_that_edits_the_state_and_the_log_does_not_end_the_loop_complete() {
     // The agent's command (outside any sandbox) turns the state `complete`

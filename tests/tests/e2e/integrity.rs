@@ -11,6 +11,7 @@
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject};
+use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 
@@ -732,4 +733,146 @@ fn a_project_npmrc_preloading_code_does_not_complete(client: ClientVersion) {
          (no such file)",
     );
     assert!(project.path(".npmrc").exists());
+}
+
+/// The earlier loop's record, as it was when that loop completed.
+struct EarlierRecord {
+    state: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl EarlierRecord {
+    /// Copies the project's state and audit log aside, into `aside`.
+    fn keep(project: &TempProject, aside: &std::path::Path) -> EarlierRecord {
+        std::fs::create_dir_all(aside).unwrap();
+        let runtime = project.path(".claude/context/runtime");
+        let record = EarlierRecord {
+            state: aside.join("ralph-state.json"),
+            log: aside.join("ralph-log.jsonl"),
+        };
+        std::fs::copy(runtime.join("ralph-state.json"), &record.state).unwrap();
+        std::fs::copy(runtime.join("ralph-log.jsonl"), &record.log).unwrap();
+        record
+    }
+
+    /// Writes both back over the project's record.
+    fn put_back(&self, runtime: &std::path::Path) {
+        std::fs::copy(&self.state, runtime.join("ralph-state.json")).unwrap();
+        std::fs::copy(&self.log, runtime.join("ralph-log.jsonl")).unwrap();
+    }
+}
+
+#[ralph_tests::on_both_clients]
+fn an_earlier_complete_record_put_back_is_stale_not_complete(client: ClientVersion) {
+    let scenario = Scenario::new("integrity-replay", client).prompt("Improve the project.\n");
+    // A first loop completes, and its signed record is copied aside.
+    let first = MockApi::start(script::signal_at(0));
+    scenario.run(&first).ended(0, "complete");
+    let earlier = EarlierRecord::keep(&scenario, &scenario.tmp.join("earlier-record"));
+    // A new loop starts; as its agent works, the earlier record is written
+    // back in place of its state and log.
+    let runtime = scenario.path(".claude/context/runtime");
+    let put_back = std::sync::Once::new();
+    let api = MockApi::start(move |_, _| {
+        put_back.call_once(|| earlier.put_back(&runtime));
+        Reply::text("Still working on it.")
+    });
+    let run = scenario.run(&api).run;
+    assert_ne!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains("is stale"),
+        "the launcher says why it stopped: {run:?}"
+    );
+    // `status` never says complete: it says the record is stale, and what to do.
+    let status = scenario.ctl(&["status"], &[]);
+    assert_eq!(status.code, Some(1), "{status:?}");
+    let said = status.stdout.trim_end();
+    assert!(
+        !said.contains("complete")
+            && said.lines().count() == 1
+            && said.contains("ralph-state.json is stale: its number is")
+            && said.contains("Start over with `ralph-ctl reset`"),
+        "{status:?}"
+    );
+    let json = scenario.status_json();
+    assert_eq!(json["stale"], true, "{json:#}");
+    assert!(json.get("status").is_none(), "{json:#}");
+    // The log put back is stale too, and the report believes nothing.
+    let log = scenario.ctl(&["log"], &[]);
+    assert!(
+        log.stdout
+            .contains("ralph-log.jsonl is stale: its last line is number"),
+        "{log:?}"
+    );
+    let report = scenario.ctl(&["report", "--html", "report.html"], &[]);
+    assert_eq!(report.code, Some(1), "{report:?}");
+    assert!(report.stderr.contains("is stale"), "{report:?}");
+    // A reset starts over, and the next loop's record is believed again.
+    scenario.ctl(&["reset"], &[]).assert_code(0);
+    let again = MockApi::start(script::signal_at(0));
+    scenario.run(&again).ended(0, "complete");
+}
+
+/// The key a check's code plants: 32 bytes it knows.
+const PLANTED_KEY: [u8; 32] = *b"planted-by-the-check-0123456789!";
+
+#[ralph_tests::on_both_clients]
+fn a_key_a_check_plants_before_the_first_use_is_never_adopted(client: ClientVersion) {
+    // The project's check imports the agent's module, which on import
+    // makes ralph's key folder and key (as ralph would: 0700, 0600, 32
+    // bytes) in HOME, a temp folder the checks may write.
+    let config = r#"{"verify": [{"name": "tests", "command": "python3 -m unittest -q"}]}"#;
+    let scenario = Scenario::configured("integrity-planted-key", client, config)
+        .prompt("Improve the project.\n");
+    let key_dir = scenario.key_dir();
+    assert!(
+        !key_dir.exists(),
+        "no key before the loop: {}",
+        key_dir.display()
+    );
+    let planted: String = PLANTED_KEY.iter().map(|b| format!("\\x{b:02x}")).collect();
+    let helper = format!(
+        "import os\n\nkeys = {keys:?}\n\
+         try:\n    os.makedirs(keys, mode=0o700, exist_ok=True)\n    os.chmod(keys, 0o700)\n    \
+         fd = os.open(os.path.join(keys, 'record.key'), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)\n    \
+         os.write(fd, b'{planted}')\n    os.close(fd)\n    said = 'planted'\n\
+         except OSError as e:\n    said = 'refused: %s' % e\n\
+         os.makedirs('plant-records', exist_ok=True)\n\
+         with open(os.path.join('plant-records', 'import-%s.txt' % os.urandom(8).hex()), 'w') as f:\n    f.write(said)\n\n\
+         def add(a, b):\n    return a + b\n",
+        keys = key_dir.display().to_string(),
+    );
+    let scenario = scenario
+        .file("helper.py", helper)
+        .file(
+            "test_helper.py",
+            "import unittest\n\nimport helper\n\n\nclass T(unittest.TestCase):\n    \
+             def test_add(self):\n        self.assertEqual(helper.add(1, 1), 2)\n",
+        )
+        .file(".gitignore", "__pycache__/\nplant-records/\n");
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "a tested helper"]);
+    let api = MockApi::start(script::signal_at(0));
+    let outcome = scenario.run(&api);
+    // The checks ran the agent's code: the test baseline, then the claim's.
+    let records: Vec<String> = std::fs::read_dir(scenario.path("plant-records"))
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        records.len() >= 2,
+        "the checks imported the module: {records:?}\n{outcome:?}"
+    );
+    // ralph's key is ralph's: made before the first check, and the one
+    // the check planted never adopted.
+    let key = std::fs::read(key_dir.join("record.key")).expect("ralph made its key");
+    assert_eq!(key.len(), 32);
+    assert_ne!(
+        key, PLANTED_KEY,
+        "ralph adopted the planted key: {records:?}"
+    );
+    outcome.ended(0, "complete");
 }

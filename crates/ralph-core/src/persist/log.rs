@@ -15,6 +15,12 @@
 //! without it. A line without one, or whose MAC does not verify, is not
 //! ralph's: readers skip it and say how many they skipped
 //! ([`read_last_counted`]), and nothing believes it.
+//!
+//! Each line is numbered too (`"sequence": N`, last before the MAC and
+//! covered by it; [`crate::persist::sequence`]): a log whose last line is
+//! numbered below the last line ralph appended to it is stale
+//! ([`Reading::stale`]), an earlier copy put back, and nothing in it is
+//! believed as the loop's record (a completion, the hook's problem).
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -26,7 +32,8 @@ use crate::judge::state::{LoopState, Status, StopDecision};
 
 use crate::observe::files::{read_bounded, Bounded};
 use crate::persist::mac::{self, Key, Purpose};
-use crate::persist::store::StateLock;
+use crate::persist::sequence;
+use crate::persist::store::{Numbered, StateLock};
 use crate::units::Usd;
 
 /// The log's file name, beside the state file.
@@ -224,7 +231,8 @@ pub fn append(lock: &StateLock<'_>, entry: &LogEntry) -> io::Result<()> {
         fs::rename(&path, path.with_file_name(ROTATED_LOG_FILE_NAME))?;
     }
     let key = mac::current(true).map_err(io::Error::other)?;
-    let mut line = signed_line(entry, &path, &key)?;
+    let number = lock.next_number().map_err(io::Error::other)?;
+    let mut line = signed_line(entry, &path, &key, Some(number))?;
     line.push(b'\n');
     let mut options = OpenOptions::new();
     options.create(true).append(true);
@@ -234,19 +242,35 @@ pub fn append(lock: &StateLock<'_>, entry: &LogEntry) -> io::Result<()> {
         options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
     }
     let mut file = options.open(&path)?;
-    file.write_all(&line)
+    file.write_all(&line)?;
+    lock.numbered(Numbered::LogLine, number);
+    Ok(())
 }
 
 /// What a line of the log ends with, up to its MAC.
 const MAC_OPEN: &[u8] = b",\"mac\":\"";
 /// What closes a line after its MAC.
 const MAC_CLOSE: &[u8] = b"\"}";
+/// What a numbered line's number follows, last in the JSON the MAC covers.
+const SEQUENCE_OPEN: &[u8] = b",\"sequence\":";
 
-/// `entry` as a line of the log at `log` (without its newline), signed
-/// with `key`: its JSON with `"mac": "<hex>"` added last, the MAC over the
+/// `entry` as a line of the log at `log` (without its newline), numbered
+/// `sequence` (when given: `"sequence": N` added) and signed with `key`:
+/// its JSON with `"mac": "<hex>"` added last, the MAC over the numbered
 /// JSON without it. What a test that must make log lines of its own writes.
-pub fn signed_line(entry: &LogEntry, log: &Path, key: &Key) -> io::Result<Vec<u8>> {
-    let json = serde_json::to_vec(entry).map_err(io::Error::other)?;
+pub fn signed_line(
+    entry: &LogEntry,
+    log: &Path,
+    key: &Key,
+    sequence: Option<u64>,
+) -> io::Result<Vec<u8>> {
+    let mut json = serde_json::to_vec(entry).map_err(io::Error::other)?;
+    if let Some(n) = sequence {
+        json.pop(); // the closing brace
+        json.extend_from_slice(SEQUENCE_OPEN);
+        json.extend_from_slice(n.to_string().as_bytes());
+        json.push(b'}');
+    }
     let tag = key.tag(Purpose::LogLine, folder_of(log), &json);
     let mut line = json;
     line.pop(); // the closing brace
@@ -260,8 +284,12 @@ fn folder_of(path: &Path) -> &Path {
     path.parent().unwrap_or(Path::new("."))
 }
 
-/// The entry on `line` of the log at `log` when its MAC verifies under `key`.
-fn verified(line: &[u8], log: &Path, key: Option<&Key>) -> Option<LogEntry> {
+/// A line of the log whose MAC verified: its entry and its number.
+type NumberedEntry = (LogEntry, Option<u64>);
+
+/// The entry on `line` of the log at `log`, and its number, when its MAC
+/// verifies under `key`.
+fn verified(line: &[u8], log: &Path, key: Option<&Key>) -> Option<NumberedEntry> {
     let body = line.strip_suffix(MAC_CLOSE)?;
     let tag_at = body.len().checked_sub(mac::TAG_CHARS)?;
     let (body, tag) = body.split_at(tag_at);
@@ -269,9 +297,66 @@ fn verified(line: &[u8], log: &Path, key: Option<&Key>) -> Option<LogEntry> {
     let mut json = Vec::with_capacity(body.len() + 1);
     json.extend_from_slice(body);
     json.push(b'}');
-    key?.verifies(Purpose::LogLine, folder_of(log), &json, tag)
-        .then(|| serde_json::from_slice(&json).ok())
-        .flatten()
+    if !key?.verifies(Purpose::LogLine, folder_of(log), &json, tag) {
+        return None;
+    }
+    let entry = serde_json::from_slice(&json).ok()?;
+    Some((entry, line_number(body)))
+}
+
+/// The number a line's JSON (`body`, without its closing brace) ends
+/// with; `None` for a line written before ralph numbered them.
+fn line_number(body: &[u8]) -> Option<u64> {
+    let digits = body.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    let (rest, number) = body.split_at(body.len() - digits);
+    rest.strip_suffix(SEQUENCE_OPEN)?;
+    std::str::from_utf8(number).ok()?.parse().ok()
+}
+
+/// What [`read_recent`] found in the log.
+#[derive(Debug, Default)]
+pub struct Reading {
+    /// The last entries ralph wrote, oldest first.
+    pub entries: Vec<LogEntry>,
+    /// Lines of the files read that ralph cannot vouch for (no MAC, or one
+    /// that does not verify: not written by ralph on this machine, or cut
+    /// by a crash), for the person to be told.
+    pub skipped: usize,
+    /// Set when the log is stale: an earlier copy put back.
+    pub stale: Option<StaleLog>,
+}
+
+/// A log whose last line is older than the last line ralph appended to
+/// it: an earlier copy of the log put back. Nothing in it is believed as
+/// the loop's record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaleLog {
+    /// The log file.
+    pub path: PathBuf,
+    /// The number of its last line (`None`: written before ralph numbered
+    /// its lines).
+    pub last: Option<u64>,
+    /// The number of the last line ralph appended.
+    pub kept: u64,
+}
+
+impl std::fmt::Display for StaleLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let number = match self.last {
+            Some(n) => format!("its last line is number {n}"),
+            None => {
+                "its last line carries no number (it was written before ralph numbered them)".into()
+            }
+        };
+        write!(
+            f,
+            "the audit log {} is stale: {number}, and ralph has since appended line {} to it, \
+             so it is an earlier copy put back; nothing in it is believed as the loop's record, \
+             not even a completion. Start over with `ralph-ctl reset`",
+            self.path.display(),
+            self.kept
+        )
+    }
 }
 
 /// The last `n` entries ralph wrote (the rotated file too, when the
@@ -286,25 +371,60 @@ pub fn read_last(state_file: &Path, n: usize) -> io::Result<Vec<LogEntry>> {
 /// verify: not written by ralph on this machine, or cut by a crash), for
 /// the person to be told.
 pub fn read_last_counted(state_file: &Path, n: usize) -> io::Result<(Vec<LogEntry>, usize)> {
+    read_recent(state_file, n).map(|r| (r.entries, r.skipped))
+}
+
+/// The last `n` entries ralph wrote, as [`read_last_counted`] reads them,
+/// and whether the log is stale: its last line ralph's (the current file's,
+/// else the rotated one's) numbered below the last line ralph appended.
+pub fn read_recent(state_file: &Path, n: usize) -> io::Result<Reading> {
     let path = log_path(state_file);
-    let (mut entries, mut skipped) = read_file(&path)?;
-    if entries.len() < n {
+    // The kept numbers first: a line appended in between leaves the log
+    // read ahead of them, never behind.
+    let kept = sequence::kept_for(folder_of(&path)).map_err(io::Error::other)?;
+    let (mut lines, mut skipped) = read_file(&path)?;
+    if lines.len() < n.max(1) {
         let (mut older, skipped_older) = read_file(&path.with_file_name(ROTATED_LOG_FILE_NAME))?;
-        older.append(&mut entries);
-        entries = older;
+        older.append(&mut lines);
+        lines = older;
         skipped += skipped_older;
     }
-    let skip = entries.len().saturating_sub(n);
-    Ok((entries.split_off(skip), skipped))
+    let stale = match (kept.filter(|k| k.log > 0), lines.last()) {
+        (Some(kept), Some((_, last))) if last.is_none_or(|n| n < kept.log) => Some(StaleLog {
+            path: path.clone(),
+            last: *last,
+            kept: kept.log,
+        }),
+        _ => None,
+    };
+    let skip = lines.len().saturating_sub(n);
+    let entries = lines.split_off(skip).into_iter().map(|(e, _)| e).collect();
+    Ok(Reading {
+        entries,
+        skipped,
+        stale,
+    })
+}
+
+/// Whether the log beside `state_file` is stale ([`read_recent`]); `None`
+/// too when it cannot be read.
+pub fn stale(state_file: &Path) -> Option<StaleLog> {
+    read_recent(state_file, 1).ok()?.stale
 }
 
 /// The hook's problem at the last stop of `session_id`'s loop: the log's
 /// last entry when it is a [`LogEvent::Problem`] of that session (nothing
-/// judged since). For the launcher's closing line and `status`.
+/// judged since). For the launcher's closing line and `status`. Never
+/// from a stale log.
 pub fn last_problem(state_file: &Path, session_id: &str) -> Option<LogEntry> {
-    read_last(state_file, 1)
-        .ok()?
-        .pop()
+    let reading = read_recent(state_file, 1).ok()?;
+    if reading.stale.is_some() {
+        return None;
+    }
+    reading
+        .entries
+        .into_iter()
+        .next_back()
         .filter(|e| e.event == LogEvent::Problem && e.session_id == session_id)
 }
 
@@ -312,25 +432,28 @@ pub fn last_problem(state_file: &Path, session_id: &str) -> Option<LogEntry> {
 /// completed `state`'s loop: an `end` of its session at its iteration with
 /// the status `complete`, which only the engine writes, under the lock, when
 /// it accepts a claim. A `complete` state without one was written by
-/// something else (an agent's command editing the state and its claim).
+/// something else (an agent's command editing the state and its claim); a
+/// stale log ([`read_recent`]) holds none.
 pub fn completion_logged(state_file: &Path, state: &LoopState) -> bool {
-    read_last(state_file, COMPLETION_LOOKBACK).is_ok_and(|entries| {
-        entries.iter().rev().any(|e| {
+    let Ok(reading) = read_recent(state_file, COMPLETION_LOOKBACK) else {
+        return false;
+    };
+    reading.stale.is_none()
+        && reading.entries.iter().rev().any(|e| {
             e.event == LogEvent::End
                 && e.status == Status::Complete
                 && e.session_id == state.session_id
                 && e.iteration == state.iteration
         })
-    })
 }
 
 /// How many of the log's last entries [`completion_logged`] looks through:
 /// a loop's end is among its last few (a notification, a note after it).
 const COMPLETION_LOOKBACK: usize = 64;
 
-/// The verified entries of the log file at `path`, and how many lines
-/// were skipped.
-fn read_file(path: &Path) -> io::Result<(Vec<LogEntry>, usize)> {
+/// The verified entries of the log file at `path` with their numbers, and
+/// how many lines were skipped.
+fn read_file(path: &Path) -> io::Result<(Vec<NumberedEntry>, usize)> {
     let bytes = match read_bounded(path, 2 * MAX_LOG_BYTES)? {
         Bounded::Missing => return Ok((Vec::new(), 0)),
         Bounded::TooLarge => {
@@ -418,9 +541,18 @@ mod tests {
         let mut file = OpenOptions::new().append(true).open(&log).unwrap();
         let mut lines = serde_json::to_vec(&forged).unwrap();
         lines.push(b'\n');
-        lines.extend(signed_line(&forged, &log, &crate::persist::mac::test_key(3)).unwrap());
+        lines.extend(
+            signed_line(
+                &forged,
+                &log,
+                &crate::persist::mac::test_key(3),
+                Some(u64::MAX),
+            )
+            .unwrap(),
+        );
         lines.push(b'\n');
-        let ours = signed_line(&forged, &log, &mac::current(false).unwrap()).unwrap();
+        let ours =
+            signed_line(&forged, &log, &mac::current(false).unwrap(), Some(u64::MAX)).unwrap();
         let edited = String::from_utf8(ours)
             .unwrap()
             .replace("\"s-1\"", "\"s-2\"");
@@ -438,5 +570,105 @@ mod tests {
         // ralph's own end line is believed.
         append(&lock, &forged).unwrap();
         assert!(completion_logged(&paths.state_file(), &state));
+    }
+
+    #[test]
+    fn a_log_put_back_is_stale_and_holds_no_completion() {
+        let dir = TempDir::new().unwrap();
+        let paths = ProjectPaths::new(dir.path());
+        let store = StateStore::new(&paths);
+        let state_file = paths.state_file();
+        let mut state = LoopState::new("s-1".into(), 5, Timestamp::from_secs(0));
+        let lock = store.lock(true).unwrap();
+        append(
+            &lock,
+            &LogEntry::about(&state, LogEvent::Start, Timestamp::from_secs(1), "started"),
+        )
+        .unwrap();
+        state.status = Status::Complete;
+        append(
+            &lock,
+            &LogEntry::about(&state, LogEvent::End, Timestamp::from_secs(2), "done"),
+        )
+        .unwrap();
+        drop(lock);
+        let line = fs::read_to_string(log_path(&state_file)).unwrap();
+        assert!(line.contains(",\"sequence\":1,\"mac\":\""), "{line}");
+        assert!(completion_logged(&state_file, &state));
+        assert_eq!(stale(&state_file), None);
+        let copy = fs::read(log_path(&state_file)).unwrap();
+
+        // A new loop of the project writes on.
+        let next = LoopState::new("s-2".into(), 5, Timestamp::from_secs(3));
+        let lock = store.lock(false).unwrap();
+        append(
+            &lock,
+            &LogEntry::about(&next, LogEvent::Start, Timestamp::from_secs(3), "started"),
+        )
+        .unwrap();
+        drop(lock);
+
+        // The earlier log written back: its lines are ralph's, but stale.
+        fs::write(log_path(&state_file), &copy).unwrap();
+        let reading = read_recent(&state_file, 10).unwrap();
+        assert_eq!(reading.entries.len(), 2);
+        let said = reading.stale.expect("stale").to_string();
+        assert!(
+            said.contains("is stale: its last line is number 2")
+                && said.contains("appended line 3")
+                && said.contains("ralph-ctl reset"),
+            "{said}"
+        );
+        assert!(!completion_logged(&state_file, &state));
+        let mut problem = LogEntry::about(&next, LogEvent::Problem, Timestamp::from_secs(4), "x");
+        problem.session_id = "s-1".into();
+
+        // One earlier line appended at its end is as stale.
+        fs::write(log_path(&state_file), &copy).unwrap();
+        let lock = store.lock(false).unwrap();
+        append(&lock, &problem).unwrap();
+        drop(lock);
+        let first_line = copy.split(|&b| b == b'\n').next().unwrap().to_vec();
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(log_path(&state_file))
+            .unwrap();
+        file.write_all(&[first_line, b"\n".to_vec()].concat())
+            .unwrap();
+        drop(file);
+        assert!(stale(&state_file).is_some());
+        assert_eq!(last_problem(&state_file, "s-1"), None);
+
+        // The next line ralph appends makes the log current again.
+        let lock = store.lock(false).unwrap();
+        append(&lock, &problem).unwrap();
+        drop(lock);
+        assert_eq!(stale(&state_file), None);
+        assert!(last_problem(&state_file, "s-1").is_some());
+    }
+
+    #[test]
+    fn lines_from_before_numbering_are_read_until_ralph_numbers_the_log() {
+        let dir = TempDir::new().unwrap();
+        let paths = ProjectPaths::new(dir.path());
+        let state_file = paths.state_file();
+        let log = log_path(&state_file);
+        fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let mut state = LoopState::new("s-1".into(), 5, Timestamp::from_secs(0));
+        state.status = Status::Complete;
+        let end = LogEntry::about(&state, LogEvent::End, Timestamp::from_secs(2), "done");
+        let mut old = signed_line(&end, &log, &mac::current(true).unwrap(), None).unwrap();
+        old.push(b'\n');
+        fs::write(&log, &old).unwrap();
+        assert!(completion_logged(&state_file, &state));
+        let store = StateStore::new(&paths);
+        let lock = store.lock(false).unwrap();
+        append(&lock, &end).unwrap();
+        drop(lock);
+        assert!(completion_logged(&state_file, &state));
+        fs::write(&log, &old).unwrap();
+        let said = stale(&state_file).expect("stale").to_string();
+        assert!(said.contains("carries no number"), "{said}");
+        assert!(!completion_logged(&state_file, &state));
     }
 }

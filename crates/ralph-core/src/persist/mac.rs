@@ -6,11 +6,16 @@
 //!
 //! The key is 32 random bytes from the OS in `<data dir>/ralph/record.key`
 //! (`~/.local/share/ralph/` on Linux, following `XDG_DATA_HOME` and `HOME`),
-//! the file 0600 and its folder 0700, made on first write. Reading never
-//! makes one: with no key, nothing verifies. Each MAC also covers what the
-//! bytes are (a state, a kept loop, a log line) and the real path of the
-//! folder they are in, so a record cannot be moved from one project, or
-//! from the history, into another loop's place.
+//! the file 0600 and its folder 0700, made as a loop starts ([`ensure_made`]),
+//! before its first check runs the agent's code. A key that is not as ralph
+//! makes it (a link, the wrong size, someone else's, open to others, with a
+//! second name, in a folder that is not the user's own 0700 one) is refused,
+//! never used nor replaced. Reading never makes one: with no key, nothing
+//! verifies. Each MAC also covers what the bytes are (a state, a kept loop,
+//! a log line) and the real path of the folder they are in, so a record
+//! cannot be moved from one project, or from the history, into another
+//! loop's place; the records' sequence numbers, kept beside the key
+//! ([`crate::persist::sequence`]), date them.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -75,10 +80,33 @@ pub enum KeyError {
     /// There is no key yet (nothing ralph wrote can be checked).
     #[error("ralph's key {} is missing", .0.display())]
     Missing(PathBuf),
-    /// The key file is there but not usable.
-    #[error("ralph's key {} is unusable ({reason}); move it aside (every loop must then be reset with `ralph-ctl reset`)", .path.display())]
-    Bad {
+    /// The key file is there, but not as ralph makes it: never used.
+    #[error(
+        "ralph's key {} is refused: {reason}. ralph makes its key itself (one regular file of 32 \
+         bytes, yours, 0600, in a 0700 folder of yours) as a loop starts, before its first check; \
+         a key that is not so may have been put there by someone else, who would then know it. \
+         Move it aside (`mv {0} {0}.refused`): ralph makes a new one at the next start, and each \
+         loop the old one signed must then be started over with `ralph-ctl reset`",
+        .path.display()
+    )]
+    BadKey {
         /// The key file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The key's folder is there, but not as ralph makes it: its key
+    /// (or one put there later) is never used.
+    #[error(
+        "ralph's key folder {} is refused: {reason}. ralph makes that folder itself, yours and \
+         0700, as a loop starts, before its first check; one that is not so may hold a key put \
+         there by someone else. Move the folder aside (`mv {0} {0}.refused`): ralph makes a new \
+         one with a new key at the next start, and each loop the old key signed must then be \
+         started over with `ralph-ctl reset`",
+        .path.display()
+    )]
+    BadFolder {
+        /// The key's folder.
         path: PathBuf,
         /// What is wrong with it.
         reason: String,
@@ -127,11 +155,148 @@ impl std::fmt::Debug for Key {
     }
 }
 
+/// The user this process runs as: whose key and folder they must be.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether `dir`, the key's folder, is there (`Ok(false)`: not yet) and as
+/// ralph makes it: a real folder (no link), this user's, mode 0700, so
+/// nobody else can put a key in it or take one out.
+fn check_folder(dir: &Path) -> Result<bool, KeyError> {
+    let meta = match fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(source) => {
+            return Err(KeyError::Io {
+                action: "look at the folder of",
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let bad = |reason: String| KeyError::BadFolder {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    if meta.file_type().is_symlink() {
+        return Err(bad("it is a symbolic link, not a folder ralph made".into()));
+    }
+    if !meta.is_dir() {
+        return Err(bad("it is not a folder".into()));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (owner, me) = (meta.uid(), effective_uid());
+        if owner != me {
+            return Err(bad(format!(
+                "it belongs to user {owner}, not to you (user {me})"
+            )));
+        }
+        let mode = meta.mode() & 0o777;
+        if mode != 0o700 {
+            return Err(bad(format!(
+                "its mode is {mode:o}, not 700: others could put a key in it or take one out"
+            )));
+        }
+    }
+    Ok(true)
+}
+
+/// Why the key file `meta` describes is not as ralph makes it: a regular
+/// file (no link), this user's, nobody else's to read or write, with one
+/// name, of [`KEY_BYTES`] bytes.
+fn key_file_fault(meta: &fs::Metadata) -> Option<String> {
+    if meta.file_type().is_symlink() {
+        return Some("it is a symbolic link, not the file ralph made".into());
+    }
+    if !meta.is_file() {
+        return Some("it is not a regular file".into());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (owner, me) = (meta.uid(), effective_uid());
+        if owner != me {
+            return Some(format!(
+                "it belongs to user {owner}, not to you (user {me})"
+            ));
+        }
+        let mode = meta.mode() & 0o777;
+        if mode & 0o077 != 0 {
+            let what = match (mode & 0o044 != 0, mode & 0o022 != 0) {
+                (true, true) => "others can read and write it",
+                (true, false) => "others can read it",
+                (false, true) => "others can write it",
+                (false, false) => "others have rights on it",
+            };
+            return Some(format!("its mode is {mode:o}, not 600: {what}"));
+        }
+        if meta.nlink() != 1 {
+            return Some(format!(
+                "it has {} names (hard links), where ralph's has one: another name may let \
+                 someone else read it",
+                meta.nlink()
+            ));
+        }
+    }
+    if meta.len() != KEY_BYTES as u64 {
+        return Some(format!("{} bytes, not {KEY_BYTES}", meta.len()));
+    }
+    None
+}
+
+/// Whether the file at `path` has two names (a key being linked into
+/// place by the process that made it, for a moment).
+fn has_two_names(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        fs::symlink_metadata(path).is_ok_and(|m| m.nlink() == 2)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
+}
+
 impl Key {
-    /// The key in `dir`; [`KeyError::Missing`] when there is none.
+    /// The key in `dir`; [`KeyError::Missing`] when there is none, and
+    /// [`KeyError::BadKey`] or [`KeyError::BadFolder`] for one that is not
+    /// as ralph makes it (see [`key_file_fault`], [`check_folder`]). For
+    /// the moment between another process's link of the key it makes and
+    /// its removal of its own temp name, the key has two names: a key with
+    /// two is read again, for at most a second, until it has one (and a
+    /// key refused is read once more, as it may have had two names only
+    /// while it was looked at).
     pub fn load(dir: &Path) -> Result<Key, KeyError> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut read_again = false;
+        loop {
+            match Key::load_once(dir) {
+                Err(KeyError::BadKey { .. })
+                    if has_two_names(&key_file(dir)) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Err(KeyError::BadKey { .. }) if !read_again => read_again = true,
+                other => return other,
+            }
+        }
+    }
+
+    /// [`Key::load`], once.
+    fn load_once(dir: &Path) -> Result<Key, KeyError> {
         let path = key_file(dir);
-        let bad = |reason: String| KeyError::Bad {
+        if !check_folder(dir)? {
+            return Err(KeyError::Missing(path));
+        }
+        let bad = |reason: String| KeyError::BadKey {
             path: path.clone(),
             reason,
         };
@@ -148,18 +313,8 @@ impl Key {
                 })
             }
         };
-        if !meta.is_file() {
-            return Err(bad("not a regular file".into()));
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = meta.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                return Err(bad(format!(
-                    "mode {mode:o}: others can read it; `chmod 600` it only if nobody else did"
-                )));
-            }
+        if let Some(fault) = key_file_fault(&meta) {
+            return Err(bad(fault));
         }
         let mut options = OpenOptions::new();
         options.read(true);
@@ -173,6 +328,23 @@ impl Key {
             path: path.clone(),
             source,
         })?;
+        // What was opened is what was looked at, not something put in its
+        // place since.
+        let opened = file.metadata().map_err(|source| KeyError::Io {
+            action: "look at",
+            path: path.clone(),
+            source,
+        })?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+                return Err(bad("it was replaced while ralph read it".into()));
+            }
+        }
+        if let Some(fault) = key_file_fault(&opened) {
+            return Err(bad(fault));
+        }
         let mut bytes = Vec::with_capacity(KEY_BYTES);
         file.take(KEY_BYTES as u64 + 1)
             .read_to_end(&mut bytes)
@@ -192,7 +364,8 @@ impl Key {
     /// written whole to a file of this process's own, then linked to the
     /// key's name, which fails when the name is taken: of two processes
     /// making it at once one wins, and the other reads the winner's key,
-    /// never a part of it. The folder is made 0700, the file 0600.
+    /// never a part of it. The folder is made 0700, the file 0600; a
+    /// folder that is there already must be as ralph makes it.
     pub fn load_or_create(dir: &Path) -> Result<Key, KeyError> {
         match Key::load(dir) {
             Err(KeyError::Missing(_)) => {}
@@ -219,6 +392,9 @@ impl Key {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io("create", dir)(e)),
+        }
+        if !check_folder(dir)? {
+            return Err(io("create", dir)(io::ErrorKind::NotFound.into()));
         }
         let mut key = [0u8; KEY_BYTES];
         getrandom::fill(&mut key).map_err(|e| KeyError::Io {
@@ -297,6 +473,15 @@ pub fn current(create: bool) -> Result<Key, KeyError> {
     };
     *loaded = Some((dir, key.clone()));
     Ok(key)
+}
+
+/// Makes ralph's key now when there is none, and checks the one there
+/// ([`Key::load`]'s rules): every start of a loop calls it before its
+/// first check runs the agent's code (the test baseline), so that the key
+/// is never first made after that code ran, when it could have put a key
+/// of its own in the key's place for ralph to adopt.
+pub fn ensure_made() -> Result<(), KeyError> {
+    current(true).map(drop)
 }
 
 /// Creates `path` (never over anything, never through a link), 0600, with
@@ -435,5 +620,100 @@ mod tests {
         assert!(err.contains("5 bytes, not 32"), "{err}");
         // Never replaced by a new one: the loops it signed would be lost.
         assert!(Key::load_or_create(&dir).is_err());
+    }
+
+    /// The message of a key refused in `dir`, which must name `named`,
+    /// the reason and the fix; the key is never replaced.
+    #[cfg(unix)]
+    fn refused(dir: &Path, named: &Path, reason: &str) {
+        let before = fs::read(key_file(dir)).ok();
+        let err = Key::load(dir).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{} is refused", named.display()))
+                && err.contains(reason)
+                && err.contains(&format!("mv {0} {0}.refused", named.display()))
+                && err.contains("ralph-ctl reset"),
+            "{err}"
+        );
+        assert!(Key::load_or_create(dir).is_err(), "never replaced");
+        assert_eq!(fs::read(key_file(dir)).ok(), before);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_ralph_did_not_make_is_refused_naming_the_file_and_the_fix() {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let home = TempDir::new().unwrap();
+        let dir = home.path().join("ralph");
+        Key::load_or_create(&dir).unwrap();
+        let file = key_file(&dir);
+        // A link to a key someone else keeps.
+        let elsewhere = home.path().join("planted.key");
+        fs::rename(&file, &elsewhere).unwrap();
+        symlink(&elsewhere, &file).unwrap();
+        refused(&dir, &file, "it is a symbolic link");
+        fs::remove_file(&file).unwrap();
+        // A second name.
+        fs::hard_link(&elsewhere, &file).unwrap();
+        refused(&dir, &file, "it has 2 names (hard links)");
+        fs::remove_file(&elsewhere).unwrap();
+        Key::load(&dir).unwrap();
+        // Open to others.
+        for (mode, what) in [
+            (0o644, "its mode is 644, not 600: others can read it"),
+            (0o620, "its mode is 620, not 600: others can write it"),
+            (0o666, "others can read and write it"),
+        ] {
+            fs::set_permissions(&file, fs::Permissions::from_mode(mode)).unwrap();
+            refused(&dir, &file, what);
+        }
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
+        Key::load(&dir).unwrap();
+        // A folder others can write, or that is not 0700.
+        for mode in [0o755, 0o777, 0o750] {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+            refused(&dir, &dir, &format!("its mode is {mode:o}, not 700"));
+        }
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+        // A folder that is a link.
+        let linked = home.path().join("linked");
+        symlink(&dir, &linked).unwrap();
+        let err = Key::load(&linked).unwrap_err().to_string();
+        assert!(
+            err.contains("it is a symbolic link, not a folder ralph made"),
+            "{err}"
+        );
+        Key::load(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_folder_planted_before_the_first_key_is_refused_and_no_key_made_in_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = TempDir::new().unwrap();
+        let dir = home.path().join("ralph");
+        fs::create_dir(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = Key::load_or_create(&dir).unwrap_err().to_string();
+        assert!(err.contains("folder") && err.contains("not 700"), "{err}");
+        assert!(!key_file(&dir).exists());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_of_another_user_is_refused() {
+        if effective_uid() != 0 {
+            // Only root can hand a file to another user.
+            return;
+        }
+        let home = TempDir::new().unwrap();
+        let dir = home.path().join("ralph");
+        Key::load_or_create(&dir).unwrap();
+        let file = key_file(&dir);
+        std::os::unix::fs::lchown(&file, Some(65534), Some(65534)).unwrap();
+        refused(&dir, &file, "it belongs to user 65534, not to you (user 0)");
+        std::os::unix::fs::lchown(&file, Some(0), Some(0)).unwrap();
+        std::os::unix::fs::lchown(&dir, Some(65534), Some(65534)).unwrap();
+        refused(&dir, &dir, "it belongs to user 65534");
     }
 }

@@ -18,6 +18,12 @@
 //! state without one, or whose MAC does not verify, is
 //! [`StoreError::Unverified`]: never believed, whatever it says, until a
 //! reset replaces it.
+//!
+//! Each state ralph writes is also numbered (`"sequence": N`, after the
+//! MAC and covered by it; [`crate::persist::sequence`]): a state numbered
+//! below the last one ralph wrote or removed in its folder is
+//! [`StoreError::Stale`], an earlier copy put back, never believed either.
+//! A loop kept in the history is older by design and carries no number.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
@@ -31,6 +37,7 @@ use crate::judge::state::LoopState;
 use crate::paths::ProjectPaths;
 use crate::persist::atomic;
 use crate::persist::mac::{self, Key, KeyError, Purpose};
+use crate::persist::sequence::{self, Kept, SequenceError};
 
 /// How long to wait for the lock before giving up.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -90,9 +97,25 @@ pub enum StoreError {
         /// Why it does not verify.
         why: String,
     },
-    /// The key that signs the state cannot be used: nothing was written.
-    #[error("cannot sign the loop's state: {0}")]
+    /// The state was written by ralph here, but it is not the latest:
+    /// ralph has written (or removed) a later state in its folder since,
+    /// so this is an earlier copy put back. Never believed.
+    #[error("{}", stale_message(.path, *.found, *.kept))]
+    Stale {
+        /// The state file.
+        path: PathBuf,
+        /// Its number (`None`: written before ralph numbered its records).
+        found: Option<u64>,
+        /// The number of the last state ralph wrote or removed there.
+        kept: u64,
+    },
+    /// The key that signs the state cannot be used: nothing was written
+    /// (or, reading, nothing can be believed).
+    #[error("{0}")]
     Key(#[from] KeyError),
+    /// The numbers that date the record cannot be read or kept.
+    #[error("{0}")]
+    Sequence(#[from] SequenceError),
     /// The state to write is larger than a reader accepts: nothing was written.
     #[error("the loop's state would be {bytes} bytes, more than the {MAX_STATE_BYTES} a state can hold, so {path} was left as it was; shorten what was added (a task, notes)")]
     TooLarge {
@@ -101,6 +124,21 @@ pub enum StoreError {
         /// The size it would have had.
         bytes: usize,
     },
+}
+
+/// What [`StoreError::Stale`] says: the file, its number and the last
+/// one, and what to do.
+fn stale_message(path: &Path, found: Option<u64>, kept: u64) -> String {
+    let number = match found {
+        Some(n) => format!("its number is {n}"),
+        None => "it carries no number (it was written before ralph numbered its records)".into(),
+    };
+    format!(
+        "the loop's record {} is stale: {number}, and ralph has since written or cleared a \
+         later state there (number {kept}), so it is an earlier copy put back; nothing it says \
+         is believed, not even that the work is done. Start over with `ralph-ctl reset`",
+        path.display()
+    )
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
@@ -252,9 +290,16 @@ impl StateStore {
         if !self.check_folders()? {
             return Ok(Snapshot::default());
         }
+        // The kept numbers first: a write that lands in between leaves the
+        // state read ahead of them, never behind.
+        let kept = sequence::kept_for(self.folder())?;
         let bytes = read_state_bytes(&self.state_path)?;
-        let state = parse_state(&self.state_path, bytes.as_deref(), Purpose::State)?;
-        Ok(Snapshot { bytes, state })
+        let parsed = parse_state(&self.state_path, bytes.as_deref(), Purpose::State, kept)?;
+        Ok(Snapshot {
+            bytes,
+            sequence: parsed.as_ref().and_then(|p| p.sequence),
+            state: parsed.map(|p| p.state),
+        })
     }
 
     /// The loops kept in the history folder, oldest first (by name, which
@@ -278,8 +323,8 @@ impl StateStore {
         Ok(paths
             .into_iter()
             .map(|path| {
-                let state = read_state(&path, Purpose::Archive).and_then(|state| {
-                    state.ok_or_else(|| StoreError::Corrupt {
+                let state = read_state(&path, Purpose::Archive, None).and_then(|state| {
+                    state.map(|p| p.state).ok_or_else(|| StoreError::Corrupt {
                         path: path.clone(),
                         message: "it is gone".into(),
                     })
@@ -326,6 +371,7 @@ impl StateStore {
         let lock = StateLock {
             store: self,
             folder,
+            numbering: std::cell::RefCell::new(Numbering::default()),
         };
         lock.remove_stale_temp_files();
         Ok(lock)
@@ -373,6 +419,8 @@ fn open_folder(dir: &Path) -> io::Result<File> {
 #[derive(Debug, Default)]
 pub struct Snapshot {
     bytes: Option<Vec<u8>>,
+    /// The state's number, when it had one.
+    sequence: Option<u64>,
     /// The state, `None` when there was no state file.
     pub state: Option<LoopState>,
 }
@@ -396,10 +444,37 @@ impl Reread {
     }
 }
 
-/// Proof that this process holds the state lock; released on drop.
+/// Proof that this process holds the state lock; released on drop, when
+/// the numbers it gave the records it wrote are kept first.
 pub struct StateLock<'a> {
     store: &'a StateStore,
     folder: File,
+    numbering: std::cell::RefCell<Numbering>,
+}
+
+/// The sequence numbers a lock gives the records it writes.
+#[derive(Debug, Default)]
+struct Numbering {
+    /// The numbers kept when the lock first needed them (`None`: not read
+    /// yet; then the default when none are kept).
+    kept: Option<Kept>,
+    /// The number of the state read under the lock: the next is past it
+    /// even when the kept numbers were lost.
+    seen: u64,
+    /// The numbers given by this lock, to records written.
+    given: Kept,
+    /// The state number given before the last state written, for
+    /// [`StateLock::write_back`] to take that write's number back.
+    given_before_write: u64,
+}
+
+/// Which record a number was given to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Numbered {
+    /// A state written, or removed (a reset): earlier states are stale.
+    State,
+    /// An audit log line.
+    LogLine,
 }
 
 impl StateLock<'_> {
@@ -410,7 +485,67 @@ impl StateLock<'_> {
 
     /// Reads the state under the lock.
     pub fn read(&self) -> Result<Option<LoopState>, StoreError> {
-        read_state(&self.store.state_path, Purpose::State)
+        let kept = self.kept()?;
+        let parsed = read_state(&self.store.state_path, Purpose::State, kept)?;
+        Ok(parsed.map(|p| self.saw(p)))
+    }
+
+    /// `parsed`'s state, its number noted.
+    fn saw(&self, parsed: Parsed) -> LoopState {
+        let mut numbering = self.numbering.borrow_mut();
+        numbering.seen = numbering.seen.max(parsed.sequence.unwrap_or(0));
+        parsed.state
+    }
+
+    /// The numbers as this lock knows them: kept before it, and given by
+    /// it; `None` when none were ever kept or given.
+    fn kept(&self) -> Result<Option<Kept>, StoreError> {
+        let mut numbering = self.numbering.borrow_mut();
+        let on_disk = match numbering.kept {
+            Some(kept) => kept,
+            None => {
+                let kept = sequence::kept_for(self.store.folder())?.unwrap_or_default();
+                numbering.kept = Some(kept);
+                kept
+            }
+        };
+        let known = on_disk.max(numbering.given);
+        Ok((known != Kept::default()).then_some(known))
+    }
+
+    /// The number the next record written under this lock gets: past every
+    /// one kept, given, or seen on the state read.
+    pub(crate) fn next_number(&self) -> Result<u64, StoreError> {
+        let known = self.kept()?.unwrap_or_default();
+        let seen = self.numbering.borrow().seen;
+        Ok(known.next().max(seen.saturating_add(1)))
+    }
+
+    /// Notes that `record` was written (or a state removed) with `number`,
+    /// to be kept when the lock is let go.
+    pub(crate) fn numbered(&self, record: Numbered, number: u64) {
+        let mut numbering = self.numbering.borrow_mut();
+        match record {
+            Numbered::State => numbering.given.state = numbering.given.state.max(number),
+            Numbered::LogLine => numbering.given.log = numbering.given.log.max(number),
+        }
+    }
+
+    /// Keeps the numbers given under this lock, beside the key, after the
+    /// records they number are written (the state synced as it was
+    /// written). Nothing is kept when no key folder exists (no record
+    /// could be signed) or the write fails: the records are then ahead of
+    /// what is kept, which is believed.
+    fn keep_numbers(&self) {
+        let numbering = self.numbering.borrow();
+        if numbering.given == Kept::default() {
+            return;
+        }
+        let Some(keys) = mac::key_dir() else {
+            return;
+        };
+        let kept = numbering.kept.unwrap_or_default().max(numbering.given);
+        let _ = sequence::write(&keys, self.store.folder(), kept);
     }
 
     /// Reads the state under the lock after `before` was read without it:
@@ -419,33 +554,85 @@ impl StateLock<'_> {
     /// the cost of reading a state with its history).
     pub fn read_again(&self, before: &Snapshot) -> Result<Reread, StoreError> {
         let path = &self.store.state_path;
+        let kept = self.kept()?;
         let bytes = read_state_bytes(path)?;
         if bytes.is_some() && bytes == before.bytes {
+            // The same bytes, but maybe put back since: dated again.
+            check_latest(path, before.sequence, kept)?;
+            let mut numbering = self.numbering.borrow_mut();
+            numbering.seen = numbering.seen.max(before.sequence.unwrap_or(0));
             return Ok(Reread::Unchanged);
         }
-        parse_state(path, bytes.as_deref(), Purpose::State)
-            .map(|state| Reread::Changed(state.map(Box::new)))
+        let parsed = parse_state(path, bytes.as_deref(), Purpose::State, kept)?;
+        Ok(Reread::Changed(parsed.map(|p| Box::new(self.saw(p)))))
     }
 
     /// Replaces the state atomically ([`atomic::write_file`]: a new temp file
     /// under a random name, fsync, rename, fsync of the folder), mode 0600.
+    /// Each state written is numbered past every record of its folder.
     pub fn write(&self, state: &LoopState) -> Result<(), StoreError> {
         let path = &self.store.state_path;
-        let json = signed_json(state, Purpose::State, path, &mac::current(true)?)?;
+        let key = mac::current(true)?;
+        let number = self.next_number()?;
+        let json = signed_json(state, Purpose::State, path, &key, Some(number))?;
         atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io {
             action: "write",
             path: path.clone(),
             source,
-        })
+        })?;
+        let mut numbering = self.numbering.borrow_mut();
+        numbering.given_before_write = numbering.given.state;
+        drop(numbering);
+        self.numbered(Numbered::State, number);
+        Ok(())
     }
 
-    /// Deletes the state file (a reset). Missing is fine.
+    /// Undoes the last [`write`](Self::write) under this lock: `before`,
+    /// the state read under it, written back as it was, with the number it
+    /// had (byte for byte, as it was), and the number the undone write
+    /// took given back, so `before` is the latest again.
+    pub fn write_back(&self, before: &LoopState) -> Result<(), StoreError> {
+        let path = &self.store.state_path;
+        let key = mac::current(true)?;
+        let seen = self.numbering.borrow().seen;
+        let json = signed_json(
+            before,
+            Purpose::State,
+            path,
+            &key,
+            (seen > 0).then_some(seen),
+        )?;
+        atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io {
+            action: "write",
+            path: path.clone(),
+            source,
+        })?;
+        let mut numbering = self.numbering.borrow_mut();
+        numbering.given.state = numbering.given_before_write;
+        Ok(())
+    }
+
+    /// Deletes the state file (a reset). Missing is fine. The removal
+    /// takes a number of its own, so that no earlier state put back in
+    /// its place is believed.
     pub fn remove(&self) -> Result<(), StoreError> {
         let path = &self.store.state_path;
         match fs::symlink_metadata(path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Ok(meta) if meta.is_dir() => fs::remove_dir(path).map_err(io_err("remove", path)),
-            _ => fs::remove_file(path).map_err(io_err("remove", path)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Ok(meta) if meta.is_dir() => fs::remove_dir(path).map_err(io_err("remove", path))?,
+            _ => fs::remove_file(path).map_err(io_err("remove", path))?,
+        }
+        self.number_removal();
+        Ok(())
+    }
+
+    /// Gives the state just removed (or moved aside) a number of its own.
+    /// Without a key folder nothing is numbered (no state could verify).
+    fn number_removal(&self) {
+        if mac::key_dir().is_some_and(|keys| keys.is_dir()) {
+            if let Ok(number) = self.next_number() {
+                self.numbered(Numbered::State, number);
+            }
         }
     }
 
@@ -474,6 +661,7 @@ impl StateLock<'_> {
             Purpose::Archive,
             &dir.join(format!("{stem}.json")),
             &mac::current(true)?,
+            None,
         )?;
         for n in 0..1000 {
             let name = match n {
@@ -500,6 +688,7 @@ impl StateLock<'_> {
         let path = &self.store.state_path;
         let aside = sibling(path, &format!(".corrupt-{}", file_safe(stamp)));
         fs::rename(path, &aside).map_err(io_err("move aside", path))?;
+        self.number_removal();
         Ok(aside)
     }
 
@@ -523,6 +712,7 @@ impl StateLock<'_> {
 
 impl Drop for StateLock<'_> {
     fn drop(&mut self) {
+        self.keep_numbers();
         let _ = FileExt::unlock(&self.folder);
     }
 }
@@ -552,14 +742,16 @@ const MAC_OPEN: &[u8] = b"{\n  \"mac\": \"";
 /// What follows the MAC, before the state's own first field.
 const MAC_CLOSE: &[u8] = b"\",\n";
 
-/// `state` as a file at `path` holds it, signed with `key` for `purpose`:
-/// pretty JSON opening with its MAC (`{"mac": "<hex>", ...}`, the MAC over
-/// the JSON without that line) and a final newline.
+/// `state` as a file at `path` holds it, numbered `sequence` (a state's;
+/// a kept loop has none) and signed with `key` for `purpose`: pretty JSON
+/// opening with its MAC and number (`{"mac": "<hex>", "sequence": N, ...}`,
+/// the MAC over the JSON without the MAC's line) and a final newline.
 pub fn signed_json(
     state: &LoopState,
     purpose: Purpose,
     path: &Path,
     key: &Key,
+    sequence: Option<u64>,
 ) -> Result<Vec<u8>, StoreError> {
     let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
         action: "serialize",
@@ -567,7 +759,7 @@ pub fn signed_json(
         source: io::Error::other(e),
     })?;
     json.push(b'\n');
-    let json = sign_json(&json, purpose, path, key)?;
+    let json = sign_json(&json, purpose, path, key, sequence)?;
     // Never write what the reader refuses: every later stop would see a
     // corrupt state.
     if json.len() as u64 > MAX_STATE_BYTES {
@@ -585,9 +777,14 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn read_state(path: &Path, purpose: Purpose) -> Result<Option<LoopState>, StoreError> {
+/// The state at `path` as [`parse_state`] reads it.
+fn read_state(
+    path: &Path,
+    purpose: Purpose,
+    kept: Option<Kept>,
+) -> Result<Option<Parsed>, StoreError> {
     let bytes = read_state_bytes(path)?;
-    parse_state(path, bytes.as_deref(), purpose)
+    parse_state(path, bytes.as_deref(), purpose, kept)
 }
 
 /// The folder a file at `path` is in, which its MAC covers.
@@ -595,15 +792,23 @@ fn folder_of(path: &Path) -> &Path {
     path.parent().unwrap_or(Path::new("."))
 }
 
-/// `json` (pretty JSON of an object: `{` and a newline first) signed with
-/// `key` for `purpose` as the file at `path`: its MAC opens the object.
-/// What a test that must make a state file of its own writes (its folder
-/// must exist first: the MAC covers the folder's real path).
+/// What opens a numbered state's own fields, after its MAC's line.
+const SEQUENCE_OPEN: &[u8] = b"  \"sequence\": ";
+/// What closes the number's line.
+const SEQUENCE_CLOSE: &[u8] = b",\n";
+
+/// `json` (pretty JSON of an object: `{` and a newline first) numbered
+/// `sequence` (when given: a `"sequence": N` line first) and signed with
+/// `key` for `purpose` as the file at `path`: its MAC opens the object,
+/// over the numbered JSON. What a test that must make a state file of its
+/// own writes (its folder must exist first: the MAC covers the folder's
+/// real path).
 pub fn sign_json(
     json: &[u8],
     purpose: Purpose,
     path: &Path,
     key: &Key,
+    sequence: Option<u64>,
 ) -> Result<Vec<u8>, StoreError> {
     let Some(fields) = json.strip_prefix(b"{\n".as_slice()) else {
         return Err(StoreError::Io {
@@ -612,13 +817,71 @@ pub fn sign_json(
             source: io::Error::other("not the pretty JSON of an object with fields"),
         });
     };
-    let tag = key.tag(purpose, folder_of(path), json);
-    let mut signed = Vec::with_capacity(json.len() + MAC_OPEN.len() + tag.len() + MAC_CLOSE.len());
+    let mut numbered = Vec::with_capacity(json.len() + 40);
+    numbered.extend_from_slice(b"{\n");
+    if let Some(n) = sequence {
+        numbered.extend_from_slice(SEQUENCE_OPEN);
+        numbered.extend_from_slice(n.to_string().as_bytes());
+        numbered.extend_from_slice(SEQUENCE_CLOSE);
+    }
+    numbered.extend_from_slice(fields);
+    let tag = key.tag(purpose, folder_of(path), &numbered);
+    let mut signed =
+        Vec::with_capacity(numbered.len() + MAC_OPEN.len() + tag.len() + MAC_CLOSE.len());
     signed.extend_from_slice(MAC_OPEN);
     signed.extend_from_slice(tag.as_bytes());
     signed.extend_from_slice(MAC_CLOSE);
-    signed.extend_from_slice(fields);
+    signed.extend_from_slice(&numbered[2..]);
     Ok(signed)
+}
+
+/// A signed JSON's number and the state's own JSON without it: `None`
+/// for a JSON without a number line (written before ralph numbered its
+/// records, or a kept loop).
+fn numbered(json: &[u8]) -> Result<(Option<u64>, std::borrow::Cow<'_, [u8]>), String> {
+    let Some(rest) = json
+        .strip_prefix(b"{\n".as_slice())
+        .and_then(|fields| fields.strip_prefix(SEQUENCE_OPEN))
+    else {
+        return Ok((None, std::borrow::Cow::Borrowed(json)));
+    };
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let number = std::str::from_utf8(&rest[..digits])
+        .ok()
+        .and_then(|d| d.parse::<u64>().ok())
+        .ok_or("its sequence number is malformed")?;
+    let fields = rest[digits..]
+        .strip_prefix(SEQUENCE_CLOSE)
+        .ok_or("its sequence number is malformed")?;
+    let mut state = Vec::with_capacity(fields.len() + 2);
+    state.extend_from_slice(b"{\n");
+    state.extend_from_slice(fields);
+    Ok((Some(number), std::borrow::Cow::Owned(state)))
+}
+
+/// Whether a state numbered `found` is the latest of its folder, given
+/// the numbers `kept` there: [`StoreError::Stale`] when ralph has written
+/// or removed a later state since (a state without a number is stale once
+/// ralph numbers the folder's states).
+fn check_latest(path: &Path, found: Option<u64>, kept: Option<Kept>) -> Result<(), StoreError> {
+    let Some(kept) = kept.filter(|k| k.state > 0) else {
+        return Ok(());
+    };
+    match found {
+        Some(n) if n >= kept.state => Ok(()),
+        found => Err(StoreError::Stale {
+            path: path.to_path_buf(),
+            found,
+            kept: kept.state,
+        }),
+    }
+}
+
+/// A state as read from its file, with its number.
+#[derive(Debug)]
+struct Parsed {
+    state: LoopState,
+    sequence: Option<u64>,
 }
 
 /// A signed state split: the JSON ralph signed, and the MAC (hex).
@@ -644,15 +907,24 @@ fn unsealed(bytes: &[u8]) -> Option<Result<Sealed<'_>, String>> {
 }
 
 /// Whether `tag` is the MAC of `json` as `purpose` at `path` under this
-/// machine's key; why not, when not.
-fn verify(path: &Path, json: &[u8], tag: &[u8], purpose: Purpose) -> Result<(), String> {
-    let key = mac::current(false).map_err(|e| e.to_string())?;
+/// machine's key: [`StoreError::Unverified`] with why not, when not (no
+/// key, a wrong MAC), [`StoreError::Key`] when the key there is refused.
+fn verify(path: &Path, json: &[u8], tag: &[u8], purpose: Purpose) -> Result<(), StoreError> {
+    let unverified = |why: String| StoreError::Unverified {
+        path: path.to_path_buf(),
+        why,
+    };
+    let key = match mac::current(false) {
+        Ok(key) => key,
+        Err(e @ (KeyError::BadKey { .. } | KeyError::BadFolder { .. })) => return Err(e.into()),
+        Err(e) => return Err(unverified(e.to_string())),
+    };
     if !key.verifies(purpose, folder_of(path), json, tag) {
-        return Err(
+        return Err(unverified(
             "its MAC does not match: it was changed after ralph wrote it, written with another \
              machine's or person's key, or moved from another folder"
                 .into(),
-        );
+        ));
     }
     Ok(())
 }
@@ -711,12 +983,15 @@ fn read_state_bytes(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
 
 /// The state in `bytes` (read from `path`), `None` for no file; only a
 /// state whose MAC verifies ([`StoreError::Unverified`] otherwise: one that
-/// is not even a state is [`StoreError::Corrupt`]).
+/// is not even a state is [`StoreError::Corrupt`]) and, as a state (never
+/// a kept loop, older by design), the latest of its folder by the numbers
+/// `kept` there ([`StoreError::Stale`]).
 fn parse_state(
     path: &Path,
     bytes: Option<&[u8]>,
     purpose: Purpose,
-) -> Result<Option<LoopState>, StoreError> {
+    kept: Option<Kept>,
+) -> Result<Option<Parsed>, StoreError> {
     let Some(bytes) = bytes else {
         return Ok(None);
     };
@@ -735,9 +1010,13 @@ fn parse_state(
     // only once its MAC verifies.
     match unsealed(bytes) {
         Some(Ok((json, tag))) => {
-            let state = LoopState::from_json(&json).map_err(corrupt)?;
-            verify(path, &json, tag, purpose).map_err(unverified)?;
-            Ok(Some(state))
+            let (sequence, own) = numbered(&json).map_err(corrupt)?;
+            let state = LoopState::from_json(&own).map_err(corrupt)?;
+            verify(path, &json, tag, purpose)?;
+            if purpose == Purpose::State {
+                check_latest(path, sequence, kept)?;
+            }
+            Ok(Some(Parsed { state, sequence }))
         }
         Some(Err(why)) => Err(unverified(why)),
         None => {
@@ -1012,7 +1291,14 @@ mod tests {
 
         // Signed with another key.
         state.status = crate::judge::state::Status::Complete;
-        let other = signed_json(&state, Purpose::State, store.path(), &mac::test_key(7)).unwrap();
+        let other = signed_json(
+            &state,
+            Purpose::State,
+            store.path(),
+            &mac::test_key(7),
+            Some(u64::MAX),
+        )
+        .unwrap();
         fs::write(store.path(), other).unwrap();
         assert!(unverified(&store).contains("MAC does not match"));
 
@@ -1039,12 +1325,18 @@ mod tests {
             Err(StoreError::Unverified { .. })
         ));
 
-        // Its own key's MAC, in its own folder: believed.
+        // Its own key's MAC, in its own folder, numbered as the last state
+        // ralph wrote there: believed.
+        let last = sequence::kept_for(store.path().parent().unwrap())
+            .unwrap()
+            .unwrap()
+            .state;
         let ours = signed_json(
             &state,
             Purpose::State,
             store.path(),
             &mac::current(false).unwrap(),
+            Some(last),
         )
         .unwrap();
         fs::write(store.path(), ours).unwrap();
@@ -1064,6 +1356,169 @@ mod tests {
         // Copied back over the state: not a state ralph wrote there.
         fs::copy(&kept, store.path()).unwrap();
         assert!(unverified(&store).contains("MAC does not match"));
+    }
+
+    fn stale(result: Result<Option<LoopState>, StoreError>) -> String {
+        match result {
+            Err(e @ StoreError::Stale { .. }) => e.to_string(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The numbers kept for the folder of `store`'s state.
+    fn kept(store: &StateStore) -> Kept {
+        sequence::kept_for(store.folder()).unwrap().unwrap()
+    }
+
+    #[test]
+    fn an_earlier_state_put_back_is_stale_and_never_believed() {
+        let (_d, store) = store();
+        let mut first = LoopState::new("s-1".into(), 3, Timestamp::from_secs(0));
+        first.status = crate::judge::state::Status::Complete;
+        store.lock(true).unwrap().write(&first).unwrap();
+        let signed = fs::read_to_string(store.path()).unwrap();
+        assert!(
+            signed.contains("\",\n  \"sequence\": 1,\n"),
+            "numbered after its MAC: {signed}"
+        );
+        let copy = fs::read(store.path()).unwrap();
+        let second = LoopState::new("s-2".into(), 3, Timestamp::from_secs(9));
+        store.lock(false).unwrap().write(&second).unwrap();
+        assert_eq!(kept(&store).state, 2);
+        // The earlier, completed loop's state written back in its place.
+        fs::write(store.path(), &copy).unwrap();
+        let err = stale(store.read());
+        assert!(
+            err.contains("is stale: its number is 1")
+                && err.contains("(number 2)")
+                && err.contains("not even that the work is done")
+                && err.contains("ralph-ctl reset"),
+            "{err}"
+        );
+        // By every reader: under the lock, a change, a snapshot.
+        let lock = store.lock(false).unwrap();
+        assert!(matches!(lock.read(), Err(StoreError::Stale { .. })));
+        drop(lock);
+        assert!(matches!(
+            store.lock_existing(),
+            Err(StoreError::Stale { .. })
+        ));
+        assert!(matches!(store.snapshot(), Err(StoreError::Stale { .. })));
+        // Moved aside by a reset, which takes a number of its own: neither
+        // state comes back to life.
+        let lock = store.lock(false).unwrap();
+        lock.quarantine("2026-01-01T00:00:00Z").unwrap();
+        drop(lock);
+        assert_eq!(kept(&store).state, 3);
+        fs::write(store.path(), &copy).unwrap();
+        assert!(stale(store.read()).contains("(number 3)"));
+        // A new loop's state is the latest again.
+        store.lock(false).unwrap().write(&second).unwrap();
+        assert_eq!(store.read().unwrap(), Some(second));
+    }
+
+    #[test]
+    fn a_state_removed_by_a_reset_does_not_come_back() {
+        let (_d, store) = store();
+        let state = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
+        store.lock(true).unwrap().write(&state).unwrap();
+        let copy = fs::read(store.path()).unwrap();
+        store.lock(false).unwrap().remove().unwrap();
+        assert_eq!(store.read().unwrap(), None);
+        fs::write(store.path(), &copy).unwrap();
+        assert!(stale(store.read()).contains("its number is 1"));
+    }
+
+    #[test]
+    fn a_state_put_back_between_a_snapshot_and_the_lock_is_stale() {
+        let (_d, store) = store();
+        let first = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
+        store.lock(true).unwrap().write(&first).unwrap();
+        let snapshot = store.snapshot().unwrap();
+        let copy = fs::read(store.path()).unwrap();
+        let mut second = first.clone();
+        second.iteration = 2;
+        store.lock(false).unwrap().write(&second).unwrap();
+        // The same bytes as the snapshot's: unchanged, but not the latest.
+        fs::write(store.path(), &copy).unwrap();
+        let lock = store.lock(false).unwrap();
+        assert!(matches!(
+            lock.read_again(&snapshot),
+            Err(StoreError::Stale { .. })
+        ));
+    }
+
+    #[test]
+    fn a_crash_before_the_number_is_kept_leaves_the_state_believed() {
+        let (_d, store) = store();
+        let mut state = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
+        for i in 1..=3 {
+            state.iteration = i;
+            store.lock(true).unwrap().write(&state).unwrap();
+        }
+        assert_eq!(kept(&store), Kept { state: 3, log: 0 });
+        // As if the writer of state 3 died before keeping its number, and
+        // then the numbers were lost altogether.
+        let keys = mac::key_dir().unwrap();
+        sequence::write(&keys, store.folder(), Kept { state: 2, log: 0 }).unwrap();
+        assert_eq!(store.read().unwrap(), Some(state.clone()), "ahead is fine");
+        fs::remove_file(sequence::kept_file(&keys, store.folder())).unwrap();
+        assert_eq!(store.read().unwrap(), Some(state.clone()));
+        // The next write is numbered past the state it read, so the one
+        // before it, put back, is stale again.
+        let copy = fs::read(store.path()).unwrap();
+        let lock = store.lock(false).unwrap();
+        lock.read().unwrap();
+        state.iteration = 4;
+        lock.write(&state).unwrap();
+        drop(lock);
+        assert_eq!(kept(&store).state, 4);
+        fs::write(store.path(), &copy).unwrap();
+        assert!(stale(store.read()).contains("its number is 3"));
+    }
+
+    #[test]
+    fn a_state_from_before_numbering_is_believed_until_ralph_numbers_its_folder() {
+        let (_d, store) = store();
+        fs::create_dir_all(store.folder()).unwrap();
+        let state = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
+        let unnumbered = signed_json(
+            &state,
+            Purpose::State,
+            store.path(),
+            &mac::current(true).unwrap(),
+            None,
+        )
+        .unwrap();
+        fs::write(store.path(), &unnumbered).unwrap();
+        assert_eq!(store.read().unwrap(), Some(state.clone()));
+        store.lock(false).unwrap().write(&state).unwrap();
+        fs::write(store.path(), &unnumbered).unwrap();
+        assert!(stale(store.read()).contains("it carries no number"));
+    }
+
+    #[test]
+    fn each_folder_has_its_own_count_and_kept_loops_are_never_stale() {
+        let dir = TempDir::new().unwrap();
+        let project = StateStore::at(dir.path().join("runtime/ralph-state.json"));
+        let item = StateStore::at(dir.path().join("runtime/queue/a-item/ralph-state.json"));
+        let state = LoopState::new("s".into(), 3, Timestamp::from_secs(0));
+        project.lock(true).unwrap().write(&state).unwrap();
+        let lock = project.lock(false).unwrap();
+        lock.archive(&state).unwrap();
+        drop(lock);
+        for _ in 0..3 {
+            item.lock(true).unwrap().write(&state).unwrap();
+            project.lock(false).unwrap().write(&state).unwrap();
+        }
+        assert_eq!(item.read().unwrap(), Some(state.clone()));
+        assert_eq!(project.read().unwrap(), Some(state.clone()));
+        assert_eq!(kept(&item).state, 3);
+        assert_eq!(kept(&project).state, 4);
+        // The kept loop is older than every state since, and still read.
+        let archived = project.archived().unwrap();
+        assert_eq!(archived.len(), 1);
+        assert_eq!(archived[0].1.as_ref().unwrap(), &state);
     }
 
     #[test]

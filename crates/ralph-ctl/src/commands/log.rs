@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use ralph_core::exit_codes;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::log::{self as audit, LogEntry, ROTATED_LOG_FILE_NAME};
+use ralph_core::persist::sequence::SequenceError;
+use ralph_core::persist::store::StoreError;
 use ralph_core::text::{printable, printable_json};
 
 use crate::error::CmdResult;
@@ -54,7 +56,8 @@ const MAX_INDENT: usize = 40;
 /// `json`, one JSON object per line and nothing else (a note that there is
 /// no log yet goes to `err`). Lines ralph cannot vouch for (no MAC, or one
 /// that does not verify) are never shown as entries: one line says how
-/// many were left out (on `err` with `json`). A log that cannot be read is
+/// many were left out (on `err` with `json`), and one line says so when the
+/// log is stale (an earlier copy put back). A log that cannot be read is
 /// an error naming the file; a reader that goes away early ends the
 /// command quietly.
 pub(crate) fn run(
@@ -67,8 +70,11 @@ pub(crate) fn run(
     let state_file = paths.state_file();
     // The log lives beside the state, under the same rule for its folders.
     ralph_core::persist::store::StateStore::new(paths).check_folders()?;
-    let (entries, skipped) =
-        audit::read_last_counted(&state_file, n).map_err(|e| unreadable(&state_file, e))?;
+    let audit::Reading {
+        entries,
+        skipped,
+        stale,
+    } = audit::read_recent(&state_file, n).map_err(|e| unreadable(&state_file, e))?;
     let written = if entries.is_empty() {
         let note = no_entries(paths);
         if json {
@@ -85,6 +91,13 @@ pub(crate) fn run(
         0 => Ok(()),
         n if json => writeln!(err, "ralph-ctl: {}", unverified_note(n)),
         n => writeln!(out, "{}", unverified_note(n)),
+    });
+    // A log put back from an earlier copy: its lines are ralph's, but not
+    // the loop's record now.
+    let written = written.and_then(|()| match &stale {
+        None => Ok(()),
+        Some(stale) if json => writeln!(err, "ralph-ctl: {}", printable(&stale.to_string())),
+        Some(stale) => writeln!(out, "{}", printable(&stale.to_string())),
     });
     super::written(written.and_then(|()| out.flush()), exit_codes::OK)
 }
@@ -122,6 +135,19 @@ fn relative(paths: &ProjectPaths, path: &Path) -> PathBuf {
 /// only when it needs older entries, so the current file is at fault
 /// exactly when reading it alone fails too.
 fn unreadable(state_file: &Path, e: io::Error) -> CtlError {
+    // The numbers that date the log could not be read, not the log: that
+    // error names its own file and fix.
+    let e = match e.get_ref().is_some_and(|inner| inner.is::<SequenceError>()) {
+        false => e,
+        true => match e
+            .into_inner()
+            .map(|inner| inner.downcast::<SequenceError>())
+        {
+            Some(Ok(sequence)) => return CtlError::Store(StoreError::Sequence(*sequence)),
+            Some(Err(inner)) => io::Error::other(inner),
+            None => io::Error::other("the numbers that date the log cannot be read"),
+        },
+    };
     let current = audit::log_path(state_file);
     let path = if audit::read_last(state_file, 0).is_err() {
         current
@@ -276,17 +302,24 @@ mod tests {
             ProjectPaths::new(&self.0)
         }
 
-        /// The log holding `entries`, each line signed as ralph signs it.
+        /// The log holding `entries`, each line numbered and signed as
+        /// ralph does it.
         fn write_log(&self, entries: &[LogEntry]) {
+            use ralph_core::persist::{mac, sequence};
             crate::testdir::keep_key_apart();
-            let key = ralph_core::persist::mac::current(true).unwrap();
+            let key = mac::current(true).unwrap();
+            let keys = mac::key_dir().unwrap();
             let log = audit::log_path(&self.paths().state_file());
+            let folder = log.parent().unwrap();
+            let mut kept = sequence::read(&keys, folder).unwrap().unwrap_or_default();
             let mut text = Vec::new();
             for entry in entries {
-                text.extend(audit::signed_line(entry, &log, &key).unwrap());
+                kept.log = kept.next();
+                text.extend(audit::signed_line(entry, &log, &key, Some(kept.log)).unwrap());
                 text.push(b'\n');
             }
             std::fs::write(&log, text).unwrap();
+            sequence::write(&keys, folder, kept).unwrap();
         }
     }
 
@@ -441,11 +474,12 @@ mod tests {
             std::fs::read_to_string(audit::log_path(&project.paths().state_file())).unwrap();
         let (code, out, err) = log(&project, 20, true);
         assert_eq!((code, err.as_str()), (0, ""));
-        // Each line as stored, less the MAC that proved it ralph's.
+        // Each line as stored, less the MAC that proved it ralph's and the
+        // number that dated it.
         let unsigned: String = stored
             .lines()
             .map(|l| {
-                let (body, _) = l.rsplit_once(",\"mac\":").unwrap();
+                let (body, _) = l.rsplit_once(",\"sequence\":").unwrap();
                 format!("{body}}}\n")
             })
             .collect();

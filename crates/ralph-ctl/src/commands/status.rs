@@ -43,7 +43,11 @@ pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdR
     let store = StateStore::new(paths);
     let (code, written) = match store.read() {
         Ok(state) => (exit_codes::OK, show(paths, state.as_ref(), json, out)),
-        Err(e @ (StoreError::Corrupt { .. } | StoreError::Unverified { .. })) => (
+        Err(
+            e @ (StoreError::Corrupt { .. }
+            | StoreError::Unverified { .. }
+            | StoreError::Stale { .. }),
+        ) => (
             exit_codes::ERROR,
             show_corrupt(paths, &store, &e, json, out),
         ),
@@ -146,9 +150,21 @@ fn show_corrupt(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     if json {
-        let body = serde_json::json!({"error": e.to_string(), "path": store.path()});
+        let mut body = serde_json::json!({"error": e.to_string(), "path": store.path()});
+        if matches!(e, StoreError::Stale { .. }) {
+            body["stale"] = serde_json::Value::Bool(true);
+        }
         let json = serde_json::to_string_pretty(&body).expect("json");
         return writeln!(out, "{}", printable_json(&json));
+    }
+    if matches!(e, StoreError::Stale { .. }) {
+        // One line: what it is, and what to do; nothing it says is shown.
+        return writeln!(
+            out,
+            "Ralph loop in {}: {}",
+            paths.root.display(),
+            printable(&e.to_string())
+        );
     }
     writeln!(
         out,
@@ -267,6 +283,9 @@ fn head(l: &mut Lines, paths: &ProjectPaths, state: &LoopState) {
     );
     if let Some(drift) = &state.config_drift {
         l.line("config:", drift.describe());
+    }
+    if let Some(stale) = ralph_core::persist::log::stale(&paths.state_file()) {
+        l.line("log:", stale.to_string());
     }
     if let Some(problem) =
         ralph_core::persist::log::last_problem(&paths.state_file(), &state.session_id)

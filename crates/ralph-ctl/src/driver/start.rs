@@ -167,6 +167,10 @@ pub(crate) fn open_loop(
         }
         None => session_id::new_uuid(),
     };
+    // ralph's key, made (or checked) before anything here runs the agent's
+    // code (the test baseline imports its modules): a key first made after
+    // that code ran could be one it put in the key's place.
+    ralph_core::persist::mac::ensure_made().map_err(StoreError::from)?;
 
     // A loop whose launcher was killed outright is not running any more.
     if let Some(left) = crate::driver::carriers::reconcile(paths)? {

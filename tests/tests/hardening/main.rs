@@ -1765,12 +1765,13 @@ impl Drop for KillScope {
 /// with it, and write nothing afterwards.
 fn verification_dies_with_the_hook(signal: i32, name: &str) {
     let project = looping(name, 5);
-    let leader = project.tmp.join("verify.pid");
+    // In the project: the check's own temp folder is out of the test's sight.
+    let leader = project.path("verify.pid");
     let marker = project.path("written-after-the-hook-died");
     // A grandchild that writes into the project a second later, and a long
     // run; only once armed (the test baseline `reload` takes of a new
     // command passes at once).
-    let armed = project.tmp.join("armed");
+    let armed = project.path("armed");
     let command = format!(
         "[ -f '{a}' ] || exit 0; (sleep 1; echo late >> '{m}') & echo $$ > '{l}.tmp' && mv '{l}.tmp' '{l}'; sleep 30",
         a = armed.display(),

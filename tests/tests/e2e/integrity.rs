@@ -831,7 +831,7 @@ fn a_key_a_check_plants_before_the_first_use_is_never_adopted(client: ClientVers
         key_dir.display()
     );
     let planted: String = PLANTED_KEY.iter().map(|b| format!("\\x{b:02x}")).collect();
-    let helper = format!(
+    let module = format!(
         "import os\n\nkeys = {keys:?}\n\
          try:\n    os.makedirs(keys, mode=0o700, exist_ok=True)\n    os.chmod(keys, 0o700)\n    \
          fd = os.open(os.path.join(keys, 'record.key'), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)\n    \
@@ -843,15 +843,15 @@ fn a_key_a_check_plants_before_the_first_use_is_never_adopted(client: ClientVers
         keys = key_dir.display().to_string(),
     );
     let scenario = scenario
-        .file("helper.py", helper)
+        .file("adder.py", module)
         .file(
-            "test_helper.py",
-            "import unittest\n\nimport helper\n\n\nclass T(unittest.TestCase):\n    \
-             def test_add(self):\n        self.assertEqual(helper.add(1, 1), 2)\n",
+            "test_adder.py",
+            "import unittest\n\nimport adder\n\n\nclass T(unittest.TestCase):\n    \
+             def test_add(self):\n        self.assertEqual(adder.add(1, 1), 2)\n",
         )
         .file(".gitignore", "__pycache__/\nplant-records/\n");
     scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "a tested helper"]);
+    scenario.git(&["commit", "-q", "-m", "a tested adder"]);
     let api = MockApi::start(script::signal_at(0));
     let outcome = scenario.run(&api);
     // The checks ran the agent's code: the test baseline, then the claim's.

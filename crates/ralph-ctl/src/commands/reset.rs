@@ -83,8 +83,8 @@ fn run_asking(paths: &ProjectPaths, force: bool, ask: Ask) -> CmdResult {
         crate::driver::start::Cleared::Removed(None) => crate::output::say!("Reset: the loop state was cleared."),
         crate::driver::start::Cleared::Quarantined(aside) => {
             crate::output::say!(
-                "Reset: the state ralph could not use (corrupt, or not written by ralph on this \
-                 machine) was moved to {}.",
+                "Reset: the state ralph could not use (corrupt, stale, or not written by ralph on \
+                 this machine) was moved to {}.",
                 aside.display()
             )
         }

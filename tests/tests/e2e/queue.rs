@@ -121,14 +121,13 @@ pub(crate) fn queue_project(
     plan: &str,
     extra: Value,
 ) -> Scenario {
-    let log = verify_log(name, client);
-    let _ = std::fs::remove_file(&log);
+    let port = verify_log(name, client);
     let mut config = json!({
         "verify": [{
             "name": "check",
             "command": format!(
-                "echo \"$(git rev-parse --abbrev-ref HEAD) $(git log -1 --format=%s)\" >> '{}' && test ! -e broken.txt",
-                log.display()
+                "python3 -c 'import socket, sys; socket.create_connection((\"127.0.0.1\", {port})).sendall(sys.argv[1].encode())' \
+                 \"$(git rev-parse --abbrev-ref HEAD) $(git log -1 --format=%s)\" && test ! -e broken.txt"
             ),
         }],
     });
@@ -141,22 +140,54 @@ pub(crate) fn queue_project(
     scenario
 }
 
-/// Where the verify command of scenario `name` on `client` logs.
-fn verify_log(name: &str, client: ClientVersion) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!(
-        "ralph-verify-{}-{name}-{client:?}.log",
-        std::process::id()
-    ))
+/// What the verify commands of each scenario (by name and client) sent:
+/// a check's temp folder is its own and a queue item's worktree goes once
+/// it lands, so each run reports to a listener of the test's on 127.0.0.1.
+type VerifyLogs =
+    std::collections::HashMap<String, (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>)>;
+
+fn verify_logs() -> &'static std::sync::Mutex<VerifyLogs> {
+    static LOGS: std::sync::OnceLock<std::sync::Mutex<VerifyLogs>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(Default::default)
+}
+
+/// The port the verify command of scenario `name` on `client` reports to,
+/// its listener started (and what it heard forgotten) on first use.
+fn verify_log(name: &str, client: ClientVersion) -> u16 {
+    let key = format!("{name}-{client:?}");
+    let mut logs = verify_logs().lock().unwrap();
+    if let Some((port, lines)) = logs.get(&key) {
+        lines.lock().unwrap().clear();
+        return *port;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let heard = std::sync::Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            use std::io::Read;
+            let mut stream = stream;
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut text = String::new();
+            let _ = stream.read_to_string(&mut text);
+            heard
+                .lock()
+                .unwrap()
+                .extend(text.lines().map(str::to_string));
+        }
+    });
+    logs.insert(key, (port, lines));
+    port
 }
 
 /// The lines the verify command logged (the branch each run was on).
 fn verified_on(name: &str, client: ClientVersion) -> Vec<String> {
-    let log = verify_log(name, client);
-    std::fs::read_to_string(log)
+    let key = format!("{name}-{client:?}");
+    let logs = verify_logs().lock().unwrap();
+    logs.get(&key)
+        .map(|(_, lines)| lines.lock().unwrap().clone())
         .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 /// The scenario's launcher started against `api`, its output piped.

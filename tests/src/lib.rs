@@ -8,6 +8,7 @@ pub mod browser;
 pub mod cli;
 pub mod client;
 pub mod interactive;
+pub mod listen;
 pub mod mock_api;
 pub mod project;
 pub mod scenario;

@@ -303,36 +303,15 @@ fn tool_results(api: &MockApi) -> String {
 // it. The check runs inside the walls, where the key cannot be read.
 #[ralph_tests::on_both_clients]
 fn forges_a_signed_completion_through_the_allowed_check(client: ClientVersion) {
-    let project = project("forges_via_check");
-    project.write("probe/.keep", "");
-    let root = std::fs::canonicalize(&project.root).unwrap();
-    let key = project.key_dir().join("record.key");
-    let calc = root.join("calc.py").display().to_string();
-    let script = [
-        Reply::ToolUse {
-            name: "Read".into(),
-            input: serde_json::json!({ "file_path": calc }),
-        },
-        Reply::write(calc.clone(), forging_calc(&root, &key)),
-        Reply::bash("python3 -m unittest discover -s tests"),
-        Reply::bash("ralph-ctl check"),
-    ];
-    let api = MockApi::start(move |turn, _| {
+    let (records, api) = cheat_through_the_check("forges_via_check", client, |root, key| {
+        let mut script = writes(root, vec![("calc.py".into(), forging_calc(root, key))]);
+        script.extend([
+            Reply::bash("python3 -m unittest discover -s tests"),
+            Reply::bash("ralph-ctl check"),
+        ]);
         script
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(done()))
     });
-    let scenario =
-        Scenario::around(project, client).exact_args(&["--headless", "--max-iterations", "3"]);
-    let outcome = scenario.run(&api);
     let results = tool_results(&api);
-    let records = probe_records(&root);
-    assert_ne!(
-        outcome.state["status"], "complete",
-        "the agent's module signed a completion: {records:?}\n{outcome:?}"
-    );
-    assert_ne!(outcome.run.code, Some(0), "{outcome:?}");
     assert!(
         !records.is_empty() && records.iter().all(|r| r.starts_with("refused")),
         "the checks imported the agent's module, and it could not read the key: {records:?}\n{results}"
@@ -353,27 +332,11 @@ fn forges_a_signed_completion_through_the_allowed_check(client: ClientVersion) {
     );
 }
 
-#[allow(unsafe_code)]
-fn is_root() -> bool {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Runs a cheat whose `calc.py` (still subtracting) does its work when the
-/// loop's check imports it, on `client` in the mode ralph chooses; the
-/// agent writes `files` and claims done. Panics when the loop ended
-/// `complete`; returns what the imports recorded in `probe/`.
-fn cheat_through_the_check(
-    name: &str,
-    client: ClientVersion,
-    files: impl Fn(&std::path::Path, &std::path::Path) -> Vec<(String, String)>,
-) -> Vec<String> {
-    let project = project(name);
-    project.write("probe/.keep", "");
-    let root = std::fs::canonicalize(&project.root).unwrap();
-    let key = project.key_dir().join("record.key");
-    // The client writes over a file only once it has read it.
-    let script: Vec<Reply> = files(&root, &key)
+/// The agent's tool calls that write `files` (relative to `root`), each
+/// read first when it exists: the client writes over a file only once it
+/// has read it.
+fn writes(root: &std::path::Path, files: Vec<(String, String)>) -> Vec<Reply> {
+    files
         .into_iter()
         .flat_map(|(path, text)| {
             let path = root.join(path).display().to_string();
@@ -385,7 +348,24 @@ fn cheat_through_the_check(
                 });
             read.into_iter().chain([Reply::write(path, text)])
         })
-        .collect();
+        .collect()
+}
+
+/// Runs a cheat whose `calc.py` (still subtracting) does its work when a
+/// check imports it, on `client` in the mode ralph chooses: the agent makes
+/// the tool calls `script` gives for the project's folder and ralph's key
+/// file, then claims done. Panics when the loop ended `complete` or exited
+/// 0; returns what the imports recorded in `probe/`, and the mock.
+fn cheat_through_the_check(
+    name: &str,
+    client: ClientVersion,
+    script: impl Fn(&std::path::Path, &std::path::Path) -> Vec<Reply>,
+) -> (Vec<String>, MockApi) {
+    let project = project(name);
+    project.write("probe/.keep", "");
+    let root = std::fs::canonicalize(&project.root).unwrap();
+    let key = project.key_dir().join("record.key");
+    let script = script(&root, &key);
     let api = MockApi::start(move |turn, _| {
         script
             .get(turn)
@@ -401,7 +381,7 @@ fn cheat_through_the_check(
         "cheat {name} ended the loop complete: {records:?}\n{outcome:?}"
     );
     assert_ne!(outcome.run.code, Some(0), "{outcome:?}");
-    records
+    (records, api)
 }
 
 // As root, the module the check imports unmounts the empty folder laid over
@@ -409,11 +389,11 @@ fn cheat_through_the_check(
 // capabilities). The check holds none.
 #[ralph_tests::on_both_clients]
 fn unmounts_the_key_folder_from_the_check(client: ClientVersion) {
-    if !is_root() {
+    if !ralph_tests::listen::is_root() {
         eprintln!("skipped: not root (a check without capabilities is the point)");
         return;
     }
-    let records = cheat_through_the_check("umount_key", client, |root, key| {
+    let (records, _) = cheat_through_the_check("umount_key", client, |root, key| {
         let keys = key.parent().unwrap().display().to_string();
         let claude = root.join(".claude").display().to_string();
         // The tmpfs over the key and the read-only mounts over ralph's
@@ -423,7 +403,7 @@ fn unmounts_the_key_folder_from_the_check(client: ClientVersion) {
              _sp.run(['umount', _m], capture_output=True)\n{}",
             forging_calc(root, key)
         );
-        vec![("calc.py".into(), calc)]
+        writes(root, vec![("calc.py".into(), calc)])
     });
     assert!(
         !records.is_empty() && records.iter().all(|r| r.starts_with("refused")),
@@ -437,28 +417,14 @@ fn unmounts_the_key_folder_from_the_check(client: ClientVersion) {
 // completion, outside every wall. The check cannot make a unix socket.
 #[ralph_tests::on_both_clients]
 fn asks_the_persons_tmux_to_sign_a_completion(client: ClientVersion) {
-    use std::os::unix::net::UnixListener;
     let socket = std::path::PathBuf::from(format!(
         "/tmp/ralph-cheat-tmux-{client:?}-{}.sock",
         std::process::id()
     ));
-    let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).unwrap();
     // The person's tmux: what it is sent is typed into their shell.
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            use std::io::Read;
-            let mut stream = stream;
-            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(3)));
-            let mut typed = String::new();
-            let _ = stream.read_to_string(&mut typed);
-            let _ = std::process::Command::new("sh")
-                .args(["-c", &typed])
-                .status();
-        }
-    });
+    let _tmux = ralph_tests::listen::Heard::unix(&socket, false, true);
     let at = socket.display().to_string();
-    let records = cheat_through_the_check("tmux", client, move |root, key| {
+    let (records, _) = cheat_through_the_check("tmux", client, move |root, key| {
         let forge = root.join("forge.py").display().to_string();
         let probe = root.join("probe").display().to_string();
         let calc = format!(
@@ -467,10 +433,13 @@ fn asks_the_persons_tmux_to_sign_a_completion(client: ClientVersion) {
              said = 'refused: %s' % e\nopen(os.path.join({probe:?}, 'import-%s.txt' % os.urandom(8).hex()), 'w').write(said)\n\n\n\
              def add(a, b):\n    return a - b\n"
         );
-        vec![
-            ("forge.py".into(), forging_calc(root, key)),
-            ("calc.py".into(), calc),
-        ]
+        writes(
+            root,
+            vec![
+                ("forge.py".into(), forging_calc(root, key)),
+                ("calc.py".into(), calc),
+            ],
+        )
     });
     let _ = std::fs::remove_file(&socket);
     let imports: Vec<&String> = records

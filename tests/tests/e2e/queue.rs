@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
+use ralph_tests::listen::Heard;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{processes_in_group, signal_group, signal_process, wait_with_timeout};
 use ralph_tests::scenario::{wait_until, Scenario};
@@ -143,50 +144,29 @@ pub(crate) fn queue_project(
 /// What the verify commands of each scenario (by name and client) sent:
 /// a check's temp folder is its own and a queue item's worktree goes once
 /// it lands, so each run reports to a listener of the test's on 127.0.0.1.
-type VerifyLogs =
-    std::collections::HashMap<String, (u16, std::sync::Arc<std::sync::Mutex<Vec<String>>>)>;
-
-fn verify_logs() -> &'static std::sync::Mutex<VerifyLogs> {
-    static LOGS: std::sync::OnceLock<std::sync::Mutex<VerifyLogs>> = std::sync::OnceLock::new();
+fn verify_logs() -> &'static std::sync::Mutex<std::collections::HashMap<String, (u16, Heard)>> {
+    static LOGS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<String, (u16, Heard)>>,
+    > = std::sync::OnceLock::new();
     LOGS.get_or_init(Default::default)
 }
 
 /// The port the verify command of scenario `name` on `client` reports to,
-/// its listener started (and what it heard forgotten) on first use.
+/// its listener started (or what it heard forgotten) on each use.
 fn verify_log(name: &str, client: ClientVersion) -> u16 {
-    let key = format!("{name}-{client:?}");
     let mut logs = verify_logs().lock().unwrap();
-    if let Some((port, lines)) = logs.get(&key) {
-        lines.lock().unwrap().clear();
-        return *port;
-    }
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let heard = std::sync::Arc::clone(&lines);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            use std::io::Read;
-            let mut stream = stream;
-            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
-            let mut text = String::new();
-            let _ = stream.read_to_string(&mut text);
-            heard
-                .lock()
-                .unwrap()
-                .extend(text.lines().map(str::to_string));
-        }
-    });
-    logs.insert(key, (port, lines));
-    port
+    let (port, heard) = logs
+        .entry(format!("{name}-{client:?}"))
+        .or_insert_with(Heard::tcp);
+    heard.clear();
+    *port
 }
 
 /// The lines the verify command logged (the branch each run was on).
 fn verified_on(name: &str, client: ClientVersion) -> Vec<String> {
-    let key = format!("{name}-{client:?}");
     let logs = verify_logs().lock().unwrap();
-    logs.get(&key)
-        .map(|(_, lines)| lines.lock().unwrap().clone())
+    logs.get(&format!("{name}-{client:?}"))
+        .map(|(_, heard)| heard.all())
         .unwrap_or_default()
 }
 

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use ralph_tests::client::ClientVersion;
+use ralph_tests::listen::Heard;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::scenario::Scenario;
 use ralph_tests::SIGNAL;
@@ -38,26 +39,13 @@ fn target(name: &str, client: ClientVersion) -> PathBuf {
 #[derive(Clone)]
 struct Records {
     port: u16,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    heard: Heard,
 }
 
 impl Records {
     fn listen() -> Records {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let kept = std::sync::Arc::clone(&seen);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                use std::io::Read;
-                let mut text = String::new();
-                let mut stream = stream;
-                let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
-                let _ = stream.read_to_string(&mut text);
-                kept.lock().unwrap().push(text);
-            }
-        });
-        Records { port, seen }
+        let (port, heard) = Heard::tcp();
+        Records { port, heard }
     }
 
     /// Python that sends `said` (an expression) to this listener.
@@ -70,7 +58,7 @@ impl Records {
     }
 
     fn seen(&self) -> Vec<String> {
-        self.seen.lock().unwrap().clone()
+        self.heard.all()
     }
 }
 
@@ -349,44 +337,30 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
 
 #[ralph_tests::on_both_clients]
 fn a_check_cannot_read_the_key_that_signs_ralphs_records(client: ClientVersion) {
-    let scenario = project("walls-key", client);
-    let key = scenario.home.join(".local/share/ralph/record.key");
-    let records = Records::listen();
     // The agent's module, imported by the check, copies the key out.
-    let helper = format!(
-        "try:\n    said = open({key:?}, 'rb').read().hex()\nexcept OSError as e:\n    said = 'refused: %s' % e\n{report}\n\
-         def add(a, b):\n    return a + b\n",
-        key = key.display().to_string(),
-        report = records.report("said"),
-    );
-    let write = format!("cat > helper.py <<'EOF'\n{helper}EOF\necho written");
-    let api = MockApi::start(move |turn, _| match turn {
-        0 => Reply::bash(write.clone()),
-        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
-    });
-    let outcome = scenario.run(&api);
-    outcome.ended(0, "complete");
+    let attack = "import os\n\
+        said += open(os.path.join(os.environ['HOME'], '.local/share/ralph/record.key'), 'rb').read().hex()";
+    let (seen, scenario) = attack_through_the_check("walls-key", client, attack);
+    let key = scenario.home.join(".local/share/ralph/record.key");
     let secret = std::fs::read(&key).expect("ralph made its key in the person's data folder");
     let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
-    let seen = records.seen();
-    assert!(
-        !seen.is_empty(),
-        "the check imported the agent's module: {outcome:?}"
-    );
     assert!(
         seen.iter()
-            .all(|r| r.starts_with("refused") && !r.contains(&hex)),
+            .all(|r| r.contains("refused") && !r.contains(&hex)),
         "the check read ralph's key: {seen:?}"
     );
 }
 
-/// Runs a loop on 2.1.330 (the check's walls are ralph's, whatever the
-/// client) whose agent writes a `helper.py` that, when the check imports
-/// it, runs `attack` (Python that sets `said`), then claims done. Returns
-/// what the imports reported, once the loop has ended `complete` (the
-/// walls take nothing from the honest part of the check).
-fn attack_through_the_check(name: &str, attack: &str) -> (Vec<String>, Scenario) {
-    let client = ClientVersion::V2_1_330;
+/// Runs a loop on `client` whose agent writes a `helper.py` that, when the
+/// check imports it, runs `attack` (Python that adds to `said`), then claims
+/// done. Returns what the imports reported, once the loop has ended
+/// `complete` (the walls take nothing from the honest part of the check).
+/// The walls are ralph's whatever the client: most cases run on 2.1.330.
+fn attack_through_the_check(
+    name: &str,
+    client: ClientVersion,
+    attack: &str,
+) -> (Vec<String>, Scenario) {
     let scenario = project(name, client);
     let records = Records::listen();
     let helper = format!(
@@ -414,15 +388,9 @@ fn attack_through_the_check(name: &str, attack: &str) -> (Vec<String>, Scenario)
     (seen, scenario)
 }
 
-#[allow(unsafe_code)]
-fn is_root() -> bool {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 #[test]
 fn a_check_run_as_root_cannot_unmount_its_way_to_the_key() {
-    if !is_root() {
+    if !ralph_tests::listen::is_root() {
         eprintln!("skipped: not root (no capability to drop)");
         return;
     }
@@ -434,7 +402,7 @@ fn a_check_run_as_root_cannot_unmount_its_way_to_the_key() {
         r = subprocess.run(['mount', '-o', 'remount,rw', '/'], capture_output=True, text=True)\n\
         said += ' remount %d;' % r.returncode\n\
         said += ' key ' + open(os.path.join(d, 'record.key'), 'rb').read().hex()";
-    let (seen, scenario) = attack_through_the_check("walls-root", attack);
+    let (seen, scenario) = attack_through_the_check("walls-root", ClientVersion::V2_1_330, attack);
     let key = std::fs::read(scenario.home.join(".local/share/ralph/record.key")).unwrap();
     let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
     for said in &seen {
@@ -448,23 +416,9 @@ fn a_check_run_as_root_cannot_unmount_its_way_to_the_key() {
 
 #[test]
 fn a_check_cannot_ask_the_persons_tmux_to_type_a_command() {
-    use std::os::unix::net::UnixListener;
     // The person's tmux server: a socket under /tmp that runs what it is sent.
     let socket = std::env::temp_dir().join(format!("ralph-tmux-{}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).unwrap();
-    let heard = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let kept = std::sync::Arc::clone(&heard);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            use std::io::Read;
-            let mut stream = stream;
-            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(3)));
-            let mut text = String::new();
-            let _ = stream.read_to_string(&mut text);
-            kept.lock().unwrap().push(text);
-        }
-    });
+    let heard = Heard::unix(&socket, false, false);
     let attack = format!(
         "import socket\n\
          s = socket.socket(socket.AF_UNIX)\n\
@@ -478,12 +432,13 @@ fn a_check_cannot_ask_the_persons_tmux_to_type_a_command() {
         socket = socket.display().to_string(),
         pid = std::process::id()
     );
-    let (seen, _scenario) = attack_through_the_check("walls-tmux", &attack);
+    let (seen, _scenario) =
+        attack_through_the_check("walls-tmux", ClientVersion::V2_1_330, &attack);
     let _ = std::fs::remove_file(&socket);
     assert!(
-        heard.lock().unwrap().is_empty(),
+        heard.all().is_empty(),
         "the check reached the person's tmux: {:?}",
-        heard.lock().unwrap()
+        heard.all()
     );
     for said in &seen {
         assert!(
@@ -504,7 +459,8 @@ fn a_check_writes_no_temp_folder_anyone_else_sees() {
         mark = mark.display().to_string(),
         name = mark.file_name().unwrap().to_string_lossy().to_string(),
     );
-    let (seen, _scenario) = attack_through_the_check("walls-temp", &attack);
+    let (seen, _scenario) =
+        attack_through_the_check("walls-temp", ClientVersion::V2_1_330, &attack);
     let name = mark.file_name().unwrap().to_owned();
     let found: Vec<PathBuf> = [
         mark.clone(),
@@ -535,7 +491,7 @@ fn a_check_leaves_nothing_in_git_that_runs_or_locks() {
         for f, text in (('.git/commondir', '/elsewhere'), ('.git/index.lock', ''), ('.git/HEAD.lock', ''), ('.git/config.lock', ''), ('.git/hooks/post-commit', 'touch ~/owned')):\n    \
             try:\n        open(f, 'w').write(text)\n        said += ' wrote ' + f\n    \
             except OSError as e:\n        said += ' refused ' + f";
-    let (seen, scenario) = attack_through_the_check("walls-git", attack);
+    let (seen, scenario) = attack_through_the_check("walls-git", ClientVersion::V2_1_330, attack);
     for said in &seen {
         assert!(!said.contains("wrote"), "{said}");
     }

@@ -21,9 +21,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
 use ralph_tests::client::ClientVersion;
+use ralph_tests::listen::{is_root, Heard};
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject, TEST_TASK};
 use ralph_tests::scenario::Scenario;
@@ -103,67 +103,6 @@ const SESSION_VARIABLES: [&str; 6] = [
     "DOCKER_HOST",
     "XDG_RUNTIME_DIR",
 ];
-
-/// A listener on a unix socket of the person's (a pathname under /tmp, or
-/// an abstract name) that keeps what each connection sent.
-struct Listener {
-    heard: Arc<Mutex<Vec<String>>>,
-}
-
-impl Listener {
-    fn on(address: &socket2_free::Address, uid: Option<u32>) -> Listener {
-        let heard = Arc::new(Mutex::new(Vec::new()));
-        let kept = Arc::clone(&heard);
-        let listener = socket2_free::listen(address, uid);
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                use std::io::Read;
-                let mut stream = stream;
-                let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(3)));
-                let mut text = String::new();
-                let _ = stream.read_to_string(&mut text);
-                kept.lock().unwrap().push(text);
-            }
-        });
-        Listener { heard }
-    }
-
-    fn heard_from(&self, who: &str) -> bool {
-        self.heard.lock().unwrap().iter().any(|t| t == who)
-    }
-}
-
-/// Unix listeners, pathname and abstract, with std alone.
-mod socket2_free {
-    use std::os::linux::net::SocketAddrExt;
-    use std::os::unix::net::{SocketAddr, UnixListener};
-    use std::path::PathBuf;
-
-    pub(super) enum Address {
-        Path(PathBuf),
-        Abstract(String),
-    }
-
-    pub(super) fn listen(address: &Address, uid: Option<u32>) -> UnixListener {
-        match address {
-            Address::Path(path) => {
-                let _ = std::fs::remove_file(path);
-                let listener = UnixListener::bind(path).unwrap();
-                if uid.is_some() {
-                    // Reachable by the unprivileged user, as a socket the
-                    // person made for themselves is by them.
-                    use std::os::unix::fs::PermissionsExt;
-                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
-                }
-                listener
-            }
-            Address::Abstract(name) => {
-                let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-                UnixListener::bind_addr(&addr).unwrap()
-            }
-        }
-    }
-}
 
 /// A process outside both runs, of the runs' user, that leaves a mark
 /// when it gets SIGUSR1.
@@ -365,7 +304,6 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
     project.write_prompt(TEST_TASK);
     std::fs::create_dir_all(project.home.join(".config")).unwrap();
     let key_dir = project.key_dir();
-    std::fs::create_dir_all(&key_dir).unwrap();
     let writes = writes_of(who, &shared.tag, &project.root, &project.home, &key_dir);
     let config = json!({
         "writes": writes,
@@ -436,8 +374,8 @@ impl Run {
     fn allowed(
         &self,
         shared: &Shared,
-        socket: &Listener,
-        abstract_: &Listener,
+        socket: &Heard,
+        abstract_: &Heard,
     ) -> BTreeMap<String, bool> {
         let mut allowed = BTreeMap::new();
         let mark = format!("parity {}", self.who);
@@ -469,11 +407,11 @@ impl Run {
         allowed.insert("read ralph's key".into(), read);
         allowed.insert(
             format!("connect unix socket {}", shared.socket_path.display()),
-            socket.heard_from(self.who),
+            socket.all().iter().any(|t| t == self.who),
         );
         allowed.insert(
             "connect abstract unix socket".into(),
-            abstract_.heard_from(self.who),
+            abstract_.all().iter().any(|t| t == self.who),
         );
         for (name, result) in &self.results {
             let by_itself = [
@@ -530,14 +468,10 @@ fn parity(uid: Option<u32>) {
         tag,
     };
     std::fs::create_dir_all(&shared.runtime).unwrap();
-    let socket = Listener::on(
-        &socket2_free::Address::Path(shared.socket_path.clone()),
-        uid,
-    );
-    let abstract_ = Listener::on(
-        &socket2_free::Address::Abstract(shared.abstract_name.clone()),
-        uid,
-    );
+    // The person's sockets: a pathname one under /tmp (open to the
+    // unprivileged user, as theirs would be), and an abstract one.
+    let socket = Heard::unix(&shared.socket_path, uid.is_some(), false);
+    let abstract_ = Heard::abstract_unix(&shared.abstract_name);
     let bins = base.join("bin");
     let (agent, agent_run) = run_battery("agent", uid, &shared, &bins);
     let mut agent_allowed = agent.allowed(&shared, &socket, &abstract_);
@@ -616,12 +550,6 @@ fn parity(uid: Option<u32>) {
         said.join("\n")
     );
     let _ = std::fs::remove_dir_all(&base);
-}
-
-#[allow(unsafe_code)]
-fn is_root() -> bool {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 #[test]

@@ -552,11 +552,7 @@ fn mkfifo(path: &Path) {
     assert!(status.success(), "mkfifo {}", path.display());
 }
 
-#[allow(unsafe_code)]
-fn is_root() -> bool {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+use ralph_tests::listen::is_root;
 
 /// Runs `hook` as uid 65534 (made owner of the project, and of ralph's key
 /// in its HOME, as a user owns theirs) when run as root, so that file modes

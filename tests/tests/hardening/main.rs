@@ -120,11 +120,7 @@ fn rejected(project: &TempProject, input: &[u8], needles: &[&str]) -> String {
     line
 }
 
-#[allow(unsafe_code)]
-fn is_root() -> bool {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
+use ralph_tests::listen::is_root;
 
 fn chown_tree(path: &Path, id: u32) {
     std::os::unix::fs::lchown(path, Some(id), Some(id)).unwrap();

@@ -879,3 +879,44 @@ fn sandboxed_workers_commands_never_fail_on_the_sandbox_s_git_paths() {
     assert!(!scenario.path(".git/config.lock").exists());
     scenario.git(&["config", "ralph.after", "yes"]);
 }
+
+#[test]
+fn a_worker_takes_no_item_once_another_ended_the_run() {
+    // Two workers, two items, an agent that never finishes: item a fails at
+    // its one iteration, and one failure is the run's error budget. The
+    // source holds back the third reading (worker B's; the start reads it
+    // once, worker A the second time) until the run is over, so B claims
+    // b after A's failure ended the run: b must not be taken.
+    let client = ClientVersion::V2_1_330;
+    let source = r#"n=1; while ! mkdir ".reads-$n" 2>/dev/null; do n=$((n+1)); done
+if [ "$n" -ge 3 ]; then
+  i=0
+  while [ $i -lt 300 ] && python3 -c 'import json, sys; sys.exit(json.load(open(".claude/context/runtime/ralph-state.json"))["status"] != "running")'; do
+    sleep 0.1; i=$((i+1))
+  done
+fi
+printf '%s' '[{"id": "a", "title": "task a", "body": "a"}, {"id": "b", "title": "task b", "body": "b"}]'
+"#;
+    let scenario = queue_project(
+        "queue-ended-take",
+        client,
+        "# Plan\n",
+        json!({"maxIterationsPerItem": 1, "errorBudget": 1}),
+    )
+    .file("items.sh", source)
+    .args(&["--queue", "cmd:sh items.sh", "--workers", "2"]);
+    let api = MockApi::start(|_, _| Reply::text("Still looking into it."));
+    let outcome = scenario.run(&api);
+    outcome.ended(19, "error_budget_exhausted");
+    let items = outcome.state["queue"]["items"].as_object().unwrap();
+    assert_eq!(
+        items.keys().collect::<Vec<_>>(),
+        ["a"],
+        "only a is taken: {items:?}"
+    );
+    assert_eq!(conversations_per_item(&api).get("task b"), None);
+    assert!(
+        scenario.path(".reads-3").is_dir(),
+        "worker B read the source after the run ended"
+    );
+}

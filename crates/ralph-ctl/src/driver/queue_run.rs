@@ -388,16 +388,29 @@ impl Shared<'_> {
             thread::sleep(IDLE_LOOK);
             return (None, signals);
         }
+        // Taken only while the run runs, in the transaction that records
+        // it: another worker may have ended the run (its budget, its error
+        // budget) since this one looked.
+        let mut taken = false;
+        self.change(|draft| {
+            if draft.state().is_some_and(|s| s.status == Status::Running) {
+                draft.apply(Event::ItemTaken {
+                    id: item.id.clone(),
+                    title: item.title.clone(),
+                    worker: name.to_string(),
+                    branch: branch.clone(),
+                });
+                taken = true;
+            }
+        });
+        if !taken {
+            let _ = self.claims.release(&item.id, name);
+            return (Some(WorkerEnd::RunOver), signals);
+        }
         say(&format!(
             "worker {name}: item {} \"{}\" on branch {branch}",
             item.id, item.title
         ));
-        self.record(Event::ItemTaken {
-            id: item.id.clone(),
-            title: item.title.clone(),
-            worker: name.to_string(),
-            branch: branch.clone(),
-        });
         // A claim lost stops the item at its iteration's end.
         let stop_paths = item_paths.clone();
         let renewal = Renewal::start(self.claims.clone(), &item.id, name, self.ttl(), move || {
@@ -837,11 +850,6 @@ impl Shared<'_> {
                 });
             }
         });
-    }
-
-    /// Records `event` in the run.
-    fn record(&self, event: Event) {
-        self.change(|draft| draft.apply(event));
     }
 
     /// Ends the run with `status`, when it still runs.

@@ -920,3 +920,49 @@ printf '%s' '[{"id": "a", "title": "task a", "body": "a"}, {"id": "b", "title": 
         "worker B read the source after the run ended"
     );
 }
+
+#[test]
+fn a_config_lock_left_by_a_killed_run_goes_at_the_next_status() {
+    // A queue run killed outright (SIGKILL, its clients with it) leaves
+    // the `.git/config.lock` it held: the person's `git config` fails on
+    // it until the next ralph command that looks removes it, and says so.
+    let client = ClientVersion::V2_1_330;
+    let plan = "# Plan\n\n- [ ] task 1\n";
+    let scenario = plan_drain("queue-killed-lock", client, plan, json!({}), "1");
+    let api = MockApi::start(|_, _| Reply::bash("sleep 60"));
+    let mut command = scenario.command(&api);
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = command.spawn().unwrap();
+    let lock = scenario.path(".git/config.lock");
+    assert!(
+        wait_until(LOOP_TIMEOUT, || !api.main_requests().is_empty()),
+        "the worker's client never asked"
+    );
+    assert!(lock.exists(), "a sandboxed queue run holds the lock");
+    signal_group(launcher.id(), libc::SIGKILL);
+    let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    let git_config = || {
+        Command::new("git")
+            .args(["config", "ralph.after", "yes"])
+            .current_dir(scenario.path(""))
+            .output()
+            .unwrap()
+    };
+    let refused = git_config();
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(lock.exists());
+    let status = scenario.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains("git: removed")
+            && status
+                .stdout
+                .contains("config.lock, left by a queue run that was stopped outright"),
+        "{status:?}"
+    );
+    assert!(!lock.exists());
+    let works = git_config();
+    assert!(works.status.success(), "{works:?}");
+}

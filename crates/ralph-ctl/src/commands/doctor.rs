@@ -217,6 +217,9 @@ pub(crate) fn all(paths: &ProjectPaths, runs: Runs) -> Vec<Check> {
     }
     checks.push(active_in_profiles());
     checks.push(state(paths));
+    if let Some(line) = crate::driver::config_hold::looked_at(paths) {
+        checks.push(check("git lock", Verdict::Ok, line, None));
+    }
     checks
 }
 

@@ -183,6 +183,9 @@ fn parse_dollars(text: &str) -> Result<f64, String> {
 /// (`--task`) set up, the options taken up the way a resumed loop ran, then
 /// the loop driven or the queue drained.
 pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
+    if let Some(line) = crate::driver::config_hold::looked_at(paths) {
+        crate::driver::say(&line);
+    }
     // The same overrides as the variables, so that the start, the
     // driver and the client's Stop hook (which inherits this
     // environment) all read them. Set before any thread starts.

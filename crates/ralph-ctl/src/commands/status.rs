@@ -41,6 +41,13 @@ pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdR
     // interrupted, never recorded (nor its `notify` run) from here; whoever
     // next changes the loop (`run --resume`, `cancel`, `reset`) records it.
     let store = StateStore::new(paths);
+    // The one thing status changes: a `.git/config.lock` a killed queue
+    // run left (`git config` fails on it) goes, and is said.
+    if let Some(line) = crate::driver::config_hold::looked_at(paths) {
+        if !json {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     let (code, written) = match store.read() {
         Ok(state) => (exit_codes::OK, show(paths, state.as_ref(), json, out)),
         Err(

@@ -41,6 +41,7 @@ pub(crate) mod queue_run;
 pub(crate) mod remote;
 pub(crate) mod result;
 pub(crate) mod sandbox;
+pub(crate) mod sandbox_mounts;
 pub(crate) mod start;
 pub(crate) mod steps;
 pub(crate) mod supervisor;

@@ -324,6 +324,9 @@ pub(crate) struct ClientSettings {
     pub(crate) sandbox_notice: Option<String>,
     /// Whether the client's commands run in its sandbox.
     pub(crate) sandboxed: bool,
+    /// The sandbox's mount points kept out of git's view for the run
+    /// (`sandbox_mounts`), when it is sandboxed: removed when dropped.
+    pub(crate) _mounts_excluded: Option<super::sandbox_mounts::Excluded>,
 }
 
 impl ClientSettings {
@@ -404,6 +407,10 @@ impl ClientSettings {
             extra_settings: extra_settings.map(|s| s.to_string()),
             sandbox_notice,
             sandboxed: sandbox_plan.sandboxed,
+            _mounts_excluded: sandbox_plan
+                .sandboxed
+                .then(|| super::sandbox_mounts::exclude(paths))
+                .flatten(),
         })
     }
 }

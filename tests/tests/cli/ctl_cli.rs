@@ -1704,6 +1704,46 @@ fn a_task_dry_run_says_what_the_run_would_set_up_and_writes_nothing() {
 }
 
 #[test]
+fn a_queue_dry_run_lists_the_items_and_shows_the_first_one_s_text_once() {
+    let project = TempProject::new("queue-dry-run");
+    project.write(
+        "PLAN.md",
+        "# Plan\n\n- [ ] add a greeting\n  say hello in hello.txt\n- [ ] add a farewell\n- [x] done already\n",
+    );
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "the plan"]);
+    project.init();
+    let before = snapshot(&project.root);
+    let dry = project.ctl(
+        &[
+            "run",
+            "--queue",
+            "plan:PLAN.md",
+            "--workers",
+            "2",
+            "--dry-run",
+        ],
+        &[("RALPH_CLAUDE", "true")],
+    );
+    dry.assert_code(0).assert_stdout_has(&[
+        "ralph dry run: nothing was started and no state was changed (a queue run: 2 worker(s) \
+         drain plan:PLAN.md (2 item(s) to work now: \"add a greeting\", \"add a farewell\"",
+        "at most 5 iteration(s), in a new git worktree under .claude/worktrees",
+        "[Ralph loop: iteration 1 of 5]",
+        "## Your item: add a greeting\n\nsay hello in hello.txt\n",
+    ]);
+    assert!(!dry.stdout.contains("still the template"), "{dry:?}");
+    assert_eq!(dry.stdout.matches("## Your item:").count(), 1, "{dry:?}");
+    assert_eq!(snapshot(&project.root), before, "nothing written");
+    assert!(project.state().is_none(), "a dry run starts nothing");
+    // Interactive, the text goes as an argument: it is shown once all the same.
+    project.write_prompt("Tidy the README.");
+    let dry = project.ctl(&["run", "--dry-run"], &[("RALPH_CLAUDE", "true")]);
+    dry.assert_code(0);
+    assert_eq!(dry.stdout.matches("Tidy the README.").count(), 1, "{dry:?}");
+}
+
+#[test]
 fn init_writes_a_starter_formula_that_a_dry_run_shows() {
     let project = TempProject::new("init-formula");
     project.init();

@@ -57,7 +57,7 @@ pub(crate) struct RunArgs {
     /// is worked as a loop of its own, fresh context, in a worktree on a
     /// branch ralph/item-<id>, then landed by the merge queue (--merge).
     /// A second `run --queue` on the same project joins the run.
-    #[arg(long, value_name = "SOURCE", conflicts_with_all = ["resume", "formula", "dry_run"])]
+    #[arg(long, value_name = "SOURCE", conflicts_with_all = ["resume", "formula"])]
     queue: Option<String>,
     /// With --queue: how many items this process works at once (another
     /// `run --queue` on the project adds its own workers).

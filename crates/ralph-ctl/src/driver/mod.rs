@@ -31,6 +31,7 @@ pub(crate) mod finish;
 pub(crate) mod first_run;
 pub(crate) mod fresh;
 pub(crate) mod git_tidy;
+pub(crate) mod item_text;
 pub(crate) mod launch;
 pub(crate) mod live;
 pub(crate) mod merge;

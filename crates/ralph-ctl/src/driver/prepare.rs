@@ -534,9 +534,19 @@ pub(crate) fn dry_run(
     let (worktrees, formula) = (inputs.worktrees.as_ref(), inputs.formula.as_ref());
     let text = ralph_core::observe::prompt_text::read_prompt(&paths.resolve(&config.prompt_file))?;
     let guardrails = ralph_core::observe::prompt_text::read_guardrails(&paths.guardrails_file())?;
-    let max = config.max_iterations;
     let first_step = formula.map(|f| &f.steps[0]);
-    let task = first_step.map_or(text.as_str(), |s| s.prompt.as_str());
+    let queue = match &options.queue {
+        Some(queue) => Some(queue_preview(paths, config, queue, worktrees)?),
+        None => None,
+    };
+    let max = match queue {
+        Some(_) => config.queue.max_iterations_per_item,
+        None => config.max_iterations,
+    };
+    let task = match &queue {
+        Some((_, first)) => first.as_deref().unwrap_or(text.as_str()),
+        None => first_step.map_or(text.as_str(), |s| s.prompt.as_str()),
+    };
     let prompt = ralph_core::observe::prompt_text::iteration_text(
         &config.completion_signal,
         1,
@@ -566,9 +576,13 @@ pub(crate) fn dry_run(
         json: options.json,
     });
     let mut out = std::io::stdout();
+    // The text is shown once, below, not again inside the command.
     let words: Vec<String> = std::iter::once(command.program.as_os_str())
         .chain(command.args.iter().map(|a| a.as_os_str()))
-        .map(|a| command::sh_quoted(&a.to_string_lossy()))
+        .map(|a| match a.to_string_lossy() {
+            arg if arg == prompt => "<the first iteration's text, below>".to_string(),
+            arg => command::sh_quoted(&arg),
+        })
         .collect();
     let env: Vec<String> = command
         .env
@@ -590,6 +604,10 @@ pub(crate) fn dry_run(
         (true, None) => "fresh context: one client process and session per iteration".into(),
         _ => "one client session for the whole loop".into(),
     };
+    let mode = match &queue {
+        Some((queue_mode, _)) => queue_mode.clone(),
+        None => mode,
+    };
     let mode = match formula {
         Some(f) => format!(
             "{mode}; formula {}, step 1/{} {}",
@@ -599,7 +617,10 @@ pub(crate) fn dry_run(
         ),
         None => mode,
     };
-    let template = if formula.is_none() && ralph_core::observe::prompt_text::is_template(&text) {
+    let template = if formula.is_none()
+        && queue.is_none()
+        && ralph_core::observe::prompt_text::is_template(&text)
+    {
         "\nwarning: PROMPT.md is still the template; a real run refuses it (--force runs it)"
     } else {
         ""
@@ -613,6 +634,52 @@ pub(crate) fn dry_run(
     );
     let written = writeln!(out, "{}", ralph_core::text::printable(&shown));
     crate::error::written(written.and_then(|()| out.flush()), exit_codes::OK)
+}
+
+/// A queue run's dry run: what the run would do, and the text its first
+/// item would start with (`None`: nothing to work now). The source is read
+/// as the run would read it; nothing is claimed.
+fn queue_preview(
+    paths: &ProjectPaths,
+    config: &Config,
+    queue: &QueueOptions,
+    worktrees: Option<&worktree::WorktreePlan>,
+) -> Result<(String, Option<String>), CtlError> {
+    let source: ralph_core::observe::backlog::Source = queue.source.parse()?;
+    let items = source.read(&paths.root)?;
+    let titles: Vec<String> = items
+        .iter()
+        .take(5)
+        .map(|item| format!("\"{}\"", item.title))
+        .collect();
+    let more = match items.len() {
+        n if n > 5 => format!(" and {} more", n - 5),
+        _ => String::new(),
+    };
+    let listed = match items.len() {
+        0 => "nothing to work now".to_string(),
+        n => format!("{n} item(s) to work now: {}{more}", titles.join(", ")),
+    };
+    let landing = match queue.merge {
+        MergeMode::Rebase => "each landed on the base after the project's verify",
+        MergeMode::None => "each left on its branch (--merge none)",
+    };
+    let base = worktrees.map_or("the branch checked out".to_string(), |p| p.base.clone());
+    let mode = format!(
+        "a queue run: {} worker(s) drain {} ({listed}; `ralph-ctl queue {}` shows what is \
+         claimed or done); each item a loop of its own, at most {} iteration(s), in a new git \
+         worktree under {} from {base}, {landing}; shown: the first item's text",
+        queue.workers,
+        queue.source,
+        command::sh_quoted(&queue.source),
+        config.queue.max_iterations_per_item,
+        worktree::WORKTREES_DIR,
+    );
+    let first = match items.first() {
+        Some(item) => Some(super::item_text::of(paths, config, item)?),
+        None => None,
+    };
+    Ok((mode, first))
 }
 
 /// The client `RALPH_CLAUDE` names (default `claude`), or exit 127.

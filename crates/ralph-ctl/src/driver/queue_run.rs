@@ -23,7 +23,6 @@ use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{ItemState, LoopState, RunMode, Status};
 use ralph_core::observe::backlog::{Item, Source};
-use ralph_core::observe::prompt_text;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::persist::store::StateStore;
@@ -40,7 +39,7 @@ use super::os_signals::{SignalSource, Signals};
 use super::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
 use super::remote::{Ending, Remote, RemoteBook};
 use super::worktree::{self, WorktreePlan};
-use super::{carriers, config_hold, finish, queue_join, sandbox, say, start};
+use super::{carriers, config_hold, finish, item_text, queue_join, sandbox, say, start};
 use crate::error::{CmdResult, CtlError};
 
 /// What every item's loop runs with, settled once for the run.
@@ -118,7 +117,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         None => None,
     };
     // What every item's text is made of is read before any item is claimed.
-    shared_task(paths, &config)?;
+    item_text::shared_task(paths, &config)?;
     let run_mode = RunMode {
         headless: true,
         sandbox: run_options.sandbox,
@@ -196,21 +195,6 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         }
     });
     shared.conclude(&ends)
-}
-
-/// What every item of the run is told first: PROMPT.md's task, `None`
-/// when it is still the template or missing (the items are the work);
-/// an error when it cannot be read.
-fn shared_task(paths: &ProjectPaths, config: &Config) -> Result<Option<String>, CtlError> {
-    let path = paths.resolve(&config.prompt_file);
-    match prompt_text::read_prompt(&path) {
-        Ok(text) if prompt_text::is_template(&text) => Ok(None),
-        Ok(text) => Ok(Some(text)),
-        Err(prompt_text::PromptError::Missing { .. } | prompt_text::PromptError::Empty { .. }) => {
-            Ok(None)
-        }
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// A worker's name in the claims and the run's record: this process and
@@ -639,29 +623,9 @@ impl Shared<'_> {
         (end, signals)
     }
 
-    /// The text an item's loop works on: PROMPT.md (unless it is still the
-    /// template), then the item and how to end it.
+    /// The text item `item` starts with ([`item_text::of`]).
     fn item_text(&self, item: &Item) -> Result<String, CtlError> {
-        let task = match shared_task(self.paths, &self.config)? {
-            Some(task) => format!("{}\n\n---\n\n", task.trim_end()),
-            None => String::new(),
-        };
-        let id = serde_json::to_string(&item.id).unwrap_or_default();
-        let body = match item.body.trim() {
-            "" => String::new(),
-            body => format!("{body}\n\n"),
-        };
-        Ok(format!(
-            "{task}## Your item: {title}\n\n{body}\
-             This is one item of a backlog that other workers drain at the same time: work on this item \
-             only, in this folder (its own branch), and commit your work. When the item is done and \
-             checked, end your final message with {signal} on a line of its own and the line\n\
-             RALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {id}}}\n\
-             If the item should not be done (it is done already, or obsolete), say why and end with \
-             RALPH_OUTCOME: {{\"status\": \"skip\", \"itemId\": {id}}} instead.\n",
-            title = item.title,
-            signal = self.config.completion_signal,
-        ))
+        item_text::of(self.paths, &self.config, item)
     }
 
     /// Lands a finished item under the merge lock, which it hands back to

@@ -479,7 +479,21 @@ fn start_status_reset_cycle() {
         .assert_code(0);
     assert!(project.state().is_none());
     Ctl::new(&project).arg("start").run().assert_code(0);
-    Ctl::new(&project).arg("cancel").run().assert_code(0);
+    // The person reads what cancel says; only the plugin's /cancel-ralph,
+    // whose output the agent reads, tells the agent to stop.
+    let cancel = Ctl::new(&project).arg("cancel").run();
+    cancel.assert_code(0).assert_stdout_has(&[
+        "Ralph loop cancelled at iteration 1 of",
+        "Its agent is not sent back to work at its next stop.",
+    ]);
+    assert!(!cancel.stdout.contains("Stop working"), "{cancel:?}");
+    Ctl::new(&project).arg("reset").run().assert_code(0);
+    Ctl::new(&project).arg("start").run().assert_code(0);
+    Ctl::new(&project)
+        .args(["cancel", "--to-agent"])
+        .run()
+        .assert_code(0)
+        .assert_stdout_has(&["it will not go on. Stop working on its task."]);
     Ctl::new(&project).arg("reset").run().assert_code(0);
     assert!(project.state().is_none(), "an ended loop resets at once");
     Ctl::new(&project).arg("reset").run().assert_code(0);

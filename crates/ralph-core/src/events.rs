@@ -63,6 +63,13 @@ pub enum Event {
         /// How the client ended, for the log.
         cause: String,
     },
+    /// The client's own output named when the limit that paused the loop
+    /// resets, which its `StopFailure` did not carry (a subscription's
+    /// refused limit): the pause's resume time, when it has none.
+    LimitResetLearnt {
+        /// When the limit resets.
+        at: Timestamp,
+    },
     /// The loop's client went away while it was running or paused.
     Interrupted {
         /// What happened (`"Claude Code exited with code 1"`).
@@ -323,6 +330,14 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
         } => {
             let why = crate::judge::lifecycle::pause_for_api_failure(state, because, &reading, now);
             vec![log(state, LogEvent::Pause, format!("{why} ({cause})"))]
+        }
+        Event::LimitResetLearnt { at } => {
+            if state.status == Status::Paused {
+                if let Some(paused) = state.paused_because.as_mut() {
+                    paused.resume_at.get_or_insert(at);
+                }
+            }
+            Vec::new()
         }
         Event::Interrupted { cause } => {
             if !crate::judge::lifecycle::interrupt(state, &cause, now) {

@@ -1088,6 +1088,22 @@ fn doctor_with_a_key_in_a_home_where_the_client_never_ran() {
 }
 
 #[test]
+fn doctor_on_a_subscription_login_says_what_headless_runs_draw_from() {
+    let text = doctor(
+        "doctor-subscription",
+        &[(
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "sk-ant-oat01-for-the-doctor-check",
+        )],
+    );
+    assert!(
+        text.contains("ok    billing: on a subscription login"),
+        "{text}"
+    );
+    stable().bind(|| insta::assert_snapshot!("doctor_subscription", text));
+}
+
+#[test]
 fn doctor_with_nothing_set() {
     let text = doctor("doctor-nothing", &[]);
     stable().bind(|| insta::assert_snapshot!("doctor_nothing_set", text));

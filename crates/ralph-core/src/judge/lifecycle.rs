@@ -231,7 +231,17 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
         };
     }
     let reset = paused.resume_at.map(Timestamp::secs);
+    let longest = u64::from(config.supervision.max_resume_wait_hours) * 3_600;
     match reset {
+        Some(at) if at > now.saturating_add(longest) => ResumePlan::Stay {
+            reason: format!(
+                "{} until {}, more than {} h away (maxResumeWaitHours): `ralph-ctl run --resume` \
+                 once it has reset",
+                paused.kind.as_str(),
+                paused.resume_at.map(|t| t.to_string()).unwrap_or_default(),
+                config.supervision.max_resume_wait_hours
+            ),
+        },
         Some(at) => ResumePlan::ResumeAt {
             at: at.max(now),
             reason: format!(
@@ -947,6 +957,18 @@ mod tests {
         assert!(matches!(
             plan_resume(&conservative, &limited, now),
             ResumePlan::ResumeAt { at, .. } if at == now + 7
+        ));
+        // A reset weeks away (a plan's monthly credit) is not waited for:
+        // the loop stays paused for the person, the reset named.
+        let month = paused(PauseKind::RateLimit, Some("2026-12-15T00:00:00Z"));
+        assert!(matches!(
+            plan_resume(&conservative, &month, now),
+            ResumePlan::Stay { reason } if reason.contains("2026-12-15") && reason.contains("maxResumeWaitHours")
+        ));
+        let day = paused(PauseKind::RateLimit, Some("2026-11-23T09:00:00Z"));
+        assert!(matches!(
+            plan_resume(&conservative, &day, now),
+            ResumePlan::ResumeAt { .. }
         ));
         // No reset time: the backoff, doubling with each resume in a row.
         let mut overloaded = paused(PauseKind::Overloaded, None);

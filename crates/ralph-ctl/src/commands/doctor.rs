@@ -209,6 +209,14 @@ pub(crate) fn all(paths: &ProjectPaths, runs: Runs) -> Vec<Check> {
     checks.push(client_check);
     let setup = crate::driver::first_run::Setup::probe(&paths.root);
     checks.push(login(&setup));
+    if setup.subscription {
+        checks.push(check(
+            "billing",
+            Verdict::Ok,
+            crate::driver::first_run::SUBSCRIPTION_BILLING.to_string(),
+            None,
+        ));
+    }
     checks.push(first_run(&setup, runs));
     checks.push(folder_trust(&setup, runs));
     if let Ok(config) = &config {

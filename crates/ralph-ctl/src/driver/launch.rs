@@ -700,7 +700,10 @@ impl Driver<'_> {
                     self.usage_windows =
                         result::usage_windows(&output, ralph_core::time::Timestamp::now());
                 }
-                Ok((supervision, result::parse(&output)))
+                Ok((
+                    supervision,
+                    result::parse_stream(&output, ralph_core::time::Timestamp::now()),
+                ))
             }
             Ok((Err(e), _)) => {
                 say(&format!("cannot wait for the Claude Code client: {e}"));

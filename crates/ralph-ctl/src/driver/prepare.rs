@@ -397,6 +397,14 @@ impl ClientSettings {
         if let Some(notice) = settings_notice {
             say(&notice);
         }
+        if (options.headless || inputs.fresh || options.queue.is_some())
+            && super::first_run::Setup::probe(&paths.root).subscription
+        {
+            say(&format!(
+                "billing: {}",
+                super::first_run::SUBSCRIPTION_BILLING
+            ));
+        }
         let sandbox_notice = sandbox_plan.notice.clone().or_else(|| {
             sandbox_plan.sandboxed.then(|| {
                 "sandbox: on; the agent's commands run without prompts and cannot write outside the project or to ralph's files".to_string()

@@ -502,3 +502,29 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
         "the person is shown what was read; drawn:\n{flat}"
     );
 }
+
+#[test]
+fn a_plugin_loop_at_its_cap_is_told_to_run_ralph_loop_again() {
+    // A `/ralph-loop` loop has no launcher: at its cap, what to do next
+    // names the command it was started with.
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-at-cap");
+    let api = MockApi::start(|turn, _| Reply::text(format!("Working, step {turn}.")));
+    let run = plugin_session(
+        &project,
+        client,
+        &api,
+        "/ralph-loop Keep improving the docs. --max-iterations 2",
+    );
+    run.assert_code(0);
+    assert_eq!(project.status_json()["status"], "max_iterations");
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains(
+            "next:       to go on, start a new loop (`/ralph-loop` again in your Claude Code \
+             session, with --max-iterations N for a higher cap)"
+        ),
+        "{status:?}"
+    );
+    assert!(!status.stdout.contains("launcher"), "{status:?}");
+}

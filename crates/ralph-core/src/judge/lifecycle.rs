@@ -462,6 +462,10 @@ pub fn next_step(state: &LoopState) -> Option<String> {
 /// `ralph-ctl run` did not start (`ralph-ctl start`, the plugin).
 fn again(state: &LoopState, extra: &[&str]) -> String {
     let Some(mode) = &state.run_mode else {
+        // A loop of its own task, not a queue's item: `/ralph-loop`'s.
+        if state.task.is_some() && state.queue_item.is_none() {
+            return "`/ralph-loop` again in your Claude Code session".into();
+        }
         return "the launcher again".into();
     };
     let mut words = vec!["ralph-ctl run".to_string()];
@@ -767,6 +771,14 @@ mod tests {
         assert_eq!(
             next_step(&ended(Status::MaxIterations, None)).unwrap(),
             "to go on, start a new loop (the launcher again, with --max-iterations N for a higher cap)"
+        );
+        // Started by the plugin's /ralph-loop (its own task): /ralph-loop again.
+        let mut plugin = ended(Status::MaxIterations, None);
+        plugin.task = Some("Fix the findings".into());
+        assert_eq!(
+            next_step(&plugin).unwrap(),
+            "to go on, start a new loop (`/ralph-loop` again in your Claude Code session, with \
+             --max-iterations N for a higher cap)"
         );
         // `ralph-ctl run --headless --sandbox`: the same flags.
         assert_eq!(

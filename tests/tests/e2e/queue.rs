@@ -763,6 +763,10 @@ fn failed_items_in_a_row_end_the_run_at_its_error_budget(client: ClientVersion) 
         "{}",
         outcome.state
     );
+    // The run's own loop never stops (its items do): no "last stop" line.
+    let status = scenario.ctl(&["status"], &[]);
+    status.assert_stdout_has(&["queue:"]);
+    assert!(!status.stdout.contains("last stop"), "{status:?}");
 }
 
 #[ralph_tests::on_both_clients]

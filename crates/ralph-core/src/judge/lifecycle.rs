@@ -352,10 +352,17 @@ pub fn interrupt(state: &mut LoopState, cause: &str, now: Timestamp) -> bool {
         Status::Paused => "paused, waiting to resume,",
         _ => "running",
     };
-    let because = format!(
-        "{cause} while the loop was {doing} at iteration {} of {}",
-        state.iteration, state.max_iterations
-    );
+    // A queue run's own loop does not iterate: its items' iterations count.
+    let because = match state.queue {
+        Some(_) => format!(
+            "{cause}, {} of the run's {} iterations spent",
+            state.iteration, state.max_iterations
+        ),
+        None => format!(
+            "{cause} while the loop was {doing} at iteration {} of {}",
+            state.iteration, state.max_iterations
+        ),
+    };
     state.push_history(IterationRecord {
         iteration: state.iteration,
         at: now,
@@ -927,6 +934,22 @@ mod tests {
         assert_eq!(
             paused.ended_because.as_deref(),
             Some("SIGTERM received while the loop was paused, waiting to resume, at iteration 2 of 5")
+        );
+        // A queue run's own loop never iterates: its items' iterations count.
+        let mut queue = LoopState::new("s".into(), 25, Timestamp::from_secs(0));
+        queue.iteration = 4;
+        queue.queue = Some(Default::default());
+        assert!(interrupt(
+            &mut queue,
+            "the queue's workers were stopped (exit 130); their items are free again",
+            Timestamp::from_secs(2)
+        ));
+        assert_eq!(
+            queue.ended_because.as_deref(),
+            Some(
+                "the queue's workers were stopped (exit 130); their items are free again, 4 of \
+                 the run's 25 iterations spent"
+            )
         );
         let mut done = ended(Status::Complete, "2026-11-22T10:00:00Z");
         let before = done.clone();

@@ -462,12 +462,17 @@ fn queue_items(l: &mut Lines, state: &LoopState) {
 /// When it started, stopped and ended, why, and what to do next.
 fn times_and_next(l: &mut Lines, state: &LoopState, config: Option<&Config>, now: u64) {
     l.line("started:", state.started_at.to_string());
-    l.line(
-        "last stop:",
-        state
-            .last_run_at
-            .map_or_else(|| "none yet".into(), |t| t.to_string()),
-    );
+    // A queue run's own loop never stops: its items do (listed above).
+    if state.queue.is_none() {
+        l.line(
+            "last stop:",
+            match (state.last_run_at, state.status.is_live()) {
+                (Some(t), _) => t.to_string(),
+                (None, true) => "none yet".into(),
+                (None, false) => "none".into(),
+            },
+        );
+    }
     if let Some(ended) = &state.ended_at {
         l.line("ended:", ended.to_string());
     }

@@ -870,7 +870,7 @@ impl Shared<'_> {
             if drained {
                 let count = |s: ItemState| queue.count(s);
                 let why = format!(
-                    "the queue is drained: {} done, {} need review, {} skipped, {} failed",
+                    "the queue is drained; this run: {} done, {} need review, {} skipped, {} failed",
                     count(ItemState::Done),
                     count(ItemState::NeedsReview),
                     count(ItemState::Skipped),

@@ -216,7 +216,7 @@ fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
             term.screen()
         );
         assert!(
-            term.screen().contains("`go test ./...` (from go.mod)"),
+            term.screen().contains("`go test -v ./...` (from go.mod)"),
             "{}",
             term.screen()
         );
@@ -228,7 +228,7 @@ fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
         assert_eq!(config.exists(), written, "answer {answer:?}: {run:?}");
         if written {
             let text = std::fs::read_to_string(&config).unwrap();
-            assert!(text.contains("go test ./..."), "{text}");
+            assert!(text.contains("go test -v ./..."), "{text}");
         }
     }
 }

@@ -29,6 +29,7 @@ mod report;
 mod sandbox;
 mod serve;
 mod session;
+mod start_check;
 mod supervisor;
 mod walls;
 mod walls_parity;

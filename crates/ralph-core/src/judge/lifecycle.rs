@@ -772,6 +772,7 @@ mod tests {
                 sandbox: Some(true),
                 workers: None,
                 worktree: false,
+                sandboxed: false,
             })
         };
         // Started by the launcher or a hook: the launcher again.
@@ -817,6 +818,7 @@ mod tests {
                 sandbox: None,
                 workers: Some(2),
                 worktree: false,
+                sandboxed: false,
             }),
         );
         run.queue = Some(QueueRun {

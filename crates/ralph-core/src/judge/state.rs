@@ -569,6 +569,11 @@ pub struct RunMode {
     /// `--worktree`: each fresh iteration on a branch of its own.
     #[serde(default, skip_serializing_if = "is_false")]
     pub worktree: bool,
+    /// The client ran in its own sandbox (as decided at the start, the
+    /// machine's support and the setting together): the advice on a
+    /// refused call fits that mode.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sandboxed: bool,
 }
 
 impl RunMode {

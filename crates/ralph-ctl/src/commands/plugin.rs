@@ -62,6 +62,10 @@ pub(crate) struct LoopStartArgs {
     /// (what /ralph-loop expands to).
     #[arg(long)]
     pub(crate) started: bool,
+    /// Start even though the check (verify) cannot run: making it run is
+    /// the task (also read from the /ralph-loop line).
+    #[arg(long)]
+    pub(crate) check_may_not_run: bool,
 }
 
 impl LoopStartArgs {
@@ -103,7 +107,11 @@ pub(crate) fn loop_start(
 }
 
 /// The flags a `/ralph-loop` line may carry besides its task.
-const LOOP_FLAGS: [&str; 2] = ["--max-iterations", "--completion-promise"];
+const LOOP_FLAGS: [&str; 3] = [
+    "--max-iterations",
+    "--completion-promise",
+    crate::driver::start::CHECK_MAY_NOT_RUN,
+];
 
 /// A `/ralph-loop` line (its words joined by spaces; `--stdin`'s text
 /// kept as it came): the task, verbatim (its newlines, lists and code
@@ -225,6 +233,10 @@ fn flag_at(text: &str, trailing: bool) -> Option<Flag<'_>> {
         flag_shaped,
         after,
     };
+    if name == crate::driver::start::CHECK_MAY_NOT_RUN {
+        // A switch: no value.
+        return Some(flag(Ok(String::new()), true, &text[name.len()..]));
+    }
     let missing = || Err(CtlError::BadArgument(format!("{name} needs a value")));
     let Some(first) = rest.chars().next() else {
         return Some(flag(missing(), joined, rest));
@@ -286,6 +298,8 @@ fn apply_flag(out: &mut LoopStartArgs, flag: &str, value: &str) -> Result<(), Ct
                 ))
             })?;
         out.max_iterations = Some(n);
+    } else if flag == crate::driver::start::CHECK_MAY_NOT_RUN {
+        out.check_may_not_run = true;
     } else {
         out.completion_promise = Some(value.to_string());
     }
@@ -310,6 +324,9 @@ fn open(paths: &ProjectPaths, request: &LoopStartArgs) -> Result<(String, String
             task.len(),
             MAX_TASK_BYTES / 1024
         )));
+    }
+    if request.check_may_not_run {
+        start::allow_check_not_running();
     }
     let (mut config, pin) = start::pinned_config(paths)?;
     if let Some(promise) = &request.completion_promise {

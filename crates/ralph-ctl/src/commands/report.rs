@@ -127,6 +127,7 @@ mod tests {
                 output_tail: "OK (skipped=1)".into(),
                 counts: Some(TestCounts::new(2, 0, 1)),
                 by_runner: vec![("unittest".into(), TestCounts::new(2, 0, 1))],
+                failure_headers: Vec::new(),
             }],
         });
         let page = html(&ProjectPaths::new(Path::new("/p")), &state, None);

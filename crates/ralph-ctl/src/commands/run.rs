@@ -124,6 +124,11 @@ pub(crate) struct RunArgs {
     /// the test command found the completion check without asking.
     #[arg(long, short = 'y')]
     yes: bool,
+    /// Start even though the check (verify) cannot run (its program or
+    /// runner not found, a usage error), which otherwise stops the start:
+    /// making it run is the task. Every claim is rejected until it runs.
+    #[arg(long)]
+    check_may_not_run: bool,
     /// Print the client's own output as it is (its JSON result, or its
     /// stream-json events for fresh iterations) instead of readable
     /// progress lines.
@@ -189,6 +194,9 @@ pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
     // The same overrides as the variables, so that the start, the
     // driver and the client's Stop hook (which inherits this
     // environment) all read them. Set before any thread starts.
+    if args.check_may_not_run {
+        crate::driver::start::allow_check_not_running();
+    }
     if let Some(n) = args.max_iterations {
         std::env::set_var(
             ralph_core::judge::config::env::MAX_ITERATIONS,

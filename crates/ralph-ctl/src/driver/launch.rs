@@ -90,7 +90,7 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         let fresh = fresh || state.fresh_context || formula.is_some();
         (state.session_id, state.max_iterations, fresh)
     } else {
-        let started = prepare::begin(paths, &options, formula.as_ref(), fresh)?;
+        let started = prepare::begin(paths, &options, formula.as_ref(), fresh, settings.sandboxed)?;
         (started.session_id, started.max_iterations, fresh)
     };
     // Said once the loop is started (a refused start says only why).

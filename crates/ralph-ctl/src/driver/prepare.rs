@@ -474,12 +474,14 @@ pub(crate) fn take_up_by_hand(
     Ok((state, formula))
 }
 
-/// Starts the loop (and its formula run).
+/// Starts the loop (and its formula run); `sandboxed`: its client runs in
+/// the client's own sandbox.
 pub(crate) fn begin(
     paths: &ProjectPaths,
     options: &RunOptions,
     formula: Option<&formula::Formula>,
     fresh: bool,
+    sandboxed: bool,
 ) -> Result<start::Started, CtlError> {
     // A formula's steps carry their own prompts: PROMPT.md may be the template.
     let allow_template = options.force || formula.is_some();
@@ -488,6 +490,7 @@ pub(crate) fn begin(
         sandbox: options.sandbox,
         workers: None,
         worktree: options.worktree,
+        sandboxed,
     };
     let started = start::start_loop(
         paths,
@@ -801,6 +804,7 @@ mod tests {
                 sandbox: Some(true),
                 worktree: true,
                 workers: None,
+                sandboxed: false,
             },
             None,
         );

@@ -123,6 +123,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         sandbox: run_options.sandbox,
         workers: Some(options.workers),
         worktree: false,
+        sandboxed: settings_sandboxed,
     };
     let remote_name = remote.as_ref().map(|b| b.remote().name.clone());
     let run = queue_join::enter(

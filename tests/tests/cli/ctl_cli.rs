@@ -1869,7 +1869,7 @@ fn doctor_before_any_setup_names_the_one_command_and_the_tests_it_found() {
         "hook: ",
         "fix: `ralph-ctl run --task \"TEXT\"` installs ralph as it starts a loop on TEXT; \
          `ralph-ctl init` installs it without starting",
-        "warn  hook timeout: no verify command",
+        "warn  verify: no verify command",
         "fix: `ralph-ctl init --yes` makes `npm test` (found from the test script of \
          package.json) the check",
     ]);
@@ -1878,7 +1878,9 @@ fn doctor_before_any_setup_names_the_one_command_and_the_tests_it_found() {
     project
         .ctl(&["doctor"], &[("RALPH_CLAUDE", "true")])
         .assert_stdout_has(&[
-            "warn  PROMPT.md:",
+            "ok    PROMPT.md:",
+            "is still the template: a queue run (`--queue`) and /ralph-loop bring their own tasks \
+             and take it as it is; a plain loop refuses to start on it",
             "or start with `ralph-ctl run --task \"TEXT\"`, which writes TEXT there",
         ]);
 }

@@ -91,6 +91,10 @@ fn tail_lines(bytes: &[u8]) -> String {
     lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..].join("\n")
 }
 
+/// The width a check's output is written at (`COLUMNS`): what runners
+/// use when their output is not a terminal.
+pub const CHECK_COLUMNS: &str = "80";
+
 /// Runs one command from `root` with its timeout, inside `walls`.
 pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
     let started = Instant::now();
@@ -116,8 +120,13 @@ pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
         Ok(walled) => walled,
         Err(e) => return result(None, false, e.to_string()),
     };
+    // Output at one width whatever the terminal ralph (or the client's
+    // hook) runs in: a runner's banners fill COLUMNS, and wrap in status
+    // and the report when it is a wide terminal's.
     cmd.current_dir(root)
         .env_remove("RALPH_ACTIVE")
+        .env("COLUMNS", CHECK_COLUMNS)
+        .env_remove("LINES")
         .stdin(Stdio::null())
         .stdout(writer.0)
         .stderr(writer.1);
@@ -306,6 +315,16 @@ mod tests {
     }
     fn test_baseline(root: &Path, commands: &[VerifyCommand]) -> Vec<test_counts::CommandCounts> {
         super::test_baseline(root, commands, &Walls::open())
+    }
+
+    #[test]
+    fn a_check_writes_at_one_width_whatever_the_terminal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = run(
+            tmp.path(),
+            &cmd("width", "echo \"cols=$COLUMNS lines=${LINES-unset}\"", 10),
+        );
+        assert_eq!(out.output_tail.trim(), "cols=80 lines=unset");
     }
 
     #[test]

@@ -548,7 +548,7 @@ fn timeout(paths: &ProjectPaths, config: &Config) -> Check {
     let total = verify::total_timeout(&config.completion.verify);
     if config.completion.verify.is_empty() {
         return check(
-            NAME,
+            "verify",
             Verdict::Warn,
             "no verify command: a completion claim is accepted unchecked".into(),
             Some(match super::init::test_command(&paths.root) {
@@ -589,17 +589,19 @@ fn prompt(paths: &ProjectPaths, config: &Config) -> Check {
     const NAME: &str = "PROMPT.md";
     let path = paths.resolve(&config.prompt_file);
     match ralph_core::observe::prompt_text::read_prompt(&path) {
-        // Not a failure: a start refuses it anyway, saying so.
+        // No warning: a queue run and /ralph-loop bring their own tasks,
+        // and a plain loop's start refuses it anyway, saying so.
         Ok(text) if ralph_core::observe::prompt_text::is_template(&text) => check(
             NAME,
-            Verdict::Warn,
+            Verdict::Ok,
             format!(
-                "{} is still the template: a loop refuses to start on it",
+                "{} is still the template: a queue run (`--queue`) and /ralph-loop bring their \
+                 own tasks and take it as it is; a plain loop refuses to start on it",
                 path.display()
             ),
             Some(
-                "write the task into it, saying what done means, or start with \
-                 `ralph-ctl run --task \"TEXT\"`, which writes TEXT there"
+                "for a plain loop, write the task into it, saying what done means, or start \
+                 with `ralph-ctl run --task \"TEXT\"`, which writes TEXT there"
                     .into(),
             ),
         ),

@@ -640,7 +640,7 @@ fn claim_lines(l: &mut Lines, state: &LoopState) {
         l.line(
             "last claim:",
             format!(
-                "iteration {} ({}), {}: {}",
+                "iteration {} ({}), {}; claimed by {}",
                 claim.iteration,
                 claim.mode.as_str(),
                 if claim.accepted {

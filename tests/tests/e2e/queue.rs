@@ -970,3 +970,50 @@ fn a_config_lock_left_by_a_killed_run_goes_at_the_next_status() {
     let works = git_config();
     assert!(works.status.success(), "{works:?}");
 }
+
+#[test]
+fn with_two_workers_each_line_names_its_item_and_a_failure_is_said_once() {
+    // Two workers write at once: every line of an item's work has its
+    // title in front; an item that failed is said once, as it ends (its
+    // detail is in status and the report).
+    let client = ClientVersion::V2_1_330;
+    let plan = "# Plan\n\n- [ ] break it\n- [ ] keep it\n";
+    let scenario = plan_drain(
+        "queue-screen",
+        client,
+        plan,
+        json!({"maxIterationsPerItem": 2}),
+        "2",
+    );
+    let api = MockApi::start(|turn, body| {
+        let title = item_of(body).unwrap_or_default();
+        let file = match title.as_str() {
+            "break it" => "broken.txt".to_string(),
+            _ => file_of(&title),
+        };
+        match turn {
+            0 => Reply::bash(format!(
+                "echo x > {file} && git add -A && git commit -qm '{title}' && echo committed"
+            )),
+            _ => Reply::text(format!(
+                "{title} is done.\n{SIGNAL}\n{}",
+                outcome_line("terminal", body)
+            )),
+        }
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(23, "complete");
+    let (out, err) = (&outcome.run.stdout, &outcome.run.stderr);
+    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            line.starts_with("[break it] ") || line.starts_with("[keep it] "),
+            "{line:?} in\n{out}"
+        );
+    }
+    assert!(err.contains("ralph: [keep it] worker "), "{err}");
+    assert_eq!(
+        err.matches("its loop ended max_iterations").count(),
+        1,
+        "the failure is said once: {err}"
+    );
+}

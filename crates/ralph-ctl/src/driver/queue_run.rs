@@ -171,6 +171,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
             local: ClaimStore::new(paths),
             remote,
         },
+        labelled: options.workers > 1,
     };
     let mut ends = Vec::new();
     thread::scope(|scope| {
@@ -196,6 +197,19 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         }
     });
     shared.conclude(&ends)
+}
+
+/// An item's title as the label in front of its lines: short, on one line.
+fn label_of(title: &str) -> String {
+    const LONGEST: usize = 24;
+    let one_line = title.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.chars().count() > LONGEST {
+        true => format!(
+            "{}…",
+            one_line.chars().take(LONGEST - 1).collect::<String>()
+        ),
+        false => one_line,
+    }
 }
 
 /// A worker's name in the claims and the run's record: this process and
@@ -235,6 +249,9 @@ struct Shared<'a> {
     /// The run's session.
     run: String,
     claims: ClaimBook,
+    /// Several workers write at once: each line of an item's work goes
+    /// with its title in front.
+    labelled: bool,
 }
 
 impl Shared<'_> {
@@ -255,6 +272,7 @@ impl Shared<'_> {
     /// One worker: claims and works items until none is left.
     fn work(&self, name: &str, mut signals: Signals) -> WorkerEnd {
         let end = loop {
+            super::set_line_prefix(String::new());
             if let Some(signal) = signals.take().first() {
                 break WorkerEnd::Stopped(signal.exit_code());
             }
@@ -391,6 +409,9 @@ impl Shared<'_> {
         if !taken {
             let _ = self.claims.release(&item.id, name);
             return (Some(WorkerEnd::RunOver), signals);
+        }
+        if self.labelled {
+            super::set_line_prefix(format!("[{}] ", label_of(&item.title)));
         }
         say(&format!(
             "worker {name}: item {} \"{}\" on branch {branch}",
@@ -603,11 +624,15 @@ impl Shared<'_> {
                 item.id, self.config.queue.claim_ttl_seconds
             ));
         }
+        // The item's end, on one line: its detail is in status and the
+        // report, not on the screen again.
         say(&format!(
-            "worker {name}: item {} {}: {why}",
+            "worker {name}: item {} {}: {}",
             item.id,
-            status.as_str()
+            status.as_str(),
+            super::live::excerpt(&why)
         ));
+        super::set_line_prefix(String::new());
         let cap_spent = state.status == Status::MaxIterations
             && max < self.config.queue.max_iterations_per_item;
         self.settle(&item, status, iterations, cost, why, landed);
@@ -912,21 +937,12 @@ impl Shared<'_> {
         if let Found::Loop(state) = &found {
             super::git_tidy::after_loop(self.paths, state.git_record.as_ref(), None);
         }
-        // The items left to look at first; the closing line last, saying
-        // what landed where and what to do next.
+        // The closing line says what landed where, what is left and where
+        // each item's why is (`ralph-ctl queue`, status, the report): each
+        // item's end was said once, as it came.
         let mut unlanded = 0;
         if let Found::Loop(state) = &found {
             if let Some(queue) = &state.queue {
-                for (id, item) in &queue.items {
-                    if matches!(item.status, ItemState::NeedsReview | ItemState::Failed) {
-                        say(&format!(
-                            "item {id} \"{}\" {}: {}",
-                            item.title,
-                            item.status.as_str(),
-                            item.why.as_deref().unwrap_or_default()
-                        ));
-                    }
-                }
                 if state.status == Status::Complete {
                     unlanded = queue.count(ItemState::NeedsReview) + queue.count(ItemState::Failed);
                 }

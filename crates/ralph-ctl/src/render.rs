@@ -2,14 +2,18 @@
 //! --html` (a page written once) and `ralph-ctl serve` (the same sections,
 //! fetched again as the loop moves): the status and what stands in its way,
 //! cost and tokens, the breaker, the last answer's excerpt, usage windows
-//! and the time to their reset, the charts, a formula's steps, a queue's
-//! items, the last claim with each gate's verdict and the verification
-//! output, and the iterations. Every text that may come from the agent
-//! goes through [`esc`]; nothing here is a script, a font or an image from
+//! and the time to their reset, the charts, a formula's steps, the last
+//! claim with each gate's verdict and the verification output, and the
+//! iterations; a queue run is a dashboard of its items instead
+//! (`render/queue.rs`). Every text that may come from the agent goes
+//! through [`esc`]; nothing here is a script, a font or an image from
 //! anywhere else.
+
+mod queue;
 
 use std::fmt::Write as _;
 
+pub(crate) use queue::{fold, item_record, items, run_sections, ItemView};
 use ralph_core::judge::breaker;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
@@ -41,7 +45,12 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #d
 table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:4px 6px;vertical-align:top;text-align:left}\
 th{background:#f4f4f4}.ok{color:#1a7f37}.bad{color:#c62828}.muted{color:#777}\
 .status{display:inline-block;padding:2px 8px;border-radius:4px;background:#eef;font-weight:600}\
-pre{white-space:pre-wrap;margin:0;font-size:12px}svg{background:#fafafa;border:1px solid #eee}";
+pre{white-space:pre-wrap;margin:0;font-size:12px}svg{background:#fafafa;border:1px solid #eee}\
+table.items td.title{font-weight:600}.item-status[data-status=done]{color:#1a7f37}\
+.item-status[data-status=failed],.item-status[data-status=needs-review]{color:#c62828}\
+.item-status[data-status=working]{color:#2f6fdf}\
+details.item{border:1px solid #ddd;border-radius:4px;margin:.5em 0;padding:0 .8em}\
+details.item>summary{cursor:pointer;padding:.45em 0;font-weight:600}details.item[open]>summary{border-bottom:1px solid #eee}";
 
 /// A loop's sections, in the order both pages show them; `now` (seconds
 /// since the epoch) is when the usage windows' resets are counted from.
@@ -59,7 +68,6 @@ pub(crate) fn loop_sections(state: &LoopState, config: Option<&Config>, now: u64
         breaker_chart(state, config)
     );
     formula(&mut page, state);
-    queue(&mut page, state);
     claims(&mut page, state);
     timeline(&mut page, &state.history);
     page
@@ -412,35 +420,6 @@ fn timeline(page: &mut String, history: &[IterationRecord]) {
             usage.input,
             usage.output,
             esc(&r.excerpt)
-        );
-    }
-    page.push_str("</table>");
-}
-
-/// A queue run's items: one row each.
-fn queue(page: &mut String, state: &LoopState) {
-    let Some(queue) = &state.queue else {
-        return;
-    };
-    let _ = write!(
-        page,
-        "<h2>Queue</h2><p>{}, {}</p><table><tr><th>item</th><th>title</th><th>status</th>\
-         <th>worker</th><th>iterations</th><th>cost</th><th>branch</th><th>why</th></tr>",
-        esc(&queue.source),
-        esc(&queue.counts_line())
-    );
-    for (id, item) in &queue.items {
-        let _ = write!(
-            page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(id),
-            esc(&item.title),
-            esc(item.status.as_str()),
-            esc(&item.worker),
-            item.iterations,
-            esc(&item.cost_usd.to_string()),
-            esc(item.branch.as_deref().unwrap_or_default()),
-            esc(item.why.as_deref().unwrap_or_default())
         );
     }
     page.push_str("</table>");

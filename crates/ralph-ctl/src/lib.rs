@@ -10,6 +10,7 @@ pub(crate) mod commands;
 pub(crate) mod driver;
 pub(crate) mod error;
 pub(crate) mod formula;
+pub(crate) mod item_loops;
 pub(crate) mod output;
 pub(crate) mod render;
 pub(crate) mod session_id;

@@ -810,6 +810,7 @@ mod tests {
             branch: None,
             taken: 1,
             why: None,
+            ..Default::default()
         };
         let mut run = ended(
             Status::Complete,

@@ -29,7 +29,7 @@ use ralph_core::persist::store::StateStore;
 use ralph_core::pin::Pinned;
 use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Found, Whose};
-use ralph_core::units::Usd;
+use ralph_core::units::{TokenUsage, Usd};
 
 use super::claim_book::{ClaimBook, Renewal};
 use super::command::ClientProgram;
@@ -462,7 +462,8 @@ impl Shared<'_> {
             Err(e) => {
                 renewal.stop();
                 let _ = self.claims.release(&item.id, name);
-                self.settle(&item, ItemState::Released, 0, Usd(0), e.to_string(), None);
+                let nothing = Spent::default();
+                self.settle(&item, ItemState::Released, nothing, e.to_string(), None);
                 return (Some(WorkerEnd::Failed(e.to_string())), signals);
             }
         };
@@ -496,6 +497,11 @@ impl Shared<'_> {
         let state = StateStore::new(&item_paths).read().ok().flatten();
         let iterations = state.as_ref().map_or(0, iterations_run);
         let cost = state.as_ref().map_or(Usd(0), |s| s.cost_usd);
+        let spent = Spent {
+            iterations,
+            cost,
+            usage: state.as_ref().map(|s| s.usage).unwrap_or_default(),
+        };
         let code = code.unwrap_or_else(|e| {
             say(&e.to_string());
             e.exit_code()
@@ -505,8 +511,7 @@ impl Shared<'_> {
             self.settle(
                 &item,
                 ItemState::Released,
-                iterations,
-                cost,
+                spent,
                 "its loop's state is gone".into(),
                 None,
             );
@@ -635,7 +640,7 @@ impl Shared<'_> {
         super::set_line_prefix(String::new());
         let cap_spent = state.status == Status::MaxIterations
             && max < self.config.queue.max_iterations_per_item;
-        self.settle(&item, status, iterations, cost, why, landed);
+        self.settle(&item, status, spent, why, landed);
         drop(merge_lock);
         if cap_spent {
             self.end_run(
@@ -804,8 +809,7 @@ impl Shared<'_> {
         &self,
         item: &Item,
         status: ItemState,
-        iterations: u32,
-        cost: Usd,
+        spent: Spent,
         why: String,
         landed: Option<String>,
     ) {
@@ -814,8 +818,9 @@ impl Shared<'_> {
             draft.apply(Event::ItemSettled {
                 id: item.id.clone(),
                 status,
-                iterations,
-                cost,
+                iterations: spent.iterations,
+                cost: spent.cost,
+                usage: spent.usage,
                 why,
                 landed,
             });
@@ -963,6 +968,17 @@ struct ItemLanding {
     /// The base's commit, when the item landed on it.
     landed: Option<String>,
     lock: Option<std::fs::File>,
+}
+
+/// What an item's loop spent, added to the run's when the item settles.
+#[derive(Clone, Copy, Debug, Default)]
+struct Spent {
+    /// The iterations it ran.
+    iterations: u32,
+    /// What they cost.
+    cost: Usd,
+    /// The tokens they used.
+    usage: TokenUsage,
 }
 
 /// The iterations an item's loop ran: those its history records.

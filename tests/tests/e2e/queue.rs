@@ -1017,3 +1017,35 @@ fn with_two_workers_each_line_names_its_item_and_a_failure_is_said_once() {
         "the failure is said once: {err}"
     );
 }
+
+#[test]
+fn an_item_s_advice_on_a_refused_call_fits_the_sandboxed_run() {
+    // A sandboxed queue run's item whose agent keeps running a command the
+    // client still asks approval for: its loop ends on the refusals, and
+    // its advice never says to run with the sandbox the run already has.
+    let client = ClientVersion::V2_1_330;
+    let plan = "# Plan\n\n- [ ] check things\n";
+    // No permission mode of the test's: the one ralph gives, as a person's run has.
+    let scenario = queue_project("queue-advice", client, plan, json!({})).exact_args(&[
+        "--queue",
+        "plan:PLAN.md",
+        "--workers",
+        "1",
+    ]);
+    let api = MockApi::start(ralph_tests::scenario::script::call_then_say(
+        Reply::bash(
+            "if [ \"ops_sub\" = ops_neg ] && [ ! -e ops ]; then git status --short > /dev/null; fi; touch /etc/ralph-probe",
+        ),
+        "Still checking.",
+    ));
+    let outcome = scenario.run(&api);
+    outcome.run.assert_stderr_has(&["sandbox: on"]);
+    let items = outcome.state["queue"]["items"].as_object().unwrap();
+    let why = items.values().next().unwrap()["why"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(why.contains("for lack of permission"), "{outcome:?}");
+    assert!(!why.contains("run with the sandbox"), "{why}");
+    assert!(why.contains("the client's sandbox is on"), "{why}");
+}

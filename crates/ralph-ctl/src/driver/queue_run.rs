@@ -454,6 +454,13 @@ impl Shared<'_> {
                 |state| {
                     state.task = Some(task);
                     state.queue_item = Some(item.id.clone());
+                    // The mode the run's clients run in, so that the advice
+                    // on a refused call fits it (a sandboxed run is never
+                    // told to run with the sandbox).
+                    state.run_mode = run.run_mode.clone().map(|mode| RunMode {
+                        workers: None,
+                        ..mode
+                    });
                 },
             )
         });

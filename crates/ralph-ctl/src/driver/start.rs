@@ -351,6 +351,9 @@ pub(crate) fn test_baseline(
     if let Some(notice) = walls.notice() {
         crate::output::say_err!("ralph-ctl: {notice}");
     }
+    for refused in walls.refused_caches() {
+        crate::output::say_err!("ralph-ctl: {refused}");
+    }
     let baseline = verify::test_baseline(&paths.root, commands, &walls);
     for entry in &baseline {
         crate::output::say_err!(

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+pub mod caches;
 #[cfg(target_os = "linux")]
 mod landlock;
 mod seccomp;
@@ -251,6 +252,9 @@ pub struct Walls {
     /// HOME under `/tmp`, as in many CI containers, holds the toolchains'
     /// configuration and caches).
     seen_in_temp: Vec<PathBuf>,
+    /// One line for each toolchain cache a variable sends where no check
+    /// may write ([`caches`]): said at the start, not granted.
+    refused_caches: Vec<String>,
 }
 
 /// Why a walled command was not started.
@@ -344,6 +348,7 @@ impl Walls {
             read_only: Vec::new(),
             hidden: Vec::new(),
             seen_in_temp: Vec::new(),
+            refused_caches: Vec::new(),
         }
     }
 
@@ -373,7 +378,7 @@ impl Walls {
     ) -> Walls {
         let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let (project, root) = (real(project), real(work_root));
-        let writable = vec![root.clone()];
+        let mut writable = vec![root.clone()];
         let mut read_only = Vec::new();
         for checkout in [&project, &root] {
             let claude = checkout.join(".claude");
@@ -398,6 +403,9 @@ impl Walls {
             .map(|dir| real(&dir))
             .into_iter()
             .collect();
+        // What the toolchains write outside the project by themselves.
+        let caches = caches::toolchain_caches(&root, &read_only);
+        writable.extend(caches.folders);
         Walls {
             wanted,
             mechanism,
@@ -405,14 +413,42 @@ impl Walls {
             read_only,
             hidden,
             seen_in_temp: seen_in_temp(),
+            refused_caches: caches.refused,
         }
     }
 
-    /// Hides `folder` from the walled command (an empty folder in its place).
+    /// Hides `folder` from the walled command (an empty folder in its place);
+    /// a toolchain cache that lies in it or holds it is not writable then.
     pub fn hide(mut self, folder: PathBuf) -> Walls {
         let folder = std::fs::canonicalize(&folder).unwrap_or(folder);
+        let root = self.writable.first().cloned();
+        let hides = |cache: &PathBuf| {
+            Some(cache) != root.as_ref()
+                && (cache.starts_with(&folder) || folder.starts_with(cache))
+        };
+        for cache in self.writable.iter().filter(|c| hides(c)) {
+            self.refused_caches.push(format!(
+                "walls: {} is not writable for the checks: {} is kept from every check",
+                cache.display(),
+                folder.display()
+            ));
+        }
+        self.writable.retain(|c| !hides(c));
         self.hidden.push(folder);
         self
+    }
+
+    /// The toolchain caches a check may write besides the folder it checks
+    /// (see [`caches`]): the same folders the agent gets in the client's
+    /// sandbox.
+    pub fn caches(&self) -> &[PathBuf] {
+        self.writable.get(1..).unwrap_or_default()
+    }
+
+    /// One line for each toolchain cache a variable sends where no check
+    /// may write, for the person at the start.
+    pub fn refused_caches(&self) -> &[String] {
+        &self.refused_caches
     }
 
     /// True when a command started through these walls runs walled.
@@ -1061,6 +1097,51 @@ mod tests {
         assert!(
             !output.contains("wrote") && !home.join(".bashrc").exists(),
             "{output}"
+        );
+    }
+
+    #[test]
+    fn a_toolchain_cache_in_a_home_in_a_temp_folder_stays_writable() {
+        let Some(mechanism) = bwrap_or_skip() else {
+            return;
+        };
+        let (dir, root) = project();
+        let home = std::fs::canonicalize(dir.path()).unwrap().join("home");
+        let cache = home.join(".cache/go-build");
+        std::fs::create_dir_all(&cache).unwrap();
+        let walled = Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone());
+        let walls = Walls {
+            seen_in_temp: vec![home.clone()],
+            writable: vec![root.clone(), cache.clone()],
+            ..walled
+        };
+        assert_eq!(walls.caches(), std::slice::from_ref(&cache));
+        let (_, output) = run(
+            &walls,
+            &root,
+            &format!(
+                "echo built > {cache}/entry && echo cached; echo x > {home}/.bashrc && echo wrote; echo done",
+                cache = cache.display(),
+                home = home.display()
+            ),
+        );
+        assert!(
+            output.contains("cached") && output.contains("done"),
+            "{output}"
+        );
+        assert!(cache.join("entry").is_file(), "{output}");
+        assert!(
+            !output.contains("wrote") && !home.join(".bashrc").exists(),
+            "{output}"
+        );
+        // A cache hidden with ralph's key folder is writable no more.
+        let walls = walls.hide(home.join(".cache"));
+        assert!(walls.caches().is_empty());
+        assert_eq!(
+            walls.refused_caches().len(),
+            1,
+            "{:?}",
+            walls.refused_caches()
         );
     }
 

@@ -5,7 +5,9 @@
 //! made in a fresh home, cargo's shared target folder
 //! (`CARGO_TARGET_DIR`), a crate fetched into cargo's registry (from a
 //! local registry: no network). The agent, in the client's sandbox, runs
-//! the same check with the same rights.
+//! the same check with the same rights. And a queue on a Python project
+//! without a `.gitignore`: no bytecode committed, nothing of the checks' in
+//! the way of a landing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -271,5 +273,90 @@ fn a_cargo_check_fetches_the_crate_the_agent_added_into_the_registry() {
     assert!(
         unpacked,
         "the crate was not unpacked into the registry: {outcome:?}"
+    );
+}
+
+/// The item's id, as its text spells it in the RALPH_OUTCOME line.
+fn item_id_of(body: &Value) -> String {
+    user_texts(body)
+        .iter()
+        .find_map(|text| {
+            let rest = text.split("\"itemId\": ").nth(1)?;
+            Some(rest.split('}').next()?.trim().to_string())
+        })
+        .unwrap_or_else(|| "\"?\"".into())
+}
+
+#[test]
+fn a_queue_on_python_without_a_gitignore_lands_no_bytecode() {
+    let project = project(
+        "caches-queue-python",
+        "python3 -m unittest -q",
+        &[
+            ("calc.py", "def add(a, b):\n    return a + b\n"),
+            (
+                "test_calc.py",
+                "import unittest\n\nfrom calc import add\n\n\n\
+                 class T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
+            ),
+            ("PLAN.md", "# Plan\n\n- [ ] double\n- [ ] triple\n"),
+        ],
+    );
+    let root = project.root.clone();
+    let scenario = Scenario::around(project, ClientVersion::V2_1_330).args(&[
+        "--queue",
+        "plan:PLAN.md",
+        "--max-iterations",
+        "4",
+    ]);
+    // Each item's agent adds a module and its test, runs the tests as it
+    // would, leaves them uncommitted (the queue commits them), and claims.
+    let api = MockApi::start(|turn, body| {
+        let id = item_id_of(body);
+        let title = crate::queue::item_of(body).unwrap_or_else(|| "none".into());
+        let factor = if title == "double" { 2 } else { 3 };
+        match turn {
+            0 => Reply::bash(format!(
+                "printf 'def {title}(x):\\n    return {factor} * x\\n' > {title}.py && \
+                 printf 'import unittest\\n\\nfrom {title} import {title}\\n\\n\\nclass T(unittest.TestCase):\\n    def test_{title}(self):\\n        self.assertEqual({title}(2), {twice})\\n' > test_{title}.py && \
+                 python3 -m unittest -q 2>&1 | tail -2; \
+                 test -d __pycache__ && echo agent-left-bytecode || echo agent-left-no-bytecode",
+                twice = 2 * factor
+            )),
+            _ => Reply::text(format!(
+                "Done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {id}}}"
+            )),
+        }
+    });
+    let outcome = scenario.run(&api);
+    let items = outcome.state["queue"]["items"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(items.len(), 2, "{outcome:?}");
+    for item in items.values() {
+        assert_eq!(item["status"], "done", "{item}\n{outcome:?}");
+    }
+    outcome.ended(0, "complete");
+    // The agent's own run of the tests wrote no bytecode either.
+    let results = tool_results(&api);
+    assert!(
+        results.contains("agent-left-no-bytecode") && !results.contains("agent-left-bytecode"),
+        "{results}"
+    );
+    let tree = Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["log", "--name-only", "--format=", "main"])
+        .output()
+        .unwrap();
+    let committed = String::from_utf8_lossy(&tree.stdout);
+    assert!(
+        committed.contains("double.py") && committed.contains("triple.py"),
+        "{committed}"
+    );
+    assert!(
+        !committed.contains(".pyc") && !committed.contains("__pycache__"),
+        "bytecode was committed: {committed}"
     );
 }

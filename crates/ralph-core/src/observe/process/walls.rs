@@ -501,11 +501,14 @@ impl Walls {
             ))
         };
         match (&self.wanted, &self.mechanism) {
-            (WallsWanted::Off, _) => Ok((inner, CheckTemp::default())),
+            (WallsWanted::Off, _) | (WallsWanted::Auto, Mechanism::Missing(_)) => {
+                Ok(unwalled(inner))
+            }
             (_, Mechanism::Bubblewrap(bwrap)) => {
                 for var in ["TMPDIR", "TMP", "TEMP"] {
                     inner.env(var, "/tmp");
                 }
+                out_of_the_tree(&mut inner, Path::new("/tmp"));
                 let walled = self
                     .bubblewrap(bwrap, inner)
                     .map_err(|e| WallsMissing(format!("its walls could not be built: {e}")))?;
@@ -513,7 +516,6 @@ impl Walls {
             }
             (WallsWanted::Required, Mechanism::LandlockInPart(why)) => Err(refused(why)),
             (_, Mechanism::Landlock(_) | Mechanism::LandlockInPart(_)) => self.landlock(inner),
-            (WallsWanted::Auto, Mechanism::Missing(_)) => Ok((inner, CheckTemp::default())),
             (WallsWanted::Required, Mechanism::Missing(why)) => Err(refused(why)),
         }
     }
@@ -526,6 +528,7 @@ impl Walls {
         for var in ["TMPDIR", "TMP", "TEMP"] {
             inner.env(var, &dir);
         }
+        out_of_the_tree(&mut inner, &dir);
         let required = self.wanted == WallsWanted::Required;
         let walled = landlock::wall(self, inner, &dir, required).map_err(failed)?;
         Ok((walled, temp))
@@ -622,6 +625,69 @@ impl Walls {
             .arg(inner.get_program())
             .args(inner.get_args());
         Ok(walled)
+    }
+}
+
+/// What a check's Python and pytest would write beside the code they run,
+/// kept out of the tree: Python's bytecode is not written
+/// (`PYTHONDONTWRITEBYTECODE=1`: what is imported is compiled each time,
+/// the installed modules' bytecode still read), and pytest's cache goes to
+/// this folder of the check's temp folder (`-o cache_dir=…` added to
+/// `PYTEST_ADDOPTS`), gone when the check ends. Written into the tree, the
+/// check's bytecode was committed with a queue item's work and blocked the
+/// landing of the next one; pytest's `.pytest_cache` cannot even be made at
+/// the top of a project under Landlock's walls.
+pub const OUT_OF_THE_TREE: [(&str, &str); 2] = [
+    ("PYTHONDONTWRITEBYTECODE", "1"),
+    ("PYTEST_ADDOPTS", "pytest-cache"),
+];
+
+/// Keeps what a check's Python and pytest would write out of the tree
+/// ([`OUT_OF_THE_TREE`]); `temp` is the check's own temp folder as the
+/// check sees it. Ours comes after the person's own `PYTEST_ADDOPTS`, so
+/// that it wins.
+fn out_of_the_tree(inner: &mut Command, temp: &Path) {
+    let [(bytecode, off), (addopts, cache_dir)] = OUT_OF_THE_TREE;
+    inner.env(bytecode, off);
+    let theirs = match inner.get_envs().find(|(key, _)| *key == addopts) {
+        Some((_, value)) => value.map(OsString::from),
+        None => std::env::var_os(addopts),
+    };
+    let ours = format!(
+        "-o {}",
+        shell_quoted(&format!("cache_dir={}", temp.join(cache_dir).display()))
+    );
+    let value = match theirs.as_ref().and_then(|t| t.to_str()) {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} {ours}"),
+        _ => ours,
+    };
+    inner.env(addopts, value);
+}
+
+/// `word` as one word of a POSIX shell (and of Python's `shlex.split`,
+/// which pytest reads `PYTEST_ADDOPTS` with).
+fn shell_quoted(word: &str) -> String {
+    let plain = word
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._-=+,:@".contains(&b));
+    if plain && !word.is_empty() {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', "'\"'\"'"))
+}
+
+/// A check run without walls (`sandbox: off`, or none to be had): its own
+/// temp folder for what [`out_of_the_tree`] sends there; without one, as it
+/// is.
+fn unwalled(mut inner: Command) -> (Command, CheckTemp) {
+    match CheckTemp::make() {
+        Ok(temp) => {
+            if let Some(dir) = temp.path() {
+                out_of_the_tree(&mut inner, dir);
+            }
+            (inner, temp)
+        }
+        Err(_) => (inner, CheckTemp::default()),
     }
 }
 
@@ -1143,6 +1209,36 @@ mod tests {
             "{:?}",
             walls.refused_caches()
         );
+    }
+
+    #[test]
+    fn a_checks_bytecode_and_pytest_cache_stay_out_of_the_tree() {
+        let (_dir, root) = project();
+        std::fs::write(root.join("calc.py"), "def add(a, b):\n    return a + b\n").unwrap();
+        let script = "python3 -c 'import calc, sys; print(\"written\", sys.dont_write_bytecode)'; \
+                      echo \"addopts $PYTEST_ADDOPTS\"";
+        let mut mechanisms = vec![Walls::open()];
+        if let Some(mechanism) = bwrap_or_skip() {
+            mechanisms.push(Walls::with_mechanism(
+                &root,
+                &root,
+                WallsWanted::Required,
+                mechanism.clone(),
+            ));
+        }
+        for walls in mechanisms {
+            let (code, output) = run(&walls, &root, script);
+            assert_eq!(code, 0, "{output}");
+            assert!(output.contains("written True"), "{output}");
+            assert!(
+                output.contains("addopts -o cache_dir=/") && output.contains("/pytest-cache"),
+                "{output}"
+            );
+            assert!(!root.join("__pycache__").exists(), "{output}");
+        }
+        assert_eq!(shell_quoted("cache_dir=/a b/c"), "'cache_dir=/a b/c'");
+        assert_eq!(shell_quoted("cache_dir=/tmp/x"), "cache_dir=/tmp/x");
+        assert_eq!(shell_quoted("it's"), "'it'\"'\"'s'");
     }
 
     #[test]

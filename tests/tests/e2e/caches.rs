@@ -5,18 +5,20 @@
 //! made in a fresh home, cargo's shared target folder
 //! (`CARGO_TARGET_DIR`), a crate fetched into cargo's registry (from a
 //! local registry: no network). The agent, in the client's sandbox, runs
-//! the same check with the same rights. And a queue on a Python project
-//! without a `.gitignore`: no bytecode committed, nothing of the checks' in
-//! the way of a landing.
+//! the same check with the same rights. Under Landlock (bubblewrap hidden,
+//! as root) cargo's first `target/` and pytest with `filterwarnings =
+//! error`. And a queue on a Python project without a `.gitignore`: no
+//! bytecode committed, nothing of the checks' in the way of a landing.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ralph_tests::client::ClientVersion;
+use ralph_tests::listen::is_root;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::TempProject;
+use ralph_tests::project::{run_with_timeout, TempProject};
 use ralph_tests::scenario::{Outcome, Scenario};
-use ralph_tests::SIGNAL;
+use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 
 /// A project with `files` committed, its check `command`, ralph installed,
@@ -274,6 +276,96 @@ fn a_cargo_check_fetches_the_crate_the_agent_added_into_the_registry() {
         unpacked,
         "the crate was not unpacked into the registry: {outcome:?}"
     );
+}
+
+/// `cmd` run where bubblewrap is not to be had (see walls_parity), so
+/// that ralph's checks are walled by Landlock.
+fn under_landlock(scenario: &Scenario, api: &MockApi) -> Outcome {
+    let cmd = crate::walls_parity::without_bubblewrap(scenario.command(api));
+    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
+    let state = scenario.status_json();
+    Outcome { run, state }
+}
+
+/// The agent of a Landlock case: claims at once.
+fn claims() -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    |_, _| Reply::text(format!("The tests pass.\n{SIGNAL}"))
+}
+
+#[test]
+fn under_landlock_a_cargo_check_makes_its_first_target_folder() {
+    if !is_root() {
+        eprintln!("skipped: not root (bubblewrap is hidden in a mount namespace of root's)");
+        return;
+    }
+    let project = project(
+        "caches-landlock-cargo",
+        "cargo test -q --offline",
+        &[
+            ("Cargo.toml", CARGO_TOML),
+            ("src/lib.rs", CARGO_LIB),
+            (".gitignore", "/target\n"),
+        ],
+    );
+    let root = project.root.clone();
+    let scenario = rustup_env(Scenario::around(project, ClientVersion::V2_1_330)).args(&[
+        "--headless",
+        "--max-iterations",
+        "2",
+    ]);
+    let api = MockApi::start(claims());
+    let outcome = under_landlock(&scenario, &api);
+    assert!(
+        outcome.run.stderr.contains("walls: Landlock's"),
+        "{outcome:?}"
+    );
+    outcome.ended(0, "complete");
+    assert!(root.join("target/debug").is_dir(), "{outcome:?}");
+    // The repository and ralph's files stay the check's to read only.
+    assert!(!root.join(".git/index.lock").exists());
+}
+
+#[test]
+fn under_landlock_a_pytest_check_with_warnings_as_errors_passes() {
+    if !is_root() {
+        eprintln!("skipped: not root (bubblewrap is hidden in a mount namespace of root's)");
+        return;
+    }
+    let Some(python) = installed("pytest") else {
+        return;
+    };
+    let project = project(
+        "caches-landlock-pytest",
+        &format!("{} -m pytest -q", python.display()),
+        &[
+            (
+                "pyproject.toml",
+                "[tool.pytest.ini_options]\nfilterwarnings = [\"error\"]\n",
+            ),
+            ("calc.py", "def add(a, b):\n    return a + b\n"),
+            (
+                "test_calc.py",
+                "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+            ),
+        ],
+    );
+    let root = project.root.clone();
+    let scenario = Scenario::around(project, ClientVersion::V2_1_330).args(&[
+        "--headless",
+        "--max-iterations",
+        "2",
+    ]);
+    let api = MockApi::start(claims());
+    let outcome = under_landlock(&scenario, &api);
+    assert!(
+        outcome.run.stderr.contains("walls: Landlock's"),
+        "{outcome:?}"
+    );
+    outcome.ended(0, "complete");
+    // Nothing of the check's in the tree.
+    for left in [".pytest_cache", "__pycache__"] {
+        assert!(!root.join(left).exists(), "{left} left: {outcome:?}");
+    }
 }
 
 /// The item's id, as its text spells it in the RALPH_OUTCOME line.

@@ -183,7 +183,7 @@ fn reachable(file: &Path, dir: &Path) -> PathBuf {
 /// `cmd` run where bubblewrap is not to be had, as in many containers: in
 /// a mount namespace of its own (as root) with `/dev/null` bound over every
 /// `bwrap` ralph would take, so that its checks are walled by Landlock.
-fn without_bubblewrap(cmd: Command) -> Command {
+pub(crate) fn without_bubblewrap(cmd: Command) -> Command {
     let mut wrapped = Command::new("unshare");
     wrapped.args([
         "-m",

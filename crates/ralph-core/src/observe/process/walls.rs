@@ -459,8 +459,11 @@ impl Walls {
     /// The one line for the person when checks are wanted walled and cannot
     /// be, or only in part (`None`: walled, or off by choice).
     pub fn notice(&self) -> Option<String> {
-        let landlock = "a check cannot create or remove an entry at the top of the project, nor \
-                        list the folders on the way to ralph's key (bubblewrap's walls have \
+        let landlock = "a check cannot create or remove an entry at the top of the project \
+                        (Landlock cannot keep .git and .claude read-only inside a writable \
+                        folder; ralph makes cargo's target/ and Cargo.lock first, Python \
+                        writes no bytecode and pytest its cache in the check's temp folder), \
+                        nor list the folders on the way to ralph's key (bubblewrap's walls have \
                         neither limit)";
         match (&self.wanted, &self.mechanism) {
             (WallsWanted::Off, _) | (_, Mechanism::Bubblewrap(_)) => None,
@@ -529,6 +532,9 @@ impl Walls {
             inner.env(var, &dir);
         }
         out_of_the_tree(&mut inner, &dir);
+        if let Some(root) = self.writable.first() {
+            made_first_at_the_top(root);
+        }
         let required = self.wanted == WallsWanted::Required;
         let walled = landlock::wall(self, inner, &dir, required).map_err(failed)?;
         Ok((walled, temp))
@@ -688,6 +694,41 @@ fn unwalled(mut inner: Command) -> (Command, CheckTemp) {
             (inner, temp)
         }
         Err(_) => (inner, CheckTemp::default()),
+    }
+}
+
+/// The entries a toolchain makes at the top of a project the first time it
+/// runs there, each with the file that says the project uses it: Landlock's
+/// walls cannot let a check create an entry at the top (see [`landlock`]),
+/// so ralph makes them first, with the person's rights, when they are
+/// missing. A folder is made empty (git does not see an empty folder); a
+/// file empty (cargo fills an empty `Cargo.lock` as it would have written a
+/// new one).
+#[cfg(target_os = "linux")]
+const MADE_FIRST_AT_THE_TOP: [(&str, &str, bool); 2] = [
+    // (the file that says so, the entry, a folder)
+    ("Cargo.toml", "target", true),
+    ("Cargo.toml", "Cargo.lock", false),
+];
+
+/// Makes [`MADE_FIRST_AT_THE_TOP`]'s entries in `root` where its project
+/// uses their toolchain and they are missing (best effort: a check that
+/// then cannot make one says so itself).
+#[cfg(target_os = "linux")]
+fn made_first_at_the_top(root: &Path) {
+    for (used_by, entry, folder) in MADE_FIRST_AT_THE_TOP {
+        let path = root.join(entry);
+        if !root.join(used_by).is_file() || std::fs::symlink_metadata(&path).is_ok() {
+            continue;
+        }
+        let _ = match folder {
+            true => std::fs::create_dir(&path),
+            false => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map(drop),
+        };
     }
 }
 
@@ -1239,6 +1280,40 @@ mod tests {
         assert_eq!(shell_quoted("cache_dir=/a b/c"), "'cache_dir=/a b/c'");
         assert_eq!(shell_quoted("cache_dir=/tmp/x"), "cache_dir=/tmp/x");
         assert_eq!(shell_quoted("it's"), "'it'\"'\"'s'");
+    }
+
+    #[test]
+    fn landlock_walls_make_cargos_first_entries_before_the_check() {
+        if !landlock::supported() {
+            eprintln!("skipped: no Landlock");
+            return;
+        }
+        let (base, root) = project_outside_temp("landlock-cargo");
+        std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
+        let walls = Walls::with_mechanism(
+            &root,
+            &root,
+            WallsWanted::Required,
+            Mechanism::Landlock("a test".into()),
+        );
+        let (_, output) = run(
+            &walls,
+            &root,
+            "mkdir -p target/debug && echo t > target/debug/x && echo lock >> Cargo.lock && echo built; \
+             echo n > new-at-top && echo made; echo done",
+        );
+        assert!(
+            output.contains("built") && output.contains("done"),
+            "{output}"
+        );
+        assert!(root.join("target/debug/x").is_file());
+        assert_eq!(
+            std::fs::read_to_string(root.join("Cargo.lock")).unwrap(),
+            "lock\n"
+        );
+        // Any other new entry at the top is still refused.
+        assert!(!output.contains("made") && !root.join("new-at-top").exists());
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

@@ -379,6 +379,12 @@ impl ClientSettings {
             stop_failure_hook.as_deref(),
             sandbox_setting == SandboxSetting::On,
         );
+        let checks = ralph_core::engine::check_walls(
+            &paths.root,
+            &paths.root,
+            ralph_core::observe::process::walls::WallsWanted::Auto,
+        );
+        extra_settings = sandbox::with_check_rights(extra_settings, &sandbox_plan, checks.caches());
         // An interactive client gives the plan's usage windows only to its
         // status line command: ralph's records them (and shows the
         // person's own line), so that pauseAtUtilization paces it too.

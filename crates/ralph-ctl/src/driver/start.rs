@@ -366,6 +366,9 @@ pub(crate) fn test_baseline(
     if let Some(notice) = walls.notice() {
         crate::output::say_err!("ralph-ctl: {notice}");
     }
+    for refused in walls.refused_caches() {
+        crate::output::say_err!("ralph-ctl: {refused}");
+    }
     let mut baseline = Vec::new();
     let mut cannot_run = Vec::new();
     for command in commands {

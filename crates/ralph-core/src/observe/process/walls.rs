@@ -463,8 +463,8 @@ impl Walls {
                         (Landlock cannot keep .git and .claude read-only inside a writable \
                         folder; ralph makes cargo's target/ and Cargo.lock first, Python \
                         writes no bytecode and pytest its cache in the check's temp folder), \
-                        nor list the folders on the way to ralph's key (bubblewrap's walls have \
-                        neither limit)";
+                        nor write /dev/shm (a multiprocessing lock fails), nor list the folders \
+                        on the way to ralph's key (bubblewrap's walls have none of these limits)";
         match (&self.wanted, &self.mechanism) {
             (WallsWanted::Off, _) | (_, Mechanism::Bubblewrap(_)) => None,
             (_, Mechanism::Landlock(why)) => {

@@ -206,15 +206,20 @@ pub(crate) fn open_loop(
             ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
         ralph_core::observe::resolved::resolve(&paths.root, &config.completion.verify, None, &walls)
     });
-    // An item of a queue run is judged by the run's baseline, taken once.
-    let test_baseline = match paths.is_item() {
+    // An item of a queue run starts from the run's baseline, taken once in
+    // the main checkout; its worktree measures its own before its agent
+    // starts (driver/worktree_env.rs).
+    let baseline = match paths.is_item() {
         true => StateStore::new(&paths.project())
             .read()
             .ok()
             .flatten()
-            .map(|run| run.test_baseline)
+            .map(|run| verify::Baseline {
+                counts: run.test_baseline,
+                failures: run.baseline_failures,
+            })
             .unwrap_or_default(),
-        false => test_baseline(paths, config),
+        false => measured_baseline(paths, config),
     };
     let protected_files = protected_files(paths, config)?;
     let git_record = git_record(paths)?;
@@ -222,7 +227,8 @@ pub(crate) fn open_loop(
     let now = time::Timestamp::now();
     let mut state = LoopState::new(session.clone(), max, now);
     state.fresh_context = fresh;
-    state.test_baseline = test_baseline;
+    state.test_baseline = baseline.counts;
+    state.baseline_failures = baseline.failures;
     state.protected_files = protected_files;
     state.check_resolution = check_resolution;
     state.git_record = git_record;
@@ -339,9 +345,14 @@ pub(crate) fn test_baseline(
     paths: &ProjectPaths,
     config: &Config,
 ) -> Vec<ralph_core::observe::test_counts::CommandCounts> {
+    measured_baseline(paths, config).counts
+}
+
+/// [`test_baseline`], with the commands that failed.
+fn measured_baseline(paths: &ProjectPaths, config: &Config) -> verify::Baseline {
     let commands = &config.completion.verify;
     if commands.is_empty() {
-        return Vec::new();
+        return verify::Baseline::default();
     }
     crate::output::say_err!(
         "ralph-ctl: running the verify command(s) once for the test baseline (at most {} s)",
@@ -351,8 +362,8 @@ pub(crate) fn test_baseline(
     if let Some(notice) = walls.notice() {
         crate::output::say_err!("ralph-ctl: {notice}");
     }
-    let baseline = verify::test_baseline(&paths.root, commands, &walls);
-    for entry in &baseline {
+    let baseline = verify::baseline(&paths.root, commands, &walls);
+    for entry in &baseline.counts {
         crate::output::say_err!(
             "ralph-ctl: test baseline of `{}`: {}",
             entry.command,

@@ -204,9 +204,22 @@ pub const INSTALLED_FILES: [&str; 6] = [
 impl TempProject {
     /// A fresh git project named `name` (for the folder's name only).
     pub fn new(name: &str) -> TempProject {
+        TempProject::in_folder(&std::env::temp_dir(), name)
+    }
+
+    /// [`TempProject::new`] outside the temp folders (in the workspace's
+    /// `target/e2e-projects/`), where a person's project lies: a check's
+    /// walls give it fresh temp folders, which hide a project in one.
+    pub fn outside_temp(name: &str) -> TempProject {
+        TempProject::in_folder(
+            &crate::bins::workspace_root().join("target/e2e-projects"),
+            name,
+        )
+    }
+
+    fn in_folder(folder: &Path, name: &str) -> TempProject {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let base =
-            std::env::temp_dir().join(format!("ralph-test-{}-{n}-{name}", std::process::id()));
+        let base = folder.join(format!("ralph-test-{}-{n}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let project = TempProject {
             root: base.join("project"),

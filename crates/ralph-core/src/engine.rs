@@ -165,6 +165,30 @@ pub trait World {
     ) -> Vec<String> {
         resolved::changes(root, project, before, commands)
     }
+    /// What the failed ones of a worktree's check `results` reached of the
+    /// main checkout `project`, which they cannot see (see
+    /// [`crate::observe::main_checkout`]): the editable installs of the
+    /// virtual environments on the check's `PATH`, a path of the main
+    /// checkout their output names. Empty for a check of the project
+    /// itself, or one that passed.
+    fn main_checkout_reach(
+        &self,
+        project: &Path,
+        root: &Path,
+        results: &[VerifyResult],
+    ) -> Vec<String> {
+        if project == root || results.iter().all(VerifyResult::passed) {
+            return Vec::new();
+        }
+        let path = Walls::around(project, root, WallsWanted::Off)
+            .path_for_check(&std::env::var("PATH").unwrap_or_default());
+        let output: Vec<&str> = results
+            .iter()
+            .filter(|r| !r.passed())
+            .map(|r| r.output_tail.as_str())
+            .collect();
+        crate::observe::main_checkout::reaches(project, root, &path, &output.join("\n"))
+    }
     /// The files in the repository of `project` that send git elsewhere and
     /// differ from `before`, the loop's start, each in words (see
     /// [`own_git::record::changes`]).
@@ -552,12 +576,15 @@ fn check_claim(
             Some(world.check_changes(work_root(paths, stop), &paths.root, before, commands));
     }
     if claim.assessment.claimed && !commands.is_empty() {
-        observed.verification = Some(world.verify(
+        let results = world.verify(
             &paths.root,
             work_root(paths, stop),
             commands,
             config.sandbox.walls(),
-        ));
+        );
+        observed.main_checkout_reach =
+            world.main_checkout_reach(&paths.root, work_root(paths, stop), &results);
+        observed.verification = Some(results);
     }
     // ... and git's own files that send it elsewhere, likewise (a queue
     // item's are judged by its worker before it lands: a change keeps it
@@ -1083,6 +1110,36 @@ mod tests {
     use crate::persist::log;
     use std::cell::Cell;
     use tempfile::TempDir;
+
+    #[test]
+    fn a_worktree_s_failed_check_names_what_it_reached_of_the_main_checkout() {
+        let dir = TempDir::new().unwrap();
+        let project = std::fs::canonicalize(dir.path()).unwrap();
+        let tree = project.join(".claude/worktrees/item");
+        std::fs::create_dir_all(&tree).unwrap();
+        let failed = |output: String, exit_code| VerifyResult {
+            name: "tests".into(),
+            command: "pytest".into(),
+            exit_code: Some(exit_code),
+            timed_out: false,
+            duration_ms: 1,
+            output_tail: output,
+            counts: None,
+            by_runner: Vec::new(),
+            failure_headers: Vec::new(),
+        };
+        let naming = format!("No such file: '{}/data/fixture.json'", project.display());
+        let reach = RealWorld.main_checkout_reach(&project, &tree, &[failed(naming.clone(), 1)]);
+        assert_eq!(reach.len(), 1, "{reach:?}");
+        assert!(reach[0].contains("data/fixture.json"), "{reach:?}");
+        // A check that passed, or one of the project itself, reached nothing to name.
+        assert!(RealWorld
+            .main_checkout_reach(&project, &tree, &[failed(naming.clone(), 0)])
+            .is_empty());
+        assert!(RealWorld
+            .main_checkout_reach(&project, &project, &[failed(naming, 1)])
+            .is_empty());
+    }
 
     const SID: &str = "11111111-2222-3333-4444-555555555555";
 

@@ -102,6 +102,9 @@ pub enum Event {
     Carried(Option<Carriers>),
     /// The breaker's progress baseline (a worktree's start).
     Rebaselined(Option<Baseline>),
+    /// A new worktree's test baseline, measured there after its
+    /// `worktreeSetup`: what its claims are judged by.
+    WorktreeBaselined(Box<WorktreeBaseline>),
     /// A formula run's record, as it stands now (its start, a step's counts).
     FormulaRecorded(Box<FormulaRun>),
     /// The formula's file as pinned at the run's start.
@@ -183,6 +186,19 @@ pub enum Event {
         /// The base's commit once the item landed on it.
         landed: Option<String>,
     },
+}
+
+/// A worktree's test baseline (see [`Event::WorktreeBaselined`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorktreeBaseline {
+    /// The worktree's commit it was measured at.
+    pub commit: String,
+    /// Each verify command's test counts there.
+    pub test_baseline: Vec<CommandCounts>,
+    /// The verify commands that failed there.
+    pub failures: Vec<crate::observe::verify::BaselineFailure>,
+    /// What the checks resolve to there (`None`: kept).
+    pub check_resolution: Option<crate::observe::resolved::ResolvedChecks>,
 }
 
 /// What `ralph-ctl reload` takes anew.
@@ -394,6 +410,23 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
         Event::Rebaselined(baseline) => {
             if state.status == Status::Running {
                 state.breaker.progress = baseline;
+            }
+            Vec::new()
+        }
+        Event::WorktreeBaselined(measured) => {
+            if state.status == Status::Running {
+                let WorktreeBaseline {
+                    commit,
+                    test_baseline,
+                    failures,
+                    check_resolution,
+                } = *measured;
+                state.test_baseline = test_baseline;
+                state.baseline_failures = failures;
+                state.baseline_commit = Some(commit);
+                if let Some(resolution) = check_resolution {
+                    state.check_resolution = Some(resolution);
+                }
             }
             Vec::new()
         }

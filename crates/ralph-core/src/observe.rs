@@ -8,6 +8,7 @@ pub mod bytes;
 pub mod files;
 pub mod hook_input;
 pub mod liveness;
+pub mod main_checkout;
 pub mod own_git;
 pub mod plan;
 pub mod process;

@@ -132,6 +132,33 @@ fn init_keeps_existing_settings_hooks_and_prompts() {
 }
 
 #[test]
+fn init_offers_a_worktree_setup_and_writes_it_with_the_test_command() {
+    let project = TempProject::new("init-worktree-setup");
+    project.write(
+        "pyproject.toml",
+        "[project]\nname = \"x\"\n\n[project.optional-dependencies]\ntests = [\"pytest\"]\n",
+    );
+    project.write("uv.lock", "version = 1\n");
+    let shown = Ctl::new(&project).arg("init").run();
+    shown.assert_code(0);
+    shown.assert_stdout_has(&[
+        "Worktrees: found uv.lock, which a worktree's check cannot reach",
+        "\"worktreeSetup\": \"uv sync --frozen\"",
+    ]);
+    let written = Ctl::new(&project).args(["init", "--yes"]).run();
+    written.assert_code(0);
+    written.assert_stdout_has(&["Worktrees: `uv sync --frozen` (worktreeSetup, for uv.lock)"]);
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
+            .unwrap();
+    assert_eq!(config["worktreeSetup"], "uv sync --frozen");
+    // Once configured, nothing more is said of it.
+    let again = Ctl::new(&project).args(["init", "--yes"]).run();
+    again.assert_code(0);
+    assert!(!again.stdout.contains("Worktrees:"), "{}", again.stdout);
+}
+
+#[test]
 fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     let project = TempProject::new("init-verify");
     project.write("Cargo.toml", "[package]\nname = \"x\"\n");

@@ -34,6 +34,7 @@ mod start_check;
 mod supervisor;
 mod walls;
 mod walls_parity;
+mod worktree_env;
 
 /// One client's terminal UI at a time in this binary: a terminal UI under
 /// load writes its transcript late (2.0.77 then shows its final message to

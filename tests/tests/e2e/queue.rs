@@ -40,7 +40,7 @@ fn item_id_of(body: &Value) -> String {
 
 /// The line an item's agent ends with to say how the item ended
 /// (`terminal`, `skip`), naming the item its text gives.
-fn outcome_line(status: &str, body: &Value) -> String {
+pub(crate) fn outcome_line(status: &str, body: &Value) -> String {
     format!(
         "RALPH_OUTCOME: {{\"status\": \"{status}\", \"itemId\": {}}}",
         item_id_of(body)
@@ -264,7 +264,8 @@ fn two_workers_drain_a_plan_each_item_once_verified_and_landed_in_turn(client: C
     );
 
     // The verify ran once at the run's start (its test baseline), then on
-    // each item's claim and, once, on its branch rebased and ticked, just
+    // each item's branch: in its new worktree (its own test baseline, at the
+    // base as it was then), on its claim and, once, rebased and ticked, just
     // before it landed.
     let verified = verified_on("queue-plan", client);
     assert_eq!(
@@ -273,13 +274,21 @@ fn two_workers_drain_a_plan_each_item_once_verified_and_landed_in_turn(client: C
         "{verified:?}"
     );
     for n in 1..=5 {
-        let before_landing = format!(" Tick task {n} in PLAN.md");
-        assert_eq!(
-            verified
-                .iter()
-                .filter(|l| l.starts_with("ralph/item-") && l.ends_with(&before_landing))
-                .count(),
-            1,
+        let claim = format!(" task {n}");
+        let branch = verified
+            .iter()
+            .find(|l| l.starts_with("ralph/item-") && l.ends_with(&claim))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| panic!("no claim of task {n}: {verified:?}"));
+        let on_branch: Vec<&String> = verified
+            .iter()
+            .filter(|l| l.starts_with(&format!("{branch} ")))
+            .collect();
+        assert_eq!(on_branch.len(), 3, "{verified:?}");
+        assert!(!on_branch[0].contains(&format!("task {n}")), "{verified:?}");
+        assert!(on_branch[1].ends_with(&claim), "{verified:?}");
+        assert!(
+            on_branch[2].ends_with(&format!(" Tick task {n} in PLAN.md")),
             "{verified:?}"
         );
     }

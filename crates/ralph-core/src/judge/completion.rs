@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::judge::claims::{self, StatusBlock};
 use crate::observe::plan::PlanReport;
 use crate::observe::test_counts::{self, CommandCounts};
-use crate::observe::verify::{VerifyCommand, VerifyResult};
+use crate::observe::verify::{BaselineFailure, VerifyCommand, VerifyResult};
 
 /// Iterations of test-only work that trigger the saturation nudge.
 pub const TEST_SATURATION_ITERATIONS: u32 = 3;
@@ -442,6 +442,15 @@ pub struct Integrity<'a> {
     /// The files in `.git` that send git elsewhere and differ from the
     /// loop's start (`None`: nothing to compare with).
     pub git_changes: Option<&'a [String]>,
+    /// The verification commands that failed at the test baseline: a
+    /// claim's failure of one is named as the baseline's.
+    pub baseline_failures: &'a [BaselineFailure],
+    /// Whether that baseline was measured in the loop's worktree (after
+    /// its `worktreeSetup`), not in the main checkout.
+    pub baseline_in_worktree: bool,
+    /// What a worktree's failed check reached of the main checkout, which
+    /// it cannot see (see [`crate::observe::main_checkout`]).
+    pub main_checkout_reach: &'a [String],
 }
 
 /// Judges a claim: the plan, the status block's consistency, the
@@ -514,7 +523,7 @@ pub fn gates(
                 Some(r) => (
                     false,
                     format!(
-                        "`{}` ({}) {}; {}",
+                        "`{}` ({}) {}; {}{}",
                         r.command,
                         r.name,
                         if r.timed_out {
@@ -532,7 +541,8 @@ pub fn gates(
                                 headers_above_the_tail(r),
                                 r.output_tail
                             ),
-                        }
+                        },
+                        failure_context(r, integrity)
                     ),
                 ),
                 None if results.len() < verify.len() => {
@@ -558,6 +568,38 @@ pub fn gates(
     }
     if let Some(changes) = integrity.git_changes {
         out.push(git_unchanged_gate(changes));
+    }
+    out
+}
+
+/// What a failed verification is besides its output: a failure the test
+/// baseline already had (named as the baseline's, so that it is not taken
+/// for the work's), and what a worktree's check reached of the main
+/// checkout. Empty when neither.
+fn failure_context(failed: &VerifyResult, integrity: &Integrity<'_>) -> String {
+    let mut out = String::new();
+    if let Some(before) = integrity
+        .baseline_failures
+        .iter()
+        .find(|b| b.command == failed.command)
+    {
+        let place = if integrity.baseline_in_worktree {
+            "this worktree's test baseline (after its worktreeSetup)"
+        } else {
+            "the loop's test baseline"
+        };
+        out.push_str(&format!(
+            "\nThe baseline had this failure already: at {place}, before any of this work, {}",
+            before.describe()
+        ));
+    }
+    if !integrity.main_checkout_reach.is_empty() {
+        out.push_str(&format!(
+            "\nThe check reaches into the main checkout, which a worktree's check cannot see: {}; \
+             the worktree lacks that environment of its own, which no change of the item gives \
+             it: the person sets worktreeSetup in .claude/ralph/config.json",
+            integrity.main_checkout_reach.join("; ")
+        ));
     }
     out
 }
@@ -1050,6 +1092,72 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_the_baseline_had_is_named_as_the_baseline_s_with_what_it_reached() {
+        let assessment = Assessment {
+            claimed: true,
+            ..Default::default()
+        };
+        let verify = [VerifyCommand {
+            name: "tests".into(),
+            command: "cargo test".into(),
+            timeout_seconds: 60,
+        }];
+        let failed = [result(Some(1), false)];
+        let detail = |integrity: &Integrity<'_>| {
+            gates(
+                &assessment,
+                &PlanReport::default(),
+                &verify,
+                Some(&failed),
+                integrity,
+            )
+            .into_iter()
+            .find(|g| g.gate == Gate::Verification)
+            .unwrap()
+            .detail
+        };
+        let plain = detail(&Integrity::default());
+        assert!(!plain.contains("baseline"), "{plain}");
+        let before = [BaselineFailure {
+            command: "cargo test".into(),
+            how: "exited 101".into(),
+            counts: Some(test_counts::TestCounts::new(3, 1, 0)),
+            excerpt: "test foo ... FAILED".into(),
+        }];
+        let reach = ["its output names /p/data.json, in the main checkout".to_string()];
+        let named = detail(&Integrity {
+            baseline_failures: &before,
+            baseline_in_worktree: true,
+            main_checkout_reach: &reach,
+            ..Integrity::default()
+        });
+        assert!(
+            named.contains(
+                "The baseline had this failure already: at this worktree's test baseline (after \
+                 its worktreeSetup), before any of this work, `cargo test` exited 101 (4 run \
+                 (3 passed, 1 failed), 0 skipped)"
+            ),
+            "{named}"
+        );
+        assert!(
+            named.contains("The check reaches into the main checkout")
+                && named.contains("/p/data.json")
+                && named.contains("worktreeSetup"),
+            "{named}"
+        );
+        // Another command's failure at the baseline is not this one's.
+        let other = [BaselineFailure {
+            command: "make lint".into(),
+            ..before[0].clone()
+        }];
+        let unnamed = detail(&Integrity {
+            baseline_failures: &other,
+            ..Integrity::default()
+        });
+        assert!(!unnamed.contains("baseline"), "{unnamed}");
+    }
+
+    #[test]
     fn a_long_gate_detail_keeps_its_start_and_its_end() {
         let mut output = String::from("tests failed (exit 1):\n");
         for n in 0..200 {
@@ -1381,9 +1489,7 @@ mod tests {
             let integrity = Integrity {
                 baseline: &base,
                 allow_fewer_tests: allow,
-                protected_changes: None,
-                check_changes: None,
-                git_changes: None,
+                ..Integrity::default()
             };
             let gates = gates(
                 &assessment,

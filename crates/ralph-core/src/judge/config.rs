@@ -328,7 +328,16 @@ pub struct Config {
     pub sandbox: SandboxSetting,
     /// How a queue run works its items.
     pub queue: QueueConfig,
+    /// `worktreeSetup`: the command run in each new worktree (a queue
+    /// item's, a `--worktree` iteration's) before its test baseline, inside
+    /// the checks' walls, to give it the environment the main checkout
+    /// keeps out of git (`npm ci`, a virtual environment); its name is
+    /// `worktreeSetup`. A project's config only, pinned like `verify`.
+    pub worktree_setup: Option<VerifyCommand>,
 }
+
+/// How long `worktreeSetup` may run unless it says (`timeoutSeconds`).
+pub const DEFAULT_WORKTREE_SETUP_TIMEOUT_SECS: u32 = 600;
 
 /// How a queue run (`ralph-ctl run --queue`) works its items.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -370,6 +379,7 @@ impl Default for Config {
             notify: None,
             sandbox: SandboxSetting::Auto,
             queue: QueueConfig::default(),
+            worktree_setup: None,
         }
     }
 }
@@ -476,6 +486,25 @@ struct ConfigFile {
     verify: Option<Vec<VerifyCommand>>,
     confidence: Option<ConfidenceWeights>,
     protected_paths: Option<Vec<String>>,
+    worktree_setup: Option<WorktreeSetupEntry>,
+}
+
+/// `worktreeSetup` as written: a command, or a command with its deadline.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum WorktreeSetupEntry {
+    /// `"npm ci"`.
+    Command(String),
+    /// `{"command": "npm ci", "timeoutSeconds": 900}`.
+    Timed {
+        command: String,
+        #[serde(rename = "timeoutSeconds", default = "default_setup_timeout")]
+        timeout_seconds: u32,
+    },
+}
+
+fn default_setup_timeout() -> u32 {
+    DEFAULT_WORKTREE_SETUP_TIMEOUT_SECS
 }
 
 /// Which config file is read: the user's defaults or the project's own.
@@ -487,7 +516,13 @@ enum Scope {
 
 /// The config file's keys that hold lists and objects (the others are in
 /// [`number_settings`] and [`word_settings`]).
-const FILE_KEYS: &[&str] = &["planFiles", "verify", "confidence", "protectedPaths"];
+const FILE_KEYS: &[&str] = &[
+    "planFiles",
+    "verify",
+    "confidence",
+    "protectedPaths",
+    "worktreeSetup",
+];
 
 /// How a word setting's value is written in the config file.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -694,7 +729,7 @@ pub fn accepted_keys() -> String {
          testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, \
          pauseAtUtilization (0 to 1), notify (a command), \
          sandbox (auto, on or off), allowFewerTests (true or false), protectedPaths (a list of globs), \
-         queueRemote (the name of a git remote)",
+         queueRemote (the name of a git remote), worktreeSetup (a command, or {{command, timeoutSeconds}})",
         numbers.join(", ")
     )
 }
@@ -1130,6 +1165,62 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains(&file.display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn worktree_setup_is_a_command_with_a_deadline_from_the_project_only() {
+        let setup = |json: &str| {
+            let (_d, paths) = project_with_config(Some(json));
+            Config::load(&paths, &[]).map(|c| c.worktree_setup)
+        };
+        let plain = setup(r#"{"worktreeSetup": "npm ci"}"#).unwrap().unwrap();
+        assert_eq!(
+            (
+                plain.name.as_str(),
+                plain.command.as_str(),
+                plain.timeout_seconds
+            ),
+            (
+                "worktreeSetup",
+                "npm ci",
+                DEFAULT_WORKTREE_SETUP_TIMEOUT_SECS
+            )
+        );
+        let timed =
+            setup(r#"{"worktreeSetup": {"command": "uv sync --frozen", "timeoutSeconds": 90}}"#)
+                .unwrap()
+                .unwrap();
+        assert_eq!(timed.timeout_seconds, 90);
+        assert_eq!(setup("{}").unwrap(), None);
+        for (json, words) in [
+            (r#"{"worktreeSetup": " "}"#, "non-empty command"),
+            (
+                r#"{"worktreeSetup": {"command": "x", "timeoutSeconds": 0}}"#,
+                "from 1 to 3600",
+            ),
+            (r#"{"worktreeSetup": 3}"#, "worktreeSetup (a command"),
+        ] {
+            let err = setup(json).unwrap_err().to_string();
+            assert!(
+                err.contains("worktreeSetup") && err.contains(words),
+                "{json}: {err}"
+            );
+        }
+        let (_d, paths) = project_with_config(None);
+        let user = tempfile::TempDir::new().unwrap();
+        fs::create_dir_all(user.path().join("ralph")).unwrap();
+        fs::write(
+            user.path().join(USER_CONFIG_FILE),
+            r#"{"worktreeSetup": "npm ci"}"#,
+        )
+        .unwrap();
+        let err = Config::load(&paths, &WithUserDir(user.path().into(), vec![]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("worktreeSetup") && err.contains("per-user"),
+            "{err}"
+        );
     }
 
     #[test]

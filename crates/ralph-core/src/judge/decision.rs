@@ -84,6 +84,10 @@ pub struct Observation {
     /// The plan's usage windows as the client reported them during the
     /// iteration (a subscription's headless run), by name.
     pub usage_windows: std::collections::BTreeMap<String, WindowUse>,
+    /// What a worktree's failed check reached of the main checkout, which
+    /// it cannot see: named with the failure (see
+    /// `observe::main_checkout`).
+    pub main_checkout_reach: Vec<String>,
 }
 
 impl Observation {
@@ -111,6 +115,7 @@ impl Observation {
             api_failure: None,
             cut_off: None,
             usage_windows: Default::default(),
+            main_checkout_reach: Vec::new(),
         }
     }
 }
@@ -661,6 +666,9 @@ pub fn claim_gates(
             protected_changes: observed.protected_changes.as_deref(),
             check_changes: observed.check_changes.as_deref(),
             git_changes: observed.git_changes.as_deref(),
+            baseline_failures: &state.baseline_failures,
+            baseline_in_worktree: state.baseline_commit.is_some(),
+            main_checkout_reach: &observed.main_checkout_reach,
         },
     );
     // Unknown change counts as none: the refusal is known, the work is

@@ -522,6 +522,16 @@ pub struct LoopState {
     /// has none): a claim may not run fewer tests or skip more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub test_baseline: Vec<crate::observe::test_counts::CommandCounts>,
+    /// The verification commands that failed at that same baseline: a
+    /// claim that fails one of them is told the failure was there before
+    /// its work.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baseline_failures: Vec<crate::observe::verify::BaselineFailure>,
+    /// The commit of the worktree the test baseline was measured in (a
+    /// `--worktree` iteration's or a queue item's, after `worktreeSetup`);
+    /// `None`: the main checkout, at the loop's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_commit: Option<String>,
     /// The files under `protectedPaths` at the start, with their content
     /// hashes: a claim that changed one is rejected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -774,6 +784,8 @@ impl LoopState {
             usage_windows: Default::default(),
             notified: None,
             test_baseline: Vec::new(),
+            baseline_failures: Vec::new(),
+            baseline_commit: None,
             protected_files: None,
             check_resolution: None,
             git_record: None,

@@ -147,9 +147,22 @@ pub fn resolve(
     path: Option<&str>,
     walls: &Walls,
 ) -> ResolvedChecks {
+    resolve_in(root, root, commands, path, walls)
+}
+
+/// [`resolve`] from `root`, a worktree of `project` (a file in either
+/// counts as the project's, as at a claim: see [`changes`]): a new
+/// worktree's start.
+pub fn resolve_in(
+    root: &Path,
+    project: &Path,
+    commands: &[VerifyCommand],
+    path: Option<&str>,
+    walls: &Walls,
+) -> ResolvedChecks {
     let root = &Roots {
         work: root,
-        project: root,
+        project,
     };
     let path = path
         .map(str::to_string)
@@ -692,15 +705,13 @@ fn node_targets(
     ));
     let Some((dir, package)) = package_json(root, cwd) else {
         if bin_fallback {
-            found.targets.push(file_target(
-                root,
-                shown_words,
-                &cwd.join("node_modules/.bin").join(name),
-            ));
+            found
+                .targets
+                .push(file_target(root, shown_words, &node_bin(cwd, name)));
         }
         return;
     };
-    let bin_path = format!("{}:{path}", dir.join("node_modules/.bin").to_string_lossy());
+    let bin_path = format!("{}:{path}", node_bin_path(&dir));
     let scripts = package.get("scripts");
     let script = |n: &str| scripts.and_then(|s| s.get(n)).and_then(|s| s.as_str());
     let is_exec = tool == "npx" || plain.first().is_some_and(|p| matches!(*p, "exec" | "dlx"));
@@ -727,17 +738,45 @@ fn node_targets(
                 }
             }
         }
-        None if bin_fallback => found.targets.push(file_target(
-            root,
-            shown_words,
-            &dir.join("node_modules/.bin").join(name),
-        )),
+        None if bin_fallback => {
+            found
+                .targets
+                .push(file_target(root, shown_words, &node_bin(&dir, name)))
+        }
         None => found.targets.push(Target {
             what: format!("{shown_words} (scripts.{name} of package.json)"),
             runs: "nothing (no such script)".into(),
             hash: None,
         }),
     }
+}
+
+/// The `node_modules/.bin` folders a package manager puts first on the
+/// `PATH` of a script run from `dir`: its own, then every folder's above
+/// it (so a worktree's script finds the main checkout's, as npm does by
+/// hand), nearest first.
+fn node_bin_path(dir: &Path) -> String {
+    clean(dir)
+        .ancestors()
+        .map(|folder| {
+            folder
+                .join("node_modules/.bin")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The program `name` of the nearest `node_modules/.bin` from `dir` up
+/// that has it, else `dir`'s own (which does not exist).
+fn node_bin(dir: &Path, name: &str) -> PathBuf {
+    let own = clean(dir).join("node_modules/.bin").join(name);
+    clean(dir)
+        .ancestors()
+        .map(|folder| folder.join("node_modules/.bin").join(name))
+        .find(|program| is_executable(program))
+        .unwrap_or(own)
 }
 
 /// `make`: the makefile it reads, by its whole content.
@@ -979,6 +1018,41 @@ mod tests {
             changes
                 .iter()
                 .any(|c| c.starts_with("`jest` now runs ./node_modules/.bin/jest")),
+            "{changes:?}"
+        );
+    }
+
+    #[test]
+    fn a_worktree_s_script_finds_the_main_checkout_s_runner_as_npm_does() {
+        // The main checkout keeps node_modules out of git; a worktree of it
+        // has the package.json only, and npm looks in every folder above.
+        let dir = TempDir::new().unwrap();
+        let project = dir.path();
+        let package = r#"{"scripts": {"test": "mocha"}}"#;
+        write(project, "package.json", package);
+        executable(project, "node_modules/.bin/mocha", "#!/bin/sh\necho ok\n");
+        let tree = project.join(".claude/worktrees/item");
+        write(&tree, "package.json", package);
+        let commands = check("npm test");
+        let before = resolve(project, &commands, Some("/usr/bin:/bin"), &Walls::open());
+        assert!(
+            before.commands[0]
+                .targets
+                .iter()
+                .any(|t| t.what == "mocha" && t.runs == "./node_modules/.bin/mocha"),
+            "{before:?}"
+        );
+        assert_eq!(
+            changes(&tree, project, &before, &commands),
+            Vec::<String>::new()
+        );
+        // The worktree's own runner, where it installs one, comes first.
+        executable(&tree, "node_modules/.bin/mocha", "#!/bin/sh\necho other\n");
+        let changes = changes(&tree, project, &before, &commands);
+        assert!(
+            changes
+                .iter()
+                .any(|c| c.starts_with("`mocha` now runs ./node_modules/.bin/mocha as changed")),
             "{changes:?}"
         );
     }

@@ -276,10 +276,88 @@ pub fn test_baseline(
     commands: &[VerifyCommand],
     walls: &Walls,
 ) -> Vec<test_counts::CommandCounts> {
-    commands
-        .iter()
-        .filter_map(|command| counts_of(&run(root, command, walls)))
-        .collect()
+    baseline(root, commands, walls).counts
+}
+
+/// A verification command that failed at a test baseline: what a claim's
+/// failure of it is compared with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineFailure {
+    /// The command line, as in config.json.
+    pub command: String,
+    /// How it failed: `exited 1`, `timed out`, `could not run`.
+    pub how: String,
+    /// The tests it counted then (`None`: no runner's summary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<TestCounts>,
+    /// The last lines of its output then, shortened.
+    #[serde(default)]
+    pub excerpt: String,
+}
+
+/// Lines of a failed baseline command's output kept in the record.
+const BASELINE_EXCERPT_LINES: usize = 8;
+
+impl BaselineFailure {
+    /// The failure `result` records, or `None` when it passed.
+    pub fn of(result: &VerifyResult) -> Option<BaselineFailure> {
+        if result.passed() {
+            return None;
+        }
+        let how = if result.timed_out {
+            "timed out".to_string()
+        } else {
+            match result.exit_code {
+                Some(code) => format!("exited {code}"),
+                None => "could not run".to_string(),
+            }
+        };
+        let lines: Vec<&str> = result.output_tail.lines().collect();
+        let excerpt = lines[lines.len().saturating_sub(BASELINE_EXCERPT_LINES)..].join("\n");
+        Some(BaselineFailure {
+            command: result.command.clone(),
+            how,
+            counts: result.counts,
+            excerpt,
+        })
+    }
+
+    /// "`pytest` exited 1 (2 run (1 passed, 1 failed), 0 skipped)", for messages.
+    pub fn describe(&self) -> String {
+        match &self.counts {
+            Some(counts) => format!("`{}` {} ({})", self.command, self.how, counts.describe()),
+            None => format!("`{}` {}", self.command, self.how),
+        }
+    }
+}
+
+/// A test baseline: each command's counts, and the commands that failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Baseline {
+    /// The counts of each command whose output a runner's summary was read from.
+    pub counts: Vec<test_counts::CommandCounts>,
+    /// The commands that failed (a loop may start with failing tests: that
+    /// is its task), each once.
+    pub failures: Vec<BaselineFailure>,
+}
+
+/// [`test_baseline`] with the commands that failed: every command run once,
+/// failing or not, each with its timeout.
+pub fn baseline(root: &Path, commands: &[VerifyCommand], walls: &Walls) -> Baseline {
+    let mut out = Baseline::default();
+    for command in commands {
+        let result = run(root, command, walls);
+        out.failures.extend(BaselineFailure::of(&result));
+        if let Some(counts) = result.counts {
+            out.counts.push(test_counts::CommandCounts {
+                command: result.command,
+                counts,
+                runners: result.by_runner.into_iter().map(|(name, _)| name).collect(),
+            });
+        }
+    }
+    out
 }
 
 /// A run's entry of the `testBaseline`: its counts and the runners they

@@ -20,6 +20,7 @@ use crate::error::CtlError;
 use crate::settings::{self, HOOK_BINARY_NAME};
 
 mod detect;
+mod worktree_setup;
 
 /// What happened to one file.
 enum Change {
@@ -335,8 +336,21 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
         _ => Vec::new(),
     };
     let plan = plan_verify(root, &options, &config, &offered_protection);
+    // What each new worktree needs that this checkout keeps out of git,
+    // when config.json says nothing of it yet.
+    let setup = match &config {
+        Ok(config) if config.worktree_setup.is_none() => worktree_setup::detect(root),
+        _ => None,
+    };
     let config_path = paths.config_file();
-    let config_text = config_text(&config_path, &plan, &config, &offered_protection)?;
+    let config_text = config_text(
+        &config_path,
+        &plan,
+        &config,
+        &offered_protection,
+        setup.as_ref(),
+    )?;
+    let worktrees = worktrees_line(&plan, setup.as_ref(), root);
     let timeout = hook_timeout(&options, &plan, &config);
     crate::output::say!("Installing ralph into {}", root.display());
     let ralph_dir = paths.ralph_dir();
@@ -443,6 +457,7 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     tell_what_next(
         &plan,
         &protected,
+        worktrees.as_deref(),
         &options,
         &prompt,
         &hook,
@@ -601,12 +616,14 @@ fn plan_verify(
 }
 
 /// config.json's new text when the plan writes a verify command (with the
-/// protected paths offered); the config must be valid before it is added to.
+/// protected paths offered, and the `worktreeSetup` found); the config must
+/// be valid before it is added to.
 fn config_text(
     config_path: &Path,
     plan: &VerifyPlan,
     config: &Result<Config, ralph_core::judge::config::ConfigError>,
     offered_protection: &[String],
+    setup: Option<&worktree_setup::Setup>,
 ) -> Result<Option<String>, CtlError> {
     let VerifyPlan::Write(command, _) = plan else {
         return Ok(None);
@@ -619,7 +636,34 @@ fn config_text(
     if !offered_protection.is_empty() {
         value["protectedPaths"] = serde_json::json!(offered_protection);
     }
+    if let Some(setup) = setup {
+        value["worktreeSetup"] = serde_json::json!(setup.command);
+    }
     Ok(Some(json_text(&value)))
+}
+
+/// What `init` says of worktrees: the `worktreeSetup` it wrote (with the
+/// verify command) or found and offers, else what a worktree's check takes
+/// from this checkout as it is; `None`: nothing to say.
+fn worktrees_line(
+    plan: &VerifyPlan,
+    setup: Option<&worktree_setup::Setup>,
+    root: &Path,
+) -> Option<String> {
+    match (setup, plan) {
+        (Some(setup), VerifyPlan::Write(..)) => Some(format!(
+            "Worktrees: `{}` (worktreeSetup, for {}) runs in each new worktree of a queue run or a \
+             --worktree loop before its test baseline, in .claude/ralph/config.json: a worktree's check \
+             cannot reach this checkout's files.",
+            setup.command, setup.source
+        )),
+        (Some(setup), _) => Some(format!(
+            "Worktrees: found {}, which a worktree's check cannot reach: add \"worktreeSetup\": \"{}\" to \
+             .claude/ralph/config.json before a queue run or a --worktree loop.",
+            setup.source, setup.command
+        )),
+        (None, _) => worktree_setup::shared_note(root),
+    }
 }
 
 /// The Stop hook's timeout: `--timeout`, else room for the verification
@@ -702,11 +746,12 @@ fn ignore_local_settings(claude_ignore: &Path, root: &Path) -> Result<(), CtlErr
 }
 
 /// What `init` tells the person once it is done: the completion check,
-/// the protected paths, and what to run next.
+/// the protected paths, what worktrees need, and what to run next.
 #[allow(clippy::too_many_arguments)]
 fn tell_what_next(
     plan: &VerifyPlan,
     protected: &[String],
+    worktrees: Option<&str>,
     options: &InitArgs,
     prompt: &Path,
     hook: &Path,
@@ -742,6 +787,9 @@ fn tell_what_next(
              free); remove them there if the task changes them.",
             protected.join(", ")
         );
+    }
+    if let Some(line) = worktrees {
+        crate::output::say!("{line}");
     }
     let launcher = match &options.formula {
         Some(name) => format!(".claude/ralph/ralph-audit.sh --formula {name}"),

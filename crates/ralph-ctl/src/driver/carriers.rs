@@ -31,18 +31,22 @@ pub(crate) fn record(
 }
 
 /// [`record`] for a client just started, with the breaker's progress
-/// baseline of the worktree it works in when it has a new one: what an
-/// iteration's start changes in the loop, in one transaction.
+/// baseline and the test baseline of the worktree it works in when it has
+/// a new one: what an iteration's start changes in the loop, in one
+/// transaction.
 pub(crate) fn record_start(
     paths: &ProjectPaths,
     session_id: &str,
     carriers: Carriers,
-    baseline: Option<Option<ralph_core::observe::progress::Baseline>>,
+    new_worktree: Option<super::worktree::NewWorktree>,
 ) -> Result<(), CtlError> {
     let changed = transaction::change(paths, Whose::Session(session_id), |draft| {
         draft.apply(Event::Carried(Some(carriers)));
-        if let Some(baseline) = baseline {
-            draft.apply(Event::Rebaselined(baseline));
+        if let Some(new) = new_worktree {
+            draft.apply(Event::Rebaselined(new.progress));
+            if let Some(tests) = new.tests {
+                draft.apply(Event::WorktreeBaselined(Box::new(tests)));
+            }
         }
         Ok::<_, CtlError>(())
     })?;

@@ -13,7 +13,6 @@ use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ProcessEnv};
 use ralph_core::judge::lifecycle::ResumePlan;
 use ralph_core::judge::state::{LoopState, Status};
-use ralph_core::observe::progress;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::atomic;
 use ralph_core::persist::store::StateStore;
@@ -379,18 +378,21 @@ impl Driver<'_> {
         let spent = state.as_ref().map(|s| s.cost_usd).unwrap_or_default();
         let last_stop_before = state.and_then(|s| s.last_run_at);
         // The iteration's own worktree, when it has one.
-        let (current, new_baseline) = match self.mode.worktrees() {
+        let (current, new_worktree) = match self.mode.worktrees() {
             Some(plan) => match worktree::enter_worktree(
                 paths,
                 plan,
                 self.mode.item().map(|i| i.worktree_name.as_str()),
+                &self.config,
             ) {
-                Ok((worktree, baseline)) => (Some(worktree), baseline),
-                Err(e) => {
+                Ok((worktree, new)) => (Some(worktree), new),
+                Err(worktree::NotEntered::Failed(e)) => {
                     say(&e.to_string());
                     let cause = format!("the iteration's worktree could not be made ({e})");
                     return self.end(&cause, exit_codes::ERROR);
                 }
+                // Said with the loop's ending (and the item's).
+                Err(worktree::NotEntered::Unfit(why)) => return self.fail(&why),
             },
             None => (None, None),
         };
@@ -400,7 +402,7 @@ impl Driver<'_> {
             iteration.step.as_ref(),
             spent,
             current.as_ref(),
-            new_baseline,
+            new_worktree,
         ) {
             Ok(run) => run,
             Err((cause, code)) => return self.end(&cause, code),
@@ -534,7 +536,7 @@ impl Driver<'_> {
         step: Option<&formula::Step>,
         spent: Usd,
         current: Option<&worktree::Worktree>,
-        new_baseline: Option<Option<progress::Baseline>>,
+        new_worktree: Option<worktree::NewWorktree>,
     ) -> Result<(Supervision, Option<result::ClientResult>), (String, i32)> {
         let paths = self.paths;
         let session = self.session.as_str();
@@ -654,7 +656,7 @@ impl Driver<'_> {
                     paths,
                     session,
                     carriers::with_client(Some(running.pid())),
-                    new_baseline,
+                    new_worktree,
                 );
                 if self.mode.headless() && !self.mode.fresh() {
                     // The hook let the session stop (an ending, a question):
@@ -1014,6 +1016,29 @@ impl Driver<'_> {
             &finish::record(self.paths, &self.session, cause)?,
         );
         Ok(Next::Done(code))
+    }
+
+    /// Ends the loop `failed` before its client starts, for a reason no
+    /// iteration can change (`why`: its worktree cannot be worked).
+    fn fail(&self, why: &str) -> Result<Next, CtlError> {
+        let changed = ralph_core::transaction::change(
+            self.paths,
+            ralph_core::transaction::Whose::Session(&self.session),
+            |draft| {
+                if draft.state().is_some_and(|s| s.status == Status::Running) {
+                    draft.apply(ralph_core::events::Event::Ended {
+                        status: Status::Failed,
+                        why: why.to_string(),
+                        at: None,
+                    });
+                }
+                Ok::<_, CtlError>(())
+            },
+        )?;
+        Ok(Next::Done(finish::announce(
+            self.paths,
+            &super::told(changed),
+        )))
     }
 }
 

@@ -10,7 +10,7 @@
 //! two runs of it: pauses, waits and resumes ([`supervisor`]), and the
 //! fresh-context loop's judging and hand-over between processes ([`fresh`])
 //! and its live output ([`live`]), and the worktrees of `--worktree`
-//! ([`worktree`]), a formula's steps ([`steps`]), and the client's sandbox and the
+//! ([`worktree`]; a new one's setup and test baseline, [`worktree_env`]), a formula's steps ([`steps`]), and the client's sandbox and the
 //! permission rules every run carries ([`sandbox`]), and the watchdog that
 //! ends a client whose driver died ([`watchdog`]), and whether the client
 //! was set up in this home at all ([`first_run`]), and the repository's
@@ -49,6 +49,7 @@ pub(crate) mod supervisor;
 pub(crate) mod transcripts;
 pub(crate) mod watchdog;
 pub(crate) mod worktree;
+pub(crate) mod worktree_env;
 
 /// What a change of the loop found, its warnings said on stderr.
 pub(crate) fn told(changed: ralph_core::transaction::Changed) -> ralph_core::transaction::Found {

@@ -214,15 +214,20 @@ pub(crate) fn open_loop(
             ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
         ralph_core::observe::resolved::resolve(&paths.root, &config.completion.verify, None, &walls)
     });
-    // An item of a queue run is judged by the run's baseline, taken once.
-    let test_baseline = match paths.is_item() {
+    // An item of a queue run starts from the run's baseline, taken once in
+    // the main checkout; its worktree measures its own before its agent
+    // starts (driver/worktree_env.rs).
+    let baseline = match paths.is_item() {
         true => StateStore::new(&paths.project())
             .read()
             .ok()
             .flatten()
-            .map(|run| run.test_baseline)
+            .map(|run| verify::Baseline {
+                counts: run.test_baseline,
+                failures: run.baseline_failures,
+            })
             .unwrap_or_default(),
-        false => test_baseline(paths, config, check_may_not_run())?,
+        false => measured_baseline(paths, config, check_may_not_run())?,
     };
     let protected_files = protected_files(paths, config)?;
     let git_record = git_record(paths)?;
@@ -230,7 +235,8 @@ pub(crate) fn open_loop(
     let now = time::Timestamp::now();
     let mut state = LoopState::new(session.clone(), max, now);
     state.fresh_context = fresh;
-    state.test_baseline = test_baseline;
+    state.test_baseline = baseline.counts;
+    state.baseline_failures = baseline.failures;
     state.protected_files = protected_files;
     state.check_resolution = check_resolution;
     state.git_record = git_record;
@@ -354,9 +360,18 @@ pub(crate) fn test_baseline(
     config: &Config,
     may_not_run: bool,
 ) -> Result<Vec<ralph_core::observe::test_counts::CommandCounts>, CtlError> {
+    measured_baseline(paths, config, may_not_run).map(|baseline| baseline.counts)
+}
+
+/// [`test_baseline`], with the commands that failed.
+fn measured_baseline(
+    paths: &ProjectPaths,
+    config: &Config,
+    may_not_run: bool,
+) -> Result<verify::Baseline, CtlError> {
     let commands = &config.completion.verify;
     if commands.is_empty() {
-        return Ok(Vec::new());
+        return Ok(verify::Baseline::default());
     }
     crate::output::say_err!(
         "ralph-ctl: running the verify command(s) once for the test baseline (at most {} s)",
@@ -369,7 +384,7 @@ pub(crate) fn test_baseline(
     for refused in walls.refused_caches() {
         crate::output::say_err!("ralph-ctl: {refused}");
     }
-    let mut baseline = Vec::new();
+    let mut baseline = verify::Baseline::default();
     let mut cannot_run = Vec::new();
     for command in commands {
         let result = verify::run(&paths.root, command, &walls);
@@ -380,6 +395,9 @@ pub(crate) fn test_baseline(
             }
             _ => {}
         }
+        baseline
+            .failures
+            .extend(verify::BaselineFailure::of(&result));
         let Some(entry) = verify::counts_of(&result) else {
             if diagnosis.is_none() {
                 crate::output::say_err!("ralph-ctl: {}", no_counts_notice(&command.command));
@@ -400,7 +418,7 @@ pub(crate) fn test_baseline(
                 entry.command
             );
         }
-        baseline.push(entry);
+        baseline.counts.push(entry);
     }
     if cannot_run.is_empty() {
         return Ok(baseline);

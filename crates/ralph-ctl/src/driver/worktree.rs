@@ -296,32 +296,51 @@ impl Worktree {
     }
 }
 
+/// What a new worktree starts from, recorded as its client starts.
+#[derive(Debug)]
+pub(crate) struct NewWorktree {
+    /// The breaker's progress baseline: the iteration's progress is what
+    /// it changed there.
+    pub(crate) progress: Option<ralph_core::observe::progress::Baseline>,
+    /// Its own test baseline (`None`: the loop's stands).
+    pub(crate) tests: Option<ralph_core::events::WorktreeBaseline>,
+}
+
+/// Why an iteration's worktree was not entered.
+#[derive(Debug)]
+pub(crate) enum NotEntered {
+    /// It could not be made (git, the loop's state).
+    Failed(CtlError),
+    /// It was made, but cannot be worked: its `worktreeSetup` failed, or
+    /// its check fails there before any change (see `worktree_env`).
+    Unfit(String),
+}
+
+impl From<CtlError> for NotEntered {
+    fn from(e: CtlError) -> Self {
+        NotEntered::Failed(e)
+    }
+}
+
 /// The worktree of the loop's current iteration, made from the base (or
-/// taken up again when the iteration is resumed); a new one becomes the
-/// breaker's baseline, so that the iteration's progress is what it changed
-/// there.
+/// taken up again when the iteration is resumed); a new one is made ready
+/// (`worktree_env::prepare`: its setup, its test baseline) and becomes
+/// the breaker's baseline.
 pub(crate) fn enter_worktree(
     paths: &ralph_core::paths::ProjectPaths,
     plan: &WorktreePlan,
     item_name: Option<&str>,
-) -> Result<
-    (
-        Worktree,
-        Option<Option<ralph_core::observe::progress::Baseline>>,
-    ),
-    CtlError,
-> {
+    config: &ralph_core::judge::config::Config,
+) -> Result<(Worktree, Option<NewWorktree>), NotEntered> {
     let state = ralph_core::persist::store::StateStore::new(paths)
-        .read()?
+        .read()
+        .map_err(CtlError::from)?
         .ok_or_else(|| CtlError::Client("the loop's state is gone".into()))?;
     let name = match item_name {
         Some(name) => name.to_string(),
         None => name(&state.started_at.to_string(), state.iteration),
     };
     let worktree = plan.create(&name)?;
-    let baseline = worktree
-        .created
-        .then(|| ralph_core::observe::progress::baseline(&worktree.path));
     super::say(&format!(
         "iteration {} works in {} (branch {}, from {})",
         state.iteration,
@@ -329,7 +348,13 @@ pub(crate) fn enter_worktree(
         worktree.branch,
         plan.base
     ));
-    Ok((worktree, baseline))
+    if !worktree.created {
+        return Ok((worktree, None));
+    }
+    let tests = super::worktree_env::prepare(paths, config, &state, &worktree)
+        .map_err(NotEntered::Unfit)?;
+    let progress = ralph_core::observe::progress::baseline(&worktree.path);
+    Ok((worktree, Some(NewWorktree { progress, tests })))
 }
 
 /// After a judged iteration: its worktree is removed when it holds nothing

@@ -103,6 +103,58 @@ impl Config {
             message: e.to_string(),
         })?;
         self.apply_completion(&file, scope, &bad)?;
+        self.apply_worktree_setup(&file, scope, &bad)?;
+        Ok(())
+    }
+
+    /// `worktreeSetup`, a project's only (no command runs in a project
+    /// that did not ask for it), with a command and a deadline it accepts.
+    fn apply_worktree_setup(
+        &mut self,
+        file: &ConfigFile,
+        scope: Scope,
+        bad: &dyn Fn(&'static str, String, String) -> ConfigError,
+    ) -> Result<(), ConfigError> {
+        let Some(entry) = &file.worktree_setup else {
+            return Ok(());
+        };
+        if scope == Scope::User {
+            return Err(bad(
+                "worktreeSetup",
+                "in the per-user defaults".into(),
+                "a command only in a project's .claude/ralph/config.json, so no command runs in a \
+                 project that did not ask for it"
+                    .into(),
+            ));
+        }
+        let (command, timeout_seconds) = match entry {
+            WorktreeSetupEntry::Command(command) => {
+                (command.clone(), DEFAULT_WORKTREE_SETUP_TIMEOUT_SECS)
+            }
+            WorktreeSetupEntry::Timed {
+                command,
+                timeout_seconds,
+            } => (command.clone(), *timeout_seconds),
+        };
+        if command.trim().is_empty() {
+            return Err(bad(
+                "worktreeSetup",
+                format!("{command:?}"),
+                "a non-empty command (such as \"npm ci\"), or remove the key".into(),
+            ));
+        }
+        if !(1..=VERIFY_TIMEOUT_LIMIT).contains(&timeout_seconds) {
+            return Err(bad(
+                "worktreeSetup",
+                format!("timeoutSeconds {timeout_seconds}"),
+                accepts_range(1, VERIFY_TIMEOUT_LIMIT),
+            ));
+        }
+        self.worktree_setup = Some(VerifyCommand {
+            name: "worktreeSetup".into(),
+            command,
+            timeout_seconds,
+        });
         Ok(())
     }
 

@@ -377,10 +377,11 @@ mod tests {
             .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
+        // Its fd 3 is the lock (a count of its fds would also see what it
+        // inherited from this test binary's other threads).
         let opened = || {
-            std::fs::read_dir(format!("/proc/{}/fd", holder.id()))
-                .map(|fds| fds.count() > 3)
-                .unwrap_or(false)
+            std::fs::read_link(format!("/proc/{}/fd/3", holder.id()))
+                .is_ok_and(|target| target.ends_with("HEAD.lock"))
         };
         let until = Instant::now() + Duration::from_secs(5);
         while !opened() && Instant::now() < until {

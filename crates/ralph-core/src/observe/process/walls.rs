@@ -12,13 +12,20 @@
 //! docker listen on one), hold a capability, gain privileges, signal a
 //! process outside its own, or reach a terminal; the variables that name
 //! the person's sockets and sessions ([`SESSION_VARIABLES`]) are not passed.
-//! The network stays open: a check may need to fetch.
+//! The network stays open: a check may need to fetch. A check of a
+//! worktree (a queue item's, a `--worktree` iteration's) sees nothing of
+//! the main checkout but its `.git` and the dependency folders it keeps out
+//! of git ([`SHARED_DEPENDENCY_FOLDERS`]), both read-only: it tests the
+//! worktree's code, never the main checkout's (an editable install's
+//! pointer into the main checkout leads nowhere, and fails).
 //!
 //! On Linux the walls are bubblewrap's mount namespace, the tool the
 //! client's own sandbox uses: the whole file system bound read-only, the
 //! writable folder bound back read-write, the protected paths bound
 //! read-only again on top (a bound path cannot be renamed away, nor a file
-//! created inside it), the hidden folders covered by an empty tmpfs, and
+//! created inside it), the hidden folders covered by an empty tmpfs (a
+//! worktree's main checkout among them, its `.git`, dependency folders and
+//! the worktree bound again on top), and
 //! `/tmp`, `/var/tmp` and `/dev/shm` fresh tmpfs of the check's own; a pid
 //! namespace and a session of its own, every capability dropped (as root
 //! too), and the unix-socket filter. It is tried once per process
@@ -255,7 +262,33 @@ pub struct Walls {
     /// One line for each toolchain cache a variable sends where no check
     /// may write ([`caches`]): said at the start, not granted.
     refused_caches: Vec<String>,
+    /// The main checkout, when the checked folder is a worktree of it.
+    worktree_of: Option<WorktreeOf>,
 }
+
+/// A check of a worktree: the main checkout it belongs to is out of the
+/// check's sight but for its `.git` and the dependency folders it keeps
+/// out of git ([`SHARED_DEPENDENCY_FOLDERS`], read-only), so that the
+/// check tests the worktree's code and never the main checkout's; a `PATH`
+/// entry (and `VIRTUAL_ENV`) in the main checkout is the worktree's own
+/// where the worktree has it (a virtual environment `worktreeSetup` made).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct WorktreeOf {
+    /// The main checkout (its real path).
+    project: PathBuf,
+    /// The worktree (its real path).
+    worktree: PathBuf,
+}
+
+/// The dependency folders a project keeps out of git that a worktree's
+/// check sees of the main checkout, read-only, where they are: Node's
+/// `node_modules` (node and npm look for it in every folder above the
+/// worktree, as they do by hand) and a Python virtual environment (found
+/// by the `PATH` the person runs ralph with). Nothing of the project's own
+/// code lies in them, but an editable install's pointer to it, which
+/// leads into the hidden main checkout and fails (and is named, see
+/// [`crate::observe::main_checkout`]).
+pub const SHARED_DEPENDENCY_FOLDERS: [&str; 3] = ["node_modules", ".venv", "venv"];
 
 /// Why a walled command was not started.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -306,6 +339,98 @@ impl Drop for CheckTemp {
     }
 }
 
+/// The main checkout and the worktree, when `root` is a worktree of
+/// `project` (both real paths): another folder than the project.
+fn worktree_of(project: &Path, root: &Path) -> Option<WorktreeOf> {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let (project, worktree) = (real(project), real(root));
+    (project != worktree && !project.starts_with(&worktree))
+        .then_some(WorktreeOf { project, worktree })
+}
+
+/// Whether a check of `worktree`, a worktree of the main checkout
+/// `project`, cannot see `path`: it lies in the main checkout, neither in
+/// the worktree, nor in its `.git`, nor in a shared dependency folder.
+pub fn hidden_from_worktree(project: &Path, worktree: &Path, path: &Path) -> bool {
+    worktree_of(project, worktree).is_some_and(|of| of.hides(&real_as_far_as_it_goes(path)))
+}
+
+/// `path` with its longest existing beginning made real (links
+/// resolved) and the rest as given.
+fn real_as_far_as_it_goes(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut head = path;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(head) {
+            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (head.parent(), head.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                head = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+impl WorktreeOf {
+    /// Whether `path` (a real path) lies in the main checkout where the
+    /// check cannot see: not the worktree, its `.git`, nor a shared
+    /// dependency folder.
+    fn hides(&self, path: &Path) -> bool {
+        path.starts_with(&self.project)
+            && !path.starts_with(&self.worktree)
+            && !path.starts_with(self.project.join(".git"))
+            && !SHARED_DEPENDENCY_FOLDERS
+                .iter()
+                .any(|name| path.starts_with(self.project.join(name)))
+    }
+
+    /// `folder` (as given) as the check takes it: the worktree's same
+    /// folder when it lies in the main checkout and the worktree has it.
+    fn own(&self, folder: &Path) -> Option<PathBuf> {
+        let real = std::fs::canonicalize(folder).ok()?;
+        if real.starts_with(&self.worktree) {
+            return None;
+        }
+        let inside = real.strip_prefix(&self.project).ok()?;
+        let own = self.worktree.join(inside);
+        own.is_dir().then_some(own)
+    }
+
+    fn path_for_check(&self, path: &str) -> String {
+        path.split(':')
+            .map(|entry| {
+                let folder = Path::new(entry);
+                match folder.is_absolute().then(|| self.own(folder)).flatten() {
+                    Some(own) => own.to_string_lossy().into_owned(),
+                    None => entry.to_string(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+
+    /// `PATH` and `VIRTUAL_ENV` of `command` (its own, else this
+    /// process's) taken from the worktree where they lead into the main
+    /// checkout and the worktree has the same folder.
+    fn take_environment(&self, command: &mut Command) {
+        let given = |command: &Command, name: &str| -> Option<OsString> {
+            match command.get_envs().find(|(key, _)| *key == name) {
+                Some((_, value)) => value.map(OsString::from),
+                None => std::env::var_os(name),
+            }
+        };
+        if let Some(path) = given(command, "PATH").and_then(|p| p.into_string().ok()) {
+            command.env("PATH", self.path_for_check(&path));
+        }
+        if let Some(own) = given(command, "VIRTUAL_ENV").and_then(|v| self.own(Path::new(&v))) {
+            command.env("VIRTUAL_ENV", own);
+        }
+    }
+}
+
 /// The home folder and the `PATH` folders that lie in a temp folder (real
 /// paths, each once, none inside another): the check sees them read-only
 /// over its fresh temp folders, as the agent sees them in the client's
@@ -349,14 +474,20 @@ impl Walls {
             hidden: Vec::new(),
             seen_in_temp: Vec::new(),
             refused_caches: Vec::new(),
+            worktree_of: None,
         }
     }
 
     /// The walls around a check of `work_root` (the project, or a worktree
-    /// of it), as `wanted`, with this machine's mechanism.
+    /// of it), as `wanted`, with this machine's mechanism. Open walls of a
+    /// worktree still take its `PATH` entries from the worktree (see
+    /// [`Walls::path_for_check`]).
     pub fn around(project: &Path, work_root: &Path, wanted: WallsWanted) -> Walls {
         match wanted {
-            WallsWanted::Off => Walls::open(),
+            WallsWanted::Off => Walls {
+                worktree_of: worktree_of(project, work_root),
+                ..Walls::open()
+            },
             _ => Walls::with_mechanism(project, work_root, wanted, Mechanism::probe().clone()),
         }
     }
@@ -378,12 +509,14 @@ impl Walls {
     ) -> Walls {
         let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let (project, root) = (real(project), real(work_root));
+        let worktree_of = worktree_of(&project, &root);
         let mut writable = vec![root.clone()];
         let mut read_only = Vec::new();
         for checkout in [&project, &root] {
             let claude = checkout.join(".claude");
             let _ = std::fs::create_dir_all(&claude);
-            if !read_only.contains(&claude) {
+            // A worktree's check sees nothing of the main checkout's own.
+            if !read_only.contains(&claude) && (worktree_of.is_none() || checkout == &root) {
                 read_only.push(claude);
             }
         }
@@ -397,12 +530,28 @@ impl Walls {
         }
         // The person's session bus and agents live in the runtime folder:
         // a socket there would run a command outside the walls.
-        let hidden = std::env::var_os("XDG_RUNTIME_DIR")
+        let mut hidden: Vec<PathBuf> = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|dir| dir.is_absolute())
             .map(|dir| real(&dir))
             .into_iter()
             .collect();
+        let mut seen_in_temp = seen_in_temp();
+        if let Some(of) = &worktree_of {
+            // The main checkout out of sight: its `.git` and the dependency
+            // folders it keeps out of git seen again, read-only.
+            hidden.push(of.project.clone());
+            for name in SHARED_DEPENDENCY_FOLDERS {
+                let folder = of.project.join(name);
+                // A link there could lead anywhere: only a folder is shared.
+                let is_folder = std::fs::symlink_metadata(&folder).is_ok_and(|m| m.is_dir());
+                if is_folder && !read_only.contains(&folder) {
+                    read_only.push(folder);
+                }
+            }
+            // A folder of it that lies in a temp folder stays out of sight too.
+            seen_in_temp.retain(|seen| !of.hides(seen));
+        }
         // What the toolchains write outside the project by themselves.
         let caches = caches::toolchain_caches(&root, &read_only);
         writable.extend(caches.folders);
@@ -412,8 +561,22 @@ impl Walls {
             writable,
             read_only,
             hidden,
-            seen_in_temp: seen_in_temp(),
+            seen_in_temp,
             refused_caches: caches.refused,
+            worktree_of,
+        }
+    }
+
+    /// The `PATH` a check of these walls runs with, from `path` (this
+    /// process's, or the one a loop recorded): in a worktree, each entry in
+    /// the main checkout is the worktree's same folder where the worktree
+    /// has it (its own virtual environment, its own `node_modules/.bin`),
+    /// else kept (a dependency folder it sees of the main checkout, or
+    /// nothing).
+    pub fn path_for_check(&self, path: &str) -> String {
+        match &self.worktree_of {
+            Some(of) => of.path_for_check(path),
+            None => path.to_string(),
         }
     }
 
@@ -496,6 +659,9 @@ impl Walls {
             for var in SESSION_VARIABLES {
                 inner.env_remove(var);
             }
+        }
+        if let Some(of) = &self.worktree_of {
+            of.take_environment(&mut inner);
         }
         let refused = |why: &str| {
             WallsMissing(format!(
@@ -1205,6 +1371,123 @@ mod tests {
             !output.contains("wrote") && !home.join(".bashrc").exists(),
             "{output}"
         );
+    }
+
+    /// A main checkout outside the temp folders with its own code, a
+    /// `node_modules` and a `.venv` it keeps out of git, and a worktree of
+    /// it under `.claude/worktrees/` with code of its own.
+    fn main_and_worktree(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+        let (base, root) = project_outside_temp(name);
+        std::fs::write(root.join("src/code.py"), "main-code\n").unwrap();
+        std::fs::write(root.join(".claude/ralph/config.json"), "{}").unwrap();
+        for (dir, file, text) in [
+            ("node_modules/dep", "index.js", "dep-code\n"),
+            (".venv/bin", "tool", "venv-tool\n"),
+        ] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+            std::fs::write(root.join(dir).join(file), text).unwrap();
+        }
+        let tree = root.join(".claude/worktrees/item");
+        let gitdir = root.join(".git/worktrees/item");
+        std::fs::create_dir_all(tree.join("src")).unwrap();
+        std::fs::create_dir_all(&gitdir).unwrap();
+        std::fs::write(tree.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+        std::fs::write(tree.join("src/code.py"), "tree-code\n").unwrap();
+        (base, root, tree)
+    }
+
+    /// What a worktree's check must and must not reach of the main checkout.
+    fn assert_main_checkout_out_of_reach(mechanism: Mechanism, name: &str) {
+        let (base, root, tree) = main_and_worktree(name);
+        let walls = Walls::with_mechanism(&root, &tree, WallsWanted::Required, mechanism);
+        let script = format!(
+            "cat src/code.py; cat {root}/src/code.py; ls {root}/.claude/ralph; \
+             cat {root}/node_modules/dep/index.js {root}/.venv/bin/tool; head -1 {root}/.git/config; \
+             echo x > {root}/node_modules/dep/index.js; echo y > {root}/src/code.py; \
+             echo w > src/new.py && echo written; echo done",
+            root = root.display()
+        );
+        let (_, output) = run(&walls, &tree, &script);
+        assert!(
+            output.contains("done") && output.contains("written"),
+            "{output}"
+        );
+        assert!(output.contains("tree-code"), "{output}");
+        assert!(!output.contains("main-code"), "{output}");
+        assert!(!output.contains("config.json"), "{output}");
+        assert!(
+            output.contains("dep-code") && output.contains("venv-tool"),
+            "{output}"
+        );
+        assert!(output.contains("[core]"), "{output}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("node_modules/dep/index.js")).unwrap(),
+            "dep-code\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("src/code.py")).unwrap(),
+            "main-code\n"
+        );
+        assert!(tree.join("src/new.py").is_file());
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_worktree_check_sees_of_the_main_checkout_only_git_and_dependencies_bubblewrap() {
+        let Some(mechanism) = bwrap_or_skip() else {
+            return;
+        };
+        assert_main_checkout_out_of_reach(mechanism.clone(), "hidden-bwrap");
+    }
+
+    #[test]
+    fn a_worktree_check_sees_of_the_main_checkout_only_git_and_dependencies_landlock() {
+        if !landlock::supported() {
+            eprintln!("skipped: no Landlock");
+            return;
+        }
+        assert_main_checkout_out_of_reach(Mechanism::Landlock("a test".into()), "hidden-landlock");
+    }
+
+    #[test]
+    fn a_worktree_check_takes_a_path_folder_from_the_worktree_where_it_has_it() {
+        let (base, root, tree) = main_and_worktree("path");
+        let venv = root.join(".venv/bin");
+        let modules = root.join("node_modules/.bin");
+        std::fs::create_dir_all(&modules).unwrap();
+        let path = format!("{}:{}:/usr/bin", venv.display(), modules.display());
+        let walls = Walls::around(&root, &tree, WallsWanted::Off);
+        // The worktree has no environment of its own yet: the main checkout's.
+        assert_eq!(walls.path_for_check(&path), path);
+        std::fs::create_dir_all(tree.join(".venv/bin")).unwrap();
+        assert_eq!(
+            walls.path_for_check(&path),
+            format!(
+                "{}:{}:/usr/bin",
+                tree.join(".venv/bin").display(),
+                modules.display()
+            )
+        );
+        let mut command = super::super::group::shell("echo \"$PATH|$VIRTUAL_ENV\"");
+        command
+            .env("PATH", &path)
+            .env("VIRTUAL_ENV", root.join(".venv"));
+        let (mut command, _temp) = walls.wrap(command).unwrap();
+        let out = command.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            said.trim(),
+            format!(
+                "{}:{}:/usr/bin|{}",
+                tree.join(".venv/bin").display(),
+                modules.display(),
+                tree.join(".venv").display()
+            )
+        );
+        // The main checkout's own walls change nothing.
+        let own = Walls::around(&root, &root, WallsWanted::Off);
+        assert_eq!(own.path_for_check(&path), path);
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

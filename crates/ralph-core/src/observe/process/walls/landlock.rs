@@ -131,6 +131,13 @@ pub(super) fn wall(
         .collect();
     let mut rules = Vec::new();
     grant_except(&mut rules, Path::new("/"), read, &unseen);
+    // What stays in sight, read-only, inside a hidden folder: a worktree's
+    // main checkout's `.git` and shared dependency folders.
+    for dir in &walls.read_only {
+        if walls.hidden.iter().any(|hidden| dir.starts_with(hidden)) {
+            grant_except(&mut rules, dir, read, &unseen);
+        }
+    }
     for dir in &walls.writable {
         grant_except(&mut rules, dir, all, &walls.read_only);
     }

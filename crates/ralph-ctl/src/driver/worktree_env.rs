@@ -1,0 +1,338 @@
+//! A new worktree made ready before its agent starts (a queue item's, a
+//! `--worktree` iteration's): `worktreeSetup` run in it, inside the walls
+//! of the checks, then its test baseline measured there and what its
+//! checks resolve to, so that its claims are judged by what the check does
+//! where it runs. The main checkout is out of a worktree check's sight
+//! (`ralph_core::observe::process::walls`): what a worktree needs that the
+//! main checkout keeps out of git, its setup gives it.
+//!
+//! A check that fails in the new worktree, before any change, where it
+//! passed at the loop's baseline fails in every worktree: the worktree
+//! lacks something of the main checkout's environment, and no item could
+//! fix it. The loop ends before its agent starts, naming the check, what
+//! it reached of the main checkout, and the fix.
+
+use std::time::Instant;
+
+use ralph_core::events::WorktreeBaseline;
+use ralph_core::judge::config::Config;
+use ralph_core::judge::state::LoopState;
+use ralph_core::observe::main_checkout;
+use ralph_core::observe::process::walls::Walls;
+use ralph_core::observe::resolved;
+use ralph_core::observe::verify::{self, BaselineFailure, VerifyCommand, VerifyResult};
+use ralph_core::paths::ProjectPaths;
+
+use super::say;
+use super::worktree::{self, Worktree};
+
+/// Makes the new `worktree` of the loop `state` ready: runs `worktreeSetup`
+/// in it, then measures its test baseline and resolves its checks there
+/// (or keeps the loop's, measured in a worktree at the same commit).
+/// `Ok(None)`: nothing to record. `Err`: why the worktree cannot be
+/// worked, in words for the person and the loop's record.
+pub(crate) fn prepare(
+    paths: &ProjectPaths,
+    config: &Config,
+    state: &LoopState,
+    worktree: &Worktree,
+) -> Result<Option<WorktreeBaseline>, String> {
+    let shown = worktree.shown(&paths.root);
+    let walls =
+        ralph_core::engine::check_walls(&paths.root, &worktree.path, config.sandbox.walls());
+    if let Some(setup) = &config.worktree_setup {
+        run_setup(setup, &walls, worktree, &shown)?;
+    }
+    let commands = &config.completion.verify;
+    if commands.is_empty() {
+        return Ok(None);
+    }
+    let commit =
+        worktree::git(&worktree.path, &["rev-parse", "HEAD"]).map_err(|e| e.to_string())?;
+    if state.baseline_commit.as_deref() == Some(commit.as_str()) {
+        say(&format!(
+            "worktree {shown}: at {}, the commit the loop's test baseline was measured at in a \
+             worktree, with the same setup: that baseline stands",
+            short(&commit)
+        ));
+        return Ok(None);
+    }
+    say(&format!(
+        "worktree {shown}: running the verify command(s) for its own test baseline (at most {} s)",
+        verify::total_timeout(commands)
+    ));
+    let measured = verify::baseline(&worktree.path, commands, &walls);
+    for entry in &measured.counts {
+        say(&format!(
+            "worktree {shown}: test baseline of `{}`: {}",
+            entry.command,
+            entry.counts.describe()
+        ));
+    }
+    let new: Vec<&BaselineFailure> = measured
+        .failures
+        .iter()
+        .filter(|f| {
+            !state
+                .baseline_failures
+                .iter()
+                .any(|b| b.command == f.command)
+        })
+        .collect();
+    if !new.is_empty() {
+        return Err(fails_only_here(
+            paths, config, state, worktree, &walls, &new,
+        ));
+    }
+    // What the checks resolve to here, on the PATH they run with here.
+    let check_resolution = state.check_resolution.as_ref().map(|before| {
+        let checks: Vec<VerifyCommand> = before
+            .commands
+            .iter()
+            .map(|c| VerifyCommand {
+                name: "check".into(),
+                command: c.command.clone(),
+                timeout_seconds: 0,
+            })
+            .collect();
+        let path = walls.path_for_check(&before.path);
+        resolved::resolve_in(&worktree.path, &paths.root, &checks, Some(&path), &walls)
+    });
+    Ok(Some(WorktreeBaseline {
+        commit,
+        test_baseline: measured.counts,
+        failures: measured.failures,
+        check_resolution,
+    }))
+}
+
+/// Runs `worktreeSetup` in the new worktree, inside `walls`, timed; an
+/// error naming the command, how it failed and the fix when it fails, or
+/// when it leaves files git does not ignore (they would be committed with
+/// the item's work).
+fn run_setup(
+    setup: &VerifyCommand,
+    walls: &Walls,
+    worktree: &Worktree,
+    shown: &str,
+) -> Result<(), String> {
+    say(&format!(
+        "worktree {shown}: worktreeSetup `{}` (at most {} s)",
+        setup.command, setup.timeout_seconds
+    ));
+    let started = Instant::now();
+    let result = verify::run(&worktree.path, setup, walls);
+    if !result.passed() {
+        return Err(format!(
+            "worktreeSetup `{}` failed in the new worktree {shown} ({}): fix the command in \
+             .claude/ralph/config.json (it runs in each new worktree, inside the walls of the checks, \
+             before the worktree's test baseline; try it by hand in a `git worktree add` of your own), \
+             or remove it; no agent ran",
+            setup.command,
+            how_it_failed(&result)
+        ));
+    }
+    say(&format!(
+        "worktree {shown}: worktreeSetup done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    let left = worktree::git(
+        &worktree.path,
+        &["status", "--porcelain", "--ignore-submodules=all"],
+    )
+    .map_err(|e| e.to_string())?;
+    if !left.is_empty() {
+        let files: Vec<&str> = left
+            .lines()
+            .map(|l| l.get(3..).unwrap_or(l))
+            .take(5)
+            .collect();
+        return Err(format!(
+            "worktreeSetup `{}` left files in the new worktree {shown} that git does not ignore ({}): \
+             they would be committed with the item's work; add them to .gitignore (and commit it), or \
+             have the command write elsewhere; no agent ran",
+            setup.command,
+            files.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// How a command failed, with the last lines of its output.
+fn how_it_failed(result: &VerifyResult) -> String {
+    let how = if result.timed_out {
+        "timed out".to_string()
+    } else {
+        match result.exit_code {
+            Some(code) => format!("exit {code}"),
+            None => "it could not run".to_string(),
+        }
+    };
+    match result.output_tail.trim() {
+        "" => format!("{how}, no output"),
+        tail => format!("{how}; last lines of its output:\n{tail}\n"),
+    }
+}
+
+/// Why a worktree whose checks `failed` there, but not where the loop's
+/// baseline was taken, cannot be worked: the checks, what they reached of
+/// the main checkout, and the fix.
+fn fails_only_here(
+    paths: &ProjectPaths,
+    config: &Config,
+    state: &LoopState,
+    worktree: &Worktree,
+    walls: &Walls,
+    failed: &[&BaselineFailure],
+) -> String {
+    let shown = worktree.shown(&paths.root);
+    let checks: Vec<String> = failed.iter().map(|f| f.describe()).collect();
+    let output: Vec<&str> = failed.iter().map(|f| f.excerpt.as_str()).collect();
+    let path = walls.path_for_check(&std::env::var("PATH").unwrap_or_default());
+    let reach = main_checkout::reaches(&paths.root, &worktree.path, &path, &output.join("\n"));
+    let place = match state.baseline_commit {
+        Some(_) => "in the worktree the loop measured last",
+        None => "in the main checkout, at the loop's start",
+    };
+    let reached = match reach.is_empty() {
+        true => String::new(),
+        false => format!(" It reaches into the main checkout: {}.", reach.join("; ")),
+    };
+    let fix = match &config.worktree_setup {
+        Some(setup) => format!(
+            "worktreeSetup `{}` ran and did not give it: change it in .claude/ralph/config.json",
+            setup.command
+        ),
+        None => main_checkout::FIX.to_string(),
+    };
+    let tails: Vec<String> = failed
+        .iter()
+        .filter(|f| !f.excerpt.trim().is_empty())
+        .map(|f| format!("`{}`:\n{}", f.command, f.excerpt))
+        .collect();
+    format!(
+        "the test baseline of the new worktree {shown} fails: {} there before any change, where it \
+         passed {place}.{reached} A check that fails in every new worktree would spend the item on \
+         what no change of it can fix: the worktree lacks what the main checkout has out of git (a \
+         generated file, an install into the main checkout); {fix}; no agent ran.\n{}",
+        checks.join(", "),
+        tails.join("\n")
+    )
+}
+
+/// The first 12 characters of a commit.
+fn short(commit: &str) -> String {
+    commit.chars().take(12).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdir::git_as_person as sh;
+    use ralph_core::judge::config::SandboxSetting;
+
+    /// A repository with one commit and a worktree of it, and a config
+    /// whose verify command is `check` (no walls: the logic, not the walls).
+    fn made(
+        check: &str,
+        setup: Option<&str>,
+    ) -> (tempfile::TempDir, ProjectPaths, Worktree, Config) {
+        let dir = crate::testdir::new("worktree-env");
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        sh(&root, &["init", "-q", "-b", "main"]);
+        std::fs::write(root.join(".gitignore"), "made/\n").unwrap();
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        sh(&root, &["add", "-A"]);
+        sh(&root, &["commit", "-q", "-m", "one"]);
+        let plan = super::super::worktree::plan(&root, None, false).unwrap();
+        let worktree = plan.create("item-1").unwrap();
+        let mut config = Config {
+            sandbox: SandboxSetting::Off,
+            ..Config::default()
+        };
+        config.completion.verify = vec![VerifyCommand {
+            name: "tests".into(),
+            command: check.into(),
+            timeout_seconds: 20,
+        }];
+        config.worktree_setup = setup.map(|command| VerifyCommand {
+            name: "worktreeSetup".into(),
+            command: command.into(),
+            timeout_seconds: 20,
+        });
+        (dir, ProjectPaths::new(&root), worktree, config)
+    }
+
+    fn state() -> LoopState {
+        LoopState::new("s".into(), 5, ralph_core::time::Timestamp::from_secs(0))
+    }
+
+    #[test]
+    fn a_new_worktree_is_set_up_then_measured_where_its_check_runs() {
+        let (_dir, paths, worktree, config) = made(
+            "test -f made/file",
+            Some("mkdir -p made && echo x > made/file"),
+        );
+        let measured = prepare(&paths, &config, &state(), &worktree)
+            .unwrap()
+            .expect("a baseline of its own");
+        let head = worktree::git(&worktree.path, &["rev-parse", "HEAD"]).unwrap();
+        assert_eq!(measured.commit, head);
+        assert!(measured.failures.is_empty(), "{measured:?}");
+        // The same commit measured before: that baseline stands, nothing runs.
+        let (_dir, paths, worktree, config) = made("false", None);
+        let mut measured_before = state();
+        measured_before.baseline_commit =
+            Some(worktree::git(&worktree.path, &["rev-parse", "HEAD"]).unwrap());
+        assert_eq!(
+            prepare(&paths, &config, &measured_before, &worktree),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_check_failing_only_in_the_worktree_is_named_and_one_failing_everywhere_is_the_task() {
+        let (_dir, paths, worktree, config) = made("test -f made/file", None);
+        let why = prepare(&paths, &config, &state(), &worktree).unwrap_err();
+        for words in [
+            "the test baseline of the new worktree .claude/worktrees/item-1 fails",
+            "`test -f made/file` exited 1 there before any change",
+            "where it passed in the main checkout",
+            "set worktreeSetup",
+            "no agent ran",
+        ] {
+            assert!(why.contains(words), "{words:?} in {why}");
+        }
+        // Failing at the loop's start too: the loop's task, recorded.
+        let mut failing = state();
+        failing.baseline_failures = vec![BaselineFailure {
+            command: "test -f made/file".into(),
+            how: "exited 1".into(),
+            counts: None,
+            excerpt: String::new(),
+        }];
+        let measured = prepare(&paths, &config, &failing, &worktree)
+            .unwrap()
+            .unwrap();
+        assert_eq!(measured.failures.len(), 1);
+    }
+
+    #[test]
+    fn a_setup_that_fails_or_leaves_tracked_files_is_named_with_the_fix() {
+        let (_dir, paths, worktree, config) = made("true", Some("echo broken; exit 3"));
+        let why = prepare(&paths, &config, &state(), &worktree).unwrap_err();
+        assert!(
+            why.contains("worktreeSetup `echo broken; exit 3` failed in the new worktree")
+                && why.contains("exit 3")
+                && why.contains("broken")
+                && why.contains(".claude/ralph/config.json"),
+            "{why}"
+        );
+        let (_dir, paths, worktree, config) = made("true", Some("echo x > left.txt"));
+        let why = prepare(&paths, &config, &state(), &worktree).unwrap_err();
+        assert!(
+            why.contains("left files in the new worktree") && why.contains("left.txt"),
+            "{why}"
+        );
+    }
+}

@@ -75,6 +75,16 @@ const commands = {
   async eval({ expression }) {
     return page.evaluate(expression);
   },
+  // Lays the page out `width` px wide (`height` px shown at once).
+  async viewport({ width, height }) {
+    await page.setViewport({ width, height });
+    return true;
+  },
+  // A PNG of the whole page (every px of its height) at `path`.
+  async screenshot({ path }) {
+    await page.screenshot({ path, fullPage: true, captureBeyondViewport: true });
+    return true;
+  },
   // The confirmation dialogs accepted so far.
   async dialogs() {
     return dialogs;

@@ -127,6 +127,25 @@ impl Browser {
     pub fn eval(&mut self, expression: &str) -> Value {
         self.must(json!({"op": "eval", "expression": expression}))
     }
+
+    /// Lays the page out `width` px wide, `height` px shown at once.
+    pub fn viewport(&mut self, width: u32, height: u32) {
+        self.must(json!({"op": "viewport", "width": width, "height": height}));
+    }
+
+    /// The height of the page's content, in px, as laid out now (however
+    /// little of the window it fills).
+    pub fn height(&mut self) -> u64 {
+        self.eval("Math.ceil(document.body.getBoundingClientRect().bottom + window.scrollY)")
+            .as_u64()
+            .unwrap_or(0)
+    }
+
+    /// A PNG of the whole page at `path`.
+    pub fn screenshot(&mut self, path: &std::path::Path) {
+        let path = path.to_str().expect("a path in UTF-8");
+        self.must(json!({"op": "screenshot", "path": path, "timeout": 20_000}));
+    }
 }
 
 impl Drop for Browser {

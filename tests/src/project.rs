@@ -54,14 +54,20 @@ pub struct TempProject {
     pub home: PathBuf,
     /// TMPDIR for every process run here.
     pub tmp: PathBuf,
+    /// The folder outside the temp folders that holds `home`, when
+    /// [`TempProject::home_outside_temp`] moved it there.
+    outside: Option<PathBuf>,
 }
 
 impl Drop for TempProject {
     fn drop(&mut self) {
-        if std::env::var_os("RALPH_KEEP_TEST_DIRS").is_none() {
-            let _ = std::fs::remove_dir_all(&self.base);
-        } else {
-            eprintln!("kept test folder {}", self.base.display());
+        let folders = std::iter::once(&self.base).chain(self.outside.as_ref());
+        for folder in folders {
+            if std::env::var_os("RALPH_KEEP_TEST_DIRS").is_none() {
+                let _ = std::fs::remove_dir_all(folder);
+            } else {
+                eprintln!("kept test folder {}", folder.display());
+            }
         }
     }
 }
@@ -221,11 +227,41 @@ impl TempProject {
             home: base.join("home"),
             tmp: base.join("tmp"),
             base,
+            outside: None,
         };
         for dir in [&project.root, &project.home, &project.tmp] {
             std::fs::create_dir_all(dir).unwrap();
         }
         project
+    }
+
+    /// The project with its HOME in a folder outside `/tmp` and `/var/tmp`
+    /// (under the build's `target/`, removed with the project), as a
+    /// person's or a CI container's home is: the walls re-bind a HOME that
+    /// lies in a temp folder, so a test with its HOME there does not see
+    /// what a check may write of the real one. Call it before anything
+    /// writes to HOME.
+    pub fn home_outside_temp(mut self) -> TempProject {
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let name = self.base.file_name().unwrap_or_default().to_owned();
+        let outside = bins::workspace_root()
+            .join("target/test-homes")
+            .join(format!("{}-{n}", name.to_string_lossy()));
+        let _ = std::fs::remove_dir_all(&outside);
+        let home = outside.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let home = std::fs::canonicalize(home).unwrap();
+        assert!(
+            !["/tmp", "/var/tmp", "/dev/shm"]
+                .iter()
+                .any(|t| home.starts_with(t)),
+            "the build's target folder is in a temp folder: {}",
+            home.display()
+        );
+        let _ = std::fs::remove_dir_all(&self.home);
+        self.home = home;
+        self.outside = Some(outside);
+        self
     }
 
     /// A project with ralph installed, a one-line PROMPT.md, and a running

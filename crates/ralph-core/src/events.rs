@@ -14,7 +14,7 @@ use crate::observe::test_counts::CommandCounts;
 use crate::observe::usage::UsageReading;
 use crate::persist::log::{LogEntry, LogEvent};
 use crate::time::Timestamp;
-use crate::units::Usd;
+use crate::units::{TokenUsage, Usd};
 
 /// Something that happens to a loop.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,6 +62,13 @@ pub enum Event {
         reading: UsageReading,
         /// How the client ended, for the log.
         cause: String,
+    },
+    /// The client's own output named when the limit that paused the loop
+    /// resets, which its `StopFailure` did not carry (a subscription's
+    /// refused limit): the pause's resume time, when it has none.
+    LimitResetLearnt {
+        /// When the limit resets.
+        at: Timestamp,
     },
     /// The loop's client went away while it was running or paused.
     Interrupted {
@@ -169,6 +176,8 @@ pub enum Event {
         iterations: u32,
         /// What its loop cost this time.
         cost: Usd,
+        /// The tokens its loop used this time.
+        usage: TokenUsage,
         /// Why, for the record and the log.
         why: String,
         /// The base's commit once the item landed on it.
@@ -323,6 +332,14 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
         } => {
             let why = crate::judge::lifecycle::pause_for_api_failure(state, because, &reading, now);
             vec![log(state, LogEvent::Pause, format!("{why} ({cause})"))]
+        }
+        Event::LimitResetLearnt { at } => {
+            if state.status == Status::Paused {
+                if let Some(paused) = state.paused_because.as_mut() {
+                    paused.resume_at.get_or_insert(at);
+                }
+            }
+            Vec::new()
         }
         Event::Interrupted { cause } => {
             if !crate::judge::lifecycle::interrupt(state, &cause, now) {
@@ -510,6 +527,8 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             item.branch = Some(branch.clone());
             item.taken = item.taken.saturating_add(1);
             item.why = None;
+            item.taken_at = Some(now);
+            item.settled_at = None;
             vec![log(
                 state,
                 LogEvent::Item,
@@ -521,6 +540,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             status,
             iterations,
             cost,
+            usage,
             why,
             landed,
         } => {
@@ -537,8 +557,11 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             item.iterations = item.iterations.saturating_add(iterations);
             item.cost_usd = Usd(item.cost_usd.0.saturating_add(cost.0));
             item.why = Some(why.clone());
+            item.usage.add(&usage);
+            item.settled_at = Some(now);
             state.iteration = state.iteration.saturating_add(iterations);
             state.cost_usd = Usd(state.cost_usd.0.saturating_add(cost.0));
+            state.usage.add(&usage);
             // Items that failed in a row: the run's error count.
             match status {
                 ItemState::Failed => state.outcome_errors = state.outcome_errors.saturating_add(1),
@@ -613,6 +636,11 @@ mod tests {
                     status,
                     iterations: 2,
                     cost: Usd::from_dollars(dollars),
+                    usage: TokenUsage {
+                        input: 100,
+                        output: 10,
+                        ..TokenUsage::default()
+                    },
                     why: "because".into(),
                     landed: (status == ItemState::Done).then(|| "c0ffee".to_string()),
                 },
@@ -645,6 +673,13 @@ mod tests {
             (item.status, item.taken, item.iterations, item.cost_usd),
             (ItemState::Done, 2, 4, Usd::from_dollars(0.75))
         );
+        // Its tokens, and the run's, add up too; when it was taken and
+        // settled is kept for the dashboard.
+        assert_eq!((item.usage.input, item.usage.output), (200, 20));
+        assert_eq!((s.usage.input, s.usage.output), (200, 20));
+        assert_eq!((item.taken_at, item.settled_at), (Some(NOW), Some(NOW)));
+        let retaken = taken(s.clone(), "a").state.unwrap();
+        assert_eq!(retaken.queue.unwrap().items["a"].settled_at, None);
         assert_eq!((s.iteration, s.outcome_errors), (7, 0));
         assert_eq!(
             s.queue.as_ref().unwrap().base_head.as_deref(),

@@ -17,6 +17,7 @@ pub mod protected;
 pub mod refusals;
 pub mod registration;
 pub mod resolved;
+pub mod runnable;
 pub mod test_counts;
 pub mod transcript;
 pub mod usage;

@@ -145,7 +145,7 @@ pub(crate) enum Command {
     /// End the project's running or paused loop now, `cancelled` (what the
     /// plugin's /cancel-ralph runs).
     #[command(after_help = "Example:\n  ralph-ctl cancel")]
-    Cancel,
+    Cancel(crate::commands::cancel::CancelArgs),
     /// Leave a note for the running loop: TEXT goes in front of the next
     /// iteration's text, once, then is dropped (logged).
     #[command(

@@ -38,6 +38,10 @@ pub(crate) enum CtlError {
     /// `start` refused to replace a loop.
     #[error("{0}")]
     Refused(String),
+    /// A loop was not started: its check cannot run (its program or
+    /// runner not found, a usage error), so every claim would be rejected.
+    #[error("{0}")]
+    CheckCannotRun(String),
     /// `.claude/settings.json` cannot be read.
     #[error("{0}")]
     Registration(#[from] SettingsError),
@@ -85,7 +89,7 @@ impl CtlError {
     /// The exit code of this error.
     pub(crate) fn exit_code(&self) -> i32 {
         match self {
-            CtlError::Refused(_) => exit_codes::REFUSED,
+            CtlError::Refused(_) | CtlError::CheckCannotRun(_) => exit_codes::REFUSED,
             CtlError::BadArgument(_) => exit_codes::USAGE,
             CtlError::Queue(e) if e.is_misspelled() => exit_codes::USAGE,
             CtlError::ClientNotFound(_) => exit_codes::CLIENT_NOT_FOUND,

@@ -10,6 +10,7 @@ pub(crate) mod commands;
 pub(crate) mod driver;
 pub(crate) mod error;
 pub(crate) mod formula;
+pub(crate) mod item_loops;
 pub(crate) mod output;
 pub(crate) mod render;
 pub(crate) mod session_id;
@@ -75,7 +76,7 @@ fn run(cli: Cli) -> i32 {
             commands::statusline::run(&paths, &mut std::io::stdin(), &mut std::io::stdout())
         }
         Command::Answer(args) => commands::answer::command(&paths, args),
-        Command::Cancel => commands::cancel::run(&paths, &mut std::io::stdout()),
+        Command::Cancel(args) => commands::cancel::command(&paths, args),
         Command::Reload => commands::reload::run(&paths, &mut std::io::stdout()),
         Command::History(args) => commands::history::command(&paths, args),
         Command::Queue(args) => commands::queue::command(&paths, args),

@@ -2,19 +2,24 @@
 //! --html` (a page written once) and `ralph-ctl serve` (the same sections,
 //! fetched again as the loop moves): the status and what stands in its way,
 //! cost and tokens, the breaker, the last answer's excerpt, usage windows
-//! and the time to their reset, the charts, a formula's steps, a queue's
-//! items, the last claim with each gate's verdict and the verification
-//! output, and the iterations. Every text that may come from the agent
-//! goes through [`esc`]; nothing here is a script, a font or an image from
+//! and the time to their reset, the charts, a formula's steps, the last
+//! claim with each gate's verdict and the verification output, and the
+//! iterations; a queue run is a dashboard of its items instead
+//! (`render/queue.rs`). Every text that may come from the agent goes
+//! through [`esc`]; nothing here is a script, a font or an image from
 //! anywhere else.
+
+mod queue;
 
 use std::fmt::Write as _;
 
+pub(crate) use queue::{fold, item_record, items, run_sections, ItemView};
 use ralph_core::judge::breaker;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{IterationRecord, LoopState};
 use ralph_core::text::printable;
+use ralph_core::units::TokenUsage;
 
 /// Text made safe inside HTML: its markup escaped, and its control
 /// characters made visible ([`printable`]), so that neither a browser nor
@@ -40,7 +45,12 @@ h1{font-size:1.5em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #d
 table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:4px 6px;vertical-align:top;text-align:left}\
 th{background:#f4f4f4}.ok{color:#1a7f37}.bad{color:#c62828}.muted{color:#777}\
 .status{display:inline-block;padding:2px 8px;border-radius:4px;background:#eef;font-weight:600}\
-pre{white-space:pre-wrap;margin:0;font-size:12px}svg{background:#fafafa;border:1px solid #eee}";
+pre{white-space:pre-wrap;margin:0;font-size:12px}svg{background:#fafafa;border:1px solid #eee}\
+table.items td.title{font-weight:600}.item-status[data-status=done]{color:#1a7f37}\
+.item-status[data-status=failed],.item-status[data-status=needs-review]{color:#c62828}\
+.item-status[data-status=working]{color:#2f6fdf}\
+details.item{border:1px solid #ddd;border-radius:4px;margin:.5em 0;padding:0 .8em}\
+details.item>summary{cursor:pointer;padding:.45em 0;font-weight:600}details.item[open]>summary{border-bottom:1px solid #eee}";
 
 /// A loop's sections, in the order both pages show them; `now` (seconds
 /// since the epoch) is when the usage windows' resets are counted from.
@@ -58,7 +68,6 @@ pub(crate) fn loop_sections(state: &LoopState, config: Option<&Config>, now: u64
         breaker_chart(state, config)
     );
     formula(&mut page, state);
-    queue(&mut page, state);
     claims(&mut page, state);
     timeline(&mut page, &state.history);
     page
@@ -187,16 +196,7 @@ fn summary(page: &mut String, state: &LoopState, config: Option<&Config>, now: u
             .map_or_else(|| "not yet".into(), |t| t.to_string()),
     );
     row("cost", state.cost_usd.to_string());
-    row(
-        "tokens",
-        format!(
-            "{} in, {} out, {} cache read, {} cache write",
-            state.usage.input,
-            state.usage.output,
-            state.usage.cache_read,
-            state.usage.cache_creation
-        ),
-    );
+    row("tokens", tokens_words(&state.usage));
     row("breaker", breaker_line(state, config));
     if let Some(run) = &state.formula {
         row("formula", format!("{}, {}", run.name, run.position()));
@@ -208,7 +208,14 @@ fn summary(page: &mut String, state: &LoopState, config: Option<&Config>, now: u
         );
     }
     if let Some(note) = &state.hint {
-        row("note for the next iteration", note.clone());
+        // A loop that can go on sends it first in its next iteration; one
+        // that ended for good never will.
+        let label = if state.status.is_resumable() {
+            "note for the next iteration"
+        } else {
+            "note not delivered (the loop ended first)"
+        };
+        row(label, note.clone());
     }
     if let Some(last) = state.history.last() {
         row(
@@ -229,19 +236,50 @@ fn summary(page: &mut String, state: &LoopState, config: Option<&Config>, now: u
     page.push_str("</table>");
 }
 
+/// A loop's tokens as the pages say them: `1200 in, 300 out, 0 cache
+/// read, 0 cache write`.
+pub(crate) fn tokens_words(usage: &TokenUsage) -> String {
+    format!(
+        "{} in, {} out, {} cache read, {} cache write",
+        usage.input, usage.output, usage.cache_read, usage.cache_creation
+    )
+}
+
+/// The history by iteration: a stop cut short (an interruption, a pause)
+/// and the stop that went on with the same iteration once it was resumed
+/// are one iteration, shown once.
+fn by_iteration(history: &[IterationRecord]) -> Vec<&[IterationRecord]> {
+    history
+        .chunk_by(|a, b| a.iteration == b.iteration)
+        .collect()
+}
+
+/// The tokens of one iteration's records, added up.
+fn usage_of(records: &[IterationRecord]) -> TokenUsage {
+    let mut usage = TokenUsage::default();
+    for r in records {
+        usage.add(&r.usage);
+    }
+    usage
+}
+
 /// Bars of each iteration's input and output tokens.
 fn tokens_chart(history: &[IterationRecord]) -> String {
     if history.is_empty() {
         return "<p class=\"muted\">no iteration recorded yet</p>".into();
     }
     let (width, height, left, bottom, top) = (960.0_f64, 260.0_f64, 60.0, 30.0, 20.0);
-    let max = history
+    let iterations: Vec<(u32, TokenUsage)> = by_iteration(history)
+        .into_iter()
+        .map(|records| (records[0].iteration, usage_of(records)))
+        .collect();
+    let max = iterations
         .iter()
-        .map(|r| r.usage.input + r.usage.output)
+        .map(|(_, u)| u.input + u.output)
         .max()
         .unwrap_or(0)
         .max(1) as f64;
-    let slot = (width - left - 10.0) / history.len() as f64;
+    let slot = (width - left - 10.0) / iterations.len() as f64;
     let bar = (slot * 0.7).max(1.0);
     let scale = (height - bottom - top) / max;
     let mut svg = format!(
@@ -256,24 +294,24 @@ fn tokens_chart(history: &[IterationRecord]) -> String {
         top + 4.0,
         max as u64
     );
-    for (i, r) in history.iter().enumerate() {
+    for (i, (iteration, usage)) in iterations.iter().enumerate() {
         let x = left + i as f64 * slot + (slot - bar) / 2.0;
-        let input = r.usage.input as f64 * scale;
-        let output = r.usage.output as f64 * scale;
+        let input = usage.input as f64 * scale;
+        let output = usage.output as f64 * scale;
         let _ = write!(
             svg,
             "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{bar:.1}\" height=\"{input:.1}\" fill=\"#2f6fdf\"><title>iteration {}: {} input tokens</title></rect>\
              <rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{bar:.1}\" height=\"{output:.1}\" fill=\"#f08c00\"><title>iteration {}: {} output tokens</title></rect>\
              <text x=\"{:.1}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
             base - input,
-            r.iteration,
-            r.usage.input,
+            iteration,
+            usage.input,
             base - input - output,
-            r.iteration,
-            r.usage.output,
+            iteration,
+            usage.output,
             x + bar / 2.0,
             base + 14.0,
-            r.iteration
+            iteration
         );
     }
     svg.push_str(
@@ -333,12 +371,17 @@ fn breaker_chart(state: &LoopState, config: Option<&Config>) -> String {
     svg
 }
 
+/// The iterations, one row each: a stop cut short and the stop that went
+/// on with the same iteration share its row, its tokens and tools added up.
 fn timeline(page: &mut String, history: &[IterationRecord]) {
     page.push_str(
         "<h2>Iterations</h2><table><tr><th>#</th><th>at</th><th>decision</th><th>why</th><th>tools</th>\
          <th>tokens in/out</th><th>claim</th><th>excerpt of the message</th></tr>",
     );
-    for r in history {
+    for records in by_iteration(history) {
+        let Some((r, earlier)) = records.split_last() else {
+            continue;
+        };
         let claim = match &r.claim {
             Some(c) if c.accepted => {
                 format!("<span class=\"ok\">accepted</span> ({})", esc(&c.basis))
@@ -354,51 +397,29 @@ fn timeline(page: &mut String, history: &[IterationRecord]) {
             ),
             None => "<span class=\"muted\">none</span>".into(),
         };
-        let error = r
-            .error
-            .as_deref()
-            .map(|e| format!("<br><span class=\"bad\">error: {}</span>", esc(e)))
-            .unwrap_or_default();
+        let mut why = String::new();
+        for cut in earlier {
+            let _ = write!(
+                why,
+                "<span class=\"muted\">resumed after: {}</span><br>",
+                esc(&cut.why)
+            );
+        }
+        why.push_str(&esc(&r.why));
+        for error in records.iter().filter_map(|r| r.error.as_deref()) {
+            let _ = write!(why, "<br><span class=\"bad\">error: {}</span>", esc(error));
+        }
+        let usage = usage_of(records);
+        let tools: usize = records.iter().map(|r| r.tool_calls).sum();
         let _ = write!(
             page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}{error}</td><td>{}</td><td>{}/{}</td><td>{claim}</td><td><pre>{}</pre></td></tr>",
+            "<tr class=\"iteration\"><td>{}</td><td>{}</td><td>{}</td><td>{why}</td><td>{tools}</td><td>{}/{}</td><td>{claim}</td><td><pre>{}</pre></td></tr>",
             r.iteration,
             esc(&r.at.to_string()),
             esc(&format!("{:?}", r.decision).to_lowercase()),
-            esc(&r.why),
-            r.tool_calls,
-            r.usage.input,
-            r.usage.output,
+            usage.input,
+            usage.output,
             esc(&r.excerpt)
-        );
-    }
-    page.push_str("</table>");
-}
-
-/// A queue run's items: one row each.
-fn queue(page: &mut String, state: &LoopState) {
-    let Some(queue) = &state.queue else {
-        return;
-    };
-    let _ = write!(
-        page,
-        "<h2>Queue</h2><p>{}, {}</p><table><tr><th>item</th><th>title</th><th>status</th>\
-         <th>worker</th><th>iterations</th><th>cost</th><th>branch</th><th>why</th></tr>",
-        esc(&queue.source),
-        esc(&queue.counts_line())
-    );
-    for (id, item) in &queue.items {
-        let _ = write!(
-            page,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(id),
-            esc(&item.title),
-            esc(item.status.as_str()),
-            esc(&item.worker),
-            item.iterations,
-            esc(&item.cost_usd.to_string()),
-            esc(item.branch.as_deref().unwrap_or_default()),
-            esc(item.why.as_deref().unwrap_or_default())
         );
     }
     page.push_str("</table>");
@@ -576,6 +597,106 @@ mod tests {
         assert_eq!(time_to(142, 100), "in 42 s");
         assert_eq!(time_to(100 + 61, 100), "in 2 min");
         assert_eq!(time_to(100 + 3900, 100), "in 1 h 05 min");
+    }
+
+    fn record(iteration: u32, why: &str, input: u64, output: u64) -> IterationRecord {
+        IterationRecord {
+            iteration,
+            at: Timestamp::from_secs(1767225600 + 60 * u64::from(iteration)),
+            decision: ralph_core::judge::state::StopDecision::Block,
+            why: why.into(),
+            excerpt: format!("answer {iteration}"),
+            stop_hook_active: false,
+            findings: None,
+            message_source: ralph_core::judge::state::MessageSource::Missing,
+            tool_calls: 1,
+            error: None,
+            breaker: None,
+            status_block: None,
+            claim: None,
+            progress: None,
+            calls: 0,
+            usage: ralph_core::units::TokenUsage {
+                input,
+                output,
+                ..Default::default()
+            },
+            tools_incomplete: false,
+            outcome: None,
+            item_id: None,
+        }
+    }
+
+    #[test]
+    fn an_iteration_cut_short_and_resumed_is_one_bar_and_one_row() {
+        let mut state = state();
+        state.history = vec![
+            record(1, "went on", 100, 10),
+            record(
+                2,
+                "Ctrl-C (SIGINT) while the loop was running at iteration 2 of 5",
+                40,
+                4,
+            ),
+            record(2, "went on", 200, 20),
+            record(3, "went on", 300, 30),
+        ];
+        let html = loop_sections(&state, None, 1767225700);
+        let axis: Vec<&str> = html
+            .split("text-anchor=\"middle\">")
+            .skip(1)
+            .map(|rest| rest.split('<').next().unwrap())
+            .collect();
+        assert_eq!(axis, ["1", "2", "3"], "{html}");
+        assert!(
+            html.contains("<title>iteration 2: 240 input tokens</title>"),
+            "{html}"
+        );
+        assert_eq!(
+            html.matches("<tr class=\"iteration\">").count(),
+            3,
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "<td><span class=\"muted\">resumed after: Ctrl-C (SIGINT) while the loop was running \
+                 at iteration 2 of 5</span><br>went on</td><td>2</td><td>240/24</td>"
+            ),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn a_note_left_on_a_loop_that_ended_for_good_is_said_undelivered() {
+        let mut state = state();
+        state.hint = Some("try the small fix".into());
+        let html = loop_sections(&state, None, 1767225700);
+        assert!(
+            html.contains("<th>note for the next iteration</th><td>try the small fix</td>"),
+            "{html}"
+        );
+        for (status, goes_on) in [
+            (Status::Paused, true),
+            (Status::Interrupted, true),
+            (Status::Cancelled, false),
+            (Status::Complete, false),
+            (Status::MaxIterations, false),
+        ] {
+            state.status = status;
+            let html = loop_sections(&state, None, 1767225700);
+            assert_eq!(
+                html.contains("<th>note for the next iteration</th>"),
+                goes_on,
+                "{status:?}: {html}"
+            );
+            assert_eq!(
+                html.contains(
+                    "<th>note not delivered (the loop ended first)</th><td>try the small fix</td>"
+                ),
+                !goes_on,
+                "{status:?}: {html}"
+            );
+        }
     }
 
     #[test]

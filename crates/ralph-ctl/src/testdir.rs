@@ -48,6 +48,7 @@ pub(crate) fn queue_run_state() -> ralph_core::judge::state::LoopState {
         branch: Some(format!("ralph/item-{}", title.replace(' ', "-"))),
         taken: 1,
         why: why.map(str::to_string),
+        ..QueueItem::default()
     };
     let mut queue = QueueRun {
         source: "plan:PLAN.md".into(),

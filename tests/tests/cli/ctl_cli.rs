@@ -216,7 +216,7 @@ fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
             term.screen()
         );
         assert!(
-            term.screen().contains("`go test ./...` (from go.mod)"),
+            term.screen().contains("`go test -v ./...` (from go.mod)"),
             "{}",
             term.screen()
         );
@@ -228,7 +228,7 @@ fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
         assert_eq!(config.exists(), written, "answer {answer:?}: {run:?}");
         if written {
             let text = std::fs::read_to_string(&config).unwrap();
-            assert!(text.contains("go test ./..."), "{text}");
+            assert!(text.contains("go test -v ./..."), "{text}");
         }
     }
 }
@@ -479,7 +479,21 @@ fn start_status_reset_cycle() {
         .assert_code(0);
     assert!(project.state().is_none());
     Ctl::new(&project).arg("start").run().assert_code(0);
-    Ctl::new(&project).arg("cancel").run().assert_code(0);
+    // The person reads what cancel says; only the plugin's /cancel-ralph,
+    // whose output the agent reads, tells the agent to stop.
+    let cancel = Ctl::new(&project).arg("cancel").run();
+    cancel.assert_code(0).assert_stdout_has(&[
+        "Ralph loop cancelled at iteration 1 of",
+        "Its agent is not sent back to work at its next stop.",
+    ]);
+    assert!(!cancel.stdout.contains("Stop working"), "{cancel:?}");
+    Ctl::new(&project).arg("reset").run().assert_code(0);
+    Ctl::new(&project).arg("start").run().assert_code(0);
+    Ctl::new(&project)
+        .args(["cancel", "--to-agent"])
+        .run()
+        .assert_code(0)
+        .assert_stdout_has(&["it will not go on. Stop working on its task."]);
     Ctl::new(&project).arg("reset").run().assert_code(0);
     assert!(project.state().is_none(), "an ended loop resets at once");
     Ctl::new(&project).arg("reset").run().assert_code(0);
@@ -1704,6 +1718,46 @@ fn a_task_dry_run_says_what_the_run_would_set_up_and_writes_nothing() {
 }
 
 #[test]
+fn a_queue_dry_run_lists_the_items_and_shows_the_first_one_s_text_once() {
+    let project = TempProject::new("queue-dry-run");
+    project.write(
+        "PLAN.md",
+        "# Plan\n\n- [ ] add a greeting\n  say hello in hello.txt\n- [ ] add a farewell\n- [x] done already\n",
+    );
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "the plan"]);
+    project.init();
+    let before = snapshot(&project.root);
+    let dry = project.ctl(
+        &[
+            "run",
+            "--queue",
+            "plan:PLAN.md",
+            "--workers",
+            "2",
+            "--dry-run",
+        ],
+        &[("RALPH_CLAUDE", "true")],
+    );
+    dry.assert_code(0).assert_stdout_has(&[
+        "ralph dry run: nothing was started and no state was changed (a queue run: 2 worker(s) \
+         drain plan:PLAN.md (2 item(s) to work now: \"add a greeting\", \"add a farewell\"",
+        "at most 5 iteration(s), in a new git worktree under .claude/worktrees",
+        "[Ralph loop: iteration 1 of 5]",
+        "## Your item: add a greeting\n\nsay hello in hello.txt\n",
+    ]);
+    assert!(!dry.stdout.contains("still the template"), "{dry:?}");
+    assert_eq!(dry.stdout.matches("## Your item:").count(), 1, "{dry:?}");
+    assert_eq!(snapshot(&project.root), before, "nothing written");
+    assert!(project.state().is_none(), "a dry run starts nothing");
+    // Interactive, the text goes as an argument: it is shown once all the same.
+    project.write_prompt("Tidy the README.");
+    let dry = project.ctl(&["run", "--dry-run"], &[("RALPH_CLAUDE", "true")]);
+    dry.assert_code(0);
+    assert_eq!(dry.stdout.matches("Tidy the README.").count(), 1, "{dry:?}");
+}
+
+#[test]
 fn init_writes_a_starter_formula_that_a_dry_run_shows() {
     let project = TempProject::new("init-formula");
     project.init();
@@ -1815,7 +1869,7 @@ fn doctor_before_any_setup_names_the_one_command_and_the_tests_it_found() {
         "hook: ",
         "fix: `ralph-ctl run --task \"TEXT\"` installs ralph as it starts a loop on TEXT; \
          `ralph-ctl init` installs it without starting",
-        "warn  hook timeout: no verify command",
+        "warn  verify: no verify command",
         "fix: `ralph-ctl init --yes` makes `npm test` (found from the test script of \
          package.json) the check",
     ]);
@@ -1824,7 +1878,9 @@ fn doctor_before_any_setup_names_the_one_command_and_the_tests_it_found() {
     project
         .ctl(&["doctor"], &[("RALPH_CLAUDE", "true")])
         .assert_stdout_has(&[
-            "warn  PROMPT.md:",
+            "ok    PROMPT.md:",
+            "is still the template: a queue run (`--queue`) and /ralph-loop bring their own tasks \
+             and take it as it is; a plain loop refuses to start on it",
             "or start with `ralph-ctl run --task \"TEXT\"`, which writes TEXT there",
         ]);
 }
@@ -2599,9 +2655,11 @@ fn the_readme_s_links_reach_their_files_and_headings() {
             } else {
                 root.join(&here).join(path)
             };
-            let linked_text = std::fs::read_to_string(&linked)
-                .unwrap_or_else(|e| panic!("{file} links to {target}: {e}"));
+            // A picture is only there; a page is read for its headings.
+            let linked_bytes =
+                std::fs::read(&linked).unwrap_or_else(|e| panic!("{file} links to {target}: {e}"));
             if !hash.is_empty() {
+                let linked_text = String::from_utf8_lossy(&linked_bytes);
                 assert!(
                     anchors_of(&linked_text).iter().any(|a| a == hash),
                     "{file} links to {target}: no such heading"

@@ -1,5 +1,6 @@
 //! Snapshot tests (insta) of the text people and the agent read: `ralph-ctl
 //! status` for a running loop and for each way a loop ends or pauses,
+//! the dashboard of a queue run in `ralph-ctl report --html`,
 //! `ralph-ctl log` (readable and JSON), the hook's one
 //! stderr line for each bad input of the README's table, `ralph-ctl`'s error
 //! lines for bad configuration and refused starts and resets, and the text the hook
@@ -332,6 +333,69 @@ fn status_of_a_loop_out_of_budget() {
         ),
     );
     stable().bind(|| insta::assert_snapshot!("status_budget_exhausted", status(&project)));
+}
+
+// ------------------------------------------------------------ ralph-ctl report
+
+/// The dashboard of a finished queue run as `report --html` writes it: the
+/// run summarised, its items' table and each item's folded heading, one
+/// tag a line.
+fn queue_dashboard(page: &str) -> String {
+    let start = page
+        .find("<p class=\"run-summary\">")
+        .expect("a run summary");
+    let (dashboard, folds) = page[start..].split_once("<details").expect("folded items");
+    let mut shown = dashboard.to_string();
+    for fold in folds
+        .split("<details")
+        .map(|f| f.split("</summary>").next().unwrap())
+    {
+        shown.push_str(&format!("<details{fold}</summary>"));
+    }
+    ["<tr", "<table", "<h2", "<p", "<details"]
+        .iter()
+        .fold(shown, |text, tag| text.replace(tag, &format!("\n{tag}")))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn report_of_a_finished_queue_run() {
+    let project = looping("report-queue", 25);
+    let mut state = project.state().unwrap();
+    let at = |secs: u64| format!("2026-01-01T00:{:02}:{:02}Z", secs / 60, secs % 60);
+    let item = |title: &str, status: &str, iterations: u32, why: &str, from: u64, to: u64| {
+        json!({
+            "title": title, "status": status, "worker": "4242-1", "iterations": iterations,
+            "costUsd": 0.022 * f64::from(iterations), "branch": format!("ralph/item-{}", title.len()),
+            "taken": 1, "why": why, "usage": {"input": 3000 * u64::from(iterations), "output": 500},
+            "takenAt": at(from), "settledAt": at(to),
+        })
+    };
+    state["status"] = "complete".into();
+    state["iteration"] = 4.into();
+    state["startedAt"] = at(0).into();
+    state["endedAt"] = at(125).into();
+    state["endedBecause"] = "the queue is drained: 2 done, 1 failed".into();
+    state["costUsd"] = 0.088.into();
+    state["usage"] = json!({"input": 12000, "output": 1500});
+    state["queue"] = json!({
+        "source": "plan:PLAN.md", "merge": "rebase", "base": "main",
+        "items": {
+            "plan-3c1d": item("Write the <usage> notes", "done", 1, "landed on main at 19e74a43f1f2", 40, 52),
+            "plan-8a2f": item("Add the parser", "done", 1, "landed on main at b31ef337effe", 10, 38),
+            "plan-e07b": item("Fix the flaky test", "failed", 2,
+                "its loop ended max_iterations: the cap of 2 iterations\nthe test still fails", 55, 121),
+        },
+    });
+    project.write_state(&state);
+    let page_path = project.path("report.html");
+    Ctl::new(&project)
+        .args(["report", "--html", page_path.to_str().unwrap()])
+        .run()
+        .assert_code(0);
+    let page = fs::read_to_string(&page_path).unwrap();
+    stable().bind(|| insta::assert_snapshot!("report_queue_run", queue_dashboard(&page)));
 }
 
 // ------------------------------------------------------------ ralph-ctl log
@@ -1085,6 +1149,22 @@ fn doctor_with_a_key_in_a_home_where_the_client_never_ran() {
         &[("ANTHROPIC_API_KEY", "sk-test-key-for-the-doctor-check")],
     );
     stable().bind(|| insta::assert_snapshot!("doctor_key_never_run", text));
+}
+
+#[test]
+fn doctor_on_a_subscription_login_says_what_headless_runs_draw_from() {
+    let text = doctor(
+        "doctor-subscription",
+        &[(
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "sk-ant-oat01-for-the-doctor-check",
+        )],
+    );
+    assert!(
+        text.contains("ok    billing: on a subscription login"),
+        "{text}"
+    );
+    stable().bind(|| insta::assert_snapshot!("doctor_subscription", text));
 }
 
 #[test]

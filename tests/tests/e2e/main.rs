@@ -10,6 +10,7 @@
 //! `tests/run.sh -p ralph-tests --test e2e session::completes_on_signal::v2_0_77`.
 
 mod background;
+mod caches;
 mod cheats;
 mod client_walls;
 mod counts;
@@ -30,6 +31,7 @@ mod report;
 mod sandbox;
 mod serve;
 mod session;
+mod start_check;
 mod supervisor;
 mod walls;
 mod walls_parity;

@@ -502,3 +502,85 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
         "the person is shown what was read; drawn:\n{flat}"
     );
 }
+
+#[test]
+fn a_plugin_loop_at_its_cap_is_told_to_run_ralph_loop_again() {
+    // A `/ralph-loop` loop has no launcher: at its cap, what to do next
+    // names the command it was started with.
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-at-cap");
+    let api = MockApi::start(|turn, _| Reply::text(format!("Working, step {turn}.")));
+    let run = plugin_session(
+        &project,
+        client,
+        &api,
+        "/ralph-loop Keep improving the docs. --max-iterations 2",
+    );
+    run.assert_code(0);
+    assert_eq!(project.status_json()["status"], "max_iterations");
+    let status = project.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains(
+            "next:       to go on, start a new loop (`/ralph-loop` again in your Claude Code \
+             session, with --max-iterations N for a higher cap)"
+        ),
+        "{status:?}"
+    );
+    assert!(!status.stdout.contains("launcher"), "{status:?}");
+}
+
+#[test]
+fn the_official_habit_without_init_is_checked_by_the_tests_ralph_finds() {
+    // `/ralph-loop "Fix the tests" --max-iterations 6 --completion-promise
+    // DONE` in a Python project never set up: the test command `init`
+    // would find becomes the check, said in the first line, so a DONE
+    // while the tests fail is rejected, and the fixed code completes.
+    let client = ClientVersion::V2_1_330;
+    let project = TempProject::new("plugin-found-check");
+    project.write("calc.py", "def add(a, b):\n    return a - b\n");
+    project.write(
+        "test_calc.py",
+        "import unittest\n\nimport calc\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n",
+    );
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "a failing test"]);
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::text("The tests are fixed.\nDONE"),
+        1 => Reply::bash("printf 'def add(a, b):\\n    return a + b\\n' > calc.py && echo fixed"),
+        _ => Reply::text("Fixed add() for real.\nDONE"),
+    });
+    let run = plugin_session(
+        &project,
+        client,
+        &api,
+        "/ralph-loop \"Fix the tests\" --max-iterations 6 --completion-promise DONE",
+    );
+    run.assert_code(0);
+    let first = user_texts(&api.main_requests()[0].body).join("\n");
+    assert!(
+        first.contains(
+            "checked by `python3 -m unittest` (the verify command in .claude/ralph/config.json)"
+        ),
+        "{first}"
+    );
+    let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    assert!(
+        config.contains("\"command\": \"python3 -m unittest\""),
+        "{config}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    let history = state["history"].as_array().unwrap();
+    assert!(
+        history.iter().any(|r| r["claim"]["accepted"] == false),
+        "the first DONE, with the test failing, was rejected: {state:#}"
+    );
+    assert_eq!(state["lastClaim"]["accepted"], true, "{state:#}");
+    assert!(
+        !state["endedBecause"]
+            .as_str()
+            .unwrap()
+            .contains("not verified"),
+        "{state:#}"
+    );
+}

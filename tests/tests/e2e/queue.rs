@@ -763,6 +763,10 @@ fn failed_items_in_a_row_end_the_run_at_its_error_budget(client: ClientVersion) 
         "{}",
         outcome.state
     );
+    // The run's own loop never stops (its items do): no "last stop" line.
+    let status = scenario.ctl(&["status"], &[]);
+    status.assert_stdout_has(&["queue:"]);
+    assert!(!status.stdout.contains("last stop"), "{status:?}");
 }
 
 #[ralph_tests::on_both_clients]
@@ -878,4 +882,170 @@ fn sandboxed_workers_commands_never_fail_on_the_sandbox_s_git_paths() {
     );
     assert!(!scenario.path(".git/config.lock").exists());
     scenario.git(&["config", "ralph.after", "yes"]);
+}
+
+#[test]
+fn a_worker_takes_no_item_once_another_ended_the_run() {
+    // Two workers, two items, an agent that never finishes: item a fails at
+    // its one iteration, and one failure is the run's error budget. The
+    // source holds back the third reading (worker B's; the start reads it
+    // once, worker A the second time) until the run is over, so B claims
+    // b after A's failure ended the run: b must not be taken.
+    let client = ClientVersion::V2_1_330;
+    let source = r#"n=1; while ! mkdir ".reads-$n" 2>/dev/null; do n=$((n+1)); done
+if [ "$n" -ge 3 ]; then
+  i=0
+  while [ $i -lt 300 ] && python3 -c 'import json, sys; sys.exit(json.load(open(".claude/context/runtime/ralph-state.json"))["status"] != "running")'; do
+    sleep 0.1; i=$((i+1))
+  done
+fi
+printf '%s' '[{"id": "a", "title": "task a", "body": "a"}, {"id": "b", "title": "task b", "body": "b"}]'
+"#;
+    let scenario = queue_project(
+        "queue-ended-take",
+        client,
+        "# Plan\n",
+        json!({"maxIterationsPerItem": 1, "errorBudget": 1}),
+    )
+    .file("items.sh", source)
+    .args(&["--queue", "cmd:sh items.sh", "--workers", "2"]);
+    let api = MockApi::start(|_, _| Reply::text("Still looking into it."));
+    let outcome = scenario.run(&api);
+    outcome.ended(19, "error_budget_exhausted");
+    let items = outcome.state["queue"]["items"].as_object().unwrap();
+    assert_eq!(
+        items.keys().collect::<Vec<_>>(),
+        ["a"],
+        "only a is taken: {items:?}"
+    );
+    assert_eq!(conversations_per_item(&api).get("task b"), None);
+    assert!(
+        scenario.path(".reads-3").is_dir(),
+        "worker B read the source after the run ended"
+    );
+}
+
+#[test]
+fn a_config_lock_left_by_a_killed_run_goes_at_the_next_status() {
+    // A queue run killed outright (SIGKILL, its clients with it) leaves
+    // the `.git/config.lock` it held: the person's `git config` fails on
+    // it until the next ralph command that looks removes it, and says so.
+    let client = ClientVersion::V2_1_330;
+    let plan = "# Plan\n\n- [ ] task 1\n";
+    let scenario = plan_drain("queue-killed-lock", client, plan, json!({}), "1");
+    let api = MockApi::start(|_, _| Reply::bash("sleep 60"));
+    let mut command = scenario.command(&api);
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = command.spawn().unwrap();
+    let lock = scenario.path(".git/config.lock");
+    assert!(
+        wait_until(LOOP_TIMEOUT, || !api.main_requests().is_empty()),
+        "the worker's client never asked"
+    );
+    assert!(lock.exists(), "a sandboxed queue run holds the lock");
+    signal_group(launcher.id(), libc::SIGKILL);
+    let _ = wait_with_timeout(&mut launcher, LOOP_TIMEOUT);
+    let git_config = || {
+        Command::new("git")
+            .args(["config", "ralph.after", "yes"])
+            .current_dir(scenario.path(""))
+            .output()
+            .unwrap()
+    };
+    let refused = git_config();
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(lock.exists());
+    let status = scenario.ctl(&["status"], &[]);
+    assert!(
+        status.stdout.contains("git: removed")
+            && status
+                .stdout
+                .contains("config.lock, left by a queue run that was stopped outright"),
+        "{status:?}"
+    );
+    assert!(!lock.exists());
+    let works = git_config();
+    assert!(works.status.success(), "{works:?}");
+}
+
+#[test]
+fn with_two_workers_each_line_names_its_item_and_a_failure_is_said_once() {
+    // Two workers write at once: every line of an item's work has its
+    // title in front; an item that failed is said once, as it ends (its
+    // detail is in status and the report).
+    let client = ClientVersion::V2_1_330;
+    let plan = "# Plan\n\n- [ ] break it\n- [ ] keep it\n";
+    let scenario = plan_drain(
+        "queue-screen",
+        client,
+        plan,
+        json!({"maxIterationsPerItem": 2}),
+        "2",
+    );
+    let api = MockApi::start(|turn, body| {
+        let title = item_of(body).unwrap_or_default();
+        let file = match title.as_str() {
+            "break it" => "broken.txt".to_string(),
+            _ => file_of(&title),
+        };
+        match turn {
+            0 => Reply::bash(format!(
+                "echo x > {file} && git add -A && git commit -qm '{title}' && echo committed"
+            )),
+            _ => Reply::text(format!(
+                "{title} is done.\n{SIGNAL}\n{}",
+                outcome_line("terminal", body)
+            )),
+        }
+    });
+    let outcome = scenario.run(&api);
+    outcome.ended(23, "complete");
+    let (out, err) = (&outcome.run.stdout, &outcome.run.stderr);
+    for line in out.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            line.starts_with("[break it] ") || line.starts_with("[keep it] "),
+            "{line:?} in\n{out}"
+        );
+    }
+    assert!(err.contains("ralph: [keep it] worker "), "{err}");
+    assert_eq!(
+        err.matches("its loop ended max_iterations").count(),
+        1,
+        "the failure is said once: {err}"
+    );
+}
+
+#[test]
+fn an_item_s_advice_on_a_refused_call_fits_the_sandboxed_run() {
+    // A sandboxed queue run's item whose agent keeps running a command the
+    // client still asks approval for: its loop ends on the refusals, and
+    // its advice never says to run with the sandbox the run already has.
+    let client = ClientVersion::V2_1_330;
+    let plan = "# Plan\n\n- [ ] check things\n";
+    // No permission mode of the test's: the one ralph gives, as a person's run has.
+    let scenario = queue_project("queue-advice", client, plan, json!({})).exact_args(&[
+        "--queue",
+        "plan:PLAN.md",
+        "--workers",
+        "1",
+    ]);
+    let api = MockApi::start(ralph_tests::scenario::script::call_then_say(
+        Reply::bash(
+            "if [ \"ops_sub\" = ops_neg ] && [ ! -e ops ]; then git status --short > /dev/null; fi; touch /etc/ralph-probe",
+        ),
+        "Still checking.",
+    ));
+    let outcome = scenario.run(&api);
+    outcome.run.assert_stderr_has(&["sandbox: on"]);
+    let items = outcome.state["queue"]["items"].as_object().unwrap();
+    let why = items.values().next().unwrap()["why"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(why.contains("for lack of permission"), "{outcome:?}");
+    assert!(!why.contains("run with the sandbox"), "{why}");
+    assert!(why.contains("the client's sandbox is on"), "{why}");
 }

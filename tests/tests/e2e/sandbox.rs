@@ -393,3 +393,46 @@ fn ralphs_key_is_out_of_the_agents_reach_in_the_sandbox(client: ClientVersion) {
     outcome.run.assert_stderr_has(&[sandbox_line(client)]);
     drop(project);
 }
+
+#[test]
+fn the_agent_commits_with_git_add_all_in_the_sandbox() {
+    // Inside 2.1.330's sandbox the entries it mounts at the project's top
+    // (`.bash_profile` …) show as untracked, and `git add -A` failed on
+    // them: ralph keeps them out of git's view while the run is on.
+    let client = ClientVersion::V2_1_330;
+    let project = python_project("sandbox-add-all");
+    let script = [
+        Reply::bash("git status --porcelain; echo status-done"),
+        Reply::bash(
+            "echo work > work.txt && git add -A && git commit -qm 'agent work' && echo committed",
+        ),
+    ];
+    let api = MockApi::start(move |turn, _| {
+        script
+            .get(turn)
+            .cloned()
+            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
+    });
+    let root = project.root.clone();
+    let (_project, outcome) = launch(project, client, &api, &["--headless"], &[]);
+    outcome.ended(0, "complete");
+    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
+    let results = tool_results(&api);
+    assert!(results.contains("committed"), "{results}");
+    assert!(!results.contains(".bash_profile"), "{results}");
+    assert!(!results.contains("can only add regular files"), "{results}");
+    let files = std::process::Command::new("git")
+        .args(["show", "--name-only", "--format=", "HEAD"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let files = String::from_utf8_lossy(&files.stdout);
+    assert!(files.lines().any(|f| f == "work.txt"), "{files}");
+    assert!(
+        !files.contains(".bashrc") && !files.contains(".vscode") && !files.contains("agents"),
+        "{files}"
+    );
+    // The block went with the run: the person's own adds are theirs.
+    let exclude = std::fs::read_to_string(root.join(".git/info/exclude")).unwrap_or_default();
+    assert!(!exclude.contains("ralph"), "{exclude}");
+}

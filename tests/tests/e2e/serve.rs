@@ -5,7 +5,10 @@
 //! reload; the agent's `<script>` shows as text; say, answer and cancel
 //! from the page reach the loop; a request without the token and another
 //! site's POST are refused; a connection that announces a body and never
-//! sends it stops neither the page nor the server.
+//! sends it stops neither the page nor the server. A queue run is one table
+//! of its items, each item's loop folded under it; a loop that ended shows
+//! no empty strip of controls. The screenshots docs/serve.md shows are
+//! taken here (written to docs/img/ under `RALPH_WRITE_SCREENSHOTS=1`).
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
@@ -13,9 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ralph_tests::bins::workspace_root;
 use ralph_tests::browser::Browser;
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{user_texts, MockApi, Reply, Usage};
 use ralph_tests::project::TempProject;
 use ralph_tests::scenario::{exits_with, wait_until, Scenario};
 use ralph_tests::serve::Served;
@@ -283,4 +287,241 @@ fn a_silent_connection_does_not_stop_the_page() {
     assert!(said.starts_with("HTTP/1.1 408"), "{said}");
     assert!(closed, "the silent connection was left open");
     assert!(scenario.status_json()["hint"].is_null(), "no note left");
+}
+
+/// The page's width in the screenshots and in what is measured.
+const WIDTH: u32 = 1200;
+
+/// `input` and `output` tokens, as a reply reports them.
+fn usage(input: u64, output: u64) -> Usage {
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+    }
+}
+
+/// A PNG of the whole page as `name`: into docs/img/ under
+/// `RALPH_WRITE_SCREENSHOTS=1` (the pictures docs/serve.md shows), else
+/// into the project's folder; either way it must hold a page.
+fn screenshot(browser: &mut Browser, project: &TempProject, name: &str) {
+    let path = if std::env::var("RALPH_WRITE_SCREENSHOTS").as_deref() == Ok("1") {
+        workspace_root().join("docs/img").join(name)
+    } else {
+        project.path(name)
+    };
+    browser.screenshot(&path);
+    let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+    assert!(
+        size > 20_000,
+        "the screenshot {} is all but empty: {size} bytes",
+        path.display()
+    );
+}
+
+/// The height of `selector`'s first element as laid out, in px (0 when
+/// hidden).
+fn height_of(browser: &mut Browser, selector: &str) -> u64 {
+    let selector = serde_json::to_string(selector).unwrap();
+    browser
+        .eval(&format!("document.querySelector({selector}).offsetHeight"))
+        .as_u64()
+        .unwrap_or(u64::MAX)
+}
+
+/// The texts of every element `selector` finds, in order.
+fn texts(browser: &mut Browser, selector: &str) -> Vec<String> {
+    let selector = serde_json::to_string(selector).unwrap();
+    let found = browser.eval(&format!(
+        "Array.from(document.querySelectorAll({selector})).map(n => n.textContent)"
+    ));
+    serde_json::from_value(found).unwrap()
+}
+
+#[test]
+fn a_single_loop_s_page_ends_with_no_empty_strip_of_controls() {
+    let go = Gate::default();
+    let held = go.clone();
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::text("Read the parser and its tests; two cases fail on empty input.")
+            .with_usage(usage(4200, 900)),
+        1 => Reply::text("Fixed the empty-input case; the quoted one is next.")
+            .with_usage(usage(6100, 1300)),
+        _ => {
+            held.wait();
+            Reply::text(format!("Both cases fixed and tested.\n{SIGNAL}"))
+                .with_usage(usage(7400, 600))
+        }
+    });
+    let config =
+        format!(r#"{{"verify": [{{"name": "tests", "command": "echo '{CHECK_SAYS}'"}}]}}"#);
+    let scenario = Scenario::configured("serve-one", CLIENT, &config).fresh(&[]);
+    let mut launcher = launch(&scenario, &api);
+    let served = Served::start(&scenario, &[]);
+    let mut browser = Browser::start(&scenario);
+    browser.viewport(WIDTH, 900);
+    assert_eq!(browser.open(&served.url), 200);
+
+    // Running, in its third iteration: its controls are there to use.
+    browser.wait_text(&selector(".iteration"), "3", SOON);
+    browser.wait_text(&selector(".body"), "the quoted one is next", SOON);
+    assert!(height_of(&mut browser, &selector(".controls")) > 0);
+    screenshot(&mut browser, &scenario, "serve-loop.png");
+    go.open();
+
+    // Ended: nothing to steer, and no empty strip where the controls were.
+    browser.wait_text(&selector(".status"), "complete", SOON);
+    browser.wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
+    exits_with(&mut launcher, 0);
+    assert_eq!(
+        height_of(&mut browser, &selector(".controls")),
+        0,
+        "an empty strip of controls on a loop that ended"
+    );
+}
+
+#[test]
+fn a_queue_run_is_one_table_of_its_items_each_folded_under_it() {
+    const TITLES: [&str; 3] = [
+        "Add the parser",
+        "Write the usage notes",
+        "Fix the flaky test",
+    ];
+    const SECOND_THOUGHT: &str = "Wrote a test that fails the same way; the fix is next.";
+    let plan = format!(
+        "# Plan\n\n- [ ] {}\n- [ ] {}\n- [ ] {}\n",
+        TITLES[0], TITLES[1], TITLES[2]
+    );
+    let scenario = crate::queue::queue_project("serve-queue", CLIENT, &plan, json!({})).args(&[
+        "--queue",
+        "plan:PLAN.md",
+        "--workers",
+        "1",
+    ]);
+    // Each item: a commit, then done. The last one takes two iterations,
+    // its second held until the test has looked at the running run.
+    let go = Gate::default();
+    let held = go.clone();
+    let last_item_conversations = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let agent =
+        crate::queue::worker_agent(|title| (crate::queue::file_of(title), title.to_string()));
+    let api = MockApi::start(move |turn, body| {
+        let reply = if crate::queue::item_of(body).as_deref() == Some(TITLES[2]) {
+            let seen = if turn == 0 {
+                last_item_conversations.fetch_add(1, Ordering::SeqCst) + 1
+            } else {
+                last_item_conversations.load(Ordering::SeqCst)
+            };
+            match (seen, turn) {
+                (1, 0) => agent(0, body),
+                (1, _) => Reply::text(SECOND_THOUGHT),
+                _ => {
+                    held.wait();
+                    agent(1, body)
+                }
+            }
+        } else {
+            agent(turn, body)
+        };
+        reply.with_usage(usage(1500, 250))
+    });
+    let mut launcher = launch(&scenario, &api);
+    let served = Served::start(&scenario, &[]);
+    let mut browser = Browser::start(&scenario);
+    browser.viewport(WIDTH, 900);
+    assert_eq!(browser.open(&served.url), 200);
+
+    // While the last item works: the run counts its iterations as they go
+    // (two items of one iteration each, and the last one's two).
+    browser.wait_text(
+        &selector(".run-counts"),
+        "3 items taken: 2 done, 1 working",
+        SOON,
+    );
+    browser.wait_text(&selector(".run-summary"), "4 iterations of 25", SOON);
+    let rows = selector("table.items tr.item");
+    assert_eq!(texts(&mut browser, &format!("{rows} td.title")), TITLES);
+    assert_eq!(
+        texts(&mut browser, &format!("{rows} td.item-status")),
+        ["done", "done", "working"]
+    );
+    let last = browser.wait_text(
+        &format!("{rows}:last-child td.last-line"),
+        SECOND_THOUGHT,
+        SOON,
+    );
+    assert_eq!(last, SECOND_THOUGHT);
+    // Each item's loop is folded under the table, headed by its title.
+    let folds = selector(".folds > details.loop.item");
+    let headings = texts(&mut browser, &format!("{folds} > summary"));
+    assert_eq!(headings.len(), 3, "{headings:?}");
+    for (heading, title) in headings.iter().zip(TITLES) {
+        assert!(heading.starts_with(&format!("{title}: ")), "{headings:?}");
+    }
+    assert_eq!(
+        browser.eval(&format!(
+            "Array.from(document.querySelectorAll('{folds}')).filter(d => d.open).length"
+        )),
+        0,
+        "an item unfolded"
+    );
+    // The run itself takes no note (no iteration reads its record): only
+    // cancel; each item's fold has its own.
+    assert_eq!(
+        height_of(&mut browser, &format!("{MAIN} > .controls form.say")),
+        0
+    );
+    assert!(height_of(&mut browser, &format!("{MAIN} > .controls button.cancel")) > 0);
+    screenshot(&mut browser, &scenario, "serve-queue.png");
+    go.open();
+
+    // Finished: the run's tokens are its items', and nothing of a loop's
+    // own iterations stands empty.
+    browser.wait_text(&selector(".run-summary .status"), "complete", SOON);
+    exits_with(&mut launcher, 0);
+    browser.wait_text(&selector(".run-counts"), "3 items taken: 3 done", SOON);
+    let state = scenario.status_json();
+    let items = state["queue"]["items"].as_object().unwrap();
+    let sum = |what: &str| -> u64 {
+        items
+            .values()
+            .map(|i| i["usage"][what].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let (input, output) = (sum("input"), sum("output"));
+    assert!(input > 0 && output > 0, "{state:#}");
+    assert_eq!(state["usage"]["input"], input, "{state:#}");
+    assert_eq!(state["usage"]["output"], output, "{state:#}");
+    let facts = texts(&mut browser, &format!("{MAIN} > .body table.facts td"));
+    let tokens = format!("{input} in, {output} out, ");
+    assert!(
+        facts.iter().any(|f| f.starts_with(&tokens)),
+        "{tokens}: {facts:?}"
+    );
+    let main_body = browser
+        .eval(&format!(
+            "document.querySelector('{MAIN} > .body').textContent"
+        ))
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !main_body.contains("no iteration recorded yet"),
+        "{main_body}"
+    );
+    assert_eq!(height_of(&mut browser, &format!("{MAIN} > .controls")), 0);
+    // Folded, the finished page stays short.
+    let height = browser.height();
+    eprintln!("serve-queue: the finished page is {height} px tall at {WIDTH} px");
+    assert!(height < 1200, "the finished page is {height} px tall");
+    // An item unfolds to its own loop.
+    browser.click(&format!("{folds}:first-of-type > summary"));
+    let unfolded = browser.wait_text(
+        &format!("{folds}:first-of-type .body"),
+        "Add the parser is done.",
+        SOON,
+    );
+    assert!(unfolded.contains("landed on main"), "{unfolded}");
+    assert!(browser.height() > height, "unfolding it showed nothing");
 }

@@ -936,3 +936,80 @@ fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
         "charged ${charged}, the client wrote ${spent}: {evidence}"
     );
 }
+
+#[test]
+fn a_limit_that_resets_days_away_leaves_the_loop_paused_for_the_person() {
+    // A subscription's headless run, refused by a limit that resets three
+    // days on (a weekly limit; a plan's monthly credit resets later still):
+    // the start said what the run draws from, and the supervisor does not
+    // sit out the wait: the loop stays paused (exit 14), the reset named.
+    let client = ClientVersion::V2_1_330;
+    let reset = epoch_now() + 3 * 86_400;
+    let scenario = quick("reset-days-away", client).subscription();
+    let api = MockApi::start(three_steps(move || rate_limited(reset, 1)));
+    let outcome = scenario.run(&api);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(14, "paused").at_iteration(2);
+    assert!(outcome.run.elapsed < Duration::from_secs(60), "{evidence}");
+    outcome.run.assert_stderr_has(&[
+        "billing: on a subscription login, `claude -p` (headless, fresh-context and queue runs) \
+         draws the plan's Agent SDK credit, billed at API rates",
+        "more than 24 h away (maxResumeWaitHours): `ralph-ctl run --resume` once it has reset",
+    ]);
+    let log = log_entries(&scenario);
+    assert!(
+        !log.iter().any(|e| e["event"] == "resume"),
+        "never resumed on its own: {evidence}"
+    );
+}
+
+#[test]
+fn a_subscription_s_limit_is_waited_for_until_its_reset() {
+    // On a subscription login 2.1.330 does not retry a refused limit: it
+    // ends the turn at once with "You've hit your 5-hour limit · resets …",
+    // the reset time only in its stream's `rate_limit_event` (status
+    // `rejected`). The supervisor waits until then, not a backoff that
+    // gives up after five tries, and the loop goes on.
+    const AHEAD: u64 = 4;
+    let client = ClientVersion::V2_1_330;
+    let scenario = quick("subscription-limit", client)
+        .subscription()
+        .env("RALPH_RESUME_BACKOFF_SECONDS", "1");
+    let reset_at: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
+    let reset_of = Arc::clone(&reset_at);
+    let api = MockApi::start(three_steps(move || {
+        let reset = *reset_of.lock().unwrap().get_or_insert(epoch_now() + AHEAD);
+        match SystemTime::now() < UNIX_EPOCH + Duration::from_secs(reset) {
+            true => rate_limited(reset, 1),
+            false => Reply::text("Finished step 2."),
+        }
+    }));
+    let outcome = scenario.run(&api);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(0, "complete").at_iteration(3);
+    let reset = reset_at
+        .lock()
+        .unwrap()
+        .expect("iteration 2 reached the API");
+    let log = log_entries(&scenario);
+    let resumes = events(&log).iter().filter(|k| **k == "resume").count();
+    assert_eq!(resumes, 1, "one resume, at the reset: {evidence}");
+    let entry = |event: &str| log.iter().find(|e| e["event"] == event).unwrap();
+    let (wait, resume) = (entry("wait"), entry("resume"));
+    assert_eq!(
+        epoch_of(wait["resumeAt"].as_str().unwrap_or_default()),
+        reset,
+        "{evidence}"
+    );
+    assert!(
+        wait["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("rate_limit until "),
+        "{evidence}"
+    );
+    assert!(
+        epoch_of(resume["at"].as_str().unwrap()) >= reset,
+        "resumed before the reset: {evidence}"
+    );
+}

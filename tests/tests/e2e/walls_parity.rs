@@ -2,6 +2,8 @@
 //! right the agent lacks. One battery of probes (writes to the temp
 //! folders, the home folder and its dotfiles, ralph's key folder and every
 //! folder and top-level file of `.git`, locks and `commondir` included; a
+//! toolchain's cache (Go's, the project being a Go module) and cargo's
+//! settings; a
 //! unix socket under /tmp and an abstract one; a signal to a process
 //! outside; mount, umount and remount; capabilities; a terminal; the
 //! variables that name the person's sockets) runs twice on 2.1.330: as the
@@ -181,7 +183,7 @@ fn reachable(file: &Path, dir: &Path) -> PathBuf {
 /// `cmd` run where bubblewrap is not to be had, as in many containers: in
 /// a mount namespace of its own (as root) with `/dev/null` bound over every
 /// `bwrap` ralph would take, so that its checks are walled by Landlock.
-fn without_bubblewrap(cmd: Command) -> Command {
+pub(crate) fn without_bubblewrap(cmd: Command) -> Command {
     let mut wrapped = Command::new("unshare");
     wrapped.args([
         "-m",
@@ -233,6 +235,10 @@ fn writes_of(who: &str, tag: &str, project: &Path, home: &Path, key_dir: &Path) 
         home.join(".gitconfig"),
         home.join(".config").join(&name),
         key_dir.join(&name),
+        // A toolchain's cache (the project is a Go module), and cargo's
+        // settings beside its caches, which name programs cargo runs.
+        home.join(".cache/go-build").join(&name),
+        home.join(".cargo/config.toml"),
     ]);
     let git = project.join(".git");
     for special in [
@@ -290,6 +296,7 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
     );
     project.write(".gitignore", "parity-*\n");
     project.write("parity_probe.py", PROBE);
+    project.write("go.mod", "module example.com/parity\n\ngo 1.19\n");
     project.write("parity-out/.keep", "");
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "the probes"]);
@@ -308,6 +315,7 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
     assert_eq!(init.code, Some(0), "{init:?}");
     project.write_prompt(TEST_TASK);
     std::fs::create_dir_all(project.home.join(".config")).unwrap();
+    std::fs::create_dir_all(project.home.join(".cargo")).unwrap();
     let key_dir = project.key_dir();
     let writes = writes_of(who, &shared.tag, &project.root, &project.home, &key_dir);
     let config = json!({

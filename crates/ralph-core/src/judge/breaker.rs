@@ -306,7 +306,7 @@ pub const SIGNALS: &[SignalSpec] = &[
             format!(
                 "the client refused {} for lack of permission in {c} iterations: {}",
                 crate::judge::errors::calls_in_words(&o.denied),
-                crate::judge::errors::how_to_allow(&o.denied)
+                crate::judge::errors::how_to_allow_in(&o.denied, o.sandboxed)
             )
         },
     },
@@ -457,6 +457,9 @@ pub struct ProgressObservation {
     pub rejected_claim: Option<ErrorSighting>,
     /// The tool calls the client refused for lack of permission (empty: none).
     pub denied: Vec<crate::judge::errors::Refusal>,
+    /// The client ran in its own sandbox: the advice on refused calls
+    /// never proposes the sandbox then.
+    pub sandboxed: bool,
     /// The stop could not see all of the iteration's tool calls and results
     /// yet (the client writes them after its Stop hook, as 2.1.330 does
     /// under load): a refusal or an error it did not see is no evidence

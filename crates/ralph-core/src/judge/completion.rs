@@ -348,16 +348,43 @@ pub enum Unseen {
     ToolCalls,
 }
 
+/// The failing tests' headers of `result` that its tail lost (every one
+/// when any is lost, so they read in order), as a paragraph ending in
+/// `; `; empty when the tail shows them all.
+fn headers_above_the_tail(result: &crate::observe::verify::VerifyResult) -> String {
+    let lost = result
+        .failure_headers
+        .iter()
+        .any(|h| !result.output_tail.contains(h.trim_end_matches('…')));
+    if !lost {
+        return String::new();
+    }
+    let mut text = format!(
+        "the failing tests it named ({}{}):\n{}\n",
+        result.failure_headers.len(),
+        if result.failure_headers.len() >= crate::observe::verify::MAX_FAILURE_HEADERS {
+            ", the first ones"
+        } else {
+            ""
+        },
+        result.failure_headers.join("\n")
+    );
+    text.push_str("and the ");
+    text
+}
+
 /// The permission gate, for a claim whose iteration had calls refused for
 /// lack of permission (`denied`), or whose calls could not be seen
 /// (`unseen`). A claim made while nothing in the project changed fails it
 /// (the work the client refused, or may have refused, is not shown done,
 /// whatever the message says); with changes it passes, naming the
-/// refusals. `None` when neither holds.
+/// refusals. `None` when neither holds. The advice is true to the run's
+/// mode (`sandboxed`: the client ran in its own sandbox).
 pub fn permission_gate(
     denied: &[crate::judge::errors::Refusal],
     unseen: Unseen,
     changed: bool,
+    sandboxed: bool,
 ) -> Option<GateResult> {
     let detail = if !denied.is_empty() {
         let calls = crate::judge::errors::calls_in_words(denied);
@@ -367,7 +394,7 @@ pub fn permission_gate(
             format!(
                 "the client refused {calls} for lack of permission and nothing in the project changed: \
                  the work was not done; {}",
-                crate::judge::errors::how_to_allow(denied)
+                crate::judge::errors::how_to_allow_in(denied, sandboxed)
             )
         }
     } else {
@@ -500,7 +527,11 @@ pub fn gates(
                         },
                         match r.output_tail.trim() {
                             "" => "it printed nothing".to_string(),
-                            _ => format!("last lines of its output:\n{}", r.output_tail),
+                            _ => format!(
+                                "{}last lines of its output:\n{}",
+                                headers_above_the_tail(r),
+                                r.output_tail
+                            ),
                         }
                     ),
                 ),
@@ -821,12 +852,12 @@ mod tests {
     fn refused_calls_fail_a_claim_only_when_nothing_changed() {
         use crate::judge::errors::Refusal;
         assert_eq!(
-            permission_gate(&[], Unseen::Nothing, false),
+            permission_gate(&[], Unseen::Nothing, false, false),
             None,
             "no refusal, no gate"
         );
         let refused = [Refusal::of_call("Write", Some("/p/notes.txt"))];
-        let failed = permission_gate(&refused, Unseen::Nothing, false).unwrap();
+        let failed = permission_gate(&refused, Unseen::Nothing, false, false).unwrap();
         assert_eq!(failed.gate, Gate::Permission);
         assert!(!failed.passed);
         assert!(
@@ -836,21 +867,21 @@ mod tests {
             "{}",
             failed.detail
         );
-        let passed = permission_gate(&refused, Unseen::Nothing, true).unwrap();
+        let passed = permission_gate(&refused, Unseen::Nothing, true, false).unwrap();
         assert!(passed.passed, "{}", passed.detail);
         // The calls not seen yet, the previous iteration's refused.
-        let unseen = permission_gate(&[], Unseen::AfterRefusals, false).unwrap();
+        let unseen = permission_gate(&[], Unseen::AfterRefusals, false, false).unwrap();
         assert!(!unseen.passed && unseen.detail.contains("could not be seen yet"));
         assert!(
-            permission_gate(&[], Unseen::AfterRefusals, true)
+            permission_gate(&[], Unseen::AfterRefusals, true, false)
                 .unwrap()
                 .passed
         );
         // Tools used that the stop could not see, and nothing changed.
-        let unseen = permission_gate(&[], Unseen::ToolCalls, false).unwrap();
+        let unseen = permission_gate(&[], Unseen::ToolCalls, false, false).unwrap();
         assert!(!unseen.passed && unseen.detail.contains("nothing in the project changed"));
         assert!(
-            permission_gate(&[], Unseen::ToolCalls, true)
+            permission_gate(&[], Unseen::ToolCalls, true, false)
                 .unwrap()
                 .passed
         );
@@ -1014,6 +1045,7 @@ mod tests {
             output_tail: "test foo ... FAILED".into(),
             counts: None,
             by_runner: Vec::new(),
+            failure_headers: Vec::new(),
         }
     }
 
@@ -1209,6 +1241,7 @@ mod tests {
             output_tail: String::new(),
             counts,
             by_runner: Vec::new(),
+            failure_headers: Vec::new(),
         };
         // A run whose summaries came from these runners.
         let ran_by = |by_runner: &[(&str, TestCounts)]| VerifyResult {

@@ -68,6 +68,8 @@ pub mod env {
     pub const RESUME_BACKOFF_SECONDS: &str = "RALPH_RESUME_BACKOFF_SECONDS";
     /// Resumes the supervisor makes on its own before it leaves the loop paused.
     pub const MAX_AUTO_RESUMES: &str = "RALPH_MAX_AUTO_RESUMES";
+    /// The longest wait for an API limit's reset, in hours.
+    pub const MAX_RESUME_WAIT_HOURS: &str = "RALPH_MAX_RESUME_WAIT_HOURS";
     /// session (one client session for the whole loop) or fresh (one per iteration).
     pub const CONTEXT_MODE: &str = "RALPH_CONTEXT_MODE";
     /// The most one fresh iteration may cost, in US dollars.
@@ -244,6 +246,10 @@ pub struct SupervisionConfig {
     pub backoff_seconds: u32,
     /// Resumes made without a person (conservative; four times this when aggressive).
     pub max_auto_resumes: u32,
+    /// The longest wait for an API limit's reset before the supervisor
+    /// leaves the loop paused for the person instead (`maxResumeWaitHours`):
+    /// a plan's monthly credit or weekly limit may reset weeks away.
+    pub max_resume_wait_hours: u32,
     /// The loop's cost budget.
     pub max_cost: Option<Usd>,
     /// Model requests allowed in a rolling hour.
@@ -268,6 +274,9 @@ fn validate_utilization(raw: f64) -> Option<PerMille> {
 pub const DEFAULT_RESUME_BACKOFF_SECONDS: u32 = 60;
 /// Default number of resumes without a person.
 pub const DEFAULT_MAX_AUTO_RESUMES: u32 = 5;
+/// Default longest wait for a limit's reset: a day covers the five-hour
+/// window and a night; a weekly or monthly one is the person's to wait for.
+pub const DEFAULT_MAX_RESUME_WAIT_HOURS: u32 = 24;
 /// Largest accepted `maxCostUsd`.
 pub const MAX_COST_LIMIT_USD: f64 = 1_000_000.0;
 
@@ -277,6 +286,7 @@ impl Default for SupervisionConfig {
             policy: ResumePolicy::Conservative,
             backoff_seconds: DEFAULT_RESUME_BACKOFF_SECONDS,
             max_auto_resumes: DEFAULT_MAX_AUTO_RESUMES,
+            max_resume_wait_hours: DEFAULT_MAX_RESUME_WAIT_HOURS,
             max_cost: None,
             max_calls_per_hour: None,
             pause_at_utilization: None,
@@ -754,6 +764,7 @@ enum Target {
     MaxCallsPerHour,
     BackoffSeconds,
     MaxAutoResumes,
+    MaxResumeWaitHours,
     ErrorBudget,
     GateBudget,
     IdleTimeout,
@@ -775,6 +786,7 @@ impl Target {
             }
             Target::BackoffSeconds => config.supervision.backoff_seconds = value,
             Target::MaxAutoResumes => config.supervision.max_auto_resumes = value,
+            Target::MaxResumeWaitHours => config.supervision.max_resume_wait_hours = value,
             Target::ErrorBudget => config.outcome_budgets.errors = value,
             Target::GateBudget => config.outcome_budgets.gate_blocked = value,
             Target::IdleTimeout => config.idle_timeout_seconds = (value > 0).then_some(value),
@@ -829,6 +841,13 @@ fn number_settings() -> impl Iterator<Item = NumberSetting> {
             min: 0,
             max: 1_000,
             target: Target::MaxAutoResumes,
+        },
+        NumberSetting {
+            key: "maxResumeWaitHours",
+            env: env::MAX_RESUME_WAIT_HOURS,
+            min: 1,
+            max: 24 * 366,
+            target: Target::MaxResumeWaitHours,
         },
         NumberSetting {
             key: "errorBudget",

@@ -494,6 +494,7 @@ pub fn decide_judged(
         tdd_scenario: observed.tdd_scenario.clone(),
         rejected_claim: rejected,
         denied,
+        sandboxed: sandboxed(state),
         tools_unseen: observed.tools_incomplete,
     };
     let (mut breaker, effect) =
@@ -682,8 +683,15 @@ pub fn claim_gates(
         denied,
         unseen,
         observed.progress.changed == Some(true),
+        sandboxed(state),
     ));
     gates
+}
+
+/// Whether `state`'s loop runs its client in the client's own sandbox (as
+/// `ralph-ctl run` decided at its start).
+fn sandboxed(state: &LoopState) -> bool {
+    state.run_mode.as_ref().is_some_and(|mode| mode.sandboxed)
 }
 
 /// Runs the completion gates on a claim ([`claim_gates`]) and says what
@@ -1715,6 +1723,7 @@ mod tests {
             output_tail: format!("exit status {exit}"),
             counts: None,
             by_runner: Vec::new(),
+            failure_headers: Vec::new(),
         }])
     }
 

@@ -9,7 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::observe::refusals::{
-    calls_in_words, how_to_allow, is_permission_denial, permission_denial, Refusal, SAMPLE_CHARS,
+    calls_in_words, how_to_allow, how_to_allow_in, is_permission_denial, is_simple_command,
+    permission_denial, Refusal, SAMPLE_CHARS,
 };
 use crate::observe::refusals::{is_exit_code_line, sample_of};
 
@@ -223,6 +224,77 @@ mod tests {
             .call()
             .contains("/p/a.txt"));
         assert_eq!(permission_denial(&[]), None);
+    }
+
+    #[test]
+    fn only_rules_a_person_could_paste_are_proposed() {
+        // The rule a sandboxed run was offered for a refused compound
+        // command: shell syntax, cut short by the client's text.
+        let cut = Refusal {
+            text: Some(
+                "This Bash command contains multiple operations. The following parts require \
+                 approval: if [ \"ops_sub\" = ops_neg ] && [ !…"
+                    .into(),
+            ),
+            ..Refusal::of_call(
+                "Bash",
+                Some("if [ \"ops_sub\" = ops_neg ] && [ ! -f x ]; then make; fi"),
+            )
+        };
+        assert!(cut.allow_rules().is_empty(), "{:?}", cut.allow_rules());
+        assert!(
+            !cut.how_to_allow().contains("permissions"),
+            "{}",
+            cut.how_to_allow()
+        );
+        // A list cut short loses its last part, whole ones stay.
+        let listed = Refusal {
+            text: Some(
+                "The following parts require approval: make test, python3 -m pytest -k sl…".into(),
+            ),
+            ..Refusal::of_call("Bash", Some("make test; python3 -m pytest -k slow"))
+        };
+        assert_eq!(listed.allow_rules(), ["Bash(make test:*)"]);
+        for (command, simple) in [
+            ("python3 -m unittest", true),
+            ("python3 -c \"print(1); print(2)\"", true),
+            ("git commit -m 'a | b'", true),
+            ("if [ -f x ]", false),
+            ("[ ! -f x ]", false),
+            ("make test && make lint", false),
+            ("cat x | grep y", false),
+            ("echo $(id)", false),
+            ("echo \"$HOME\"", false),
+            ("echo x > y", false),
+            ("echo 'open", false),
+            ("make tes…", false),
+            ("FOO=1 make", false),
+            ("", false),
+        ] {
+            assert_eq!(is_simple_command(command), simple, "{command}");
+        }
+    }
+
+    #[test]
+    fn the_advice_fits_the_run_s_mode() {
+        let unittest = Refusal::of_call("Bash", Some("python3 -m unittest"));
+        let outside = how_to_allow_in(std::slice::from_ref(&unittest), false);
+        assert!(
+            outside.starts_with("run with the sandbox (`--sandbox`"),
+            "{outside}"
+        );
+        let inside = how_to_allow_in(std::slice::from_ref(&unittest), true);
+        assert!(!inside.contains("--sandbox"), "{inside}");
+        assert!(!inside.contains("bubblewrap"), "{inside}");
+        assert!(
+            inside.starts_with("the client's sandbox is on and still asked approval for it"),
+            "{inside}"
+        );
+        assert!(
+            inside.contains(r#"`"permissions": {"allow": ["Bash(python3 -m unittest:*)"]}`"#),
+            "{inside}"
+        );
+        assert!(inside.contains("bypassPermissions"), "{inside}");
     }
 
     #[test]

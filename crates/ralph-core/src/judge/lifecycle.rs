@@ -231,7 +231,17 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
         };
     }
     let reset = paused.resume_at.map(Timestamp::secs);
+    let longest = u64::from(config.supervision.max_resume_wait_hours) * 3_600;
     match reset {
+        Some(at) if at > now.saturating_add(longest) => ResumePlan::Stay {
+            reason: format!(
+                "{} until {}, more than {} h away (maxResumeWaitHours): `ralph-ctl run --resume` \
+                 once it has reset",
+                paused.kind.as_str(),
+                paused.resume_at.map(|t| t.to_string()).unwrap_or_default(),
+                config.supervision.max_resume_wait_hours
+            ),
+        },
         Some(at) => ResumePlan::ResumeAt {
             at: at.max(now),
             reason: format!(
@@ -342,10 +352,17 @@ pub fn interrupt(state: &mut LoopState, cause: &str, now: Timestamp) -> bool {
         Status::Paused => "paused, waiting to resume,",
         _ => "running",
     };
-    let because = format!(
-        "{cause} while the loop was {doing} at iteration {} of {}",
-        state.iteration, state.max_iterations
-    );
+    // A queue run's own loop does not iterate: its items' iterations count.
+    let because = match state.queue {
+        Some(_) => format!(
+            "{cause}, {} of the run's {} iterations spent",
+            state.iteration, state.max_iterations
+        ),
+        None => format!(
+            "{cause} while the loop was {doing} at iteration {} of {}",
+            state.iteration, state.max_iterations
+        ),
+    };
     state.push_history(IterationRecord {
         iteration: state.iteration,
         at: now,
@@ -452,6 +469,10 @@ pub fn next_step(state: &LoopState) -> Option<String> {
 /// `ralph-ctl run` did not start (`ralph-ctl start`, the plugin).
 fn again(state: &LoopState, extra: &[&str]) -> String {
     let Some(mode) = &state.run_mode else {
+        // A loop of its own task, not a queue's item: `/ralph-loop`'s.
+        if state.task.is_some() && state.queue_item.is_none() {
+            return "`/ralph-loop` again in your Claude Code session".into();
+        }
         return "the launcher again".into();
     };
     let mut words = vec!["ralph-ctl run".to_string()];
@@ -751,12 +772,21 @@ mod tests {
                 sandbox: Some(true),
                 workers: None,
                 worktree: false,
+                sandboxed: false,
             })
         };
         // Started by the launcher or a hook: the launcher again.
         assert_eq!(
             next_step(&ended(Status::MaxIterations, None)).unwrap(),
             "to go on, start a new loop (the launcher again, with --max-iterations N for a higher cap)"
+        );
+        // Started by the plugin's /ralph-loop (its own task): /ralph-loop again.
+        let mut plugin = ended(Status::MaxIterations, None);
+        plugin.task = Some("Fix the findings".into());
+        assert_eq!(
+            next_step(&plugin).unwrap(),
+            "to go on, start a new loop (`/ralph-loop` again in your Claude Code session, with \
+             --max-iterations N for a higher cap)"
         );
         // `ralph-ctl run --headless --sandbox`: the same flags.
         assert_eq!(
@@ -780,6 +810,7 @@ mod tests {
             branch: None,
             taken: 1,
             why: None,
+            ..Default::default()
         };
         let mut run = ended(
             Status::Complete,
@@ -788,6 +819,7 @@ mod tests {
                 sandbox: None,
                 workers: Some(2),
                 worktree: false,
+                sandboxed: false,
             }),
         );
         run.queue = Some(QueueRun {
@@ -906,6 +938,22 @@ mod tests {
             paused.ended_because.as_deref(),
             Some("SIGTERM received while the loop was paused, waiting to resume, at iteration 2 of 5")
         );
+        // A queue run's own loop never iterates: its items' iterations count.
+        let mut queue = LoopState::new("s".into(), 25, Timestamp::from_secs(0));
+        queue.iteration = 4;
+        queue.queue = Some(Default::default());
+        assert!(interrupt(
+            &mut queue,
+            "the queue's workers were stopped (exit 130); their items are free again",
+            Timestamp::from_secs(2)
+        ));
+        assert_eq!(
+            queue.ended_because.as_deref(),
+            Some(
+                "the queue's workers were stopped (exit 130); their items are free again, 4 of \
+                 the run's 25 iterations spent"
+            )
+        );
         let mut done = ended(Status::Complete, "2026-11-22T10:00:00Z");
         let before = done.clone();
         assert!(!interrupt(&mut done, "SIGTERM", Timestamp::from_secs(2)));
@@ -947,6 +995,18 @@ mod tests {
         assert!(matches!(
             plan_resume(&conservative, &limited, now),
             ResumePlan::ResumeAt { at, .. } if at == now + 7
+        ));
+        // A reset weeks away (a plan's monthly credit) is not waited for:
+        // the loop stays paused for the person, the reset named.
+        let month = paused(PauseKind::RateLimit, Some("2026-12-15T00:00:00Z"));
+        assert!(matches!(
+            plan_resume(&conservative, &month, now),
+            ResumePlan::Stay { reason } if reason.contains("2026-12-15") && reason.contains("maxResumeWaitHours")
+        ));
+        let day = paused(PauseKind::RateLimit, Some("2026-11-23T09:00:00Z"));
+        assert!(matches!(
+            plan_resume(&conservative, &day, now),
+            ResumePlan::ResumeAt { .. }
         ));
         // No reset time: the backoff, doubling with each resume in a row.
         let mut overloaded = paused(PauseKind::Overloaded, None);

@@ -366,13 +366,14 @@ pub struct ClaimOutcome {
 
 impl std::fmt::Display for ClaimOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The basis is what made it a claim, not what a gate judged.
         if self.accepted {
-            write!(f, "accepted: {}", self.basis)
+            write!(f, "accepted; claimed by {}", self.basis)
         } else {
             let gates: Vec<&str> = self.failed_gates.iter().map(|g| g.as_str()).collect();
             write!(
                 f,
-                "rejected by the {} gate(s): {}",
+                "rejected by the {} gate(s); claimed by {}",
                 gates.join(", "),
                 self.basis
             )
@@ -569,6 +570,11 @@ pub struct RunMode {
     /// `--worktree`: each fresh iteration on a branch of its own.
     #[serde(default, skip_serializing_if = "is_false")]
     pub worktree: bool,
+    /// The client ran in its own sandbox (as decided at the start, the
+    /// machine's support and the setting together): the advice on a
+    /// refused call fits that mode.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sandboxed: bool,
 }
 
 impl RunMode {
@@ -1023,7 +1029,8 @@ mod tests {
         assert_eq!(claim.failed_gates, vec![Gate::Plan, Gate::Verification]);
         assert_eq!(
             claim.to_string(),
-            "rejected by the plan, verification gate(s): the completion signal on a line of its own"
+            "rejected by the plan, verification gate(s); claimed by the completion signal on a \
+             line of its own"
         );
         assert!(state.history[1].claim.as_ref().unwrap().accepted);
         assert_eq!(

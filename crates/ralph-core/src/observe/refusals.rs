@@ -114,7 +114,10 @@ impl Refusal {
     /// The `permissions.allow` rules of `.claude/settings.json` that let
     /// this call through: `Bash(<command>:*)` for a shell command (one per
     /// part the client named, for a compound command), the tool's name for
-    /// another tool; none when the tool is unknown.
+    /// another tool; none when the tool is unknown. Only rules a person
+    /// could paste: a part that is not one whole simple command (shell
+    /// syntax such as `if [ … ] && [ !`, a quote left open, a command cut
+    /// short) gives none.
     pub fn allow_rules(&self) -> Vec<String> {
         let Some(tool) = &self.tool else {
             return Vec::new();
@@ -126,28 +129,74 @@ impl Refusal {
             let (_, list) = text
                 .split_once("require approval: ")
                 .or_else(|| text.split_once("requires approval: "))?;
-            Some(
-                list.trim_end_matches('…')
-                    .split(", ")
-                    .map(str::trim)
-                    .filter(|p| !p.is_empty())
-                    .map(str::to_string)
-                    .collect::<Vec<_>>(),
-            )
-        });
-        match (parts, &self.target) {
-            (Some(parts), _) if !parts.is_empty() => {
-                parts.iter().map(|p| format!("Bash({p}:*)")).collect()
+            let mut parts: Vec<String> = list
+                .trim_end_matches('…')
+                .split(", ")
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect();
+            // The text was cut: its last part may be too.
+            if list.ends_with('…') {
+                parts.pop();
             }
-            (_, Some(command)) => vec![format!("Bash({command}:*)")],
-            _ => vec!["Bash".to_string()],
-        }
+            Some(parts)
+        });
+        let commands = match (parts, &self.target) {
+            (Some(parts), _) if !parts.is_empty() => parts,
+            (_, Some(command)) => vec![command.clone()],
+            _ => return vec!["Bash".to_string()],
+        };
+        commands
+            .iter()
+            .filter(|command| is_simple_command(command))
+            .map(|command| format!("Bash({command}:*)"))
+            .collect()
     }
 
-    /// What a person can do so that the call goes through.
+    /// What a person can do so that the call goes through, outside the
+    /// client's sandbox.
     pub fn how_to_allow(&self) -> String {
         how_to_allow(std::slice::from_ref(self))
     }
+}
+
+/// Words that start shell syntax rather than a command.
+const SHELL_KEYWORDS: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
+    "function", "select", "[", "[[", "!", "{", "}", "(", ")", "time",
+];
+
+/// Whether `command` is one whole simple command (a program and its
+/// words), which a `Bash(<command>:*)` rule can name: no shell keyword at
+/// its start, no operator, redirection, substitution or line break outside
+/// quotes, every quote closed, not cut short (`…`).
+pub fn is_simple_command(command: &str) -> bool {
+    let command = command.trim();
+    let Some(first) = command.split_whitespace().next() else {
+        return false;
+    };
+    if SHELL_KEYWORDS.contains(&first) || command.ends_with('…') || first.contains('=') {
+        return false;
+    }
+    let mut quote: Option<char> = None;
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') | (None, '\\') => {
+                chars.next();
+            }
+            (Some('"'), '$' | '`') => return false,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, ';' | '&' | '|' | '<' | '>' | '`' | '$' | '(' | ')' | '\n' | '{' | '}') => {
+                return false
+            }
+            (None, _) => {}
+        }
+    }
+    quote.is_none()
 }
 
 /// Most refused calls named in one reason; more are counted.
@@ -175,13 +224,26 @@ pub fn calls_in_words(refusals: &[Refusal]) -> String {
     words
 }
 
-/// What a person can do so that the refused calls go through: the
-/// sandbox, `permissions.allow` rules for each call, a permission mode.
+/// What a person can do so that the refused calls go through, in a run
+/// outside the client's sandbox: the sandbox, `permissions.allow` rules
+/// for each call, a permission mode.
 pub fn how_to_allow(refusals: &[Refusal]) -> String {
-    let mut ways = vec![
-        "run with the sandbox (`--sandbox`, needs bubblewrap and socat: `apt-get install bubblewrap socat`)"
-            .to_string(),
-    ];
+    how_to_allow_in(refusals, false)
+}
+
+/// What a person can do so that the refused calls go through, true to the
+/// run's mode: outside the client's sandbox (`sandboxed` false), the
+/// sandbox first; inside it, which already runs commands without asking,
+/// only what it still asks approval for can be allowed (the rules a person
+/// could paste, a permission mode), and the sandbox is never proposed.
+pub fn how_to_allow_in(refusals: &[Refusal], sandboxed: bool) -> String {
+    let mut ways = Vec::new();
+    if !sandboxed {
+        ways.push(
+            "run with the sandbox (`--sandbox`, needs bubblewrap and socat: `apt-get install bubblewrap socat`)"
+                .to_string(),
+        );
+    }
     let mut rules: Vec<String> = Vec::new();
     for rule in refusals.iter().flat_map(Refusal::allow_rules) {
         if !rules.contains(&rule) {
@@ -206,7 +268,14 @@ pub fn how_to_allow(refusals: &[Refusal]) -> String {
         ways.push("pass `-- --permission-mode acceptEdits` (edits inside the project)".into());
     }
     ways.push("pass `-- --permission-mode bypassPermissions`".into());
-    ways.join(", or ")
+    let ways = ways.join(", or ");
+    match sandboxed {
+        false => ways,
+        true => format!(
+            "the client's sandbox is on and still asked approval for it (a command the sandbox does \
+             not run on its own); {ways}"
+        ),
+    }
 }
 
 /// `text` cut to `chars` characters, with `…` when it was longer.

@@ -1,6 +1,6 @@
 //! Test counts read from a verification command's output: the summary
 //! lines the common test runners print (cargo test and nextest, pytest,
-//! python unittest, go test -v, jest, vitest, node --test, mocha, rspec,
+//! python unittest, go test -v and -json, jest, vitest, node --test, mocha, rspec,
 //! phpunit, dotnet test, Maven Surefire, Gradle). Pure: the lines in, the
 //! counts out; `None` when no runner's summary was seen.
 //!
@@ -248,6 +248,14 @@ impl Tally {
             );
         } else if line.starts_with("=== RUN ") {
             self.go_run_seen = true;
+        } else if let Some(event) = go_json(line) {
+            self.go_run_seen = true;
+            match event {
+                Some(GoResult::Pass) => self.go.add(TestCounts::new(1, 0, 0)),
+                Some(GoResult::Fail) => self.go.add(TestCounts::new(0, 1, 0)),
+                Some(GoResult::Skip) => self.go.add(TestCounts::new(0, 0, 1)),
+                None => {}
+            }
         } else if let Some(kind) = go_result(line) {
             match kind {
                 GoResult::Pass => self.go.add(TestCounts::new(1, 0, 0)),
@@ -478,6 +486,27 @@ fn go_result(line: &str) -> Option<GoResult> {
         "SKIP" => Some(GoResult::Skip),
         _ => None,
     }
+}
+
+/// One event of `go test -json` about a test (one with a `Test` field):
+/// `Some(Some(result))` for its `pass`, `fail` or `skip`, `Some(None)` for
+/// its other actions (`run`, `output`); `None` for any other line (a
+/// package's own events among them).
+fn go_json(line: &str) -> Option<Option<GoResult>> {
+    if !line.starts_with('{') || !line.contains("\"Action\":") {
+        return None;
+    }
+    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+    let test = event.get("Test")?.as_str()?;
+    if test.is_empty() {
+        return None;
+    }
+    Some(match event.get("Action")?.as_str()? {
+        "pass" => Some(GoResult::Pass),
+        "fail" => Some(GoResult::Fail),
+        "skip" => Some(GoResult::Skip),
+        _ => None,
+    })
 }
 
 /// `Tests:       1 failed, 1 skipped, 3 passed, 5 total`
@@ -733,6 +762,35 @@ mod tests {
                  === RUN   TestSub/neg\n    --- FAIL: TestSub/neg (0.00s)\n--- FAIL: TestSub (0.00s)\n\
                  === RUN   TestLater\n    x_test.go:9: later\n--- SKIP: TestLater (0.00s)\n\
                  FAIL\nFAIL\texample.com/x\t0.002s\n",
+                c(3, 1, 2, 1),
+            ),
+            // Real output of `go test -json ./...` (go 1.19, Debian's
+            // golang-go) on the same three tests as above.
+            (
+                "go test -json",
+                concat!(
+                    r#"{"Time":"2026-11-28T01:39:16.744310699Z","Action":"run","Package":"example.com/x","Test":"TestAdd"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744407433Z","Action":"output","Package":"example.com/x","Test":"TestAdd","Output":"=== RUN   TestAdd\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744469174Z","Action":"output","Package":"example.com/x","Test":"TestAdd","Output":"--- PASS: TestAdd (0.00s)\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744487051Z","Action":"pass","Package":"example.com/x","Test":"TestAdd","Elapsed":0}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744524206Z","Action":"run","Package":"example.com/x","Test":"TestSub"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744527261Z","Action":"output","Package":"example.com/x","Test":"TestSub","Output":"=== RUN   TestSub\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744557375Z","Action":"run","Package":"example.com/x","Test":"TestSub/neg"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744560049Z","Action":"output","Package":"example.com/x","Test":"TestSub/neg","Output":"=== RUN   TestSub/neg\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744625656Z","Action":"output","Package":"example.com/x","Test":"TestSub/neg","Output":"    x_test.go:12: neg\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744775889Z","Action":"output","Package":"example.com/x","Test":"TestSub","Output":"--- FAIL: TestSub (0.00s)\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744782058Z","Action":"output","Package":"example.com/x","Test":"TestSub/neg","Output":"    --- FAIL: TestSub/neg (0.00s)\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744785594Z","Action":"fail","Package":"example.com/x","Test":"TestSub/neg","Elapsed":0}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744788448Z","Action":"fail","Package":"example.com/x","Test":"TestSub","Elapsed":0}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744791322Z","Action":"run","Package":"example.com/x","Test":"TestLater"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744793616Z","Action":"output","Package":"example.com/x","Test":"TestLater","Output":"=== RUN   TestLater\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.74479633Z","Action":"output","Package":"example.com/x","Test":"TestLater","Output":"    x_test.go:15: later\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744799074Z","Action":"output","Package":"example.com/x","Test":"TestLater","Output":"--- SKIP: TestLater (0.00s)\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744801557Z","Action":"skip","Package":"example.com/x","Test":"TestLater","Elapsed":0}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.744803881Z","Action":"output","Package":"example.com/x","Output":"FAIL\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.745077897Z","Action":"output","Package":"example.com/x","Output":"FAIL\texample.com/x\t0.003s\n"}"#, "\n",
+                    r#"{"Time":"2026-11-28T01:39:16.745084938Z","Action":"fail","Package":"example.com/x","Elapsed":0.003}"#, "\n",
+                ),
                 c(3, 1, 2, 1),
             ),
             (

@@ -20,6 +20,11 @@ use crate::observe::test_counts::{self, TestCounts};
 pub const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
 /// Lines of output shown to the agent and in `ralph-ctl status`.
 pub const OUTPUT_TAIL_LINES: usize = 20;
+/// Most failure headers kept of one command's output (see
+/// [`VerifyResult::failure_headers`]).
+pub const MAX_FAILURE_HEADERS: usize = 50;
+/// Longest failure header kept, in characters.
+pub const FAILURE_HEADER_CHARS: usize = 200;
 /// Default timeout of a verification command, in seconds.
 pub const DEFAULT_TIMEOUT_SECS: u32 = 60;
 
@@ -63,6 +68,13 @@ pub struct VerifyResult {
     /// The same, runner by runner (`pytest`, `cargo`, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_runner: Vec<(String, TestCounts)>,
+    /// Every header of a failing test in the whole output, in order
+    /// (unittest's `FAIL: test_x (mod.Class.test_x)` and `ERROR: …`, go's
+    /// `--- FAIL: TestX`), at most [`MAX_FAILURE_HEADERS`], each cut at
+    /// [`FAILURE_HEADER_CHARS`]: the tail alone loses the first ones of a
+    /// long run, and with them which tests failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failure_headers: Vec<String>,
 }
 
 impl VerifyResult {
@@ -79,6 +91,10 @@ fn tail_lines(bytes: &[u8]) -> String {
     lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..].join("\n")
 }
 
+/// The width a check's output is written at (`COLUMNS`): what runners
+/// use when their output is not a terminal.
+pub const CHECK_COLUMNS: &str = "80";
+
 /// Runs one command from `root` with its timeout, inside `walls`.
 pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
     let started = Instant::now();
@@ -91,6 +107,7 @@ pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
         output_tail: output,
         counts: None,
         by_runner: Vec::new(),
+        failure_headers: Vec::new(),
     };
     // One pipe for stdout and stderr keeps their lines in the order written.
     let (reader, writer) = match std::io::pipe().and_then(|(r, w)| Ok((r, w.try_clone()?, w))) {
@@ -103,8 +120,13 @@ pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
         Ok(walled) => walled,
         Err(e) => return result(None, false, e.to_string()),
     };
+    // Output at one width whatever the terminal ralph (or the client's
+    // hook) runs in: a runner's banners fill COLUMNS, and wrap in status
+    // and the report when it is a wide terminal's.
     cmd.current_dir(root)
         .env_remove("RALPH_ACTIVE")
+        .env("COLUMNS", CHECK_COLUMNS)
+        .env_remove("LINES")
         .stdin(Stdio::null())
         .stdout(writer.0)
         .stderr(writer.1);
@@ -143,11 +165,12 @@ pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
     while !reader.is_finished() && Instant::now() < drain_deadline {
         thread::sleep(Duration::from_millis(5));
     }
-    let output = std::mem::take(&mut *output.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut output = std::mem::take(&mut *output.lock().unwrap_or_else(|e| e.into_inner()));
     let mut text = tail_lines(&output.tail);
     if timed_out {
         text.push_str(&format!("\n(killed after {} s)", verify.timeout_seconds));
     }
+    let failure_headers = std::mem::take(&mut output.headers);
     let by_runner: Vec<(String, TestCounts)> = output
         .finish()
         .into_iter()
@@ -157,6 +180,7 @@ pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
     VerifyResult {
         counts,
         by_runner,
+        failure_headers,
         ..result(exit_code, timed_out, text)
     }
 }
@@ -169,6 +193,10 @@ struct Output {
     tail: Vec<u8>,
     line: Vec<u8>,
     tally: test_counts::Tally,
+    /// The failure headers seen (see [`VerifyResult::failure_headers`]).
+    headers: Vec<String>,
+    /// The last line was unittest's rule of `=` above a header.
+    after_rule: bool,
 }
 
 impl Output {
@@ -189,7 +217,17 @@ impl Output {
     }
 
     fn end_line(&mut self) {
-        self.tally.line(&String::from_utf8_lossy(&self.line));
+        let text = String::from_utf8_lossy(&self.line);
+        self.tally.line(&text);
+        let cleaned = test_counts::clean(&text);
+        let line = cleaned.trim_end();
+        if is_failure_header(line, self.after_rule) && self.headers.len() < MAX_FAILURE_HEADERS {
+            self.headers.push(crate::observe::refusals::sample_of(
+                line.trim(),
+                FAILURE_HEADER_CHARS,
+            ));
+        }
+        self.after_rule = line.len() >= 20 && line.bytes().all(|b| b == b'=');
         self.line.clear();
     }
 
@@ -199,6 +237,20 @@ impl Output {
         }
         self.tally.by_runner()
     }
+}
+
+/// Whether `line` heads a failing test's report: unittest's `FAIL: name
+/// (…)` or `ERROR: name (…)` right under its rule of `=`, or go's `--- FAIL:
+/// TestName` (a subtest's indented).
+fn is_failure_header(line: &str, after_rule: bool) -> bool {
+    let unittest = after_rule
+        && (line.starts_with("FAIL: ") || line.starts_with("ERROR: "))
+        && line.ends_with(')');
+    let go = line
+        .trim_start()
+        .strip_prefix("--- FAIL: ")
+        .is_some_and(|rest| rest.starts_with("Test") || rest.starts_with("Example"));
+    unittest || go
 }
 
 /// Runs the commands in order and stops at the first failure.
@@ -226,15 +278,22 @@ pub fn test_baseline(
 ) -> Vec<test_counts::CommandCounts> {
     commands
         .iter()
-        .filter_map(|command| {
-            let result = run(root, command, walls);
-            result.counts.map(|counts| test_counts::CommandCounts {
-                command: result.command,
-                counts,
-                runners: result.by_runner.into_iter().map(|(name, _)| name).collect(),
-            })
-        })
+        .filter_map(|command| counts_of(&run(root, command, walls)))
         .collect()
+}
+
+/// A run's entry of the `testBaseline`: its counts and the runners they
+/// were read from; `None` when no runner's summary was read.
+pub fn counts_of(result: &VerifyResult) -> Option<test_counts::CommandCounts> {
+    result.counts.map(|counts| test_counts::CommandCounts {
+        command: result.command.clone(),
+        counts,
+        runners: result
+            .by_runner
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect(),
+    })
 }
 
 /// The sum of the commands' timeouts, in seconds.
@@ -256,6 +315,16 @@ mod tests {
     }
     fn test_baseline(root: &Path, commands: &[VerifyCommand]) -> Vec<test_counts::CommandCounts> {
         super::test_baseline(root, commands, &Walls::open())
+    }
+
+    #[test]
+    fn a_check_writes_at_one_width_whatever_the_terminal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = run(
+            tmp.path(),
+            &cmd("width", "echo \"cols=$COLUMNS lines=${LINES-unset}\"", 10),
+        );
+        assert_eq!(out.output_tail.trim(), "cols=80 lines=unset");
     }
 
     #[test]
@@ -401,6 +470,49 @@ mod tests {
         assert_eq!(results.len(), 2);
         assert!(!dir.path().join("c-ran").exists());
         assert_eq!(total_timeout(&[cmd("a", "x", 5), cmd("b", "y", 7)]), 12);
+    }
+
+    #[test]
+    fn every_failure_header_is_kept_past_the_tail() {
+        let dir = tempfile::TempDir::new().unwrap();
+        // Real unittest output's shape (Python 3.11): each failure's header
+        // under a rule of `=`, its traceback, then the summary; the first
+        // header is pushed out of the tail by a long traceback.
+        std::fs::write(
+            dir.path().join("out.txt"),
+            "FF\n\
+             ======================================================================\n\
+             FAIL: test_default (toolz.tests.test_dicttoolz.TestDict.test_default)\n\
+             ----------------------------------------------------------------------\n\
+             Traceback (most recent call last):\n",
+        )
+        .unwrap();
+        let script = "cat out.txt; seq 1 40 | sed 's/^/  frame /'; \
+                      printf '%s\\n' '======================================================================' \
+                      'ERROR: test_merge (toolz.tests.test_dicttoolz.TestDict.test_merge)' \
+                      'ValueError: x' 'FAIL: not a header: no rule above it' \
+                      '    --- FAIL: TestSub/neg (0.00s)' \
+                      '' 'Ran 2 tests in 0.001s' '' 'FAILED (failures=1, errors=1)'; exit 1";
+        let result = run(dir.path(), &cmd("tests", script, 20));
+        assert!(
+            !result.output_tail.contains("test_default"),
+            "out of the tail"
+        );
+        assert_eq!(
+            result.failure_headers,
+            [
+                "FAIL: test_default (toolz.tests.test_dicttoolz.TestDict.test_default)",
+                "ERROR: test_merge (toolz.tests.test_dicttoolz.TestDict.test_merge)",
+                "--- FAIL: TestSub/neg (0.00s)",
+            ]
+        );
+        // Bounded: at most MAX_FAILURE_HEADERS, each cut.
+        let many = "for i in $(seq 1 80); do echo ==========================; \
+                    echo \"FAIL: test_$i ($(head -c 400 /dev/zero | tr '\\0' x))\"; done; exit 1";
+        let result = run(dir.path(), &cmd("tests", many, 20));
+        assert_eq!(result.failure_headers.len(), MAX_FAILURE_HEADERS);
+        assert!(result.failure_headers[0].starts_with("FAIL: test_1 (xxx"));
+        assert!(result.failure_headers[0].chars().count() <= FAILURE_HEADER_CHARS + 1);
     }
 
     #[test]

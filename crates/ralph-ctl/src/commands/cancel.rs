@@ -12,9 +12,36 @@ use ralph_core::transaction::{self, Found, Whose};
 use crate::error::CmdResult;
 use crate::error::CtlError;
 
+/// `ralph-ctl cancel`'s arguments.
+#[derive(clap::Args, Debug, Default)]
+pub(crate) struct CancelArgs {
+    /// The words are for the session's agent, not the person: the plugin's
+    /// /cancel-ralph, whose output the agent reads, tells it to stop.
+    #[arg(long, hide = true)]
+    pub(crate) to_agent: bool,
+}
+
+/// Who reads what `cancel` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reader {
+    /// The person, at a terminal or on the page.
+    Person,
+    /// The session's agent (the plugin's /cancel-ralph).
+    Agent,
+}
+
+/// `ralph-ctl cancel` on the command line.
+pub(crate) fn command(paths: &ProjectPaths, args: CancelArgs) -> CmdResult {
+    let reader = match args.to_agent {
+        true => Reader::Agent,
+        false => Reader::Person,
+    };
+    run(paths, reader, &mut std::io::stdout())
+}
+
 /// `ralph-ctl cancel`: ends the project's running or paused loop,
-/// `cancelled`, whatever session owns it; says so on `out`.
-pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
+/// `cancelled`, whatever session owns it; says so on `out`, to `reader`.
+pub(crate) fn run(paths: &ProjectPaths, reader: Reader, out: &mut dyn Write) -> CmdResult {
     // A loop left running by a launcher killed outright is recorded as
     // interrupted first: there is then nothing left to cancel.
     crate::driver::carriers::reconcile_before_change(paths)?;
@@ -32,8 +59,15 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     })?;
     let text = match crate::driver::told(changed) {
         Found::Loop(state) if cancelled => format!(
-            "Ralph loop cancelled at iteration {} of {}: it will not go on. Stop working on its task.\n",
-            state.iteration, state.max_iterations
+            "Ralph loop cancelled at iteration {} of {}: it will not go on.{}\n",
+            state.iteration,
+            state.max_iterations,
+            match reader {
+                Reader::Agent => " Stop working on its task.",
+                Reader::Person => {
+                    " Its agent is not sent back to work at its next stop."
+                }
+            }
         ),
         Found::Loop(state) => format!(
             "The Ralph loop here is not running (it is {}): nothing to cancel.\n",

@@ -303,6 +303,16 @@ fn write_check(
         Some(start) => writeln!(out, "  tests: {now}; at the loop's start: {start}")?,
         None => writeln!(out, "  tests: {now}; no count of the loop's start")?,
     }
+    let lost = result
+        .failure_headers
+        .iter()
+        .any(|h| !result.output_tail.contains(h.trim_end_matches('…')));
+    if !result.passed() && lost {
+        writeln!(out, "  the failing tests it named:")?;
+        for header in &result.failure_headers {
+            writeln!(out, "    {}", printable(header))?;
+        }
+    }
     if !result.passed() && !result.output_tail.trim().is_empty() {
         writeln!(out, "  last lines of its output:")?;
         for line in result.output_tail.lines() {
@@ -321,7 +331,13 @@ fn write_gate(out: &mut dyn Write, gate: &GateResult) -> io::Result<()> {
     let detail = match gate.gate {
         completion::Gate::Verification => {
             let first = gate.detail.lines().next().unwrap_or_default();
-            match first.strip_suffix("; last lines of its output:") {
+            match first
+                .strip_suffix("; last lines of its output:")
+                .or_else(|| {
+                    first
+                        .split_once("; the failing tests it named")
+                        .map(|(said, _)| said)
+                }) {
                 Some(said) => format!("{said} (its output is above)"),
                 None => first.to_string(),
             }

@@ -40,6 +40,10 @@ pub(crate) struct DoctorArgs {
     /// client's first-run screens and folder trust fail until done.
     #[arg(long)]
     pub(crate) interactive: bool,
+    /// Do not run the verify commands (by default each runs once, in the
+    /// walls, within its timeout, as a loop's start runs it).
+    #[arg(long)]
+    pub(crate) no_check: bool,
 }
 
 /// `ralph-ctl doctor` as its arguments ask, on stdout.
@@ -48,7 +52,13 @@ pub(crate) fn command(paths: &ProjectPaths, args: DoctorArgs) -> CmdResult {
         true => Runs::Interactive,
         false => Runs::Headless,
     };
-    run(paths, runs, args.json, &mut std::io::stdout())
+    run(
+        paths,
+        runs,
+        args.json,
+        !args.no_check,
+        &mut std::io::stdout(),
+    )
 }
 
 /// The client versions the end-to-end tests run.
@@ -110,6 +120,29 @@ pub(crate) struct Check {
     /// What to do, when something is to be done.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) fix: Option<String>,
+    /// For the `check` entries: how the verify command ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) run: Option<CheckRun>,
+}
+
+/// How one verify command ran in the walls (`doctor --json`'s `run`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CheckRun {
+    /// The command, as in config.json.
+    pub(crate) command: String,
+    /// `passed`, `failing`, `cannot-run` or `timed-out`.
+    pub(crate) outcome: &'static str,
+    /// Its exit code (none: killed, or never started).
+    pub(crate) exit_code: Option<i32>,
+    /// How long it ran.
+    pub(crate) duration_ms: u64,
+    /// The test counts read from its output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) counts: Option<ralph_core::observe::test_counts::TestCounts>,
+    /// Why it cannot run, for `cannot-run`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) why: Option<String>,
 }
 
 fn check(name: &'static str, verdict: Verdict, detail: String, fix: Option<String>) -> Check {
@@ -118,13 +151,20 @@ fn check(name: &'static str, verdict: Verdict, detail: String, fix: Option<Strin
         verdict,
         detail,
         fix,
+        run: None,
     }
 }
 
-/// Runs every check on the project at `paths` for `runs`; writes them (or
-/// JSON) on `out`.
-pub(crate) fn run(paths: &ProjectPaths, runs: Runs, json: bool, out: &mut dyn Write) -> CmdResult {
-    let checks = all(paths, runs);
+/// Runs every check on the project at `paths` for `runs` (the verify
+/// commands too when `runs_checks`); writes them (or JSON) on `out`.
+pub(crate) fn run(
+    paths: &ProjectPaths,
+    runs: Runs,
+    json: bool,
+    runs_checks: bool,
+    out: &mut dyn Write,
+) -> CmdResult {
+    let checks = all(paths, runs, runs_checks);
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     let written = if json {
         #[derive(Serialize)]
@@ -181,8 +221,9 @@ fn show(checks: &[Check], runs: Runs, out: &mut dyn Write) -> std::io::Result<()
     }
 }
 
-/// Every check for `runs`, in order.
-pub(crate) fn all(paths: &ProjectPaths, runs: Runs) -> Vec<Check> {
+/// Every check for `runs`, in order (the verify commands run when
+/// `runs_checks`).
+pub(crate) fn all(paths: &ProjectPaths, runs: Runs, runs_checks: bool) -> Vec<Check> {
     let config = Config::load(paths, &ProcessEnv);
     let mut checks = vec![hook(paths)];
     checks.push(match &config {
@@ -209,15 +250,102 @@ pub(crate) fn all(paths: &ProjectPaths, runs: Runs) -> Vec<Check> {
     checks.push(client_check);
     let setup = crate::driver::first_run::Setup::probe(&paths.root);
     checks.push(login(&setup));
+    if setup.subscription {
+        checks.push(check(
+            "billing",
+            Verdict::Ok,
+            crate::driver::first_run::SUBSCRIPTION_BILLING.to_string(),
+            None,
+        ));
+    }
     checks.push(first_run(&setup, runs));
     checks.push(folder_trust(&setup, runs));
     if let Ok(config) = &config {
         checks.push(sandbox(config, version));
         checks.push(walls(config));
+        if runs_checks {
+            checks.extend(verify_runs(paths, config));
+        }
     }
     checks.push(active_in_profiles());
     checks.push(state(paths));
+    if let Some(line) = crate::driver::config_hold::looked_at(paths) {
+        checks.push(check("git lock", Verdict::Ok, line, None));
+    }
     checks
+}
+
+/// Each verify command run once as a loop's start runs it (in the walls,
+/// with its own timeout as its deadline): passing or failing with its
+/// counts and time, or why it cannot run, which would stop a loop's start.
+fn verify_runs(paths: &ProjectPaths, config: &Config) -> Vec<Check> {
+    use ralph_core::observe::runnable::{self, Severity};
+    const NAME: &str = "check";
+    if config.completion.verify.is_empty() {
+        return Vec::new();
+    }
+    let walls = ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
+    config
+        .completion
+        .verify
+        .iter()
+        .map(|command| {
+            let result = verify::run(&paths.root, command, &walls);
+            let diagnosis = runnable::diagnose(&paths.root, &result);
+            let seconds = format!("{} ms", result.duration_ms);
+            let counts = result
+                .counts
+                .map_or_else(|| "no test counts in its output".to_string(), |c| c.describe());
+            let cmd = &command.command;
+            let (verdict, outcome, detail, fix) = match &diagnosis {
+                Some(d) if d.severity == Severity::CannotRun => (
+                    Verdict::Fail,
+                    "cannot-run",
+                    format!("`{cmd}` cannot run ({seconds}): {} ({})", d.rule, d.evidence),
+                    Some(format!(
+                        "{}; a loop's start stops on it (start with {} if making it run is the task)",
+                        d.fix,
+                        crate::driver::start::CHECK_MAY_NOT_RUN
+                    )),
+                ),
+                _ if result.timed_out => (
+                    Verdict::Warn,
+                    "timed-out",
+                    format!("`{cmd}` did not finish within its {} s", command.timeout_seconds),
+                    Some("raise its timeoutSeconds in .claude/ralph/config.json".into()),
+                ),
+                _ if result.passed() => (
+                    Verdict::Ok,
+                    "passed",
+                    format!("`{cmd}` passes in {seconds}: {counts}"),
+                    None,
+                ),
+                _ => (
+                    Verdict::Warn,
+                    "failing",
+                    format!(
+                        "`{cmd}` runs and fails (exit {}) in {seconds}: {counts}",
+                        result.exit_code.unwrap_or_default()
+                    ),
+                    Some(diagnosis.as_ref().map_or_else(
+                        || "nothing, if making it pass is the loop's task".to_string(),
+                        |d| d.fix.clone(),
+                    )),
+                ),
+            };
+            Check {
+                run: Some(CheckRun {
+                    command: cmd.clone(),
+                    outcome,
+                    exit_code: result.exit_code,
+                    duration_ms: result.duration_ms,
+                    counts: result.counts,
+                    why: diagnosis.map(|d| d.describe(cmd)),
+                }),
+                ..check(NAME, verdict, detail, fix)
+            }
+        })
+        .collect()
 }
 
 /// Whether the client can log in (every run needs it): a key or token in
@@ -420,7 +548,7 @@ fn timeout(paths: &ProjectPaths, config: &Config) -> Check {
     let total = verify::total_timeout(&config.completion.verify);
     if config.completion.verify.is_empty() {
         return check(
-            NAME,
+            "verify",
             Verdict::Warn,
             "no verify command: a completion claim is accepted unchecked".into(),
             Some(match super::init::test_command(&paths.root) {
@@ -461,17 +589,19 @@ fn prompt(paths: &ProjectPaths, config: &Config) -> Check {
     const NAME: &str = "PROMPT.md";
     let path = paths.resolve(&config.prompt_file);
     match ralph_core::observe::prompt_text::read_prompt(&path) {
-        // Not a failure: a start refuses it anyway, saying so.
+        // No warning: a queue run and /ralph-loop bring their own tasks,
+        // and a plain loop's start refuses it anyway, saying so.
         Ok(text) if ralph_core::observe::prompt_text::is_template(&text) => check(
             NAME,
-            Verdict::Warn,
+            Verdict::Ok,
             format!(
-                "{} is still the template: a loop refuses to start on it",
+                "{} is still the template: a queue run (`--queue`) and /ralph-loop bring their \
+                 own tasks and take it as it is; a plain loop refuses to start on it",
                 path.display()
             ),
             Some(
-                "write the task into it, saying what done means, or start with \
-                 `ralph-ctl run --task \"TEXT\"`, which writes TEXT there"
+                "for a plain loop, write the task into it, saying what done means, or start \
+                 with `ralph-ctl run --task \"TEXT\"`, which writes TEXT there"
                     .into(),
             ),
         ),

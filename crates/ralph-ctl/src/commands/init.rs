@@ -283,7 +283,7 @@ fn has_terminal() -> bool {
 }
 
 /// A JSON file read whole and parsed into an object (empty when missing or blank).
-fn read_json_object(path: &Path) -> Result<Value, CtlError> {
+pub(crate) fn read_json_object(path: &Path) -> Result<Value, CtlError> {
     let bytes = match registration::read_settings(path)? {
         Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
             return Ok(Value::Object(Default::default()))
@@ -305,7 +305,7 @@ fn read_json_object(path: &Path) -> Result<Value, CtlError> {
 }
 
 /// `value` as the pretty JSON text `init` writes.
-fn json_text(value: &Value) -> String {
+pub(crate) fn json_text(value: &Value) -> String {
     let mut text = serde_json::to_string_pretty(value).expect("JSON values serialize");
     text.push('\n');
     text

@@ -62,6 +62,10 @@ pub(crate) struct LoopStartArgs {
     /// (what /ralph-loop expands to).
     #[arg(long)]
     pub(crate) started: bool,
+    /// Start even though the check (verify) cannot run: making it run is
+    /// the task (also read from the /ralph-loop line).
+    #[arg(long)]
+    pub(crate) check_may_not_run: bool,
 }
 
 impl LoopStartArgs {
@@ -103,7 +107,11 @@ pub(crate) fn loop_start(
 }
 
 /// The flags a `/ralph-loop` line may carry besides its task.
-const LOOP_FLAGS: [&str; 2] = ["--max-iterations", "--completion-promise"];
+const LOOP_FLAGS: [&str; 3] = [
+    "--max-iterations",
+    "--completion-promise",
+    crate::driver::start::CHECK_MAY_NOT_RUN,
+];
 
 /// A `/ralph-loop` line (its words joined by spaces; `--stdin`'s text
 /// kept as it came): the task, verbatim (its newlines, lists and code
@@ -225,6 +233,10 @@ fn flag_at(text: &str, trailing: bool) -> Option<Flag<'_>> {
         flag_shaped,
         after,
     };
+    if name == crate::driver::start::CHECK_MAY_NOT_RUN {
+        // A switch: no value.
+        return Some(flag(Ok(String::new()), true, &text[name.len()..]));
+    }
     let missing = || Err(CtlError::BadArgument(format!("{name} needs a value")));
     let Some(first) = rest.chars().next() else {
         return Some(flag(missing(), joined, rest));
@@ -286,6 +298,8 @@ fn apply_flag(out: &mut LoopStartArgs, flag: &str, value: &str) -> Result<(), Ct
                 ))
             })?;
         out.max_iterations = Some(n);
+    } else if flag == crate::driver::start::CHECK_MAY_NOT_RUN {
+        out.check_may_not_run = true;
     } else {
         out.completion_promise = Some(value.to_string());
     }
@@ -311,6 +325,10 @@ fn open(paths: &ProjectPaths, request: &LoopStartArgs) -> Result<(String, String
             MAX_TASK_BYTES / 1024
         )));
     }
+    if request.check_may_not_run {
+        start::allow_check_not_running();
+    }
+    let adopted = adopt_found_check(paths)?;
     let (mut config, pin) = start::pinned_config(paths)?;
     if let Some(promise) = &request.completion_promise {
         config.completion_signal =
@@ -348,8 +366,35 @@ fn open(paths: &ProjectPaths, request: &LoopStartArgs) -> Result<(String, String
             request.completion_promise.is_some(),
         ),
         checks: config.completion.verify.len(),
+        first_check: config.completion.verify.first().map(|v| v.command.as_str()),
+        adopted: adopted.as_deref(),
     };
     Ok((read_line(&read), started_message(read)))
+}
+
+/// In a project whose config names no check (`/ralph-loop` without
+/// `init`), the test command `init` would find becomes the check, as `init
+/// --yes` makes it: written to `.claude/ralph/config.json`, so the loop
+/// pins it and every claim runs it. Returns what was found and from where;
+/// `None` when the config has a `verify` of its own (even an empty one:
+/// the person's choice) or nothing is found.
+fn adopt_found_check(paths: &ProjectPaths) -> Result<Option<String>, CtlError> {
+    let config_path = paths.config_file();
+    let config = super::init::read_json_object(&config_path)?;
+    if config.get("verify").is_some() {
+        return Ok(None);
+    }
+    let Some((command, source)) = super::init::test_command(&paths.root) else {
+        return Ok(None);
+    };
+    let mut value = config;
+    value["verify"] = serde_json::json!([{"name": "tests", "command": command}]);
+    if let Some(dir) = config_path.parent() {
+        std::fs::create_dir_all(dir).map_err(CtlError::io("create", dir))?;
+    }
+    std::fs::write(&config_path, super::init::json_text(&value))
+        .map_err(CtlError::io("write", &config_path))?;
+    Ok(Some(format!("`{command}` (found from {source})")))
 }
 
 /// The `/ralph-loop` command a prompt starts with, as the person typed it:
@@ -587,6 +632,8 @@ fn started_text(paths: &ProjectPaths, session: Option<String>) -> Result<String,
         ),
         signal: (&signal, state.completion_signal.is_some()),
         checks: config.completion.verify.len(),
+        first_check: config.completion.verify.first().map(|v| v.command.as_str()),
+        adopted: None,
     }))
 }
 
@@ -601,6 +648,10 @@ struct Read<'a> {
     signal: (&'a str, bool),
     /// How many verify commands check a claim (0: it is not verified).
     checks: usize,
+    /// The first verify command, named when it is the only one.
+    first_check: Option<&'a str>,
+    /// The test command found and made the check for this loop, if it was.
+    adopted: Option<&'a str>,
 }
 
 /// The one line that says what a `/ralph-loop` line was read as, so the
@@ -632,11 +683,19 @@ fn read_line(read: &Read) -> String {
             format!("the default; {flag} {value} sets it")
         }
     };
-    let check = match read.checks {
-        0 => "not verified: no verify command in .claude/ralph/config.json, so the promise ends the loop \
+    let check = match (read.checks, read.adopted) {
+        (_, Some(found)) => format!(
+            "checked by {found}, the project's tests, now the verify command in \
+             .claude/ralph/config.json (change it there, or `ralph-ctl init --verify CMD`)"
+        ),
+        (1, None) if read.first_check.is_some() => format!(
+            "checked by `{}` (the verify command in .claude/ralph/config.json)",
+            read.first_check.unwrap_or_default()
+        ),
+        (0, None) => "not verified: no verify command in .claude/ralph/config.json, so the promise ends the loop \
               without running anything (`ralph-ctl init --verify CMD` adds one)"
             .to_string(),
-        n => format!(
+        (n, None) => format!(
             "checked by {n} verify command{} (.claude/ralph/config.json)",
             if n == 1 { "" } else { "s" }
         ),
@@ -907,6 +966,8 @@ mod tests {
             max: (6, true),
             signal: ("DONE", true),
             checks: 1,
+            first_check: None,
+            adopted: None,
         });
         assert_eq!(
             given,
@@ -919,6 +980,8 @@ mod tests {
             max: (25, false),
             signal: ("RALPH_AUDIT_COMPLETE_NO_FINDINGS", false),
             checks: 0,
+            first_check: None,
+            adopted: None,
         });
         assert_eq!(
             defaults,
@@ -934,6 +997,8 @@ mod tests {
             max: (25, false),
             signal: ("DONE", false),
             checks: 2,
+            first_check: None,
+            adopted: None,
         });
         assert!(said.contains("word word … "), "{said}");
         assert!(said.contains("the end --max-iterations\";"), "{said}");

@@ -60,7 +60,8 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         .verify
         .retain(|v| !known.contains(&v.command));
     let new_baseline = match &before {
-        Some(_) => crate::driver::start::test_baseline(paths, &new_commands),
+        // A running loop is not stopped: a check that cannot run is said.
+        Some(_) => crate::driver::start::test_baseline(paths, &new_commands, true)?,
         None => Vec::new(),
     };
     let old_patterns = before

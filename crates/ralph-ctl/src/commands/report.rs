@@ -18,6 +18,7 @@ use ralph_core::persist::store::StateStore;
 
 use crate::error::CmdResult;
 use crate::error::CtlError;
+use crate::item_loops::ItemLoop;
 use crate::render::{self, esc};
 
 /// `ralph-ctl report`'s arguments (its help is the command's).
@@ -68,13 +69,33 @@ pub(crate) fn html(paths: &ProjectPaths, state: &LoopState, config: Option<&Conf
         render::STYLE,
         esc(&paths.root.display().to_string())
     );
-    page.push_str(&render::loop_sections(
-        state,
-        config,
-        ralph_core::time::Timestamp::now().secs(),
-    ));
+    let now = ralph_core::time::Timestamp::now().secs();
+    match &state.queue {
+        Some(queue) => {
+            let loops = crate::item_loops::read_all(paths);
+            let items = render::items(queue, &loops);
+            page.push_str(&render::run_sections(state, &items, now));
+            page.push_str(&item_folds(&items, &loops, now));
+        }
+        None => page.push_str(&render::loop_sections(state, config, now)),
+    }
     page.push_str("</body></html>\n");
     page
+}
+
+/// Each item of a queue run folded: its record, then its own loop's
+/// sections (judged by its own pin), when its folder still holds it.
+fn item_folds(items: &[render::ItemView], loops: &[ItemLoop], now: u64) -> String {
+    let mut folds = String::new();
+    for item in items {
+        let own = loops.iter().find(|l| l.item_id() == Some(item.id));
+        let inner = match (item.state, own) {
+            (Some(state), Some(own)) => render::loop_sections(state, own.config.as_ref(), now),
+            _ => "<p class=\"muted\">its loop's record is no longer here</p>".into(),
+        };
+        folds.push_str(&render::fold(item, &inner));
+    }
+    folds
 }
 
 #[cfg(test)]
@@ -86,12 +107,22 @@ mod tests {
     use ralph_core::observe::verify::VerifyResult;
 
     #[test]
-    fn a_queue_run_has_a_row_per_item_escaped() {
+    fn a_queue_run_has_a_row_per_item_escaped_and_each_item_folded() {
         let state = crate::testdir::queue_run_state();
         let page = html(&ProjectPaths::new("/p"), &state, None);
-        assert!(page.contains("<h2>Queue</h2><p>plan:PLAN.md, 3 items taken: 1 done, 1 working, 1 needs-review</p>"), "{page}");
-        assert!(page.contains("<td>plan-a</td><td>add &lt;b&gt;</td><td>done</td><td>4242-1</td><td>2</td><td>$0.5000</td>"), "{page}");
-        assert!(page.contains("<td>needs-review</td>"), "{page}");
+        assert!(page.contains("<span class=\"run-counts\">3 items taken: 1 done, 1 working, 1 needs-review</span>"), "{page}");
+        assert!(page.contains("<td class=\"title\">add &lt;b&gt;</td><td class=\"item-status\" data-status=\"done\">done</td><td>2</td><td>$0.5000</td>"), "{page}");
+        assert!(
+            page.contains("data-status=\"needs-review\">needs-review</td>"),
+            "{page}"
+        );
+        // No loop folder under /p: each item folded with its record alone.
+        assert_eq!(page.matches("<details class=\"item\"").count(), 3, "{page}");
+        assert!(
+            page.contains("<summary>fix it: needs-review</summary>"),
+            "{page}"
+        );
+        assert!(!page.contains("no iteration recorded yet"), "{page}");
     }
 
     #[test]
@@ -127,6 +158,7 @@ mod tests {
                 output_tail: "OK (skipped=1)".into(),
                 counts: Some(TestCounts::new(2, 0, 1)),
                 by_runner: vec![("unittest".into(), TestCounts::new(2, 0, 1))],
+                failure_headers: Vec::new(),
             }],
         });
         let page = html(&ProjectPaths::new(Path::new("/p")), &state, None);

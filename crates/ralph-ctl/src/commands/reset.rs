@@ -44,6 +44,9 @@ fn run_asking(paths: &ProjectPaths, force: bool, ask: Ask) -> CmdResult {
     // A loop left running by a launcher killed outright: its ending
     // recorded (and told) before it is cleared.
     crate::driver::carriers::reconcile_before_change(paths)?;
+    if let Some(line) = crate::driver::config_hold::looked_at(paths) {
+        crate::output::say!("{line}");
+    }
     // The loop still going that the person agreed to clear.
     let mut agreed = None;
     if !force {

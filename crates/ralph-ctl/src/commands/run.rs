@@ -57,7 +57,7 @@ pub(crate) struct RunArgs {
     /// is worked as a loop of its own, fresh context, in a worktree on a
     /// branch ralph/item-<id>, then landed by the merge queue (--merge).
     /// A second `run --queue` on the same project joins the run.
-    #[arg(long, value_name = "SOURCE", conflicts_with_all = ["resume", "formula", "dry_run"])]
+    #[arg(long, value_name = "SOURCE", conflicts_with_all = ["resume", "formula"])]
     queue: Option<String>,
     /// With --queue: how many items this process works at once (another
     /// `run --queue` on the project adds its own workers).
@@ -124,6 +124,11 @@ pub(crate) struct RunArgs {
     /// the test command found the completion check without asking.
     #[arg(long, short = 'y')]
     yes: bool,
+    /// Start even though the check (verify) cannot run (its program or
+    /// runner not found, a usage error), which otherwise stops the start:
+    /// making it run is the task. Every claim is rejected until it runs.
+    #[arg(long)]
+    check_may_not_run: bool,
     /// Print the client's own output as it is (its JSON result, or its
     /// stream-json events for fresh iterations) instead of readable
     /// progress lines.
@@ -183,9 +188,15 @@ fn parse_dollars(text: &str) -> Result<f64, String> {
 /// (`--task`) set up, the options taken up the way a resumed loop ran, then
 /// the loop driven or the queue drained.
 pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
+    if let Some(line) = crate::driver::config_hold::looked_at(paths) {
+        crate::driver::say(&line);
+    }
     // The same overrides as the variables, so that the start, the
     // driver and the client's Stop hook (which inherits this
     // environment) all read them. Set before any thread starts.
+    if args.check_may_not_run {
+        crate::driver::start::allow_check_not_running();
+    }
     if let Some(n) = args.max_iterations {
         std::env::set_var(
             ralph_core::judge::config::env::MAX_ITERATIONS,

@@ -41,6 +41,13 @@ pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdR
     // interrupted, never recorded (nor its `notify` run) from here; whoever
     // next changes the loop (`run --resume`, `cancel`, `reset`) records it.
     let store = StateStore::new(paths);
+    // The one thing status changes: a `.git/config.lock` a killed queue
+    // run left (`git config` fails on it) goes, and is said.
+    if let Some(line) = crate::driver::config_hold::looked_at(paths) {
+        if !json {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     let (code, written) = match store.read() {
         Ok(state) => (exit_codes::OK, show(paths, state.as_ref(), json, out)),
         Err(
@@ -455,12 +462,17 @@ fn queue_items(l: &mut Lines, state: &LoopState) {
 /// When it started, stopped and ended, why, and what to do next.
 fn times_and_next(l: &mut Lines, state: &LoopState, config: Option<&Config>, now: u64) {
     l.line("started:", state.started_at.to_string());
-    l.line(
-        "last stop:",
-        state
-            .last_run_at
-            .map_or_else(|| "none yet".into(), |t| t.to_string()),
-    );
+    // A queue run's own loop never stops: its items do (listed above).
+    if state.queue.is_none() {
+        l.line(
+            "last stop:",
+            match (state.last_run_at, state.status.is_live()) {
+                (Some(t), _) => t.to_string(),
+                (None, true) => "none yet".into(),
+                (None, false) => "none".into(),
+            },
+        );
+    }
     if let Some(ended) = &state.ended_at {
         l.line("ended:", ended.to_string());
     }
@@ -628,7 +640,7 @@ fn claim_lines(l: &mut Lines, state: &LoopState) {
         l.line(
             "last claim:",
             format!(
-                "iteration {} ({}), {}: {}",
+                "iteration {} ({}), {}; claimed by {}",
                 claim.iteration,
                 claim.mode.as_str(),
                 if claim.accepted {

@@ -338,6 +338,15 @@ fn new_tag() -> String {
     )
 }
 
+/// A readable line with the thread's line prefix in front (its own
+/// indent dropped then: `[fix the parser] says: …`).
+fn prefixed(prefix: &str, shown: &str) -> String {
+    match prefix {
+        "" => shown.to_string(),
+        _ => format!("{prefix}{}", shown.trim_start()),
+    }
+}
+
 /// Whether `bytes` hold a stream-json `result` event, or the `result`
 /// object `--output-format json` writes: the client's turn is done.
 fn holds_result(bytes: &[u8]) -> bool {
@@ -401,9 +410,10 @@ impl RunningClient {
                 let seen = Arc::new(AtomicU64::new(0));
                 let counter = Arc::clone(&seen);
                 let (done, finished) = mpsc::channel();
-                thread::Builder::new()
-                    .name("client-stdout".into())
-                    .spawn(move || {
+                thread::Builder::new().name("client-stdout".into()).spawn({
+                    // A queue item's title, when several workers write.
+                    let prefix = super::line_prefix();
+                    move || {
                         let mut buf = [0u8; 64 * 1024];
                         let mut ours = io::stdout();
                         // A readable line is written once its event is whole.
@@ -426,7 +436,11 @@ impl RunningClient {
                                         hook(&line);
                                     }
                                     for shown in live::readable(&String::from_utf8_lossy(&line)) {
-                                        let _ = writeln!(ours, "{}", printable(&shown));
+                                        let _ = writeln!(
+                                            ours,
+                                            "{}",
+                                            printable(&prefixed(&prefix, &shown))
+                                        );
                                     }
                                 }
                                 if partial.len() > MAX_CAPTURED_BYTES {
@@ -445,11 +459,12 @@ impl RunningClient {
                         }
                         if output == Output::Readable {
                             for shown in live::readable(&String::from_utf8_lossy(&partial)) {
-                                let _ = writeln!(ours, "{}", printable(&shown));
+                                let _ = writeln!(ours, "{}", printable(&prefixed(&prefix, &shown)));
                             }
                         }
                         let _ = done.send(());
-                    })?;
+                    }
+                })?;
                 Some((finished, kept, seen))
             }
             None => None,

@@ -150,6 +150,72 @@ pub(crate) fn for_project(paths: &ralph_core::paths::ProjectPaths) -> Option<Con
     }
 }
 
+/// What a look at the hold found ([`look`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Looked {
+    /// No lock file of ralph's.
+    Nothing,
+    /// A running queue run holds it.
+    Held,
+    /// It was left by a queue run killed outright, and is gone now.
+    Removed,
+}
+
+/// The hold on `git_dir`'s `config.lock` as a ralph command finds it: a
+/// lock file of ralph's that no process shares any more (a queue run killed
+/// outright keeps no `flock`) is removed, under the exclusive lock that
+/// keeps a joining run from taking it up meanwhile; one a live run holds is
+/// left.
+pub(crate) fn look(git_dir: &Path) -> Looked {
+    let lock = git_dir.join("config.lock");
+    if !is_ralphs(&lock) {
+        return Looked::Nothing;
+    }
+    let holders_path = git_dir.join(HOLDERS_FILE);
+    let holders = match OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&holders_path)
+    {
+        Ok(holders) => holders,
+        Err(_) => return Looked::Held,
+    };
+    if holders.try_lock_exclusive().is_err() {
+        return Looked::Held;
+    }
+    let removed = is_ralphs(&lock) && std::fs::remove_file(&lock).is_ok();
+    let _ = holders.unlock();
+    if removed {
+        Looked::Removed
+    } else {
+        Looked::Nothing
+    }
+}
+
+/// [`look`] for the project's repository, as the line a person reads
+/// (`None`: nothing to say): what every command that looks (status, reset,
+/// doctor, run) says.
+pub(crate) fn looked_at(paths: &ralph_core::paths::ProjectPaths) -> Option<String> {
+    let git_dir = ralph_core::observe::own_git::GitPlace::find(&paths.root)
+        .ok()?
+        .common_dir;
+    let lock = git_dir.join("config.lock");
+    match look(&git_dir) {
+        Looked::Nothing => None,
+        Looked::Held => Some(format!(
+            "git: {} is held by a running queue run (its workers' sandboxes race on it \
+             otherwise): `git config` in this repository fails until the run ends",
+            lock.display()
+        )),
+        Looked::Removed => Some(format!(
+            "git: removed {}, left by a queue run that was stopped outright (no ralph-ctl held \
+             it any more): `git config` works again",
+            lock.display()
+        )),
+    }
+}
+
 /// Whether the lock file at `lock` is one ralph holds (or held): the lock
 /// files left in `.git` that ralph removes never include it.
 pub(crate) fn is_ralphs(lock: &Path) -> bool {
@@ -222,6 +288,29 @@ mod tests {
         let hold = hold(&git).unwrap();
         drop(hold);
         assert!(!lock.exists());
+    }
+
+    #[test]
+    fn a_look_removes_a_lock_no_run_holds_and_leaves_a_held_one() {
+        let (_tmp, git) = places("hold-look");
+        let lock = git.join("config.lock");
+        assert_eq!(look(&git), Looked::Nothing);
+        let held = hold(&git).unwrap();
+        assert_eq!(look(&git), Looked::Held);
+        assert!(lock.exists());
+        drop(held);
+        // A run killed outright: its file stays, its share of the hold
+        // (the flock) went with the process.
+        std::fs::write(&lock, format!("{MARK} (process 1) …\n")).unwrap();
+        assert_eq!(look(&git), Looked::Removed);
+        assert!(!lock.exists());
+        std::fs::write(&lock, "[core]\n").unwrap();
+        assert_eq!(
+            look(&git),
+            Looked::Nothing,
+            "another program's lock is left"
+        );
+        assert!(lock.exists());
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub(crate) struct Setup {
     pub(crate) onboarded: bool,
     /// How the client logs in, when something was found.
     pub(crate) login: Option<String>,
+    /// The login is a subscription's (a Claude plan's OAuth token, in the
+    /// environment or stored by the client), not an API key or a cloud
+    /// provider: `claude -p` then draws the plan's Agent SDK credit.
+    pub(crate) subscription: bool,
     /// The project folder (or a folder above it) was trusted.
     pub(crate) trusted: bool,
 }
@@ -59,6 +63,14 @@ impl Setup {
         };
         let config = read_json(&config_file);
         let settings = read_json(&config_dir.join("settings.json"));
+        let credentials = config_dir.join(".credentials.json");
+        let subscription = env("ANTHROPIC_API_KEY").is_none()
+            && env("ANTHROPIC_AUTH_TOKEN").is_none()
+            && !["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"]
+                .iter()
+                .any(|v| env(v).is_some())
+            && (env("CLAUDE_CODE_OAUTH_TOKEN").is_some()
+                || read_json(&credentials).is_some_and(|c| c.get("claudeAiOauth").is_some()));
         let login = if env("ANTHROPIC_API_KEY").is_some() {
             Some("the ANTHROPIC_API_KEY variable".to_string())
         } else if env("CLAUDE_CODE_OAUTH_TOKEN").is_some() {
@@ -97,6 +109,7 @@ impl Setup {
                 == Some(true),
             trusted: config.as_ref().is_some_and(|c| trusted(c, project)),
             login,
+            subscription,
             config_file,
         }
     }
@@ -170,6 +183,14 @@ fn read_json(path: &Path) -> Option<Value> {
     }
 }
 
+/// What a subscription login costs runs that start `claude -p` (headless,
+/// fresh, queue): said at their start and by `doctor`.
+pub(crate) const SUBSCRIPTION_BILLING: &str = "on a subscription login, `claude -p` (headless, \
+    fresh-context and queue runs) draws the plan's Agent SDK credit, billed at API rates, not \
+    the plan's usage limits; a loop in your own session (`/ralph-loop`, an interactive run) uses \
+    the plan's limits. When the credit runs out, the run ends or stays paused for you \
+    (docs/overnight.md)";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,6 +201,7 @@ mod tests {
             has_config,
             onboarded,
             login: login.then(|| "a key".to_string()),
+            subscription: false,
             trusted: false,
         }
     }

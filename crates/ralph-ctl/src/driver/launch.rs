@@ -90,7 +90,7 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         let fresh = fresh || state.fresh_context || formula.is_some();
         (state.session_id, state.max_iterations, fresh)
     } else {
-        let started = prepare::begin(paths, &options, formula.as_ref(), fresh)?;
+        let started = prepare::begin(paths, &options, formula.as_ref(), fresh, settings.sandboxed)?;
         (started.session_id, started.max_iterations, fresh)
     };
     // Said once the loop is started (a refused start says only why).
@@ -700,7 +700,10 @@ impl Driver<'_> {
                     self.usage_windows =
                         result::usage_windows(&output, ralph_core::time::Timestamp::now());
                 }
-                Ok((supervision, result::parse(&output)))
+                Ok((
+                    supervision,
+                    result::parse_stream(&output, ralph_core::time::Timestamp::now()),
+                ))
             }
             Ok((Err(e), _)) => {
                 say(&format!("cannot wait for the Claude Code client: {e}"));

@@ -318,17 +318,45 @@ fn commit_leftovers(landing: &Landing<'_>) -> Result<(), CtlError> {
         wt,
         &["diff", "--cached", "--name-only", "-z", "--diff-filter=A"],
     )?;
+    let mut not_work: Vec<&str> = Vec::new();
     for path in added.split('\0').filter(|p| !p.is_empty()) {
         let empty = std::fs::symlink_metadata(wt.join(path)).is_ok_and(|m| m.len() == 0);
-        if empty && guarded_path(path, landing) {
-            git(wt, &["rm", "--cached", "--quiet", "--", path])?;
+        if (empty && guarded_path(path, landing)) || never_work(path) {
+            not_work.push(path);
         }
+    }
+    for some in not_work.chunks(500) {
+        let args: Vec<&str> = ["rm", "--cached", "--quiet", "--"]
+            .into_iter()
+            .chain(some.iter().copied())
+            .collect();
+        git(wt, &args)?;
     }
     if !git(wt, &["diff", "--cached", "--name-only"])?.is_empty() {
         let message = format!("{} ({})", landing.item.title, landing.item.id);
         as_committer(wt, &["commit", "--quiet", "--no-verify", "-m", &message])?;
     }
     Ok(())
+}
+
+/// What a check or Python itself writes beside the code, never an item's
+/// work: Python's bytecode (`__pycache__/`, `*.pyc`, `*.pyo`) and
+/// pytest's cache. ralph's checks send theirs out of the tree and the
+/// agent's commands write none (`sandbox::AGENT_ENV`); what is left
+/// untracked anyway (a command of the agent's that set its own
+/// environment) is not committed with the item's leftovers: committed, it
+/// would meet the main checkout's own untracked copies and block the
+/// landing.
+const NEVER_WORK: [&str; 4] = ["__pycache__", ".pytest_cache", ".pyc", ".pyo"];
+
+/// Whether `path` (relative to the worktree) is of [`NEVER_WORK`].
+fn never_work(path: &str) -> bool {
+    let [pycache, pytest_cache, pyc, pyo] = NEVER_WORK;
+    Path::new(path)
+        .components()
+        .any(|c| c.as_os_str() == pycache || c.as_os_str() == pytest_cache)
+        || path.ends_with(pyc)
+        || path.ends_with(pyo)
 }
 
 /// git in `dir` with a committer named when the repository names none.
@@ -924,6 +952,22 @@ mod tests {
                 "{file}"
             );
             assert!(tree.path.exists(), "{file}: kept for review");
+        }
+    }
+
+    #[test]
+    fn bytecode_and_test_caches_are_never_an_items_work() {
+        for path in [
+            "__pycache__/calc.cpython-311.pyc",
+            "pkg/__pycache__/m.cpython-311.opt-1.pyc",
+            ".pytest_cache/v/cache/nodeids",
+            "old.pyc",
+            "old.pyo",
+        ] {
+            assert!(never_work(path), "{path}");
+        }
+        for path in ["calc.py", "pycache.md", "src/__init__.py", "docs/pyc.txt"] {
+            assert!(!never_work(path), "{path}");
         }
     }
 

@@ -31,6 +31,7 @@ pub(crate) mod finish;
 pub(crate) mod first_run;
 pub(crate) mod fresh;
 pub(crate) mod git_tidy;
+pub(crate) mod item_text;
 pub(crate) mod launch;
 pub(crate) mod live;
 pub(crate) mod merge;
@@ -41,6 +42,7 @@ pub(crate) mod queue_run;
 pub(crate) mod remote;
 pub(crate) mod result;
 pub(crate) mod sandbox;
+pub(crate) mod sandbox_mounts;
 pub(crate) mod start;
 pub(crate) mod steps;
 pub(crate) mod supervisor;
@@ -56,9 +58,27 @@ pub(crate) fn told(changed: ralph_core::transaction::Changed) -> ralph_core::tra
     changed.found
 }
 
-/// One line of a run on stderr, after "ralph: ", its control characters
-/// made visible (it may carry the agent's text); a terminal that is gone
-/// (EIO, EPIPE) is ignored.
+thread_local! {
+    /// What goes in front of every line this thread shows: a queue item's
+    /// title (`[fix the parser] `) while several workers write at once.
+    static LINE_PREFIX: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Puts `prefix` in front of every line this thread shows from now on
+/// ([`say`], and the client's readable lines it starts), empty for none.
+pub(crate) fn set_line_prefix(prefix: String) {
+    LINE_PREFIX.with(|p| *p.borrow_mut() = prefix);
+}
+
+/// This thread's [`set_line_prefix`].
+pub(crate) fn line_prefix() -> String {
+    LINE_PREFIX.with(|p| p.borrow().clone())
+}
+
+/// One line of a run on stderr, after "ralph: " (and the thread's line
+/// prefix), its control characters made visible (it may carry the agent's
+/// text); a terminal that is gone (EIO, EPIPE) is ignored.
 pub(crate) fn say(line: &str) {
-    crate::output::say_err!("ralph: {line}");
+    let prefix = line_prefix();
+    crate::output::say_err!("ralph: {prefix}{line}");
 }

@@ -324,6 +324,9 @@ pub(crate) struct ClientSettings {
     pub(crate) sandbox_notice: Option<String>,
     /// Whether the client's commands run in its sandbox.
     pub(crate) sandboxed: bool,
+    /// The sandbox's mount points kept out of git's view for the run
+    /// (`sandbox_mounts`), when it is sandboxed: removed when dropped.
+    pub(crate) _mounts_excluded: Option<super::sandbox_mounts::Excluded>,
 }
 
 impl ClientSettings {
@@ -376,6 +379,12 @@ impl ClientSettings {
             stop_failure_hook.as_deref(),
             sandbox_setting == SandboxSetting::On,
         );
+        let checks = ralph_core::engine::check_walls(
+            &paths.root,
+            &paths.root,
+            ralph_core::observe::process::walls::WallsWanted::Auto,
+        );
+        extra_settings = sandbox::with_check_rights(extra_settings, &sandbox_plan, checks.caches());
         // An interactive client gives the plan's usage windows only to its
         // status line command: ralph's records them (and shows the
         // person's own line), so that pauseAtUtilization paces it too.
@@ -394,6 +403,14 @@ impl ClientSettings {
         if let Some(notice) = settings_notice {
             say(&notice);
         }
+        if (options.headless || inputs.fresh || options.queue.is_some())
+            && super::first_run::Setup::probe(&paths.root).subscription
+        {
+            say(&format!(
+                "billing: {}",
+                super::first_run::SUBSCRIPTION_BILLING
+            ));
+        }
         let sandbox_notice = sandbox_plan.notice.clone().or_else(|| {
             sandbox_plan.sandboxed.then(|| {
                 "sandbox: on; the agent's commands run without prompts and cannot write outside the project or to ralph's files".to_string()
@@ -404,6 +421,10 @@ impl ClientSettings {
             extra_settings: extra_settings.map(|s| s.to_string()),
             sandbox_notice,
             sandboxed: sandbox_plan.sandboxed,
+            _mounts_excluded: sandbox_plan
+                .sandboxed
+                .then(|| super::sandbox_mounts::exclude(paths))
+                .flatten(),
         })
     }
 }
@@ -459,12 +480,14 @@ pub(crate) fn take_up_by_hand(
     Ok((state, formula))
 }
 
-/// Starts the loop (and its formula run).
+/// Starts the loop (and its formula run); `sandboxed`: its client runs in
+/// the client's own sandbox.
 pub(crate) fn begin(
     paths: &ProjectPaths,
     options: &RunOptions,
     formula: Option<&formula::Formula>,
     fresh: bool,
+    sandboxed: bool,
 ) -> Result<start::Started, CtlError> {
     // A formula's steps carry their own prompts: PROMPT.md may be the template.
     let allow_template = options.force || formula.is_some();
@@ -473,6 +496,7 @@ pub(crate) fn begin(
         sandbox: options.sandbox,
         workers: None,
         worktree: options.worktree,
+        sandboxed,
     };
     let started = start::start_loop(
         paths,
@@ -527,9 +551,19 @@ pub(crate) fn dry_run(
     let (worktrees, formula) = (inputs.worktrees.as_ref(), inputs.formula.as_ref());
     let text = ralph_core::observe::prompt_text::read_prompt(&paths.resolve(&config.prompt_file))?;
     let guardrails = ralph_core::observe::prompt_text::read_guardrails(&paths.guardrails_file())?;
-    let max = config.max_iterations;
     let first_step = formula.map(|f| &f.steps[0]);
-    let task = first_step.map_or(text.as_str(), |s| s.prompt.as_str());
+    let queue = match &options.queue {
+        Some(queue) => Some(queue_preview(paths, config, queue, worktrees)?),
+        None => None,
+    };
+    let max = match queue {
+        Some(_) => config.queue.max_iterations_per_item,
+        None => config.max_iterations,
+    };
+    let task = match &queue {
+        Some((_, first)) => first.as_deref().unwrap_or(text.as_str()),
+        None => first_step.map_or(text.as_str(), |s| s.prompt.as_str()),
+    };
     let prompt = ralph_core::observe::prompt_text::iteration_text(
         &config.completion_signal,
         1,
@@ -559,9 +593,13 @@ pub(crate) fn dry_run(
         json: options.json,
     });
     let mut out = std::io::stdout();
+    // The text is shown once, below, not again inside the command.
     let words: Vec<String> = std::iter::once(command.program.as_os_str())
         .chain(command.args.iter().map(|a| a.as_os_str()))
-        .map(|a| command::sh_quoted(&a.to_string_lossy()))
+        .map(|a| match a.to_string_lossy() {
+            arg if arg == prompt => "<the first iteration's text, below>".to_string(),
+            arg => command::sh_quoted(&arg),
+        })
         .collect();
     let env: Vec<String> = command
         .env
@@ -583,6 +621,10 @@ pub(crate) fn dry_run(
         (true, None) => "fresh context: one client process and session per iteration".into(),
         _ => "one client session for the whole loop".into(),
     };
+    let mode = match &queue {
+        Some((queue_mode, _)) => queue_mode.clone(),
+        None => mode,
+    };
     let mode = match formula {
         Some(f) => format!(
             "{mode}; formula {}, step 1/{} {}",
@@ -592,7 +634,10 @@ pub(crate) fn dry_run(
         ),
         None => mode,
     };
-    let template = if formula.is_none() && ralph_core::observe::prompt_text::is_template(&text) {
+    let template = if formula.is_none()
+        && queue.is_none()
+        && ralph_core::observe::prompt_text::is_template(&text)
+    {
         "\nwarning: PROMPT.md is still the template; a real run refuses it (--force runs it)"
     } else {
         ""
@@ -606,6 +651,52 @@ pub(crate) fn dry_run(
     );
     let written = writeln!(out, "{}", ralph_core::text::printable(&shown));
     crate::error::written(written.and_then(|()| out.flush()), exit_codes::OK)
+}
+
+/// A queue run's dry run: what the run would do, and the text its first
+/// item would start with (`None`: nothing to work now). The source is read
+/// as the run would read it; nothing is claimed.
+fn queue_preview(
+    paths: &ProjectPaths,
+    config: &Config,
+    queue: &QueueOptions,
+    worktrees: Option<&worktree::WorktreePlan>,
+) -> Result<(String, Option<String>), CtlError> {
+    let source: ralph_core::observe::backlog::Source = queue.source.parse()?;
+    let items = source.read(&paths.root)?;
+    let titles: Vec<String> = items
+        .iter()
+        .take(5)
+        .map(|item| format!("\"{}\"", item.title))
+        .collect();
+    let more = match items.len() {
+        n if n > 5 => format!(" and {} more", n - 5),
+        _ => String::new(),
+    };
+    let listed = match items.len() {
+        0 => "nothing to work now".to_string(),
+        n => format!("{n} item(s) to work now: {}{more}", titles.join(", ")),
+    };
+    let landing = match queue.merge {
+        MergeMode::Rebase => "each landed on the base after the project's verify",
+        MergeMode::None => "each left on its branch (--merge none)",
+    };
+    let base = worktrees.map_or("the branch checked out".to_string(), |p| p.base.clone());
+    let mode = format!(
+        "a queue run: {} worker(s) drain {} ({listed}; `ralph-ctl queue {}` shows what is \
+         claimed or done); each item a loop of its own, at most {} iteration(s), in a new git \
+         worktree under {} from {base}, {landing}; shown: the first item's text",
+        queue.workers,
+        queue.source,
+        command::sh_quoted(&queue.source),
+        config.queue.max_iterations_per_item,
+        worktree::WORKTREES_DIR,
+    );
+    let first = match items.first() {
+        Some(item) => Some(super::item_text::of(paths, config, item)?),
+        None => None,
+    };
+    Ok((mode, first))
 }
 
 /// The client `RALPH_CLAUDE` names (default `claude`), or exit 127.
@@ -719,6 +810,7 @@ mod tests {
                 sandbox: Some(true),
                 worktree: true,
                 workers: None,
+                sandboxed: false,
             },
             None,
         );

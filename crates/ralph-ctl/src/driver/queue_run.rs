@@ -23,14 +23,13 @@ use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{ItemState, LoopState, RunMode, Status};
 use ralph_core::observe::backlog::{Item, Source};
-use ralph_core::observe::prompt_text;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::persist::store::StateStore;
 use ralph_core::pin::Pinned;
 use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Found, Whose};
-use ralph_core::units::Usd;
+use ralph_core::units::{TokenUsage, Usd};
 
 use super::claim_book::{ClaimBook, Renewal};
 use super::command::ClientProgram;
@@ -40,7 +39,7 @@ use super::os_signals::{SignalSource, Signals};
 use super::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
 use super::remote::{Ending, Remote, RemoteBook};
 use super::worktree::{self, WorktreePlan};
-use super::{carriers, config_hold, finish, queue_join, sandbox, say, start};
+use super::{carriers, config_hold, finish, item_text, queue_join, sandbox, say, start};
 use crate::error::{CmdResult, CtlError};
 
 /// What every item's loop runs with, settled once for the run.
@@ -118,12 +117,13 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         None => None,
     };
     // What every item's text is made of is read before any item is claimed.
-    shared_task(paths, &config)?;
+    item_text::shared_task(paths, &config)?;
     let run_mode = RunMode {
         headless: true,
         sandbox: run_options.sandbox,
         workers: Some(options.workers),
         worktree: false,
+        sandboxed: settings_sandboxed,
     };
     let remote_name = remote.as_ref().map(|b| b.remote().name.clone());
     let run = queue_join::enter(
@@ -171,6 +171,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
             local: ClaimStore::new(paths),
             remote,
         },
+        labelled: options.workers > 1,
     };
     let mut ends = Vec::new();
     thread::scope(|scope| {
@@ -198,18 +199,16 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
     shared.conclude(&ends)
 }
 
-/// What every item of the run is told first: PROMPT.md's task, `None`
-/// when it is still the template or missing (the items are the work);
-/// an error when it cannot be read.
-fn shared_task(paths: &ProjectPaths, config: &Config) -> Result<Option<String>, CtlError> {
-    let path = paths.resolve(&config.prompt_file);
-    match prompt_text::read_prompt(&path) {
-        Ok(text) if prompt_text::is_template(&text) => Ok(None),
-        Ok(text) => Ok(Some(text)),
-        Err(prompt_text::PromptError::Missing { .. } | prompt_text::PromptError::Empty { .. }) => {
-            Ok(None)
-        }
-        Err(e) => Err(e.into()),
+/// An item's title as the label in front of its lines: short, on one line.
+fn label_of(title: &str) -> String {
+    const LONGEST: usize = 24;
+    let one_line = title.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.chars().count() > LONGEST {
+        true => format!(
+            "{}…",
+            one_line.chars().take(LONGEST - 1).collect::<String>()
+        ),
+        false => one_line,
     }
 }
 
@@ -250,6 +249,9 @@ struct Shared<'a> {
     /// The run's session.
     run: String,
     claims: ClaimBook,
+    /// Several workers write at once: each line of an item's work goes
+    /// with its title in front.
+    labelled: bool,
 }
 
 impl Shared<'_> {
@@ -270,6 +272,7 @@ impl Shared<'_> {
     /// One worker: claims and works items until none is left.
     fn work(&self, name: &str, mut signals: Signals) -> WorkerEnd {
         let end = loop {
+            super::set_line_prefix(String::new());
             if let Some(signal) = signals.take().first() {
                 break WorkerEnd::Stopped(signal.exit_code());
             }
@@ -388,16 +391,32 @@ impl Shared<'_> {
             thread::sleep(IDLE_LOOK);
             return (None, signals);
         }
+        // Taken only while the run runs, in the transaction that records
+        // it: another worker may have ended the run (its budget, its error
+        // budget) since this one looked.
+        let mut taken = false;
+        self.change(|draft| {
+            if draft.state().is_some_and(|s| s.status == Status::Running) {
+                draft.apply(Event::ItemTaken {
+                    id: item.id.clone(),
+                    title: item.title.clone(),
+                    worker: name.to_string(),
+                    branch: branch.clone(),
+                });
+                taken = true;
+            }
+        });
+        if !taken {
+            let _ = self.claims.release(&item.id, name);
+            return (Some(WorkerEnd::RunOver), signals);
+        }
+        if self.labelled {
+            super::set_line_prefix(format!("[{}] ", label_of(&item.title)));
+        }
         say(&format!(
             "worker {name}: item {} \"{}\" on branch {branch}",
             item.id, item.title
         ));
-        self.record(Event::ItemTaken {
-            id: item.id.clone(),
-            title: item.title.clone(),
-            worker: name.to_string(),
-            branch: branch.clone(),
-        });
         // A claim lost stops the item at its iteration's end.
         let stop_paths = item_paths.clone();
         let renewal = Renewal::start(self.claims.clone(), &item.id, name, self.ttl(), move || {
@@ -435,6 +454,13 @@ impl Shared<'_> {
                 |state| {
                     state.task = Some(task);
                     state.queue_item = Some(item.id.clone());
+                    // The mode the run's clients run in, so that the advice
+                    // on a refused call fits it (a sandboxed run is never
+                    // told to run with the sandbox).
+                    state.run_mode = run.run_mode.clone().map(|mode| RunMode {
+                        workers: None,
+                        ..mode
+                    });
                 },
             )
         });
@@ -443,7 +469,8 @@ impl Shared<'_> {
             Err(e) => {
                 renewal.stop();
                 let _ = self.claims.release(&item.id, name);
-                self.settle(&item, ItemState::Released, 0, Usd(0), e.to_string(), None);
+                let nothing = Spent::default();
+                self.settle(&item, ItemState::Released, nothing, e.to_string(), None);
                 return (Some(WorkerEnd::Failed(e.to_string())), signals);
             }
         };
@@ -477,6 +504,11 @@ impl Shared<'_> {
         let state = StateStore::new(&item_paths).read().ok().flatten();
         let iterations = state.as_ref().map_or(0, iterations_run);
         let cost = state.as_ref().map_or(Usd(0), |s| s.cost_usd);
+        let spent = Spent {
+            iterations,
+            cost,
+            usage: state.as_ref().map(|s| s.usage).unwrap_or_default(),
+        };
         let code = code.unwrap_or_else(|e| {
             say(&e.to_string());
             e.exit_code()
@@ -486,8 +518,7 @@ impl Shared<'_> {
             self.settle(
                 &item,
                 ItemState::Released,
-                iterations,
-                cost,
+                spent,
                 "its loop's state is gone".into(),
                 None,
             );
@@ -605,14 +636,18 @@ impl Shared<'_> {
                 item.id, self.config.queue.claim_ttl_seconds
             ));
         }
+        // The item's end, on one line: its detail is in status and the
+        // report, not on the screen again.
         say(&format!(
-            "worker {name}: item {} {}: {why}",
+            "worker {name}: item {} {}: {}",
             item.id,
-            status.as_str()
+            status.as_str(),
+            super::live::excerpt(&why)
         ));
+        super::set_line_prefix(String::new());
         let cap_spent = state.status == Status::MaxIterations
             && max < self.config.queue.max_iterations_per_item;
-        self.settle(&item, status, iterations, cost, why, landed);
+        self.settle(&item, status, spent, why, landed);
         drop(merge_lock);
         if cap_spent {
             self.end_run(
@@ -626,29 +661,9 @@ impl Shared<'_> {
         (end, signals)
     }
 
-    /// The text an item's loop works on: PROMPT.md (unless it is still the
-    /// template), then the item and how to end it.
+    /// The text item `item` starts with ([`item_text::of`]).
     fn item_text(&self, item: &Item) -> Result<String, CtlError> {
-        let task = match shared_task(self.paths, &self.config)? {
-            Some(task) => format!("{}\n\n---\n\n", task.trim_end()),
-            None => String::new(),
-        };
-        let id = serde_json::to_string(&item.id).unwrap_or_default();
-        let body = match item.body.trim() {
-            "" => String::new(),
-            body => format!("{body}\n\n"),
-        };
-        Ok(format!(
-            "{task}## Your item: {title}\n\n{body}\
-             This is one item of a backlog that other workers drain at the same time: work on this item \
-             only, in this folder (its own branch), and commit your work. When the item is done and \
-             checked, end your final message with {signal} on a line of its own and the line\n\
-             RALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {id}}}\n\
-             If the item should not be done (it is done already, or obsolete), say why and end with \
-             RALPH_OUTCOME: {{\"status\": \"skip\", \"itemId\": {id}}} instead.\n",
-            title = item.title,
-            signal = self.config.completion_signal,
-        ))
+        item_text::of(self.paths, &self.config, item)
     }
 
     /// Lands a finished item under the merge lock, which it hands back to
@@ -801,8 +816,7 @@ impl Shared<'_> {
         &self,
         item: &Item,
         status: ItemState,
-        iterations: u32,
-        cost: Usd,
+        spent: Spent,
         why: String,
         landed: Option<String>,
     ) {
@@ -811,8 +825,9 @@ impl Shared<'_> {
             draft.apply(Event::ItemSettled {
                 id: item.id.clone(),
                 status,
-                iterations,
-                cost,
+                iterations: spent.iterations,
+                cost: spent.cost,
+                usage: spent.usage,
                 why,
                 landed,
             });
@@ -837,11 +852,6 @@ impl Shared<'_> {
                 });
             }
         });
-    }
-
-    /// Records `event` in the run.
-    fn record(&self, event: Event) {
-        self.change(|draft| draft.apply(event));
     }
 
     /// Ends the run with `status`, when it still runs.
@@ -898,7 +908,7 @@ impl Shared<'_> {
             if drained {
                 let count = |s: ItemState| queue.count(s);
                 let why = format!(
-                    "the queue is drained: {} done, {} need review, {} skipped, {} failed",
+                    "the queue is drained; this run: {} done, {} need review, {} skipped, {} failed",
                     count(ItemState::Done),
                     count(ItemState::NeedsReview),
                     count(ItemState::Skipped),
@@ -939,21 +949,12 @@ impl Shared<'_> {
         if let Found::Loop(state) = &found {
             super::git_tidy::after_loop(self.paths, state.git_record.as_ref(), None);
         }
-        // The items left to look at first; the closing line last, saying
-        // what landed where and what to do next.
+        // The closing line says what landed where, what is left and where
+        // each item's why is (`ralph-ctl queue`, status, the report): each
+        // item's end was said once, as it came.
         let mut unlanded = 0;
         if let Found::Loop(state) = &found {
             if let Some(queue) = &state.queue {
-                for (id, item) in &queue.items {
-                    if matches!(item.status, ItemState::NeedsReview | ItemState::Failed) {
-                        say(&format!(
-                            "item {id} \"{}\" {}: {}",
-                            item.title,
-                            item.status.as_str(),
-                            item.why.as_deref().unwrap_or_default()
-                        ));
-                    }
-                }
                 if state.status == Status::Complete {
                     unlanded = queue.count(ItemState::NeedsReview) + queue.count(ItemState::Failed);
                 }
@@ -974,6 +975,17 @@ struct ItemLanding {
     /// The base's commit, when the item landed on it.
     landed: Option<String>,
     lock: Option<std::fs::File>,
+}
+
+/// What an item's loop spent, added to the run's when the item settles.
+#[derive(Clone, Copy, Debug, Default)]
+struct Spent {
+    /// The iterations it ran.
+    iterations: u32,
+    /// What they cost.
+    cost: Usd,
+    /// The tokens they used.
+    usage: TokenUsage,
 }
 
 /// The iterations an item's loop ran: those its history records.

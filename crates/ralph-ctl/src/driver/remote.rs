@@ -357,6 +357,27 @@ pub(crate) fn prefix_of(root: &Path, source: &Source) -> String {
     format!("refs/ralph/queue/{:012x}/", hash.finish() >> 16)
 }
 
+/// The last part of item `id`'s record ref: the id itself when it is a
+/// plain name (ASCII letters, digits, `-` and `_`, at most 64, not starting
+/// with `-`), else `sha256.` and the id's SHA-256 in hex. Any text maps to
+/// a valid ref name, and two ids never share one: a plain name has no `.`,
+/// and `a` and `a/b` are no longer a file and a folder of one another.
+pub(crate) fn ref_component(id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let plain = !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('-')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if plain {
+        return id.to_string();
+    }
+    let digest = Sha256::digest(id.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256.{hex}")
+}
+
 /// This machine's name, as the records say who works what.
 pub(crate) fn machine_name() -> String {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -389,6 +410,11 @@ impl RemoteBook {
             settled: Arc::default(),
             patience: PATIENCE,
         }
+    }
+
+    /// Item `id`'s record ref ([`ref_component`]).
+    fn reference(&self, id: &str) -> String {
+        format!("{}{}", self.prefix, ref_component(id))
     }
 
     /// The same book, trying an unreachable remote for `patience` only.
@@ -462,10 +488,10 @@ impl RemoteBook {
             let Some(name) = by_sha.get(sha) else {
                 continue;
             };
-            let id = name.trim_start_matches(&self.prefix).to_string();
+            let part = name.trim_start_matches(&self.prefix);
             match parse_record(message) {
-                Some(record) if record.item == id => {
-                    records.insert(id, (sha.to_string(), record));
+                Some(record) if ref_component(&record.item) == part => {
+                    records.insert(record.item.clone(), (sha.to_string(), record));
                 }
                 _ => say(&format!(
                     "warning: the queue record {name} on remote {} is not one ralph wrote; it is left alone",
@@ -559,7 +585,7 @@ impl RemoteBook {
     /// (`None`: no record yet); the new commit.
     fn put(&self, record: &Record, expected: Option<&str>) -> Result<String, Refused> {
         let sha = self.commit(record, expected)?;
-        let reference = format!("{}{}", self.prefix, record.item);
+        let reference = self.reference(&record.item);
         self.remote.push(
             &[&format!("{sha}:{reference}")],
             &[format!("{reference}:{}", expected.unwrap_or(""))],
@@ -711,7 +737,7 @@ impl RemoteBook {
         record.ended_at = Some(Timestamp::now());
         record.nonce = nonce();
         let commit = self.commit(&record, Some(&sha))?;
-        let reference = format!("{}{id}", self.prefix);
+        let reference = self.reference(id);
         let pushed = self.remote.push_atomic(
             &[
                 &format!("{head}:refs/heads/{base}"),
@@ -791,7 +817,7 @@ impl RemoteBook {
             if !wanted || record.status == ItemStatus::Done || record.is_held(now) {
                 continue;
             }
-            let reference = format!("{}{id}", self.prefix);
+            let reference = self.reference(&id);
             match self
                 .remote
                 .push(&[&format!(":{reference}")], &[format!("{reference}:{sha}")])
@@ -1027,6 +1053,37 @@ pub(crate) mod tests {
         assert_eq!(one.iterations, Some(2));
         assert!(one.worker.ends_with("/1-1"), "{}", one.worker);
         assert_eq!(b.claim_next(&list[..1], "2-1", TTL).unwrap(), None);
+    }
+
+    #[test]
+    fn ids_of_any_text_are_claimed_each_under_a_ref_of_its_own() {
+        let (_dir, clones) = clones(2);
+        let (a, b) = (book(&clones[0]), book(&clones[1]));
+        // Not valid in a ref, a file and a folder of one another, a ref's
+        // own syntax, and text beyond ASCII.
+        let ids = ["a b", "a", "a/b", "x..y.lock", "-dash", "élan", "sha256.00"];
+        let list: Vec<Item> = ids
+            .iter()
+            .map(|id| Item {
+                id: (*id).to_string(),
+                title: format!("task {id}"),
+                body: String::new(),
+            })
+            .collect();
+        let mut taken = Vec::new();
+        for (n, book) in [&a, &b].iter().cycle().take(ids.len()).enumerate() {
+            let item = book.claim_next(&list, &format!("{n}-1"), TTL).unwrap();
+            taken.push(item.expect("an item is left to claim").id);
+        }
+        taken.sort();
+        let mut want: Vec<String> = ids.iter().map(|s| (*s).to_string()).collect();
+        want.sort();
+        assert_eq!(taken, want);
+        assert_eq!(a.claim_next(&list, "0-2", TTL).unwrap(), None);
+        let records = b.read().unwrap();
+        assert_eq!(records.keys().cloned().collect::<Vec<_>>(), want);
+        assert_eq!(ref_component("item-1"), "item-1");
+        assert!(ref_component("a b").starts_with("sha256."));
     }
 
     #[test]

@@ -41,6 +41,13 @@ pub(crate) struct ClientResult {
     /// An entry of another shape is kept as a refusal of an unknown call.
     #[serde(default, deserialize_with = "denials")]
     pub(crate) permission_denials: Option<Vec<Refusal>>,
+    /// When the plan's limit that refused the run resets (Unix seconds):
+    /// from the stream's last `rate_limit_event` with status `rejected`,
+    /// which a subscription's 2.1 client writes instead of retrying (its
+    /// result says only "You've hit your 5-hour limit · resets Dec 1,
+    /// 1:48am (UTC)"). Not in the result object: see [`parse_stream`].
+    #[serde(skip)]
+    pub(crate) limit_resets_at: Option<u64>,
 }
 
 /// Reads `permission_denials` leniently: a list of anything (a field of the
@@ -93,6 +100,28 @@ pub(crate) fn parse(output: &[u8]) -> Option<ClientResult> {
             }
             serde_json::from_slice(line).ok()
         })
+}
+
+/// [`parse`], with the reset of a limit that refused the run read from
+/// the stream around it ([`ClientResult::limit_resets_at`]), at `now`.
+pub(crate) fn parse_stream(output: &[u8], now: Timestamp) -> Option<ClientResult> {
+    let mut result = parse(output)?;
+    result.limit_resets_at = output
+        .split(|&b| b == b'\n')
+        .filter(|line| {
+            line.windows(b"rate_limit_event".len())
+                .any(|w| w == b"rate_limit_event")
+        })
+        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+        .filter(|event| {
+            event["type"] == "rate_limit_event" && event["rate_limit_info"]["status"] == "rejected"
+        })
+        .filter_map(|event| {
+            let at = event["rate_limit_info"]["resetsAt"].as_f64()?;
+            plausible_reset(at, now.secs())
+        })
+        .next_back();
+    Some(result)
 }
 
 /// The plan's usage windows the client reported in its stream-json output
@@ -154,6 +183,30 @@ pub(crate) fn usage_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_that_refused_the_run_gives_its_reset() {
+        // As 2.1.330 wrote it on a subscription login refused by a limit
+        // (`-p --output-format stream-json --verbose`), trimmed.
+        let now = Timestamp::from_secs(1_795_830_000);
+        let out = br#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","isUsingOverage":false}}
+{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1796089689,"rateLimitType":"five_hour","isUsingOverage":false}}
+{"type":"assistant","message":{"model":"<synthetic>","content":[{"type":"text","text":"You've hit your 5-hour limit, resets Dec 1, 1:48am (UTC)"}]}}
+{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error":"usage_limit_reached","terminal_reason":"api_error","result":"You've hit your 5-hour limit"}
+"#;
+        let result = parse_stream(out, now).unwrap();
+        assert_eq!(result.limit_resets_at, Some(1_796_089_689));
+        assert_eq!(result.api_error_status, Some(429));
+        // Allowed, or a reset no limit has: none.
+        let allowed = br#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":1796089689}}
+{"type":"result","is_error":true,"api_error_status":429}
+"#;
+        assert_eq!(parse_stream(allowed, now).unwrap().limit_resets_at, None);
+        let absurd = br#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":32503680000}}
+{"type":"result","is_error":true,"api_error_status":429}
+"#;
+        assert_eq!(parse_stream(absurd, now).unwrap().limit_resets_at, None);
+    }
 
     #[test]
     fn reads_the_last_utilization_of_each_window() {

@@ -459,6 +459,35 @@ pub(crate) fn settings(
     (settings != json!({})).then_some(settings)
 }
 
+/// What the agent's commands leave in the tree: nothing of Python's
+/// bytecode (`PYTHONDONTWRITEBYTECODE=1` in the settings' `env`, which the
+/// client passes to every command it runs), so that a `__pycache__` of the
+/// agent's runs is never committed with its work. ralph's checks send
+/// theirs to their own temp folder (`walls::OUT_OF_THE_TREE`).
+pub(crate) const AGENT_ENV: [(&str, &str); 1] = [("PYTHONDONTWRITEBYTECODE", "1")];
+
+/// `settings` with the agent's side of the checks' rights: in the client's
+/// sandbox (`plan`), the toolchain caches `caches` a check may write
+/// (`Walls::caches`) writable to the agent's commands too, as
+/// `sandbox.filesystem.allowWrite` (read by 2.1.330; 2.0.77, which ralph
+/// does not sandbox, takes its write roots from `Edit` allow rules only),
+/// so that the agent can run the check it is judged by; and [`AGENT_ENV`].
+pub(crate) fn with_check_rights(
+    settings: Option<Value>,
+    plan: &Plan,
+    caches: &[PathBuf],
+) -> Option<Value> {
+    let mut settings = settings.unwrap_or_else(|| json!({}));
+    if plan.sandboxed && !caches.is_empty() && settings["sandbox"].is_object() {
+        let folders: Vec<String> = caches.iter().map(|c| c.display().to_string()).collect();
+        settings["sandbox"]["filesystem"] = json!({ "allowWrite": folders });
+    }
+    for (key, value) in AGENT_ENV {
+        settings["env"][key] = json!(value);
+    }
+    Some(settings)
+}
+
 /// The client arguments with the person's own `--settings` (given after
 /// `--`) merged into ralph's, as one `--settings`: the client takes one
 /// (2.1.330 kept the last of two, so the person's replaced ralph's deny
@@ -897,6 +926,32 @@ mod tests {
             path_with_ralph_ctl(Some(&path), Path::new("ralph-ctl")),
             None
         );
+    }
+
+    #[test]
+    fn the_agent_gets_the_checks_caches_in_its_sandbox_and_writes_no_bytecode() {
+        let sandboxed = Plan {
+            sandboxed: true,
+            allow_checks: false,
+            notice: None,
+        };
+        let caches = [PathBuf::from("/h/.cache/go-build")];
+        let ours = settings(&sandboxed, &[], &[], None, false);
+        let s = with_check_rights(ours, &sandboxed, &caches).unwrap();
+        assert_eq!(
+            s["sandbox"]["filesystem"],
+            json!({"allowWrite": ["/h/.cache/go-build"]})
+        );
+        assert_eq!(s["sandbox"]["enabled"], true);
+        assert_eq!(s["env"], json!({"PYTHONDONTWRITEBYTECODE": "1"}));
+        // Without the client's sandbox: no sandbox key, the same env.
+        let unsandboxed = Plan {
+            sandboxed: false,
+            allow_checks: true,
+            notice: None,
+        };
+        let s = with_check_rights(None, &unsandboxed, &caches).unwrap();
+        assert_eq!(s, json!({"env": {"PYTHONDONTWRITEBYTECODE": "1"}}));
     }
 
     #[test]

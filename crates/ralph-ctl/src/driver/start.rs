@@ -9,6 +9,7 @@ use ralph_core::observe::hook_input;
 use ralph_core::observe::progress;
 use ralph_core::observe::prompt_text;
 use ralph_core::observe::registration;
+use ralph_core::observe::runnable::Severity;
 use ralph_core::observe::verify;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::{StateStore, StoreError};
@@ -35,10 +36,17 @@ pub(crate) struct StartArgs {
     /// PROMPT.md is still the template.
     #[arg(long)]
     pub(crate) force: bool,
+    /// Start even though the check (verify) cannot run (its program or
+    /// runner not found, a usage error): making it run is the task.
+    #[arg(long)]
+    pub(crate) check_may_not_run: bool,
 }
 
 /// `ralph-ctl start` as its arguments ask.
 pub(crate) fn command(paths: &ProjectPaths, args: StartArgs) -> CmdResult {
+    if args.check_may_not_run {
+        allow_check_not_running();
+    }
     run(paths, args.session_id, args.max_iterations, args.force)
 }
 
@@ -214,7 +222,7 @@ pub(crate) fn open_loop(
             .flatten()
             .map(|run| run.test_baseline)
             .unwrap_or_default(),
-        false => test_baseline(paths, config),
+        false => test_baseline(paths, config, check_may_not_run())?,
     };
     let protected_files = protected_files(paths, config)?;
     let git_record = git_record(paths)?;
@@ -335,13 +343,20 @@ pub(crate) fn protected_files(
 /// each one's test counts: a claim that runs fewer tests, or skips more,
 /// is rejected (unless `allowFewerTests`). Failing tests here are the
 /// loop's task, not a problem.
+///
+/// A check that cannot run (its program or runner not found, a usage
+/// error: `ralph_core::observe::runnable`) would reject every claim
+/// whatever the agent does: the start is refused, naming what failed and
+/// the fix, unless `may_not_run` (`--check-may-not-run`: making it run is
+/// the task), which starts saying so.
 pub(crate) fn test_baseline(
     paths: &ProjectPaths,
     config: &Config,
-) -> Vec<ralph_core::observe::test_counts::CommandCounts> {
+    may_not_run: bool,
+) -> Result<Vec<ralph_core::observe::test_counts::CommandCounts>, CtlError> {
     let commands = &config.completion.verify;
     if commands.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     crate::output::say_err!(
         "ralph-ctl: running the verify command(s) once for the test baseline (at most {} s)",
@@ -351,8 +366,26 @@ pub(crate) fn test_baseline(
     if let Some(notice) = walls.notice() {
         crate::output::say_err!("ralph-ctl: {notice}");
     }
-    let baseline = verify::test_baseline(&paths.root, commands, &walls);
-    for entry in &baseline {
+    for refused in walls.refused_caches() {
+        crate::output::say_err!("ralph-ctl: {refused}");
+    }
+    let mut baseline = Vec::new();
+    let mut cannot_run = Vec::new();
+    for command in commands {
+        let result = verify::run(&paths.root, command, &walls);
+        let diagnosis = ralph_core::observe::runnable::diagnose(&paths.root, &result);
+        match &diagnosis {
+            Some(d) if d.severity == Severity::CannotRun => {
+                cannot_run.push(d.describe(&command.command));
+            }
+            _ => {}
+        }
+        let Some(entry) = verify::counts_of(&result) else {
+            if diagnosis.is_none() {
+                crate::output::say_err!("ralph-ctl: {}", no_counts_notice(&command.command));
+            }
+            continue;
+        };
         crate::output::say_err!(
             "ralph-ctl: test baseline of `{}`: {}",
             entry.command,
@@ -367,8 +400,67 @@ pub(crate) fn test_baseline(
                 entry.command
             );
         }
+        baseline.push(entry);
     }
-    baseline
+    if cannot_run.is_empty() {
+        return Ok(baseline);
+    }
+    let why = cannot_run.join("; ");
+    if may_not_run {
+        let going_on = match check_may_not_run() {
+            true => format!("starting anyway ({CHECK_MAY_NOT_RUN})"),
+            false => "the loop goes on".to_string(),
+        };
+        crate::output::say_err!(
+            "ralph-ctl: warning: {why}; {going_on}: every claim is rejected until the check runs"
+        );
+        return Ok(baseline);
+    }
+    Err(CtlError::CheckCannotRun(format!(
+        "{why}. Every claim would be rejected while it cannot run, so the loop was not started; \
+         if making the check run is the task, start with {CHECK_MAY_NOT_RUN}"
+    )))
+}
+
+/// The flag that starts a loop whose check cannot run (the task is to make
+/// it run), on `run`, `start` and `loop-start`; it sets
+/// [`CHECK_MAY_NOT_RUN_ENV`], which the start reads.
+pub(crate) const CHECK_MAY_NOT_RUN: &str = "--check-may-not-run";
+
+/// The variable that says the same as [`CHECK_MAY_NOT_RUN`] (`1`): for a
+/// start that takes no flag of the person's (the plugin's hook).
+pub(crate) const CHECK_MAY_NOT_RUN_ENV: &str = "RALPH_CHECK_MAY_NOT_RUN";
+
+/// Whether the person said a loop may start on a check that cannot run.
+pub(crate) fn check_may_not_run() -> bool {
+    std::env::var(CHECK_MAY_NOT_RUN_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+}
+
+/// Says [`CHECK_MAY_NOT_RUN`] for this process and the starts it makes (set
+/// before any thread starts, as the other overrides are).
+pub(crate) fn allow_check_not_running() {
+    std::env::set_var(CHECK_MAY_NOT_RUN_ENV, "1");
+}
+
+/// What the person is told, once, of a check whose output gave no test
+/// counts: the baseline has none for it, and why.
+fn no_counts_notice(command: &str) -> String {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let go_test = words.windows(2).any(|w| w == ["go", "test"]);
+    let verbose = words
+        .iter()
+        .any(|w| matches!(*w, "-v" | "-json" | "-v=true" | "-json=true" | "--json"));
+    if go_test && !verbose {
+        return format!(
+            "`{command}` gave no test counts: `go test` without -v or -json names no passing test, \
+             so the test baseline has none for it and a claim that runs fewer tests goes unnoticed; \
+             make the check `go test -json ./...` (`ralph-ctl init --verify 'go test -json ./...'`) to count them"
+        );
+    }
+    format!(
+        "`{command}` gave no test counts (no test runner's summary that ralph reads in its output): \
+         the test baseline has none for it, so a claim that runs fewer tests goes unnoticed"
+    )
 }
 
 /// What `.claude/context/runtime/.gitignore` holds: nothing of the loop's

@@ -436,6 +436,7 @@ mod tests {
                 output_tail: "nope".into(),
                 counts: None,
                 by_runner: Vec::new(),
+                failure_headers: Vec::new(),
             }],
         });
         assert_eq!(after(&mut state, &formula, 3), StepNext::Ended);

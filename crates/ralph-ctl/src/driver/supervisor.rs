@@ -142,6 +142,13 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
         }
         draft.apply(Event::Interrupted { cause });
     }
+    // Paused by the client's StopFailure, which said no reset time: the
+    // stream said it (a no-op unless the loop is paused without one).
+    if let Some(at) = result.and_then(|r| r.limit_resets_at) {
+        draft.apply(Event::LimitResetLearnt {
+            at: time::Timestamp::from_secs(at),
+        });
+    }
 }
 
 /// `cause` with what the hook left to say: why it could not go on at the
@@ -215,6 +222,7 @@ fn pause_of_run(
         message: message.split_whitespace().collect::<Vec<_>>().join(" "),
         resume_at: api_error
             .and_then(|e| e.resets_at)
+            .or_else(|| result.and_then(|r| r.limit_resets_at))
             .map(time::Timestamp::from_secs),
         at: now,
     };

@@ -134,6 +134,16 @@ pub struct QueueItem {
     /// Why it ended as it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// The tokens its loop used (over every time it was taken), added to
+    /// the run's when it settles.
+    #[serde(default, skip_serializing_if = "TokenUsage::is_zero")]
+    pub usage: TokenUsage,
+    /// When a worker last took it: the dashboard's order and its time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_at: Option<Timestamp>,
+    /// When it last settled (none while a worker is on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_at: Option<Timestamp>,
 }
 
 /// A formula's run: its steps in order, each a fresh-context loop of its

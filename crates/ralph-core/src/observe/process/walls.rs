@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+pub mod caches;
 #[cfg(target_os = "linux")]
 mod landlock;
 mod seccomp;
@@ -251,6 +252,9 @@ pub struct Walls {
     /// HOME under `/tmp`, as in many CI containers, holds the toolchains'
     /// configuration and caches).
     seen_in_temp: Vec<PathBuf>,
+    /// One line for each toolchain cache a variable sends where no check
+    /// may write ([`caches`]): said at the start, not granted.
+    refused_caches: Vec<String>,
 }
 
 /// Why a walled command was not started.
@@ -344,6 +348,7 @@ impl Walls {
             read_only: Vec::new(),
             hidden: Vec::new(),
             seen_in_temp: Vec::new(),
+            refused_caches: Vec::new(),
         }
     }
 
@@ -373,7 +378,7 @@ impl Walls {
     ) -> Walls {
         let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let (project, root) = (real(project), real(work_root));
-        let writable = vec![root.clone()];
+        let mut writable = vec![root.clone()];
         let mut read_only = Vec::new();
         for checkout in [&project, &root] {
             let claude = checkout.join(".claude");
@@ -398,6 +403,9 @@ impl Walls {
             .map(|dir| real(&dir))
             .into_iter()
             .collect();
+        // What the toolchains write outside the project by themselves.
+        let caches = caches::toolchain_caches(&root, &read_only);
+        writable.extend(caches.folders);
         Walls {
             wanted,
             mechanism,
@@ -405,14 +413,42 @@ impl Walls {
             read_only,
             hidden,
             seen_in_temp: seen_in_temp(),
+            refused_caches: caches.refused,
         }
     }
 
-    /// Hides `folder` from the walled command (an empty folder in its place).
+    /// Hides `folder` from the walled command (an empty folder in its place);
+    /// a toolchain cache that lies in it or holds it is not writable then.
     pub fn hide(mut self, folder: PathBuf) -> Walls {
         let folder = std::fs::canonicalize(&folder).unwrap_or(folder);
+        let root = self.writable.first().cloned();
+        let hides = |cache: &PathBuf| {
+            Some(cache) != root.as_ref()
+                && (cache.starts_with(&folder) || folder.starts_with(cache))
+        };
+        for cache in self.writable.iter().filter(|c| hides(c)) {
+            self.refused_caches.push(format!(
+                "walls: {} is not writable for the checks: {} is kept from every check",
+                cache.display(),
+                folder.display()
+            ));
+        }
+        self.writable.retain(|c| !hides(c));
         self.hidden.push(folder);
         self
+    }
+
+    /// The toolchain caches a check may write besides the folder it checks
+    /// (see [`caches`]): the same folders the agent gets in the client's
+    /// sandbox.
+    pub fn caches(&self) -> &[PathBuf] {
+        self.writable.get(1..).unwrap_or_default()
+    }
+
+    /// One line for each toolchain cache a variable sends where no check
+    /// may write, for the person at the start.
+    pub fn refused_caches(&self) -> &[String] {
+        &self.refused_caches
     }
 
     /// True when a command started through these walls runs walled.
@@ -423,8 +459,11 @@ impl Walls {
     /// The one line for the person when checks are wanted walled and cannot
     /// be, or only in part (`None`: walled, or off by choice).
     pub fn notice(&self) -> Option<String> {
-        let landlock = "a check cannot create or remove an entry at the top of the project, nor \
-                        list the folders on the way to ralph's key (bubblewrap's walls have \
+        let landlock = "a check cannot create or remove an entry at the top of the project \
+                        (Landlock cannot keep .git and .claude read-only inside a writable \
+                        folder; ralph makes cargo's target/ and Cargo.lock first, Python \
+                        writes no bytecode and pytest its cache in the check's temp folder), \
+                        nor list the folders on the way to ralph's key (bubblewrap's walls have \
                         neither limit)";
         match (&self.wanted, &self.mechanism) {
             (WallsWanted::Off, _) | (_, Mechanism::Bubblewrap(_)) => None,
@@ -465,11 +504,14 @@ impl Walls {
             ))
         };
         match (&self.wanted, &self.mechanism) {
-            (WallsWanted::Off, _) => Ok((inner, CheckTemp::default())),
+            (WallsWanted::Off, _) | (WallsWanted::Auto, Mechanism::Missing(_)) => {
+                Ok(unwalled(inner))
+            }
             (_, Mechanism::Bubblewrap(bwrap)) => {
                 for var in ["TMPDIR", "TMP", "TEMP"] {
                     inner.env(var, "/tmp");
                 }
+                out_of_the_tree(&mut inner, Path::new("/tmp"));
                 let walled = self
                     .bubblewrap(bwrap, inner)
                     .map_err(|e| WallsMissing(format!("its walls could not be built: {e}")))?;
@@ -477,7 +519,6 @@ impl Walls {
             }
             (WallsWanted::Required, Mechanism::LandlockInPart(why)) => Err(refused(why)),
             (_, Mechanism::Landlock(_) | Mechanism::LandlockInPart(_)) => self.landlock(inner),
-            (WallsWanted::Auto, Mechanism::Missing(_)) => Ok((inner, CheckTemp::default())),
             (WallsWanted::Required, Mechanism::Missing(why)) => Err(refused(why)),
         }
     }
@@ -489,6 +530,10 @@ impl Walls {
         let dir = temp.path().unwrap_or(Path::new("/")).to_path_buf();
         for var in ["TMPDIR", "TMP", "TEMP"] {
             inner.env(var, &dir);
+        }
+        out_of_the_tree(&mut inner, &dir);
+        if let Some(root) = self.writable.first() {
+            made_first_at_the_top(root);
         }
         let required = self.wanted == WallsWanted::Required;
         let walled = landlock::wall(self, inner, &dir, required).map_err(failed)?;
@@ -586,6 +631,104 @@ impl Walls {
             .arg(inner.get_program())
             .args(inner.get_args());
         Ok(walled)
+    }
+}
+
+/// What a check's Python and pytest would write beside the code they run,
+/// kept out of the tree: Python's bytecode is not written
+/// (`PYTHONDONTWRITEBYTECODE=1`: what is imported is compiled each time,
+/// the installed modules' bytecode still read), and pytest's cache goes to
+/// this folder of the check's temp folder (`-o cache_dir=…` added to
+/// `PYTEST_ADDOPTS`), gone when the check ends. Written into the tree, the
+/// check's bytecode was committed with a queue item's work and blocked the
+/// landing of the next one; pytest's `.pytest_cache` cannot even be made at
+/// the top of a project under Landlock's walls.
+pub const OUT_OF_THE_TREE: [(&str, &str); 2] = [
+    ("PYTHONDONTWRITEBYTECODE", "1"),
+    ("PYTEST_ADDOPTS", "pytest-cache"),
+];
+
+/// Keeps what a check's Python and pytest would write out of the tree
+/// ([`OUT_OF_THE_TREE`]); `temp` is the check's own temp folder as the
+/// check sees it. Ours comes after the person's own `PYTEST_ADDOPTS`, so
+/// that it wins.
+fn out_of_the_tree(inner: &mut Command, temp: &Path) {
+    let [(bytecode, off), (addopts, cache_dir)] = OUT_OF_THE_TREE;
+    inner.env(bytecode, off);
+    let theirs = match inner.get_envs().find(|(key, _)| *key == addopts) {
+        Some((_, value)) => value.map(OsString::from),
+        None => std::env::var_os(addopts),
+    };
+    let ours = format!(
+        "-o {}",
+        shell_quoted(&format!("cache_dir={}", temp.join(cache_dir).display()))
+    );
+    let value = match theirs.as_ref().and_then(|t| t.to_str()) {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{theirs} {ours}"),
+        _ => ours,
+    };
+    inner.env(addopts, value);
+}
+
+/// `word` as one word of a POSIX shell (and of Python's `shlex.split`,
+/// which pytest reads `PYTEST_ADDOPTS` with).
+fn shell_quoted(word: &str) -> String {
+    let plain = word
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._-=+,:@".contains(&b));
+    if plain && !word.is_empty() {
+        return word.to_string();
+    }
+    format!("'{}'", word.replace('\'', "'\"'\"'"))
+}
+
+/// A check run without walls (`sandbox: off`, or none to be had): its own
+/// temp folder for what [`out_of_the_tree`] sends there; without one, as it
+/// is.
+fn unwalled(mut inner: Command) -> (Command, CheckTemp) {
+    match CheckTemp::make() {
+        Ok(temp) => {
+            if let Some(dir) = temp.path() {
+                out_of_the_tree(&mut inner, dir);
+            }
+            (inner, temp)
+        }
+        Err(_) => (inner, CheckTemp::default()),
+    }
+}
+
+/// The entries a toolchain makes at the top of a project the first time it
+/// runs there, each with the file that says the project uses it: Landlock's
+/// walls cannot let a check create an entry at the top (see [`landlock`]),
+/// so ralph makes them first, with the person's rights, when they are
+/// missing. A folder is made empty (git does not see an empty folder); a
+/// file empty (cargo fills an empty `Cargo.lock` as it would have written a
+/// new one).
+#[cfg(target_os = "linux")]
+const MADE_FIRST_AT_THE_TOP: [(&str, &str, bool); 2] = [
+    // (the file that says so, the entry, a folder)
+    ("Cargo.toml", "target", true),
+    ("Cargo.toml", "Cargo.lock", false),
+];
+
+/// Makes [`MADE_FIRST_AT_THE_TOP`]'s entries in `root` where its project
+/// uses their toolchain and they are missing (best effort: a check that
+/// then cannot make one says so itself).
+#[cfg(target_os = "linux")]
+fn made_first_at_the_top(root: &Path) {
+    for (used_by, entry, folder) in MADE_FIRST_AT_THE_TOP {
+        let path = root.join(entry);
+        if !root.join(used_by).is_file() || std::fs::symlink_metadata(&path).is_ok() {
+            continue;
+        }
+        let _ = match folder {
+            true => std::fs::create_dir(&path),
+            false => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map(drop),
+        };
     }
 }
 
@@ -1062,6 +1205,115 @@ mod tests {
             !output.contains("wrote") && !home.join(".bashrc").exists(),
             "{output}"
         );
+    }
+
+    #[test]
+    fn a_toolchain_cache_in_a_home_in_a_temp_folder_stays_writable() {
+        let Some(mechanism) = bwrap_or_skip() else {
+            return;
+        };
+        let (dir, root) = project();
+        let home = std::fs::canonicalize(dir.path()).unwrap().join("home");
+        let cache = home.join(".cache/go-build");
+        std::fs::create_dir_all(&cache).unwrap();
+        let walled = Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone());
+        let walls = Walls {
+            seen_in_temp: vec![home.clone()],
+            writable: vec![root.clone(), cache.clone()],
+            ..walled
+        };
+        assert_eq!(walls.caches(), std::slice::from_ref(&cache));
+        let (_, output) = run(
+            &walls,
+            &root,
+            &format!(
+                "echo built > {cache}/entry && echo cached; echo x > {home}/.bashrc && echo wrote; echo done",
+                cache = cache.display(),
+                home = home.display()
+            ),
+        );
+        assert!(
+            output.contains("cached") && output.contains("done"),
+            "{output}"
+        );
+        assert!(cache.join("entry").is_file(), "{output}");
+        assert!(
+            !output.contains("wrote") && !home.join(".bashrc").exists(),
+            "{output}"
+        );
+        // A cache hidden with ralph's key folder is writable no more.
+        let walls = walls.hide(home.join(".cache"));
+        assert!(walls.caches().is_empty());
+        assert_eq!(
+            walls.refused_caches().len(),
+            1,
+            "{:?}",
+            walls.refused_caches()
+        );
+    }
+
+    #[test]
+    fn a_checks_bytecode_and_pytest_cache_stay_out_of_the_tree() {
+        let (_dir, root) = project();
+        std::fs::write(root.join("calc.py"), "def add(a, b):\n    return a + b\n").unwrap();
+        let script = "python3 -c 'import calc, sys; print(\"written\", sys.dont_write_bytecode)'; \
+                      echo \"addopts $PYTEST_ADDOPTS\"";
+        let mut mechanisms = vec![Walls::open()];
+        if let Some(mechanism) = bwrap_or_skip() {
+            mechanisms.push(Walls::with_mechanism(
+                &root,
+                &root,
+                WallsWanted::Required,
+                mechanism.clone(),
+            ));
+        }
+        for walls in mechanisms {
+            let (code, output) = run(&walls, &root, script);
+            assert_eq!(code, 0, "{output}");
+            assert!(output.contains("written True"), "{output}");
+            assert!(
+                output.contains("addopts -o cache_dir=/") && output.contains("/pytest-cache"),
+                "{output}"
+            );
+            assert!(!root.join("__pycache__").exists(), "{output}");
+        }
+        assert_eq!(shell_quoted("cache_dir=/a b/c"), "'cache_dir=/a b/c'");
+        assert_eq!(shell_quoted("cache_dir=/tmp/x"), "cache_dir=/tmp/x");
+        assert_eq!(shell_quoted("it's"), "'it'\"'\"'s'");
+    }
+
+    #[test]
+    fn landlock_walls_make_cargos_first_entries_before_the_check() {
+        if !landlock::supported() {
+            eprintln!("skipped: no Landlock");
+            return;
+        }
+        let (base, root) = project_outside_temp("landlock-cargo");
+        std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
+        let walls = Walls::with_mechanism(
+            &root,
+            &root,
+            WallsWanted::Required,
+            Mechanism::Landlock("a test".into()),
+        );
+        let (_, output) = run(
+            &walls,
+            &root,
+            "mkdir -p target/debug && echo t > target/debug/x && echo lock >> Cargo.lock && echo built; \
+             echo n > new-at-top && echo made; echo done",
+        );
+        assert!(
+            output.contains("built") && output.contains("done"),
+            "{output}"
+        );
+        assert!(root.join("target/debug/x").is_file());
+        assert_eq!(
+            std::fs::read_to_string(root.join("Cargo.lock")).unwrap(),
+            "lock\n"
+        );
+        // Any other new entry at the top is still refused.
+        assert!(!output.contains("made") && !root.join("new-at-top").exists());
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

@@ -63,8 +63,9 @@ pub(crate) fn test_command(root: &Path) -> Option<Detected> {
         .or_else(|| node(root))
         .or_else(|| node_test_runner(root))
         .or_else(|| {
+            // `-v`: go test names each test it ran, so their counts are read.
             exists(root, "go.mod")
-                .then(|| found("go test ./...", "go.mod"))
+                .then(|| found("go test -v ./...", "go.mod"))
                 .flatten()
         })
         .or_else(|| python_tests(root))
@@ -253,15 +254,28 @@ fn python_tests(root: &Path) -> Option<Detected> {
 
 /// The project's test folders and test file patterns, offered as
 /// `protectedPaths` (a claim may not change them): the usual test folders
-/// at the root (folder names end with `/`), and the test file names of Go
-/// (`*_test.go`) and Python (`test_*.py`, `*_test.py`) when such files sit
-/// at the root.
+/// at the root (folder names end with `/`), those inside the project's
+/// packages (`toolz/tests/`, `src/pkg/tests/`: see [`nested_test_folders`]),
+/// the test files under pytest's `testpaths` when it names a package, and
+/// the test file names of Go (`*_test.go`) and Python (`test_*.py`,
+/// `*_test.py`) when such files sit at the root.
 pub(crate) fn test_paths(root: &Path) -> Vec<String> {
     let mut paths: Vec<String> = ["tests", "test", "spec", "__tests__", "src/test"]
         .iter()
         .filter(|dir| root.join(dir).symlink_metadata().is_ok_and(|m| m.is_dir()))
         .map(|dir| format!("{dir}/"))
         .collect();
+    for path in nested_test_folders(root)
+        .into_iter()
+        .chain(pytest_testpaths(root))
+    {
+        let covered = paths
+            .iter()
+            .any(|p| p.ends_with('/') && path.starts_with(p.as_str()));
+        if !covered && !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
     let names: Vec<String> = fs::read_dir(root)
         .map(|entries| {
             entries
@@ -284,6 +298,138 @@ pub(crate) fn test_paths(root: &Path) -> Vec<String> {
         paths.push("*_test.py".into());
     }
     paths
+}
+
+/// The names of test folders, wherever they sit.
+const TEST_FOLDERS: [&str; 4] = ["tests", "test", "__tests__", "spec"];
+/// How deep under the root test folders are looked for (`src/pkg/tests` is 3).
+const NESTED_DEPTH: usize = 3;
+/// Entries read at most while looking for them.
+const NESTED_ENTRIES: usize = 20_000;
+
+/// Test folders inside the project's folders (`toolz/tests/`,
+/// `src/pkg/tests/`), up to [`NESTED_DEPTH`] deep and [`NESTED_ENTRIES`]
+/// entries read; hidden folders and those of tools (`node_modules`, a
+/// venv, `target`) skipped, as the root's own test folders are found by
+/// [`test_paths`]. Sorted.
+fn nested_test_folders(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut budget = NESTED_ENTRIES;
+    let mut pending: Vec<(std::path::PathBuf, String, usize)> =
+        vec![(root.to_path_buf(), String::new(), 0)];
+    while let Some((dir, relative, depth)) = pending.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if budget == 0 {
+                break;
+            }
+            budget -= 1;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !entry.file_type().is_ok_and(|t| t.is_dir())
+                || name.starts_with('.')
+                || ralph_core::observe::progress::SCAN_IGNORES.contains(&name.as_str())
+            {
+                continue;
+            }
+            let path = format!("{relative}{name}/");
+            if TEST_FOLDERS.contains(&name.as_str()) {
+                if depth > 0 {
+                    found.push(path);
+                }
+            } else if depth + 1 < NESTED_DEPTH {
+                pending.push((entry.path(), path, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// pytest's `testpaths` (pytest.ini, pyproject.toml, setup.cfg, tox.ini),
+/// as protected paths: a test folder whole; a package (a folder with an
+/// `__init__.py`: the tests live among the code, `testpaths = toolz`) by
+/// its test files only (`toolz/**/test_*.py`, `toolz/**/*_test.py`), so
+/// that its code stays the agent's to change.
+fn pytest_testpaths(root: &Path) -> Vec<String> {
+    let mut paths = Vec::new();
+    for name in ["pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini"] {
+        let Some(text) = text(root, name) else {
+            continue;
+        };
+        for value in testpaths_values(&text) {
+            let value = value.trim_matches('/').trim_start_matches("./");
+            if value.is_empty() || value.contains("..") || value.contains('*') {
+                continue;
+            }
+            let dir = root.join(value);
+            if !dir.is_dir() {
+                continue;
+            }
+            if dir.join("__init__.py").is_file() {
+                paths.push(format!("{value}/**/test_*.py"));
+                paths.push(format!("{value}/**/*_test.py"));
+            } else {
+                paths.push(format!("{value}/"));
+            }
+        }
+    }
+    paths
+}
+
+/// The values of a `testpaths` setting in an ini or TOML text: `testpaths
+/// = a b` (ini: words, also on the indented lines that follow) or
+/// `testpaths = ["a", "b"]` (TOML).
+fn testpaths_values(text: &str) -> Vec<String> {
+    let mut values = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(rest) = line
+            .trim_start()
+            .strip_prefix("testpaths")
+            .and_then(|r| r.trim_start().strip_prefix('='))
+        else {
+            continue;
+        };
+        let mut value = rest.trim().to_string();
+        if value.starts_with('[') {
+            // TOML: up to the closing bracket, maybe over several lines.
+            while !value.contains(']') {
+                match lines.next() {
+                    Some(next) => value.push_str(next),
+                    None => break,
+                }
+            }
+            values.extend(
+                value
+                    .trim_start_matches('[')
+                    .split(']')
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|v| v.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
+                    .filter(|v| !v.is_empty()),
+            );
+        } else {
+            // ini: words, and the indented lines that continue the value.
+            let mut words: Vec<String> = value
+                .trim_matches('"')
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            while let Some(next) = lines.peek() {
+                if next.starts_with([' ', '\t']) && !next.trim().is_empty() && !next.contains('=') {
+                    words.extend(next.split_whitespace().map(str::to_string));
+                    lines.next();
+                } else {
+                    break;
+                }
+            }
+            values.extend(words);
+        }
+    }
+    values
 }
 
 /// Deno, Elixir, Ruby, the JVM, PHP and .NET, by their usual files.
@@ -359,7 +505,10 @@ mod tests {
             (vec![], None),
             (vec![("README.md", "hi")], None),
             (vec![("Cargo.toml", "[package]")], Some("cargo test".into())),
-            (vec![("go.mod", "module x")], Some("go test ./...".into())),
+            (
+                vec![("go.mod", "module x")],
+                Some("go test -v ./...".into()),
+            ),
             (
                 vec![("package.json", r#"{"scripts":{"test":"vitest run"}}"#)],
                 Some("npm test".into()),
@@ -507,6 +656,42 @@ mod tests {
             ),
             // A file named like a folder is not one.
             (vec![("tests", "")], vec![]),
+            // Tests inside the package (toolz's layout, pytest's testpaths
+            // naming the package): the test folder, and the test files
+            // under the package, protected; its code is not.
+            (
+                vec![
+                    ("setup.cfg", "[tool:pytest]\ntestpaths = toolz\n"),
+                    ("toolz/__init__.py", ""),
+                    ("toolz/itertoolz.py", ""),
+                    ("toolz/tests/test_itertoolz.py", ""),
+                ],
+                vec!["toolz/tests/", "toolz/**/test_*.py", "toolz/**/*_test.py"],
+            ),
+            (
+                vec![
+                    (
+                        "pyproject.toml",
+                        "[tool.pytest.ini_options]\ntestpaths = [\n  \"pkg\",\n  \"checks\",\n]\n",
+                    ),
+                    ("pkg/__init__.py", ""),
+                    ("checks/test_a.py", ""),
+                ],
+                vec!["pkg/**/test_*.py", "pkg/**/*_test.py", "checks/"],
+            ),
+            (
+                vec![("src/pkg/__init__.py", ""), ("src/pkg/tests/test_a.py", "")],
+                vec!["src/pkg/tests/"],
+            ),
+            // Folders of tools and hidden ones are not the project's tests.
+            (
+                vec![
+                    ("node_modules/x/test/a.js", ""),
+                    (".venv/lib/x/tests/t.py", ""),
+                    ("a/b/c/tests/too_deep.py", ""),
+                ],
+                vec![],
+            ),
         ];
         for (files, want) in cases {
             assert_eq!(test_paths(project(&files).path()), want, "{files:?}");

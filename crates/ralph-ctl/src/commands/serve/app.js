@@ -2,8 +2,10 @@
 // the version it has seen (an unchanged project answers 204), shows each
 // loop's sections as the server rendered and escaped them (parsed, never
 // run: the page's policy allows no inline script), and sends the person's
-// steering as same-origin POSTs. Every text this script writes itself is
-// set with textContent.
+// steering as same-origin POSTs. A queue item's loop is folded (a
+// <details> under the run's table of items, closed until the person opens
+// it); a loop's controls show only when there is something to do or say.
+// Every text this script writes itself is set with textContent.
 'use strict';
 (function () {
   const POLL_MS = 1000;
@@ -42,9 +44,9 @@
   }
 
   function build(loop) {
-    const section = el('section', { className: 'loop' });
+    const section = el(loop.folded ? 'details' : 'section', { className: loop.folded ? 'loop item' : 'loop' });
     section.dataset.loop = loop.id;
-    const title = el('h2');
+    const title = el(loop.folded ? 'summary' : 'h2');
     const controls = el('div', { className: 'controls' });
     const message = el('p', { className: 'message muted' });
     const question = el('p', { className: 'question' });
@@ -56,8 +58,10 @@
     const answer = textForm('answer', 'Answer', 'your answer to the question', loop.id, message);
     controls.append(question, answer, say, cancel, message);
     const body = el('div', { className: 'body' });
-    section.append(title, controls, body);
-    return { section, title, question, cancel, say, answer, body, html: null };
+    // Where the loops folded under this one (a queue run's items) go.
+    const folds = el('div', { className: 'folds' });
+    section.append(title, controls, body, folds);
+    return { section, title, controls, message, question, cancel, say, answer, body, folds, html: null };
   }
 
   function update(entry, loop) {
@@ -67,8 +71,11 @@
     entry.question.textContent = asking ? 'The agent asks: ' + loop.question : '';
     entry.question.hidden = !asking;
     entry.answer.hidden = !asking;
-    entry.say.hidden = !loop.live || asking;
+    entry.say.hidden = !loop.live || asking || !loop.takes_notes;
     entry.cancel.hidden = !loop.live;
+    // No empty strip: the controls show while the loop can be steered, or
+    // to say what a change from this page did.
+    entry.controls.hidden = !loop.live && !asking && !entry.message.textContent;
     if (entry.html !== loop.html) {
       // The server's rendering, escaped there; parsed into nodes, so no
       // script in it runs (and the policy forbids inline ones anyway).
@@ -81,7 +88,8 @@
   function render(data) {
     project.textContent = 'in ' + data.project;
     const seen = new Set();
-    data.loops.forEach(function (loop, i) {
+    const placed = new Map();
+    data.loops.forEach(function (loop) {
       seen.add(loop.id);
       let entry = shown.get(loop.id);
       if (!entry) {
@@ -89,7 +97,12 @@
         shown.set(loop.id, entry);
       }
       update(entry, loop);
-      if (main.children[i] !== entry.section) main.insertBefore(entry.section, main.children[i] || null);
+      // A folded loop goes under the project's loop (the queue run), in
+      // the order the server gives.
+      const home = loop.folded && shown.has('main') ? shown.get('main').folds : main;
+      const i = placed.get(home) || 0;
+      placed.set(home, i + 1);
+      if (home.children[i] !== entry.section) home.insertBefore(entry.section, home.children[i] || null);
     });
     shown.forEach(function (entry, id) {
       if (!seen.has(id)) {

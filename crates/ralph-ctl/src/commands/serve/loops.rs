@@ -1,20 +1,21 @@
 //! The project's loops as `ralph-ctl serve` shows them: the project's own
-//! (a formula's steps are its sections) and each queue item's, under
-//! `runtime/queue/<item>/`. Each state is read as `status` reads it,
-//! without the lock (the store replaces the file whole); a version made of
-//! the state files' sizes and times tells a page whether anything moved,
-//! for the price of a few `stat`s.
+//! (a formula's steps are its sections; a queue run is the dashboard of its
+//! items) and each queue item's, under `runtime/queue/<item>/`, headed by
+//! its title and folded under the run's table. Each state is read as
+//! `status` reads it, without the lock (the store replaces the file
+//! whole); a version made of the state files' sizes and times tells a page
+//! whether anything moved, for the price of a few `stat`s.
 
-use std::path::PathBuf;
 use std::time::UNIX_EPOCH;
 
 use ralph_core::fnv::Fnv;
 use ralph_core::judge::config::ProcessEnv;
-use ralph_core::judge::state::Status;
-use ralph_core::paths::{ProjectPaths, QUEUE_DIR};
+use ralph_core::judge::state::{LoopState, Status};
+use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use serde::Serialize;
 
+use crate::item_loops::{self, ItemLoop};
 use crate::render;
 
 /// How long a page may show the same rendering of a loop that did not
@@ -53,7 +54,7 @@ impl LoopId {
 /// a state file, by name.
 pub(crate) fn present(project: &ProjectPaths) -> Vec<LoopId> {
     let mut ids = vec![LoopId::Main];
-    ids.extend(item_folders(project).into_iter().map(LoopId::Item));
+    ids.extend(item_loops::folders(project).into_iter().map(LoopId::Item));
     ids
 }
 
@@ -61,31 +62,6 @@ pub(crate) fn present(project: &ProjectPaths) -> Vec<LoopId> {
 /// never made into a path unless it is one of the folders listed).
 pub(crate) fn find(project: &ProjectPaths, name: &str) -> Option<LoopId> {
     present(project).into_iter().find(|id| id.name() == name)
-}
-
-fn queue_dir(project: &ProjectPaths) -> PathBuf {
-    project.runtime_dir().join(QUEUE_DIR)
-}
-
-/// The item folders under `runtime/queue/` holding a state, by name.
-fn item_folders(project: &ProjectPaths) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(queue_dir(project)) else {
-        return Vec::new();
-    };
-    let mut folders: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|name| {
-            project
-                .for_item(name)
-                .state_file()
-                .symlink_metadata()
-                .is_ok_and(|m| m.is_file())
-        })
-        .collect();
-    folders.sort();
-    folders
 }
 
 /// What the loops are now, cheaply: each state file's size and time of
@@ -117,12 +93,17 @@ pub(crate) fn version(project: &ProjectPaths, now: u64) -> String {
 pub(crate) struct Shown {
     /// [`LoopId::name`].
     pub(crate) id: String,
-    /// What the page heads it with.
+    /// What the page heads it with: a queue item's title.
     pub(crate) title: String,
+    /// A queue item's loop, shown folded under its run's table of items.
+    pub(crate) folded: bool,
     /// Its status (`running`, `complete`, …), or `unreadable`.
     pub(crate) status: String,
     /// Whether it may still move (cancel and say are offered).
     pub(crate) live: bool,
+    /// Whether a note said to it reaches an iteration: not a queue run's
+    /// own record, which no iteration reads (each item's loop takes its own).
+    pub(crate) takes_notes: bool,
     /// The question it waits on an answer to (the agent's text: the
     /// script shows it as text).
     pub(crate) question: Option<String>,
@@ -141,13 +122,30 @@ pub(crate) struct Snapshot {
     pub(crate) loops: Vec<Shown>,
 }
 
-/// Every loop of the project, read and rendered, at `now`.
+/// Every loop of the project, read and rendered, at `now`: the project's,
+/// then its queue items' (in the order of the run's table).
 pub(crate) fn snapshot(project: &ProjectPaths, now: u64) -> Snapshot {
     let version = version(project, now);
-    let loops = present(project)
+    let main = StateStore::new(project)
+        .read()
+        .map(|state| state.map(|s| crate::driver::finish::believed(project, s)));
+    let items = item_loops::read_all(project);
+    let run = main.as_ref().ok().and_then(Option::as_ref);
+    let mut order: Vec<&ItemLoop> = items.iter().collect();
+    if let Some(queue) = run.and_then(|r| r.queue.as_ref()) {
+        let table: Vec<&str> = render::items(queue, &items).iter().map(|i| i.id).collect();
+        order.sort_by_key(|l| {
+            l.item_id()
+                .and_then(|id| table.iter().position(|t| *t == id))
+                .unwrap_or(usize::MAX)
+        });
+    }
+    let folded: Vec<Shown> = order
         .into_iter()
-        .filter_map(|id| shown(project, &id, now))
+        .map(|item| shown_item(item, run, now))
         .collect();
+    let mut loops: Vec<Shown> = shown_main(project, main, &items, now).into_iter().collect();
+    loops.extend(folded);
     Snapshot {
         version,
         project: project.root.display().to_string(),
@@ -155,53 +153,103 @@ pub(crate) fn snapshot(project: &ProjectPaths, now: u64) -> Snapshot {
     }
 }
 
-/// One loop, when it has a state (or one that cannot be read).
-fn shown(project: &ProjectPaths, id: &LoopId, now: u64) -> Option<Shown> {
-    let paths = id.paths(project);
-    let title = match id {
-        LoopId::Main => "the project's loop".to_string(),
-        LoopId::Item(folder) => format!("queue item {folder}"),
-    };
-    let state = match StateStore::new(&paths).read() {
-        Ok(Some(state)) => state,
-        Ok(None) => return None,
-        Err(e) => {
-            return Some(Shown {
-                id: id.name(),
-                title,
-                status: "unreadable".into(),
-                live: false,
-                question: None,
-                html: format!(
-                    "<p class=\"bad\">its state cannot be used: {}</p>",
-                    render::esc(&e.to_string())
-                ),
-            })
-        }
-    };
-    // Judged by its pin, as the report shows it; a completion not on
-    // record is shown as not accepted, as `status` shows it.
-    let config = ralph_core::pin::loop_config(&paths, &ProcessEnv, &state).ok();
-    let state = crate::driver::finish::believed(&paths, state);
+/// A loop whose state cannot be used, said so.
+fn unreadable(id: String, title: String, folded: bool, error: &str) -> Shown {
+    Shown {
+        id,
+        title,
+        folded,
+        status: "unreadable".into(),
+        live: false,
+        takes_notes: false,
+        question: None,
+        html: format!(
+            "<p class=\"bad\">its state cannot be used: {}</p>",
+            render::esc(error)
+        ),
+    }
+}
+
+/// A loop's facts for the page, around its rendered `html`.
+fn shown(id: String, title: String, folded: bool, state: &LoopState, body: String) -> Shown {
     let mut html = String::new();
-    if crate::driver::carriers::left_behind(&state) {
+    if crate::driver::carriers::left_behind(state) {
         html.push_str(
             "<p class=\"bad\">interrupted: its driver is gone (`ralph-ctl run --resume` takes it up again)</p>",
         );
     }
-    html.push_str(&render::loop_sections(&state, config.as_ref(), now));
-    Some(Shown {
-        id: id.name(),
+    html.push_str(&body);
+    Shown {
+        id,
         title,
+        folded,
         status: state.status.as_str().to_string(),
         live: state.status.is_live(),
+        takes_notes: state.queue.is_none(),
         question: state
             .question
             .as_ref()
             .filter(|_| state.status == Status::Waiting)
             .map(|q| ralph_core::text::printable(&q.text).into_owned()),
         html,
-    })
+    }
+}
+
+/// The project's loop, when it has a state (or one that cannot be read):
+/// a queue run as the dashboard of its `items`.
+fn shown_main(
+    project: &ProjectPaths,
+    state: Result<Option<LoopState>, ralph_core::persist::store::StoreError>,
+    items: &[ItemLoop],
+    now: u64,
+) -> Option<Shown> {
+    let id = LoopId::Main.name();
+    let state = match state {
+        Ok(Some(state)) => state,
+        Ok(None) => return None,
+        Err(e) => {
+            let title = "the project's loop".to_string();
+            return Some(unreadable(id, title, false, &e.to_string()));
+        }
+    };
+    let (title, body) = match &state.queue {
+        Some(queue) => {
+            let table = render::items(queue, items);
+            (
+                "the queue run".to_string(),
+                render::run_sections(&state, &table, now),
+            )
+        }
+        None => {
+            // Judged by its pin, as the report shows it; a completion not
+            // on record is shown as not accepted, as `status` shows it.
+            let config = ralph_core::pin::loop_config(project, &ProcessEnv, &state).ok();
+            let body = render::loop_sections(&state, config.as_ref(), now);
+            ("the project's loop".to_string(), body)
+        }
+    };
+    Some(shown(id, title, false, &state, body))
+}
+
+/// A queue item's loop, headed by its title in `run` (its folder's name
+/// when the run does not list it), its record in the run first.
+fn shown_item(item: &ItemLoop, run: Option<&LoopState>, now: u64) -> Shown {
+    let id = LoopId::Item(item.folder.clone()).name();
+    let record = item_loops::record(run, item);
+    let title = record.map_or_else(
+        || format!("queue item {}", item.folder),
+        |r| r.title.clone(),
+    );
+    let state = match &item.state {
+        Ok(state) => state,
+        Err(e) => return unreadable(id, title, true, e),
+    };
+    let mut body = match (record, item.item_id()) {
+        (Some(record), Some(item_id)) => render::item_record(item_id, record),
+        _ => String::new(),
+    };
+    body.push_str(&render::loop_sections(state, item.config.as_ref(), now));
+    shown(id, title, true, state, body)
 }
 
 #[cfg(test)]

@@ -64,7 +64,9 @@ pub(crate) fn run(
     let words = [asked.text.clone()];
     let mut said = Vec::new();
     let result = match action {
-        Action::Cancel => super::super::cancel::run(&paths, &mut said),
+        Action::Cancel => {
+            super::super::cancel::run(&paths, super::super::cancel::Reader::Person, &mut said)
+        }
         Action::Say => super::super::say::run(&paths, &words, &mut said),
         Action::Answer => super::super::answer::run(&paths, &words, env, &mut said),
     };

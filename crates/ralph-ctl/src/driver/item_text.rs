@@ -1,0 +1,52 @@
+//! The text a queue item's loop starts with: the run's shared task, the
+//! item, and how to end it. The queue run and its dry run both show it.
+
+use ralph_core::judge::config::Config;
+use ralph_core::observe::backlog::Item;
+use ralph_core::observe::prompt_text;
+use ralph_core::paths::ProjectPaths;
+
+use crate::error::CtlError;
+
+/// What every item of the run is told first: PROMPT.md's task, `None`
+/// when it is still the template or missing (the items are the work);
+/// an error when it cannot be read.
+pub(crate) fn shared_task(
+    paths: &ProjectPaths,
+    config: &Config,
+) -> Result<Option<String>, CtlError> {
+    let path = paths.resolve(&config.prompt_file);
+    match prompt_text::read_prompt(&path) {
+        Ok(text) if prompt_text::is_template(&text) => Ok(None),
+        Ok(text) => Ok(Some(text)),
+        Err(prompt_text::PromptError::Missing { .. } | prompt_text::PromptError::Empty { .. }) => {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The first text of `item`'s loop: the shared task, the item's title and
+/// body, and the two ways to end it (done, or skipped with why).
+pub(crate) fn of(paths: &ProjectPaths, config: &Config, item: &Item) -> Result<String, CtlError> {
+    let task = match shared_task(paths, config)? {
+        Some(task) => format!("{}\n\n---\n\n", task.trim_end()),
+        None => String::new(),
+    };
+    let id = serde_json::to_string(&item.id).unwrap_or_default();
+    let body = match item.body.trim() {
+        "" => String::new(),
+        body => format!("{body}\n\n"),
+    };
+    Ok(format!(
+        "{task}## Your item: {title}\n\n{body}\
+         This is one item of a backlog that other workers drain at the same time: work on this item \
+         only, in this folder (its own branch), and commit your work. When the item is done and \
+         checked, end your final message with {signal} on a line of its own and the line\n\
+         RALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {id}}}\n\
+         If the item should not be done (it is done already, or obsolete), say why and end with \
+         RALPH_OUTCOME: {{\"status\": \"skip\", \"itemId\": {id}}} instead.\n",
+        title = item.title,
+        signal = config.completion_signal,
+    ))
+}

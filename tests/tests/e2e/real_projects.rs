@@ -761,13 +761,22 @@ fn toolz_loop_as_root() {
     loop_on(&TOOLZ, None, false);
 }
 
+/// toolz under Landlock's walls: its one test that takes a
+/// `multiprocessing` lock (`test_fold`) needs `/dev/shm`, which Landlock
+/// cannot give a check of its own (docs/security.md says so, and the start's
+/// notice); its person, without bubblewrap, checks the rest.
+const TOOLZ_UNDER_LANDLOCK: Real = Real {
+    verify: Some("python3 -m pytest --deselect toolz/sandbox/tests/test_parallel.py::test_fold"),
+    ..TOOLZ
+};
+
 #[test]
 fn toolz_loop_under_landlock() {
     if !is_root() {
         eprintln!("skipped: not root (hiding bubblewrap needs a mount namespace)");
         return;
     }
-    loop_on(&TOOLZ, None, true);
+    loop_on(&TOOLZ_UNDER_LANDLOCK, None, true);
 }
 
 #[test]

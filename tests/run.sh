@@ -64,6 +64,8 @@ if tests_ralph_tests "$@"; then
   # The live page's tests drive that browser with puppeteer-core (npm).
   RALPH_PUPPETEER=$(tests/install-puppeteer.sh)
   export RALPH_PUPPETEER
+  # The real projects ralph is run on, and what they need, fetched once.
+  tests/corpus/fetch.sh
   features=(--features ralph-tests/e2e)
 fi
 cargo build --locked --workspace --bins

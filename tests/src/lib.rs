@@ -7,6 +7,7 @@ pub mod bins;
 pub mod browser;
 pub mod cli;
 pub mod client;
+pub mod corpus;
 pub mod interactive;
 pub mod listen;
 pub mod mock_api;

@@ -217,9 +217,25 @@ impl TempProject {
         )
     }
 
+    /// A fresh git project named `name` in `folder`.
     fn in_folder(folder: &Path, name: &str) -> TempProject {
+        let project = TempProject::empty_in(folder, name);
+        project.git(&["init", "-q", "-b", "main"]);
+        project.git(&["config", "user.email", "test@example.invalid"]);
+        project.git(&["config", "user.name", "ralph test"]);
+        std::fs::write(project.root.join("README.md"), "# test project\n").unwrap();
+        project.git(&["add", "-A"]);
+        project.git(&["commit", "-q", "-m", "start"]);
+        project
+    }
+
+    /// Empty folders for a project named `name` (for the folder's name
+    /// only), its HOME and its TMPDIR, under `parent`: no git yet. For a
+    /// test whose HOME must not be under the temp folder, where a check's
+    /// walls let it write.
+    pub fn empty_in(parent: &Path, name: &str) -> TempProject {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let base = folder.join(format!("ralph-test-{}-{n}-{name}", std::process::id()));
+        let base = parent.join(format!("ralph-test-{}-{n}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let project = TempProject {
             root: base.join("project"),
@@ -231,12 +247,6 @@ impl TempProject {
         for dir in [&project.root, &project.home, &project.tmp] {
             std::fs::create_dir_all(dir).unwrap();
         }
-        project.git(&["init", "-q", "-b", "main"]);
-        project.git(&["config", "user.email", "test@example.invalid"]);
-        project.git(&["config", "user.name", "ralph test"]);
-        std::fs::write(project.root.join("README.md"), "# test project\n").unwrap();
-        project.git(&["add", "-A"]);
-        project.git(&["commit", "-q", "-m", "start"]);
         project
     }
 

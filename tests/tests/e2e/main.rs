@@ -25,6 +25,7 @@ mod permissions;
 mod pinning;
 mod plugin;
 mod queue;
+mod real_projects;
 mod remote_queue;
 mod report;
 mod sandbox;

@@ -54,7 +54,8 @@ const SET_VERIFY: &str = "or set another check with `ralph-ctl init --verify CMD
 const VENV_FOLDERS: [&str; 4] = [".venv", "venv", "env", ".env"];
 
 /// Why `result` (a check run from `root`) cannot run, if a rule says so.
-/// A check that passed, or that ran tests of which some passed, always runs.
+/// A check that passed, or that ran tests of which some passed, always runs;
+/// one that ran tests is never said to refuse its arguments or toolchain.
 pub fn diagnose(root: &Path, result: &VerifyResult) -> Option<Diagnosis> {
     if result.passed() || result.timed_out {
         return None;
@@ -62,6 +63,10 @@ pub fn diagnose(root: &Path, result: &VerifyResult) -> Option<Diagnosis> {
     if result.counts.is_some_and(|c| c.passed > 0) {
         return None;
     }
+    // Tests ran: what their output says of arguments or downloads is the
+    // tests' own (a test of a `--verbose` still to write), the loop's
+    // work; a runner that refuses its own arguments runs none.
+    let ran_tests = result.counts.is_some_and(|c| c.run > 0);
     let output = result.output_tail.as_str();
     let Some(code) = result.exit_code else {
         // Killed by a signal, or never started (the walls refused it).
@@ -77,8 +82,8 @@ pub fn diagnose(root: &Path, result: &VerifyResult) -> Option<Diagnosis> {
         .or_else(|| python_module_missing(root, output, &result.command))
         .or_else(|| npm_script_missing(output))
         .or_else(|| node_module_missing(root, output))
-        .or_else(|| runner_usage_error(code, output))
-        .or_else(|| toolchain_cannot_start(output))
+        .or_else(|| runner_usage_error(code, output).filter(|_| !ran_tests))
+        .or_else(|| toolchain_cannot_start(output).filter(|_| !ran_tests))
         .or_else(|| no_tests_collected(code, output, result))
 }
 
@@ -698,6 +703,16 @@ mod tests {
                 "python3 -m pytest",
                 Some(1),
                 "ModuleNotFoundError: No module named 'numpy'\n==== 1 failed, 30 passed in 1.2s ====\n",
+                (),
+            ),
+            (
+                "failing tests of an option still to write, none passing",
+                &[],
+                "python3 -m pytest",
+                Some(1),
+                "E   SystemExit: 2\n----- Captured stderr call -----\n\
+                 usage: tool [-h]\ntool: error: unrecognized arguments: --verbose\n\
+                 FAILED test_cli.py::test_verbose - SystemExit: 2\n==== 1 failed in 0.05s ====\n",
                 (),
             ),
             (

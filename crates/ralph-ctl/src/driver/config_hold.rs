@@ -193,10 +193,22 @@ pub(crate) fn look(git_dir: &Path) -> Looked {
     }
 }
 
-/// [`look`] for the project's repository, as the line a person reads
-/// (`None`: nothing to say): what every command that looks (status, reset,
-/// doctor, run) says.
+/// [`look`] for the project's repository, and a sandbox's exclude block
+/// no run holds ([`super::sandbox_mounts::clear_abandoned`]), as the lines
+/// a person reads (`None`: nothing to say): what every command that looks
+/// (status, reset, doctor, run) says.
 pub(crate) fn looked_at(paths: &ralph_core::paths::ProjectPaths) -> Option<String> {
+    // The exclude block a sandboxed run killed outright left goes too.
+    let block = super::sandbox_mounts::clear_abandoned(paths);
+    let lock = lock_looked_at(paths);
+    match (lock, block) {
+        (Some(lock), Some(block)) => Some(format!("{lock}\n{block}")),
+        (lock, block) => lock.or(block),
+    }
+}
+
+/// [`looked_at`] for `config.lock` alone.
+fn lock_looked_at(paths: &ralph_core::paths::ProjectPaths) -> Option<String> {
     let git_dir = ralph_core::observe::own_git::GitPlace::find(&paths.root)
         .ok()?
         .common_dir;

@@ -46,12 +46,20 @@ pub(crate) const SANDBOX_MOUNTS: [&str; 22] = [
     ".claude/workflows",
 ];
 
-/// The block written for a run: removed from `info/exclude` when dropped.
+/// The block written for a run, and this process's share of it (a shared
+/// `flock` on a file beside `info/exclude`'s folder): the last run to
+/// leave removes the block when this is dropped.
 #[derive(Debug)]
 pub(crate) struct Excluded {
     file: PathBuf,
     begin: String,
+    holders: Option<std::fs::File>,
+    holders_path: PathBuf,
 }
+
+/// The file beside `info/` whose shared locks count the runs that hold a
+/// block (as `config_hold` counts the holders of `config.lock`).
+const HOLDERS_FILE: &str = "ralph-exclude-holders";
 
 /// The first line of the block for the project at `relative` (from the
 /// checkout's top): each project in a repository has its own.
@@ -83,11 +91,88 @@ fn without_block(text: &str, begin: &str) -> String {
     kept
 }
 
-/// Writes `text` to `file` whole (a temp file renamed over it).
+/// `info/exclude`'s text: empty when it is missing; an error when it is
+/// anything but a regular file (a link the agent planted would have ralph
+/// read, and then write, a file of the person's).
+fn read_exclude(file: &Path) -> std::io::Result<String> {
+    match std::fs::symlink_metadata(file) {
+        Ok(meta) if meta.file_type().is_file() => std::fs::read_to_string(file),
+        Ok(_) => Err(std::io::Error::other("it is not a regular file")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes `text` to `file` whole: a new temp file of a random name in its
+/// folder (never one that exists, never through a link), renamed over it.
 fn write_whole(file: &Path, text: &str) -> std::io::Result<()> {
-    let temp = file.with_extension("ralph-tmp");
-    std::fs::write(&temp, text)?;
-    std::fs::rename(&temp, file)
+    use std::io::Write as _;
+    let folder = file.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::Builder::new()
+        .prefix(".ralph-exclude-")
+        .tempfile_in(folder)?;
+    temp.write_all(text.as_bytes())?;
+    temp.persist(file).map(|_| ()).map_err(|e| e.error)
+}
+
+/// Takes this process's share of the block's hold, waiting a moment for a
+/// run that is leaving (and may be removing it).
+fn share(holders_path: &Path) -> std::io::Result<std::fs::File> {
+    let holders = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(holders_path)?;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match holders.try_lock_shared() {
+            Ok(()) => return Ok(holders),
+            Err(_) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Err(e) => return Err(std::io::Error::other(e.to_string())),
+        }
+    }
+}
+
+/// Removes the block starting with `begin` from `file` when no run holds
+/// it any more (the exclusive lock on the holders' file is free); true
+/// when a block was there and went.
+fn remove_unheld(file: &Path, begin: &str, holders_path: &Path) -> bool {
+    use fs2::FileExt;
+    let Ok(holders) = std::fs::OpenOptions::new().write(true).open(holders_path) else {
+        return false;
+    };
+    if holders.try_lock_exclusive().is_err() {
+        return false;
+    }
+    let removed = match read_exclude(file) {
+        Ok(text) if text.lines().any(|l| l == begin) => {
+            write_whole(file, &without_block(&text, begin)).is_ok()
+        }
+        _ => false,
+    };
+    let _ = holders.unlock();
+    removed
+}
+
+/// A block a run killed outright left (no run holds it), removed, and the
+/// line that says so: what the commands that look (`status`, `reset`,
+/// `doctor`, `run`) say.
+pub(crate) fn clear_abandoned(paths: &ProjectPaths) -> Option<String> {
+    let place = GitPlace::find(&paths.root).ok()?;
+    let root = std::fs::canonicalize(&paths.root).ok()?;
+    let top = std::fs::canonicalize(&place.work_tree).ok()?;
+    let relative = root.strip_prefix(&top).ok()?.to_string_lossy().into_owned();
+    let file = place.common_dir.join("info").join("exclude");
+    let holders_path = place.common_dir.join(HOLDERS_FILE);
+    remove_unheld(&file, &begin_line(&relative), &holders_path).then(|| {
+        format!(
+            "git: removed the block of the client's sandbox's mount points from {}, left by a \
+             run that was stopped outright",
+            file.display()
+        )
+    })
 }
 
 /// The block for the project at `paths` in its repository's
@@ -120,12 +205,21 @@ pub(crate) fn exclude(paths: &ProjectPaths) -> Option<Excluded> {
     block.push('\n');
     let info = place.common_dir.join("info");
     let file = info.join("exclude");
-    let written = std::fs::create_dir_all(&info).and_then(|()| {
-        let before = std::fs::read_to_string(&file).unwrap_or_default();
-        write_whole(&file, &(without_block(&before, &begin) + &block))
-    });
+    let holders_path = place.common_dir.join(HOLDERS_FILE);
+    let written = std::fs::create_dir_all(&info)
+        .and_then(|()| share(&holders_path))
+        .and_then(|holders| {
+            let before = read_exclude(&file)?;
+            write_whole(&file, &(without_block(&before, &begin) + &block))?;
+            Ok(holders)
+        });
     match written {
-        Ok(()) => Some(Excluded { file, begin }),
+        Ok(holders) => Some(Excluded {
+            file,
+            begin,
+            holders: Some(holders),
+            holders_path,
+        }),
         Err(e) => {
             super::say(&format!(
                 "warning: cannot write {}: {e}; inside the sandbox `git add -A` may fail on the \
@@ -139,9 +233,10 @@ pub(crate) fn exclude(paths: &ProjectPaths) -> Option<Excluded> {
 
 impl Drop for Excluded {
     fn drop(&mut self) {
-        if let Ok(text) = std::fs::read_to_string(&self.file) {
-            let _ = write_whole(&self.file, &without_block(&text, &self.begin));
-        }
+        // This run's share goes first; the block goes when no other run
+        // (a joined queue process) still holds one.
+        drop(self.holders.take());
+        remove_unheld(&self.file, &self.begin, &self.holders_path);
     }
 }
 
@@ -169,15 +264,53 @@ mod tests {
         );
         assert!(text.contains("\n/sub/.bash_profile\n"), "{text}");
         assert!(!text.contains(".vscode"), "the project has one: {text}");
-        // A second run's block replaces the first's, never doubles it.
+        // A second run's block replaces the first's, never doubles it, and
+        // stays while either run holds it.
         let again = exclude(&paths).unwrap();
         let twice = std::fs::read_to_string(&file).unwrap();
         assert_eq!(twice.matches("# >>> ralph").count(), 1, "{twice}");
         drop(again);
-        std::mem::forget(held);
+        assert!(std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("# >>> ralph"));
+        assert_eq!(clear_abandoned(&paths), None, "held by the first run");
+        drop(held);
         assert_eq!(
             std::fs::read_to_string(&file).unwrap(),
             "# the person's\n*.log\n"
         );
+        // A run killed outright leaves its block: the next look removes it.
+        let killed = exclude(&paths).unwrap();
+        std::mem::forget(killed);
+        assert!(std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("# >>> ralph"));
+    }
+
+    #[test]
+    fn a_block_no_run_holds_goes_at_the_next_look_and_a_link_is_never_followed() {
+        let tmp = crate::testdir::new("sandbox-mounts-left");
+        let root = tmp.path().join("repo");
+        std::fs::create_dir_all(&root).unwrap();
+        sh(&root, &["init", "-q"]);
+        let paths = ProjectPaths::new(&root);
+        let file = root.join(".git/info/exclude");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "").unwrap();
+        // What a run killed outright leaves: the block, and no flock.
+        let block = format!("{}\n/.bashrc\n{END_LINE}\n", begin_line(""));
+        std::fs::write(&file, format!("*.log\n{block}")).unwrap();
+        std::fs::write(root.join(".git").join(HOLDERS_FILE), "").unwrap();
+        assert!(clear_abandoned(&paths)
+            .unwrap()
+            .contains("removed the block"));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "*.log\n");
+        // A link in exclude's place is the agent's: nothing is read or written through it.
+        let secret = tmp.path().join("secret");
+        std::fs::write(&secret, "the person's\n").unwrap();
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(&secret, &file).unwrap();
+        assert!(exclude(&paths).is_none());
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "the person's\n");
     }
 }

@@ -288,7 +288,7 @@ fn go_test_gives_counts_or_says_why_not() {
     run.assert_code(0);
     let why =
         "`go test ./...` gave no test counts: `go test` without -v or -json names no passing test";
-    run.assert_stderr_has(&[why, "`go test -json ./...`"]);
+    run.assert_stderr_has(&[why, "`go test -v ./...`"]);
     assert_eq!(
         run.stderr.matches(why).count(),
         1,

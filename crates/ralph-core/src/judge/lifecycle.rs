@@ -233,15 +233,22 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
     let reset = paused.resume_at.map(Timestamp::secs);
     let longest = u64::from(config.supervision.max_resume_wait_hours) * 3_600;
     match reset {
-        Some(at) if at > now.saturating_add(longest) => ResumePlan::Stay {
-            reason: format!(
+        // A pause of the person's pacing (pauseAtUtilization) waits for its
+        // window whatever its length: that is what it was asked for.
+        Some(at)
+            if at > now.saturating_add(longest)
+                && paused.kind != crate::judge::state::PauseKind::Utilization =>
+        {
+            ResumePlan::Stay {
+                reason: format!(
                 "{} until {}, more than {} h away (maxResumeWaitHours): `ralph-ctl run --resume` \
                  once it has reset",
                 paused.kind.as_str(),
                 paused.resume_at.map(|t| t.to_string()).unwrap_or_default(),
                 config.supervision.max_resume_wait_hours
             ),
-        },
+            }
+        }
         Some(at) => ResumePlan::ResumeAt {
             at: at.max(now),
             reason: format!(
@@ -468,6 +475,10 @@ pub fn next_step(state: &LoopState) -> Option<String> {
 /// with the flags it ran with (and `extra`), or the launcher for a loop
 /// `ralph-ctl run` did not start (`ralph-ctl start`, the plugin).
 fn again(state: &LoopState, extra: &[&str]) -> String {
+    // A queue item's loop is started by its run, never by hand.
+    if state.queue_item.is_some() {
+        return "the queue run again: it takes the item up with the rest".into();
+    }
     let Some(mode) = &state.run_mode else {
         // A loop of its own task, not a queue's item: `/ralph-loop`'s.
         if state.task.is_some() && state.queue_item.is_none() {
@@ -1002,6 +1013,12 @@ mod tests {
         assert!(matches!(
             plan_resume(&conservative, &month, now),
             ResumePlan::Stay { reason } if reason.contains("2026-12-15") && reason.contains("maxResumeWaitHours")
+        ));
+        // The person's own pacing waits for its window, however far.
+        let pacing = paused(PauseKind::Utilization, Some("2026-11-28T00:00:00Z"));
+        assert!(matches!(
+            plan_resume(&conservative, &pacing, now),
+            ResumePlan::ResumeAt { .. }
         ));
         let day = paused(PauseKind::RateLimit, Some("2026-11-23T09:00:00Z"));
         assert!(matches!(

@@ -328,8 +328,25 @@ fn open(paths: &ProjectPaths, request: &LoopStartArgs) -> Result<(String, String
     if request.check_may_not_run {
         start::allow_check_not_running();
     }
+    let before = std::fs::read(paths.config_file()).ok();
     let adopted = adopt_found_check(paths)?;
-    let (mut config, pin) = start::pinned_config(paths)?;
+    // A start refused after the found check was written leaves the config
+    // as it was: the person never chose that check.
+    let put_back = |adopted: &Option<String>| {
+        if adopted.is_some() {
+            let _ = match &before {
+                Some(bytes) => std::fs::write(paths.config_file(), bytes),
+                None => std::fs::remove_file(paths.config_file()),
+            };
+        }
+    };
+    let (mut config, pin) = match start::pinned_config(paths) {
+        Ok(pinned) => pinned,
+        Err(e) => {
+            put_back(&adopted);
+            return Err(e);
+        }
+    };
     if let Some(promise) = &request.completion_promise {
         config.completion_signal =
             ralph_core::judge::config::validate_signal(promise).ok_or_else(|| {
@@ -344,7 +361,7 @@ fn open(paths: &ProjectPaths, request: &LoopStartArgs) -> Result<(String, String
         .completion_promise
         .as_ref()
         .map(|_| config.completion_signal.clone());
-    let started = start::open_loop(
+    let started = match start::open_loop(
         paths,
         &config,
         pin,
@@ -356,7 +373,13 @@ fn open(paths: &ProjectPaths, request: &LoopStartArgs) -> Result<(String, String
             state.task = Some(task.clone());
             state.completion_signal = promise.clone();
         },
-    )?;
+    ) {
+        Ok(started) => started,
+        Err(e) => {
+            put_back(&adopted);
+            return Err(e);
+        }
+    };
     let _ = started;
     let read = Read {
         task: &task,

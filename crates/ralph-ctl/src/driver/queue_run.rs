@@ -302,6 +302,7 @@ impl Shared<'_> {
             match self.claims.claim_next(&items, name, self.ttl()) {
                 Ok(Some(item)) => {
                     let (end, back) = self.work_item(name, item, &run, signals);
+                    super::set_line_prefix(String::new());
                     signals = back;
                     if let Some(end) = end {
                         break end;

@@ -490,7 +490,8 @@ impl RemoteBook {
             };
             let part = name.trim_start_matches(&self.prefix);
             match parse_record(message) {
-                Some(record) if ref_component(&record.item) == part => {
+                // A record made before ids were encoded keeps the id itself.
+                Some(record) if ref_component(&record.item) == part || record.item == part => {
                     records.insert(record.item.clone(), (sha.to_string(), record));
                 }
                 _ => say(&format!(

@@ -472,7 +472,7 @@ fn no_counts_notice(command: &str) -> String {
         return format!(
             "`{command}` gave no test counts: `go test` without -v or -json names no passing test, \
              so the test baseline has none for it and a claim that runs fewer tests goes unnoticed; \
-             make the check `go test -json ./...` (`ralph-ctl init --verify 'go test -json ./...'`) to count them"
+             make the check `go test -v ./...` (`ralph-ctl init --verify 'go test -v ./...'`) to count them"
         );
     }
     format!(

@@ -583,6 +583,33 @@ pub(crate) fn merge_own_settings(
         if let Some(sandbox) = ours.get("sandbox") {
             merged["sandbox"] = sandbox.clone();
         }
+    } else if let Some(roots) = ours["sandbox"]["filesystem"]["allowWrite"].as_array() {
+        // A sandbox of the person's still lets the agent write the
+        // toolchains' caches its checks write, so it can run them.
+        if !merged["sandbox"]["filesystem"].is_object() {
+            merged["sandbox"]["filesystem"] = json!({});
+        }
+        let target = &mut merged["sandbox"]["filesystem"]["allowWrite"];
+        if !target.is_array() {
+            *target = json!([]);
+        }
+        let target = target.as_array_mut().expect("an array");
+        for root in roots {
+            if !target.contains(root) {
+                target.push(root.clone());
+            }
+        }
+    }
+    // ralph's variables (no bytecode in the tree) where theirs name none.
+    if let Some(env) = ours["env"].as_object() {
+        if !merged["env"].is_object() {
+            merged["env"] = json!({});
+        }
+        for (name, value) in env {
+            if merged["env"].get(name).is_none() {
+                merged["env"][name] = value.clone();
+            }
+        }
     }
     let mut args = client_args.to_vec();
     args.drain(at..(at + taken).min(args.len()));
@@ -830,6 +857,26 @@ mod tests {
             merge_own_settings(&["--settings=s.json".into()], Some(ours.clone()), dir);
         assert!(rest.is_empty());
         assert_eq!(merged.unwrap()["env"]["A"], "1");
+        // Their sandbox and env win, with ralph's cache roots and variables added.
+        let ralphs = json!({
+            "sandbox": {"enabled": true, "filesystem": {"allowWrite": ["/h/.cache/go-build"]}},
+            "env": {"PYTHONDONTWRITEBYTECODE": "1", "A": "ralph"}
+        });
+        let theirs: Vec<std::ffi::OsString> = [
+            "--settings",
+            r#"{"sandbox": {"enabled": true, "filesystem": {"allowWrite": ["/data"]}}, "env": {"A": "1"}}"#,
+        ]
+        .map(Into::into)
+        .to_vec();
+        let merged = merge_own_settings(&theirs, Some(ralphs), dir).1.unwrap();
+        assert_eq!(
+            merged["sandbox"]["filesystem"]["allowWrite"],
+            json!(["/data", "/h/.cache/go-build"])
+        );
+        assert_eq!(
+            merged["env"],
+            json!({"A": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+        );
         // Not readable: passed as given, and said.
         let args: Vec<std::ffi::OsString> = ["--settings", "nowhere.json"].map(Into::into).to_vec();
         let (rest, merged, notice) = merge_own_settings(&args, Some(ours.clone()), dir);

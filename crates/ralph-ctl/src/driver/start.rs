@@ -441,23 +441,30 @@ fn measured_baseline(
 }
 
 /// The flag that starts a loop whose check cannot run (the task is to make
-/// it run), on `run`, `start` and `loop-start`; it sets
-/// [`CHECK_MAY_NOT_RUN_ENV`], which the start reads.
+/// it run), on `run`, `start` and `loop-start` ([`allow_check_not_running`]).
 pub(crate) const CHECK_MAY_NOT_RUN: &str = "--check-may-not-run";
 
 /// The variable that says the same as [`CHECK_MAY_NOT_RUN`] (`1`): for a
 /// start that takes no flag of the person's (the plugin's hook).
 pub(crate) const CHECK_MAY_NOT_RUN_ENV: &str = "RALPH_CHECK_MAY_NOT_RUN";
 
-/// Whether the person said a loop may start on a check that cannot run.
+/// [`CHECK_MAY_NOT_RUN`] given on this process's command line.
+static CHECK_MAY_NOT_RUN_GIVEN: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the person said a loop may start on a check that cannot run:
+/// the flag, or the variable in their environment.
 pub(crate) fn check_may_not_run() -> bool {
-    std::env::var(CHECK_MAY_NOT_RUN_ENV).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+    CHECK_MAY_NOT_RUN_GIVEN.load(std::sync::atomic::Ordering::Relaxed)
+        || std::env::var(CHECK_MAY_NOT_RUN_ENV)
+            .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
 }
 
-/// Says [`CHECK_MAY_NOT_RUN`] for this process and the starts it makes (set
-/// before any thread starts, as the other overrides are).
+/// Says [`CHECK_MAY_NOT_RUN`] for the starts this process makes (kept in
+/// the process, not set in its environment, which the client and the
+/// agent's commands inherit).
 pub(crate) fn allow_check_not_running() {
-    std::env::set_var(CHECK_MAY_NOT_RUN_ENV, "1");
+    CHECK_MAY_NOT_RUN_GIVEN.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// What the person is told, once, of a check whose output gave no test

@@ -379,6 +379,14 @@ impl ClientSettings {
             stop_failure_hook.as_deref(),
             sandbox_setting == SandboxSetting::On,
         );
+        // The caches of the project's toolchains made now, once: a check
+        // never makes one the agent's sandbox was not given.
+        ralph_core::observe::process::walls::caches::make_missing(
+            &paths.root,
+            &ralph_core::persist::mac::key_dir()
+                .into_iter()
+                .collect::<Vec<_>>(),
+        );
         let checks = ralph_core::engine::check_walls(
             &paths.root,
             &paths.root,

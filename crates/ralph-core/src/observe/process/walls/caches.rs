@@ -194,10 +194,18 @@ struct Forbidden {
 /// The toolchains' caches a check of `work_root` may write, as this
 /// process's environment finds them; none may lie in or hold a folder of
 /// `keep_out` (ralph's key folder, the main checkout's `.git` and
-/// `.claude`). A missing one is made first when the project uses its
-/// toolchain.
+/// `.claude`). Only caches that exist: a check never makes one, so that it
+/// writes no folder the agent's sandbox was not given at the start
+/// ([`make_missing`] makes them then).
 pub fn toolchain_caches(work_root: &Path, keep_out: &[PathBuf]) -> Granted {
-    toolchain_caches_with(work_root, keep_out, &|name| std::env::var_os(name))
+    toolchain_caches_with(work_root, keep_out, &|name| std::env::var_os(name), false)
+}
+
+/// Makes the caches of the toolchains the project at `work_root` uses
+/// that are missing (a fresh container has no Go build cache), as a loop
+/// starts, before the agent's sandbox is given the same folders.
+pub fn make_missing(work_root: &Path, keep_out: &[PathBuf]) {
+    toolchain_caches_with(work_root, keep_out, &|name| std::env::var_os(name), true);
 }
 
 /// [`toolchain_caches`] with the variables `lookup` gives (the tests').
@@ -205,6 +213,7 @@ pub fn toolchain_caches_with(
     work_root: &Path,
     keep_out: &[PathBuf],
     lookup: &dyn Fn(&str) -> Option<OsString>,
+    make: bool,
 ) -> Granted {
     let var = |name: &str| lookup(name).filter(|v| !v.is_empty());
     let home = var("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
@@ -254,7 +263,7 @@ pub fn toolchain_caches_with(
                 continue;
             }
             // A missing cache is made for a project of its toolchain.
-            if !path.exists() && (!uses || std::fs::create_dir_all(&path).is_err()) {
+            if !path.exists() && (!make || !uses || std::fs::create_dir_all(&path).is_err()) {
                 continue;
             }
             let path = real(&path);
@@ -434,12 +443,30 @@ mod tests {
             ("PATH".into(), "/usr/bin:/bin".into()),
         ];
         all.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
-        toolchain_caches_with(&setup.project, &[], &|name| {
-            all.iter()
-                .rev()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| OsString::from(v))
-        })
+        toolchain_caches_with(
+            &setup.project,
+            &[],
+            &|name| {
+                all.iter()
+                    .rev()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| OsString::from(v))
+            },
+            true,
+        )
+    }
+
+    #[test]
+    fn a_check_never_makes_a_cache_the_start_did_not() {
+        let setup = setup(Some("go.mod"));
+        let lookup = |name: &str| match name {
+            "HOME" => Some(OsString::from(&setup.home)),
+            "PATH" => Some(OsString::from("/usr/bin:/bin")),
+            _ => None,
+        };
+        let granted = toolchain_caches_with(&setup.project, &[], &lookup, false);
+        assert!(granted.folders.is_empty(), "{granted:?}");
+        assert!(!setup.home.join(".cache/go-build").exists());
     }
 
     #[test]
@@ -543,11 +570,16 @@ mod tests {
             ("npm_config_cache".to_string(), npm.display().to_string()),
         ];
         vars.push(("PATH".into(), "/usr/bin".into()));
-        let granted = toolchain_caches_with(&setup.project, std::slice::from_ref(&keys), &|name| {
-            vars.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| OsString::from(v))
-        });
+        let granted = toolchain_caches_with(
+            &setup.project,
+            std::slice::from_ref(&keys),
+            &|name| {
+                vars.iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| OsString::from(v))
+            },
+            true,
+        );
         // _cacache and _logs of it: neither holds the key folder, both granted.
         assert_eq!(
             granted.folders,
@@ -557,11 +589,16 @@ mod tests {
             ("HOME".to_string(), setup.home.display().to_string()),
             ("npm_config_cache".to_string(), keys.display().to_string()),
         ];
-        let granted = toolchain_caches_with(&setup.project, std::slice::from_ref(&keys), &|name| {
-            vars.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| OsString::from(v))
-        });
+        let granted = toolchain_caches_with(
+            &setup.project,
+            std::slice::from_ref(&keys),
+            &|name| {
+                vars.iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| OsString::from(v))
+            },
+            true,
+        );
         assert!(granted.folders.is_empty(), "{granted:?}");
         assert_eq!(granted.refused.len(), 2, "{granted:?}");
     }

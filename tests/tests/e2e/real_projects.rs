@@ -81,6 +81,9 @@ struct Real {
     check: &'static str,
     /// The check its person then sets instead, if any.
     verify: Option<&'static str>,
+    /// The worktreeSetup its person then sets instead of the one `init`
+    /// found, if any: what they set their own `.venv` up with.
+    worktree_setup: Option<&'static str>,
 }
 
 const ATTRS: Real = Real {
@@ -99,6 +102,13 @@ const ATTRS: Real = Real {
     // Debian 12's Python 3.11.2 (TestPipe::test_wrapped_annotation): its
     // person checks the module they work on.
     verify: Some("python3 -m pytest tests/test_validators.py"),
+    // init finds `pip install -e '.[tests]'`, whose extras (mypy, …) this
+    // offline corpus does not hold: its person installs what their own
+    // `.venv` has.
+    worktree_setup: Some(
+        "python3 -m venv .venv && .venv/bin/pip install -q --no-compile pytest hypothesis \
+         && .venv/bin/pip install -q --no-compile -e .",
+    ),
 };
 
 const TOOLZ: Real = Real {
@@ -111,6 +121,7 @@ const TOOLZ: Real = Real {
     comment: "#",
     check: "python3 -m pytest",
     verify: None,
+    worktree_setup: None,
 };
 
 const BYTES: Real = Real {
@@ -123,6 +134,7 @@ const BYTES: Real = Real {
     comment: "//",
     check: "npm test",
     verify: None,
+    worktree_setup: None,
 };
 
 const SIGNAL_HOOK_REGISTRY: Real = Real {
@@ -135,6 +147,7 @@ const SIGNAL_HOOK_REGISTRY: Real = Real {
     comment: "//",
     check: "cargo test",
     verify: None,
+    worktree_setup: None,
 };
 
 const GO_DIFFLIB: Real = Real {
@@ -150,6 +163,7 @@ const GO_DIFFLIB: Real = Real {
     comment: "//",
     check: "go test",
     verify: None,
+    worktree_setup: None,
 };
 
 /// Where a run's ralph and client binaries are, reachable by its user.
@@ -355,6 +369,9 @@ fn prepare(real: &Real, uid: Option<u32>, config: Value, plan: Option<&str>) -> 
     );
     if let Some(verify) = real.verify {
         merged["verify"][0]["command"] = json!(verify);
+    }
+    if let Some(setup) = real.worktree_setup {
+        merged["worktreeSetup"] = json!(setup);
     }
     for (key, value) in config.as_object().unwrap() {
         merged[key] = value.clone();

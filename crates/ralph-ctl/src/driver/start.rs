@@ -183,7 +183,9 @@ pub(crate) fn open_loop(
     // (a check never makes one: see walls::caches).
     ralph_core::observe::process::walls::caches::make_missing(
         &paths.project().root,
-        &ralph_core::persist::mac::key_dir().into_iter().collect::<Vec<_>>(),
+        &ralph_core::persist::mac::key_dir()
+            .into_iter()
+            .collect::<Vec<_>>(),
     );
 
     // A loop whose launcher was killed outright is not running any more.

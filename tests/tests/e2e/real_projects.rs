@@ -121,7 +121,13 @@ const TOOLZ: Real = Real {
     comment: "#",
     check: "python3 -m pytest",
     verify: None,
-    worktree_setup: None,
+    // Its tests read its installed metadata (`toolz.egg-info`, made from
+    // the sdist, git-ignored): a new worktree has none until its own venv
+    // has toolz installed, as the worktree's baseline says.
+    worktree_setup: Some(
+        "python3 -m venv .venv && .venv/bin/pip install -q --no-compile pytest \
+         && .venv/bin/pip install -q --no-compile -e .",
+    ),
 };
 
 const BYTES: Real = Real {

@@ -637,13 +637,13 @@ impl Shared<'_> {
                 item.id, self.config.queue.claim_ttl_seconds
             ));
         }
-        // The item's end, on one line: its detail is in status and the
-        // report, not on the screen again.
+        // The item's end, on one line: why, without the check's output
+        // that may follow (that is in status and the report).
         say(&format!(
             "worker {name}: item {} {}: {}",
             item.id,
             status.as_str(),
-            super::live::excerpt(&why)
+            why.lines().next().unwrap_or_default()
         ));
         super::set_line_prefix(String::new());
         let cap_spent = state.status == Status::MaxIterations

@@ -52,18 +52,23 @@ impl Item {
 /// loop's folder (`runtime/queue/<slug>/`) for one who knows only the id
 /// (`RALPH_QUEUE_ITEM`, in the item's client).
 pub fn slug_of(id: &str) -> String {
-    let plain = !id.is_empty()
-        && id.len() <= 64
-        && !id.starts_with('-')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if plain {
+    if is_plain_id(id) {
         return id.to_string();
     }
     let mut hash = Fnv::new();
     hash.bytes(id.as_bytes());
     format!("item-{:016x}", hash.finish())
+}
+
+/// Whether item id `id` may name a folder, a branch or a ref as it is:
+/// ASCII letters, digits, `-` and `_`, at most 64, not starting with `-`.
+pub fn is_plain_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with('-')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Where a backlog's items come from (`--queue SOURCE`).

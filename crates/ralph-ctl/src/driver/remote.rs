@@ -364,13 +364,7 @@ pub(crate) fn prefix_of(root: &Path, source: &Source) -> String {
 /// and `a` and `a/b` are no longer a file and a folder of one another.
 pub(crate) fn ref_component(id: &str) -> String {
     use sha2::{Digest, Sha256};
-    let plain = !id.is_empty()
-        && id.len() <= 64
-        && !id.starts_with('-')
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if plain {
+    if ralph_core::observe::backlog::is_plain_id(id) {
         return id.to_string();
     }
     let digest = Sha256::digest(id.as_bytes());

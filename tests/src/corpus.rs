@@ -71,40 +71,6 @@ pub fn runs_dir() -> PathBuf {
     dir
 }
 
-/// Whether a user other than the owner can reach `path` (every folder on
-/// the way searchable by others, the file itself readable and executable).
-pub fn reachable_by_others(path: &Path) -> bool {
-    let mut at = Some(path);
-    while let Some(p) = at {
-        match std::fs::metadata(p) {
-            Ok(m) if m.permissions().mode() & 0o001 != 0 => {}
-            _ => return false,
-        }
-        at = p.parent();
-    }
-    true
-}
-
-/// `file` where every user reaches it: as it is, or linked (or copied)
-/// into `dir` once.
-pub fn reachable(file: &Path, dir: &Path) -> PathBuf {
-    if reachable_by_others(file) {
-        return file.to_path_buf();
-    }
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let to = dir.join(file.file_name().unwrap());
-    // A second copy onto a link to the same file would empty it.
-    if to.exists() {
-        return to;
-    }
-    if std::fs::hard_link(file, &to).is_err() {
-        std::fs::copy(file, &to).unwrap();
-    }
-    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
-    to
-}
-
 /// Copies the folder `from` into `to` (made when missing) with `cp`:
 /// modes, links and times kept, the copies this process's own (git refuses
 /// a repository another user owns).

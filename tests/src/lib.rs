@@ -12,6 +12,7 @@ pub mod interactive;
 pub mod listen;
 pub mod mock_api;
 pub mod project;
+pub mod reach;
 pub mod scenario;
 pub mod serve;
 

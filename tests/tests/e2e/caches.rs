@@ -281,7 +281,7 @@ fn a_cargo_check_fetches_the_crate_the_agent_added_into_the_registry() {
 /// `cmd` run where bubblewrap is not to be had (see walls_parity), so
 /// that ralph's checks are walled by Landlock.
 fn under_landlock(scenario: &Scenario, api: &MockApi) -> Outcome {
-    let cmd = crate::walls_parity::without_bubblewrap(scenario.command(api));
+    let cmd = ralph_tests::reach::without_bubblewrap(scenario.command(api));
     let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
     let state = scenario.status_json();
     Outcome { run, state }

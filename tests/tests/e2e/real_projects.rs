@@ -33,10 +33,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::corpus::{self, chown_tree, copy_tree, reachable};
+use ralph_tests::corpus::{self, chown_tree, copy_tree};
 use ralph_tests::listen::is_root;
 use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, Run, TempProject};
+use ralph_tests::reach::{reachable, without_bubblewrap};
 use ralph_tests::scenario::Scenario;
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::{json, Value};
@@ -402,32 +403,6 @@ fn prepare(real: &Real, uid: Option<u32>, config: Value, plan: Option<&str>) -> 
         env,
         bins: Bins { ctl, client },
     }
-}
-
-/// `cmd` in a mount namespace of its own with `/dev/null` bound over every
-/// `bwrap` ralph would take, as in a container without bubblewrap: its
-/// checks are walled by Landlock. Root only.
-fn without_bubblewrap(cmd: Command) -> Command {
-    let mut wrapped = Command::new("unshare");
-    wrapped.args([
-        "-m",
-        "--",
-        "sh",
-        "-c",
-        "for b in /usr/bin/bwrap /usr/local/bin/bwrap; do \
-           [ -e \"$b\" ] && mount --bind /dev/null \"$b\"; done; exec \"$0\" \"$@\"",
-    ]);
-    wrapped.arg(cmd.get_program()).args(cmd.get_args());
-    wrapped.env_clear();
-    for (key, value) in cmd.get_envs() {
-        if let Some(value) = value {
-            wrapped.env(key, value);
-        }
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        wrapped.current_dir(dir);
-    }
-    wrapped
 }
 
 fn who(uid: Option<u32>) -> String {

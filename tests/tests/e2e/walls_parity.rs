@@ -28,6 +28,7 @@ use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::{is_root, Heard};
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject, TEST_TASK};
+use ralph_tests::reach::{reachable, without_bubblewrap};
 use ralph_tests::scenario::Scenario;
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::json;
@@ -143,67 +144,6 @@ impl Drop for Sentinel {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Whether the unprivileged user can reach `path` (every folder on the
-/// way searchable by others, the file executable by them).
-fn reachable_by_others(path: &Path) -> bool {
-    let mut at = Some(path);
-    while let Some(p) = at {
-        match std::fs::metadata(p) {
-            Ok(m) if m.permissions().mode() & 0o001 != 0 => {}
-            _ => return false,
-        }
-        at = p.parent();
-    }
-    true
-}
-
-/// `file` where the unprivileged user reaches it: as it is, or linked (or
-/// copied) into `dir`.
-fn reachable(file: &Path, dir: &Path) -> PathBuf {
-    if reachable_by_others(file) {
-        return file.to_path_buf();
-    }
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let to = dir.join(file.file_name().unwrap());
-    // Made once per test: a second copy onto a link to the same file would
-    // empty it (and the build's own binary with it).
-    if to.exists() {
-        return to;
-    }
-    if std::fs::hard_link(file, &to).is_err() {
-        std::fs::copy(file, &to).unwrap();
-    }
-    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
-    to
-}
-
-/// `cmd` run where bubblewrap is not to be had, as in many containers: in
-/// a mount namespace of its own (as root) with `/dev/null` bound over every
-/// `bwrap` ralph would take, so that its checks are walled by Landlock.
-pub(crate) fn without_bubblewrap(cmd: Command) -> Command {
-    let mut wrapped = Command::new("unshare");
-    wrapped.args([
-        "-m",
-        "--",
-        "sh",
-        "-c",
-        "for b in /usr/bin/bwrap /usr/local/bin/bwrap; do \
-           [ -e \"$b\" ] && mount --bind /dev/null \"$b\"; done; exec \"$0\" \"$@\"",
-    ]);
-    wrapped.arg(cmd.get_program()).args(cmd.get_args());
-    wrapped.env_clear();
-    for (key, value) in cmd.get_envs() {
-        if let Some(value) = value {
-            wrapped.env(key, value);
-        }
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        wrapped.current_dir(dir);
-    }
-    wrapped
 }
 
 /// One run of the battery: `who` is `agent`, `check`, or

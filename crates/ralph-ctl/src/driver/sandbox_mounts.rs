@@ -156,16 +156,26 @@ fn remove_unheld(file: &Path, begin: &str, holders_path: &Path) -> bool {
     removed
 }
 
-/// A block a run killed outright left (no run holds it), removed, and the
-/// line that says so: what the commands that look (`status`, `reset`,
-/// `doctor`, `run`) say.
-pub(crate) fn clear_abandoned(paths: &ProjectPaths) -> Option<String> {
+/// Where the block of the project at `paths` lives: the project's folder
+/// from the checkout's top, the repository's `info/exclude`, and the
+/// holders' file beside `info/`. `None` outside git.
+fn place_of(paths: &ProjectPaths) -> Option<(String, PathBuf, PathBuf)> {
     let place = GitPlace::find(&paths.root).ok()?;
     let root = std::fs::canonicalize(&paths.root).ok()?;
     let top = std::fs::canonicalize(&place.work_tree).ok()?;
     let relative = root.strip_prefix(&top).ok()?.to_string_lossy().into_owned();
-    let file = place.common_dir.join("info").join("exclude");
-    let holders_path = place.common_dir.join(HOLDERS_FILE);
+    Some((
+        relative,
+        place.common_dir.join("info").join("exclude"),
+        place.common_dir.join(HOLDERS_FILE),
+    ))
+}
+
+/// A block a run killed outright left (no run holds it), removed, and the
+/// line that says so: what the commands that look (`status`, `reset`,
+/// `doctor`, `run`) say.
+pub(crate) fn clear_abandoned(paths: &ProjectPaths) -> Option<String> {
+    let (relative, file, holders_path) = place_of(paths)?;
     remove_unheld(&file, &begin_line(&relative), &holders_path).then(|| {
         format!(
             "git: removed the block of the client's sandbox's mount points from {}, left by a \
@@ -180,13 +190,10 @@ pub(crate) fn clear_abandoned(paths: &ProjectPaths) -> Option<String> {
 /// anchored at its folder. `None`, and nothing written, outside git or
 /// when every name exists; a write that fails is said, never fatal.
 pub(crate) fn exclude(paths: &ProjectPaths) -> Option<Excluded> {
-    let place = GitPlace::find(&paths.root).ok()?;
-    let root = std::fs::canonicalize(&paths.root).ok()?;
-    let top = std::fs::canonicalize(&place.work_tree).ok()?;
-    let relative = root.strip_prefix(&top).ok()?.to_string_lossy().into_owned();
+    let (relative, file, holders_path) = place_of(paths)?;
     let names: Vec<&str> = SANDBOX_MOUNTS
         .into_iter()
-        .filter(|name| std::fs::symlink_metadata(root.join(name)).is_err())
+        .filter(|name| std::fs::symlink_metadata(paths.root.join(name)).is_err())
         .collect();
     if names.is_empty() {
         return None;
@@ -203,10 +210,8 @@ pub(crate) fn exclude(paths: &ProjectPaths) -> Option<Excluded> {
     }
     block.push_str(END_LINE);
     block.push('\n');
-    let info = place.common_dir.join("info");
-    let file = info.join("exclude");
-    let holders_path = place.common_dir.join(HOLDERS_FILE);
-    let written = std::fs::create_dir_all(&info)
+    let info = file.parent().unwrap_or(Path::new("."));
+    let written = std::fs::create_dir_all(info)
         .and_then(|()| share(&holders_path))
         .and_then(|holders| {
             let before = read_exclude(&file)?;

@@ -166,6 +166,19 @@ fn completes_on_signal(client: ClientVersion) {
             i + 1
         );
     }
+    // A stop that judged before its message was written says so in status,
+    // beside its `said:` (filled in by the next stop): once per such stop.
+    let status = project.ctl(&["status"], &[]);
+    let behind_stops = (0..history.len()).filter(|&i| behind(&state, i)).count();
+    assert_eq!(
+        status
+            .stdout
+            .matches("note: the client had not written this message to its transcript")
+            .count(),
+        behind_stops,
+        "{}\n{why}",
+        status.stdout
+    );
 }
 
 #[ralph_tests::on_both_clients]

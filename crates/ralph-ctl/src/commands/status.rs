@@ -6,8 +6,9 @@ use std::path::Path;
 use ralph_core::exit_codes;
 use ralph_core::judge::breaker;
 use ralph_core::judge::config::{Config, ProcessEnv};
+use ralph_core::judge::decision::MessageSource;
 use ralph_core::judge::lifecycle;
-use ralph_core::judge::state::{LoopState, PausedBecause, Status};
+use ralph_core::judge::state::{IterationRecord, LoopState, PausedBecause, Status};
 use ralph_core::observe::files;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::{StateStore, StoreError};
@@ -690,6 +691,28 @@ fn claim_lines(l: &mut Lines, state: &LoopState) {
     }
 }
 
+/// Why a stop judged without its own final message, and where that message
+/// was judged: the client (2.0.77's terminal UI under load) had not written
+/// it to the transcript when the hook stopped waiting for it, so the stop's
+/// reason ("ended without a completion claim") can sit beside a `said:` that
+/// ends in the completion signal, filled in by the next stop.
+fn behind_note(record: &IterationRecord, state: &LoopState) -> String {
+    let waited = ralph_core::observe::transcript::CATCH_UP_WAIT.as_secs();
+    let judged_later = state
+        .history
+        .iter()
+        .any(|r| r.iteration == record.iteration.saturating_add(1));
+    let later = if judged_later {
+        "the next stop judged it (a completion claim in it counts there)"
+    } else {
+        "the next stop judges it (a completion claim in it counts there)"
+    };
+    format!(
+        "the client had not written this message to its transcript when the hook had waited \
+         {waited} s for it, so this stop was judged without it; {later}"
+    )
+}
+
 /// The last stops, newest last.
 fn recent_stops(l: &mut Lines, state: &LoopState) {
     if !state.history.is_empty() {
@@ -708,6 +731,9 @@ fn recent_stops(l: &mut Lines, state: &LoopState) {
             ));
             if !record.excerpt.is_empty() {
                 l.raw(&format!("        said: {}\n", record.excerpt));
+            }
+            if record.message_source == MessageSource::TranscriptBehind {
+                l.raw(&format!("        note: {}\n", behind_note(record, state)));
             }
             if let Some(error) = &record.error {
                 l.raw(&format!("        error: {error}\n"));
@@ -828,6 +854,65 @@ mod tests {
             none_left.contains("  findings:   0 remain\n"),
             "{none_left}"
         );
+    }
+
+    #[test]
+    fn a_stop_judged_before_its_message_was_written_says_so_and_where_it_was_judged() {
+        let paths = ProjectPaths::new("/nowhere");
+        let mut state = LoopState::new("s".into(), 5, ralph_core::time::Timestamp::from_secs(0));
+        state.iteration = 3;
+        let stop = |iteration, why: &str, excerpt: &str, source| IterationRecord {
+            iteration,
+            at: ralph_core::time::Timestamp::from_secs(10),
+            decision: ralph_core::judge::state::StopDecision::Block,
+            why: why.into(),
+            excerpt: excerpt.into(),
+            stop_hook_active: false,
+            findings: None,
+            message_source: source,
+            tool_calls: 0,
+            error: None,
+            breaker: None,
+            status_block: None,
+            claim: None,
+            progress: None,
+            calls: 0,
+            usage: TokenUsage::default(),
+            tools_incomplete: false,
+            outcome: None,
+            item_id: None,
+        };
+        let behind = stop(
+            2,
+            "iteration 2 ended without a completion claim",
+            "All done. <promise>DONE</promise>",
+            MessageSource::TranscriptBehind,
+        );
+        state.history = vec![behind.clone()];
+        let waiting = summary(&paths, &state, None, 30);
+        assert!(
+            waiting.contains(
+                "        said: All done. <promise>DONE</promise>\n        note: the client had not written this \
+                 message to its transcript when the hook had waited 5 s for it, so this stop was judged \
+                 without it; the next stop judges it (a completion claim in it counts there)\n"
+            ),
+            "{waiting}"
+        );
+        state.history.push(stop(
+            3,
+            "the claim passed its gates",
+            "",
+            MessageSource::TranscriptBehind,
+        ));
+        state.history[1].message_source = MessageSource::Input;
+        let judged = summary(&paths, &state, None, 30);
+        assert!(
+            judged.contains(
+                "without it; the next stop judged it (a completion claim in it counts there)\n"
+            ),
+            "{judged}"
+        );
+        assert_eq!(judged.matches("note: the client").count(), 1, "{judged}");
     }
 
     #[test]

@@ -1883,6 +1883,39 @@ fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
 }
 
 #[test]
+fn doctor_tells_a_2_0_client_s_user_that_the_plugin_loop_needs_2_1() {
+    // Claude Code 2.0's terminal UI answers a bare /ralph-loop "Unknown slash
+    // command" and runs no hook of ralph's: doctor is where ralph can say so.
+    let project = TempProject::new("doctor-2-0");
+    project.init();
+    let client = project.path("fake-claude");
+    for (version, said) in [("2.0.77", true), ("2.1.330", false)] {
+        std::fs::write(
+            &client,
+            format!("#!/bin/sh\necho '{version} (Claude Code)'\n"),
+        )
+        .unwrap();
+        make_executable(&client);
+        let doctor = project.ctl(&["doctor"], &[("RALPH_CLAUDE", client.to_str().unwrap())]);
+        let line = doctor
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("ok    client:"))
+            .unwrap_or_else(|| panic!("{}", doctor.stdout))
+            .to_string();
+        assert_eq!(
+            line.contains(
+                "its sessions cannot run the plugin's /ralph-loop (it needs Claude Code 2.1 or later; \
+                 2.0's terminal UI answers a bare /ralph-loop \"Unknown slash command\", and \
+                 /ralph:ralph-loop says why it cannot start): loop with ralph-ctl run"
+            ),
+            said,
+            "{version}: {line}"
+        );
+    }
+}
+
+#[test]
 fn doctor_before_any_setup_names_the_one_command_and_the_tests_it_found() {
     // A project ralph is not installed in yet, with a test script: each
     // fix names the quick start's command, and the check it would take.

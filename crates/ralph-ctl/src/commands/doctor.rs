@@ -678,8 +678,9 @@ fn client(paths: &ProjectPaths) -> (Check, Option<ClientVersion>) {
             NAME,
             Verdict::Ok,
             format!(
-                "{} is Claude Code {version}, a version ralph is tested on",
-                program.program.display()
+                "{} is Claude Code {version}, a version ralph is tested on{}",
+                program.program.display(),
+                plugin_on(version)
             ),
             None,
         ),
@@ -704,6 +705,21 @@ fn client(paths: &ProjectPaths) -> (Check, Option<ClientVersion>) {
         ),
     };
     (verdict, version)
+}
+
+/// What the plugin's `/ralph-loop` does on this client, where it cannot run
+/// a loop: Claude Code 2.0 gives a command's `!` block no session id, and its
+/// terminal UI knows the plugin's commands only by their namespaced name, so
+/// a bare `/ralph-loop` there is "Unknown slash command" and no hook of
+/// ralph's runs to say so. Empty on 2.1 and later.
+fn plugin_on(version: ClientVersion) -> &'static str {
+    if version < ClientVersion(2, 1, 0) {
+        "; its sessions cannot run the plugin's /ralph-loop (it needs Claude Code 2.1 or later; \
+         2.0's terminal UI answers a bare /ralph-loop \"Unknown slash command\", and \
+         /ralph:ralph-loop says why it cannot start): loop with ralph-ctl run"
+    } else {
+        ""
+    }
 }
 
 /// Whether unattended runs will have the client's sandbox: bubblewrap and

@@ -6,6 +6,7 @@
 
 mod check;
 mod ctl_cli;
+mod docs;
 mod hook_cli;
 mod memory;
 mod output;

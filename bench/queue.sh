@@ -127,7 +127,7 @@ r1=$(rate "$t1")
 verdict() { # workers seconds
   awk -v n="$1" -v t="$2" -v t1="$t1" 'BEGIN { s = t1 / t; printf "%.2f× (%s)", s, (s >= 0.8 * n ? "met" : "missed") }'
 }
-echo "## Queue throughput"
+echo "### Queue throughput"
 echo
 echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores; date: $(date -u +%Y-%m-%d), ralph $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "- $items items of a plan; each item one iteration whose client waits $latency s (the model's latency) and commits one file; check \`true\`; no sandbox"

@@ -5,8 +5,8 @@
 # and prints a Markdown table of the results with the machine they ran on.
 #
 #   bench/run.sh           every measurement, transcripts up to 1 GiB,
-#                          projects up to 100,000 files; writes the table
-#                          to bench/results.md
+#                          projects up to 100,000 files; writes the tables
+#                          into docs/benchmarks.md (its last full run)
 #   bench/run.sh --quick   few runs, transcripts up to 10 MiB, projects up
 #                          to 10,000 files, criterion benches run once
 #                          each; prints the table only. Timing is never
@@ -645,7 +645,7 @@ last=${transcript_names[${#transcript_names[@]} - 1]}
 
 table() {
   local name
-  echo "## ralph-stop-hook benchmark"
+  echo "### ralph-stop-hook"
   echo
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores, $(uname -sr)"
   echo "- date: $(date -u +%Y-%m-%d), ralph $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(rustc --version | cut -d' ' -f1-2), $("$hyperfine" --version)"
@@ -740,6 +740,17 @@ queue_mode=()
 echo | tee -a "$work/results.md"
 bench/queue.sh "${queue_mode[@]}" "$ctl" | tee -a "$work/results.md"
 if [ "$quick" -eq 0 ]; then
-  cp "$work/results.md" bench/results.md
-  say "written to bench/results.md"
+  # Into docs/benchmarks.md, between its markers: the page's figures are
+  # this run's, none copied by hand.
+  doc=docs/benchmarks.md
+  begin='<!-- bench/run.sh writes from here to the end marker; not edited by hand -->'
+  end='<!-- bench/run.sh: end -->'
+  grep -qxF "$begin" "$doc" && grep -qxF "$end" "$doc" || die "$doc lacks its markers: $begin / $end"
+  awk -v begin="$begin" -v end="$end" -v results="$work/results.md" '
+    $0 == begin { print; print ""; while ((getline line < results) > 0) print line; print ""; skip = 1; next }
+    $0 == end { skip = 0 }
+    !skip { print }
+  ' "$doc" >"$work/doc.md"
+  cp "$work/doc.md" "$doc"
+  say "written into $doc (the last full run)"
 fi

@@ -15,14 +15,13 @@
 //! `ssh`; never `ext::`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use ralph_core::observe::backlog::{Item, Source};
+use ralph_core::observe::own_git::{GitCall, GitError, GitPlace, SshCommand};
 use ralph_core::persist::item_claims::ItemStatus;
 use ralph_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -57,6 +56,11 @@ pub(crate) struct Remote {
     pub(crate) name: String,
     /// Its URL, read once.
     pub(crate) url: String,
+    /// The ssh command every call reaches it through (the person's, in
+    /// batch mode), read once.
+    pub(crate) ssh: SshCommand,
+    /// How long one git call on it may take ([`CALL_TIMEOUT`]).
+    pub(crate) timeout: Duration,
 }
 
 /// Why a change of the remote did not happen.
@@ -78,6 +82,18 @@ impl std::fmt::Display for Refused {
             Refused::Rejected(why) => write!(f, "refused: {why}"),
             Refused::Unreachable(why) => write!(f, "unreachable: {why}"),
             Refused::Forbidden(why) => write!(f, "the remote refuses the push: {why}"),
+        }
+    }
+}
+
+impl From<GitError> for Refused {
+    /// What a failed call on the remote comes to: a push's refs refused
+    /// outright or lost to another push, else the remote out of reach.
+    fn from(e: GitError) -> Refused {
+        match e {
+            GitError::Refused { why } => Refused::Forbidden(why),
+            GitError::Raced { why } => Refused::Rejected(why),
+            e => Refused::Unreachable(e.to_string()),
         }
     }
 }
@@ -105,29 +121,47 @@ impl Remote {
                 "--remote {valid}: its URL {url:?} runs a command; give a remote reached over file, git, http(s) or ssh"
             )));
         }
+        let ssh = GitPlace::find(root).map_or_else(
+            |_| SshCommand::from_environment(),
+            |place| SshCommand::resolve(&place),
+        );
         Ok(Remote {
             root: root.to_path_buf(),
             name: valid,
             url,
+            ssh,
+            timeout: CALL_TIMEOUT,
         })
     }
 
+    /// The same remote, each call on it given at most `timeout`.
+    pub(crate) fn within(&self, timeout: Duration) -> Remote {
+        Remote {
+            timeout,
+            ..self.clone()
+        }
+    }
+
     /// git in the main checkout with the driver's safe configuration, the
-    /// safe transports only, nothing asked of a person, and at most
-    /// [`CALL_TIMEOUT`]: its stdout, or why not (its stderr).
-    fn call(&self, args: &[&str]) -> Result<String, (String, String)> {
-        let mut command = ralph_core::observe::progress::safe_git(
+    /// safe transports only, ssh in batch mode, nothing asked of a person,
+    /// and at most [`Remote::timeout`]: its stdout, or why not.
+    fn call(&self, args: &[&str]) -> Result<String, GitError> {
+        let out = self
+            .local()?
+            .reaching(SAFE_PROTOCOLS, &self.ssh)
+            .args(args)
+            .run()?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// git in the main checkout with the driver's safe configuration, on
+    /// this repository alone, at most [`Remote::timeout`].
+    fn local(&self) -> Result<GitCall, GitError> {
+        Ok(ralph_core::observe::progress::safe_git(
             &self.root,
             ralph_core::observe::progress::GIT_TIMEOUT,
-        )
-        .map_err(|why| (String::new(), format!("git cannot be run safely: {why}")))?;
-        command
-            .args(["-c", "protocol.ext.allow=never"])
-            .args(args)
-            .env("GIT_ALLOW_PROTOCOL", SAFE_PROTOCOLS)
-            .env("GIT_SSH_COMMAND_BATCH", "1")
-            .stdin(Stdio::null());
-        run_within(command, CALL_TIMEOUT)
+        )?
+        .timeout(self.timeout))
     }
 
     /// `git fetch` of `refspecs` from the remote (objects, and the refs the
@@ -142,9 +176,7 @@ impl Remote {
             &self.url,
         ];
         args.extend_from_slice(refspecs);
-        self.call(&args)
-            .map(|_| ())
-            .map_err(|(_, err)| Refused::Unreachable(one_line(&err)))
+        self.call(&args).map(|_| ()).map_err(Refused::from)
     }
 
     /// The remote's branch `base` as the remote has it now: its commit (as
@@ -154,9 +186,7 @@ impl Remote {
     /// refs meanwhile, and a commit id is the remote's word.
     pub(crate) fn fetch_base(&self, base: &str) -> Result<String, Refused> {
         let wanted = format!("refs/heads/{base}");
-        let out = self
-            .call(&["ls-remote", "--refs", &self.url, &wanted])
-            .map_err(|(_, err)| Refused::Unreachable(one_line(&err)))?;
+        let out = self.call(&["ls-remote", "--refs", &self.url, &wanted])?;
         let commit = out
             .lines()
             .filter_map(|line| line.split_once('\t'))
@@ -195,22 +225,9 @@ impl Remote {
         args.extend(leases.iter().map(String::as_str));
         args.push(&self.url);
         args.extend_from_slice(refspecs);
-        match self.call(&args) {
-            Ok(_) => Ok(()),
-            Err((out, err)) => {
-                // `--porcelain` lists each ref: `!` before one refused.
-                let refused: Vec<&str> = out.lines().filter(|l| l.starts_with('!')).collect();
-                if err.contains("does not support --atomic") {
-                    Err(Refused::Forbidden(one_line(&err)))
-                } else if refused.is_empty() {
-                    Err(Refused::Unreachable(one_line(&err)))
-                } else if refused.iter().any(|l| forbidden(l)) {
-                    Err(Refused::Forbidden(refused.join("; ")))
-                } else {
-                    Err(Refused::Rejected(refused.join("; ")))
-                }
-            }
-        }
+        // `--porcelain` lists each ref, `!` before one refused: the runner
+        // tells a race lost from a refusal.
+        self.call(&args).map(|_| ()).map_err(Refused::from)
     }
 
     /// [`Remote::push`] of several refs at once, all or none (`--atomic`).
@@ -221,9 +238,7 @@ impl Remote {
     /// Every ref under `prefix` on the remote, by name, with its commit.
     pub(crate) fn list(&self, prefix: &str) -> Result<BTreeMap<String, String>, Refused> {
         let pattern = format!("{prefix}*");
-        let out = self
-            .call(&["ls-remote", "--refs", &self.url, &pattern])
-            .map_err(|(_, err)| Refused::Unreachable(one_line(&err)))?;
+        let out = self.call(&["ls-remote", "--refs", &self.url, &pattern])?;
         Ok(out
             .lines()
             .filter_map(|line| {
@@ -418,6 +433,16 @@ impl RemoteBook {
         self
     }
 
+    /// The same book (this machine's claims shared), reaching its records
+    /// through `remote`.
+    #[cfg(test)]
+    pub(crate) fn reached_through(&self, remote: Remote) -> RemoteBook {
+        RemoteBook {
+            remote,
+            ..self.clone()
+        }
+    }
+
     /// The remote.
     pub(crate) fn remote(&self) -> &Remote {
         &self.remote
@@ -503,15 +528,14 @@ impl RemoteBook {
         if input.is_empty() {
             return Ok(Vec::new());
         }
-        let mut command = ralph_core::observe::progress::safe_git(
-            &self.remote.root,
-            ralph_core::observe::progress::GIT_TIMEOUT,
-        )
-        .map_err(Refused::Unreachable)?;
-        command.args(["cat-file", "--batch-check=%(objectname) %(objecttype)"]);
-        let out = run_with_input(command, &input, CALL_TIMEOUT)
-            .map_err(|(_, err)| Refused::Unreachable(one_line(&err)))?;
-        Ok(out
+        let out = self
+            .remote
+            .local()?
+            .args(["cat-file", "--batch-check=%(objectname) %(objecttype)"])
+            .input(input)
+            .run()
+            .map_err(|e| Refused::Unreachable(e.to_string()))?;
+        Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|line| line.strip_suffix(" missing"))
             .map(str::to_string)
@@ -534,21 +558,14 @@ impl RemoteBook {
             record.worker,
             serde_json::to_string_pretty(record).unwrap_or_default()
         );
-        let mut command = ralph_core::observe::progress::safe_git(
-            &self.remote.root,
-            ralph_core::observe::progress::GIT_TIMEOUT,
-        )
-        .map_err(Refused::Unreachable)?;
-        command.args([
-            "-c",
-            "user.name=ralph",
-            "-c",
-            "user.email=ralph@localhost",
-            "commit-tree",
-            &tree,
-        ]);
+        let mut command = self
+            .remote
+            .local()?
+            .config("user.name=ralph")
+            .config("user.email=ralph@localhost")
+            .args(["commit-tree", &tree]);
         if let Some(parent) = parent {
-            command.args(["-p", parent]);
+            command = command.args(["-p", parent]);
         }
         command
             .args(["-m", &message])
@@ -556,24 +573,19 @@ impl RemoteBook {
             .env("GIT_AUTHOR_EMAIL", "ralph@localhost")
             .env("GIT_COMMITTER_NAME", "ralph")
             .env("GIT_COMMITTER_EMAIL", "ralph@localhost")
-            .stdin(Stdio::null());
-        run_within(command, CALL_TIMEOUT)
-            .map(|out| out.trim().to_string())
-            .map_err(|(_, err)| Refused::Unreachable(one_line(&err)))
+            .text()
+            .map_err(|e| Refused::Unreachable(e.to_string()))
     }
 
     /// The empty tree, written to the repository (records carry no files).
     fn empty_tree(&self) -> Result<String, CtlError> {
-        let mut command = ralph_core::observe::progress::safe_git(
-            &self.remote.root,
-            ralph_core::observe::progress::GIT_TIMEOUT,
-        )
-        .map_err(CtlError::Client)?;
-        command.args(["hash-object", "-w", "-t", "tree", "--stdin"]);
-        command.stdin(Stdio::null());
-        run_within(command, CALL_TIMEOUT)
-            .map(|out| out.trim().to_string())
-            .map_err(|(_, err)| CtlError::Client(format!("git hash-object failed: {err}")))
+        self.remote
+            .local()
+            .and_then(|git| {
+                git.args(["hash-object", "-w", "-t", "tree", "--stdin"])
+                    .text()
+            })
+            .map_err(|e| CtlError::Client(format!("git hash-object failed: {e}")))
     }
 
     /// Pushes `record` for its item, expecting the ref at `expected`
@@ -696,9 +708,19 @@ impl RemoteBook {
     /// is no longer its.
     pub(crate) fn renew(&self, id: &str, ttl: Duration) -> Result<bool, Refused> {
         let now = Timestamp::now();
-        // Tried once: the renewal tries again within a second, and must
-        // see the claim lapse while the remote stays out of reach.
-        self.change_mine(id, None, |r| {
+        // Tried once, and given no longer than the claim has left: the
+        // renewal tries again within a second, and must see the claim lapse
+        // while the remote stays out of reach, not after a call that hung.
+        let left = self.expires(id).map_or(Duration::ZERO, |at| {
+            Duration::from_secs(at.secs().saturating_sub(now.secs()))
+        });
+        let bounded = RemoteBook {
+            remote: self
+                .remote
+                .within(left.clamp(Duration::from_secs(1), self.remote.timeout)),
+            ..self.clone()
+        };
+        bounded.change_mine(id, None, |r| {
             r.expires_at = Timestamp::from_secs(now.secs().saturating_add(ttl.as_secs()));
         })
     }
@@ -842,24 +864,6 @@ impl RemoteBook {
     }
 }
 
-/// Whether a refused ref's `--porcelain` line says the remote takes no
-/// such push at all (a hook, a protected ref), not that another push won
-/// the race: a remote that loses the race for its own ref lock answers
-/// `[remote rejected] (failed to update ref)`, `(failed to lock)` or, for
-/// an atomic push, `(atomic transaction failed)`: a race lost like
-/// `[rejected] (stale info)`.
-fn forbidden(line: &str) -> bool {
-    let raced = [
-        "failed to update ref",
-        "failed to lock",
-        "cannot lock",
-        "incorrect old value",
-        // An atomic push whose ref transaction lost to another push.
-        "atomic transaction failed",
-    ];
-    line.contains("[remote rejected]") && !raced.iter().any(|r| line.contains(r))
-}
-
 /// The record a commit message holds, when it is one ralph wrote.
 fn parse_record(message: &str) -> Option<Record> {
     let rest = message.strip_prefix(RECORD_HEAD)?;
@@ -875,95 +879,6 @@ pub(crate) fn short(commit: &str) -> String {
 /// A value no other record shares.
 fn nonce() -> String {
     uuid::Uuid::new_v4().simple().to_string()
-}
-
-/// The first line of what git said.
-fn one_line(text: &str) -> String {
-    let line = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    if line.is_empty() {
-        "git said nothing".into()
-    } else {
-        line.chars().take(300).collect()
-    }
-}
-
-/// Runs `command` for at most `timeout`: its stdout, or (stdout, stderr)
-/// when it failed or ran out of time.
-fn run_within(command: Command, timeout: Duration) -> Result<String, (String, String)> {
-    run_with_input(command, "", timeout)
-}
-
-/// [`run_within`], `input` written to its stdin.
-fn run_with_input(
-    mut command: Command,
-    input: &str,
-    timeout: Duration,
-) -> Result<String, (String, String)> {
-    command
-        .stdin(if input.is_empty() {
-            Stdio::null()
-        } else {
-            Stdio::piped()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command
-        .spawn()
-        .map_err(|e| (String::new(), format!("git cannot run: {e}")))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let input = input.to_string();
-        thread::spawn(move || {
-            let _ = std::io::Write::write_all(&mut stdin, input.as_bytes());
-        });
-    }
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            String::from_utf8_lossy(&bytes).into_owned()
-        })
-    };
-    let out = reader(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = reader(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
-    let out = out.join().unwrap_or_default();
-    let err = err.join().unwrap_or_default();
-    match status {
-        Some(status) if status.success() => Ok(out),
-        Some(_) => Err((out, err)),
-        None => Err((
-            out,
-            format!("git did not answer within {} s", timeout.as_secs()),
-        )),
-    }
 }
 
 #[cfg(test)]
@@ -1162,12 +1077,11 @@ pub(crate) mod tests {
     fn an_unreachable_remote_is_tried_again_then_named() {
         let (_dir, clones) = clones(1);
         let remote = Remote {
-            root: clones[0].clone(),
-            name: "origin".into(),
             url: clones[0]
                 .join("no-such-remote.git")
                 .to_string_lossy()
                 .into_owned(),
+            ..Remote::find(&clones[0], "origin").unwrap()
         };
         let book = RemoteBook::new(remote, &"plan:PLAN.md".parse().unwrap())
             .with_patience(Duration::from_millis(1500));
@@ -1216,19 +1130,83 @@ pub(crate) mod tests {
         assert!(err.contains("not a remote's name"), "{err}");
     }
 
+    /// `remote` reached over ssh at `url` through a script that hangs as
+    /// an ssh whose host never answers: it reads nothing, says nothing and
+    /// keeps every pipe it was given open (git's, and through git ralph's
+    /// stderr), each call given `timeout`.
+    fn behind_a_hung_ssh(remote: &Remote, dir: &Path, url: &str, timeout: Duration) -> Remote {
+        let fake = dir.join("hung-ssh");
+        std::fs::write(&fake, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let ssh = SshCommand::from_sources(&ralph_core::observe::own_git::runner::SshSources {
+            env_command: Some(fake.display().to_string()),
+            ..Default::default()
+        });
+        Remote {
+            url: url.into(),
+            ssh,
+            ..remote.within(timeout)
+        }
+    }
+
     #[test]
-    fn a_remote_that_lost_the_race_for_its_ref_lock_is_a_race_not_a_refusal() {
-        let lost = "!\tabc:refs/ralph/queue/x/1\t[remote rejected] (failed to update ref)";
-        assert!(!forbidden(lost));
-        assert!(!forbidden(
-            "!\tabc:refs/heads/main\t[remote rejected] (atomic transaction failed)"
+    fn a_remote_behind_a_hung_ssh_answers_at_the_call_s_deadline() {
+        let (dir, clones) = clones(1);
+        let book = book(&clones[0]);
+        book.claim_next(&items(1), "1-1", TTL).unwrap().unwrap();
+        let timeout = Duration::from_secs(2);
+        for url in ["ssh://127.0.0.1/remote.git", "127.0.0.1:remote.git"] {
+            let hung =
+                book.reached_through(behind_a_hung_ssh(book.remote(), dir.path(), url, timeout));
+            let started = Instant::now();
+            let err = hung.renew("item-1", TTL).unwrap_err();
+            let took = started.elapsed();
+            assert!(
+                took < Duration::from_secs(6),
+                "{url}: the renewal took {took:?}"
+            );
+            assert!(
+                matches!(&err, Refused::Unreachable(why) if why.contains("did not answer within 2 s")),
+                "{url}: {err:?}"
+            );
+            // Not renewed, and the caller can tell: still held as last pushed.
+            assert!(hung
+                .expires("item-1")
+                .is_some_and(|at| at > Timestamp::now()));
+            let started = Instant::now();
+            let err = hung.remote().list("refs/heads/").unwrap_err();
+            assert!(
+                started.elapsed() < Duration::from_secs(6),
+                "{url}: the listing"
+            );
+            assert!(matches!(err, Refused::Unreachable(_)), "{url}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn a_renewal_that_hangs_ends_when_the_claim_lapses_and_says_so() {
+        let (dir, clones) = clones(1);
+        let book = book(&clones[0]);
+        // A claim with three seconds to live, renewed through a remote
+        // whose calls may take the whole minute.
+        let ttl = Duration::from_secs(3);
+        book.claim_next(&items(1), "1-1", ttl).unwrap().unwrap();
+        let hung = book.reached_through(behind_a_hung_ssh(
+            book.remote(),
+            dir.path(),
+            "ssh://127.0.0.1/remote.git",
+            CALL_TIMEOUT,
         ));
-        assert!(!forbidden(
-            "!\tabc:refs/heads/main\t[rejected] (fetch first)"
-        ));
-        assert!(forbidden(
-            "!\tabc:refs/ralph/queue/x/1\t[remote rejected] (pre-receive hook declined)"
-        ));
+        let started = Instant::now();
+        let err = hung.renew("item-1", TTL).unwrap_err();
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(8), "the renewal took {took:?}");
+        assert!(matches!(err, Refused::Unreachable(_)), "{err:?}");
+        // Its caller sees the claim lapsed (the claim book's `Lost`).
+        assert!(hung
+            .expires("item-1")
+            .is_some_and(|at| at <= Timestamp::now()));
     }
 
     #[test]

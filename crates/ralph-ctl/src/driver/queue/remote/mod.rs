@@ -26,7 +26,7 @@ use ralph_core::persist::item_claims::ItemStatus;
 use ralph_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::say;
+use crate::driver::say;
 use crate::error::CtlError;
 
 /// How long one git call on the remote may take before it is killed and
@@ -110,7 +110,7 @@ impl Remote {
                 ))
             })?;
         let key = format!("remote.{valid}.url");
-        let url = super::worktree::git(root, &["config", "--get", &key]).map_err(|_| {
+        let url = crate::driver::worktree::git(root, &["config", "--get", &key]).map_err(|_| {
             CtlError::BadArgument(format!(
                 "--remote {valid}: this repository has no remote of that name (`git remote -v` lists \
                  them; `git remote add {valid} URL` adds one)"
@@ -196,7 +196,10 @@ impl Remote {
                 Refused::Forbidden(format!("the remote has no branch {base} to land on"))
             })?;
         self.fetch(&[&commit])?;
-        let _ = super::worktree::git(&self.root, &["update-ref", &self.tracking(base), &commit]);
+        let _ = crate::driver::worktree::git(
+            &self.root,
+            &["update-ref", &self.tracking(base), &commit],
+        );
         Ok(commit)
     }
 
@@ -355,13 +358,13 @@ pub(crate) fn prefix_of(root: &Path, source: &Source) -> String {
     let spelled = match source {
         Source::Plan(path) => format!(
             "plan:{}",
-            super::worktree::in_project(root, path)
+            crate::driver::worktree::in_project(root, path)
                 .unwrap_or_else(|| path.clone())
                 .display()
         ),
         Source::Dir(path) => format!(
             "dir:{}",
-            super::worktree::in_project(root, path)
+            crate::driver::worktree::in_project(root, path)
                 .unwrap_or_else(|| path.clone())
                 .display()
         ),
@@ -544,7 +547,7 @@ impl RemoteBook {
 
     /// git in the main checkout (local work: objects, refs).
     fn git(&self, args: &[&str]) -> Result<String, CtlError> {
-        super::worktree::git(&self.remote.root, args)
+        crate::driver::worktree::git(&self.remote.root, args)
     }
 
     /// `record` as a commit (no files) after `parent`; its id.

@@ -115,7 +115,10 @@ fn the_persons_ssh_command_keeps_its_own_options_and_gains_batch_mode() {
 #[test]
 fn a_hung_ssh_is_cut_at_the_deadline_with_its_whole_group() {
     let (dir, root) = repo();
-    let fake = dir.path().join("hung-ssh");
+    // Named `ssh`, so git takes it for OpenSSH and runs it at once
+    // (another name would be probed first, its pipes not git's).
+    fs::create_dir(dir.path().join("hung")).unwrap();
+    let fake = dir.path().join("hung/ssh");
     // As a hung ssh does: it answers nothing and keeps every pipe it was
     // given open (git's, and ralph's stderr through git).
     script(&fake, "exec sleep 30");

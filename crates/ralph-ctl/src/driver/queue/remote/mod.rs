@@ -1138,7 +1138,11 @@ pub(crate) mod tests {
     /// keeps every pipe it was given open (git's, and through git ralph's
     /// stderr), each call given `timeout`.
     fn behind_a_hung_ssh(remote: &Remote, dir: &Path, url: &str, timeout: Duration) -> Remote {
-        let fake = dir.join("hung-ssh");
+        // Named `ssh`, so git takes it for OpenSSH and runs it at once
+        // (another name would be probed first, its pipes not git's).
+        let bin = dir.join("hung");
+        std::fs::create_dir_all(&bin).unwrap();
+        let fake = bin.join("ssh");
         std::fs::write(&fake, "#!/bin/sh\nexec sleep 30\n").unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();

@@ -252,16 +252,6 @@ impl GitCall {
         self
     }
 
-    /// The command line, as a message names it (`git rev-parse HEAD`).
-    pub fn shown(&self) -> String {
-        let mut shown = String::from("git");
-        for arg in &self.args {
-            shown.push(' ');
-            shown.push_str(&arg.to_string_lossy());
-        }
-        shown
-    }
-
     /// Runs git until it exits or its deadline: what it printed when it
     /// exited 0, else why not.
     pub fn run(mut self) -> Result<GitOutput, GitError> {

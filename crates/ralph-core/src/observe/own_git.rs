@@ -10,16 +10,19 @@
 //! `GIT_WORK_TREE` from the checkout's real `.git` folder and, for a
 //! worktree ralph made under `.claude/worktrees/<name>`, its record
 //! `.git/worktrees/<name>` (the id ralph checked when it made it), and
-//! [`command`] passes them with the configuration that turns off every
-//! program the repository could name ([`FIXED_CONFIG`]). What the agent
+//! [`GitCall`] (the one runner of every git ralph runs, [`runner`]) passes
+//! them with the configuration that turns off every program the repository
+//! could name ([`FIXED_CONFIG`]). What the agent
 //! changed among those files meanwhile is [`record`]'s business, and the
 //! lock files it left [`locks`]'.
 
 pub mod locks;
 pub mod record;
+pub mod runner;
+
+pub use runner::{GitCall, GitError, GitOutput, SshCommand};
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The folder (relative to a project) holding the worktrees ralph makes;
 /// each worktree's git record is `<common folder>/worktrees/<its name>`.
@@ -89,7 +92,7 @@ pub struct GitPlace {
 
 /// Why no git folder could be settled for a folder: ralph then runs no git
 /// there.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum PlaceError {
     /// No `.git` in the folder or above it.
     #[error("{0} is in no git repository (no .git in it or above it)")]
@@ -317,51 +320,6 @@ fn persons_linked_checkout(top: &Path, dot_git: &Path) -> Result<GitPlace, Place
         common_dir,
         work_tree: top.to_path_buf(),
     })
-}
-
-/// `git` run from `cwd` in `place` with the fixed configuration every call
-/// of ralph's gets, so that nothing the repository's or the user's
-/// configuration says can make it start another program:
-///
-/// - `GIT_DIR`, `GIT_COMMON_DIR` and `GIT_WORK_TREE` from [`GitPlace`]:
-///   git never looks for its repository itself;
-/// - [`FIXED_CONFIG`];
-/// - `--no-pager` (git never pages into a pipe anyway);
-/// - `GIT_CONFIG_NOSYSTEM=1`: the system-wide configuration is not read;
-/// - `GIT_NO_REPLACE_OBJECTS=1`: a `refs/replace/` ref (the agent can
-///   write refs) does not change what a commit holds;
-/// - `GIT_OPTIONAL_LOCKS=0`: a command that only reads (`git status`) takes
-///   no lock and writes no index;
-/// - `GIT_NO_LAZY_FETCH=1` (git 2.45 and later) and `GIT_ALLOW_PROTOCOL`
-///   empty: no transport, `core.sshCommand` or remote helper runs (a caller
-///   that reaches a remote allows its protocols itself);
-///   `GIT_TERMINAL_PROMPT=0`, an empty `GIT_ASKPASS` and `GIT_EDITOR` and
-///   `GIT_SEQUENCE_EDITOR` `:`: no prompt, no askpass program, no editor;
-/// - [`REMOVED_VARS`] removed.
-pub fn command(place: &GitPlace, cwd: &Path) -> Command {
-    let mut command = Command::new("git");
-    command.arg("--no-pager");
-    for setting in FIXED_CONFIG {
-        command.args(["-c", setting]);
-    }
-    command
-        .current_dir(cwd)
-        .env("GIT_DIR", &place.git_dir)
-        .env("GIT_COMMON_DIR", &place.common_dir)
-        .env("GIT_WORK_TREE", &place.work_tree)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_NO_REPLACE_OBJECTS", "1")
-        .env("GIT_NO_LAZY_FETCH", "1")
-        .env("GIT_ALLOW_PROTOCOL", "")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_ASKPASS", "")
-        .env("GIT_EDITOR", ":")
-        .env("GIT_SEQUENCE_EDITOR", ":");
-    for var in REMOVED_VARS {
-        command.env_remove(var);
-    }
-    command
 }
 
 #[cfg(test)]

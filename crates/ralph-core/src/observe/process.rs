@@ -208,24 +208,33 @@ fn wait_without_reaping(pid: u32, extra: libc::c_int) -> std::io::Result<bool> {
     }
 }
 
-/// Reads the stdout of `child` (which leads its own process group) to its
-/// end while waiting for its exit, in this thread, until `deadline`: one
-/// `poll` over the pipe and a pidfd of the child, so no thread is started.
-/// When the child exits, its group is killed (whatever it left behind) before
-/// it is reaped, so the group id is still its own; its output then has
-/// `grace` (at least) to end. At the deadline the group is killed. `None`,
-/// with the child untouched, when the system gives no pidfd (Linux before
-/// 5.3, or a sandbox that refuses it): the caller falls back to threads.
+/// Reads the stdout and stderr of `child` (which leads its own process
+/// group; each read only when piped) to their ends while waiting for its
+/// exit, in this thread, until `deadline`: one `poll` over the pipes and a
+/// pidfd of the child, so no thread is started. When the child exits, its
+/// group is killed (whatever it left behind) before it is reaped, so the
+/// group id is still its own; its output then has `grace` (at least) to
+/// end. At the deadline the group is killed. `None`, with the child
+/// untouched, when the system gives no pidfd (Linux before 5.3, or a
+/// sandbox that refuses it): the caller falls back to threads.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-pub(crate) fn collect_output(
+pub(crate) fn collect_outputs(
     child: &mut std::process::Child,
     deadline: std::time::Instant,
     grace: std::time::Duration,
-) -> Option<group::Collected> {
+) -> Option<group::Ended> {
     use std::io::Read;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::time::Instant;
+
+    /// One pipe being read (`None`: not piped, nothing to read), what it
+    /// gave, and whether it ended.
+    struct Pipe {
+        file: Option<std::fs::File>,
+        bytes: Vec<u8>,
+        ended: bool,
+    }
 
     let pid = libc::pid_t::try_from(child.id())
         .ok()
@@ -237,19 +246,35 @@ pub(crate) fn collect_output(
     }
     // SAFETY: the fd was just opened by pidfd_open and is owned by nobody else.
     let pidfd = unsafe { OwnedFd::from_raw_fd(raw as libc::c_int) };
-    let mut stdout = child.stdout.take()?;
-    let mut output = Vec::new();
+    let open = |fd: Option<OwnedFd>| Pipe {
+        ended: fd.is_none(),
+        file: fd.map(std::fs::File::from),
+        bytes: Vec::new(),
+    };
+    let mut pipes = [
+        open(child.stdout.take().map(OwnedFd::from)),
+        open(child.stderr.take().map(OwnedFd::from)),
+    ];
     let mut chunk = [0u8; 16 * 1024];
-    let (mut ended, mut exited) = (false, false);
+    let mut exited = false;
     let mut until = deadline;
-    while !(ended && exited) {
+    'reading: while !(exited && pipes.iter().all(|p| p.ended)) {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             break;
         }
+        let watched = |pipe: &Pipe| match &pipe.file {
+            Some(file) if !pipe.ended => file.as_raw_fd(),
+            _ => -1,
+        };
         let mut fds = [
             libc::pollfd {
-                fd: if ended { -1 } else { stdout.as_raw_fd() },
+                fd: watched(&pipes[0]),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: watched(&pipes[1]),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -261,40 +286,54 @@ pub(crate) fn collect_output(
         ];
         // (rounded up: a poll that wakes a moment early only polls again)
         let millis = libc::c_int::try_from(left.as_millis() + 1).unwrap_or(libc::c_int::MAX);
-        // SAFETY: poll(2) on two live pollfd structs (a negative fd is skipped).
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, millis) };
+        // SAFETY: poll(2) on three live pollfd structs (a negative fd is skipped).
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 3, millis) };
         if rc < 0 {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
             break;
         }
-        if fds[1].revents != 0 && !exited {
+        if fds[2].revents != 0 && !exited {
             exited = true;
             // Not reaped yet, so the group id is still the child's.
             kill(child.id(), true);
             until = deadline.max(Instant::now() + grace);
         }
-        if fds[0].revents != 0 && !ended {
-            match stdout.read(&mut chunk) {
-                Ok(0) => ended = true,
-                Ok(n) => output.extend_from_slice(&chunk[..n]),
+        for (pipe, fd) in pipes.iter_mut().zip(&fds) {
+            let Some(file) = pipe
+                .file
+                .as_mut()
+                .filter(|_| fd.revents != 0 && !pipe.ended)
+            else {
+                continue;
+            };
+            match file.read(&mut chunk) {
+                Ok(0) => pipe.ended = true,
+                Ok(n) => pipe.bytes.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
+                Err(_) => break 'reading,
             }
         }
     }
     if !exited {
         kill(child.id(), true);
         let _ = child.wait();
-        return Some(group::Collected::Failed);
+        let timed_out = Instant::now() >= deadline;
+        return Some(if timed_out {
+            group::Ended::TimedOut
+        } else {
+            group::Ended::Failed
+        });
     }
     let Ok(status) = child.wait() else {
-        return Some(group::Collected::Failed);
+        return Some(group::Ended::Failed);
     };
-    Some(group::Collected::Exited {
+    let [stdout, stderr] = pipes.map(|p| p.ended.then_some(p.bytes));
+    Some(group::Ended::Exited {
         status,
-        output: ended.then_some(output),
+        stdout,
+        stderr,
     })
 }
 

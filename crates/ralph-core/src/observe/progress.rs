@@ -27,7 +27,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -526,13 +525,13 @@ pub fn tdd_scenario(root: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::{Command, Stdio};
     use std::thread;
     use tempfile::TempDir;
 
     fn git(dir: &Path, args: &[&str]) {
-        let ok = Command::new("git")
+        let ok = crate::observe::own_git::runner::persons_git(dir)
             .args(args)
-            .current_dir(dir)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_NAME", "t")
             .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
@@ -1222,9 +1221,14 @@ mod tests {
     /// `git ARGS` in `dir` as a person runs it (stopped after 5 s), to prove
     /// that the repository really makes git run the program.
     fn plain_git(dir: &Path, args: &[&str]) {
-        let mut command = Command::new("git");
-        command.args(args).current_dir(dir);
-        let _ = run_git(command, Instant::now() + Duration::from_secs(5));
+        use crate::observe::process::group::{GroupChild, Lifetime};
+        let mut command = crate::observe::own_git::runner::persons_git(dir);
+        command
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = GroupChild::spawn(&mut command, Lifetime::DiesWithParent).unwrap();
+        let _ = child.wait_then_kill_group(Instant::now() + Duration::from_secs(5));
     }
 
     /// Rewrites `a.txt` with the same content: a new stamp, so git compares
@@ -1681,9 +1685,8 @@ mod tests {
         // The index no longer matches HEAD's tree of `d`, and that tree is gone.
         append(&root.join("d/a.txt"), "staged");
         git(&root, &["add", "d/a.txt"]);
-        let out = Command::new("git")
+        let out = crate::observe::own_git::runner::persons_git(&root)
             .args(["rev-parse", "HEAD:d"])
-            .current_dir(&root)
             .output()
             .unwrap();
         let tree = String::from_utf8(out.stdout).unwrap();
@@ -1719,69 +1722,6 @@ mod tests {
         let listed = disabled_filters(&root, Instant::now() + Duration::from_millis(300));
         assert!(matches!(listed, Err(GitListing::Failed)));
         assert!(started.elapsed() < Duration::from_secs(3));
-    }
-
-    #[cfg(unix)]
-    fn gone(pid: &str) -> bool {
-        let stat = format!("/proc/{}/stat", pid.trim());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            // A zombie until its new parent reaps it counts as gone.
-            match fs::read_to_string(&stat) {
-                Err(_) => return true,
-                Ok(s) if s.contains(") Z ") => return true,
-                Ok(_) if Instant::now() > deadline => return false,
-                Ok(_) => thread::sleep(Duration::from_millis(20)),
-            }
-        }
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn git_is_killed_with_its_whole_group() {
-        for waiting in [Waiting::Pidfd, Waiting::Threads] {
-            let dir = TempDir::new().unwrap();
-            let pid_file = dir.path().join("sleeper.pid");
-            let sleeper = format!("sleep 30 & echo $! > '{}';", pid_file.display());
-            // Overruns its deadline: killed, with what it started.
-            let mut command = Command::new("sh");
-            command.args(["-c", &format!("{sleeper} sleep 30")]);
-            let started = Instant::now();
-            let run = run_git_waiting(
-                command,
-                Instant::now() + Duration::from_millis(300),
-                waiting,
-            );
-            assert!(matches!(run, GitRun::Failed));
-            assert!(started.elapsed() < Duration::from_secs(3));
-            assert!(gone(&fs::read_to_string(&pid_file).unwrap()));
-            // Ends, but what it started holds its output open: killed too.
-            fs::remove_file(&pid_file).unwrap();
-            let mut command = Command::new("sh");
-            command.args(["-c", &format!("{sleeper} echo done")]);
-            let started = Instant::now();
-            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
-            assert!(matches!(&run, GitRun::Output(bytes) if bytes == b"done\n"));
-            assert!(started.elapsed() < Duration::from_secs(3));
-            assert!(gone(&fs::read_to_string(&pid_file).unwrap()));
-            // Output, exit codes and a start that fails, either way.
-            let mut command = Command::new("sh");
-            command.args(["-c", "printf 'a\\0b'; exit 0"]);
-            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
-            assert!(matches!(&run, GitRun::Output(bytes) if bytes == b"a\0b"));
-            let mut command = Command::new("sh");
-            command.args(["-c", "exit 128"]);
-            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
-            assert!(matches!(run, GitRun::Exited(128)));
-            let command = Command::new(dir.path().join("no-such-git"));
-            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
-            assert!(matches!(run, GitRun::NotUsable));
-            // A large output is read whole (more than a pipe holds).
-            let mut command = Command::new("sh");
-            command.args(["-c", "head -c 300000 /dev/zero"]);
-            let run = run_git_waiting(command, Instant::now() + Duration::from_secs(20), waiting);
-            assert!(matches!(&run, GitRun::Output(bytes) if bytes.len() == 300_000));
-        }
     }
 
     #[test]

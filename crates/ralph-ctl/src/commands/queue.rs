@@ -67,7 +67,7 @@ pub(crate) fn remote_queue(
     json: bool,
     out: &mut dyn Write,
 ) -> CmdResult {
-    use crate::driver::remote::{self, Refused, Remote, RemoteBook};
+    use crate::driver::queue::remote::{self, Refused, Remote, RemoteBook};
     let parsed: Source = source.parse()?;
     let items = parsed.read(&paths.root)?;
     let book = RemoteBook::new(Remote::find(&paths.root, remote)?, &parsed);

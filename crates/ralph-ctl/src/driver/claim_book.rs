@@ -13,7 +13,7 @@ use ralph_core::observe::backlog::Item;
 use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::time::Timestamp;
 
-use super::remote::{Ending, Refused, RemoteBook};
+use super::queue::remote::{Ending, Refused, RemoteBook};
 use crate::error::CtlError;
 
 /// A queue run's claims.
@@ -48,7 +48,7 @@ impl ClaimBook {
             Refused::Rejected(why) => CtlError::Client(format!("remote {name} refused: {why}")),
             Refused::Unreachable(why) => CtlError::Client(format!(
                 "remote {name} could not be reached for {} s ({why}); the items stay as they were",
-                super::remote::PATIENCE.as_secs()
+                super::queue::remote::PATIENCE.as_secs()
             )),
             Refused::Forbidden(why) => CtlError::Client(format!(
                 "remote {name} refuses ralph's queue records ({why}): it takes no push outside \
@@ -268,7 +268,7 @@ mod tests {
 
     #[test]
     fn a_remote_out_of_reach_keeps_a_claim_until_it_lapses_then_loses_it() {
-        use crate::driver::remote::tests::{book, clones, items};
+        use crate::driver::queue::remote::tests::{book, clones, items};
         let (dir, clones) = clones(1);
         let remote = book(&clones[0]);
         let local = ClaimStore::new(&ProjectPaths::new(&clones[0]));

@@ -19,7 +19,7 @@ use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::verify::{self, VerifyCommand};
 use ralph_core::persist::item_claims::ClaimStore;
 
-use super::remote::{Ending, Landing as RemoteLanding, Refused, RemoteBook};
+use super::queue::remote::{Ending, Landing as RemoteLanding, Refused, RemoteBook};
 use super::worktree::{git, Worktree};
 use crate::error::CtlError;
 
@@ -222,7 +222,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
             why: Some(format!(
                 "landed on {} at {}",
                 landing.base,
-                super::remote::short(&head)
+                super::queue::remote::short(&head)
             )),
             iterations: landing.ran.0,
             cost_usd: landing.ran.1,

@@ -19,7 +19,7 @@
 //! ([`git_tidy`]). A queue run ([`queue_run`], joined or opened by
 //! [`queue_join`]) keeps its claims in [`claim_book`], lands items through
 //! [`merge`], and with `--remote` shares both with other machines through
-//! the git remote ([`remote`]).
+//! the git remote ([`queue::remote`]).
 
 pub(crate) mod answer_wait;
 pub(crate) mod carriers;
@@ -37,9 +37,9 @@ pub(crate) mod live;
 pub(crate) mod merge;
 pub(crate) mod os_signals;
 pub(crate) mod prepare;
+pub(crate) mod queue;
 pub(crate) mod queue_join;
 pub(crate) mod queue_run;
-pub(crate) mod remote;
 pub(crate) mod result;
 pub(crate) mod sandbox;
 pub(crate) mod sandbox_mounts;

@@ -37,7 +37,7 @@ use super::launch::{self, ItemDrive, ItemWork};
 use super::merge::{self, Landed, Landing};
 use super::os_signals::{SignalSource, Signals};
 use super::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
-use super::remote::{Ending, Remote, RemoteBook};
+use super::queue::remote::{Ending, Remote, RemoteBook};
 use super::worktree::{self, WorktreePlan};
 use super::{carriers, config_hold, finish, item_text, queue_join, sandbox, say, start};
 use crate::error::{CmdResult, CtlError};

@@ -1066,9 +1066,8 @@ mod tests {
         let tmp = crate::testdir::new("git-paths");
         let main = std::fs::canonicalize(tmp.path()).unwrap();
         let git = |dir: &Path, args: &[&str]| {
-            let out = std::process::Command::new("git")
+            let out = ralph_core::observe::own_git::runner::persons_git(dir)
                 .args(args)
-                .current_dir(dir)
                 .env("GIT_CONFIG_GLOBAL", "/dev/null")
                 .output()
                 .unwrap();

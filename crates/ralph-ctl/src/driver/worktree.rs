@@ -8,7 +8,8 @@
 //! touched: git writes only under `.git/` and the worktree's own folder.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+
+use ralph_core::observe::own_git::{GitCall, GitError};
 
 use crate::error::CtlError;
 
@@ -49,30 +50,30 @@ pub(crate) enum Finished {
 }
 
 /// Runs git in `dir`; its stdout, or an error naming the command and what
-/// git said. Always through the hook's safe configuration
-/// (`progress::safe_git`, `own_git`): in the folders ralph found itself
-/// (never through a `.git` file or `commondir` the agent could have
-/// rewritten), and with no program the repository names (an fsmonitor, a
-/// post-checkout hook, a filter, a signing program).
+/// git said. Always through ralph's one git runner with the hook's safe
+/// configuration (`progress::safe_git`, `own_git::GitCall`): in the folders
+/// ralph found itself (never through a `.git` file or `commondir` the agent
+/// could have rewritten), with no program the repository names (an
+/// fsmonitor, a post-checkout hook, a filter, a signing program), and
+/// within a deadline that stops git with everything it started.
 pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
-    let mut command =
-        ralph_core::observe::progress::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
-            .map_err(|why| CtlError::Client(format!("git cannot be run safely: {why}")))?;
-    let out = command
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| CtlError::Client(format!("--worktree needs git, which cannot run: {e}")))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        Err(CtlError::Client(format!(
-            "git {} failed in {}: {}",
+    git_call(dir)?.args(args).text().map_err(|e| match e {
+        GitError::CannotStart(why) => {
+            CtlError::Client(format!("--worktree needs git, which cannot run: {why}"))
+        }
+        e => CtlError::Client(format!(
+            "git {} failed in {}: {e}",
             args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
+            dir.display()
+        )),
+    })
+}
+
+/// The git call [`git`] makes in `dir`, for a caller that adds to it
+/// (input on stdin, a remote reached); refused as [`git`] refuses.
+pub(crate) fn git_call(dir: &Path) -> Result<GitCall, CtlError> {
+    ralph_core::observe::progress::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
+        .map_err(|why| CtlError::Client(why.to_string()))
 }
 
 /// Checks that `root` is a git work tree with a commit, and settles the base:

@@ -1,11 +1,11 @@
 use super::*;
+use std::process::Command;
 
 /// git as the person runs it in `dir` (their configuration, none of ralph's).
 fn person(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
+    let out = runner::persons_git(dir)
         .args(["-c", "user.name=p", "-c", "user.email=p@x"])
         .args(args)
-        .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .output()
@@ -105,11 +105,11 @@ fn ralphs_worktree_is_found_by_its_name_never_by_its_git_file() {
         }
     );
     // Its branch, as ralph's git sees it through the place.
-    let out = command(&place, &tree)
+    let out = GitCall::new(&place, &tree)
         .args(["symbolic-ref", "--short", "HEAD"])
-        .output()
+        .text()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ralph/item-a");
+    assert_eq!(out, "ralph/item-a");
 }
 
 #[test]
@@ -179,12 +179,11 @@ fn a_planted_commondir_keeps_every_git_of_ralphs_out() {
         common_dir: root.join(".git"),
         work_tree: root.clone(),
     };
-    let out = command(&place, &root)
+    let out = GitCall::new(&place, &root)
         .args(["-c", "user.name=r", "-c", "user.email=r@x"])
         .args(["commit", "-q", "--allow-empty", "-m", "through it"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+        .run();
+    assert!(out.is_ok(), "{out:?}");
     std::fs::remove_file(&planted).unwrap();
     assert_eq!(person(&root, &["log", "--format=%s", "-1"]), "one");
     // Its programs stay off all the same.
@@ -219,26 +218,23 @@ fn signing_the_repository_asks_for_is_off_in_ralphs_commits() {
     person(&root, &["config", "gpg.program", program.to_str().unwrap()]);
     person(&root, &["config", "merge.verifySignatures", "true"]);
     let place = GitPlace::find(&root).unwrap();
-    let out = command(&place, &root)
+    let out = GitCall::new(&place, &root)
         .args(["merge", "--ff-only", "--quiet", "ralph/item-a"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let out = command(&place, &root)
+        .run();
+    assert!(out.is_ok(), "{out:?}");
+    let out = GitCall::new(&place, &root)
         .args(["-c", "user.name=r", "-c", "user.email=r@x"])
         .args(["commit", "-q", "--allow-empty", "-m", "unsigned"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+        .run();
+    assert!(out.is_ok(), "{out:?}");
     assert!(
         !marks.join("gpg-ran").exists(),
         "ralph's git ran gpg.program"
     );
     // The person's own git would have run it.
-    let out = Command::new("git")
+    let out = runner::persons_git(&root)
         .args(["-c", "user.name=p", "-c", "user.email=p@x"])
         .args(["commit", "-q", "--allow-empty", "-m", "theirs"])
-        .current_dir(&root)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .output()
         .unwrap();

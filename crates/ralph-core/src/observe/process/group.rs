@@ -2,8 +2,9 @@
 //! process group of its own, optionally guarded so that the group dies
 //! with this process, waited for up to a deadline, its whole group killed
 //! (whatever it left running) and only then reaped. Verification commands,
-//! git, the client's `--version` and the ending's notification all start
-//! here.
+//! every git call (through `own_git::GitCall`, the one git runner of both
+//! crates), the client's `--version` and the ending's notification all
+//! start here.
 //!
 //! The order is what keeps the group kill safe: a group's id is its
 //! leader's pid, and a group is never signalled after its leader was
@@ -163,41 +164,50 @@ impl GroupChild {
         grace: Duration,
         waiting: Waiting,
     ) -> Collected {
+        match self.collect_outputs_waiting(deadline, grace, waiting) {
+            Ended::Exited { status, stdout, .. } => Collected::Exited {
+                status,
+                output: stdout,
+            },
+            Ended::TimedOut | Ended::Failed => Collected::Failed,
+        }
+    }
+
+    /// [`GroupChild::collect_output`] of stdout and stderr both (each read
+    /// when piped), telling a command that overran its deadline from one
+    /// that could not be waited for: what git's runner needs.
+    pub fn collect_outputs(mut self, deadline: Instant, grace: Duration) -> Ended {
+        self.collect_outputs_waiting(deadline, grace, Waiting::Pidfd)
+    }
+
+    /// [`GroupChild::collect_outputs`], choosing how it waits (the tests
+    /// run both ways).
+    pub(crate) fn collect_outputs_waiting(
+        &mut self,
+        deadline: Instant,
+        grace: Duration,
+        waiting: Waiting,
+    ) -> Ended {
         // The pidfd path kills the group the command leads: only without a guard.
         #[cfg(target_os = "linux")]
         if waiting == Waiting::Pidfd && self.guard.is_none() {
-            if let Some(collected) = super::collect_output(&mut self.child, deadline, grace) {
-                return collected;
+            if let Some(ended) = super::collect_outputs(&mut self.child, deadline, grace) {
+                return ended;
             }
         }
         #[cfg(not(target_os = "linux"))]
         let _ = waiting;
-        let (exit, output) = self.wait_with_threads(deadline, grace);
-        match exit {
-            Some(status) => Collected::Exited { status, output },
-            None => Collected::Failed,
-        }
+        self.wait_with_threads(deadline, grace)
     }
 
-    /// [`GroupChild::collect_output`] with a reader thread and a watchdog
-    /// thread: the exit status (`None` when the command was killed at the
-    /// deadline or could not be waited for) and its output (`None` when it
-    /// did not end within `grace` after the exit).
-    fn wait_with_threads(
-        &mut self,
-        deadline: Instant,
-        grace: Duration,
-    ) -> (Option<ExitStatus>, Option<Vec<u8>>) {
-        // Read on a thread until the command closes its output (no polling
+    /// [`GroupChild::collect_outputs`] with a reader thread for each pipe
+    /// and a watchdog thread; an output is `None` when it did not end
+    /// within `grace` after the exit.
+    fn wait_with_threads(&mut self, deadline: Instant, grace: Duration) -> Ended {
+        // Read on threads until the command closes its output (no polling
         // delay), while this one waits for it to exit.
-        let (sent, output) = mpsc::channel::<Vec<u8>>();
-        if let Some(mut stdout) = self.child.stdout.take() {
-            thread::spawn(move || {
-                let mut bytes = Vec::new();
-                let _ = stdout.read_to_end(&mut bytes);
-                let _ = sent.send(bytes);
-            });
-        }
+        let stdout = read_on_a_thread(self.child.stdout.take());
+        let stderr = read_on_a_thread(self.child.stderr.take());
         let (done, finished) = mpsc::channel::<()>();
         let leader = self.leader();
         let watchdog = thread::spawn(move || {
@@ -219,13 +229,26 @@ impl GroupChild {
             // Not reaped yet (on Unix), so the group id is still its own.
             self.kill_group();
         }
-        let exit = self.reap_status().filter(|_| waited && !timed_out);
+        let status = self.reap_status();
+        let status = match status {
+            _ if timed_out => return Ended::TimedOut,
+            Some(status) if waited => status,
+            _ => return Ended::Failed,
+        };
         // The command has exited and its group is gone: its output has
         // ended, unless something that left the group still holds it.
-        let grace = deadline
-            .saturating_duration_since(Instant::now())
-            .max(grace);
-        (exit, output.recv_timeout(grace).ok())
+        let until = deadline.max(Instant::now() + grace);
+        let output = |pipe: Option<mpsc::Receiver<Vec<u8>>>| match pipe {
+            None => Some(Vec::new()),
+            Some(pipe) => pipe
+                .recv_timeout(until.saturating_duration_since(Instant::now()))
+                .ok(),
+        };
+        Ended::Exited {
+            status,
+            stdout: output(stdout),
+            stderr: output(stderr),
+        }
     }
 
     /// The id of the group: its leader's pid (the guard's, when there is one).
@@ -246,6 +269,39 @@ impl GroupChild {
         }
         status
     }
+}
+
+/// Reads `pipe` to its end on a thread of its own: what it gave, once it
+/// ended (`None`: nothing to read).
+fn read_on_a_thread(pipe: Option<impl Read + Send + 'static>) -> Option<mpsc::Receiver<Vec<u8>>> {
+    let mut pipe = pipe?;
+    let (sent, output) = mpsc::channel::<Vec<u8>>();
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        let _ = sent.send(bytes);
+    });
+    Some(output)
+}
+
+/// What [`GroupChild::collect_outputs`] saw of a command.
+#[derive(Debug)]
+pub enum Ended {
+    /// It exited before the deadline; each output is everything it printed
+    /// there (empty when not piped), `None` when it did not end within the
+    /// grace after the exit (something outside its group still held it).
+    Exited {
+        /// How it exited.
+        status: ExitStatus,
+        /// Its stdout.
+        stdout: Option<Vec<u8>>,
+        /// Its stderr.
+        stderr: Option<Vec<u8>>,
+    },
+    /// Still running at the deadline: its group was killed and it was reaped.
+    TimedOut,
+    /// It could not be waited for (its group was killed all the same).
+    Failed,
 }
 
 /// What [`GroupChild::collect_output`] saw of a command.

@@ -3,9 +3,7 @@
 //! listing parsed, and git's process waited for within the reading's deadline.
 
 use super::*;
-use crate::observe::own_git;
-pub(super) use crate::observe::process::group::Waiting;
-use crate::observe::process::group::{Collected, GroupChild, Lifetime};
+use crate::observe::own_git::{self, GitCall, GitError};
 
 /// The nearest folder, `root` or above, holding `.git` (a folder, or a file
 /// for worktrees and submodules): where git will find the repository, and
@@ -25,7 +23,7 @@ pub(super) enum GitListing {
 }
 
 /// `git` run from `root` with the fixed configuration every call gets
-/// ([`own_git::command`]: the folders ralph found itself, no fsmonitor, no
+/// ([`GitCall::new`]: the folders ralph found itself, no fsmonitor, no
 /// hook, no signing, no system configuration, no lazy fetch, no prompt),
 /// so that nothing the repository's or the user's configuration says can
 /// make it start another program (the agent can edit `.git/config`,
@@ -37,9 +35,8 @@ pub(super) enum GitListing {
 /// Filter drivers need their names: [`disabled_filters`]. `git status` also
 /// gets `--ignore-submodules=dirty`: it would otherwise run `git status` in
 /// each submodule, with that submodule's own configuration.
-pub(super) fn git_command(root: &Path) -> Option<Command> {
-    let place = own_git::GitPlace::find(root).ok()?;
-    Some(own_git::command(&place, root))
+pub(super) fn git_command(root: &Path) -> Option<GitCall> {
+    GitCall::find(root).ok()
 }
 
 /// A `git` command for any caller outside this module (the driver's
@@ -52,39 +49,40 @@ pub(super) fn git_command(root: &Path) -> Option<Command> {
 /// runs. `Err` says why no such command can be had (no repository ralph
 /// can settle, git does not answer within `timeout`, or a driver's name
 /// cannot be disabled); the caller then runs no git.
-pub fn safe_git(root: &Path, timeout: Duration) -> Result<Command, String> {
-    own_git::GitPlace::find(root).map_err(|e| e.to_string())?;
+pub fn safe_git(root: &Path, timeout: Duration) -> Result<GitCall, GitError> {
+    own_git::GitPlace::find(root)?;
     let filters = disabled_filters(root, Instant::now() + timeout).map_err(|e| match e {
-        GitListing::NotUsable => format!(
+        GitListing::NotUsable => GitError::Unsafe(format!(
             "the git configuration of {} defines a filter driver whose name cannot be disabled \
              (it holds `=`), or names no repository git can read",
             root.display()
-        ),
-        _ => format!(
+        )),
+        _ => GitError::Unsafe(format!(
             "git did not list the filter drivers of {} within {} s",
             root.display(),
             timeout.as_secs()
-        ),
+        )),
     })?;
     let merges = disabled_merge_drivers(root, Instant::now() + timeout).map_err(|e| match e {
-        GitListing::NotUsable => format!(
+        GitListing::NotUsable => GitError::Unsafe(format!(
             "the git configuration of {} defines a merge driver whose name cannot be disabled \
              (it holds `=`), or names no repository git can read",
             root.display()
-        ),
-        _ => format!(
+        )),
+        _ => GitError::Unsafe(format!(
             "git did not list the merge drivers of {} within {} s",
             root.display(),
             timeout.as_secs()
-        ),
+        )),
     })?;
-    let mut command = git_command(root)
-        .ok_or_else(|| format!("no repository ralph can use holds {}", root.display()))?;
-    command.args(filters).args(merges);
-    Ok(command)
+    let mut call = GitCall::find(root)?;
+    for setting in filters.into_iter().chain(merges) {
+        call = call.config(setting);
+    }
+    Ok(call)
 }
 
-/// The `-c` options that turn every merge driver the configuration defines
+/// The `-c` settings that turn every merge driver the configuration defines
 /// (`merge.<name>.driver`, named by a `merge=` attribute) into `false`: a
 /// rebase or merge of a file with such an attribute then runs no program
 /// the agent wrote and stops as a conflict (an empty command would succeed
@@ -104,7 +102,6 @@ pub(super) fn disabled_merge_drivers(
         let mut option = OsString::from("merge.");
         option.push(&name);
         option.push(".driver=false");
-        options.push(OsString::from("-c"));
         options.push(option);
     }
     Ok(options)
@@ -129,7 +126,7 @@ pub(super) fn configuration_may_name_merge_drivers(
     })
 }
 
-/// The `-c` options that disable every filter driver the configuration
+/// The `-c` settings that disable every filter driver the configuration
 /// defines (`filter.<name>.clean`, `.smudge`, `.process`), with includes
 /// followed: `git status` runs a file's clean filter when the file's stamp
 /// changed, for a driver named by a `filter` attribute in any
@@ -155,7 +152,6 @@ pub(super) fn disabled_filters(
             let mut option = OsString::from("filter.");
             option.push(&name);
             option.push(setting);
-            options.push(OsString::from("-c"));
             options.push(option);
         }
     }
@@ -174,8 +170,7 @@ fn driver_names(
     section: &str,
     regexp: &str,
 ) -> Result<Vec<OsString>, GitListing> {
-    let mut command = git_command(root).ok_or(GitListing::NotUsable)?;
-    command.args([
+    let command = git_command(root).ok_or(GitListing::NotUsable)?.args([
         "config",
         "--null",
         "--name-only",
@@ -364,7 +359,10 @@ pub(super) fn git_listing(root: &Path, top: &Path) -> GitListing {
     let Some(mut command) = git_command(root) else {
         return GitListing::NotUsable;
     };
-    command.args(filters).args([
+    for setting in filters {
+        command = command.config(setting);
+    }
+    command = command.args([
         "-c",
         "core.quotepath=off",
         "status",
@@ -377,7 +375,7 @@ pub(super) fn git_listing(root: &Path, top: &Path) -> GitListing {
     ]);
     if !prefix.is_empty() {
         // A folder the repository ignores as a whole shows as one `!` line.
-        command.args(["--ignored=matching", "--", "."]);
+        command = command.args(["--ignored=matching", "--", "."]);
     }
     let bytes = match run_git(command, deadline) {
         GitRun::Output(bytes) => bytes,
@@ -409,7 +407,7 @@ pub(super) fn git_tree_changed(root: &Path, old: &str, new: &str, subfolder: boo
     let Some(mut command) = git_command(root) else {
         return true;
     };
-    command.args([
+    command = command.args([
         "diff-tree",
         "--quiet",
         "--no-ext-diff",
@@ -419,7 +417,7 @@ pub(super) fn git_tree_changed(root: &Path, old: &str, new: &str, subfolder: boo
         new,
     ]);
     if subfolder {
-        command.args(["--", "."]);
+        command = command.args(["--", "."]);
     }
     !matches!(
         run_git(command, Instant::now() + GIT_TIMEOUT),
@@ -485,44 +483,18 @@ pub(super) enum GitRun {
     Failed,
 }
 
-/// Runs `command` (git) as a process group of its own until `deadline`
-/// ([`GroupChild`]): the whole group is killed then, so nothing git started
-/// can outlive it, and the group is killed again once git has exited,
-/// whatever it left; git is reaped only after both, so the group id cannot
-/// belong to another process yet.
-pub(super) fn run_git(command: Command, deadline: Instant) -> GitRun {
-    run_git_waiting(command, deadline, Waiting::Pidfd)
-}
-
-/// [`run_git`], choosing how it waits (the tests run both ways).
-pub(super) fn run_git_waiting(mut command: Command, deadline: Instant, waiting: Waiting) -> GitRun {
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    // Not guarded: the hook waits for git anyway, and a guard's process
-    // would cost every stop a start.
-    let Ok(mut child) = GroupChild::spawn(&mut command, Lifetime::Independent) else {
-        return GitRun::NotUsable;
-    };
-    match child.collect_output_waiting(deadline, OUTPUT_GRACE, waiting) {
-        Collected::Exited { status, output } => GitRun::ended(Some(status), output),
-        Collected::Failed => GitRun::Failed,
-    }
-}
-
-/// How long git's output may go on after git has exited and its group was
-/// killed (something that left the group may still hold it).
-pub(super) const OUTPUT_GRACE: Duration = Duration::from_millis(200);
-
-impl GitRun {
-    /// What git's exit (`None`: killed at the deadline, or not waited for)
-    /// and its whole output (`None`: it never ended) come to.
-    pub(super) fn ended(exit: Option<std::process::ExitStatus>, output: Option<Vec<u8>>) -> GitRun {
-        match (exit.map(|status| status.code()), output) {
-            (Some(Some(0)), Some(bytes)) => GitRun::Output(bytes),
-            (Some(Some(code)), Some(_)) => GitRun::Exited(code),
-            _ => GitRun::Failed,
-        }
+/// Runs `command` (git) until `deadline` ([`GitCall::run`]: a process group
+/// of its own, killed whole at the deadline and again once git has exited,
+/// whatever it left), as the progress reading counts it.
+pub(super) fn run_git(command: GitCall, deadline: Instant) -> GitRun {
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    match command.timeout(timeout).run() {
+        Ok(out) => GitRun::Output(out.stdout),
+        Err(GitError::CannotStart(_)) => GitRun::NotUsable,
+        Err(GitError::NotARepository { .. }) => GitRun::Exited(128),
+        Err(GitError::Failed {
+            status: Some(code), ..
+        }) => GitRun::Exited(code),
+        Err(_) => GitRun::Failed,
     }
 }

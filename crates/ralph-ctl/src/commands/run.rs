@@ -229,7 +229,7 @@ pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
         );
     }
     match options.queue.is_some() {
-        true => driver::queue_run::run(paths, options),
+        true => driver::queue::run::run(paths, options),
         false => driver::launch::run(paths, options),
     }
 }

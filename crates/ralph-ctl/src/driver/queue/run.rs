@@ -1,7 +1,7 @@
 //! `ralph-ctl run --queue SOURCE [--workers N]`: drains a backlog. The run
 //! is a loop of its own (the project's state) whose record holds every
 //! item's; each worker (a thread; several `run --queue` processes on one
-//! project join one run, `queue_join`) claims the next free item
+//! project join one run, `join`) claims the next free item
 //! (`claim_book`: the project's claims file, and with `--remote` the shared
 //! git remote's records, with a time to live renewed while it works),
 //! works it as a loop of its own
@@ -31,15 +31,16 @@ use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Found, Whose};
 use ralph_core::units::{TokenUsage, Usd};
 
-use super::claim_book::{ClaimBook, Renewal};
-use super::command::ClientProgram;
-use super::launch::{self, ItemDrive, ItemWork};
+use super::claims::{ClaimBook, Renewal};
+use super::join;
 use super::merge::{self, Landed, Landing};
-use super::os_signals::{SignalSource, Signals};
-use super::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
-use super::remote::{Ending, Remote, RemoteBook};
-use super::worktree::{self, WorktreePlan};
-use super::{carriers, config_hold, finish, item_text, queue_join, sandbox, say, start};
+use crate::driver::command::ClientProgram;
+use crate::driver::launch::{self, ItemDrive, ItemWork};
+use crate::driver::os_signals::{SignalSource, Signals};
+use crate::driver::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
+use crate::driver::remote::{Ending, Remote, RemoteBook};
+use crate::driver::worktree::{self, WorktreePlan};
+use crate::driver::{carriers, config_hold, finish, item_text, sandbox, say, start};
 use crate::error::{CmdResult, CtlError};
 
 /// What every item's loop runs with, settled once for the run.
@@ -126,7 +127,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         sandboxed: settings_sandboxed,
     };
     let remote_name = remote.as_ref().map(|b| b.remote().name.clone());
-    let run = queue_join::enter(
+    let run = join::enter(
         paths,
         options,
         &config,
@@ -272,7 +273,7 @@ impl Shared<'_> {
     /// One worker: claims and works items until none is left.
     fn work(&self, name: &str, mut signals: Signals) -> WorkerEnd {
         let end = loop {
-            super::set_line_prefix(String::new());
+            crate::driver::set_line_prefix(String::new());
             if let Some(signal) = signals.take().first() {
                 break WorkerEnd::Stopped(signal.exit_code());
             }
@@ -302,7 +303,7 @@ impl Shared<'_> {
             match self.claims.claim_next(&items, name, self.ttl()) {
                 Ok(Some(item)) => {
                     let (end, back) = self.work_item(name, item, &run, signals);
-                    super::set_line_prefix(String::new());
+                    crate::driver::set_line_prefix(String::new());
                     signals = back;
                     if let Some(end) = end {
                         break end;
@@ -337,7 +338,7 @@ impl Shared<'_> {
     /// be read again for items added meanwhile ([`SOURCE_LOOK`]), reading
     /// only the claims meanwhile (a `cmd:` source is not run twice a
     /// second). A signal that comes meanwhile is given back.
-    fn wait_for_claims(&self, signals: &mut Signals) -> Option<super::os_signals::Signal> {
+    fn wait_for_claims(&self, signals: &mut Signals) -> Option<crate::driver::os_signals::Signal> {
         let started = Instant::now();
         let held = || self.claims.held().unwrap_or_default();
         // A remote is asked less often than the file is read.
@@ -412,7 +413,7 @@ impl Shared<'_> {
             return (Some(WorkerEnd::RunOver), signals);
         }
         if self.labelled {
-            super::set_line_prefix(format!("[{}] ", label_of(&item.title)));
+            crate::driver::set_line_prefix(format!("[{}] ", label_of(&item.title)));
         }
         say(&format!(
             "worker {name}: item {} \"{}\" on branch {branch}",
@@ -531,8 +532,11 @@ impl Shared<'_> {
         // What the agent left in `.git`, put back before any git of the
         // landing runs: a file that sent git elsewhere keeps the item from
         // landing.
-        let tidied =
-            super::git_tidy::after_loop(&item_paths, state.git_record.as_ref(), Some(&tree));
+        let tidied = crate::driver::git_tidy::after_loop(
+            &item_paths,
+            state.git_record.as_ref(),
+            Some(&tree),
+        );
         // Held from the landing to its record, so that the next item to
         // land finds the base as the run recorded it.
         let mut merge_lock = None;
@@ -645,7 +649,7 @@ impl Shared<'_> {
             status.as_str(),
             why.lines().next().unwrap_or_default()
         ));
-        super::set_line_prefix(String::new());
+        crate::driver::set_line_prefix(String::new());
         let cap_spent = state.status == Status::MaxIterations
             && max < self.config.queue.max_iterations_per_item;
         self.settle(&item, status, spent, why, landed);
@@ -877,7 +881,7 @@ impl Shared<'_> {
         });
         match result {
             Ok(changed) => {
-                super::told(changed);
+                crate::driver::told(changed);
             }
             Err(e) => say(&format!(
                 "warning: the queue run's record could not be written: {e}"
@@ -938,7 +942,7 @@ impl Shared<'_> {
             }
             Ok(())
         })?;
-        let found = super::told(changed);
+        let found = crate::driver::told(changed);
         if matches!(&found, Found::Loop(state) if state.status == Status::Running) {
             if let Some(code) = stopped {
                 return Ok(code);
@@ -948,7 +952,7 @@ impl Shared<'_> {
         }
         // This process ends the run: `.git` tidied after the items' agents.
         if let Found::Loop(state) = &found {
-            super::git_tidy::after_loop(self.paths, state.git_record.as_ref(), None);
+            crate::driver::git_tidy::after_loop(self.paths, state.git_record.as_ref(), None);
         }
         // The closing line says what landed where, what is left and where
         // each item's why is (`ralph-ctl queue`, status, the report): each

@@ -21,7 +21,6 @@ pub(crate) mod serve;
 pub(crate) mod start;
 pub(crate) mod status;
 pub(crate) mod statusline;
-pub(crate) mod task;
 pub(crate) mod watch;
 pub(crate) mod watchdog;
 

@@ -127,15 +127,7 @@ pub(crate) fn open_loop(
     fresh: bool,
     shape: impl FnOnce(&mut LoopState),
 ) -> Result<Started, CtlError> {
-    let session = match session {
-        Some(id) if hook_input::is_valid_session_id(&id) => id,
-        Some(id) => {
-            return Err(CtlError::BadArgument(format!(
-                "--session-id {id:?} is invalid: 1 to 200 letters, digits, '-', '_', '.' or ':'"
-            )))
-        }
-        None => session_id::new_uuid(),
-    };
+    let session = owning_session(session)?;
     // ralph's key, made (or checked) before anything here runs the agent's
     // code (the test baseline imports its modules): a key first made after
     // that code ran could be one it put in the key's place.
@@ -163,18 +155,8 @@ pub(crate) fn open_loop(
     // Said once, at the start, and only where the Stop hook runs the check
     // (a loop in one session): a fresh iteration's and a queue item's are
     // the driver's, which no hook timeout cuts short.
-    let verify_total = verify::total_timeout(&config.completion.verify);
-    if verify_total > 0 && !fresh {
-        // A hook registered elsewhere (the plugin's) has a timeout of its own.
-        let timeout = registration::registered_timeout_in(paths).unwrap_or_else(|e| {
-            crate::output::say_err!("ralph-ctl: warning: {e}");
-            None
-        });
-        if let Some(warning) =
-            timeout.and_then(|timeout| registration::timeout_warning(verify_total, timeout))
-        {
-            crate::output::say_err!("ralph-ctl: warning: {warning}");
-        }
+    if !fresh {
+        warn_of_hook_timeout(paths, config);
     }
     // What each check resolves to, before it first runs: a claim must run
     // the same (see ralph_core::observe::resolved).
@@ -183,21 +165,7 @@ pub(crate) fn open_loop(
             ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
         ralph_core::observe::resolved::resolve(&paths.root, &config.completion.verify, None, &walls)
     });
-    // An item of a queue run starts from the run's baseline, taken once in
-    // the main checkout; its worktree measures its own before its agent
-    // starts (driver/worktree_env.rs).
-    let baseline = match paths.is_item() {
-        true => StateStore::new(&paths.project())
-            .read()
-            .ok()
-            .flatten()
-            .map(|run| verify::Baseline {
-                counts: run.test_baseline,
-                failures: run.baseline_failures,
-            })
-            .unwrap_or_default(),
-        false => measured_baseline(paths, config, check_may_not_run())?,
-    };
+    let baseline = start_baseline(paths, config)?;
     let protected_files = protected_files(paths, config)?;
     let git_record = git_record(paths)?;
     ignore_runtime(paths)?;
@@ -223,25 +191,7 @@ pub(crate) fn open_loop(
     );
     // The loop this one replaces is kept (`ralph-ctl history`), never lost.
     let replaced = transaction::replace(paths, |current| {
-        match current {
-            Ok(current) => {
-                // Never over a live driver's loop, running or waiting to resume.
-                if let Some(refusal) = current.and_then(crate::driver::carriers::still_carried) {
-                    return Err(CtlError::Refused(refusal));
-                }
-                if !force {
-                    if let Some(refusal) =
-                        lifecycle::start_refusal(current, config, SystemTime::now())
-                    {
-                        return Err(CtlError::Refused(refusal.describe(&paths.root)));
-                    }
-                }
-            }
-            Err(e) if !force => {
-                return Err(CtlError::Refused(format!("{e}; or start with --force")));
-            }
-            Err(_) => {}
-        }
+        refuse_replacing(paths, config, current, force)?;
         Ok(Event::Started {
             state: Box::new(state),
             why,
@@ -270,6 +220,83 @@ pub(crate) fn open_loop(
         max_iterations: max,
         walls: config.sandbox.walls(),
     })
+}
+
+/// The session that will own the loop: `session` when it is a valid id,
+/// else a new UUID.
+fn owning_session(session: Option<String>) -> Result<String, CtlError> {
+    match session {
+        Some(id) if hook_input::is_valid_session_id(&id) => Ok(id),
+        Some(id) => Err(CtlError::BadArgument(format!(
+            "--session-id {id:?} is invalid: 1 to 200 letters, digits, '-', '_', '.' or ':'"
+        ))),
+        None => Ok(session_id::new_uuid()),
+    }
+}
+
+/// Warns when the Stop hook's registered timeout is shorter than the
+/// verify commands may take (a hook registered elsewhere, the plugin's,
+/// has a timeout of its own).
+fn warn_of_hook_timeout(paths: &ProjectPaths, config: &Config) {
+    let verify_total = verify::total_timeout(&config.completion.verify);
+    if verify_total == 0 {
+        return;
+    }
+    let timeout = registration::registered_timeout_in(paths).unwrap_or_else(|e| {
+        crate::output::say_err!("ralph-ctl: warning: {e}");
+        None
+    });
+    if let Some(warning) =
+        timeout.and_then(|timeout| registration::timeout_warning(verify_total, timeout))
+    {
+        crate::output::say_err!("ralph-ctl: warning: {warning}");
+    }
+}
+
+/// The test baseline a new loop starts from: measured now, or for an item
+/// of a queue run the run's, taken once in the main checkout (its worktree
+/// measures its own before its agent starts: driver/worktree_env.rs).
+fn start_baseline(paths: &ProjectPaths, config: &Config) -> Result<verify::Baseline, CtlError> {
+    if !paths.is_item() {
+        return measured_baseline(paths, config, check_may_not_run());
+    }
+    Ok(StateStore::new(&paths.project())
+        .read()
+        .ok()
+        .flatten()
+        .map(|run| verify::Baseline {
+            counts: run.test_baseline,
+            failures: run.baseline_failures,
+        })
+        .unwrap_or_default())
+}
+
+/// Refuses to replace the loop `current` (or a state that could not be
+/// read) under the lock: never a live driver's loop, running or waiting to
+/// resume; without `force`, never a loop a start may not replace, nor a
+/// corrupt state.
+fn refuse_replacing(
+    paths: &ProjectPaths,
+    config: &Config,
+    current: Result<Option<&LoopState>, &StoreError>,
+    force: bool,
+) -> Result<(), CtlError> {
+    match current {
+        Ok(current) => {
+            if let Some(refusal) = current.and_then(crate::driver::carriers::still_carried) {
+                return Err(CtlError::Refused(refusal));
+            }
+            if !force {
+                if let Some(refusal) = lifecycle::start_refusal(current, config, SystemTime::now())
+                {
+                    return Err(CtlError::Refused(refusal.describe(&paths.root)));
+                }
+            }
+            Ok(())
+        }
+        Err(e) if !force => Err(CtlError::Refused(format!("{e}; or start with --force"))),
+        Err(_) => Ok(()),
+    }
 }
 
 /// The files in `.git` that send git elsewhere, as they are at the loop's

@@ -2,7 +2,7 @@
 //! is a loop of its own (the project's state) whose record holds every
 //! item's; each worker (a thread; several `run --queue` processes on one
 //! project join one run, `join`) claims the next free item
-//! (`claim_book`: the project's claims file, and with `--remote` the shared
+//! (`claims`: the project's claims file, and with `--remote` the shared
 //! git remote's records, with a time to live renewed while it works),
 //! works it as a loop of its own
 //! (fresh context, in the item's worktree, its state under

@@ -53,9 +53,7 @@ fn run(cli: Cli) -> i32 {
         Command::Doctor(args) => commands::doctor::command(&paths, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            let mut command = Cli::command();
-            clap_complete::generate(shell, &mut command, "ralph-ctl", &mut std::io::stdout());
-            Ok(ralph_core::exit_codes::OK)
+            commands::completions::run(shell, Cli::command())
         }
         Command::LoopStart(args) if args.hook => {
             return commands::plugin::loop_start_hook_on(

@@ -4,6 +4,7 @@
 pub(crate) mod answer;
 pub(crate) mod cancel;
 pub(crate) mod check;
+pub(crate) mod completions;
 pub(crate) mod doctor;
 pub(crate) mod finish;
 pub(crate) mod history;

@@ -436,18 +436,10 @@ pub fn run_stop_settled(
             new_state.question = None;
         }
     }
-    // What differs from the pin now is recorded, and logged once per content.
-    let mut drift_line = None;
-    if let Some(new_state) = outcome.new_state.as_mut() {
-        if new_state.pinned.is_none() {
-            new_state.pinned = first_pin;
-        }
-        if let Some(pin) = new_state.pinned.clone() {
-            let mut changes = pin::config_changes(paths, env, &pin);
-            changes.extend(stop.pinned_changes.iter().cloned());
-            drift_line = pin::record_drift(new_state, changes, now);
-        }
-    }
+    let drift_line = outcome
+        .new_state
+        .as_mut()
+        .and_then(|new_state| record_pin_drift(paths, env, stop, new_state, first_pin, now));
     // The driver's events, in this transaction.
     let decided = outcome.new_state.clone();
     let mut draft = Draft::new(Some(decided.clone().unwrap_or_else(|| state.clone())), now);
@@ -459,32 +451,18 @@ pub fn run_stop_settled(
     if decided.is_some() || settled.as_ref() != Some(state) {
         outcome.new_state = settled;
     }
-    // One transaction: the stop's audit line, the pin's drift, the
-    // driver's lines; an ending or a pause is told (`notify`) once, marked
-    // in this write (a driver that settles the loop after the stop tells
-    // it itself). The answer is delivered between the write and the rest.
-    let transition = match outcome.new_state {
-        Some(new_state) => {
-            let mut effects = vec![Effect::Log(Box::new(LogEntry::of_stop(
-                state, &new_state, now,
-            )))];
-            if let Some(line) = drift_line {
-                notes.push(format!("warning: {line}"));
-                let entry = LogEntry::about(&new_state, LogEvent::ConfigChanged, now, line);
-                effects.push(Effect::Log(Box::new(entry)));
-            }
-            effects.extend(driver_effects);
-            Some(Transition {
-                state: Some(new_state),
-                effects,
-            })
-        }
-        None if !driver_effects.is_empty() => Some(Transition {
-            state: Some(state.clone()),
-            effects: driver_effects,
-        }),
-        None => None,
-    };
+    // One transaction: an ending or a pause is told (`notify`) once,
+    // marked in this write (a driver that settles the loop after the stop
+    // tells it itself). The answer is delivered between the write and the
+    // rest.
+    let transition = stop_transition(
+        state,
+        outcome.new_state,
+        drift_line,
+        driver_effects,
+        &mut notes,
+        now,
+    );
     let written = match transition {
         Some(transition) => Some(transaction::write(
             &lock,
@@ -514,6 +492,61 @@ pub fn run_stop_settled(
         notes,
         settled: true,
     })
+}
+
+/// What differs from the loop's pin now, recorded in `new_state` (a loop
+/// from before pinning pinned to `first_pin`); the line to log, once per
+/// content.
+fn record_pin_drift(
+    paths: &ProjectPaths,
+    env: &dyn EnvSource,
+    stop: &Stop,
+    new_state: &mut LoopState,
+    first_pin: Option<Pinned>,
+    now: Timestamp,
+) -> Option<String> {
+    if new_state.pinned.is_none() {
+        new_state.pinned = first_pin;
+    }
+    let pin = new_state.pinned.clone()?;
+    let mut changes = pin::config_changes(paths, env, &pin);
+    changes.extend(stop.pinned_changes.iter().cloned());
+    pin::record_drift(new_state, changes, now)
+}
+
+/// The stop's write: the decided state (`decided`, `None`: unchanged)
+/// with its audit line, the pin's drift (also said in `notes`) and the
+/// driver's lines; `None` when there is nothing to write.
+fn stop_transition(
+    state: &LoopState,
+    decided: Option<LoopState>,
+    drift_line: Option<String>,
+    driver_effects: Vec<Effect>,
+    notes: &mut Vec<String>,
+    now: Timestamp,
+) -> Option<Transition> {
+    match decided {
+        Some(new_state) => {
+            let mut effects = vec![Effect::Log(Box::new(LogEntry::of_stop(
+                state, &new_state, now,
+            )))];
+            if let Some(line) = drift_line {
+                notes.push(format!("warning: {line}"));
+                let entry = LogEntry::about(&new_state, LogEvent::ConfigChanged, now, line);
+                effects.push(Effect::Log(Box::new(entry)));
+            }
+            effects.extend(driver_effects);
+            Some(Transition {
+                state: Some(new_state),
+                effects,
+            })
+        }
+        None if !driver_effects.is_empty() => Some(Transition {
+            state: Some(state.clone()),
+            effects: driver_effects,
+        }),
+        None => None,
+    }
 }
 
 /// The config a stop is judged by: the loop's pin (a loop from before

@@ -317,11 +317,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             cost,
             session_total,
         } => {
-            state.cost_usd = if session_total {
-                state.cost_usd.max(cost)
-            } else {
-                Usd(state.cost_usd.0.saturating_add(cost.0))
-            };
+            charge(state, cost, session_total);
             Vec::new()
         }
         Event::UsageCounted(reading) => {
@@ -329,17 +325,12 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             Vec::new()
         }
         Event::Ended { status, why, at } => {
-            if let Some(at) = at {
-                state.iteration = at;
-            }
-            state.end(status, why.clone(), now);
+            end_at(state, status, &why, at, now);
             vec![log(state, LogEvent::End, why)]
         }
         Event::GaveUp { why, policy } => {
             state.end(Status::Failed, why.clone(), now);
-            let mut entry = LogEntry::about(state, LogEvent::End, now, why);
-            entry.policy = Some(policy);
-            vec![Effect::Log(Box::new(entry))]
+            vec![by_policy(state, LogEvent::End, why, policy, now)]
         }
         Event::Paused {
             because,
@@ -357,45 +348,20 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             }
             Vec::new()
         }
-        Event::Interrupted { cause } => {
-            if !crate::judge::lifecycle::interrupt(state, &cause, now) {
-                return Vec::new();
-            }
-            let why = state.ended_because.clone().unwrap_or_default();
-            vec![log(state, LogEvent::End, why)]
-        }
+        Event::Interrupted { cause } => interrupted(state, &cause, now),
         Event::Resumed {
             why,
             automatic,
             policy,
         } => {
-            state.resume();
-            state.auto_resumes = if automatic {
-                state.auto_resumes.saturating_add(1)
-            } else {
-                0
-            };
-            let mut entry = LogEntry::about(state, LogEvent::Resume, now, why);
-            entry.policy = Some(policy);
-            vec![Effect::Log(Box::new(entry))]
+            resume(state, automatic);
+            vec![by_policy(state, LogEvent::Resume, why, policy, now)]
         }
         Event::Waiting {
             why,
             resume_at,
             policy,
-        } => {
-            let kind = if resume_at.is_some() {
-                LogEvent::Wait
-            } else {
-                LogEvent::Pause
-            };
-            let mut entry = LogEntry::about(state, kind, now, why);
-            entry.policy = Some(policy);
-            if resume_at.is_some() {
-                entry.resume_at = resume_at;
-            }
-            vec![Effect::Log(Box::new(entry))]
-        }
+        } => vec![waiting(state, why, resume_at, policy, now)],
         Event::HandedOver { to } => {
             if state.status == Status::Running {
                 state.session_id = to;
@@ -415,18 +381,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
         }
         Event::WorktreeBaselined(measured) => {
             if state.status == Status::Running {
-                let WorktreeBaseline {
-                    commit,
-                    test_baseline,
-                    failures,
-                    check_resolution,
-                } = *measured;
-                state.test_baseline = test_baseline;
-                state.baseline_failures = failures;
-                state.baseline_commit = Some(commit);
-                if let Some(resolution) = check_resolution {
-                    state.check_resolution = Some(resolution);
-                }
+                take_worktree_baseline(state, *measured);
             }
             Vec::new()
         }
@@ -441,65 +396,19 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             Vec::new()
         }
         Event::ChecksResolved(more) => {
-            let more = *more;
-            let record = state.check_resolution.get_or_insert_with(|| {
-                crate::observe::resolved::ResolvedChecks {
-                    path: more.path.clone(),
-                    python_path: more.python_path.clone(),
-                    ..Default::default()
-                }
-            });
-            for command in more.commands {
-                if !record.commands.iter().any(|c| c.command == command.command) {
-                    record.commands.push(command);
-                }
-            }
-            for python in more.pythons {
-                if !record
-                    .pythons
-                    .iter()
-                    .any(|p| p.interpreter == python.interpreter)
-                {
-                    record.pythons.push(python);
-                }
-            }
+            add_resolved_checks(state, *more);
             Vec::new()
         }
         Event::StepEnded { status, why, at } => {
-            if let Some(at) = at {
-                state.iteration = at;
-            }
-            state.end(status, why.clone(), now);
+            end_at(state, status, &why, at, now);
             amend_last_record(state, &why);
             Vec::new()
         }
         Event::StepPassed { iteration, why } => {
-            state.status = Status::Running;
-            state.ended_at = None;
-            state.ended_because = None;
-            state.iteration = iteration;
-            amend_last_record(state, &why);
+            pass_step(state, iteration, &why);
             Vec::new()
         }
-        Event::Answered(answer) => {
-            if state.status != Status::Waiting {
-                return Vec::new();
-            }
-            let question = state
-                .question
-                .as_ref()
-                .map_or_else(String::new, |q| q.text.clone());
-            add_note(
-                state,
-                &format!("You asked (RALPH_ASK): {question}\nThe person's answer: {answer}"),
-            );
-            // Kept until the answer is sent: a loop answered while its
-            // client was still ending is not one the client left.
-            let asked = state.question.take();
-            state.resume();
-            state.question = asked;
-            vec![log(state, LogEvent::Answer, answer)]
-        }
+        Event::Answered(answer) => answered(state, answer, now),
         Event::UsageWindowsSeen(windows) => {
             state.usage_windows.extend(windows);
             Vec::new()
@@ -514,34 +423,13 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             vec![log(state, LogEvent::Say, text)]
         }
         Event::Reloaded(reload) => {
-            let Reload {
-                pinned,
-                test_baseline,
-                protected_files,
-                check_resolution,
-                why,
-            } = *reload;
-            state.pinned = Some(pinned);
-            state.config_drift = None;
-            state.test_baseline = test_baseline;
-            if let Some(protected) = protected_files {
-                state.protected_files = protected;
-            }
-            if let Some(resolution) = check_resolution {
-                state.check_resolution = Some(resolution);
-            }
+            let why = take_reload(state, *reload);
             vec![log(state, LogEvent::Reload, why)]
         }
         Event::ProblemSeen(why) => vec![log(state, LogEvent::Problem, why)],
         Event::GitTidied(what) => vec![log(state, LogEvent::Git, what)],
         Event::Joined(process) => {
-            if let Some(queue) = state.queue.as_mut() {
-                // The most recent few: older ones are long gone.
-                if queue.joined.len() >= 32 {
-                    queue.joined.remove(0);
-                }
-                queue.joined.push(process);
-            }
+            join(state, process);
             Vec::new()
         }
         Event::ItemTaken {
@@ -549,25 +437,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             title,
             worker,
             branch,
-        } => {
-            let Some(queue) = state.queue.as_mut() else {
-                return Vec::new();
-            };
-            let item = queue.items.entry(id.clone()).or_default();
-            item.title = title;
-            item.status = ItemState::Working;
-            item.worker = worker.clone();
-            item.branch = Some(branch.clone());
-            item.taken = item.taken.saturating_add(1);
-            item.why = None;
-            item.taken_at = Some(now);
-            item.settled_at = None;
-            vec![log(
-                state,
-                LogEvent::Item,
-                format!("item {id} taken by {worker} on branch {branch}"),
-            )]
-        }
+        } => item_taken(state, &id, title, &worker, &branch, now),
         Event::ItemSettled {
             id,
             status,
@@ -577,37 +447,265 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             why,
             landed,
         } => {
-            let Some(queue) = state.queue.as_mut() else {
-                return Vec::new();
-            };
-            if landed.is_some() {
-                queue.base_head = landed;
-            }
-            let Some(item) = queue.items.get_mut(&id) else {
-                return Vec::new();
-            };
-            item.status = status;
-            item.iterations = item.iterations.saturating_add(iterations);
-            item.cost_usd = Usd(item.cost_usd.0.saturating_add(cost.0));
-            item.why = Some(why.clone());
-            item.usage.add(&usage);
-            item.settled_at = Some(now);
-            state.iteration = state.iteration.saturating_add(iterations);
-            state.cost_usd = Usd(state.cost_usd.0.saturating_add(cost.0));
-            state.usage.add(&usage);
-            // Items that failed in a row: the run's error count.
-            match status {
-                ItemState::Failed => state.outcome_errors = state.outcome_errors.saturating_add(1),
-                ItemState::Done => state.outcome_errors = 0,
-                _ => {}
-            }
-            vec![log(
-                state,
-                LogEvent::Item,
-                format!("item {id} {}: {why}", status.as_str()),
-            )]
+            let spent = (iterations, cost, usage);
+            item_settled(state, &id, status, spent, &why, landed, now)
         }
     }
+}
+
+/// A new worktree's own baseline, measured there, in place of the run's.
+fn take_worktree_baseline(state: &mut LoopState, measured: WorktreeBaseline) {
+    let WorktreeBaseline {
+        commit,
+        test_baseline,
+        failures,
+        check_resolution,
+    } = measured;
+    state.test_baseline = test_baseline;
+    state.baseline_failures = failures;
+    state.baseline_commit = Some(commit);
+    if let Some(resolution) = check_resolution {
+        state.check_resolution = Some(resolution);
+    }
+}
+
+/// Commands and interpreters resolved since the start added to the
+/// record; what it already holds stays as it was.
+fn add_resolved_checks(state: &mut LoopState, more: crate::observe::resolved::ResolvedChecks) {
+    let record =
+        state
+            .check_resolution
+            .get_or_insert_with(|| crate::observe::resolved::ResolvedChecks {
+                path: more.path.clone(),
+                python_path: more.python_path.clone(),
+                ..Default::default()
+            });
+    for command in more.commands {
+        if !record.commands.iter().any(|c| c.command == command.command) {
+            record.commands.push(command);
+        }
+    }
+    for python in more.pythons {
+        if !record
+            .pythons
+            .iter()
+            .any(|p| p.interpreter == python.interpreter)
+        {
+            record.pythons.push(python);
+        }
+    }
+}
+
+/// One log line about `state` as it is now.
+fn logged(state: &LoopState, kind: LogEvent, why: String, now: Timestamp) -> Effect {
+    Effect::Log(Box::new(LogEntry::about(state, kind, now, why)))
+}
+
+/// A loop still going when its client exited marked `interrupted` by
+/// `cause`, and its end logged; nothing for a loop already over.
+fn interrupted(state: &mut LoopState, cause: &str, now: Timestamp) -> Vec<Effect> {
+    if !crate::judge::lifecycle::interrupt(state, cause, now) {
+        return Vec::new();
+    }
+    let why = state.ended_because.clone().unwrap_or_default();
+    vec![logged(state, LogEvent::End, why, now)]
+}
+
+/// The person's answer to a waiting loop's question, left as the next
+/// iteration's note, and logged; the loop runs again. Nothing for a loop
+/// that is not waiting.
+fn answered(state: &mut LoopState, answer: String, now: Timestamp) -> Vec<Effect> {
+    if state.status != Status::Waiting {
+        return Vec::new();
+    }
+    let question = state
+        .question
+        .as_ref()
+        .map_or_else(String::new, |q| q.text.clone());
+    add_note(
+        state,
+        &format!("You asked (RALPH_ASK): {question}\nThe person's answer: {answer}"),
+    );
+    // Kept until the answer is sent: a loop answered while its
+    // client was still ending is not one the client left.
+    let asked = state.question.take();
+    state.resume();
+    state.question = asked;
+    vec![logged(state, LogEvent::Answer, answer, now)]
+}
+
+/// The config files read again and re-pinned; the drift they showed is
+/// gone. Returns why, for the log.
+fn take_reload(state: &mut LoopState, reload: Reload) -> String {
+    let Reload {
+        pinned,
+        test_baseline,
+        protected_files,
+        check_resolution,
+        why,
+    } = reload;
+    state.pinned = Some(pinned);
+    state.config_drift = None;
+    state.test_baseline = test_baseline;
+    if let Some(protected) = protected_files {
+        state.protected_files = protected;
+    }
+    if let Some(resolution) = check_resolution {
+        state.check_resolution = Some(resolution);
+    }
+    why
+}
+
+/// What a loop's cost comes to after a client run's `cost`: the session's
+/// total so far (`session_total`), or one more run's.
+fn charge(state: &mut LoopState, cost: Usd, session_total: bool) {
+    state.cost_usd = if session_total {
+        state.cost_usd.max(cost)
+    } else {
+        Usd(state.cost_usd.0.saturating_add(cost.0))
+    };
+}
+
+/// Ends the loop (or a formula's step) `status` because `why`, at
+/// iteration `at` when given.
+fn end_at(state: &mut LoopState, status: Status, why: &str, at: Option<u32>, now: Timestamp) {
+    if let Some(at) = at {
+        state.iteration = at;
+    }
+    state.end(status, why.to_string(), now);
+}
+
+/// A log line naming the supervision policy that decided it.
+fn by_policy(
+    state: &LoopState,
+    kind: LogEvent,
+    why: String,
+    policy: String,
+    now: Timestamp,
+) -> Effect {
+    let mut entry = LogEntry::about(state, kind, now, why);
+    entry.policy = Some(policy);
+    Effect::Log(Box::new(entry))
+}
+
+/// A paused loop running again; its automatic resumes counted in a row.
+fn resume(state: &mut LoopState, automatic: bool) {
+    state.resume();
+    state.auto_resumes = if automatic {
+        state.auto_resumes.saturating_add(1)
+    } else {
+        0
+    };
+}
+
+/// The log line of a paused loop left waiting: until `resume_at`, or for
+/// a person (a pause line).
+fn waiting(
+    state: &LoopState,
+    why: String,
+    resume_at: Option<Timestamp>,
+    policy: String,
+    now: Timestamp,
+) -> Effect {
+    let kind = if resume_at.is_some() {
+        LogEvent::Wait
+    } else {
+        LogEvent::Pause
+    };
+    let mut entry = LogEntry::about(state, kind, now, why);
+    entry.policy = Some(policy);
+    if resume_at.is_some() {
+        entry.resume_at = resume_at;
+    }
+    Effect::Log(Box::new(entry))
+}
+
+/// A formula's step passed inside the stop: the loop runs on at
+/// `iteration` with the next step.
+fn pass_step(state: &mut LoopState, iteration: u32, why: &str) {
+    state.status = Status::Running;
+    state.ended_at = None;
+    state.ended_because = None;
+    state.iteration = iteration;
+    amend_last_record(state, why);
+}
+
+/// Another process joined the queue run: the most recent few are kept
+/// (older ones are long gone).
+fn join(state: &mut LoopState, process: Carriers) {
+    if let Some(queue) = state.queue.as_mut() {
+        if queue.joined.len() >= 32 {
+            queue.joined.remove(0);
+        }
+        queue.joined.push(process);
+    }
+}
+
+/// Queue item `id` taken by `worker`: working on `branch` from `now`,
+/// and logged; nothing when the loop is no queue run.
+fn item_taken(
+    state: &mut LoopState,
+    id: &str,
+    title: String,
+    worker: &str,
+    branch: &str,
+    now: Timestamp,
+) -> Vec<Effect> {
+    let Some(queue) = state.queue.as_mut() else {
+        return Vec::new();
+    };
+    let item = queue.items.entry(id.to_string()).or_default();
+    item.title = title;
+    item.status = ItemState::Working;
+    item.worker = worker.to_string();
+    item.branch = Some(branch.to_string());
+    item.taken = item.taken.saturating_add(1);
+    item.why = None;
+    item.taken_at = Some(now);
+    item.settled_at = None;
+    let why = format!("item {id} taken by {worker} on branch {branch}");
+    vec![logged(state, LogEvent::Item, why, now)]
+}
+
+/// A queue item's loop ended: its record, and its iterations, cost and
+/// tokens (`spent`) added to the run's; the base's new commit when it
+/// `landed`, and logged. Nothing when the run has no such item (but the
+/// base's commit).
+fn item_settled(
+    state: &mut LoopState,
+    id: &str,
+    status: ItemState,
+    (iterations, cost, usage): (u32, Usd, TokenUsage),
+    why: &str,
+    landed: Option<String>,
+    now: Timestamp,
+) -> Vec<Effect> {
+    let Some(queue) = state.queue.as_mut() else {
+        return Vec::new();
+    };
+    if landed.is_some() {
+        queue.base_head = landed;
+    }
+    let Some(item) = queue.items.get_mut(id) else {
+        return Vec::new();
+    };
+    item.status = status;
+    item.iterations = item.iterations.saturating_add(iterations);
+    item.cost_usd = Usd(item.cost_usd.0.saturating_add(cost.0));
+    item.why = Some(why.to_string());
+    item.usage.add(&usage);
+    item.settled_at = Some(now);
+    state.iteration = state.iteration.saturating_add(iterations);
+    state.cost_usd = Usd(state.cost_usd.0.saturating_add(cost.0));
+    state.usage.add(&usage);
+    // Items that failed in a row: the run's error count.
+    match status {
+        ItemState::Failed => state.outcome_errors = state.outcome_errors.saturating_add(1),
+        ItemState::Done => state.outcome_errors = 0,
+        _ => {}
+    }
+    let why = format!("item {id} {}: {why}", status.as_str());
+    vec![logged(state, LogEvent::Item, why, now)]
 }
 
 /// Adds `why` to the last history record: what a stop's driver decided

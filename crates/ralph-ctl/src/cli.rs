@@ -102,7 +102,7 @@ pub(crate) enum Command {
     /// (Internal) The watchdog `ralph-ctl run` starts beside each client:
     /// when its stdin ends without a line, the client PID is ended.
     #[command(hide = true)]
-    Watchdog(crate::driver::watchdog::WatchdogArgs),
+    Watchdog(crate::commands::watchdog::WatchdogArgs),
     /// (Internal) The status line command an interactive loop's client
     /// runs when `pauseAtUtilization` is set: records the plan's usage
     /// windows the client gives it, and prints your own status line.
@@ -169,7 +169,7 @@ pub(crate) enum Command {
     Reload,
     /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).
     #[command(after_help = "Example:\n  ralph-ctl start --max-iterations 10")]
-    Start(crate::driver::start::StartArgs),
+    Start(crate::commands::start::StartArgs),
     /// Print the prompt of the loop's current iteration (header, PROMPT.md, guardrails).
     #[command(after_help = "Example:\n  ralph-ctl prompt | claude -p")]
     Prompt,
@@ -178,7 +178,7 @@ pub(crate) enum Command {
     #[command(
         after_help = "Example:\n  ralph-ctl finish --session-id \"$SESSION\" --client-exit $?"
     )]
-    Finish(crate::driver::finish::FinishArgs),
+    Finish(crate::commands::finish::FinishArgs),
     /// Start a loop and run Claude Code on it until it ends (what the launchers run)
     ///
     /// Starts Claude Code on .claude/ralph/PROMPT.md and keeps it working,

@@ -46,16 +46,14 @@ fn run(cli: Cli) -> i32 {
         Command::Log(args) => commands::log::command(&paths, args),
         Command::Check(args) => commands::check::command(&paths, args),
         Command::Reset(args) => commands::reset::command(&paths, args),
-        Command::Watchdog(args) => driver::watchdog::command(args),
+        Command::Watchdog(args) => commands::watchdog::command(args),
         Command::Watch => commands::watch::run(&paths, &mut std::io::stdout()),
         Command::Report(args) => commands::report::command(&paths, args),
         Command::Serve(args) => commands::serve::command(&paths, args),
         Command::Doctor(args) => commands::doctor::command(&paths, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            let mut command = Cli::command();
-            clap_complete::generate(shell, &mut command, "ralph-ctl", &mut std::io::stdout());
-            Ok(ralph_core::exit_codes::OK)
+            commands::completions::run(shell, Cli::command())
         }
         Command::LoopStart(args) if args.hook => {
             return commands::plugin::loop_start_hook_on(
@@ -80,9 +78,9 @@ fn run(cli: Cli) -> i32 {
         Command::Reload => commands::reload::run(&paths, &mut std::io::stdout()),
         Command::History(args) => commands::history::command(&paths, args),
         Command::Queue(args) => commands::queue::command(&paths, args),
-        Command::Start(args) => driver::start::command(&paths, args),
+        Command::Start(args) => commands::start::command(&paths, args),
         Command::Prompt => commands::prompt::run(&paths),
-        Command::Finish(args) => driver::finish::command(&paths, args),
+        Command::Finish(args) => commands::finish::command(&paths, args),
         Command::Init(args) => commands::init::run(&paths, args),
         Command::Run(args) => commands::run::run(&paths, args),
     };

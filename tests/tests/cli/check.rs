@@ -152,3 +152,23 @@ fn a_config_that_cannot_be_read_is_named_with_its_fix() {
         .assert_stderr_has(&["ralph-ctl: ", ".claude/ralph/config.json"]);
     assert!(run.stdout.is_empty(), "{}", run.stdout);
 }
+
+/// What a check runs is recorded at the loop's start as the shell reads
+/// it: the `&` of a redirection (`2>&1`, `>&2`) starts no command, so the
+/// loop's record names `true` and `cat`, never a program `1` or `2`.
+#[test]
+fn a_redirected_check_is_recorded_as_the_programs_it_runs() {
+    let project = TempProject::with_loop_and_config(
+        "check-redirected",
+        "redirected",
+        5,
+        r#"{"verify": [{"name": "tests", "command": "true 2>&1 | cat >&2"}]}"#,
+    );
+    let state = project.state().expect("the loop's state");
+    let targets = state["checkResolution"]["commands"][0]["targets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let programs: Vec<&str> = targets.iter().filter_map(|t| t["what"].as_str()).collect();
+    assert_eq!(programs, ["true", "cat"], "{state}");
+}

@@ -421,28 +421,12 @@ pub fn decide_judged(
 ) -> Outcome {
     let now_secs = now.secs();
     let mut next = state.clone();
-    let mut resumed = None;
     if paused_until(state, now_secs).is_some() {
         // A stop of the owning session while the calls-per-hour budget is
         // spent (an interactive session goes on by hand): let it through.
         return Outcome::pass(PassReason::LoopEnded(Status::Paused));
     }
-    let mut asked = None;
-    if state.status == Status::Paused {
-        // The session is working again (a person carried on after an API
-        // error, or the budget window freed): the loop goes on.
-        resumed = state.paused_because.clone();
-        next.resume();
-    } else if state.status == Status::Waiting {
-        // The session's stop came after its question: the person spoke to
-        // it (typed an answer in the session), so the loop goes on.
-        asked = state.question.clone();
-        next.resume();
-    } else if state.answered() {
-        // Answered by `ralph-ctl answer`: the answer goes with this stop's
-        // text (or the loop ends, and it is moot).
-        asked = state.question.clone();
-    }
+    let taken_up = take_up(state, &mut next);
     for (name, window) in &observed.usage_windows {
         next.usage_windows.insert(name.clone(), window.clone());
     }
@@ -487,21 +471,7 @@ pub fn decide_judged(
         None => (None, None, String::new()),
     };
 
-    let progress = ProgressObservation {
-        changed: observed.progress.changed,
-        // An iteration that neither used a tool nor hit an error tried nothing
-        // that could have changed the project: it is no evidence of a stall.
-        acted: observed.tool_calls > 0 || error.is_some(),
-        error: error.clone(),
-        findings,
-        previous_findings: state.last_findings_count,
-        output_chars: observed.message.chars().count(),
-        tdd_scenario: observed.tdd_scenario.clone(),
-        rejected_claim: rejected,
-        denied,
-        sandboxed: sandboxed(state),
-        tools_unseen: observed.tools_incomplete,
-    };
+    let progress = progress_of(state, observed, error.clone(), findings, rejected, denied);
     let (mut breaker, effect) =
         breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);
     if let Some(baseline) = &observed.progress.baseline {
@@ -535,18 +505,7 @@ pub fn decide_judged(
     let (verdict, why) = ask_instead(&observed.message, &mut next, verdict, why, now);
     let (verdict, why) = pause_for_calls(config, &mut next, verdict, why, now);
     let (verdict, why) = pause_for_utilization(config, &mut next, verdict, why, now);
-    let why = match (&resumed, &asked) {
-        (Some(paused), _) => format!(
-            "resumed after the pause ({}: {}); {why}",
-            paused.kind.as_str(),
-            paused.message
-        ),
-        (None, Some(question)) => format!(
-            "resumed in the session after the question of iteration {}; {why}",
-            question.iteration
-        ),
-        (None, None) => why,
-    };
+    let why = taken_up.said_before(why);
     let decision = settle_verdict(&mut next, &verdict, &why, now);
     next.last_run_at = Some(now);
     next.push_history(IterationRecord {
@@ -576,6 +535,85 @@ pub fn decide_judged(
     Outcome {
         new_state: Some(next),
         verdict,
+    }
+}
+
+/// What a stop found the loop waiting on, now over: the session works
+/// again after a pause or its question.
+#[derive(Default)]
+struct TakenUp {
+    /// The pause it resumed after.
+    resumed: Option<PausedBecause>,
+    /// The question that was answered (in the session, or by `ralph-ctl
+    /// answer`).
+    asked: Option<Question>,
+}
+
+impl TakenUp {
+    /// The stop's `why`, after what it took the loop up from.
+    fn said_before(&self, why: String) -> String {
+        match (&self.resumed, &self.asked) {
+            (Some(paused), _) => format!(
+                "resumed after the pause ({}: {}); {why}",
+                paused.kind.as_str(),
+                paused.message
+            ),
+            (None, Some(question)) => format!(
+                "resumed in the session after the question of iteration {}; {why}",
+                question.iteration
+            ),
+            (None, None) => why,
+        }
+    }
+}
+
+/// A stop of a paused or waiting loop's session: the loop goes on (in
+/// `next`). An answer `ralph-ctl answer` left goes with this stop's text.
+fn take_up(state: &LoopState, next: &mut LoopState) -> TakenUp {
+    let mut taken_up = TakenUp::default();
+    if state.status == Status::Paused {
+        // The session is working again (a person carried on after an API
+        // error, or the budget window freed): the loop goes on.
+        taken_up.resumed = state.paused_because.clone();
+        next.resume();
+    } else if state.status == Status::Waiting {
+        // The session's stop came after its question: the person spoke to
+        // it (typed an answer in the session), so the loop goes on.
+        taken_up.asked = state.question.clone();
+        next.resume();
+    } else if state.answered() {
+        // Answered by `ralph-ctl answer`: the answer goes with this stop's
+        // text (or the loop ends, and it is moot).
+        taken_up.asked = state.question.clone();
+    }
+    taken_up
+}
+
+/// What the breaker reads of a stop: whether the project changed, what
+/// the iteration tried, its error, findings, rejected claim and refused
+/// calls.
+fn progress_of(
+    state: &LoopState,
+    observed: &Observation,
+    error: Option<ErrorSighting>,
+    findings: Option<u64>,
+    rejected: Option<ErrorSighting>,
+    denied: Vec<errors::Refusal>,
+) -> ProgressObservation {
+    ProgressObservation {
+        changed: observed.progress.changed,
+        // An iteration that neither used a tool nor hit an error tried nothing
+        // that could have changed the project: it is no evidence of a stall.
+        acted: observed.tool_calls > 0 || error.is_some(),
+        error,
+        findings,
+        previous_findings: state.last_findings_count,
+        output_chars: observed.message.chars().count(),
+        tdd_scenario: observed.tdd_scenario.clone(),
+        rejected_claim: rejected,
+        denied,
+        sandboxed: sandboxed(state),
+        tools_unseen: observed.tools_incomplete,
     }
 }
 

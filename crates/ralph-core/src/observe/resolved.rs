@@ -1392,10 +1392,20 @@ mod tests {
 
     #[test]
     fn words_and_commands_split_as_the_shell_does() {
-        assert_eq!(
-            split_command("a && b || c; d | e\nf & g"),
-            vec!["a", "b", "c", "d", "e", "f", "g"]
+        // A redirection's `&` joins no command: `2>&1` runs no program `1`.
+        let dir = TempDir::new().unwrap();
+        let found = resolve(
+            dir.path(),
+            &check("true 2>&1 | cat >&2 & echo done"),
+            Some("/usr/bin:/bin"),
+            &Walls::open(),
         );
+        let whats: Vec<&str> = found.commands[0]
+            .targets
+            .iter()
+            .map(|t| t.what.as_str())
+            .collect();
+        assert_eq!(whats, ["true", "cat", "echo"]);
         assert_eq!(
             words(r#"FOO="a b" 'py thon' x\ y 2>&1 > out"#),
             vec!["FOO=a b", "py thon", "x y"]

@@ -398,29 +398,18 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     } else {
         (&mut shared, &mut local, &shared_settings)
     };
-    let command = settings::hook_command(&hook.display().to_string());
-    let settings_error = |path: &Path| {
-        let path = path.to_path_buf();
-        move |problem| CtlError::Settings { path, problem }
-    };
-    settings::merge_stop_hook(target, &command, timeout).map_err(settings_error(target_path))?;
     let protected = match (&plan, &config) {
         (VerifyPlan::Write(..), _) if !offered_protection.is_empty() => offered_protection.clone(),
         (_, Ok(config)) => config.completion.protected_paths.clone(),
         _ => Vec::new(),
     };
-    settings::merge_deny_rules(target).map_err(settings_error(target_path))?;
-    // The protected paths get no rule here: a claim is judged by what
-    // changed of the files there at the start, a new test is the agent's to
-    // add, and a run keeps those files off the file tools itself. The
-    // folder-wide rules an earlier init wrote (which refused a new test)
-    // are taken out.
-    settings::remove_deny_rules(
-        target,
-        &settings::former_protected_rules(&protected, |glob| root.join(glob).is_dir()),
-    );
-    // Never registered twice: Claude Code would run both.
-    settings::remove_stop_hook(other);
+    let registration = Registration {
+        hook: &hook,
+        timeout,
+        protected: &protected,
+        root,
+    };
+    registration.merge(target, target_path, other)?;
 
     install_templates(paths, &options, &plan, &prompt, &guardrails)?;
     install_launchers(&sh, &bat, root)?;
@@ -466,6 +455,50 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
         root,
     );
     Ok(exit_codes::OK)
+}
+
+/// What `init` registers in the settings file that gets ralph's hook.
+struct Registration<'a> {
+    /// The hook's binary.
+    hook: &'a Path,
+    /// Its timeout, in seconds.
+    timeout: u32,
+    /// The protected paths, whose folder-wide rules an earlier init wrote.
+    protected: &'a [String],
+    /// The project's folder.
+    root: &'a Path,
+}
+
+impl Registration<'_> {
+    /// Registers the Stop hook and ralph's deny rules in `target` (the
+    /// settings at `target_path`) and takes the hook out of `other`.
+    fn merge(
+        &self,
+        target: &mut Value,
+        target_path: &Path,
+        other: &mut Value,
+    ) -> Result<(), CtlError> {
+        let command = settings::hook_command(&self.hook.display().to_string());
+        let settings_error = |problem| CtlError::Settings {
+            path: target_path.to_path_buf(),
+            problem,
+        };
+        settings::merge_stop_hook(target, &command, self.timeout).map_err(settings_error)?;
+        settings::merge_deny_rules(target).map_err(settings_error)?;
+        // The protected paths get no rule here: a claim is judged by what
+        // changed of the files there at the start, a new test is the agent's to
+        // add, and a run keeps those files off the file tools itself. The
+        // folder-wide rules an earlier init wrote (which refused a new test)
+        // are taken out.
+        let root = self.root;
+        settings::remove_deny_rules(
+            target,
+            &settings::former_protected_rules(self.protected, |glob| root.join(glob).is_dir()),
+        );
+        // Never registered twice: Claude Code would run both.
+        settings::remove_stop_hook(other);
+        Ok(())
+    }
 }
 
 /// Claude Code's user-wide settings folder: `CLAUDE_CONFIG_DIR`, else

@@ -4,7 +4,9 @@
 pub(crate) mod answer;
 pub(crate) mod cancel;
 pub(crate) mod check;
+pub(crate) mod completions;
 pub(crate) mod doctor;
+pub(crate) mod finish;
 pub(crate) mod history;
 pub(crate) mod init;
 pub(crate) mod log;
@@ -17,9 +19,10 @@ pub(crate) mod reset;
 pub(crate) mod run;
 pub(crate) mod say;
 pub(crate) mod serve;
+pub(crate) mod start;
 pub(crate) mod status;
 pub(crate) mod statusline;
-pub(crate) mod task;
 pub(crate) mod watch;
+pub(crate) mod watchdog;
 
 pub(crate) use crate::error::written;

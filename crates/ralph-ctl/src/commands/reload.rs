@@ -45,54 +45,13 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     let config = Config::from_layers(paths, &ProcessEnv, &layers)?;
     let now = time::Timestamp::now();
     let mut pin = Pinned::of(&layers, now);
-    // What judges a claim besides the config: a verify command that is new
-    // gets its test baseline now, and changed protectedPaths a new
-    // snapshot (outside the lock: the commands take their time). Unchanged
-    // commands keep the start's baseline, taken before the agent worked.
     let before = store.read()?.filter(|s| s.status.is_live());
-    let known: Vec<String> = before
-        .iter()
-        .flat_map(|s| s.test_baseline.iter().map(|b| b.command.clone()))
-        .collect();
-    let mut new_commands = config.clone();
-    new_commands
-        .completion
-        .verify
-        .retain(|v| !known.contains(&v.command));
-    let new_baseline = match &before {
-        // A running loop is not stopped: a check that cannot run is said.
-        Some(_) => crate::driver::start::test_baseline(paths, &new_commands, true)?,
-        None => Vec::new(),
-    };
-    let old_patterns = before
-        .as_ref()
-        .and_then(|s| s.protected_files.as_ref())
-        .map(|p| p.patterns.clone())
-        .unwrap_or_default();
-    let new_protected = (before.is_some() && old_patterns != config.completion.protected_paths)
-        .then(|| crate::driver::start::protected_files(paths, &config))
-        .transpose()?;
-
-    // The checks as they resolve now, the person's to adopt: the verify
-    // commands and those recorded besides them (a formula's gates).
-    let mut checks = config.completion.verify.clone();
-    for recorded in before
-        .iter()
-        .filter_map(|s| s.check_resolution.as_ref())
-        .flat_map(|r| &r.commands)
-    {
-        if !checks.iter().any(|c| c.command == recorded.command) {
-            checks.push(ralph_core::observe::verify::VerifyCommand {
-                name: "gate".into(),
-                command: recorded.command.clone(),
-                timeout_seconds: 0,
-            });
-        }
-    }
-    let walls = ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
-    let check_resolution = before
-        .as_ref()
-        .map(|_| ralph_core::observe::resolved::resolve(&paths.root, &checks, None, &walls));
+    let Measured {
+        new_baseline,
+        new_protected,
+        checks,
+        check_resolution,
+    } = measure(paths, &config, before.as_ref())?;
 
     let no_loop_here = format!(
         "No Ralph loop in {}: nothing to reload",
@@ -168,15 +127,93 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         Ok(reloaded) => reloaded,
         Err(why) => return no_loop(out, why),
     };
+    say_reloaded(old.is_none(), &changes, out)
+}
+
+/// What a reload measures outside the lock (the commands take their
+/// time) for the loop `before` (`None`: none live).
+struct Measured {
+    /// The test baseline of each verify command that is new.
+    new_baseline: Vec<ralph_core::observe::test_counts::CommandCounts>,
+    /// A new snapshot, when protectedPaths changed.
+    new_protected: Option<Option<ralph_core::observe::protected::ProtectedSnapshot>>,
+    /// The checks whose resolution is recorded: the verify commands and
+    /// those recorded besides them (a formula's gates).
+    checks: Vec<ralph_core::observe::verify::VerifyCommand>,
+    /// How they resolve now, the person's to adopt.
+    check_resolution: Option<ralph_core::observe::resolved::ResolvedChecks>,
+}
+
+/// Measures what judges a claim besides the config: a verify command
+/// that is new gets its test baseline now, and changed protectedPaths a
+/// new snapshot. Unchanged commands keep the start's baseline, taken
+/// before the agent worked.
+fn measure(
+    paths: &ProjectPaths,
+    config: &Config,
+    before: Option<&ralph_core::judge::state::LoopState>,
+) -> Result<Measured, CtlError> {
+    let known: Vec<String> = before
+        .iter()
+        .flat_map(|s| s.test_baseline.iter().map(|b| b.command.clone()))
+        .collect();
+    let mut new_commands = config.clone();
+    new_commands
+        .completion
+        .verify
+        .retain(|v| !known.contains(&v.command));
+    let new_baseline = match before {
+        // A running loop is not stopped: a check that cannot run is said.
+        Some(_) => crate::driver::start::test_baseline(paths, &new_commands, true)?,
+        None => Vec::new(),
+    };
+    let old_patterns = before
+        .and_then(|s| s.protected_files.as_ref())
+        .map(|p| p.patterns.clone())
+        .unwrap_or_default();
+    let new_protected = (before.is_some() && old_patterns != config.completion.protected_paths)
+        .then(|| crate::driver::start::protected_files(paths, config))
+        .transpose()?;
+
+    // The checks as they resolve now, the person's to adopt: the verify
+    // commands and those recorded besides them (a formula's gates).
+    let mut checks = config.completion.verify.clone();
+    for recorded in before
+        .iter()
+        .filter_map(|s| s.check_resolution.as_ref())
+        .flat_map(|r| &r.commands)
+    {
+        if !checks.iter().any(|c| c.command == recorded.command) {
+            checks.push(ralph_core::observe::verify::VerifyCommand {
+                name: "gate".into(),
+                command: recorded.command.clone(),
+                timeout_seconds: 0,
+            });
+        }
+    }
+    let walls = ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
+    let check_resolution =
+        before.map(|_| ralph_core::observe::resolved::resolve(&paths.root, &checks, None, &walls));
+    Ok(Measured {
+        new_baseline,
+        new_protected,
+        checks,
+        check_resolution,
+    })
+}
+
+/// Says what the reload changed on `out` (`unpinned`: the loop had no
+/// pin before).
+fn say_reloaded(unpinned: bool, changes: &[String], out: &mut dyn Write) -> CmdResult {
     let mut text = String::new();
-    if old.is_none() {
+    if unpinned {
         text.push_str("The loop had no pin (it was started by an older ralph).\n");
     }
     if changes.is_empty() {
         text.push_str("Reloaded: nothing changed; the loop goes on with the same config.\n");
     } else {
         text.push_str("Reloaded; from the next stop the loop decides by:\n");
-        for change in &changes {
+        for change in changes {
             text.push_str(&format!("  {change}\n"));
         }
     }

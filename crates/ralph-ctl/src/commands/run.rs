@@ -1,6 +1,9 @@
 //! `ralph-ctl run`: its arguments ([`RunArgs`]), turned once into the
 //! run's options ([`RunOptions`]), and the hand-over to the driver (one
-//! loop, or a queue run).
+//! loop, or a queue run); with `--task`, the project made ready for it
+//! first ([`task`]).
+
+mod task;
 
 use std::ffi::OsString;
 
@@ -210,7 +213,7 @@ pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
         );
     }
     // The task's text for a dry run lives until the dry run has read it.
-    let _task_preview = super::task::set_up_for_run(
+    let _task_preview = task::set_up_for_run(
         paths,
         args.task.as_deref(),
         args.queue.is_some(),
@@ -229,7 +232,7 @@ pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
         );
     }
     match options.queue.is_some() {
-        true => driver::queue_run::run(paths, options),
+        true => driver::queue::run::run(paths, options),
         false => driver::launch::run(paths, options),
     }
 }

@@ -1,5 +1,5 @@
-//! `ralph-ctl finish`: what runs once the client has exited (`ralph-ctl run`
-//! calls [`record`] and [`announce`] itself). A loop still `running` then was
+//! A loop's end once its client has exited, for `ralph-ctl finish` and
+//! `ralph-ctl run` (which calls [`record`] and [`announce`] itself). A loop still `running` then was
 //! cut short (Ctrl-C, a signal, a crash, the client's own block cap): it is
 //! marked `interrupted` with what is known. The exit code says how the loop
 //! ended.
@@ -11,33 +11,7 @@ use ralph_core::judge::state::{LoopState, Status};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::transaction::{self, Found, Whose};
 
-use crate::error::CmdResult;
 use crate::error::CtlError;
-
-/// `ralph-ctl finish`'s arguments (its help is the command's).
-#[derive(Debug, clap::Args)]
-pub(crate) struct FinishArgs {
-    /// The session the launcher started.
-    #[arg(long, value_name = "UUID")]
-    pub(crate) session_id: String,
-    /// The client's exit code.
-    #[arg(long, value_name = "CODE", allow_negative_numbers = true)]
-    pub(crate) client_exit: Option<i32>,
-}
-
-/// `ralph-ctl finish` as its arguments ask.
-pub(crate) fn command(paths: &ProjectPaths, args: FinishArgs) -> CmdResult {
-    run(paths, &args.session_id, args.client_exit)
-}
-
-/// Marks an interrupted loop, prints one line on stderr, returns the loop's exit code.
-pub(crate) fn run(paths: &ProjectPaths, session_id: &str, client_exit: Option<i32>) -> CmdResult {
-    let cause = match client_exit {
-        Some(code) => format!("Claude Code exited with code {code}"),
-        None => "Claude Code exited".to_string(),
-    };
-    Ok(announce(paths, &record(paths, session_id, &cause)?))
-}
 
 /// Under the state lock: a loop of `session_id` still `running` (or
 /// paused) is marked `interrupted`, ending "`cause` while the loop was

@@ -3,34 +3,35 @@
 //! a loop (or, with `--resume`, takes up the last one), then drives it one
 //! [`Driver::iteration`] at a time: the iteration's text → build the client
 //! command → run and watch it → judge it (fresh) or read its end →
-//! (headless, paused: wait, resume, run again) → `finish`. Every change to
-//! the loop goes through `ralph_core::transaction`.
+//! (headless, paused: wait, resume, run again) → `finish`. One run of the
+//! client is [`client_run`]'s; the waits between two runs (a pause, a
+//! question's answer) are [`waits`]'. Every change to the loop goes
+//! through `ralph_core::transaction`.
 
 use std::ffi::OsString;
 
 use ralph_core::engine::RealWorld;
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ProcessEnv};
-use ralph_core::judge::lifecycle::ResumePlan;
 use ralph_core::judge::state::{LoopState, Status};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::persist::atomic;
 use ralph_core::persist::store::StateStore;
 use ralph_core::transaction::Found;
 use ralph_core::units::Usd;
 
 use super::answer_wait::{self, AnswerWait};
-use super::client::{self, Output, RunningClient, Supervision};
-use super::command::{self, ClientProgram, Launch, Platform, PromptDelivery};
+use super::client::{self, Supervision};
+use super::command::{self, ClientProgram};
 use super::os_signals::{SignalSource, Signals};
-use super::prepare::{
-    self, iteration_budget, Inputs, Prepared, Ready, RunOptions, PROMPT_FILE_NAME,
-};
+use super::prepare::{self, Inputs, Prepared, Ready, RunOptions};
 use super::result;
-use super::{carriers, finish, fresh, sandbox, say, steps, supervisor, worktree};
+use super::{carriers, finish, fresh, say, steps, supervisor, worktree};
 use crate::error::CmdResult;
 use crate::error::CtlError;
 use crate::formula;
+
+mod client_run;
+mod waits;
 
 /// A client that fails within this long of its start, with no answer,
 /// failed at starting: the launcher looks for a first run not done.
@@ -527,208 +528,6 @@ impl Driver<'_> {
         }
     }
 
-    /// Starts the client on `prompt` and watches it to its end (signals,
-    /// the idle watch); its supervision and its result object, or why it
-    /// could not run and the exit code to end with.
-    fn run_client(
-        &mut self,
-        prompt: &str,
-        step: Option<&formula::Step>,
-        spent: Usd,
-        current: Option<&worktree::Worktree>,
-        new_worktree: Option<worktree::NewWorktree>,
-    ) -> Result<(Supervision, Option<result::ClientResult>), (String, i32)> {
-        let paths = self.paths;
-        let session = self.session.as_str();
-        let max_budget_usd = self
-            .config
-            .supervision
-            .max_cost
-            .map(|max| Usd(max.0.saturating_sub(spent.0)).dollars());
-        let work_root = current.map_or(paths.root.as_path(), |w| &w.path);
-        // In a worktree, its own copies of ralph's files are walled too.
-        let extra_settings = match (
-            current,
-            self.mode.worktrees(),
-            self.extra_settings.as_deref(),
-        ) {
-            (Some(worktree), Some(plan), Some(settings)) => {
-                Some(sandbox::in_worktree(settings, &plan.root, &worktree.path))
-            }
-            _ => self.extra_settings.clone(),
-        };
-        let prompt_file = paths.runtime_dir().join(PROMPT_FILE_NAME);
-        let block_cap = std::env::var(command::BLOCK_CAP_ENV).ok();
-        // A session the client never saved an answer of (stopped before
-        // the model's first reply) cannot be resumed: the client would
-        // refuse it ("No conversation found") at every try. The iteration
-        // starts over in a conversation of that id, with the same text; what
-        // the client had written of it is moved aside, or the id would be
-        // "already in use".
-        if self.resumed && !super::transcripts::resumable(session) {
-            let aside = match super::transcripts::set_aside(session) {
-                Ok(Some(aside)) => format!(" (what it had written is kept in {})", aside.display()),
-                Ok(None) => String::new(),
-                Err(e) => format!(" (its transcript could not be moved aside: {e})"),
-            };
-            say(&format!(
-                "session {session} holds no answer the client could resume: the iteration starts over \
-                 in a new conversation of that id{aside}"
-            ));
-            self.resumed = false;
-        }
-        let command = command::build(&Launch {
-            client: &self.client,
-            headless: self.mode.headless(),
-            session_id: session,
-            max_iterations: self.max_iterations,
-            prompt,
-            client_args: &steps::with_model(step, &self.client_args),
-            block_cap: block_cap.as_deref(),
-            prompt_file: &prompt_file,
-            platform: Platform::current(),
-            resume: self.resumed,
-            max_budget_usd: iteration_budget(
-                max_budget_usd,
-                self.mode
-                    .fresh()
-                    .then_some(self.config.iteration_budget)
-                    .flatten(),
-            ),
-            extra_settings: extra_settings.as_deref(),
-            fresh: self.mode.fresh(),
-            json: self.json,
-        });
-        if let PromptDelivery::File(path) = &command.delivery {
-            // Private, and never written through a link planted there.
-            if let Err(e) = atomic::write_file(path, command.prompt.as_bytes(), 0o600) {
-                let problem = CtlError::io("write", path)(e);
-                say(&problem.to_string());
-                let cause = format!("the first prompt could not be written ({problem})");
-                return Err((cause, exit_codes::ERROR));
-            }
-        }
-        let output = if !self.mode.headless() {
-            Output::Terminal
-        } else if self.json {
-            Output::PassOn
-        } else {
-            Output::Readable
-        };
-        let idle_timeout = self
-            .config
-            .idle_timeout_seconds
-            .filter(|_| self.mode.fresh());
-        let headless = self.mode.headless();
-        let signals = &mut self.signals;
-        // A session's client runs for the whole loop and the hook judges its
-        // stops: the usage windows it reports are recorded as they come,
-        // for the next stop (a fresh iteration's are judged at its end).
-        let record_windows: Option<client::LineHook> = (self.mode.headless() && !self.mode.fresh())
-            .then(|| {
-                let paths = paths.clone();
-                let session = session.to_string();
-                Box::new(move |line: &[u8]| {
-                    let windows = result::usage_windows(line, ralph_core::time::Timestamp::now());
-                    if windows.is_empty() {
-                        return;
-                    }
-                    let recorded = ralph_core::transaction::change(
-                        &paths,
-                        ralph_core::transaction::Whose::Session(&session),
-                        |draft| {
-                            draft.apply(ralph_core::events::Event::UsageWindowsSeen(windows));
-                            Ok::<_, CtlError>(())
-                        },
-                    );
-                    if let Err(e) = recorded {
-                        say(&format!(
-                        "warning: the usage window the client reported could not be recorded: {e}"
-                    ));
-                    }
-                }) as client::LineHook
-            });
-        let supervision =
-            RunningClient::spawn(&command, work_root, output, record_windows).map(|mut running| {
-                // Best effort: a loop without its client recorded is only
-                // judged by the driver's life.
-                let _ = carriers::record_start(
-                    paths,
-                    session,
-                    carriers::with_client(Some(running.pid())),
-                    new_worktree,
-                );
-                if self.mode.headless() && !self.mode.fresh() {
-                    // The hook let the session stop (an ending, a question):
-                    // the client is ended with what it started.
-                    running.end_when_done(loop_done(paths, session));
-                }
-                let output_seen = running.output_seen();
-                let mut transcript = None;
-                let mut activity = || {
-                    // Found once the client has written it.
-                    if transcript.is_none() {
-                        transcript = super::transcripts::of_session(session);
-                    }
-                    let size = transcript
-                        .as_ref()
-                        .and_then(|t| std::fs::metadata(t).ok())
-                        .map_or(0, |m| m.len());
-                    size.wrapping_add(output_seen.load(std::sync::atomic::Ordering::Relaxed))
-                };
-                let idle = idle_timeout.map(|seconds| client::IdleWatch {
-                    timeout: std::time::Duration::from_secs(u64::from(seconds)),
-                    every: client::IDLE_LOOK,
-                    activity: &mut activity,
-                });
-                let watched = client::supervise(
-                    &mut running,
-                    signals,
-                    client::KILL_GRACE,
-                    client::TICK,
-                    idle,
-                    headless.then_some(client::INTERRUPT_PASS_ON),
-                );
-                running.end_leftovers(client::LEFTOVER_GRACE);
-                (watched, running.output())
-            });
-        if let PromptDelivery::File(path) = &command.delivery {
-            let _ = std::fs::remove_file(path);
-        }
-        match supervision {
-            Ok((Ok(supervision), output)) => {
-                // A session's were recorded line by line as they came.
-                if self.mode.fresh() {
-                    self.usage_windows =
-                        result::usage_windows(&output, ralph_core::time::Timestamp::now());
-                }
-                Ok((
-                    supervision,
-                    result::parse_stream(&output, ralph_core::time::Timestamp::now()),
-                ))
-            }
-            Ok((Err(e), _)) => {
-                say(&format!("cannot wait for the Claude Code client: {e}"));
-                Err((
-                    format!("Claude Code could not be waited for ({e})"),
-                    exit_codes::ERROR,
-                ))
-            }
-            Err(e) => {
-                say(&format!(
-                    "cannot start the Claude Code client {}: {e}",
-                    command.program.display()
-                ));
-                let code = if e.kind() == std::io::ErrorKind::NotFound {
-                    exit_codes::CLIENT_NOT_FOUND
-                } else {
-                    exit_codes::ERROR
-                };
-                Err((format!("Claude Code could not start ({e})"), code))
-            }
-        }
-    }
-
     /// A fresh iteration whose turn ended (or that the idle watch cut
     /// off): judged, charged and handed over in one transaction
     /// (`fresh::conclude`). `None` when there is nothing to judge, or the
@@ -894,119 +693,6 @@ impl Driver<'_> {
         }
     }
 
-    /// A headless loop the client left paused: waited out and taken up
-    /// again when the policy says so, else its end is announced.
-    fn after_a_pause(&mut self) -> Result<Next, CtlError> {
-        let paths = self.paths;
-        let session = self.session.clone();
-        match supervisor::plan(paths, &self.config, &session)? {
-            (ResumePlan::ResumeAt { at, reason }, Some(paused)) => {
-                let crashed = paused
-                    .paused_because
-                    .as_ref()
-                    .is_some_and(|p| p.kind == ralph_core::judge::state::PauseKind::ClientExit);
-                if let Some(signal) = supervisor::wait_until(at, &reason, &mut self.signals) {
-                    let cause = format!("{} received", signal.describe());
-                    return self.end(&cause, signal.exit_code());
-                }
-                let state = supervisor::take_up(paths, &self.config, Some(&session), true)?;
-                // A fresh iteration whose client crashed is worked on again
-                // in a new session with the same text: fresh context is the
-                // mode's point, and a client killed early leaves nothing a
-                // --resume takes (2.0.77: "No conversation found").
-                if self.mode.fresh() && crashed {
-                    if let Some(next) = fresh::hand_over(paths, &session)? {
-                        say(&format!(
-                            "working on iteration {} of {} again, in a new session",
-                            state.iteration, state.max_iterations
-                        ));
-                        self.session = next;
-                        self.resumed = false;
-                        return Ok(Next::Again);
-                    }
-                }
-                say(&format!(
-                    "resuming session {session} at iteration {} of {}",
-                    state.iteration, state.max_iterations
-                ));
-                self.resumed = true;
-                Ok(Next::Again)
-            }
-            (ResumePlan::Stay { reason }, Some(state)) if state.status == Status::Paused => {
-                say(&format!("not resuming on its own: {reason}"));
-                Ok(Next::Done(finish::announce(
-                    paths,
-                    &Found::Loop(Box::new(state)),
-                )))
-            }
-            (_, Some(state)) => Ok(Next::Done(finish::announce(
-                paths,
-                &Found::Loop(Box::new(state)),
-            ))),
-            (_, None) => Ok(Next::Done(finish::announce(paths, &Found::Gone))),
-        }
-    }
-
-    /// A loop whose agent asked the person a question (`RALPH_ASK`): waits
-    /// for `ralph-ctl answer` (up to `--wait-for-answer`), then goes on
-    /// with the answer in front of the next iteration's text: in a new
-    /// session (fresh), or the same one taken up. Out of time, or on a
-    /// signal, the loop is left waiting and the run ends (`WAITING`, or the
-    /// signal's code): `run --resume` waits again.
-    fn await_answer(&mut self) -> Result<Next, CtlError> {
-        let paths = self.paths;
-        if self.mode.item().is_some() {
-            // A worker does not hold its item for a person.
-            let found = match StateStore::new(paths).read()? {
-                Some(state) => Found::Loop(Box::new(state)),
-                None => Found::Gone,
-            };
-            return Ok(Next::Done(finish::announce(paths, &found)));
-        }
-        let limit = self.wait_for_answer.map(std::time::Duration::from_secs);
-        match answer_wait::wait_for_answer(paths, &self.session, limit, &mut self.signals)? {
-            AnswerWait::Answered => {}
-            AnswerWait::Signal(signal) => return Ok(Next::Done(signal.exit_code())),
-            AnswerWait::Over(found) => return Ok(Next::Done(finish::announce(paths, &found))),
-        }
-        let fresh = self.mode.fresh();
-        let mut note = None;
-        let mut next_session = None;
-        let changed = ralph_core::transaction::change(
-            paths,
-            ralph_core::transaction::Whose::Session(&self.session),
-            |draft| {
-                if draft.state().is_some_and(|s| s.status == Status::Running) {
-                    note = answer_wait::take_note_in(draft);
-                    if fresh {
-                        next_session = fresh::hand_over_in(draft);
-                    }
-                }
-                Ok::<_, CtlError>(())
-            },
-        )?;
-        let found = super::told(changed);
-        let Found::Loop(state) = &found else {
-            return Ok(Next::Done(finish::announce(paths, &found)));
-        };
-        if state.status != Status::Running {
-            return Ok(Next::Done(finish::announce(paths, &found)));
-        }
-        self.answer_note = note;
-        self.next_text = None;
-        if let Some(next) = next_session {
-            self.session = next;
-            self.resumed = false;
-        } else {
-            self.resumed = true;
-        }
-        say(&format!(
-            "answered: going on at iteration {} of {}",
-            state.iteration, state.max_iterations
-        ));
-        Ok(Next::Again)
-    }
-
     /// Records the end of a loop the client did not run to its own end (it
     /// could not start or be waited for, a signal came first), and ends
     /// with `code`.
@@ -1059,26 +745,4 @@ fn turn_ended(supervision: &Supervision, result: &result::ClientResult) -> bool 
     supervision.signal.is_none()
         && (matches!(supervision.exit, client::ClientExit::Code(0)) || supervision.ended_after_turn)
         && !result.is_error
-}
-
-/// Whether the loop of `session` is done with its client: no longer
-/// running (ended, waiting for an answer), or no longer this session's.
-/// Read without the lock, at most every quarter of a second.
-fn loop_done(paths: &ProjectPaths, session: &str) -> Box<dyn FnMut() -> bool> {
-    let store = StateStore::new(paths);
-    let session = session.to_string();
-    let mut looked = None::<std::time::Instant>;
-    Box::new(move || {
-        let now = std::time::Instant::now();
-        if looked.is_some_and(|at| now.duration_since(at) < std::time::Duration::from_millis(250)) {
-            return false;
-        }
-        looked = Some(now);
-        match store.read() {
-            Ok(Some(state)) => state.session_id != session || state.status != Status::Running,
-            Ok(None) => true,
-            // Unreadable for a moment (or for good): not a reason to end it.
-            Err(_) => false,
-        }
-    })
 }

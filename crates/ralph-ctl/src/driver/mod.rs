@@ -13,17 +13,16 @@
 //! ([`worktree`]; a new one's setup and test baseline, [`worktree_env`]), a formula's steps ([`steps`]), and the client's sandbox and the
 //! permission rules every run carries ([`sandbox`]), and the watchdog that
 //! ends a client whose driver died ([`watchdog`]), and whether the client
-//! was set up in this home at all ([`first_run`]), and the repository's
-//! `.git/config.lock` a queue run holds for its sandboxed workers
-//! ([`config_hold`]), and `.git` tidied after a loop's agent
-//! ([`git_tidy`]). A queue run ([`queue_run`], joined or opened by
-//! [`queue_join`]) keeps its claims in [`claim_book`], lands items through
-//! [`merge`], and with `--remote` shares both with other machines through
-//! the git remote ([`queue::remote`]).
+//! was set up in this home at all ([`first_run`]), and `.git` tidied after
+//! a loop's agent ([`git_tidy`]). A queue run has a room of its own,
+//! [`queue`]: its workers, claims and merges; with `--remote` it shares its
+//! claims and landings with other machines through the git remote
+//! ([`queue::remote`]). Beside it: the text an item's loop starts with
+//! ([`item_text`]), and the repository's `.git/config.lock` a queue run
+//! holds for its sandboxed workers ([`config_hold`]).
 
 pub(crate) mod answer_wait;
 pub(crate) mod carriers;
-pub(crate) mod claim_book;
 pub(crate) mod client;
 pub(crate) mod command;
 pub(crate) mod config_hold;
@@ -34,12 +33,9 @@ pub(crate) mod git_tidy;
 pub(crate) mod item_text;
 pub(crate) mod launch;
 pub(crate) mod live;
-pub(crate) mod merge;
 pub(crate) mod os_signals;
 pub(crate) mod prepare;
 pub(crate) mod queue;
-pub(crate) mod queue_join;
-pub(crate) mod queue_run;
 pub(crate) mod result;
 pub(crate) mod sandbox;
 pub(crate) mod sandbox_mounts;

@@ -1,7 +1,8 @@
-//! `ralph-ctl start`: writes a fresh running state owned by one session.
+//! Opening a loop: a fresh running state owned by one session, for
+//! `ralph-ctl start`, `run`, the plugin's `loop-start` and `run --task`,
+//! and clearing one for `reset`.
 
 use ralph_core::events::Event;
-use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, FileLayers, ProcessEnv, MAX_ITERATIONS_LIMIT};
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{LoopState, RunMode};
@@ -19,36 +20,8 @@ use ralph_core::transaction;
 
 use std::time::SystemTime;
 
-use crate::error::CmdResult;
 use crate::error::CtlError;
 use crate::session_id;
-
-/// `ralph-ctl start`'s arguments (its help is the command's).
-#[derive(Debug, clap::Args)]
-pub(crate) struct StartArgs {
-    /// The Claude Code session that will own the loop (default: a new UUID).
-    #[arg(long, value_name = "UUID")]
-    pub(crate) session_id: Option<String>,
-    /// The iteration cap (default: RALPH_MAX_ITERATIONS, config maxIterations, or 25).
-    #[arg(long, value_name = "N")]
-    pub(crate) max_iterations: Option<u32>,
-    /// Replace a running loop or a corrupt state, and start even though
-    /// PROMPT.md is still the template.
-    #[arg(long)]
-    pub(crate) force: bool,
-    /// Start even though the check (verify) cannot run (its program or
-    /// runner not found, a usage error): making it run is the task.
-    #[arg(long)]
-    pub(crate) check_may_not_run: bool,
-}
-
-/// `ralph-ctl start` as its arguments ask.
-pub(crate) fn command(paths: &ProjectPaths, args: StartArgs) -> CmdResult {
-    if args.check_may_not_run {
-        allow_check_not_running();
-    }
-    run(paths, args.session_id, args.max_iterations, args.force)
-}
 
 /// A loop [`start_loop`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,18 +32,6 @@ pub(crate) struct Started {
     pub(crate) max_iterations: u32,
     /// Whether its checks are walled (its `sandbox` setting).
     pub(crate) walls: ralph_core::observe::process::walls::WallsWanted,
-}
-
-/// Starts a loop; prints `SESSION_ID MAX_ITERATIONS`.
-pub(crate) fn run(
-    paths: &ProjectPaths,
-    session: Option<String>,
-    max_iterations: Option<u32>,
-    force: bool,
-) -> CmdResult {
-    let started = start_loop(paths, session, max_iterations, force, force, false, None)?;
-    crate::output::say!("{} {}", started.session_id, started.max_iterations);
-    Ok(exit_codes::OK)
 }
 
 /// Writes a fresh `running` state owned by `session` (default: a new UUID),
@@ -166,15 +127,7 @@ pub(crate) fn open_loop(
     fresh: bool,
     shape: impl FnOnce(&mut LoopState),
 ) -> Result<Started, CtlError> {
-    let session = match session {
-        Some(id) if hook_input::is_valid_session_id(&id) => id,
-        Some(id) => {
-            return Err(CtlError::BadArgument(format!(
-                "--session-id {id:?} is invalid: 1 to 200 letters, digits, '-', '_', '.' or ':'"
-            )))
-        }
-        None => session_id::new_uuid(),
-    };
+    let session = owning_session(session)?;
     // ralph's key, made (or checked) before anything here runs the agent's
     // code (the test baseline imports its modules): a key first made after
     // that code ran could be one it put in the key's place.
@@ -202,18 +155,8 @@ pub(crate) fn open_loop(
     // Said once, at the start, and only where the Stop hook runs the check
     // (a loop in one session): a fresh iteration's and a queue item's are
     // the driver's, which no hook timeout cuts short.
-    let verify_total = verify::total_timeout(&config.completion.verify);
-    if verify_total > 0 && !fresh {
-        // A hook registered elsewhere (the plugin's) has a timeout of its own.
-        let timeout = registration::registered_timeout_in(paths).unwrap_or_else(|e| {
-            crate::output::say_err!("ralph-ctl: warning: {e}");
-            None
-        });
-        if let Some(warning) =
-            timeout.and_then(|timeout| registration::timeout_warning(verify_total, timeout))
-        {
-            crate::output::say_err!("ralph-ctl: warning: {warning}");
-        }
+    if !fresh {
+        warn_of_hook_timeout(paths, config);
     }
     // What each check resolves to, before it first runs: a claim must run
     // the same (see ralph_core::observe::resolved).
@@ -222,21 +165,7 @@ pub(crate) fn open_loop(
             ralph_core::engine::check_walls(&paths.root, &paths.root, config.sandbox.walls());
         ralph_core::observe::resolved::resolve(&paths.root, &config.completion.verify, None, &walls)
     });
-    // An item of a queue run starts from the run's baseline, taken once in
-    // the main checkout; its worktree measures its own before its agent
-    // starts (driver/worktree_env.rs).
-    let baseline = match paths.is_item() {
-        true => StateStore::new(&paths.project())
-            .read()
-            .ok()
-            .flatten()
-            .map(|run| verify::Baseline {
-                counts: run.test_baseline,
-                failures: run.baseline_failures,
-            })
-            .unwrap_or_default(),
-        false => measured_baseline(paths, config, check_may_not_run())?,
-    };
+    let baseline = start_baseline(paths, config)?;
     let protected_files = protected_files(paths, config)?;
     let git_record = git_record(paths)?;
     ignore_runtime(paths)?;
@@ -262,25 +191,7 @@ pub(crate) fn open_loop(
     );
     // The loop this one replaces is kept (`ralph-ctl history`), never lost.
     let replaced = transaction::replace(paths, |current| {
-        match current {
-            Ok(current) => {
-                // Never over a live driver's loop, running or waiting to resume.
-                if let Some(refusal) = current.and_then(crate::driver::carriers::still_carried) {
-                    return Err(CtlError::Refused(refusal));
-                }
-                if !force {
-                    if let Some(refusal) =
-                        lifecycle::start_refusal(current, config, SystemTime::now())
-                    {
-                        return Err(CtlError::Refused(refusal.describe(&paths.root)));
-                    }
-                }
-            }
-            Err(e) if !force => {
-                return Err(CtlError::Refused(format!("{e}; or start with --force")));
-            }
-            Err(_) => {}
-        }
+        refuse_replacing(paths, config, current, force)?;
         Ok(Event::Started {
             state: Box::new(state),
             why,
@@ -309,6 +220,83 @@ pub(crate) fn open_loop(
         max_iterations: max,
         walls: config.sandbox.walls(),
     })
+}
+
+/// The session that will own the loop: `session` when it is a valid id,
+/// else a new UUID.
+fn owning_session(session: Option<String>) -> Result<String, CtlError> {
+    match session {
+        Some(id) if hook_input::is_valid_session_id(&id) => Ok(id),
+        Some(id) => Err(CtlError::BadArgument(format!(
+            "--session-id {id:?} is invalid: 1 to 200 letters, digits, '-', '_', '.' or ':'"
+        ))),
+        None => Ok(session_id::new_uuid()),
+    }
+}
+
+/// Warns when the Stop hook's registered timeout is shorter than the
+/// verify commands may take (a hook registered elsewhere, the plugin's,
+/// has a timeout of its own).
+fn warn_of_hook_timeout(paths: &ProjectPaths, config: &Config) {
+    let verify_total = verify::total_timeout(&config.completion.verify);
+    if verify_total == 0 {
+        return;
+    }
+    let timeout = registration::registered_timeout_in(paths).unwrap_or_else(|e| {
+        crate::output::say_err!("ralph-ctl: warning: {e}");
+        None
+    });
+    if let Some(warning) =
+        timeout.and_then(|timeout| registration::timeout_warning(verify_total, timeout))
+    {
+        crate::output::say_err!("ralph-ctl: warning: {warning}");
+    }
+}
+
+/// The test baseline a new loop starts from: measured now, or for an item
+/// of a queue run the run's, taken once in the main checkout (its worktree
+/// measures its own before its agent starts: driver/worktree_env.rs).
+fn start_baseline(paths: &ProjectPaths, config: &Config) -> Result<verify::Baseline, CtlError> {
+    if !paths.is_item() {
+        return measured_baseline(paths, config, check_may_not_run());
+    }
+    Ok(StateStore::new(&paths.project())
+        .read()
+        .ok()
+        .flatten()
+        .map(|run| verify::Baseline {
+            counts: run.test_baseline,
+            failures: run.baseline_failures,
+        })
+        .unwrap_or_default())
+}
+
+/// Refuses to replace the loop `current` (or a state that could not be
+/// read) under the lock: never a live driver's loop, running or waiting to
+/// resume; without `force`, never a loop a start may not replace, nor a
+/// corrupt state.
+fn refuse_replacing(
+    paths: &ProjectPaths,
+    config: &Config,
+    current: Result<Option<&LoopState>, &StoreError>,
+    force: bool,
+) -> Result<(), CtlError> {
+    match current {
+        Ok(current) => {
+            if let Some(refusal) = current.and_then(crate::driver::carriers::still_carried) {
+                return Err(CtlError::Refused(refusal));
+            }
+            if !force {
+                if let Some(refusal) = lifecycle::start_refusal(current, config, SystemTime::now())
+                {
+                    return Err(CtlError::Refused(refusal.describe(&paths.root)));
+                }
+            }
+            Ok(())
+        }
+        Err(e) if !force => Err(CtlError::Refused(format!("{e}; or start with --force"))),
+        Err(_) => Ok(()),
+    }
 }
 
 /// The files in `.git` that send git elsewhere, as they are at the loop's

@@ -3,24 +3,41 @@
 //! variable assignments before a program, and the wrappers (`env`,
 //! `timeout`, `nice`, …) looked through to the program they run.
 
-/// Splits a command line into its simple commands, at `;`, `&&`, `||`,
-/// `|` and newlines outside quotes (as the sandbox's allow rules do).
+/// Splits a command line into its simple commands as `sh` does: at its
+/// control operators `;`, `&`, `&&`, `|`, `||` and newlines. Inside quotes
+/// (`'…'`, `"…"`) and after a backslash these are literal, and an `&` or a
+/// `|` that follows `>` or `<` belongs to a redirection (`2>&1`, `<&3`,
+/// `>|`), not to the command line's structure. A lone `&` runs what is
+/// before it in the background and goes on with what follows: two
+/// commands, as `&&` makes two.
 pub fn split_command(command: &str) -> Vec<String> {
     let mut parts = Vec::new();
     let mut current = String::new();
     let mut quote: Option<char> = None;
+    // Whether the last character read was a `>` or `<` outside quotes: an
+    // `&` or `|` right after it is part of that redirection.
+    let mut redirecting = false;
     let mut chars = command.chars().peekable();
     while let Some(c) = chars.next() {
         match (quote, c) {
+            (Some('"'), '\\') => {
+                current.push(c);
+                current.extend(chars.next());
+            }
             (Some(q), c) if c == q => {
                 quote = None;
                 current.push(c);
             }
             (Some(_), c) => current.push(c),
+            (None, '\\') => {
+                current.push(c);
+                current.extend(chars.next());
+            }
             (None, '\'' | '"') => {
                 quote = Some(c);
                 current.push(c);
             }
+            (None, '&' | '|') if redirecting => current.push(c),
             (None, '&' | '|') if chars.peek() == Some(&c) => {
                 chars.next();
                 parts.push(std::mem::take(&mut current));
@@ -28,6 +45,7 @@ pub fn split_command(command: &str) -> Vec<String> {
             (None, ';' | '|' | '\n' | '&') => parts.push(std::mem::take(&mut current)),
             (None, c) => current.push(c),
         }
+        redirecting = quote.is_none() && matches!(c, '>' | '<');
     }
     parts.push(current);
     parts
@@ -144,5 +162,46 @@ pub(super) fn look_through(mut words: &[String]) -> Vec<String> {
             _ => return words.to_vec(),
         };
         words = &rest[skip.min(rest.len())..];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_command;
+
+    /// Each line as `sh` (dash) reads it: its simple commands.
+    #[test]
+    fn a_command_line_splits_at_the_control_operators_sh_sees() {
+        let table: &[(&str, &[&str])] = &[
+            (
+                "a && b || c; d | e\nf & g",
+                &["a", "b", "c", "d", "e", "f", "g"],
+            ),
+            // A lone `&` ends a command as `;` does; `&&` likewise.
+            ("a & b", &["a", "b"]),
+            ("a &", &["a"]),
+            ("a&&b", &["a", "b"]),
+            // `sh` has no `&>`: `a` runs in the background, then a
+            // redirection alone.
+            ("a &> out", &["a", "> out"]),
+            // An `&` or `|` after `>` or `<` belongs to a redirection.
+            ("pytest 2>&1 | tee log", &["pytest 2>&1", "tee log"]),
+            ("make test >&2 && echo ok", &["make test >&2", "echo ok"]),
+            ("read x <&3", &["read x <&3"]),
+            ("a >| out", &["a >| out"]),
+            // Quoted or escaped, they are literal.
+            (
+                r#"echo 'a & b' && echo "c && d""#,
+                &["echo 'a & b'", r#"echo "c && d""#],
+            ),
+            (r"echo a\&b; echo c\|d", &[r"echo a\&b", r"echo c\|d"]),
+            (r#"echo "a \" & b" & c"#, &[r#"echo "a \" & b""#, "c"]),
+            (r"echo '\' & b", &[r"echo '\'", "b"]),
+            ("", &[]),
+            (" ; & ", &[]),
+        ];
+        for (line, commands) in table {
+            assert_eq!(split_command(line), *commands, "{line:?}");
+        }
     }
 }

@@ -13,7 +13,7 @@ use ralph_core::observe::backlog::Item;
 use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::time::Timestamp;
 
-use super::queue::remote::{Ending, Refused, RemoteBook};
+use crate::driver::queue::remote::{Ending, Refused, RemoteBook};
 use crate::error::CtlError;
 
 /// A queue run's claims.
@@ -48,7 +48,7 @@ impl ClaimBook {
             Refused::Rejected(why) => CtlError::Client(format!("remote {name} refused: {why}")),
             Refused::Unreachable(why) => CtlError::Client(format!(
                 "remote {name} could not be reached for {} s ({why}); the items stay as they were",
-                super::queue::remote::PATIENCE.as_secs()
+                crate::driver::queue::remote::PATIENCE.as_secs()
             )),
             Refused::Forbidden(why) => CtlError::Client(format!(
                 "remote {name} refuses ralph's queue records ({why}): it takes no push outside \
@@ -201,7 +201,7 @@ impl Renewal {
                     Renewed::Kept => due = every,
                     Renewed::Unsure => due = Duration::from_secs(1),
                     Renewed::Lost => {
-                        super::say(&format!(
+                        crate::driver::say(&format!(
                             "worker {worker}: its claim on item {id} lapsed before it was renewed; \
                              another worker may hold it now, and this one stops it"
                         ));

@@ -19,8 +19,8 @@ use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::verify::{self, VerifyCommand};
 use ralph_core::persist::item_claims::ClaimStore;
 
-use super::queue::remote::{Ending, Landing as RemoteLanding, Refused, RemoteBook};
-use super::worktree::{git, Worktree};
+use crate::driver::queue::remote::{Ending, Landing as RemoteLanding, Refused, RemoteBook};
+use crate::driver::worktree::{git, Worktree};
 use crate::error::CtlError;
 
 /// How long a finished item waits for the merges before it.
@@ -222,7 +222,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
             why: Some(format!(
                 "landed on {} at {}",
                 landing.base,
-                super::queue::remote::short(&head)
+                crate::driver::queue::remote::short(&head)
             )),
             iterations: landing.ran.0,
             cost_usd: landing.ran.1,
@@ -254,7 +254,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
                 )
             }
             Ok(RemoteLanding::BaseMoved) | Err(Refused::Rejected(_)) => {
-                super::say(&format!(
+                crate::driver::say(&format!(
                     "item {}: {base_shown} moved on (another worker landed first); fetching, rebasing and checking again",
                     landing.item.id
                 ));
@@ -465,7 +465,7 @@ fn failed_verify(landing: &Landing<'_>, onto: &str) -> Option<String> {
                 format!(
                     "exit {}: {}",
                     result.exit_code.map_or("?".into(), |c| c.to_string()),
-                    super::live::excerpt(&result.output_tail)
+                    crate::driver::live::excerpt(&result.output_tail)
                 )
             };
             return Some(format!(

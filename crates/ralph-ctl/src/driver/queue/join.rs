@@ -13,8 +13,8 @@ use ralph_core::pin::Pinned;
 use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Whose};
 
-use super::prepare::{MergeMode, QueueOptions};
-use super::{carriers, say, start, worktree};
+use crate::driver::prepare::{MergeMode, QueueOptions};
+use crate::driver::{carriers, say, start, worktree};
 use crate::error::CtlError;
 
 /// The run this process works for: the project's running queue run on the
@@ -49,7 +49,7 @@ pub(super) fn enter(
                     draft.apply(Event::Joined(carriers::with_client(None)));
                     Ok::<_, CtlError>(())
                 })?;
-                super::told(changed);
+                crate::driver::told(changed);
                 say(&format!(
                     "joining the queue run of session {run} (its workers and these share the claims)"
                 ));

@@ -1,8 +1,8 @@
 //! `ralph-ctl run --queue SOURCE [--workers N]`: drains a backlog. The run
 //! is a loop of its own (the project's state) whose record holds every
 //! item's; each worker (a thread; several `run --queue` processes on one
-//! project join one run, `queue_join`) claims the next free item
-//! (`claim_book`: the project's claims file, and with `--remote` the shared
+//! project join one run, `join`) claims the next free item
+//! (`claims`: the project's claims file, and with `--remote` the shared
 //! git remote's records, with a time to live renewed while it works),
 //! works it as a loop of its own
 //! (fresh context, in the item's worktree, its state under
@@ -31,15 +31,16 @@ use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Found, Whose};
 use ralph_core::units::{TokenUsage, Usd};
 
-use super::claim_book::{ClaimBook, Renewal};
-use super::command::ClientProgram;
-use super::launch::{self, ItemDrive, ItemWork};
+use super::claims::{ClaimBook, Renewal};
+use super::join;
 use super::merge::{self, Landed, Landing};
-use super::os_signals::{SignalSource, Signals};
-use super::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
-use super::queue::remote::{Ending, Remote, RemoteBook};
-use super::worktree::{self, WorktreePlan};
-use super::{carriers, config_hold, finish, item_text, queue_join, sandbox, say, start};
+use crate::driver::command::ClientProgram;
+use crate::driver::launch::{self, ItemDrive, ItemWork};
+use crate::driver::os_signals::{SignalSource, Signals};
+use crate::driver::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
+use crate::driver::queue::remote::{Ending, Remote, RemoteBook};
+use crate::driver::worktree::{self, WorktreePlan};
+use crate::driver::{carriers, config_hold, finish, item_text, sandbox, say, start};
 use crate::error::{CmdResult, CtlError};
 
 /// What every item's loop runs with, settled once for the run.
@@ -126,7 +127,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         sandboxed: settings_sandboxed,
     };
     let remote_name = remote.as_ref().map(|b| b.remote().name.clone());
-    let run = queue_join::enter(
+    let run = join::enter(
         paths,
         options,
         &config,
@@ -272,7 +273,7 @@ impl Shared<'_> {
     /// One worker: claims and works items until none is left.
     fn work(&self, name: &str, mut signals: Signals) -> WorkerEnd {
         let end = loop {
-            super::set_line_prefix(String::new());
+            crate::driver::set_line_prefix(String::new());
             if let Some(signal) = signals.take().first() {
                 break WorkerEnd::Stopped(signal.exit_code());
             }
@@ -302,7 +303,7 @@ impl Shared<'_> {
             match self.claims.claim_next(&items, name, self.ttl()) {
                 Ok(Some(item)) => {
                     let (end, back) = self.work_item(name, item, &run, signals);
-                    super::set_line_prefix(String::new());
+                    crate::driver::set_line_prefix(String::new());
                     signals = back;
                     if let Some(end) = end {
                         break end;
@@ -337,7 +338,7 @@ impl Shared<'_> {
     /// be read again for items added meanwhile ([`SOURCE_LOOK`]), reading
     /// only the claims meanwhile (a `cmd:` source is not run twice a
     /// second). A signal that comes meanwhile is given back.
-    fn wait_for_claims(&self, signals: &mut Signals) -> Option<super::os_signals::Signal> {
+    fn wait_for_claims(&self, signals: &mut Signals) -> Option<crate::driver::os_signals::Signal> {
         let started = Instant::now();
         let held = || self.claims.held().unwrap_or_default();
         // A remote is asked less often than the file is read.
@@ -372,101 +373,28 @@ impl Shared<'_> {
         run: &LoopState,
         signals: Signals,
     ) -> (Option<WorkerEnd>, Signals) {
-        let slug = item.slug();
-        let tree = if slug.starts_with("item-") {
-            slug.clone()
-        } else {
-            format!("item-{slug}")
-        };
-        let branch = format!("ralph/{tree}");
-        let item_paths = self.paths.for_item(&slug);
-        // A dead worker's client may outlive its claim by a few seconds (its
-        // watchdog ends it): the item is taken once that client is gone.
-        let still_running = StateStore::new(&item_paths)
-            .read()
-            .ok()
-            .flatten()
-            .is_some_and(|prev| carriers::still_carried(&prev).is_some());
-        if still_running {
-            let _ = self.claims.release(&item.id, name);
-            thread::sleep(IDLE_LOOK);
-            return (None, signals);
-        }
-        // Taken only while the run runs, in the transaction that records
-        // it: another worker may have ended the run (its budget, its error
-        // budget) since this one looked.
-        let mut taken = false;
-        self.change(|draft| {
-            if draft.state().is_some_and(|s| s.status == Status::Running) {
-                draft.apply(Event::ItemTaken {
-                    id: item.id.clone(),
-                    title: item.title.clone(),
-                    worker: name.to_string(),
-                    branch: branch.clone(),
-                });
-                taken = true;
-            }
-        });
-        if !taken {
-            let _ = self.claims.release(&item.id, name);
-            return (Some(WorkerEnd::RunOver), signals);
+        let place = ItemPlace::of(self.paths, &item);
+        match self.take(name, &item, &place) {
+            Take::Taken => {}
+            Take::StillCarried => return (None, signals),
+            Take::RunOver => return (Some(WorkerEnd::RunOver), signals),
         }
         if self.labelled {
-            super::set_line_prefix(format!("[{}] ", label_of(&item.title)));
+            crate::driver::set_line_prefix(format!("[{}] ", label_of(&item.title)));
         }
         say(&format!(
-            "worker {name}: item {} \"{}\" on branch {branch}",
-            item.id, item.title
+            "worker {name}: item {} \"{}\" on branch {}",
+            item.id, item.title, place.branch
         ));
-        // A claim lost stops the item at its iteration's end.
-        let stop_paths = item_paths.clone();
-        let renewal = Renewal::start(self.claims.clone(), &item.id, name, self.ttl(), move || {
-            let _ = transaction::change(&stop_paths, Whose::Any, |draft| {
-                if draft.state().is_some_and(|s| s.status.is_live()) {
-                    draft.apply(Event::Ended {
-                        status: Status::Cancelled,
-                        why: "its claim was lost: another worker holds the item now".into(),
-                        at: None,
-                    });
-                }
-                Ok::<_, CtlError>(())
-            });
-        });
+        let renewal = self.renew_claim(name, &item, &place);
         let max = self
             .config
             .queue
             .max_iterations_per_item
             .min(run.max_iterations.saturating_sub(run.iteration))
             .max(1);
-        let cost_cap = self
-            .config
-            .supervision
-            .max_cost
-            .map(|max| Usd(max.0.saturating_sub(run.cost_usd.0)));
-        let started = self.item_text(&item).and_then(|task| {
-            start::open_loop(
-                &item_paths,
-                &self.config,
-                self.pin.clone(),
-                None,
-                max,
-                true,
-                true,
-                |state| {
-                    state.task = Some(task);
-                    state.queue_item = Some(item.id.clone());
-                    // The mode the run's clients run in, so that the advice
-                    // on a refused call fits it (a sandboxed run is never
-                    // told to run with the sandbox).
-                    state.run_mode = run.run_mode.clone().map(|mode| RunMode {
-                        workers: None,
-                        ..mode
-                    });
-                },
-            )
-        });
-        let started = match started {
-            Ok(started) => started,
+        let session = match self.open_item_loop(&item, &place, run, max) {
+            Ok(started) => started.session_id,
             Err(e) => {
                 renewal.stop();
                 let _ = self.claims.release(&item.id, name);
@@ -475,39 +403,12 @@ impl Shared<'_> {
                 return (Some(WorkerEnd::Failed(e.to_string())), signals);
             }
         };
-        let not_plans = match &self.source {
-            Source::Plan(path) => vec![path.to_string_lossy().into_owned()],
-            _ => Vec::new(),
-        };
-        let (code, signals) = launch::drive_item(
-            ItemDrive {
-                paths: &item_paths,
-                client: self.bench.client.clone(),
-                config: self.config.clone(),
-                worktrees: self.item_worktrees(),
-                client_args: self.bench.client_args.clone(),
-                extra_settings: sandbox::item_settings(
-                    self.bench.extra_settings.as_deref(),
-                    &item.id,
-                ),
-                json: self.bench.json,
-                session: started.session_id,
-                max_iterations: max,
-                item: ItemWork {
-                    worktree_name: tree.clone(),
-                    not_plans,
-                    cost_cap,
-                },
-            },
-            signals,
-        );
+        let (code, signals) = self.drive(&item, &place, run, session, max, signals);
         let lost = renewal.stop();
-        let state = StateStore::new(&item_paths).read().ok().flatten();
-        let iterations = state.as_ref().map_or(0, iterations_run);
-        let cost = state.as_ref().map_or(Usd(0), |s| s.cost_usd);
+        let state = StateStore::new(&place.paths).read().ok().flatten();
         let spent = Spent {
-            iterations,
-            cost,
+            iterations: state.as_ref().map_or(0, iterations_run),
+            cost: state.as_ref().map_or(Usd(0), |s| s.cost_usd),
             usage: state.as_ref().map(|s| s.usage).unwrap_or_default(),
         };
         let code = code.unwrap_or_else(|e| {
@@ -516,138 +417,33 @@ impl Shared<'_> {
         });
         let Some(state) = state else {
             let _ = self.claims.release(&item.id, name);
-            self.settle(
-                &item,
-                ItemState::Released,
-                spent,
-                "its loop's state is gone".into(),
-                None,
-            );
+            let why = "its loop's state is gone".to_string();
+            self.settle(&item, ItemState::Released, spent, why, None);
             return (
                 Some(WorkerEnd::Failed("the item's loop state is gone".into())),
                 signals,
             );
         };
-        // What the agent left in `.git`, put back before any git of the
-        // landing runs: a file that sent git elsewhere keeps the item from
-        // landing.
-        let tidied =
-            super::git_tidy::after_loop(&item_paths, state.git_record.as_ref(), Some(&tree));
-        // Held from the landing to its record, so that the next item to
-        // land finds the base as the run recorded it.
-        let mut merge_lock = None;
-        let mut landed = None;
-        let (status, why, end) = match state.status {
-            _ if lost => (
-                ItemState::Released,
-                format!(
-                    "its claim was lost (another worker holds the item now); what it did stays on branch {branch} here"
-                ),
-                None,
-            ),
-            _ if !tidied.put_back.is_empty() => (
-                ItemState::NeedsReview,
-                format!(
-                    "its agent changed what git follows in .git ({}); ralph's git never followed it, \
-                     nothing of the item landed, and branch {branch} is kept for review",
-                    tidied.put_back.join("; ")
-                ),
-                None,
-            ),
-            Status::Complete => {
-                let outcome = self.land(&item, &tree, (iterations, cost.dollars()));
-                merge_lock = outcome.lock;
-                landed = outcome.landed;
-                (outcome.status, outcome.why, None)
-            }
-            Status::Cancelled if launch::skipped(Some(&state), state.iteration) => (
-                ItemState::Skipped,
-                "the agent skipped it (RALPH_OUTCOME skip)".to_string(),
-                None,
-            ),
-            Status::Waiting => (
-                ItemState::Failed,
-                format!(
-                    "its agent asks: {} (answer in the item's text or the project, then queue it again)",
-                    state
-                        .question
-                        .as_ref()
-                        .map_or("no question recorded", |q| q.text.as_str())
-                ),
-                None,
-            ),
-            Status::Interrupted | Status::Running | Status::Paused
-                if exit_codes::signal_of(code).is_some() =>
-            {
-                (
-                    ItemState::Released,
-                    "its worker was stopped; the item is free again".to_string(),
-                    Some(WorkerEnd::Stopped(code)),
-                )
-            }
-            _ => (
-                ItemState::Failed,
-                format!(
-                    "its loop ended {}: {}",
-                    state.status.as_str(),
-                    state
-                        .ended_because
-                        .as_deref()
-                        .unwrap_or("no reason recorded")
-                ),
-                None,
-            ),
-        };
-        let ending = Ending {
-            why: Some(why.clone()),
-            iterations,
-            cost_usd: cost.dollars(),
-            branch: (status != ItemState::Done || landed.is_none()).then(|| branch.clone()),
-            landed: landed.clone(),
-        };
-        let settled = match status {
-            // Another worker holds it on the remote: only this machine's
-            // mirror lets it go.
-            _ if lost => self
-                .claims
-                .local
-                .release(&item.id, name, Timestamp::now())
-                .map_err(CtlError::from),
-            ItemState::Released => self.claims.release(&item.id, name),
-            ItemState::Done => self
-                .claims
-                .settle(&item.id, name, ItemStatus::Done, &ending),
-            ItemState::NeedsReview => {
-                self.claims
-                    .settle(&item.id, name, ItemStatus::NeedsReview, &ending)
-            }
-            ItemState::Skipped => self
-                .claims
-                .settle(&item.id, name, ItemStatus::Skipped, &ending),
-            _ => self
-                .claims
-                .settle(&item.id, name, ItemStatus::Failed, &ending),
-        };
-        if let Err(e) = &settled {
-            say(&format!("worker {name}: item {}: {e}", item.id));
-        }
-        if !matches!(settled, Ok(true)) {
-            say(&format!(
-                "worker {name}: its claim on item {} had lapsed; another worker may have taken it (claimTtlSeconds is {})",
-                item.id, self.config.queue.claim_ttl_seconds
-            ));
-        }
+        let verdict = self.verdict(&item, &place, &state, lost, code, &spent);
+        self.record_on_claims(name, &item, &place, &verdict, lost, &spent);
         // The item's end, on one line: why, without the check's output
         // that may follow (that is in status and the report).
         say(&format!(
             "worker {name}: item {} {}: {}",
             item.id,
-            status.as_str(),
-            why.lines().next().unwrap_or_default()
+            verdict.status.as_str(),
+            verdict.why.lines().next().unwrap_or_default()
         ));
-        super::set_line_prefix(String::new());
+        crate::driver::set_line_prefix(String::new());
         let cap_spent = state.status == Status::MaxIterations
             && max < self.config.queue.max_iterations_per_item;
+        let Verdict {
+            status,
+            why,
+            end,
+            landed,
+            merge_lock,
+        } = verdict;
         self.settle(&item, status, spent, why, landed);
         drop(merge_lock);
         if cap_spent {
@@ -660,6 +456,273 @@ impl Shared<'_> {
             );
         }
         (end, signals)
+    }
+
+    /// Takes `item`, claimed by worker `name`, into the run: recorded only
+    /// while the run runs (another worker may have ended it since this one
+    /// looked), and only once a dead worker's client that may outlive its
+    /// claim by a few seconds (its watchdog ends it) is gone. The claim is
+    /// let go when the item is not taken.
+    fn take(&self, name: &str, item: &Item, place: &ItemPlace) -> Take {
+        let still_carried = StateStore::new(&place.paths)
+            .read()
+            .ok()
+            .flatten()
+            .is_some_and(|prev| carriers::still_carried(&prev).is_some());
+        if still_carried {
+            let _ = self.claims.release(&item.id, name);
+            thread::sleep(IDLE_LOOK);
+            return Take::StillCarried;
+        }
+        let mut taken = false;
+        self.change(|draft| {
+            if draft.state().is_some_and(|s| s.status == Status::Running) {
+                draft.apply(Event::ItemTaken {
+                    id: item.id.clone(),
+                    title: item.title.clone(),
+                    worker: name.to_string(),
+                    branch: place.branch.clone(),
+                });
+                taken = true;
+            }
+        });
+        if !taken {
+            let _ = self.claims.release(&item.id, name);
+            return Take::RunOver;
+        }
+        Take::Taken
+    }
+
+    /// Keeps worker `name`'s claim on `item` alive while its loop runs; a
+    /// claim lost stops the item's loop at its iteration's end.
+    fn renew_claim(&self, name: &str, item: &Item, place: &ItemPlace) -> Renewal {
+        let stop_paths = place.paths.clone();
+        Renewal::start(self.claims.clone(), &item.id, name, self.ttl(), move || {
+            let _ = transaction::change(&stop_paths, Whose::Any, |draft| {
+                if draft.state().is_some_and(|s| s.status.is_live()) {
+                    draft.apply(Event::Ended {
+                        status: Status::Cancelled,
+                        why: "its claim was lost: another worker holds the item now".into(),
+                        at: None,
+                    });
+                }
+                Ok::<_, CtlError>(())
+            });
+        })
+    }
+
+    /// Opens `item`'s loop under the run's pin, at most `max` iterations,
+    /// with the item's text as its task and the run's mode.
+    fn open_item_loop(
+        &self,
+        item: &Item,
+        place: &ItemPlace,
+        run: &LoopState,
+        max: u32,
+    ) -> Result<start::Started, CtlError> {
+        let task = self.item_text(item)?;
+        start::open_loop(
+            &place.paths,
+            &self.config,
+            self.pin.clone(),
+            None,
+            max,
+            true,
+            true,
+            |state| {
+                state.task = Some(task);
+                state.queue_item = Some(item.id.clone());
+                // The mode the run's clients run in, so that the advice
+                // on a refused call fits it (a sandboxed run is never
+                // told to run with the sandbox).
+                state.run_mode = run.run_mode.clone().map(|mode| RunMode {
+                    workers: None,
+                    ..mode
+                });
+            },
+        )
+    }
+
+    /// Drives `item`'s loop (owned by `session`) to its end in its own
+    /// worktree, with what is left of the run's budget as its cost cap.
+    fn drive(
+        &self,
+        item: &Item,
+        place: &ItemPlace,
+        run: &LoopState,
+        session: String,
+        max: u32,
+        signals: Signals,
+    ) -> (CmdResult, Signals) {
+        let cost_cap = self
+            .config
+            .supervision
+            .max_cost
+            .map(|max| Usd(max.0.saturating_sub(run.cost_usd.0)));
+        let not_plans = match &self.source {
+            Source::Plan(path) => vec![path.to_string_lossy().into_owned()],
+            _ => Vec::new(),
+        };
+        launch::drive_item(
+            ItemDrive {
+                paths: &place.paths,
+                client: self.bench.client.clone(),
+                config: self.config.clone(),
+                worktrees: self.item_worktrees(),
+                client_args: self.bench.client_args.clone(),
+                extra_settings: sandbox::item_settings(
+                    self.bench.extra_settings.as_deref(),
+                    &item.id,
+                ),
+                json: self.bench.json,
+                session,
+                max_iterations: max,
+                item: ItemWork {
+                    worktree_name: place.tree.clone(),
+                    not_plans,
+                    cost_cap,
+                },
+            },
+            signals,
+        )
+    }
+
+    /// What the end of `item`'s loop (its `state`, the worker's exit
+    /// `code`) makes of the item: a complete loop is landed here, after
+    /// what its agent left in `.git` is put back (a file that sent git
+    /// elsewhere keeps the item from landing).
+    fn verdict(
+        &self,
+        item: &Item,
+        place: &ItemPlace,
+        state: &LoopState,
+        lost: bool,
+        code: i32,
+        spent: &Spent,
+    ) -> Verdict {
+        let branch = &place.branch;
+        let tidied = crate::driver::git_tidy::after_loop(
+            &place.paths,
+            state.git_record.as_ref(),
+            Some(&place.tree),
+        );
+        let verdict = |status, why| Verdict {
+            status,
+            why,
+            end: None,
+            landed: None,
+            merge_lock: None,
+        };
+        match state.status {
+            _ if lost => verdict(
+                ItemState::Released,
+                format!(
+                    "its claim was lost (another worker holds the item now); what it did stays on branch {branch} here"
+                ),
+            ),
+            _ if !tidied.put_back.is_empty() => verdict(
+                ItemState::NeedsReview,
+                format!(
+                    "its agent changed what git follows in .git ({}); ralph's git never followed it, \
+                     nothing of the item landed, and branch {branch} is kept for review",
+                    tidied.put_back.join("; ")
+                ),
+            ),
+            Status::Complete => {
+                let ran = (spent.iterations, spent.cost.dollars());
+                let outcome = self.land(item, &place.tree, ran);
+                Verdict {
+                    status: outcome.status,
+                    why: outcome.why,
+                    end: None,
+                    landed: outcome.landed,
+                    // Held from the landing to its record, so that the next
+                    // item to land finds the base as the run recorded it.
+                    merge_lock: outcome.lock,
+                }
+            }
+            Status::Cancelled if launch::skipped(Some(state), state.iteration) => verdict(
+                ItemState::Skipped,
+                "the agent skipped it (RALPH_OUTCOME skip)".to_string(),
+            ),
+            Status::Waiting => verdict(
+                ItemState::Failed,
+                format!(
+                    "its agent asks: {} (answer in the item's text or the project, then queue it again)",
+                    state
+                        .question
+                        .as_ref()
+                        .map_or("no question recorded", |q| q.text.as_str())
+                ),
+            ),
+            Status::Interrupted | Status::Running | Status::Paused
+                if exit_codes::signal_of(code).is_some() =>
+            {
+                Verdict {
+                    end: Some(WorkerEnd::Stopped(code)),
+                    ..verdict(
+                        ItemState::Released,
+                        "its worker was stopped; the item is free again".to_string(),
+                    )
+                }
+            }
+            _ => verdict(
+                ItemState::Failed,
+                format!(
+                    "its loop ended {}: {}",
+                    state.status.as_str(),
+                    state
+                        .ended_because
+                        .as_deref()
+                        .unwrap_or("no reason recorded")
+                ),
+            ),
+        }
+    }
+
+    /// Records the item's end in the claims (with `--remote`, on the
+    /// remote too); a claim that had lapsed meanwhile is said.
+    fn record_on_claims(
+        &self,
+        name: &str,
+        item: &Item,
+        place: &ItemPlace,
+        verdict: &Verdict,
+        lost: bool,
+        spent: &Spent,
+    ) {
+        let ending = Ending {
+            why: Some(verdict.why.clone()),
+            iterations: spent.iterations,
+            cost_usd: spent.cost.dollars(),
+            branch: (verdict.status != ItemState::Done || verdict.landed.is_none())
+                .then(|| place.branch.clone()),
+            landed: verdict.landed.clone(),
+        };
+        let settle = |status| self.claims.settle(&item.id, name, status, &ending);
+        let settled = match verdict.status {
+            // Another worker holds it on the remote: only this machine's
+            // mirror lets it go.
+            _ if lost => self
+                .claims
+                .local
+                .release(&item.id, name, Timestamp::now())
+                .map_err(CtlError::from),
+            ItemState::Released => self.claims.release(&item.id, name),
+            ItemState::Done => settle(ItemStatus::Done),
+            ItemState::NeedsReview => settle(ItemStatus::NeedsReview),
+            ItemState::Skipped => settle(ItemStatus::Skipped),
+            _ => settle(ItemStatus::Failed),
+        };
+        if let Err(e) = &settled {
+            say(&format!("worker {name}: item {}: {e}", item.id));
+        }
+        if !matches!(settled, Ok(true)) {
+            say(&format!(
+                "worker {name}: its claim on item {} had lapsed; another worker may have taken it (claimTtlSeconds is {})",
+                item.id, self.config.queue.claim_ttl_seconds
+            ));
+        }
     }
 
     /// The text item `item` starts with ([`item_text::of`]).
@@ -877,7 +940,7 @@ impl Shared<'_> {
         });
         match result {
             Ok(changed) => {
-                super::told(changed);
+                crate::driver::told(changed);
             }
             Err(e) => say(&format!(
                 "warning: the queue run's record could not be written: {e}"
@@ -938,7 +1001,7 @@ impl Shared<'_> {
             }
             Ok(())
         })?;
-        let found = super::told(changed);
+        let found = crate::driver::told(changed);
         if matches!(&found, Found::Loop(state) if state.status == Status::Running) {
             if let Some(code) = stopped {
                 return Ok(code);
@@ -948,7 +1011,7 @@ impl Shared<'_> {
         }
         // This process ends the run: `.git` tidied after the items' agents.
         if let Found::Loop(state) = &found {
-            super::git_tidy::after_loop(self.paths, state.git_record.as_ref(), None);
+            crate::driver::git_tidy::after_loop(self.paths, state.git_record.as_ref(), None);
         }
         // The closing line says what landed where, what is left and where
         // each item's why is (`ralph-ctl queue`, status, the report): each
@@ -976,6 +1039,52 @@ struct ItemLanding {
     /// The base's commit, when the item landed on it.
     landed: Option<String>,
     lock: Option<std::fs::File>,
+}
+
+/// Where an item's loop lives: its worktree's name (`item-<slug>`), its
+/// branch and its record's paths under the run's.
+struct ItemPlace {
+    tree: String,
+    branch: String,
+    paths: ProjectPaths,
+}
+
+impl ItemPlace {
+    fn of(run_paths: &ProjectPaths, item: &Item) -> ItemPlace {
+        let slug = item.slug();
+        let tree = if slug.starts_with("item-") {
+            slug.clone()
+        } else {
+            format!("item-{slug}")
+        };
+        ItemPlace {
+            branch: format!("ralph/{tree}"),
+            tree,
+            paths: run_paths.for_item(&slug),
+        }
+    }
+}
+
+/// Whether a worker takes the item it claimed into the run.
+enum Take {
+    /// Taken: its loop is the worker's to run.
+    Taken,
+    /// A client of an earlier worker still runs it: let go, for later.
+    StillCarried,
+    /// The run is no longer running.
+    RunOver,
+}
+
+/// What the end of an item's loop makes of the item in the run.
+struct Verdict {
+    status: ItemState,
+    why: String,
+    /// Whether the worker stops after it.
+    end: Option<WorkerEnd>,
+    /// The base's commit, when the item landed on it.
+    landed: Option<String>,
+    /// The merge lock, held until the landing is recorded.
+    merge_lock: Option<std::fs::File>,
 }
 
 /// What an item's loop spent, added to the run's when the item settles.

@@ -129,6 +129,16 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// `input` and `output` tokens and no cache tokens, as a reply reports
+    /// a plain turn.
+    pub fn tokens(input: u64, output: u64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+            ..Usage::default()
+        }
+    }
+
     /// The `usage` JSON object with these counts.
     pub fn to_json(self) -> Value {
         json!({
@@ -423,6 +433,46 @@ impl Drop for MockApi {
 /// re-injected prompt carried X".
 pub fn user_texts(body: &Value) -> Vec<String> {
     message_texts(body, "user")
+}
+
+/// Every user-role text of the main conversation's requests to `api`, one
+/// string: what the agent's tool calls gave back, for "the agent saw X".
+pub fn tool_results(api: &MockApi) -> String {
+    api.main_requests()
+        .iter()
+        .flat_map(|r| user_texts(&r.body))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The title of the queue item a conversation works: the line after
+/// "## Your item: " in its user texts.
+pub fn item_of(body: &Value) -> Option<String> {
+    user_texts(body).iter().find_map(|text| {
+        let rest = text.split("## Your item: ").nth(1)?;
+        Some(rest.lines().next().unwrap_or_default().trim().to_string())
+    })
+}
+
+/// The queue item's id, as its text spells it in the RALPH_OUTCOME line
+/// (JSON, quotes included); `"?"` when the text names none.
+pub fn item_id_of(body: &Value) -> String {
+    user_texts(body)
+        .iter()
+        .find_map(|text| {
+            let rest = text.split("\"itemId\": ").nth(1)?;
+            Some(rest.split('}').next()?.trim().to_string())
+        })
+        .unwrap_or_else(|| "\"?\"".into())
+}
+
+/// The line an item's agent ends with to say how its item ended
+/// (`terminal`, `skip`), naming the item the request's text gives.
+pub fn outcome_line(status: &str, body: &Value) -> String {
+    format!(
+        "RALPH_OUTCOME: {{\"status\": \"{status}\", \"itemId\": {}}}",
+        item_id_of(body)
+    )
 }
 
 /// The text of every message of the given role in `body["messages"]`

@@ -855,3 +855,33 @@ pub fn child_of(parent: u32) -> Option<u32> {
     }
     None
 }
+
+/// git in `dir`, with no system configuration and nothing on stdin.
+fn git_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// git in `dir`: its exit code (-1 when killed) and trimmed stdout, for a
+/// test that expects it may fail.
+pub fn git_status_out(dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = git_in(dir, args);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+/// git in `dir`: its trimmed stdout; panics, showing the output, unless it
+/// succeeded.
+pub fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = git_in(dir, args);
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::is_root;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{item_id_of, item_of, tool_results, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject};
 use ralph_tests::scenario::{Outcome, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
@@ -71,15 +71,6 @@ fn rustup_env(scenario: Scenario) -> Scenario {
         scenario = scenario.env("RUSTUP_TOOLCHAIN", &toolchain);
     }
     scenario
-}
-
-/// Every tool result the agent was given.
-fn tool_results(api: &MockApi) -> String {
-    api.main_requests()
-        .iter()
-        .flat_map(|r| user_texts(&r.body))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// What the agent's shell shows when the check it ran passed.
@@ -368,17 +359,6 @@ fn under_landlock_a_pytest_check_with_warnings_as_errors_passes() {
     }
 }
 
-/// The item's id, as its text spells it in the RALPH_OUTCOME line.
-fn item_id_of(body: &Value) -> String {
-    user_texts(body)
-        .iter()
-        .find_map(|text| {
-            let rest = text.split("\"itemId\": ").nth(1)?;
-            Some(rest.split('}').next()?.trim().to_string())
-        })
-        .unwrap_or_else(|| "\"?\"".into())
-}
-
 #[test]
 fn a_queue_on_python_without_a_gitignore_lands_no_bytecode() {
     let project = project(
@@ -405,7 +385,7 @@ fn a_queue_on_python_without_a_gitignore_lands_no_bytecode() {
     // would, leaves them uncommitted (the queue commits them), and claims.
     let api = MockApi::start(|turn, body| {
         let id = item_id_of(body);
-        let title = crate::queue::item_of(body).unwrap_or_else(|| "none".into());
+        let title = item_of(body).unwrap_or_else(|| "none".into());
         let factor = if title == "double" { 2 } else { 3 };
         match turn {
             0 => Reply::bash(format!(

@@ -13,9 +13,9 @@
 use std::path::{Path, PathBuf};
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{tool_results, MockApi, Reply};
 use ralph_tests::project::{TempProject, TEST_TASK};
-use ralph_tests::scenario::{Outcome, Scenario};
+use ralph_tests::scenario::{script, Outcome, Scenario};
 use ralph_tests::SIGNAL;
 
 /// A git project with a passing unittest, ralph installed with it as the
@@ -43,15 +43,6 @@ fn launch(
     let scenario = env.iter().fold(scenario, |s, (k, v)| s.env(k, v));
     let outcome = scenario.run(api);
     (scenario, outcome)
-}
-
-/// Every tool result the agent was given, across the main requests.
-fn tool_results(api: &MockApi) -> String {
-    api.main_requests()
-        .iter()
-        .flat_map(|r| user_texts(&r.body))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// A folder on PATH without `names`: every program of the folders on PATH
@@ -153,12 +144,7 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
             ralph_tests::bins::ctl().display()
         )),
     ];
-    let api = MockApi::start(move |turn, _| {
-        script
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
-    });
+    let api = MockApi::start(script::replies_then_done(script.to_vec()));
     let root = project.root.clone();
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     outcome.ended(0, "complete").at_iteration(1);
@@ -355,12 +341,7 @@ fn ralphs_key_is_out_of_the_agents_reach_in_the_sandbox(client: ClientVersion) {
             input: serde_json::json!({ "file_path": path }),
         },
     ];
-    let api = MockApi::start(move |turn, _| {
-        script
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
-    });
+    let api = MockApi::start(script::replies_then_done(script.to_vec()));
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     let bytes = std::fs::read(&key).expect("the key was made at the start");
     assert_eq!(bytes.len(), 32);
@@ -407,12 +388,7 @@ fn the_agent_commits_with_git_add_all_in_the_sandbox() {
             "echo work > work.txt && git add -A && git commit -qm 'agent work' && echo committed",
         ),
     ];
-    let api = MockApi::start(move |turn, _| {
-        script
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
-    });
+    let api = MockApi::start(script::replies_then_done(script.to_vec()));
     let root = project.root.clone();
     let (_project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     outcome.ended(0, "complete");

@@ -292,16 +292,6 @@ fn a_silent_connection_does_not_stop_the_page() {
 /// The page's width in the screenshots and in what is measured.
 const WIDTH: u32 = 1200;
 
-/// `input` and `output` tokens, as a reply reports them.
-fn usage(input: u64, output: u64) -> Usage {
-    Usage {
-        input_tokens: input,
-        output_tokens: output,
-        cache_read_input_tokens: 0,
-        cache_creation_input_tokens: 0,
-    }
-}
-
 /// A PNG of the whole page as `name`: into docs/img/ under
 /// `RALPH_WRITE_SCREENSHOTS=1` (the pictures docs/serve.md shows), else
 /// into the project's folder; either way it must hold a page.
@@ -345,13 +335,13 @@ fn a_single_loop_s_page_ends_with_no_empty_strip_of_controls() {
     let held = go.clone();
     let api = MockApi::start_in_order(move |turn, _| match turn {
         0 => Reply::text("Read the parser and its tests; two cases fail on empty input.")
-            .with_usage(usage(4200, 900)),
+            .with_usage(Usage::tokens(4200, 900)),
         1 => Reply::text("Fixed the empty-input case; the quoted one is next.")
-            .with_usage(usage(6100, 1300)),
+            .with_usage(Usage::tokens(6100, 1300)),
         _ => {
             held.wait();
             Reply::text(format!("Both cases fixed and tested.\n{SIGNAL}"))
-                .with_usage(usage(7400, 600))
+                .with_usage(Usage::tokens(7400, 600))
         }
     });
     let config =
@@ -404,10 +394,9 @@ fn a_queue_run_is_one_table_of_its_items_each_folded_under_it() {
     let go = Gate::default();
     let held = go.clone();
     let last_item_conversations = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let agent =
-        crate::queue::worker_agent(|title| (crate::queue::file_of(title), title.to_string()));
+    let agent = crate::queue::committing_worker();
     let api = MockApi::start(move |turn, body| {
-        let reply = if crate::queue::item_of(body).as_deref() == Some(TITLES[2]) {
+        let reply = if ralph_tests::mock_api::item_of(body).as_deref() == Some(TITLES[2]) {
             let seen = if turn == 0 {
                 last_item_conversations.fetch_add(1, Ordering::SeqCst) + 1
             } else {
@@ -424,7 +413,7 @@ fn a_queue_run_is_one_table_of_its_items_each_folded_under_it() {
         } else {
             agent(turn, body)
         };
-        reply.with_usage(usage(1500, 250))
+        reply.with_usage(Usage::tokens(1500, 250))
     });
     let mut launcher = launch(&scenario, &api);
     let served = Served::start(&scenario, &[]);

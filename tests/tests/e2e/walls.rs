@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::Heard;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{item_of, user_texts, MockApi, Reply};
 use ralph_tests::scenario::Scenario;
 use ralph_tests::SIGNAL;
 use serde_json::Value;
@@ -247,14 +247,6 @@ fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
     );
 }
 
-/// The title of the item a conversation works: the line after "## Your item: ".
-fn item_of(body: &Value) -> Option<String> {
-    user_texts(body).iter().find_map(|text| {
-        let rest = text.split("## Your item: ").nth(1)?;
-        Some(rest.lines().next().unwrap_or_default().trim().to_string())
-    })
-}
-
 #[ralph_tests::on_both_clients]
 fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: ClientVersion) {
     // As an agent that reached .git/config would leave it: a merge driver
@@ -319,15 +311,8 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
         "the merge queue ran the repository's merge driver\n{outcome:?}"
     );
     outcome.ended(23, "complete");
-    let items: Vec<&Value> = outcome.state["queue"]["items"]
-        .as_object()
-        .unwrap()
-        .values()
-        .collect();
-    let review: Vec<_> = items
-        .iter()
-        .filter(|i| i["status"] == "needs-review")
-        .collect();
+    let items = outcome.queue_items();
+    let review = outcome.items_with_status("needs-review");
     assert_eq!(review.len(), 1, "{items:?}");
     assert!(
         review[0]["why"].as_str().unwrap().contains("shared.txt"),

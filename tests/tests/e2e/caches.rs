@@ -16,7 +16,7 @@ use std::process::Command;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::is_root;
 use ralph_tests::mock_api::{item_id_of, item_of, tool_results, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, TempProject};
+use ralph_tests::project::{run_with_timeout, write_tree, TempProject};
 use ralph_tests::scenario::{Outcome, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
@@ -32,8 +32,7 @@ fn project(name: &str, command: &str, files: &[(&str, &str)]) -> TempProject {
     for (path, contents) in files {
         project.write(path, contents);
     }
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "the project"]);
+    project.commit_all("the project");
     project.init();
     project
 }
@@ -179,18 +178,16 @@ fn a_cargo_check_builds_into_a_shared_target_folder_outside_the_project() {
 /// one crate, `tinydep` 0.1.0 (`two()`), and `home`'s cargo configured to
 /// take crates.io's crates from it: a dependency fetched without a network.
 fn local_registry(dir: &Path, home: &Path) {
-    let source = dir.join("source/tinydep-0.1.0");
-    std::fs::create_dir_all(source.join("src")).unwrap();
-    std::fs::write(
-        source.join("Cargo.toml"),
-        "[package]\nname = \"tinydep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        source.join("src/lib.rs"),
-        "pub fn two() -> u32 {\n    2\n}\n",
-    )
-    .unwrap();
+    write_tree(
+        &dir.join("source/tinydep-0.1.0"),
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"tinydep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            ),
+            ("src/lib.rs", "pub fn two() -> u32 {\n    2\n}\n"),
+        ],
+    );
     let registry = dir.join("registry");
     std::fs::create_dir_all(registry.join("index/ti/ny")).unwrap();
     let crate_file = registry.join("tinydep-0.1.0.crate");

@@ -32,8 +32,7 @@ fn project(name: &str) -> TempProject {
     project.write("tests/__init__.py", "");
     project.write("tests/test_calc.py", TESTS);
     project.write(".gitignore", "__pycache__/\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "calc with a failing test"]);
+    project.commit_all("calc with a failing test");
     project.ctl(&["init", "--yes"], &[]).assert_code(0);
     project.write_prompt(TEST_TASK);
     project

@@ -55,8 +55,7 @@ fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_wal
     client: ClientVersion,
 ) {
     let scenario = Scenario::new("client-walls", client).exact_args(&["--headless"]);
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "ralph"]);
+    scenario.commit_all("ralph");
     let root = scenario.path("");
     assert!(!root.join(".claude/settings.local.json").exists());
     let attributes = std::fs::read_to_string(root.join(".git/info/attributes")).ok();
@@ -102,8 +101,7 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
     let scenario = Scenario::new("client-walls-queue", client)
         .file("backlog/T-1", "# Add one\n\nWrite one.txt.\n")
         .exact_args(&["--queue", "dir:backlog", "--merge", "none", "--no-cleanup"]);
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "ralph and the backlog"]);
+    scenario.commit_all("ralph and the backlog");
     let root = std::fs::canonicalize(scenario.path("")).unwrap();
     let tree = root.join(".claude/worktrees/item-T-1");
     let guardrails = std::fs::read_to_string(root.join(".claude/ralph/guardrails.md")).unwrap();

@@ -35,10 +35,7 @@ fn type_then_complete(
     std::thread::sleep(Duration::from_millis(300));
     term.press(Key::Enter).unwrap();
     let done = term.wait_until(LOOP_TIMEOUT, |_| status_of(project) == "complete");
-    let _ = term.type_text("/exit");
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = term.press(Key::Enter);
-    let run = term.finish(Duration::from_secs(10));
+    let run = term.exit_session();
     let state = project.status_json();
     assert!(
         done,

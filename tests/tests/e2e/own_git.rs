@@ -155,8 +155,7 @@ fn a_commondir_the_agent_planted_never_completes_the_loop_and_is_put_back(client
 fn a_queue_items_commondir_keeps_it_from_landing_and_signs_nothing(client: ClientVersion) {
     let scenario = Scenario::configured("own-git-queue", client, r#"{"verify": []}"#)
         .file("PLAN.md", "# Plan\n\n- [ ] the helper\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     let root = scenario.path("");
     let marker = marker(&scenario);
     // Unsandboxed: 2.1.330's sandbox keeps a worktree's record read-only

@@ -116,8 +116,7 @@ pub(crate) fn queue_project(
         config[key] = value.clone();
     }
     let scenario = Scenario::configured(name, client, &config.to_string()).file("PLAN.md", plan);
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     scenario
 }
 
@@ -551,8 +550,7 @@ fn a_queue_in_a_project_never_set_up_sets_it_up_before_it_claims(client: ClientV
     );
     project.write("PLAN.md", "# Plan\n\n- [ ] task 1\n- [ ] task 2\n");
     project.write(".gitignore", "__pycache__/\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "the plan"]);
+    project.commit_all("the plan");
     assert!(!project.path(".claude").exists());
     let api = MockApi::start(committing_worker());
     let mut command = project.command(ralph_tests::bins::ctl());
@@ -598,8 +596,7 @@ fn a_folder_s_items_stay_on_their_branches_with_merge_none_and_a_skip_is_recorde
         .file("backlog/T-1", "# Add one\n\nWrite one.txt.\n")
         .file("backlog/T-2", "# Obsolete thing\n")
         .args(&["--queue", "dir:backlog", "--merge", "none"]);
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the backlog"]);
+    scenario.commit_all("the backlog");
     let root = scenario.path("");
     let before = git_out(&root, &["rev-parse", "main"]);
     let agent = committing_worker();

@@ -23,8 +23,7 @@ use ralph_tests::SIGNAL;
 fn python_project(name: &str) -> TempProject {
     let project = TempProject::new(name);
     project.write("test_math.py", "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "a test"]);
+    project.commit_all("a test");
     project.ctl(&["init", "--yes"], &[]).assert_code(0);
     project.write_prompt(TEST_TASK);
     project
@@ -282,8 +281,7 @@ fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersio
     std::fs::create_dir_all(project.path("tests")).unwrap();
     let test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n";
     project.write("tests/test_math.py", test);
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "a test"]);
+    project.commit_all("a test");
     project.ctl(&["init", "--yes"], &[]).assert_code(0);
     project.write_prompt(TEST_TASK);
     let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();

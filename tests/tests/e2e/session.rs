@@ -767,8 +767,7 @@ fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersi
     let app = project.root.join("mono/app");
     project.write("mono/app/lib.txt", "0\n");
     project.write("mono/other/x.txt", "x\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "monorepo"]);
+    project.commit_all("monorepo");
     // The loop's project is mono/app; the repository's top is two folders up.
     project.root = app.clone();
     project.init();

@@ -89,8 +89,7 @@ fn project(name: &str, client: ClientVersion) -> Scenario {
         .file("test_helper.py", TEST)
         .file("helper.py", "def add(a, b):\n    return a + b\n")
         .file(".gitignore", "__pycache__/\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "a tested helper"]);
+    scenario.commit_all("a tested helper");
     scenario
 }
 
@@ -149,8 +148,7 @@ fn a_fresh_loops_check_runs_the_agents_code_inside_the_walls(client: ClientVersi
 fn a_queue_items_checks_run_the_agents_code_inside_the_walls(client: ClientVersion) {
     let outside = target("queue", client);
     let scenario = project("walls-queue", client).file("PLAN.md", "# Plan\n\n- [ ] helper\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     let scenario = scenario.args(&["--queue", "plan:PLAN.md"]);
     let records = Records::listen();
     let write = write_helper(&outside, &records);
@@ -178,8 +176,7 @@ fn a_queue_items_checks_run_the_agents_code_inside_the_walls(client: ClientVersi
 fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
     let scenario =
         project("walls-guarded", client).file("PLAN.md", "# Plan\n\n- [ ] helper\n- [ ] other\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     let root = scenario.path("");
     let guardrails_before =
         std::fs::read_to_string(root.join(".claude/ralph/guardrails.md")).unwrap();
@@ -259,8 +256,7 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
     let scenario = Scenario::configured("walls-merge-driver", client, r#"{"verify": []}"#)
         .file("PLAN.md", "# Plan\n\n- [ ] left side\n- [ ] right side\n")
         .file(".gitattributes", "shared.txt merge=mine\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     scenario.git(&[
         "config",
         "merge.mine.driver",

@@ -28,8 +28,7 @@ fn queue_of(project: TempProject, config: Value, plan: &str, ignored: &str) -> S
     project.write("PLAN.md", plan);
     project.write(".gitignore", ignored);
     project.init();
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "the project"]);
+    project.commit_all("the project");
     Scenario::around(project, ClientVersion::V2_1_330).args(&[
         "--queue",
         "plan:PLAN.md",
@@ -64,13 +63,7 @@ fn editable_project(name: &str) -> (TempProject, PathBuf) {
         "import unittest\n\nfrom toy import add\n\n\nclass AddTest(unittest.TestCase):\n    \
          def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
     );
-    let made = project
-        .command("python3")
-        .args(["-m", "venv", "--without-pip", ".venv"])
-        .status()
-        .unwrap();
-    assert!(made.success(), "python3 -m venv");
-    let venv = std::fs::canonicalize(project.path(".venv")).unwrap();
+    let venv = project.make_venv();
     let site = project
         .command(venv.join("bin/python"))
         .args([

@@ -292,6 +292,13 @@ pub struct RecordedRequest {
     pub status: u16,
 }
 
+impl RecordedRequest {
+    /// The model the request asked for (`""` when it named none).
+    pub fn model(&self) -> &str {
+        self.body["model"].as_str().unwrap_or("")
+    }
+}
+
 /// How a [`MockApi`] treats requests beyond the script.
 #[derive(Clone, Debug, Default)]
 pub struct MockOptions {
@@ -869,23 +876,14 @@ fn response_for(
 
     let n = shared.ids.fetch_add(1, Ordering::SeqCst);
     let model = body["model"].as_str().unwrap_or("claude-mock").to_string();
+    let ok =
+        |content_type: &str, body: &[u8]| http_response(200, content_type, &message.headers, body);
     if !body["stream"].as_bool().unwrap_or(false) {
         let msg = message_json(&message, &model, n);
-        let response = http_response(
-            200,
-            "application/json",
-            &message.headers,
-            msg.to_string().as_bytes(),
-        );
-        return whole(200, response);
+        return whole(200, ok("application/json", msg.to_string().as_bytes()));
     }
     let events = sse_events(&message, &model, n);
-    let response = http_response(
-        200,
-        "text/event-stream",
-        &message.headers,
-        events.concat().as_bytes(),
-    );
+    let response = ok("text/event-stream", events.concat().as_bytes());
     if shared.options.event_gap.is_zero() {
         return whole(200, response);
     }

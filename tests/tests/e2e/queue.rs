@@ -52,6 +52,9 @@ pub(crate) fn committing_worker() -> impl Fn(usize, &Value) -> Reply + Send + Sy
     worker_agent(|title| (file_of(title), title.to_string()))
 }
 
+/// A plan of three items.
+pub(crate) const THREE: &str = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
+
 /// [`committing_worker`] of every item, but the first conversation on task 1
 /// hangs in a long command; the flag is set once it started.
 pub(crate) fn hanging_on_task_1() -> (
@@ -365,14 +368,8 @@ fn a_killed_worker_s_item_is_taken_up_after_its_claim_lapses_by_a_joined_process
 ) {
     // Two processes on one project, one worker each; the first is killed
     // (SIGKILL) while its client works on the first item.
-    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
-    let scenario = plan_drain(
-        "queue-killed",
-        client,
-        plan,
-        json!({"claimTtlSeconds": 3}),
-        "1",
-    );
+    let lapsing = json!({"claimTtlSeconds": 3});
+    let scenario = plan_drain("queue-killed", client, THREE, lapsing, "1");
     let (hung, agent) = hanging_on_task_1();
     let api = MockApi::start(agent);
     let spawn = || started(&scenario, &api);
@@ -457,7 +454,7 @@ fn two_processes_on_one_project_never_work_the_same_item(client: ClientVersion) 
 #[test]
 fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
     let client = ClientVersion::V2_1_330;
-    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
+    let plan = THREE;
     let scenario = plan_drain("queue-ctrl-c", client, plan, json!({}), "2");
     // Every item's agent starts a long command.
     let stopped = Arc::new(AtomicBool::new(false));
@@ -630,8 +627,6 @@ fn a_folder_s_items_stay_on_their_branches_with_merge_none_and_a_skip_is_recorde
     outcome
         .closing_has(&["1 item finished on its branch (ralph/…), not merged: review and merge it"]);
 }
-
-const THREE: &str = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
 
 #[ralph_tests::on_both_clients]
 fn an_item_said_done_with_no_change_does_not_land_as_done(client: ClientVersion) {

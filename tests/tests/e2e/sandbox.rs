@@ -44,6 +44,20 @@ fn launch(
     (scenario, outcome)
 }
 
+/// Panics unless the loop completed in the client's sandbox (as its
+/// line says) with a write of the agent's refused; every tool result.
+fn completed_with_a_write_refused(
+    outcome: &Outcome,
+    api: &MockApi,
+    client: ClientVersion,
+) -> String {
+    outcome.ended(0, "complete");
+    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
+    let results = tool_results(api);
+    assert!(results.contains(write_refused(client)), "{results}");
+    results
+}
+
 /// A folder on PATH without `names`: every program of the folders on PATH
 /// that hold one of them, linked, but those.
 fn path_without(project: &TempProject, names: &[&str]) -> String {
@@ -217,10 +231,7 @@ fn a_fresh_loop_runs_its_iterations_with_the_walls(client: ClientVersion) {
         None => Reply::text(format!("All done.\n{SIGNAL}")),
     });
     let (_, outcome) = launch(project, client, &api, &["--fresh"], &[]);
-    outcome.ended(0, "complete");
-    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
-    let results = tool_results(&api);
-    assert!(results.contains(write_refused(client)), "{results}");
+    let results = completed_with_a_write_refused(&outcome, &api, client);
     assert!(
         the_check_passed(&results, client == ClientVersion::V2_1_330),
         "{results}"
@@ -301,15 +312,11 @@ fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersio
             "echo 'import unittest' > tests/test_new.py",
         ],
     };
-    let api = MockApi::start(move |turn, _| match commands.get(turn) {
-        Some(command) => Reply::bash(*command),
-        None => Reply::text(format!("All done.\n{SIGNAL}")),
-    });
+    let api = MockApi::start(script::replies_then_done(
+        commands.into_iter().map(Reply::bash).collect(),
+    ));
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
-    outcome.ended(0, "complete");
-    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
-    let results = tool_results(&api);
-    assert!(results.contains(write_refused(client)), "{results}");
+    let results = completed_with_a_write_refused(&outcome, &api, client);
     assert_eq!(
         std::fs::read_to_string(project.path("tests/test_math.py")).unwrap(),
         test,

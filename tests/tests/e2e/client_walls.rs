@@ -16,6 +16,17 @@ use ralph_tests::project::git_status_out;
 use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::SIGNAL;
 
+/// Panics unless `dir` has no `.claude/settings.local.json`, which the
+/// agent tried to make.
+fn no_settings_file(dir: &std::path::Path, results: &str) {
+    let made = dir.join(".claude/settings.local.json");
+    assert!(
+        !made.exists(),
+        "the agent made {}: {results}",
+        made.display()
+    );
+}
+
 /// What the agent's git commands must not have left in the repository
 /// whose common folder is `dot_git`: no hooks path, no hook, the
 /// attributes as they were.
@@ -85,10 +96,7 @@ fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_wal
         root.join(".claude/ralph/PROMPT.md").exists() && !root.join(".claude.x").exists(),
         "the agent moved .claude: {results}"
     );
-    assert!(
-        !root.join(".claude/settings.local.json").exists(),
-        "the agent made a settings file: {results}"
-    );
+    no_settings_file(&root, &results);
     assert!(results.contains("committed"), "{results}");
     assert_eq!(
         git_status_out(&root, &["log", "-1", "--format=%s"]).1,
@@ -155,10 +163,7 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
         guardrails,
         "the agent changed the worktree's guardrails: {results}"
     );
-    assert!(
-        !tree.join(".claude/settings.local.json").exists(),
-        "the agent made the worktree's settings file: {results}"
-    );
+    no_settings_file(&tree, &results);
     // Its commit went in, on the item's branch.
     assert!(results.contains("committed"), "{results}");
     // `ralph-ctl check` there judged the item's loop, in the item's worktree.

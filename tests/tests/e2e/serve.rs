@@ -67,6 +67,52 @@ fn launch(scenario: &Scenario, api: &MockApi) -> Child {
     cmd.spawn().unwrap()
 }
 
+/// A mock whose iteration 1 says `first`, whose iteration 2 waits for the
+/// gate (at most [`HOLD`]) before it says it fixed the parser, and whose
+/// iteration 3 claims done; the gate.
+fn held_at_iteration_2(first: &'static str) -> (Gate, MockApi) {
+    let go = Gate::default();
+    let held = go.clone();
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::text(first),
+        1 => {
+            held.wait();
+            Reply::text("Fixed the parser.")
+        }
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    (go, api)
+}
+
+/// A fresh loop against a mock, its check saying [`CHECK_SAYS`], with
+/// `ralph-ctl serve` and a browser on its page.
+struct LivePage {
+    scenario: Scenario,
+    launcher: Child,
+    served: Served,
+    browser: Browser,
+}
+
+impl LivePage {
+    /// Starts the loop `name` against `api`, serves it and opens the page
+    /// in the browser (which must answer 200).
+    fn open(name: &str, api: &MockApi) -> LivePage {
+        let config =
+            format!(r#"{{"verify": [{{"name": "tests", "command": "echo '{CHECK_SAYS}'"}}]}}"#);
+        let scenario = Scenario::configured(name, CLIENT, &config).fresh(&[]);
+        let launcher = launch(&scenario, api);
+        let served = Served::start(&scenario, &[]);
+        let mut browser = Browser::start(&scenario);
+        assert_eq!(browser.open(&served.url), 200);
+        LivePage {
+            scenario,
+            launcher,
+            served,
+            browser,
+        }
+    }
+}
+
 /// Waits until the loop's state says `status`.
 fn wait_status(project: &TempProject, status: &str) {
     assert!(
@@ -80,66 +126,54 @@ fn wait_status(project: &TempProject, status: &str) {
 
 #[test]
 fn the_page_follows_a_loop_to_its_end_and_its_note_reaches_the_next_iteration() {
-    let go = Gate::default();
-    let held = go.clone();
-    let api = MockApi::start_in_order(move |turn, _| {
-        match turn {
-        0 => Reply::text(
-            "Looked around. <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">",
-        ),
-        1 => {
-            held.wait();
-            Reply::text("Fixed the parser.")
-        }
-        _ => Reply::text(format!("All done.\n{SIGNAL}")),
-    }
-    });
-    let config =
-        format!(r#"{{"verify": [{{"name": "tests", "command": "echo '{CHECK_SAYS}'"}}]}}"#);
-    let scenario = Scenario::configured("serve-live", CLIENT, &config).fresh(&[]);
-    let mut launcher = launch(&scenario, &api);
-    let served = Served::start(&scenario, &[]);
-    let mut browser = Browser::start(&scenario);
-    assert_eq!(browser.open(&served.url), 200);
-    browser.eval("window.__loaded = 'once'");
+    let (go, api) = held_at_iteration_2(
+        "Looked around. <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">",
+    );
+    let mut live = LivePage::open("serve-live", &api);
+    live.browser.eval("window.__loaded = 'once'");
 
     // Running, with the agent's markup as text.
-    browser.wait_text(&selector("h2"), "running", SOON);
-    let page = browser.wait_text(
+    live.browser.wait_text(&selector("h2"), "running", SOON);
+    let page = live.browser.wait_text(
         &selector(".body"),
         "<script>window.__pwned = 1</script>",
         SOON,
     );
     assert!(page.contains("onerror"), "{page}");
     assert_eq!(
-        browser.eval("document.querySelectorAll('#loops script, #loops img').length"),
+        live.browser
+            .eval("document.querySelectorAll('#loops script, #loops img').length"),
         0,
         "the agent's markup became elements"
     );
 
     // A note for the next iteration, from the page.
-    browser.type_in(&selector("form.say input"), "Prefer the small fix.");
-    browser.click(&selector("form.say button"));
-    browser.wait_text(&selector(".message"), "noted", SOON);
+    live.browser
+        .type_in(&selector("form.say input"), "Prefer the small fix.");
+    live.browser.click(&selector("form.say button"));
+    live.browser.wait_text(&selector(".message"), "noted", SOON);
     go.open();
 
     // Complete, with the check's output, in the same page.
-    browser.wait_text(&selector(".status"), "complete", SOON);
-    browser.wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
+    live.browser
+        .wait_text(&selector(".status"), "complete", SOON);
+    live.browser
+        .wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
     assert_eq!(
-        browser.eval("window.__loaded"),
+        live.browser.eval("window.__loaded"),
         "once",
         "the page was reloaded"
     );
     assert_eq!(
-        browser.eval("performance.getEntriesByType('navigation').length"),
+        live.browser
+            .eval("performance.getEntriesByType('navigation').length"),
         1
     );
     assert!(
-        browser.eval("window.__pwned").is_null(),
+        live.browser.eval("window.__pwned").is_null(),
         "the agent's script ran"
     );
-    exits_with(&mut launcher, 0);
+    exits_with(&mut live.launcher, 0);
 
     let requests = api.main_requests();
     assert_eq!(requests.len(), 3, "three iterations");
@@ -246,38 +280,25 @@ fn the_agent_s_question_is_answered_from_the_page() {
 
 #[test]
 fn a_silent_connection_does_not_stop_the_page() {
-    let go = Gate::default();
-    let held = go.clone();
-    let api = MockApi::start_in_order(move |turn, _| match turn {
-        0 => Reply::text("Looked around."),
-        1 => {
-            held.wait();
-            Reply::text("Fixed the parser.")
-        }
-        _ => Reply::text(format!("All done.\n{SIGNAL}")),
-    });
-    let config =
-        format!(r#"{{"verify": [{{"name": "tests", "command": "echo '{CHECK_SAYS}'"}}]}}"#);
-    let scenario = Scenario::configured("serve-silent", CLIENT, &config).fresh(&[]);
-    let mut launcher = launch(&scenario, &api);
-    let served = Served::start(&scenario, &[]);
-    let mut browser = Browser::start(&scenario);
-    assert_eq!(browser.open(&served.url), 200);
-    browser.wait_text(&selector("h2"), "running", SOON);
+    let (go, api) = held_at_iteration_2("Looked around.");
+    let mut live = LivePage::open("serve-silent", &api);
+    live.browser.wait_text(&selector("h2"), "running", SOON);
 
     // A stranger (no token) announces a body and never sends it, and so
     // does a request with the token and the page's origin; both stay
     // open while the loop goes on.
-    let mut stranger = served.hold(&format!(
+    let mut stranger = live.served.hold(&format!(
         "POST /api/cancel HTTP/1.1\r\nHost: {}\r\nContent-Length: 100000\r\n\r\n",
-        served.host()
+        live.served.host()
     ));
-    let mut silent = served.hold(&served.post_head("/api/say", 64));
+    let mut silent = live.served.hold(&live.served.post_head("/api/say", 64));
     go.open();
 
-    browser.wait_text(&selector(".status"), "complete", SOON);
-    browser.wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
-    exits_with(&mut launcher, 0);
+    live.browser
+        .wait_text(&selector(".status"), "complete", SOON);
+    live.browser
+        .wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
+    exits_with(&mut live.launcher, 0);
     assert_eq!(api.main_requests().len(), 3, "three iterations");
 
     let (said, closed) = Served::answered(&mut stranger, Duration::from_secs(2));
@@ -286,7 +307,10 @@ fn a_silent_connection_does_not_stop_the_page() {
     let (said, closed) = Served::answered(&mut silent, Duration::from_secs(10));
     assert!(said.starts_with("HTTP/1.1 408"), "{said}");
     assert!(closed, "the silent connection was left open");
-    assert!(scenario.status_json()["hint"].is_null(), "no note left");
+    assert!(
+        live.scenario.status_json()["hint"].is_null(),
+        "no note left"
+    );
 }
 
 /// The page's width in the screenshots and in what is measured.

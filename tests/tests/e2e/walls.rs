@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::Heard;
 use ralph_tests::mock_api::{item_of, user_texts, MockApi, Reply};
-use ralph_tests::scenario::Scenario;
+use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::SIGNAL;
 use serde_json::Value;
 
@@ -93,17 +93,20 @@ fn project(name: &str, client: ClientVersion) -> Scenario {
     scenario
 }
 
-/// Runs `scenario` with the agent writing `helper` at `file_path` and
-/// claiming done; asserts the outside file never appeared and that the
+/// Runs `scenario` with the agent `agent(write)` (`write` the shell
+/// command that writes the escaping helper) claiming done; asserts the outside file never appeared and that the
 /// check imported the agent's module and was refused the write.
-fn agent_cannot_escape_through_the_check(
+fn agent_cannot_escape_through_the_check<A>(
     scenario: Scenario,
     outside: PathBuf,
-    records: Records,
-    agent: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static,
-) {
+    agent: impl FnOnce(String) -> A,
+) where
+    A: Fn(usize, &Value) -> Reply + Send + Sync + 'static,
+{
+    let records = Records::listen();
+    let write = write_helper(&outside, &records);
     let _ = std::fs::remove_file(&outside);
-    let api = MockApi::start(agent);
+    let api = MockApi::start(agent(write));
     let outcome = scenario.run(&api);
     let escaped = outside.exists();
     let _ = std::fs::remove_file(&outside);
@@ -120,28 +123,26 @@ fn agent_cannot_escape_through_the_check(
     );
 }
 
+/// The agent of a loop: runs `write`, then says the helper is done.
+fn writes_the_helper(write: String) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    move |turn, _| match turn {
+        0 => Reply::bash(write.clone()),
+        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
+    }
+}
+
 #[ralph_tests::on_both_clients]
 fn a_sessions_check_runs_the_agents_code_inside_the_walls(client: ClientVersion) {
     let outside = target("session", client);
     let scenario = project("walls-session", client);
-    let records = Records::listen();
-    let write = write_helper(&outside, &records);
-    agent_cannot_escape_through_the_check(scenario, outside, records, move |turn, _| match turn {
-        0 => Reply::bash(write.clone()),
-        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
-    });
+    agent_cannot_escape_through_the_check(scenario, outside, writes_the_helper);
 }
 
 #[ralph_tests::on_both_clients]
 fn a_fresh_loops_check_runs_the_agents_code_inside_the_walls(client: ClientVersion) {
     let outside = target("fresh", client);
     let scenario = project("walls-fresh", client).fresh(&[]);
-    let records = Records::listen();
-    let write = write_helper(&outside, &records);
-    agent_cannot_escape_through_the_check(scenario, outside, records, move |turn, _| match turn {
-        0 => Reply::bash(write.clone()),
-        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
-    });
+    agent_cannot_escape_through_the_check(scenario, outside, writes_the_helper);
 }
 
 #[ralph_tests::on_both_clients]
@@ -150,24 +151,15 @@ fn a_queue_items_checks_run_the_agents_code_inside_the_walls(client: ClientVersi
     let scenario = project("walls-queue", client).file("PLAN.md", "# Plan\n\n- [ ] helper\n");
     scenario.commit_all("the plan");
     let scenario = scenario.args(&["--queue", "plan:PLAN.md"]);
-    let records = Records::listen();
-    let write = write_helper(&outside, &records);
-    agent_cannot_escape_through_the_check(scenario, outside, records, move |turn, body| {
-        // The item's agent works in its worktree (its folder is the client's).
-        let item_id = user_texts(body)
-            .iter()
-            .find_map(|text| {
-                let rest = text.split("\"itemId\": ").nth(1)?;
-                Some(rest.split('}').next()?.trim().to_string())
-            })
-            .unwrap_or_else(|| "\"?\"".into());
-        match turn {
-            0 => Reply::bash(format!(
-                "{write}git add helper.py && git commit -qm 'the helper' && echo committed"
-            )),
-            _ => Reply::text(format!(
-                "The helper is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
-            )),
+    agent_cannot_escape_through_the_check(scenario, outside, |write| {
+        move |turn, body: &Value| {
+            // The item's agent works in its worktree (its folder is the client's).
+            match turn {
+                0 => Reply::bash(format!(
+                    "{write}git add helper.py && git commit -qm 'the helper' && echo committed"
+                )),
+                _ => script::item_done("The helper is done.", body),
+            }
         }
     });
 }
@@ -182,13 +174,6 @@ fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
         std::fs::read_to_string(root.join(".claude/ralph/guardrails.md")).unwrap();
     let scenario = scenario.args(&["--queue", "plan:PLAN.md"]);
     let api = MockApi::start(move |turn, body| {
-        let item_id = user_texts(body)
-            .iter()
-            .find_map(|text| {
-                let rest = text.split("\"itemId\": ").nth(1)?;
-                Some(rest.split('}').next()?.trim().to_string())
-            })
-            .unwrap_or_else(|| "\"?\"".into());
         match turn {
             // Signs for the next items, a merge driver, every box ticked.
             // The worktree's guardrails.md is read-only to the agent, so the
@@ -201,9 +186,7 @@ fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
                  echo work > work.txt && git add work.txt .gitattributes PLAN.md && \
                  git commit -qm 'the item' && echo committed",
             ),
-            _ => Reply::text(format!(
-                "Done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
-            )),
+            _ => script::item_done("Done.", body),
         }
     });
     let outcome = scenario.run(&api);
@@ -269,13 +252,6 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
         let Some(title) = item_of(body) else {
             return Reply::text("No item in sight.");
         };
-        let item_id = user_texts(body)
-            .iter()
-            .find_map(|text| {
-                let rest = text.split("\"itemId\": ").nth(1)?;
-                Some(rest.split('}').next()?.trim().to_string())
-            })
-            .unwrap_or_else(|| "\"?\"".into());
         let commit = Reply::bash(format!(
             "echo '{title}' > shared.txt && git add shared.txt && git commit -qm '{title}' && echo committed"
         ));
@@ -294,9 +270,7 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
                 commit
             }
             1 | 2 if could_not_start => commit,
-            _ => Reply::text(format!(
-                "{title} is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
-            )),
+            _ => script::item_done(&format!("{title} is done."), body),
         }
     });
     let outcome = scenario.run(&api);

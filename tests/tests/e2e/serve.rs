@@ -86,11 +86,13 @@ fn held_at_iteration_2(first: &'static str) -> (Gate, MockApi) {
 
 /// A fresh loop against a mock, its check saying [`CHECK_SAYS`], with
 /// `ralph-ctl serve` and a browser on its page.
+/// Its fields are dropped in the order they stand: the browser and the
+/// server end before the project's folder goes.
 struct LivePage {
-    scenario: Scenario,
-    launcher: Child,
-    served: Served,
     browser: Browser,
+    served: Served,
+    launcher: Child,
+    scenario: Scenario,
 }
 
 impl LivePage {
@@ -105,10 +107,10 @@ impl LivePage {
         let mut browser = Browser::start(&scenario);
         assert_eq!(browser.open(&served.url), 200);
         LivePage {
-            scenario,
-            launcher,
-            served,
             browser,
+            served,
+            launcher,
+            scenario,
         }
     }
 }

@@ -2,8 +2,8 @@
 # Installs the pinned Claude Code clients the end-to-end tests run against into
 # .cache/claude-code/<version>/ (ignored by git), and reuses them when present.
 set -euo pipefail
+source "$(dirname "$0")/install-lib.sh"
 
-root=$(cd "$(dirname "$0")/.." && pwd)
 versions=(2.1.330 2.0.77)
 
 for version in "${versions[@]}"; do
@@ -16,15 +16,8 @@ for version in "${versions[@]}"; do
   if [ -x "$exe" ] && "$exe" --version 2>/dev/null | grep -q "^$version "; then
     continue
   fi
-  command -v npm >/dev/null || { echo "install-clients: npm is needed to install Claude Code $version" >&2; exit 1; }
-  echo "install-clients: installing Claude Code $version into $dir" >&2
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  echo '{"name":"ralph-test-client","private":true}' > "$dir/package.json"
-  (cd "$dir" && npm install --no-audit --no-fund --loglevel=error "@anthropic-ai/claude-code@$version" >&2)
-  if ! "$exe" --version 2>/dev/null | grep -q "^$version "; then
-    echo "install-clients: Claude Code $version did not install a working $exe" >&2
-    exit 1
-  fi
+  npm_install "$dir" ralph-test-client "@anthropic-ai/claude-code@$version" "Claude Code $version"
+  "$exe" --version 2>/dev/null | grep -q "^$version " ||
+    fail "Claude Code $version did not install a working $exe"
 done
-echo "install-clients: Claude Code ${versions[*]} ready" >&2
+say "Claude Code ${versions[*]} ready"

@@ -5,17 +5,13 @@
 # saying why on stderr, where it cannot be installed (not root, no
 # apt-get): those tests then skip.
 set -euo pipefail
+source "$(dirname "$0")/install-lib.sh"
 
 python=/usr/bin/python3
 if ! "$python" -c 'import pytest' 2>/dev/null; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "install-pytest: installing python3-pytest" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -qq python3-pytest >&2 || { apt-get update -qq >&2 && apt-get install -y -qq python3-pytest >&2; }
-  else
-    echo "install-pytest: $python has no pytest; install it (apt-get install python3-pytest)" >&2
-    exit 1
-  fi
+  can_apt || fail "$python has no pytest; install it (apt-get install python3-pytest)"
+  say "installing python3-pytest"
+  apt_install python3-pytest
 fi
-echo "install-pytest: $("$python" -m pytest --version 2>&1 | head -1)" >&2
+say "$("$python" -m pytest --version 2>&1 | head -1)"
 echo "$python"

@@ -218,6 +218,19 @@ pub fn go_on_text(answer: &Value) -> Option<&str> {
     None
 }
 
+/// The row `name` of a `ralph-ctl doctor --json` report (its `checks`);
+/// `null` when the report has none.
+pub fn doctor_row(report: &Value, name: &str) -> Value {
+    let rows = report["checks"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    rows.iter()
+        .find(|row| row["name"] == name)
+        .cloned()
+        .unwrap_or_default()
+}
+
 impl Run {
     /// Panics with the whole run unless it exited 0 with nothing on stdout,
     /// or only a `systemMessage` (the stop ended the loop): the hook let the

@@ -340,6 +340,21 @@ impl Terminal {
         kill_group(self.child.id());
     }
 
+    /// Types `/exit` and Enter as a person ends a client's session (the
+    /// pause lets the client's input box take the text first); what the
+    /// terminal says back is not checked.
+    pub fn type_exit(&mut self) {
+        let _ = self.type_text("/exit");
+        thread::sleep(Duration::from_millis(300));
+        let _ = self.press(Key::Enter);
+    }
+
+    /// [`Terminal::type_exit`], then [`Terminal::finish`] within 10 s.
+    pub fn exit_session(mut self) -> TerminalRun {
+        self.type_exit();
+        self.finish(Duration::from_secs(10))
+    }
+
     /// Waits for the command to exit (killing its group after `timeout`),
     /// then returns what it left behind.
     pub fn finish(mut self, timeout: Duration) -> TerminalRun {
@@ -540,6 +555,24 @@ const EXIT_GRACE: Duration = Duration::from_secs(10);
 const REANSWER_AFTER: Duration = Duration::from_secs(2);
 
 impl TempProject {
+    /// The environment that points the real client at `api`
+    /// ([`TempProject::client_env`]), with the client's first-run screens
+    /// for its key already answered in `HOME` ([`write_first_run_config`]).
+    pub fn first_run_answered(
+        &self,
+        client: ClientVersion,
+        api: &MockApi,
+    ) -> Vec<(String, String)> {
+        let client_env = self.client_env(client, api);
+        let key = client_env
+            .iter()
+            .find(|(k, _)| k == "ANTHROPIC_API_KEY")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        write_first_run_config(&self.home, &self.root, &key);
+        client_env
+    }
+
     /// The launcher in its default, interactive mode (the client's terminal
     /// UI), with the real client and bypassed permissions, ready for
     /// [`Terminal::spawn`]. The client's first-run screens are answered in
@@ -550,13 +583,7 @@ impl TempProject {
         api: &MockApi,
         env: &[(&str, &str)],
     ) -> Command {
-        let client_env = self.client_env(client, api);
-        let key = client_env
-            .iter()
-            .find(|(k, _)| k == "ANTHROPIC_API_KEY")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default();
-        write_first_run_config(&self.home, &self.root, &key);
+        let client_env = self.first_run_answered(client, api);
         let mut cmd = self.command(self.root.join(".claude/ralph/ralph-audit.sh"));
         cmd.args(["--", "--permission-mode", "bypassPermissions"])
             .env("TERM", "xterm-256color")
@@ -645,9 +672,7 @@ impl TempProject {
         if term.try_wait().is_some() {
             ended_by = "itself";
         } else if loop_ended {
-            let _ = term.type_text("/exit");
-            thread::sleep(Duration::from_millis(300));
-            let _ = term.press(Key::Enter);
+            term.type_exit();
             if term.wait(EXIT_GRACE).is_some() {
                 ended_by = "/exit";
             } else {

@@ -129,6 +129,16 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// `input` and `output` tokens and no cache tokens, as a reply reports
+    /// a plain turn.
+    pub fn tokens(input: u64, output: u64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+            ..Usage::default()
+        }
+    }
+
     /// The `usage` JSON object with these counts.
     pub fn to_json(self) -> Value {
         json!({
@@ -282,6 +292,13 @@ pub struct RecordedRequest {
     pub status: u16,
 }
 
+impl RecordedRequest {
+    /// The model the request asked for (`""` when it named none).
+    pub fn model(&self) -> &str {
+        self.body["model"].as_str().unwrap_or("")
+    }
+}
+
 /// How a [`MockApi`] treats requests beyond the script.
 #[derive(Clone, Debug, Default)]
 pub struct MockOptions {
@@ -423,6 +440,46 @@ impl Drop for MockApi {
 /// re-injected prompt carried X".
 pub fn user_texts(body: &Value) -> Vec<String> {
     message_texts(body, "user")
+}
+
+/// Every user-role text of the main conversation's requests to `api`, one
+/// string: what the agent's tool calls gave back, for "the agent saw X".
+pub fn tool_results(api: &MockApi) -> String {
+    api.main_requests()
+        .iter()
+        .flat_map(|r| user_texts(&r.body))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The title of the queue item a conversation works: the line after
+/// "## Your item: " in its user texts.
+pub fn item_of(body: &Value) -> Option<String> {
+    user_texts(body).iter().find_map(|text| {
+        let rest = text.split("## Your item: ").nth(1)?;
+        Some(rest.lines().next().unwrap_or_default().trim().to_string())
+    })
+}
+
+/// The queue item's id, as its text spells it in the RALPH_OUTCOME line
+/// (JSON, quotes included); `"?"` when the text names none.
+pub fn item_id_of(body: &Value) -> String {
+    user_texts(body)
+        .iter()
+        .find_map(|text| {
+            let rest = text.split("\"itemId\": ").nth(1)?;
+            Some(rest.split('}').next()?.trim().to_string())
+        })
+        .unwrap_or_else(|| "\"?\"".into())
+}
+
+/// The line an item's agent ends with to say how its item ended
+/// (`terminal`, `skip`), naming the item the request's text gives.
+pub fn outcome_line(status: &str, body: &Value) -> String {
+    format!(
+        "RALPH_OUTCOME: {{\"status\": \"{status}\", \"itemId\": {}}}",
+        item_id_of(body)
+    )
 }
 
 /// The text of every message of the given role in `body["messages"]`
@@ -819,23 +876,14 @@ fn response_for(
 
     let n = shared.ids.fetch_add(1, Ordering::SeqCst);
     let model = body["model"].as_str().unwrap_or("claude-mock").to_string();
+    let ok =
+        |content_type: &str, body: &[u8]| http_response(200, content_type, &message.headers, body);
     if !body["stream"].as_bool().unwrap_or(false) {
         let msg = message_json(&message, &model, n);
-        let response = http_response(
-            200,
-            "application/json",
-            &message.headers,
-            msg.to_string().as_bytes(),
-        );
-        return whole(200, response);
+        return whole(200, ok("application/json", msg.to_string().as_bytes()));
     }
     let events = sse_events(&message, &model, n);
-    let response = http_response(
-        200,
-        "text/event-stream",
-        &message.headers,
-        events.concat().as_bytes(),
-    );
+    let response = ok("text/event-stream", events.concat().as_bytes());
     if shared.options.event_gap.is_zero() {
         return whole(200, response);
     }

@@ -420,6 +420,40 @@ impl TempProject {
         assert!(status.success(), "git {args:?} failed");
     }
 
+    /// Makes `.venv` in the project with `python3 -m venv --without-pip`;
+    /// its real path.
+    pub fn make_venv(&self) -> PathBuf {
+        let made = self
+            .command("python3")
+            .args(["-m", "venv", "--without-pip", ".venv"])
+            .status()
+            .unwrap();
+        assert!(made.success(), "python3 -m venv");
+        std::fs::canonicalize(self.path(".venv")).unwrap()
+    }
+
+    /// Stages every file and commits it with `message`.
+    pub fn commit_all(&self, message: &str) {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", message]);
+    }
+
+    /// The project's `relative`, read as JSON; panics naming it when it
+    /// is missing or not JSON.
+    pub fn read_json(&self, relative: &str) -> Value {
+        let text = std::fs::read(self.path(relative))
+            .unwrap_or_else(|e| panic!("{relative} cannot be read: {e}"));
+        serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{relative} is not JSON: {e}"))
+    }
+
+    /// `.claude/ralph/config.json` as `change` leaves it.
+    pub fn edit_config(&self, change: impl FnOnce(&mut Value)) {
+        const CONFIG: &str = ".claude/ralph/config.json";
+        let mut config = self.read_json(CONFIG);
+        change(&mut config);
+        self.write(CONFIG, config.to_string());
+    }
+
     /// A command with a clean environment: PATH, HOME and TMPDIR only.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut cmd = Command::new(program);
@@ -854,4 +888,46 @@ pub fn child_of(parent: u32) -> Option<u32> {
         }
     }
     None
+}
+
+/// git in `dir`, with no system configuration and nothing on stdin.
+fn git_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// git in `dir`: its exit code (-1 when killed) and trimmed stdout, for a
+/// test that expects it may fail.
+pub fn git_status_out(dir: &Path, args: &[&str]) -> (i32, String) {
+    let out = git_in(dir, args);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+/// git in `dir`: its trimmed stdout; panics, showing the output, unless it
+/// succeeded.
+pub fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = git_in(dir, args);
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Writes each `(name, contents)` of `files` under `dir`, making the
+/// folders they need.
+pub fn write_tree(dir: &Path, files: &[(&str, &str)]) {
+    for (name, contents) in files {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, contents).unwrap();
+    }
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::client::ClientVersion;
-use crate::mock_api::{MockApi, Reply};
+use crate::mock_api::{outcome_line, MockApi, Reply};
 use crate::project::{run_with_timeout, wait_with_timeout, Run, TempProject};
 use crate::{LOOP_TIMEOUT, SIGNAL};
 
@@ -251,6 +251,40 @@ impl Outcome {
         self.history().iter().map(decision).collect()
     }
 
+    /// The queue run's items (`queue.items` of the status), in the
+    /// status's order; none when the run had no queue.
+    pub fn queue_items(&self) -> Vec<&Value> {
+        self.state["queue"]["items"]
+            .as_object()
+            .map(|items| items.values().collect())
+            .unwrap_or_default()
+    }
+
+    /// The queue run's one item; panics unless there is exactly one.
+    pub fn only_item(&self) -> &Value {
+        let items = self.queue_items();
+        assert_eq!(items.len(), 1, "one queue item; {self:?}");
+        items[0]
+    }
+
+    /// Panics unless the queue run's one item failed with a `why` that
+    /// holds every one of `words`; that `why`.
+    pub fn only_item_failed_with(&self, words: &[&str]) -> &str {
+        let item = self.only_item();
+        assert_eq!(item["status"], "failed", "{item}");
+        let why = item["why"].as_str().unwrap_or_default();
+        for word in words {
+            assert!(why.contains(word), "{word:?} in {why}\n{}", self.run.stderr);
+        }
+        why
+    }
+
+    /// The queue run's items whose status is `status`.
+    pub fn items_with_status(&self, status: &str) -> Vec<&Value> {
+        let items = self.queue_items().into_iter();
+        items.filter(|item| item["status"] == status).collect()
+    }
+
     /// The loop's iteration records, oldest first.
     pub fn history(&self) -> &[Value] {
         self.state["history"]
@@ -328,6 +362,36 @@ pub mod script {
     pub fn says(texts: &[&str]) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
         let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
         move |turn, _| Reply::text(texts[turn.min(texts.len() - 1)].clone())
+    }
+
+    /// `replies` in order, one a turn, then `last` at every later turn.
+    pub fn replies_then(
+        replies: Vec<Reply>,
+        last: impl Into<String>,
+    ) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+        let last = last.into();
+        move |turn, _| {
+            replies
+                .get(turn)
+                .cloned()
+                .unwrap_or_else(|| Reply::text(last.clone()))
+        }
+    }
+
+    /// [`replies_then`] ending with "All done." and the signal.
+    pub fn replies_then_done(
+        replies: Vec<Reply>,
+    ) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+        replies_then(replies, format!("All done.\n{SIGNAL}"))
+    }
+
+    /// A queue item's last word: `words`, the signal, and the line that
+    /// says the item the request names ended (`terminal`).
+    pub fn item_done(words: &str, body: &Value) -> Reply {
+        Reply::text(format!(
+            "{words}\n{SIGNAL}\n{}",
+            outcome_line("terminal", body)
+        ))
     }
 
     /// Says it is still working, every turn.

@@ -272,6 +272,16 @@ impl Served {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// Panics unless Ctrl-C ends it within `wait`, exit code 0, its last
+    /// words `ralph-ctl serve: stopped`.
+    pub fn stops_on_ctrl_c(&mut self, wait: Duration) {
+        let status = self.interrupt(wait);
+        let status = status.unwrap_or_else(|| panic!("serve ends on Ctrl-C within {wait:?}"));
+        assert_eq!(status.code(), Some(0));
+        let stopped = self.output.iter().any(|l| l == "ralph-ctl serve: stopped");
+        assert!(stopped, "{:?}", self.output);
+    }
 }
 
 impl Drop for Served {

@@ -33,8 +33,7 @@ fn record(project: &TempProject) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
 #[test]
 fn without_a_loop_it_runs_the_config_files_checks_and_starts_none() {
     let project = TempProject::with_counted_tests("check-no-loop", "pass\npass\n");
-    let run = check(&project, &[]);
-    run.assert_code(0).assert_stdout_has(&[
+    check(&project, &[]).assert_code(0).assert_stdout_has(&[
         "no loop in ",
         "the checks of .claude/ralph/config.json as they are",
         "check `tests`: sh tests.sh\n  passed in ",

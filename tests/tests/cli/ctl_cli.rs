@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ralph_tests::bins;
-use ralph_tests::cli::{Ctl, Launcher};
+use ralph_tests::cli::{doctor_row, Ctl, Launcher};
 use ralph_tests::project::{
     run_with_timeout, signal_group, signal_process, wait_with_timeout, Run, TempProject,
     INSTALLED_FILES,
@@ -1751,8 +1751,7 @@ fn a_queue_dry_run_lists_the_items_and_shows_the_first_one_s_text_once() {
         "PLAN.md",
         "# Plan\n\n- [ ] add a greeting\n  say hello in hello.txt\n- [ ] add a farewell\n- [x] done already\n",
     );
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "the plan"]);
+    project.commit_all("the plan");
     project.init();
     let before = snapshot(&project.root);
     let dry = project.ctl(
@@ -2299,18 +2298,14 @@ fn a_formula_run_resumes_with_the_file_it_started_from() {
     // like it: the resume takes neither, but what the loop was pinned to.
     let project = TempProject::new("formula-resume");
     project.init();
-    let folder = project.path(".claude/ralph/formulas");
-    std::fs::create_dir_all(&folder).unwrap();
-    std::fs::write(
-        folder.join("feat.yaml"),
+    project.write(
+        ".claude/ralph/formulas/feat.yaml",
         "name: other\nsteps:\n  - id: a\n    prompt: The feature step.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        folder.join("other.yaml"),
+    );
+    project.write(
+        ".claude/ralph/formulas/other.yaml",
         "name: other\nsteps:\n  - id: b\n    prompt: The other formula's step.\n",
-    )
-    .unwrap();
+    );
     let client = fake_client(&project, 0);
     let env = [("RALPH_CLAUDE", client.as_str()), ("RALPH_SANDBOX", "off")];
     let first = launcher(&project, &["--formula", "feat"], &env);
@@ -2546,13 +2541,7 @@ fn a_folder_without_ralph_and_a_config_that_is_not_json_say_what_to_do() {
     project.write(".claude/ralph/config.json", "{\"maxIterations\": 5,}");
     let doctor = project.ctl(&["doctor", "--json"], &[]);
     let report: Value = serde_json::from_str(&doctor.stdout).unwrap();
-    let config = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "config")
-        .cloned()
-        .unwrap();
+    let config = doctor_row(&report, "config");
     let detail = config["detail"].as_str().unwrap();
     assert!(
         detail.contains("is not valid JSON: trailing comma at line 1 column 21")
@@ -3130,8 +3119,7 @@ fn a_fresh_worktree_loop_runs_each_iteration_on_a_branch_of_its_own() {
         ".claude/ralph/config.json",
         json!({"verify": [{"name": "work", "command": "ls work-*.txt"}]}).to_string(),
     );
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "ralph"]);
+    project.commit_all("ralph");
     let client = working_client(&project, "work", 2);
     let run = project.ctl(
         &["run", "--fresh", "--worktree", "--headless", "--no-sandbox"],
@@ -3168,8 +3156,7 @@ fn a_queue_run_works_each_item_in_its_worktree_and_lands_it() {
         json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
     );
     project.write("PLAN.md", "# Plan\n\n- [ ] first\n- [ ] second\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "plan"]);
+    project.commit_all("plan");
     let client = working_client(&project, "item", 1);
     let run = project.ctl(
         &["run", "--queue", "plan:PLAN.md", "--no-sandbox"],
@@ -3197,8 +3184,7 @@ fn a_queue_shared_on_a_remote_lands_there_and_lists_every_item_from_any_clone() 
         json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
     );
     project.write("PLAN.md", "# Plan\n\n- [ ] first\n- [ ] second\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "plan"]);
+    project.commit_all("plan");
     let bare = project.path("").parent().unwrap().join("remote.git");
     project.git(&[
         "init",

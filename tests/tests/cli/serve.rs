@@ -182,18 +182,7 @@ fn ctrl_c_ends_it_and_another_address_is_said_loudly() {
     );
     let json = served.get(&served.with_token("/api/loops")).json();
     assert_eq!(json["loops"], serde_json::json!([]), "no loop yet");
-    let status = served
-        .interrupt(Duration::from_secs(5))
-        .expect("serve ends on Ctrl-C");
-    assert_eq!(status.code(), Some(0));
-    assert!(
-        served
-            .output
-            .iter()
-            .any(|l| l == "ralph-ctl serve: stopped"),
-        "{:?}",
-        served.output
-    );
+    served.stops_on_ctrl_c(Duration::from_secs(5));
 }
 
 /// How soon another client's answer must come while a connection is stuck.
@@ -269,18 +258,7 @@ fn ctrl_c_ends_it_while_connections_hang() {
     ];
     // The server has taken them all.
     std::thread::sleep(Duration::from_millis(300));
-    let status = served
-        .interrupt(PROMPTLY)
-        .expect("serve ends on Ctrl-C within 2 s");
-    assert_eq!(status.code(), Some(0));
-    assert!(
-        served
-            .output
-            .iter()
-            .any(|l| l == "ralph-ctl serve: stopped"),
-        "{:?}",
-        served.output
-    );
+    served.stops_on_ctrl_c(PROMPTLY);
 }
 
 #[test]

@@ -15,8 +15,8 @@ use std::process::Command;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::is_root;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, TempProject};
+use ralph_tests::mock_api::{item_id_of, item_of, tool_results, MockApi, Reply};
+use ralph_tests::project::{run_with_timeout, write_tree, TempProject};
 use ralph_tests::scenario::{Outcome, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
@@ -32,8 +32,7 @@ fn project(name: &str, command: &str, files: &[(&str, &str)]) -> TempProject {
     for (path, contents) in files {
         project.write(path, contents);
     }
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "the project"]);
+    project.commit_all("the project");
     project.init();
     project
 }
@@ -71,15 +70,6 @@ fn rustup_env(scenario: Scenario) -> Scenario {
         scenario = scenario.env("RUSTUP_TOOLCHAIN", &toolchain);
     }
     scenario
-}
-
-/// Every tool result the agent was given.
-fn tool_results(api: &MockApi) -> String {
-    api.main_requests()
-        .iter()
-        .flat_map(|r| user_texts(&r.body))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// What the agent's shell shows when the check it ran passed.
@@ -158,18 +148,28 @@ const CARGO_TOML: &str = "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nediti
 const CARGO_LIB: &str = "pub fn add(a: u32, b: u32) -> u32 {\n    a + b\n}\n\n\
 #[test]\nfn adds() {\n    assert_eq!(add(2, 3), 5);\n}\n";
 
+/// A cargo check offline (its dependencies fetched already), and what
+/// `.gitignore` says then.
+const OFFLINE: (&str, &str) = ("cargo test -q --offline", "/target\n");
+
+/// A cargo check that may fetch, and what `.gitignore` says then.
+const FETCHING: (&str, &str) = ("cargo test -q", "/target\nCargo.lock\n");
+
+/// A crate with its test ([`CARGO_TOML`], [`CARGO_LIB`]), checked by
+/// `command` with `ignored` in `.gitignore`; see [`project`].
+fn cargo_project(name: &str, (command, ignored): (&str, &str)) -> TempProject {
+    let files = [
+        ("Cargo.toml", CARGO_TOML),
+        ("src/lib.rs", CARGO_LIB),
+        (".gitignore", ignored),
+    ];
+    project(name, command, &files)
+}
+
 #[test]
 fn a_cargo_check_builds_into_a_shared_target_folder_outside_the_project() {
     let client = ClientVersion::V2_1_330;
-    let project = project(
-        "caches-cargo-target",
-        "cargo test -q --offline",
-        &[
-            ("Cargo.toml", CARGO_TOML),
-            ("src/lib.rs", CARGO_LIB),
-            (".gitignore", "/target\n"),
-        ],
-    );
+    let project = cargo_project("caches-cargo-target", OFFLINE);
     let shared = project.home.parent().unwrap().join("shared-target");
     let scenario = rustup_env(Scenario::around(project, client))
         .env("CARGO_TARGET_DIR", &shared.display().to_string())
@@ -188,18 +188,16 @@ fn a_cargo_check_builds_into_a_shared_target_folder_outside_the_project() {
 /// one crate, `tinydep` 0.1.0 (`two()`), and `home`'s cargo configured to
 /// take crates.io's crates from it: a dependency fetched without a network.
 fn local_registry(dir: &Path, home: &Path) {
-    let source = dir.join("source/tinydep-0.1.0");
-    std::fs::create_dir_all(source.join("src")).unwrap();
-    std::fs::write(
-        source.join("Cargo.toml"),
-        "[package]\nname = \"tinydep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        source.join("src/lib.rs"),
-        "pub fn two() -> u32 {\n    2\n}\n",
-    )
-    .unwrap();
+    write_tree(
+        &dir.join("source/tinydep-0.1.0"),
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"tinydep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            ),
+            ("src/lib.rs", "pub fn two() -> u32 {\n    2\n}\n"),
+        ],
+    );
     let registry = dir.join("registry");
     std::fs::create_dir_all(registry.join("index/ti/ny")).unwrap();
     let crate_file = registry.join("tinydep-0.1.0.crate");
@@ -237,15 +235,7 @@ fn local_registry(dir: &Path, home: &Path) {
 #[test]
 fn a_cargo_check_fetches_the_crate_the_agent_added_into_the_registry() {
     let client = ClientVersion::V2_1_330;
-    let project = project(
-        "caches-cargo-registry",
-        "cargo test -q",
-        &[
-            ("Cargo.toml", CARGO_TOML),
-            ("src/lib.rs", CARGO_LIB),
-            (".gitignore", "/target\nCargo.lock\n"),
-        ],
-    );
+    let project = cargo_project("caches-cargo-registry", FETCHING);
     local_registry(project.home.parent().unwrap(), &project.home);
     let registry = project.home.join(".cargo/registry");
     assert!(!registry.exists());
@@ -292,34 +282,47 @@ fn claims() -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
     |_, _| Reply::text(format!("The tests pass.\n{SIGNAL}"))
 }
 
-#[test]
-fn under_landlock_a_cargo_check_makes_its_first_target_folder() {
-    if !is_root() {
+/// Whether this run can take bubblewrap away (root's mount namespace);
+/// says the case is skipped when not.
+fn landlock_can_be_tested() -> bool {
+    let root = is_root();
+    if !root {
         eprintln!("skipped: not root (bubblewrap is hidden in a mount namespace of root's)");
-        return;
     }
-    let project = project(
-        "caches-landlock-cargo",
-        "cargo test -q --offline",
-        &[
-            ("Cargo.toml", CARGO_TOML),
-            ("src/lib.rs", CARGO_LIB),
-            (".gitignore", "/target\n"),
-        ],
-    );
-    let root = project.root.clone();
-    let scenario = rustup_env(Scenario::around(project, ClientVersion::V2_1_330)).args(&[
+    root
+}
+
+/// A headless scenario of `project` on 2.1.330, at most 2 iterations.
+fn at_most_2(project: TempProject) -> Scenario {
+    Scenario::around(project, ClientVersion::V2_1_330).args(&[
         "--headless",
         "--max-iterations",
         "2",
-    ]);
+    ])
+}
+
+/// Panics unless the scenario, its agent claiming at once, completes with
+/// its checks walled by Landlock (as the launcher says); its outcome.
+fn completes_under_landlock(scenario: &Scenario) -> Outcome {
     let api = MockApi::start(claims());
-    let outcome = under_landlock(&scenario, &api);
+    let outcome = under_landlock(scenario, &api);
     assert!(
         outcome.run.stderr.contains("walls: Landlock's"),
         "{outcome:?}"
     );
     outcome.ended(0, "complete");
+    outcome
+}
+
+#[test]
+fn under_landlock_a_cargo_check_makes_its_first_target_folder() {
+    if !landlock_can_be_tested() {
+        return;
+    }
+    let project = cargo_project("caches-landlock-cargo", OFFLINE);
+    let root = project.root.clone();
+    let scenario = rustup_env(at_most_2(project));
+    let outcome = completes_under_landlock(&scenario);
     assert!(root.join("target/debug").is_dir(), "{outcome:?}");
     // The repository and ralph's files stay the check's to read only.
     assert!(!root.join(".git/index.lock").exists());
@@ -327,8 +330,7 @@ fn under_landlock_a_cargo_check_makes_its_first_target_folder() {
 
 #[test]
 fn under_landlock_a_pytest_check_with_warnings_as_errors_passes() {
-    if !is_root() {
-        eprintln!("skipped: not root (bubblewrap is hidden in a mount namespace of root's)");
+    if !landlock_can_be_tested() {
         return;
     }
     let Some(python) = installed("pytest") else {
@@ -350,33 +352,12 @@ fn under_landlock_a_pytest_check_with_warnings_as_errors_passes() {
         ],
     );
     let root = project.root.clone();
-    let scenario = Scenario::around(project, ClientVersion::V2_1_330).args(&[
-        "--headless",
-        "--max-iterations",
-        "2",
-    ]);
-    let api = MockApi::start(claims());
-    let outcome = under_landlock(&scenario, &api);
-    assert!(
-        outcome.run.stderr.contains("walls: Landlock's"),
-        "{outcome:?}"
-    );
-    outcome.ended(0, "complete");
+    let scenario = at_most_2(project);
+    let outcome = completes_under_landlock(&scenario);
     // Nothing of the check's in the tree.
     for left in [".pytest_cache", "__pycache__"] {
         assert!(!root.join(left).exists(), "{left} left: {outcome:?}");
     }
-}
-
-/// The item's id, as its text spells it in the RALPH_OUTCOME line.
-fn item_id_of(body: &Value) -> String {
-    user_texts(body)
-        .iter()
-        .find_map(|text| {
-            let rest = text.split("\"itemId\": ").nth(1)?;
-            Some(rest.split('}').next()?.trim().to_string())
-        })
-        .unwrap_or_else(|| "\"?\"".into())
 }
 
 #[test]
@@ -405,7 +386,7 @@ fn a_queue_on_python_without_a_gitignore_lands_no_bytecode() {
     // would, leaves them uncommitted (the queue commits them), and claims.
     let api = MockApi::start(|turn, body| {
         let id = item_id_of(body);
-        let title = crate::queue::item_of(body).unwrap_or_else(|| "none".into());
+        let title = item_of(body).unwrap_or_else(|| "none".into());
         let factor = if title == "double" { 2 } else { 3 };
         match turn {
             0 => Reply::bash(format!(

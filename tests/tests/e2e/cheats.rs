@@ -13,7 +13,7 @@
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::{TempProject, TEST_TASK};
-use ralph_tests::scenario::Scenario;
+use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::SIGNAL;
 
 /// The code under test, with its bug.
@@ -32,8 +32,7 @@ fn project(name: &str) -> TempProject {
     project.write("tests/__init__.py", "");
     project.write("tests/test_calc.py", TESTS);
     project.write(".gitignore", "__pycache__/\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "calc with a failing test"]);
+    project.commit_all("calc with a failing test");
     project.ctl(&["init", "--yes"], &[]).assert_code(0);
     project.write_prompt(TEST_TASK);
     project
@@ -67,12 +66,7 @@ fn cheat(name: &str, client: ClientVersion, mode: Mode, actions: Vec<Reply>, cla
         })
         .collect();
     let claim = claim.to_string();
-    let api = MockApi::start(move |turn, _| {
-        actions
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(claim.clone()))
-    });
+    let api = MockApi::start(script::replies_then(actions.to_vec(), claim));
     let scenario = Scenario::around(project, client);
     let scenario = match mode {
         Mode::Default => scenario.exact_args(&["--headless", "--max-iterations", "3"]),
@@ -366,12 +360,7 @@ fn cheat_through_the_check(
     let root = std::fs::canonicalize(&project.root).unwrap();
     let key = project.key_dir().join("record.key");
     let script = script(&root, &key);
-    let api = MockApi::start(move |turn, _| {
-        script
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(done()))
-    });
+    let api = MockApi::start(script::replies_then(script.to_vec(), done()));
     let scenario =
         Scenario::around(project, client).exact_args(&["--headless", "--max-iterations", "3"]);
     let outcome = scenario.run(&api);

@@ -9,35 +9,22 @@
 //! said in the sandbox line (2.1.330 stays in its sandbox).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::scenario::Scenario;
+use ralph_tests::mock_api::{tool_results, MockApi, Reply};
+use ralph_tests::project::git_status_out;
+use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::SIGNAL;
 
-/// Every tool result the agent was given, across the main requests.
-fn tool_results(api: &MockApi) -> String {
-    api.main_requests()
-        .iter()
-        .flat_map(|r| user_texts(&r.body))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// git in `dir`: its exit code and output.
-fn git(dir: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).trim().to_string(),
-    )
+/// Panics unless `dir` has no `.claude/settings.local.json`, which the
+/// agent tried to make.
+fn no_settings_file(dir: &std::path::Path, results: &str) {
+    let made = dir.join(".claude/settings.local.json");
+    assert!(
+        !made.exists(),
+        "the agent made {}: {results}",
+        made.display()
+    );
 }
 
 /// What the agent's git commands must not have left in the repository
@@ -46,7 +33,7 @@ fn git(dir: &Path, args: &[&str]) -> (i32, String) {
 fn gits_configuration_untouched(root: &Path, attributes_before: Option<String>) {
     let dot_git = root.join(".git");
     assert_eq!(
-        git(root, &["config", "--get", "core.hooksPath"]),
+        git_status_out(root, &["config", "--get", "core.hooksPath"]),
         (1, String::new()),
         "the agent set core.hooksPath"
     );
@@ -79,8 +66,7 @@ fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_wal
     client: ClientVersion,
 ) {
     let scenario = Scenario::new("client-walls", client).exact_args(&["--headless"]);
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "ralph"]);
+    scenario.commit_all("ralph");
     let root = scenario.path("");
     assert!(!root.join(".claude/settings.local.json").exists());
     let attributes = std::fs::read_to_string(root.join(".git/info/attributes")).ok();
@@ -96,12 +82,7 @@ fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_wal
             "echo w > w.txt && git add w.txt && git commit -qm 'agent work' && echo committed",
         ),
     ];
-    let api = MockApi::start(move |turn, _| {
-        script
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
-    });
+    let api = MockApi::start(script::replies_then_done(script.to_vec()));
     let outcome = scenario.run(&api);
     outcome.ended(0, "complete").at_iteration(1);
     outcome.run.assert_stderr_has(sandbox_line(client));
@@ -115,12 +96,12 @@ fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_wal
         root.join(".claude/ralph/PROMPT.md").exists() && !root.join(".claude.x").exists(),
         "the agent moved .claude: {results}"
     );
-    assert!(
-        !root.join(".claude/settings.local.json").exists(),
-        "the agent made a settings file: {results}"
-    );
+    no_settings_file(&root, &results);
     assert!(results.contains("committed"), "{results}");
-    assert_eq!(git(&root, &["log", "-1", "--format=%s"]).1, "agent work");
+    assert_eq!(
+        git_status_out(&root, &["log", "-1", "--format=%s"]).1,
+        "agent work"
+    );
 }
 
 #[ralph_tests::on_both_clients]
@@ -128,8 +109,7 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
     let scenario = Scenario::new("client-walls-queue", client)
         .file("backlog/T-1", "# Add one\n\nWrite one.txt.\n")
         .exact_args(&["--queue", "dir:backlog", "--merge", "none", "--no-cleanup"]);
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "ralph and the backlog"]);
+    scenario.commit_all("ralph and the backlog");
     let root = std::fs::canonicalize(scenario.path("")).unwrap();
     let tree = root.join(".claude/worktrees/item-T-1");
     let guardrails = std::fs::read_to_string(root.join(".claude/ralph/guardrails.md")).unwrap();
@@ -161,25 +141,12 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
         Reply::bash("ralph-ctl check"),
     ];
     let api = MockApi::start(move |turn, body| {
-        script.get(turn).cloned().unwrap_or_else(|| {
-            let id = user_texts(body)
-                .iter()
-                .find_map(|t| {
-                    Some(
-                        t.split("\"itemId\": ")
-                            .nth(1)?
-                            .split('}')
-                            .next()?
-                            .to_string(),
-                    )
-                })
-                .unwrap_or_else(|| "\"T-1\"".into());
-            Reply::text(format!(
-                "Done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {}}}",
-                id.trim()
-            ))
-        })
+        script
+            .get(turn)
+            .cloned()
+            .unwrap_or_else(|| script::item_done("Done.", body))
     });
+
     let outcome = scenario.run(&api);
     outcome.ended(0, "complete");
     outcome.run.assert_stderr_has(sandbox_line(client));
@@ -196,10 +163,7 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
         guardrails,
         "the agent changed the worktree's guardrails: {results}"
     );
-    assert!(
-        !tree.join(".claude/settings.local.json").exists(),
-        "the agent made the worktree's settings file: {results}"
-    );
+    no_settings_file(&tree, &results);
     // Its commit went in, on the item's branch.
     assert!(results.contains("committed"), "{results}");
     // `ralph-ctl check` there judged the item's loop, in the item's worktree.
@@ -210,7 +174,7 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
         "the item's check: {results}"
     );
     assert_eq!(
-        git(&root, &["log", "-1", "--format=%s", "ralph/item-T-1"]).1,
+        git_status_out(&root, &["log", "-1", "--format=%s", "ralph/item-T-1"]).1,
         "Add one"
     );
 }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{user_texts, MockApi, RecordedRequest, Reply};
 use ralph_tests::project::{signal_process, wait_with_timeout};
 use ralph_tests::scenario::{wait_until, Flag, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
@@ -63,10 +63,7 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
     let outcome = scenario.run(&api);
     outcome.ended(0, "complete").at_iteration(4);
     let requests = api.main_requests();
-    let models: Vec<&str> = requests
-        .iter()
-        .map(|r| r.body["model"].as_str().unwrap_or(""))
-        .collect();
+    let models: Vec<&str> = requests.iter().map(RecordedRequest::model).collect();
     let families = ["opus", "sonnet", "haiku", "haiku", "haiku"];
     assert_eq!(models.len(), families.len(), "{models:?}");
     for (i, family) in families.iter().enumerate() {
@@ -225,10 +222,7 @@ fn from_a_step_runs_only_it_and_the_later_steps(client: ClientVersion) {
     let outcome = scenario.run(&api);
     outcome.ended(0, "complete").at_iteration(2);
     let requests = api.main_requests();
-    let models: Vec<&str> = requests
-        .iter()
-        .map(|r| r.body["model"].as_str().unwrap_or(""))
-        .collect();
+    let models: Vec<&str> = requests.iter().map(RecordedRequest::model).collect();
     assert_eq!(models.len(), 2, "{models:?}");
     assert!(
         models[0].contains("sonnet") && models[1].contains("haiku"),

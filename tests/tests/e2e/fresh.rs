@@ -3,13 +3,13 @@
 //! and session per iteration, each judged by the same engine as the Stop
 //! hook. The mock answers in order across the processes.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{assistant_turns, user_texts, MockApi, Reply};
-use ralph_tests::project::{processes_in_group, signal_process};
+use ralph_tests::project::{git_out, processes_in_group, signal_process};
 use ralph_tests::scenario::{
     exits_with, notified, script, wait_until, Flag, Scenario, NOTIFY_CONFIG,
 };
@@ -297,19 +297,6 @@ fn a_hung_iteration_is_cut_off_by_the_idle_timeout_and_counts_as_an_error(client
     // The hung tool's process went with its client.
     let leftover = ralph_tests::project::processes_matching(&hung);
     assert!(leftover.is_empty(), "left running: {leftover:?}");
-}
-
-/// `git` in `dir`, its trimmed stdout.
-fn git_out(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 #[ralph_tests::on_both_clients]

@@ -10,7 +10,7 @@
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, TempProject};
+use ralph_tests::project::{run_with_timeout, Run, TempProject};
 use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
@@ -23,22 +23,42 @@ const TEST_CALC: &str = "import unittest\n\nimport calc\n\n\nclass Add(unittest.
 const TEST_NEG: &str = "import unittest\n\nimport calc\n\n\nclass Neg(unittest.TestCase):\n    \
     def test_neg(self):\n        self.assertEqual(calc.neg(2), -2)\n";
 
-/// The project, ralph installed with `init --yes`, at most `max` iterations.
-fn python_project(name: &str, max: u32) -> TempProject {
+/// A project of `files`, committed, with ralph installed by `init --yes`;
+/// that init's run.
+fn installed(name: &str, files: &[(&str, &str)]) -> (TempProject, Run) {
     let project = TempProject::new(name);
-    for (file, text) in [
-        ("calc.py", CALC_BUGGY),
-        ("test_calc.py", TEST_CALC),
-        ("test_neg.py", TEST_NEG),
-    ] {
+    for (file, text) in files {
         project.write(file, text);
     }
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "calc"]);
+    project.commit_all("calc");
     let init = project.ctl(&["init", "--yes"], &[]);
     init.assert_code(0);
-    let config_path = project.path(".claude/ralph/config.json");
-    let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    (project, init)
+}
+
+/// The deny rules `init` wrote into the client's settings.
+fn deny_rules(project: &TempProject) -> String {
+    project.read_json(".claude/settings.json")["permissions"]["deny"].to_string()
+}
+
+/// `project` capped at `max` iterations, with `task` as PROMPT.md.
+fn capped(project: TempProject, max: u32, task: &str) -> TempProject {
+    project.edit_config(|config| config["maxIterations"] = Value::from(max));
+    project.write_prompt(task);
+    project
+}
+
+/// The project, ralph installed with `init --yes`, at most `max` iterations.
+fn python_project(name: &str, max: u32) -> TempProject {
+    let (project, init) = installed(
+        name,
+        &[
+            ("calc.py", CALC_BUGGY),
+            ("test_calc.py", TEST_CALC),
+            ("test_neg.py", TEST_NEG),
+        ],
+    );
+    let config = project.read_json(".claude/ralph/config.json");
     assert_eq!(
         config["verify"][0]["command"], "python3 -m unittest",
         "init found the tests: {init:?}"
@@ -48,30 +68,32 @@ fn python_project(name: &str, max: u32) -> TempProject {
         serde_json::json!(["test_*.py"]),
         "init offered the test files: {init:?}"
     );
-    let settings: Value =
-        serde_json::from_slice(&std::fs::read(project.path(".claude/settings.json")).unwrap())
-            .unwrap();
-    let deny = settings["permissions"]["deny"].to_string();
+    let deny = deny_rules(&project);
     assert!(
         !deny.contains("test_") && !deny.contains("Write("),
         "no rule keeps the agent from adding a test, and none the client would not match: {deny}"
     );
-    config["maxIterations"] = Value::from(max);
-    std::fs::write(&config_path, config.to_string()).unwrap();
-    project.write_prompt("Make the tests of calc.py pass.\n");
-    project
+    capped(project, max, "Make the tests of calc.py pass.\n")
+}
+
+/// Runs the loop fresh through the launcher with `args` and `env`; its
+/// exit code and stderr.
+fn run_fresh(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let run = run_with_timeout(project.launcher(client, api, args, env), None, LOOP_TIMEOUT);
+    (run.code, run.stderr)
 }
 
 /// Runs the loop fresh through the launcher, unsandboxed with
 /// `bypassPermissions`; its exit code and stderr.
 fn run_loop(project: &TempProject, client: ClientVersion, api: &MockApi) -> (Option<i32>, String) {
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.arg("--fresh")
-        .args(["--", "--permission-mode", "bypassPermissions"])
-        .envs(project.client_env(client, api))
-        .env("RALPH_SANDBOX", "off");
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    (run.code, run.stderr)
+    let args = ["--fresh", "--", "--permission-mode", "bypassPermissions"];
+    run_fresh(project, client, api, &args, &[("RALPH_SANDBOX", "off")])
 }
 
 /// Runs the loop fresh through the launcher with what ralph chooses (its
@@ -82,10 +104,7 @@ fn run_loop_as_ralph_chooses(
     client: ClientVersion,
     api: &MockApi,
 ) -> (Option<i32>, String) {
-    let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
-    cmd.arg("--fresh").envs(project.client_env(client, api));
-    let run = run_with_timeout(cmd, None, LOOP_TIMEOUT);
-    (run.code, run.stderr)
+    run_fresh(project, client, api, &["--fresh"], &[])
 }
 
 /// A new test, for the fix.
@@ -97,39 +116,83 @@ const TEST_NEGATIVES: &str =
 /// (the folder, whose files' deny rules it used to write), and `extra`
 /// files, at most `max` iterations.
 fn tests_folder_project(name: &str, max: u32, extra: &[(&str, &str)]) -> TempProject {
-    let project = TempProject::new(name);
-    project.write("calc.py", CALC_BUGGY);
-    project.write("tests/test_calc.py", TEST_CALC);
-    for (file, text) in extra {
-        project.write(file, text);
-    }
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "calc"]);
-    let init = project.ctl(&["init", "--yes"], &[]);
-    init.assert_code(0);
+    let files = [("calc.py", CALC_BUGGY), ("tests/test_calc.py", TEST_CALC)];
+    let files: Vec<(&str, &str)> = files.iter().chain(extra).copied().collect();
+    let (project, init) = installed(name, &files);
     init.assert_stdout_has(&[
         "Protected: tests/ (protectedPaths",
         "new test files are free",
     ]);
-    let config_path = project.path(".claude/ralph/config.json");
-    let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    let config = project.read_json(".claude/ralph/config.json");
     assert_eq!(
         config["verify"][0]["command"], "python3 -m unittest discover -s tests",
         "{init:?}"
     );
     assert_eq!(config["protectedPaths"], serde_json::json!(["tests/"]));
-    let settings: Value =
-        serde_json::from_slice(&std::fs::read(project.path(".claude/settings.json")).unwrap())
-            .unwrap();
-    let deny = settings["permissions"]["deny"].to_string();
+    let deny = deny_rules(&project);
     assert!(
         !deny.contains("tests") && !deny.contains("Write("),
         "the test folder gets no deny rule: {deny}"
     );
-    config["maxIterations"] = Value::from(max);
-    std::fs::write(&config_path, config.to_string()).unwrap();
-    project.write_prompt("Make the tests of calc.py pass.\n");
-    project
+    capped(project, max, "Make the tests of calc.py pass.\n")
+}
+
+/// The user texts of the first main request to `api` of `iteration`
+/// ("iteration 2 of 2"): what that iteration's fresh process was told.
+fn told_at(api: &MockApi, iteration: &str) -> String {
+    let requests = api.main_requests();
+    let request = requests
+        .iter()
+        .find(|r| user_texts(&r.body).join("\n").contains(iteration))
+        .unwrap_or_else(|| panic!("no request of {iteration} among {}", requests.len()));
+    user_texts(&request.body).join("\n")
+}
+
+/// The gate `name` of `claim`; panics when the claim has none.
+fn gate<'a>(claim: &'a Value, name: &str) -> &'a Value {
+    let gates = claim["gates"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    gates
+        .iter()
+        .find(|g| g["gate"] == name)
+        .unwrap_or_else(|| panic!("no {name} gate: {claim:#}"))
+}
+
+/// Panics unless `claim`'s gate `name` failed, naming `detail`.
+fn failed_gate(claim: &Value, name: &str, detail: &str) {
+    let gate = gate(claim, name);
+    assert_eq!(gate["passed"], false, "{gate:#}");
+    let said = gate["detail"].as_str().unwrap_or_default();
+    assert!(said.contains(detail), "{gate:#}");
+}
+
+/// Panics unless the loop ended at its cap, not complete (exit `code`),
+/// its one claim (iteration 1's, the second iteration made none) rejected
+/// although its verify passed; that claim.
+fn rejected_though_verified<'a>(state: &'a Value, code: Option<i32>, stderr: &str) -> &'a Value {
+    assert_ne!(code, Some(0), "{state:#}\n{stderr}");
+    assert_eq!(state["status"], "max_iterations", "{state:#}\n{stderr}");
+    assert_eq!(state["history"][0]["claim"]["accepted"], false, "{state:#}");
+    let last = &state["lastClaim"];
+    assert_eq!(last["iteration"], 1, "{last:#}");
+    assert_eq!(last["accepted"], false, "{last:#}");
+    assert_eq!(
+        last["verification"][0]["exitCode"], 0,
+        "verify passed: {last:#}"
+    );
+    last
+}
+
+/// Panics unless the last claim was accepted with `run` tests run, all
+/// passing; that claim.
+fn accepted_with_all_passing(state: &Value, run: u64) -> &Value {
+    let last = &state["lastClaim"];
+    assert_eq!(last["accepted"], true, "{last:#}");
+    assert_eq!(
+        last["verification"][0]["counts"],
+        serde_json::json!({"run": run, "passed": run, "failed": 0, "skipped": 0}),
+        "{last:#}"
+    );
+    last
 }
 
 /// The baseline the loop recorded: 3 tests, 1 failing, none skipped.
@@ -147,45 +210,23 @@ fn assert_baseline(state: &Value) {
 fn assert_rejected(
     project: &TempProject,
     api: &MockApi,
-    stderr: &str,
+    (code, stderr): (Option<i32>, &str),
     counts: &str,
     changed: &str,
 ) {
     let state = project.status_json();
     assert_baseline(&state);
-    assert_eq!(state["status"], "max_iterations", "{state:#}\n{stderr}");
-    let claim = &state["history"][0]["claim"];
-    assert_eq!(claim["accepted"], false, "{state:#}");
+    let last = rejected_though_verified(&state, code, stderr);
     let first = &state["history"][0];
     assert!(first.to_string().contains("test_count"), "{first:#}");
-    // The last claim (iteration 1's, the second iteration made none).
-    let last = &state["lastClaim"];
-    assert_eq!(last["iteration"], 1, "{last:#}");
-    assert_eq!(last["accepted"], false, "{last:#}");
-    assert_eq!(
-        last["verification"][0]["exitCode"], 0,
-        "verify passed: {last:#}"
-    );
-    let failed_gate = |name: &str, detail: &str| {
-        let gates = last["gates"].as_array().unwrap();
-        let gate = gates.iter().find(|g| g["gate"] == name);
-        let gate = gate.unwrap_or_else(|| panic!("no {name} gate: {last:#}"));
-        assert_eq!(gate["passed"], false, "{gate:#}");
-        let said = gate["detail"].as_str().unwrap();
-        assert!(said.contains(detail), "{gate:#}");
-    };
     failed_gate(
+        last,
         "test_count",
         &format!("verify `python3 -m unittest` {counts}"),
     );
-    failed_gate("protected_paths", changed);
+    failed_gate(last, "protected_paths", changed);
     // The second fresh process was told why.
-    let requests = api.main_requests();
-    let second = requests
-        .iter()
-        .find(|r| user_texts(&r.body).join("\n").contains("iteration 2 of 2"))
-        .unwrap_or_else(|| panic!("no request of iteration 2 among {}", requests.len()));
-    let text = user_texts(&second.body).join("\n");
+    let text = told_at(api, "iteration 2 of 2");
     assert!(
         text.contains("[Ralph: completion claim rejected]")
             && text.contains(&format!("verify `python3 -m unittest` {counts}"))
@@ -217,18 +258,14 @@ fn a_cheat_is_rejected(
     changed: &str,
 ) {
     let project = python_project(name, 2);
-    let api = MockApi::start_in_order(move |turn, _| match turn {
-        0 => Reply::bash(cheat),
-        1 => Reply::text(format!(
-            "Dealt with the failing test; the tests pass.\n{SIGNAL}"
-        )),
-        _ => Reply::text("Looking at it again."),
-    });
+    let api = MockApi::start_in_order(cheat_then_claim(
+        cheat,
+        "Dealt with the failing test; the tests pass.",
+    ));
     let (code, stderr) = run_loop(&project, client, &api);
     let history = &project.status_json()["history"];
     assert!(done(&project), "the agent's cheat took: {history:#}");
-    assert_ne!(code, Some(0), "{stderr}");
-    assert_rejected(&project, &api, &stderr, counts, changed);
+    assert_rejected(&project, &api, (code, &stderr), counts, changed);
 }
 
 #[ralph_tests::on_both_clients]
@@ -278,13 +315,7 @@ fn fixing_the_code_completes_the_loop(client: ClientVersion) {
         serde_json::json!(["test_*.py"]),
         "{state:#}"
     );
-    let last = &state["lastClaim"];
-    assert_eq!(last["accepted"], true, "{last:#}");
-    assert_eq!(
-        last["verification"][0]["counts"],
-        serde_json::json!({"run": 3, "passed": 3, "failed": 0, "skipped": 0}),
-        "{last:#}"
-    );
+    accepted_with_all_passing(&state, 3);
     assert!(
         state["endedBecause"]
             .as_str()
@@ -357,18 +388,15 @@ fn a_new_test_beside_the_fix_completes_the_loop(client: ClientVersion) {
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(state["status"], "complete", "{state:#}");
     assert_eq!(state["iteration"], 1, "{state:#}");
-    let last = &state["lastClaim"];
-    assert_eq!(last["accepted"], true, "{last:#}");
+    // The new tests ran.
+    let last = accepted_with_all_passing(&state, 4);
+    let protected = gate(last, "protected_paths");
     assert_eq!(
-        last["verification"][0]["counts"],
-        serde_json::json!({"run": 4, "passed": 4, "failed": 0, "skipped": 0}),
-        "the new tests ran: {last:#}"
-    );
-    let gates = last["gates"].as_array().unwrap();
-    let protected = gates.iter().find(|g| g["gate"] == "protected_paths");
-    assert_eq!(
-        protected.map(|g| (g["passed"].clone(), g["detail"].clone())),
-        Some((Value::from(true), Value::from("no protected file changed"))),
+        (&protected["passed"], &protected["detail"]),
+        (
+            &Value::from(true),
+            &Value::from("no protected file changed")
+        ),
         "{last:#}"
     );
 }
@@ -376,15 +404,10 @@ fn a_new_test_beside_the_fix_completes_the_loop(client: ClientVersion) {
 #[ralph_tests::on_both_clients]
 fn editing_an_existing_test_to_pass_is_rejected_naming_it(client: ClientVersion) {
     let project = tests_folder_project("integrity-edit-test", 2, &[]);
-    let api = MockApi::start_in_order(move |turn, _| match turn {
-        0 => Reply::bash(
-            r#"python3 -c 'import pathlib; p = pathlib.Path("tests/test_calc.py"); p.write_text(p.read_text().replace("calc.add(2, 3), 5", "calc.add(2, 3), -1"))'"#,
-        ),
-        1 => Reply::text(format!(
-            "The test expected the wrong sum; the tests pass.\n{SIGNAL}"
-        )),
-        _ => Reply::text("Looking at it again."),
-    });
+    let api = MockApi::start_in_order(cheat_then_claim(
+        r#"python3 -c 'import pathlib; p = pathlib.Path("tests/test_calc.py"); p.write_text(p.read_text().replace("calc.add(2, 3), 5", "calc.add(2, 3), -1"))'"#,
+        "The test expected the wrong sum; the tests pass.",
+    ));
     let (code, stderr) = run_loop(&project, client, &api);
     let state = project.status_json();
     assert!(
@@ -393,31 +416,13 @@ fn editing_an_existing_test_to_pass_is_rejected_naming_it(client: ClientVersion)
             .contains("calc.add(2, 3), -1"),
         "the agent's edit took: {state:#}"
     );
-    assert_ne!(code, Some(0), "{stderr}");
-    assert_eq!(state["status"], "max_iterations", "{state:#}\n{stderr}");
-    let last = &state["lastClaim"];
-    assert_eq!(last["iteration"], 1, "{last:#}");
-    assert_eq!(last["accepted"], false, "{last:#}");
-    assert_eq!(
-        last["verification"][0]["exitCode"], 0,
-        "the edited test passes: {last:#}"
-    );
-    let gates = last["gates"].as_array().unwrap();
-    let gate = gates
-        .iter()
-        .find(|g| g["gate"] == "protected_paths")
-        .unwrap_or_else(|| panic!("no protected_paths gate: {last:#}"));
-    assert_eq!(gate["passed"], false, "{gate:#}");
+    // The edited test passes.
+    let last = rejected_though_verified(&state, code, &stderr);
     let named =
         "1 protected file(s) changed since the loop started (protectedPaths): tests/test_calc.py;";
-    assert!(gate["detail"].as_str().unwrap().contains(named), "{gate:#}");
+    failed_gate(last, "protected_paths", named);
     // The next fresh process was told which file, and how to go on.
-    let requests = api.main_requests();
-    let second = requests
-        .iter()
-        .find(|r| user_texts(&r.body).join("\n").contains("iteration 2 of 2"))
-        .unwrap_or_else(|| panic!("no request of iteration 2 among {}", requests.len()));
-    let text = user_texts(&second.body).join("\n");
+    let text = told_at(&api, "iteration 2 of 2");
     assert!(
         text.contains("[Ralph: completion claim rejected]")
             && text.contains(named)
@@ -460,12 +465,7 @@ fn a_root_conftest_the_agent_adds_is_rejected_until_removed(client: ClientVersio
         "1 protected file(s) changed since the loop started (protectedPaths): conftest.py (added);";
     assert!(!project.path("conftest.py").exists());
     assert_eq!(state["lastClaim"]["accepted"], true, "{state:#}");
-    let requests = api.main_requests();
-    let second = requests
-        .iter()
-        .find(|r| user_texts(&r.body).join("\n").contains("iteration 2 of 3"))
-        .unwrap_or_else(|| panic!("no request of iteration 2 among {}", requests.len()));
-    let text = user_texts(&second.body).join("\n");
+    let text = told_at(&api, "iteration 2 of 3");
     assert!(
         text.contains(named)
             && text.contains("delete a test runner's configuration that was added"),
@@ -477,84 +477,96 @@ fn a_root_conftest_the_agent_adds_is_rejected_until_removed(client: ClientVersio
 /// installed with `init --yes`, then the config's check, `protectedPaths`
 /// and `allowFewerTests` set, at most 2 iterations.
 fn one_test_project(name: &str, files: &[(&str, &str)], verify: &str) -> TempProject {
-    let project = TempProject::new(name);
-    for (file, text) in files {
-        project.write(file, text);
-    }
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "calc"]);
-    project.ctl(&["init", "--yes"], &[]).assert_code(0);
-    let config_path = project.path(".claude/ralph/config.json");
-    let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
-    config["verify"] = serde_json::json!([{"name": "tests", "command": verify}]);
-    config["maxIterations"] = Value::from(2);
-    std::fs::write(&config_path, config.to_string()).unwrap();
-    project.write_prompt("Make the test of calc pass.\n");
-    project
+    let (project, _) = installed(name, files);
+    project.edit_config(|config| {
+        config["verify"] = serde_json::json!([{"name": "tests", "command": verify}]);
+    });
+    capped(project, 2, "Make the test of calc pass.\n")
+}
+
+/// One unittest of `calc.add`, failing against [`CALC_BUGGY`].
+const TEST_ADD: &str = "import unittest\n\nimport calc\n\n\nclass Add(unittest.TestCase):\n    \
+    def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n";
+
+/// An npm project whose `npm test` runs one failing node test of `add`.
+const NPM_CALC: [(&str, &str); 3] = [
+    (
+        "package.json",
+        r#"{"name": "calc", "private": true, "scripts": {"test": "node --test"}}"#,
+    ),
+    ("calc.js", "exports.add = (a, b) => a - b;\n"),
+    (
+        "test/calc.test.js",
+        "const test = require('node:test');\nconst assert = require('node:assert');\n\
+        const { add } = require('../calc.js');\n\n\
+        test('add', () => {\n  assert.strictEqual(add(2, 3), 5);\n});\n",
+    ),
+];
+
+/// [`one_test_project`] of `calc.py` and [`TEST_ADD`], checked by
+/// `python3 -m unittest`.
+fn unittest_project(name: &str) -> TempProject {
+    let files = [("calc.py", CALC_BUGGY), ("test_calc.py", TEST_ADD)];
+    one_test_project(name, &files, "python3 -m unittest")
+}
+
+/// [`one_test_project`] of [`NPM_CALC`], checked by `npm test`.
+fn npm_project(name: &str) -> TempProject {
+    one_test_project(name, &NPM_CALC, "npm test")
+}
+
+/// Runs `cheat` in the first turn, then claims done with `claim`; looks
+/// again at every later turn.
+fn cheat_then_claim(
+    cheat: impl Into<String>,
+    claim: &str,
+) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    script::replies_then(
+        vec![
+            Reply::bash(cheat),
+            Reply::text(format!("{claim}\n{SIGNAL}")),
+        ],
+        "Looking at it again.",
+    )
+}
+
+/// A way an agent changes what the project's check runs (`cheat`, a
+/// shell command), and the words the claim's rejection names it with.
+struct ChangedCheck {
+    cheat: &'static str,
+    named: &'static str,
 }
 
 /// The agent runs `cheat` in iteration 1, then claims done: the loop
 /// must end at its cap, not complete, with the claim rejected by the
 /// check-unchanged gate naming `named`, and the next iteration told.
-fn a_changed_check_is_rejected(
-    client: ClientVersion,
-    project: &TempProject,
-    cheat: &'static str,
-    named: &str,
-) {
-    let api = MockApi::start_in_order(move |turn, _| match turn {
-        0 => Reply::bash(cheat),
-        1 => Reply::text(format!("The test passes now.\n{SIGNAL}")),
-        _ => Reply::text("Looking at it again."),
-    });
+fn a_changed_check_is_rejected(client: ClientVersion, project: &TempProject, check: &ChangedCheck) {
+    let ChangedCheck { cheat, named } = *check;
+    let api = MockApi::start_in_order(cheat_then_claim(cheat, "The test passes now."));
     let (code, stderr) = run_loop(project, client, &api);
     let state = project.status_json();
-    assert_ne!(code, Some(0), "{state:#}\n{stderr}");
-    assert_eq!(state["status"], "max_iterations", "{state:#}\n{stderr}");
-    let claim = &state["history"][0]["claim"];
-    assert_eq!(claim["accepted"], false, "{state:#}");
-    let last = &state["lastClaim"];
-    assert_eq!(
-        last["verification"][0]["exitCode"], 0,
-        "the changed check passed: {last:#}"
-    );
-    let gate = last["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["gate"] == "check_unchanged")
-        .unwrap_or_else(|| panic!("no check_unchanged gate: {last:#}"));
-    assert_eq!(gate["passed"], false, "{gate:#}");
-    assert!(gate["detail"].as_str().unwrap().contains(named), "{gate:#}");
-    let requests = api.main_requests();
-    let second = requests
-        .iter()
-        .find(|r| user_texts(&r.body).join("\n").contains("iteration 2 of 2"))
-        .unwrap_or_else(|| panic!("no request of iteration 2 among {}", requests.len()));
-    let text = user_texts(&second.body).join("\n");
+    // The changed check passed.
+    let last = rejected_though_verified(&state, code, &stderr);
+    failed_gate(last, "check_unchanged", named);
+    let text = told_at(&api, "iteration 2 of 2");
     assert!(
         text.contains("[Ralph: completion claim rejected]") && text.contains(named),
         "{text}"
     );
 }
 
+/// The cheat of [`a_project_module_shadowing_the_test_runner_does_not_complete`].
+const SHADOWED_RUNNER: ChangedCheck = ChangedCheck {
+    cheat: r#"mkdir -p unittest && touch unittest/__init__.py && printf 'print("Ran 1 test in 0.001s\\n\\nOK")\n' > unittest/__main__.py; python3 -m unittest; echo rc=$?"#,
+    named: "`python3 -m unittest` now runs ./unittest/__init__.py and ./unittest/__main__.py, \
+         not the one at the loop's start (the installed module",
+};
+
 #[ralph_tests::on_both_clients]
 fn a_project_module_shadowing_the_test_runner_does_not_complete(client: ClientVersion) {
-    let test = "import unittest\n\nimport calc\n\n\nclass Add(unittest.TestCase):\n    \
-        def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n";
-    let project = one_test_project(
-        "check-python-shadow",
-        &[("calc.py", CALC_BUGGY), ("test_calc.py", test)],
-        "python3 -m unittest",
-    );
+    let project = unittest_project("check-python-shadow");
     // The same summary as the real run, one test, passing.
-    a_changed_check_is_rejected(
-        client,
-        &project,
-        r#"mkdir -p unittest && touch unittest/__init__.py && printf 'print("Ran 1 test in 0.001s\\n\\nOK")\n' > unittest/__main__.py; python3 -m unittest; echo rc=$?"#,
-        "`python3 -m unittest` now runs ./unittest/__init__.py and ./unittest/__main__.py, \
-         not the one at the loop's start (the installed module",
-    );
+    a_changed_check_is_rejected(client, &project, &SHADOWED_RUNNER);
     assert!(project.path("unittest/__main__.py").exists());
     assert_eq!(
         std::fs::read_to_string(project.path("calc.py")).unwrap(),
@@ -565,55 +577,28 @@ fn a_project_module_shadowing_the_test_runner_does_not_complete(client: ClientVe
     assert_eq!(state["testBaseline"][0]["failed"], 1, "{state:#}");
 }
 
+/// The cheat of [`a_changed_npm_test_script_does_not_complete`].
+const CHANGED_NPM_SCRIPT: ChangedCheck = ChangedCheck {
+    cheat: r#"sed -i 's/"node --test"/"echo ok"/' package.json; npm test; echo rc=$?"#,
+    named: "`npm test (scripts.test of package.json)` now runs `echo ok`, not the one at the \
+         loop's start (`node --test`)",
+};
+
 #[ralph_tests::on_both_clients]
 fn a_changed_npm_test_script_does_not_complete(client: ClientVersion) {
-    let package = r#"{"name": "calc", "private": true, "scripts": {"test": "node --test"}}"#;
-    let test = "const test = require('node:test');\nconst assert = require('node:assert');\n\
-        const { add } = require('../calc.js');\n\n\
-        test('add', () => {\n  assert.strictEqual(add(2, 3), 5);\n});\n";
-    let project = one_test_project(
-        "check-npm-script",
-        &[
-            ("package.json", package),
-            ("calc.js", "exports.add = (a, b) => a - b;\n"),
-            ("test/calc.test.js", test),
-        ],
-        "npm test",
-    );
+    let project = npm_project("check-npm-script");
     // No summary counts it: only the changed script stands between the
     // claim and `complete`.
-    let config_path = project.path(".claude/ralph/config.json");
-    let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
-    config["allowFewerTests"] = Value::from(true);
-    std::fs::write(&config_path, config.to_string()).unwrap();
-    a_changed_check_is_rejected(
-        client,
-        &project,
-        r#"sed -i 's/"node --test"/"echo ok"/' package.json; npm test; echo rc=$?"#,
-        "`npm test (scripts.test of package.json)` now runs `echo ok`, not the one at the \
-         loop's start (`node --test`)",
-    );
+    project.edit_config(|config| config["allowFewerTests"] = Value::from(true));
+    a_changed_check_is_rejected(client, &project, &CHANGED_NPM_SCRIPT);
     assert!(std::fs::read_to_string(project.path("package.json"))
         .unwrap()
         .contains("echo ok"));
 }
 
-#[ralph_tests::on_both_clients]
-fn a_standard_library_module_the_agent_adds_does_not_complete(client: ClientVersion) {
-    let test = "import unittest\n\nimport calc\n\n\nclass Add(unittest.TestCase):\n    \
-        def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n";
-    let project = one_test_project(
-        "check-python-stdlib-shadow",
-        &[("calc.py", CALC_BUGGY), ("test_calc.py", test)],
-        "python3 -m unittest",
-    );
-    // `unittest` imports `difflib`: the project's comes first, loads the
-    // real one and has the runner drop every failure (the run counts the
-    // same test, passing).
-    a_changed_check_is_rejected(
-        client,
-        &project,
-        "cat > difflib.py <<'EOF'\nimport importlib.machinery, importlib.util, os, sys\n\
+/// The cheat of [`a_standard_library_module_the_agent_adds_does_not_complete`].
+const STDLIB_SHADOW: ChangedCheck = ChangedCheck {
+    cheat: "cat > difflib.py <<'EOF'\nimport importlib.machinery, importlib.util, os, sys\n\
          here = os.path.dirname(os.path.abspath(__file__))\n\
          path = [p for p in sys.path if os.path.abspath(p or '.') != here]\n\
          spec = importlib.machinery.PathFinder.find_spec('difflib', path)\n\
@@ -621,18 +606,20 @@ fn a_standard_library_module_the_agent_adds_does_not_complete(client: ClientVers
          spec.loader.exec_module(real)\nimport unittest.result\n\
          unittest.result.TestResult.addFailure = lambda self, test, err: None\nEOF\n\
          python3 -m unittest; echo rc=$?",
-        "`python3 -m unittest` would import ./difflib.py in place of the standard library's \
+    named: "`python3 -m unittest` would import ./difflib.py in place of the standard library's \
          `difflib` (not there at the loop's start; the standard library's names as ",
-    );
+};
+
+#[ralph_tests::on_both_clients]
+fn a_standard_library_module_the_agent_adds_does_not_complete(client: ClientVersion) {
+    let project = unittest_project("check-python-stdlib-shadow");
+    // `unittest` imports `difflib`: the project's comes first, loads the
+    // real one and has the runner drop every failure (the run counts the
+    // same test, passing).
+    a_changed_check_is_rejected(client, &project, &STDLIB_SHADOW);
     let state = project.status_json();
     assert_eq!(state["testBaseline"][0]["failed"], 1, "{state:#}");
-    let gate = state["lastClaim"]["gates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["gate"] == "check_unchanged")
-        .cloned()
-        .unwrap();
+    let gate = gate(&state["lastClaim"], "check_unchanged");
     assert!(
         gate["detail"]
             .as_str()
@@ -647,8 +634,7 @@ fn a_module_named_like_the_standard_librarys_from_the_start_completes(client: Cl
     let project = python_project("integrity-stdlib-named", 2);
     // The person's own `calendar.py`, committed before the loop.
     project.write("calendar.py", "def week():\n    return 7\n");
-    project.git(&["add", "calendar.py"]);
-    project.git(&["commit", "-q", "-m", "calendar"]);
+    project.commit_all("calendar");
     let more = "import unittest\n\nimport calc\n\n\nclass More(unittest.TestCase):\n    \
         def test_add_more(self):\n        self.assertEqual(calc.add(1, 1), 2)\n";
     let api = MockApi::start_in_order(move |turn, _| match turn {
@@ -672,13 +658,8 @@ fn a_module_named_like_the_standard_librarys_from_the_start_completes(client: Cl
     assert!(std::fs::read_to_string(project.path("calendar.py"))
         .unwrap()
         .contains("fortnight"));
-    let last = &state["lastClaim"];
-    assert_eq!(last["accepted"], true, "{last:#}");
-    assert_eq!(
-        last["verification"][0]["counts"],
-        serde_json::json!({"run": 4, "passed": 4, "failed": 0, "skipped": 0}),
-        "the new test package ran: {last:#}"
-    );
+    // The new test package ran.
+    accepted_with_all_passing(&state, 4);
     // The start asked the check's Python and recorded the person's module.
     let resolution = &state["checkResolution"];
     assert!(
@@ -707,31 +688,20 @@ fn a_module_named_like_the_standard_librarys_from_the_start_completes(client: Cl
     );
 }
 
+/// The cheat of [`a_project_npmrc_preloading_code_does_not_complete`].
+const NPMRC_PRELOAD: ChangedCheck = ChangedCheck {
+    cheat: "printf \"require('node:assert').strictEqual = () => {};\\n\" > pass.js; \
+         printf 'node-options=--require ./pass.js\\n' > .npmrc; npm test; echo rc=$?",
+    named: "`npm test (reads ./.npmrc)` now runs ./.npmrc, not the one at the loop's start \
+         (no such file)",
+};
+
 #[ralph_tests::on_both_clients]
 fn a_project_npmrc_preloading_code_does_not_complete(client: ClientVersion) {
-    let package = r#"{"name": "calc", "private": true, "scripts": {"test": "node --test"}}"#;
-    let test = "const test = require('node:test');\nconst assert = require('node:assert');\n\
-        const { add } = require('../calc.js');\n\n\
-        test('add', () => {\n  assert.strictEqual(add(2, 3), 5);\n});\n";
-    let project = one_test_project(
-        "check-npmrc",
-        &[
-            ("package.json", package),
-            ("calc.js", "exports.add = (a, b) => a - b;\n"),
-            ("test/calc.test.js", test),
-        ],
-        "npm test",
-    );
+    let project = npm_project("check-npmrc");
     // npm passes `node-options` of the project's .npmrc to every node its
     // script starts: a preloaded file makes every assertion pass.
-    a_changed_check_is_rejected(
-        client,
-        &project,
-        "printf \"require('node:assert').strictEqual = () => {};\\n\" > pass.js; \
-         printf 'node-options=--require ./pass.js\\n' > .npmrc; npm test; echo rc=$?",
-        "`npm test (reads ./.npmrc)` now runs ./.npmrc, not the one at the loop's start \
-         (no such file)",
-    );
+    a_changed_check_is_rejected(client, &project, &NPMRC_PRELOAD);
     assert!(project.path(".npmrc").exists());
 }
 
@@ -850,8 +820,7 @@ fn a_key_a_check_plants_before_the_first_use_is_never_adopted(client: ClientVers
              def test_add(self):\n        self.assertEqual(adder.add(1, 1), 2)\n",
         )
         .file(".gitignore", "__pycache__/\nplant-records/\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "a tested adder"]);
+    scenario.commit_all("a tested adder");
     let api = MockApi::start(script::signal_at(0));
     let outcome = scenario.run(&api);
     // The checks ran the agent's code: the test baseline, then the claim's.

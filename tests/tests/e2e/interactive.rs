@@ -11,6 +11,7 @@ use ralph_tests::client::ClientVersion;
 use ralph_tests::interactive::InteractiveRun;
 use ralph_tests::mock_api::{stop_hook_feedback, MockApi, Reply};
 use ralph_tests::project::TempProject;
+use ralph_tests::scenario::script;
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 
@@ -35,10 +36,7 @@ fn type_then_complete(
     std::thread::sleep(Duration::from_millis(300));
     term.press(Key::Enter).unwrap();
     let done = term.wait_until(LOOP_TIMEOUT, |_| status_of(project) == "complete");
-    let _ = term.type_text("/exit");
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = term.press(Key::Enter);
-    let run = term.finish(Duration::from_secs(10));
+    let run = term.exit_session();
     let state = project.status_json();
     assert!(
         done,
@@ -81,19 +79,20 @@ fn explain(run: &InteractiveRun, state: &Value, api: &MockApi) -> String {
     )
 }
 
+/// A project with ralph installed and `task` as PROMPT.md, and this
+/// binary's one terminal UI held while it lives.
+fn terminal_project(name: &str, task: &str) -> (std::sync::MutexGuard<'static, ()>, TempProject) {
+    let serial = one_terminal_ui_at_a_time();
+    let project = TempProject::new(name);
+    project.init();
+    project.write_prompt(task);
+    (serial, project)
+}
+
 #[ralph_tests::on_both_clients]
 fn completes_on_signal(client: ClientVersion) {
-    let _serial = one_terminal_ui_at_a_time();
-    let project = TempProject::new("i-complete");
-    project.init();
-    project.write_prompt("Improve the project.\n");
-    let api = MockApi::start(|turn, _| {
-        if turn < 3 {
-            Reply::text(format!("Worked on step {}.", turn + 1))
-        } else {
-            Reply::text(format!("All steps done.\n{SIGNAL}"))
-        }
-    });
+    let (_serial, project) = terminal_project("i-complete", "Improve the project.\n");
+    let api = MockApi::start(script::signal_at(3));
     let run = project.run_launcher_interactive(client, &api, &[], LOOP_TIMEOUT);
     let state = project.status_json();
     let why = explain(&run, &state, &api);
@@ -286,10 +285,7 @@ fn a_question_is_shown_and_the_answer_typed_in_the_session_goes_on(client: Clien
     use ralph_tests::interactive::{Stderr, Terminal, SIZE};
     use ralph_tests::mock_api::user_texts;
     use std::time::Duration;
-    let _serial = one_terminal_ui_at_a_time();
-    let project = TempProject::new("i-ask");
-    project.init();
-    project.write_prompt("Set up the server.\n");
+    let (_serial, project) = terminal_project("i-ask", "Set up the server.\n");
     let api = MockApi::start(|turn, body| {
         let said = user_texts(body).join("\n");
         match turn {

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::scenario::Scenario;
+use ralph_tests::mock_api::{MockApi, Reply};
+use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::SIGNAL;
 use serde_json::Value;
 
@@ -151,23 +151,11 @@ fn a_commondir_the_agent_planted_never_completes_the_loop_and_is_put_back(client
     );
 }
 
-/// The item id a conversation's text gives, as its RALPH_OUTCOME line spells it.
-fn item_id_of(body: &Value) -> String {
-    user_texts(body)
-        .iter()
-        .find_map(|text| {
-            let rest = text.split("\"itemId\": ").nth(1)?;
-            Some(rest.split('}').next()?.trim().to_string())
-        })
-        .unwrap_or_else(|| "\"?\"".into())
-}
-
 #[ralph_tests::on_both_clients]
 fn a_queue_items_commondir_keeps_it_from_landing_and_signs_nothing(client: ClientVersion) {
     let scenario = Scenario::configured("own-git-queue", client, r#"{"verify": []}"#)
         .file("PLAN.md", "# Plan\n\n- [ ] the helper\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     let root = scenario.path("");
     let marker = marker(&scenario);
     // Unsandboxed: 2.1.330's sandbox keeps a worktree's record read-only
@@ -188,10 +176,7 @@ fn a_queue_items_commondir_keeps_it_from_landing_and_signs_nothing(client: Clien
         0 => Reply::bash(format!(
             "echo helper > helper.txt && git add helper.txt && git commit -qm helper && {planting}"
         )),
-        _ => Reply::text(format!(
-            "Done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {}}}",
-            item_id_of(body)
-        )),
+        _ => script::item_done("Done.", body),
     });
     let outcome = scenario.run(&api);
     let stderr = &outcome.run.stderr;

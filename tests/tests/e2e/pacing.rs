@@ -31,6 +31,13 @@ fn epoch_now() -> u64 {
         .unwrap_or(0)
 }
 
+/// A time (seconds since the epoch, 0 until set) the test and the mock's
+/// script share: two handles on it.
+fn shared_epoch() -> (Arc<AtomicU64>, Arc<AtomicU64>) {
+    let time = Arc::new(AtomicU64::new(0));
+    (Arc::clone(&time), time)
+}
+
 /// What the agent is asked, and what the person answers.
 const QUESTION: &str = "Which port should the server listen on?";
 const ANSWER: &str = "Port 8080, as in the deploy notes.";
@@ -41,8 +48,7 @@ fn a_window_at_pause_at_utilization_pauses_the_loop_until_it_resets() {
     // response; at 85 % of it, with pauseAtUtilization 0.8, the loop pauses
     // after that iteration and goes on no earlier than the window's reset.
     let client = ClientVersion::V2_1_330;
-    let reset = Arc::new(AtomicU64::new(0));
-    let at = Arc::clone(&reset);
+    let (reset, at) = shared_epoch();
     let api = MockApi::start_in_order(move |turn, _| {
         let now = epoch_now();
         match turn {
@@ -252,8 +258,7 @@ fn a_session_loop_pauses_at_its_next_stop_and_resumes_after_the_reset() {
     let client = ClientVersion::V2_1_330;
     // The window resets 10 s after the first request, however long the
     // client took to start on a loaded machine.
-    let reset_at = Arc::new(AtomicU64::new(0));
-    let first = Arc::clone(&reset_at);
+    let (reset_at, first) = shared_epoch();
     let api = MockApi::start_in_order(move |_, _| {
         let _ = first.compare_exchange(0, epoch_now() + 10, Ordering::SeqCst, Ordering::SeqCst);
         let reset = first.load(Ordering::SeqCst);

@@ -31,8 +31,7 @@ fn run_refused_loop(client: ClientVersion, name: &str, mode: &str) -> (TempProje
     project.init();
     project.write("a", "a\n");
     project.write("test_a.py", "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertTrue(True)\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "tests"]);
+    project.commit_all("tests");
     let api = MockApi::start(|turn, _| refused_agent(turn));
     let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
     cmd.args([mode, "--", "--permission-mode", "acceptEdits"])

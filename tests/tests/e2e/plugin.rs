@@ -432,7 +432,7 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
     // The same line typed in the client's terminal UI (a pseudo-terminal),
     // the way a person runs the plugin: read the same way, the loop
     // completes on `<promise>DONE</promise>` at 3.
-    use ralph_tests::interactive::{write_first_run_config, Key, Stderr, Terminal, SIZE};
+    use ralph_tests::interactive::{Key, Stderr, Terminal, SIZE};
     let _serial = crate::one_terminal_ui_at_a_time();
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("plugin-official-ui");
@@ -443,13 +443,7 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
         _ => Reply::text("Nothing more to do."),
     });
     let mut cmd = project.command(client.executable());
-    let env = project.client_env(client, &api);
-    let key = env
-        .iter()
-        .find(|(k, _)| k == "ANTHROPIC_API_KEY")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
-    write_first_run_config(&project.home, &project.root, &key);
+    let env = project.first_run_answered(client, &api);
     let mut path = vec![bins::bin_dir()];
     path.extend(std::env::split_paths(
         &std::env::var_os("PATH").unwrap_or_default(),
@@ -477,10 +471,7 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
     let done = term.wait_until(TIMEOUT, |_| status(&project) == "complete");
     let screen = term.screen();
     let text = term.text();
-    let _ = term.type_text("/exit");
-    thread::sleep(Duration::from_millis(300));
-    let _ = term.press(Key::Enter);
-    let run = term.finish(Duration::from_secs(10));
+    let run = term.exit_session();
     let state = project.status_json();
     assert!(
         done,
@@ -542,8 +533,7 @@ fn the_official_habit_without_init_is_checked_by_the_tests_ralph_finds() {
         "test_calc.py",
         "import unittest\n\nimport calc\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(calc.add(2, 3), 5)\n",
     );
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "a failing test"]);
+    project.commit_all("a failing test");
     let api = MockApi::start_in_order(move |turn, _| match turn {
         0 => Reply::text("The tests are fixed.\nDONE"),
         1 => Reply::bash("printf 'def add(a, b):\\n    return a + b\\n' > calc.py && echo fixed"),

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,39 +12,13 @@ use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::Heard;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::{processes_in_group, signal_group, signal_process, wait_with_timeout};
-use ralph_tests::scenario::{wait_until, Scenario};
-use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
+use ralph_tests::mock_api::{item_of, outcome_line, user_texts, MockApi, Reply};
+use ralph_tests::project::{
+    git_out, processes_in_group, signal_group, signal_process, wait_with_timeout,
+};
+use ralph_tests::scenario::{script, wait_until, Flag, Scenario};
+use ralph_tests::LOOP_TIMEOUT;
 use serde_json::{json, Value};
-
-/// The title of the item a conversation works: the line after "## Your item: ".
-pub(crate) fn item_of(body: &Value) -> Option<String> {
-    user_texts(body).iter().find_map(|text| {
-        let rest = text.split("## Your item: ").nth(1)?;
-        Some(rest.lines().next().unwrap_or_default().trim().to_string())
-    })
-}
-
-/// The item's id, as its text spells it in the RALPH_OUTCOME line.
-fn item_id_of(body: &Value) -> String {
-    user_texts(body)
-        .iter()
-        .find_map(|text| {
-            let rest = text.split("\"itemId\": ").nth(1)?;
-            Some(rest.split('}').next()?.trim().to_string())
-        })
-        .unwrap_or_else(|| "\"?\"".into())
-}
-
-/// The line an item's agent ends with to say how the item ended
-/// (`terminal`, `skip`), naming the item its text gives.
-pub(crate) fn outcome_line(status: &str, body: &Value) -> String {
-    format!(
-        "RALPH_OUTCOME: {{\"status\": \"{status}\", \"itemId\": {}}}",
-        item_id_of(body)
-    )
-}
 
 /// The file an item's agent writes: its title, dashed.
 pub(crate) fn file_of(title: &str) -> String {
@@ -69,12 +42,35 @@ pub(crate) fn worker_agent(
         };
         match turn {
             0 => commit(),
-            _ => Reply::text(format!(
-                "{title} is done.\n{SIGNAL}\n{}",
-                outcome_line("terminal", body)
-            )),
+            _ => script::item_done(&format!("{title} is done."), body),
         }
     }
+}
+
+/// [`worker_agent`] writing each item's title into its [`file_of`].
+pub(crate) fn committing_worker() -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    worker_agent(|title| (file_of(title), title.to_string()))
+}
+
+/// A plan of three items.
+pub(crate) const THREE: &str = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
+
+/// [`committing_worker`] of every item, but the first conversation on task 1
+/// hangs in a long command; the flag is set once it started.
+pub(crate) fn hanging_on_task_1() -> (
+    Flag,
+    impl Fn(usize, &Value) -> Reply + Send + Sync + 'static,
+) {
+    let hung = Flag::default();
+    let first_hang = hung.clone();
+    let agent = committing_worker();
+    let script = move |turn, body: &Value| {
+        if turn == 0 && item_of(body).as_deref() == Some("task 1") && first_hang.first_set() {
+            return Reply::bash("sleep 60");
+        }
+        agent(turn, body)
+    };
+    (hung, script)
 }
 
 /// Whether the last tool result says the client's sandbox could not start
@@ -100,19 +96,6 @@ pub(crate) fn conversations_per_item(api: &MockApi) -> BTreeMap<String, usize> {
     seen
 }
 
-/// git in `dir`, its output.
-pub(crate) fn git_out(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// A project with `plan` as PLAN.md, a verify command that logs the branch
 /// it runs on (and fails on a file named `broken.txt`), `extra` config, and
 /// everything committed on main.
@@ -136,8 +119,7 @@ pub(crate) fn queue_project(
         config[key] = value.clone();
     }
     let scenario = Scenario::configured(name, client, &config.to_string()).file("PLAN.md", plan);
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     scenario
 }
 
@@ -200,7 +182,7 @@ const FIVE: &str =
 fn two_workers_drain_a_plan_each_item_once_verified_and_landed_in_turn(client: ClientVersion) {
     let scenario = plan_drain("queue-plan", client, FIVE, json!({}), "2");
     let root = scenario.path("");
-    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let api = MockApi::start(committing_worker());
     let outcome = scenario.run(&api);
     outcome.ended(0, "complete");
     let stderr = &outcome.run.stderr;
@@ -348,16 +330,9 @@ fn a_branch_that_conflicts_is_kept_for_review_and_the_rest_lands(client: ClientV
     });
     let outcome = scenario.run(&api);
     outcome.ended(23, "complete");
-    let items: Vec<&Value> = outcome.state["queue"]["items"]
-        .as_object()
-        .unwrap()
-        .values()
-        .collect();
-    let done: Vec<_> = items.iter().filter(|i| i["status"] == "done").collect();
-    let review: Vec<_> = items
-        .iter()
-        .filter(|i| i["status"] == "needs-review")
-        .collect();
+    let items = outcome.queue_items();
+    let done = outcome.items_with_status("done");
+    let review = outcome.items_with_status("needs-review");
     assert_eq!(
         (done.len(), review.len()),
         (1, 1),
@@ -393,27 +368,10 @@ fn a_killed_worker_s_item_is_taken_up_after_its_claim_lapses_by_a_joined_process
 ) {
     // Two processes on one project, one worker each; the first is killed
     // (SIGKILL) while its client works on the first item.
-    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
-    let scenario = plan_drain(
-        "queue-killed",
-        client,
-        plan,
-        json!({"claimTtlSeconds": 3}),
-        "1",
-    );
-    let hang = Arc::new(AtomicBool::new(true));
-    let hang_now = Arc::clone(&hang);
-    let agent = worker_agent(|title| (file_of(title), title.to_string()));
-    let api = MockApi::start(move |turn, body| {
-        // The first conversation on task 1 hangs in a long command.
-        if turn == 0
-            && item_of(body).as_deref() == Some("task 1")
-            && hang_now.swap(false, Ordering::SeqCst)
-        {
-            return Reply::bash("sleep 60");
-        }
-        agent(turn, body)
-    });
+    let lapsing = json!({"claimTtlSeconds": 3});
+    let scenario = plan_drain("queue-killed", client, THREE, lapsing, "1");
+    let (hung, agent) = hanging_on_task_1();
+    let api = MockApi::start(agent);
     let spawn = || started(&scenario, &api);
     let mut first = spawn();
     let working = || {
@@ -429,7 +387,7 @@ fn a_killed_worker_s_item_is_taken_up_after_its_claim_lapses_by_a_joined_process
     );
     let mut second = spawn();
     assert!(
-        wait_until(LOOP_TIMEOUT, || !hang.load(Ordering::SeqCst)),
+        wait_until(LOOP_TIMEOUT, || hung.is_set()),
         "task 1's client never started"
     );
     // The launcher script execs ralph-ctl: its pid is the driver's.
@@ -459,7 +417,7 @@ fn a_killed_worker_s_item_is_taken_up_after_its_claim_lapses_by_a_joined_process
 fn two_processes_on_one_project_never_work_the_same_item(client: ClientVersion) {
     let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n- [ ] task 4\n";
     let scenario = plan_drain("queue-two", client, plan, json!({}), "1");
-    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let api = MockApi::start(committing_worker());
     let spawn = || started(&scenario, &api);
     let mut first = spawn();
     assert!(wait_until(LOOP_TIMEOUT, || scenario.state().is_some()));
@@ -496,12 +454,12 @@ fn two_processes_on_one_project_never_work_the_same_item(client: ClientVersion) 
 #[test]
 fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
     let client = ClientVersion::V2_1_330;
-    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
+    let plan = THREE;
     let scenario = plan_drain("queue-ctrl-c", client, plan, json!({}), "2");
     // Every item's agent starts a long command.
     let stopped = Arc::new(AtomicBool::new(false));
     let after = Arc::clone(&stopped);
-    let agent = worker_agent(|title| (file_of(title), title.to_string()));
+    let agent = committing_worker();
     let api = MockApi::start(move |turn, body| match after.load(Ordering::SeqCst) {
         false => Reply::bash("sleep 60"),
         true => agent(turn, body),
@@ -589,10 +547,9 @@ fn a_queue_in_a_project_never_set_up_sets_it_up_before_it_claims(client: ClientV
     );
     project.write("PLAN.md", "# Plan\n\n- [ ] task 1\n- [ ] task 2\n");
     project.write(".gitignore", "__pycache__/\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "the plan"]);
+    project.commit_all("the plan");
     assert!(!project.path(".claude").exists());
-    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let api = MockApi::start(committing_worker());
     let mut command = project.command(ralph_tests::bins::ctl());
     command
         .args([
@@ -636,11 +593,10 @@ fn a_folder_s_items_stay_on_their_branches_with_merge_none_and_a_skip_is_recorde
         .file("backlog/T-1", "# Add one\n\nWrite one.txt.\n")
         .file("backlog/T-2", "# Obsolete thing\n")
         .args(&["--queue", "dir:backlog", "--merge", "none"]);
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the backlog"]);
+    scenario.commit_all("the backlog");
     let root = scenario.path("");
     let before = git_out(&root, &["rev-parse", "main"]);
-    let agent = worker_agent(|title| (file_of(title), title.to_string()));
+    let agent = committing_worker();
     let api = MockApi::start(move |turn, body| {
         if item_of(body).as_deref() == Some("Obsolete thing") {
             return Reply::text(format!(
@@ -672,8 +628,6 @@ fn a_folder_s_items_stay_on_their_branches_with_merge_none_and_a_skip_is_recorde
         .closing_has(&["1 item finished on its branch (ralph/…), not merged: review and merge it"]);
 }
 
-const THREE: &str = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
-
 #[ralph_tests::on_both_clients]
 fn an_item_said_done_with_no_change_does_not_land_as_done(client: ClientVersion) {
     // The agent of "task 2" says it is done, but its command never ran (as
@@ -682,23 +636,16 @@ fn an_item_said_done_with_no_change_does_not_land_as_done(client: ClientVersion)
     let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n";
     let scenario = plan_drain("queue-nothing", client, plan, json!({}), "1");
     let root = scenario.path("");
-    let agent = worker_agent(|title| (file_of(title), title.to_string()));
+    let agent = committing_worker();
     let api = MockApi::start(move |turn, body| {
         if item_of(body).as_deref() == Some("task 2") {
-            return Reply::text(format!(
-                "task 2 is done.\n{SIGNAL}\n{}",
-                outcome_line("terminal", body)
-            ));
+            return script::item_done("task 2 is done.", body);
         }
         agent(turn, body)
     });
     let outcome = scenario.run(&api);
     outcome.ended(23, "complete");
-    let items: Vec<&Value> = outcome.state["queue"]["items"]
-        .as_object()
-        .unwrap()
-        .values()
-        .collect();
+    let items = outcome.queue_items();
     let second = items.iter().find(|i| i["title"] == "task 2").unwrap();
     assert_eq!(second["status"], "needs-review", "{second}");
     assert!(
@@ -727,7 +674,7 @@ fn the_run_s_budget_spans_its_items(client: ClientVersion) {
         json!({"maxCostUsd": 0.002}),
         "1",
     );
-    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let api = MockApi::start(committing_worker());
     let outcome = scenario.run(&api);
     outcome.ended(16, "budget_exhausted");
     let items = outcome.state["queue"]["items"].as_object().unwrap();
@@ -784,7 +731,7 @@ fn an_agent_that_moves_the_base_itself_is_named_when_its_item_lands(client: Clie
     // the base that no verify ran on. The merge queue finds the base moved.
     let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n";
     let scenario = plan_drain("queue-cheat", client, plan, json!({}), "1");
-    let agent = worker_agent(|title| (file_of(title), title.to_string()));
+    let agent = committing_worker();
     let api = MockApi::start(move |turn, body| {
         if turn == 1 && item_of(body).as_deref() == Some("task 1") {
             return Reply::bash("git update-ref refs/heads/main HEAD && echo moved");
@@ -859,10 +806,7 @@ fn sandboxed_workers_commands_never_fail_on_the_sandbox_s_git_paths() {
             0..COMMANDS => Reply::bash(format!(
                 "echo {turn} >> {file} && git add {file} && git commit -q -m '{title} {turn}' && echo committed"
             )),
-            _ => Reply::text(format!(
-                "{title} is done.\n{SIGNAL}\n{}",
-                outcome_line("terminal", body)
-            )),
+            _ => script::item_done(&format!("{title} is done."), body),
         }
     });
     let outcome = scenario.run(&api);
@@ -1004,10 +948,7 @@ fn with_two_workers_each_line_names_its_item_and_a_failure_is_said_once() {
             0 => Reply::bash(format!(
                 "echo x > {file} && git add -A && git commit -qm '{title}' && echo committed"
             )),
-            _ => Reply::text(format!(
-                "{title} is done.\n{SIGNAL}\n{}",
-                outcome_line("terminal", body)
-            )),
+            _ => script::item_done(&format!("{title} is done."), body),
         }
     });
     let outcome = scenario.run(&api);

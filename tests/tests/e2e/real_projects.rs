@@ -35,14 +35,12 @@ use std::time::{Duration, Instant};
 use ralph_tests::client::ClientVersion;
 use ralph_tests::corpus::{self, chown_tree, copy_tree};
 use ralph_tests::listen::is_root;
-use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{item_of, stop_hook_feedback, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, Run, TempProject};
 use ralph_tests::reach::{reachable, without_bubblewrap};
-use ralph_tests::scenario::Scenario;
+use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::{json, Value};
-
-use crate::queue::item_of;
 
 /// The unprivileged user of the runs that are not root's.
 const NOBODY: u32 = 65534;
@@ -487,15 +485,12 @@ impl Prepared {
 
 /// git in `dir` (whoever owns it), its output.
 fn git_out(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "safe.directory=*", "-C"])
-        .arg(dir)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    let anyone: Vec<&str> = ["-c", "safe.directory=*"]
+        .iter()
+        .chain(args)
+        .copied()
+        .collect();
+    ralph_tests::project::git_out(dir, &anyone)
 }
 
 /// The text of the stop hook's last feedback the agent was sent: why its
@@ -588,13 +583,6 @@ fn queue_agent(real: &Real) -> impl Fn(usize, &Value) -> Reply + Send + Sync + '
         let Some(title) = item_of(body) else {
             return Reply::text("No item in sight.");
         };
-        let id = user_texts(body)
-            .iter()
-            .find_map(|t| {
-                let rest = t.split("\"itemId\": ").nth(1)?;
-                Some(rest.split('}').next()?.trim().to_string())
-            })
-            .unwrap_or_else(|| "\"?\"".into());
         let change = if title.starts_with("Speed up") {
             &break_it
         } else {
@@ -605,9 +593,7 @@ fn queue_agent(real: &Real) -> impl Fn(usize, &Value) -> Reply + Send + Sync + '
                 "{change}; git add {file} && git commit -q -m {} ; git log --oneline -1",
                 shell_quote(&title)
             )),
-            _ => Reply::text(format!(
-                "{title}: done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {id}}}"
-            )),
+            _ => script::item_done(&format!("{title}: done."), body),
         }
     }
 }

@@ -6,18 +6,16 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::project::{signal_process, wait_with_timeout, TempProject};
+use ralph_tests::mock_api::MockApi;
+use ralph_tests::project::{git_out, signal_process, wait_with_timeout, TempProject};
 use ralph_tests::scenario::{wait_until, Scenario};
 use ralph_tests::LOOP_TIMEOUT;
 use serde_json::{json, Value};
 
 use super::queue::{
-    conversations_per_item, file_of, git_out, item_of, queue_project, started, worker_agent,
+    committing_worker, conversations_per_item, hanging_on_task_1, queue_project, started, THREE,
 };
 
 /// `n` machines: the first a queue project with `plan` (and `extra`
@@ -67,6 +65,11 @@ fn landed_subjects(bare: &Path) -> Vec<String> {
         .collect()
 }
 
+/// How many of `subjects` are `subject`.
+fn times_in(subjects: &[String], subject: &str) -> usize {
+    subjects.iter().filter(|s| *s == subject).count()
+}
+
 /// `ralph-ctl queue plan:PLAN.md --remote origin --json` in `machine`.
 fn remote_rows(machine: &Scenario) -> Vec<Value> {
     let run = machine.ctl(
@@ -89,7 +92,7 @@ const NINE: &str =
 fn three_machines_drain_one_backlog_each_item_once_landed_once_on_the_remote() {
     let client = ClientVersion::V2_1_330;
     let (bare, machines) = machines("remote-three", client, NINE, json!({}), 3, "2");
-    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let api = MockApi::start(committing_worker());
     let mut running: Vec<_> = machines.iter().map(|m| started(m, &api)).collect();
     let mut errs = Vec::new();
     for child in &mut running {
@@ -105,14 +108,8 @@ fn three_machines_drain_one_backlog_each_item_once_landed_once_on_the_remote() {
     // Landed on the remote's base once each, its box ticked once.
     let subjects = landed_subjects(&bare);
     for n in 1..=9 {
-        let work = subjects
-            .iter()
-            .filter(|s| **s == format!("task {n}"))
-            .count();
-        let tick = subjects
-            .iter()
-            .filter(|s| **s == format!("Tick task {n} in PLAN.md"))
-            .count();
+        let work = times_in(&subjects, &format!("task {n}"));
+        let tick = times_in(&subjects, &format!("Tick task {n} in PLAN.md"));
         assert_eq!((work, tick), (1, 1), "task {n}: {subjects:?}\n{all_err}");
     }
     let plan = git_out(&bare, &["show", "main:PLAN.md"]);
@@ -170,31 +167,13 @@ fn three_machines_drain_one_backlog_each_item_once_landed_once_on_the_remote() {
 #[test]
 fn a_machine_killed_mid_item_has_its_item_taken_over_once_its_claim_lapses() {
     let client = ClientVersion::V2_1_330;
-    let plan = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n";
-    let (bare, machines) = machines(
-        "remote-killed",
-        client,
-        plan,
-        json!({"claimTtlSeconds": 3}),
-        2,
-        "1",
-    );
-    let hang = Arc::new(AtomicBool::new(true));
-    let hang_now = Arc::clone(&hang);
-    let agent = worker_agent(|title| (file_of(title), title.to_string()));
-    let api = MockApi::start(move |turn, body| {
-        // The first conversation on task 1 hangs in a long command.
-        if turn == 0
-            && item_of(body).as_deref() == Some("task 1")
-            && hang_now.swap(false, Ordering::SeqCst)
-        {
-            return Reply::bash("sleep 60");
-        }
-        agent(turn, body)
-    });
+    let lapsing = json!({"claimTtlSeconds": 3});
+    let (bare, machines) = machines("remote-killed", client, THREE, lapsing, 2, "1");
+    let (hung, agent) = hanging_on_task_1();
+    let api = MockApi::start(agent);
     let mut first = started(&machines[0], &api);
     assert!(
-        wait_until(LOOP_TIMEOUT, || !hang.load(Ordering::SeqCst)),
+        wait_until(LOOP_TIMEOUT, || hung.is_set()),
         "task 1's client never started"
     );
     let mut second = started(&machines[1], &api);
@@ -211,10 +190,7 @@ fn a_machine_killed_mid_item_has_its_item_taken_over_once_its_claim_lapses() {
     assert_eq!(seen.get("task 3"), Some(&1), "{seen:?}");
     let subjects = landed_subjects(&bare);
     for n in 1..=3 {
-        let work = subjects
-            .iter()
-            .filter(|s| **s == format!("task {n}"))
-            .count();
+        let work = times_in(&subjects, &format!("task {n}"));
         assert_eq!(work, 1, "task {n}: {subjects:?}\n{err}");
     }
     let rows = remote_rows(&machines[1]);

@@ -18,16 +18,12 @@ fn the_report_of_a_finished_loop_is_one_page_with_its_charts() {
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("report");
     project.init();
-    let usage = |input, output| Usage {
-        input_tokens: input,
-        output_tokens: output,
-        cache_read_input_tokens: 0,
-        cache_creation_input_tokens: 0,
-    };
     let api = MockApi::start_in_order(move |turn, _| match turn {
-        0 => Reply::text("Read the code; <b>two</b> findings.").with_usage(usage(1200, 300)),
-        1 => Reply::text("Fixed one finding.").with_usage(usage(2400, 500)),
-        _ => Reply::text(format!("Both fixed.\n{SIGNAL}")).with_usage(usage(3600, 200)),
+        0 => {
+            Reply::text("Read the code; <b>two</b> findings.").with_usage(Usage::tokens(1200, 300))
+        }
+        1 => Reply::text("Fixed one finding.").with_usage(Usage::tokens(2400, 500)),
+        _ => Reply::text(format!("Both fixed.\n{SIGNAL}")).with_usage(Usage::tokens(3600, 200)),
     });
     let run = project.run_launcher(client, &api, &[], Duration::from_secs(120));
     run.assert_code(0);
@@ -93,15 +89,6 @@ fn the_report_of_a_finished_loop_is_one_page_with_its_charts() {
     );
 }
 
-fn usage(input: u64, output: u64) -> Usage {
-    Usage {
-        input_tokens: input,
-        output_tokens: output,
-        cache_read_input_tokens: 0,
-        cache_creation_input_tokens: 0,
-    }
-}
-
 /// The loop iteration a request works on: the last `[Ralph loop: iteration
 /// N of M]` header in its user messages.
 fn iteration_of(body: &Value) -> Option<u32> {
@@ -151,7 +138,7 @@ fn a_loop_interrupted_and_resumed_lists_each_iteration_once() {
     let interrupted = Flag::default();
     let waiting = interrupted.clone();
     let api = MockApi::start(move |_, body| match iteration_of(body) {
-        Some(1) => Reply::text("Read the code; two findings.").with_usage(usage(1200, 300)),
+        Some(1) => Reply::text("Read the code; two findings.").with_usage(Usage::tokens(1200, 300)),
         Some(2) if cutting.first_set() => {
             // Answered only once the launcher was interrupted: too late.
             let deadline = Instant::now() + Duration::from_secs(90);
@@ -160,8 +147,8 @@ fn a_loop_interrupted_and_resumed_lists_each_iteration_once() {
             }
             Reply::text("Too late.")
         }
-        Some(2) => Reply::text("Fixed one finding.").with_usage(usage(2400, 500)),
-        _ => Reply::text(format!("Both fixed.\n{SIGNAL}")).with_usage(usage(3600, 200)),
+        Some(2) => Reply::text("Fixed one finding.").with_usage(Usage::tokens(2400, 500)),
+        _ => Reply::text(format!("Both fixed.\n{SIGNAL}")).with_usage(Usage::tokens(3600, 200)),
     });
     let mut launcher = scenario.start_until(&api, 2);
     assert!(

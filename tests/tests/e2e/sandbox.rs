@@ -13,9 +13,9 @@
 use std::path::{Path, PathBuf};
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{tool_results, MockApi, Reply};
 use ralph_tests::project::{TempProject, TEST_TASK};
-use ralph_tests::scenario::{Outcome, Scenario};
+use ralph_tests::scenario::{script, Outcome, Scenario};
 use ralph_tests::SIGNAL;
 
 /// A git project with a passing unittest, ralph installed with it as the
@@ -23,8 +23,7 @@ use ralph_tests::SIGNAL;
 fn python_project(name: &str) -> TempProject {
     let project = TempProject::new(name);
     project.write("test_math.py", "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "a test"]);
+    project.commit_all("a test");
     project.ctl(&["init", "--yes"], &[]).assert_code(0);
     project.write_prompt(TEST_TASK);
     project
@@ -45,13 +44,18 @@ fn launch(
     (scenario, outcome)
 }
 
-/// Every tool result the agent was given, across the main requests.
-fn tool_results(api: &MockApi) -> String {
-    api.main_requests()
-        .iter()
-        .flat_map(|r| user_texts(&r.body))
-        .collect::<Vec<_>>()
-        .join("\n")
+/// Panics unless the loop completed in the client's sandbox (as its
+/// line says) with a write of the agent's refused; every tool result.
+fn completed_with_a_write_refused(
+    outcome: &Outcome,
+    api: &MockApi,
+    client: ClientVersion,
+) -> String {
+    outcome.ended(0, "complete");
+    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
+    let results = tool_results(api);
+    assert!(results.contains(write_refused(client)), "{results}");
+    results
 }
 
 /// A folder on PATH without `names`: every program of the folders on PATH
@@ -153,12 +157,7 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
             ralph_tests::bins::ctl().display()
         )),
     ];
-    let api = MockApi::start(move |turn, _| {
-        script
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
-    });
+    let api = MockApi::start(script::replies_then_done(script.to_vec()));
     let root = project.root.clone();
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     outcome.ended(0, "complete").at_iteration(1);
@@ -232,10 +231,7 @@ fn a_fresh_loop_runs_its_iterations_with_the_walls(client: ClientVersion) {
         None => Reply::text(format!("All done.\n{SIGNAL}")),
     });
     let (_, outcome) = launch(project, client, &api, &["--fresh"], &[]);
-    outcome.ended(0, "complete");
-    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
-    let results = tool_results(&api);
-    assert!(results.contains(write_refused(client)), "{results}");
+    let results = completed_with_a_write_refused(&outcome, &api, client);
     assert!(
         the_check_passed(&results, client == ClientVersion::V2_1_330),
         "{results}"
@@ -296,8 +292,7 @@ fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersio
     std::fs::create_dir_all(project.path("tests")).unwrap();
     let test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n";
     project.write("tests/test_math.py", test);
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "a test"]);
+    project.commit_all("a test");
     project.ctl(&["init", "--yes"], &[]).assert_code(0);
     project.write_prompt(TEST_TASK);
     let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
@@ -317,15 +312,11 @@ fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersio
             "echo 'import unittest' > tests/test_new.py",
         ],
     };
-    let api = MockApi::start(move |turn, _| match commands.get(turn) {
-        Some(command) => Reply::bash(*command),
-        None => Reply::text(format!("All done.\n{SIGNAL}")),
-    });
+    let api = MockApi::start(script::replies_then_done(
+        commands.into_iter().map(Reply::bash).collect(),
+    ));
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
-    outcome.ended(0, "complete");
-    outcome.run.assert_stderr_has(&[sandbox_line(client)]);
-    let results = tool_results(&api);
-    assert!(results.contains(write_refused(client)), "{results}");
+    let results = completed_with_a_write_refused(&outcome, &api, client);
     assert_eq!(
         std::fs::read_to_string(project.path("tests/test_math.py")).unwrap(),
         test,
@@ -355,12 +346,7 @@ fn ralphs_key_is_out_of_the_agents_reach_in_the_sandbox(client: ClientVersion) {
             input: serde_json::json!({ "file_path": path }),
         },
     ];
-    let api = MockApi::start(move |turn, _| {
-        script
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
-    });
+    let api = MockApi::start(script::replies_then_done(script.to_vec()));
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     let bytes = std::fs::read(&key).expect("the key was made at the start");
     assert_eq!(bytes.len(), 32);
@@ -407,12 +393,7 @@ fn the_agent_commits_with_git_add_all_in_the_sandbox() {
             "echo work > work.txt && git add -A && git commit -qm 'agent work' && echo committed",
         ),
     ];
-    let api = MockApi::start(move |turn, _| {
-        script
-            .get(turn)
-            .cloned()
-            .unwrap_or_else(|| Reply::text(format!("All done.\n{SIGNAL}")))
-    });
+    let api = MockApi::start(script::replies_then_done(script.to_vec()));
     let root = project.root.clone();
     let (_project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     outcome.ended(0, "complete");

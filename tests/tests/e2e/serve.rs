@@ -67,6 +67,54 @@ fn launch(scenario: &Scenario, api: &MockApi) -> Child {
     cmd.spawn().unwrap()
 }
 
+/// A mock whose iteration 1 says `first`, whose iteration 2 waits for the
+/// gate (at most [`HOLD`]) before it says it fixed the parser, and whose
+/// iteration 3 claims done; the gate.
+fn held_at_iteration_2(first: &'static str) -> (Gate, MockApi) {
+    let go = Gate::default();
+    let held = go.clone();
+    let api = MockApi::start_in_order(move |turn, _| match turn {
+        0 => Reply::text(first),
+        1 => {
+            held.wait();
+            Reply::text("Fixed the parser.")
+        }
+        _ => Reply::text(format!("All done.\n{SIGNAL}")),
+    });
+    (go, api)
+}
+
+/// A fresh loop against a mock, its check saying [`CHECK_SAYS`], with
+/// `ralph-ctl serve` and a browser on its page.
+/// Its fields are dropped in the order they stand: the browser and the
+/// server end before the project's folder goes.
+struct LivePage {
+    browser: Browser,
+    served: Served,
+    launcher: Child,
+    scenario: Scenario,
+}
+
+impl LivePage {
+    /// Starts the loop `name` against `api`, serves it and opens the page
+    /// in the browser (which must answer 200).
+    fn open(name: &str, api: &MockApi) -> LivePage {
+        let config =
+            format!(r#"{{"verify": [{{"name": "tests", "command": "echo '{CHECK_SAYS}'"}}]}}"#);
+        let scenario = Scenario::configured(name, CLIENT, &config).fresh(&[]);
+        let launcher = launch(&scenario, api);
+        let served = Served::start(&scenario, &[]);
+        let mut browser = Browser::start(&scenario);
+        assert_eq!(browser.open(&served.url), 200);
+        LivePage {
+            browser,
+            served,
+            launcher,
+            scenario,
+        }
+    }
+}
+
 /// Waits until the loop's state says `status`.
 fn wait_status(project: &TempProject, status: &str) {
     assert!(
@@ -80,66 +128,54 @@ fn wait_status(project: &TempProject, status: &str) {
 
 #[test]
 fn the_page_follows_a_loop_to_its_end_and_its_note_reaches_the_next_iteration() {
-    let go = Gate::default();
-    let held = go.clone();
-    let api = MockApi::start_in_order(move |turn, _| {
-        match turn {
-        0 => Reply::text(
-            "Looked around. <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">",
-        ),
-        1 => {
-            held.wait();
-            Reply::text("Fixed the parser.")
-        }
-        _ => Reply::text(format!("All done.\n{SIGNAL}")),
-    }
-    });
-    let config =
-        format!(r#"{{"verify": [{{"name": "tests", "command": "echo '{CHECK_SAYS}'"}}]}}"#);
-    let scenario = Scenario::configured("serve-live", CLIENT, &config).fresh(&[]);
-    let mut launcher = launch(&scenario, &api);
-    let served = Served::start(&scenario, &[]);
-    let mut browser = Browser::start(&scenario);
-    assert_eq!(browser.open(&served.url), 200);
-    browser.eval("window.__loaded = 'once'");
+    let (go, api) = held_at_iteration_2(
+        "Looked around. <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">",
+    );
+    let mut live = LivePage::open("serve-live", &api);
+    live.browser.eval("window.__loaded = 'once'");
 
     // Running, with the agent's markup as text.
-    browser.wait_text(&selector("h2"), "running", SOON);
-    let page = browser.wait_text(
+    live.browser.wait_text(&selector("h2"), "running", SOON);
+    let page = live.browser.wait_text(
         &selector(".body"),
         "<script>window.__pwned = 1</script>",
         SOON,
     );
     assert!(page.contains("onerror"), "{page}");
     assert_eq!(
-        browser.eval("document.querySelectorAll('#loops script, #loops img').length"),
+        live.browser
+            .eval("document.querySelectorAll('#loops script, #loops img').length"),
         0,
         "the agent's markup became elements"
     );
 
     // A note for the next iteration, from the page.
-    browser.type_in(&selector("form.say input"), "Prefer the small fix.");
-    browser.click(&selector("form.say button"));
-    browser.wait_text(&selector(".message"), "noted", SOON);
+    live.browser
+        .type_in(&selector("form.say input"), "Prefer the small fix.");
+    live.browser.click(&selector("form.say button"));
+    live.browser.wait_text(&selector(".message"), "noted", SOON);
     go.open();
 
     // Complete, with the check's output, in the same page.
-    browser.wait_text(&selector(".status"), "complete", SOON);
-    browser.wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
+    live.browser
+        .wait_text(&selector(".status"), "complete", SOON);
+    live.browser
+        .wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
     assert_eq!(
-        browser.eval("window.__loaded"),
+        live.browser.eval("window.__loaded"),
         "once",
         "the page was reloaded"
     );
     assert_eq!(
-        browser.eval("performance.getEntriesByType('navigation').length"),
+        live.browser
+            .eval("performance.getEntriesByType('navigation').length"),
         1
     );
     assert!(
-        browser.eval("window.__pwned").is_null(),
+        live.browser.eval("window.__pwned").is_null(),
         "the agent's script ran"
     );
-    exits_with(&mut launcher, 0);
+    exits_with(&mut live.launcher, 0);
 
     let requests = api.main_requests();
     assert_eq!(requests.len(), 3, "three iterations");
@@ -246,38 +282,25 @@ fn the_agent_s_question_is_answered_from_the_page() {
 
 #[test]
 fn a_silent_connection_does_not_stop_the_page() {
-    let go = Gate::default();
-    let held = go.clone();
-    let api = MockApi::start_in_order(move |turn, _| match turn {
-        0 => Reply::text("Looked around."),
-        1 => {
-            held.wait();
-            Reply::text("Fixed the parser.")
-        }
-        _ => Reply::text(format!("All done.\n{SIGNAL}")),
-    });
-    let config =
-        format!(r#"{{"verify": [{{"name": "tests", "command": "echo '{CHECK_SAYS}'"}}]}}"#);
-    let scenario = Scenario::configured("serve-silent", CLIENT, &config).fresh(&[]);
-    let mut launcher = launch(&scenario, &api);
-    let served = Served::start(&scenario, &[]);
-    let mut browser = Browser::start(&scenario);
-    assert_eq!(browser.open(&served.url), 200);
-    browser.wait_text(&selector("h2"), "running", SOON);
+    let (go, api) = held_at_iteration_2("Looked around.");
+    let mut live = LivePage::open("serve-silent", &api);
+    live.browser.wait_text(&selector("h2"), "running", SOON);
 
     // A stranger (no token) announces a body and never sends it, and so
     // does a request with the token and the page's origin; both stay
     // open while the loop goes on.
-    let mut stranger = served.hold(&format!(
+    let mut stranger = live.served.hold(&format!(
         "POST /api/cancel HTTP/1.1\r\nHost: {}\r\nContent-Length: 100000\r\n\r\n",
-        served.host()
+        live.served.host()
     ));
-    let mut silent = served.hold(&served.post_head("/api/say", 64));
+    let mut silent = live.served.hold(&live.served.post_head("/api/say", 64));
     go.open();
 
-    browser.wait_text(&selector(".status"), "complete", SOON);
-    browser.wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
-    exits_with(&mut launcher, 0);
+    live.browser
+        .wait_text(&selector(".status"), "complete", SOON);
+    live.browser
+        .wait_text(&selector(".verify-output"), CHECK_SAYS, SOON);
+    exits_with(&mut live.launcher, 0);
     assert_eq!(api.main_requests().len(), 3, "three iterations");
 
     let (said, closed) = Served::answered(&mut stranger, Duration::from_secs(2));
@@ -286,21 +309,14 @@ fn a_silent_connection_does_not_stop_the_page() {
     let (said, closed) = Served::answered(&mut silent, Duration::from_secs(10));
     assert!(said.starts_with("HTTP/1.1 408"), "{said}");
     assert!(closed, "the silent connection was left open");
-    assert!(scenario.status_json()["hint"].is_null(), "no note left");
+    assert!(
+        live.scenario.status_json()["hint"].is_null(),
+        "no note left"
+    );
 }
 
 /// The page's width in the screenshots and in what is measured.
 const WIDTH: u32 = 1200;
-
-/// `input` and `output` tokens, as a reply reports them.
-fn usage(input: u64, output: u64) -> Usage {
-    Usage {
-        input_tokens: input,
-        output_tokens: output,
-        cache_read_input_tokens: 0,
-        cache_creation_input_tokens: 0,
-    }
-}
 
 /// A PNG of the whole page as `name`: into docs/img/ under
 /// `RALPH_WRITE_SCREENSHOTS=1` (the pictures docs/serve.md shows), else
@@ -345,13 +361,13 @@ fn a_single_loop_s_page_ends_with_no_empty_strip_of_controls() {
     let held = go.clone();
     let api = MockApi::start_in_order(move |turn, _| match turn {
         0 => Reply::text("Read the parser and its tests; two cases fail on empty input.")
-            .with_usage(usage(4200, 900)),
+            .with_usage(Usage::tokens(4200, 900)),
         1 => Reply::text("Fixed the empty-input case; the quoted one is next.")
-            .with_usage(usage(6100, 1300)),
+            .with_usage(Usage::tokens(6100, 1300)),
         _ => {
             held.wait();
             Reply::text(format!("Both cases fixed and tested.\n{SIGNAL}"))
-                .with_usage(usage(7400, 600))
+                .with_usage(Usage::tokens(7400, 600))
         }
     });
     let config =
@@ -404,10 +420,9 @@ fn a_queue_run_is_one_table_of_its_items_each_folded_under_it() {
     let go = Gate::default();
     let held = go.clone();
     let last_item_conversations = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let agent =
-        crate::queue::worker_agent(|title| (crate::queue::file_of(title), title.to_string()));
+    let agent = crate::queue::committing_worker();
     let api = MockApi::start(move |turn, body| {
-        let reply = if crate::queue::item_of(body).as_deref() == Some(TITLES[2]) {
+        let reply = if ralph_tests::mock_api::item_of(body).as_deref() == Some(TITLES[2]) {
             let seen = if turn == 0 {
                 last_item_conversations.fetch_add(1, Ordering::SeqCst) + 1
             } else {
@@ -424,7 +439,7 @@ fn a_queue_run_is_one_table_of_its_items_each_folded_under_it() {
         } else {
             agent(turn, body)
         };
-        reply.with_usage(usage(1500, 250))
+        reply.with_usage(Usage::tokens(1500, 250))
     });
     let mut launcher = launch(&scenario, &api);
     let served = Served::start(&scenario, &[]);

@@ -471,13 +471,20 @@ fn tool_use_without_change_opens_the_breaker(client: ClientVersion) {
     );
 }
 
+/// A scenario whose check `tests` says `says` and fails (exit 1).
+fn failing_tests(name: &str, client: ClientVersion, says: &str) -> Scenario {
+    let command = format!("echo '{says}'; exit 1");
+    let check = serde_json::json!({"name": "tests", "command": command, "timeoutSeconds": 20});
+    Scenario::configured(
+        name,
+        client,
+        &serde_json::json!({ "verify": [check] }).to_string(),
+    )
+}
+
 #[ralph_tests::on_both_clients]
 fn identical_rejected_claims_open_the_breaker_before_the_cap(client: ClientVersion) {
-    let scenario = Scenario::configured(
-        "rejected",
-        client,
-        r#"{"verify": [{"name": "tests", "command": "echo '1 test failed: parser::nested'; exit 1", "timeoutSeconds": 20}]}"#,
-    );
+    let scenario = failing_tests("rejected", client, "1 test failed: parser::nested");
     let root = scenario.root.clone();
     // Each iteration edits a file (real change, so no-progress never trips),
     // then claims completion; the same test fails every time.
@@ -767,8 +774,7 @@ fn a_project_in_a_subfolder_of_its_repository_makes_progress(client: ClientVersi
     let app = project.root.join("mono/app");
     project.write("mono/app/lib.txt", "0\n");
     project.write("mono/other/x.txt", "x\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "monorepo"]);
+    project.commit_all("monorepo");
     // The loop's project is mono/app; the repository's top is two folders up.
     project.root = app.clone();
     project.init();
@@ -946,12 +952,8 @@ fn a_state_and_log_line_the_agent_writes_do_not_complete_a_failing_loop(client: 
     // accepted claim and appends ralph's `end` line for it to the audit
     // log, then claims done while the check fails. Neither carries ralph's
     // MAC: the stop is let through, and the run does not end complete.
-    let scenario = Scenario::configured(
-        "forged-record",
-        client,
-        r#"{"verify": [{"name": "tests", "command": "echo '1 test failed'; exit 1", "timeoutSeconds": 20}]}"#,
-    )
-    .args(&["--headless", "--no-sandbox"]);
+    let scenario = failing_tests("forged-record", client, "1 test failed")
+        .args(&["--headless", "--no-sandbox"]);
     let runtime = scenario.state_path().parent().unwrap().to_path_buf();
     let forge = scenario.tmp.join("forge.py");
     std::fs::write(

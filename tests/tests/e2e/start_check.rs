@@ -10,6 +10,7 @@
 //! Run one alone with e.g.
 //! `tests/run.sh -p ralph-tests --test e2e start_check::a_check_that_cannot_run_stops_the_start`.
 
+use ralph_tests::cli::doctor_row;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{user_texts, MockApi, Reply};
 use ralph_tests::project::{run_with_timeout, TempProject, TEST_TASK};
@@ -30,12 +31,7 @@ fn project_with_pytest_in_a_venv(name: &str) -> TempProject {
     let project = TempProject::new(name);
     project.write("pyproject.toml", "[tool.pytest.ini_options]\n");
     project.write("tests/test_a.py", "def test_a():\n    assert True\n");
-    let venv = project
-        .command("python3")
-        .args(["-m", "venv", "--without-pip", ".venv"])
-        .status()
-        .unwrap();
-    assert!(venv.success(), "python3 -m venv");
+    project.make_venv();
     let version = run_with_timeout(
         {
             let mut cmd = project.command(project.path(".venv/bin/python"));
@@ -113,13 +109,7 @@ fn a_check_that_cannot_run_stops_the_start() {
     // doctor runs the check in the walls and says why it cannot run.
     let doctor = scenario.ctl(&["doctor", "--json"], &[]);
     let report: Value = serde_json::from_str(&doctor.stdout).unwrap();
-    let check = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "check")
-        .cloned()
-        .unwrap_or_default();
+    let check = doctor_row(&report, "check");
     assert_eq!(check["verdict"], "fail", "{report:#}");
     assert_eq!(check["run"]["outcome"], "cannot-run", "{check:#}");
     assert!(check["run"]["durationMs"].is_u64(), "{check:#}");
@@ -158,13 +148,7 @@ fn a_check_that_cannot_run_stops_the_start() {
     let path = activated(&scenario);
     let doctor = scenario.ctl(&["doctor", "--json"], &[("PATH", &path)]);
     let report: Value = serde_json::from_str(&doctor.stdout).unwrap();
-    let check = report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "check")
-        .cloned()
-        .unwrap_or_default();
+    let check = doctor_row(&report, "check");
     assert_eq!(check["run"]["outcome"], "passed", "{report:#}");
     assert_eq!(check["run"]["counts"]["passed"], 1, "{check:#}");
     let mut launcher = scenario.command(&api);
@@ -186,8 +170,7 @@ fn package_with_tests_inside(name: &str) -> TempProject {
         "toolz/tests/test_core.py",
         "import unittest\nfrom toolz.core import inc\n\n\nclass T(unittest.TestCase):\n    def test_inc(self):\n        self.assertEqual(inc(1), 2)\n",
     );
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "a package"]);
+    project.commit_all("a package");
     project
 }
 
@@ -330,8 +313,7 @@ fn every_failing_unittest_header_reaches_the_agent() {
 fn the_advice_on_a_refused_call_fits_a_sandboxed_run() {
     let project = TempProject::new("sandboxed-advice");
     project.write("test_math.py", "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "a test"]);
+    project.commit_all("a test");
     project.ctl(&["init", "--yes"], &[]).assert_code(0);
     project.write_prompt(TEST_TASK);
     // A compound command the sandboxed client still asks approval for,

@@ -237,6 +237,22 @@ fn three_steps(
     }
 }
 
+/// A mock of [`three_steps`] whose iteration 2 answers 429 (retry after
+/// 1 s) until the limit's reset, `ahead` seconds after the first of its
+/// requests; the reset time, once that request came.
+fn limited_in_iteration_2(ahead: u64) -> (Arc<Mutex<Option<u64>>>, MockApi) {
+    let reset_at: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
+    let reset_of = Arc::clone(&reset_at);
+    let api = MockApi::start(three_steps(move || {
+        let reset = *reset_of.lock().unwrap().get_or_insert(epoch_now() + ahead);
+        match SystemTime::now() < UNIX_EPOCH + Duration::from_secs(reset) {
+            true => rate_limited(reset, 1),
+            false => Reply::text("Finished step 2."),
+        }
+    }));
+    (reset_at, api)
+}
+
 /// Every turn says there is more to do, each request `usage` tokens.
 fn expensive(usage: Usage) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
     move |turn, _| Reply::text(format!("Step {} done; more to do.", turn + 1)).with_usage(usage)
@@ -380,18 +396,10 @@ fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
         ClientVersion::V2_0_77 => AHEAD.to_string(),
     };
     let scenario = quick("rate-limit", client).env("RALPH_RESUME_BACKOFF_SECONDS", &backoff);
-    let reset_at: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
-    let reset_of = Arc::clone(&reset_at);
     // Iteration 2's requests answer 429 until the limit's reset, about 4 s
     // after the first of them, each telling the client to retry after 1 s:
     // the client's own retry comes (and fails) well before the reset.
-    let api = MockApi::start(three_steps(move || {
-        let reset = *reset_of.lock().unwrap().get_or_insert(epoch_now() + AHEAD);
-        match SystemTime::now() < UNIX_EPOCH + Duration::from_secs(reset) {
-            true => rate_limited(reset, 1),
-            false => Reply::text("Finished step 2."),
-        }
-    }));
+    let (reset_at, api) = limited_in_iteration_2(AHEAD);
     let outcome = scenario.run(&api);
     let evidence = evidence(&scenario, &api, &outcome.run);
     outcome.ended(0, "complete").at_iteration(3);
@@ -975,15 +983,7 @@ fn a_subscription_s_limit_is_waited_for_until_its_reset() {
     let scenario = quick("subscription-limit", client)
         .subscription()
         .env("RALPH_RESUME_BACKOFF_SECONDS", "1");
-    let reset_at: Arc<Mutex<Option<u64>>> = Arc::new(Mutex::new(None));
-    let reset_of = Arc::clone(&reset_at);
-    let api = MockApi::start(three_steps(move || {
-        let reset = *reset_of.lock().unwrap().get_or_insert(epoch_now() + AHEAD);
-        match SystemTime::now() < UNIX_EPOCH + Duration::from_secs(reset) {
-            true => rate_limited(reset, 1),
-            false => Reply::text("Finished step 2."),
-        }
-    }));
+    let (reset_at, api) = limited_in_iteration_2(AHEAD);
     let outcome = scenario.run(&api);
     let evidence = evidence(&scenario, &api, &outcome.run);
     outcome.ended(0, "complete").at_iteration(3);

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::Heard;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::scenario::Scenario;
+use ralph_tests::mock_api::{item_of, user_texts, MockApi, Reply};
+use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::SIGNAL;
 use serde_json::Value;
 
@@ -89,22 +89,24 @@ fn project(name: &str, client: ClientVersion) -> Scenario {
         .file("test_helper.py", TEST)
         .file("helper.py", "def add(a, b):\n    return a + b\n")
         .file(".gitignore", "__pycache__/\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "a tested helper"]);
+    scenario.commit_all("a tested helper");
     scenario
 }
 
-/// Runs `scenario` with the agent writing `helper` at `file_path` and
-/// claiming done; asserts the outside file never appeared and that the
+/// Runs `scenario` with the agent `agent(write)` (`write` the shell
+/// command that writes the escaping helper) claiming done; asserts the outside file never appeared and that the
 /// check imported the agent's module and was refused the write.
-fn agent_cannot_escape_through_the_check(
+fn agent_cannot_escape_through_the_check<A>(
     scenario: Scenario,
     outside: PathBuf,
-    records: Records,
-    agent: impl Fn(usize, &Value) -> Reply + Send + Sync + 'static,
-) {
+    agent: impl FnOnce(String) -> A,
+) where
+    A: Fn(usize, &Value) -> Reply + Send + Sync + 'static,
+{
+    let records = Records::listen();
+    let write = write_helper(&outside, &records);
     let _ = std::fs::remove_file(&outside);
-    let api = MockApi::start(agent);
+    let api = MockApi::start(agent(write));
     let outcome = scenario.run(&api);
     let escaped = outside.exists();
     let _ = std::fs::remove_file(&outside);
@@ -121,55 +123,43 @@ fn agent_cannot_escape_through_the_check(
     );
 }
 
+/// The agent of a loop: runs `write`, then says the helper is done.
+fn writes_the_helper(write: String) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    move |turn, _| match turn {
+        0 => Reply::bash(write.clone()),
+        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
+    }
+}
+
 #[ralph_tests::on_both_clients]
 fn a_sessions_check_runs_the_agents_code_inside_the_walls(client: ClientVersion) {
     let outside = target("session", client);
     let scenario = project("walls-session", client);
-    let records = Records::listen();
-    let write = write_helper(&outside, &records);
-    agent_cannot_escape_through_the_check(scenario, outside, records, move |turn, _| match turn {
-        0 => Reply::bash(write.clone()),
-        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
-    });
+    agent_cannot_escape_through_the_check(scenario, outside, writes_the_helper);
 }
 
 #[ralph_tests::on_both_clients]
 fn a_fresh_loops_check_runs_the_agents_code_inside_the_walls(client: ClientVersion) {
     let outside = target("fresh", client);
     let scenario = project("walls-fresh", client).fresh(&[]);
-    let records = Records::listen();
-    let write = write_helper(&outside, &records);
-    agent_cannot_escape_through_the_check(scenario, outside, records, move |turn, _| match turn {
-        0 => Reply::bash(write.clone()),
-        _ => Reply::text(format!("The helper is done.\n{SIGNAL}")),
-    });
+    agent_cannot_escape_through_the_check(scenario, outside, writes_the_helper);
 }
 
 #[ralph_tests::on_both_clients]
 fn a_queue_items_checks_run_the_agents_code_inside_the_walls(client: ClientVersion) {
     let outside = target("queue", client);
     let scenario = project("walls-queue", client).file("PLAN.md", "# Plan\n\n- [ ] helper\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     let scenario = scenario.args(&["--queue", "plan:PLAN.md"]);
-    let records = Records::listen();
-    let write = write_helper(&outside, &records);
-    agent_cannot_escape_through_the_check(scenario, outside, records, move |turn, body| {
-        // The item's agent works in its worktree (its folder is the client's).
-        let item_id = user_texts(body)
-            .iter()
-            .find_map(|text| {
-                let rest = text.split("\"itemId\": ").nth(1)?;
-                Some(rest.split('}').next()?.trim().to_string())
-            })
-            .unwrap_or_else(|| "\"?\"".into());
-        match turn {
-            0 => Reply::bash(format!(
-                "{write}git add helper.py && git commit -qm 'the helper' && echo committed"
-            )),
-            _ => Reply::text(format!(
-                "The helper is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
-            )),
+    agent_cannot_escape_through_the_check(scenario, outside, |write| {
+        move |turn, body: &Value| {
+            // The item's agent works in its worktree (its folder is the client's).
+            match turn {
+                0 => Reply::bash(format!(
+                    "{write}git add helper.py && git commit -qm 'the helper' && echo committed"
+                )),
+                _ => script::item_done("The helper is done.", body),
+            }
         }
     });
 }
@@ -178,20 +168,12 @@ fn a_queue_items_checks_run_the_agents_code_inside_the_walls(client: ClientVersi
 fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
     let scenario =
         project("walls-guarded", client).file("PLAN.md", "# Plan\n\n- [ ] helper\n- [ ] other\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     let root = scenario.path("");
     let guardrails_before =
         std::fs::read_to_string(root.join(".claude/ralph/guardrails.md")).unwrap();
     let scenario = scenario.args(&["--queue", "plan:PLAN.md"]);
     let api = MockApi::start(move |turn, body| {
-        let item_id = user_texts(body)
-            .iter()
-            .find_map(|text| {
-                let rest = text.split("\"itemId\": ").nth(1)?;
-                Some(rest.split('}').next()?.trim().to_string())
-            })
-            .unwrap_or_else(|| "\"?\"".into());
         match turn {
             // Signs for the next items, a merge driver, every box ticked.
             // The worktree's guardrails.md is read-only to the agent, so the
@@ -204,9 +186,7 @@ fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
                  echo work > work.txt && git add work.txt .gitattributes PLAN.md && \
                  git commit -qm 'the item' && echo committed",
             ),
-            _ => Reply::text(format!(
-                "Done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
-            )),
+            _ => script::item_done("Done.", body),
         }
     });
     let outcome = scenario.run(&api);
@@ -247,14 +227,6 @@ fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
     );
 }
 
-/// The title of the item a conversation works: the line after "## Your item: ".
-fn item_of(body: &Value) -> Option<String> {
-    user_texts(body).iter().find_map(|text| {
-        let rest = text.split("## Your item: ").nth(1)?;
-        Some(rest.lines().next().unwrap_or_default().trim().to_string())
-    })
-}
-
 #[ralph_tests::on_both_clients]
 fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: ClientVersion) {
     // As an agent that reached .git/config would leave it: a merge driver
@@ -267,8 +239,7 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
     let scenario = Scenario::configured("walls-merge-driver", client, r#"{"verify": []}"#)
         .file("PLAN.md", "# Plan\n\n- [ ] left side\n- [ ] right side\n")
         .file(".gitattributes", "shared.txt merge=mine\n");
-    scenario.git(&["add", "-A"]);
-    scenario.git(&["commit", "-q", "-m", "the plan"]);
+    scenario.commit_all("the plan");
     scenario.git(&[
         "config",
         "merge.mine.driver",
@@ -281,13 +252,6 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
         let Some(title) = item_of(body) else {
             return Reply::text("No item in sight.");
         };
-        let item_id = user_texts(body)
-            .iter()
-            .find_map(|text| {
-                let rest = text.split("\"itemId\": ").nth(1)?;
-                Some(rest.split('}').next()?.trim().to_string())
-            })
-            .unwrap_or_else(|| "\"?\"".into());
         let commit = Reply::bash(format!(
             "echo '{title}' > shared.txt && git add shared.txt && git commit -qm '{title}' && echo committed"
         ));
@@ -306,9 +270,7 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
                 commit
             }
             1 | 2 if could_not_start => commit,
-            _ => Reply::text(format!(
-                "{title} is done.\n{SIGNAL}\nRALPH_OUTCOME: {{\"status\": \"terminal\", \"itemId\": {item_id}}}"
-            )),
+            _ => script::item_done(&format!("{title} is done."), body),
         }
     });
     let outcome = scenario.run(&api);
@@ -319,15 +281,8 @@ fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: Client
         "the merge queue ran the repository's merge driver\n{outcome:?}"
     );
     outcome.ended(23, "complete");
-    let items: Vec<&Value> = outcome.state["queue"]["items"]
-        .as_object()
-        .unwrap()
-        .values()
-        .collect();
-    let review: Vec<_> = items
-        .iter()
-        .filter(|i| i["status"] == "needs-review")
-        .collect();
+    let items = outcome.queue_items();
+    let review = outcome.items_with_status("needs-review");
     assert_eq!(review.len(), 1, "{items:?}");
     assert!(
         review[0]["why"].as_str().unwrap().contains("shared.txt"),

@@ -238,8 +238,7 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
     project.write("parity_probe.py", PROBE);
     project.write("go.mod", "module example.com/parity\n\ngo 1.19\n");
     project.write("parity-out/.keep", "");
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "the probes"]);
+    project.commit_all("the probes");
     // ralph installed by the binaries the runs' user reaches.
     let ctl = reachable(&ralph_tests::bins::ctl(), bins);
     reachable(&ralph_tests::bins::hook(), bins);

@@ -13,13 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::project::TempProject;
-use ralph_tests::scenario::Scenario;
-use ralph_tests::SIGNAL;
+use ralph_tests::mock_api::{item_of, MockApi, Reply};
+use ralph_tests::project::{git_out, TempProject};
+use ralph_tests::scenario::{script, Scenario};
 use serde_json::{json, Value};
 
-use crate::queue::{file_of, git_out, item_of, outcome_line, worker_agent};
+use crate::queue::{committing_worker, file_of};
 
 /// `project` with ralph installed, `config` as its config.json, `plan` as
 /// PLAN.md and `.gitignore`, every file committed on main, run as a queue
@@ -29,21 +28,13 @@ fn queue_of(project: TempProject, config: Value, plan: &str, ignored: &str) -> S
     project.write("PLAN.md", plan);
     project.write(".gitignore", ignored);
     project.init();
-    project.git(&["add", "-A"]);
-    project.git(&["commit", "-q", "-m", "the project"]);
+    project.commit_all("the project");
     Scenario::around(project, ClientVersion::V2_1_330).args(&[
         "--queue",
         "plan:PLAN.md",
         "--workers",
         "1",
     ])
-}
-
-/// The one item's record in the run's status.
-fn only_item(state: &Value) -> &Value {
-    let items = state["queue"]["items"].as_object().expect("a queue record");
-    assert_eq!(items.len(), 1, "{items:?}");
-    items.values().next().unwrap()
 }
 
 /// The `PATH` of the tests with `first` before it.
@@ -72,13 +63,7 @@ fn editable_project(name: &str) -> (TempProject, PathBuf) {
         "import unittest\n\nfrom toy import add\n\n\nclass AddTest(unittest.TestCase):\n    \
          def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n",
     );
-    let made = project
-        .command("python3")
-        .args(["-m", "venv", "--without-pip", ".venv"])
-        .status()
-        .unwrap();
-    assert!(made.success(), "python3 -m venv");
-    let venv = std::fs::canonicalize(project.path(".venv")).unwrap();
+    let venv = project.make_venv();
     let site = project
         .command(venv.join("bin/python"))
         .args([
@@ -151,10 +136,7 @@ fn an_item_that_breaks_an_editable_package_never_lands_and_the_reach_back_is_nam
             0 => Reply::bash(
                 "sed -i 's/a + b/a - b/' src/toy/__init__.py && git commit -qam 'change add' && echo committed",
             ),
-            _ => Reply::text(format!(
-                "Changed.\n{SIGNAL}\n{}",
-                outcome_line("terminal", body)
-            )),
+            _ => script::item_done("Changed.", body),
         }
     });
     let outcome = scenario.run(&api);
@@ -170,18 +152,13 @@ fn an_item_that_breaks_an_editable_package_never_lands_and_the_reach_back_is_nam
     // The worktree's check could not import the main checkout's code: its
     // baseline failed there before any change, named with the `.pth` that
     // leads into the main checkout and the fix, and no agent was spent.
-    let item = only_item(&outcome.state);
-    assert_eq!(item["status"], "failed", "{item}");
-    let why = item["why"].as_str().unwrap();
-    for words in [
+    outcome.only_item_failed_with(&[
         "the test baseline of the new worktree",
         "where it passed in the main checkout",
         "__editable__.toy-0.1.pth puts",
         &root.join("src").display().to_string(),
         "worktreeSetup",
-    ] {
-        assert!(why.contains(words), "{words:?} in {why}");
-    }
+    ]);
     assert!(stderr.contains("__editable__.toy-0.1.pth puts"), "{stderr}");
     assert_eq!(api.main_requests().len(), 0, "{stderr}");
 }
@@ -229,7 +206,7 @@ fn an_npm_project_whose_runner_is_in_its_ignored_node_modules_lands_its_items() 
         "node_modules/\n",
     );
     let root = scenario.path("");
-    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let api = MockApi::start(committing_worker());
     let outcome = scenario.run(&api);
     let stderr = &outcome.run.stderr;
     outcome.ended(0, "complete");
@@ -299,11 +276,11 @@ fn a_generated_file_the_worktree_lacks_comes_from_worktree_setup() {
         json!({"worktreeSetup": "python3 make_egg_info.py"}),
     );
     let root = scenario.path("");
-    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let api = MockApi::start(committing_worker());
     let outcome = scenario.run(&api);
     let stderr = &outcome.run.stderr;
     outcome.ended(0, "complete");
-    assert_eq!(only_item(&outcome.state)["status"], "done", "{stderr}");
+    assert_eq!(outcome.only_item()["status"], "done", "{stderr}");
     assert!(root.join(file_of("note one")).is_file());
     assert!(
         stderr.contains("worktreeSetup `python3 make_egg_info.py`")
@@ -316,23 +293,19 @@ fn a_generated_file_the_worktree_lacks_comes_from_worktree_setup() {
 #[test]
 fn without_worktree_setup_the_failure_is_named_as_the_worktree_baseline_s() {
     let scenario = generated_file_project("generated-missing", json!({}));
-    let api = MockApi::start(worker_agent(|title| (file_of(title), title.to_string())));
+    let api = MockApi::start(committing_worker());
     let outcome = scenario.run(&api);
     let stderr = &outcome.run.stderr;
     outcome.ended(23, "complete");
-    let item = only_item(&outcome.state);
-    assert_eq!(item["status"], "failed", "{item}");
-    let why = item["why"].as_str().unwrap();
-    for words in [
+    outcome.only_item_failed_with(&[
         "the test baseline of the new worktree",
         "`python3 -m unittest -v` exited 1 (1 run (0 passed, 1 failed), 0 skipped) there before any change",
         "where it passed in the main checkout",
         "set worktreeSetup",
         "PackageNotFoundError",
-    ] {
-        assert!(why.contains(words), "{words:?} in {why}\n{stderr}");
-    }
+    ]);
     // No iteration was spent on a failure no change of the item can fix.
     assert_eq!(api.main_requests().len(), 0, "{stderr}");
+    let item = outcome.only_item();
     assert_eq!(item["iterations"], 0, "{item}");
 }

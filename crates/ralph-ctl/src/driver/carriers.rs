@@ -30,6 +30,16 @@ pub(crate) fn record(
     record_start(paths, session_id, carriers, None)
 }
 
+/// What a new worktree starts from, recorded as its client starts.
+#[derive(Debug)]
+pub(crate) struct NewWorktree {
+    /// The breaker's progress baseline: the iteration's progress is what
+    /// it changed there.
+    pub(crate) progress: Option<ralph_core::observe::progress::Baseline>,
+    /// Its own test baseline (`None`: the loop's stands).
+    pub(crate) tests: Option<ralph_core::events::WorktreeBaseline>,
+}
+
 /// [`record`] for a client just started, with the breaker's progress
 /// baseline and the test baseline of the worktree it works in when it has
 /// a new one: what an iteration's start changes in the loop, in one
@@ -38,7 +48,7 @@ pub(crate) fn record_start(
     paths: &ProjectPaths,
     session_id: &str,
     carriers: Carriers,
-    new_worktree: Option<super::worktree::NewWorktree>,
+    new_worktree: Option<NewWorktree>,
 ) -> Result<(), CtlError> {
     let changed = transaction::change(paths, Whose::Session(session_id), |draft| {
         draft.apply(Event::Carried(Some(carriers)));

@@ -25,7 +25,7 @@ use super::command::{self, ClientProgram};
 use super::os_signals::{SignalSource, Signals};
 use super::prepare::{self, Inputs, Prepared, Ready, RunOptions};
 use super::result;
-use super::{carriers, finish, fresh, say, steps, supervisor, worktree};
+use super::{carriers, finish, fresh, say, steps, supervisor, worktree, worktree_env};
 use crate::error::CmdResult;
 use crate::error::CtlError;
 use crate::formula;
@@ -380,7 +380,7 @@ impl Driver<'_> {
         let last_stop_before = state.and_then(|s| s.last_run_at);
         // The iteration's own worktree, when it has one.
         let (current, new_worktree) = match self.mode.worktrees() {
-            Some(plan) => match worktree::enter_worktree(
+            Some(plan) => match worktree_env::enter_worktree(
                 paths,
                 plan,
                 self.mode.item().map(|i| i.worktree_name.as_str()),

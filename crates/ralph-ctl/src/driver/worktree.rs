@@ -297,16 +297,6 @@ impl Worktree {
     }
 }
 
-/// What a new worktree starts from, recorded as its client starts.
-#[derive(Debug)]
-pub(crate) struct NewWorktree {
-    /// The breaker's progress baseline: the iteration's progress is what
-    /// it changed there.
-    pub(crate) progress: Option<ralph_core::observe::progress::Baseline>,
-    /// Its own test baseline (`None`: the loop's stands).
-    pub(crate) tests: Option<ralph_core::events::WorktreeBaseline>,
-}
-
 /// Why an iteration's worktree was not entered.
 #[derive(Debug)]
 pub(crate) enum NotEntered {
@@ -321,41 +311,6 @@ impl From<CtlError> for NotEntered {
     fn from(e: CtlError) -> Self {
         NotEntered::Failed(e)
     }
-}
-
-/// The worktree of the loop's current iteration, made from the base (or
-/// taken up again when the iteration is resumed); a new one is made ready
-/// (`worktree_env::prepare`: its setup, its test baseline) and becomes
-/// the breaker's baseline.
-pub(crate) fn enter_worktree(
-    paths: &ralph_core::paths::ProjectPaths,
-    plan: &WorktreePlan,
-    item_name: Option<&str>,
-    config: &ralph_core::judge::config::Config,
-) -> Result<(Worktree, Option<NewWorktree>), NotEntered> {
-    let state = ralph_core::persist::store::StateStore::new(paths)
-        .read()
-        .map_err(CtlError::from)?
-        .ok_or_else(|| CtlError::Client("the loop's state is gone".into()))?;
-    let name = match item_name {
-        Some(name) => name.to_string(),
-        None => name(&state.started_at.to_string(), state.iteration),
-    };
-    let worktree = plan.create(&name)?;
-    super::say(&format!(
-        "iteration {} works in {} (branch {}, from {})",
-        state.iteration,
-        worktree.shown(&paths.root),
-        worktree.branch,
-        plan.base
-    ));
-    if !worktree.created {
-        return Ok((worktree, None));
-    }
-    let tests = super::worktree_env::prepare(paths, config, &state, &worktree)
-        .map_err(NotEntered::Unfit)?;
-    let progress = ralph_core::observe::progress::baseline(&worktree.path);
-    Ok((worktree, Some(NewWorktree { progress, tests })))
 }
 
 /// After a judged iteration: its worktree is removed when it holds nothing

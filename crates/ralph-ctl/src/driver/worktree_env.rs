@@ -23,8 +23,10 @@ use ralph_core::observe::resolved;
 use ralph_core::observe::verify::{self, BaselineFailure, VerifyCommand, VerifyResult};
 use ralph_core::paths::ProjectPaths;
 
+use super::carriers::NewWorktree;
 use super::say;
-use super::worktree::{self, Worktree};
+use super::worktree::{self, NotEntered, Worktree, WorktreePlan};
+use crate::error::CtlError;
 
 /// Makes the new `worktree` of the loop `state` ready: runs `worktreeSetup`
 /// in it, then measures its test baseline and resolves its checks there
@@ -223,6 +225,40 @@ fn fails_only_here(
 /// The first 12 characters of a commit.
 fn short(commit: &str) -> String {
     commit.chars().take(12).collect()
+}
+
+/// The worktree of the loop's current iteration, made from the base (or
+/// taken up again when the iteration is resumed); a new one is made ready
+/// ([`prepare`]: its setup, its test baseline) and becomes
+/// the breaker's baseline.
+pub(crate) fn enter_worktree(
+    paths: &ralph_core::paths::ProjectPaths,
+    plan: &WorktreePlan,
+    item_name: Option<&str>,
+    config: &ralph_core::judge::config::Config,
+) -> Result<(Worktree, Option<NewWorktree>), NotEntered> {
+    let state = ralph_core::persist::store::StateStore::new(paths)
+        .read()
+        .map_err(CtlError::from)?
+        .ok_or_else(|| CtlError::Client("the loop's state is gone".into()))?;
+    let name = match item_name {
+        Some(name) => name.to_string(),
+        None => worktree::name(&state.started_at.to_string(), state.iteration),
+    };
+    let worktree = plan.create(&name)?;
+    super::say(&format!(
+        "iteration {} works in {} (branch {}, from {})",
+        state.iteration,
+        worktree.shown(&paths.root),
+        worktree.branch,
+        plan.base
+    ));
+    if !worktree.created {
+        return Ok((worktree, None));
+    }
+    let tests = prepare(paths, config, &state, &worktree).map_err(NotEntered::Unfit)?;
+    let progress = ralph_core::observe::progress::baseline(&worktree.path);
+    Ok((worktree, Some(NewWorktree { progress, tests })))
 }
 
 #[cfg(test)]

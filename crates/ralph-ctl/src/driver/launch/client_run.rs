@@ -35,7 +35,7 @@ impl Driver<'_> {
         step: Option<&formula::Step>,
         spent: Usd,
         current: Option<&worktree::Worktree>,
-        new_worktree: Option<worktree::NewWorktree>,
+        new_worktree: Option<carriers::NewWorktree>,
     ) -> Result<(Supervision, Option<result::ClientResult>), (String, i32)> {
         self.start_over_if_unresumable();
         let command = self.client_command(prompt, step, spent, current);
@@ -137,7 +137,7 @@ impl Driver<'_> {
         &mut self,
         command: &ClientCommand,
         work_root: &std::path::Path,
-        new_worktree: Option<worktree::NewWorktree>,
+        new_worktree: Option<carriers::NewWorktree>,
     ) -> Watched {
         let paths = self.paths;
         let session = self.session.as_str();

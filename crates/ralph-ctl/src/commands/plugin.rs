@@ -340,13 +340,14 @@ fn open(paths: &ProjectPaths, request: &LoopStartArgs) -> Result<(String, String
             };
         }
     };
-    let (mut config, pin) = match start::pinned_config(paths) {
-        Ok(pinned) => pinned,
-        Err(e) => {
-            put_back(&adopted);
-            return Err(e);
-        }
-    };
+    let (mut config, pin) =
+        match start::pinned_config(paths, &ralph_core::judge::config::ProcessEnv) {
+            Ok(pinned) => pinned,
+            Err(e) => {
+                put_back(&adopted);
+                return Err(e);
+            }
+        };
     if let Some(promise) = &request.completion_promise {
         config.completion_signal =
             ralph_core::judge::config::validate_signal(promise).ok_or_else(|| {

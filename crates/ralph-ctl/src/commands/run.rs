@@ -173,6 +173,7 @@ impl RunArgs {
             },
             json: self.json,
             client_args: self.client_args,
+            env: Default::default(),
         }
     }
 }
@@ -187,33 +188,21 @@ fn parse_dollars(text: &str) -> Result<f64, String> {
         .ok_or_else(ralph_core::judge::config::cost_accepts)
 }
 
-/// Runs `ralph-ctl run`: the overrides set as their variables, the task
-/// (`--task`) set up, the options taken up the way a resumed loop ran, then
-/// the loop driven or the queue drained.
+/// Runs `ralph-ctl run`: the task (`--task`) set up, the options taken up
+/// the way a resumed loop ran, the overrides put in the run's settings
+/// (never in ralph's own environment), then the loop driven or the queue
+/// drained.
 pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
     if let Some(line) = crate::driver::config_hold::looked_at(paths) {
         crate::driver::say(&line);
     }
-    // The same overrides as the variables, so that the start, the
-    // driver and the client's Stop hook (which inherits this
-    // environment) all read them. Set before any thread starts.
     if args.check_may_not_run {
         crate::driver::start::allow_check_not_running();
     }
-    if let Some(n) = args.max_iterations {
-        std::env::set_var(
-            ralph_core::judge::config::env::MAX_ITERATIONS,
-            n.to_string(),
-        );
-    }
-    if let Some(dollars) = args.max_cost_usd {
-        std::env::set_var(
-            ralph_core::judge::config::env::MAX_COST_USD,
-            dollars.to_string(),
-        );
-    }
+    let max_iterations = args.max_iterations;
+    let max_cost_usd = args.max_cost_usd;
     // The task's text for a dry run lives until the dry run has read it.
-    let _task_preview = task::set_up_for_run(
+    let task_preview = task::set_up_for_run(
         paths,
         args.task.as_deref(),
         args.queue.is_some(),
@@ -223,13 +212,26 @@ pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
     )?;
     let mut options = args.options();
     driver::prepare::as_it_ran(paths, &mut options);
-    // --sandbox / --no-sandbox likewise: the hook walls the checks
-    // it runs as the run walls the agent.
+    // The overrides rank as their variables: the start, the driver and the
+    // client's Stop hook (given them in its environment) all read them.
+    // --sandbox / --no-sandbox likewise: the hook walls the checks it runs
+    // as the run walls the agent.
+    use ralph_core::judge::config::env;
+    if let Some(n) = max_iterations {
+        options.env.set(env::MAX_ITERATIONS, n.to_string());
+    }
+    if let Some(dollars) = max_cost_usd {
+        options.env.set(env::MAX_COST_USD, dollars.to_string());
+    }
     if let Some(sandbox) = options.sandbox {
-        std::env::set_var(
-            ralph_core::judge::config::env::SANDBOX,
-            if sandbox { "on" } else { "off" },
-        );
+        options
+            .env
+            .set(env::SANDBOX, if sandbox { "on" } else { "off" });
+    }
+    if let Some(file) = &task_preview {
+        options
+            .env
+            .set(env::PROMPT_FILE, file.path().display().to_string());
     }
     match options.queue.is_some() {
         true => driver::queue::run::run(paths, options),

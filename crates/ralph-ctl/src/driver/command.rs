@@ -211,6 +211,10 @@ pub(crate) struct Launch<'a> {
     /// Headless, the client's JSON result as the person's output
     /// (`--output-format json`), not its events shown as readable lines.
     pub(crate) json: bool,
+    /// The run's settings from its command line (`RALPH_MAX_ITERATIONS`,
+    /// `RALPH_SANDBOX`, …), given to the client as variables so that its
+    /// Stop hook reads what the run reads.
+    pub(crate) run_env: &'a [(&'static str, String)],
 }
 
 /// A client version, from `claude --version` ("2.1.330 (Claude Code)").
@@ -364,7 +368,11 @@ pub(crate) fn build(launch: &Launch) -> ClientCommand {
         args.extend(["--permission-mode", HEADLESS_PERMISSION_MODE].map(OsString::from));
     }
     args.extend(launch.client_args.iter().cloned());
-    let mut env = Vec::new();
+    let mut env: Vec<(String, String)> = launch
+        .run_env
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.clone()))
+        .collect();
     if launch.fresh {
         // The driver judges this iteration: the plugin's hook keeps out of it.
         env.push((DRIVEN_ENV.to_string(), "1".to_string()));
@@ -477,6 +485,7 @@ mod tests {
             extra_settings: None,
             fresh: false,
             json: true,
+            run_env: &[],
         }
     }
 
@@ -551,6 +560,31 @@ mod tests {
             ["-p", "--output-format", "stream-json", "--verbose"],
             "a fresh iteration's events are streamed, to be shown live"
         );
+    }
+
+    #[test]
+    fn the_run_s_settings_reach_the_client_and_its_hook_as_variables() {
+        let client = ClientProgram {
+            program: "/bin/claude".into(),
+            leading_args: vec![],
+        };
+        let run_env = [
+            ("RALPH_MAX_ITERATIONS", "3".to_string()),
+            ("RALPH_SANDBOX", "off".to_string()),
+        ];
+        let mut launch = launch(&client, true, "Do it.", &[], Platform::Unix);
+        launch.run_env = &run_env;
+        let command = build(&launch);
+        for (name, value) in &run_env {
+            assert!(
+                command.env.contains(&(name.to_string(), value.clone())),
+                "{name}: {:?}",
+                command.env
+            );
+        }
+        assert!(command
+            .env
+            .contains(&("RALPH_ACTIVE".to_string(), "1".to_string())));
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use ralph_core::engine::{self, Answer, Stop, World};
 use ralph_core::events::{Draft, Event};
-use ralph_core::judge::config::ProcessEnv;
+use ralph_core::judge::config::EnvSource;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{LoopState, Status};
 use ralph_core::paths::ProjectPaths;
@@ -67,6 +67,17 @@ pub(crate) struct Concluded {
 /// events to the stop's draft and say how the driver goes on.
 pub(crate) type StepRules<'a> = dyn FnMut(&mut Draft) -> StepNext + 'a;
 
+/// Where an iteration is judged: the project, the run's settings over the
+/// environment, and the world the engine observes.
+pub(crate) struct Judging<'a> {
+    /// The loop's project (or queue item's).
+    pub(crate) paths: &'a ProjectPaths,
+    /// The run's settings over the environment.
+    pub(crate) env: &'a dyn EnvSource,
+    /// What the engine reads and runs.
+    pub(crate) world: &'a dyn World,
+}
+
 /// Concludes the iteration the client process of `session` just ended, in
 /// one transaction on the loop: judged as the Stop hook would have at its
 /// stop (its final message is the result's; a cut-off process has none and
@@ -77,14 +88,14 @@ pub(crate) type StepRules<'a> = dyn FnMut(&mut Draft) -> StepNext + 'a;
 /// the next process's new session. Notes the engine has for the person go
 /// to `say`.
 pub(crate) fn conclude(
-    paths: &ProjectPaths,
+    judging: Judging<'_>,
     stop: &Stop,
     result: Option<&ClientResult>,
-    world: &dyn World,
     rules: &mut StepRules<'_>,
     max_cost: Option<Usd>,
     say: &mut dyn FnMut(&str),
 ) -> Result<Concluded, CtlError> {
+    let paths = judging.paths;
     let session = stop.session_id.as_deref().unwrap_or_default();
     let mut next_step = StepNext::AsJudged;
     let mut next_session = None;
@@ -98,10 +109,17 @@ pub(crate) fn conclude(
         }
     };
     let mut answer = None;
-    let report = engine::run_stop_settled(paths, &ProcessEnv, stop, world, &mut settle, &mut |a| {
-        answer = Some(a.clone());
-        Ok(())
-    })
+    let report = engine::run_stop_settled(
+        judging.paths,
+        judging.env,
+        stop,
+        judging.world,
+        &mut settle,
+        &mut |a| {
+            answer = Some(a.clone());
+            Ok(())
+        },
+    )
     .map_err(|e| CtlError::Client(format!("the iteration could not be judged: {e}")))?;
     for note in &report.notes {
         say(note);
@@ -230,10 +248,13 @@ mod tests {
         let stop = stop_of("s1", Some(result));
         let mut rules = |_: &mut Draft| StepNext::AsJudged;
         conclude(
-            paths,
+            Judging {
+                paths,
+                env: &ralph_core::judge::config::ProcessEnv,
+                world: &RealWorld,
+            },
             &stop,
             Some(result),
-            &RealWorld,
             &mut rules,
             max,
             &mut |_| {},

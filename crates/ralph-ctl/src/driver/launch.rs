@@ -12,7 +12,7 @@ use std::ffi::OsString;
 
 use ralph_core::engine::RealWorld;
 use ralph_core::exit_codes;
-use ralph_core::judge::config::{Config, ProcessEnv};
+use ralph_core::judge::config::Config;
 use ralph_core::judge::state::{LoopState, Status};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
@@ -25,6 +25,7 @@ use super::command::{self, ClientProgram};
 use super::os_signals::{SignalSource, Signals};
 use super::prepare::{self, Inputs, Prepared, Ready, RunOptions};
 use super::result;
+use super::run_env::RunEnv;
 use super::{carriers, finish, fresh, say, steps, supervisor, worktree, worktree_env};
 use crate::error::CmdResult;
 use crate::error::CtlError;
@@ -122,6 +123,7 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
             }),
         ),
         json: options.json,
+        env: options.env.clone(),
         // A new session per fresh iteration: each process reports its own cost.
         session_cost: version.is_some_and(|v| v.reports_session_cost()) && !fresh,
         client_args: settings.client_args,
@@ -150,6 +152,9 @@ struct Driver<'a> {
     /// How its iterations run.
     mode: Mode,
     json: bool,
+    /// The run's settings from its command line, over the environment:
+    /// every config read of the driver, and the client's environment.
+    env: RunEnv,
     /// The client reports its session's cost, not the run's.
     session_cost: bool,
     client_args: Vec<OsString>,
@@ -272,6 +277,8 @@ pub(crate) struct ItemDrive<'a> {
     pub(crate) extra_settings: Option<String>,
     /// The client's output as it is.
     pub(crate) json: bool,
+    /// The run's settings from its command line, over the environment.
+    pub(crate) env: RunEnv,
     /// The item loop's first session.
     pub(crate) session: String,
     /// The item loop's cap.
@@ -297,6 +304,7 @@ pub(crate) fn drive_item(drive: ItemDrive<'_>, signals: Signals) -> (CmdResult, 
             item: Some(drive.item),
         }),
         json: drive.json,
+        env: drive.env,
         session_cost: false,
         client_args: drive.client_args,
         extra_settings: drive.extra_settings,
@@ -465,7 +473,7 @@ impl Driver<'_> {
         let paths = self.paths;
         let pinned = state.and_then(|s| s.pinned.as_ref());
         if let Some(pin) = pinned {
-            match pin.config(paths, &ProcessEnv) {
+            match pin.config(paths, &self.env) {
                 Ok(pinned_config) => {
                     self.config = pinned_config;
                     if let Some(item) = self.mode.item() {
@@ -524,7 +532,7 @@ impl Driver<'_> {
                     None,
                 )
             }
-            _ => prepare::current_text(self.paths),
+            _ => prepare::current_text(self.paths, &self.env),
         }
     }
 
@@ -594,10 +602,13 @@ impl Driver<'_> {
             None => steps::StepNext::AsJudged,
         };
         let concluded = match fresh::conclude(
-            paths,
+            fresh::Judging {
+                paths,
+                env: &self.env,
+                world: &RealWorld,
+            },
             &stop,
             done,
-            &RealWorld,
             &mut rules,
             config.supervision.max_cost,
             &mut |note| say(note),

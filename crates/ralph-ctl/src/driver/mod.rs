@@ -37,6 +37,7 @@ pub(crate) mod os_signals;
 pub(crate) mod prepare;
 pub(crate) mod queue;
 pub(crate) mod result;
+pub(crate) mod run_env;
 pub(crate) mod sandbox;
 pub(crate) mod sandbox_mounts;
 pub(crate) mod start;

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::io::Write;
 
 use ralph_core::exit_codes;
-use ralph_core::judge::config::{Config, ContextMode, ProcessEnv, SandboxSetting};
+use ralph_core::judge::config::{Config, ContextMode, EnvSource, SandboxSetting};
 use ralph_core::judge::state::{RunMode, Status};
 use ralph_core::observe::registration;
 use ralph_core::paths::ProjectPaths;
@@ -63,6 +63,9 @@ pub(crate) struct RunOptions {
     pub(crate) json: bool,
     /// Arguments for the client (given after `--`).
     pub(crate) client_args: Vec<OsString>,
+    /// The settings the command line gives, over the environment: what
+    /// every config read of the run and the client's environment carry.
+    pub(crate) env: super::run_env::RunEnv,
 }
 
 /// The file holding the first prompt when it is pointed at rather than passed
@@ -234,10 +237,10 @@ impl Inputs {
         // A resumed loop goes on with what it was pinned to.
         let config = match options.resume {
             true => match StateStore::new(paths).read() {
-                Ok(Some(state)) => pin::loop_config(paths, &ProcessEnv, &state)?,
-                _ => Config::load(paths, &ProcessEnv)?,
+                Ok(Some(state)) => pin::loop_config(paths, &options.env, &state)?,
+                _ => Config::load(paths, &options.env)?,
             },
-            false => Config::load(paths, &ProcessEnv)?,
+            false => Config::load(paths, &options.env)?,
         };
         let formula = options
             .formula
@@ -513,7 +516,10 @@ pub(crate) fn begin(
         false,
         allow_template,
         fresh,
-        Some(run_mode),
+        Some(start::ByRun {
+            mode: run_mode,
+            env: &options.env,
+        }),
     )?;
     if let Some(formula) = formula {
         steps::begin(
@@ -599,6 +605,7 @@ pub(crate) fn dry_run(
         extra_settings: None,
         fresh,
         json: options.json,
+        run_env: options.env.overrides(),
     });
     let mut out = std::io::stdout();
     // The text is shown once, below, not again inside the command.
@@ -740,12 +747,12 @@ pub(crate) fn find_client(paths: &ProjectPaths) -> Result<ClientProgram, CtlErro
 }
 
 /// The prompt of the loop's current iteration: header, PROMPT.md, guardrails.
-pub(crate) fn current_text(paths: &ProjectPaths) -> Result<String, CtlError> {
+pub(crate) fn current_text(paths: &ProjectPaths, env: &dyn EnvSource) -> Result<String, CtlError> {
     let state = StateStore::new(paths).read()?;
     // A loop's own pin decides its prompt file, not config.json as it is now.
     let config = match &state {
-        Some(state) => pin::loop_config(paths, &ProcessEnv, state)?,
-        None => Config::load(paths, &ProcessEnv)?,
+        Some(state) => pin::loop_config(paths, env, state)?,
+        None => Config::load(paths, env)?,
     };
     let (iteration, max, task) = match state {
         Some(state) if state.status == Status::Running => {

@@ -3,7 +3,7 @@
 //! and clearing one for `reset`.
 
 use ralph_core::events::Event;
-use ralph_core::judge::config::{Config, FileLayers, ProcessEnv, MAX_ITERATIONS_LIMIT};
+use ralph_core::judge::config::{Config, EnvSource, FileLayers, MAX_ITERATIONS_LIMIT};
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{LoopState, RunMode};
 use ralph_core::observe::hook_input;
@@ -34,12 +34,22 @@ pub(crate) struct Started {
     pub(crate) walls: ralph_core::observe::process::walls::WallsWanted,
 }
 
+/// What `ralph-ctl run` starts a loop with: how it runs it (for `run
+/// --resume`), and the settings its command line gives.
+pub(crate) struct ByRun<'a> {
+    /// How the run runs the loop.
+    pub(crate) mode: RunMode,
+    /// The run's settings over the environment.
+    pub(crate) env: &'a dyn EnvSource,
+}
+
 /// Writes a fresh `running` state owned by `session` (default: a new UUID),
 /// unless a loop is running, the breaker is open, or the state is corrupt
 /// (`force` replaces them), or the prompt is still the template
 /// (`allow_template` runs it anyway). A `fresh` loop runs each iteration in
 /// a client process and session of its own (`ralph-ctl run --fresh`);
-/// `run_mode` is how `ralph-ctl run` runs it, for `run --resume`.
+/// `run`: what `ralph-ctl run` starts it with (`None` for `ralph-ctl
+/// start`).
 pub(crate) fn start_loop(
     paths: &ProjectPaths,
     session: Option<String>,
@@ -47,9 +57,14 @@ pub(crate) fn start_loop(
     force: bool,
     allow_template: bool,
     fresh: bool,
-    run_mode: Option<RunMode>,
+    run: Option<ByRun<'_>>,
 ) -> Result<Started, CtlError> {
-    let (config, pin) = pinned_config(paths)?;
+    let env: &dyn EnvSource = match &run {
+        Some(run) => run.env,
+        None => &ralph_core::judge::config::ProcessEnv,
+    };
+    let run_mode = run.as_ref().map(|run| run.mode.clone());
+    let (config, pin) = pinned_config(paths, env)?;
     // Fail now, not at the first stop, when the prompt cannot be used.
     let prompt_path = paths.resolve(&config.prompt_file);
     let prompt_text = prompt_text::read_prompt(&prompt_path)?;
@@ -79,9 +94,12 @@ pub(crate) fn start_loop(
 /// The config files as they are now, read once: the configuration they
 /// make (validated, the environment on top) and their pin, which the loop
 /// started with them decides by (see `ralph_core::pin`).
-pub(crate) fn pinned_config(paths: &ProjectPaths) -> Result<(Config, Pinned), CtlError> {
-    let layers = FileLayers::read(paths, &ProcessEnv)?;
-    let config = Config::from_layers(paths, &ProcessEnv, &layers)?;
+pub(crate) fn pinned_config(
+    paths: &ProjectPaths,
+    env: &dyn EnvSource,
+) -> Result<(Config, Pinned), CtlError> {
+    let layers = FileLayers::read(paths, env)?;
+    let config = Config::from_layers(paths, env, &layers)?;
     Ok((config, Pinned::of(&layers, time::Timestamp::now())))
 }
 

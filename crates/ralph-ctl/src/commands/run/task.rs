@@ -45,7 +45,7 @@ pub(crate) fn prepare(
 ) -> Result<(), CtlError> {
     let task = checked(task)?;
     set_up(paths, yes)?;
-    let (config, _) = start::pinned_config(paths)?;
+    let (config, _) = start::pinned_config(paths, &ralph_core::judge::config::ProcessEnv)?;
     // `--reset` clears a loop that is not carried: only that one refuses.
     start::refuse_if_in_the_way(paths, &config, reset)?;
     let path = paths.resolve(&config.prompt_file);
@@ -84,9 +84,9 @@ fn checked(task: &str) -> Result<&str, CtlError> {
 
 /// `run --task TEXT --dry-run`: says what the run would do first (install
 /// ralph, with which completion check; replace PROMPT.md), and gives the
-/// dry run the task's PROMPT.md to show, as a file outside the project
-/// (`RALPH_PROMPT_FILE`, set here before any thread starts). Nothing in the
-/// project is written; the file goes when the returned one is dropped.
+/// dry run the task's PROMPT.md to show, as a file outside the project (the
+/// caller makes it the run's `RALPH_PROMPT_FILE`). Nothing in the project
+/// is written; the file goes when the returned one is dropped.
 pub(crate) fn preview(
     paths: &ProjectPaths,
     task: &str,
@@ -115,7 +115,7 @@ pub(crate) fn preview(
             ),
         }
     }
-    let (config, _) = start::pinned_config(paths)?;
+    let (config, _) = start::pinned_config(paths, &ralph_core::judge::config::ProcessEnv)?;
     if let Err(refusal) = start::refuse_if_in_the_way(paths, &config, reset) {
         crate::output::say!("warning: a real run would be refused: {refusal}");
     }
@@ -150,7 +150,6 @@ pub(crate) fn preview(
         file.write_all(text.as_bytes())
             .map_err(CtlError::io("write", file.path()))?;
     }
-    std::env::set_var(ralph_core::judge::config::env::PROMPT_FILE, file.path());
     Ok(file)
 }
 

@@ -126,6 +126,7 @@ impl Driver<'_> {
             extra_settings: extra_settings.as_deref(),
             fresh: self.mode.fresh(),
             json: self.json,
+            run_env: self.env.overrides(),
         })
     }
 

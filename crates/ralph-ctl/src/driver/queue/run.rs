@@ -39,6 +39,7 @@ use crate::driver::launch::{self, ItemDrive, ItemWork};
 use crate::driver::os_signals::{SignalSource, Signals};
 use crate::driver::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
 use crate::driver::queue::remote::{Ending, Remote, RemoteBook};
+use crate::driver::run_env::RunEnv;
 use crate::driver::worktree::{self, WorktreePlan};
 use crate::driver::{carriers, config_hold, finish, item_text, sandbox, say, start};
 use crate::error::{CmdResult, CtlError};
@@ -55,6 +56,8 @@ pub(crate) struct Workbench {
     pub(crate) extra_settings: Option<String>,
     /// The client's own output as it is.
     pub(crate) json: bool,
+    /// The run's settings from its command line, over the environment.
+    pub(crate) env: RunEnv,
 }
 
 /// How often a worker with nothing to claim looks again while other
@@ -102,6 +105,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         client_args: settings.client_args,
         extra_settings: settings.extra_settings,
         json: run_options.json,
+        env: run_options.env.clone(),
     };
     // A source that cannot be read is refused before anything starts.
     source.read(&paths.root)?;
@@ -112,7 +116,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
              or give --base-ref BRANCH, or --merge none"
         )));
     }
-    let (config, pin) = start::pinned_config(paths)?;
+    let (config, pin) = start::pinned_config(paths, &bench.env)?;
     let remote = match options.remote.as_ref().or(config.queue.remote.as_ref()) {
         Some(name) => Some(RemoteBook::new(Remote::find(&paths.root, name)?, &source)),
         None => None,
@@ -575,6 +579,7 @@ impl Shared<'_> {
                     &item.id,
                 ),
                 json: self.bench.json,
+                env: self.bench.env.clone(),
                 session,
                 max_iterations: max,
                 item: ItemWork {

@@ -1,9 +1,16 @@
 //! A backlog's items, read from where the person keeps them: the unchecked
 //! boxes of a markdown plan (`plan:PATH`), one file per item in a folder
-//! (`dir:PATH`), or the JSON array a configured command prints
-//! (`cmd:COMMAND`). Every source gives the same item shape; an item's id is
-//! stable while the item itself is unchanged, so a source read again (items
-//! are added while a backlog is drained) names the same work the same way.
+//! (`dir:PATH`), the JSON array a configured command prints
+//! (`cmd:COMMAND`), the stories of a prd.json (`prd:PATH`), open GitHub
+//! issues (`github:FILTER`) or ready beads (`beads:`). Every source gives
+//! the same item shape; an item's id is stable while the item itself is
+//! unchanged, so a source read again (items are added while a backlog is
+//! drained) names the same work the same way. An item may depend on others
+//! (`after`), checked when the source is read ([`after::check`]).
+
+pub mod after;
+pub mod prd;
+pub mod trackers;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -37,6 +44,10 @@ pub struct Item {
     pub title: String,
     /// What the agent is told of it beyond the title (may be empty).
     pub body: String,
+    /// The ids of the items it depends on that its source does not record
+    /// as done yet: it is claimable only once each of them landed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
 }
 
 impl Item {
@@ -80,18 +91,45 @@ pub enum Source {
     /// `dir:PATH`: each regular file of the folder (not hidden) is an item.
     Dir(PathBuf),
     /// `cmd:COMMAND`: a command (`sh -c`) that prints a JSON array of
-    /// `{"id", "title", "body"}` objects.
+    /// `{"id", "title", "body"}` objects (and, optionally, `"after"`).
     Command(String),
+    /// `prd:PATH`: the stories of a prd.json whose `passes` is false.
+    Prd(PathBuf),
+    /// `github:FILTER`: the open issues `gh` lists for the filter
+    /// (`label=ralph`, `assignee=…`, `milestone=…`, `author=…`, `repo=…`).
+    Github(String),
+    /// `beads:[FILTER]`: the issues `bd ready --json` lists.
+    Beads(String),
+}
+
+/// How a landed item is marked done in the file its source reads, in the
+/// same commit as its change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoneMark {
+    /// A plan's `- [ ]` box ticked.
+    PlanBox,
+    /// A prd.json story's `passes` set to true (and a line added to the
+    /// `progress.txt` beside it, when there is one).
+    PrdPasses,
+}
+
+/// `text` (the file `mark` is for) with item `id` marked done; `None` when
+/// it holds no such item not done yet.
+pub fn mark_done(mark: DoneMark, text: &str, id: &str) -> Option<String> {
+    match mark {
+        DoneMark::PlanBox => tick(text, id),
+        DoneMark::PrdPasses => prd::pass(text, id),
+    }
 }
 
 /// Why a source could not be read, each naming the source and the fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum QueueError {
     /// The source (`--queue` or `ralph-ctl queue`) has no known kind.
-    #[error("the queue source {0:?} says no kind: say where the items are, plan:PATH, dir:PATH or cmd:COMMAND")]
+    #[error("the queue source {0:?} says no kind: say where the items are, plan:PATH, dir:PATH or cmd:COMMAND, or a tracker: prd:PATH, github:label=NAME, beads:")]
     UnknownSource(String),
     /// The kind is there, its path or command is not.
-    #[error("the queue source {0:?} has nothing after the colon; give the path or the command")]
+    #[error("the queue source {0:?} has nothing after the colon; give the path, the command, or (github:) the filter, e.g. github:label=ralph")]
     Empty(String),
     /// A file or folder could not be read.
     #[error("the queue's {what} {path} cannot be read: {why}")]
@@ -117,6 +155,44 @@ pub enum QueueError {
         /// What went wrong, and the fix.
         why: String,
     },
+    /// A prd.json that is not what prd tools write.
+    #[error("the queue's prd.json {path} {why}")]
+    Prd {
+        /// The file.
+        path: String,
+        /// What is wrong, and the fix.
+        why: String,
+    },
+    /// A tracker's filter holds a pair ralph does not know.
+    #[error("the queue source {given:?} has {pair:?}, which ralph does not read; give {known}")]
+    Filter {
+        /// The source as given.
+        given: String,
+        /// The pair.
+        pair: String,
+        /// The pairs it takes.
+        known: String,
+    },
+    /// `gh` or `bd` is missing, failed, or printed what ralph cannot read.
+    #[error("the queue's tracker: `{program}` {why}")]
+    Tool {
+        /// The tool.
+        program: String,
+        /// What went wrong, and the fix.
+        why: String,
+    },
+    /// An item depends on an id no item of the backlog has, and the source
+    /// does not record it as done.
+    #[error("item {item} depends on {missing}, which the queue's source neither lists as an item nor records as done; fix the id or drop the dependency")]
+    MissingDependency {
+        /// The item.
+        item: String,
+        /// The id it names.
+        missing: String,
+    },
+    /// Items depend on each other in a cycle: none of them could start.
+    #[error("items depend on each other in a cycle ({}): none of them could ever be worked; break the cycle in the queue's source", .0.join(" → "))]
+    DependencyCycle(Vec<String>),
 }
 
 impl QueueError {
@@ -134,6 +210,10 @@ impl FromStr for Source {
         let (kind, rest) = text
             .split_once(':')
             .ok_or_else(|| QueueError::UnknownSource(text.to_string()))?;
+        if kind == "beads" {
+            trackers::beads_filter(text, rest)?;
+            return Ok(Source::Beads(rest.trim().to_string()));
+        }
         if rest.trim().is_empty() {
             return Err(QueueError::Empty(text.to_string()));
         }
@@ -141,6 +221,11 @@ impl FromStr for Source {
             "plan" => Ok(Source::Plan(PathBuf::from(rest))),
             "dir" => Ok(Source::Dir(PathBuf::from(rest))),
             "cmd" => Ok(Source::Command(rest.to_string())),
+            "prd" => Ok(Source::Prd(PathBuf::from(rest))),
+            "github" => {
+                trackers::github_filter(text, rest)?;
+                Ok(Source::Github(rest.trim().to_string()))
+            }
             _ => Err(QueueError::UnknownSource(text.to_string())),
         }
     }
@@ -152,23 +237,61 @@ impl fmt::Display for Source {
             Source::Plan(path) => write!(f, "plan:{}", path.display()),
             Source::Dir(path) => write!(f, "dir:{}", path.display()),
             Source::Command(command) => write!(f, "cmd:{command}"),
+            Source::Prd(path) => write!(f, "prd:{}", path.display()),
+            Source::Github(filter) => write!(f, "github:{filter}"),
+            Source::Beads(filter) => write!(f, "beads:{filter}"),
         }
     }
 }
 
 impl Source {
     /// The source's items as they are now, in its order; paths are taken
-    /// from `root` unless absolute, and a command runs there.
+    /// from `root` unless absolute, and a command (or a tracker's tool)
+    /// runs there. Refused when an item depends on an id no item has, or
+    /// items depend on each other in a cycle ([`after::check`]).
     pub fn read(&self, root: &Path) -> Result<Vec<Item>, QueueError> {
         let items = match self {
             Source::Plan(path) => plan_items(&read_small(&root.join(path), "plan")?),
             Source::Dir(path) => dir_items(&root.join(path))?,
             Source::Command(command) => command_items(command, root)?,
+            Source::Prd(path) => {
+                let file = root.join(path);
+                prd::items(&read_small(&file, "prd.json")?, &path.display().to_string())?
+            }
+            Source::Github(filter) => trackers::github_items(filter, root)?,
+            Source::Beads(filter) => trackers::beads_items(filter, root)?,
         };
         if items.len() > MAX_ITEMS {
             return Err(QueueError::TooMany(self.to_string()));
         }
+        after::check(&items)?;
         Ok(items)
+    }
+
+    /// The file the source reads that a landed item is marked done in
+    /// (relative to the project unless absolute), and how.
+    pub fn done_mark(&self) -> Option<(&Path, DoneMark)> {
+        match self {
+            Source::Plan(path) => Some((path, DoneMark::PlanBox)),
+            Source::Prd(path) => Some((path, DoneMark::PrdPasses)),
+            _ => None,
+        }
+    }
+
+    /// The file or folder the source reads in the project, which an item's
+    /// own change may not touch (ralph marks it itself).
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Source::Plan(path) | Source::Dir(path) | Source::Prd(path) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// A line the commit that lands `item` carries: `Fixes #N` for a
+    /// GitHub issue, which closes it once the commit reaches the
+    /// repository's default branch.
+    pub fn landing_trailer(&self, item: &Item) -> Option<String> {
+        matches!(self, Source::Github(_)).then(|| trackers::fixes(item))
     }
 }
 
@@ -222,6 +345,7 @@ pub fn plan_items(markdown: &str) -> Vec<Item> {
                     id,
                     title: text,
                     body: String::new(),
+                    after: Vec::new(),
                 });
                 open = Some(indent);
             }
@@ -288,6 +412,7 @@ fn dir_items(folder: &Path) -> Result<Vec<Item>, QueueError> {
                 id: name,
                 title,
                 body: text,
+                after: Vec::new(),
             })
         })
         .collect()
@@ -300,6 +425,8 @@ struct PrintedItem {
     title: String,
     #[serde(default)]
     body: String,
+    #[serde(default)]
+    after: Vec<serde_json::Value>,
 }
 
 /// The items a command prints, run with `sh -c` from `root` in a process
@@ -360,10 +487,22 @@ fn command_items(command: &str, root: &Path) -> Result<Vec<Item>, QueueError> {
                 "printed the id {id:?} twice; ids must be unique"
             )));
         }
+        let after = item
+            .after
+            .iter()
+            .map(|d| match d {
+                serde_json::Value::String(d) => Ok(d.clone()),
+                serde_json::Value::Number(n) => Ok(n.to_string()),
+                other => Err(failed(format!(
+                    "printed item {id:?} whose `after` holds {other}; list the ids it depends on"
+                ))),
+            })
+            .collect::<Result<_, _>>()?;
         items.push(Item {
             id,
             title: item.title,
             body: item.body,
+            after,
         });
     }
     Ok(items)
@@ -390,6 +529,7 @@ mod tests {
                 id: id.into(),
                 title: String::new(),
                 body: String::new(),
+                after: Vec::new(),
             }
             .slug()
         };
@@ -425,7 +565,7 @@ mod tests {
         for bad in ["TODO.md", "todo:TODO.md"] {
             let error = bad.parse::<Source>().unwrap_err().to_string();
             assert!(
-                error.contains("plan:PATH, dir:PATH or cmd:COMMAND"),
+                error.contains("plan:PATH, dir:PATH or cmd:COMMAND, or a tracker: prd:PATH"),
                 "{error}"
             );
         }
@@ -545,7 +685,8 @@ mod tests {
             Item {
                 id: "7".into(),
                 title: "Fix it".into(),
-                body: "details".into()
+                body: "details".into(),
+                after: Vec::new(),
             }
         );
         assert_eq!(items[1].id, "T-2");

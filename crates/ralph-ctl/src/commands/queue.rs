@@ -223,6 +223,7 @@ pub(crate) fn run(
                         "worker": record.map(|r| r.worker.clone()),
                         "expiresAt": record.filter(|r| r.status == ItemStatus::Claimed).map(|r| r.expires_at),
                         "why": record.and_then(|r| r.why.clone()),
+                        "after": item.after,
                     })
                 })
                 .collect();
@@ -243,6 +244,9 @@ pub(crate) fn run(
             .unwrap_or(0);
         for (item, (status, record)) in items.iter().zip(&standing) {
             let mut line = format!("  {status:<12} {:<width$}  {}", item.id, item.title);
+            if let (None, Some(waits_on)) = (record, claims.waits_on(item)) {
+                line.push_str(&format!("  (after {waits_on}, which has not landed)"));
+            }
             if let Some(record) = record {
                 match record.status {
                     ItemStatus::Claimed => line.push_str(&format!(

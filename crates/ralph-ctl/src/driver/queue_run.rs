@@ -22,7 +22,7 @@ use ralph_core::exit_codes;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{ItemState, LoopState, RunMode, Status};
-use ralph_core::observe::backlog::{Item, Source};
+use ralph_core::observe::backlog::{trackers, DoneMark, Item, Source};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::persist::store::StateStore;
@@ -684,7 +684,10 @@ impl Shared<'_> {
             lock: None,
         };
         if self.merge == MergeMode::None {
-            return outcome(ItemState::Done, self.leave_on_branch(&worktree.branch));
+            return outcome(
+                ItemState::Done,
+                self.leave_on_branch(&worktree.branch, item),
+            );
         }
         let lock = match self.claims.local.merge_lock(merge::MERGE_PATIENCE) {
             Ok(lock) => lock,
@@ -704,14 +707,14 @@ impl Shared<'_> {
             .ok()
             .flatten()
             .and_then(|run| run.queue.and_then(|q| q.base_head));
-        let plan_path: Option<PathBuf> = match &self.source {
-            Source::Plan(path) if path.is_relative() => Some(path.clone()),
-            _ => None,
+        let (plan_path, mark) = match self.source.done_mark() {
+            Some((path, mark)) if path.is_relative() => (Some(path.to_path_buf()), mark),
+            _ => (None, DoneMark::PlanBox),
         };
-        let guarded_source: Option<PathBuf> = match &self.source {
-            Source::Dir(path) | Source::Plan(path) => worktree::in_project(&self.paths.root, path),
-            Source::Command(_) => None,
-        };
+        let guarded_source: Option<PathBuf> = self
+            .source
+            .file()
+            .and_then(|path| worktree::in_project(&self.paths.root, path));
         let fetch = || {
             self.claims
                 .fetch_base(&plan.base)
@@ -723,6 +726,8 @@ impl Shared<'_> {
             worktree: &worktree,
             item,
             plan: plan_path.as_deref(),
+            mark,
+            trailer: self.source.landing_trailer(item),
             source: guarded_source.as_deref(),
             verify: &self.config.completion.verify,
             claims: &self.claims.local,
@@ -748,6 +753,9 @@ impl Shared<'_> {
                     );
                     say(&format!("warning: {note}"));
                     why = format!("{why}; {note}");
+                }
+                if let Source::Beads(_) = &self.source {
+                    why = format!("{why}; {}", self.close_bead(item, &commit));
                 }
                 ItemLanding {
                     status: ItemState::Done,
@@ -791,9 +799,64 @@ impl Shared<'_> {
         plan
     }
 
+    /// A landed bead closed (`bd close`, naming the commit): what came of it.
+    fn close_bead(&self, item: &Item, commit: &str) -> String {
+        match trackers::close_bead(&self.paths.root, &item.id, commit) {
+            Ok(()) => format!("bead {} closed", item.id),
+            Err(e) => {
+                say(&format!("warning: item {} landed, but {e}", item.id));
+                format!("bead {} left open ({e})", item.id)
+            }
+        }
+    }
+
+    /// `--merge none` on a `github:` source: the branch pushed (to the
+    /// shared remote, else `origin`) and a pull request opened for it.
+    fn open_pull_request(&self, branch: &str, item: &Item, filter: &str) -> String {
+        let pushed = match &self.claims.remote {
+            Some(book) => book.remote().name.clone(),
+            None => {
+                let origin = match Remote::find(&self.paths.root, "origin") {
+                    Ok(origin) => origin,
+                    Err(e) => {
+                        return format!(
+                            "finished on branch {branch} (--merge none); no pull request: {e}"
+                        )
+                    }
+                };
+                let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
+                if let Err(e) = origin.push(&[&refspec], &[]) {
+                    return format!(
+                        "finished on branch {branch} (--merge none); no pull request: the push to origin failed ({e})"
+                    );
+                }
+                origin.name.clone()
+            }
+        };
+        let base = &self.bench.worktrees.base;
+        match trackers::open_pull_request(filter, &self.paths.root, base, branch, item) {
+            Ok(url) => format!(
+                "finished on branch {branch}, pushed to {pushed}, pull request {url} (--merge none)"
+            ),
+            Err(e) => format!(
+                "finished on branch {branch}, pushed to {pushed} (--merge none); no pull request: {e}"
+            ),
+        }
+    }
+
     /// `--merge none`: the item stays on `branch`, pushed to the shared
-    /// remote when there is one, so that every machine sees it.
-    fn leave_on_branch(&self, branch: &str) -> String {
+    /// remote when there is one, so that every machine sees it; an issue's
+    /// branch is offered as a pull request.
+    fn leave_on_branch(&self, branch: &str, item: &Item) -> String {
+        let left = self.leave_on_branch_only(branch);
+        match &self.source {
+            Source::Github(filter) => self.open_pull_request(branch, item, filter),
+            _ => left,
+        }
+    }
+
+    /// [`Shared::leave_on_branch`] but for the pull request.
+    fn leave_on_branch_only(&self, branch: &str) -> String {
         let Some(book) = &self.claims.remote else {
             return format!("finished on branch {branch} (--merge none)");
         };

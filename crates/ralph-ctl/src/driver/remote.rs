@@ -350,7 +350,13 @@ pub(crate) fn prefix_of(root: &Path, source: &Source) -> String {
                 .unwrap_or_else(|| path.clone())
                 .display()
         ),
-        Source::Command(command) => format!("cmd:{command}"),
+        Source::Prd(path) => format!(
+            "prd:{}",
+            super::worktree::in_project(root, path)
+                .unwrap_or_else(|| path.clone())
+                .display()
+        ),
+        other => other.to_string(),
     };
     let mut hash = ralph_core::fnv::Fnv::new();
     hash.bytes(spelled.as_bytes());
@@ -634,6 +640,15 @@ impl RemoteBook {
             for item in items {
                 let before = records.get(&item.id);
                 if before.is_some_and(|(_, r)| !r.is_free(now)) {
+                    continue;
+                }
+                // Claimable once every item it depends on landed (done here).
+                let landed = |id: &String| {
+                    records
+                        .get(id)
+                        .is_some_and(|(_, r)| r.status == ItemStatus::Done)
+                };
+                if !item.after.iter().all(landed) {
                     continue;
                 }
                 let record = self.claim_record(item, worker, now, ttl, before.map(|(_, r)| r));
@@ -1004,6 +1019,7 @@ pub(crate) mod tests {
                 id: format!("item-{i}"),
                 title: format!("task {i}"),
                 body: String::new(),
+                after: Vec::new(),
             })
             .collect()
     }
@@ -1051,6 +1067,22 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_item_whose_dependency_has_no_done_record_is_not_claimed() {
+        let (_dir, clones) = clones(2);
+        let (a, b) = (book(&clones[0]), book(&clones[1]));
+        let mut list = items(2);
+        list[0].after = vec!["item-2".into()];
+        let first = a.claim_next(&list, "1-1", TTL).unwrap().unwrap();
+        assert_eq!(first.id, "item-2");
+        // Held on the remote, not landed: item-1 waits, on every machine.
+        assert_eq!(b.claim_next(&list, "2-1", TTL).unwrap(), None);
+        a.settle("item-2", ItemStatus::Done, &Ending::default())
+            .unwrap();
+        let next = b.claim_next(&list, "2-1", TTL).unwrap().unwrap();
+        assert_eq!(next.id, "item-1");
+    }
+
+    #[test]
     fn ids_of_any_text_are_claimed_each_under_a_ref_of_its_own() {
         let (_dir, clones) = clones(2);
         let (a, b) = (book(&clones[0]), book(&clones[1]));
@@ -1063,6 +1095,7 @@ pub(crate) mod tests {
                 id: (*id).to_string(),
                 title: format!("task {id}"),
                 body: String::new(),
+                after: Vec::new(),
             })
             .collect();
         let mut taken = Vec::new();

@@ -152,8 +152,10 @@ impl FakeTrackers {
     }
 }
 
-/// A prd.json as snarktank/ralph's prd skill writes it: four stories, the
-/// third depending on the first, none passing yet.
+/// A prd.json as snarktank/ralph's prd skill writes it: four stories,
+/// none passing yet; the third (among the first by priority) depends on
+/// the first, which comes last by priority, so a queue that ignored the
+/// order would take the dependent before its dependency.
 pub const PRD_JSON: &str = r#"{
   "project": "Greeter",
   "branchName": "ralph/greeter",
@@ -167,7 +169,7 @@ pub const PRD_JSON: &str = r#"{
         "hello.txt holds hello",
         "Tests pass"
       ],
-      "priority": 1,
+      "priority": 3,
       "passes": false,
       "notes": ""
     },
@@ -178,18 +180,18 @@ pub const PRD_JSON: &str = r#"{
       "acceptanceCriteria": [
         "bye.txt holds bye"
       ],
-      "priority": 2,
+      "priority": 1,
       "passes": false,
       "notes": ""
     },
     {
       "id": "US-003",
-      "title": "Add hello-again.txt",
-      "description": "As a user, I want hello-again.txt, made after hello.txt.",
+      "title": "Add again.txt",
+      "description": "As a user, I want again.txt, made after hello.txt.",
       "acceptanceCriteria": [
-        "hello-again.txt holds again"
+        "again.txt holds again"
       ],
-      "priority": 2,
+      "priority": 1,
       "passes": false,
       "notes": "Needs hello.txt first",
       "dependencies": ["US-001"]
@@ -201,7 +203,7 @@ pub const PRD_JSON: &str = r#"{
       "acceptanceCriteria": [
         "welcome.txt holds welcome"
       ],
-      "priority": 3,
+      "priority": 2,
       "passes": false,
       "notes": ""
     }

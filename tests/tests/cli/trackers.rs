@@ -14,20 +14,21 @@ fn queue_lists_a_prd_s_stories_by_priority_with_their_order() {
     let shown = project.ctl(&["queue", "prd:prd.json"], &[]);
     shown.assert_code(0).assert_stdout_has(&[
         "4 items in prd:prd.json: 4 free",
-        "  free         US-001  Add hello.txt\n",
         "  free         US-002  Add bye.txt\n",
-        "  free         US-003  Add hello-again.txt  (after US-001, which has not landed)\n",
+        "  free         US-003  Add again.txt  (after US-001, which has not landed)\n",
         "  free         US-004  Add welcome.txt\n",
+        "  free         US-001  Add hello.txt\n",
     ]);
-    let order: Vec<usize> = ["US-001", "US-002", "US-003", "US-004"]
+    // By priority, then the file's order.
+    let order: Vec<usize> = ["US-002", "US-003", "US-004", "US-001"]
         .iter()
-        .map(|id| shown.stdout.find(id).unwrap())
+        .map(|id| shown.stdout.find(&format!(" {id}  ")).unwrap())
         .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{shown:?}");
     let listed = project.ctl(&["queue", "prd:prd.json", "--json"], &[]);
     let items = listed.assert_code(0).json();
     assert_eq!(
-        items[2]["after"],
+        items[1]["after"],
         serde_json::json!(["US-001"]),
         "{items:#}"
     );
@@ -57,13 +58,13 @@ fn a_dependency_cycle_or_a_missing_id_is_refused_before_anything_is_claimed() {
     let project = TempProject::new("queue-cycle");
     project.init();
     let cyclic = PRD_JSON.replace(
-        "\"priority\": 1,",
-        "\"priority\": 1,\n      \"dependencies\": [\"US-003\"],",
+        "\"priority\": 3,",
+        "\"priority\": 3,\n      \"dependencies\": [\"US-003\"],",
     );
     project.write("prd.json", &cyclic);
     project.git(&["add", "-A"]);
     project.git(&["commit", "-q", "-m", "the prd"]);
-    let said = "items depend on each other in a cycle (US-001 → US-003 → US-001)";
+    let said = "items depend on each other in a cycle (US-003 → US-001 → US-003)";
     project
         .ctl(&["queue", "prd:prd.json"], &[])
         .assert_code(1)

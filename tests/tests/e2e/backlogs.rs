@@ -1,0 +1,290 @@
+//! End-to-end: backlogs kept where people already keep them, drained by
+//! `run --queue` on the real client against the mock: a prd.json whose
+//! stories depend on one another, GitHub issues through a fake `gh` (each
+//! landed commit says `Fixes #N`; with `--merge none` one pull request per
+//! issue), and beads through a fake `bd` (a landed bead closed).
+
+use std::path::PathBuf;
+
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{MockApi, Reply};
+use ralph_tests::scenario::Scenario;
+use ralph_tests::trackers::{FakeTrackers, PRD_JSON};
+use ralph_tests::SIGNAL;
+use serde_json::{json, Value};
+
+use crate::queue::{conversations_per_item, git_out, item_of, outcome_line, queue_project};
+
+/// The file an item's agent writes: the last word of its title, with
+/// `.txt` unless it has a dot (`Add hello.txt` → `hello.txt`).
+fn file_named_in(title: &str) -> String {
+    let last = title.split_whitespace().last().unwrap_or("item");
+    match last.contains('.') {
+        true => last.to_string(),
+        false => format!("{last}.txt"),
+    }
+}
+
+/// Every item's agent: commits its file, first checking that the file of
+/// the item it depends on (`needs(title)`) is there, as it is only when that
+/// item landed before this one's worktree was made from the base; then says
+/// the item is done.
+fn agent(
+    needs: impl Fn(&str) -> Option<&'static str> + Send + Sync + 'static,
+) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    move |turn, body| {
+        let Some(title) = item_of(body) else {
+            return Reply::text("No item in sight.");
+        };
+        let file = file_named_in(&title);
+        let first = needs(&title).map_or(String::new(), |dependency| {
+            format!("test -e {dependency} && ")
+        });
+        match turn {
+            0 => Reply::bash(format!(
+                "{first}printf '%s\\n' '{title}' > {file} && git add {file} && git commit -q -m '{title}' && echo committed"
+            )),
+            _ => Reply::text(format!(
+                "{title} is done.\n{SIGNAL}\n{}",
+                outcome_line("terminal", body)
+            )),
+        }
+    }
+}
+
+/// The fakes of a scenario's project, beside it (not in its tree).
+fn fakes_of(scenario: &Scenario) -> FakeTrackers {
+    let root: PathBuf = scenario.path("");
+    FakeTrackers::new(&root.parent().unwrap().join("fakes"))
+}
+
+/// The done items of a drained run, each taken once.
+fn all_done_once(state: &Value, count: usize) {
+    let items = state["queue"]["items"].as_object().unwrap();
+    assert_eq!(items.len(), count, "{state:#}");
+    for item in items.values() {
+        assert_eq!(item["status"], "done", "{item}");
+        assert_eq!(item["taken"], 1, "{item}");
+    }
+}
+
+#[test]
+fn a_prd_drained_by_two_workers_lands_each_story_once_after_its_dependency() {
+    let client = ClientVersion::V2_1_330;
+    let scenario = queue_project("backlog-prd", client, "# Plan\n", json!({}))
+        .file("prd.json", PRD_JSON)
+        .file("progress.txt", "## Codebase Patterns\n- greet in files\n");
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "the prd"]);
+    let scenario = scenario.args(&["--queue", "prd:prd.json", "--workers", "2"]);
+    let root = scenario.path("");
+    // US-003 (Add again.txt) depends on US-001 (Add hello.txt), which
+    // comes last by priority: its agent fails unless hello.txt landed first.
+    let api = MockApi::start(agent(|title| {
+        (title == "Add again.txt").then_some("hello.txt")
+    }));
+    let outcome = scenario.run(&api);
+    let stderr = &outcome.run.stderr;
+    outcome.ended(0, "complete");
+    let seen = conversations_per_item(&api);
+    assert_eq!(seen.len(), 4, "{seen:?}\n{stderr}");
+    assert!(seen.values().all(|n| *n == 1), "{seen:?}\n{stderr}");
+    all_done_once(&outcome.state, 4);
+    // Landed in turn, the dependent after its dependency.
+    let subjects = git_out(&root, &["log", "--reverse", "--format=%s", "main"]);
+    let at = |subject: &str| {
+        subjects
+            .lines()
+            .position(|s| s == subject)
+            .unwrap_or_else(|| panic!("{subject} did not land: {subjects}\n{stderr}"))
+    };
+    assert!(at("Add hello.txt") < at("Add again.txt"), "{subjects}");
+    for title in [
+        "Add hello.txt",
+        "Add bye.txt",
+        "Add again.txt",
+        "Add welcome.txt",
+    ] {
+        assert_eq!(
+            subjects.lines().filter(|s| *s == title).count(),
+            1,
+            "{subjects}"
+        );
+        assert!(
+            subjects.contains(&format!("Tick {title} in prd.json")),
+            "{subjects}"
+        );
+    }
+    // Every story passes on the base, the file otherwise as it was.
+    let passed = PRD_JSON.replace("\"passes\": false", "\"passes\": true");
+    assert_eq!(
+        format!("{}\n", git_out(&root, &["show", "main:prd.json"])),
+        passed
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("prd.json")).unwrap(),
+        passed
+    );
+    let progress = git_out(&root, &["show", "main:progress.txt"]);
+    assert!(
+        progress.starts_with("## Codebase Patterns\n- greet in files\n"),
+        "{progress}"
+    );
+    for id in ["US-001", "US-002", "US-003", "US-004"] {
+        assert_eq!(
+            progress.matches(&format!(" - {id}: ")).count(),
+            1,
+            "{progress}"
+        );
+    }
+}
+
+/// Two open issues as `gh issue list` prints them, #14 depending on #12.
+fn two_issues(fakes: &FakeTrackers) {
+    fakes.issues(&[
+        (
+            12,
+            "Write parser",
+            "The parser drops the last line.",
+            &["ralph", "bug"],
+        ),
+        (14, "Write guide", "Depends on #12", &["ralph"]),
+    ]);
+}
+
+#[test]
+fn github_issues_land_each_with_fixes_in_its_commit() {
+    let client = ClientVersion::V2_1_330;
+    let scenario = queue_project("backlog-github", client, "# Plan\n", json!({}));
+    let fakes = fakes_of(&scenario);
+    two_issues(&fakes);
+    let path = fakes.path_env();
+    let scenario =
+        scenario
+            .env("PATH", &path)
+            .args(&["--queue", "github:label=ralph", "--workers", "2"]);
+    let root = scenario.path("");
+    let api = MockApi::start(agent(|title| {
+        (title == "Write guide").then_some("parser.txt")
+    }));
+    let outcome = scenario.run(&api);
+    let stderr = &outcome.run.stderr;
+    outcome.ended(0, "complete");
+    all_done_once(&outcome.state, 2);
+    // Each item's landed commit says which issue it fixes.
+    for (title, number) in [("Write parser", 12), ("Write guide", 14)] {
+        let commit = git_out(
+            &root,
+            &[
+                "log",
+                "--format=%H",
+                "--grep",
+                &format!("^{title}$"),
+                "main",
+            ],
+        );
+        assert!(!commit.is_empty(), "{title} did not land\n{stderr}");
+        let message = git_out(&root, &["log", "-1", "--format=%B", &commit]);
+        assert_eq!(message, format!("{title}\n\nFixes #{number}"), "{stderr}");
+    }
+    // ralph asked gh for the issues and closed nothing itself.
+    let calls = fakes.calls("gh");
+    assert!(
+        calls.iter().all(|c| c[..2] == ["issue", "list"]),
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn github_issues_with_merge_none_open_one_pull_request_each() {
+    let client = ClientVersion::V2_1_330;
+    let scenario = queue_project("backlog-github-pr", client, "# Plan\n", json!({}));
+    let root = scenario.path("");
+    let bare = root.parent().unwrap().join("origin.git");
+    let made = std::process::Command::new("git")
+        .args(["init", "-q", "--bare", "-b", "main"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    scenario.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
+    scenario.git(&["push", "-q", "origin", "main"]);
+    let fakes = fakes_of(&scenario);
+    two_issues(&fakes);
+    let path = fakes.path_env();
+    let scenario =
+        scenario
+            .env("PATH", &path)
+            .args(&["--queue", "github:label=ralph", "--merge", "none"]);
+    let api = MockApi::start(agent(|_| None));
+    let before = git_out(&root, &["rev-parse", "main"]);
+    let outcome = scenario.run(&api);
+    let stderr = &outcome.run.stderr;
+    outcome.ended(0, "complete");
+    all_done_once(&outcome.state, 2);
+    let created: Vec<Vec<String>> = fakes
+        .calls("gh")
+        .into_iter()
+        .filter(|c| c[..2] == ["pr", "create"])
+        .collect();
+    assert_eq!(created.len(), 2, "{created:?}\n{stderr}");
+    for (n, number) in [12, 14].iter().enumerate() {
+        let branch = format!("ralph/item-{number}");
+        let call = &created[n];
+        let option = |name: &str| {
+            let at = call.iter().position(|a| a == name).unwrap();
+            call[at + 1].clone()
+        };
+        assert_eq!(
+            (option("--base"), option("--head")),
+            ("main".to_string(), branch.clone()),
+            "{call:?}"
+        );
+        assert!(
+            option("--body").starts_with(&format!("Fixes #{number}\n")),
+            "{call:?}"
+        );
+        // Pushed before the pull request was asked for.
+        let pushed = git_out(&bare, &["rev-parse", &format!("refs/heads/{branch}")]);
+        assert_eq!(pushed, git_out(&root, &["rev-parse", &branch]), "{stderr}");
+    }
+    // Nothing landed on the base.
+    assert_eq!(git_out(&root, &["rev-parse", "main"]), before);
+}
+
+#[test]
+fn beads_land_and_are_closed_naming_the_commit() {
+    let client = ClientVersion::V2_1_330;
+    let scenario = queue_project("backlog-beads", client, "# Plan\n", json!({}));
+    let fakes = fakes_of(&scenario);
+    fakes.ready(&json!([{
+        "id": "bd-a1b2", "title": "Write exporter", "description": "Export users as CSV.",
+        "acceptance_criteria": "A CSV with a header", "status": "open", "priority": 1,
+        "issue_type": "task", "created_at": "2026-11-01T10:00:00Z",
+        "updated_at": "2026-11-01T10:00:00Z"
+    }]));
+    let path = fakes.path_env();
+    let scenario = scenario.env("PATH", &path).args(&["--queue", "beads:"]);
+    let root = scenario.path("");
+    let api = MockApi::start(agent(|_| None));
+    let outcome = scenario.run(&api);
+    let stderr = &outcome.run.stderr;
+    outcome.ended(0, "complete");
+    all_done_once(&outcome.state, 1);
+    let head = git_out(&root, &["rev-parse", "main"]);
+    let closes: Vec<Vec<String>> = fakes
+        .calls("bd")
+        .into_iter()
+        .filter(|c| c[0] == "close")
+        .collect();
+    assert_eq!(
+        closes,
+        [vec![
+            "close".to_string(),
+            "bd-a1b2".to_string(),
+            "--reason".to_string(),
+            format!("Landed in {head} by ralph's merge queue"),
+        ]],
+        "{stderr}"
+    );
+}

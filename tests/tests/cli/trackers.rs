@@ -200,3 +200,42 @@ fn beads_ready_issues_are_items_and_what_bd_prints_unread_is_named() {
             "ralph reads an array of issues with a string `id` and `title`",
         ]);
 }
+
+#[test]
+fn a_plan_item_s_after_line_orders_it_and_is_not_its_text() {
+    let project = TempProject::new("queue-plan-after");
+    project.init();
+    project.write(
+        "PLAN.md",
+        "# Plan\n- [ ] add the endpoint\n  after: add the writer\n  serve /export\n- [ ] add the writer\n  make CSV\n",
+    );
+    project.git(&["add", "-A"]);
+    project.git(&["commit", "-q", "-m", "the plan"]);
+    let listed = project.ctl(&["queue", "plan:PLAN.md", "--json"], &[]);
+    let items = listed.assert_code(0).json();
+    assert_eq!(
+        items[0]["after"],
+        serde_json::json!([items[1]["id"]]),
+        "{items:#}"
+    );
+    let shown = project.ctl(&["queue", "plan:PLAN.md"], &[]);
+    shown.assert_code(0).assert_stdout_has(&[&format!(
+        "add the endpoint  (after {}, which has not landed)",
+        items[1]["id"].as_str().unwrap()
+    )]);
+    // A dry run shows what can start now: the writer, not the endpoint.
+    let dry = project.ctl(
+        &["run", "--queue", "plan:PLAN.md", "--dry-run"],
+        &[("RALPH_CLAUDE", "true")],
+    );
+    dry.assert_code(0).assert_stdout_has(&[
+        "(1 item(s) to work now: \"add the writer\"",
+        "## Your item: add the writer\n\nmake CSV\n",
+    ]);
+    // The order is no part of an item's text.
+    let items = project
+        .ctl(&["queue", "plan:PLAN.md", "--json"], &[])
+        .json();
+    assert!(!dry.stdout.contains("after:"), "{dry:?}");
+    assert_eq!(items[0]["title"], "add the endpoint");
+}

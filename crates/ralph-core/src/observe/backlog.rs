@@ -330,8 +330,40 @@ fn plan_id(text: &str, seen: &mut Vec<String>) -> String {
 }
 
 /// The unchecked required items of a markdown plan, each with the lines
-/// indented under it as its body.
+/// indented under it as its body; an indented `after: X` line (X another
+/// item's id or text, several separated by commas) says the item depends
+/// on X, unless X's box is checked already (done).
 pub fn plan_items(markdown: &str) -> Vec<Item> {
+    let mut items = plan_items_as_written(markdown);
+    let done = plan::checked(markdown);
+    let named: Vec<(String, String)> = items
+        .iter()
+        .map(|i| (i.id.clone(), i.title.clone()))
+        .collect();
+    for item in &mut items {
+        let mut after = Vec::new();
+        for wanted in std::mem::take(&mut item.after) {
+            let same = |text: &str| text.split_whitespace().eq(wanted.split_whitespace());
+            let found = named
+                .iter()
+                .find(|(id, title)| *id == wanted || same(title))
+                .map(|(id, _)| id.clone());
+            match found {
+                Some(id) => after.push(id),
+                None if done
+                    .iter()
+                    .any(|text| same(text) || plan_id(text, &mut Vec::new()) == wanted) => {}
+                None => after.push(wanted),
+            }
+        }
+        after.dedup();
+        item.after = after;
+    }
+    items
+}
+
+/// [`plan_items`] with each `after:` as written, not yet resolved.
+fn plan_items_as_written(markdown: &str) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
     let mut seen = Vec::new();
     // The indentation of the item whose body is being read.
@@ -351,8 +383,13 @@ pub fn plan_items(markdown: &str) -> Vec<Item> {
             }
             None => match (open, items.last_mut()) {
                 (Some(at), Some(item)) if indent > at && !line.trim().is_empty() => {
-                    item.body.push_str(line.trim());
-                    item.body.push('\n');
+                    match after_line(line) {
+                        Some(named) => item.after.extend(named),
+                        None => {
+                            item.body.push_str(line.trim());
+                            item.body.push('\n');
+                        }
+                    }
                 }
                 (Some(_), _) if line.trim().is_empty() => {}
                 _ => open = None,
@@ -360,6 +397,29 @@ pub fn plan_items(markdown: &str) -> Vec<Item> {
         }
     }
     items
+}
+
+/// The items an indented `after: X, Y` line names (any case, a list
+/// marker before it allowed); `None` for any other line.
+fn after_line(line: &str) -> Option<Vec<String>> {
+    let text = line.trim().trim_start_matches(['-', '*']).trim_start();
+    let (word, rest) = text.split_once(':')?;
+    if !word.trim().eq_ignore_ascii_case("after") {
+        return None;
+    }
+    Some(
+        rest.split(',')
+            .map(|named| {
+                let named = named.trim();
+                named
+                    .strip_prefix('`')
+                    .and_then(|n| n.strip_suffix('`'))
+                    .unwrap_or(named)
+                    .to_string()
+            })
+            .filter(|named| !named.is_empty())
+            .collect(),
+    )
 }
 
 /// `markdown` with the box of plan item `id` ticked (`- [ ]` to `- [x]`);
@@ -609,6 +669,33 @@ mod tests {
         let twice = plan_items("- [ ] same\n- [ ] same\n");
         assert_eq!(twice.len(), 2);
         assert_ne!(twice[0].id, twice[1].id);
+    }
+
+    #[test]
+    fn a_plan_item_depends_on_what_its_after_line_names_unless_it_is_ticked() {
+        let plan = "- [x] the parser\n\
+            - [ ] write the guide\n  \
+              after: add `--json`, the parser\n  \
+              covering install\n\
+            - [ ] add `--json`\n\
+            - [ ] emoji\n  \
+              After: write the guide\n";
+        let items = plan_items(plan);
+        let id_of = |title: &str| items.iter().find(|i| i.title == title).unwrap().id.clone();
+        assert_eq!(items[0].after, [id_of("add `--json`")]);
+        assert_eq!(items[0].body, "covering install\n");
+        assert_eq!(items[2].after, [id_of("write the guide")]);
+        // By id too; a name no box has is kept, for the read to refuse.
+        let by_id = format!("- [ ] one\n  after: {}\n- [ ] two\n", id_of("add `--json`"));
+        let items = plan_items(&by_id);
+        assert_eq!(items[0].after.len(), 1);
+        let said = after::check(&items).unwrap_err().to_string();
+        assert!(said.contains("depends on plan-"), "{said}");
+        let cycle = plan_items("- [ ] a\n  after: b\n- [ ] b\n  after: a\n");
+        assert!(matches!(
+            after::check(&cycle),
+            Err(QueueError::DependencyCycle(_))
+        ));
     }
 
     #[test]

@@ -17,7 +17,8 @@ use crate::error::CmdResult;
 /// `ralph-ctl queue`'s arguments (its help is the command's).
 #[derive(Debug, clap::Args)]
 pub(crate) struct QueueArgs {
-    /// Where the items are: plan:PATH, dir:PATH or cmd:COMMAND.
+    /// Where the items are: plan:PATH, dir:PATH or cmd:COMMAND, prd:PATH,
+    /// github:label=NAME or beads:.
     #[arg(value_name = "SOURCE")]
     pub(crate) source: String,
     /// Print one JSON array instead: {"id", "title", "status", "worker", "expiresAt", "why"}

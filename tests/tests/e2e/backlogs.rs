@@ -288,3 +288,45 @@ fn beads_land_and_are_closed_naming_the_commit() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_story_whose_dependency_did_not_land_is_not_worked_and_is_named() {
+    let client = ClientVersion::V2_1_330;
+    let prd = r#"{
+  "userStories": [
+    {"id": "US-001", "title": "Add base.txt", "priority": 1, "passes": false, "notes": ""},
+    {"id": "US-002", "title": "Add top.txt", "priority": 1, "passes": false, "notes": "", "dependencies": ["US-001"]}
+  ]
+}
+"#;
+    let scenario =
+        queue_project("backlog-held-back", client, "# Plan\n", json!({})).file("prd.json", prd);
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "the prd"]);
+    let scenario = scenario.args(&["--queue", "prd:prd.json", "--workers", "2"]);
+    // US-001's agent says it is done having changed nothing: it needs review.
+    let worker = agent(|_| None);
+    let api = MockApi::start(move |turn, body| match item_of(body).as_deref() {
+        Some("Add base.txt") if turn == 0 => Reply::bash("echo nothing to do"),
+        _ => worker(turn, body),
+    });
+    let outcome = scenario.run(&api);
+    let stderr = &outcome.run.stderr;
+    outcome.ended(23, "complete");
+    let seen = conversations_per_item(&api);
+    assert_eq!(
+        seen.keys().collect::<Vec<_>>(),
+        ["Add base.txt"],
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "item US-002 \"Add top.txt\" was not worked: it depends on US-001, which did not land (needs-review)"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scenario.path("prd.json")).unwrap(),
+        prd
+    );
+}

@@ -918,6 +918,33 @@ impl Shared<'_> {
         });
     }
 
+    /// Names the items a drained run left because an item they depend on
+    /// did not land (it needs review, failed or was skipped): no worker
+    /// could take them.
+    fn say_held_back(&self) {
+        if self.claims.remote.is_some() {
+            return;
+        }
+        let (Ok(items), Ok(claims)) =
+            (self.source.read(&self.paths.root), self.claims.local.read())
+        else {
+            return;
+        };
+        let now = Timestamp::now();
+        for item in items.iter().filter(|i| claims.is_free(&i.id, now)) {
+            if let Some(dependency) = claims.waits_on(item) {
+                let ended = claims
+                    .items
+                    .get(dependency)
+                    .map_or("was not worked", |r| r.status.as_str());
+                say(&format!(
+                    "item {} \"{}\" was not worked: it depends on {dependency}, which did not land ({ended})",
+                    item.id, item.title
+                ));
+            }
+        }
+    }
+
     /// Ends the run with `status`, when it still runs.
     fn end_run(&self, status: Status, why: String) {
         self.change(|draft| {
@@ -959,6 +986,9 @@ impl Shared<'_> {
         });
         let failed = ends.iter().any(|e| matches!(e, WorkerEnd::Failed(_)));
         let drained = ends.iter().all(|e| matches!(e, WorkerEnd::Drained));
+        if drained {
+            self.say_held_back();
+        }
         let changed = transaction::change(self.paths, Whose::Session(&self.run), |draft| {
             let Some(run) = draft.state().filter(|s| s.status == Status::Running) else {
                 return Ok::<_, CtlError>(());

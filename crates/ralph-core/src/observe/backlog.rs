@@ -778,6 +778,15 @@ mod tests {
         );
         assert_eq!(items[1].id, "T-2");
         assert_eq!(items[1].body, "");
+        // An item may say what it depends on, by id.
+        let ordered =
+            read(r#"echo '[{"id": 1, "title": "a"}, {"id": "b", "title": "b", "after": [1]}]'"#)
+                .unwrap();
+        assert_eq!(ordered[1].after, ["1"]);
+        let said = read(r#"echo '[{"id": "b", "title": "b", "after": ["a"]}]'"#)
+            .unwrap_err()
+            .to_string();
+        assert!(said.contains("item b depends on a"), "{said}");
         for (command, said) in [
             ("exit 3", "failed (exit status: 3)"),
             ("echo not json", "did not print a JSON array"),

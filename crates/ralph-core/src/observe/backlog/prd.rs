@@ -100,24 +100,33 @@ fn story(story: &Value) -> Result<Story, String> {
         Some(Value::Number(n)) => n.as_f64(),
         Some(other) => return Err(format!("{id}'s `priority` is {other}, not a number")),
     };
-    let dependencies = match story.get("dependencies") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(ids)) => ids
-            .iter()
-            .map(|d| match d {
-                Value::String(d) => Ok(d.clone()),
-                Value::Number(n) => Ok(n.to_string()),
-                other => Err(format!(
-                    "{id}'s `dependencies` holds {other}; list the story ids it depends on"
-                )),
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => {
-            return Err(format!(
-                "{id}'s `dependencies` is {other}, not an array of story ids"
-            ))
+    // `dependencies` (snarktank's forks) or `dependsOn` (ralph-tui).
+    let mut dependencies: Vec<String> = Vec::new();
+    for key in ["dependencies", "dependsOn"] {
+        let ids = match story.get(key) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Array(ids)) => ids,
+            Some(other) => {
+                return Err(format!(
+                    "{id}'s `{key}` is {other}, not an array of story ids"
+                ))
+            }
+        };
+        for d in ids {
+            let d = match d {
+                Value::String(d) => d.clone(),
+                Value::Number(n) => n.to_string(),
+                other => {
+                    return Err(format!(
+                        "{id}'s `{key}` holds {other}; list the story ids it depends on"
+                    ))
+                }
+            };
+            if !dependencies.contains(&d) {
+                dependencies.push(d);
+            }
         }
-    };
+    }
     let mut body = String::new();
     if let Some(description) = story.get("description").and_then(Value::as_str) {
         body.push_str(description.trim());
@@ -411,6 +420,9 @@ mod tests {
         // Already passing, or no such story: nothing to change.
         assert_eq!(pass(PRD, "US-003"), None);
         assert_eq!(pass(PRD, "US-404"), None);
+        // ralph-tui's `dependsOn`.
+        let tui = r#"{"name": "x", "userStories": [{"id": "A", "title": "a", "passes": false, "dependsOn": ["B"]}, {"id": "B", "title": "b", "passes": false, "dependsOn": []}]}"#;
+        assert_eq!(items(tui, "prd.json").unwrap()[0].after, ["B"]);
         // Minified, and with the fields in another order.
         let tight = r#"{"userStories":[{"passes":false,"id":"A","title":"a"},{"id":"B","passes":false,"title":"b"}]}"#;
         assert_eq!(

@@ -13,10 +13,12 @@ pub struct FakeTrackers {
     dir: PathBuf,
 }
 
-/// `gh`: `issue list` prints `issues.json`; `issue view N` prints
-/// `issue-N.json` or fails as gh does for an unknown issue; `pr create`
-/// prints a new pull request's address. With a file `logged-out`, every
-/// call fails as gh does without a login.
+/// `gh`: `repo view` names the repository (`owner/repo`); any other call
+/// fails as gh does where no git remote names a GitHub repository, unless
+/// `GH_REPO` names one (recorded beside the call); `issue list` prints
+/// `issues.json`; `issue view N` prints `issue-N.json` or fails as gh does
+/// for an unknown issue; `pr create` prints a new pull request's address.
+/// With a file `logged-out`, every call fails as gh does without a login.
 const GH: &str = r#"#!/bin/sh
 here=$(dirname "$0")
 call="$here/calls/gh-$(date +%s%N)-$$"
@@ -25,6 +27,16 @@ if [ -e "$here/logged-out" ]; then
   echo "To get started with GitHub CLI, please run:  gh auth login" >&2
   exit 4
 fi
+if [ "$1 $2" = "repo view" ]; then
+  echo '{"nameWithOwner":"owner/repo"}'
+  exit 0
+fi
+# Without a repository named, gh finds none here (no GitHub remote).
+if [ -z "$GH_REPO" ]; then
+  echo "none of the git remotes configured for this repository point to a known GitHub host. To tell gh about a new GitHub host, please use \`gh auth login\`" >&2
+  exit 1
+fi
+echo "$GH_REPO" > "$call.repo"
 case "$1 $2" in
   "issue list") cat "$here/issues.json" ;;
   "issue view")
@@ -128,7 +140,7 @@ impl FakeTrackers {
             .expect("read the calls")
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|name| name.starts_with(&format!("{tool}-")))
+            .filter(|name| name.starts_with(&format!("{tool}-")) && !name.ends_with(".repo"))
             .collect();
         names.sort_by_key(|name| {
             let stamp = name.split('-').nth(1).unwrap_or_default();
@@ -143,6 +155,21 @@ impl FakeTrackers {
                     .filter(|a| !a.is_empty())
                     .map(str::to_string)
                     .collect()
+            })
+            .collect()
+    }
+
+    /// The `GH_REPO` each `gh` call that needed a repository ran with.
+    pub fn gh_repositories(&self) -> Vec<String> {
+        std::fs::read_dir(self.dir.join("calls"))
+            .expect("read the calls")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".repo"))
+            .map(|e| {
+                std::fs::read_to_string(e.path())
+                    .unwrap()
+                    .trim()
+                    .to_string()
             })
             .collect()
     }

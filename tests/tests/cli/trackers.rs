@@ -120,8 +120,12 @@ fn github_issues_are_items_through_gh_and_gh_logged_out_is_named() {
         "  free         14  Document the parser  (after 12, which has not landed)\n",
     ]);
     let calls = fakes.calls("gh");
+    // The repository asked once, then named in every call (GH_REPO): gh
+    // never reads it from the git configuration the agent can write.
+    assert_eq!(calls[0], ["repo", "view", "--json", "nameWithOwner"]);
+    assert_eq!(fakes.gh_repositories(), ["owner/repo", "owner/repo"]);
     assert_eq!(
-        calls[0],
+        calls[1],
         [
             "issue",
             "list",
@@ -136,7 +140,7 @@ fn github_issues_are_items_through_gh_and_gh_logged_out_is_named() {
         ]
     );
     // #3 is not in the list: asked, and closed, so #14 waits on #12 alone.
-    assert_eq!(calls[1], ["issue", "view", "3", "--json", "number,state"]);
+    assert_eq!(calls[2], ["issue", "view", "3", "--json", "number,state"]);
     // An issue that does not exist is a dependency no one can land.
     fakes.issues(&[(14, "Document the parser", "depends on #99", &["ralph"])]);
     project

@@ -187,12 +187,17 @@ fn github_issues_land_each_with_fixes_in_its_commit() {
         let message = git_out(&root, &["log", "-1", "--format=%B", &commit]);
         assert_eq!(message, format!("{title}\n\nFixes #{number}"), "{stderr}");
     }
-    // ralph asked gh for the issues and closed nothing itself.
+    // ralph asked gh for the repository once and then for the issues,
+    // naming the repository each time, and closed nothing itself.
     let calls = fakes.calls("gh");
+    assert_eq!(calls[0], ["repo", "view", "--json", "nameWithOwner"]);
     assert!(
-        calls.iter().all(|c| c[..2] == ["issue", "list"]),
+        calls[1..].iter().all(|c| c[..2] == ["issue", "list"]),
         "{calls:?}"
     );
+    let repositories = fakes.gh_repositories();
+    assert_eq!(repositories.len(), calls.len() - 1, "{repositories:?}");
+    assert!(repositories.iter().all(|r| r == "owner/repo"));
 }
 
 #[test]
@@ -228,6 +233,11 @@ fn github_issues_with_merge_none_open_one_pull_request_each() {
         .filter(|c| c[..2] == ["pr", "create"])
         .collect();
     assert_eq!(created.len(), 2, "{created:?}\n{stderr}");
+    assert!(
+        fakes.gh_repositories().iter().all(|r| r == "owner/repo"),
+        "{:?}",
+        fakes.gh_repositories()
+    );
     for (n, number) in [12, 14].iter().enumerate() {
         let branch = format!("ralph/item-{number}");
         let call = &created[n];

@@ -97,7 +97,15 @@ pub enum Source {
     Prd(PathBuf),
     /// `github:FILTER`: the open issues `gh` lists for the filter
     /// (`label=ralph`, `assignee=…`, `milestone=…`, `author=…`, `repo=…`).
-    Github(String),
+    Github {
+        /// The filter as given.
+        filter: String,
+        /// The repository (`OWNER/NAME`) every call of `gh` names
+        /// (`GH_REPO`), so that none reads it from the repository's git
+        /// configuration, which the agent can write: the filter's `repo=`,
+        /// else asked once at the start ([`Source::pin_repository`]).
+        repo: Option<String>,
+    },
     /// `beads:[FILTER]`: the issues `bd ready --json` lists.
     Beads(String),
 }
@@ -223,8 +231,11 @@ impl FromStr for Source {
             "cmd" => Ok(Source::Command(rest.to_string())),
             "prd" => Ok(Source::Prd(PathBuf::from(rest))),
             "github" => {
-                trackers::github_filter(text, rest)?;
-                Ok(Source::Github(rest.trim().to_string()))
+                let repo = trackers::github_filter(text, rest)?;
+                Ok(Source::Github {
+                    filter: rest.trim().to_string(),
+                    repo,
+                })
             }
             _ => Err(QueueError::UnknownSource(text.to_string())),
         }
@@ -238,7 +249,7 @@ impl fmt::Display for Source {
             Source::Dir(path) => write!(f, "dir:{}", path.display()),
             Source::Command(command) => write!(f, "cmd:{command}"),
             Source::Prd(path) => write!(f, "prd:{}", path.display()),
-            Source::Github(filter) => write!(f, "github:{filter}"),
+            Source::Github { filter, .. } => write!(f, "github:{filter}"),
             Source::Beads(filter) => write!(f, "beads:{filter}"),
         }
     }
@@ -258,7 +269,9 @@ impl Source {
                 let file = root.join(path);
                 prd::items(&read_small(&file, "prd.json")?, &path.display().to_string())?
             }
-            Source::Github(filter) => trackers::github_items(filter, root)?,
+            Source::Github { filter, repo } => {
+                trackers::github_items(filter, repo.as_deref(), root)?
+            }
             Source::Beads(filter) => trackers::beads_items(filter, root)?,
         };
         if items.len() > MAX_ITEMS {
@@ -291,7 +304,20 @@ impl Source {
     /// GitHub issue, which closes it once the commit reaches the
     /// repository's default branch.
     pub fn landing_trailer(&self, item: &Item) -> Option<String> {
-        matches!(self, Source::Github(_)).then(|| trackers::fixes(item))
+        matches!(self, Source::Github { .. }).then(|| trackers::fixes(item))
+    }
+
+    /// For a `github:` source without `repo=`: asks `gh` once which
+    /// repository the project is (`gh repo view`), before any agent runs,
+    /// and names it in every later call. Other sources: nothing to do.
+    pub fn pin_repository(&mut self, root: &Path) -> Result<(), QueueError> {
+        if let Source::Github {
+            repo: repo @ None, ..
+        } = self
+        {
+            *repo = Some(trackers::github_repository(root)?);
+        }
+        Ok(())
     }
 }
 
@@ -621,6 +647,13 @@ mod tests {
         assert_eq!(
             "cmd:gh issue list --json number,title".parse(),
             Ok(Source::Command("gh issue list --json number,title".into()))
+        );
+        assert_eq!(
+            "github:label=ralph,repo=o/r".parse(),
+            Ok(Source::Github {
+                filter: "label=ralph,repo=o/r".into(),
+                repo: Some("o/r".into())
+            })
         );
         for bad in ["TODO.md", "todo:TODO.md"] {
             let error = bad.parse::<Source>().unwrap_err().to_string();

@@ -69,7 +69,8 @@ pub(crate) fn remote_queue(
     out: &mut dyn Write,
 ) -> CmdResult {
     use crate::driver::remote::{self, Refused, Remote, RemoteBook};
-    let parsed: Source = source.parse()?;
+    let mut parsed: Source = source.parse()?;
+    parsed.pin_repository(&paths.root)?;
     let items = parsed.read(&paths.root)?;
     let book = RemoteBook::new(Remote::find(&paths.root, remote)?, &parsed);
     let unreachable = |e: Refused| {
@@ -199,7 +200,8 @@ pub(crate) fn run(
     json: bool,
     out: &mut dyn Write,
 ) -> CmdResult {
-    let source: Source = source.parse()?;
+    let mut source: Source = source.parse()?;
+    source.pin_repository(&paths.root)?;
     let items = source.read(&paths.root)?;
     let claims = ClaimStore::new(paths).read()?;
     let now = Timestamp::now();

@@ -670,7 +670,8 @@ fn queue_preview(
     queue: &QueueOptions,
     worktrees: Option<&worktree::WorktreePlan>,
 ) -> Result<(String, Option<String>), CtlError> {
-    let source: ralph_core::observe::backlog::Source = queue.source.parse()?;
+    let mut source: ralph_core::observe::backlog::Source = queue.source.parse()?;
+    source.pin_repository(&paths.root)?;
     // Not those that wait on an item that has not landed.
     let claims = ralph_core::persist::item_claims::ClaimStore::new(paths)
         .read()

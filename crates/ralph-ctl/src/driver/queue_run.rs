@@ -75,7 +75,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
     let Some(options) = run_options.queue.as_ref() else {
         return Err(CtlError::BadArgument("--queue names no source".into()));
     };
-    let source: Source = options.source.parse()?;
+    let mut source: Source = options.source.parse()?;
     let Prepared {
         signals,
         client,
@@ -102,7 +102,9 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         extra_settings: settings.extra_settings,
         json: run_options.json,
     };
-    // A source that cannot be read is refused before anything starts.
+    // A source that cannot be read is refused before anything starts (a
+    // cycle, an id no item has, gh missing or logged out among them).
+    source.pin_repository(&paths.root)?;
     source.read(&paths.root)?;
     let base = bench.worktrees.base.clone();
     if options.merge == MergeMode::Rebase && !is_branch(&paths.root, &base) {
@@ -812,7 +814,7 @@ impl Shared<'_> {
 
     /// `--merge none` on a `github:` source: the branch pushed (to the
     /// shared remote, else `origin`) and a pull request opened for it.
-    fn open_pull_request(&self, branch: &str, item: &Item, filter: &str) -> String {
+    fn open_pull_request(&self, branch: &str, item: &Item, repo: Option<&str>) -> String {
         let pushed = match &self.claims.remote {
             Some(book) => book.remote().name.clone(),
             None => {
@@ -834,7 +836,7 @@ impl Shared<'_> {
             }
         };
         let base = &self.bench.worktrees.base;
-        match trackers::open_pull_request(filter, &self.paths.root, base, branch, item) {
+        match trackers::open_pull_request(repo, &self.paths.root, base, branch, item) {
             Ok(url) => format!(
                 "finished on branch {branch}, pushed to {pushed}, pull request {url} (--merge none)"
             ),
@@ -850,7 +852,7 @@ impl Shared<'_> {
     fn leave_on_branch(&self, branch: &str, item: &Item) -> String {
         let left = self.leave_on_branch_only(branch);
         match &self.source {
-            Source::Github(filter) => self.open_pull_request(branch, item, filter),
+            Source::Github { repo, .. } => self.open_pull_request(branch, item, repo.as_deref()),
             _ => left,
         }
     }

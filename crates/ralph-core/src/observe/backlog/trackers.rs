@@ -65,12 +65,40 @@ fn options(source: &str, filter: &str, keys: &[(&str, &str)]) -> Result<Vec<Stri
     Ok(args)
 }
 
-/// Checks a `github:` filter: at least one pair, each known.
-pub(super) fn github_filter(source: &str, filter: &str) -> Result<(), QueueError> {
-    if options(source, filter, &GITHUB_KEYS)?.is_empty() {
+/// Checks a `github:` filter (at least one pair, each known); the
+/// repository its `repo=` names, if any.
+pub(super) fn github_filter(source: &str, filter: &str) -> Result<Option<String>, QueueError> {
+    let args = options(source, filter, &GITHUB_KEYS)?;
+    if args.is_empty() {
         return Err(QueueError::Empty(source.to_string()));
     }
-    Ok(())
+    Ok(args
+        .chunks(2)
+        .find(|pair| pair[0] == "--repo")
+        .map(|pair| pair[1].clone()))
+}
+
+/// The repository `OWNER/NAME` of the project at `root`, as `gh repo view`
+/// finds it (from the repository's remotes, read now, at the start).
+pub(super) fn github_repository(root: &Path) -> Result<String, QueueError> {
+    let args: Vec<String> = ["repo", "view", "--json", "nameWithOwner"]
+        .map(String::from)
+        .to_vec();
+    let printed = run("gh", &args, root, None)?;
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Repository {
+        name_with_owner: String,
+    }
+    let repository: Repository = serde_json::from_slice(&printed).map_err(|e| {
+        unreadable(
+            "gh",
+            &args,
+            &printed,
+            &format!("a repository with its `nameWithOwner` ({e})"),
+        )
+    })?;
+    Ok(repository.name_with_owner)
 }
 
 /// Checks a `beads:` filter (may be empty: every ready issue).
@@ -96,7 +124,11 @@ struct GithubState {
 /// The open issues `filter` selects, oldest first (the order they were
 /// filed), each depending on the issues its body says it depends on that
 /// are still open.
-pub(super) fn github_items(filter: &str, root: &Path) -> Result<Vec<Item>, QueueError> {
+pub(super) fn github_items(
+    filter: &str,
+    repo: Option<&str>,
+    root: &Path,
+) -> Result<Vec<Item>, QueueError> {
     let source = format!("github:{filter}");
     let selection = options(&source, filter, &GITHUB_KEYS)?;
     let mut args: Vec<String> = ["issue", "list", "--state", "open", "--limit", GITHUB_LIMIT]
@@ -104,7 +136,7 @@ pub(super) fn github_items(filter: &str, root: &Path) -> Result<Vec<Item>, Queue
         .to_vec();
     args.extend(selection.iter().cloned());
     args.extend(["--json".to_string(), "number,title,body,labels".to_string()]);
-    let printed = run("gh", &args, root)?;
+    let printed = run("gh", &args, root, repo)?;
     let mut issues: Vec<GithubIssue> = serde_json::from_slice(&printed).map_err(|e| {
         unreadable(
             "gh",
@@ -115,11 +147,6 @@ pub(super) fn github_items(filter: &str, root: &Path) -> Result<Vec<Item>, Queue
     })?;
     issues.sort_by_key(|i| i.number);
     let open: Vec<String> = issues.iter().map(|i| i.number.to_string()).collect();
-    let repo: Vec<String> = selection
-        .chunks(2)
-        .filter(|pair| pair[0] == "--repo")
-        .flat_map(|pair| pair.to_vec())
-        .collect();
     let mut closed: Vec<String> = Vec::new();
     let mut items = Vec::with_capacity(issues.len());
     for issue in issues {
@@ -127,7 +154,7 @@ pub(super) fn github_items(filter: &str, root: &Path) -> Result<Vec<Item>, Queue
         let mut waits_on = Vec::new();
         for number in after::issue_numbers_depended_on(&body) {
             if !open.contains(&number)
-                && (closed.contains(&number) || is_closed(&number, &repo, root)?)
+                && (closed.contains(&number) || is_closed(&number, repo, root)?)
             {
                 closed.push(number);
                 continue;
@@ -146,12 +173,11 @@ pub(super) fn github_items(filter: &str, root: &Path) -> Result<Vec<Item>, Queue
 
 /// Whether issue `number` is closed (`gh issue view`); an issue `gh`
 /// cannot find is not (the backlog is then refused, naming it).
-fn is_closed(number: &str, repo: &[String], root: &Path) -> Result<bool, QueueError> {
-    let mut args: Vec<String> = ["issue", "view", number, "--json", "number,state"]
+fn is_closed(number: &str, repo: Option<&str>, root: &Path) -> Result<bool, QueueError> {
+    let args: Vec<String> = ["issue", "view", number, "--json", "number,state"]
         .map(String::from)
         .to_vec();
-    args.extend(repo.iter().cloned());
-    let Ok(printed) = run("gh", &args, root) else {
+    let Ok(printed) = run("gh", &args, root, repo) else {
         return Ok(false);
     };
     let issue: GithubState = serde_json::from_slice(&printed).map_err(|e| {
@@ -169,15 +195,13 @@ fn is_closed(number: &str, repo: &[String], root: &Path) -> Result<bool, QueueEr
 /// issue `item`, its body saying `Fixes #N`; `gh`'s answer (the
 /// request's address).
 pub fn open_pull_request(
-    filter: &str,
+    repo: Option<&str>,
     root: &Path,
     base: &str,
     branch: &str,
     item: &Item,
 ) -> Result<String, QueueError> {
-    let source = format!("github:{filter}");
-    let selection = options(&source, filter, &GITHUB_KEYS)?;
-    let mut args: Vec<String> = vec![
+    let args: Vec<String> = vec![
         "pr".into(),
         "create".into(),
         "--base".into(),
@@ -192,13 +216,7 @@ pub fn open_pull_request(
             fixes(item)
         ),
     ];
-    args.extend(
-        selection
-            .chunks(2)
-            .filter(|pair| pair[0] == "--repo")
-            .flat_map(|pair| pair.to_vec()),
-    );
-    let printed = run("gh", &args, root)?;
+    let printed = run("gh", &args, root, repo)?;
     Ok(String::from_utf8_lossy(&printed).trim().to_string())
 }
 
@@ -228,7 +246,7 @@ pub(super) fn beads_items(filter: &str, root: &Path) -> Result<Vec<Item>, QueueE
     let source = format!("beads:{filter}");
     let mut args = vec!["ready".to_string(), "--json".to_string()];
     args.extend(options(&source, filter, &BEADS_KEYS)?);
-    let printed = run("bd", &args, root)?;
+    let printed = run("bd", &args, root, None)?;
     let beads: Option<Vec<Bead>> = serde_json::from_slice(&printed).map_err(|e| {
         unreadable(
             "bd",
@@ -273,7 +291,7 @@ pub(super) fn beads_items(filter: &str, root: &Path) -> Result<Vec<Item>, QueueE
 pub fn close_bead(root: &Path, id: &str, commit: &str) -> Result<(), QueueError> {
     let reason = format!("Landed in {commit} by ralph's merge queue");
     let args: Vec<String> = vec!["close".into(), id.into(), "--reason".into(), reason];
-    run("bd", &args, root).map(|_| ())
+    run("bd", &args, root, None).map(|_| ())
 }
 
 /// What a tool printed that ralph cannot read, named with what was expected.
@@ -290,9 +308,15 @@ fn unreadable(program: &str, args: &[String], printed: &[u8], expected: &str) ->
 }
 
 /// Runs `program` with `args` in `root` in a process group of its own, cut
-/// off at [`TOOL_TIMEOUT`]: what it printed, or why it failed, naming the
-/// tool missing, or what it said on stderr (not logged in, say).
-fn run(program: &str, args: &[String], root: &Path) -> Result<Vec<u8>, QueueError> {
+/// off at [`TOOL_TIMEOUT`], naming the GitHub repository `repo` (`GH_REPO`)
+/// when given: what it printed, or why it failed, naming the tool missing,
+/// or what it said on stderr (not logged in, say).
+fn run(
+    program: &str,
+    args: &[String],
+    root: &Path,
+    repo: Option<&str>,
+) -> Result<Vec<u8>, QueueError> {
     let failed = |why: String| QueueError::Tool {
         program: program.to_string(),
         why,
@@ -309,6 +333,9 @@ fn run(program: &str, args: &[String], root: &Path) -> Result<Vec<u8>, QueueErro
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(repo) = repo {
+        command.env("GH_REPO", repo);
+    }
     let mut child = match GroupChild::spawn(&mut command, Lifetime::DiesWithParent) {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -399,7 +426,7 @@ mod tests {
     #[test]
     fn a_tool_not_on_path_is_named_with_the_fix() {
         let dir = tempfile::TempDir::new().unwrap();
-        let said = run("ralph-no-such-tool", &[], dir.path())
+        let said = run("ralph-no-such-tool", &[], dir.path(), None)
             .unwrap_err()
             .to_string();
         assert!(said.contains("is not on PATH"), "{said}");

@@ -340,3 +340,37 @@ fn a_story_whose_dependency_did_not_land_is_not_worked_and_is_named() {
         prd
     );
 }
+
+#[test]
+fn a_dependency_cycle_is_refused_before_any_item_is_claimed() {
+    let client = ClientVersion::V2_1_330;
+    let cyclic = PRD_JSON.replace(
+        "\"priority\": 3,",
+        "\"priority\": 3,\n      \"dependencies\": [\"US-003\"],",
+    );
+    let scenario =
+        queue_project("backlog-cycle", client, "# Plan\n", json!({})).file("prd.json", &cyclic);
+    scenario.git(&["add", "-A"]);
+    scenario.git(&["commit", "-q", "-m", "the prd"]);
+    let scenario = scenario.args(&["--queue", "prd:prd.json", "--workers", "2"]);
+    let api = MockApi::start(agent(|_| None));
+    let outcome = scenario.run(&api);
+    assert_eq!(outcome.run.code, Some(1), "{outcome:?}");
+    assert!(
+        outcome.run.stderr.contains(
+            "items depend on each other in a cycle (US-003 → US-001 → US-003): none of them could ever be worked"
+        ),
+        "{outcome:?}"
+    );
+    assert!(api.main_requests().is_empty(), "no client asked");
+    assert!(
+        !scenario
+            .path(".claude/context/runtime/ralph-queue.json")
+            .exists(),
+        "nothing claimed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scenario.path("prd.json")).unwrap(),
+        cyclic
+    );
+}

@@ -243,3 +243,26 @@ fn a_plan_item_s_after_line_orders_it_and_is_not_its_text() {
     assert!(!dry.stdout.contains("after:"), "{dry:?}");
     assert_eq!(items[0]["title"], "add the endpoint");
 }
+
+#[test]
+fn issues_left_on_their_branches_need_a_remote_named_at_the_start() {
+    let project = TempProject::new("queue-github-no-origin");
+    project.init();
+    let fakes = FakeTrackers::new(&project.path("fakes"));
+    fakes.issues(&[(12, "Write parser", "", &["ralph"])]);
+    let path = fakes.path_env();
+    let run = project.ctl(
+        &["run", "--queue", "github:label=ralph", "--merge", "none"],
+        &[("PATH", path.as_str()), ("RALPH_CLAUDE", "true")],
+    );
+    run.assert_code(2).assert_stderr_has(&[
+        "--merge none on github:label=ralph pushes each item's branch for its pull request",
+        "git remote add origin URL",
+        "or give --remote NAME",
+    ]);
+    assert!(project.state().is_none(), "nothing started: {run:?}");
+    assert!(
+        fakes.calls("gh").iter().all(|c| c[0] != "pr"),
+        "no pull request"
+    );
+}

@@ -118,6 +118,20 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         Some(name) => Some(RemoteBook::new(Remote::find(&paths.root, name)?, &source)),
         None => None,
     };
+    // `--merge none` on issues pushes each branch for its pull request: to
+    // the shared remote, else to origin, its URL read now, before any agent
+    // could change it.
+    let pull_requests_to = match (&source, options.merge, &remote) {
+        (Source::Github { .. }, MergeMode::None, None) => {
+            Some(Remote::find(&paths.root, "origin").map_err(|e| {
+                CtlError::BadArgument(format!(
+                    "--merge none on {source} pushes each item's branch for its pull request: {e}; \
+                     or give --remote NAME"
+                ))
+            })?)
+        }
+        _ => None,
+    };
     // What every item's text is made of is read before any item is claimed.
     item_text::shared_task(paths, &config)?;
     let run_mode = RunMode {
@@ -174,6 +188,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
             remote,
         },
         labelled: options.workers > 1,
+        pull_requests_to,
     };
     let mut ends = Vec::new();
     thread::scope(|scope| {
@@ -254,6 +269,10 @@ struct Shared<'a> {
     /// Several workers write at once: each line of an item's work goes
     /// with its title in front.
     labelled: bool,
+    /// Where an issue's branch is pushed for its pull request without a
+    /// shared remote (`--merge none` on `github:`): origin as it was at
+    /// the start.
+    pull_requests_to: Option<Remote>,
 }
 
 impl Shared<'_> {
@@ -815,17 +834,14 @@ impl Shared<'_> {
     /// `--merge none` on a `github:` source: the branch pushed (to the
     /// shared remote, else `origin`) and a pull request opened for it.
     fn open_pull_request(&self, branch: &str, item: &Item, repo: Option<&str>) -> String {
-        let pushed = match &self.claims.remote {
-            Some(book) => book.remote().name.clone(),
-            None => {
-                let origin = match Remote::find(&self.paths.root, "origin") {
-                    Ok(origin) => origin,
-                    Err(e) => {
-                        return format!(
-                            "finished on branch {branch} (--merge none); no pull request: {e}"
-                        )
-                    }
-                };
+        let pushed = match (&self.claims.remote, &self.pull_requests_to) {
+            (Some(book), _) => book.remote().name.clone(),
+            (None, None) => {
+                return format!(
+                    "finished on branch {branch} (--merge none); no remote to push it to"
+                )
+            }
+            (None, Some(origin)) => {
                 let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
                 if let Err(e) = origin.push(&[&refspec], &[]) {
                     return format!(

@@ -49,17 +49,27 @@ case "$1 $2" in
 esac
 "#;
 
-/// `bd`: `ready --json` prints `ready.json` less the beads closed since;
-/// `close ID` closes it (as bd does: it is not ready any more).
+/// `bd`: `ready --json` prints `ready.json` less the beads closed since,
+/// and the beads of `blocked.json` whose blockers are all closed (as bd
+/// lists an issue once its blockers are closed); `close ID` closes it.
 const BD: &str = r#"#!/bin/sh
 here=$(dirname "$0")
 call="$here/calls/bd-$(date +%s%N)-$$"
 printf '%s\0' "$@" > "$call"
 case "$1" in
   ready)
-    if [ -e "$here/closed" ]; then
-      python3 -c 'import json,sys; closed=open(sys.argv[2]).read().split(); print(json.dumps([b for b in json.load(open(sys.argv[1])) if b["id"] not in closed], indent=2))' "$here/ready.json" "$here/closed"
-    else cat "$here/ready.json"; fi ;;
+    if [ ! -s "$here/closed" ] && [ ! -s "$here/blocked.json" ]; then
+      cat "$here/ready.json"; exit 0
+    fi
+    touch "$here/closed" "$here/blocked.json"
+    python3 -c '
+import json, sys
+ready, closed, blocked = sys.argv[1:4]
+closed = open(closed).read().split()
+text = open(blocked).read().strip()
+beads = json.load(open(ready)) + [b for b, by in (json.loads(text) if text else []) if all(c in closed for c in by)]
+print(json.dumps([b for b in beads if b["id"] not in closed], indent=2))
+' "$here/ready.json" "$here/closed" "$here/blocked.json" ;;
   close) echo "$2" >> "$here/closed"; echo "✓ Closed $2: $4" ;;
   *) echo "Error: unknown command \"$1\" for \"bd\"" >&2; exit 1 ;;
 esac
@@ -127,6 +137,16 @@ impl FakeTrackers {
     /// What `bd ready --json` prints (beads' issues, as given).
     pub fn ready(&self, beads: &Value) {
         self.write("ready.json", &serde_json::to_string_pretty(beads).unwrap());
+    }
+
+    /// Beads `bd ready` lists only once every blocker of theirs is
+    /// closed: `(bead, blockers)`.
+    pub fn blocked(&self, beads: &[(Value, &[&str])]) {
+        let pairs: Vec<Value> = beads
+            .iter()
+            .map(|(bead, by)| serde_json::json!([bead, by]))
+            .collect();
+        self.write("blocked.json", &Value::Array(pairs).to_string());
     }
 
     /// Makes `gh` answer every call as it does without a login.

@@ -262,41 +262,60 @@ fn github_issues_with_merge_none_open_one_pull_request_each() {
     assert_eq!(git_out(&root, &["rev-parse", "main"]), before);
 }
 
+/// A bead as `bd ready --json` prints it.
+fn bead(id: &str, title: &str) -> Value {
+    json!({
+        "id": id, "title": title, "description": format!("{title}, as a CSV."),
+        "acceptance_criteria": "A header line", "status": "open", "priority": 1,
+        "issue_type": "task", "created_at": "2026-11-01T10:00:00Z",
+        "updated_at": "2026-11-01T10:00:00Z"
+    })
+}
+
 #[test]
-fn beads_land_and_are_closed_naming_the_commit() {
+fn beads_land_and_are_closed_naming_the_commit_and_what_they_blocked_follows() {
     let client = ClientVersion::V2_1_330;
     let scenario = queue_project("backlog-beads", client, "# Plan\n", json!({}));
     let fakes = fakes_of(&scenario);
-    fakes.ready(&json!([{
-        "id": "bd-a1b2", "title": "Write exporter", "description": "Export users as CSV.",
-        "acceptance_criteria": "A CSV with a header", "status": "open", "priority": 1,
-        "issue_type": "task", "created_at": "2026-11-01T10:00:00Z",
-        "updated_at": "2026-11-01T10:00:00Z"
-    }]));
+    // bd-c3d4 is blocked by bd-a1b2: bd lists it once bd-a1b2 is closed.
+    fakes.ready(&json!([bead("bd-a1b2", "Write exporter")]));
+    fakes.blocked(&[(bead("bd-c3d4", "Write endpoint"), &["bd-a1b2"])]);
     let path = fakes.path_env();
-    let scenario = scenario.env("PATH", &path).args(&["--queue", "beads:"]);
+    let scenario = scenario
+        .env("PATH", &path)
+        .args(&["--queue", "beads:", "--workers", "2"]);
     let root = scenario.path("");
-    let api = MockApi::start(agent(|_| None));
+    let api = MockApi::start(agent(|title| {
+        (title == "Write endpoint").then_some("exporter.txt")
+    }));
     let outcome = scenario.run(&api);
     let stderr = &outcome.run.stderr;
     outcome.ended(0, "complete");
-    all_done_once(&outcome.state, 1);
-    let head = git_out(&root, &["rev-parse", "main"]);
+    all_done_once(&outcome.state, 2);
     let closes: Vec<Vec<String>> = fakes
         .calls("bd")
         .into_iter()
         .filter(|c| c[0] == "close")
         .collect();
-    assert_eq!(
-        closes,
-        [vec![
-            "close".to_string(),
-            "bd-a1b2".to_string(),
-            "--reason".to_string(),
-            format!("Landed in {head} by ralph's merge queue"),
-        ]],
-        "{stderr}"
-    );
+    let ids: Vec<&str> = closes.iter().map(|c| c[1].as_str()).collect();
+    assert_eq!(ids, ["bd-a1b2", "bd-c3d4"], "{closes:?}\n{stderr}");
+    // Each closed naming the commit that landed it: the base after it.
+    let subjects = git_out(&root, &["log", "--reverse", "--format=%H %s", "main"]);
+    for (close, title) in closes.iter().zip(["Write exporter", "Write endpoint"]) {
+        let commit = subjects
+            .lines()
+            .find(|l| l.ends_with(&format!(" {title}")))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| panic!("{title} did not land: {subjects}"));
+        assert_eq!(
+            close[2..],
+            [
+                "--reason".to_string(),
+                format!("Landed in {commit} by ralph's merge queue")
+            ],
+            "{subjects}"
+        );
+    }
 }
 
 #[test]

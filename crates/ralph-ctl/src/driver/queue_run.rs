@@ -118,20 +118,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         Some(name) => Some(RemoteBook::new(Remote::find(&paths.root, name)?, &source)),
         None => None,
     };
-    // `--merge none` on issues pushes each branch for its pull request: to
-    // the shared remote, else to origin, its URL read now, before any agent
-    // could change it.
-    let pull_requests_to = match (&source, options.merge, &remote) {
-        (Source::Github { .. }, MergeMode::None, None) => {
-            Some(Remote::find(&paths.root, "origin").map_err(|e| {
-                CtlError::BadArgument(format!(
-                    "--merge none on {source} pushes each item's branch for its pull request: {e}; \
-                     or give --remote NAME"
-                ))
-            })?)
-        }
-        _ => None,
-    };
+    let pull_requests_to = pull_request_remote(paths, &source, options.merge, remote.is_some())?;
     // What every item's text is made of is read before any item is claimed.
     item_text::shared_task(paths, &config)?;
     let run_mode = RunMode {
@@ -214,6 +201,27 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         }
     });
     shared.conclude(&ends)
+}
+
+/// `--merge none` on issues pushes each branch for its pull request: to
+/// the shared remote (`has_remote`), else to origin, found now, its URL read
+/// before any agent could change it; refused when there is none.
+fn pull_request_remote(
+    paths: &ProjectPaths,
+    source: &Source,
+    merge: MergeMode,
+    has_remote: bool,
+) -> Result<Option<Remote>, CtlError> {
+    if has_remote || merge != MergeMode::None || !matches!(source, Source::Github { .. }) {
+        return Ok(None);
+    }
+    let origin = Remote::find(&paths.root, "origin").map_err(|e| {
+        CtlError::BadArgument(format!(
+            "--merge none on {source} pushes each item's branch for its pull request: {e}; \
+             or give --remote NAME"
+        ))
+    })?;
+    Ok(Some(origin))
 }
 
 /// An item's title as the label in front of its lines: short, on one line.

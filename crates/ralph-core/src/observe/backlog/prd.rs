@@ -330,7 +330,7 @@ mod tests {
 
     /// A prd.json as snarktank/ralph's prd skill writes it (two-space
     /// indentation, its fields in its order).
-    pub(crate) const PRD: &str = r#"{
+    const PRD: &str = r#"{
   "project": "MyApp",
   "branchName": "ralph/task-priority",
   "description": "Task Priority System - Add priority levels to tasks",

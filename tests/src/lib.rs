@@ -15,6 +15,7 @@ pub mod project;
 pub mod reach;
 pub mod scenario;
 pub mod serve;
+pub mod trackers;
 
 pub use ralph_test_macros::on_both_clients;
 

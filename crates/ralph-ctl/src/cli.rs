@@ -126,8 +126,11 @@ pub(crate) enum Command {
     Reset(crate::commands::reset::ResetArgs),
     /// Show a backlog as a worker would see it now: the items of SOURCE
     /// (plan:PATH, the unchecked boxes of a markdown plan; dir:PATH, a file
-    /// an item; cmd:COMMAND, the JSON array a command prints) and where each
-    /// stands: free, claimed (by whom, until when), done, needs review.
+    /// an item; cmd:COMMAND, the JSON array a command prints; prd:PATH, a
+    /// prd.json's stories not passing; github:label=NAME, open issues
+    /// through gh; beads:, what bd ready lists) and where each stands: free
+    /// (or waiting on an item that has not landed), claimed (by whom, until
+    /// when), done, needs review.
     #[command(
         after_help = "Example:\n  ralph-ctl queue plan:TODO.md\n  ralph-ctl queue dir:backlog --json"
     )]

@@ -11,3 +11,4 @@ mod hook_cli;
 mod memory;
 mod output;
 mod serve;
+mod trackers;

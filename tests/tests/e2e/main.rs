@@ -10,6 +10,7 @@
 //! `tests/run.sh -p ralph-tests --test e2e session::completes_on_signal::v2_0_77`.
 
 mod background;
+mod backlogs;
 mod caches;
 mod cheats;
 mod client_walls;

@@ -1,9 +1,16 @@
 //! A backlog's items, read from where the person keeps them: the unchecked
 //! boxes of a markdown plan (`plan:PATH`), one file per item in a folder
-//! (`dir:PATH`), or the JSON array a configured command prints
-//! (`cmd:COMMAND`). Every source gives the same item shape; an item's id is
-//! stable while the item itself is unchanged, so a source read again (items
-//! are added while a backlog is drained) names the same work the same way.
+//! (`dir:PATH`), the JSON array a configured command prints
+//! (`cmd:COMMAND`), the stories of a prd.json (`prd:PATH`), open GitHub
+//! issues (`github:FILTER`) or ready beads (`beads:`). Every source gives
+//! the same item shape; an item's id is stable while the item itself is
+//! unchanged, so a source read again (items are added while a backlog is
+//! drained) names the same work the same way. An item may depend on others
+//! (`after`), checked when the source is read ([`after::check`]).
+
+pub mod after;
+pub mod prd;
+pub mod trackers;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -37,6 +44,10 @@ pub struct Item {
     pub title: String,
     /// What the agent is told of it beyond the title (may be empty).
     pub body: String,
+    /// The ids of the items it depends on that its source does not record
+    /// as done yet: it is claimable only once each of them landed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
 }
 
 impl Item {
@@ -80,18 +91,53 @@ pub enum Source {
     /// `dir:PATH`: each regular file of the folder (not hidden) is an item.
     Dir(PathBuf),
     /// `cmd:COMMAND`: a command (`sh -c`) that prints a JSON array of
-    /// `{"id", "title", "body"}` objects.
+    /// `{"id", "title", "body"}` objects (and, optionally, `"after"`).
     Command(String),
+    /// `prd:PATH`: the stories of a prd.json whose `passes` is false.
+    Prd(PathBuf),
+    /// `github:FILTER`: the open issues `gh` lists for the filter
+    /// (`label=ralph`, `assignee=…`, `milestone=…`, `author=…`, `repo=…`).
+    Github {
+        /// The filter as given.
+        filter: String,
+        /// The repository (`OWNER/NAME`) every call of `gh` names
+        /// (`GH_REPO`), so that none reads it from the repository's git
+        /// configuration, which the agent can write: the filter's `repo=`,
+        /// else asked once at the start ([`Source::pin_repository`]).
+        repo: Option<String>,
+    },
+    /// `beads:[FILTER]`: the issues `bd ready --json` lists.
+    Beads(String),
+}
+
+/// How a landed item is marked done in the file its source reads, in the
+/// same commit as its change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoneMark {
+    /// A plan's `- [ ]` box ticked.
+    PlanBox,
+    /// A prd.json story's `passes` set to true (and a line added to the
+    /// `progress.txt` beside it, when there is one).
+    PrdPasses,
+}
+
+/// `text` (the file `mark` is for) with item `id` marked done; `None` when
+/// it holds no such item not done yet.
+pub fn mark_done(mark: DoneMark, text: &str, id: &str) -> Option<String> {
+    match mark {
+        DoneMark::PlanBox => tick(text, id),
+        DoneMark::PrdPasses => prd::pass(text, id),
+    }
 }
 
 /// Why a source could not be read, each naming the source and the fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum QueueError {
     /// The source (`--queue` or `ralph-ctl queue`) has no known kind.
-    #[error("the queue source {0:?} says no kind: say where the items are, plan:PATH, dir:PATH or cmd:COMMAND")]
+    #[error("the queue source {0:?} says no kind: say where the items are, plan:PATH, dir:PATH or cmd:COMMAND, or a tracker: prd:PATH, github:label=NAME, beads:")]
     UnknownSource(String),
     /// The kind is there, its path or command is not.
-    #[error("the queue source {0:?} has nothing after the colon; give the path or the command")]
+    #[error("the queue source {0:?} has nothing after the colon; give the path, the command, or (github:) the filter, e.g. github:label=ralph")]
     Empty(String),
     /// A file or folder could not be read.
     #[error("the queue's {what} {path} cannot be read: {why}")]
@@ -117,6 +163,44 @@ pub enum QueueError {
         /// What went wrong, and the fix.
         why: String,
     },
+    /// A prd.json that is not what prd tools write.
+    #[error("the queue's prd.json {path} {why}")]
+    Prd {
+        /// The file.
+        path: String,
+        /// What is wrong, and the fix.
+        why: String,
+    },
+    /// A tracker's filter holds a pair ralph does not know.
+    #[error("the queue source {given:?} has {pair:?}, which ralph does not read; give {known}")]
+    Filter {
+        /// The source as given.
+        given: String,
+        /// The pair.
+        pair: String,
+        /// The pairs it takes.
+        known: String,
+    },
+    /// `gh` or `bd` is missing, failed, or printed what ralph cannot read.
+    #[error("the queue's tracker: `{program}` {why}")]
+    Tool {
+        /// The tool.
+        program: String,
+        /// What went wrong, and the fix.
+        why: String,
+    },
+    /// An item depends on an id no item of the backlog has, and the source
+    /// does not record it as done.
+    #[error("item {item} depends on {missing}, which the queue's source neither lists as an item nor records as done; fix the id or drop the dependency")]
+    MissingDependency {
+        /// The item.
+        item: String,
+        /// The id it names.
+        missing: String,
+    },
+    /// Items depend on each other in a cycle: none of them could start.
+    #[error("items depend on each other in a cycle ({}): none of them could ever be worked; break the cycle in the queue's source", .0.join(" → "))]
+    DependencyCycle(Vec<String>),
 }
 
 impl QueueError {
@@ -134,6 +218,10 @@ impl FromStr for Source {
         let (kind, rest) = text
             .split_once(':')
             .ok_or_else(|| QueueError::UnknownSource(text.to_string()))?;
+        if kind == "beads" {
+            trackers::beads_filter(text, rest)?;
+            return Ok(Source::Beads(rest.trim().to_string()));
+        }
         if rest.trim().is_empty() {
             return Err(QueueError::Empty(text.to_string()));
         }
@@ -141,6 +229,14 @@ impl FromStr for Source {
             "plan" => Ok(Source::Plan(PathBuf::from(rest))),
             "dir" => Ok(Source::Dir(PathBuf::from(rest))),
             "cmd" => Ok(Source::Command(rest.to_string())),
+            "prd" => Ok(Source::Prd(PathBuf::from(rest))),
+            "github" => {
+                let repo = trackers::github_filter(text, rest)?;
+                Ok(Source::Github {
+                    filter: rest.trim().to_string(),
+                    repo,
+                })
+            }
             _ => Err(QueueError::UnknownSource(text.to_string())),
         }
     }
@@ -152,23 +248,76 @@ impl fmt::Display for Source {
             Source::Plan(path) => write!(f, "plan:{}", path.display()),
             Source::Dir(path) => write!(f, "dir:{}", path.display()),
             Source::Command(command) => write!(f, "cmd:{command}"),
+            Source::Prd(path) => write!(f, "prd:{}", path.display()),
+            Source::Github { filter, .. } => write!(f, "github:{filter}"),
+            Source::Beads(filter) => write!(f, "beads:{filter}"),
         }
     }
 }
 
 impl Source {
     /// The source's items as they are now, in its order; paths are taken
-    /// from `root` unless absolute, and a command runs there.
+    /// from `root` unless absolute, and a command (or a tracker's tool)
+    /// runs there. Refused when an item depends on an id no item has, or
+    /// items depend on each other in a cycle ([`after::check`]).
     pub fn read(&self, root: &Path) -> Result<Vec<Item>, QueueError> {
         let items = match self {
             Source::Plan(path) => plan_items(&read_small(&root.join(path), "plan")?),
             Source::Dir(path) => dir_items(&root.join(path))?,
             Source::Command(command) => command_items(command, root)?,
+            Source::Prd(path) => {
+                let file = root.join(path);
+                prd::items(&read_small(&file, "prd.json")?, &path.display().to_string())?
+            }
+            Source::Github { filter, repo } => {
+                trackers::github_items(filter, repo.as_deref(), root)?
+            }
+            Source::Beads(filter) => trackers::beads_items(filter, root)?,
         };
         if items.len() > MAX_ITEMS {
             return Err(QueueError::TooMany(self.to_string()));
         }
+        after::check(&items)?;
         Ok(items)
+    }
+
+    /// The file the source reads that a landed item is marked done in
+    /// (relative to the project unless absolute), and how.
+    pub fn done_mark(&self) -> Option<(&Path, DoneMark)> {
+        match self {
+            Source::Plan(path) => Some((path, DoneMark::PlanBox)),
+            Source::Prd(path) => Some((path, DoneMark::PrdPasses)),
+            _ => None,
+        }
+    }
+
+    /// The file or folder the source reads in the project, which an item's
+    /// own change may not touch (ralph marks it itself).
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Source::Plan(path) | Source::Dir(path) | Source::Prd(path) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// A line the commit that lands `item` carries: `Fixes #N` for a
+    /// GitHub issue, which closes it once the commit reaches the
+    /// repository's default branch.
+    pub fn landing_trailer(&self, item: &Item) -> Option<String> {
+        matches!(self, Source::Github { .. }).then(|| trackers::fixes(item))
+    }
+
+    /// For a `github:` source without `repo=`: asks `gh` once which
+    /// repository the project is (`gh repo view`), before any agent runs,
+    /// and names it in every later call. Other sources: nothing to do.
+    pub fn pin_repository(&mut self, root: &Path) -> Result<(), QueueError> {
+        if let Source::Github {
+            repo: repo @ None, ..
+        } = self
+        {
+            *repo = Some(trackers::github_repository(root)?);
+        }
+        Ok(())
     }
 }
 
@@ -207,8 +356,40 @@ fn plan_id(text: &str, seen: &mut Vec<String>) -> String {
 }
 
 /// The unchecked required items of a markdown plan, each with the lines
-/// indented under it as its body.
+/// indented under it as its body; an indented `after: X` line (X another
+/// item's id or text, several separated by commas) says the item depends
+/// on X, unless X's box is checked already (done).
 pub fn plan_items(markdown: &str) -> Vec<Item> {
+    let mut items = plan_items_as_written(markdown);
+    let done = plan::checked(markdown);
+    let named: Vec<(String, String)> = items
+        .iter()
+        .map(|i| (i.id.clone(), i.title.clone()))
+        .collect();
+    for item in &mut items {
+        let mut after = Vec::new();
+        for wanted in std::mem::take(&mut item.after) {
+            let same = |text: &str| text.split_whitespace().eq(wanted.split_whitespace());
+            let found = named
+                .iter()
+                .find(|(id, title)| *id == wanted || same(title))
+                .map(|(id, _)| id.clone());
+            match found {
+                Some(id) => after.push(id),
+                None if done
+                    .iter()
+                    .any(|text| same(text) || plan_id(text, &mut Vec::new()) == wanted) => {}
+                None => after.push(wanted),
+            }
+        }
+        after.dedup();
+        item.after = after;
+    }
+    items
+}
+
+/// [`plan_items`] with each `after:` as written, not yet resolved.
+fn plan_items_as_written(markdown: &str) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
     let mut seen = Vec::new();
     // The indentation of the item whose body is being read.
@@ -222,13 +403,19 @@ pub fn plan_items(markdown: &str) -> Vec<Item> {
                     id,
                     title: text,
                     body: String::new(),
+                    after: Vec::new(),
                 });
                 open = Some(indent);
             }
             None => match (open, items.last_mut()) {
                 (Some(at), Some(item)) if indent > at && !line.trim().is_empty() => {
-                    item.body.push_str(line.trim());
-                    item.body.push('\n');
+                    match after_line(line) {
+                        Some(named) => item.after.extend(named),
+                        None => {
+                            item.body.push_str(line.trim());
+                            item.body.push('\n');
+                        }
+                    }
                 }
                 (Some(_), _) if line.trim().is_empty() => {}
                 _ => open = None,
@@ -236,6 +423,29 @@ pub fn plan_items(markdown: &str) -> Vec<Item> {
         }
     }
     items
+}
+
+/// The items an indented `after: X, Y` line names (any case, a list
+/// marker before it allowed); `None` for any other line.
+fn after_line(line: &str) -> Option<Vec<String>> {
+    let text = line.trim().trim_start_matches(['-', '*']).trim_start();
+    let (word, rest) = text.split_once(':')?;
+    if !word.trim().eq_ignore_ascii_case("after") {
+        return None;
+    }
+    Some(
+        rest.split(',')
+            .map(|named| {
+                let named = named.trim();
+                named
+                    .strip_prefix('`')
+                    .and_then(|n| n.strip_suffix('`'))
+                    .unwrap_or(named)
+                    .to_string()
+            })
+            .filter(|named| !named.is_empty())
+            .collect(),
+    )
 }
 
 /// `markdown` with the box of plan item `id` ticked (`- [ ]` to `- [x]`);
@@ -288,6 +498,7 @@ fn dir_items(folder: &Path) -> Result<Vec<Item>, QueueError> {
                 id: name,
                 title,
                 body: text,
+                after: Vec::new(),
             })
         })
         .collect()
@@ -300,6 +511,8 @@ struct PrintedItem {
     title: String,
     #[serde(default)]
     body: String,
+    #[serde(default)]
+    after: Vec<serde_json::Value>,
 }
 
 /// The items a command prints, run with `sh -c` from `root` in a process
@@ -360,10 +573,22 @@ fn command_items(command: &str, root: &Path) -> Result<Vec<Item>, QueueError> {
                 "printed the id {id:?} twice; ids must be unique"
             )));
         }
+        let after = item
+            .after
+            .iter()
+            .map(|d| match d {
+                serde_json::Value::String(d) => Ok(d.clone()),
+                serde_json::Value::Number(n) => Ok(n.to_string()),
+                other => Err(failed(format!(
+                    "printed item {id:?} whose `after` holds {other}; list the ids it depends on"
+                ))),
+            })
+            .collect::<Result<_, _>>()?;
         items.push(Item {
             id,
             title: item.title,
             body: item.body,
+            after,
         });
     }
     Ok(items)
@@ -390,6 +615,7 @@ mod tests {
                 id: id.into(),
                 title: String::new(),
                 body: String::new(),
+                after: Vec::new(),
             }
             .slug()
         };
@@ -422,10 +648,17 @@ mod tests {
             "cmd:gh issue list --json number,title".parse(),
             Ok(Source::Command("gh issue list --json number,title".into()))
         );
+        assert_eq!(
+            "github:label=ralph,repo=o/r".parse(),
+            Ok(Source::Github {
+                filter: "label=ralph,repo=o/r".into(),
+                repo: Some("o/r".into())
+            })
+        );
         for bad in ["TODO.md", "todo:TODO.md"] {
             let error = bad.parse::<Source>().unwrap_err().to_string();
             assert!(
-                error.contains("plan:PATH, dir:PATH or cmd:COMMAND"),
+                error.contains("plan:PATH, dir:PATH or cmd:COMMAND, or a tracker: prd:PATH"),
                 "{error}"
             );
         }
@@ -469,6 +702,33 @@ mod tests {
         let twice = plan_items("- [ ] same\n- [ ] same\n");
         assert_eq!(twice.len(), 2);
         assert_ne!(twice[0].id, twice[1].id);
+    }
+
+    #[test]
+    fn a_plan_item_depends_on_what_its_after_line_names_unless_it_is_ticked() {
+        let plan = "- [x] the parser\n\
+            - [ ] write the guide\n  \
+              after: add `--json`, the parser\n  \
+              covering install\n\
+            - [ ] add `--json`\n\
+            - [ ] emoji\n  \
+              After: write the guide\n";
+        let items = plan_items(plan);
+        let id_of = |title: &str| items.iter().find(|i| i.title == title).unwrap().id.clone();
+        assert_eq!(items[0].after, [id_of("add `--json`")]);
+        assert_eq!(items[0].body, "covering install\n");
+        assert_eq!(items[2].after, [id_of("write the guide")]);
+        // By id too; a name no box has is kept, for the read to refuse.
+        let by_id = format!("- [ ] one\n  after: {}\n- [ ] two\n", id_of("add `--json`"));
+        let items = plan_items(&by_id);
+        assert_eq!(items[0].after.len(), 1);
+        let said = after::check(&items).unwrap_err().to_string();
+        assert!(said.contains("depends on plan-"), "{said}");
+        let cycle = plan_items("- [ ] a\n  after: b\n- [ ] b\n  after: a\n");
+        assert!(matches!(
+            after::check(&cycle),
+            Err(QueueError::DependencyCycle(_))
+        ));
     }
 
     #[test]
@@ -545,11 +805,21 @@ mod tests {
             Item {
                 id: "7".into(),
                 title: "Fix it".into(),
-                body: "details".into()
+                body: "details".into(),
+                after: Vec::new(),
             }
         );
         assert_eq!(items[1].id, "T-2");
         assert_eq!(items[1].body, "");
+        // An item may say what it depends on, by id.
+        let ordered =
+            read(r#"echo '[{"id": 1, "title": "a"}, {"id": "b", "title": "b", "after": [1]}]'"#)
+                .unwrap();
+        assert_eq!(ordered[1].after, ["1"]);
+        let said = read(r#"echo '[{"id": "b", "title": "b", "after": ["a"]}]'"#)
+            .unwrap_err()
+            .to_string();
+        assert!(said.contains("item b depends on a"), "{said}");
         for (command, said) in [
             ("exit 3", "failed (exit status: 3)"),
             ("echo not json", "did not print a JSON array"),

@@ -135,6 +135,18 @@ pub fn parse(markdown: &str) -> (Vec<String>, usize) {
     (unchecked, checked)
 }
 
+/// The texts of the checked boxes of `markdown`: the items a backlog
+/// drained from it records as done (an item's `after:` may name them).
+pub fn checked(markdown: &str) -> Vec<String> {
+    walk(markdown)
+        .into_iter()
+        .filter_map(|(_, found, _)| match found {
+            Some((true, text)) => Some(text),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Every line of `markdown` (with its newline), and the text of its
 /// checkbox when it is an unchecked required item: what a backlog drained
 /// from a plan works on (see `observe::backlog`).

@@ -114,6 +114,25 @@ impl Claims {
             Some(record) => record.status == ItemStatus::Claimed && record.expires_at <= now,
         }
     }
+
+    /// The first of `item`'s dependencies that has not landed (no `done`
+    /// record); `None` when it may be worked now.
+    pub fn waits_on<'a>(&self, item: &'a Item) -> Option<&'a str> {
+        item.after
+            .iter()
+            .find(|d| {
+                self.items
+                    .get(d.as_str())
+                    .is_none_or(|r| r.status != ItemStatus::Done)
+            })
+            .map(String::as_str)
+    }
+
+    /// Whether `item` may be taken at `now`: free, and every item it
+    /// depends on landed.
+    pub fn is_claimable(&self, item: &Item, now: Timestamp) -> bool {
+        self.is_free(&item.id, now) && self.waits_on(item).is_none()
+    }
 }
 
 /// Largest claims file read.
@@ -215,9 +234,10 @@ impl ClaimStore {
         })
     }
 
-    /// Claims the first of `items` that is free (see [`Claims::is_free`])
-    /// for `worker` until `now + ttl`; `None` when every item is taken or
-    /// finished.
+    /// Claims the first of `items` that is claimable (free, its
+    /// dependencies landed: [`Claims::is_claimable`]) for `worker` until
+    /// `now + ttl`; `None` when every item is taken, finished or waits on
+    /// another.
     pub fn claim_next(
         &self,
         items: &[Item],
@@ -226,7 +246,7 @@ impl ClaimStore {
         ttl: Duration,
     ) -> Result<Option<Item>, ClaimError> {
         self.change(|claims| {
-            let item = items.iter().find(|item| claims.is_free(&item.id, now))?;
+            let item = items.iter().find(|item| claims.is_claimable(item, now))?;
             claims.claim(&item.id, worker, now, ttl);
             Some(item.clone())
         })
@@ -413,6 +433,7 @@ mod tests {
                 id: format!("T-{i}"),
                 title: format!("item {i}"),
                 body: String::new(),
+                after: Vec::new(),
             })
             .collect()
     }
@@ -527,6 +548,35 @@ mod tests {
         let taken = taken.lock().unwrap();
         let unique: HashSet<&String> = taken.iter().collect();
         assert_eq!((taken.len(), unique.len()), (40, 40), "{taken:?}");
+    }
+
+    #[test]
+    fn an_item_is_claimable_only_once_its_dependencies_landed() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let store = ClaimStore::at(dir.path().join(CLAIMS_FILE_NAME));
+        let now = Timestamp::from_secs(1000);
+        let mut all = items(3);
+        // T-1 waits on T-2, T-3 on T-1: the order is T-2, T-1, T-3.
+        all[0].after = vec!["T-2".into()];
+        all[2].after = vec!["T-1".into()];
+        let first = store.claim_next(&all, "a", now, TTL).unwrap().unwrap();
+        assert_eq!(first.id, "T-2");
+        // T-2 is held, not landed: nothing else may start.
+        assert_eq!(store.claim_next(&all, "b", now, TTL).unwrap(), None);
+        // Ended any other way than done, it still holds its dependents back.
+        store
+            .settle("T-2", "a", ItemStatus::NeedsReview, None)
+            .unwrap();
+        assert_eq!(store.claim_next(&all, "b", now, TTL).unwrap(), None);
+        store.forget_unfinished(now).unwrap();
+        store.claim_next(&all, "a", now, TTL).unwrap().unwrap();
+        store.settle("T-2", "a", ItemStatus::Done, None).unwrap();
+        let second = store.claim_next(&all, "b", now, TTL).unwrap().unwrap();
+        assert_eq!(second.id, "T-1");
+        assert_eq!(store.claim_next(&all, "c", now, TTL).unwrap(), None);
+        store.settle("T-1", "b", ItemStatus::Done, None).unwrap();
+        let third = store.claim_next(&all, "c", now, TTL).unwrap().unwrap();
+        assert_eq!(third.id, "T-3");
     }
 
     #[cfg(unix)]

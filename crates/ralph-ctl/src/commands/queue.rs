@@ -17,7 +17,8 @@ use crate::error::CmdResult;
 /// `ralph-ctl queue`'s arguments (its help is the command's).
 #[derive(Debug, clap::Args)]
 pub(crate) struct QueueArgs {
-    /// Where the items are: plan:PATH, dir:PATH or cmd:COMMAND.
+    /// Where the items are: plan:PATH, dir:PATH or cmd:COMMAND, prd:PATH,
+    /// github:label=NAME or beads:.
     #[arg(value_name = "SOURCE")]
     pub(crate) source: String,
     /// Print one JSON array instead: {"id", "title", "status", "worker", "expiresAt", "why"}
@@ -68,7 +69,8 @@ pub(crate) fn remote_queue(
     out: &mut dyn Write,
 ) -> CmdResult {
     use crate::driver::queue::remote::{self, Refused, Remote, RemoteBook};
-    let parsed: Source = source.parse()?;
+    let mut parsed: Source = source.parse()?;
+    parsed.pin_repository(&paths.root)?;
     let items = parsed.read(&paths.root)?;
     let book = RemoteBook::new(Remote::find(&paths.root, remote)?, &parsed);
     let unreachable = |e: Refused| {
@@ -198,7 +200,8 @@ pub(crate) fn run(
     json: bool,
     out: &mut dyn Write,
 ) -> CmdResult {
-    let source: Source = source.parse()?;
+    let mut source: Source = source.parse()?;
+    source.pin_repository(&paths.root)?;
     let items = source.read(&paths.root)?;
     let claims = ClaimStore::new(paths).read()?;
     let now = Timestamp::now();
@@ -223,6 +226,7 @@ pub(crate) fn run(
                         "worker": record.map(|r| r.worker.clone()),
                         "expiresAt": record.filter(|r| r.status == ItemStatus::Claimed).map(|r| r.expires_at),
                         "why": record.and_then(|r| r.why.clone()),
+                        "after": item.after,
                     })
                 })
                 .collect();
@@ -243,6 +247,9 @@ pub(crate) fn run(
             .unwrap_or(0);
         for (item, (status, record)) in items.iter().zip(&standing) {
             let mut line = format!("  {status:<12} {:<width$}  {}", item.id, item.title);
+            if let (None, Some(waits_on)) = (record, claims.waits_on(item)) {
+                line.push_str(&format!("  (after {waits_on}, which has not landed)"));
+            }
             if let Some(record) = record {
                 match record.status {
                     ItemStatus::Claimed => line.push_str(&format!(

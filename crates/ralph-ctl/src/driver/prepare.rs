@@ -677,8 +677,17 @@ fn queue_preview(
     queue: &QueueOptions,
     worktrees: Option<&worktree::WorktreePlan>,
 ) -> Result<(String, Option<String>), CtlError> {
-    let source: ralph_core::observe::backlog::Source = queue.source.parse()?;
-    let items = source.read(&paths.root)?;
+    let mut source: ralph_core::observe::backlog::Source = queue.source.parse()?;
+    source.pin_repository(&paths.root)?;
+    // Not those that wait on an item that has not landed.
+    let claims = ralph_core::persist::item_claims::ClaimStore::new(paths)
+        .read()
+        .unwrap_or_default();
+    let items: Vec<_> = source
+        .read(&paths.root)?
+        .into_iter()
+        .filter(|item| claims.waits_on(item).is_none())
+        .collect();
     let titles: Vec<String> = items
         .iter()
         .take(5)

@@ -244,6 +244,7 @@ mod tests {
             id: "a".into(),
             title: "A".into(),
             body: String::new(),
+            after: Vec::new(),
         }];
         let ttl = Duration::from_secs(3);
         let claimed = claims
@@ -300,6 +301,7 @@ mod tests {
             id: "a".into(),
             title: "A".into(),
             body: String::new(),
+            after: Vec::new(),
         }];
         let ttl = Duration::from_secs(3);
         claims

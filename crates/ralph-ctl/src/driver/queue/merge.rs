@@ -14,7 +14,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ralph_core::observe::backlog::{self, Item};
+use ralph_core::observe::backlog::{self, DoneMark, Item};
 use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::verify::{self, VerifyCommand};
 use ralph_core::persist::item_claims::ClaimStore;
@@ -54,8 +54,13 @@ pub(crate) struct Landing<'a> {
     pub(crate) worktree: &'a Worktree,
     /// The item.
     pub(crate) item: &'a Item,
-    /// The queue's plan (relative to the project), for a `plan:` source.
+    /// The file a landed item is marked done in (relative to the project):
+    /// the queue's plan, or its prd.json.
     pub(crate) plan: Option<&'a Path>,
+    /// How the item is marked done there (a box ticked, `passes` set).
+    pub(crate) mark: DoneMark,
+    /// A line the landing's last commit carries (`Fixes #N`).
+    pub(crate) trailer: Option<String>,
     /// The queue's source, its plan or its folder of items, relative to the
     /// project (`None` for a command, or a source outside the project).
     pub(crate) source: Option<&'a Path>,
@@ -111,6 +116,7 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
         return Ok(Landed::NeedsReview(why));
     }
     let tick_after = tick_in_branch(landing)?;
+    carry_trailer(landing)?;
     if let Some(why) = failed_verify(landing, landing.base) {
         return Ok(Landed::NeedsReview(why));
     }
@@ -136,7 +142,7 @@ pub(crate) fn land(landing: &Landing<'_>) -> Result<Landed, CtlError> {
     }
     if let Some(plan) = tick_after {
         // Best effort: the item is landed, and recorded done either way.
-        let _ = tick_file(&plan, &landing.item.id);
+        let _ = tick_file(&plan, landing);
     }
     remove(landing)?;
     Ok(Landed::Merged {
@@ -214,6 +220,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
         // boxes that landed meanwhile would conflict with it in a rebase.
         let untick = git(wt, &["rev-parse", "HEAD"])?;
         let tick_after = tick_in_branch(landing)?;
+        carry_trailer(landing)?;
         if let Some(why) = failed_verify(landing, &base_shown) {
             return for_review(why);
         }
@@ -240,7 +247,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
                 );
                 follow_locally(landing, &head);
                 if let Some(plan) = tick_after {
-                    let _ = tick_file(&plan, &landing.item.id);
+                    let _ = tick_file(&plan, landing);
                 }
                 remove(landing)?;
                 return Ok(Landed::Merged {
@@ -439,8 +446,12 @@ fn tick_in_branch(landing: &Landing<'_>) -> Result<Option<std::path::PathBuf>, C
     if theirs_changed || !in_branch.is_file() {
         return Ok(Some(landing.root.join(plan)));
     }
-    if tick_file(&in_branch, &landing.item.id)? {
+    if tick_file(&in_branch, landing)? {
         git(wt, &["add", "--", &shown])?;
+        if landing.mark == DoneMark::PrdPasses && add_progress(&in_branch, landing.item)? {
+            let progress = plan.with_file_name(backlog::prd::PROGRESS_FILE_NAME);
+            git(wt, &["add", "--", &progress.to_string_lossy()])?;
+        }
         let message = format!("Tick {} in {shown}", landing.item.title);
         as_committer(wt, &["commit", "--quiet", "--no-verify", "-m", &message])?;
     }
@@ -509,11 +520,12 @@ fn identity(dir: &Path) -> Vec<&'static str> {
     }
 }
 
-/// Ticks item `id`'s box in the plan at `path`; false when the plan has no
-/// such unchecked item (it was ticked or edited meanwhile).
-fn tick_file(path: &Path, id: &str) -> Result<bool, CtlError> {
+/// The landing's item marked done in the file at `path` (its plan's box
+/// ticked, its prd.json story's `passes` set, every other byte kept); false
+/// when the file holds no such item not done (marked or edited meanwhile).
+fn tick_file(path: &Path, landing: &Landing<'_>) -> Result<bool, CtlError> {
     let text = std::fs::read_to_string(path).map_err(CtlError::io("read", path))?;
-    match backlog::tick(&text, id) {
+    match backlog::mark_done(landing.mark, &text, &landing.item.id) {
         Some(ticked) => {
             ralph_core::persist::atomic::write_file(path, ticked.as_bytes(), 0o644)
                 .map_err(CtlError::io("write", path))?;
@@ -521,6 +533,52 @@ fn tick_file(path: &Path, id: &str) -> Result<bool, CtlError> {
         }
         None => Ok(false),
     }
+}
+
+/// Adds `item`'s line to the `progress.txt` beside the prd.json at `prd`,
+/// when there is one; whether there was.
+fn add_progress(prd: &Path, item: &Item) -> Result<bool, CtlError> {
+    let progress = prd.with_file_name(backlog::prd::PROGRESS_FILE_NAME);
+    if !progress.is_file() {
+        return Ok(false);
+    }
+    let mut text = std::fs::read_to_string(&progress).map_err(CtlError::io("read", &progress))?;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&backlog::prd::progress_line(
+        item,
+        ralph_core::time::Timestamp::now(),
+    ));
+    ralph_core::persist::atomic::write_file(&progress, text.as_bytes(), 0o644)
+        .map_err(CtlError::io("write", &progress))?;
+    Ok(true)
+}
+
+/// Puts the landing's trailer (`Fixes #N`) in the message of the item's
+/// last commit, unless it says it already.
+fn carry_trailer(landing: &Landing<'_>) -> Result<(), CtlError> {
+    let Some(trailer) = &landing.trailer else {
+        return Ok(());
+    };
+    let wt = &landing.worktree.path;
+    let message = git(wt, &["log", "-1", "--format=%B"])?;
+    if message.lines().any(|line| line.trim() == trailer) {
+        return Ok(());
+    }
+    let message = format!("{}\n\n{trailer}\n", message.trim_end());
+    as_committer(
+        wt,
+        &[
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "--amend",
+            "-m",
+            &message,
+        ],
+    )?;
+    Ok(())
 }
 
 /// The landed item's worktree and branch, removed. The branch goes by its
@@ -574,6 +632,7 @@ mod tests {
             id,
             title: title.into(),
             body: String::new(),
+            after: Vec::new(),
         }
     }
 
@@ -599,6 +658,8 @@ mod tests {
             worktree,
             item,
             plan: Some(Path::new("PLAN.md")),
+            mark: DoneMark::PlanBox,
+            trailer: None,
             source: None,
             verify,
             claims,
@@ -609,6 +670,78 @@ mod tests {
             ran: (0, 0.0),
         })
         .unwrap()
+    }
+
+    #[test]
+    fn a_prd_story_lands_passing_with_its_progress_line_and_an_issue_says_fixes() {
+        let (_d, root, plan, claims) = repo();
+        let prd = "{\n  \"userStories\": [\n    {\"id\": \"US-001\", \"title\": \"One\", \"passes\": false, \"notes\": \"\"}\n  ]\n}\n";
+        std::fs::write(root.join("prd.json"), prd).unwrap();
+        std::fs::write(root.join("progress.txt"), "# Progress\n").unwrap();
+        sh(&root, &["add", "-A"]);
+        sh(&root, &["commit", "-q", "-m", "prd"]);
+        let story = Item {
+            id: "US-001".into(),
+            title: "One".into(),
+            body: String::new(),
+            after: Vec::new(),
+        };
+        let tree = worked(&plan, "item-US-001", "one.txt", "one\n");
+        let landed = land(&Landing {
+            root: &root,
+            base: "main",
+            worktree: &tree,
+            item: &story,
+            plan: Some(Path::new("prd.json")),
+            mark: DoneMark::PrdPasses,
+            trailer: None,
+            source: Some(Path::new("prd.json")),
+            verify: &[],
+            claims: &claims,
+            expected_base: None,
+            walls: WallsWanted::Off,
+            remote: None,
+            fetch: None,
+            ran: (0, 0.0),
+        })
+        .unwrap();
+        assert!(matches!(landed, Landed::Merged { .. }), "{landed:?}");
+        let shown = git(&root, &["show", "main:prd.json"]).unwrap();
+        assert_eq!(format!("{shown}\n"), prd.replace("false", "true"));
+        let progress = git(&root, &["show", "main:progress.txt"]).unwrap();
+        assert!(
+            progress.starts_with("# Progress\n") && progress.contains("US-001: One"),
+            "{progress}"
+        );
+        // An issue: its landed commit says Fixes #N, and no file is marked.
+        let issue = Item {
+            id: "7".into(),
+            title: "Seven".into(),
+            body: String::new(),
+            after: Vec::new(),
+        };
+        let tree = worked(&plan, "item-7", "seven.txt", "seven\n");
+        let landed = land(&Landing {
+            root: &root,
+            base: "main",
+            worktree: &tree,
+            item: &issue,
+            plan: None,
+            mark: DoneMark::PlanBox,
+            trailer: Some("Fixes #7".into()),
+            source: None,
+            verify: &[],
+            claims: &claims,
+            expected_base: None,
+            walls: WallsWanted::Off,
+            remote: None,
+            fetch: None,
+            ran: (0, 0.0),
+        })
+        .unwrap();
+        assert!(matches!(landed, Landed::Merged { .. }), "{landed:?}");
+        let message = git(&root, &["log", "-1", "--format=%B", "main"]).unwrap();
+        assert_eq!(message.trim_end(), "item-7\n\nFixes #7");
     }
 
     #[test]
@@ -657,6 +790,8 @@ mod tests {
             worktree: &right,
             item: &item("right"),
             plan: Some(Path::new("PLAN.md")),
+            mark: DoneMark::PlanBox,
+            trailer: None,
             source: None,
             verify: &[],
             claims: &claims,
@@ -893,6 +1028,8 @@ mod tests {
             worktree: &tree,
             item: &item("left"),
             plan: Some(Path::new("PLAN.md")),
+            mark: DoneMark::PlanBox,
+            trailer: None,
             source: None,
             verify: &[],
             claims: &claims,
@@ -992,6 +1129,8 @@ mod tests {
             worktree: &bare,
             item: &item("left"),
             plan: None,
+            mark: DoneMark::PlanBox,
+            trailer: None,
             source: None,
             verify: &[],
             claims: &claims,

@@ -22,7 +22,7 @@ use ralph_core::exit_codes;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{ItemState, LoopState, RunMode, Status};
-use ralph_core::observe::backlog::{Item, Source};
+use ralph_core::observe::backlog::{trackers, DoneMark, Item, Source};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::persist::store::StateStore;
@@ -79,7 +79,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
     let Some(options) = run_options.queue.as_ref() else {
         return Err(CtlError::BadArgument("--queue names no source".into()));
     };
-    let source: Source = options.source.parse()?;
+    let mut source: Source = options.source.parse()?;
     let Prepared {
         signals,
         client,
@@ -107,7 +107,9 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         json: run_options.json,
         env: run_options.env.clone(),
     };
-    // A source that cannot be read is refused before anything starts.
+    // A source that cannot be read is refused before anything starts (a
+    // cycle, an id no item has, gh missing or logged out among them).
+    source.pin_repository(&paths.root)?;
     source.read(&paths.root)?;
     let base = bench.worktrees.base.clone();
     if options.merge == MergeMode::Rebase && !is_branch(&paths.root, &base) {
@@ -121,6 +123,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         Some(name) => Some(RemoteBook::new(Remote::find(&paths.root, name)?, &source)),
         None => None,
     };
+    let pull_requests_to = pull_request_remote(paths, &source, options.merge, remote.is_some())?;
     // What every item's text is made of is read before any item is claimed.
     item_text::shared_task(paths, &config)?;
     let run_mode = RunMode {
@@ -177,6 +180,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
             remote,
         },
         labelled: options.workers > 1,
+        pull_requests_to,
     };
     let mut ends = Vec::new();
     thread::scope(|scope| {
@@ -202,6 +206,27 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         }
     });
     shared.conclude(&ends)
+}
+
+/// `--merge none` on issues pushes each branch for its pull request: to
+/// the shared remote (`has_remote`), else to origin, found now, its URL read
+/// before any agent could change it; refused when there is none.
+fn pull_request_remote(
+    paths: &ProjectPaths,
+    source: &Source,
+    merge: MergeMode,
+    has_remote: bool,
+) -> Result<Option<Remote>, CtlError> {
+    if has_remote || merge != MergeMode::None || !matches!(source, Source::Github { .. }) {
+        return Ok(None);
+    }
+    let origin = Remote::find(&paths.root, "origin").map_err(|e| {
+        CtlError::BadArgument(format!(
+            "--merge none on {source} pushes each item's branch for its pull request: {e}; \
+             or give --remote NAME"
+        ))
+    })?;
+    Ok(Some(origin))
 }
 
 /// An item's title as the label in front of its lines: short, on one line.
@@ -257,6 +282,10 @@ struct Shared<'a> {
     /// Several workers write at once: each line of an item's work goes
     /// with its title in front.
     labelled: bool,
+    /// Where an issue's branch is pushed for its pull request without a
+    /// shared remote (`--merge none` on `github:`): origin as it was at
+    /// the start.
+    pull_requests_to: Option<Remote>,
 }
 
 impl Shared<'_> {
@@ -752,7 +781,10 @@ impl Shared<'_> {
             lock: None,
         };
         if self.merge == MergeMode::None {
-            return outcome(ItemState::Done, self.leave_on_branch(&worktree.branch));
+            return outcome(
+                ItemState::Done,
+                self.leave_on_branch(&worktree.branch, item),
+            );
         }
         let lock = match self.claims.local.merge_lock(merge::MERGE_PATIENCE) {
             Ok(lock) => lock,
@@ -772,14 +804,14 @@ impl Shared<'_> {
             .ok()
             .flatten()
             .and_then(|run| run.queue.and_then(|q| q.base_head));
-        let plan_path: Option<PathBuf> = match &self.source {
-            Source::Plan(path) if path.is_relative() => Some(path.clone()),
-            _ => None,
+        let (plan_path, mark) = match self.source.done_mark() {
+            Some((path, mark)) if path.is_relative() => (Some(path.to_path_buf()), mark),
+            _ => (None, DoneMark::PlanBox),
         };
-        let guarded_source: Option<PathBuf> = match &self.source {
-            Source::Dir(path) | Source::Plan(path) => worktree::in_project(&self.paths.root, path),
-            Source::Command(_) => None,
-        };
+        let guarded_source: Option<PathBuf> = self
+            .source
+            .file()
+            .and_then(|path| worktree::in_project(&self.paths.root, path));
         let fetch = || {
             self.claims
                 .fetch_base(&plan.base)
@@ -791,6 +823,8 @@ impl Shared<'_> {
             worktree: &worktree,
             item,
             plan: plan_path.as_deref(),
+            mark,
+            trailer: self.source.landing_trailer(item),
             source: guarded_source.as_deref(),
             verify: &self.config.completion.verify,
             claims: &self.claims.local,
@@ -816,6 +850,9 @@ impl Shared<'_> {
                     );
                     say(&format!("warning: {note}"));
                     why = format!("{why}; {note}");
+                }
+                if let Source::Beads(_) = &self.source {
+                    why = format!("{why}; {}", self.close_bead(item, &commit));
                 }
                 ItemLanding {
                     status: ItemState::Done,
@@ -859,9 +896,61 @@ impl Shared<'_> {
         plan
     }
 
+    /// A landed bead closed (`bd close`, naming the commit): what came of it.
+    fn close_bead(&self, item: &Item, commit: &str) -> String {
+        match trackers::close_bead(&self.paths.root, &item.id, commit) {
+            Ok(()) => format!("bead {} closed", item.id),
+            Err(e) => {
+                say(&format!("warning: item {} landed, but {e}", item.id));
+                format!("bead {} left open ({e})", item.id)
+            }
+        }
+    }
+
+    /// `--merge none` on a `github:` source: the branch pushed (to the
+    /// shared remote, else `origin`) and a pull request opened for it.
+    fn open_pull_request(&self, branch: &str, item: &Item, repo: Option<&str>) -> String {
+        let pushed = match (&self.claims.remote, &self.pull_requests_to) {
+            (Some(book), _) => book.remote().name.clone(),
+            (None, None) => {
+                return format!(
+                    "finished on branch {branch} (--merge none); no remote to push it to"
+                )
+            }
+            (None, Some(origin)) => {
+                let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
+                if let Err(e) = origin.push(&[&refspec], &[]) {
+                    return format!(
+                        "finished on branch {branch} (--merge none); no pull request: the push to origin failed ({e})"
+                    );
+                }
+                origin.name.clone()
+            }
+        };
+        let base = &self.bench.worktrees.base;
+        match trackers::open_pull_request(repo, &self.paths.root, base, branch, item) {
+            Ok(url) => format!(
+                "finished on branch {branch}, pushed to {pushed}, pull request {url} (--merge none)"
+            ),
+            Err(e) => format!(
+                "finished on branch {branch}, pushed to {pushed} (--merge none); no pull request: {e}"
+            ),
+        }
+    }
+
     /// `--merge none`: the item stays on `branch`, pushed to the shared
-    /// remote when there is one, so that every machine sees it.
-    fn leave_on_branch(&self, branch: &str) -> String {
+    /// remote when there is one, so that every machine sees it; an issue's
+    /// branch is offered as a pull request.
+    fn leave_on_branch(&self, branch: &str, item: &Item) -> String {
+        let left = self.leave_on_branch_only(branch);
+        match &self.source {
+            Source::Github { repo, .. } => self.open_pull_request(branch, item, repo.as_deref()),
+            _ => left,
+        }
+    }
+
+    /// [`Shared::leave_on_branch`] but for the pull request.
+    fn leave_on_branch_only(&self, branch: &str) -> String {
         let Some(book) = &self.claims.remote else {
             return format!("finished on branch {branch} (--merge none)");
         };
@@ -923,6 +1012,33 @@ impl Shared<'_> {
         });
     }
 
+    /// Names the items a drained run left because an item they depend on
+    /// did not land (it needs review, failed or was skipped): no worker
+    /// could take them.
+    fn say_held_back(&self) {
+        if self.claims.remote.is_some() {
+            return;
+        }
+        let (Ok(items), Ok(claims)) =
+            (self.source.read(&self.paths.root), self.claims.local.read())
+        else {
+            return;
+        };
+        let now = Timestamp::now();
+        for item in items.iter().filter(|i| claims.is_free(&i.id, now)) {
+            if let Some(dependency) = claims.waits_on(item) {
+                let ended = claims
+                    .items
+                    .get(dependency)
+                    .map_or("was not worked", |r| r.status.as_str());
+                say(&format!(
+                    "item {} \"{}\" was not worked: it depends on {dependency}, which did not land ({ended})",
+                    item.id, item.title
+                ));
+            }
+        }
+    }
+
     /// Ends the run with `status`, when it still runs.
     fn end_run(&self, status: Status, why: String) {
         self.change(|draft| {
@@ -964,6 +1080,9 @@ impl Shared<'_> {
         });
         let failed = ends.iter().any(|e| matches!(e, WorkerEnd::Failed(_)));
         let drained = ends.iter().all(|e| matches!(e, WorkerEnd::Drained));
+        if drained {
+            self.say_held_back();
+        }
         let changed = transaction::change(self.paths, Whose::Session(&self.run), |draft| {
             let Some(run) = draft.state().filter(|s| s.status == Status::Running) else {
                 return Ok::<_, CtlError>(());

@@ -287,6 +287,15 @@ impl RemoteBook {
                 if before.is_some_and(|(_, r)| !r.is_free(now)) {
                     continue;
                 }
+                // Claimable once every item it depends on landed (done here).
+                let landed = |id: &String| {
+                    records
+                        .get(id)
+                        .is_some_and(|(_, r)| r.status == ItemStatus::Done)
+                };
+                if !item.after.iter().all(landed) {
+                    continue;
+                }
                 let record = self.claim_record(item, worker, now, ttl, before.map(|(_, r)| r));
                 let expected = before.map(|(sha, _)| sha.as_str());
                 match self.put(&record, expected) {

@@ -113,7 +113,13 @@ pub(crate) fn prefix_of(root: &Path, source: &Source) -> String {
                 .unwrap_or_else(|| path.clone())
                 .display()
         ),
-        Source::Command(command) => format!("cmd:{command}"),
+        Source::Prd(path) => format!(
+            "prd:{}",
+            crate::driver::worktree::in_project(root, path)
+                .unwrap_or_else(|| path.clone())
+                .display()
+        ),
+        other => other.to_string(),
     };
     let mut hash = ralph_core::fnv::Fnv::new();
     hash.bytes(spelled.as_bytes());

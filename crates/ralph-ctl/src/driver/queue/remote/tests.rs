@@ -44,6 +44,7 @@ pub(crate) fn items(n: usize) -> Vec<Item> {
             id: format!("item-{i}"),
             title: format!("task {i}"),
             body: String::new(),
+            after: Vec::new(),
         })
         .collect()
 }
@@ -90,6 +91,22 @@ fn two_clones_never_claim_one_item_and_each_sees_the_other_s_claims() {
 }
 
 #[test]
+fn an_item_whose_dependency_has_no_done_record_is_not_claimed() {
+    let (_dir, clones) = clones(2);
+    let (a, b) = (book(&clones[0]), book(&clones[1]));
+    let mut list = items(2);
+    list[0].after = vec!["item-2".into()];
+    let first = a.claim_next(&list, "1-1", TTL).unwrap().unwrap();
+    assert_eq!(first.id, "item-2");
+    // Held on the remote, not landed: item-1 waits, on every machine.
+    assert_eq!(b.claim_next(&list, "2-1", TTL).unwrap(), None);
+    a.settle("item-2", ItemStatus::Done, &Ending::default())
+        .unwrap();
+    let next = b.claim_next(&list, "2-1", TTL).unwrap().unwrap();
+    assert_eq!(next.id, "item-1");
+}
+
+#[test]
 fn ids_of_any_text_are_claimed_each_under_a_ref_of_its_own() {
     let (_dir, clones) = clones(2);
     let (a, b) = (book(&clones[0]), book(&clones[1]));
@@ -102,6 +119,7 @@ fn ids_of_any_text_are_claimed_each_under_a_ref_of_its_own() {
             id: (*id).to_string(),
             title: format!("task {id}"),
             body: String::new(),
+            after: Vec::new(),
         })
         .collect();
     let mut taken = Vec::new();

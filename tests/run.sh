@@ -117,7 +117,18 @@ if [ "$tier" != fast ] && tests_ralph_tests "$@"; then
   start_installs
   features=(--features ralph-tests/e2e)
 fi
-cargo build --locked --workspace --bins
+if [ "$tier" = args ]; then
+  cargo build --locked --workspace --bins
+else
+  # The binaries built in the test run's own feature resolution: a plain
+  # `cargo build --bins` leaves out the dev-dependencies, whose features
+  # (serde's, syn's, ...) then differ from the tests', and `cargo test`
+  # built every crate above them a second time. `--all-targets` also
+  # builds what `cargo test` runs next; the proc-macro crate is left to
+  # it, as a target here it would be built with other debug settings than
+  # the tests take it with, and everything that uses it again.
+  cargo build --locked "${features[@]}" --workspace --exclude ralph-test-macros --all-targets
+fi
 [ ${#installs[@]} = 0 ] || finish_installs
 
 log="$work/cargo-test.log"

@@ -3,7 +3,7 @@
 #
 #   tests/run.sh --fast     unit and property tests, the built binaries on the
 #                           command line (cli) and their hardening: no client,
-#                           nothing installed (a few minutes)
+#                           nothing installed
 #   tests/run.sh            what CI runs: the --fast tier, the end-to-end tests
 #                           (every scenario on Claude Code 2.1.330; on 2.0.77
 #                           the scenarios listed by #[on_both_clients(differs

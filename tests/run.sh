@@ -1,29 +1,41 @@
 #!/usr/bin/env bash
-# Runs every test of ralph: unit and property tests, integration tests of the
-# built binaries (bad input, crash safety), end-to-end tests with the real
-# Claude Code client (installed by tests/install-clients.sh into .cache/ when
-# missing), then a short fuzzing smoke run and the quick benchmark.
+# Runs the tests of ralph in three tiers (docs/testing.md):
 #
-#   tests/run.sh            everything (what CI runs)
-#   tests/run.sh --fast     the cargo tests only
+#   tests/run.sh --fast     unit and property tests, the built binaries on the
+#                           command line (cli) and their hardening: no client,
+#                           nothing installed
+#   tests/run.sh            what CI runs: the --fast tier, the end-to-end tests
+#                           (every scenario on Claude Code 2.1.330; on 2.0.77
+#                           the scenarios listed by #[on_both_clients(differs
+#                           = "why")] or (area_sample)), a short fuzzing smoke
+#                           run and the quick benchmark
+#   tests/run.sh --all      the same, then every other scenario on 2.0.77 (the
+#                           whole client matrix)
 #   tests/run.sh ARGS...    the cargo tests, with ARGS instead of the default
 #                           selection (e.g. `tests/run.sh -p ralph-tests --test e2e queue::`
 #                           runs one area of the e2e tests, `--test cli` the fast ones)
 #
 # The end-to-end tests are behind the `e2e` feature of ralph-tests, so that a
 # plain `cargo test --workspace` builds and runs everything else without the
-# clients. This script turns the feature on whenever ralph-tests is among the
-# packages tested (cargo refuses a feature of a package it does not build).
+# clients. With ARGS, this script turns the feature on (and installs what the
+# end-to-end tests need) whenever ralph-tests is among the packages tested
+# (cargo refuses a feature of a package it does not build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extras=1
-if [ "${1:-}" = "--fast" ]; then
-  extras=0
-  shift
-fi
+tier=ci
+case "${1:-}" in
+  --fast)
+    tier=fast
+    shift
+    ;;
+  --all)
+    tier=all
+    shift
+    ;;
+esac
 if [ $# -gt 0 ]; then
-  extras=0
+  tier=args
 else
   set -- --workspace --all-targets
 fi
@@ -53,28 +65,83 @@ tests_ralph_tests() {
   [ "$packages" = 0 ] || [ "$selected" = 1 ]
 }
 
+work=$(mktemp -d)
+installs=()
+# On any exit: no install left running, no temp file left.
+cleanup() {
+  local lane
+  for lane in "${installs[@]}"; do
+    kill "${lane%%:*}" 2>/dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# What the end-to-end tests need, installed while cargo builds (the installs
+# wait on the network and the disk, the build on the processors): apt-get's
+# one at a time (dpkg has one lock), npm's beside them. Each lane's output
+# is shown once it ends.
+start_installs() {
+  (
+    tests/install-sandbox.sh
+    tests/install-browser.sh >"$work/browser"
+    tests/corpus/fetch.sh
+  ) >"$work/apt.log" 2>&1 &
+  installs+=("$!:$work/apt.log")
+  (
+    tests/install-clients.sh
+    tests/install-puppeteer.sh >"$work/puppeteer"
+  ) >"$work/npm.log" 2>&1 &
+  installs+=("$!:$work/npm.log")
+}
+finish_installs() {
+  local lane failed=0
+  for lane in "${installs[@]}"; do
+    wait "${lane%%:*}" || failed=1
+    cat "${lane#*:}" >&2
+  done
+  installs=()
+  if [ "$failed" = 1 ]; then
+    echo "tests/run.sh: an install failed (its output is above)" >&2
+    exit 1
+  fi
+  # The report test screenshots the page in a real browser; the live page's
+  # tests drive it with puppeteer-core (npm).
+  RALPH_TEST_BROWSER=$(cat "$work/browser")
+  RALPH_PUPPETEER=$(cat "$work/puppeteer")
+  export RALPH_TEST_BROWSER RALPH_PUPPETEER
+}
+
 features=()
-if tests_ralph_tests "$@"; then
-  tests/install-clients.sh
-  # Unattended runs put the client in its sandbox (bubblewrap and socat).
-  tests/install-sandbox.sh
-  # The report test screenshots the page in a real browser.
-  RALPH_TEST_BROWSER=$(tests/install-browser.sh)
-  export RALPH_TEST_BROWSER
-  # The live page's tests drive that browser with puppeteer-core (npm).
-  RALPH_PUPPETEER=$(tests/install-puppeteer.sh)
-  export RALPH_PUPPETEER
-  # The real projects ralph is run on, and what they need, fetched once.
-  tests/corpus/fetch.sh
+if [ "$tier" != fast ] && tests_ralph_tests "$@"; then
+  start_installs
   features=(--features ralph-tests/e2e)
 fi
-cargo build --locked --workspace --bins
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+if [ "$tier" = args ]; then
+  cargo build --locked --workspace --bins
+else
+  # The binaries built in the test run's own feature resolution: a plain
+  # `cargo build --bins` leaves out the dev-dependencies, whose features
+  # (serde's, syn's, ...) then differ from the tests', and `cargo test`
+  # built every crate above them a second time. `--all-targets` also
+  # builds what `cargo test` runs next; the proc-macro crate is left to
+  # it, as a target here it would be built with other debug settings than
+  # the tests take it with, and everything that uses it again.
+  cargo build --locked "${features[@]}" --workspace --exclude ralph-test-macros --all-targets
+fi
+[ ${#installs[@]} = 0 ] || finish_installs
+
+log="$work/cargo-test.log"
 status=0
 cargo test --locked "${features[@]}" "$@" 2>&1 | tee "$log" || status=$?
 
-if [ "$extras" = 1 ] && [ "$status" = 0 ]; then
+if [ "$tier" = all ] && [ "$status" = 0 ]; then
+  echo "== the rest of the client matrix: every other scenario on 2.0.77" >&2
+  cargo test --locked "${features[@]}" -p ralph-tests --test e2e -- --ignored 2>&1 |
+    tee -a "$log" || status=$?
+fi
+
+if { [ "$tier" = ci ] || [ "$tier" = all ]; } && [ "$status" = 0 ]; then
   echo "== fuzzing smoke run (fuzz/run.sh --smoke)" >&2
   fuzz/run.sh --smoke || status=$?
   echo "== quick benchmark (bench/run.sh --quick)" >&2
@@ -82,8 +149,8 @@ if [ "$extras" = 1 ] && [ "$status" = 0 ]; then
 fi
 
 # One closing line for the whole run: the sum of every test binary's result.
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i } }
+     END { printf "tests: %d passed, %d failed, %d ignored\n", p, f, g }' "$log"
 if [ "$status" != 0 ]; then
   echo "tests/run.sh: failed (exit $status)" >&2
 fi

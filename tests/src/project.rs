@@ -201,20 +201,41 @@ pub const INSTALLED_FILES: [&str; 6] = [
     ".claude/context/runtime/.gitignore",
 ];
 
+/// The temp folders a check's walls give it fresh (ralph-core's walls).
+const TEMP_FOLDERS: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
+
+/// Where the tests' projects and homes that must lie outside the temp
+/// folders go: the workspace's `target/`, or, for a workspace that is itself
+/// in a temp folder (a clone under /tmp), `~/.cache/ralph-tests/`.
+pub fn outside_the_temp_folders() -> PathBuf {
+    let in_temp = |path: &Path| TEMP_FOLDERS.iter().any(|temp| path.starts_with(temp));
+    let workspace = std::fs::canonicalize(bins::workspace_root())
+        .unwrap_or_else(|e| panic!("the workspace {}: {e}", bins::workspace_root().display()));
+    if !in_temp(&workspace) {
+        return workspace.join("target");
+    }
+    match std::env::var_os("HOME").map(PathBuf::from) {
+        Some(home) if home.is_absolute() && !in_temp(&home) => home.join(".cache/ralph-tests"),
+        _ => panic!(
+            "the workspace ({}) is in a temp folder and HOME is not set outside one: \
+             set HOME to a folder outside {TEMP_FOLDERS:?}, or clone elsewhere",
+            workspace.display()
+        ),
+    }
+}
+
 impl TempProject {
     /// A fresh git project named `name` (for the folder's name only).
     pub fn new(name: &str) -> TempProject {
         TempProject::in_folder(&std::env::temp_dir(), name)
     }
 
-    /// [`TempProject::new`] outside the temp folders (in the workspace's
-    /// `target/e2e-projects/`), where a person's project lies: a check's
-    /// walls give it fresh temp folders, which hide a project in one.
+    /// [`TempProject::new`] outside the temp folders (in
+    /// [`outside_the_temp_folders`]`/e2e-projects/`), where a person's
+    /// project lies: a check's walls give it fresh temp folders, which hide
+    /// a project in one.
     pub fn outside_temp(name: &str) -> TempProject {
-        TempProject::in_folder(
-            &crate::bins::workspace_root().join("target/e2e-projects"),
-            name,
-        )
+        TempProject::in_folder(&outside_the_temp_folders().join("e2e-projects"), name)
     }
 
     /// A fresh git project named `name` in `folder`.
@@ -259,20 +280,13 @@ impl TempProject {
     pub fn home_outside_temp(mut self) -> TempProject {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let name = self.base.file_name().unwrap_or_default().to_owned();
-        let outside = bins::workspace_root()
-            .join("target/test-homes")
+        let outside = outside_the_temp_folders()
+            .join("test-homes")
             .join(format!("{}-{n}", name.to_string_lossy()));
         let _ = std::fs::remove_dir_all(&outside);
         let home = outside.join("home");
         std::fs::create_dir_all(&home).unwrap();
         let home = std::fs::canonicalize(home).unwrap();
-        assert!(
-            !["/tmp", "/var/tmp", "/dev/shm"]
-                .iter()
-                .any(|t| home.starts_with(t)),
-            "the build's target folder is in a temp folder: {}",
-            home.display()
-        );
         let _ = std::fs::remove_dir_all(&self.home);
         self.home = home;
         self.outside = Some(outside);

@@ -40,6 +40,26 @@ pub fn reachable(file: &Path, dir: &Path) -> PathBuf {
     to
 }
 
+/// Makes `cmd` run its program from a copy every user reaches
+/// ([`reachable`], into `dir`), for a test that runs it as another user: a
+/// clone under a home of mode 700 holds the built binaries out of that
+/// user's reach. `cmd`'s environment must be set in full (`env_clear`, as
+/// `TempProject::command` does), as only what it sets is carried over.
+pub fn run_from_reach(cmd: &mut Command, dir: &Path) {
+    let program = reachable(Path::new(cmd.get_program()), dir);
+    let mut moved = Command::new(program);
+    moved.env_clear().args(cmd.get_args());
+    for (key, value) in cmd.get_envs() {
+        if let Some(value) = value {
+            moved.env(key, value);
+        }
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        moved.current_dir(dir);
+    }
+    *cmd = moved;
+}
+
 /// `cmd` run where bubblewrap is not to be had, as in many containers: in
 /// a mount namespace of its own (as root) with `/dev/null` bound over every
 /// `bwrap` ralph would take, so that its checks are walled by Landlock.

@@ -25,6 +25,7 @@ use ralph_tests::bins;
 use ralph_tests::cli::{looping, stop_input, SID};
 use ralph_tests::cli::{Ctl, Hook};
 use ralph_tests::project::{limit_file_size, Run, TempProject};
+use ralph_tests::reach::run_from_reach;
 use ralph_tests::SIGNAL;
 use serde_json::{json, Value};
 
@@ -620,7 +621,8 @@ use ralph_tests::listen::is_root;
 
 /// Runs `hook` as uid 65534 (made owner of the project, and of ralph's key
 /// in its HOME, as a user owns theirs) when run as root, so that file modes
-/// bite; as another user, as is.
+/// bite, from a copy of the hook beside the project, where that user
+/// reaches it; as another user, as is.
 fn as_nobody(project: &TempProject, hook: Hook) -> Run {
     let root = is_root();
     if root {
@@ -634,6 +636,7 @@ fn as_nobody(project: &TempProject, hook: Hook) -> Run {
     }
     hook.run_with(|cmd| {
         if root {
+            run_from_reach(cmd, &project.root.parent().unwrap().join("bin"));
             cmd.uid(NOBODY).gid(NOBODY);
         }
     })

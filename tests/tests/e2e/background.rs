@@ -101,7 +101,7 @@ fn returned_at_once(elapsed: Duration, api: &MockApi, main_requests: usize, outc
     );
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn a_background_task_ends_with_the_loop(client: ClientVersion) {
     let sleep = sleep_of(301, client);
     let api = MockApi::start(start_then_claim(&sleep));

@@ -295,7 +295,9 @@ fn tool_results(api: &MockApi) -> String {
 // command (which ran in the agent's own shell, unwalled, where the client
 // has no sandbox that holds) and `ralph-ctl check`, as ralph's texts name
 // it. The check runs inside the walls, where the key cannot be read.
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(
+    differs = "2.0.77 has no sandbox: the raw check needs approval there"
+)]
 fn forges_a_signed_completion_through_the_allowed_check(client: ClientVersion) {
     let (records, api) = cheat_through_the_check("forges_via_check", client, |root, key| {
         let mut script = writes(root, vec![("calc.py".into(), forging_calc(root, key))]);

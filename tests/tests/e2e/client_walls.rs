@@ -61,7 +61,9 @@ fn sandbox_line(client: ClientVersion) -> &'static [&'static str] {
     }
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(
+    differs = "2.1.330 is walled by its sandbox, 2.0.77 by permission rules"
+)]
 fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_walls(
     client: ClientVersion,
 ) {
@@ -104,7 +106,9 @@ fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_wal
     );
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(
+    differs = "2.1.330 is walled by its sandbox, 2.0.77 by permission rules"
+)]
 fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client: ClientVersion) {
     let scenario = Scenario::new("client-walls-queue", client)
         .file("backlog/T-1", "# Add one\n\nWrite one.txt.\n")
@@ -179,7 +183,9 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
     );
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(
+    differs = "sandbox: on runs 2.1.330 and refuses 2.0.77 before it starts"
+)]
 fn sandbox_on_refuses_a_client_whose_sandbox_does_not_hold(client: ClientVersion) {
     let scenario = Scenario::new("client-walls-on", client)
         .exact_args(&["--headless"])

@@ -60,7 +60,7 @@ fn assert_same_dollars(ours: f64, theirs: f64, what: &str) {
     );
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn a_session_loop_reports_what_the_client_spent(client: ClientVersion) {
     let (scenario, outcome, _, costs) = three_iterations("counts-session", client, "--headless");
     // One client process: its result is the session's total.

@@ -119,7 +119,7 @@ fn a_task_run_without_a_terminal_is_checked_by_the_tests_it_found(client: Client
     );
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
     let scenario =
         Scenario::new("progress", client).exact_args(&["--headless", "--max-iterations", "3"]);

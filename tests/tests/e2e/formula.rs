@@ -43,7 +43,7 @@ steps:
       - { name: tests, command: "test -f tests-pass.txt || { echo 'FAILED: tests-pass.txt is missing'; exit 1; }", timeoutSeconds: 30 }
 "#;
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_again(
     client: ClientVersion,
 ) {

@@ -26,7 +26,7 @@ fn fresh(name: &str, client: ClientVersion) -> Scenario {
     Scenario::new(name, client).fresh(&[])
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn three_fresh_iterations_each_start_from_nothing_and_a_claim_completes(client: ClientVersion) {
     // Each process's request is the first of its own conversation: the
     // script counts the requests across processes.

@@ -4,10 +4,11 @@
 //!
 //! Compiled only with the `e2e` feature (tests/run.sh turns it on). A test's
 //! name starts with its module (a scenario's are
-//! `module::scenario::v2_1_330` and `…::v2_0_77`): run one area alone with
+//! `module::scenario::v2_1_330` and `…::v2_0_77`, the second ignored unless
+//! the scenario is on 2.0.77's list: tests/macros): run one area alone with
 //! e.g. `tests/run.sh -p ralph-tests --test e2e queue::`, one scenario on
 //! one client with
-//! `tests/run.sh -p ralph-tests --test e2e session::completes_on_signal::v2_0_77`.
+//! `tests/run.sh -p ralph-tests --test e2e session::completes_on_signal::v2_1_330`.
 
 mod background;
 mod backlogs;

@@ -237,7 +237,7 @@ fn a_queue_items_commondir_keeps_it_from_landing_and_signs_nothing(client: Clien
     );
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn lock_files_the_agent_left_are_removed_and_named(client: ClientVersion) {
     let scenario = Scenario::configured("own-git-locks", client, PASSING);
     let root = scenario.path("");

@@ -172,7 +172,7 @@ fn assert_answer_carried(api: &MockApi) {
     assert!(!text.contains("answer: Use port 1"), "{text}");
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn a_question_waits_for_the_person_s_answer_and_the_agent_cannot_give_it(client: ClientVersion) {
     let api = MockApi::start_in_order(asking_script());
     let scenario = Scenario::configured("ask", client, NOTIFY_CONFIG).fresh(&[]);

@@ -94,7 +94,7 @@ fn refused_test_and_commit_calls_end_a_fresh_loop_by_its_third_iteration(client:
     assert_eq!(api.main_requests().len() as u64, iteration * 3, "{run:?}");
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn refused_test_and_commit_calls_end_a_headless_loop_by_its_third_iteration(client: ClientVersion) {
     let (project, run, _api) = run_refused_loop(client, "headless-refused", "--headless");
     assert_ended_naming_the_refusals(&project, &run);

@@ -108,7 +108,7 @@ fn assert_verified_by(outcome: &Outcome, words: &str) {
     assert!(tail.contains(words), "the pinned verify ran: {outcome:?}");
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn an_agent_written_verify_by_the_write_tool_is_not_obeyed_in_session(client: ClientVersion) {
     let scenario = pinned("pin-write", client, FAILING);
     let (agent, marker) = agent_config(&scenario);

@@ -127,7 +127,9 @@ fn commits(root: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(
+    differs = "writes refused by 2.1.330's sandbox, by 2.0.77's own rules"
+)]
 fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVersion) {
     let project = python_project("sandbox");
     let outside = project.tmp.parent().unwrap().join("outside.txt");
@@ -209,7 +211,9 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
     );
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(
+    differs = "writes refused by 2.1.330's sandbox, by 2.0.77's own rules"
+)]
 fn a_fresh_loop_runs_its_iterations_with_the_walls(client: ClientVersion) {
     let project = python_project("sandbox-fresh");
     let outside = project.tmp.parent().unwrap().join("outside-fresh.txt");
@@ -286,7 +290,9 @@ fn sandbox_on_without_bubblewrap_refuses_to_start(client: ClientVersion) {
     assert!(project.state().is_none(), "no loop started");
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(
+    differs = "writes refused by 2.1.330's sandbox, by 2.0.77's own rules"
+)]
 fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersion) {
     let project = TempProject::new("sandbox-protected");
     std::fs::create_dir_all(project.path("tests")).unwrap();
@@ -331,7 +337,7 @@ fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersio
     );
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(differs = "the key hidden by 2.1.330's sandbox, by 2.0.77's rules")]
 fn ralphs_key_is_out_of_the_agents_reach_in_the_sandbox(client: ClientVersion) {
     // With the key, anything could sign a state `complete`: the agent's
     // shell and its file tools are both refused it.

@@ -131,7 +131,7 @@ fn writes_the_helper(write: String) -> impl Fn(usize, &Value) -> Reply + Send + 
     }
 }
 
-#[ralph_tests::on_both_clients]
+#[ralph_tests::on_both_clients(area_sample)]
 fn a_sessions_check_runs_the_agents_code_inside_the_walls(client: ClientVersion) {
     let outside = target("session", client);
     let scenario = project("walls-session", client);

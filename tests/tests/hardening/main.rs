@@ -133,13 +133,15 @@ fn chown_tree(path: &Path, id: u32) {
 
 /// Makes file modes bite: as root, hands the project (and ralph's key in
 /// its HOME, as a user owns theirs) over to uid 65534 and makes `cmd` run
-/// as that user; otherwise leaves both alone.
+/// as that user, its program from beside the project where that user
+/// reaches it; otherwise leaves both alone.
 fn drop_root(project: &TempProject, cmd: &mut Command) {
     if is_root() {
         chown_tree(&project.root, NOBODY);
         if project.key_dir().exists() {
             chown_tree(&project.key_dir(), NOBODY);
         }
+        ralph_tests::reach::run_from_reach(cmd, &project.root.parent().unwrap().join("bin"));
         cmd.uid(NOBODY).gid(NOBODY);
     }
 }

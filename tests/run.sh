@@ -4,13 +4,15 @@
 #   tests/run.sh --fast     unit and property tests, the built binaries on the
 #                           command line (cli) and their hardening: no client,
 #                           nothing installed
-#   tests/run.sh            what CI runs: the --fast tier, the end-to-end tests
-#                           (every scenario on Claude Code 2.1.330; on 2.0.77
-#                           the scenarios listed by #[on_both_clients(differs
-#                           = "why")] or (area_sample)), a short fuzzing smoke
-#                           run and the quick benchmark
+#   tests/run.sh            what CI runs: the --fast tier and the end-to-end
+#                           tests (every scenario on Claude Code 2.1.330; on
+#                           2.0.77 the scenarios listed by
+#                           #[on_both_clients(differs = "why")] or
+#                           (area_sample))
 #   tests/run.sh --all      the same, then every other scenario on 2.0.77 (the
-#                           whole client matrix)
+#                           whole client matrix), a short fuzzing smoke run
+#                           and the quick benchmark (each builds a toolchain
+#                           and binaries of its own: ASan, release with LTO)
 #   tests/run.sh ARGS...    the cargo tests, with ARGS instead of the default
 #                           selection (e.g. `tests/run.sh -p ralph-tests --test e2e queue::`
 #                           runs one area of the e2e tests, `--test cli` the fast ones)
@@ -141,7 +143,7 @@ if [ "$tier" = all ] && [ "$status" = 0 ]; then
     tee -a "$log" || status=$?
 fi
 
-if { [ "$tier" = ci ] || [ "$tier" = all ]; } && [ "$status" = 0 ]; then
+if [ "$tier" = all ] && [ "$status" = 0 ]; then
   echo "== fuzzing smoke run (fuzz/run.sh --smoke)" >&2
   fuzz/run.sh --smoke || status=$?
   echo "== quick benchmark (bench/run.sh --quick)" >&2

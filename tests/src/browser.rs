@@ -7,13 +7,13 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::bins::workspace_root;
-use crate::project::{kill_group, TempProject};
+use crate::project::{TempProject, kill_group};
 
 /// A running browser with one page.
 pub struct Browser {

@@ -16,10 +16,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::bins;
-use crate::project::{run_with_timeout, Run, TempProject};
+use crate::project::{Run, TempProject, run_with_timeout};
 
 /// How long a run may take before its process group is killed: a sanity
 /// bound, never a performance target.

@@ -49,11 +49,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::client::ClientVersion;
 use crate::mock_api::MockApi;
-use crate::project::{kill_group, TempProject};
+use crate::project::{TempProject, kill_group};
 
 /// The terminal size every interactive test uses.
 pub const SIZE: TermSize = TermSize {
@@ -651,12 +651,10 @@ impl TempProject {
             // still on the screen a while later is answered again, as a
             // person would press the key again.
             let unanswered = screen != answered || answered_at.elapsed() > REANSWER_AFTER;
-            if unanswered {
-                if let Some(keys) = answer(&screen) {
-                    let _ = term.type_text(keys);
-                    answered = screen;
-                    answered_at = Instant::now();
-                }
+            if unanswered && let Some(keys) = answer(&screen) {
+                let _ = term.type_text(keys);
+                answered = screen;
+                answered_at = Instant::now();
             }
             thread::sleep(Duration::from_millis(25));
         }

@@ -43,11 +43,11 @@
 //!   (input and cache counts right, `output_tokens` not the final count) and
 //!   `stop_reason: null`; sent all at once, they may carry the final values.
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -1266,7 +1266,10 @@ mod tests {
         assert!(status.contains("200"), "{status}");
         assert!(headers.to_ascii_lowercase().contains("text/event-stream"));
         let events = sse_events(&body);
-        assert_eq!(event_names(&events), "message_start content_block_start content_block_delta content_block_stop message_delta message_stop");
+        assert_eq!(
+            event_names(&events),
+            "message_start content_block_start content_block_delta content_block_stop message_delta message_stop"
+        );
         assert_eq!(events[1].1["content_block"]["name"], "Write");
         assert_eq!(events[2].1["delta"]["type"], "input_json_delta");
         let input: Value =
@@ -1394,10 +1397,12 @@ mod tests {
         let error: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(error["type"], "error");
         assert_eq!(error["error"]["type"], "rate_limit_error");
-        assert!(error["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("rate limit"));
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("rate limit")
+        );
 
         // The connection stays usable after an error.
         let (status, headers, body) = post(&mut stream, &mut buf, &main_body(1, true));
@@ -1492,7 +1497,10 @@ mod tests {
 
         // Scripted usage on a text + tool_use message.
         let events = sse_events(&send(1, true));
-        assert_eq!(event_names(&events), "message_start content_block_start content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop");
+        assert_eq!(
+            event_names(&events),
+            "message_start content_block_start content_block_delta content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop"
+        );
         assert_eq!(
             events[0].1["message"]["usage"],
             json!({ "input_tokens": 100_000, "output_tokens": 1, "cache_creation_input_tokens": 8, "cache_read_input_tokens": 7 })

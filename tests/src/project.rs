@@ -164,12 +164,12 @@ pub fn kill_group(pid: u32) {
 /// Sends `signal` to the process group led by `pid`.
 #[allow(unsafe_code)]
 pub fn signal_group(pid: u32, signal: i32) {
-    if let Ok(pgid) = libc::pid_t::try_from(pid) {
-        if pgid > 1 {
-            // SAFETY: kill(2) with a negative pid only sends a signal to that group.
-            unsafe {
-                libc::kill(-pgid, signal);
-            }
+    if let Ok(pgid) = libc::pid_t::try_from(pid)
+        && pgid > 1
+    {
+        // SAFETY: kill(2) with a negative pid only sends a signal to that group.
+        unsafe {
+            libc::kill(-pgid, signal);
         }
     }
 }
@@ -177,12 +177,12 @@ pub fn signal_group(pid: u32, signal: i32) {
 /// Sends `signal` to the single process `pid`.
 #[allow(unsafe_code)]
 pub fn signal_process(pid: u32, signal: i32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        if pid > 1 {
-            // SAFETY: kill(2) on one positive pid only sends a signal.
-            unsafe {
-                libc::kill(pid, signal);
-            }
+    if let Ok(pid) = libc::pid_t::try_from(pid)
+        && pid > 1
+    {
+        // SAFETY: kill(2) on one positive pid only sends a signal.
+        unsafe {
+            libc::kill(pid, signal);
         }
     }
 }
@@ -895,10 +895,10 @@ pub fn process_group_of(pid: u32) -> Option<u32> {
 pub fn child_of(parent: u32) -> Option<u32> {
     let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).ok()?;
     for task in tasks.flatten() {
-        if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
-            if let Some(pid) = children.split_whitespace().next() {
-                return pid.parse().ok();
-            }
+        if let Ok(children) = std::fs::read_to_string(task.path().join("children"))
+            && let Some(pid) = children.split_whitespace().next()
+        {
+            return pid.parse().ok();
         }
     }
     None

@@ -13,16 +13,16 @@ use std::ops::Deref;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::client::ClientVersion;
-use crate::mock_api::{outcome_line, MockApi, Reply};
-use crate::project::{run_with_timeout, wait_with_timeout, Run, TempProject};
+use crate::mock_api::{MockApi, Reply, outcome_line};
+use crate::project::{Run, TempProject, run_with_timeout, wait_with_timeout};
 use crate::{LOOP_TIMEOUT, SIGNAL};
 
 /// The client arguments every scenario passes unless it says otherwise:
@@ -350,7 +350,7 @@ pub mod script {
     pub fn call_then_say(
         call: Reply,
         words: &str,
-    ) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    ) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static + use<> {
         let words = words.to_string();
         move |turn, _| match turn % 2 {
             0 => call.clone(),
@@ -359,7 +359,7 @@ pub mod script {
     }
 
     /// Says `texts` in order, one a turn, then the last one at every later turn.
-    pub fn says(texts: &[&str]) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+    pub fn says(texts: &[&str]) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static + use<> {
         let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
         move |turn, _| Reply::text(texts[turn.min(texts.len() - 1)].clone())
     }

@@ -7,11 +7,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 use crate::bins;
-use crate::project::{signal_process, TempProject};
+use crate::project::{TempProject, signal_process};
 
 /// A running `ralph-ctl serve`.
 pub struct Served {
@@ -242,7 +242,7 @@ impl Served {
                 Ok(n) => got.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                    return (String::from_utf8_lossy(&got).into_owned(), true)
+                    return (String::from_utf8_lossy(&got).into_owned(), true);
                 }
                 Err(_) => return (String::from_utf8_lossy(&got).into_owned(), false),
             }

@@ -11,7 +11,7 @@ use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use ralph_core::judge::claims;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::decision::{self, MessageSource, Observation};

@@ -408,7 +408,7 @@ pub fn run_stop_settled(
                 answer: Answer::Allow,
                 notes,
                 settled: false,
-            })
+            });
         }
     };
     if state.breaker.progress != owned.breaker.progress {
@@ -1166,12 +1166,16 @@ mod tests {
         assert_eq!(reach.len(), 1, "{reach:?}");
         assert!(reach[0].contains("data/fixture.json"), "{reach:?}");
         // A check that passed, or one of the project itself, reached nothing to name.
-        assert!(RealWorld
-            .main_checkout_reach(&project, &tree, &[failed(naming.clone(), 0)])
-            .is_empty());
-        assert!(RealWorld
-            .main_checkout_reach(&project, &project, &[failed(naming, 1)])
-            .is_empty());
+        assert!(
+            RealWorld
+                .main_checkout_reach(&project, &tree, &[failed(naming.clone(), 0)])
+                .is_empty()
+        );
+        assert!(
+            RealWorld
+                .main_checkout_reach(&project, &project, &[failed(naming, 1)])
+                .is_empty()
+        );
     }
 
     const SID: &str = "11111111-2222-3333-4444-555555555555";
@@ -2099,9 +2103,11 @@ mod tests {
             gates(&fresh),
             [(Gate::Plan, true), (Gate::Verification, true)]
         );
-        assert!(fresh
-            .accepted_summary
-            .contains("verified: 1 command(s) passed"));
+        assert!(
+            fresh
+                .accepted_summary
+                .contains("verified: 1 command(s) passed")
+        );
         assert_eq!(bytes(), before);
     }
 
@@ -2339,10 +2345,12 @@ mod tests {
         run_session_end(&paths, Some(SID), Some("logout"), &world).unwrap();
         let after = state(&paths);
         assert_eq!(after.status, Status::Interrupted);
-        assert!(after
-            .ended_because
-            .as_deref()
-            .is_some_and(|w| w.contains("the session ended (logout)")));
+        assert!(
+            after
+                .ended_because
+                .as_deref()
+                .is_some_and(|w| w.contains("the session ended (logout)"))
+        );
         run_session_end(&paths, Some(SID), Some("logout"), &world).unwrap();
         assert_eq!(state(&paths), after);
         let logged = log::read_last(&paths.state_file(), 5).unwrap();

@@ -341,10 +341,10 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             vec![log(state, LogEvent::Pause, format!("{why} ({cause})"))]
         }
         Event::LimitResetLearnt { at } => {
-            if state.status == Status::Paused {
-                if let Some(paused) = state.paused_because.as_mut() {
-                    paused.resume_at.get_or_insert(at);
-                }
+            if state.status == Status::Paused
+                && let Some(paused) = state.paused_because.as_mut()
+            {
+                paused.resume_at.get_or_insert(at);
             }
             Vec::new()
         }

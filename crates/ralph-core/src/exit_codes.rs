@@ -118,9 +118,11 @@ mod tests {
         for code in [OK, REFUSED, WAITING, CLIENT_NOT_FOUND, 129, 130, 143] {
             assert!(codes.contains(&code), "{code}");
         }
-        assert!(MEANINGS
-            .iter()
-            .filter(|(code, _)| *code > 128)
-            .all(|(code, _)| signal_of(*code).is_some()));
+        assert!(
+            MEANINGS
+                .iter()
+                .filter(|(code, _)| *code > 128)
+                .all(|(code, _)| signal_of(*code).is_some())
+        );
     }
 }

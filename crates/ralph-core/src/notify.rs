@@ -8,10 +8,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::judge::state::{LoopState, Status};
-use crate::observe::process::group::{shell, GroupChild, Lifetime};
+use crate::observe::process::group::{GroupChild, Lifetime, shell};
 use crate::persist::log::{self, LogEntry, LogEvent};
 use crate::persist::store::StateLock;
 use crate::text::printable;

@@ -14,7 +14,7 @@
 use std::path::Path;
 
 use crate::judge::config::USER_CONFIG_FILE;
-use crate::judge::config::{read_config_text, Config, ConfigError, EnvSource, FileLayers};
+use crate::judge::config::{Config, ConfigError, EnvSource, FileLayers, read_config_text};
 use crate::judge::state::LoopState;
 use crate::paths::ProjectPaths;
 
@@ -185,12 +185,12 @@ pub fn config_changes(paths: &ProjectPaths, env: &dyn EnvSource, pin: &Pinned) -
             problem,
         });
     }
-    if !changes.is_empty() && changes.iter().all(|c| c.problem.is_none()) {
-        if let Err(e) = Config::from_layers(paths, env, &now) {
-            if let Some(last) = changes.last_mut() {
-                last.problem = Some(shown_problem(&e.to_string()));
-            }
-        }
+    if !changes.is_empty()
+        && changes.iter().all(|c| c.problem.is_none())
+        && let Err(e) = Config::from_layers(paths, env, &now)
+        && let Some(last) = changes.last_mut()
+    {
+        last.problem = Some(shown_problem(&e.to_string()));
     }
     changes
 }

@@ -96,12 +96,12 @@ pub fn change_at<E: From<StoreError>>(
     let Some((lock, state)) = store.lock_existing()? else {
         return Ok(Changed::found(Found::Gone));
     };
-    if let Whose::Session(id) = whose {
-        if state.session_id != id {
-            return Ok(Changed::found(Found::Replaced {
-                by: state.session_id,
-            }));
-        }
+    if let Whose::Session(id) = whose
+        && state.session_id != id
+    {
+        return Ok(Changed::found(Found::Replaced {
+            by: state.session_id,
+        }));
     }
     let mut draft = Draft::new(Some(state.clone()), now);
     decide(&mut draft)?;
@@ -261,10 +261,10 @@ impl Written<'_, '_> {
     fn carry_out(self) -> Committed {
         let mut notes = Vec::new();
         for effect in &self.effects {
-            if let Effect::Log(entry) = effect {
-                if let Err(e) = log::append(self.lock, entry) {
-                    notes.push(format!("warning: cannot append to the audit log: {e}"));
-                }
+            if let Effect::Log(entry) = effect
+                && let Err(e) = log::append(self.lock, entry)
+            {
+                notes.push(format!("warning: cannot append to the audit log: {e}"));
             }
         }
         if let (Some(command), Some(state)) = (&self.notify, &self.state) {

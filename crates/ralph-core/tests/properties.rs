@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use ralph_core::judge::claims;
 use ralph_core::judge::signals::{self, FINDINGS_MARKER};
 use ralph_core::observe::hook_input::{self, HookInput, InputError};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 // ---------------------------------------------------------------- hook input
 

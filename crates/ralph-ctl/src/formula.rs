@@ -134,7 +134,9 @@ pub(crate) enum FormulaError {
         known: Vec<String>,
     },
     /// The name cannot be a file name.
-    #[error("{0:?} is not a formula name: use letters, digits, '-' and '_' (the file .claude/ralph/formulas/NAME.yaml)")]
+    #[error(
+        "{0:?} is not a formula name: use letters, digits, '-' and '_' (the file .claude/ralph/formulas/NAME.yaml)"
+    )]
     BadName(String),
     /// It cannot be read.
     #[error("cannot read the formula {}: {source}", file.display())]
@@ -271,7 +273,7 @@ pub(crate) const MAX_PROMPT_FILE_BYTES: u64 = 256 * 1024;
 /// A text file of at most `limit` bytes: bounded, never waiting on a FIFO
 /// or reading a device (`ralph_core::observe::files::read_bounded`), UTF-8.
 fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
-    use ralph_core::observe::files::{read_bounded, Bounded};
+    use ralph_core::observe::files::{Bounded, read_bounded};
     match read_bounded(path, limit)? {
         Bounded::Missing => Err(std::io::ErrorKind::NotFound.into()),
         Bounded::TooLarge => Err(std::io::Error::other(format!(
@@ -377,13 +379,13 @@ pub(crate) fn parse(text: &str, file: &Path, stem: &str) -> Result<Formula, Form
                 format!("step {id:?}: its prompt is empty"),
             ));
         }
-        if let Some(max) = &step.max_iterations {
-            if max.value == 0 {
-                return Err(invalid(
-                    Some(max.referenced.line()),
-                    format!("step {id:?}: maxIterations 0: give a whole number from 1 up"),
-                ));
-            }
+        if let Some(max) = &step.max_iterations
+            && max.value == 0
+        {
+            return Err(invalid(
+                Some(max.referenced.line()),
+                format!("step {id:?}: maxIterations 0: give a whole number from 1 up"),
+            ));
         }
         let gates = step_gates(&id, step.gates, &invalid)?;
         out.push(Step {
@@ -439,19 +441,19 @@ fn step_prompt(
             return Err(invalid(
                 Some(f.referenced.line()),
                 format!("step {id:?} has both `prompt` and `promptFile`: keep one"),
-            ))
+            ));
         }
         (Some(prompt), None) => prompt,
         (None, Some(f)) => {
             let path = folder.join(&f.value);
             let unreadable = |why: String| {
                 invalid(
-                        Some(f.referenced.line()),
-                        format!(
-                            "step {id:?}: its promptFile {} cannot be read ({why}); the path is taken from the formula's folder",
-                            path.display()
-                        ),
-                    )
+                    Some(f.referenced.line()),
+                    format!(
+                        "step {id:?}: its promptFile {} cannot be read ({why}); the path is taken from the formula's folder",
+                        path.display()
+                    ),
+                )
             };
             // Inside the project only: a formula may come with the
             // project, and must not read what lies outside it.
@@ -462,12 +464,12 @@ fn step_prompt(
             if Path::new(&f.value).is_absolute() || !project.is_some_and(|p| inside.starts_with(p))
             {
                 return Err(invalid(
-                        Some(f.referenced.line()),
-                        format!(
-                            "step {id:?}: its promptFile {:?} is outside the project: give a path inside it, relative to the formula's folder",
-                            f.value
-                        ),
-                    ));
+                    Some(f.referenced.line()),
+                    format!(
+                        "step {id:?}: its promptFile {:?} is outside the project: give a path inside it, relative to the formula's folder",
+                        f.value
+                    ),
+                ));
             }
             read_text(&inside, MAX_PROMPT_FILE_BYTES).map_err(|e| unreadable(e.to_string()))?
         }
@@ -477,7 +479,7 @@ fn step_prompt(
                 format!(
                     "step {id:?} has no `prompt` (or `promptFile`): say what the step is to do"
                 ),
-            ))
+            ));
         }
     })
 }
@@ -512,9 +514,12 @@ fn step_gates(
         let timeout = gate.timeout_seconds.unwrap_or(DEFAULT_GATE_TIMEOUT_SECS);
         if !(1..=GATE_TIMEOUT_LIMIT).contains(&timeout) {
             return Err(invalid(
-                    Some(at),
-                    format!("step {id:?}: gate {:?} timeoutSeconds {timeout}: give 1 to {GATE_TIMEOUT_LIMIT}", gate.name),
-                ));
+                Some(at),
+                format!(
+                    "step {id:?}: gate {:?} timeoutSeconds {timeout}: give 1 to {GATE_TIMEOUT_LIMIT}",
+                    gate.name
+                ),
+            ));
         }
         gates.push(Gate {
             name: gate.name,

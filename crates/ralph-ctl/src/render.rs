@@ -13,7 +13,7 @@ mod queue;
 
 use std::fmt::Write as _;
 
-pub(crate) use queue::{fold, item_record, items, run_sections, ItemView};
+pub(crate) use queue::{ItemView, fold, item_record, items, run_sections};
 use ralph_core::judge::breaker;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;

@@ -3,7 +3,7 @@
 //! driver adds for one run (the `StopFailure` hook, which only Claude Code
 //! 2.1 and later know: 2.0 skips a whole settings file that names it).
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 /// The hook timeout `init` registers at least, in seconds: room for one
 /// verify command with the default `timeoutSeconds` and the hook's own

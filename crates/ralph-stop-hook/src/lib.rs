@@ -44,7 +44,9 @@ pub enum HookError {
     #[error("{0}")]
     Input(#[from] InputError),
     /// Neither CLAUDE_PROJECT_DIR nor the input's `cwd` names the project.
-    #[error("cannot tell the project folder: CLAUDE_PROJECT_DIR is unset and the hook input has no `cwd`")]
+    #[error(
+        "cannot tell the project folder: CLAUDE_PROJECT_DIR is unset and the hook input has no `cwd`"
+    )]
     NoProjectRoot,
     /// The stop itself failed.
     #[error("{0}")]
@@ -323,10 +325,10 @@ pub fn respond(answer: &Answer, go_on: GoOn, out: &mut dyn Write) -> io::Result<
 }
 
 fn project_root(input: &HookInput, env: &dyn EnvSource) -> Result<ProjectPaths, HookError> {
-    if let Some(Ok(dir)) = env.get(config::env::CLAUDE_PROJECT_DIR) {
-        if !dir.is_empty() {
-            return Ok(ProjectPaths::new(dir));
-        }
+    if let Some(Ok(dir)) = env.get(config::env::CLAUDE_PROJECT_DIR)
+        && !dir.is_empty()
+    {
+        return Ok(ProjectPaths::new(dir));
     }
     input
         .cwd
@@ -380,7 +382,9 @@ pub fn handle(
         Some(event) => {
             return Ok(Handled {
                 answer: Answer::Allow,
-                notes: vec![format!("registered for {event}; ralph only handles the Stop, StopFailure and SessionEnd events, so it does nothing here")],
+                notes: vec![format!(
+                    "registered for {event}; ralph only handles the Stop, StopFailure and SessionEnd events, so it does nothing here"
+                )],
             });
         }
     }

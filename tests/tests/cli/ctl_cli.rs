@@ -7,12 +7,12 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ralph_tests::bins;
-use ralph_tests::cli::{doctor_row, Ctl, Launcher};
+use ralph_tests::cli::{Ctl, Launcher, doctor_row};
 use ralph_tests::project::{
-    run_with_timeout, signal_group, signal_process, wait_with_timeout, Run, TempProject,
-    INSTALLED_FILES,
+    INSTALLED_FILES, Run, TempProject, run_with_timeout, signal_group, signal_process,
+    wait_with_timeout,
 };
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// Every file under `dir`, with its bytes.
 fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -119,10 +119,12 @@ fn init_keeps_existing_settings_hooks_and_prompts() {
     let stop = merged["hooks"]["Stop"].as_array().unwrap();
     assert_eq!(stop.len(), 2);
     assert_eq!(stop[0], existing["hooks"]["Stop"][0]);
-    assert!(stop[1]["hooks"][0]["command"]
-        .as_str()
-        .unwrap()
-        .ends_with("ralph-stop-hook"));
+    assert!(
+        stop[1]["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("ralph-stop-hook")
+    );
     let keys: Vec<_> = merged.as_object().unwrap().keys().cloned().collect();
     assert_eq!(keys, ["model", "permissions", "hooks"], "key order is kept");
     assert_eq!(
@@ -230,7 +232,7 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
 
 #[test]
 fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
-    use ralph_tests::interactive::{Key, Stderr, Terminal, SIZE};
+    use ralph_tests::interactive::{Key, SIZE, Stderr, Terminal};
     for (answer, written) in [("", true), ("n", false)] {
         let project = TempProject::new("init-ask");
         project.write("go.mod", "module example.com/x\n");
@@ -272,10 +274,12 @@ fn init_local_registers_for_this_person_only() {
         &std::fs::read(project.path(".claude/settings.local.json")).unwrap(),
     )
     .unwrap();
-    assert!(local["hooks"]["Stop"][0]["hooks"][0]["command"]
-        .as_str()
-        .unwrap()
-        .ends_with("ralph-stop-hook"));
+    assert!(
+        local["hooks"]["Stop"][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("ralph-stop-hook")
+    );
     assert_eq!(
         settings(&project)["hooks"]["Stop"],
         json!([]),
@@ -2022,7 +2026,7 @@ fn watch_prints_a_line_per_change_until_the_loop_ends_and_quits_on_q() {
     );
 
     // In a terminal: the view, and q quits.
-    use ralph_tests::interactive::{Stderr, Terminal, SIZE};
+    use ralph_tests::interactive::{SIZE, Stderr, Terminal};
     let mut cmd = project.command(bins::ctl());
     cmd.arg("watch");
     let mut term = Terminal::spawn(cmd, SIZE, Stderr::Terminal).unwrap();
@@ -2265,11 +2269,13 @@ fn a_fifo_formula_or_a_prompt_file_outside_the_project_is_refused_at_once() {
     let folder = project.path(".claude/ralph/formulas");
     std::fs::create_dir_all(&folder).unwrap();
     let fifo = folder.join("stuck.yaml");
-    assert!(std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
     let started = std::time::Instant::now();
     let run = project.ctl(
         &["run", "--formula", "stuck", "--dry-run"],

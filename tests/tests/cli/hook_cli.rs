@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use ralph_tests::SIGNAL;
 use ralph_tests::bins;
 use ralph_tests::cli::SID;
 use ralph_tests::cli::{Ctl, Hook};
 use ralph_tests::project::TempProject;
-use ralph_tests::SIGNAL;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 fn fixture(name: &str) -> std::path::PathBuf {
     bins::workspace_root().join("tests/fixtures").join(name)
@@ -131,9 +131,11 @@ fn real_inputs_block_and_count_iterations() {
             Some("Still working."),
         ))
         .run();
-    assert!(second
-        .block_reason()
-        .starts_with("[Ralph loop: iteration 3 of 25]"));
+    assert!(
+        second
+            .block_reason()
+            .starts_with("[Ralph loop: iteration 3 of 25]")
+    );
     let state = project.status_json();
     assert_eq!(state["iteration"], 3);
     assert_eq!(state["status"], "running");
@@ -184,10 +186,12 @@ fn each_client_gets_the_answer_it_shows_as_the_loop_going_on() {
     let older = Hook::new(&project).json(&old_input).run();
     let answer = older.json();
     assert_eq!(answer["decision"], "block", "{answer}");
-    assert!(answer["reason"]
-        .as_str()
-        .unwrap()
-        .starts_with("[Ralph loop: iteration 3 of 25]"));
+    assert!(
+        answer["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("[Ralph loop: iteration 3 of 25]")
+    );
     assert_eq!(answer.get("hookSpecificOutput"), None, "{answer}");
     // 2.1.330 cuts an additionalContext over 10,000 characters to a 2 KB
     // preview: a longer task goes whole, as a block.
@@ -334,10 +338,12 @@ fn findings_stuck_warns_then_opens_the_circuit() {
     assert_eq!(state["status"], "circuit_open", "{state:#}");
     assert_eq!(state["iteration"], 6);
     assert_eq!(state["breaker"]["state"], "open");
-    assert!(state["breaker"]["lastTransition"]["reason"]
-        .as_str()
-        .unwrap()
-        .contains("findings count stuck at 4"));
+    assert!(
+        state["breaker"]["lastTransition"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("findings count stuck at 4")
+    );
     Ctl::new(&project).arg("status").run().assert_stdout_has(&[
         "breaker:",
         "open",

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use ralph_tests::bins;
 use ralph_tests::cli::SID;
-use ralph_tests::project::{run_measured, Run, TempProject};
-use serde_json::{json, Value};
+use ralph_tests::project::{Run, TempProject, run_measured};
+use serde_json::{Value, json};
 
 /// A bound on one run of the hook (they take seconds), never a wait.
 const TIMEOUT: Duration = Duration::from_secs(60);

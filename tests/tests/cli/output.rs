@@ -21,13 +21,13 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-use ralph_tests::bins;
-use ralph_tests::cli::{looping, stop_input, SID};
-use ralph_tests::cli::{Ctl, Hook};
-use ralph_tests::project::{limit_file_size, Run, TempProject};
-use ralph_tests::reach::run_from_reach;
 use ralph_tests::SIGNAL;
-use serde_json::{json, Value};
+use ralph_tests::bins;
+use ralph_tests::cli::{Ctl, Hook};
+use ralph_tests::cli::{SID, looping, stop_input};
+use ralph_tests::project::{Run, TempProject, limit_file_size};
+use ralph_tests::reach::run_from_reach;
+use serde_json::{Value, json};
 
 /// The uid (and gid) the hook runs as when a file mode must bite under root.
 const NOBODY: u32 = 65534;

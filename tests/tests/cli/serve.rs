@@ -154,10 +154,12 @@ fn the_page_and_its_script_are_embedded_and_locked_down() {
     );
     let script = served.get(&served.with_token("/app.js"));
     assert_eq!(script.status, 200);
-    assert!(script
-        .header("Content-Type")
-        .unwrap()
-        .starts_with("text/javascript"));
+    assert!(
+        script
+            .header("Content-Type")
+            .unwrap()
+            .starts_with("text/javascript")
+    );
     assert!(script.body.contains("textContent"));
     assert!(!script.body.contains("innerHTML"));
     for text in [&page.body, &script.body] {
@@ -272,10 +274,12 @@ fn the_connections_served_at_once_are_bounded() {
     let busy = served.get(&served.with_token("/"));
     assert_eq!(busy.status, 503, "{busy:?}");
     assert!(started.elapsed() < PROMPTLY, "{:?}", started.elapsed());
-    assert!(busy.json()["message"]
-        .as_str()
-        .unwrap()
-        .contains("too many connections"));
+    assert!(
+        busy.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("too many connections")
+    );
     drop(held);
     assert!(
         wait_until(PROMPTLY, || served.get(&served.with_token("/")).status

@@ -9,12 +9,12 @@
 
 use std::time::{Duration, Instant};
 
+use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::processes_matching;
-use ralph_tests::scenario::{wait_until, Outcome, Scenario};
-use ralph_tests::SIGNAL;
-use serde_json::{json, Value};
+use ralph_tests::scenario::{Outcome, Scenario, wait_until};
+use serde_json::{Value, json};
 
 /// A Bash call the client runs in the background.
 fn background(command: &str) -> Reply {
@@ -40,7 +40,9 @@ fn sleep_of(base: u32, client: ClientVersion) -> String {
 
 /// The first turn starts `command` in the background, every later one
 /// claims completion.
-fn start_then_claim(command: &str) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+fn start_then_claim(
+    command: &str,
+) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static + use<> {
     let command = command.to_string();
     move |turn, _| match turn {
         0 => background(&command),

@@ -6,12 +6,12 @@
 
 use std::path::PathBuf;
 
+use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::scenario::Scenario;
 use ralph_tests::trackers::{FakeTrackers, PRD_JSON};
-use ralph_tests::SIGNAL;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use crate::queue::{conversations_per_item, queue_project};
 use ralph_tests::mock_api::{item_of, outcome_line};

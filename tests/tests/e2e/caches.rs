@@ -15,8 +15,8 @@ use std::process::Command;
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::is_root;
-use ralph_tests::mock_api::{item_id_of, item_of, tool_results, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, write_tree, TempProject};
+use ralph_tests::mock_api::{MockApi, Reply, item_id_of, item_of, tool_results};
+use ralph_tests::project::{TempProject, run_with_timeout, write_tree};
 use ralph_tests::scenario::{Outcome, Scenario};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
@@ -80,7 +80,7 @@ const CHECK_PASSED: &str = "a claim of done now would pass these gates";
 
 /// The agent runs `check` in its own shell (in the client's sandbox where
 /// ralph gives it one), then claims done.
-fn agent_runs(check: &str) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+fn agent_runs(check: &str) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static + use<> {
     let command = match check {
         "ralph-ctl check" => check.to_string(),
         _ => format!(
@@ -248,14 +248,12 @@ fn a_cargo_check_fetches_the_crate_the_agent_added_into_the_registry() {
     ]);
     // The agent adds the dependency, runs the check, and claims.
     let check = agent_runs("cargo test -q");
-    let api = MockApi::start(move |turn, body| {
-        match turn {
+    let api = MockApi::start(move |turn, body| match turn {
         0 => Reply::bash(
             "printf '\\n[dependencies]\\ntinydep = \"0.1\"\\n' >> Cargo.toml && \
              printf '\\n#[test]\\nfn four() {\\n    assert_eq!(add(tinydep::two(), 2), 4);\\n}\\n' >> src/lib.rs",
         ),
         _ => check(turn - 1, body),
-    }
     });
     let outcome = scenario.run(&api);
     completed_and_the_agent_ran_it(&outcome, &api, AGENT_PASSED);

@@ -10,11 +10,11 @@
 //! cap of 3 iterations: none may end `complete`. docs/security.md has the
 //! table of what stops each.
 
+use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::project::{TempProject, TEST_TASK};
-use ralph_tests::scenario::{script, Scenario};
-use ralph_tests::SIGNAL;
+use ralph_tests::project::{TEST_TASK, TempProject};
+use ralph_tests::scenario::{Scenario, script};
 
 /// The code under test, with its bug.
 const CALC: &str = "def add(a, b):\n    return a - b\n";

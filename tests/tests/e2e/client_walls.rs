@@ -10,11 +10,11 @@
 
 use std::path::Path;
 
-use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{tool_results, MockApi, Reply};
-use ralph_tests::project::git_status_out;
-use ralph_tests::scenario::{script, Scenario};
 use ralph_tests::SIGNAL;
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{MockApi, Reply, tool_results};
+use ralph_tests::project::git_status_out;
+use ralph_tests::scenario::{Scenario, script};
 
 /// Panics unless `dir` has no `.claude/settings.local.json`, which the
 /// agent tried to make.

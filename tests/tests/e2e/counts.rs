@@ -6,7 +6,7 @@
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::counted_requests;
-use ralph_tests::scenario::{notified, script, Outcome, Scenario, NOTIFY_CONFIG};
+use ralph_tests::scenario::{NOTIFY_CONFIG, Outcome, Scenario, notified, script};
 use serde_json::Value;
 
 /// A loop in `mode` (`--headless`, `--fresh`) of three iterations, each a

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use ralph_tests::bins;
 use ralph_tests::client::ClientVersion;
-use ralph_tests::interactive::{Stderr, Terminal, SIZE};
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, TempProject};
-use ralph_tests::scenario::{script, Scenario};
+use ralph_tests::interactive::{SIZE, Stderr, Terminal};
+use ralph_tests::mock_api::{MockApi, Reply, user_texts};
+use ralph_tests::project::{TempProject, run_with_timeout};
+use ralph_tests::scenario::{Scenario, script};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, RecordedRequest, Reply};
+use ralph_tests::mock_api::{MockApi, RecordedRequest, Reply, user_texts};
 use ralph_tests::project::{signal_process, wait_with_timeout};
-use ralph_tests::scenario::{wait_until, Flag, Scenario};
+use ralph_tests::scenario::{Flag, Scenario, wait_until};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 
 #[test]

@@ -8,10 +8,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{assistant_turns, user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{MockApi, Reply, assistant_turns, user_texts};
 use ralph_tests::project::{git_out, processes_in_group, signal_process};
 use ralph_tests::scenario::{
-    exits_with, notified, script, wait_until, Flag, Scenario, NOTIFY_CONFIG,
+    Flag, NOTIFY_CONFIG, Scenario, exits_with, notified, script, wait_until,
 };
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;

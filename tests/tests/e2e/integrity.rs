@@ -9,9 +9,9 @@
 //! a test that was there at the start is rejected, naming the file.
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, Run, TempProject};
-use ralph_tests::scenario::{script, Scenario};
+use ralph_tests::mock_api::{MockApi, Reply, user_texts};
+use ralph_tests::project::{Run, TempProject, run_with_timeout};
+use ralph_tests::scenario::{Scenario, script};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 
@@ -108,8 +108,7 @@ fn run_loop_as_ralph_chooses(
 }
 
 /// A new test, for the fix.
-const TEST_NEGATIVES: &str =
-    "import unittest\n\nimport calc\n\n\nclass Negatives(unittest.TestCase):\n    \
+const TEST_NEGATIVES: &str = "import unittest\n\nimport calc\n\n\nclass Negatives(unittest.TestCase):\n    \
     def test_add_negatives(self):\n        self.assertEqual(calc.add(-2, -3), -5)\n";
 
 /// The same project with its test in `tests/`, which `init --yes` protects
@@ -593,9 +592,11 @@ fn a_changed_npm_test_script_does_not_complete(client: ClientVersion) {
     // claim and `complete`.
     project.edit_config(|config| config["allowFewerTests"] = Value::from(true));
     a_changed_check_is_rejected(client, &project, &CHANGED_NPM_SCRIPT);
-    assert!(std::fs::read_to_string(project.path("package.json"))
-        .unwrap()
-        .contains("echo ok"));
+    assert!(
+        std::fs::read_to_string(project.path("package.json"))
+            .unwrap()
+            .contains("echo ok")
+    );
 }
 
 /// The cheat of [`a_standard_library_module_the_agent_adds_does_not_complete`].
@@ -657,9 +658,11 @@ fn a_module_named_like_the_standard_librarys_from_the_start_completes(client: Cl
     assert_eq!(code, Some(0), "{state:#}\n{stderr}");
     assert_eq!(state["status"], "complete", "{state:#}");
     assert!(project.path("test/test_more.py").exists());
-    assert!(std::fs::read_to_string(project.path("calendar.py"))
-        .unwrap()
-        .contains("fortnight"));
+    assert!(
+        std::fs::read_to_string(project.path("calendar.py"))
+            .unwrap()
+            .contains("fortnight")
+    );
     // The new test package ran.
     accepted_with_all_passing(&state, 4);
     // The start asked the check's Python and recorded the person's module.

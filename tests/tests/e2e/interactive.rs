@@ -9,7 +9,7 @@
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::interactive::InteractiveRun;
-use ralph_tests::mock_api::{stop_hook_feedback, MockApi, Reply};
+use ralph_tests::mock_api::{MockApi, Reply, stop_hook_feedback};
 use ralph_tests::project::TempProject;
 use ralph_tests::scenario::script;
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
@@ -284,7 +284,7 @@ fn a_question_is_shown_and_the_answer_typed_in_the_session_goes_on(client: Clien
     // In the terminal UI the agent asks; the stop is let through with the
     // question shown, the loop waits, and what the person types in the
     // session is the answer: the session's next stop goes on with the loop.
-    use ralph_tests::interactive::{Stderr, Terminal, SIZE};
+    use ralph_tests::interactive::{SIZE, Stderr, Terminal};
     use ralph_tests::mock_api::user_texts;
     use std::time::Duration;
     let (_serial, project) = terminal_project("i-ask", "Set up the server.\n");
@@ -337,7 +337,7 @@ fn an_interactive_loop_paces_to_the_window_its_status_line_is_given() {
     // The terminal UI gives the plan's usage windows only to a status line
     // command: ralph's records them, the hook pauses the loop at a stop,
     // and the person's own status line is still what the screen shows.
-    use ralph_tests::interactive::{Stderr, Terminal, SIZE};
+    use ralph_tests::interactive::{SIZE, Stderr, Terminal};
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
     let _serial = one_terminal_ui_at_a_time();
     let client = ClientVersion::V2_1_330;

@@ -9,10 +9,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::scenario::{script, Scenario};
-use ralph_tests::SIGNAL;
+use ralph_tests::scenario::{Scenario, script};
 use serde_json::Value;
 
 /// A check that passes: the claims are judged on git's files alone.

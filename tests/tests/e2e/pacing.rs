@@ -2,15 +2,15 @@
 //! and the agent's question to the person (`RALPH_ASK`, `ralph-ctl
 //! answer`), on the real clients through the launcher against the mock.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ralph_tests::bins;
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{MockApi, Reply, user_texts};
 use ralph_tests::project::wait_with_timeout;
-use ralph_tests::scenario::{exits_with, notified, wait_until, Scenario, NOTIFY_CONFIG};
+use ralph_tests::scenario::{NOTIFY_CONFIG, Scenario, exits_with, notified, wait_until};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;

@@ -9,10 +9,10 @@
 //! approval`; `… The following parts require approval: git add a, git
 //! commit -m a`).
 
+use ralph_tests::LOOP_TIMEOUT;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, Run, TempProject};
-use ralph_tests::LOOP_TIMEOUT;
+use ralph_tests::project::{Run, TempProject, run_with_timeout};
 
 /// The agent's turn `turn` of an iteration of three: run the tests, commit,
 /// then say so.

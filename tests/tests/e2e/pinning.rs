@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
+use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{MockApi, Reply, user_texts};
 use ralph_tests::project::TempProject;
 use ralph_tests::scenario::{Outcome, Scenario};
-use ralph_tests::SIGNAL;
 
 /// The project's own verification, which fails: the work is not done.
 const FAILING: &str = r#"{"verify": [{"name": "tests", "command": "echo '1 test failed'; exit 1", "timeoutSeconds": 20}]}"#;
@@ -63,7 +63,7 @@ fn rewrite_by_script(project: &TempProject, content: &str) -> Reply {
 fn call_then_claim(
     call: Reply,
     then: Option<&str>,
-) -> impl Fn(usize, &serde_json::Value) -> Reply + Send + Sync + 'static {
+) -> impl Fn(usize, &serde_json::Value) -> Reply + Send + Sync + 'static + use<> {
     let then = then.map(Reply::text);
     move |turn, _| match (turn, &then) {
         (0, _) => call.clone(),

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use ralph_tests::bins;
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, wait_with_timeout, Run, TempProject};
+use ralph_tests::mock_api::{MockApi, Reply, stop_hook_feedback, user_texts};
+use ralph_tests::project::{Run, TempProject, run_with_timeout, wait_with_timeout};
 use ralph_tests::scenario::script;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -368,7 +368,9 @@ fn a_headless_loop_whose_edits_are_all_refused_is_not_complete() {
         &project,
         client,
         &api,
-        Some("/ralph-loop Write the notes into notes.txt. --max-iterations 6 --completion-promise DONE"),
+        Some(
+            "/ralph-loop Write the notes into notes.txt. --max-iterations 6 --completion-promise DONE",
+        ),
         None,
     );
     let run = run_with_timeout(cmd, None, TIMEOUT);
@@ -432,7 +434,7 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
     // The same line typed in the client's terminal UI (a pseudo-terminal),
     // the way a person runs the plugin: read the same way, the loop
     // completes on `<promise>DONE</promise>` at 3.
-    use ralph_tests::interactive::{Key, Stderr, Terminal, SIZE};
+    use ralph_tests::interactive::{Key, SIZE, Stderr, Terminal};
     let _serial = crate::one_terminal_ui_at_a_time();
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("plugin-official-ui");

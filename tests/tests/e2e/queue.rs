@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ralph_tests::LOOP_TIMEOUT;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::Heard;
-use ralph_tests::mock_api::{item_of, outcome_line, user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{MockApi, Reply, item_of, outcome_line, user_texts};
 use ralph_tests::project::{
     git_out, processes_in_group, signal_group, signal_process, wait_with_timeout,
 };
-use ralph_tests::scenario::{script, wait_until, Flag, Scenario};
-use ralph_tests::LOOP_TIMEOUT;
-use serde_json::{json, Value};
+use ralph_tests::scenario::{Flag, Scenario, script, wait_until};
+use serde_json::{Value, json};
 
 /// The file an item's agent writes: its title, dashed.
 pub(crate) fn file_of(title: &str) -> String {
@@ -87,10 +87,10 @@ fn sandbox_could_not_start(body: &Value) -> bool {
 pub(crate) fn conversations_per_item(api: &MockApi) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();
     for request in api.main_requests() {
-        if request.turn == 0 {
-            if let Some(title) = item_of(&request.body) {
-                *seen.entry(title).or_insert(0) += 1;
-            }
+        if request.turn == 0
+            && let Some(title) = item_of(&request.body)
+        {
+            *seen.entry(title).or_insert(0) += 1;
         }
     }
     seen
@@ -299,13 +299,15 @@ fn two_workers_drain_a_plan_each_item_once_verified_and_landed_in_turn(client: C
         .assert_stdout_has(&["queue:      plan:PLAN.md, 5 items taken: 5 done"]);
     // Nothing is left behind: no worktree, no item branch.
     assert_eq!(git_out(&root, &["branch", "--list", "ralph/*"]), "");
-    assert!(outcome.state["queue"]["items"]
-        .as_object()
-        .unwrap()
-        .values()
-        .all(|i| i["branch"]
-            .as_str()
-            .is_some_and(|b| b.starts_with("ralph/item-"))));
+    assert!(
+        outcome.state["queue"]["items"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|i| i["branch"]
+                .as_str()
+                .is_some_and(|b| b.starts_with("ralph/item-")))
+    );
 }
 
 #[ralph_tests::on_both_clients]
@@ -320,11 +322,11 @@ fn a_branch_that_conflicts_is_kept_for_review_and_the_rest_lands(client: ClientV
     let agent = worker_agent(|title| ("shared.txt".into(), title.to_string()));
     let seen = Arc::clone(&started);
     let api = MockApi::start(move |turn, body| {
-        if turn == 0 {
-            if let Some(title) = item_of(body) {
-                seen.lock().unwrap().insert(title);
-                wait_until(Duration::from_secs(30), || seen.lock().unwrap().len() == 2);
-            }
+        if turn == 0
+            && let Some(title) = item_of(body)
+        {
+            seen.lock().unwrap().insert(title);
+            wait_until(Duration::from_secs(30), || seen.lock().unwrap().len() == 2);
         }
         agent(turn, body)
     });

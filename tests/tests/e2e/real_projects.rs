@@ -35,12 +35,12 @@ use std::time::{Duration, Instant};
 use ralph_tests::client::ClientVersion;
 use ralph_tests::corpus::{self, chown_tree, copy_tree};
 use ralph_tests::listen::is_root;
-use ralph_tests::mock_api::{item_of, stop_hook_feedback, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, Run, TempProject};
+use ralph_tests::mock_api::{MockApi, Reply, item_of, stop_hook_feedback};
+use ralph_tests::project::{Run, TempProject, run_with_timeout};
 use ralph_tests::reach::{reachable, without_bubblewrap};
-use ralph_tests::scenario::{script, Scenario};
+use ralph_tests::scenario::{Scenario, script};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 /// The unprivileged user of the runs that are not root's.
 const NOBODY: u32 = 65534;
@@ -567,7 +567,7 @@ const PLAN: &str = "# Plan\n\n- [ ] Speed up the hot path\n- [ ] Note the module
 /// The item agents: "Speed up the hot path" breaks the covered line and
 /// commits it, "Note the module's purpose" appends a comment and commits
 /// it; each then claims done with its outcome.
-fn queue_agent(real: &Real) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+fn queue_agent(real: &Real) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static + use<> {
     let (from, to) = real.line;
     let break_it = edit(real, from, to);
     let note = format!(

@@ -7,15 +7,15 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use ralph_tests::LOOP_TIMEOUT;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::MockApi;
-use ralph_tests::project::{git_out, signal_process, wait_with_timeout, TempProject};
-use ralph_tests::scenario::{wait_until, Scenario};
-use ralph_tests::LOOP_TIMEOUT;
-use serde_json::{json, Value};
+use ralph_tests::project::{TempProject, git_out, signal_process, wait_with_timeout};
+use ralph_tests::scenario::{Scenario, wait_until};
+use serde_json::{Value, json};
 
 use super::queue::{
-    committing_worker, conversations_per_item, hanging_on_task_1, queue_project, started, THREE,
+    THREE, committing_worker, conversations_per_item, hanging_on_task_1, queue_project, started,
 };
 
 /// `n` machines: the first a queue project with `plan` (and `extra`
@@ -84,8 +84,7 @@ fn remote_rows(machine: &Scenario) -> Vec<Value> {
         .clone()
 }
 
-const NINE: &str =
-    "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n- [ ] task 4\n- [ ] task 5\n\
+const NINE: &str = "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n- [ ] task 4\n- [ ] task 5\n\
                     - [ ] task 6\n- [ ] task 7\n- [ ] task 8\n- [ ] task 9\n";
 
 #[test]

@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply, Usage};
-use ralph_tests::project::{run_with_timeout, signal_process, wait_with_timeout, TempProject};
-use ralph_tests::scenario::{exits_with, wait_until, Flag, Scenario};
+use ralph_tests::mock_api::{MockApi, Reply, Usage, user_texts};
+use ralph_tests::project::{TempProject, run_with_timeout, signal_process, wait_with_timeout};
+use ralph_tests::scenario::{Flag, Scenario, exits_with, wait_until};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 

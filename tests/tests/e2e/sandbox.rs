@@ -12,11 +12,11 @@
 
 use std::path::{Path, PathBuf};
 
-use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{tool_results, MockApi, Reply};
-use ralph_tests::project::{TempProject, TEST_TASK};
-use ralph_tests::scenario::{script, Outcome, Scenario};
 use ralph_tests::SIGNAL;
+use ralph_tests::client::ClientVersion;
+use ralph_tests::mock_api::{MockApi, Reply, tool_results};
+use ralph_tests::project::{TEST_TASK, TempProject};
+use ralph_tests::scenario::{Outcome, Scenario, script};
 
 /// A git project with a passing unittest, ralph installed with it as the
 /// check (`init --yes`), and the test task as PROMPT.md.
@@ -145,12 +145,16 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
     };
     let script = [
         Reply::bash(check),
-        Reply::bash("echo work > work.txt && git add work.txt && git commit -qm 'agent work' && echo committed"),
+        Reply::bash(
+            "echo work > work.txt && git add work.txt && git commit -qm 'agent work' && echo committed",
+        ),
         Reply::bash(format!("echo x > {} ; echo rc=$?", outside.display())),
         Reply::bash(
             "echo '{\"status\": \"complete\"}' > .claude/context/runtime/ralph-state.json; echo rc=$?",
         ),
-        Reply::bash(format!("echo '{forged}' > .claude/ralph/config.json; echo rc=$?")),
+        Reply::bash(format!(
+            "echo '{forged}' > .claude/ralph/config.json; echo rc=$?"
+        )),
         Reply::write(config_path.display().to_string(), forged),
         Reply::bash("echo x >> .claude/settings.json; echo rc=$?"),
         // Posing as the person watching: `say` cannot write the state.

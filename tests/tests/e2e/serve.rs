@@ -12,18 +12,18 @@
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use ralph_tests::SIGNAL;
 use ralph_tests::bins::workspace_root;
 use ralph_tests::browser::Browser;
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply, Usage};
+use ralph_tests::mock_api::{MockApi, Reply, Usage, user_texts};
 use ralph_tests::project::TempProject;
-use ralph_tests::scenario::{exits_with, wait_until, Scenario};
+use ralph_tests::scenario::{Scenario, exits_with, wait_until};
 use ralph_tests::serve::Served;
-use ralph_tests::SIGNAL;
 use serde_json::json;
 
 const CLIENT: ClientVersion = ClientVersion::V2_1_330;

@@ -13,11 +13,11 @@ use std::thread;
 use std::time::Duration;
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{stop_hook_feedback, user_texts, MockApi, Reply};
+use ralph_tests::mock_api::{MockApi, Reply, stop_hook_feedback, user_texts};
 use ralph_tests::project::{
-    child_of, processes_in_group, signal_process, wait_with_timeout, TempProject,
+    TempProject, child_of, processes_in_group, signal_process, wait_with_timeout,
 };
-use ralph_tests::scenario::{exits_with, long_task, script, wait_until, Flag, Scenario};
+use ralph_tests::scenario::{Flag, Scenario, exits_with, long_task, script, wait_until};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 
 /// A second, unrelated `claude -p` session in the project while the loop's
@@ -322,8 +322,8 @@ fn working_loop_never_trips_the_breaker(client: ClientVersion) {
     let api = MockApi::start(script::work_then_report(10, move |iteration| {
         match iteration % 3 {
             0 => Reply::bash(format!(
-            "echo step {iteration} >> {notes} && git add -A && git commit -q -m 'step {iteration}'"
-        )),
+                "echo step {iteration} >> {notes} && git add -A && git commit -q -m 'step {iteration}'"
+            )),
             1 => Reply::write(
                 root.join(format!("src{iteration}.txt"))
                     .display()
@@ -427,14 +427,14 @@ fn an_unchecked_plan_item_blocks_a_claim(client: ClientVersion) {
 #[ralph_tests::on_both_clients]
 fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
     let scenario = Scenario::new("mentions", client).env("RALPH_MAX_ITERATIONS", "6");
-    let api = MockApi::start(|turn, _| {
-        match turn % 3 {
+    let api = MockApi::start(|turn, _| match turn % 3 {
         0 => Reply::text(format!("I will write {SIGNAL} once the last test passes.")),
         1 => Reply::text(
             "All tasks complete.\n---RALPH_STATUS---\nSTATUS: COMPLETE\nTESTS_STATUS: PASSING\nEXIT_SIGNAL: false\n---END_RALPH_STATUS---",
         ),
-        _ => Reply::text(format!("Here is the instruction I follow:\n```\n{SIGNAL}\n```\nStill on it.")),
-    }
+        _ => Reply::text(format!(
+            "Here is the instruction I follow:\n```\n{SIGNAL}\n```\nStill on it."
+        )),
     });
     let outcome = scenario.run(&api);
     outcome.ended(10, "max_iterations");

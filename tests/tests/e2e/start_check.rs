@@ -12,9 +12,9 @@
 
 use ralph_tests::cli::doctor_row;
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{user_texts, MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, TempProject, TEST_TASK};
-use ralph_tests::scenario::{script, Scenario};
+use ralph_tests::mock_api::{MockApi, Reply, user_texts};
+use ralph_tests::project::{TEST_TASK, TempProject, run_with_timeout};
+use ralph_tests::scenario::{Scenario, script};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::Value;
 
@@ -319,7 +319,9 @@ fn the_advice_on_a_refused_call_fits_a_sandboxed_run() {
     // A compound command the sandboxed client still asks approval for,
     // every iteration: the breaker opens on the refusals.
     let api = MockApi::start(script::call_then_say(
-        Reply::bash("if [ \"ops_sub\" = ops_neg ] && [ ! -e ops ]; then git status --short > /dev/null; fi; touch /etc/ralph-probe"),
+        Reply::bash(
+            "if [ \"ops_sub\" = ops_neg ] && [ ! -e ops ]; then git status --short > /dev/null; fi; touch /etc/ralph-probe",
+        ),
         "Still checking.",
     ));
     let outcome = Scenario::around(project, CLIENT)

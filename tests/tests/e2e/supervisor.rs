@@ -19,15 +19,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{
-    stop_hook_feedback, user_texts, MockApi, MockOptions, RecordedRequest, Reply, Usage,
+    MockApi, MockOptions, RecordedRequest, Reply, Usage, stop_hook_feedback, user_texts,
 };
 use ralph_tests::project::{
-    child_of, counted_requests, last_cost_state, signal_process, wait_with_timeout, Run,
-    TempProject,
+    Run, TempProject, child_of, counted_requests, last_cost_state, signal_process,
+    wait_with_timeout,
 };
-use ralph_tests::scenario::{wait_until, Flag, Scenario};
+use ralph_tests::scenario::{Flag, Scenario, wait_until};
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 #[test]
 fn a_reset_time_a_thousand_years_ahead_is_not_waited_for() {

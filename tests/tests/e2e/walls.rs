@@ -8,11 +8,11 @@
 
 use std::path::{Path, PathBuf};
 
+use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::Heard;
-use ralph_tests::mock_api::{item_of, user_texts, MockApi, Reply};
-use ralph_tests::scenario::{script, Scenario};
-use ralph_tests::SIGNAL;
+use ralph_tests::mock_api::{MockApi, Reply, item_of, user_texts};
+use ralph_tests::scenario::{Scenario, script};
 use serde_json::Value;
 
 /// The check: the project's unittest, which imports `helper`.

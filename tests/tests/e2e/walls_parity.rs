@@ -25,9 +25,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::listen::{is_root, Heard};
+use ralph_tests::listen::{Heard, is_root};
 use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::project::{run_with_timeout, TempProject, TEST_TASK};
+use ralph_tests::project::{TEST_TASK, TempProject, run_with_timeout};
 use ralph_tests::reach::{reachable, without_bubblewrap};
 use ralph_tests::scenario::Scenario;
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
@@ -507,7 +507,9 @@ fn parity(uid: Option<u32>) {
 #[test]
 fn walls_parity_as_root() {
     if !is_root() {
-        eprintln!("skipped: not root (walls_parity_as_an_unprivileged_user runs the battery as this user)");
+        eprintln!(
+            "skipped: not root (walls_parity_as_an_unprivileged_user runs the battery as this user)"
+        );
         return;
     }
     parity(None);

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::mock_api::{item_of, MockApi, Reply};
-use ralph_tests::project::{git_out, TempProject};
-use ralph_tests::scenario::{script, Scenario};
-use serde_json::{json, Value};
+use ralph_tests::mock_api::{MockApi, Reply, item_of};
+use ralph_tests::project::{TempProject, git_out};
+use ralph_tests::scenario::{Scenario, script};
+use serde_json::{Value, json};
 
 use crate::queue::{committing_worker, file_of};
 

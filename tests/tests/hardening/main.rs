@@ -31,15 +31,14 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ralph_tests::bins;
-use ralph_tests::cli::{looping, stop_input, SID};
-use ralph_tests::project::{
-    limit_file_size, process_group_of, processes_in_group, processes_in_pid_namespace,
-    processes_matching, run_measured, run_with_timeout, signal_process, Run, TempProject,
-    INSTALLED_FILES,
-};
 use ralph_tests::SIGNAL;
-use serde_json::{json, Value};
+use ralph_tests::bins;
+use ralph_tests::cli::{SID, looping, stop_input};
+use ralph_tests::project::{
+    INSTALLED_FILES, Run, TempProject, limit_file_size, process_group_of, processes_in_group,
+    processes_in_pid_namespace, processes_matching, run_measured, run_with_timeout, signal_process,
+};
+use serde_json::{Value, json};
 
 /// A generous sanity bound for one hook run, never a performance target.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -519,7 +518,9 @@ fn empty_object_names_the_missing_project_folder() {
     rejected(
         &project,
         b"{}",
-        &["cannot tell the project folder: CLAUDE_PROJECT_DIR is unset and the hook input has no `cwd`"],
+        &[
+            "cannot tell the project folder: CLAUDE_PROJECT_DIR is unset and the hook input has no `cwd`",
+        ],
     );
 }
 
@@ -584,7 +585,9 @@ fn another_hook_event_is_not_handled() {
     rejected(
         &project,
         &to_bytes(&input),
-        &["registered for SubagentStop; ralph only handles the Stop, StopFailure and SessionEnd events"],
+        &[
+            "registered for SubagentStop; ralph only handles the Stop, StopFailure and SessionEnd events",
+        ],
     );
 }
 
@@ -816,7 +819,9 @@ fn state_empty() {
     rejected(
         &project,
         &to_bytes(&stop_input(&project, Some("working"))),
-        &["is corrupt (the file is empty); see it with `ralph-ctl status`, clear it with `ralph-ctl reset`"],
+        &[
+            "is corrupt (the file is empty); see it with `ralph-ctl status`, clear it with `ralph-ctl reset`",
+        ],
     );
 }
 
@@ -1440,7 +1445,9 @@ fn escaping_session_ids_are_rejected() {
         rejected(
             &project,
             &to_bytes(&input),
-            &["the hook input field `session_id` must be 1 to 200 letters, digits, '-', '_', '.' or ':'"],
+            &[
+                "the hook input field `session_id` must be 1 to 200 letters, digits, '-', '_', '.' or ':'",
+            ],
         );
     }
     assert_eq!(listing(), files, "nothing created next to the state");

@@ -163,7 +163,11 @@ pub const SIGNALS: &[SignalSpec] = &[
             }
         },
         describe: |b, _, _, c| {
-            let sample = b.last_error.as_ref().map(|e| e.sample.as_str()).unwrap_or_default();
+            let sample = b
+                .last_error
+                .as_ref()
+                .map(|e| e.sample.as_str())
+                .unwrap_or_default();
             format!("same error {c} times: `{sample}`")
         },
     },
@@ -209,13 +213,9 @@ pub const SIGNALS: &[SignalSpec] = &[
             let window = &recent[recent.len() - OUTPUT_WINDOW..];
             let average = window.iter().sum::<usize>() as u128 / OUTPUT_WINDOW as u128;
             let percent = config.threshold(Signal::OutputDecline).min(100);
-            let declined = average > 0
-                && (o.output_chars as u128) * 100 < average * u128::from(100 - percent);
-            if declined {
-                c.saturating_add(1)
-            } else {
-                0
-            }
+            let declined =
+                average > 0 && (o.output_chars as u128) * 100 < average * u128::from(100 - percent);
+            if declined { c.saturating_add(1) } else { 0 }
         },
         trips_at: |_| OUTPUT_DECLINE_ITERATIONS,
         remember: |b, o| {

@@ -403,7 +403,7 @@ pub fn outcome(message: &str) -> Option<Result<Outcome, String>> {
         _ => {
             return Some(Err(format!(
                 "status {status:?} is none of terminal, gate-blocked, error, skip, no-item"
-            )))
+            )));
         }
     };
     let item_id = raw.item_id.and_then(|v| match v {
@@ -591,7 +591,9 @@ mod abort_tests {
             ok(OutcomeStatus::Terminal, Some("T-12"))
         );
         assert_eq!(
-            outcome("RALPH_OUTCOME: {\"status\":\"error\"}\nlater\nRALPH_OUTCOME: {\n  \"status\": \"no-item\",\n  \"note\": \"a } in a string\"\n}"),
+            outcome(
+                "RALPH_OUTCOME: {\"status\":\"error\"}\nlater\nRALPH_OUTCOME: {\n  \"status\": \"no-item\",\n  \"note\": \"a } in a string\"\n}"
+            ),
             ok(OutcomeStatus::NoItem, None)
         );
         assert_eq!(
@@ -613,14 +615,26 @@ mod abort_tests {
     fn the_agent_stops_the_loop_by_a_marker_line_or_a_blocked_status_block() {
         let cases: &[(&str, Option<&str>)] = &[
             ("Working on it.", None),
-            ("I need the API key.\nRALPH_ABORT: no credentials for the staging API", Some("no credentials for the staging API")),
+            (
+                "I need the API key.\nRALPH_ABORT: no credentials for the staging API",
+                Some("no credentials for the staging API"),
+            ),
             ("  RALPH_ABORT:   ", Some("no reason given")),
             ("RALPH_ABORT: first\nRALPH_ABORT: second", Some("second")),
             ("Write `RALPH_ABORT: reason` when blocked.", None),
             ("```\nRALPH_ABORT: in a code block\n```", None),
-            ("---RALPH_STATUS---\nSTATUS: BLOCKED\nRECOMMENDATION: answer question 2\n---END_RALPH_STATUS---", Some("answer question 2")),
-            ("---RALPH_STATUS---\nSTATUS: blocked\n---END_RALPH_STATUS---", Some("its status block says BLOCKED")),
-            ("---RALPH_STATUS---\nSTATUS: IN_PROGRESS\n---END_RALPH_STATUS---", None),
+            (
+                "---RALPH_STATUS---\nSTATUS: BLOCKED\nRECOMMENDATION: answer question 2\n---END_RALPH_STATUS---",
+                Some("answer question 2"),
+            ),
+            (
+                "---RALPH_STATUS---\nSTATUS: blocked\n---END_RALPH_STATUS---",
+                Some("its status block says BLOCKED"),
+            ),
+            (
+                "---RALPH_STATUS---\nSTATUS: IN_PROGRESS\n---END_RALPH_STATUS---",
+                None,
+            ),
         ];
         for (message, want) in cases {
             assert_eq!(abort_request(message).as_deref(), *want, "{message:?}");
@@ -791,17 +805,41 @@ mod tests {
         );
         // (message, STATUS, EXIT_SIGNAL)
         let cases: Vec<(&str, Option<&str>, Option<bool>)> = vec![
-            ("---ralph_status---\nstatus: in_progress\nexit_signal: FALSE\n---end_ralph_status---", Some("in_progress"), Some(false)),
-            ("```\n--- RALPH_STATUS ---\nSTATUS:  COMPLETE \nEXIT_SIGNAL: Yes\n--- END_RALPH_STATUS ---\n```", Some("COMPLETE"), Some(true)),
-            ("---RALPH_STATUS---\n- **STATUS**: COMPLETE\n- **EXIT_SIGNAL**: `true`\n---END_RALPH_STATUS---", Some("COMPLETE"), Some(true)),
-            ("---RALPH_STATUS---\nStatus: Complete\nExit Signal: true", Some("Complete"), Some(true)),
+            (
+                "---ralph_status---\nstatus: in_progress\nexit_signal: FALSE\n---end_ralph_status---",
+                Some("in_progress"),
+                Some(false),
+            ),
+            (
+                "```\n--- RALPH_STATUS ---\nSTATUS:  COMPLETE \nEXIT_SIGNAL: Yes\n--- END_RALPH_STATUS ---\n```",
+                Some("COMPLETE"),
+                Some(true),
+            ),
+            (
+                "---RALPH_STATUS---\n- **STATUS**: COMPLETE\n- **EXIT_SIGNAL**: `true`\n---END_RALPH_STATUS---",
+                Some("COMPLETE"),
+                Some(true),
+            ),
+            (
+                "---RALPH_STATUS---\nStatus: Complete\nExit Signal: true",
+                Some("Complete"),
+                Some(true),
+            ),
             (
                 "---RALPH_STATUS---\nSTATUS: COMPLETE\nEXIT_SIGNAL: true\n---END_RALPH_STATUS---\nthen\n---RALPH_STATUS---\nSTATUS: IN_PROGRESS\nEXIT_SIGNAL: false\n---END_RALPH_STATUS---",
                 Some("IN_PROGRESS"),
                 Some(false),
             ),
-            ("---RALPH_STATUS---\nSTATUS: COMPLETE\nEXIT_SIGNAL: maybe\n---END_RALPH_STATUS---", Some("COMPLETE"), None),
-            ("---RALPH_STATUS---\nTASKS_COMPLETED_THIS_LOOP: COMPLETE the parser\n---END_RALPH_STATUS---", None, None),
+            (
+                "---RALPH_STATUS---\nSTATUS: COMPLETE\nEXIT_SIGNAL: maybe\n---END_RALPH_STATUS---",
+                Some("COMPLETE"),
+                None,
+            ),
+            (
+                "---RALPH_STATUS---\nTASKS_COMPLETED_THIS_LOOP: COMPLETE the parser\n---END_RALPH_STATUS---",
+                None,
+                None,
+            ),
         ];
         for (message, status, exit) in cases {
             let block = status_block(message).unwrap_or_else(|| panic!("{message:?}"));

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::judge::breaker::{BreakerConfig, Signal, SIGNALS};
+use crate::judge::breaker::{BreakerConfig, SIGNALS, Signal};
 use crate::judge::completion::{CompletionConfig, CompletionMode, ConfidenceWeights};
-use crate::observe::files::{read_bounded, Bounded};
+use crate::observe::files::{Bounded, read_bounded};
 use crate::observe::verify::VerifyCommand;
-use crate::paths::{ProjectPaths, DEFAULT_PROMPT_FILE};
+use crate::paths::{DEFAULT_PROMPT_FILE, ProjectPaths};
 use crate::units::Usd;
 
 mod load;
@@ -762,8 +762,7 @@ fn parse_bool(raw: &str) -> Option<bool> {
 }
 
 /// What a `protectedPaths` entry may be.
-const PROTECTED_ACCEPTS: &str =
-    "a list of globs relative to the project (such as \"tests\" or \"src/**/*_test.go\"), none empty, none absolute, none with `..`";
+const PROTECTED_ACCEPTS: &str = "a list of globs relative to the project (such as \"tests\" or \"src/**/*_test.go\"), none empty, none absolute, none with `..`";
 
 /// Whether `glob` can be a `protectedPaths` entry.
 fn valid_protected(glob: &str) -> bool {
@@ -1028,7 +1027,7 @@ pub fn read_config_text(path: &Path) -> Result<Option<String>, ConfigError> {
         Bounded::TooLarge => {
             return Err(ConfigError::TooLarge {
                 path: path.to_path_buf(),
-            })
+            });
         }
         Bounded::Bytes(bytes) => bytes,
     };

@@ -11,8 +11,8 @@ use crate::judge::config::Config;
 use crate::judge::errors::{self, ErrorSighting};
 use crate::judge::signals;
 use crate::judge::state::{
-    excerpt, ClaimOutcome, ClaimRecord, IterationRecord, LoopState, PauseKind, PausedBecause,
-    Question, Status, StopDecision, WindowUse,
+    ClaimOutcome, ClaimRecord, IterationRecord, LoopState, PauseKind, PausedBecause, Question,
+    Status, StopDecision, WindowUse, excerpt,
 };
 use crate::observe::plan::PlanReport;
 use crate::observe::progress::Reading;
@@ -165,27 +165,26 @@ pub fn judge_claim(config: &Config, state: &LoopState, observed: &Observation) -
         )
     };
     let mut assessment = assess(&observed.message);
-    if !assessment.claimed {
-        if let Some(late) = &observed.late_message {
-            let mut earlier = assess(late);
-            if earlier.claimed {
-                earlier.basis = format!(
-                    "{} in iteration {}'s message, which reached the transcript only after its stop",
-                    earlier.basis,
-                    state.iteration.saturating_sub(1)
-                );
-                assessment = earlier;
-            }
+    if !assessment.claimed
+        && let Some(late) = &observed.late_message
+    {
+        let mut earlier = assess(late);
+        if earlier.claimed {
+            earlier.basis = format!(
+                "{} in iteration {}'s message, which reached the transcript only after its stop",
+                earlier.basis,
+                state.iteration.saturating_sub(1)
+            );
+            assessment = earlier;
         }
     }
-    if !assessment.claimed {
-        if let Some(Ok(marker)) = claims::outcome(&observed.message) {
-            if marker.status == claims::OutcomeStatus::NoItem {
-                // The queue is empty: a claim, checked by the gates like any other.
-                assessment.claimed = true;
-                assessment.basis = "RALPH_OUTCOME no-item (the work queue is empty)".into();
-            }
-        }
+    if !assessment.claimed
+        && let Some(Ok(marker)) = claims::outcome(&observed.message)
+        && marker.status == claims::OutcomeStatus::NoItem
+    {
+        // The queue is empty: a claim, checked by the gates like any other.
+        assessment.claimed = true;
+        assessment.basis = "RALPH_OUTCOME no-item (the work queue is empty)".into();
     }
     ClaimJudgement {
         assessment,
@@ -436,10 +435,10 @@ pub fn decide_judged(
         return pause_on_api_error(next, observed, failure, now);
     }
     next.auto_resumes = 0;
-    if let (Some(late), true) = (&observed.late_message, previous_stop_was_behind(state)) {
-        if let Some(record) = next.history.last_mut() {
-            record.excerpt = excerpt(late);
-        }
+    if let (Some(late), true) = (&observed.late_message, previous_stop_was_behind(state))
+        && let Some(record) = next.history.last_mut()
+    {
+        record.excerpt = excerpt(late);
     }
     let findings = signals::findings_count(&observed.message);
     if findings.is_some() {
@@ -1345,12 +1344,14 @@ mod tests {
         assert_eq!(state.question, Some(question));
         assert_eq!(state.iteration, 3, "the answer goes to the next iteration");
         assert_eq!(state.history.last().unwrap().decision, StopDecision::Allow);
-        assert!(state
-            .history
-            .last()
-            .unwrap()
-            .why
-            .contains("the agent asks the person"));
+        assert!(
+            state
+                .history
+                .last()
+                .unwrap()
+                .why
+                .contains("the agent asks the person")
+        );
         // The waiting loop's session stops again: the person spoke in it.
         let later = Timestamp::from_secs(NOW.secs() + 60);
         let out = decide(&config(), Some(&state), &saying("Working."), later);
@@ -1364,12 +1365,14 @@ mod tests {
             (resumed.status, resumed.question.as_ref()),
             (Status::Running, None)
         );
-        assert!(resumed
-            .history
-            .last()
-            .unwrap()
-            .why
-            .starts_with("resumed in the session after the question of iteration 2"));
+        assert!(
+            resumed
+                .history
+                .last()
+                .unwrap()
+                .why
+                .starts_with("resumed in the session after the question of iteration 2")
+        );
         // At the cap the loop ends as it would have: the question is in the history.
         let out = decide(&config(), Some(&running(5, 5)), &asking, NOW);
         assert_eq!(out.verdict, Verdict::End(Status::MaxIterations));
@@ -2108,12 +2111,14 @@ mod tests {
         let resumed = later.new_state.unwrap();
         assert_eq!(resumed.status, Status::Running);
         assert_eq!(resumed.paused_because, None);
-        assert!(resumed
-            .history
-            .last()
-            .unwrap()
-            .why
-            .starts_with("resumed after the pause (calls_per_hour"));
+        assert!(
+            resumed
+                .history
+                .last()
+                .unwrap()
+                .why
+                .starts_with("resumed after the pause (calls_per_hour")
+        );
     }
 
     #[test]

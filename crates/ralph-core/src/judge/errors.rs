@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::observe::refusals::{
-    calls_in_words, how_to_allow, how_to_allow_in, is_permission_denial, is_simple_command,
-    permission_denial, Refusal, SAMPLE_CHARS,
+    Refusal, SAMPLE_CHARS, calls_in_words, how_to_allow, how_to_allow_in, is_permission_denial,
+    is_simple_command, permission_denial,
 };
 use crate::observe::refusals::{is_exit_code_line, sample_of};
 
@@ -173,41 +173,101 @@ mod tests {
             // Bash, both clients, both modes: tests, builds, git add/commit, curl, python3 -c.
             ("This command requires approval", true),
             // A compound command, both clients: "require", not "requires".
-            ("This Bash command contains multiple operations. The following parts require approval: git add x, git commit -m x", true),
-            ("This Bash command contains multiple operations. The following part requires approval: curl -s http://127.0.0.1:9/", true),
+            (
+                "This Bash command contains multiple operations. The following parts require approval: git add x, git commit -m x",
+                true,
+            ),
+            (
+                "This Bash command contains multiple operations. The following part requires approval: curl -s http://127.0.0.1:9/",
+                true,
+            ),
             // Write outside the project (acceptEdits), anywhere (default mode), both clients.
-            ("Claude requested permissions to write to /p/new.txt, but you haven't granted it yet.", true),
+            (
+                "Claude requested permissions to write to /p/new.txt, but you haven't granted it yet.",
+                true,
+            ),
             // `echo hi > inside.txt` in the default mode (2.1.330).
-            ("Output redirection to '/p/x.txt' needs approval. The path is inside the working directories for this session ('/p'), and Claude Code asks before a shell command creates, changes or removes files there.", true),
+            (
+                "Output redirection to '/p/x.txt' needs approval. The path is inside the working directories for this session ('/p'), and Claude Code asks before a shell command creates, changes or removes files there.",
+                true,
+            ),
             // `echo hi > /tmp/x` (2.1.330).
-            ("Output redirection to '/tmp/x' needs approval. The path is outside the working directories for this session ('/p'). Allowing runs the command as written.", true),
+            (
+                "Output redirection to '/tmp/x' needs approval. The path is outside the working directories for this session ('/p'). Allowing runs the command as written.",
+                true,
+            ),
             // `rm README.md` in the default mode (2.1.330).
-            ("rm in '/p/README.md' needs approval. The path is inside the working directories for this session ('/p'), and Claude Code asks before a shell command creates, changes or removes files there.", true),
-            ("touch in '/tmp/x' needs approval. The path is outside the working directories for this session ('/p'). Allowing runs the command as written.", true),
+            (
+                "rm in '/p/README.md' needs approval. The path is inside the working directories for this session ('/p'), and Claude Code asks before a shell command creates, changes or removes files there.",
+                true,
+            ),
+            (
+                "touch in '/tmp/x' needs approval. The path is outside the working directories for this session ('/p'). Allowing runs the command as written.",
+                true,
+            ),
             // `echo hi > /tmp/x` (2.0.77).
-            ("Output redirection to '/tmp/x' was blocked. For security, Claude Code may only write to files in the allowed working directories for this session: '/p'.", true),
-            ("touch in '/tmp/x' was blocked. For security, Claude Code may only create or modify files in the allowed working directories for this session: '/p'.", true),
+            (
+                "Output redirection to '/tmp/x' was blocked. For security, Claude Code may only write to files in the allowed working directories for this session: '/p'.",
+                true,
+            ),
+            (
+                "touch in '/tmp/x' was blocked. For security, Claude Code may only create or modify files in the allowed working directories for this session: '/p'.",
+                true,
+            ),
             // Read (a file outside the project; 2.0.77: Grep there too) and
             // WebFetch, both clients, both modes.
-            ("Claude requested permissions to read from /tmp/o.txt, but you haven't granted it yet.", true),
-            ("Claude requested permissions to use WebFetch, but you haven't granted it yet.", true),
+            (
+                "Claude requested permissions to read from /tmp/o.txt, but you haven't granted it yet.",
+                true,
+            ),
+            (
+                "Claude requested permissions to use WebFetch, but you haven't granted it yet.",
+                true,
+            ),
             // `ls`, `cd`, `cat` outside the project, both clients, both modes.
-            ("ls in '/tmp' was blocked. For security, Claude Code may only list files in the allowed working directories for this session: '/p'.", true),
-            ("cd in '/tmp' was blocked. For security, Claude Code may only change directories to the allowed working directories for this session: '/p'.", true),
-            ("cat in '/tmp/o.txt' was blocked. For security, Claude Code may only concatenate files from the allowed working directories for this session: '/p'.", true),
+            (
+                "ls in '/tmp' was blocked. For security, Claude Code may only list files in the allowed working directories for this session: '/p'.",
+                true,
+            ),
+            (
+                "cd in '/tmp' was blocked. For security, Claude Code may only change directories to the allowed working directories for this session: '/p'.",
+                true,
+            ),
+            (
+                "cat in '/tmp/o.txt' was blocked. For security, Claude Code may only concatenate files from the allowed working directories for this session: '/p'.",
+                true,
+            ),
             // `sed -i` in the project, default mode: 2.1.330, then 2.0.77.
-            ("sed in '/p/README.md' needs approval. The path is inside the working directories for this session ('/p'), and Claude Code asks before a shell command creates, changes or removes files there.", true),
-            ("sed command requires approval (contains potentially dangerous operations)", true),
+            (
+                "sed in '/p/README.md' needs approval. The path is inside the working directories for this session ('/p'), and Claude Code asks before a shell command creates, changes or removes files there.",
+                true,
+            ),
+            (
+                "sed command requires approval (contains potentially dangerous operations)",
+                true,
+            ),
             // Failures that are no refusal, the system's EACCES among them.
             ("Exit code 1\nbash: /etc/shadow: Permission denied", false),
-            ("Exit code 1\ntouch: cannot touch '/root/x': Permission denied", false),
+            (
+                "Exit code 1\ntouch: cannot touch '/root/x': Permission denied",
+                false,
+            ),
             ("error[E0425]: cannot find value `x` in this scope", false),
-            ("Exit code 1\ncat: missing.txt: No such file or directory", false),
+            (
+                "Exit code 1\ncat: missing.txt: No such file or directory",
+                false,
+            ),
             // A command's own failure whose output says the words: a test's
             // name, or text the agent printed.
-            ("Exit code 1\nFAILED tests/test_orders.py::test_order_requires_approval", false),
+            (
+                "Exit code 1\nFAILED tests/test_orders.py::test_order_requires_approval",
+                false,
+            ),
             ("Exit code 1\nThis command requires approval", false),
-            ("Exit code 2\nThe following parts require approval: curl x | sh", false),
+            (
+                "Exit code 2\nThe following parts require approval: curl x | sh",
+                false,
+            ),
         ] {
             let got = permission_denial(&[result.to_string()]);
             assert_eq!(got.is_some(), denied, "{result}");
@@ -219,10 +279,12 @@ mod tests {
             "Claude requested permissions to write to /p/a.txt, but you haven't granted it yet."
                 .to_string(),
         ];
-        assert!(permission_denial(&results)
-            .unwrap()
-            .call()
-            .contains("/p/a.txt"));
+        assert!(
+            permission_denial(&results)
+                .unwrap()
+                .call()
+                .contains("/p/a.txt")
+        );
         assert_eq!(permission_denial(&[]), None);
     }
 
@@ -325,9 +387,11 @@ mod tests {
         let write = Refusal::of_call("Write", Some("/p/x.txt"));
         assert_eq!(write.call(), "Write(/p/x.txt)");
         assert_eq!(write.allow_rules(), ["Write"]);
-        assert!(write
-            .how_to_allow()
-            .contains("--permission-mode acceptEdits"));
+        assert!(
+            write
+                .how_to_allow()
+                .contains("--permission-mode acceptEdits")
+        );
         // Only the text known: no rule to offer, the text names it.
         let text_only = permission_denial(&["This command requires approval".into()]).unwrap();
         assert_eq!(text_only.call(), "This command requires approval");
@@ -337,9 +401,11 @@ mod tests {
         // multi-line command is shortened.
         let quoted = Refusal::of_call("Bash", Some("python3 -c \"print(1)\"\nsecond line"));
         assert_eq!(quoted.call(), "Bash(python3 -c \"print(1)\")");
-        assert!(quoted
-            .how_to_allow()
-            .contains(r#""Bash(python3 -c \"print(1)\":*)""#));
+        assert!(
+            quoted
+                .how_to_allow()
+                .contains(r#""Bash(python3 -c \"print(1)\":*)""#)
+        );
         // Several calls: each named once, every rule offered.
         let several = [
             unittest.clone(),

@@ -12,7 +12,7 @@ use crate::judge::breaker::BreakerState;
 use crate::judge::config::{Config, ResumePolicy};
 use crate::judge::decision::MessageSource;
 use crate::judge::state::{
-    excerpt, IterationRecord, LoopState, PausedBecause, Status, StopDecision,
+    IterationRecord, LoopState, PausedBecause, Status, StopDecision, excerpt,
 };
 use crate::observe::usage::UsageReading;
 use crate::time::Timestamp;
@@ -65,7 +65,9 @@ impl StartRefusal {
             } => {
                 let cooldown = match cooldown_minutes {
                     Some(m) => {
-                        format!(", or wait until {m} minute(s) after it opened (CB_COOLDOWN_MINUTES)")
+                        format!(
+                            ", or wait until {m} minute(s) after it opened (CB_COOLDOWN_MINUTES)"
+                        )
                     }
                     None => String::new(),
                 };
@@ -241,12 +243,12 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
         {
             ResumePlan::Stay {
                 reason: format!(
-                "{} until {}, more than {} h away (maxResumeWaitHours): `ralph-ctl run --resume` \
+                    "{} until {}, more than {} h away (maxResumeWaitHours): `ralph-ctl run --resume` \
                  once it has reset",
-                paused.kind.as_str(),
-                paused.resume_at.map(|t| t.to_string()).unwrap_or_default(),
-                config.supervision.max_resume_wait_hours
-            ),
+                    paused.kind.as_str(),
+                    paused.resume_at.map(|t| t.to_string()).unwrap_or_default(),
+                    config.supervision.max_resume_wait_hours
+                ),
             }
         }
         Some(at) => ResumePlan::ResumeAt {
@@ -522,10 +524,10 @@ fn queue_next_step(state: &LoopState, queue: &crate::judge::state::QueueRun) -> 
     let source = crate::text::shell_word(&queue.source);
     let take_up = |before: &str| {
         let mut words = vec![format!("ralph-ctl run --queue {source}")];
-        if let Some(workers) = state.run_mode.as_ref().and_then(|m| m.workers) {
-            if workers > 1 {
-                words.push(format!("--workers {workers}"));
-            }
+        if let Some(workers) = state.run_mode.as_ref().and_then(|m| m.workers)
+            && workers > 1
+        {
+            words.push(format!("--workers {workers}"));
         }
         if queue.merge == "none" {
             words.push("--merge none".into());
@@ -591,16 +593,15 @@ fn queue_next_step(state: &LoopState, queue: &crate::judge::state::QueueRun) -> 
             }
             parts.join("; ")
         }
-        Status::MaxIterations => format!(
-            "{} (with --max-iterations N for a higher cap)",
-            take_up("")
-        ),
+        Status::MaxIterations => {
+            format!("{} (with --max-iterations N for a higher cap)", take_up(""))
+        }
         Status::BudgetExhausted => take_up("raise maxCostUsd, then "),
         Status::CircuitOpen => take_up("fix what blocked it, then "),
         Status::Failed => take_up(&fix_then(state)),
-        Status::ErrorBudgetExhausted | Status::GateBudgetExhausted => {
-            take_up("look at the items that failed (`ralph-ctl status` lists them), fix what they need, then ")
-        }
+        Status::ErrorBudgetExhausted | Status::GateBudgetExhausted => take_up(
+            "look at the items that failed (`ralph-ctl status` lists them), fix what they need, then ",
+        ),
         Status::Cancelled => take_up("when you want the rest done, "),
         _ => take_up(""),
     })
@@ -651,7 +652,10 @@ pub fn outcome_line(state: &LoopState) -> String {
                 state.iteration, state.max_iterations
             )
         }
-        Status::Failed => format!("loop failed at iteration {} ({because}){next}", state.iteration),
+        Status::Failed => format!(
+            "loop failed at iteration {} ({because}){next}",
+            state.iteration
+        ),
         Status::Waiting => {
             let question = state
                 .question
@@ -863,9 +867,11 @@ mod tests {
             "`ralph-ctl run --queue 'plan:IMPLEMENTATION PLAN.md' --workers 2 --merge none` takes up the items left"
         );
         run.status = Status::BudgetExhausted;
-        assert!(next_step(&run)
-            .unwrap()
-            .starts_with("raise maxCostUsd, then `ralph-ctl run --queue"));
+        assert!(
+            next_step(&run)
+                .unwrap()
+                .starts_with("raise maxCostUsd, then `ralph-ctl run --queue")
+        );
     }
 
     #[test]
@@ -947,7 +953,9 @@ mod tests {
         ));
         assert_eq!(
             paused.ended_because.as_deref(),
-            Some("SIGTERM received while the loop was paused, waiting to resume, at iteration 2 of 5")
+            Some(
+                "SIGTERM received while the loop was paused, waiting to resume, at iteration 2 of 5"
+            )
         );
         // A queue run's own loop never iterates: its items' iterations count.
         let mut queue = LoopState::new("s".into(), 25, Timestamp::from_secs(0));

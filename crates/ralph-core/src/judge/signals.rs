@@ -37,7 +37,10 @@ mod tests {
                 Some(3),
             ),
             ("RALPH_ITERATION_COMPLETE: some findings remain", None),
-            ("RALPH_ITERATION_COMPLETE: 99999999999999999999999 findings", None),
+            (
+                "RALPH_ITERATION_COMPLETE: 99999999999999999999999 findings",
+                None,
+            ),
             ("no marker 4 findings remain", None),
         ];
         for (msg, want) in cases {

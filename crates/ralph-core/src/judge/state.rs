@@ -723,7 +723,7 @@ impl LoopState {
                 return Err(match serde_json::from_slice::<serde_json::Value>(bytes) {
                     Ok(_) => "it holds JSON, but not a ralph state object".into(),
                     Err(_) => e.to_string(),
-                })
+                });
             }
         };
         let version = version
@@ -910,7 +910,7 @@ impl LoopState {
 /// (`closed → half_open: why`, `accepted: basis`, `rejected by the plan,
 /// verification gate(s): basis`); version 2 keeps them typed.
 fn migrate_v1(state: &mut serde_json::Value) {
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
     let Some(history) = state.get_mut("history").and_then(Value::as_array_mut) else {
         return;
     };
@@ -1000,10 +1000,11 @@ mod tests {
         assert_eq!((test.completed_at, test.iterations), (None, 3));
         assert_eq!((test.gates[0].failures, test.gates[0].passed), (0, None));
         run.restart_at("plan").unwrap();
-        assert!(run
-            .steps
-            .iter()
-            .all(|s| !s.skipped && s.completed_at.is_none()));
+        assert!(
+            run.steps
+                .iter()
+                .all(|s| !s.skipped && s.completed_at.is_none())
+        );
         let err = run.restart_at("deploy").unwrap_err();
         assert!(err.contains("its steps are plan, implement, test"), "{err}");
     }

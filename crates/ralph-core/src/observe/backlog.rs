@@ -134,10 +134,14 @@ pub fn mark_done(mark: DoneMark, text: &str, id: &str) -> Option<String> {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum QueueError {
     /// The source (`--queue` or `ralph-ctl queue`) has no known kind.
-    #[error("the queue source {0:?} says no kind: say where the items are, plan:PATH, dir:PATH or cmd:COMMAND, or a tracker: prd:PATH, github:label=NAME, beads:")]
+    #[error(
+        "the queue source {0:?} says no kind: say where the items are, plan:PATH, dir:PATH or cmd:COMMAND, or a tracker: prd:PATH, github:label=NAME, beads:"
+    )]
     UnknownSource(String),
     /// The kind is there, its path or command is not.
-    #[error("the queue source {0:?} has nothing after the colon; give the path, the command, or (github:) the filter, e.g. github:label=ralph")]
+    #[error(
+        "the queue source {0:?} has nothing after the colon; give the path, the command, or (github:) the filter, e.g. github:label=ralph"
+    )]
     Empty(String),
     /// A file or folder could not be read.
     #[error("the queue's {what} {path} cannot be read: {why}")]
@@ -191,7 +195,9 @@ pub enum QueueError {
     },
     /// An item depends on an id no item of the backlog has, and the source
     /// does not record it as done.
-    #[error("item {item} depends on {missing}, which the queue's source neither lists as an item nor records as done; fix the id or drop the dependency")]
+    #[error(
+        "item {item} depends on {missing}, which the queue's source neither lists as an item nor records as done; fix the id or drop the dependency"
+    )]
     MissingDependency {
         /// The item.
         item: String,
@@ -456,11 +462,12 @@ pub fn tick(markdown: &str, id: &str) -> Option<String> {
     let mut ticked = false;
     for (line, unchecked) in plan::boxes(markdown) {
         let mut line = line.to_string();
-        if let Some(text) = unchecked {
-            if !ticked && plan_id(&text, &mut seen) == id {
-                line = line.replacen("[ ]", "[x]", 1);
-                ticked = true;
-            }
+        if let Some(text) = unchecked
+            && !ticked
+            && plan_id(&text, &mut seen) == id
+        {
+            line = line.replacen("[ ]", "[x]", 1);
+            ticked = true;
         }
         out.push_str(&line);
     }
@@ -546,7 +553,7 @@ fn command_items(command: &str, root: &Path) -> Result<Vec<Item>, QueueError> {
             return Err(failed(format!(
                 "did not finish within {} s; make it faster or give the items another way",
                 COMMAND_TIMEOUT.as_secs()
-            )))
+            )));
         }
     };
     if bytes.len() > MAX_COMMAND_OUTPUT {
@@ -565,7 +572,7 @@ fn command_items(command: &str, root: &Path) -> Result<Vec<Item>, QueueError> {
             other => {
                 return Err(failed(format!(
                     "printed an item whose id is {other}; give each item a string or number id"
-                )))
+                )));
             }
         };
         if items.iter().any(|seen| seen.id == id) {

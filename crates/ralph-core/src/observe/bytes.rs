@@ -32,10 +32,10 @@ pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     {
         // (It needs a needle of 2 bytes or more and a haystack at least
         // as long as it says; Rabin-Karp takes the rest.)
-        if let Some(finder) = memchr::arch::x86_64::sse2::packedpair::Finder::new(needle) {
-            if haystack.len() >= finder.min_haystack_len() {
-                return finder.find(haystack, needle);
-            }
+        if let Some(finder) = memchr::arch::x86_64::sse2::packedpair::Finder::new(needle)
+            && haystack.len() >= finder.min_haystack_len()
+        {
+            return finder.find(haystack, needle);
         }
         memchr::arch::all::rabinkarp::Finder::new(needle).find(haystack, needle)
     }

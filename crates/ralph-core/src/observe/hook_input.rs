@@ -132,13 +132,13 @@ pub fn parse(bytes: &[u8]) -> Result<HookInput, InputError> {
         return Err(InputError::NotObject(kind(&value)));
     };
     let session_id = optional_string(&map, "session_id")?;
-    if let Some(id) = &session_id {
-        if !is_valid_session_id(id) {
-            return Err(InputError::BadField {
-                field: "session_id",
-                problem: "must be 1 to 200 letters, digits, '-', '_', '.' or ':'",
-            });
-        }
+    if let Some(id) = &session_id
+        && !is_valid_session_id(id)
+    {
+        return Err(InputError::BadField {
+            field: "session_id",
+            problem: "must be 1 to 200 letters, digits, '-', '_', '.' or ':'",
+        });
     }
     let stop_hook_active = match map.get("stop_hook_active") {
         None | Some(Value::Null) => false,
@@ -147,7 +147,7 @@ pub fn parse(bytes: &[u8]) -> Result<HookInput, InputError> {
             return Err(InputError::BadField {
                 field: "stop_hook_active",
                 problem: "must be a boolean",
-            })
+            });
         }
     };
     let path = |field| {

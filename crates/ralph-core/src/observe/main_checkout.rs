@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::observe::files::{read_bounded, Bounded};
+use crate::observe::files::{Bounded, read_bounded};
 use crate::observe::process::walls;
 
 /// Entries of a `site-packages` folder read at most.

@@ -16,13 +16,13 @@ pub mod walls;
 #[cfg(unix)]
 #[allow(unsafe_code)]
 pub(crate) fn kill(pid: u32, group: bool) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        if pid > 1 {
-            // SAFETY: kill(2) on one positive pid, or on the negative id of a
-            // group that pid leads, only sends a signal.
-            unsafe {
-                libc::kill(if group { -pid } else { pid }, libc::SIGKILL);
-            }
+    if let Ok(pid) = libc::pid_t::try_from(pid)
+        && pid > 1
+    {
+        // SAFETY: kill(2) on one positive pid, or on the negative id of a
+        // group that pid leads, only sends a signal.
+        unsafe {
+            libc::kill(if group { -pid } else { pid }, libc::SIGKILL);
         }
     }
 }

@@ -462,7 +462,7 @@ impl Baseline {
                 match fs::symlink_metadata(&folder) {
                     // A folder on the way: a real one.
                     Ok(meta) if parts.peek().is_some() && !meta.file_type().is_dir() => {
-                        return None
+                        return None;
                     }
                     // The file itself: anything but a folder.
                     Ok(meta) if parts.peek().is_none() && meta.file_type().is_dir() => return None,

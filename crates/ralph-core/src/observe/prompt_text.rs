@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::observe::files::{read_bounded, Bounded};
+use crate::observe::files::{Bounded, read_bounded};
 
 /// Largest prompt or guardrails file accepted: it is re-sent at every iteration.
 pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
@@ -16,7 +16,9 @@ pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
 #[derive(Debug, Error)]
 pub enum PromptError {
     /// The prompt file does not exist.
-    #[error("prompt file {path} does not exist; create it (ralph-ctl init writes a template) or set promptFile / RALPH_PROMPT_FILE")]
+    #[error(
+        "prompt file {path} does not exist; create it (ralph-ctl init writes a template) or set promptFile / RALPH_PROMPT_FILE"
+    )]
     Missing {
         /// The file.
         path: PathBuf,
@@ -59,7 +61,7 @@ fn read_text(path: &Path) -> Result<Option<String>, PromptError> {
         Bounded::TooLarge => {
             return Err(PromptError::TooLarge {
                 path: path.to_path_buf(),
-            })
+            });
         }
         Bounded::Bytes(bytes) => bytes,
     };

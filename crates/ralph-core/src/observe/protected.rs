@@ -528,7 +528,10 @@ mod tests {
             ("tests/test_a.py", "def test_a(): assert False\n"),
             ("conftest.py", "import pytest\n"),
             ("tox.ini", "[tox]\nenvlist = py3\n"),
-            ("pyproject.toml", "[project]\nname = \"calc\"\ndependencies = []\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\n\n[tool.ruff]\nline-length = 88\n"),
+            (
+                "pyproject.toml",
+                "[project]\nname = \"calc\"\ndependencies = []\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\n\n[tool.ruff]\nline-length = 88\n",
+            ),
             ("setup.cfg", "[metadata]\nname = calc\n"),
             ("src/conftest.py", "# not the tests'\n"),
         ]);

@@ -191,7 +191,7 @@ pub fn is_simple_command(command: &str) -> bool {
             (Some(_), _) => {}
             (None, '\'' | '"') => quote = Some(c),
             (None, ';' | '&' | '|' | '<' | '>' | '`' | '$' | '(' | ')' | '\n' | '{' | '}') => {
-                return false
+                return false;
             }
             (None, _) => {}
         }

@@ -60,7 +60,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::fnv::Fnv;
-use crate::observe::files::{read_bounded, Bounded};
+use crate::observe::files::{Bounded, read_bounded};
 use crate::observe::process::walls::Walls;
 use crate::observe::verify::VerifyCommand;
 
@@ -363,10 +363,10 @@ fn resolve_into(
         match name.as_str() {
             n if is_python(n) => targets.extend(python_target(root, cwd, &shown, args)),
             "sh" | "bash" | "dash" | "zsh" => {
-                if let Some(script) = args.iter().find(|a| !a.starts_with('-')) {
-                    if !args.iter().any(|a| a == "-c") {
-                        targets.push(file_target(root, &shown, &cwd.join(script)));
-                    }
+                if let Some(script) = args.iter().find(|a| !a.starts_with('-'))
+                    && !args.iter().any(|a| a == "-c")
+                {
+                    targets.push(file_target(root, &shown, &cwd.join(script)));
                 }
             }
             "npm" | "yarn" | "pnpm" | "npx" if depth < MAX_DEPTH => {
@@ -943,10 +943,12 @@ mod tests {
             "{changes:?}"
         );
         // Code the module does not resolve to is free.
-        assert!(changed_after(&[], "python3 -m unittest", |root| write(
-            root, "calc.py", "x"
-        ))
-        .is_empty());
+        assert!(
+            changed_after(&[], "python3 -m unittest", |root| write(
+                root, "calc.py", "x"
+            ))
+            .is_empty()
+        );
     }
 
     #[test]
@@ -1149,12 +1151,14 @@ mod tests {
     #[test]
     fn what_does_not_shadow_or_was_there_at_the_start_is_free() {
         // The person's own `json.py`, changed by the loop: the project's code.
-        assert!(shadowed_after(
-            &[("json.py", "a"), ("test_a.py", "")],
-            "python3 -m unittest",
-            |root| write(root, "json.py", "b")
-        )
-        .is_empty());
+        assert!(
+            shadowed_after(
+                &[("json.py", "a"), ("test_a.py", "")],
+                "python3 -m unittest",
+                |root| write(root, "json.py", "b")
+            )
+            .is_empty()
+        );
         let free = [
             // The test package: not in sys.stdlib_module_names.
             "test/__init__.py",
@@ -1186,12 +1190,14 @@ mod tests {
             "{changes:?}"
         );
         // With -I the current folder is not on the path.
-        assert!(shadowed_after(&[], "python3 -I -m unittest", |root| write(
-            root,
-            "difflib.py",
-            "x"
-        ))
-        .is_empty());
+        assert!(
+            shadowed_after(&[], "python3 -I -m unittest", |root| write(
+                root,
+                "difflib.py",
+                "x"
+            ))
+            .is_empty()
+        );
     }
 
     #[test]

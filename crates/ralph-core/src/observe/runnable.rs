@@ -477,7 +477,10 @@ mod tests {
                 "python3 -m pytest -q",
                 Some(1),
                 "/usr/bin/python3: No module named pytest\n",
-                Some(("a module", "`ralph-ctl init --verify '.venv/bin/python -m pytest -q'`")),
+                Some((
+                    "a module",
+                    "`ralph-ctl init --verify '.venv/bin/python -m pytest -q'`",
+                )),
             ),
             (
                 "a venv without the module",
@@ -731,7 +734,14 @@ mod tests {
                 "./run-tests\nFAIL: adds\nmake: *** [Makefile:4: test] Error 1\n",
                 (),
             ),
-            ("a plain failure", &[], "sh check.sh", Some(1), "the output differs\n", ()),
+            (
+                "a plain failure",
+                &[],
+                "sh check.sh",
+                Some(1),
+                "the output differs\n",
+                (),
+            ),
             ("a pass", &[], "true", Some(0), "", ()),
         ];
         for (name, files, command, code, output, ()) in cases {

@@ -27,8 +27,8 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use crate::observe::refusals::is_edit_tool;
 use crate::observe::refusals::EDIT_TOOLS;
+pub use crate::observe::refusals::is_edit_tool;
 use thiserror::Error;
 
 /// Bytes read per step from the end of the file.
@@ -476,11 +476,11 @@ impl Iteration {
                     self.pending_overflow = true;
                 }
                 for outcome in outcomes {
-                    if let Some(error) = &outcome.error {
-                        if self.tool_errors.len() < MAX_TOOL_ERRORS {
-                            self.tool_errors
-                                .push(error.chars().take(MAX_TOOL_ERROR_CHARS).collect());
-                        }
+                    if let Some(error) = &outcome.error
+                        && self.tool_errors.len() < MAX_TOOL_ERRORS
+                    {
+                        self.tool_errors
+                            .push(error.chars().take(MAX_TOOL_ERROR_CHARS).collect());
                     }
                     match &outcome.tool_use_id {
                         Some(id) if self.pending.len() < MAX_PENDING_RESULTS => {
@@ -516,26 +516,26 @@ impl Iteration {
         if !DESCRIBED_TOOLS.contains(&call.name.as_str()) {
             self.only_described_tools = false;
         }
-        if let Some(id) = &call.id {
-            if !self.pending.contains_key(id) && !self.pending_overflow {
-                self.unanswered_calls += 1;
-            }
+        if let Some(id) = &call.id
+            && !self.pending.contains_key(id)
+            && !self.pending_overflow
+        {
+            self.unanswered_calls += 1;
         }
         // The call's result is newer than the call, so it was seen already;
         // a call with no result did nothing (the stop came first).
         let outcome = call.id.as_ref().and_then(|id| self.pending.get(id));
-        if let Some(text) = outcome.and_then(|o| o.error.as_deref()) {
-            if self.refusals.len() < MAX_REFUSALS
-                && crate::observe::refusals::is_permission_denial(text)
-            {
-                let target = call.command.as_deref().or(call.edited_file.as_deref());
-                self.refusals.push(crate::observe::refusals::Refusal {
-                    text: crate::observe::refusals::permission_denial(&[text.to_string()])
-                        .and_then(|r| r.text),
-                    tool_use_id: call.id.clone(),
-                    ..crate::observe::refusals::Refusal::of_call(&call.name, target)
-                });
-            }
+        if let Some(text) = outcome.and_then(|o| o.error.as_deref())
+            && self.refusals.len() < MAX_REFUSALS
+            && crate::observe::refusals::is_permission_denial(text)
+        {
+            let target = call.command.as_deref().or(call.edited_file.as_deref());
+            self.refusals.push(crate::observe::refusals::Refusal {
+                text: crate::observe::refusals::permission_denial(&[text.to_string()])
+                    .and_then(|r| r.text),
+                tool_use_id: call.id.clone(),
+                ..crate::observe::refusals::Refusal::of_call(&call.name, target)
+            });
         }
         let Some(file) = call.edited_file else {
             return;
@@ -1128,7 +1128,11 @@ mod tests {
         // The refusal texts both clients wrote in acceptEdits (`-p`).
         let lines = [
             prompt("Stop hook feedback:\\nDo the task"),
-            call("t", "Bash", r#"{"command":"python3 -m unittest","description":"Run"}"#),
+            call(
+                "t",
+                "Bash",
+                r#"{"command":"python3 -m unittest","description":"Run"}"#,
+            ),
             result("t", true, "This command requires approval", ""),
             call("g", "Bash", r#"{"command":"git add a && git commit -m a"}"#),
             result(
@@ -1137,7 +1141,11 @@ mod tests {
                 "This Bash command contains multiple operations. The following parts require approval: git add a, git commit -m a",
                 "",
             ),
-            call("w", "Write", r#"{"file_path":"/tmp/out.txt","content":"x"}"#),
+            call(
+                "w",
+                "Write",
+                r#"{"file_path":"/tmp/out.txt","content":"x"}"#,
+            ),
             result(
                 "w",
                 true,
@@ -1146,7 +1154,12 @@ mod tests {
             ),
             // A failure that is no refusal, and the system's EACCES.
             call("c", "Bash", r#"{"command":"cat /etc/shadow"}"#),
-            result("c", true, "Exit code 1\\ncat: /etc/shadow: Permission denied", ""),
+            result(
+                "c",
+                true,
+                "Exit code 1\\ncat: /etc/shadow: Permission denied",
+                "",
+            ),
             call("ok", "Bash", r#"{"command":"ls"}"#),
             result("ok", false, "README.md", ""),
             assistant("end", r#"[{"type":"text","text":"Tried."}]"#),

@@ -406,10 +406,10 @@ impl Requests {
             let grown = max_of(*counted, tokens);
             self.tokens.add(&minus(grown, *counted));
             *counted = grown;
-            if let Some((_, last_hash, usage)) = &mut self.last {
-                if *last_hash == hash {
-                    *usage = grown;
-                }
+            if let Some((_, last_hash, usage)) = &mut self.last
+                && *last_hash == hash
+            {
+                *usage = grown;
             }
             return;
         }
@@ -431,10 +431,10 @@ impl Requests {
                 tokens
             }
         };
-        if self.recent.len() >= RECENT_IDS {
-            if let Some(oldest) = self.recent.pop_front() {
-                self.counted.remove(&oldest);
-            }
+        if self.recent.len() >= RECENT_IDS
+            && let Some(oldest) = self.recent.pop_front()
+        {
+            self.counted.remove(&oldest);
         }
         self.recent.push_back(hash);
         self.counted.insert(hash, counted);
@@ -639,10 +639,12 @@ mod tests {
             offset: 1 << 40,
             ..TranscriptCursor::default()
         };
-        assert!(read_new(&path, Some(&beyond), 0)
-            .unwrap()
-            .last_api_error
-            .is_some());
+        assert!(
+            read_new(&path, Some(&beyond), 0)
+                .unwrap()
+                .last_api_error
+                .is_some()
+        );
         assert!(read_new(&dir.path().join("missing"), None, 0).is_err());
     }
 

@@ -169,7 +169,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn planted_symlinks_are_never_followed() {
-        use std::os::unix::fs::{symlink, PermissionsExt};
+        use std::os::unix::fs::{PermissionsExt, symlink};
         let dir = TempDir::new().unwrap();
         let victim = dir.path().join("victim");
         fs::write(&victim, "keep me").unwrap();

@@ -164,7 +164,9 @@ pub enum ClaimError {
         source: io::Error,
     },
     /// The claims file is not what ralph writes.
-    #[error("the queue's claims {path} are corrupt ({message}); move the file aside to start the queue's record afresh")]
+    #[error(
+        "the queue's claims {path} are corrupt ({message}); move the file aside to start the queue's record afresh"
+    )]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -516,10 +518,12 @@ mod tests {
         assert_eq!(record.expires_at, Timestamp::from_secs(u64::MAX));
         // Released by the person's stop: free at once.
         assert!(store.release("T-1", "b", at(1151)).unwrap());
-        assert!(store
-            .claim_next(&all, "c", at(1151), TTL)
-            .unwrap()
-            .is_some());
+        assert!(
+            store
+                .claim_next(&all, "c", at(1151), TTL)
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]

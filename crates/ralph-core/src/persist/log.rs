@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::judge::state::{LoopState, Status, StopDecision};
 
-use crate::observe::files::{read_bounded, Bounded};
+use crate::observe::files::{Bounded, read_bounded};
 use crate::persist::mac::{self, Key, Purpose};
 use crate::persist::sequence;
 use crate::persist::store::{Numbered, StateLock};
@@ -461,7 +461,7 @@ fn read_file(path: &Path) -> io::Result<(Vec<NumberedEntry>, usize)> {
                 "{} is larger than {} MiB",
                 path.display(),
                 2 * MAX_LOG_BYTES / 1024 / 1024
-            )))
+            )));
         }
         Bounded::Bytes(bytes) => bytes,
     };

@@ -175,7 +175,7 @@ fn check_folder(dir: &Path) -> Result<bool, KeyError> {
                 action: "look at the folder of",
                 path: dir.to_path_buf(),
                 source,
-            })
+            });
         }
     };
     let bad = |reason: String| KeyError::BadFolder {
@@ -310,7 +310,7 @@ impl Key {
                     action: "look at",
                     path,
                     source,
-                })
+                });
             }
         };
         if let Some(fault) = key_file_fault(&meta) {
@@ -462,10 +462,10 @@ pub fn current(create: bool) -> Result<Key, KeyError> {
     static LOADED: Mutex<Option<(PathBuf, Key)>> = Mutex::new(None);
     let dir = key_dir().ok_or(KeyError::NoDataDir)?;
     let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((at, key)) = loaded.as_ref() {
-        if *at == dir {
-            return Ok(key.clone());
-        }
+    if let Some((at, key)) = loaded.as_ref()
+        && *at == dir
+    {
+        return Ok(key.clone());
     }
     let key = match create {
         true => Key::load_or_create(&dir)?,
@@ -642,7 +642,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_key_ralph_did_not_make_is_refused_naming_the_file_and_the_fix() {
-        use std::os::unix::fs::{symlink, PermissionsExt};
+        use std::os::unix::fs::{PermissionsExt, symlink};
         let home = TempDir::new().unwrap();
         let dir = home.path().join("ralph");
         Key::load_or_create(&dir).unwrap();

@@ -135,7 +135,7 @@ pub fn read(keys: &Path, folder: &Path) -> Result<Option<Kept>, SequenceError> {
                 action: "read",
                 path,
                 source,
-            })
+            });
         }
     };
     let mut bytes = Vec::new();

@@ -65,7 +65,9 @@ pub enum StoreError {
         source: io::Error,
     },
     /// The state file exists but is not a valid state.
-    #[error("state file {path} is corrupt ({message}); see it with `ralph-ctl status`, clear it with `ralph-ctl reset`")]
+    #[error(
+        "state file {path} is corrupt ({message}); see it with `ralph-ctl status`, clear it with `ralph-ctl reset`"
+    )]
     Corrupt {
         /// The state file.
         path: PathBuf,
@@ -117,7 +119,9 @@ pub enum StoreError {
     #[error("{0}")]
     Sequence(#[from] SequenceError),
     /// The state to write is larger than a reader accepts: nothing was written.
-    #[error("the loop's state would be {bytes} bytes, more than the {MAX_STATE_BYTES} a state can hold, so {path} was left as it was; shorten what was added (a task, notes)")]
+    #[error(
+        "the loop's state would be {bytes} bytes, more than the {MAX_STATE_BYTES} a state can hold, so {path} was left as it was; shorten what was added (a task, notes)"
+    )]
     TooLarge {
         /// The state file.
         path: PathBuf,
@@ -358,14 +362,14 @@ impl StateStore {
             Ok(false) => {
                 return Err(StoreError::LockTimeout {
                     path: dir.to_path_buf(),
-                })
+                });
             }
             Err(source) => {
                 return Err(StoreError::Io {
                     action: "lock",
                     path: dir.to_path_buf(),
                     source,
-                })
+                });
             }
         }
         let lock = StateLock {
@@ -629,10 +633,10 @@ impl StateLock<'_> {
     /// Gives the state just removed (or moved aside) a number of its own.
     /// Without a key folder nothing is numbered (no state could verify).
     fn number_removal(&self) {
-        if mac::key_dir().is_some_and(|keys| keys.is_dir()) {
-            if let Ok(number) = self.next_number() {
-                self.numbered(Numbered::State, number);
-            }
+        if mac::key_dir().is_some_and(|keys| keys.is_dir())
+            && let Ok(number) = self.next_number()
+        {
+            self.numbered(Numbered::State, number);
         }
     }
 
@@ -940,7 +944,7 @@ fn read_state_bytes(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
                 action: "inspect",
                 path: path.to_path_buf(),
                 source,
-            })
+            });
         }
     };
     let corrupt = |message: String| StoreError::Corrupt {

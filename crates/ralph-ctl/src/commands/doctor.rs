@@ -480,7 +480,7 @@ fn hook(paths: &ProjectPaths) -> Check {
                 Verdict::Fail,
                 e.to_string(),
                 Some("fix the settings file's JSON".into()),
-            )
+            );
         }
     };
     let Some(file) = file else {
@@ -581,8 +581,7 @@ fn timeout(paths: &ProjectPaths, config: &Config) -> Check {
 }
 
 /// The fix for a project ralph is not installed in.
-const INSTALL: &str =
-    "`ralph-ctl run --task \"TEXT\"` installs ralph as it starts a loop on TEXT; \
+const INSTALL: &str = "`ralph-ctl run --task \"TEXT\"` installs ralph as it starts a loop on TEXT; \
                        `ralph-ctl init` installs it without starting";
 
 fn prompt(paths: &ProjectPaths, config: &Config) -> Check {
@@ -649,9 +648,16 @@ fn agent_files(config: &Config) -> Check {
             Verdict::Fail,
             format!(
                 "planFiles {} sit under .claude/, which Claude Code treats as sensitive: in acceptEdits (and headless) the agent cannot edit them",
-                inside.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
+                inside
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
-            Some("move them to the project (e.g. IMPLEMENTATION_PLAN.md) and update planFiles".into()),
+            Some(
+                "move them to the project (e.g. IMPLEMENTATION_PLAN.md) and update planFiles"
+                    .into(),
+            ),
         )
     }
 }
@@ -669,7 +675,7 @@ fn client(paths: &ProjectPaths) -> (Check, Option<ClientVersion>) {
                     Some("install Claude Code: npm install -g @anthropic-ai/claude-code".into()),
                 ),
                 None,
-            )
+            );
         }
     };
     let version = crate::driver::client::version(&program);
@@ -869,7 +875,10 @@ fn active_in_profiles() -> Check {
         check(
             NAME,
             Verdict::Fail,
-            format!("RALPH_ACTIVE is set in {}: every Claude Code session started from there acts as a loop's", places.join(", ")),
+            format!(
+                "RALPH_ACTIVE is set in {}: every Claude Code session started from there acts as a loop's",
+                places.join(", ")
+            ),
             Some("remove it: only the launcher sets it, for the client it starts".into()),
         )
     }

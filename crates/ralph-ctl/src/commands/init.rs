@@ -109,7 +109,7 @@ fn install(path: &Path, content: &str, keep_existing: bool, mode: u32) -> Result
             let limit = content.len() as u64;
             match files::read_bounded(path, limit).map_err(CtlError::io("read", path))? {
                 Bounded::Bytes(bytes) if bytes == content.as_bytes() => {
-                    return Ok(Change::Unchanged)
+                    return Ok(Change::Unchanged);
                 }
                 Bounded::Missing => (Change::Created, mode),
                 Bounded::Bytes(_) | Bounded::TooLarge => (Change::Updated, existing_mode),
@@ -287,7 +287,7 @@ fn has_terminal() -> bool {
 pub(crate) fn read_json_object(path: &Path) -> Result<Value, CtlError> {
     let bytes = match registration::read_settings(path)? {
         Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => {
-            return Ok(Value::Object(Default::default()))
+            return Ok(Value::Object(Default::default()));
         }
         Some(bytes) => bytes,
         None => return Ok(Value::Object(Default::default())),
@@ -320,12 +320,12 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     }
     let hook = find_hook(options.hook_path.clone())?;
     let root = &paths.root;
-    if let Some(command) = &options.verify {
-        if command.trim().is_empty() {
-            return Err(CtlError::BadArgument(
-                "--verify needs a command (the project's tests, e.g. --verify 'cargo test')".into(),
-            ));
-        }
+    if let Some(command) = &options.verify
+        && command.trim().is_empty()
+    {
+        return Err(CtlError::BadArgument(
+            "--verify needs a command (the project's tests, e.g. --verify 'cargo test')".into(),
+        ));
     }
     // The configuration as it stands; it must be valid before it is added to.
     let config = Config::load(paths, &ProcessEnv);

@@ -12,7 +12,7 @@ use ralph_core::judge::state::Status;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 
-use crate::driver::command::{block_cap, BLOCK_CAP_ENV};
+use crate::driver::command::{BLOCK_CAP_ENV, block_cap};
 use crate::driver::start;
 use crate::error::CmdResult;
 use crate::error::CtlError;
@@ -96,8 +96,14 @@ pub(crate) fn loop_start(
     let (text, code) = match result {
         Ok((_, text)) => (text, exit_codes::OK),
         Err(e) => (
-            format!("The Ralph loop was NOT started: {e}\nTell the person this; do not start the task as a loop.\n"),
-            if request.report { exit_codes::OK } else { e.exit_code() },
+            format!(
+                "The Ralph loop was NOT started: {e}\nTell the person this; do not start the task as a loop.\n"
+            ),
+            if request.report {
+                exit_codes::OK
+            } else {
+                e.exit_code()
+            },
         ),
     };
     super::written(
@@ -909,8 +915,14 @@ mod tests {
         }
         // Prose that names a flag, then flags: only the flags are read.
         assert_eq!(
-            read_as("Implement the --completion-promise option --max-iterations 4 --completion-promise DONE"),
-            ("Implement the --completion-promise option".to_string(), Some(4), Some("DONE".into()))
+            read_as(
+                "Implement the --completion-promise option --max-iterations 4 --completion-promise DONE"
+            ),
+            (
+                "Implement the --completion-promise option".to_string(),
+                Some(4),
+                Some("DONE".into())
+            )
         );
         assert_eq!(
             read_as("Fix the --completion-promise option --max-iterations 6"),

@@ -267,16 +267,16 @@ pub(crate) fn describe_changes(old: Option<&Pinned>, new: &Pinned) -> Vec<String
         }
     }
     let old_formula = old.and_then(|p| p.formula.as_ref());
-    if let Some(formula) = &new.formula {
-        if old_formula.map(|f| &f.digest) != Some(&formula.digest) {
-            lines.push(format!(
-                "formula {} ({}): {} → {}",
-                formula.name,
-                formula.file,
-                old_formula.map_or("(none)", |f| f.digest.as_str()),
-                formula.digest
-            ));
-        }
+    if let Some(formula) = &new.formula
+        && old_formula.map(|f| &f.digest) != Some(&formula.digest)
+    {
+        lines.push(format!(
+            "formula {} ({}): {} → {}",
+            formula.name,
+            formula.file,
+            old_formula.map_or("(none)", |f| f.digest.as_str()),
+            formula.digest
+        ));
     }
     lines
 }

@@ -110,7 +110,12 @@ mod tests {
     fn a_queue_run_has_a_row_per_item_escaped_and_each_item_folded() {
         let state = crate::testdir::queue_run_state();
         let page = html(&ProjectPaths::new("/p"), &state, None);
-        assert!(page.contains("<span class=\"run-counts\">3 items taken: 1 done, 1 working, 1 needs-review</span>"), "{page}");
+        assert!(
+            page.contains(
+                "<span class=\"run-counts\">3 items taken: 1 done, 1 working, 1 needs-review</span>"
+            ),
+            "{page}"
+        );
         assert!(page.contains("<td class=\"title\">add &lt;b&gt;</td><td class=\"item-status\" data-status=\"done\">done</td><td>2</td><td>$0.5000</td>"), "{page}");
         assert!(
             page.contains("data-status=\"needs-review\">needs-review</td>"),

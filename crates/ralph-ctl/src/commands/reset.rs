@@ -49,22 +49,21 @@ fn run_asking(paths: &ProjectPaths, force: bool, ask: Ask) -> CmdResult {
     }
     // The loop still going that the person agreed to clear.
     let mut agreed = None;
-    if !force {
-        if let Ok(Some(state)) = StateStore::new(paths).read() {
-            if let Some(going) = still_going(&state) {
-                let question = format!(
-                    "ralph-ctl: {going}. A reset clears it as it is (kept in the history); \
+    if !force
+        && let Ok(Some(state)) = StateStore::new(paths).read()
+        && let Some(going) = still_going(&state)
+    {
+        let question = format!(
+            "ralph-ctl: {going}. A reset clears it as it is (kept in the history); \
                      `ralph-ctl cancel` would end it first. Reset it anyway? [y/N] "
-                );
-                match ask(&question) {
-                    Some(true) => agreed = Some(identity(&state)),
-                    Some(false) => {
-                        crate::output::say!("Not reset: the loop was left as it is.");
-                        return Ok(exit_codes::REFUSED);
-                    }
-                    None => return Err(CtlError::Refused(refusal(&going))),
-                }
+        );
+        match ask(&question) {
+            Some(true) => agreed = Some(identity(&state)),
+            Some(false) => {
+                crate::output::say!("Not reset: the loop was left as it is.");
+                return Ok(exit_codes::REFUSED);
             }
+            None => return Err(CtlError::Refused(refusal(&going))),
         }
     }
     // Checked again under the lock: a loop started meanwhile is not the
@@ -83,7 +82,9 @@ fn run_asking(paths: &ProjectPaths, force: bool, ask: Ask) -> CmdResult {
             "Reset: the loop was cleared and kept in the history ({}; `ralph-ctl history` lists them).",
             kept.display()
         ),
-        crate::driver::start::Cleared::Removed(None) => crate::output::say!("Reset: the loop state was cleared."),
+        crate::driver::start::Cleared::Removed(None) => {
+            crate::output::say!("Reset: the loop state was cleared.")
+        }
         crate::driver::start::Cleared::Quarantined(aside) => {
             crate::output::say!(
                 "Reset: the state ralph could not use (corrupt, stale, or not written by ralph on \
@@ -109,7 +110,7 @@ fn still_going(state: &LoopState) -> Option<String> {
         Status::Paused | Status::Waiting
             if crate::driver::carriers::still_carried(state).is_none() =>
         {
-            return None
+            return None;
         }
         Status::Paused => "is paused, waiting to be resumed",
         Status::Waiting => "is waiting for your answer (`ralph-ctl answer TEXT`)",

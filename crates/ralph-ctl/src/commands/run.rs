@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use ralph_core::paths::ProjectPaths;
 
 use crate::driver;
-use crate::driver::prepare::{MergeMode, QueueOptions, RunOptions, MAX_WORKERS};
+use crate::driver::prepare::{MAX_WORKERS, MergeMode, QueueOptions, RunOptions};
 use crate::error::CmdResult;
 
 /// The arguments of `ralph-ctl run` (its help is the `Run` command's).

@@ -22,9 +22,9 @@ mod steer;
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ralph_core::exit_codes;
@@ -216,7 +216,7 @@ fn accept(listener: TcpListener, site: Arc<Site>, stop: Arc<AtomicBool>) {
                         | std::io::ErrorKind::Interrupted
                 ) =>
             {
-                continue
+                continue;
             }
             Err(e) => {
                 let _ = site.tell.send(Said::Failed(e));

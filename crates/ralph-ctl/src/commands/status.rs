@@ -44,10 +44,10 @@ pub(crate) fn run(paths: &ProjectPaths, json: bool, out: &mut dyn Write) -> CmdR
     let store = StateStore::new(paths);
     // The one thing status changes: a `.git/config.lock` a killed queue
     // run left (`git config` fails on it) goes, and is said.
-    if let Some(line) = crate::driver::config_hold::looked_at(paths) {
-        if !json {
-            let _ = writeln!(out, "{line}");
-        }
+    if let Some(line) = crate::driver::config_hold::looked_at(paths)
+        && !json
+    {
+        let _ = writeln!(out, "{line}");
     }
     let (code, written) = match store.read() {
         Ok(state) => (exit_codes::OK, show(paths, state.as_ref(), json, out)),

@@ -148,13 +148,13 @@ fn view(paths: &ProjectPaths, term: &mut std::io::Stdout) -> CmdResult {
                 .map_err(CtlError::io("draw on", "the terminal"))?;
             drawn = Some(key);
         }
-        if event::poll(POLL).map_err(CtlError::io("read", "the terminal"))? {
-            if let Ok(event::Event::Key(key)) = event::read() {
-                let ctrl_c = key.modifiers.contains(event::KeyModifiers::CONTROL)
-                    && key.code == event::KeyCode::Char('c');
-                if ctrl_c || matches!(key.code, event::KeyCode::Char('q') | event::KeyCode::Esc) {
-                    return Ok(exit_codes::OK);
-                }
+        if event::poll(POLL).map_err(CtlError::io("read", "the terminal"))?
+            && let Ok(event::Event::Key(key)) = event::read()
+        {
+            let ctrl_c = key.modifiers.contains(event::KeyModifiers::CONTROL)
+                && key.code == event::KeyCode::Char('c');
+            if ctrl_c || matches!(key.code, event::KeyCode::Char('q') | event::KeyCode::Esc) {
+                return Ok(exit_codes::OK);
             }
         }
     }

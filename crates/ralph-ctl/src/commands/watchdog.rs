@@ -2,7 +2,7 @@
 //! each client, which ends the client when the driver dies first (see
 //! `crate::driver::watchdog`).
 
-use crate::driver::watchdog::{watch, ORPHAN_GRACE};
+use crate::driver::watchdog::{ORPHAN_GRACE, watch};
 
 /// `ralph-ctl watchdog`'s arguments (its help is the command's).
 #[derive(Debug, clap::Args)]

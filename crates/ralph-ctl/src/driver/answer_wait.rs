@@ -93,7 +93,7 @@ pub(crate) fn wait_for_answer(
             Some(state) if state.session_id != session => {
                 return Ok(AnswerWait::Over(Found::Replaced {
                     by: state.session_id,
-                }))
+                }));
             }
             Some(state) if state.status == Status::Waiting => {
                 if limit.is_some_and(|l| started.elapsed() >= l) {

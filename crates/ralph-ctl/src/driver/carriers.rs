@@ -203,7 +203,9 @@ pub(crate) fn still_carried(state: &LoopState) -> Option<String> {
     Some(format!(
         "the loop of session {} is {doing} under ralph-ctl run{} at iteration {} of {}; stop that one first (Ctrl-C in its terminal)",
         state.session_id,
-        driver.map(|pid| format!(" (pid {pid})")).unwrap_or_default(),
+        driver
+            .map(|pid| format!(" (pid {pid})"))
+            .unwrap_or_default(),
         state.iteration,
         state.max_iterations
     ))

@@ -582,9 +582,11 @@ mod tests {
                 command.env
             );
         }
-        assert!(command
-            .env
-            .contains(&("RALPH_ACTIVE".to_string(), "1".to_string())));
+        assert!(
+            command
+                .env
+                .contains(&("RALPH_ACTIVE".to_string(), "1".to_string()))
+        );
     }
 
     #[test]

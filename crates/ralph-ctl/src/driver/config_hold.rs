@@ -271,11 +271,13 @@ mod tests {
         let text = std::fs::read_to_string(&lock).unwrap();
         assert!(text.starts_with(MARK), "{text}");
         // git cannot take it meanwhile.
-        assert!(OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&lock)
-            .is_err());
+        assert!(
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&lock)
+                .is_err()
+        );
         drop(hold);
         assert!(!lock.exists());
     }

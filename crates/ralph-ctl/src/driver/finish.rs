@@ -79,10 +79,9 @@ pub(crate) fn believed(paths: &ProjectPaths, mut state: LoopState) -> LoopState 
         && state.queue.is_none()
         && lifecycle::completion_on_record(&state)
         && !ralph_core::persist::log::completion_logged(&paths.state_file(), &state)
+        && let Some(claim) = state.last_claim.as_mut()
     {
-        if let Some(claim) = state.last_claim.as_mut() {
-            claim.accepted = false;
-        }
+        claim.accepted = false;
     }
     state
 }

@@ -120,8 +120,7 @@ impl Setup {
     /// only the login. On macOS the login may be in the keychain, which is
     /// not read: no login found is said only elsewhere.
     pub(crate) fn missing_for(&self, headless: bool) -> Vec<Missing> {
-        let first_run =
-            "run `claude` once in a terminal, in this project's folder, and answer its \
+        let first_run = "run `claude` once in a terminal, in this project's folder, and answer its \
                          questions (log in, theme, trust the folder)";
         let mut missing = Vec::new();
         if !headless {
@@ -223,9 +222,11 @@ mod tests {
         let not_onboarded = setup(true, false, true).missing_for(false);
         assert!(not_onboarded[0].what.contains("hasCompletedOnboarding"));
         if !cfg!(target_os = "macos") {
-            assert!(setup(true, true, false).missing_for(false)[0]
-                .what
-                .contains("not logged in"));
+            assert!(
+                setup(true, true, false).missing_for(false)[0]
+                    .what
+                    .contains("not logged in")
+            );
         }
     }
 

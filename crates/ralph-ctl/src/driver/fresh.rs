@@ -301,10 +301,12 @@ mod tests {
         let state = concluded.state.unwrap();
         assert_eq!(state.status, Status::BudgetExhausted);
         assert_eq!(state.session_id, "s1");
-        assert!(state
-            .ended_because
-            .unwrap()
-            .contains("the loop's budget is spent: cost $0.5000 of maxCostUsd $0.4000"));
+        assert!(
+            state
+                .ended_because
+                .unwrap()
+                .contains("the loop's budget is spent: cost $0.5000 of maxCostUsd $0.4000")
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! line).
 
 use ralph_core::events::Event;
-use ralph_core::observe::own_git::{self, record::GitRecord, GitPlace, PlaceError};
+use ralph_core::observe::own_git::{self, GitPlace, PlaceError, record::GitRecord};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::transaction::{self, Whose};
 
@@ -163,7 +163,9 @@ mod tests {
         let tidied = after_loop(&paths, Some(&record), Some("item-a"));
         assert_eq!(
             tidied.put_back,
-            [".git/worktrees/item-a/commondir changed (it holds `/tmp/evil`): put back as it was (`../..`)"]
+            [
+                ".git/worktrees/item-a/commondir changed (it holds `/tmp/evil`): put back as it was (`../..`)"
+            ]
         );
         let b = root.join(".git/worktrees/item-b/commondir");
         assert_eq!(std::fs::read_to_string(b).unwrap(), "/tmp/evil\n");

@@ -99,7 +99,9 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         say(notice);
     }
     if (options.headless || fresh) && command::names_permissions(&options.client_args) {
-        say("permissions: as your arguments after -- say (ralph adds no acceptEdits and no allow rules)");
+        say(
+            "permissions: as your arguments after -- say (ralph adds no acceptEdits and no allow rules)",
+        );
     }
     carriers::record(paths, &session, carriers::with_client(None))?;
     // Taken up: the person's answer (and notes) go in front of the first
@@ -417,16 +419,16 @@ impl Driver<'_> {
             Err((cause, code)) => return self.end(&cause, code),
         };
         let (supervision, result) = run;
-        if self.mode.fresh() {
-            if let Some(next) = self.conclude(
+        if self.mode.fresh()
+            && let Some(next) = self.conclude(
                 &supervision,
                 result.as_ref(),
                 &iteration,
                 current.as_ref(),
                 iteration_started,
-            )? {
-                return Ok(next);
-            }
+            )?
+        {
+            return Ok(next);
         }
         if let Some(worktree) = &current {
             say(&format!(
@@ -480,7 +482,9 @@ impl Driver<'_> {
                         self.config.supervision.max_cost = item.cost_cap;
                     }
                 }
-                Err(e) => say(&format!("warning: the pinned config cannot be used ({e}); going on with the one read at start")),
+                Err(e) => say(&format!(
+                    "warning: the pinned config cannot be used ({e}); going on with the one read at start"
+                )),
             }
         }
         if let Some(pinned) = pinned.and_then(|p| p.formula.as_ref()) {

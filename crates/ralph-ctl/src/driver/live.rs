@@ -5,7 +5,7 @@
 //! so that the person sees the iteration's progress as it happens. The last
 //! event, the result object, is read by [`super::result::parse`] as before.
 
-use ralph_core::judge::completion::{rejected_by, REJECTED_NOTICE};
+use ralph_core::judge::completion::{REJECTED_NOTICE, rejected_by};
 use ralph_core::observe::prompt_text::REJECTED;
 use serde_json::Value;
 
@@ -236,7 +236,9 @@ mod tests {
         let event = r#"{"type":"system","subtype":"informational","content":"Stop says: Ralph iteration 3/25; claim of done rejected: the verification, test_count gates failed","level":"notice"}"#;
         assert_eq!(
             readable(event),
-            vec!["↻ iteration 3 of 25 (claim of done rejected: the verification, test_count gates failed)"]
+            vec![
+                "↻ iteration 3 of 25 (claim of done rejected: the verification, test_count gates failed)"
+            ]
         );
         let event = r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"Stop hook feedback:\n[Ralph: completion claim rejected] You claimed completion (the signal), but these checks failed:\n- verification gate: 1 of 1 command(s) failed\nFix what failed.\n\n[Ralph loop: iteration 2 of 3]\nThe task."}]},"parent_tool_use_id":null}"#;
         assert_eq!(

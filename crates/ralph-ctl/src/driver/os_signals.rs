@@ -7,8 +7,8 @@
 //! process, so a signal during the final write cannot kill it either.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A signal the driver acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

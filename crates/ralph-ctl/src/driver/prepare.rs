@@ -198,10 +198,10 @@ pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Read
     }
     if options.reset {
         // --reset never clears a loop a live driver holds.
-        if let Ok(Some(current)) = StateStore::new(paths).read() {
-            if let Some(refusal) = carriers::still_carried(&current) {
-                return Err(CtlError::Refused(refusal));
-            }
+        if let Ok(Some(current)) = StateStore::new(paths).read()
+            && let Some(refusal) = carriers::still_carried(&current)
+        {
+            return Err(CtlError::Refused(refusal));
         }
         if let start::Cleared::Quarantined(aside) = start::clear(paths)? {
             say(&format!(
@@ -247,12 +247,12 @@ impl Inputs {
             .as_deref()
             .map(|name| formula::load(paths, name))
             .transpose()?;
-        if let (Some(step), None) = (&options.from, &formula) {
-            if !options.resume {
-                return Err(CtlError::BadArgument(format!(
-                    "--from {step} names a formula step: give --formula NAME, or --resume a formula run"
-                )));
-            }
+        if let (Some(step), None) = (&options.from, &formula)
+            && !options.resume
+        {
+            return Err(CtlError::BadArgument(format!(
+                "--from {step} names a formula step: give --formula NAME, or --resume a formula run"
+            )));
         }
         if let (Some(step), Some(formula)) = (&options.from, &formula) {
             // Refused here, before anything starts, as the run would be.
@@ -461,17 +461,17 @@ pub(crate) fn take_up_by_hand(
         ));
     }
     // Refused before the loop is taken up.
-    if let (Some(given), Ok(Some(state))) = (given, StateStore::new(paths).read()) {
-        if let Some(pinned) = state.pinned.as_ref().and_then(|p| p.formula.as_ref()) {
-            let given_file = given.file.strip_prefix(&paths.root).unwrap_or(&given.file);
-            if given_file != std::path::Path::new(&pinned.file) {
-                return Err(CtlError::BadArgument(format!(
-                    "this loop runs the formula in {}, not {}: resume it without --formula, or \
+    if let (Some(given), Ok(Some(state))) = (given, StateStore::new(paths).read())
+        && let Some(pinned) = state.pinned.as_ref().and_then(|p| p.formula.as_ref())
+    {
+        let given_file = given.file.strip_prefix(&paths.root).unwrap_or(&given.file);
+        if given_file != std::path::Path::new(&pinned.file) {
+            return Err(CtlError::BadArgument(format!(
+                "this loop runs the formula in {}, not {}: resume it without --formula, or \
                      start a new loop with --reset",
-                    pinned.file,
-                    given_file.display()
-                )));
-            }
+                pinned.file,
+                given_file.display()
+            )));
         }
     }
     let state = supervisor::take_up(paths, config, None, false)?;
@@ -662,7 +662,11 @@ pub(crate) fn dry_run(
         "ralph dry run: nothing was started and no state was changed ({mode}).{template}\n\
          command: {}\nenvironment for the client: {}\nfirst iteration's text ({delivery}):\n\n{prompt}",
         words.join(" "),
-        if env.is_empty() { "nothing added".to_string() } else { env.join(" ") },
+        if env.is_empty() {
+            "nothing added".to_string()
+        } else {
+            env.join(" ")
+        },
     );
     let written = writeln!(out, "{}", ralph_core::text::printable(&shown));
     crate::error::written(written.and_then(|()| out.flush()), exit_codes::OK)
@@ -732,7 +736,7 @@ pub(crate) fn find_client(paths: &ProjectPaths) -> Result<ClientProgram, CtlErro
             return Err(CtlError::BadArgument(format!(
                 "{}={raw:?} is not valid UTF-8; set it to the client's path",
                 command::CLIENT_ENV
-            )))
+            )));
         }
     };
     let path_var = std::env::var_os("PATH");

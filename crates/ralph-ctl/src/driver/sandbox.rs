@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use ralph_core::judge::config::SandboxSetting;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::command::ClientVersion;
 
@@ -344,10 +344,8 @@ pub(crate) fn files_at_start(
     patterns: &[String],
     resume: bool,
 ) -> Option<ralph_core::observe::protected::ProtectedSnapshot> {
-    if resume {
-        if let Ok(Some(state)) = ralph_core::persist::store::StateStore::new(paths).read() {
-            return state.protected_files;
-        }
+    if resume && let Ok(Some(state)) = ralph_core::persist::store::StateStore::new(paths).read() {
+        return state.protected_files;
     }
     ralph_core::observe::protected::snapshot(&paths.root, patterns)
 }
@@ -913,9 +911,11 @@ mod tests {
                 format!("Edit(/{root}/tests/test_a.py)"),
             ]
         );
-        assert!(rules
-            .iter()
-            .all(|r| r.starts_with("Edit(//") && !r.contains('*')));
+        assert!(
+            rules
+                .iter()
+                .all(|r| r.starts_with("Edit(//") && !r.contains('*'))
+        );
     }
 
     #[test]

@@ -275,9 +275,11 @@ mod tests {
         let twice = std::fs::read_to_string(&file).unwrap();
         assert_eq!(twice.matches("# >>> ralph").count(), 1, "{twice}");
         drop(again);
-        assert!(std::fs::read_to_string(&file)
-            .unwrap()
-            .contains("# >>> ralph"));
+        assert!(
+            std::fs::read_to_string(&file)
+                .unwrap()
+                .contains("# >>> ralph")
+        );
         assert_eq!(clear_abandoned(&paths), None, "held by the first run");
         drop(held);
         assert_eq!(
@@ -287,9 +289,11 @@ mod tests {
         // A run killed outright leaves its block: the next look removes it.
         let killed = exclude(&paths).unwrap();
         std::mem::forget(killed);
-        assert!(std::fs::read_to_string(&file)
-            .unwrap()
-            .contains("# >>> ralph"));
+        assert!(
+            std::fs::read_to_string(&file)
+                .unwrap()
+                .contains("# >>> ralph")
+        );
     }
 
     #[test]
@@ -306,9 +310,11 @@ mod tests {
         let block = format!("{}\n/.bashrc\n{END_LINE}\n", begin_line(""));
         std::fs::write(&file, format!("*.log\n{block}")).unwrap();
         std::fs::write(root.join(".git").join(HOLDERS_FILE), "").unwrap();
-        assert!(clear_abandoned(&paths)
-            .unwrap()
-            .contains("removed the block"));
+        assert!(
+            clear_abandoned(&paths)
+                .unwrap()
+                .contains("removed the block")
+        );
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "*.log\n");
         // A link in exclude's place is the agent's: nothing is read or written through it.
         let secret = tmp.path().join("secret");

@@ -82,7 +82,7 @@ pub(crate) fn start_loop(
         Some(n) => {
             return Err(CtlError::BadArgument(format!(
                 "--max-iterations {n} is invalid: a whole number from 1 to {MAX_ITERATIONS_LIMIT}"
-            )))
+            )));
         }
         None => config.max_iterations,
     };
@@ -112,19 +112,17 @@ pub(crate) fn refuse_if_in_the_way(
     force: bool,
 ) -> Result<(), CtlError> {
     let store = StateStore::new(paths);
-    if let Ok(Some(current)) = store.read() {
-        if let Some(refusal) = crate::driver::carriers::still_carried(&current) {
-            return Err(CtlError::Refused(refusal));
-        }
+    if let Ok(Some(current)) = store.read()
+        && let Some(refusal) = crate::driver::carriers::still_carried(&current)
+    {
+        return Err(CtlError::Refused(refusal));
     }
-    if !force {
-        if let Ok(snapshot) = store.snapshot() {
-            if let Some(refusal) =
-                lifecycle::start_refusal(snapshot.state.as_ref(), config, SystemTime::now())
-            {
-                return Err(CtlError::Refused(refusal.describe(&paths.root)));
-            }
-        }
+    if !force
+        && let Ok(snapshot) = store.snapshot()
+        && let Some(refusal) =
+            lifecycle::start_refusal(snapshot.state.as_ref(), config, SystemTime::now())
+    {
+        return Err(CtlError::Refused(refusal.describe(&paths.root)));
     }
     Ok(())
 }
@@ -304,11 +302,10 @@ fn refuse_replacing(
             if let Some(refusal) = current.and_then(crate::driver::carriers::still_carried) {
                 return Err(CtlError::Refused(refusal));
             }
-            if !force {
-                if let Some(refusal) = lifecycle::start_refusal(current, config, SystemTime::now())
-                {
-                    return Err(CtlError::Refused(refusal.describe(&paths.root)));
-                }
+            if !force
+                && let Some(refusal) = lifecycle::start_refusal(current, config, SystemTime::now())
+            {
+                return Err(CtlError::Refused(refusal.describe(&paths.root)));
             }
             Ok(())
         }
@@ -323,7 +320,7 @@ fn refuse_replacing(
 fn git_record(
     paths: &ProjectPaths,
 ) -> Result<Option<ralph_core::observe::own_git::record::GitRecord>, CtlError> {
-    use ralph_core::observe::own_git::{record, GitPlace, PlaceError};
+    use ralph_core::observe::own_git::{GitPlace, PlaceError, record};
     match GitPlace::find(&paths.root) {
         Ok(place) => Ok(Some(record::record(&place))),
         Err(PlaceError::NoRepository(_)) => Ok(None),
@@ -332,8 +329,7 @@ fn git_record(
 }
 
 /// What a loop without a completion check is told at its start.
-pub(crate) const NOT_VERIFIED: &str =
-    "not verified: no verify command in .claude/ralph/config.json, so a claim of done ends the loop \
+pub(crate) const NOT_VERIFIED: &str = "not verified: no verify command in .claude/ralph/config.json, so a claim of done ends the loop \
      without running anything; add your test command with `ralph-ctl init --verify CMD`";
 
 /// The files under `protectedPaths` now, with their content hashes; an

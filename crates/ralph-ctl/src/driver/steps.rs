@@ -372,10 +372,12 @@ mod tests {
         assert_eq!(after(&mut state, &formula, 2), StepNext::Ended);
         let ended = state.clone();
         assert_eq!(ended.status, Status::MaxIterations);
-        assert!(ended
-            .ended_because
-            .unwrap()
-            .contains("step a reached its maxIterations (2)"));
+        assert!(
+            ended
+                .ended_because
+                .unwrap()
+                .contains("step a reached its maxIterations (2)")
+        );
         let run = state.formula.unwrap();
         assert_eq!(run.steps[0].iterations, 2);
         assert_eq!(run.steps[0].cost_usd, Usd::from_dollars(1.0));

@@ -102,10 +102,11 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
     .filter(|_| live);
     // Counted once: a stop moved the cursor past what it counted, and a
     // pause counts its own reading.
-    if live && (spent.is_some() || pause.is_none()) {
-        if let Some(reading) = transcripts::unstopped_usage(&state, paths) {
-            draft.apply(Event::UsageCounted(reading));
-        }
+    if live
+        && (spent.is_some() || pause.is_none())
+        && let Some(reading) = transcripts::unstopped_usage(&state, paths)
+    {
+        draft.apply(Event::UsageCounted(reading));
     }
     if let Some(why) = spent {
         // The client given --max-budget-usd stops itself once its count
@@ -331,18 +332,16 @@ fn resumable(
     session_id: Option<&str>,
     automatic: bool,
 ) -> Result<String, CtlError> {
-    if let Some(id) = session_id {
-        if state.session_id != id {
-            return Err(CtlError::Refused(format!(
-                "the loop now belongs to session {} (another start replaced this one)",
-                state.session_id
-            )));
-        }
+    if let Some(id) = session_id
+        && state.session_id != id
+    {
+        return Err(CtlError::Refused(format!(
+            "the loop now belongs to session {} (another start replaced this one)",
+            state.session_id
+        )));
     }
-    if !automatic {
-        if let Some(refusal) = super::carriers::still_carried(state) {
-            return Err(CtlError::Refused(refusal));
-        }
+    if !automatic && let Some(refusal) = super::carriers::still_carried(state) {
+        return Err(CtlError::Refused(refusal));
     }
     if !state.status.is_resumable() {
         return Err(CtlError::Refused(format!(
@@ -350,16 +349,19 @@ fn resumable(
             state.status.as_str(),
             state.iteration,
             state.max_iterations,
-            state.ended_because.as_deref().unwrap_or("no reason recorded")
+            state
+                .ended_because
+                .as_deref()
+                .unwrap_or("no reason recorded")
         )));
     }
-    if let Some(max) = config.supervision.max_cost {
-        if state.cost_usd >= max {
-            return Err(CtlError::Refused(format!(
-                "the loop has cost {}, at or over maxCostUsd {max}; raise maxCostUsd (or RALPH_MAX_COST_USD) to go on",
-                state.cost_usd
-            )));
-        }
+    if let Some(max) = config.supervision.max_cost
+        && state.cost_usd >= max
+    {
+        return Err(CtlError::Refused(format!(
+            "the loop has cost {}, at or over maxCostUsd {max}; raise maxCostUsd (or RALPH_MAX_COST_USD) to go on",
+            state.cost_usd
+        )));
     }
     let was = state.status;
     Ok(if automatic {

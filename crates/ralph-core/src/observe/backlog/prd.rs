@@ -109,7 +109,7 @@ fn story(story: &Value) -> Result<Story, String> {
             Some(other) => {
                 return Err(format!(
                     "{id}'s `{key}` is {other}, not an array of story ids"
-                ))
+                ));
             }
         };
         for d in ids {
@@ -119,7 +119,7 @@ fn story(story: &Value) -> Result<Story, String> {
                 other => {
                     return Err(format!(
                         "{id}'s `{key}` holds {other}; list the story ids it depends on"
-                    ))
+                    ));
                 }
             };
             if !dependencies.contains(&d) {
@@ -143,10 +143,10 @@ fn story(story: &Value) -> Result<Story, String> {
             body.push_str(&format!("- {criterion}\n"));
         }
     }
-    if let Some(notes) = story.get("notes").and_then(Value::as_str) {
-        if !notes.trim().is_empty() {
-            body.push_str(&format!("\nNotes: {}\n", notes.trim()));
-        }
+    if let Some(notes) = story.get("notes").and_then(Value::as_str)
+        && !notes.trim().is_empty()
+    {
+        body.push_str(&format!("\nNotes: {}\n", notes.trim()));
     }
     Ok(Story {
         id,
@@ -395,9 +395,11 @@ mod tests {
              - Add priority column to tasks table: 'high' | 'medium' | 'low' (default 'medium')\n\
              - Typecheck passes\n"
         );
-        assert!(items[0]
-            .body
-            .ends_with("Notes: The \"passes\": false of US-001 is not this one\n"));
+        assert!(
+            items[0]
+                .body
+                .ends_with("Notes: The \"passes\": false of US-001 is not this one\n")
+        );
     }
 
     #[test]
@@ -416,7 +418,9 @@ mod tests {
             left.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
             ["US-004"]
         );
-        assert!(both.contains("\"notes\": \"The \\\"passes\\\": false of US-001 is not this one\""));
+        assert!(
+            both.contains("\"notes\": \"The \\\"passes\\\": false of US-001 is not this one\"")
+        );
         // Already passing, or no such story: nothing to change.
         assert_eq!(pass(PRD, "US-003"), None);
         assert_eq!(pass(PRD, "US-404"), None);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::{after, Item, QueueError};
+use super::{Item, QueueError, after};
 use crate::observe::process::group::{Collected, GroupChild, Lifetime};
 
 /// How long one call of `gh` or `bd` may take.
@@ -58,7 +58,7 @@ fn options(source: &str, filter: &str, keys: &[(&str, &str)]) -> Result<Vec<Stri
                         .map(|(k, _)| format!("{k}=…"))
                         .collect::<Vec<_>>()
                         .join(", "),
-                })
+                });
             }
         }
     }
@@ -346,7 +346,7 @@ fn run(
                     "bd" => "beads, https://github.com/steveyegge/beads",
                     _ => "its vendor's",
                 }
-            )))
+            )));
         }
         Err(e) => return Err(failed(format!("cannot start: {e}"))),
     };

@@ -181,17 +181,17 @@ fn holders(locks: &[LeftLock], deadline: Instant) -> Option<Holders> {
         let proc_dir = entry.path();
         let comm = std::fs::read_to_string(proc_dir.join("comm")).unwrap_or_default();
         let comm = comm.trim();
-        if comm == "git" || comm.starts_with("git-") {
-            if let Ok(cwd) = std::fs::read_link(proc_dir.join("cwd")) {
-                holders.gits.push((pid, cwd));
-            }
+        if (comm == "git" || comm.starts_with("git-"))
+            && let Ok(cwd) = std::fs::read_link(proc_dir.join("cwd"))
+        {
+            holders.gits.push((pid, cwd));
         }
         if let Ok(fds) = std::fs::read_dir(proc_dir.join("fd")) {
             for fd in fds.flatten() {
-                if let Ok(target) = std::fs::read_link(fd.path()) {
-                    if wanted.contains(&target) {
-                        holders.open.push((target, pid));
-                    }
+                if let Ok(target) = std::fs::read_link(fd.path())
+                    && wanted.contains(&target)
+                {
+                    holders.open.push((target, pid));
                 }
             }
         }
@@ -209,10 +209,10 @@ fn scope(place: &GitPlace, lock: &LeftLock) -> Vec<PathBuf> {
     let worktree_folders = |id: &str| -> Vec<PathBuf> {
         let mut folders = vec![main.join(super::WORKTREES_DIR).join(id)];
         let gitdir = place.worktree_record(id).join("gitdir");
-        if let Some(text) = super::pointer(&gitdir) {
-            if let Some(parent) = Path::new(&text).parent() {
-                folders.push(place.worktree_record(id).join(parent));
-            }
+        if let Some(text) = super::pointer(&gitdir)
+            && let Some(parent) = Path::new(&text).parent()
+        {
+            folders.push(place.worktree_record(id).join(parent));
         }
         folders
     };

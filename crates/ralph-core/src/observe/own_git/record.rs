@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{pointer, same_file as same_folder, GitPlace};
+use super::{GitPlace, pointer, same_file as same_folder};
 
 /// The files of the common folder that send git elsewhere.
 pub const COMMON_FILES: &[&str] = &[
@@ -109,7 +109,7 @@ impl Changed {
 /// What a file holds: its hash and, when short text, the text; `None` when
 /// absent or empty.
 fn read(path: &Path) -> Option<RecordedFile> {
-    use crate::observe::files::{read_bounded, Bounded};
+    use crate::observe::files::{Bounded, read_bounded};
     let bytes = match read_bounded(path, HASHED_BYTES) {
         // Empty says nothing (2.1.330's sandbox leaves empty files as the
         // mount points of paths it keeps read-only): as good as absent.
@@ -275,15 +275,15 @@ fn new_worktree_record(
 ) -> Vec<Changed> {
     let mut out = Vec::new();
     let commondir = folder.join("commondir");
-    if let Some(text) = pointer(&commondir) {
-        if !same_folder(&folder.join(&text), common) {
-            out.push(Changed {
-                shown: shown(&commondir),
-                now: Some(excerpt(&text)),
-                restore: Some(Some("../..\n".into())),
-                path: commondir,
-            });
-        }
+    if let Some(text) = pointer(&commondir)
+        && !same_folder(&folder.join(&text), common)
+    {
+        out.push(Changed {
+            shown: shown(&commondir),
+            now: Some(excerpt(&text)),
+            restore: Some(Some("../..\n".into())),
+            path: commondir,
+        });
     }
     let ours = project.join(super::WORKTREES_DIR).join(name);
     let gitdir = folder.join("gitdir");
@@ -398,11 +398,13 @@ mod tests {
     fn nothing_changed_is_no_change() {
         let (_d, root) = repo();
         let record = record(&GitPlace::find(&root).unwrap());
-        assert!(record.files.contains_key(
-            root.join(".git/worktrees/item-a/commondir")
-                .to_string_lossy()
-                .as_ref()
-        ));
+        assert!(
+            record.files.contains_key(
+                root.join(".git/worktrees/item-a/commondir")
+                    .to_string_lossy()
+                    .as_ref()
+            )
+        );
         assert_eq!(changes(&root, &record), Vec::new());
     }
 

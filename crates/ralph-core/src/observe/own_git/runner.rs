@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{GitPlace, PlaceError, FIXED_CONFIG, REMOVED_VARS};
+use super::{FIXED_CONFIG, GitPlace, PlaceError, REMOVED_VARS};
 use crate::observe::process::group::{Ended, GroupChild, Lifetime, Waiting};
 
 /// The program every git call runs, ralph's and the tests' alike: git as

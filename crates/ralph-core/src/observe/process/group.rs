@@ -190,10 +190,11 @@ impl GroupChild {
     ) -> Ended {
         // The pidfd path kills the group the command leads: only without a guard.
         #[cfg(target_os = "linux")]
-        if waiting == Waiting::Pidfd && self.guard.is_none() {
-            if let Some(ended) = super::collect_outputs(&mut self.child, deadline, grace) {
-                return ended;
-            }
+        if waiting == Waiting::Pidfd
+            && self.guard.is_none()
+            && let Some(ended) = super::collect_outputs(&mut self.child, deadline, grace)
+        {
+            return ended;
         }
         #[cfg(not(target_os = "linux"))]
         let _ = waiting;

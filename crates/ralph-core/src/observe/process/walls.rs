@@ -1112,9 +1112,11 @@ mod tests {
             std::fs::read_to_string(gitdir.join("commondir")).unwrap(),
             "../..\n"
         );
-        assert!(std::fs::read_to_string(tree.join(".git"))
-            .unwrap()
-            .starts_with("gitdir: "));
+        assert!(
+            std::fs::read_to_string(tree.join(".git"))
+                .unwrap()
+                .starts_with("gitdir: ")
+        );
         assert_eq!(
             std::fs::read_to_string(root.join(".git/config")).unwrap(),
             "[core]\n"

@@ -43,8 +43,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::stdlib_names::STDLIB_NAMES;
-use super::{clean, content_hash, inside, is_module_suffix, is_python, shown, which, Roots};
-use crate::observe::files::{read_bounded, Bounded};
+use super::{Roots, clean, content_hash, inside, is_module_suffix, is_python, shown, which};
+use crate::observe::files::{Bounded, read_bounded};
 use crate::observe::process::group::{Collected, GroupChild, Lifetime};
 use crate::observe::process::walls::Walls;
 
@@ -620,10 +620,11 @@ fn stdlib_named(
             }
             continue;
         }
-        if let Some((stem, rest)) = name.split_once('.') {
-            if names.contains(stem) && is_module_suffix(rest) {
-                out.push((path, stem.to_string()));
-            }
+        if let Some((stem, rest)) = name.split_once('.')
+            && names.contains(stem)
+            && is_module_suffix(rest)
+        {
+            out.push((path, stem.to_string()));
         }
     }
     out.sort();

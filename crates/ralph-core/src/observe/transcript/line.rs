@@ -11,10 +11,10 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{contains, ApiErrorMessage, Entry, ToolOutcome, ToolUse, EDIT_TOOLS};
+use super::{ApiErrorMessage, EDIT_TOOLS, Entry, ToolOutcome, ToolUse, contains};
 
 /// Most tool calls, and most tool results, kept from one line (the client
 /// writes one content block per line); past it they are counted, not kept.

@@ -14,10 +14,10 @@ use std::fs;
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::testing::reference;
-use super::{read_iteration_tail, read_iteration_tail_within, Limits, LIMITS};
+use super::{LIMITS, Limits, read_iteration_tail, read_iteration_tail_within};
 use tempfile::TempDir;
 
 /// The lines of a generated transcript, shown as text when a case fails.

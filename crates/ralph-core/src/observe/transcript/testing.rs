@@ -7,9 +7,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{classify, read_iteration_tail_within, Entry, Iteration, IterationTail, Limits};
 use super::{ApiErrorMessage, ToolOutcome, ToolUse, TranscriptError};
 use super::{EDIT_TOOLS, MAX_TOOL_ERROR_CHARS};
+use super::{Entry, Iteration, IterationTail, Limits, classify, read_iteration_tail_within};
 
 /// [`read_iteration_tail`](super::read_iteration_tail) with other bounds
 /// than [`CHUNK_BYTES`](super::CHUNK_BYTES),

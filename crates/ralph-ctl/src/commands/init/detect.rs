@@ -44,11 +44,7 @@ fn found(command: &str, source: &str) -> Option<Detected> {
 
 /// The Python interpreter's usual name on this platform.
 fn python() -> &'static str {
-    if cfg!(windows) {
-        "python"
-    } else {
-        "python3"
-    }
+    if cfg!(windows) { "python" } else { "python3" }
 }
 
 /// The project's test command, if one of the rules finds it.

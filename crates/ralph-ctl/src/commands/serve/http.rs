@@ -93,7 +93,7 @@ fn read_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result<
             Ok(n) => return Ok(n),
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Err(WireError::TimedOut)
+                return Err(WireError::TimedOut);
             }
             Err(e) => return Err(e.into()),
         }
@@ -220,7 +220,7 @@ fn write_by(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> Resu
             Ok(n) => bytes = &bytes[n..],
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Err(WireError::TimedOut)
+                return Err(WireError::TimedOut);
             }
             Err(e) => return Err(e.into()),
         }

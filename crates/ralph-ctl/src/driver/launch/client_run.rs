@@ -16,7 +16,7 @@ use ralph_core::units::Usd;
 use super::Driver;
 use crate::driver::client::{self, Output, RunningClient, Supervision};
 use crate::driver::command::{self, ClientCommand, Launch, Platform, PromptDelivery};
-use crate::driver::prepare::{iteration_budget, PROMPT_FILE_NAME};
+use crate::driver::prepare::{PROMPT_FILE_NAME, iteration_budget};
 use crate::driver::{carriers, result, sandbox, say, steps, transcripts, worktree};
 use crate::error::CtlError;
 use crate::formula;

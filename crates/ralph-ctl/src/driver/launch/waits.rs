@@ -33,16 +33,17 @@ impl Driver<'_> {
                 // in a new session with the same text: fresh context is the
                 // mode's point, and a client killed early leaves nothing a
                 // --resume takes (2.0.77: "No conversation found").
-                if self.mode.fresh() && crashed {
-                    if let Some(next) = fresh::hand_over(paths, &session)? {
-                        say(&format!(
-                            "working on iteration {} of {} again, in a new session",
-                            state.iteration, state.max_iterations
-                        ));
-                        self.session = next;
-                        self.resumed = false;
-                        return Ok(Next::Again);
-                    }
+                if self.mode.fresh()
+                    && crashed
+                    && let Some(next) = fresh::hand_over(paths, &session)?
+                {
+                    say(&format!(
+                        "working on iteration {} of {} again, in a new session",
+                        state.iteration, state.max_iterations
+                    ));
+                    self.session = next;
+                    self.resumed = false;
+                    return Ok(Next::Again);
                 }
                 say(&format!(
                     "resuming session {session} at iteration {} of {}",

@@ -4,8 +4,8 @@
 //! file mirrors this machine's share, so that `ralph-ctl queue` and the
 //! workers of one process see it at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 

@@ -20,7 +20,7 @@ use ralph_core::observe::verify::{self, VerifyCommand};
 use ralph_core::persist::item_claims::ClaimStore;
 
 use crate::driver::queue::remote::{Ending, Landing as RemoteLanding, Refused, RemoteBook};
-use crate::driver::worktree::{git, Worktree};
+use crate::driver::worktree::{Worktree, git};
 use crate::error::CtlError;
 
 /// How long a finished item waits for the merges before it.
@@ -181,7 +181,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
     let mut onto = match fetch() {
         Ok(onto) => onto,
         Err(Refused::Rejected(why) | Refused::Unreachable(why) | Refused::Forbidden(why)) => {
-            return Ok(unreachable(&why))
+            return Ok(unreachable(&why));
         }
     };
     commit_leftovers(landing)?;
@@ -258,7 +258,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
             Ok(RemoteLanding::ClaimLost) => {
                 return for_review(
                     "its claim was taken over by another worker before it landed".into(),
-                )
+                );
             }
             Ok(RemoteLanding::BaseMoved) | Err(Refused::Rejected(_)) => {
                 crate::driver::say(&format!(
@@ -272,7 +272,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
                 return Ok(Landed::NeedsReview(format!(
                     "remote {} refuses the push to {} ({why}); branch {branch} is kept here",
                     remote.name, landing.base
-                )))
+                )));
             }
         }
     }
@@ -601,7 +601,7 @@ fn remove(landing: &Landing<'_>) -> Result<(), CtlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::worktree::{plan, WorktreePlan};
+    use crate::driver::worktree::{WorktreePlan, plan};
     use std::path::PathBuf;
 
     use crate::testdir::git_as_person as sh;

@@ -22,7 +22,7 @@ use ralph_core::exit_codes;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{ItemState, LoopState, RunMode, Status};
-use ralph_core::observe::backlog::{trackers, DoneMark, Item, Source};
+use ralph_core::observe::backlog::{DoneMark, Item, Source, trackers};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::persist::store::StateStore;
@@ -795,7 +795,7 @@ impl Shared<'_> {
                         "could not be landed ({e}); branch {} is kept",
                         worktree.branch
                     ),
-                )
+                );
             }
         };
         // Read under the lock: the base as the last landing left it.
@@ -915,7 +915,7 @@ impl Shared<'_> {
             (None, None) => {
                 return format!(
                     "finished on branch {branch} (--merge none); no remote to push it to"
-                )
+                );
             }
             (None, Some(origin)) => {
                 let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
@@ -1130,7 +1130,9 @@ impl Shared<'_> {
             if let Some(code) = stopped {
                 return Ok(code);
             }
-            say("this process's workers are done; the queue run goes on in the process working its last items");
+            say(
+                "this process's workers are done; the queue run goes on in the process working its last items",
+            );
             return Ok(exit_codes::OK);
         }
         // This process ends the run: `.git` tidied after the items' agents.
@@ -1141,12 +1143,11 @@ impl Shared<'_> {
         // each item's why is (`ralph-ctl queue`, status, the report): each
         // item's end was said once, as it came.
         let mut unlanded = 0;
-        if let Found::Loop(state) = &found {
-            if let Some(queue) = &state.queue {
-                if state.status == Status::Complete {
-                    unlanded = queue.count(ItemState::NeedsReview) + queue.count(ItemState::Failed);
-                }
-            }
+        if let Found::Loop(state) = &found
+            && let Some(queue) = &state.queue
+            && state.status == Status::Complete
+        {
+            unlanded = queue.count(ItemState::NeedsReview) + queue.count(ItemState::Failed);
         }
         let code = finish::announce(self.paths, &found);
         if unlanded > 0 {

@@ -514,10 +514,12 @@ mod tests {
             &setup,
             &[("CARGO_TARGET_DIR", inside.display().to_string())],
         );
-        assert!(!granted
-            .folders
-            .iter()
-            .any(|f| f.starts_with(&setup.project)));
+        assert!(
+            !granted
+                .folders
+                .iter()
+                .any(|f| f.starts_with(&setup.project))
+        );
     }
 
     #[test]

@@ -18,8 +18,8 @@ mod protocol;
 mod record;
 mod transport;
 
-pub(crate) use protocol::{Landing, RemoteBook, PATIENCE};
-pub(crate) use record::{short, Ending, Record};
+pub(crate) use protocol::{Landing, PATIENCE, RemoteBook};
+pub(crate) use record::{Ending, Record, short};
 pub(crate) use transport::{Refused, Remote};
 
 #[cfg(test)]

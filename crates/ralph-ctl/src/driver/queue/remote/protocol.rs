@@ -13,7 +13,7 @@ use ralph_core::observe::backlog::{Item, Source};
 use ralph_core::persist::item_claims::ItemStatus;
 use ralph_core::time::Timestamp;
 
-use super::record::{machine_name, nonce, parse_record, prefix_of, ref_component, Ending, Record};
+use super::record::{Ending, Record, machine_name, nonce, parse_record, prefix_of, ref_component};
 use super::transport::{Refused, Remote};
 use crate::driver::say;
 use crate::error::CtlError;

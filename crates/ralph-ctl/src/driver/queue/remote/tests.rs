@@ -71,8 +71,8 @@ fn two_clones_never_claim_one_item_and_each_sees_the_other_s_claims() {
     let stale = b.claim_record(&list[0], "2-1", Timestamp::now(), TTL, None);
     assert!(matches!(b.put(&stale, None), Err(Refused::Rejected(_))));
     // A settled item is no one's to take; the records say who did what.
-    assert!(a
-        .settle(
+    assert!(
+        a.settle(
             "item-1",
             ItemStatus::Done,
             &Ending {
@@ -81,7 +81,8 @@ fn two_clones_never_claim_one_item_and_each_sees_the_other_s_claims() {
                 ..Ending::default()
             }
         )
-        .unwrap());
+        .unwrap()
+    );
     let records = b.read().unwrap();
     let (_, one) = &records["item-1"];
     assert_eq!(one.status, ItemStatus::Done);
@@ -313,9 +314,10 @@ fn a_remote_behind_a_hung_ssh_answers_at_the_call_s_deadline() {
             "{url}: {err:?}"
         );
         // Not renewed, and the caller can tell: still held as last pushed.
-        assert!(hung
-            .expires("item-1")
-            .is_some_and(|at| at > Timestamp::now()));
+        assert!(
+            hung.expires("item-1")
+                .is_some_and(|at| at > Timestamp::now())
+        );
         let started = Instant::now();
         let err = hung.remote().list("refs/heads/").unwrap_err();
         assert!(
@@ -346,9 +348,10 @@ fn a_renewal_that_hangs_ends_when_the_claim_lapses_and_says_so() {
     assert!(took < Duration::from_secs(8), "the renewal took {took:?}");
     assert!(matches!(err, Refused::Unreachable(_)), "{err:?}");
     // Its caller sees the claim lapsed (the claim book's `Lost`).
-    assert!(hung
-        .expires("item-1")
-        .is_some_and(|at| at <= Timestamp::now()));
+    assert!(
+        hung.expires("item-1")
+            .is_some_and(|at| at <= Timestamp::now())
+    );
 }
 
 #[test]

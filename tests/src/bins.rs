@@ -21,8 +21,7 @@ pub fn bin_dir() -> PathBuf {
         return PathBuf::from(dir);
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from);
     let target = if target.is_absolute() {
         target
     } else {

@@ -22,7 +22,7 @@ pub struct Browser {
     answers: Receiver<String>,
 }
 
-/// The folder of puppeteer-core's node_modules: `RALPH_PUPPETEER`, else
+/// The folder of puppeteer-core's `node_modules`: `RALPH_PUPPETEER`, else
 /// what `tests/install-puppeteer.sh` installs (or finds) in `.cache/`.
 fn puppeteer_dir() -> String {
     if let Ok(dir) = std::env::var("RALPH_PUPPETEER") {

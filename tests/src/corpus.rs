@@ -15,8 +15,7 @@ use crate::bins::workspace_root;
 /// never fetched (a missing corpus is a failure, never a skip).
 pub fn cache() -> PathBuf {
     let dir = std::env::var_os("RALPH_CORPUS_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".cache/corpus"));
+        .map_or_else(|| workspace_root().join(".cache/corpus"), PathBuf::from);
     let ready = std::fs::read_dir(&dir).is_ok_and(|entries| {
         entries
             .flatten()
@@ -103,7 +102,5 @@ pub fn chown_tree(path: &Path, uid: u32) {
 /// The folder a program is found in on this process's PATH.
 pub fn folder_of_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .find(|dir| dir.join(name).is_file())
-        .map(|dir| dir.to_path_buf())
+    std::env::split_paths(&path).find(|dir| dir.join(name).is_file())
 }

@@ -151,11 +151,11 @@ fn open_pty(size: TermSize) -> io::Result<(OwnedFd, OwnedFd)> {
     // a null name and null termios are allowed, winsize is read only.
     let rc = unsafe {
         libc::openpty(
-            &mut master,
-            &mut slave,
+            &raw mut master,
+            &raw mut slave,
             std::ptr::null_mut(),
             std::ptr::null(),
-            &winsize,
+            &raw const winsize,
         )
     };
     if rc != 0 {
@@ -404,7 +404,7 @@ impl Drop for Terminal {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// `bytes` as text with terminal control sequences (CSI, OSC, DCS, other
@@ -764,8 +764,7 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(5));
         thread::sleep(Duration::from_millis(100));
         let alive = std::fs::read_to_string(format!("/proc/{child}/stat"))
-            .map(|s| !s.contains(") Z "))
-            .unwrap_or(false);
+            .is_ok_and(|s| !s.contains(") Z "));
         assert!(!alive, "the background child {child} was killed too");
     }
 }

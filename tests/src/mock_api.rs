@@ -65,10 +65,10 @@ const MAX_BODY: usize = 256 * 1024 * 1024;
 /// What the scripted model answers on one main-conversation turn.
 #[derive(Clone, Debug)]
 pub enum Reply {
-    /// A final text answer (stop_reason end_turn).
+    /// A final text answer (`stop_reason` `end_turn`).
     Text(String),
-    /// A single tool call (stop_reason tool_use), e.g. name "Write" with
-    /// {"file_path","content"} or "Bash" with {"command","description"}.
+    /// A single tool call (`stop_reason` `tool_use`), e.g. name "Write" with
+    /// {"`file_path","content`"} or "Bash" with {"command","description"}.
     ToolUse {
         /// The tool's name as the client registers it (`Write`, `Bash`, ...).
         name: String,
@@ -243,8 +243,7 @@ impl Reply {
     pub fn rate_limited(reset_epoch_secs: u64) -> Reply {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+            .map_or(0, |d| d.as_secs());
         let retry_after = reset_epoch_secs.saturating_sub(now).max(1);
         let header = |name: &str, value: String| (name.to_string(), value);
         Reply::ApiError {
@@ -391,7 +390,7 @@ impl MockApi {
         }
     }
 
-    /// e.g. "http://127.0.0.1:41234"
+    /// e.g. "<http://127.0.0.1:41234>"
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -436,7 +435,7 @@ impl Drop for MockApi {
 }
 
 /// The text of every user-role message content (strings and text blocks and
-/// tool_result contents) of a request body, for assertions like "the
+/// `tool_result` contents) of a request body, for assertions like "the
 /// re-injected prompt carried X".
 pub fn user_texts(body: &Value) -> Vec<String> {
     message_texts(body, "user")
@@ -461,7 +460,7 @@ pub fn item_of(body: &Value) -> Option<String> {
     })
 }
 
-/// The queue item's id, as its text spells it in the RALPH_OUTCOME line
+/// The queue item's id, as its text spells it in the `RALPH_OUTCOME` line
 /// (JSON, quotes included); `"?"` when the text names none.
 pub fn item_id_of(body: &Value) -> String {
     user_texts(body)
@@ -483,7 +482,7 @@ pub fn outcome_line(status: &str, body: &Value) -> String {
 }
 
 /// The text of every message of the given role in `body["messages"]`
-/// (strings, text blocks, tool_result contents), in order. Client 2.1.330 also
+/// (strings, text blocks, `tool_result` contents), in order. Client 2.1.330 also
 /// sends `"role": "system"` messages inside `messages` (e.g. the
 /// `Stop hook blocking error from command: "<cmd>": <reason>` notice).
 pub fn message_texts(body: &Value, role: &str) -> Vec<String> {
@@ -538,8 +537,7 @@ pub fn system_texts(body: &Value) -> Vec<String> {
 pub fn assistant_turns(body: &Value) -> usize {
     body["messages"]
         .as_array()
-        .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
-        .unwrap_or(0)
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count())
 }
 
 /// Whether a request body belongs to the main conversation: its `tools`
@@ -571,7 +569,7 @@ fn collect_texts(content: &Value, out: &mut Vec<String>) {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
@@ -839,14 +837,13 @@ fn response_for(
     }
 
     let reply = if is_main {
-        match catch_unwind(AssertUnwindSafe(|| (shared.script)(turn, body))) {
-            Ok(reply) => reply,
-            Err(_) => {
-                // Fail the client fast (400 is not retried) instead of letting it retry.
-                let message = format!("mock api: script panicked on turn {turn}");
-                let response = error_response(400, &[], "invalid_request_error", &message);
-                return whole(400, response);
-            }
+        if let Ok(reply) = catch_unwind(AssertUnwindSafe(|| (shared.script)(turn, body))) {
+            reply
+        } else {
+            // Fail the client fast (400 is not retried) instead of letting it retry.
+            let message = format!("mock api: script panicked on turn {turn}");
+            let response = error_response(400, &[], "invalid_request_error", &message);
+            return whole(400, response);
         }
     } else {
         shared
@@ -1047,7 +1044,7 @@ fn stop_reason(message: &Message) -> &'static str {
     }
 }
 
-/// The tool_use id of block `index` of message `n`: `toolu_mock_<n>` for the
+/// The `tool_use` id of block `index` of message `n`: `toolu_mock_<n>` for the
 /// first block (as before blocks could be several), `toolu_mock_<n>_<index>` after.
 fn tool_use_id(n: u64, index: usize) -> String {
     if index == 0 {

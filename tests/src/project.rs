@@ -751,7 +751,7 @@ pub fn run_measured(
             libc::waitid(
                 libc::P_PID,
                 pid as libc::id_t,
-                &mut info,
+                &raw mut info,
                 libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
             )
         };
@@ -769,7 +769,7 @@ pub fn run_measured(
     // SAFETY: rusage is plain data; all-zero is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: reaps our own exited child, with valid out pointers.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let r = unsafe { libc::wait4(pid, &raw mut status, 0, &raw mut usage) };
     assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
     let elapsed = start.elapsed();
     drop(child); // already reaped; dropping a Child never waits
@@ -783,7 +783,7 @@ pub fn run_measured(
     (run, u64::try_from(usage.ru_maxrss).unwrap_or(0))
 }
 
-/// Limits the size of every file `cmd` writes (RLIMIT_FSIZE), as a full
+/// Limits the size of every file `cmd` writes (`RLIMIT_FSIZE`), as a full
 /// disk or a quota would.
 #[allow(unsafe_code)]
 pub fn limit_file_size(cmd: &mut Command, bytes: u64) {
@@ -795,7 +795,7 @@ pub fn limit_file_size(cmd: &mut Command, bytes: u64) {
                 rlim_cur: bytes,
                 rlim_max: bytes,
             };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &raw const limit) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -845,10 +845,9 @@ fn live_processes() -> Vec<(u32, Vec<String>, PathBuf)> {
 /// The model requests a loop's state counted (`recentCalls`, over all its
 /// minutes): what every request served must add up to.
 pub fn counted_requests(state: &Value) -> u64 {
-    state["recentCalls"]
-        .as_array()
-        .map(|minutes| minutes.iter().filter_map(|m| m["calls"].as_u64()).sum())
-        .unwrap_or(0)
+    state["recentCalls"].as_array().map_or(0, |minutes| {
+        minutes.iter().filter_map(|m| m["calls"].as_u64()).sum()
+    })
 }
 
 /// The session's total cost a transcript's last `cost-state` line gives

@@ -115,7 +115,7 @@ impl Scenario {
     /// arguments only after a `--` in `args` (without, ralph chooses its
     /// permission mode).
     pub fn exact_args(mut self, args: &[&str]) -> Scenario {
-        self.args = args.iter().map(|a| a.to_string()).collect();
+        self.args = args.iter().map(std::string::ToString::to_string).collect();
         self
     }
 
@@ -360,7 +360,7 @@ pub mod script {
 
     /// Says `texts` in order, one a turn, then the last one at every later turn.
     pub fn says(texts: &[&str]) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static + use<> {
-        let texts: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let texts: Vec<String> = texts.iter().map(std::string::ToString::to_string).collect();
         move |turn, _| Reply::text(texts[turn.min(texts.len() - 1)].clone())
     }
 
@@ -442,9 +442,12 @@ impl Flag {
         after: impl Fn(usize) -> Reply + Send + Sync + 'static,
     ) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
         let flag = Arc::clone(&self.0);
-        move |turn, body| match flag.load(Ordering::SeqCst) {
-            false => before(turn, body),
-            true => after(turn),
+        move |turn, body| {
+            if flag.load(Ordering::SeqCst) {
+                after(turn)
+            } else {
+                before(turn, body)
+            }
         }
     }
 

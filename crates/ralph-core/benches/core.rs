@@ -65,12 +65,12 @@ fn bench_decide(c: &mut Criterion) {
             ..Observation::of_session(Some(SID.into()), true)
         };
         group.bench_function(name, |b| {
-            b.iter(|| decision::decide(&config, Some(black_box(&state)), &observed, NOW))
+            b.iter(|| decision::decide(&config, Some(black_box(&state)), &observed, NOW));
         });
     }
     let other = Observation::of_session(Some("another-session".into()), false);
     group.bench_function("other_session", |b| {
-        b.iter(|| decision::decide(&config, Some(black_box(&state)), &other, NOW))
+        b.iter(|| decision::decide(&config, Some(black_box(&state)), &other, NOW));
     });
     group.finish();
 }
@@ -83,10 +83,10 @@ fn bench_signals(c: &mut Criterion) {
         let done = message(len, signal);
         let findings = message(len, "RALPH_ITERATION_COMPLETE: 3 findings remain");
         group.bench_with_input(BenchmarkId::new("signal_claim_no", len), &plain, |b, m| {
-            b.iter(|| claims::signal_claim(black_box(m), signal))
+            b.iter(|| claims::signal_claim(black_box(m), signal));
         });
         group.bench_with_input(BenchmarkId::new("signal_claim_yes", len), &done, |b, m| {
-            b.iter(|| claims::signal_claim(black_box(m), signal))
+            b.iter(|| claims::signal_claim(black_box(m), signal));
         });
         group.bench_with_input(
             BenchmarkId::new("findings_count", len),
@@ -110,10 +110,10 @@ fn bench_hook_input(c: &mut Criterion) {
     .unwrap();
     let mut group = c.benchmark_group("hook_input_parse");
     group.bench_function("real_sample", |b| {
-        b.iter(|| hook_input::parse(black_box(real)).unwrap())
+        b.iter(|| hook_input::parse(black_box(real)).unwrap());
     });
     group.bench_function("64KiB_message", |b| {
-        b.iter(|| hook_input::parse(black_box(&big)).unwrap())
+        b.iter(|| hook_input::parse(black_box(&big)).unwrap());
     });
     group.finish();
 }
@@ -212,7 +212,7 @@ fn bench_transcript(c: &mut Criterion) {
         let want = transcript::last_assistant_text(transcript.path()).unwrap();
         assert!(want.is_some_and(|t| t.ends_with("Still working.")));
         group.bench_function(name, |b| {
-            b.iter(|| transcript::last_assistant_text(black_box(transcript.path())).unwrap())
+            b.iter(|| transcript::last_assistant_text(black_box(transcript.path())).unwrap());
         });
     }
     group.finish();
@@ -238,12 +238,12 @@ fn bench_walls(c: &mut Criterion) {
     let mut group = c.benchmark_group("check");
     let open = Walls::open();
     group.bench_function("unwalled", |b| {
-        b.iter(|| assert!(verify::run(&dir, black_box(&command), &open).passed()))
+        b.iter(|| assert!(verify::run(&dir, black_box(&command), &open).passed()));
     });
     if let Mechanism::Bubblewrap(_) = Mechanism::probe() {
         let walled = Walls::around(&dir, &dir, WallsWanted::Required);
         group.bench_function("walled", |b| {
-            b.iter(|| assert!(verify::run(&dir, black_box(&command), &walled).passed()))
+            b.iter(|| assert!(verify::run(&dir, black_box(&command), &walled).passed()));
         });
     }
     // Landlock's walls, as on a machine where bubblewrap cannot run: the
@@ -256,7 +256,7 @@ fn bench_walls(c: &mut Criterion) {
     );
     if verify::run(&dir, &command, &landlock).passed() {
         group.bench_function("walled-landlock", |b| {
-            b.iter(|| assert!(verify::run(&dir, black_box(&command), &landlock).passed()))
+            b.iter(|| assert!(verify::run(&dir, black_box(&command), &landlock).passed()));
         });
     }
     group.finish();

@@ -562,13 +562,12 @@ fn stop_config(
 ) -> Result<(Config, Option<Pinned>), EngineError> {
     // The pin decides, never config.json as it is now (the agent can
     // write it); a loop from before pinning is pinned to what this stop reads.
-    let (mut config, first_pin) = match &owned.pinned {
-        Some(pin) => (pin.config(paths, env)?, None),
-        None => {
-            let layers = FileLayers::read(paths, env)?;
-            let config = Config::from_layers(paths, env, &layers)?;
-            (config, Some(Pinned::of(&layers, world.now())))
-        }
+    let (mut config, first_pin) = if let Some(pin) = &owned.pinned {
+        (pin.config(paths, env)?, None)
+    } else {
+        let layers = FileLayers::read(paths, env)?;
+        let config = Config::from_layers(paths, env, &layers)?;
+        (config, Some(Pinned::of(&layers, world.now())))
     };
     if stop.skip_project_verify {
         config.completion.verify.clear();
@@ -691,13 +690,12 @@ pub fn rehearse_claim(
     world: &dyn World,
 ) -> Result<Rehearsal, EngineError> {
     let none_yet;
-    let owned = match state {
-        Some(state) => state,
-        None => {
-            // No loop: one that starts now, with nothing recorded of a start.
-            none_yet = LoopState::new(String::new(), 0, world.now());
-            &none_yet
-        }
+    let owned = if let Some(state) = state {
+        state
+    } else {
+        // No loop: one that starts now, with nothing recorded of a start.
+        none_yet = LoopState::new(String::new(), 0, world.now());
+        &none_yet
     };
     let (config, _) = stop_config(paths, env, stop, world, owned)?;
     let mut observed = Observation::of_session(None, false);
@@ -712,9 +710,10 @@ pub fn rehearse_claim(
     };
     check_claim(paths, &config, stop, world, owned, &claim, &mut observed);
     let gates = decision::claim_gates(&config, owned, &observed, &claim.assessment, &[]);
-    let walls_notice = match config.completion.verify.is_empty() {
-        true => None,
-        false => check_walls(&paths.root, work_root(paths, stop), config.sandbox.walls()).notice(),
+    let walls_notice = if config.completion.verify.is_empty() {
+        None
+    } else {
+        check_walls(&paths.root, work_root(paths, stop), config.sandbox.walls()).notice()
     };
     Ok(Rehearsal {
         accepted_summary: crate::judge::completion::accepted_summary(

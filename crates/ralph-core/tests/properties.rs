@@ -205,7 +205,7 @@ proptest! {
             (Value::Object(map), got) => match (expected(map), got) {
                 (Ok(want), Ok(got)) => prop_assert_eq!(got, want),
                 (Err(field), Err(InputError::BadField { field: named, .. })) => {
-                    prop_assert_eq!(named, field)
+                    prop_assert_eq!(named, field);
                 }
                 (want, got) => prop_assert!(false, "{text}: want {want:?}, got {got:?}"),
             },

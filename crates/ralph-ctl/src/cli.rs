@@ -74,7 +74,7 @@ pub(crate) enum Command {
     /// Check the install and the project, each check with its verdict and
     /// the fix: the hook registered (settings, plugin) and runnable, its
     /// timeout, the client and its version, its login, first run and folder
-    /// trust, the sandbox and the checks' walls, RALPH_ACTIVE in shell
+    /// trust, the sandbox and the checks' walls, `RALPH_ACTIVE` in shell
     /// profiles, PROMPT.md, files under .claude/ the agent must edit, the
     /// state. Judges headless runs unless --interactive: what only the other
     /// kind of run needs is a warning naming it. Exits 0 only when nothing
@@ -140,7 +140,7 @@ pub(crate) enum Command {
     History(crate::commands::history::HistoryArgs),
     /// Start a loop bound to the current Claude Code session, with TASK as
     /// its prompt: what the plugin's /ralph-loop runs (the session from
-    /// CLAUDE_CODE_SESSION_ID, which Claude Code 2.1 gives its commands).
+    /// `CLAUDE_CODE_SESSION_ID`, which Claude Code 2.1 gives its commands).
     #[command(
         after_help = "Example:\n  ralph-ctl loop-start Fix the failing tests. --max-iterations 6 --completion-promise DONE"
     )]
@@ -170,7 +170,7 @@ pub(crate) enum Command {
     /// or anyone) is shown by `status` and not obeyed until reloaded.
     #[command(after_help = "Example:\n  ralph-ctl reload")]
     Reload,
-    /// Write a fresh running state; prints "SESSION_ID MAX_ITERATIONS" (for launchers of your own).
+    /// Write a fresh running state; prints "`SESSION_ID` `MAX_ITERATIONS`" (for launchers of your own).
     #[command(after_help = "Example:\n  ralph-ctl start --max-iterations 10")]
     Start(crate::commands::start::StartArgs),
     /// Print the prompt of the loop's current iteration (header, PROMPT.md, guardrails).
@@ -189,11 +189,11 @@ pub(crate) enum Command {
     /// is reached or the circuit breaker opens; then prints one line saying
     /// how the loop ended and exits with its code.
     ///
-    /// Environment: RALPH_CLAUDE (the client, default `claude`; may carry
-    /// arguments, e.g. "node /path/to/cli.js"), RALPH_MAX_ITERATIONS,
-    /// RALPH_COMPLETION_SIGNAL, RALPH_CIRCUIT_BREAKER_THRESHOLD,
-    /// RALPH_PROMPT_FILE; CLAUDE_CODE_STOP_HOOK_BLOCK_CAP is raised above the
-    /// loop's cap. The client runs with RALPH_ACTIVE=1.
+    /// Environment: `RALPH_CLAUDE` (the client, default `claude`; may carry
+    /// arguments, e.g. "node /path/to/cli.js"), `RALPH_MAX_ITERATIONS`,
+    /// `RALPH_COMPLETION_SIGNAL`, `RALPH_CIRCUIT_BREAKER_THRESHOLD`,
+    /// `RALPH_PROMPT_FILE`; `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP` is raised above the
+    /// loop's cap. The client runs with `RALPH_ACTIVE=1`.
     ///
     /// Ctrl-C reaches the client from the terminal (interactive: a key that
     /// interrupts the turn, twice quits); SIGTERM and SIGHUP are passed on to
@@ -201,8 +201,8 @@ pub(crate) enum Command {
     /// when the client exits is recorded `interrupted`.
     ///
     /// Headless, an API error or a crash pauses the loop, and it is resumed
-    /// in the same session (RALPH_RESUME_POLICY, RALPH_RESUME_BACKOFF_SECONDS,
-    /// RALPH_MAX_AUTO_RESUMES); RALPH_MAX_COST_USD and RALPH_MAX_CALLS_PER_HOUR
+    /// in the same session (`RALPH_RESUME_POLICY`, `RALPH_RESUME_BACKOFF_SECONDS`,
+    /// `RALPH_MAX_AUTO_RESUMES`); `RALPH_MAX_COST_USD` and `RALPH_MAX_CALLS_PER_HOUR`
     /// bound what it spends. --resume goes on with a paused or interrupted loop.
     #[command(verbatim_doc_comment)]
     #[command(

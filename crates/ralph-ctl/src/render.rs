@@ -328,15 +328,17 @@ fn breaker_chart(state: &LoopState, config: Option<&Config>) -> String {
     let row_height = 26.0_f64;
     let (width, left) = (960.0_f64, 230.0_f64);
     let height = row_height * breaker::SIGNALS.len() as f64 + 20.0;
-    let max = breaker::SIGNALS
-        .iter()
-        .map(|s| {
-            s.trips_at(&config.breaker)
-                .max(state.breaker.counters.get(s.signal))
-        })
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
+    let max = f64::from(
+        breaker::SIGNALS
+            .iter()
+            .map(|s| {
+                s.trips_at(&config.breaker)
+                    .max(state.breaker.counters.get(s.signal))
+            })
+            .max()
+            .unwrap_or(1)
+            .max(1),
+    );
     let scale = (width - left - 40.0) / max;
     let mut svg = format!(
         "<svg id=\"breaker-chart\" role=\"img\" aria-label=\"breaker signals\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\">"
@@ -357,10 +359,10 @@ fn breaker_chart(state: &LoopState, config: Option<&Config>) -> String {
              <line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#c62828\" stroke-width=\"2\"/>",
             y + 12.0,
             esc(spec.label),
-            (count as f64 * scale).max(0.0),
+            (f64::from(count) * scale).max(0.0),
             y - 2.0,
             y + 18.0,
-            x = left + threshold as f64 * scale,
+            x = left + f64::from(threshold) * scale,
         );
     }
     let _ = write!(

@@ -386,7 +386,7 @@ mod tests {
     fn the_former_rules_over_protected_paths_are_taken_out() {
         let globs: Vec<String> = ["tests/", "spec", "*_test.go", "src/**/*.snap"]
             .iter()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .collect();
         let rules = former_protected_rules(&globs, |p| p == "spec");
         assert_eq!(

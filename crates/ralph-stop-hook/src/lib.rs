@@ -43,7 +43,7 @@ pub enum HookError {
     /// The stdin object is unusable.
     #[error("{0}")]
     Input(#[from] InputError),
-    /// Neither CLAUDE_PROJECT_DIR nor the input's `cwd` names the project.
+    /// Neither `CLAUDE_PROJECT_DIR` nor the input's `cwd` names the project.
     #[error(
         "cannot tell the project folder: CLAUDE_PROJECT_DIR is unset and the hook input has no `cwd`"
     )]
@@ -132,7 +132,7 @@ pub fn run() -> ExitCode {
         let what = info
             .payload()
             .downcast_ref::<&str>()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_default();
         report(&format!("internal error ({what}); please report it"));
@@ -289,7 +289,7 @@ pub fn client_version(agent: &str) -> Option<(u32, u32, u32)> {
 /// in the form `go_on` says; a `systemMessage` alone when the loop ended
 /// (the session stops and the person reads how); nothing at all to let the
 /// session stop otherwise. The `systemMessage` is for the person's screen
-/// and may quote the agent (a RALPH_ABORT reason): it is [`printable`]
+/// and may quote the agent (a `RALPH_ABORT` reason): it is [`printable`]
 /// (the `reason` is the model's next text, sent as it is).
 pub fn respond(answer: &Answer, go_on: GoOn, out: &mut dyn Write) -> io::Result<()> {
     let body = match answer {

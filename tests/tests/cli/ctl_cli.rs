@@ -2368,8 +2368,8 @@ fn loop_start_keeps_the_task_verbatim_and_reads_flags_only_where_they_stand() {
 fn reload_takes_a_baseline_for_a_new_verify_command_and_keeps_the_old_ones() {
     let project = TempProject::new("reload-baseline");
     project.init();
-    let first = r#"printf 'Ran 3 tests in 0.1s\n\nOK\n'"#;
-    let second = r#"printf 'Ran 2 tests in 0.1s\n\nOK (skipped=1)\n'"#;
+    let first = r"printf 'Ran 3 tests in 0.1s\n\nOK\n'";
+    let second = r"printf 'Ran 2 tests in 0.1s\n\nOK (skipped=1)\n'";
     let config = |commands: &[&str]| {
         let verify: Vec<Value> = commands
             .iter()
@@ -2441,7 +2441,7 @@ fn a_loop_waiting_to_resume_under_a_live_launcher_is_that_launchers() {
     }
     let _guard = KillOnDrop(launcher.id());
     let deadline = Instant::now() + Duration::from_secs(30);
-    while project.state().map(|s| s["status"] == "paused") != Some(true) {
+    while project.state().is_none_or(|s| s["status"] != "paused") {
         assert!(
             Instant::now() < deadline,
             "never paused: {:?}",
@@ -2628,7 +2628,7 @@ fn the_readme_s_exit_code_table_names_every_exit_code() {
     );
 }
 
-/// Every exit code of exit_codes.rs's table, the signals' (128 + the
+/// Every exit code of `exit_codes.rs`'s table, the signals' (128 + the
 /// number) `run` gives included.
 fn defined_exit_codes() -> std::collections::BTreeSet<i32> {
     ralph_core::exit_codes::MEANINGS

@@ -199,9 +199,10 @@ fn the_glossary_points_at_places_that_exist() {
     while let Some(folder) = folders.pop() {
         for entry in std::fs::read_dir(&folder).unwrap() {
             let path = entry.unwrap().path();
-            match path.is_dir() {
-                true => folders.push(path),
-                false => sources.push(path.to_string_lossy().replace('\\', "/")),
+            if path.is_dir() {
+                folders.push(path)
+            } else {
+                sources.push(path.to_string_lossy().replace('\\', "/"))
             }
         }
     }

@@ -590,12 +590,12 @@ fn untouched(project: &TempProject, hook: Hook) -> Run {
 fn untouched_by(project: &TempProject, run: impl FnOnce() -> Run) -> Run {
     let before = fs::symlink_metadata(project.state_path())
         .ok()
-        .filter(|m| m.is_file())
+        .filter(std::fs::Metadata::is_file)
         .map(|_| project.state_bytes());
     let run = run();
     let after = fs::symlink_metadata(project.state_path())
         .ok()
-        .filter(|m| m.is_file())
+        .filter(std::fs::Metadata::is_file)
         .map(|_| project.state_bytes());
     assert_eq!(before, after, "the state is untouched: {run:?}");
     run
@@ -776,7 +776,7 @@ fn hook_lines_for_bad_files() {
     let state_cases: [(&str, Setup); 7] = [
         ("state file empty", |p| write(p.state_path(), "")),
         ("state file corrupt", |p| {
-            write(p.state_path(), "{\"status\": \"running\", \"iter")
+            write(p.state_path(), "{\"status\": \"running\", \"iter");
         }),
         ("state file a JSON array", |p| write(p.state_path(), "[]")),
         ("state file a directory", |p| {
@@ -793,7 +793,7 @@ fn hook_lines_for_bad_files() {
             std::os::unix::fs::symlink(&target, p.state_path()).unwrap();
         }),
         ("state file over 4 MiB", |p| {
-            write(p.state_path(), vec![b' '; (4 << 20) + 1])
+            write(p.state_path(), vec![b' '; (4 << 20) + 1]);
         }),
     ];
     for (case, setup) in state_cases {
@@ -870,14 +870,14 @@ fn hook_lines_for_bad_files() {
     let prompt = ".claude/ralph/PROMPT.md";
     let prompt_cases: [(&str, Setup); 6] = [
         ("PROMPT.md missing", |p| {
-            fs::remove_file(p.path(".claude/ralph/PROMPT.md")).unwrap()
+            fs::remove_file(p.path(".claude/ralph/PROMPT.md")).unwrap();
         }),
         ("PROMPT.md blank", |p| p.write_prompt("  \n\n")),
         ("PROMPT.md over 1 MiB", |p| {
-            p.write_prompt(&"x".repeat((1 << 20) + 1))
+            p.write_prompt(&"x".repeat((1 << 20) + 1));
         }),
         ("PROMPT.md binary", |p| {
-            write(p.path(".claude/ralph/PROMPT.md"), b"\x00\xff\xfebinary")
+            write(p.path(".claude/ralph/PROMPT.md"), b"\x00\xff\xfebinary");
         }),
         ("PROMPT.md a FIFO", |p| {
             fs::remove_file(p.path(".claude/ralph/PROMPT.md")).unwrap();
@@ -929,10 +929,7 @@ impl CtlTable {
     fn record(&mut self, case: &str, run: &Run) {
         run.assert_no_panic();
         assert_ne!(run.code, Some(0), "{case} must fail: {run:?}");
-        let code = run
-            .code
-            .map(|c| c.to_string())
-            .unwrap_or_else(|| "killed".into());
+        let code = run.code.map_or_else(|| "killed".into(), |c| c.to_string());
         self.0.push_str(&format!("$ {case}\nexit {code}\n"));
         for (name, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
             for line in text.lines() {

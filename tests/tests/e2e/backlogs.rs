@@ -21,9 +21,10 @@ use ralph_tests::project::git_out;
 /// `.txt` unless it has a dot (`Add hello.txt` → `hello.txt`).
 fn file_named_in(title: &str) -> String {
     let last = title.split_whitespace().last().unwrap_or("item");
-    match last.contains('.') {
-        true => last.to_string(),
-        false => format!("{last}.txt"),
+    if last.contains('.') {
+        last.to_string()
+    } else {
+        format!("{last}.txt")
     }
 }
 

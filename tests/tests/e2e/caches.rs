@@ -142,7 +142,7 @@ fn a_go_check_with_no_build_cache_yet_passes_in_the_walls(client: ClientVersion)
     let api = MockApi::start(agent_runs(check));
     let outcome = scenario.run(&api);
     completed_and_the_agent_ran_it(&outcome, &api, passed);
-    let built = std::fs::read_dir(&cache).map_or(0, |d| d.count());
+    let built = std::fs::read_dir(&cache).map_or(0, std::iter::Iterator::count);
     assert!(built > 0, "Go's build cache was not written: {outcome:?}");
 }
 
@@ -268,7 +268,7 @@ fn a_cargo_check_fetches_the_crate_the_agent_added_into_the_registry() {
     );
 }
 
-/// `cmd` run where bubblewrap is not to be had (see walls_parity), so
+/// `cmd` run where bubblewrap is not to be had (see `walls_parity`), so
 /// that ralph's checks are walled by Landlock.
 fn under_landlock(scenario: &Scenario, api: &MockApi) -> Outcome {
     let cmd = ralph_tests::reach::without_bubblewrap(scenario.command(api));

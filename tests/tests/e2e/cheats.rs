@@ -66,7 +66,7 @@ fn cheat(name: &str, client: ClientVersion, mode: Mode, actions: Vec<Reply>, cla
         })
         .collect();
     let claim = claim.to_string();
-    let api = MockApi::start(script::replies_then(actions.to_vec(), claim));
+    let api = MockApi::start(script::replies_then(actions.clone(), claim));
     let scenario = Scenario::around(project, client);
     let scenario = match mode {
         Mode::Default => scenario.exact_args(&["--headless", "--max-iterations", "3"]),
@@ -362,7 +362,7 @@ fn cheat_through_the_check(
     let root = std::fs::canonicalize(&project.root).unwrap();
     let key = project.key_dir().join("record.key");
     let script = script(&root, &key);
-    let api = MockApi::start(script::replies_then(script.to_vec(), done()));
+    let api = MockApi::start(script::replies_then(script.clone(), done()));
     let scenario =
         Scenario::around(project, client).exact_args(&["--headless", "--max-iterations", "3"]);
     let outcome = scenario.run(&api);

@@ -42,9 +42,11 @@ mod worktree_env;
 /// One client's terminal UI at a time in this binary: a terminal UI under
 /// load writes its transcript late (2.0.77 then shows its final message to
 /// the hook only after the hook's wait), so the tests that start one
-/// (interactive's, and one each in first_hour and plugin) do not compete
+/// (interactive's, and one each in `first_hour` and plugin) do not compete
 /// with each other.
 fn one_terminal_ui_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

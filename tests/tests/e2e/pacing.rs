@@ -27,8 +27,7 @@ fn ralph_time(secs: u64) -> String {
 fn epoch_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// A time (seconds since the epoch, 0 until set) the test and the mock's

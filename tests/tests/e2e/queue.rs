@@ -462,9 +462,12 @@ fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
     let stopped = Arc::new(AtomicBool::new(false));
     let after = Arc::clone(&stopped);
     let agent = committing_worker();
-    let api = MockApi::start(move |turn, body| match after.load(Ordering::SeqCst) {
-        false => Reply::bash("sleep 60"),
-        true => agent(turn, body),
+    let api = MockApi::start(move |turn, body| {
+        if !after.load(Ordering::SeqCst) {
+            Reply::bash("sleep 60")
+        } else {
+            agent(turn, body)
+        }
     });
     let mut command = scenario.command(&api);
     command

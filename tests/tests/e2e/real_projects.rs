@@ -5,8 +5,8 @@
 //!
 //! | project | from | its check, as `init --yes` finds it | set up |
 //! |---|---|---|---|
-//! | attrs 25.3.0 | PyPI sdist, src layout | `python3 -m pytest` | installed editable into `.venv`, the venv active |
-//! | toolz 1.2.0 | PyPI sdist, tests in the package | `python3 -m pytest` | pytest only in `.venv`; `*.egg-info` ignored, `__pycache__` not |
+//! | attrs 25.3.0 | `PyPI` sdist, src layout | `python3 -m pytest` | installed editable into `.venv`, the venv active |
+//! | toolz 1.2.0 | `PyPI` sdist, tests in the package | `python3 -m pytest` | pytest only in `.venv`; `*.egg-info` ignored, `__pycache__` not |
 //! | bytes 3.1.2 | Debian's source of node-bytes | `npm test` (mocha) | `node_modules` (ignored) from `npm ci` |
 //! | signal-hook-registry 1.4.8 | crates.io | `cargo test` | its dependencies in `~/.cargo` |
 //! | go-difflib 1.0.0 | Debian's golang-github-pmezard-go-difflib-dev | `go test ./...` | Debian's Go, no build cache yet |
@@ -653,8 +653,10 @@ fn queue_on(real: &Real, uid: Option<u32>) {
         items
             .values()
             .find(|i| i["title"].as_str().is_some_and(|t| t.starts_with(prefix)))
-            .map(|i| i["status"].as_str().unwrap_or("?").to_string())
-            .unwrap_or_else(|| "never taken".into())
+            .map_or_else(
+                || "never taken".into(),
+                |i| i["status"].as_str().unwrap_or("?").to_string(),
+            )
     };
     let main_file = git_out(&root, &["show", &format!("main:{}", real.file)]);
     let landed_log = git_out(&root, &["log", "--format=%s", "main"]);

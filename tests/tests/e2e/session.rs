@@ -561,7 +561,7 @@ fn errors_are_recorded_against_their_own_iteration(client: ClientVersion) {
     assert_eq!([calls[2], calls[3]], [0, 0], "{history:#?}");
     // An incomplete stop may have seen its tool call, or not yet.
     for i in [0, 1] {
-        let least = if incomplete[i] { 0 } else { 1 };
+        let least = u64::from(!incomplete[i]);
         assert!((least..=1).contains(&calls[i]), "{history:#?}");
     }
     let excerpts: Vec<&str> = history

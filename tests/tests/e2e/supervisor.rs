@@ -61,7 +61,7 @@ const QUICK: [(&str, &str); 2] = [
 ];
 
 /// Main requests one failing turn costs a client with
-/// `CLAUDE_CODE_MAX_RETRIES=1` (mock_api's module doc): the request and its
+/// `CLAUDE_CODE_MAX_RETRIES=1` (`mock_api`'s module doc): the request and its
 /// retry; 2.0.77 also resends the failed streaming request at once without
 /// streaming.
 fn requests_per_failed_turn(client: ClientVersion) -> usize {
@@ -177,7 +177,7 @@ fn epoch_of(rfc3339: &str) -> u64 {
 
 /// A summary of the requests for assertion messages.
 fn describe(requests: &[RecordedRequest]) -> String {
-    let start = requests.first().map(|r| r.at).unwrap_or(UNIX_EPOCH);
+    let start = requests.first().map_or(UNIX_EPOCH, |r| r.at);
     let since_epoch = start.duration_since(UNIX_EPOCH).unwrap_or_default();
     let head = format!(
         "(+0 = {:.2} s since the epoch)\n",
@@ -245,9 +245,10 @@ fn limited_in_iteration_2(ahead: u64) -> (Arc<Mutex<Option<u64>>>, MockApi) {
     let reset_of = Arc::clone(&reset_at);
     let api = MockApi::start(three_steps(move || {
         let reset = *reset_of.lock().unwrap().get_or_insert(epoch_now() + ahead);
-        match SystemTime::now() < UNIX_EPOCH + Duration::from_secs(reset) {
-            true => rate_limited(reset, 1),
-            false => Reply::text("Finished step 2."),
+        if SystemTime::now() < UNIX_EPOCH + Duration::from_secs(reset) {
+            rate_limited(reset, 1)
+        } else {
+            Reply::text("Finished step 2.")
         }
     }));
     (reset_at, api)
@@ -278,9 +279,10 @@ fn a_stretch_of_529s_is_waited_out_in_the_same_session(client: ClientVersion) {
     // 3 completes.
     let api = MockApi::start(three_steps(move || {
         let mut first = first_529.lock().unwrap();
-        match first.get_or_insert_with(Instant::now).elapsed() < STRETCH {
-            true => Reply::overloaded(),
-            false => Reply::text("Finished step 2."),
+        if first.get_or_insert_with(Instant::now).elapsed() < STRETCH {
+            Reply::overloaded()
+        } else {
+            Reply::text("Finished step 2.")
         }
     }));
     let outcome = scenario.run(&api);
@@ -880,9 +882,10 @@ fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
     // seconds, not left running and spending. The
     // person's --resume then goes on, the orphaned iteration's request
     // counted once.
-    let (name, mode) = match fresh {
-        true => ("killed-fresh", "--fresh"),
-        false => ("killed-launcher", "--headless"),
+    let (name, mode) = if fresh {
+        ("killed-fresh", "--fresh")
+    } else {
+        ("killed-launcher", "--headless")
     };
     let scenario = quick(name, client)
         .args(&[mode])

@@ -37,7 +37,7 @@ use serde_json::json;
 /// `parity-out/<who>.json` in the project (the one folder both may write;
 /// a folder, as Landlock's walls let a check create no entry at the
 /// project's top).
-const PROBE: &str = r#"import json, os, signal, socket, subprocess, sys
+const PROBE: &str = r"import json, os, signal, socket, subprocess, sys
 who = sys.argv[1]
 cfg = json.load(open('parity-config.json'))
 res = {}
@@ -94,7 +94,7 @@ def variables():
 attempt('see the session variables', variables)
 json.dump(res, open('parity-out/%s.json' % who, 'w'), indent=1)
 print('probed', len(res))
-"#;
+";
 
 /// The variables that name the person's sockets and sessions, set for
 /// both runs.

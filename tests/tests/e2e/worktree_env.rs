@@ -163,7 +163,7 @@ fn an_item_that_breaks_an_editable_package_never_lands_and_the_reach_back_is_nam
     assert_eq!(api.main_requests().len(), 0, "{stderr}");
 }
 
-/// The node_modules of mocha, installed once by tests/install-mocha.sh.
+/// The `node_modules` of mocha, installed once by tests/install-mocha.sh.
 fn mocha_modules() -> &'static Path {
     static MODULES: OnceLock<PathBuf> = OnceLock::new();
     MODULES.get_or_init(|| {

@@ -315,7 +315,10 @@ fn sigkill_at_random_moments_never_tears_or_rewinds_the_state() {
             })
         })
         .collect();
-    let outcomes: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
+    let outcomes: Vec<_> = workers
+        .into_iter()
+        .map(std::thread::JoinHandle::join)
+        .collect();
     stop.store(true, Ordering::SeqCst);
     let (reads, most_temps) = reader.join().unwrap();
     for outcome in outcomes {
@@ -1753,7 +1756,7 @@ impl Drop for KillScope {
     fn drop(&mut self) {
         match self.0 {
             Scope::Group(pgid) if pgid > 1 => {
-                ralph_tests::project::signal_group(pgid, libc::SIGKILL)
+                ralph_tests::project::signal_group(pgid, libc::SIGKILL);
             }
             Scope::Group(_) => {}
             Scope::Namespace(_) => {

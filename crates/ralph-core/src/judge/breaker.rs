@@ -587,8 +587,7 @@ pub fn step(
             previous
                 .last_transition
                 .as_ref()
-                .map(|t| t.reason.clone())
-                .unwrap_or_else(|| "the breaker is open".into()),
+                .map_or_else(|| "the breaker is open".into(), |t| t.reason.clone()),
         ),
     };
     (next, effect)

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusBlock {
-    /// `STATUS` (e.g. IN_PROGRESS, COMPLETE, BLOCKED).
+    /// `STATUS` (e.g. `IN_PROGRESS`, COMPLETE, BLOCKED).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// `TASKS_COMPLETED_THIS_LOOP`.
@@ -22,7 +22,7 @@ pub struct StatusBlock {
     /// `FILES_MODIFIED`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files_modified: Option<String>,
-    /// `TESTS_STATUS` (e.g. PASSING, FAILING, NOT_RUN).
+    /// `TESTS_STATUS` (e.g. PASSING, FAILING, `NOT_RUN`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tests_status: Option<String>,
     /// `WORK_TYPE` (e.g. IMPLEMENTATION, TESTING, DOCUMENTATION).
@@ -72,7 +72,7 @@ fn is_fence(line: &str) -> bool {
 }
 
 /// The columns of indentation before a line's text (a tab reaches the next
-/// multiple of 4, as in CommonMark).
+/// multiple of 4, as in `CommonMark`).
 fn indentation(line: &str) -> usize {
     let mut column = 0;
     for c in line.chars() {
@@ -109,11 +109,11 @@ fn is_list_item(line: &str) -> bool {
 /// The lines of `message` outside code blocks and block quotes.
 ///
 /// Code blocks, which is how a prompt gets echoed: fenced ones (```` ``` ````
-/// or `~~~`), and indented ones as CommonMark reads them, kept simple: a line
+/// or `~~~`), and indented ones as `CommonMark` reads them, kept simple: a line
 /// indented by 4 or more columns (a tab counts as 4) at the start of the
 /// message or after a blank line, and the indented and blank lines that
 /// follow it. An indented line right after a line of text continues that
-/// text (CommonMark's lazy continuation), and inside a list (from an item's
+/// text (`CommonMark`'s lazy continuation), and inside a list (from an item's
 /// first line to the next unindented line after a blank line) indented
 /// lines are the items' text, never code.
 fn prose_lines(message: &str) -> Vec<&str> {
@@ -321,8 +321,10 @@ pub fn abort_request(message: &str) -> Option<String> {
                 block
                     .recommendation
                     .filter(|r| !r.trim().is_empty())
-                    .map(|r| r.chars().take(500).collect())
-                    .unwrap_or_else(|| "its status block says BLOCKED".to_string())
+                    .map_or_else(
+                        || "its status block says BLOCKED".to_string(),
+                        |r| r.chars().take(500).collect(),
+                    )
             })
     })
 }

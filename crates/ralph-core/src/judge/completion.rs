@@ -165,7 +165,7 @@ impl Default for CompletionConfig {
             mode: CompletionMode::Strict,
             plan_files: crate::observe::plan::DEFAULT_PLAN_FILES
                 .iter()
-                .map(|s| s.to_string())
+                .map(std::string::ToString::to_string)
                 .collect(),
             verify: Vec::new(),
             weights: ConfidenceWeights::default(),
@@ -386,18 +386,7 @@ pub fn permission_gate(
     changed: bool,
     sandboxed: bool,
 ) -> Option<GateResult> {
-    let detail = if !denied.is_empty() {
-        let calls = crate::judge::errors::calls_in_words(denied);
-        if changed {
-            format!("the client refused {calls} for lack of permission, but the project changed")
-        } else {
-            format!(
-                "the client refused {calls} for lack of permission and nothing in the project changed: \
-                 the work was not done; {}",
-                crate::judge::errors::how_to_allow_in(denied, sandboxed)
-            )
-        }
-    } else {
+    let detail = if denied.is_empty() {
         match (unseen, changed) {
             (Unseen::Nothing, _) => return None,
             (_, true) => {
@@ -417,6 +406,17 @@ pub fn permission_gate(
                  allow rules or the sandbox) if the client refused them"
                     .into()
             }
+        }
+    } else {
+        let calls = crate::judge::errors::calls_in_words(denied);
+        if changed {
+            format!("the client refused {calls} for lack of permission, but the project changed")
+        } else {
+            format!(
+                "the client refused {calls} for lack of permission and nothing in the project changed: \
+                 the work was not done; {}",
+                crate::judge::errors::how_to_allow_in(denied, sandboxed)
+            )
         }
     };
     Some(GateResult {

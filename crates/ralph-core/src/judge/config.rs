@@ -148,7 +148,7 @@ impl ContextMode {
     }
 }
 
-/// What `contextMode` / RALPH_CONTEXT_MODE accept.
+/// What `contextMode` / `RALPH_CONTEXT_MODE` accept.
 const CONTEXT_MODES: &str = "session or fresh";
 
 /// Whether an unattended run (headless, fresh, formula) runs the client in
@@ -199,7 +199,7 @@ impl SandboxSetting {
     }
 }
 
-/// What `sandbox` / RALPH_SANDBOX accept.
+/// What `sandbox` / `RALPH_SANDBOX` accept.
 const SANDBOX_SETTINGS: &str = "auto, on or off";
 
 /// How the supervisor answers a paused loop.
@@ -261,7 +261,7 @@ pub struct SupervisionConfig {
 
 use crate::units::PerMille;
 
-/// What `pauseAtUtilization` / RALPH_PAUSE_AT_UTILIZATION accept.
+/// What `pauseAtUtilization` / `RALPH_PAUSE_AT_UTILIZATION` accept.
 const UTILIZATION_ACCEPTS: &str =
     "a share of the usage window above 0 and at most 1, such as 0.8 (80 %)";
 
@@ -734,10 +734,10 @@ pub fn accepted_keys() -> String {
     )
 }
 
-/// What `resumePolicy` / RALPH_RESUME_POLICY accept.
+/// What `resumePolicy` / `RALPH_RESUME_POLICY` accept.
 const POLICIES: &str = "conservative, aggressive or manual";
 
-/// What `maxCostUsd` / RALPH_MAX_COST_USD (and the launcher's
+/// What `maxCostUsd` / `RALPH_MAX_COST_USD` (and the launcher's
 /// `--max-cost-usd`) accept.
 pub fn cost_accepts() -> String {
     format!("a dollar amount above 0 and at most {MAX_COST_LIMIT_USD}, such as 5 or 12.50")
@@ -749,7 +749,7 @@ pub fn validate_cost(dollars: f64) -> Option<Usd> {
         .then(|| Usd::from_dollars(dollars))
 }
 
-/// What `allowFewerTests` / RALPH_ALLOW_FEWER_TESTS accept.
+/// What `allowFewerTests` / `RALPH_ALLOW_FEWER_TESTS` accept.
 const BOOLEANS: &str = "true or false (also 1 or 0)";
 
 /// Reads `true`/`false` (`1`/`0`), any case.
@@ -774,7 +774,7 @@ fn valid_protected(glob: &str) -> bool {
         && !glob.split(['/', '\\']).any(|part| part == "..")
 }
 
-/// What `completionMode` / RALPH_COMPLETION_MODE accept.
+/// What `completionMode` / `RALPH_COMPLETION_MODE` accept.
 const MODES: &str = "strict, dual or confidence";
 /// Longest accepted verification timeout, in seconds.
 pub const VERIFY_TIMEOUT_LIMIT: u32 = 3_600;
@@ -816,7 +816,7 @@ impl Target {
                 config.breaker.thresholds.insert(signal, value);
             }
             Target::MaxCallsPerHour => {
-                config.supervision.max_calls_per_hour = (value > 0).then_some(value)
+                config.supervision.max_calls_per_hour = (value > 0).then_some(value);
             }
             Target::BackoffSeconds => config.supervision.backoff_seconds = value,
             Target::MaxAutoResumes => config.supervision.max_auto_resumes = value,

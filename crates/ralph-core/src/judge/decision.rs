@@ -790,7 +790,7 @@ fn judge_completion(
     }
 }
 
-/// Reads the agent's RALPH_OUTCOME marker (a marker not understood is said
+/// Reads the agent's `RALPH_OUTCOME` marker (a marker not understood is said
 /// in a notice) and counts it, and a cut-off iteration, against the error
 /// and gate budgets.
 fn count_outcome(
@@ -1474,7 +1474,12 @@ mod tests {
             assert_eq!(last, *ending, "{sequence:?}: {state:#?}");
             let record = state.history.last().unwrap();
             assert_eq!(record.item_id.as_deref(), Some("T-1"));
-            assert_eq!(record.outcome.map(|o| o.as_str()), sequence.last().copied());
+            assert_eq!(
+                record
+                    .outcome
+                    .map(super::super::claims::OutcomeStatus::as_str),
+                sequence.last().copied()
+            );
         }
         // A marker that cannot be read is said in the next iteration's text.
         let state = LoopState::new(SID.into(), 25, NOW);

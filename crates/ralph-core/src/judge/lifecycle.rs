@@ -489,7 +489,7 @@ fn again(state: &LoopState, extra: &[&str]) -> String {
         return "the launcher again".into();
     };
     let mut words = vec!["ralph-ctl run".to_string()];
-    words.extend(extra.iter().map(|w| w.to_string()));
+    words.extend(extra.iter().map(std::string::ToString::to_string));
     if let Some(formula) = &state.formula {
         words.push(format!(
             "--formula {}",
@@ -536,7 +536,7 @@ fn queue_next_step(state: &LoopState, queue: &crate::judge::state::QueueRun) -> 
             state
                 .run_mode
                 .as_ref()
-                .and_then(|m| m.sandbox_flag())
+                .and_then(super::state::RunMode::sandbox_flag)
                 .map(String::from),
         );
         format!("{before}`{}` takes up the items left", words.join(" "))
@@ -642,11 +642,10 @@ pub fn outcome_line(state: &LoopState) -> String {
         Status::Interrupted => format!("loop interrupted: {because}{next}"),
         Status::Running => "loop still running".into(),
         Status::Paused => {
-            let what = state
-                .paused_because
-                .as_ref()
-                .map(|p| format!("{}: {}", p.kind.as_str(), p.message))
-                .unwrap_or_else(|| "no reason recorded".into());
+            let what = state.paused_because.as_ref().map_or_else(
+                || "no reason recorded".into(),
+                |p| format!("{}: {}", p.kind.as_str(), p.message),
+            );
             format!(
                 "loop paused at iteration {} of {} ({what}){next}",
                 state.iteration, state.max_iterations

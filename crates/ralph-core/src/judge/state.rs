@@ -301,7 +301,7 @@ pub struct IterationRecord {
     /// The findings count the message reported, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub findings: Option<u64>,
-    /// Where the message came from: `input` (last_assistant_message),
+    /// Where the message came from: `input` (`last_assistant_message`),
     /// `transcript`, `transcript_behind` (the transcript never showed it) or `none`.
     #[serde(default)]
     pub message_source: MessageSource,
@@ -590,9 +590,10 @@ pub struct RunMode {
 impl RunMode {
     /// The `--sandbox` or `--no-sandbox` the loop was run with, if either.
     pub fn sandbox_flag(&self) -> Option<&'static str> {
-        match self.sandbox? {
-            true => Some("--sandbox"),
-            false => Some("--no-sandbox"),
+        if self.sandbox? {
+            Some("--sandbox")
+        } else {
+            Some("--no-sandbox")
         }
     }
 }

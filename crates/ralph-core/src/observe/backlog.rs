@@ -415,12 +415,11 @@ fn plan_items_as_written(markdown: &str) -> Vec<Item> {
             }
             None => match (open, items.last_mut()) {
                 (Some(at), Some(item)) if indent > at && !line.trim().is_empty() => {
-                    match after_line(line) {
-                        Some(named) => item.after.extend(named),
-                        None => {
-                            item.body.push_str(line.trim());
-                            item.body.push('\n');
-                        }
+                    if let Some(named) = after_line(line) {
+                        item.after.extend(named)
+                    } else {
+                        item.body.push_str(line.trim());
+                        item.body.push('\n');
                     }
                 }
                 (Some(_), _) if line.trim().is_empty() => {}

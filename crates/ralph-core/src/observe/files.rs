@@ -40,7 +40,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Bounded> {
 }
 
 /// Opens `path` for reading without waiting for a FIFO's writer
-/// (O_NONBLOCK, which regular files ignore).
+/// (`O_NONBLOCK`, which regular files ignore).
 pub fn open_without_waiting(path: &Path) -> io::Result<File> {
     let mut options = OpenOptions::new();
     options.read(true);

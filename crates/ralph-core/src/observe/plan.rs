@@ -232,7 +232,10 @@ mod tests {
     fn read_skips_missing_files() {
         let dir = tempfile::TempDir::new().unwrap();
         fs::write(dir.path().join("TODO.md"), "- [ ] write docs\n").unwrap();
-        let files: Vec<String> = DEFAULT_PLAN_FILES.iter().map(|s| s.to_string()).collect();
+        let files: Vec<String> = DEFAULT_PLAN_FILES
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         let report = read(dir.path(), &files);
         assert_eq!(report.files.len(), 1);
         assert_eq!(report.files[0].path, "TODO.md");

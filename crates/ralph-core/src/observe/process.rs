@@ -192,7 +192,7 @@ fn wait_without_reaping(pid: u32, extra: libc::c_int) -> std::io::Result<bool> {
             libc::waitid(
                 libc::P_PID,
                 pid as libc::id_t,
-                &mut info,
+                &raw mut info,
                 libc::WEXITED | libc::WNOWAIT | extra,
             )
         };

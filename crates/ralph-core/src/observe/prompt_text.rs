@@ -246,7 +246,7 @@ mod tests {
         let template =
             "# Task\n\nReplace this text with the task for the loop. Say what \"done\" means.\n";
         assert!(is_template(template));
-        assert!(is_template(&template.replace("\n", "\r\n")));
+        assert!(is_template(&template.replace('\n', "\r\n")));
         assert!(is_template(
             "Replace this text\n   with the task\tfor the loop.\n\nFix the parser."
         ));

@@ -346,11 +346,7 @@ fn list(root: &Path, patterns: &[String], runners: bool) -> Option<BTreeMap<Stri
             } else {
                 continue;
             };
-            let modified = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .map(nanos)
-                .unwrap_or(0);
+            let modified = entry.metadata().and_then(|m| m.modified()).map_or(0, nanos);
             files.insert(path, Listed { hash, modified });
         }
     }
@@ -360,8 +356,7 @@ fn list(root: &Path, patterns: &[String], runners: bool) -> Option<BTreeMap<Stri
 /// Nanoseconds since 1970 (0 before it, the largest `u64` past 2554).
 fn nanos(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// FNV-1a over the file's first [`HASHED_BYTES`] and its size (a symbolic
@@ -377,7 +372,7 @@ fn hash_file(path: &Path, symlink: bool) -> String {
     }
     match crate::observe::files::open_without_waiting(path) {
         Ok(file) => {
-            let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let size = file.metadata().map_or(0, |m| m.len());
             hash.bytes(&size.to_le_bytes());
             let mut reader = file.take(HASHED_BYTES);
             let mut buf = [0u8; 64 * 1024];
@@ -486,7 +481,7 @@ mod tests {
     }
 
     fn strings(items: &[&str]) -> Vec<String> {
-        items.iter().map(|s| s.to_string()).collect()
+        items.iter().map(std::string::ToString::to_string).collect()
     }
 
     #[test]

@@ -184,7 +184,7 @@ pub fn is_simple_command(command: &str) -> bool {
     while let Some(c) = chars.next() {
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
-            (Some('"'), '\\') | (None, '\\') => {
+            (Some('"') | None, '\\') => {
                 chars.next();
             }
             (Some('"'), '$' | '`') => return false,
@@ -269,12 +269,13 @@ pub fn how_to_allow_in(refusals: &[Refusal], sandboxed: bool) -> String {
     }
     ways.push("pass `-- --permission-mode bypassPermissions`".into());
     let ways = ways.join(", or ");
-    match sandboxed {
-        false => ways,
-        true => format!(
+    if sandboxed {
+        format!(
             "the client's sandbox is on and still asked approval for it (a command the sandbox does \
-             not run on its own); {ways}"
-        ),
+         not run on its own); {ways}"
+        )
+    } else {
+        ways
     }
 }
 

@@ -164,9 +164,7 @@ pub fn resolve_in(
         work: root,
         project,
     };
-    let path = path
-        .map(str::to_string)
-        .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default());
+    let path = path.map_or_else(|| std::env::var("PATH").unwrap_or_default(), str::to_string);
     let python_path = std::env::var("PYTHONPATH").unwrap_or_default();
     let mut pythons: Vec<PythonRuntime> = Vec::new();
     let commands = commands
@@ -176,16 +174,15 @@ pub fn resolve_in(
             let shadows = (!found.calls.is_empty()).then(|| {
                 let mut shadows = Vec::new();
                 for call in &found.calls {
-                    let runtime = match pythons
+                    let runtime = if let Some(known) = pythons
                         .iter()
                         .find(|r| r.interpreter == call.interpreter_shown)
                     {
-                        Some(known) => known.clone(),
-                        None => {
-                            let asked = python::ask(call, walls);
-                            pythons.push(asked.clone());
-                            asked
-                        }
+                        known.clone()
+                    } else {
+                        let asked = python::ask(call, walls);
+                        pythons.push(asked.clone());
+                        asked
                     };
                     shadows.extend(python::shadows_of(root, call, &runtime, &python_path));
                 }
@@ -321,8 +318,7 @@ fn resolve_into(
         let path = assigned
             .iter()
             .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_str())
-            .unwrap_or(path);
+            .map_or(path, |(_, v)| v.as_str());
         let words = look_through(words);
         let Some(program) = words.first() else {
             continue;
@@ -496,7 +492,7 @@ fn content_hash(path: &Path) -> Option<String> {
         Ok(Bounded::Missing) => None,
         Ok(Bounded::Bytes(bytes)) => Some(crate::fnv::hex(&bytes)),
         Ok(Bounded::TooLarge) => {
-            let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            let len = std::fs::metadata(path).map_or(0, |m| m.len());
             Some(format!("large:{len}"))
         }
         Err(e) => Some(format!("unreadable:{}", e.kind())),
@@ -549,10 +545,10 @@ fn python_target(root: &Roots, cwd: &Path, shown_words: &str, args: &[String]) -
             _ => return None,
         }
     };
-    let what = shown_words
-        .split_once(&module)
-        .map(|(before, _)| format!("{before}{module}"))
-        .unwrap_or_else(|| shown_words.to_string());
+    let what = shown_words.split_once(&module).map_or_else(
+        || shown_words.to_string(),
+        |(before, _)| format!("{before}{module}"),
+    );
     let parts: Vec<&str> = module.split('.').filter(|p| !p.is_empty()).collect();
     let mut found: Vec<PathBuf> = Vec::new();
     let mut dir = cwd.to_path_buf();
@@ -741,7 +737,7 @@ fn node_targets(
         None if bin_fallback => {
             found
                 .targets
-                .push(file_target(root, shown_words, &node_bin(&dir, name)))
+                .push(file_target(root, shown_words, &node_bin(&dir, name)));
         }
         None => found.targets.push(Target {
             what: format!("{shown_words} (scripts.{name} of package.json)"),
@@ -955,7 +951,7 @@ mod tests {
     fn the_program_is_found_as_the_shell_would() {
         // A project folder on PATH: a runner placed there is a change.
         let changes = changed_after(&[], "pytest -q", |root| {
-            executable(root, "bin/pytest", "#!/bin/sh\necho ok\n")
+            executable(root, "bin/pytest", "#!/bin/sh\necho ok\n");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
         assert!(
@@ -971,7 +967,7 @@ mod tests {
         assert_eq!(changes.len(), 1, "{changes:?}");
         // A script run by a shell.
         let changes = changed_after(&[("run.sh", "pytest")], "bash run.sh", |root| {
-            write(root, "run.sh", "exit 0")
+            write(root, "run.sh", "exit 0");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
         // Builtins are the shell's; wrappers and assignments looked through.
@@ -987,7 +983,7 @@ mod tests {
     fn npm_scripts_are_the_check() {
         let package = r#"{"scripts": {"test": "node --test"}}"#;
         let changes = changed_after(&[("package.json", package)], "npm test", |root| {
-            write(root, "package.json", r#"{"scripts": {"test": "echo ok"}}"#)
+            write(root, "package.json", r#"{"scripts": {"test": "echo ok"}}"#);
         });
         assert!(
             changes.contains(&"`npm test (scripts.test of package.json)` now runs `echo ok`, not the one at the loop's start (`node --test`)".to_string()),
@@ -999,7 +995,7 @@ mod tests {
                 root,
                 "package.json",
                 r#"{"scripts": {"pretest": "exit 0", "test": "node --test"}}"#,
-            )
+            );
         });
         assert_eq!(changes.len(), 2, "{changes:?}");
         assert!(
@@ -1063,13 +1059,13 @@ mod tests {
     fn a_makefile_change_is_a_change_of_the_check() {
         let makefile = "test:\n\tpython3 -m unittest\n";
         let changes = changed_after(&[("Makefile", makefile)], "make test", |root| {
-            write(root, "Makefile", "test:\n\t@echo ok\n")
+            write(root, "Makefile", "test:\n\t@echo ok\n");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
         assert!(changes[0].contains("(its makefile)"), "{changes:?}");
         // A GNUmakefile added is read before the Makefile.
         let changes = changed_after(&[("Makefile", makefile)], "make -C . test", |root| {
-            write(root, "GNUmakefile", "test:\n\t@echo ok\n")
+            write(root, "GNUmakefile", "test:\n\t@echo ok\n");
         });
         assert!(changes[0].contains("./GNUmakefile"), "{changes:?}");
     }
@@ -1077,12 +1073,12 @@ mod tests {
     #[test]
     fn cargo_and_go_configuration_added_is_a_change() {
         let changes = changed_after(&[], "cargo test", |root| {
-            write(root, ".cargo/config.toml", "[alias]\ntest = \"version\"\n")
+            write(root, ".cargo/config.toml", "[alias]\ntest = \"version\"\n");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
         assert!(changes[0].contains("./.cargo/config.toml"), "{changes:?}");
         let changes = changed_after(&[], "go test ./...", |root| {
-            write(root, "go.work", "go 1.22\n")
+            write(root, "go.work", "go 1.22\n");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
     }
@@ -1116,7 +1112,7 @@ mod tests {
             ("tests/test_calc.py", ""),
         ];
         let changes = shadowed_after(&project, "python3 -m unittest", |root| {
-            write(root, "difflib.py", "import unittest.result")
+            write(root, "difflib.py", "import unittest.result");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
         let bin = "bin/python3";
@@ -1136,7 +1132,7 @@ mod tests {
         ] {
             let changes =
                 shadowed_after(&[("tests/test_calc.py", "")], "python3 -m pytest", |root| {
-                    write(root, file, "x")
+                    write(root, file, "x");
                 });
             assert_eq!(changes.len(), 1, "{file}: {changes:?}");
             assert!(
@@ -1182,7 +1178,7 @@ mod tests {
         assert!(changes.is_empty(), "{changes:?}");
         // A name this Python has no module of: a bare folder takes its place.
         let changes = shadowed_after(&[], "python3 -m unittest", |root| {
-            write(root, "msvcrt/x.py", "")
+            write(root, "msvcrt/x.py", "");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
         assert!(
@@ -1235,12 +1231,12 @@ mod tests {
         );
         // Two commands of a line finding the same file: named once.
         let changes = shadowed_after(&[], "python3 -m unittest; python3 -m pytest", |root| {
-            write(root, "difflib.py", "x")
+            write(root, "difflib.py", "x");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
         // `sh -c` runs the Python its line names; a line without one, none.
         let changes = shadowed_after(&[], "sh -c 'cd sub && python3 -m pytest'", |root| {
-            write(root, "sub/difflib.py", "x")
+            write(root, "sub/difflib.py", "x");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
         let dir = TempDir::new().unwrap();
@@ -1330,7 +1326,7 @@ mod tests {
     fn a_package_managers_configuration_is_part_of_the_check() {
         let package = r#"{"scripts": {"test": "node --test"}}"#;
         let changes = changed_after(&[("package.json", package)], "npm test", |root| {
-            write(root, ".npmrc", "node-options=--require ./pass.js\n")
+            write(root, ".npmrc", "node-options=--require ./pass.js\n");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
         assert!(
@@ -1338,7 +1334,7 @@ mod tests {
             "{changes:?}"
         );
         let changes = changed_after(&[("package.json", package)], "yarn test", |root| {
-            write(root, ".yarnrc.yml", "x")
+            write(root, ".yarnrc.yml", "x");
         });
         assert_eq!(changes.len(), 1, "{changes:?}");
     }

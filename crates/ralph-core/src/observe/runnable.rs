@@ -238,13 +238,10 @@ fn node_module_missing(root: &Path, output: &str) -> Option<Diagnosis> {
             .and_then(|(_, rest)| rest.split('\'').next())
             .is_some_and(|m| !m.is_empty() && !m.starts_with('.') && !m.starts_with('/'))
     })?;
-    let fix = match root.join("node_modules").is_dir() {
-        false => {
-            format!("install the project's dependencies (`npm ci` or `npm install`), {SET_VERIFY}")
-        }
-        true => {
-            format!("add the package to the project's dependencies and install it, {SET_VERIFY}")
-        }
+    let fix = if root.join("node_modules").is_dir() {
+        format!("add the package to the project's dependencies and install it, {SET_VERIFY}")
+    } else {
+        format!("install the project's dependencies (`npm ci` or `npm install`), {SET_VERIFY}")
     };
     Some(Diagnosis {
         severity: Severity::CannotRun,

@@ -558,7 +558,7 @@ fn rspec(line: &str) -> Option<TestCounts> {
         match word {
             "failure" | "failures" => {
                 failed = n;
-                seen_failures = true
+                seen_failures = true;
             }
             "pending" => pending = n,
             "error" | "errors" => failed = failed.saturating_add(n),

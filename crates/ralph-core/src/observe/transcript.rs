@@ -1165,7 +1165,11 @@ mod tests {
             assistant("end", r#"[{"type":"text","text":"Tried."}]"#),
         ];
         let tail = tail_of(&lines);
-        let calls: Vec<_> = tail.refusals.iter().map(|r| r.call()).collect();
+        let calls: Vec<_> = tail
+            .refusals
+            .iter()
+            .map(super::super::refusals::Refusal::call)
+            .collect();
         assert_eq!(
             calls,
             [

@@ -657,12 +657,11 @@ mod tests {
         let mut order: Vec<String> = Vec::new();
         let mut seen: HashMap<String, (u64, TokenUsage)> = HashMap::new();
         for (id, at, tokens) in lines {
-            match seen.get_mut(id) {
-                Some((_, usage)) => *usage = max_of(*usage, *tokens),
-                None => {
-                    order.push(id.clone());
-                    seen.insert(id.clone(), (*at, *tokens));
-                }
+            if let Some((_, usage)) = seen.get_mut(id) {
+                *usage = max_of(*usage, *tokens)
+            } else {
+                order.push(id.clone());
+                seen.insert(id.clone(), (*at, *tokens));
             }
         }
         let (mut previous_id, previous_usage) = previous.unzip();

@@ -151,7 +151,7 @@ pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
                 }
                 output
                     .lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .take(&buf[..n]);
             }
         })
@@ -165,7 +165,11 @@ pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
     while !reader.is_finished() && Instant::now() < drain_deadline {
         thread::sleep(Duration::from_millis(5));
     }
-    let mut output = std::mem::take(&mut *output.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut output = std::mem::take(
+        &mut *output
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
     let mut text = tail_lines(&output.tail);
     if timed_out {
         text.push_str(&format!("\n(killed after {} s)", verify.timeout_seconds));

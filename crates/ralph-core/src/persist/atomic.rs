@@ -3,8 +3,8 @@
 //! fsynced, then renamed over the destination (and the folder fsynced).
 //!
 //! A planted symlink at any temp name (a cloned repository can ship one for
-//! every pid) is never followed: `create_new` (O_EXCL) refuses anything
-//! already at the name, O_NOFOLLOW refuses a link, and the name carries 64
+//! every pid) is never followed: `create_new` (`O_EXCL`) refuses anything
+//! already at the name, `O_NOFOLLOW` refuses a link, and the name carries 64
 //! random bits besides. The rename replaces the destination itself, never a
 //! file a symlink there points to; callers decide first whether a link at
 //! the destination may be replaced at all.
@@ -62,8 +62,8 @@ pub fn create_new(path: &Path, mode: u32) -> io::Result<File> {
 }
 
 /// Sets the permission bits of the regular file at `path` to exactly `mode`,
-/// on the file itself: never through a symlink (O_NOFOLLOW), never waiting
-/// on a FIFO (O_NONBLOCK), and refusing anything but a regular file.
+/// on the file itself: never through a symlink (`O_NOFOLLOW`), never waiting
+/// on a FIFO (`O_NONBLOCK`), and refusing anything but a regular file.
 #[cfg(unix)]
 pub fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -316,7 +316,7 @@ impl ClaimStore {
                 ItemStatus::Done => true,
                 ItemStatus::Claimed => record.expires_at > now,
                 _ => false,
-            })
+            });
         })
     }
 

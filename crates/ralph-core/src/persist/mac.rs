@@ -425,7 +425,7 @@ impl Key {
     pub fn tag(&self, purpose: Purpose, folder: &Path, bytes: &[u8]) -> String {
         let mac = self.mac(purpose, folder, bytes).finalize().into_bytes();
         let mut hex = String::with_capacity(TAG_CHARS);
-        for byte in mac.iter() {
+        for byte in &mac {
             hex.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
             hex.push(char::from(b"0123456789abcdef"[usize::from(byte & 0xf)]));
         }
@@ -461,15 +461,18 @@ impl Key {
 pub fn current(create: bool) -> Result<Key, KeyError> {
     static LOADED: Mutex<Option<(PathBuf, Key)>> = Mutex::new(None);
     let dir = key_dir().ok_or(KeyError::NoDataDir)?;
-    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut loaded = LOADED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((at, key)) = loaded.as_ref()
         && *at == dir
     {
         return Ok(key.clone());
     }
-    let key = match create {
-        true => Key::load_or_create(&dir)?,
-        false => Key::load(&dir)?,
+    let key = if create {
+        Key::load_or_create(&dir)?
+    } else {
+        Key::load(&dir)?
     };
     *loaded = Some((dir, key.clone()));
     Ok(key)

@@ -166,7 +166,7 @@ fn parse(bytes: &[u8], folder: &str) -> Result<Kept, String> {
     let number = |line: Option<&str>, label: &str| {
         line.and_then(|l| l.strip_prefix(label))
             .and_then(|n| n.parse::<u64>().ok())
-            .ok_or_else(|| format!("no `{}N` line", label))
+            .ok_or_else(|| format!("no `{label}N` line"))
     };
     let state = number(lines.next(), "state ")?;
     let log = number(lines.next(), "log ")?;

@@ -153,7 +153,7 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
     }
 }
 
-/// Makes a write past the file size limit (`ulimit -f`, RLIMIT_FSIZE) fail
+/// Makes a write past the file size limit (`ulimit -f`, `RLIMIT_FSIZE`) fail
 /// with EFBIG, reported like any other write error, instead of raising
 /// SIGXFSZ, whose default action kills the process mid-update. Call it first
 /// thing in `main`, before any thread starts.
@@ -505,13 +505,12 @@ impl StateLock<'_> {
     /// it; `None` when none were ever kept or given.
     fn kept(&self) -> Result<Option<Kept>, StoreError> {
         let mut numbering = self.numbering.borrow_mut();
-        let on_disk = match numbering.kept {
-            Some(kept) => kept,
-            None => {
-                let kept = sequence::kept_for(self.store.folder())?.unwrap_or_default();
-                numbering.kept = Some(kept);
-                kept
-            }
+        let on_disk = if let Some(kept) = numbering.kept {
+            kept
+        } else {
+            let kept = sequence::kept_for(self.store.folder())?.unwrap_or_default();
+            numbering.kept = Some(kept);
+            kept
         };
         let known = on_disk.max(numbering.given);
         Ok((known != Kept::default()).then_some(known))

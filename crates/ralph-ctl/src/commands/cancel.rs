@@ -32,9 +32,10 @@ pub(crate) enum Reader {
 
 /// `ralph-ctl cancel` on the command line.
 pub(crate) fn command(paths: &ProjectPaths, args: CancelArgs) -> CmdResult {
-    let reader = match args.to_agent {
-        true => Reader::Agent,
-        false => Reader::Person,
+    let reader = if args.to_agent {
+        Reader::Agent
+    } else {
+        Reader::Person
     };
     run(paths, reader, &mut std::io::stdout())
 }

@@ -121,13 +121,15 @@ struct Found {
 /// one fails.
 pub(crate) fn run(target: &Target, json: bool, out: &mut dyn Write) -> CmdResult {
     let found = judge(target)?;
-    let code = match found.rehearsal.accepted() {
-        true => exit_codes::OK,
-        false => exit_codes::CHECK_FAILED,
+    let code = if found.rehearsal.accepted() {
+        exit_codes::OK
+    } else {
+        exit_codes::CHECK_FAILED
     };
-    let written = match json {
-        true => write_json(target, &found, out),
-        false => write_text(target, &found, out),
+    let written = if json {
+        write_json(target, &found, out)
+    } else {
+        write_text(target, &found, out)
     };
     super::written(written.and_then(|()| out.flush()), code)
 }

@@ -48,9 +48,10 @@ pub(crate) struct DoctorArgs {
 
 /// `ralph-ctl doctor` as its arguments ask, on stdout.
 pub(crate) fn command(paths: &ProjectPaths, args: DoctorArgs) -> CmdResult {
-    let runs = match args.interactive {
-        true => Runs::Interactive,
-        false => Runs::Headless,
+    let runs = if args.interactive {
+        Runs::Interactive
+    } else {
+        Runs::Headless
     };
     run(
         paths,
@@ -230,12 +231,13 @@ pub(crate) fn all(paths: &ProjectPaths, runs: Runs, runs_checks: bool) -> Vec<Ch
         Ok(_) => check(
             "config",
             Verdict::Ok,
-            match paths.config_file().exists() {
-                true => format!("{} is valid", paths.config_file().display()),
-                false => format!(
+            if paths.config_file().exists() {
+                format!("{} is valid", paths.config_file().display())
+            } else {
+                format!(
                     "{} does not exist: the defaults apply",
                     paths.config_file().display()
-                ),
+                )
             },
             None,
         ),

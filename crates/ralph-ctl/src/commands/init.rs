@@ -213,7 +213,7 @@ pub(crate) struct InitArgs {
     pub(crate) formula: Option<String>,
     /// Install even where `.claude/settings.json` is Claude Code's
     /// user-wide settings file (the project is your home folder, or
-    /// CLAUDE_CONFIG_DIR is its `.claude`): the Stop hook and the deny
+    /// `CLAUDE_CONFIG_DIR` is its `.claude`): the Stop hook and the deny
     /// rules then apply to every session you start, in any folder.
     #[arg(long)]
     pub(crate) user_wide: bool,
@@ -710,8 +710,7 @@ fn hook_timeout(
         VerifyPlan::Write(..) => u64::from(verify::DEFAULT_TIMEOUT_SECS),
         _ => config
             .as_ref()
-            .map(|c| verify::total_timeout(&c.completion.verify))
-            .unwrap_or(0),
+            .map_or(0, |c| verify::total_timeout(&c.completion.verify)),
     };
     let timeout = options.timeout.unwrap_or_else(|| {
         let needed = verify_total + 30;
@@ -725,7 +724,7 @@ fn hook_timeout(
 }
 
 /// The launchers, with where ralph-ctl is quoted for each script (an empty
-/// value makes them look at RALPH_CTL and PATH instead).
+/// value makes them look at `RALPH_CTL` and PATH instead).
 fn install_launchers(sh: &Path, bat: &Path, root: &Path) -> Result<(), CtlError> {
     let ctl = ctl_path();
     let sh_value = crate::driver::command::sh_quoted(ctl.as_deref().unwrap_or_default());

@@ -137,16 +137,22 @@ fn relative(paths: &ProjectPaths, path: &Path) -> PathBuf {
 fn unreadable(state_file: &Path, e: io::Error) -> CtlError {
     // The numbers that date the log could not be read, not the log: that
     // error names its own file and fix.
-    let e = match e.get_ref().is_some_and(|inner| inner.is::<SequenceError>()) {
-        false => e,
-        true => match e
-            .into_inner()
-            .map(|inner| inner.downcast::<SequenceError>())
-        {
+    let e = if e.get_ref().is_some_and(
+        <dyn std::error::Error + std::marker::Send + std::marker::Sync + 'static>::is::<
+            SequenceError,
+        >,
+    ) {
+        match e.into_inner().map(
+            <dyn std::error::Error + std::marker::Send + std::marker::Sync + 'static>::downcast::<
+                SequenceError,
+            >,
+        ) {
             Some(Ok(sequence)) => return CtlError::Store(StoreError::Sequence(*sequence)),
             Some(Err(inner)) => io::Error::other(inner),
             None => io::Error::other("the numbers that date the log cannot be read"),
-        },
+        }
+    } else {
+        e
     };
     let current = audit::log_path(state_file);
     let path = if audit::read_last(state_file, 0).is_err() {

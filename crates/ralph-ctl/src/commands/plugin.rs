@@ -40,7 +40,7 @@ pub(crate) struct LoopStartArgs {
     /// its own (or `<promise>TEXT</promise>`); default: the config's signal.
     #[arg(long, value_name = "TEXT")]
     pub(crate) completion_promise: Option<String>,
-    /// The session to bind the loop to (default: CLAUDE_CODE_SESSION_ID).
+    /// The session to bind the loop to (default: `CLAUDE_CODE_SESSION_ID`).
     #[arg(long, value_name = "ID")]
     pub(crate) session: Option<String>,
     /// Exit 0 even when the loop is not started: the output says why (for
@@ -51,7 +51,7 @@ pub(crate) struct LoopStartArgs {
     /// or a pipe).
     #[arg(long, conflicts_with_all = ["hook", "started"])]
     pub(crate) stdin: bool,
-    /// Run as the plugin's UserPromptSubmit hook: for a prompt that is
+    /// Run as the plugin's `UserPromptSubmit` hook: for a prompt that is
     /// /ralph-loop …, start the loop from the line as typed, read from
     /// the hook's JSON on stdin (never through a shell); when it cannot
     /// start, answer the client's block decision with the reason. Any
@@ -249,7 +249,7 @@ fn flag_at(text: &str, trailing: bool) -> Option<Flag<'_>> {
     };
     if first == '"' || first == '\'' {
         return Some(match rest[1..].find(first) {
-            Some(close) => flag(Ok(rest[1..1 + close].to_string()), true, &rest[close + 2..]),
+            Some(close) => flag(Ok(rest[1..=close].to_string()), true, &rest[close + 2..]),
             None => flag(
                 Err(CtlError::BadArgument(format!(
                     "{name}'s value opens a quote it does not close"
@@ -774,7 +774,7 @@ mod tests {
 
     fn parsed(words: &[&str]) -> LoopStartArgs {
         parse_words(&LoopStartArgs {
-            task: words.iter().map(|w| w.to_string()).collect(),
+            task: words.iter().map(std::string::ToString::to_string).collect(),
             ..LoopStartArgs::default()
         })
         .unwrap()

@@ -83,14 +83,14 @@ fn run_asking(paths: &ProjectPaths, force: bool, ask: Ask) -> CmdResult {
             kept.display()
         ),
         crate::driver::start::Cleared::Removed(None) => {
-            crate::output::say!("Reset: the loop state was cleared.")
+            crate::output::say!("Reset: the loop state was cleared.");
         }
         crate::driver::start::Cleared::Quarantined(aside) => {
             crate::output::say!(
                 "Reset: the state ralph could not use (corrupt, stale, or not written by ralph on \
                  this machine) was moved to {}.",
                 aside.display()
-            )
+            );
         }
     }
     Ok(exit_codes::OK)

@@ -100,18 +100,18 @@ pub(crate) struct RunArgs {
     /// Require the client's sandbox (bubblewrap and socat on Linux,
     /// Seatbelt on macOS): refuse to start without it. Unattended runs
     /// (--headless, --fresh, --formula) have it by default where it can
-    /// run (config `sandbox`, RALPH_SANDBOX: auto, on, off).
+    /// run (config `sandbox`, `RALPH_SANDBOX`: auto, on, off).
     #[arg(long, conflicts_with = "no_sandbox")]
     sandbox: bool,
     /// Run the client without its sandbox: headless, the agent gets
     /// acceptEdits plus `ralph-ctl check` and git add/commit allowed.
     #[arg(long)]
     no_sandbox: bool,
-    /// The loop's iteration cap (over RALPH_MAX_ITERATIONS and the
-    /// config's maxIterations; as RALPH_MAX_ITERATIONS for the hook).
+    /// The loop's iteration cap (over `RALPH_MAX_ITERATIONS` and the
+    /// config's maxIterations; as `RALPH_MAX_ITERATIONS` for the hook).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(ralph_core::judge::config::MAX_ITERATIONS_LIMIT)))]
     max_iterations: Option<u32>,
-    /// The loop's budget in US dollars (over RALPH_MAX_COST_USD and the
+    /// The loop's budget in US dollars (over `RALPH_MAX_COST_USD` and the
     /// config's maxCostUsd): the loop ends `budget_exhausted` there.
     #[arg(long, value_name = "USD", value_parser = parse_dollars, allow_negative_numbers = true)]
     max_cost_usd: Option<f64>,
@@ -233,8 +233,9 @@ pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
             .env
             .set(env::PROMPT_FILE, file.path().display().to_string());
     }
-    match options.queue.is_some() {
-        true => driver::queue::run::run(paths, options),
-        false => driver::launch::run(paths, options),
+    if options.queue.is_some() {
+        driver::queue::run::run(paths, options)
+    } else {
+        driver::launch::run(paths, options)
     }
 }

@@ -14,7 +14,7 @@ pub(crate) struct StartArgs {
     /// The Claude Code session that will own the loop (default: a new UUID).
     #[arg(long, value_name = "UUID")]
     pub(crate) session_id: Option<String>,
-    /// The iteration cap (default: RALPH_MAX_ITERATIONS, config maxIterations, or 25).
+    /// The iteration cap (default: `RALPH_MAX_ITERATIONS`, config maxIterations, or 25).
     #[arg(long, value_name = "N")]
     pub(crate) max_iterations: Option<u32>,
     /// Replace a running loop or a corrupt state, and start even though

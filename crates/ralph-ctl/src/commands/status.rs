@@ -120,8 +120,7 @@ fn show(
 /// template `init` wrote, which a loop refuses to start on.
 fn prompt_is_the_template(paths: &ProjectPaths) -> bool {
     let prompt_file = Config::load(paths, &ProcessEnv)
-        .map(|c| c.prompt_file)
-        .unwrap_or_else(|_| Config::default().prompt_file);
+        .map_or_else(|_| Config::default().prompt_file, |c| c.prompt_file);
     ralph_core::observe::prompt_text::read_prompt(&paths.resolve(&prompt_file))
         .is_ok_and(|text| ralph_core::observe::prompt_text::is_template(&text))
 }
@@ -670,8 +669,7 @@ fn claim_lines(l: &mut Lines, state: &LoopState) {
                     "`{}` exit {} in {} ms{}",
                     last.command,
                     last.exit_code
-                        .map(|c| c.to_string())
-                        .unwrap_or_else(|| "none".into()),
+                        .map_or_else(|| "none".into(), |c| c.to_string()),
                     last.duration_ms,
                     if last.timed_out { " (timed out)" } else { "" }
                 ),

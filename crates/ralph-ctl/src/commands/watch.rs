@@ -210,9 +210,10 @@ fn draw(
             let start = state.history.len().saturating_sub(8);
             let mut previous = start.checked_sub(1).map(|i| state.history[i].at);
             for r in &state.history[start..] {
-                let took = previous
-                    .map(|a| format!("{:>4} s", r.at.secs().saturating_sub(a.secs())))
-                    .unwrap_or_else(|| "    –".into());
+                let took = previous.map_or_else(
+                    || "    –".into(),
+                    |a| format!("{:>4} s", r.at.secs().saturating_sub(a.secs())),
+                );
                 lines.push(format!(
                     "  #{:<3} {took}  {}  {}",
                     r.iteration,

@@ -74,9 +74,10 @@ pub(crate) fn wait_for_answer(
         }
         None => {}
     }
-    let within = limit
-        .map(|l| format!(" for up to {} s", l.as_secs()))
-        .unwrap_or_else(|| " (Ctrl-C leaves the loop waiting)".into());
+    let within = limit.map_or_else(
+        || " (Ctrl-C leaves the loop waiting)".into(),
+        |l| format!(" for up to {} s", l.as_secs()),
+    );
     say(&format!(
         "answer from another terminal with `ralph-ctl answer TEXT`; waiting{within}"
     ));

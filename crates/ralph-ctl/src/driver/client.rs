@@ -450,7 +450,9 @@ impl RunningClient {
                                 let _ = ours.write_all(&buf[..n]);
                             }
                             let _ = ours.flush();
-                            let mut kept = sink.lock().unwrap_or_else(|e| e.into_inner());
+                            let mut kept = sink
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner);
                             kept.extend_from_slice(&buf[..n]);
                             if kept.len() > MAX_CAPTURED_BYTES {
                                 let excess = kept.len() - MAX_CAPTURED_BYTES;
@@ -559,7 +561,9 @@ impl RunningClient {
         match self.captured {
             Some((finished, kept, _)) => {
                 let _ = finished.recv_timeout(OUTPUT_GRACE);
-                let kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+                let kept = kept
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 kept.clone()
             }
             None => Vec::new(),

@@ -346,7 +346,7 @@ pub(crate) fn build(launch: &Launch) -> ClientCommand {
     match &delivery {
         PromptDelivery::Argument => args.push(launch.prompt.into()),
         PromptDelivery::File(path) => {
-            args.push(pointer_message(path, launch.max_iterations).into())
+            args.push(pointer_message(path, launch.max_iterations).into());
         }
         PromptDelivery::Stdin => {}
     }

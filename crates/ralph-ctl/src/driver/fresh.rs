@@ -209,8 +209,7 @@ pub(crate) fn summary(
         .iter()
         .rev()
         .find(|r| r.iteration == iteration)
-        .map(|r| r.why.clone())
-        .unwrap_or_else(|| "not judged".into());
+        .map_or_else(|| "not judged".into(), |r| r.why.clone());
     let cost = cost.map(|c| format!(", ${c:.4}")).unwrap_or_default();
     format!(
         "fresh iteration {iteration} of {}: {why}{cost}, {seconds:.1} s",

@@ -127,7 +127,8 @@ pub(crate) fn run(paths: &ProjectPaths, options: RunOptions) -> CmdResult {
         json: options.json,
         env: options.env.clone(),
         // A new session per fresh iteration: each process reports its own cost.
-        session_cost: version.is_some_and(|v| v.reports_session_cost()) && !fresh,
+        session_cost: version.is_some_and(super::command::ClientVersion::reports_session_cost)
+            && !fresh,
         client_args: settings.client_args,
         extra_settings: settings.extra_settings,
         signals,

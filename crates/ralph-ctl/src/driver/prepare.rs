@@ -37,7 +37,7 @@ pub(crate) struct RunOptions {
     /// Start even though the prompt is still the PROMPT.md template.
     pub(crate) force: bool,
     /// One headless client process with a new session per iteration
-    /// (also `contextMode: fresh` / RALPH_CONTEXT_MODE=fresh).
+    /// (also `contextMode: fresh` / `RALPH_CONTEXT_MODE=fresh`).
     pub(crate) fresh: bool,
     /// Print the client command and the first iteration's text; start nothing.
     pub(crate) dry_run: bool,
@@ -235,12 +235,13 @@ pub(crate) struct Inputs {
 impl Inputs {
     fn read(paths: &ProjectPaths, options: &RunOptions) -> Result<Inputs, CtlError> {
         // A resumed loop goes on with what it was pinned to.
-        let config = match options.resume {
-            true => match StateStore::new(paths).read() {
+        let config = if options.resume {
+            match StateStore::new(paths).read() {
                 Ok(Some(state)) => pin::loop_config(paths, &options.env, &state)?,
                 _ => Config::load(paths, &options.env)?,
-            },
-            false => Config::load(paths, &options.env)?,
+            }
+        } else {
+            Config::load(paths, &options.env)?
         };
         let formula = options
             .formula
@@ -320,7 +321,7 @@ fn check_gate_names(formula: &formula::Formula, config: &Config) -> Result<(), C
 /// The client's arguments and ralph's `--settings` for every run of the
 /// loop: the sandbox for unattended runs (or, where it cannot run, allow
 /// rules for `ralph-ctl check` and git), deny rules keeping the agent off ralph's files,
-/// the StopFailure hook, the person's own `--settings` merged in.
+/// the `StopFailure` hook, the person's own `--settings` merged in.
 pub(crate) struct ClientSettings {
     pub(crate) client_args: Vec<OsString>,
     pub(crate) extra_settings: Option<String>,
@@ -610,7 +611,7 @@ pub(crate) fn dry_run(
     let mut out = std::io::stdout();
     // The text is shown once, below, not again inside the command.
     let words: Vec<String> = std::iter::once(command.program.as_os_str())
-        .chain(command.args.iter().map(|a| a.as_os_str()))
+        .chain(command.args.iter().map(std::ffi::OsString::as_os_str))
         .map(|a| match a.to_string_lossy() {
             arg if arg == prompt => "<the first iteration's text, below>".to_string(),
             arg => command::sh_quoted(&arg),

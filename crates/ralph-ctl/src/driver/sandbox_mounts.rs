@@ -128,7 +128,7 @@ fn share(holders_path: &Path) -> std::io::Result<std::fs::File> {
         match holders.try_lock_shared() {
             Ok(()) => return Ok(holders),
             Err(_) if std::time::Instant::now() < until => {
-                std::thread::sleep(std::time::Duration::from_millis(50))
+                std::thread::sleep(std::time::Duration::from_millis(50));
             }
             Err(e) => return Err(std::io::Error::other(e.to_string())),
         }

@@ -271,7 +271,7 @@ fn warn_of_hook_timeout(paths: &ProjectPaths, config: &Config) {
 
 /// The test baseline a new loop starts from: measured now, or for an item
 /// of a queue run the run's, taken once in the main checkout (its worktree
-/// measures its own before its agent starts: driver/worktree_env.rs).
+/// measures its own before its agent starts: `driver/worktree_env.rs`).
 fn start_baseline(paths: &ProjectPaths, config: &Config) -> Result<verify::Baseline, CtlError> {
     if !paths.is_item() {
         return measured_baseline(paths, config, check_may_not_run());
@@ -435,9 +435,10 @@ fn measured_baseline(
     }
     let why = cannot_run.join("; ");
     if may_not_run {
-        let going_on = match check_may_not_run() {
-            true => format!("starting anyway ({CHECK_MAY_NOT_RUN})"),
-            false => "the loop goes on".to_string(),
+        let going_on = if check_may_not_run() {
+            format!("starting anyway ({CHECK_MAY_NOT_RUN})")
+        } else {
+            "the loop goes on".to_string()
         };
         crate::output::say_err!(
             "ralph-ctl: warning: {why}; {going_on}: every claim is rejected until the check runs"

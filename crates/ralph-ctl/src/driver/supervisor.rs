@@ -111,13 +111,12 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
     if let Some(why) = spent {
         // The client given --max-budget-usd stops itself once its count
         // passes it (and exits 1 on 2.1): that is the budget, not a crash.
-        let how = match result.is_some_and(ClientResult::budget_spent) {
-            true => {
-                "the client stopped itself at the budget ralph gave it (--max-budget-usd, what \
-                     was left of maxCostUsd); its last model call may pass it"
-                    .to_string()
-            }
-            false => format!("client: {cause}"),
+        let how = if result.is_some_and(ClientResult::budget_spent) {
+            "the client stopped itself at the budget ralph gave it (--max-budget-usd, what \
+                 was left of maxCostUsd); its last model call may pass it"
+                .to_string()
+        } else {
+            format!("client: {cause}")
         };
         draft.apply(Event::Ended {
             status: Status::BudgetExhausted,

@@ -95,28 +95,25 @@ pub(crate) fn plan(
             root.display()
         )));
     }
-    let base = match base_ref {
-        Some(given) => {
-            let commit = format!("{given}^{{commit}}");
-            git(root, &["rev-parse", "--verify", "--quiet", &commit]).map_err(|_| {
-                CtlError::BadArgument(format!(
-                    "--base-ref {given:?} names no commit in {}: give a branch, tag or commit that exists",
-                    root.display()
-                ))
-            })?;
-            given.to_string()
+    let base = if let Some(given) = base_ref {
+        let commit = format!("{given}^{{commit}}");
+        git(root, &["rev-parse", "--verify", "--quiet", &commit]).map_err(|_| {
+            CtlError::BadArgument(format!(
+                "--base-ref {given:?} names no commit in {}: give a branch, tag or commit that exists",
+                root.display()
+            ))
+        })?;
+        given.to_string()
+    } else {
+        if git(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).is_err() {
+            return Err(CtlError::BadArgument(format!(
+                "--worktree needs a commit to start the worktrees from, and {} has none yet: commit once, or leave out --worktree",
+                root.display()
+            )));
         }
-        None => {
-            if git(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).is_err() {
-                return Err(CtlError::BadArgument(format!(
-                    "--worktree needs a commit to start the worktrees from, and {} has none yet: commit once, or leave out --worktree",
-                    root.display()
-                )));
-            }
-            match git(root, &["symbolic-ref", "--quiet", "--short", "HEAD"]) {
-                Ok(branch) if !branch.is_empty() => branch,
-                _ => git(root, &["rev-parse", "HEAD"])?,
-            }
+        match git(root, &["symbolic-ref", "--quiet", "--short", "HEAD"]) {
+            Ok(branch) if !branch.is_empty() => branch,
+            _ => git(root, &["rev-parse", "HEAD"])?,
         }
     };
     Ok(WorktreePlan {

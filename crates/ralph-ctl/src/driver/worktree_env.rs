@@ -196,9 +196,10 @@ fn fails_only_here(
         Some(_) => "in the worktree the loop measured last",
         None => "in the main checkout, at the loop's start",
     };
-    let reached = match reach.is_empty() {
-        true => String::new(),
-        false => format!(" It reaches into the main checkout: {}.", reach.join("; ")),
+    let reached = if reach.is_empty() {
+        String::new()
+    } else {
+        format!(" It reaches into the main checkout: {}.", reach.join("; "))
     };
     let fix = match &config.worktree_setup {
         Some(setup) => format!(

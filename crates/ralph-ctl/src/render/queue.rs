@@ -208,11 +208,15 @@ fn time_of(item: &ItemView, now: u64) -> String {
     let (from, to) = match (item.record.taken_at, item.state) {
         (Some(taken), _) => (
             taken.secs(),
-            item.record.settled_at.map_or(now, |t| t.secs()),
+            item.record
+                .settled_at
+                .map_or(now, ralph_core::time::Timestamp::secs),
         ),
         (None, Some(state)) => (
             state.started_at.secs(),
-            state.ended_at.map_or(now, |t| t.secs()),
+            state
+                .ended_at
+                .map_or(now, ralph_core::time::Timestamp::secs),
         ),
         (None, None) => return String::new(),
     };

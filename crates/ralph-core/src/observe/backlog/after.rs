@@ -105,7 +105,7 @@ mod tests {
             id: id.into(),
             title: id.into(),
             body: String::new(),
-            after: after.iter().map(|a| a.to_string()).collect(),
+            after: after.iter().map(std::string::ToString::to_string).collect(),
         }
     }
 

@@ -216,21 +216,20 @@ fn scope(place: &GitPlace, lock: &LeftLock) -> Vec<PathBuf> {
         }
         folders
     };
-    match &lock.worktree {
-        Some(id) => worktree_folders(id),
-        None => {
-            let mut folders = vec![
-                place.common_dir.clone(),
-                main.clone(),
-                place.work_tree.clone(),
-            ];
-            if let Ok(records) = std::fs::read_dir(place.common_dir.join("worktrees")) {
-                for record in records.flatten() {
-                    folders.extend(worktree_folders(&record.file_name().to_string_lossy()));
-                }
+    if let Some(id) = &lock.worktree {
+        worktree_folders(id)
+    } else {
+        let mut folders = vec![
+            place.common_dir.clone(),
+            main.clone(),
+            place.work_tree.clone(),
+        ];
+        if let Ok(records) = std::fs::read_dir(place.common_dir.join("worktrees")) {
+            for record in records.flatten() {
+                folders.extend(worktree_folders(&record.file_name().to_string_lossy()));
             }
-            folders
         }
+        folders
     }
 }
 

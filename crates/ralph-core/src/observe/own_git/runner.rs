@@ -397,7 +397,7 @@ fn one_line(text: &str) -> String {
 /// wins over every other setting): the person's own (`GIT_SSH_COMMAND`,
 /// else `core.sshCommand`, else `GIT_SSH`, else `ssh`), with
 /// `-o BatchMode=yes` added for OpenSSH, so that ssh fails at once where it
-/// would ask for a password, a passphrase or a host key. PuTTY's programs
+/// would ask for a password, a passphrase or a host key. `PuTTY`'s programs
 /// (and the `simple` variant) take no such option and are left as they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SshCommand(String);

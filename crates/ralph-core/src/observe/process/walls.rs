@@ -637,7 +637,7 @@ impl Walls {
                 "walls: Landlock's, in part, as {why}: what this kernel lacks, a check may do; \
                  {landlock}"
             )),
-            (_, Mechanism::LandlockInPart(why)) | (_, Mechanism::Missing(why)) => Some(format!(
+            (_, Mechanism::LandlockInPart(why) | Mechanism::Missing(why)) => Some(format!(
                 "walls: none for the checks ({why}); the verify commands run the agent's code with your rights"
             )),
         }
@@ -887,13 +887,14 @@ fn made_first_at_the_top(root: &Path) {
         if !root.join(used_by).is_file() || std::fs::symlink_metadata(&path).is_ok() {
             continue;
         }
-        let _ = match folder {
-            true => std::fs::create_dir(&path),
-            false => std::fs::OpenOptions::new()
+        let _ = if folder {
+            std::fs::create_dir(&path)
+        } else {
+            std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&path)
-                .map(drop),
+                .map(drop)
         };
     }
 }

@@ -41,7 +41,7 @@ pub(super) fn scan(root: &Path, limits: Limits) -> Option<Listing> {
             if listing.digest.count % 1024 == 1023 && started.elapsed() > limits.scan_time {
                 return None;
             }
-            let stamp = entry.metadata().map(|m| stamp_of(&m)).unwrap_or(ABSENT);
+            let stamp = entry.metadata().map_or(ABSENT, |m| stamp_of(&m));
             listing.add(&path, stamp);
         }
         // Popped in name order.

@@ -50,9 +50,9 @@ pub(super) fn stamp_of(meta: &fs::Metadata) -> u64 {
 /// The stamp of the file at `key` (a path relative to `root`) now.
 pub(super) fn stamp_now(root: &Path, key: &str) -> u64 {
     match key_path(key) {
-        Some(relative) => fs::symlink_metadata(root.join(relative))
-            .map(|m| stamp_of(&m))
-            .unwrap_or(ABSENT),
+        Some(relative) => {
+            fs::symlink_metadata(root.join(relative)).map_or(ABSENT, |m| stamp_of(&m))
+        }
         None => ABSENT,
     }
 }

@@ -62,7 +62,7 @@ const MAX_DIR_ENTRIES: usize = 10_000;
 /// command, taken first), those it has no module for, and its site
 /// folders. Python 3.6 and later; with `-S`, importing `site` reads no
 /// `.pth` file.
-const ASK: &str = r#"import sys
+const ASK: &str = r"import sys
 loaded = set(n.split('.')[0] for n in sys.modules)
 import json
 from importlib import machinery as m
@@ -77,7 +77,7 @@ if hasattr(site, 'getusersitepackages'):
     dirs.append(site.getusersitepackages())
 print(json.dumps({'names': None if names is None else [n for n in pool if n not in fixed],
     'fixed': sorted(fixed), 'missing': missing, 'site': dirs}))
-"#;
+";
 
 /// Programs that may run Python without saying so on the command line
 /// (a makefile's recipe, a script, a test environment's tool): `python3`
@@ -218,9 +218,10 @@ pub(super) fn call_of(
         which(cwd, program, path)
     };
     let name = file_name(program);
-    let script = match is_python(&name) {
-        true => Vec::new(),
-        false => located.as_deref().and_then(shebang).unwrap_or_default(),
+    let script = if is_python(&name) {
+        Vec::new()
+    } else {
+        located.as_deref().and_then(shebang).unwrap_or_default()
     };
     let may_run_python = |word: &str| MAY_RUN_PYTHON.contains(&file_name(word).as_str());
     let (interpreter, wanted, flags) = match script.split_first() {
@@ -242,10 +243,10 @@ pub(super) fn call_of(
         _ if may_run_python(&name) => (python3(cwd, path), "python3".into(), Flags::plain(cwd)),
         _ => return None,
     };
-    let interpreter_shown = interpreter
-        .as_deref()
-        .map(|p| clean(p).to_string_lossy().into_owned())
-        .unwrap_or_else(|| format!("{wanted} (not found on PATH)"));
+    let interpreter_shown = interpreter.as_deref().map_or_else(
+        || format!("{wanted} (not found on PATH)"),
+        |p| clean(p).to_string_lossy().into_owned(),
+    );
     Some(PythonCall {
         what: what.to_string(),
         cwd: cwd.to_path_buf(),
@@ -333,9 +334,10 @@ fn python_flags(args: &[String], cwd: &Path) -> Flags {
                 'm' => {
                     ends = true;
                     let rest = &options[at + 1..];
-                    let module = match rest.is_empty() {
-                        true => args.get(i).map(String::as_str),
-                        false => Some(rest),
+                    let module = if rest.is_empty() {
+                        args.get(i).map(String::as_str)
+                    } else {
+                        Some(rest)
                     };
                     flags.module = module.and_then(|m| m.split('.').next()).map(str::to_string);
                 }
@@ -386,8 +388,7 @@ fn script_folder(cwd: &Path, script: &str) -> PathBuf {
     let script = cwd.join(script);
     script
         .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| cwd.to_path_buf())
+        .map_or_else(|| cwd.to_path_buf(), Path::to_path_buf)
 }
 
 /// The program a script's `#!` line runs, with its words (`env` and its
@@ -470,7 +471,10 @@ pub(super) fn built_in(interpreter: &str, why: String) -> PythonRuntime {
         names_from: format!(
             "from ralph's built-in list, as {interpreter} could not be asked: {why}"
         ),
-        names: STDLIB_NAMES.iter().map(|n| n.to_string()).collect(),
+        names: STDLIB_NAMES
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect(),
         missing: Vec::new(),
         site_dirs: Vec::new(),
     }
@@ -588,9 +592,10 @@ fn split_path(cwd: &Path, list: &str) -> Vec<PathBuf> {
 
 /// A file in the project's words, or its path outside it.
 fn display(root: &Roots, path: &Path) -> String {
-    inside(root, path)
-        .map(|rel| shown(&rel))
-        .unwrap_or_else(|| clean(path).to_string_lossy().into_owned())
+    inside(root, path).map_or_else(
+        || clean(path).to_string_lossy().into_owned(),
+        |rel| shown(&rel),
+    )
 }
 
 /// The modules and packages in `folder` named like the standard library's
@@ -703,7 +708,7 @@ fn test_folders(root: &Roots, cwd: &Path) -> Vec<PathBuf> {
             continue;
         };
         let mut entries: Vec<_> = entries.take(MAX_DIR_ENTRIES).flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
+        entries.sort_by_key(std::fs::DirEntry::file_name);
         let mut folders = Vec::new();
         let mut has_tests = false;
         for entry in entries {
@@ -767,8 +772,7 @@ pub(super) fn shadow_changes(
                 let from = runtimes
                     .iter()
                     .find(|r| r.interpreter == s.python)
-                    .map(|r| r.names_from.as_str())
-                    .unwrap_or("from ralph's built-in list");
+                    .map_or("from ralph's built-in list", |r| r.names_from.as_str());
                 format!(
                     "`{}` would import {} in place of the standard library's `{}` (not there \
                      at the loop's start; the standard library's names {from}): rename it",

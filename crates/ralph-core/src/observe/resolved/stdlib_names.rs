@@ -1,7 +1,7 @@
 //! The standard library's module names when the check's own Python
 //! cannot be asked (not found, too old for `sys.stdlib_module_names`,
 //! refused by the walls): every name `sys.stdlib_module_names` lists in
-//! CPython 3.10, 3.11, 3.12 and 3.13, together. A name a later version
+//! `CPython` 3.10, 3.11, 3.12 and 3.13, together. A name a later version
 //! dropped (`cgi`, `distutils`) is kept, so that the list errs towards
 //! naming a file. Like the interpreter's own list, it holds no test
 //! package (`test`).

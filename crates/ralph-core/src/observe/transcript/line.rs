@@ -22,7 +22,7 @@ pub(super) const MAX_LINE_ITEMS: usize = 1024;
 /// Longest id kept (message, tool call, tool result ids are ~30 bytes):
 /// longer ones are cut to this.
 const MAX_ID_BYTES: usize = 256;
-/// Longest file path an edit tool may name (Linux's PATH_MAX); a call
+/// Longest file path an edit tool may name (Linux's `PATH_MAX`); a call
 /// naming a longer one counts as a tool whose effect is not described.
 const MAX_PATH_BYTES: usize = 4096;
 /// Bytes kept of a failing tool result's text: enough for the
@@ -326,10 +326,10 @@ impl<'de> Deserialize<'de> for AttachmentFields {
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
                         Key::Type => {
-                            fields.kind = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?
+                            fields.kind = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?;
                         }
                         Key::HookEvent => {
-                            fields.hook_event = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?
+                            fields.hook_event = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?;
                         }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -370,16 +370,16 @@ impl<'de> Visitor<'de> for LineSeed {
                 Key::Type => line.kind = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?,
                 Key::IsSidechain => line.sidechain = map.next_value_seed(ScalarSeed(0))?,
                 Key::IsApiErrorMessage => {
-                    line.api_error_flag = map.next_value_seed(ScalarSeed(0))?
+                    line.api_error_flag = map.next_value_seed(ScalarSeed(0))?;
                 }
                 Key::Error => line.error = Some(map.next_value_seed(ScalarSeed(usize::MAX))?),
                 Key::ApiErrorStatus => {
-                    line.api_error_status = map.next_value_seed(ScalarSeed(0))?
+                    line.api_error_status = map.next_value_seed(ScalarSeed(0))?;
                 }
                 Key::Message => {
                     line.message = map.next_value_seed(MessageSeed {
                         results: self.results,
-                    })?
+                    })?;
                 }
                 Key::ToolUseResult => line.edit_changed = map.next_value::<EditResult>()?.changed(),
                 Key::Attachment => line.attachment = map.next_value()?,
@@ -490,7 +490,7 @@ impl<'de> Visitor<'de> for MessageSeed {
                 Key::Content => {
                     message.content = map.next_value_seed(ContentSeed {
                         results: self.results,
-                    })?
+                    })?;
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -701,7 +701,7 @@ impl<'de> Visitor<'de> for BlockSeed {
                 Key::Id => block.id = map.next_value_seed(ScalarSeed(MAX_ID_BYTES))?,
                 Key::Name => block.name = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?,
                 Key::ToolUseId => {
-                    block.tool_use_id = map.next_value_seed(ScalarSeed(MAX_ID_BYTES))?
+                    block.tool_use_id = map.next_value_seed(ScalarSeed(MAX_ID_BYTES))?;
                 }
                 Key::IsError => block.is_error = map.next_value_seed(ScalarSeed(0))?,
                 Key::Input => {
@@ -711,7 +711,7 @@ impl<'de> Visitor<'de> for BlockSeed {
                     block.command = input.command;
                 }
                 Key::Content if self.results => {
-                    block.result_text = map.next_value::<ResultText>()?.0
+                    block.result_text = map.next_value::<ResultText>()?.0;
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -745,13 +745,14 @@ impl<'de> Deserialize<'de> for InputFields {
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
                         Key::FilePath => {
-                            input.file_path = map.next_value_seed(ScalarSeed(MAX_PATH_BYTES))?
+                            input.file_path = map.next_value_seed(ScalarSeed(MAX_PATH_BYTES))?;
                         }
                         Key::NotebookPath => {
-                            input.notebook_path = map.next_value_seed(ScalarSeed(MAX_PATH_BYTES))?
+                            input.notebook_path =
+                                map.next_value_seed(ScalarSeed(MAX_PATH_BYTES))?;
                         }
                         Key::Command => {
-                            input.command = map.next_value_seed(ScalarSeed(MAX_COMMAND_BYTES))?
+                            input.command = map.next_value_seed(ScalarSeed(MAX_COMMAND_BYTES))?;
                         }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -850,7 +851,7 @@ impl<'de> Deserialize<'de> for TextField {
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
                         Key::Text => {
-                            text = map.next_value_seed(ScalarSeed(MAX_ERROR_TEXT_BYTES))?
+                            text = map.next_value_seed(ScalarSeed(MAX_ERROR_TEXT_BYTES))?;
                         }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -904,7 +905,7 @@ impl<'de> Deserialize<'de> for EditResult {
                 while let Some(key) = map.next_key::<Key>()? {
                     match key {
                         Key::Type => {
-                            result.kind = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?
+                            result.kind = map.next_value_seed(ScalarSeed(MAX_NAME_BYTES))?;
                         }
                         Key::StructuredPatch => result.patch = map.next_value::<Hunks>()?.0,
                         _ => {

@@ -161,7 +161,7 @@ fn classify_tree(line: &[u8]) -> Option<Entry> {
                         overflow: false,
                     })
                 }
-                Some(Value::String(_)) | Some(Value::Array(_)) => Some(Entry::Prompt),
+                Some(Value::String(_) | Value::Array(_)) => Some(Entry::Prompt),
                 _ => None,
             }
         }

@@ -100,19 +100,20 @@ pub(crate) fn preview(
             "ralph is not installed here: a real run first installs it, as `ralph-ctl init` does \
              (PROMPT.md, guardrails.md, the launchers, the Stop hook in .claude/settings.json)."
         );
-        match init::test_command(&paths.root) {
-            Some((command, source)) => crate::output::say!(
+        if let Some((command, source)) = init::test_command(&paths.root) {
+            crate::output::say!(
                 "Completion check: `{command}` (from {source}), {}.",
                 if yes {
                     "taken, as --yes says"
                 } else {
                     "asked in a terminal, taken without one (--yes takes it without asking)"
                 }
-            ),
-            None => crate::output::say!(
+            );
+        } else {
+            crate::output::say!(
                 "No test command found: a claim of done would be accepted unchecked \
-                 (`ralph-ctl init --verify CMD` sets one)."
-            ),
+             (`ralph-ctl init --verify CMD` sets one)."
+            );
         }
     }
     let (config, _) = start::pinned_config(paths, &ralph_core::judge::config::ProcessEnv)?;

@@ -212,21 +212,18 @@ fn shown_main(
             return Some(unreadable(id, title, false, &e.to_string()));
         }
     };
-    let (title, body) = match &state.queue {
-        Some(queue) => {
-            let table = render::items(queue, items);
-            (
-                "the queue run".to_string(),
-                render::run_sections(&state, &table, now),
-            )
-        }
-        None => {
-            // Judged by its pin, as the report shows it; a completion not
-            // on record is shown as not accepted, as `status` shows it.
-            let config = ralph_core::pin::loop_config(project, &ProcessEnv, &state).ok();
-            let body = render::loop_sections(&state, config.as_ref(), now);
-            ("the project's loop".to_string(), body)
-        }
+    let (title, body) = if let Some(queue) = &state.queue {
+        let table = render::items(queue, items);
+        (
+            "the queue run".to_string(),
+            render::run_sections(&state, &table, now),
+        )
+    } else {
+        // Judged by its pin, as the report shows it; a completion not
+        // on record is shown as not accepted, as `status` shows it.
+        let config = ralph_core::pin::loop_config(project, &ProcessEnv, &state).ok();
+        let body = render::loop_sections(&state, config.as_ref(), now);
+        ("the project's loop".to_string(), body)
     };
     Some(shown(id, title, false, &state, body))
 }

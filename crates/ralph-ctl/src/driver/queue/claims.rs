@@ -319,7 +319,7 @@ mod tests {
         let stopped = Arc::new(AtomicBool::new(false));
         let told = Arc::clone(&stopped);
         let renewal = Renewal::start(book, "a", "w-1", ttl, move || {
-            told.store(true, Ordering::SeqCst)
+            told.store(true, Ordering::SeqCst);
         });
         std::thread::sleep(Duration::from_millis(1300));
         assert!(renewal.stop(), "lost");

@@ -499,7 +499,10 @@ fn guarded_path(path: &str, landing: &Landing<'_>) -> bool {
     let source = |given: Option<&Path>| given.is_some_and(|s| path.starts_with(s));
     // Names compared without case: on a file system that ignores it
     // (macOS, Windows) `.CLAUDE` is `.claude`.
-    let first = path.components().next().map(|c| c.as_os_str());
+    let first = path
+        .components()
+        .next()
+        .map(std::path::Component::as_os_str);
     let named = |os: Option<&std::ffi::OsStr>, name: &str| {
         os.and_then(|n| n.to_str())
             .is_some_and(|n| n.eq_ignore_ascii_case(name))
@@ -833,7 +836,7 @@ mod tests {
         let branch_before = git(&root, &["rev-parse", &right.branch]).unwrap();
         match land_it(&root, &right, &item("right"), &[], &claims) {
             Landed::NeedsReview(why) => {
-                assert!(why.contains("conflicts with main in same.txt"), "{why}")
+                assert!(why.contains("conflicts with main in same.txt"), "{why}");
             }
             other => panic!("{other:?}"),
         }
@@ -853,7 +856,7 @@ mod tests {
         }];
         match land_it(&root, &other, &item("right"), &failing, &claims) {
             Landed::NeedsReview(why) => {
-                assert!(why.contains("verify `tests` failed"), "{why}")
+                assert!(why.contains("verify `tests` failed"), "{why}");
             }
             other => panic!("{other:?}"),
         }

@@ -233,12 +233,13 @@ fn pull_request_remote(
 fn label_of(title: &str) -> String {
     const LONGEST: usize = 24;
     let one_line = title.split_whitespace().collect::<Vec<_>>().join(" ");
-    match one_line.chars().count() > LONGEST {
-        true => format!(
+    if one_line.chars().count() > LONGEST {
+        format!(
             "{}…",
             one_line.chars().take(LONGEST - 1).collect::<String>()
-        ),
-        false => one_line,
+        )
+    } else {
+        one_line
     }
 }
 

@@ -38,7 +38,7 @@ pub(super) fn supported() -> bool {
     Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(ABI::V1))
-        .and_then(|r| r.create())
+        .and_then(landlock::Ruleset::create)
         .is_ok()
 }
 
@@ -50,7 +50,7 @@ fn base() -> Result<RulesetCreated, String> {
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(ABI_WANTED))
         .and_then(|r| r.scope(Scope::from_all(ABI_WANTED)))
-        .and_then(|r| r.create())
+        .and_then(landlock::Ruleset::create)
         .map_err(|e| format!("Landlock refused the walls: {e}"))
 }
 
@@ -97,7 +97,7 @@ fn grant_except(
         return;
     }
     let holds_one = except.iter().any(|e| e.starts_with(dir));
-    if !holds_one || !meta.as_ref().is_ok_and(|m| m.is_dir()) {
+    if !holds_one || !meta.as_ref().is_ok_and(std::fs::Metadata::is_dir) {
         rules.push((dir.to_path_buf(), access));
         return;
     }
@@ -199,7 +199,7 @@ fn restrict_on_exec(
                 if libc::prctl(
                     libc::PR_SET_SECCOMP,
                     libc::SECCOMP_MODE_FILTER,
-                    &program as *const libc::sock_fprog,
+                    &raw const program,
                 ) != 0
                 {
                     return Err(std::io::Error::last_os_error());

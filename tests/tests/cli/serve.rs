@@ -26,7 +26,11 @@ fn every_request_without_the_token_is_refused() {
     );
     assert_eq!(served.token.len(), 64);
     // The token with its last digit changed (never to the digit it has).
-    let last = if served.token.ends_with('0') { '1' } else { '0' };
+    let last = if served.token.ends_with('0') {
+        '1'
+    } else {
+        '0'
+    };
     let wrong = format!("{}{last}", &served.token[..63]);
     for path in [
         "/".to_string(),

@@ -108,7 +108,7 @@ impl Browser {
     pub fn wait_text(&mut self, selector: &str, text: &str, timeout: Duration) -> String {
         let value = self.must(json!({
             "op": "waitText", "selector": selector, "text": text,
-            "timeout": timeout.as_millis() as u64,
+            "timeout": u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         }));
         value.as_str().unwrap_or_default().to_string()
     }

@@ -221,10 +221,7 @@ pub fn go_on_text(answer: &Value) -> Option<&str> {
 /// The row `name` of a `ralph-ctl doctor --json` report (its `checks`);
 /// `null` when the report has none.
 pub fn doctor_row(report: &Value, name: &str) -> Value {
-    let rows = report["checks"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
+    let rows = report["checks"].as_array().map_or(&[][..], Vec::as_slice);
     rows.iter()
         .find(|row| row["name"] == name)
         .cloned()

@@ -339,7 +339,7 @@ pub struct MockApi {
 impl MockApi {
     /// Starts the server on 127.0.0.1:0. `script(turn, body)` is called for
     /// each main-conversation request; `turn` = number of assistant messages
-    /// already in body["messages"] (0 for the first turn).
+    /// already in `body["messages"]` (0 for the first turn).
     pub fn start<F>(script: F) -> MockApi
     where
         F: Fn(usize, &Value) -> Reply + Send + Sync + 'static,
@@ -487,10 +487,7 @@ pub fn outcome_line(status: &str, body: &Value) -> String {
 /// `Stop hook blocking error from command: "<cmd>": <reason>` notice).
 pub fn message_texts(body: &Value, role: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let messages = body["messages"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
+    let messages = body["messages"].as_array().map_or(&[][..], Vec::as_slice);
     for msg in messages.iter().filter(|m| m["role"] == role) {
         collect_texts(&msg["content"], &mut out);
     }
@@ -608,7 +605,7 @@ enum Fill {
 /// Reads more bytes into `buf`, polling the stop flag while idle.
 fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>, shared: &Shared) -> io::Result<Fill> {
     let started = Instant::now();
-    let mut chunk = [0u8; 64 * 1024];
+    let mut chunk = vec![0u8; 64 * 1024];
     loop {
         if shared.stop.load(Ordering::SeqCst) {
             return Ok(Fill::Closed);
@@ -794,7 +791,7 @@ fn respond(req: &Request, shared: &Shared) -> Vec<Vec<u8>> {
     let is_messages = req.method == "POST" && path_only == "/v1/messages";
     let is_main = is_messages && is_main_request(&body);
     let turn = if is_main && shared.options.in_order {
-        shared.answered.fetch_add(1, Ordering::SeqCst) as usize
+        usize::try_from(shared.answered.fetch_add(1, Ordering::SeqCst)).unwrap()
     } else {
         assistant_turns(&body)
     };

@@ -750,7 +750,7 @@ pub fn run_measured(
         let r = unsafe {
             libc::waitid(
                 libc::P_PID,
-                pid as libc::id_t,
+                pid.cast_unsigned(),
                 &raw mut info,
                 libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
             )

@@ -289,8 +289,7 @@ impl Outcome {
     pub fn history(&self) -> &[Value] {
         self.state["history"]
             .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+            .map_or(&[][..], Vec::as_slice)
     }
 }
 

@@ -400,16 +400,14 @@ pub fn run_stop_settled(
 
     let lock = store.lock(false)?;
     let locked = lock.read_again(&snapshot)?;
-    let state = match decision::owned_loop(locked.state(&snapshot), stop.session_id.as_deref()) {
-        Ok(state) => state,
+    let Ok(state) = decision::owned_loop(locked.state(&snapshot), stop.session_id.as_deref())
+    else {
         // The loop ended or changed hands while this stop was observed.
-        Err(_) => {
-            return Ok(StopReport {
-                answer: Answer::Allow,
-                notes,
-                settled: false,
-            });
-        }
+        return Ok(StopReport {
+            answer: Answer::Allow,
+            notes,
+            settled: false,
+        });
     };
     if state.breaker.progress != owned.breaker.progress {
         // The reading compared with a baseline that is no longer the loop's.

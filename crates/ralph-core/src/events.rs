@@ -828,7 +828,7 @@ mod tests {
             .iter()
             .filter_map(|e| match e {
                 Effect::Log(entry) => Some((entry.event, entry.reason.clone())),
-                _ => None,
+                Effect::Keep(_) => None,
             })
             .collect()
     }

@@ -119,7 +119,6 @@ mod tests {
     #[test]
     fn a_time_past_what_rfc3339_can_write_is_its_last_second() {
         assert_eq!(rfc3339_of_secs(u64::MAX), "9999-12-31T23:59:59Z");
-        assert_eq!(rfc3339_of_secs(1e300 as u64), "9999-12-31T23:59:59Z");
         assert_eq!(rfc3339_of_secs(MAX_RFC3339_SECS), "9999-12-31T23:59:59Z");
         assert_eq!(
             epoch_secs(&rfc3339_of_secs(MAX_RFC3339_SECS)),

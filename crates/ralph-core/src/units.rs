@@ -14,6 +14,8 @@ pub struct PerMille(pub u32);
 impl PerMille {
     /// `share` (0 to 1) rounded to thousandths; `None` outside 0..=1.
     pub fn of(share: f64) -> Option<PerMille> {
+        // 0 to 1000, checked first.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         (share.is_finite() && (0.0..=1.0).contains(&share))
             .then(|| PerMille((share * 1000.0).round() as u32))
     }
@@ -50,6 +52,9 @@ impl Usd {
     /// From a dollar amount the client reported (negative or NaN count as 0).
     pub fn from_dollars(dollars: f64) -> Usd {
         if dollars.is_finite() && dollars > 0.0 {
+            // Positive, checked first; an amount past u64::MAX millionths
+            // (18 trillion dollars) stops there, as `as` saturates.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
             Usd((dollars * 1_000_000.0).round() as u64)
         } else {
             Usd(0)

@@ -273,12 +273,13 @@ fn tokens_chart(history: &[IterationRecord]) -> String {
         .into_iter()
         .map(|records| (records[0].iteration, usage_of(records)))
         .collect();
-    let max = iterations
+    let most = iterations
         .iter()
         .map(|(_, u)| u.input + u.output)
         .max()
         .unwrap_or(0)
-        .max(1) as f64;
+        .max(1);
+    let max = most as f64;
     let slot = (width - left - 10.0) / iterations.len() as f64;
     let bar = (slot * 0.7).max(1.0);
     let scale = (height - bottom - top) / max;
@@ -292,7 +293,7 @@ fn tokens_chart(history: &[IterationRecord]) -> String {
          <text x=\"4\" y=\"{}\" font-size=\"11\">{}</text><text x=\"4\" y=\"{base}\" font-size=\"11\">0</text>",
         width - 5.0,
         top + 4.0,
-        max as u64
+        most
     );
     for (i, (iteration, usage)) in iterations.iter().enumerate() {
         let x = left + i as f64 * slot + (slot - bar) / 2.0;

@@ -33,6 +33,11 @@ const MATRIX_ONLY: &str = "full client matrix: tests/run.sh --all";
 /// Adds, beside the scenario function, a module of the same name with one
 /// `#[test]` per client version calling it; the oldest client's is ignored
 /// unless the attribute lists the scenario (see the crate's doc).
+///
+/// # Panics
+///
+/// Never on a user's input (a bad attribute is a `compile_error!`): only
+/// if the code it writes were not Rust.
 #[proc_macro_attribute]
 pub fn on_both_clients(attr: TokenStream, item: TokenStream) -> TokenStream {
     let listed = match listed(attr) {

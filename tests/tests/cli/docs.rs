@@ -200,9 +200,9 @@ fn the_glossary_points_at_places_that_exist() {
         for entry in std::fs::read_dir(&folder).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                folders.push(path)
+                folders.push(path);
             } else {
-                sources.push(path.to_string_lossy().replace('\\', "/"))
+                sources.push(path.to_string_lossy().replace('\\', "/"));
             }
         }
     }

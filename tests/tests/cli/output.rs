@@ -739,6 +739,7 @@ fn hook_lines_for_bad_stdin_and_environment() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // a table of bad files, one row each
 fn hook_lines_for_bad_files() {
     let mut table = Table::default();
     let config = ".claude/ralph/config.json";

@@ -427,7 +427,7 @@ fn benchmark_idle_cpu_and_update_latency() {
             "the change never reached the page"
         );
         let at = seen.lock().unwrap()[before].0;
-        latencies.push(at.saturating_duration_since(changed).as_millis() as u64);
+        latencies.push(u64::try_from(at.saturating_duration_since(changed).as_millis()).unwrap());
         // Changes at different moments of the page's second.
         std::thread::sleep(Duration::from_millis(300 + 170 * n as u64 % 700));
     }

@@ -436,7 +436,7 @@ fn a_client_killed_mid_iteration_is_resumed_per_policy(client: ClientVersion) {
     let state = scenario.state().unwrap();
     assert_eq!(state["iteration"], 2);
     let client_pid = state["carriers"]["client"]["pid"].as_u64();
-    let client_pid = client_pid.expect("the running client is recorded") as u32;
+    let client_pid = u32::try_from(client_pid.expect("the running client is recorded")).unwrap();
     killed.set();
     signal_process(client_pid, libc::SIGKILL);
     exits_with(&mut launcher, 0);

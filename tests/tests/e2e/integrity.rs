@@ -149,7 +149,7 @@ fn told_at(api: &MockApi, iteration: &str) -> String {
 
 /// The gate `name` of `claim`; panics when the claim has none.
 fn gate<'a>(claim: &'a Value, name: &str) -> &'a Value {
-    let gates = claim["gates"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let gates = claim["gates"].as_array().map_or(&[][..], Vec::as_slice);
     gates
         .iter()
         .find(|g| g["gate"] == name)

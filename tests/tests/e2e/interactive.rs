@@ -52,8 +52,7 @@ fn type_then_complete(
 fn history(state: &Value) -> String {
     state["history"]
         .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
+        .map_or(&[][..], Vec::as_slice)
         .iter()
         .map(|r| {
             format!(
@@ -141,7 +140,7 @@ fn completes_on_signal(client: ClientVersion) {
     );
     let final_request = api.main_requests().pop().unwrap();
     let fed_back = stop_hook_feedback(&final_request.body);
-    let reinjections = (last - 1) as usize;
+    let reinjections = usize::try_from(last - 1).unwrap();
     assert_eq!(fed_back.len(), reinjections, "re-injections: {fed_back:?}");
     let newest = &fed_back[reinjections - 1];
     assert!(

@@ -463,10 +463,10 @@ fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
     let after = Arc::clone(&stopped);
     let agent = committing_worker();
     let api = MockApi::start(move |turn, body| {
-        if !after.load(Ordering::SeqCst) {
-            Reply::bash("sleep 60")
-        } else {
+        if after.load(Ordering::SeqCst) {
             agent(turn, body)
+        } else {
+            Reply::bash("sleep 60")
         }
     });
     let mut command = scenario.command(&api);

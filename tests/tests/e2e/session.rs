@@ -129,7 +129,7 @@ fn second_session_during_a_running_loop_is_let_through(client: ClientVersion) {
     exits_with(&mut launcher, 0);
     let state = scenario.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");
-    let iterations = state["iteration"].as_u64().unwrap() as usize;
+    let iterations = usize::try_from(state["iteration"].as_u64().unwrap()).unwrap();
     assert_eq!(
         api.main_requests().len(),
         iterations,

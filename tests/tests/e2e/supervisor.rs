@@ -609,7 +609,7 @@ fn the_calls_per_hour_cap_pauses_a_manual_loop_for_the_hour(client: ClientVersio
     let paused = &outcome.state["pausedBecause"];
     assert_eq!(paused["kind"], "calls_per_hour", "{evidence}");
     let resume_at = epoch_of(paused["resumeAt"].as_str().unwrap());
-    let from_now = resume_at as i64 - now as i64;
+    let from_now = i128::from(resume_at) - i128::from(now);
     let within_the_hour = (now + 50 * 60..=now + 61 * 60).contains(&resume_at);
     assert!(
         within_the_hour,
@@ -911,7 +911,8 @@ fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
     assert!(held, "the held request never came");
     let client_pid = scenario.status_json()["carriers"]["client"]["pid"]
         .as_u64()
-        .expect("the client is recorded") as u32;
+        .expect("the client is recorded");
+    let client_pid = u32::try_from(client_pid).unwrap();
     assert!(!process_gone(client_pid));
     signal_process(launcher.id(), libc::SIGKILL);
     let _ = launcher.wait();

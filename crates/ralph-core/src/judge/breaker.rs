@@ -313,6 +313,10 @@ pub const SIGNALS: &[SignalSpec] = &[
 ];
 
 /// The entry of `signal` in [`SIGNALS`].
+///
+/// # Panics
+///
+/// Never: [`SIGNALS`] has an entry for every signal.
 pub fn spec(signal: Signal) -> &'static SignalSpec {
     SIGNALS
         .iter()
@@ -638,7 +642,13 @@ mod tests {
         let mut breaker = Breaker::default();
         let mut trace = String::new();
         for (i, o) in observations.iter().enumerate() {
-            let (next, effect) = step(&breaker, o, config, i as u32 + 1, Timestamp::from_secs(0));
+            let (next, effect) = step(
+                &breaker,
+                o,
+                config,
+                u32::try_from(i).unwrap() + 1,
+                Timestamp::from_secs(0),
+            );
             trace.push(match effect {
                 BreakerEffect::Quiet => '.',
                 BreakerEffect::Warn(_) => 'W',
@@ -979,7 +989,7 @@ mod tests {
             let config = BreakerConfig::default().with(Signal::PermissionDenied, threshold);
             let (trace, _) = run(&vec![denied("start", true); 6], &config);
             assert_eq!(
-                trace.len() as u32,
+                u32::try_from(trace.len()).unwrap(),
                 threshold,
                 "threshold {threshold}: {trace}"
             );

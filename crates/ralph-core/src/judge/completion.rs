@@ -1331,6 +1331,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)] // a table of cases, one per row
     fn fewer_tests_or_more_skipped_than_the_baseline_fail_the_claim() {
         use crate::observe::test_counts::{CommandCounts, TestCounts};
         let cmd = "python3 -m unittest";

@@ -1482,7 +1482,10 @@ mod tests {
             let err = Config::load(&paths, &[]).unwrap_err().to_string();
             assert!(err.contains(needle), "{json}: {err}");
         }
-        let big = format!("{{{}}}", " ".repeat(MAX_CONFIG_BYTES as usize));
+        let big = format!(
+            "{{{}}}",
+            " ".repeat(usize::try_from(MAX_CONFIG_BYTES).unwrap())
+        );
         let (_d, paths) = project_with_config(Some(&big));
         let err = Config::load(&paths, &[]).unwrap_err();
         assert!(matches!(err, ConfigError::TooLarge { .. }), "{err}");

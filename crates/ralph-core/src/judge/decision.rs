@@ -1115,7 +1115,7 @@ mod tests {
             .counters
             .set(breaker::Signal::PermissionDenied, 1);
         // (state, observation, completes)
-        let cases = [
+        let cases = vec![
             (running(2, 25), claim(write(), false, false), false),
             (running(2, 25), claim(write(), true, false), true),
             (running(2, 25), claim(None, false, false), true),

@@ -343,10 +343,14 @@ pub struct IterationRecord {
     pub item_id: Option<String>,
 }
 
+// serde's `skip_serializing_if` passes the field by reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_false(b: &bool) -> bool {
     !*b
 }
 
+// serde's `skip_serializing_if` passes the field by reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
@@ -1063,7 +1067,7 @@ mod tests {
     #[test]
     fn history_is_bounded() {
         let mut s = LoopState::new("abc".into(), 5, Timestamp::from_secs(0));
-        for i in 0..(HISTORY_LIMIT as u32 + 7) {
+        for i in 0..(u32::try_from(HISTORY_LIMIT).unwrap() + 7) {
             s.push_history(IterationRecord {
                 iteration: i,
                 at: Timestamp::from_secs(0),

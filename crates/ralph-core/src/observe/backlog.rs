@@ -416,7 +416,7 @@ fn plan_items_as_written(markdown: &str) -> Vec<Item> {
             None => match (open, items.last_mut()) {
                 (Some(at), Some(item)) if indent > at && !line.trim().is_empty() => {
                     if let Some(named) = after_line(line) {
-                        item.after.extend(named)
+                        item.after.extend(named);
                     } else {
                         item.body.push_str(line.trim());
                         item.body.push('\n');

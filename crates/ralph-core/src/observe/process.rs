@@ -241,11 +241,10 @@ pub(crate) fn collect_outputs(
         .filter(|pid| *pid > 1)?;
     // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd or -1.
     let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if raw < 0 {
-        return None;
-    }
+    // -1 when it failed; a file descriptor is a C int.
+    let fd = libc::c_int::try_from(raw).ok().filter(|fd| *fd >= 0)?;
     // SAFETY: the fd was just opened by pidfd_open and is owned by nobody else.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as libc::c_int) };
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
     let open = |fd: Option<OwnedFd>| Pipe {
         ended: fd.is_none(),
         file: fd.map(std::fs::File::from),

@@ -140,6 +140,8 @@ pub struct Baseline {
     touched: BTreeMap<String, String>,
 }
 
+// serde's `skip_serializing_if` passes the field by reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_false(value: &bool) -> bool {
     !*value
 }

@@ -231,7 +231,11 @@ mod tests {
             read_prompt(&path),
             Err(PromptError::NotText { .. })
         ));
-        fs::write(&path, "a".repeat(MAX_PROMPT_BYTES as usize + 1)).unwrap();
+        fs::write(
+            &path,
+            "a".repeat(usize::try_from(MAX_PROMPT_BYTES).unwrap() + 1),
+        )
+        .unwrap();
         assert!(matches!(
             read_prompt(&path),
             Err(PromptError::TooLarge { .. })

@@ -375,7 +375,7 @@ fn hash_file(path: &Path, symlink: bool) -> String {
             let size = file.metadata().map_or(0, |m| m.len());
             hash.bytes(&size.to_le_bytes());
             let mut reader = file.take(HASHED_BYTES);
-            let mut buf = [0u8; 64 * 1024];
+            let mut buf = vec![0u8; 64 * 1024];
             while let Ok(n) = reader.read(&mut buf) {
                 if n == 0 {
                     break;

@@ -194,7 +194,11 @@ mod tests {
         let err = registered_command(&path).unwrap_err().to_string();
         assert!(err.contains("settings.json: not a regular file"), "{err}");
         fs::remove_file(&path).unwrap();
-        fs::write(&path, vec![b' '; MAX_SETTINGS_BYTES as usize + 1]).unwrap();
+        fs::write(
+            &path,
+            vec![b' '; usize::try_from(MAX_SETTINGS_BYTES).unwrap() + 1],
+        )
+        .unwrap();
         let err = registered_timeout(&path).unwrap_err().to_string();
         assert!(
             err.contains("settings.json is larger than 1024 KiB"),

@@ -492,6 +492,7 @@ fn go_result(line: &str) -> Option<GoResult> {
 /// `Some(Some(result))` for its `pass`, `fail` or `skip`, `Some(None)` for
 /// its other actions (`run`, `output`); `None` for any other line (a
 /// package's own events among them).
+#[allow(clippy::option_option)] // the three cases above, as the caller reads them
 fn go_json(line: &str) -> Option<Option<GoResult>> {
     if !line.starts_with('{') || !line.contains("\"Action\":") {
         return None;
@@ -682,6 +683,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)] // a table of real outputs, one per runner
     fn each_runner_s_summary_is_read() {
         let cases: &[(&str, &str, Option<TestCounts>)] = &[
             // Real output of `python3 -m unittest` (Python 3.11) on this

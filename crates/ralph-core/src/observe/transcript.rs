@@ -168,6 +168,7 @@ impl ApiErrorMessage {
 /// The bounds of the backwards reader: the constants above, smaller in tests
 /// so that chunk boundaries and oversize lines are cheap to reach.
 #[derive(Clone, Copy, Debug)]
+#[allow(clippy::struct_field_names)] // each name says its unit
 struct Limits {
     chunk_bytes: usize,
     max_line_bytes: usize,
@@ -654,7 +655,7 @@ fn scan_lines_backwards(
         if scanned >= max_scan_bytes {
             return Ok(false);
         }
-        let step = (pos.min(chunk_bytes as u64)) as usize;
+        let step = usize::try_from(pos).map_or(chunk_bytes, |pos| pos.min(chunk_bytes));
         pos -= step as u64;
         scanned += step as u64;
         file.seek(SeekFrom::Start(pos))?;

@@ -122,6 +122,8 @@ pub const MAX_RESET_AHEAD_SECS: u64 = 8 * 24 * 3600;
 /// kept: the supervisor resumes at once.
 pub fn plausible_reset(resets_at: f64, now: u64) -> Option<u64> {
     let latest = now.saturating_add(MAX_RESET_AHEAD_SECS);
+    // In range, checked first: the fraction is dropped.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     (resets_at.is_finite() && resets_at > 0.0 && resets_at <= latest as f64)
         .then_some(resets_at as u64)
 }
@@ -145,7 +147,9 @@ struct Message {
     usage: Option<Usage>,
 }
 
+// The fields are named as the Messages API's `usage` names them.
 #[derive(Deserialize, Default, Clone, Copy)]
+#[allow(clippy::struct_field_names)]
 struct Usage {
     #[serde(default)]
     input_tokens: Option<u64>,
@@ -308,7 +312,7 @@ pub fn read_new_since(
     // The first line may be cut when the start was moved: skip to the next one.
     let mut skip_first = skipped;
     while pos < len {
-        let want = ((len - pos) as usize).min(CHUNK_BYTES);
+        let want = usize::try_from(len - pos).map_or(CHUNK_BYTES, |left| left.min(CHUNK_BYTES));
         let got = file.read(&mut chunk[..want])?;
         if got == 0 {
             break;
@@ -418,18 +422,15 @@ impl Requests {
             _ => None,
         };
         self.any = true;
-        let counted = match continued {
+        let counted = if let Some(before) = continued {
             // What the previous reading counted of it is not counted again.
-            Some(before) => {
-                let grown = max_of(before, tokens);
-                self.tokens.add(&minus(grown, before));
-                grown
-            }
-            None => {
-                self.calls.push(at);
-                self.tokens.add(&tokens);
-                tokens
-            }
+            let grown = max_of(before, tokens);
+            self.tokens.add(&minus(grown, before));
+            grown
+        } else {
+            self.calls.push(at);
+            self.tokens.add(&tokens);
+            tokens
         };
         if self.recent.len() >= RECENT_IDS
             && let Some(oldest) = self.recent.pop_front()
@@ -658,7 +659,7 @@ mod tests {
         let mut seen: HashMap<String, (u64, TokenUsage)> = HashMap::new();
         for (id, at, tokens) in lines {
             if let Some((_, usage)) = seen.get_mut(id) {
-                *usage = max_of(*usage, *tokens)
+                *usage = max_of(*usage, *tokens);
             } else {
                 order.push(id.clone());
                 seen.insert(id.clone(), (*at, *tokens));

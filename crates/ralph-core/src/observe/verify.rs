@@ -103,7 +103,7 @@ pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
         command: verify.command.clone(),
         exit_code,
         timed_out,
-        duration_ms: started.elapsed().as_millis() as u64,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         output_tail: output,
         counts: None,
         by_runner: Vec::new(),

@@ -216,11 +216,11 @@ impl ClaimStore {
         let mut file = match open_plain(&self.path, OpenOptions::new().read(true)) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Claims::default()),
-            Err(source) => return Err(self.io("read", &self.path, source)),
+            Err(source) => return Err(Self::io("read", &self.path, source)),
         };
         let meta = file
             .metadata()
-            .map_err(|source| self.io("read", &self.path, source))?;
+            .map_err(|source| Self::io("read", &self.path, source))?;
         if !meta.is_file() {
             return Err(corrupt("not a regular file".into()));
         }
@@ -229,7 +229,7 @@ impl ClaimStore {
         }
         let mut text = String::new();
         io::Read::read_to_string(&mut file, &mut text)
-            .map_err(|source| self.io("read", &self.path, source))?;
+            .map_err(|source| Self::io("read", &self.path, source))?;
         serde_json::from_str(&text).map_err(|e| ClaimError::Corrupt {
             path: self.path.clone(),
             message: e.to_string(),
@@ -346,7 +346,7 @@ impl ClaimStore {
                 message: e.to_string(),
             })?;
             atomic::write_file(&self.path, &bytes, 0o600)
-                .map_err(|source| self.io("write", &self.path, source))?;
+                .map_err(|source| Self::io("write", &self.path, source))?;
         }
         Ok(result)
     }
@@ -379,17 +379,17 @@ impl ClaimStore {
     fn named_lock(&self, name: &str, patience: Duration) -> Result<File, ClaimError> {
         let path = self.path.with_file_name(name);
         if let Some(folder) = path.parent() {
-            fs::create_dir_all(folder).map_err(|source| self.io("create", folder, source))?;
+            fs::create_dir_all(folder).map_err(|source| Self::io("create", folder, source))?;
         }
         let file = open_plain(
             &path,
             OpenOptions::new().create(true).truncate(false).write(true),
         )
-        .map_err(|source| self.io("open", &path, source))?;
+        .map_err(|source| Self::io("open", &path, source))?;
         match lock::exclusive_until(&file, Instant::now() + patience) {
             Ok(true) => Ok(file),
             Ok(false) => Err(ClaimError::LockTimeout { path }),
-            Err(source) => Err(self.io("lock", &path, source)),
+            Err(source) => Err(Self::io("lock", &path, source)),
         }
     }
 
@@ -397,23 +397,23 @@ impl ClaimStore {
     /// transaction may run while a claim is taken); released when dropped.
     fn lock(&self) -> Result<File, ClaimError> {
         if let Some(folder) = self.lock_path.parent() {
-            fs::create_dir_all(folder).map_err(|source| self.io("create", folder, source))?;
+            fs::create_dir_all(folder).map_err(|source| Self::io("create", folder, source))?;
         }
         let file = open_plain(
             &self.lock_path,
             OpenOptions::new().create(true).truncate(false).write(true),
         )
-        .map_err(|source| self.io("open", &self.lock_path, source))?;
+        .map_err(|source| Self::io("open", &self.lock_path, source))?;
         match lock::exclusive_until(&file, Instant::now() + LOCK_TIMEOUT) {
             Ok(true) => Ok(file),
             Ok(false) => Err(ClaimError::LockTimeout {
                 path: self.lock_path.clone(),
             }),
-            Err(source) => Err(self.io("lock", &self.lock_path, source)),
+            Err(source) => Err(Self::io("lock", &self.lock_path, source)),
         }
     }
 
-    fn io(&self, action: &'static str, path: &Path, source: io::Error) -> ClaimError {
+    fn io(action: &'static str, path: &Path, source: io::Error) -> ClaimError {
         ClaimError::Io {
             action,
             path: path.to_path_buf(),

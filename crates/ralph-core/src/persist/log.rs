@@ -148,6 +148,8 @@ pub struct LogEntry {
     pub cost_usd: Usd,
 }
 
+// serde's `skip_serializing_if` passes the field by reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_zero_usd(usd: &Usd) -> bool {
     usd.0 == 0
 }
@@ -510,7 +512,11 @@ mod tests {
 
         // Past the size bound the log moves aside and a new one starts;
         // reading spans both.
-        fs::write(&log, vec![b'\n'; MAX_LOG_BYTES as usize + 1]).unwrap();
+        fs::write(
+            &log,
+            vec![b'\n'; usize::try_from(MAX_LOG_BYTES).unwrap() + 1],
+        )
+        .unwrap();
         append(
             &lock,
             &LogEntry::about(&state, LogEvent::End, Timestamp::from_secs(10), "done"),

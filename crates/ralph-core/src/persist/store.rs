@@ -977,7 +977,8 @@ fn read_state_bytes(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
     if !file.metadata().is_ok_and(|m| m.is_file()) {
         return Err(corrupt("it is not a regular file".into()));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // At most MAX_STATE_BYTES, checked above.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(MAX_STATE_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(io_err("read", path))?;
@@ -1069,7 +1070,7 @@ mod tests {
         let lock = store.lock(true).unwrap();
         lock.write(&state).unwrap();
         let mut huge = state.clone();
-        huge.hint = Some("x".repeat(MAX_STATE_BYTES as usize));
+        huge.hint = Some("x".repeat(usize::try_from(MAX_STATE_BYTES).unwrap()));
         let err = lock.write(&huge).unwrap_err();
         assert!(matches!(err, StoreError::TooLarge { .. }), "{err}");
         assert!(err.to_string().contains("more than the 4194304"), "{err}");

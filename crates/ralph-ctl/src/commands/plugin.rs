@@ -174,7 +174,7 @@ pub(crate) fn parse_words(request: &LoopStartArgs) -> Result<LoopStartArgs, CtlE
             continue;
         }
         // A flag with no value is named, not used, unless other flags are with it.
-        let used = |f: &Flag| f.flag_shaped || (f.value.is_err() && flags.len() > 1);
+        let used = |f: &Flag| f.unlike_prose || (f.value.is_err() && flags.len() > 1);
         if sentence_ended || flags.iter().all(used) {
             for flag in flags {
                 apply_flag(&mut out, flag.name, &flag.value?)?;
@@ -211,7 +211,7 @@ struct Flag<'a> {
     /// Written as only a flag is, never as prose: `--max-iterations` and a
     /// number, `--flag=VALUE`, a quoted value, a bare promise with no
     /// lowercase letter.
-    flag_shaped: bool,
+    unlike_prose: bool,
     /// What follows it.
     after: &'a str,
 }
@@ -233,10 +233,10 @@ fn flag_at(text: &str, trailing: bool) -> Option<Flag<'_>> {
     let rest = &text[name.len()..];
     let joined = rest.starts_with('=');
     let rest = rest.strip_prefix('=').unwrap_or_else(|| rest.trim_start());
-    let flag = |value, flag_shaped, after| Flag {
+    let flag = |value, unlike_prose, after| Flag {
         name,
         value,
-        flag_shaped,
+        unlike_prose,
         after,
     };
     if name == crate::driver::start::CHECK_MAY_NOT_RUN {
@@ -265,7 +265,7 @@ fn flag_at(text: &str, trailing: bool) -> Option<Flag<'_>> {
     let word_end = |s: &str| s.find(char::is_whitespace).unwrap_or(s.len());
     let mut end = word_end(rest);
     let word = &rest[..end];
-    let flag_shaped = joined
+    let unlike_prose = joined
         || if name == "--max-iterations" {
             word.parse::<u64>().is_ok()
         } else {
@@ -287,7 +287,11 @@ fn flag_at(text: &str, trailing: bool) -> Option<Flag<'_>> {
             end += gap + next_word.len();
         }
     }
-    Some(flag(Ok(rest[..end].to_string()), flag_shaped, &rest[end..]))
+    Some(flag(
+        Ok(rest[..end].to_string()),
+        unlike_prose,
+        &rest[end..],
+    ))
 }
 
 /// Sets what `flag` asks for, its value checked.

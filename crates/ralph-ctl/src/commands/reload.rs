@@ -135,7 +135,9 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
 struct Measured {
     /// The test baseline of each verify command that is new.
     new_baseline: Vec<ralph_core::observe::test_counts::CommandCounts>,
-    /// A new snapshot, when protectedPaths changed.
+    /// A new snapshot, when protectedPaths changed (`Some(None)`: none now),
+    /// as the `Reload` event carries it.
+    #[allow(clippy::option_option)]
     new_protected: Option<Option<ralph_core::observe::protected::ProtectedSnapshot>>,
     /// The checks whose resolution is recorded: the verify commands and
     /// those recorded besides them (a formula's gates).

@@ -202,14 +202,7 @@ pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
     let max_iterations = args.max_iterations;
     let max_cost_usd = args.max_cost_usd;
     // The task's text for a dry run lives until the dry run has read it.
-    let task_preview = task::set_up_for_run(
-        paths,
-        args.task.as_deref(),
-        args.queue.is_some(),
-        args.yes,
-        args.reset,
-        args.dry_run,
-    )?;
+    let task_preview = task::set_up_for_run(paths, &args)?;
     let mut options = args.options();
     driver::prepare::as_it_ran(paths, &mut options);
     // The overrides rank as their variables: the start, the driver and the

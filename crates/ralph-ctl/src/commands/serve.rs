@@ -296,14 +296,14 @@ impl Site {
         let deadline = Instant::now() + REQUEST_TIME;
         let head = match http::read_head(&mut stream, deadline) {
             Ok(head) => head,
-            Err(e) => return self.refuse(stream, &e),
+            Err(e) => return Self::refuse(stream, &e),
         };
         let answer = match self.route(&head) {
             Routed::Answer(reply) => reply,
             Routed::Steer(action) => {
                 match http::read_body(&mut stream, &head, steer::MAX_BODY, deadline) {
                     Ok(body) => self.steer(action, &body),
-                    Err(e) => return self.refuse(stream, &e),
+                    Err(e) => return Self::refuse(stream, &e),
                 }
             }
         };
@@ -312,7 +312,7 @@ impl Site {
     }
 
     /// Answers a request that could not be read as `e` says (or closes it).
-    fn refuse(&self, stream: TcpStream, e: &WireError) {
+    fn refuse(stream: TcpStream, e: &WireError) {
         if let Some(status) = e.status() {
             let answer = said(status, &e.to_string());
             let _ = http::send(stream, &answer, false, Instant::now() + ANSWER_TIME);

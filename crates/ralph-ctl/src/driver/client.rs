@@ -414,7 +414,7 @@ impl RunningClient {
                     // A queue item's title, when several workers write.
                     let prefix = super::line_prefix();
                     move || {
-                        let mut buf = [0u8; 64 * 1024];
+                        let mut buf = vec![0u8; 64 * 1024];
                         let mut ours = io::stdout();
                         // A readable line is written once its event is whole.
                         let mut partial: Vec<u8> = Vec::new();

@@ -126,7 +126,8 @@ pub(crate) fn block_cap(current: Option<&str>, max_iterations: u32) -> Option<St
         None | Some("") => Some(needed.to_string()),
         Some(value) => match value.parse::<i64>() {
             Ok(0) => None,
-            Ok(n) if n < 0 || (n as u64) < needed => Some(needed.to_string()),
+            // A negative value is below it too.
+            Ok(n) if u64::try_from(n).ok().is_none_or(|n| n < needed) => Some(needed.to_string()),
             _ => None,
         },
     }

@@ -172,14 +172,13 @@ pub(crate) fn look(git_dir: &Path) -> Looked {
         return Looked::Nothing;
     }
     let holders_path = git_dir.join(HOLDERS_FILE);
-    let holders = match OpenOptions::new()
+    let Ok(holders) = OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&holders_path)
-    {
-        Ok(holders) => holders,
-        Err(_) => return Looked::Held,
+    else {
+        return Looked::Held;
     };
     if holders.try_lock_exclusive().is_err() {
         return Looked::Held;

@@ -733,6 +733,9 @@ pub(crate) fn find_client(paths: &ProjectPaths) -> Result<ClientProgram, CtlErro
     let spec = match std::env::var(command::CLIENT_ENV) {
         Ok(spec) => spec,
         Err(std::env::VarError::NotPresent) => String::new(),
+        // Debug shows the bytes that are not UTF-8 escaped; Display would
+        // replace them.
+        #[allow(clippy::unnecessary_debug_formatting)]
         Err(std::env::VarError::NotUnicode(raw)) => {
             return Err(CtlError::BadArgument(format!(
                 "{}={raw:?} is not valid UTF-8; set it to the client's path",

@@ -176,7 +176,7 @@ impl WorktreePlan {
                 &self.base,
             ],
         )?;
-        self.check_record(&worktree, name)?;
+        Self::check_record(&worktree, name)?;
         Ok(worktree)
     }
 
@@ -197,7 +197,7 @@ impl WorktreePlan {
     /// The worktree git just made has its record where ralph will look for
     /// it: `.git/worktrees/<name>`, as its `.git` file says now (ralph's
     /// git made it a moment ago; the agent has not run there yet).
-    fn check_record(&self, worktree: &Worktree, name: &str) -> Result<(), CtlError> {
+    fn check_record(worktree: &Worktree, name: &str) -> Result<(), CtlError> {
         let place = ralph_core::observe::own_git::GitPlace::find(&worktree.path)
             .map_err(|e| CtlError::Client(e.to_string()))?;
         let written = std::fs::read_to_string(worktree.path.join(".git")).unwrap_or_default();

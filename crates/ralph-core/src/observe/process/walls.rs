@@ -316,7 +316,7 @@ impl CheckTemp {
             std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
             match builder.create(&dir) {
                 Ok(()) => return Ok(CheckTemp(Some(std::fs::canonicalize(&dir)?))),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(e),
             }
         }

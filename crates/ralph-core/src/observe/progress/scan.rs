@@ -34,7 +34,7 @@ pub(super) fn scan(root: &Path, limits: Limits) -> Option<Listing> {
                 }
                 continue;
             }
-            if listing.digest.count as usize >= limits.scan_files {
+            if listing.digest.count >= limits.scan_files as u64 {
                 listing.truncated = true;
                 return Some(listing);
             }

@@ -24,10 +24,10 @@ pub(super) fn stamp_of(meta: &fs::Metadata) -> u64 {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;
-        h.word(meta.mtime() as u64);
-        h.word(meta.mtime_nsec() as u64);
-        h.word(meta.ctime() as u64);
-        h.word(meta.ctime_nsec() as u64);
+        h.word(meta.mtime().cast_unsigned());
+        h.word(meta.mtime_nsec().cast_unsigned());
+        h.word(meta.ctime().cast_unsigned());
+        h.word(meta.ctime_nsec().cast_unsigned());
         h.word(meta.ino());
         h.word(u64::from(meta.mode()));
     }

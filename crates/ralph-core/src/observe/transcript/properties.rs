@@ -362,7 +362,7 @@ fn write_shuffled(value: &Value, rng: &mut Shuffle, out: &mut Vec<u8>) {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             for i in (1..entries.len()).rev() {
-                entries.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+                entries.swap(i, usize::try_from(rng.next() % (i as u64 + 1)).unwrap());
             }
             out.push(b'{');
             let mut first = true;

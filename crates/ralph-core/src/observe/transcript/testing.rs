@@ -46,7 +46,7 @@ pub fn reference(
 ) -> IterationTail {
     let len = bytes.len() as u64;
     let chunks = max_scan_bytes.div_ceil(chunk_bytes as u64);
-    let start = (len - chunks.saturating_mul(chunk_bytes as u64).min(len)) as usize;
+    let start = usize::try_from(len - chunks.saturating_mul(chunk_bytes as u64).min(len)).unwrap();
     let visible = if start == 0 {
         bytes
     } else {

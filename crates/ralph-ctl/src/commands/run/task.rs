@@ -171,16 +171,13 @@ fn installed(paths: &ProjectPaths) -> Result<bool, CtlError> {
 /// them.
 pub(crate) fn set_up_for_run(
     paths: &ProjectPaths,
-    task: Option<&str>,
-    queue: bool,
-    yes: bool,
-    reset: bool,
-    dry_run: bool,
+    args: &super::RunArgs,
 ) -> Result<Option<tempfile::NamedTempFile>, CtlError> {
-    match task {
-        Some(task) if dry_run => preview(paths, task, yes, reset).map(Some),
+    let (yes, reset) = (args.yes, args.reset);
+    match args.task.as_deref() {
+        Some(task) if args.dry_run => preview(paths, task, yes, reset).map(Some),
         Some(task) => prepare(paths, task, yes, reset).map(|()| None),
-        None if queue => set_up(paths, yes).map(|()| None),
+        None if args.queue.is_some() => set_up(paths, yes).map(|()| None),
         None if yes => Err(CtlError::BadArgument(
             "--yes goes with --task or --queue (it answers the question of setting the project up)"
                 .into(),

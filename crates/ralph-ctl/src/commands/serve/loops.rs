@@ -77,7 +77,7 @@ pub(crate) fn version(project: &ProjectPaths, now: u64) -> String {
                     .modified()
                     .ok()
                     .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_nanos() as u64);
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
                 hash.word(meta.len());
                 hash.word(nanos);
             }

@@ -91,7 +91,7 @@ pub(super) fn enter(
         match started {
             Ok(started) => return Ok(started.session_id),
             // Another process may have started the run a moment ago.
-            Err(CtlError::Refused(_)) if attempt == 0 => continue,
+            Err(CtlError::Refused(_)) if attempt == 0 => {}
             Err(e) => return Err(e),
         }
     }

@@ -192,8 +192,11 @@ fn restrict_on_exec(
                 return Err(errno(libc::ENOTSUP));
             }
             if let Some(filters) = &filters {
+                let Ok(len) = u16::try_from(filters.len()) else {
+                    return Err(errno(libc::EINVAL));
+                };
                 let program = libc::sock_fprog {
-                    len: filters.len() as u16,
+                    len,
                     filter: filters.as_ptr().cast_mut(),
                 };
                 if libc::prctl(

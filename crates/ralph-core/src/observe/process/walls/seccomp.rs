@@ -53,6 +53,8 @@ struct Numbers {
 }
 
 #[cfg(target_arch = "x86_64")]
+// The system call numbers are decimal, as the kernel's tables write them.
+#[allow(clippy::decimal_bitwise_operands)]
 const NUMBERS: Option<Numbers> = Some(Numbers {
     // AUDIT_ARCH_X86_64, __NR_socket; x32: __X32_SYSCALL_BIT | 41.
     native: 0xc000_003e,

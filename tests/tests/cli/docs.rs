@@ -261,3 +261,37 @@ fn the_readme_s_modes_table_has_every_way_run_drives_a_loop() {
         );
     }
 }
+
+#[test]
+fn the_benchmark_figures_are_one_full_run_of_bench_run_sh() {
+    // bench/run.sh writes its tables between the page's markers; the rest
+    // of the page holds no measured table of its own that could fall behind.
+    let doc = read(&top().join("docs/benchmarks.md"));
+    let begin = "<!-- bench/run.sh writes from here to the end marker; not edited by hand -->";
+    let end = "<!-- bench/run.sh: end -->";
+    let (Some(from), Some(to)) = (doc.find(begin), doc.find(end)) else {
+        panic!("docs/benchmarks.md lacks bench/run.sh's markers");
+    };
+    let block = &doc[from + begin.len()..to];
+    assert!(
+        block.contains("### ralph-stop-hook") && block.contains("- mode: full"),
+        "the block is not a full run's output:\n{block}"
+    );
+    let outside = format!("{}{}", &doc[..from], &doc[to..]);
+    let units = [" ms", " µs", " ns", " MiB", " bytes", " %"];
+    let measured: Vec<&str> = outside
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .filter(|l| {
+            units.iter().any(|unit| {
+                l.match_indices(unit)
+                    .any(|(i, _)| l[..i].ends_with(|c: char| c.is_ascii_digit()))
+            })
+        })
+        .collect();
+    assert!(
+        measured.is_empty(),
+        "measured rows outside bench/run.sh's block:\n{}",
+        measured.join("\n")
+    );
+}

@@ -808,21 +808,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_complete_loop_does_not_say_findings_remain() {
-        let paths = ProjectPaths::new("/nowhere");
-        let mut state = LoopState::new("s".into(), 5, ralph_core::time::Timestamp::from_secs(0));
-        state.iteration = 3;
-        state.last_findings_count = Some(1);
-        let stop = |iteration, findings| ralph_core::judge::state::IterationRecord {
+    /// A stop that blocked at `iteration`, with `why`, what the agent said
+    /// and where its message came from.
+    fn blocked_stop(
+        iteration: u32,
+        why: &str,
+        excerpt: &str,
+        source: MessageSource,
+    ) -> IterationRecord {
+        IterationRecord {
             iteration,
             at: ralph_core::time::Timestamp::from_secs(10),
             decision: ralph_core::judge::state::StopDecision::Block,
-            why: String::new(),
-            excerpt: String::new(),
+            why: why.into(),
+            excerpt: excerpt.into(),
             stop_hook_active: false,
-            findings,
-            message_source: ralph_core::judge::decision::MessageSource::Input,
+            findings: None,
+            message_source: source,
             tool_calls: 0,
             error: None,
             breaker: None,
@@ -834,6 +836,18 @@ mod tests {
             tools_incomplete: false,
             outcome: None,
             item_id: None,
+        }
+    }
+
+    #[test]
+    fn a_complete_loop_does_not_say_findings_remain() {
+        let paths = ProjectPaths::new("/nowhere");
+        let mut state = LoopState::new("s".into(), 5, ralph_core::time::Timestamp::from_secs(0));
+        state.iteration = 3;
+        state.last_findings_count = Some(1);
+        let stop = |iteration, findings| IterationRecord {
+            findings,
+            ..blocked_stop(iteration, "", "", MessageSource::Input)
         };
         state.history = vec![stop(2, Some(1)), stop(3, None)];
         let running = summary(&paths, &state, None, 30);
@@ -859,27 +873,7 @@ mod tests {
         let paths = ProjectPaths::new("/nowhere");
         let mut state = LoopState::new("s".into(), 5, ralph_core::time::Timestamp::from_secs(0));
         state.iteration = 3;
-        let stop = |iteration, why: &str, excerpt: &str, source| IterationRecord {
-            iteration,
-            at: ralph_core::time::Timestamp::from_secs(10),
-            decision: ralph_core::judge::state::StopDecision::Block,
-            why: why.into(),
-            excerpt: excerpt.into(),
-            stop_hook_active: false,
-            findings: None,
-            message_source: source,
-            tool_calls: 0,
-            error: None,
-            breaker: None,
-            status_block: None,
-            claim: None,
-            progress: None,
-            calls: 0,
-            usage: TokenUsage::default(),
-            tools_incomplete: false,
-            outcome: None,
-            item_id: None,
-        };
+        let stop = blocked_stop;
         let behind = stop(
             2,
             "iteration 2 ended without a completion claim",

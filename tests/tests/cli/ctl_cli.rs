@@ -1746,6 +1746,34 @@ fn a_task_dry_run_says_what_the_run_would_set_up_and_writes_nothing() {
     assert!(!dry.stdout.contains("not installed"), "{dry:?}");
     assert_eq!(snapshot(&project.root), before, "nothing written");
     assert!(project.state().is_none(), "a dry run starts nothing");
+    // The command line's settings reach the client (and its Stop hook) as
+    // variables, as a real run gives them; the preview's task file does not.
+    let dry = project.ctl(
+        &[
+            "run",
+            "--task",
+            task,
+            "--max-iterations",
+            "3",
+            "--no-sandbox",
+            "--dry-run",
+        ],
+        &[("RALPH_CLAUDE", "true")],
+    );
+    let env = dry
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("environment for the client:"))
+        .unwrap_or_else(|| panic!("{dry:?}"));
+    assert!(
+        env.contains("RALPH_MAX_ITERATIONS=3") && env.contains("RALPH_SANDBOX=off"),
+        "{env}"
+    );
+    assert!(!env.contains("RALPH_PROMPT_FILE"), "{env}");
+    dry.assert_stdout_has(&[
+        "[Ralph loop: iteration 1 of 3]",
+        "# Task\n\nFix add() in calc.py.\n",
+    ]);
 }
 
 #[test]

@@ -588,6 +588,15 @@ pub(crate) fn dry_run(
         guardrails.as_deref(),
     );
     let headless = options.headless || fresh;
+    // What a real run gives the client: a dry run's task file (which stands
+    // in for the PROMPT.md a real run writes) is for this preview only.
+    let run_env: Vec<(&'static str, String)> = options
+        .env
+        .overrides()
+        .iter()
+        .filter(|(name, _)| *name != ralph_core::judge::config::env::PROMPT_FILE)
+        .cloned()
+        .collect();
     let command = command::build(&Launch {
         client,
         headless,
@@ -606,7 +615,7 @@ pub(crate) fn dry_run(
         extra_settings: None,
         fresh,
         json: options.json,
-        run_env: options.env.overrides(),
+        run_env: &run_env,
     });
     let mut out = std::io::stdout();
     // The text is shown once, below, not again inside the command.

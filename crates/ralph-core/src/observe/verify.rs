@@ -84,10 +84,18 @@ impl VerifyResult {
     }
 }
 
-/// The last [`OUTPUT_TAIL_LINES`] lines of `bytes`.
+/// The last [`OUTPUT_TAIL_LINES`] lines of `bytes`, as a person reads
+/// them: colours and other ANSI escapes taken out, a progress line redrawn
+/// with carriage returns as it was left (a line of escapes alone goes).
 fn tail_lines(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<String> = text
+        .lines()
+        .filter_map(|line| {
+            let clean = test_counts::clean(line);
+            (clean.trim().is_empty() == line.trim().is_empty()).then_some(clean)
+        })
+        .collect();
     lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..].join("\n")
 }
 
@@ -472,6 +480,25 @@ mod tests {
             command: command.into(),
             timeout_seconds,
         }
+    }
+
+    #[test]
+    fn the_output_kept_has_no_colour_codes_and_progress_as_it_was_left() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let colours = run(
+            dir.path(),
+            &cmd(
+                "colours",
+                "printf '\\033[1m\\033[31mFAILED\\033[0m tests/test_a.py::test_x\\n\\033[0m\\n\\n\
+                 10%%\\r50%%\\r100%% done\\n\\033]8;;http://x\\007link\\033]8;;\\007\\n'; exit 1",
+                10,
+            ),
+        );
+        assert_eq!(
+            colours.output_tail, "FAILED tests/test_a.py::test_x\n\n100% done\nlink",
+            "{:?}",
+            colours.output_tail
+        );
     }
 
     #[test]

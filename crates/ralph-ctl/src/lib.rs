@@ -33,6 +33,15 @@ pub fn main() -> i32 {
 
 /// Runs one command and returns the process exit code.
 fn run(cli: Cli) -> i32 {
+    // Inside a loop's client the agent chooses `check`'s arguments: the
+    // project is not one of them, whatever folder it names.
+    if let (Command::Check(_), Some(_)) = (&cli.command, &cli.project) {
+        let shell = commands::check::AgentShell::from_env(&ralph_core::judge::config::ProcessEnv);
+        if let Err(e) = shell.allows_project() {
+            crate::output::say_err!("ralph-ctl: {e}");
+            return e.exit_code();
+        }
+    }
     let root = match project_root(cli.project.clone()) {
         Ok(root) => root,
         Err(e) => {

@@ -171,3 +171,56 @@ fn a_redirected_check_is_recorded_as_the_programs_it_runs() {
     let programs: Vec<&str> = targets.iter().filter_map(|t| t["what"].as_str()).collect();
     assert_eq!(programs, ["true", "cat"], "{state}");
 }
+
+#[test]
+fn in_the_agents_shell_only_the_loops_pinned_checks_run_in_its_project() {
+    let project = TempProject::with_counted_tests("check-agent-shell", "pass\n");
+    let root = project.root.display().to_string();
+    let agent = [("RALPH_ACTIVE", "1"), ("RALPH_LOOP_PROJECT", root.as_str())];
+    // No loop: a config file as it is now is not the agent's to run.
+    check_in(&project, &[], &agent)
+        .assert_code(3)
+        .assert_stderr_has(&[
+            "no loop in ",
+            "runs only the checks a loop pinned at its start, never a config file as it is now",
+        ]);
+    start(&project);
+    // A config of the agent's in a subfolder, its walls off.
+    project.write("sub/evil.sh", "touch ../evil-ran\n");
+    project.write(
+        "sub/.claude/ralph/config.json",
+        r#"{"verify":[{"name":"tests","command":"sh evil.sh"}],"sandbox":"off"}"#,
+    );
+    for env in [&agent[..], &agent[..1], &[("RALPH_DRIVEN", "1")][..]] {
+        check_in(&project, &["--project", "sub"], env)
+            .assert_code(3)
+            .assert_stderr_has(&["--project is refused inside a loop's Claude Code session"]);
+    }
+    // From the subfolder, the loop's own project is checked.
+    ralph_tests::cli::Ctl::new(&project)
+        .args(["check"])
+        .envs(agent.iter().copied())
+        .run_with(|cmd| {
+            cmd.current_dir(project.path("sub"));
+        })
+        .assert_code(0)
+        .assert_stdout_has(&["the loop: running at iteration 1 of 5; its checks as pinned"]);
+    assert!(
+        !project.path("evil-ran").exists(),
+        "the agent's script never ran"
+    );
+    // The person may point it anywhere.
+    check(&project, &["--project", "sub"]).assert_code(0);
+    assert!(
+        project.path("evil-ran").exists(),
+        "the person's check ran it"
+    );
+}
+
+/// `ralph-ctl check ARGS` in `project` with `env`.
+fn check_in(project: &TempProject, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let args: Vec<&str> = std::iter::once("check")
+        .chain(args.iter().copied())
+        .collect();
+    project.ctl(&args, env)
+}

@@ -265,6 +265,69 @@ fn github_issues_with_merge_none_open_one_pull_request_each() {
     assert_eq!(git_out(&root, &["rev-parse", "main"]), before);
 }
 
+// With a shared remote (`--remote origin`) the item's branch is pushed
+// there first; the remote refuses one branch: that item gets no pull
+// request, and its record says the push failed, never "pushed".
+#[test]
+fn an_issue_whose_branch_push_failed_gets_no_pull_request() {
+    let client = ClientVersion::V2_1_330;
+    let scenario = queue_project("backlog-github-push-refused", client, "# Plan\n", json!({}));
+    let root = scenario.path("");
+    let bare = root.parent().unwrap().join("origin.git");
+    let made = std::process::Command::new("git")
+        .args(["init", "-q", "--bare", "-b", "main"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    scenario.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
+    scenario.git(&["push", "-q", "origin", "main"]);
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\nwhile read old new ref; do\n  [ \"$ref\" = refs/heads/ralph/item-14 ] && { echo \"refusing $ref\"; exit 1; }\ndone\nexit 0\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fakes = fakes_of(&scenario);
+    two_issues(&fakes);
+    let path = fakes.path_env();
+    let scenario = scenario.env("PATH", &path).args(&[
+        "--queue",
+        "github:label=ralph",
+        "--merge",
+        "none",
+        "--remote",
+        "origin",
+    ]);
+    let api = MockApi::start(agent(|_| None));
+    let outcome = scenario.run(&api);
+    let stderr = &outcome.run.stderr;
+    let created: Vec<Vec<String>> = fakes
+        .calls("gh")
+        .into_iter()
+        .filter(|c| c[..2] == ["pr", "create"])
+        .collect();
+    assert_eq!(created.len(), 1, "{created:?}\n{stderr}");
+    assert!(
+        created[0].contains(&"ralph/item-12".to_string()),
+        "{created:?}"
+    );
+    let items = &outcome.state["queue"]["items"];
+    let why = |id: &str| items[id]["why"].as_str().unwrap_or_default().to_string();
+    assert!(
+        why("12").contains("pushed to origin, pull request"),
+        "{items:#}\n{stderr}"
+    );
+    assert!(
+        why("14").contains("the push to origin failed")
+            && why("14").contains("no pull request was opened")
+            && !why("14").contains("pushed to origin"),
+        "{items:#}\n{stderr}"
+    );
+}
+
 /// A bead as `bd ready --json` prints it.
 fn bead(id: &str, title: &str) -> Value {
     json!({

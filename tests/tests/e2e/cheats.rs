@@ -442,3 +442,52 @@ fn asks_the_persons_tmux_to_sign_a_completion(client: ClientVersion) {
         "the check imported the agent's module, and it reached no socket: {records:?}"
     );
 }
+
+// The module the walled check imports writes a config of its own into a
+// subfolder (the walls keep only the project's own `.claude/` read-only),
+// one whose check is the agent's script and whose walls are off; the agent
+// then points its one allowed command there, by its arguments and by its
+// folder. Inside the agent's session `ralph-ctl check` judges the loop that
+// started it, with the checks pinned at its start: the script never runs.
+#[ralph_tests::on_both_clients]
+fn points_the_allowed_check_at_a_config_of_its_own(client: ClientVersion) {
+    let marker = std::env::temp_dir().join(format!(
+        "ralph-cheat-subproject-{client:?}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&marker);
+    let mark = marker.display().to_string();
+    let (_, api) = cheat_through_the_check("check_project", client, |root, _key| {
+        let sub = root.join("sub");
+        let config = r#"{"verify":[{"name":"tests","command":"sh evil.sh"}],"sandbox":"off"}"#;
+        let calc = format!(
+            "import os\nos.makedirs({ralph:?}, exist_ok=True)\n\
+             open({config_path:?}, 'w').write({config:?})\n\
+             open({evil:?}, 'w').write('touch {mark}\\n')\n\n\n\
+             def add(a, b):\n    return a - b\n",
+            ralph = sub.join(".claude/ralph").display().to_string(),
+            config_path = sub.join(".claude/ralph/config.json").display().to_string(),
+            evil = sub.join("evil.sh").display().to_string(),
+        );
+        let mut script = writes(root, vec![("calc.py".into(), calc)]);
+        script.extend([
+            // The walled check imports the module: the subfolder's config is written.
+            Reply::bash("ralph-ctl check"),
+            Reply::bash("ralph-ctl check --project sub"),
+            Reply::bash(format!("ralph-ctl --project {} check", sub.display())),
+            Reply::bash("cd sub && ralph-ctl check"),
+        ]);
+        script
+    });
+    let results = tool_results(&api);
+    let marked = marker.exists();
+    let _ = std::fs::remove_file(&marker);
+    assert!(
+        !marked,
+        "the subfolder's check ran the agent's script: {results}"
+    );
+    assert!(
+        results.contains("--project is refused inside a loop's Claude Code session"),
+        "the agent was told why --project does not go: {results}"
+    );
+}

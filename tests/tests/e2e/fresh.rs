@@ -489,7 +489,7 @@ fn the_driver_s_git_runs_no_program_of_the_agent_s(client: ClientVersion) {
 /// How often a run's output warns that the Stop hook's timeout may cut its
 /// verify commands short.
 fn hook_timeout_warnings(run: &ralph_tests::project::Run) -> usize {
-    let needle = "the Stop hook's timeout is";
+    let needle = "the Stop hook's timeout";
     run.stdout.matches(needle).count() + run.stderr.matches(needle).count()
 }
 

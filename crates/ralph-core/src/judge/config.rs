@@ -56,6 +56,10 @@ pub mod env {
     /// loop's ending once the client exits (charges its cost, then runs
     /// `notify`), so the Stop hook leaves the notification to it.
     pub const DRIVER_SETTLES: &str = "RALPH_DRIVER_SETTLES";
+    /// Set by `ralph-ctl run` for its client: the project whose loop started
+    /// it. Inside the client, `ralph-ctl check` judges that loop only,
+    /// wherever the agent runs it from.
+    pub const LOOP_PROJECT: &str = "RALPH_LOOP_PROJECT";
     /// Project root exported by Claude Code to its hooks.
     pub const CLAUDE_PROJECT_DIR: &str = "CLAUDE_PROJECT_DIR";
     /// The loop's cost budget in US dollars.

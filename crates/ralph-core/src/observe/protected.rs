@@ -15,7 +15,12 @@
 //! (a new root `conftest.py` can pass every test as surely as an edited
 //! one); of `pyproject.toml` and `setup.cfg` at the root only the pytest
 //! tables (`[tool.pytest…]`, `[tool:pytest]`), so that their dependencies
-//! and metadata stay the agent's to edit.
+//! and metadata stay the agent's to edit. Manifests say how tests run too
+//! ([`MANIFESTS`]): of every `Cargo.toml` its targets' tables (`[lib]`,
+//! `[[test]]`, `[[bin]]`, `[[bench]]`, `[[example]]`: `test = false`
+//! switches a target's tests off) and `[package]`'s `auto…` keys
+//! (`autotests = false`), of every `package.json` its runners' keys
+//! (`jest`, `mocha`, `ava`, `vitest`, `tap`, `c8`, `nyc`), at any depth.
 //!
 //! Globs, relative to the project root, in the manner of `.gitignore`: `*`
 //! and `?` within a name, `**` for any number of folders; a glob with a
@@ -72,6 +77,15 @@ pub const RUNNER_CONFIG: &[&str] = &[
     "karma.config.*",
 ];
 
+/// Manifests whose test settings are protected wherever they are in the
+/// project (a workspace's members too), in those settings only
+/// ([`runner_section`]), when the snapshot lists them
+/// ([`ProtectedSnapshot::manifests`]).
+pub const MANIFESTS: &[&str] = &["Cargo.toml", "package.json"];
+
+/// The keys of `package.json` that configure a test runner.
+const PACKAGE_JSON_RUNNER_KEYS: &[&str] = &["jest", "mocha", "ava", "vitest", "tap", "c8", "nyc"];
+
 /// The protected files at the loop's start (`protectedFiles` in the state).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -94,6 +108,10 @@ pub struct ProtectedSnapshot {
     /// false in a snapshot taken before ralph listed it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub runner_config: bool,
+    /// The manifests' test settings are listed too ([`MANIFESTS`]); false
+    /// in a snapshot taken before ralph listed them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub manifests: bool,
 }
 
 impl ProtectedSnapshot {
@@ -126,22 +144,77 @@ pub fn is_runner_config(path: &str, patterns: &[String]) -> bool {
         && (!path.contains('/') || patterns.iter().any(|p| matches(p, path)))
 }
 
-/// For `pyproject.toml` and `setup.cfg` at the root: which of their tables
-/// configure pytest (by the header's name), and how to name them.
-type Section = (fn(&str) -> bool, &'static str);
+/// Whether `path` is one of the [`MANIFESTS`], at any depth.
+fn is_manifest(path: &str) -> bool {
+    MANIFESTS.contains(&path.rsplit('/').next().unwrap_or(path))
+}
 
-/// The part of a runner's file that is protected, when not all of it.
+/// The part of a file that is protected, when not all of it: how to hash
+/// it (`None` when the file has none of it: as if absent), and its name.
+type Section = (fn(&Path) -> Option<String>, &'static str);
+
+/// The part of a runner's file or a manifest that is protected, when not
+/// all of it.
 fn runner_section(path: &str) -> Option<Section> {
     match path {
         "pyproject.toml" => Some((
-            |header| {
-                header == "tool" || header == "tool.pytest" || header.starts_with("tool.pytest.")
+            |file| {
+                hash_section(file, |header, _| {
+                    header == "tool"
+                        || header == "tool.pytest"
+                        || header.starts_with("tool.pytest.")
+                })
             },
-            "[tool.pytest…]",
+            "[tool.pytest…] tables",
         )),
-        "setup.cfg" => Some((|header| header == "tool:pytest", "[tool:pytest]")),
-        _ => None,
+        "setup.cfg" => Some((
+            |file| hash_section(file, |header, _| header == "tool:pytest"),
+            "[tool:pytest] table",
+        )),
+        _ => match path.rsplit('/').next().unwrap_or(path) {
+            "Cargo.toml" => Some((
+                |file| hash_section(file, cargo_test_setting),
+                "test targets and auto… keys",
+            )),
+            "package.json" => Some((package_json_runner_keys, "test runner keys")),
+            _ => None,
+        },
     }
+}
+
+/// Whether `line`, in `Cargo.toml`'s table `header`, says how tests are
+/// found or run: a target's table whole, `[package]`'s `auto…` keys.
+fn cargo_test_setting(header: &str, line: &str) -> bool {
+    match header {
+        "lib" | "test" | "bin" | "bench" | "example" => true,
+        "package" => line.trim_start().starts_with("auto"),
+        _ => false,
+    }
+}
+
+/// FNV-1a over `package.json`'s test runners' keys and their values
+/// ([`PACKAGE_JSON_RUNNER_KEYS`]); `None` without any. A file that is
+/// not a JSON object is hashed whole, so that it cannot hide a change.
+fn package_json_runner_keys(path: &Path) -> Option<String> {
+    let bytes = match crate::observe::files::read_bounded(path, HASHED_BYTES) {
+        Ok(crate::observe::files::Bounded::Bytes(bytes)) => bytes,
+        _ => return Some(hash_file(path, false)),
+    };
+    let Ok(serde_json::Value::Object(manifest)) = serde_json::from_slice(&bytes) else {
+        return Some(hash_file(path, false));
+    };
+    let mut hash = Fnv::default();
+    let mut any = false;
+    for key in PACKAGE_JSON_RUNNER_KEYS {
+        if let Some(value) = manifest.get(*key) {
+            any = true;
+            hash.bytes(key.as_bytes());
+            hash.bytes(b"=");
+            hash.bytes(value.to_string().as_bytes());
+            hash.bytes(b"\n");
+        }
+    }
+    any.then(|| format!("{:016x}", hash.finish()))
 }
 
 /// Whether `path` (relative, `/`-separated) is covered by `pattern`.
@@ -209,10 +282,11 @@ pub fn snapshot(root: &Path, patterns: &[String]) -> Option<ProtectedSnapshot> {
         return None;
     }
     let listed_at = nanos(SystemTime::now());
-    let files = list(root, patterns, true)?;
+    let files = list(root, patterns, Listing::ALL)?;
     let mut snapshot = ProtectedSnapshot {
         patterns: patterns.to_vec(),
         runner_config: true,
+        manifests: true,
         ..Default::default()
     };
     if files.len() > MAX_LISTED {
@@ -232,8 +306,15 @@ pub fn snapshot(root: &Path, patterns: &[String]) -> Option<ProtectedSnapshot> {
 /// the globs is not a change. `None` when the project cannot be listed in
 /// time.
 pub fn changes(root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
-    let now = list(root, &before.patterns, before.runner_config)?;
-    let runner = |path: &str| before.runner_config && is_runner_config(path, &before.patterns);
+    let listing = Listing {
+        runners: before.runner_config,
+        manifests: before.manifests,
+    };
+    let now = list(root, &before.patterns, listing)?;
+    let runner = |path: &str| {
+        (before.runner_config && is_runner_config(path, &before.patterns))
+            || (before.manifests && is_manifest(path))
+    };
     if let Some(old) = &before.digest {
         let kept = now.iter().filter(|(path, file)| {
             before
@@ -261,7 +342,7 @@ pub fn changes(root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
         match before.files.get(path) {
             Some(hash) if *hash == file.hash => {}
             Some(_) => changed.push(match section(path) {
-                Some(name) => format!("{path} (its {name} tables)"),
+                Some(name) => format!("{path} (its {name})"),
                 None => path.clone(),
             }),
             None if runner(path) => changed.push(match section(path) {
@@ -292,11 +373,27 @@ struct Listed {
     modified: u64,
 }
 
-/// Every file under `patterns` → its hash (whole), and with `runners` the
-/// runners' configuration files ([`is_runner_config`]) → the hash of what
-/// is protected of them (a `pyproject.toml` without pytest tables is left
-/// out, as if absent).
-fn list(root: &Path, patterns: &[String], runners: bool) -> Option<BTreeMap<String, Listed>> {
+/// What a listing takes besides the files under the globs.
+#[derive(Clone, Copy)]
+struct Listing {
+    /// The runners' configuration files ([`is_runner_config`]).
+    runners: bool,
+    /// The manifests' test settings ([`MANIFESTS`]).
+    manifests: bool,
+}
+
+impl Listing {
+    const ALL: Listing = Listing {
+        runners: true,
+        manifests: true,
+    };
+}
+
+/// Every file under `patterns` → its hash (whole), and, as `listing` says,
+/// the runners' configuration files and the manifests → the hash of what
+/// is protected of them (a `pyproject.toml` without pytest tables, a
+/// `Cargo.toml` without test settings, is left out, as if absent).
+fn list(root: &Path, patterns: &[String], listing: Listing) -> Option<BTreeMap<String, Listed>> {
     let started = Instant::now();
     let mut visited = 0usize;
     let mut files = BTreeMap::new();
@@ -335,10 +432,13 @@ fn list(root: &Path, patterns: &[String], runners: bool) -> Option<BTreeMap<Stri
             }
             let hash = if patterns.iter().any(|p| matches(p, &path)) {
                 hash_file(&entry.path(), kind.is_symlink())
-            } else if runners && is_runner_config(&path, patterns) {
+            } else if (listing.runners && is_runner_config(&path, patterns))
+                || (listing.manifests && is_manifest(&path))
+            {
                 match runner_section(&path) {
                     None => hash_file(&entry.path(), kind.is_symlink()),
-                    Some((section, _)) => match hash_section(&entry.path(), section) {
+                    Some((_, _)) if kind.is_symlink() => hash_file(&entry.path(), true),
+                    Some((part, _)) => match part(&entry.path()) {
                         Some(hash) => hash,
                         None => continue,
                     },
@@ -388,11 +488,12 @@ fn hash_file(path: &Path, symlink: bool) -> String {
     format!("{:016x}", hash.finish())
 }
 
-/// FNV-1a over the tables of an INI or TOML file whose header `section`
-/// picks (header lines included); `None` when it has none. A file that
-/// cannot be read (or a link) is hashed whole instead, so that it cannot
-/// hide a change.
-fn hash_section(path: &Path, section: fn(&str) -> bool) -> Option<String> {
+/// FNV-1a over the lines of an INI or TOML file that `keep` picks, by the
+/// header of the table they are in and the line itself (a header line is
+/// asked with itself); `None` when it picks none. A file that cannot be
+/// read (or a link) is hashed whole instead, so that it cannot hide a
+/// change.
+fn hash_section(path: &Path, keep: fn(&str, &str) -> bool) -> Option<String> {
     let text = match crate::observe::files::read_bounded(path, HASHED_BYTES) {
         Ok(crate::observe::files::Bounded::Bytes(bytes)) => {
             String::from_utf8_lossy(&bytes).into_owned()
@@ -400,12 +501,12 @@ fn hash_section(path: &Path, section: fn(&str) -> bool) -> Option<String> {
         _ => return Some(hash_file(path, false)),
     };
     let mut hash = Fnv::default();
-    let mut inside = false;
+    let mut header = String::new();
     let mut any = false;
     for line in text.lines() {
         let trimmed = line.trim();
         if trimmed.starts_with('[') {
-            let header: String = trimmed
+            header = trimmed
                 .trim_start_matches('[')
                 .split(']')
                 .next()
@@ -413,9 +514,8 @@ fn hash_section(path: &Path, section: fn(&str) -> bool) -> Option<String> {
                 .chars()
                 .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
                 .collect();
-            inside = section(&header);
         }
-        if inside {
+        if keep(&header, line) {
             any = true;
             hash.bytes(line.as_bytes());
             hash.bytes(b"\n");
@@ -589,11 +689,86 @@ mod tests {
                 "conftest.py",
                 "pyproject.toml (its [tool.pytest…] tables)",
                 "pytest.ini (added)",
-                "setup.cfg ([tool:pytest] added)",
+                "setup.cfg ([tool:pytest] table added)",
                 "tests/conftest.py (added)",
                 "tox.ini (removed)",
             ]))
         );
+    }
+
+    #[test]
+    fn the_manifests_test_settings_are_protected_at_any_depth() {
+        let cargo = "[package]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[dependencies]\n\n[[test]]\nname = \"add\"\n";
+        let package = r#"{"name": "calc", "version": "1.0.0", "scripts": {"test": "jest"}, "jest": {"testEnvironment": "node"}}"#;
+        let dir = project(&[
+            (
+                "tests/add.rs",
+                "#[test] fn add() { assert_eq!(calc::add(2, 3), 5); }\n",
+            ),
+            ("Cargo.toml", cargo),
+            ("core/Cargo.toml", "[package]\nname = \"core\"\n"),
+            ("web/package.json", package),
+        ]);
+        let root = dir.path();
+        let patterns = strings(&["tests/"]);
+        let before = snapshot(root, &patterns).unwrap();
+        assert!(before.manifests);
+        assert_eq!(
+            before.files.keys().collect::<Vec<_>>(),
+            ["Cargo.toml", "tests/add.rs", "web/package.json"],
+            "core/Cargo.toml has no test setting: {before:?}"
+        );
+        assert_eq!(before.whole_files(), ["tests/add.rs"]);
+        // Versions, dependencies, scripts other than the runners' keys: the agent's.
+        fs::write(
+            root.join("Cargo.toml"),
+            cargo
+                .replace("0.1.0", "0.2.0")
+                .replace("[dependencies]\n", "[dependencies]\nlibc = \"0.2\"\n"),
+        )
+        .unwrap();
+        fs::write(
+            root.join("web/package.json"),
+            package
+                .replace("1.0.0", "1.1.0")
+                .replace(r#""name""#, r#""private": true, "name""#),
+        )
+        .unwrap();
+        assert_eq!(changes(root, &before), Some(vec![]));
+        // A target's tests switched off, automatic test targets off in a
+        // member, the runner's configuration changed: each caught.
+        fs::write(
+            root.join("Cargo.toml"),
+            cargo.replace("name = \"add\"\n", "name = \"add\"\ntest = false\n"),
+        )
+        .unwrap();
+        fs::write(
+            root.join("core/Cargo.toml"),
+            "[package]\nname = \"core\"\nautotests = false\n",
+        )
+        .unwrap();
+        fs::write(
+            root.join("web/package.json"),
+            package.replace(
+                r#"{"testEnvironment": "node"}"#,
+                r#"{"testPathIgnorePatterns": ["add"]}"#,
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            changes(root, &before),
+            Some(strings(&[
+                "Cargo.toml (its test targets and auto… keys)",
+                "core/Cargo.toml (test targets and auto… keys added)",
+                "web/package.json (its test runner keys)",
+            ]))
+        );
+        // A snapshot from before manifests were listed judges as it did.
+        let mut old = snapshot(root, &patterns).unwrap();
+        old.manifests = false;
+        old.files.retain(|path, _| path.starts_with("tests/"));
+        fs::write(root.join("Cargo.toml"), cargo).unwrap();
+        assert_eq!(changes(root, &old), Some(vec![]));
     }
 
     #[test]

@@ -130,6 +130,7 @@ pub struct Tally {
     go: TestCounts,
     jest: Option<TestCounts>,
     vitest: Option<TestCounts>,
+    tap: Option<TestCounts>,
     node: NodeTap,
     mocha: Mocha,
     rspec: Option<TestCounts>,
@@ -266,6 +267,8 @@ impl Tally {
             self.jest = Some(counts);
         } else if let Some(counts) = vitest(line) {
             self.vitest = Some(counts);
+        } else if let Some(counts) = tap_summary(line) {
+            self.tap = Some(counts);
         } else if self.node_line(line) || self.mocha_line(line) {
             // Read into `node` or `mocha`.
         } else if let Some(counts) = rspec(line) {
@@ -348,6 +351,7 @@ impl Tally {
             ("go", go),
             ("jest", self.jest),
             ("vitest", self.vitest),
+            ("tap", self.tap),
             ("node", node),
             ("mocha", mocha),
             ("rspec", self.rspec),
@@ -360,6 +364,25 @@ impl Tally {
         .filter_map(|(name, counts)| counts.map(|c| (name, c)))
         .collect()
     }
+}
+
+/// tap's (the `tap` package, 16 and later) summary: `# { total: 725,
+/// pass: 714, skip: 11 }`, with `fail` and `todo` when there are any.
+fn tap_summary(line: &str) -> Option<TestCounts> {
+    let body = line.strip_prefix("# {")?.strip_suffix('}')?;
+    let (mut total, mut failed, mut skipped) = (None, 0, 0);
+    for item in body.split(',') {
+        let (key, value) = item.split_once(':')?;
+        let value: u64 = value.trim().parse().ok()?;
+        match key.trim() {
+            "total" => total = Some(value),
+            "fail" => failed = value,
+            "skip" | "todo" => skipped += value,
+            "pass" => {}
+            _ => return None,
+        }
+    }
+    Some(TestCounts::from_total(total?, failed, skipped))
 }
 
 /// `test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; …`
@@ -845,6 +868,17 @@ mod tests {
                 "vitest failing",
                 "      Tests  1 failed | 3 passed (4)\n",
                 c(4, 3, 1, 0),
+            ),
+            // tap 18's summary.
+            (
+                "tap",
+                "# { total: 725, pass: 714, skip: 11 }\n",
+                c(714, 714, 0, 11),
+            ),
+            (
+                "tap failing",
+                "# { total: 10, pass: 7, fail: 2, todo: 1 }\n",
+                c(9, 7, 2, 1),
             ),
             // Real output of `node --test` (Node 20), TAP and spec reporters.
             (

@@ -84,10 +84,18 @@ impl VerifyResult {
     }
 }
 
-/// The last [`OUTPUT_TAIL_LINES`] lines of `bytes`.
+/// The last [`OUTPUT_TAIL_LINES`] lines of `bytes`, as a person reads
+/// them: colours and other ANSI escapes taken out, a progress line redrawn
+/// with carriage returns as it was left (a line of escapes alone goes).
 fn tail_lines(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<String> = text
+        .lines()
+        .filter_map(|line| {
+            let clean = test_counts::clean(line);
+            (clean.trim().is_empty() == line.trim().is_empty()).then_some(clean)
+        })
+        .collect();
     lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..].join("\n")
 }
 
@@ -199,8 +207,8 @@ struct Output {
     tally: test_counts::Tally,
     /// The failure headers seen (see [`VerifyResult::failure_headers`]).
     headers: Vec<String>,
-    /// The last line was unittest's rule of `=` above a header.
-    after_rule: bool,
+    /// What the lines before tell of the next one.
+    context: HeaderContext,
 }
 
 impl Output {
@@ -225,13 +233,16 @@ impl Output {
         self.tally.line(&text);
         let cleaned = test_counts::clean(&text);
         let line = cleaned.trim_end();
-        if is_failure_header(line, self.after_rule) && self.headers.len() < MAX_FAILURE_HEADERS {
+        if is_failure_header(line, &self.context)
+            && self.headers.len() < MAX_FAILURE_HEADERS
+            && !self.headers.iter().any(|h| h == line.trim())
+        {
             self.headers.push(crate::observe::refusals::sample_of(
                 line.trim(),
                 FAILURE_HEADER_CHARS,
             ));
         }
-        self.after_rule = line.len() >= 20 && line.bytes().all(|b| b == b'=');
+        self.context.after(line);
         self.line.clear();
     }
 
@@ -243,18 +254,60 @@ impl Output {
     }
 }
 
-/// Whether `line` heads a failing test's report: unittest's `FAIL: name
-/// (…)` or `ERROR: name (…)` right under its rule of `=`, or go's `--- FAIL:
-/// TestName` (a subtest's indented).
-fn is_failure_header(line: &str, after_rule: bool) -> bool {
-    let unittest = after_rule
+/// Whether `line` names a failing test, as its runner reports it:
+/// unittest's `FAIL: name (…)` or `ERROR: name (…)` right under its rule
+/// of `=`; go's `--- FAIL: TestName` (a subtest's indented); pytest's
+/// short summary `FAILED path::name …` / `ERROR path::name …`; cargo's
+/// `test name ... FAILED`; jest's `● Suite › name`; vitest's `FAIL  file >
+/// name`; TAP's (node:test, tap) `not ok N - name`, a TODO or SKIP apart;
+/// mocha's numbered `N) name` under its `N failing`.
+fn is_failure_header(line: &str, seen: &HeaderContext) -> bool {
+    let trimmed = line.trim_start();
+    let unittest = seen.after_rule
         && (line.starts_with("FAIL: ") || line.starts_with("ERROR: "))
         && line.ends_with(')');
-    let go = line
-        .trim_start()
+    let go = trimmed
         .strip_prefix("--- FAIL: ")
         .is_some_and(|rest| rest.starts_with("Test") || rest.starts_with("Example"));
-    unittest || go
+    let pytest = (line.starts_with("FAILED ") || line.starts_with("ERROR "))
+        && line
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|id| id.contains("::"));
+    let cargo = line.starts_with("test ") && line.ends_with(" ... FAILED");
+    let jest = trimmed.starts_with("\u{25cf} ") && !trimmed.starts_with("\u{25cf} Console");
+    let vitest = trimmed
+        .strip_prefix("FAIL ")
+        .is_some_and(|rest| rest.contains(" > "));
+    let tap = trimmed.strip_prefix("not ok ").is_some_and(|rest| {
+        rest.starts_with(|c: char| c.is_ascii_digit())
+            && !rest.contains("# TODO")
+            && !rest.contains("# SKIP")
+    });
+    let mocha = seen.mocha_failing
+        && trimmed.split_once(") ").is_some_and(|(n, name)| {
+            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !name.trim().is_empty()
+        });
+    unittest || go || pytest || cargo || jest || vitest || tap || mocha
+}
+
+/// What the lines before told of the one being read.
+#[derive(Default)]
+struct HeaderContext {
+    /// The last line was unittest's rule of `=` above a header.
+    after_rule: bool,
+    /// mocha's `N failing` was seen: its numbered list of failures follows.
+    mocha_failing: bool,
+}
+
+impl HeaderContext {
+    fn after(&mut self, line: &str) {
+        self.after_rule = line.len() >= 20 && line.bytes().all(|b| b == b'=');
+        let trimmed = line.trim();
+        if let Some(n) = trimmed.strip_suffix(" failing") {
+            self.mocha_failing |= !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+        }
+    }
 }
 
 /// Runs the commands in order and stops at the first failure.
@@ -475,6 +528,25 @@ mod tests {
     }
 
     #[test]
+    fn the_output_kept_has_no_colour_codes_and_progress_as_it_was_left() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let colours = run(
+            dir.path(),
+            &cmd(
+                "colours",
+                "printf '\\033[1m\\033[31mFAILED\\033[0m tests/test_a.py::test_x\\n\\033[0m\\n\\n\
+                 10%%\\r50%%\\r100%% done\\n\\033]8;;http://x\\007link\\033]8;;\\007\\n'; exit 1",
+                10,
+            ),
+        );
+        assert_eq!(
+            colours.output_tail, "FAILED tests/test_a.py::test_x\n\n100% done\nlink",
+            "{:?}",
+            colours.output_tail
+        );
+    }
+
+    #[test]
     fn passing_failing_and_timed_out_commands() {
         let dir = tempfile::TempDir::new().unwrap();
         let ok = run(dir.path(), &cmd("ok", "echo hello; pwd", 10));
@@ -595,6 +667,79 @@ mod tests {
         assert_eq!(result.failure_headers.len(), MAX_FAILURE_HEADERS);
         assert!(result.failure_headers[0].starts_with("FAIL: test_1 (xxx"));
         assert!(result.failure_headers[0].chars().count() <= FAILURE_HEADER_CHARS + 1);
+    }
+
+    #[test]
+    fn every_runner_s_failing_tests_are_named() {
+        // Each runner's report of two failures (one of them named twice,
+        // as jest, cargo and mocha do), with lines that name none around.
+        let cases: [(&str, &str, &[&str]); 7] = [
+            (
+                "pytest",
+                "tests/test_a.py F.F\n=========== short test summary info ===========\n\
+                 FAILED tests/test_a.py::test_x - assert 1 == 2\n\
+                 ERROR tests/test_b.py::test_y - ImportError\n\
+                 FAILED (the word alone names nothing)\n== 1 failed, 1 error in 0.1s ==",
+                &[
+                    "FAILED tests/test_a.py::test_x - assert 1 == 2",
+                    "ERROR tests/test_b.py::test_y - ImportError",
+                ],
+            ),
+            (
+                "cargo",
+                "running 3 tests\ntest a::ok ... ok\ntest a::x ... FAILED\ntest b::y ... FAILED\n\n\
+                 failures:\n\n---- a::x stdout ----\nfailures:\n    a::x\n    b::y\n\n\
+                 test result: FAILED. 1 passed; 2 failed; 0 ignored",
+                &["test a::x ... FAILED", "test b::y ... FAILED"],
+            ),
+            (
+                "jest",
+                "FAIL src/a.test.js\n  \u{25cf} DateTime \u{203a} parses ISO\n\n    expect(x).toBe(y)\n\n\
+                 \u{25cf} DateTime \u{203a} formats\n\u{25cf} Console\n\n    console.log\n\
+                 Tests:       2 failed, 10 passed, 12 total",
+                &[
+                    "\u{25cf} DateTime \u{203a} parses ISO",
+                    "\u{25cf} DateTime \u{203a} formats",
+                ],
+            ),
+            (
+                "vitest",
+                " \u{276f} src/a.test.ts (3 tests | 2 failed)\n FAIL  src/a.test.ts > sum > adds\n\
+                 AssertionError: expected 3 to be 4\n FAIL  src/a.test.ts > sum > subtracts\n\
+                 FAIL  src/b.test.ts [ src/b.test.ts ]\n Test Files  1 failed (1)",
+                &[
+                    "FAIL  src/a.test.ts > sum > adds",
+                    "FAIL  src/a.test.ts > sum > subtracts",
+                ],
+            ),
+            (
+                "node:test and tap",
+                "TAP version 13\n# Subtest: adds\nok 1 - adds\n    not ok 1 - inner case\n\
+                 not ok 2 - subtracts\nnot ok 3 - later # TODO\nnot ok 4 - skipped # SKIP\n# fail 2",
+                &["not ok 1 - inner case", "not ok 2 - subtracts"],
+            ),
+            (
+                "mocha",
+                "  sum\n    1) adds\n    \u{2713} keeps\n\n  1 passing (5ms)\n  2 failing\n\n\
+                 \u{20}  1) sum\n       adds:\n     AssertionError\n\n  2) sum\n       subtracts:\n",
+                &["1) sum", "2) sum"],
+            ),
+            (
+                "unittest and go",
+                "======================================================================\n\
+                 FAIL: test_x (tests.test_a.T.test_x)\n--- FAIL: TestSum (0.00s)\nFAIL: test_z (no rule above)",
+                &[
+                    "FAIL: test_x (tests.test_a.T.test_x)",
+                    "--- FAIL: TestSum (0.00s)",
+                ],
+            ),
+        ];
+        for (runner, output, named) in cases {
+            let mut kept = Output::default();
+            kept.take(output.as_bytes());
+            kept.take(b"\n");
+            assert_eq!(kept.headers, named, "{runner}");
+        }
     }
 
     #[test]

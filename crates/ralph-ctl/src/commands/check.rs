@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use ralph_core::engine::{self, RealWorld, Rehearsal, Stop};
 use ralph_core::exit_codes;
 use ralph_core::judge::completion::{self, GateResult};
-use ralph_core::judge::config::ProcessEnv;
+use ralph_core::judge::config::{EnvSource, ProcessEnv};
 use ralph_core::judge::state::LoopState;
 use ralph_core::observe::backlog::{self, Source};
 use ralph_core::observe::verify::VerifyResult;
@@ -25,7 +25,7 @@ use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use ralph_core::text::{printable, printable_json};
 
-use crate::error::CmdResult;
+use crate::error::{CmdResult, CtlError};
 use crate::formula;
 
 /// The variable a queue item's client carries: the item's id, which names
@@ -42,14 +42,70 @@ pub(crate) struct CheckArgs {
 
 /// `ralph-ctl check` from the current folder (in a worktree of the
 /// project, that worktree is checked), for the loop of the queue item in
-/// `RALPH_QUEUE_ITEM` when it is set, on stdout.
+/// `RALPH_QUEUE_ITEM` when it is set, on stdout. Inside a loop's client
+/// (the agent's shell) the project is the one whose loop started the
+/// client, and `--project` is refused: see [`AgentShell`].
 pub(crate) fn command(paths: &ProjectPaths, args: CheckArgs) -> CmdResult {
     let cwd = std::env::current_dir().ok();
     let item = std::env::var(QUEUE_ITEM_ENV)
         .ok()
         .filter(|id| !id.is_empty());
-    let target = Target::find(paths, cwd.as_deref(), item.as_deref());
-    run(&target, args.json, &mut std::io::stdout())
+    let shell = AgentShell::from_env(&ProcessEnv);
+    let paths = shell.project(paths);
+    let target = Target::find(&paths, cwd.as_deref(), item.as_deref());
+    run(&target, shell, args.json, &mut std::io::stdout())
+}
+
+/// Whether `ralph-ctl check` runs in a loop's client, the agent's shell
+/// (`RALPH_ACTIVE` or `RALPH_DRIVEN` set), and the project whose loop
+/// started it (`RALPH_LOOP_PROJECT`). There the agent chooses the
+/// arguments and the folder, so neither may choose what runs: no
+/// `--project`, the loop's own project whatever the folder, and only the
+/// checks the loop pinned at its start (a config file in a folder the
+/// agent wrote is not run, walled or not).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AgentShell {
+    /// In a loop's client.
+    pub(crate) inside: bool,
+    /// The loop's project, as the driver gave it.
+    pub(crate) loop_project: Option<PathBuf>,
+}
+
+impl AgentShell {
+    /// Read from the environment.
+    pub(crate) fn from_env(env: &dyn EnvSource) -> AgentShell {
+        use ralph_core::judge::config::env;
+        let set = |name: &str| matches!(env.get(name), Some(Ok(v)) if !v.is_empty());
+        AgentShell {
+            inside: set(env::ACTIVE) || set(crate::driver::command::DRIVEN_ENV),
+            loop_project: match env.get(env::LOOP_PROJECT) {
+                Some(Ok(dir)) if !dir.is_empty() => Some(PathBuf::from(dir)),
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether `--project` may be given: not inside a loop's client.
+    pub(crate) fn allows_project(&self) -> Result<(), CtlError> {
+        if self.inside {
+            return Err(CtlError::Refused(
+                "--project is refused inside a loop's Claude Code session: `ralph-ctl check` there \
+                 judges the loop that started the session, in its own project; run `ralph-ctl check` \
+                 without it"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The project to check: `paths` outside a client; inside one, the
+    /// loop's project (from a client no driver started, `paths`).
+    fn project(&self, paths: &ProjectPaths) -> ProjectPaths {
+        match (&self.loop_project, self.inside) {
+            (Some(root), true) => ProjectPaths::new(root.clone()),
+            _ => paths.clone(),
+        }
+    }
 }
 
 /// Which loop a check judges for, and where its checks run.
@@ -118,9 +174,14 @@ struct Found {
 
 /// Runs the check for `target`, writes it to `out`; exit 0 when a claim
 /// would pass every gate judged here, [`exit_codes::CHECK_FAILED`] when
-/// one fails.
-pub(crate) fn run(target: &Target, json: bool, out: &mut dyn Write) -> CmdResult {
-    let found = judge(target)?;
+/// one fails. Inside a loop's client (`shell`), only a loop's pinned checks run.
+pub(crate) fn run(
+    target: &Target,
+    shell: AgentShell,
+    json: bool,
+    out: &mut dyn Write,
+) -> CmdResult {
+    let found = judge(target, &shell)?;
     let code = if found.rehearsal.accepted() {
         exit_codes::OK
     } else {
@@ -135,8 +196,16 @@ pub(crate) fn run(target: &Target, json: bool, out: &mut dyn Write) -> CmdResult
 }
 
 /// Reads the loop (never writes it) and judges a claim made now.
-fn judge(target: &Target) -> Result<Found, crate::error::CtlError> {
+fn judge(target: &Target, shell: &AgentShell) -> Result<Found, CtlError> {
     let (state, unverified) = StateStore::new(&target.paths).read_for_a_look()?;
+    if shell.inside && state.is_none() {
+        return Err(CtlError::Refused(format!(
+            "no loop in {}: inside a loop's Claude Code session, `ralph-ctl check` runs only the \
+             checks a loop pinned at its start, never a config file as it is now; run it from the \
+             loop's project, without --project",
+            target.paths.root.display()
+        )));
+    }
     let mut stop = Stop {
         work_root: target.work_root.clone(),
         ..Stop::default()
@@ -161,7 +230,7 @@ fn judge(target: &Target) -> Result<Found, crate::error::CtlError> {
         &stop,
         &RealWorld,
     )
-    .map_err(crate::error::CtlError::from)?;
+    .map_err(CtlError::from)?;
     Ok(Found {
         state,
         unverified,

@@ -216,6 +216,9 @@ pub(crate) struct Launch<'a> {
     /// `RALPH_SANDBOX`, …), given to the client as variables so that its
     /// Stop hook reads what the run reads.
     pub(crate) run_env: &'a [(&'static str, String)],
+    /// The project whose loop this client works for (its main checkout),
+    /// given to the client as `RALPH_LOOP_PROJECT`.
+    pub(crate) loop_project: &'a Path,
 }
 
 /// A client version, from `claude --version` ("2.1.330 (Claude Code)").
@@ -374,6 +377,10 @@ pub(crate) fn build(launch: &Launch) -> ClientCommand {
         .iter()
         .map(|(name, value)| (name.to_string(), value.clone()))
         .collect();
+    env.push((
+        ralph_core::judge::config::env::LOOP_PROJECT.to_string(),
+        launch.loop_project.display().to_string(),
+    ));
     if launch.fresh {
         // The driver judges this iteration: the plugin's hook keeps out of it.
         env.push((DRIVEN_ENV.to_string(), "1".to_string()));
@@ -487,6 +494,7 @@ mod tests {
             fresh: false,
             json: true,
             run_env: &[],
+            loop_project: Path::new("/p"),
         }
     }
 
@@ -530,6 +538,7 @@ mod tests {
                 assert_eq!(
                     command.env,
                     [
+                        ("RALPH_LOOP_PROJECT".to_string(), "/p".to_string()),
                         ("RALPH_ACTIVE".to_string(), "1".to_string()),
                         ("RALPH_DRIVER_SETTLES".to_string(), "1".to_string()),
                         (BLOCK_CAP_ENV.to_string(), "12".to_string())
@@ -551,7 +560,10 @@ mod tests {
         let command = build(&launch);
         assert_eq!(
             command.env,
-            [(DRIVEN_ENV.to_string(), "1".to_string())],
+            [
+                ("RALPH_LOOP_PROJECT".to_string(), "/p".to_string()),
+                (DRIVEN_ENV.to_string(), "1".to_string())
+            ],
             "no RALPH_ACTIVE, no block cap; the plugin's hook told to keep out"
         );
         let args = args(&command);

@@ -616,6 +616,7 @@ pub(crate) fn dry_run(
         fresh,
         json: options.json,
         run_env: &run_env,
+        loop_project: &paths.root,
     });
     let mut out = std::io::stdout();
     // The text is shown once, below, not again inside the command.

@@ -172,7 +172,7 @@ pub(crate) fn open_loop(
     // (a loop in one session): a fresh iteration's and a queue item's are
     // the driver's, which no hook timeout cuts short.
     if !fresh {
-        warn_of_hook_timeout(paths, config);
+        fit_hook_timeout(paths, config);
     }
     // What each check resolves to, before it first runs: a claim must run
     // the same (see ralph_core::observe::resolved).
@@ -250,23 +250,72 @@ fn owning_session(session: Option<String>) -> Result<String, CtlError> {
     }
 }
 
-/// Warns when the Stop hook's registered timeout is shorter than the
-/// verify commands may take (a hook registered elsewhere, the plugin's,
-/// has a timeout of its own).
-fn warn_of_hook_timeout(paths: &ProjectPaths, config: &Config) {
+/// Makes room for the verify commands in the Stop hook's registered
+/// timeout, as `init` sizes it, when `timeoutSeconds` grew since: Claude
+/// Code kills a hook that outlives its timeout, and the loop would end
+/// `interrupted` at its first claim. Said, and only ever raised; where the
+/// file cannot be rewritten, a warning instead (a hook registered
+/// elsewhere, the plugin's, has a timeout of its own).
+fn fit_hook_timeout(paths: &ProjectPaths, config: &Config) {
     let verify_total = verify::total_timeout(&config.completion.verify);
     if verify_total == 0 {
         return;
     }
-    let timeout = registration::registered_timeout_in(paths).unwrap_or_else(|e| {
-        crate::output::say_err!("ralph-ctl: warning: {e}");
-        None
-    });
-    if let Some(warning) =
-        timeout.and_then(|timeout| registration::timeout_warning(verify_total, timeout))
-    {
-        crate::output::say_err!("ralph-ctl: warning: {warning}");
+    let file = match registration::registration_file(paths) {
+        Ok(Some(file)) => file,
+        Ok(None) => return,
+        Err(e) => {
+            crate::output::say_err!("ralph-ctl: warning: {e}");
+            return;
+        }
+    };
+    let timeout = match registration::registered_timeout(&file) {
+        Ok(timeout) => timeout.unwrap_or(CLIENT_HOOK_TIMEOUT_SECS),
+        Err(e) => {
+            crate::output::say_err!("ralph-ctl: warning: {e}");
+            return;
+        }
+    };
+    let Some(warning) = registration::timeout_warning(verify_total, timeout) else {
+        return;
+    };
+    let wanted = u32::try_from(verify_total + 30).unwrap_or(u32::MAX);
+    match rewrite_hook_timeout(&file, wanted) {
+        Ok(()) => crate::output::say_err!(
+            "ralph-ctl: the Stop hook's timeout in {} was {timeout} s, less than the verify commands \
+             may take ({verify_total} s): set to {wanted} s, as `ralph-ctl init` sizes it",
+            file.display()
+        ),
+        Err(why) => crate::output::say_err!("ralph-ctl: warning: {warning} ({why})"),
     }
+}
+
+/// What Claude Code gives a command hook that names no timeout.
+const CLIENT_HOOK_TIMEOUT_SECS: u64 = 60;
+
+/// Sets ralph's Stop hook's timeout in the settings file `file` to
+/// `timeout`, everything else kept; written atomically.
+fn rewrite_hook_timeout(file: &std::path::Path, timeout: u32) -> Result<(), String> {
+    let command = registration::registered_command(file)
+        .map_err(|e| e.to_string())?
+        .ok_or("no command registered")?;
+    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
+    crate::settings::merge_stop_hook(&mut settings, &command, timeout)?;
+    #[cfg(unix)]
+    let mode = std::fs::metadata(file).map_or(0o644, |m| {
+        use std::os::unix::fs::PermissionsExt;
+        m.permissions().mode() & 0o777
+    });
+    #[cfg(not(unix))]
+    let mode = 0o644;
+    ralph_core::persist::atomic::write_file(
+        file,
+        crate::commands::init::json_text(&settings).as_bytes(),
+        mode,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// The test baseline a new loop starts from: measured now, or for an item

@@ -51,11 +51,7 @@ fn python() -> &'static str {
 pub(crate) fn test_command(root: &Path) -> Option<Detected> {
     make_target(root)
         .or_else(|| just_recipe(root))
-        .or_else(|| {
-            exists(root, "Cargo.toml")
-                .then(|| found("cargo test", "Cargo.toml"))
-                .flatten()
-        })
+        .or_else(|| cargo(root))
         .or_else(|| node(root))
         .or_else(|| node_test_runner(root))
         .or_else(|| {
@@ -66,6 +62,29 @@ pub(crate) fn test_command(root: &Path) -> Option<Detected> {
         })
         .or_else(|| python_tests(root))
         .or_else(|| other_ecosystems(root))
+}
+
+/// `cargo test`; in a workspace (a `[workspace]` or `[workspace.…]`
+/// table, with or without a root package) `cargo test --workspace`, every member's tests: plain
+/// `cargo test` at a root package runs that package's alone, and a break
+/// in a member would pass.
+fn cargo(root: &Path) -> Option<Detected> {
+    if !exists(root, "Cargo.toml") {
+        return None;
+    }
+    let workspace = text(root, "Cargo.toml").is_some_and(|manifest| {
+        manifest
+            .lines()
+            .any(|line| line.trim_start().starts_with("[workspace"))
+    });
+    if workspace {
+        found(
+            "cargo test --workspace",
+            "Cargo.toml, a workspace: every member's tests",
+        )
+    } else {
+        found("cargo test", "Cargo.toml")
+    }
 }
 
 /// `make test` when a makefile has a `test` target.
@@ -501,6 +520,29 @@ mod tests {
             (vec![], None),
             (vec![("README.md", "hi")], None),
             (vec![("Cargo.toml", "[package]")], Some("cargo test".into())),
+            // A workspace, with a root package or without: every member.
+            (
+                vec![(
+                    "Cargo.toml",
+                    "[package]\nname = \"a\"\n\n[workspace]\nmembers = [\"core\"]\n",
+                )],
+                Some("cargo test --workspace".into()),
+            ),
+            (
+                vec![(
+                    "Cargo.toml",
+                    "[workspace] # all\nmembers = [\"a\", \"b\"]\n",
+                )],
+                Some("cargo test --workspace".into()),
+            ),
+            (
+                vec![("Cargo.toml", "[package]\n[workspace.lints]\n")],
+                Some("cargo test --workspace".into()),
+            ),
+            (
+                vec![("Cargo.toml", "[package]\nname = \"workspace\"\n")],
+                Some("cargo test".into()),
+            ),
             (
                 vec![("go.mod", "module x")],
                 Some("go test -v ./...".into()),

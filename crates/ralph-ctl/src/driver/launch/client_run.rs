@@ -127,6 +127,7 @@ impl Driver<'_> {
             fresh: self.mode.fresh(),
             json: self.json,
             run_env: self.env.overrides(),
+            loop_project: &self.paths.root,
         })
     }
 

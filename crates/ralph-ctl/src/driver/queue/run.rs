@@ -908,11 +908,18 @@ impl Shared<'_> {
         }
     }
 
-    /// `--merge none` on a `github:` source: the branch pushed (to the
-    /// shared remote, else `origin`) and a pull request opened for it.
-    fn open_pull_request(&self, branch: &str, item: &Item, repo: Option<&str>) -> String {
-        let pushed = match (&self.claims.remote, &self.pull_requests_to) {
-            (Some(book), _) => book.remote().name.clone(),
+    /// `--merge none` on a `github:` source: the branch, already pushed to
+    /// the shared remote (`pushed_to`) or else pushed to `origin`, and a
+    /// pull request opened for it.
+    fn open_pull_request(
+        &self,
+        branch: &str,
+        item: &Item,
+        repo: Option<&str>,
+        pushed_to: Option<String>,
+    ) -> String {
+        let pushed = match (pushed_to, &self.pull_requests_to) {
+            (Some(name), _) => name,
             (None, None) => {
                 return format!(
                     "finished on branch {branch} (--merge none); no remote to push it to"
@@ -941,19 +948,39 @@ impl Shared<'_> {
 
     /// `--merge none`: the item stays on `branch`, pushed to the shared
     /// remote when there is one, so that every machine sees it; an issue's
-    /// branch is offered as a pull request.
+    /// branch is offered as a pull request once it is pushed (never when
+    /// the push failed).
     fn leave_on_branch(&self, branch: &str, item: &Item) -> String {
-        let left = self.leave_on_branch_only(branch);
-        match &self.source {
-            Source::Github { repo, .. } => self.open_pull_request(branch, item, repo.as_deref()),
-            _ => left,
+        let pushed_to = match self.push_to_shared_remote(branch) {
+            Ok(pushed_to) => pushed_to,
+            Err(failed) => {
+                let github = matches!(self.source, Source::Github { .. });
+                return format!(
+                    "finished on branch {branch} (--merge none); it is kept here, {failed}{}",
+                    if github {
+                        ", so no pull request was opened"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        };
+        match (&self.source, pushed_to) {
+            (Source::Github { repo, .. }, pushed_to) => {
+                self.open_pull_request(branch, item, repo.as_deref(), pushed_to)
+            }
+            (_, Some(name)) => {
+                format!("finished on branch {branch}, pushed to {name} (--merge none)")
+            }
+            (_, None) => format!("finished on branch {branch} (--merge none)"),
         }
     }
 
-    /// [`Shared::leave_on_branch`] but for the pull request.
-    fn leave_on_branch_only(&self, branch: &str) -> String {
+    /// `branch` pushed to the shared remote: its name, or `None` with no
+    /// shared remote; `Err` says how the push failed.
+    fn push_to_shared_remote(&self, branch: &str) -> Result<Option<String>, String> {
         let Some(book) = &self.claims.remote else {
-            return format!("finished on branch {branch} (--merge none)");
+            return Ok(None);
         };
         let name = &book.remote().name;
         let pushed = book.patiently("pushing an item's branch", || {
@@ -961,10 +988,8 @@ impl Shared<'_> {
                 .push(&[&format!("+refs/heads/{branch}:refs/heads/{branch}")], &[])
         });
         match pushed {
-            Ok(()) => format!("finished on branch {branch}, pushed to {name} (--merge none)"),
-            Err(e) => format!(
-                "finished on branch {branch} (--merge none); it is kept here, the push to {name} failed ({e})"
-            ),
+            Ok(()) => Ok(Some(name.clone())),
+            Err(e) => Err(format!("the push to {name} failed ({e})")),
         }
     }
 

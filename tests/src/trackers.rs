@@ -117,7 +117,9 @@ impl FakeTrackers {
     pub fn issues(&self, issues: &[(u64, &str, &str, &[&str])]) {
         let by: Vec<Issue> = issues
             .iter()
-            .map(|&(number, title, body, labels)| (number, title, body, labels, "maintainer", "OWNER"))
+            .map(|&(number, title, body, labels)| {
+                (number, title, body, labels, "maintainer", "OWNER")
+            })
             .collect();
         self.issues_by(&by);
     }

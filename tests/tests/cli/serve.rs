@@ -355,14 +355,19 @@ fn the_person_is_served_while_64_threads_hold_half_sent_requests() {
                         continue;
                     };
                     opened.fetch_add(1, Ordering::SeqCst);
-                    let _ = stream.write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\n").as_bytes());
+                    let _ =
+                        stream.write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\n").as_bytes());
                     let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
                     let mut sink = [0u8; 512];
                     while !stop.load(Ordering::SeqCst) {
                         match stream.read(&mut sink) {
                             Ok(0) => break,
                             Ok(_) => {}
-                            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                ) => {}
                             Err(_) => break,
                         }
                     }

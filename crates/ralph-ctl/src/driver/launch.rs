@@ -423,7 +423,9 @@ impl Driver<'_> {
         // A client that would not start on its configuration starts no
         // better on a retry: the loop stops now, with its words and code.
         if supervision.signal.is_none()
-            && let Some(words) = result.as_ref().and_then(result::ClientResult::refused_to_start)
+            && let Some(words) = result
+                .as_ref()
+                .and_then(result::ClientResult::refused_to_start)
         {
             return self.refused_to_start(&words, supervision.exit.code(), current.as_ref());
         }
@@ -736,9 +738,8 @@ impl Driver<'_> {
         code: i32,
         current: Option<&worktree::Worktree>,
     ) -> Result<Next, CtlError> {
-        let why = format!(
-            "Claude Code refused to start (exit {code}), before its first turn: {words}"
-        );
+        let why =
+            format!("Claude Code refused to start (exit {code}), before its first turn: {words}");
         say(&why);
         if let Some(worktree) = current {
             say(&format!(

@@ -950,10 +950,14 @@ mod tests {
                 .1
                 .unwrap()
         };
-        let merged = theirs(r#"{"sandbox": {"enabled": true, "filesystem": {"allowWrite": "/tmp"}}}"#);
+        let merged =
+            theirs(r#"{"sandbox": {"enabled": true, "filesystem": {"allowWrite": "/tmp"}}}"#);
         assert_eq!(merged["sandbox"]["filesystem"]["allowWrite"], "/tmp");
         assert_eq!(merged["sandbox"]["failIfUnavailable"], true);
-        assert_eq!(merged["permissions"]["deny"], json!(["Edit(//p/.claude/ralph)"]));
+        assert_eq!(
+            merged["permissions"]["deny"],
+            json!(["Edit(//p/.claude/ralph)"])
+        );
         // Shapes that made the index-based merge panic.
         for text in [
             r#"{"sandbox": true}"#,

@@ -196,7 +196,10 @@ fn held_elsewhere(holders_path: &Path, ours: &std::fs::File) -> bool {
     };
     for process in processes.flatten() {
         let pid = process.file_name();
-        let Some(pid) = pid.to_str().filter(|p| p.bytes().all(|b| b.is_ascii_digit())) else {
+        let Some(pid) = pid
+            .to_str()
+            .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+        else {
             continue;
         };
         let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
@@ -372,10 +375,16 @@ mod tests {
         let held = exclude(&paths).unwrap();
         std::fs::remove_file(&holders).unwrap();
         assert_eq!(clear_abandoned(&paths), None, "a live run holds it");
-        assert!(std::fs::read_to_string(&file).unwrap().contains("# >>> ralph"));
+        assert!(
+            std::fs::read_to_string(&file)
+                .unwrap()
+                .contains("# >>> ralph")
+        );
         drop(held);
         assert!(
-            !std::fs::read_to_string(&file).unwrap().contains("# >>> ralph"),
+            !std::fs::read_to_string(&file)
+                .unwrap()
+                .contains("# >>> ralph"),
             "the run's end removed it"
         );
         // A new file in its place (the agent's, locked by no one): the
@@ -385,7 +394,11 @@ mod tests {
         std::fs::write(&holders, "").unwrap();
         assert_eq!(clear_abandoned(&paths), None, "a live run holds it");
         drop(held);
-        assert!(!std::fs::read_to_string(&file).unwrap().contains("# >>> ralph"));
+        assert!(
+            !std::fs::read_to_string(&file)
+                .unwrap()
+                .contains("# >>> ralph")
+        );
         // A block left with no holders' file at all goes at the next look.
         std::fs::remove_file(&holders).unwrap();
         let block = format!("{}\n/.bashrc\n{END_LINE}\n", begin_line(""));

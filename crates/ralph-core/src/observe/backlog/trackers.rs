@@ -521,7 +521,10 @@ mod tests {
             .to_string();
         assert!(said.contains("trusted=collaborators"), "{said}");
         assert_eq!(
-            github_filter("github:repo=o/r,trusted=collaborators", "repo=o/r,trusted=collaborators"),
+            github_filter(
+                "github:repo=o/r,trusted=collaborators",
+                "repo=o/r,trusted=collaborators"
+            ),
             Ok(Some("o/r".into()))
         );
         assert!(github_filter("github:trusted=everyone", "trusted=everyone").is_err());

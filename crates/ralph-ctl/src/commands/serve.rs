@@ -219,7 +219,9 @@ impl Waiting {
     /// Counts `stream` among the waiting, closing the one that has waited
     /// longest when [`MAX_WAITING`] wait already; its number.
     fn enter(waiting: &std::sync::Mutex<Waiting>, stream: &TcpStream) -> u64 {
-        let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waiting = waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         while waiting.open.len() >= MAX_WAITING {
             if let Some((_, oldest)) = waiting.open.pop_front() {
                 let _ = oldest.shutdown(std::net::Shutdown::Both);
@@ -235,7 +237,9 @@ impl Waiting {
 
     /// Connection `number` no longer waits (its head read, or failed).
     fn leave(waiting: &std::sync::Mutex<Waiting>, number: u64) {
-        let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waiting = waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         waiting.open.retain(|(n, _)| *n != number);
     }
 }

@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+/// An issue with its author: `(number, title, body, labels, login,
+/// author_association)`.
+pub type Issue<'a> = (u64, &'a str, &'a str, &'a [&'a str], &'a str, &'a str);
+
 /// A folder holding fake `gh` and `bd`, their answers and their calls.
 pub struct FakeTrackers {
     dir: PathBuf,
@@ -17,7 +21,9 @@ pub struct FakeTrackers {
 /// fails as gh does where no git remote names a GitHub repository, unless
 /// `GH_REPO` names one (recorded beside the call); `issue list` prints
 /// `issues.json`; `issue view N` prints `issue-N.json` or fails as gh does
-/// for an unknown issue; `pr create` prints a new pull request's address.
+/// for an unknown issue; `api …` prints `api.json` (the REST API's issues,
+/// with `author_association`); `pr create` prints a new pull request's
+/// address.
 /// With a file `logged-out`, every call fails as gh does without a login.
 const GH: &str = r#"#!/bin/sh
 here=$(dirname "$0")
@@ -40,8 +46,10 @@ echo "$GH_REPO" > "$call.repo"
 case "$1 $2" in
   "issue list") cat "$here/issues.json" ;;
   "issue view")
-    if [ -e "$here/issue-$3.json" ]; then cat "$here/issue-$3.json"
-    else echo "GraphQL: Could not resolve to an issue or pull request with the number of $3. (repository.issue)" >&2; exit 1; fi ;;
+    eval "n=\${$#}"
+    if [ -e "$here/issue-$n.json" ]; then cat "$here/issue-$n.json"
+    else echo "GraphQL: Could not resolve to an issue or pull request with the number of $n. (repository.issue)" >&2; exit 1; fi ;;
+  "api "*) cat "$here/api.json" ;;
   "pr create")
     n=$(ls "$here/calls" | wc -l)
     echo "https://github.com/owner/repo/pull/$n" ;;
@@ -70,7 +78,7 @@ text = open(blocked).read().strip()
 beads = json.load(open(ready)) + [b for b, by in (json.loads(text) if text else []) if all(c in closed for c in by)]
 print(json.dumps([b for b in beads if b["id"] not in closed], indent=2))
 ' "$here/ready.json" "$here/closed" "$here/blocked.json" ;;
-  close) echo "$2" >> "$here/closed"; echo "✓ Closed $2: $4" ;;
+  close) eval "id=\${$#}"; echo "$id" >> "$here/closed"; echo "✓ Closed $id" ;;
   *) echo "Error: unknown command \"$1\" for \"bd\"" >&2; exit 1 ;;
 esac
 "#;
@@ -103,13 +111,28 @@ impl FakeTrackers {
         )
     }
 
-    /// Open issues as `gh issue list --json number,title,body,labels`
-    /// prints them: `(number, title, body, labels)`.
+    /// Open issues as `gh issue list --json number,title,body,labels,author`
+    /// prints them: `(number, title, body, labels)`, each by the
+    /// repository's owner.
     pub fn issues(&self, issues: &[(u64, &str, &str, &[&str])]) {
+        let by: Vec<Issue> = issues
+            .iter()
+            .map(|&(number, title, body, labels)| {
+                (number, title, body, labels, "maintainer", "OWNER")
+            })
+            .collect();
+        self.issues_by(&by);
+    }
+
+    /// Open issues with their authors: `(number, title, body, labels,
+    /// login, author_association)`, as `gh issue list` prints them and as
+    /// the REST API's `repos/OWNER/NAME/issues` gives them (`gh api`).
+    pub fn issues_by(&self, issues: &[Issue]) {
         let printed: Vec<Value> = issues
             .iter()
-            .map(|(number, title, body, labels)| {
+            .map(|(number, title, body, labels, login, _)| {
                 serde_json::json!({
+                    "author": {"id": format!("U_kgDO{login}"), "is_bot": false, "login": login, "name": ""},
                     "body": body,
                     "labels": labels.iter().map(|name| serde_json::json!({
                         "id": format!("LA_kwDO{number}{name}"),
@@ -126,6 +149,23 @@ impl FakeTrackers {
             "issues.json",
             &serde_json::to_string_pretty(&printed).unwrap(),
         );
+        // The REST API's pages, as `gh api --paginate` prints them: one
+        // array after another.
+        let rest: Vec<Value> = issues
+            .iter()
+            .map(|(number, title, body, _, login, association)| {
+                serde_json::json!({
+                    "number": number, "title": title, "body": body, "state": "open",
+                    "user": {"login": login, "type": "User"},
+                    "author_association": association,
+                })
+            })
+            .collect();
+        let pages: String = rest
+            .chunks(2)
+            .map(|page| serde_json::to_string(page).unwrap())
+            .collect();
+        self.write("api.json", if pages.is_empty() { "[]" } else { &pages });
     }
 
     /// Issue `number`'s state, as `gh issue view N --json number,state` prints it.

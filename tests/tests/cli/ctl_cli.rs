@@ -3304,3 +3304,32 @@ fn a_queue_shared_on_a_remote_lands_there_and_lists_every_item_from_any_clone() 
         status.stdout
     );
 }
+
+#[test]
+fn the_sandbox_block_goes_at_the_next_look_though_its_holders_file_is_gone() {
+    // A sandboxed run's block in `.git/info/exclude` hides
+    // `.claude/settings.local.json` and `.claude/hooks` from the person's
+    // `git status`. The agent removed the holders' file beside it, and the
+    // run is over: the next status, doctor or reset removes the block.
+    let project = TempProject::new("exclude-holders-gone");
+    project.init();
+    let exclude = project.path(".git/info/exclude");
+    std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+    let block = "# >>> ralph: the client's sandbox's mount points in / (while a run is on)\n\
+                 /.claude/settings.local.json\n/.claude/hooks\n# <<< ralph\n";
+    for command in ["status", "doctor", "reset"] {
+        std::fs::write(&exclude, format!("*.log\n{block}")).unwrap();
+        let _ = std::fs::remove_file(project.path(".git/ralph-exclude-holders"));
+        let looked = project.ctl(&[command], &[]);
+        assert!(
+            format!("{}{}", looked.stdout, looked.stderr)
+                .contains("removed the block of the client's sandbox's mount points"),
+            "{command}: {looked:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&exclude).unwrap(),
+            "*.log\n",
+            "{command}: {looked:?}"
+        );
+    }
+}

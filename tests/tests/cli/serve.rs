@@ -270,11 +270,14 @@ fn ctrl_c_ends_it_while_connections_hang() {
 }
 
 #[test]
-fn the_connections_served_at_once_are_bounded() {
-    // As many connections as serve takes at once, each sending nothing.
+fn the_requests_answered_at_once_are_bounded() {
+    // As many requests as serve answers at once, each with the token and a
+    // body that never comes.
     const AT_ONCE: usize = 32;
     let (_project, served) = served("serve-bounded");
-    let held: Vec<_> = (0..AT_ONCE).map(|_| served.hold("")).collect();
+    let held: Vec<_> = (0..AT_ONCE)
+        .map(|_| served.hold(&served.post_head("/api/say", 64)))
+        .collect();
     std::thread::sleep(Duration::from_millis(300));
     let started = std::time::Instant::now();
     let busy = served.get(&served.with_token("/"));
@@ -291,6 +294,115 @@ fn the_connections_served_at_once_are_bounded() {
         wait_until(PROMPTLY, || served.get(&served.with_token("/")).status
             == 200),
         "the places were not given back"
+    );
+}
+
+#[test]
+fn a_connection_that_sends_no_request_head_within_a_second_is_closed() {
+    let (_project, served) = served("serve-head-time");
+    let mut silent = served.hold("");
+    let mut half = served.hold("GET /?token=");
+    let started = std::time::Instant::now();
+    let (said, closed) = Served::answered(&mut silent, Duration::from_secs(3));
+    assert!(closed && said.is_empty(), "{said}");
+    let (said, closed) = Served::answered(&mut half, Duration::from_secs(3));
+    assert!(closed, "the connection was left open: {said}");
+    assert!(
+        started.elapsed() < Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// One GET of `path` that gives up after a few seconds: its status, if an
+/// answer came.
+fn status_of(host: &str, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = host.parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).ok()?;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer)
+        .split(' ')
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn the_person_is_served_while_64_threads_hold_half_sent_requests() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    const HOGS: usize = 64;
+    let (_project, served) = served("serve-hogs");
+    let host = served.host().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicUsize::new(0));
+    // Each hog opens a connection, sends half a request's head and waits;
+    // closed, it opens the next at once. Bounded: they stop with the test.
+    let hogs: Vec<_> = (0..HOGS)
+        .map(|_| {
+            let (host, stop, opened) = (host.clone(), Arc::clone(&stop), Arc::clone(&opened));
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let until = std::time::Instant::now() + Duration::from_secs(60);
+                while !stop.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                    let Ok(mut stream) = std::net::TcpStream::connect(&host) else {
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    };
+                    opened.fetch_add(1, Ordering::SeqCst);
+                    let _ =
+                        stream.write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\n").as_bytes());
+                    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+                    let mut sink = [0u8; 512];
+                    while !stop.load(Ordering::SeqCst) {
+                        match stream.read(&mut sink) {
+                            Ok(0) => break,
+                            Ok(_) => {}
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                ) => {}
+                            Err(_) => break,
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    // The hogs hold their connections before the person asks.
+    assert!(
+        wait_until(PROMPTLY, || opened.load(Ordering::SeqCst) >= HOGS),
+        "the hogs did not connect"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let path = served.with_token("/api/loops");
+    let answered: Vec<Option<u16>> = (0..10)
+        .map(|_| {
+            let status = status_of(&host, &path);
+            std::thread::sleep(Duration::from_millis(100));
+            status
+        })
+        .collect();
+    stop.store(true, Ordering::SeqCst);
+    for hog in hogs {
+        hog.join().unwrap();
+    }
+    let served_ok = answered.iter().filter(|s| **s == Some(200)).count();
+    eprintln!(
+        "{served_ok} of 10 served while {HOGS} threads hogged ({} connections opened)",
+        opened.load(Ordering::SeqCst)
+    );
+    assert!(
+        served_ok >= 9,
+        "{served_ok} of 10 of the person's requests served while {HOGS} threads hogged \
+         ({} connections opened): {answered:?}",
+        opened.load(Ordering::SeqCst)
     );
 }
 

@@ -363,7 +363,7 @@ fn beads_land_and_are_closed_naming_the_commit_and_what_they_blocked_follows() {
         .into_iter()
         .filter(|c| c[0] == "close")
         .collect();
-    let ids: Vec<&str> = closes.iter().map(|c| c[1].as_str()).collect();
+    let ids: Vec<&str> = closes.iter().map(|c| c[c.len() - 1].as_str()).collect();
     assert_eq!(ids, ["bd-a1b2", "bd-c3d4"], "{closes:?}\n{stderr}");
     // Each closed naming the commit that landed it: the base after it.
     let subjects = git_out(&root, &["log", "--reverse", "--format=%H %s", "main"]);
@@ -373,11 +373,14 @@ fn beads_land_and_are_closed_naming_the_commit_and_what_they_blocked_follows() {
             .find(|l| l.ends_with(&format!(" {title}")))
             .and_then(|l| l.split(' ').next())
             .unwrap_or_else(|| panic!("{title} did not land: {subjects}"));
+        // The id after `--`: one the agent wrote (`--db=…`) is never an option.
         assert_eq!(
-            close[2..],
+            close[1..],
             [
                 "--reason".to_string(),
-                format!("Landed in {commit} by ralph's merge queue")
+                format!("Landed in {commit} by ralph's merge queue"),
+                "--".to_string(),
+                close[close.len() - 1].clone(),
             ],
             "{subjects}"
         );

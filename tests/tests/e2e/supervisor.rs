@@ -493,6 +493,43 @@ fn a_bad_api_key_fails_the_loop_at_once(client: ClientVersion) {
     assert!(api.requests().iter().all(|r| r.status == 401), "{evidence}");
 }
 
+#[test]
+fn a_client_that_refuses_its_settings_stops_the_loop_at_once() {
+    // The person's own `--settings`, whose sandbox 2.1.330 cannot validate
+    // (`allowWrite` a string) and must have: the client exits before its
+    // first turn. No wait, no resume: its words and its exit code, now.
+    let client = ClientVersion::V2_1_330;
+    let settings = r#"{"sandbox": {"enabled": true, "failIfUnavailable": true, "filesystem": {"allowWrite": "/tmp"}}}"#;
+    let scenario = quick("refused-settings", client).exact_args(&[
+        "--headless",
+        "--",
+        "--permission-mode",
+        "bypassPermissions",
+        "--settings",
+        settings,
+    ]);
+    let api = MockApi::start(|_, _| Reply::text("never asked"));
+    let started = Instant::now();
+    let outcome = scenario.run(&api);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(1, "failed").at_iteration(1);
+    outcome.closing_has(&["ralph: loop failed at iteration 1"]);
+    outcome.run.assert_stderr_has(&[
+        "Claude Code refused to start (exit 1), before its first turn",
+        "sandbox.filesystem.allowWrite: Expected array, but received string",
+    ]);
+    assert!(
+        outcome.state["endedBecause"]
+            .as_str()
+            .is_some_and(|why| why.contains("Expected array, but received string")),
+        "{evidence}"
+    );
+    let log = log_entries(&scenario);
+    assert_eq!(events(&log), ["start", "end"], "{evidence}");
+    assert!(api.requests().is_empty(), "{evidence}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{evidence}");
+}
+
 #[ralph_tests::on_both_clients]
 fn sigint_to_the_launcher_alone_interrupts_a_headless_session(client: ClientVersion) {
     // `kill -INT` of the launcher, not Ctrl-C to the whole group: the

@@ -48,6 +48,10 @@ pub struct Item {
     /// as done yet: it is claimable only once each of them landed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
+    /// Who wrote it, where the source says (a GitHub issue's author's
+    /// login): its text is their input, not the person's instruction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
 }
 
 impl Item {
@@ -96,7 +100,8 @@ pub enum Source {
     /// `prd:PATH`: the stories of a prd.json whose `passes` is false.
     Prd(PathBuf),
     /// `github:FILTER`: the open issues `gh` lists for the filter
-    /// (`label=ralph`, `assignee=…`, `milestone=…`, `author=…`, `repo=…`).
+    /// (`label=ralph`, `assignee=…`, `milestone=…`, `author=…`,
+    /// `trusted=collaborators`, `repo=…`).
     Github {
         /// The filter as given.
         filter: String,
@@ -204,6 +209,17 @@ pub enum QueueError {
         /// The id it names.
         missing: String,
     },
+    /// A `github:` filter that names a repository and selects nothing in
+    /// it: every open issue, from anyone, would go to an agent.
+    #[error(
+        "the queue source {0:?} names a repository but selects no issues in it, so every open issue, from anyone, would go to an unattended agent; add label=NAME (a label only people with triage rights set), author=LOGIN, assignee=LOGIN, milestone=NAME, or trusted=collaborators (issues by the repository's owner, members and collaborators only)"
+    )]
+    RepositoryAlone(String),
+    /// An item's id starts with `-`: a tool given it would read an option.
+    #[error(
+        "item id {0:?} starts with \"-\", which a tracker's tool (bd, gh) would read as an option: ralph works no such item; rename or remove it in the queue's source"
+    )]
+    DashId(String),
     /// Items depend on each other in a cycle: none of them could start.
     #[error("items depend on each other in a cycle ({}): none of them could ever be worked; break the cycle in the queue's source", .0.join(" → "))]
     DependencyCycle(Vec<String>),
@@ -282,6 +298,11 @@ impl Source {
         };
         if items.len() > MAX_ITEMS {
             return Err(QueueError::TooMany(self.to_string()));
+        }
+        // An id is passed to the tracker's tool (after `--` where it takes
+        // one); one that reads as an option is never an item.
+        if let Some(item) = items.iter().find(|i| i.id.starts_with('-')) {
+            return Err(QueueError::DashId(item.id.clone()));
         }
         after::check(&items)?;
         Ok(items)
@@ -406,6 +427,7 @@ fn plan_items_as_written(markdown: &str) -> Vec<Item> {
             Some(text) => {
                 let id = plan_id(&text, &mut seen);
                 items.push(Item {
+                    author: None,
                     id,
                     title: text,
                     body: String::new(),
@@ -501,6 +523,7 @@ fn dir_items(folder: &Path) -> Result<Vec<Item>, QueueError> {
                 .unwrap_or(&name)
                 .to_string();
             Ok(Item {
+                author: None,
                 id: name,
                 title,
                 body: text,
@@ -591,6 +614,7 @@ fn command_items(command: &str, root: &Path) -> Result<Vec<Item>, QueueError> {
             })
             .collect::<Result<_, _>>()?;
         items.push(Item {
+            author: None,
             id,
             title: item.title,
             body: item.body,
@@ -618,6 +642,7 @@ mod tests {
     fn a_slug_is_the_id_when_it_is_plain_and_a_hash_when_it_could_name_a_path() {
         let slug = |id: &str| {
             Item {
+                author: None,
                 id: id.into(),
                 title: String::new(),
                 body: String::new(),
@@ -809,6 +834,7 @@ mod tests {
         assert_eq!(
             items[0],
             Item {
+                author: None,
                 id: "7".into(),
                 title: "Fix it".into(),
                 body: "details".into(),

@@ -432,6 +432,7 @@ mod tests {
     fn items(n: usize) -> Vec<Item> {
         (1..=n)
             .map(|i| Item {
+                author: None,
                 id: format!("T-{i}"),
                 title: format!("item {i}"),
                 body: String::new(),

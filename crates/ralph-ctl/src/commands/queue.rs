@@ -227,6 +227,7 @@ pub(crate) fn run(
                         "expiresAt": record.filter(|r| r.status == ItemStatus::Claimed).map(|r| r.expires_at),
                         "why": record.and_then(|r| r.why.clone()),
                         "after": item.after,
+                        "author": item.author,
                     })
                 })
                 .collect();
@@ -247,6 +248,9 @@ pub(crate) fn run(
             .unwrap_or(0);
         for (item, (status, record)) in items.iter().zip(&standing) {
             let mut line = format!("  {status:<12} {:<width$}  {}", item.id, item.title);
+            if let Some(author) = &item.author {
+                line.push_str(&format!("  (by @{author})"));
+            }
             if let (None, Some(waits_on)) = (record, claims.waits_on(item)) {
                 line.push_str(&format!("  (after {waits_on}, which has not landed)"));
             }

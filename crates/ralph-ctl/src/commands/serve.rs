@@ -3,11 +3,14 @@
 //!
 //! A small synchronous HTTP server on std's sockets (`serve/http.rs`; no
 //! async runtime), on 127.0.0.1 unless `--listen` says otherwise. One
-//! thread accepts; each connection is served on a thread of its own (at
-//! most [`MAX_CONNECTIONS`] at once), one request each, read and answered
-//! under deadlines, so a client that is slow or silent holds only its own
-//! connection, and Ctrl-C, seen by the main thread, ends the server
-//! whatever its connections do. The URL it prints carries a random token,
+//! thread accepts; each connection is served on a thread of its own, one
+//! request each, read and answered under deadlines, so a client that is
+//! slow or silent holds only its own connection, and Ctrl-C, seen by the
+//! main thread, ends the server whatever its connections do. A connection
+//! has [`HEAD_TIME`] to send its request's head, and at most
+//! [`MAX_WAITING`] wait for theirs (past that the oldest is closed), so
+//! connections that never finish a request cannot keep the person's out;
+//! at most [`MAX_CONNECTIONS`] requests are answered at once. The URL it prints carries a random token,
 //! and every request without it is refused before its body is read; a
 //! change is a POST from the page itself (its `Origin`). The page polls
 //! `/api/loops` every second with the version it has seen, and gets the
@@ -67,13 +70,20 @@ pub(crate) fn command(paths: &ProjectPaths, args: ServeArgs) -> CmdResult {
 /// How often the main thread looks for a signal while nothing is said.
 const TICK: Duration = Duration::from_millis(250);
 /// How long a client has, from its connection, to send its request's
-/// head and body: then it is answered 408 (or, having sent nothing,
-/// closed).
+/// head: then it is answered 408 (or, having sent nothing, closed). A
+/// browser sends its head at once; a connection that holds back is closed
+/// before it keeps a place from the person's requests.
+const HEAD_TIME: Duration = Duration::from_secs(1);
+/// How long a client has, from its connection, to send its request's
+/// body: then it is answered 408.
 const REQUEST_TIME: Duration = Duration::from_secs(5);
+/// How many connections may wait for their request's head at once: one
+/// more closes the one that has waited longest.
+const MAX_WAITING: usize = 128;
 /// How long a client has to take in its answer.
 const ANSWER_TIME: Duration = Duration::from_secs(10);
-/// How many connections are served at once: one more is answered 503 and
-/// closed at once.
+/// How many requests are answered at once (their heads read): one more is
+/// answered 503 and closed at once.
 const MAX_CONNECTIONS: usize = 32;
 
 /// The page, its script (both embedded: no network needed).
@@ -197,10 +207,48 @@ impl Drop for Slot {
     }
 }
 
-/// Accepts connections until `stop`, each served on a thread of its own;
-/// one more than [`MAX_CONNECTIONS`] is answered 503 at once.
+/// The connections waiting for their request's head, oldest first: each
+/// with its number and a handle to close it by.
+#[derive(Default)]
+struct Waiting {
+    next: u64,
+    open: std::collections::VecDeque<(u64, TcpStream)>,
+}
+
+impl Waiting {
+    /// Counts `stream` among the waiting, closing the one that has waited
+    /// longest when [`MAX_WAITING`] wait already; its number.
+    fn enter(waiting: &std::sync::Mutex<Waiting>, stream: &TcpStream) -> u64 {
+        let mut waiting = waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while waiting.open.len() >= MAX_WAITING {
+            if let Some((_, oldest)) = waiting.open.pop_front() {
+                let _ = oldest.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        waiting.next += 1;
+        let number = waiting.next;
+        if let Ok(handle) = stream.try_clone() {
+            waiting.open.push_back((number, handle));
+        }
+        number
+    }
+
+    /// Connection `number` no longer waits (its head read, or failed).
+    fn leave(waiting: &std::sync::Mutex<Waiting>, number: u64) {
+        let mut waiting = waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        waiting.open.retain(|(n, _)| *n != number);
+    }
+}
+
+/// Accepts connections until `stop`, each served on a thread of its own
+/// ([`Site::connection`]).
 fn accept(listener: TcpListener, site: Arc<Site>, stop: Arc<AtomicBool>) {
     let open = Arc::new(AtomicUsize::new(0));
+    let waiting = Arc::new(std::sync::Mutex::new(Waiting::default()));
     for stream in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
@@ -223,19 +271,13 @@ fn accept(listener: TcpListener, site: Arc<Site>, stop: Arc<AtomicBool>) {
                 return;
             }
         };
-        let Some(slot) = Slot::take(&open) else {
-            let busy = said(503, "too many connections at once; try again");
-            let _ = http::send(stream, &busy, false, Instant::now() + TICK);
-            continue;
-        };
-        let site = Arc::clone(&site);
+        let number = Waiting::enter(&waiting, &stream);
+        let (site, open, waiting) = (Arc::clone(&site), Arc::clone(&open), Arc::clone(&waiting));
         let started = std::thread::Builder::new()
             .name("serve-connection".into())
-            .spawn(move || {
-                let _slot = slot;
-                site.connection(stream);
-            });
-        // A thread that cannot start drops its connection (closed) and slot.
+            .stack_size(256 * 1024)
+            .spawn(move || site.connection(stream, number, &waiting, &open));
+        // A thread that cannot start drops its connection (closed).
         drop(started);
     }
 }
@@ -291,13 +333,29 @@ impl Site {
     }
 
     /// Serves the one request of a connection, then closes it (a client
-    /// gone before its answer is no matter).
-    fn connection(&self, mut stream: TcpStream) {
-        let deadline = Instant::now() + REQUEST_TIME;
-        let head = match http::read_head(&mut stream, deadline) {
+    /// gone before its answer is no matter): its head by [`HEAD_TIME`]
+    /// while it is among the `waiting`, then answered in one of the
+    /// [`MAX_CONNECTIONS`] places (`open`), or 503.
+    fn connection(
+        &self,
+        mut stream: TcpStream,
+        number: u64,
+        waiting: &std::sync::Mutex<Waiting>,
+        open: &Arc<AtomicUsize>,
+    ) {
+        let started = Instant::now();
+        let head = http::read_head(&mut stream, started + HEAD_TIME);
+        Waiting::leave(waiting, number);
+        let head = match head {
             Ok(head) => head,
             Err(e) => return Self::refuse(stream, &e),
         };
+        let Some(_slot) = Slot::take(open) else {
+            let busy = said(503, "too many connections at once; try again");
+            let _ = http::send(stream, &busy, false, Instant::now() + TICK);
+            return;
+        };
+        let deadline = started + REQUEST_TIME;
         let answer = match self.route(&head) {
             Routed::Answer(reply) => reply,
             Routed::Steer(action) => {

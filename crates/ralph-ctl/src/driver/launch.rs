@@ -420,6 +420,15 @@ impl Driver<'_> {
             Err((cause, code)) => return self.end(&cause, code),
         };
         let (supervision, result) = run;
+        // A client that would not start on its configuration starts no
+        // better on a retry: the loop stops now, with its words and code.
+        if supervision.signal.is_none()
+            && let Some(words) = result
+                .as_ref()
+                .and_then(result::ClientResult::refused_to_start)
+        {
+            return self.refused_to_start(&words, supervision.exit.code(), current.as_ref());
+        }
         if self.mode.fresh()
             && let Some(next) = self.conclude(
                 &supervision,
@@ -717,6 +726,48 @@ impl Driver<'_> {
             self.paths,
             &finish::record(self.paths, &self.session, cause)?,
         );
+        Ok(Next::Done(code))
+    }
+
+    /// Ends the loop `failed` because its client refused to start on its
+    /// configuration (`words`, the client's own), exiting with the client's
+    /// `code`: no backoff or resume would change it.
+    fn refused_to_start(
+        &self,
+        words: &str,
+        code: i32,
+        current: Option<&worktree::Worktree>,
+    ) -> Result<Next, CtlError> {
+        let why =
+            format!("Claude Code refused to start (exit {code}), before its first turn: {words}");
+        say(&why);
+        if let Some(worktree) = current {
+            say(&format!(
+                "worktree {} left as it is (branch {})",
+                worktree.shown(&self.paths.root),
+                worktree.branch
+            ));
+        }
+        let code = if code == 0 { exit_codes::ERROR } else { code };
+        let changed = ralph_core::transaction::change(
+            self.paths,
+            ralph_core::transaction::Whose::Session(&self.session),
+            |draft| {
+                if draft
+                    .state()
+                    .is_some_and(|s| matches!(s.status, Status::Running | Status::Paused))
+                {
+                    draft.apply(ralph_core::events::Event::Ended {
+                        status: Status::Failed,
+                        why: why.clone(),
+                        at: None,
+                    });
+                }
+                Ok::<_, CtlError>(())
+            },
+        )?;
+        // The loop's ending said as any other's; the exit code the client's.
+        let _ = finish::announce(self.paths, &super::told(changed));
         Ok(Next::Done(code))
     }
 

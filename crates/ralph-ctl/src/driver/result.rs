@@ -48,6 +48,34 @@ pub(crate) struct ClientResult {
     /// 1:48am (UTC)"). Not in the result object: see [`parse_stream`].
     #[serde(skip)]
     pub(crate) limit_resets_at: Option<u64>,
+    /// Why the client would not start at all (2.1.330:
+    /// `sandbox_required_unavailable` when `--settings` fails its
+    /// validation and `sandbox.failIfUnavailable` is set), its words in
+    /// `errors`: a configuration no retry changes.
+    #[serde(default, deserialize_with = "text")]
+    pub(crate) startup_failure_reason: Option<String>,
+    /// The client's words for an error with no turn (`errors`, a list of
+    /// strings; anything else in it is left out).
+    #[serde(default, deserialize_with = "texts")]
+    pub(crate) errors: Vec<String>,
+}
+
+/// A string, or nothing (a field of another type is no failed parse).
+fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(Value::deserialize(d)?.as_str().map(str::to_string))
+}
+
+/// The strings of a list, or none.
+fn texts<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let value = Value::deserialize(d)?;
+    Ok(value
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter_map(|e| e.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 /// Reads `permission_denials` leniently: a list of anything (a field of the
@@ -75,6 +103,18 @@ fn denials<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Refusal>>, D::E
 }
 
 impl ClientResult {
+    /// The client's words when it refused to start on its configuration
+    /// (`startup_failure_reason`): no turn ran, and none would on a retry.
+    pub(crate) fn refused_to_start(&self) -> Option<String> {
+        let reason = self.startup_failure_reason.as_deref()?;
+        let words = if self.errors.is_empty() {
+            self.result.clone().unwrap_or_else(|| reason.to_string())
+        } else {
+            self.errors.join("; ")
+        };
+        Some(words.split_whitespace().collect::<Vec<_>>().join(" "))
+    }
+
     /// True when the run stopped because `--max-budget-usd` was spent.
     pub(crate) fn budget_spent(&self) -> bool {
         self.subtype.as_deref() == Some("error_max_budget_usd")
@@ -183,6 +223,24 @@ pub(crate) fn usage_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_that_refused_to_start_says_why() {
+        // As 2.1.330 wrote it for a --settings whose sandbox failed its
+        // validation, with `sandbox.failIfUnavailable` (trimmed).
+        let out = br#"{"type":"result","subtype":"error_during_execution","duration_ms":0,"is_error":true,"num_turns":0,"stop_reason":null,"total_cost_usd":0,"errors":["Sandbox required but unavailable: the settings passed with --settings or the SDK's settings option configure the sandbox but failed validation, so none of them apply (sandbox.filesystem.allowWrite: Expected array, but received string). Fix them and start again."],"startup_failure_reason":"sandbox_required_unavailable"}
+"#;
+        let result = parse(out).unwrap();
+        let words = result.refused_to_start().unwrap();
+        assert!(
+            words.starts_with("Sandbox required but unavailable")
+                && words.contains("Expected array, but received string"),
+            "{words}"
+        );
+        // An error of a run that started is no refusal to start.
+        let api = br#"{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"num_turns":1}"#;
+        assert_eq!(parse(api).unwrap().refused_to_start(), None);
+    }
 
     #[test]
     fn a_limit_that_refused_the_run_gives_its_reset() {

@@ -277,7 +277,10 @@ pub(crate) fn in_worktree(settings: &str, main: &Path, worktree: &Path) -> Strin
     let Ok(mut value) = serde_json::from_str::<Value>(settings) else {
         return settings.to_string();
     };
-    let Some(deny) = value["permissions"]["deny"].as_array_mut() else {
+    let Some(deny) = value
+        .pointer_mut("/permissions/deny")
+        .and_then(Value::as_array_mut)
+    else {
         return settings.to_string();
     };
     let main = std::fs::canonicalize(main).unwrap_or_else(|_| main.to_path_buf());
@@ -530,7 +533,7 @@ pub(crate) fn merge_own_settings(
             .ok()
             .filter(Value::is_object)
     });
-    let Some(mut merged) = theirs else {
+    let Some(merged) = theirs else {
         return (
             client_args.to_vec(),
             ralph,
@@ -542,76 +545,190 @@ pub(crate) fn merge_own_settings(
             ),
         );
     };
-    for (key, list) in [
-        ("deny", &ours["permissions"]["deny"]),
-        ("allow", &ours["permissions"]["allow"]),
-    ] {
-        let Some(list) = list.as_array() else {
-            continue;
-        };
-        if !merged["permissions"].is_object() {
-            merged["permissions"] = json!({});
-        }
-        let target = &mut merged["permissions"][key];
-        if !target.is_array() {
-            *target = json!([]);
-        }
-        let target = target.as_array_mut().expect("an array");
-        for rule in list {
-            if !target.contains(rule) {
-                target.push(rule.clone());
-            }
-        }
-    }
-    if let Some(hooks) = ours["hooks"].as_object() {
-        if !merged["hooks"].is_object() {
-            merged["hooks"] = json!({});
-        }
-        for (event, entries) in hooks {
-            let target = &mut merged["hooks"][event];
-            if !target.is_array() {
-                *target = json!([]);
-            }
-            if let (Some(target), Some(entries)) = (target.as_array_mut(), entries.as_array()) {
-                target.extend(entries.iter().cloned());
-            }
-        }
-    }
-    if merged.get("sandbox").is_none() {
-        if let Some(sandbox) = ours.get("sandbox") {
-            merged["sandbox"] = sandbox.clone();
-        }
-    } else if let Some(roots) = ours["sandbox"]["filesystem"]["allowWrite"].as_array() {
-        // A sandbox of the person's still lets the agent write the
-        // toolchains' caches its checks write, so it can run them.
-        if !merged["sandbox"]["filesystem"].is_object() {
-            merged["sandbox"]["filesystem"] = json!({});
-        }
-        let target = &mut merged["sandbox"]["filesystem"]["allowWrite"];
-        if !target.is_array() {
-            *target = json!([]);
-        }
-        let target = target.as_array_mut().expect("an array");
-        for root in roots {
-            if !target.contains(root) {
-                target.push(root.clone());
-            }
-        }
-    }
-    // ralph's variables (no bytecode in the tree) where theirs name none.
-    if let Some(env) = ours["env"].as_object() {
-        if !merged["env"].is_object() {
-            merged["env"] = json!({});
-        }
-        for (name, value) in env {
-            if merged["env"].get(name).is_none() {
-                merged["env"][name] = value.clone();
-            }
-        }
-    }
+    let merged = merged_settings(ours, merged);
     let mut args = client_args.to_vec();
     args.drain(at..(at + taken).min(args.len()));
     (args, Some(merged), None)
+}
+
+/// A settings value of the shape ralph merges into, or any other value,
+/// kept as it is (the client says what is wrong with it).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+enum Shaped<T> {
+    Known(T),
+    Other(Value),
+}
+
+/// A list of rules, hook entries or folders.
+type List = Shaped<Vec<Value>>;
+
+/// The settings object as far as ralph merges it (`permissions`, `hooks`,
+/// `sandbox`, `env`); every other key kept, in `extra`.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Settings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    permissions: Option<Shaped<Permissions>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hooks: Option<Shaped<serde_json::Map<String, Value>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sandbox: Option<Shaped<Sandbox>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    env: Option<Shaped<serde_json::Map<String, Value>>>,
+    #[serde(flatten)]
+    extra: serde_json::Map<String, Value>,
+}
+
+/// `permissions`: the rules ralph adds to.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Permissions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deny: Option<List>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    allow: Option<List>,
+    #[serde(flatten)]
+    extra: serde_json::Map<String, Value>,
+}
+
+/// `sandbox`: whether the client must refuse to start without it, and its
+/// file system.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Sandbox {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fail_if_unavailable: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    filesystem: Option<Shaped<Filesystem>>,
+    #[serde(flatten)]
+    extra: serde_json::Map<String, Value>,
+}
+
+/// `sandbox.filesystem`: the folders the agent's commands may write.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Filesystem {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    allow_write: Option<List>,
+    #[serde(flatten)]
+    extra: serde_json::Map<String, Value>,
+}
+
+/// `into` with each of `ours` it lacks added after its own.
+fn add_missing(into: &mut Vec<Value>, ours: &[Value]) {
+    for value in ours {
+        if !into.contains(value) {
+            into.push(value.clone());
+        }
+    }
+}
+
+/// The list of `ours` added to `theirs`: theirs first; a value of theirs
+/// that is no list gives way to ralph's (its deny rules and hooks hold).
+fn merged_list(theirs: Option<List>, ours: &[Value]) -> List {
+    match theirs {
+        Some(Shaped::Known(mut list)) => {
+            add_missing(&mut list, ours);
+            Shaped::Known(list)
+        }
+        _ => Shaped::Known(ours.to_vec()),
+    }
+}
+
+/// The list in `list`, if it is one.
+fn known_list(list: Option<&List>) -> Option<&[Value]> {
+    match list {
+        Some(Shaped::Known(list)) => Some(list),
+        _ => None,
+    }
+}
+
+/// The person's settings `theirs` (a JSON object) with ralph's `ours`
+/// merged in: their keys win; ralph's deny and allow rules and hooks are
+/// added to theirs; ralph's sandbox where they have none, else its
+/// `failIfUnavailable` where theirs says nothing and its cache folders
+/// added to their `allowWrite`; ralph's variables where theirs name none.
+/// A value of theirs of another shape than the client's is kept as it is
+/// (the client names it), but for the lists ralph's protection rests on.
+fn merged_settings(ours: Value, theirs: Value) -> Value {
+    let parse = |value: Value| serde_json::from_value::<Settings>(value).unwrap_or_default();
+    let ours = parse(ours);
+    let Ok(mut merged) = serde_json::from_value::<Settings>(theirs.clone()) else {
+        return theirs;
+    };
+    if let Some(Shaped::Known(ours)) = &ours.permissions {
+        let mut permissions = match merged.permissions.take() {
+            Some(Shaped::Known(permissions)) => permissions,
+            _ => Permissions::default(),
+        };
+        if let Some(deny) = known_list(ours.deny.as_ref()) {
+            permissions.deny = Some(merged_list(permissions.deny.take(), deny));
+        }
+        if let Some(allow) = known_list(ours.allow.as_ref()) {
+            permissions.allow = Some(merged_list(permissions.allow.take(), allow));
+        }
+        merged.permissions = Some(Shaped::Known(permissions));
+    }
+    if let Some(Shaped::Known(ours)) = &ours.hooks {
+        let mut hooks = match merged.hooks.take() {
+            Some(Shaped::Known(hooks)) => hooks,
+            _ => serde_json::Map::new(),
+        };
+        for (event, entries) in ours {
+            let Some(entries) = entries.as_array() else {
+                continue;
+            };
+            let mut list = match hooks.remove(event) {
+                Some(Value::Array(list)) => list,
+                _ => Vec::new(),
+            };
+            list.extend(entries.iter().cloned());
+            hooks.insert(event.clone(), Value::Array(list));
+        }
+        merged.hooks = Some(Shaped::Known(hooks));
+    }
+    match (&mut merged.sandbox, ours.sandbox) {
+        (None, ours) => merged.sandbox = ours,
+        (Some(Shaped::Known(theirs)), Some(Shaped::Known(ours))) => {
+            // A sandbox ralph requires stays required with theirs.
+            if theirs.fail_if_unavailable.is_none() {
+                theirs.fail_if_unavailable = ours.fail_if_unavailable;
+            }
+            // Their sandbox still lets the agent write the toolchains'
+            // caches its checks write, so it can run them.
+            let roots = match &ours.filesystem {
+                Some(Shaped::Known(filesystem)) => known_list(filesystem.allow_write.as_ref()),
+                _ => None,
+            };
+            if let Some(roots) = roots {
+                match &mut theirs.filesystem {
+                    None => {
+                        theirs.filesystem = Some(Shaped::Known(Filesystem {
+                            allow_write: Some(Shaped::Known(roots.to_vec())),
+                            ..Filesystem::default()
+                        }));
+                    }
+                    Some(Shaped::Known(filesystem)) => match &mut filesystem.allow_write {
+                        None => filesystem.allow_write = Some(Shaped::Known(roots.to_vec())),
+                        Some(Shaped::Known(list)) => add_missing(list, roots),
+                        Some(Shaped::Other(_)) => {}
+                    },
+                    Some(Shaped::Other(_)) => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    // ralph's variables (no bytecode in the tree) where theirs name none.
+    match (&mut merged.env, ours.env) {
+        (None, ours) => merged.env = ours,
+        (Some(Shaped::Known(theirs)), Some(Shaped::Known(ours))) => {
+            for (name, value) in ours {
+                theirs.entry(name).or_insert(value);
+            }
+        }
+        _ => {}
+    }
+    serde_json::to_value(merged).unwrap_or(theirs)
 }
 
 /// The run's `--settings` for one item's client, with `RALPH_QUEUE_ITEM`
@@ -814,6 +931,128 @@ mod tests {
         let many = ralph_core::observe::protected::snapshot(dir, &["tests/".to_string()]).unwrap();
         assert!(many.whole_files().len() > MAX_DENIED_FILES);
         assert_eq!(protected_files(Some(&many)), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn a_persons_setting_of_another_shape_is_kept_for_the_client_to_name() {
+        // 2.1.330 refuses to start on an `allowWrite` that is no list (with
+        // `failIfUnavailable`): the value goes to it as the person gave it,
+        // and a sandbox ralph requires stays required.
+        let ours = json!({
+            "sandbox": {"enabled": true, "failIfUnavailable": true,
+                        "filesystem": {"allowWrite": ["/h/.cache/go-build"]}},
+            "permissions": {"deny": ["Edit(//p/.claude/ralph)"]},
+            "env": {"PYTHONDONTWRITEBYTECODE": "1"}
+        });
+        let theirs = |text: &str| -> Value {
+            let args: Vec<std::ffi::OsString> = ["--settings", text].map(Into::into).to_vec();
+            merge_own_settings(&args, Some(ours.clone()), Path::new("/"))
+                .1
+                .unwrap()
+        };
+        let merged =
+            theirs(r#"{"sandbox": {"enabled": true, "filesystem": {"allowWrite": "/tmp"}}}"#);
+        assert_eq!(merged["sandbox"]["filesystem"]["allowWrite"], "/tmp");
+        assert_eq!(merged["sandbox"]["failIfUnavailable"], true);
+        assert_eq!(
+            merged["permissions"]["deny"],
+            json!(["Edit(//p/.claude/ralph)"])
+        );
+        // Shapes that made the index-based merge panic.
+        for text in [
+            r#"{"sandbox": true}"#,
+            r#"{"sandbox": {"filesystem": 3}}"#,
+            r#"{"permissions": "all", "hooks": [], "env": "x"}"#,
+            r#"{"permissions": {"deny": {"a": 1}}, "hooks": {"StopFailure": 2}}"#,
+            r#"{"sandbox": null, "permissions": null}"#,
+        ] {
+            let merged = theirs(text);
+            assert_eq!(
+                merged["permissions"]["deny"],
+                json!(["Edit(//p/.claude/ralph)"]),
+                "{text}: {merged}"
+            );
+            let _ = in_worktree(&merged.to_string(), Path::new("/p"), Path::new("/p/w"));
+        }
+        assert_eq!(theirs(r#"{"sandbox": true}"#)["sandbox"], true);
+        assert_eq!(theirs(r#"{"env": "x"}"#)["env"], "x");
+    }
+
+    mod shapes {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// JSON values built from the keys the merge reads, at any depth,
+        /// with values of every kind.
+        fn settings_json() -> impl Strategy<Value = Value> {
+            let key = prop_oneof![
+                Just("permissions"),
+                Just("deny"),
+                Just("allow"),
+                Just("hooks"),
+                Just("StopFailure"),
+                Just("sandbox"),
+                Just("filesystem"),
+                Just("allowWrite"),
+                Just("failIfUnavailable"),
+                Just("env"),
+                Just("model"),
+            ]
+            .prop_map(String::from);
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::from),
+                any::<i64>().prop_map(Value::from),
+                "[a-z/]{0,6}".prop_map(Value::from),
+            ];
+            leaf.prop_recursive(4, 48, 6, move |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    proptest::collection::btree_map(key.clone(), inner, 0..5)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Whatever the person's `--settings` holds, and whatever shape
+            /// ralph's own has: no panic, and an object of theirs is merged
+            /// with ralph's deny rules in it.
+            #[test]
+            fn any_settings_shape_merges_without_a_panic(
+                theirs in settings_json(),
+                ours in settings_json(),
+            ) {
+                let deny = json!(["Edit(//p/.claude/ralph)"]);
+                let ralphs = json!({
+                    "permissions": {"deny": deny},
+                    "sandbox": {"enabled": true, "failIfUnavailable": true,
+                                "filesystem": {"allowWrite": ["/c"]}},
+                    "hooks": {"StopFailure": [{"hooks": []}]},
+                    "env": {"PYTHONDONTWRITEBYTECODE": "1"}
+                });
+                for ralph in [ralphs, ours] {
+                    let text = theirs.to_string();
+                    let args: Vec<std::ffi::OsString> = ["--settings", &text].map(Into::into).to_vec();
+                    let (rest, merged, notice) =
+                        merge_own_settings(&args, Some(ralph.clone()), Path::new("/nowhere"));
+                    if theirs.is_object() {
+                        prop_assert!(rest.is_empty() && notice.is_none());
+                        let merged = merged.unwrap();
+                        if ralph["permissions"]["deny"] == deny {
+                            let rules = merged.pointer("/permissions/deny").and_then(Value::as_array);
+                            prop_assert!(rules.is_some_and(|r| r.contains(&deny[0])), "{}", merged);
+                        }
+                        let _ = in_worktree(&merged.to_string(), Path::new("/p"), Path::new("/p/w"));
+                    } else {
+                        prop_assert!(notice.is_some());
+                    }
+                    let _ = item_settings(Some(&theirs.to_string()), "T-1");
+                }
+            }
+        }
     }
 
     #[test]

@@ -136,24 +136,89 @@ fn share(holders_path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Removes the block starting with `begin` from `file` when no run holds
-/// it any more (the exclusive lock on the holders' file is free); true
-/// when a block was there and went.
+/// it any more; true when a block was there and went. The holders' file is
+/// in `.git`, which the agent can write: a run's share is its open file
+/// there, so a file deleted (or replaced) under live runs is still held
+/// by them, as every process's open files show ([`held_elsewhere`]). The
+/// exclusive lock keeps a joining run from writing its block meanwhile.
 fn remove_unheld(file: &Path, begin: &str, holders_path: &Path) -> bool {
     use fs2::FileExt;
-    let Ok(holders) = std::fs::OpenOptions::new().write(true).open(holders_path) else {
+    if !read_exclude(file).is_ok_and(|text| text.lines().any(|l| l == begin)) {
+        return false;
+    }
+    // Made again when the agent removed it: the block goes all the same.
+    let Ok(holders) = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(holders_path)
+    else {
         return false;
     };
     if holders.try_lock_exclusive().is_err() {
         return false;
     }
-    let removed = match read_exclude(file) {
-        Ok(text) if text.lines().any(|l| l == begin) => {
-            write_whole(file, &without_block(&text, begin)).is_ok()
-        }
-        _ => false,
-    };
+    let removed = !held_elsewhere(holders_path, &holders)
+        && match read_exclude(file) {
+            Ok(text) if text.lines().any(|l| l == begin) => {
+                write_whole(file, &without_block(&text, begin)).is_ok()
+            }
+            _ => false,
+        };
     let _ = holders.unlock();
     removed
+}
+
+/// Whether a live process (this one included) has the holders' file at
+/// `holders_path` open, other than through `ours`: a run's share, even of a
+/// file removed since (`… (deleted)`). Every process's open files are
+/// read from `/proc` (those of the person's user, as ralph's runs are);
+/// where there is no `/proc`, the lock alone tells.
+fn held_elsewhere(holders_path: &Path, ours: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    let Some(folder) = holders_path
+        .parent()
+        .and_then(|f| std::fs::canonicalize(f).ok())
+    else {
+        return false;
+    };
+    let Some(name) = holders_path.file_name() else {
+        return false;
+    };
+    let path = folder.join(name);
+    let shared = path.as_os_str().as_encoded_bytes().to_vec();
+    let mut deleted = shared.clone();
+    deleted.extend_from_slice(b" (deleted)");
+    let me = std::process::id().to_string();
+    let our_fd = ours.as_raw_fd().to_string();
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    for process in processes.flatten() {
+        let pid = process.file_name();
+        let Some(pid) = pid
+            .to_str()
+            .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if pid == me && fd.file_name().to_str() == Some(our_fd.as_str()) {
+                continue;
+            }
+            let Ok(target) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            let target = target.as_os_str().as_encoded_bytes();
+            if target == shared.as_slice() || target == deleted.as_slice() {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Where the block of the project at `paths` lives: the project's folder
@@ -294,6 +359,56 @@ mod tests {
                 .unwrap()
                 .contains("# >>> ralph")
         );
+    }
+
+    #[test]
+    fn the_block_goes_whatever_the_agent_did_to_the_holders_file() {
+        let tmp = crate::testdir::new("sandbox-mounts-holders");
+        let root = tmp.path().join("repo");
+        std::fs::create_dir_all(&root).unwrap();
+        sh(&root, &["init", "-q"]);
+        let paths = ProjectPaths::new(&root);
+        let file = root.join(".git/info/exclude");
+        let holders = root.join(".git").join(HOLDERS_FILE);
+        // The agent removes the holders' file while the run holds it: the
+        // run's open share still holds the block, and its end removes it.
+        let held = exclude(&paths).unwrap();
+        std::fs::remove_file(&holders).unwrap();
+        assert_eq!(clear_abandoned(&paths), None, "a live run holds it");
+        assert!(
+            std::fs::read_to_string(&file)
+                .unwrap()
+                .contains("# >>> ralph")
+        );
+        drop(held);
+        assert!(
+            !std::fs::read_to_string(&file)
+                .unwrap()
+                .contains("# >>> ralph"),
+            "the run's end removed it"
+        );
+        // A new file in its place (the agent's, locked by no one): the
+        // live run still holds the block, and its end removes it.
+        let held = exclude(&paths).unwrap();
+        std::fs::remove_file(&holders).unwrap();
+        std::fs::write(&holders, "").unwrap();
+        assert_eq!(clear_abandoned(&paths), None, "a live run holds it");
+        drop(held);
+        assert!(
+            !std::fs::read_to_string(&file)
+                .unwrap()
+                .contains("# >>> ralph")
+        );
+        // A block left with no holders' file at all goes at the next look.
+        std::fs::remove_file(&holders).unwrap();
+        let block = format!("{}\n/.bashrc\n{END_LINE}\n", begin_line(""));
+        std::fs::write(&file, format!("*.log\n{block}")).unwrap();
+        assert!(
+            clear_abandoned(&paths)
+                .unwrap()
+                .contains("removed the block")
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "*.log\n");
     }
 
     #[test]

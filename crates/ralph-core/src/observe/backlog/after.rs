@@ -102,6 +102,7 @@ mod tests {
 
     fn item(id: &str, after: &[&str]) -> Item {
         Item {
+            author: None,
             id: id.into(),
             title: id.into(),
             body: String::new(),

@@ -67,6 +67,7 @@ pub(super) fn items(text: &str, path: &str) -> Result<Vec<Item>, QueueError> {
     Ok(open
         .into_iter()
         .map(|s| Item {
+            author: None,
             id: s.id.clone(),
             title: s.title.clone(),
             body: s.body.clone(),
@@ -469,6 +470,7 @@ mod tests {
     #[test]
     fn a_progress_line_names_the_story_and_when() {
         let item = Item {
+            author: None,
             id: "US-001".into(),
             title: "Add  priority\nfield".into(),
             body: String::new(),

@@ -24,14 +24,24 @@ const MAX_TOOL_OUTPUT: usize = 16 * 1024 * 1024;
 /// Most issues asked of `gh` at once (`--limit`).
 const GITHUB_LIMIT: &str = "1000";
 
-/// The `gh` options a `github:` filter's `key=value` pairs stand for.
-const GITHUB_KEYS: [(&str, &str); 5] = [
+/// The `gh` options a `github:` filter's `key=value` pairs stand for
+/// (`trusted=` is ralph's own, [`TRUSTED`]).
+const GITHUB_KEYS: [(&str, &str); 6] = [
     ("label", "--label"),
     ("assignee", "--assignee"),
     ("milestone", "--milestone"),
     ("author", "--author"),
+    ("trusted", TRUSTED),
     ("repo", "--repo"),
 ];
+
+/// `trusted=collaborators`: only issues whose author has write access to
+/// the repository, as GitHub's `author_association` says.
+const TRUSTED: &str = "trusted";
+
+/// The `author_association` values of people with write access: the
+/// repository's owner, its organization's members, its collaborators.
+const TRUSTED_ASSOCIATIONS: [&str; 3] = ["OWNER", "MEMBER", "COLLABORATOR"];
 
 /// The `bd ready` options a `beads:` filter's pairs stand for.
 const BEADS_KEYS: [(&str, &str); 2] = [("assignee", "--assignee"), ("priority", "--priority")];
@@ -72,6 +82,19 @@ pub(super) fn github_filter(source: &str, filter: &str) -> Result<Option<String>
     if args.is_empty() {
         return Err(QueueError::Empty(source.to_string()));
     }
+    for pair in args.chunks(2) {
+        if pair[0] == TRUSTED && pair[1] != "collaborators" {
+            return Err(QueueError::Filter {
+                given: source.to_string(),
+                pair: format!("trusted={}", pair[1]),
+                known: "trusted=collaborators".into(),
+            });
+        }
+    }
+    // A repository alone selects every open issue, from anyone.
+    if args.chunks(2).all(|pair| pair[0] == "--repo") {
+        return Err(QueueError::RepositoryAlone(source.to_string()));
+    }
     Ok(args
         .chunks(2)
         .find(|pair| pair[0] == "--repo")
@@ -106,13 +129,34 @@ pub(super) fn beads_filter(source: &str, filter: &str) -> Result<(), QueueError>
     options(source, filter, &BEADS_KEYS).map(|_| ())
 }
 
-/// An issue as `gh issue list --json number,title,body,labels` prints it.
+/// An issue as `gh issue list --json number,title,body,labels,author`
+/// prints it.
 #[derive(Deserialize)]
 struct GithubIssue {
     number: u64,
     title: String,
     #[serde(default)]
     body: Option<String>,
+    /// `null` for an account that was deleted.
+    #[serde(default)]
+    author: Option<GithubUser>,
+}
+
+/// An account as gh prints it (`author`).
+#[derive(Deserialize)]
+struct GithubUser {
+    login: String,
+}
+
+/// An issue as GitHub's REST API gives it (`gh api
+/// repos/OWNER/NAME/issues`): its number and how its author is related to
+/// the repository (`author_association`), which `gh issue list` does not
+/// print.
+#[derive(Deserialize)]
+struct RestIssue {
+    number: u64,
+    #[serde(default)]
+    author_association: String,
 }
 
 /// An issue as `gh issue view N --json number,state` prints it.
@@ -131,11 +175,17 @@ pub(super) fn github_items(
 ) -> Result<Vec<Item>, QueueError> {
     let source = format!("github:{filter}");
     let selection = options(&source, filter, &GITHUB_KEYS)?;
+    let trusted_only = selection.chunks(2).any(|pair| pair[0] == TRUSTED);
     let mut args: Vec<String> = ["issue", "list", "--state", "open", "--limit", GITHUB_LIMIT]
         .map(String::from)
         .to_vec();
-    args.extend(selection.iter().cloned());
-    args.extend(["--json".to_string(), "number,title,body,labels".to_string()]);
+    for pair in selection.chunks(2).filter(|pair| pair[0] != TRUSTED) {
+        args.extend(pair.iter().cloned());
+    }
+    args.extend([
+        "--json".to_string(),
+        "number,title,body,labels,author".to_string(),
+    ]);
     let printed = run("gh", &args, root, repo)?;
     let mut issues: Vec<GithubIssue> = serde_json::from_slice(&printed).map_err(|e| {
         unreadable(
@@ -145,6 +195,10 @@ pub(super) fn github_items(
             &format!("an array of issues with `number` and `title` ({e})"),
         )
     })?;
+    if trusted_only {
+        let trusted = trusted_issues(repo, root)?;
+        issues.retain(|i| trusted.contains(&i.number));
+    }
     issues.sort_by_key(|i| i.number);
     let open: Vec<String> = issues.iter().map(|i| i.number.to_string()).collect();
     let mut closed: Vec<String> = Vec::new();
@@ -166,15 +220,47 @@ pub(super) fn github_items(
             title: issue.title,
             body,
             after: waits_on,
+            author: issue.author.map(|a| a.login),
         });
     }
     Ok(items)
 }
 
+/// The numbers of the repository's open issues whose author has write
+/// access ([`TRUSTED_ASSOCIATIONS`]), from GitHub's REST API, page by page
+/// (`gh api --paginate`, which prints one JSON array per page).
+fn trusted_issues(repo: Option<&str>, root: &Path) -> Result<Vec<u64>, QueueError> {
+    let args: Vec<String> = [
+        "api",
+        "--paginate",
+        "repos/{owner}/{repo}/issues?state=open&per_page=100",
+    ]
+    .map(String::from)
+    .to_vec();
+    let printed = run("gh", &args, root, repo)?;
+    let mut trusted = Vec::new();
+    for page in serde_json::Deserializer::from_slice(&printed).into_iter::<Vec<RestIssue>>() {
+        let page = page.map_err(|e| {
+            unreadable(
+                "gh",
+                &args,
+                &printed,
+                &format!("arrays of issues with `number` and `author_association` ({e})"),
+            )
+        })?;
+        trusted.extend(
+            page.into_iter()
+                .filter(|i| TRUSTED_ASSOCIATIONS.contains(&i.author_association.as_str()))
+                .map(|i| i.number),
+        );
+    }
+    Ok(trusted)
+}
+
 /// Whether issue `number` is closed (`gh issue view`); an issue `gh`
 /// cannot find is not (the backlog is then refused, naming it).
 fn is_closed(number: &str, repo: Option<&str>, root: &Path) -> Result<bool, QueueError> {
-    let args: Vec<String> = ["issue", "view", number, "--json", "number,state"]
+    let args: Vec<String> = ["issue", "view", "--json", "number,state", "--", number]
         .map(String::from)
         .to_vec();
     let Ok(printed) = run("gh", &args, root, repo) else {
@@ -278,6 +364,7 @@ pub(super) fn beads_items(filter: &str, root: &Path) -> Result<Vec<Item>, QueueE
                 body.push('\n');
             }
             Item {
+                author: None,
                 id: bead.id,
                 title: bead.title,
                 body,
@@ -290,7 +377,14 @@ pub(super) fn beads_items(filter: &str, root: &Path) -> Result<Vec<Item>, QueueE
 /// Closes bead `id` (`bd close`), naming the commit that landed it.
 pub fn close_bead(root: &Path, id: &str, commit: &str) -> Result<(), QueueError> {
     let reason = format!("Landed in {commit} by ralph's merge queue");
-    let args: Vec<String> = vec!["close".into(), id.into(), "--reason".into(), reason];
+    // The id after `--`: one the agent wrote (`--db=…`) is never an option.
+    let args: Vec<String> = vec![
+        "close".into(),
+        "--reason".into(),
+        reason,
+        "--".into(),
+        id.into(),
+    ];
     run("bd", &args, root, None).map(|_| ())
 }
 
@@ -421,6 +515,19 @@ mod tests {
         );
         assert!(beads_filter("beads:", "").is_ok());
         assert!(github_filter("github:", "").is_err());
+        // A repository alone selects every open issue, from anyone.
+        let said = github_filter("github:repo=o/r", "repo=o/r")
+            .unwrap_err()
+            .to_string();
+        assert!(said.contains("trusted=collaborators"), "{said}");
+        assert_eq!(
+            github_filter(
+                "github:repo=o/r,trusted=collaborators",
+                "repo=o/r,trusted=collaborators"
+            ),
+            Ok(Some("o/r".into()))
+        );
+        assert!(github_filter("github:trusted=everyone", "trusted=everyone").is_err());
     }
 
     #[test]

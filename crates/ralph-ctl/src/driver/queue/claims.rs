@@ -241,6 +241,7 @@ mod tests {
         let paths = ProjectPaths::new(dir.path());
         let claims = ClaimStore::new(&paths);
         let items = [Item {
+            author: None,
             id: "a".into(),
             title: "A".into(),
             body: String::new(),
@@ -298,6 +299,7 @@ mod tests {
         let paths = ProjectPaths::new(dir.path());
         let claims = ClaimStore::new(&paths);
         let items = [Item {
+            author: None,
             id: "a".into(),
             title: "A".into(),
             body: String::new(),

@@ -632,6 +632,7 @@ mod tests {
             .unwrap()
             .id;
         Item {
+            author: None,
             id,
             title: title.into(),
             body: String::new(),
@@ -684,6 +685,7 @@ mod tests {
         sh(&root, &["add", "-A"]);
         sh(&root, &["commit", "-q", "-m", "prd"]);
         let story = Item {
+            author: None,
             id: "US-001".into(),
             title: "One".into(),
             body: String::new(),
@@ -718,6 +720,7 @@ mod tests {
         );
         // An issue: its landed commit says Fixes #N, and no file is marked.
         let issue = Item {
+            author: None,
             id: "7".into(),
             title: "Seven".into(),
             body: String::new(),

@@ -41,6 +41,7 @@ pub(crate) fn clones(n: usize) -> (tempfile::TempDir, Vec<PathBuf>) {
 pub(crate) fn items(n: usize) -> Vec<Item> {
     (1..=n)
         .map(|i| Item {
+            author: None,
             id: format!("item-{i}"),
             title: format!("task {i}"),
             body: String::new(),
@@ -117,6 +118,7 @@ fn ids_of_any_text_are_claimed_each_under_a_ref_of_its_own() {
     let list: Vec<Item> = ids
         .iter()
         .map(|id| Item {
+            author: None,
             id: (*id).to_string(),
             title: format!("task {id}"),
             body: String::new(),

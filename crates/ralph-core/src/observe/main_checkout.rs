@@ -22,8 +22,45 @@ pub const MAX_FILE_BYTES: u64 = 256 * 1024;
 /// What the person is told to do about a check that reaches into the main
 /// checkout.
 pub const FIX: &str = "set worktreeSetup in .claude/ralph/config.json to a command that gives each \
-                       worktree its own environment (such as `python3 -m venv .venv && .venv/bin/pip \
-                       install -e .` for an editable install; docs/queue.md lists one per ecosystem)";
+                       worktree its own environment (docs/queue.md lists one per ecosystem)";
+
+/// [`FIX`] for the project at `root`, naming the setup of its own
+/// ecosystem as its files show it (a lockfile first): npm, pnpm, yarn,
+/// uv, a Python project (an editable install, or its requirements); the
+/// general advice where none is recognised.
+pub fn fix_for(root: &Path) -> String {
+    let has = |name: &str| root.join(name).is_file();
+    let setup = if has("uv.lock") {
+        Some(("uv sync --frozen", "uv's"))
+    } else if has("pnpm-lock.yaml") {
+        Some(("pnpm install --frozen-lockfile", "pnpm's"))
+    } else if has("yarn.lock") {
+        Some(("yarn install --frozen-lockfile", "yarn's"))
+    } else if has("package-lock.json") || has("npm-shrinkwrap.json") {
+        Some(("npm ci", "npm's"))
+    } else if has("package.json") {
+        Some(("npm install", "npm's"))
+    } else if has("pyproject.toml") || has("setup.py") {
+        Some((
+            "python3 -m venv .venv && .venv/bin/pip install -q -e .",
+            "an editable install in a virtual environment of the worktree's own",
+        ))
+    } else if has("requirements.txt") {
+        Some((
+            "python3 -m venv .venv && .venv/bin/pip install -q -r requirements.txt",
+            "a virtual environment of the worktree's own",
+        ))
+    } else {
+        None
+    };
+    match setup {
+        Some((command, what)) => format!(
+            "set worktreeSetup in .claude/ralph/config.json to a command that gives each worktree its own \
+             environment: here `{command}` ({what}; docs/queue.md lists one per ecosystem)"
+        ),
+        None => FIX.to_string(),
+    }
+}
 
 /// Everything a check of `worktree` run on `path` (its `PATH`, as the
 /// walls give it) reaches of the main checkout `project`: the editable
@@ -254,6 +291,55 @@ pub fn named_in_output(project: &Path, worktree: &Path, output: &str) -> Option<
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_fix_names_the_setup_of_the_project_s_own_ecosystem() {
+        let cases: [(&[&str], &str); 9] = [
+            (
+                &["package.json", "package-lock.json"],
+                "here `npm ci` (npm's",
+            ),
+            (
+                &["package.json", "pnpm-lock.yaml"],
+                "here `pnpm install --frozen-lockfile`",
+            ),
+            (
+                &["package.json", "yarn.lock"],
+                "here `yarn install --frozen-lockfile`",
+            ),
+            (&["package.json", "Makefile"], "here `npm install`"),
+            (&["pyproject.toml", "uv.lock"], "here `uv sync --frozen`"),
+            (
+                &["pyproject.toml"],
+                "here `python3 -m venv .venv && .venv/bin/pip install -q -e .`",
+            ),
+            (&["requirements.txt"], "pip install -q -r requirements.txt`"),
+            (
+                &["Makefile"],
+                "a command that gives each worktree its own environment (docs/queue.md",
+            ),
+            (
+                &["go.mod"],
+                "a command that gives each worktree its own environment (docs/queue.md",
+            ),
+        ];
+        for (files, said) in cases {
+            let dir = tempfile::TempDir::new().unwrap();
+            for file in files {
+                std::fs::write(dir.path().join(file), "").unwrap();
+            }
+            let fix = fix_for(dir.path());
+            assert!(fix.contains(said), "{files:?}: {fix}");
+            assert!(
+                files
+                    .iter()
+                    .any(|f| f.ends_with(".toml") || *f == "requirements.txt")
+                    || !fix.contains("venv"),
+                "no Python advice for {files:?}: {fix}"
+            );
+        }
+    }
+
     use super::*;
 
     /// A main checkout with a worktree and a virtual environment whose

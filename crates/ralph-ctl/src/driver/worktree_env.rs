@@ -206,7 +206,7 @@ fn fails_only_here(
             "worktreeSetup `{}` ran and did not give it: change it in .claude/ralph/config.json",
             setup.command
         ),
-        None => main_checkout::FIX.to_string(),
+        None => main_checkout::fix_for(&paths.root),
     };
     let tails: Vec<String> = failed
         .iter()

@@ -801,6 +801,12 @@ fn log_into_a_pipe_closed_early_ends_quietly() {
 
 /// A fake client that records its arguments, environment and stdin, then exits with `code`.
 fn fake_client(project: &TempProject, code: i32) -> String {
+    // The client's first run done in this home: an interactive run is not
+    // refused for its screens.
+    let config = project.home.join(".claude.json");
+    if !config.exists() {
+        std::fs::write(&config, r#"{"hasCompletedOnboarding": true}"#).unwrap();
+    }
     let path = project.path("fake-claude.sh");
     std::fs::write(
         &path,

@@ -1116,8 +1116,14 @@ fn ctl_lines_for_refused_starts() {
 /// what it printed, the binaries' folder as `[BIN]`. The sandbox is off, so that no check depends on what
 /// this machine has installed.
 fn doctor(name: &str, env: &[(&str, &str)]) -> String {
+    doctor_in(name, env, |_| {})
+}
+
+/// [`doctor`], with `home` (the project's HOME) set up first.
+fn doctor_in(name: &str, env: &[(&str, &str)], home: impl FnOnce(&TempProject)) -> String {
     let project = TempProject::new(name);
     project.init();
+    home(&project);
     write(
         project.path(".claude/ralph/config.json"),
         r#"{"sandbox": "off", "verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#,
@@ -1165,13 +1171,134 @@ fn doctor_on_a_subscription_login_says_what_headless_runs_draw_from() {
         text.contains("ok    billing: on a subscription login"),
         "{text}"
     );
+    // What is in force, with the day it was read and where to read it; the
+    // credit announced for 2026-06-15 was paused on that day.
+    assert!(
+        text.contains("draws from the plan's usage limits")
+            && text.contains("checked 2026-12-02")
+            && text.contains("help center"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("draws the plan's Agent SDK credit"),
+        "{text}"
+    );
     stable().bind(|| insta::assert_snapshot!("doctor_subscription", text));
+}
+
+#[test]
+fn doctor_sees_the_question_of_a_key_the_client_never_approved() {
+    // A subscription login, the client set up in this home, and an exported
+    // ANTHROPIC_API_KEY the client has no answer for: its terminal UI opens
+    // on "Detected a custom API key … Do you want to use this API key?".
+    let key = "sk-ant-api03-a-key-the-client-never-saw-0123456789";
+    let text = doctor_in(
+        "doctor-key-question",
+        &[
+            ("ANTHROPIC_API_KEY", key),
+            (
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "sk-ant-oat01-for-the-doctor-check",
+            ),
+        ],
+        |project| {
+            ralph_tests::interactive::write_first_run_config(
+                &project.home,
+                &project.root,
+                "sk-ant-another-key-approved-long-ago-000",
+            );
+        },
+    );
+    assert!(
+        text.contains("Detected a custom API key")
+            && text.contains("customApiKeyResponses")
+            && text.contains("`claude -p` (headless, fresh-context and queue runs) uses the key"),
+        "{text}"
+    );
+    stable().bind(|| insta::assert_snapshot!("doctor_key_question", text));
 }
 
 #[test]
 fn doctor_with_nothing_set() {
     let text = doctor("doctor-nothing", &[]);
     stable().bind(|| insta::assert_snapshot!("doctor_nothing_set", text));
+}
+
+#[test]
+fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
+    // A client that records that it ran: it must not.
+    let project = TempProject::new("screens-first");
+    let client = project.path("fake-claude");
+    write(
+        &client,
+        &format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.1.330 (Claude Code)'; exit 0; }}\n\
+             touch {}\nexit 1\n",
+            project.path("client-ran").display()
+        ),
+    );
+    fs::set_permissions(&client, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut text = String::new();
+    let mut show = |args: &[&str], env: &[(&str, &str)]| {
+        let run = Ctl::new(&project)
+            .args(args)
+            .env("RALPH_CLAUDE", client.to_str().unwrap())
+            .envs(env.iter().copied())
+            .run();
+        text.push_str(&format!(
+            "$ ralph-ctl {}  # exit {}\n{}{}\n",
+            args.join(" "),
+            run.code.unwrap_or(-1),
+            run.stdout,
+            run.stderr
+        ));
+        run
+    };
+    // A home where Claude Code never ran: refused before the loop or the
+    // client starts (the task is kept in PROMPT.md for the next start),
+    // the cause and the fixes named, no --resume.
+    let never_ran = show(&["run", "--task", "Add a README."], &[]);
+    never_ran.assert_code(3);
+    assert!(project.state().is_none(), "{never_ran:?}");
+    assert!(!project.path("client-ran").exists(), "{never_ran:?}");
+    assert!(!never_ran.stderr.contains("--resume"), "{never_ran:?}");
+    // A dry run says so.
+    let dry = Ctl::new(&project)
+        .args(["run", "--dry-run"])
+        .env("RALPH_CLAUDE", client.to_str().unwrap())
+        .run();
+    dry.assert_code(0).assert_stdout_has(&[
+        "warning: a real run would be refused: not started: the client's terminal UI would open",
+        "Claude Code has never run in this home",
+    ]);
+    // Installed, onboarding done, but an ANTHROPIC_API_KEY the client has
+    // no answer for: its first question, refused likewise.
+    project.init();
+    ralph_tests::interactive::write_first_run_config(
+        &project.home,
+        &project.root,
+        "sk-ant-another-key-approved-long-ago-000",
+    );
+    let key = [(
+        "ANTHROPIC_API_KEY",
+        "sk-ant-api03-never-asked-about-0123456789",
+    )];
+    let question = show(&["run"], &key);
+    question.assert_code(3);
+    assert!(project.state().is_none(), "nothing started: {question:?}");
+    // Headless runs meet neither: they start.
+    show(
+        &["run", "--headless", "--no-sandbox", "--max-iterations", "1"],
+        &key,
+    );
+    assert!(project.path("client-ran").exists(), "{text}");
+    fs::remove_file(project.path("client-ran")).unwrap();
+    // Once the client was answered, the interactive run starts.
+    ralph_tests::interactive::write_first_run_config(&project.home, &project.root, key[0].1);
+    show(&["run", "--reset", "--max-iterations", "1"], &key);
+    assert!(project.path("client-ran").exists(), "{text}");
+    let text = text.replace(&bins::bin_dir().display().to_string(), "[BIN]");
+    stable().bind(|| insta::assert_snapshot!("run_refused_before_first_screens", text));
 }
 
 // ------------------------------------------------------------ ralph-ctl check

@@ -1301,6 +1301,48 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
     stable().bind(|| insta::assert_snapshot!("run_refused_before_first_screens", text));
 }
 
+#[test]
+fn install_sh_without_cargo_says_what_to_install_and_how() {
+    // A PATH with what the script needs besides cargo, and no cargo: the
+    // message names what is missing and how to get it.
+    let project = TempProject::new("install-no-cargo");
+    let bin = project.path("bin-without-cargo");
+    fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/dirname", bin.join("dirname")).unwrap();
+    let script = bins::workspace_root().join("install.sh");
+    let home = project.path("home-without-rust");
+    fs::create_dir_all(&home).unwrap();
+    let mut text = String::new();
+    let mut show = |home: &Path, what: &str| {
+        let mut cmd = project.command(&script);
+        cmd.env("PATH", &bin)
+            .env("HOME", home)
+            .env_remove("CARGO_HOME");
+        let run =
+            ralph_tests::project::run_with_timeout(cmd, None, std::time::Duration::from_secs(30));
+        run.assert_code(1);
+        text.push_str(&format!(
+            "$ ./install.sh  # {what}, exit {}\n{}{}\n",
+            run.code.unwrap_or(-1),
+            run.stdout,
+            run.stderr.replace(&home.display().to_string(), "[HOME]")
+        ));
+    };
+    show(&home, "no Rust");
+    // rustup ran, but this shell has not its PATH yet.
+    let rustup_home = project.path("home-with-rustup");
+    fs::create_dir_all(rustup_home.join(".cargo/bin")).unwrap();
+    let cargo = rustup_home.join(".cargo/bin/cargo");
+    write(&cargo, "#!/bin/sh\nexit 0\n");
+    fs::set_permissions(&cargo, fs::Permissions::from_mode(0o755)).unwrap();
+    show(&rustup_home, "cargo in ~/.cargo/bin, not on PATH");
+    assert!(
+        text.contains("https://rustup.rs") && text.contains("3.5 minutes"),
+        "{text}"
+    );
+    stable().bind(|| insta::assert_snapshot!("install_sh_without_cargo", text));
+}
+
 // ------------------------------------------------------------ ralph-ctl check
 
 #[test]

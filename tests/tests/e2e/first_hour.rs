@@ -416,12 +416,8 @@ fn the_quick_start_runs_on(client: ClientVersion, kind: QuickStartProject) {
     let mut ran = Vec::new();
     for command in &commands {
         let line = command.as_str();
-        if line.starts_with("cargo install") {
-            // Needs the network: the install is install.sh's test's.
-            assert!(
-                line.contains("ralph-ctl") && line.contains("ralph-stop-hook"),
-                "{line}"
-            );
+        if line == "./install.sh" {
+            // A release build: install.sh has tests of its own (cli).
         } else if line == "cd your-project" {
             // The commands run in the project.
         } else if line.starts_with("ralph-ctl run --task") && line.contains("--dry-run") {

@@ -1343,6 +1343,101 @@ fn install_sh_without_cargo_says_what_to_install_and_how() {
     stable().bind(|| insta::assert_snapshot!("install_sh_without_cargo", text));
 }
 
+#[test]
+fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
+    // pytest only in the project's `.venv` (not activated), the system's
+    // python3 without it: every command that proposes the check proposes
+    // one that runs, from the first.
+    let project = TempProject::new("venv-check");
+    project.write("pyproject.toml", "[tool.pytest.ini_options]\n");
+    project.write("tests/test_a.py", "def test_a():\n    assert True\n");
+    project.make_venv();
+    let version = Command::new(project.path(".venv/bin/python"))
+        .args([
+            "-c",
+            "import sys; print(f'python{sys.version_info[0]}.{sys.version_info[1]}')",
+        ])
+        .output()
+        .unwrap();
+    let site = format!(
+        ".venv/lib/{}/site-packages/pytest",
+        String::from_utf8_lossy(&version.stdout).trim()
+    );
+    project.write(format!("{site}/__init__.py"), "");
+    project.write(
+        format!("{site}/__main__.py"),
+        "print('1 passed in 0.01s')\n",
+    );
+    // The system's python3, as this test wants it: with or without pytest.
+    let bin = project.path("system-bin");
+    fs::create_dir_all(&bin).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let system_python = |has_pytest: bool| {
+        write(
+            &bin.join("python3"),
+            &format!(
+                "#!/bin/sh\ncase \"$*\" in *pytest*) {};; esac\nexec /usr/bin/python3 \"$@\"\n",
+                if has_pytest {
+                    "exit 0"
+                } else {
+                    "echo \"$0: No module named pytest\" >&2; exit 1"
+                }
+            ),
+        );
+        fs::set_permissions(bin.join("python3"), fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    system_python(false);
+    let mut text = String::new();
+    let mut show = |args: &[&str], keep: &[&str]| {
+        let run = Ctl::new(&project)
+            .args(args)
+            .env("PATH", &path)
+            .env("RALPH_CLAUDE", "true")
+            .run();
+        let lines: Vec<&str> = run
+            .stdout
+            .lines()
+            .chain(run.stderr.lines())
+            .filter(|l| keep.iter().any(|k| l.contains(k)))
+            .collect();
+        text.push_str(&format!(
+            "$ ralph-ctl {}  # exit {}\n{}\n\n",
+            args.join(" "),
+            run.code.unwrap_or(-1),
+            lines.join("\n")
+        ));
+    };
+    show(&["doctor", "--no-check"], &["verify"]);
+    show(
+        &["run", "--task", "Make the tests pass.", "--dry-run"],
+        &["Completion check"],
+    );
+    show(&["init", "--yes"], &["Completion check"]);
+    show(&["doctor"], &["check:"]);
+    // With pytest in the system's python3 too, python3 stays the check.
+    system_python(true);
+    fs::remove_dir_all(project.path(".claude")).unwrap();
+    show(
+        &["run", "--task", "Make the tests pass.", "--dry-run"],
+        &["Completion check"],
+    );
+    let config = fs::read_to_string(project.path(".claude/ralph/config.json"));
+    assert!(config.is_err(), "a dry run writes nothing");
+    let (venv, system) = text.rsplit_once("$ ralph-ctl run").unwrap();
+    assert_eq!(
+        venv.matches("`.venv/bin/python -m pytest` (found").count()
+            + venv.matches("`.venv/bin/python -m pytest` (from").count(),
+        3,
+        "{text}"
+    );
+    assert!(
+        venv.contains("`.venv/bin/python -m pytest` passes"),
+        "{text}"
+    );
+    assert!(system.contains("`python3 -m pytest` (from"), "{text}");
+    stable().bind(|| insta::assert_snapshot!("venv_check_proposed", text));
+}
+
 // ------------------------------------------------------------ ralph-ctl check
 
 #[test]

@@ -1286,7 +1286,23 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
     let question = show(&["run"], &key);
     question.assert_code(3);
     assert!(project.state().is_none(), "nothing started: {question:?}");
-    // Headless runs meet neither: they start.
+    // Headless, with no login at all, the client exits at once: the cause
+    // is named, and the loop ends on it, suggesting no --resume before it
+    // is fixed.
+    let no_login = show(
+        &["run", "--headless", "--no-sandbox", "--max-iterations", "1"],
+        &[],
+    );
+    assert!(project.path("client-ran").exists(), "{text}");
+    fs::remove_file(project.path("client-ran")).unwrap();
+    assert!(
+        no_login.stderr.contains("Claude Code is not logged in")
+            && !no_login
+                .stderr
+                .contains("`ralph-ctl run --resume` goes on from iteration 1"),
+        "{no_login:?}"
+    );
+    // Headless runs meet neither screen: they start.
     show(
         &["run", "--headless", "--no-sandbox", "--max-iterations", "1"],
         &key,

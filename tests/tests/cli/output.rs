@@ -1302,10 +1302,21 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
                 .contains("`ralph-ctl run --resume` goes on from iteration 1"),
         "{no_login:?}"
     );
-    // Headless runs meet neither screen: they start.
-    show(
+    // Headless runs meet neither screen: they start, saying that with a
+    // subscription login beside the key, the key pays.
+    let headless = show(
         &["run", "--headless", "--no-sandbox", "--max-iterations", "1"],
-        &key,
+        &[
+            key[0],
+            ("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-for-the-start-line"),
+        ],
+    );
+    assert!(
+        headless.stderr.contains(
+            "billing: ANTHROPIC_API_KEY and a subscription login (the CLAUDE_CODE_OAUTH_TOKEN \
+             variable) are both set: `claude -p` (headless, fresh-context and queue runs) uses the key"
+        ),
+        "{headless:?}"
     );
     assert!(project.path("client-ran").exists(), "{text}");
     fs::remove_file(project.path("client-ran")).unwrap();

@@ -160,8 +160,8 @@ impl Setup {
             "ANTHROPIC_API_KEY and a subscription login ({subscription}) are both set: `claude -p` \
              (headless, fresh-context and queue runs) uses the key, billed per token at API rates, \
              not the plan (in -p the client takes the variable whatever it recorded of the key); \
-             unset ANTHROPIC_API_KEY for these runs to draw from the plan's usage limits instead. \
-             {}",
+             unset ANTHROPIC_API_KEY for these runs to draw from the plan's usage limits instead \
+             (docs/overnight.md). {}",
             self.interactive_key_use(subscription)
         ))
     }

@@ -1231,7 +1231,7 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
     let client = project.path("fake-claude");
     write(
         &client,
-        &format!(
+        format!(
             "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.1.330 (Claude Code)'; exit 0; }}\n\
              touch {}\nexit 1\n",
             project.path("client-ran").display()
@@ -1401,8 +1401,8 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
     let path = format!("{}:/usr/bin:/bin", bin.display());
     let system_python = |has_pytest: bool| {
         write(
-            &bin.join("python3"),
-            &format!(
+            bin.join("python3"),
+            format!(
                 "#!/bin/sh\ncase \"$*\" in *pytest*) {};; esac\nexec /usr/bin/python3 \"$@\"\n",
                 if has_pytest {
                     "exit 0"

@@ -351,6 +351,13 @@ fn verify_runs(paths: &ProjectPaths, config: &Config) -> Vec<Check> {
 fn login(setup: &crate::driver::first_run::Setup) -> Check {
     const NAME: &str = "login";
     match &setup.login {
+        // What an interactive run logs in with is the `API key` check's.
+        Some(login) if api_key(setup, Runs::Headless).is_some() => check(
+            NAME,
+            Verdict::Ok,
+            format!("headless runs log in with {login}; interactive runs: see `API key`"),
+            None,
+        ),
         Some(login) => check(NAME, Verdict::Ok, format!("logs in with {login}"), None),
         // On macOS the login may be in the keychain, which is not read.
         None if cfg!(target_os = "macos") => check(

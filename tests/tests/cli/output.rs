@@ -1116,8 +1116,14 @@ fn ctl_lines_for_refused_starts() {
 /// what it printed, the binaries' folder as `[BIN]`. The sandbox is off, so that no check depends on what
 /// this machine has installed.
 fn doctor(name: &str, env: &[(&str, &str)]) -> String {
+    doctor_in(name, env, |_| {})
+}
+
+/// [`doctor`], with `home` (the project's HOME) set up first.
+fn doctor_in(name: &str, env: &[(&str, &str)], home: impl FnOnce(&TempProject)) -> String {
     let project = TempProject::new(name);
     project.init();
+    home(&project);
     write(
         project.path(".claude/ralph/config.json"),
         r#"{"sandbox": "off", "verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#,
@@ -1165,13 +1171,298 @@ fn doctor_on_a_subscription_login_says_what_headless_runs_draw_from() {
         text.contains("ok    billing: on a subscription login"),
         "{text}"
     );
+    // What is in force, with the day it was read and where to read it; the
+    // credit announced for 2026-06-15 was paused on that day.
+    assert!(
+        text.contains("draws from the plan's usage limits")
+            && text.contains("checked 2026-12-02")
+            && text.contains("help center"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("draws the plan's Agent SDK credit"),
+        "{text}"
+    );
     stable().bind(|| insta::assert_snapshot!("doctor_subscription", text));
+}
+
+#[test]
+fn doctor_sees_the_question_of_a_key_the_client_never_approved() {
+    // A subscription login, the client set up in this home, and an exported
+    // ANTHROPIC_API_KEY the client has no answer for: its terminal UI opens
+    // on "Detected a custom API key … Do you want to use this API key?".
+    let key = "sk-ant-api03-a-key-the-client-never-saw-0123456789";
+    let text = doctor_in(
+        "doctor-key-question",
+        &[
+            ("ANTHROPIC_API_KEY", key),
+            (
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "sk-ant-oat01-for-the-doctor-check",
+            ),
+        ],
+        |project| {
+            ralph_tests::interactive::write_first_run_config(
+                &project.home,
+                &project.root,
+                "sk-ant-another-key-approved-long-ago-000",
+            );
+        },
+    );
+    assert!(
+        text.contains("Detected a custom API key")
+            && text.contains("customApiKeyResponses")
+            && text.contains("`claude -p` (headless, fresh-context and queue runs) uses the key"),
+        "{text}"
+    );
+    stable().bind(|| insta::assert_snapshot!("doctor_key_question", text));
 }
 
 #[test]
 fn doctor_with_nothing_set() {
     let text = doctor("doctor-nothing", &[]);
     stable().bind(|| insta::assert_snapshot!("doctor_nothing_set", text));
+}
+
+#[test]
+fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
+    // A client that records that it ran: it must not.
+    let project = TempProject::new("screens-first");
+    let client = project.path("fake-claude");
+    write(
+        &client,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.1.330 (Claude Code)'; exit 0; }}\n\
+             touch {}\nexit 1\n",
+            project.path("client-ran").display()
+        ),
+    );
+    fs::set_permissions(&client, fs::Permissions::from_mode(0o755)).unwrap();
+    let mut text = String::new();
+    let mut show = |args: &[&str], env: &[(&str, &str)]| {
+        let run = Ctl::new(&project)
+            .args(args)
+            .env("RALPH_CLAUDE", client.to_str().unwrap())
+            .envs(env.iter().copied())
+            .run();
+        text.push_str(&format!(
+            "$ ralph-ctl {}  # exit {}\n{}{}\n",
+            args.join(" "),
+            run.code.unwrap_or(-1),
+            run.stdout,
+            run.stderr
+        ));
+        run
+    };
+    // A home where Claude Code never ran: refused before the loop or the
+    // client starts (the task is kept in PROMPT.md for the next start),
+    // the cause and the fixes named, no --resume.
+    let never_ran = show(&["run", "--task", "Add a README."], &[]);
+    never_ran.assert_code(3);
+    assert!(project.state().is_none(), "{never_ran:?}");
+    assert!(!project.path("client-ran").exists(), "{never_ran:?}");
+    assert!(!never_ran.stderr.contains("--resume"), "{never_ran:?}");
+    // A dry run says so.
+    let dry = Ctl::new(&project)
+        .args(["run", "--dry-run"])
+        .env("RALPH_CLAUDE", client.to_str().unwrap())
+        .run();
+    dry.assert_code(0).assert_stdout_has(&[
+        "warning: a real run would be refused: not started: the client's terminal UI would open",
+        "Claude Code has never run in this home",
+    ]);
+    // Installed, onboarding done, but an ANTHROPIC_API_KEY the client has
+    // no answer for: its first question, refused likewise.
+    project.init();
+    ralph_tests::interactive::write_first_run_config(
+        &project.home,
+        &project.root,
+        "sk-ant-another-key-approved-long-ago-000",
+    );
+    let key = [(
+        "ANTHROPIC_API_KEY",
+        "sk-ant-api03-never-asked-about-0123456789",
+    )];
+    let question = show(&["run"], &key);
+    question.assert_code(3);
+    assert!(project.state().is_none(), "nothing started: {question:?}");
+    // Headless, with no login at all, the client exits at once: the cause
+    // is named, and the loop ends on it, suggesting no --resume before it
+    // is fixed.
+    let no_login = show(
+        &["run", "--headless", "--no-sandbox", "--max-iterations", "1"],
+        &[],
+    );
+    assert!(project.path("client-ran").exists(), "{text}");
+    fs::remove_file(project.path("client-ran")).unwrap();
+    assert!(
+        no_login.stderr.contains("Claude Code is not logged in")
+            && !no_login
+                .stderr
+                .contains("`ralph-ctl run --resume` goes on from iteration 1"),
+        "{no_login:?}"
+    );
+    // Headless runs meet neither screen: they start, saying that with a
+    // subscription login beside the key, the key pays.
+    let headless = show(
+        &["run", "--headless", "--no-sandbox", "--max-iterations", "1"],
+        &[
+            key[0],
+            ("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-for-the-start-line"),
+        ],
+    );
+    assert!(
+        headless.stderr.contains(
+            "billing: ANTHROPIC_API_KEY and a subscription login (the CLAUDE_CODE_OAUTH_TOKEN \
+             variable) are both set: `claude -p` (headless, fresh-context and queue runs) uses the key"
+        ),
+        "{headless:?}"
+    );
+    assert!(project.path("client-ran").exists(), "{text}");
+    fs::remove_file(project.path("client-ran")).unwrap();
+    // Once the client was answered, the interactive run starts.
+    ralph_tests::interactive::write_first_run_config(&project.home, &project.root, key[0].1);
+    show(&["run", "--reset", "--max-iterations", "1"], &key);
+    assert!(project.path("client-ran").exists(), "{text}");
+    let text = text.replace(&bins::bin_dir().display().to_string(), "[BIN]");
+    stable().bind(|| insta::assert_snapshot!("run_refused_before_first_screens", text));
+}
+
+#[test]
+fn install_sh_without_cargo_says_what_to_install_and_how() {
+    // A PATH with what the script needs besides cargo, and no cargo: the
+    // message names what is missing and how to get it.
+    let project = TempProject::new("install-no-cargo");
+    let bin = project.path("bin-without-cargo");
+    fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/dirname", bin.join("dirname")).unwrap();
+    let script = bins::workspace_root().join("install.sh");
+    let home = project.path("home-without-rust");
+    fs::create_dir_all(&home).unwrap();
+    let mut text = String::new();
+    let mut show = |home: &Path, what: &str| {
+        let mut cmd = project.command(&script);
+        cmd.env("PATH", &bin)
+            .env("HOME", home)
+            .env_remove("CARGO_HOME");
+        let run =
+            ralph_tests::project::run_with_timeout(cmd, None, std::time::Duration::from_secs(30));
+        run.assert_code(1);
+        text.push_str(&format!(
+            "$ ./install.sh  # {what}, exit {}\n{}{}\n",
+            run.code.unwrap_or(-1),
+            run.stdout,
+            run.stderr.replace(&home.display().to_string(), "[HOME]")
+        ));
+    };
+    show(&home, "no Rust");
+    // rustup ran, but this shell has not its PATH yet.
+    let rustup_home = project.path("home-with-rustup");
+    fs::create_dir_all(rustup_home.join(".cargo/bin")).unwrap();
+    let cargo = rustup_home.join(".cargo/bin/cargo");
+    write(&cargo, "#!/bin/sh\nexit 0\n");
+    fs::set_permissions(&cargo, fs::Permissions::from_mode(0o755)).unwrap();
+    show(&rustup_home, "cargo in ~/.cargo/bin, not on PATH");
+    assert!(
+        text.contains("https://rustup.rs") && text.contains("3.5 minutes"),
+        "{text}"
+    );
+    stable().bind(|| insta::assert_snapshot!("install_sh_without_cargo", text));
+}
+
+#[test]
+fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
+    // pytest only in the project's `.venv` (not activated), the system's
+    // python3 without it: every command that proposes the check proposes
+    // one that runs, from the first.
+    let project = TempProject::new("venv-check");
+    project.write("pyproject.toml", "[tool.pytest.ini_options]\n");
+    project.write("tests/test_a.py", "def test_a():\n    assert True\n");
+    project.make_venv();
+    let version = Command::new(project.path(".venv/bin/python"))
+        .args([
+            "-c",
+            "import sys; print(f'python{sys.version_info[0]}.{sys.version_info[1]}')",
+        ])
+        .output()
+        .unwrap();
+    let site = format!(
+        ".venv/lib/{}/site-packages/pytest",
+        String::from_utf8_lossy(&version.stdout).trim()
+    );
+    project.write(format!("{site}/__init__.py"), "");
+    project.write(
+        format!("{site}/__main__.py"),
+        "print('1 passed in 0.01s')\n",
+    );
+    // The system's python3, as this test wants it: with or without pytest.
+    let bin = project.path("system-bin");
+    fs::create_dir_all(&bin).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let system_python = |has_pytest: bool| {
+        write(
+            bin.join("python3"),
+            format!(
+                "#!/bin/sh\ncase \"$*\" in *pytest*) {};; esac\nexec /usr/bin/python3 \"$@\"\n",
+                if has_pytest {
+                    "exit 0"
+                } else {
+                    "echo \"$0: No module named pytest\" >&2; exit 1"
+                }
+            ),
+        );
+        fs::set_permissions(bin.join("python3"), fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    system_python(false);
+    let mut text = String::new();
+    let mut show = |args: &[&str], keep: &[&str]| {
+        let run = Ctl::new(&project)
+            .args(args)
+            .env("PATH", &path)
+            .env("RALPH_CLAUDE", "true")
+            .run();
+        let lines: Vec<&str> = run
+            .stdout
+            .lines()
+            .chain(run.stderr.lines())
+            .filter(|l| keep.iter().any(|k| l.contains(k)))
+            .collect();
+        text.push_str(&format!(
+            "$ ralph-ctl {}  # exit {}\n{}\n\n",
+            args.join(" "),
+            run.code.unwrap_or(-1),
+            lines.join("\n")
+        ));
+    };
+    show(&["doctor", "--no-check"], &["verify"]);
+    show(
+        &["run", "--task", "Make the tests pass.", "--dry-run"],
+        &["Completion check"],
+    );
+    show(&["init", "--yes"], &["Completion check"]);
+    show(&["doctor"], &["check:"]);
+    // With pytest in the system's python3 too, python3 stays the check.
+    system_python(true);
+    fs::remove_dir_all(project.path(".claude")).unwrap();
+    show(
+        &["run", "--task", "Make the tests pass.", "--dry-run"],
+        &["Completion check"],
+    );
+    let config = fs::read_to_string(project.path(".claude/ralph/config.json"));
+    assert!(config.is_err(), "a dry run writes nothing");
+    let (venv, system) = text.rsplit_once("$ ralph-ctl run").unwrap();
+    assert_eq!(
+        venv.matches("`.venv/bin/python -m pytest` (found").count()
+            + venv.matches("`.venv/bin/python -m pytest` (from").count(),
+        3,
+        "{text}"
+    );
+    assert!(
+        venv.contains("`.venv/bin/python -m pytest` passes"),
+        "{text}"
+    );
+    assert!(system.contains("`python3 -m pytest` (from"), "{text}");
+    stable().bind(|| insta::assert_snapshot!("venv_check_proposed", text));
 }
 
 // ------------------------------------------------------------ ralph-ctl check

@@ -209,9 +209,12 @@ fn the_starter_formula_runs_to_complete_in_a_python_project(client: ClientVersio
 }
 
 #[ralph_tests::on_both_clients]
-fn an_interactive_client_that_never_ran_here_is_named_as_the_cause(client: ClientVersion) {
-    // A home where Claude Code never ran: no ~/.claude.json. Both clients
-    // then exit 1 at once (they cannot reach the public API host here).
+fn an_interactive_run_in_a_home_where_the_client_never_ran_is_refused(client: ClientVersion) {
+    // A home where Claude Code never ran: no ~/.claude.json. The client's
+    // terminal UI would open on its first-run screens (here, with no route
+    // to the public API host, both exit 1 at once): the launcher does not
+    // start it, names the cause and the fixes, and suggests no --resume,
+    // which would meet the same screens.
     let _serial = crate::one_terminal_ui_at_a_time();
     let project = TempProject::new("first-run");
     project.init();
@@ -226,14 +229,19 @@ fn an_interactive_client_that_never_ran_here_is_named_as_the_cause(client: Clien
     let run = term.finish(Duration::from_millis(100));
     assert!(exited, "the client waited: {}", run.screen);
     assert!(
-        // The clients write their config at start: the screens are what is missing.
-        run.stderr.contains(
-            "Claude Code exited at once: Claude Code's first-run screens were not completed"
-        ) && run.stderr.contains("run `claude` once in a terminal"),
+        run.stderr
+            .contains("not started: the client's terminal UI would open on questions")
+            && run
+                .stderr
+                .contains("Claude Code has never run in this home")
+            && run.stderr.contains("run `claude` once in a terminal")
+            && run.stderr.contains("ralph-ctl run --headless")
+            && !run.stderr.contains("--resume"),
         "{}\nscreen:\n{}",
         run.stderr,
         run.screen
     );
+    assert!(project.state().is_none(), "no loop was started");
     assert!(api.main_requests().is_empty());
 }
 
@@ -408,12 +416,8 @@ fn the_quick_start_runs_on(client: ClientVersion, kind: QuickStartProject) {
     let mut ran = Vec::new();
     for command in &commands {
         let line = command.as_str();
-        if line.starts_with("cargo install") {
-            // Needs the network: the install is install.sh's test's.
-            assert!(
-                line.contains("ralph-ctl") && line.contains("ralph-stop-hook"),
-                "{line}"
-            );
+        if line == "./install.sh" {
+            // A release build: install.sh has tests of its own (cli).
         } else if line == "cd your-project" {
             // The commands run in the project.
         } else if line.starts_with("ralph-ctl run --task") && line.contains("--dry-run") {

@@ -699,9 +699,13 @@ fn queue_on(real: &Real, uid: Option<u32>) {
     assert_eq!(run.code, Some(23), "one item landed, one did not: {said}");
 }
 
-/// toolz as its user left it: pytest only in `.venv`, not active.
+/// toolz as its user left it: pytest only in `.venv`, not active. `init`
+/// then takes the venv's Python as the check; its user sets
+/// `python3 -m pytest` instead.
 const TOOLZ_VENV_NOT_ACTIVE: Real = Real {
     activated: false,
+    check: ".venv/bin/python -m pytest",
+    verify: Some("python3 -m pytest"),
     ..TOOLZ
 };
 

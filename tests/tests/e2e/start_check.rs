@@ -26,7 +26,8 @@ const PYTEST_MAIN: &str = "print('1 passed in 0.01s')\n";
 
 /// A git project whose tests pytest runs (`pyproject.toml` says so), with a
 /// `.venv` made by `python3 -m venv` that alone has pytest; ralph installed
-/// by `init --yes`, which takes `python3 -m pytest` as the check.
+/// by `init --yes`, which takes the venv's Python as the check, then the
+/// check set by hand to `python3 -m pytest`, which cannot run.
 fn project_with_pytest_in_a_venv(name: &str) -> TempProject {
     let project = TempProject::new(name);
     project.write("pyproject.toml", "[tool.pytest.ini_options]\n");
@@ -49,7 +50,13 @@ fn project_with_pytest_in_a_venv(name: &str) -> TempProject {
     project.write(format!("{site}/__main__.py"), PYTEST_MAIN);
     let init = project.ctl(&["init", "--yes"], &[]);
     init.assert_code(0);
-    init.assert_stdout_has(&["Completion check: `python3 -m pytest`"]);
+    init.assert_stdout_has(&[
+        "Completion check: `.venv/bin/python -m pytest` (from the project's pytest configuration; \
+         pytest is installed in .venv, not for python3)",
+    ]);
+    let by_hand = project.ctl(&["init", "--verify", "python3 -m pytest"], &[]);
+    by_hand.assert_code(0);
+    by_hand.assert_stdout_has(&["Completion check: `python3 -m pytest`"]);
     project.write_prompt(TEST_TASK);
     project
 }

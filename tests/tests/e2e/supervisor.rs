@@ -995,7 +995,7 @@ fn killed_launcher_leaves_no_client(client: ClientVersion, fresh: bool) {
 #[test]
 fn a_limit_that_resets_days_away_leaves_the_loop_paused_for_the_person() {
     // A subscription's headless run, refused by a limit that resets three
-    // days on (a weekly limit; a plan's monthly credit resets later still):
+    // days on (a weekly limit):
     // the start said what the run draws from, and the supervisor does not
     // sit out the wait: the loop stays paused (exit 14), the reset named.
     let client = ClientVersion::V2_1_330;
@@ -1008,7 +1008,8 @@ fn a_limit_that_resets_days_away_leaves_the_loop_paused_for_the_person() {
     assert!(outcome.run.elapsed < Duration::from_secs(60), "{evidence}");
     outcome.run.assert_stderr_has(&[
         "billing: on a subscription login, `claude -p` (headless, fresh-context and queue runs) \
-         draws the plan's Agent SDK credit, billed at API rates",
+         draws from the plan's usage limits",
+        "(checked 2026-12-02",
         "more than 24 h away (maxResumeWaitHours): `ralph-ctl run --resume` once it has reset",
     ]);
     let log = log_entries(&scenario);

@@ -252,7 +252,7 @@ pub struct SupervisionConfig {
     pub max_auto_resumes: u32,
     /// The longest wait for an API limit's reset before the supervisor
     /// leaves the loop paused for the person instead (`maxResumeWaitHours`):
-    /// a plan's monthly credit or weekly limit may reset weeks away.
+    /// a plan's weekly limit may reset days away.
     pub max_resume_wait_hours: u32,
     /// The loop's cost budget.
     pub max_cost: Option<Usd>,

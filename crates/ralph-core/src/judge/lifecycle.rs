@@ -1014,7 +1014,7 @@ mod tests {
             plan_resume(&conservative, &limited, now),
             ResumePlan::ResumeAt { at, .. } if at == now + 7
         ));
-        // A reset weeks away (a plan's monthly credit) is not waited for:
+        // A reset weeks away is not waited for:
         // the loop stays paused for the person, the reset named.
         let month = paused(PauseKind::RateLimit, Some("2026-12-15T00:00:00Z"));
         assert!(matches!(

@@ -357,6 +357,16 @@ fn no_tests_collected(code: i32, output: &str, result: &VerifyResult) -> Option<
 }
 
 /// The first of the project's virtual environments (a folder of
+/// [`VENV_FOLDERS`] with a `pyvenv.cfg` and a `bin/python`) that has
+/// `module` installed, by name (`.venv`): what a Python check of the
+/// project can run with when the system's Python has not the module.
+pub fn venv_with_module(root: &Path, module: &str) -> Option<String> {
+    venv_with(root, |venv| {
+        venv.join("bin").join("python").exists() && module_in_venv(venv, module)
+    })
+}
+
+/// The first of the project's virtual environments (a folder of
 /// [`VENV_FOLDERS`] with a `pyvenv.cfg`) for which `has` holds, by name.
 fn venv_with(root: &Path, has: impl Fn(&Path) -> bool) -> Option<String> {
     VENV_FOLDERS.iter().find_map(|name| {

@@ -252,14 +252,10 @@ pub(crate) fn all(paths: &ProjectPaths, runs: Runs, runs_checks: bool) -> Vec<Ch
     checks.push(client_check);
     let setup = crate::driver::first_run::Setup::probe(&paths.root);
     checks.push(login(&setup));
-    if setup.subscription {
-        checks.push(check(
-            "billing",
-            Verdict::Ok,
-            crate::driver::first_run::SUBSCRIPTION_BILLING.to_string(),
-            None,
-        ));
+    if let Some(billing) = setup.headless_billing() {
+        checks.push(check("billing", Verdict::Ok, billing, None));
     }
+    checks.extend(api_key(&setup, runs));
     checks.push(first_run(&setup, runs));
     checks.push(folder_trust(&setup, runs));
     if let Ok(config) = &config {
@@ -355,6 +351,13 @@ fn verify_runs(paths: &ProjectPaths, config: &Config) -> Vec<Check> {
 fn login(setup: &crate::driver::first_run::Setup) -> Check {
     const NAME: &str = "login";
     match &setup.login {
+        // What an interactive run logs in with is the `API key` check's.
+        Some(login) if api_key(setup, Runs::Headless).is_some() => check(
+            NAME,
+            Verdict::Ok,
+            format!("headless runs log in with {login}; interactive runs: see `API key`"),
+            None,
+        ),
         Some(login) => check(NAME, Verdict::Ok, format!("logs in with {login}"), None),
         // On macOS the login may be in the keychain, which is not read.
         None if cfg!(target_os = "macos") => check(
@@ -374,6 +377,47 @@ fn login(setup: &crate::driver::first_run::Setup) -> Check {
                     .into(),
             ),
         ),
+    }
+}
+
+/// What an interactive run does with `ANTHROPIC_API_KEY`: the client's
+/// terminal UI asks first whether to use a key it has no answer for, and
+/// uses a declined key's other login (`claude -p` never asks).
+fn api_key(setup: &crate::driver::first_run::Setup, runs: Runs) -> Option<Check> {
+    use crate::driver::first_run::KeyAnswer;
+    const NAME: &str = "API key";
+    if let Some(question) = setup.key_question() {
+        return Some(check(
+            NAME,
+            runs.interactive_only(),
+            format!(
+                "{} (headless runs use the key without asking)",
+                question.what
+            ),
+            Some(question.fix),
+        ));
+    }
+    match (setup.api_key?, &setup.subscription_login) {
+        (KeyAnswer::Declined, Some(other)) => Some(check(
+            NAME,
+            Verdict::Ok,
+            format!(
+                "you declined ANTHROPIC_API_KEY in the client: interactive runs log in with \
+                 {other}, headless runs with the key"
+            ),
+            None,
+        )),
+        (KeyAnswer::Declined, None) if !cfg!(target_os = "macos") => Some(check(
+            NAME,
+            runs.interactive_only(),
+            format!(
+                "you declined ANTHROPIC_API_KEY in the client ({}): interactive runs have no \
+                 login (headless runs use the key)",
+                setup.config_file.display()
+            ),
+            Some("approve the key in `claude` (/config, \"Use custom API key\"), or log in".into()),
+        )),
+        _ => None,
     }
 }
 

@@ -22,14 +22,37 @@ pub(crate) struct Setup {
     pub(crate) has_config: bool,
     /// Onboarding (the theme, the first screens) was completed.
     pub(crate) onboarded: bool,
-    /// How the client logs in, when something was found.
+    /// How the client logs in, when something was found (for `claude -p`,
+    /// which takes `ANTHROPIC_API_KEY` whenever it is set).
     pub(crate) login: Option<String>,
-    /// The login is a subscription's (a Claude plan's OAuth token, in the
-    /// environment or stored by the client), not an API key or a cloud
-    /// provider: `claude -p` then draws the plan's Agent SDK credit.
+    /// `claude -p` logs in with a subscription (a Claude plan's OAuth
+    /// token, in the environment or stored by the client), not an API key
+    /// or a cloud provider: it then draws from the plan's usage limits.
     pub(crate) subscription: bool,
+    /// A subscription login there is, described, whether or not an API key
+    /// goes first.
+    pub(crate) subscription_login: Option<String>,
+    /// `ANTHROPIC_API_KEY` is set (and the client talks to Anthropic, not a
+    /// cloud provider): what the client recorded of it.
+    pub(crate) api_key: Option<KeyAnswer>,
     /// The project folder (or a folder above it) was trusted.
     pub(crate) trusted: bool,
+}
+
+/// What the client recorded of the `ANTHROPIC_API_KEY` it was given, in
+/// `customApiKeyResponses` of its global config (the key's last 20
+/// characters in `approved` or `rejected`). Its terminal UI uses the key
+/// only when approved and asks at start when neither; `claude -p` uses the
+/// key whatever was recorded (2.0.77 and 2.1.330 alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyAnswer {
+    /// The person said yes: interactive runs use the key.
+    Approved,
+    /// The person said no: interactive runs use the client's other login.
+    Declined,
+    /// Never asked: the terminal UI opens on "Detected a custom API key …
+    /// Do you want to use this API key?", defaulting to No.
+    NotAsked,
 }
 
 /// One thing the person still has to do, with the fix.
@@ -64,13 +87,21 @@ impl Setup {
         let config = read_json(&config_file);
         let settings = read_json(&config_dir.join("settings.json"));
         let credentials = config_dir.join(".credentials.json");
-        let subscription = env("ANTHROPIC_API_KEY").is_none()
-            && env("ANTHROPIC_AUTH_TOKEN").is_none()
-            && !["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"]
-                .iter()
-                .any(|v| env(v).is_some())
-            && (env("CLAUDE_CODE_OAUTH_TOKEN").is_some()
-                || read_json(&credentials).is_some_and(|c| c.get("claudeAiOauth").is_some()));
+        let cloud = ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"]
+            .iter()
+            .any(|v| env(v).is_some());
+        let subscription_login = if env("CLAUDE_CODE_OAUTH_TOKEN").is_some() {
+            Some("the CLAUDE_CODE_OAUTH_TOKEN variable".to_string())
+        } else if read_json(&credentials).is_some_and(|c| c.get("claudeAiOauth").is_some()) {
+            Some(format!("the login in {}", credentials.display()))
+        } else {
+            None
+        }
+        .filter(|_| !cloud && env("ANTHROPIC_AUTH_TOKEN").is_none());
+        let subscription = env("ANTHROPIC_API_KEY").is_none() && subscription_login.is_some();
+        let api_key = env("ANTHROPIC_API_KEY")
+            .filter(|_| !cloud)
+            .map(|key| key_answer(config.as_ref(), &key.to_string_lossy()));
         let login = if env("ANTHROPIC_API_KEY").is_some() {
             Some("the ANTHROPIC_API_KEY variable".to_string())
         } else if env("CLAUDE_CODE_OAUTH_TOKEN").is_some() {
@@ -110,8 +141,106 @@ impl Setup {
             trusted: config.as_ref().is_some_and(|c| trusted(c, project)),
             login,
             subscription,
+            subscription_login,
+            api_key,
             config_file,
         }
+    }
+
+    /// What runs of `claude -p` (headless, fresh-context, queue) are billed
+    /// to, when a subscription login is involved (said at their start and
+    /// by `doctor`); none with only an API key or a cloud provider.
+    pub(crate) fn headless_billing(&self) -> Option<String> {
+        if self.subscription {
+            return Some(SUBSCRIPTION_BILLING.to_string());
+        }
+        let subscription = self.subscription_login.as_ref()?;
+        self.api_key?;
+        Some(format!(
+            "ANTHROPIC_API_KEY and a subscription login ({subscription}) are both set: `claude -p` \
+             (headless, fresh-context and queue runs) uses the key, billed per token at API rates, \
+             not the plan (in -p the client takes the variable whatever it recorded of the key); \
+             unset ANTHROPIC_API_KEY for these runs to draw from the plan's usage limits instead \
+             (docs/overnight.md). {}",
+            self.interactive_key_use(subscription)
+        ))
+    }
+
+    /// Which login an interactive run uses, `ANTHROPIC_API_KEY` being set
+    /// beside `other` (a sentence).
+    fn interactive_key_use(&self, other: &str) -> String {
+        match self.api_key {
+            Some(KeyAnswer::Approved) => {
+                "An interactive run uses the key too: you approved it in the client".to_string()
+            }
+            Some(KeyAnswer::Declined) => {
+                format!("An interactive run uses {other}: you declined the key in the client")
+            }
+            _ => format!(
+                "An interactive run asks first which to use (\"Detected a custom API key\"), \
+                 and its default, No, uses {other}"
+            ),
+        }
+    }
+
+    /// The question an interactive run opens on about `ANTHROPIC_API_KEY`,
+    /// when the client never recorded an answer for it (in a home where it
+    /// never ran, it is one of the first-run screens).
+    pub(crate) fn key_question(&self) -> Option<Missing> {
+        if self.api_key != Some(KeyAnswer::NotAsked) || !self.has_config {
+            return None;
+        }
+        let (default, fix) = match &self.subscription_login {
+            Some(login) => (
+                format!("uses {login}, not the key"),
+                "run `claude` once in a terminal with this ANTHROPIC_API_KEY set and answer it \
+                 (Yes: the key pays for interactive runs; No: the subscription does), or unset \
+                 ANTHROPIC_API_KEY",
+            ),
+            None => (
+                "leaves the client without a login".to_string(),
+                "run `claude` once in a terminal with this ANTHROPIC_API_KEY set and answer Yes",
+            ),
+        };
+        Some(Missing {
+            what: format!(
+                "the client has no answer recorded for this ANTHROPIC_API_KEY (customApiKeyResponses \
+                 in {}): an interactive run opens on \"Detected a custom API key … Do you want to \
+                 use this API key?\", which nobody answers in an unattended run; its default, No, \
+                 {default}",
+                self.config_file.display()
+            ),
+            fix: fix.to_string(),
+        })
+    }
+
+    /// The screens the client's terminal UI opens on before it takes a
+    /// prompt, which no loop answers (its first run, the question of an
+    /// `ANTHROPIC_API_KEY` it has no answer for): empty when there are none.
+    pub(crate) fn first_screens(&self) -> Vec<Missing> {
+        let first_run = "run `claude` once in a terminal, in this project's folder, and answer its \
+                         questions (log in, theme, trust the folder)";
+        if !self.has_config {
+            return vec![Missing {
+                what: format!(
+                    "Claude Code has never run in this home ({} does not exist)",
+                    self.config_file.display()
+                ),
+                fix: first_run.to_string(),
+            }];
+        }
+        let mut missing = Vec::new();
+        if !self.onboarded {
+            missing.push(Missing {
+                what: format!(
+                    "Claude Code's first-run screens were not completed ({} has no hasCompletedOnboarding)",
+                    self.config_file.display()
+                ),
+                fix: first_run.to_string(),
+            });
+        }
+        missing.extend(self.key_question());
+        missing
     }
 
     /// What the person still has to do before a run of the client, first
@@ -120,29 +249,13 @@ impl Setup {
     /// only the login. On macOS the login may be in the keychain, which is
     /// not read: no login found is said only elsewhere.
     pub(crate) fn missing_for(&self, headless: bool) -> Vec<Missing> {
-        let first_run = "run `claude` once in a terminal, in this project's folder, and answer its \
-                         questions (log in, theme, trust the folder)";
-        let mut missing = Vec::new();
-        if !headless {
-            if !self.has_config {
-                missing.push(Missing {
-                    what: format!(
-                        "Claude Code has never run in this home ({} does not exist)",
-                        self.config_file.display()
-                    ),
-                    fix: first_run.to_string(),
-                });
-                return missing;
-            }
-            if !self.onboarded {
-                missing.push(Missing {
-                    what: format!(
-                        "Claude Code's first-run screens were not completed ({} has no hasCompletedOnboarding)",
-                        self.config_file.display()
-                    ),
-                    fix: first_run.to_string(),
-                });
-            }
+        let mut missing = if headless {
+            Vec::new()
+        } else {
+            self.first_screens()
+        };
+        if !headless && !self.has_config {
+            return missing;
         }
         if self.login.is_none() && !cfg!(target_os = "macos") {
             missing.push(Missing {
@@ -153,6 +266,31 @@ impl Setup {
             });
         }
         missing
+    }
+}
+
+/// What the client recorded of `key` in `config` (the clients' rule: the
+/// key's last 20 characters, after trimming it, in
+/// `customApiKeyResponses.approved` or `.rejected`).
+fn key_answer(config: Option<&Value>, key: &str) -> KeyAnswer {
+    let key = key.trim();
+    let tail: String = {
+        let chars: Vec<char> = key.chars().collect();
+        chars[chars.len().saturating_sub(20)..].iter().collect()
+    };
+    let listed = |list: &str| {
+        config
+            .and_then(|c| c.get("customApiKeyResponses"))
+            .and_then(|r| r.get(list))
+            .and_then(Value::as_array)
+            .is_some_and(|keys| keys.iter().any(|k| k.as_str() == Some(tail.as_str())))
+    };
+    if listed("approved") {
+        KeyAnswer::Approved
+    } else if listed("rejected") {
+        KeyAnswer::Declined
+    } else {
+        KeyAnswer::NotAsked
     }
 }
 
@@ -183,12 +321,15 @@ fn read_json(path: &Path) -> Option<Value> {
 }
 
 /// What a subscription login costs runs that start `claude -p` (headless,
-/// fresh, queue): said at their start and by `doctor`.
+/// fresh, queue): said at their start and by `doctor`. What is in force,
+/// with the day it was last read and where: a separate Agent SDK credit
+/// was announced in May 2026 for 2026-06-15 and paused on that day.
 pub(crate) const SUBSCRIPTION_BILLING: &str = "on a subscription login, `claude -p` (headless, \
-    fresh-context and queue runs) draws the plan's Agent SDK credit, billed at API rates, not \
-    the plan's usage limits; a loop in your own session (`/ralph-loop`, an interactive run) uses \
-    the plan's limits. When the credit runs out, the run ends or stays paused for you \
-    (docs/overnight.md)";
+    fresh-context and queue runs) draws from the plan's usage limits, as a loop in your own \
+    session does (checked 2026-12-02 in Anthropic's help center article on using the Agent SDK \
+    with a Claude plan: the separate monthly Agent SDK credit announced for 2026-06-15 was paused \
+    that day, and notice is to come before any change). A limit reached pauses the run until it \
+    resets (docs/overnight.md)";
 
 #[cfg(test)]
 mod tests {
@@ -201,6 +342,8 @@ mod tests {
             onboarded,
             login: login.then(|| "a key".to_string()),
             subscription: false,
+            subscription_login: None,
+            api_key: None,
             trusted: false,
         }
     }
@@ -228,6 +371,42 @@ mod tests {
                     .contains("not logged in")
             );
         }
+    }
+
+    #[test]
+    fn a_key_s_answer_is_read_by_its_last_20_characters() {
+        let key = "sk-ant-api03-0123456789abcdefghijKLMNOPQRST";
+        let config = |list: &str| serde_json::json!({"customApiKeyResponses": {list: ["abcdefghijKLMNOPQRST"]}});
+        assert_eq!(
+            key_answer(Some(&config("approved")), key),
+            KeyAnswer::Approved
+        );
+        assert_eq!(
+            key_answer(Some(&config("rejected")), key),
+            KeyAnswer::Declined
+        );
+        // 2.1.330 trims the key before it takes the tail.
+        let padded = format!("  {key}\n");
+        assert_eq!(
+            key_answer(Some(&config("approved")), &padded),
+            KeyAnswer::Approved
+        );
+        assert_eq!(
+            key_answer(Some(&config("approved")), "sk-other"),
+            KeyAnswer::NotAsked
+        );
+        assert_eq!(key_answer(None, key), KeyAnswer::NotAsked);
+        // The question comes only in a home where the client ran (before,
+        // it is one of the first-run screens).
+        let mut asked = setup(true, true, true);
+        asked.api_key = Some(KeyAnswer::NotAsked);
+        assert!(
+            asked.first_screens()[0]
+                .what
+                .contains("Detected a custom API key")
+        );
+        asked.has_config = false;
+        assert!(asked.key_question().is_none());
     }
 
     #[test]

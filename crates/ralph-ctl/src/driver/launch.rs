@@ -447,7 +447,8 @@ impl Driver<'_> {
                 worktree.branch
             ));
         }
-        self.name_a_first_run_not_done(&supervision, result.as_ref(), iteration_started);
+        let setup_missing =
+            self.name_a_first_run_not_done(&supervision, result.as_ref(), iteration_started);
         // A fresh iteration's cost was added when it was concluded.
         let charged =
             self.mode.fresh() && result.as_ref().is_some_and(|r| turn_ended(&supervision, r));
@@ -461,6 +462,7 @@ impl Driver<'_> {
                 headless: self.mode.headless(),
                 session_cost: self.session_cost,
                 last_stop_before,
+                setup_missing,
             },
         )?;
         let waiting = matches!(&ending, Found::Loop(state) if state.status == Status::Waiting || state.answered());
@@ -695,27 +697,32 @@ impl Driver<'_> {
     }
 
     /// A client that failed before its first answer may be one whose
-    /// first run was never done in this home: that is the cause to name.
+    /// first run was never done in this home, or that cannot log in: that
+    /// is the cause to name, and the loop's end (a `--resume` before it is
+    /// fixed would meet it again). `None` when nothing was missing.
     fn name_a_first_run_not_done(
         &self,
         supervision: &Supervision,
         result: Option<&result::ClientResult>,
         iteration_started: std::time::Instant,
-    ) {
-        if supervision.signal.is_none()
-            && supervision.exit != client::ClientExit::Code(0)
-            && result.is_none()
-            && iteration_started.elapsed() < FIRST_RUN_WINDOW
+    ) -> Option<String> {
+        if supervision.signal.is_some()
+            || supervision.exit == client::ClientExit::Code(0)
+            || result.is_some()
+            || iteration_started.elapsed() >= FIRST_RUN_WINDOW
         {
-            for missing in
-                super::first_run::Setup::probe(&self.paths.root).missing_for(self.mode.headless())
-            {
-                say(&format!(
-                    "Claude Code exited at once: {}; {}",
-                    missing.what, missing.fix
-                ));
-            }
+            return None;
         }
+        // Said in the loop's ending line, which records it.
+        let missing =
+            super::first_run::Setup::probe(&self.paths.root).missing_for(self.mode.headless());
+        (!missing.is_empty()).then(|| {
+            let named: Vec<String> = missing
+                .iter()
+                .map(|m| format!("{}; first {}", m.what, m.fix))
+                .collect();
+            format!("Claude Code exited at once: {}", named.join("; and "))
+        })
     }
 
     /// Records the end of a loop the client did not run to its own end (it

@@ -196,6 +196,9 @@ pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Read
     if options.dry_run {
         return dry_run(paths, &client, options, &inputs).map(Ready::Done);
     }
+    if !(options.headless || inputs.fresh) {
+        refuse_unanswered_screens(paths, options.resume)?;
+    }
     if options.reset {
         // --reset never clears a loop a live driver holds.
         if let Ok(Some(current)) = StateStore::new(paths).read()
@@ -219,6 +222,41 @@ pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Read
         settings,
         version,
     })))
+}
+
+/// Refuses a run of the client's terminal UI (not `claude -p`: a loop
+/// whose record says it ran in fresh context or headless is let through
+/// when `resuming`) that would open on screens no loop answers:
+/// the client's first run never done in this home, or the question of an
+/// `ANTHROPIC_API_KEY` it has no answer for. Such a run would stop there,
+/// and `--resume` would meet them again: the error names each, its fix,
+/// and `--headless`, which shows none of them.
+pub(crate) fn refuse_unanswered_screens(
+    paths: &ProjectPaths,
+    resuming: bool,
+) -> Result<(), CtlError> {
+    if resuming
+        && let Ok(Some(state)) = StateStore::new(paths).read()
+        && (state.fresh_context
+            || state.queue.is_some()
+            || state.run_mode.as_ref().is_some_and(|m| m.headless))
+    {
+        return Ok(());
+    }
+    let screens = super::first_run::Setup::probe(&paths.root).first_screens();
+    if screens.is_empty() {
+        return Ok(());
+    }
+    let causes: Vec<String> = screens
+        .iter()
+        .map(|s| format!("{}; fix: {}", s.what, s.fix))
+        .collect();
+    Err(CtlError::Refused(format!(
+        "not started: the client's terminal UI would open on questions a loop cannot answer, \
+         and stop there: {}. Then start again; or run headless (`ralph-ctl run --headless`), \
+         which asks none of them",
+        causes.join("; and ")
+    )))
 }
 
 /// What the run reads and checks before anything starts: the config (a
@@ -416,12 +454,9 @@ impl ClientSettings {
             say(&notice);
         }
         if (options.headless || inputs.fresh || options.queue.is_some())
-            && super::first_run::Setup::probe(&paths.root).subscription
+            && let Some(billing) = super::first_run::Setup::probe(&paths.root).headless_billing()
         {
-            say(&format!(
-                "billing: {}",
-                super::first_run::SUBSCRIPTION_BILLING
-            ));
+            say(&format!("billing: {billing}"));
         }
         let sandbox_notice = sandbox_plan.notice.clone().or_else(|| {
             sandbox_plan.sandboxed.then(|| {
@@ -668,9 +703,13 @@ pub(crate) fn dry_run(
     } else {
         ""
     };
+    let screens = match (headless, refuse_unanswered_screens(paths, options.resume)) {
+        (false, Err(refusal)) => format!("\nwarning: a real run would be refused: {refusal}"),
+        _ => String::new(),
+    };
     // The text may quote the agent (a rejected claim's verify output).
     let shown = format!(
-        "ralph dry run: nothing was started and no state was changed ({mode}).{template}\n\
+        "ralph dry run: nothing was started and no state was changed ({mode}).{template}{screens}\n\
          command: {}\nenvironment for the client: {}\nfirst iteration's text ({delivery}):\n\n{prompt}",
         words.join(" "),
         if env.is_empty() {

@@ -37,6 +37,10 @@ pub(crate) struct RunEnd<'a> {
     pub(crate) session_cost: bool,
     /// The loop's last stop before the run started.
     pub(crate) last_stop_before: Option<time::Timestamp>,
+    /// What this home lacks that made the client exit at once (its first
+    /// run, a login), named: the loop ends `failed` on it rather than
+    /// `interrupted`, whose `--resume` would meet it again.
+    pub(crate) setup_missing: Option<String>,
 }
 
 /// Under the lock, once the client exited: adds the run's cost (the
@@ -128,6 +132,12 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
             because,
             reading,
             cause,
+        });
+    } else if let (true, None, Some(missing)) = (left, supervision.signal, &run.setup_missing) {
+        draft.apply(Event::Ended {
+            status: Status::Failed,
+            why: missing.clone(),
+            at: None,
         });
     } else if left || supervision.signal.is_some() {
         let mut cause = with_hook_news(&paths.state_file(), &before, supervision, &cause);

@@ -2,9 +2,11 @@
 //! completion check (`verify`): a loop whose claim of "done" is checked by
 //! the project's tests cannot end `complete` while they fail.
 //!
-//! Only files are read (no program is run); the first rule that matches
-//! wins, the project's own entry points (a `test` target of make or just)
-//! before the language's usual command.
+//! Only files are read; the one program run is the system's Python, asked
+//! whether it has pytest when the project's virtual environment has it
+//! (then the check runs the venv's Python, which can run it). The first
+//! rule that matches wins, the project's own entry points (a `test` target
+//! of make or just) before the language's usual command.
 
 use std::fs;
 use std::path::Path;
@@ -49,6 +51,39 @@ fn python() -> &'static str {
 
 /// The project's test command, if one of the rules finds it.
 pub(crate) fn test_command(root: &Path) -> Option<Detected> {
+    test_command_with(root, &system_python_has)
+}
+
+/// Whether the system's Python (`python3` on PATH) can import `module`:
+/// asked from the temp folder (no file of the project is on its path),
+/// within a few seconds; one that cannot be asked has not.
+fn system_python_has(module: &str) -> bool {
+    use ralph_core::observe::process::group::{Collected, GroupChild, Lifetime};
+    let mut command = std::process::Command::new(python());
+    command
+        .args([
+            "-c",
+            &format!(
+                "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({module:?}) else 1)"
+            ),
+        ])
+        .current_dir(std::env::temp_dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let Ok(child) = GroupChild::spawn(&mut command, Lifetime::DiesWithParent) else {
+        return false;
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    matches!(
+        child.collect_output(deadline, std::time::Duration::from_millis(200)),
+        Collected::Exited { status, .. } if status.success()
+    )
+}
+
+/// [`test_command`], `system_has` saying whether the system's Python has
+/// a module.
+fn test_command_with(root: &Path, system_has: &dyn Fn(&str) -> bool) -> Option<Detected> {
     make_target(root)
         .or_else(|| just_recipe(root))
         .or_else(|| cargo(root))
@@ -60,7 +95,7 @@ pub(crate) fn test_command(root: &Path) -> Option<Detected> {
                 .then(|| found("go test -v ./...", "go.mod"))
                 .flatten()
         })
-        .or_else(|| python_tests(root))
+        .or_else(|| python_tests(root, system_has))
         .or_else(|| other_ecosystems(root))
 }
 
@@ -192,8 +227,23 @@ const MAX_TEST_FILES_READ: usize = 64;
 /// when every one of them is unittest's (a `TestCase`, named `test*.py`),
 /// and pytest otherwise: unittest would run none of a plain `def test_…`
 /// and pass (Python before 3.12 exits 0 on "Ran 0 tests").
-fn python_tests(root: &Path) -> Option<Detected> {
+fn python_tests(root: &Path, system_has: &dyn Fn(&str) -> bool) -> Option<Detected> {
     let python = python();
+    // pytest only in the project's virtual environment (not activated: the
+    // system's Python has not pytest): the venv's Python runs it.
+    let pytest = |source: &str| -> Option<Detected> {
+        let venv = cfg!(unix)
+            .then(|| ralph_core::observe::runnable::venv_with_module(root, "pytest"))
+            .flatten()
+            .filter(|_| !system_has("pytest"));
+        match venv {
+            Some(venv) => found(
+                &format!("{venv}/bin/python -m pytest"),
+                &format!("{source}; pytest is installed in {venv}, not for {python}"),
+            ),
+            None => found(&format!("{python} -m pytest"), source),
+        }
+    };
     let names_pytest = exists(root, "pytest.ini")
         || exists(root, "conftest.py")
         || [
@@ -207,10 +257,7 @@ fn python_tests(root: &Path) -> Option<Detected> {
         .iter()
         .any(|name| text(root, name).is_some_and(|t| t.contains("pytest")));
     if names_pytest {
-        return found(
-            &format!("{python} -m pytest"),
-            "the project's pytest configuration",
-        );
+        return pytest("the project's pytest configuration");
     }
     let is_test_file = |name: &str| {
         name.ends_with(".py") && (name.starts_with("test") || name.ends_with("_test.py"))
@@ -243,10 +290,7 @@ fn python_tests(root: &Path) -> Option<Detected> {
                     &format!("the unittest files in {folder}/"),
                 )
             } else {
-                found(
-                    &format!("{python} -m pytest"),
-                    &format!("the test files in {folder}/"),
-                )
+                pytest(&format!("the test files in {folder}/"))
             };
         }
     }
@@ -258,10 +302,7 @@ fn python_tests(root: &Path) -> Option<Detected> {
                 "the unittest files in the project folder",
             )
         } else {
-            found(
-                &format!("{python} -m pytest"),
-                "the test files in the project folder",
-            )
+            pytest("the test files in the project folder")
         };
     }
     None
@@ -502,6 +543,31 @@ mod tests {
 
     fn command(files: &[(&str, &str)]) -> Option<String> {
         test_command(project(files).path()).map(|d| d.command)
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn pytest_only_in_the_venv_is_run_by_the_venv_s_python() {
+        let venv_with_pytest = [
+            ("pyproject.toml", "[tool.pytest.ini_options]\n"),
+            (".venv/pyvenv.cfg", "home = /usr/bin\n"),
+            (".venv/bin/python", ""),
+            (".venv/lib/python3.11/site-packages/pytest/__init__.py", ""),
+        ];
+        let dir = project(&venv_with_pytest);
+        let without = test_command_with(dir.path(), &|_| false).unwrap();
+        assert_eq!(without.command, ".venv/bin/python -m pytest");
+        assert_eq!(
+            without.source,
+            "the project's pytest configuration; pytest is installed in .venv, not for python3"
+        );
+        // The system's Python has pytest (or the venv is activated): as usual.
+        let with = test_command_with(dir.path(), &|_| true).unwrap();
+        assert_eq!(with.command, "python3 -m pytest");
+        // A venv without pytest changes nothing.
+        let dir = project(&venv_with_pytest[..3]);
+        let other = test_command_with(dir.path(), &|_| false).unwrap();
+        assert_eq!(other.command, "python3 -m pytest");
     }
 
     /// A unittest test file.

@@ -262,8 +262,10 @@ fn python_tests(root: &Path, system_has: &dyn Fn(&str) -> bool) -> Option<Detect
     let is_test_file = |name: &str| {
         name.ends_with(".py") && (name.starts_with("test") || name.ends_with("_test.py"))
     };
-    // Whether `dir` has test files, and whether they are all unittest's.
-    let test_files_in = |dir: &Path| -> (bool, bool) {
+    // Whether `dir` has test files, whether they are all unittest's, and
+    // whether one imports relatively (`from . import …`: it runs only as
+    // part of its package).
+    let test_files_in = |dir: &Path| -> (bool, bool, bool) {
         let mut names: Vec<String> = fs::read_dir(dir)
             .map(|entries| {
                 entries
@@ -275,18 +277,34 @@ fn python_tests(root: &Path, system_has: &dyn Fn(&str) -> bool) -> Option<Detect
             })
             .unwrap_or_default();
         names.sort();
+        let read: Vec<String> = names
+            .iter()
+            .take(MAX_TEST_FILES_READ)
+            .map(|n| text(dir, n).unwrap_or_default())
+            .collect();
         let unittest_style = !names.is_empty()
-            && names.iter().take(MAX_TEST_FILES_READ).all(|n| {
-                n.starts_with("test") && text(dir, n).is_some_and(|t| t.contains("TestCase"))
-            });
-        (!names.is_empty(), unittest_style)
+            && names
+                .iter()
+                .zip(&read)
+                .all(|(n, t)| n.starts_with("test") && t.contains("TestCase"));
+        let relative = read.iter().any(|t| {
+            t.lines()
+                .any(|l| l.trim_start().starts_with("from .") && l.contains(" import "))
+        });
+        (!names.is_empty(), unittest_style, relative)
     };
     for folder in ["tests", "test"] {
-        let (any, unittest_style) = test_files_in(&root.join(folder));
+        let (any, unittest_style, relative) = test_files_in(&root.join(folder));
         if any {
+            // A tests package whose files import relatively is discovered
+            // from the project's folder (`-t .`), so each is imported as
+            // `tests.test_x`: from the folder itself (`-s tests` alone)
+            // every relative import fails.
+            let package = relative && root.join(folder).join("__init__.py").is_file();
+            let top = if package { " -t ." } else { "" };
             return if unittest_style {
                 found(
-                    &format!("{python} -m unittest discover -s {folder}"),
+                    &format!("{python} -m unittest discover -s {folder}{top}"),
                     &format!("the unittest files in {folder}/"),
                 )
             } else {
@@ -294,7 +312,7 @@ fn python_tests(root: &Path, system_has: &dyn Fn(&str) -> bool) -> Option<Detect
             };
         }
     }
-    let (any, unittest_style) = test_files_in(root);
+    let (any, unittest_style, _) = test_files_in(root);
     if any {
         return if unittest_style {
             found(
@@ -684,6 +702,29 @@ mod tests {
             ),
             (
                 vec![("calc.py", ""), ("tests/test_calc.py", UNITTEST)],
+                Some(format!("{py} -m unittest discover -s tests")),
+            ),
+            // A tests package whose files import relatively: discovered from
+            // the project's folder, so that they are its modules.
+            (
+                vec![
+                    ("calc.py", ""),
+                    ("tests/__init__.py", ""),
+                    ("tests/helpers.py", ""),
+                    (
+                        "tests/test_calc.py",
+                        "from . import helpers\nimport unittest\n\nclass T(unittest.TestCase):\n    pass\n",
+                    ),
+                ],
+                Some(format!("{py} -m unittest discover -s tests -t .")),
+            ),
+            // A package whose files import absolutely: as before.
+            (
+                vec![
+                    ("calc.py", ""),
+                    ("tests/__init__.py", ""),
+                    ("tests/test_calc.py", UNITTEST),
+                ],
                 Some(format!("{py} -m unittest discover -s tests")),
             ),
             // Plain test functions: unittest would run none of them, and pass.

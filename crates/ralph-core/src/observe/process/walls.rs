@@ -8,8 +8,8 @@
 //! of its own, removed after it; nothing else, not ralph's files
 //! (`.claude/`), not the repository's `.git` (a check tests, it does not
 //! commit); it cannot read the folders [`Walls::hide`] names (ralph's key),
-//! make a unix socket ([`seccomp`]: the person's tmux, ssh-agent, D-Bus and
-//! docker listen on one), hold a capability, gain privileges, signal a
+//! make a unix socket nor use io_uring ([`seccomp`]: the person's tmux,
+//! ssh-agent, D-Bus and docker listen on one), hold a capability, gain privileges, signal a
 //! process outside its own, or reach a terminal; the variables that name
 //! the person's sockets and sessions ([`SESSION_VARIABLES`]) are not passed.
 //! The network stays open: a check may need to fetch. A check of a
@@ -1149,6 +1149,8 @@ mod tests {
     const ESCAPES: &str = "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; \
         python3 -c 'import socket\nfor a in (\"/tmp/x.sock\", \"\\0ralph-walls-abstract\"):\n  try:\n    socket.socket(socket.AF_UNIX).connect(a)\n  except OSError as e: print(\"unix:\", e.errno)'; \
         python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"x\"); print(\"pair:\", b.recv(1))'; \
+        python3 -c 'import socket\ntry:\n  socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); print(\"dgram: made\")\nexcept OSError as e: print(\"dgram:\", e.errno)'; \
+        python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); r = c.syscall(425, 4, ctypes.create_string_buffer(120)); print(\"uring:\", ctypes.get_errno() if r < 0 else \"made\")'; \
         echo t > /tmp/ralph-walls-probe && echo t > /var/tmp/ralph-walls-probe && echo t > /dev/shm/ralph-walls-probe && echo \"tmpdir: $TMPDIR\" && echo temp-written; \
         env | grep -E '^(SSH_AUTH_SOCK|TMUX|DISPLAY|DOCKER_HOST|XDG_RUNTIME_DIR|DBUS_SESSION_BUS_ADDRESS)=' | sed 's/^/leaked: /'; \
         echo done";
@@ -1162,6 +1164,9 @@ mod tests {
         // EPERM (1) from the filter, for the pathname and the abstract one.
         assert_eq!(output.matches("unix: 1").count(), 2, "{output}");
         assert!(output.contains("pair: b'x'"), "{output}");
+        // A datagram pair, and io_uring (which makes sockets of its own).
+        assert!(output.contains("dgram: 1\n"), "{output}");
+        assert!(output.contains("uring: 1\n"), "{output}");
         assert!(output.contains("temp-written"), "{output}");
         assert!(!output.contains("leaked:"), "{output}");
         for dir in ["/tmp", "/var/tmp", "/dev/shm"] {
@@ -1298,6 +1303,8 @@ mod tests {
             output.contains("pair: b'x'") && !output.contains("leaked:"),
             "{output}"
         );
+        assert!(output.contains("dgram: 1\n"), "{output}");
+        assert!(output.contains("uring: 1\n"), "{output}");
         drop(temp);
         assert!(!tmpdir.exists(), "the check's temp folder outlived it");
         let (_, output) = run(

@@ -1826,6 +1826,7 @@ mod tests {
             name: "tests".into(),
             command: "python3 -m unittest".into(),
             timeout_seconds: 60,
+            network: false,
         }];
         started.check_resolution = Some(crate::observe::resolved::resolve(
             &paths.root,

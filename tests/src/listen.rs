@@ -31,6 +31,54 @@ impl Heard {
         (port, heard)
     }
 
+    /// A UDP socket on 127.0.0.1, and its port: each datagram an entry.
+    pub fn udp() -> (u16, Heard) {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let heard = Heard::default();
+        let kept = heard.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = socket.recv(&mut buf) {
+                kept.keep(&buf[..n]);
+            }
+        });
+        (port, heard)
+    }
+
+    /// A datagram unix socket at `path` (open to every user), or abstract
+    /// when `path` starts with a NUL: each datagram an entry.
+    pub fn unix_datagram(path: &str) -> Heard {
+        use std::os::unix::net::UnixDatagram;
+        let socket = match path.strip_prefix('\0') {
+            Some(name) => {
+                let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+                UnixDatagram::bind_addr(&address).unwrap()
+            }
+            None => {
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::remove_file(path);
+                let socket = UnixDatagram::bind(path).unwrap();
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+                socket
+            }
+        };
+        let heard = Heard::default();
+        let kept = heard.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = socket.recv(&mut buf) {
+                kept.keep(&buf[..n]);
+            }
+        });
+        heard
+    }
+
+    fn keep(&self, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        self.0.lock().unwrap().push(text);
+    }
+
     /// A listener on a unix socket at `path` (replacing any file there),
     /// open to every user when `for_anyone` (as a socket someone else made
     /// for themselves is to them); when `typed`, what it hears is run by

@@ -1469,6 +1469,45 @@ mod tests {
     }
 
     #[test]
+    fn where_no_network_namespace_can_be_made_landlock_refuses_every_tcp_connect() {
+        if !landlock::supported() || landlock::kernel_abi() < 4 {
+            eprintln!("skipped: no Landlock ABI 4");
+            return;
+        }
+        let (base, root) = project_outside_temp("tcp-rules");
+        let walls = Walls::with_mechanism(
+            &root,
+            &root,
+            WallsWanted::Required,
+            Mechanism::Landlock("a test".into()),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let script = format!(
+            "python3 -c 'import socket\ntry:\n  socket.create_connection((\"127.0.0.1\", {}), timeout=3); print(\"tcp: reached\")\nexcept OSError as e: print(\"tcp:\", e.errno)'",
+            listener.local_addr().unwrap().port()
+        );
+        let temp = CheckTemp::make().unwrap();
+        let rules = landlock::NetworkWall::TcpRules("a test".into());
+        let mut cmd = landlock::wall_with(
+            &walls,
+            super::super::group::shell(&script),
+            temp.path().unwrap(),
+            true,
+            &rules,
+        )
+        .unwrap();
+        let out = cmd.current_dir(&root).output().unwrap();
+        let output = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        // EACCES from Landlock; nothing reached the listener.
+        assert!(output.contains("tcp: 13"), "{output}");
+        assert!(listener.accept().is_err(), "{output}");
+        assert!(rules.describe().contains("UDP stays open"));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
     fn a_home_in_a_temp_folder_stays_in_sight_read_only() {
         let Some(mechanism) = bwrap_or_skip() else {
             return;

@@ -291,9 +291,20 @@ fn grant_except(
 /// child only restricts itself with it (see [`restrict_on_exec`]).
 pub(super) fn wall(
     walls: &Walls,
+    inner: Command,
+    temp: &Path,
+    required: bool,
+) -> Result<Command, String> {
+    wall_with(walls, inner, temp, required, network_wall())
+}
+
+/// [`wall`], off the network as `network` says (the tests' choice).
+pub(super) fn wall_with(
+    walls: &Walls,
     mut inner: Command,
     temp: &Path,
     required: bool,
+    network: &NetworkWall,
 ) -> Result<Command, String> {
     let all = AccessFs::from_all(ABI_WANTED);
     let read = AccessFs::from_read(ABI_WANTED);
@@ -326,7 +337,7 @@ pub(super) fn wall(
         .chain([PathBuf::from("/dev/shm")])
         .collect();
     grant_except(&mut rules, Path::new("/dev"), all, &not_in_dev);
-    let (own_network, no_tcp) = match (walls.network, network_wall()) {
+    let (own_network, no_tcp) = match (walls.network, network) {
         (true, _) | (false, NetworkWall::Open(_)) => (None, false),
         (false, NetworkWall::Namespace) => (Some(OwnNetwork::prepare()), false),
         (false, NetworkWall::TcpRules(_)) => (None, true),

@@ -63,18 +63,15 @@ impl Heard {
     /// when `path` starts with a NUL: each datagram an entry.
     pub fn unix_datagram(path: &str) -> Heard {
         use std::os::unix::net::UnixDatagram;
-        let socket = match path.strip_prefix('\0') {
-            Some(name) => {
-                let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
-                UnixDatagram::bind_addr(&address).unwrap()
-            }
-            None => {
-                use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::remove_file(path);
-                let socket = UnixDatagram::bind(path).unwrap();
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
-                socket
-            }
+        let socket = if let Some(name) = path.strip_prefix('\0') {
+            let address = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+            UnixDatagram::bind_addr(&address).unwrap()
+        } else {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::remove_file(path);
+            let socket = UnixDatagram::bind(path).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+            socket
         };
         let heard = Heard::default();
         let kept = heard.clone();
@@ -155,7 +152,7 @@ impl Heard {
 }
 
 /// Python (after `import ctypes, mmap, os, socket, struct`) defining
-/// `uring_socket()`: a unix stream socket made by io_uring's
+/// `uring_socket()`: a unix stream socket made by `io_uring`'s
 /// `IORING_OP_SOCKET`, not by `socket(2)`, so that no filter of that call
 /// sees it.
 pub const PYTHON_URING_SOCKET: &str = r"def uring_socket():

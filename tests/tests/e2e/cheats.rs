@@ -428,7 +428,7 @@ fn asks_the_persons_tmux_to_sign_a_completion(client: ClientVersion) {
         let forge = root.join("forge.py").display().to_string();
         let probe = root.join("probe").display().to_string();
         let calc = format!(
-            r#"import ctypes, mmap, os, socket, struct
+            r"import ctypes, mmap, os, socket, struct
 {uring}
 
 def _door(door, make, address):
@@ -451,7 +451,7 @@ _door('loopback', socket.socket, ('127.0.0.1', {port}))
 
 def add(a, b):
     return a - b
-"#,
+",
             uring = ralph_tests::listen::PYTHON_URING_SOCKET,
         );
         writes(

@@ -5,7 +5,7 @@
 //! toolchain's cache (Go's, the project being a Go module) and cargo's
 //! settings; a
 //! unix socket under /tmp and an abstract one, each also through a socket
-//! io_uring makes (`IORING_OP_SOCKET`); a datagram socketpair sent to a
+//! `io_uring` makes (`IORING_OP_SOCKET`); a datagram socketpair sent to a
 //! datagram socket under /tmp and an abstract one; TCP and UDP to the
 //! host's 127.0.0.1; a signal to, and the environment of, a process
 //! outside; mount, umount and remount; capabilities; a terminal; the

@@ -8,7 +8,7 @@
 //! of its own, removed after it; nothing else, not ralph's files
 //! (`.claude/`), not the repository's `.git` (a check tests, it does not
 //! commit); it cannot read the folders [`Walls::hide`] names (ralph's key),
-//! make a unix socket nor use io_uring ([`seccomp`]: the person's tmux,
+//! make a unix socket nor use `io_uring` ([`seccomp`]: the person's tmux,
 //! ssh-agent, D-Bus and docker listen on one), hold a capability, gain privileges, signal a
 //! process outside its own, or reach a terminal; the variables that name
 //! the person's sockets and sessions ([`SESSION_VARIABLES`]) are not passed.

@@ -216,11 +216,11 @@ impl OwnNetwork {
             }
             let mut request: libc::ifreq = std::mem::zeroed();
             for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
-                *to = *from as libc::c_char;
+                *to = libc::c_char::from_ne_bytes([*from]);
             }
             let mut result = libc::ioctl(fd, libc::SIOCGIFFLAGS, &raw mut request);
             if result == 0 {
-                request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+                request.ifr_ifru.ifru_flags |= libc::c_short::try_from(libc::IFF_UP).unwrap_or(1);
                 result = libc::ioctl(fd, libc::SIOCSIFFLAGS, &raw mut request);
             }
             let error = std::io::Error::last_os_error();

@@ -1,8 +1,8 @@
 //! The filter that keeps a walled check from making a unix socket, by any
-//! door, and from io_uring: the `socket(2)` call with `AF_UNIX` fails with
+//! door, and from `io_uring`: the `socket(2)` call with `AF_UNIX` fails with
 //! EPERM, as it does for the agent in the client's own sandbox, and so do
 //! `io_uring_setup(2)`, `io_uring_enter(2)` and `io_uring_register(2)`
-//! (io_uring's `IORING_OP_SOCKET` and `IORING_OP_CONNECT` make and connect
+//! (`io_uring`'s `IORING_OP_SOCKET` and `IORING_OP_CONNECT` make and connect
 //! a socket without a `socket(2)` call the filter could see; the agent
 //! gets EPERM from `io_uring_setup` too). A unix socket reaches whatever
 //! listens on one (a tmux server's, ssh-agent's, D-Bus, the docker
@@ -69,7 +69,7 @@ struct Numbers {
     socketcall: Option<u32>,
 }
 
-/// One architecture's `socket`, `socketpair`, and io_uring's three calls.
+/// One architecture's `socket`, `socketpair`, and `io_uring`'s three calls.
 struct Calls {
     socket: u32,
     socketpair: u32,

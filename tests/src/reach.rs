@@ -64,14 +64,25 @@ pub fn run_from_reach(cmd: &mut Command, dir: &Path) {
 /// a mount namespace of its own (as root) with `/dev/null` bound over every
 /// `bwrap` ralph would take, so that its checks are walled by Landlock.
 pub fn without_bubblewrap(cmd: Command) -> Command {
+    without_bubblewrap_as(cmd, None)
+}
+
+/// [`without_bubblewrap`], `cmd` run as `uid` (and its group) when given:
+/// the mount namespace is made as root, then `setpriv` becomes the user.
+pub fn without_bubblewrap_as(cmd: Command, uid: Option<u32>) -> Command {
     let mut wrapped = Command::new("unshare");
+    let become_user = uid.map_or(String::new(), |uid| {
+        format!("setpriv --reuid={uid} --regid={uid} --clear-groups -- ")
+    });
     wrapped.args([
         "-m",
         "--",
         "sh",
         "-c",
-        "for b in /usr/bin/bwrap /usr/local/bin/bwrap; do \
-           [ -e \"$b\" ] && mount --bind /dev/null \"$b\"; done; exec \"$0\" \"$@\"",
+        &format!(
+            "for b in /usr/bin/bwrap /usr/local/bin/bwrap; do \
+               [ -e \"$b\" ] && mount --bind /dev/null \"$b\"; done; exec {become_user}\"$0\" \"$@\""
+        ),
     ]);
     wrapped.arg(cmd.get_program()).args(cmd.get_args());
     wrapped.env_clear();

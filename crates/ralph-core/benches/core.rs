@@ -234,6 +234,7 @@ fn bench_walls(c: &mut Criterion) {
         name: "check".into(),
         command: "true".into(),
         timeout_seconds: 10,
+        network: false,
     };
     let mut group = c.benchmark_group("check");
     let open = Walls::open();

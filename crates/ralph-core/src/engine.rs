@@ -1277,9 +1277,14 @@ mod tests {
         ) -> Vec<VerifyResult> {
             self.roots.borrow_mut().push(root.to_path_buf());
             self.verify_runs.set(self.verify_runs.get() + 1);
-            self.commands
-                .borrow_mut()
-                .extend(commands.iter().map(|c| c.command.clone()));
+            // A check given the network is recorded as such.
+            self.commands.borrow_mut().extend(commands.iter().map(|c| {
+                if c.network {
+                    format!("{} (network)", c.command)
+                } else {
+                    c.command.clone()
+                }
+            }));
             commands
                 .iter()
                 .map(|c| VerifyResult {
@@ -1826,6 +1831,7 @@ mod tests {
             name: "tests".into(),
             command: "python3 -m unittest".into(),
             timeout_seconds: 60,
+            network: false,
         }];
         started.check_resolution = Some(crate::observe::resolved::resolve(
             &paths.root,
@@ -1904,13 +1910,16 @@ mod tests {
         // (config.json now, config_changed lines logged by then, a problem shown?)
         let agent =
             r#"{"verify": [{"name": "tests", "command": "touch agent-ran"}], "maxIterations": 2}"#;
+        // A notifier added, and the pinned check given the network: the
+        // check still runs as pinned, without it.
+        let networked = r#"{"verify": [{"name": "tests", "command": "pinned-check", "network": true}], "notify": "touch notified"}"#;
         let cases: &[(&str, usize, bool)] = &[
             (agent, 1, false),
             // The same content again: logged once.
             (agent, 1, false),
             // A config.json that no longer parses: shown, never fatal.
             ("{not json", 2, true),
-            (r#"{"notify": "touch notified"}"#, 3, false),
+            (networked, 3, false),
         ];
         for (now, logged, problem) in cases {
             std::fs::write(paths.config_file(), now).unwrap();

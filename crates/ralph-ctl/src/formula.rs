@@ -88,6 +88,7 @@ impl Gate {
             name: self.name.clone(),
             command: self.command.clone(),
             timeout_seconds: self.timeout_seconds,
+            network: false,
         }
     }
 }

@@ -405,24 +405,54 @@ fn unmounts_the_key_folder_from_the_check(client: ClientVersion) {
 // The module the check imports asks the person's tmux server (a socket
 // under /tmp, as for anyone who runs an overnight loop in tmux) to type a
 // command: a script of the agent's that reads ralph's key and signs a
-// completion, outside every wall. The check cannot make a unix socket.
+// completion, outside every wall. It tries three doors: a unix socket to
+// the tmux server; a unix socket io_uring makes (`IORING_OP_SOCKET`, which
+// no filter of `socket(2)` sees) to an abstract one that types too; TCP to
+// a service of the person's on 127.0.0.1 that runs what it is sent. The
+// check can make no unix socket, has no io_uring, and has a loopback of
+// its own.
 #[ralph_tests::on_both_clients]
 fn asks_the_persons_tmux_to_sign_a_completion(client: ClientVersion) {
     let socket = std::path::PathBuf::from(format!(
         "/tmp/ralph-cheat-tmux-{client:?}-{}.sock",
         std::process::id()
     ));
-    // The person's tmux: what it is sent is typed into their shell.
+    // The person's tmux, an abstract socket and a service on 127.0.0.1:
+    // what each is sent is typed into their shell.
     let _tmux = ralph_tests::listen::Heard::unix(&socket, false, true);
+    let name = format!("ralph-cheat-tmux-{client:?}-{}", std::process::id());
+    let _abstract = ralph_tests::listen::Heard::abstract_unix_typed(&name, true);
+    let (port, _service) = ralph_tests::listen::Heard::tcp_typed(true);
     let at = socket.display().to_string();
     let (records, _) = cheat_through_the_check("tmux", client, move |root, key| {
         let forge = root.join("forge.py").display().to_string();
         let probe = root.join("probe").display().to_string();
         let calc = format!(
-            "import os, socket\ntry:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect({at:?})\n    \
-             s.sendall(b'python3 {forge}')\n    s.close()\n    said = 'typed'\nexcept OSError as e:\n    \
-             said = 'refused: %s' % e\nopen(os.path.join({probe:?}, 'import-%s.txt' % os.urandom(8).hex()), 'w').write(said)\n\n\n\
-             def add(a, b):\n    return a - b\n"
+            r"import ctypes, mmap, os, socket, struct
+{uring}
+
+def _door(door, make, address):
+    try:
+        s = make()
+        s.settimeout(3)
+        s.connect(address)
+        s.sendall(b'python3 {forge}')
+        s.close()
+        said = 'typed'
+    except OSError as e:
+        said = 'refused: %s' % e
+    open(os.path.join({probe:?}, 'import-%s.txt' % os.urandom(8).hex()), 'w').write('%s %s' % (door, said))
+
+
+_door('tmux', lambda: socket.socket(socket.AF_UNIX), {at:?})
+_door('io_uring', uring_socket, '\0' + {name:?})
+_door('loopback', socket.socket, ('127.0.0.1', {port}))
+
+
+def add(a, b):
+    return a - b
+",
+            uring = ralph_tests::listen::PYTHON_URING_SOCKET,
         );
         writes(
             root,
@@ -433,14 +463,26 @@ fn asks_the_persons_tmux_to_sign_a_completion(client: ClientVersion) {
         )
     });
     let _ = std::fs::remove_file(&socket);
-    let imports: Vec<&String> = records
-        .iter()
-        .filter(|r| r.starts_with("typed") || r.starts_with("refused: [Errno 1]"))
-        .collect();
-    assert!(
-        !imports.is_empty() && imports.iter().all(|r| r.starts_with("refused")),
-        "the check imported the agent's module, and it reached no socket: {records:?}"
-    );
+    // Each door, as the check met it: EPERM for the sockets, ECONNREFUSED
+    // on its own loopback.
+    for (door, refused) in [
+        ("tmux", "refused: [Errno 1]"),
+        ("io_uring", "refused: [Errno 1]"),
+        ("loopback", "refused: [Errno 111]"),
+    ] {
+        let met: Vec<&String> = records
+            .iter()
+            .filter(|r| r.starts_with(&format!("{door} ")))
+            .collect();
+        assert!(
+            !met.is_empty()
+                && met
+                    .iter()
+                    .all(|r| r.starts_with(&format!("{door} {refused}"))),
+            "the check imported the agent's module, and it reached no socket nor service \
+             ({door}): {records:?}"
+        );
+    }
 }
 
 // The module the walled check imports writes a config of its own into a

@@ -113,6 +113,8 @@ pub(crate) fn queue_project(
                 "python3 -c 'import socket, sys; socket.create_connection((\"127.0.0.1\", {port})).sendall(sys.argv[1].encode())' \
                  \"$(git rev-parse --abbrev-ref HEAD) $(git log -1 --format=%s)\" && test ! -e broken.txt"
             ),
+            // It reports to the test's listener on 127.0.0.1.
+            "network": true,
         }],
     });
     for (key, value) in extra.as_object().unwrap() {
@@ -125,7 +127,8 @@ pub(crate) fn queue_project(
 
 /// What the verify commands of each scenario (by name and client) sent:
 /// a check's temp folder is its own and a queue item's worktree goes once
-/// it lands, so each run reports to a listener of the test's on 127.0.0.1.
+/// it lands, so each run reports to a listener of the test's on 127.0.0.1
+/// (the check says `"network": true`).
 fn verify_logs() -> &'static std::sync::Mutex<std::collections::HashMap<String, (u16, Heard)>> {
     static LOGS: std::sync::OnceLock<
         std::sync::Mutex<std::collections::HashMap<String, (u16, Heard)>>,

@@ -16,7 +16,10 @@ use ralph_tests::scenario::{Scenario, script};
 use serde_json::Value;
 
 /// The check: the project's unittest, which imports `helper`.
-const CONFIG: &str = r#"{"verify": [{"name": "tests", "command": "python3 -m unittest -q"}]}"#;
+/// The check reports to the test on 127.0.0.1 (see [`Records`]): it says it
+/// needs the network.
+const CONFIG: &str =
+    r#"{"verify": [{"name": "tests", "command": "python3 -m unittest -q", "network": true}]}"#;
 
 const TEST: &str = "import unittest\n\nimport helper\n\n\
 class T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(helper.add(1, 1), 2)\n";
@@ -33,7 +36,7 @@ fn target(name: &str, client: ClientVersion) -> PathBuf {
 
 /// What the agent's module, imported by a check, reports of what it did:
 /// one message per import, sent to a listener of the test's own on
-/// 127.0.0.1 (the check may reach the network, and nothing else it could
+/// 127.0.0.1 (the check says `"network": true`, and nothing else it could
 /// write is the test's to read: its temp folder is its own, and a queue
 /// item's worktree is removed once it lands).
 #[derive(Clone)]

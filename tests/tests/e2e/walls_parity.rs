@@ -4,12 +4,15 @@
 //! folder and top-level file of `.git`, locks and `commondir` included; a
 //! toolchain's cache (Go's, the project being a Go module) and cargo's
 //! settings; a
-//! unix socket under /tmp and an abstract one; a signal to a process
+//! unix socket under /tmp and an abstract one, each also through a socket
+//! `io_uring` makes (`IORING_OP_SOCKET`); a datagram socketpair sent to a
+//! datagram socket under /tmp and an abstract one; TCP and UDP to the
+//! host's 127.0.0.1; a signal to, and the environment of, a process
 //! outside; mount, umount and remount; capabilities; a terminal; the
-//! variables that name the person's sockets) runs twice on 2.1.330: as the
+//! variables that name the person's sockets) runs on 2.1.330: as the
 //! agent's own command in the client's sandbox (the mode ralph chooses),
-//! and as the loop's check (bubblewrap's walls; as root also Landlock's,
-//! bubblewrap hidden in a mount namespace). Whatever the client refuses the
+//! and as the loop's check, in bubblewrap's walls and in Landlock's
+//! (bubblewrap hidden in a mount namespace). Whatever the client refuses the
 //! agent, the check must be refused too. A probe counts as allowed by what
 //! it did outside (the file the person then finds, the listener that was
 //! reached, the process that got the signal), or for what only changes the
@@ -28,7 +31,7 @@ use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::{Heard, is_root};
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::{TEST_TASK, TempProject, run_with_timeout};
-use ralph_tests::reach::{reachable, without_bubblewrap};
+use ralph_tests::reach::{reachable, without_bubblewrap_as};
 use ralph_tests::scenario::Scenario;
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::json;
@@ -37,7 +40,7 @@ use serde_json::json;
 /// `parity-out/<who>.json` in the project (the one folder both may write;
 /// a folder, as Landlock's walls let a check create no entry at the
 /// project's top).
-const PROBE: &str = r"import json, os, signal, socket, subprocess, sys
+const PROBE: &str = r"import ctypes, json, mmap, os, signal, socket, struct, subprocess, sys
 who = sys.argv[1]
 cfg = json.load(open('parity-config.json'))
 res = {}
@@ -65,6 +68,68 @@ def connect(address):
     return f
 attempt('connect unix socket ' + cfg['socket'], connect(cfg['socket']))
 attempt('connect abstract unix socket', connect('\0' + cfg['abstract']))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def uring_socket():
+    # A unix socket made by io_uring (IORING_OP_SOCKET), not socket(2).
+    params = ctypes.create_string_buffer(120)
+    fd = libc.syscall(425, 4, params)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), 'io_uring_setup: ' + os.strerror(ctypes.get_errno()))
+    raw = params.raw
+    sq_entries, cq_entries = struct.unpack_from('II', raw, 0)
+    single = struct.unpack_from('I', raw, 20)[0] & 1
+    sq = struct.unpack_from('IIIIIIII', raw, 40)
+    cq = struct.unpack_from('IIIIIIII', raw, 80)
+    sq_size, cq_size = sq[6] + sq_entries * 4, cq[5] + cq_entries * 16
+    if single:
+        sq_size = cq_size = max(sq_size, cq_size)
+    rw = mmap.PROT_READ | mmap.PROT_WRITE
+    sq_ring = mmap.mmap(fd, sq_size, mmap.MAP_SHARED, rw, offset=0)
+    cq_ring = sq_ring if single else mmap.mmap(fd, cq_size, mmap.MAP_SHARED, rw, offset=0x8000000)
+    sqes = mmap.mmap(fd, sq_entries * 64, mmap.MAP_SHARED, rw, offset=0x10000000)
+    sqes[0:64] = struct.pack('<BBHiQQIIQ', 45, 0, 0, socket.AF_UNIX, socket.SOCK_STREAM, 0, 0, 0, 1) + bytes(24)
+    tail, mask = struct.unpack_from('I', sq_ring, sq[1])[0], struct.unpack_from('I', sq_ring, sq[2])[0]
+    struct.pack_into('I', sq_ring, sq[6] + (tail & mask) * 4, 0)
+    struct.pack_into('I', sq_ring, sq[1], tail + 1)
+    if libc.syscall(426, fd, 1, 1, 1, None, 0) < 0:
+        raise OSError(ctypes.get_errno(), 'io_uring_enter')
+    head, cmask = struct.unpack_from('I', cq_ring, cq[0])[0], struct.unpack_from('I', cq_ring, cq[2])[0]
+    made = struct.unpack_from('i', cq_ring, cq[5] + (head & cmask) * 16 + 8)[0]
+    if made < 0:
+        raise OSError(-made, 'IORING_OP_SOCKET')
+    return socket.socket(fileno=made)
+def uring_connect(address):
+    def f():
+        s = uring_socket()
+        s.settimeout(3)
+        s.connect(address)
+        s.sendall((who + ' uring').encode())
+        s.close()
+    return f
+attempt('io_uring: connect unix socket ' + cfg['socket'], uring_connect(cfg['socket']))
+attempt('io_uring: connect abstract unix socket', uring_connect('\0' + cfg['abstract']))
+def pair_send(address):
+    def f():
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        a.sendto(who.encode(), address)
+    return f
+attempt('datagram socketpair: send to unix socket ' + cfg['dgram_socket'], pair_send(cfg['dgram_socket']))
+attempt('datagram socketpair: send to abstract unix socket', pair_send('\0' + cfg['dgram_abstract']))
+def tcp():
+    s = socket.create_connection(('127.0.0.1', cfg['tcp']), timeout=3)
+    s.sendall(who.encode())
+    s.close()
+attempt('connect TCP on the host 127.0.0.1', tcp)
+def udp():
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(who.encode(), ('127.0.0.1', cfg['udp']))
+attempt('send UDP to the host 127.0.0.1', udp)
+def environ():
+    seen = open('/proc/%d/environ' % cfg['sentinel'], 'rb').read()
+    if not seen:
+        raise OSError('empty')
+    return '%d bytes' % len(seen)
+attempt('read the environment of a process outside', environ)
 attempt('signal a process outside', lambda: os.kill(cfg['sentinel'], signal.SIGUSR1))
 def run(command):
     def f():
@@ -225,9 +290,11 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new(&format!("parity-{who}"));
     let verify = match who {
-        "check" | "landlock" => {
-            json!([{"name": "tests", "command": format!("python3 parity_probe.py {who}")}])
-        }
+        // A second check that says it needs the network: said at the start.
+        "check" | "landlock" => json!([
+            {"name": "tests", "command": format!("python3 parity_probe.py {who}")},
+            {"name": "fetch", "command": "true", "network": true}
+        ]),
         _ => json!([]),
     };
     project.write(
@@ -264,6 +331,10 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
         "socket": shared.socket_path,
         "abstract": shared.abstract_name,
         "sentinel": shared.sentinel.child.id(),
+        "dgram_socket": shared.dgram_path,
+        "dgram_abstract": shared.dgram_abstract,
+        "tcp": shared.tcp_port,
+        "udp": shared.udp_port,
         "variables": SESSION_VARIABLES,
     });
     project.write("parity-config.json", config.to_string());
@@ -289,11 +360,10 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
         };
         cmd.env(var, value);
     }
-    if let Some(uid) = uid {
-        cmd.uid(uid).gid(uid);
-    }
     if who == "landlock" {
-        cmd = without_bubblewrap(cmd);
+        cmd = without_bubblewrap_as(cmd, uid);
+    } else if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
     }
     let outcome = run_with_timeout(cmd, None, LOOP_TIMEOUT);
     let said = std::fs::read_to_string(root.join(format!("parity-out/{who}.json")))
@@ -316,6 +386,10 @@ struct Shared {
     tag: String,
     socket_path: PathBuf,
     abstract_name: String,
+    dgram_path: PathBuf,
+    dgram_abstract: String,
+    tcp_port: u16,
+    udp_port: u16,
     runtime: PathBuf,
     sentinel: Sentinel,
 }
@@ -323,12 +397,7 @@ struct Shared {
 impl Run {
     /// Whether each probe got through, judged by what it did outside where
     /// it can be seen from outside.
-    fn allowed(
-        &self,
-        shared: &Shared,
-        socket: &Heard,
-        abstract_: &Heard,
-    ) -> BTreeMap<String, bool> {
+    fn allowed(&self, shared: &Shared, heard: &Listeners) -> BTreeMap<String, bool> {
         let mut allowed = BTreeMap::new();
         let mark = format!("parity {}", self.who);
         for path in &self.writes {
@@ -357,14 +426,58 @@ impl Run {
             .get("read key")
             .is_some_and(|r| !hex.is_empty() && r.contains(&hex));
         allowed.insert("read ralph's key".into(), read);
-        allowed.insert(
-            format!("connect unix socket {}", shared.socket_path.display()),
-            socket.all().iter().any(|t| t == self.who),
-        );
-        allowed.insert(
-            "connect abstract unix socket".into(),
-            abstract_.all().iter().any(|t| t == self.who),
-        );
+        let uring = format!("{} uring", self.who);
+        let heard_from = |listener: &Heard, text: &str| listener.all().iter().any(|t| t == text);
+        for (row, listener, text) in [
+            (
+                format!("connect unix socket {}", shared.socket_path.display()),
+                &heard.socket,
+                self.who,
+            ),
+            (
+                "connect abstract unix socket".into(),
+                &heard.abstract_,
+                self.who,
+            ),
+            (
+                format!(
+                    "io_uring: connect unix socket {}",
+                    shared.socket_path.display()
+                ),
+                &heard.socket,
+                uring.as_str(),
+            ),
+            (
+                "io_uring: connect abstract unix socket".into(),
+                &heard.abstract_,
+                uring.as_str(),
+            ),
+            (
+                format!(
+                    "datagram socketpair: send to unix socket {}",
+                    shared.dgram_path.display()
+                ),
+                &heard.dgram,
+                self.who,
+            ),
+            (
+                "datagram socketpair: send to abstract unix socket".into(),
+                &heard.dgram_abstract,
+                self.who,
+            ),
+            (
+                "connect TCP on the host 127.0.0.1".into(),
+                &heard.tcp,
+                self.who,
+            ),
+            (
+                "send UDP to the host 127.0.0.1".into(),
+                &heard.udp,
+                self.who,
+            ),
+        ] {
+            allowed.insert(row, heard_from(listener, text));
+        }
         for (name, result) in &self.results {
             let by_itself = [
                 "mount a tmpfs",
@@ -374,6 +487,7 @@ impl Run {
                 "hold a capability",
                 "open a terminal",
                 "see the session variables",
+                "read the environment of a process outside",
             ];
             if by_itself.contains(&name.as_str()) {
                 allowed.insert(name.clone(), result.starts_with("done"));
@@ -402,6 +516,16 @@ impl Run {
     }
 }
 
+/// The person's listeners the probes try to reach.
+struct Listeners {
+    socket: Heard,
+    abstract_: Heard,
+    dgram: Heard,
+    dgram_abstract: Heard,
+    tcp: Heard,
+    udp: Heard,
+}
+
 fn parity(uid: Option<u32>) {
     let base = std::env::temp_dir().join(format!(
         "ralph-parity-{}-{}",
@@ -412,9 +536,15 @@ fn parity(uid: Option<u32>) {
     std::fs::create_dir_all(&base).unwrap();
     std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).unwrap();
     let tag = format!("{}{}", std::process::id(), uid.unwrap_or(0));
+    let (tcp_port, tcp) = Heard::tcp();
+    let (udp_port, udp) = Heard::udp();
     let shared = Shared {
         socket_path: PathBuf::from(format!("/tmp/parity-{tag}.sock")),
         abstract_name: format!("ralph-parity-{tag}"),
+        dgram_path: PathBuf::from(format!("/tmp/parity-{tag}.dgram")),
+        dgram_abstract: format!("ralph-parity-dgram-{tag}"),
+        tcp_port,
+        udp_port,
         runtime: base.join("run"),
         sentinel: Sentinel::start(&base, uid),
         tag,
@@ -422,25 +552,34 @@ fn parity(uid: Option<u32>) {
     std::fs::create_dir_all(&shared.runtime).unwrap();
     // The person's sockets: a pathname one under /tmp (open to the
     // unprivileged user, as theirs would be), and an abstract one.
-    let socket = Heard::unix(&shared.socket_path, uid.is_some(), false);
-    let abstract_ = Heard::abstract_unix(&shared.abstract_name);
+    // The person's services on 127.0.0.1, TCP and UDP, and datagram
+    // sockets, pathname and abstract.
+    let heard = Listeners {
+        socket: Heard::unix(&shared.socket_path, uid.is_some(), false),
+        abstract_: Heard::abstract_unix(&shared.abstract_name),
+        dgram: Heard::unix_datagram(&shared.dgram_path.display().to_string()),
+        dgram_abstract: Heard::unix_datagram(&format!("\0{}", shared.dgram_abstract)),
+        tcp,
+        udp,
+    };
     let bins = base.join("bin");
     let (agent, agent_run) = run_battery("agent", uid, &shared, &bins);
-    let mut agent_allowed = agent.allowed(&shared, &socket, &abstract_);
+    let mut agent_allowed = agent.allowed(&shared, &heard);
     agent_allowed.insert(
         "signal a process outside".into(),
         shared.sentinel.take_signal(),
     );
-    // The check as bubblewrap walls it, and as root also as Landlock does
-    // where bubblewrap cannot run (hidden from it in a mount namespace).
-    let mut checks = vec!["check"];
-    if uid.is_none() {
-        checks.push("landlock");
-    }
+    // The check as bubblewrap walls it, and as Landlock does where
+    // bubblewrap cannot run (hidden from it in a mount namespace).
     let mut runs = Vec::new();
-    for who in checks {
+    for who in ["check", "landlock"] {
         let (run, said) = run_battery(who, uid, &shared, &bins);
-        let mut allowed = run.allowed(&shared, &socket, &abstract_);
+        // The check that needs the network is named at the start.
+        assert!(
+            said.contains("walls: the check `fetch` keeps this machine's network"),
+            "{said}"
+        );
+        let mut allowed = run.allowed(&shared, &heard);
         allowed.insert(
             "signal a process outside".into(),
             shared.sentinel.take_signal(),
@@ -448,6 +587,7 @@ fn parity(uid: Option<u32>) {
         runs.push((run, said, allowed));
     }
     let _ = std::fs::remove_file(&shared.socket_path);
+    let _ = std::fs::remove_file(&shared.dgram_path);
     for run in std::iter::once(&agent).chain(runs.iter().map(|(run, _, _)| run)) {
         for path in &run.writes {
             if path.starts_with("/tmp")

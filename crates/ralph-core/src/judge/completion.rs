@@ -1101,6 +1101,7 @@ mod tests {
             name: "tests".into(),
             command: "cargo test".into(),
             timeout_seconds: 60,
+            network: false,
         }];
         let failed = [result(Some(1), false)];
         let detail = |integrity: &Integrity<'_>| {
@@ -1184,6 +1185,7 @@ mod tests {
             name: "tests".into(),
             command: "cargo test".into(),
             timeout_seconds: 60,
+            network: false,
         }];
         let assessment = strict(&format!("Done.\n{S}"));
         let detail = |output: &str| {
@@ -1219,6 +1221,7 @@ mod tests {
             name: "tests".into(),
             command: "cargo test".into(),
             timeout_seconds: 60,
+            network: false,
         }];
         let open_plan = PlanReport {
             files: vec![PlanFile {
@@ -1339,6 +1342,7 @@ mod tests {
             name: "tests".into(),
             command: cmd.into(),
             timeout_seconds: 60,
+            network: false,
         }];
         let counts = |run, skipped| Some(TestCounts::new(run, 0, skipped));
         let ran = |exit: i32, counts: Option<TestCounts>| VerifyResult {

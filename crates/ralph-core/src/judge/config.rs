@@ -729,7 +729,7 @@ pub fn accepted_keys() -> String {
     let numbers: Vec<&str> = number_settings().map(|s| s.key).collect();
     format!(
         "{}, completionSignal, promptFile, completionMode, planFiles, verify (a list of {{name, command, \
-         timeoutSeconds}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
+         timeoutSeconds, network}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
          testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, \
          pauseAtUtilization (0 to 1), notify (a command), \
          sandbox (auto, on or off), allowFewerTests (true or false), protectedPaths (a list of globs), \

@@ -1763,6 +1763,7 @@ mod tests {
             name: "tests".into(),
             command: "test -f done.txt".into(),
             timeout_seconds: 10,
+            network: false,
         }];
         config
     }

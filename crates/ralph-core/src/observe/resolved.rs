@@ -854,6 +854,7 @@ mod tests {
             name: "tests".into(),
             command: command.into(),
             timeout_seconds: 60,
+            network: false,
         }]
     }
 

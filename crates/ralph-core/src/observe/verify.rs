@@ -39,6 +39,12 @@ pub struct VerifyCommand {
     /// Seconds before the command is killed and counted as failed.
     #[serde(default = "default_timeout")]
     pub timeout_seconds: u32,
+    /// True when the check needs the network (`"network": true`): its walls
+    /// leave it the machine's network instead of a namespace of its own
+    /// with loopback only. Pinned with the config at the loop's start, so
+    /// the agent cannot add it later.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
 }
 
 fn default_timeout() -> u32 {
@@ -124,6 +130,13 @@ pub fn run(root: &Path, verify: &VerifyCommand, walls: &Walls) -> VerifyResult {
     };
     // `_temp`, the check's own temp folder under Landlock, lives until the
     // command has ended and been reaped.
+    let networked;
+    let walls = if verify.network {
+        networked = walls.clone().with_network(true);
+        &networked
+    } else {
+        walls
+    };
     let (mut cmd, _temp) = match walls.shell(&verify.command) {
         Ok(walled) => walled,
         Err(e) => return result(None, false, e.to_string()),
@@ -482,6 +495,37 @@ mod tests {
     }
 
     #[test]
+    fn only_a_verify_entry_saying_network_reaches_the_hosts_loopback() {
+        if !matches!(Mechanism::probe(), Mechanism::Bubblewrap(_)) {
+            eprintln!("skipped: no bubblewrap here");
+            return;
+        }
+        let dir = tempfile::TempDir::new().unwrap();
+        let root = dir.path().join("project");
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let entry = |network: &str| -> VerifyCommand {
+            serde_json::from_str(&format!(
+                r#"{{"name": "fetch", "command": "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=3); print(\"reached\")'"{network}}}"#
+            ))
+            .unwrap()
+        };
+        let walls = Walls::around(&root, &root, WallsWanted::Required);
+        let plain = super::run(&root, &entry(""), &walls);
+        assert!(!plain.passed(), "{plain:?}");
+        assert!(
+            plain.output_tail.contains("Connection refused"),
+            "{plain:?}"
+        );
+        let networked = entry(r#", "network": true"#);
+        assert!(networked.network);
+        let reached = super::run(&root, &networked, &walls);
+        assert!(reached.passed(), "{reached:?}");
+        assert!(reached.output_tail.contains("reached"), "{reached:?}");
+    }
+
+    #[test]
     fn a_walled_command_cannot_write_outside_its_project() {
         let dir = tempfile::TempDir::new().unwrap();
         let root = dir.path().join("project");
@@ -524,6 +568,7 @@ mod tests {
             name: name.into(),
             command: command.into(),
             timeout_seconds,
+            network: false,
         }
     }
 

@@ -821,7 +821,7 @@ fn sandbox(config: &Config, version: Option<ClientVersion>) -> Check {
 /// (`sandbox: auto`: they run with the person's rights) or, with `sandbox:
 /// on`, a failure (they are refused). Every run's checks, whoever runs them.
 fn walls(config: &Config) -> Check {
-    use ralph_core::observe::process::walls::{Mechanism, WallsWanted};
+    use ralph_core::observe::process::walls::{self, Mechanism, WallsWanted};
     const NAME: &str = "walls";
     let wanted = config.sandbox.walls();
     if wanted == WallsWanted::Off {
@@ -833,12 +833,17 @@ fn walls(config: &Config) -> Check {
             None,
         );
     }
-    match Mechanism::probe() {
+    let mechanism = Mechanism::probe();
+    let network = format!(
+        "network: {} (a verify entry with \"network\": true keeps this machine's)",
+        walls::network_walls(mechanism)
+    );
+    match mechanism {
         Mechanism::Bubblewrap(bwrap) => check(
             NAME,
             Verdict::Ok,
             format!(
-                "the checks of the agent's work run inside bubblewrap ({})",
+                "the checks of the agent's work run inside bubblewrap ({}); {network}",
                 bwrap.display()
             ),
             None,
@@ -848,7 +853,8 @@ fn walls(config: &Config) -> Check {
             Verdict::Ok,
             format!(
                 "the checks run inside Landlock's walls, as {why} (coarser: a check cannot create \
-                 an entry at the top of the project)"
+                 an entry at the top of the project); {network}; {}",
+                walls::landlock_features()
             ),
             None,
         ),
@@ -856,7 +862,9 @@ fn walls(config: &Config) -> Check {
             NAME,
             Verdict::Warn,
             format!(
-                "the checks run inside Landlock's walls in part, as {why}: what this kernel                  does not enforce, a check may do"
+                "the checks run inside Landlock's walls in part, as {why}: what this kernel \
+                 does not enforce, a check may do; {network}; {}",
+                walls::landlock_features()
             ),
             Some("install bubblewrap (`sudo apt-get install bubblewrap`)".into()),
         ),

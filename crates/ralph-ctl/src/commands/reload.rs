@@ -190,6 +190,7 @@ fn measure(
                 name: "gate".into(),
                 command: recorded.command.clone(),
                 timeout_seconds: 0,
+                network: false,
             });
         }
     }

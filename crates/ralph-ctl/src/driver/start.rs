@@ -443,6 +443,15 @@ fn measured_baseline(
     for refused in walls.refused_caches() {
         crate::output::say_err!("ralph-ctl: {refused}");
     }
+    if walls.walled() {
+        for command in commands.iter().filter(|c| c.network) {
+            crate::output::say_err!(
+                "ralph-ctl: walls: the check `{}` keeps this machine's network (\"network\": true); \
+                 the others have a loopback of their own",
+                command.name
+            );
+        }
+    }
     let mut baseline = verify::Baseline::default();
     let mut cannot_run = Vec::new();
     for command in commands {

@@ -305,6 +305,7 @@ pub(crate) fn run_autofix(
         name: "autofix".into(),
         command: command.to_string(),
         timeout_seconds: crate::formula::DEFAULT_GATE_TIMEOUT_SECS,
+        network: false,
     };
     let walls = ralph_core::engine::check_walls(project, root, walls);
     let result = ralph_core::observe::verify::run(root, &fix, &walls);

@@ -95,6 +95,7 @@ pub(crate) fn prepare(
                 name: "check".into(),
                 command: c.command.clone(),
                 timeout_seconds: 0,
+                network: false,
             })
             .collect();
         let path = walls.path_for_check(&before.path);
@@ -291,11 +292,13 @@ mod tests {
             name: "tests".into(),
             command: check.into(),
             timeout_seconds: 20,
+            network: false,
         }];
         config.worktree_setup = setup.map(|command| VerifyCommand {
             name: "worktreeSetup".into(),
             command: command.into(),
             timeout_seconds: 20,
+            network: false,
         });
         (dir, ProjectPaths::new(&root), worktree, config)
     }

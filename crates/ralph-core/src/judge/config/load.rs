@@ -154,6 +154,8 @@ impl Config {
             name: "worktreeSetup".into(),
             command,
             timeout_seconds,
+            // It installs the worktree's dependencies: it fetches.
+            network: true,
         });
         Ok(())
     }

@@ -8,11 +8,16 @@
 //! of its own, removed after it; nothing else, not ralph's files
 //! (`.claude/`), not the repository's `.git` (a check tests, it does not
 //! commit); it cannot read the folders [`Walls::hide`] names (ralph's key),
-//! make a unix socket ([`seccomp`]: the person's tmux, ssh-agent, D-Bus and
-//! docker listen on one), hold a capability, gain privileges, signal a
+//! make a unix socket nor use `io_uring` ([`seccomp`]: the person's tmux,
+//! ssh-agent, D-Bus and docker listen on one), hold a capability, gain privileges, signal a
 //! process outside its own, or reach a terminal; the variables that name
 //! the person's sockets and sessions ([`SESSION_VARIABLES`]) are not passed.
-//! The network stays open: a check may need to fetch. A check of a
+//! It has no network but a loopback of its own (a network namespace: the
+//! person's services on 127.0.0.1 are out of its reach, as they are out of
+//! the agent's in the client's sandbox), unless its verify entry says
+//! `"network": true` (pinned with the config at the loop's start, so the
+//! agent cannot add it later); `worktreeSetup`, which installs
+//! dependencies, keeps the network. A check of a
 //! worktree (a queue item's, a `--worktree` iteration's) sees nothing of
 //! the main checkout but its `.git` and the dependency folders it keeps out
 //! of git ([`SHARED_DEPENDENCY_FOLDERS`]), both read-only: it tests the
@@ -27,8 +32,8 @@
 //! worktree's main checkout among them, its `.git`, dependency folders and
 //! the worktree bound again on top), and
 //! `/tmp`, `/var/tmp` and `/dev/shm` fresh tmpfs of the check's own; a pid
-//! namespace and a session of its own, every capability dropped (as root
-//! too), and the unix-socket filter. It is tried once per process
+//! namespace, a network namespace (loopback only) and a session of its
+//! own, every capability dropped (as root too), and the unix-socket filter. It is tried once per process
 //! (`bwrap … true`). Where it cannot run (not installed, or user namespaces
 //! refused, as in many containers), the walls are Landlock's
 //! ([`landlock`]), which cannot leave a read-only hole in a writable
@@ -149,6 +154,42 @@ impl Mechanism {
     }
 }
 
+/// How a check without `"network": true` is kept off the network with
+/// `mechanism`, in words (`doctor`).
+pub fn network_walls(mechanism: &Mechanism) -> String {
+    match mechanism {
+        Mechanism::Bubblewrap(_) => "a network namespace of its own, loopback only".into(),
+        #[cfg(target_os = "linux")]
+        Mechanism::Landlock(_) | Mechanism::LandlockInPart(_) => {
+            landlock::network_wall().describe()
+        }
+        _ => "none: it has this machine's network".into(),
+    }
+}
+
+/// What this kernel's Landlock has of what the walls use, in words
+/// (`doctor`): its ABI, TCP rules (ABI 4), the scoping of abstract unix
+/// sockets and signals (ABI 6).
+#[cfg(target_os = "linux")]
+pub fn landlock_features() -> String {
+    let abi = landlock::kernel_abi();
+    if abi == 0 {
+        return "this kernel has no Landlock".into();
+    }
+    let has = |needed: i64| if abi >= needed { "yes" } else { "no" };
+    format!(
+        "Landlock ABI {abi}: TCP bind and connect rules (ABI 4) {}, abstract unix sockets and \
+         signals scoped to the check (ABI 6) {}",
+        has(4),
+        has(6)
+    )
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn landlock_features() -> String {
+    "Landlock is Linux's".into()
+}
+
 /// Landlock's walls where bubblewrap cannot run (`why`), as far as this
 /// kernel enforces them.
 #[cfg(target_os = "linux")]
@@ -224,6 +265,7 @@ fn try_bwrap(bwrap: &Path) -> Result<(), String> {
             "--proc",
             "/proc",
             "--unshare-pid",
+            "--unshare-net",
             "--new-session",
             "--cap-drop",
             "ALL",
@@ -264,6 +306,9 @@ pub struct Walls {
     refused_caches: Vec<String>,
     /// The main checkout, when the checked folder is a worktree of it.
     worktree_of: Option<WorktreeOf>,
+    /// True when the check keeps the machine's network (`"network": true`);
+    /// otherwise it gets a network namespace of its own, loopback only.
+    network: bool,
 }
 
 /// A check of a worktree: the main checkout it belongs to is out of the
@@ -475,6 +520,7 @@ impl Walls {
             seen_in_temp: Vec::new(),
             refused_caches: Vec::new(),
             worktree_of: None,
+            network: true,
         }
     }
 
@@ -564,6 +610,7 @@ impl Walls {
             seen_in_temp,
             refused_caches: caches.refused,
             worktree_of,
+            network: false,
         }
     }
 
@@ -578,6 +625,19 @@ impl Walls {
             Some(of) => of.path_for_check(path),
             None => path.to_string(),
         }
+    }
+
+    /// These walls with the machine's network left to the check when
+    /// `network` (a verify entry's `"network": true`), else with a network
+    /// namespace of its own, loopback only.
+    pub fn with_network(mut self, network: bool) -> Walls {
+        self.network = network;
+        self
+    }
+
+    /// Whether a check in these walls keeps the machine's network.
+    pub fn network(&self) -> bool {
+        self.network || !self.walled()
     }
 
     /// Hides `folder` from the walled command (an empty folder in its place);
@@ -742,8 +802,11 @@ impl Walls {
         let mut args: Vec<OsString> = Vec::new();
         // A pid namespace of its own, with its own /proc: through the host's,
         // `/proc/<pid>/root` of any process outside would lead past every
-        // wall, and no process outside can be signalled. A session of its
-        // own: no terminal to push input into.
+        // wall, and no process outside can be signalled. A network
+        // namespace of its own, loopback only, unless it needs the network:
+        // the person's services on 127.0.0.1 and the host's abstract unix
+        // sockets are out of reach. A session of its own: no terminal to
+        // push input into.
         let base = [
             ("--ro-bind", Path::new("/")),
             ("--dev-bind", Path::new("/dev")),
@@ -759,6 +822,9 @@ impl Walls {
         // No capability, as root too (bubblewrap keeps root's otherwise:
         // with them a check unmounts the tmpfs over the key, or remounts `/`
         // read-write). bubblewrap always sets no new privileges.
+        if !self.network {
+            args.push("--unshare-net".into());
+        }
         args.extend(
             [
                 "--unshare-pid",
@@ -1149,6 +1215,8 @@ mod tests {
     const ESCAPES: &str = "grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; \
         python3 -c 'import socket\nfor a in (\"/tmp/x.sock\", \"\\0ralph-walls-abstract\"):\n  try:\n    socket.socket(socket.AF_UNIX).connect(a)\n  except OSError as e: print(\"unix:\", e.errno)'; \
         python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"x\"); print(\"pair:\", b.recv(1))'; \
+        python3 -c 'import socket\ntry:\n  socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); print(\"dgram: made\")\nexcept OSError as e: print(\"dgram:\", e.errno)'; \
+        python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); r = c.syscall(425, 4, ctypes.create_string_buffer(120)); print(\"uring:\", ctypes.get_errno() if r < 0 else \"made\")'; \
         echo t > /tmp/ralph-walls-probe && echo t > /var/tmp/ralph-walls-probe && echo t > /dev/shm/ralph-walls-probe && echo \"tmpdir: $TMPDIR\" && echo temp-written; \
         env | grep -E '^(SSH_AUTH_SOCK|TMUX|DISPLAY|DOCKER_HOST|XDG_RUNTIME_DIR|DBUS_SESSION_BUS_ADDRESS)=' | sed 's/^/leaked: /'; \
         echo done";
@@ -1162,6 +1230,9 @@ mod tests {
         // EPERM (1) from the filter, for the pathname and the abstract one.
         assert_eq!(output.matches("unix: 1").count(), 2, "{output}");
         assert!(output.contains("pair: b'x'"), "{output}");
+        // A datagram pair, and io_uring (which makes sockets of its own).
+        assert!(output.contains("dgram: 1\n"), "{output}");
+        assert!(output.contains("uring: 1\n"), "{output}");
         assert!(output.contains("temp-written"), "{output}");
         assert!(!output.contains("leaked:"), "{output}");
         for dir in ["/tmp", "/var/tmp", "/dev/shm"] {
@@ -1298,6 +1369,8 @@ mod tests {
             output.contains("pair: b'x'") && !output.contains("leaked:"),
             "{output}"
         );
+        assert!(output.contains("dgram: 1\n"), "{output}");
+        assert!(output.contains("uring: 1\n"), "{output}");
         drop(temp);
         assert!(!tmpdir.exists(), "the check's temp folder outlived it");
         let (_, output) = run(
@@ -1331,6 +1404,106 @@ mod tests {
             !output.contains("s3cret") && output.contains("end"),
             "{output}"
         );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// What reached the host's listeners on 127.0.0.1 (TCP and UDP) from
+    /// a check in `walls`, and what the check said: it also serves and
+    /// reaches a listener of its own on its loopback.
+    fn loopback_reached(walls: &Walls, root: &Path) -> (Vec<String>, String) {
+        use std::io::Read;
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        udp.set_nonblocking(true).unwrap();
+        let script = format!(
+            "python3 -c 'import socket\n\
+             try:\n  s = socket.create_connection((\"127.0.0.1\", {tcp}), timeout=3); s.sendall(b\"tcp\"); s.close(); print(\"tcp: sent\")\n\
+             except OSError as e: print(\"tcp:\", e.errno)\n\
+             try:\n  socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"udp\", (\"127.0.0.1\", {udp})); print(\"udp: sent\")\n\
+             except OSError as e: print(\"udp:\", e.errno)\n\
+             own = socket.socket(); own.bind((\"127.0.0.1\", 0)); own.listen()\n\
+             socket.create_connection(own.getsockname(), timeout=3).close(); print(\"own loopback: reached\")'",
+            tcp = tcp.local_addr().unwrap().port(),
+            udp = udp.local_addr().unwrap().port()
+        );
+        let (_, output) = run(walls, root, &script);
+        let mut heard = Vec::new();
+        if let Ok((mut stream, _)) = tcp.accept() {
+            stream.set_nonblocking(false).unwrap();
+            let mut text = String::new();
+            let _ = stream.read_to_string(&mut text);
+            heard.push(text);
+        }
+        let mut buf = [0u8; 16];
+        if let Ok(n) = udp.recv(&mut buf) {
+            heard.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        (heard, output)
+    }
+
+    #[test]
+    fn a_check_reaches_no_listener_on_the_hosts_loopback_unless_it_needs_the_network() {
+        let mut mechanisms = Vec::new();
+        if let Some(bwrap) = bwrap_or_skip() {
+            mechanisms.push(bwrap.clone());
+        }
+        if landlock::supported() {
+            mechanisms.push(Mechanism::Landlock("a test".into()));
+        }
+        for mechanism in mechanisms {
+            let (base, root) = project_outside_temp("network");
+            let walls = Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism);
+            assert!(!walls.network());
+            let (heard, output) = loopback_reached(&walls, &root);
+            // ECONNREFUSED in its own namespace, as the agent gets.
+            assert!(heard.is_empty(), "{heard:?} {output}");
+            assert!(output.contains("tcp: 111"), "{output}");
+            assert!(output.contains("own loopback: reached"), "{output}");
+            let walls = walls.with_network(true);
+            assert!(walls.network());
+            let (heard, output) = loopback_reached(&walls, &root);
+            assert_eq!(heard, ["tcp", "udp"], "{output}");
+            let _ = std::fs::remove_dir_all(&base);
+        }
+    }
+
+    #[test]
+    fn where_no_network_namespace_can_be_made_landlock_refuses_every_tcp_connect() {
+        if !landlock::supported() || landlock::kernel_abi() < 4 {
+            eprintln!("skipped: no Landlock ABI 4");
+            return;
+        }
+        let (base, root) = project_outside_temp("tcp-rules");
+        let walls = Walls::with_mechanism(
+            &root,
+            &root,
+            WallsWanted::Required,
+            Mechanism::Landlock("a test".into()),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let script = format!(
+            "python3 -c 'import socket\ntry:\n  socket.create_connection((\"127.0.0.1\", {}), timeout=3); print(\"tcp: reached\")\nexcept OSError as e: print(\"tcp:\", e.errno)'",
+            listener.local_addr().unwrap().port()
+        );
+        let temp = CheckTemp::make().unwrap();
+        let rules = landlock::NetworkWall::TcpRules("a test".into());
+        let mut cmd = landlock::wall_with(
+            &walls,
+            super::super::group::shell(&script),
+            temp.path().unwrap(),
+            true,
+            &rules,
+        )
+        .unwrap();
+        let out = cmd.current_dir(&root).output().unwrap();
+        let output = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        // EACCES from Landlock; nothing reached the listener.
+        assert!(output.contains("tcp: 13"), "{output}");
+        assert!(listener.accept().is_err(), "{output}");
+        assert!(rules.describe().contains("UDP stays open"));
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -856,6 +856,7 @@ mod tests {
             name: "tests".into(),
             command: "test ! -e other.txt".into(),
             timeout_seconds: 30,
+            network: false,
         }];
         match land_it(&root, &other, &item("right"), &failing, &claims) {
             Landed::NeedsReview(why) => {

@@ -18,13 +18,24 @@
 //! are refused where walls are required, and said once where they are
 //! wanted ([`enforcement`]). The same child loads the filter that refuses
 //! unix sockets (see `seccomp`), after Landlock has set no new privileges.
+//!
+//! Off the network, a check first enters a network namespace of its own,
+//! with loopback only, up ([`OwnNetwork`]): as root directly, otherwise
+//! inside a user namespace of its own (its own user and group mapped to
+//! themselves). Where the machine refuses that (user namespaces off, as in
+//! the containers where bubblewrap cannot run either), Landlock's TCP
+//! rules (ABI 4) refuse it every TCP bind and connect instead; UDP stays
+//! open then. Which one this machine gives, [`network_wall`] learns once.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use std::ffi::CString;
+use std::sync::OnceLock;
+
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
 use super::Walls;
@@ -44,14 +55,182 @@ pub(super) fn supported() -> bool {
 
 /// The ruleset every check's walls start from: every file right of
 /// [`ABI_WANTED`] handled, every scope (signals and abstract unix sockets
-/// kept inside the check's own processes).
-fn base() -> Result<RulesetCreated, String> {
-    Ruleset::default()
+/// kept inside the check's own processes), and, when `no_tcp`, TCP's bind
+/// and connect handled with no port granted: every one refused.
+fn base(no_tcp: bool) -> Result<RulesetCreated, String> {
+    let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(ABI_WANTED))
+        .handle_access(AccessFs::from_all(ABI_WANTED));
+    let ruleset = if no_tcp {
+        ruleset.and_then(|r| r.handle_access(AccessNet::from_all(ABI_WANTED)))
+    } else {
+        ruleset
+    };
+    ruleset
         .and_then(|r| r.scope(Scope::from_all(ABI_WANTED)))
         .and_then(landlock::Ruleset::create)
         .map_err(|e| format!("Landlock refused the walls: {e}"))
+}
+
+/// The Landlock ABI this kernel has (0: none).
+#[allow(unsafe_code)]
+pub(super) fn kernel_abi() -> i64 {
+    /// `LANDLOCK_CREATE_RULESET_VERSION`.
+    const VERSION: libc::c_uint = 1;
+    // SAFETY: asks the version, with no ruleset attributes to read.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            VERSION,
+        )
+    };
+    abi.max(0)
+}
+
+/// How Landlock's walls keep a check off the network on this machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum NetworkWall {
+    /// A network namespace of the check's own, loopback only.
+    Namespace,
+    /// Landlock's TCP rules (ABI 4): no TCP bind or connect; UDP open
+    /// (why no namespace).
+    TcpRules(String),
+    /// Neither: the check has the machine's network (why).
+    Open(String),
+}
+
+impl NetworkWall {
+    /// In words, for `doctor`.
+    pub(super) fn describe(&self) -> String {
+        match self {
+            NetworkWall::Namespace => {
+                "a network namespace of its own, loopback only (as under bubblewrap)".into()
+            }
+            NetworkWall::TcpRules(why) => format!(
+                "Landlock's TCP rules (ABI 4) refuse it every TCP bind and connect, as {why}; \
+                 UDP stays open"
+            ),
+            NetworkWall::Open(why) => format!("none: it has this machine's network, as {why}"),
+        }
+    }
+}
+
+/// What this machine gives a check under Landlock off the network: learnt
+/// once, by entering a network namespace in a child that runs `sh -c :`.
+pub(super) fn network_wall() -> &'static NetworkWall {
+    static WALL: OnceLock<NetworkWall> = OnceLock::new();
+    WALL.get_or_init(|| {
+        let mut probe = super::super::group::shell(":");
+        probe
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let own = OwnNetwork::prepare();
+        own.enter_on_exec(&mut probe);
+        let why = match probe.status() {
+            Ok(status) if status.success() => return NetworkWall::Namespace,
+            Ok(status) => format!("a network namespace could not be made ({status})"),
+            Err(e) => format!("a network namespace could not be made ({e})"),
+        };
+        if kernel_abi() >= 4 {
+            NetworkWall::TcpRules(why)
+        } else {
+            NetworkWall::Open(format!("{why} and this kernel has no Landlock ABI 4"))
+        }
+    })
+}
+
+/// What a child needs to enter a network namespace of its own, built
+/// before the fork (nothing between fork and exec allocates): as root, the
+/// namespace alone; otherwise a user namespace with it, and the maps that
+/// keep the child's user and group its own inside.
+pub(super) struct OwnNetwork {
+    as_root: bool,
+    maps: Vec<(CString, Vec<u8>)>,
+}
+
+impl OwnNetwork {
+    #[allow(unsafe_code)]
+    pub(super) fn prepare() -> OwnNetwork {
+        // SAFETY: plain system calls with no arguments.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let map = |path: &str, text: String| (CString::new(path).unwrap_or_default(), text.into());
+        if uid == 0 {
+            return OwnNetwork {
+                as_root: true,
+                maps: Vec::new(),
+            };
+        }
+        OwnNetwork {
+            as_root: false,
+            maps: vec![
+                map("/proc/self/setgroups", "deny".into()),
+                map("/proc/self/uid_map", format!("{uid} {uid} 1")),
+                map("/proc/self/gid_map", format!("{gid} {gid} 1")),
+            ],
+        }
+    }
+
+    /// Has the child enter it before it runs the program.
+    #[allow(unsafe_code)]
+    fn enter_on_exec(self, command: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: `enter` makes system calls on memory it owns; no
+        // allocation.
+        unsafe {
+            command.pre_exec(move || self.enter());
+        }
+    }
+
+    /// Enters a new network namespace (in a new user namespace unless
+    /// root) and brings its loopback up. Only system calls.
+    #[allow(unsafe_code)]
+    pub(super) fn enter(&self) -> std::io::Result<()> {
+        let flags = if self.as_root {
+            libc::CLONE_NEWNET
+        } else {
+            libc::CLONE_NEWUSER | libc::CLONE_NEWNET
+        };
+        // SAFETY: unshare(2), open(2), write(2), close(2), socket(2) and
+        // ioctl(2) on memory this owns or on the stack.
+        unsafe {
+            if libc::unshare(flags) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for (path, text) in &self.maps {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let written = libc::write(fd, text.as_ptr().cast(), text.len());
+                libc::close(fd);
+                if written < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let mut request: libc::ifreq = std::mem::zeroed();
+            for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
+                *to = libc::c_char::from_ne_bytes([*from]);
+            }
+            let mut result = libc::ioctl(fd, libc::SIOCGIFFLAGS, &raw mut request);
+            if result == 0 {
+                request.ifr_ifru.ifru_flags |= libc::c_short::try_from(libc::IFF_UP).unwrap_or(1);
+                result = libc::ioctl(fd, libc::SIOCSIFFLAGS, &raw mut request);
+            }
+            let error = std::io::Error::last_os_error();
+            libc::close(fd);
+            if result != 0 {
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Whether this kernel enforces every right and scope the walls ask for:
@@ -59,7 +238,7 @@ fn base() -> Result<RulesetCreated, String> {
 /// status `restrict_self` returns is only known where it ran). `Err` says
 /// what is missing.
 pub(super) fn enforcement() -> Result<(), String> {
-    let ruleset = base()?
+    let ruleset = base(false)?
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_WANTED)))
         .map_err(|e| format!("Landlock refused a rule: {e}"))?;
     let mut probe = super::super::group::shell(":");
@@ -67,7 +246,7 @@ pub(super) fn enforcement() -> Result<(), String> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    restrict_on_exec(&mut probe, ruleset, None, true);
+    restrict_on_exec(&mut probe, ruleset, None, None, true);
     match probe.status() {
         Ok(_) => Ok(()),
         Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Err(format!(
@@ -112,9 +291,20 @@ fn grant_except(
 /// child only restricts itself with it (see [`restrict_on_exec`]).
 pub(super) fn wall(
     walls: &Walls,
+    inner: Command,
+    temp: &Path,
+    required: bool,
+) -> Result<Command, String> {
+    wall_with(walls, inner, temp, required, network_wall())
+}
+
+/// [`wall`], off the network as `network` says (the tests' choice).
+pub(super) fn wall_with(
+    walls: &Walls,
     mut inner: Command,
     temp: &Path,
     required: bool,
+    network: &NetworkWall,
 ) -> Result<Command, String> {
     let all = AccessFs::from_all(ABI_WANTED);
     let read = AccessFs::from_read(ABI_WANTED);
@@ -147,19 +337,25 @@ pub(super) fn wall(
         .chain([PathBuf::from("/dev/shm")])
         .collect();
     grant_except(&mut rules, Path::new("/dev"), all, &not_in_dev);
-    let mut ruleset = base()?;
+    let (own_network, no_tcp) = match (walls.network, network) {
+        (true, _) | (false, NetworkWall::Open(_)) => (None, false),
+        (false, NetworkWall::Namespace) => (Some(OwnNetwork::prepare()), false),
+        (false, NetworkWall::TcpRules(_)) => (None, true),
+    };
+    let mut ruleset = base(no_tcp)?;
     for (path, access) in &rules {
         ruleset = ruleset
             .add_rules(path_beneath_rules([path], *access))
             .map_err(|e| format!("Landlock refused a rule for {}: {e}", path.display()))?;
     }
     let filters = super::seccomp::program().map(|p| super::seccomp::filters(&p));
-    restrict_on_exec(&mut inner, ruleset, filters, required);
+    restrict_on_exec(&mut inner, ruleset, own_network, filters, required);
     Ok(inner)
 }
 
 /// Has the child restrict itself with `ruleset` before it runs the
-/// program: every capability dropped ([`drop_capabilities`]), then the
+/// program: a network namespace of its own first when `own_network`
+/// ([`OwnNetwork::enter`]), every capability dropped ([`drop_capabilities`]), then the
 /// crate's `restrict_self` (no new privileges, then
 /// `landlock_restrict_self`), refuse to run when `required` and the kernel
 /// enforced the rules only in part (the spawn fails with ENOTSUP), then
@@ -169,6 +365,7 @@ pub(super) fn wall(
 fn restrict_on_exec(
     command: &mut Command,
     ruleset: RulesetCreated,
+    own_network: Option<OwnNetwork>,
     filters: Option<Vec<libc::sock_filter>>,
     required: bool,
 ) {
@@ -180,6 +377,9 @@ fn restrict_on_exec(
     unsafe {
         command.pre_exec(move || {
             let errno = std::io::Error::from_raw_os_error;
+            if let Some(own) = &own_network {
+                own.enter()?;
+            }
             drop_capabilities()?;
             let ruleset = ruleset.take().ok_or_else(|| errno(libc::EINVAL))?;
             let status = ruleset

@@ -3003,7 +3003,9 @@ fn status_log_watch_report_and_the_hook_show_the_agents_escapes_visibly() {
         r"\x1b]52;c;ZXZpbA==\x07the key \x1b[8mis missing",
         // The excerpt is on one line: the carriage return is a space there.
         r"said: \x1b[2Kralph: loop complete <b>bold</b> \x1b[8mhidden over\x9b31m",
-        r"| ran \x1b[8mhidden\x1b[0m \x1b]52;c;ZXZpbA==\x07 \x9b31m over\x0dwritten",
+        // A check's output without its colour codes (the hidden text is
+        // plain), every other control shown.
+        r"| ran hidden \x1b]52;c;ZXZpbA==\x07 \x9b31m over\x0dwritten",
     ]);
     // JSON is data: its escapes keep every control character out of it,
     // and the state reads back as the agent wrote it.
@@ -3042,7 +3044,7 @@ fn status_log_watch_report_and_the_hook_show_the_agents_escapes_visibly() {
     for shown in [
         r"\x1b[2Kralph: loop complete &lt;b&gt;bold&lt;/b&gt; \x1b[8mhidden over\x9b31m",
         r"\x1b]52;c;ZXZpbA==\x07the key \x1b[8mis missing",
-        r"ran \x1b[8mhidden\x1b[0m \x1b]52;c;ZXZpbA==\x07 \x9b31m over\x0dwritten",
+        r"ran hidden \x1b]52;c;ZXZpbA==\x07 \x9b31m over\x0dwritten",
     ] {
         assert!(page.contains(shown), "{shown} in {page}");
     }

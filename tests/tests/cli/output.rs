@@ -1434,7 +1434,7 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
             lines.join("\n")
         ));
     };
-    show(&["doctor", "--no-check"], &["verify"]);
+    show(&["doctor", "--no-check"], &["verify:", "--verify"]);
     show(
         &["run", "--task", "Make the tests pass.", "--dry-run"],
         &["Completion check"],

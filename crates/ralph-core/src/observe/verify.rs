@@ -90,19 +90,36 @@ impl VerifyResult {
     }
 }
 
-/// The last [`OUTPUT_TAIL_LINES`] lines of `bytes`, as a person reads
-/// them: colours and other ANSI escapes taken out, a progress line redrawn
-/// with carriage returns as it was left (a line of escapes alone goes).
+/// The last [`OUTPUT_TAIL_LINES`] lines of `bytes`, colour codes taken
+/// out (`ESC [ … m`, a runner's `--color=yes`: noise to the agent and the
+/// person alike); every other control stays, for the places that show it
+/// to make visible (`text::printable`), so that nothing the check printed
+/// can hide what came before it (a carriage return, a cleared line).
 fn tail_lines(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<String> = text
-        .lines()
-        .filter_map(|line| {
-            let clean = test_counts::clean(line);
-            (clean.trim().is_empty() == line.trim().is_empty()).then_some(clean)
-        })
-        .collect();
+    let lines: Vec<String> = text.lines().map(without_colours).collect();
     lines[lines.len().saturating_sub(OUTPUT_TAIL_LINES)..].join("\n")
+}
+
+/// `line` without its SGR sequences (`ESC [`, digits and `;`, then `m`).
+fn without_colours(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("\u{1b}[") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let params = after
+            .find(|c: char| !(c.is_ascii_digit() || c == ';'))
+            .unwrap_or(after.len());
+        if after[params..].starts_with('m') {
+            rest = &after[params + 1..];
+        } else {
+            out.push_str("\u{1b}[");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The width a check's output is written at (`COLUMNS`): what runners
@@ -573,19 +590,19 @@ mod tests {
     }
 
     #[test]
-    fn the_output_kept_has_no_colour_codes_and_progress_as_it_was_left() {
+    fn the_output_kept_has_no_colour_codes_and_every_other_control_kept() {
         let dir = tempfile::TempDir::new().unwrap();
         let colours = run(
             dir.path(),
             &cmd(
                 "colours",
-                "printf '\\033[1m\\033[31mFAILED\\033[0m tests/test_a.py::test_x\\n\\033[0m\\n\\n\
-                 10%%\\r50%%\\r100%% done\\n\\033]8;;http://x\\007link\\033]8;;\\007\\n'; exit 1",
+                "printf '\\033[1m\\033[31mFAILED\\033[0m tests/test_a.py::test_x\\n\\033[m\\n\
+                 50%%\\r100%% \\033[2Kdone\\n\\033[38;5;196mred\\033[39m\\n'; exit 1",
                 10,
             ),
         );
         assert_eq!(
-            colours.output_tail, "FAILED tests/test_a.py::test_x\n\n100% done\nlink",
+            colours.output_tail, "FAILED tests/test_a.py::test_x\n\n50%\r100% \u{1b}[2Kdone\nred",
             "{:?}",
             colours.output_tail
         );

@@ -1491,3 +1491,30 @@ fn check_without_a_loop_and_of_a_loop_whose_claim_would_fail() {
     show(&project, &["check"]);
     stable().bind(|| insta::assert_snapshot!("check", text));
 }
+
+// ------------------------------------------------------- ralph-ctl run --queue
+
+#[test]
+fn queue_dry_run_says_the_task_goes_before_every_item() {
+    let project = TempProject::new("queue-dry-task");
+    project.write(
+        "PLAN.md",
+        "# Plan\n\n- [ ] add a greeting\n  say hello in hello.txt\n",
+    );
+    project.commit_all("the plan");
+    project.init();
+    // What `run --task` left in PROMPT.md stays every queue item's task.
+    project.write_prompt("# Task\n\nFix the parser.");
+    let dry = project.ctl(
+        &["run", "--queue", "plan:PLAN.md", "--dry-run"],
+        &[("RALPH_CLAUDE", "true")],
+    );
+    dry.assert_code(0);
+    let said: String = dry
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("environment for the client:") && !l.starts_with("command:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    stable().bind(|| insta::assert_snapshot!("queue_dry_run_with_a_task", said));
+}

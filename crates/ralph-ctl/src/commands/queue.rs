@@ -140,9 +140,10 @@ pub(crate) fn remote_queue(
             records.values().map(|(_, r)| r.machine.as_str()).collect();
         writeln!(
             out,
-            "{} item{} of {source} on remote {remote} ({} machine{} so far): {}",
+            "{} item{} of {} on remote {remote} ({} machine{} so far): {}",
             rows.len(),
             if rows.len() == 1 { "" } else { "s" },
+            shown_source(&parsed),
             machines.len(),
             if machines.len() == 1 { "" } else { "s" },
             if counts.is_empty() {
@@ -205,14 +206,23 @@ pub(crate) fn run(
     let items = source.read(&paths.root)?;
     let claims = ClaimStore::new(paths).read()?;
     let now = Timestamp::now();
+    // A free item whose dependencies have not all landed waits on them.
+    let free = |item: &ralph_core::observe::backlog::Item| {
+        if claims.missing(item).is_empty() {
+            "free"
+        } else {
+            "waiting"
+        }
+    };
     let standing: Vec<(&str, Option<&ralph_core::persist::item_claims::ItemRecord>)> = items
         .iter()
         .map(|item| match claims.items.get(&item.id) {
-            _ if claims.is_free(&item.id, now) => ("free", None),
+            _ if claims.is_free(&item.id, now) => (free(item), None),
             Some(record) => (record.status.as_str(), Some(record)),
-            None => ("free", None),
+            None => (free(item), None),
         })
         .collect();
+    let source = shown_source(&source);
     let written = (|| {
         if json {
             let rows: Vec<serde_json::Value> = items
@@ -251,8 +261,17 @@ pub(crate) fn run(
             if let Some(author) = &item.author {
                 line.push_str(&format!("  (by @{author})"));
             }
-            if let (None, Some(waits_on)) = (record, claims.waits_on(item)) {
-                line.push_str(&format!("  (after {waits_on}, which has not landed)"));
+            let missing = claims.missing(item);
+            if record.is_none() && !missing.is_empty() {
+                line.push_str(&format!(
+                    "  (after {}, {} not landed)",
+                    and_list(&missing),
+                    if missing.len() == 1 {
+                        "which has"
+                    } else {
+                        "which have"
+                    }
+                ));
             }
             if let Some(record) = record {
                 match record.status {
@@ -275,11 +294,31 @@ pub(crate) fn run(
     super::written(written, exit_codes::OK)
 }
 
+/// A source as a line's subject: `beads:` is `beads` (the colon would
+/// double before the counts).
+fn shown_source(source: &Source) -> String {
+    let text = source.to_string();
+    match text.strip_suffix(':') {
+        Some(bare) if !bare.contains(':') => bare.to_string(),
+        _ => text,
+    }
+}
+
+/// "A", "A and B", "A, B and C".
+fn and_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// "2 free, 3 done": how many of `standings` stand at each status, in the
 /// order a backlog moves, those at none left out.
 fn counts<'a>(standings: impl Iterator<Item = &'a str> + Clone) -> Vec<String> {
     [
         "free",
+        "waiting",
         "claimed",
         "done",
         "needs-review",

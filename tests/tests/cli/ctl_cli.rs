@@ -3385,3 +3385,41 @@ fn a_run_refused_at_its_start_with_nobody_at_a_terminal_runs_notify() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(!path.exists(), "a dry run ran notify");
 }
+
+#[test]
+fn a_shared_backlog_lists_an_item_waiting_on_others_as_waiting() {
+    let project = TempProject::new("remote-waiting");
+    project.init();
+    project.write(
+        "PLAN.md",
+        "# Plan\n\n- [ ] release\n  after: first, second\n- [ ] first\n- [ ] second\n",
+    );
+    project.commit_all("plan");
+    let bare = project.path("").parent().unwrap().join("remote.git");
+    project.git(&[
+        "init",
+        "-q",
+        "--bare",
+        "-b",
+        "main",
+        &bare.to_string_lossy(),
+    ]);
+    project.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
+    project.git(&["push", "-q", "origin", "main"]);
+    let text = project.ctl(&["queue", "plan:PLAN.md", "--remote", "origin"], &[]);
+    text.assert_code(0).assert_stdout_has(&[
+        "3 items of plan:PLAN.md on remote origin (0 machines so far): 2 free, 1 waiting",
+    ]);
+    let waiting = text
+        .stdout
+        .lines()
+        .find(|l| l.contains("release"))
+        .unwrap_or_default();
+    assert!(
+        waiting.starts_with("  waiting ")
+            && waiting.ends_with(", which have not landed)")
+            && waiting.contains("(after plan-"),
+        "{}",
+        text.stdout
+    );
+}

@@ -103,20 +103,40 @@ pub(crate) fn remote_queue(
             rows.push((id.clone(), record.title.clone(), Some(record)));
         }
     }
-    let standing = |record: Option<&remote::Record>| match record {
-        None => "free",
-        Some(r) if r.is_free(now) => "free",
-        Some(r) => r.status.as_str(),
+    // What each of the source's items waits on: its dependencies with no
+    // done record on the remote.
+    let missing = |id: &str| -> Vec<&str> {
+        items
+            .iter()
+            .find(|i| i.id == id)
+            .map(|i| {
+                i.after
+                    .iter()
+                    .filter(|d| {
+                        records
+                            .get(d.as_str())
+                            .is_none_or(|(_, r)| r.status != ItemStatus::Done)
+                    })
+                    .map(String::as_str)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let standing = |(id, _, record): &(String, String, Option<&remote::Record>)| match record {
+        Some(r) if !r.is_free(now) => r.status.as_str(),
+        _ if missing(id).is_empty() => "free",
+        _ => "waiting",
     };
     let written = (|| {
         if json {
             let rows: Vec<serde_json::Value> = rows
                 .iter()
-                .map(|(id, title, record)| {
+                .map(|row| {
+                    let (id, title, record) = row;
                     json!({
                         "id": id,
                         "title": title,
-                        "status": standing(*record),
+                        "status": standing(row),
                         "worker": record.map(|r| r.worker.clone()),
                         "expiresAt": record.filter(|r| r.is_held(now)).map(|r| r.expires_at),
                         "why": record.and_then(|r| r.why.clone()),
@@ -135,7 +155,7 @@ pub(crate) fn remote_queue(
         for id in &forgotten {
             writeln!(out, "forgot {id}: workers take it again")?;
         }
-        let counts = counts(rows.iter().map(|(_, _, r)| standing(*r)));
+        let counts = counts(rows.iter().map(standing));
         let machines: std::collections::BTreeSet<&str> =
             records.values().map(|(_, r)| r.machine.as_str()).collect();
         writeln!(
@@ -157,13 +177,17 @@ pub(crate) fn remote_queue(
             .map(|(id, _, _)| id.chars().count())
             .max()
             .unwrap_or(0);
-        for (id, title, record) in &rows {
-            let status = standing(*record);
+        for row in &rows {
+            let status = standing(row);
+            let (id, title, record) = row;
             let mut line = format!("  {status:<12} {id:<width$}  {title}");
+            if status == "waiting" {
+                line.push_str(&waits_on(&missing(id)));
+            }
             if let Some(r) = record {
                 match status {
                     "claimed" => line.push_str(&format!("  ({} until {})", r.worker, r.expires_at)),
-                    "free" => {}
+                    "free" | "waiting" => {}
                     _ => {
                         let mut parts = vec![r.worker.clone()];
                         if let Some(n) = r.iterations {
@@ -263,15 +287,7 @@ pub(crate) fn run(
             }
             let missing = claims.missing(item);
             if record.is_none() && !missing.is_empty() {
-                line.push_str(&format!(
-                    "  (after {}, {} not landed)",
-                    and_list(&missing),
-                    if missing.len() == 1 {
-                        "which has"
-                    } else {
-                        "which have"
-                    }
-                ));
+                line.push_str(&waits_on(&missing));
             }
             if let Some(record) = record {
                 match record.status {
@@ -302,6 +318,16 @@ fn shown_source(source: &Source) -> String {
         Some(bare) if !bare.contains(':') => bare.to_string(),
         _ => text,
     }
+}
+
+/// `  (after A and B, which have not landed)`: what a waiting item waits on.
+fn waits_on(missing: &[&str]) -> String {
+    let which = if missing.len() == 1 {
+        "which has"
+    } else {
+        "which have"
+    };
+    format!("  (after {}, {which} not landed)", and_list(missing))
 }
 
 /// "A", "A and B", "A, B and C".

@@ -10,6 +10,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
+use crate::judge::config::Config;
 use crate::judge::state::{LoopState, Status};
 use crate::observe::process::group::{GroupChild, Lifetime, shell};
 use crate::persist::log::{self, LogEntry, LogEvent};
@@ -49,6 +50,35 @@ pub fn key(state: &LoopState) -> Option<String> {
 /// a command showing them as they are (`jq -r .line`) shows no control
 /// character to a terminal either.
 pub fn summary(root: &Path, state: &LoopState, now: Timestamp) -> Value {
+    summary_resuming(root, state, now, None)
+}
+
+/// When the paused loop `state` resumes by itself: a headless or fresh
+/// `ralph-ctl run`, whose supervisor waits out the pause and takes the
+/// loop up again as its policy plans (`None`: a person resumes it).
+pub fn resumes_at(config: &Config, state: &LoopState, now: Timestamp) -> Option<Timestamp> {
+    let supervised = state
+        .run_mode
+        .as_ref()
+        .is_some_and(|mode| mode.headless || state.fresh_context);
+    if state.status != Status::Paused || !supervised {
+        return None;
+    }
+    match crate::judge::lifecycle::plan_resume(config, state, now.secs()) {
+        crate::judge::lifecycle::ResumePlan::ResumeAt { at, .. } => Some(Timestamp::from_secs(at)),
+        _ => None,
+    }
+}
+
+/// [`summary`], for a paused loop that resumes by itself at `resumes_at`:
+/// its `line` says so instead of how to resume it, and `resumesAt` when.
+pub fn summary_resuming(
+    root: &Path,
+    state: &LoopState,
+    now: Timestamp,
+    resumes_at: Option<Timestamp>,
+) -> Value {
+    let resumes_at = resumes_at.filter(|_| state.status == Status::Paused);
     let until = state.ended_at.unwrap_or(now);
     let duration = Some(until.secs().saturating_sub(state.started_at.secs()));
     let shown = |text: &str| printable(text).into_owned();
@@ -73,8 +103,23 @@ pub fn summary(root: &Path, state: &LoopState, now: Timestamp) -> Value {
         "durationSeconds": duration,
         "project": root.display().to_string(),
         "sessionId": state.session_id,
-        "line": shown(&crate::judge::lifecycle::outcome_line(state)),
+        "resumesAt": resumes_at.map(|t| t.to_string()),
+        "line": shown(&line(state, resumes_at)),
     })
+}
+
+/// The summary's one line: how the loop ended or where it stands, and
+/// what comes next (for a loop that resumes by itself: when).
+fn line(state: &LoopState, resumes_at: Option<Timestamp>) -> String {
+    let line = crate::judge::lifecycle::outcome_line(state);
+    let Some(at) = resumes_at else {
+        return line;
+    };
+    let next = crate::judge::lifecycle::next_step(state)
+        .map(|next| format!("; {next}"))
+        .unwrap_or_default();
+    let what = line.strip_suffix(&next).unwrap_or(&line);
+    format!("{what}; it resumes by itself at {at} (the run's supervisor): nothing to do")
 }
 
 /// The key of the loop's ending or pause when it has not been told yet
@@ -106,8 +151,11 @@ pub fn send(
     command: &str,
     state: &LoopState,
     now: Timestamp,
+    resumes_at: Option<Timestamp>,
 ) -> Option<String> {
-    let started = start(command, root, summary(root, state, now).to_string());
+    // A line each: a command that appends them (`cat >> FILE`) keeps them apart.
+    let body = format!("{}\n", summary_resuming(root, state, now, resumes_at));
+    let started = start(command, root, body);
     let said = match &started {
         Ok(()) => format!("ran the notify command for {}", state.status.as_str()),
         Err(e) => format!("the notify command could not start: {e}"),
@@ -116,6 +164,29 @@ pub fn send(
     started
         .err()
         .map(|e| format!("warning: the notify command could not start: {e}"))
+}
+
+/// Starts `command` for a run that was refused at its start (`ralph-ctl
+/// run` under nohup, in CI: nobody saw the refusal), with a summary of
+/// the same shape: `"event": "refused"`, the refusal as `reason` and in
+/// `line`.
+pub fn send_refused(root: &Path, command: &str, reason: &str) -> std::io::Result<()> {
+    let reason = printable(reason).into_owned();
+    let body = json!({
+        "event": "refused",
+        "question": null,
+        "status": "refused",
+        "reason": reason,
+        "iterations": 0,
+        "maxIterations": null,
+        "costUsd": 0.0,
+        "durationSeconds": 0,
+        "project": root.display().to_string(),
+        "sessionId": null,
+        "resumesAt": null,
+        "line": format!("ralph-ctl run did not start: {reason}"),
+    });
+    start(command, root, format!("{body}\n"))
 }
 
 /// Starts `command` in the platform's shell with `body` on its stdin.
@@ -164,7 +235,14 @@ mod tests {
         let tell = |state: &mut LoopState| {
             if let Some(command) = take_due(state, Some(&command)) {
                 lock.write(state).unwrap();
-                send(&lock, dir.path(), &command, state, Timestamp::from_secs(0));
+                send(
+                    &lock,
+                    dir.path(),
+                    &command,
+                    state,
+                    Timestamp::from_secs(0),
+                    None,
+                );
             }
         };
         tell(&mut state);
@@ -181,7 +259,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(10);
         let text = loop {
             let text = std::fs::read_to_string(&out).unwrap_or_default();
-            if text.ends_with('}') || Instant::now() > deadline {
+            if text.ends_with('\n') || Instant::now() > deadline {
                 break text;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -216,5 +294,123 @@ mod tests {
                 "{field}: {text}"
             );
         }
+    }
+
+    /// What `cat >> FILE` gathered once it holds `lines` lines (10 s at most).
+    fn gathered(out: &Path, lines: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(out).unwrap_or_default();
+            if text.lines().count() >= lines && text.ends_with('\n') || Instant::now() > deadline {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn each_summary_is_one_line_so_that_appended_ones_stay_apart() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let paths = ProjectPaths::new(dir.path());
+        let store = StateStore::new(&paths);
+        let lock = store.lock(true).unwrap();
+        let out = dir.path().join("got.jsonl");
+        let command = format!("cat >> '{}'", out.display());
+        let mut state = LoopState::new("s".into(), 5, Timestamp::from_secs(1767225600));
+        state.end(
+            Status::Failed,
+            "one".into(),
+            Timestamp::from_secs(1767225660),
+        );
+        send(
+            &lock,
+            dir.path(),
+            &command,
+            &state,
+            Timestamp::from_secs(0),
+            None,
+        );
+        gathered(&out, 1);
+        state.end(
+            Status::Complete,
+            "two".into(),
+            Timestamp::from_secs(1767225720),
+        );
+        send(
+            &lock,
+            dir.path(),
+            &command,
+            &state,
+            Timestamp::from_secs(0),
+            None,
+        );
+        let text = gathered(&out, 2);
+        let reasons: Vec<String> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).expect("a JSON object a line")["reason"]
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(reasons, ["\"one\"", "\"two\""], "{text:?}");
+    }
+
+    #[test]
+    fn a_pause_the_supervisor_takes_up_itself_says_when_not_to_resume_it() {
+        let mut state = LoopState::new("s".into(), 5, Timestamp::from_secs(1767225600));
+        state.status = Status::Paused;
+        state.paused_because = Some(crate::judge::state::PausedBecause {
+            kind: crate::judge::state::PauseKind::RateLimit,
+            http_status: Some(429),
+            message: "Rate limited".into(),
+            resume_at: None,
+            at: Timestamp::from_secs(1767225660),
+        });
+        let at = Timestamp::from_secs(1767225720);
+        let told = summary_resuming(
+            Path::new("/p"),
+            &state,
+            Timestamp::from_secs(1767225660),
+            Some(at),
+        );
+        let line = told["line"].as_str().unwrap();
+        assert_eq!(
+            line,
+            "loop paused at iteration 1 of 5 (rate_limit: Rate limited); it resumes by itself at \
+             2026-01-01T00:02:00Z (the run's supervisor): nothing to do"
+        );
+        assert_eq!(told["resumesAt"], "2026-01-01T00:02:00Z");
+        // A pause nobody takes up: the person resumes it.
+        let told = summary_resuming(
+            Path::new("/p"),
+            &state,
+            Timestamp::from_secs(1767225660),
+            None,
+        );
+        assert!(
+            told["line"]
+                .as_str()
+                .unwrap()
+                .ends_with("`ralph-ctl run --resume` goes on"),
+            "{told}"
+        );
+        assert_eq!(told["resumesAt"], Value::Null);
+        // Who takes it up: a headless `ralph-ctl run`'s supervisor, by its
+        // policy; nobody for a loop in the person's terminal.
+        let config = Config::default();
+        let now = Timestamp::from_secs(1767225660);
+        assert_eq!(resumes_at(&config, &state, now), None);
+        state.run_mode = Some(crate::judge::state::RunMode {
+            headless: true,
+            ..Default::default()
+        });
+        let backoff = crate::judge::lifecycle::backoff_secs(&config, 0);
+        assert_eq!(
+            resumes_at(&config, &state, now),
+            Some(Timestamp::from_secs(1767225660 + backoff))
+        );
+        let mut manual = Config::default();
+        manual.supervision.policy = crate::judge::config::ResumePolicy::Manual;
+        assert_eq!(resumes_at(&manual, &state, now), None);
     }
 }

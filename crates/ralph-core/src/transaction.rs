@@ -206,7 +206,8 @@ pub(crate) struct Written<'a, 'l> {
     paths: &'a ProjectPaths,
     state: Option<LoopState>,
     effects: Vec<Effect>,
-    notify: Option<String>,
+    /// The notify command due, and when the loop resumes by itself.
+    notify: Option<(String, Option<Timestamp>)>,
     kept: Option<PathBuf>,
     now: Timestamp,
 }
@@ -238,7 +239,7 @@ pub(crate) fn write<'a, 'l>(
     let notify = state
         .as_mut()
         .filter(|_| tell)
-        .and_then(|state| notify_command(paths, state));
+        .and_then(|state| notify_command(paths, state, now));
     match &state {
         Some(after) if before != Some(after) => lock.write(after)?,
         None if before.is_some() => lock.remove()?,
@@ -267,13 +268,14 @@ impl Written<'_, '_> {
                 notes.push(format!("warning: cannot append to the audit log: {e}"));
             }
         }
-        if let (Some(command), Some(state)) = (&self.notify, &self.state) {
+        if let (Some((command, resumes_at)), Some(state)) = (&self.notify, &self.state) {
             notes.extend(crate::notify::send(
                 self.lock,
                 &self.paths.root,
                 command,
                 state,
                 self.now,
+                *resumes_at,
             ));
         }
         Committed {
@@ -296,13 +298,19 @@ impl Written<'_, '_> {
 }
 
 /// The loop's pinned `notify` command when its ending or pause is not yet
-/// told, marking it told (`notified`).
-fn notify_command(paths: &ProjectPaths, state: &mut LoopState) -> Option<String> {
+/// told, marking it told (`notified`), and when a paused loop resumes by
+/// itself.
+fn notify_command(
+    paths: &ProjectPaths,
+    state: &mut LoopState,
+    now: Timestamp,
+) -> Option<(String, Option<Timestamp>)> {
     // The pinned config is read only when something is due.
     crate::notify::due(state)?;
     // The loop's pinned `notify`, never one written into config.json since.
     let config = crate::pin::loop_config(paths, &ProcessEnv, state).ok()?;
-    crate::notify::take_due(state, config.notify.as_deref())
+    let command = crate::notify::take_due(state, config.notify.as_deref())?;
+    Some((command, crate::notify::resumes_at(&config, state, now)))
 }
 
 #[cfg(test)]

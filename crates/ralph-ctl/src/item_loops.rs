@@ -25,6 +25,16 @@ impl ItemLoop {
         self.state.as_ref().ok()?.queue_item.as_deref()
     }
 
+    /// The item's title as its loop's first text gave it (`## Your item:
+    /// TITLE`), for an item the run now does not list (an earlier run's).
+    pub(crate) fn title(&self) -> Option<String> {
+        let task = self.state().and_then(|s| s.task.as_deref())?;
+        task.lines()
+            .find_map(|l| l.strip_prefix(crate::driver::item_text::TITLE_PREFIX))
+            .map(|t| ralph_core::text::printable(t.trim()).into_owned())
+            .filter(|t| !t.is_empty())
+    }
+
     /// The state, when it could be read.
     pub(crate) fn state(&self) -> Option<&LoopState> {
         self.state.as_ref().ok()
@@ -84,4 +94,47 @@ pub(crate) fn read_all(project: &ProjectPaths) -> Vec<ItemLoop> {
 /// it belongs to.
 pub(crate) fn record<'a>(run: Option<&'a LoopState>, item: &ItemLoop) -> Option<&'a QueueItem> {
     run?.queue.as_ref()?.items.get(item.item_id()?)
+}
+
+/// The items of `run`'s source that no worker has taken in it, in the
+/// source's order, each with the items it waits on that have not landed;
+/// those done in an earlier run left out. Read only from a source that is
+/// a file (`plan:`, `dir:`, `prd:`): a page is never drawn by running a
+/// command or a tracker's tool. Empty when there is none, or it cannot be
+/// read.
+pub(crate) fn pending(project: &ProjectPaths, run: &LoopState) -> Vec<crate::render::Pending> {
+    use ralph_core::observe::backlog::Source;
+    use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
+    let Some(queue) = &run.queue else {
+        return Vec::new();
+    };
+    let Ok(source) = queue.source.parse::<Source>() else {
+        return Vec::new();
+    };
+    if !matches!(source, Source::Plan(_) | Source::Dir(_) | Source::Prd(_)) {
+        return Vec::new();
+    }
+    let Ok(items) = source.read(&project.root) else {
+        return Vec::new();
+    };
+    let claims = ClaimStore::new(project).read().unwrap_or_default();
+    items
+        .iter()
+        .filter(|item| !queue.items.contains_key(&item.id))
+        .filter(|item| {
+            claims
+                .items
+                .get(&item.id)
+                .is_none_or(|r| r.status != ItemStatus::Done)
+        })
+        .map(|item| crate::render::Pending {
+            id: item.id.clone(),
+            title: item.title.clone(),
+            after: claims
+                .missing(item)
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+        })
+        .collect()
 }

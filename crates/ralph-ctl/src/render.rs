@@ -13,7 +13,7 @@ mod queue;
 
 use std::fmt::Write as _;
 
-pub(crate) use queue::{ItemView, fold, item_record, items, run_sections};
+pub(crate) use queue::{ItemView, Pending, fold, item_record, items, run_sections};
 use ralph_core::judge::breaker;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
@@ -186,7 +186,9 @@ fn summary(page: &mut String, state: &LoopState, config: Option<&Config>, now: u
             esc(&value)
         );
     };
-    row("how it ended", lifecycle::outcome_line(state));
+    if let Some((label, line)) = outcome_row(state) {
+        row(label, line);
+    }
     row("session", state.session_id.clone());
     row("started", state.started_at.to_string());
     row(
@@ -234,6 +236,16 @@ fn summary(page: &mut String, state: &LoopState, config: Option<&Config>, now: u
         );
     }
     page.push_str("</table>");
+}
+
+/// The row that says where a loop came to: how it ended, or where a
+/// paused or waiting loop stands; none while it runs (its status says so).
+pub(crate) fn outcome_row(state: &LoopState) -> Option<(&'static str, String)> {
+    match state.status {
+        ralph_core::judge::state::Status::Running => None,
+        status if status.is_live() => Some(("where it stands", lifecycle::outcome_line(state))),
+        _ => Some(("how it ended", lifecycle::outcome_line(state))),
+    }
 }
 
 /// A loop's tokens as the pages say them: `1200 in, 300 out, 0 cache
@@ -735,5 +747,25 @@ mod tests {
             html.contains("<tr><th>last answer</th><td>iteration 1: Fixed &lt;one&gt;.</td></tr>"),
             "{html}"
         );
+    }
+
+    #[test]
+    fn a_live_loop_is_not_said_to_have_ended() {
+        let mut state = state();
+        let html = loop_sections(&state, None, 1767225700);
+        assert!(
+            !html.contains("how it ended") && !html.contains("still running"),
+            "{html}"
+        );
+        state.status = Status::Paused;
+        let html = loop_sections(&state, None, 1767225700);
+        assert!(
+            html.contains("<tr><th>where it stands</th><td>loop paused at iteration 1 of 5"),
+            "{html}"
+        );
+        state.status = Status::Complete;
+        state.ended_because = Some("done".into());
+        let html = loop_sections(&state, None, 1767225700);
+        assert!(html.contains("<tr><th>how it ended</th>"), "{html}");
     }
 }

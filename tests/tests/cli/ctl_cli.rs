@@ -1435,8 +1435,8 @@ fn a_project_folder_that_does_not_exist_is_refused_not_created() {
     }
 }
 
-/// A project with a loop of session `s-1` started, whose `notify` leaves
-/// the file `notified` in the project; returns that file.
+/// A project with a loop of session `s-1` started, whose `notify` adds
+/// each summary to the file `notified` in the project; returns that file.
 fn started_with_notify(project: &TempProject) -> PathBuf {
     project.init();
     project.write_prompt("Do the task.\n");
@@ -1444,7 +1444,7 @@ fn started_with_notify(project: &TempProject) -> PathBuf {
     project.write(
         ".claude/ralph/config.json",
         format!(
-            r#"{{"maxIterations": 5, "notify": "touch '{}'"}}"#,
+            r#"{{"maxIterations": 5, "notify": "cat >> '{}'"}}"#,
             marker.display()
         ),
     );
@@ -1469,6 +1469,11 @@ fn forge_completion(project: &TempProject) {
 }
 
 const NOT_RALPHS: &str = "was not written by ralph on this machine";
+
+/// Whether `notify` told of a loop's ending (a refused run's notice is not one).
+fn told_an_ending(marker: &Path) -> bool {
+    std::fs::read_to_string(marker).is_ok_and(|t| t.contains("\"event\":\"ended\""))
+}
 
 #[test]
 fn a_complete_state_ralph_did_not_write_is_never_reported_complete() {
@@ -1518,7 +1523,7 @@ fn a_complete_state_ralph_did_not_write_is_never_reported_complete() {
     assert_ne!(report.code, Some(0), "{report:?}");
     assert!(report.stderr.contains(NOT_RALPHS), "{report:?}");
     assert!(
-        !marker.exists(),
+        !told_an_ending(&marker),
         "notify ran for a completion ralph never saw"
     );
 
@@ -1667,7 +1672,7 @@ fn a_client_that_edits_the_state_and_the_log_does_not_end_the_loop_complete() {
         "{log:?}"
     );
     assert!(
-        !marker.exists(),
+        !told_an_ending(&marker),
         "notify ran for a completion ralph never saw"
     );
 }
@@ -3330,4 +3335,93 @@ fn the_sandbox_block_goes_at_the_next_look_though_its_holders_file_is_gone() {
             "{command}: {looked:?}"
         );
     }
+}
+
+#[test]
+fn a_run_refused_at_its_start_with_nobody_at_a_terminal_runs_notify() {
+    // As under nohup: no terminal on stdin, stdout or stderr.
+    let project = TempProject::new("refused-notify");
+    project.init_untouched();
+    let refused = project.ctl(
+        &["run", "--headless"],
+        &[
+            ("RALPH_CLAUDE", "true"),
+            ("RALPH_NOTIFY", "cat >> notified.jsonl"),
+        ],
+    );
+    refused
+        .assert_code(3)
+        .assert_stderr_has(&["PROMPT.md is still the template"]);
+    let path = project.path("notified.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if text.ends_with('\n') || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let told: Value = serde_json::from_str(&text).expect("one JSON line");
+    assert_eq!(told["event"], "refused", "{told:#}");
+    assert!(
+        told["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("PROMPT.md is still the template")),
+        "{told:#}"
+    );
+    assert!(
+        told["line"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("ralph-ctl run did not start: ")),
+        "{told:#}"
+    );
+    // A dry run tells nobody.
+    std::fs::remove_file(&path).unwrap();
+    project.ctl(
+        &["run", "--headless", "--dry-run"],
+        &[
+            ("RALPH_CLAUDE", "true"),
+            ("RALPH_NOTIFY", "cat >> notified.jsonl"),
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!path.exists(), "a dry run ran notify");
+}
+
+#[test]
+fn a_shared_backlog_lists_an_item_waiting_on_others_as_waiting() {
+    let project = TempProject::new("remote-waiting");
+    project.init();
+    project.write(
+        "PLAN.md",
+        "# Plan\n\n- [ ] release\n  after: first, second\n- [ ] first\n- [ ] second\n",
+    );
+    project.commit_all("plan");
+    let bare = project.path("").parent().unwrap().join("remote.git");
+    project.git(&[
+        "init",
+        "-q",
+        "--bare",
+        "-b",
+        "main",
+        &bare.to_string_lossy(),
+    ]);
+    project.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
+    project.git(&["push", "-q", "origin", "main"]);
+    let text = project.ctl(&["queue", "plan:PLAN.md", "--remote", "origin"], &[]);
+    text.assert_code(0).assert_stdout_has(&[
+        "3 items of plan:PLAN.md on remote origin (0 machines so far): 2 free, 1 waiting",
+    ]);
+    let waiting = text
+        .stdout
+        .lines()
+        .find(|l| l.contains("release"))
+        .unwrap_or_default();
+    assert!(
+        waiting.starts_with("  waiting ")
+            && waiting.ends_with(", which have not landed)")
+            && waiting.contains("(after plan-"),
+        "{}",
+        text.stdout
+    );
 }

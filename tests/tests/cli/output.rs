@@ -1491,3 +1491,59 @@ fn check_without_a_loop_and_of_a_loop_whose_claim_would_fail() {
     show(&project, &["check"]);
     stable().bind(|| insta::assert_snapshot!("check", text));
 }
+
+// ------------------------------------------------------- ralph-ctl run --queue
+
+#[test]
+fn queue_dry_run_says_the_task_goes_before_every_item() {
+    let project = TempProject::new("queue-dry-task");
+    project.write(
+        "PLAN.md",
+        "# Plan\n\n- [ ] add a greeting\n  say hello in hello.txt\n",
+    );
+    project.commit_all("the plan");
+    project.init();
+    // What `run --task` left in PROMPT.md stays every queue item's task.
+    project.write_prompt("# Task\n\nFix the parser.");
+    let dry = project.ctl(
+        &["run", "--queue", "plan:PLAN.md", "--dry-run"],
+        &[("RALPH_CLAUDE", "true")],
+    );
+    dry.assert_code(0);
+    let said: String = dry
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("environment for the client:") && !l.starts_with("command:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    stable().bind(|| insta::assert_snapshot!("queue_dry_run_with_a_task", said));
+}
+
+// ------------------------------------------------------------ ralph-ctl queue
+
+#[test]
+fn queue_lists_waiting_items_with_every_dependency_missing() {
+    let project = TempProject::new("queue-waiting");
+    project.write(
+        "prd.json",
+        r#"{"userStories": [
+  {"id": "US-001", "title": "Add hello.txt", "priority": 1, "passes": false},
+  {"id": "US-002", "title": "Add bye.txt", "priority": 2, "passes": false},
+  {"id": "US-003", "title": "Add both.txt", "priority": 3, "passes": false,
+   "dependencies": ["US-001", "US-002"]}
+]}"#,
+    );
+    let shown = project.ctl(&["queue", "prd:prd.json"], &[]);
+    shown.assert_code(0);
+    let fakes = ralph_tests::trackers::FakeTrackers::new(&project.path("fakes"));
+    fakes.ready(&json!([{
+        "id": "bd-a1b2", "title": "Add export service", "description": "Export users as CSV.",
+        "status": "open", "priority": 1, "issue_type": "task",
+        "created_at": "2026-11-01T10:00:00Z", "updated_at": "2026-11-01T10:00:00Z"
+    }]));
+    let path = fakes.path_env();
+    let beads = project.ctl(&["queue", "beads:"], &[("PATH", path.as_str())]);
+    beads.assert_code(0);
+    let said = format!("{}{}", shown.stdout, beads.stdout);
+    stable().bind(|| insta::assert_snapshot!("queue_waiting_items", said));
+}

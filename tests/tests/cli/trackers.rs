@@ -13,9 +13,9 @@ fn queue_lists_a_prd_s_stories_by_priority_with_their_order() {
     project.write("prd.json", PRD_JSON);
     let shown = project.ctl(&["queue", "prd:prd.json"], &[]);
     shown.assert_code(0).assert_stdout_has(&[
-        "4 items in prd:prd.json: 4 free",
+        "4 items in prd:prd.json: 3 free, 1 waiting",
         "  free         US-002  Add bye.txt\n",
-        "  free         US-003  Add again.txt  (after US-001, which has not landed)\n",
+        "  waiting      US-003  Add again.txt  (after US-001, which has not landed)\n",
         "  free         US-004  Add welcome.txt\n",
         "  free         US-001  Add hello.txt\n",
     ]);
@@ -115,9 +115,9 @@ fn github_issues_are_items_through_gh_and_gh_logged_out_is_named() {
     let env = [("PATH", path.as_str())];
     let shown = project.ctl(&["queue", "github:label=ralph"], &env);
     shown.assert_code(0).assert_stdout_has(&[
-        "2 items in github:label=ralph: 2 free",
+        "2 items in github:label=ralph: 1 free, 1 waiting",
         "  free         12  Fix the parser  (by @maintainer)\n",
-        "  free         14  Document the parser  (by @maintainer)  (after 12, which has not landed)\n",
+        "  waiting      14  Document the parser  (by @maintainer)  (after 12, which has not landed)\n",
     ]);
     let calls = fakes.calls("gh");
     // The repository asked once, then named in every call (GH_REPO): gh

@@ -89,6 +89,8 @@ fn a_prd_drained_by_two_workers_lands_each_story_once_after_its_dependency() {
     let outcome = scenario.run(&api);
     let stderr = &outcome.run.stderr;
     outcome.ended(0, "complete");
+    // The worktrees ralph removed as their stories landed are no git warning.
+    assert!(!stderr.contains(" was removed"), "{stderr}");
     let seen = conversations_per_item(&api);
     assert_eq!(seen.len(), 4, "{seen:?}\n{stderr}");
     assert!(seen.values().all(|n| *n == 1), "{seen:?}\n{stderr}");

@@ -50,7 +50,7 @@ fn three_steps_run_in_order_with_their_models_and_a_failing_gate_goes_round_agai
     // Told once, when the run ends: a step that passes is no ending.
     let scenario = formula("formula", client, &[("feature", FEATURE)]).file(
         ".claude/ralph/config.json",
-        r#"{"notify": "cat >> notified.jsonl; echo >> notified.jsonl"}"#,
+        r#"{"notify": "cat >> notified.jsonl"}"#,
     );
     let api = MockApi::start_in_order(|turn, _| match turn {
         0 => Reply::text(format!("Planned.\n{SIGNAL}")),

@@ -300,8 +300,10 @@ fn two_workers_drain_a_plan_each_item_once_verified_and_landed_in_turn(client: C
     scenario
         .ctl(&["status"], &[])
         .assert_stdout_has(&["queue:      plan:PLAN.md, 5 items taken: 5 done"]);
-    // Nothing is left behind: no worktree, no item branch.
+    // Nothing is left behind: no worktree, no item branch; and the
+    // worktrees ralph removed itself are no git warning.
     assert_eq!(git_out(&root, &["branch", "--list", "ralph/*"]), "");
+    assert!(!stderr.contains(" was removed"), "{stderr}");
     assert!(
         outcome.state["queue"]["items"]
             .as_object()

@@ -401,7 +401,9 @@ fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
         ClientVersion::V2_1_330 => "1".to_string(),
         ClientVersion::V2_0_77 => AHEAD.to_string(),
     };
-    let scenario = quick("rate-limit", client).env("RALPH_RESUME_BACKOFF_SECONDS", &backoff);
+    let scenario = quick("rate-limit", client)
+        .env("RALPH_RESUME_BACKOFF_SECONDS", &backoff)
+        .env("RALPH_NOTIFY", "cat >> notified.jsonl");
     // Iteration 2's requests answer 429 until the limit's reset, about 4 s
     // after the first of them, each telling the client to retry after 1 s:
     // the client's own retry comes (and fails) well before the reset.
@@ -415,6 +417,23 @@ fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
         .unwrap()
         .expect("iteration 2 reached the API");
     let reset_time = UNIX_EPOCH + Duration::from_secs(reset);
+    // The person was told of the pause as one the run takes up itself,
+    // then of the ending: a line each.
+    let told = || std::fs::read_to_string(scenario.path("notified.jsonl")).unwrap_or_default();
+    wait_until(Duration::from_secs(10), || told().lines().count() >= 2);
+    let told: Vec<Value> = told()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object a line"))
+        .collect();
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert_eq!(told[0]["event"], "paused", "{told:?}");
+    let line = told[0]["line"].as_str().unwrap();
+    assert!(
+        line.contains("; it resumes by itself at ") && !line.contains("run --resume"),
+        "{line}"
+    );
+    assert!(told[0]["resumesAt"].is_string(), "{told:?}");
+    assert_eq!(told[1]["event"], "ended", "{told:?}");
 
     // Before the reset: only the first client's requests (iteration 1, then
     // iteration 2 and its retries, all refused); from the reset on: the

@@ -225,6 +225,26 @@ fn rejection(gates: &[GateResult]) -> Option<ErrorSighting> {
     })
 }
 
+/// The gates a rejected claim failed, each named with the first line of
+/// its detail (without the colon that introduces what follows it):
+/// `verification gate: `cargo test` (tests) exited 101; …`.
+fn failed_gates_said(gates: &[GateResult]) -> String {
+    let said: Vec<String> = gates
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| {
+            let first = g
+                .detail
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("no reason recorded");
+            format!("{} gate: {}", g.gate.as_str(), first.trim_end_matches(':'))
+        })
+        .collect();
+    said.join("; ")
+}
+
 /// The iteration ended on an API error, not on the model's answer: the loop
 /// pauses (the same iteration is worked on again when it resumes), and no
 /// claim, breaker or cap is judged on the error's text.
@@ -461,6 +481,10 @@ pub fn decide_judged(
         .claimed
         .then(|| judge_completion(config, state, observed, assessment, &denied, iteration, now));
     let completed = judged.as_ref().is_some_and(|j| j.accepted);
+    let failed_gates = judged
+        .as_ref()
+        .filter(|j| !j.accepted)
+        .map(|j| failed_gates_said(&j.record.gates));
     let (claim_record, rejected, accepted_summary) = match judged {
         Some(j) => {
             notices.extend(j.notice);
@@ -497,6 +521,7 @@ pub fn decide_judged(
         assessment,
         completed,
         accepted_summary: &accepted_summary,
+        failed_gates: failed_gates.as_deref(),
         effect: &effect,
         notices,
     });
@@ -846,6 +871,8 @@ struct VerdictInputs<'a> {
     assessment: &'a completion::Assessment,
     completed: bool,
     accepted_summary: &'a str,
+    /// The gates a rejected claim failed, each with the first line of why.
+    failed_gates: Option<&'a str>,
     effect: &'a BreakerEffect,
     notices: Vec<String>,
 }
@@ -862,6 +889,7 @@ fn verdict_of(inputs: VerdictInputs<'_>) -> (Verdict, String) {
         assessment,
         completed,
         accepted_summary,
+        failed_gates,
         effect,
         notices,
     } = inputs;
@@ -923,7 +951,10 @@ fn verdict_of(inputs: VerdictInputs<'_>) -> (Verdict, String) {
             if let Some(why) = &observed.cut_off {
                 format!("iteration {iteration} was cut off ({why}), counted as an error")
             } else if assessment.claimed {
-                format!("iteration {iteration} claimed completion but the claim failed its gates")
+                format!(
+                    "iteration {iteration} claimed completion but the claim failed its gates: {}",
+                    failed_gates.unwrap_or("none named")
+                )
             } else {
                 format!("iteration {iteration} ended without a completion claim")
             },
@@ -1854,6 +1885,25 @@ mod tests {
                 assert!(!state.history[0].claim.as_ref().unwrap().accepted);
             }
         }
+    }
+
+    #[test]
+    fn each_rejected_claim_names_its_gate_and_the_first_line_of_why() {
+        let signal = Config::default().completion_signal;
+        let mut verification = verified(1).unwrap();
+        verification[0].output_tail = "test parser ... FAILED\n1 failed".into();
+        let observed = Observation {
+            verification: Some(verification),
+            ..saying(&format!("Done.\n{signal}"))
+        };
+        let out = decide(&verify_config(), Some(&running(1, 25)), &observed, NOW);
+        let state = out.new_state.unwrap();
+        let why = &state.history.last().unwrap().why;
+        assert_eq!(
+            why,
+            "iteration 1 claimed completion but the claim failed its gates: verification gate: \
+             `test -f done.txt` (tests) exited 1; last lines of its output"
+        );
     }
 
     #[test]

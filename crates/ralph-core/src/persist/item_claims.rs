@@ -128,6 +128,20 @@ impl Claims {
             .map(String::as_str)
     }
 
+    /// Every one of `item`'s dependencies that has not landed (no `done`
+    /// record), in its order; empty when it may be worked now.
+    pub fn missing<'a>(&self, item: &'a Item) -> Vec<&'a str> {
+        item.after
+            .iter()
+            .filter(|d| {
+                self.items
+                    .get(d.as_str())
+                    .is_none_or(|r| r.status != ItemStatus::Done)
+            })
+            .map(String::as_str)
+            .collect()
+    }
+
     /// Whether `item` may be taken at `now`: free, and every item it
     /// depends on landed.
     pub fn is_claimable(&self, item: &Item, now: Timestamp) -> bool {

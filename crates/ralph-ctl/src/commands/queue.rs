@@ -103,20 +103,40 @@ pub(crate) fn remote_queue(
             rows.push((id.clone(), record.title.clone(), Some(record)));
         }
     }
-    let standing = |record: Option<&remote::Record>| match record {
-        None => "free",
-        Some(r) if r.is_free(now) => "free",
-        Some(r) => r.status.as_str(),
+    // What each of the source's items waits on: its dependencies with no
+    // done record on the remote.
+    let missing = |id: &str| -> Vec<&str> {
+        items
+            .iter()
+            .find(|i| i.id == id)
+            .map(|i| {
+                i.after
+                    .iter()
+                    .filter(|d| {
+                        records
+                            .get(d.as_str())
+                            .is_none_or(|(_, r)| r.status != ItemStatus::Done)
+                    })
+                    .map(String::as_str)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let standing = |(id, _, record): &(String, String, Option<&remote::Record>)| match record {
+        Some(r) if !r.is_free(now) => r.status.as_str(),
+        _ if missing(id).is_empty() => "free",
+        _ => "waiting",
     };
     let written = (|| {
         if json {
             let rows: Vec<serde_json::Value> = rows
                 .iter()
-                .map(|(id, title, record)| {
+                .map(|row| {
+                    let (id, title, record) = row;
                     json!({
                         "id": id,
                         "title": title,
-                        "status": standing(*record),
+                        "status": standing(row),
                         "worker": record.map(|r| r.worker.clone()),
                         "expiresAt": record.filter(|r| r.is_held(now)).map(|r| r.expires_at),
                         "why": record.and_then(|r| r.why.clone()),
@@ -135,14 +155,15 @@ pub(crate) fn remote_queue(
         for id in &forgotten {
             writeln!(out, "forgot {id}: workers take it again")?;
         }
-        let counts = counts(rows.iter().map(|(_, _, r)| standing(*r)));
+        let counts = counts(rows.iter().map(standing));
         let machines: std::collections::BTreeSet<&str> =
             records.values().map(|(_, r)| r.machine.as_str()).collect();
         writeln!(
             out,
-            "{} item{} of {source} on remote {remote} ({} machine{} so far): {}",
+            "{} item{} of {} on remote {remote} ({} machine{} so far): {}",
             rows.len(),
             if rows.len() == 1 { "" } else { "s" },
+            shown_source(&parsed),
             machines.len(),
             if machines.len() == 1 { "" } else { "s" },
             if counts.is_empty() {
@@ -156,13 +177,17 @@ pub(crate) fn remote_queue(
             .map(|(id, _, _)| id.chars().count())
             .max()
             .unwrap_or(0);
-        for (id, title, record) in &rows {
-            let status = standing(*record);
+        for row in &rows {
+            let status = standing(row);
+            let (id, title, record) = row;
             let mut line = format!("  {status:<12} {id:<width$}  {title}");
+            if status == "waiting" {
+                line.push_str(&waits_on(&missing(id)));
+            }
             if let Some(r) = record {
                 match status {
                     "claimed" => line.push_str(&format!("  ({} until {})", r.worker, r.expires_at)),
-                    "free" => {}
+                    "free" | "waiting" => {}
                     _ => {
                         let mut parts = vec![r.worker.clone()];
                         if let Some(n) = r.iterations {
@@ -205,14 +230,23 @@ pub(crate) fn run(
     let items = source.read(&paths.root)?;
     let claims = ClaimStore::new(paths).read()?;
     let now = Timestamp::now();
+    // A free item whose dependencies have not all landed waits on them.
+    let free = |item: &ralph_core::observe::backlog::Item| {
+        if claims.missing(item).is_empty() {
+            "free"
+        } else {
+            "waiting"
+        }
+    };
     let standing: Vec<(&str, Option<&ralph_core::persist::item_claims::ItemRecord>)> = items
         .iter()
         .map(|item| match claims.items.get(&item.id) {
-            _ if claims.is_free(&item.id, now) => ("free", None),
+            _ if claims.is_free(&item.id, now) => (free(item), None),
             Some(record) => (record.status.as_str(), Some(record)),
-            None => ("free", None),
+            None => (free(item), None),
         })
         .collect();
+    let source = shown_source(&source);
     let written = (|| {
         if json {
             let rows: Vec<serde_json::Value> = items
@@ -251,8 +285,9 @@ pub(crate) fn run(
             if let Some(author) = &item.author {
                 line.push_str(&format!("  (by @{author})"));
             }
-            if let (None, Some(waits_on)) = (record, claims.waits_on(item)) {
-                line.push_str(&format!("  (after {waits_on}, which has not landed)"));
+            let missing = claims.missing(item);
+            if record.is_none() && !missing.is_empty() {
+                line.push_str(&waits_on(&missing));
             }
             if let Some(record) = record {
                 match record.status {
@@ -275,11 +310,41 @@ pub(crate) fn run(
     super::written(written, exit_codes::OK)
 }
 
+/// A source as a line's subject: `beads:` is `beads` (the colon would
+/// double before the counts).
+fn shown_source(source: &Source) -> String {
+    let text = source.to_string();
+    match text.strip_suffix(':') {
+        Some(bare) if !bare.contains(':') => bare.to_string(),
+        _ => text,
+    }
+}
+
+/// `  (after A and B, which have not landed)`: what a waiting item waits on.
+fn waits_on(missing: &[&str]) -> String {
+    let which = if missing.len() == 1 {
+        "which has"
+    } else {
+        "which have"
+    };
+    format!("  (after {}, {which} not landed)", and_list(missing))
+}
+
+/// "A", "A and B", "A, B and C".
+fn and_list(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
 /// "2 free, 3 done": how many of `standings` stand at each status, in the
 /// order a backlog moves, those at none left out.
 fn counts<'a>(standings: impl Iterator<Item = &'a str> + Clone) -> Vec<String> {
     [
         "free",
+        "waiting",
         "claimed",
         "done",
         "needs-review",

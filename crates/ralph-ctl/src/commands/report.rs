@@ -74,7 +74,8 @@ pub(crate) fn html(paths: &ProjectPaths, state: &LoopState, config: Option<&Conf
         Some(queue) => {
             let loops = crate::item_loops::read_all(paths);
             let items = render::items(queue, &loops);
-            page.push_str(&render::run_sections(state, &items, now));
+            let pending = crate::item_loops::pending(paths, state);
+            page.push_str(&render::run_sections(state, &items, &pending, now));
             page.push_str(&item_folds(&items, &loops, now));
         }
         None => page.push_str(&render::loop_sections(state, config, now)),

@@ -11,7 +11,7 @@ use ralph_core::paths::ProjectPaths;
 
 use crate::driver;
 use crate::driver::prepare::{MAX_WORKERS, MergeMode, QueueOptions, RunOptions};
-use crate::error::CmdResult;
+use crate::error::{CmdResult, CtlError};
 
 /// The arguments of `ralph-ctl run` (its help is the `Run` command's).
 #[derive(Debug, clap::Args)]
@@ -193,6 +193,60 @@ fn parse_dollars(text: &str) -> Result<f64, String> {
 /// (never in ralph's own environment), then the loop driven or the queue
 /// drained.
 pub(crate) fn run(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
+    let dry_run = args.dry_run;
+    let before = loop_mark(paths);
+    let result = run_as_asked(paths, args);
+    if let Err(e) = &result
+        && !dry_run
+        && nobody_at_a_terminal()
+        && loop_mark(paths) == before
+    {
+        tell_refused(paths, e);
+    }
+    result
+}
+
+/// Which loop the project holds and where it stands: unchanged across a
+/// run that returned an error, the run was refused at its start.
+fn loop_mark(paths: &ProjectPaths) -> Option<(String, u64, &'static str, u32)> {
+    let state = ralph_core::persist::store::StateStore::new(paths)
+        .read()
+        .ok()
+        .flatten()?;
+    Some((
+        state.session_id,
+        state.started_at.secs(),
+        state.status.as_str(),
+        state.iteration,
+    ))
+}
+
+/// No terminal on stdin, stdout or stderr (nohup, CI, a service): nobody
+/// reads a refusal as it is printed.
+fn nobody_at_a_terminal() -> bool {
+    use std::io::IsTerminal;
+    !(std::io::stdin().is_terminal()
+        || std::io::stdout().is_terminal()
+        || std::io::stderr().is_terminal())
+}
+
+/// Runs the project's `notify` command for a run refused at its start.
+fn tell_refused(paths: &ProjectPaths, refusal: &CtlError) {
+    let Some(command) =
+        ralph_core::judge::config::Config::load(paths, &ralph_core::judge::config::ProcessEnv)
+            .ok()
+            .and_then(|c| c.notify)
+            .filter(|c| !c.trim().is_empty())
+    else {
+        return;
+    };
+    if let Err(e) = ralph_core::notify::send_refused(&paths.root, &command, &refusal.to_string()) {
+        crate::driver::say(&format!("warning: the notify command could not start: {e}"));
+    }
+}
+
+/// [`run`] itself.
+fn run_as_asked(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
     if let Some(line) = crate::driver::config_hold::looked_at(paths) {
         crate::driver::say(&line);
     }

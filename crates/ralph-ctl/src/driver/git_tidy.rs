@@ -146,6 +146,33 @@ mod tests {
     }
 
     #[test]
+    fn the_worktrees_ralph_removed_at_the_run_s_end_are_no_warning() {
+        let dir = crate::testdir::new("git-tidy-removed");
+        let root = dir.path().to_path_buf();
+        sh(&root, &["init", "-q", "-b", "main"]);
+        sh(&root, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        let plan = crate::driver::worktree::plan(&root, None, false).unwrap();
+        plan.create("item-US-001").unwrap();
+        plan.create("item-US-002").unwrap();
+        // The run's start found them (an earlier run's, kept); they land
+        // and go, one removed and the other pruned once its folder went.
+        let record = own_git::record::record(&GitPlace::find(&root).unwrap());
+        sh(
+            &root,
+            &[
+                "worktree",
+                "remove",
+                "--force",
+                ".claude/worktrees/item-US-001",
+            ],
+        );
+        std::fs::remove_dir_all(root.join(".claude/worktrees/item-US-002")).unwrap();
+        sh(&root, &["worktree", "prune"]);
+        let run = after_loop(&ProjectPaths::new(&root), Some(&record), None);
+        assert_eq!(run, Tidied::default());
+    }
+
+    #[test]
     fn an_item_answers_for_its_own_worktree_and_the_shared_files_only() {
         let dir = crate::testdir::new("git-tidy-item");
         let root = dir.path().to_path_buf();

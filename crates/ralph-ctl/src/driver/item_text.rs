@@ -26,6 +26,9 @@ pub(crate) fn shared_task(
     }
 }
 
+/// What heads the item in its loop's first text, before its title.
+pub(crate) const TITLE_PREFIX: &str = "## Your item: ";
+
 /// The first text of `item`'s loop: the shared task, the item's title and
 /// body, and the two ways to end it (done, or skipped with why).
 pub(crate) fn of(paths: &ProjectPaths, config: &Config, item: &Item) -> Result<String, CtlError> {
@@ -49,7 +52,7 @@ pub(crate) fn of(paths: &ProjectPaths, config: &Config, item: &Item) -> Result<S
         None => String::new(),
     };
     Ok(format!(
-        "{task}## Your item: {title}\n\n{author}{body}\
+        "{task}{TITLE_PREFIX}{title}\n\n{author}{body}\
          This is one item of a backlog that other workers drain at the same time: work on this item \
          only, in this folder (its own branch), and commit your work. When the item is done and \
          checked, end your final message with {signal} on a line of its own and the line\n\

@@ -760,10 +760,20 @@ fn queue_preview(
         MergeMode::None => "each left on its branch (--merge none)",
     };
     let base = worktrees.map_or("the branch checked out".to_string(), |p| p.base.clone());
+    // PROMPT.md's task (`run --task` writes it) goes before every item's
+    // text: said, so that a task left from an earlier loop is not a surprise.
+    let task = match super::item_text::shared_task(paths, config)? {
+        Some(_) => format!(
+            "; the task in {} is sent before every item's text (empty that file to send \
+             each item alone)",
+            config.prompt_file.display()
+        ),
+        None => String::new(),
+    };
     let mode = format!(
         "a queue run: {} worker(s) drain {} ({listed}; `ralph-ctl queue {}` shows what is \
          claimed or done); each item a loop of its own, at most {} iteration(s), in a new git \
-         worktree under {} from {base}, {landing}; shown: the first item's text",
+         worktree under {} from {base}, {landing}{task}; shown: the first item's text",
         queue.workers,
         queue.source,
         command::sh_quoted(&queue.source),

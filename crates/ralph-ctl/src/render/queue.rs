@@ -8,7 +8,6 @@
 
 use std::fmt::Write as _;
 
-use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{ItemState, LoopState, QueueItem, QueueRun};
 use ralph_core::units::{TokenUsage, Usd};
 
@@ -91,8 +90,26 @@ pub(crate) fn span_words(secs: u64) -> String {
     }
 }
 
-/// A queue run's sections: the run summarised, then its items' table.
-pub(crate) fn run_sections(run: &LoopState, items: &[ItemView], now: u64) -> String {
+/// An item of the run's source that no worker has taken yet: free, or
+/// waiting on items that have not landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pending {
+    /// The item's id.
+    pub(crate) id: String,
+    /// Its title.
+    pub(crate) title: String,
+    /// The items it waits on that have not landed (empty: free).
+    pub(crate) after: Vec<String>,
+}
+
+/// A queue run's sections: the run summarised, then its items' table:
+/// those taken, then the `pending` ones of its source.
+pub(crate) fn run_sections(
+    run: &LoopState,
+    items: &[ItemView],
+    pending: &[Pending],
+    now: u64,
+) -> String {
     let Some(queue) = &run.queue else {
         return String::new();
     };
@@ -116,7 +133,9 @@ pub(crate) fn run_sections(run: &LoopState, items: &[ItemView], now: u64) -> Str
             esc(&value)
         );
     };
-    row("how it ended", lifecycle::outcome_line(run));
+    if let Some((label, line)) = super::outcome_row(run) {
+        row(label, line);
+    }
     let landing = match queue.merge.as_str() {
         "none" => "each item left on its branch".to_string(),
         _ => format!("each item landed on {} in turn", queue.base),
@@ -155,14 +174,14 @@ pub(crate) fn run_sections(run: &LoopState, items: &[ItemView], now: u64) -> Str
     };
     row("time", time);
     page.push_str("</table>");
-    items_table(&mut page, items, now);
+    items_table(&mut page, items, pending, now);
     page
 }
 
-/// The items' table: a row each.
-fn items_table(page: &mut String, items: &[ItemView], now: u64) {
+/// The items' table: a row each, those taken first.
+fn items_table(page: &mut String, items: &[ItemView], pending: &[Pending], now: u64) {
     page.push_str("<h2>Items</h2>");
-    if items.is_empty() {
+    if items.is_empty() && pending.is_empty() {
         page.push_str("<p class=\"muted\">no item taken yet</p>");
         return;
     }
@@ -196,6 +215,28 @@ fn items_table(page: &mut String, items: &[ItemView], now: u64) {
             if muted { " muted" } else { "" },
             esc(&line),
             status = esc(item.record.status.as_str()),
+        );
+    }
+    for item in pending {
+        let (status, line) = match item.after.as_slice() {
+            [] => ("pending", "not taken yet".to_string()),
+            [one] => ("waiting", format!("after {one}, which has not landed")),
+            [rest @ .., last] => (
+                "waiting",
+                format!(
+                    "after {} and {last}, which have not landed",
+                    rest.join(", ")
+                ),
+            ),
+        };
+        let _ = write!(
+            page,
+            "<tr class=\"item pending\" data-item=\"{}\"><td class=\"title\">{}</td>\
+             <td class=\"item-status\" data-status=\"{status}\">{status}</td><td></td><td></td><td></td>\
+             <td class=\"last-line muted\">{}</td></tr>",
+            esc(&item.id),
+            esc(&item.title),
+            esc(&line),
         );
     }
     page.push_str(
@@ -342,7 +383,7 @@ mod tests {
             item_loop("plan-a", 2, Status::Complete),
         ];
         let items = items(run.queue.as_ref().unwrap(), &loops);
-        let page = run_sections(&run, &items, START + 100);
+        let page = run_sections(&run, &items, &[], START + 100);
         assert!(
             page.contains("<span class=\"run-counts\">3 items taken: 1 done, 1 working, 1 needs-review</span>, 7 iterations of 25</p>"),
             "{page}"
@@ -369,7 +410,7 @@ mod tests {
         let items = items(run.queue.as_ref().unwrap(), &loops);
         let ids: Vec<&str> = items.iter().map(|i| i.id).collect();
         assert_eq!(ids, ["plan-c", "plan-b", "plan-a"]);
-        let page = run_sections(&run, &items, START + 100);
+        let page = run_sections(&run, &items, &[], START + 100);
         assert!(
             page.contains(
                 "<tr class=\"item\" data-item=\"plan-c\"><td class=\"title\">more</td>\
@@ -400,7 +441,7 @@ mod tests {
             .unwrap()
             .why = Some(format!("{long}\nsecond line"));
         let items = items(run.queue.as_ref().unwrap(), &[]);
-        let page = run_sections(&run, &items, START + 100);
+        let page = run_sections(&run, &items, &[], START + 100);
         assert!(
             page.contains(&format!("{}…</td>", "x".repeat(LAST_LINE_CHARS))),
             "{page}"
@@ -415,6 +456,49 @@ mod tests {
         );
         assert!(folded.contains("second line"), "{folded}");
         assert!(folded.ends_with("<p>inner</p></details>"), "{folded}");
+    }
+
+    #[test]
+    fn a_running_run_lists_the_items_not_taken_yet_and_what_they_wait_on() {
+        let run = run();
+        let items = items(run.queue.as_ref().unwrap(), &[]);
+        let pending = [
+            Pending {
+                id: "plan-d".into(),
+                title: "add <docs>".into(),
+                after: Vec::new(),
+            },
+            Pending {
+                id: "plan-e".into(),
+                title: "release".into(),
+                after: vec!["plan-c".into(), "plan-d".into()],
+            },
+        ];
+        let page = run_sections(&run, &items, &pending, START + 100);
+        assert!(
+            !page.contains("how it ended") && !page.contains("still running"),
+            "{page}"
+        );
+        assert!(
+            page.contains(
+                "<tr class=\"item pending\" data-item=\"plan-d\"><td class=\"title\">add &lt;docs&gt;</td>\
+                 <td class=\"item-status\" data-status=\"pending\">pending</td><td></td><td></td><td></td>\
+                 <td class=\"last-line muted\">not taken yet</td></tr>"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains(
+                "<td class=\"item-status\" data-status=\"waiting\">waiting</td><td></td><td></td><td></td>\
+                 <td class=\"last-line muted\">after plan-c and plan-d, which have not landed</td></tr>"
+            ),
+            "{page}"
+        );
+        // After the items taken.
+        assert!(
+            page.find("plan-a").unwrap() < page.find("plan-d").unwrap(),
+            "{page}"
+        );
     }
 
     #[test]

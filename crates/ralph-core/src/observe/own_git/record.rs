@@ -231,7 +231,9 @@ pub fn changes(project: &Path, record: &GitRecord) -> Vec<Changed> {
     for (path, before) in &record.files {
         let path = PathBuf::from(path);
         let now = read(&path);
-        if now.as_ref().map(|f| &f.hash) == before.as_ref().map(|f| &f.hash) {
+        if now.as_ref().map(|f| &f.hash) == before.as_ref().map(|f| &f.hash)
+            || removed_with_its_worktree(project, record, &path)
+        {
             continue;
         }
         let restore = match before {
@@ -259,6 +261,53 @@ pub fn changes(project: &Path, record: &GitRecord) -> Vec<Changed> {
         out.extend(new_worktree_record(project, common, &name, &folder, &shown));
     }
     out.extend(ralphs_git_files(project, common, &shown));
+    out
+}
+
+/// Whether `path` is a file of the record of one of ralph's worktrees
+/// (`<project>/.claude/worktrees/<name>`, as its recorded `gitdir` says)
+/// that went whole with the worktree: its record folder and the worktree
+/// both gone, as `git worktree remove` (or `prune`) leaves them when ralph
+/// is done with an item. Nothing is left there for git to follow. A record
+/// gone while its worktree stays, or a file gone from a record that stays,
+/// is not this.
+fn removed_with_its_worktree(project: &Path, record: &GitRecord, path: &Path) -> bool {
+    let Some(folder) = path.parent() else {
+        return false;
+    };
+    let Some(name) = folder.file_name() else {
+        return false;
+    };
+    if folder.parent() != Some(record.common_dir.join("worktrees").as_path())
+        || folder.symlink_metadata().is_ok()
+    {
+        return false;
+    }
+    let ours = project.join(super::WORKTREES_DIR).join(name);
+    let gitdir = folder.join("gitdir");
+    let recorded = record
+        .files
+        .get(gitdir.to_string_lossy().as_ref())
+        .and_then(|file| file.as_ref()?.text.as_deref())
+        .map(|text| folder.join(text.trim()));
+    recorded.is_some_and(|named| lexical(&named) == lexical(&ours.join(".git")))
+        && ours.symlink_metadata().is_err()
+}
+
+/// `path` with its `.` and `..` taken away by its text alone (what it
+/// named is gone: there is nothing to ask the file system).
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
     out
 }
 
@@ -483,6 +532,46 @@ mod tests {
         );
         restore(&found);
         assert_eq!(changes(&root, &record), Vec::new());
+    }
+
+    #[test]
+    fn a_worktree_of_ralphs_removed_whole_is_no_change_and_other_removals_are() {
+        let (_d, root) = repo();
+        let record = record(&GitPlace::find(&root).unwrap());
+        // `git worktree remove` of ralph's worktree: its folder and its record go.
+        std::fs::remove_dir_all(root.join(".claude/worktrees/item-a")).unwrap();
+        std::fs::remove_dir_all(root.join(".git/worktrees/item-a")).unwrap();
+        assert_eq!(restore(&changes(&root, &record)), Vec::<String>::new());
+        // The same with a relative gitdir (worktree.useRelativePaths).
+        let (_d, root) = repo();
+        std::fs::write(
+            root.join(".git/worktrees/item-a/gitdir"),
+            "../../../.claude/worktrees/item-a/.git\n",
+        )
+        .unwrap();
+        let record = super::record(&GitPlace::find(&root).unwrap());
+        std::fs::remove_dir_all(root.join(".claude/worktrees/item-a")).unwrap();
+        std::fs::remove_dir_all(root.join(".git/worktrees/item-a")).unwrap();
+        assert_eq!(restore(&changes(&root, &record)), Vec::<String>::new());
+        // Its record gone while the worktree is still there: said.
+        let (_d, root) = repo();
+        let record = super::record(&GitPlace::find(&root).unwrap());
+        std::fs::remove_dir_all(root.join(".git/worktrees/item-a")).unwrap();
+        let said = restore(&changes(&root, &record));
+        assert!(
+            said.iter().any(
+                |l| l.starts_with(".git/worktrees/item-a/commondir was removed: left as it is")
+            ),
+            "{said:?}"
+        );
+        // Only its commondir removed: said, and put back.
+        let (_d, root) = repo();
+        let record = super::record(&GitPlace::find(&root).unwrap());
+        std::fs::remove_file(root.join(".git/worktrees/item-a/commondir")).unwrap();
+        assert_eq!(
+            restore(&changes(&root, &record)),
+            vec![".git/worktrees/item-a/commondir was removed: put back as it was (`../..`)"]
+        );
     }
 
     #[test]

@@ -101,8 +101,8 @@ pub(crate) struct Shown {
     pub(crate) status: String,
     /// Whether it may still move (cancel and say are offered).
     pub(crate) live: bool,
-    /// Whether a note said to it reaches an iteration: not a queue run's
-    /// own record, which no iteration reads (each item's loop takes its own).
+    /// Whether a note said to it reaches an iteration: every loop's does
+    /// (a queue run's goes to each item a worker is on).
     pub(crate) takes_notes: bool,
     /// The question it waits on an answer to (the agent's text: the
     /// script shows it as text).
@@ -185,7 +185,7 @@ fn shown(id: String, title: String, folded: bool, state: &LoopState, body: Strin
         folded,
         status: state.status.as_str().to_string(),
         live: state.status.is_live(),
-        takes_notes: state.queue.is_none(),
+        takes_notes: true,
         question: state
             .question
             .as_ref()
@@ -214,9 +214,10 @@ fn shown_main(
     };
     let (title, body) = if let Some(queue) = &state.queue {
         let table = render::items(queue, items);
+        let pending = item_loops::pending(project, &state);
         (
             "the queue run".to_string(),
-            render::run_sections(&state, &table, now),
+            render::run_sections(&state, &table, &pending, now),
         )
     } else {
         // Judged by its pin, as the report shows it; a completion not
@@ -234,7 +235,10 @@ fn shown_item(item: &ItemLoop, run: Option<&LoopState>, now: u64) -> Shown {
     let id = LoopId::Item(item.folder.clone()).name();
     let record = item_loops::record(run, item);
     let title = record.map_or_else(
-        || format!("queue item {}", item.folder),
+        || {
+            item.title()
+                .unwrap_or_else(|| format!("queue item {}", item.folder))
+        },
         |r| r.title.clone(),
     );
     let state = match &item.state {
@@ -288,6 +292,51 @@ mod tests {
         std::fs::create_dir_all(project.runtime_dir()).unwrap();
         std::fs::write(project.state_file(), "{}").unwrap();
         assert_ne!(before, version(&project, 1000));
+    }
+
+    #[test]
+    fn an_item_of_an_earlier_run_is_headed_by_its_title() {
+        let mut state = LoopState::new(
+            "s".into(),
+            5,
+            ralph_core::time::Timestamp::from_secs(1767225600),
+        );
+        state.queue_item = Some("US-001".into());
+        state.task =
+            Some("# Task\n\nGreet.\n\n---\n\n## Your item: Add hello.txt\n\nAs a user…\n".into());
+        let item = ItemLoop {
+            folder: "US-001".into(),
+            state: Ok(state),
+            config: None,
+        };
+        // The run now is another (or none): it does not list the item.
+        let shown = shown_item(&item, None, 1767225700);
+        assert_eq!(shown.title, "Add hello.txt");
+    }
+
+    #[test]
+    fn a_running_queue_run_takes_notes_and_lists_what_is_left() {
+        let dir = crate::testdir::new("serve-queue-run");
+        let project = ProjectPaths::new(dir.path());
+        std::fs::write(
+            dir.path().join("PLAN.md"),
+            "# Plan\n\n- [ ] write the docs\n  after: ship it\n- [ ] ship it\n",
+        )
+        .unwrap();
+        let mut run = crate::testdir::queue_run_state();
+        run.queue.as_mut().unwrap().source = "plan:PLAN.md".into();
+        let shown = shown_main(&project, Ok(Some(run)), &[], 1767225700).unwrap();
+        assert!(shown.live && shown.takes_notes, "{shown:?}");
+        assert!(!shown.html.contains("how it ended"), "{}", shown.html);
+        assert!(
+            shown.html.contains(
+                "<td class=\"title\">write the docs</td><td class=\"item-status\" data-status=\"waiting\">waiting</td>"
+            ) && shown.html.contains(
+                "<td class=\"title\">ship it</td><td class=\"item-status\" data-status=\"pending\">pending</td>"
+            ),
+            "{}",
+            shown.html
+        );
     }
 
     #[test]

@@ -670,6 +670,10 @@ fn stops(project: &TempProject, n: u32) {
 fn log_shows_the_last_entries_oldest_first() {
     let project = TempProject::new("log");
     project.init();
+    project.write(
+        ".claude/ralph/config.json",
+        ralph_tests::cli::IDLE_STOPS_CONFIG,
+    );
     Ctl::new(&project)
         .args(["start", "--session-id", "s-1"])
         .run()

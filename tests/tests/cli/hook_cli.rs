@@ -318,7 +318,8 @@ fn cap_allows_the_last_stop() {
 
 #[test]
 fn findings_stuck_warns_then_opens_the_circuit() {
-    let project = looping(25);
+    // The agent does nothing but report: no-progress is left out.
+    let project = ralph_tests::cli::looping_idle("hook", 25);
     let stuck = input(
         &project,
         "stop-input-after-block.json",
@@ -514,7 +515,7 @@ fn hammer(project: &Arc<TempProject>, threads: usize, per_thread: usize, stdin: 
 
 #[test]
 fn parallel_stops_of_one_session_lose_no_update() {
-    let project = Arc::new(looping(10_000));
+    let project = Arc::new(ralph_tests::cli::looping_idle("hook", 10_000));
     let stdin = input(&project, "stop-input-after-block.json", Some("working"));
     hammer(&project, 8, 25, stdin);
     let state = project.status_json();
@@ -524,7 +525,7 @@ fn parallel_stops_of_one_session_lose_no_update() {
 
 #[test]
 fn a_second_session_hammering_in_parallel_changes_nothing() {
-    let project = Arc::new(looping(10_000));
+    let project = Arc::new(ralph_tests::cli::looping_idle("hook", 10_000));
     let mine = input(&project, "stop-input-after-block.json", Some("working"));
     let mut other = mine.clone();
     other["session_id"] = json!("99999999-0000-0000-0000-000000000000");

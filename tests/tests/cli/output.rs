@@ -157,8 +157,9 @@ fn status_of_a_loop_at_max_iterations() {
 
 #[test]
 fn status_of_a_loop_with_the_circuit_open() {
+    // The agent only reports: no file changes either, so two signals trip.
     let project = looping("st-circuit", 25);
-    for _ in 0..5 {
+    for _ in 0..4 {
         stop(&project, "RALPH_ITERATION_COMPLETE: 4 findings remain").block_reason();
     }
     stop(&project, "RALPH_ITERATION_COMPLETE: 4 findings remain").assert_allowed();

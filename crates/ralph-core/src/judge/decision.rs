@@ -601,8 +601,8 @@ fn progress_of(
 ) -> ProgressObservation {
     ProgressObservation {
         changed: observed.progress.changed,
-        // An iteration that neither used a tool nor hit an error tried nothing
-        // that could have changed the project: it is no evidence of a stall.
+        // An iteration that neither used a tool nor hit an error did nothing:
+        // unchanged after it is no progress too (unless its calls were unseen).
         acted: observed.tool_calls > 0 || error.is_some(),
         error,
         findings,

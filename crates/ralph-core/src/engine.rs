@@ -912,6 +912,8 @@ pub fn run_stop_failure(
                 http_status: api_error.status,
                 message: crate::judge::state::one_line(said, 300),
                 resume_at: api_error.resets_at.map(Timestamp::from_secs),
+                retry_after_secs: api_error.retry_in_secs,
+                resume_planned: None,
                 at: draft.now(),
             };
             draft.apply(Event::Paused {
@@ -2246,6 +2248,7 @@ mod tests {
                     status: Some(429),
                     resets_at: Some(1_900_000_000),
                     message: Some("rate limited".into()),
+                    retry_in_secs: None,
                 }),
                 ..UsageReading::default()
             },

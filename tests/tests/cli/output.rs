@@ -168,6 +168,46 @@ fn status_of_a_loop_with_the_circuit_open() {
 }
 
 #[test]
+fn cost_of_a_loop_whose_client_has_not_reported_it() {
+    // A headless client reports its cost only in its `result`; cancelled,
+    // it writes none. The tokens the transcript counted are priced at the
+    // model's list prices meanwhile: 600 in, 120 out on Sonnet.
+    let project = looping("st-live-cost", 25);
+    let transcript = project.tmp.join("live-cost.jsonl");
+    let answer = json!({"type": "assistant",
+        "message": {"id": "msg_live", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": "Working on the parser."}],
+            "usage": {"input_tokens": 600, "output_tokens": 120}}});
+    write(
+        &transcript,
+        format!(
+            "{}\n{answer}\n",
+            json!({"type": "user", "message": {"role": "user", "content": "Do the task."}})
+        ),
+    );
+    let mut input = stop_input(&project, Some("Working on the parser."));
+    input["transcript_path"] = json!(transcript);
+    Hook::new(&project).json(&input).run().block_reason();
+    let state = project.status_json();
+    assert_eq!(state["usage"]["input"], 600, "{state:#}");
+    let live = "~$0.0036 (estimated from tokens)";
+    assert!(status(&project).contains(live), "{}", status(&project));
+    let page_path = project.path("report.html");
+    Ctl::new(&project)
+        .args(["report", "--html", page_path.to_str().unwrap()])
+        .run()
+        .assert_code(0);
+    let page = fs::read_to_string(&page_path).unwrap();
+    assert!(page.contains(live), "{page}");
+    Ctl::new(&project).arg("cancel").run().assert_code(0);
+    Ctl::new(&project)
+        .arg("watch")
+        .run()
+        .assert_stdout_has(&[live]);
+    stable().bind(|| insta::assert_snapshot!("status_cost_not_reported", status(&project)));
+}
+
+#[test]
 fn status_of_an_interrupted_loop() {
     let project = looping("st-interrupted", 25);
     stop(&project, "Halfway through the parser.").block_reason();

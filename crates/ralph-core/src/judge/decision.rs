@@ -259,6 +259,8 @@ fn pause_on_api_error(
             .as_ref()
             .and_then(|e| e.resets_at)
             .map(Timestamp::from_secs),
+        retry_after_secs: None,
+        resume_planned: None,
         at: now,
     };
     let why = format!(
@@ -620,6 +622,7 @@ fn progress_of(
 /// transcript cursor.
 fn count_usage(next: &mut LoopState, usage: &UsageReading, now_secs: u64) {
     next.usage.add(&usage.tokens);
+    next.uncharged_usd = next.uncharged_usd.plus(usage.estimated);
     next.record_calls(&usage.calls, now_secs);
     if let Some(cursor) = &usage.cursor {
         next.transcript = Some(cursor.clone());
@@ -1003,6 +1006,8 @@ fn pause_for_utilization(
             limit.percent()
         ),
         resume_at: window.resets_at,
+        retry_after_secs: None,
+        resume_planned: None,
         at: now,
     };
     let why = format!("{why}; paused: {}", because.message);
@@ -1042,6 +1047,8 @@ fn pause_for_calls(
                     next.calls_in_last_hour(now_secs)
                 ),
                 resume_at: Some(Timestamp::from_secs(free_at)),
+                retry_after_secs: None,
+                resume_planned: None,
                 at: now,
             };
             let why = format!("{why}; paused: {}", because.message);

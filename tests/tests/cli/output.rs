@@ -208,6 +208,34 @@ fn cost_of_a_loop_whose_client_has_not_reported_it() {
 }
 
 #[test]
+fn a_plugin_loop_stopped_by_the_breaker_names_ralph_ctl_reset() {
+    // A /ralph-loop loop has no launcher to run with --reset.
+    let project = TempProject::new("plugin-breaker");
+    project.init();
+    Ctl::new(&project)
+        .args(["loop-start", "--session", SID, "--stdin"])
+        .stdin("Fix the findings")
+        .run()
+        .assert_code(0);
+    for _ in 0..4 {
+        stop(&project, "Looked again.").block_reason();
+    }
+    let ended = stop(&project, "Looked again.").ended_message();
+    assert_eq!(project.status_json()["status"], "circuit_open");
+    let next = status(&project)
+        .lines()
+        .find(|l| l.trim_start().starts_with("next:"))
+        .unwrap_or_default()
+        .to_string();
+    stable().bind(|| {
+        insta::assert_snapshot!(
+            "plugin_circuit_open",
+            format!("stop's message: {ended}\nstatus: {next}")
+        );
+    });
+}
+
+#[test]
 fn status_of_an_interrupted_loop() {
     let project = looping("st-interrupted", 25);
     stop(&project, "Halfway through the parser.").block_reason();

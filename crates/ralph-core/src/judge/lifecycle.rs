@@ -449,6 +449,10 @@ pub fn next_step(state: &LoopState) -> Option<String> {
             again(state, &[])
         ),
         Status::CircuitOpen => match state.run_mode {
+            // The plugin's /ralph-loop: no launcher, its task in the session.
+            None if started_by_ralph_loop(state) => "fix what blocked it (or give another task), \
+                 then run `ralph-ctl reset` and `/ralph-loop` again in your Claude Code session"
+                .into(),
             None => "fix what blocked it (or change PROMPT.md), then run the launcher with --reset".into(),
             Some(_) => format!(
                 "fix what blocked it (or change PROMPT.md), then start again with {}",
@@ -490,14 +494,19 @@ pub fn next_step(state: &LoopState) -> Option<String> {
 /// The command that starts a loop like this one again: `ralph-ctl run`
 /// with the flags it ran with (and `extra`), or the launcher for a loop
 /// `ralph-ctl run` did not start (`ralph-ctl start`, the plugin).
+/// A loop of its own task that no `ralph-ctl run` ran and no queue
+/// took: the plugin's `/ralph-loop`'s.
+fn started_by_ralph_loop(state: &LoopState) -> bool {
+    state.run_mode.is_none() && state.task.is_some() && state.queue_item.is_none()
+}
+
 fn again(state: &LoopState, extra: &[&str]) -> String {
     // A queue item's loop is started by its run, never by hand.
     if state.queue_item.is_some() {
         return "the queue run again: it takes the item up with the rest".into();
     }
     let Some(mode) = &state.run_mode else {
-        // A loop of its own task, not a queue's item: `/ralph-loop`'s.
-        if state.task.is_some() && state.queue_item.is_none() {
+        if started_by_ralph_loop(state) {
             return "`/ralph-loop` again in your Claude Code session".into();
         }
         return "the launcher again".into();

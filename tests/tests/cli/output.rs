@@ -236,6 +236,16 @@ fn a_plugin_loop_stopped_by_the_breaker_names_ralph_ctl_reset() {
 }
 
 #[test]
+fn the_session_is_told_it_stays_open_after_the_loop() {
+    // An interactive client stays open once the loop has ended: the line
+    // announcing the end says how to leave it.
+    let project = looping("ended-open", 25);
+    let ended = stop(&project, &format!("All done.\n{SIGNAL}")).ended_message();
+    assert_eq!(project.status_json()["status"], "complete");
+    stable().bind(|| insta::assert_snapshot!("session_ended_stays_open", ended));
+}
+
+#[test]
 fn status_of_an_interrupted_loop() {
     let project = looping("st-interrupted", 25);
     stop(&project, "Halfway through the parser.").block_reason();

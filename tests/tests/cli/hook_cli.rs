@@ -301,6 +301,32 @@ fn the_reinjected_prompt_in_the_transcript_never_counts() {
 }
 
 #[test]
+fn a_cancel_while_an_iteration_runs_ends_the_loop_at_its_next_stop() {
+    // What /cancel-ralph (or `ralph-ctl cancel` from another terminal) does
+    // while the agent works: the iteration under way finishes, its stop is
+    // let through, and no further iteration starts.
+    let project = looping(25);
+    Hook::new(&project)
+        .json(&input(&project, "stop-input-first.json", Some("step 1")))
+        .run()
+        .block_reason();
+    assert_eq!(project.status_json()["iteration"], 2);
+    Ctl::new(&project)
+        .args(["cancel", "--to-agent"])
+        .run()
+        .assert_code(0);
+    for said in ["step 2", "still on step 2"] {
+        Hook::new(&project)
+            .json(&input(&project, "stop-input-after-block.json", Some(said)))
+            .run()
+            .assert_allowed();
+    }
+    let state = project.status_json();
+    assert_eq!(state["status"], "cancelled", "{state:#}");
+    assert_eq!(state["iteration"], 2, "no further iteration: {state:#}");
+}
+
+#[test]
 fn cap_allows_the_last_stop() {
     let project = looping(2);
     Hook::new(&project)

@@ -361,17 +361,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             why,
             resume_at,
             policy,
-        } => {
-            // The time the log gives is the loop's: `status` and the
-            // supervisor's next look read it back.
-            if let (Status::Paused, Some(at), Some(paused)) =
-                (state.status, resume_at, state.paused_because.as_mut())
-                && paused.resume_at.is_none()
-            {
-                paused.resume_planned = Some(at);
-            }
-            vec![waiting(state, why, resume_at, policy, now)]
-        }
+        } => vec![waiting(state, why, resume_at, policy, now)],
         Event::HandedOver { to } => {
             if state.status == Status::Running {
                 state.session_id = to;
@@ -610,15 +600,24 @@ fn resume(state: &mut LoopState, automatic: bool) {
     };
 }
 
-/// The log line of a paused loop left waiting: until `resume_at`, or for
-/// a person (a pause line).
+/// The log line of a paused loop left waiting: until `resume_at` (kept
+/// as the pause's `resumePlanned` when the API gave no time), or for a
+/// person (a pause line).
 fn waiting(
-    state: &LoopState,
+    state: &mut LoopState,
     why: String,
     resume_at: Option<Timestamp>,
     policy: String,
     now: Timestamp,
 ) -> Effect {
+    // The time the log gives is the loop's: `status` and the supervisor's
+    // next look read it back.
+    if let (Status::Paused, Some(at), Some(paused)) =
+        (state.status, resume_at, state.paused_because.as_mut())
+        && paused.resume_at.is_none()
+    {
+        paused.resume_planned = Some(at);
+    }
     let kind = if resume_at.is_some() {
         LogEvent::Wait
     } else {

@@ -491,15 +491,15 @@ pub fn next_step(state: &LoopState) -> Option<String> {
     })
 }
 
-/// The command that starts a loop like this one again: `ralph-ctl run`
-/// with the flags it ran with (and `extra`), or the launcher for a loop
-/// `ralph-ctl run` did not start (`ralph-ctl start`, the plugin).
 /// A loop of its own task that no `ralph-ctl run` ran and no queue
 /// took: the plugin's `/ralph-loop`'s.
 fn started_by_ralph_loop(state: &LoopState) -> bool {
     state.run_mode.is_none() && state.task.is_some() && state.queue_item.is_none()
 }
 
+/// The command that starts a loop like this one again: `ralph-ctl run`
+/// with the flags it ran with (and `extra`), or the launcher for a loop
+/// `ralph-ctl run` did not start (`ralph-ctl start`, the plugin).
 fn again(state: &LoopState, extra: &[&str]) -> String {
     // A queue item's loop is started by its run, never by hand.
     if state.queue_item.is_some() {

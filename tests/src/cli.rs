@@ -364,6 +364,16 @@ pub fn looping(name: &str, max: u32) -> TempProject {
     TempProject::with_loop(name, SID, max)
 }
 
+/// The config of a loop whose stops say something but use no tool, for
+/// tests of something else than progress: an iteration that does nothing
+/// counts as no progress, and these may stop up to 1000 times in a row.
+pub const IDLE_STOPS_CONFIG: &str = r#"{"noProgressThreshold": 1000}"#;
+
+/// [`looping`] with [`IDLE_STOPS_CONFIG`].
+pub fn looping_idle(name: &str, max: u32) -> TempProject {
+    TempProject::with_loop_and_config(name, SID, max, IDLE_STOPS_CONFIG)
+}
+
 /// The Stop input Claude Code 2.1 sends for `project`, saying `message`;
 /// without one the hook reads `transcript_path` (which does not exist
 /// unless a test writes it).

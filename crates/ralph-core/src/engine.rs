@@ -726,6 +726,16 @@ pub fn rehearse_claim(
     })
 }
 
+/// What the line announcing a loop's end adds in an interactive session:
+/// the client does not exit with the loop.
+pub const SESSION_STAYS_OPEN: &str = ". The loop is over, but this session stays open: type /exit to close it, or go on working in it by hand";
+
+/// Whether the loop's client runs with a person at it (the plugin's
+/// `/ralph-loop`, a launcher's loop without --headless): never a `-p` run.
+fn interactive(state: &LoopState) -> bool {
+    !state.fresh_context && !state.run_mode.as_ref().is_some_and(|m| m.headless)
+}
+
 /// What the stop answers: the ending's notice, a pass, or the next
 /// iteration's text (the prompt and guardrails read before anything is
 /// committed; the person's note first, once).
@@ -741,8 +751,16 @@ fn answer_for(
     Ok(match (&outcome.verdict, &outcome.new_state) {
         (Verdict::End(_) | Verdict::Pause(_) | Verdict::Ask(_), Some(ended)) => Answer::End {
             // In an interactive session nothing else says so until the
-            // client exits.
-            system_message: format!("Ralph {}", crate::judge::lifecycle::outcome_line(ended)),
+            // client exits; and the client stays open after the loop.
+            system_message: format!(
+                "Ralph {}{}",
+                crate::judge::lifecycle::outcome_line(ended),
+                if matches!(outcome.verdict, Verdict::End(_)) && interactive(ended) {
+                    SESSION_STAYS_OPEN
+                } else {
+                    ""
+                }
+            ),
         },
         (Verdict::Pass(_) | Verdict::End(_) | Verdict::Pause(_) | Verdict::Ask(_), _) => {
             Answer::Allow
@@ -912,6 +930,8 @@ pub fn run_stop_failure(
                 http_status: api_error.status,
                 message: crate::judge::state::one_line(said, 300),
                 resume_at: api_error.resets_at.map(Timestamp::from_secs),
+                retry_after_secs: api_error.retry_in_secs,
+                resume_planned: None,
                 at: draft.now(),
             };
             draft.apply(Event::Paused {
@@ -2255,6 +2275,7 @@ mod tests {
                     status: Some(429),
                     resets_at: Some(1_900_000_000),
                     message: Some("rate limited".into()),
+                    retry_in_secs: None,
                 }),
                 ..UsageReading::default()
             },

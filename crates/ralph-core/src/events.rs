@@ -559,6 +559,8 @@ fn take_reload(state: &mut LoopState, reload: Reload) -> String {
 /// What a loop's cost comes to after a client run's `cost`: the session's
 /// total so far (`session_total`), or one more run's.
 fn charge(state: &mut LoopState, cost: Usd, session_total: bool) {
+    // The client's own count covers what was estimated until now.
+    state.uncharged_usd = Usd::default();
     state.cost_usd = if session_total {
         state.cost_usd.max(cost)
     } else {
@@ -598,15 +600,24 @@ fn resume(state: &mut LoopState, automatic: bool) {
     };
 }
 
-/// The log line of a paused loop left waiting: until `resume_at`, or for
-/// a person (a pause line).
+/// The log line of a paused loop left waiting: until `resume_at` (kept
+/// as the pause's `resumePlanned` when the API gave no time), or for a
+/// person (a pause line).
 fn waiting(
-    state: &LoopState,
+    state: &mut LoopState,
     why: String,
     resume_at: Option<Timestamp>,
     policy: String,
     now: Timestamp,
 ) -> Effect {
+    // The time the log gives is the loop's: `status` and the supervisor's
+    // next look read it back.
+    if let (Status::Paused, Some(at), Some(paused)) =
+        (state.status, resume_at, state.paused_because.as_mut())
+        && paused.resume_at.is_none()
+    {
+        paused.resume_planned = Some(at);
+    }
     let kind = if resume_at.is_some() {
         LogEvent::Wait
     } else {
@@ -908,6 +919,59 @@ mod tests {
             Usd::from_dollars(1.0)
         );
         assert_eq!(charged(state, 2.0, true).cost_usd, Usd::from_dollars(2.0));
+    }
+
+    #[test]
+    fn the_client_s_cost_replaces_the_estimate() {
+        let mut state = running();
+        state.uncharged_usd = Usd::from_dollars(0.0036);
+        assert_eq!(state.cost_so_far(), "~$0.0036 (estimated from tokens)");
+        let t = apply(
+            Some(state),
+            Event::Charged {
+                cost: Usd::from_dollars(0.01),
+                session_total: true,
+            },
+            NOW,
+        );
+        let charged = t.state.unwrap();
+        assert_eq!(charged.uncharged_usd, Usd(0));
+        assert_eq!(charged.cost_so_far(), "$0.0100");
+    }
+
+    #[test]
+    fn the_resume_time_the_log_gives_is_the_one_status_gives() {
+        let mut paused = running();
+        paused.pause(crate::judge::state::PausedBecause {
+            kind: crate::judge::state::PauseKind::RateLimit,
+            http_status: Some(429),
+            message: "rate limited".into(),
+            resume_at: None,
+            retry_after_secs: None,
+            resume_planned: None,
+            at: NOW,
+        });
+        let config = crate::judge::config::Config::default();
+        let planned = match crate::judge::lifecycle::plan_resume(&config, &paused, NOW.secs()) {
+            crate::judge::lifecycle::ResumePlan::ResumeAt { at, .. } => at,
+            other => panic!("{other:?}"),
+        };
+        let t = apply(
+            Some(paused),
+            Event::Waiting {
+                why: "backoff".into(),
+                resume_at: Some(Timestamp::from_secs(planned)),
+                policy: "conservative".into(),
+            },
+            NOW,
+        );
+        let waiting = t.state.unwrap();
+        // Asked again 31 s later (`status`, the supervisor's next look): the same time.
+        let later = crate::judge::lifecycle::plan_resume(&config, &waiting, NOW.secs() + 31);
+        assert!(
+            matches!(later, crate::judge::lifecycle::ResumePlan::ResumeAt { at, .. } if at == planned),
+            "{later:?}, planned {planned}"
+        );
     }
 
     #[test]

@@ -65,6 +65,17 @@ impl Usd {
     pub fn dollars(self) -> f64 {
         self.0 as f64 / 1_000_000.0
     }
+
+    /// Nothing at all.
+    pub fn is_zero(&self) -> bool {
+        self.0 == 0
+    }
+
+    /// `self + other` (saturating).
+    #[must_use]
+    pub fn plus(self, other: Usd) -> Usd {
+        Usd(self.0.saturating_add(other.0))
+    }
 }
 
 /// To the cent from a dollar up, to four places below (a cheap loop's
@@ -122,6 +133,86 @@ impl TokenUsage {
     pub fn is_zero(&self) -> bool {
         *self == TokenUsage::default()
     }
+
+    /// What these tokens cost on `model` at its list prices, when the
+    /// model is one of [`PRICES`]' families (`None` otherwise).
+    pub fn cost_on(&self, model: &str) -> Option<Usd> {
+        let prices = prices_of(model)?;
+        // Millionths of a dollar per million tokens, times tokens.
+        let per = |tokens: u64, micro_per_mtok: u64| {
+            u128::from(tokens) * u128::from(micro_per_mtok) / 1_000_000
+        };
+        let input = prices.input_per_mtok;
+        let total = per(self.input, input)
+            + per(self.output, prices.output_per_mtok)
+            + per(self.cache_read, input / 10)
+            + per(self.cache_creation, input + input / 4);
+        Some(Usd(u64::try_from(total).unwrap_or(u64::MAX)))
+    }
+}
+
+/// A model family's list prices, in millionths of a dollar per million
+/// tokens; reading the cache costs a tenth of the input price, writing it
+/// a quarter more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prices {
+    /// What the model id contains (the first entry that matches wins).
+    pub model: &'static str,
+    /// Input tokens.
+    pub input_per_mtok: u64,
+    /// Output tokens.
+    pub output_per_mtok: u64,
+}
+
+/// The list prices a live cost is estimated with, until the client reports
+/// its own count (its `result`): the older, dearer models first.
+pub const PRICES: &[Prices] = &[
+    Prices {
+        model: "opus-4-1",
+        input_per_mtok: 15_000_000,
+        output_per_mtok: 75_000_000,
+    },
+    Prices {
+        model: "opus-4-2",
+        input_per_mtok: 15_000_000,
+        output_per_mtok: 75_000_000,
+    },
+    Prices {
+        model: "3-opus",
+        input_per_mtok: 15_000_000,
+        output_per_mtok: 75_000_000,
+    },
+    Prices {
+        model: "opus",
+        input_per_mtok: 5_000_000,
+        output_per_mtok: 25_000_000,
+    },
+    Prices {
+        model: "sonnet",
+        input_per_mtok: 3_000_000,
+        output_per_mtok: 15_000_000,
+    },
+    Prices {
+        model: "3-haiku",
+        input_per_mtok: 250_000,
+        output_per_mtok: 1_250_000,
+    },
+    Prices {
+        model: "3-5-haiku",
+        input_per_mtok: 800_000,
+        output_per_mtok: 4_000_000,
+    },
+    Prices {
+        model: "haiku",
+        input_per_mtok: 1_000_000,
+        output_per_mtok: 5_000_000,
+    },
+];
+
+/// The prices of `model`'s family.
+fn prices_of(model: &str) -> Option<&'static Prices> {
+    let model = model.to_ascii_lowercase();
+    PRICES.iter().find(|p| model.contains(p.model))
 }
 
 /// One process, told apart from a later one given the same pid.
@@ -134,4 +225,38 @@ pub struct ProcessId {
     /// boot), where the system says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_priced_by_the_model_s_family() {
+        let tokens = TokenUsage {
+            input: 600,
+            output: 120,
+            cache_read: 0,
+            cache_creation: 0,
+        };
+        let cost = |model: &str| tokens.cost_on(model).map(|c| c.to_string());
+        // 600 × $3 + 120 × $15 per million tokens.
+        assert_eq!(
+            cost("claude-sonnet-4-5-20250929").as_deref(),
+            Some("$0.0036")
+        );
+        assert_eq!(cost("claude-opus-5-5").as_deref(), Some("$0.0060"));
+        assert_eq!(cost("claude-opus-4-1-20250805").as_deref(), Some("$0.0180"));
+        assert_eq!(cost("claude-haiku-4-5").as_deref(), Some("$0.0012"));
+        assert_eq!(cost("mock-model"), None);
+        let cached = TokenUsage {
+            cache_read: 1_000_000,
+            cache_creation: 1_000_000,
+            ..TokenUsage::default()
+        };
+        assert_eq!(
+            cached.cost_on("sonnet").unwrap(),
+            Usd::from_dollars(0.3 + 3.75)
+        );
+    }
 }

@@ -197,7 +197,7 @@ fn summary(page: &mut String, state: &LoopState, config: Option<&Config>, now: u
             .ended_at
             .map_or_else(|| "not yet".into(), |t| t.to_string()),
     );
-    row("cost", state.cost_usd.to_string());
+    row("cost", state.cost_so_far());
     row("tokens", tokens_words(&state.usage));
     row("breaker", breaker_line(state, config));
     if let Some(run) = &state.formula {

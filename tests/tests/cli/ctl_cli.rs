@@ -670,6 +670,10 @@ fn stops(project: &TempProject, n: u32) {
 fn log_shows_the_last_entries_oldest_first() {
     let project = TempProject::new("log");
     project.init();
+    project.write(
+        ".claude/ralph/config.json",
+        ralph_tests::cli::IDLE_STOPS_CONFIG,
+    );
     Ctl::new(&project)
         .args(["start", "--session-id", "s-1"])
         .run()
@@ -1177,9 +1181,63 @@ fn sigterm_and_sighup_to_the_launcher_are_passed_on_and_recorded() {
             "{err}"
         );
     }
-    // The interrupted loop does not block the next one: no reset needed.
+    // The loop the closed terminal (SIGHUP) interrupted goes on with
+    // `run --resume`: the same loop, at the same iteration, taken up again.
     let quick = fake_client(&project, 0);
+    let before = project.status_json();
+    let resumed = launcher(
+        &project,
+        &["--headless", "--resume"],
+        &[("RALPH_CLAUDE", &quick)],
+    );
+    assert!(!resumed.stderr.contains("refused"), "{resumed:?}");
+    let after = project.status_json();
+    assert_eq!(after["sessionId"], before["sessionId"], "{after:#}");
+    assert_eq!(after["iteration"], before["iteration"], "{after:#}");
+    let resume = project.log_line("resume");
+    assert!(resume.contains("\"status\":\"running\""), "{resume}");
+    assert!(
+        !recorded_stdin(&quick).is_empty(),
+        "the client was started again"
+    );
+    // The interrupted loop does not block the next one: no reset needed.
     launcher(&project, &["--headless"], &[("RALPH_CLAUDE", &quick)]).assert_code(12);
+}
+
+#[test]
+fn a_launcher_started_under_nohup_keeps_going_on_sighup() {
+    // `nohup ralph-ctl run …`: the hangup a closing terminal sends is
+    // ignored, as nohup asked, and the loop goes on.
+    use std::os::unix::process::CommandExt;
+    let project = TempProject::new("launch-nohup");
+    project.init();
+    let client = waiting_client(&project);
+    let mut cmd = project.command("nohup");
+    cmd.arg(project.path(".claude/ralph/ralph-audit.sh"))
+        .arg("--headless")
+        .env("RALPH_CLAUDE", &client)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut launcher = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !Path::new(&format!("{client}.pid")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal_process(launcher.id(), libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    let state = project.status_json();
+    assert_eq!(state["status"], "running", "{state:#}");
+    assert!(
+        launcher.try_wait().unwrap().is_none(),
+        "the launcher still runs"
+    );
+    // Ctrl-C is still a stop.
+    signal_process(launcher.id(), libc::SIGINT);
+    let (status, _out, err) = wait_with_timeout(&mut launcher, Duration::from_secs(30));
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{err}");
+    assert_eq!(project.status_json()["status"], "interrupted");
 }
 
 #[test]

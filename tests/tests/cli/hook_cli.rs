@@ -301,6 +301,32 @@ fn the_reinjected_prompt_in_the_transcript_never_counts() {
 }
 
 #[test]
+fn a_cancel_while_an_iteration_runs_ends_the_loop_at_its_next_stop() {
+    // What /cancel-ralph (or `ralph-ctl cancel` from another terminal) does
+    // while the agent works: the iteration under way finishes, its stop is
+    // let through, and no further iteration starts.
+    let project = looping(25);
+    Hook::new(&project)
+        .json(&input(&project, "stop-input-first.json", Some("step 1")))
+        .run()
+        .block_reason();
+    assert_eq!(project.status_json()["iteration"], 2);
+    Ctl::new(&project)
+        .args(["cancel", "--to-agent"])
+        .run()
+        .assert_code(0);
+    for said in ["step 2", "still on step 2"] {
+        Hook::new(&project)
+            .json(&input(&project, "stop-input-after-block.json", Some(said)))
+            .run()
+            .assert_allowed();
+    }
+    let state = project.status_json();
+    assert_eq!(state["status"], "cancelled", "{state:#}");
+    assert_eq!(state["iteration"], 2, "no further iteration: {state:#}");
+}
+
+#[test]
 fn cap_allows_the_last_stop() {
     let project = looping(2);
     Hook::new(&project)
@@ -318,7 +344,8 @@ fn cap_allows_the_last_stop() {
 
 #[test]
 fn findings_stuck_warns_then_opens_the_circuit() {
-    let project = looping(25);
+    // The agent does nothing but report: no-progress is left out.
+    let project = ralph_tests::cli::looping_idle("hook", 25);
     let stuck = input(
         &project,
         "stop-input-after-block.json",
@@ -514,7 +541,7 @@ fn hammer(project: &Arc<TempProject>, threads: usize, per_thread: usize, stdin: 
 
 #[test]
 fn parallel_stops_of_one_session_lose_no_update() {
-    let project = Arc::new(looping(10_000));
+    let project = Arc::new(ralph_tests::cli::looping_idle("hook", 10_000));
     let stdin = input(&project, "stop-input-after-block.json", Some("working"));
     hammer(&project, 8, 25, stdin);
     let state = project.status_json();
@@ -524,7 +551,7 @@ fn parallel_stops_of_one_session_lose_no_update() {
 
 #[test]
 fn a_second_session_hammering_in_parallel_changes_nothing() {
-    let project = Arc::new(looping(10_000));
+    let project = Arc::new(ralph_tests::cli::looping_idle("hook", 10_000));
     let mine = input(&project, "stop-input-after-block.json", Some("working"));
     let mut other = mine.clone();
     other["session_id"] = json!("99999999-0000-0000-0000-000000000000");

@@ -20,11 +20,6 @@ use serde_json::{Value, json};
 /// A bound on one run of the hook (they take seconds), never a wait.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A project with ralph installed and a loop of `max` iterations started for `SID`.
-fn looping(name: &str, max: u32) -> TempProject {
-    TempProject::with_loop(name, SID, max)
-}
-
 /// The hook with `RALPH_ACTIVE=1` in the project's clean environment.
 fn hook_command(project: &TempProject) -> Command {
     let mut cmd = project.command(bins::hook());
@@ -229,7 +224,7 @@ fn crafted_transcript_tails_keep_the_hook_s_memory_bounded() {
             answer("msg_final"),
         ),
     ];
-    let project = looping("crafted-tails", 100);
+    let project = ralph_tests::cli::looping_idle("crafted-tails", 100);
     for (name, total, line, last) in cases {
         let path = crafted_transcript(&project, "tail", total, line, &last);
         let input = to_bytes(&json!({

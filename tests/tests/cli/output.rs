@@ -157,13 +157,92 @@ fn status_of_a_loop_at_max_iterations() {
 
 #[test]
 fn status_of_a_loop_with_the_circuit_open() {
+    // The agent only reports: no file changes either, so two signals trip.
     let project = looping("st-circuit", 25);
-    for _ in 0..5 {
+    for _ in 0..4 {
         stop(&project, "RALPH_ITERATION_COMPLETE: 4 findings remain").block_reason();
     }
     stop(&project, "RALPH_ITERATION_COMPLETE: 4 findings remain").assert_allowed();
     assert_eq!(project.status_json()["status"], "circuit_open");
     stable().bind(|| insta::assert_snapshot!("status_circuit_open", status(&project)));
+}
+
+#[test]
+fn cost_of_a_loop_whose_client_has_not_reported_it() {
+    // A headless client reports its cost only in its `result`; cancelled,
+    // it writes none. The tokens the transcript counted are priced at the
+    // model's list prices meanwhile: 600 in, 120 out on Sonnet.
+    let project = looping("st-live-cost", 25);
+    let transcript = project.tmp.join("live-cost.jsonl");
+    let answer = json!({"type": "assistant",
+        "message": {"id": "msg_live", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": "Working on the parser."}],
+            "usage": {"input_tokens": 600, "output_tokens": 120}}});
+    write(
+        &transcript,
+        format!(
+            "{}\n{answer}\n",
+            json!({"type": "user", "message": {"role": "user", "content": "Do the task."}})
+        ),
+    );
+    let mut input = stop_input(&project, Some("Working on the parser."));
+    input["transcript_path"] = json!(transcript);
+    Hook::new(&project).json(&input).run().block_reason();
+    let state = project.status_json();
+    assert_eq!(state["usage"]["input"], 600, "{state:#}");
+    let live = "~$0.0036 (estimated from tokens)";
+    assert!(status(&project).contains(live), "{}", status(&project));
+    let page_path = project.path("report.html");
+    Ctl::new(&project)
+        .args(["report", "--html", page_path.to_str().unwrap()])
+        .run()
+        .assert_code(0);
+    let page = fs::read_to_string(&page_path).unwrap();
+    assert!(page.contains(live), "{page}");
+    Ctl::new(&project).arg("cancel").run().assert_code(0);
+    Ctl::new(&project)
+        .arg("watch")
+        .run()
+        .assert_stdout_has(&[live]);
+    stable().bind(|| insta::assert_snapshot!("status_cost_not_reported", status(&project)));
+}
+
+#[test]
+fn a_plugin_loop_stopped_by_the_breaker_names_ralph_ctl_reset() {
+    // A /ralph-loop loop has no launcher to run with --reset.
+    let project = TempProject::new("plugin-breaker");
+    project.init();
+    Ctl::new(&project)
+        .args(["loop-start", "--session", SID, "--stdin"])
+        .stdin("Fix the findings")
+        .run()
+        .assert_code(0);
+    for _ in 0..4 {
+        stop(&project, "Looked again.").block_reason();
+    }
+    let ended = stop(&project, "Looked again.").ended_message();
+    assert_eq!(project.status_json()["status"], "circuit_open");
+    let next = status(&project)
+        .lines()
+        .find(|l| l.trim_start().starts_with("next:"))
+        .unwrap_or_default()
+        .to_string();
+    stable().bind(|| {
+        insta::assert_snapshot!(
+            "plugin_circuit_open",
+            format!("stop's message: {ended}\nstatus: {next}")
+        );
+    });
+}
+
+#[test]
+fn the_session_is_told_it_stays_open_after_the_loop() {
+    // An interactive client stays open once the loop has ended: the line
+    // announcing the end says how to leave it.
+    let project = looping("ended-open", 25);
+    let ended = stop(&project, &format!("All done.\n{SIGNAL}")).ended_message();
+    assert_eq!(project.status_json()["status"], "complete");
+    stable().bind(|| insta::assert_snapshot!("session_ended_stays_open", ended));
 }
 
 #[test]

@@ -111,9 +111,18 @@ fn completes_on_signal(client: ClientVersion) {
     // how it ended (the hook's systemMessage) before being told to exit.
     assert_eq!(run.ended_by, "/exit", "{why}");
     let flat = run.text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // What the person saw when the loop ended (the whole text too: a
+    // redraw can cut a line of it apart), with how to leave the session.
+    let seen = run
+        .loop_screen
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let said = |needle: &str| flat.contains(needle) || seen.contains(needle);
     assert!(
-        flat.contains(&format!("Ralph loop complete at iteration {last} of 25")),
-        "the screen never said the loop ended; {why}\nall text:\n{}",
+        said(&format!("Ralph loop complete at iteration {last} of 25"))
+            && said("this session stays open: type /exit to close it"),
+        "the screen never said the loop ended and how to leave; {why}\nall text:\n{}",
         run.text
     );
     // Each iteration reads as the loop going on, not as a failing hook:

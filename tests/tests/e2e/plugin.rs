@@ -325,12 +325,16 @@ fn a_loop_above_the_client_s_block_cap_says_so_and_its_session_s_end_is_recorded
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("plugin-cap");
     let api = MockApi::start(|turn, _| Reply::text(format!("Working, step {turn}.")));
-    let run = plugin_session(
+    // The agent only talks: the breaker would stop it before the client's
+    // cap, so its no-progress threshold is out of reach here.
+    let mut cmd = plugin_command(
         &project,
         client,
         &api,
         "/ralph-loop Keep improving the docs. --max-iterations 20",
     );
+    cmd.env("CB_NO_PROGRESS_THRESHOLD", "1000");
+    let run = run_with_timeout(cmd, None, TIMEOUT);
     run.assert_code(0);
     let requests = api.main_requests();
     let first = user_texts(&requests[0].body).join("\n");

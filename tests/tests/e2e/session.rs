@@ -57,7 +57,11 @@ fn completes_on_signal(client: ClientVersion) {
     differs = "2.1.330 caps blocks at 8 (context form past it), 2.0.77 blocks"
 )]
 fn runs_exactly_max_iterations_past_the_client_block_cap(client: ClientVersion) {
-    let scenario = Scenario::new("max", client).env("RALPH_MAX_ITERATIONS", "12");
+    // The agent only talks: a no-progress threshold past the cap lets the
+    // cap, not the breaker, end it.
+    let scenario = Scenario::new("max", client)
+        .env("RALPH_MAX_ITERATIONS", "12")
+        .env("CB_NO_PROGRESS_THRESHOLD", "20");
     let api = MockApi::start(script::never_done());
     let outcome = scenario.run(&api);
     outcome.ended(10, "max_iterations").at_iteration(12);
@@ -425,8 +429,12 @@ fn an_unchecked_plan_item_blocks_a_claim(client: ClientVersion) {
 }
 
 #[ralph_tests::on_both_clients]
-fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
-    let scenario = Scenario::new("mentions", client).env("RALPH_MAX_ITERATIONS", "6");
+fn talk_alone_never_completes_and_opens_the_breaker(client: ClientVersion) {
+    // The agent only talks: no tool call, no change, mentions of the signal
+    // and a vetoed status block. None of it completes the loop, and an
+    // iteration that does nothing is the plainest lack of progress: the
+    // breaker warns at the third and opens two later, before the cap.
+    let scenario = Scenario::new("mentions", client).env("RALPH_MAX_ITERATIONS", "10");
     let api = MockApi::start(|turn, _| match turn % 3 {
         0 => Reply::text(format!("I will write {SIGNAL} once the last test passes.")),
         1 => Reply::text(
@@ -437,10 +445,28 @@ fn mentions_and_vetoed_claims_never_end_the_loop(client: ClientVersion) {
         )),
     });
     let outcome = scenario.run(&api);
-    outcome.ended(10, "max_iterations");
+    outcome.ended(11, "circuit_open");
+    outcome.run.assert_stderr_has(&["circuit_open"]);
+    // A stop whose transcript had not caught up (2.1.330 under load) does
+    // not count: at most two such stops are allowed for.
+    let stopped_at = outcome.state["iteration"].as_u64().unwrap();
+    assert!(
+        stopped_at <= 7,
+        "stopped at iteration {stopped_at}: {outcome:?}"
+    );
     let no_claim = outcome.state["lastClaim"].is_null();
     assert!(no_claim, "no message was a claim: {outcome:?}");
-    assert_eq!(outcome.history()[1]["statusBlock"]["exitSignal"], false);
+    let history = outcome.history();
+    assert_eq!(history[1]["statusBlock"]["exitSignal"], false);
+    assert!(
+        history.iter().all(|r| r["toolCalls"] == 0),
+        "no iteration used a tool: {history:#?}"
+    );
+    let reason = outcome.state["breaker"]["lastTransition"]["reason"].as_str();
+    assert!(
+        reason.is_some_and(|r| r.contains("no file changed in ")),
+        "{outcome:?}"
+    );
 }
 
 #[ralph_tests::on_both_clients]

@@ -476,6 +476,57 @@ fn a_rate_limit_is_resumed_only_after_its_reset_time(client: ClientVersion) {
     }
 }
 
+#[test]
+fn a_429_s_retry_after_is_waited_for_past_the_backoff() {
+    // 2.1.330 writes the wait a 429's retry-after asked for (its retry
+    // line's retryInMs); 2.0.77 writes no such line.
+    const ASKED: u64 = 3;
+    let client = ClientVersion::V2_1_330;
+    let scenario = quick("retry-after", client);
+    // Iteration 2's request and the client's one retry answer 429 with
+    // `retry-after: 3` and no reset time; the resumed run's are answered.
+    let refused = Arc::new(Mutex::new(0_usize));
+    let api = MockApi::start(three_steps(move || {
+        let mut refused = refused.lock().unwrap();
+        if *refused < requests_per_failed_turn(ClientVersion::V2_1_330) {
+            *refused += 1;
+            Reply::ApiError {
+                status: 429,
+                headers: vec![("retry-after".into(), ASKED.to_string())],
+                error_type: "rate_limit_error".into(),
+                message: "Number of request tokens has exceeded your per-minute rate limit".into(),
+            }
+        } else {
+            Reply::text("Finished step 2.")
+        }
+    }));
+    let outcome = scenario.run(&api);
+    let evidence = evidence(&scenario, &api, &outcome.run);
+    outcome.ended(0, "complete").at_iteration(3);
+    let log = log_entries(&scenario);
+    let entry = |event: &str| log.iter().find(|e| e["event"] == event).unwrap();
+    let (pause, wait, resume) = (entry("pause"), entry("wait"), entry("resume"));
+    assert!(pause["resumeAt"].is_null(), "no reset time: {evidence}");
+    // The backoff is 1 s; the API asked for 3: at least that, from the pause.
+    let paused_at = epoch_of(pause["at"].as_str().unwrap());
+    let resumed_at = epoch_of(resume["at"].as_str().unwrap());
+    assert!(
+        resumed_at >= paused_at + ASKED,
+        "resumed {} s after the pause: {evidence}",
+        resumed_at - paused_at
+    );
+    let reason = wait["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("s the API asked for (retry-after)"),
+        "{evidence}"
+    );
+    // The time the wait line gives is the one it resumed at.
+    assert!(
+        epoch_of(wait["resumeAt"].as_str().unwrap()) <= resumed_at,
+        "{evidence}"
+    );
+}
+
 #[ralph_tests::on_both_clients(differs = "2.1.330 reports the 401, 2.0.77 only its error's name")]
 fn a_bad_api_key_fails_the_loop_at_once(client: ClientVersion) {
     let scenario = quick("unauthorized", client);

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ralph_tests::SIGNAL;
 use ralph_tests::bins;
-use ralph_tests::cli::{SID, looping, stop_input};
+use ralph_tests::cli::{SID, looping, looping_idle, stop_input};
 use ralph_tests::project::{
     INSTALLED_FILES, Run, TempProject, limit_file_size, process_group_of, processes_in_group,
     processes_in_pid_namespace, processes_matching, run_measured, run_with_timeout, signal_process,
@@ -204,7 +204,7 @@ fn sigkill_at_random_moments_never_tears_or_rewinds_the_state() {
         });
     println!("crash-safety seed {seed} (replay with RALPH_CRASH_SEED={seed})");
 
-    let project = Arc::new(looping("crash", 100_000));
+    let project = Arc::new(looping_idle("crash", 100_000));
     let stdin = Arc::new(to_bytes(&stop_input(&project, Some("working"))));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicU64::new(0));
@@ -970,7 +970,7 @@ fn anything_at_a_lock_file_path_changes_nothing() {
 fn stops_count_exactly_while_files_beside_the_state_are_deleted() {
     // 300 stops at once while another process deletes and replaces what
     // lies beside the state: every block answered is one iteration counted.
-    let project = Arc::new(looping("deleted-beside", 10_000));
+    let project = Arc::new(looping_idle("deleted-beside", 10_000));
     let runtime = project.path(".claude/context/runtime");
     let done = Arc::new(AtomicBool::new(false));
     let meddler = {
@@ -1579,7 +1579,7 @@ fn an_unsearchable_state_folder_is_named_not_taken_for_no_loop() {
 
 #[test]
 fn model_text_is_never_executed() {
-    let project = looping("no-exec", 25);
+    let project = looping_idle("no-exec", 25);
     let marker = |n: u32| project.tmp.join(format!("pwned-{n}"));
     let texts = [
         format!("$(touch {})", marker(1).display()),

@@ -56,7 +56,7 @@ impl BreakerState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Signal {
-    /// Nothing changed in the project although the agent acted.
+    /// Nothing changed in the project since the previous stop.
     NoProgress,
     /// The iteration ended on the same error.
     SameError,
@@ -123,12 +123,15 @@ pub const SIGNALS: &[SignalSpec] = &[
         env_var: "CB_NO_PROGRESS_THRESHOLD",
         default: 3,
         max: 1_000,
-        counts: "nothing changed in the project since the previous stop, although the agent used a tool or hit an error",
+        counts: "nothing changed in the project since the previous stop, whether the agent used a tool or did nothing at all (a stop that could not see the iteration's tool calls yet counts only if it saw one)",
         opens_while_progressing: true,
         opens_at_once: false,
         count: |_, o, _, c| match o.changed {
-            Some(false) if o.acted => c.saturating_add(1),
-            // Unchanged after an iteration that tried nothing: no evidence either way.
+            // Unchanged after a tool call or an error, or after an iteration
+            // that did nothing at all: the plainest lack of progress.
+            Some(false) if o.acted || !o.tools_unseen => c.saturating_add(1),
+            // Unchanged, no call seen, but the stop could not see them all:
+            // no evidence either way.
             Some(false) => c,
             Some(true) => 0,
             // Unknown: no evidence either way.
@@ -442,9 +445,10 @@ pub struct Breaker {
 pub struct ProgressObservation {
     /// Whether the project changed since the previous stop (`None`: cannot tell).
     pub changed: Option<bool>,
-    /// Whether the agent did anything that could change the project (a tool
-    /// call) or ran into an error. An unchanged project after an iteration
-    /// that did neither is no evidence of a stall.
+    /// Whether the stop saw the agent do anything that could change the
+    /// project (a tool call) or run into an error. An iteration that did
+    /// neither counts as no progress too, unless the stop could not see all
+    /// of its calls ([`Self::tools_unseen`]).
     pub acted: bool,
     /// The error this iteration ended on, if any.
     pub error: Option<ErrorSighting>,
@@ -666,6 +670,10 @@ mod tests {
     fn no_progress_transitions() {
         let config = BreakerConfig::default();
         let same = |n| vec![obs("start"); n];
+        let idle = ProgressObservation {
+            acted: false,
+            ..obs("start")
+        };
         let changing: Vec<_> = (0..10).map(|i| obs(&format!("tree-{i}"))).collect();
         let mut recovers = same(3);
         recovers.push(obs("edited"));
@@ -686,6 +694,35 @@ mod tests {
                 "unknown fingerprints are no evidence",
                 vec![ProgressObservation::default(); 6],
                 "......",
+            ),
+            (
+                "an agent that only talks (no tool, no change): warn at 3, open 2 later",
+                vec![idle.clone(); 10],
+                "..WWO",
+            ),
+            (
+                "talk alone, its tool calls not seen yet: no evidence",
+                vec![
+                    ProgressObservation {
+                        tools_unseen: true,
+                        ..idle.clone()
+                    };
+                    6
+                ],
+                "......",
+            ),
+            (
+                "talk and tool calls without change alternate: one run",
+                (0..10)
+                    .map(|i| {
+                        if i % 2 == 0 {
+                            idle.clone()
+                        } else {
+                            obs("start")
+                        }
+                    })
+                    .collect(),
+                "..WWO",
             ),
         ];
         for (name, observations, want) in cases {
@@ -797,6 +834,7 @@ mod tests {
         );
         let idle = |now: u64, before: Option<u64>| ProgressObservation {
             acted: false,
+            changed: None,
             ..report("start", now, before)
         };
         let stuck_and_idle: Vec<_> = (0..8)
@@ -805,7 +843,7 @@ mod tests {
         assert_eq!(
             run(&stuck_and_idle, &config).0,
             "...WWO",
-            "nothing changes: the stuck count opens the breaker"
+            "no change seen: the stuck count opens the breaker"
         );
         let falling: Vec<_> = (0..8)
             .map(|i| {

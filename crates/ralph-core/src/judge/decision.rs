@@ -279,6 +279,8 @@ fn pause_on_api_error(
             .as_ref()
             .and_then(|e| e.resets_at)
             .map(Timestamp::from_secs),
+        retry_after_secs: None,
+        resume_planned: None,
         at: now,
     };
     let why = format!(
@@ -626,8 +628,8 @@ fn progress_of(
 ) -> ProgressObservation {
     ProgressObservation {
         changed: observed.progress.changed,
-        // An iteration that neither used a tool nor hit an error tried nothing
-        // that could have changed the project: it is no evidence of a stall.
+        // An iteration that neither used a tool nor hit an error did nothing:
+        // unchanged after it is no progress too (unless its calls were unseen).
         acted: observed.tool_calls > 0 || error.is_some(),
         error,
         findings,
@@ -645,6 +647,7 @@ fn progress_of(
 /// transcript cursor.
 fn count_usage(next: &mut LoopState, usage: &UsageReading, now_secs: u64) {
     next.usage.add(&usage.tokens);
+    next.uncharged_usd = next.uncharged_usd.plus(usage.estimated);
     next.record_calls(&usage.calls, now_secs);
     if let Some(cursor) = &usage.cursor {
         next.transcript = Some(cursor.clone());
@@ -1034,6 +1037,8 @@ fn pause_for_utilization(
             limit.percent()
         ),
         resume_at: window.resets_at,
+        retry_after_secs: None,
+        resume_planned: None,
         at: now,
     };
     let why = format!("{why}; paused: {}", because.message);
@@ -1073,6 +1078,8 @@ fn pause_for_calls(
                     next.calls_in_last_hour(now_secs)
                 ),
                 resume_at: Some(Timestamp::from_secs(free_at)),
+                retry_after_secs: None,
+                resume_planned: None,
                 at: now,
             };
             let why = format!("{why}; paused: {}", because.message);

@@ -261,10 +261,23 @@ pub fn plan_resume(config: &Config, state: &LoopState, now: u64) -> ResumePlan {
         },
         None => {
             let wait = backoff_secs(config, state.auto_resumes);
+            // Planned once (the supervisor's `wait`): the same time whenever asked.
+            let planned = paused.resume_planned.map(Timestamp::secs);
+            // Never sooner than the API asked (its retry-after).
+            let asked = paused
+                .retry_after_secs
+                .map(|secs| paused.at.secs().saturating_add(secs));
+            let at = planned.unwrap_or_else(|| asked.unwrap_or(0).max(now + wait));
+            let retry_after = match paused.retry_after_secs {
+                Some(secs) if asked.is_some_and(|asked| asked >= now + wait) => {
+                    format!(", the {secs} s the API asked for (retry-after)")
+                }
+                _ => String::new(),
+            };
             ResumePlan::ResumeAt {
-                at: now + wait,
+                at: at.max(now),
                 reason: format!(
-                    "{}: backoff of {wait} s before resume {} of {allowed} ({})",
+                    "{}: backoff of {wait} s{retry_after} before resume {} of {allowed} ({})",
                     paused.kind.as_str(),
                     state.auto_resumes + 1,
                     policy.as_str()
@@ -296,6 +309,7 @@ pub fn budget_spent(state: &LoopState, max: Option<Usd>, client_says: bool) -> O
 /// budget cap, a crash) must count too, once.
 pub fn take_usage(state: &mut LoopState, reading: &UsageReading, now: Timestamp) {
     state.usage.add(&reading.tokens);
+    state.uncharged_usd = state.uncharged_usd.plus(reading.estimated);
     let now_secs = now.secs();
     state.record_calls(&reading.calls, now_secs);
     if reading.cursor.is_some() {
@@ -435,6 +449,10 @@ pub fn next_step(state: &LoopState) -> Option<String> {
             again(state, &[])
         ),
         Status::CircuitOpen => match state.run_mode {
+            // The plugin's /ralph-loop: no launcher, its task in the session.
+            None if started_by_ralph_loop(state) => "fix what blocked it (or give another task), \
+                 then run `ralph-ctl reset` and `/ralph-loop` again in your Claude Code session"
+                .into(),
             None => "fix what blocked it (or change PROMPT.md), then run the launcher with --reset".into(),
             Some(_) => format!(
                 "fix what blocked it (or change PROMPT.md), then start again with {}",
@@ -473,6 +491,12 @@ pub fn next_step(state: &LoopState) -> Option<String> {
     })
 }
 
+/// A loop of its own task that no `ralph-ctl run` ran and no queue
+/// took: the plugin's `/ralph-loop`'s.
+fn started_by_ralph_loop(state: &LoopState) -> bool {
+    state.run_mode.is_none() && state.task.is_some() && state.queue_item.is_none()
+}
+
 /// The command that starts a loop like this one again: `ralph-ctl run`
 /// with the flags it ran with (and `extra`), or the launcher for a loop
 /// `ralph-ctl run` did not start (`ralph-ctl start`, the plugin).
@@ -482,8 +506,7 @@ fn again(state: &LoopState, extra: &[&str]) -> String {
         return "the queue run again: it takes the item up with the rest".into();
     }
     let Some(mode) = &state.run_mode else {
-        // A loop of its own task, not a queue's item: `/ralph-loop`'s.
-        if state.task.is_some() && state.queue_item.is_none() {
+        if started_by_ralph_loop(state) {
             return "`/ralph-loop` again in your Claude Code session".into();
         }
         return "the launcher again".into();
@@ -987,6 +1010,8 @@ mod tests {
             http_status: None,
             message: "API Error".into(),
             resume_at: resume_at.map(|t| Timestamp::parse(t).unwrap()),
+            retry_after_secs: None,
+            resume_planned: None,
             at: Timestamp::from_secs(1795341600),
         });
         s
@@ -1039,6 +1064,18 @@ mod tests {
             assert!(
                 matches!(plan_resume(&conservative, &overloaded, now), ResumePlan::ResumeAt { at, .. } if at == now + wait),
                 "{resumes}"
+            );
+        }
+        // The API asked for longer than the backoff (retry-after: 75): at
+        // least that, from the pause; a shorter ask leaves the backoff.
+        let mut asked = paused(PauseKind::RateLimit, None);
+        let paused_at = asked.paused_because.as_ref().unwrap().at.secs();
+        for (retry_after, want) in [(75, paused_at + 75), (30, paused_at + 60)] {
+            asked.paused_because.as_mut().unwrap().retry_after_secs = Some(retry_after);
+            let plan = plan_resume(&conservative, &asked, paused_at);
+            assert!(
+                matches!(&plan, ResumePlan::ResumeAt { at, .. } if *at == want),
+                "retry-after {retry_after}: {plan:?}"
             );
         }
         // The cap on resumes in a row, and a cap on the wait.

@@ -251,6 +251,15 @@ pub struct PausedBecause {
     /// calls-per-hour window frees.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_at: Option<Timestamp>,
+    /// The wait the API asked for before a retry (its `retry-after`, as the
+    /// client's last retry line gives it), in seconds from [`Self::at`]:
+    /// the loop resumes no sooner, whatever its own backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
+    /// When the supervisor, having waited for no reset time, decided to
+    /// resume it: what `status` and the log's `wait` line both give.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_planned: Option<Timestamp>,
     /// When the pause was recorded.
     pub at: Timestamp,
 }
@@ -459,6 +468,12 @@ pub struct LoopState {
     /// What the loop has cost so far, by the client's own accounting.
     #[serde(default)]
     pub cost_usd: Usd,
+    /// What the tokens counted since the client last reported its cost
+    /// come to at list prices (`units::PRICES`): the part of the live cost
+    /// the client has not reported yet (it does in its `result`, which a
+    /// cancelled or killed client never writes). See [`LoopState::cost_so_far`].
+    #[serde(default, skip_serializing_if = "Usd::is_zero")]
+    pub uncharged_usd: Usd,
     /// Tokens used so far, from the transcript.
     #[serde(default)]
     pub usage: TokenUsage,
@@ -712,6 +727,23 @@ fn legacy_schema() -> u32 {
 }
 
 impl LoopState {
+    /// What the loop has cost so far: the client's own count, plus the
+    /// tokens it has not reported yet at list prices. Written
+    /// `~$0.0036 (estimated from tokens)` while any part is estimated.
+    pub fn cost_so_far(&self) -> String {
+        let total = self.cost_usd.plus(self.uncharged_usd);
+        if self.uncharged_usd.is_zero() {
+            total.to_string()
+        } else {
+            format!("~{total} (estimated from tokens)")
+        }
+    }
+
+    /// True when the loop has cost anything, reported or estimated.
+    pub fn cost_known(&self) -> bool {
+        !self.cost_usd.plus(self.uncharged_usd).is_zero()
+    }
+
     /// Reads a state file's bytes: migrates an older shape, refuses a newer
     /// one; the error says why, for the "corrupt" message.
     pub fn from_json(bytes: &[u8]) -> Result<LoopState, String> {
@@ -773,6 +805,7 @@ impl LoopState {
             history: Vec::new(),
             paused_because: None,
             cost_usd: Usd::default(),
+            uncharged_usd: Usd::default(),
             usage: TokenUsage::default(),
             recent_calls: Vec::new(),
             auto_resumes: 0,

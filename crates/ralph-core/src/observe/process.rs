@@ -49,6 +49,26 @@ pub fn send_signal(pid: u32, signal: i32) -> std::io::Result<()> {
     }
 }
 
+/// True when `signal` is ignored in this process (its disposition is
+/// `SIG_IGN`), as `nohup` leaves SIGHUP for the command it runs. Asked
+/// before a handler is installed, it is what the process was started with.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+pub fn signal_ignored(signal: i32) -> bool {
+    // SAFETY: sigaction(2) with no new action only reads the current one
+    // into `current`, a zeroed struct of the right type.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &raw mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+#[cfg(not(unix))]
+pub fn signal_ignored(_signal: i32) -> bool {
+    false
+}
+
 /// The processes descended from `pid` (children, theirs, and so on), as
 /// they are now: a client's tool calls run in processes of their own that
 /// outlive it when only the client is signalled. From `/proc` on Linux,

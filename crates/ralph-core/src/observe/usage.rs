@@ -96,6 +96,10 @@ pub struct UsageReading {
     /// session ends, SIGTERM included): what a run that ended without its
     /// result object cost. Only finite amounts from 0 to a million.
     pub session_cost: Option<Usd>,
+    /// What the new tokens cost at their models' list prices (requests on
+    /// a model without one count nothing): the live cost until the client
+    /// reports its own.
+    pub estimated: Usd,
 }
 
 /// A `{"type":"system","subtype":"api_error",…}` line: the client writes one
@@ -108,6 +112,9 @@ pub struct ApiErrorLine {
     pub resets_at: Option<u64>,
     /// The error text the client shows.
     pub message: Option<String>,
+    /// How long the client waited before it retried (its `retryInMs`,
+    /// whole seconds rounded up): the API's `retry-after` when it sent one.
+    pub retry_in_secs: Option<u64>,
 }
 
 /// The longest a usage window can take to reset from now (the weekly
@@ -136,6 +143,8 @@ struct Line {
     timestamp: Option<String>,
     message: Option<Message>,
     error: Option<ApiError>,
+    #[serde(rename = "retryInMs")]
+    retry_in_ms: Option<f64>,
     #[serde(rename = "totalCostUSD")]
     total_cost_usd: Option<f64>,
 }
@@ -271,6 +280,7 @@ pub fn read_new_since(
                 }
                 let Some(id) = message.id else { return };
                 let tokens = message.usage.unwrap_or_default().tokens();
+                let model = message.model;
                 let at = parsed
                     .timestamp
                     .as_deref()
@@ -279,7 +289,7 @@ pub fn read_new_since(
                 if at < since {
                     return;
                 }
-                requests.line(id, at, tokens);
+                requests.line(id, at, tokens, model.as_deref());
             }
             (Some("cost-state"), _) => {
                 if let Some(total) = parsed
@@ -291,7 +301,17 @@ pub fn read_new_since(
             }
             (Some("system"), Some("api_error")) => {
                 let error = parsed.error;
+                let retry_in_secs = parsed
+                    .retry_in_ms
+                    .filter(|ms| ms.is_finite() && *ms > 0.0 && *ms <= 86_400_000.0)
+                    // Positive and at most a day: the cast cannot truncate.
+                    .map(|ms| {
+                        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                        let secs = (ms / 1000.0).ceil() as u64;
+                        secs
+                    });
                 last_api_error = Some(ApiErrorLine {
+                    retry_in_secs,
                     status: error.as_ref().and_then(|e| e.status),
                     resets_at: error
                         .as_ref()
@@ -348,13 +368,14 @@ pub fn read_new_since(
         }
     }
 
-    let (calls, tokens, last_message_id, last_message_usage) = requests.finish();
+    let (calls, tokens, estimated, last_message_id, last_message_usage) = requests.finish();
     Ok(UsageReading {
         calls,
         tokens,
         last_api_error,
         skipped,
         session_cost,
+        estimated,
         cursor: Some(TranscriptCursor {
             path: path.to_path_buf(),
             offset: consumed,
@@ -380,6 +401,8 @@ struct Requests {
     recent: VecDeque<u64>,
     calls: Vec<u64>,
     tokens: TokenUsage,
+    /// What the counted tokens cost at list prices.
+    estimated: Usd,
     /// The previous reading's last request, and its usage counted then: it
     /// continues when it is the first id of this reading.
     previous: Option<(String, TokenUsage)>,
@@ -396,6 +419,7 @@ impl Requests {
             recent: VecDeque::new(),
             calls: Vec::new(),
             tokens: TokenUsage::default(),
+            estimated: Usd::default(),
             previous: previous_id.map(|id| (id, previous_usage)),
             any: false,
             last: None,
@@ -404,17 +428,18 @@ impl Requests {
 
     /// A line of request `id`, answered at `at`, with the message's usage as
     /// it stood when the line was written.
-    fn line(&mut self, id: String, at: u64, tokens: TokenUsage) {
+    fn line(&mut self, id: String, at: u64, tokens: TokenUsage, model: Option<&str>) {
         let hash = self.hasher.hash_one(&id);
         if let Some(counted) = self.counted.get_mut(&hash) {
             let grown = max_of(*counted, tokens);
-            self.tokens.add(&minus(grown, *counted));
+            let new = minus(grown, *counted);
             *counted = grown;
             if let Some((_, last_hash, usage)) = &mut self.last
                 && *last_hash == hash
             {
                 *usage = grown;
             }
+            self.count(new, model);
             return;
         }
         let continued = match &self.previous {
@@ -425,11 +450,11 @@ impl Requests {
         let counted = if let Some(before) = continued {
             // What the previous reading counted of it is not counted again.
             let grown = max_of(before, tokens);
-            self.tokens.add(&minus(grown, before));
+            self.count(minus(grown, before), model);
             grown
         } else {
+            self.count(tokens, model);
             self.calls.push(at);
-            self.tokens.add(&tokens);
             tokens
         };
         if self.recent.len() >= RECENT_IDS
@@ -442,14 +467,22 @@ impl Requests {
         self.last = Some((id, hash, counted));
     }
 
-    /// The calls' times, the tokens, and the last request with its usage.
-    fn finish(self) -> (Vec<u64>, TokenUsage, Option<String>, TokenUsage) {
+    /// Counts `new` tokens of a request on `model`.
+    fn count(&mut self, new: TokenUsage, model: Option<&str>) {
+        self.tokens.add(&new);
+        let cost = model.and_then(|m| new.cost_on(m)).unwrap_or_default();
+        self.estimated = Usd(self.estimated.0.saturating_add(cost.0));
+    }
+
+    /// The calls' times, the tokens, their cost at list prices, and the
+    /// last request with its usage.
+    fn finish(self) -> (Vec<u64>, TokenUsage, Usd, Option<String>, TokenUsage) {
         let (last_id, last_usage) = match (self.last, self.previous) {
             (Some((id, _, usage)), _) => (Some(id), usage),
             (None, Some((id, usage))) => (Some(id), usage),
             (None, None) => (None, TokenUsage::default()),
         };
-        (self.calls, self.tokens, last_id, last_usage)
+        (self.calls, self.tokens, self.estimated, last_id, last_usage)
     }
 }
 
@@ -624,9 +657,22 @@ mod tests {
             Some(ApiErrorLine {
                 status: Some(529),
                 resets_at: None,
-                message: None
+                message: None,
+                retry_in_secs: None,
             })
         );
+        // A 429 whose retry-after the client waited (75 s and its jitter).
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"type":"system","subtype":"api_error","error":{"status":429},"retryInMs":75342.6,"retryAttempt":1,"maxRetries":1}"#,
+                "\n"
+            ),
+        )
+        .unwrap();
+        let reading = read_new(&path, None, 0).unwrap();
+        let retry = reading.last_api_error.and_then(|e| e.retry_in_secs);
+        assert_eq!(retry, Some(76));
         // A cursor of another file, or past this file's end, starts over.
         let elsewhere = TranscriptCursor {
             path: dir.path().join("other.jsonl"),
@@ -690,9 +736,10 @@ mod tests {
         let (id, usage) = previous.unzip();
         let mut requests = Requests::new(id, usage.unwrap_or_default());
         for (id, at, tokens) in lines {
-            requests.line(id.clone(), *at, *tokens);
+            requests.line(id.clone(), *at, *tokens, None);
         }
-        requests.finish()
+        let (calls, tokens, _, id, usage) = requests.finish();
+        (calls, tokens, id, usage)
     }
 
     fn usage_strategy() -> impl proptest::strategy::Strategy<Value = TokenUsage> {

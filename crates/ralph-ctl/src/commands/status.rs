@@ -544,12 +544,12 @@ fn spending(l: &mut Lines, state: &LoopState, config: Option<&Config>, now: u64)
     }
     let supervision = config.map(|c| &c.supervision);
     let max_cost = supervision.and_then(|s| s.max_cost);
-    if state.cost_usd.0 > 0 || max_cost.is_some() {
+    if state.cost_known() || max_cost.is_some() {
         l.line(
             "cost:",
             match max_cost {
-                Some(max) => format!("{} of maxCostUsd {max}", state.cost_usd),
-                None => state.cost_usd.to_string(),
+                Some(max) => format!("{} of maxCostUsd {max}", state.cost_so_far()),
+                None => state.cost_so_far(),
             },
         );
     }

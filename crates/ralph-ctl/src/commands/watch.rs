@@ -72,7 +72,7 @@ pub(crate) fn line(state: &LoopState, config: Option<&Config>) -> String {
         state.status.as_str(),
         last,
         breaker_summary(state, config),
-        state.cost_usd
+        state.cost_so_far()
     )
 }
 
@@ -204,7 +204,7 @@ fn draw(
                 }
             }
             lines.push(format!("breaker    {}", breaker_summary(state, config)));
-            lines.push(format!("cost       {}", state.cost_usd));
+            lines.push(format!("cost       {}", state.cost_so_far()));
             lines.push(String::new());
             lines.push("recent iterations:".into());
             let start = state.history.len().saturating_sub(8);

@@ -60,13 +60,14 @@ pub(crate) fn announce(paths: &ProjectPaths, ending: &Found) -> i32 {
 }
 
 /// The closing line with what the loop cost by the client's count, in
-/// every mode (an in-session loop learns it only when its client exits);
-/// a loop whose client reported no cost says nothing of it.
+/// every mode (an in-session loop learns it only when its client exits),
+/// with the tokens it did not report priced at list prices (a cancelled
+/// client reports nothing); a loop that cost nothing says nothing of it.
 fn with_cost(line: String, state: &LoopState) -> String {
-    if state.cost_usd.0 == 0 {
+    if !state.cost_known() {
         return line;
     }
-    format!("{line} [cost {}]", state.cost_usd)
+    format!("{line} [cost {}]", state.cost_so_far())
 }
 
 /// `state` as ralph can vouch for it: a `complete` whose accepting stop is

@@ -80,10 +80,15 @@ pub(crate) struct Signals {
 impl Signals {
     /// Catches SIGINT, SIGTERM and (on Unix) SIGHUP from now on: they no
     /// longer end the process, they are reported by [`SignalSource::take`].
+    /// A SIGHUP the process was started ignoring (`nohup ralph-ctl run`)
+    /// stays ignored: the person asked for the run to outlive the terminal.
     pub(crate) fn install() -> io::Result<Signals> {
         let mut flags = Vec::new();
         for signal in Signal::ALL {
-            if cfg!(not(unix)) && signal == Signal::Hangup {
+            if signal == Signal::Hangup
+                && (cfg!(not(unix))
+                    || ralph_core::observe::process::signal_ignored(signal.number()))
+            {
                 continue;
             }
             let flag = Arc::new(AtomicBool::new(false));

@@ -81,7 +81,9 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
     };
     let now = draft.now();
     let result = run.result;
-    if let Some(event) = charged(result, run.session_cost) {
+    let reported = charged(result, run.session_cost);
+    let cost_reported = reported.is_some();
+    if let Some(event) = reported {
         draft.apply(event);
     }
     let Some(state) = draft.state().cloned() else {
@@ -108,8 +110,12 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
     // pause counts its own reading.
     if live
         && (spent.is_some() || pause.is_none())
-        && let Some(reading) = transcripts::unstopped_usage(&state, paths)
+        && let Some(mut reading) = transcripts::unstopped_usage(&state, paths)
     {
+        if cost_reported {
+            // The client's count, charged above, covers these tokens.
+            reading.estimated = Usd::default();
+        }
         draft.apply(Event::UsageCounted(reading));
     }
     if let Some(why) = spent {
@@ -231,9 +237,12 @@ fn pause_of_run(
         http_status: status,
         message: message.split_whitespace().collect::<Vec<_>>().join(" "),
         resume_at: api_error
+            .as_ref()
             .and_then(|e| e.resets_at)
             .or_else(|| result.and_then(|r| r.limit_resets_at))
             .map(time::Timestamp::from_secs),
+        retry_after_secs: api_error.as_ref().and_then(|e| e.retry_in_secs),
+        resume_planned: None,
         at: now,
     };
     Some((because, reading))

@@ -364,6 +364,8 @@ mod tests {
             http_status: Some(429),
             message: "Rate limited".into(),
             resume_at: None,
+            retry_after_secs: None,
+            resume_planned: None,
             at: Timestamp::from_secs(1767225660),
         });
         let at = Timestamp::from_secs(1767225720);

@@ -324,6 +324,20 @@ pub(crate) fn drive_item(drive: ItemDrive<'_>, signals: Signals) -> (CmdResult, 
     driver.drive()
 }
 
+/// How the reason a loop ended with begins when its client refused to
+/// start on its configuration ([`refused_to_start`]).
+const REFUSED_TO_START: &str = "Claude Code refused to start";
+
+/// Whether `state`'s loop ended because its client refused to start on
+/// its configuration: a loop of the same settings would too.
+pub(crate) fn refused_to_start(state: &LoopState) -> bool {
+    state.status == Status::Failed
+        && state
+            .ended_because
+            .as_deref()
+            .is_some_and(|why| why.starts_with(REFUSED_TO_START))
+}
+
 /// After one run of the client: run again, or the loop's exit code.
 enum Next {
     Again,
@@ -745,8 +759,7 @@ impl Driver<'_> {
         code: i32,
         current: Option<&worktree::Worktree>,
     ) -> Result<Next, CtlError> {
-        let why =
-            format!("Claude Code refused to start (exit {code}), before its first turn: {words}");
+        let why = format!("{REFUSED_TO_START} (exit {code}), before its first turn: {words}");
         say(&why);
         if let Some(worktree) = current {
             say(&format!(

@@ -701,6 +701,18 @@ impl Shared<'_> {
                     )
                 }
             }
+            // Every item's loop would be refused the same way: the worker
+            // stops, and the item is free again for when it is fixed.
+            Status::Failed if launch::refused_to_start(state) => {
+                let why = state.ended_because.clone().unwrap_or_default();
+                Verdict {
+                    end: Some(WorkerEnd::Failed(why.clone())),
+                    ..verdict(
+                        ItemState::Released,
+                        format!("{why}; the item is free again"),
+                    )
+                }
+            }
             _ => verdict(
                 ItemState::Failed,
                 format!(

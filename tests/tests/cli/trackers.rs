@@ -284,9 +284,10 @@ fn beads_ready_issues_are_items_and_what_bd_prints_unread_is_named() {
 }
 
 #[test]
-fn an_item_id_that_reads_as_an_option_is_refused() {
+fn an_item_id_that_reads_as_an_option_is_left_out_and_named_once() {
     // Beads live in `.beads/`, which the agent can write: a bead whose id
-    // is `--db=/x` would be an option to `bd close`.
+    // is `--db=/x` would be an option to `bd close`. It is left out, said
+    // once; the other items go on.
     let project = TempProject::new("queue-dash-id");
     let fakes = FakeTrackers::new(&project.path("fakes"));
     fakes.ready(&serde_json::json!([
@@ -295,23 +296,39 @@ fn an_item_id_that_reads_as_an_option_is_refused() {
     ]));
     let path = fakes.path_env();
     let env = [("PATH", path.as_str())];
-    project
-        .ctl(&["queue", "beads:"], &env)
-        .assert_code(1)
-        .assert_stderr_has(&[
-            "item id \"--db=/x\" starts with \"-\"",
-            "rename or remove it in the queue's source",
-        ]);
-    let run = project.ctl(
-        &["run", "--queue", "beads:"],
+    let warning = "item id \"--db=/x\" of the queue source beads: starts with \"-\"";
+    let listed = project.ctl(&["queue", "beads:"], &env);
+    listed
+        .assert_code(0)
+        .assert_stdout_has(&["Add export service"])
+        .assert_stderr_has(&[warning, "left out; rename it in the queue's source"]);
+    assert!(!listed.stdout.contains("Look harmless"), "{listed:?}");
+    assert_eq!(listed.stderr.matches(warning).count(), 1, "{listed:?}");
+    let dry = project.ctl(
+        &["run", "--queue", "beads:", "--dry-run"],
         &[("PATH", path.as_str()), ("RALPH_CLAUDE", "true")],
     );
-    run.assert_code(1)
-        .assert_stderr_has(&["item id \"--db=/x\""]);
+    dry.assert_code(0)
+        .assert_stdout_has(&["\"Add export service\""]);
+    assert_eq!(
+        format!("{}{}", dry.stdout, dry.stderr)
+            .matches(warning)
+            .count(),
+        1,
+        "{dry:?}"
+    );
     assert!(
         fakes.calls("bd").iter().all(|c| c[0] != "close"),
         "nothing closed"
     );
+    // So for every source, a folder's file too.
+    project.write("items/-rf.md", "# Not an item\n");
+    project.write("items/export.md", "# Export\n");
+    let folder = project.ctl(&["queue", "dir:items"], &[]);
+    folder
+        .assert_code(0)
+        .assert_stdout_has(&["Export"])
+        .assert_stderr_has(&["item id \"-rf"]);
 }
 
 #[test]

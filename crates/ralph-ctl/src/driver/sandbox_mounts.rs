@@ -115,14 +115,59 @@ fn write_whole(file: &Path, text: &str) -> std::io::Result<()> {
     temp.persist(file).map(|_| ()).map_err(|e| e.error)
 }
 
+/// Opens the holders' file at `path` for writing, made when it is missing,
+/// never through a link: `.git` is the agent's to write, and a link it put
+/// there (or anything else that is no regular file) is removed and a file
+/// made in its place, so ralph never makes or locks a file of the
+/// person's elsewhere. The file opened is the one looked at.
+fn open_holders(path: &Path) -> std::io::Result<std::fs::File> {
+    for _ in 0..3 {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_file() => {
+                let file = std::fs::OpenOptions::new().write(true).open(path)?;
+                if same_file(&file.metadata()?, &meta) {
+                    return Ok(file);
+                }
+                continue;
+            }
+            Ok(_) => std::fs::remove_file(path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        // `create_new` makes the file or fails: it never follows a link.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(file) => return Ok(file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{} kept changing while it was opened",
+        path.display()
+    )))
+}
+
+/// Whether two metadata are of the same file (its device and inode).
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// Off unix, the look before the open alone tells.
+#[cfg(not(unix))]
+fn same_file(_a: &std::fs::Metadata, _b: &std::fs::Metadata) -> bool {
+    true
+}
+
 /// Takes this process's share of the block's hold, waiting a moment for a
 /// run that is leaving (and may be removing it).
 fn share(holders_path: &Path) -> std::io::Result<std::fs::File> {
-    let holders = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(holders_path)?;
+    let holders = open_holders(holders_path)?;
     let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         match holders.try_lock_shared() {
@@ -147,12 +192,7 @@ fn remove_unheld(file: &Path, begin: &str, holders_path: &Path) -> bool {
         return false;
     }
     // Made again when the agent removed it: the block goes all the same.
-    let Ok(holders) = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(holders_path)
-    else {
+    let Ok(holders) = open_holders(holders_path) else {
         return false;
     };
     if holders.try_lock_exclusive().is_err() {
@@ -416,6 +456,42 @@ mod tests {
                 .unwrap()
                 .contains("removed the block")
         );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "*.log\n");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_in_the_holders_file_s_place_is_never_followed() {
+        let tmp = crate::testdir::new("sandbox-mounts-holders-link");
+        let root = tmp.path().join("repo");
+        std::fs::create_dir_all(&root).unwrap();
+        sh(&root, &["init", "-q"]);
+        let paths = ProjectPaths::new(&root);
+        let file = root.join(".git/info/exclude");
+        let holders = root.join(".git").join(HOLDERS_FILE);
+        // The agent's link, to a file of the person's that is not there
+        // yet: ralph never makes it, whether a run starts or looks.
+        let planted = tmp.path().join("planted");
+        std::os::unix::fs::symlink(&planted, &holders).unwrap();
+        let block = format!("{}\n/.bashrc\n{END_LINE}\n", begin_line(""));
+        std::fs::write(&file, format!("*.log\n{block}")).unwrap();
+        assert!(
+            clear_abandoned(&paths)
+                .unwrap()
+                .contains("removed the block")
+        );
+        assert!(!planted.exists(), "made through the link");
+        std::fs::remove_file(&holders).ok();
+        std::os::unix::fs::symlink(&planted, &holders).unwrap();
+        let held = exclude(&paths).unwrap();
+        assert!(!planted.exists(), "made through the link");
+        assert!(
+            std::fs::symlink_metadata(&holders)
+                .unwrap()
+                .file_type()
+                .is_file()
+        );
+        drop(held);
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "*.log\n");
     }
 

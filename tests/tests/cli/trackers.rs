@@ -214,7 +214,7 @@ fn a_repository_alone_is_refused_and_trusted_takes_only_collaborators_issues() {
     run.assert_code(1)
         .assert_stderr_has(&["names a repository but selects no issues in it"]);
     assert!(project.state().is_none(), "nothing started: {run:?}");
-    // Only the issues of people with write access, each with its author.
+    // Only the issues of the owner, members and collaborators, each with its author.
     let source = "github:repo=owner/repo,trusted=collaborators";
     let shown = project.ctl(&["queue", source], &env);
     shown.assert_code(0).assert_stdout_has(&[

@@ -101,7 +101,9 @@ pub enum Source {
     Prd(PathBuf),
     /// `github:FILTER`: the open issues `gh` lists for the filter
     /// (`label=ralph`, `assignee=…`, `milestone=…`, `author=…`,
-    /// `trusted=collaborators`, `repo=…`).
+    /// `trusted=collaborators`, `repo=…`); `trusted=collaborators` keeps
+    /// the issues of the repository's owner, its organisation's members
+    /// and its invited collaborators (any role, read-only included).
     Github {
         /// The filter as given.
         filter: String,
@@ -212,7 +214,7 @@ pub enum QueueError {
     /// A `github:` filter that names a repository and selects nothing in
     /// it: every open issue, from anyone, would go to an agent.
     #[error(
-        "the queue source {0:?} names a repository but selects no issues in it, so every open issue, from anyone, would go to an unattended agent; add label=NAME (a label only people with triage rights set), author=LOGIN, assignee=LOGIN, milestone=NAME, or trusted=collaborators (issues by the repository's owner, members and collaborators only)"
+        "the queue source {0:?} names a repository but selects no issues in it, so every open issue, from anyone, would go to an unattended agent; add label=NAME (a label only people with triage rights set), author=LOGIN, assignee=LOGIN, milestone=NAME, or trusted=collaborators (issues by the repository's owner, its organisation's members and its invited collaborators of any role only)"
     )]
     RepositoryAlone(String),
     /// Items depend on each other in a cycle: none of them could start.

@@ -35,12 +35,16 @@ const GITHUB_KEYS: [(&str, &str); 6] = [
     ("repo", "--repo"),
 ];
 
-/// `trusted=collaborators`: only issues whose author has write access to
-/// the repository, as GitHub's `author_association` says.
+/// `trusted=collaborators`: only issues whose author is the repository's
+/// owner, a member of its organisation or a collaborator invited to it,
+/// as GitHub's `author_association` says. That is no check of write
+/// access: a member may have read access only, and a collaborator any
+/// role, read included.
 const TRUSTED: &str = "trusted";
 
-/// The `author_association` values of people with write access: the
-/// repository's owner, its organization's members, its collaborators.
+/// The `author_association` values `trusted=collaborators` keeps: the
+/// repository's owner, its organisation's members (any member) and its
+/// invited collaborators (any role).
 const TRUSTED_ASSOCIATIONS: [&str; 3] = ["OWNER", "MEMBER", "COLLABORATOR"];
 
 /// The `bd ready` options a `beads:` filter's pairs stand for.
@@ -226,8 +230,8 @@ pub(super) fn github_items(
     Ok(items)
 }
 
-/// The numbers of the repository's open issues whose author has write
-/// access ([`TRUSTED_ASSOCIATIONS`]), from GitHub's REST API, page by page
+/// The numbers of the repository's open issues whose author is its owner,
+/// an organisation member or an invited collaborator ([`TRUSTED_ASSOCIATIONS`]), from GitHub's REST API, page by page
 /// (`gh api --paginate`, which prints one JSON array per page).
 fn trusted_issues(repo: Option<&str>, root: &Path) -> Result<Vec<u64>, QueueError> {
     let args: Vec<String> = [

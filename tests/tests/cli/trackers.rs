@@ -229,6 +229,26 @@ fn a_repository_alone_is_refused_and_trusted_takes_only_collaborators_issues() {
     );
     let listed = project.ctl(&["queue", source, "--json"], &env).json();
     assert_eq!(listed[0]["author"], "maintainer", "{listed:#}");
+    // Every page of the repository's open issues, each cut to its number
+    // and its author's association by gh's jq (a big repository's issues
+    // are never read whole).
+    let api: Vec<Vec<String>> = fakes
+        .calls("gh")
+        .into_iter()
+        .filter(|c| c[0] == "api")
+        .collect();
+    assert!(!api.is_empty(), "no gh api call");
+    for call in &api {
+        let jq = call.iter().position(|a| a == "--jq");
+        assert!(
+            call.contains(&"--paginate".to_string())
+                && call
+                    .contains(&"repos/{owner}/{repo}/issues?state=open&per_page=100".to_string())
+                && jq.and_then(|at| call.get(at + 1)).map(String::as_str)
+                    == Some(".[] | [.number, .author_association] | @tsv"),
+            "{call:?}"
+        );
+    }
     // The agent is told whose text the item is, before any of it (its
     // title included).
     let dry = project.ctl(

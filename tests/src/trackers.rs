@@ -22,8 +22,10 @@ pub struct FakeTrackers {
 /// `GH_REPO` names one (recorded beside the call); `issue list` prints
 /// `issues.json`; `issue view N` prints `issue-N.json` or fails as gh does
 /// for an unknown issue; `api …` prints `api.json` (the REST API's issues,
-/// with `author_association`); `pr create` prints a new pull request's
-/// address.
+/// with `author_association`, one array a page as `--paginate` prints
+/// them), or with `--jq` and the one filter ralph gives (`.[] | [.number,
+/// .author_association] | @tsv`) its lines, as gh's jq prints them (any
+/// other filter fails); `pr create` prints a new pull request's address.
 /// With a file `logged-out`, every call fails as gh does without a login.
 const GH: &str = r#"#!/bin/sh
 here=$(dirname "$0")
@@ -49,7 +51,28 @@ case "$1 $2" in
     eval "n=\${$#}"
     if [ -e "$here/issue-$n.json" ]; then cat "$here/issue-$n.json"
     else echo "GraphQL: Could not resolve to an issue or pull request with the number of $n. (repository.issue)" >&2; exit 1; fi ;;
-  "api "*) cat "$here/api.json" ;;
+  "api "*)
+    jq=""
+    prev=""
+    for a in "$@"; do
+      [ "$prev" = "--jq" ] && jq="$a"
+      prev="$a"
+    done
+    if [ -z "$jq" ]; then cat "$here/api.json"; exit 0; fi
+    if [ "$jq" != '.[] | [.number, .author_association] | @tsv' ]; then
+      echo "the fake gh knows no --jq $jq" >&2; exit 1
+    fi
+    python3 -c '
+import json, sys
+text = open(sys.argv[1]).read()
+decoder, at = json.JSONDecoder(), 0
+while at < len(text):
+    page, at = decoder.raw_decode(text, at)
+    for issue in page:
+        print("%s\t%s" % (issue["number"], issue["author_association"]))
+    while at < len(text) and text[at].isspace():
+        at += 1
+' "$here/api.json" ;;
   "pr create")
     n=$(ls "$here/calls" | wc -l)
     echo "https://github.com/owner/repo/pull/$n" ;;

@@ -3483,3 +3483,65 @@ fn a_shared_backlog_lists_an_item_waiting_on_others_as_waiting() {
         text.stdout
     );
 }
+
+#[test]
+fn a_client_that_refuses_to_start_fails_with_ralph_s_code_and_stops_the_queue() {
+    // The client refuses to start on its settings: every item would fail
+    // the same way within seconds, so the run ends at the first, naming
+    // the refusal, and the item is free again for when they are fixed.
+    let project = TempProject::new("queue-refused");
+    project.init();
+    project.write(
+        ".claude/ralph/config.json",
+        json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
+    );
+    project.write(
+        "PLAN.md",
+        "# Plan\n\n- [ ] first\n- [ ] second\n- [ ] third\n",
+    );
+    project.commit_all("plan");
+    let path = project.path("refusing-claude.sh");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\n\
+         [ \"$1\" = --version ] && { echo '2.0.77 (Claude Code)'; exit 0; }\n\
+         cat > /dev/null\n\
+         echo ran >> \"$0.runs\"\n\
+         echo '{\"type\":\"result\",\"subtype\":\"error_during_execution\",\"is_error\":true,\"num_turns\":0,\"errors\":[\"Sandbox required but unavailable: failed validation\"],\"startup_failure_reason\":\"sandbox_required_unavailable\"}'\n\
+         exit 14\n",
+    )
+    .unwrap();
+    make_executable(&path);
+    let client = path.display().to_string();
+    // Alone, the loop ends failed with ralph's code for it, never the
+    // client's (14 is ralph's "paused" to a launcher), which is said.
+    let alone = project.ctl(
+        &["run", "--headless", "--no-sandbox"],
+        &[("RALPH_CLAUDE", &client)],
+    );
+    assert_eq!(alone.code, Some(15), "{alone:?}");
+    alone.assert_stderr_has(&[
+        "Claude Code refused to start (its exit code 14), before its first turn",
+    ]);
+    std::fs::remove_file(format!("{client}.runs")).unwrap();
+    project.ctl(&["reset"], &[]).assert_code(0);
+    let run = project.ctl(
+        &["run", "--queue", "plan:PLAN.md", "--no-sandbox"],
+        &[("RALPH_CLAUDE", &client)],
+    );
+    let runs = std::fs::read_to_string(format!("{client}.runs")).unwrap_or_default();
+    assert_eq!(runs.lines().count(), 1, "{run:?}");
+    assert_eq!(run.code, Some(15), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("stopped: Claude Code refused to start (its exit code 14), before its first turn: Sandbox required but unavailable"),
+        "{run:?}"
+    );
+    let state = project.status_json();
+    assert_eq!(state["status"], "failed", "{state:#}");
+    let items = state["queue"]["items"].as_object().unwrap();
+    assert!(
+        items.values().all(|i| i["status"] != "failed"),
+        "{items:#?}"
+    );
+}

@@ -567,7 +567,8 @@ fn a_bad_api_key_fails_the_loop_at_once(client: ClientVersion) {
 fn a_client_that_refuses_its_settings_stops_the_loop_at_once() {
     // The person's own `--settings`, whose sandbox 2.1.330 cannot validate
     // (`allowWrite` a string) and must have: the client exits before its
-    // first turn. No wait, no resume: its words and its exit code, now.
+    // first turn. No wait, no resume: its words and its exit code, now,
+    // and ralph's exit code for a failed loop (the client's 1 is named).
     let client = ClientVersion::V2_1_330;
     let settings = r#"{"sandbox": {"enabled": true, "failIfUnavailable": true, "filesystem": {"allowWrite": "/tmp"}}}"#;
     let scenario = quick("refused-settings", client).exact_args(&[
@@ -582,10 +583,10 @@ fn a_client_that_refuses_its_settings_stops_the_loop_at_once() {
     let started = Instant::now();
     let outcome = scenario.run(&api);
     let evidence = evidence(&scenario, &api, &outcome.run);
-    outcome.ended(1, "failed").at_iteration(1);
+    outcome.ended(15, "failed").at_iteration(1);
     outcome.closing_has(&["ralph: loop failed at iteration 1"]);
     outcome.run.assert_stderr_has(&[
-        "Claude Code refused to start (exit 1), before its first turn",
+        "Claude Code refused to start (its exit code 1), before its first turn",
         "sandbox.filesystem.allowWrite: Expected array, but received string",
     ]);
     assert!(

@@ -101,7 +101,9 @@ pub enum Source {
     Prd(PathBuf),
     /// `github:FILTER`: the open issues `gh` lists for the filter
     /// (`label=ralph`, `assignee=…`, `milestone=…`, `author=…`,
-    /// `trusted=collaborators`, `repo=…`).
+    /// `trusted=collaborators`, `repo=…`); `trusted=collaborators` keeps
+    /// the issues of the repository's owner, its organisation's members
+    /// and its invited collaborators (any role, read-only included).
     Github {
         /// The filter as given.
         filter: String,
@@ -212,14 +214,9 @@ pub enum QueueError {
     /// A `github:` filter that names a repository and selects nothing in
     /// it: every open issue, from anyone, would go to an agent.
     #[error(
-        "the queue source {0:?} names a repository but selects no issues in it, so every open issue, from anyone, would go to an unattended agent; add label=NAME (a label only people with triage rights set), author=LOGIN, assignee=LOGIN, milestone=NAME, or trusted=collaborators (issues by the repository's owner, members and collaborators only)"
+        "the queue source {0:?} names a repository but selects no issues in it, so every open issue, from anyone, would go to an unattended agent; add label=NAME (a label only people with triage rights set), author=LOGIN, assignee=LOGIN, milestone=NAME, or trusted=collaborators (issues by the repository's owner, its organisation's members and its invited collaborators of any role only)"
     )]
     RepositoryAlone(String),
-    /// An item's id starts with `-`: a tool given it would read an option.
-    #[error(
-        "item id {0:?} starts with \"-\", which a tracker's tool (bd, gh) would read as an option: ralph works no such item; rename or remove it in the queue's source"
-    )]
-    DashId(String),
     /// Items depend on each other in a cycle: none of them could start.
     #[error("items depend on each other in a cycle ({}): none of them could ever be worked; break the cycle in the queue's source", .0.join(" → "))]
     DependencyCycle(Vec<String>),
@@ -277,13 +274,40 @@ impl fmt::Display for Source {
     }
 }
 
+/// An item a source's reading left out: its id starts with `-`, which a
+/// tracker's tool (bd, gh) would read as an option. Said as a warning line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// The item's id.
+    pub id: String,
+    /// The source, as given.
+    pub source: String,
+}
+
+impl fmt::Display for LeftOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "warning: item id {:?} of the queue source {} starts with \"-\", which a tracker's tool (bd, gh) would read as an option: it is left out; rename it in the queue's source",
+            self.id, self.source
+        )
+    }
+}
+
 impl Source {
     /// The source's items as they are now, in its order; paths are taken
     /// from `root` unless absolute, and a command (or a tracker's tool)
     /// runs there. Refused when an item depends on an id no item has, or
     /// items depend on each other in a cycle ([`after::check`]).
     pub fn read(&self, root: &Path) -> Result<Vec<Item>, QueueError> {
-        let items = match self {
+        Ok(self.read_leaving_out(root)?.0)
+    }
+
+    /// [`Source::read`], and the items it left out, each said by its
+    /// [`LeftOut`] (for the caller to name once): an id that starts with
+    /// `-`, which a tracker's tool given it would read as an option.
+    pub fn read_leaving_out(&self, root: &Path) -> Result<(Vec<Item>, Vec<LeftOut>), QueueError> {
+        let mut items = match self {
             Source::Plan(path) => plan_items(&read_small(&root.join(path), "plan")?),
             Source::Dir(path) => dir_items(&root.join(path))?,
             Source::Command(command) => command_items(command, root)?,
@@ -300,12 +324,21 @@ impl Source {
             return Err(QueueError::TooMany(self.to_string()));
         }
         // An id is passed to the tracker's tool (after `--` where it takes
-        // one); one that reads as an option is never an item.
-        if let Some(item) = items.iter().find(|i| i.id.starts_with('-')) {
-            return Err(QueueError::DashId(item.id.clone()));
-        }
+        // one); one that reads as an option is never an item. The others
+        // go on.
+        let mut left_out = Vec::new();
+        items.retain(|item| {
+            let dash = item.id.starts_with('-');
+            if dash {
+                left_out.push(LeftOut {
+                    id: item.id.clone(),
+                    source: self.to_string(),
+                });
+            }
+            !dash
+        });
         after::check(&items)?;
-        Ok(items)
+        Ok((items, left_out))
     }
 
     /// The file the source reads that a landed item is marked done in

@@ -71,7 +71,10 @@ pub(crate) fn remote_queue(
     use crate::driver::queue::remote::{self, Refused, Remote, RemoteBook};
     let mut parsed: Source = source.parse()?;
     parsed.pin_repository(&paths.root)?;
-    let items = parsed.read(&paths.root)?;
+    let (items, left_out) = parsed.read_leaving_out(&paths.root)?;
+    for item in &left_out {
+        crate::output::say_err!("ralph-ctl: {item}");
+    }
     let book = RemoteBook::new(Remote::find(&paths.root, remote)?, &parsed);
     let unreachable = |e: Refused| {
         crate::error::CtlError::Client(match e {
@@ -227,7 +230,10 @@ pub(crate) fn run(
 ) -> CmdResult {
     let mut source: Source = source.parse()?;
     source.pin_repository(&paths.root)?;
-    let items = source.read(&paths.root)?;
+    let (items, left_out) = source.read_leaving_out(&paths.root)?;
+    for item in &left_out {
+        crate::output::say_err!("ralph-ctl: {item}");
+    }
     let claims = ClaimStore::new(paths).read()?;
     let now = Timestamp::now();
     // A free item whose dependencies have not all landed waits on them.

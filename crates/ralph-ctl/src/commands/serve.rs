@@ -272,13 +272,18 @@ fn accept(listener: TcpListener, site: Arc<Site>, stop: Arc<AtomicBool>) {
             }
         };
         let number = Waiting::enter(&waiting, &stream);
-        let (site, open, waiting) = (Arc::clone(&site), Arc::clone(&open), Arc::clone(&waiting));
+        let (site, open, waits) = (Arc::clone(&site), Arc::clone(&open), Arc::clone(&waiting));
+        // An overflow would abort the whole server: the room a page's
+        // answer needs, with a margin.
         let started = std::thread::Builder::new()
             .name("serve-connection".into())
-            .stack_size(256 * 1024)
-            .spawn(move || site.connection(stream, number, &waiting, &open));
-        // A thread that cannot start drops its connection (closed).
-        drop(started);
+            .stack_size(1024 * 1024)
+            .spawn(move || site.connection(stream, number, &waits, &open));
+        // A thread that cannot start drops its connection; the handle kept
+        // among the waiting goes too, so the socket is closed.
+        if started.is_err() {
+            Waiting::leave(&waiting, number);
+        }
     }
 }
 

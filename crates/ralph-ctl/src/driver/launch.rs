@@ -324,6 +324,20 @@ pub(crate) fn drive_item(drive: ItemDrive<'_>, signals: Signals) -> (CmdResult, 
     driver.drive()
 }
 
+/// How the reason a loop ended with begins when its client refused to
+/// start on its configuration ([`refused_to_start`]).
+const REFUSED_TO_START: &str = "Claude Code refused to start";
+
+/// Whether `state`'s loop ended because its client refused to start on
+/// its configuration: a loop of the same settings would too.
+pub(crate) fn refused_to_start(state: &LoopState) -> bool {
+    state.status == Status::Failed
+        && state
+            .ended_because
+            .as_deref()
+            .is_some_and(|why| why.starts_with(REFUSED_TO_START))
+}
+
 /// After one run of the client: run again, or the loop's exit code.
 enum Next {
     Again,
@@ -737,8 +751,9 @@ impl Driver<'_> {
     }
 
     /// Ends the loop `failed` because its client refused to start on its
-    /// configuration (`words`, the client's own), exiting with the client's
-    /// `code`: no backoff or resume would change it.
+    /// configuration (`words`, the client's own, and its exit `code`),
+    /// exiting with ralph's code for a failed loop: no backoff or resume
+    /// would change it.
     fn refused_to_start(
         &self,
         words: &str,
@@ -746,7 +761,7 @@ impl Driver<'_> {
         current: Option<&worktree::Worktree>,
     ) -> Result<Next, CtlError> {
         let why =
-            format!("Claude Code refused to start (exit {code}), before its first turn: {words}");
+            format!("{REFUSED_TO_START} (its exit code {code}), before its first turn: {words}");
         say(&why);
         if let Some(worktree) = current {
             say(&format!(
@@ -755,7 +770,6 @@ impl Driver<'_> {
                 worktree.branch
             ));
         }
-        let code = if code == 0 { exit_codes::ERROR } else { code };
         let changed = ralph_core::transaction::change(
             self.paths,
             ralph_core::transaction::Whose::Session(&self.session),
@@ -773,9 +787,11 @@ impl Driver<'_> {
                 Ok::<_, CtlError>(())
             },
         )?;
-        // The loop's ending said as any other's; the exit code the client's.
+        // The loop's ending said as any other's; the exit code ralph's own
+        // for a failed loop (the client's codes mean other things in
+        // ralph's table, which launchers act on): the client's is in `why`.
         let _ = finish::announce(self.paths, &super::told(changed));
-        Ok(Next::Done(code))
+        Ok(Next::Done(exit_codes::FAILED))
     }
 
     /// Ends the loop `failed` before its client starts, for a reason no

@@ -737,8 +737,11 @@ fn queue_preview(
     let claims = ralph_core::persist::item_claims::ClaimStore::new(paths)
         .read()
         .unwrap_or_default();
-    let items: Vec<_> = source
-        .read(&paths.root)?
+    let (items, left_out) = source.read_leaving_out(&paths.root)?;
+    for item in &left_out {
+        say(&item.to_string());
+    }
+    let items: Vec<_> = items
         .into_iter()
         .filter(|item| claims.waits_on(item).is_none())
         .collect();

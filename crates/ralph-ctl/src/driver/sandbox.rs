@@ -649,11 +649,15 @@ fn known_list(list: Option<&List>) -> Option<&[Value]> {
 /// added to their `allowWrite`; ralph's variables where theirs name none.
 /// A value of theirs of another shape than the client's is kept as it is
 /// (the client names it), but for the lists ralph's protection rests on.
+/// Settings that cannot be merged (theirs or ralph's no object) give
+/// ralph's as they are: the merge never drops ralph's deny rules.
 fn merged_settings(ours: Value, theirs: Value) -> Value {
-    let parse = |value: Value| serde_json::from_value::<Settings>(value).unwrap_or_default();
-    let ours = parse(ours);
-    let Ok(mut merged) = serde_json::from_value::<Settings>(theirs.clone()) else {
-        return theirs;
+    let ralphs = ours.clone();
+    let Ok(ours) = serde_json::from_value::<Settings>(ours) else {
+        return ralphs;
+    };
+    let Ok(mut merged) = serde_json::from_value::<Settings>(theirs) else {
+        return ralphs;
     };
     if let Some(Shaped::Known(ours)) = &ours.permissions {
         let mut permissions = match merged.permissions.take() {
@@ -728,7 +732,7 @@ fn merged_settings(ours: Value, theirs: Value) -> Value {
         }
         _ => {}
     }
-    serde_json::to_value(merged).unwrap_or(theirs)
+    serde_json::to_value(merged).unwrap_or(ralphs)
 }
 
 /// The run's `--settings` for one item's client, with `RALPH_QUEUE_ITEM`
@@ -1052,6 +1056,24 @@ mod tests {
                     let _ = item_settings(Some(&theirs.to_string()), "T-1");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn settings_that_cannot_be_merged_never_lose_ralph_s_rules() {
+        // Not an object (merge_own_settings passes none, but the merge is
+        // no place to drop ralph's deny rules): ralph's settings stand.
+        let ours = json!({
+            "permissions": {"deny": ["Edit(//p/.claude/ralph)"]},
+            "hooks": {"StopFailure": [{"hooks": [{"type": "command", "command": "h"}]}]}
+        });
+        for theirs in [json!(["x"]), json!("x"), json!(7), Value::Null] {
+            let merged = merged_settings(ours.clone(), theirs.clone());
+            assert_eq!(
+                merged.pointer("/permissions/deny/0"),
+                Some(&json!("Edit(//p/.claude/ralph)")),
+                "{theirs} gave {merged}"
+            );
         }
     }
 

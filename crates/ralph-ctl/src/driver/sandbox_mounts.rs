@@ -115,14 +115,59 @@ fn write_whole(file: &Path, text: &str) -> std::io::Result<()> {
     temp.persist(file).map(|_| ()).map_err(|e| e.error)
 }
 
+/// Opens the holders' file at `path` for writing, made when it is missing,
+/// never through a link: `.git` is the agent's to write, and a link it put
+/// there (or anything else that is no regular file) is removed and a file
+/// made in its place, so ralph never makes or locks a file of the
+/// person's elsewhere. The file opened is the one looked at.
+fn open_holders(path: &Path) -> std::io::Result<std::fs::File> {
+    for _ in 0..3 {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_file() => {
+                let file = std::fs::OpenOptions::new().write(true).open(path)?;
+                if same_file(&file.metadata()?, &meta) {
+                    return Ok(file);
+                }
+                continue;
+            }
+            Ok(_) => std::fs::remove_file(path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        // `create_new` makes the file or fails: it never follows a link.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+        {
+            Ok(file) => return Ok(file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{} kept changing while it was opened",
+        path.display()
+    )))
+}
+
+/// Whether two metadata are of the same file (its device and inode).
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+/// Off unix, the look before the open alone tells.
+#[cfg(not(unix))]
+fn same_file(_a: &std::fs::Metadata, _b: &std::fs::Metadata) -> bool {
+    true
+}
+
 /// Takes this process's share of the block's hold, waiting a moment for a
 /// run that is leaving (and may be removing it).
 fn share(holders_path: &Path) -> std::io::Result<std::fs::File> {
-    let holders = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(holders_path)?;
+    let holders = open_holders(holders_path)?;
     let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         match holders.try_lock_shared() {
@@ -137,28 +182,25 @@ fn share(holders_path: &Path) -> std::io::Result<std::fs::File> {
 
 /// Removes the block starting with `begin` from `file` when no run holds
 /// it any more; true when a block was there and went. The holders' file is
-/// in `.git`, which the agent can write: a run's share is its open file
-/// there, so a file deleted (or replaced) under live runs is still held
-/// by them, as every process's open files show ([`held_elsewhere`]). The
-/// exclusive lock keeps a joining run from writing its block meanwhile.
+/// in `.git`, which the agent can write: a run's share is its lock on the
+/// file it opened, whose inode the block names, so a file deleted, renamed
+/// or replaced under live runs is still held by them ([`held_elsewhere`],
+/// on Linux). The exclusive lock keeps a joining run from writing its
+/// block meanwhile.
 fn remove_unheld(file: &Path, begin: &str, holders_path: &Path) -> bool {
     use fs2::FileExt;
     if !read_exclude(file).is_ok_and(|text| text.lines().any(|l| l == begin)) {
         return false;
     }
     // Made again when the agent removed it: the block goes all the same.
-    let Ok(holders) = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(holders_path)
-    else {
+    let Ok(holders) = open_holders(holders_path) else {
         return false;
     };
     if holders.try_lock_exclusive().is_err() {
         return false;
     }
-    let removed = !held_elsewhere(holders_path, &holders)
+    let inodes = read_exclude(file).map_or_else(|_| Vec::new(), |text| inodes_of(&text, begin));
+    let removed = !held_elsewhere(&inodes, &holders)
         && match read_exclude(file) {
             Ok(text) if text.lines().any(|l| l == begin) => {
                 write_whole(file, &without_block(&text, begin)).is_ok()
@@ -169,55 +211,78 @@ fn remove_unheld(file: &Path, begin: &str, holders_path: &Path) -> bool {
     removed
 }
 
-/// Whether a live process (this one included) has the holders' file at
-/// `holders_path` open, other than through `ours`: a run's share, even of a
-/// file removed since (`… (deleted)`). Every process's open files are
-/// read from `/proc` (those of the person's user, as ralph's runs are);
-/// where there is no `/proc`, the lock alone tells.
-fn held_elsewhere(holders_path: &Path, ours: &std::fs::File) -> bool {
-    use std::os::fd::AsRawFd;
-    let Some(folder) = holders_path
-        .parent()
-        .and_then(|f| std::fs::canonicalize(f).ok())
-    else {
-        return false;
-    };
-    let Some(name) = holders_path.file_name() else {
-        return false;
-    };
-    let path = folder.join(name);
-    let shared = path.as_os_str().as_encoded_bytes().to_vec();
-    let mut deleted = shared.clone();
-    deleted.extend_from_slice(b" (deleted)");
-    let me = std::process::id().to_string();
-    let our_fd = ours.as_raw_fd().to_string();
-    let Ok(processes) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    for process in processes.flatten() {
-        let pid = process.file_name();
-        let Some(pid) = pid
-            .to_str()
-            .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            if pid == me && fd.file_name().to_str() == Some(our_fd.as_str()) {
-                continue;
-            }
-            let Ok(target) = std::fs::read_link(fd.path()) else {
-                continue;
-            };
-            let target = target.as_os_str().as_encoded_bytes();
-            if target == shared.as_slice() || target == deleted.as_slice() {
-                return true;
-            }
-        }
+/// The line of a block naming the inode of a holders' file a run took its
+/// share on (a comment to git): a file removed or renamed since is still
+/// found by its inode.
+const INODE_LINE: &str = "# ralph: held through inode ";
+
+/// The inodes the block starting with `begin` in `text` names.
+fn inodes_of(text: &str, begin: &str) -> Vec<u64> {
+    text.lines()
+        .skip_while(|line| *line != begin)
+        .take_while(|line| *line != END_LINE)
+        .filter_map(|line| line.strip_prefix(INODE_LINE)?.parse().ok())
+        .collect()
+}
+
+/// The inode of `file`, where there are inodes.
+fn inode_of(file: &std::fs::File) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        file.metadata().ok().map(|meta| meta.ino())
     }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        None
+    }
+}
+
+/// Whether a process holds a `flock` on a holders' file of the block (its
+/// `inodes`) other than `ours`, which this process holds exclusively (so no
+/// other lock is on it): a run's share, on a file removed or renamed since.
+/// Only a lock counts, never a file merely open (another look's, for a
+/// moment). Linux's `/proc/locks` names each lock's `MAJ:MIN:INODE`; the
+/// inode alone is matched, as the device a file's `stat` gives differs from
+/// the lock's on some file systems (btrfs, overlayfs), and a stray match
+/// only keeps the block until the next look.
+#[cfg(target_os = "linux")]
+fn held_elsewhere(inodes: &[u64], ours: &std::fs::File) -> bool {
+    let ours = inode_of(ours);
+    let others: Vec<u64> = inodes
+        .iter()
+        .copied()
+        .filter(|inode| Some(*inode) != ours)
+        .collect();
+    if others.is_empty() {
+        return false;
+    }
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+        return false;
+    };
+    flocked_inodes(&locks).any(|inode| others.contains(&inode))
+}
+
+/// The inodes `/proc/locks` (its text, `locks`) shows a `flock` held on
+/// (`1: FLOCK  ADVISORY  WRITE 1234 08:01:123456 0 EOF`; a waiter's line,
+/// `1: -> FLOCK …`, holds nothing).
+#[cfg(any(target_os = "linux", test))]
+fn flocked_inodes(locks: &str) -> impl Iterator<Item = u64> + '_ {
+    locks.lines().filter_map(|line| {
+        let mut fields = line.split_whitespace().skip(1);
+        if fields.next()? != "FLOCK" {
+            return None;
+        }
+        let place = fields.nth(3)?;
+        place.rsplit(':').next()?.parse().ok()
+    })
+}
+
+/// Off Linux there is no `/proc/locks` to read: the lock on the file at
+/// the holders' path alone tells.
+#[cfg(not(target_os = "linux"))]
+fn held_elsewhere(_inodes: &[u64], _ours: &std::fs::File) -> bool {
     false
 }
 
@@ -273,13 +338,22 @@ pub(crate) fn exclude(paths: &ProjectPaths) -> Option<Excluded> {
     for name in names {
         block.push_str(&format!("/{folder}{name}\n"));
     }
-    block.push_str(END_LINE);
-    block.push('\n');
     let info = file.parent().unwrap_or(Path::new("."));
     let written = std::fs::create_dir_all(info)
         .and_then(|()| share(&holders_path))
         .and_then(|holders| {
             let before = read_exclude(&file)?;
+            // The inodes other runs hold the block through stay named.
+            let mut inodes = inodes_of(&before, &begin);
+            inodes.extend(inode_of(&holders));
+            inodes.sort_unstable();
+            inodes.dedup();
+            let mut block = block.clone();
+            for inode in inodes {
+                block.push_str(&format!("{INODE_LINE}{inode}\n"));
+            }
+            block.push_str(END_LINE);
+            block.push('\n');
             write_whole(&file, &(without_block(&before, &begin) + &block))?;
             Ok(holders)
         });
@@ -361,6 +435,7 @@ mod tests {
         );
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn the_block_goes_whatever_the_agent_did_to_the_holders_file() {
         let tmp = crate::testdir::new("sandbox-mounts-holders");
@@ -408,6 +483,73 @@ mod tests {
                 .unwrap()
                 .contains("removed the block")
         );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "*.log\n");
+        // The file renamed while the run holds it: still held, by the
+        // run's lock on it, and its end removes the block.
+        let held = exclude(&paths).unwrap();
+        std::fs::rename(&holders, root.join(".git/moved")).unwrap();
+        assert_eq!(clear_abandoned(&paths), None, "a live run holds it");
+        drop(held);
+        assert!(
+            !std::fs::read_to_string(&file)
+                .unwrap()
+                .contains("# >>> ralph"),
+            "the run's end removed it"
+        );
+        // A file open without a lock (another look's, for a moment) holds
+        // nothing: a block no run holds goes.
+        std::fs::write(&file, format!("*.log\n{block}")).unwrap();
+        let looking = std::fs::File::open(&holders).unwrap();
+        assert!(
+            clear_abandoned(&paths)
+                .unwrap()
+                .contains("removed the block")
+        );
+        drop(looking);
+    }
+
+    #[test]
+    fn only_a_held_flock_names_its_inode() {
+        let locks = "1: POSIX  ADVISORY  WRITE 812 00:1b:77 0 EOF\n\
+                     2: FLOCK  ADVISORY  READ 900 fd:01:123456 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 901 fd:01:654321 0 EOF\n\
+                     3: OFDLCK ADVISORY  READ -1 00:05:99 0 EOF\n";
+        assert_eq!(flocked_inodes(locks).collect::<Vec<_>>(), [123456]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_in_the_holders_file_s_place_is_never_followed() {
+        let tmp = crate::testdir::new("sandbox-mounts-holders-link");
+        let root = tmp.path().join("repo");
+        std::fs::create_dir_all(&root).unwrap();
+        sh(&root, &["init", "-q"]);
+        let paths = ProjectPaths::new(&root);
+        let file = root.join(".git/info/exclude");
+        let holders = root.join(".git").join(HOLDERS_FILE);
+        // The agent's link, to a file of the person's that is not there
+        // yet: ralph never makes it, whether a run starts or looks.
+        let planted = tmp.path().join("planted");
+        std::os::unix::fs::symlink(&planted, &holders).unwrap();
+        let block = format!("{}\n/.bashrc\n{END_LINE}\n", begin_line(""));
+        std::fs::write(&file, format!("*.log\n{block}")).unwrap();
+        assert!(
+            clear_abandoned(&paths)
+                .unwrap()
+                .contains("removed the block")
+        );
+        assert!(!planted.exists(), "made through the link");
+        std::fs::remove_file(&holders).ok();
+        std::os::unix::fs::symlink(&planted, &holders).unwrap();
+        let held = exclude(&paths).unwrap();
+        assert!(!planted.exists(), "made through the link");
+        assert!(
+            std::fs::symlink_metadata(&holders)
+                .unwrap()
+                .file_type()
+                .is_file()
+        );
+        drop(held);
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "*.log\n");
     }
 

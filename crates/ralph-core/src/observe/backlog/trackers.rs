@@ -35,12 +35,16 @@ const GITHUB_KEYS: [(&str, &str); 6] = [
     ("repo", "--repo"),
 ];
 
-/// `trusted=collaborators`: only issues whose author has write access to
-/// the repository, as GitHub's `author_association` says.
+/// `trusted=collaborators`: only issues whose author is the repository's
+/// owner, a member of its organisation or a collaborator invited to it,
+/// as GitHub's `author_association` says. That is no check of write
+/// access: a member may have read access only, and a collaborator any
+/// role, read included.
 const TRUSTED: &str = "trusted";
 
-/// The `author_association` values of people with write access: the
-/// repository's owner, its organization's members, its collaborators.
+/// The `author_association` values `trusted=collaborators` keeps: the
+/// repository's owner, its organisation's members (any member) and its
+/// invited collaborators (any role).
 const TRUSTED_ASSOCIATIONS: [&str; 3] = ["OWNER", "MEMBER", "COLLABORATOR"];
 
 /// The `bd ready` options a `beads:` filter's pairs stand for.
@@ -148,17 +152,6 @@ struct GithubUser {
     login: String,
 }
 
-/// An issue as GitHub's REST API gives it (`gh api
-/// repos/OWNER/NAME/issues`): its number and how its author is related to
-/// the repository (`author_association`), which `gh issue list` does not
-/// print.
-#[derive(Deserialize)]
-struct RestIssue {
-    number: u64,
-    #[serde(default)]
-    author_association: String,
-}
-
 /// An issue as `gh issue view N --json number,state` prints it.
 #[derive(Deserialize)]
 struct GithubState {
@@ -226,36 +219,48 @@ pub(super) fn github_items(
     Ok(items)
 }
 
-/// The numbers of the repository's open issues whose author has write
-/// access ([`TRUSTED_ASSOCIATIONS`]), from GitHub's REST API, page by page
-/// (`gh api --paginate`, which prints one JSON array per page).
+/// The numbers of the repository's open issues whose author is its owner,
+/// an organisation member or an invited collaborator ([`TRUSTED_ASSOCIATIONS`]),
+/// from GitHub's REST API, page by page (`gh api --paginate`), each issue
+/// cut by gh's jq to its number and association (`--jq`, a line each,
+/// tab-separated), so a big repository's issues are never read whole.
 fn trusted_issues(repo: Option<&str>, root: &Path) -> Result<Vec<u64>, QueueError> {
     let args: Vec<String> = [
         "api",
         "--paginate",
+        "--jq",
+        ASSOCIATIONS_JQ,
         "repos/{owner}/{repo}/issues?state=open&per_page=100",
     ]
     .map(String::from)
     .to_vec();
     let printed = run("gh", &args, root, repo)?;
+    let text = String::from_utf8_lossy(&printed);
     let mut trusted = Vec::new();
-    for page in serde_json::Deserializer::from_slice(&printed).into_iter::<Vec<RestIssue>>() {
-        let page = page.map_err(|e| {
-            unreadable(
+    for line in text.lines().filter(|line| !line.trim().is_empty()) {
+        let parsed = line.split_once('\t').and_then(|(number, association)| {
+            Some((number.trim().parse::<u64>().ok()?, association.trim()))
+        });
+        let Some((number, association)) = parsed else {
+            return Err(unreadable(
                 "gh",
                 &args,
                 &printed,
-                &format!("arrays of issues with `number` and `author_association` ({e})"),
-            )
-        })?;
-        trusted.extend(
-            page.into_iter()
-                .filter(|i| TRUSTED_ASSOCIATIONS.contains(&i.author_association.as_str()))
-                .map(|i| i.number),
-        );
+                &format!(
+                    "lines of an issue's number and `author_association`, tab-separated ({line:?})"
+                ),
+            ));
+        };
+        if TRUSTED_ASSOCIATIONS.contains(&association) {
+            trusted.push(number);
+        }
     }
     Ok(trusted)
 }
+
+/// gh's jq filter for [`trusted_issues`]: each issue of a page as its
+/// number and its author's association, tab-separated.
+const ASSOCIATIONS_JQ: &str = ".[] | [.number, .author_association] | @tsv";
 
 /// Whether issue `number` is closed (`gh issue view`); an issue `gh`
 /// cannot find is not (the backlog is then refused, naming it).

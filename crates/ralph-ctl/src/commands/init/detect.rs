@@ -597,6 +597,7 @@ mod tests {
     const PYTEST: &str = "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n";
 
     #[test]
+    #[allow(clippy::too_many_lines)] // a table of cases, one per ecosystem
     fn each_ecosystem_gets_its_usual_command() {
         let py = python();
         type Files<'a> = Vec<(&'a str, &'a str)>;

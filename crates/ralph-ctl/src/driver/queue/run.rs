@@ -22,7 +22,7 @@ use ralph_core::exit_codes;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{ItemState, LoopState, RunMode, Status};
-use ralph_core::observe::backlog::{DoneMark, Item, Source, trackers};
+use ralph_core::observe::backlog::{DoneMark, Item, LeftOut, Source, trackers};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::persist::store::StateStore;
@@ -110,7 +110,9 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
     // A source that cannot be read is refused before anything starts (a
     // cycle, an id no item has, gh missing or logged out among them).
     source.pin_repository(&paths.root)?;
-    source.read(&paths.root)?;
+    let (_, left_out) = source.read_leaving_out(&paths.root)?;
+    let left_out_named = std::sync::Mutex::default();
+    name_left_out(&left_out_named, &left_out);
     let base = bench.worktrees.base.clone();
     if options.merge == MergeMode::Rebase && !is_branch(&paths.root, &base) {
         return Err(CtlError::BadArgument(format!(
@@ -181,6 +183,7 @@ pub(crate) fn run(paths: &ProjectPaths, run_options: RunOptions) -> CmdResult {
         },
         labelled: options.workers > 1,
         pull_requests_to,
+        left_out_named,
     };
     let mut ends = Vec::new();
     thread::scope(|scope| {
@@ -287,6 +290,24 @@ struct Shared<'a> {
     /// shared remote (`--merge none` on `github:`): origin as it was at
     /// the start.
     pull_requests_to: Option<Remote>,
+    /// The ids of the items the source's reading left out that were named.
+    left_out_named: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+/// Says each item the source's reading left out, once in the run (the
+/// source is read again before each item).
+fn name_left_out(
+    named: &std::sync::Mutex<std::collections::BTreeSet<String>>,
+    left_out: &[LeftOut],
+) {
+    let mut named = named
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for item in left_out {
+        if named.insert(item.id.clone()) {
+            say(&item.to_string());
+        }
+    }
 }
 
 impl Shared<'_> {
@@ -330,8 +351,11 @@ impl Shared<'_> {
                 );
                 break WorkerEnd::RunOver;
             }
-            let items = match self.source.read(&self.paths.root) {
-                Ok(items) => items,
+            let items = match self.source.read_leaving_out(&self.paths.root) {
+                Ok((items, left_out)) => {
+                    name_left_out(&self.left_out_named, &left_out);
+                    items
+                }
                 Err(e) => break WorkerEnd::Failed(e.to_string()),
             };
             match self.claims.claim_next(&items, name, self.ttl()) {
@@ -698,6 +722,18 @@ impl Shared<'_> {
                     ..verdict(
                         ItemState::Released,
                         "its worker was stopped; the item is free again".to_string(),
+                    )
+                }
+            }
+            // Every item's loop would be refused the same way: the worker
+            // stops, and the item is free again for when it is fixed.
+            Status::Failed if launch::refused_to_start(state) => {
+                let why = state.ended_because.clone().unwrap_or_default();
+                Verdict {
+                    end: Some(WorkerEnd::Failed(why.clone())),
+                    ..verdict(
+                        ItemState::Released,
+                        format!("{why}; the item is free again"),
                     )
                 }
             }

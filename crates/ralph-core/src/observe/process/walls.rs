@@ -164,7 +164,7 @@ pub enum NetworkWall {
     Namespace,
     /// Landlock's TCP rules (ABI 4), where no namespace can be made (why):
     /// no TCP bind or connect, and the filter refuses every other internet
-    /// socket (UDP, MPTCP, SCTP, SMC).
+    /// socket (UDP, MPTCP, SCTP, SMC) and TCP Fast Open's sends.
     TcpRules(String),
     /// Neither: the check has the machine's network (why). Refused where
     /// walls are required.
@@ -180,8 +180,8 @@ impl NetworkWall {
             }
             NetworkWall::TcpRules(why) => format!(
                 "no network namespace ({why}): Landlock's TCP rules (ABI 4) refuse it every TCP \
-                 bind and connect, and the filter every other internet socket (UDP, MPTCP, SCTP), \
-                 so it has no loopback of its own either"
+                 bind and connect, and the filter every other internet socket (UDP, MPTCP, SCTP) \
+                 and TCP Fast Open, so it has no loopback of its own either"
             ),
             NetworkWall::Open(why) => format!("none: it has this machine's network, as {why}"),
         }
@@ -1801,7 +1801,7 @@ mod tests {
     }
 
     #[test]
-    fn under_tcp_rules_mptcp_and_udp_reach_nothing_of_the_host() {
+    fn under_tcp_rules_mptcp_fast_open_and_udp_reach_nothing_of_the_host() {
         if !landlock::supported() || landlock::kernel_abi() < 4 {
             eprintln!("skipped: no Landlock ABI 4");
             return;
@@ -1816,6 +1816,8 @@ mod tests {
         let (heard, output) = mptcp_and_udp_reached(&walls, &root);
         assert!(heard.is_empty(), "{heard:?} {output}");
         assert!(output.contains("udp: 1\n"), "{output}");
+        // TCP Fast Open connects from sendto(2), past Landlock's connect rule.
+        assert!(output.contains("tfo: 1\n"), "{output}");
         if output.contains("mptcp: none here") {
             eprintln!("skipped the MPTCP half: this kernel has no MPTCP");
         } else {
@@ -1840,6 +1842,8 @@ mod tests {
             "python3 -c 'import socket\n\
              try:\n  s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262); s.settimeout(3); s.connect((\"127.0.0.1\", {tcp})); s.sendall(b\"mptcp\"); s.close(); print(\"mptcp: sent\")\n\
              except OSError as e: print(\"mptcp:\", e.errno)\n\
+             try:\n  socket.socket().sendto(b\"tfo\", socket.MSG_FASTOPEN, (\"127.0.0.1\", {tcp})); print(\"tfo: sent\")\n\
+             except OSError as e: print(\"tfo:\", e.errno)\n\
              try:\n  socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"udp\", (\"127.0.0.1\", {udp})); print(\"udp: sent\")\n\
              except OSError as e: print(\"udp:\", e.errno)'",
             tcp = tcp.local_addr().unwrap().port(),

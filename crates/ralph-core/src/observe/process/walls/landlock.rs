@@ -26,7 +26,8 @@
 //! the containers where bubblewrap cannot run either), Landlock's TCP
 //! rules (ABI 4) refuse it every TCP bind and connect instead, and the
 //! filter every other internet socket (UDP, and MPTCP, SCTP and SMC, which
-//! those rules do not cover); with neither, walls that are required are
+//! those rules do not cover) and a send with `MSG_FASTOPEN` (which connects
+//! without `connect(2)`); with neither, walls that are required are
 //! refused. Which one this machine gives, [`network_wall`] learns once.
 
 use std::path::{Path, PathBuf};

@@ -45,6 +45,10 @@ const ARCH: u32 = 4;
 const FIRST_ARGUMENT: u32 = 16;
 const SECOND_ARGUMENT: u32 = 24;
 const THIRD_ARGUMENT: u32 = 32;
+const FOURTH_ARGUMENT: u32 = 40;
+/// `MSG_FASTOPEN`: a TCP send that connects first, past Landlock's
+/// connect rule (no `connect(2)` call is made).
+const FAST_OPEN: u32 = 0x2000_0000;
 /// `SECCOMP_RET_ALLOW`, and `SECCOMP_RET_ERRNO` with EPERM.
 const ALLOW: u32 = 0x7fff_0000;
 const REFUSE: u32 = 0x0005_0000 | 1;
@@ -70,10 +74,10 @@ pub(crate) struct Policy {
     /// machine whatever the network namespace (a check off the network).
     pub(crate) no_vsock: bool,
     /// Of the internet families only TCP (`SOCK_STREAM`, protocol 0 or
-    /// `IPPROTO_TCP`), and `AF_SMC` refused: where Landlock's TCP rules
-    /// stand in for a network namespace, a UDP socket, and an MPTCP, SCTP
-    /// or SMC one (which those rules do not cover), would reach the
-    /// machine's own loopback.
+    /// `IPPROTO_TCP`), `AF_SMC` refused, and a send with `MSG_FASTOPEN`:
+    /// where Landlock's TCP rules stand in for a network namespace, a UDP
+    /// socket, an MPTCP, SCTP or SMC one, and TCP Fast Open (none of which
+    /// those rules cover), would reach the machine's own loopback.
     pub(crate) tcp_only: bool,
 }
 
@@ -91,11 +95,15 @@ struct Numbers {
     socketcall: Option<u32>,
 }
 
-/// One architecture's `socket`, `socketpair`, and `io_uring`'s three calls.
+/// One architecture's `socket`, `socketpair`, `io_uring`'s three calls,
+/// and the sends that take flags: those whose flags are the third
+/// argument (`sendmsg`), and the fourth (`sendto`, `sendmmsg`).
 struct Calls {
     socket: u32,
     socketpair: u32,
     io_uring: [u32; 3],
+    sends_third: &'static [u32],
+    sends_fourth: &'static [u32],
 }
 
 // Each architecture's numbers are built into every program's test.
@@ -108,6 +116,9 @@ const X86_64: Numbers = Numbers {
         socket: 41,
         socketpair: 53,
         io_uring: [425, 426, 427],
+        // x32's own sendmsg and sendmmsg are 518 and 538.
+        sends_third: &[46, 518],
+        sends_fourth: &[44, 307, 538],
     },
     // AUDIT_ARCH_I386.
     compat: 0x4000_0003,
@@ -115,6 +126,8 @@ const X86_64: Numbers = Numbers {
         socket: 359,
         socketpair: 360,
         io_uring: [425, 426, 427],
+        sends_third: &[370],
+        sends_fourth: &[369, 345],
     },
     socketcall: Some(102),
 };
@@ -128,6 +141,8 @@ const AARCH64: Numbers = Numbers {
         socket: 198,
         socketpair: 199,
         io_uring: [425, 426, 427],
+        sends_third: &[211],
+        sends_fourth: &[206, 269],
     },
     // AUDIT_ARCH_ARM (EABI, which has no socketcall).
     compat: 0x4000_0028,
@@ -135,6 +150,8 @@ const AARCH64: Numbers = Numbers {
         socket: 281,
         socketpair: 288,
         io_uring: [425, 426, 427],
+        sends_third: &[296],
+        sends_fourth: &[290, 374],
     },
     socketcall: None,
 };
@@ -161,6 +178,8 @@ enum To {
     Socket,
     Pair,
     Inet,
+    SendThird,
+    SendFourth,
     Allow,
     Refuse,
 }
@@ -183,6 +202,14 @@ fn program_for(n: &Numbers, policy: Policy) -> Vec<Instruction> {
         code.push((JUMP_EQUAL, c.socketpair, To::Pair, To::Next));
         for number in c.io_uring {
             code.push((JUMP_EQUAL, number, To::Refuse, To::Next));
+        }
+        if policy.tcp_only {
+            for &number in c.sends_third {
+                code.push((JUMP_EQUAL, number, To::SendThird, To::Next));
+            }
+            for &number in c.sends_fourth {
+                code.push((JUMP_EQUAL, number, To::SendFourth, To::Next));
+            }
         }
         code.push((RETURN, ALLOW, To::Next, To::Next));
     };
@@ -219,6 +246,16 @@ fn program_for(n: &Numbers, policy: Policy) -> Vec<Instruction> {
         code.push((LOAD, THIRD_ARGUMENT, To::Next, To::Next));
         code.push((JUMP_EQUAL, 0, To::Allow, To::Next));
         code.push((JUMP_EQUAL, TCP, To::Allow, To::Refuse));
+        // A send without MSG_FASTOPEN, nothing else.
+        for (label, argument) in [
+            (To::SendThird, THIRD_ARGUMENT),
+            (To::SendFourth, FOURTH_ARGUMENT),
+        ] {
+            labels.push((label, code.len()));
+            code.push((LOAD, argument, To::Next, To::Next));
+            code.push((AND, FAST_OPEN, To::Next, To::Next));
+            code.push((JUMP_EQUAL, 0, To::Allow, To::Refuse));
+        }
     }
     labels.push((To::Pair, code.len()));
     code.push((LOAD, FIRST_ARGUMENT, To::Next, To::Next));
@@ -296,13 +333,14 @@ mod tests {
     use super::*;
 
     /// Runs `program` over one system call's data, as the kernel would.
-    fn run(program: &[Instruction], arch: u32, number: u32, args: [u32; 3]) -> u32 {
+    fn run(program: &[Instruction], arch: u32, number: u32, args: [u32; 4]) -> u32 {
         let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&number.to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());
         data[16..20].copy_from_slice(&args[0].to_le_bytes());
         data[24..28].copy_from_slice(&args[1].to_le_bytes());
         data[32..36].copy_from_slice(&args[2].to_le_bytes());
+        data[40..44].copy_from_slice(&args[3].to_le_bytes());
         let (mut pc, mut acc) = (0usize, 0u32);
         loop {
             let ins = program[pc];
@@ -368,7 +406,7 @@ mod tests {
             (n.compat, &n.compat_calls, 0),
         ] {
             let (socket, pair) = (calls.socket | high, calls.socketpair | high);
-            let call = |number: u32, args: [u32; 3]| run(&program, arch, number, args);
+            let call = |number: u32, [a, b, c]: [u32; 3]| run(&program, arch, number, [a, b, c, 0]);
             assert_eq!(call(socket, [UNIX_FAMILY, STREAM, 0]), REFUSE);
             // A TCP socket of either family and AF_NETLINK stay open.
             for family in [INET, INET6, 16] {
@@ -404,15 +442,37 @@ mod tests {
             for number in calls.io_uring {
                 assert_eq!(call(number | high, [0, 0, 0]), REFUSE);
             }
+            // A send connects first with MSG_FASTOPEN (TCP Fast Open).
+            let send = |number: u32, args: [u32; 4]| run(&program, arch, number | high, args);
+            for &number in calls.sends_third {
+                assert_eq!(send(number, [3, 0, 0, 0]), ALLOW);
+                assert_eq!(
+                    send(number, [3, 0, FAST_OPEN | 0x40, 0]),
+                    refused_if(policy.tcp_only)
+                );
+                assert_eq!(send(number, [3, 0, 0, FAST_OPEN]), ALLOW);
+            }
+            for &number in calls.sends_fourth {
+                assert_eq!(send(number, [3, 0, 1, 0x40]), ALLOW);
+                assert_eq!(
+                    send(number, [3, 0, 1, FAST_OPEN]),
+                    refused_if(policy.tcp_only)
+                );
+            }
         }
         if let Some(socketcall) = n.socketcall {
-            assert_eq!(run(&program, n.compat, socketcall, [1, 0, 0]), REFUSE);
+            assert_eq!(run(&program, n.compat, socketcall, [1, 0, 0, 0]), REFUSE);
         }
         // Any other call, on any architecture, goes through.
-        assert_eq!(run(&program, n.native, 0, [UNIX_FAMILY, 2, 0]), ALLOW);
+        assert_eq!(run(&program, n.native, 0, [UNIX_FAMILY, 2, 0, 0]), ALLOW);
         let other = 0x1234;
         assert_eq!(
-            run(&program, other, n.native_calls.socket, [UNIX_FAMILY, 1, 0]),
+            run(
+                &program,
+                other,
+                n.native_calls.socket,
+                [UNIX_FAMILY, 1, 0, 0]
+            ),
             ALLOW
         );
         assert_eq!(bytes(&program).len(), program.len() * 8);

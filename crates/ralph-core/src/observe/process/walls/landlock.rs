@@ -77,6 +77,8 @@ fn base(no_tcp: bool) -> Result<RulesetCreated, String> {
 
 /// The Landlock ABI this kernel has (0: none).
 #[allow(unsafe_code)]
+// `syscall` answers a `c_long`: i64 here, i32 on a 32-bit target.
+#[allow(clippy::useless_conversion)]
 pub(super) fn kernel_abi() -> i64 {
     /// `LANDLOCK_CREATE_RULESET_VERSION`.
     const VERSION: libc::c_uint = 1;

@@ -286,10 +286,8 @@ fn assemble(code: &[Line], labels: &[(To, usize)]) -> Vec<Instruction> {
             },
         };
         assert!(at > from, "the filter jumps backwards: {from} to {at}");
-        match u8::try_from(at - from - 1) {
-            Ok(skip) => skip,
-            Err(_) => panic!("the filter jumps too far: {from} to {at}"),
-        }
+        u8::try_from(at - from - 1)
+            .unwrap_or_else(|e| panic!("the filter jumps too far: {from} to {at} ({e})"))
     };
     code.iter()
         .enumerate()

@@ -3545,3 +3545,24 @@ fn a_client_that_refuses_to_start_fails_with_ralph_s_code_and_stops_the_queue() 
         "{items:#?}"
     );
 }
+
+#[test]
+fn start_names_each_command_that_keeps_the_network_worktree_setup_too() {
+    let project = TempProject::new("network-lines");
+    project.write(
+        ".claude/ralph/config.json",
+        r#"{"verify": [{"name": "tests", "command": "true"}, {"name": "fetch", "command": "true", "network": true}], "worktreeSetup": "true"}"#,
+    );
+    project.write_prompt("Fix add.\n");
+    let start = project.ctl(&["start"], &[("RALPH_SANDBOX", "auto")]);
+    start.assert_code(0);
+    let walled = !start.stderr.contains("walls: none for the checks");
+    if !walled {
+        eprintln!("skipped: no walls on this machine ({})", start.stderr);
+        return;
+    }
+    start.assert_stderr_has(&[
+        "walls: the check `fetch` keeps this machine's network (\"network\": true)",
+        "walls: worktreeSetup `true` keeps this machine's network (it installs each worktree's dependencies)",
+    ]);
+}

@@ -606,19 +606,20 @@ fn parity(uid: Option<u32>) {
         heads.join(" | ")
     );
     let word = |b: bool| if b { "allowed" } else { "refused" };
-    let mut broken = Vec::new();
     for (probe, agent_may) in &agent_allowed {
         let mut row = format!("{probe} | {}", word(*agent_may));
-        for (run, _, allowed) in &runs {
+        for (_, _, allowed) in &runs {
             let check_may = allowed.get(probe).copied().unwrap_or(false);
             row.push_str(&format!(" | {}", word(check_may)));
-            if !agent_may && check_may {
-                broken.push(format!("{} ({})", probe, run.who));
-            }
         }
         table.push_str(&row);
         table.push('\n');
     }
+    let judged: Vec<(&str, &BTreeMap<String, bool>)> = runs
+        .iter()
+        .map(|(run, _, allowed)| (run.who, allowed))
+        .collect();
+    let broken = broken_rows(&agent_allowed, &judged);
     for (run, _, allowed) in &runs {
         for probe in allowed.keys() {
             assert!(
@@ -642,6 +643,73 @@ fn parity(uid: Option<u32>) {
         said.join("\n")
     );
     let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The probes a check may get through in ralph's walls, by the start of
+/// their row: the toolchain's cache alone. Every other row is refused,
+/// whatever the client lets its agent do: where ralph's walls are stricter
+/// than the client's sandbox (a write in `.git`, a datagram sent to a
+/// socket under /tmp, a capability as root, the person's session
+/// variables), a check that got through has lost a wall.
+const A_CHECK_MAY: [&str; 1] = ["write ~/.cache/go-build/"];
+
+/// The rows that break the rule, as `probe (who)`: a check (each of
+/// `runs`, by who it is) got through where the client refused the agent,
+/// or anywhere but [`A_CHECK_MAY`].
+fn broken_rows(
+    agent: &BTreeMap<String, bool>,
+    runs: &[(&str, &BTreeMap<String, bool>)],
+) -> Vec<String> {
+    let mut broken = Vec::new();
+    for (probe, agent_may) in agent {
+        for (who, allowed) in runs {
+            let check_may = allowed.get(probe).copied().unwrap_or(false);
+            let may = A_CHECK_MAY.iter().any(|row| probe.starts_with(row));
+            if check_may && (!agent_may || !may) {
+                broken.push(format!("{probe} ({who})"));
+            }
+        }
+    }
+    broken
+}
+
+#[test]
+fn a_check_that_lost_a_stricter_wall_breaks_the_rule() {
+    let table = |rows: &[(&str, bool)]| -> BTreeMap<String, bool> {
+        rows.iter().map(|(p, b)| ((*p).to_string(), *b)).collect()
+    };
+    // The client lets its agent write `.git` and hold a capability as
+    // root; ralph's walls refuse a check both, and must go on refusing.
+    let agent = table(&[
+        ("write <project>/.git/HEAD", true),
+        ("hold a capability", true),
+        ("write ~/.cache/go-build/parity-<who>-1", true),
+        ("connect TCP on the host 127.0.0.1", false),
+    ]);
+    let held = table(&[
+        ("write <project>/.git/HEAD", false),
+        ("hold a capability", false),
+        ("write ~/.cache/go-build/parity-<who>-1", true),
+        ("connect TCP on the host 127.0.0.1", false),
+    ]);
+    assert_eq!(
+        broken_rows(&agent, &[("check", &held)]),
+        Vec::<String>::new()
+    );
+    let lost = table(&[
+        ("write <project>/.git/HEAD", true),
+        ("hold a capability", true),
+        ("write ~/.cache/go-build/parity-<who>-1", true),
+        ("connect TCP on the host 127.0.0.1", true),
+    ]);
+    assert_eq!(
+        broken_rows(&agent, &[("check", &held), ("landlock", &lost)]),
+        [
+            "connect TCP on the host 127.0.0.1 (landlock)",
+            "hold a capability (landlock)",
+            "write <project>/.git/HEAD (landlock)",
+        ]
+    );
 }
 
 #[test]

@@ -443,13 +443,16 @@ fn measured_baseline(
     for refused in walls.refused_caches() {
         crate::output::say_err!("ralph-ctl: {refused}");
     }
-    if walls.walled() {
-        for command in commands.iter().filter(|c| c.network) {
-            crate::output::say_err!(
-                "ralph-ctl: walls: the check `{}` keeps this machine's network (\"network\": true); \
-                 the others have a loopback of their own",
-                command.name
-            );
+    for command in commands.iter().filter(|c| c.network) {
+        let what = format!("the check `{}`", command.name);
+        if let Some(line) = walls.network_line(&what, "\"network\": true") {
+            crate::output::say_err!("ralph-ctl: {line}");
+        }
+    }
+    if let Some(setup) = &config.worktree_setup {
+        let what = format!("worktreeSetup `{}`", setup.command);
+        if let Some(line) = walls.network_line(&what, "it installs each worktree's dependencies") {
+            crate::output::say_err!("ralph-ctl: {line}");
         }
     }
     let mut baseline = verify::Baseline::default();

@@ -14,10 +14,13 @@
 //! the person's sockets and sessions ([`SESSION_VARIABLES`]) are not passed.
 //! It has no network but a loopback of its own (a network namespace: the
 //! person's services on 127.0.0.1 are out of its reach, as they are out of
-//! the agent's in the client's sandbox), unless its verify entry says
-//! `"network": true` (pinned with the config at the loop's start, so the
-//! agent cannot add it later); `worktreeSetup`, which installs
-//! dependencies, keeps the network. A check of a
+//! the agent's in the client's sandbox; where none can be made, Landlock's
+//! TCP rules and the filter keep it off, see [`NetworkWall`]; where
+//! nothing can, walls that are required are refused), nor a vsock, unless
+//! its verify entry says `"network": true` (pinned with the config at the
+//! loop's start, so the agent cannot add it later); `worktreeSetup`, which
+//! installs dependencies, keeps the network (said at the start). No file
+//! descriptor ralph inherited reaches it. A check of a
 //! worktree (a queue item's, a `--worktree` iteration's) sees nothing of
 //! the main checkout but its `.git` and the dependency folders it keeps out
 //! of git ([`SHARED_DEPENDENCY_FOLDERS`]), both read-only: it tests the
@@ -154,16 +157,58 @@ impl Mechanism {
     }
 }
 
+/// How a check without `"network": true` is kept off the network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NetworkWall {
+    /// A network namespace of the check's own, loopback only.
+    Namespace,
+    /// Landlock's TCP rules (ABI 4), where no namespace can be made (why):
+    /// no TCP bind or connect, and the filter refuses every other internet
+    /// socket (UDP, MPTCP, SCTP, SMC) and TCP Fast Open's sends.
+    TcpRules(String),
+    /// Neither: the check has the machine's network (why). Refused where
+    /// walls are required.
+    Open(String),
+}
+
+impl NetworkWall {
+    /// In words, for `doctor` and the line at the start.
+    pub fn describe(&self) -> String {
+        match self {
+            NetworkWall::Namespace => {
+                "a network namespace of its own, loopback only (as under bubblewrap)".into()
+            }
+            NetworkWall::TcpRules(why) => format!(
+                "no network namespace ({why}): Landlock's TCP rules (ABI 4) refuse it every TCP \
+                 bind and connect, and the filter every other internet socket (UDP, MPTCP, SCTP) \
+                 and TCP Fast Open, so it has no loopback of its own either"
+            ),
+            NetworkWall::Open(why) => format!("none: it has this machine's network, as {why}"),
+        }
+    }
+}
+
+/// How `mechanism` keeps a check off the network on this machine.
+fn network_wall_of(mechanism: &Mechanism) -> NetworkWall {
+    match mechanism {
+        Mechanism::Bubblewrap(_) => NetworkWall::Namespace,
+        #[cfg(target_os = "linux")]
+        Mechanism::Landlock(_) | Mechanism::LandlockInPart(_) => landlock::network_wall().clone(),
+        Mechanism::Missing(why) => NetworkWall::Open(why.clone()),
+        #[cfg(not(target_os = "linux"))]
+        _ => NetworkWall::Open("Landlock is Linux's".into()),
+    }
+}
+
 /// How a check without `"network": true` is kept off the network with
 /// `mechanism`, in words (`doctor`).
 pub fn network_walls(mechanism: &Mechanism) -> String {
-    match mechanism {
-        Mechanism::Bubblewrap(_) => "a network namespace of its own, loopback only".into(),
-        #[cfg(target_os = "linux")]
-        Mechanism::Landlock(_) | Mechanism::LandlockInPart(_) => {
-            landlock::network_wall().describe()
+    match network_wall_of(mechanism) {
+        NetworkWall::Namespace => "a network namespace of its own, loopback only".into(),
+        NetworkWall::Open(_) if matches!(mechanism, Mechanism::Missing(_)) => {
+            "none: it has this machine's network".into()
         }
-        _ => "none: it has this machine's network".into(),
+        wall => wall.describe(),
     }
 }
 
@@ -309,6 +354,11 @@ pub struct Walls {
     /// True when the check keeps the machine's network (`"network": true`);
     /// otherwise it gets a network namespace of its own, loopback only.
     network: bool,
+    /// How this machine keeps a check off the network with `mechanism`.
+    off_network: NetworkWall,
+    /// Whether the socket filter ([`seccomp`]) is written for this
+    /// machine's architecture.
+    socket_filter: bool,
 }
 
 /// A check of a worktree: the main checkout it belongs to is out of the
@@ -521,6 +571,8 @@ impl Walls {
             refused_caches: Vec::new(),
             worktree_of: None,
             network: true,
+            off_network: NetworkWall::Open("sandbox is off".into()),
+            socket_filter: seccomp::available(),
         }
     }
 
@@ -603,7 +655,6 @@ impl Walls {
         writable.extend(caches.folders);
         Walls {
             wanted,
-            mechanism,
             writable,
             read_only,
             hidden,
@@ -611,6 +662,9 @@ impl Walls {
             refused_caches: caches.refused,
             worktree_of,
             network: false,
+            off_network: network_wall_of(&mechanism),
+            socket_filter: seccomp::available(),
+            mechanism,
         }
     }
 
@@ -638,6 +692,42 @@ impl Walls {
     /// Whether a check in these walls keeps the machine's network.
     pub fn network(&self) -> bool {
         self.network || !self.walled()
+    }
+
+    /// What the socket filter refuses besides unix sockets and `io_uring`:
+    /// a vsock off the network, and every internet socket but TCP where
+    /// Landlock's TCP rules stand in for a namespace.
+    fn filter_policy(&self) -> seccomp::Policy {
+        let landlock = matches!(
+            self.mechanism,
+            Mechanism::Landlock(_) | Mechanism::LandlockInPart(_)
+        );
+        seccomp::Policy {
+            no_vsock: !self.network,
+            tcp_only: !self.network
+                && landlock
+                && matches!(self.off_network, NetworkWall::TcpRules(_)),
+        }
+    }
+
+    /// The line for the person at the start about a command that keeps the
+    /// machine's network (`what`: ``the check `fetch` ``, a verify entry
+    /// with `"network": true`, or `worktreeSetup`), and what the other
+    /// checks get instead (`None`: not walled, nothing to say).
+    pub fn network_line(&self, what: &str, why: &str) -> Option<String> {
+        if !self.walled() {
+            return None;
+        }
+        let others = match &self.off_network {
+            NetworkWall::Namespace => "the others have a loopback of their own".to_string(),
+            NetworkWall::TcpRules(_) => "the others are refused every TCP bind and connect and \
+                 every other internet socket (Landlock's TCP rules: no network namespace here)"
+                .to_string(),
+            NetworkWall::Open(_) => "so do the others (nothing here keeps them off it)".to_string(),
+        };
+        Some(format!(
+            "walls: {what} keeps this machine's network ({why}); {others}"
+        ))
     }
 
     /// Hides `folder` from the walled command (an empty folder in its place);
@@ -680,7 +770,9 @@ impl Walls {
     }
 
     /// The one line for the person when checks are wanted walled and cannot
-    /// be, or only in part (`None`: walled, or off by choice).
+    /// be, or only in part (`None`: walled, or off by choice): Landlock's
+    /// limits, a network kept by TCP rules only (or not at all), no socket
+    /// filter for this architecture.
     pub fn notice(&self) -> Option<String> {
         let landlock = "a check cannot create or remove an entry at the top of the project \
                         (Landlock cannot keep .git and .claude read-only inside a writable \
@@ -688,19 +780,37 @@ impl Walls {
                         writes no bytecode and pytest its cache in the check's temp folder), \
                         nor write /dev/shm (a multiprocessing lock fails), nor list the folders \
                         on the way to ralph's key (bubblewrap's walls have none of these limits)";
-        match (&self.wanted, &self.mechanism) {
-            (WallsWanted::Off, _) | (_, Mechanism::Bubblewrap(_)) => None,
-            (_, Mechanism::Landlock(why)) => {
-                Some(format!("walls: Landlock's, as {why}: {landlock}"))
-            }
-            (WallsWanted::Auto, Mechanism::LandlockInPart(why)) => Some(format!(
+        let mut said = match (&self.wanted, &self.mechanism) {
+            (WallsWanted::Off, _) => return None,
+            (_, Mechanism::Bubblewrap(_)) => String::new(),
+            (_, Mechanism::Landlock(why)) => format!("walls: Landlock's, as {why}: {landlock}"),
+            (WallsWanted::Auto, Mechanism::LandlockInPart(why)) => format!(
                 "walls: Landlock's, in part, as {why}: what this kernel lacks, a check may do; \
                  {landlock}"
-            )),
-            (_, Mechanism::LandlockInPart(why) | Mechanism::Missing(why)) => Some(format!(
-                "walls: none for the checks ({why}); the verify commands run the agent's code with your rights"
-            )),
+            ),
+            (_, Mechanism::LandlockInPart(why) | Mechanism::Missing(why)) => {
+                return Some(format!(
+                    "walls: none for the checks ({why}); the verify commands run the agent's code with your rights"
+                ));
+            }
+        };
+        let mut more = Vec::new();
+        if !matches!(self.off_network, NetworkWall::Namespace) {
+            more.push(format!("off the network: {}", self.off_network.describe()));
         }
+        if !self.socket_filter {
+            more.push(format!(
+                "no socket filter for this architecture ({}): a check may make a unix socket \
+                 and use io_uring",
+                std::env::consts::ARCH
+            ));
+        }
+        if more.is_empty() {
+            return (!said.is_empty()).then_some(said);
+        }
+        said.push_str(if said.is_empty() { "walls: " } else { "; " });
+        said.push_str(&more.join("; "));
+        Some(said)
     }
 
     /// The platform shell running `command` inside the walls (the command
@@ -729,6 +839,9 @@ impl Walls {
                  to auto or off"
             ))
         };
+        if let Some(why) = self.required_but_open() {
+            return Err(WallsMissing(why));
+        }
         match (&self.wanted, &self.mechanism) {
             (WallsWanted::Off, _) | (WallsWanted::Auto, Mechanism::Missing(_)) => {
                 Ok(unwalled(inner))
@@ -746,6 +859,33 @@ impl Walls {
             (WallsWanted::Required, Mechanism::LandlockInPart(why)) => Err(refused(why)),
             (_, Mechanism::Landlock(_) | Mechanism::LandlockInPart(_)) => self.landlock(inner),
             (WallsWanted::Required, Mechanism::Missing(why)) => Err(refused(why)),
+        }
+    }
+
+    /// Why walls that are required cannot hold here though a mechanism
+    /// runs: no socket filter for this architecture, or no way to keep a
+    /// check off the network (`None`: they hold, or are not required).
+    fn required_but_open(&self) -> Option<String> {
+        if self.wanted != WallsWanted::Required || matches!(self.mechanism, Mechanism::Missing(_)) {
+            return None;
+        }
+        if !self.socket_filter {
+            return Some(format!(
+                "walls are required (sandbox: on) but ralph has no socket filter for this \
+                 architecture ({}): a check could make a unix socket and use io_uring; set \
+                 sandbox to auto (the checks run walled without the filter, said at the start) \
+                 or off",
+                std::env::consts::ARCH
+            ));
+        }
+        match &self.off_network {
+            NetworkWall::Open(why) if !self.network => Some(format!(
+                "walls are required (sandbox: on) but a check cannot be kept off the network \
+                 here ({why}); install bubblewrap, allow user namespaces or use a kernel with \
+                 Landlock ABI 4; give a check that needs the network `\"network\": true` in its \
+                 verify entry; or set sandbox to auto"
+            )),
+            _ => None,
         }
     }
 
@@ -843,8 +983,12 @@ impl Walls {
     fn bubblewrap(&self, bwrap: &Path, inner: Command) -> std::io::Result<Command> {
         let mut walled = Command::new(bwrap);
         walled.args(self.bubblewrap_args());
+        // Before the filter's descriptor is made inheritable: what ralph
+        // itself inherited stays out of the check.
+        #[cfg(target_os = "linux")]
+        close_inherited_on_exec(&mut walled);
         #[cfg(unix)]
-        if let Some(program) = seccomp::program() {
+        if let Some(program) = seccomp::program(self.filter_policy()) {
             let fd = filter_on_a_pipe(&seccomp::bytes(&program))?;
             walled.arg("--seccomp").arg(fd_number(&fd).to_string());
             inherit_on_exec(&mut walled, fd);
@@ -983,6 +1127,106 @@ fn filter_on_a_pipe(bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
 fn fd_number(fd: &std::os::fd::OwnedFd) -> i32 {
     use std::os::fd::AsRawFd;
     fd.as_raw_fd()
+}
+
+/// Has the child mark every descriptor from 3 up close-on-exec, see
+/// [`close_on_exec_from_3`].
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn close_inherited_on_exec(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure makes system calls only, on the stack.
+    unsafe {
+        command.pre_exec(close_on_exec_from_3);
+    }
+}
+
+/// Marks every file descriptor from 3 up close-on-exec, between fork and
+/// exec: one ralph inherited without that mark (a service manager's
+/// `LISTEN_FDS` socket, an editor's terminal) would reach the check, and a
+/// unix socket among them is one it could use without `socket(2)`.
+/// `close_range(2)` where the kernel has it (5.11), else each number
+/// `/proc/self/fd` lists (read with `getdents64(2)` into the stack: no
+/// allocation), else every number below the descriptor limit.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn close_on_exec_from_3() -> std::io::Result<()> {
+    /// `CLOSE_RANGE_CLOEXEC`.
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    let mark = |fd: libc::c_int| {
+        // SAFETY: fcntl(2) on a number; a closed one fails, harmlessly.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    };
+    // SAFETY: close_range(2) with plain numbers.
+    let closed = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if closed == 0 {
+        return Ok(());
+    }
+    // SAFETY: open(2) of a constant path; getdents64(2) into a buffer on
+    // the stack, read within the lengths the kernel wrote; close(2).
+    unsafe {
+        let dir = libc::open(
+            c"/proc/self/fd".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if dir >= 0 {
+            let mut buffer = [0u8; 4096];
+            loop {
+                let read =
+                    libc::syscall(libc::SYS_getdents64, dir, buffer.as_mut_ptr(), buffer.len());
+                let Ok(read) = usize::try_from(read) else {
+                    break;
+                };
+                if read == 0 {
+                    break;
+                }
+                let mut at = 0;
+                // struct linux_dirent64: ino (8), off (8), reclen (2),
+                // type (1), then the name, NUL-ended.
+                while at + 19 < read {
+                    let reclen =
+                        usize::from(u16::from_ne_bytes([buffer[at + 16], buffer[at + 17]]));
+                    let mut fd: libc::c_int = 0;
+                    let mut digits = 0;
+                    for &b in &buffer[at + 19..(at + reclen).min(read)] {
+                        if !b.is_ascii_digit() {
+                            break;
+                        }
+                        fd = fd
+                            .saturating_mul(10)
+                            .saturating_add(libc::c_int::from(b - b'0'));
+                        digits += 1;
+                    }
+                    if digits > 0 && fd >= 3 && fd != dir {
+                        mark(fd);
+                    }
+                    if reclen == 0 {
+                        break;
+                    }
+                    at += reclen;
+                }
+            }
+            libc::close(dir);
+            return Ok(());
+        }
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0 {
+            libc::c_int::try_from(limit.rlim_cur).unwrap_or(libc::c_int::MAX)
+        } else {
+            1 << 16
+        };
+        for fd in 3..top {
+            mark(fd);
+        }
+    }
+    Ok(())
 }
 
 /// Has the child keep `fd` open across exec (it is close-on-exec here):
@@ -1221,6 +1465,27 @@ mod tests {
         env | grep -E '^(SSH_AUTH_SOCK|TMUX|DISPLAY|DOCKER_HOST|XDG_RUNTIME_DIR|DBUS_SESSION_BUS_ADDRESS)=' | sed 's/^/leaked: /'; \
         echo done";
 
+    /// Whether this machine lets a process make an `io_uring` at all
+    /// (`kernel.io_uring_disabled` refuses it EPERM too, walls or none).
+    fn io_uring_here() -> bool {
+        let out = super::super::group::shell(
+            "python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); r = c.syscall(425, 4, ctypes.create_string_buffer(120)); print(\"uring:\", ctypes.get_errno() if r < 0 else \"made\")'",
+        )
+        .output()
+        .unwrap();
+        String::from_utf8_lossy(&out.stdout) == "uring: made\n"
+    }
+
+    /// The check's `io_uring_setup` failed with EPERM, where one outside
+    /// the walls succeeds (else the refusal proves nothing: skipped, said).
+    fn assert_uring_refused(output: &str) {
+        if io_uring_here() {
+            assert!(output.contains("uring: 1\n"), "{output}");
+        } else {
+            eprintln!("skipped the io_uring half: this machine refuses io_uring to every process");
+        }
+    }
+
     fn assert_no_escape(output: &str) {
         assert!(output.contains("done"), "{output}");
         assert!(
@@ -1232,7 +1497,7 @@ mod tests {
         assert!(output.contains("pair: b'x'"), "{output}");
         // A datagram pair, and io_uring (which makes sockets of its own).
         assert!(output.contains("dgram: 1\n"), "{output}");
-        assert!(output.contains("uring: 1\n"), "{output}");
+        assert_uring_refused(output);
         assert!(output.contains("temp-written"), "{output}");
         assert!(!output.contains("leaked:"), "{output}");
         for dir in ["/tmp", "/var/tmp", "/dev/shm"] {
@@ -1370,7 +1635,7 @@ mod tests {
             "{output}"
         );
         assert!(output.contains("dgram: 1\n"), "{output}");
-        assert!(output.contains("uring: 1\n"), "{output}");
+        assert_uring_refused(&output);
         drop(temp);
         assert!(!tmpdir.exists(), "the check's temp folder outlived it");
         let (_, output) = run(
@@ -1450,6 +1715,12 @@ mod tests {
         }
         if landlock::supported() {
             mechanisms.push(Mechanism::Landlock("a test".into()));
+        } else {
+            eprintln!("skipped Landlock's half: no Landlock");
+        }
+        if mechanisms.is_empty() {
+            eprintln!("skipped: neither bubblewrap nor Landlock walls a check here");
+            return;
         }
         for mechanism in mechanisms {
             let (base, root) = project_outside_temp("network");
@@ -1464,6 +1735,221 @@ mod tests {
             assert!(walls.network());
             let (heard, output) = loopback_reached(&walls, &root);
             assert_eq!(heard, ["tcp", "udp"], "{output}");
+            let _ = std::fs::remove_dir_all(&base);
+        }
+    }
+
+    /// Runs `script` in `walls` as Landlock builds them with `network` as
+    /// this machine's way off the network; what it said.
+    fn run_landlock_with(
+        walls: &Walls,
+        root: &Path,
+        network: &NetworkWall,
+        script: &str,
+    ) -> String {
+        let walls = Walls {
+            off_network: network.clone(),
+            ..walls.clone()
+        };
+        run(&walls, root, script).1
+    }
+
+    #[test]
+    fn required_walls_refuse_a_check_that_would_keep_the_machines_network() {
+        if !landlock::supported() {
+            eprintln!("skipped: no Landlock");
+            return;
+        }
+        let (base, root) = project_outside_temp("open-network");
+        let walls = Walls::with_mechanism(
+            &root,
+            &root,
+            WallsWanted::Required,
+            Mechanism::Landlock("a test".into()),
+        );
+        let walls = Walls {
+            off_network: NetworkWall::Open("no namespace and no ABI 4 here".into()),
+            ..walls
+        };
+        let err = walls.shell("true").unwrap_err().to_string();
+        assert!(
+            err.contains("no namespace and no ABI 4 here") && err.contains("\"network\": true"),
+            "{err}"
+        );
+        // Wanted (auto), it runs and is said; and a check that says it
+        // needs the network needs no wall off it.
+        let auto = Walls {
+            wanted: WallsWanted::Auto,
+            ..walls.clone()
+        };
+        assert!(auto.shell("true").is_ok());
+        let notice = auto.notice().unwrap();
+        assert!(
+            notice.contains("off the network: none: it has this machine's network"),
+            "{notice}"
+        );
+        assert!(walls.clone().with_network(true).shell("true").is_ok());
+        let line = walls
+            .with_network(true)
+            .network_line("the check `fetch`", "\"network\": true");
+        assert!(
+            line.as_deref()
+                .is_some_and(|l| l.contains("so do the others")),
+            "{line:?}"
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn under_tcp_rules_mptcp_fast_open_and_udp_reach_nothing_of_the_host() {
+        if !landlock::supported() || landlock::kernel_abi() < 4 {
+            eprintln!("skipped: no Landlock ABI 4");
+            return;
+        }
+        let (base, root) = project_outside_temp("mptcp");
+        let walls = Walls::with_mechanism(
+            &root,
+            &root,
+            WallsWanted::Required,
+            Mechanism::Landlock("a test".into()),
+        );
+        let (heard, output) = mptcp_and_udp_reached(&walls, &root);
+        assert!(heard.is_empty(), "{heard:?} {output}");
+        assert!(output.contains("udp: 1\n"), "{output}");
+        // TCP Fast Open connects from sendto(2), past Landlock's connect rule.
+        assert!(output.contains("tfo: 1\n"), "{output}");
+        if output.contains("mptcp: none here") {
+            eprintln!("skipped the MPTCP half: this kernel has no MPTCP");
+        } else {
+            assert!(output.contains("mptcp: 1\n"), "{output}");
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// What of the host's TCP and UDP listeners on 127.0.0.1 a check in
+    /// `walls` (Landlock's, with TCP rules) reached by MPTCP and by UDP.
+    fn mptcp_and_udp_reached(walls: &Walls, root: &Path) -> (Vec<String>, String) {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        tcp.set_nonblocking(true).unwrap();
+        udp.set_nonblocking(true).unwrap();
+        // IPPROTO_MPTCP is 262; where this kernel has none, not even an
+        // unwalled socket is made.
+        let here = "python3 -c 'import socket\n\
+             try:\n  socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close(); print(\"mptcp here\")\n\
+             except OSError: print(\"mptcp: none here\")'";
+        let script = format!(
+            "python3 -c 'import socket\n\
+             try:\n  s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262); s.settimeout(3); s.connect((\"127.0.0.1\", {tcp})); s.sendall(b\"mptcp\"); s.close(); print(\"mptcp: sent\")\n\
+             except OSError as e: print(\"mptcp:\", e.errno)\n\
+             try:\n  socket.socket().sendto(b\"tfo\", socket.MSG_FASTOPEN, (\"127.0.0.1\", {tcp})); print(\"tfo: sent\")\n\
+             except OSError as e: print(\"tfo:\", e.errno)\n\
+             try:\n  socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"udp\", (\"127.0.0.1\", {udp})); print(\"udp: sent\")\n\
+             except OSError as e: print(\"udp:\", e.errno)'",
+            tcp = tcp.local_addr().unwrap().port(),
+            udp = udp.local_addr().unwrap().port()
+        );
+        let said_here = {
+            let out = super::super::group::shell(here).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let rules = NetworkWall::TcpRules("a test".into());
+        let output = said_here + &run_landlock_with(walls, root, &rules, &script);
+        let mut heard = Vec::new();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if let Ok((mut stream, _)) = tcp.accept() {
+            use std::io::Read;
+            stream.set_nonblocking(false).unwrap();
+            let mut text = String::new();
+            let _ = stream.read_to_string(&mut text);
+            heard.push(format!("tcp: {text}"));
+        }
+        let mut buf = [0u8; 16];
+        if let Ok(n) = udp.recv(&mut buf) {
+            heard.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        (heard, output)
+    }
+
+    /// A file descriptor that ralph inherited without close-on-exec (a
+    /// service manager's socket, an editor's terminal), as the number
+    /// `fd` of this process: open while the returned guard lives.
+    struct Leaked(i32);
+
+    impl Leaked {
+        #[allow(unsafe_code)]
+        fn at(fd: i32) -> Leaked {
+            use std::os::fd::AsRawFd;
+            let file = std::fs::File::open("/dev/null").unwrap();
+            // SAFETY: dup2(2) onto a number no test uses; fcntl(2) on it.
+            unsafe {
+                assert_eq!(libc::dup2(file.as_raw_fd(), fd), fd);
+                assert_eq!(libc::fcntl(fd, libc::F_SETFD, 0), 0);
+            }
+            Leaked(fd)
+        }
+    }
+
+    impl Drop for Leaked {
+        #[allow(unsafe_code)]
+        fn drop(&mut self) {
+            // SAFETY: closes the number this guard made.
+            unsafe {
+                libc::close(self.0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_descriptor_ralph_inherited_does_not_reach_the_check() {
+        let leaked = Leaked::at(907);
+        let script = "[ -e /dev/fd/907 ] && echo fd: inherited || echo fd: none";
+        let unwalled = super::super::group::shell(script).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&unwalled.stdout), "fd: inherited\n");
+        let mut mechanisms = Vec::new();
+        if let Some(bwrap) = bwrap_or_skip() {
+            mechanisms.push(bwrap.clone());
+        }
+        if landlock::supported() {
+            mechanisms.push(Mechanism::Landlock("a test".into()));
+        } else {
+            eprintln!("skipped Landlock's half: no Landlock");
+        }
+        for mechanism in mechanisms {
+            let (base, root) = project_outside_temp("inherited-fd");
+            let walls =
+                Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone());
+            let (_, output) = run(&walls, &root, script);
+            assert_eq!(output, "fd: none\n", "{mechanism:?}");
+            let _ = std::fs::remove_dir_all(&base);
+        }
+        drop(leaked);
+    }
+
+    #[test]
+    fn a_check_makes_no_vsock_socket_unless_it_needs_the_network() {
+        // AF_VSOCK (40) reaches the host of a VM whatever the namespace.
+        let script = "python3 -c 'import socket\ntry:\n  socket.socket(40, socket.SOCK_STREAM).close(); print(\"vsock: made\")\nexcept OSError as e: print(\"vsock:\", e.errno)'";
+        let unwalled = super::super::group::shell(script).output().unwrap();
+        if String::from_utf8_lossy(&unwalled.stdout) != "vsock: made\n" {
+            eprintln!("skipped: this kernel makes no vsock socket");
+            return;
+        }
+        let mut mechanisms = Vec::new();
+        if let Some(bwrap) = bwrap_or_skip() {
+            mechanisms.push(bwrap.clone());
+        }
+        if landlock::supported() {
+            mechanisms.push(Mechanism::Landlock("a test".into()));
+        }
+        for mechanism in mechanisms {
+            let (base, root) = project_outside_temp("vsock");
+            let walls =
+                Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone());
+            let (_, output) = run(&walls, &root, script);
+            assert_eq!(output, "vsock: 1\n", "{mechanism:?}");
+            let (_, output) = run(&walls.with_network(true), &root, script);
+            assert_eq!(output, "vsock: made\n", "{mechanism:?}");
             let _ = std::fs::remove_dir_all(&base);
         }
     }
@@ -1487,23 +1973,25 @@ mod tests {
             "python3 -c 'import socket\ntry:\n  socket.create_connection((\"127.0.0.1\", {}), timeout=3); print(\"tcp: reached\")\nexcept OSError as e: print(\"tcp:\", e.errno)'",
             listener.local_addr().unwrap().port()
         );
-        let temp = CheckTemp::make().unwrap();
-        let rules = landlock::NetworkWall::TcpRules("a test".into());
-        let mut cmd = landlock::wall_with(
-            &walls,
-            super::super::group::shell(&script),
-            temp.path().unwrap(),
-            true,
-            &rules,
-        )
-        .unwrap();
-        let out = cmd.current_dir(&root).output().unwrap();
-        let output = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
+        let rules = NetworkWall::TcpRules("a test".into());
+        let output = run_landlock_with(&walls, &root, &rules, &script);
         // EACCES from Landlock; nothing reached the listener.
         assert!(output.contains("tcp: 13"), "{output}");
         assert!(listener.accept().is_err(), "{output}");
-        assert!(rules.describe().contains("UDP stays open"));
+        // Said at the start: no loopback of its own, TCP rules only.
+        let walls = Walls {
+            off_network: rules,
+            ..walls
+        };
+        let notice = walls.notice().unwrap();
+        assert!(notice.contains("Landlock's TCP rules (ABI 4)"), "{notice}");
+        let line = walls
+            .network_line("the check `fetch`", "\"network\": true")
+            .unwrap();
+        assert!(
+            !line.contains("a loopback of their own") && line.contains("TCP rules"),
+            "{line}"
+        );
         let _ = std::fs::remove_dir_all(&base);
     }
 
@@ -1806,6 +2294,29 @@ mod tests {
         assert!(err.to_string().contains("it lacks ABI 6"), "{err}");
         let auto = Walls::with_mechanism(&root, &root, WallsWanted::Auto, part);
         assert!(auto.notice().unwrap().contains("in part"));
+
+        // No socket filter for this architecture: refused when the walls
+        // are required, said when they are wanted.
+        let bwrap = Mechanism::Bubblewrap("/usr/bin/bwrap".into());
+        let unfiltered = Walls {
+            socket_filter: false,
+            ..Walls::with_mechanism(&root, &root, WallsWanted::Required, bwrap)
+        };
+        let err = unfiltered.shell("true").unwrap_err().to_string();
+        assert!(
+            err.contains("no socket filter for this architecture")
+                && err.contains("sandbox to auto"),
+            "{err}"
+        );
+        let wanted = Walls {
+            wanted: WallsWanted::Auto,
+            ..unfiltered
+        };
+        let notice = wanted.notice().unwrap_or_default();
+        assert!(
+            notice.contains("no socket filter for this architecture"),
+            "{notice}"
+        );
         if landlock::supported() {
             let (cmd, temp) = auto.shell("true").unwrap();
             assert_eq!(cmd.get_program(), "sh");

@@ -24,8 +24,11 @@
 //! inside a user namespace of its own (its own user and group mapped to
 //! themselves). Where the machine refuses that (user namespaces off, as in
 //! the containers where bubblewrap cannot run either), Landlock's TCP
-//! rules (ABI 4) refuse it every TCP bind and connect instead; UDP stays
-//! open then. Which one this machine gives, [`network_wall`] learns once.
+//! rules (ABI 4) refuse it every TCP bind and connect instead, and the
+//! filter every other internet socket (UDP, and MPTCP, SCTP and SMC, which
+//! those rules do not cover) and a send with `MSG_FASTOPEN` (which connects
+//! without `connect(2)`); with neither, walls that are required are
+//! refused. Which one this machine gives, [`network_wall`] learns once.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,7 +41,7 @@ use landlock::{
     RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 
-use super::Walls;
+use super::{NetworkWall, Walls};
 
 /// The newest Landlock ABI ralph asks for; an older kernel gives what it has,
 /// and [`enforcement`] says so.
@@ -74,6 +77,8 @@ fn base(no_tcp: bool) -> Result<RulesetCreated, String> {
 
 /// The Landlock ABI this kernel has (0: none).
 #[allow(unsafe_code)]
+// `syscall` answers a `c_long`: i64 here, i32 on a 32-bit target.
+#[allow(clippy::useless_conversion)]
 pub(super) fn kernel_abi() -> i64 {
     /// `LANDLOCK_CREATE_RULESET_VERSION`.
     const VERSION: libc::c_uint = 1;
@@ -86,35 +91,7 @@ pub(super) fn kernel_abi() -> i64 {
             VERSION,
         )
     };
-    abi.max(0)
-}
-
-/// How Landlock's walls keep a check off the network on this machine.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum NetworkWall {
-    /// A network namespace of the check's own, loopback only.
-    Namespace,
-    /// Landlock's TCP rules (ABI 4): no TCP bind or connect; UDP open
-    /// (why no namespace).
-    TcpRules(String),
-    /// Neither: the check has the machine's network (why).
-    Open(String),
-}
-
-impl NetworkWall {
-    /// In words, for `doctor`.
-    pub(super) fn describe(&self) -> String {
-        match self {
-            NetworkWall::Namespace => {
-                "a network namespace of its own, loopback only (as under bubblewrap)".into()
-            }
-            NetworkWall::TcpRules(why) => format!(
-                "Landlock's TCP rules (ABI 4) refuse it every TCP bind and connect, as {why}; \
-                 UDP stays open"
-            ),
-            NetworkWall::Open(why) => format!("none: it has this machine's network, as {why}"),
-        }
-    }
+    i64::from(abi).max(0)
 }
 
 /// What this machine gives a check under Landlock off the network: learnt
@@ -218,10 +195,10 @@ impl OwnNetwork {
             for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
                 *to = libc::c_char::from_ne_bytes([*from]);
             }
-            let mut result = libc::ioctl(fd, libc::SIOCGIFFLAGS, &raw mut request);
+            let mut result = libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &raw mut request);
             if result == 0 {
                 request.ifr_ifru.ifru_flags |= libc::c_short::try_from(libc::IFF_UP).unwrap_or(1);
-                result = libc::ioctl(fd, libc::SIOCSIFFLAGS, &raw mut request);
+                result = libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &raw mut request);
             }
             let error = std::io::Error::last_os_error();
             libc::close(fd);
@@ -287,24 +264,14 @@ fn grant_except(
 }
 
 /// `inner` with the walls of `walls` applied to it as it starts, its
-/// private temp folder `temp` writable: the ruleset is built here, and the
-/// child only restricts itself with it (see [`restrict_on_exec`]).
+/// private temp folder `temp` writable, off the network as the walls'
+/// [`NetworkWall`] says: the ruleset is built here, and the child only
+/// restricts itself with it (see [`restrict_on_exec`]).
 pub(super) fn wall(
-    walls: &Walls,
-    inner: Command,
-    temp: &Path,
-    required: bool,
-) -> Result<Command, String> {
-    wall_with(walls, inner, temp, required, network_wall())
-}
-
-/// [`wall`], off the network as `network` says (the tests' choice).
-pub(super) fn wall_with(
     walls: &Walls,
     mut inner: Command,
     temp: &Path,
     required: bool,
-    network: &NetworkWall,
 ) -> Result<Command, String> {
     let all = AccessFs::from_all(ABI_WANTED);
     let read = AccessFs::from_read(ABI_WANTED);
@@ -337,7 +304,7 @@ pub(super) fn wall_with(
         .chain([PathBuf::from("/dev/shm")])
         .collect();
     grant_except(&mut rules, Path::new("/dev"), all, &not_in_dev);
-    let (own_network, no_tcp) = match (walls.network, network) {
+    let (own_network, no_tcp) = match (walls.network, &walls.off_network) {
         (true, _) | (false, NetworkWall::Open(_)) => (None, false),
         (false, NetworkWall::Namespace) => (Some(OwnNetwork::prepare()), false),
         (false, NetworkWall::TcpRules(_)) => (None, true),
@@ -348,14 +315,16 @@ pub(super) fn wall_with(
             .add_rules(path_beneath_rules([path], *access))
             .map_err(|e| format!("Landlock refused a rule for {}: {e}", path.display()))?;
     }
-    let filters = super::seccomp::program().map(|p| super::seccomp::filters(&p));
+    let filters =
+        super::seccomp::program(walls.filter_policy()).map(|p| super::seccomp::filters(&p));
     restrict_on_exec(&mut inner, ruleset, own_network, filters, required);
     Ok(inner)
 }
 
 /// Has the child restrict itself with `ruleset` before it runs the
 /// program: a network namespace of its own first when `own_network`
-/// ([`OwnNetwork::enter`]), every capability dropped ([`drop_capabilities`]), then the
+/// ([`OwnNetwork::enter`]) (every descriptor from 3 up, inherited
+/// ones among them, marked close-on-exec before that), every capability dropped ([`drop_capabilities`]), then the
 /// crate's `restrict_self` (no new privileges, then
 /// `landlock_restrict_self`), refuse to run when `required` and the kernel
 /// enforced the rules only in part (the spawn fails with ENOTSUP), then
@@ -377,6 +346,7 @@ fn restrict_on_exec(
     unsafe {
         command.pre_exec(move || {
             let errno = std::io::Error::from_raw_os_error;
+            super::close_on_exec_from_3()?;
             if let Some(own) = &own_network {
                 own.enter()?;
             }

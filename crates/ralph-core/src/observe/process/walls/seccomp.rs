@@ -44,6 +44,11 @@ const NUMBER: u32 = 0;
 const ARCH: u32 = 4;
 const FIRST_ARGUMENT: u32 = 16;
 const SECOND_ARGUMENT: u32 = 24;
+const THIRD_ARGUMENT: u32 = 32;
+const FOURTH_ARGUMENT: u32 = 40;
+/// `MSG_FASTOPEN`: a TCP send that connects first, past Landlock's
+/// connect rule (no `connect(2)` call is made).
+const FAST_OPEN: u32 = 0x2000_0000;
 /// `SECCOMP_RET_ALLOW`, and `SECCOMP_RET_ERRNO` with EPERM.
 const ALLOW: u32 = 0x7fff_0000;
 const REFUSE: u32 = 0x0005_0000 | 1;
@@ -54,6 +59,27 @@ const UNIX_FAMILY: u32 = 1;
 const TYPE_MASK: u32 = 0xf;
 const STREAM: u32 = 1;
 const SEQPACKET: u32 = 5;
+/// `AF_INET`, `AF_INET6`, `AF_VSOCK`, `AF_SMC`; `IPPROTO_TCP`.
+const INET: u32 = 2;
+const INET6: u32 = 10;
+const VSOCK: u32 = 40;
+const SMC: u32 = 43;
+const TCP: u32 = 6;
+
+/// What the filter refuses besides unix sockets and `io_uring`, by the
+/// check's way off the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Policy {
+    /// `socket(AF_VSOCK)` refused: a vsock reaches the host of a virtual
+    /// machine whatever the network namespace (a check off the network).
+    pub(crate) no_vsock: bool,
+    /// Of the internet families only TCP (`SOCK_STREAM`, protocol 0 or
+    /// `IPPROTO_TCP`), `AF_SMC` refused, and a send with `MSG_FASTOPEN`:
+    /// where Landlock's TCP rules stand in for a network namespace, a UDP
+    /// socket, an MPTCP, SCTP or SMC one, and TCP Fast Open (none of which
+    /// those rules cover), would reach the machine's own loopback.
+    pub(crate) tcp_only: bool,
+}
 
 /// The numbers the filter compares: the native architecture, the mask
 /// that takes x32's high bit off its calls' numbers, and its calls; the
@@ -69,15 +95,20 @@ struct Numbers {
     socketcall: Option<u32>,
 }
 
-/// One architecture's `socket`, `socketpair`, and `io_uring`'s three calls.
+/// One architecture's `socket`, `socketpair`, `io_uring`'s three calls,
+/// and the sends that take flags: those whose flags are the third
+/// argument (`sendmsg`), and the fourth (`sendto`, `sendmmsg`).
 struct Calls {
     socket: u32,
     socketpair: u32,
     io_uring: [u32; 3],
+    sends_third: &'static [u32],
+    sends_fourth: &'static [u32],
 }
 
-#[cfg(target_arch = "x86_64")]
-const NUMBERS: Option<Numbers> = Some(Numbers {
+// Each architecture's numbers are built into every program's test.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const X86_64: Numbers = Numbers {
     // AUDIT_ARCH_X86_64; x32 numbers its calls with __X32_SYSCALL_BIT.
     native: 0xc000_003e,
     native_mask: !0x4000_0000,
@@ -85,6 +116,9 @@ const NUMBERS: Option<Numbers> = Some(Numbers {
         socket: 41,
         socketpair: 53,
         io_uring: [425, 426, 427],
+        // x32's own sendmsg and sendmmsg are 518 and 538.
+        sends_third: &[46, 518],
+        sends_fourth: &[44, 307, 538],
     },
     // AUDIT_ARCH_I386.
     compat: 0x4000_0003,
@@ -92,12 +126,14 @@ const NUMBERS: Option<Numbers> = Some(Numbers {
         socket: 359,
         socketpair: 360,
         io_uring: [425, 426, 427],
+        sends_third: &[370],
+        sends_fourth: &[369, 345],
     },
     socketcall: Some(102),
-});
+};
 
-#[cfg(target_arch = "aarch64")]
-const NUMBERS: Option<Numbers> = Some(Numbers {
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+const AARCH64: Numbers = Numbers {
     // AUDIT_ARCH_AARCH64.
     native: 0xc000_00b7,
     native_mask: !0,
@@ -105,6 +141,8 @@ const NUMBERS: Option<Numbers> = Some(Numbers {
         socket: 198,
         socketpair: 199,
         io_uring: [425, 426, 427],
+        sends_third: &[211],
+        sends_fourth: &[206, 269],
     },
     // AUDIT_ARCH_ARM (EABI, which has no socketcall).
     compat: 0x4000_0028,
@@ -112,35 +150,66 @@ const NUMBERS: Option<Numbers> = Some(Numbers {
         socket: 281,
         socketpair: 288,
         io_uring: [425, 426, 427],
+        sends_third: &[296],
+        sends_fourth: &[290, 374],
     },
     socketcall: None,
-});
+};
 
+/// This machine's numbers, `None` on an architecture the filter is not
+/// written for.
+#[cfg(target_arch = "x86_64")]
+const NUMBERS: Option<&Numbers> = Some(&X86_64);
+#[cfg(target_arch = "aarch64")]
+const NUMBERS: Option<&Numbers> = Some(&AARCH64);
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const NUMBERS: Option<Numbers> = None;
+const NUMBERS: Option<&Numbers> = None;
+
+/// Whether the filter is written for this machine's architecture.
+pub(crate) fn available() -> bool {
+    NUMBERS.is_some()
+}
 
 /// Where a jump goes: the next instruction, or a label.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum To {
     Next,
     Compat,
     Socket,
     Pair,
+    Inet,
+    SendThird,
+    SendFourth,
     Allow,
     Refuse,
 }
 
-/// The program, or `None` on an architecture it is not written for.
-pub(crate) fn program() -> Option<Vec<Instruction>> {
-    let n = NUMBERS.as_ref()?;
-    // (instruction, where it jumps when equal, where else), then the labels.
-    let mut code: Vec<(u16, u32, To, To)> = Vec::new();
+/// The program for `policy`, or `None` on an architecture it is not
+/// written for.
+pub(crate) fn program(policy: Policy) -> Option<Vec<Instruction>> {
+    NUMBERS.map(|n| program_for(n, policy))
+}
+
+/// One line of the program before its jumps are counted: (instruction,
+/// k, where it jumps when equal, where else).
+type Line = (u16, u32, To, To);
+
+fn program_for(n: &Numbers, policy: Policy) -> Vec<Instruction> {
+    let mut code: Vec<Line> = Vec::new();
     let mut labels: Vec<(To, usize)> = Vec::new();
-    let calls = |code: &mut Vec<(u16, u32, To, To)>, c: &Calls| {
+    let calls = |code: &mut Vec<Line>, c: &Calls| {
         code.push((JUMP_EQUAL, c.socket, To::Socket, To::Next));
         code.push((JUMP_EQUAL, c.socketpair, To::Pair, To::Next));
         for number in c.io_uring {
             code.push((JUMP_EQUAL, number, To::Refuse, To::Next));
+        }
+        if policy.tcp_only {
+            for &number in c.sends_third {
+                code.push((JUMP_EQUAL, number, To::SendThird, To::Next));
+            }
+            for &number in c.sends_fourth {
+                code.push((JUMP_EQUAL, number, To::SendFourth, To::Next));
+            }
         }
         code.push((RETURN, ALLOW, To::Next, To::Next));
     };
@@ -158,7 +227,36 @@ pub(crate) fn program() -> Option<Vec<Instruction>> {
     calls(&mut code, &n.compat_calls);
     labels.push((To::Socket, code.len()));
     code.push((LOAD, FIRST_ARGUMENT, To::Next, To::Next));
-    code.push((JUMP_EQUAL, UNIX_FAMILY, To::Refuse, To::Allow));
+    code.push((JUMP_EQUAL, UNIX_FAMILY, To::Refuse, To::Next));
+    if policy.no_vsock {
+        code.push((JUMP_EQUAL, VSOCK, To::Refuse, To::Next));
+    }
+    if policy.tcp_only {
+        code.push((JUMP_EQUAL, SMC, To::Refuse, To::Next));
+        code.push((JUMP_EQUAL, INET, To::Inet, To::Next));
+        code.push((JUMP_EQUAL, INET6, To::Inet, To::Next));
+    }
+    code.push((RETURN, ALLOW, To::Next, To::Next));
+    if policy.tcp_only {
+        // A stream of protocol 0 or TCP, nothing else.
+        labels.push((To::Inet, code.len()));
+        code.push((LOAD, SECOND_ARGUMENT, To::Next, To::Next));
+        code.push((AND, TYPE_MASK, To::Next, To::Next));
+        code.push((JUMP_EQUAL, STREAM, To::Next, To::Refuse));
+        code.push((LOAD, THIRD_ARGUMENT, To::Next, To::Next));
+        code.push((JUMP_EQUAL, 0, To::Allow, To::Next));
+        code.push((JUMP_EQUAL, TCP, To::Allow, To::Refuse));
+        // A send without MSG_FASTOPEN, nothing else.
+        for (label, argument) in [
+            (To::SendThird, THIRD_ARGUMENT),
+            (To::SendFourth, FOURTH_ARGUMENT),
+        ] {
+            labels.push((label, code.len()));
+            code.push((LOAD, argument, To::Next, To::Next));
+            code.push((AND, FAST_OPEN, To::Next, To::Next));
+            code.push((JUMP_EQUAL, 0, To::Allow, To::Refuse));
+        }
+    }
     labels.push((To::Pair, code.len()));
     code.push((LOAD, FIRST_ARGUMENT, To::Next, To::Next));
     code.push((JUMP_EQUAL, UNIX_FAMILY, To::Next, To::Allow));
@@ -170,28 +268,36 @@ pub(crate) fn program() -> Option<Vec<Instruction>> {
     code.push((RETURN, ALLOW, To::Next, To::Next));
     labels.push((To::Refuse, code.len()));
     code.push((RETURN, REFUSE, To::Next, To::Next));
-    // Jumps count the instructions skipped, forward only.
+    assemble(&code, &labels)
+}
+
+/// `code` with its jumps counted (the instructions skipped, forward only).
+/// The program is built from constants, so a jump to a label it lacks, or
+/// farther than a jump can count (255), is a mistake in this file: it
+/// panics as the program is built (every architecture's is, by a test),
+/// never a jump to the next instruction, which would let a call through.
+fn assemble(code: &[Line], labels: &[(To, usize)]) -> Vec<Instruction> {
     let offset = |from: usize, to: To| -> u8 {
         let at = match to {
             To::Next => from + 1,
-            label => labels
-                .iter()
-                .find(|(l, _)| *l == label)
-                .map_or(from + 1, |(_, at)| *at),
+            label => match labels.iter().find(|(l, _)| *l == label) {
+                Some((_, at)) => *at,
+                None => panic!("the filter jumps to a label it lacks: {label:?}"),
+            },
         };
-        u8::try_from(at - from - 1).unwrap_or(0)
+        assert!(at > from, "the filter jumps backwards: {from} to {at}");
+        u8::try_from(at - from - 1)
+            .unwrap_or_else(|e| panic!("the filter jumps too far: {from} to {at} ({e})"))
     };
-    Some(
-        code.iter()
-            .enumerate()
-            .map(|(at, &(code, k, yes, no))| Instruction {
-                code,
-                jump_true: offset(at, yes),
-                jump_false: offset(at, no),
-                k,
-            })
-            .collect(),
-    )
+    code.iter()
+        .enumerate()
+        .map(|(at, &(code, k, yes, no))| Instruction {
+            code,
+            jump_true: offset(at, yes),
+            jump_false: offset(at, no),
+            k,
+        })
+        .collect()
 }
 
 /// The program as bytes, as bubblewrap reads it from `--seccomp FD`.
@@ -225,12 +331,14 @@ mod tests {
     use super::*;
 
     /// Runs `program` over one system call's data, as the kernel would.
-    fn run(program: &[Instruction], arch: u32, number: u32, args: [u32; 2]) -> u32 {
+    fn run(program: &[Instruction], arch: u32, number: u32, args: [u32; 4]) -> u32 {
         let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&number.to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());
         data[16..20].copy_from_slice(&args[0].to_le_bytes());
         data[24..28].copy_from_slice(&args[1].to_le_bytes());
+        data[32..36].copy_from_slice(&args[2].to_le_bytes());
+        data[40..44].copy_from_slice(&args[3].to_le_bytes());
         let (mut pc, mut acc) = (0usize, 0u32);
         loop {
             let ins = program[pc];
@@ -254,49 +362,137 @@ mod tests {
         }
     }
 
+    const POLICIES: [Policy; 4] = [
+        Policy {
+            no_vsock: false,
+            tcp_only: false,
+        },
+        Policy {
+            no_vsock: true,
+            tcp_only: false,
+        },
+        Policy {
+            no_vsock: false,
+            tcp_only: true,
+        },
+        Policy {
+            no_vsock: true,
+            tcp_only: true,
+        },
+    ];
+
     #[test]
     fn unix_sockets_by_every_door_and_io_uring_are_refused_on_every_architecture() {
-        let Some(program) = program() else {
-            return;
-        };
-        let n = NUMBERS.as_ref().unwrap();
+        assert_eq!(program(Policy::default()).is_some(), NUMBERS.is_some());
+        for n in [&X86_64, &AARCH64] {
+            for policy in POLICIES {
+                refuses_what_it_must(n, policy);
+            }
+        }
+    }
+
+    /// What `n`'s program for `policy` refuses and lets through.
+    fn refuses_what_it_must(n: &Numbers, policy: Policy) {
+        let program = program_for(n, policy);
         let x32 = !n.native_mask;
         // SOCK_NONBLOCK | SOCK_CLOEXEC, as a caller may add them to the type.
         let flags = 0x800 | 0x8_0000;
+        let (refused_if, allowed) = (|b: bool| if b { REFUSE } else { ALLOW }, ALLOW);
         for (arch, calls, high) in [
             (n.native, &n.native_calls, 0),
             (n.native, &n.native_calls, x32),
             (n.compat, &n.compat_calls, 0),
         ] {
             let (socket, pair) = (calls.socket | high, calls.socketpair | high);
-            assert_eq!(run(&program, arch, socket, [UNIX_FAMILY, STREAM]), REFUSE);
-            // AF_INET, AF_INET6, AF_NETLINK stay open.
-            for family in [2, 10, 16] {
-                assert_eq!(run(&program, arch, socket, [family, STREAM]), ALLOW);
-                assert_eq!(run(&program, arch, pair, [family, 2]), ALLOW);
+            let call = |number: u32, [a, b, c]: [u32; 3]| run(&program, arch, number, [a, b, c, 0]);
+            assert_eq!(call(socket, [UNIX_FAMILY, STREAM, 0]), REFUSE);
+            // A TCP socket of either family and AF_NETLINK stay open.
+            for family in [INET, INET6, 16] {
+                assert_eq!(call(socket, [family, STREAM, 0]), allowed);
+                assert_eq!(call(socket, [family, STREAM | flags, 0]), allowed);
+                assert_eq!(call(pair, [family, 2, 0]), allowed);
             }
+            for family in [INET, INET6] {
+                assert_eq!(call(socket, [family, STREAM, TCP]), allowed);
+                // UDP, MPTCP (262), SCTP (132) and ICMP: only where TCP
+                // rules stand in for a namespace.
+                for (kind, protocol) in [(2, 0), (2, 17), (STREAM, 262), (STREAM, 132), (2, 1)] {
+                    assert_eq!(
+                        call(socket, [family, kind, protocol]),
+                        refused_if(policy.tcp_only),
+                        "{policy:?} {family} {kind} {protocol}"
+                    );
+                }
+            }
+            assert_eq!(call(socket, [SMC, STREAM, 0]), refused_if(policy.tcp_only));
+            assert_eq!(
+                call(socket, [VSOCK, STREAM, 0]),
+                refused_if(policy.no_vsock)
+            );
             // A stream or seqpacket pair reaches only itself; a datagram
             // pair (SOCK_RAW is one too) can be sent anywhere.
             for kind in [STREAM, SEQPACKET, STREAM | flags] {
-                assert_eq!(run(&program, arch, pair, [UNIX_FAMILY, kind]), ALLOW);
+                assert_eq!(call(pair, [UNIX_FAMILY, kind, 0]), ALLOW);
             }
             for kind in [2, 3, 2 | flags] {
-                assert_eq!(run(&program, arch, pair, [UNIX_FAMILY, kind]), REFUSE);
+                assert_eq!(call(pair, [UNIX_FAMILY, kind, 0]), REFUSE);
             }
-            for call in calls.io_uring {
-                assert_eq!(run(&program, arch, call | high, [0, 0]), REFUSE);
+            for number in calls.io_uring {
+                assert_eq!(call(number | high, [0, 0, 0]), REFUSE);
+            }
+            // A send connects first with MSG_FASTOPEN (TCP Fast Open).
+            let send = |number: u32, args: [u32; 4]| run(&program, arch, number | high, args);
+            for &number in calls.sends_third {
+                assert_eq!(send(number, [3, 0, 0, 0]), ALLOW);
+                assert_eq!(
+                    send(number, [3, 0, FAST_OPEN | 0x40, 0]),
+                    refused_if(policy.tcp_only)
+                );
+                assert_eq!(send(number, [3, 0, 0, FAST_OPEN]), ALLOW);
+            }
+            for &number in calls.sends_fourth {
+                assert_eq!(send(number, [3, 0, 1, 0x40]), ALLOW);
+                assert_eq!(
+                    send(number, [3, 0, 1, FAST_OPEN]),
+                    refused_if(policy.tcp_only)
+                );
             }
         }
         if let Some(socketcall) = n.socketcall {
-            assert_eq!(run(&program, n.compat, socketcall, [1, 0]), REFUSE);
+            assert_eq!(run(&program, n.compat, socketcall, [1, 0, 0, 0]), REFUSE);
         }
         // Any other call, on any architecture, goes through.
-        assert_eq!(run(&program, n.native, 0, [UNIX_FAMILY, 2]), ALLOW);
+        assert_eq!(run(&program, n.native, 0, [UNIX_FAMILY, 2, 0, 0]), ALLOW);
         let other = 0x1234;
         assert_eq!(
-            run(&program, other, n.native_calls.socket, [UNIX_FAMILY, 1]),
+            run(
+                &program,
+                other,
+                n.native_calls.socket,
+                [UNIX_FAMILY, 1, 0, 0]
+            ),
             ALLOW
         );
         assert_eq!(bytes(&program).len(), program.len() * 8);
+    }
+
+    #[test]
+    #[should_panic(expected = "a label it lacks")]
+    fn a_jump_to_a_missing_label_stops_the_build() {
+        let code = [
+            (JUMP_EQUAL, 1, To::Refuse, To::Next),
+            (RETURN, ALLOW, To::Next, To::Next),
+        ];
+        assemble(&code, &[]);
+    }
+
+    #[test]
+    #[should_panic(expected = "too far")]
+    fn a_jump_farther_than_255_stops_the_build() {
+        let mut code = vec![(JUMP_EQUAL, 1, To::Refuse, To::Next)];
+        code.extend(std::iter::repeat_n((AND, 1, To::Next, To::Next), 300));
+        let refuse = code.len();
+        code.push((RETURN, REFUSE, To::Next, To::Next));
+        assemble(&code, &[(To::Refuse, refuse)]);
     }
 }

@@ -1186,6 +1186,161 @@ fn doctor_on_a_subscription_login_says_what_headless_runs_draw_from() {
     stable().bind(|| insta::assert_snapshot!("doctor_subscription", text));
 }
 
+/// `ralph-ctl doctor --interactive`'s lines about the client's login and
+/// first run, in homes set up as each case says, for a fake client of
+/// `version`: a case's title, then those lines.
+fn doctor_login_lines(
+    name: &str,
+    cases: Vec<(&str, &str, Vec<(&str, &str)>, Box<dyn Fn(&TempProject)>)>,
+) -> String {
+    let mut text = String::new();
+    for (n, (title, version, env, home)) in cases.into_iter().enumerate() {
+        let project = TempProject::new(&format!("{name}-{n}"));
+        project.init();
+        home(&project);
+        write(
+            project.path(".claude/ralph/config.json"),
+            r#"{"sandbox": "off", "verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#,
+        );
+        let client = project.path("fake-claude");
+        write(
+            &client,
+            format!("#!/bin/sh\necho '{version} (Claude Code)'\n"),
+        );
+        fs::set_permissions(&client, fs::Permissions::from_mode(0o755)).unwrap();
+        let run = Ctl::new(&project)
+            .args(["doctor", "--interactive", "--no-check"])
+            .env("RALPH_CLAUDE", client.to_str().unwrap())
+            .envs(env.iter().copied())
+            .run();
+        text.push_str(&format!("# {title} (Claude Code {version})\n"));
+        let mut keep = false;
+        for line in run.stdout.lines() {
+            if !line.starts_with("      fix:") {
+                keep = [
+                    "login:",
+                    "billing:",
+                    "API key:",
+                    "first run:",
+                    "folder trust:",
+                ]
+                .iter()
+                .any(|name| line.get(6..).is_some_and(|l| l.starts_with(name)));
+            }
+            if keep {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn doctor_reads_the_client_s_home_as_the_client_does() {
+    let key = "sk-ant-api03-a-key-the-client-never-saw-0123456789";
+    let tail = &key[key.len() - 20..];
+    let set_up = |project: &TempProject, extra: Value| {
+        ralph_tests::interactive::write_first_run_config(
+            &project.home,
+            &project.root,
+            "sk-ant-another-key-approved-long-ago-000",
+        );
+        let path = project.home.join(".claude.json");
+        let mut config: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        write(&path, serde_json::to_string(&config).unwrap());
+    };
+    let user_settings = |project: &TempProject, settings: Value| {
+        fs::create_dir_all(project.home.join(".claude")).unwrap();
+        write(
+            project.home.join(".claude/settings.json"),
+            settings.to_string(),
+        );
+    };
+    let declined = json!({"customApiKeyResponses": {"approved": [], "rejected": [tail]}});
+    let text = doctor_login_lines(
+        "doctor-home",
+        vec![
+            (
+                "a config of 17 MiB, the client set up",
+                "2.1.330",
+                vec![],
+                Box::new(move |p| {
+                    set_up(p, json!({"history": "x".repeat(17 * 1024 * 1024)}));
+                }),
+            ),
+            (
+                "a config that is not JSON",
+                "2.1.330",
+                vec![],
+                Box::new(|p| {
+                    write(
+                        p.home.join(".claude.json"),
+                        "{\"hasCompletedOnboarding\": tr",
+                    )
+                }),
+            ),
+            (
+                "a key and Foundry in the environment",
+                "2.1.330",
+                vec![("ANTHROPIC_API_KEY", key), ("CLAUDE_CODE_USE_FOUNDRY", "1")],
+                Box::new(move |p| set_up(p, json!({}))),
+            ),
+            (
+                "a key and Bedrock in the env of the user's settings",
+                "2.1.330",
+                vec![("ANTHROPIC_API_KEY", key)],
+                Box::new(move |p| {
+                    set_up(p, json!({}));
+                    user_settings(p, json!({"env": {"CLAUDE_CODE_USE_BEDROCK": "1"}}));
+                }),
+            ),
+            (
+                "a key and Bedrock: 2.0.77 asks whatever the provider",
+                "2.0.77",
+                vec![("ANTHROPIC_API_KEY", key), ("CLAUDE_CODE_USE_BEDROCK", "1")],
+                Box::new(move |p| set_up(p, json!({}))),
+            ),
+            (
+                "a declined key beside a stored API key",
+                "2.1.330",
+                vec![("ANTHROPIC_API_KEY", key)],
+                Box::new(move |p| {
+                    let mut config = declined.clone();
+                    config["primaryApiKey"] = json!("sk-ant-stored-by-login");
+                    set_up(p, config);
+                }),
+            ),
+            (
+                "an apiKeyHelper beside a stored subscription login",
+                "2.1.330",
+                vec![],
+                Box::new(move |p| {
+                    set_up(p, json!({}));
+                    user_settings(p, json!({"apiKeyHelper": "/usr/local/bin/get-key"}));
+                    write(
+                        p.home.join(".claude/.credentials.json"),
+                        r#"{"claudeAiOauth": {"accessToken": "t"}}"#,
+                    );
+                }),
+            ),
+        ],
+    );
+    assert!(
+        !text.contains("never run in this home") && text.contains("could not be read"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the apiKeyHelper of") && !text.contains("draws from the plan"),
+        "{text}"
+    );
+    stable().bind(|| insta::assert_snapshot!("doctor_reads_the_home", text));
+}
+
 #[test]
 fn doctor_sees_the_question_of_a_key_the_client_never_approved() {
     // A subscription login, the client set up in this home, and an exported

@@ -196,9 +196,10 @@ fn cargo_test_setting(header: &str, line: &str) -> bool {
 /// ([`PACKAGE_JSON_RUNNER_KEYS`]); `None` without any. A file that is
 /// not a JSON object is hashed whole, so that it cannot hide a change.
 fn package_json_runner_keys(path: &Path) -> Option<String> {
-    let bytes = match crate::observe::files::read_bounded(path, HASHED_BYTES) {
-        Ok(crate::observe::files::Bounded::Bytes(bytes)) => bytes,
-        _ => return Some(hash_file(path, false)),
+    let Ok(crate::observe::files::Bounded::Bytes(bytes)) =
+        crate::observe::files::read_bounded(path, HASHED_BYTES)
+    else {
+        return Some(hash_file(path, false));
     };
     let Ok(serde_json::Value::Object(manifest)) = serde_json::from_slice(&bytes) else {
         return Some(hash_file(path, false));

@@ -714,8 +714,8 @@ impl Driver<'_> {
             return None;
         }
         // Said in the loop's ending line, which records it.
-        let missing =
-            super::first_run::Setup::probe(&self.paths.root).missing_for(self.mode.headless());
+        let missing = super::first_run::Setup::probe(&self.paths.root, None)
+            .missing_for(self.mode.headless());
         (!missing.is_empty()).then(|| {
             let named: Vec<String> = missing
                 .iter()

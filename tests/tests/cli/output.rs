@@ -1550,15 +1550,18 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
         format!("{site}/__main__.py"),
         "print('1 passed in 0.01s')\n",
     );
-    // The system's python3, as this test wants it: with or without pytest.
+    // The system's python3, as this test wants it: with or without pytest;
+    // it notes each run (proposing a check runs no Python).
     let bin = project.path("system-bin");
     fs::create_dir_all(&bin).unwrap();
     let path = format!("{}:/usr/bin:/bin", bin.display());
+    let ran = project.path("python3-ran");
     let system_python = |has_pytest: bool| {
         write(
             bin.join("python3"),
             format!(
-                "#!/bin/sh\ncase \"$*\" in *pytest*) {};; esac\nexec /usr/bin/python3 \"$@\"\n",
+                "#!/bin/sh\necho \"$*\" >> {}\ncase \"$*\" in *pytest*) {};; esac\nexec /usr/bin/python3 \"$@\"\n",
+                ran.display(),
                 if has_pytest {
                     "exit 0"
                 } else {
@@ -1570,11 +1573,12 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
     };
     system_python(false);
     let mut text = String::new();
-    let mut show = |args: &[&str], keep: &[&str]| {
+    let mut show = |args: &[&str], keep: &[&str], env: &[(&str, &str)]| {
         let run = Ctl::new(&project)
             .args(args)
             .env("PATH", &path)
             .env("RALPH_CLAUDE", "true")
+            .envs(env.iter().copied())
             .run();
         let lines: Vec<&str> = run
             .stdout
@@ -1583,40 +1587,58 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
             .filter(|l| keep.iter().any(|k| l.contains(k)))
             .collect();
         text.push_str(&format!(
-            "$ ralph-ctl {}  # exit {}\n{}\n\n",
+            "$ {}ralph-ctl {}  # exit {}\n{}\n\n",
+            env.iter()
+                .map(|(name, _)| format!("{name}=… "))
+                .collect::<String>(),
             args.join(" "),
             run.code.unwrap_or(-1),
             lines.join("\n")
         ));
     };
-    show(&["doctor", "--no-check"], &["verify"]);
-    show(
-        &["run", "--task", "Make the tests pass.", "--dry-run"],
-        &["Completion check"],
+    let dry_run = ["run", "--task", "Make the tests pass.", "--dry-run"];
+    show(&["doctor", "--no-check"], &["verify:", "init --yes"], &[]);
+    show(&dry_run, &["Completion check"], &[]);
+    show(&["init", "--yes"], &["Completion check"], &[]);
+    assert!(
+        !ran.exists(),
+        "proposing the check ran python3: {:?}",
+        fs::read_to_string(&ran)
     );
-    show(&["init", "--yes"], &["Completion check"]);
-    show(&["doctor"], &["check:"]);
-    // With pytest in the system's python3 too, python3 stays the check.
+    show(&["doctor"], &["check:"], &[]);
+    // With pytest in the system's python3 too, the venv's Python stays the
+    // check: the venv carries the project's dependencies.
     system_python(true);
     fs::remove_dir_all(project.path(".claude")).unwrap();
+    show(&dry_run, &["Completion check"], &[]);
+    // The venv activated ($VIRTUAL_ENV, or its bin first on PATH): python3
+    // is the venv's.
+    let venv_dir = project.path(".venv");
     show(
-        &["run", "--task", "Make the tests pass.", "--dry-run"],
+        &dry_run,
         &["Completion check"],
+        &[("VIRTUAL_ENV", venv_dir.to_str().unwrap())],
     );
+    let venv_first = format!("{}:{path}", venv_dir.join("bin").display());
+    show(&dry_run, &["Completion check"], &[("PATH", &venv_first)]);
     let config = fs::read_to_string(project.path(".claude/ralph/config.json"));
     assert!(config.is_err(), "a dry run writes nothing");
-    let (venv, system) = text.rsplit_once("$ ralph-ctl run").unwrap();
+    let (venv, active) = text.split_once("$ VIRTUAL_ENV=").unwrap_or((&text, ""));
     assert_eq!(
         venv.matches("`.venv/bin/python -m pytest` (found").count()
             + venv.matches("`.venv/bin/python -m pytest` (from").count(),
-        3,
+        4,
         "{text}"
     );
     assert!(
         venv.contains("`.venv/bin/python -m pytest` passes"),
         "{text}"
     );
-    assert!(system.contains("`python3 -m pytest` (from"), "{text}");
+    assert_eq!(
+        active.matches("`python3 -m pytest` (from").count(),
+        2,
+        "{text}"
+    );
     stable().bind(|| insta::assert_snapshot!("venv_check_proposed", text));
 }
 

@@ -1388,7 +1388,7 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
         &client,
         format!(
             "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.1.330 (Claude Code)'; exit 0; }}\n\
-             touch {}\nexit 1\n",
+             touch {}\n[ -n \"$FAKE_SAYS\" ] && echo \"$FAKE_SAYS\"\nexit 1\n",
             project.path("client-ran").display()
         ),
     );
@@ -1441,21 +1441,51 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
     let question = show(&["run"], &key);
     question.assert_code(3);
     assert!(project.state().is_none(), "nothing started: {question:?}");
-    // Headless, with no login at all, the client exits at once: the cause
-    // is named, and the loop ends on it, suggesting no --resume before it
-    // is fixed.
-    let no_login = show(
+    // Headless, with no login found, a client that exits at once without
+    // saying why: the likely cause is named, and the loop is interrupted
+    // as any other (ralph's guess is no reason to end it).
+    let silent = show(
         &["run", "--headless", "--no-sandbox", "--max-iterations", "1"],
         &[],
     );
     assert!(project.path("client-ran").exists(), "{text}");
     fs::remove_file(project.path("client-ran")).unwrap();
+    silent.assert_code(12);
     assert!(
-        no_login.stderr.contains("Claude Code is not logged in")
-            && !no_login
+        silent
+            .stderr
+            .contains("Claude Code exited at once: Claude Code is not logged in")
+            && silent
                 .stderr
                 .contains("`ralph-ctl run --resume` goes on from iteration 1"),
-        "{no_login:?}"
+        "{silent:?}"
+    );
+    // A client that says it has no login (2.1.330's words in its result):
+    // the loop ends `failed` on it, the fix first, then the --resume that
+    // goes on once it is done.
+    let said = show(
+        &[
+            "run",
+            "--reset",
+            "--headless",
+            "--no-sandbox",
+            "--max-iterations",
+            "1",
+        ],
+        &[(
+            "FAKE_SAYS",
+            r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login"}"#,
+        )],
+    );
+    fs::remove_file(project.path("client-ran")).unwrap();
+    said.assert_code(15);
+    assert!(
+        said.stderr.contains(
+            "loop failed at iteration 1 (Claude Code is not logged in (it said \"Not logged in · \
+             Please run /login\"); first run `claude` and log in (or `claude setup-token`), or set \
+             ANTHROPIC_API_KEY); `ralph-ctl run --resume`"
+        ),
+        "{said:?}"
     );
     // Headless runs meet neither screen: they start, saying that with a
     // subscription login beside the key, the key pays.

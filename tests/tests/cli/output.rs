@@ -1186,13 +1186,19 @@ fn doctor_on_a_subscription_login_says_what_headless_runs_draw_from() {
     stable().bind(|| insta::assert_snapshot!("doctor_subscription", text));
 }
 
+/// A home for `doctor`: a title, the client's version, the environment,
+/// and how the home is set up.
+type HomeCase<'a> = (
+    &'a str,
+    &'a str,
+    Vec<(&'a str, &'a str)>,
+    Box<dyn Fn(&TempProject)>,
+);
+
 /// `ralph-ctl doctor --interactive`'s lines about the client's login and
 /// first run, in homes set up as each case says, for a fake client of
 /// `version`: a case's title, then those lines.
-fn doctor_login_lines(
-    name: &str,
-    cases: Vec<(&str, &str, Vec<(&str, &str)>, Box<dyn Fn(&TempProject)>)>,
-) -> String {
+fn doctor_login_lines(name: &str, cases: Vec<HomeCase<'_>>) -> String {
     let mut text = String::new();
     for (n, (title, version, env, home)) in cases.into_iter().enumerate() {
         let project = TempProject::new(&format!("{name}-{n}"));
@@ -1281,7 +1287,7 @@ fn doctor_reads_the_client_s_home_as_the_client_does() {
                     write(
                         p.home.join(".claude.json"),
                         "{\"hasCompletedOnboarding\": tr",
-                    )
+                    );
                 }),
             ),
             (

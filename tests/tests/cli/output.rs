@@ -1511,6 +1511,22 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
     );
     assert!(project.path("client-ran").exists(), "{text}");
     fs::remove_file(project.path("client-ran")).unwrap();
+    // A config the client wrote that ralph cannot read (here, cut short):
+    // the cause is said, and the run is not refused on it.
+    let config = project.home.join(".claude.json");
+    let whole = fs::read_to_string(&config).unwrap();
+    write(&config, &whole[..whole.len() / 2]);
+    let unread = show(&["run", "--reset", "--max-iterations", "1"], &key);
+    assert!(project.path("client-ran").exists(), "{unread:?}");
+    fs::remove_file(project.path("client-ran")).unwrap();
+    assert!(
+        unread.stderr.contains("could not be read (not valid JSON")
+            && unread
+                .stderr
+                .contains("an interactive run is not refused on them"),
+        "{unread:?}"
+    );
+    write(&config, whole);
     // Once the client was answered, the interactive run starts.
     ralph_tests::interactive::write_first_run_config(&project.home, &project.root, key[0].1);
     show(&["run", "--reset", "--max-iterations", "1"], &key);

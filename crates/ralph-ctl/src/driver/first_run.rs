@@ -159,11 +159,14 @@ impl Setup {
             None
         }
         .filter(|_| provider.is_none() && env("ANTHROPIC_AUTH_TOKEN").is_none());
-        // An apiKeyHelper goes before a stored subscription login.
-        let helper_over_subscription =
-            (stored_subscription && env("CLAUDE_CODE_OAUTH_TOKEN").is_none() && provider.is_none())
-                .then(|| key_helper.clone())
-                .flatten();
+        // An apiKeyHelper goes before a stored subscription login (an
+        // exported key goes before both in `claude -p`).
+        let helper_over_subscription = (stored_subscription
+            && env("ANTHROPIC_API_KEY").is_none()
+            && env("CLAUDE_CODE_OAUTH_TOKEN").is_none()
+            && provider.is_none())
+        .then(|| key_helper.clone())
+        .flatten();
         let subscription = env("ANTHROPIC_API_KEY").is_none() && subscription_login.is_some();
         // 2.1 and later skip the question with another provider; 2.0 asks.
         let asks_with_provider = version.is_some_and(|v| v < ClientVersion(2, 1, 0));

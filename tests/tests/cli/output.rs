@@ -1265,6 +1265,167 @@ fn doctor_on_a_subscription_login_says_what_headless_runs_draw_from() {
     stable().bind(|| insta::assert_snapshot!("doctor_subscription", text));
 }
 
+/// A home for `doctor`: a title, the client's version, the environment,
+/// and how the home is set up.
+type HomeCase<'a> = (
+    &'a str,
+    &'a str,
+    Vec<(&'a str, &'a str)>,
+    Box<dyn Fn(&TempProject)>,
+);
+
+/// `ralph-ctl doctor --interactive`'s lines about the client's login and
+/// first run, in homes set up as each case says, for a fake client of
+/// `version`: a case's title, then those lines.
+fn doctor_login_lines(name: &str, cases: Vec<HomeCase<'_>>) -> String {
+    let mut text = String::new();
+    for (n, (title, version, env, home)) in cases.into_iter().enumerate() {
+        let project = TempProject::new(&format!("{name}-{n}"));
+        project.init();
+        home(&project);
+        write(
+            project.path(".claude/ralph/config.json"),
+            r#"{"sandbox": "off", "verify": [{"name": "tests", "command": "true", "timeoutSeconds": 5}]}"#,
+        );
+        let client = project.path("fake-claude");
+        write(
+            &client,
+            format!("#!/bin/sh\necho '{version} (Claude Code)'\n"),
+        );
+        fs::set_permissions(&client, fs::Permissions::from_mode(0o755)).unwrap();
+        let run = Ctl::new(&project)
+            .args(["doctor", "--interactive", "--no-check"])
+            .env("RALPH_CLAUDE", client.to_str().unwrap())
+            .envs(env.iter().copied())
+            .run();
+        text.push_str(&format!("# {title} (Claude Code {version})\n"));
+        let mut keep = false;
+        for line in run.stdout.lines() {
+            if !line.starts_with("      fix:") {
+                keep = [
+                    "login:",
+                    "billing:",
+                    "API key:",
+                    "first run:",
+                    "folder trust:",
+                ]
+                .iter()
+                .any(|name| line.get(6..).is_some_and(|l| l.starts_with(name)));
+            }
+            if keep {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn doctor_reads_the_client_s_home_as_the_client_does() {
+    let key = "sk-ant-api03-a-key-the-client-never-saw-0123456789";
+    let tail = &key[key.len() - 20..];
+    let set_up = |project: &TempProject, extra: Value| {
+        ralph_tests::interactive::write_first_run_config(
+            &project.home,
+            &project.root,
+            "sk-ant-another-key-approved-long-ago-000",
+        );
+        let path = project.home.join(".claude.json");
+        let mut config: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        write(&path, serde_json::to_string(&config).unwrap());
+    };
+    let user_settings = |project: &TempProject, settings: Value| {
+        fs::create_dir_all(project.home.join(".claude")).unwrap();
+        write(
+            project.home.join(".claude/settings.json"),
+            settings.to_string(),
+        );
+    };
+    let declined = json!({"customApiKeyResponses": {"approved": [], "rejected": [tail]}});
+    let text = doctor_login_lines(
+        "doctor-home",
+        vec![
+            (
+                "a config of 17 MiB, the client set up",
+                "2.1.330",
+                vec![],
+                Box::new(move |p| {
+                    set_up(p, json!({"history": "x".repeat(17 * 1024 * 1024)}));
+                }),
+            ),
+            (
+                "a config that is not JSON",
+                "2.1.330",
+                vec![],
+                Box::new(|p| {
+                    write(
+                        p.home.join(".claude.json"),
+                        "{\"hasCompletedOnboarding\": tr",
+                    );
+                }),
+            ),
+            (
+                "a key and Foundry in the environment",
+                "2.1.330",
+                vec![("ANTHROPIC_API_KEY", key), ("CLAUDE_CODE_USE_FOUNDRY", "1")],
+                Box::new(move |p| set_up(p, json!({}))),
+            ),
+            (
+                "a key and Bedrock in the env of the user's settings",
+                "2.1.330",
+                vec![("ANTHROPIC_API_KEY", key)],
+                Box::new(move |p| {
+                    set_up(p, json!({}));
+                    user_settings(p, json!({"env": {"CLAUDE_CODE_USE_BEDROCK": "1"}}));
+                }),
+            ),
+            (
+                "a key and Bedrock: 2.0.77 asks whatever the provider",
+                "2.0.77",
+                vec![("ANTHROPIC_API_KEY", key), ("CLAUDE_CODE_USE_BEDROCK", "1")],
+                Box::new(move |p| set_up(p, json!({}))),
+            ),
+            (
+                "a declined key beside a stored API key",
+                "2.1.330",
+                vec![("ANTHROPIC_API_KEY", key)],
+                Box::new(move |p| {
+                    let mut config = declined.clone();
+                    config["primaryApiKey"] = json!("sk-ant-stored-by-login");
+                    set_up(p, config);
+                }),
+            ),
+            (
+                "an apiKeyHelper beside a stored subscription login",
+                "2.1.330",
+                vec![],
+                Box::new(move |p| {
+                    set_up(p, json!({}));
+                    user_settings(p, json!({"apiKeyHelper": "/usr/local/bin/get-key"}));
+                    write(
+                        p.home.join(".claude/.credentials.json"),
+                        r#"{"claudeAiOauth": {"accessToken": "t"}}"#,
+                    );
+                }),
+            ),
+        ],
+    );
+    assert!(
+        !text.contains("never run in this home") && text.contains("could not be read"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the apiKeyHelper of") && !text.contains("draws from the plan"),
+        "{text}"
+    );
+    stable().bind(|| insta::assert_snapshot!("doctor_reads_the_home", text));
+}
+
 #[test]
 fn doctor_sees_the_question_of_a_key_the_client_never_approved() {
     // A subscription login, the client set up in this home, and an exported
@@ -1312,7 +1473,7 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
         &client,
         format!(
             "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.1.330 (Claude Code)'; exit 0; }}\n\
-             touch {}\nexit 1\n",
+             touch {}\n[ -n \"$FAKE_SAYS\" ] && echo \"$FAKE_SAYS\"\nexit 1\n",
             project.path("client-ran").display()
         ),
     );
@@ -1365,21 +1526,51 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
     let question = show(&["run"], &key);
     question.assert_code(3);
     assert!(project.state().is_none(), "nothing started: {question:?}");
-    // Headless, with no login at all, the client exits at once: the cause
-    // is named, and the loop ends on it, suggesting no --resume before it
-    // is fixed.
-    let no_login = show(
+    // Headless, with no login found, a client that exits at once without
+    // saying why: the likely cause is named, and the loop is interrupted
+    // as any other (ralph's guess is no reason to end it).
+    let silent = show(
         &["run", "--headless", "--no-sandbox", "--max-iterations", "1"],
         &[],
     );
     assert!(project.path("client-ran").exists(), "{text}");
     fs::remove_file(project.path("client-ran")).unwrap();
+    silent.assert_code(12);
     assert!(
-        no_login.stderr.contains("Claude Code is not logged in")
-            && !no_login
+        silent
+            .stderr
+            .contains("Claude Code exited at once: Claude Code is not logged in")
+            && silent
                 .stderr
                 .contains("`ralph-ctl run --resume` goes on from iteration 1"),
-        "{no_login:?}"
+        "{silent:?}"
+    );
+    // A client that says it has no login (2.1.330's words in its result):
+    // the loop ends `failed` on it, the fix first, then the --resume that
+    // goes on once it is done.
+    let said = show(
+        &[
+            "run",
+            "--reset",
+            "--headless",
+            "--no-sandbox",
+            "--max-iterations",
+            "1",
+        ],
+        &[(
+            "FAKE_SAYS",
+            r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login"}"#,
+        )],
+    );
+    fs::remove_file(project.path("client-ran")).unwrap();
+    said.assert_code(15);
+    assert!(
+        said.stderr.contains(
+            "loop failed at iteration 1 (Claude Code is not logged in (it said \"Not logged in · \
+             Please run /login\"); first run `claude` and log in (or `claude setup-token`), or set \
+             ANTHROPIC_API_KEY); `ralph-ctl run --resume`"
+        ),
+        "{said:?}"
     );
     // Headless runs meet neither screen: they start, saying that with a
     // subscription login beside the key, the key pays.
@@ -1399,6 +1590,22 @@ fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
     );
     assert!(project.path("client-ran").exists(), "{text}");
     fs::remove_file(project.path("client-ran")).unwrap();
+    // A config the client wrote that ralph cannot read (here, cut short):
+    // the cause is said, and the run is not refused on it.
+    let config = project.home.join(".claude.json");
+    let whole = fs::read_to_string(&config).unwrap();
+    write(&config, &whole[..whole.len() / 2]);
+    let unread = show(&["run", "--reset", "--max-iterations", "1"], &key);
+    assert!(project.path("client-ran").exists(), "{unread:?}");
+    fs::remove_file(project.path("client-ran")).unwrap();
+    assert!(
+        unread.stderr.contains("could not be read (not valid JSON")
+            && unread
+                .stderr
+                .contains("an interactive run is not refused on them"),
+        "{unread:?}"
+    );
+    write(&config, whole);
     // Once the client was answered, the interactive run starts.
     ralph_tests::interactive::write_first_run_config(&project.home, &project.root, key[0].1);
     show(&["run", "--reset", "--max-iterations", "1"], &key);
@@ -1474,15 +1681,18 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
         format!("{site}/__main__.py"),
         "print('1 passed in 0.01s')\n",
     );
-    // The system's python3, as this test wants it: with or without pytest.
+    // The system's python3, as this test wants it: with or without pytest;
+    // it notes each run (proposing a check runs no Python).
     let bin = project.path("system-bin");
     fs::create_dir_all(&bin).unwrap();
     let path = format!("{}:/usr/bin:/bin", bin.display());
+    let ran = project.path("python3-ran");
     let system_python = |has_pytest: bool| {
         write(
             bin.join("python3"),
             format!(
-                "#!/bin/sh\ncase \"$*\" in *pytest*) {};; esac\nexec /usr/bin/python3 \"$@\"\n",
+                "#!/bin/sh\necho \"$*\" >> {}\ncase \"$*\" in *pytest*) {};; esac\nexec /usr/bin/python3 \"$@\"\n",
+                ran.display(),
                 if has_pytest {
                     "exit 0"
                 } else {
@@ -1494,11 +1704,12 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
     };
     system_python(false);
     let mut text = String::new();
-    let mut show = |args: &[&str], keep: &[&str]| {
+    let mut show = |args: &[&str], keep: &[&str], env: &[(&str, &str)]| {
         let run = Ctl::new(&project)
             .args(args)
             .env("PATH", &path)
             .env("RALPH_CLAUDE", "true")
+            .envs(env.iter().copied())
             .run();
         let lines: Vec<&str> = run
             .stdout
@@ -1507,40 +1718,58 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
             .filter(|l| keep.iter().any(|k| l.contains(k)))
             .collect();
         text.push_str(&format!(
-            "$ ralph-ctl {}  # exit {}\n{}\n\n",
+            "$ {}ralph-ctl {}  # exit {}\n{}\n\n",
+            env.iter()
+                .map(|(name, _)| format!("{name}=… "))
+                .collect::<String>(),
             args.join(" "),
             run.code.unwrap_or(-1),
             lines.join("\n")
         ));
     };
-    show(&["doctor", "--no-check"], &["verify:", "--verify"]);
-    show(
-        &["run", "--task", "Make the tests pass.", "--dry-run"],
-        &["Completion check"],
+    let dry_run = ["run", "--task", "Make the tests pass.", "--dry-run"];
+    show(&["doctor", "--no-check"], &["verify:", "init --yes"], &[]);
+    show(&dry_run, &["Completion check"], &[]);
+    show(&["init", "--yes"], &["Completion check"], &[]);
+    assert!(
+        !ran.exists(),
+        "proposing the check ran python3: {:?}",
+        fs::read_to_string(&ran)
     );
-    show(&["init", "--yes"], &["Completion check"]);
-    show(&["doctor"], &["check:"]);
-    // With pytest in the system's python3 too, python3 stays the check.
+    show(&["doctor"], &["check:"], &[]);
+    // With pytest in the system's python3 too, the venv's Python stays the
+    // check: the venv carries the project's dependencies.
     system_python(true);
     fs::remove_dir_all(project.path(".claude")).unwrap();
+    show(&dry_run, &["Completion check"], &[]);
+    // The venv activated ($VIRTUAL_ENV, or its bin first on PATH): python3
+    // is the venv's.
+    let venv_dir = project.path(".venv");
     show(
-        &["run", "--task", "Make the tests pass.", "--dry-run"],
+        &dry_run,
         &["Completion check"],
+        &[("VIRTUAL_ENV", venv_dir.to_str().unwrap())],
     );
+    let venv_first = format!("{}:{path}", venv_dir.join("bin").display());
+    show(&dry_run, &["Completion check"], &[("PATH", &venv_first)]);
     let config = fs::read_to_string(project.path(".claude/ralph/config.json"));
     assert!(config.is_err(), "a dry run writes nothing");
-    let (venv, system) = text.rsplit_once("$ ralph-ctl run").unwrap();
+    let (venv, active) = text.split_once("$ VIRTUAL_ENV=").unwrap_or((&text, ""));
     assert_eq!(
         venv.matches("`.venv/bin/python -m pytest` (found").count()
             + venv.matches("`.venv/bin/python -m pytest` (from").count(),
-        3,
+        4,
         "{text}"
     );
     assert!(
         venv.contains("`.venv/bin/python -m pytest` passes"),
         "{text}"
     );
-    assert!(system.contains("`python3 -m pytest` (from"), "{text}");
+    assert_eq!(
+        active.matches("`python3 -m pytest` (from").count(),
+        2,
+        "{text}"
+    );
     stable().bind(|| insta::assert_snapshot!("venv_check_proposed", text));
 }
 

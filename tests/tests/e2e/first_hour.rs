@@ -3,8 +3,9 @@
 //! checked loop in a project where ralph is not installed yet; a headless
 //! loop shows readable progress (no raw JSON) and keeps to
 //! `--max-iterations`; the starter formula `init --formula` writes runs to
-//! `complete` in a Python project; an interactive client that exits at once
-//! in a home where it never ran is named as the cause; and the README's
+//! `complete` in a Python project; an interactive run in a home where the
+//! client never ran is refused, and a headless one with no login ends
+//! `failed` on the client's own words; and the README's
 //! quick start runs as written, in a Python, a Node and a Rust project.
 //!
 //! Run one scenario alone with e.g.
@@ -242,6 +243,26 @@ fn an_interactive_run_in_a_home_where_the_client_never_ran_is_refused(client: Cl
         run.screen
     );
     assert!(project.state().is_none(), "no loop was started");
+    // Headless, with no login at all: the client says so ("Not logged in ·
+    // Please run /login", 2.0.77 "Invalid API key · Please run /login"),
+    // its hook records it as an authentication error, and the loop ends
+    // `failed` on its words with the fix, not paused for a retry.
+    let mut cmd = project.command(bins::ctl());
+    cmd.args(["run", "--headless", "--no-sandbox", "--max-iterations", "1"])
+        .envs(
+            project
+                .client_env(client, &api)
+                .into_iter()
+                .filter(|(name, _)| name != "ANTHROPIC_API_KEY"),
+        );
+    let run = run_with_timeout(cmd, None, Duration::from_secs(90));
+    assert_eq!(run.code, Some(15), "{run:?}");
+    assert!(
+        run.stderr.contains("loop failed at iteration 1")
+            && run.stderr.contains("Please run /login")
+            && run.stderr.contains("log in again (`claude /login`)"),
+        "{run:?}"
+    );
     assert!(api.main_requests().is_empty());
 }
 

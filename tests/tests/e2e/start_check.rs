@@ -52,7 +52,7 @@ fn project_with_pytest_in_a_venv(name: &str) -> TempProject {
     init.assert_code(0);
     init.assert_stdout_has(&[
         "Completion check: `.venv/bin/python -m pytest` (from the project's pytest configuration; \
-         pytest is installed in .venv, not for python3)",
+         pytest is installed in .venv, which is not the active Python)",
     ]);
     let by_hand = project.ctl(&["init", "--verify", "python3 -m pytest"], &[]);
     by_hand.assert_code(0);

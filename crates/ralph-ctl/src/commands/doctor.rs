@@ -250,7 +250,7 @@ pub(crate) fn all(paths: &ProjectPaths, runs: Runs, runs_checks: bool) -> Vec<Ch
     }
     let (client_check, version) = client(paths);
     checks.push(client_check);
-    let setup = crate::driver::first_run::Setup::probe(&paths.root);
+    let setup = crate::driver::first_run::Setup::probe(&paths.root, version);
     checks.push(login(&setup));
     if let Some(billing) = setup.headless_billing() {
         checks.push(check("billing", Verdict::Ok, billing, None));
@@ -397,7 +397,7 @@ fn api_key(setup: &crate::driver::first_run::Setup, runs: Runs) -> Option<Check>
             Some(question.fix),
         ));
     }
-    match (setup.api_key?, &setup.subscription_login) {
+    match (setup.api_key?, &setup.other_login) {
         (KeyAnswer::Declined, Some(other)) => Some(check(
             NAME,
             Verdict::Ok,
@@ -425,6 +425,18 @@ fn api_key(setup: &crate::driver::first_run::Setup, runs: Runs) -> Option<Check>
 /// this home: an interactive run shows them first, a headless one never.
 fn first_run(setup: &crate::driver::first_run::Setup, runs: Runs) -> Check {
     const NAME: &str = "first run";
+    if let Some(unread) = setup.config_unread() {
+        return check(
+            NAME,
+            Verdict::Warn,
+            unread,
+            Some(
+                "nothing, if `claude` starts in this folder without a first-run screen; else run \
+                 it once in a terminal here and answer them"
+                    .into(),
+            ),
+        );
+    }
     let not_done = if !setup.has_config {
         format!(
             "Claude Code has never run in this home ({} does not exist)",
@@ -466,6 +478,17 @@ fn folder_trust(setup: &crate::driver::first_run::Setup, runs: Runs) -> Check {
             NAME,
             Verdict::Ok,
             "this folder (or one above it) is trusted".into(),
+            None,
+        );
+    }
+    if setup.unreadable.is_some() {
+        return check(
+            NAME,
+            Verdict::Warn,
+            format!(
+                "not known: {} could not be read (see `first run`)",
+                setup.config_file.display()
+            ),
             None,
         );
     }

@@ -6,20 +6,44 @@
 //! `CLAUDE_CONFIG_DIR`) and the login in `.credentials.json` of their
 //! config folder (the macOS keychain there); this reads them, never writes.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::Value;
 
-/// The most of the client's config file that is read.
+use super::command::ClientVersion;
+
+/// The most of a settings or credentials file that is read.
 const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The most of the client's global config file that is read: the client
+/// keeps every project's history there, and files of hundreds of MB exist.
+const MAX_CLIENT_CONFIG_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// The variables that make Claude Code 2.1.330 talk to a provider other
+/// than Anthropic (its provider choice, read in its bundled JavaScript),
+/// from the environment or a settings file's `env`: it then never asks
+/// about an `ANTHROPIC_API_KEY`.
+const PROVIDERS: [&str; 6] = [
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "CLAUDE_CODE_USE_ANTHROPIC_AWS",
+    "CLAUDE_CODE_USE_ANTHROPIC_GOOGLE_CLOUD",
+    "CLAUDE_CODE_USE_MANTLE",
+];
 
 /// What was found of the client's first-run answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Setup {
     /// The global config file looked at.
     pub(crate) config_file: PathBuf,
-    /// It exists and is a JSON object.
+    /// It exists and was read (a JSON object).
     pub(crate) has_config: bool,
+    /// It exists but could not be read, and why (too large, not JSON): what
+    /// the client recorded is then not known, and nothing is refused on it.
+    pub(crate) unreadable: Option<String>,
     /// Onboarding (the theme, the first screens) was completed.
     pub(crate) onboarded: bool,
     /// How the client logs in, when something was found (for `claude -p`,
@@ -32,6 +56,13 @@ pub(crate) struct Setup {
     /// A subscription login there is, described, whether or not an API key
     /// goes first.
     pub(crate) subscription_login: Option<String>,
+    /// Every login but `ANTHROPIC_API_KEY`, described: what an interactive
+    /// run uses when the key is declined (a subscription, a token, a cloud
+    /// provider, an apiKeyHelper, a stored key).
+    pub(crate) other_login: Option<String>,
+    /// An apiKeyHelper beside a stored subscription login, described: the
+    /// helper goes first, so no run draws from the plan.
+    pub(crate) helper_over_subscription: Option<String>,
     /// `ANTHROPIC_API_KEY` is set (and the client talks to Anthropic, not a
     /// cloud provider): what the client recorded of it.
     pub(crate) api_key: Option<KeyAnswer>,
@@ -65,8 +96,10 @@ pub(crate) struct Missing {
 }
 
 impl Setup {
-    /// Looks at this home's client config for `project`.
-    pub(crate) fn probe(project: &Path) -> Setup {
+    /// Looks at this home's client config for `project`, for the client of
+    /// `version` (when it said): 2.1 and later never ask about the key with
+    /// a provider other than Anthropic, 2.0.77 asks whatever the provider.
+    pub(crate) fn probe(project: &Path, version: Option<ClientVersion>) -> Setup {
         let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
         let config_dir = env("CLAUDE_CONFIG_DIR")
             .map(PathBuf::from)
@@ -84,64 +117,108 @@ impl Setup {
                 .unwrap_or_default()
                 .join(".claude.json")
         };
-        let config = read_json(&config_file);
-        let settings = read_json(&config_dir.join("settings.json"));
-        let credentials = config_dir.join(".credentials.json");
-        let cloud = ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"]
+        let read = read_client_config(&config_file);
+        let (config, unreadable) = match read {
+            ConfigRead::Read(config) => (Some(*config), None),
+            ConfigRead::Missing => (None, None),
+            ConfigRead::Unreadable(why) => (None, Some(why)),
+        };
+        // The user's settings, then the project's: their `env` blocks are
+        // the client's environment too, and any may name an apiKeyHelper.
+        let settings: Vec<(PathBuf, Value)> = [
+            config_dir.join("settings.json"),
+            project.join(".claude").join("settings.json"),
+            project.join(".claude").join("settings.local.json"),
+        ]
+        .into_iter()
+        .filter_map(|path| read_json(&path).map(|value| (path, value)))
+        .collect();
+        let provider = PROVIDERS.iter().find_map(|name| {
+            if env(name).is_some() {
+                return Some(format!("{name} in the environment"));
+            }
+            settings.iter().find_map(|(path, s)| {
+                s.get("env")
+                    .and_then(|e| e.get(*name))
+                    .filter(|v| set(v))
+                    .map(|_| format!("{name} in the env of {}", path.display()))
+            })
+        });
+        let key_helper = settings
             .iter()
-            .any(|v| env(v).is_some());
+            .find(|(_, s)| s.get("apiKeyHelper").is_some_and(set))
+            .map(|(path, _)| format!("the apiKeyHelper of {}", path.display()));
+        let credentials = config_dir.join(".credentials.json");
+        let stored_subscription =
+            read_json(&credentials).is_some_and(|c| c.get("claudeAiOauth").is_some());
         let subscription_login = if env("CLAUDE_CODE_OAUTH_TOKEN").is_some() {
             Some("the CLAUDE_CODE_OAUTH_TOKEN variable".to_string())
-        } else if read_json(&credentials).is_some_and(|c| c.get("claudeAiOauth").is_some()) {
+        } else if stored_subscription && key_helper.is_none() {
             Some(format!("the login in {}", credentials.display()))
         } else {
             None
         }
-        .filter(|_| !cloud && env("ANTHROPIC_AUTH_TOKEN").is_none());
+        .filter(|_| provider.is_none() && env("ANTHROPIC_AUTH_TOKEN").is_none());
+        // An apiKeyHelper goes before a stored subscription login (an
+        // exported key goes before both in `claude -p`).
+        let helper_over_subscription = (stored_subscription
+            && env("ANTHROPIC_API_KEY").is_none()
+            && env("CLAUDE_CODE_OAUTH_TOKEN").is_none()
+            && provider.is_none())
+        .then(|| key_helper.clone())
+        .flatten();
         let subscription = env("ANTHROPIC_API_KEY").is_none() && subscription_login.is_some();
+        // 2.1 and later skip the question with another provider; 2.0 asks.
+        let asks_with_provider = version.is_some_and(|v| v < ClientVersion(2, 1, 0));
         let api_key = env("ANTHROPIC_API_KEY")
-            .filter(|_| !cloud)
-            .map(|key| key_answer(config.as_ref(), &key.to_string_lossy()));
-        let login = if env("ANTHROPIC_API_KEY").is_some() {
-            Some("the ANTHROPIC_API_KEY variable".to_string())
-        } else if env("CLAUDE_CODE_OAUTH_TOKEN").is_some() {
+            .filter(|_| provider.is_none() || asks_with_provider)
+            .map(|key| {
+                key_answer(
+                    config.as_ref().and_then(|c| c.key_responses.as_ref()),
+                    &key.to_string_lossy(),
+                )
+            });
+        // Every login but the key in the environment: what an interactive
+        // run uses when the key is declined.
+        let other_login = if env("CLAUDE_CODE_OAUTH_TOKEN").is_some() {
             Some("the CLAUDE_CODE_OAUTH_TOKEN variable".to_string())
         } else if env("ANTHROPIC_AUTH_TOKEN").is_some() {
             Some("the ANTHROPIC_AUTH_TOKEN variable".to_string())
-        } else if ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"]
-            .iter()
-            .any(|v| env(v).is_some())
-        {
-            Some("a cloud provider (Bedrock or Vertex)".to_string())
-        } else if config_dir.join(".credentials.json").is_file() {
-            Some(format!(
-                "the login in {}",
-                config_dir.join(".credentials.json").display()
-            ))
+        } else if let Some(provider) = &provider {
+            Some(format!("a cloud provider ({provider})"))
+        } else if let Some(helper) = &key_helper {
+            Some(helper.clone())
+        } else if credentials.is_file() {
+            Some(format!("the login in {}", credentials.display()))
         } else if config
             .as_ref()
-            .is_some_and(|c| c.get("primaryApiKey").is_some())
+            .is_some_and(|c| c.primary_api_key.as_ref().is_some_and(set))
         {
             Some(format!("the API key in {}", config_file.display()))
-        } else if settings
-            .as_ref()
-            .is_some_and(|s| s.get("apiKeyHelper").is_some())
-        {
-            Some("the apiKeyHelper of its settings".to_string())
         } else {
             None
         };
+        let login = if env("ANTHROPIC_API_KEY").is_some() {
+            Some("the ANTHROPIC_API_KEY variable".to_string())
+        } else {
+            other_login.clone()
+        };
         Setup {
             has_config: config.is_some(),
+            unreadable,
             onboarded: config
                 .as_ref()
-                .and_then(|c| c.get("hasCompletedOnboarding"))
+                .and_then(|c| c.onboarding.as_ref())
                 .and_then(Value::as_bool)
                 == Some(true),
-            trusted: config.as_ref().is_some_and(|c| trusted(c, project)),
+            trusted: config
+                .as_ref()
+                .is_some_and(|c| trusted(&c.projects, project)),
             login,
+            other_login,
             subscription,
             subscription_login,
+            helper_over_subscription,
             api_key,
             config_file,
         }
@@ -151,6 +228,14 @@ impl Setup {
     /// to, when a subscription login is involved (said at their start and
     /// by `doctor`); none with only an API key or a cloud provider.
     pub(crate) fn headless_billing(&self) -> Option<String> {
+        if let Some(helper) = &self.helper_over_subscription {
+            return Some(format!(
+                "{helper} and a subscription login are both set: the client uses the helper's key \
+                 first, in every run (headless and interactive), billed per token at API rates, \
+                 not the plan; remove apiKeyHelper from the settings for runs to draw from the \
+                 plan's usage limits instead (docs/overnight.md)"
+            ));
+        }
         if self.subscription {
             return Some(SUBSCRIPTION_BILLING.to_string());
         }
@@ -190,11 +275,11 @@ impl Setup {
         if self.api_key != Some(KeyAnswer::NotAsked) || !self.has_config {
             return None;
         }
-        let (default, fix) = match &self.subscription_login {
+        let (default, fix) = match &self.other_login {
             Some(login) => (
                 format!("uses {login}, not the key"),
                 "run `claude` once in a terminal with this ANTHROPIC_API_KEY set and answer it \
-                 (Yes: the key pays for interactive runs; No: the subscription does), or unset \
+                 (Yes: the key pays for interactive runs; No: the other login does), or unset \
                  ANTHROPIC_API_KEY",
             ),
             None => (
@@ -220,6 +305,11 @@ impl Setup {
     pub(crate) fn first_screens(&self) -> Vec<Missing> {
         let first_run = "run `claude` once in a terminal, in this project's folder, and answer its \
                          questions (log in, theme, trust the folder)";
+        if self.unreadable.is_some() {
+            // What the client recorded is not known: nothing is refused
+            // (`config_unread` says why).
+            return Vec::new();
+        }
         if !self.has_config {
             return vec![Missing {
                 what: format!(
@@ -243,6 +333,20 @@ impl Setup {
         missing
     }
 
+    /// Why the client's global config file could not be read, when it
+    /// exists: said at an interactive start and by `doctor`, which then
+    /// cannot tell whether the first-run screens were done.
+    pub(crate) fn config_unread(&self) -> Option<String> {
+        self.unreadable.as_ref().map(|why| {
+            format!(
+                "{} could not be read ({why}): whether the client's first-run screens were done, \
+                 and its answer for an ANTHROPIC_API_KEY, are not known, and an interactive run is \
+                 not refused on them",
+                self.config_file.display()
+            )
+        })
+    }
+
     /// What the person still has to do before a run of the client, first
     /// things first (empty when it is set up): for the terminal UI its first
     /// run and a login, for `claude -p` (which shows no first-run screens)
@@ -254,7 +358,7 @@ impl Setup {
         } else {
             self.first_screens()
         };
-        if !headless && !self.has_config {
+        if !headless && !self.has_config && self.unreadable.is_none() {
             return missing;
         }
         if self.login.is_none() && !cfg!(target_os = "macos") {
@@ -269,21 +373,24 @@ impl Setup {
     }
 }
 
-/// What the client recorded of `key` in `config` (the clients' rule: the
-/// key's last 20 characters, after trimming it, in
-/// `customApiKeyResponses.approved` or `.rejected`).
-fn key_answer(config: Option<&Value>, key: &str) -> KeyAnswer {
-    let key = key.trim();
-    let tail: String = {
+/// What the client recorded of `key` in `responses` (its
+/// `customApiKeyResponses`: the key's last 20 characters in `approved` or
+/// `rejected`; 2.1.330 trims the key first, 2.0.77 does not, so either
+/// tail counts).
+fn key_answer(responses: Option<&Value>, key: &str) -> KeyAnswer {
+    let tail = |key: &str| -> String {
         let chars: Vec<char> = key.chars().collect();
         chars[chars.len().saturating_sub(20)..].iter().collect()
     };
+    let tails = [tail(key), tail(key.trim())];
     let listed = |list: &str| {
-        config
-            .and_then(|c| c.get("customApiKeyResponses"))
+        responses
             .and_then(|r| r.get(list))
             .and_then(Value::as_array)
-            .is_some_and(|keys| keys.iter().any(|k| k.as_str() == Some(tail.as_str())))
+            .is_some_and(|keys| {
+                keys.iter()
+                    .any(|k| k.as_str().is_some_and(|k| tails.iter().any(|t| t == k)))
+            })
     };
     if listed("approved") {
         KeyAnswer::Approved
@@ -296,16 +403,158 @@ fn key_answer(config: Option<&Value>, key: &str) -> KeyAnswer {
 
 /// Whether the folder, or one above it, was trusted (the clients' rule:
 /// `projects[<path>].hasTrustDialogAccepted`, by the real path).
-fn trusted(config: &Value, project: &Path) -> bool {
+fn trusted(projects: &BTreeMap<String, Trust>, project: &Path) -> bool {
     let real = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
     real.ancestors().any(|folder| {
-        config
-            .get("projects")
-            .and_then(|p| p.get(folder.to_string_lossy().as_ref()))
-            .and_then(|p| p.get("hasTrustDialogAccepted"))
-            .and_then(Value::as_bool)
-            == Some(true)
+        projects
+            .get(folder.to_string_lossy().as_ref())
+            .is_some_and(|p| p.0)
     })
+}
+
+/// A setting's value that is set (a non-empty string, `true`, a number).
+fn set(value: &Value) -> bool {
+    match value {
+        Value::String(s) => !s.is_empty(),
+        Value::Bool(b) => *b,
+        Value::Number(_) | Value::Object(_) | Value::Array(_) => true,
+        Value::Null => false,
+    }
+}
+
+/// What ralph reads of the client's global config file: the few keys it
+/// needs, every other one skipped as it is read.
+#[derive(Debug, Default, Deserialize)]
+struct ClientConfig {
+    #[serde(rename = "hasCompletedOnboarding", default)]
+    onboarding: Option<Value>,
+    #[serde(rename = "customApiKeyResponses", default)]
+    key_responses: Option<Value>,
+    #[serde(rename = "primaryApiKey", default)]
+    primary_api_key: Option<Value>,
+    #[serde(default, deserialize_with = "projects")]
+    projects: BTreeMap<String, Trust>,
+}
+
+/// Whether a project's entry says it was trusted.
+#[derive(Debug, Default)]
+struct Trust(bool);
+
+impl<'de> Deserialize<'de> for Trust {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let entry = Value::deserialize(d)?;
+        Ok(Trust(
+            entry.get("hasTrustDialogAccepted").and_then(Value::as_bool) == Some(true),
+        ))
+    }
+}
+
+/// `projects`, each entry read for its trust alone and let go; a value
+/// that is not an object of entries reads as none.
+fn projects<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Trust>, D::Error> {
+    struct Entries;
+    impl<'de> serde::de::Visitor<'de> for Entries {
+        type Value = BTreeMap<String, Trust>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("the projects' entries")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut entries = BTreeMap::new();
+            while let Some((path, trust)) = map.next_entry::<String, Trust>()? {
+                entries.insert(path, trust);
+            }
+            Ok(entries)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(BTreeMap::new())
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(BTreeMap::new())
+        }
+    }
+    d.deserialize_any(Entries)
+}
+
+/// How the client's global config file was read.
+#[derive(Debug)]
+enum ConfigRead {
+    /// It does not exist: the client never ran in this home.
+    Missing,
+    /// It exists but was not read, and why.
+    Unreadable(String),
+    /// What was read of it.
+    Read(Box<ClientConfig>),
+}
+
+/// Reads the client's global config file as it streams (a file the
+/// person's client wrote, up to [`MAX_CLIENT_CONFIG_BYTES`]).
+fn read_client_config(path: &Path) -> ConfigRead {
+    use std::io::BufRead;
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ConfigRead::Missing,
+        Err(e) => return ConfigRead::Unreadable(e.to_string()),
+    };
+    match file.metadata() {
+        Ok(meta) if meta.len() > MAX_CLIENT_CONFIG_BYTES => {
+            return ConfigRead::Unreadable(format!(
+                "{} MiB, more than the {} MiB ralph reads",
+                meta.len() / (1024 * 1024),
+                MAX_CLIENT_CONFIG_BYTES / (1024 * 1024)
+            ));
+        }
+        Ok(meta) if meta.is_dir() => return ConfigRead::Unreadable("a folder".into()),
+        Ok(_) => {}
+        Err(e) => return ConfigRead::Unreadable(e.to_string()),
+    }
+    let mut reader = std::io::BufReader::with_capacity(
+        64 * 1024,
+        std::io::Read::take(file, MAX_CLIENT_CONFIG_BYTES),
+    );
+    // A JSON object, nothing else (serde would take an array for the struct).
+    let first = loop {
+        match reader.fill_buf() {
+            Ok([]) => break None,
+            Ok(buf) => {
+                if let Some(at) = buf.iter().position(|b| !b.is_ascii_whitespace()) {
+                    break Some(buf[at]);
+                }
+                let len = buf.len();
+                reader.consume(len);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return ConfigRead::Unreadable(e.to_string()),
+        }
+    };
+    if first != Some(b'{') {
+        return ConfigRead::Unreadable("not a JSON object".into());
+    }
+    match serde_json::from_reader::<_, ClientConfig>(reader) {
+        Ok(config) => ConfigRead::Read(Box::new(config)),
+        Err(e) => ConfigRead::Unreadable(format!("not valid JSON: {e}")),
+    }
 }
 
 /// A JSON object file, when it is one.
@@ -343,6 +592,9 @@ mod tests {
             login: login.then(|| "a key".to_string()),
             subscription: false,
             subscription_login: None,
+            other_login: None,
+            helper_over_subscription: None,
+            unreadable: None,
             api_key: None,
             trusted: false,
         }
@@ -376,7 +628,7 @@ mod tests {
     #[test]
     fn a_key_s_answer_is_read_by_its_last_20_characters() {
         let key = "sk-ant-api03-0123456789abcdefghijKLMNOPQRST";
-        let config = |list: &str| serde_json::json!({"customApiKeyResponses": {list: ["abcdefghijKLMNOPQRST"]}});
+        let config = |list: &str| serde_json::json!({list: ["abcdefghijKLMNOPQRST"]});
         assert_eq!(
             key_answer(Some(&config("approved")), key),
             KeyAnswer::Approved
@@ -396,6 +648,15 @@ mod tests {
             KeyAnswer::NotAsked
         );
         assert_eq!(key_answer(None, key), KeyAnswer::NotAsked);
+        // 2.0.77 takes the tail of the key as given, untrimmed: a key
+        // exported with a trailing newline is recorded with it.
+        let untrimmed = format!("{key}\n");
+        let tail_2_0: String = untrimmed
+            .chars()
+            .skip(untrimmed.chars().count() - 20)
+            .collect();
+        let recorded = serde_json::json!({"approved": [tail_2_0]});
+        assert_eq!(key_answer(Some(&recorded), &untrimmed), KeyAnswer::Approved);
         // The question comes only in a home where the client ran (before,
         // it is one of the first-run screens).
         let mut asked = setup(true, true, true);
@@ -418,10 +679,68 @@ mod tests {
             .unwrap_or(&real)
             .to_string_lossy()
             .into_owned();
-        let config = serde_json::json!({"projects": {parent: {"hasTrustDialogAccepted": true}}});
+        let projects = |json: serde_json::Value| -> BTreeMap<String, Trust> {
+            serde_json::from_value::<ClientConfig>(json)
+                .unwrap()
+                .projects
+        };
+        let config = projects(
+            serde_json::json!({"projects": {parent: {"hasTrustDialogAccepted": true, "history": [1]}}}),
+        );
         assert!(trusted(&config, &real.join("some-project")));
-        let config =
-            serde_json::json!({"projects": {"/elsewhere": {"hasTrustDialogAccepted": true}}});
+        let config = projects(
+            serde_json::json!({"projects": {"/elsewhere": {"hasTrustDialogAccepted": true}}}),
+        );
         assert!(!trusted(&config, &real));
+        assert!(projects(serde_json::json!({"projects": "odd"})).is_empty());
+    }
+
+    #[test]
+    fn a_large_or_broken_config_is_read_or_named_never_taken_for_a_fresh_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".claude.json");
+        assert!(matches!(read_client_config(&path), ConfigRead::Missing));
+        // Larger than any bound of a small file: a client's history of many
+        // projects (real files of 65 to 238 MB exist).
+        let history = "x".repeat(40 * 1024 * 1024);
+        std::fs::write(
+            &path,
+            format!(
+                r#"{{"projects": {{"/p": {{"history": ["{history}"], "hasTrustDialogAccepted": true}}}},
+                "hasCompletedOnboarding": true, "customApiKeyResponses": {{"approved": ["k"]}}}}"#
+            ),
+        )
+        .unwrap();
+        drop(history);
+        match read_client_config(&path) {
+            ConfigRead::Read(config) => {
+                assert_eq!(config.onboarding, Some(Value::Bool(true)));
+                assert!(config.projects["/p"].0);
+                assert!(config.key_responses.is_some());
+            }
+            other => panic!("{other:?}"),
+        }
+        for (text, why) in [
+            ("{\"hasCompletedOnboarding\": tru", "not valid JSON"),
+            ("[1, 2]", "not a JSON object"),
+            ("", "not a JSON object"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            match read_client_config(&path) {
+                ConfigRead::Unreadable(said) => assert!(said.contains(why), "{said}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        // Not read: nothing is refused, and the cause is said.
+        let mut unread = setup(false, false, true);
+        unread.unreadable = Some("not valid JSON: EOF".into());
+        assert!(unread.first_screens().is_empty());
+        assert!(unread.missing_for(false).is_empty());
+        let said = unread.config_unread().unwrap();
+        assert!(
+            said.contains("could not be read (not valid JSON: EOF)")
+                && said.contains("not refused"),
+            "{said}"
+        );
     }
 }

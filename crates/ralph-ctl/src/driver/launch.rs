@@ -710,33 +710,43 @@ impl Driver<'_> {
         Ok(Some(Next::Done(finish::announce(paths, &found))))
     }
 
-    /// A client that failed before its first answer may be one whose
-    /// first run was never done in this home, or that cannot log in: that
-    /// is the cause to name, and the loop's end (a `--resume` before it is
-    /// fixed would meet it again). `None` when nothing was missing.
+    /// A client that says it has no login (its result's words, "Not
+    /// logged in · Please run /login" from 2.1.330, "Invalid API key ·
+    /// Please run /login" from 2.0.77) starts no better on a `--resume`:
+    /// that is the loop's end, named with the fix. A client that failed at
+    /// once without saying why may be one whose first run or login is
+    /// missing: the hint is said, and the loop ends as any other
+    /// interrupted run. `None` when the client did not say it.
     fn name_a_first_run_not_done(
         &self,
         supervision: &Supervision,
         result: Option<&result::ClientResult>,
         iteration_started: std::time::Instant,
     ) -> Option<String> {
-        if supervision.signal.is_some()
-            || supervision.exit == client::ClientExit::Code(0)
+        if supervision.signal.is_some() {
+            return None;
+        }
+        if let Some(words) = result.and_then(result::ClientResult::not_logged_in) {
+            return Some(format!(
+                "Claude Code is not logged in (it said \"{words}\"); first run `claude` and log \
+                 in (or `claude setup-token`), or set ANTHROPIC_API_KEY"
+            ));
+        }
+        if supervision.exit == client::ClientExit::Code(0)
             || result.is_some()
             || iteration_started.elapsed() >= FIRST_RUN_WINDOW
         {
             return None;
         }
-        // Said in the loop's ending line, which records it.
-        let missing =
-            super::first_run::Setup::probe(&self.paths.root).missing_for(self.mode.headless());
-        (!missing.is_empty()).then(|| {
-            let named: Vec<String> = missing
-                .iter()
-                .map(|m| format!("{}; first {}", m.what, m.fix))
-                .collect();
-            format!("Claude Code exited at once: {}", named.join("; and "))
-        })
+        for missing in
+            super::first_run::Setup::probe(&self.paths.root, None).missing_for(self.mode.headless())
+        {
+            say(&format!(
+                "Claude Code exited at once: {}; {}",
+                missing.what, missing.fix
+            ));
+        }
+        None
     }
 
     /// Records the end of a loop the client did not run to its own end (it

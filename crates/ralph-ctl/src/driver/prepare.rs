@@ -196,8 +196,9 @@ pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Read
     if options.dry_run {
         return dry_run(paths, &client, options, &inputs).map(Ready::Done);
     }
+    let version = client::version(&client);
     if !(options.headless || inputs.fresh) {
-        refuse_unanswered_screens(paths, options.resume)?;
+        refuse_unanswered_screens(paths, options.resume, version)?;
     }
     if options.reset {
         // --reset never clears a loop a live driver holds.
@@ -213,7 +214,6 @@ pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Read
             ));
         }
     }
-    let version = client::version(&client);
     let settings = ClientSettings::plan(paths, options, &inputs, version)?;
     Ok(Ready::Go(Box::new(Prepared {
         signals,
@@ -234,6 +234,7 @@ pub(crate) fn prepare(paths: &ProjectPaths, options: &RunOptions) -> Result<Read
 pub(crate) fn refuse_unanswered_screens(
     paths: &ProjectPaths,
     resuming: bool,
+    version: Option<command::ClientVersion>,
 ) -> Result<(), CtlError> {
     if resuming
         && let Ok(Some(state)) = StateStore::new(paths).read()
@@ -243,7 +244,11 @@ pub(crate) fn refuse_unanswered_screens(
     {
         return Ok(());
     }
-    let screens = super::first_run::Setup::probe(&paths.root).first_screens();
+    let setup = super::first_run::Setup::probe(&paths.root, version);
+    if let Some(unread) = setup.config_unread() {
+        say(&unread);
+    }
+    let screens = setup.first_screens();
     if screens.is_empty() {
         return Ok(());
     }
@@ -454,7 +459,8 @@ impl ClientSettings {
             say(&notice);
         }
         if (options.headless || inputs.fresh || options.queue.is_some())
-            && let Some(billing) = super::first_run::Setup::probe(&paths.root).headless_billing()
+            && let Some(billing) =
+                super::first_run::Setup::probe(&paths.root, version).headless_billing()
         {
             say(&format!("billing: {billing}"));
         }
@@ -703,9 +709,13 @@ pub(crate) fn dry_run(
     } else {
         ""
     };
-    let screens = match (headless, refuse_unanswered_screens(paths, options.resume)) {
-        (false, Err(refusal)) => format!("\nwarning: a real run would be refused: {refusal}"),
-        _ => String::new(),
+    let screens = if headless {
+        String::new()
+    } else {
+        match refuse_unanswered_screens(paths, options.resume, client::version(client)) {
+            Err(refusal) => format!("\nwarning: a real run would be refused: {refusal}"),
+            Ok(()) => String::new(),
+        }
     };
     // The text may quote the agent (a rejected claim's verify output).
     let shown = format!(

@@ -115,6 +115,16 @@ impl ClientResult {
         Some(words.split_whitespace().collect::<Vec<_>>().join(" "))
     }
 
+    /// The client's words when it has no login at all: an error result
+    /// ending in "Please run /login" (2.1.330: "Not logged in · Please run
+    /// /login"; 2.0.77: "Invalid API key · Please run /login"), which no
+    /// retry changes.
+    pub(crate) fn not_logged_in(&self) -> Option<String> {
+        let words = self.result.as_deref()?.trim();
+        (self.is_error && words.ends_with("Please run /login") && words.len() < 200)
+            .then(|| ralph_core::text::printable(words).into_owned())
+    }
+
     /// True when the run stopped because `--max-budget-usd` was spent.
     pub(crate) fn budget_spent(&self) -> bool {
         self.subtype.as_deref() == Some("error_max_budget_usd")
@@ -223,6 +233,28 @@ pub(crate) fn usage_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_client_without_a_login_says_so_in_its_result() {
+        // As both clients wrote it with no login at all (`HOME` a new
+        // folder, no ANTHROPIC_API_KEY), trimmed; both exit 1.
+        let v2_1 = r#"{"type":"result","subtype":"success","is_error":true,"duration_api_ms":0,"num_turns":1,"result":"Not logged in · Please run /login","terminal_reason":"api_error"}"#;
+        let v2_0 = r#"{"type":"result","subtype":"success","is_error":true,"duration_api_ms":0,"num_turns":1,"result":"Invalid API key · Please run /login"}"#;
+        for (out, words) in [
+            (v2_1, "Not logged in · Please run /login"),
+            (v2_0, "Invalid API key · Please run /login"),
+        ] {
+            assert_eq!(
+                parse(out.as_bytes()).unwrap().not_logged_in().as_deref(),
+                Some(words)
+            );
+        }
+        // A key the API refused is another matter (the key is there).
+        let refused = r#"{"type":"result","is_error":true,"result":"Invalid API key · Fix external API key"}"#;
+        assert_eq!(parse(refused.as_bytes()).unwrap().not_logged_in(), None);
+        let answer = r#"{"type":"result","is_error":false,"result":"Please run /login"}"#;
+        assert_eq!(parse(answer.as_bytes()).unwrap().not_logged_in(), None);
+    }
 
     #[test]
     fn a_client_that_refused_to_start_says_why() {

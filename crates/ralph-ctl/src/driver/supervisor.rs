@@ -37,9 +37,9 @@ pub(crate) struct RunEnd<'a> {
     pub(crate) session_cost: bool,
     /// The loop's last stop before the run started.
     pub(crate) last_stop_before: Option<time::Timestamp>,
-    /// What this home lacks that made the client exit at once (its first
-    /// run, a login), named: the loop ends `failed` on it rather than
-    /// `interrupted`, whose `--resume` would meet it again.
+    /// What the client said this home lacks (a login), named with the
+    /// fix: the loop ends `failed` on it rather than being paused for a
+    /// retry or `interrupted`, which would meet it again.
     pub(crate) setup_missing: Option<String>,
 }
 
@@ -97,9 +97,11 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
     // A client that crashed without a result is resumed only when it had
     // been working: one that fails at its start would fail again.
     let worked = state.last_run_at != run.last_stop_before;
-    let pause = (left && run.headless && supervision.signal.is_none())
-        .then(|| pause_of_run(&state, result, supervision.exit, now, paths, worked))
-        .flatten();
+    // A client that said it has no login is not paused to be retried.
+    let pause =
+        (left && run.headless && supervision.signal.is_none() && run.setup_missing.is_none())
+            .then(|| pause_of_run(&state, result, supervision.exit, now, paths, worked))
+            .flatten();
     let spent = lifecycle::budget_spent(
         &state,
         config.supervision.max_cost,

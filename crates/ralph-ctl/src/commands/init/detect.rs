@@ -2,11 +2,10 @@
 //! completion check (`verify`): a loop whose claim of "done" is checked by
 //! the project's tests cannot end `complete` while they fail.
 //!
-//! Only files are read; the one program run is the system's Python, asked
-//! whether it has pytest when the project's virtual environment has it
-//! (then the check runs the venv's Python, which can run it). The first
-//! rule that matches wins, the project's own entry points (a `test` target
-//! of make or just) before the language's usual command.
+//! Only files are read (no program is run: not even the project's
+//! Python, whose start-up files the agent can write); the first rule that
+//! matches wins, the project's own entry points (a `test` target of make
+//! or just) before the language's usual command.
 
 use std::fs;
 use std::path::Path;
@@ -51,39 +50,39 @@ fn python() -> &'static str {
 
 /// The project's test command, if one of the rules finds it.
 pub(crate) fn test_command(root: &Path) -> Option<Detected> {
-    test_command_with(root, &system_python_has)
+    test_command_with(root, &venv_is_active)
 }
 
-/// Whether the system's Python (`python3` on PATH) can import `module`:
-/// asked from the temp folder (no file of the project is on its path),
-/// within a few seconds; one that cannot be asked has not.
-fn system_python_has(module: &str) -> bool {
-    use ralph_core::observe::process::group::{Collected, GroupChild, Lifetime};
-    let mut command = std::process::Command::new(python());
-    command
-        .args([
-            "-c",
-            &format!(
-                "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({module:?}) else 1)"
-            ),
-        ])
-        .current_dir(std::env::temp_dir())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let Ok(child) = GroupChild::spawn(&mut command, Lifetime::DiesWithParent) else {
+/// Whether `venv` (a virtual environment of the project) is the Python a
+/// check's `python3` already runs: `$VIRTUAL_ENV` names it, or the first
+/// `python3` on `PATH` is in it. Read from the environment and the files
+/// alone, nothing run.
+fn venv_is_active(venv: &Path) -> bool {
+    let Ok(venv) = fs::canonicalize(venv) else {
         return false;
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    matches!(
-        child.collect_output(deadline, std::time::Duration::from_millis(200)),
-        Collected::Exited { status, .. } if status.success()
-    )
+    let named = std::env::var_os("VIRTUAL_ENV")
+        .filter(|v| !v.is_empty())
+        .and_then(|v| fs::canonicalize(v).ok())
+        .is_some_and(|active| active == venv);
+    let first_on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(python()))
+            .find(|python| python.is_file())
+    });
+    named
+        || first_on_path.is_some_and(|python| {
+            python
+                .parent()
+                .and_then(|dir| fs::canonicalize(dir).ok())
+                .is_some_and(|dir| dir.starts_with(&venv))
+                || fs::canonicalize(&python).is_ok_and(|real| real.starts_with(&venv))
+        })
 }
 
-/// [`test_command`], `system_has` saying whether the system's Python has
-/// a module.
-fn test_command_with(root: &Path, system_has: &dyn Fn(&str) -> bool) -> Option<Detected> {
+/// [`test_command`], `active` saying whether a virtual environment of the
+/// project is the Python that runs.
+fn test_command_with(root: &Path, active: &dyn Fn(&Path) -> bool) -> Option<Detected> {
     make_target(root)
         .or_else(|| just_recipe(root))
         .or_else(|| cargo(root))
@@ -95,7 +94,7 @@ fn test_command_with(root: &Path, system_has: &dyn Fn(&str) -> bool) -> Option<D
                 .then(|| found("go test -v ./...", "go.mod"))
                 .flatten()
         })
-        .or_else(|| python_tests(root, system_has))
+        .or_else(|| python_tests(root, active))
         .or_else(|| other_ecosystems(root))
 }
 
@@ -227,19 +226,20 @@ const MAX_TEST_FILES_READ: usize = 64;
 /// when every one of them is unittest's (a `TestCase`, named `test*.py`),
 /// and pytest otherwise: unittest would run none of a plain `def test_…`
 /// and pass (Python before 3.12 exits 0 on "Ran 0 tests").
-fn python_tests(root: &Path, system_has: &dyn Fn(&str) -> bool) -> Option<Detected> {
+fn python_tests(root: &Path, active: &dyn Fn(&Path) -> bool) -> Option<Detected> {
     let python = python();
-    // pytest only in the project's virtual environment (not activated: the
-    // system's Python has not pytest): the venv's Python runs it.
+    // pytest in the project's virtual environment, which carries the
+    // project's dependencies: its Python runs the tests, unless it is the
+    // Python already active (then `python3` is it).
     let pytest = |source: &str| -> Option<Detected> {
         let venv = cfg!(unix)
             .then(|| ralph_core::observe::runnable::venv_with_module(root, "pytest"))
             .flatten()
-            .filter(|_| !system_has("pytest"));
+            .filter(|venv| !active(&root.join(venv)));
         match venv {
             Some(venv) => found(
                 &format!("{venv}/bin/python -m pytest"),
-                &format!("{source}; pytest is installed in {venv}, not for {python}"),
+                &format!("{source}; pytest is installed in {venv}, which is not the active Python"),
             ),
             None => found(&format!("{python} -m pytest"), source),
         }
@@ -565,7 +565,7 @@ mod tests {
 
     #[test]
     #[cfg(unix)]
-    fn pytest_only_in_the_venv_is_run_by_the_venv_s_python() {
+    fn pytest_in_the_venv_is_run_by_the_venv_s_python_unless_it_is_active() {
         let venv_with_pytest = [
             ("pyproject.toml", "[tool.pytest.ini_options]\n"),
             (".venv/pyvenv.cfg", "home = /usr/bin\n"),
@@ -573,15 +573,18 @@ mod tests {
             (".venv/lib/python3.11/site-packages/pytest/__init__.py", ""),
         ];
         let dir = project(&venv_with_pytest);
-        let without = test_command_with(dir.path(), &|_| false).unwrap();
-        assert_eq!(without.command, ".venv/bin/python -m pytest");
+        // Whether or not the system's python3 has pytest: the venv has the
+        // project's dependencies.
+        let inactive = test_command_with(dir.path(), &|_| false).unwrap();
+        assert_eq!(inactive.command, ".venv/bin/python -m pytest");
         assert_eq!(
-            without.source,
-            "the project's pytest configuration; pytest is installed in .venv, not for python3"
+            inactive.source,
+            "the project's pytest configuration; pytest is installed in .venv, which is not the \
+             active Python"
         );
-        // The system's Python has pytest (or the venv is activated): as usual.
-        let with = test_command_with(dir.path(), &|_| true).unwrap();
-        assert_eq!(with.command, "python3 -m pytest");
+        // The venv is the active Python: python3 is it.
+        let active = test_command_with(dir.path(), &|venv| venv.ends_with(".venv")).unwrap();
+        assert_eq!(active.command, "python3 -m pytest");
         // A venv without pytest changes nothing.
         let dir = project(&venv_with_pytest[..3]);
         let other = test_command_with(dir.path(), &|_| false).unwrap();
@@ -597,14 +600,9 @@ mod tests {
     const PYTEST: &str = "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n";
 
     #[test]
-    #[allow(clippy::too_many_lines)] // a table of cases, one per ecosystem
-    fn each_ecosystem_gets_its_usual_command() {
-        let py = python();
+    fn a_cargo_workspace_runs_every_member_s_tests() {
         type Files<'a> = Vec<(&'a str, &'a str)>;
         let cases: Vec<(Files, Option<String>)> = vec![
-            (vec![], None),
-            (vec![("README.md", "hi")], None),
-            (vec![("Cargo.toml", "[package]")], Some("cargo test".into())),
             // A workspace, with a root package or without: every member.
             (
                 vec![(
@@ -628,6 +626,20 @@ mod tests {
                 vec![("Cargo.toml", "[package]\nname = \"workspace\"\n")],
                 Some("cargo test".into()),
             ),
+        ];
+        for (files, expected) in cases {
+            assert_eq!(command(&files), expected, "{files:?}");
+        }
+    }
+
+    #[test]
+    fn each_ecosystem_gets_its_usual_command() {
+        let py = python();
+        type Files<'a> = Vec<(&'a str, &'a str)>;
+        let cases: Vec<(Files, Option<String>)> = vec![
+            (vec![], None),
+            (vec![("README.md", "hi")], None),
+            (vec![("Cargo.toml", "[package]")], Some("cargo test".into())),
             (
                 vec![("go.mod", "module x")],
                 Some("go test -v ./...".into()),

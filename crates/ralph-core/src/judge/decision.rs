@@ -496,7 +496,14 @@ pub fn decide_judged(
         None => (None, None, String::new()),
     };
 
-    let progress = progress_of(state, observed, error.clone(), findings, rejected, denied);
+    // A question to the person, or the stop that takes up an answer or a
+    // pause, is a conversation, not an idle iteration: no evidence either
+    // way of progress, as a stop that could not see its tool calls.
+    let conversing = claims::ask_request(&observed.message).is_some()
+        || taken_up.asked.is_some()
+        || taken_up.resumed.is_some();
+    let mut progress = progress_of(state, observed, error.clone(), findings, rejected, denied);
+    progress.tools_unseen |= conversing;
     let (mut breaker, effect) =
         breaker::step(&state.breaker, &progress, &config.breaker, iteration, now);
     if let Some(baseline) = &observed.progress.baseline {
@@ -1418,6 +1425,36 @@ mod tests {
         let both = saying("RALPH_ASK: which key?\nRALPH_ABORT: no key");
         let out = decide(&config(), Some(&running(2, 5)), &both, NOW);
         assert_eq!(out.verdict, Verdict::End(Status::Blocked));
+    }
+
+    #[test]
+    fn questions_and_their_answers_are_no_idle_iterations() {
+        use crate::judge::breaker::Signal;
+        let quiet = |message: &str| Observation {
+            progress: unchanged(),
+            ..saying(message)
+        };
+        let no_progress = |state: &LoopState| state.breaker.counters.get(Signal::NoProgress);
+        // Idle: nothing changed, no tool: counted.
+        let out = decide(&config(), Some(&running(2, 9)), &quiet("Done."), NOW);
+        assert_eq!(no_progress(&out.new_state.unwrap()), 1);
+        // A question, the session's stop that takes up the answer, again a
+        // question and its answer: none counted, and the loop asks.
+        let mut state = running(2, 9);
+        for turn in 0..4u64 {
+            let at = Timestamp::from_secs(NOW.secs() + 60 * turn);
+            let message = if turn % 2 == 0 {
+                "RALPH_ASK: Which table owns the email column?"
+            } else {
+                "Thanks, going on."
+            };
+            let out = decide(&config(), Some(&state), &quiet(message), at);
+            state = out.new_state.unwrap();
+            assert_eq!(no_progress(&state), 0, "turn {turn}: {:?}", out.verdict);
+            if turn % 2 == 0 {
+                assert!(matches!(out.verdict, Verdict::Ask(_)), "{:?}", out.verdict);
+            }
+        }
     }
 
     #[test]

@@ -135,7 +135,11 @@ fn record_run(draft: &mut Draft, paths: &ProjectPaths, config: &Config, run: &Ru
             why: format!("{why} ({how})"),
             at: None,
         });
-    } else if let Some((because, reading)) = pause {
+    } else if let Some((because, mut reading)) = pause {
+        if cost_reported {
+            // The client's count, charged above, covers these tokens.
+            reading.estimated = Usd::default();
+        }
         draft.apply(Event::Paused {
             because,
             reading,

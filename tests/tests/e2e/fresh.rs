@@ -118,7 +118,9 @@ fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client(client: ClientVersion) {
-    let scenario = fresh("fresh-sigint", client).env("RALPH_MAX_ITERATIONS", "1000");
+    let scenario = fresh("fresh-sigint", client)
+        .env("RALPH_MAX_ITERATIONS", "1000")
+        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
     let api = MockApi::start(|turn, _| {
         thread::sleep(Duration::from_millis(200));
         Reply::text(format!("Working {turn}."))

@@ -129,6 +129,8 @@ fn cancel_ralph_from_another_session_ends_a_running_loop_cancelled() {
         &api,
         "/ralph-loop Keep improving the docs. --max-iterations 50",
     );
+    // Its agent only talks until the cancel: the breaker kept out of it.
+    looping.env("CB_NO_PROGRESS_THRESHOLD", "1000");
     looping.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = looping.spawn().unwrap();
     let deadline = Instant::now() + TIMEOUT;

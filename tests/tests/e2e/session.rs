@@ -112,7 +112,10 @@ fn second_session_after_the_loop_is_let_through(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn second_session_during_a_running_loop_is_let_through(client: ClientVersion) {
-    let scenario = Scenario::new("second-during", client).env("RALPH_MAX_ITERATIONS", "1000");
+    // Its agent only talks while it waits: the breaker kept out of it.
+    let scenario = Scenario::new("second-during", client)
+        .env("RALPH_MAX_ITERATIONS", "1000")
+        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
     // The loop keeps working until the second session is over, then completes.
     let second_done = Flag::default();
     let working = |turn, _: &_| {
@@ -240,7 +243,9 @@ fn client_killed_mid_loop_is_resumed_per_policy(client: ClientVersion) {
     // killer does): a crash, not the person's stop. The loop pauses, the
     // supervisor resumes its session after the backoff, and it goes on to
     // its end; only a signal to the launcher interrupts a loop.
-    let scenario = Scenario::new("killed", client).env("RALPH_RESUME_BACKOFF_SECONDS", "1");
+    let scenario = Scenario::new("killed", client)
+        .env("RALPH_RESUME_BACKOFF_SECONDS", "1")
+        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
     let killed = Flag::default();
     let api = MockApi::start(killed.script(
         |turn, _| {
@@ -626,7 +631,9 @@ fn prompt_near_its_size_limit_runs_a_headless_loop(client: ClientVersion) {
 
 #[ralph_tests::on_both_clients]
 fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: ClientVersion) {
-    let scenario = Scenario::new("sigterm", client).env("RALPH_MAX_ITERATIONS", "1000");
+    let scenario = Scenario::new("sigterm", client)
+        .env("RALPH_MAX_ITERATIONS", "1000")
+        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
     // SIGHUP is what a closing terminal sends; the driver handles it the same way.
     for (signal, name, code) in [
         (libc::SIGTERM, "SIGTERM", 143),

@@ -107,3 +107,19 @@ impl ProjectPaths {
         }
     }
 }
+/// `path` with its `.` and `..` taken away by its text alone, without
+/// touching the disk (what it names may be gone, or not be looked at).
+pub fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}

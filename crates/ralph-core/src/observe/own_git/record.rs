@@ -290,25 +290,9 @@ fn removed_with_its_worktree(project: &Path, record: &GitRecord, path: &Path) ->
         .get(gitdir.to_string_lossy().as_ref())
         .and_then(|file| file.as_ref()?.text.as_deref())
         .map(|text| folder.join(text.trim()));
-    recorded.is_some_and(|named| lexical(&named) == lexical(&ours.join(".git")))
-        && ours.symlink_metadata().is_err()
-}
-
-/// `path` with its `.` and `..` taken away by its text alone (what it
-/// named is gone: there is nothing to ask the file system).
-fn lexical(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
+    recorded.is_some_and(|named| {
+        crate::paths::lexically_normal(&named) == crate::paths::lexically_normal(&ours.join(".git"))
+    }) && ours.symlink_metadata().is_err()
 }
 
 /// The files of a worktree record made since the start that send git

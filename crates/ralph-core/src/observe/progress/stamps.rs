@@ -156,21 +156,6 @@ pub(super) fn under_ignored_dir(relative: &Path) -> bool {
     })
 }
 
-/// `path` without `.` and with `..` applied, without touching the disk.
-pub(super) fn normalise(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
 /// The keys of the files in `paths` that lie inside the project, outside
 /// `.claude/` and the scan's ignored folders (the edits that count).
 pub(super) fn project_keys(given_root: &Path, root: &Path, paths: &[PathBuf]) -> Vec<String> {
@@ -179,10 +164,10 @@ pub(super) fn project_keys(given_root: &Path, root: &Path, paths: &[PathBuf]) ->
         if !path.is_absolute() {
             continue;
         }
-        let path = normalise(path);
+        let path = crate::paths::lexically_normal(path);
         let relative = path
             .strip_prefix(root)
-            .or_else(|_| path.strip_prefix(normalise(given_root)))
+            .or_else(|_| path.strip_prefix(crate::paths::lexically_normal(given_root)))
             .map(Path::to_path_buf)
             .ok()
             .or_else(|| {

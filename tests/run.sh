@@ -88,11 +88,17 @@ start_installs() {
     tests/install-sandbox.sh
     tests/install-browser.sh >"$work/browser"
     tests/corpus/fetch.sh
+    # The tools the tests call their install scripts for (caches.rs,
+    # worktree_env.rs): there they find them ready, not waiting in a test.
+    # Where one cannot be installed (not root), its tests say so and skip.
+    tests/install-pytest.sh >/dev/null || true
+    tests/install-go.sh >/dev/null || true
   ) >"$work/apt.log" 2>&1 &
   installs+=("$!:$work/apt.log")
   (
     tests/install-clients.sh
     tests/install-puppeteer.sh >"$work/puppeteer"
+    tests/install-mocha.sh >/dev/null
   ) >"$work/npm.log" 2>&1 &
   installs+=("$!:$work/npm.log")
 }

@@ -434,6 +434,19 @@ impl TempProject {
         assert!(status.success(), "git {args:?} failed");
     }
 
+    /// Makes a bare repository `name` beside the project (branch `main`),
+    /// adds it as the remote `origin` and pushes `main` there; its path.
+    pub fn bare_origin(&self, name: &str) -> PathBuf {
+        let bare = self.root.parent().unwrap().join(name);
+        git_out(
+            bare.parent().unwrap(),
+            &["init", "-q", "--bare", "-b", "main", name],
+        );
+        self.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
+        self.git(&["push", "-q", "origin", "main"]);
+        bare
+    }
+
     /// Makes `.venv` in the project with `python3 -m venv --without-pip`;
     /// its real path.
     pub fn make_venv(&self) -> PathBuf {

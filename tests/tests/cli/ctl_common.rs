@@ -40,14 +40,26 @@ pub(crate) fn fake_client(project: &TempProject, code: i32) -> String {
     if !config.exists() {
         std::fs::write(&config, r#"{"hasCompletedOnboarding": true}"#).unwrap();
     }
-    let path = project.path("fake-claude.sh");
+    client_script(
+        project,
+        "fake-claude.sh",
+        &format!(
+            "for a in \"$@\"; do printf '%s\\n--ARG--\\n' \"$a\"; done > \"$0.args\"\n\
+             printf '%s %s\\n' \"$RALPH_ACTIVE\" \"$CLAUDE_CODE_STOP_HOOK_BLOCK_CAP\" > \"$0.env\"\n\
+             cat > \"$0.stdin\"\nexit {code}\n"
+        ),
+    )
+}
+
+/// A fake client at `name` in the project: a shell script that answers
+/// `--version` as Claude Code 2.0.77 does and otherwise runs `body`; its
+/// path.
+pub(crate) fn client_script(project: &TempProject, name: &str, body: &str) -> String {
+    let path = project.path(name);
     std::fs::write(
         &path,
         format!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.0.77 (Claude Code)'; exit 0; }}\n\
-             for a in \"$@\"; do printf '%s\\n--ARG--\\n' \"$a\"; done > \"$0.args\"\n\
-             printf '%s %s\\n' \"$RALPH_ACTIVE\" \"$CLAUDE_CODE_STOP_HOOK_BLOCK_CAP\" > \"$0.env\"\n\
-             cat > \"$0.stdin\"\nexit {code}\n"
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.0.77 (Claude Code)'; exit 0; }}\n{body}"
         ),
     )
     .unwrap();

@@ -12,7 +12,7 @@ use std::time::Duration;
 #[test]
 fn init_installs_everything_and_twice_changes_nothing() {
     let project = TempProject::new("init");
-    let run = Ctl::new(&project).arg("init").run();
+    let run = project.ctl(&["init"], &[]);
     run.assert_code(0);
     // Where the hook is, a sentence of its own (`run --task` prints no
     // "Next:" line for it to close).
@@ -43,7 +43,7 @@ fn init_installs_everything_and_twice_changes_nothing() {
     assert!(hook["timeout"].as_u64().unwrap() >= 10);
 
     let before = snapshot(&project.path(".claude"));
-    let again = Ctl::new(&project).arg("init").run();
+    let again = project.ctl(&["init"], &[]);
     again.assert_code(0);
     assert!(
         !again.stdout.contains("created") && !again.stdout.contains("updated"),
@@ -115,13 +115,13 @@ fn init_offers_a_worktree_setup_and_writes_it_with_the_test_command() {
         "[project]\nname = \"x\"\n\n[project.optional-dependencies]\ntests = [\"pytest\"]\n",
     );
     project.write("uv.lock", "version = 1\n");
-    let shown = Ctl::new(&project).arg("init").run();
+    let shown = project.ctl(&["init"], &[]);
     shown.assert_code(0);
     shown.assert_stdout_has(&[
         "Worktrees: found uv.lock, which a worktree's check cannot reach",
         "\"worktreeSetup\": \"uv sync --frozen\"",
     ]);
-    let written = Ctl::new(&project).args(["init", "--yes"]).run();
+    let written = project.ctl(&["init", "--yes"], &[]);
     written.assert_code(0);
     written.assert_stdout_has(&["Worktrees: `uv sync --frozen` (worktreeSetup, for uv.lock)"]);
     let config: Value =
@@ -129,7 +129,7 @@ fn init_offers_a_worktree_setup_and_writes_it_with_the_test_command() {
             .unwrap();
     assert_eq!(config["worktreeSetup"], "uv sync --frozen");
     // Once configured, nothing more is said of it.
-    let again = Ctl::new(&project).args(["init", "--yes"]).run();
+    let again = project.ctl(&["init", "--yes"], &[]);
     again.assert_code(0);
     assert!(!again.stdout.contains("Worktrees:"), "{}", again.stdout);
 }
@@ -138,7 +138,7 @@ fn init_offers_a_worktree_setup_and_writes_it_with_the_test_command() {
 fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     let project = TempProject::new("init-verify");
     project.write("Cargo.toml", "[package]\nname = \"x\"\n");
-    let shown = Ctl::new(&project).arg("init").run();
+    let shown = project.ctl(&["init"], &[]);
     shown.assert_code(0);
     shown.assert_stdout_has(&[
         "Found the test command `cargo test` (from Cargo.toml)",
@@ -149,7 +149,7 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
         "only shown"
     );
 
-    let written = Ctl::new(&project).args(["init", "--yes"]).run();
+    let written = project.ctl(&["init", "--yes"], &[]);
     written.assert_code(0);
     written.assert_stdout_has(&["Completion check: `cargo test` (from Cargo.toml)"]);
     let config: Value =
@@ -171,12 +171,11 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     let mut with_other = config.clone();
     with_other["maxIterations"] = json!(7);
     project.write(".claude/ralph/config.json", with_other.to_string());
-    let kept = Ctl::new(&project).args(["init", "--yes"]).run();
+    let kept = project.ctl(&["init", "--yes"], &[]);
     kept.assert_code(0);
     kept.assert_stdout_has(&["the 1 verify command(s) of .claude/ralph/config.json (kept)"]);
-    Ctl::new(&project)
-        .args(["init", "--verify", "make check"])
-        .run()
+    project
+        .ctl(&["init", "--verify", "make check"], &[])
         .assert_code(0);
     let config: Value =
         serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
@@ -194,9 +193,8 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     none.assert_stdout_has(&["No test command found", "--verify CMD"]);
     // An invalid config.json is not added to.
     project.write(".claude/ralph/config.json", "{\"maxIterations\": \"x\"}");
-    Ctl::new(&project)
-        .args(["init", "--verify", "true"])
-        .run()
+    project
+        .ctl(&["init", "--verify", "true"], &[])
         .assert_code(2);
     assert_eq!(
         std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap(),
@@ -241,7 +239,7 @@ fn init_local_registers_for_this_person_only() {
     let project = TempProject::new("init-local");
     project.init();
     assert!(settings(&project)["hooks"]["Stop"][0]["hooks"][0]["command"].is_string());
-    let run = Ctl::new(&project).args(["init", "--local"]).run();
+    let run = project.ctl(&["init", "--local"], &[]);
     run.assert_code(0);
     run.assert_stdout_has(&["registered in .claude/settings.local.json"]);
     let local: Value = serde_json::from_slice(
@@ -265,10 +263,10 @@ fn init_local_registers_for_this_person_only() {
         "{ignore}"
     );
     // A plain init afterwards keeps it where it is.
-    Ctl::new(&project).arg("init").run().assert_code(0);
+    project.ctl(&["init"], &[]).assert_code(0);
     assert_eq!(settings(&project)["hooks"]["Stop"], json!([]));
     // Git never sees it, nor the runtime folder once a loop ran.
-    Ctl::new(&project).arg("start").run().assert_code(0);
+    project.ctl(&["start"], &[]).assert_code(0);
     project.git(&["add", "-A"]);
     let listed = project
         .command("git")
@@ -288,9 +286,8 @@ fn init_refuses_malformed_settings_without_touching_them() {
     let project = TempProject::new("init-bad");
     std::fs::create_dir_all(project.path(".claude")).unwrap();
     project.write(".claude/settings.json", "{\"hooks\": ");
-    Ctl::new(&project)
-        .arg("init")
-        .run()
+    project
+        .ctl(&["init"], &[])
         .assert_code(1)
         .assert_stderr_has(&["settings.json", "not valid JSON"]);
     assert_eq!(
@@ -394,7 +391,7 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
         ".claude/settings.json",
         r#"{"permissions": {"deny": ["Bash(rm:*)", "Edit(tests/**)", "Write(tests/**)"]}}"#,
     );
-    let init = Ctl::new(&project).args(["init", "--yes"]).run();
+    let init = project.ctl(&["init", "--yes"], &[]);
     init.assert_code(0);
     init.assert_stdout_has(&[
         "Protected: tests/ (protectedPaths",

@@ -3,7 +3,6 @@
 
 use super::ctl_common::audit_log;
 use ralph_tests::bins;
-use ralph_tests::cli::Ctl;
 use ralph_tests::project::{TempProject, run_with_timeout, wait_with_timeout};
 use serde_json::{Value, json};
 use std::process::Stdio;
@@ -33,13 +32,12 @@ fn log_shows_the_last_entries_oldest_first() {
         ".claude/ralph/config.json",
         ralph_tests::cli::IDLE_STOPS_CONFIG,
     );
-    Ctl::new(&project)
-        .args(["start", "--session-id", "s-1"])
-        .run()
+    project
+        .ctl(&["start", "--session-id", "s-1"], &[])
         .assert_code(0);
     stops(&project, 5);
 
-    let all = Ctl::new(&project).arg("log").run();
+    let all = project.ctl(&["log"], &[]);
     all.assert_code(0).assert_no_panic();
     let lines: Vec<&str> = all.stdout.lines().collect();
     assert_eq!(lines.len(), 6, "the start and five stops: {}", all.stdout);
@@ -56,14 +54,14 @@ fn log_shows_the_last_entries_oldest_first() {
         );
     }
 
-    let last = Ctl::new(&project).args(["log", "-n", "2"]).run();
+    let last = project.ctl(&["log", "-n", "2"], &[]);
     last.assert_code(0);
     let stops: Vec<&str> = last.stdout.lines().collect();
     assert_eq!(stops.len(), 2, "{}", last.stdout);
     assert!(stops[0].ends_with("iteration 4 ended without a completion claim"));
     assert!(stops[1].ends_with("iteration 5 ended without a completion claim"));
 
-    let json = Ctl::new(&project).args(["log", "--json", "-n", "3"]).run();
+    let json = project.ctl(&["log", "--json", "-n", "3"], &[]);
     json.assert_code(0);
     assert_eq!(json.stderr, "");
     let entries: Vec<Value> = json
@@ -79,9 +77,8 @@ fn log_shows_the_last_entries_oldest_first() {
         assert_eq!(entry["sessionId"], "s-1");
     }
 
-    Ctl::new(&project)
-        .args(["log", "-n", "0"])
-        .run()
+    project
+        .ctl(&["log", "-n", "0"], &[])
         .assert_code(2)
         .assert_stderr_has(&["--entries", "0"])
         .assert_no_panic();
@@ -91,12 +88,11 @@ fn log_shows_the_last_entries_oldest_first() {
 fn log_without_a_log_says_so() {
     let project = TempProject::new("log-none");
     project.init();
-    Ctl::new(&project)
-        .arg("log")
-        .run()
+    project
+        .ctl(&["log"], &[])
         .assert_code(0)
         .assert_stdout_has(&["No audit log yet", "ralph-log.jsonl"]);
-    let json = Ctl::new(&project).args(["log", "--json"]).run();
+    let json = project.ctl(&["log", "--json"], &[]);
     json.assert_code(0).assert_stderr_has(&["No audit log yet"]);
     assert_eq!(json.stdout, "", "a JSON reader gets no lines");
 }
@@ -107,7 +103,7 @@ fn an_unreadable_log_is_one_error_line() {
     project.init();
     let log = audit_log(&project);
     std::fs::create_dir_all(&log).unwrap();
-    let run = Ctl::new(&project).arg("log").run();
+    let run = project.ctl(&["log"], &[]);
     run.assert_code(1).assert_no_panic();
     assert_eq!(run.stdout, "");
     assert_eq!(
@@ -120,7 +116,7 @@ fn an_unreadable_log_is_one_error_line() {
 
     std::fs::remove_dir(&log).unwrap();
     std::fs::write(&log, vec![b'\n'; 8 * 1024 * 1024 + 1]).unwrap();
-    let run = Ctl::new(&project).args(["log", "--json"]).run();
+    let run = project.ctl(&["log", "--json"], &[]);
     run.assert_code(1).assert_no_panic();
     assert_eq!(run.stdout, "");
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);

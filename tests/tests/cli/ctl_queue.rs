@@ -2,7 +2,7 @@
 //! queue run that cannot start, each item in its worktree, a queue
 //! shared on a remote.
 
-use super::ctl_common::make_executable;
+use super::ctl_common::client_script;
 use ralph_tests::project::TempProject;
 use serde_json::{Value, json};
 
@@ -103,12 +103,11 @@ fn a_queue_run_that_cannot_start_says_why_before_anything_starts() {
 /// on its last run (`runs`), and prints the result object `claude -p`
 /// prints, with a small cost.
 fn working_client(project: &TempProject, what: &str, runs: u32) -> String {
-    let path = project.path(format!("fake-{what}.sh"));
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo '2.0.77 (Claude Code)'; exit 0; }}\n\
-             cat > /dev/null\n\
+    client_script(
+        project,
+        &format!("fake-{what}.sh"),
+        &format!(
+            "cat > /dev/null\n\
              echo \"$PWD\" >> \"$0.cwd\"\n\
              n=$(wc -l < \"$0.cwd\")\n\
              echo work > {what}-$n.txt && git add {what}-$n.txt && git commit -q -m \"{what} $n\"\n\
@@ -118,9 +117,20 @@ fn working_client(project: &TempProject, what: &str, runs: u32) -> String {
             signal = ralph_tests::SIGNAL
         ),
     )
-    .unwrap();
-    make_executable(&path);
-    path.display().to_string()
+}
+
+/// A project set up by `init` whose one check always passes, with `plan`
+/// committed as PLAN.md.
+fn with_plan(name: &str, plan: &str) -> TempProject {
+    let project = TempProject::new(name);
+    project.init();
+    project.write(
+        ".claude/ralph/config.json",
+        json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
+    );
+    project.write("PLAN.md", plan);
+    project.commit_all("plan");
+    project
 }
 
 /// The folders the fake client of [`working_client`] ran in.
@@ -170,14 +180,7 @@ fn a_fresh_worktree_loop_runs_each_iteration_on_a_branch_of_its_own() {
 
 #[test]
 fn a_queue_run_works_each_item_in_its_worktree_and_lands_it() {
-    let project = TempProject::new("queue-fake");
-    project.init();
-    project.write(
-        ".claude/ralph/config.json",
-        json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
-    );
-    project.write("PLAN.md", "# Plan\n\n- [ ] first\n- [ ] second\n");
-    project.commit_all("plan");
+    let project = with_plan("queue-fake", "# Plan\n\n- [ ] first\n- [ ] second\n");
     let client = working_client(&project, "item", 1);
     let run = project.ctl(
         &["run", "--queue", "plan:PLAN.md", "--no-sandbox"],
@@ -198,25 +201,8 @@ fn a_queue_run_works_each_item_in_its_worktree_and_lands_it() {
 
 #[test]
 fn a_queue_shared_on_a_remote_lands_there_and_lists_every_item_from_any_clone() {
-    let project = TempProject::new("queue-remote");
-    project.init();
-    project.write(
-        ".claude/ralph/config.json",
-        json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
-    );
-    project.write("PLAN.md", "# Plan\n\n- [ ] first\n- [ ] second\n");
-    project.commit_all("plan");
-    let bare = project.path("").parent().unwrap().join("remote.git");
-    project.git(&[
-        "init",
-        "-q",
-        "--bare",
-        "-b",
-        "main",
-        &bare.to_string_lossy(),
-    ]);
-    project.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
-    project.git(&["push", "-q", "origin", "main"]);
+    let project = with_plan("queue-remote", "# Plan\n\n- [ ] first\n- [ ] second\n");
+    let bare = project.bare_origin("remote.git");
     let client = working_client(&project, "item", 1);
     // A name that is no remote is refused before anything starts.
     let wrong = project.ctl(
@@ -301,17 +287,7 @@ fn a_shared_backlog_lists_an_item_waiting_on_others_as_waiting() {
         "# Plan\n\n- [ ] release\n  after: first, second\n- [ ] first\n- [ ] second\n",
     );
     project.commit_all("plan");
-    let bare = project.path("").parent().unwrap().join("remote.git");
-    project.git(&[
-        "init",
-        "-q",
-        "--bare",
-        "-b",
-        "main",
-        &bare.to_string_lossy(),
-    ]);
-    project.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
-    project.git(&["push", "-q", "origin", "main"]);
+    project.bare_origin("remote.git");
     let text = project.ctl(&["queue", "plan:PLAN.md", "--remote", "origin"], &[]);
     text.assert_code(0).assert_stdout_has(&[
         "3 items of plan:PLAN.md on remote origin (0 machines so far): 2 free, 1 waiting",
@@ -335,30 +311,18 @@ fn a_client_that_refuses_to_start_fails_with_ralph_s_code_and_stops_the_queue() 
     // The client refuses to start on its settings: every item would fail
     // the same way within seconds, so the run ends at the first, naming
     // the refusal, and the item is free again for when they are fixed.
-    let project = TempProject::new("queue-refused");
-    project.init();
-    project.write(
-        ".claude/ralph/config.json",
-        json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
-    );
-    project.write(
-        "PLAN.md",
+    let project = with_plan(
+        "queue-refused",
         "# Plan\n\n- [ ] first\n- [ ] second\n- [ ] third\n",
     );
-    project.commit_all("plan");
-    let path = project.path("refusing-claude.sh");
-    std::fs::write(
-        &path,
-        "#!/bin/sh\n\
-         [ \"$1\" = --version ] && { echo '2.0.77 (Claude Code)'; exit 0; }\n\
-         cat > /dev/null\n\
+    let client = client_script(
+        &project,
+        "refusing-claude.sh",
+        "cat > /dev/null\n\
          echo ran >> \"$0.runs\"\n\
          echo '{\"type\":\"result\",\"subtype\":\"error_during_execution\",\"is_error\":true,\"num_turns\":0,\"errors\":[\"Sandbox required but unavailable: failed validation\"],\"startup_failure_reason\":\"sandbox_required_unavailable\"}'\n\
          exit 14\n",
-    )
-    .unwrap();
-    make_executable(&path);
-    let client = path.display().to_string();
+    );
     // Alone, the loop ends failed with ralph's code for it, never the
     // client's (14 is ralph's "paused" to a launcher), which is said.
     let alone = project.ctl(

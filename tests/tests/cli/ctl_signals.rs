@@ -2,7 +2,7 @@
 //! Ctrl-C and a terminal that goes away, and a loop waiting under a live
 //! launcher.
 
-use super::ctl_common::{audit_log, fake_client, launcher, make_executable, recorded_stdin};
+use super::ctl_common::{audit_log, client_script, fake_client, launcher, recorded_stdin};
 use ralph_tests::project::{TempProject, signal_group, signal_process, wait_with_timeout};
 use std::path::Path;
 use std::process::Stdio;
@@ -11,20 +11,15 @@ use std::time::{Duration, Instant};
 /// A fake client that records its pid, then waits until a signal: it
 /// records which one and exits with 128 + its number.
 fn waiting_client(project: &TempProject) -> String {
-    let path = project.path("waiting-claude.sh");
-    std::fs::write(
-        &path,
-        "#!/bin/sh\n\
-         [ \"$1\" = --version ] && { echo '2.0.77 (Claude Code)'; exit 0; }\n\
-         trap 'echo TERM > \"$0.got\"; exit 143' TERM\n\
+    client_script(
+        project,
+        "waiting-claude.sh",
+        "trap 'echo TERM > \"$0.got\"; exit 143' TERM\n\
          trap 'echo HUP > \"$0.got\"; exit 129' HUP\n\
          trap 'echo INT > \"$0.got\"; exit 130' INT\n\
          echo $$ > \"$0.pid\"\n\
          while :; do sleep 0.05; done\n",
     )
-    .unwrap();
-    make_executable(&path);
-    path.display().to_string()
 }
 
 /// Starts the launcher in its own process group; returns it once the
@@ -294,18 +289,13 @@ fn a_loop_waiting_to_resume_under_a_live_launcher_is_that_launchers() {
     // loop: no second launcher, no new start, no --reset.
     let project = TempProject::new("launch-waiting");
     project.init();
-    let path = project.path("overloaded-claude.sh");
-    std::fs::write(
-        &path,
-        "#!/bin/sh\n\
-         [ \"$1\" = --version ] && { echo '2.0.77 (Claude Code)'; exit 0; }\n\
-         cat > /dev/null\n\
+    let client = client_script(
+        &project,
+        "overloaded-claude.sh",
+        "cat > /dev/null\n\
          echo '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":true,\"api_error_status\":529,\"result\":\"API Error: 529 Overloaded\"}'\n\
          exit 1\n",
-    )
-    .unwrap();
-    make_executable(&path);
-    let client = path.display().to_string();
+    );
     use std::os::unix::process::CommandExt;
     let mut launcher = project
         .command(project.path(".claude/ralph/ralph-audit.sh"))

@@ -12,30 +12,27 @@ use std::time::Duration;
 fn finished_loops_are_kept_in_the_history_not_overwritten() {
     let project = TempProject::new("history");
     project.init();
-    let none = Ctl::new(&project).arg("history").run();
+    let none = project.ctl(&["history"], &[]);
     none.assert_code(0);
     none.assert_stdout_has(&["No earlier loops kept"]);
-    Ctl::new(&project)
-        .args(["start", "--session-id", "first"])
-        .run()
+    project
+        .ctl(&["start", "--session-id", "first"], &[])
         .assert_code(0);
-    Ctl::new(&project)
-        .args(["finish", "--session-id", "first", "--client-exit", "0"])
-        .run();
-    Ctl::new(&project)
-        .args(["start", "--session-id", "second"])
-        .run()
+    project.ctl(
+        &["finish", "--session-id", "first", "--client-exit", "0"],
+        &[],
+    );
+    project
+        .ctl(&["start", "--session-id", "second"], &[])
         .assert_code(0);
-    Ctl::new(&project)
-        .args(["reset", "--force"])
-        .run()
+    project
+        .ctl(&["reset", "--force"], &[])
         .assert_code(0)
         .assert_stdout_has(&["kept in the history"]);
-    Ctl::new(&project)
-        .args(["start", "--session-id", "third"])
-        .run()
+    project
+        .ctl(&["start", "--session-id", "third"], &[])
         .assert_code(0);
-    let listed = Ctl::new(&project).arg("history").run();
+    let listed = project.ctl(&["history"], &[]);
     listed.assert_code(0);
     let first = listed.stdout.find("session first").expect(&listed.stdout);
     let second = listed.stdout.find("session second").expect(&listed.stdout);
@@ -45,7 +42,7 @@ fn finished_loops_are_kept_in_the_history_not_overwritten() {
         !listed.stdout.contains("session third"),
         "the current loop is not history yet"
     );
-    let json = Ctl::new(&project).args(["history", "--json"]).run();
+    let json = project.ctl(&["history", "--json"], &[]);
     let lines: Vec<Value> = json
         .stdout
         .lines()
@@ -61,17 +58,12 @@ fn finished_loops_are_kept_in_the_history_not_overwritten() {
 fn start_status_reset_cycle() {
     let project = TempProject::new("cycle");
     project.init();
-    Ctl::new(&project)
-        .arg("status")
-        .run()
+    project
+        .ctl(&["status"], &[])
         .assert_code(0)
         .assert_stdout_has(&["No Ralph loop"]);
     assert_eq!(
-        Ctl::new(&project)
-            .args(["status", "--json"])
-            .run()
-            .stdout
-            .trim(),
+        project.ctl(&["status", "--json"], &[]).stdout.trim(),
         "null"
     );
 
@@ -105,15 +97,13 @@ fn start_status_reset_cycle() {
     assert_eq!(state["iteration"], 1);
     assert_eq!(state["sessionId"], fields[0]);
 
-    Ctl::new(&project)
-        .arg("status")
-        .run()
+    project
+        .ctl(&["status"], &[])
         .assert_code(0)
         .assert_stdout_has(&["running", "1 of 7", fields[0], "started:"]);
 
-    Ctl::new(&project)
-        .arg("start")
-        .run()
+    project
+        .ctl(&["start"], &[])
         .assert_code(3)
         .assert_stderr_has(&["already running", "ralph-ctl cancel"]);
     assert_eq!(
@@ -122,25 +112,26 @@ fn start_status_reset_cycle() {
         "a refused start changes nothing"
     );
 
-    Ctl::new(&project)
-        .args([
-            "start",
-            "--force",
-            "--session-id",
-            "abc-123",
-            "--max-iterations",
-            "3",
-        ])
-        .run()
+    project
+        .ctl(
+            &[
+                "start",
+                "--force",
+                "--session-id",
+                "abc-123",
+                "--max-iterations",
+                "3",
+            ],
+            &[],
+        )
         .assert_code(0);
     assert_eq!(project.status_json()["sessionId"], "abc-123");
     assert_eq!(project.status_json()["maxIterations"], 3);
 
     // A running loop is not reset without asking: `cancel` ends it first,
     // or --force clears it as it is.
-    Ctl::new(&project)
-        .arg("reset")
-        .run()
+    project
+        .ctl(&["reset"], &[])
         .assert_code(3)
         .assert_stderr_has(&["session abc-123 is running", "ralph-ctl cancel", "--force"]);
     assert_eq!(
@@ -148,47 +139,41 @@ fn start_status_reset_cycle() {
         "abc-123",
         "a refused reset changes nothing"
     );
-    Ctl::new(&project)
-        .args(["reset", "--force"])
-        .run()
-        .assert_code(0);
+    project.ctl(&["reset", "--force"], &[]).assert_code(0);
     assert!(project.state().is_none());
-    Ctl::new(&project).arg("start").run().assert_code(0);
+    project.ctl(&["start"], &[]).assert_code(0);
     // The person reads what cancel says; only the plugin's /cancel-ralph,
     // whose output the agent reads, tells the agent to stop.
-    let cancel = Ctl::new(&project).arg("cancel").run();
+    let cancel = project.ctl(&["cancel"], &[]);
     cancel.assert_code(0).assert_stdout_has(&[
         "Ralph loop cancelled at iteration 1 of",
         "Its agent is not sent back to work at its next stop.",
     ]);
     assert!(!cancel.stdout.contains("Stop working"), "{cancel:?}");
-    Ctl::new(&project).arg("reset").run().assert_code(0);
-    Ctl::new(&project).arg("start").run().assert_code(0);
-    Ctl::new(&project)
-        .args(["cancel", "--to-agent"])
-        .run()
+    project.ctl(&["reset"], &[]).assert_code(0);
+    project.ctl(&["start"], &[]).assert_code(0);
+    project
+        .ctl(&["cancel", "--to-agent"], &[])
         .assert_code(0)
         .assert_stdout_has(&["it will not go on. Stop working on its task."]);
-    Ctl::new(&project).arg("reset").run().assert_code(0);
+    project.ctl(&["reset"], &[]).assert_code(0);
     assert!(project.state().is_none(), "an ended loop resets at once");
-    Ctl::new(&project).arg("reset").run().assert_code(0);
+    project.ctl(&["reset"], &[]).assert_code(0);
 }
 
 #[test]
 fn corrupt_state_is_shown_refused_and_reset_aside() {
     let project = TempProject::new("corrupt");
     project.init();
-    Ctl::new(&project).arg("start").run().assert_code(0);
+    project.ctl(&["start"], &[]).assert_code(0);
     std::fs::write(project.state_path(), "{\"status\": \"runn").unwrap();
-    Ctl::new(&project)
-        .arg("status")
-        .run()
+    project
+        .ctl(&["status"], &[])
         .assert_code(1)
         .assert_stdout_has(&["corrupt", "ralph-ctl reset"]);
-    Ctl::new(&project).arg("start").run().assert_code(3);
-    Ctl::new(&project)
-        .arg("reset")
-        .run()
+    project.ctl(&["start"], &[]).assert_code(3);
+    project
+        .ctl(&["reset"], &[])
         .assert_code(0)
         .assert_stdout_has(&["moved"]);
     let kept: Vec<_> = std::fs::read_dir(project.state_path().parent().unwrap())
@@ -201,20 +186,21 @@ fn corrupt_state_is_shown_refused_and_reset_aside() {
         std::fs::read_to_string(kept[0].path()).unwrap(),
         "{\"status\": \"runn"
     );
-    Ctl::new(&project).arg("start").run().assert_code(0);
+    project.ctl(&["start"], &[]).assert_code(0);
 }
 
 #[test]
 fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
     let project = TempProject::new("finish");
     project.init();
-    Ctl::new(&project)
-        .args(["start", "--session-id", "s-1"])
-        .run()
+    project
+        .ctl(&["start", "--session-id", "s-1"], &[])
         .assert_code(0);
-    Ctl::new(&project)
-        .args(["finish", "--session-id", "s-2", "--client-exit", "0"])
-        .run()
+    project
+        .ctl(
+            &["finish", "--session-id", "s-2", "--client-exit", "0"],
+            &[],
+        )
         .assert_code(13);
     assert_eq!(
         project.status_json()["status"],
@@ -222,9 +208,11 @@ fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
         "another session's finish changes nothing"
     );
 
-    Ctl::new(&project)
-        .args(["finish", "--session-id", "s-1", "--client-exit", "130"])
-        .run()
+    project
+        .ctl(
+            &["finish", "--session-id", "s-1", "--client-exit", "130"],
+            &[],
+        )
         .assert_code(12)
         .assert_stderr_has(&["interrupted", "130"]);
     let state = project.status_json();
@@ -232,9 +220,8 @@ fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
     assert!(state["endedAt"].is_string());
     // Finishing again reports the same end without changing it.
     let before = project.state_bytes();
-    Ctl::new(&project)
-        .args(["finish", "--session-id", "s-1"])
-        .run()
+    project
+        .ctl(&["finish", "--session-id", "s-1"], &[])
         .assert_code(12);
     assert_eq!(project.state_bytes(), before);
 }

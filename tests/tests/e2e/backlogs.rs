@@ -210,15 +210,7 @@ fn github_issues_with_merge_none_open_one_pull_request_each() {
     let client = ClientVersion::V2_1_330;
     let scenario = queue_project("backlog-github-pr", client, "# Plan\n", json!({}));
     let root = scenario.path("");
-    let bare = root.parent().unwrap().join("origin.git");
-    let made = std::process::Command::new("git")
-        .args(["init", "-q", "--bare", "-b", "main"])
-        .arg(&bare)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    scenario.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
-    scenario.git(&["push", "-q", "origin", "main"]);
+    let bare = scenario.bare_origin("origin.git");
     let fakes = fakes_of(&scenario);
     two_issues(&fakes);
     let path = fakes.path_env();
@@ -274,16 +266,7 @@ fn github_issues_with_merge_none_open_one_pull_request_each() {
 fn an_issue_whose_branch_push_failed_gets_no_pull_request() {
     let client = ClientVersion::V2_1_330;
     let scenario = queue_project("backlog-github-push-refused", client, "# Plan\n", json!({}));
-    let root = scenario.path("");
-    let bare = root.parent().unwrap().join("origin.git");
-    let made = std::process::Command::new("git")
-        .args(["init", "-q", "--bare", "-b", "main"])
-        .arg(&bare)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    scenario.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
-    scenario.git(&["push", "-q", "origin", "main"]);
+    let bare = scenario.bare_origin("origin.git");
     let hook = bare.join("hooks/pre-receive");
     std::fs::write(
         &hook,

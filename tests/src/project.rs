@@ -530,6 +530,13 @@ impl TempProject {
         project
     }
 
+    /// A new project `name` set up by [`TempProject::init`].
+    pub fn initialised(name: &str) -> TempProject {
+        let project = TempProject::new(name);
+        project.init();
+        project
+    }
+
     /// `ralph-ctl init`, which must succeed, then [`TEST_TASK`] as PROMPT.md.
     pub fn init(&self) {
         self.init_untouched();

@@ -8,8 +8,7 @@ use std::path::Path;
 
 #[test]
 fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
-    let project = TempProject::new("doctor");
-    project.init();
+    let project = TempProject::initialised("doctor");
     // A client that says a tested version.
     let client = project.path("fake-claude");
     std::fs::write(&client, "#!/bin/sh\necho '2.1.330 (Claude Code)'\n").unwrap();
@@ -77,8 +76,7 @@ fn doctor_passes_after_init_and_names_a_hook_that_points_nowhere() {
 fn doctor_tells_a_2_0_client_s_user_that_the_plugin_loop_needs_2_1() {
     // Claude Code 2.0's terminal UI answers a bare /ralph-loop "Unknown slash
     // command" and runs no hook of ralph's: doctor is where ralph can say so.
-    let project = TempProject::new("doctor-2-0");
-    project.init();
+    let project = TempProject::initialised("doctor-2-0");
     let client = project.path("fake-claude");
     for (version, said) in [("2.0.77", true), ("2.1.330", false)] {
         std::fs::write(

@@ -115,8 +115,7 @@ fn a_queue_dry_run_lists_the_items_and_shows_the_first_one_s_text_once() {
 
 #[test]
 fn init_writes_a_starter_formula_that_a_dry_run_shows() {
-    let project = TempProject::new("init-formula");
-    project.init();
+    let project = TempProject::initialised("init-formula");
     let init = project.ctl(&["init", "--formula", "feature"], &[]);
     init.assert_code(0);
     let file = project.path(".claude/ralph/formulas/feature.yaml");
@@ -146,8 +145,7 @@ fn init_writes_a_starter_formula_that_a_dry_run_shows() {
 
 #[test]
 fn a_fifo_formula_or_a_prompt_file_outside_the_project_is_refused_at_once() {
-    let project = TempProject::new("formula-fifo");
-    project.init();
+    let project = TempProject::initialised("formula-fifo");
     let folder = project.path(".claude/ralph/formulas");
     std::fs::create_dir_all(&folder).unwrap();
     let fifo = folder.join("stuck.yaml");
@@ -184,8 +182,7 @@ fn a_fifo_formula_or_a_prompt_file_outside_the_project_is_refused_at_once() {
 fn a_formula_run_resumes_with_the_file_it_started_from() {
     // `name:` differs from the file's name, and another formula is named
     // like it: the resume takes neither, but what the loop was pinned to.
-    let project = TempProject::new("formula-resume");
-    project.init();
+    let project = TempProject::initialised("formula-resume");
     project.write(
         ".claude/ralph/formulas/feat.yaml",
         "name: other\nsteps:\n  - id: a\n    prompt: The feature step.\n",
@@ -222,8 +219,7 @@ fn a_formula_run_resumes_with_the_file_it_started_from() {
 
 #[test]
 fn a_formula_gate_named_like_a_verify_command_is_a_formula_error() {
-    let project = TempProject::new("formula-clash");
-    project.init();
+    let project = TempProject::initialised("formula-clash");
     project.write(
         ".claude/ralph/config.json",
         r#"{"verify": [{"name": "tests", "command": "true"}]}"#,
@@ -251,8 +247,7 @@ fn a_formula_gate_named_like_a_verify_command_is_a_formula_error() {
 
 #[test]
 fn from_a_step_needs_a_formula_and_a_step_it_has() {
-    let project = TempProject::new("from-step");
-    project.init();
+    let project = TempProject::initialised("from-step");
     let env = [("RALPH_CLAUDE", "true")];
     let alone = project.ctl(&["run", "--from", "implement"], &env);
     alone

@@ -60,7 +60,6 @@ fn init_installs_everything_and_twice_changes_nothing() {
 #[test]
 fn init_keeps_existing_settings_hooks_and_prompts() {
     let project = TempProject::new("init-merge");
-    std::fs::create_dir_all(project.path(".claude/ralph")).unwrap();
     project.write(".claude/ralph/PROMPT.md", "My own task.\n");
     let existing = json!({
         "model": "opus",
@@ -236,8 +235,7 @@ fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
 
 #[test]
 fn init_local_registers_for_this_person_only() {
-    let project = TempProject::new("init-local");
-    project.init();
+    let project = TempProject::initialised("init-local");
     assert!(settings(&project)["hooks"]["Stop"][0]["hooks"][0]["command"].is_string());
     let run = project.ctl(&["init", "--local"], &[]);
     run.assert_code(0);
@@ -284,7 +282,6 @@ fn init_local_registers_for_this_person_only() {
 #[test]
 fn init_refuses_malformed_settings_without_touching_them() {
     let project = TempProject::new("init-bad");
-    std::fs::create_dir_all(project.path(".claude")).unwrap();
     project.write(".claude/settings.json", "{\"hooks\": ");
     project
         .ctl(&["init"], &[])
@@ -359,7 +356,6 @@ fn init_with_a_reader_that_goes_away_installs_everything_without_a_panic() {
 #[test]
 fn init_with_an_invalid_settings_json_writes_nothing() {
     let project = TempProject::new("init-bad-settings");
-    std::fs::create_dir_all(project.path(".claude")).unwrap();
     project.write(".claude/settings.json", "{bad json");
     let run = project.ctl(&["init"], &[]);
     assert_eq!(run.code, Some(1), "{run:?}");

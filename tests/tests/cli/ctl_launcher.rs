@@ -20,8 +20,7 @@ fn recorded_args(client: &str) -> Vec<String> {
 
 #[test]
 fn launcher_starts_the_client_with_the_prompt_and_session() {
-    let project = TempProject::new("launch");
-    project.init();
+    let project = TempProject::initialised("launch");
     project.write_prompt("Unique task text 4711.\n");
     let client = fake_client(&project, 0);
     let run = launcher(
@@ -115,8 +114,7 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
 
 #[test]
 fn the_block_cap_and_ralph_active_are_set_for_the_client_only() {
-    let project = TempProject::new("launch-env");
-    project.init();
+    let project = TempProject::initialised("launch-env");
     let client = fake_client(&project, 0);
     for (inherited, want) in [("8", "30"), ("0", "0"), ("100", "100"), ("many", "many")] {
         launcher(
@@ -135,8 +133,7 @@ fn the_block_cap_and_ralph_active_are_set_for_the_client_only() {
 
 #[test]
 fn a_prompt_near_its_size_limit_reaches_the_client_intact() {
-    let project = TempProject::new("launch-large");
-    project.init();
+    let project = TempProject::initialised("launch-large");
     // 950 KiB of many distinct lines: far past the 128 KiB a single argument may hold.
     let mut prompt = String::from("BEGIN-OF-TASK\n");
     let mut n = 0;
@@ -181,8 +178,7 @@ fn a_prompt_near_its_size_limit_reaches_the_client_intact() {
 
 #[test]
 fn client_arguments_after_the_double_dash_pass_through_unchanged() {
-    let project = TempProject::new("launch-args");
-    project.init();
+    let project = TempProject::initialised("launch-args");
     let client = fake_client(&project, 0);
     let odd = [
         "a b",
@@ -260,8 +256,7 @@ fn launcher_installed_from_a_path_with_a_quote_and_a_space() {
 
 #[test]
 fn launcher_exit_codes() {
-    let project = TempProject::new("launch-codes");
-    project.init();
+    let project = TempProject::initialised("launch-codes");
     let client = fake_client(&project, 0);
     Launcher::new(&project).arg("--help").run().assert_code(0);
     Launcher::new(&project).arg("--bogus").run().assert_code(2);
@@ -319,8 +314,7 @@ fn launcher_exit_codes() {
 
 #[test]
 fn the_launcher_s_caps_refuse_what_they_cannot_be() {
-    let project = TempProject::new("caps-refused");
-    project.init();
+    let project = TempProject::initialised("caps-refused");
     for (flag, value, says) in [
         ("--max-iterations", "0", "0 is not in 1..=100000"),
         ("--max-iterations", "many", "invalid digit"),

@@ -26,8 +26,7 @@ fn stops(project: &TempProject, n: u32) {
 
 #[test]
 fn log_shows_the_last_entries_oldest_first() {
-    let project = TempProject::new("log");
-    project.init();
+    let project = TempProject::initialised("log");
     project.write(
         ".claude/ralph/config.json",
         ralph_tests::cli::IDLE_STOPS_CONFIG,
@@ -86,8 +85,7 @@ fn log_shows_the_last_entries_oldest_first() {
 
 #[test]
 fn log_without_a_log_says_so() {
-    let project = TempProject::new("log-none");
-    project.init();
+    let project = TempProject::initialised("log-none");
     project
         .ctl(&["log"], &[])
         .assert_code(0)
@@ -99,8 +97,7 @@ fn log_without_a_log_says_so() {
 
 #[test]
 fn an_unreadable_log_is_one_error_line() {
-    let project = TempProject::new("log-bad");
-    project.init();
+    let project = TempProject::initialised("log-bad");
     let log = audit_log(&project);
     std::fs::create_dir_all(&log).unwrap();
     let run = project.ctl(&["log"], &[]);
@@ -125,8 +122,7 @@ fn an_unreadable_log_is_one_error_line() {
 
 #[test]
 fn log_into_a_pipe_closed_early_ends_quietly() {
-    let project = TempProject::new("log-pipe");
-    project.init();
+    let project = TempProject::initialised("log-pipe");
     // Far more output than a pipe holds, so that writes go on after `head` left.
     let reason = "iteration ended without a completion claim; ".repeat(8);
     let entries: Vec<Value> = (1..=3000)

@@ -69,8 +69,7 @@ fn queue_shows_a_backlog_s_items_and_where_each_stands() {
 
 #[test]
 fn a_queue_run_that_cannot_start_says_why_before_anything_starts() {
-    let project = TempProject::new("queue-refused");
-    project.init();
+    let project = TempProject::initialised("queue-refused");
     project.write("PLAN.md", "# Plan\n- [ ] one\n");
     // No client is started: each of these is refused first.
     let env = [("RALPH_CLAUDE", "true")];
@@ -122,8 +121,7 @@ fn working_client(project: &TempProject, what: &str, runs: u32) -> String {
 /// A project set up by `init` whose one check always passes, with `plan`
 /// committed as PLAN.md.
 fn with_plan(name: &str, plan: &str) -> TempProject {
-    let project = TempProject::new(name);
-    project.init();
+    let project = TempProject::initialised(name);
     project.write(
         ".claude/ralph/config.json",
         json!({"verify": [{"name": "work", "command": "true"}]}).to_string(),
@@ -144,8 +142,7 @@ fn ran_in(client: &str) -> Vec<String> {
 
 #[test]
 fn a_fresh_worktree_loop_runs_each_iteration_on_a_branch_of_its_own() {
-    let project = TempProject::new("fresh-worktree");
-    project.init();
+    let project = TempProject::initialised("fresh-worktree");
     project.write(
         ".claude/ralph/config.json",
         json!({"verify": [{"name": "work", "command": "ls work-*.txt"}]}).to_string(),
@@ -280,8 +277,7 @@ fn a_queue_shared_on_a_remote_lands_there_and_lists_every_item_from_any_clone() 
 
 #[test]
 fn a_shared_backlog_lists_an_item_waiting_on_others_as_waiting() {
-    let project = TempProject::new("remote-waiting");
-    project.init();
+    let project = TempProject::initialised("remote-waiting");
     project.write(
         "PLAN.md",
         "# Plan\n\n- [ ] release\n  after: first, second\n- [ ] first\n- [ ] second\n",

@@ -56,8 +56,7 @@ fn launch_and_wait_for_client(
 
 #[test]
 fn sigterm_and_sighup_to_the_launcher_are_passed_on_and_recorded() {
-    let project = TempProject::new("launch-signals");
-    project.init();
+    let project = TempProject::initialised("launch-signals");
     let client = waiting_client(&project);
     for (signal, name, code) in [
         (libc::SIGTERM, "SIGTERM", 143),
@@ -120,8 +119,7 @@ fn a_launcher_started_under_nohup_keeps_going_on_sighup() {
     // `nohup ralph-ctl run …`: the hangup a closing terminal sends is
     // ignored, as nohup asked, and the loop goes on.
     use std::os::unix::process::CommandExt;
-    let project = TempProject::new("launch-nohup");
-    project.init();
+    let project = TempProject::initialised("launch-nohup");
     let client = waiting_client(&project);
     let mut cmd = project.command("nohup");
     cmd.arg(project.path(".claude/ralph/ralph-audit.sh"))
@@ -156,8 +154,7 @@ fn a_launcher_killed_outright_leaves_no_loop_running() {
     // SIGKILL (or a closed terminal, a reboot) gives the launcher no chance
     // to record the end: its watchdog ends the client, the loop is known to
     // have ended once neither lives, and the next start needs no reset.
-    let project = TempProject::new("launch-killed");
-    project.init();
+    let project = TempProject::initialised("launch-killed");
     let client = waiting_client(&project);
     let (mut launcher, client_pid) = launch_and_wait_for_client(&project, &client, Stdio::piped());
     // Whatever happens below, no waiting client outlives the test.
@@ -242,8 +239,7 @@ fn a_launcher_killed_outright_leaves_no_loop_running() {
 
 #[test]
 fn ctrl_c_reaches_the_client_from_the_terminal_and_is_recorded() {
-    let project = TempProject::new("launch-ctrl-c");
-    project.init();
+    let project = TempProject::initialised("launch-ctrl-c");
     let client = waiting_client(&project);
     let (mut launcher, _) = launch_and_wait_for_client(&project, &client, Stdio::piped());
     // What a terminal does on Ctrl-C: SIGINT to the whole foreground process group.
@@ -267,8 +263,7 @@ fn ctrl_c_reaches_the_client_from_the_terminal_and_is_recorded() {
 
 #[test]
 fn the_end_is_recorded_when_the_terminal_is_gone() {
-    let project = TempProject::new("launch-hangup");
-    project.init();
+    let project = TempProject::initialised("launch-hangup");
     let client = waiting_client(&project);
     // stderr is a pipe whose reader has gone: every write fails (EPIPE), as on a closed terminal.
     let (reader, writer) = std::io::pipe().unwrap();
@@ -287,8 +282,7 @@ fn a_loop_waiting_to_resume_under_a_live_launcher_is_that_launchers() {
     // The client fails on an overloaded API: the launcher pauses the loop
     // and waits out the backoff. While it waits, nobody else takes the
     // loop: no second launcher, no new start, no --reset.
-    let project = TempProject::new("launch-waiting");
-    project.init();
+    let project = TempProject::initialised("launch-waiting");
     let client = client_script(
         &project,
         "overloaded-claude.sh",

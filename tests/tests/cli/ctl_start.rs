@@ -7,8 +7,7 @@ use serde_json::{Value, json};
 
 #[test]
 fn start_rejects_bad_input_with_the_name_of_what_is_wrong() {
-    let project = TempProject::new("start-bad");
-    project.init();
+    let project = TempProject::initialised("start-bad");
     /// (arguments, environment, exit code, what stderr must name)
     type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, i32, &'a str);
     let cases: Vec<Case> = vec![
@@ -59,8 +58,7 @@ fn start_rejects_bad_input_with_the_name_of_what_is_wrong() {
 fn tasks_and_notes_are_capped_where_written_so_the_state_stays_readable() {
     // A state the reader refuses lets every stop through as corrupt: what
     // would make one is refused when it is written, naming the cap.
-    let project = TempProject::new("caps");
-    project.init();
+    let project = TempProject::initialised("caps");
     let words = "word ".repeat(200_000);
     let mut cmd = project.command(ralph_tests::bins::ctl());
     cmd.args(["loop-start", "--session", "s-1", "--stdin"]);
@@ -124,8 +122,7 @@ fn a_check_that_runs_no_test_is_named_at_the_start() {
 
 #[test]
 fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() {
-    let project = TempProject::new("reload");
-    project.init();
+    let project = TempProject::initialised("reload");
     let run = project.ctl(&["reload"], &[]);
     run.assert_code(13);
     assert!(
@@ -202,8 +199,7 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
 
 #[test]
 fn loop_start_keeps_the_task_verbatim_and_reads_flags_only_where_they_stand() {
-    let project = TempProject::new("loop-start-verbatim");
-    project.init();
+    let project = TempProject::initialised("loop-start-verbatim");
     let task = "Implement the --completion-promise option\n\n- parse it\n- test it\n\n```sh\ncargo  test\n```";
     let mut cmd = project.command(ralph_tests::bins::ctl());
     cmd.args(["loop-start", "--session", "s-1", "--stdin"]);
@@ -228,8 +224,7 @@ fn loop_start_keeps_the_task_verbatim_and_reads_flags_only_where_they_stand() {
 
 #[test]
 fn reload_takes_a_baseline_for_a_new_verify_command_and_keeps_the_old_ones() {
-    let project = TempProject::new("reload-baseline");
-    project.init();
+    let project = TempProject::initialised("reload-baseline");
     let first = r"printf 'Ran 3 tests in 0.1s\n\nOK\n'";
     let second = r"printf 'Ran 2 tests in 0.1s\n\nOK (skipped=1)\n'";
     let config = |commands: &[&str]| {
@@ -266,8 +261,7 @@ fn reload_takes_a_baseline_for_a_new_verify_command_and_keeps_the_old_ones() {
 
 #[test]
 fn a_task_becomes_prompt_md_and_the_earlier_one_is_kept() {
-    let project = TempProject::new("task-aside");
-    project.init();
+    let project = TempProject::initialised("task-aside");
     project.write_prompt("The earlier task.\n");
     let no_client = [("RALPH_CLAUDE", "/nonexistent/claude")];
     let run = project.ctl(&["run", "--task", "  The new task.  "], &no_client);

@@ -10,8 +10,7 @@ use std::time::Duration;
 
 #[test]
 fn finished_loops_are_kept_in_the_history_not_overwritten() {
-    let project = TempProject::new("history");
-    project.init();
+    let project = TempProject::initialised("history");
     let none = project.ctl(&["history"], &[]);
     none.assert_code(0);
     none.assert_stdout_has(&["No earlier loops kept"]);
@@ -56,8 +55,7 @@ fn finished_loops_are_kept_in_the_history_not_overwritten() {
 
 #[test]
 fn start_status_reset_cycle() {
-    let project = TempProject::new("cycle");
-    project.init();
+    let project = TempProject::initialised("cycle");
     project
         .ctl(&["status"], &[])
         .assert_code(0)
@@ -163,8 +161,7 @@ fn start_status_reset_cycle() {
 
 #[test]
 fn corrupt_state_is_shown_refused_and_reset_aside() {
-    let project = TempProject::new("corrupt");
-    project.init();
+    let project = TempProject::initialised("corrupt");
     project.ctl(&["start"], &[]).assert_code(0);
     std::fs::write(project.state_path(), "{\"status\": \"runn").unwrap();
     project
@@ -191,8 +188,7 @@ fn corrupt_state_is_shown_refused_and_reset_aside() {
 
 #[test]
 fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
-    let project = TempProject::new("finish");
-    project.init();
+    let project = TempProject::initialised("finish");
     project
         .ctl(&["start", "--session-id", "s-1"], &[])
         .assert_code(0);
@@ -358,8 +354,7 @@ fn the_sandbox_block_goes_at_the_next_look_though_its_holders_file_is_gone() {
     // `.claude/settings.local.json` and `.claude/hooks` from the person's
     // `git status`. The agent removed the holders' file beside it, and the
     // run is over: the next status, doctor or reset removes the block.
-    let project = TempProject::new("exclude-holders-gone");
-    project.init();
+    let project = TempProject::initialised("exclude-holders-gone");
     let exclude = project.path(".git/info/exclude");
     std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
     let block = "# >>> ralph: the client's sandbox's mount points in / (while a run is on)\n\

@@ -829,8 +829,7 @@ fn a_session_s_end_interrupts_only_its_own_unwatched_loop() {
 
 #[test]
 fn the_hook_judges_by_the_pinned_config_not_by_config_json_as_it_is_now() {
-    let project = TempProject::new("hook-pin");
-    project.init();
+    let project = TempProject::initialised("hook-pin");
     let pinned = r#"{"verify": [{"name": "tests", "command": "echo '1 failed'; exit 1", "timeoutSeconds": 20}]}"#;
     project.write(".claude/ralph/config.json", pinned);
     project

@@ -218,8 +218,7 @@ fn cost_of_a_loop_whose_client_has_not_reported_it() {
 #[test]
 fn a_plugin_loop_stopped_by_the_breaker_names_ralph_ctl_reset() {
     // A /ralph-loop loop has no launcher to run with --reset.
-    let project = TempProject::new("plugin-breaker");
-    project.init();
+    let project = TempProject::initialised("plugin-breaker");
     Ctl::new(&project)
         .args(["loop-start", "--session", SID, "--stdin"])
         .stdin("Fix the findings")
@@ -1030,8 +1029,7 @@ impl CtlTable {
 #[test]
 fn ctl_lines_for_bad_configuration() {
     let mut table = CtlTable::default();
-    let project = TempProject::new("ctl-config");
-    project.init();
+    let project = TempProject::initialised("ctl-config");
     for (name, value) in [
         ("RALPH_MAX_ITERATIONS", "abc"),
         ("RALPH_CIRCUIT_BREAKER_THRESHOLD", "-1"),
@@ -1206,8 +1204,7 @@ fn doctor(name: &str, env: &[(&str, &str)]) -> String {
 
 /// [`doctor`], with `home` (the project's HOME) set up first.
 fn doctor_in(name: &str, env: &[(&str, &str)], home: impl FnOnce(&TempProject)) -> String {
-    let project = TempProject::new(name);
-    project.init();
+    let project = TempProject::initialised(name);
     home(&project);
     write(
         project.path(".claude/ralph/config.json"),
@@ -1286,8 +1283,7 @@ type HomeCase<'a> = (
 fn doctor_login_lines(name: &str, cases: Vec<HomeCase<'_>>) -> String {
     let mut text = String::new();
     for (n, (title, version, env, home)) in cases.into_iter().enumerate() {
-        let project = TempProject::new(&format!("{name}-{n}"));
-        project.init();
+        let project = TempProject::initialised(&format!("{name}-{n}"));
         home(&project);
         write(
             project.path(".claude/ralph/config.json"),

@@ -55,8 +55,7 @@ fn queue_lists_a_prd_s_stories_by_priority_with_their_order() {
 
 #[test]
 fn a_dependency_cycle_or_a_missing_id_is_refused_before_anything_is_claimed() {
-    let project = TempProject::new("queue-cycle");
-    project.init();
+    let project = TempProject::initialised("queue-cycle");
     let cyclic = PRD_JSON.replace(
         "\"priority\": 3,",
         "\"priority\": 3,\n      \"dependencies\": [\"US-003\"],",
@@ -173,8 +172,7 @@ fn github_issues_are_items_through_gh_and_gh_logged_out_is_named() {
 
 #[test]
 fn a_repository_alone_is_refused_and_trusted_takes_only_collaborators_issues() {
-    let project = TempProject::new("queue-github-trusted");
-    project.init();
+    let project = TempProject::initialised("queue-github-trusted");
     let fakes = FakeTrackers::new(&project.path("fakes"));
     fakes.issues_by(&[
         (
@@ -356,8 +354,7 @@ fn an_item_id_that_reads_as_an_option_is_left_out_and_named_once() {
 
 #[test]
 fn a_plan_item_s_after_line_orders_it_and_is_not_its_text() {
-    let project = TempProject::new("queue-plan-after");
-    project.init();
+    let project = TempProject::initialised("queue-plan-after");
     project.write(
         "PLAN.md",
         "# Plan\n- [ ] add the endpoint\n  after: add the writer\n  serve /export\n- [ ] add the writer\n  make CSV\n",
@@ -395,8 +392,7 @@ fn a_plan_item_s_after_line_orders_it_and_is_not_its_text() {
 
 #[test]
 fn issues_left_on_their_branches_need_a_remote_named_at_the_start() {
-    let project = TempProject::new("queue-github-no-origin");
-    project.init();
+    let project = TempProject::initialised("queue-github-no-origin");
     let fakes = FakeTrackers::new(&project.path("fakes"));
     fakes.issues(&[(12, "Write parser", "", &["ralph"])]);
     let path = fakes.path_env();

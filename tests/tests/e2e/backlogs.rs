@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::scenario::Scenario;
+use ralph_tests::scenario::{Outcome, Scenario};
 use ralph_tests::trackers::{FakeTrackers, PRD_JSON};
 use serde_json::{Value, json};
 
@@ -69,6 +69,28 @@ fn all_done_once(state: &Value, count: usize) {
         assert_eq!(item["status"], "done", "{item}");
         assert_eq!(item["taken"], 1, "{item}");
     }
+}
+
+/// Drains the two items of `queue` with two workers, `PATH` leading to
+/// `fakes`; the agent of the item titled `waits.0` checks that the file
+/// `waits.1` landed before it (see [`agent`]). Asserts the run completed
+/// with each item done once; the project's root and the outcome.
+fn drain_two(
+    scenario: Scenario,
+    fakes: &FakeTrackers,
+    queue: &str,
+    waits: (&'static str, &'static str),
+) -> (PathBuf, Outcome) {
+    let path = fakes.path_env();
+    let scenario = scenario
+        .env("PATH", &path)
+        .args(&["--queue", queue, "--workers", "2"]);
+    let root = scenario.path("");
+    let api = MockApi::start(agent(move |title| (title == waits.0).then_some(waits.1)));
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    all_done_once(&outcome.state, 2);
+    (root, outcome)
 }
 
 #[test]
@@ -163,19 +185,13 @@ fn github_issues_land_each_with_fixes_in_its_commit() {
     let scenario = queue_project("backlog-github", client, "# Plan\n", json!({}));
     let fakes = fakes_of(&scenario);
     two_issues(&fakes);
-    let path = fakes.path_env();
-    let scenario =
-        scenario
-            .env("PATH", &path)
-            .args(&["--queue", "github:label=ralph", "--workers", "2"]);
-    let root = scenario.path("");
-    let api = MockApi::start(agent(|title| {
-        (title == "Write guide").then_some("parser.txt")
-    }));
-    let outcome = scenario.run(&api);
+    let (root, outcome) = drain_two(
+        scenario,
+        &fakes,
+        "github:label=ralph",
+        ("Write guide", "parser.txt"),
+    );
     let stderr = &outcome.run.stderr;
-    outcome.ended(0, "complete");
-    all_done_once(&outcome.state, 2);
     // Each item's landed commit says which issue it fixes.
     for (title, number) in [("Write parser", 12), ("Write guide", 14)] {
         let commit = git_out(
@@ -331,18 +347,13 @@ fn beads_land_and_are_closed_naming_the_commit_and_what_they_blocked_follows() {
     // bd-c3d4 is blocked by bd-a1b2: bd lists it once bd-a1b2 is closed.
     fakes.ready(&json!([bead("bd-a1b2", "Write exporter")]));
     fakes.blocked(&[(bead("bd-c3d4", "Write endpoint"), &["bd-a1b2"])]);
-    let path = fakes.path_env();
-    let scenario = scenario
-        .env("PATH", &path)
-        .args(&["--queue", "beads:", "--workers", "2"]);
-    let root = scenario.path("");
-    let api = MockApi::start(agent(|title| {
-        (title == "Write endpoint").then_some("exporter.txt")
-    }));
-    let outcome = scenario.run(&api);
+    let (root, outcome) = drain_two(
+        scenario,
+        &fakes,
+        "beads:",
+        ("Write endpoint", "exporter.txt"),
+    );
     let stderr = &outcome.run.stderr;
-    outcome.ended(0, "complete");
-    all_done_once(&outcome.state, 2);
     let closes: Vec<Vec<String>> = fakes
         .calls("bd")
         .into_iter()

@@ -217,8 +217,7 @@ fn an_interactive_run_in_a_home_where_the_client_never_ran_is_refused(client: Cl
     // start it, names the cause and the fixes, and suggests no --resume,
     // which would meet the same screens.
     let _serial = crate::one_terminal_ui_at_a_time();
-    let project = TempProject::new("first-run");
-    project.init();
+    let project = TempProject::initialised("first-run");
     let api = MockApi::start(|_, _| Reply::text("never asked"));
     let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
     cmd.env("TERM", "xterm-256color")

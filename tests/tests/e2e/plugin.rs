@@ -18,6 +18,18 @@ use ralph_tests::scenario::script;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// Asserts that the session `run` ended well with the loop of `project`
+/// complete at iteration 3 of 6, after three requests; the loop's state.
+fn completed_at_3_of_6(project: &TempProject, run: &Run, api: &MockApi) -> serde_json::Value {
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 3, "{state:#}");
+    assert_eq!(state["maxIterations"], 6, "{state:#}");
+    assert_eq!(api.main_requests().len(), 3, "{run:?}");
+    state
+}
+
 #[test]
 fn ralph_loop_runs_until_the_promise_and_leaves_later_sessions_alone() {
     let client = ClientVersion::V2_1_330;
@@ -34,19 +46,14 @@ fn ralph_loop_runs_until_the_promise_and_leaves_later_sessions_alone() {
         &api,
         "/ralph-loop Fix the findings. Don't run `touch pwned` or use $HOME. --max-iterations 6 --completion-promise DONE",
     );
-    run.assert_code(0);
-    let state = project.status_json();
+    let state = completed_at_3_of_6(&project, &run, &api);
     // The task as typed: no character of it reached a shell.
     assert_eq!(
         state["task"], "Fix the findings. Don't run `touch pwned` or use $HOME.",
         "{state:#}"
     );
     assert!(!project.path("pwned").exists());
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 3, "{state:#}");
-    assert_eq!(state["maxIterations"], 6, "{state:#}");
     let requests = api.main_requests();
-    assert_eq!(requests.len(), 3, "{run:?}");
     let first = user_texts(&requests[0].body).join("\n");
     for said in ["Ralph loop started in this session", "Fix the findings."] {
         assert!(first.contains(said), "{said:?} in {first}");
@@ -93,14 +100,9 @@ fn the_official_plugin_s_form_unquoted_is_read_as_task_and_flags() {
         &api,
         "/ralph-loop Fix the findings --max-iterations 6 --completion-promise DONE",
     );
-    run.assert_code(0);
-    let state = project.status_json();
+    let state = completed_at_3_of_6(&project, &run, &api);
     assert_eq!(state["task"], "Fix the findings", "{state:#}");
-    assert_eq!(state["maxIterations"], 6, "{state:#}");
     assert_eq!(state["completionSignal"], "DONE", "{state:#}");
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 3, "{state:#}");
-    assert_eq!(api.main_requests().len(), 3, "{run:?}");
     let first = user_texts(&api.main_requests()[0].body).join("\n");
     assert!(
         first.contains(
@@ -422,8 +424,7 @@ fn a_headless_loop_whose_edits_are_all_refused_is_not_complete() {
 #[test]
 fn ralph_status_is_answered_without_a_model_request_on_2_1() {
     // 2.1 shows the hook's block reason: the status, and no request spent.
-    let project = TempProject::new("plugin-status");
-    project.init();
+    let project = TempProject::initialised("plugin-status");
     let api = MockApi::start_in_order(|_, _| Reply::text("Hello."));
     let run = plugin_session(&project, ClientVersion::V2_1_330, &api, "/ralph-status");
     assert!(api.main_requests().is_empty(), "{run:?}");

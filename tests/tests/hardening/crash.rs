@@ -5,13 +5,15 @@
 //!
 //! The crash test prints its seed; `RALPH_CRASH_SEED=N` replays a run.
 
-use super::{NOBODY, block_reason, drop_root, hook_command, mode, one_line, run_hook, to_bytes};
+use super::{
+    NOBODY, block_reason, drop_root, hook_command, mode, one_line, run_hook, to_bytes, working,
+};
 use ralph_tests::SIGNAL;
 use ralph_tests::cli::{looping, looping_idle, stop_input};
 use ralph_tests::listen::is_root;
 use ralph_tests::project::{TempProject, limit_file_size, signal_process};
 use serde_json::Value;
-use std::fs::{self};
+use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -73,7 +75,7 @@ fn sigkill_at_random_moments_never_tears_or_rewinds_the_state() {
     println!("crash-safety seed {seed} (replay with RALPH_CRASH_SEED={seed})");
 
     let project = Arc::new(looping_idle("crash", 100_000));
-    let stdin = Arc::new(to_bytes(&stop_input(&project, Some("working"))));
+    let stdin = Arc::new(working(&project));
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicU64::new(0));
     let completed = Arc::new(AtomicU64::new(0));
@@ -279,7 +281,7 @@ fn stops_count_exactly_while_files_beside_the_state_are_deleted() {
             }
         })
     };
-    let input = Arc::new(to_bytes(&stop_input(&project, Some("working"))));
+    let input = Arc::new(working(&project));
     let blocks = Arc::new(AtomicU64::new(0));
     let workers: Vec<_> = (0..6)
         .map(|_| {
@@ -368,7 +370,7 @@ fn state_folder_unwritable() {
             "Permission denied"
         }
     };
-    let run = run_hook(cmd, &to_bytes(&stop_input(&project, Some("working"))));
+    let run = run_hook(cmd, &working(&project));
     one_line(
         &run,
         &[
@@ -413,7 +415,7 @@ fn a_stdout_that_goes_nowhere_leaves_the_state_as_it_was() {
         let log_before = fs::read(&log).unwrap_or_default();
         let mut cmd = hook_command(&project);
         with_stdout_nowhere(&mut cmd, closed);
-        let run = run_hook(cmd, &to_bytes(&stop_input(&project, Some("working"))));
+        let run = run_hook(cmd, &working(&project));
         one_line(
             &run,
             &[
@@ -432,10 +434,7 @@ fn a_stdout_that_goes_nowhere_leaves_the_state_as_it_was() {
         );
     }
     // With a reader again, the same stop counts.
-    let run = run_hook(
-        hook_command(&project),
-        &to_bytes(&stop_input(&project, Some("working"))),
-    );
+    let run = run_hook(hook_command(&project), &working(&project));
     let answer: Value = serde_json::from_str(&run.stdout).unwrap();
     assert!(ralph_tests::cli::go_on_text(&answer).is_some(), "{run:?}");
     assert_eq!(project.state().unwrap()["iteration"], 2);
@@ -468,9 +467,6 @@ fn disk_full_on_write_keeps_the_old_state() {
         );
     }
     // With room again, the same stop counts.
-    let run = run_hook(
-        hook_command(&project),
-        &to_bytes(&stop_input(&project, Some("working"))),
-    );
+    let run = run_hook(hook_command(&project), &working(&project));
     assert!(block_reason(&run).starts_with("[Ralph loop: iteration 2 of 5]"));
 }

@@ -1,7 +1,7 @@
 //! Garbage in the environment (`RALPH_*`, `CLAUDE_PROJECT_DIR`) and a
 //! `cwd` that names no project.
 
-use super::{block_reason, hook_command, one_line, run_hook, to_bytes};
+use super::{block_reason, hook_command, one_line, run_hook, to_bytes, working};
 use ralph_tests::bins;
 use ralph_tests::cli::{looping, stop_input};
 use ralph_tests::project::{Run, TempProject};
@@ -127,10 +127,7 @@ fn garbage_ralph_active_does_nothing() {
     for value in [os(b"1\xff"), os(b"\xff"), "1 ".into(), "yes".into()] {
         let mut cmd = project.command(bins::hook());
         cmd.env("RALPH_ACTIVE", &value);
-        silent(&run_hook(
-            cmd,
-            &to_bytes(&stop_input(&project, Some("working"))),
-        ));
+        silent(&run_hook(cmd, &working(&project)));
     }
     assert_eq!(project.state_bytes(), before);
 }

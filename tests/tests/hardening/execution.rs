@@ -12,7 +12,7 @@ use ralph_tests::project::{
     processes_matching, signal_process,
 };
 use serde_json::json;
-use std::fs::{self};
+use std::fs;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
@@ -76,8 +76,7 @@ fn model_text_is_never_executed() {
 
 #[test]
 fn git_never_runs_a_program_the_users_or_the_repositorys_configuration_names() {
-    let project = TempProject::new("git-programs");
-    project.init();
+    let project = TempProject::initialised("git-programs");
     project.write_prompt("Do the task.\n");
     fs::write(project.path("notes.txt"), "notes\n").unwrap();
     project.git(&["add", "notes.txt"]);

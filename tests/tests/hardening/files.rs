@@ -2,11 +2,12 @@
 //! large, binary, a FIFO or a device.
 
 use super::{
-    TIMEOUT, hook_command, mkfifo, one_line, rejected, run_hook_quick, sparse_file, to_bytes,
+    TIMEOUT, hook_command, mkfifo, one_line, rejected, rejected_at_once, run_hook_quick,
+    sparse_file, working,
 };
-use ralph_tests::cli::{looping, stop_input};
+use ralph_tests::cli::looping;
 use ralph_tests::project::{TempProject, run_measured};
-use std::fs::{self};
+use std::fs;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -16,13 +17,20 @@ fn prompt_path(project: &TempProject) -> PathBuf {
     project.path(".claude/ralph/PROMPT.md")
 }
 
+/// Writes `contents` as the prompt and asserts the stop is let through
+/// with one line holding `needle`.
+fn prompt_rejected(project: &TempProject, contents: &[u8], needle: &str) {
+    fs::write(prompt_path(project), contents).unwrap();
+    rejected(project, &working(project), &[needle]);
+}
+
 #[test]
 fn prompt_missing() {
     let project = looping("prompt-missing", 5);
     fs::remove_file(prompt_path(&project)).unwrap();
     rejected(
         &project,
-        &to_bytes(&stop_input(&project, Some("working"))),
+        &working(&project),
         &[&format!(
             "prompt file {} does not exist; create it",
             prompt_path(&project).display()
@@ -34,11 +42,10 @@ fn prompt_missing() {
 fn prompt_empty() {
     let project = looping("prompt-empty", 5);
     for text in ["", " \n\n\t\n"] {
-        fs::write(prompt_path(&project), text).unwrap();
-        rejected(
+        prompt_rejected(
             &project,
-            &to_bytes(&stop_input(&project, Some("working"))),
-            &["PROMPT.md is empty; write the task into it"],
+            text.as_bytes(),
+            "PROMPT.md is empty; write the task into it",
         );
     }
 }
@@ -46,11 +53,10 @@ fn prompt_empty() {
 #[test]
 fn prompt_over_1_mib() {
     let project = looping("prompt-huge", 5);
-    fs::write(prompt_path(&project), "x".repeat((1 << 20) + 1)).unwrap();
-    rejected(
+    prompt_rejected(
         &project,
-        &to_bytes(&stop_input(&project, Some("working"))),
-        &["PROMPT.md is larger than 1024 KiB; shorten it"],
+        "x".repeat((1 << 20) + 1).as_bytes(),
+        "PROMPT.md is larger than 1024 KiB; shorten it",
     );
 }
 
@@ -62,11 +68,10 @@ fn prompt_binary() {
         b"Do the task\x00 now",
         b"caf\xe9\n",
     ] {
-        fs::write(prompt_path(&project), bytes).unwrap();
-        rejected(
+        prompt_rejected(
             &project,
-            &to_bytes(&stop_input(&project, Some("working"))),
-            &["PROMPT.md is not UTF-8 text; save it as plain text"],
+            bytes,
+            "PROMPT.md is not UTF-8 text; save it as plain text",
         );
     }
 }
@@ -76,13 +81,11 @@ fn prompt_is_a_fifo() {
     let project = looping("prompt-fifo", 5);
     fs::remove_file(prompt_path(&project)).unwrap();
     mkfifo(&prompt_path(&project));
-    let before = project.state_bytes();
-    let run = run_hook_quick(
-        hook_command(&project),
-        &to_bytes(&stop_input(&project, Some("working"))),
+    rejected_at_once(
+        &project,
+        &working(&project),
+        &["PROMPT.md: not a regular file"],
     );
-    one_line(&run, &["PROMPT.md: not a regular file"]);
-    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -91,13 +94,11 @@ fn guardrails_is_a_fifo() {
     let path = project.path(".claude/ralph/guardrails.md");
     fs::remove_file(&path).unwrap();
     mkfifo(&path);
-    let before = project.state_bytes();
-    let run = run_hook_quick(
-        hook_command(&project),
-        &to_bytes(&stop_input(&project, Some("working"))),
+    rejected_at_once(
+        &project,
+        &working(&project),
+        &["guardrails.md: not a regular file"],
     );
-    one_line(&run, &["guardrails.md: not a regular file"]);
-    assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
@@ -107,7 +108,7 @@ fn config_is_a_fifo_or_a_device() {
     project.unpin();
     let path = project.path(".claude/ralph/config.json");
     let before = project.state_bytes();
-    let input = to_bytes(&stop_input(&project, Some("working")));
+    let input = working(&project);
     mkfifo(&path);
     let run = run_hook_quick(hook_command(&project), &input);
     one_line(&run, &["config.json: not a regular file"]);
@@ -126,7 +127,7 @@ fn config_of_1_gib_is_read_bounded() {
     let path = project.path(".claude/ralph/config.json");
     sparse_file(&path, 1 << 30, b"{", b"}");
     let before = project.state_bytes();
-    let input = to_bytes(&stop_input(&project, Some("working")));
+    let input = working(&project);
     let (run, peak_kib) = run_measured(hook_command(&project), TIMEOUT, move |mut stdin| {
         let _ = stdin.write_all(&input);
     });

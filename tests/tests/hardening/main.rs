@@ -36,7 +36,7 @@ use std::fs::{self, File};
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -105,6 +105,20 @@ fn block_reason(run: &Run) -> String {
         .to_string()
 }
 
+/// The input of a stop whose agent says it is working, as bytes.
+fn working(project: &TempProject) -> Vec<u8> {
+    to_bytes(&stop_input(project, Some("working")))
+}
+
+/// [`rejected`] for an input whose stop is let through at once (the hook
+/// run under [`run_hook_quick`]'s shorter bound).
+fn rejected_at_once(project: &TempProject, input: &[u8], needles: &[&str]) -> String {
+    let before = project.state_bytes();
+    let line = one_line(&run_hook_quick(hook_command(project), input), needles);
+    assert_eq!(project.state_bytes(), before, "the state is byte-identical");
+    line
+}
+
 /// Runs the hook on `input` and asserts one line with the needles and the state untouched.
 fn rejected(project: &TempProject, input: &[u8], needles: &[&str]) -> String {
     let before = project.state_bytes();
@@ -135,6 +149,28 @@ fn drop_root(project: &TempProject, cmd: &mut Command) {
         ralph_tests::reach::run_from_reach(cmd, &project.root.parent().unwrap().join("bin"));
         cmd.uid(NOBODY).gid(NOBODY);
     }
+}
+
+/// Puts `kind` at `path` in place of its file: `"a FIFO"` or `"a link to
+/// /dev/zero"` (an endless device).
+fn replace_with_special(path: &Path, kind: &str) {
+    fs::remove_file(path).unwrap();
+    match kind {
+        "a FIFO" => mkfifo(path),
+        "a link to /dev/zero" => std::os::unix::fs::symlink("/dev/zero", path).unwrap(),
+        _ => panic!("no special file {kind:?}"),
+    }
+}
+
+/// Moves the state of `project` to `elsewhere.json` and puts a symbolic
+/// link to it in its place; the target and its bytes.
+fn state_behind_a_link(project: &TempProject) -> (PathBuf, Vec<u8>) {
+    let state = project.state_path();
+    let target = project.path("elsewhere.json");
+    fs::rename(&state, &target).unwrap();
+    std::os::unix::fs::symlink(&target, &state).unwrap();
+    let bytes = fs::read(&target).unwrap();
+    (target, bytes)
 }
 
 fn mkfifo(path: &Path) {

@@ -3,15 +3,15 @@
 //! temp names `init` writes.
 
 use super::{
-    TIMEOUT, block_reason, drop_root, hook_command, mkfifo, mode, one_line, rejected, run_hook,
-    run_hook_quick, to_bytes,
+    TIMEOUT, block_reason, drop_root, hook_command, mode, one_line, rejected, replace_with_special,
+    run_hook, run_hook_quick, state_behind_a_link, to_bytes, working,
 };
 use ralph_tests::SIGNAL;
 use ralph_tests::bins;
 use ralph_tests::cli::{SID, looping, stop_input};
 use ralph_tests::project::{INSTALLED_FILES, TempProject, run_with_timeout};
 use serde_json::json;
-use std::fs::{self};
+use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -20,12 +20,9 @@ use std::time::Duration;
 #[test]
 fn state_symlink_is_refused_and_its_target_untouched() {
     let project = looping("state-symlink", 5);
+    let (target, before) = state_behind_a_link(&project);
     let state = project.state_path();
-    let target = project.path("elsewhere.json");
-    fs::rename(&state, &target).unwrap();
-    std::os::unix::fs::symlink(&target, &state).unwrap();
-    let before = fs::read(&target).unwrap();
-    let input = to_bytes(&stop_input(&project, Some("working")));
+    let input = working(&project);
     one_line(
         &run_hook(hook_command(&project), &input),
         &["is corrupt (it is a symbolic link; ralph only uses a regular file here)"],
@@ -98,8 +95,7 @@ fn with_open_umask(cmd: &mut Command) {
 
 #[test]
 fn state_files_are_private() {
-    let project = TempProject::new("modes");
-    project.init();
+    let project = TempProject::initialised("modes");
     project.write_prompt("Do the task.\n");
     let mut start = project.command(bins::ctl());
     start.args(["start", "--session-id", SID]);
@@ -109,10 +105,7 @@ fn state_files_are_private() {
 
     let mut hook = hook_command(&project);
     with_open_umask(&mut hook);
-    block_reason(&run_hook(
-        hook,
-        &to_bytes(&stop_input(&project, Some("working"))),
-    ));
+    block_reason(&run_hook(hook, &working(&project)));
     assert_eq!(project.state().unwrap()["iteration"], 2);
     assert_eq!(mode(&project.state_path()), 0o600, "after a hook run");
 }
@@ -120,11 +113,8 @@ fn state_files_are_private() {
 #[test]
 fn a_symlinked_state_is_never_followed_for_writing() {
     let project = looping("symlink-write", 5);
+    let (target, before) = state_behind_a_link(&project);
     let state = project.state_path();
-    let target = project.path("elsewhere.json");
-    fs::rename(&state, &target).unwrap();
-    std::os::unix::fs::symlink(&target, &state).unwrap();
-    let before = fs::read(&target).unwrap();
     let input = to_bytes(&stop_input(&project, Some(&format!("done {SIGNAL}"))));
     one_line(
         &run_hook(hook_command(&project), &input),
@@ -186,7 +176,7 @@ fn an_unsearchable_state_folder_is_named_not_taken_for_no_loop() {
     let mut hook = hook_command(&project);
     drop_root(&project, &mut hook);
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o000)).unwrap();
-    let run = run_hook(hook, &to_bytes(&stop_input(&project, Some("working"))));
+    let run = run_hook(hook, &working(&project));
     let mut reset = project.command(bins::ctl());
     reset.arg("reset");
     drop_root(&project, &mut reset);
@@ -342,12 +332,7 @@ fn settings_json_as_a_fifo_or_a_device_is_named_at_once() {
         ("a FIFO", "is not a regular file"),
         ("a link to /dev/zero", "is a symbolic link"),
     ] {
-        fs::remove_file(&settings).unwrap();
-        if kind == "a FIFO" {
-            mkfifo(&settings);
-        } else {
-            std::os::unix::fs::symlink("/dev/zero", &settings).unwrap();
-        }
+        replace_with_special(&settings, kind);
 
         let run = project.ctl(&["init"], &[]);
         assert_eq!(run.code, Some(1), "init, {kind}: {run:?}");

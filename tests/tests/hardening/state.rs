@@ -2,7 +2,10 @@
 //! counters, its folder a file, anything at the lock's path, a FIFO or a
 //! link to a device for `status`.
 
-use super::{block_reason, ended, hook_command, mkfifo, one_line, rejected, run_hook, to_bytes};
+use super::{
+    block_reason, ended, hook_command, mkfifo, one_line, rejected, replace_with_special, run_hook,
+    to_bytes, working,
+};
 use ralph_tests::cli::{looping, stop_input};
 use serde_json::json;
 use std::fs::{self, File};
@@ -16,7 +19,7 @@ fn state_empty() {
     fs::write(project.state_path(), "").unwrap();
     rejected(
         &project,
-        &to_bytes(&stop_input(&project, Some("working"))),
+        &working(&project),
         &[
             "is corrupt (the file is empty); see it with `ralph-ctl status`, clear it with `ralph-ctl reset`",
         ],
@@ -26,7 +29,7 @@ fn state_empty() {
 #[test]
 fn state_corrupt() {
     let project = looping("state-corrupt", 5);
-    let input = to_bytes(&stop_input(&project, Some("working")));
+    let input = working(&project);
     let good = project.state_bytes();
     let half = &good[..good.len() / 2];
     let bogus = String::from_utf8(good.clone())
@@ -49,7 +52,7 @@ fn state_corrupt() {
 #[test]
 fn state_not_a_regular_file() {
     let project = looping("state-dir", 5);
-    let input = to_bytes(&stop_input(&project, Some("working")));
+    let input = working(&project);
     let state = project.state_path();
     fs::remove_file(&state).unwrap();
     fs::create_dir(&state).unwrap();
@@ -112,10 +115,7 @@ fn state_folder_is_a_file() {
     let runtime = project.path(".claude/context/runtime");
     fs::remove_dir_all(&runtime).unwrap();
     fs::write(&runtime, "not a folder").unwrap();
-    let run = run_hook(
-        hook_command(&project),
-        &to_bytes(&stop_input(&project, Some("working"))),
-    );
+    let run = run_hook(hook_command(&project), &working(&project));
     one_line(&run, &["runtime is not a folder; move it aside"]);
     assert_eq!(fs::read_to_string(&runtime).unwrap(), "not a folder");
 }
@@ -128,7 +128,7 @@ fn anything_at_a_lock_file_path_changes_nothing() {
     let lock = project.path(".claude/context/runtime/ralph-state.json.lock");
     let _ = fs::remove_file(&lock);
     fs::create_dir(&lock).unwrap();
-    let input = to_bytes(&stop_input(&project, Some("working")));
+    let input = working(&project);
     block_reason(&run_hook(hook_command(&project), &input));
     fs::remove_dir(&lock).unwrap();
     let missing = project.path("created-through-the-link");
@@ -143,12 +143,7 @@ fn status_of_a_state_that_is_a_fifo_or_a_link_to_a_device_returns_at_once() {
     let project = looping("status-fifo", 5);
     let state = project.state_path();
     for kind in ["a FIFO", "a link to /dev/zero"] {
-        fs::remove_file(&state).unwrap();
-        if kind == "a FIFO" {
-            mkfifo(&state);
-        } else {
-            std::os::unix::fs::symlink("/dev/zero", &state).unwrap();
-        }
+        replace_with_special(&state, kind);
         let run = project.ctl(&["status"], &[]);
         assert_eq!(run.code, Some(1), "{kind}: {run:?}");
         assert!(run.stdout.contains("is corrupt"), "{kind}: {run:?}");

@@ -361,7 +361,7 @@ impl TempProject {
     /// with the key of this project's HOME (the numbers kept there too).
     pub fn write_log(&self, entries: &[Value]) {
         use ralph_core::persist::{log, mac, sequence};
-        let path = self.root.join(".claude/context/runtime/ralph-log.jsonl");
+        let path = self.log_path();
         let folder = path.parent().unwrap();
         std::fs::create_dir_all(folder).unwrap();
         let keys = self.key_dir();
@@ -556,7 +556,12 @@ impl TempProject {
 
     /// The state file's path.
     pub fn state_path(&self) -> PathBuf {
-        self.root.join(".claude/context/runtime/ralph-state.json")
+        self.runtime_dir().join("ralph-state.json")
+    }
+
+    /// The folder of the loop's state, log and queue claims.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.root.join(".claude/context/runtime")
     }
 
     /// The state file's bytes; panics when it cannot be read.
@@ -576,8 +581,17 @@ impl TempProject {
 
     /// The audit log's text (`ralph-log.jsonl`); empty when there is none.
     pub fn audit_log(&self) -> String {
-        std::fs::read_to_string(self.root.join(".claude/context/runtime/ralph-log.jsonl"))
-            .unwrap_or_default()
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The audit log, `ralph-log.jsonl`.
+    pub fn log_path(&self) -> PathBuf {
+        self.runtime_dir().join("ralph-log.jsonl")
+    }
+
+    /// The queue's claims, `ralph-queue.json`.
+    pub fn queue_claims_path(&self) -> PathBuf {
+        self.runtime_dir().join("ralph-queue.json")
     }
 
     /// The audit log's first line of `event`; panics with the log when

@@ -27,11 +27,6 @@ pub(crate) fn settings(project: &TempProject) -> Value {
     serde_json::from_slice(&std::fs::read(project.path(".claude/settings.json")).unwrap()).unwrap()
 }
 
-/// The audit log of `project`.
-pub(crate) fn audit_log(project: &TempProject) -> std::path::PathBuf {
-    project.path(".claude/context/runtime/ralph-log.jsonl")
-}
-
 /// A fake client that records its arguments, environment and stdin, then exits with `code`.
 pub(crate) fn fake_client(project: &TempProject, code: i32) -> String {
     // The client's first run done in this home: an interactive run is not

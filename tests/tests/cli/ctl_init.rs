@@ -210,16 +210,8 @@ fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
         let mut cmd = project.command(bins::ctl());
         cmd.arg("init");
         let mut term = Terminal::spawn(cmd, SIZE, Stderr::Terminal).unwrap();
-        assert!(
-            term.wait_for_screen("[Y/n]", Duration::from_secs(10)),
-            "{}",
-            term.screen()
-        );
-        assert!(
-            term.screen().contains("`go test -v ./...` (from go.mod)"),
-            "{}",
-            term.screen()
-        );
+        term.assert_shows("[Y/n]");
+        term.assert_shows("`go test -v ./...` (from go.mod)");
         term.type_text(answer).unwrap();
         term.press(Key::Enter).unwrap();
         let run = term.finish(Duration::from_secs(10));

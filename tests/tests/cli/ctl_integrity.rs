@@ -174,7 +174,7 @@ fn a_key_ralph_did_not_make_is_refused_naming_the_file_and_the_fix() {
 #[test]
 fn an_earlier_audit_log_put_back_is_said_to_be_stale() {
     let project = TempProject::with_loop("stale-log", "s-1", 5);
-    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let log = project.log_path();
     let earlier = std::fs::read(&log).unwrap();
     project
         .ctl(&["say", "look at the parser"], &[])
@@ -207,7 +207,7 @@ fn a_client_that_edits_the_state_and_the_log_does_not_end_the_loop_complete() {
     let project = TempProject::new("edited");
     let marker = started_with_notify(&project);
     let state = project.state_path().display().to_string();
-    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let log = project.log_path();
     let line = r#"{"at":"2026-11-24T10:00:00Z","event":"end","sessionId":"SID","iteration":1,"status":"complete","reason":"done"}"#;
     let client = project.path("forging-claude.sh");
     std::fs::write(

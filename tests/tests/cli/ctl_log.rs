@@ -1,7 +1,6 @@
 //! `log` and `watch`: the audit log's entries, a missing or unreadable
 //! log, a closed pipe, and the agent's terminal escapes shown visibly.
 
-use super::ctl_common::audit_log;
 use ralph_tests::bins;
 use ralph_tests::project::{TempProject, run_with_timeout, wait_with_timeout};
 use serde_json::{Value, json};
@@ -98,7 +97,7 @@ fn log_without_a_log_says_so() {
 #[test]
 fn an_unreadable_log_is_one_error_line() {
     let project = TempProject::initialised("log-bad");
-    let log = audit_log(&project);
+    let log = project.log_path();
     std::fs::create_dir_all(&log).unwrap();
     let run = project.ctl(&["log"], &[]);
     run.assert_code(1).assert_no_panic();
@@ -200,16 +199,8 @@ fn watch_prints_a_line_per_change_until_the_loop_ends_and_quits_on_q() {
     let mut cmd = project.command(bins::ctl());
     cmd.arg("watch");
     let mut term = Terminal::spawn(cmd, SIZE, Stderr::Terminal).unwrap();
-    assert!(
-        term.wait_for_screen("(q quits)", Duration::from_secs(10)),
-        "{}",
-        term.screen()
-    );
-    assert!(
-        term.screen().contains("status     cancelled"),
-        "{}",
-        term.screen()
-    );
+    term.assert_shows("(q quits)");
+    term.assert_shows("status     cancelled");
     term.type_text("q").unwrap();
     let run = term.finish(Duration::from_secs(10));
     assert_eq!(run.code, Some(0), "{run:?}");

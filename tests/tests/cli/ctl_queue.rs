@@ -3,6 +3,7 @@
 //! shared on a remote.
 
 use super::ctl_common::client_script;
+use ralph_tests::cli::each_str;
 use ralph_tests::project::TempProject;
 use serde_json::{Value, json};
 
@@ -15,19 +16,10 @@ fn queue_shows_a_backlog_s_items_and_where_each_stands() {
     );
     let listed = project.ctl(&["queue", "plan:TODO.md", "--json"], &[]);
     let items = listed.assert_code(0).json();
-    let titles: Vec<&str> = items
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["title"].as_str().unwrap())
-        .collect();
+    let titles = each_str(&items, "title");
     assert_eq!(titles, ["write the guide", "add --json"], "{items:#}");
     assert!(
-        items
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|i| i["status"] == "free"),
+        each_str(&items, "status").iter().all(|s| *s == "free"),
         "{items:#}"
     );
     // What workers recorded: one item claimed, one done.

@@ -2,7 +2,7 @@
 //! Ctrl-C and a terminal that goes away, and a loop waiting under a live
 //! launcher.
 
-use super::ctl_common::{audit_log, client_script, fake_client, launcher, recorded_stdin};
+use super::ctl_common::{client_script, fake_client, launcher, recorded_stdin};
 use ralph_tests::project::{TempProject, signal_group, signal_process, wait_with_timeout};
 use std::path::Path;
 use std::process::Stdio;
@@ -228,7 +228,7 @@ fn a_launcher_killed_outright_leaves_no_loop_running() {
         "{because}"
     );
     assert!(state.get("carriers").is_none(), "{state:#}");
-    let log = std::fs::read_to_string(audit_log(&project)).unwrap();
+    let log = std::fs::read_to_string(project.log_path()).unwrap();
     assert!(
         log.lines().last().unwrap().contains("\"event\":\"end\""),
         "{log}"

@@ -680,8 +680,7 @@ fn stop_failure_pauses_the_loop_with_the_reset_time_and_answers_nothing() {
         paused["resumeAt"],
         String::from_utf8_lossy(&expected.stdout).trim()
     );
-    let log =
-        std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
+    let log = std::fs::read_to_string(project.log_path()).unwrap();
     let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
     assert_eq!(last["event"], "pause");
 

@@ -511,7 +511,7 @@ fn logged(name: &str) -> TempProject {
         }))
         .run();
     assert_eq!(project.status_json()["status"], "paused");
-    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let log = project.log_path();
     let text = fs::read_to_string(&log).unwrap();
     assert_eq!(
         text.lines().count(),
@@ -887,7 +887,7 @@ fn hook_lines_for_bad_files() {
         table.line(case, &untouched(&project, usual(&project)));
     }
     let project = looping("state-folder", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     fs::remove_dir_all(&runtime).unwrap();
     write(&runtime, "not a folder");
     table.line(
@@ -895,7 +895,7 @@ fn hook_lines_for_bad_files() {
         &untouched(&project, usual(&project)),
     );
     let project = looping("linked-folder", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     let other = project.path("other-runtime");
     fs::rename(&runtime, &other).unwrap();
     std::os::unix::fs::symlink(&other, &runtime).unwrap();
@@ -904,13 +904,13 @@ fn hook_lines_for_bad_files() {
         &untouched(&project, usual(&project)),
     );
     let project = looping("unsearchable", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o000)).unwrap();
     let run = untouched_by(&project, || as_nobody(&project, usual(&project)));
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o755)).unwrap();
     table.line("state folder cannot be searched", &run);
     let project = looping("unwritable", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o555)).unwrap();
     let run = untouched_by(&project, || as_nobody(&project, usual(&project)));
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o755)).unwrap();
@@ -994,7 +994,7 @@ fn lock(file: &File) {
 #[test]
 fn hook_line_when_the_state_lock_is_held() {
     let project = looping("lock-held", 5);
-    let held = File::open(project.path(".claude/context/runtime")).unwrap();
+    let held = File::open(project.runtime_dir()).unwrap();
     lock(&held);
     let run = untouched(&project, usual(&project));
     drop(held);

@@ -4,6 +4,7 @@
 //! items: listed by `ralph-ctl queue`, a cycle refused before anything
 //! starts.
 
+use ralph_tests::cli::each_str;
 use ralph_tests::project::TempProject;
 use ralph_tests::trackers::{FakeTrackers, PRD_JSON};
 
@@ -75,12 +76,7 @@ fn a_dependency_cycle_or_a_missing_id_is_refused_before_anything_is_claimed() {
     );
     run.assert_code(1).assert_stderr_has(&[said]);
     assert!(project.state().is_none(), "nothing started: {run:?}");
-    assert!(
-        !project
-            .path(".claude/context/runtime/ralph-queue.json")
-            .exists(),
-        "nothing claimed"
-    );
+    assert!(!project.queue_claims_path().exists(), "nothing claimed");
     // An id no story has.
     project.write("prd.json", PRD_JSON.replace("[\"US-001\"]", "[\"US-009\"]"));
     project
@@ -286,12 +282,7 @@ fn beads_ready_issues_are_items_and_what_bd_prints_unread_is_named() {
     let env = [("PATH", path.as_str())];
     let listed = project.ctl(&["queue", "beads:", "--json"], &env);
     let items = listed.assert_code(0).json();
-    let ids: Vec<&str> = items
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["id"].as_str().unwrap())
-        .collect();
+    let ids = each_str(&items, "id");
     assert_eq!(ids, ["bd-a1b2", "bd-c3d4"], "{items:#}");
     assert_eq!(fakes.calls("bd"), [["ready", "--json"]]);
     fakes.ready(&serde_json::json!({"error": "no database"}));

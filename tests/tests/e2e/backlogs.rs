@@ -447,12 +447,7 @@ fn a_dependency_cycle_is_refused_before_any_item_is_claimed() {
         "{outcome:?}"
     );
     assert!(api.main_requests().is_empty(), "no client asked");
-    assert!(
-        !scenario
-            .path(".claude/context/runtime/ralph-queue.json")
-            .exists(),
-        "nothing claimed"
-    );
+    assert!(!scenario.queue_claims_path().exists(), "nothing claimed");
     assert_eq!(
         std::fs::read_to_string(scenario.path("prd.json")).unwrap(),
         cyclic

@@ -720,7 +720,7 @@ impl EarlierRecord {
     /// Copies the project's state and audit log aside, into `aside`.
     fn keep(project: &TempProject, aside: &std::path::Path) -> EarlierRecord {
         std::fs::create_dir_all(aside).unwrap();
-        let runtime = project.path(".claude/context/runtime");
+        let runtime = project.runtime_dir();
         let record = EarlierRecord {
             state: aside.join("ralph-state.json"),
             log: aside.join("ralph-log.jsonl"),
@@ -746,7 +746,7 @@ fn an_earlier_complete_record_put_back_is_stale_not_complete(client: ClientVersi
     let earlier = EarlierRecord::keep(&scenario, &scenario.tmp.join("earlier-record"));
     // A new loop starts; as its agent works, the earlier record is written
     // back in place of its state and log.
-    let runtime = scenario.path(".claude/context/runtime");
+    let runtime = scenario.runtime_dir();
     let put_back = std::sync::Once::new();
     let api = MockApi::start(move |_, _| {
         put_back.call_once(|| earlier.put_back(&runtime));

@@ -500,11 +500,9 @@ fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
         "{items:?}"
     );
     // Their claims were given up at once, not left to lapse.
-    let claims: Value = serde_json::from_str(
-        &std::fs::read_to_string(scenario.path(".claude/context/runtime/ralph-queue.json"))
-            .unwrap(),
-    )
-    .unwrap();
+    let claims: Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario.queue_claims_path()).unwrap())
+            .unwrap();
     for record in claims["items"].as_object().unwrap().values() {
         assert_eq!(record["status"], "claimed", "{claims}");
         assert!(

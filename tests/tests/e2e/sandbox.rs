@@ -200,8 +200,7 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
         state["hint"].is_null(),
         "the agent posted a note: {state:#}"
     );
-    let log =
-        std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
+    let log = std::fs::read_to_string(project.log_path()).unwrap();
     assert!(!log.contains("\"event\":\"say\""), "{log}");
     // In the sandbox `say` runs and cannot write the state; without it
     // the client refuses the command.

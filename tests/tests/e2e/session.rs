@@ -87,7 +87,7 @@ fn guard_off_session_stops_after_one_turn(client: ClientVersion) {
     run.assert_code(0);
     assert_eq!(api.main_requests().len(), 1, "one turn only");
     assert!(project.state().is_none(), "no state file appears");
-    let runtime: Vec<String> = std::fs::read_dir(project.path(".claude/context/runtime"))
+    let runtime: Vec<String> = std::fs::read_dir(project.runtime_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();

@@ -25,7 +25,7 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn temp_files(project: &TempProject) -> Vec<String> {
-    let Ok(entries) = fs::read_dir(project.path(".claude/context/runtime")) else {
+    let Ok(entries) = fs::read_dir(project.runtime_dir()) else {
         return Vec::new();
     };
     entries
@@ -269,7 +269,7 @@ fn stops_count_exactly_while_files_beside_the_state_are_deleted() {
     // 300 stops at once while another process deletes and replaces what
     // lies beside the state: every block answered is one iteration counted.
     let project = Arc::new(looping_idle("deleted-beside", 10_000));
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     let done = Arc::new(AtomicBool::new(false));
     let meddler = {
         let (runtime, done) = (runtime.clone(), Arc::clone(&done));
@@ -359,7 +359,7 @@ impl Drop for Unwritable {
 #[test]
 fn state_folder_unwritable() {
     let project = looping("runtime-unwritable", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     let before = project.state_bytes();
     let mut cmd = hook_command(&project);
     let guard = Unwritable::new(&runtime);
@@ -409,7 +409,7 @@ fn a_stdout_that_goes_nowhere_leaves_the_state_as_it_was() {
     // An answer nobody reads must not count: the block never reached the
     // client, so the iteration did not happen.
     let project = looping("stdout-nowhere", 5);
-    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let log = project.log_path();
     for closed in [true, false] {
         let before = project.state_bytes();
         let log_before = fs::read(&log).unwrap_or_default();

@@ -40,7 +40,7 @@ fn state_symlink_is_refused_and_its_target_untouched() {
 #[test]
 fn escaping_session_ids_are_rejected() {
     let project = looping("session-escape", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     let listing = || {
         let mut names: Vec<_> = fs::read_dir(&runtime)
             .unwrap()
@@ -144,10 +144,10 @@ fn a_linked_state_folder_is_refused_by_the_hook_and_ralph_ctl() {
     // A link where the state folder should be (as a cloned repository could
     // ship) points at another project's loop: nothing may read or replace it.
     let other = looping("linked-other", 5);
-    let theirs = other.path(".claude/context/runtime");
+    let theirs = other.runtime_dir();
     let before = fs::read(other.state_path()).unwrap();
     let project = looping("linked-mine", 5);
-    let mine = project.path(".claude/context/runtime");
+    let mine = project.runtime_dir();
     fs::remove_dir_all(&mine).unwrap();
     std::os::unix::fs::symlink(&theirs, &mine).unwrap();
     let needle = format!("{} is a symbolic link", mine.display());
@@ -171,7 +171,7 @@ fn a_linked_state_folder_is_refused_by_the_hook_and_ralph_ctl() {
 #[test]
 fn an_unsearchable_state_folder_is_named_not_taken_for_no_loop() {
     let project = looping("unsearchable", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     let before = project.state_bytes();
     let mut hook = hook_command(&project);
     drop_root(&project, &mut hook);
@@ -334,26 +334,22 @@ fn settings_json_as_a_fifo_or_a_device_is_named_at_once() {
     ] {
         replace_with_special(&settings, kind);
 
-        let run = project.ctl(&["init"], &[]);
-        assert_eq!(run.code, Some(1), "init, {kind}: {run:?}");
-        assert!(
-            run.stderr
-                .starts_with(&format!("ralph-ctl: {shown} {init_problem}")),
-            "init, {kind}: {run:?}"
+        // Each command answers at once, with `code` and its first line
+        // of stderr starting `says`.
+        let at_once = |args: &[&str], code: i32, says: &str| {
+            let run = project.ctl(args, &[]);
+            let what = format!("{}, settings.json {kind}", args[0]);
+            assert_eq!(run.code, Some(code), "{what}: {run:?}");
+            assert!(run.stderr.starts_with(says), "{what}: {run:?}");
+            println!("{what}: {:?}", run.elapsed);
+            assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
+        };
+        at_once(&["init"], 1, &format!("ralph-ctl: {shown} {init_problem}"));
+        at_once(
+            &["start", "--force", "--session-id", SID],
+            0,
+            &format!("ralph-ctl: warning: cannot read {shown}: not a regular file"),
         );
-        println!("init, settings.json {kind}: {:?}", run.elapsed);
-        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
-
-        let unreadable = format!("cannot read {shown}: not a regular file");
-        let run = project.ctl(&["start", "--force", "--session-id", SID], &[]);
-        run.assert_code(0);
-        assert!(
-            run.stderr
-                .starts_with(&format!("ralph-ctl: warning: {unreadable}")),
-            "start, {kind}: {run:?}"
-        );
-        println!("start, settings.json {kind}: {:?}", run.elapsed);
-        assert!(run.elapsed < Duration::from_secs(5), "{run:?}");
 
         // The hook does not read it (the timeout's fit is said once, at the
         // start): a claim is judged at once, with nothing to say about it.

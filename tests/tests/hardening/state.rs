@@ -112,7 +112,7 @@ fn state_with_extreme_counters_never_panics() {
 #[test]
 fn state_folder_is_a_file() {
     let project = looping("runtime-file", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     fs::remove_dir_all(&runtime).unwrap();
     fs::write(&runtime, "not a folder").unwrap();
     let run = run_hook(hook_command(&project), &working(&project));

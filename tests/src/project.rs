@@ -746,6 +746,15 @@ impl TempProject {
     }
 }
 
+/// A path in the temp folder named `name` and this process's id, with
+/// nothing at it: a mark a test's attacker leaves outside the project,
+/// where another run of the tests does not meet it.
+pub fn fresh_temp_path(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
 /// Runs `cmd` with stdin fed by `feed` on a thread; returns the run and the
 /// process's peak resident memory in KiB (from wait4's rusage; it counts
 /// what this process held when it started the child, so measure from a

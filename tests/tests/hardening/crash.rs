@@ -359,10 +359,9 @@ impl Drop for Unwritable {
 #[test]
 fn state_folder_unwritable() {
     let project = looping("runtime-unwritable", 5);
-    let runtime = project.runtime_dir();
     let before = project.state_bytes();
     let mut cmd = hook_command(&project);
-    let guard = Unwritable::new(&runtime);
+    let guard = Unwritable::new(&project.runtime_dir());
     let needle = match guard {
         Unwritable::Immutable(_) => "Operation not permitted",
         Unwritable::ReadOnly(_) => {

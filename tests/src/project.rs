@@ -465,6 +465,14 @@ impl TempProject {
         self.git(&["commit", "-q", "-m", message]);
     }
 
+    /// The project's `relative`, read as text; panics naming it when it
+    /// cannot be read.
+    pub fn read(&self, relative: impl AsRef<Path>) -> String {
+        let path = self.path(relative);
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{} cannot be read: {e}", path.display()))
+    }
+
     /// The project's `relative`, read as JSON; panics naming it when it
     /// is missing or not JSON.
     pub fn read_json(&self, relative: &str) -> Value {

@@ -29,7 +29,7 @@ fn init_installs_everything_and_twice_changes_nothing() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o111, 0o111, "the launcher is executable");
-    let launcher = std::fs::read_to_string(project.path(".claude/ralph/ralph-audit.sh")).unwrap();
+    let launcher = project.read(".claude/ralph/ralph-audit.sh");
     let ctl = std::fs::canonicalize(bins::ctl()).unwrap();
     assert!(
         launcher.contains(&ctl.display().to_string()),
@@ -100,10 +100,7 @@ fn init_keeps_existing_settings_hooks_and_prompts() {
     );
     let keys: Vec<_> = merged.as_object().unwrap().keys().cloned().collect();
     assert_eq!(keys, ["model", "permissions", "hooks"], "key order is kept");
-    assert_eq!(
-        std::fs::read_to_string(project.path(".claude/ralph/PROMPT.md")).unwrap(),
-        "My own task.\n"
-    );
+    assert_eq!(project.read(".claude/ralph/PROMPT.md"), "My own task.\n");
 }
 
 #[test]
@@ -196,7 +193,7 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
         .ctl(&["init", "--verify", "true"], &[])
         .assert_code(2);
     assert_eq!(
-        std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap(),
+        project.read(".claude/ralph/config.json"),
         "{\"maxIterations\": \"x\"}"
     );
 }
@@ -247,7 +244,7 @@ fn init_local_registers_for_this_person_only() {
         json!([]),
         "no longer in the shared settings (Claude Code would run both)"
     );
-    let ignore = std::fs::read_to_string(project.path(".claude/.gitignore")).unwrap();
+    let ignore = project.read(".claude/.gitignore");
     assert!(
         ignore.lines().any(|l| l == "/settings.local.json"),
         "{ignore}"
@@ -279,10 +276,7 @@ fn init_refuses_malformed_settings_without_touching_them() {
         .ctl(&["init"], &[])
         .assert_code(1)
         .assert_stderr_has(&["settings.json", "not valid JSON"]);
-    assert_eq!(
-        std::fs::read_to_string(project.path(".claude/settings.json")).unwrap(),
-        "{\"hooks\": "
-    );
+    assert_eq!(project.read(".claude/settings.json"), "{\"hooks\": ");
 }
 
 #[test]
@@ -357,10 +351,7 @@ fn init_with_an_invalid_settings_json_writes_nothing() {
         "{run:?}"
     );
     assert!(!project.path(".claude/ralph").exists(), "{run:?}");
-    assert_eq!(
-        std::fs::read_to_string(project.path(".claude/settings.json")).unwrap(),
-        "{bad json"
-    );
+    assert_eq!(project.read(".claude/settings.json"), "{bad json");
 }
 
 #[test]
@@ -464,7 +455,7 @@ fn install_sh_installs_both_binaries_with_the_arguments_given() {
     );
     run.assert_code(0);
     let root = bins::workspace_root().canonicalize().unwrap();
-    let calls = std::fs::read_to_string(project.path("cargo-calls")).unwrap();
+    let calls = project.read("cargo-calls");
     assert_eq!(
         calls,
         format!(

@@ -220,9 +220,9 @@ fn launcher_installed_from_a_path_with_a_quote_and_a_space() {
     init.arg("init");
     run_with_timeout(init, None, std::time::Duration::from_secs(30)).assert_code(0);
     project.write_prompt(ralph_tests::project::TEST_TASK);
-    let text = std::fs::read_to_string(project.path(".claude/ralph/ralph-audit.sh")).unwrap();
+    let text = project.read(".claude/ralph/ralph-audit.sh");
     assert!(text.contains("it'\\''s a dir/ralph-ctl'"), "{text}");
-    let bat = std::fs::read_to_string(project.path(".claude/ralph/ralph-audit.bat")).unwrap();
+    let bat = project.read(".claude/ralph/ralph-audit.bat");
     assert!(
         bat.contains(&format!("set \"INSTALLED={}\"", ctl.display())),
         "{bat}"

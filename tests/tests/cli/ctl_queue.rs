@@ -182,7 +182,7 @@ fn a_queue_run_works_each_item_in_its_worktree_and_lands_it() {
     assert_eq!(items.len(), 2, "{items:?}");
     assert!(items.values().all(|i| i["status"] == "done"), "{items:?}");
     // Each item's work landed on main, its box ticked.
-    let plan = std::fs::read_to_string(project.path("PLAN.md")).unwrap();
+    let plan = project.read("PLAN.md");
     assert_eq!(plan.matches("- [x]").count(), 2, "{plan}");
     assert!(project.path("item-1.txt").exists() && project.path("item-2.txt").exists());
     run.assert_stderr_has(&["2 items landed on main"]);

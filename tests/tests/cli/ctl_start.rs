@@ -266,7 +266,7 @@ fn a_task_becomes_prompt_md_and_the_earlier_one_is_kept() {
     let no_client = [("RALPH_CLAUDE", "/nonexistent/claude")];
     let run = project.ctl(&["run", "--task", "  The new task.  "], &no_client);
     assert_ne!(run.code, Some(0), "no client, no loop: {run:?}");
-    let prompt = std::fs::read_to_string(project.path(".claude/ralph/PROMPT.md")).unwrap();
+    let prompt = project.read(".claude/ralph/PROMPT.md");
     assert!(
         prompt.starts_with("# Task\n\nThe new task.\n\n## Each iteration"),
         "{prompt}"
@@ -276,8 +276,7 @@ fn a_task_becomes_prompt_md_and_the_earlier_one_is_kept() {
         "{prompt}"
     );
     assert_eq!(
-        std::fs::read_to_string(project.path(".claude/context/runtime/PROMPT.previous.md"))
-            .unwrap(),
+        project.read(".claude/context/runtime/PROMPT.previous.md"),
         "The earlier task.\n"
     );
     assert!(

@@ -419,10 +419,7 @@ fn a_story_whose_dependency_did_not_land_is_not_worked_and_is_named() {
         ),
         "{stderr}"
     );
-    assert_eq!(
-        std::fs::read_to_string(scenario.path("prd.json")).unwrap(),
-        prd
-    );
+    assert_eq!(scenario.read("prd.json"), prd);
 }
 
 #[test]
@@ -448,8 +445,5 @@ fn a_dependency_cycle_is_refused_before_any_item_is_claimed() {
     );
     assert!(api.main_requests().is_empty(), "no client asked");
     assert!(!scenario.queue_claims_path().exists(), "nothing claimed");
-    assert_eq!(
-        std::fs::read_to_string(scenario.path("prd.json")).unwrap(),
-        cyclic
-    );
+    assert_eq!(scenario.read("prd.json"), cyclic);
 }

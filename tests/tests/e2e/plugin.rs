@@ -18,35 +18,48 @@ use ralph_tests::scenario::script;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Asserts that the session `run` ended well with the loop of `project`
-/// complete at iteration 3 of 6, after three requests; the loop's state.
-fn completed_at_3_of_6(project: &TempProject, run: &Run, api: &MockApi) -> serde_json::Value {
+/// What `/ralph-loop Fix the findings --max-iterations 6
+/// --completion-promise DONE` is said to have been read as.
+const OFFICIAL_FORM_READ_AS: &str = "ralph: loop started: task \"Fix the findings\"; \
+    max iterations 6 (from --max-iterations); completion promise \"DONE\" (from \
+    --completion-promise); not verified: no verify command in .claude/ralph/config.json, so \
+    the promise ends the loop without running anything";
+
+/// A session on 2.1.330 in a new project `name` that types `line` (a
+/// `/ralph-loop` with a promise, at most 6 iterations), its agent saying
+/// `last` (the promise) at its third answer and "Hello." after. Asserts the
+/// session ended well with the loop complete at iteration 3 of 6, after
+/// three requests; the project, the mock, the session and the loop's state.
+fn to_the_promise_at_3_of_6(
+    name: &str,
+    line: &str,
+    last: &str,
+) -> (TempProject, MockApi, Run, serde_json::Value) {
+    let project = TempProject::new(name);
+    let api = MockApi::start_in_order(script::says(&[
+        "Looked at the findings.",
+        "Fixed two of three.",
+        last,
+        "Hello.",
+    ]));
+    let run = plugin_session(&project, ClientVersion::V2_1_330, &api, line);
     run.assert_code(0);
     let state = project.status_json();
     assert_eq!(state["status"], "complete", "{state:#}");
     assert_eq!(state["iteration"], 3, "{state:#}");
     assert_eq!(state["maxIterations"], 6, "{state:#}");
     assert_eq!(api.main_requests().len(), 3, "{run:?}");
-    state
+    (project, api, run, state)
 }
 
 #[test]
 fn ralph_loop_runs_until_the_promise_and_leaves_later_sessions_alone() {
     let client = ClientVersion::V2_1_330;
-    let project = TempProject::new("plugin-loop");
-    let api = MockApi::start_in_order(script::says(&[
-        "Looked at the findings; fixing the first.",
-        "Fixed two of three.",
-        "All three are fixed.\nDONE",
-        "Hello.",
-    ]));
-    let run = plugin_session(
-        &project,
-        client,
-        &api,
+    let (project, api, run, state) = to_the_promise_at_3_of_6(
+        "plugin-loop",
         "/ralph-loop Fix the findings. Don't run `touch pwned` or use $HOME. --max-iterations 6 --completion-promise DONE",
+        "All three are fixed.\nDONE",
     );
-    let state = completed_at_3_of_6(&project, &run, &api);
     // The task as typed: no character of it reached a shell.
     assert_eq!(
         state["task"], "Fix the findings. Don't run `touch pwned` or use $HOME.",
@@ -86,32 +99,15 @@ fn the_official_plugin_s_form_unquoted_is_read_as_task_and_flags() {
     // DONE`: the task unquoted, a one-word promise unquoted, as the official
     // plugin's help has it. Both flags are taken, the loop completes on the
     // promise at 3, and what the line was read as is said first.
-    let client = ClientVersion::V2_1_330;
-    let project = TempProject::new("plugin-official");
-    let api = MockApi::start_in_order(script::says(&[
-        "Looked at the findings.",
-        "Fixed two of three.",
-        "All three are fixed.\n<promise>DONE</promise>",
-        "Hello.",
-    ]));
-    let run = plugin_session(
-        &project,
-        client,
-        &api,
+    let (_project, api, _run, state) = to_the_promise_at_3_of_6(
+        "plugin-official",
         "/ralph-loop Fix the findings --max-iterations 6 --completion-promise DONE",
+        "All three are fixed.\n<promise>DONE</promise>",
     );
-    let state = completed_at_3_of_6(&project, &run, &api);
     assert_eq!(state["task"], "Fix the findings", "{state:#}");
     assert_eq!(state["completionSignal"], "DONE", "{state:#}");
     let first = user_texts(&api.main_requests()[0].body).join("\n");
-    assert!(
-        first.contains(
-            "ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
-             completion promise \"DONE\" (from --completion-promise); not verified: no verify command in \
-             .claude/ralph/config.json, so the promise ends the loop without running anything"
-        ),
-        "{first}"
-    );
+    assert!(first.contains(OFFICIAL_FORM_READ_AS), "{first}");
 }
 
 #[test]
@@ -494,11 +490,7 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
     // drawn under the line (it scrolls off as the loop goes on).
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        flat.contains(
-            "UserPromptSubmit says: ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
-             completion promise \"DONE\" (from --completion-promise); not verified: no verify command in \
-             .claude/ralph/config.json, so the promise ends the loop without running anything"
-        ),
+        flat.contains(&format!("UserPromptSubmit says: {OFFICIAL_FORM_READ_AS}")),
         "the person is shown what was read; drawn:\n{flat}"
     );
 }
@@ -562,7 +554,7 @@ fn the_official_habit_without_init_is_checked_by_the_tests_ralph_finds() {
         ),
         "{first}"
     );
-    let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    let config = project.read(".claude/ralph/config.json");
     assert!(
         config.contains("\"command\": \"python3 -m unittest\""),
         "{config}"

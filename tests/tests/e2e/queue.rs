@@ -574,7 +574,7 @@ fn a_queue_in_a_project_never_set_up_sets_it_up_before_it_claims(client: ClientV
     run.assert_stdout_has(&[
         "No terminal to ask in: the test command found, `python3 -m unittest`",
     ]);
-    let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    let config = project.read(".claude/ralph/config.json");
     assert!(config.contains("python3 -m unittest"), "{config}");
     run.assert_code(0);
     let state = project.status_json();

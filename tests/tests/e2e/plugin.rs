@@ -121,14 +121,8 @@ fn cancel_ralph_from_another_session_ends_a_running_loop_cancelled() {
         thread::sleep(Duration::from_millis(300));
         Reply::text(format!("Working, step {turn}."))
     });
-    let mut looping = plugin_command(
-        &project,
-        client,
-        &api,
-        "/ralph-loop Keep improving the docs. --max-iterations 50",
-    );
-    // Its agent only talks until the cancel: the breaker kept out of it.
-    looping.env("CB_NO_PROGRESS_THRESHOLD", "1000");
+    // Its agent only talks until the cancel.
+    let mut looping = talking_docs_loop(&project, client, &api, 50);
     looping.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = looping.spawn().unwrap();
     let deadline = Instant::now() + TIMEOUT;
@@ -282,6 +276,25 @@ fn plugin_command(
     )
 }
 
+/// [`plugin_command`] with `/ralph-loop Keep improving the docs.` of at
+/// most `max` iterations, for an agent that only talks: the breaker's
+/// no-progress threshold out of its reach.
+fn talking_docs_loop(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+    max: u32,
+) -> Command {
+    let mut cmd = plugin_command(
+        project,
+        client,
+        api,
+        &format!("/ralph-loop Keep improving the docs. --max-iterations {max}"),
+    );
+    cmd.env("CB_NO_PROGRESS_THRESHOLD", "1000");
+    cmd
+}
+
 /// [`plugin_command`], the prompt on stdin when `None`, in the permission
 /// `mode` given (the client's default when `None`).
 fn plugin_command_with(
@@ -292,11 +305,7 @@ fn plugin_command_with(
     mode: Option<&str>,
 ) -> Command {
     let mut cmd = project.command(client.executable());
-    let mut path = vec![bins::bin_dir()];
-    path.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    cmd.env("PATH", std::env::join_paths(path).unwrap())
+    cmd.env("PATH", path_with_the_binaries())
         .arg("--plugin-dir")
         .arg(plugin_dir())
         .arg("-p")
@@ -316,6 +325,16 @@ fn plugin_session(
     run_with_timeout(plugin_command(project, client, api, prompt), None, TIMEOUT)
 }
 
+/// `PATH` with the folder of the binaries under test first, where the
+/// plugin's hooks and commands find `ralph-ctl`.
+fn path_with_the_binaries() -> std::ffi::OsString {
+    let mut path = vec![bins::bin_dir()];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(path).unwrap()
+}
+
 fn plugin_dir() -> PathBuf {
     bins::workspace_root()
 }
@@ -325,15 +344,8 @@ fn a_loop_above_the_client_s_block_cap_says_so_and_its_session_s_end_is_recorded
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("plugin-cap");
     let api = MockApi::start(|turn, _| Reply::text(format!("Working, step {turn}.")));
-    // The agent only talks: the breaker would stop it before the client's
-    // cap, so its no-progress threshold is out of reach here.
-    let mut cmd = plugin_command(
-        &project,
-        client,
-        &api,
-        "/ralph-loop Keep improving the docs. --max-iterations 20",
-    );
-    cmd.env("CB_NO_PROGRESS_THRESHOLD", "1000");
+    // The agent only talks: the breaker would stop it before the client's cap.
+    let cmd = talking_docs_loop(&project, client, &api, 20);
     let run = run_with_timeout(cmd, None, TIMEOUT);
     run.assert_code(0);
     let requests = api.main_requests();
@@ -449,11 +461,7 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
     });
     let mut cmd = project.command(client.executable());
     let env = project.first_run_answered(client, &api);
-    let mut path = vec![bins::bin_dir()];
-    path.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    cmd.env("PATH", std::env::join_paths(path).unwrap())
+    cmd.env("PATH", path_with_the_binaries())
         .arg("--plugin-dir")
         .arg(plugin_dir())
         .args(["--permission-mode", "bypassPermissions"])

@@ -218,6 +218,22 @@ pub fn go_on_text(answer: &Value) -> Option<&str> {
     None
 }
 
+/// The string `key` of each object of the JSON array `items` (a listing
+/// such as `ralph-ctl queue --json` prints); panics where one has none.
+pub fn each_str<'a>(items: &'a Value, key: &str) -> Vec<&'a str> {
+    let Some(items) = items.as_array() else {
+        panic!("not an array: {items:#}");
+    };
+    items
+        .iter()
+        .map(|i| {
+            i[key]
+                .as_str()
+                .unwrap_or_else(|| panic!("no string {key:?} in {i}"))
+        })
+        .collect()
+}
+
 /// The row `name` of a `ralph-ctl doctor --json` report (its `checks`);
 /// `null` when the report has none.
 pub fn doctor_row(report: &Value, name: &str) -> Value {

@@ -303,6 +303,15 @@ impl Terminal {
         self.wait_until(timeout, |t| t.screen().contains(needle))
     }
 
+    /// Panics, showing the screen, unless it shows `needle` within 10 s.
+    pub fn assert_shows(&mut self, needle: &str) {
+        assert!(
+            self.wait_for_screen(needle, Duration::from_secs(10)),
+            "no {needle:?} on the screen:\n{}",
+            self.screen()
+        );
+    }
+
     /// Polls `check` every 25 ms until it holds, the command exits, or
     /// `timeout` passes; whether it held.
     pub fn wait_until(&mut self, timeout: Duration, mut check: impl FnMut(&Self) -> bool) -> bool {

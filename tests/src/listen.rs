@@ -31,16 +31,7 @@ impl Heard {
         let port = listener.local_addr().unwrap().port();
         let heard = Heard::default();
         let kept = heard.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let text = kept.take(stream);
-                if typed {
-                    let _ = std::process::Command::new("sh")
-                        .args(["-c", &text])
-                        .status();
-                }
-            }
-        });
+        std::thread::spawn(move || kept.serve(listener.incoming(), typed));
         (port, heard)
     }
 
@@ -48,15 +39,7 @@ impl Heard {
     pub fn udp() -> (u16, Heard) {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let port = socket.local_addr().unwrap().port();
-        let heard = Heard::default();
-        let kept = heard.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = socket.recv(&mut buf) {
-                kept.keep(&buf[..n]);
-            }
-        });
-        (port, heard)
+        (port, Heard::datagrams(move |buf| socket.recv(buf)))
     }
 
     /// A datagram unix socket at `path` (open to every user), or abstract
@@ -73,11 +56,18 @@ impl Heard {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
             socket
         };
+        Heard::datagrams(move |buf| socket.recv(buf))
+    }
+
+    /// Keeps each datagram `recv` reads, on a thread of its own, until it fails.
+    fn datagrams(
+        mut recv: impl FnMut(&mut [u8]) -> std::io::Result<usize> + Send + 'static,
+    ) -> Heard {
         let heard = Heard::default();
         let kept = heard.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
-            while let Ok(n) = socket.recv(&mut buf) {
+            while let Ok(n) = recv(&mut buf) {
                 kept.keep(&buf[..n]);
             }
         });
@@ -118,17 +108,25 @@ impl Heard {
     fn serve_unix(listener: UnixListener, typed: bool) -> Heard {
         let heard = Heard::default();
         let kept = heard.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let text = kept.take(stream);
-                if typed {
-                    let _ = std::process::Command::new("sh")
-                        .args(["-c", &text])
-                        .status();
-                }
-            }
-        });
+        std::thread::spawn(move || kept.serve(listener.incoming(), typed));
         heard
+    }
+
+    /// Takes each connection of `incoming` in turn; when `typed`, runs
+    /// what it sent with `sh`.
+    fn serve<S: Read + Timeout>(
+        &self,
+        incoming: impl Iterator<Item = std::io::Result<S>>,
+        typed: bool,
+    ) {
+        for stream in incoming.flatten() {
+            let text = self.take(stream);
+            if typed {
+                let _ = std::process::Command::new("sh")
+                    .args(["-c", &text])
+                    .status();
+            }
+        }
     }
 
     /// Reads one connection to its end (bounded in time), and keeps it.

@@ -361,7 +361,7 @@ impl TempProject {
     /// with the key of this project's HOME (the numbers kept there too).
     pub fn write_log(&self, entries: &[Value]) {
         use ralph_core::persist::{log, mac, sequence};
-        let path = self.root.join(".claude/context/runtime/ralph-log.jsonl");
+        let path = self.log_path();
         let folder = path.parent().unwrap();
         std::fs::create_dir_all(folder).unwrap();
         let keys = self.key_dir();
@@ -434,6 +434,19 @@ impl TempProject {
         assert!(status.success(), "git {args:?} failed");
     }
 
+    /// Makes a bare repository `name` beside the project (branch `main`),
+    /// adds it as the remote `origin` and pushes `main` there; its path.
+    pub fn bare_origin(&self, name: &str) -> PathBuf {
+        let bare = self.root.parent().unwrap().join(name);
+        git_out(
+            bare.parent().unwrap(),
+            &["init", "-q", "--bare", "-b", "main", name],
+        );
+        self.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
+        self.git(&["push", "-q", "origin", "main"]);
+        bare
+    }
+
     /// Makes `.venv` in the project with `python3 -m venv --without-pip`;
     /// its real path.
     pub fn make_venv(&self) -> PathBuf {
@@ -450,6 +463,14 @@ impl TempProject {
     pub fn commit_all(&self, message: &str) {
         self.git(&["add", "-A"]);
         self.git(&["commit", "-q", "-m", message]);
+    }
+
+    /// The project's `relative`, read as text; panics naming it when it
+    /// cannot be read.
+    pub fn read(&self, relative: impl AsRef<Path>) -> String {
+        let path = self.path(relative);
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{} cannot be read: {e}", path.display()))
     }
 
     /// The project's `relative`, read as JSON; panics naming it when it
@@ -517,6 +538,13 @@ impl TempProject {
         project
     }
 
+    /// A new project `name` set up by [`TempProject::init`].
+    pub fn initialised(name: &str) -> TempProject {
+        let project = TempProject::new(name);
+        project.init();
+        project
+    }
+
     /// `ralph-ctl init`, which must succeed, then [`TEST_TASK`] as PROMPT.md.
     pub fn init(&self) {
         self.init_untouched();
@@ -536,7 +564,12 @@ impl TempProject {
 
     /// The state file's path.
     pub fn state_path(&self) -> PathBuf {
-        self.root.join(".claude/context/runtime/ralph-state.json")
+        self.runtime_dir().join("ralph-state.json")
+    }
+
+    /// The folder of the loop's state, log and queue claims.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.root.join(".claude/context/runtime")
     }
 
     /// The state file's bytes; panics when it cannot be read.
@@ -556,8 +589,17 @@ impl TempProject {
 
     /// The audit log's text (`ralph-log.jsonl`); empty when there is none.
     pub fn audit_log(&self) -> String {
-        std::fs::read_to_string(self.root.join(".claude/context/runtime/ralph-log.jsonl"))
-            .unwrap_or_default()
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The audit log, `ralph-log.jsonl`.
+    pub fn log_path(&self) -> PathBuf {
+        self.runtime_dir().join("ralph-log.jsonl")
+    }
+
+    /// The queue's claims, `ralph-queue.json`.
+    pub fn queue_claims_path(&self) -> PathBuf {
+        self.runtime_dir().join("ralph-queue.json")
     }
 
     /// The audit log's first line of `event`; panics with the log when
@@ -710,6 +752,15 @@ impl TempProject {
         std::fs::write(&path, format!("{prompt}\n{answer}\n")).unwrap();
         path
     }
+}
+
+/// A path in the temp folder named `name` and this process's id, with
+/// nothing at it: a mark a test's attacker leaves outside the project,
+/// where another run of the tests does not meet it.
+pub fn fresh_temp_path(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
 }
 
 /// Runs `cmd` with stdin fed by `feed` on a thread; returns the run and the

@@ -616,29 +616,19 @@ mod tests {
 
     fn record(iteration: u32, why: &str, input: u64, output: u64) -> IterationRecord {
         IterationRecord {
-            iteration,
-            at: Timestamp::from_secs(1767225600 + 60 * u64::from(iteration)),
-            decision: ralph_core::judge::state::StopDecision::Block,
-            why: why.into(),
             excerpt: format!("answer {iteration}"),
-            stop_hook_active: false,
-            findings: None,
-            message_source: ralph_core::judge::state::MessageSource::Missing,
             tool_calls: 1,
-            error: None,
-            breaker: None,
-            status_block: None,
-            claim: None,
-            progress: None,
-            calls: 0,
             usage: ralph_core::units::TokenUsage {
                 input,
                 output,
                 ..Default::default()
             },
-            tools_incomplete: false,
-            outcome: None,
-            item_id: None,
+            ..IterationRecord::new(
+                iteration,
+                Timestamp::from_secs(1767225600 + 60 * u64::from(iteration)),
+                ralph_core::judge::state::StopDecision::Block,
+                why.into(),
+            )
         }
     }
 
@@ -718,25 +708,13 @@ mod tests {
     fn the_summary_says_the_breaker_and_the_last_answer() {
         let mut state = state();
         state.history.push(IterationRecord {
-            iteration: 1,
-            at: Timestamp::from_secs(1767225660),
-            decision: ralph_core::judge::state::StopDecision::Block,
-            why: String::new(),
             excerpt: "Fixed <one>.".into(),
-            stop_hook_active: false,
-            findings: None,
-            message_source: ralph_core::judge::state::MessageSource::Missing,
-            tool_calls: 0,
-            error: None,
-            breaker: None,
-            status_block: None,
-            claim: None,
-            progress: None,
-            calls: 0,
-            usage: Default::default(),
-            tools_incomplete: false,
-            outcome: None,
-            item_id: None,
+            ..IterationRecord::new(
+                1,
+                Timestamp::from_secs(1767225660),
+                ralph_core::judge::state::StopDecision::Block,
+                String::new(),
+            )
         });
         let html = loop_sections(&state, None, 1767225700);
         assert!(

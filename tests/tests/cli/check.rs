@@ -23,7 +23,7 @@ fn start(project: &TempProject) {
 
 /// The loop's state and log, byte for byte.
 fn record(project: &TempProject) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
-    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let log = project.log_path();
     (
         std::fs::read(project.state_path()).ok(),
         std::fs::read(log).ok(),

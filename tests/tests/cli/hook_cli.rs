@@ -12,7 +12,7 @@ use ralph_tests::SIGNAL;
 use ralph_tests::bins;
 use ralph_tests::cli::SID;
 use ralph_tests::cli::{Ctl, Hook};
-use ralph_tests::project::TempProject;
+use ralph_tests::project::{Run, TempProject};
 use serde_json::{Value, json};
 
 fn fixture(name: &str) -> std::path::PathBuf {
@@ -22,6 +22,13 @@ fn fixture(name: &str) -> std::path::PathBuf {
 /// A project with ralph installed and a loop started for `SID`.
 fn looping(max: u32) -> TempProject {
     TempProject::with_loop("hook", SID, max)
+}
+
+/// The hook run on the first stop's real input (see [`input`]) with `message`.
+fn stop(project: &TempProject, message: Option<&str>) -> Run {
+    Hook::new(project)
+        .json(&input(project, "stop-input-first.json", message))
+        .run()
 }
 
 /// A real Stop input (the 2.1.330 sample) pointed at `project`.
@@ -306,10 +313,7 @@ fn a_cancel_while_an_iteration_runs_ends_the_loop_at_its_next_stop() {
     // while the agent works: the iteration under way finishes, its stop is
     // let through, and no further iteration starts.
     let project = looping(25);
-    Hook::new(&project)
-        .json(&input(&project, "stop-input-first.json", Some("step 1")))
-        .run()
-        .block_reason();
+    stop(&project, Some("step 1")).block_reason();
     assert_eq!(project.status_json()["iteration"], 2);
     Ctl::new(&project)
         .args(["cancel", "--to-agent"])
@@ -329,10 +333,7 @@ fn a_cancel_while_an_iteration_runs_ends_the_loop_at_its_next_stop() {
 #[test]
 fn cap_allows_the_last_stop() {
     let project = looping(2);
-    Hook::new(&project)
-        .json(&input(&project, "stop-input-first.json", Some("a")))
-        .run()
-        .block_reason();
+    stop(&project, Some("a")).block_reason();
     Hook::new(&project)
         .json(&input(&project, "stop-input-after-block.json", Some("b")))
         .run()
@@ -480,10 +481,7 @@ fn corrupt_state_is_reported_and_kept() {
     let project = looping(5);
     for content in ["", "{\"status\": \"running\", \"iter", "[]"] {
         std::fs::write(project.state_path(), content).unwrap();
-        Hook::new(&project)
-            .json(&input(&project, "stop-input-first.json", Some("x")))
-            .run()
-            .assert_hook_error(&["corrupt", "ralph-ctl reset"]);
+        stop(&project, Some("x")).assert_hook_error(&["corrupt", "ralph-ctl reset"]);
         assert_eq!(
             std::fs::read_to_string(project.state_path()).unwrap(),
             content,
@@ -497,10 +495,7 @@ fn missing_prompt_lets_the_stop_through_without_advancing() {
     let project = looping(5);
     let before = project.state_bytes();
     std::fs::remove_file(project.path(".claude/ralph/PROMPT.md")).unwrap();
-    Hook::new(&project)
-        .json(&input(&project, "stop-input-first.json", Some("x")))
-        .run()
-        .assert_hook_error(&["PROMPT.md", "does not exist"]);
+    stop(&project, Some("x")).assert_hook_error(&["PROMPT.md", "does not exist"]);
     assert_eq!(project.state_bytes(), before);
 }
 
@@ -680,8 +675,7 @@ fn stop_failure_pauses_the_loop_with_the_reset_time_and_answers_nothing() {
         paused["resumeAt"],
         String::from_utf8_lossy(&expected.stdout).trim()
     );
-    let log =
-        std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
+    let log = std::fs::read_to_string(project.log_path()).unwrap();
     let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
     assert_eq!(last["event"], "pause");
 
@@ -829,8 +823,7 @@ fn a_session_s_end_interrupts_only_its_own_unwatched_loop() {
 
 #[test]
 fn the_hook_judges_by_the_pinned_config_not_by_config_json_as_it_is_now() {
-    let project = TempProject::new("hook-pin");
-    project.init();
+    let project = TempProject::initialised("hook-pin");
     let pinned = r#"{"verify": [{"name": "tests", "command": "echo '1 failed'; exit 1", "timeoutSeconds": 20}]}"#;
     project.write(".claude/ralph/config.json", pinned);
     project

@@ -5,7 +5,17 @@
 //! Run one area alone with e.g. `tests/run.sh -p ralph-tests --test cli output::`.
 
 mod check;
-mod ctl_cli;
+mod ctl_common;
+mod ctl_doctor;
+mod ctl_formula;
+mod ctl_init;
+mod ctl_integrity;
+mod ctl_launcher;
+mod ctl_log;
+mod ctl_queue;
+mod ctl_signals;
+mod ctl_start;
+mod ctl_status;
 mod docs;
 mod hook_cli;
 mod memory;

@@ -75,6 +75,17 @@ fn stop(project: &TempProject, message: &str) -> Run {
 }
 
 /// `ralph-ctl status` (human output), which must succeed.
+/// Snapshots `ralph-ctl status` of the loop in `project` as `name`.
+fn snapshot_status(project: &TempProject, name: &str) {
+    stable().bind(|| insta::assert_snapshot!(name, status(project)));
+}
+
+/// Asserts the loop in `project` ended `ended`, then snapshots its status as `name`.
+fn snapshot_ended(project: &TempProject, ended: &str, name: &str) {
+    assert_eq!(project.status_json()["status"], ended);
+    snapshot_status(project, name);
+}
+
 fn status(project: &TempProject) -> String {
     Ctl::new(project)
         .arg("status")
@@ -103,7 +114,7 @@ fn status_of_a_running_loop() {
         "Fixed two findings.\nRALPH_ITERATION_COMPLETE: 3 findings remain",
     )
     .block_reason();
-    stable().bind(|| insta::assert_snapshot!("status_running", status(&project)));
+    snapshot_status(&project, "status_running");
 }
 
 #[test]
@@ -120,7 +131,7 @@ fn status_and_reload_of_a_loop_whose_config_changed() {
         r#"{"verify": [{"name": "tests", "command": "true"}], "breakerPatience": 9}"#,
     );
     stop(&project, "Fixed the parser.").block_reason();
-    stable().bind(|| insta::assert_snapshot!("status_config_changed", status(&project)));
+    snapshot_status(&project, "status_config_changed");
     let reload = Ctl::new(&project).arg("reload").run();
     reload.assert_code(0);
     stable().bind(|| insta::assert_snapshot!("reload_changed", reload.stdout.clone()));
@@ -142,8 +153,7 @@ fn status_of_a_complete_loop() {
     )
     .block_reason();
     stop(&project, &format!("All findings are fixed.\n{SIGNAL}")).assert_allowed();
-    assert_eq!(project.status_json()["status"], "complete");
-    stable().bind(|| insta::assert_snapshot!("status_complete", status(&project)));
+    snapshot_ended(&project, "complete", "status_complete");
 }
 
 #[test]
@@ -151,8 +161,7 @@ fn status_of_a_loop_at_max_iterations() {
     let project = looping("st-max", 2);
     stop(&project, "Step one.").block_reason();
     stop(&project, "Step two.").assert_allowed();
-    assert_eq!(project.status_json()["status"], "max_iterations");
-    stable().bind(|| insta::assert_snapshot!("status_max_iterations", status(&project)));
+    snapshot_ended(&project, "max_iterations", "status_max_iterations");
 }
 
 #[test]
@@ -163,8 +172,7 @@ fn status_of_a_loop_with_the_circuit_open() {
         stop(&project, "RALPH_ITERATION_COMPLETE: 4 findings remain").block_reason();
     }
     stop(&project, "RALPH_ITERATION_COMPLETE: 4 findings remain").assert_allowed();
-    assert_eq!(project.status_json()["status"], "circuit_open");
-    stable().bind(|| insta::assert_snapshot!("status_circuit_open", status(&project)));
+    snapshot_ended(&project, "circuit_open", "status_circuit_open");
 }
 
 #[test]
@@ -204,14 +212,13 @@ fn cost_of_a_loop_whose_client_has_not_reported_it() {
         .arg("watch")
         .run()
         .assert_stdout_has(&[live]);
-    stable().bind(|| insta::assert_snapshot!("status_cost_not_reported", status(&project)));
+    snapshot_status(&project, "status_cost_not_reported");
 }
 
 #[test]
 fn a_plugin_loop_stopped_by_the_breaker_names_ralph_ctl_reset() {
     // A /ralph-loop loop has no launcher to run with --reset.
-    let project = TempProject::new("plugin-breaker");
-    project.init();
+    let project = TempProject::initialised("plugin-breaker");
     Ctl::new(&project)
         .args(["loop-start", "--session", SID, "--stdin"])
         .stdin("Fix the findings")
@@ -253,8 +260,7 @@ fn status_of_an_interrupted_loop() {
         .args(["finish", "--session-id", SID, "--client-exit", "130"])
         .run()
         .assert_code(12);
-    assert_eq!(project.status_json()["status"], "interrupted");
-    stable().bind(|| insta::assert_snapshot!("status_interrupted", status(&project)));
+    snapshot_ended(&project, "interrupted", "status_interrupted");
 }
 
 #[test]
@@ -265,8 +271,7 @@ fn status_of_a_blocked_loop() {
         &project,
         "The schema is ambiguous.\nRALPH_ABORT: which of the two date formats is right?",
     );
-    assert_eq!(project.status_json()["status"], "blocked");
-    stable().bind(|| insta::assert_snapshot!("status_blocked", status(&project)));
+    snapshot_ended(&project, "blocked", "status_blocked");
 }
 
 #[test]
@@ -278,7 +283,7 @@ fn status_of_a_complete_that_no_claim_recorded() {
     let mut state = project.status_json();
     state["status"] = json!("complete");
     write_state(&project, &state);
-    stable().bind(|| insta::assert_snapshot!("status_unrecorded_completion", status(&project)));
+    snapshot_status(&project, "status_unrecorded_completion");
 }
 
 /// A schema 3 state of a loop the supervisor stopped: `status`, the fields
@@ -391,7 +396,7 @@ fn status_of_a_failed_loop() {
             }),
         ),
     );
-    stable().bind(|| insta::assert_snapshot!("status_failed", status(&project)));
+    snapshot_status(&project, "status_failed");
 }
 
 #[test]
@@ -412,7 +417,7 @@ fn status_of_a_loop_out_of_budget() {
             }),
         ),
     );
-    stable().bind(|| insta::assert_snapshot!("status_budget_exhausted", status(&project)));
+    snapshot_status(&project, "status_budget_exhausted");
 }
 
 // ------------------------------------------------------------ ralph-ctl report
@@ -506,7 +511,7 @@ fn logged(name: &str) -> TempProject {
         }))
         .run();
     assert_eq!(project.status_json()["status"], "paused");
-    let log = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let log = project.log_path();
     let text = fs::read_to_string(&log).unwrap();
     assert_eq!(
         text.lines().count(),
@@ -882,7 +887,7 @@ fn hook_lines_for_bad_files() {
         table.line(case, &untouched(&project, usual(&project)));
     }
     let project = looping("state-folder", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     fs::remove_dir_all(&runtime).unwrap();
     write(&runtime, "not a folder");
     table.line(
@@ -890,7 +895,7 @@ fn hook_lines_for_bad_files() {
         &untouched(&project, usual(&project)),
     );
     let project = looping("linked-folder", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     let other = project.path("other-runtime");
     fs::rename(&runtime, &other).unwrap();
     std::os::unix::fs::symlink(&other, &runtime).unwrap();
@@ -899,13 +904,13 @@ fn hook_lines_for_bad_files() {
         &untouched(&project, usual(&project)),
     );
     let project = looping("unsearchable", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o000)).unwrap();
     let run = untouched_by(&project, || as_nobody(&project, usual(&project)));
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o755)).unwrap();
     table.line("state folder cannot be searched", &run);
     let project = looping("unwritable", 5);
-    let runtime = project.path(".claude/context/runtime");
+    let runtime = project.runtime_dir();
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o555)).unwrap();
     let run = untouched_by(&project, || as_nobody(&project, usual(&project)));
     fs::set_permissions(&runtime, fs::Permissions::from_mode(0o755)).unwrap();
@@ -989,7 +994,7 @@ fn lock(file: &File) {
 #[test]
 fn hook_line_when_the_state_lock_is_held() {
     let project = looping("lock-held", 5);
-    let held = File::open(project.path(".claude/context/runtime")).unwrap();
+    let held = File::open(project.runtime_dir()).unwrap();
     lock(&held);
     let run = untouched(&project, usual(&project));
     drop(held);
@@ -1024,8 +1029,7 @@ impl CtlTable {
 #[test]
 fn ctl_lines_for_bad_configuration() {
     let mut table = CtlTable::default();
-    let project = TempProject::new("ctl-config");
-    project.init();
+    let project = TempProject::initialised("ctl-config");
     for (name, value) in [
         ("RALPH_MAX_ITERATIONS", "abc"),
         ("RALPH_CIRCUIT_BREAKER_THRESHOLD", "-1"),
@@ -1200,8 +1204,7 @@ fn doctor(name: &str, env: &[(&str, &str)]) -> String {
 
 /// [`doctor`], with `home` (the project's HOME) set up first.
 fn doctor_in(name: &str, env: &[(&str, &str)], home: impl FnOnce(&TempProject)) -> String {
-    let project = TempProject::new(name);
-    project.init();
+    let project = TempProject::initialised(name);
     home(&project);
     write(
         project.path(".claude/ralph/config.json"),
@@ -1280,8 +1283,7 @@ type HomeCase<'a> = (
 fn doctor_login_lines(name: &str, cases: Vec<HomeCase<'_>>) -> String {
     let mut text = String::new();
     for (n, (title, version, env, home)) in cases.into_iter().enumerate() {
-        let project = TempProject::new(&format!("{name}-{n}"));
-        project.init();
+        let project = TempProject::initialised(&format!("{name}-{n}"));
         home(&project);
         write(
             project.path(".claude/ralph/config.json"),

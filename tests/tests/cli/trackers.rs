@@ -4,6 +4,7 @@
 //! items: listed by `ralph-ctl queue`, a cycle refused before anything
 //! starts.
 
+use ralph_tests::cli::each_str;
 use ralph_tests::project::TempProject;
 use ralph_tests::trackers::{FakeTrackers, PRD_JSON};
 
@@ -55,8 +56,7 @@ fn queue_lists_a_prd_s_stories_by_priority_with_their_order() {
 
 #[test]
 fn a_dependency_cycle_or_a_missing_id_is_refused_before_anything_is_claimed() {
-    let project = TempProject::new("queue-cycle");
-    project.init();
+    let project = TempProject::initialised("queue-cycle");
     let cyclic = PRD_JSON.replace(
         "\"priority\": 3,",
         "\"priority\": 3,\n      \"dependencies\": [\"US-003\"],",
@@ -76,12 +76,7 @@ fn a_dependency_cycle_or_a_missing_id_is_refused_before_anything_is_claimed() {
     );
     run.assert_code(1).assert_stderr_has(&[said]);
     assert!(project.state().is_none(), "nothing started: {run:?}");
-    assert!(
-        !project
-            .path(".claude/context/runtime/ralph-queue.json")
-            .exists(),
-        "nothing claimed"
-    );
+    assert!(!project.queue_claims_path().exists(), "nothing claimed");
     // An id no story has.
     project.write("prd.json", PRD_JSON.replace("[\"US-001\"]", "[\"US-009\"]"));
     project
@@ -173,8 +168,7 @@ fn github_issues_are_items_through_gh_and_gh_logged_out_is_named() {
 
 #[test]
 fn a_repository_alone_is_refused_and_trusted_takes_only_collaborators_issues() {
-    let project = TempProject::new("queue-github-trusted");
-    project.init();
+    let project = TempProject::initialised("queue-github-trusted");
     let fakes = FakeTrackers::new(&project.path("fakes"));
     fakes.issues_by(&[
         (
@@ -288,12 +282,7 @@ fn beads_ready_issues_are_items_and_what_bd_prints_unread_is_named() {
     let env = [("PATH", path.as_str())];
     let listed = project.ctl(&["queue", "beads:", "--json"], &env);
     let items = listed.assert_code(0).json();
-    let ids: Vec<&str> = items
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["id"].as_str().unwrap())
-        .collect();
+    let ids = each_str(&items, "id");
     assert_eq!(ids, ["bd-a1b2", "bd-c3d4"], "{items:#}");
     assert_eq!(fakes.calls("bd"), [["ready", "--json"]]);
     fakes.ready(&serde_json::json!({"error": "no database"}));
@@ -356,8 +345,7 @@ fn an_item_id_that_reads_as_an_option_is_left_out_and_named_once() {
 
 #[test]
 fn a_plan_item_s_after_line_orders_it_and_is_not_its_text() {
-    let project = TempProject::new("queue-plan-after");
-    project.init();
+    let project = TempProject::initialised("queue-plan-after");
     project.write(
         "PLAN.md",
         "# Plan\n- [ ] add the endpoint\n  after: add the writer\n  serve /export\n- [ ] add the writer\n  make CSV\n",
@@ -395,8 +383,7 @@ fn a_plan_item_s_after_line_orders_it_and_is_not_its_text() {
 
 #[test]
 fn issues_left_on_their_branches_need_a_remote_named_at_the_start() {
-    let project = TempProject::new("queue-github-no-origin");
-    project.init();
+    let project = TempProject::initialised("queue-github-no-origin");
     let fakes = FakeTrackers::new(&project.path("fakes"));
     fakes.issues(&[(12, "Write parser", "", &["ralph"])]);
     let path = fakes.path_env();

@@ -143,7 +143,7 @@ fn a_background_task_holding_the_loop_s_lock_lets_no_stop_through_unrecorded(
     let scenario = Scenario::new("background-lock", client).prompt("Improve the project.\n");
     // The claim comes once the background task holds the lock (it starts
     // a moment after the client says it runs), so that its stop meets it.
-    let runtime = scenario.path(".claude/context/runtime");
+    let runtime = scenario.runtime_dir();
     let script = start_then_claim(&holder);
     let api = MockApi::start(move |turn, body| {
         if turn > 0 {

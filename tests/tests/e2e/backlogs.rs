@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::scenario::Scenario;
+use ralph_tests::scenario::{Outcome, Scenario};
 use ralph_tests::trackers::{FakeTrackers, PRD_JSON};
 use serde_json::{Value, json};
 
@@ -69,6 +69,28 @@ fn all_done_once(state: &Value, count: usize) {
         assert_eq!(item["status"], "done", "{item}");
         assert_eq!(item["taken"], 1, "{item}");
     }
+}
+
+/// Drains the two items of `queue` with two workers, `PATH` leading to
+/// `fakes`; the agent of the item titled `waits.0` checks that the file
+/// `waits.1` landed before it (see [`agent`]). Asserts the run completed
+/// with each item done once; the project's root and the outcome.
+fn drain_two(
+    scenario: Scenario,
+    fakes: &FakeTrackers,
+    queue: &str,
+    waits: (&'static str, &'static str),
+) -> (PathBuf, Outcome) {
+    let path = fakes.path_env();
+    let scenario = scenario
+        .env("PATH", &path)
+        .args(&["--queue", queue, "--workers", "2"]);
+    let root = scenario.path("");
+    let api = MockApi::start(agent(move |title| (title == waits.0).then_some(waits.1)));
+    let outcome = scenario.run(&api);
+    outcome.ended(0, "complete");
+    all_done_once(&outcome.state, 2);
+    (root, outcome)
 }
 
 #[test]
@@ -163,19 +185,13 @@ fn github_issues_land_each_with_fixes_in_its_commit() {
     let scenario = queue_project("backlog-github", client, "# Plan\n", json!({}));
     let fakes = fakes_of(&scenario);
     two_issues(&fakes);
-    let path = fakes.path_env();
-    let scenario =
-        scenario
-            .env("PATH", &path)
-            .args(&["--queue", "github:label=ralph", "--workers", "2"]);
-    let root = scenario.path("");
-    let api = MockApi::start(agent(|title| {
-        (title == "Write guide").then_some("parser.txt")
-    }));
-    let outcome = scenario.run(&api);
+    let (root, outcome) = drain_two(
+        scenario,
+        &fakes,
+        "github:label=ralph",
+        ("Write guide", "parser.txt"),
+    );
     let stderr = &outcome.run.stderr;
-    outcome.ended(0, "complete");
-    all_done_once(&outcome.state, 2);
     // Each item's landed commit says which issue it fixes.
     for (title, number) in [("Write parser", 12), ("Write guide", 14)] {
         let commit = git_out(
@@ -210,15 +226,7 @@ fn github_issues_with_merge_none_open_one_pull_request_each() {
     let client = ClientVersion::V2_1_330;
     let scenario = queue_project("backlog-github-pr", client, "# Plan\n", json!({}));
     let root = scenario.path("");
-    let bare = root.parent().unwrap().join("origin.git");
-    let made = std::process::Command::new("git")
-        .args(["init", "-q", "--bare", "-b", "main"])
-        .arg(&bare)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    scenario.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
-    scenario.git(&["push", "-q", "origin", "main"]);
+    let bare = scenario.bare_origin("origin.git");
     let fakes = fakes_of(&scenario);
     two_issues(&fakes);
     let path = fakes.path_env();
@@ -274,16 +282,7 @@ fn github_issues_with_merge_none_open_one_pull_request_each() {
 fn an_issue_whose_branch_push_failed_gets_no_pull_request() {
     let client = ClientVersion::V2_1_330;
     let scenario = queue_project("backlog-github-push-refused", client, "# Plan\n", json!({}));
-    let root = scenario.path("");
-    let bare = root.parent().unwrap().join("origin.git");
-    let made = std::process::Command::new("git")
-        .args(["init", "-q", "--bare", "-b", "main"])
-        .arg(&bare)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    scenario.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
-    scenario.git(&["push", "-q", "origin", "main"]);
+    let bare = scenario.bare_origin("origin.git");
     let hook = bare.join("hooks/pre-receive");
     std::fs::write(
         &hook,
@@ -348,18 +347,13 @@ fn beads_land_and_are_closed_naming_the_commit_and_what_they_blocked_follows() {
     // bd-c3d4 is blocked by bd-a1b2: bd lists it once bd-a1b2 is closed.
     fakes.ready(&json!([bead("bd-a1b2", "Write exporter")]));
     fakes.blocked(&[(bead("bd-c3d4", "Write endpoint"), &["bd-a1b2"])]);
-    let path = fakes.path_env();
-    let scenario = scenario
-        .env("PATH", &path)
-        .args(&["--queue", "beads:", "--workers", "2"]);
-    let root = scenario.path("");
-    let api = MockApi::start(agent(|title| {
-        (title == "Write endpoint").then_some("exporter.txt")
-    }));
-    let outcome = scenario.run(&api);
+    let (root, outcome) = drain_two(
+        scenario,
+        &fakes,
+        "beads:",
+        ("Write endpoint", "exporter.txt"),
+    );
     let stderr = &outcome.run.stderr;
-    outcome.ended(0, "complete");
-    all_done_once(&outcome.state, 2);
     let closes: Vec<Vec<String>> = fakes
         .calls("bd")
         .into_iter()
@@ -425,10 +419,7 @@ fn a_story_whose_dependency_did_not_land_is_not_worked_and_is_named() {
         ),
         "{stderr}"
     );
-    assert_eq!(
-        std::fs::read_to_string(scenario.path("prd.json")).unwrap(),
-        prd
-    );
+    assert_eq!(scenario.read("prd.json"), prd);
 }
 
 #[test]
@@ -453,14 +444,6 @@ fn a_dependency_cycle_is_refused_before_any_item_is_claimed() {
         "{outcome:?}"
     );
     assert!(api.main_requests().is_empty(), "no client asked");
-    assert!(
-        !scenario
-            .path(".claude/context/runtime/ralph-queue.json")
-            .exists(),
-        "nothing claimed"
-    );
-    assert_eq!(
-        std::fs::read_to_string(scenario.path("prd.json")).unwrap(),
-        cyclic
-    );
+    assert!(!scenario.queue_claims_path().exists(), "nothing claimed");
+    assert_eq!(scenario.read("prd.json"), cyclic);
 }

@@ -13,7 +13,7 @@
 use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::mock_api::{MockApi, Reply};
-use ralph_tests::project::{TEST_TASK, TempProject};
+use ralph_tests::project::{TEST_TASK, TempProject, fresh_temp_path};
 use ralph_tests::scenario::{Scenario, script};
 
 /// The code under test, with its bug.
@@ -493,11 +493,7 @@ def add(a, b):
 // started it, with the checks pinned at its start: the script never runs.
 #[ralph_tests::on_both_clients]
 fn points_the_allowed_check_at_a_config_of_its_own(client: ClientVersion) {
-    let marker = std::env::temp_dir().join(format!(
-        "ralph-cheat-subproject-{client:?}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&marker);
+    let marker = fresh_temp_path(&format!("ralph-cheat-subproject-{client:?}"));
     let mark = marker.display().to_string();
     let (_, api) = cheat_through_the_check("check_project", client, |root, _key| {
         let sub = root.join("sub");

@@ -52,7 +52,7 @@ fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
     run.assert_code(0);
     // Installed, with the project's tests as the check, and the task as PROMPT.md.
     run.assert_stdout_has(&["Completion check: `python3 -m unittest`"]);
-    let prompt = std::fs::read_to_string(project.path(".claude/ralph/PROMPT.md")).unwrap();
+    let prompt = project.read(".claude/ralph/PROMPT.md");
     assert!(
         prompt.starts_with(&format!("# Task\n\n{task}\n")),
         "{prompt}"
@@ -68,10 +68,7 @@ fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
     );
     let first = user_texts(&api.main_requests()[0].body).join("\n");
     assert!(first.contains(task), "{first}");
-    assert_eq!(
-        std::fs::read_to_string(project.path("calc.py")).unwrap(),
-        FIXED
-    );
+    assert_eq!(project.read("calc.py"), FIXED);
     // A next task's dry run shows it and changes nothing.
     let again = project.ctl(
         &["run", "--task", "Now add a docstring.", "--dry-run"],
@@ -79,10 +76,7 @@ fn a_task_starts_a_checked_loop_in_a_bare_project(client: ClientVersion) {
     );
     again.assert_code(0);
     again.assert_stdout_has(&["Now add a docstring.", "this dry run writes nothing"]);
-    assert_eq!(
-        std::fs::read_to_string(project.path(".claude/ralph/PROMPT.md")).unwrap(),
-        prompt
-    );
+    assert_eq!(project.read(".claude/ralph/PROMPT.md"), prompt);
     assert_eq!(project.status_json(), state, "the loop is left as it ended");
 }
 
@@ -217,8 +211,7 @@ fn an_interactive_run_in_a_home_where_the_client_never_ran_is_refused(client: Cl
     // start it, names the cause and the fixes, and suggests no --resume,
     // which would meet the same screens.
     let _serial = crate::one_terminal_ui_at_a_time();
-    let project = TempProject::new("first-run");
-    project.init();
+    let project = TempProject::initialised("first-run");
     let api = MockApi::start(|_, _| Reply::text("never asked"));
     let mut cmd = project.command(project.path(".claude/ralph/ralph-audit.sh"));
     cmd.env("TERM", "xterm-256color")

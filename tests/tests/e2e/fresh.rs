@@ -480,7 +480,7 @@ fn the_driver_s_git_runs_no_program_of_the_agent_s(client: ClientVersion) {
     let outcome = scenario.run(&api);
     outcome.ended(0, "complete").at_iteration(2);
     // The traps were set (else this test proves nothing)...
-    let config = std::fs::read_to_string(scenario.path(".git/config")).unwrap();
+    let config = scenario.read(".git/config");
     assert!(config.contains("fsmonitor"), "{config}\n{outcome:?}");
     assert!(scenario.path(".git/hooks/post-checkout").exists());
     // ...and never sprung.

@@ -282,7 +282,7 @@ fn deleting_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
 #[ralph_tests::on_both_clients]
 fn skipping_the_failing_test_does_not_complete_the_loop(client: ClientVersion) {
     let skipped = |project: &TempProject| {
-        let text = std::fs::read_to_string(project.path("test_calc.py")).unwrap();
+        let text = project.read("test_calc.py");
         text.contains("@unittest.skip(\"flaky\")\n    def test_add")
     };
     a_cheat_is_rejected(
@@ -412,8 +412,8 @@ fn editing_an_existing_test_to_pass_is_rejected_naming_it(client: ClientVersion)
     let (code, stderr) = run_loop(&project, client, &api);
     let state = project.status_json();
     assert!(
-        std::fs::read_to_string(project.path("tests/test_calc.py"))
-            .unwrap()
+        project
+            .read("tests/test_calc.py")
             .contains("calc.add(2, 3), -1"),
         "the agent's edit took: {state:#}"
     );
@@ -569,10 +569,7 @@ fn a_project_module_shadowing_the_test_runner_does_not_complete(client: ClientVe
     // The same summary as the real run, one test, passing.
     a_changed_check_is_rejected(client, &project, &SHADOWED_RUNNER);
     assert!(project.path("unittest/__main__.py").exists());
-    assert_eq!(
-        std::fs::read_to_string(project.path("calc.py")).unwrap(),
-        CALC_BUGGY
-    );
+    assert_eq!(project.read("calc.py"), CALC_BUGGY);
     // The start's test run was the real one: 1 run, 1 failed.
     let state = project.status_json();
     assert_eq!(state["testBaseline"][0]["failed"], 1, "{state:#}");
@@ -592,11 +589,7 @@ fn a_changed_npm_test_script_does_not_complete(client: ClientVersion) {
     // claim and `complete`.
     project.edit_config(|config| config["allowFewerTests"] = Value::from(true));
     a_changed_check_is_rejected(client, &project, &CHANGED_NPM_SCRIPT);
-    assert!(
-        std::fs::read_to_string(project.path("package.json"))
-            .unwrap()
-            .contains("echo ok")
-    );
+    assert!(project.read("package.json").contains("echo ok"));
 }
 
 /// The cheat of [`a_standard_library_module_the_agent_adds_does_not_complete`].
@@ -658,11 +651,7 @@ fn a_module_named_like_the_standard_librarys_from_the_start_completes(client: Cl
     assert_eq!(code, Some(0), "{state:#}\n{stderr}");
     assert_eq!(state["status"], "complete", "{state:#}");
     assert!(project.path("test/test_more.py").exists());
-    assert!(
-        std::fs::read_to_string(project.path("calendar.py"))
-            .unwrap()
-            .contains("fortnight")
-    );
+    assert!(project.read("calendar.py").contains("fortnight"));
     // The new test package ran.
     accepted_with_all_passing(&state, 4);
     // The start asked the check's Python and recorded the person's module.
@@ -720,7 +709,7 @@ impl EarlierRecord {
     /// Copies the project's state and audit log aside, into `aside`.
     fn keep(project: &TempProject, aside: &std::path::Path) -> EarlierRecord {
         std::fs::create_dir_all(aside).unwrap();
-        let runtime = project.path(".claude/context/runtime");
+        let runtime = project.runtime_dir();
         let record = EarlierRecord {
             state: aside.join("ralph-state.json"),
             log: aside.join("ralph-log.jsonl"),
@@ -746,7 +735,7 @@ fn an_earlier_complete_record_put_back_is_stale_not_complete(client: ClientVersi
     let earlier = EarlierRecord::keep(&scenario, &scenario.tmp.join("earlier-record"));
     // A new loop starts; as its agent works, the earlier record is written
     // back in place of its state and log.
-    let runtime = scenario.path(".claude/context/runtime");
+    let runtime = scenario.runtime_dir();
     let put_back = std::sync::Once::new();
     let api = MockApi::start(move |_, _| {
         put_back.call_once(|| earlier.put_back(&runtime));

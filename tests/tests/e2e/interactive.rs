@@ -82,8 +82,7 @@ fn explain(run: &InteractiveRun, state: &Value, api: &MockApi) -> String {
 /// binary's one terminal UI held while it lives.
 fn terminal_project(name: &str, task: &str) -> (std::sync::MutexGuard<'static, ()>, TempProject) {
     let serial = one_terminal_ui_at_a_time();
-    let project = TempProject::new(name);
-    project.init();
+    let project = TempProject::initialised(name);
     project.write_prompt(task);
     (serial, project)
 }
@@ -193,8 +192,7 @@ fn completes_on_signal(client: ClientVersion) {
 #[ralph_tests::on_both_clients]
 fn errors_and_excerpts_belong_to_their_own_iteration(client: ClientVersion) {
     let _serial = one_terminal_ui_at_a_time();
-    let project = TempProject::new("i-errors");
-    project.init();
+    let project = TempProject::initialised("i-errors");
     let root = project.root.clone();
     // Each iteration: a Write, a Bash command (failing in iteration 2 only),
     // then a text answer; iteration 3 (or any later one) claims completion.
@@ -264,8 +262,7 @@ fn behind(state: &Value, index: usize) -> bool {
 #[ralph_tests::on_both_clients]
 fn stops_at_the_iteration_cap(client: ClientVersion) {
     let _serial = one_terminal_ui_at_a_time();
-    let project = TempProject::new("i-cap");
-    project.init();
+    let project = TempProject::initialised("i-cap");
     let api = MockApi::start(|turn, _| Reply::text(format!("Still working (turn {turn}).")));
     let run = project.run_launcher_interactive(
         client,
@@ -355,8 +352,7 @@ fn an_interactive_loop_paces_to_the_window_its_status_line_is_given() {
             .unwrap()
             .as_secs()
     };
-    let project = TempProject::new("i-pacing");
-    project.init();
+    let project = TempProject::initialised("i-pacing");
     project.write_prompt("Set up the server.\n");
     project.write(
         ".claude/settings.local.json",

@@ -27,8 +27,7 @@ fn refused_agent(turn: usize) -> Reply {
 /// Runs the launcher with `mode` (`--fresh` or `--headless`) in acceptEdits,
 /// the client's sandbox off.
 fn run_refused_loop(client: ClientVersion, name: &str, mode: &str) -> (TempProject, Run, MockApi) {
-    let project = TempProject::new(name);
-    project.init();
+    let project = TempProject::initialised(name);
     project.write("a", "a\n");
     project.write("test_a.py", "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertTrue(True)\n");
     project.commit_all("tests");

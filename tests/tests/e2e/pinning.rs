@@ -76,7 +76,7 @@ fn call_then_claim(
 /// `complete`; the agent's command never ran though config.json now holds
 /// it; status shows the change and the fix; the log has it once.
 fn assert_not_obeyed(scenario: &Scenario, outcome: &Outcome, agent: &str, marker: &Path) {
-    let on_disk = std::fs::read_to_string(scenario.path(".claude/ralph/config.json")).unwrap();
+    let on_disk = scenario.read(".claude/ralph/config.json");
     assert_eq!(on_disk.trim(), agent, "the agent's rewrite went through");
     assert_not_complete(outcome, marker);
     let drift = &outcome.state["configDrift"]["files"][0]["file"];
@@ -215,7 +215,7 @@ fn a_config_json_broken_mid_loop_neither_ends_nor_traps_the_loop(client: ClientV
     let rewrite = rewrite_by_script(&scenario, "{not json");
     let script = call_then_claim(rewrite, Some("Broke the config, kept working."));
     let outcome = scenario.run(&MockApi::start(script));
-    let on_disk = std::fs::read_to_string(scenario.path(".claude/ralph/config.json")).unwrap();
+    let on_disk = scenario.read(".claude/ralph/config.json");
     assert_eq!(on_disk.trim(), "{not json", "the agent's command ran");
     outcome.ended(0, "complete").at_iteration(2);
     assert_verified_by(&outcome, "all-passed");

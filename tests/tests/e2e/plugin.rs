@@ -18,35 +18,55 @@ use ralph_tests::scenario::script;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// What `/ralph-loop Fix the findings --max-iterations 6
+/// --completion-promise DONE` is said to have been read as.
+const OFFICIAL_FORM_READ_AS: &str = "ralph: loop started: task \"Fix the findings\"; \
+    max iterations 6 (from --max-iterations); completion promise \"DONE\" (from \
+    --completion-promise); not verified: no verify command in .claude/ralph/config.json, so \
+    the promise ends the loop without running anything";
+
+/// A session on 2.1.330 in a new project `name` that types `line` (a
+/// `/ralph-loop` with a promise, at most 6 iterations), its agent saying
+/// `last` (the promise) at its third answer and "Hello." after. Asserts the
+/// session ended well with the loop complete at iteration 3 of 6, after
+/// three requests; the project, the mock, the session and the loop's state.
+fn to_the_promise_at_3_of_6(
+    name: &str,
+    line: &str,
+    last: &str,
+) -> (TempProject, MockApi, Run, serde_json::Value) {
+    let project = TempProject::new(name);
+    let api = MockApi::start_in_order(script::says(&[
+        "Looked at the findings.",
+        "Fixed two of three.",
+        last,
+        "Hello.",
+    ]));
+    let run = plugin_session(&project, ClientVersion::V2_1_330, &api, line);
+    run.assert_code(0);
+    let state = project.status_json();
+    assert_eq!(state["status"], "complete", "{state:#}");
+    assert_eq!(state["iteration"], 3, "{state:#}");
+    assert_eq!(state["maxIterations"], 6, "{state:#}");
+    assert_eq!(api.main_requests().len(), 3, "{run:?}");
+    (project, api, run, state)
+}
+
 #[test]
 fn ralph_loop_runs_until_the_promise_and_leaves_later_sessions_alone() {
     let client = ClientVersion::V2_1_330;
-    let project = TempProject::new("plugin-loop");
-    let api = MockApi::start_in_order(script::says(&[
-        "Looked at the findings; fixing the first.",
-        "Fixed two of three.",
-        "All three are fixed.\nDONE",
-        "Hello.",
-    ]));
-    let run = plugin_session(
-        &project,
-        client,
-        &api,
+    let (project, api, run, state) = to_the_promise_at_3_of_6(
+        "plugin-loop",
         "/ralph-loop Fix the findings. Don't run `touch pwned` or use $HOME. --max-iterations 6 --completion-promise DONE",
+        "All three are fixed.\nDONE",
     );
-    run.assert_code(0);
-    let state = project.status_json();
     // The task as typed: no character of it reached a shell.
     assert_eq!(
         state["task"], "Fix the findings. Don't run `touch pwned` or use $HOME.",
         "{state:#}"
     );
     assert!(!project.path("pwned").exists());
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 3, "{state:#}");
-    assert_eq!(state["maxIterations"], 6, "{state:#}");
     let requests = api.main_requests();
-    assert_eq!(requests.len(), 3, "{run:?}");
     let first = user_texts(&requests[0].body).join("\n");
     for said in ["Ralph loop started in this session", "Fix the findings."] {
         assert!(first.contains(said), "{said:?} in {first}");
@@ -79,37 +99,15 @@ fn the_official_plugin_s_form_unquoted_is_read_as_task_and_flags() {
     // DONE`: the task unquoted, a one-word promise unquoted, as the official
     // plugin's help has it. Both flags are taken, the loop completes on the
     // promise at 3, and what the line was read as is said first.
-    let client = ClientVersion::V2_1_330;
-    let project = TempProject::new("plugin-official");
-    let api = MockApi::start_in_order(script::says(&[
-        "Looked at the findings.",
-        "Fixed two of three.",
-        "All three are fixed.\n<promise>DONE</promise>",
-        "Hello.",
-    ]));
-    let run = plugin_session(
-        &project,
-        client,
-        &api,
+    let (_project, api, _run, state) = to_the_promise_at_3_of_6(
+        "plugin-official",
         "/ralph-loop Fix the findings --max-iterations 6 --completion-promise DONE",
+        "All three are fixed.\n<promise>DONE</promise>",
     );
-    run.assert_code(0);
-    let state = project.status_json();
     assert_eq!(state["task"], "Fix the findings", "{state:#}");
-    assert_eq!(state["maxIterations"], 6, "{state:#}");
     assert_eq!(state["completionSignal"], "DONE", "{state:#}");
-    assert_eq!(state["status"], "complete", "{state:#}");
-    assert_eq!(state["iteration"], 3, "{state:#}");
-    assert_eq!(api.main_requests().len(), 3, "{run:?}");
     let first = user_texts(&api.main_requests()[0].body).join("\n");
-    assert!(
-        first.contains(
-            "ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
-             completion promise \"DONE\" (from --completion-promise); not verified: no verify command in \
-             .claude/ralph/config.json, so the promise ends the loop without running anything"
-        ),
-        "{first}"
-    );
+    assert!(first.contains(OFFICIAL_FORM_READ_AS), "{first}");
 }
 
 #[test]
@@ -123,14 +121,8 @@ fn cancel_ralph_from_another_session_ends_a_running_loop_cancelled() {
         thread::sleep(Duration::from_millis(300));
         Reply::text(format!("Working, step {turn}."))
     });
-    let mut looping = plugin_command(
-        &project,
-        client,
-        &api,
-        "/ralph-loop Keep improving the docs. --max-iterations 50",
-    );
-    // Its agent only talks until the cancel: the breaker kept out of it.
-    looping.env("CB_NO_PROGRESS_THRESHOLD", "1000");
+    // Its agent only talks until the cancel.
+    let mut looping = talking_docs_loop(&project, client, &api, 50);
     looping.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = looping.spawn().unwrap();
     let deadline = Instant::now() + TIMEOUT;
@@ -284,6 +276,25 @@ fn plugin_command(
     )
 }
 
+/// [`plugin_command`] with `/ralph-loop Keep improving the docs.` of at
+/// most `max` iterations, for an agent that only talks: the breaker's
+/// no-progress threshold out of its reach.
+fn talking_docs_loop(
+    project: &TempProject,
+    client: ClientVersion,
+    api: &MockApi,
+    max: u32,
+) -> Command {
+    let mut cmd = plugin_command(
+        project,
+        client,
+        api,
+        &format!("/ralph-loop Keep improving the docs. --max-iterations {max}"),
+    );
+    cmd.env("CB_NO_PROGRESS_THRESHOLD", "1000");
+    cmd
+}
+
 /// [`plugin_command`], the prompt on stdin when `None`, in the permission
 /// `mode` given (the client's default when `None`).
 fn plugin_command_with(
@@ -294,11 +305,7 @@ fn plugin_command_with(
     mode: Option<&str>,
 ) -> Command {
     let mut cmd = project.command(client.executable());
-    let mut path = vec![bins::bin_dir()];
-    path.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    cmd.env("PATH", std::env::join_paths(path).unwrap())
+    cmd.env("PATH", path_with_the_binaries())
         .arg("--plugin-dir")
         .arg(plugin_dir())
         .arg("-p")
@@ -318,6 +325,16 @@ fn plugin_session(
     run_with_timeout(plugin_command(project, client, api, prompt), None, TIMEOUT)
 }
 
+/// `PATH` with the folder of the binaries under test first, where the
+/// plugin's hooks and commands find `ralph-ctl`.
+fn path_with_the_binaries() -> std::ffi::OsString {
+    let mut path = vec![bins::bin_dir()];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(path).unwrap()
+}
+
 fn plugin_dir() -> PathBuf {
     bins::workspace_root()
 }
@@ -327,15 +344,8 @@ fn a_loop_above_the_client_s_block_cap_says_so_and_its_session_s_end_is_recorded
     let client = ClientVersion::V2_1_330;
     let project = TempProject::new("plugin-cap");
     let api = MockApi::start(|turn, _| Reply::text(format!("Working, step {turn}.")));
-    // The agent only talks: the breaker would stop it before the client's
-    // cap, so its no-progress threshold is out of reach here.
-    let mut cmd = plugin_command(
-        &project,
-        client,
-        &api,
-        "/ralph-loop Keep improving the docs. --max-iterations 20",
-    );
-    cmd.env("CB_NO_PROGRESS_THRESHOLD", "1000");
+    // The agent only talks: the breaker would stop it before the client's cap.
+    let cmd = talking_docs_loop(&project, client, &api, 20);
     let run = run_with_timeout(cmd, None, TIMEOUT);
     run.assert_code(0);
     let requests = api.main_requests();
@@ -422,8 +432,7 @@ fn a_headless_loop_whose_edits_are_all_refused_is_not_complete() {
 #[test]
 fn ralph_status_is_answered_without_a_model_request_on_2_1() {
     // 2.1 shows the hook's block reason: the status, and no request spent.
-    let project = TempProject::new("plugin-status");
-    project.init();
+    let project = TempProject::initialised("plugin-status");
     let api = MockApi::start_in_order(|_, _| Reply::text("Hello."));
     let run = plugin_session(&project, ClientVersion::V2_1_330, &api, "/ralph-status");
     assert!(api.main_requests().is_empty(), "{run:?}");
@@ -452,11 +461,7 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
     });
     let mut cmd = project.command(client.executable());
     let env = project.first_run_answered(client, &api);
-    let mut path = vec![bins::bin_dir()];
-    path.extend(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    ));
-    cmd.env("PATH", std::env::join_paths(path).unwrap())
+    cmd.env("PATH", path_with_the_binaries())
         .arg("--plugin-dir")
         .arg(plugin_dir())
         .args(["--permission-mode", "bypassPermissions"])
@@ -493,11 +498,7 @@ fn the_official_plugin_s_form_typed_in_the_terminal_ui_completes_on_the_promise(
     // drawn under the line (it scrolls off as the loop goes on).
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        flat.contains(
-            "UserPromptSubmit says: ralph: loop started: task \"Fix the findings\"; max iterations 6 (from --max-iterations); \
-             completion promise \"DONE\" (from --completion-promise); not verified: no verify command in \
-             .claude/ralph/config.json, so the promise ends the loop without running anything"
-        ),
+        flat.contains(&format!("UserPromptSubmit says: {OFFICIAL_FORM_READ_AS}")),
         "the person is shown what was read; drawn:\n{flat}"
     );
 }
@@ -561,7 +562,7 @@ fn the_official_habit_without_init_is_checked_by_the_tests_ralph_finds() {
         ),
         "{first}"
     );
-    let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    let config = project.read(".claude/ralph/config.json");
     assert!(
         config.contains("\"command\": \"python3 -m unittest\""),
         "{config}"

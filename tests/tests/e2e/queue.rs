@@ -500,11 +500,9 @@ fn ctrl_c_stops_every_worker_s_client_and_frees_their_items() {
         "{items:?}"
     );
     // Their claims were given up at once, not left to lapse.
-    let claims: Value = serde_json::from_str(
-        &std::fs::read_to_string(scenario.path(".claude/context/runtime/ralph-queue.json"))
-            .unwrap(),
-    )
-    .unwrap();
+    let claims: Value =
+        serde_json::from_str(&std::fs::read_to_string(scenario.queue_claims_path()).unwrap())
+            .unwrap();
     for record in claims["items"].as_object().unwrap().values() {
         assert_eq!(record["status"], "claimed", "{claims}");
         assert!(
@@ -576,7 +574,7 @@ fn a_queue_in_a_project_never_set_up_sets_it_up_before_it_claims(client: ClientV
     run.assert_stdout_has(&[
         "No terminal to ask in: the test command found, `python3 -m unittest`",
     ]);
-    let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    let config = project.read(".claude/ralph/config.json");
     assert!(config.contains("python3 -m unittest"), "{config}");
     run.assert_code(0);
     let state = project.status_json();

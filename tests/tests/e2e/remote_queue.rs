@@ -39,13 +39,7 @@ fn machines(
         "origin",
     ];
     let first = queue_project(&format!("{name}-0"), client, plan, extra);
-    let bare = first.path("").parent().unwrap().join("remote.git");
-    git_out(
-        bare.parent().unwrap(),
-        &["init", "-q", "--bare", "-b", "main", "remote.git"],
-    );
-    first.git(&["remote", "add", "origin", &bare.to_string_lossy()]);
-    first.git(&["push", "-q", "origin", "main"]);
+    let bare = first.bare_origin("remote.git");
     let mut all = vec![first.args(&args)];
     for i in 1..n {
         let project = TempProject::new(&format!("{name}-{i}"));

@@ -16,8 +16,7 @@ use serde_json::Value;
 #[test]
 fn the_report_of_a_finished_loop_is_one_page_with_its_charts() {
     let client = ClientVersion::V2_1_330;
-    let project = TempProject::new("report");
-    project.init();
+    let project = TempProject::initialised("report");
     let api = MockApi::start_in_order(move |turn, _| match turn {
         0 => {
             Reply::text("Read the code; <b>two</b> findings.").with_usage(Usage::tokens(1200, 300))

@@ -133,7 +133,7 @@ fn commits(root: &Path) -> String {
 fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVersion) {
     let project = python_project("sandbox");
     let outside = project.tmp.parent().unwrap().join("outside.txt");
-    let config_before = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    let config_before = project.read(".claude/ralph/config.json");
     let config_path = project.path(".claude/ralph/config.json");
     let forged = r#"{"verify": [{"name": "tests", "command": "true"}]}"#;
     // Without the sandbox (2.0.77) only `ralph-ctl check` is allowed, as
@@ -200,8 +200,7 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
         state["hint"].is_null(),
         "the agent posted a note: {state:#}"
     );
-    let log =
-        std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl")).unwrap();
+    let log = std::fs::read_to_string(project.log_path()).unwrap();
     assert!(!log.contains("\"event\":\"say\""), "{log}");
     // In the sandbox `say` runs and cannot write the state; without it
     // the client refuses the command.
@@ -305,7 +304,7 @@ fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersio
     project.commit_all("a test");
     project.ctl(&["init", "--yes"], &[]).assert_code(0);
     project.write_prompt(TEST_TASK);
-    let config = std::fs::read_to_string(project.path(".claude/ralph/config.json")).unwrap();
+    let config = project.read(".claude/ralph/config.json");
     assert!(
         config.contains("\"tests/\""),
         "init protects the test folder: {config}"
@@ -328,7 +327,7 @@ fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersio
     let (project, outcome) = launch(project, client, &api, &["--headless"], &[]);
     let results = completed_with_a_write_refused(&outcome, &api, client);
     assert_eq!(
-        std::fs::read_to_string(project.path("tests/test_math.py")).unwrap(),
+        project.read("tests/test_math.py"),
         test,
         "the agent changed a protected test"
     );

@@ -87,7 +87,7 @@ fn guard_off_session_stops_after_one_turn(client: ClientVersion) {
     run.assert_code(0);
     assert_eq!(api.main_requests().len(), 1, "one turn only");
     assert!(project.state().is_none(), "no state file appears");
-    let runtime: Vec<String> = std::fs::read_dir(project.path(".claude/context/runtime"))
+    let runtime: Vec<String> = std::fs::read_dir(project.runtime_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -225,7 +225,7 @@ fn tool_calls_then_text_count_as_one_iteration(client: ClientVersion) {
             "step {step} wrote its file"
         );
     }
-    let log = std::fs::read_to_string(scenario.path("log.txt")).unwrap();
+    let log = scenario.read("log.txt");
     assert_eq!(
         log.lines().count(),
         3,
@@ -1331,10 +1331,8 @@ fn a_session_loop_makes_room_for_checks_that_outgrew_the_hook_s_timeout(client: 
     outcome.run.assert_stderr_has(&[
         "was 90 s, less than the verify commands may take (120 s): set to 150 s",
     ]);
-    let settings: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(scenario.path(".claude/settings.json")).unwrap(),
-    )
-    .unwrap();
+    let settings: serde_json::Value =
+        serde_json::from_str(&scenario.read(".claude/settings.json")).unwrap();
     assert_eq!(
         settings["hooks"]["Stop"][0]["hooks"][0]["timeout"], 150,
         "{settings:#}"

@@ -202,14 +202,14 @@ fn tests_inside_the_package_are_protected() {
         2 => Reply::bash("git checkout toolz/tests/test_core.py"),
         _ => Reply::bash("sed -i 's/x + 2/x + 1/' toolz/core.py"),
     });
-    let test_before = std::fs::read_to_string(project.path("toolz/tests/test_core.py")).unwrap();
+    let test_before = project.read("toolz/tests/test_core.py");
     let scenario = Scenario::around(project, CLIENT).args(&["--headless", "--no-sandbox"]);
     let outcome = scenario.run(&api);
     outcome.ended(0, "complete");
     // The claim on the edited test was not accepted; the test is as it was.
     assert_eq!(outcome.decisions()[0], (1, "block"), "{outcome:?}");
     assert_eq!(
-        std::fs::read_to_string(scenario.path("toolz/tests/test_core.py")).unwrap(),
+        scenario.read("toolz/tests/test_core.py"),
         test_before,
         "{outcome:?}"
     );

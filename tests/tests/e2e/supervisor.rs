@@ -129,7 +129,7 @@ fn first_message(body: &Value) -> Vec<String> {
 
 /// The audit log's entries, oldest first.
 fn log_entries(project: &TempProject) -> Vec<Value> {
-    let path = project.path(".claude/context/runtime/ralph-log.jsonl");
+    let path = project.log_path();
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     text.lines()
@@ -202,8 +202,7 @@ fn describe(requests: &[RecordedRequest]) -> String {
 
 /// Everything a failed assertion should show.
 fn evidence(project: &TempProject, api: &MockApi, run: &Run) -> String {
-    let log = std::fs::read_to_string(project.path(".claude/context/runtime/ralph-log.jsonl"))
-        .unwrap_or_default();
+    let log = std::fs::read_to_string(project.log_path()).unwrap_or_default();
     format!(
         "exit {:?}\nstderr:\n{}\nstate:\n{:#}\nlog:\n{log}\nrequests:\n{}",
         run.code,

@@ -12,6 +12,7 @@ use ralph_tests::SIGNAL;
 use ralph_tests::client::ClientVersion;
 use ralph_tests::listen::Heard;
 use ralph_tests::mock_api::{MockApi, Reply, item_of, user_texts};
+use ralph_tests::project::fresh_temp_path;
 use ralph_tests::scenario::{Scenario, script};
 use serde_json::Value;
 
@@ -234,11 +235,7 @@ fn a_queue_item_that_changes_what_decides_does_not_land(client: ClientVersion) {
 fn the_merge_queue_never_runs_a_merge_driver_the_repository_names(client: ClientVersion) {
     // As an agent that reached .git/config would leave it: a merge driver
     // that resolves any conflict (and leaves a mark), named for shared.txt.
-    let marker = std::env::temp_dir().join(format!(
-        "ralph-merge-driver-{client:?}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&marker);
+    let marker = fresh_temp_path(&format!("ralph-merge-driver-{client:?}"));
     let scenario = Scenario::configured("walls-merge-driver", client, r#"{"verify": []}"#)
         .file("PLAN.md", "# Plan\n\n- [ ] left side\n- [ ] right side\n")
         .file(".gitattributes", "shared.txt merge=mine\n");
@@ -408,8 +405,7 @@ fn a_check_cannot_ask_the_persons_tmux_to_type_a_command() {
 
 #[test]
 fn a_check_writes_no_temp_folder_anyone_else_sees() {
-    let mark = std::env::temp_dir().join(format!("ralph-remote-{}", std::process::id()));
-    let _ = std::fs::remove_file(&mark);
+    let mark = fresh_temp_path("ralph-remote");
     let attack = format!(
         "for p in ({mark:?}, '/var/tmp/' + {name:?}, '/dev/shm/' + {name:?}):\n    \
              open(p, 'w').write('forged')\n\

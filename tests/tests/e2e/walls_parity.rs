@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ralph_tests::client::ClientVersion;
-use ralph_tests::listen::{Heard, is_root};
+use ralph_tests::listen::{Heard, PYTHON_URING_SOCKET, is_root};
 use ralph_tests::mock_api::{MockApi, Reply};
 use ralph_tests::project::{TEST_TASK, TempProject, run_with_timeout};
 use ralph_tests::reach::{reachable, without_bubblewrap_as};
@@ -36,11 +36,11 @@ use ralph_tests::scenario::Scenario;
 use ralph_tests::{LOOP_TIMEOUT, SIGNAL};
 use serde_json::json;
 
-/// The probes, in Python: each attempt's result goes to
+/// The probes, in Python, up to the `io_uring` ones: each attempt's result goes to
 /// `parity-out/<who>.json` in the project (the one folder both may write;
 /// a folder, as Landlock's walls let a check create no entry at the
 /// project's top).
-const PROBE: &str = r"import ctypes, json, mmap, os, signal, socket, struct, subprocess, sys
+const PROBE_BEFORE_URING: &str = r"import ctypes, json, mmap, os, signal, socket, struct, subprocess, sys
 who = sys.argv[1]
 cfg = json.load(open('parity-config.json'))
 res = {}
@@ -68,38 +68,10 @@ def connect(address):
     return f
 attempt('connect unix socket ' + cfg['socket'], connect(cfg['socket']))
 attempt('connect abstract unix socket', connect('\0' + cfg['abstract']))
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-def uring_socket():
-    # A unix socket made by io_uring (IORING_OP_SOCKET), not socket(2).
-    params = ctypes.create_string_buffer(120)
-    fd = libc.syscall(425, 4, params)
-    if fd < 0:
-        raise OSError(ctypes.get_errno(), 'io_uring_setup: ' + os.strerror(ctypes.get_errno()))
-    raw = params.raw
-    sq_entries, cq_entries = struct.unpack_from('II', raw, 0)
-    single = struct.unpack_from('I', raw, 20)[0] & 1
-    sq = struct.unpack_from('IIIIIIII', raw, 40)
-    cq = struct.unpack_from('IIIIIIII', raw, 80)
-    sq_size, cq_size = sq[6] + sq_entries * 4, cq[5] + cq_entries * 16
-    if single:
-        sq_size = cq_size = max(sq_size, cq_size)
-    rw = mmap.PROT_READ | mmap.PROT_WRITE
-    sq_ring = mmap.mmap(fd, sq_size, mmap.MAP_SHARED, rw, offset=0)
-    cq_ring = sq_ring if single else mmap.mmap(fd, cq_size, mmap.MAP_SHARED, rw, offset=0x8000000)
-    sqes = mmap.mmap(fd, sq_entries * 64, mmap.MAP_SHARED, rw, offset=0x10000000)
-    sqes[0:64] = struct.pack('<BBHiQQIIQ', 45, 0, 0, socket.AF_UNIX, socket.SOCK_STREAM, 0, 0, 0, 1) + bytes(24)
-    tail, mask = struct.unpack_from('I', sq_ring, sq[1])[0], struct.unpack_from('I', sq_ring, sq[2])[0]
-    struct.pack_into('I', sq_ring, sq[6] + (tail & mask) * 4, 0)
-    struct.pack_into('I', sq_ring, sq[1], tail + 1)
-    if libc.syscall(426, fd, 1, 1, 1, None, 0) < 0:
-        raise OSError(ctypes.get_errno(), 'io_uring_enter')
-    head, cmask = struct.unpack_from('I', cq_ring, cq[0])[0], struct.unpack_from('I', cq_ring, cq[2])[0]
-    made = struct.unpack_from('i', cq_ring, cq[5] + (head & cmask) * 16 + 8)[0]
-    if made < 0:
-        raise OSError(-made, 'IORING_OP_SOCKET')
-    return socket.socket(fileno=made)
-def uring_connect(address):
+";
+
+/// The probes after `uring_socket()` ([`PYTHON_URING_SOCKET`]) is defined.
+const PROBE_AFTER_URING: &str = r"def uring_connect(address):
     def f():
         s = uring_socket()
         s.settimeout(3)
@@ -302,7 +274,10 @@ fn run_battery(who: &'static str, uid: Option<u32>, shared: &Shared, bins: &Path
         json!({ "verify": verify }).to_string(),
     );
     project.write(".gitignore", "parity-*\n");
-    project.write("parity_probe.py", PROBE);
+    project.write(
+        "parity_probe.py",
+        format!("{PROBE_BEFORE_URING}{PYTHON_URING_SOCKET}{PROBE_AFTER_URING}"),
+    );
     project.write("go.mod", "module example.com/parity\n\ngo 1.19\n");
     project.write("parity-out/.keep", "");
     project.commit_all("the probes");

@@ -294,25 +294,15 @@ fn pause_on_api_error(
     );
     next.last_run_at = Some(now);
     next.push_history(IterationRecord {
-        iteration: next.iteration,
-        at: now,
-        decision: StopDecision::Allow,
-        why,
         excerpt: excerpt(&observed.message),
         stop_hook_active: observed.stop_hook_active,
-        findings: None,
         message_source: observed.message_source,
         tool_calls: observed.tool_calls,
         error: Some(message),
-        breaker: None,
-        status_block: None,
-        claim: None,
-        progress: None,
         calls: observed.usage.calls.len().try_into().unwrap_or(u32::MAX),
         usage: observed.usage.tokens,
         tools_incomplete: observed.tools_incomplete,
-        outcome: None,
-        item_id: None,
+        ..IterationRecord::new(next.iteration, now, StopDecision::Allow, why)
     });
     next.pause(because.clone());
     Outcome {
@@ -542,10 +532,6 @@ pub fn decide_judged(
     let decision = settle_verdict(&mut next, &verdict, &why, now);
     next.last_run_at = Some(now);
     next.push_history(IterationRecord {
-        iteration,
-        at: now,
-        decision,
-        why,
         excerpt: excerpt(&observed.message),
         stop_hook_active: observed.stop_hook_active,
         findings,
@@ -564,6 +550,7 @@ pub fn decide_judged(
             .as_ref()
             .map(|_| claims::OutcomeStatus::Error)),
         item_id: marker.and_then(|m| m.item_id),
+        ..IterationRecord::new(iteration, now, decision, why)
     });
     Outcome {
         new_state: Some(next),

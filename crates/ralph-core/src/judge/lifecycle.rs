@@ -10,7 +10,6 @@ use std::time::SystemTime;
 use crate::exit_codes;
 use crate::judge::breaker::BreakerState;
 use crate::judge::config::{Config, ResumePolicy};
-use crate::judge::decision::MessageSource;
 use crate::judge::state::{
     IterationRecord, LoopState, PausedBecause, Status, StopDecision, excerpt,
 };
@@ -340,25 +339,11 @@ pub fn pause_for_api_failure(
     );
     state.last_run_at = Some(now);
     state.push_history(IterationRecord {
-        iteration: state.iteration,
-        at: now,
-        decision: StopDecision::Allow,
-        why: why.clone(),
         excerpt: excerpt(&because.message),
-        stop_hook_active: false,
-        findings: None,
-        message_source: MessageSource::Missing,
-        tool_calls: 0,
         error: Some(because.message.clone()),
-        breaker: None,
-        status_block: None,
-        claim: None,
-        progress: None,
         calls: reading.calls.len().try_into().unwrap_or(u32::MAX),
         usage: reading.tokens,
-        tools_incomplete: false,
-        outcome: None,
-        item_id: None,
+        ..IterationRecord::new(state.iteration, now, StopDecision::Allow, why.clone())
     });
     state.pause(because);
     why
@@ -386,27 +371,12 @@ pub fn interrupt(state: &mut LoopState, cause: &str, now: Timestamp) -> bool {
             state.iteration, state.max_iterations
         ),
     };
-    state.push_history(IterationRecord {
-        iteration: state.iteration,
-        at: now,
-        decision: StopDecision::Allow,
-        why: because.clone(),
-        excerpt: excerpt(""),
-        stop_hook_active: false,
-        findings: None,
-        message_source: MessageSource::Missing,
-        tool_calls: 0,
-        error: None,
-        breaker: None,
-        status_block: None,
-        claim: None,
-        progress: None,
-        calls: 0,
-        usage: Default::default(),
-        tools_incomplete: false,
-        outcome: None,
-        item_id: None,
-    });
+    state.push_history(IterationRecord::new(
+        state.iteration,
+        now,
+        StopDecision::Allow,
+        because.clone(),
+    ));
     state.end(Status::Interrupted, because, now);
     true
 }

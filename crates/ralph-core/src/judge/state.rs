@@ -352,6 +352,37 @@ pub struct IterationRecord {
     pub item_id: Option<String>,
 }
 
+impl IterationRecord {
+    /// A stop of `iteration` at `at`, decided `decision` for `why`, with
+    /// nothing else observed: no message (`excerpt` empty, source
+    /// [`MessageSource::Missing`]), no tool calls, requests, findings,
+    /// error, claim or breaker transition. Set what a stop did see with
+    /// struct update syntax (`IterationRecord { excerpt, ..IterationRecord::new(..) }`).
+    pub fn new(iteration: u32, at: Timestamp, decision: StopDecision, why: String) -> Self {
+        IterationRecord {
+            iteration,
+            at,
+            decision,
+            why,
+            excerpt: String::new(),
+            stop_hook_active: false,
+            findings: None,
+            message_source: MessageSource::Missing,
+            tool_calls: 0,
+            error: None,
+            breaker: None,
+            status_block: None,
+            claim: None,
+            progress: None,
+            calls: 0,
+            usage: TokenUsage::default(),
+            tools_incomplete: false,
+            outcome: None,
+            item_id: None,
+        }
+    }
+}
+
 // serde's `skip_serializing_if` passes the field by reference.
 #[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_false(b: &bool) -> bool {
@@ -1101,27 +1132,12 @@ mod tests {
     fn history_is_bounded() {
         let mut s = LoopState::new("abc".into(), 5, Timestamp::from_secs(0));
         for i in 0..(u32::try_from(HISTORY_LIMIT).unwrap() + 7) {
-            s.push_history(IterationRecord {
-                iteration: i,
-                at: Timestamp::from_secs(0),
-                decision: StopDecision::Block,
-                why: String::new(),
-                excerpt: String::new(),
-                stop_hook_active: false,
-                findings: None,
-                message_source: MessageSource::Missing,
-                tool_calls: 0,
-                error: None,
-                breaker: None,
-                status_block: None,
-                claim: None,
-                progress: None,
-                calls: 0,
-                usage: TokenUsage::default(),
-                tools_incomplete: false,
-                outcome: None,
-                item_id: None,
-            });
+            s.push_history(IterationRecord::new(
+                i,
+                Timestamp::from_secs(0),
+                StopDecision::Block,
+                String::new(),
+            ));
         }
         assert_eq!(s.history.len(), HISTORY_LIMIT);
         assert_eq!(s.history[0].iteration, 7);

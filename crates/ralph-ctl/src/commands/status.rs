@@ -817,25 +817,14 @@ mod tests {
         source: MessageSource,
     ) -> IterationRecord {
         IterationRecord {
-            iteration,
-            at: ralph_core::time::Timestamp::from_secs(10),
-            decision: ralph_core::judge::state::StopDecision::Block,
-            why: why.into(),
             excerpt: excerpt.into(),
-            stop_hook_active: false,
-            findings: None,
             message_source: source,
-            tool_calls: 0,
-            error: None,
-            breaker: None,
-            status_block: None,
-            claim: None,
-            progress: None,
-            calls: 0,
-            usage: TokenUsage::default(),
-            tools_incomplete: false,
-            outcome: None,
-            item_id: None,
+            ..IterationRecord::new(
+                iteration,
+                ralph_core::time::Timestamp::from_secs(10),
+                ralph_core::judge::state::StopDecision::Block,
+                why.into(),
+            )
         }
     }
 

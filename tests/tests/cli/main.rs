@@ -7,6 +7,7 @@
 mod check;
 mod ctl_cli;
 mod docs;
+mod environments;
 mod hook_cli;
 mod memory;
 mod output;

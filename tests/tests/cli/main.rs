@@ -17,6 +17,7 @@ mod ctl_signals;
 mod ctl_start;
 mod ctl_status;
 mod docs;
+mod environments;
 mod hook_cli;
 mod memory;
 mod output;

@@ -14,6 +14,9 @@ use std::path::Path;
 
 use crate::observe::verify::VerifyResult;
 
+mod environment;
+pub use environment::{EnvironmentMaker, environment_maker};
+
 /// How sure ralph is that the check cannot run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Severity {
@@ -124,6 +127,11 @@ fn not_found(root: &Path, code: i32, output: &str, command: &str) -> Option<Diag
         let use_it = (command.split_whitespace().next() == Some(program))
             .then(|| with_program(command, &format!("{venv}/bin/{name}")));
         activate_fix(&venv, &format!("`{name}` is in {venv}/bin"), use_it)
+    } else if let Some(maker) =
+        environment_maker(root).filter(|maker| program.starts_with(&format!("{}/", maker.venv)))
+    {
+        // The pinned environment is not made yet.
+        make_fix(&maker, command)
     } else if root.join("node_modules/.bin").join(name).is_file() {
         format!(
             "`{name}` is in node_modules/.bin, which only npm puts on PATH: run it through the \
@@ -186,8 +194,9 @@ fn python_module_missing(root: &Path, output: &str, command: &str) -> Option<Dia
         return None;
     }
     let installed_in = venv_with(root, |venv| module_in_venv(venv, &module));
-    let fix = match (installed_in, venv_with(root, |_| true)) {
-        (Some(venv), _) => {
+    let maker = environment_maker(root);
+    let fix = match (installed_in, maker, venv_with(root, |_| true)) {
+        (Some(venv), _, _) => {
             let python_verify = command
                 .split_whitespace()
                 .next()
@@ -202,11 +211,13 @@ fn python_module_missing(root: &Path, output: &str, command: &str) -> Option<Dia
                 python_verify,
             )
         }
-        (None, Some(venv)) => format!(
+        // The project says how its environment is made: as its maintainers do.
+        (None, Some(maker), _) => make_fix(&maker, command),
+        (None, None, Some(venv)) => format!(
             "install `{module}` into the project's virtual environment and activate it \
              (`{venv}/bin/python -m pip install {module}`, then `. {venv}/bin/activate`), {SET_VERIFY}"
         ),
-        (None, None) => format!(
+        (None, None, None) => format!(
             "install `{module}` for the Python the check runs (`python3 -m pip install {module}`, \
              or activate the virtual environment that has it), {SET_VERIFY}"
         ),
@@ -367,12 +378,31 @@ pub fn venv_with_module(root: &Path, module: &str) -> Option<String> {
 }
 
 /// The first of the project's virtual environments (a folder of
-/// [`VENV_FOLDERS`] with a `pyvenv.cfg`) for which `has` holds, by name.
+/// [`VENV_FOLDERS`] with a `pyvenv.cfg`, then tox's and nox's environments
+/// under `.tox/` and `.nox/`, by name) for which `has` holds, by its path
+/// from the project (`.venv`, `.tox/py311`).
 fn venv_with(root: &Path, has: impl Fn(&Path) -> bool) -> Option<String> {
-    VENV_FOLDERS.iter().find_map(|name| {
-        let venv = root.join(name);
-        (venv.join("pyvenv.cfg").is_file() && has(&venv)).then(|| name.to_string())
-    })
+    let tool_envs = [".tox", ".nox"].into_iter().flat_map(|tool| {
+        let mut names: Vec<String> = std::fs::read_dir(root.join(tool))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .take(64)
+                    .map(|e| format!("{tool}/{}", e.file_name().to_string_lossy()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    });
+    VENV_FOLDERS
+        .iter()
+        .map(ToString::to_string)
+        .chain(tool_envs)
+        .find(|name| {
+            let venv = root.join(name);
+            venv.join("pyvenv.cfg").is_file() && has(&venv)
+        })
 }
 
 /// Whether `module` is installed in `venv` (its `site-packages` holds a
@@ -393,6 +423,28 @@ fn module_in_venv(venv: &Path, module: &str) -> bool {
                 })
             })
     })
+}
+
+/// Make the project's environment as its maintainers do, and make the
+/// check `command` use it (when it is Python's: its program replaced by the
+/// environment's Python).
+fn make_fix(maker: &EnvironmentMaker, command: &str) -> String {
+    let python_check = command.split_whitespace().next().is_some_and(|program| {
+        program
+            .rsplit('/')
+            .next()
+            .unwrap_or(program)
+            .starts_with("python")
+    });
+    let use_it = if python_check && !command.starts_with(&maker.python()) {
+        format!(
+            ", then make the check use it (`ralph-ctl init --verify '{}'`)",
+            with_program(command, &maker.python())
+        )
+    } else {
+        String::new()
+    };
+    format!("{}: run it{use_it}, {SET_VERIFY}", maker.describe())
 }
 
 /// Activate `venv`, or make the check use it (`use_it`: the command that

@@ -339,9 +339,12 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     // What each new worktree needs that this checkout keeps out of git,
     // when config.json says nothing of it yet.
     let setup = match &config {
-        Ok(config) if config.worktree_setup.is_none() => worktree_setup::detect(root),
+        Ok(config) if config.worktree_setup.is_none() => {
+            worktree_setup::detect(root).or_else(|| worktree_setup::environment_of(root, &plan))
+        }
         _ => None,
     };
+    let environment = environment_line(&plan, root);
     let config_path = paths.config_file();
     let config_text = config_text(
         &config_path,
@@ -446,6 +449,7 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     tell_what_next(
         &plan,
         &protected,
+        environment.as_deref(),
         worktrees.as_deref(),
         &options,
         &prompt,
@@ -675,6 +679,28 @@ fn config_text(
     Ok(Some(json_text(&value)))
 }
 
+/// What `init` says when the check it pins runs in the environment the
+/// project's maintainers make (uv's, tox's: `runnable::environment_maker`)
+/// and that environment is not made yet: the command that makes it, to run
+/// before the loop starts (the start refuses a check that cannot run).
+fn environment_line(plan: &VerifyPlan, root: &Path) -> Option<String> {
+    let VerifyPlan::Write(command, _) = plan else {
+        return None;
+    };
+    let maker = ralph_core::observe::runnable::environment_maker(root)?;
+    let python = maker.python();
+    (command.starts_with(&format!("{python} ")) && !root.join(&python).exists()).then(|| {
+        format!(
+            "Environment: the check runs in {venv}, which {tool} makes from {source} and which is not \
+             made yet: run `{make}` before the loop starts.",
+            venv = maker.venv,
+            tool = maker.tool,
+            source = maker.source,
+            make = maker.make
+        )
+    })
+}
+
 /// What `init` says of worktrees: the `worktreeSetup` it wrote (with the
 /// verify command) or found and offers, else what a worktree's check takes
 /// from this checkout as it is; `None`: nothing to say.
@@ -783,6 +809,7 @@ fn ignore_local_settings(claude_ignore: &Path, root: &Path) -> Result<(), CtlErr
 fn tell_what_next(
     plan: &VerifyPlan,
     protected: &[String],
+    environment: Option<&str>,
     worktrees: Option<&str>,
     options: &InitArgs,
     prompt: &Path,
@@ -811,6 +838,9 @@ fn tell_what_next(
             "No test command found: add the completion check with `ralph-ctl init --verify CMD` (the command \
              that proves the work done); until then a claim of done is accepted without running anything."
         ),
+    }
+    if let Some(line) = environment {
+        crate::output::say!("{line}");
     }
     if !protected.is_empty() {
         crate::output::say!(

@@ -50,7 +50,8 @@ fn python() -> &'static str {
 
 /// The project's test command, if one of the rules finds it.
 pub(crate) fn test_command(root: &Path) -> Option<Detected> {
-    test_command_with(root, &venv_is_active)
+    let any_active = std::env::var_os("VIRTUAL_ENV").is_some_and(|v| !v.is_empty());
+    test_command_with(root, &venv_is_active, any_active)
 }
 
 /// Whether `venv` (a virtual environment of the project) is the Python a
@@ -81,8 +82,13 @@ fn venv_is_active(venv: &Path) -> bool {
 }
 
 /// [`test_command`], `active` saying whether a virtual environment of the
-/// project is the Python that runs.
-fn test_command_with(root: &Path, active: &dyn Fn(&Path) -> bool) -> Option<Detected> {
+/// project is the Python that runs, `any_active` whether one is active at
+/// all (`$VIRTUAL_ENV`: the person's own choice of Python).
+fn test_command_with(
+    root: &Path,
+    active: &dyn Fn(&Path) -> bool,
+    any_active: bool,
+) -> Option<Detected> {
     make_target(root)
         .or_else(|| just_recipe(root))
         .or_else(|| cargo(root))
@@ -94,7 +100,7 @@ fn test_command_with(root: &Path, active: &dyn Fn(&Path) -> bool) -> Option<Dete
                 .then(|| found("go test -v ./...", "go.mod"))
                 .flatten()
         })
-        .or_else(|| python_tests(root, active))
+        .or_else(|| python_tests(root, active, any_active))
         .or_else(|| other_ecosystems(root))
 }
 
@@ -226,7 +232,7 @@ const MAX_TEST_FILES_READ: usize = 64;
 /// when every one of them is unittest's (a `TestCase`, named `test*.py`),
 /// and pytest otherwise: unittest would run none of a plain `def test_…`
 /// and pass (Python before 3.12 exits 0 on "Ran 0 tests").
-fn python_tests(root: &Path, active: &dyn Fn(&Path) -> bool) -> Option<Detected> {
+fn python_tests(root: &Path, active: &dyn Fn(&Path) -> bool, any_active: bool) -> Option<Detected> {
     let python = python();
     // pytest in the project's virtual environment, which carries the
     // project's dependencies: its Python runs the tests, unless it is the
@@ -241,7 +247,19 @@ fn python_tests(root: &Path, active: &dyn Fn(&Path) -> bool) -> Option<Detected>
                 &format!("{venv}/bin/python -m pytest"),
                 &format!("{source}; pytest is installed in {venv}, which is not the active Python"),
             ),
-            None => found(&format!("{python} -m pytest"), source),
+            // No environment of the project has pytest yet, and none is
+            // active: the one its maintainers make (uv, tox, nox, a
+            // requirements file), once made, runs the tests with the
+            // project's dependencies, where `python3` may have neither.
+            None => match ralph_core::observe::runnable::environment_maker(root)
+                .filter(|maker| cfg!(unix) && !any_active && !active(&root.join(&maker.venv)))
+            {
+                Some(maker) => found(
+                    &format!("{} -m pytest", maker.python()),
+                    &format!("{source}; {}", maker.describe()),
+                ),
+                None => found(&format!("{python} -m pytest"), source),
+            },
         }
     };
     let names_pytest = exists(root, "pytest.ini")
@@ -575,7 +593,7 @@ mod tests {
         let dir = project(&venv_with_pytest);
         // Whether or not the system's python3 has pytest: the venv has the
         // project's dependencies.
-        let inactive = test_command_with(dir.path(), &|_| false).unwrap();
+        let inactive = test_command_with(dir.path(), &|_| false, false).unwrap();
         assert_eq!(inactive.command, ".venv/bin/python -m pytest");
         assert_eq!(
             inactive.source,
@@ -583,12 +601,57 @@ mod tests {
              active Python"
         );
         // The venv is the active Python: python3 is it.
-        let active = test_command_with(dir.path(), &|venv| venv.ends_with(".venv")).unwrap();
+        let active = test_command_with(dir.path(), &|venv| venv.ends_with(".venv"), true).unwrap();
         assert_eq!(active.command, "python3 -m pytest");
         // A venv without pytest changes nothing.
         let dir = project(&venv_with_pytest[..3]);
-        let other = test_command_with(dir.path(), &|_| false).unwrap();
+        let other = test_command_with(dir.path(), &|_| false, false).unwrap();
         assert_eq!(other.command, "python3 -m pytest");
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn pytest_runs_in_the_environment_the_maintainers_make_when_none_has_it_yet() {
+        let pytest_project = ("pyproject.toml", "[tool.pytest.ini_options]\n");
+        let pinned = |extra: &[(&str, &str)], any_active: bool| {
+            let mut files = vec![pytest_project];
+            files.extend_from_slice(extra);
+            let dir = project(&files);
+            test_command_with(dir.path(), &|_| false, any_active).map(|d| (d.command, d.source))
+        };
+        let (command, source) = pinned(&[("uv.lock", "")], false).unwrap();
+        assert_eq!(command, ".venv/bin/python -m pytest");
+        assert_eq!(
+            source,
+            "the project's pytest configuration; this project makes its test environment with uv \
+             (uv.lock): `uv sync --frozen` makes .venv"
+        );
+        let tox = ("tox.ini", "[tox]\nenvlist = py\n[testenv]\ndeps = pytest\n");
+        assert_eq!(
+            pinned(&[tox], false).unwrap().0,
+            ".tox/py/bin/python -m pytest"
+        );
+        // A tox environment already made with pytest in it is taken as it is.
+        let made = [
+            tox,
+            (".tox/py311/pyvenv.cfg", "home = /usr/bin\n"),
+            (".tox/py311/bin/python", ""),
+            (
+                ".tox/py311/lib/python3.11/site-packages/pytest/__init__.py",
+                "",
+            ),
+        ];
+        assert_eq!(
+            pinned(&made, false).unwrap().0,
+            ".tox/py311/bin/python -m pytest"
+        );
+        // The person's own active environment is their choice of Python.
+        assert_eq!(
+            pinned(&[("uv.lock", "")], true).unwrap().0,
+            "python3 -m pytest"
+        );
+        // Nothing says how the environment is made: the usual Python.
+        assert_eq!(pinned(&[], false).unwrap().0, "python3 -m pytest");
     }
 
     /// A unittest test file.

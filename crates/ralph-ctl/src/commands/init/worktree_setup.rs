@@ -65,6 +65,22 @@ pub(crate) fn detect(root: &Path) -> Option<Setup> {
     None
 }
 
+/// The environment the project's maintainers make (uv's, tox's, nox's, a
+/// requirements file's: `runnable::environment_maker`), when the check
+/// `plan` writes runs in it: each worktree makes its own the same way.
+pub(crate) fn environment_of(root: &Path, plan: &super::VerifyPlan) -> Option<Setup> {
+    let super::VerifyPlan::Write(command, _) = plan else {
+        return None;
+    };
+    let maker = ralph_core::observe::runnable::environment_maker(root)?;
+    command
+        .starts_with(&format!("{} ", maker.python()))
+        .then_some(Setup {
+            command: maker.make,
+            source: maker.source,
+        })
+}
+
 /// What a worktree's check takes from the main checkout as it is, when
 /// `init` offers no setup for it: a line for the person, or `None`.
 pub(crate) fn shared_note(root: &Path) -> Option<String> {

@@ -13,6 +13,8 @@
 #                           whole client matrix), a short fuzzing smoke run
 #                           and the quick benchmark (each builds a toolchain
 #                           and binaries of its own: ASan, release with LTO)
+#   tests/run.sh --lint ... the same, with `cargo clippy -D warnings` on every
+#                           target first, while the installs run (.ci/run)
 #   tests/run.sh ARGS...    the cargo tests, with ARGS instead of the default
 #                           selection (e.g. `tests/run.sh -p ralph-tests --test e2e queue::`
 #                           runs one area of the e2e tests, `--test cli` the fast ones)
@@ -26,6 +28,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tier=ci
+# --lint (what .ci/run passes): clippy runs on every target while the
+# installs wait on the network, before the build.
+lint=0
+if [ "${1:-}" = --lint ]; then
+  lint=1
+  shift
+fi
 case "${1:-}" in
   --fast)
     tier=fast
@@ -124,6 +133,12 @@ features=()
 if [ "$tier" != fast ] && tests_ralph_tests "$@"; then
   start_installs
   features=(--features ralph-tests/e2e)
+fi
+if [ "$lint" = 1 ]; then
+  # incompatible_msrv is named so that it stays an error whatever the lint
+  # groups say: no std API stabilised after the workspace's rust-version.
+  cargo clippy --locked --workspace --all-targets --features ralph-tests/e2e -- \
+    -D warnings -D clippy::incompatible_msrv
 fi
 if [ "$tier" = args ]; then
   cargo build --locked --workspace --bins

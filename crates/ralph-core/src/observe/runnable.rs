@@ -15,7 +15,7 @@ use std::path::Path;
 use crate::observe::verify::VerifyResult;
 
 mod environment;
-pub use environment::{EnvironmentMaker, environment_maker};
+pub use environment::{EnvironmentMaker, environment_maker, test_extra};
 
 /// How sure ralph is that the check cannot run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,15 +123,16 @@ fn not_found(root: &Path, code: i32, output: &str, command: &str) -> Option<Diag
         .unwrap_or(command)
         .trim();
     let name = program.rsplit('/').next().unwrap_or(program);
-    let fix = if let Some(venv) = venv_with(root, |venv| venv.join("bin").join(name).is_file()) {
+    // The environment the check is pinned to, not made yet: made as the
+    // maintainers make it (before any other venv that has the program).
+    let unmade =
+        environment_maker(root).filter(|maker| program.starts_with(&format!("{}/", maker.venv)));
+    let fix = if let Some(maker) = unmade {
+        make_fix(&maker, command)
+    } else if let Some(venv) = venv_with(root, |venv| venv.join("bin").join(name).is_file()) {
         let use_it = (command.split_whitespace().next() == Some(program))
             .then(|| with_program(command, &format!("{venv}/bin/{name}")));
         activate_fix(&venv, &format!("`{name}` is in {venv}/bin"), use_it)
-    } else if let Some(maker) =
-        environment_maker(root).filter(|maker| program.starts_with(&format!("{}/", maker.venv)))
-    {
-        // The pinned environment is not made yet.
-        make_fix(&maker, command)
     } else if root.join("node_modules/.bin").join(name).is_file() {
         format!(
             "`{name}` is in node_modules/.bin, which only npm puts on PATH: run it through the \
@@ -378,31 +379,12 @@ pub fn venv_with_module(root: &Path, module: &str) -> Option<String> {
 }
 
 /// The first of the project's virtual environments (a folder of
-/// [`VENV_FOLDERS`] with a `pyvenv.cfg`, then tox's and nox's environments
-/// under `.tox/` and `.nox/`, by name) for which `has` holds, by its path
-/// from the project (`.venv`, `.tox/py311`).
+/// [`VENV_FOLDERS`] with a `pyvenv.cfg`) for which `has` holds, by name.
 fn venv_with(root: &Path, has: impl Fn(&Path) -> bool) -> Option<String> {
-    let tool_envs = [".tox", ".nox"].into_iter().flat_map(|tool| {
-        let mut names: Vec<String> = std::fs::read_dir(root.join(tool))
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .take(64)
-                    .map(|e| format!("{tool}/{}", e.file_name().to_string_lossy()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    });
-    VENV_FOLDERS
-        .iter()
-        .map(ToString::to_string)
-        .chain(tool_envs)
-        .find(|name| {
-            let venv = root.join(name);
-            venv.join("pyvenv.cfg").is_file() && has(&venv)
-        })
+    VENV_FOLDERS.iter().find_map(|name| {
+        let venv = root.join(name);
+        (venv.join("pyvenv.cfg").is_file() && has(&venv)).then(|| name.to_string())
+    })
 }
 
 /// Whether `module` is installed in `venv` (its `site-packages` holds a

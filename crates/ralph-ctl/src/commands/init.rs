@@ -340,7 +340,9 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     // when config.json says nothing of it yet.
     let setup = match &config {
         Ok(config) if config.worktree_setup.is_none() => {
-            worktree_setup::detect(root).or_else(|| worktree_setup::environment_of(root, &plan))
+            // The environment the pinned check runs in, made the same way
+            // in each worktree, before what else a worktree may need.
+            worktree_setup::environment_of(root, &plan).or_else(|| worktree_setup::detect(root))
         }
         _ => None,
     };

@@ -1,9 +1,15 @@
 //! How a Python project makes the environment its tests run in, as its
-//! maintainers do: uv's lock, pdm's, poetry's, a tox or nox environment, a
-//! requirements file of test dependencies, a test extra. Read from the
-//! project's files alone (nothing is run): what `init` pins a check to
-//! when no environment of the project holds the runner yet, and the fix a
-//! check that cannot run is told.
+//! maintainers do: uv's lock, pdm's, a requirements file of test
+//! dependencies, a test extra; each makes `.venv` in the project with the
+//! project installed editable, so a check there runs the code as it is now.
+//! Read from the project's files alone: what `init` pins a check to when
+//! no environment holds the runner yet, and the fix a check that cannot
+//! run is told.
+//!
+//! Not taken: tox's and nox's environments (they install the project as a
+//! built package, so a check there would run the code as it was when the
+//! environment was made; nox names them per Python version), nor poetry's
+//! (in its own cache folder unless configured otherwise).
 
 use std::path::Path;
 
@@ -15,19 +21,19 @@ const MAX_READ: u64 = 256 * 1024;
 /// How the project makes its test environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnvironmentMaker {
-    /// The tool, for the person (`uv`, `tox`, `pip`).
+    /// The tool, for the person (`uv`, `pdm`, `pip`).
     pub tool: &'static str,
-    /// The file that says so (`uv.lock`, `tox.ini`, `requirements-dev.txt`).
+    /// The file that says so (`uv.lock`, `requirements-dev.txt`).
     pub source: String,
     /// The command, run from the project's folder, that makes it.
     pub make: String,
-    /// The environment it makes, relative to the project (`.venv`,
-    /// `.tox/py`): its `bin/python` runs the tests.
+    /// The environment it makes, relative to the project (`.venv`): its
+    /// `bin/python` runs the tests.
     pub venv: String,
 }
 
 impl EnvironmentMaker {
-    /// `python -m module …` in the environment, for a check.
+    /// The environment's Python, from the project's folder.
     pub fn python(&self) -> String {
         format!("{}/bin/python", self.venv)
     }
@@ -49,10 +55,9 @@ fn text(root: &Path, name: &str) -> Option<String> {
     }
 }
 
-/// Whether `text` (an INI or TOML file) has a section whose header starts
-/// with `prefix` (`[testenv`, `[tool.tox`).
-fn has_section(text: &str, prefix: &str) -> bool {
-    text.lines().map(str::trim).any(|l| l.starts_with(prefix))
+/// Whether `text` (a TOML file) has a table whose header is `header`.
+fn has_table(text: &str, header: &str) -> bool {
+    text.lines().map(str::trim).any(|l| l == header)
 }
 
 /// The files of test dependencies pip installs from, in the order taken.
@@ -74,67 +79,46 @@ const TEST_EXTRAS: [&str; 4] = ["tests", "test", "testing", "dev"];
 /// How the project at `root` makes its test environment, if its files say.
 pub fn environment_maker(root: &Path) -> Option<EnvironmentMaker> {
     let pyproject = text(root, "pyproject.toml").unwrap_or_default();
-    let maker = |tool, source: &str, make: &str, venv: &str| {
+    let maker = |tool, source: &str, make: &str| {
         Some(EnvironmentMaker {
             tool,
             source: source.to_string(),
             make: make.to_string(),
-            venv: venv.to_string(),
+            venv: ".venv".to_string(),
         })
     };
     if root.join("uv.lock").is_file() {
-        return maker("uv", "uv.lock", "uv sync --frozen", ".venv");
+        return maker("uv", "uv.lock", "uv sync --frozen");
     }
     if root.join("pdm.lock").is_file() {
-        return maker("pdm", "pdm.lock", "pdm sync --dev", ".venv");
+        return maker("pdm", "pdm.lock", "pdm sync --dev");
     }
-    if root.join("poetry.lock").is_file() {
-        return maker(
-            "poetry",
-            "poetry.lock",
-            "poetry config virtualenvs.in-project true --local && poetry install",
-            ".venv",
-        );
-    }
-    let tox_ini = text(root, "tox.ini")
-        .filter(|t| has_section(t, "[tox]") || has_section(t, "[testenv"))
-        .map(|_| "tox.ini");
-    let tox_toml = root.join("tox.toml").is_file().then_some("tox.toml");
-    let tox_pyproject = has_section(&pyproject, "[tool.tox").then_some("pyproject.toml");
-    if let Some(source) = tox_ini.or(tox_toml).or(tox_pyproject) {
-        return maker("tox", source, "tox -e py --notest", ".tox/py");
-    }
-    if let Some(noxfile) = text(root, "noxfile.py") {
-        let session = nox_test_session(&noxfile)?;
-        return maker(
-            "nox",
-            "noxfile.py",
-            &format!("nox -s {session} --install-only"),
-            &format!(".nox/{session}"),
-        );
-    }
-    let installable = root.join("pyproject.toml").is_file() || root.join("setup.py").is_file();
+    // `pip install -e .` builds the project: a pyproject.toml of tools'
+    // settings alone is no package.
+    let installable = has_table(&pyproject, "[project]")
+        || has_table(&pyproject, "[build-system]")
+        || root.join("setup.py").is_file()
+        || root.join("setup.cfg").is_file();
     if let Some(file) = REQUIREMENTS.iter().find(|f| root.join(f).is_file()) {
         let project = if installable { " -e ." } else { "" };
         return maker(
             "pip",
             file,
             &format!("python3 -m venv .venv && .venv/bin/pip install -q -r {file}{project}"),
-            ".venv",
         );
     }
-    let extra = test_extra(&pyproject)?;
+    let extra = test_extra(&pyproject).filter(|_| installable)?;
     maker(
         "pip",
         &format!("the `{extra}` extra of pyproject.toml"),
         &format!("python3 -m venv .venv && .venv/bin/pip install -q -e '.[{extra}]'"),
-        ".venv",
     )
 }
 
-/// The test extra `pyproject.toml` declares (`[project.optional-dependencies]`
-/// `tests = [...]`), the first of [`TEST_EXTRAS`].
-fn test_extra(pyproject: &str) -> Option<&'static str> {
+/// The test extra `pyproject.toml` (its text) declares in
+/// `[project.optional-dependencies]` (`tests = [...]`): the first of
+/// [`TEST_EXTRAS`].
+pub fn test_extra(pyproject: &str) -> Option<&'static str> {
     let mut in_extras = false;
     let mut declared = Vec::new();
     for line in pyproject.lines().map(str::trim) {
@@ -151,26 +135,6 @@ fn test_extra(pyproject: &str) -> Option<&'static str> {
         .find(|extra| declared.iter().any(|d| d == extra))
 }
 
-/// The nox session that runs the tests: the first `@nox.session` function
-/// whose name has `test` in it (`tests`, `test`, `unit_tests`).
-fn nox_test_session(noxfile: &str) -> Option<String> {
-    let mut after_decorator = false;
-    for line in noxfile.lines().map(str::trim) {
-        if line.starts_with("@nox.session") || line.starts_with("@session") {
-            after_decorator = true;
-            continue;
-        }
-        if after_decorator && let Some(rest) = line.strip_prefix("def ") {
-            after_decorator = false;
-            let name = rest.split('(').next()?.trim();
-            if name.contains("test") {
-                return Some(name.to_string());
-            }
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,67 +149,51 @@ mod tests {
         dir
     }
 
-    fn made(files: &[(&str, &str)]) -> Option<(String, String)> {
-        environment_maker(project(files).path()).map(|m| (m.make, m.venv))
+    fn made(files: &[(&str, &str)]) -> Option<String> {
+        environment_maker(project(files).path()).map(|m| m.make)
     }
 
-    /// A project's files, and the command and environment expected of them.
-    type Row = (
-        Vec<(&'static str, &'static str)>,
-        Option<(&'static str, &'static str)>,
-    );
+    /// A project's files, and the command expected of them.
+    type Row = (Vec<(&'static str, &'static str)>, Option<&'static str>);
 
     #[test]
     fn each_way_of_making_the_environment_is_found_from_its_files() {
+        let package = "[project]\nname = \"x\"\n";
         let table: Vec<Row> = vec![
             (
-                vec![("uv.lock", ""), ("tox.ini", "[tox]\n")],
-                Some(("uv sync --frozen", ".venv")),
+                vec![("uv.lock", ""), ("requirements-dev.txt", "")],
+                Some("uv sync --frozen"),
             ),
-            (vec![("pdm.lock", "")], Some(("pdm sync --dev", ".venv"))),
-            (
-                vec![(
-                    "tox.ini",
-                    "[tox]\nenvlist = py3\n[testenv]\ndeps = pytest\n",
-                )],
-                Some(("tox -e py --notest", ".tox/py")),
-            ),
-            // A tox.ini holding only other tools' settings is no tox project.
-            (vec![("tox.ini", "[flake8]\nmax-line-length = 99\n")], None),
-            (
-                vec![("pyproject.toml", "[tool.tox]\nlegacy_tox_ini = \"\"\n")],
-                Some(("tox -e py --notest", ".tox/py")),
-            ),
-            (
-                vec![(
-                    "noxfile.py",
-                    "import nox\n\n@nox.session\ndef lint(session):\n    pass\n\n\
-                     @nox.session(python=[\"3.11\"])\ndef tests(session):\n    session.install('.')\n",
-                )],
-                Some(("nox -s tests --install-only", ".nox/tests")),
-            ),
+            (vec![("pdm.lock", "")], Some("pdm sync --dev")),
             (
                 vec![("requirements-dev.txt", "pytest\n"), ("setup.py", "")],
-                Some((
+                Some(
                     "python3 -m venv .venv && .venv/bin/pip install -q -r requirements-dev.txt -e .",
-                    ".venv",
-                )),
+                ),
+            ),
+            // A pyproject.toml of tools' settings is no package to install.
+            (
+                vec![
+                    ("requirements/test.txt", "pytest\n"),
+                    ("pyproject.toml", "[tool.pytest.ini_options]\n"),
+                ],
+                Some("python3 -m venv .venv && .venv/bin/pip install -q -r requirements/test.txt"),
             ),
             (
                 vec![(
                     "pyproject.toml",
                     "[project]\nname = \"x\"\n[project.optional-dependencies]\ndocs = [\"s\"]\ntests = [\"pytest\"]\n",
                 )],
-                Some((
-                    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[tests]'",
-                    ".venv",
-                )),
+                Some("python3 -m venv .venv && .venv/bin/pip install -q -e '.[tests]'"),
             ),
-            (vec![("pyproject.toml", "[project]\nname = \"x\"\n")], None),
+            (vec![("pyproject.toml", package)], None),
+            // tox, nox and poetry make environments ralph does not pin.
+            (vec![("tox.ini", "[tox]\n[testenv]\ndeps = pytest\n")], None),
+            (vec![("noxfile.py", "import nox\n")], None),
+            (vec![("poetry.lock", ""), ("pyproject.toml", package)], None),
         ];
         for (files, want) in table {
-            let want = want.map(|(m, v)| (m.to_string(), v.to_string()));
-            assert_eq!(made(&files), want, "{files:?}");
+            assert_eq!(made(&files).as_deref(), want, "{files:?}");
         }
     }
 }

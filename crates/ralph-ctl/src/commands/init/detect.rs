@@ -2,8 +2,10 @@
 //! completion check (`verify`): a loop whose claim of "done" is checked by
 //! the project's tests cannot end `complete` while they fail.
 //!
-//! Only files are read (no program is run: not even the project's
-//! Python, whose start-up files the agent can write); the first rule that
+//! Only files are read (no program of the project is run: not even the
+//! project's Python, whose start-up files the agent can write; the usual
+//! `python3` is asked from `/` whether it has pytest, when that decides
+//! between it and the environment the maintainers make); the first rule that
 //! matches wins, the project's own entry points (a `test` target of make
 //! or just) before the language's usual command.
 
@@ -50,8 +52,48 @@ fn python() -> &'static str {
 
 /// The project's test command, if one of the rules finds it.
 pub(crate) fn test_command(root: &Path) -> Option<Detected> {
-    let any_active = std::env::var_os("VIRTUAL_ENV").is_some_and(|v| !v.is_empty());
-    test_command_with(root, &venv_is_active, any_active)
+    let usual_python_runs_pytest = || {
+        ["VIRTUAL_ENV", "CONDA_PREFIX"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()))
+            || python_has_module(python(), "pytest")
+    };
+    test_command_with(root, &venv_is_active, &usual_python_runs_pytest)
+}
+
+/// Whether `python` (the usual one, on `PATH`) can import `module`: asked
+/// from `/`, with its `PYTHON*` variables ignored (`-E`), so that nothing
+/// of the project is on its path; at most 10 s.
+fn python_has_module(python: &str, module: &str) -> bool {
+    let child = std::process::Command::new(python)
+        .args([
+            "-E",
+            "-c",
+            "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)",
+            module,
+        ])
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else {
+        return false;
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+        }
+    }
 }
 
 /// Whether `venv` (a virtual environment of the project) is the Python a
@@ -82,12 +124,13 @@ fn venv_is_active(venv: &Path) -> bool {
 }
 
 /// [`test_command`], `active` saying whether a virtual environment of the
-/// project is the Python that runs, `any_active` whether one is active at
-/// all (`$VIRTUAL_ENV`: the person's own choice of Python).
+/// project is the Python that runs, `usual_runs_pytest` whether the usual
+/// `python3` runs pytest as it is (an environment of the person's own is
+/// active, or pytest is installed for it).
 fn test_command_with(
     root: &Path,
     active: &dyn Fn(&Path) -> bool,
-    any_active: bool,
+    usual_runs_pytest: &dyn Fn() -> bool,
 ) -> Option<Detected> {
     make_target(root)
         .or_else(|| just_recipe(root))
@@ -100,7 +143,7 @@ fn test_command_with(
                 .then(|| found("go test -v ./...", "go.mod"))
                 .flatten()
         })
-        .or_else(|| python_tests(root, active, any_active))
+        .or_else(|| python_tests(root, active, usual_runs_pytest))
         .or_else(|| other_ecosystems(root))
 }
 
@@ -232,7 +275,11 @@ const MAX_TEST_FILES_READ: usize = 64;
 /// when every one of them is unittest's (a `TestCase`, named `test*.py`),
 /// and pytest otherwise: unittest would run none of a plain `def test_…`
 /// and pass (Python before 3.12 exits 0 on "Ran 0 tests").
-fn python_tests(root: &Path, active: &dyn Fn(&Path) -> bool, any_active: bool) -> Option<Detected> {
+fn python_tests(
+    root: &Path,
+    active: &dyn Fn(&Path) -> bool,
+    usual_runs_pytest: &dyn Fn() -> bool,
+) -> Option<Detected> {
     let python = python();
     // pytest in the project's virtual environment, which carries the
     // project's dependencies: its Python runs the tests, unless it is the
@@ -247,13 +294,13 @@ fn python_tests(root: &Path, active: &dyn Fn(&Path) -> bool, any_active: bool) -
                 &format!("{venv}/bin/python -m pytest"),
                 &format!("{source}; pytest is installed in {venv}, which is not the active Python"),
             ),
-            // No environment of the project has pytest yet, and none is
-            // active: the one its maintainers make (uv, tox, nox, a
-            // requirements file), once made, runs the tests with the
-            // project's dependencies, where `python3` may have neither.
-            None => match ralph_core::observe::runnable::environment_maker(root)
-                .filter(|maker| cfg!(unix) && !any_active && !active(&root.join(&maker.venv)))
-            {
+            // No environment of the project has pytest, and the usual
+            // `python3` cannot run it: the environment the maintainers
+            // make (uv, pdm, a requirements file), once made, runs the
+            // tests with the project's dependencies.
+            None => match ralph_core::observe::runnable::environment_maker(root).filter(|maker| {
+                cfg!(unix) && !active(&root.join(&maker.venv)) && !usual_runs_pytest()
+            }) {
                 Some(maker) => found(
                     &format!("{} -m pytest", maker.python()),
                     &format!("{source}; {}", maker.describe()),
@@ -593,7 +640,7 @@ mod tests {
         let dir = project(&venv_with_pytest);
         // Whether or not the system's python3 has pytest: the venv has the
         // project's dependencies.
-        let inactive = test_command_with(dir.path(), &|_| false, false).unwrap();
+        let inactive = test_command_with(dir.path(), &|_| false, &|| false).unwrap();
         assert_eq!(inactive.command, ".venv/bin/python -m pytest");
         assert_eq!(
             inactive.source,
@@ -601,11 +648,12 @@ mod tests {
              active Python"
         );
         // The venv is the active Python: python3 is it.
-        let active = test_command_with(dir.path(), &|venv| venv.ends_with(".venv"), true).unwrap();
+        let active =
+            test_command_with(dir.path(), &|venv| venv.ends_with(".venv"), &|| true).unwrap();
         assert_eq!(active.command, "python3 -m pytest");
         // A venv without pytest changes nothing.
         let dir = project(&venv_with_pytest[..3]);
-        let other = test_command_with(dir.path(), &|_| false, false).unwrap();
+        let other = test_command_with(dir.path(), &|_| false, &|| false).unwrap();
         assert_eq!(other.command, "python3 -m pytest");
     }
 
@@ -613,11 +661,11 @@ mod tests {
     #[cfg(unix)]
     fn pytest_runs_in_the_environment_the_maintainers_make_when_none_has_it_yet() {
         let pytest_project = ("pyproject.toml", "[tool.pytest.ini_options]\n");
-        let pinned = |extra: &[(&str, &str)], any_active: bool| {
+        let pinned = |extra: &[(&str, &str)], usual_runs: bool| {
             let mut files = vec![pytest_project];
             files.extend_from_slice(extra);
             let dir = project(&files);
-            test_command_with(dir.path(), &|_| false, any_active).map(|d| (d.command, d.source))
+            test_command_with(dir.path(), &|_| false, &|| usual_runs).map(|d| (d.command, d.source))
         };
         let (command, source) = pinned(&[("uv.lock", "")], false).unwrap();
         assert_eq!(command, ".venv/bin/python -m pytest");
@@ -626,26 +674,16 @@ mod tests {
             "the project's pytest configuration; this project makes its test environment with uv \
              (uv.lock): `uv sync --frozen` makes .venv"
         );
+        let requirements = ("requirements-dev.txt", "pytest\n");
+        assert_eq!(
+            pinned(&[requirements], false).unwrap().0,
+            ".venv/bin/python -m pytest"
+        );
+        // tox's environments hold a built copy of the project: not taken.
         let tox = ("tox.ini", "[tox]\nenvlist = py\n[testenv]\ndeps = pytest\n");
-        assert_eq!(
-            pinned(&[tox], false).unwrap().0,
-            ".tox/py/bin/python -m pytest"
-        );
-        // A tox environment already made with pytest in it is taken as it is.
-        let made = [
-            tox,
-            (".tox/py311/pyvenv.cfg", "home = /usr/bin\n"),
-            (".tox/py311/bin/python", ""),
-            (
-                ".tox/py311/lib/python3.11/site-packages/pytest/__init__.py",
-                "",
-            ),
-        ];
-        assert_eq!(
-            pinned(&made, false).unwrap().0,
-            ".tox/py311/bin/python -m pytest"
-        );
-        // The person's own active environment is their choice of Python.
+        assert_eq!(pinned(&[tox], false).unwrap().0, "python3 -m pytest");
+        // pytest installed for the usual python3, or the person's own
+        // environment active: the usual Python, as before.
         assert_eq!(
             pinned(&[("uv.lock", "")], true).unwrap().0,
             "python3 -m pytest"

@@ -30,10 +30,6 @@ pub(crate) struct Setup {
     pub(crate) source: String,
 }
 
-/// The extras of `pyproject.toml` a test environment is usually named by,
-/// in the order they are taken.
-const TEST_EXTRAS: [&str; 4] = ["tests", "test", "testing", "dev"];
-
 /// The `worktreeSetup` the project needs, if a rule finds one.
 pub(crate) fn detect(root: &Path) -> Option<Setup> {
     if root.join("uv.lock").is_file() {
@@ -97,27 +93,13 @@ pub(crate) fn shared_note(root: &Path) -> Option<String> {
 }
 
 /// The first extra of `pyproject.toml`'s `[project.optional-dependencies]`
-/// named like a test environment ([`TEST_EXTRAS`]).
+/// named like a test environment (`runnable::TEST_EXTRAS`).
 fn test_extra(root: &Path) -> Option<&'static str> {
     let Ok(Bounded::Bytes(bytes)) = files::read_bounded(&root.join("pyproject.toml"), 256 * 1024)
     else {
         return None;
     };
-    let text = String::from_utf8_lossy(&bytes);
-    let mut in_table = false;
-    let mut names = Vec::new();
-    for line in text.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_table = line == "[project.optional-dependencies]";
-            continue;
-        }
-        if let Some((name, _)) = line.split_once('=').filter(|_| in_table) {
-            names.push(name.trim().trim_matches('"').to_string());
-        }
-    }
-    TEST_EXTRAS
-        .into_iter()
-        .find(|extra| names.iter().any(|n| n == extra))
+    ralph_core::observe::runnable::test_extra(&String::from_utf8_lossy(&bytes))
 }
 
 #[cfg(test)]

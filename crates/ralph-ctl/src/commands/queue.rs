@@ -5,10 +5,10 @@
 
 use std::io::Write;
 
+use crate::queue::claims::store::{ClaimStore, ItemStatus};
+use crate::queue::source::Source;
 use ralph_core::exit_codes;
-use ralph_core::observe::backlog::Source;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::time::Timestamp;
 use serde_json::json;
 
@@ -68,7 +68,7 @@ pub(crate) fn remote_queue(
     json: bool,
     out: &mut dyn Write,
 ) -> CmdResult {
-    use crate::driver::queue::remote::{self, Refused, Remote, RemoteBook};
+    use crate::queue::remote::{self, Refused, Remote, RemoteBook};
     let mut parsed: Source = source.parse()?;
     parsed.pin_repository(&paths.root)?;
     let (items, left_out) = parsed.read_leaving_out(&paths.root)?;
@@ -237,14 +237,14 @@ pub(crate) fn run(
     let claims = ClaimStore::new(paths).read()?;
     let now = Timestamp::now();
     // A free item whose dependencies have not all landed waits on them.
-    let free = |item: &ralph_core::observe::backlog::Item| {
+    let free = |item: &crate::queue::source::Item| {
         if claims.missing(item).is_empty() {
             "free"
         } else {
             "waiting"
         }
     };
-    let standing: Vec<(&str, Option<&ralph_core::persist::item_claims::ItemRecord>)> = items
+    let standing: Vec<(&str, Option<&crate::queue::claims::store::ItemRecord>)> = items
         .iter()
         .map(|item| match claims.items.get(&item.id) {
             _ if claims.is_free(&item.id, now) => (free(item), None),

@@ -17,14 +17,14 @@ use std::path::PathBuf;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::queue::claims::store::{ClaimStore, ItemStatus};
+use crate::queue::source::{DoneMark, Item, LeftOut, Source, trackers};
 use ralph_core::events::Event;
 use ralph_core::exit_codes;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{ItemState, LoopState, RunMode, Status};
-use ralph_core::observe::backlog::{DoneMark, Item, LeftOut, Source, trackers};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::persist::store::StateStore;
 use ralph_core::pin::Pinned;
 use ralph_core::time::Timestamp;
@@ -38,11 +38,11 @@ use crate::driver::command::ClientProgram;
 use crate::driver::launch::{self, ItemDrive, ItemWork};
 use crate::driver::os_signals::{SignalSource, Signals};
 use crate::driver::prepare::{self, MergeMode, Prepared, Ready, RunOptions};
-use crate::driver::queue::remote::{Ending, Remote, RemoteBook};
 use crate::driver::run_env::RunEnv;
 use crate::driver::worktree::{self, WorktreePlan};
 use crate::driver::{carriers, config_hold, finish, item_text, sandbox, say, start};
 use crate::error::{CmdResult, CtlError};
+use crate::queue::remote::{Ending, Remote, RemoteBook};
 
 /// What every item's loop runs with, settled once for the run.
 pub(crate) struct Workbench {

@@ -14,14 +14,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ralph_core::observe::backlog::{self, DoneMark, Item};
+use crate::queue::claims::store::ClaimStore;
+use crate::queue::source::{self, DoneMark, Item};
 use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::verify::{self, VerifyCommand};
-use ralph_core::persist::item_claims::ClaimStore;
 
-use crate::driver::queue::remote::{Ending, Landing as RemoteLanding, Refused, RemoteBook};
 use crate::driver::worktree::{Worktree, git};
 use crate::error::CtlError;
+use crate::queue::remote::{Ending, Landing as RemoteLanding, Refused, RemoteBook};
 
 /// How long a finished item waits for the merges before it.
 pub(crate) const MERGE_PATIENCE: Duration = Duration::from_secs(6 * 3600);
@@ -229,7 +229,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
             why: Some(format!(
                 "landed on {} at {}",
                 landing.base,
-                crate::driver::queue::remote::short(&head)
+                crate::queue::remote::short(&head)
             )),
             iterations: landing.ran.0,
             cost_usd: landing.ran.1,
@@ -449,7 +449,7 @@ fn tick_in_branch(landing: &Landing<'_>) -> Result<Option<std::path::PathBuf>, C
     if tick_file(&in_branch, landing)? {
         git(wt, &["add", "--", &shown])?;
         if landing.mark == DoneMark::PrdPasses && add_progress(&in_branch, landing.item)? {
-            let progress = plan.with_file_name(backlog::prd::PROGRESS_FILE_NAME);
+            let progress = plan.with_file_name(source::prd::PROGRESS_FILE_NAME);
             git(wt, &["add", "--", &progress.to_string_lossy()])?;
         }
         let message = format!("Tick {} in {shown}", landing.item.title);
@@ -528,7 +528,7 @@ fn identity(dir: &Path) -> Vec<&'static str> {
 /// when the file holds no such item not done (marked or edited meanwhile).
 fn tick_file(path: &Path, landing: &Landing<'_>) -> Result<bool, CtlError> {
     let text = std::fs::read_to_string(path).map_err(CtlError::io("read", path))?;
-    match backlog::mark_done(landing.mark, &text, &landing.item.id) {
+    match source::mark_done(landing.mark, &text, &landing.item.id) {
         Some(ticked) => {
             ralph_core::persist::atomic::write_file(path, ticked.as_bytes(), 0o644)
                 .map_err(CtlError::io("write", path))?;
@@ -541,7 +541,7 @@ fn tick_file(path: &Path, landing: &Landing<'_>) -> Result<bool, CtlError> {
 /// Adds `item`'s line to the `progress.txt` beside the prd.json at `prd`,
 /// when there is one; whether there was.
 fn add_progress(prd: &Path, item: &Item) -> Result<bool, CtlError> {
-    let progress = prd.with_file_name(backlog::prd::PROGRESS_FILE_NAME);
+    let progress = prd.with_file_name(source::prd::PROGRESS_FILE_NAME);
     if !progress.is_file() {
         return Ok(false);
     }
@@ -549,7 +549,7 @@ fn add_progress(prd: &Path, item: &Item) -> Result<bool, CtlError> {
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
-    text.push_str(&backlog::prd::progress_line(
+    text.push_str(&source::prd::progress_line(
         item,
         ralph_core::time::Timestamp::now(),
     ));
@@ -626,7 +626,7 @@ mod tests {
     }
 
     fn item(title: &str) -> Item {
-        let id = backlog::plan_items(PLAN)
+        let id = source::plan_items(PLAN)
             .into_iter()
             .find(|i| i.title == title)
             .unwrap()

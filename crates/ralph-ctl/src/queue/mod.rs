@@ -1,7 +1,9 @@
 //! The queue's home: a backlog drained by `run --queue`. Its items come
 //! from a [`source`] (a plan, a folder, a command, a prd.json, GitHub
 //! issues, beads); a run is joined or opened by [`join`] and drained by
-//! [`run`]'s workers; who works which item is kept in [`claims`] (the
+//! [`run`]'s workers (the loop
+//! that takes items, `worker`; what becomes of a finished item, `landing`;
+//! its record, `settle`); who works which item is kept in [`claims`] (the
 //! project's claims file, and with `--remote` the records on the shared git
 //! remote, [`remote`]); finished items are landed through [`merge`]. The
 //! items' loops as `serve` and `report` read them are [`item_loops`]. What
@@ -13,7 +15,10 @@
 pub(crate) mod claims;
 pub(crate) mod item_loops;
 pub(crate) mod join;
+mod landing;
 pub(crate) mod merge;
 pub(crate) mod remote;
 pub(crate) mod run;
+mod settle;
 pub(crate) mod source;
+mod worker;

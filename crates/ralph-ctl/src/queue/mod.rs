@@ -5,7 +5,8 @@
 //! that takes items, `worker`; what becomes of a finished item, `landing`;
 //! its record, `settle`); who works which item is kept in [`claims`] (the
 //! project's claims file, and with `--remote` the records on the shared git
-//! remote, [`remote`]); finished items are landed through [`merge`]. The
+//! remote, [`remote`]); finished items are landed through [`merge`]. Where
+//! each item stands now, as `ralph-ctl queue` shows it, is [`standing`]; the
 //! items' loops as `serve` and `report` read them are [`item_loops`]. What
 //! a single loop uses too stays in `driver/`: the worktrees, the text an
 //! item starts with (which a queue run's dry run shows, `item_text`), and
@@ -21,4 +22,5 @@ pub(crate) mod remote;
 pub(crate) mod run;
 mod settle;
 pub(crate) mod source;
+pub(crate) mod standing;
 mod worker;

@@ -3,7 +3,6 @@
 //! registered hook) and running what it must (verification commands), each
 //! bounded so a hostile or huge input can neither stall nor exhaust a stop.
 
-pub mod backlog;
 pub mod bytes;
 pub mod files;
 pub mod hook_input;

@@ -5,7 +5,6 @@
 //! and the sequence numbers kept beside that key, so only its latest.
 
 pub mod atomic;
-pub mod item_claims;
 pub mod lock;
 pub mod log;
 pub mod mac;

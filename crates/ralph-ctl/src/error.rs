@@ -76,13 +76,13 @@ pub(crate) enum CtlError {
     Formula(#[from] crate::formula::FormulaError),
     /// A backlog's source is misspelled or cannot be read.
     #[error("{0}")]
-    Queue(#[from] ralph_core::observe::backlog::QueueError),
+    Queue(#[from] crate::queue::source::QueueError),
     /// A claim could not be judged (`check`): the loop's config or state.
     #[error("{0}")]
     Engine(#[from] ralph_core::engine::EngineError),
     /// A backlog's claims cannot be read or changed.
     #[error("{0}")]
-    Claims(#[from] ralph_core::persist::item_claims::ClaimError),
+    Claims(#[from] crate::queue::claims::store::ClaimError),
 }
 
 impl CtlError {

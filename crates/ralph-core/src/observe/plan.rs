@@ -149,7 +149,7 @@ pub fn checked(markdown: &str) -> Vec<String> {
 
 /// Every line of `markdown` (with its newline), and the text of its
 /// checkbox when it is an unchecked required item: what a backlog drained
-/// from a plan works on (see `observe::backlog`).
+/// from a plan works on (see ralph-ctl's `queue::source`).
 pub fn boxes(markdown: &str) -> Vec<(&str, Option<String>)> {
     walk(markdown)
         .into_iter()

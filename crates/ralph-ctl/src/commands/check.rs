@@ -14,12 +14,12 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::queue::source::{self, Source};
 use ralph_core::engine::{self, RealWorld, Rehearsal, Stop};
 use ralph_core::exit_codes;
 use ralph_core::judge::completion::{self, GateResult};
 use ralph_core::judge::config::{EnvSource, ProcessEnv};
 use ralph_core::judge::state::LoopState;
-use ralph_core::observe::backlog::{self, Source};
 use ralph_core::observe::verify::VerifyResult;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
@@ -141,7 +141,7 @@ impl Target {
         let project = ProjectPaths::new(main);
         Target {
             paths: match item {
-                Some(id) => project.for_item(&backlog::slug_of(id)),
+                Some(id) => project.for_item(&source::slug_of(id)),
                 None => project,
             },
             work_root,
@@ -482,7 +482,7 @@ mod tests {
         let odd = Target::find(&paths, Some(&main), Some("a/b"));
         assert_eq!(
             odd.paths,
-            ProjectPaths::new(main.clone()).for_item(&backlog::slug_of("a/b"))
+            ProjectPaths::new(main.clone()).for_item(&source::slug_of("a/b"))
         );
         assert_eq!(odd.work_root, None);
         // Elsewhere: the project as named.

@@ -1,14 +1,16 @@
 //! `ralph-ctl queue SOURCE`: a backlog as a worker would see it now, each
 //! item with where it stands (free, claimed and by whom until when, done,
 //! needs review, skipped, failed), so a person can check a source before
-//! the workers drain it and follow it while they do.
+//! the workers drain it and follow it while they do. Where each item
+//! stands is `queue::standing`'s; this is its command line and its lines.
 
 use std::io::Write;
 
+use crate::queue::claims::store::ItemStatus;
+use crate::queue::source::Source;
+use crate::queue::standing;
 use ralph_core::exit_codes;
-use ralph_core::observe::backlog::Source;
 use ralph_core::paths::ProjectPaths;
-use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
 use ralph_core::time::Timestamp;
 use serde_json::json;
 
@@ -68,68 +70,11 @@ pub(crate) fn remote_queue(
     json: bool,
     out: &mut dyn Write,
 ) -> CmdResult {
-    use crate::driver::queue::remote::{self, Refused, Remote, RemoteBook};
-    let mut parsed: Source = source.parse()?;
-    parsed.pin_repository(&paths.root)?;
-    let (items, left_out) = parsed.read_leaving_out(&paths.root)?;
-    for item in &left_out {
-        crate::output::say_err!("ralph-ctl: {item}");
-    }
-    let book = RemoteBook::new(Remote::find(&paths.root, remote)?, &parsed);
-    let unreachable = |e: Refused| {
-        crate::error::CtlError::Client(match e {
-            Refused::Rejected(why) | Refused::Unreachable(why) | Refused::Forbidden(why) => {
-                format!("remote {remote} could not be read ({why}); check `git ls-remote {remote}`")
-            }
-        })
-    };
-    let mut forgotten = Vec::new();
-    if let Some(ids) = retry {
-        forgotten = book.forget(ids).map_err(unreachable)?;
-    }
-    let records = book.read().map_err(unreachable)?;
+    let shared = standing::remote(paths, source, remote, retry)?;
     let now = Timestamp::now();
-    // The source's items first, then what the remote records of items the
-    // source no longer lists (their box ticked on a landed base, say).
-    let mut rows: Vec<(String, String, Option<&remote::Record>)> = items
-        .iter()
-        .map(|i| {
-            (
-                i.id.clone(),
-                i.title.clone(),
-                records.get(&i.id).map(|(_, r)| r),
-            )
-        })
-        .collect();
-    for (id, (_, record)) in &records {
-        if !items.iter().any(|i| &i.id == id) {
-            rows.push((id.clone(), record.title.clone(), Some(record)));
-        }
-    }
-    // What each of the source's items waits on: its dependencies with no
-    // done record on the remote.
-    let missing = |id: &str| -> Vec<&str> {
-        items
-            .iter()
-            .find(|i| i.id == id)
-            .map(|i| {
-                i.after
-                    .iter()
-                    .filter(|d| {
-                        records
-                            .get(d.as_str())
-                            .is_none_or(|(_, r)| r.status != ItemStatus::Done)
-                    })
-                    .map(String::as_str)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let standing = |(id, _, record): &(String, String, Option<&remote::Record>)| match record {
-        Some(r) if !r.is_free(now) => r.status.as_str(),
-        _ if missing(id).is_empty() => "free",
-        _ => "waiting",
-    };
+    let rows = shared.rows();
+    let standing = |row: &standing::Row<'_>| shared.standing(row, now);
+    let missing = |id: &str| shared.missing(id);
     let written = (|| {
         if json {
             let rows: Vec<serde_json::Value> = rows
@@ -155,18 +100,21 @@ pub(crate) fn remote_queue(
             writeln!(out, "{}", ralph_core::text::printable_json(&rows))?;
             return out.flush();
         }
-        for id in &forgotten {
+        for id in &shared.forgotten {
             writeln!(out, "forgot {id}: workers take it again")?;
         }
         let counts = counts(rows.iter().map(standing));
-        let machines: std::collections::BTreeSet<&str> =
-            records.values().map(|(_, r)| r.machine.as_str()).collect();
+        let machines: std::collections::BTreeSet<&str> = shared
+            .records
+            .values()
+            .map(|(_, r)| r.machine.as_str())
+            .collect();
         writeln!(
             out,
             "{} item{} of {} on remote {remote} ({} machine{} so far): {}",
             rows.len(),
             if rows.len() == 1 { "" } else { "s" },
-            shown_source(&parsed),
+            shown_source(&shared.source),
             machines.len(),
             if machines.len() == 1 { "" } else { "s" },
             if counts.is_empty() {
@@ -191,24 +139,7 @@ pub(crate) fn remote_queue(
                 match status {
                     "claimed" => line.push_str(&format!("  ({} until {})", r.worker, r.expires_at)),
                     "free" | "waiting" => {}
-                    _ => {
-                        let mut parts = vec![r.worker.clone()];
-                        if let Some(n) = r.iterations {
-                            parts.push(format!("{n} iteration{}", if n == 1 { "" } else { "s" }));
-                        }
-                        if let Some(cost) = r.cost_usd {
-                            parts.push(ralph_core::units::Usd::from_dollars(cost).to_string());
-                        }
-                        if let Some(commit) = &r.landed {
-                            parts.push(format!("landed at {}", remote::short(commit)));
-                        } else if let Some(branch) = &r.branch {
-                            parts.push(format!("branch {branch}"));
-                        }
-                        line.push_str(&format!("  ({})", parts.join(", ")));
-                        if let Some(why) = r.why.as_deref().filter(|_| r.landed.is_none()) {
-                            line.push_str(&format!(": {why}"));
-                        }
-                    }
+                    _ => line.push_str(&ending_of(r)),
                 }
             }
             // Titles and reasons are the backlog's and the agent's text.
@@ -217,6 +148,28 @@ pub(crate) fn remote_queue(
         out.flush()
     })();
     super::written(written, exit_codes::OK)
+}
+
+/// `  (WORKER, N iterations, $COST, landed at COMMIT)` and why, when it did
+/// not land: how an item recorded on the remote ended.
+fn ending_of(r: &crate::queue::remote::Record) -> String {
+    let mut parts = vec![r.worker.clone()];
+    if let Some(n) = r.iterations {
+        parts.push(format!("{n} iteration{}", if n == 1 { "" } else { "s" }));
+    }
+    if let Some(cost) = r.cost_usd {
+        parts.push(ralph_core::units::Usd::from_dollars(cost).to_string());
+    }
+    if let Some(commit) = &r.landed {
+        parts.push(format!("landed at {}", crate::queue::remote::short(commit)));
+    } else if let Some(branch) = &r.branch {
+        parts.push(format!("branch {branch}"));
+    }
+    let mut line = format!("  ({})", parts.join(", "));
+    if let Some(why) = r.why.as_deref().filter(|_| r.landed.is_none()) {
+        line.push_str(&format!(": {why}"));
+    }
+    line
 }
 
 /// Writes the items of `source` (read from the project) and their claims
@@ -228,31 +181,10 @@ pub(crate) fn run(
     json: bool,
     out: &mut dyn Write,
 ) -> CmdResult {
-    let mut source: Source = source.parse()?;
-    source.pin_repository(&paths.root)?;
-    let (items, left_out) = source.read_leaving_out(&paths.root)?;
-    for item in &left_out {
-        crate::output::say_err!("ralph-ctl: {item}");
-    }
-    let claims = ClaimStore::new(paths).read()?;
-    let now = Timestamp::now();
-    // A free item whose dependencies have not all landed waits on them.
-    let free = |item: &ralph_core::observe::backlog::Item| {
-        if claims.missing(item).is_empty() {
-            "free"
-        } else {
-            "waiting"
-        }
-    };
-    let standing: Vec<(&str, Option<&ralph_core::persist::item_claims::ItemRecord>)> = items
-        .iter()
-        .map(|item| match claims.items.get(&item.id) {
-            _ if claims.is_free(&item.id, now) => (free(item), None),
-            Some(record) => (record.status.as_str(), Some(record)),
-            None => (free(item), None),
-        })
-        .collect();
-    let source = shown_source(&source);
+    let local = standing::local(paths, source)?;
+    let standing = local.standing(Timestamp::now());
+    let (items, claims) = (&local.items, &local.claims);
+    let source = shown_source(&local.source);
     let written = (|| {
         if json {
             let rows: Vec<serde_json::Value> = items

@@ -18,7 +18,7 @@ use ralph_core::persist::store::StateStore;
 
 use crate::error::CmdResult;
 use crate::error::CtlError;
-use crate::item_loops::ItemLoop;
+use crate::queue::item_loops::ItemLoop;
 use crate::render::{self, esc};
 
 /// `ralph-ctl report`'s arguments (its help is the command's).
@@ -72,9 +72,9 @@ pub(crate) fn html(paths: &ProjectPaths, state: &LoopState, config: Option<&Conf
     let now = ralph_core::time::Timestamp::now().secs();
     match &state.queue {
         Some(queue) => {
-            let loops = crate::item_loops::read_all(paths);
+            let loops = crate::queue::item_loops::read_all(paths);
             let items = render::items(queue, &loops);
-            let pending = crate::item_loops::pending(paths, state);
+            let pending = crate::queue::item_loops::pending(paths, state);
             page.push_str(&render::run_sections(state, &items, &pending, now));
             page.push_str(&item_folds(&items, &loops, now));
         }

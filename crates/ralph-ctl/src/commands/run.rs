@@ -281,7 +281,7 @@ fn run_as_asked(paths: &ProjectPaths, args: RunArgs) -> CmdResult {
             .set(env::PROMPT_FILE, file.path().display().to_string());
     }
     if options.queue.is_some() {
-        driver::queue::run::run(paths, options)
+        crate::queue::run::run(paths, options)
     } else {
         driver::launch::run(paths, options)
     }

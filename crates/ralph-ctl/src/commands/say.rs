@@ -92,7 +92,7 @@ pub(crate) fn run(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -
 /// The note said to a queue run: left for each item's loop that works now
 /// (a line each, `item ID: noted: …`); refused when no worker is on one.
 fn to_working_items(paths: &ProjectPaths, words: &[String], out: &mut dyn Write) -> CmdResult {
-    let working: Vec<(String, ProjectPaths)> = crate::item_loops::read_all(paths)
+    let working: Vec<(String, ProjectPaths)> = crate::queue::item_loops::read_all(paths)
         .iter()
         .filter(|l| l.state().is_some_and(|s| s.status.is_live()))
         .map(|l| {

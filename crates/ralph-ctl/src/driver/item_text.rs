@@ -1,8 +1,8 @@
 //! The text a queue item's loop starts with: the run's shared task, the
 //! item, and how to end it. The queue run and its dry run both show it.
 
+use crate::queue::source::Item;
 use ralph_core::judge::config::Config;
-use ralph_core::observe::backlog::Item;
 use ralph_core::observe::prompt_text;
 use ralph_core::paths::ProjectPaths;
 

@@ -14,10 +14,9 @@
 //! permission rules every run carries ([`sandbox`]), and the watchdog that
 //! ends a client whose driver died ([`watchdog`]), and whether the client
 //! was set up in this home at all ([`first_run`]), and `.git` tidied after
-//! a loop's agent ([`git_tidy`]). A queue run has a room of its own,
-//! [`queue`]: its workers, claims and merges; with `--remote` it shares its
-//! claims and landings with other machines through the git remote
-//! ([`queue::remote`]). Beside it: the text an item's loop starts with
+//! a loop's agent ([`git_tidy`]). A queue run lives in `crate::queue`
+//! (its sources, workers, claims and landings); what it shares with a
+//! single loop stays here: the text an item's loop starts with
 //! ([`item_text`]), and the repository's `.git/config.lock` a queue run
 //! holds for its sandboxed workers ([`config_hold`]).
 
@@ -35,7 +34,6 @@ pub(crate) mod launch;
 pub(crate) mod live;
 pub(crate) mod os_signals;
 pub(crate) mod prepare;
-pub(crate) mod queue;
 pub(crate) mod result;
 pub(crate) mod run_env;
 pub(crate) mod sandbox;

@@ -741,10 +741,10 @@ fn queue_preview(
     queue: &QueueOptions,
     worktrees: Option<&worktree::WorktreePlan>,
 ) -> Result<(String, Option<String>), CtlError> {
-    let mut source: ralph_core::observe::backlog::Source = queue.source.parse()?;
+    let mut source: crate::queue::source::Source = queue.source.parse()?;
     source.pin_repository(&paths.root)?;
     // Not those that wait on an item that has not landed.
-    let claims = ralph_core::persist::item_claims::ClaimStore::new(paths)
+    let claims = crate::queue::claims::store::ClaimStore::new(paths)
         .read()
         .unwrap_or_default();
     let (items, left_out) = source.read_leaving_out(&paths.root)?;

@@ -277,7 +277,7 @@ impl WorktreePlan {
         let paths = ralph_core::paths::ProjectPaths::new(&self.root);
         // The lock lives in the runtime folder, which git never sees.
         super::start::ignore_runtime(&paths)?;
-        ralph_core::persist::item_claims::ClaimStore::new(&paths)
+        crate::queue::claims::store::ClaimStore::new(&paths)
             .worktree_lock(WORKTREE_PATIENCE)
             .map_err(|e| CtlError::Client(e.to_string()))
     }

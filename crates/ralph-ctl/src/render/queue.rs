@@ -12,7 +12,7 @@ use ralph_core::judge::state::{ItemState, LoopState, QueueItem, QueueRun};
 use ralph_core::units::{TokenUsage, Usd};
 
 use super::{esc, tokens_words};
-use crate::item_loops::ItemLoop;
+use crate::queue::item_loops::ItemLoop;
 
 /// The longest last line a row shows; the whole of it is in the item's
 /// details.

@@ -15,7 +15,7 @@ use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use serde::Serialize;
 
-use crate::item_loops::{self, ItemLoop};
+use crate::queue::item_loops::{self, ItemLoop};
 use crate::render;
 
 /// How long a page may show the same rendering of a loop that did not

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::{Item, QueueError, after};
-use crate::observe::process::group::{Collected, GroupChild, Lifetime};
+use ralph_core::observe::process::group::{Collected, GroupChild, Lifetime};
 
 /// How long one call of `gh` or `bd` may take.
-pub const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest output of one call read.
 const MAX_TOOL_OUTPUT: usize = 16 * 1024 * 1024;
 /// Most issues asked of `gh` at once (`--limit`).
@@ -285,7 +285,7 @@ fn is_closed(number: &str, repo: Option<&str>, root: &Path) -> Result<bool, Queu
 /// Opens a pull request of `branch` (pushed already) onto `base` for
 /// issue `item`, its body saying `Fixes #N`; `gh`'s answer (the
 /// request's address).
-pub fn open_pull_request(
+pub(crate) fn open_pull_request(
     repo: Option<&str>,
     root: &Path,
     base: &str,
@@ -313,7 +313,7 @@ pub fn open_pull_request(
 
 /// The line that closes issue `item` when the commit that carries it
 /// reaches the repository's default branch.
-pub fn fixes(item: &Item) -> String {
+pub(crate) fn fixes(item: &Item) -> String {
     format!("Fixes #{}", item.id)
 }
 
@@ -380,7 +380,7 @@ pub(super) fn beads_items(filter: &str, root: &Path) -> Result<Vec<Item>, QueueE
 }
 
 /// Closes bead `id` (`bd close`), naming the commit that landed it.
-pub fn close_bead(root: &Path, id: &str, commit: &str) -> Result<(), QueueError> {
+pub(crate) fn close_bead(root: &Path, id: &str, commit: &str) -> Result<(), QueueError> {
     let reason = format!("Landed in {commit} by ralph's merge queue");
     // The id after `--`: one the agent wrote (`--db=…`) is never an option.
     let args: Vec<String> = vec![

@@ -13,27 +13,27 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::observe::backlog::Item;
-use crate::paths::ProjectPaths;
-use crate::persist::{atomic, lock};
-use crate::time::Timestamp;
+use crate::queue::source::Item;
+use ralph_core::paths::ProjectPaths;
+use ralph_core::persist::{atomic, lock};
+use ralph_core::time::Timestamp;
 
 /// The claims file's name, beside the loop's state.
-pub const CLAIMS_FILE_NAME: &str = "ralph-queue.json";
+pub(crate) const CLAIMS_FILE_NAME: &str = "ralph-queue.json";
 /// The merge queue's lock file's name, beside the claims.
-pub const MERGE_LOCK_FILE_NAME: &str = "ralph-merge.lock";
+pub(crate) const MERGE_LOCK_FILE_NAME: &str = "ralph-merge.lock";
 /// The worktrees' lock file's name, beside the claims.
-pub const WORKTREE_LOCK_FILE_NAME: &str = "ralph-worktrees.lock";
+pub(crate) const WORKTREE_LOCK_FILE_NAME: &str = "ralph-worktrees.lock";
 /// The lock around fetching a shared remote's refs into the repository,
 /// beside the claims.
-pub const FETCH_LOCK_FILE_NAME: &str = "ralph-fetch.lock";
+pub(crate) const FETCH_LOCK_FILE_NAME: &str = "ralph-fetch.lock";
 /// How long a worker waits for the claims lock before giving up.
-pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where an item stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ItemStatus {
+pub(crate) enum ItemStatus {
     /// A worker holds it until `expiresAt` (renewed while it works).
     Claimed,
     /// Worked to its end and merged into the base.
@@ -49,7 +49,7 @@ pub enum ItemStatus {
 
 impl ItemStatus {
     /// How it reads (as the claims file writes it).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ItemStatus::Claimed => "claimed",
             ItemStatus::Done => "done",
@@ -63,30 +63,30 @@ impl ItemStatus {
 /// One item's record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ItemRecord {
+pub(crate) struct ItemRecord {
     /// Where it stands.
-    pub status: ItemStatus,
+    pub(crate) status: ItemStatus,
     /// The worker that holds it, or last held it.
-    pub worker: String,
+    pub(crate) worker: String,
     /// When that worker took it.
-    pub claimed_at: Timestamp,
+    pub(crate) claimed_at: Timestamp,
     /// When an unrenewed claim lapses (only for `claimed`).
-    pub expires_at: Timestamp,
+    pub(crate) expires_at: Timestamp,
     /// How many times it was claimed (more than once: a worker died on it).
-    pub claims: u32,
+    pub(crate) claims: u32,
     /// Why it ended as it did (`needs-review`, `skipped`, `failed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub why: Option<String>,
+    pub(crate) why: Option<String>,
 }
 
 /// Every item's record, by id.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Claims {
+pub(crate) struct Claims {
     /// The file's shape.
-    pub schema_version: u32,
+    pub(crate) schema_version: u32,
     /// By item id.
-    pub items: BTreeMap<String, ItemRecord>,
+    pub(crate) items: BTreeMap<String, ItemRecord>,
 }
 
 impl Claims {
@@ -108,7 +108,7 @@ impl Claims {
 
     /// Whether `id` is free to take at `now`: never claimed, or claimed
     /// by a worker whose claim has lapsed.
-    pub fn is_free(&self, id: &str, now: Timestamp) -> bool {
+    pub(crate) fn is_free(&self, id: &str, now: Timestamp) -> bool {
         match self.items.get(id) {
             None => true,
             Some(record) => record.status == ItemStatus::Claimed && record.expires_at <= now,
@@ -117,7 +117,7 @@ impl Claims {
 
     /// The first of `item`'s dependencies that has not landed (no `done`
     /// record); `None` when it may be worked now.
-    pub fn waits_on<'a>(&self, item: &'a Item) -> Option<&'a str> {
+    pub(crate) fn waits_on<'a>(&self, item: &'a Item) -> Option<&'a str> {
         item.after
             .iter()
             .find(|d| {
@@ -130,7 +130,7 @@ impl Claims {
 
     /// Every one of `item`'s dependencies that has not landed (no `done`
     /// record), in its order; empty when it may be worked now.
-    pub fn missing<'a>(&self, item: &'a Item) -> Vec<&'a str> {
+    pub(crate) fn missing<'a>(&self, item: &'a Item) -> Vec<&'a str> {
         item.after
             .iter()
             .filter(|d| {
@@ -144,13 +144,13 @@ impl Claims {
 
     /// Whether `item` may be taken at `now`: free, and every item it
     /// depends on landed.
-    pub fn is_claimable(&self, item: &Item, now: Timestamp) -> bool {
+    pub(crate) fn is_claimable(&self, item: &Item, now: Timestamp) -> bool {
         self.is_free(&item.id, now) && self.waits_on(item).is_none()
     }
 }
 
 /// Largest claims file read.
-pub const MAX_CLAIMS_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_CLAIMS_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Opens `path` with `options`, never through a symbolic link and never
 /// waiting on a FIFO (Unix): the runtime folder is the project's, and a
@@ -166,7 +166,7 @@ fn open_plain(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
 
 /// Why the claims could not be read or changed.
 #[derive(Debug, thiserror::Error)]
-pub enum ClaimError {
+pub(crate) enum ClaimError {
     /// A file operation failed.
     #[error("cannot {action} {path}: {source}")]
     Io {
@@ -197,32 +197,27 @@ pub enum ClaimError {
 
 /// The claims of one project's backlog.
 #[derive(Clone, Debug)]
-pub struct ClaimStore {
+pub(crate) struct ClaimStore {
     path: PathBuf,
     lock_path: PathBuf,
 }
 
 impl ClaimStore {
     /// The claims of the project at `paths`.
-    pub fn new(paths: &ProjectPaths) -> ClaimStore {
+    pub(crate) fn new(paths: &ProjectPaths) -> ClaimStore {
         ClaimStore::at(paths.runtime_dir().join(CLAIMS_FILE_NAME))
     }
 
     /// Claims kept at `path` (the lock beside it).
-    pub fn at(path: impl Into<PathBuf>) -> ClaimStore {
+    pub(crate) fn at(path: impl Into<PathBuf>) -> ClaimStore {
         let path = path.into();
         let lock_path = path.with_extension("lock");
         ClaimStore { path, lock_path }
     }
 
-    /// The claims file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The claims as they are (none yet: empty). Never through a link,
     /// never waiting on a FIFO, never more than [`MAX_CLAIMS_BYTES`].
-    pub fn read(&self) -> Result<Claims, ClaimError> {
+    pub(crate) fn read(&self) -> Result<Claims, ClaimError> {
         let corrupt = |message: String| ClaimError::Corrupt {
             path: self.path.clone(),
             message,
@@ -254,7 +249,7 @@ impl ClaimStore {
     /// dependencies landed: [`Claims::is_claimable`]) for `worker` until
     /// `now + ttl`; `None` when every item is taken, finished or waits on
     /// another.
-    pub fn claim_next(
+    pub(crate) fn claim_next(
         &self,
         items: &[Item],
         worker: &str,
@@ -271,7 +266,7 @@ impl ClaimStore {
     /// Records `worker`'s claim on `id` until `now + ttl` whatever the file
     /// said (the claim was won elsewhere: on a shared remote, which decides
     /// who works what across machines; this file then mirrors it here).
-    pub fn take(
+    pub(crate) fn take(
         &self,
         id: &str,
         worker: &str,
@@ -286,7 +281,7 @@ impl ClaimStore {
     /// Extends `worker`'s claim on `id` to `now + ttl`; false when the
     /// claim is no longer its (it lapsed and another worker took the item,
     /// or the item was settled).
-    pub fn renew(
+    pub(crate) fn renew(
         &self,
         id: &str,
         worker: &str,
@@ -304,7 +299,7 @@ impl ClaimStore {
 
     /// Records how `worker`'s item `id` ended; false (nothing changed) when
     /// the claim is no longer its.
-    pub fn settle(
+    pub(crate) fn settle(
         &self,
         id: &str,
         worker: &str,
@@ -324,7 +319,7 @@ impl ClaimStore {
     /// Clears what a new run of the backlog works again: items that ended
     /// needing review, skipped or failed, and claims that lapsed. Items done
     /// stay done, and a live worker's claim stays its.
-    pub fn forget_unfinished(&self, now: Timestamp) -> Result<(), ClaimError> {
+    pub(crate) fn forget_unfinished(&self, now: Timestamp) -> Result<(), ClaimError> {
         self.change(|claims| {
             claims.items.retain(|_, record| match record.status {
                 ItemStatus::Done => true,
@@ -336,7 +331,12 @@ impl ClaimStore {
 
     /// Gives `worker`'s claim on `id` up at once (a worker stopped by the
     /// person): the item is free again; false when it was not its.
-    pub fn release(&self, id: &str, worker: &str, now: Timestamp) -> Result<bool, ClaimError> {
+    pub(crate) fn release(
+        &self,
+        id: &str,
+        worker: &str,
+        now: Timestamp,
+    ) -> Result<bool, ClaimError> {
         self.change(|claims| match claims.items.get_mut(id) {
             Some(record) if record.status == ItemStatus::Claimed && record.worker == worker => {
                 record.expires_at = now;
@@ -369,7 +369,7 @@ impl ClaimStore {
     /// one item lands at a time, across every worker and process on the
     /// project. Waits up to `patience` (a merge runs the project's verify);
     /// released when dropped.
-    pub fn merge_lock(&self, patience: Duration) -> Result<File, ClaimError> {
+    pub(crate) fn merge_lock(&self, patience: Duration) -> Result<File, ClaimError> {
         self.named_lock(MERGE_LOCK_FILE_NAME, patience)
     }
 
@@ -377,14 +377,14 @@ impl ClaimStore {
     /// (`ralph-worktrees.lock` beside the claims): two `git worktree add`
     /// at once in one repository can fail ("failed to read
     /// .git/worktrees/…/commondir"), and queue workers add them at once.
-    pub fn worktree_lock(&self, patience: Duration) -> Result<File, ClaimError> {
+    pub(crate) fn worktree_lock(&self, patience: Duration) -> Result<File, ClaimError> {
         self.named_lock(WORKTREE_LOCK_FILE_NAME, patience)
     }
 
     /// The lock around fetching a shared remote's refs into the repository
     /// (`ralph-fetch.lock` beside the claims): two fetches that update one
     /// ref at once fail ("cannot lock ref").
-    pub fn fetch_lock(&self, patience: Duration) -> Result<File, ClaimError> {
+    pub(crate) fn fetch_lock(&self, patience: Duration) -> Result<File, ClaimError> {
         self.named_lock(FETCH_LOCK_FILE_NAME, patience)
     }
 

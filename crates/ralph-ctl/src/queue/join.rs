@@ -3,11 +3,11 @@
 //! process joins it, and shares its claims), else a new run, its record
 //! opened with the queue's source, landing, base and remote.
 
+use crate::queue::claims::store::ClaimStore;
 use ralph_core::events::Event;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::state::{QueueRun, RunMode, Status};
 use ralph_core::paths::ProjectPaths;
-use ralph_core::persist::item_claims::ClaimStore;
 use ralph_core::persist::store::StateStore;
 use ralph_core::pin::Pinned;
 use ralph_core::time::Timestamp;

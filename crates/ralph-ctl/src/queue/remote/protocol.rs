@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ralph_core::observe::backlog::{Item, Source};
-use ralph_core::persist::item_claims::ItemStatus;
+use crate::queue::claims::store::ItemStatus;
+use crate::queue::source::{Item, Source};
 use ralph_core::time::Timestamp;
 
 use super::record::{Ending, Record, machine_name, nonce, parse_record, prefix_of, ref_component};

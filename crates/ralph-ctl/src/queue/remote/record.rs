@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use ralph_core::observe::backlog::Source;
-use ralph_core::persist::item_claims::ItemStatus;
+use crate::queue::claims::store::ItemStatus;
+use crate::queue::source::Source;
 use ralph_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -133,7 +133,7 @@ pub(crate) fn prefix_of(root: &Path, source: &Source) -> String {
 /// and `a` and `a/b` are no longer a file and a folder of one another.
 pub(crate) fn ref_component(id: &str) -> String {
     use sha2::{Digest, Sha256};
-    if ralph_core::observe::backlog::is_plain_id(id) {
+    if crate::queue::source::is_plain_id(id) {
         return id.to_string();
     }
     let digest = Sha256::digest(id.as_bytes());

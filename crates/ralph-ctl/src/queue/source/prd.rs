@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{Item, QueueError};
 
 /// The file beside a prd.json that the loop appends what it did to.
-pub const PROGRESS_FILE_NAME: &str = "progress.txt";
+pub(crate) const PROGRESS_FILE_NAME: &str = "progress.txt";
 
 /// A story's fields as ralph reads them.
 struct Story {
@@ -162,18 +162,18 @@ fn story(story: &Value) -> Result<Story, String> {
 /// prd.json `text` with story `id`'s `"passes": false` made `true`, every
 /// other byte as it was (the other fields, their order, the indentation,
 /// `notes`); `None` when no story has that id with `passes` false.
-pub fn pass(text: &str, id: &str) -> Option<String> {
+pub(crate) fn pass(text: &str, id: &str) -> Option<String> {
     let (start, end) = passes_span(text.as_bytes(), id)?;
     (&text[start..end] == "false").then(|| format!("{}true{}", &text[..start], &text[end..]))
 }
 
 /// The line a landed story adds to `progress.txt`: when, which story, and
 /// that ralph's merge queue landed it.
-pub fn progress_line(item: &Item, at: crate::time::Timestamp) -> String {
+pub(crate) fn progress_line(item: &Item, at: ralph_core::time::Timestamp) -> String {
     let title: Vec<&str> = item.title.split_whitespace().collect();
     format!(
         "{} - {}: {} (landed by ralph's merge queue, passes: true)\n",
-        crate::time::rfc3339_of_secs(at.secs()),
+        ralph_core::time::rfc3339_of_secs(at.secs()),
         item.id,
         title.join(" ")
     )
@@ -477,7 +477,7 @@ mod tests {
             after: Vec::new(),
         };
         assert_eq!(
-            progress_line(&item, crate::time::Timestamp::from_secs(0)),
+            progress_line(&item, ralph_core::time::Timestamp::from_secs(0)),
             "1970-01-01T00:00:00Z - US-001: Add priority field (landed by ralph's merge queue, passes: true)\n"
         );
     }

@@ -4,17 +4,19 @@
 //! file mirrors this machine's share, so that `ralph-ctl queue` and the
 //! workers of one process see it at once.
 
+pub(crate) mod store;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ralph_core::observe::backlog::Item;
-use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
+use crate::queue::claims::store::{ClaimStore, ItemStatus};
+use crate::queue::source::Item;
 use ralph_core::time::Timestamp;
 
-use crate::driver::queue::remote::{Ending, Refused, RemoteBook};
 use crate::error::CtlError;
+use crate::queue::remote::{Ending, Refused, RemoteBook};
 
 /// A queue run's claims.
 #[derive(Clone)]
@@ -48,7 +50,7 @@ impl ClaimBook {
             Refused::Rejected(why) => CtlError::Client(format!("remote {name} refused: {why}")),
             Refused::Unreachable(why) => CtlError::Client(format!(
                 "remote {name} could not be reached for {} s ({why}); the items stay as they were",
-                crate::driver::queue::remote::PATIENCE.as_secs()
+                crate::queue::remote::PATIENCE.as_secs()
             )),
             Refused::Forbidden(why) => CtlError::Client(format!(
                 "remote {name} refuses ralph's queue records ({why}): it takes no push outside \
@@ -270,7 +272,7 @@ mod tests {
 
     #[test]
     fn a_remote_out_of_reach_keeps_a_claim_until_it_lapses_then_loses_it() {
-        use crate::driver::queue::remote::tests::{book, clones, items};
+        use crate::queue::remote::tests::{book, clones, items};
         let (dir, clones) = clones(1);
         let remote = book(&clones[0]);
         let local = ClaimStore::new(&ProjectPaths::new(&clones[0]));

@@ -8,9 +8,9 @@
 //! drained) names the same work the same way. An item may depend on others
 //! (`after`), checked when the source is read ([`after::check`]).
 
-pub mod after;
-pub mod prd;
-pub mod trackers;
+pub(crate) mod after;
+pub(crate) mod prd;
+pub(crate) mod trackers;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -20,45 +20,45 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fnv::Fnv;
-use crate::observe::files::{self, Bounded};
-use crate::observe::plan;
-use crate::observe::process::group::{self, Collected, GroupChild, Lifetime};
+use ralph_core::fnv::Fnv;
+use ralph_core::observe::files::{self, Bounded};
+use ralph_core::observe::plan;
+use ralph_core::observe::process::group::{self, Collected, GroupChild, Lifetime};
 
 /// Largest plan file or item file read.
-pub const MAX_ITEM_FILE_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_ITEM_FILE_BYTES: u64 = 1024 * 1024;
 /// Most items a source may hold; past it the source is refused.
-pub const MAX_ITEMS: usize = 10_000;
+pub(crate) const MAX_ITEMS: usize = 10_000;
 /// How long a `cmd:` source may take.
-pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// Largest output of a `cmd:` source read.
-pub const MAX_COMMAND_OUTPUT: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_COMMAND_OUTPUT: usize = 16 * 1024 * 1024;
 
 /// One piece of work.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Item {
+pub(crate) struct Item {
     /// Stable while the item is unchanged: a plan item's is made from its
     /// text, a folder item's is its file name, a command's is its own.
-    pub id: String,
+    pub(crate) id: String,
     /// One line that names it.
-    pub title: String,
+    pub(crate) title: String,
     /// What the agent is told of it beyond the title (may be empty).
-    pub body: String,
+    pub(crate) body: String,
     /// The ids of the items it depends on that its source does not record
     /// as done yet: it is claimable only once each of them landed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
     /// Who wrote it, where the source says (a GitHub issue's author's
     /// login): its text is their input, not the person's instruction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub author: Option<String>,
+    pub(crate) author: Option<String>,
 }
 
 impl Item {
     /// A name for the item's folder and branch: its id when that is made of
     /// letters, digits, `-` and `_` (at most 64), else `item-` and a hash
     /// of the id, so that no id can name a path or an invalid ref.
-    pub fn slug(&self) -> String {
+    pub(crate) fn slug(&self) -> String {
         slug_of(&self.id)
     }
 }
@@ -66,7 +66,7 @@ impl Item {
 /// The slug of the item whose id is `id` ([`Item::slug`]): what names its
 /// loop's folder (`runtime/queue/<slug>/`) for one who knows only the id
 /// (`RALPH_QUEUE_ITEM`, in the item's client).
-pub fn slug_of(id: &str) -> String {
+pub(crate) fn slug_of(id: &str) -> String {
     if is_plain_id(id) {
         return id.to_string();
     }
@@ -77,7 +77,7 @@ pub fn slug_of(id: &str) -> String {
 
 /// Whether item id `id` may name a folder, a branch or a ref as it is:
 /// ASCII letters, digits, `-` and `_`, at most 64, not starting with `-`.
-pub fn is_plain_id(id: &str) -> bool {
+pub(crate) fn is_plain_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
         && !id.starts_with('-')
@@ -88,7 +88,7 @@ pub fn is_plain_id(id: &str) -> bool {
 
 /// Where a backlog's items come from (`--queue SOURCE`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// `plan:PATH`: the unchecked `- [ ]` items of a markdown plan,
     /// outside sections headed Optional, Future or Nice to have.
     Plan(PathBuf),
@@ -120,7 +120,7 @@ pub enum Source {
 /// How a landed item is marked done in the file its source reads, in the
 /// same commit as its change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DoneMark {
+pub(crate) enum DoneMark {
     /// A plan's `- [ ]` box ticked.
     PlanBox,
     /// A prd.json story's `passes` set to true (and a line added to the
@@ -130,7 +130,7 @@ pub enum DoneMark {
 
 /// `text` (the file `mark` is for) with item `id` marked done; `None` when
 /// it holds no such item not done yet.
-pub fn mark_done(mark: DoneMark, text: &str, id: &str) -> Option<String> {
+pub(crate) fn mark_done(mark: DoneMark, text: &str, id: &str) -> Option<String> {
     match mark {
         DoneMark::PlanBox => tick(text, id),
         DoneMark::PrdPasses => prd::pass(text, id),
@@ -139,7 +139,7 @@ pub fn mark_done(mark: DoneMark, text: &str, id: &str) -> Option<String> {
 
 /// Why a source could not be read, each naming the source and the fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum QueueError {
+pub(crate) enum QueueError {
     /// The source (`--queue` or `ralph-ctl queue`) has no known kind.
     #[error(
         "the queue source {0:?} says no kind: say where the items are, plan:PATH, dir:PATH or cmd:COMMAND, or a tracker: prd:PATH, github:label=NAME, beads:"
@@ -225,7 +225,7 @@ pub enum QueueError {
 impl QueueError {
     /// Whether the source's spelling itself is wrong (a usage error), rather
     /// than what it names.
-    pub fn is_misspelled(&self) -> bool {
+    pub(crate) fn is_misspelled(&self) -> bool {
         matches!(self, QueueError::UnknownSource(_) | QueueError::Empty(_))
     }
 }
@@ -277,11 +277,11 @@ impl fmt::Display for Source {
 /// An item a source's reading left out: its id starts with `-`, which a
 /// tracker's tool (bd, gh) would read as an option. Said as a warning line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeftOut {
+pub(crate) struct LeftOut {
     /// The item's id.
-    pub id: String,
+    pub(crate) id: String,
     /// The source, as given.
-    pub source: String,
+    pub(crate) source: String,
 }
 
 impl fmt::Display for LeftOut {
@@ -299,14 +299,17 @@ impl Source {
     /// from `root` unless absolute, and a command (or a tracker's tool)
     /// runs there. Refused when an item depends on an id no item has, or
     /// items depend on each other in a cycle ([`after::check`]).
-    pub fn read(&self, root: &Path) -> Result<Vec<Item>, QueueError> {
+    pub(crate) fn read(&self, root: &Path) -> Result<Vec<Item>, QueueError> {
         Ok(self.read_leaving_out(root)?.0)
     }
 
     /// [`Source::read`], and the items it left out, each said by its
     /// [`LeftOut`] (for the caller to name once): an id that starts with
     /// `-`, which a tracker's tool given it would read as an option.
-    pub fn read_leaving_out(&self, root: &Path) -> Result<(Vec<Item>, Vec<LeftOut>), QueueError> {
+    pub(crate) fn read_leaving_out(
+        &self,
+        root: &Path,
+    ) -> Result<(Vec<Item>, Vec<LeftOut>), QueueError> {
         let mut items = match self {
             Source::Plan(path) => plan_items(&read_small(&root.join(path), "plan")?),
             Source::Dir(path) => dir_items(&root.join(path))?,
@@ -343,7 +346,7 @@ impl Source {
 
     /// The file the source reads that a landed item is marked done in
     /// (relative to the project unless absolute), and how.
-    pub fn done_mark(&self) -> Option<(&Path, DoneMark)> {
+    pub(crate) fn done_mark(&self) -> Option<(&Path, DoneMark)> {
         match self {
             Source::Plan(path) => Some((path, DoneMark::PlanBox)),
             Source::Prd(path) => Some((path, DoneMark::PrdPasses)),
@@ -353,7 +356,7 @@ impl Source {
 
     /// The file or folder the source reads in the project, which an item's
     /// own change may not touch (ralph marks it itself).
-    pub fn file(&self) -> Option<&Path> {
+    pub(crate) fn file(&self) -> Option<&Path> {
         match self {
             Source::Plan(path) | Source::Dir(path) | Source::Prd(path) => Some(path),
             _ => None,
@@ -363,14 +366,14 @@ impl Source {
     /// A line the commit that lands `item` carries: `Fixes #N` for a
     /// GitHub issue, which closes it once the commit reaches the
     /// repository's default branch.
-    pub fn landing_trailer(&self, item: &Item) -> Option<String> {
+    pub(crate) fn landing_trailer(&self, item: &Item) -> Option<String> {
         matches!(self, Source::Github { .. }).then(|| trackers::fixes(item))
     }
 
     /// For a `github:` source without `repo=`: asks `gh` once which
     /// repository the project is (`gh repo view`), before any agent runs,
     /// and names it in every later call. Other sources: nothing to do.
-    pub fn pin_repository(&mut self, root: &Path) -> Result<(), QueueError> {
+    pub(crate) fn pin_repository(&mut self, root: &Path) -> Result<(), QueueError> {
         if let Source::Github {
             repo: repo @ None, ..
         } = self
@@ -419,7 +422,7 @@ fn plan_id(text: &str, seen: &mut Vec<String>) -> String {
 /// indented under it as its body; an indented `after: X` line (X another
 /// item's id or text, several separated by commas) says the item depends
 /// on X, unless X's box is checked already (done).
-pub fn plan_items(markdown: &str) -> Vec<Item> {
+pub(crate) fn plan_items(markdown: &str) -> Vec<Item> {
     let mut items = plan_items_as_written(markdown);
     let done = plan::checked(markdown);
     let named: Vec<(String, String)> = items
@@ -510,7 +513,7 @@ fn after_line(line: &str) -> Option<Vec<String>> {
 
 /// `markdown` with the box of plan item `id` ticked (`- [ ]` to `- [x]`);
 /// `None` when no unchecked item has that id.
-pub fn tick(markdown: &str, id: &str) -> Option<String> {
+pub(crate) fn tick(markdown: &str, id: &str) -> Option<String> {
     let mut seen = Vec::new();
     let mut out = String::with_capacity(markdown.len());
     let mut ticked = false;

@@ -12,7 +12,7 @@ use super::{Item, QueueError};
 
 /// Refuses `items` when one depends on an id no item has, or some depend
 /// on each other in a cycle (named in order, the first again at the end).
-pub fn check(items: &[Item]) -> Result<(), QueueError> {
+pub(crate) fn check(items: &[Item]) -> Result<(), QueueError> {
     let index: BTreeMap<&str, &Item> = items.iter().map(|i| (i.id.as_str(), i)).collect();
     for item in items {
         if let Some(missing) = item.after.iter().find(|d| !index.contains_key(d.as_str())) {
@@ -72,7 +72,7 @@ pub fn check(items: &[Item]) -> Result<(), QueueError> {
 /// The ids named in `text` by lines such as `Depends on #12` or
 /// `depends on: #3, #4` (any case), as a GitHub issue says what it waits
 /// for: the numbers, in order, once each.
-pub fn issue_numbers_depended_on(text: &str) -> Vec<String> {
+pub(crate) fn issue_numbers_depended_on(text: &str) -> Vec<String> {
     let mut numbers: Vec<String> = Vec::new();
     for line in text.lines() {
         let lower = line.trim().to_ascii_lowercase();

@@ -1,9 +1,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ralph_core::observe::backlog::Item;
+use crate::queue::claims::store::ItemStatus;
+use crate::queue::source::Item;
 use ralph_core::observe::own_git::SshCommand;
-use ralph_core::persist::item_claims::ItemStatus;
 use ralph_core::time::Timestamp;
 
 use super::record::{parse_record, prefix_of, ref_component};

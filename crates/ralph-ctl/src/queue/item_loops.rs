@@ -103,8 +103,8 @@ pub(crate) fn record<'a>(run: Option<&'a LoopState>, item: &ItemLoop) -> Option<
 /// command or a tracker's tool. Empty when there is none, or it cannot be
 /// read.
 pub(crate) fn pending(project: &ProjectPaths, run: &LoopState) -> Vec<crate::render::Pending> {
-    use ralph_core::observe::backlog::Source;
-    use ralph_core::persist::item_claims::{ClaimStore, ItemStatus};
+    use crate::queue::claims::store::{ClaimStore, ItemStatus};
+    use crate::queue::source::Source;
     let Some(queue) = &run.queue else {
         return Vec::new();
     };

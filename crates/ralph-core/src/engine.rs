@@ -26,9 +26,7 @@ use crate::judge::completion::GateResult;
 use crate::judge::config::{Config, ConfigError, EnvSource, FileLayers};
 use crate::judge::decision::{self, MessageSource, Observation, PassReason, Verdict};
 use crate::judge::state::{LoopState, PauseKind, PausedBecause, Status, TranscriptCursor};
-use crate::observe::own_git;
 use crate::observe::plan::{self, PlanReport};
-use crate::observe::process::walls::{Walls, WallsWanted};
 use crate::observe::progress;
 use crate::observe::prompt_text::{self, PromptError};
 use crate::observe::protected::{self, ProtectedSnapshot};
@@ -36,12 +34,14 @@ use crate::observe::resolved::{self, ResolvedChecks};
 use crate::observe::transcript::{self, IterationTail, TranscriptError};
 use crate::observe::usage::{self, UsageReading};
 use crate::observe::verify::{self, VerifyCommand, VerifyResult};
+use crate::own_git;
 use crate::paths::ProjectPaths;
 use crate::persist::log::{LogEntry, LogEvent};
 use crate::persist::store::{Reread, StateStore, StoreError};
 use crate::pin::{self, Pinned};
 use crate::time::Timestamp;
 use crate::transaction::{self, Whose};
+use crate::walls::{Walls, WallsWanted};
 
 /// The plan files a stop's claim is gated by: the config's, less the
 /// stop's `not_plans` (compared without a leading `./`).

@@ -25,6 +25,11 @@ pub mod judge;
 pub mod observe;
 pub mod persist;
 
+pub mod files;
+pub mod own_git;
+pub mod process;
+pub mod walls;
+
 pub mod engine;
 pub mod events;
 pub mod exit_codes;

@@ -511,8 +511,8 @@ pub fn tdd_scenario(root: &Path) -> Option<String> {
         return None;
     }
     // Bounded and FIFO-safe even if the file changes under the check above.
-    let crate::observe::files::Bounded::Bytes(bytes) =
-        crate::observe::files::read_bounded(&path, 1024 * 1024).ok()?
+    let crate::files::Bounded::Bytes(bytes) =
+        crate::files::read_bounded(&path, 1024 * 1024).ok()?
     else {
         return None;
     };
@@ -532,7 +532,7 @@ mod tests {
     use tempfile::TempDir;
 
     fn git(dir: &Path, args: &[&str]) {
-        let ok = crate::observe::own_git::runner::persons_git(dir)
+        let ok = crate::own_git::runner::persons_git(dir)
             .args(args)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_AUTHOR_NAME", "t")
@@ -1223,8 +1223,8 @@ mod tests {
     /// `git ARGS` in `dir` as a person runs it (stopped after 5 s), to prove
     /// that the repository really makes git run the program.
     fn plain_git(dir: &Path, args: &[&str]) {
-        use crate::observe::process::group::{GroupChild, Lifetime};
-        let mut command = crate::observe::own_git::runner::persons_git(dir);
+        use crate::process::group::{GroupChild, Lifetime};
+        let mut command = crate::own_git::runner::persons_git(dir);
         command
             .args(args)
             .stdout(Stdio::null())
@@ -1687,7 +1687,7 @@ mod tests {
         // The index no longer matches HEAD's tree of `d`, and that tree is gone.
         append(&root.join("d/a.txt"), "staged");
         git(&root, &["add", "d/a.txt"]);
-        let out = crate::observe::own_git::runner::persons_git(&root)
+        let out = crate::own_git::runner::persons_git(&root)
             .args(["rev-parse", "HEAD:d"])
             .output()
             .unwrap();

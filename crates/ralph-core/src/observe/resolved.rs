@@ -59,10 +59,10 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::files::{Bounded, read_bounded};
 use crate::fnv::Fnv;
-use crate::observe::files::{Bounded, read_bounded};
-use crate::observe::process::walls::Walls;
 use crate::observe::verify::VerifyCommand;
+use crate::walls::Walls;
 
 pub mod python;
 mod shell_words;
@@ -845,7 +845,7 @@ fn config_files(root: &Roots, cwd: &Path, shown_words: &str, names: &[&str]) -> 
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-    use crate::observe::process::walls::{Mechanism, WallsWanted};
+    use crate::walls::{Mechanism, WallsWanted};
     use std::os::unix::fs::PermissionsExt;
     use tempfile::TempDir;
 

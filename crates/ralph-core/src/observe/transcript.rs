@@ -274,7 +274,7 @@ fn read_iteration_tail_within(
         path: path.to_path_buf(),
         source,
     };
-    let mut file = crate::observe::files::open_without_waiting(path).map_err(io_err)?;
+    let mut file = crate::files::open_without_waiting(path).map_err(io_err)?;
     let meta = file.metadata().map_err(io_err)?;
     if !meta.is_file() {
         return Err(TranscriptError::NotAFile {

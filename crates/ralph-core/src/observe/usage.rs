@@ -235,7 +235,7 @@ pub fn read_new_since(
     now: u64,
     since: u64,
 ) -> io::Result<UsageReading> {
-    let mut file = crate::observe::files::open_without_waiting(path)?;
+    let mut file = crate::files::open_without_waiting(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::other("not a regular file"));

@@ -3,7 +3,7 @@
 //! listing parsed, and git's process waited for within the reading's deadline.
 
 use super::*;
-use crate::observe::own_git::{self, GitCall, GitError};
+use crate::own_git::{self, GitCall, GitError};
 
 /// The nearest folder, `root` or above, holding `.git` (a folder, or a file
 /// for worktrees and submodules): where git will find the repository, and
@@ -242,10 +242,10 @@ fn configuration_may_hold(
         return true;
     };
     files.iter().any(
-        |file| match crate::observe::files::read_bounded(file, MAX_CONFIG_BYTES) {
-            Ok(crate::observe::files::Bounded::Missing) => false,
-            Ok(crate::observe::files::Bounded::Bytes(bytes)) => holds(&bytes.to_ascii_lowercase()),
-            Ok(crate::observe::files::Bounded::TooLarge) | Err(_) => true,
+        |file| match crate::files::read_bounded(file, MAX_CONFIG_BYTES) {
+            Ok(crate::files::Bounded::Missing) => false,
+            Ok(crate::files::Bounded::Bytes(bytes)) => holds(&bytes.to_ascii_lowercase()),
+            Ok(crate::files::Bounded::TooLarge) | Err(_) => true,
         },
     )
 }

@@ -284,8 +284,8 @@ const POINTER_BYTES: u64 = 4096;
 /// The text of a small pointer file (`.git`, `commondir`), trimmed; `None`
 /// when absent, unreadable or too large.
 pub(crate) fn pointer(path: &Path) -> Option<String> {
-    match crate::observe::files::read_bounded(path, POINTER_BYTES).ok()? {
-        crate::observe::files::Bounded::Bytes(bytes) => {
+    match crate::files::read_bounded(path, POINTER_BYTES).ok()? {
+        crate::files::Bounded::Bytes(bytes) => {
             Some(String::from_utf8_lossy(&bytes).trim().to_string())
         }
         _ => None,

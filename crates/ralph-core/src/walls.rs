@@ -382,7 +382,7 @@ struct WorktreeOf {
 /// by the `PATH` the person runs ralph with). Nothing of the project's own
 /// code lies in them, but an editable install's pointer to it, which
 /// leads into the hidden main checkout and fails (and is named, see
-/// [`crate::observe::main_checkout`]).
+/// `observe::main_checkout`).
 pub const SHARED_DEPENDENCY_FOLDERS: [&str; 3] = ["node_modules", ".venv", "venv"];
 
 /// Why a walled command was not started.
@@ -817,7 +817,7 @@ impl Walls {
     /// itself without them when they are open or missing and not required),
     /// and what must live until it ends.
     pub fn shell(&self, command: &str) -> Result<(Command, CheckTemp), WallsMissing> {
-        self.wrap(super::group::shell(command))
+        self.wrap(crate::process::group::shell(command))
     }
 
     /// `inner` run inside the walls: the same program, arguments,
@@ -1440,7 +1440,7 @@ mod tests {
     fn probe(mechanism: &Mechanism, script: &str) -> (PathBuf, String) {
         let (dir, root) = project();
         let walls = Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone());
-        let mut inner = super::super::group::shell(script);
+        let mut inner = crate::process::group::shell(script);
         for var in SESSION_VARIABLES {
             inner.env(var, "/tmp/the-persons-socket");
         }
@@ -1468,7 +1468,7 @@ mod tests {
     /// Whether this machine lets a process make an `io_uring` at all
     /// (`kernel.io_uring_disabled` refuses it EPERM too, walls or none).
     fn io_uring_here() -> bool {
-        let out = super::super::group::shell(
+        let out = crate::process::group::shell(
             "python3 -c 'import ctypes; c = ctypes.CDLL(None, use_errno=True); r = c.syscall(425, 4, ctypes.create_string_buffer(120)); print(\"uring:\", ctypes.get_errno() if r < 0 else \"made\")'",
         )
         .output()
@@ -1609,7 +1609,7 @@ mod tests {
 
         // Nothing a check must not do, and the temp folder its own, gone after.
         let mut inner =
-            super::super::group::shell(&format!("{ESCAPES}; echo \"$TMPDIR\" > src/tmpdir.txt"));
+            crate::process::group::shell(&format!("{ESCAPES}; echo \"$TMPDIR\" > src/tmpdir.txt"));
         for var in SESSION_VARIABLES {
             inner.env(var, "/tmp/the-persons-socket");
         }
@@ -1850,7 +1850,7 @@ mod tests {
             udp = udp.local_addr().unwrap().port()
         );
         let said_here = {
-            let out = super::super::group::shell(here).output().unwrap();
+            let out = crate::process::group::shell(here).output().unwrap();
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
         let rules = NetworkWall::TcpRules("a test".into());
@@ -1904,7 +1904,7 @@ mod tests {
     fn a_descriptor_ralph_inherited_does_not_reach_the_check() {
         let leaked = Leaked::at(907);
         let script = "[ -e /dev/fd/907 ] && echo fd: inherited || echo fd: none";
-        let unwalled = super::super::group::shell(script).output().unwrap();
+        let unwalled = crate::process::group::shell(script).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&unwalled.stdout), "fd: inherited\n");
         let mut mechanisms = Vec::new();
         if let Some(bwrap) = bwrap_or_skip() {
@@ -1930,7 +1930,7 @@ mod tests {
     fn a_check_makes_no_vsock_socket_unless_it_needs_the_network() {
         // AF_VSOCK (40) reaches the host of a VM whatever the namespace.
         let script = "python3 -c 'import socket\ntry:\n  socket.socket(40, socket.SOCK_STREAM).close(); print(\"vsock: made\")\nexcept OSError as e: print(\"vsock:\", e.errno)'";
-        let unwalled = super::super::group::shell(script).output().unwrap();
+        let unwalled = crate::process::group::shell(script).output().unwrap();
         if String::from_utf8_lossy(&unwalled.stdout) != "vsock: made\n" {
             eprintln!("skipped: this kernel makes no vsock socket");
             return;
@@ -2132,7 +2132,7 @@ mod tests {
                 modules.display()
             )
         );
-        let mut command = super::super::group::shell("echo \"$PATH|$VIRTUAL_ENV\"");
+        let mut command = crate::process::group::shell("echo \"$PATH|$VIRTUAL_ENV\"");
         command
             .env("PATH", &path)
             .env("VIRTUAL_ENV", root.join(".venv"));

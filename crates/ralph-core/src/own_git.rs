@@ -16,10 +16,12 @@
 //! changed among those files meanwhile is [`record`]'s business, and the
 //! lock files it left [`locks`]'.
 
+pub mod drivers;
 pub mod locks;
 pub mod record;
 pub mod runner;
 
+pub use drivers::safe_git;
 pub use runner::{GitCall, GitError, GitOutput, SshCommand};
 
 use std::path::{Path, PathBuf};
@@ -44,7 +46,7 @@ pub const WORKTREES_DIR: &str = ".claude/worktrees";
 /// - no recursion into submodules (each has its own configuration).
 ///
 /// Filter and merge drivers are named by the repository, so they are
-/// turned off by name (`progress::safe_git`).
+/// turned off by name ([`safe_git`]).
 pub const FIXED_CONFIG: &[&str] = &[
     "core.fsmonitor=false",
     "core.hooksPath=/dev/null",

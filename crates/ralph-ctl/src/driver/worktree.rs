@@ -51,7 +51,7 @@ pub(crate) enum Finished {
 
 /// Runs git in `dir`; its stdout, or an error naming the command and what
 /// git said. Always through ralph's one git runner with the hook's safe
-/// configuration (`progress::safe_git`, `own_git::GitCall`): in the folders
+/// configuration (`own_git::safe_git`, `own_git::GitCall`): in the folders
 /// ralph found itself (never through a `.git` file or `commondir` the agent
 /// could have rewritten), with no program the repository names (an
 /// fsmonitor, a post-checkout hook, a filter, a signing program), and
@@ -72,7 +72,7 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
 /// The git call [`git`] makes in `dir`, for a caller that adds to it
 /// (input on stdin, a remote reached); refused as [`git`] refuses.
 pub(crate) fn git_call(dir: &Path) -> Result<GitCall, CtlError> {
-    ralph_core::observe::progress::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
+    ralph_core::own_git::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
         .map_err(|why| CtlError::Client(why.to_string()))
 }
 

@@ -40,7 +40,7 @@ pub fn safe_git(root: &Path, timeout: Duration) -> Result<GitCall, GitError> {
              (it holds `=`), or names no repository git can read",
             root.display()
         )),
-        _ => GitError::Unsafe(format!(
+        DriverError::Failed => GitError::Unsafe(format!(
             "git did not list the filter drivers of {} within {} s",
             root.display(),
             timeout.as_secs()
@@ -52,7 +52,7 @@ pub fn safe_git(root: &Path, timeout: Duration) -> Result<GitCall, GitError> {
              (it holds `=`), or names no repository git can read",
             root.display()
         )),
-        _ => GitError::Unsafe(format!(
+        DriverError::Failed => GitError::Unsafe(format!(
             "git did not list the merge drivers of {} within {} s",
             root.display(),
             timeout.as_secs()

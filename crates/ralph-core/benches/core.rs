@@ -224,8 +224,8 @@ fn bench_transcript(c: &mut Criterion) {
 /// mounts and filter; Landlock's ruleset and temp folder; the probe is once
 /// per process and not in it). The goal: at most 20 ms walled.
 fn bench_walls(c: &mut Criterion) {
-    use ralph_core::observe::process::walls::{Mechanism, Walls, WallsWanted};
     use ralph_core::observe::verify::{self, VerifyCommand};
+    use ralph_core::walls::{Mechanism, Walls, WallsWanted};
     let dir = std::env::temp_dir().join(format!("ralph-bench-walls-{}", std::process::id()));
     fs::create_dir_all(dir.join(".claude/ralph")).unwrap();
     fs::create_dir_all(dir.join(".git/hooks")).unwrap();

@@ -2,6 +2,10 @@
 //! binaries share. The folders are the layers, each using only those below
 //! it:
 //!
+//! - [`process`]: every command ralph must stop whole, a process group
+//!   with a deadline; [`walls`]: the walls every check of the agent's work
+//!   runs inside; [`own_git`]: every git call, in the folders ralph found,
+//!   running nothing the repository names;
 //! - [`observe`]: reading the world, bounded (the hook's stdin, the
 //!   transcript, the project's files and git, the plan, the prompt files,
 //!   the registered hook) and running the verification commands;
@@ -15,8 +19,8 @@
 //!   change of a loop, one lock each).
 //!
 //! Below them all sit the small leaves: [`paths`], [`time`], [`exit_codes`],
-//! [`fnv`] and [`text`] (what a person's terminal is given of the agent's
-//! text).
+//! [`fnv`], [`files`] (the person's files read bounded) and [`text`]
+//! (what a person's terminal is given of the agent's text).
 //!
 //! I/O stays at the edges: `judge` never touches a file, a clock or an
 //! environment variable.
@@ -24,6 +28,11 @@
 pub mod judge;
 pub mod observe;
 pub mod persist;
+
+pub mod files;
+pub mod own_git;
+pub mod process;
+pub mod walls;
 
 pub mod engine;
 pub mod events;

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 
 use crate::judge::config::Config;
 use crate::judge::state::{LoopState, Status};
-use crate::observe::process::group::{GroupChild, Lifetime, shell};
 use crate::persist::log::{self, LogEntry, LogEvent};
 use crate::persist::store::StateLock;
+use crate::process::group::{GroupChild, Lifetime, shell};
 use crate::text::printable;
 use crate::time::Timestamp;
 
@@ -195,7 +195,7 @@ fn start(command: &str, root: &Path, body: String) -> std::io::Result<()> {
     // Not one of the client's processes, which are ended with it: the
     // person's notification outlives the client that the hook ran under.
     shell
-        .env_remove(crate::observe::process::RUN_TAG_ENV)
+        .env_remove(crate::process::RUN_TAG_ENV)
         .current_dir(root)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

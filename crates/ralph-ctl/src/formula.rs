@@ -272,9 +272,9 @@ pub(crate) const MAX_FORMULA_BYTES: u64 = 256 * 1024;
 pub(crate) const MAX_PROMPT_FILE_BYTES: u64 = 256 * 1024;
 
 /// A text file of at most `limit` bytes: bounded, never waiting on a FIFO
-/// or reading a device (`ralph_core::observe::files::read_bounded`), UTF-8.
+/// or reading a device (`ralph_core::files::read_bounded`), UTF-8.
 fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
-    use ralph_core::observe::files::{Bounded, read_bounded};
+    use ralph_core::files::{Bounded, read_bounded};
     match read_bounded(path, limit)? {
         Bounded::Missing => Err(std::io::ErrorKind::NotFound.into()),
         Bounded::TooLarge => Err(std::io::Error::other(format!(

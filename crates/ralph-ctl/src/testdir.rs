@@ -14,7 +14,7 @@ pub(crate) fn new(label: &str) -> tempfile::TempDir {
 /// Runs git in `dir` as a person does (their identity in the environment);
 /// panics when it fails.
 pub(crate) fn git_as_person(dir: &std::path::Path, args: &[&str]) {
-    let ok = ralph_core::observe::own_git::runner::persons_git(dir)
+    let ok = ralph_core::own_git::runner::persons_git(dir)
         .args(args)
         .env("GIT_AUTHOR_NAME", "t")
         .env("GIT_AUTHOR_EMAIL", "t@e")

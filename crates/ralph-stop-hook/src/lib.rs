@@ -350,7 +350,7 @@ pub fn handle(
         Some("StopFailure") => {
             // The client stops this hook with SIGTERM within milliseconds;
             // the pause and its log line are written whole all the same.
-            ralph_core::observe::process::ignore_termination_signals();
+            ralph_core::process::ignore_termination_signals();
             let paths = project_root(&input, env)?;
             let failure = StopFailure {
                 session_id: input.session_id,

@@ -605,7 +605,7 @@ fn failure_context(failed: &VerifyResult, integrity: &Integrity<'_>) -> String {
 }
 
 /// The git-unchanged gate: no file in `.git` that sends git elsewhere
-/// differs from the loop's start (see [`crate::observe::own_git::record`]).
+/// differs from the loop's start (see [`crate::own_git::record`]).
 fn git_unchanged_gate(changes: &[String]) -> GateResult {
     GateResult {
         gate: Gate::GitUnchanged,

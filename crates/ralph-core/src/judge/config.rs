@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::files::{Bounded, read_bounded};
 use crate::judge::breaker::{BreakerConfig, SIGNALS, Signal};
 use crate::judge::completion::{CompletionConfig, CompletionMode, ConfidenceWeights};
-use crate::observe::files::{Bounded, read_bounded};
 use crate::observe::verify::VerifyCommand;
 use crate::paths::{DEFAULT_PROMPT_FILE, ProjectPaths};
 use crate::units::Usd;
@@ -184,8 +184,8 @@ impl SandboxSetting {
 
     /// How the checks the loop runs on the agent's work are walled: as the
     /// agent is (`off` opens them, `on` requires them).
-    pub fn walls(self) -> crate::observe::process::walls::WallsWanted {
-        use crate::observe::process::walls::WallsWanted;
+    pub fn walls(self) -> crate::walls::WallsWanted {
+        use crate::walls::WallsWanted;
         match self {
             SandboxSetting::Auto => WallsWanted::Auto,
             SandboxSetting::On => WallsWanted::Required,

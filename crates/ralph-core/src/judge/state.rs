@@ -596,7 +596,7 @@ pub struct LoopState {
     /// found them: a claim made while one differs is rejected, and the
     /// loop's end puts them back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub git_record: Option<crate::observe::own_git::record::GitRecord>,
+    pub git_record: Option<crate::own_git::record::GitRecord>,
     /// What decides this loop, fixed when it started (the config files'
     /// texts, a formula run's formula); `None` in a state written before
     /// pinning, which its next stop pins (the pin module).

@@ -1,5 +1,5 @@
 //! What a worktree's check reaches of the main checkout, which it cannot
-//! see (see [`crate::observe::process::walls`]): an editable Python install
+//! see (see [`crate::walls`]): an editable Python install
 //! whose pointer leads into the main checkout's code, a path of the main
 //! checkout in the check's output. A check that fails on it is named for
 //! what it is, for the person and in the agent's rejection, with the fix:
@@ -11,8 +11,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::observe::files::{Bounded, read_bounded};
-use crate::observe::process::walls;
+use crate::files::{Bounded, read_bounded};
+use crate::walls;
 
 /// Entries of a `site-packages` folder read at most.
 pub const MAX_ENTRIES: usize = 5_000;

@@ -175,10 +175,8 @@ pub fn read(root: &Path, files: &[String]) -> PlanReport {
             continue;
         }
         // Bounded and FIFO-safe even if the file changes under the check above.
-        let text = match crate::observe::files::read_bounded(&path, MAX_PLAN_BYTES) {
-            Ok(crate::observe::files::Bounded::Bytes(b)) => {
-                String::from_utf8_lossy(&b).into_owned()
-            }
+        let text = match crate::files::read_bounded(&path, MAX_PLAN_BYTES) {
+            Ok(crate::files::Bounded::Bytes(b)) => String::from_utf8_lossy(&b).into_owned(),
             _ => String::new(),
         };
         let (unchecked, checked) = parse(&text);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::observe::files::{Bounded, read_bounded};
+use crate::files::{Bounded, read_bounded};
 
 /// Largest prompt or guardrails file accepted: it is re-sent at every iteration.
 pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;

@@ -196,8 +196,7 @@ fn cargo_test_setting(header: &str, line: &str) -> bool {
 /// ([`PACKAGE_JSON_RUNNER_KEYS`]); `None` without any. A file that is
 /// not a JSON object is hashed whole, so that it cannot hide a change.
 fn package_json_runner_keys(path: &Path) -> Option<String> {
-    let Ok(crate::observe::files::Bounded::Bytes(bytes)) =
-        crate::observe::files::read_bounded(path, HASHED_BYTES)
+    let Ok(crate::files::Bounded::Bytes(bytes)) = crate::files::read_bounded(path, HASHED_BYTES)
     else {
         return Some(hash_file(path, false));
     };
@@ -471,7 +470,7 @@ fn hash_file(path: &Path, symlink: bool) -> String {
         }
         return format!("{:016x}", hash.finish());
     }
-    match crate::observe::files::open_without_waiting(path) {
+    match crate::files::open_without_waiting(path) {
         Ok(file) => {
             let size = file.metadata().map_or(0, |m| m.len());
             hash.bytes(&size.to_le_bytes());
@@ -495,10 +494,8 @@ fn hash_file(path: &Path, symlink: bool) -> String {
 /// read (or a link) is hashed whole instead, so that it cannot hide a
 /// change.
 fn hash_section(path: &Path, keep: fn(&str, &str) -> bool) -> Option<String> {
-    let text = match crate::observe::files::read_bounded(path, HASHED_BYTES) {
-        Ok(crate::observe::files::Bounded::Bytes(bytes)) => {
-            String::from_utf8_lossy(&bytes).into_owned()
-        }
+    let text = match crate::files::read_bounded(path, HASHED_BYTES) {
+        Ok(crate::files::Bounded::Bytes(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
         _ => return Some(hash_file(path, false)),
     };
     let mut hash = Fnv::default();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::observe::files::{Bounded, read_bounded};
+use crate::files::{Bounded, read_bounded};
 use crate::paths::ProjectPaths;
 
 /// Claude Code's timeout for a command hook that sets none, in seconds.

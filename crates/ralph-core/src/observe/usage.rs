@@ -235,7 +235,7 @@ pub fn read_new_since(
     now: u64,
     since: u64,
 ) -> io::Result<UsageReading> {
-    let mut file = crate::observe::files::open_without_waiting(path)?;
+    let mut file = crate::files::open_without_waiting(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::other("not a regular file"));
@@ -259,7 +259,6 @@ pub fn read_new_since(
     let mut requests = Requests::new(previous_id, previous_usage);
     let mut last_api_error = None;
     let mut session_cost = None;
-    let mut consumed = start;
     let mut visit = |line: &[u8]| {
         let is_assistant = super::bytes::contains(line, b"\"assistant\"");
         let is_api_error = super::bytes::contains(line, b"\"api_error\"");
@@ -300,37 +299,48 @@ pub fn read_new_since(
                 }
             }
             (Some("system"), Some("api_error")) => {
-                let error = parsed.error;
-                let retry_in_secs = parsed
-                    .retry_in_ms
-                    .filter(|ms| ms.is_finite() && *ms > 0.0 && *ms <= 86_400_000.0)
-                    // Positive and at most a day: the cast cannot truncate.
-                    .map(|ms| {
-                        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                        let secs = (ms / 1000.0).ceil() as u64;
-                        secs
-                    });
-                last_api_error = Some(ApiErrorLine {
-                    retry_in_secs,
-                    status: error.as_ref().and_then(|e| e.status),
-                    resets_at: error
-                        .as_ref()
-                        .and_then(|e| e.rate_limits.as_ref())
-                        .and_then(|r| r.resets_at)
-                        .and_then(|t| plausible_reset(t, now)),
-                    message: error.and_then(|e| e.formatted.or(e.message)),
-                });
+                last_api_error = Some(api_error_line(parsed, now));
             }
             _ => {}
         }
     };
+    let consumed = each_line(&mut file, start, len, skipped, &mut visit)?;
+
+    let (calls, tokens, estimated, last_message_id, last_message_usage) = requests.finish();
+    Ok(UsageReading {
+        calls,
+        tokens,
+        last_api_error,
+        skipped,
+        session_cost,
+        estimated,
+        cursor: Some(TranscriptCursor {
+            path: path.to_path_buf(),
+            offset: consumed,
+            last_message_id,
+            last_message_usage,
+        }),
+    })
+}
+
+/// Reads `file` from `start` to `len`, giving `visit` each whole line of
+/// at most `MAX_LINE_BYTES` (a longer one is skipped whole), the first one
+/// skipped with `skip_first` (cut when the start was moved). Returns the
+/// offset just past the last whole line: where the next reading starts.
+fn each_line(
+    file: &mut std::fs::File,
+    start: u64,
+    len: u64,
+    skip_first: bool,
+    visit: &mut dyn FnMut(&[u8]),
+) -> io::Result<u64> {
     file.seek(SeekFrom::Start(start))?;
     let mut pending: Vec<u8> = Vec::new();
     let mut oversize = false;
     let mut chunk = vec![0u8; CHUNK_BYTES];
     let mut pos = start;
-    // The first line may be cut when the start was moved: skip to the next one.
-    let mut skip_first = skipped;
+    let mut skip_first = skip_first;
+    let mut consumed = start;
     while pos < len {
         let want = usize::try_from(len - pos).map_or(CHUNK_BYTES, |left| left.min(CHUNK_BYTES));
         let got = file.read(&mut chunk[..want])?;
@@ -368,21 +378,32 @@ pub fn read_new_since(
         }
     }
 
-    let (calls, tokens, estimated, last_message_id, last_message_usage) = requests.finish();
-    Ok(UsageReading {
-        calls,
-        tokens,
-        last_api_error,
-        skipped,
-        session_cost,
-        estimated,
-        cursor: Some(TranscriptCursor {
-            path: path.to_path_buf(),
-            offset: consumed,
-            last_message_id,
-            last_message_usage,
-        }),
-    })
+    Ok(consumed)
+}
+
+/// What a client's `api_error` line says: when it retries, the status, the
+/// rate limit's reset (when plausible) and the message.
+fn api_error_line(parsed: Line, now: u64) -> ApiErrorLine {
+    let error = parsed.error;
+    let retry_in_secs = parsed
+        .retry_in_ms
+        .filter(|ms| ms.is_finite() && *ms > 0.0 && *ms <= 86_400_000.0)
+        // Positive and at most a day: the cast cannot truncate.
+        .map(|ms| {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let secs = (ms / 1000.0).ceil() as u64;
+            secs
+        });
+    ApiErrorLine {
+        retry_in_secs,
+        status: error.as_ref().and_then(|e| e.status),
+        resets_at: error
+            .as_ref()
+            .and_then(|e| e.rate_limits.as_ref())
+            .and_then(|r| r.resets_at)
+            .and_then(|t| plausible_reset(t, now)),
+        message: error.and_then(|e| e.formatted.or(e.message)),
+    }
 }
 
 /// How many of the latest requests' ids are remembered: a message's lines

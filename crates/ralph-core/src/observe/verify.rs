@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::observe::process::group::{GroupChild, Lifetime};
-use crate::observe::process::walls::Walls;
 use crate::observe::test_counts::{self, TestCounts};
+use crate::process::group::{GroupChild, Lifetime};
+use crate::walls::Walls;
 
 /// Bytes of a command's output kept (its tail).
 pub const OUTPUT_TAIL_BYTES: usize = 16 * 1024;
@@ -469,7 +469,7 @@ pub fn total_timeout(commands: &[VerifyCommand]) -> u64 {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-    use crate::observe::process::walls::{Mechanism, WallsWanted};
+    use crate::walls::{Mechanism, WallsWanted};
 
     // Unwalled, as most of these tests are about the command, not its walls.
     fn run(root: &Path, command: &VerifyCommand) -> VerifyResult {

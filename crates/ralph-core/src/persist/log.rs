@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::judge::state::{LoopState, Status, StopDecision};
 
-use crate::observe::files::{Bounded, read_bounded};
+use crate::files::{Bounded, read_bounded};
 use crate::persist::mac::{self, Key, Purpose};
 use crate::persist::sequence;
 use crate::persist::store::{Numbered, StateLock};

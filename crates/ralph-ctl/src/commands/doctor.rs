@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ProcessEnv};
-use ralph_core::observe::process::group::{Collected, GroupChild, Lifetime};
 use ralph_core::observe::registration;
 use ralph_core::observe::verify;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
+use ralph_core::process::group::{Collected, GroupChild, Lifetime};
 use serde::Serialize;
 
 use crate::driver::command::ClientVersion;
@@ -844,7 +844,7 @@ fn sandbox(config: &Config, version: Option<ClientVersion>) -> Check {
 /// (`sandbox: auto`: they run with the person's rights) or, with `sandbox:
 /// on`, a failure (they are refused). Every run's checks, whoever runs them.
 fn walls(config: &Config) -> Check {
-    use ralph_core::observe::process::walls::{self, Mechanism, WallsWanted};
+    use ralph_core::walls::{self, Mechanism, WallsWanted};
     const NAME: &str = "walls";
     let wanted = config.sandbox.walls();
     if wanted == WallsWanted::Off {

@@ -5,8 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use ralph_core::exit_codes;
+use ralph_core::files::{self, Bounded};
 use ralph_core::judge::config::{Config, ProcessEnv};
-use ralph_core::observe::files::{self, Bounded};
 use ralph_core::observe::prompt_text;
 use ralph_core::observe::registration;
 use ralph_core::observe::verify;

@@ -4,12 +4,12 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 
 use ralph_core::exit_codes;
+use ralph_core::files;
 use ralph_core::judge::breaker;
 use ralph_core::judge::config::{Config, ProcessEnv};
 use ralph_core::judge::decision::MessageSource;
 use ralph_core::judge::lifecycle;
 use ralph_core::judge::state::{IterationRecord, LoopState, PausedBecause, Status};
-use ralph_core::observe::files;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::{StateStore, StoreError};
 use ralph_core::pin::{self, ConfigDrift};

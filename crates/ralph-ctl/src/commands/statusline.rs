@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use ralph_core::events::Event;
 use ralph_core::judge::state::{LoopState, Status, WindowUse};
-use ralph_core::observe::process::group::{self, Collected, GroupChild, Lifetime};
 use ralph_core::observe::usage::plausible_reset;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
+use ralph_core::process::group::{self, Collected, GroupChild, Lifetime};
 use ralph_core::time::Timestamp;
 use ralph_core::transaction::{self, Whose};
 use ralph_core::units::PerMille;
@@ -127,8 +127,8 @@ fn theirs(paths: &ProjectPaths) -> Option<String> {
     .into_iter()
     .flatten()
     .find_map(|file| {
-        let ralph_core::observe::files::Bounded::Bytes(text) =
-            ralph_core::observe::files::read_bounded(&file, MAX_INPUT).ok()?
+        let ralph_core::files::Bounded::Bytes(text) =
+            ralph_core::files::read_bounded(&file, MAX_INPUT).ok()?
         else {
             return None;
         };

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ralph_core::observe::process::group::{Collected, GroupChild, Lifetime};
+use ralph_core::process::group::{Collected, GroupChild, Lifetime};
 use ralph_core::text::printable;
 
 use super::command::{ClientCommand, PromptDelivery};
@@ -317,7 +317,7 @@ pub(crate) struct RunningClient {
     /// This run's own [`RUN_TAG_ENV`] value, which every process the
     /// client starts inherits: how what it left is found.
     ///
-    /// [`RUN_TAG_ENV`]: ralph_core::observe::process::RUN_TAG_ENV
+    /// [`RUN_TAG_ENV`]: ralph_core::process::RUN_TAG_ENV
     tag: String,
     /// Set once the client wrote its result (its turn is done).
     result_seen: Arc<AtomicBool>,
@@ -377,7 +377,7 @@ impl RunningClient {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
-            .env(ralph_core::observe::process::RUN_TAG_ENV, &tag)
+            .env(ralph_core::process::RUN_TAG_ENV, &tag)
             .current_dir(root);
         // `ralph-ctl check`, as ralph's texts name it, runs this ralph-ctl.
         if let Some(path) = std::env::current_exe().ok().and_then(|me| {
@@ -512,14 +512,14 @@ impl RunningClient {
         loop {
             // Signal 0: only whether the process is still there.
             self.signalled
-                .retain(|pid| ralph_core::observe::process::send_signal(*pid, 0).is_ok());
+                .retain(|pid| ralph_core::process::send_signal(*pid, 0).is_ok());
             if self.signalled.is_empty() || Instant::now() >= deadline {
                 break;
             }
             thread::sleep(Duration::from_millis(50));
         }
         for pid in self.signalled.drain(..) {
-            let _ = ralph_core::observe::process::send_signal(pid, 9);
+            let _ = ralph_core::process::send_signal(pid, 9);
         }
         self.end_tagged(grace);
     }
@@ -528,7 +528,7 @@ impl RunningClient {
     /// (a background task, one that called `setsid`, a daemon whose parent
     /// is now init): SIGTERM, then SIGKILL for what is left after `grace`.
     fn end_tagged(&self, grace: Duration) {
-        use ralph_core::observe::process::{send_signal, tagged};
+        use ralph_core::process::{send_signal, tagged};
         let found = tagged(&self.tag);
         if found.is_empty() {
             return;
@@ -586,11 +586,11 @@ impl Client for RunningClient {
     fn signal(&mut self, signal: Signal) {
         // Its tool calls' processes too, or they outlive it (a hung command
         // keeps running after its client is gone).
-        let tree = ralph_core::observe::process::descendants(self.child.id());
+        let tree = ralph_core::process::descendants(self.child.id());
         // Not reaped yet (try_wait has not seen it exit), so the pid is still its own.
-        let _ = ralph_core::observe::process::send_signal(self.child.id(), signal.number());
+        let _ = ralph_core::process::send_signal(self.child.id(), signal.number());
         for pid in &tree {
-            let _ = ralph_core::observe::process::send_signal(*pid, signal.number());
+            let _ = ralph_core::process::send_signal(*pid, signal.number());
         }
         for pid in tree {
             if !self.signalled.contains(&pid) {
@@ -605,10 +605,10 @@ impl Client for RunningClient {
     }
 
     fn kill(&mut self) {
-        let tree = ralph_core::observe::process::descendants(self.child.id());
+        let tree = ralph_core::process::descendants(self.child.id());
         let _ = self.child.kill();
         for pid in tree {
-            let _ = ralph_core::observe::process::send_signal(pid, 9);
+            let _ = ralph_core::process::send_signal(pid, 9);
         }
     }
 }
@@ -869,7 +869,7 @@ mod tests {
             RunningClient::spawn(&command, Path::new("."), Output::Terminal, None).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         let tool = loop {
-            if let Some(pid) = ralph_core::observe::process::descendants(running.pid())
+            if let Some(pid) = ralph_core::process::descendants(running.pid())
                 .first()
                 .copied()
             {
@@ -886,13 +886,13 @@ mod tests {
             thread::sleep(Duration::from_millis(10));
         }
         assert!(
-            ralph_core::observe::process::send_signal(tool, 0).is_ok(),
+            ralph_core::process::send_signal(tool, 0).is_ok(),
             "the tool process is still there"
         );
         running.end_leftovers(Duration::from_millis(200));
         let gone = Instant::now() + Duration::from_secs(5);
         // Killed (then reaped by init): no longer there, or a zombie.
-        while ralph_core::observe::process::send_signal(tool, 0).is_ok()
+        while ralph_core::process::send_signal(tool, 0).is_ok()
             && !std::fs::read_to_string(format!("/proc/{tool}/stat"))
                 .is_ok_and(|s| s.contains(") Z "))
         {

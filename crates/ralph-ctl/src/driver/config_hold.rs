@@ -127,7 +127,7 @@ pub(crate) fn hold(git_dir: &Path) -> Result<ConfigHold, NotHeld> {
 pub(crate) fn for_project(paths: &ralph_core::paths::ProjectPaths) -> Option<ConfigHold> {
     // The common folder as ralph finds it (never where a `commondir` the
     // agent wrote would send git).
-    let git_dir = match ralph_core::observe::own_git::GitPlace::find(&paths.root) {
+    let git_dir = match ralph_core::own_git::GitPlace::find(&paths.root) {
         Ok(place) => place.common_dir,
         Err(e) => {
             super::say(&format!("warning: {e}"));
@@ -208,7 +208,7 @@ pub(crate) fn looked_at(paths: &ralph_core::paths::ProjectPaths) -> Option<Strin
 
 /// [`looked_at`] for `config.lock` alone.
 fn lock_looked_at(paths: &ralph_core::paths::ProjectPaths) -> Option<String> {
-    let git_dir = ralph_core::observe::own_git::GitPlace::find(&paths.root)
+    let git_dir = ralph_core::own_git::GitPlace::find(&paths.root)
         .ok()?
         .common_dir;
     let lock = git_dir.join("config.lock");

@@ -559,12 +559,10 @@ fn read_client_config(path: &Path) -> ConfigRead {
 
 /// A JSON object file, when it is one.
 fn read_json(path: &Path) -> Option<Value> {
-    match ralph_core::observe::files::read_bounded(path, MAX_CONFIG_BYTES).ok()? {
-        ralph_core::observe::files::Bounded::Bytes(bytes) => {
-            serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .filter(Value::is_object)
-        }
+    match ralph_core::files::read_bounded(path, MAX_CONFIG_BYTES).ok()? {
+        ralph_core::files::Bounded::Bytes(bytes) => serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .filter(Value::is_object),
         _ => None,
     }
 }

@@ -2,14 +2,14 @@
 //! a queue item's before it lands, a queue run's end): a file that sends
 //! git elsewhere and differs from the loop's start is put back (removed
 //! when it was not there), and a lock file no process holds is removed
-//! (`ralph_core::observe::own_git`). ralph's own git never went through
+//! (`ralph_core::own_git`). ralph's own git never went through
 //! either; the person's next `git status` would have: it would have run
 //! the programs the other folder's configuration names, or failed on the
 //! lock. Each file is named on stderr and in the loop's audit log (a `git`
 //! line).
 
 use ralph_core::events::Event;
-use ralph_core::observe::own_git::{self, GitPlace, PlaceError, record::GitRecord};
+use ralph_core::own_git::{self, GitPlace, PlaceError, record::GitRecord};
 use ralph_core::paths::ProjectPaths;
 use ralph_core::transaction::{self, Whose};
 

@@ -86,8 +86,7 @@ impl Signals {
         let mut flags = Vec::new();
         for signal in Signal::ALL {
             if signal == Signal::Hangup
-                && (cfg!(not(unix))
-                    || ralph_core::observe::process::signal_ignored(signal.number()))
+                && (cfg!(not(unix)) || ralph_core::process::signal_ignored(signal.number()))
             {
                 continue;
             }

@@ -428,7 +428,7 @@ impl ClientSettings {
         );
         // The caches of the project's toolchains made now, once: a check
         // never makes one the agent's sandbox was not given.
-        ralph_core::observe::process::walls::caches::make_missing(
+        ralph_core::walls::caches::make_missing(
             &paths.root,
             &ralph_core::persist::mac::key_dir()
                 .into_iter()
@@ -437,7 +437,7 @@ impl ClientSettings {
         let checks = ralph_core::engine::check_walls(
             &paths.root,
             &paths.root,
-            ralph_core::observe::process::walls::WallsWanted::Auto,
+            ralph_core::walls::WallsWanted::Auto,
         );
         extra_settings = sandbox::with_check_rights(extra_settings, &sandbox_plan, checks.caches());
         // An interactive client gives the plan's usage windows only to its

@@ -254,7 +254,7 @@ pub(crate) fn protected_paths(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
 pub(crate) fn git_paths(root: &Path) -> Vec<PathBuf> {
     // Where the repository's own folder is, never where a `commondir` the
     // agent wrote would send git.
-    ralph_core::observe::own_git::GitPlace::locate(root)
+    ralph_core::own_git::GitPlace::locate(root)
         .ok()
         .and_then(|place| std::fs::canonicalize(place.common_dir).ok())
         .map(|common| {
@@ -522,10 +522,8 @@ pub(crate) fn merge_own_settings(
         let text = if v.trim_start().starts_with('{') {
             v.to_string()
         } else {
-            match ralph_core::observe::files::read_bounded(&base.join(v), 1024 * 1024).ok()? {
-                ralph_core::observe::files::Bounded::Bytes(bytes) => {
-                    String::from_utf8(bytes).ok()?
-                }
+            match ralph_core::files::read_bounded(&base.join(v), 1024 * 1024).ok()? {
+                ralph_core::files::Bounded::Bytes(bytes) => String::from_utf8(bytes).ok()?,
                 _ => return None,
             }
         };
@@ -1327,7 +1325,7 @@ mod tests {
         let tmp = crate::testdir::new("git-paths");
         let main = std::fs::canonicalize(tmp.path()).unwrap();
         let git = |dir: &Path, args: &[&str]| {
-            let out = ralph_core::observe::own_git::runner::persons_git(dir)
+            let out = ralph_core::own_git::runner::persons_git(dir)
                 .args(args)
                 .env("GIT_CONFIG_GLOBAL", "/dev/null")
                 .output()

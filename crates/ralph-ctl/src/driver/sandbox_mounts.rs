@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ralph_core::observe::own_git::GitPlace;
+use ralph_core::own_git::GitPlace;
 use ralph_core::paths::ProjectPaths;
 
 /// What 2.1.330's sandbox mounts (`/dev/null`, a character device) in

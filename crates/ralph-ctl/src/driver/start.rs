@@ -31,7 +31,7 @@ pub(crate) struct Started {
     /// Its iteration cap.
     pub(crate) max_iterations: u32,
     /// Whether its checks are walled (its `sandbox` setting).
-    pub(crate) walls: ralph_core::observe::process::walls::WallsWanted,
+    pub(crate) walls: ralph_core::walls::WallsWanted,
 }
 
 /// What `ralph-ctl run` starts a loop with: how it runs it (for `run
@@ -150,7 +150,7 @@ pub(crate) fn open_loop(
     ralph_core::persist::mac::ensure_made().map_err(StoreError::from)?;
     // The caches of the project's toolchains, made before any check runs
     // (a check never makes one: see walls::caches).
-    ralph_core::observe::process::walls::caches::make_missing(
+    ralph_core::walls::caches::make_missing(
         &paths.project().root,
         &ralph_core::persist::mac::key_dir()
             .into_iter()
@@ -368,8 +368,8 @@ fn refuse_replacing(
 /// leads git elsewhere is refused, naming the file and the fix.
 fn git_record(
     paths: &ProjectPaths,
-) -> Result<Option<ralph_core::observe::own_git::record::GitRecord>, CtlError> {
-    use ralph_core::observe::own_git::{GitPlace, PlaceError, record};
+) -> Result<Option<ralph_core::own_git::record::GitRecord>, CtlError> {
+    use ralph_core::own_git::{GitPlace, PlaceError, record};
     match GitPlace::find(&paths.root) {
         Ok(place) => Ok(Some(record::record(&place))),
         Err(PlaceError::NoRepository(_)) => Ok(None),

@@ -11,11 +11,11 @@
 use ralph_core::events::{Draft, Event};
 use ralph_core::judge::config::Config;
 use ralph_core::judge::state::{FormulaRun, LoopState, Status};
-use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::prompt_text;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::transaction::{self, Found, Whose};
 use ralph_core::units::Usd;
+use ralph_core::walls::WallsWanted;
 
 use crate::error::CtlError;
 use crate::formula::{Formula, Step};
@@ -299,7 +299,7 @@ pub(crate) fn run_autofix(
     command: &str,
     project: &std::path::Path,
     root: &std::path::Path,
-    walls: ralph_core::observe::process::walls::WallsWanted,
+    walls: ralph_core::walls::WallsWanted,
 ) {
     let fix = ralph_core::observe::verify::VerifyCommand {
         name: "autofix".into(),

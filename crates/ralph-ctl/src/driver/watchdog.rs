@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ralph_core::observe::liveness;
-use ralph_core::observe::process::group::{GroupChild, Lifetime};
+use ralph_core::process::group::{GroupChild, Lifetime};
 use ralph_core::units::ProcessId;
 
 /// How long the client has, once its driver is gone, to end on SIGTERM
@@ -88,25 +88,25 @@ fn end_orphan(client: ProcessId, grace: Duration) -> bool {
     if !liveness::is_alive(&client) {
         return false;
     }
-    let mut tree = ralph_core::observe::process::descendants(client.pid);
-    let _ = ralph_core::observe::process::send_signal(client.pid, 15);
+    let mut tree = ralph_core::process::descendants(client.pid);
+    let _ = ralph_core::process::send_signal(client.pid, 15);
     for pid in &tree {
-        let _ = ralph_core::observe::process::send_signal(*pid, 15);
+        let _ = ralph_core::process::send_signal(*pid, 15);
     }
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline && liveness::is_alive(&client) {
         thread::sleep(Duration::from_millis(50));
     }
     if liveness::is_alive(&client) {
-        for pid in ralph_core::observe::process::descendants(client.pid) {
+        for pid in ralph_core::process::descendants(client.pid) {
             if !tree.contains(&pid) {
                 tree.push(pid);
             }
         }
-        let _ = ralph_core::observe::process::send_signal(client.pid, 9);
+        let _ = ralph_core::process::send_signal(client.pid, 9);
     }
     for pid in tree {
-        let _ = ralph_core::observe::process::send_signal(pid, 9);
+        let _ = ralph_core::process::send_signal(pid, 9);
     }
     true
 }

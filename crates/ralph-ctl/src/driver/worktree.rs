@@ -9,13 +9,13 @@
 
 use std::path::{Path, PathBuf};
 
-use ralph_core::observe::own_git::{GitCall, GitError};
+use ralph_core::own_git::{GitCall, GitError};
 
 use crate::error::CtlError;
 
 /// Folder (relative to the project root) holding the iterations' worktrees
 /// (where ralph's git finds a worktree's record by its name).
-pub(crate) const WORKTREES_DIR: &str = ralph_core::observe::own_git::WORKTREES_DIR;
+pub(crate) const WORKTREES_DIR: &str = ralph_core::own_git::WORKTREES_DIR;
 
 /// How a loop's iterations get their worktrees.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub(crate) enum Finished {
 
 /// Runs git in `dir`; its stdout, or an error naming the command and what
 /// git said. Always through ralph's one git runner with the hook's safe
-/// configuration (`progress::safe_git`, `own_git::GitCall`): in the folders
+/// configuration (`own_git::safe_git`, `own_git::GitCall`): in the folders
 /// ralph found itself (never through a `.git` file or `commondir` the agent
 /// could have rewritten), with no program the repository names (an
 /// fsmonitor, a post-checkout hook, a filter, a signing program), and
@@ -72,7 +72,7 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
 /// The git call [`git`] makes in `dir`, for a caller that adds to it
 /// (input on stdin, a remote reached); refused as [`git`] refuses.
 pub(crate) fn git_call(dir: &Path) -> Result<GitCall, CtlError> {
-    ralph_core::observe::progress::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
+    ralph_core::own_git::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
         .map_err(|why| CtlError::Client(why.to_string()))
 }
 
@@ -84,8 +84,8 @@ pub(crate) fn plan(
     base_ref: Option<&str>,
     keep_all: bool,
 ) -> Result<WorktreePlan, CtlError> {
-    match ralph_core::observe::own_git::GitPlace::find(root) {
-        Ok(_) | Err(ralph_core::observe::own_git::PlaceError::NoRepository(_)) => {}
+    match ralph_core::own_git::GitPlace::find(root) {
+        Ok(_) | Err(ralph_core::own_git::PlaceError::NoRepository(_)) => {}
         Err(e) => return Err(CtlError::BadArgument(format!("--worktree: {e}"))),
     }
     let inside = git(root, &["rev-parse", "--is-inside-work-tree"]).unwrap_or_default();
@@ -185,7 +185,7 @@ impl WorktreePlan {
     /// ralph finds a worktree's record by its name. `git worktree prune`
     /// drops such records (what `git gc` does in time).
     fn clear_stale_record(&self, name: &str) -> Result<(), CtlError> {
-        let Ok(place) = ralph_core::observe::own_git::GitPlace::find(&self.root) else {
+        let Ok(place) = ralph_core::own_git::GitPlace::find(&self.root) else {
             return Ok(());
         };
         if place.worktree_record(name).exists() {
@@ -198,7 +198,7 @@ impl WorktreePlan {
     /// it: `.git/worktrees/<name>`, as its `.git` file says now (ralph's
     /// git made it a moment ago; the agent has not run there yet).
     fn check_record(worktree: &Worktree, name: &str) -> Result<(), CtlError> {
-        let place = ralph_core::observe::own_git::GitPlace::find(&worktree.path)
+        let place = ralph_core::own_git::GitPlace::find(&worktree.path)
             .map_err(|e| CtlError::Client(e.to_string()))?;
         let written = std::fs::read_to_string(worktree.path.join(".git")).unwrap_or_default();
         let named = written

@@ -3,7 +3,7 @@
 //! of the checks, then its test baseline measured there and what its
 //! checks resolve to, so that its claims are judged by what the check does
 //! where it runs. The main checkout is out of a worktree check's sight
-//! (`ralph_core::observe::process::walls`): what a worktree needs that the
+//! (`ralph_core::walls`): what a worktree needs that the
 //! main checkout keeps out of git, its setup gives it.
 //!
 //! A check that fails in the new worktree, before any change, where it
@@ -18,10 +18,10 @@ use ralph_core::events::WorktreeBaseline;
 use ralph_core::judge::config::Config;
 use ralph_core::judge::state::LoopState;
 use ralph_core::observe::main_checkout;
-use ralph_core::observe::process::walls::Walls;
 use ralph_core::observe::resolved;
 use ralph_core::observe::verify::{self, BaselineFailure, VerifyCommand, VerifyResult};
 use ralph_core::paths::ProjectPaths;
+use ralph_core::walls::Walls;
 
 use super::carriers::NewWorktree;
 use super::say;

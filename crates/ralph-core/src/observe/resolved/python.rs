@@ -44,9 +44,9 @@ use serde::{Deserialize, Serialize};
 
 use super::stdlib_names::STDLIB_NAMES;
 use super::{Roots, clean, content_hash, inside, is_module_suffix, is_python, shown, which};
-use crate::observe::files::{Bounded, read_bounded};
-use crate::observe::process::group::{Collected, GroupChild, Lifetime};
-use crate::observe::process::walls::Walls;
+use crate::files::{Bounded, read_bounded};
+use crate::process::group::{Collected, GroupChild, Lifetime};
+use crate::walls::Walls;
 
 /// How long the interpreter has to answer at the loop's start.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -401,7 +401,7 @@ fn shebang(program: &Path) -> Option<Vec<String>> {
         return None;
     }
     let mut head = Vec::new();
-    crate::observe::files::open_without_waiting(program)
+    crate::files::open_without_waiting(program)
         .ok()?
         .take(512)
         .read_to_end(&mut head)

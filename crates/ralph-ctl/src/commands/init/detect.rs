@@ -12,7 +12,7 @@
 use std::fs;
 use std::path::Path;
 
-use ralph_core::observe::files::{self, Bounded};
+use ralph_core::files::{self, Bounded};
 
 /// A test command found in the project.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use ralph_core::observe::files::{self, Bounded};
+use ralph_core::files::{self, Bounded};
 use ralph_core::observe::main_checkout;
 
 /// A `worktreeSetup` found for the project.

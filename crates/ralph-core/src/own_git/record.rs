@@ -109,7 +109,7 @@ impl Changed {
 /// What a file holds: its hash and, when short text, the text; `None` when
 /// absent or empty.
 fn read(path: &Path) -> Option<RecordedFile> {
-    use crate::observe::files::{Bounded, read_bounded};
+    use crate::files::{Bounded, read_bounded};
     let bytes = match read_bounded(path, HASHED_BYTES) {
         // Empty says nothing (2.1.330's sandbox leaves empty files as the
         // mount points of paths it keeps read-only): as good as absent.

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{FIXED_CONFIG, GitPlace, PlaceError, REMOVED_VARS};
-use crate::observe::process::group::{Ended, GroupChild, Lifetime, Waiting};
+use crate::process::group::{Ended, GroupChild, Lifetime, Waiting};
 
 /// The program every git call runs, ralph's and the tests' alike: git as
 /// the `PATH` finds it. The only place either crate starts git.

@@ -106,6 +106,60 @@ struct Calls {
     sends_fourth: &'static [u32],
 }
 
+/// A native call's number on `$arch`: libc's (`libc::SYS_*`) where this
+/// file is built for `$arch`, so the program that runs takes its numbers
+/// from libc; written out elsewhere, where only the tests build that
+/// architecture's program (libc has no other architecture's numbers; on
+/// x32, a 64-bit x86 with 32-bit pointers, libc's carry x32's high bit,
+/// which the filter takes off first).
+macro_rules! native_call {
+    ($($name:ident = $arch:literal $sys:ident $number:literal;)*) => {$(
+        #[cfg(all(target_os = "linux", target_arch = $arch, target_pointer_width = "64"))]
+        const $name: u32 = number(libc::$sys);
+        #[cfg(not(all(target_os = "linux", target_arch = $arch, target_pointer_width = "64")))]
+        const $name: u32 = $number;
+    )*};
+}
+
+native_call! {
+    X86_64_SOCKET = "x86_64" SYS_socket 41;
+    X86_64_SOCKETPAIR = "x86_64" SYS_socketpair 53;
+    X86_64_IO_URING_SETUP = "x86_64" SYS_io_uring_setup 425;
+    X86_64_IO_URING_ENTER = "x86_64" SYS_io_uring_enter 426;
+    X86_64_IO_URING_REGISTER = "x86_64" SYS_io_uring_register 427;
+    X86_64_SENDMSG = "x86_64" SYS_sendmsg 46;
+    X86_64_SENDTO = "x86_64" SYS_sendto 44;
+    X86_64_SENDMMSG = "x86_64" SYS_sendmmsg 307;
+    AARCH64_SOCKET = "aarch64" SYS_socket 198;
+    AARCH64_SOCKETPAIR = "aarch64" SYS_socketpair 199;
+    AARCH64_IO_URING_SETUP = "aarch64" SYS_io_uring_setup 425;
+    AARCH64_IO_URING_ENTER = "aarch64" SYS_io_uring_enter 426;
+    AARCH64_IO_URING_REGISTER = "aarch64" SYS_io_uring_register 427;
+    AARCH64_SENDMSG = "aarch64" SYS_sendmsg 211;
+    AARCH64_SENDTO = "aarch64" SYS_sendto 206;
+    AARCH64_SENDMMSG = "aarch64" SYS_sendmmsg 269;
+}
+
+/// A libc call number as the filter compares it (every Linux call number
+/// is small and positive).
+#[cfg(all(
+    target_os = "linux",
+    target_pointer_width = "64",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+const fn number(sys: libc::c_long) -> u32 {
+    sys as u32
+}
+
+/// x32's own `sendmsg` and `sendmmsg` (`__X32_SYSCALL_BIT` taken off), and
+/// the 32-bit architectures' calls: libc has only the numbers of the
+/// architecture it is built for, so these are written out (from the
+/// kernel's syscall tables: `arch/x86/entry/syscalls/syscall_64.tbl`,
+/// `syscall_32.tbl`, `arch/arm/tools/syscall.tbl`).
+const X32_SENDMSG: u32 = 518;
+const X32_SENDMMSG: u32 = 538;
+
 // Each architecture's numbers are built into every program's test.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const X86_64: Numbers = Numbers {
@@ -113,12 +167,15 @@ const X86_64: Numbers = Numbers {
     native: 0xc000_003e,
     native_mask: !0x4000_0000,
     native_calls: Calls {
-        socket: 41,
-        socketpair: 53,
-        io_uring: [425, 426, 427],
-        // x32's own sendmsg and sendmmsg are 518 and 538.
-        sends_third: &[46, 518],
-        sends_fourth: &[44, 307, 538],
+        socket: X86_64_SOCKET,
+        socketpair: X86_64_SOCKETPAIR,
+        io_uring: [
+            X86_64_IO_URING_SETUP,
+            X86_64_IO_URING_ENTER,
+            X86_64_IO_URING_REGISTER,
+        ],
+        sends_third: &[X86_64_SENDMSG, X32_SENDMSG],
+        sends_fourth: &[X86_64_SENDTO, X86_64_SENDMMSG, X32_SENDMMSG],
     },
     // AUDIT_ARCH_I386.
     compat: 0x4000_0003,
@@ -138,11 +195,15 @@ const AARCH64: Numbers = Numbers {
     native: 0xc000_00b7,
     native_mask: !0,
     native_calls: Calls {
-        socket: 198,
-        socketpair: 199,
-        io_uring: [425, 426, 427],
-        sends_third: &[211],
-        sends_fourth: &[206, 269],
+        socket: AARCH64_SOCKET,
+        socketpair: AARCH64_SOCKETPAIR,
+        io_uring: [
+            AARCH64_IO_URING_SETUP,
+            AARCH64_IO_URING_ENTER,
+            AARCH64_IO_URING_REGISTER,
+        ],
+        sends_third: &[AARCH64_SENDMSG],
+        sends_fourth: &[AARCH64_SENDTO, AARCH64_SENDMMSG],
     },
     // AUDIT_ARCH_ARM (EABI, which has no socketcall).
     compat: 0x4000_0028,

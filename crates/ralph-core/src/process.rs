@@ -6,7 +6,6 @@
 //! passing a signal on to the Claude Code client (`ralph-ctl run`).
 
 pub mod group;
-pub mod walls;
 
 /// Sends SIGKILL to `pid`, or with `group` to the process group it leads.
 /// Pids that do not fit a positive `pid_t` above 1 are ignored. No-op off Unix.

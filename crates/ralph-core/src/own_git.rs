@@ -16,10 +16,12 @@
 //! changed among those files meanwhile is [`record`]'s business, and the
 //! lock files it left [`locks`]'.
 
+pub mod drivers;
 pub mod locks;
 pub mod record;
 pub mod runner;
 
+pub use drivers::safe_git;
 pub use runner::{GitCall, GitError, GitOutput, SshCommand};
 
 use std::path::{Path, PathBuf};
@@ -44,7 +46,7 @@ pub const WORKTREES_DIR: &str = ".claude/worktrees";
 /// - no recursion into submodules (each has its own configuration).
 ///
 /// Filter and merge drivers are named by the repository, so they are
-/// turned off by name (`progress::safe_git`).
+/// turned off by name ([`safe_git`]).
 pub const FIXED_CONFIG: &[&str] = &[
     "core.fsmonitor=false",
     "core.hooksPath=/dev/null",
@@ -284,8 +286,8 @@ const POINTER_BYTES: u64 = 4096;
 /// The text of a small pointer file (`.git`, `commondir`), trimmed; `None`
 /// when absent, unreadable or too large.
 pub(crate) fn pointer(path: &Path) -> Option<String> {
-    match crate::observe::files::read_bounded(path, POINTER_BYTES).ok()? {
-        crate::observe::files::Bounded::Bytes(bytes) => {
+    match crate::files::read_bounded(path, POINTER_BYTES).ok()? {
+        crate::files::Bounded::Bytes(bytes) => {
             Some(String::from_utf8_lossy(&bytes).trim().to_string())
         }
         _ => None,

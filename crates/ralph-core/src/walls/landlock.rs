@@ -99,7 +99,7 @@ pub(super) fn kernel_abi() -> i64 {
 pub(super) fn network_wall() -> &'static NetworkWall {
     static WALL: OnceLock<NetworkWall> = OnceLock::new();
     WALL.get_or_init(|| {
-        let mut probe = super::super::group::shell(":");
+        let mut probe = crate::process::group::shell(":");
         probe
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -218,7 +218,7 @@ pub(super) fn enforcement() -> Result<(), String> {
     let ruleset = base(false)?
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_WANTED)))
         .map_err(|e| format!("Landlock refused a rule: {e}"))?;
-    let mut probe = super::super::group::shell(":");
+    let mut probe = crate::process::group::shell(":");
     probe
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())

@@ -1,5 +1,5 @@
 use super::*;
-use crate::observe::process::group::Waiting;
+use crate::process::group::Waiting;
 use std::fs;
 use std::path::PathBuf;
 

@@ -4,6 +4,7 @@ use std::io;
 use std::path::PathBuf;
 
 use ralph_core::exit_codes;
+use ralph_core::file_error::FileError;
 use ralph_core::judge::config::ConfigError;
 use ralph_core::observe::prompt_text::PromptError;
 use ralph_core::observe::registration::SettingsError;
@@ -23,15 +24,8 @@ pub(crate) enum CtlError {
     #[error("{0}")]
     Prompt(#[from] PromptError),
     /// A file operation failed.
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        /// What was being done.
-        action: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     /// A command-line value is invalid.
     #[error("{0}")]
     BadArgument(String),
@@ -103,11 +97,7 @@ impl CtlError {
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(io::Error) -> CtlError {
         let path = path.into();
-        move |source| CtlError::Io {
-            action,
-            path,
-            source,
-        }
+        move |source| CtlError::Io(FileError::new(action, path, source))
     }
 }
 

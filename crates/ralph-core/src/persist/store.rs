@@ -25,6 +25,7 @@
 //! [`StoreError::Stale`], an earlier copy put back, never believed either.
 //! A loop kept in the history is older by design and carries no number.
 
+use crate::file_error::FileError;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -55,15 +56,8 @@ pub type Archived = (PathBuf, Result<LoopState, StoreError>);
 #[derive(Debug, Error)]
 pub enum StoreError {
     /// A file operation failed.
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        /// What was being done ("read", "write", "lock", ...).
-        action: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     /// The state file exists but is not a valid state.
     #[error(
         "state file {path} is corrupt ({message}); see it with `ralph-ctl status`, clear it with `ralph-ctl reset`"
@@ -146,11 +140,11 @@ fn stale_message(path: &Path, found: Option<u64>, kept: u64) -> String {
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
-    move |source| StoreError::Io {
+    move |source| StoreError::Io(FileError {
         action,
         path: path.to_path_buf(),
         source,
-    }
+    })
 }
 
 /// Makes a write past the file size limit (`ulimit -f`, `RLIMIT_FSIZE`) fail
@@ -243,11 +237,11 @@ impl StateStore {
         match fs::symlink_metadata(&self.state_path) {
             Ok(_) => Ok(true),
             Err(e) if absent(&e) => Ok(false),
-            Err(source) => Err(StoreError::Io {
+            Err(source) => Err(StoreError::Io(FileError {
                 action: "look at",
                 path: self.state_path.clone(),
                 source,
-            }),
+            })),
         }
     }
 
@@ -365,11 +359,11 @@ impl StateStore {
                 });
             }
             Err(source) => {
-                return Err(StoreError::Io {
+                return Err(StoreError::Io(FileError {
                     action: "lock",
                     path: dir.to_path_buf(),
                     source,
-                });
+                }));
             }
         }
         let lock = StateLock {
@@ -578,11 +572,11 @@ impl StateLock<'_> {
         let key = mac::current(true)?;
         let number = self.next_number()?;
         let json = signed_json(state, Purpose::State, path, &key, Some(number))?;
-        atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io {
+        atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io(FileError {
             action: "write",
             path: path.clone(),
             source,
-        })?;
+        }))?;
         let mut numbering = self.numbering.borrow_mut();
         numbering.given_before_write = numbering.given.state;
         drop(numbering);
@@ -605,11 +599,11 @@ impl StateLock<'_> {
             &key,
             (seen > 0).then_some(seen),
         )?;
-        atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io {
+        atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io(FileError {
             action: "write",
             path: path.clone(),
             source,
-        })?;
+        }))?;
         let mut numbering = self.numbering.borrow_mut();
         numbering.given.state = numbering.given_before_write;
         Ok(())
@@ -678,11 +672,11 @@ impl StateLock<'_> {
             atomic::write_file(&path, &json, 0o600).map_err(io_err("write", &path))?;
             return Ok(path);
         }
-        Err(StoreError::Io {
+        Err(StoreError::Io(FileError {
             action: "find a free name in",
             path: dir,
             source: io::Error::other("1000 archives of the same loop"),
-        })
+        }))
     }
 
     /// Moves whatever stands at the state path aside to `ralph-state.json.corrupt-<time>`
@@ -756,11 +750,11 @@ pub fn signed_json(
     key: &Key,
     sequence: Option<u64>,
 ) -> Result<Vec<u8>, StoreError> {
-    let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io {
+    let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io(FileError {
         action: "serialize",
         path: path.to_path_buf(),
         source: io::Error::other(e),
-    })?;
+    }))?;
     json.push(b'\n');
     let json = sign_json(&json, purpose, path, key, sequence)?;
     // Never write what the reader refuses: every later stop would see a
@@ -814,11 +808,11 @@ pub fn sign_json(
     sequence: Option<u64>,
 ) -> Result<Vec<u8>, StoreError> {
     let Some(fields) = json.strip_prefix(b"{\n".as_slice()) else {
-        return Err(StoreError::Io {
+        return Err(StoreError::Io(FileError {
             action: "sign",
             path: path.to_path_buf(),
             source: io::Error::other("not the pretty JSON of an object with fields"),
-        });
+        }));
     };
     let mut numbered = Vec::with_capacity(json.len() + 40);
     numbered.extend_from_slice(b"{\n");
@@ -939,11 +933,11 @@ fn read_state_bytes(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
-            return Err(StoreError::Io {
+            return Err(StoreError::Io(FileError {
                 action: "inspect",
                 path: path.to_path_buf(),
                 source,
-            });
+            }));
         }
     };
     let corrupt = |message: String| StoreError::Corrupt {

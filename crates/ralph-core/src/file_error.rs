@@ -30,7 +30,10 @@ impl FileError {
 
     /// What turns an [`io::Error`] of `action` on `path` into a
     /// [`FileError`] (for `map_err`).
-    pub fn of(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> FileError {
+    pub fn of(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(io::Error) -> FileError {
         let path = path.into();
         move |source| FileError {
             action,

@@ -135,11 +135,13 @@ pub fn read(keys: &Path, folder: &Path) -> Result<Option<Kept>, SequenceError> {
     let mut bytes = Vec::new();
     file.take(MAX_KEPT_BYTES)
         .read_to_end(&mut bytes)
-        .map_err(|source| SequenceError::Io(FileError {
-            action: "read",
-            path: path.clone(),
-            source,
-        }))?;
+        .map_err(|source| {
+            SequenceError::Io(FileError {
+                action: "read",
+                path: path.clone(),
+                source,
+            })
+        })?;
     if bytes.is_empty() {
         // A new file whose content a power loss took: nothing kept.
         return Ok(None);
@@ -184,11 +186,13 @@ pub fn write(keys: &Path, folder: &Path, kept: Kept) -> Result<(), SequenceError
     let dir = keys.join(SEQUENCE_DIR);
     let io = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();
-        move |source| SequenceError::Io(FileError {
-            action,
-            path,
-            source,
-        })
+        move |source| {
+            SequenceError::Io(FileError {
+                action,
+                path,
+                source,
+            })
+        }
     };
     let mut builder = fs::DirBuilder::new();
     #[cfg(unix)]

@@ -140,11 +140,13 @@ fn stale_message(path: &Path, found: Option<u64>, kept: u64) -> String {
 }
 
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
-    move |source| StoreError::Io(FileError {
-        action,
-        path: path.to_path_buf(),
-        source,
-    })
+    move |source| {
+        StoreError::Io(FileError {
+            action,
+            path: path.to_path_buf(),
+            source,
+        })
+    }
 }
 
 /// Makes a write past the file size limit (`ulimit -f`, `RLIMIT_FSIZE`) fail
@@ -572,11 +574,13 @@ impl StateLock<'_> {
         let key = mac::current(true)?;
         let number = self.next_number()?;
         let json = signed_json(state, Purpose::State, path, &key, Some(number))?;
-        atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io(FileError {
-            action: "write",
-            path: path.clone(),
-            source,
-        }))?;
+        atomic::write_file(path, &json, 0o600).map_err(|source| {
+            StoreError::Io(FileError {
+                action: "write",
+                path: path.clone(),
+                source,
+            })
+        })?;
         let mut numbering = self.numbering.borrow_mut();
         numbering.given_before_write = numbering.given.state;
         drop(numbering);
@@ -599,11 +603,13 @@ impl StateLock<'_> {
             &key,
             (seen > 0).then_some(seen),
         )?;
-        atomic::write_file(path, &json, 0o600).map_err(|source| StoreError::Io(FileError {
-            action: "write",
-            path: path.clone(),
-            source,
-        }))?;
+        atomic::write_file(path, &json, 0o600).map_err(|source| {
+            StoreError::Io(FileError {
+                action: "write",
+                path: path.clone(),
+                source,
+            })
+        })?;
         let mut numbering = self.numbering.borrow_mut();
         numbering.given.state = numbering.given_before_write;
         Ok(())
@@ -750,11 +756,13 @@ pub fn signed_json(
     key: &Key,
     sequence: Option<u64>,
 ) -> Result<Vec<u8>, StoreError> {
-    let mut json = serde_json::to_vec_pretty(state).map_err(|e| StoreError::Io(FileError {
-        action: "serialize",
-        path: path.to_path_buf(),
-        source: io::Error::other(e),
-    }))?;
+    let mut json = serde_json::to_vec_pretty(state).map_err(|e| {
+        StoreError::Io(FileError {
+            action: "serialize",
+            path: path.to_path_buf(),
+            source: io::Error::other(e),
+        })
+    })?;
     json.push(b'\n');
     let json = sign_json(&json, purpose, path, key, sequence)?;
     // Never write what the reader refuses: every later stop would see a

@@ -594,7 +594,7 @@ fn remove(landing: &Landing<'_>) -> Result<(), CtlError> {
     let _held = landing
         .claims
         .worktree_lock(Duration::from_secs(120))
-        .map_err(|e| CtlError::Client(e.to_string()))?;
+        .map_err(CtlError::from)?;
     git(landing.root, &["worktree", "remove", "--force", &path])?;
     let reference = format!("refs/heads/{}", landing.worktree.branch);
     git(landing.root, &["update-ref", "-d", &reference])?;

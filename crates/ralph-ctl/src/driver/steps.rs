@@ -45,7 +45,8 @@ pub(crate) fn begin(
 ) -> Result<(), CtlError> {
     let mut run = formula.new_run();
     if let Some(step) = from {
-        run.restart_at(step).map_err(CtlError::BadArgument)?;
+        run.restart_at(step)
+            .map_err(|e| CtlError::BadArgument(e.to_string()))?;
     }
     // What the gates resolve to, as the verify commands' at the start: a
     // claim must run the same.

@@ -300,7 +300,7 @@ pub(crate) enum NotEntered {
     Failed(CtlError),
     /// It was made, but cannot be worked: its `worktreeSetup` failed, or
     /// its check fails there before any change (see `worktree_env`).
-    Unfit(String),
+    Unfit(super::worktree_env::Unfit),
 }
 
 impl From<CtlError> for NotEntered {

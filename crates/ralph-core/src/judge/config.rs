@@ -933,10 +933,18 @@ fn number_settings() -> impl Iterator<Item = NumberSetting> {
         }))
 }
 
+/// A variable whose value is not UTF-8, with a lossy copy of it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{lossy:?} is not valid UTF-8")]
+pub struct NotUtf8 {
+    /// The value, its invalid bytes replaced.
+    pub lossy: String,
+}
+
 /// A source of environment variables, so tests need not touch the process environment.
 pub trait EnvSource {
-    /// The variable's value; `Err` carries a lossy copy when it is not UTF-8.
-    fn get(&self, name: &str) -> Option<Result<String, String>>;
+    /// The variable's value; `Err` when it is not UTF-8.
+    fn get(&self, name: &str) -> Option<Result<String, NotUtf8>>;
 
     /// The per-user config folder (`~/.config` on Linux), where the user's
     /// defaults file lives; `None` when there is none (and in tests).
@@ -953,10 +961,11 @@ pub const USER_CONFIG_FILE: &str = "ralph/config.json";
 pub struct ProcessEnv;
 
 impl EnvSource for ProcessEnv {
-    fn get(&self, name: &str) -> Option<Result<String, String>> {
+    fn get(&self, name: &str) -> Option<Result<String, NotUtf8>> {
         std::env::var_os(name).map(|v| {
-            v.into_string()
-                .map_err(|v| v.to_string_lossy().into_owned())
+            v.into_string().map_err(|v| NotUtf8 {
+                lossy: v.to_string_lossy().into_owned(),
+            })
         })
     }
 
@@ -966,7 +975,7 @@ impl EnvSource for ProcessEnv {
 }
 
 impl<const N: usize> EnvSource for [(&str, &str); N] {
-    fn get(&self, name: &str) -> Option<Result<String, String>> {
+    fn get(&self, name: &str) -> Option<Result<String, NotUtf8>> {
         self.iter()
             .find(|(k, _)| *k == name)
             .map(|(_, v)| Ok((*v).to_string()))
@@ -1122,7 +1131,7 @@ mod tests {
     struct WithUserDir(PathBuf, Vec<(&'static str, &'static str)>);
 
     impl EnvSource for WithUserDir {
-        fn get(&self, name: &str) -> Option<Result<String, String>> {
+        fn get(&self, name: &str) -> Option<Result<String, NotUtf8>> {
             self.1
                 .iter()
                 .find(|(k, _)| *k == name)

@@ -673,11 +673,7 @@ pub(crate) fn dry_run(
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    let delivery = match &command.delivery {
-        PromptDelivery::Argument => "as the last argument before the session id",
-        PromptDelivery::Stdin => "on the client's stdin",
-        PromptDelivery::File(_) => "in the file the argument points at",
-    };
+    let delivery = delivered(&command.delivery);
     let mode = dry_run_mode(fresh, worktrees, queue.as_ref().map(|(q, _)| q), formula);
     let template = if formula.is_none()
         && queue.is_none()
@@ -708,6 +704,15 @@ pub(crate) fn dry_run(
     );
     let written = writeln!(out, "{}", ralph_core::text::printable(&shown));
     crate::error::written(written.and_then(|()| out.flush()), exit_codes::OK)
+}
+
+/// How a dry run says the client is given the first iteration's text.
+fn delivered(delivery: &PromptDelivery) -> &'static str {
+    match delivery {
+        PromptDelivery::Argument => "as the last argument before the session id",
+        PromptDelivery::Stdin => "on the client's stdin",
+        PromptDelivery::File(_) => "in the file the argument points at",
+    }
 }
 
 /// How a dry run says the loop would run: its context, the queue's mode

@@ -37,6 +37,7 @@ pub mod walls;
 pub mod engine;
 pub mod events;
 pub mod exit_codes;
+pub mod file_error;
 pub mod fnv;
 pub mod notify;
 pub mod paths;

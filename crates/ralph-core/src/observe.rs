@@ -19,14 +19,3 @@ pub mod test_counts;
 pub mod transcript;
 pub mod usage;
 pub mod verify;
-
-/// The rooms that left `observe` ([`crate::process`], [`crate::walls`],
-/// [`crate::own_git`], [`crate::files`]) under their old names, for the code
-/// still being moved elsewhere that names them so; new code names the rooms.
-#[doc(hidden)]
-pub mod process {
-    pub use crate::process::*;
-    pub use crate::walls;
-}
-#[doc(hidden)]
-pub use crate::{files, own_git};

@@ -91,11 +91,16 @@ impl std::fmt::Display for Timestamp {
     }
 }
 
-impl std::str::FromStr for Timestamp {
-    type Err = String;
+/// Text that is no RFC 3339 UTC time (what a [`Timestamp`] is read from).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an RFC 3339 UTC time")]
+pub struct NotATimestamp(pub String);
 
-    fn from_str(text: &str) -> Result<Timestamp, String> {
-        Timestamp::parse(text).ok_or_else(|| format!("{text:?} is not an RFC 3339 UTC time"))
+impl std::str::FromStr for Timestamp {
+    type Err = NotATimestamp;
+
+    fn from_str(text: &str) -> Result<Timestamp, NotATimestamp> {
+        Timestamp::parse(text).ok_or_else(|| NotATimestamp(text.to_string()))
     }
 }
 

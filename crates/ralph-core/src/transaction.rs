@@ -410,11 +410,11 @@ mod tests {
         start(&paths, "s1");
         std::fs::write(paths.state_file(), "{not json").unwrap();
         let refused = replace(&paths, |current| match current {
-            Err(e) => Err(StoreError::Io {
+            Err(e) => Err(StoreError::Io(crate::file_error::FileError {
                 action: "start over",
                 path: PathBuf::from(e.to_string()),
                 source: std::io::Error::other("corrupt"),
-            }),
+            })),
             Ok(_) => unreachable!(),
         });
         assert!(refused.is_err());

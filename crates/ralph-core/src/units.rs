@@ -30,10 +30,15 @@ impl PerMille {
     }
 }
 
+/// A number that is no share from 0 to 1 (what a [`PerMille`] is read from).
+#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
+#[error("{0} is not a share from 0 to 1")]
+pub struct NotAShare(pub f64);
+
 impl TryFrom<f64> for PerMille {
-    type Error = String;
-    fn try_from(share: f64) -> Result<PerMille, String> {
-        PerMille::of(share).ok_or_else(|| format!("{share} is not a share from 0 to 1"))
+    type Error = NotAShare;
+    fn try_from(share: f64) -> Result<PerMille, NotAShare> {
+        PerMille::of(share).ok_or(NotAShare(share))
     }
 }
 

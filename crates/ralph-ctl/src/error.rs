@@ -4,9 +4,11 @@ use std::io;
 use std::path::PathBuf;
 
 use ralph_core::exit_codes;
+use ralph_core::file_error::FileError;
 use ralph_core::judge::config::ConfigError;
 use ralph_core::observe::prompt_text::PromptError;
 use ralph_core::observe::registration::SettingsError;
+use ralph_core::own_git::GitError;
 use ralph_core::persist::store::StoreError;
 use thiserror::Error;
 
@@ -23,15 +25,8 @@ pub(crate) enum CtlError {
     #[error("{0}")]
     Prompt(#[from] PromptError),
     /// A file operation failed.
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        /// What was being done.
-        action: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
     /// A command-line value is invalid.
     #[error("{0}")]
     BadArgument(String),
@@ -68,9 +63,19 @@ pub(crate) enum CtlError {
     /// The Claude Code client `RALPH_CLAUDE` names cannot be found.
     #[error("{0}")]
     ClientNotFound(String),
-    /// The Claude Code client cannot be run or watched.
+    /// The Claude Code client cannot be run or watched. Never a git
+    /// failure: those are [`CtlError::Git`], which keeps git's kind.
     #[error("{0}")]
     Client(String),
+    /// A git command ralph ran failed, as git's runner told it apart (not
+    /// started, timed out, unreachable, raced, refused, ...).
+    #[error("{doing} failed: {source}{}", git_fix(source))]
+    Git {
+        /// What ralph was doing (`git worktree add ... in /project`).
+        doing: String,
+        /// How git failed.
+        source: GitError,
+    },
     /// A formula is missing or malformed.
     #[error("{0}")]
     Formula(#[from] crate::formula::FormulaError),
@@ -97,17 +102,44 @@ impl CtlError {
         }
     }
 
+    /// Wraps a git failure with what ralph was doing.
+    pub(crate) fn git(doing: impl Into<String>) -> impl FnOnce(GitError) -> CtlError {
+        let doing = doing.into();
+        move |source| CtlError::Git { doing, source }
+    }
+
     /// Wraps an I/O error with what was being done to which file.
     pub(crate) fn io(
         action: &'static str,
         path: impl Into<PathBuf>,
     ) -> impl FnOnce(io::Error) -> CtlError {
         let path = path.into();
-        move |source| CtlError::Io {
-            action,
-            path,
-            source,
+        move |source| CtlError::Io(FileError::new(action, path, source))
+    }
+}
+
+/// What a person can do about a git failure of this kind, as the end of
+/// its message (empty when what git said is all there is to tell).
+fn git_fix(error: &GitError) -> &'static str {
+    match error {
+        GitError::CannotStart(_) => "; install git or put it on PATH, then run the command again",
+        GitError::TimedOut { .. } => {
+            "; something holds the repository (a lock, a slow filesystem, a hook waiting): \
+             free it and run the command again"
         }
+        GitError::Unreachable { .. } => {
+            "; check the remote with `git ls-remote` and run the command again"
+        }
+        GitError::Raced { .. } => {
+            "; another writer changed the same refs meanwhile: run the command again"
+        }
+        GitError::Refused { .. } => {
+            "; the remote refuses it whatever the moment: change the remote's rules or use another remote"
+        }
+        GitError::Place(_)
+        | GitError::Unsafe(_)
+        | GitError::NotARepository { .. }
+        | GitError::Failed { .. } => "",
     }
 }
 
@@ -123,5 +155,45 @@ pub(crate) fn written(result: io::Result<()>, code: i32) -> CmdResult {
         Ok(()) => Ok(code),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),
         Err(e) => Err(CtlError::io("write to", "standard output")(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_git_failure_keeps_its_kind_and_says_what_to_do() {
+        let error = CtlError::git("git fetch in /p")(GitError::TimedOut {
+            timeout: Duration::from_secs(30),
+        });
+        assert!(matches!(
+            error,
+            CtlError::Git {
+                source: GitError::TimedOut { .. },
+                ..
+            }
+        ));
+        let text = error.to_string();
+        assert!(
+            text.starts_with("git fetch in /p failed: git did not answer within 30 s; "),
+            "{text}"
+        );
+        assert!(text.contains("run the command again"), "{text}");
+        assert_eq!(error.exit_code(), exit_codes::ERROR);
+    }
+
+    #[test]
+    fn a_git_failure_with_nothing_to_add_is_what_git_said() {
+        let error = CtlError::git("git status in /p")(GitError::Failed {
+            status: Some(128),
+            stderr: "fatal: bad object".into(),
+        });
+        assert_eq!(
+            error.to_string(),
+            "git status in /p failed: fatal: bad object"
+        );
     }
 }

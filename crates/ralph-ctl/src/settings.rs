@@ -23,13 +23,33 @@ pub(crate) fn hook_command(hook_path: &str) -> String {
     }
 }
 
+/// A part of the settings whose shape ralph cannot merge into (then
+/// nothing is changed): "`hooks` is not an object".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{part} is not {expected}")]
+pub(crate) struct ShapeError {
+    /// The part: "the file", "`hooks.Stop`".
+    pub(crate) part: String,
+    /// What it should be: "an object", "an array".
+    pub(crate) expected: &'static str,
+}
+
+impl ShapeError {
+    fn new(part: impl Into<String>, expected: &'static str) -> ShapeError {
+        ShapeError {
+            part: part.into(),
+            expected,
+        }
+    }
+}
+
 /// Adds (or updates) our Stop hook in `settings`, keeping every other key,
 /// hook and event. Returns an error naming what has an unexpected shape.
 pub(crate) fn merge_stop_hook(
     settings: &mut Value,
     command: &str,
     timeout: u32,
-) -> Result<(), String> {
+) -> Result<(), ShapeError> {
     merge_hook(settings, "Stop", command, timeout)
 }
 
@@ -41,21 +61,21 @@ pub(crate) fn merge_hook(
     event: &str,
     command: &str,
     timeout: u32,
-) -> Result<(), String> {
+) -> Result<(), ShapeError> {
     let Value::Object(root) = settings else {
-        return Err("the file is not a JSON object".into());
+        return Err(ShapeError::new("the file", "a JSON object"));
     };
     let hooks = root
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()));
     let Value::Object(hooks) = hooks else {
-        return Err("`hooks` is not an object".into());
+        return Err(ShapeError::new("`hooks`", "an object"));
     };
     let stop = hooks
         .entry(event)
         .or_insert_with(|| Value::Array(Vec::new()));
     let Value::Array(groups) = stop else {
-        return Err(format!("`hooks.{event}` is not an array"));
+        return Err(ShapeError::new(format!("`hooks.{event}`"), "an array"));
     };
     let ours = json!({"type": "command", "command": command, "timeout": timeout});
     for group in groups.iter_mut() {
@@ -170,18 +190,18 @@ pub(crate) fn statusline_setting(ralph_ctl: &std::path::Path) -> Value {
 /// Adds each of [`DENY_RULES`] that `settings` lacks to its
 /// `permissions.deny`, keeping every other rule. An error names a part of
 /// unexpected shape, and then nothing changes.
-pub(crate) fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
+pub(crate) fn merge_deny_rules(settings: &mut Value) -> Result<(), ShapeError> {
     let Value::Object(root) = settings else {
-        return Err("the file is not a JSON object".into());
+        return Err(ShapeError::new("the file", "a JSON object"));
     };
     if !matches!(root.get("permissions"), None | Some(Value::Object(_))) {
-        return Err("`permissions` is not an object".into());
+        return Err(ShapeError::new("`permissions`", "an object"));
     }
     if !matches!(
         root.get("permissions").and_then(|p| p.get("deny")),
         None | Some(Value::Array(_))
     ) {
-        return Err("`permissions.deny` is not an array".into());
+        return Err(ShapeError::new("`permissions.deny`", "an array"));
     }
     let permissions = root
         .entry("permissions")
@@ -190,7 +210,7 @@ pub(crate) fn merge_deny_rules(settings: &mut Value) -> Result<(), String> {
         .as_object_mut()
         .map(|p| p.entry("deny").or_insert_with(|| Value::Array(Vec::new())))
     else {
-        return Err("`permissions.deny` is not an array".into());
+        return Err(ShapeError::new("`permissions.deny`", "an array"));
     };
     let key_rules = key_deny_rules(
         ralph_core::persist::mac::key_dir().as_deref(),

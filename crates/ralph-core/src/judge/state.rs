@@ -13,7 +13,7 @@ use crate::time::Timestamp;
 
 pub use crate::observe::liveness::Carriers;
 pub use crate::observe::usage::{TranscriptCursor, WindowUse};
-pub use runs::{FormulaRun, GateRun, ItemState, QueueItem, QueueRun, StepRun};
+pub use runs::{FormulaRun, GateRun, ItemState, NoSuchStep, QueueItem, QueueRun, StepRun};
 
 mod runs;
 use crate::units::{TokenUsage, Usd};
@@ -1074,7 +1074,7 @@ mod tests {
                 .iter()
                 .all(|s| !s.skipped && s.completed_at.is_none())
         );
-        let err = run.restart_at("deploy").unwrap_err();
+        let err = run.restart_at("deploy").unwrap_err().to_string();
         assert!(err.contains("its steps are plan, implement, test"), "{err}");
     }
 

@@ -37,10 +37,6 @@ mod git;
 mod scan;
 mod stamps;
 
-/// [`crate::own_git::safe_git`] under its old name, for the code still
-/// being moved that names it so.
-#[doc(hidden)]
-pub use crate::own_git::safe_git;
 use git::*;
 use scan::*;
 use stamps::*;

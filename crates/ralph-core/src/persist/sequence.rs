@@ -22,6 +22,7 @@
 //! to a power loss whose number was kept leaves the log read as stale
 //! until ralph appends its next line.
 
+use crate::file_error::FileError;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -84,15 +85,8 @@ pub enum SequenceError {
         why: String,
     },
     /// A file operation failed.
-    #[error("cannot {action} {}: {source}", .path.display())]
-    Io {
-        /// What was being done.
-        action: &'static str,
-        /// The file or folder.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] FileError),
 }
 
 /// The real path of `folder`, as the records' MACs name it.
@@ -131,20 +125,22 @@ pub fn read(keys: &Path, folder: &Path) -> Result<Option<Kept>, SequenceError> {
         Ok(file) => file,
         Err(e) if matches!(e.kind(), io::ErrorKind::NotFound) => return Ok(None),
         Err(source) => {
-            return Err(SequenceError::Io {
+            return Err(SequenceError::Io(FileError {
                 action: "read",
                 path,
                 source,
-            });
+            }));
         }
     };
     let mut bytes = Vec::new();
     file.take(MAX_KEPT_BYTES)
         .read_to_end(&mut bytes)
-        .map_err(|source| SequenceError::Io {
-            action: "read",
-            path: path.clone(),
-            source,
+        .map_err(|source| {
+            SequenceError::Io(FileError {
+                action: "read",
+                path: path.clone(),
+                source,
+            })
         })?;
     if bytes.is_empty() {
         // A new file whose content a power loss took: nothing kept.
@@ -190,10 +186,12 @@ pub fn write(keys: &Path, folder: &Path, kept: Kept) -> Result<(), SequenceError
     let dir = keys.join(SEQUENCE_DIR);
     let io = |action: &'static str, path: &Path| {
         let path = path.to_path_buf();
-        move |source| SequenceError::Io {
-            action,
-            path,
-            source,
+        move |source| {
+            SequenceError::Io(FileError {
+                action,
+                path,
+                source,
+            })
         }
     };
     let mut builder = fs::DirBuilder::new();
@@ -279,7 +277,7 @@ mod tests {
         let base = TempDir::new().unwrap();
         let keys = base.path().join("no-key-yet");
         let err = write(&keys, base.path(), Kept { state: 1, log: 0 }).unwrap_err();
-        assert!(matches!(err, SequenceError::Io { .. }), "{err}");
+        assert!(matches!(err, SequenceError::Io(FileError { .. })), "{err}");
         assert!(!keys.exists());
     }
 

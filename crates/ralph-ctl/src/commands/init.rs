@@ -485,9 +485,9 @@ impl Registration<'_> {
         other: &mut Value,
     ) -> Result<(), CtlError> {
         let command = settings::hook_command(&self.hook.display().to_string());
-        let settings_error = |problem| CtlError::Settings {
+        let settings_error = |problem: settings::ShapeError| CtlError::Settings {
             path: target_path.to_path_buf(),
-            problem,
+            problem: problem.to_string(),
         };
         settings::merge_stop_hook(target, &command, self.timeout).map_err(settings_error)?;
         settings::merge_deny_rules(target).map_err(settings_error)?;

@@ -160,14 +160,14 @@ fn unreadable(state_file: &Path, e: io::Error) -> CtlError {
     } else {
         current.with_file_name(ROTATED_LOG_FILE_NAME)
     };
-    CtlError::Io {
+    CtlError::Io(ralph_core::file_error::FileError {
         action: "read the audit log",
         path,
         source: io::Error::new(
             e.kind(),
             format!("{e}; move the file aside to start a new log"),
         ),
-    }
+    })
 }
 
 /// The entries as stored: data, whose JSON escapes keep the agent's

@@ -7,6 +7,7 @@ use std::io::Write;
 use ralph_core::events::{Event, Reload};
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, FileLayers, ProcessEnv};
+use ralph_core::observe::test_counts::CommandCounts;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
 use ralph_core::pin::Pinned;
@@ -76,22 +77,7 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
             pin.formula = Some(formula::pin(paths, &formula));
         }
         let mut changes = describe_changes(old.as_ref(), &pin);
-        let verify_now: Vec<&str> = config
-            .completion
-            .verify
-            .iter()
-            .map(|v| v.command.as_str())
-            .collect();
-        let mut test_baseline = state.test_baseline.clone();
-        test_baseline.retain(|b| verify_now.contains(&b.command.as_str()));
-        for entry in new_baseline {
-            changes.push(format!(
-                "test baseline of `{}` taken now: {}",
-                entry.command,
-                entry.counts.describe()
-            ));
-            test_baseline.push(entry);
-        }
+        let test_baseline = baseline_now(&state.test_baseline, &config, new_baseline, &mut changes);
         if let Some(protected) = &new_protected {
             changes.push(format!(
                 "protectedPaths snapshot taken now: {}",
@@ -128,6 +114,36 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         Err(why) => return no_loop(out, why),
     };
     say_reloaded(old.is_none(), &changes, out)
+}
+
+/// The loop's test baseline `kept` for the verify commands `config` still
+/// has, with `taken` (the new commands') added, each said in `changes`.
+fn baseline_now(
+    kept: &[CommandCounts],
+    config: &Config,
+    taken: Vec<CommandCounts>,
+    changes: &mut Vec<String>,
+) -> Vec<CommandCounts> {
+    let verify_now: Vec<&str> = config
+        .completion
+        .verify
+        .iter()
+        .map(|v| v.command.as_str())
+        .collect();
+    let mut baseline: Vec<CommandCounts> = kept
+        .iter()
+        .filter(|b| verify_now.contains(&b.command.as_str()))
+        .cloned()
+        .collect();
+    for entry in taken {
+        changes.push(format!(
+            "test baseline of `{}` taken now: {}",
+            entry.command,
+            entry.counts.describe()
+        ));
+        baseline.push(entry);
+    }
+    baseline
 }
 
 /// What a reload measures outside the lock (the commands take their

@@ -418,7 +418,7 @@ impl Driver<'_> {
                     return self.end(&cause, exit_codes::ERROR);
                 }
                 // Said with the loop's ending (and the item's).
-                Err(worktree::NotEntered::Unfit(why)) => return self.fail(&why),
+                Err(worktree::NotEntered::Unfit(why)) => return self.fail(&why.to_string()),
             },
             None => (None, None),
         };

@@ -673,34 +673,8 @@ pub(crate) fn dry_run(
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    let delivery = match &command.delivery {
-        PromptDelivery::Argument => "as the last argument before the session id",
-        PromptDelivery::Stdin => "on the client's stdin",
-        PromptDelivery::File(_) => "in the file the argument points at",
-    };
-    let mode = match (fresh, worktrees) {
-        (true, Some(plan)) => format!(
-            "fresh context: one client process and session per iteration, each in a new git \
-             worktree under {} from {}",
-            worktree::WORKTREES_DIR,
-            plan.base
-        ),
-        (true, None) => "fresh context: one client process and session per iteration".into(),
-        _ => "one client session for the whole loop".into(),
-    };
-    let mode = match &queue {
-        Some((queue_mode, _)) => queue_mode.clone(),
-        None => mode,
-    };
-    let mode = match formula {
-        Some(f) => format!(
-            "{mode}; formula {}, step 1/{} {}",
-            f.name,
-            f.steps.len(),
-            f.steps[0].id
-        ),
-        None => mode,
-    };
+    let delivery = delivered(&command.delivery);
+    let mode = dry_run_mode(fresh, worktrees, queue.as_ref().map(|(q, _)| q), formula);
     let template = if formula.is_none()
         && queue.is_none()
         && ralph_core::observe::prompt_text::is_template(&text)
@@ -730,6 +704,45 @@ pub(crate) fn dry_run(
     );
     let written = writeln!(out, "{}", ralph_core::text::printable(&shown));
     crate::error::written(written.and_then(|()| out.flush()), exit_codes::OK)
+}
+
+/// How a dry run says the client is given the first iteration's text.
+fn delivered(delivery: &PromptDelivery) -> &'static str {
+    match delivery {
+        PromptDelivery::Argument => "as the last argument before the session id",
+        PromptDelivery::Stdin => "on the client's stdin",
+        PromptDelivery::File(_) => "in the file the argument points at",
+    }
+}
+
+/// How a dry run says the loop would run: its context, the queue's mode
+/// (`queue_mode`) in place of it, and the formula's first step.
+fn dry_run_mode(
+    fresh: bool,
+    worktrees: Option<&worktree::WorktreePlan>,
+    queue_mode: Option<&String>,
+    formula: Option<&formula::Formula>,
+) -> String {
+    let mode = match (fresh, worktrees) {
+        (true, Some(plan)) => format!(
+            "fresh context: one client process and session per iteration, each in a new git \
+             worktree under {} from {}",
+            worktree::WORKTREES_DIR,
+            plan.base
+        ),
+        (true, None) => "fresh context: one client process and session per iteration".into(),
+        _ => "one client session for the whole loop".into(),
+    };
+    let mode = queue_mode.cloned().unwrap_or(mode);
+    match formula {
+        Some(f) => format!(
+            "{mode}; formula {}, step 1/{} {}",
+            f.name,
+            f.steps.len(),
+            f.steps[0].id
+        ),
+        None => mode,
+    }
 }
 
 /// A queue run's dry run: what the run would do, and the text its first

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use ralph_core::judge::config::{EnvSource, ProcessEnv};
+use ralph_core::judge::config::{EnvSource, NotUtf8, ProcessEnv};
 
 /// The process environment with the run's own settings over it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,7 +32,7 @@ impl RunEnv {
 }
 
 impl EnvSource for RunEnv {
-    fn get(&self, name: &str) -> Option<Result<String, String>> {
+    fn get(&self, name: &str) -> Option<Result<String, NotUtf8>> {
         match self.overrides.iter().find(|(n, _)| *n == name) {
             Some((_, value)) => Some(Ok(value.clone())),
             None => ProcessEnv.get(name),

@@ -295,14 +295,18 @@ const CLIENT_HOOK_TIMEOUT_SECS: u64 = 60;
 
 /// Sets ralph's Stop hook's timeout in the settings file `file` to
 /// `timeout`, everything else kept; written atomically.
-fn rewrite_hook_timeout(file: &std::path::Path, timeout: u32) -> Result<(), String> {
-    let command = registration::registered_command(file)
-        .map_err(|e| e.to_string())?
-        .ok_or("no command registered")?;
-    let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
+fn rewrite_hook_timeout(file: &std::path::Path, timeout: u32) -> Result<(), CtlError> {
+    let unusable = |problem: String| CtlError::Settings {
+        path: file.to_path_buf(),
+        problem,
+    };
+    let command = registration::registered_command(file)?
+        .ok_or_else(|| unusable("no command registered".into()))?;
+    let text = std::fs::read_to_string(file).map_err(CtlError::io("read", file))?;
     let mut settings: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
-    crate::settings::merge_stop_hook(&mut settings, &command, timeout)?;
+        serde_json::from_str(&text).map_err(|e| unusable(format!("not JSON: {e}")))?;
+    crate::settings::merge_stop_hook(&mut settings, &command, timeout)
+        .map_err(|e| unusable(e.to_string()))?;
     #[cfg(unix)]
     let mode = std::fs::metadata(file).map_or(0o644, |m| {
         use std::os::unix::fs::PermissionsExt;
@@ -315,7 +319,7 @@ fn rewrite_hook_timeout(file: &std::path::Path, timeout: u32) -> Result<(), Stri
         crate::commands::init::json_text(&settings).as_bytes(),
         mode,
     )
-    .map_err(|e| e.to_string())
+    .map_err(CtlError::io("write", file))
 }
 
 /// The test baseline a new loop starts from: measured now, or for an item

@@ -10,7 +10,7 @@
 
 use ralph_core::events::{Draft, Event};
 use ralph_core::judge::config::Config;
-use ralph_core::judge::state::{FormulaRun, LoopState, Status};
+use ralph_core::judge::state::{ClaimRecord, FormulaRun, GateRun, LoopState, Status};
 use ralph_core::observe::prompt_text;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::transaction::{self, Found, Whose};
@@ -45,7 +45,8 @@ pub(crate) fn begin(
 ) -> Result<(), CtlError> {
     let mut run = formula.new_run();
     if let Some(step) = from {
-        run.restart_at(step).map_err(CtlError::BadArgument)?;
+        run.restart_at(step)
+            .map_err(|e| CtlError::BadArgument(e.to_string()))?;
     }
     // What the gates resolve to, as the verify commands' at the start: a
     // claim must run the same.
@@ -155,6 +156,31 @@ pub(crate) fn settle(
     next
 }
 
+/// Counts the step's `gates` that ran with `claim`: whether each passed,
+/// and its failures; the first that failed past its retries, with its
+/// failures, retries and last output.
+fn count_gates(gates: &mut [GateRun], claim: &ClaimRecord) -> Option<(String, u32, u32, String)> {
+    let mut past_retries = None;
+    for gate in gates {
+        let Some(result) = claim.verification.iter().find(|r| r.name == gate.name) else {
+            continue;
+        };
+        gate.passed = Some(result.passed());
+        if !result.passed() {
+            gate.failures = gate.failures.saturating_add(1);
+            if gate.failures > gate.retries && past_retries.is_none() {
+                past_retries = Some((
+                    gate.name.clone(),
+                    gate.failures,
+                    gate.retries,
+                    result.output_tail.clone(),
+                ));
+            }
+        }
+    }
+    past_retries
+}
+
 /// [`settle`]'s decision: how the driver goes on, and the events that
 /// record it (the step's counts and gates, and the run's ending or its
 /// next step, which the stop's own line in the history and the log says).
@@ -184,26 +210,7 @@ fn record(
         record.cost_usd = Usd(record.cost_usd.0.saturating_add(Usd::from_dollars(cost).0));
     }
     // The step's gates ran with the claim (beside the project's verify).
-    let mut past_retries = None;
-    if let Some(claim) = claim {
-        for gate in &mut record.gates {
-            let Some(result) = claim.verification.iter().find(|r| r.name == gate.name) else {
-                continue;
-            };
-            gate.passed = Some(result.passed());
-            if !result.passed() {
-                gate.failures = gate.failures.saturating_add(1);
-                if gate.failures > gate.retries && past_retries.is_none() {
-                    past_retries = Some((
-                        gate.name.clone(),
-                        gate.failures,
-                        gate.retries,
-                        result.output_tail.clone(),
-                    ));
-                }
-            }
-        }
-    }
+    let past_retries = claim.and_then(|claim| count_gates(&mut record.gates, claim));
     let step_id = record.id.clone();
     let step_iterations = record.iterations;
     let ended = |run: FormulaRun, status: Status, why: String, at: Option<u32>| {

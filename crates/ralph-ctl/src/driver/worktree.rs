@@ -57,23 +57,21 @@ pub(crate) enum Finished {
 /// fsmonitor, a post-checkout hook, a filter, a signing program), and
 /// within a deadline that stops git with everything it started.
 pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<String, CtlError> {
-    git_call(dir)?.args(args).text().map_err(|e| match e {
-        GitError::CannotStart(why) => {
-            CtlError::Client(format!("--worktree needs git, which cannot run: {why}"))
-        }
-        e => CtlError::Client(format!(
-            "git {} failed in {}: {e}",
+    git_call(dir)?
+        .args(args)
+        .text()
+        .map_err(CtlError::git(format!(
+            "git {} in {}",
             args.join(" "),
             dir.display()
-        )),
-    })
+        )))
 }
 
 /// The git call [`git`] makes in `dir`, for a caller that adds to it
 /// (input on stdin, a remote reached); refused as [`git`] refuses.
 pub(crate) fn git_call(dir: &Path) -> Result<GitCall, CtlError> {
     ralph_core::own_git::safe_git(dir, ralph_core::observe::progress::GIT_TIMEOUT)
-        .map_err(|why| CtlError::Client(why.to_string()))
+        .map_err(CtlError::git(format!("preparing git in {}", dir.display())))
 }
 
 /// Checks that `root` is a git work tree with a commit, and settles the base:
@@ -198,8 +196,9 @@ impl WorktreePlan {
     /// it: `.git/worktrees/<name>`, as its `.git` file says now (ralph's
     /// git made it a moment ago; the agent has not run there yet).
     fn check_record(worktree: &Worktree, name: &str) -> Result<(), CtlError> {
+        let checking = || format!("checking the worktree {}", worktree.path.display());
         let place = ralph_core::own_git::GitPlace::find(&worktree.path)
-            .map_err(|e| CtlError::Client(e.to_string()))?;
+            .map_err(|e| CtlError::git(checking())(GitError::Place(e)))?;
         let written = std::fs::read_to_string(worktree.path.join(".git")).unwrap_or_default();
         let named = written
             .trim()
@@ -213,14 +212,14 @@ impl WorktreePlan {
         if same {
             return Ok(());
         }
-        Err(CtlError::Client(format!(
+        Err(CtlError::git(checking())(GitError::Unsafe(format!(
             "git recorded the worktree {} elsewhere than {} ({}): remove the worktree \
              (`git worktree remove --force {}`) and run `git worktree prune`",
             worktree.path.display(),
             place.worktree_record(name).display(),
             written.trim(),
             worktree.path.display()
-        )))
+        ))))
     }
 
     /// After the iteration: removes `worktree` and its branch when it holds
@@ -279,7 +278,7 @@ impl WorktreePlan {
         super::start::ignore_runtime(&paths)?;
         crate::queue::claims::store::ClaimStore::new(&paths)
             .worktree_lock(WORKTREE_PATIENCE)
-            .map_err(|e| CtlError::Client(e.to_string()))
+            .map_err(CtlError::from)
     }
 }
 
@@ -301,7 +300,7 @@ pub(crate) enum NotEntered {
     Failed(CtlError),
     /// It was made, but cannot be worked: its `worktreeSetup` failed, or
     /// its check fails there before any change (see `worktree_env`).
-    Unfit(String),
+    Unfit(super::worktree_env::Unfit),
 }
 
 impl From<CtlError> for NotEntered {

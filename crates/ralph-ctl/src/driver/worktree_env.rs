@@ -28,6 +28,49 @@ use super::say;
 use super::worktree::{self, NotEntered, Worktree, WorktreePlan};
 use crate::error::CtlError;
 
+/// Why a new worktree cannot be worked; each names the fix, and that no
+/// agent ran.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unfit {
+    /// Its `worktreeSetup` failed (`how`: with the last lines of its output).
+    #[error(
+        "worktreeSetup `{command}` failed in the new worktree {shown} ({how}): fix the command in \
+         .claude/ralph/config.json (it runs in each new worktree, inside the walls of the checks, \
+         before the worktree's test baseline; try it by hand in a `git worktree add` of your own), \
+         or remove it; no agent ran"
+    )]
+    SetupFailed {
+        /// The setup command.
+        command: String,
+        /// The worktree, as the person is shown it.
+        shown: String,
+        /// How it failed.
+        how: String,
+    },
+    /// Its `worktreeSetup` left files git does not ignore.
+    #[error(
+        "worktreeSetup `{command}` left files in the new worktree {shown} that git does not ignore ({}): \
+         they would be committed with the item's work; add them to .gitignore (and commit it), or \
+         have the command write elsewhere; no agent ran",
+        files.join(", ")
+    )]
+    SetupLeftFiles {
+        /// The setup command.
+        command: String,
+        /// The worktree, as the person is shown it.
+        shown: String,
+        /// The first files it left.
+        files: Vec<String>,
+    },
+    /// Checks fail there that passed where the loop's baseline was taken:
+    /// which, what they reached of the main checkout, and the fix.
+    #[error("{0}")]
+    ChecksFailHere(String),
+    /// git could not tell its commit or its files.
+    #[error(transparent)]
+    Git(#[from] CtlError),
+}
+
 /// Makes the new `worktree` of the loop `state` ready: runs `worktreeSetup`
 /// in it, then measures its test baseline and resolves its checks there
 /// (or keeps the loop's, measured in a worktree at the same commit).
@@ -38,7 +81,7 @@ pub(crate) fn prepare(
     config: &Config,
     state: &LoopState,
     worktree: &Worktree,
-) -> Result<Option<WorktreeBaseline>, String> {
+) -> Result<Option<WorktreeBaseline>, Unfit> {
     let shown = worktree.shown(&paths.root);
     let walls =
         ralph_core::engine::check_walls(&paths.root, &worktree.path, config.sandbox.walls());
@@ -49,8 +92,7 @@ pub(crate) fn prepare(
     if commands.is_empty() {
         return Ok(None);
     }
-    let commit =
-        worktree::git(&worktree.path, &["rev-parse", "HEAD"]).map_err(|e| e.to_string())?;
+    let commit = worktree::git(&worktree.path, &["rev-parse", "HEAD"])?;
     if state.baseline_commit.as_deref() == Some(commit.as_str()) {
         say(&format!(
             "worktree {shown}: at {}, the commit the loop's test baseline was measured at in a \
@@ -82,9 +124,9 @@ pub(crate) fn prepare(
         })
         .collect();
     if !new.is_empty() {
-        return Err(fails_only_here(
+        return Err(Unfit::ChecksFailHere(fails_only_here(
             paths, config, state, worktree, &walls, &new,
-        ));
+        )));
     }
     // What the checks resolve to here, on the PATH they run with here.
     let check_resolution = state.check_resolution.as_ref().map(|before| {
@@ -118,7 +160,7 @@ fn run_setup(
     walls: &Walls,
     worktree: &Worktree,
     shown: &str,
-) -> Result<(), String> {
+) -> Result<(), Unfit> {
     say(&format!(
         "worktree {shown}: worktreeSetup `{}` (at most {} s)",
         setup.command, setup.timeout_seconds
@@ -126,14 +168,11 @@ fn run_setup(
     let started = Instant::now();
     let result = verify::run(&worktree.path, setup, walls);
     if !result.passed() {
-        return Err(format!(
-            "worktreeSetup `{}` failed in the new worktree {shown} ({}): fix the command in \
-             .claude/ralph/config.json (it runs in each new worktree, inside the walls of the checks, \
-             before the worktree's test baseline; try it by hand in a `git worktree add` of your own), \
-             or remove it; no agent ran",
-            setup.command,
-            how_it_failed(&result)
-        ));
+        return Err(Unfit::SetupFailed {
+            command: setup.command.clone(),
+            shown: shown.to_string(),
+            how: how_it_failed(&result),
+        });
     }
     say(&format!(
         "worktree {shown}: worktreeSetup done in {:.1} s",
@@ -142,21 +181,18 @@ fn run_setup(
     let left = worktree::git(
         &worktree.path,
         &["status", "--porcelain", "--ignore-submodules=all"],
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     if !left.is_empty() {
-        let files: Vec<&str> = left
+        let files: Vec<String> = left
             .lines()
-            .map(|l| l.get(3..).unwrap_or(l))
+            .map(|l| l.get(3..).unwrap_or(l).to_string())
             .take(5)
             .collect();
-        return Err(format!(
-            "worktreeSetup `{}` left files in the new worktree {shown} that git does not ignore ({}): \
-             they would be committed with the item's work; add them to .gitignore (and commit it), or \
-             have the command write elsewhere; no agent ran",
-            setup.command,
-            files.join(", ")
-        ));
+        return Err(Unfit::SetupLeftFiles {
+            command: setup.command.clone(),
+            shown: shown.to_string(),
+            files,
+        });
     }
     Ok(())
 }
@@ -324,16 +360,18 @@ mod tests {
         let mut measured_before = state();
         measured_before.baseline_commit =
             Some(worktree::git(&worktree.path, &["rev-parse", "HEAD"]).unwrap());
-        assert_eq!(
+        assert!(matches!(
             prepare(&paths, &config, &measured_before, &worktree),
             Ok(None)
-        );
+        ));
     }
 
     #[test]
     fn a_check_failing_only_in_the_worktree_is_named_and_one_failing_everywhere_is_the_task() {
         let (_dir, paths, worktree, config) = made("test -f made/file", None);
-        let why = prepare(&paths, &config, &state(), &worktree).unwrap_err();
+        let why = prepare(&paths, &config, &state(), &worktree)
+            .unwrap_err()
+            .to_string();
         for words in [
             "the test baseline of the new worktree .claude/worktrees/item-1 fails",
             "`test -f made/file` exited 1 there before any change",
@@ -360,7 +398,9 @@ mod tests {
     #[test]
     fn a_setup_that_fails_or_leaves_tracked_files_is_named_with_the_fix() {
         let (_dir, paths, worktree, config) = made("true", Some("echo broken; exit 3"));
-        let why = prepare(&paths, &config, &state(), &worktree).unwrap_err();
+        let why = prepare(&paths, &config, &state(), &worktree)
+            .unwrap_err()
+            .to_string();
         assert!(
             why.contains("worktreeSetup `echo broken; exit 3` failed in the new worktree")
                 && why.contains("exit 3")
@@ -369,7 +409,9 @@ mod tests {
             "{why}"
         );
         let (_dir, paths, worktree, config) = made("true", Some("echo x > left.txt"));
-        let why = prepare(&paths, &config, &state(), &worktree).unwrap_err();
+        let why = prepare(&paths, &config, &state(), &worktree)
+            .unwrap_err()
+            .to_string();
         assert!(
             why.contains("left files in the new worktree") && why.contains("left.txt"),
             "{why}"

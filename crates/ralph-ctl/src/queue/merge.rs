@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use crate::queue::claims::store::ClaimStore;
 use crate::queue::source::{self, DoneMark, Item};
-use ralph_core::observe::process::walls::WallsWanted;
 use ralph_core::observe::verify::{self, VerifyCommand};
+use ralph_core::walls::WallsWanted;
 
 use crate::driver::worktree::{Worktree, git};
 use crate::error::CtlError;
@@ -614,7 +614,7 @@ fn remove(landing: &Landing<'_>) -> Result<(), CtlError> {
     let _held = landing
         .claims
         .worktree_lock(Duration::from_secs(120))
-        .map_err(|e| CtlError::Client(e.to_string()))?;
+        .map_err(CtlError::from)?;
     git(landing.root, &["worktree", "remove", "--force", &path])?;
     let reference = format!("refs/heads/{}", landing.worktree.branch);
     git(landing.root, &["update-ref", "-d", &reference])?;

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use ralph_core::files::{self, Bounded};
 use ralph_core::fnv::Fnv;
-use ralph_core::observe::files::{self, Bounded};
 use ralph_core::observe::plan;
-use ralph_core::observe::process::group::{self, Collected, GroupChild, Lifetime};
+use ralph_core::process::group::{self, Collected, GroupChild, Lifetime};
 
 /// Largest plan file or item file read.
 pub(crate) const MAX_ITEM_FILE_BYTES: u64 = 1024 * 1024;

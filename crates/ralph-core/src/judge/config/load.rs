@@ -237,7 +237,7 @@ impl Config {
                 None => Ok(None),
                 Some(Ok(v)) if v.is_empty() => Ok(None),
                 Some(Ok(v)) => Ok(Some(v)),
-                Some(Err(lossy)) => Err(ConfigError::BadEnv {
+                Some(Err(super::NotUtf8 { lossy })) => Err(ConfigError::BadEnv {
                     name,
                     value: lossy,
                     accepts: format!("{} (valid UTF-8)", accepts()),

@@ -38,6 +38,16 @@ pub struct QueueRun {
     pub remote: Option<String>,
 }
 
+/// A step `run --from` names that the formula lacks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("formula {formula} has no such step; its steps are {}", steps.join(", "))]
+pub struct NoSuchStep {
+    /// The formula's name.
+    pub formula: String,
+    /// Its step ids, in order.
+    pub steps: Vec<String>,
+}
+
 impl QueueRun {
     /// How many items stand at `status`.
     pub fn count(&self, status: ItemState) -> usize {
@@ -212,14 +222,12 @@ impl FormulaRun {
     /// did not complete are skipped, and it and every later step start
     /// over (their claims and gate failures forgotten; what they ran and
     /// cost is kept). `Err` lists the step ids when there is no such step.
-    pub fn restart_at(&mut self, id: &str) -> Result<(), String> {
+    pub fn restart_at(&mut self, id: &str) -> Result<(), NoSuchStep> {
         let Some(at) = self.steps.iter().position(|s| s.id == id) else {
-            let ids: Vec<&str> = self.steps.iter().map(|s| s.id.as_str()).collect();
-            return Err(format!(
-                "formula {} has no such step; its steps are {}",
-                self.name,
-                ids.join(", ")
-            ));
+            return Err(NoSuchStep {
+                formula: self.name.clone(),
+                steps: self.steps.iter().map(|s| s.id.clone()).collect(),
+            });
         };
         self.step = at;
         for (i, step) in self.steps.iter_mut().enumerate() {

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use crate::observe::files::{self, Bounded};
+use crate::files::{self, Bounded};
 
 /// The largest file read to decide.
 const MAX_READ: u64 = 256 * 1024;

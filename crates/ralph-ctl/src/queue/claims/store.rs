@@ -168,15 +168,8 @@ fn open_plain(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClaimError {
     /// A file operation failed.
-    #[error("cannot {action} {path}: {source}")]
-    Io {
-        /// What was being done.
-        action: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] ralph_core::file_error::FileError),
     /// The claims file is not what ralph writes.
     #[error(
         "the queue's claims {path} are corrupt ({message}); move the file aside to start the queue's record afresh"
@@ -428,11 +421,7 @@ impl ClaimStore {
     }
 
     fn io(action: &'static str, path: &Path, source: io::Error) -> ClaimError {
-        ClaimError::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
+        ClaimError::Io(ralph_core::file_error::FileError::new(action, path, source))
     }
 }
 

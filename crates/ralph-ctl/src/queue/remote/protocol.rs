@@ -224,7 +224,7 @@ impl RemoteBook {
                 git.args(["hash-object", "-w", "-t", "tree", "--stdin"])
                     .text()
             })
-            .map_err(|e| CtlError::Client(format!("git hash-object failed: {e}")))
+            .map_err(CtlError::git("git hash-object of the empty tree"))
     }
 
     /// Pushes `record` for its item, expecting the ref at `expected`

@@ -3,7 +3,7 @@ use std::time::{Duration, Instant};
 
 use crate::queue::claims::store::ItemStatus;
 use crate::queue::source::Item;
-use ralph_core::observe::own_git::SshCommand;
+use ralph_core::own_git::SshCommand;
 use ralph_core::time::Timestamp;
 
 use super::record::{parse_record, prefix_of, ref_component};
@@ -285,7 +285,7 @@ fn behind_a_hung_ssh(remote: &Remote, dir: &Path, url: &str, timeout: Duration) 
     let fake = bin.join("ssh");
     std::fs::write(&fake, "#!/bin/sh\nexec sleep 30\n").unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let ssh = SshCommand::from_sources(&ralph_core::observe::own_git::runner::SshSources {
+    let ssh = SshCommand::from_sources(&ralph_core::own_git::runner::SshSources {
         env_command: Some(fake.display().to_string()),
         ..Default::default()
     });

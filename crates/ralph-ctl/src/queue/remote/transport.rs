@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ralph_core::observe::own_git::{GitCall, GitError, GitPlace, SshCommand};
+use ralph_core::own_git::{GitCall, GitError, GitPlace, SshCommand};
 
 use crate::error::CtlError;
 
@@ -129,11 +129,10 @@ impl Remote {
     /// git in the main checkout with the driver's safe configuration, on
     /// this repository alone, at most [`Remote::timeout`].
     pub(super) fn local(&self) -> Result<GitCall, GitError> {
-        Ok(ralph_core::observe::progress::safe_git(
-            &self.root,
-            ralph_core::observe::progress::GIT_TIMEOUT,
-        )?
-        .timeout(self.timeout))
+        Ok(
+            ralph_core::own_git::safe_git(&self.root, ralph_core::observe::progress::GIT_TIMEOUT)?
+                .timeout(self.timeout),
+        )
     }
 
     /// `git fetch` of `refspecs` from the remote (objects, and the refs the

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::{Item, QueueError, after};
-use ralph_core::observe::process::group::{Collected, GroupChild, Lifetime};
+use ralph_core::process::group::{Collected, GroupChild, Lifetime};
 
 /// How long one call of `gh` or `bd` may take.
 pub(crate) const TOOL_TIMEOUT: Duration = Duration::from_secs(60);

@@ -467,21 +467,29 @@ pub(crate) fn settings(
 /// theirs to their own temp folder (`walls::OUT_OF_THE_TREE`).
 pub(crate) const AGENT_ENV: [(&str, &str); 1] = [("PYTHONDONTWRITEBYTECODE", "1")];
 
-/// `settings` with the agent's side of the checks' rights: in the client's
-/// sandbox (`plan`), the toolchain caches `caches` a check may write
-/// (`Walls::caches`) writable to the agent's commands too, as
+/// `settings` with the agent's own toolchain caches `caches`
+/// (`walls::caches`, [`Owner::Agent`](ralph_core::observe::process::walls::caches::Owner)):
+/// their variables in the settings' `env` (which the client passes to every
+/// command it runs, sandboxed or not) and, in the client's sandbox
+/// (`plan`), their folder writable to the agent's commands, as
 /// `sandbox.filesystem.allowWrite` (read by 2.1.330; 2.0.77, which ralph
-/// does not sandbox, takes its write roots from `Edit` allow rules only),
-/// so that the agent can run the check it is judged by; and [`AGENT_ENV`].
+/// does not sandbox, takes its write roots from `Edit` allow rules only).
+/// Never the person's caches nor the checks': what the agent writes there
+/// no build of the person's and no check of ralph's reads. And [`AGENT_ENV`].
 pub(crate) fn with_check_rights(
     settings: Option<Value>,
     plan: &Plan,
-    caches: &[PathBuf],
+    caches: Option<&ralph_core::observe::process::walls::caches::OwnCaches>,
 ) -> Option<Value> {
     let mut settings = settings.unwrap_or_else(|| json!({}));
-    if plan.sandboxed && !caches.is_empty() && settings["sandbox"].is_object() {
-        let folders: Vec<String> = caches.iter().map(|c| c.display().to_string()).collect();
-        settings["sandbox"]["filesystem"] = json!({ "allowWrite": folders });
+    if let Some(caches) = caches {
+        if plan.sandboxed && settings["sandbox"].is_object() {
+            let folder = caches.folder.display().to_string();
+            settings["sandbox"]["filesystem"] = json!({ "allowWrite": [folder] });
+        }
+        for (key, value) in &caches.env {
+            settings["env"][key] = json!(value.to_string_lossy());
+        }
     }
     for (key, value) in AGENT_ENV {
         settings["env"][key] = json!(value);
@@ -1237,28 +1245,49 @@ mod tests {
     }
 
     #[test]
-    fn the_agent_gets_the_checks_caches_in_its_sandbox_and_writes_no_bytecode() {
+    fn the_agent_gets_its_own_caches_never_the_persons_and_writes_no_bytecode() {
+        use ralph_core::observe::process::walls::caches;
         let sandboxed = Plan {
             sandboxed: true,
             allow_checks: false,
             notice: None,
         };
-        let caches = [PathBuf::from("/h/.cache/go-build")];
+        let own = Path::new("/h/.cache/ralph");
+        let env = |name: &str| match name {
+            "HOME" => Some(std::ffi::OsString::from("/h")),
+            _ => None,
+        };
+        let agent = caches::own_caches_with(own, Path::new("/p"), caches::Owner::Agent, &env);
+        let checks = caches::own_caches_with(own, Path::new("/p"), caches::Owner::Checks, &env);
         let ours = settings(&sandboxed, &[], &[], None, false);
-        let s = with_check_rights(ours, &sandboxed, &caches).unwrap();
-        assert_eq!(
-            s["sandbox"]["filesystem"],
-            json!({"allowWrite": ["/h/.cache/go-build"]})
+        let s = with_check_rights(ours, &sandboxed, Some(&agent)).unwrap();
+        let folder = agent.folder.display().to_string();
+        assert_eq!(s["sandbox"]["filesystem"], json!({"allowWrite": [folder]}));
+        assert!(
+            !s.to_string().contains(&*checks.folder.to_string_lossy()),
+            "{s}"
         );
+        assert!(!s.to_string().contains("/h/.cache/go-build"), "{s}");
         assert_eq!(s["sandbox"]["enabled"], true);
-        assert_eq!(s["env"], json!({"PYTHONDONTWRITEBYTECODE": "1"}));
+        assert_eq!(s["env"]["PYTHONDONTWRITEBYTECODE"], "1");
+        let gocache = agent.folder.join("go-build").display().to_string();
+        assert_eq!(s["env"]["GOCACHE"], json!(gocache));
+        assert!(
+            s["env"]["CARGO_HOME"]
+                .as_str()
+                .is_some_and(|h| h.starts_with(&folder)),
+            "{s}"
+        );
         // Without the client's sandbox: no sandbox key, the same env.
         let unsandboxed = Plan {
             sandboxed: false,
             allow_checks: true,
             notice: None,
         };
-        let s = with_check_rights(None, &unsandboxed, &caches).unwrap();
+        let s = with_check_rights(None, &unsandboxed, Some(&agent)).unwrap();
+        assert!(s.get("sandbox").is_none(), "{s}");
+        assert_eq!(s["env"]["GOCACHE"], json!(gocache));
+        let s = with_check_rights(None, &unsandboxed, None).unwrap();
         assert_eq!(s, json!({"env": {"PYTHONDONTWRITEBYTECODE": "1"}}));
     }
 

@@ -56,7 +56,7 @@ fn sandbox_line(client: ClientVersion) -> &'static [&'static str] {
         ClientVersion::V2_0_77 => &[
             "sandbox: not available (Claude Code 2.0.77's sandbox does not hold",
             "update it to 2.1.330 or later",
-            "acceptEdits with `ralph-ctl check` and git add/commit allowed",
+            "acceptEdits with `ralph-ctl check` allowed instead, and its work is left uncommitted",
         ],
     }
 }

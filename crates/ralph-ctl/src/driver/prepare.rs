@@ -362,8 +362,8 @@ fn check_gate_names(formula: &formula::Formula, config: &Config) -> Result<(), C
 }
 
 /// The client's arguments and ralph's `--settings` for every run of the
-/// loop: the sandbox for unattended runs (or, where it cannot run, allow
-/// rules for `ralph-ctl check` and git), deny rules keeping the agent off ralph's files,
+/// loop: the sandbox for unattended runs (or, where it cannot run, the allow
+/// rule for `ralph-ctl check`, never git), deny rules keeping the agent off ralph's files,
 /// the `StopFailure` hook, the person's own `--settings` merged in.
 pub(crate) struct ClientSettings {
     pub(crate) client_args: Vec<OsString>,

@@ -145,6 +145,8 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
     };
     let script = [
         Reply::bash(check),
+        // The work, through the file tool (both clients allow it).
+        Reply::write(project.path("work.txt").display().to_string(), "work\n"),
         Reply::bash(
             "echo work > work.txt && git add work.txt && git commit -qm 'agent work' && echo committed",
         ),
@@ -290,11 +292,14 @@ fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_c
         the_check_passed(&results, false),
         "the check ran: {results}"
     );
-    // Without the sandbox no git command is allowed: the work is left
-    // uncommitted, for the person.
-    assert!(!results.contains("committed"), "{results}");
-    assert!(results.contains("approval"), "{results}");
-    assert!(!commits(&project.root).contains("agent work"));
+    // Without the sandbox ralph allows no git command: on 2.0.77 the
+    // commit is refused and the work left uncommitted, for the person
+    // (2.1.330's own acceptEdits rules let a commit in the project through).
+    if client == ClientVersion::V2_0_77 {
+        assert!(!results.contains("committed"), "{results}");
+        assert!(results.contains("approval"), "{results}");
+        assert!(!commits(&project.root).contains("agent work"));
+    }
 }
 
 #[ralph_tests::on_both_clients]

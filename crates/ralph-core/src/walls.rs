@@ -137,6 +137,9 @@ pub struct Walls {
     /// One line for each toolchain cache a variable sends where no check
     /// may write ([`caches`]): said at the start, not granted.
     refused_caches: Vec<String>,
+    /// The variables that send the toolchains to the checks' own caches
+    /// ([`caches::Owner::Checks`]), never the person's.
+    cache_env: Vec<(String, OsString)>,
     /// The main checkout, when the checked folder is a worktree of it.
     worktree_of: Option<WorktreeOf>,
     /// True when the check keeps the machine's network (`"network": true`);
@@ -176,6 +179,7 @@ impl Walls {
             hidden: Vec::new(),
             seen_in_temp: Vec::new(),
             refused_caches: Vec::new(),
+            cache_env: Vec::new(),
             worktree_of: None,
             network: true,
             off_network: NetworkWall::Open("sandbox is off".into()),
@@ -189,10 +193,15 @@ impl Walls {
     /// [`Walls::path_for_check`]).
     pub fn around(project: &Path, work_root: &Path, wanted: WallsWanted) -> Walls {
         match wanted {
-            WallsWanted::Off => Walls {
-                worktree_of: worktree_of(project, work_root),
-                ..Walls::open()
-            },
+            WallsWanted::Off => {
+                let (folder, cache_env) = checks_caches(project);
+                Walls {
+                    worktree_of: worktree_of(project, work_root),
+                    cache_env,
+                    refused_caches: folder.err().into_iter().collect(),
+                    ..Walls::open()
+                }
+            }
             _ => Walls::with_mechanism(project, work_root, wanted, Mechanism::probe().clone()),
         }
     }
@@ -257,16 +266,22 @@ impl Walls {
             // A folder of it that lies in a temp folder stays out of sight too.
             seen_in_temp.retain(|seen| !of.hides(seen));
         }
-        // What the toolchains write outside the project by themselves.
-        let caches = caches::toolchain_caches(&root, &read_only);
-        writable.extend(caches.folders);
+        // What the toolchains write outside the project by themselves: the
+        // checks' own caches, never the person's.
+        let (caches_folder, cache_env) = checks_caches(&project);
+        let mut refused_caches = Vec::new();
+        match caches_folder {
+            Ok(folder) => writable.push(folder),
+            Err(line) => refused_caches.push(line),
+        }
         Walls {
             wanted,
             writable,
             read_only,
             hidden,
             seen_in_temp,
-            refused_caches: caches.refused,
+            refused_caches,
+            cache_env,
             worktree_of,
             network: false,
             off_network: network_wall_of(&mechanism),
@@ -365,6 +380,11 @@ impl Walls {
         self.writable.get(1..).unwrap_or_default()
     }
 
+    /// The variables that send a check's toolchains to [`Walls::caches`].
+    pub fn cache_env(&self) -> &[(String, OsString)] {
+        &self.cache_env
+    }
+
     /// One line for each toolchain cache a variable sends where no check
     /// may write, for the person at the start.
     pub fn refused_caches(&self) -> &[String] {
@@ -432,6 +452,9 @@ impl Walls {
     /// [`SESSION_VARIABLES`], TMPDIR the check's own temp folder. The
     /// [`CheckTemp`] must live until the command ends.
     pub fn wrap(&self, mut inner: Command) -> Result<(Command, CheckTemp), WallsMissing> {
+        for (name, value) in &self.cache_env {
+            inner.env(name, value);
+        }
         if self.walled() {
             for var in SESSION_VARIABLES {
                 inner.env_remove(var);
@@ -516,6 +539,57 @@ impl Walls {
     #[cfg(not(target_os = "linux"))]
     fn landlock(&self, _inner: Command) -> Result<(Command, CheckTemp), WallsMissing> {
         Err(WallsMissing("Landlock is Linux's".into()))
+    }
+}
+
+/// The checks' own caches of `project` (made here, by ralph, before the
+/// check: a check never makes a folder it may write) and the variables
+/// that send the toolchains there. Where that set cannot be written (a
+/// `ralph-ctl check` the agent runs in the client's sandbox, which lets it
+/// write only its own set), the agent's: what such a check decides nothing.
+/// The folder is `Err` with the line for the person when neither can be.
+fn checks_caches(project: &Path) -> (Result<PathBuf, String>, Vec<(String, OsString)>) {
+    let writable = |folder: &Path| {
+        if std::fs::create_dir_all(folder).is_err() {
+            return false;
+        }
+        let probe = folder.join(format!(".ralph-probe-{}", std::process::id()));
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .is_ok();
+        let _ = std::fs::remove_file(&probe);
+        made
+    };
+    let sets = [caches::Owner::Checks, caches::Owner::Agent]
+        .into_iter()
+        .filter_map(|owner| caches::own_caches(project, owner));
+    let mut first = None;
+    for set in sets {
+        if writable(&set.folder) {
+            let folder = std::fs::canonicalize(&set.folder).unwrap_or(set.folder);
+            return (Ok(folder), set.env);
+        }
+        first.get_or_insert(set);
+    }
+    match first {
+        Some(set) => (
+            Err(format!(
+                "walls: the checks' caches ({}) cannot be written: the toolchains' caches stay \
+                 read-only for the checks",
+                set.folder.display()
+            )),
+            set.env,
+        ),
+        None => (
+            Err(
+                "walls: the system names no cache folder (is HOME set?): the toolchains' \
+                 caches stay read-only for the checks"
+                    .into(),
+            ),
+            Vec::new(),
+        ),
     }
 }
 

@@ -52,7 +52,7 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
         ]
     );
     // No sandbox: the settings keep the agent off ralph's files, and it
-    // may run the checks and commit.
+    // may run the checks, never git (`git commit -F` reads any file).
     assert_eq!(args[6], "--settings");
     let settings: serde_json::Value = serde_json::from_str(&args[7]).unwrap();
     assert_eq!(settings.get("sandbox"), None, "{settings}");
@@ -61,10 +61,9 @@ fn launcher_starts_the_client_with_the_prompt_and_session() {
         deny.contains("/.claude/ralph)") && deny.contains("Bash(ralph-ctl say:*)"),
         "{deny}"
     );
+    let allow = settings["permissions"]["allow"].to_string();
     assert!(
-        settings["permissions"]["allow"]
-            .to_string()
-            .contains("Bash(git commit:*)"),
+        allow.contains("ralph-ctl check:*)") && !allow.contains("Bash(git"),
         "{settings}"
     );
     run.assert_stderr_has(&["sandbox: off;"]);

@@ -1,11 +1,14 @@
 //! End-to-end: a check that passes plainly passes in the walls, on the
 //! real client, with HOME outside the temp folders (as a person's or a CI
 //! container's is; a HOME under /tmp is re-bound by the walls and hides
-//! what they refuse). The toolchains write their caches: Go's build cache
-//! made in a fresh home, cargo's shared target folder
-//! (`CARGO_TARGET_DIR`), a crate fetched into cargo's registry (from a
-//! local registry: no network). The agent, in the client's sandbox, runs
-//! the same check with the same rights. Under Landlock (bubblewrap hidden,
+//! what they refuse). The toolchains write caches of ralph's own, never
+//! the person's: Go's build cache, a target folder where the person names
+//! a shared one (`CARGO_TARGET_DIR`), a crate fetched into cargo's
+//! registry (from a local registry the person's cargo settings name: no
+//! network). The agent, in the client's sandbox, runs the same check in
+//! caches of its own. Nothing the agent or a check writes reaches the
+//! person's caches (each hashed around the loop), and the agent's own
+//! cache cannot make a check pass (Go's cache pointed at a fixed build). Under Landlock (bubblewrap hidden,
 //! as root) cargo's first `target/` and pytest with `filterwarnings =
 //! error`. And a queue on a Python project without a `.gitignore`: no
 //! bytecode committed, nothing of the checks' in the way of a landing.
@@ -123,7 +126,8 @@ fn a_go_check_with_no_build_cache_yet_passes_in_the_walls(client: ClientVersion)
             ("calc_test.go", GO_TEST),
         ],
     );
-    let cache = project.home.join(".cache/go-build");
+    let home = project.home.clone();
+    let cache = home.join(".cache/go-build");
     assert!(!cache.exists());
     let path = format!(
         "{}:{}",
@@ -142,8 +146,28 @@ fn a_go_check_with_no_build_cache_yet_passes_in_the_walls(client: ClientVersion)
     let api = MockApi::start(agent_runs(check));
     let outcome = scenario.run(&api);
     completed_and_the_agent_ran_it(&outcome, &api, passed);
-    let built = std::fs::read_dir(&cache).map_or(0, std::iter::Iterator::count);
-    assert!(built > 0, "Go's build cache was not written: {outcome:?}");
+    let checks = own_set(&home, "checks").join("go-build");
+    let built = std::fs::read_dir(&checks).map_or(0, std::iter::Iterator::count);
+    assert!(
+        built > 0,
+        "the checks' Go build cache was not written: {outcome:?}"
+    );
+    // The person's own stays as it was: none.
+    assert!(!cache.exists(), "{outcome:?}");
+}
+
+/// The folder of `owner`'s caches (`agent`, `checks`) of the one project
+/// run with `home`: `~/.cache/ralph/<project>-<hash>/<owner>`.
+fn own_set(home: &Path, owner: &str) -> PathBuf {
+    let sets: Vec<PathBuf> = std::fs::read_dir(home.join(".cache/ralph"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|project| project.path().join(owner))
+        .filter(|set| set.is_dir())
+        .collect();
+    assert_eq!(sets.len(), 1, "one set of {owner}'s caches: {sets:?}");
+    sets[0].clone()
 }
 
 const CARGO_TOML: &str = "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n";
@@ -169,9 +193,10 @@ fn cargo_project(name: &str, (command, ignored): (&str, &str)) -> TempProject {
 }
 
 #[test]
-fn a_cargo_check_builds_into_a_shared_target_folder_outside_the_project() {
+fn a_cargo_check_builds_into_a_target_folder_of_its_own_not_the_shared_one() {
     let client = ClientVersion::V2_1_330;
     let project = cargo_project("caches-cargo-target", OFFLINE);
+    let home = project.home.clone();
     let shared = project.home.parent().unwrap().join("shared-target");
     let scenario = rustup_env(Scenario::around(project, client))
         .env("CARGO_TARGET_DIR", &shared.display().to_string())
@@ -179,11 +204,16 @@ fn a_cargo_check_builds_into_a_shared_target_folder_outside_the_project() {
     let api = MockApi::start(agent_runs("cargo test -q --offline"));
     let outcome = scenario.run(&api);
     completed_and_the_agent_ran_it(&outcome, &api, AGENT_PASSED);
-    assert!(
-        shared.join("debug").is_dir(),
-        "nothing was built in {}: {outcome:?}",
-        shared.display()
-    );
+    for owner in ["agent", "checks"] {
+        let target = own_set(&home, owner).join("target");
+        assert!(
+            target.join("debug").is_dir(),
+            "nothing was built in {}: {outcome:?}",
+            target.display()
+        );
+    }
+    // The person's shared target folder is never written.
+    assert!(!shared.exists(), "{outcome:?}");
 }
 
 /// A local registry (cargo's `local-registry` source) at `dir` holding
@@ -235,10 +265,11 @@ fn local_registry(dir: &Path, home: &Path) {
 }
 
 #[test]
-fn a_cargo_check_fetches_the_crate_the_agent_added_into_the_registry() {
+fn a_cargo_check_fetches_the_crate_the_agent_added_into_a_registry_of_its_own() {
     let client = ClientVersion::V2_1_330;
     let project = cargo_project("caches-cargo-registry", FETCHING);
     local_registry(project.home.parent().unwrap(), &project.home);
+    let home = project.home.clone();
     let registry = project.home.join(".cargo/registry");
     assert!(!registry.exists());
     let scenario = rustup_env(Scenario::around(project, client)).exact_args(&[
@@ -257,15 +288,22 @@ fn a_cargo_check_fetches_the_crate_the_agent_added_into_the_registry() {
     });
     let outcome = scenario.run(&api);
     completed_and_the_agent_ran_it(&outcome, &api, AGENT_PASSED);
-    let unpacked = std::fs::read_dir(registry.join("src"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|d| d.path().join("tinydep-0.1.0").is_dir());
-    assert!(
-        unpacked,
-        "the crate was not unpacked into the registry: {outcome:?}"
-    );
+    // Through the person's settings (the local registry), copied into each
+    // set's own CARGO_HOME; never into the person's registry.
+    for owner in ["agent", "checks"] {
+        let ours = own_set(&home, owner).join("cargo/registry/src");
+        let unpacked = std::fs::read_dir(&ours)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|d| d.path().join("tinydep-0.1.0").is_dir());
+        assert!(
+            unpacked,
+            "the crate was not unpacked into {}: {outcome:?}",
+            ours.display()
+        );
+    }
+    assert!(!registry.exists(), "{outcome:?}");
 }
 
 /// `cmd` run where bubblewrap is not to be had (see `walls_parity`), so
@@ -432,4 +470,174 @@ fn a_queue_on_python_without_a_gitignore_lands_no_bytecode() {
         !committed.contains(".pyc") && !committed.contains("__pycache__"),
         "bytecode was committed: {committed}"
     );
+}
+
+/// Every file, folder and link under `dir` with its mode and contents (a
+/// link's target), by its path under `dir`: two equal trees are the same
+/// bytes.
+fn tree(dir: &Path) -> std::collections::BTreeMap<String, (u32, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(path) = todo.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let name = path
+            .strip_prefix(dir)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        let mode = meta.permissions().mode();
+        let contents = if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                todo.push(entry.path());
+            }
+            Vec::new()
+        } else if meta.file_type().is_symlink() {
+            std::fs::read_link(&path)
+                .map(|t| t.into_os_string().into_encoded_bytes())
+                .unwrap_or_default()
+        } else {
+            std::fs::read(&path).unwrap_or_default()
+        };
+        found.insert(name, (mode, contents));
+    }
+    found
+}
+
+/// A file in each of the person's caches (relative to HOME), as a build of
+/// theirs would read it next.
+const PERSONS_CACHES: [&str; 7] = [
+    ".cargo/registry/src/index.crates.io-0000/dep-0.1.0/src/lib.rs",
+    ".cargo/git/checkouts/dep-0000/abc/src/lib.rs",
+    "go/pkg/mod/example.com/dep@v0.1.0/dep.go",
+    ".cache/go-build/00/0000-a",
+    ".npm/_cacache/index-v5/00/00/0000",
+    ".cache/pip/http-v2/0/0000",
+    ".cache/uv/wheels-v1/0000",
+];
+
+#[test]
+fn the_persons_caches_are_the_same_bytes_after_the_agent_and_a_check_try_to_write_them() {
+    let client = ClientVersion::V2_1_330;
+    // The agent's code: appends a build.rs beside the crate's sources (the
+    // person's next `cargo check` elsewhere would run it), writes every
+    // cached file and a new one beside it, and changes a mode.
+    let mut poison = String::from("for f in");
+    for file in PERSONS_CACHES {
+        poison.push_str(&format!(" \"$HOME/{file}\""));
+    }
+    poison.push_str(
+        "; do\n  echo poisoned >> \"$f\" && echo \"wrote $f\"\n  \
+         d=$(dirname \"$f\"); echo 'fn main() {}' > \"$d/build.rs\" && echo \"made $d/build.rs\"\n  \
+         chmod 777 \"$f\" 2>/dev/null\ndone\nexit 0\n",
+    );
+    let project = project(
+        "caches-persons",
+        "sh poison.sh",
+        &[("poison.sh", poison.as_str())],
+    );
+    let home = project.home.clone();
+    for file in PERSONS_CACHES {
+        let path = home.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, format!("the person's {file}\n")).unwrap();
+    }
+    let roots: Vec<PathBuf> = [
+        ".cargo/registry",
+        ".cargo/git",
+        "go/pkg/mod",
+        ".cache/go-build",
+        ".npm",
+        ".cache/pip",
+        ".cache/uv",
+    ]
+    .iter()
+    .map(|r| home.join(r))
+    .collect();
+    let persons = |roots: &[PathBuf]| roots.iter().map(|r| tree(r)).collect::<Vec<_>>();
+    let before = persons(&roots);
+    let scenario =
+        Scenario::around(project, client).exact_args(&["--headless", "--max-iterations", "2"]);
+    let api = MockApi::start(agent_runs("sh poison.sh"));
+    let outcome = scenario.run(&api);
+    completed_and_the_agent_ran_it(&outcome, &api, AGENT_PASSED);
+    let results = tool_results(&api);
+    assert!(!results.contains("wrote /"), "{results}");
+    let after = persons(&roots);
+    for (root, (before, after)) in roots.iter().zip(before.iter().zip(&after)) {
+        assert_eq!(
+            before,
+            after,
+            "{} changed: {outcome:?}\n{results}",
+            root.display()
+        );
+    }
+}
+
+/// A Go package whose test is in a package of its own (`calc_test`), so
+/// that `go test` builds `calc` as any build of it does.
+const GO_EXTERNAL_TEST: &str = "package calc_test\n\nimport (\n\t\"testing\"\n\n\t\"example.com/calc\"\n)\n\n\
+func TestAdd(t *testing.T) {\n\tif calc.Add(2, 3) != 5 {\n\t\tt.Fatal(\"2 + 3\")\n\t}\n}\n";
+
+/// The agent's cheat: builds the fixed package, then the buggy one, and
+/// points the buggy build's cache entry at the fixed build's output (Go
+/// checks a cached output's size, not its content); the bug stays in the
+/// source, and `go test` passes in its cache.
+const GO_CACHE_TRICK: &str = "C=$(go env GOCACHE)
+sed -i 's/a - b/a + b/' calc.go; F=$(go list -export -f '{{.Export}}' .)
+sed -i 's/a + b/a - b/' calc.go; B=$(go list -export -f '{{.Export}}' .)
+fid=$(basename \"$F\" -d); bid=$(basename \"$B\" -d)
+for a in $(grep -rl \"$bid\" \"$C\" --include='*-a'); do sed -i \"s/$bid/$fid/\" \"$a\"; done
+go test ./... > \"$TMPDIR/go.log\" 2>&1; echo agent-go-test: $?; cat \"$TMPDIR/go.log\"
+";
+
+#[test]
+fn the_agents_go_cache_pointed_at_a_fixed_build_cannot_make_a_check_pass() {
+    let Some(go) = installed("go") else { return };
+    let client = ClientVersion::V2_1_330;
+    let buggy = GO_CALC.replace("a + b", "a - b");
+    let project = project(
+        "caches-go-trick",
+        "go test ./...",
+        &[
+            ("go.mod", GO_MOD),
+            ("calc.go", buggy.as_str()),
+            ("calc_test.go", GO_EXTERNAL_TEST),
+            ("trick.sh", GO_CACHE_TRICK),
+        ],
+    );
+    let root = project.root.clone();
+    let path = format!(
+        "{}:{}",
+        go.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let scenario = Scenario::around(project, client)
+        .env("PATH", &path)
+        .exact_args(&["--headless", "--max-iterations", "2"]);
+    let api = MockApi::start(|turn, _| match turn {
+        0 => Reply::bash("sh trick.sh"),
+        _ => Reply::text(format!("go test passes.\n{SIGNAL}")),
+    });
+    let outcome = scenario.run(&api);
+    let results = tool_results(&api);
+    // The cheat holds in the agent's own cache...
+    assert!(
+        results.contains("agent-go-test: 0"),
+        "{results}\n{outcome:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("calc.go")).unwrap(),
+        buggy
+    );
+    // ...and not in the checks': the claim is rejected.
+    assert_ne!(outcome.state["status"], "complete", "{outcome:?}");
+    assert_eq!(
+        outcome.decisions().first(),
+        Some(&(1, "block")),
+        "{outcome:?}"
+    );
+    assert!(outcome.state.to_string().contains("2 + 3"), "{outcome:?}");
 }

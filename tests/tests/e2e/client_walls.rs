@@ -2,7 +2,8 @@
 //! unattended run with the permission mode ralph chooses, on the real
 //! clients: git's configuration (`.git/config`, `.git/hooks`,
 //! `.git/info`, which the next client and the merge queue's git would
-//! obey) while `git commit` still works, in the main checkout and from a
+//! obey) while `git commit` still works in the sandbox (without it no git
+//! command is allowed: each reads a file the agent names), in the main checkout and from a
 //! queue item's worktree (where `ralph-ctl check` judges the item's loop);
 //! a worktree's own copies of ralph's files; and
 //! on 2.0.77, whose sandbox does not hold, the unsandboxed rules instead,
@@ -56,7 +57,7 @@ fn sandbox_line(client: ClientVersion) -> &'static [&'static str] {
         ClientVersion::V2_0_77 => &[
             "sandbox: not available (Claude Code 2.0.77's sandbox does not hold",
             "update it to 2.1.330 or later",
-            "acceptEdits with `ralph-ctl check` and git add/commit allowed",
+            "acceptEdits with `ralph-ctl check` allowed instead, and its work is left uncommitted",
         ],
     }
 }
@@ -80,6 +81,8 @@ fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_wal
         Reply::bash("echo alpha | tail -1"),
         Reply::bash("mv .claude .claude.x"),
         Reply::bash("echo '{}' > .claude/settings.local.json"),
+        // The work, through the file tool (both clients allow it).
+        Reply::write(root.join("w.txt").display().to_string(), "w\n"),
         Reply::bash(
             "echo w > w.txt && git add w.txt && git commit -qm 'agent work' && echo committed",
         ),
@@ -99,11 +102,18 @@ fn the_agent_commits_but_cannot_change_gits_configuration_or_step_around_the_wal
         "the agent moved .claude: {results}"
     );
     no_settings_file(&root, &results);
-    assert!(results.contains("committed"), "{results}");
-    assert_eq!(
-        git_status_out(&root, &["log", "-1", "--format=%s"]).1,
-        "agent work"
-    );
+    let last = git_status_out(&root, &["log", "-1", "--format=%s"]).1;
+    match client {
+        ClientVersion::V2_1_330 => {
+            assert!(results.contains("committed"), "{results}");
+            assert_eq!(last, "agent work");
+        }
+        // No git command without the sandbox: the commit is refused.
+        ClientVersion::V2_0_77 => {
+            assert!(!results.contains("committed"), "{results}");
+            assert_ne!(last, "agent work");
+        }
+    }
 }
 
 #[ralph_tests::on_both_clients(
@@ -138,6 +148,8 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
                 .to_string(),
             "{}",
         ),
+        // The work, through the file tool (both clients allow it).
+        Reply::write(tree.join("one.txt").display().to_string(), "one\n"),
         Reply::bash(
             "echo one > one.txt && git add one.txt && git commit -qm 'Add one' && echo committed",
         ),
@@ -168,8 +180,13 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
         "the agent changed the worktree's guardrails: {results}"
     );
     no_settings_file(&tree, &results);
-    // Its commit went in, on the item's branch.
-    assert!(results.contains("committed"), "{results}");
+    // In the sandbox its commit went in, on the item's branch; without it
+    // no git command is allowed.
+    assert_eq!(
+        results.contains("committed"),
+        client == ClientVersion::V2_1_330,
+        "{results}"
+    );
     // `ralph-ctl check` there judged the item's loop, in the item's worktree.
     assert!(
         results.contains("queue item T-1's loop: running at iteration 1")
@@ -177,10 +194,12 @@ fn a_queue_items_agent_is_walled_in_its_worktree_as_in_the_main_checkout(client:
             && results.contains("result: a claim of done now would pass these gates"),
         "the item's check: {results}"
     );
-    assert_eq!(
-        git_status_out(&root, &["log", "-1", "--format=%s", "ralph/item-T-1"]).1,
-        "Add one"
-    );
+    if client == ClientVersion::V2_1_330 {
+        assert_eq!(
+            git_status_out(&root, &["log", "-1", "--format=%s", "ralph/item-T-1"]).1,
+            "Add one"
+        );
+    }
 }
 
 #[ralph_tests::on_both_clients(

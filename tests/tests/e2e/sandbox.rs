@@ -145,9 +145,16 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
     };
     let script = [
         Reply::bash(check),
+        // The work, through the file tool (both clients allow it).
+        Reply::write(project.path("work.txt").display().to_string(), "work\n"),
         Reply::bash(
             "echo work > work.txt && git add work.txt && git commit -qm 'agent work' && echo committed",
         ),
+        // ralph's key into a commit, through git's own reading of a file.
+        Reply::bash(format!(
+            "git commit --allow-empty --cleanup=verbatim -F {} && echo key-committed",
+            project.key_dir().join("record.key").display()
+        )),
         Reply::bash(format!("echo x > {} ; echo rc=$?", outside.display())),
         Reply::bash(
             "echo '{\"status\": \"complete\"}' > .claude/context/runtime/ralph-state.json; echo rc=$?",
@@ -177,8 +184,19 @@ fn the_agent_tests_and_commits_but_cannot_touch_what_judges_it(client: ClientVer
     if client == ClientVersion::V2_1_330 {
         assert!(!results.contains("requires approval") && !results.contains("require approval"));
     }
-    assert!(results.contains("committed"), "{results}");
-    assert!(commits(&root).contains("agent work"));
+    // In the sandbox the agent commits; without it no git command is
+    // allowed (each reads a file the agent names): its work stays in the tree.
+    match client {
+        ClientVersion::V2_1_330 => {
+            assert!(results.contains("committed"), "{results}");
+            assert!(commits(&root).contains("agent work"));
+        }
+        ClientVersion::V2_0_77 => {
+            assert!(!results.contains("committed"), "{results}");
+            assert!(!commits(&root).contains("agent work"));
+        }
+    }
+    assert!(!results.contains("key-committed"), "{results}");
     // Nothing outside the project, nothing of ralph's, nothing of the client's settings.
     assert!(!outside.exists(), "the agent wrote outside the project");
     assert!(
@@ -273,8 +291,14 @@ fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_c
         the_check_passed(&results, false),
         "the check ran: {results}"
     );
-    assert!(results.contains("committed"), "{results}");
-    assert!(commits(&project.root).contains("agent work"));
+    // Without the sandbox ralph allows no git command: on 2.0.77 the
+    // commit is refused and the work left uncommitted, for the person
+    // (2.1.330's own acceptEdits rules let a commit in the project through).
+    if client == ClientVersion::V2_0_77 {
+        assert!(!results.contains("committed"), "{results}");
+        assert!(results.contains("approval"), "{results}");
+        assert!(!commits(&project.root).contains("agent work"));
+    }
 }
 
 #[ralph_tests::on_both_clients]

@@ -2,7 +2,8 @@
 //! right the agent lacks. One battery of probes (writes to the temp
 //! folders, the home folder and its dotfiles, ralph's key folder and every
 //! folder and top-level file of `.git`, locks and `commondir` included; a
-//! toolchain's cache (Go's, the project being a Go module) and cargo's
+//! toolchain's cache of the person's (Go's, the project being a Go module:
+//! the agent and the checks build into caches of ralph's own) and cargo's
 //! settings; a
 //! unix socket under /tmp and an abstract one, each also through a socket
 //! `io_uring` makes (`IORING_OP_SOCKET`); a datagram socketpair sent to a
@@ -212,7 +213,8 @@ fn writes_of(who: &str, tag: &str, project: &Path, home: &Path, key_dir: &Path) 
         home.join(".gitconfig"),
         home.join(".config").join(&name),
         key_dir.join(&name),
-        // A toolchain's cache (the project is a Go module), and cargo's
+        // The person's toolchain cache (the project is a Go module: the
+        // agent and the checks get caches of ralph's own), and cargo's
         // settings beside its caches, which name programs cargo runs.
         home.join(".cache/go-build").join(&name),
         home.join(".cargo/config.toml"),
@@ -621,12 +623,13 @@ fn parity(uid: Option<u32>) {
 }
 
 /// The probes a check may get through in ralph's walls, by the start of
-/// their row: the toolchain's cache alone. Every other row is refused,
-/// whatever the client lets its agent do: where ralph's walls are stricter
-/// than the client's sandbox (a write in `.git`, a datagram sent to a
-/// socket under /tmp, a capability as root, the person's session
-/// variables), a check that got through has lost a wall.
-const A_CHECK_MAY: [&str; 1] = ["write ~/.cache/go-build/"];
+/// their row: none (the person's toolchain caches no more: a check writes
+/// caches of ralph's own). Every row is refused, whatever the client lets
+/// its agent do: where ralph's walls are stricter than the client's sandbox
+/// (a write in `.git`, a datagram sent to a socket under /tmp, a capability
+/// as root, the person's session variables), a check that got through has
+/// lost a wall.
+const A_CHECK_MAY: [&str; 0] = [];
 
 /// The rows that break the rule, as `probe (who)`: a check (each of
 /// `runs`, by who it is) got through where the client refused the agent,
@@ -658,13 +661,13 @@ fn a_check_that_lost_a_stricter_wall_breaks_the_rule() {
     let agent = table(&[
         ("write <project>/.git/HEAD", true),
         ("hold a capability", true),
-        ("write ~/.cache/go-build/parity-<who>-1", true),
+        ("write ~/.cache/go-build/parity-<who>-1", false),
         ("connect TCP on the host 127.0.0.1", false),
     ]);
     let held = table(&[
         ("write <project>/.git/HEAD", false),
         ("hold a capability", false),
-        ("write ~/.cache/go-build/parity-<who>-1", true),
+        ("write ~/.cache/go-build/parity-<who>-1", false),
         ("connect TCP on the host 127.0.0.1", false),
     ]);
     assert_eq!(
@@ -683,6 +686,7 @@ fn a_check_that_lost_a_stricter_wall_breaks_the_rule() {
             "connect TCP on the host 127.0.0.1 (landlock)",
             "hold a capability (landlock)",
             "write <project>/.git/HEAD (landlock)",
+            "write ~/.cache/go-build/parity-<who>-1 (landlock)",
         ]
     );
 }

@@ -1,33 +1,39 @@
-//! The toolchains' caches a walled check may write: without them a check
-//! that passes plainly fails in the walls (Go's build cache in a fresh
-//! container: "read-only file system"; cargo's `.cargo-lock` in a shared
-//! target folder; a crate the agent added, fetched into cargo's registry).
+//! The toolchains' caches of the agent and of the checks: never the
+//! person's own. What the agent or a check writes into a cache, a later
+//! build reads without checking it again (an unpacked crate under cargo's
+//! `registry/src` with a `build.rs` added runs in the person's next
+//! `cargo check` of another project; Go checks a cached output's size, not
+//! its content, so a cache entry pointed at another build's output makes a
+//! buggy package pass). So the person's caches ([`TOOLCHAIN_CACHES`]) stay
+//! readable and are never writable, to the agent's sandbox as to the
+//! checks' walls; each project gets two sets of caches of ralph's own,
+//! in `ralph` in the person's cache folder ([`own_root`]):
 //!
-//! [`TOOLCHAIN_CACHES`] is the one list: each entry is a folder a toolchain
-//! writes on its own, found as the toolchain finds it (its variable first,
-//! else its default place), and why it may be written. Never granted,
-//! whatever a variable says ([`refusal`]): the home folder itself or a
-//! folder that holds it, a folder on `PATH` or one holding one (what it
-//! holds runs), the places that hold settings, secrets or code the person's
-//! shell runs later (`~/.config`, the shell's rc files, `~/.ssh`,
-//! `~/.gitconfig`, cargo's `config.toml`, `credentials.toml` and `bin/`,
-//! …), ralph's key folder, the runtime folder, a temp folder itself, and
-//! the project's `.git` and `.claude`. A variable that points at one of
-//! them is refused with one line, and the check runs without that cache.
+//! - `<project>/agent`: the agent's, named in the client's settings (`env`)
+//!   and writable in its sandbox (`sandbox.filesystem.allowWrite`);
+//! - `<project>/checks`: the checks', named in each check's environment by
+//!   the walls and writable to checks only, kept between checks (a second
+//!   check is warm). The agent cannot write it, so nothing it puts in its
+//!   own cache makes a check pass.
 //!
-//! The agent gets the same folders writable in the client's sandbox
-//! (`sandbox.filesystem.allowWrite` in the settings ralph passes), so a
-//! check has no right the agent lacks, and the agent can run the check it
-//! is judged by.
+//! Each toolchain is sent there by its own variables ([`OwnCaches::env`]).
+//! They are seeded from the person's caches, read-only: Go through
+//! `GOPROXY=file://<the person's module cache>/cache/download,…` (each
+//! module checked against `go.sum` as it is taken), cargo by a copy of the
+//! person's downloaded crates and index (`registry/cache`, `registry/index`,
+//! `git/db`) and of its `config.toml` into a `CARGO_HOME` of the set's own
+//! ([`prepare`], as a loop starts). npm's, pip's and uv's start empty.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 /// Where a cache lies when its variable is not set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DefaultPlace {
     /// None: the cache is only where its variable says (`CARGO_TARGET_DIR`:
-    /// by default cargo's target folder is in the project, writable anyway).
+    /// by default cargo's target folder is in the project).
     Nowhere,
     /// This folder of the home folder.
     Home(&'static str),
@@ -38,7 +44,7 @@ pub enum DefaultPlace {
     GoPath(&'static str),
 }
 
-/// One cache a toolchain writes by itself.
+/// One cache of the person's that a toolchain writes by itself.
 #[derive(Clone, Copy, Debug)]
 pub struct ToolchainCache {
     /// What it is, for the person.
@@ -47,238 +53,244 @@ pub struct ToolchainCache {
     pub variables: &'static [&'static str],
     /// Where it is when no variable names it.
     pub default: DefaultPlace,
-    /// The folders of it granted (`""`: the folder itself).
+    /// The folders of it a later build reads without checking them again
+    /// (`""`: the folder itself).
     pub folders: &'static [&'static str],
-    /// Files at the checked folder's top that say the project uses the
-    /// toolchain: the cache is then made when it is missing (a fresh CI
-    /// container has none), so that it can be granted.
-    pub used_by: &'static [&'static str],
-    /// Why it may be written.
-    pub why: &'static str,
 }
 
-/// Files at a project's top that say it is a Python project.
-const PYTHON_PROJECT: &[&str] = &[
-    "pyproject.toml",
-    "setup.py",
-    "setup.cfg",
-    "requirements.txt",
-    "uv.lock",
-];
-
-/// The toolchains' caches a walled check may write (and the agent, through
-/// the client's settings): the one list.
+/// The person's toolchain caches: never written by the agent nor by a
+/// check (the one list; the e2e tests hash each of them around a loop).
 pub const TOOLCHAIN_CACHES: [ToolchainCache; 7] = [
     ToolchainCache {
         name: "Go's build cache",
         variables: &["GOCACHE"],
         default: DefaultPlace::UserCache("go-build"),
         folders: &[""],
-        used_by: &["go.mod", "go.work"],
-        why: "compiled packages and test results, each filed under the hash of all its \
-              inputs; `go build` and `go test` refuse to run without it",
     },
     ToolchainCache {
         name: "Go's module cache",
         variables: &["GOMODCACHE"],
         default: DefaultPlace::GoPath("pkg/mod"),
         folders: &[""],
-        used_by: &["go.mod", "go.work"],
-        why: "the modules a build downloads, checked against go.sum as they are fetched",
     },
     ToolchainCache {
         name: "cargo's registry and git sources",
         variables: &["CARGO_HOME"],
         default: DefaultPlace::Home(".cargo"),
-        // Never CARGO_HOME itself: its config.toml names programs cargo
-        // runs, credentials.toml holds the registry's token, bin/ is on PATH.
         folders: &["registry", "git"],
-        used_by: &["Cargo.toml"],
-        why: "the index and the crates a build fetches (each checked against its checksum \
-              as it is fetched), and git dependencies",
     },
     ToolchainCache {
         name: "cargo's target folder",
         variables: &["CARGO_TARGET_DIR"],
         default: DefaultPlace::Nowhere,
         folders: &[""],
-        used_by: &["Cargo.toml"],
-        why: "a build's output, shared by projects; cargo locks it (`.cargo-lock`) as it builds",
     },
     ToolchainCache {
         name: "npm's cache",
         variables: &["npm_config_cache", "NPM_CONFIG_CACHE"],
         default: DefaultPlace::Home(".npm"),
-        // Not `_npx`: the packages `npx` installed there run, unchecked,
-        // the next time the person types `npx` with that name.
-        folders: &["_cacache", "_logs"],
-        used_by: &["package.json"],
-        why: "downloaded packages filed by their content's hash (checked as they are read), \
-              and npm's logs",
+        folders: &[""],
     },
     ToolchainCache {
         name: "pip's cache",
         variables: &["PIP_CACHE_DIR"],
         default: DefaultPlace::UserCache("pip"),
         folders: &[""],
-        used_by: PYTHON_PROJECT,
-        why: "downloaded packages and the wheels pip built",
     },
     ToolchainCache {
         name: "uv's cache",
         variables: &["UV_CACHE_DIR"],
         default: DefaultPlace::UserCache("uv"),
         folders: &[""],
-        used_by: PYTHON_PROJECT,
-        why: "downloaded packages, built wheels and the environments uv makes",
     },
 ];
 
-/// The home folder's entries that hold settings, secrets or code the
-/// person's shell runs later: a cache may neither lie in one nor hold one.
-const NEVER_WRITTEN_IN_HOME: [&str; 24] = [
-    ".config",
-    ".ssh",
-    ".gnupg",
-    ".gitconfig",
-    ".git-credentials",
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    ".pydistutils.cfg",
-    ".docker",
-    ".aws",
-    ".kube",
-    ".local/bin",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zprofile",
-    ".zshenv",
-    ".zlogin",
-    ".zlogout",
-    "go/bin",
-];
-
-/// cargo's own files beside its caches: its settings (which name programs
-/// cargo runs), the registry's token, the programs it installed.
-const NEVER_WRITTEN_IN_CARGO_HOME: [&str; 5] = [
-    "config",
-    "config.toml",
-    "credentials",
-    "credentials.toml",
-    "bin",
-];
-
-/// What a check may write of the toolchains' caches, and what was refused.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Granted {
-    /// The folders (real paths), each once.
-    pub folders: Vec<PathBuf>,
-    /// One line for each cache a variable sends where no check may write.
-    pub refused: Vec<String>,
+/// Whose set of caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// The agent's commands, in the client's sandbox.
+    Agent,
+    /// ralph's checks of the agent's work, in the walls.
+    Checks,
 }
 
-/// The places no cache may lie in or hold, besides those of
-/// [`NEVER_WRITTEN_IN_HOME`].
-struct Forbidden {
-    home: Option<PathBuf>,
-    /// Each with what it is, for the refusal's line.
-    places: Vec<(PathBuf, String)>,
-    path_folders: Vec<PathBuf>,
-}
-
-/// The toolchains' caches a check of `work_root` may write, as this
-/// process's environment finds them; none may lie in or hold a folder of
-/// `keep_out` (ralph's key folder, the main checkout's `.git` and
-/// `.claude`). Only caches that exist: a check never makes one, so that it
-/// writes no folder the agent's sandbox was not given at the start
-/// ([`make_missing`] makes them then).
-pub fn toolchain_caches(work_root: &Path, keep_out: &[PathBuf]) -> Granted {
-    toolchain_caches_with(work_root, keep_out, &|name| std::env::var_os(name), false)
-}
-
-/// Makes the caches of the toolchains the project at `work_root` uses
-/// that are missing (a fresh container has no Go build cache), as a loop
-/// starts, before the agent's sandbox is given the same folders.
-pub fn make_missing(work_root: &Path, keep_out: &[PathBuf]) {
-    toolchain_caches_with(work_root, keep_out, &|name| std::env::var_os(name), true);
-}
-
-/// [`toolchain_caches`] with the variables `lookup` gives (the tests').
-pub fn toolchain_caches_with(
-    work_root: &Path,
-    keep_out: &[PathBuf],
-    lookup: &dyn Fn(&str) -> Option<OsString>,
-    make: bool,
-) -> Granted {
-    let var = |name: &str| lookup(name).filter(|v| !v.is_empty());
-    let home = var("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let root = real(work_root);
-    let forbidden = forbidden(&root, home.as_deref(), keep_out, &var);
-    let mut granted = Granted::default();
-    for cache in &TOOLCHAIN_CACHES {
-        let named = cache
-            .variables
-            .iter()
-            .find_map(|v| var(v).map(|value| (*v, PathBuf::from(value))));
-        // `GOCACHE=off`: Go keeps no cache (and then refuses to build).
-        if named
-            .as_ref()
-            .is_some_and(|(_, p)| p.as_os_str() == "off" && cache.variables.contains(&"GOCACHE"))
-        {
-            continue;
+impl Owner {
+    /// The set's folder name.
+    fn folder(self) -> &'static str {
+        match self {
+            Owner::Agent => "agent",
+            Owner::Checks => "checks",
         }
-        let base = match &named {
-            Some((_, path)) if path.is_absolute() => Some(path.clone()),
-            Some((_, path)) => Some(root.join(path)),
-            None => default_place(cache.default, home.as_deref(), &var),
+    }
+}
+
+/// One owner's caches of one project: the folder holding them all, and the
+/// variables that send each toolchain there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnCaches {
+    /// The folder of the set (`<own_root>/<project>-<hash>/<owner>`).
+    pub folder: PathBuf,
+    /// The variables, in this order, for the owner's environment.
+    pub env: Vec<(String, OsString)>,
+}
+
+/// ralph's own caches' folder: `ralph` in the person's cache folder
+/// (`dirs::cache_dir()`: `$XDG_CACHE_HOME` or `~/.cache` on Linux). Not in
+/// ralph's data folder beside the key: that one is hidden from the agent
+/// and from every check. `None` when the system names no cache folder.
+pub fn own_root() -> Option<PathBuf> {
+    #[cfg(test)]
+    {
+        // ralph-core's own unit tests never touch the person's cache folder.
+        return Some(
+            std::env::temp_dir()
+                .join("ralph-core-unit-tests")
+                .join("caches"),
+        );
+    }
+    #[allow(unreachable_code)]
+    dirs::cache_dir().map(|dir| dir.join("ralph"))
+}
+
+/// The folder of `project`'s sets in `root`: its name and a hash of its
+/// real path, so that two projects of one name keep theirs apart and a
+/// project's worktrees share the main checkout's.
+pub fn project_folder(root: &Path, project: &Path) -> PathBuf {
+    let real = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
+    let digest = Sha256::digest(real.as_os_str().as_encoded_bytes());
+    let mut hash = String::with_capacity(12);
+    for byte in digest.iter().take(6) {
+        hash.push_str(&format!("{byte:02x}"));
+    }
+    let name: String = real
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    root.join(format!("{name}-{hash}"))
+}
+
+/// `owner`'s caches of `project` (the main checkout: its worktrees share
+/// them), as this process's environment finds the person's.
+pub fn own_caches(project: &Path, owner: Owner) -> Option<OwnCaches> {
+    let root = own_root()?;
+    Some(own_caches_with(&root, project, owner, &|name| {
+        std::env::var_os(name)
+    }))
+}
+
+/// [`own_caches`] in `root`, with the person's variables `lookup` gives.
+pub fn own_caches_with(
+    root: &Path,
+    project: &Path,
+    owner: Owner,
+    lookup: &dyn Fn(&str) -> Option<OsString>,
+) -> OwnCaches {
+    let var = |name: &str| lookup(name).filter(|v| !v.is_empty());
+    let folder = project_folder(root, project).join(owner.folder());
+    let mut env: Vec<(String, OsString)> = Vec::new();
+    let mut set = |name: &str, value: OsString| env.push((name.to_string(), value));
+    set("GOCACHE", folder.join("go-build").into());
+    set("GOMODCACHE", folder.join("go-mod").into());
+    // The module cache's files writable, so that ralph can remove the set.
+    let flags = match var("GOFLAGS").and_then(|f| f.into_string().ok()) {
+        Some(theirs) if theirs.split_whitespace().any(|f| f == "-modcacherw") => theirs,
+        Some(theirs) => format!("{theirs} -modcacherw"),
+        None => "-modcacherw".into(),
+    };
+    set("GOFLAGS", flags.into());
+    if let Some(proxy) = go_proxy(root, &var) {
+        set("GOPROXY", proxy.into());
+    }
+    set("CARGO_HOME", folder.join("cargo").into());
+    if let Some(theirs) = var("CARGO_TARGET_DIR").map(PathBuf::from) {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let project = real(project);
+        let inside = !theirs.is_absolute() || real(&theirs).starts_with(&project);
+        if !inside {
+            set("CARGO_TARGET_DIR", folder.join("target").into());
+        }
+    }
+    set("npm_config_cache", folder.join("npm").into());
+    set("NPM_CONFIG_CACHE", folder.join("npm").into());
+    set("PIP_CACHE_DIR", folder.join("pip").into());
+    set("UV_CACHE_DIR", folder.join("uv").into());
+    OwnCaches { folder, env }
+}
+
+/// `GOPROXY` that takes the modules the person downloaded from their
+/// module cache first (read-only: Go copies what it takes into the set's
+/// own, checking it against `go.sum`), then what the person's `GOPROXY`
+/// says (Go's default when none). `None` when the person has no module
+/// downloaded, or their `GOPROXY` already leads into ralph's (a check the
+/// agent runs: its proxy is kept).
+fn go_proxy(root: &Path, var: &dyn Fn(&str) -> Option<OsString>) -> Option<String> {
+    let theirs = var("GOPROXY").and_then(|p| p.into_string().ok());
+    if theirs
+        .as_deref()
+        .is_some_and(|p| p.contains(&*root.to_string_lossy()))
+    {
+        return theirs;
+    }
+    let modules = persons_cache(&TOOLCHAIN_CACHES[1], var)?;
+    if modules.starts_with(root) {
+        return theirs;
+    }
+    let downloaded = modules.join("cache/download");
+    let downloaded = downloaded.is_dir().then_some(downloaded)?;
+    let rest = theirs.unwrap_or_else(|| "https://proxy.golang.org,direct".into());
+    Some(format!("file://{},{rest}", downloaded.display()))
+}
+
+/// Where the person's `cache` lies, as its toolchain finds it.
+pub fn persons_cache(
+    cache: &ToolchainCache,
+    var: &dyn Fn(&str) -> Option<OsString>,
+) -> Option<PathBuf> {
+    let named = cache
+        .variables
+        .iter()
+        .find_map(|v| var(v).filter(|v| !v.is_empty()).map(PathBuf::from));
+    match named {
+        Some(path) if path.is_absolute() => Some(path),
+        Some(_) => None,
+        None => {
+            let home = var("HOME").map(PathBuf::from).filter(|h| h.is_absolute());
+            default_place(cache.default, home.as_deref(), var)
+        }
+    }
+}
+
+/// The folders of the person's caches a later build of theirs reads, as
+/// this process's environment finds them (those that exist).
+pub fn persons_caches() -> Vec<PathBuf> {
+    let lookup = |name: &str| std::env::var_os(name);
+    let mut folders = Vec::new();
+    for cache in &TOOLCHAIN_CACHES {
+        let Some(base) = persons_cache(cache, &lookup) else {
+            continue;
         };
-        let Some(base) = base else { continue };
-        let uses = cache.used_by.iter().any(|f| root.join(f).exists());
         for folder in cache.folders {
             let path = if folder.is_empty() {
                 base.clone()
             } else {
                 base.join(folder)
             };
-            let refused = |at: &Path, why: String| match &named {
-                Some((variable, _)) => format!(
-                    "walls: {variable}={} is not writable for the checks: {why}; point \
-                     {variable} at a folder of its own",
-                    at.display()
-                ),
-                None => format!(
-                    "walls: {} ({}) is not writable for the checks: {why}",
-                    cache.name,
-                    at.display()
-                ),
-            };
-            if let Some(why) = forbidden.refusal(&path) {
-                granted.refused.push(refused(&path, why));
-                continue;
-            }
-            // A missing cache is made for a project of its toolchain.
-            if !path.exists() && (!make || !uses || std::fs::create_dir_all(&path).is_err()) {
-                continue;
-            }
-            let path = real(&path);
-            if let Some(why) = forbidden.refusal(&path) {
-                granted.refused.push(refused(&path, why));
-                continue;
-            }
-            let in_checked_folder = path.starts_with(&root);
-            if path.is_dir() && !in_checked_folder && !granted.folders.contains(&path) {
-                granted.folders.push(path);
+            if path.is_dir() && !folders.contains(&path) {
+                folders.push(path);
             }
         }
     }
-    granted.refused.dedup();
-    granted
+    folders
 }
 
 /// Where `default` lies for this home folder and these variables.
@@ -303,305 +315,274 @@ fn default_place(
     }
 }
 
-/// Everything a cache may neither lie in nor hold.
-fn forbidden(
-    root: &Path,
-    home: Option<&Path>,
-    keep_out: &[PathBuf],
-    var: &dyn Fn(&str) -> Option<OsString>,
-) -> Forbidden {
-    let mut places: Vec<(PathBuf, String)> = Vec::new();
-    let mut add = |path: PathBuf, what: String| {
-        for p in [path.clone(), std::fs::canonicalize(&path).unwrap_or(path)] {
-            if !places.iter().any(|(q, _)| *q == p) {
-                places.push((p, what.clone()));
-            }
+/// cargo's files the sets copy from the person's `CARGO_HOME` as a loop
+/// starts: its settings (a source replacement, a registry's address) and
+/// what it downloaded, each checked against the index's checksum as cargo
+/// unpacks it. Never `credentials.toml` (the registry's token), `bin/`
+/// (programs), nor the unpacked sources (`registry/src`, `git/checkouts`:
+/// cargo unpacks them again from what is copied).
+const CARGO_SEEDS: [&str; 5] = [
+    "config.toml",
+    "config",
+    "registry/index",
+    "registry/cache",
+    "git/db",
+];
+
+/// Makes both sets of caches of `project` and seeds them from the person's
+/// (as a loop starts, before any agent or check runs). Errors are left
+/// unsaid: a set that could not be seeded is a cold cache.
+pub fn prepare(project: &Path) {
+    let Some(root) = own_root() else { return };
+    prepare_with(&root, project, &|name| std::env::var_os(name));
+}
+
+/// [`prepare`] in `root`, with the person's variables `lookup` gives.
+pub fn prepare_with(root: &Path, project: &Path, lookup: &dyn Fn(&str) -> Option<OsString>) {
+    let var = |name: &str| lookup(name).filter(|v| !v.is_empty());
+    let cargo_home = persons_cache(&TOOLCHAIN_CACHES[2], &var).filter(|h| !h.starts_with(root));
+    for owner in [Owner::Agent, Owner::Checks] {
+        let set = own_caches_with(root, project, owner, lookup);
+        if std::fs::create_dir_all(&set.folder).is_err() {
+            continue;
         }
-    };
-    if let Some(home) = home {
-        for entry in NEVER_WRITTEN_IN_HOME {
-            add(
-                home.join(entry),
-                format!("~/{entry} holds settings, secrets or what runs later"),
+        let Some(theirs) = &cargo_home else { continue };
+        let ours = set.folder.join("cargo");
+        for seed in CARGO_SEEDS {
+            let _ = copy_missing(
+                &theirs.join(seed),
+                &ours.join(seed),
+                seed.starts_with("config"),
             );
         }
-    }
-    let config_home = var("XDG_CONFIG_HOME").map(PathBuf::from);
-    if let Some(config) = config_home.filter(|p| p.is_absolute()) {
-        add(
-            config,
-            "the settings folder ($XDG_CONFIG_HOME) names programs".into(),
-        );
-    }
-    let cargo_home = var("CARGO_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| home.map(|h| h.join(".cargo")));
-    if let Some(cargo_home) = cargo_home {
-        for entry in NEVER_WRITTEN_IN_CARGO_HOME {
-            add(
-                cargo_home.join(entry),
-                format!("cargo's {entry} holds its settings, a token or its programs"),
-            );
-        }
-    }
-    for dir in [".git", ".claude"] {
-        add(
-            root.join(dir),
-            format!("the project's {dir} is not a check's"),
-        );
-    }
-    for dir in keep_out {
-        add(
-            dir.clone(),
-            format!("{} is kept from every check", dir.display()),
-        );
-    }
-    if let Some(runtime) = var("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        add(
-            runtime,
-            "the runtime folder holds the person's sockets".into(),
-        );
-    }
-    let path_folders = var("PATH")
-        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|p| p.is_absolute())
-        .flat_map(|p| [p.clone(), std::fs::canonicalize(&p).unwrap_or(p)])
-        .collect();
-    Forbidden {
-        home: home.map(Path::to_path_buf),
-        places,
-        path_folders,
     }
 }
 
-impl Forbidden {
-    /// Why no check may write `path`, if so.
-    fn refusal(&self, path: &Path) -> Option<String> {
-        if !path.is_absolute() || path.parent().is_none() {
-            return Some("it is not a folder of its own".into());
-        }
-        for temp in super::TEMP_FOLDERS {
-            if Path::new(temp).starts_with(path) {
-                return Some(format!("it holds {temp}, which every check gets fresh"));
+/// Copies `from` (a file or a folder) to `to`: each file `to` lacks (all of
+/// them with `replace`), never a link; cargo's locks are left out.
+fn copy_missing(from: &Path, to: &Path, replace: bool) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(from)?;
+    if meta.is_file() {
+        if replace || std::fs::symlink_metadata(to).is_err() {
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)?;
             }
+            std::fs::copy(from, to)?;
         }
-        if let Some(home) = &self.home {
-            let real_home = std::fs::canonicalize(home).unwrap_or_else(|_| home.clone());
-            if home.starts_with(path) || real_home.starts_with(path) {
-                return Some("it is the home folder, or holds it".into());
-            }
-        }
-        if let Some(folder) = self
-            .path_folders
-            .iter()
-            .find(|f| path.starts_with(f) || f.starts_with(path))
-        {
-            return Some(format!(
-                "{} is on PATH: what it holds runs",
-                folder.display()
-            ));
-        }
-        self.places
-            .iter()
-            .find(|(place, _)| path.starts_with(place) || place.starts_with(path))
-            .map(|(_, what)| what.clone())
+        return Ok(());
     }
+    if !meta.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == ".package-cache" || name == ".package-cache-mutate" || name == ".cargo-lock" {
+            continue;
+        }
+        let _ = copy_missing(&entry.path(), &to.join(&name), replace);
+    }
+    Ok(())
 }
 
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
-    struct Setup {
-        _dir: tempfile::TempDir,
-        home: PathBuf,
-        project: PathBuf,
+    fn vars<'a>(pairs: &'a [(&'a str, String)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
     }
 
-    fn setup(marker: Option<&str>) -> Setup {
+    fn value(caches: &OwnCaches, name: &str) -> Option<String> {
+        caches
+            .env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn the_agent_and_the_checks_get_sets_of_their_own_never_the_persons() {
         let dir = tempfile::TempDir::new().unwrap();
         let base = std::fs::canonicalize(dir.path()).unwrap();
-        let (home, project) = (base.join("home"), base.join("project"));
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(project.join(".git")).unwrap();
-        if let Some(marker) = marker {
-            std::fs::write(project.join(marker), "").unwrap();
+        let (root, home, project) = (base.join("own"), base.join("home"), base.join("p"));
+        std::fs::create_dir_all(&project).unwrap();
+        let env = [("HOME", home.display().to_string())];
+        let agent = own_caches_with(&root, &project, Owner::Agent, &vars(&env));
+        let checks = own_caches_with(&root, &project, Owner::Checks, &vars(&env));
+        assert_ne!(agent.folder, checks.folder);
+        assert!(agent.folder.starts_with(&root) && checks.folder.starts_with(&root));
+        assert_eq!(agent.folder.parent(), checks.folder.parent());
+        for caches in [&agent, &checks] {
+            for name in [
+                "GOCACHE",
+                "GOMODCACHE",
+                "CARGO_HOME",
+                "npm_config_cache",
+                "NPM_CONFIG_CACHE",
+                "PIP_CACHE_DIR",
+                "UV_CACHE_DIR",
+            ] {
+                let path = value(caches, name).unwrap_or_else(|| panic!("{name} is set"));
+                assert!(
+                    Path::new(&path).starts_with(&caches.folder),
+                    "{name}={path}"
+                );
+            }
+            assert_eq!(value(caches, "GOFLAGS").as_deref(), Some("-modcacherw"));
+            // No module downloaded: Go's proxy as the person has it.
+            assert_eq!(value(caches, "GOPROXY"), None);
+            // No target folder of the person's: cargo's stays in the project.
+            assert_eq!(value(caches, "CARGO_TARGET_DIR"), None);
         }
-        Setup {
-            _dir: dir,
-            home,
-            project,
-        }
+        // Another project, another set.
+        let other = own_caches_with(&root, &base.join("q"), Owner::Agent, &vars(&env));
+        assert_ne!(other.folder, agent.folder);
     }
 
-    fn caches(setup: &Setup, vars: &[(&str, String)]) -> Granted {
-        let mut all: Vec<(String, String)> = vec![
-            ("HOME".into(), setup.home.display().to_string()),
-            ("PATH".into(), "/usr/bin:/bin".into()),
+    #[test]
+    fn go_takes_the_persons_modules_first_and_keeps_their_flags_and_proxy() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (root, project) = (base.join("own"), base.join("p"));
+        let modules = base.join("gopath/pkg/mod");
+        std::fs::create_dir_all(modules.join("cache/download")).unwrap();
+        let env = [
+            ("HOME", base.join("home").display().to_string()),
+            ("GOPATH", base.join("gopath").display().to_string()),
+            ("GOFLAGS", "-mod=mod".into()),
+            ("GOPROXY", "https://goproxy.example,direct".into()),
         ];
-        all.extend(vars.iter().map(|(k, v)| (k.to_string(), v.clone())));
-        toolchain_caches_with(
-            &setup.project,
-            &[],
-            &|name| {
-                all.iter()
-                    .rev()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| OsString::from(v))
-            },
-            true,
-        )
-    }
-
-    #[test]
-    fn a_check_never_makes_a_cache_the_start_did_not() {
-        let setup = setup(Some("go.mod"));
-        let lookup = |name: &str| match name {
-            "HOME" => Some(OsString::from(&setup.home)),
-            "PATH" => Some(OsString::from("/usr/bin:/bin")),
-            _ => None,
-        };
-        let granted = toolchain_caches_with(&setup.project, &[], &lookup, false);
-        assert!(granted.folders.is_empty(), "{granted:?}");
-        assert!(!setup.home.join(".cache/go-build").exists());
-    }
-
-    #[test]
-    fn a_go_project_gets_its_build_and_module_caches_made_and_granted() {
-        let setup = setup(Some("go.mod"));
-        let granted = caches(&setup, &[]);
-        let build = setup.home.join(".cache/go-build");
-        let modules = setup.home.join("go/pkg/mod");
-        assert_eq!(granted.folders, vec![build.clone(), modules.clone()]);
-        assert!(build.is_dir() && modules.is_dir());
-        assert!(granted.refused.is_empty(), "{granted:?}");
-        // Nothing of another toolchain is made for it.
-        assert!(!setup.home.join(".cargo").exists());
-    }
-
-    #[test]
-    fn the_variables_are_followed_and_only_the_projects_toolchain_is_made() {
-        let setup = setup(Some("Cargo.toml"));
-        let shared = setup.home.join("shared-target");
-        let cargo_home = setup.home.join("cargo-home");
-        let pip = setup.home.join("pip-cache");
-        std::fs::create_dir_all(&pip).unwrap();
-        let granted = caches(
-            &setup,
-            &[
-                ("CARGO_TARGET_DIR", shared.display().to_string()),
-                ("CARGO_HOME", cargo_home.display().to_string()),
-                ("PIP_CACHE_DIR", pip.display().to_string()),
-            ],
-        );
+        let set = own_caches_with(&root, &project, Owner::Checks, &vars(&env));
         assert_eq!(
-            granted.folders,
+            value(&set, "GOPROXY").unwrap(),
+            format!(
+                "file://{}/cache/download,https://goproxy.example,direct",
+                modules.display()
+            )
+        );
+        assert_eq!(value(&set, "GOFLAGS").unwrap(), "-mod=mod -modcacherw");
+        // A check the agent runs: its environment already leads into ralph's.
+        let agent = own_caches_with(&root, &project, Owner::Agent, &vars(&env));
+        let nested: Vec<(String, String)> = agent
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string_lossy().into_owned()))
+            .collect();
+        let nested: Vec<(&str, String)> = nested
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        let again = own_caches_with(&root, &project, Owner::Checks, &vars(&nested));
+        assert_eq!(value(&again, "GOPROXY"), value(&agent, "GOPROXY"));
+        assert_eq!(value(&again, "GOFLAGS").unwrap(), "-mod=mod -modcacherw");
+    }
+
+    #[test]
+    fn a_target_folder_outside_the_project_is_replaced_one_inside_kept() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (root, project) = (base.join("own"), base.join("p"));
+        std::fs::create_dir_all(&project).unwrap();
+        let outside = [(
+            "CARGO_TARGET_DIR",
+            base.join("shared").display().to_string(),
+        )];
+        let set = own_caches_with(&root, &project, Owner::Checks, &vars(&outside));
+        assert_eq!(
+            value(&set, "CARGO_TARGET_DIR").unwrap(),
+            set.folder.join("target").display().to_string()
+        );
+        for inside in [project.join("t").display().to_string(), "target2".into()] {
+            let env = [("CARGO_TARGET_DIR", inside)];
+            let set = own_caches_with(&root, &project, Owner::Checks, &vars(&env));
+            assert_eq!(value(&set, "CARGO_TARGET_DIR"), None);
+        }
+    }
+
+    #[test]
+    fn cargo_is_seeded_with_the_persons_downloads_and_settings_never_their_token() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let (root, project, home) = (base.join("own"), base.join("p"), base.join("home"));
+        let theirs = home.join(".cargo");
+        for (path, text) in [
+            ("config.toml", "[net]\noffline = true\n"),
+            ("credentials.toml", "token = \"secret\"\n"),
+            ("bin/cargo-x", "#!/bin/sh\n"),
+            ("registry/cache/idx/tinydep-0.1.0.crate", "crate"),
+            ("registry/index/idx/.cache/ti/ny/tinydep", "index"),
+            ("registry/src/idx/tinydep-0.1.0/build.rs", "fn main() {}"),
+            ("registry/cache/.package-cache", ""),
+        ] {
+            let file = theirs.join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, text).unwrap();
+        }
+        let env = [("HOME", home.display().to_string())];
+        prepare_with(&root, &project, &vars(&env));
+        for owner in [Owner::Agent, Owner::Checks] {
+            let ours = own_caches_with(&root, &project, owner, &vars(&env))
+                .folder
+                .join("cargo");
+            assert!(
+                ours.join("registry/cache/idx/tinydep-0.1.0.crate")
+                    .is_file()
+            );
+            assert!(
+                ours.join("registry/index/idx/.cache/ti/ny/tinydep")
+                    .is_file()
+            );
+            assert!(ours.join("config.toml").is_file());
+            for never in [
+                "credentials.toml",
+                "bin",
+                "registry/src",
+                "registry/cache/.package-cache",
+            ] {
+                assert!(!ours.join(never).exists(), "{never} copied");
+            }
+            // What the owner changed in its own copy of the settings is
+            // replaced at the next start; a crate it has stays.
+            std::fs::write(ours.join("config.toml"), "evil").unwrap();
+        }
+        prepare_with(&root, &project, &vars(&env));
+        let checks = own_caches_with(&root, &project, Owner::Checks, &vars(&env)).folder;
+        assert_eq!(
+            std::fs::read_to_string(checks.join("cargo/config.toml")).unwrap(),
+            "[net]\noffline = true\n"
+        );
+    }
+
+    #[test]
+    fn the_persons_caches_are_found_as_their_toolchains_find_them() {
+        let home = PathBuf::from("/h");
+        let env = [
+            ("HOME", "/h".to_string()),
+            ("XDG_CACHE_HOME", "/xdg".into()),
+            ("GOMODCACHE", "/m".into()),
+        ];
+        let found: Vec<Option<PathBuf>> = TOOLCHAIN_CACHES
+            .iter()
+            .map(|c| persons_cache(c, &vars(&env)))
+            .collect();
+        assert_eq!(
+            found,
             vec![
-                cargo_home.join("registry"),
-                cargo_home.join("git"),
-                shared.clone(),
-                pip.clone()
+                Some("/xdg/go-build".into()),
+                Some("/m".into()),
+                Some(home.join(".cargo")),
+                None,
+                Some(home.join(".npm")),
+                Some("/xdg/pip".into()),
+                Some("/xdg/uv".into()),
             ]
         );
-        // Never cargo's home itself, nor its settings.
-        assert!(!cargo_home.join("config.toml").exists());
-        // A target folder inside the project is the project's: not listed.
-        let inside = setup.project.join("target");
-        let granted = caches(
-            &setup,
-            &[("CARGO_TARGET_DIR", inside.display().to_string())],
-        );
-        assert!(
-            !granted
-                .folders
-                .iter()
-                .any(|f| f.starts_with(&setup.project))
-        );
-    }
-
-    #[test]
-    fn a_variable_sending_a_cache_where_code_or_secrets_lie_is_refused_in_one_line() {
-        let setup = setup(Some("go.mod"));
-        let home = setup.home.display().to_string();
-        for (variable, value, why) in [
-            ("GOCACHE", home.clone(), "home folder"),
-            ("GOCACHE", format!("{home}/.config/go"), "~/.config"),
-            ("GOMODCACHE", format!("{home}/.ssh"), "~/.ssh"),
-            ("CARGO_TARGET_DIR", "/usr".into(), "PATH"),
-            ("CARGO_TARGET_DIR", "/usr/bin/x".into(), "PATH"),
-            ("PIP_CACHE_DIR", "/".into(), "folder of its own"),
-            ("UV_CACHE_DIR", "/tmp".into(), "fresh"),
-            (
-                "GOCACHE",
-                setup.project.join(".git/go").display().to_string(),
-                ".git",
-            ),
-            ("CARGO_HOME", format!("{home}/.cargo"), ""),
-        ] {
-            let granted = caches(&setup, &[(variable, value.clone())]);
-            if why.is_empty() {
-                assert!(granted.refused.is_empty(), "{variable}: {granted:?}");
-                continue;
-            }
-            assert_eq!(granted.refused.len(), 1, "{variable}={value}: {granted:?}");
-            let line = &granted.refused[0];
-            assert!(
-                line.starts_with(&format!("walls: {variable}={value}")) && line.contains(why),
-                "{line}"
-            );
-            assert!(line.contains(&format!("point {variable} at")), "{line}");
-            assert!(
-                !granted.folders.contains(&PathBuf::from(&value)),
-                "{granted:?}"
-            );
-        }
-        assert!(!setup.home.join(".config").exists());
-    }
-
-    #[test]
-    fn a_cache_holding_a_folder_kept_from_the_checks_is_refused() {
-        let setup = setup(Some("package.json"));
-        let keys = setup.home.join(".local/share/ralph");
-        std::fs::create_dir_all(&keys).unwrap();
-        let npm = setup.home.join(".local/share");
-        let mut vars = vec![
-            ("HOME".to_string(), setup.home.display().to_string()),
-            ("npm_config_cache".to_string(), npm.display().to_string()),
-        ];
-        vars.push(("PATH".into(), "/usr/bin".into()));
-        let granted = toolchain_caches_with(
-            &setup.project,
-            std::slice::from_ref(&keys),
-            &|name| {
-                vars.iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| OsString::from(v))
-            },
-            true,
-        );
-        // _cacache and _logs of it: neither holds the key folder, both granted.
-        assert_eq!(
-            granted.folders,
-            vec![npm.join("_cacache"), npm.join("_logs")]
-        );
-        let vars = [
-            ("HOME".to_string(), setup.home.display().to_string()),
-            ("npm_config_cache".to_string(), keys.display().to_string()),
-        ];
-        let granted = toolchain_caches_with(
-            &setup.project,
-            std::slice::from_ref(&keys),
-            &|name| {
-                vars.iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| OsString::from(v))
-            },
-            true,
-        );
-        assert!(granted.folders.is_empty(), "{granted:?}");
-        assert_eq!(granted.refused.len(), 2, "{granted:?}");
     }
 }

@@ -32,6 +32,33 @@ fn run(walls: &Walls, root: &Path, script: &str) -> (i32, String) {
 }
 
 #[test]
+fn a_check_builds_into_the_checks_own_caches_never_the_agents() {
+    let (_dir, root) = project();
+    let checks = caches::own_caches(&root, caches::Owner::Checks).unwrap();
+    let agent = caches::own_caches(&root, caches::Owner::Agent).unwrap();
+    // Open walls too: a check never reads what the agent cached.
+    let open = Walls::around(&root, &root, WallsWanted::Off);
+    assert_eq!(open.cache_env(), checks.env.as_slice());
+    let Some(mechanism) = bwrap_or_skip() else {
+        return;
+    };
+    let walls = Walls::with_mechanism(&root, &root, WallsWanted::Required, mechanism.clone());
+    let folder = std::fs::canonicalize(&checks.folder).unwrap();
+    assert_eq!(walls.caches(), std::slice::from_ref(&folder));
+    let (code, output) = run(
+        &walls,
+        &root,
+        "mkdir -p \"$GOCACHE\" && echo built > \"$GOCACHE/entry\" && echo \"$GOCACHE\"",
+    );
+    assert_eq!(code, 0, "{output}");
+    let gocache = checks.folder.join("go-build");
+    assert!(output.contains(&*gocache.to_string_lossy()), "{output}");
+    assert!(gocache.join("entry").is_file(), "{output}");
+    assert!(!agent.folder.join("go-build/entry").exists());
+    let _ = std::fs::remove_dir_all(checks.folder.parent().unwrap());
+}
+
+#[test]
 fn a_walled_check_writes_its_project_and_temp_and_nothing_else() {
     let Some(mechanism) = bwrap_or_skip() else {
         return;

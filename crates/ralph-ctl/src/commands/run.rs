@@ -104,7 +104,8 @@ pub(crate) struct RunArgs {
     #[arg(long, conflicts_with = "no_sandbox")]
     sandbox: bool,
     /// Run the client without its sandbox: headless, the agent gets
-    /// acceptEdits plus `ralph-ctl check` and git add/commit allowed.
+    /// acceptEdits plus `ralph-ctl check` allowed (no git command: its
+    /// work is left uncommitted).
     #[arg(long)]
     no_sandbox: bool,
     /// The loop's iteration cap (over `RALPH_MAX_ITERATIONS` and the

@@ -362,8 +362,8 @@ fn check_gate_names(formula: &formula::Formula, config: &Config) -> Result<(), C
 }
 
 /// The client's arguments and ralph's `--settings` for every run of the
-/// loop: the sandbox for unattended runs (or, where it cannot run, allow
-/// rules for `ralph-ctl check` and git), deny rules keeping the agent off ralph's files,
+/// loop: the sandbox for unattended runs (or, where it cannot run, the allow
+/// rule for `ralph-ctl check`, never git), deny rules keeping the agent off ralph's files,
 /// the `StopFailure` hook, the person's own `--settings` merged in.
 pub(crate) struct ClientSettings {
     pub(crate) client_args: Vec<OsString>,
@@ -426,20 +426,16 @@ impl ClientSettings {
             stop_failure_hook.as_deref(),
             sandbox_setting == SandboxSetting::On,
         );
-        // The caches of the project's toolchains made now, once: a check
-        // never makes one the agent's sandbox was not given.
-        ralph_core::walls::caches::make_missing(
-            &paths.root,
-            &ralph_core::persist::mac::key_dir()
-                .into_iter()
-                .collect::<Vec<_>>(),
+        // The agent's own caches of the project's toolchains (never the
+        // person's, never the checks'), made and seeded now.
+        let project_root = paths.project().root;
+        ralph_core::walls::caches::prepare(&project_root);
+        let agent_caches = ralph_core::walls::caches::own_caches(
+            &project_root,
+            ralph_core::walls::caches::Owner::Agent,
         );
-        let checks = ralph_core::engine::check_walls(
-            &paths.root,
-            &paths.root,
-            ralph_core::walls::WallsWanted::Auto,
-        );
-        extra_settings = sandbox::with_check_rights(extra_settings, &sandbox_plan, checks.caches());
+        extra_settings =
+            sandbox::with_check_rights(extra_settings, &sandbox_plan, agent_caches.as_ref());
         // An interactive client gives the plan's usage windows only to its
         // status line command: ralph's records them (and shows the
         // person's own line), so that pauseAtUtilization paces it too.

@@ -7,11 +7,13 @@
 //! In the sandbox (bubblewrap + socat on Linux, Seatbelt on macOS) the
 //! client runs the agent's shell commands without prompts, and the operating
 //! system refuses their writes outside the project and to the paths ralph
-//! protects. Without it, a headless run gets `acceptEdits` plus allow rules
-//! for `ralph-ctl check` (which runs the project's checks inside ralph's
-//! walls) and for `git add`/`git commit`, never for the checks' own
-//! commands: those would run the agent's code in its own shell, unwalled,
-//! with the person's rights. Either way, the deny rules keep the file tools
+//! protects. Without it, a headless run gets `acceptEdits` plus one allow
+//! rule, for `ralph-ctl check` (which runs the project's checks inside
+//! ralph's walls), never for the checks' own commands (those would run the
+//! agent's code in its own shell, unwalled, with the person's rights) nor
+//! for git's add and commit (each reads a file the agent names:
+//! `git commit -F ~/.local/share/ralph/record.key` put ralph's key into a
+//! commit, `--pathspec-from-file` into an error message). Either way, the deny rules keep the file tools
 //! off ralph's files.
 
 use std::path::{Path, PathBuf};
@@ -199,7 +201,8 @@ pub(crate) fn plan(
     match (setting, support) {
         (SandboxSetting::Off, _) => Ok(unsandboxed(unattended.then(|| {
             "sandbox: off; the agent's commands run unsandboxed (without a permission mode of \
-             yours: acceptEdits, with `ralph-ctl check` and git add/commit allowed)"
+             yours: acceptEdits, with `ralph-ctl check` allowed; the agent's work is left \
+             uncommitted)"
                 .to_string()
         }))),
         (SandboxSetting::Auto, _) if !unattended => Ok(unsandboxed(None)),
@@ -214,7 +217,7 @@ pub(crate) fn plan(
         ))),
         (SandboxSetting::Auto, Support::Missing(why)) => Ok(unsandboxed(Some(format!(
             "sandbox: not available ({why}); without a permission mode of yours the agent gets \
-             acceptEdits with `ralph-ctl check` and git add/commit allowed instead"
+             acceptEdits with `ralph-ctl check` allowed instead, and its work is left uncommitted"
         )))),
     }
 }
@@ -381,11 +384,17 @@ pub(crate) fn key_rules(dir: Option<&Path>) -> Vec<String> {
 /// The allow rules of a headless run without the sandbox: `ralph-ctl
 /// check` as the agent types it (the name, which the client's PATH finds,
 /// see [`path_with_ralph_ctl`]; and the full path of `ralph_ctl`, this
-/// program, when given), and git's add and commit, so the agent can check
-/// its work and commit it. Never a check's own command: run by the agent,
-/// it would run the agent's code (the module a test imports) in the
-/// agent's own shell, outside every wall, with the person's rights; `ralph-ctl
-/// check` runs it inside the walls a stop's check runs in.
+/// program, when given), so the agent can check its work. Never a check's
+/// own command: run by the agent, it would run the agent's code (the
+/// module a test imports) in the agent's own shell, outside every wall,
+/// with the person's rights; `ralph-ctl check` runs it inside the walls a
+/// stop's check runs in. Nor git's add and commit: a rule admits every
+/// command that starts with its words, and each of them reads a file the
+/// agent names (`git commit -F`, `--template`, `--pathspec-from-file`,
+/// `git add --pathspec-from-file`), ralph's key among them, outside any
+/// sandbox. The agent's work stays in the tree: a plain loop leaves it for
+/// the person, a `--worktree` iteration's worktree is kept with it, and the
+/// merge queue commits it.
 pub(crate) fn allow_rules(ralph_ctl: Option<&Path>) -> Vec<String> {
     let check = ralph_core::observe::prompt_text::CHECK_COMMAND;
     let mut rules = vec![format!("Bash({check}:*)")];
@@ -396,7 +405,6 @@ pub(crate) fn allow_rules(ralph_ctl: Option<&Path>) -> Vec<String> {
             rules.push(rule);
         }
     }
-    rules.extend(["Bash(git add:*)", "Bash(git commit:*)"].map(String::from));
     rules
 }
 
@@ -467,21 +475,29 @@ pub(crate) fn settings(
 /// theirs to their own temp folder (`walls::OUT_OF_THE_TREE`).
 pub(crate) const AGENT_ENV: [(&str, &str); 1] = [("PYTHONDONTWRITEBYTECODE", "1")];
 
-/// `settings` with the agent's side of the checks' rights: in the client's
-/// sandbox (`plan`), the toolchain caches `caches` a check may write
-/// (`Walls::caches`) writable to the agent's commands too, as
+/// `settings` with the agent's own toolchain caches `caches`
+/// (`walls::caches`, [`Owner::Agent`](ralph_core::walls::caches::Owner)):
+/// their variables in the settings' `env` (which the client passes to every
+/// command it runs, sandboxed or not) and, in the client's sandbox
+/// (`plan`), their folder writable to the agent's commands, as
 /// `sandbox.filesystem.allowWrite` (read by 2.1.330; 2.0.77, which ralph
-/// does not sandbox, takes its write roots from `Edit` allow rules only),
-/// so that the agent can run the check it is judged by; and [`AGENT_ENV`].
+/// does not sandbox, takes its write roots from `Edit` allow rules only).
+/// Never the person's caches nor the checks': what the agent writes there
+/// no build of the person's and no check of ralph's reads. And [`AGENT_ENV`].
 pub(crate) fn with_check_rights(
     settings: Option<Value>,
     plan: &Plan,
-    caches: &[PathBuf],
+    caches: Option<&ralph_core::walls::caches::OwnCaches>,
 ) -> Option<Value> {
     let mut settings = settings.unwrap_or_else(|| json!({}));
-    if plan.sandboxed && !caches.is_empty() && settings["sandbox"].is_object() {
-        let folders: Vec<String> = caches.iter().map(|c| c.display().to_string()).collect();
-        settings["sandbox"]["filesystem"] = json!({ "allowWrite": folders });
+    if let Some(caches) = caches {
+        if plan.sandboxed && settings["sandbox"].is_object() {
+            let folder = caches.folder.display().to_string();
+            settings["sandbox"]["filesystem"] = json!({ "allowWrite": [folder] });
+        }
+        for (key, value) in &caches.env {
+            settings["env"][key] = json!(value.to_string_lossy());
+        }
     }
     for (key, value) in AGENT_ENV {
         settings["env"][key] = json!(value);
@@ -1178,24 +1194,27 @@ mod tests {
     }
 
     #[test]
-    fn allow_rules_name_ralph_ctl_check_and_git_never_a_checks_own_command() {
+    fn allow_rules_name_ralph_ctl_check_never_git_nor_a_checks_own_command() {
         assert_eq!(
             allow_rules(Some(Path::new("/opt/ralph/bin/ralph-ctl"))),
             [
                 "Bash(ralph-ctl check:*)",
                 "Bash(/opt/ralph/bin/ralph-ctl check:*)",
-                "Bash(git add:*)",
-                "Bash(git commit:*)",
             ]
         );
-        assert_eq!(
-            allow_rules(None),
-            [
-                "Bash(ralph-ctl check:*)",
-                "Bash(git add:*)",
-                "Bash(git commit:*)"
-            ]
-        );
+        assert_eq!(allow_rules(None), ["Bash(ralph-ctl check:*)"]);
+        // No rule admits a command that reads a file the agent names:
+        // `git commit -F ~/.local/share/ralph/record.key` put the key in a commit.
+        for command in [
+            "git commit --allow-empty --cleanup=verbatim -F ~/.local/share/ralph/record.key",
+            "git commit -m x --pathspec-from-file=/k",
+            "git add --pathspec-from-file=/k",
+        ] {
+            for rule in allow_rules(Some(Path::new("/bin/ralph-ctl"))) {
+                let prefix = rule.trim_start_matches("Bash(").trim_end_matches(":*)");
+                assert!(!command.starts_with(prefix), "{rule} admits {command}");
+            }
+        }
     }
 
     #[test]
@@ -1235,28 +1254,49 @@ mod tests {
     }
 
     #[test]
-    fn the_agent_gets_the_checks_caches_in_its_sandbox_and_writes_no_bytecode() {
+    fn the_agent_gets_its_own_caches_never_the_persons_and_writes_no_bytecode() {
+        use ralph_core::walls::caches;
         let sandboxed = Plan {
             sandboxed: true,
             allow_checks: false,
             notice: None,
         };
-        let caches = [PathBuf::from("/h/.cache/go-build")];
+        let own = Path::new("/h/.cache/ralph");
+        let env = |name: &str| match name {
+            "HOME" => Some(std::ffi::OsString::from("/h")),
+            _ => None,
+        };
+        let agent = caches::own_caches_with(own, Path::new("/p"), caches::Owner::Agent, &env);
+        let checks = caches::own_caches_with(own, Path::new("/p"), caches::Owner::Checks, &env);
         let ours = settings(&sandboxed, &[], &[], None, false);
-        let s = with_check_rights(ours, &sandboxed, &caches).unwrap();
-        assert_eq!(
-            s["sandbox"]["filesystem"],
-            json!({"allowWrite": ["/h/.cache/go-build"]})
+        let s = with_check_rights(ours, &sandboxed, Some(&agent)).unwrap();
+        let folder = agent.folder.display().to_string();
+        assert_eq!(s["sandbox"]["filesystem"], json!({"allowWrite": [folder]}));
+        assert!(
+            !s.to_string().contains(&*checks.folder.to_string_lossy()),
+            "{s}"
         );
+        assert!(!s.to_string().contains("/h/.cache/go-build"), "{s}");
         assert_eq!(s["sandbox"]["enabled"], true);
-        assert_eq!(s["env"], json!({"PYTHONDONTWRITEBYTECODE": "1"}));
+        assert_eq!(s["env"]["PYTHONDONTWRITEBYTECODE"], "1");
+        let gocache = agent.folder.join("go-build").display().to_string();
+        assert_eq!(s["env"]["GOCACHE"], json!(gocache));
+        assert!(
+            s["env"]["CARGO_HOME"]
+                .as_str()
+                .is_some_and(|h| h.starts_with(&folder)),
+            "{s}"
+        );
         // Without the client's sandbox: no sandbox key, the same env.
         let unsandboxed = Plan {
             sandboxed: false,
             allow_checks: true,
             notice: None,
         };
-        let s = with_check_rights(None, &unsandboxed, &caches).unwrap();
+        let s = with_check_rights(None, &unsandboxed, Some(&agent)).unwrap();
+        assert!(s.get("sandbox").is_none(), "{s}");
+        assert_eq!(s["env"]["GOCACHE"], json!(gocache));
+        let s = with_check_rights(None, &unsandboxed, None).unwrap();
         assert_eq!(s, json!({"env": {"PYTHONDONTWRITEBYTECODE": "1"}}));
     }
 
@@ -1305,12 +1345,7 @@ mod tests {
         assert_eq!(s.get("sandbox"), None);
         assert_eq!(
             s["permissions"]["allow"],
-            json!([
-                "Bash(ralph-ctl check:*)",
-                "Bash(/bin/ralph-ctl check:*)",
-                "Bash(git add:*)",
-                "Bash(git commit:*)"
-            ])
+            json!(["Bash(ralph-ctl check:*)", "Bash(/bin/ralph-ctl check:*)"])
         );
         let nothing = Plan {
             sandboxed: false,

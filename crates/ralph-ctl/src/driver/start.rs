@@ -148,14 +148,9 @@ pub(crate) fn open_loop(
     // code (the test baseline imports its modules): a key first made after
     // that code ran could be one it put in the key's place.
     ralph_core::persist::mac::ensure_made().map_err(StoreError::from)?;
-    // The caches of the project's toolchains, made before any check runs
-    // (a check never makes one: see walls::caches).
-    ralph_core::walls::caches::make_missing(
-        &paths.project().root,
-        &ralph_core::persist::mac::key_dir()
-            .into_iter()
-            .collect::<Vec<_>>(),
-    );
+    // The project's own caches for the agent and the checks, made and
+    // seeded from the person's before any check runs (see walls::caches).
+    ralph_core::walls::caches::prepare(&paths.project().root);
 
     // A loop whose launcher was killed outright is not running any more.
     if let Some(left) = crate::driver::carriers::reconcile(paths)? {

@@ -110,8 +110,8 @@ pub(super) fn sandbox(config: &Config, version: Option<ClientVersion>) -> Check 
             },
             format!("no sandbox for unattended runs: {why}"),
             Some(
-                "install what it names; until then the agent gets `ralph-ctl check` and git \
-                 add/commit allowed (or set \"sandbox\": \"off\" to silence this)"
+                "install what it names; until then the agent gets `ralph-ctl check` allowed and \
+                 its work is left uncommitted (or set \"sandbox\": \"off\" to silence this)"
                     .into(),
             ),
         ),

@@ -40,6 +40,7 @@ use crate::paths::ProjectPaths;
 use crate::persist::log::{LogEntry, LogEvent};
 use crate::persist::store::{Reread, StateStore, StoreError};
 use crate::pin::{self, Pinned};
+use crate::room::RoomWanted;
 use crate::time::Timestamp;
 use crate::transaction::{self, Whose};
 
@@ -148,6 +149,21 @@ pub trait World {
         commands: &[VerifyCommand],
         walls: WallsWanted,
     ) -> Vec<VerifyResult>;
+    /// Runs a claim's checks as [`World::verify`], in the clean room when
+    /// `room` says so and `root` is the project itself (see
+    /// [`crate::room`]): a copy of the claimed tree with an environment
+    /// ralph made, outside the agent's reach.
+    fn verify_claim(
+        &self,
+        project: &Path,
+        root: &Path,
+        commands: &[VerifyCommand],
+        walls: WallsWanted,
+        room: Option<&RoomWanted>,
+    ) -> Vec<VerifyResult> {
+        let _ = room;
+        self.verify(project, root, commands, walls)
+    }
     /// The protected files changed since `before` was taken (`None`: the
     /// project could not be listed in time).
     fn protected_changes(&self, root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
@@ -262,6 +278,21 @@ impl World for RealWorld {
         walls: WallsWanted,
     ) -> Vec<VerifyResult> {
         verify::run_all(root, commands, &check_walls(project, root, walls))
+    }
+    fn verify_claim(
+        &self,
+        project: &Path,
+        root: &Path,
+        commands: &[VerifyCommand],
+        walls: WallsWanted,
+        room: Option<&RoomWanted>,
+    ) -> Vec<VerifyResult> {
+        match room {
+            Some(room) if project == root => {
+                crate::room::run_checks(project, room, commands, walls)
+            }
+            _ => self.verify(project, root, commands, walls),
+        }
     }
     fn now(&self) -> Timestamp {
         Timestamp::now()
@@ -396,7 +427,16 @@ pub fn run_stop_settled(
     let mut notes = Vec::new();
     let mut observed = observe(paths, &config, stop, world, owned, &mut notes)?;
     let claim = decision::judge_claim(&config, owned, &observed);
-    check_claim(paths, &config, stop, world, owned, &claim, &mut observed);
+    check_claim(
+        paths,
+        &config,
+        stop,
+        world,
+        owned,
+        &claim,
+        &mut observed,
+        false,
+    );
 
     let lock = store.lock(false)?;
     let locked = lock.read_again(&snapshot)?;
@@ -597,6 +637,7 @@ fn check_claim(
     owned: &LoopState,
     claim: &decision::ClaimJudgement,
     observed: &mut Observation,
+    rehearsal: bool,
 ) {
     let commands = &config.completion.verify;
     // The check must be the one of the loop's start: what each command
@@ -606,11 +647,17 @@ fn check_claim(
             Some(world.check_changes(work_root(paths, stop), &paths.root, before, commands));
     }
     if claim.assessment.claimed && !commands.is_empty() {
-        let results = world.verify(
+        let results = world.verify_claim(
             &paths.root,
             work_root(paths, stop),
             commands,
             config.sandbox.walls(),
+            RoomWanted::of(config)
+                .map(|room| RoomWanted {
+                    in_place_if_unreachable: rehearsal,
+                    ..room
+                })
+                .as_ref(),
         );
         observed.main_checkout_reach =
             world.main_checkout_reach(&paths.root, work_root(paths, stop), &results);
@@ -706,7 +753,16 @@ pub fn rehearse_claim(
         },
         saturation: 0,
     };
-    check_claim(paths, &config, stop, world, owned, &claim, &mut observed);
+    check_claim(
+        paths,
+        &config,
+        stop,
+        world,
+        owned,
+        &claim,
+        &mut observed,
+        true,
+    );
     let gates = decision::claim_gates(&config, owned, &observed, &claim.assessment, &[]);
     let walls_notice = if config.completion.verify.is_empty() {
         None

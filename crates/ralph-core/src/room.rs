@@ -25,6 +25,10 @@ use crate::observe::verify::{self, VerifyCommand, VerifyResult};
 
 /// The folder of a project's room inside the rooms folder.
 const TREE: &str = "tree";
+/// The room's environment folders a check may not write: what its setup
+/// made there stays as the setup made it (a build's `target/` and
+/// `node_modules`' caches are written by checks, and stay writable).
+const ENV_READ_ONLY: [&str; 2] = [".venv", "venv"];
 /// The lock a room's users take while they sync and check.
 const LOCK: &str = "lock";
 
@@ -178,11 +182,14 @@ pub fn run_checks(
 ) -> Vec<VerifyResult> {
     let started = Instant::now();
     match prepare(project, room, wanted) {
-        Ok(ready) => verify::run_all(
-            &ready.tree,
-            commands,
-            &walls_for(project, &ready.tree, wanted),
-        ),
+        Ok(ready) => {
+            let walls = ENV_READ_ONLY
+                .iter()
+                .fold(walls_for(project, &ready.tree, wanted), |walls, name| {
+                    walls.keep_read_only(&ready.tree.join(name))
+                });
+            verify::run_all(&ready.tree, commands, &walls)
+        }
         Err(RoomError::NotGit(_)) => {
             verify::run_all(project, commands, &walls_for(project, project, wanted))
         }

@@ -427,16 +427,7 @@ pub fn run_stop_settled(
     let mut notes = Vec::new();
     let mut observed = observe(paths, &config, stop, world, owned, &mut notes)?;
     let claim = decision::judge_claim(&config, owned, &observed);
-    check_claim(
-        paths,
-        &config,
-        stop,
-        world,
-        owned,
-        &claim,
-        &mut observed,
-        false,
-    );
+    check_claim(paths, &config, stop, world, owned, &claim, &mut observed);
 
     let lock = store.lock(false)?;
     let locked = lock.read_again(&snapshot)?;
@@ -637,8 +628,11 @@ fn check_claim(
     owned: &LoopState,
     claim: &decision::ClaimJudgement,
     observed: &mut Observation,
-    rehearsal: bool,
 ) {
+    // `ralph-ctl check` (run by the agent too, whose sandbox never grants
+    // the clean room) checks in place when the room cannot be reached; a
+    // claim's check never does.
+    let rehearsal = claim.assessment.basis == REHEARSAL_BASIS;
     let commands = &config.completion.verify;
     // The check must be the one of the loop's start: what each command
     // resolves to is read before it runs.
@@ -753,16 +747,7 @@ pub fn rehearse_claim(
         },
         saturation: 0,
     };
-    check_claim(
-        paths,
-        &config,
-        stop,
-        world,
-        owned,
-        &claim,
-        &mut observed,
-        true,
-    );
+    check_claim(paths, &config, stop, world, owned, &claim, &mut observed);
     let gates = decision::claim_gates(&config, owned, &observed, &claim.assessment, &[]);
     let walls_notice = if config.completion.verify.is_empty() {
         None

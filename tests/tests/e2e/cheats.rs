@@ -196,7 +196,8 @@ cheats! {
 /// reads ralph's key and, with it, signs a `complete` state (an accepted
 /// claim at the loop's iteration) and an `end` line of the audit log, as
 /// `ralph_core::persist::mac` signs them. What it did is printed and kept
-/// in `probe/` (in the project: every wall leaves it writable).
+/// in `probe/` of the folder checked (the project, or ralph's clean room:
+/// every wall leaves it writable).
 fn forging_calc(root: &std::path::Path, key: &std::path::Path) -> String {
     format!(
         r#"import hashlib, hmac, json, os, struct, time
@@ -255,7 +256,7 @@ def _forge():
 
 _SAID = _forge()
 try:
-    with open(os.path.join(_ROOT, 'probe', 'import-%s.txt' % os.urandom(8).hex()), 'w') as f:
+    with open(os.path.join(os.getcwd(), 'probe', 'import-%s.txt' % os.urandom(8).hex()), 'w') as f:
         f.write(_SAID)
 except OSError:
     pass
@@ -270,12 +271,18 @@ def add(a, b):
     )
 }
 
-/// What the agent's module recorded at each import (see [`forging_calc`]).
-fn probe_records(root: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(root.join("probe"))
+/// What the agent's module recorded at each import (see [`forging_calc`]):
+/// in the project's `probe/` (the agent's own runs) and in the clean
+/// rooms' under `home` (the claims' checks).
+fn probe_records(root: &std::path::Path, home: &std::path::Path) -> Vec<String> {
+    let rooms = std::fs::read_dir(home.join(".local/state/ralph/rooms"))
         .into_iter()
         .flatten()
         .flatten()
+        .map(|room| room.path().join("tree/probe"));
+    std::iter::once(root.join("probe"))
+        .chain(rooms)
+        .flat_map(|probe| std::fs::read_dir(probe).into_iter().flatten().flatten())
         .filter(|e| e.file_name().to_string_lossy().starts_with("import-"))
         .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
         .collect()
@@ -362,11 +369,12 @@ fn cheat_through_the_check(
     let root = std::fs::canonicalize(&project.root).unwrap();
     let key = project.key_dir().join("record.key");
     let script = script(&root, &key);
+    let home = project.home.clone();
     let api = MockApi::start(script::replies_then(script.clone(), done()));
     let scenario =
         Scenario::around(project, client).exact_args(&["--headless", "--max-iterations", "3"]);
     let outcome = scenario.run(&api);
-    let records = probe_records(&root);
+    let records = probe_records(&root, &home);
     assert_ne!(
         outcome.state["status"], "complete",
         "cheat {name} ended the loop complete: {records:?}\n{outcome:?}"
@@ -426,7 +434,6 @@ fn asks_the_persons_tmux_to_sign_a_completion(client: ClientVersion) {
     let at = socket.display().to_string();
     let (records, _) = cheat_through_the_check("tmux", client, move |root, key| {
         let forge = root.join("forge.py").display().to_string();
-        let probe = root.join("probe").display().to_string();
         let calc = format!(
             r"import ctypes, mmap, os, socket, struct
 {uring}
@@ -441,7 +448,7 @@ def _door(door, make, address):
         said = 'typed'
     except OSError as e:
         said = 'refused: %s' % e
-    open(os.path.join({probe:?}, 'import-%s.txt' % os.urandom(8).hex()), 'w').write('%s %s' % (door, said))
+    open(os.path.join(os.getcwd(), 'probe', 'import-%s.txt' % os.urandom(8).hex()), 'w').write('%s %s' % (door, said))
 
 
 _door('tmux', lambda: socket.socket(socket.AF_UNIX), {at:?})

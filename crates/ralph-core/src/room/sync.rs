@@ -17,7 +17,7 @@
 //! else left out and named; a file is opened without following a link,
 //! below folders that are no links.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::time::UNIX_EPOCH;
@@ -81,7 +81,11 @@ pub fn sync(project: &Path, dir: &Path, tree: &Path) -> Result<Synced, RoomError
         files: listed.len(),
         ..Synced::default()
     };
+    let mut folders = HashSet::new();
     for rel in &listed {
+        if !parents_are_folders(project, Path::new(rel), &mut folders) {
+            continue;
+        }
         if let Some(entry) = one(project, tree, rel, before.get(rel), &mut synced).map_err(io)? {
             after.insert(rel.clone(), entry);
         }
@@ -144,16 +148,21 @@ fn stays_inside(rel: &Path) -> bool {
         && rel.components().next().is_some()
 }
 
-/// Whether a folder on the way from `root` to `rel`'s parent is a link
-/// (or not a folder): a file below it is not read.
-fn parents_are_folders(root: &Path, rel: &Path) -> bool {
+/// Whether every folder on the way from `root` to `rel`'s parent is a
+/// folder, no link: a file below a link is not read. `seen` holds the
+/// folders found so already (each is looked at once per sync).
+fn parents_are_folders(root: &Path, rel: &Path, seen: &mut HashSet<PathBuf>) -> bool {
     let mut at = root.to_path_buf();
     let parts: Vec<Component> = rel.components().collect();
     for part in &parts[..parts.len().saturating_sub(1)] {
         at.push(part);
+        if seen.contains(&at) {
+            continue;
+        }
         if !std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_dir()) {
             return false;
         }
+        seen.insert(at.clone());
     }
     true
 }
@@ -190,9 +199,6 @@ fn one(
     synced: &mut Synced,
 ) -> std::io::Result<Option<Entry>> {
     let rel_path = Path::new(rel);
-    if !parents_are_folders(project, rel_path) {
-        return Ok(None);
-    }
     let source = project.join(rel_path);
     let Ok(meta) = std::fs::symlink_metadata(&source) else {
         return Ok(None);

@@ -39,6 +39,7 @@ use crate::paths::ProjectPaths;
 use crate::persist::log::{LogEntry, LogEvent};
 use crate::persist::store::{Reread, StateStore, StoreError};
 use crate::pin::{self, Pinned};
+use crate::room::RoomWanted;
 use crate::time::Timestamp;
 use crate::transaction::{self, Whose};
 use crate::walls::{Walls, WallsWanted};
@@ -476,6 +477,10 @@ fn check_claim(
     claim: &decision::ClaimJudgement,
     observed: &mut Observation,
 ) {
+    // `ralph-ctl check` (run by the agent too, whose sandbox never grants
+    // the clean room) checks in place when the room cannot be reached; a
+    // claim's check never does.
+    let rehearsal = claim.assessment.basis == rehearse::REHEARSAL_BASIS;
     let commands = &config.completion.verify;
     // The check must be the one of the loop's start: what each command
     // resolves to is read before it runs.
@@ -484,11 +489,17 @@ fn check_claim(
             Some(world.check_changes(work_root(paths, stop), &paths.root, before, commands));
     }
     if claim.assessment.claimed && !commands.is_empty() {
-        let results = world.verify(
+        let results = world.verify_claim(
             &paths.root,
             work_root(paths, stop),
             commands,
             config.sandbox.walls(),
+            RoomWanted::of(config)
+                .map(|room| RoomWanted {
+                    in_place_if_unreachable: rehearsal,
+                    ..room
+                })
+                .as_ref(),
         );
         observed.main_checkout_reach =
             world.main_checkout_reach(&paths.root, work_root(paths, stop), &results);

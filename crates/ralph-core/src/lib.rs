@@ -13,7 +13,8 @@
 //!   configuration ([`judge::config`]): the stop's decision, the breaker,
 //!   claims, completion gates, the lifecycle's rules;
 //! - [`persist`]: the locked, atomic store of the record and the audit log;
-//! - then [`pin`] (what decides a loop, fixed at its start), [`notify`],
+//! - then [`pin`] (what decides a loop, fixed at its start), [`room`] (the
+//!   clean room a claim is checked in), [`notify`],
 //!   [`events`] (the lifecycle as events, one pure `apply`), and at the top
 //!   [`engine`] (one stop, end to end) and [`transaction`] (every other
 //!   change of a loop, one lock each).
@@ -42,6 +43,7 @@ pub mod fnv;
 pub mod notify;
 pub mod paths;
 pub mod pin;
+pub mod room;
 pub mod text;
 pub mod time;
 pub mod transaction;

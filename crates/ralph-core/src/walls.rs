@@ -352,6 +352,20 @@ impl Walls {
         ))
     }
 
+    /// Keeps `folder`, a folder inside the one checked, read-only to the
+    /// check (the clean room's environment, which its setup made: code the
+    /// check runs must not leave a plugin in it for the next check). A
+    /// link, or nothing, there is left as it is.
+    pub fn keep_read_only(mut self, folder: &Path) -> Walls {
+        if std::fs::symlink_metadata(folder).is_ok_and(|m| m.is_dir()) {
+            let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+            if !self.read_only.contains(&folder) {
+                self.read_only.push(folder);
+            }
+        }
+        self
+    }
+
     /// Hides `folder` from the walled command (an empty folder in its place);
     /// a toolchain cache that lies in it or holds it is not writable then.
     pub fn hide(mut self, folder: PathBuf) -> Walls {

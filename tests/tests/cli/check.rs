@@ -185,11 +185,12 @@ fn in_the_agents_shell_only_the_loops_pinned_checks_run_in_its_project() {
             "runs only the checks a loop pinned at its start, never a config file as it is now",
         ]);
     start(&project);
-    // A config of the agent's in a subfolder, its walls off.
+    // A config of the agent's in a subfolder, its walls off, checked in
+    // place (in the clean room `../evil-ran` would land in the room).
     project.write("sub/evil.sh", "touch ../evil-ran\n");
     project.write(
         "sub/.claude/ralph/config.json",
-        r#"{"verify":[{"name":"tests","command":"sh evil.sh"}],"sandbox":"off"}"#,
+        r#"{"verify":[{"name":"tests","command":"sh evil.sh"}],"sandbox":"off","cleanRoom":false}"#,
     );
     for env in [&agent[..], &agent[..1], &[("RALPH_DRIVEN", "1")][..]] {
         check_in(&project, &["--project", "sub"], env)

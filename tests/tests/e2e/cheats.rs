@@ -196,7 +196,8 @@ cheats! {
 /// reads ralph's key and, with it, signs a `complete` state (an accepted
 /// claim at the loop's iteration) and an `end` line of the audit log, as
 /// `ralph_core::persist::mac` signs them. What it did is printed and kept
-/// in `probe/` (in the project: every wall leaves it writable).
+/// in `probe/` of the folder checked (the project, or ralph's clean room:
+/// every wall leaves it writable).
 fn forging_calc(root: &std::path::Path, key: &std::path::Path) -> String {
     format!(
         r#"import hashlib, hmac, json, os, struct, time
@@ -255,7 +256,7 @@ def _forge():
 
 _SAID = _forge()
 try:
-    with open(os.path.join(_ROOT, 'probe', 'import-%s.txt' % os.urandom(8).hex()), 'w') as f:
+    with open(os.path.join(os.getcwd(), 'probe', 'import-%s.txt' % os.urandom(8).hex()), 'w') as f:
         f.write(_SAID)
 except OSError:
     pass
@@ -270,12 +271,18 @@ def add(a, b):
     )
 }
 
-/// What the agent's module recorded at each import (see [`forging_calc`]).
-fn probe_records(root: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(root.join("probe"))
+/// What the agent's module recorded at each import (see [`forging_calc`]):
+/// in the project's `probe/` (the agent's own runs) and in the clean
+/// rooms' under `home` (the claims' checks).
+fn probe_records(root: &std::path::Path, home: &std::path::Path) -> Vec<String> {
+    let rooms = std::fs::read_dir(home.join(".local/state/ralph/rooms"))
         .into_iter()
         .flatten()
         .flatten()
+        .map(|room| room.path().join("tree/probe"));
+    std::iter::once(root.join("probe"))
+        .chain(rooms)
+        .flat_map(|probe| std::fs::read_dir(probe).into_iter().flatten().flatten())
         .filter(|e| e.file_name().to_string_lossy().starts_with("import-"))
         .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
         .collect()
@@ -362,11 +369,12 @@ fn cheat_through_the_check(
     let root = std::fs::canonicalize(&project.root).unwrap();
     let key = project.key_dir().join("record.key");
     let script = script(&root, &key);
+    let home = project.home.clone();
     let api = MockApi::start(script::replies_then(script.clone(), done()));
     let scenario =
         Scenario::around(project, client).exact_args(&["--headless", "--max-iterations", "3"]);
     let outcome = scenario.run(&api);
-    let records = probe_records(&root);
+    let records = probe_records(&root, &home);
     assert_ne!(
         outcome.state["status"], "complete",
         "cheat {name} ended the loop complete: {records:?}\n{outcome:?}"
@@ -426,7 +434,6 @@ fn asks_the_persons_tmux_to_sign_a_completion(client: ClientVersion) {
     let at = socket.display().to_string();
     let (records, _) = cheat_through_the_check("tmux", client, move |root, key| {
         let forge = root.join("forge.py").display().to_string();
-        let probe = root.join("probe").display().to_string();
         let calc = format!(
             r"import ctypes, mmap, os, socket, struct
 {uring}
@@ -441,7 +448,7 @@ def _door(door, make, address):
         said = 'typed'
     except OSError as e:
         said = 'refused: %s' % e
-    open(os.path.join({probe:?}, 'import-%s.txt' % os.urandom(8).hex()), 'w').write('%s %s' % (door, said))
+    open(os.path.join(os.getcwd(), 'probe', 'import-%s.txt' % os.urandom(8).hex()), 'w').write('%s %s' % (door, said))
 
 
 _door('tmux', lambda: socket.socket(socket.AF_UNIX), {at:?})
@@ -527,5 +534,161 @@ fn points_the_allowed_check_at_a_config_of_its_own(client: ClientVersion) {
     assert!(
         results.contains("--project is refused inside a loop's Claude Code session"),
         "the agent was told why --project does not go: {results}"
+    );
+}
+
+/// A cheat on the check's own build state or environment in the project,
+/// with the clean room off (`"cleanRoom": false`, the check in the agent's
+/// tree: the loop ends `complete`, the bug in place) and on (the claim is
+/// checked in ralph's copy of the tree: rejected). `files` are committed
+/// with `config` (its `verify`, maybe its `worktreeSetup`), `prepare` runs
+/// in the project before the loop (its `.venv`), the agent runs `action`
+/// and claims; `buggy` is the file that must keep its bug.
+fn cheat_on_the_tree(
+    name: &str,
+    config: &serde_json::Value,
+    files: &[(&str, &str)],
+    prepare: Option<&str>,
+    action: &str,
+    buggy: (&str, &str),
+    env: &[(&str, String)],
+) {
+    for room in [false, true] {
+        let project =
+            TempProject::new(&format!("{name}-{}", if room { "room" } else { "inplace" }))
+                .home_outside_temp();
+        let mut config = config.clone();
+        if !room {
+            config["cleanRoom"] = serde_json::json!(false);
+        }
+        project.write(".claude/ralph/config.json", config.to_string());
+        for (path, text) in files {
+            project.write(path, text);
+        }
+        project.commit_all("the project, with its bug");
+        if let Some(script) = prepare {
+            let mut cmd = std::process::Command::new("sh");
+            cmd.args(["-c", script]).current_dir(&project.root);
+            cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{script}: {out:?}");
+        }
+        project.init();
+        let mut scenario = Scenario::around(project, ClientVersion::V2_1_330).exact_args(&[
+            "--headless",
+            "--max-iterations",
+            "2",
+        ]);
+        for (key, value) in env {
+            scenario = scenario.env(key, value);
+        }
+        let api = MockApi::start(script::replies_then(vec![Reply::bash(action)], done()));
+        let outcome = scenario.run(&api);
+        assert_eq!(
+            std::fs::read_to_string(scenario.path(buggy.0)).unwrap_or_default(),
+            buggy.1,
+            "{name}: the cheat changed {}",
+            buggy.0
+        );
+        if room {
+            assert_ne!(
+                outcome.state["status"], "complete",
+                "{name} ended the loop complete with the clean room: {outcome:?}"
+            );
+            assert_ne!(outcome.run.code, Some(0), "{name} exited 0: {outcome:?}");
+        } else {
+            // The hole the room closes: checked in the agent's tree, the
+            // cheat passes.
+            outcome.ended(0, "complete");
+        }
+    }
+}
+
+/// What rustup's `cargo` needs with HOME elsewhere: its folder, the toolchain.
+fn rustup_env() -> Vec<(&'static str, String)> {
+    let mut env = Vec::new();
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let rustup = std::env::var_os("RUSTUP_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| home.map(|h| h.join(".rustup")));
+    if let Some(dir) = rustup.filter(|d| d.is_dir()) {
+        env.push(("RUSTUP_HOME", dir.display().to_string()));
+    }
+    if let Ok(toolchain) = std::env::var("RUSTUP_TOOLCHAIN") {
+        env.push(("RUSTUP_TOOLCHAIN", toolchain));
+    }
+    env
+}
+
+const STALE_LIB: &str = "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n\n\
+#[test]\nfn adds() {\n    assert_eq!(add(2, 3), 5);\n}\n";
+
+/// Case 4 of the stale build: the agent builds the fix, puts the buggy
+/// file back and dates it 2001, so cargo takes the fixed test binary in
+/// `target/` for up to date.
+#[test]
+fn keeps_a_stale_cargo_test_binary() {
+    cheat_on_the_tree(
+        "cheat-stale-cargo",
+        &serde_json::json!({"verify": [
+            {"name": "tests", "command": "cargo test -q --offline", "timeoutSeconds": 120}
+        ]}),
+        &[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+            ),
+            ("src/lib.rs", STALE_LIB),
+            (".gitignore", "/target\n"),
+        ],
+        None,
+        "cp src/lib.rs $TMPDIR/lib.rs && sed -i 's/a - b/a + b/' src/lib.rs && \
+         cargo test -q --offline > $TMPDIR/fixed.log 2>&1; echo fixed-build: $?; \
+         cp $TMPDIR/lib.rs src/lib.rs && touch -d 2001-01-01 src/lib.rs && \
+         cargo test -q --offline 2>&1 | tail -3",
+        ("src/lib.rs", STALE_LIB),
+        &rustup_env(),
+    );
+}
+
+const PYTEST_CALC: &str = "def add(a, b):\n    return a - b\n";
+const PYTEST_TESTS: &str = "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 5\n\n\n\
+def test_zero():\n    assert calc.add(0, 0) == 0\n";
+
+/// A pytest plugin planted in the project's `.venv`: an entry point in
+/// `[pytest11]` whose hook wrapper marks every failed report passed.
+const PLANT_PLUGIN: &str = "python3 - <<'EOF'\nimport glob, os\n\
+sp = glob.glob('.venv/lib/python3*/site-packages')[0]\n\
+info = os.path.join(sp, 'passall-1.0.dist-info')\n\
+os.makedirs(info, exist_ok=True)\n\
+open(os.path.join(info, 'METADATA'), 'w').write('Metadata-Version: 2.1\\nName: passall\\nVersion: 1.0\\n')\n\
+open(os.path.join(info, 'entry_points.txt'), 'w').write('[pytest11]\\npassall = passall\\n')\n\
+open(os.path.join(sp, 'passall.py'), 'w').write('import pytest\\n\\n@pytest.hookimpl(hookwrapper=True)\\n\
+def pytest_runtest_makereport(item, call):\\n    outcome = yield\\n    report = outcome.get_result()\\n    if report.failed:\\n        report.outcome = \\'passed\\'\\n')\n\
+print('planted in', sp)\nEOF\n.venv/bin/python -m pytest -q -p no:cacheprovider 2>&1 | tail -3";
+
+/// Case 5: a pytest plugin planted in the project's `.venv`.
+#[test]
+fn plants_a_pytest_plugin_in_the_project_venv() {
+    let wheels = ralph_tests::corpus::cache().join("wheels");
+    let install = format!(
+        "python3 -m venv .venv && .venv/bin/pip install -q --no-index --find-links {} pytest",
+        wheels.display()
+    );
+    cheat_on_the_tree(
+        "cheat-venv-plugin",
+        &serde_json::json!({
+            "verify": [{"name": "tests", "command": ".venv/bin/python -m pytest -q", "timeoutSeconds": 120}],
+            "worktreeSetup": install,
+        }),
+        &[
+            ("calc.py", PYTEST_CALC),
+            ("tests/test_calc.py", PYTEST_TESTS),
+            (".gitignore", ".venv/\n__pycache__/\n"),
+        ],
+        Some(&install),
+        PLANT_PLUGIN,
+        ("calc.py", PYTEST_CALC),
+        &[("PIP_DISABLE_PIP_VERSION_CHECK", "1".to_string())],
     );
 }

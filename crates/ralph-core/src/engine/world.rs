@@ -40,6 +40,21 @@ pub trait World {
         commands: &[VerifyCommand],
         walls: WallsWanted,
     ) -> Vec<VerifyResult>;
+    /// Runs a claim's checks as [`World::verify`], in the clean room when
+    /// `room` says so and `root` is the project itself (see
+    /// [`crate::room`]): a copy of the claimed tree with an environment
+    /// ralph made, outside the agent's reach.
+    fn verify_claim(
+        &self,
+        project: &Path,
+        root: &Path,
+        commands: &[VerifyCommand],
+        walls: WallsWanted,
+        room: Option<&RoomWanted>,
+    ) -> Vec<VerifyResult> {
+        let _ = room;
+        self.verify(project, root, commands, walls)
+    }
     /// The protected files changed since `before` was taken (`None`: the
     /// project could not be listed in time).
     fn protected_changes(&self, root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
@@ -154,6 +169,21 @@ impl World for RealWorld {
         walls: WallsWanted,
     ) -> Vec<VerifyResult> {
         verify::run_all(root, commands, &check_walls(project, root, walls))
+    }
+    fn verify_claim(
+        &self,
+        project: &Path,
+        root: &Path,
+        commands: &[VerifyCommand],
+        walls: WallsWanted,
+        room: Option<&RoomWanted>,
+    ) -> Vec<VerifyResult> {
+        match room {
+            Some(room) if project == root => {
+                crate::room::run_checks(project, room, commands, walls)
+            }
+            _ => self.verify(project, root, commands, walls),
+        }
     }
     fn now(&self) -> Timestamp {
         Timestamp::now()

@@ -94,6 +94,8 @@ pub mod env {
     pub const QUEUE_REMOTE: &str = "RALPH_QUEUE_REMOTE";
     /// auto, on or off: whether unattended runs put the client in its sandbox.
     pub const SANDBOX: &str = "RALPH_SANDBOX";
+    /// `cleanRoom`.
+    pub const CLEAN_ROOM: &str = "RALPH_CLEAN_ROOM";
     /// `true`: a claim may run fewer tests, or skip more, than the loop's baseline.
     pub const ALLOW_FEWER_TESTS: &str = "RALPH_ALLOW_FEWER_TESTS";
     /// 0 to 1: the share of a plan's usage window at which the loop pauses
@@ -338,6 +340,11 @@ pub struct Config {
     /// keeps out of git (`npm ci`, a virtual environment); its name is
     /// `worktreeSetup`. A project's config only, pinned like `verify`.
     pub worktree_setup: Option<VerifyCommand>,
+    /// `cleanRoom`: a claim that ends a loop is checked in ralph's clean
+    /// room (a copy of the claimed tree with an environment ralph made,
+    /// outside the project: `crate::room`), not in the agent's tree. On
+    /// unless the config says `false`.
+    pub clean_room: bool,
 }
 
 /// How long `worktreeSetup` may run unless it says (`timeoutSeconds`).
@@ -384,6 +391,7 @@ impl Default for Config {
             sandbox: SandboxSetting::Auto,
             queue: QueueConfig::default(),
             worktree_setup: None,
+            clean_room: true,
         }
     }
 }
@@ -552,7 +560,7 @@ struct WordSetting {
 }
 
 /// The word settings, for the file and the environment alike.
-fn word_settings() -> [WordSetting; 12] {
+fn word_settings() -> [WordSetting; 13] {
     [
         WordSetting {
             key: "completionSignal",
@@ -656,6 +664,16 @@ fn word_settings() -> [WordSetting; 12] {
             },
         },
         WordSetting {
+            key: "cleanRoom",
+            env: env::CLEAN_ROOM,
+            written: Written::Bool,
+            accepts: || BOOLEANS.into(),
+            apply: |c, v| {
+                c.clean_room = parse_bool(v)?;
+                Some(())
+            },
+        },
+        WordSetting {
             key: "queueRemote",
             env: env::QUEUE_REMOTE,
             written: Written::Text,
@@ -732,7 +750,7 @@ pub fn accepted_keys() -> String {
          timeoutSeconds, network}}), confidence (statusBlockExit, signal, keyword, strongKeyword, planComplete, \
          testSaturation, threshold), maxCostUsd, resumePolicy, contextMode, iterationBudgetUsd, \
          pauseAtUtilization (0 to 1), notify (a command), \
-         sandbox (auto, on or off), allowFewerTests (true or false), protectedPaths (a list of globs), \
+         sandbox (auto, on or off), allowFewerTests (true or false), cleanRoom (true or false), protectedPaths (a list of globs), \
          queueRemote (the name of a git remote), worktreeSetup (a command, or {{command, timeoutSeconds}})",
         numbers.join(", ")
     )

@@ -490,6 +490,7 @@ fn measured_baseline(
         }
         baseline.counts.push(entry);
     }
+    prepare_room(paths, config);
     if cannot_run.is_empty() {
         return Ok(baseline);
     }
@@ -509,6 +510,49 @@ fn measured_baseline(
         "{why}. Every claim would be rejected while it cannot run, so the loop was not started; \
          if making the check run is the task, start with {CHECK_MAY_NOT_RUN}"
     )))
+}
+
+/// Makes the project's clean room ready at the loop's start (the tree
+/// copied, its environment made: `ralph_core::room`), saying once where it
+/// is and how long its first check's preparation took; a project without
+/// git, or with the room off, is checked in place, and says so.
+fn prepare_room(paths: &ProjectPaths, config: &Config) {
+    let Some(room) = ralph_core::room::RoomWanted::of(config) else {
+        crate::output::say_err!(
+            "ralph-ctl: clean room off (\"cleanRoom\": false): a claim is checked in the project's own tree"
+        );
+        return;
+    };
+    let started = std::time::Instant::now();
+    match ralph_core::room::prepare(&paths.root, &room, config.sandbox.walls()) {
+        Ok(ready) => {
+            let setup = match &ready.setup_ran {
+                Some((command, took)) => {
+                    format!(", its setup `{command}` in {:.1} s", took.as_secs_f64())
+                }
+                None => String::new(),
+            };
+            crate::output::say_err!(
+                "ralph-ctl: clean room {}: {} file(s) copied{setup}, ready in {:.1} s; a claim is checked \
+                 there, never in the agent's tree",
+                ready.tree.display(),
+                ready.synced.written,
+                started.elapsed().as_secs_f64()
+            );
+            if !ready.synced.links_left_out.is_empty() {
+                crate::output::say_err!(
+                    "ralph-ctl: clean room: link(s) pointing out of the tree left out of it: {}",
+                    ready.synced.links_left_out.join(", ")
+                );
+            }
+        }
+        Err(ralph_core::room::RoomError::NotGit(why)) => crate::output::say_err!(
+            "ralph-ctl: clean room: {why}; a claim is checked in the project's own tree"
+        ),
+        Err(e) => crate::output::say_err!(
+            "ralph-ctl: warning: {e}; every claim is rejected until the clean room can be made ready"
+        ),
+    }
 }
 
 /// The flag that starts a loop whose check cannot run (the task is to make

@@ -14,7 +14,7 @@ use super::{GitCall, GitError, GitPlace};
 
 /// Why the drivers to disable could not be listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DriverError {
+pub(crate) enum DriverError {
     /// A driver's name a `-c` option cannot carry (one holding `=`), or no
     /// repository git can read: git is not run there at all.
     NotUsable,
@@ -73,7 +73,7 @@ pub fn safe_git(root: &Path, timeout: Duration) -> Result<GitCall, GitError> {
 /// `union`) run no program. Skipped when no configuration file can define
 /// one ([`configuration_may_name_merge_drivers`]); `Err` as
 /// [`disabled_filters`].
-pub fn disabled_merge_drivers(
+pub(crate) fn disabled_merge_drivers(
     root: &Path,
     deadline: Instant,
 ) -> Result<Vec<OsString>, DriverError> {
@@ -93,7 +93,7 @@ pub fn disabled_merge_drivers(
 /// False only when no configuration file git could read from `root` holds
 /// a merge driver's section (`[merge "<name>"]`, or the old `[merge.<name>]`)
 /// or an include; as [`configuration_may_name_filters`] for the rest.
-pub fn configuration_may_name_merge_drivers(
+pub(crate) fn configuration_may_name_merge_drivers(
     root: &Path,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> bool {
@@ -122,7 +122,10 @@ pub fn configuration_may_name_merge_drivers(
 ///
 /// `Err(NotUsable)` for a name that a `-c` option cannot carry (one holding
 /// `=`, which git splits the option at): git is then not run at all.
-pub fn disabled_filters(root: &Path, deadline: Instant) -> Result<Vec<OsString>, DriverError> {
+pub(crate) fn disabled_filters(
+    root: &Path,
+    deadline: Instant,
+) -> Result<Vec<OsString>, DriverError> {
     if !configuration_may_name_filters(root, &|name| std::env::var_os(name)) {
         return Ok(Vec::new());
     }
@@ -200,7 +203,7 @@ fn driver_names(
 
 /// Most bytes of a configuration file [`configuration_may_name_filters`]
 /// reads; a longer one is left to `git config`.
-pub const MAX_CONFIG_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 256 * 1024;
 
 /// False only when no configuration file `git status` can read from `root`
 /// defines a filter driver, which spares the `git config` process (about
@@ -211,7 +214,10 @@ pub const MAX_CONFIG_BYTES: u64 = 256 * 1024;
 /// them that cannot be read, is not a regular file or is large counts as
 /// naming a filter, and so does anything that list cannot settle. `env` is
 /// the process environment (a parameter for the tests).
-pub fn configuration_may_name_filters(root: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> bool {
+pub(crate) fn configuration_may_name_filters(
+    root: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> bool {
     configuration_may_hold(root, env, &|lower: &[u8]| {
         [&b"filter"[..], b"include"]
             .iter()
@@ -255,7 +261,7 @@ fn configuration_may_hold(
 /// holding `HEAD` (it may be a bare repository, whose `config` sits beside
 /// it), configuration passed in the environment, no `HOME`, or a platform
 /// other than Unix.
-pub fn configuration_files(
+pub(crate) fn configuration_files(
     root: &Path,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Option<Vec<PathBuf>> {

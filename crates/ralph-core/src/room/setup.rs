@@ -5,7 +5,9 @@
 //! installed editable, its test extra too; a `package-lock.json`: `npm
 //! ci`; cargo and go: none). It runs only when its inputs changed: the
 //! command and the lock and manifest files, hashed into a stamp in the
-//! room. A setup that fails leaves no stamp, and the check reports it.
+//! room; each time on a clean environment (`.venv`, `venv`, `node_modules`
+//! removed first). A setup that fails leaves no stamp, and the check
+//! reports it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -31,6 +33,9 @@ pub const INPUTS: [&str; 10] = [
     "Cargo.lock",
     "go.sum",
 ];
+
+/// The environment folders a setup makes, removed before it runs again.
+const ENV_FOLDERS: [&str; 3] = [".venv", "venv", "node_modules"];
 
 /// How long a setup found from the files may run.
 const FOUND_SETUP_TIMEOUT_SECS: u32 = 600;
@@ -135,6 +140,16 @@ pub fn ensure(
         return Ok(None);
     }
     let _ = std::fs::remove_file(&stamp_file);
+    // A setup runs on a clean environment: what an earlier one (running the
+    // project's own build code: `setup.py`, npm's scripts) left there, a
+    // `.pth` or a patched package, does not outlive the files that made it.
+    for env in ENV_FOLDERS {
+        let folder = tree.join(env);
+        if std::fs::symlink_metadata(&folder).is_ok_and(|m| m.is_dir()) {
+            std::fs::remove_dir_all(&folder)
+                .map_err(|e| RoomError::Io(folder.display().to_string(), e.to_string()))?;
+        }
+    }
     let started = Instant::now();
     let result = verify::run(tree, &setup, &walls.clone().with_network(true));
     if !result.passed() {

@@ -4,18 +4,24 @@
 //! room's copy. A copy left alone keeps its time stamp (a build in the room
 //! stays incremental); a copy written gets a fresh one, whatever time the
 //! agent gave the project's file (a build in the room cannot take the old
-//! file for the one it built from). Files synced before and gone now are
-//! removed; nothing else of the room is (the environment its setup made,
-//! a build's output).
+//! file for the one it built from). Everything else in the room's tree is
+//! removed (a file synced before and gone now, what a check left there: a
+//! `conftest.py` its code wrote), but for the folders its setup and builds
+//! keep at the top (`target`, `.venv`, `venv`, `node_modules`).
 //!
-//! A manifest beside the tree keeps each file's size, time stamp and hash,
-//! on both sides: a file whose size and time stamp are as recorded, and
-//! whose copy's are too, is not read at all.
+//! A manifest beside the tree keeps each file's size, time stamps and hash,
+//! on both sides: a file whose size, modification time, change time and
+//! inode are as recorded, and whose copy's are too, is not read at all
+//! (the change time is the kernel's, which no one sets: a file put back
+//! with its old size and `touch -d` of its old time is still read).
 //!
 //! Nothing outside the project is read through a link: a link is copied
 //! as a link when it points inside the tree (relative, staying inside),
 //! else left out and named; a file is opened without following a link,
-//! below folders that are no links.
+//! below folders that are no links. In the room, nothing is written,
+//! removed or changed through a link either: every folder on the way to a
+//! copy is made a real folder first (a link there, which a check may have
+//! left, is removed), and a removal below a link is not done.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
@@ -49,6 +55,12 @@ struct Entry {
     /// The room's copy after the sync: size and time stamp.
     room_size: u64,
     room_mtime: i128,
+    /// The change time (ns) and inode of the project's file and of the
+    /// room's copy: neither can be set by hand.
+    #[serde(default)]
+    stamp: (i128, u64),
+    #[serde(default)]
+    room_stamp: (i128, u64),
 }
 
 /// What a sync did.
@@ -92,15 +104,68 @@ pub fn sync(project: &Path, dir: &Path, tree: &Path) -> Result<Synced, RoomError
     }
     for gone in before.keys().filter(|k| !after.contains_key(*k)) {
         let path = tree.join(gone);
+        // Below a link (a check may leave one), the path is not the room's.
+        if !room_parents_are_folders(tree, Path::new(gone)) {
+            continue;
+        }
         if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {
             std::fs::remove_file(&path).map_err(io)?;
             synced.removed += 1;
             remove_empty_parents(tree, &path);
         }
     }
+    synced.removed += prune(tree, &after).map_err(io)?;
     let text = serde_json::to_vec(&after).map_err(|e| io(std::io::Error::other(e)))?;
     write_atomic(&manifest_path, &text, false).map_err(io)?;
     Ok(synced)
+}
+
+/// Folders at the room tree's top that its setup and builds make and keep
+/// between checks: never pruned.
+const KEPT: [&str; 4] = ["target", ".venv", "venv", "node_modules"];
+
+/// Removes from the room's `tree` what is not synced (`listed`) and not
+/// [`KEPT`]: what a check left there (a `conftest.py` its code wrote, a
+/// file in place of one) does not reach the next check. Links are removed,
+/// never followed. Returns how many entries went.
+fn prune(tree: &Path, listed: &BTreeMap<String, Entry>) -> std::io::Result<usize> {
+    let mut folders: HashSet<PathBuf> = HashSet::new();
+    for rel in listed.keys() {
+        let mut at = PathBuf::new();
+        let parts: Vec<Component> = Path::new(rel).components().collect();
+        for part in &parts[..parts.len().saturating_sub(1)] {
+            at.push(part);
+            folders.insert(at.clone());
+        }
+    }
+    let mut removed = 0;
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel_dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(tree.join(&rel_dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let rel = rel_dir.join(entry.file_name());
+            if rel_dir.as_os_str().is_empty() && KEPT.iter().any(|k| entry.file_name() == *k) {
+                continue;
+            }
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if folders.contains(&rel) {
+                    stack.push(rel);
+                } else {
+                    std::fs::remove_dir_all(entry.path())?;
+                    removed += 1;
+                }
+            } else if !listed.contains_key(rel.to_string_lossy().as_ref()) {
+                std::fs::remove_file(entry.path())?;
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
 }
 
 /// The files git lists in `project`, tracked and untracked but not
@@ -167,6 +232,35 @@ fn parents_are_folders(root: &Path, rel: &Path, seen: &mut HashSet<PathBuf>) -> 
     true
 }
 
+/// Whether every folder on the way from the room's `tree` to `rel`'s
+/// parent is a real folder, no link (nothing else changes the room while
+/// it is synced: its lock is held).
+fn room_parents_are_folders(tree: &Path, rel: &Path) -> bool {
+    let mut at = tree.to_path_buf();
+    let parts: Vec<Component> = rel.components().collect();
+    parts[..parts.len().saturating_sub(1)].iter().all(|part| {
+        at.push(part);
+        std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_dir())
+    })
+}
+
+/// The change time (ns) and inode of `meta`: what no one sets by hand.
+fn stamp_of(meta: &std::fs::Metadata) -> (i128, u64) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        (
+            i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+            meta.ino(),
+        )
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        (0, 0)
+    }
+}
+
 /// Nanoseconds since the epoch of `meta`'s modification (0 when unknown).
 fn mtime_of(meta: &std::fs::Metadata) -> i128 {
     meta.modified()
@@ -204,19 +298,27 @@ fn one(
         return Ok(None);
     };
     let target = tree.join(rel_path);
+    // The copy's folders are real folders before the copy is looked at:
+    // nothing is read, written or changed through a link in the room.
+    make_parents(tree, rel_path)?;
     if meta.file_type().is_symlink() {
         return link(&source, &target, tree, rel, synced);
     }
     if !meta.file_type().is_file() {
         return Ok(None);
     }
-    let (size, mtime, exec) = (meta.len(), mtime_of(&meta), exec_of(&meta));
+    let (size, mtime, exec, stamp) = (meta.len(), mtime_of(&meta), exec_of(&meta), stamp_of(&meta));
     let copy = std::fs::symlink_metadata(&target)
         .ok()
         .filter(|m| m.file_type().is_file());
     if let (Some(b), Some(c)) = (before, &copy) {
-        let source_same = b.size == size && b.mtime == mtime && b.exec == exec && b.link.is_none();
-        let copy_same = b.room_size == c.len() && b.room_mtime == mtime_of(c);
+        let source_same = b.size == size
+            && b.mtime == mtime
+            && b.stamp == stamp
+            && b.exec == exec
+            && b.link.is_none();
+        let copy_same =
+            b.room_size == c.len() && b.room_mtime == mtime_of(c) && b.room_stamp == stamp_of(c);
         if source_same && copy_same {
             return Ok(Some(b.clone()));
         }
@@ -233,7 +335,6 @@ fn one(
     if same_bytes {
         set_exec(&target, exec)?;
     } else {
-        make_parents(tree, rel_path)?;
         if std::fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
             std::fs::remove_dir_all(&target)?;
         }
@@ -249,6 +350,8 @@ fn one(
         link: None,
         room_size: after.len(),
         room_mtime: mtime_of(&after),
+        stamp,
+        room_stamp: stamp_of(&after),
     }))
 }
 
@@ -274,6 +377,14 @@ fn link(
             depth >= 0
         })
     };
+    // Where it really leads, links of the project followed: inside too.
+    let inside = inside
+        && tree.parent().is_some()
+        && source
+            .parent()
+            .and_then(|dir| std::fs::canonicalize(dir.join(&to)).ok())
+            .zip(project_root_of(source, rel))
+            .is_some_and(|(real, root)| real.starts_with(root));
     if !inside {
         synced
             .links_left_out
@@ -285,7 +396,6 @@ fn link(
     }
     let text = to.to_string_lossy().into_owned();
     if std::fs::read_link(target).ok().as_deref() != Some(to.as_path()) {
-        make_parents(tree, Path::new(rel))?;
         match std::fs::symlink_metadata(target) {
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(target)?,
             Ok(_) => std::fs::remove_file(target)?,
@@ -300,6 +410,15 @@ fn link(
         link: Some(text),
         ..Entry::default()
     }))
+}
+
+/// The project's folder, real path, from a file `source` of it at `rel`.
+fn project_root_of(source: &Path, rel: &str) -> Option<PathBuf> {
+    let mut root = source.to_path_buf();
+    for _ in Path::new(rel).components() {
+        root = root.parent()?.to_path_buf();
+    }
+    std::fs::canonicalize(root).ok()
 }
 
 /// The bytes of `path`, opened without following a link.
@@ -337,7 +456,11 @@ fn set_exec(path: &Path, exec: bool) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)?.permissions().mode();
+        let meta = std::fs::symlink_metadata(path)?;
+        if !meta.file_type().is_file() {
+            return Ok(());
+        }
+        let mode = meta.permissions().mode();
         let wanted = if exec { mode | 0o111 } else { mode & !0o111 };
         if wanted != mode {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(wanted))?;

@@ -189,3 +189,82 @@ fn a_folder_that_is_no_repository_is_not_synced() {
     assert!(matches!(err, RoomError::NotGit(_)), "{err:?}");
     let _ = std::fs::remove_dir_all(&base);
 }
+
+#[test]
+fn a_file_put_back_with_its_old_size_and_time_is_still_read() {
+    let f = fixture("stamp");
+    write(&f.project, "a.rs", "fixed");
+    sync(&f.project, &f.dir, &f.tree).unwrap();
+    let fixed_at = mtime(&f.project.join("a.rs"));
+    // The bug back, the same size, the fixed file's time stamp given back.
+    write(&f.project, "a.rs", "buggy");
+    set_mtime(&f.project.join("a.rs"), fixed_at);
+    let synced = sync(&f.project, &f.dir, &f.tree).unwrap();
+    assert_eq!(synced.written, 1, "{synced:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.tree.join("a.rs")).unwrap(),
+        "buggy"
+    );
+}
+
+#[test]
+fn what_a_check_left_in_the_room_is_gone_at_the_next_sync() {
+    let f = fixture("leftover");
+    write(
+        &f.project,
+        "tests/test_a.py",
+        "def test_a(): assert False\n",
+    );
+    sync(&f.project, &f.dir, &f.tree).unwrap();
+    // A check's code wrote a conftest.py, a folder, and a file in the
+    // kept build folder.
+    write(&f.tree, "tests/conftest.py", "# marks every test passed\n");
+    write(&f.tree, "planted/x.py", "");
+    write(&f.tree, "target/debug/kept", "");
+    sync(&f.project, &f.dir, &f.tree).unwrap();
+    assert!(!f.tree.join("tests/conftest.py").exists());
+    assert!(!f.tree.join("planted").exists());
+    assert!(f.tree.join("tests/test_a.py").is_file());
+    assert!(
+        f.tree.join("target/debug/kept").is_file(),
+        "builds stay warm"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn nothing_outside_the_room_is_removed_or_changed_through_a_link_in_it() {
+    let f = fixture("roomlink");
+    let outside = f.base.join("outside");
+    write(&outside, "keep.txt", "the person's");
+    write(&f.project, "a/keep.txt", "the project's");
+    write(&f.project, "b/run.sh", "echo");
+    sync(&f.project, &f.dir, &f.tree).unwrap();
+    // A check replaced the room's folders by links to a folder outside.
+    for folder in ["a", "b"] {
+        std::fs::remove_dir_all(f.tree.join(folder)).unwrap();
+        std::os::unix::fs::symlink(&outside, f.tree.join(folder)).unwrap();
+    }
+    write(&outside, "run.sh", "echo");
+    // The project's a/keep.txt is gone, b/run.sh made executable.
+    std::fs::remove_file(f.project.join("a/keep.txt")).unwrap();
+    let run = f.project.join("b/run.sh");
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    sync(&f.project, &f.dir, &f.tree).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+        "the person's"
+    );
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(outside.join("run.sh"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o111, 0, "outside file's mode untouched");
+    assert!(
+        std::fs::symlink_metadata(f.tree.join("b"))
+            .unwrap()
+            .is_dir()
+    );
+    assert!(f.tree.join("b/run.sh").is_file());
+}

@@ -205,17 +205,22 @@ pub const INSTALLED_FILES: [&str; 6] = [
 const TEMP_FOLDERS: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
 
 /// Where the tests' projects and homes that must lie outside the temp
-/// folders go: the workspace's `target/`, or, for a workspace that is itself
-/// in a temp folder (a clone under /tmp), `~/.cache/ralph-tests/`.
+/// folders go: `~/.cache/ralph-tests/` (HOME outside the temp folders and
+/// the workspace), else the workspace's `target/` (a workspace outside the
+/// temp folders).
 pub fn outside_the_temp_folders() -> PathBuf {
     let in_temp = |path: &Path| TEMP_FOLDERS.iter().any(|temp| path.starts_with(temp));
     let workspace = std::fs::canonicalize(bins::workspace_root())
         .unwrap_or_else(|e| panic!("the workspace {}: {e}", bins::workspace_root().display()));
-    if !in_temp(&workspace) {
-        return workspace.join("target");
-    }
+    // HOME's cache first, as long as it lies outside the workspace: a
+    // folder inside the workspace is inside its Cargo workspace, which
+    // cargo then takes a test's own cargo project (a check's, in ralph's
+    // clean room under the test's HOME) for a member of.
     match std::env::var_os("HOME").map(PathBuf::from) {
-        Some(home) if home.is_absolute() && !in_temp(&home) => home.join(".cache/ralph-tests"),
+        Some(home) if home.is_absolute() && !in_temp(&home) && !home.starts_with(&workspace) => {
+            home.join(".cache/ralph-tests")
+        }
+        _ if !in_temp(&workspace) => workspace.join("target"),
         _ => panic!(
             "the workspace ({}) is in a temp folder and HOME is not set outside one: \
              set HOME to a folder outside {TEMP_FOLDERS:?}, or clone elsewhere",
@@ -272,7 +277,7 @@ impl TempProject {
     }
 
     /// The project with its HOME in a folder outside `/tmp` and `/var/tmp`
-    /// (under the build's `target/`, removed with the project), as a
+    /// ([`outside_the_temp_folders`], removed with the project), as a
     /// person's or a CI container's home is: the walls re-bind a HOME that
     /// lies in a temp folder, so a test with its HOME there does not see
     /// what a check may write of the real one. Call it before anything
@@ -994,4 +999,22 @@ pub fn write_tree(dir: &Path, files: &[(&str, &str)]) {
         }
         std::fs::write(&path, contents).unwrap();
     }
+}
+
+/// The files named `import-*` in `folder` of the project `root` and of each
+/// of ralph's clean rooms under `home` (a claim's check runs the agent's
+/// code in the room's copy of the tree, the test baseline in the project):
+/// what the agent's module recorded each time a check imported it.
+pub fn import_records(root: &Path, home: &Path, folder: &str) -> Vec<String> {
+    let rooms = std::fs::read_dir(home.join(".local/state/ralph/rooms"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|room| room.path().join("tree").join(folder));
+    std::iter::once(root.join(folder))
+        .chain(rooms)
+        .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("import-"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect()
 }

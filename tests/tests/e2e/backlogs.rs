@@ -74,13 +74,15 @@ fn all_done_once(state: &Value, count: usize) {
 /// Drains the two items of `queue` with two workers, `PATH` leading to
 /// `fakes`; the agent of the item titled `waits.0` checks that the file
 /// `waits.1` landed before it (see [`agent`]). Asserts the run completed
-/// with each item done once; the project's root and the outcome.
+/// with each item done once; the scenario (which owns the project's
+/// folders: they go when it is dropped), the project's root and the
+/// outcome.
 fn drain_two(
     scenario: Scenario,
     fakes: &FakeTrackers,
     queue: &str,
     waits: (&'static str, &'static str),
-) -> (PathBuf, Outcome) {
+) -> (Scenario, PathBuf, Outcome) {
     let path = fakes.path_env();
     let scenario = scenario
         .env("PATH", &path)
@@ -90,7 +92,7 @@ fn drain_two(
     let outcome = scenario.run(&api);
     outcome.ended(0, "complete");
     all_done_once(&outcome.state, 2);
-    (root, outcome)
+    (scenario, root, outcome)
 }
 
 #[test]
@@ -185,7 +187,7 @@ fn github_issues_land_each_with_fixes_in_its_commit() {
     let scenario = queue_project("backlog-github", client, "# Plan\n", json!({}));
     let fakes = fakes_of(&scenario);
     two_issues(&fakes);
-    let (root, outcome) = drain_two(
+    let (_scenario, root, outcome) = drain_two(
         scenario,
         &fakes,
         "github:label=ralph",
@@ -347,7 +349,7 @@ fn beads_land_and_are_closed_naming_the_commit_and_what_they_blocked_follows() {
     // bd-c3d4 is blocked by bd-a1b2: bd lists it once bd-a1b2 is closed.
     fakes.ready(&json!([bead("bd-a1b2", "Write exporter")]));
     fakes.blocked(&[(bead("bd-c3d4", "Write endpoint"), &["bd-a1b2"])]);
-    let (root, outcome) = drain_two(
+    let (_scenario, root, outcome) = drain_two(
         scenario,
         &fakes,
         "beads:",

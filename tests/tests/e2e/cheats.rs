@@ -271,23 +271,6 @@ def add(a, b):
     )
 }
 
-/// What the agent's module recorded at each import (see [`forging_calc`]):
-/// in the project's `probe/` (the agent's own runs) and in the clean
-/// rooms' under `home` (the claims' checks).
-fn probe_records(root: &std::path::Path, home: &std::path::Path) -> Vec<String> {
-    let rooms = std::fs::read_dir(home.join(".local/state/ralph/rooms"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|room| room.path().join("tree/probe"));
-    std::iter::once(root.join("probe"))
-        .chain(rooms)
-        .flat_map(|probe| std::fs::read_dir(probe).into_iter().flatten().flatten())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("import-"))
-        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-        .collect()
-}
-
 /// Every tool result the agent was given, across the main requests.
 fn tool_results(api: &MockApi) -> String {
     api.main_requests()
@@ -374,7 +357,7 @@ fn cheat_through_the_check(
     let scenario =
         Scenario::around(project, client).exact_args(&["--headless", "--max-iterations", "3"]);
     let outcome = scenario.run(&api);
-    let records = probe_records(&root, &home);
+    let records = ralph_tests::project::import_records(&root, &home, "probe");
     assert_ne!(
         outcome.state["status"], "complete",
         "cheat {name} ended the loop complete: {records:?}\n{outcome:?}"
@@ -538,7 +521,7 @@ fn points_the_allowed_check_at_a_config_of_its_own(client: ClientVersion) {
 }
 
 /// A cheat on the check's own build state or environment in the project,
-/// with the clean room off (`"cleanRoom": false`, the check in the agent's
+/// with the clean room off (`"cleanRoom": false`, the default: the check in the agent's
 /// tree: the loop ends `complete`, the bug in place) and on (the claim is
 /// checked in ralph's copy of the tree: rejected). `files` are committed
 /// with `config` (its `verify`, maybe its `worktreeSetup`), `prepare` runs
@@ -558,9 +541,7 @@ fn cheat_on_the_tree(
             TempProject::new(&format!("{name}-{}", if room { "room" } else { "inplace" }))
                 .home_outside_temp();
         let mut config = config.clone();
-        if !room {
-            config["cleanRoom"] = serde_json::json!(false);
-        }
+        config["cleanRoom"] = serde_json::json!(room);
         project.write(".claude/ralph/config.json", config.to_string());
         for (path, text) in files {
             project.write(path, text);

@@ -817,14 +817,13 @@ fn a_key_a_check_plants_before_the_first_use_is_never_adopted(client: ClientVers
     scenario.commit_all("a tested adder");
     let api = MockApi::start(script::signal_at(0));
     let outcome = scenario.run(&api);
-    // The checks ran the agent's code: the test baseline, then the claim's.
-    let records: Vec<String> = std::fs::read_dir(scenario.path("plant-records"))
-        .map(|dir| {
-            dir.flatten()
-                .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
-                .collect()
-        })
-        .unwrap_or_default();
+    // The checks ran the agent's code: the test baseline (in the project),
+    // then the claim's (in ralph's clean room).
+    let records = ralph_tests::project::import_records(
+        &std::fs::canonicalize(scenario.path("")).unwrap(),
+        &scenario.home,
+        "plant-records",
+    );
     assert!(
         records.len() >= 2,
         "the checks imported the module: {records:?}\n{outcome:?}"

@@ -342,8 +342,10 @@ pub struct Config {
     pub worktree_setup: Option<VerifyCommand>,
     /// `cleanRoom`: a claim that ends a loop is checked in ralph's clean
     /// room (a copy of the claimed tree with an environment ralph made,
-    /// outside the project: `crate::room`), not in the agent's tree. On
-    /// unless the config says `false`.
+    /// outside the project: `crate::room`), not in the agent's tree. Off
+    /// unless the config says `true`: the room's environment is not yet
+    /// made right for every project (an npm project without its lock file
+    /// in git, a `.venv` under Landlock's walls).
     pub clean_room: bool,
 }
 
@@ -391,7 +393,7 @@ impl Default for Config {
             sandbox: SandboxSetting::Auto,
             queue: QueueConfig::default(),
             worktree_setup: None,
-            clean_room: true,
+            clean_room: false,
         }
     }
 }

@@ -515,12 +515,10 @@ fn measured_baseline(
 /// Makes the project's clean room ready at the loop's start (the tree
 /// copied, its environment made: `ralph_core::room`), saying once where it
 /// is and how long its first check's preparation took; a project without
-/// git, or with the room off, is checked in place, and says so.
+/// git is checked in place, and says so (with the room off, the default,
+/// nothing is said).
 fn prepare_room(paths: &ProjectPaths, config: &Config) {
     let Some(room) = ralph_core::room::RoomWanted::of(config) else {
-        crate::output::say_err!(
-            "ralph-ctl: clean room off (\"cleanRoom\": false): a claim is checked in the project's own tree"
-        );
         return;
     };
     let started = std::time::Instant::now();

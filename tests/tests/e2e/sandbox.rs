@@ -270,14 +270,15 @@ fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_c
 ) {
     let project = python_project("no-bwrap");
     let path = path_without(&project, &["bwrap", "socat"]);
-    let api = MockApi::start(|turn, _| match turn {
+    let work = project.path("w.txt").display().to_string();
+    let api = MockApi::start(move |turn, _| match turn {
         // As ralph's texts name it: a `$?` would make the command one the
         // client cannot match against a rule ("A variable in this command
         // can't be checked before it runs").
         0 => Reply::bash("ralph-ctl check"),
-        1 => Reply::bash(
-            "echo w > w.txt && git add w.txt && git commit -qm 'agent work' && echo committed",
-        ),
+        // The work, through the file tool: without the sandbox ralph allows
+        // no git command (each reads a file the agent names).
+        1 => Reply::write(work.clone(), "w\n"),
         _ => Reply::text(format!("All done.\n{SIGNAL}")),
     });
     let env = [("PATH", path.as_str())];
@@ -291,14 +292,12 @@ fn without_bubblewrap_the_loop_says_how_to_get_it_and_the_agent_still_runs_the_c
         the_check_passed(&results, false),
         "the check ran: {results}"
     );
-    // Without the sandbox ralph allows no git command: on 2.0.77 the
-    // commit is refused and the work left uncommitted, for the person
-    // (2.1.330's own acceptEdits rules let a commit in the project through).
-    if client == ClientVersion::V2_0_77 {
-        assert!(!results.contains("committed"), "{results}");
-        assert!(results.contains("approval"), "{results}");
-        assert!(!commits(&project.root).contains("agent work"));
-    }
+    // The work is in the tree, left uncommitted for the person.
+    assert_eq!(
+        std::fs::read_to_string(project.path("w.txt")).unwrap_or_default(),
+        "w\n",
+        "{results}"
+    );
 }
 
 #[ralph_tests::on_both_clients]

@@ -80,23 +80,7 @@ pub fn rooms_dir() -> Option<PathBuf> {
 /// The room of the project at `project`: one per project, named by its
 /// folder's name and a hash of its real path.
 pub fn room_of(project: &Path) -> Option<PathBuf> {
-    let real = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
-    let name: String = real
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(40)
-        .collect();
-    let hash = crate::fnv::hex(real.as_os_str().as_encoded_bytes());
-    rooms_dir().map(|d| d.join(format!("{name}-{hash}")))
+    rooms_dir().map(|rooms| crate::walls::caches::project_folder(&rooms, project))
 }
 
 /// Why a claim could not be checked in the room.

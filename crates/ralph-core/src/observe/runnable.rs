@@ -15,7 +15,7 @@ use std::path::Path;
 use crate::observe::verify::VerifyResult;
 
 mod environment;
-pub use environment::{EnvironmentMaker, environment_maker, test_extra};
+pub use environment::{EnvironmentMaker, environment_maker, test_extra, test_extra_in};
 
 /// How sure ralph is that the check cannot run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

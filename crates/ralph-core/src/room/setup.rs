@@ -40,9 +40,6 @@ const ENV_FOLDERS: [&str; 3] = [".venv", "venv", "node_modules"];
 /// How long a setup found from the files may run.
 const FOUND_SETUP_TIMEOUT_SECS: u32 = 600;
 
-/// The extras of `pyproject.toml` a test environment is usually named by.
-const TEST_EXTRAS: [&str; 4] = ["tests", "test", "testing", "dev"];
-
 /// The setup of the room `tree`: the config's, else one found.
 pub fn command_for(tree: &Path, room: &RoomWanted) -> Option<VerifyCommand> {
     if let Some(setup) = &room.setup {
@@ -64,7 +61,7 @@ pub fn found(tree: &Path, checks: &[VerifyCommand]) -> Option<String> {
     let python = tree.join("pyproject.toml").is_file() || tree.join("setup.py").is_file();
     let venv_check = checks.iter().any(|c| c.command.contains(".venv/"));
     if python && venv_check {
-        let target = match test_extra(tree) {
+        let target = match crate::observe::runnable::test_extra_in(tree) {
             Some(extra) => format!("'.[{extra}]'"),
             None => ".".into(),
         };
@@ -82,26 +79,6 @@ pub fn found(tree: &Path, checks: &[VerifyCommand]) -> Option<String> {
 fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
-}
-
-/// The first extra of `pyproject.toml`'s `[project.optional-dependencies]`
-/// named like a test environment.
-fn test_extra(tree: &Path) -> Option<&'static str> {
-    let text = std::fs::read_to_string(tree.join("pyproject.toml")).ok()?;
-    let mut in_table = false;
-    let mut names = Vec::new();
-    for line in text.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_table = line == "[project.optional-dependencies]";
-            continue;
-        }
-        if let Some((name, _)) = line.split_once('=').filter(|_| in_table) {
-            names.push(name.trim().trim_matches('"').to_string());
-        }
-    }
-    TEST_EXTRAS
-        .into_iter()
-        .find(|extra| names.iter().any(|n| n == extra))
 }
 
 /// The stamp of `setup` over the input files of `tree`.

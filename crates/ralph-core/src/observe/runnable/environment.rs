@@ -115,6 +115,12 @@ pub fn environment_maker(root: &Path) -> Option<EnvironmentMaker> {
     )
 }
 
+/// The test extra the `pyproject.toml` of the project at `root` declares
+/// (see [`test_extra`]).
+pub fn test_extra_in(root: &Path) -> Option<&'static str> {
+    test_extra(&text(root, "pyproject.toml")?)
+}
+
 /// The test extra `pyproject.toml` (its text) declares in
 /// `[project.optional-dependencies]` (`tests = [...]`): the first of
 /// [`TEST_EXTRAS`].

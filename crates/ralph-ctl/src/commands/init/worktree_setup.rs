@@ -18,7 +18,6 @@
 
 use std::path::Path;
 
-use ralph_core::files::{self, Bounded};
 use ralph_core::observe::main_checkout;
 
 /// A `worktreeSetup` found for the project.
@@ -49,7 +48,7 @@ pub(crate) fn detect(root: &Path) -> Option<Setup> {
         else {
             continue;
         };
-        let target = match test_extra(root) {
+        let target = match ralph_core::observe::runnable::test_extra_in(root) {
             Some(extra) => format!("'.[{extra}]'"),
             None => ".".to_string(),
         };
@@ -90,16 +89,6 @@ pub(crate) fn shared_note(root: &Path) -> Option<String> {
              its {lockfile}, set worktreeSetup (docs/queue.md#worktrees-get-their-environment)."
         )
     })
-}
-
-/// The first extra of `pyproject.toml`'s `[project.optional-dependencies]`
-/// named like a test environment (`runnable::TEST_EXTRAS`).
-fn test_extra(root: &Path) -> Option<&'static str> {
-    let Ok(Bounded::Bytes(bytes)) = files::read_bounded(&root.join("pyproject.toml"), 256 * 1024)
-    else {
-        return None;
-    };
-    ralph_core::observe::runnable::test_extra(&String::from_utf8_lossy(&bytes))
 }
 
 #[cfg(test)]

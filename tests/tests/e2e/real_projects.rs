@@ -26,6 +26,11 @@
 //! only: the toolchain rustup installs lives in root's home. Where
 //! bubblewrap cannot run (Landlock's walls, as root), the pytest and cargo
 //! loops run once more.
+//!
+//! `tests/run.sh` (CI) runs each project's loop and queue once, in the
+//! harder of its setups (as the unprivileged user, or under Landlock);
+//! the same run as root is ignored there and run by `tests/run.sh --all`
+//! (`#[ignore = "full corpus matrix …"]`), with the whole client matrix.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -737,6 +742,7 @@ fn attrs_loop_as_root() {
 }
 
 #[test]
+#[ignore = "full corpus matrix: tests/run.sh --all"]
 fn attrs_queue_as_root() {
     queue_on(&ATTRS, None);
 }
@@ -747,6 +753,7 @@ fn attrs_queue_as_nobody() {
 }
 
 #[test]
+#[ignore = "full corpus matrix: tests/run.sh --all"]
 fn toolz_loop_as_root() {
     loop_on(&TOOLZ, None, false);
 }
@@ -785,6 +792,7 @@ fn bytes_loop_as_root() {
 }
 
 #[test]
+#[ignore = "full corpus matrix: tests/run.sh --all"]
 fn bytes_queue_as_root() {
     queue_on(&BYTES, None);
 }
@@ -795,6 +803,7 @@ fn bytes_queue_as_nobody() {
 }
 
 #[test]
+#[ignore = "full corpus matrix: tests/run.sh --all"]
 fn signal_hook_registry_loop_as_root() {
     loop_on(&SIGNAL_HOOK_REGISTRY, None, false);
 }
@@ -814,6 +823,7 @@ fn signal_hook_registry_queue_as_root() {
 }
 
 #[test]
+#[ignore = "full corpus matrix: tests/run.sh --all"]
 fn go_difflib_loop_as_root() {
     loop_on(&GO_DIFFLIB, None, false);
 }

@@ -306,24 +306,14 @@ pub fn apply(state: Option<LoopState>, event: Event, now: Timestamp) -> Transiti
     Transition { state, effects }
 }
 
-/// [`apply`] to an existing loop.
+/// [`apply`] to an existing loop: an event that logs or has other effects
+/// is taken here, the rest by [`record`].
 fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
     let log = |state: &LoopState, event: LogEvent, why: String| {
         Effect::Log(Box::new(LogEntry::about(state, event, now, why)))
     };
     match event {
         Event::Started { .. } | Event::Cleared => unreachable!("handled by apply"),
-        Event::Charged {
-            cost,
-            session_total,
-        } => {
-            charge(state, cost, session_total);
-            Vec::new()
-        }
-        Event::UsageCounted(reading) => {
-            crate::judge::lifecycle::take_usage(state, &reading, now);
-            Vec::new()
-        }
         Event::Ended { status, why, at } => {
             end_at(state, status, &why, at, now);
             vec![log(state, LogEvent::End, why)]
@@ -340,14 +330,6 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             let why = crate::judge::lifecycle::pause_for_api_failure(state, because, &reading, now);
             vec![log(state, LogEvent::Pause, format!("{why} ({cause})"))]
         }
-        Event::LimitResetLearnt { at } => {
-            if state.status == Status::Paused
-                && let Some(paused) = state.paused_because.as_mut()
-            {
-                paused.resume_at.get_or_insert(at);
-            }
-            Vec::new()
-        }
         Event::Interrupted { cause } => interrupted(state, &cause, now),
         Event::Resumed {
             why,
@@ -362,62 +344,7 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             resume_at,
             policy,
         } => vec![waiting(state, why, resume_at, policy, now)],
-        Event::HandedOver { to } => {
-            if state.status == Status::Running {
-                state.session_id = to;
-                state.transcript = None;
-            }
-            Vec::new()
-        }
-        Event::Carried(carriers) => {
-            state.carriers = carriers;
-            Vec::new()
-        }
-        Event::Rebaselined(baseline) => {
-            if state.status == Status::Running {
-                state.breaker.progress = baseline;
-            }
-            Vec::new()
-        }
-        Event::WorktreeBaselined(measured) => {
-            if state.status == Status::Running {
-                take_worktree_baseline(state, *measured);
-            }
-            Vec::new()
-        }
-        Event::FormulaRecorded(run) => {
-            state.formula = Some(*run);
-            Vec::new()
-        }
-        Event::FormulaPinned(formula) => {
-            if let Some(pinned) = state.pinned.as_mut() {
-                pinned.formula = Some(*formula);
-            }
-            Vec::new()
-        }
-        Event::ChecksResolved(more) => {
-            add_resolved_checks(state, *more);
-            Vec::new()
-        }
-        Event::StepEnded { status, why, at } => {
-            end_at(state, status, &why, at, now);
-            amend_last_record(state, &why);
-            Vec::new()
-        }
-        Event::StepPassed { iteration, why } => {
-            pass_step(state, iteration, &why);
-            Vec::new()
-        }
         Event::Answered(answer) => answered(state, answer, now),
-        Event::UsageWindowsSeen(windows) => {
-            state.usage_windows.extend(windows);
-            Vec::new()
-        }
-        Event::NoteTaken => {
-            state.hint = None;
-            state.question = None;
-            Vec::new()
-        }
         Event::NoteLeft(text) => {
             add_note(state, &text);
             vec![log(state, LogEvent::Say, text)]
@@ -428,10 +355,6 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
         }
         Event::ProblemSeen(why) => vec![log(state, LogEvent::Problem, why)],
         Event::GitTidied(what) => vec![log(state, LogEvent::Git, what)],
-        Event::Joined(process) => {
-            join(state, process);
-            Vec::new()
-        }
         Event::ItemTaken {
             id,
             title,
@@ -450,6 +373,81 @@ fn change(state: &mut LoopState, event: Event, now: Timestamp) -> Vec<Effect> {
             let spent = (iterations, cost, usage);
             item_settled(state, &id, status, spent, &why, landed, now)
         }
+        quiet => {
+            record(state, quiet, now);
+            Vec::new()
+        }
+    }
+}
+
+/// [`change`] for an event that only updates the loop's state: nothing is
+/// logged and nothing else happens.
+fn record(state: &mut LoopState, event: Event, now: Timestamp) {
+    match event {
+        Event::Charged {
+            cost,
+            session_total,
+        } => charge(state, cost, session_total),
+        Event::UsageCounted(reading) => {
+            crate::judge::lifecycle::take_usage(state, &reading, now);
+        }
+        Event::LimitResetLearnt { at } => {
+            if state.status == Status::Paused
+                && let Some(paused) = state.paused_because.as_mut()
+            {
+                paused.resume_at.get_or_insert(at);
+            }
+        }
+        Event::HandedOver { to } => {
+            if state.status == Status::Running {
+                state.session_id = to;
+                state.transcript = None;
+            }
+        }
+        Event::Carried(carriers) => state.carriers = carriers,
+        Event::Rebaselined(baseline) => {
+            if state.status == Status::Running {
+                state.breaker.progress = baseline;
+            }
+        }
+        Event::WorktreeBaselined(measured) => {
+            if state.status == Status::Running {
+                take_worktree_baseline(state, *measured);
+            }
+        }
+        Event::FormulaRecorded(run) => state.formula = Some(*run),
+        Event::FormulaPinned(formula) => {
+            if let Some(pinned) = state.pinned.as_mut() {
+                pinned.formula = Some(*formula);
+            }
+        }
+        Event::ChecksResolved(more) => add_resolved_checks(state, *more),
+        Event::StepEnded { status, why, at } => {
+            end_at(state, status, &why, at, now);
+            amend_last_record(state, &why);
+        }
+        Event::StepPassed { iteration, why } => pass_step(state, iteration, &why),
+        Event::UsageWindowsSeen(windows) => state.usage_windows.extend(windows),
+        Event::NoteTaken => {
+            state.hint = None;
+            state.question = None;
+        }
+        Event::Joined(process) => join(state, process),
+        Event::Started { .. }
+        | Event::Cleared
+        | Event::Ended { .. }
+        | Event::GaveUp { .. }
+        | Event::Paused { .. }
+        | Event::Interrupted { .. }
+        | Event::Resumed { .. }
+        | Event::Waiting { .. }
+        | Event::Answered(_)
+        | Event::NoteLeft(_)
+        | Event::Reloaded(_)
+        | Event::ProblemSeen(_)
+        | Event::GitTidied(_)
+        | Event::ItemTaken { .. }
+        | Event::ItemSettled { .. } => unreachable!("handled by change"),
     }
 }
 

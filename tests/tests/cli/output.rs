@@ -1082,6 +1082,7 @@ fn ctl_lines_for_bad_configuration() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // a table of refused starts, one row each
 fn ctl_lines_for_refused_starts() {
     let mut table = CtlTable::default();
     let running = looping("refused-running", 5);
@@ -1467,6 +1468,7 @@ fn doctor_with_nothing_set() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one client home taken through each missing first-run step
 fn an_interactive_run_the_client_s_first_screens_would_stop_is_refused() {
     // A client that records that it ran: it must not.
     let project = TempProject::new("screens-first");
@@ -1661,6 +1663,7 @@ fn install_sh_without_cargo_says_what_to_install_and_how() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one project's Pythons, each command that proposes the check asked in turn
 fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
     // pytest only in the project's `.venv` (not activated), the system's
     // python3 without it: every command that proposes the check proposes

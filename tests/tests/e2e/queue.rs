@@ -182,6 +182,7 @@ const FIVE: &str =
     "# Plan\n\n- [ ] task 1\n- [ ] task 2\n- [ ] task 3\n- [ ] task 4\n- [ ] task 5\n";
 
 #[ralph_tests::on_both_clients(area_sample)]
+#[allow(clippy::too_many_lines)] // one queue run, then each thing it must have done checked in turn
 fn two_workers_drain_a_plan_each_item_once_verified_and_landed_in_turn(client: ClientVersion) {
     let scenario = plan_drain("queue-plan", client, FIVE, json!({}), "2");
     let root = scenario.path("");

@@ -398,6 +398,7 @@ fn a_single_loop_s_page_ends_with_no_empty_strip_of_controls() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one queue run followed on the page from start to finish
 fn a_queue_run_is_one_table_of_its_items_each_folded_under_it() {
     const TITLES: [&str; 3] = [
         "Add the parser",

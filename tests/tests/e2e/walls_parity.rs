@@ -503,6 +503,7 @@ struct Listeners {
     udp: Heard,
 }
 
+#[allow(clippy::too_many_lines)] // the person's sockets and services set up, then each wall tried on them
 fn parity(uid: Option<u32>) {
     let base = std::env::temp_dir().join(format!(
         "ralph-parity-{}-{}",

@@ -464,7 +464,31 @@ pub fn gates(
     results: Option<&[VerifyResult]>,
     integrity: &Integrity<'_>,
 ) -> Vec<GateResult> {
-    let mut out = Vec::new();
+    let mut out = vec![plan_gate(plan)];
+    out.extend(assessment.status_block.as_ref().map(status_block_gate));
+    if !verify.is_empty() {
+        let gate = verification_gate(verify, results, integrity);
+        let passed = gate.passed;
+        out.push(gate);
+        if let (true, Some(results)) = (passed, results) {
+            out.extend(test_count_gate(integrity, results));
+        }
+    }
+    if let Some(changes) = integrity.protected_changes {
+        out.push(protected_gate(changes));
+    }
+    if let Some(changes) = integrity.check_changes {
+        out.push(check_unchanged_gate(changes));
+    }
+    if let Some(changes) = integrity.git_changes {
+        out.push(git_unchanged_gate(changes));
+    }
+    out
+}
+
+/// The plan gate: passes when every required plan item is checked; its
+/// detail names the first ten unchecked items.
+fn plan_gate(plan: &PlanReport) -> GateResult {
     let unchecked: Vec<String> = plan
         .files
         .iter()
@@ -474,7 +498,7 @@ pub fn gates(
                 .map(move |item| format!("{}: - [ ] {item}", f.path))
         })
         .collect();
-    out.push(GateResult {
+    GateResult {
         gate: Gate::Plan,
         passed: unchecked.is_empty(),
         detail: if !plan.exists() {
@@ -495,81 +519,82 @@ pub fn gates(
                 }
             )
         },
-    });
-    if let Some(block) = &assessment.status_block {
-        let mut problems = Vec::new();
-        match block.status.as_deref() {
-            Some(s) if is_complete(s) => {}
-            Some(s) => problems.push(format!("STATUS is {s}, not COMPLETE")),
-            None => problems.push("STATUS is missing".to_string()),
-        }
-        if let Some(t) = block.tests_status.as_deref().filter(|t| is_failing(t)) {
-            problems.push(format!("TESTS_STATUS is {t}"));
-        }
-        out.push(GateResult {
-            gate: Gate::StatusBlock,
-            passed: problems.is_empty(),
-            detail: if problems.is_empty() {
-                "STATUS COMPLETE and tests not failing".into()
-            } else {
-                problems.join("; ")
-            },
-        });
     }
-    if !verify.is_empty() {
-        let (passed, detail) = match results {
-            None => (false, "the verification commands did not run".to_string()),
-            Some(results) => match results.iter().find(|r| !r.passed()) {
-                Some(r) => (
-                    false,
-                    format!(
-                        "`{}` ({}) {}; {}{}",
-                        r.command,
-                        r.name,
-                        if r.timed_out {
-                            "timed out".to_string()
-                        } else {
-                            match r.exit_code {
-                                Some(code) => format!("exited {code}"),
-                                None => "could not run".to_string(),
-                            }
-                        },
-                        match r.output_tail.trim() {
-                            "" => "it printed nothing".to_string(),
-                            _ => format!(
-                                "{}last lines of its output:\n{}",
-                                headers_above_the_tail(r),
-                                r.output_tail
-                            ),
-                        },
-                        failure_context(r, integrity)
-                    ),
-                ),
-                None if results.len() < verify.len() => {
-                    (false, "not every verification command ran".into())
-                }
-                None => (true, format!("{} command(s) passed", results.len())),
-            },
-        };
-        out.push(GateResult {
-            gate: Gate::Verification,
-            passed,
-            detail,
-        });
-        if let (true, Some(results)) = (passed, results) {
-            out.extend(test_count_gate(integrity, results));
-        }
+}
+
+/// The status block gate: passes when the block's `STATUS` is COMPLETE and
+/// its `TESTS_STATUS` is not failing.
+fn status_block_gate(block: &StatusBlock) -> GateResult {
+    let mut problems = Vec::new();
+    match block.status.as_deref() {
+        Some(s) if is_complete(s) => {}
+        Some(s) => problems.push(format!("STATUS is {s}, not COMPLETE")),
+        None => problems.push("STATUS is missing".to_string()),
     }
-    if let Some(changes) = integrity.protected_changes {
-        out.push(protected_gate(changes));
+    if let Some(t) = block.tests_status.as_deref().filter(|t| is_failing(t)) {
+        problems.push(format!("TESTS_STATUS is {t}"));
     }
-    if let Some(changes) = integrity.check_changes {
-        out.push(check_unchanged_gate(changes));
+    GateResult {
+        gate: Gate::StatusBlock,
+        passed: problems.is_empty(),
+        detail: if problems.is_empty() {
+            "STATUS COMPLETE and tests not failing".into()
+        } else {
+            problems.join("; ")
+        },
     }
-    if let Some(changes) = integrity.git_changes {
-        out.push(git_unchanged_gate(changes));
+}
+
+/// The verification gate: passes when every verification command ran and
+/// passed; a failure's detail names the command, how it ended, the tail of
+/// its output and what else is known of it ([`failure_context`]).
+fn verification_gate(
+    verify: &[VerifyCommand],
+    results: Option<&[VerifyResult]>,
+    integrity: &Integrity<'_>,
+) -> GateResult {
+    let (passed, detail) = match results {
+        None => (false, "the verification commands did not run".to_string()),
+        Some(results) => match results.iter().find(|r| !r.passed()) {
+            Some(r) => (false, verification_failure(r, integrity)),
+            None if results.len() < verify.len() => {
+                (false, "not every verification command ran".into())
+            }
+            None => (true, format!("{} command(s) passed", results.len())),
+        },
+    };
+    GateResult {
+        gate: Gate::Verification,
+        passed,
+        detail,
     }
-    out
+}
+
+/// The detail of a failed verification command: the command, how it ended,
+/// the last lines of its output and the context of its failure.
+fn verification_failure(r: &VerifyResult, integrity: &Integrity<'_>) -> String {
+    format!(
+        "`{}` ({}) {}; {}{}",
+        r.command,
+        r.name,
+        if r.timed_out {
+            "timed out".to_string()
+        } else {
+            match r.exit_code {
+                Some(code) => format!("exited {code}"),
+                None => "could not run".to_string(),
+            }
+        },
+        match r.output_tail.trim() {
+            "" => "it printed nothing".to_string(),
+            _ => format!(
+                "{}last lines of its output:\n{}",
+                headers_above_the_tail(r),
+                r.output_tail
+            ),
+        },
+        failure_context(r, integrity)
+    )
 }
 
 /// What a failed verification is besides its output: a failure the test
@@ -1216,6 +1241,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)] // a table of cases, one per row
     fn gates_table() {
         let verify = vec![VerifyCommand {
             name: "tests".into(),

@@ -561,142 +561,141 @@ struct WordSetting {
     apply: fn(&mut Config, &str) -> Option<()>,
 }
 
-/// The word settings, for the file and the environment alike.
-fn word_settings() -> [WordSetting; 13] {
-    [
-        WordSetting {
-            key: "completionSignal",
-            env: env::COMPLETION_SIGNAL,
-            written: Written::Text,
-            accepts: signal_accepts,
-            apply: |c, v| {
-                c.completion_signal = validate_signal(v)?;
-                Some(())
-            },
+/// The word settings, for the file and the environment alike: a table,
+/// so the file and the environment read them in the same order.
+const WORD_SETTINGS: [WordSetting; 13] = [
+    WordSetting {
+        key: "completionSignal",
+        env: env::COMPLETION_SIGNAL,
+        written: Written::Text,
+        accepts: signal_accepts,
+        apply: |c, v| {
+            c.completion_signal = validate_signal(v)?;
+            Some(())
         },
-        WordSetting {
-            key: "promptFile",
-            env: env::PROMPT_FILE,
-            written: Written::Text,
-            accepts: || "a non-empty path".into(),
-            apply: |c, v| {
-                c.prompt_file = PathBuf::from(Some(v).filter(|v| !v.trim().is_empty())?);
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "promptFile",
+        env: env::PROMPT_FILE,
+        written: Written::Text,
+        accepts: || "a non-empty path".into(),
+        apply: |c, v| {
+            c.prompt_file = PathBuf::from(Some(v).filter(|v| !v.trim().is_empty())?);
+            Some(())
         },
-        WordSetting {
-            key: "completionMode",
-            env: env::COMPLETION_MODE,
-            written: Written::Text,
-            accepts: || MODES.into(),
-            apply: |c, v| {
-                c.completion.mode = CompletionMode::parse(v)?;
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "completionMode",
+        env: env::COMPLETION_MODE,
+        written: Written::Text,
+        accepts: || MODES.into(),
+        apply: |c, v| {
+            c.completion.mode = CompletionMode::parse(v)?;
+            Some(())
         },
-        WordSetting {
-            key: "maxCostUsd",
-            env: env::MAX_COST_USD,
-            written: Written::Number,
-            accepts: cost_accepts,
-            apply: |c, v| {
-                c.supervision.max_cost = Some(validate_cost(v.trim().parse().ok()?)?);
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "maxCostUsd",
+        env: env::MAX_COST_USD,
+        written: Written::Number,
+        accepts: cost_accepts,
+        apply: |c, v| {
+            c.supervision.max_cost = Some(validate_cost(v.trim().parse().ok()?)?);
+            Some(())
         },
-        WordSetting {
-            key: "iterationBudgetUsd",
-            env: env::ITERATION_BUDGET_USD,
-            written: Written::Number,
-            accepts: cost_accepts,
-            apply: |c, v| {
-                c.iteration_budget = Some(validate_cost(v.trim().parse().ok()?)?);
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "iterationBudgetUsd",
+        env: env::ITERATION_BUDGET_USD,
+        written: Written::Number,
+        accepts: cost_accepts,
+        apply: |c, v| {
+            c.iteration_budget = Some(validate_cost(v.trim().parse().ok()?)?);
+            Some(())
         },
-        WordSetting {
-            key: "pauseAtUtilization",
-            env: env::PAUSE_AT_UTILIZATION,
-            written: Written::Number,
-            accepts: || UTILIZATION_ACCEPTS.into(),
-            apply: |c, v| {
-                c.supervision.pause_at_utilization =
-                    Some(validate_utilization(v.trim().parse().ok()?)?);
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "pauseAtUtilization",
+        env: env::PAUSE_AT_UTILIZATION,
+        written: Written::Number,
+        accepts: || UTILIZATION_ACCEPTS.into(),
+        apply: |c, v| {
+            c.supervision.pause_at_utilization =
+                Some(validate_utilization(v.trim().parse().ok()?)?);
+            Some(())
         },
-        WordSetting {
-            key: "resumePolicy",
-            env: env::RESUME_POLICY,
-            written: Written::Text,
-            accepts: || POLICIES.into(),
-            apply: |c, v| {
-                c.supervision.policy = ResumePolicy::parse(v)?;
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "resumePolicy",
+        env: env::RESUME_POLICY,
+        written: Written::Text,
+        accepts: || POLICIES.into(),
+        apply: |c, v| {
+            c.supervision.policy = ResumePolicy::parse(v)?;
+            Some(())
         },
-        WordSetting {
-            key: "contextMode",
-            env: env::CONTEXT_MODE,
-            written: Written::Text,
-            accepts: || CONTEXT_MODES.into(),
-            apply: |c, v| {
-                c.context_mode = ContextMode::parse(v)?;
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "contextMode",
+        env: env::CONTEXT_MODE,
+        written: Written::Text,
+        accepts: || CONTEXT_MODES.into(),
+        apply: |c, v| {
+            c.context_mode = ContextMode::parse(v)?;
+            Some(())
         },
-        WordSetting {
-            key: "sandbox",
-            env: env::SANDBOX,
-            written: Written::Text,
-            accepts: || SANDBOX_SETTINGS.into(),
-            apply: |c, v| {
-                c.sandbox = SandboxSetting::parse(v)?;
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "sandbox",
+        env: env::SANDBOX,
+        written: Written::Text,
+        accepts: || SANDBOX_SETTINGS.into(),
+        apply: |c, v| {
+            c.sandbox = SandboxSetting::parse(v)?;
+            Some(())
         },
-        WordSetting {
-            key: "allowFewerTests",
-            env: env::ALLOW_FEWER_TESTS,
-            written: Written::Bool,
-            accepts: || BOOLEANS.into(),
-            apply: |c, v| {
-                c.completion.allow_fewer_tests = parse_bool(v)?;
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "allowFewerTests",
+        env: env::ALLOW_FEWER_TESTS,
+        written: Written::Bool,
+        accepts: || BOOLEANS.into(),
+        apply: |c, v| {
+            c.completion.allow_fewer_tests = parse_bool(v)?;
+            Some(())
         },
-        WordSetting {
-            key: "cleanRoom",
-            env: env::CLEAN_ROOM,
-            written: Written::Bool,
-            accepts: || BOOLEANS.into(),
-            apply: |c, v| {
-                c.clean_room = parse_bool(v)?;
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "cleanRoom",
+        env: env::CLEAN_ROOM,
+        written: Written::Bool,
+        accepts: || BOOLEANS.into(),
+        apply: |c, v| {
+            c.clean_room = parse_bool(v)?;
+            Some(())
         },
-        WordSetting {
-            key: "queueRemote",
-            env: env::QUEUE_REMOTE,
-            written: Written::Text,
-            accepts: || "the name of a git remote".into(),
-            apply: |c, v| {
-                c.queue.remote = Some(validate_remote_name(v)?).filter(|r| !r.is_empty());
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "queueRemote",
+        env: env::QUEUE_REMOTE,
+        written: Written::Text,
+        accepts: || "the name of a git remote".into(),
+        apply: |c, v| {
+            c.queue.remote = Some(validate_remote_name(v)?).filter(|r| !r.is_empty());
+            Some(())
         },
-        WordSetting {
-            key: "notify",
-            env: env::NOTIFY,
-            written: Written::Text,
-            accepts: || "a command".into(),
-            apply: |c, v| {
-                c.notify = Some(v.to_string()).filter(|c| !c.trim().is_empty());
-                Some(())
-            },
+    },
+    WordSetting {
+        key: "notify",
+        env: env::NOTIFY,
+        written: Written::Text,
+        accepts: || "a command".into(),
+        apply: |c, v| {
+            c.notify = Some(v.to_string()).filter(|c| !c.trim().is_empty());
+            Some(())
         },
-    ]
-}
+    },
+];
 
 /// A git remote's name as ralph takes it: empty (none), or a name git
 /// accepts that cannot be read as an option or a path (no leading `-`, no

@@ -165,6 +165,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::too_many_lines)] // a table of real refusal texts, one per row
     fn refusals_for_lack_of_permission_are_told_from_other_failures() {
         // Every refusal text the real clients wrote (2.0.77 and 2.1.330,
         // `-p`, json and stream-json, acceptEdits and the default mode),

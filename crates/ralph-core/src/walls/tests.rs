@@ -325,6 +325,7 @@ fn project_outside_temp(name: &str) -> (PathBuf, PathBuf) {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one walled check, then each write it made checked in turn
 fn landlock_walls_keep_a_checks_writes_in_its_project() {
     if !landlock::supported() {
         eprintln!("skipped: no Landlock");

@@ -320,13 +320,7 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     }
     let hook = find_hook(options.hook_path.clone())?;
     let root = &paths.root;
-    if let Some(command) = &options.verify
-        && command.trim().is_empty()
-    {
-        return Err(CtlError::BadArgument(
-            "--verify needs a command (the project's tests, e.g. --verify 'cargo test')".into(),
-        ));
-    }
+    refuse_empty_verify(&options)?;
     // The configuration as it stands; it must be valid before it is added to.
     let config = Config::load(paths, &ProcessEnv);
     // The test folders and files a claim may not change, offered with the
@@ -336,16 +330,7 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
         _ => Vec::new(),
     };
     let plan = plan_verify(root, &options, &config, &offered_protection);
-    // What each new worktree needs that this checkout keeps out of git,
-    // when config.json says nothing of it yet.
-    let setup = match &config {
-        Ok(config) if config.worktree_setup.is_none() => {
-            // The environment the pinned check runs in, made the same way
-            // in each worktree, before what else a worktree may need.
-            worktree_setup::environment_of(root, &plan).or_else(|| worktree_setup::detect(root))
-        }
-        _ => None,
-    };
+    let setup = offered_setup(root, &plan, &config);
     let environment = environment_line(&plan, root);
     let config_path = paths.config_file();
     let config_text = config_text(
@@ -358,56 +343,34 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     let worktrees = worktrees_line(&plan, setup.as_ref(), root);
     let timeout = hook_timeout(&options, &plan, &config);
     crate::output::say!("Installing ralph into {}", root.display());
-    let ralph_dir = paths.ralph_dir();
-
-    let prompt = ralph_dir.join("PROMPT.md");
-    let guardrails = paths.guardrails_file();
-    let sh = ralph_dir.join("ralph-audit.sh");
-    let bat = ralph_dir.join("ralph-audit.bat");
-    let shared_settings = paths.settings_file();
-    let local_settings = paths.local_settings_file();
-    let runtime_ignore = paths.runtime_dir().join(".gitignore");
-    let claude_ignore = root.join(".claude").join(".gitignore");
+    let files = Destinations::of(paths);
+    let Destinations {
+        shared_settings,
+        local_settings,
+        ..
+    } = &files;
     // Both registrations are computed (the settings files read, bounded and
     // never waiting on a FIFO, and merged) before anything is written: an
     // invalid file leaves the project as it was. A link or anything but a
     // regular file there is refused first.
-    inspect(&shared_settings, false)?;
-    inspect(&local_settings, false)?;
-    let mut shared = read_json_object(&shared_settings)?;
-    let mut local = read_json_object(&local_settings)?;
+    inspect(shared_settings, false)?;
+    inspect(local_settings, false)?;
+    let mut shared = read_json_object(shared_settings)?;
+    let mut local = read_json_object(local_settings)?;
     let (shared_before, local_before) = (shared.clone(), local.clone());
     // Once registered in the person's own file, it stays there.
     let into_local = options.local || registration::ralph_entry(&local).is_some();
 
-    // Refuse a link (or a folder, a FIFO...) at any destination before
-    // writing anything.
-    let mut destinations = vec![
-        (&prompt, true),
-        (&guardrails, true),
-        (&sh, false),
-        (&bat, false),
-        (&runtime_ignore, true),
-    ];
-    if into_local {
-        destinations.push((&claude_ignore, false));
-    }
-    if config_text.is_some() {
-        destinations.push((&config_path, false));
-    }
-    for (path, keep_existing) in destinations {
-        inspect(path, keep_existing)?;
-    }
+    files.inspect_all(
+        into_local,
+        config_text.as_ref().map(|_| config_path.as_path()),
+    )?;
     let (target, other, target_path) = if into_local {
-        (&mut local, &mut shared, &local_settings)
+        (&mut local, &mut shared, local_settings)
     } else {
-        (&mut shared, &mut local, &shared_settings)
+        (&mut shared, &mut local, shared_settings)
     };
-    let protected = match (&plan, &config) {
-        (VerifyPlan::Write(..), _) if !offered_protection.is_empty() => offered_protection.clone(),
-        (_, Ok(config)) => config.completion.protected_paths.clone(),
-        _ => Vec::new(),
-    };
+    let protected = protected_paths(&plan, &config, &offered_protection);
     let registration = Registration {
         hook: &hook,
         timeout,
@@ -416,8 +379,8 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     };
     registration.merge(target, target_path, other)?;
 
-    install_templates(paths, &options, &plan, &prompt, &guardrails)?;
-    install_launchers(&sh, &bat, root)?;
+    install_templates(paths, &options, &plan, &files.prompt, &files.guardrails)?;
+    install_launchers(&files.sh, &files.bat, root)?;
     if let Some(text) = &config_text {
         report(
             install(&config_path, text, false, 0o644)?,
@@ -428,24 +391,24 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
 
     write_settings(
         [
-            (&shared_settings, &shared, &shared_before),
-            (&local_settings, &local, &local_before),
+            (shared_settings, &shared, &shared_before),
+            (local_settings, &local, &local_before),
         ],
         target_path,
         root,
     )?;
     report(
         install(
-            &runtime_ignore,
+            &files.runtime_ignore,
             crate::driver::start::RUNTIME_GITIGNORE,
             true,
             0o644,
         )?,
-        &runtime_ignore,
+        &files.runtime_ignore,
         root,
     );
     if into_local {
-        ignore_local_settings(&claude_ignore, root)?;
+        ignore_local_settings(&files.claude_ignore, root)?;
     }
 
     tell_what_next(
@@ -454,13 +417,112 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
         environment.as_deref(),
         worktrees.as_deref(),
         &options,
-        &prompt,
+        &files.prompt,
         &hook,
         timeout,
         target_path,
         root,
     );
     Ok(exit_codes::OK)
+}
+
+/// Refuses `--verify` given an empty command.
+fn refuse_empty_verify(options: &InitArgs) -> Result<(), CtlError> {
+    match &options.verify {
+        Some(command) if command.trim().is_empty() => Err(CtlError::BadArgument(
+            "--verify needs a command (the project's tests, e.g. --verify 'cargo test')".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// What each new worktree needs that this checkout keeps out of git, when
+/// config.json says nothing of it yet: the environment the pinned check
+/// runs in, made the same way in each worktree, before what else a
+/// worktree may need.
+fn offered_setup(
+    root: &Path,
+    plan: &VerifyPlan,
+    config: &Result<Config, ralph_core::judge::config::ConfigError>,
+) -> Option<worktree_setup::Setup> {
+    match config {
+        Ok(config) if config.worktree_setup.is_none() => {
+            worktree_setup::environment_of(root, plan).or_else(|| worktree_setup::detect(root))
+        }
+        _ => None,
+    }
+}
+
+/// The protected paths the registration's deny rules cover: the offered
+/// ones when this init writes the test command, else config.json's.
+fn protected_paths(
+    plan: &VerifyPlan,
+    config: &Result<Config, ralph_core::judge::config::ConfigError>,
+    offered_protection: &[String],
+) -> Vec<String> {
+    match (plan, config) {
+        (VerifyPlan::Write(..), _) if !offered_protection.is_empty() => offered_protection.to_vec(),
+        (_, Ok(config)) => config.completion.protected_paths.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// The files `init` writes besides config.json.
+struct Destinations {
+    /// The loop's prompt, `.ralph/PROMPT.md`.
+    prompt: PathBuf,
+    /// The guardrails file.
+    guardrails: PathBuf,
+    /// The audit launcher for a shell.
+    sh: PathBuf,
+    /// The audit launcher for Windows.
+    bat: PathBuf,
+    /// The project's shared Claude Code settings.
+    shared_settings: PathBuf,
+    /// The person's own Claude Code settings for the project.
+    local_settings: PathBuf,
+    /// The runtime folder's `.gitignore`.
+    runtime_ignore: PathBuf,
+    /// `.claude/.gitignore`, which keeps the person's own settings out of git.
+    claude_ignore: PathBuf,
+}
+
+impl Destinations {
+    /// Where each file goes in the project at `paths`.
+    fn of(paths: &ProjectPaths) -> Self {
+        let ralph_dir = paths.ralph_dir();
+        Destinations {
+            prompt: ralph_dir.join("PROMPT.md"),
+            guardrails: paths.guardrails_file(),
+            sh: ralph_dir.join("ralph-audit.sh"),
+            bat: ralph_dir.join("ralph-audit.bat"),
+            shared_settings: paths.settings_file(),
+            local_settings: paths.local_settings_file(),
+            runtime_ignore: paths.runtime_dir().join(".gitignore"),
+            claude_ignore: paths.root.join(".claude").join(".gitignore"),
+        }
+    }
+
+    /// Refuses a link (or a folder, a FIFO...) at any destination before
+    /// anything is written: `.claude/.gitignore` only when the hook goes
+    /// `into_local`, config.json (`config_file`) only when it is written.
+    fn inspect_all(&self, into_local: bool, config_file: Option<&Path>) -> Result<(), CtlError> {
+        let mut destinations = vec![
+            (self.prompt.as_path(), true),
+            (&self.guardrails, true),
+            (&self.sh, false),
+            (&self.bat, false),
+            (&self.runtime_ignore, true),
+        ];
+        if into_local {
+            destinations.push((&self.claude_ignore, false));
+        }
+        destinations.extend(config_file.map(|path| (path, false)));
+        for (path, keep_existing) in destinations {
+            inspect(path, keep_existing)?;
+        }
+        Ok(())
+    }
 }
 
 /// What `init` registers in the settings file that gets ralph's hook.

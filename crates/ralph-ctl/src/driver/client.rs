@@ -4,7 +4,7 @@
 
 use std::io::{self, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
@@ -354,6 +354,174 @@ fn holds_result(bytes: &[u8]) -> bool {
     bytes.windows(NEEDLE.len()).any(|w| w == NEEDLE)
 }
 
+/// The client's process, not started: `command` in `root`, with the run's
+/// tag and a `PATH` that finds this ralph-ctl, its stdin piped when the
+/// prompt goes there and its stdout piped unless it goes to the terminal.
+fn client_process(command: &ClientCommand, root: &Path, output: Output, tag: &str) -> Command {
+    let mut cmd = Command::new(&command.program);
+    cmd.args(&command.args)
+        .envs(command.env.iter().map(|(k, v)| (k, v)))
+        .env(ralph_core::process::RUN_TAG_ENV, tag)
+        .current_dir(root);
+    // `ralph-ctl check`, as ralph's texts name it, runs this ralph-ctl.
+    if let Some(path) = std::env::current_exe().ok().and_then(|me| {
+        super::sandbox::path_with_ralph_ctl(std::env::var_os("PATH").as_deref(), &me)
+    }) {
+        cmd.env("PATH", path);
+    }
+    if command.delivery == PromptDelivery::Stdin {
+        cmd.stdin(Stdio::piped());
+    }
+    if output != Output::Terminal {
+        cmd.stdout(Stdio::piped());
+    }
+    cmd
+}
+
+/// Writes the prompt to the client's stdin from a thread, then closes it
+/// (a client that stops reading just ends the write).
+fn write_prompt(mut stdin: ChildStdin, text: String) -> io::Result<()> {
+    thread::Builder::new()
+        .name("client-stdin".into())
+        .spawn(move || {
+            let _ = stdin.write_all(text.as_bytes());
+        })?;
+    Ok(())
+}
+
+/// Starts the thread that reads the client's stdout until it closes (see
+/// [`OutputReader`]); what it keeps, counts and signals is returned.
+fn read_output(
+    mut stdout: ChildStdout,
+    output: Output,
+    each_line: Option<LineHook>,
+    result_seen: Arc<AtomicBool>,
+) -> io::Result<Captured> {
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::new(AtomicU64::new(0));
+    let (done, finished) = mpsc::channel();
+    let mut reader = OutputReader {
+        output,
+        each_line,
+        result_seen,
+        kept: Arc::clone(&kept),
+        seen: Arc::clone(&seen),
+        // A queue item's title, when several workers write.
+        prefix: super::line_prefix(),
+        partial: Vec::new(),
+        ours: io::stdout(),
+    };
+    thread::Builder::new()
+        .name("client-stdout".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                reader.take(&buf[..n]);
+            }
+            reader.finish();
+            let _ = done.send(());
+        })?;
+    Ok((finished, kept, seen))
+}
+
+/// What reads the client's stdout: it passes each read on to ours (as it
+/// is, or as readable lines), keeps the last [`MAX_CAPTURED_BYTES`], counts
+/// the bytes and notes a result event.
+struct OutputReader {
+    /// How the output is passed on.
+    output: Output,
+    /// Given each whole line of readable output.
+    each_line: Option<LineHook>,
+    /// Set once a read holds a result event.
+    result_seen: Arc<AtomicBool>,
+    /// The output's tail.
+    kept: Arc<Mutex<Vec<u8>>>,
+    /// The bytes read so far (activity, for the idle watch).
+    seen: Arc<AtomicU64>,
+    /// Put in front of each readable line.
+    prefix: String,
+    /// A readable line not yet whole.
+    partial: Vec<u8>,
+    /// Our stdout.
+    ours: io::Stdout,
+}
+
+impl OutputReader {
+    /// Takes one read of the client's stdout.
+    fn take(&mut self, bytes: &[u8]) {
+        self.seen.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        // (A result split across two reads is found by the client's exit,
+        // as before.)
+        if holds_result(bytes) {
+            self.result_seen.store(true, Ordering::Relaxed);
+        }
+        if self.output == Output::Readable {
+            self.show_whole_lines(bytes);
+        } else {
+            let _ = self.ours.write_all(bytes);
+        }
+        let _ = self.ours.flush();
+        let mut kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.extend_from_slice(bytes);
+        if kept.len() > MAX_CAPTURED_BYTES {
+            let excess = kept.len() - MAX_CAPTURED_BYTES;
+            kept.drain(..excess);
+        }
+    }
+
+    /// Adds `bytes` to the partial line and shows each line made whole: a
+    /// readable line is written once its event is whole.
+    fn show_whole_lines(&mut self, bytes: &[u8]) {
+        self.partial.extend_from_slice(bytes);
+        while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=end).collect();
+            if let Some(hook) = self.each_line.as_mut() {
+                hook(&line);
+            }
+            self.show(&line);
+        }
+        if self.partial.len() > MAX_CAPTURED_BYTES {
+            self.partial.clear();
+        }
+    }
+
+    /// Writes the readable lines of one line of output, each with the prefix.
+    fn show(&mut self, line: &[u8]) {
+        for shown in live::readable(&String::from_utf8_lossy(line)) {
+            let _ = writeln!(self.ours, "{}", printable(&prefixed(&self.prefix, &shown)));
+        }
+    }
+
+    /// Once the pipe closed: shows what is left of a readable line.
+    fn finish(&mut self) {
+        if self.output == Output::Readable {
+            let partial = std::mem::take(&mut self.partial);
+            self.show(&partial);
+        }
+    }
+}
+
+/// Starts the client's watchdog. Without it the client could outlive a
+/// killed driver; a loop is not refused for that, but the person is told.
+fn start_watchdog(pid: u32) -> Option<super::watchdog::Watchdog> {
+    match super::watchdog::Watchdog::start(ralph_core::observe::liveness::of_pid(pid)) {
+        Ok(watchdog) => Some(watchdog),
+        Err(e) => {
+            crate::output::say_err!(
+                "ralph: warning: cannot start the client's watchdog ({e}): if this launcher is killed, \
+                 end Claude Code (pid {pid}) yourself"
+            );
+            None
+        }
+    }
+}
+
 impl RunningClient {
     /// The client's process id.
     pub(crate) fn pid(&self) -> u32 {
@@ -371,121 +539,24 @@ impl RunningClient {
         command: &ClientCommand,
         root: &Path,
         output: Output,
-        mut each_line: Option<LineHook>,
+        each_line: Option<LineHook>,
     ) -> io::Result<RunningClient> {
         let tag = new_tag();
-        let mut cmd = Command::new(&command.program);
-        cmd.args(&command.args)
-            .envs(command.env.iter().map(|(k, v)| (k, v)))
-            .env(ralph_core::process::RUN_TAG_ENV, &tag)
-            .current_dir(root);
-        // `ralph-ctl check`, as ralph's texts name it, runs this ralph-ctl.
-        if let Some(path) = std::env::current_exe().ok().and_then(|me| {
-            super::sandbox::path_with_ralph_ctl(std::env::var_os("PATH").as_deref(), &me)
-        }) {
-            cmd.env("PATH", path);
-        }
-        let piped = command.delivery == PromptDelivery::Stdin;
-        if piped {
-            cmd.stdin(Stdio::piped());
-        }
-        if output != Output::Terminal {
-            cmd.stdout(Stdio::piped());
-        }
-        let mut child = cmd.spawn()?;
-        if let Some(mut stdin) = child.stdin.take() {
-            let text = command.prompt.clone();
-            thread::Builder::new()
-                .name("client-stdin".into())
-                .spawn(move || {
-                    let _ = stdin.write_all(text.as_bytes());
-                })?;
+        let mut child = client_process(command, root, output, &tag).spawn()?;
+        if let Some(stdin) = child.stdin.take() {
+            write_prompt(stdin, command.prompt.clone())?;
         }
         let result_seen = Arc::new(AtomicBool::new(false));
         let captured = match child.stdout.take() {
-            Some(mut stdout) => {
-                let seen_result = Arc::clone(&result_seen);
-                let kept = Arc::new(Mutex::new(Vec::new()));
-                let sink = Arc::clone(&kept);
-                let seen = Arc::new(AtomicU64::new(0));
-                let counter = Arc::clone(&seen);
-                let (done, finished) = mpsc::channel();
-                thread::Builder::new().name("client-stdout".into()).spawn({
-                    // A queue item's title, when several workers write.
-                    let prefix = super::line_prefix();
-                    move || {
-                        let mut buf = vec![0u8; 64 * 1024];
-                        let mut ours = io::stdout();
-                        // A readable line is written once its event is whole.
-                        let mut partial: Vec<u8> = Vec::new();
-                        while let Ok(n) = stdout.read(&mut buf) {
-                            if n == 0 {
-                                break;
-                            }
-                            counter.fetch_add(n as u64, Ordering::Relaxed);
-                            // (A result split across two reads is found by
-                            // the client's exit, as before.)
-                            if holds_result(&buf[..n]) {
-                                seen_result.store(true, Ordering::Relaxed);
-                            }
-                            if output == Output::Readable {
-                                partial.extend_from_slice(&buf[..n]);
-                                while let Some(end) = partial.iter().position(|&b| b == b'\n') {
-                                    let line: Vec<u8> = partial.drain(..=end).collect();
-                                    if let Some(hook) = each_line.as_mut() {
-                                        hook(&line);
-                                    }
-                                    for shown in live::readable(&String::from_utf8_lossy(&line)) {
-                                        let _ = writeln!(
-                                            ours,
-                                            "{}",
-                                            printable(&prefixed(&prefix, &shown))
-                                        );
-                                    }
-                                }
-                                if partial.len() > MAX_CAPTURED_BYTES {
-                                    partial.clear();
-                                }
-                            } else {
-                                let _ = ours.write_all(&buf[..n]);
-                            }
-                            let _ = ours.flush();
-                            let mut kept = sink
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner);
-                            kept.extend_from_slice(&buf[..n]);
-                            if kept.len() > MAX_CAPTURED_BYTES {
-                                let excess = kept.len() - MAX_CAPTURED_BYTES;
-                                kept.drain(..excess);
-                            }
-                        }
-                        if output == Output::Readable {
-                            for shown in live::readable(&String::from_utf8_lossy(&partial)) {
-                                let _ = writeln!(ours, "{}", printable(&prefixed(&prefix, &shown)));
-                            }
-                        }
-                        let _ = done.send(());
-                    }
-                })?;
-                Some((finished, kept, seen))
-            }
+            Some(stdout) => Some(read_output(
+                stdout,
+                output,
+                each_line,
+                Arc::clone(&result_seen),
+            )?),
             None => None,
         };
-        // Without it the client could outlive a killed driver; a loop is
-        // not refused for that, but the person is told.
-        let watchdog = match super::watchdog::Watchdog::start(
-            ralph_core::observe::liveness::of_pid(child.id()),
-        ) {
-            Ok(watchdog) => Some(watchdog),
-            Err(e) => {
-                crate::output::say_err!(
-                    "ralph: warning: cannot start the client's watchdog ({e}): if this launcher is killed, \
-                     end Claude Code (pid {}) yourself",
-                    child.id()
-                );
-                None
-            }
-        };
+        let watchdog = start_watchdog(child.id());
         Ok(RunningClient {
             child,
             captured,

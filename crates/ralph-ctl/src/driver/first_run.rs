@@ -100,50 +100,16 @@ impl Setup {
     /// `version` (when it said): 2.1 and later never ask about the key with
     /// a provider other than Anthropic, 2.0.77 asks whatever the provider.
     pub(crate) fn probe(project: &Path, version: Option<ClientVersion>) -> Setup {
-        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-        let config_dir = env("CLAUDE_CONFIG_DIR")
-            .map(PathBuf::from)
-            .or_else(|| dirs::home_dir().map(|h| h.join(".claude")))
-            .unwrap_or_else(|| PathBuf::from(".claude"));
-        // The clients' own rule: `.config.json` in the config folder when it
-        // exists, else `.claude.json` in CLAUDE_CONFIG_DIR or the home.
-        let legacy = config_dir.join(".config.json");
-        let config_file = if legacy.is_file() {
-            legacy
-        } else {
-            env("CLAUDE_CONFIG_DIR")
-                .map(PathBuf::from)
-                .or_else(dirs::home_dir)
-                .unwrap_or_default()
-                .join(".claude.json")
-        };
+        let config_dir = client_config_dir();
+        let config_file = client_config_file(&config_dir);
         let read = read_client_config(&config_file);
         let (config, unreadable) = match read {
             ConfigRead::Read(config) => (Some(*config), None),
             ConfigRead::Missing => (None, None),
             ConfigRead::Unreadable(why) => (None, Some(why)),
         };
-        // The user's settings, then the project's: their `env` blocks are
-        // the client's environment too, and any may name an apiKeyHelper.
-        let settings: Vec<(PathBuf, Value)> = [
-            config_dir.join("settings.json"),
-            project.join(".claude").join("settings.json"),
-            project.join(".claude").join("settings.local.json"),
-        ]
-        .into_iter()
-        .filter_map(|path| read_json(&path).map(|value| (path, value)))
-        .collect();
-        let provider = PROVIDERS.iter().find_map(|name| {
-            if env(name).is_some() {
-                return Some(format!("{name} in the environment"));
-            }
-            settings.iter().find_map(|(path, s)| {
-                s.get("env")
-                    .and_then(|e| e.get(*name))
-                    .filter(|v| set(v))
-                    .map(|_| format!("{name} in the env of {}", path.display()))
-            })
-        });
+        let settings = client_settings(&config_dir, project);
+        let provider = cloud_provider(&settings);
         let key_helper = settings
             .iter()
             .find(|(_, s)| s.get("apiKeyHelper").is_some_and(set))
@@ -178,26 +144,13 @@ impl Setup {
                     &key.to_string_lossy(),
                 )
             });
-        // Every login but the key in the environment: what an interactive
-        // run uses when the key is declined.
-        let other_login = if env("CLAUDE_CODE_OAUTH_TOKEN").is_some() {
-            Some("the CLAUDE_CODE_OAUTH_TOKEN variable".to_string())
-        } else if env("ANTHROPIC_AUTH_TOKEN").is_some() {
-            Some("the ANTHROPIC_AUTH_TOKEN variable".to_string())
-        } else if let Some(provider) = &provider {
-            Some(format!("a cloud provider ({provider})"))
-        } else if let Some(helper) = &key_helper {
-            Some(helper.clone())
-        } else if credentials.is_file() {
-            Some(format!("the login in {}", credentials.display()))
-        } else if config
-            .as_ref()
-            .is_some_and(|c| c.primary_api_key.as_ref().is_some_and(set))
-        {
-            Some(format!("the API key in {}", config_file.display()))
-        } else {
-            None
-        };
+        let other_login = other_login(
+            provider.as_deref(),
+            key_helper.as_deref(),
+            &credentials,
+            config.as_ref(),
+            &config_file,
+        );
         let login = if env("ANTHROPIC_API_KEY").is_some() {
             Some("the ANTHROPIC_API_KEY variable".to_string())
         } else {
@@ -370,6 +323,91 @@ impl Setup {
             });
         }
         missing
+    }
+}
+
+/// An environment variable that is set and not empty.
+fn env(name: &str) -> Option<std::ffi::OsString> {
+    std::env::var_os(name).filter(|v| !v.is_empty())
+}
+
+/// The client's config folder: `CLAUDE_CONFIG_DIR`, else `~/.claude`.
+fn client_config_dir() -> PathBuf {
+    env("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| dirs::home_dir().map(|h| h.join(".claude")))
+        .unwrap_or_else(|| PathBuf::from(".claude"))
+}
+
+/// The client's global config file, by the clients' own rule:
+/// `.config.json` in the config folder when it exists, else `.claude.json`
+/// in `CLAUDE_CONFIG_DIR` or the home.
+fn client_config_file(config_dir: &Path) -> PathBuf {
+    let legacy = config_dir.join(".config.json");
+    if legacy.is_file() {
+        legacy
+    } else {
+        env("CLAUDE_CONFIG_DIR")
+            .map(PathBuf::from)
+            .or_else(dirs::home_dir)
+            .unwrap_or_default()
+            .join(".claude.json")
+    }
+}
+
+/// The user's settings, then the project's, each that reads as JSON with
+/// its path: their `env` blocks are the client's environment too, and any
+/// may name an apiKeyHelper.
+fn client_settings(config_dir: &Path, project: &Path) -> Vec<(PathBuf, Value)> {
+    [
+        config_dir.join("settings.json"),
+        project.join(".claude").join("settings.json"),
+        project.join(".claude").join("settings.local.json"),
+    ]
+    .into_iter()
+    .filter_map(|path| read_json(&path).map(|value| (path, value)))
+    .collect()
+}
+
+/// The first cloud provider switched on, in the environment or in the
+/// `env` block of one of `settings`, described with where it was found.
+fn cloud_provider(settings: &[(PathBuf, Value)]) -> Option<String> {
+    PROVIDERS.iter().find_map(|name| {
+        if env(name).is_some() {
+            return Some(format!("{name} in the environment"));
+        }
+        settings.iter().find_map(|(path, s)| {
+            s.get("env")
+                .and_then(|e| e.get(*name))
+                .filter(|v| set(v))
+                .map(|_| format!("{name} in the env of {}", path.display()))
+        })
+    })
+}
+
+/// Every login but the key in the environment, the first found: what an
+/// interactive run uses when the key is declined.
+fn other_login(
+    provider: Option<&str>,
+    key_helper: Option<&str>,
+    credentials: &Path,
+    config: Option<&ClientConfig>,
+    config_file: &Path,
+) -> Option<String> {
+    if env("CLAUDE_CODE_OAUTH_TOKEN").is_some() {
+        Some("the CLAUDE_CODE_OAUTH_TOKEN variable".to_string())
+    } else if env("ANTHROPIC_AUTH_TOKEN").is_some() {
+        Some("the ANTHROPIC_AUTH_TOKEN variable".to_string())
+    } else if let Some(provider) = provider {
+        Some(format!("a cloud provider ({provider})"))
+    } else if let Some(helper) = key_helper {
+        Some(helper.to_string())
+    } else if credentials.is_file() {
+        Some(format!("the login in {}", credentials.display()))
+    } else if config.is_some_and(|c| c.primary_api_key.as_ref().is_some_and(set)) {
+        Some(format!("the API key in {}", config_file.display()))
+    } else {
+        None
     }
 }
 

@@ -338,6 +338,20 @@ pub(crate) fn refused_to_start(state: &LoopState) -> bool {
             .is_some_and(|why| why.starts_with(REFUSED_TO_START))
 }
 
+/// Why the idle watch ended the client (`None`: it did not, or a signal
+/// did first: ended by the person).
+fn idle_cut_off(supervision: &Supervision) -> Option<String> {
+    supervision
+        .idle_cut_off
+        .filter(|_| supervision.signal.is_none())
+        .map(|t| {
+            format!(
+                "Claude Code showed no sign of work for {} s (idleTimeoutSeconds) and was ended",
+                t.as_secs()
+            )
+        })
+}
+
 /// After one run of the client: run again, or the loop's exit code.
 enum Next {
     Again,
@@ -454,25 +468,44 @@ impl Driver<'_> {
         {
             return Ok(next);
         }
-        if let Some(worktree) = &current {
+        self.record_run_end(
+            &supervision,
+            result.as_ref(),
+            current.as_ref(),
+            iteration_started,
+            last_stop_before,
+        )
+    }
+
+    /// The end of a run the loop did not conclude (an interactive run, a
+    /// fresh one that did not end its turn): recorded as any other's, then
+    /// the loop's exit code, an answer waited for, or a pause waited out.
+    fn record_run_end(
+        &mut self,
+        supervision: &Supervision,
+        result: Option<&result::ClientResult>,
+        current: Option<&worktree::Worktree>,
+        iteration_started: std::time::Instant,
+        last_stop_before: Option<ralph_core::time::Timestamp>,
+    ) -> Result<Next, CtlError> {
+        let paths = self.paths;
+        if let Some(worktree) = current {
             say(&format!(
                 "worktree {} left as it is (branch {}): the iteration did not end its turn",
                 worktree.shown(&paths.root),
                 worktree.branch
             ));
         }
-        let setup_missing =
-            self.name_a_first_run_not_done(&supervision, result.as_ref(), iteration_started);
+        let setup_missing = self.name_a_first_run_not_done(supervision, result, iteration_started);
         // A fresh iteration's cost was added when it was concluded.
-        let charged =
-            self.mode.fresh() && result.as_ref().is_some_and(|r| turn_ended(&supervision, r));
+        let charged = self.mode.fresh() && result.is_some_and(|r| turn_ended(supervision, r));
         let ending = supervisor::record_client_end(
             paths,
             &self.config,
             &self.session,
             &supervisor::RunEnd {
-                supervision: &supervision,
-                result: result.as_ref().filter(|_| !charged),
+                supervision,
+                result: result.filter(|_| !charged),
                 headless: self.mode.headless(),
                 session_cost: self.session_cost,
                 last_stop_before,
@@ -485,11 +518,7 @@ impl Driver<'_> {
         }
         let paused = matches!(&ending, Found::Loop(state) if state.status == Status::Paused);
         if !(paused && self.mode.headless()) {
-            return Ok(Next::Done(finish::finish_code(
-                paths,
-                &ending,
-                &supervision,
-            )));
+            return Ok(Next::Done(finish::finish_code(paths, &ending, supervision)));
         }
         self.after_a_pause()
     }
@@ -579,16 +608,7 @@ impl Driver<'_> {
         iteration_started: std::time::Instant,
     ) -> Result<Option<Next>, CtlError> {
         let paths = self.paths;
-        // Ended by the idle watch, not by the person.
-        let cut_off = supervision
-            .idle_cut_off
-            .filter(|_| supervision.signal.is_none())
-            .map(|t| {
-                format!(
-                    "Claude Code showed no sign of work for {} s (idleTimeoutSeconds) and was ended",
-                    t.as_secs()
-                )
-            });
+        let cut_off = idle_cut_off(supervision);
         let done = result.filter(|r| turn_ended(supervision, r));
         if done.is_none() && cut_off.is_none() {
             return Ok(None);
@@ -607,23 +627,7 @@ impl Driver<'_> {
         if let (Some(command), Some(_)) = (step.and_then(|s| s.autofix.as_deref()), done) {
             steps::run_autofix(command, &paths.root, work_root, self.config.sandbox.walls());
         }
-        let stop = ralph_core::engine::Stop {
-            work_root: current.map(|w| w.path.clone()),
-            cut_off,
-            task: step.map(|s| s.prompt.clone()),
-            extra_verify: step
-                .map(|s| s.gates.iter().map(formula::Gate::as_verify).collect())
-                .unwrap_or_default(),
-            skip_project_verify: step.is_some_and(|s| !s.verify),
-            pinned_changes: iteration.formula_changes.clone(),
-            not_plans: self
-                .mode
-                .item()
-                .map(|i| i.not_plans.clone())
-                .unwrap_or_default(),
-            usage_windows: std::mem::take(&mut self.usage_windows),
-            ..fresh::stop_of(&self.session, done)
-        };
+        let stop = self.stop_of(iteration, current, cut_off, done);
         // A formula's step rules, inside the engine's stop.
         let cost = done.and_then(|d| d.total_cost_usd);
         let (config, formula) = (&self.config, self.mode.formula());
@@ -665,26 +669,7 @@ impl Driver<'_> {
             worktree::leave_worktree(paths, plan, worktree, number);
         }
         if self.mode.item().is_some() && skipped(concluded.state.as_ref(), number) {
-            let why = "the agent skipped the item (RALPH_OUTCOME skip)";
-            say(&format!("iteration {number}: {why}"));
-            let changed = ralph_core::transaction::change(
-                paths,
-                ralph_core::transaction::Whose::Any,
-                |draft| {
-                    if draft.state().is_some_and(|s| s.status == Status::Running) {
-                        draft.apply(ralph_core::events::Event::Ended {
-                            status: Status::Cancelled,
-                            why: why.to_string(),
-                            at: Some(number),
-                        });
-                    }
-                    Ok::<_, CtlError>(())
-                },
-            )?;
-            return Ok(Some(Next::Done(finish::announce(
-                paths,
-                &super::told(changed),
-            ))));
+            return self.end_skipped_item(number).map(Some);
         }
         if let (fresh::Judged::Continue { text }, Some(next)) =
             (concluded.judged, concluded.next_session)
@@ -708,6 +693,62 @@ impl Driver<'_> {
             None => Found::Gone,
         };
         Ok(Some(Next::Done(finish::announce(paths, &found))))
+    }
+
+    /// What the engine's stop judges the iteration by: the run's end, its
+    /// worktree, the idle watch's cut-off, its formula step's task and gates,
+    /// the formula's changes from its pin, the item's plans that are not
+    /// its own and the usage windows the client reported.
+    fn stop_of(
+        &mut self,
+        iteration: &Iteration,
+        current: Option<&worktree::Worktree>,
+        cut_off: Option<String>,
+        done: Option<&result::ClientResult>,
+    ) -> ralph_core::engine::Stop {
+        let step = iteration.step.as_ref();
+        ralph_core::engine::Stop {
+            work_root: current.map(|w| w.path.clone()),
+            cut_off,
+            task: step.map(|s| s.prompt.clone()),
+            extra_verify: step
+                .map(|s| s.gates.iter().map(formula::Gate::as_verify).collect())
+                .unwrap_or_default(),
+            skip_project_verify: step.is_some_and(|s| !s.verify),
+            pinned_changes: iteration.formula_changes.clone(),
+            not_plans: self
+                .mode
+                .item()
+                .map(|i| i.not_plans.clone())
+                .unwrap_or_default(),
+            usage_windows: std::mem::take(&mut self.usage_windows),
+            ..fresh::stop_of(&self.session, done)
+        }
+    }
+
+    /// An item's agent skipped the item (`RALPH_OUTCOME skip`) in iteration
+    /// `number`: its loop, still running, ends cancelled, and is announced.
+    fn end_skipped_item(&self, number: u32) -> Result<Next, CtlError> {
+        let why = "the agent skipped the item (RALPH_OUTCOME skip)";
+        say(&format!("iteration {number}: {why}"));
+        let changed = ralph_core::transaction::change(
+            self.paths,
+            ralph_core::transaction::Whose::Any,
+            |draft| {
+                if draft.state().is_some_and(|s| s.status == Status::Running) {
+                    draft.apply(ralph_core::events::Event::Ended {
+                        status: Status::Cancelled,
+                        why: why.to_string(),
+                        at: Some(number),
+                    });
+                }
+                Ok::<_, CtlError>(())
+            },
+        )?;
+        Ok(Next::Done(finish::announce(
+            self.paths,
+            &super::told(changed),
+        )))
     }
 
     /// A client that says it has no login (its result's words, "Not

@@ -68,7 +68,7 @@ impl Config {
                 setting.target.apply(self, value);
             }
         }
-        for setting in word_settings() {
+        for setting in WORD_SETTINGS {
             // `null` leaves the setting as it was, as it always did.
             if let Some(raw) = object.remove(setting.key).filter(|raw| !raw.is_null()) {
                 let text = match (setting.written, &raw) {
@@ -86,7 +86,7 @@ impl Config {
         if let Some(key) = object.keys().find(|k| !FILE_KEYS.contains(&k.as_str())) {
             let known: Vec<&str> = number_settings()
                 .map(|s| s.key)
-                .chain(word_settings().iter().map(|s| s.key))
+                .chain(WORD_SETTINGS.iter().map(|s| s.key))
                 .chain(FILE_KEYS.iter().copied())
                 .collect();
             return Err(ConfigError::UnknownKey {
@@ -260,7 +260,7 @@ impl Config {
                 setting.target.apply(self, value);
             }
         }
-        for setting in word_settings() {
+        for setting in WORD_SETTINGS {
             if let Some(v) = read(setting.env, &setting.accepts)? {
                 (setting.apply)(self, &v).ok_or_else(|| ConfigError::BadEnv {
                     name: setting.env,

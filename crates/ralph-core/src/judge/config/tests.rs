@@ -4,7 +4,7 @@ use super::*;
 fn every_setting_has_one_key_one_variable_and_is_listed() {
     let keys: Vec<(&str, &str)> = number_settings()
         .map(|s| (s.key, s.env))
-        .chain(word_settings().iter().map(|s| (s.key, s.env)))
+        .chain(WORD_SETTINGS.iter().map(|s| (s.key, s.env)))
         .collect();
     let mut names: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
     let mut vars: Vec<&str> = keys.iter().map(|(_, v)| *v).collect();
@@ -29,7 +29,7 @@ fn every_setting_has_one_key_one_variable_and_is_listed() {
         .unwrap();
     assert_eq!(config, Config::default());
     // Read from the file and the environment through the same entry.
-    for setting in word_settings() {
+    for setting in WORD_SETTINGS {
         let file = format!(
             "{{\"{}\": {}}}",
             setting.key,

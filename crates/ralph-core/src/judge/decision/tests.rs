@@ -147,6 +147,7 @@ fn passes_without_touching_state() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // a table of cases, one per row
 fn verdict_table() {
     let signal = config().completion_signal;
     let cases: Vec<(u32, u32, String, Verdict)> = vec![

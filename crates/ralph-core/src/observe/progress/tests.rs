@@ -905,6 +905,7 @@ fn git_config_is_asked_for_merge_drivers_only_when_a_file_may_name_one() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)] // one repository taken through each kind of configuration file
 fn git_config_is_asked_only_when_a_configuration_file_may_name_a_filter() {
     let dir = TempDir::new().unwrap();
     let home = dir.path().join("home");

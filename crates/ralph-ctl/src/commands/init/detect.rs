@@ -734,6 +734,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)] // a table of projects, one per ecosystem and layout
     fn each_ecosystem_gets_its_usual_command() {
         let py = python();
         type Files<'a> = Vec<(&'a str, &'a str)>;

@@ -338,4 +338,11 @@ fn a_rerun_with_worktree_setup_makes_the_failed_worktree_afresh_and_lands_the_it
         assert!(stderr.contains(words), "{words:?} in {stderr}");
     }
     assert!(!stderr.contains("the claim failed its gates"), "{stderr}");
+    // Landed and removed: its record goes with it.
+    let records: Vec<_> = std::fs::read_dir(root.join(".claude/context/runtime/worktrees"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert!(records.is_empty(), "{records:?}");
 }

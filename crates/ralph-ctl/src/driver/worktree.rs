@@ -245,6 +245,7 @@ impl WorktreePlan {
         // --force: ignored files (build output) do not keep an empty worktree.
         git(&self.root, &["worktree", "remove", "--force", &path])?;
         git(&self.root, &["branch", "-D", &worktree.branch])?;
+        super::worktree_made::forget_removed(&self.root, &worktree.path);
         Ok(Finished::Removed)
     }
 }

@@ -471,6 +471,45 @@ mod tests {
     }
 
     #[test]
+    fn a_worktree_found_again_is_taken_up_only_while_its_record_says_it_is_fit() {
+        let (_dir, paths, mut worktree, config) = made("true", Some("true"));
+        worktree.created = false;
+        let plan = super::super::worktree::plan(&paths.root, None, false).unwrap();
+        let base = worktree::git(&paths.root, &["rev-parse", "main"]).unwrap();
+        let record = |ready| Made {
+            loop_started: "1".into(),
+            base_commit: base.clone(),
+            setup: Some("true".into()),
+            ready,
+        };
+        worktree_made::write(&paths, "item-1", &record(Readiness::Ready)).unwrap();
+        let again = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
+        assert!(!again.created, "fit: taken up as it is");
+        // Its baseline failed: made afresh, nothing to keep (no agent ran).
+        std::fs::write(worktree.path.join("left.txt"), "x\n").unwrap();
+        worktree_made::write(&paths, "item-1", &record(Readiness::BaselineFailed)).unwrap();
+        let afresh = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
+        assert!(afresh.created && !afresh.path.join("left.txt").exists());
+        assert_eq!(
+            worktree_made::read(&paths, "item-1"),
+            None,
+            "to be recorded anew"
+        );
+        // No record: an agent may have worked there; its commit is kept.
+        std::fs::write(afresh.path.join("b.txt"), "b\n").unwrap();
+        sh(&afresh.path, &["add", "b.txt"]);
+        sh(&afresh.path, &["commit", "-q", "-m", "work"]);
+        let made_again = take_up(&paths, &plan, &config, "2", afresh, "item-1").unwrap();
+        assert!(made_again.created && !made_again.path.join("b.txt").exists());
+        let kept = worktree::git(
+            &paths.root,
+            &["log", "-1", "--format=%s", "ralph/item-1-kept-1"],
+        )
+        .unwrap();
+        assert_eq!(kept, "work");
+    }
+
+    #[test]
     fn a_setup_that_fails_or_leaves_tracked_files_is_named_with_the_fix() {
         let (_dir, paths, worktree, config) = made("true", Some("echo broken; exit 3"));
         let why = prepare(&paths, &config, &state(), &worktree)

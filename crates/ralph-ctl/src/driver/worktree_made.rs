@@ -105,6 +105,14 @@ pub(crate) fn forget(paths: &ProjectPaths, name: &str) {
     let _ = std::fs::remove_file(file(paths, name));
 }
 
+/// Forgets the record of the worktree at `path` of the project at `root`
+/// (removed: landed, or empty after its iteration).
+pub(crate) fn forget_removed(root: &std::path::Path, path: &std::path::Path) {
+    if let Some(name) = path.file_name().and_then(|n| n.to_str()) {
+        forget(&ProjectPaths::new(root), name);
+    }
+}
+
 /// What a worktree found again is, for the loop that finds it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Found {
@@ -239,7 +247,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read(&paths, "item-a"), None, "changed: not ralph's");
-        forget(&paths, "item-a");
+        forget_removed(&paths.root, &paths.root.join(".claude/worktrees/item-a"));
         assert!(!path.exists());
     }
 }

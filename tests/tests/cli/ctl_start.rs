@@ -319,3 +319,52 @@ fn start_names_each_command_that_keeps_the_network_worktree_setup_too() {
         "walls: worktreeSetup `true` keeps this machine's network (it installs each worktree's dependencies)",
     ]);
 }
+
+#[test]
+fn reload_raises_the_stop_hooks_timeout_to_cover_the_checks_as_reloaded() {
+    let project = TempProject::initialised("reload-hook-timeout");
+    let config = |seconds: u64| {
+        project.write(
+            ".claude/ralph/config.json",
+            json!({"verify": [{"name": "tests", "command": "true", "timeoutSeconds": seconds}]})
+                .to_string(),
+        );
+    };
+    let hook_timeout = |project: &TempProject| {
+        let settings = project.read_json(".claude/settings.json");
+        settings["hooks"]["Stop"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|entry| entry["hooks"].as_array().cloned().unwrap_or_default())
+            .find(|hook| {
+                hook["command"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("ralph"))
+            })
+            .map(|hook| hook["timeout"].clone())
+    };
+    let registered = hook_timeout(&project).expect("init registers the Stop hook");
+    assert_eq!(registered, 90, "init's default");
+    config(60);
+    project.ctl(&["start"], &[]).assert_code(0);
+    assert_eq!(hook_timeout(&project), Some(json!(90)), "60 s fits in 90");
+
+    // timeoutSeconds raised mid-loop: the reload resizes the hook, and says so.
+    config(300);
+    let reloaded = project.ctl(&["reload"], &[]);
+    reloaded.assert_code(0);
+    assert!(
+        reloaded.stderr.contains("the Stop hook's timeout in")
+            && reloaded.stderr.contains("was 90 s")
+            && reloaded.stderr.contains("set to 330 s"),
+        "{reloaded:?}"
+    );
+    assert_eq!(hook_timeout(&project), Some(json!(330)));
+    // Only ever raised, said only when it changes.
+    config(30);
+    let reloaded = project.ctl(&["reload"], &[]);
+    reloaded.assert_code(0);
+    assert!(!reloaded.stderr.contains("Stop hook"), "{reloaded:?}");
+    assert_eq!(hook_timeout(&project), Some(json!(330)));
+}

@@ -309,3 +309,40 @@ fn without_worktree_setup_the_failure_is_named_as_the_worktree_baseline_s() {
     let item = outcome.only_item();
     assert_eq!(item["iterations"], 0, "{item}");
 }
+
+#[test]
+fn a_rerun_with_worktree_setup_makes_the_failed_worktree_afresh_and_lands_the_item() {
+    let scenario = generated_file_project("generated-rerun", json!({}));
+    let root = scenario.path("");
+    let api = MockApi::start(committing_worker());
+    let first = scenario.run(&api);
+    first.ended(23, "complete");
+    assert_eq!(api.main_requests().len(), 0, "{}", first.run.stderr);
+    // Set as the failure advised, and the queue run again: the worktree
+    // the first run left is made afresh, set up and measured.
+    let config_path = root.join(".claude/ralph/config.json");
+    let mut config: Value =
+        serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    config["worktreeSetup"] = json!("python3 make_egg_info.py");
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let outcome = scenario.run(&api);
+    let stderr = &outcome.run.stderr;
+    outcome.ended(0, "complete");
+    assert_eq!(outcome.only_item()["status"], "done", "{stderr}");
+    assert!(root.join(file_of("note one")).is_file(), "{stderr}");
+    for words in [
+        "made afresh from main: its test baseline failed",
+        "worktreeSetup `python3 make_egg_info.py`",
+        "test baseline of `python3 -m unittest -v`: 1 run (1 passed, 0 failed)",
+    ] {
+        assert!(stderr.contains(words), "{words:?} in {stderr}");
+    }
+    assert!(!stderr.contains("the claim failed its gates"), "{stderr}");
+    // Landed and removed: its record goes with it.
+    let records: Vec<_> = std::fs::read_dir(root.join(".claude/context/runtime/worktrees"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert!(records.is_empty(), "{records:?}");
+}

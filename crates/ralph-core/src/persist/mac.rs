@@ -133,6 +133,9 @@ pub enum Purpose {
     Archive,
     /// One line of the audit log.
     LogLine,
+    /// What a worktree was made with: its base, its setup, how its setup
+    /// and test baseline went.
+    Worktree,
 }
 
 impl Purpose {
@@ -141,6 +144,7 @@ impl Purpose {
             Purpose::State => b"ralph state v1",
             Purpose::Archive => b"ralph archive v1",
             Purpose::LogLine => b"ralph log line v1",
+            Purpose::Worktree => b"ralph worktree v1",
         }
     }
 }

@@ -113,6 +113,11 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         Ok(reloaded) => reloaded,
         Err(why) => return no_loop(out, why),
     };
+    // Where the Stop hook runs the checks, its timeout covers them as
+    // reloaded (a `--fresh` or queue loop's are the driver's).
+    if before.as_ref().is_some_and(|s| !s.fresh_context) {
+        crate::driver::start::fit_hook_timeout(paths, &config);
+    }
     say_reloaded(old.is_none(), &changes, out)
 }
 

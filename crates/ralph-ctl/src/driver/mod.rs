@@ -45,6 +45,7 @@ pub(crate) mod transcripts;
 pub(crate) mod watchdog;
 pub(crate) mod worktree;
 pub(crate) mod worktree_env;
+pub(crate) mod worktree_made;
 
 /// What a change of the loop found, its warnings said on stderr.
 pub(crate) fn told(changed: ralph_core::transaction::Changed) -> ralph_core::transaction::Found {

@@ -250,8 +250,9 @@ fn owning_session(session: Option<String>) -> Result<String, CtlError> {
 /// Code kills a hook that outlives its timeout, and the loop would end
 /// `interrupted` at its first claim. Said, and only ever raised; where the
 /// file cannot be rewritten, a warning instead (a hook registered
-/// elsewhere, the plugin's, has a timeout of its own).
-fn fit_hook_timeout(paths: &ProjectPaths, config: &Config) {
+/// elsewhere, the plugin's, has a timeout of its own). `ralph-ctl reload`
+/// does the same for the config it pins.
+pub(crate) fn fit_hook_timeout(paths: &ProjectPaths, config: &Config) {
     let verify_total = verify::total_timeout(&config.completion.verify);
     if verify_total == 0 {
         return;

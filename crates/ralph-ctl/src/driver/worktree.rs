@@ -237,15 +237,32 @@ impl WorktreePlan {
         if let Some(why) = failed {
             return Ok(Finished::Kept(why.to_string()));
         }
+        if let Some(held) = self.holds(worktree)? {
+            return Ok(Finished::Kept(held));
+        }
+        let path = worktree.path.to_string_lossy().into_owned();
+        let _held = self.hold()?;
+        // --force: ignored files (build output) do not keep an empty worktree.
+        git(&self.root, &["worktree", "remove", "--force", &path])?;
+        git(&self.root, &["branch", "-D", &worktree.branch])?;
+        super::worktree_made::forget_removed(&self.root, &worktree.path);
+        Ok(Finished::Removed)
+    }
+}
+
+impl WorktreePlan {
+    /// What `worktree` holds that is not on the base, in words (its
+    /// uncommitted changes, else its commits ahead); `None`: nothing.
+    pub(crate) fn holds(&self, worktree: &Worktree) -> Result<Option<String>, CtlError> {
         // Never into a submodule: its own configuration could name a
-        // filter the options above do not disable.
+        // filter ralph's git options do not disable.
         let changes = git(
             &worktree.path,
             &["status", "--porcelain", "--ignore-submodules=all"],
         )?;
         if !changes.is_empty() {
             let count = changes.lines().count();
-            return Ok(Finished::Kept(format!(
+            return Ok(Some(format!(
                 "{count} uncommitted change{}",
                 if count == 1 { "" } else { "s" }
             )));
@@ -254,23 +271,88 @@ impl WorktreePlan {
         let ahead: u64 = git(&worktree.path, &["rev-list", "--count", &range])?
             .parse()
             .unwrap_or(0);
-        if ahead > 0 {
-            return Ok(Finished::Kept(format!(
+        Ok((ahead > 0).then(|| {
+            format!(
                 "{ahead} commit{} ahead of {}",
                 if ahead == 1 { "" } else { "s" },
                 self.base
-            )));
-        }
-        let path = worktree.path.to_string_lossy().into_owned();
-        let _held = self.hold()?;
-        // --force: ignored files (build output) do not keep an empty worktree.
-        git(&self.root, &["worktree", "remove", "--force", &path])?;
-        git(&self.root, &["branch", "-D", &worktree.branch])?;
-        Ok(Finished::Removed)
+            )
+        }))
     }
-}
 
-impl WorktreePlan {
+    /// Removes `worktree` and its branch, so that it can be made afresh.
+    /// With `keep`, what it holds that is not on the base is kept first:
+    /// its uncommitted changes committed on its branch, and the branch
+    /// kept as `<branch>-kept-<n>`, which is returned with what it holds.
+    pub(crate) fn set_aside(
+        &self,
+        worktree: &Worktree,
+        keep: bool,
+    ) -> Result<Option<(String, String)>, CtlError> {
+        let held = if keep { self.holds(worktree)? } else { None };
+        let _held = self.hold()?;
+        let kept = match held {
+            Some(what) => {
+                let status = git(
+                    &worktree.path,
+                    &["status", "--porcelain", "--ignore-submodules=all"],
+                )?;
+                if !status.is_empty() {
+                    git(&worktree.path, &["add", "--all"])?;
+                    let message = format!(
+                        "Work left uncommitted in {}, kept when it was made afresh",
+                        worktree.branch
+                    );
+                    let mut args = committer(&worktree.path);
+                    args.extend(["commit", "--quiet", "--no-verify", "-m", &message]);
+                    git(&worktree.path, &args)?;
+                }
+                let head = git(&worktree.path, &["rev-parse", "HEAD"])?;
+                let kept = self.free_branch_name(&format!("{}-kept", worktree.branch))?;
+                // update-ref writes no configuration (a queue run may hold
+                // .git/config locked).
+                git(
+                    &self.root,
+                    &["update-ref", &format!("refs/heads/{kept}"), &head, ""],
+                )?;
+                Some((kept, what))
+            }
+            None => None,
+        };
+        let path = worktree.path.to_string_lossy().into_owned();
+        git(&self.root, &["worktree", "remove", "--force", &path])?;
+        let reference = format!("refs/heads/{}", worktree.branch);
+        if git(
+            &self.root,
+            &["rev-parse", "--verify", "--quiet", &reference],
+        )
+        .is_ok()
+        {
+            git(&self.root, &["update-ref", "-d", &reference])?;
+        }
+        Ok(kept)
+    }
+
+    /// `<stem>-<n>` for the first `n` from 1 that names no branch.
+    fn free_branch_name(&self, stem: &str) -> Result<String, CtlError> {
+        for n in 1..1000 {
+            let name = format!("{stem}-{n}");
+            let reference = format!("refs/heads/{name}");
+            if git(
+                &self.root,
+                &["rev-parse", "--verify", "--quiet", &reference],
+            )
+            .is_err()
+            {
+                return Ok(name);
+            }
+        }
+        Err(CtlError::BadArgument(format!(
+            "branches {stem}-1 to {stem}-999 all exist: delete those you no longer need \
+             (`git branch -D`)"
+        )))
+    }
+
     /// The project's worktree lock, held while one is added or removed.
     pub(crate) fn hold(&self) -> Result<std::fs::File, CtlError> {
         let paths = ralph_core::paths::ProjectPaths::new(&self.root);
@@ -290,6 +372,15 @@ impl Worktree {
             .unwrap_or(&self.path)
             .display()
             .to_string()
+    }
+}
+
+/// `-c` options naming a committer when the repository at `dir` names
+/// none (git refuses to commit without one).
+fn committer(dir: &Path) -> Vec<&'static str> {
+    match git(dir, &["var", "GIT_COMMITTER_IDENT"]) {
+        Ok(_) => Vec::new(),
+        Err(_) => vec!["-c", "user.name=ralph", "-c", "user.email=ralph@localhost"],
     }
 }
 
@@ -424,6 +515,38 @@ mod tests {
         let status = git(&root, &["status", "--porcelain"]).unwrap();
         assert_eq!(status, "");
         assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    }
+
+    #[test]
+    fn a_worktree_set_aside_keeps_what_it_held_on_a_branch_of_its_own() {
+        let (_d, root) = repo();
+        let plan = plan(&root, None, false).unwrap();
+        let worked = plan.create("item-a").unwrap();
+        std::fs::write(worked.path.join("b.txt"), "b\n").unwrap();
+        sh(&worked.path, &["add", "b.txt"]);
+        sh(&worked.path, &["commit", "-q", "-m", "two"]);
+        std::fs::write(worked.path.join("c.txt"), "c\n").unwrap();
+        // The base's config locked (a queue run holds it): nothing here writes it.
+        std::fs::write(root.join(".git/config.lock"), "held\n").unwrap();
+        let (branch, held) = plan.set_aside(&worked, true).unwrap().unwrap();
+        assert_eq!(branch, "ralph/item-a-kept-1");
+        assert_eq!(held, "1 uncommitted change");
+        assert!(!worked.path.exists());
+        let kept = git(&root, &["ls-tree", "--name-only", "-r", &branch]).unwrap();
+        assert_eq!(
+            kept, "a.txt\nb.txt\nc.txt",
+            "the commit and the change kept"
+        );
+        let afresh = plan.create("item-a").unwrap();
+        assert!(afresh.created && !afresh.path.join("b.txt").exists());
+        // Nothing to keep, or nothing asked to be kept: only removed.
+        assert_eq!(plan.set_aside(&afresh, true).unwrap(), None);
+        let again = plan.create("item-a").unwrap();
+        std::fs::write(again.path.join("d.txt"), "d\n").unwrap();
+        assert_eq!(plan.set_aside(&again, false).unwrap(), None);
+        std::fs::remove_file(root.join(".git/config.lock")).unwrap();
+        let branches = git(&root, &["branch", "--list", "ralph/*"]).unwrap();
+        assert_eq!(branches.trim(), "ralph/item-a-kept-1");
     }
 
     #[test]

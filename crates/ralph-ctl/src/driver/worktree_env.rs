@@ -26,6 +26,7 @@ use ralph_core::walls::Walls;
 use super::carriers::NewWorktree;
 use super::say;
 use super::worktree::{self, NotEntered, Worktree, WorktreePlan};
+use super::worktree_made::{self, Found, Made, Readiness};
 use crate::error::CtlError;
 
 /// Why a new worktree cannot be worked; each names the fix, and that no
@@ -266,9 +267,11 @@ fn short(commit: &str) -> String {
 }
 
 /// The worktree of the loop's current iteration, made from the base (or
-/// taken up again when the iteration is resumed); a new one is made ready
-/// ([`prepare`]: its setup, its test baseline) and becomes
-/// the breaker's baseline.
+/// taken up again when the iteration is resumed, or the item queued
+/// again); a new one is made ready ([`prepare`]: its setup, its test
+/// baseline) and becomes the breaker's baseline. One found again is taken
+/// up only while it is what a new one would be (`worktree_made`); else it
+/// is made afresh first, what an agent left in it kept on a branch.
 pub(crate) fn enter_worktree(
     paths: &ralph_core::paths::ProjectPaths,
     plan: &WorktreePlan,
@@ -283,7 +286,11 @@ pub(crate) fn enter_worktree(
         Some(name) => name.to_string(),
         None => worktree::name(&state.started_at.to_string(), state.iteration),
     };
-    let worktree = plan.create(&name)?;
+    let loop_started = state.started_at.to_string();
+    let mut worktree = plan.create(&name)?;
+    if !worktree.created {
+        worktree = take_up(paths, plan, config, &loop_started, worktree, &name)?;
+    }
     super::say(&format!(
         "iteration {} works in {} (branch {}, from {})",
         state.iteration,
@@ -294,9 +301,77 @@ pub(crate) fn enter_worktree(
     if !worktree.created {
         return Ok((worktree, None));
     }
-    let tests = prepare(paths, config, &state, &worktree).map_err(NotEntered::Unfit)?;
+    let setup = config.worktree_setup.as_ref().map(|s| s.command.clone());
+    let mut made = Made {
+        loop_started,
+        base_commit: worktree::git(&worktree.path, &["rev-parse", "HEAD"])?,
+        setup,
+        ready: Readiness::Making,
+    };
+    worktree_made::write(paths, &name, &made)?;
+    let prepared = prepare(paths, config, &state, &worktree);
+    made.ready = match &prepared {
+        Ok(_) => Readiness::Ready,
+        Err(Unfit::SetupFailed { .. } | Unfit::SetupLeftFiles { .. }) => Readiness::SetupFailed,
+        Err(Unfit::ChecksFailHere(_)) => Readiness::BaselineFailed,
+        Err(Unfit::Git(_)) => Readiness::Making,
+    };
+    worktree_made::write(paths, &name, &made)?;
+    let tests = prepared.map_err(NotEntered::Unfit)?;
     let progress = ralph_core::observe::progress::baseline(&worktree.path);
     Ok((worktree, Some(NewWorktree { progress, tests })))
+}
+
+/// The worktree `name` found again by the loop started at `loop_started`:
+/// itself while it is fit (`worktree_made::judge`), else made afresh from
+/// the base, each said in one line, with the branch that keeps what an
+/// agent left in it.
+fn take_up(
+    paths: &ProjectPaths,
+    plan: &WorktreePlan,
+    config: &Config,
+    loop_started: &str,
+    worktree: Worktree,
+    name: &str,
+) -> Result<Worktree, CtlError> {
+    let base = worktree::git(
+        &plan.root,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{}^{{commit}}", plan.base),
+        ],
+    )?;
+    let setup = config.worktree_setup.as_ref().map(|s| s.command.as_str());
+    let made = worktree_made::read(paths, name);
+    let shown = worktree.shown(&paths.root);
+    let (why, keep) = match worktree_made::judge(made.as_ref(), loop_started, setup, &base) {
+        Found::Fit => return Ok(worktree),
+        Found::Stale { why, keep } => (why, keep),
+        Found::BaseMoved(why) => match plan.holds(&worktree)? {
+            Some(held) => {
+                say(&format!(
+                    "worktree {shown} taken up as it is: {why}, and it holds {held} not landed"
+                ));
+                return Ok(worktree);
+            }
+            None => (why, false),
+        },
+    };
+    match plan.set_aside(&worktree, keep)? {
+        Some((branch, held)) => say(&format!(
+            "worktree {shown} made afresh from {}: {why}; what it held ({held}) is kept on \
+             branch {branch}",
+            plan.base
+        )),
+        None => say(&format!(
+            "worktree {shown} made afresh from {}: {why}",
+            plan.base
+        )),
+    }
+    worktree_made::forget(paths, name);
+    plan.create(name)
 }
 
 #[cfg(test)]
@@ -393,6 +468,45 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(measured.failures.len(), 1);
+    }
+
+    #[test]
+    fn a_worktree_found_again_is_taken_up_only_while_its_record_says_it_is_fit() {
+        let (_dir, paths, mut worktree, config) = made("true", Some("true"));
+        worktree.created = false;
+        let plan = super::super::worktree::plan(&paths.root, None, false).unwrap();
+        let base = worktree::git(&paths.root, &["rev-parse", "main"]).unwrap();
+        let record = |ready| Made {
+            loop_started: "1".into(),
+            base_commit: base.clone(),
+            setup: Some("true".into()),
+            ready,
+        };
+        worktree_made::write(&paths, "item-1", &record(Readiness::Ready)).unwrap();
+        let again = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
+        assert!(!again.created, "fit: taken up as it is");
+        // Its baseline failed: made afresh, nothing to keep (no agent ran).
+        std::fs::write(worktree.path.join("left.txt"), "x\n").unwrap();
+        worktree_made::write(&paths, "item-1", &record(Readiness::BaselineFailed)).unwrap();
+        let afresh = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
+        assert!(afresh.created && !afresh.path.join("left.txt").exists());
+        assert_eq!(
+            worktree_made::read(&paths, "item-1"),
+            None,
+            "to be recorded anew"
+        );
+        // No record: an agent may have worked there; its commit is kept.
+        std::fs::write(afresh.path.join("b.txt"), "b\n").unwrap();
+        sh(&afresh.path, &["add", "b.txt"]);
+        sh(&afresh.path, &["commit", "-q", "-m", "work"]);
+        let made_again = take_up(&paths, &plan, &config, "2", afresh, "item-1").unwrap();
+        assert!(made_again.created && !made_again.path.join("b.txt").exists());
+        let kept = worktree::git(
+            &paths.root,
+            &["log", "-1", "--format=%s", "ralph/item-1-kept-1"],
+        )
+        .unwrap();
+        assert_eq!(kept, "work");
     }
 
     #[test]

@@ -616,6 +616,7 @@ fn remove(landing: &Landing<'_>) -> Result<(), CtlError> {
         .worktree_lock(Duration::from_secs(120))
         .map_err(CtlError::from)?;
     git(landing.root, &["worktree", "remove", "--force", &path])?;
+    crate::driver::worktree_made::forget_removed(landing.root, &landing.worktree.path);
     let reference = format!("refs/heads/{}", landing.worktree.branch);
     git(landing.root, &["update-ref", "-d", &reference])?;
     Ok(())

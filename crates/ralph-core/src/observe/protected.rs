@@ -21,6 +21,9 @@
 //! switches a target's tests off) and `[package]`'s `auto…` keys
 //! (`autotests = false`), of every `package.json` its runners' keys
 //! (`jest`, `mocha`, `ava`, `vitest`, `tap`, `c8`, `nyc`), at any depth.
+//! Those parts are read as their tools read them (TOML by its tables,
+//! dotted keys and inline tables too; INI by its sections) and hashed by
+//! their values; a file that does not parse is hashed whole.
 //!
 //! Globs, relative to the project root, in the manner of `.gitignore`: `*`
 //! and `?` within a name, `**` for any number of folders; a glob with a
@@ -112,6 +115,12 @@ pub struct ProtectedSnapshot {
     /// in a snapshot taken before ralph listed them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub manifests: bool,
+    /// The protected parts of files ([`runner_section`]) are hashed as
+    /// parsed (TOML tables, INI sections); false in a snapshot taken
+    /// before, whose hashes of them were of lines: such files are then not
+    /// compared (their hashes cannot match), the whole files still are.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parsed_sections: bool,
 }
 
 impl ProtectedSnapshot {
@@ -154,26 +163,22 @@ fn is_manifest(path: &str) -> bool {
 type Section = (fn(&Path) -> Option<String>, &'static str);
 
 /// The part of a runner's file or a manifest that is protected, when not
-/// all of it.
+/// all of it: of `pyproject.toml` the `tool.pytest` table, of `setup.cfg`
+/// its `[tool:pytest]` section, of a `Cargo.toml` its targets' tables and
+/// `package`'s `auto…` keys, of a `package.json` its runners' keys. Read
+/// as their tools read them, so that dotted keys, inline tables and
+/// quoted keys count as their tables, and a header inside a string does
+/// not.
 fn runner_section(path: &str) -> Option<Section> {
     match path {
         "pyproject.toml" => Some((
-            |file| {
-                hash_section(file, |header, _| {
-                    header == "tool"
-                        || header == "tool.pytest"
-                        || header.starts_with("tool.pytest.")
-                })
-            },
+            |file| hash_toml(file, pyproject_pytest),
             "[tool.pytest…] tables",
         )),
-        "setup.cfg" => Some((
-            |file| hash_section(file, |header, _| header == "tool:pytest"),
-            "[tool:pytest] table",
-        )),
+        "setup.cfg" => Some((|file| hash_ini(file, "tool:pytest"), "[tool:pytest] table")),
         _ => match path.rsplit('/').next().unwrap_or(path) {
             "Cargo.toml" => Some((
-                |file| hash_section(file, cargo_test_setting),
+                |file| hash_toml(file, cargo_test_settings),
                 "test targets and auto… keys",
             )),
             "package.json" => Some((package_json_runner_keys, "test runner keys")),
@@ -182,14 +187,34 @@ fn runner_section(path: &str) -> Option<Section> {
     }
 }
 
-/// Whether `line`, in `Cargo.toml`'s table `header`, says how tests are
-/// found or run: a target's table whole, `[package]`'s `auto…` keys.
-fn cargo_test_setting(header: &str, line: &str) -> bool {
-    match header {
-        "lib" | "test" | "bin" | "bench" | "example" => true,
-        "package" => line.trim_start().starts_with("auto"),
-        _ => false,
+/// pytest's settings in `pyproject.toml`: the `tool.pytest` table
+/// (`[tool.pytest.ini_options]`, pytest 9's `[tool.pytest]`).
+fn pyproject_pytest(manifest: &toml::Table) -> Vec<(String, &toml::Value)> {
+    manifest
+        .get("tool")
+        .and_then(|tool| tool.get("pytest"))
+        .map(|pytest| vec![("tool.pytest".to_string(), pytest)])
+        .unwrap_or_default()
+}
+
+/// What in `Cargo.toml` says how tests are found or run: a target's table
+/// whole (`[lib]`, `[[test]]`, `[[bin]]`, `[[bench]]`, `[[example]]`:
+/// `test = false` switches a target's tests off), `package`'s `auto…` keys
+/// (`autotests = false`).
+fn cargo_test_settings(manifest: &toml::Table) -> Vec<(String, &toml::Value)> {
+    let mut picked: Vec<(String, &toml::Value)> = ["lib", "test", "bin", "bench", "example"]
+        .iter()
+        .filter_map(|key| Some(((*key).to_string(), manifest.get(*key)?)))
+        .collect();
+    if let Some(package) = manifest.get("package").and_then(toml::Value::as_table) {
+        picked.extend(
+            package
+                .iter()
+                .filter(|(key, _)| key.starts_with("auto"))
+                .map(|(key, value)| (format!("package.{key}"), value)),
+        );
     }
+    picked
 }
 
 /// FNV-1a over `package.json`'s test runners' keys and their values
@@ -287,6 +312,7 @@ pub fn snapshot(root: &Path, patterns: &[String]) -> Option<ProtectedSnapshot> {
         patterns: patterns.to_vec(),
         runner_config: true,
         manifests: true,
+        parsed_sections: true,
         ..Default::default()
     };
     if files.len() > MAX_LISTED {
@@ -337,8 +363,10 @@ pub fn changes(root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
             .flatten()
             .map(|(_, name)| name)
     };
+    // An older snapshot's hashes of a file's parts were of its lines.
+    let comparable = |path: &str| before.parsed_sections || section(path).is_none();
     let mut changed: Vec<String> = Vec::new();
-    for (path, file) in &now {
+    for (path, file) in now.iter().filter(|(path, _)| comparable(path)) {
         match before.files.get(path) {
             Some(hash) if *hash == file.hash => {}
             Some(_) => changed.push(match section(path) {
@@ -356,7 +384,7 @@ pub fn changes(root: &Path, before: &ProtectedSnapshot) -> Option<Vec<String>> {
         before
             .files
             .keys()
-            .filter(|path| !now.contains_key(*path))
+            .filter(|path| !now.contains_key(*path) && comparable(path))
             .map(|path| match section(path) {
                 Some(name) => format!("{path} ({name} removed)"),
                 None => format!("{path} (removed)"),
@@ -488,38 +516,121 @@ fn hash_file(path: &Path, symlink: bool) -> String {
     format!("{:016x}", hash.finish())
 }
 
-/// FNV-1a over the lines of an INI or TOML file that `keep` picks, by the
-/// header of the table they are in and the line itself (a header line is
-/// asked with itself); `None` when it picks none. A file that cannot be
-/// read (or a link) is hashed whole instead, so that it cannot hide a
-/// change.
-fn hash_section(path: &Path, keep: fn(&str, &str) -> bool) -> Option<String> {
-    let text = match crate::files::read_bounded(path, HASHED_BYTES) {
-        Ok(crate::files::Bounded::Bytes(bytes)) => String::from_utf8_lossy(&bytes).into_owned(),
-        _ => return Some(hash_file(path, false)),
+/// The text of `path` for [`hash_toml`] and [`hash_ini`]; `Err` with the
+/// hash of the whole file when it cannot be read (or is a link), so that it
+/// cannot hide a change.
+fn section_text(path: &Path) -> Result<String, String> {
+    match crate::files::read_bounded(path, HASHED_BYTES) {
+        Ok(crate::files::Bounded::Bytes(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+        _ => Err(hash_file(path, false)),
+    }
+}
+
+/// FNV-1a over the values of a TOML file that `pick` picks (with their
+/// names), each value by its content, not its text; `None` when it picks
+/// none. A file that cannot be read, or is not TOML, is hashed whole
+/// instead, so that it cannot hide a change.
+fn hash_toml(path: &Path, pick: fn(&toml::Table) -> Vec<(String, &toml::Value)>) -> Option<String> {
+    let text = match section_text(path) {
+        Ok(text) => text,
+        Err(whole) => return Some(whole),
     };
+    let Ok(file) = text.parse::<toml::Table>() else {
+        return Some(hash_file(path, false));
+    };
+    let picked = pick(&file);
+    if picked.is_empty() {
+        return None;
+    }
     let mut hash = Fnv::default();
-    let mut header = String::new();
-    let mut any = false;
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with('[') {
-            header = trimmed
-                .trim_start_matches('[')
-                .split(']')
-                .next()
-                .unwrap_or("")
-                .chars()
-                .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
-                .collect();
+    for (name, value) in picked {
+        hash_str(&mut hash, &name);
+        hash_toml_value(&mut hash, value);
+    }
+    Some(format!("{:016x}", hash.finish()))
+}
+
+/// A string, its length first, so that no two lists of strings feed the
+/// same bytes.
+fn hash_str(hash: &mut Fnv, text: &str) {
+    hash.bytes(&(text.len() as u64).to_le_bytes());
+    hash.bytes(text.as_bytes());
+}
+
+/// A TOML value by its content: its kind, then its data (a table's keys
+/// in sorted order).
+fn hash_toml_value(hash: &mut Fnv, value: &toml::Value) {
+    match value {
+        toml::Value::String(text) => {
+            hash.bytes(b"s");
+            hash_str(hash, text);
         }
-        if keep(&header, line) {
-            any = true;
-            hash.bytes(line.as_bytes());
-            hash.bytes(b"\n");
+        toml::Value::Integer(n) => {
+            hash.bytes(b"i");
+            hash.bytes(&n.to_le_bytes());
+        }
+        toml::Value::Float(x) => {
+            hash.bytes(b"f");
+            hash.bytes(&x.to_bits().to_le_bytes());
+        }
+        toml::Value::Boolean(b) => hash.bytes(if *b { b"t" } else { b"n" }),
+        toml::Value::Datetime(at) => {
+            hash.bytes(b"d");
+            hash_str(hash, &at.to_string());
+        }
+        toml::Value::Array(items) => {
+            hash.bytes(b"a");
+            hash.bytes(&(items.len() as u64).to_le_bytes());
+            for item in items {
+                hash_toml_value(hash, item);
+            }
+        }
+        toml::Value::Table(table) => {
+            hash.bytes(b"m");
+            hash.bytes(&(table.len() as u64).to_le_bytes());
+            let mut keys: Vec<&String> = table.keys().collect();
+            keys.sort();
+            for key in keys {
+                hash_str(hash, key);
+                hash_toml_value(hash, &table[key]);
+            }
         }
     }
-    any.then(|| format!("{:016x}", hash.finish()))
+}
+
+/// FNV-1a over the keys and values of `section` of an INI file, read as
+/// Python's configparser and pytest read it (continuation lines joined,
+/// comment lines dropped), in sorted order; `None` when the file has no
+/// such section. A file that cannot be read, or is not INI, is hashed
+/// whole instead, so that it cannot hide a change.
+fn hash_ini(path: &Path, section: &str) -> Option<String> {
+    let text = match section_text(path) {
+        Ok(text) => text,
+        Err(whole) => return Some(whole),
+    };
+    let mut ini = configparser::ini::Ini::new_cs();
+    ini.set_multiline(true);
+    // As Python's configparser: a `#` or `;` inside a line is its text
+    // (pytest may read it as an argument), so a change there counts.
+    ini.set_inline_comment_symbols(Some(&[]));
+    let Ok(mut sections) = ini.read(text) else {
+        return Some(hash_file(path, false));
+    };
+    let keys = sections.remove(section)?;
+    let mut keys: Vec<(String, Option<String>)> = keys.into_iter().collect();
+    keys.sort();
+    let mut hash = Fnv::default();
+    for (key, value) in keys {
+        hash_str(&mut hash, &key);
+        match value {
+            Some(value) => {
+                hash.bytes(b"=");
+                hash_str(&mut hash, &value);
+            }
+            None => hash.bytes(b"-"),
+        }
+    }
+    Some(format!("{:016x}", hash.finish()))
 }
 
 fn digest<'a>(files: impl Iterator<Item = (&'a String, &'a Listed)>) -> String {
@@ -580,6 +691,94 @@ mod tests {
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(std::string::ToString::to_string).collect()
+    }
+
+    #[test]
+    fn the_protected_parts_are_read_by_their_tables_not_their_lines() {
+        let dir = project(&[
+            ("tests/test_a.py", "a"),
+            ("pyproject.toml", "[project]\nname = \"calc\"\n"),
+            (
+                "setup.cfg",
+                "[metadata]\nname = calc\n\n[tool:pytest]\naddopts =\n    -q\n",
+            ),
+            ("Cargo.toml", "[package]\nname = \"calc\"\n"),
+        ]);
+        let root = dir.path();
+        let before = snapshot(root, &strings(&["tests"])).unwrap();
+        assert!(before.parsed_sections);
+        assert_eq!(
+            before.files.keys().collect::<Vec<_>>(),
+            ["setup.cfg", "tests/test_a.py"],
+            "no pytest table in pyproject.toml, no test setting in Cargo.toml"
+        );
+        // Free: a key like pytest's in another section, a comment in
+        // pytest's, a header inside a string, a key of another table.
+        fs::write(
+            root.join("setup.cfg"),
+            "[metadata]\nname = calc\naddopts = -k nothing\n\n[tool:pytest]\n# quiet\naddopts =\n    -q\n",
+        )
+        .unwrap();
+        fs::write(
+            root.join("pyproject.toml"),
+            "[project]\nname = \"calc\"\ndescription = \"\"\"\n[tool.pytest.ini_options]\n\"\"\"\n",
+        )
+        .unwrap();
+        fs::write(
+            root.join("Cargo.toml"),
+            "[package]\nname = \"calc\"\n\n[package.metadata.x]\nautotests = false\n",
+        )
+        .unwrap();
+        assert_eq!(changes(root, &before), Some(vec![]));
+        // Caught: a dotted key before any header, an inline table, a
+        // continuation line of pytest's value.
+        fs::write(
+            root.join("pyproject.toml"),
+            "tool.pytest.ini_options.addopts = \"-k nothing\"\n\n[project]\nname = \"calc\"\n",
+        )
+        .unwrap();
+        fs::write(
+            root.join("Cargo.toml"),
+            "lib = { test = false }\n\n[package]\nname = \"calc\"\n",
+        )
+        .unwrap();
+        fs::write(
+            root.join("setup.cfg"),
+            "[metadata]\nname = calc\n\n[tool:pytest]\naddopts =\n    -q\n    -k nothing\n",
+        )
+        .unwrap();
+        assert_eq!(
+            changes(root, &before).unwrap(),
+            [
+                "Cargo.toml (test targets and auto… keys added)",
+                "pyproject.toml ([tool.pytest…] tables added)",
+                "setup.cfg (its [tool:pytest] table)",
+            ]
+        );
+        // Text after a `#` inside a line is part of the value.
+        let with_hash = "[tool:pytest]\naddopts = -q #-k nothing\n";
+        write(root, "a.cfg", "[tool:pytest]\naddopts = -q\n");
+        write(root, "b.cfg", with_hash);
+        assert_ne!(
+            hash_ini(&root.join("a.cfg"), "tool:pytest"),
+            hash_ini(&root.join("b.cfg"), "tool:pytest")
+        );
+        // A snapshot whose parts were hashed by lines compares them no more.
+        let mut old = before.clone();
+        old.parsed_sections = false;
+        assert_eq!(changes(root, &old), Some(vec![]));
+        // Not TOML: hashed whole, so it hides nothing.
+        fs::write(root.join("Cargo.toml"), "[package]\nname = \"calc\"\n").unwrap();
+        fs::write(
+            root.join("setup.cfg"),
+            "[metadata]\nname = calc\n\n[tool:pytest]\naddopts =\n    -q\n",
+        )
+        .unwrap();
+        fs::write(root.join("pyproject.toml"), "[tool.pytest.ini_options\n").unwrap();
+        assert_eq!(
+            changes(root, &before).unwrap(),
+            ["pyproject.toml ([tool.pytest…] tables added)"]
+        );
     }
 
     #[test]

@@ -68,8 +68,8 @@ pub mod python;
 mod shell_words;
 mod stdlib_names;
 pub use python::{PythonRuntime, Shadow, ShadowKind};
-pub use shell_words::split_command;
 use shell_words::{leading_assignments, look_through, words};
+pub use shell_words::{program_of, split_command, starts_with_program};
 pub use stdlib_names::STDLIB_NAMES;
 
 /// The folders whose files are the project's: the one the check runs in

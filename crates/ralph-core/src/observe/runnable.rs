@@ -12,6 +12,7 @@
 
 use std::path::Path;
 
+use crate::observe::resolved::{program_of, starts_with_program};
 use crate::observe::verify::VerifyResult;
 
 mod environment;
@@ -111,6 +112,7 @@ fn not_found(root: &Path, code: i32, output: &str, command: &str) -> Option<Diag
             || l.ends_with(": command not found")
             || l.ends_with(": No such file or directory")
     });
+    let named = program_of(command);
     let program = line
         .and_then(|l| {
             let head = l
@@ -119,7 +121,7 @@ fn not_found(root: &Path, code: i32, output: &str, command: &str) -> Option<Diag
                 .or_else(|| l.strip_suffix(": No such file or directory"))?;
             head.rsplit(": ").next()
         })
-        .or_else(|| command.split_whitespace().next())
+        .or(named.as_deref())
         .unwrap_or(command)
         .trim();
     let name = program.rsplit('/').next().unwrap_or(program);
@@ -130,7 +132,7 @@ fn not_found(root: &Path, code: i32, output: &str, command: &str) -> Option<Diag
     let fix = if let Some(maker) = unmade {
         make_fix(&maker, command)
     } else if let Some(venv) = venv_with(root, |venv| venv.join("bin").join(name).is_file()) {
-        let use_it = (command.split_whitespace().next() == Some(program))
+        let use_it = (starts_with_program(command) && named.as_deref() == Some(program))
             .then(|| with_program(command, &format!("{venv}/bin/{name}")));
         activate_fix(&venv, &format!("`{name}` is in {venv}/bin"), use_it)
     } else if root.join("node_modules/.bin").join(name).is_file() {
@@ -198,14 +200,8 @@ fn python_module_missing(root: &Path, output: &str, command: &str) -> Option<Dia
     let maker = environment_maker(root);
     let fix = match (installed_in, maker, venv_with(root, |_| true)) {
         (Some(venv), _, _) => {
-            let python_verify = command
-                .split_whitespace()
-                .next()
-                .filter(|program| {
-                    let name = program.rsplit('/').next().unwrap_or(program);
-                    name.starts_with("python")
-                })
-                .map(|_| with_program(command, &format!("{venv}/bin/python")));
+            let python_verify = is_python_check(command)
+                .then(|| with_program(command, &format!("{venv}/bin/python")));
             activate_fix(
                 &venv,
                 &format!("`{module}` is installed in {venv}"),
@@ -411,14 +407,7 @@ fn module_in_venv(venv: &Path, module: &str) -> bool {
 /// check `command` use it (when it is Python's: its program replaced by the
 /// environment's Python).
 fn make_fix(maker: &EnvironmentMaker, command: &str) -> String {
-    let python_check = command.split_whitespace().next().is_some_and(|program| {
-        program
-            .rsplit('/')
-            .next()
-            .unwrap_or(program)
-            .starts_with("python")
-    });
-    let use_it = if python_check && !command.starts_with(&maker.python()) {
+    let use_it = if is_python_check(command) && !command.starts_with(&maker.python()) {
         format!(
             ", then make the check use it (`ralph-ctl init --verify '{}'`)",
             with_program(command, &maker.python())
@@ -446,6 +435,19 @@ fn activate_fix(venv: &str, found: &str, use_it: Option<String>) -> String {
 }
 
 /// `command` with its first word, the program, replaced by `program`.
+/// Whether `command` runs a Python (`python3`, `/usr/bin/python3.12`) as its
+/// first word, which [`with_program`] can then replace.
+fn is_python_check(command: &str) -> bool {
+    starts_with_program(command)
+        && program_of(command).is_some_and(|program| {
+            program
+                .rsplit('/')
+                .next()
+                .unwrap_or(&program)
+                .starts_with("python")
+        })
+}
+
 fn with_program(command: &str, program: &str) -> String {
     let (_, rest) = command.trim().split_once(' ').unwrap_or((command, ""));
     match rest.trim() {

@@ -423,12 +423,12 @@ impl SshCommand {
             .or_else(|| given(&sources.config_command))
             .or_else(|| given(&sources.program).map(|p| shell_quoted(&p)))
             .unwrap_or_else(|| "ssh".into());
-        let program = first_word(&command);
+        let program = crate::observe::resolved::program_of(&command).unwrap_or_default();
         let variant = sources
             .variant
             .clone()
             .filter(|v| !v.is_empty() && v != "auto")
-            .unwrap_or_else(|| variant_of(program));
+            .unwrap_or_else(|| variant_of(&program));
         let takes_options = !matches!(
             variant.to_ascii_lowercase().as_str(),
             "plink" | "putty" | "tortoiseplink" | "simple"
@@ -489,18 +489,6 @@ impl SshCommand {
     /// The command line, as `GIT_SSH_COMMAND` holds it.
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-}
-
-/// The program a shell command line starts with (quoted or not).
-fn first_word(command: &str) -> &str {
-    let command = command.trim_start();
-    match command.chars().next() {
-        Some(quote @ ('\'' | '"')) => {
-            let rest = &command[1..];
-            rest.find(quote).map_or(rest, |end| &rest[..end])
-        }
-        _ => command.split_whitespace().next().unwrap_or_default(),
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use ralph_core::exit_codes;
 use ralph_core::judge::config::{Config, ProcessEnv};
 use ralph_core::observe::registration;
+use ralph_core::observe::resolved::program_of;
 use ralph_core::observe::verify;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::persist::store::StateStore;
@@ -352,18 +353,6 @@ fn verify_runs(paths: &ProjectPaths, config: &Config) -> Vec<Check> {
         .collect()
 }
 
-/// The program of a registered command line (quoted when it has spaces).
-fn program_of(command: &str) -> PathBuf {
-    let command = command.trim();
-    match command
-        .strip_prefix('"')
-        .and_then(|rest| rest.split_once('"'))
-    {
-        Some((program, _)) => PathBuf::from(program),
-        None => PathBuf::from(command.split_whitespace().next().unwrap_or_default()),
-    }
-}
-
 /// The output of `program args`, if it exits 0 within a few seconds (cut
 /// off whole, with anything it started, past them).
 fn output_of(program: &Path, args: &[&str]) -> Option<String> {
@@ -424,7 +413,8 @@ fn hook(paths: &ProjectPaths) -> Check {
         .ok()
         .flatten()
         .unwrap_or_default();
-    let program = program_of(&command);
+    // The program of the registered command line (quoted when it has spaces).
+    let program = PathBuf::from(program_of(&command).unwrap_or_default());
     if !program.is_file() {
         return check(
             NAME,
@@ -605,25 +595,4 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_program_of_a_registered_command() {
-        assert_eq!(
-            program_of("/bin/ralph-stop-hook"),
-            PathBuf::from("/bin/ralph-stop-hook")
-        );
-        assert_eq!(
-            program_of("\"/my tools/ralph-stop-hook\" --plugin"),
-            PathBuf::from("/my tools/ralph-stop-hook")
-        );
-        assert_eq!(
-            program_of("ralph-stop-hook --plugin"),
-            PathBuf::from("ralph-stop-hook")
-        );
-    }
 }

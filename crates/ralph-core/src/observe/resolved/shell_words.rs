@@ -55,6 +55,26 @@ pub fn split_command(command: &str) -> Vec<String> {
         .collect()
 }
 
+/// The program a command line runs first, as `sh` reads it: the first word
+/// of its first simple command, quotes and escapes taken off, past the
+/// variable assignments before it (`A=b cmd`) and the wrappers that run
+/// another program (`env`, `exec`, `timeout`, `nice`, …); `None` when it
+/// names none (empty, or assignments alone).
+pub fn program_of(command: &str) -> Option<String> {
+    let first = split_command(command).into_iter().next()?;
+    let words = words(&first);
+    let (_, words) = leading_assignments(&words);
+    look_through(words).into_iter().next()
+}
+
+/// Whether `command` starts with its program as a plain word (no
+/// assignment, wrapper or quote before or around it): then the text up to
+/// the first blank is the program, and can be replaced as text.
+pub fn starts_with_program(command: &str) -> bool {
+    let first = command.split_whitespace().next();
+    first.is_some() && program_of(command).as_deref() == first
+}
+
 /// The words of a simple command, quotes removed (no expansion;
 /// redirections dropped; a `(` or `{` grouping word skipped).
 pub(super) fn words(simple: &str) -> Vec<String> {
@@ -151,10 +171,20 @@ pub(super) fn look_through(mut words: &[String]) -> Vec<String> {
             n
         };
         let skip = match first.as_str() {
-            "env" => rest
-                .iter()
-                .take_while(|w| w.starts_with('-') || assignment(w).is_some())
-                .count(),
+            // Its options (`-u NAME`, `-C DIR` take a value) and assignments.
+            "env" => {
+                let mut n = 0;
+                while let Some(w) = rest.get(n) {
+                    if matches!(w.as_str(), "-u" | "--unset" | "-C" | "--chdir") {
+                        n += 2;
+                    } else if w.starts_with('-') || assignment(w).is_some() {
+                        n += 1;
+                    } else {
+                        break;
+                    }
+                }
+                n
+            }
             "exec" | "command" | "time" | "nohup" => options(&[]),
             "nice" => options(&["-n"]),
             // and the duration
@@ -167,7 +197,50 @@ pub(super) fn look_through(mut words: &[String]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::split_command;
+    use super::{program_of, split_command, starts_with_program};
+
+    #[test]
+    fn the_program_of_a_command_line_is_its_first_word_as_sh_reads_it() {
+        let table: &[(&str, Option<&str>)] = &[
+            ("pytest -q", Some("pytest")),
+            ("  /bin/ralph-stop-hook", Some("/bin/ralph-stop-hook")),
+            // Quoted, with a blank inside; quotes inside a word.
+            (r#""/my tools/hook" --plugin"#, Some("/my tools/hook")),
+            ("'/my tools/ssh' -p 22", Some("/my tools/ssh")),
+            (
+                r#"/opt/"my tools"/plink -batch"#,
+                Some("/opt/my tools/plink"),
+            ),
+            (r"/my\ tools/ssh", Some("/my tools/ssh")),
+            // Assignments before it, and wrappers around it.
+            ("A=b PYTHONPATH=src python3 -m pytest", Some("python3")),
+            ("env -i A=b plink -batch", Some("plink")),
+            ("env -u DISPLAY -C /tmp plink", Some("plink")),
+            ("timeout -s KILL 60 python -m pytest", Some("python")),
+            ("nice -n 5 make test", Some("make")),
+            // The first simple command's program.
+            ("cd src && cargo test", Some("cd")),
+            ("make test 2>&1 | tee log", Some("make")),
+            // None named.
+            ("", None),
+            ("   ", None),
+            ("A=b", None),
+            ("; ;", None),
+        ];
+        for (line, want) in table {
+            assert_eq!(program_of(line).as_deref(), *want, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn a_program_starts_a_command_line_only_as_a_plain_first_word() {
+        assert!(starts_with_program("pytest -q"));
+        assert!(starts_with_program(".venv/bin/pytest"));
+        assert!(!starts_with_program("A=b pytest"));
+        assert!(!starts_with_program("timeout 60 pytest"));
+        assert!(!starts_with_program("'pytest' -q"));
+        assert!(!starts_with_program(""));
+    }
 
     /// Each line as `sh` (dash) reads it: its simple commands.
     #[test]

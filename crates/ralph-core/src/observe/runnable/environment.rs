@@ -55,9 +55,12 @@ fn text(root: &Path, name: &str) -> Option<String> {
     }
 }
 
-/// Whether `text` (a TOML file) has a table whose header is `header`.
-fn has_table(text: &str, header: &str) -> bool {
-    text.lines().map(str::trim).any(|l| l == header)
+/// `pyproject.toml` of the project at `root`, read as TOML (its tables,
+/// dotted keys and inline tables alike); `None` when it is absent, too
+/// large, or not TOML: then it declares nothing, as a file without the
+/// key (pip, uv or pdm says what is wrong with it when they read it).
+fn pyproject(root: &Path) -> Option<toml::Table> {
+    text(root, "pyproject.toml")?.parse().ok()
 }
 
 /// The files of test dependencies pip installs from, in the order taken.
@@ -78,7 +81,7 @@ const TEST_EXTRAS: [&str; 4] = ["tests", "test", "testing", "dev"];
 
 /// How the project at `root` makes its test environment, if its files say.
 pub fn environment_maker(root: &Path) -> Option<EnvironmentMaker> {
-    let pyproject = text(root, "pyproject.toml").unwrap_or_default();
+    let pyproject = pyproject(root).unwrap_or_default();
     let maker = |tool, source: &str, make: &str| {
         Some(EnvironmentMaker {
             tool,
@@ -95,8 +98,8 @@ pub fn environment_maker(root: &Path) -> Option<EnvironmentMaker> {
     }
     // `pip install -e .` builds the project: a pyproject.toml of tools'
     // settings alone is no package.
-    let installable = has_table(&pyproject, "[project]")
-        || has_table(&pyproject, "[build-system]")
+    let installable = pyproject.contains_key("project")
+        || pyproject.contains_key("build-system")
         || root.join("setup.py").is_file()
         || root.join("setup.cfg").is_file();
     if let Some(file) = REQUIREMENTS.iter().find(|f| root.join(f).is_file()) {
@@ -107,7 +110,7 @@ pub fn environment_maker(root: &Path) -> Option<EnvironmentMaker> {
             &format!("python3 -m venv .venv && .venv/bin/pip install -q -r {file}{project}"),
         );
     }
-    let extra = test_extra(&pyproject).filter(|_| installable)?;
+    let extra = extra_of(&pyproject).filter(|_| installable)?;
     maker(
         "pip",
         &format!("the `{extra}` extra of pyproject.toml"),
@@ -118,27 +121,25 @@ pub fn environment_maker(root: &Path) -> Option<EnvironmentMaker> {
 /// The test extra the `pyproject.toml` of the project at `root` declares
 /// (see [`test_extra`]).
 pub fn test_extra_in(root: &Path) -> Option<&'static str> {
-    test_extra(&text(root, "pyproject.toml")?)
+    extra_of(&pyproject(root)?)
 }
 
 /// The test extra `pyproject.toml` (its text) declares in
 /// `[project.optional-dependencies]` (`tests = [...]`): the first of
-/// [`TEST_EXTRAS`].
+/// [`TEST_EXTRAS`]. `None` when the text is not TOML.
 pub fn test_extra(pyproject: &str) -> Option<&'static str> {
-    let mut in_extras = false;
-    let mut declared = Vec::new();
-    for line in pyproject.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_extras = line == "[project.optional-dependencies]";
-            continue;
-        }
-        if in_extras && let Some((key, _)) = line.split_once('=') {
-            declared.push(key.trim().trim_matches('"').to_string());
-        }
-    }
+    extra_of(&pyproject.parse().ok()?)
+}
+
+/// [`test_extra`] of the parsed file.
+fn extra_of(pyproject: &toml::Table) -> Option<&'static str> {
+    let declared = pyproject
+        .get("project")
+        .and_then(|p| p.get("optional-dependencies"))
+        .and_then(toml::Value::as_table)?;
     TEST_EXTRAS
         .into_iter()
-        .find(|extra| declared.iter().any(|d| d == extra))
+        .find(|extra| declared.contains_key(*extra))
 }
 
 #[cfg(test)]
@@ -200,6 +201,46 @@ mod tests {
         ];
         for (files, want) in table {
             assert_eq!(made(&files).as_deref(), want, "{files:?}");
+        }
+    }
+
+    #[test]
+    fn the_test_extra_is_a_key_of_project_optional_dependencies_only() {
+        let cases: [(&str, Option<&str>); 7] = [
+            (
+                "[project.optional-dependencies]\ndocs = [\"s\"]\n\"test\" = [\"pytest\"]\n",
+                Some("test"),
+            ),
+            // An inline table, and dotted keys.
+            (
+                "[project]\nname = \"x\"\noptional-dependencies = { testing = [\"pytest\"] }\n",
+                Some("testing"),
+            ),
+            (
+                "project.optional-dependencies.dev = [\"pytest\"]\n",
+                Some("dev"),
+            ),
+            // A line of a multi-line array, or another table's key, is none.
+            (
+                "[project.optional-dependencies]\ndocs = [\n  \"sphinx\",\n  \"tests = 1\",\n]\n",
+                None,
+            ),
+            (
+                "[project]\nname = \"x\"\n\n[tool.hatch.envs.default]\ntests = \"x\"\n",
+                None,
+            ),
+            // Taken in the order of TEST_EXTRAS, not the file's.
+            (
+                "[project.optional-dependencies]\ndev = []\ntests = []\n",
+                Some("tests"),
+            ),
+            // Not TOML: none, no panic.
+            ("[project.optional-dependencies\ntests = [", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(test_extra(text), want, "{text:?}");
+            let dir = project(&[("pyproject.toml", text)]);
+            assert_eq!(test_extra_in(dir.path()), want, "{text:?}");
         }
     }
 }

@@ -110,6 +110,18 @@ fn the_persons_ssh_command_keeps_its_own_options_and_gains_batch_mode() {
         ..SshSources::default()
     };
     assert_eq!(command(simple), "my-wrapper");
+    // The program as the shell finds it: past assignments and wrappers,
+    // quotes taken off.
+    for line in [
+        "PLINK_PROTOCOL=ssh plink -batch",
+        "env -u DISPLAY \"/opt/Pu TTY/plink\"",
+    ] {
+        let plink = SshSources {
+            env_command: Some(line.into()),
+            ..SshSources::default()
+        };
+        assert_eq!(command(plink), line);
+    }
 }
 
 #[test]

@@ -34,6 +34,28 @@ fn text(root: &Path, name: &str) -> Option<String> {
     }
 }
 
+/// `root/name` read as TOML (its tables, dotted keys and inline tables
+/// alike); `None` when it is absent, too large, or not TOML: each rule
+/// that reads it then finds nothing in it, as in a file without the key.
+fn toml_of(root: &Path, name: &str) -> Option<toml::Table> {
+    text(root, name)?.parse().ok()
+}
+
+/// The value of `key` in `[section]` of `root/name`, an INI file read as
+/// Python's configparser and pytest read them: by section, `=` or `:`
+/// between key and value, `#` and `;` comment lines, indented lines
+/// continuing a value (joined by line breaks); case-sensitive, as pytest
+/// reads its section. `None` when the file is absent, too large or not
+/// INI, or the key is not in that section.
+fn ini_value(root: &Path, name: &str, section: &str, key: &str) -> Option<String> {
+    let mut ini = configparser::ini::Ini::new_cs();
+    ini.set_multiline(true);
+    // As Python's configparser: a `#` or `;` inside a line is its text.
+    ini.set_inline_comment_symbols(Some(&[]));
+    ini.read(text(root, name)?).ok()?;
+    ini.get(section, key)
+}
+
 fn exists(root: &Path, name: &str) -> bool {
     root.join(name).symlink_metadata().is_ok()
 }
@@ -147,19 +169,17 @@ fn test_command_with(
         .or_else(|| other_ecosystems(root))
 }
 
-/// `cargo test`; in a workspace (a `[workspace]` or `[workspace.…]`
-/// table, with or without a root package) `cargo test --workspace`, every member's tests: plain
-/// `cargo test` at a root package runs that package's alone, and a break
-/// in a member would pass.
+/// `cargo test`; in a workspace (a `workspace` table, `[workspace]`,
+/// `[workspace.…]` or dotted keys, with or without a root package) `cargo
+/// test --workspace`, every member's tests: plain `cargo test` at a root
+/// package runs that package's alone, and a break in a member would pass.
+/// A `Cargo.toml` that is not TOML is read as no workspace: cargo itself
+/// says what is wrong with it when the check runs.
 fn cargo(root: &Path) -> Option<Detected> {
     if !exists(root, "Cargo.toml") {
         return None;
     }
-    let workspace = text(root, "Cargo.toml").is_some_and(|manifest| {
-        manifest
-            .lines()
-            .any(|line| line.trim_start().starts_with("[workspace"))
-    });
+    let workspace = toml_of(root, "Cargo.toml").is_some_and(|m| m.contains_key("workspace"));
     if workspace {
         found(
             "cargo test --workspace",
@@ -486,86 +506,93 @@ fn nested_test_folders(root: &Path) -> Vec<String> {
     found
 }
 
-/// pytest's `testpaths` (pytest.ini, pyproject.toml, setup.cfg, tox.ini),
-/// as protected paths: a test folder whole; a package (a folder with an
-/// `__init__.py`: the tests live among the code, `testpaths = toolz`) by
-/// its test files only (`toolz/**/test_*.py`, `toolz/**/*_test.py`), so
-/// that its code stays the agent's to change.
+/// pytest's `testpaths` (see [`testpaths_values`]), as protected paths: a
+/// test folder whole; a package (a folder with an `__init__.py`: the tests
+/// live among the code, `testpaths = toolz`) by its test files only
+/// (`toolz/**/test_*.py`, `toolz/**/*_test.py`), so that its code stays
+/// the agent's to change.
 fn pytest_testpaths(root: &Path) -> Vec<String> {
     let mut paths = Vec::new();
-    for name in ["pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini"] {
-        let Some(text) = text(root, name) else {
+    for value in testpaths_values(root) {
+        let value = value.trim_matches('/').trim_start_matches("./");
+        if value.is_empty() || value.contains("..") || value.contains('*') {
             continue;
+        }
+        let dir = root.join(value);
+        if !dir.is_dir() {
+            continue;
+        }
+        let found = if dir.join("__init__.py").is_file() {
+            vec![
+                format!("{value}/**/test_*.py"),
+                format!("{value}/**/*_test.py"),
+            ]
+        } else {
+            vec![format!("{value}/")]
         };
-        for value in testpaths_values(&text) {
-            let value = value.trim_matches('/').trim_start_matches("./");
-            if value.is_empty() || value.contains("..") || value.contains('*') {
-                continue;
-            }
-            let dir = root.join(value);
-            if !dir.is_dir() {
-                continue;
-            }
-            if dir.join("__init__.py").is_file() {
-                paths.push(format!("{value}/**/test_*.py"));
-                paths.push(format!("{value}/**/*_test.py"));
-            } else {
-                paths.push(format!("{value}/"));
+        for path in found {
+            if !paths.contains(&path) {
+                paths.push(path);
             }
         }
     }
     paths
 }
 
-/// The values of a `testpaths` setting in an ini or TOML text: `testpaths
-/// = a b` (ini: words, also on the indented lines that follow) or
-/// `testpaths = ["a", "b"]` (TOML).
-fn testpaths_values(text: &str) -> Vec<String> {
+/// The INI files pytest reads its settings from, and the section it reads
+/// them in.
+const PYTEST_INI: [(&str, &str); 4] = [
+    ("pytest.ini", "pytest"),
+    (".pytest.ini", "pytest"),
+    ("tox.ini", "pytest"),
+    ("setup.cfg", "tool:pytest"),
+];
+
+/// The TOML files pytest reads its settings from, and the table it reads
+/// them in.
+const PYTEST_TOML: [(&str, &[&str]); 4] = [
+    ("pyproject.toml", &["tool", "pytest", "ini_options"]),
+    ("pyproject.toml", &["tool", "pytest"]),
+    ("pytest.toml", &["pytest"]),
+    (".pytest.toml", &["pytest"]),
+];
+
+/// The values of pytest's `testpaths` in every file pytest may read it
+/// from, each in pytest's own section or table only: `testpaths = a b`
+/// in INI (words, over its continuation lines too), `testpaths = ["a",
+/// "b"]` (or one string of words) in TOML. A file that does not parse is
+/// passed over.
+fn testpaths_values(root: &Path) -> Vec<String> {
+    let words = |value: &str| -> Vec<String> {
+        value
+            .split_whitespace()
+            .map(|w| w.trim_matches(['"', '\'']).to_string())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
     let mut values = Vec::new();
-    let mut lines = text.lines().peekable();
-    while let Some(line) = lines.next() {
-        let Some(rest) = line
-            .trim_start()
-            .strip_prefix("testpaths")
-            .and_then(|r| r.trim_start().strip_prefix('='))
-        else {
+    for (name, section) in PYTEST_INI {
+        if let Some(value) = ini_value(root, name, section, "testpaths") {
+            values.extend(words(&value));
+        }
+    }
+    for (name, table) in PYTEST_TOML {
+        let Some(file) = toml_of(root, name) else {
             continue;
         };
-        let mut value = rest.trim().to_string();
-        if value.starts_with('[') {
-            // TOML: up to the closing bracket, maybe over several lines.
-            while !value.contains(']') {
-                match lines.next() {
-                    Some(next) => value.push_str(next),
-                    None => break,
-                }
-            }
-            values.extend(
-                value
-                    .trim_start_matches('[')
-                    .split(']')
-                    .next()
-                    .unwrap_or_default()
-                    .split(',')
-                    .map(|v| v.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
-                    .filter(|v| !v.is_empty()),
-            );
-        } else {
-            // ini: words, and the indented lines that continue the value.
-            let mut words: Vec<String> = value
-                .trim_matches('"')
-                .split_whitespace()
-                .map(str::to_string)
-                .collect();
-            while let Some(next) = lines.peek() {
-                if next.starts_with([' ', '\t']) && !next.trim().is_empty() && !next.contains('=') {
-                    words.extend(next.split_whitespace().map(str::to_string));
-                    lines.next();
-                } else {
-                    break;
-                }
-            }
-            values.extend(words);
+        let mut at = Some(&file);
+        for key in table {
+            at = at.and_then(|t| t.get(*key)).and_then(toml::Value::as_table);
+        }
+        match at.and_then(|t| t.get("testpaths")) {
+            Some(toml::Value::String(value)) => values.extend(words(value)),
+            Some(toml::Value::Array(items)) => values.extend(
+                items
+                    .iter()
+                    .filter_map(toml::Value::as_str)
+                    .map(str::to_string),
+            ),
+            _ => {}
         }
     }
     values
@@ -887,6 +914,108 @@ mod tests {
         ];
         for (files, expected) in cases {
             assert_eq!(command(&files), expected, "{files:?}");
+        }
+    }
+
+    #[test]
+    fn cargo_toml_is_read_by_its_tables() {
+        let cases = [
+            // `[workspace]` inside a string is no table.
+            (
+                "[package]\nname = \"a\"\ndescription = \"\"\"\n[workspace]\n\"\"\"\n",
+                "cargo test",
+            ),
+            // Dotted keys, a quoted key and an inline table make one.
+            (
+                "workspace.members = [\"a\"]\n\n[package]\nname = \"a\"\n",
+                "cargo test --workspace",
+            ),
+            (
+                "\"workspace\" = { members = [\"a\"] }\n",
+                "cargo test --workspace",
+            ),
+            // Not TOML: as a manifest without a workspace (cargo says why).
+            ("[package\nname = ", "cargo test"),
+        ];
+        for (manifest, want) in cases {
+            assert_eq!(
+                command(&[("Cargo.toml", manifest)]).as_deref(),
+                Some(want),
+                "{manifest:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn testpaths_count_in_pytest_s_own_section_only() {
+        let folders = [("checks/test_a.py", ""), ("more/test_b.py", "")];
+        let cases: Vec<(&str, &str, Vec<&str>)> = vec![
+            // Another tool's section, or a section-less key: not pytest's.
+            (
+                "setup.cfg",
+                "[flake8]\ntestpaths = checks\n\n[tool:pytest]\naddopts = -q\n",
+                vec![],
+            ),
+            ("tox.ini", "[testenv]\ntestpaths = checks\n", vec![]),
+            // pytest's section, its value over continuation lines, `:` as
+            // the delimiter, comment lines between.
+            (
+                "tox.ini",
+                "[tox]\nenvlist = py\n\n[pytest]\ntestpaths =\n    checks\n    more\n",
+                vec!["checks/", "more/"],
+            ),
+            (
+                "setup.cfg",
+                "[tool:pytest]\n# where\ntestpaths: checks\n[flake8]\nmax-line-length = 88\n",
+                vec!["checks/"],
+            ),
+            ("pytest.ini", "[pytest]\ntestpaths = more\n", vec!["more/"]),
+            // Another tool's table in pyproject.toml: not pytest's.
+            (
+                "pyproject.toml",
+                "[tool.black]\ntestpaths = [\"checks\"]\n",
+                vec![],
+            ),
+            // An inline table, a quoted key, a comment with brackets inside
+            // the array, and one string of words.
+            (
+                "pyproject.toml",
+                "[tool.pytest]\nini_options = { testpaths = [\"checks\"] }\n",
+                vec!["checks/"],
+            ),
+            (
+                "pyproject.toml",
+                "[tool.pytest.ini_options]\n\"testpaths\" = [ # see [docs]\n  \"checks\",\n  \"more\",\n]\n",
+                vec!["checks/", "more/"],
+            ),
+            (
+                "pyproject.toml",
+                "[tool.pytest.ini_options]\ntestpaths = \"checks more\"\n",
+                vec!["checks/", "more/"],
+            ),
+            // pytest 9's own table, and pytest.toml.
+            (
+                "pyproject.toml",
+                "[tool.pytest]\ntestpaths = [\"more\"]\n",
+                vec!["more/"],
+            ),
+            (
+                "pytest.toml",
+                "[pytest]\ntestpaths = [\"checks\"]\n",
+                vec!["checks/"],
+            ),
+            // Not TOML, not INI: passed over, no panic.
+            (
+                "pyproject.toml",
+                "[tool.pytest.ini_options\ntestpaths = [\"checks\"]\n",
+                vec![],
+            ),
+            ("setup.cfg", "[tool:pytest\ntestpaths = checks\n", vec![]),
+        ];
+        for (name, text, want) in cases {
+            let mut files = folders.to_vec();
+            files.push((name, text));
+            assert_eq!(test_paths(project(&files).path()), want, "{name}: {text:?}");
         }
     }
 

@@ -3,7 +3,7 @@ use std::time::{Duration, Instant};
 
 use crate::queue::claims::store::ItemStatus;
 use crate::queue::source::Item;
-use ralph_core::own_git::SshCommand;
+use ralph_core::own_git::{GitError, SshCommand};
 use ralph_core::time::Timestamp;
 
 use super::record::{parse_record, prefix_of, ref_component};
@@ -251,7 +251,13 @@ fn a_remote_that_refuses_refs_outside_its_branches_is_named_not_taken_for_a_race
     let err = book(&clones[0])
         .claim_next(&items(2), "1-1", TTL)
         .unwrap_err();
-    assert!(matches!(err, Refused::Forbidden(_)), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Refused::Forbidden(Cause::Git(GitError::Refused { .. }))
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -312,7 +318,11 @@ fn a_remote_behind_a_hung_ssh_answers_at_the_call_s_deadline() {
             "{url}: the renewal took {took:?}"
         );
         assert!(
-            matches!(&err, Refused::Unreachable(why) if why.contains("did not answer within 2 s")),
+            matches!(
+                &err,
+                Refused::Unreachable(Cause::Git(GitError::TimedOut { timeout }))
+                    if *timeout == Duration::from_secs(2)
+            ),
             "{url}: {err:?}"
         );
         // Not renewed, and the caller can tell: still held as last pushed.

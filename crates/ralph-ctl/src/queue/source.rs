@@ -190,7 +190,7 @@ pub(crate) enum QueueError {
         /// The story's place in `userStories`, from 1.
         number: usize,
         /// What is wrong with it, and the fix.
-        source: prd::StoryError,
+        source: Box<prd::StoryError>,
     },
     /// A tracker's filter holds a pair ralph does not know.
     #[error("the queue source {given:?} has {pair:?}, which ralph does not read; give {known}")]

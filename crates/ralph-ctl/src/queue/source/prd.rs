@@ -47,7 +47,7 @@ pub(super) fn items(text: &str, path: &str) -> Result<Vec<Item>, QueueError> {
         let story = self::story(story).map_err(|source| QueueError::Story {
             path: path.to_string(),
             number: n + 1,
-            source,
+            source: Box::new(source),
         })?;
         if read.iter().any(|seen| seen.id == story.id) {
             return Err(bad(format!(
@@ -537,11 +537,7 @@ mod tests {
             r#"{"userStories": [{"id": "A", "title": "a"}, {"id": "B", "priority": "high"}]}"#;
         assert!(matches!(
             items(second, "prd.json").unwrap_err(),
-            QueueError::Story {
-                number: 2,
-                source: StoryError::NoTitle { .. },
-                ..
-            }
+            QueueError::Story { number: 2, source, .. } if matches!(*source, StoryError::NoTitle { .. })
         ));
     }
 

@@ -9,6 +9,7 @@ use ralph_core::time::Timestamp;
 use super::record::{parse_record, prefix_of, ref_component};
 use super::transport::CALL_TIMEOUT;
 use super::*;
+use crate::error::CtlError;
 use crate::testdir::git_as_person as sh;
 
 /// A bare remote and `n` clones of it, each with one commit on main.
@@ -277,6 +278,10 @@ fn a_remote_that_is_not_there_or_runs_a_command_is_refused_with_the_fix() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("not a remote's name"), "{err}");
+    // A folder git cannot work in is git's failure, not a missing remote.
+    let nowhere = crate::testdir::new("remote-nowhere");
+    let err = Remote::find(nowhere.path(), "origin").unwrap_err();
+    assert!(matches!(err, CtlError::Git { .. }), "{err:?}");
 }
 
 /// `remote` reached over ssh at `url` through a script that hangs as

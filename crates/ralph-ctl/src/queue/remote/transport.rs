@@ -116,12 +116,23 @@ impl Remote {
                 ))
             })?;
         let key = format!("remote.{valid}.url");
-        let url = crate::driver::worktree::git(root, &["config", "--get", &key]).map_err(|_| {
-            CtlError::BadArgument(format!(
-                "--remote {valid}: this repository has no remote of that name (`git remote -v` lists \
-                 them; `git remote add {valid} URL` adds one)"
-            ))
-        })?;
+        // `git config --get` exits 1, saying nothing, for a key it does
+        // not have; any other failure is git's, said with its kind.
+        let url = match crate::driver::worktree::git(root, &["config", "--get", &key]) {
+            Ok(url) => url,
+            Err(CtlError::Git {
+                source: GitError::Failed {
+                    status: Some(1), ..
+                },
+                ..
+            }) => {
+                return Err(CtlError::BadArgument(format!(
+                    "--remote {valid}: this repository has no remote of that name (`git remote -v` \
+                     lists them; `git remote add {valid} URL` adds one)"
+                )));
+            }
+            Err(e) => return Err(e),
+        };
         if url.starts_with("ext::") || url.starts_with('-') {
             return Err(CtlError::BadArgument(format!(
                 "--remote {valid}: its URL {url:?} runs a command; give a remote reached over file, git, http(s) or ssh"

@@ -198,7 +198,7 @@ impl Walls {
                 Walls {
                     worktree_of: worktree_of(project, work_root),
                     cache_env,
-                    refused_caches: folder.err().into_iter().collect(),
+                    refused_caches: folder.err().map(|e| e.to_string()).into_iter().collect(),
                     ..Walls::open()
                 }
             }
@@ -272,7 +272,7 @@ impl Walls {
         let mut refused_caches = Vec::new();
         match caches_folder {
             Ok(folder) => writable.push(folder),
-            Err(line) => refused_caches.push(line),
+            Err(line) => refused_caches.push(line.to_string()),
         }
         Walls {
             wanted,
@@ -546,7 +546,8 @@ impl Walls {
             made_first_at_the_top(root);
         }
         let required = self.wanted == WallsWanted::Required;
-        let walled = landlock::wall(self, inner, &dir, required).map_err(failed)?;
+        let walled =
+            landlock::wall(self, inner, &dir, required).map_err(|e| failed(e.to_string()))?;
         Ok((walled, temp))
     }
 
@@ -562,7 +563,7 @@ impl Walls {
 /// `ralph-ctl check` the agent runs in the client's sandbox, which lets it
 /// write only its own set), the agent's: what such a check decides nothing.
 /// The folder is `Err` with the line for the person when neither can be.
-fn checks_caches(project: &Path) -> (Result<PathBuf, String>, Vec<(String, OsString)>) {
+fn checks_caches(project: &Path) -> (Result<PathBuf, CachesRefused>, Vec<(String, OsString)>) {
     let writable = |folder: &Path| {
         if std::fs::create_dir_all(folder).is_err() {
             return false;
@@ -588,23 +589,28 @@ fn checks_caches(project: &Path) -> (Result<PathBuf, String>, Vec<(String, OsStr
         first.get_or_insert(set);
     }
     match first {
-        Some(set) => (
-            Err(format!(
-                "walls: the checks' caches ({}) cannot be written: the toolchains' caches stay \
-                 read-only for the checks",
-                set.folder.display()
-            )),
-            set.env,
-        ),
-        None => (
-            Err(
-                "walls: the system names no cache folder (is HOME set?): the toolchains' \
-                 caches stay read-only for the checks"
-                    .into(),
-            ),
-            Vec::new(),
-        ),
+        Some(set) => (Err(CachesRefused::Unwritable(set.folder)), set.env),
+        None => (Err(CachesRefused::NoFolder), Vec::new()),
     }
+}
+
+/// Why the checks have no caches of their own ([`checks_caches`]), as the
+/// line for the person.
+#[derive(Debug, thiserror::Error)]
+enum CachesRefused {
+    /// Neither the checks' set nor the agent's can be written.
+    #[error(
+        "walls: the checks' caches ({}) cannot be written: the toolchains' caches stay \
+         read-only for the checks",
+        .0.display()
+    )]
+    Unwritable(PathBuf),
+    /// The system names no cache folder.
+    #[error(
+        "walls: the system names no cache folder (is HOME set?): the toolchains' caches stay \
+         read-only for the checks"
+    )]
+    NoFolder,
 }
 
 #[cfg(all(test, target_os = "linux"))]

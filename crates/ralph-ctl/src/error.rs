@@ -12,6 +12,8 @@ use ralph_core::own_git::GitError;
 use ralph_core::persist::store::StoreError;
 use thiserror::Error;
 
+use crate::queue::remote::Refused;
+
 /// Everything a `ralph-ctl` command can fail with.
 #[derive(Debug, Error)]
 pub(crate) enum CtlError {
@@ -64,9 +66,22 @@ pub(crate) enum CtlError {
     #[error("{0}")]
     ClientNotFound(String),
     /// The Claude Code client cannot be run or watched. Never a git
-    /// failure: those are [`CtlError::Git`], which keeps git's kind.
+    /// failure: those are [`CtlError::Git`], or [`CtlError::Remote`] on a
+    /// queue's shared remote, which keep git's kind.
     #[error("{0}")]
     Client(String),
+    /// The shared git remote of a queue run (`--remote`) refused a change
+    /// of its records or could not be reached: `source` keeps what it came
+    /// to for the claims and the git failure (or the work here) behind it.
+    #[error("{}", remote_text(name, *doing, source))]
+    Remote {
+        /// The remote's name.
+        name: String,
+        /// What ralph was doing with it.
+        doing: RemoteDoing,
+        /// How it failed.
+        source: Refused,
+    },
     /// A git command ralph ran failed, as git's runner told it apart (not
     /// started, timed out, unreachable, raced, refused, ...).
     #[error("{doing} failed: {source}{}", git_fix(source))]
@@ -115,6 +130,39 @@ impl CtlError {
     ) -> impl FnOnce(io::Error) -> CtlError {
         let path = path.into();
         move |source| CtlError::Io(FileError::new(action, path, source))
+    }
+}
+
+/// What ralph was doing with a queue's shared remote when it failed
+/// ([`CtlError::Remote`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RemoteDoing {
+    /// Reading its records (`ralph-ctl queue --remote`).
+    Reading,
+    /// Draining the backlog through it (`run --queue --remote`): claiming,
+    /// settling, releasing.
+    Draining,
+}
+
+/// How a failure of a queue's shared remote `name` reads, with the fix.
+fn remote_text(name: &str, doing: RemoteDoing, refused: &Refused) -> String {
+    match (doing, refused) {
+        (RemoteDoing::Reading, refused) => format!(
+            "remote {name} could not be read ({}); check `git ls-remote {name}`",
+            refused.cause()
+        ),
+        (RemoteDoing::Draining, Refused::Rejected(why)) => {
+            format!("remote {name} refused: {why}")
+        }
+        (RemoteDoing::Draining, Refused::Unreachable(why)) => format!(
+            "remote {name} could not be reached for {} s ({why}); the items stay as they were",
+            crate::queue::remote::PATIENCE.as_secs()
+        ),
+        (RemoteDoing::Draining, Refused::Forbidden(why)) => format!(
+            "remote {name} refuses ralph's queue records ({why}): it takes no push outside \
+             refs/heads/, or a hook refuses them; use a remote that takes them, or drain without \
+             --remote"
+        ),
     }
 }
 
@@ -183,6 +231,69 @@ mod tests {
         );
         assert!(text.contains("run the command again"), "{text}");
         assert_eq!(error.exit_code(), exit_codes::ERROR);
+    }
+
+    #[test]
+    fn a_remote_s_failure_keeps_git_s_kind_behind_its_message() {
+        use crate::queue::remote::Cause;
+        let timed_out: Refused = GitError::TimedOut {
+            timeout: Duration::from_secs(60),
+        }
+        .into();
+        let error = CtlError::Remote {
+            name: "origin".into(),
+            doing: RemoteDoing::Draining,
+            source: timed_out,
+        };
+        assert!(matches!(
+            &error,
+            CtlError::Remote {
+                source: Refused::Unreachable(Cause::Git(GitError::TimedOut { .. })),
+                ..
+            }
+        ));
+        assert_eq!(
+            error.to_string(),
+            "remote origin could not be reached for 600 s (git did not answer within 60 s); \
+             the items stay as they were"
+        );
+        let source = std::error::Error::source(&error).and_then(std::error::Error::source);
+        assert!(
+            source
+                .and_then(|s| s.downcast_ref::<Cause>())
+                .is_some_and(|c| matches!(c, Cause::Git(GitError::TimedOut { .. }))),
+            "{source:?}"
+        );
+
+        let raced: Refused = GitError::Raced {
+            why: "refs/ralph/queue/x\t[rejected] (stale info)".into(),
+        }
+        .into();
+        assert!(matches!(
+            raced,
+            Refused::Rejected(Cause::Git(GitError::Raced { .. }))
+        ));
+        let refused: Refused = GitError::Refused {
+            why: "hook declined".into(),
+        }
+        .into();
+        let reading = CtlError::Remote {
+            name: "origin".into(),
+            doing: RemoteDoing::Reading,
+            source: refused,
+        };
+        assert!(matches!(
+            &reading,
+            CtlError::Remote {
+                source: Refused::Forbidden(Cause::Git(GitError::Refused { .. })),
+                ..
+            }
+        ));
+        assert_eq!(
+            reading.to_string(),
+            "remote origin could not be read (hook declined); check `git ls-remote origin`"
+        );
+        assert_eq!(reading.exit_code(), exit_codes::ERROR);
     }
 
     #[test]

@@ -371,17 +371,33 @@ pub struct Outcome {
     pub item_id: Option<String>,
 }
 
+/// Why a `RALPH_OUTCOME` marker cannot be read (said in the next
+/// iteration's text, after "The marker in your last message was not read:").
+#[derive(Debug, thiserror::Error)]
+pub enum OutcomeError {
+    /// No `{` follows the marker, or its braces never close.
+    #[error("no JSON object after it (or its braces do not close)")]
+    NoObject,
+    /// The object is not JSON.
+    #[error("its object is not valid JSON ({0})")]
+    NotJson(#[source] serde_json::Error),
+    /// The object has no `status`.
+    #[error("its object has no \"status\"")]
+    NoStatus,
+    /// The status is none ralph knows.
+    #[error("status {0:?} is none of terminal, gate-blocked, error, skip, no-item")]
+    UnknownStatus(String),
+}
+
 /// The last `RALPH_OUTCOME: {json}` of `message`: `None` without one,
 /// `Some(Err(problem))` for one that cannot be read (said in the next
 /// iteration's text). The object is found by a balanced-brace scan that
 /// skips braces inside JSON strings, so it may span lines.
-pub fn outcome(message: &str) -> Option<Result<Outcome, String>> {
+pub fn outcome(message: &str) -> Option<Result<Outcome, OutcomeError>> {
     let at = message.rfind(OUTCOME_MARKER)?;
     let rest = message[at + OUTCOME_MARKER.len()..].trim_start();
     let Some(object) = balanced_object(rest) else {
-        return Some(Err(
-            "no JSON object after it (or its braces do not close)".to_string()
-        ));
+        return Some(Err(OutcomeError::NoObject));
     };
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -391,10 +407,10 @@ pub fn outcome(message: &str) -> Option<Result<Outcome, String>> {
     }
     let raw: Raw = match serde_json::from_str(object) {
         Ok(raw) => raw,
-        Err(e) => return Some(Err(format!("its object is not valid JSON ({e})"))),
+        Err(e) => return Some(Err(OutcomeError::NotJson(e))),
     };
     let Some(status) = raw.status else {
-        return Some(Err("its object has no \"status\"".to_string()));
+        return Some(Err(OutcomeError::NoStatus));
     };
     let parsed = match status.trim().to_ascii_lowercase().as_str() {
         "terminal" => OutcomeStatus::Terminal,
@@ -402,11 +418,7 @@ pub fn outcome(message: &str) -> Option<Result<Outcome, String>> {
         "error" => OutcomeStatus::Error,
         "skip" => OutcomeStatus::Skip,
         "no-item" => OutcomeStatus::NoItem,
-        _ => {
-            return Some(Err(format!(
-                "status {status:?} is none of terminal, gate-blocked, error, skip, no-item"
-            )));
-        }
+        _ => return Some(Err(OutcomeError::UnknownStatus(status))),
     };
     let item_id = raw.item_id.and_then(|v| match v {
         serde_json::Value::String(s) => Some(s),
@@ -582,11 +594,12 @@ mod abort_tests {
     #[test]
     fn the_last_outcome_marker_is_read_by_its_balanced_braces() {
         let ok = |status, item: Option<&str>| {
-            Some(Ok(Outcome {
+            Some(Some(Outcome {
                 status,
                 item_id: item.map(str::to_string),
             }))
         };
+        let outcome = |message| outcome(message).map(Result::ok);
         assert_eq!(outcome("No marker."), None);
         assert_eq!(
             outcome("Done.\nRALPH_OUTCOME: {\"status\": \"terminal\", \"itemId\": \"T-12\"}"),
@@ -609,7 +622,30 @@ mod abort_tests {
             "RALPH_OUTCOME: {\"status\": \"done\"}",
             "RALPH_OUTCOME: {status: error}",
         ] {
-            assert!(matches!(outcome(bad), Some(Err(_))), "{bad}");
+            assert!(matches!(outcome(bad), Some(None)), "{bad}");
+        }
+        for (bad, problem) in [
+            ("RALPH_OUTCOME: status error", "no JSON object after it"),
+            (
+                "RALPH_OUTCOME: {\"itemId\": \"x\"}",
+                "its object has no \"status\"",
+            ),
+            (
+                "RALPH_OUTCOME: {\"status\": \"done\"}",
+                "status \"done\" is none of terminal, gate-blocked, error, skip, no-item",
+            ),
+            (
+                "RALPH_OUTCOME: {status: error}",
+                "its object is not valid JSON (key must be",
+            ),
+        ] {
+            let said = super::outcome(bad)
+                .and_then(Result::err)
+                .map(|e| e.to_string());
+            assert!(
+                said.as_deref().is_some_and(|s| s.starts_with(problem)),
+                "{bad}: {said:?}"
+            );
         }
     }
 

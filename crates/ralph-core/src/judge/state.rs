@@ -757,6 +757,34 @@ fn legacy_schema() -> u32 {
     1
 }
 
+/// Why a state file's bytes are no state this ralph reads
+/// ([`LoopState::from_json`]), in the words of the "corrupt" message.
+#[derive(Debug, thiserror::Error)]
+pub enum StateJsonError {
+    /// Not JSON at all.
+    #[error("{0}")]
+    NotJson(#[source] serde_json::Error),
+    /// JSON, but no object a state could be.
+    #[error("it holds JSON, but not a ralph state object")]
+    NotAState,
+    /// `schemaVersion` is there, and no whole number.
+    #[error("schemaVersion is not a whole number")]
+    VersionNotWhole,
+    /// Written by a newer ralph.
+    #[error(
+        "it was written by a newer ralph (state schema {version}, this one reads up to \
+         {}); upgrade ralph",
+        SCHEMA_VERSION
+    )]
+    Newer {
+        /// The schema it says.
+        version: u64,
+    },
+    /// A state's fields, not as this schema has them.
+    #[error("{0}")]
+    Shape(#[source] serde_json::Error),
+}
+
 impl LoopState {
     /// What the loop has cost so far: the client's own count, plus the
     /// tokens it has not reported yet at list prices. Written
@@ -777,7 +805,7 @@ impl LoopState {
 
     /// Reads a state file's bytes: migrates an older shape, refuses a newer
     /// one; the error says why, for the "corrupt" message.
-    pub fn from_json(bytes: &[u8]) -> Result<LoopState, String> {
+    pub fn from_json(bytes: &[u8]) -> Result<LoopState, StateJsonError> {
         /// Only the version, the rest skipped unbuilt: the state is read
         /// on every stop, so it is parsed into a tree only to migrate it.
         #[derive(Deserialize)]
@@ -789,28 +817,25 @@ impl LoopState {
             Ok(probe) => probe.schema_version,
             Err(e) => {
                 return Err(match serde_json::from_slice::<serde_json::Value>(bytes) {
-                    Ok(_) => "it holds JSON, but not a ralph state object".into(),
-                    Err(_) => e.to_string(),
+                    Ok(_) => StateJsonError::NotAState,
+                    Err(_) => StateJsonError::NotJson(e),
                 });
             }
         };
         let version = version
-            .map(|v| v.as_u64().ok_or("schemaVersion is not a whole number"))
+            .map(|v| v.as_u64().ok_or(StateJsonError::VersionNotWhole))
             .transpose()?
             .unwrap_or(1);
         if version > u64::from(SCHEMA_VERSION) {
-            return Err(format!(
-                "it was written by a newer ralph (state schema {version}, this one reads up to {SCHEMA_VERSION}); \
-                 upgrade ralph"
-            ));
+            return Err(StateJsonError::Newer { version });
         }
         let mut state: LoopState = if version < 2 {
             let mut value: serde_json::Value =
-                serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+                serde_json::from_slice(bytes).map_err(StateJsonError::Shape)?;
             migrate_v1(&mut value);
-            serde_json::from_value(value).map_err(|e| e.to_string())?
+            serde_json::from_value(value).map_err(StateJsonError::Shape)?
         } else {
-            serde_json::from_slice(bytes).map_err(|e| e.to_string())?
+            serde_json::from_slice(bytes).map_err(StateJsonError::Shape)?
         };
         state.schema_version = SCHEMA_VERSION;
         Ok(state)
@@ -1125,7 +1150,11 @@ mod tests {
 
         let newer = br#"{"schemaVersion":99,"status":"running"}"#;
         let err = LoopState::from_json(newer).unwrap_err();
-        assert!(err.contains("newer ralph"), "{err}");
+        assert!(
+            matches!(err, StateJsonError::Newer { version: 99 }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("newer ralph"), "{err}");
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub enum SequenceError {
         /// The record folder it is for.
         folder: String,
         /// What is wrong with it.
-        why: String,
+        why: KeptFileError,
     },
     /// A file operation failed.
     #[error(transparent)]
@@ -152,17 +152,40 @@ pub fn read(keys: &Path, folder: &Path) -> Result<Option<Kept>, SequenceError> {
         .map_err(|why| SequenceError::Unreadable { path, folder, why })
 }
 
+/// What is wrong with a kept file's bytes ([`SequenceError::Unreadable`]).
+#[derive(Debug, Error)]
+pub enum KeptFileError {
+    /// Not UTF-8.
+    #[error("it is not text")]
+    NotText,
+    /// Its first line is not ralph's.
+    #[error("it does not open with {:?}", HEADER)]
+    NoHeader,
+    /// A number's line is missing or holds no number.
+    #[error("no `{label}N` line")]
+    NoNumber {
+        /// The line's label (`state `, `log `).
+        label: &'static str,
+    },
+    /// No `folder PATH` line.
+    #[error("no `folder PATH` line")]
+    NoFolder,
+    /// It names another folder.
+    #[error("it is for {0}")]
+    OtherFolder(String),
+}
+
 /// The numbers in a kept file's `bytes`, which must name `folder`.
-fn parse(bytes: &[u8], folder: &str) -> Result<Kept, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "it is not text".to_string())?;
+fn parse(bytes: &[u8], folder: &str) -> Result<Kept, KeptFileError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| KeptFileError::NotText)?;
     let mut lines = text.splitn(4, '\n');
     if lines.next() != Some(HEADER) {
-        return Err(format!("it does not open with {HEADER:?}"));
+        return Err(KeptFileError::NoHeader);
     }
-    let number = |line: Option<&str>, label: &str| {
+    let number = |line: Option<&str>, label: &'static str| {
         line.and_then(|l| l.strip_prefix(label))
             .and_then(|n| n.parse::<u64>().ok())
-            .ok_or_else(|| format!("no `{label}N` line"))
+            .ok_or(KeptFileError::NoNumber { label })
     };
     let state = number(lines.next(), "state ")?;
     let log = number(lines.next(), "log ")?;
@@ -170,9 +193,9 @@ fn parse(bytes: &[u8], folder: &str) -> Result<Kept, String> {
         .next()
         .and_then(|l| l.strip_prefix("folder "))
         .and_then(|l| l.strip_suffix('\n'))
-        .ok_or("no `folder PATH` line")?;
+        .ok_or(KeptFileError::NoFolder)?;
     if named != folder {
-        return Err(format!("it is for {named}"));
+        return Err(KeptFileError::OtherFolder(named.to_string()));
     }
     Ok(Kept { state, log })
 }

@@ -279,7 +279,7 @@ impl StateStore {
             Some(Ok((json, _))) => LoopState::from_json(&json),
             _ => LoopState::from_json(&bytes),
         }
-        .map_err(corrupt)?;
+        .map_err(|e| corrupt(e.to_string()))?;
         Ok((Some(state), Some(key_missing)))
     }
 
@@ -1017,7 +1017,7 @@ fn parse_state(
     match unsealed(bytes) {
         Some(Ok((json, tag))) => {
             let (sequence, own) = numbered(&json).map_err(corrupt)?;
-            let state = LoopState::from_json(&own).map_err(corrupt)?;
+            let state = LoopState::from_json(&own).map_err(|e| corrupt(e.to_string()))?;
             verify(path, &json, tag, purpose)?;
             if purpose == Purpose::State {
                 check_latest(path, sequence, kept)?;
@@ -1026,7 +1026,7 @@ fn parse_state(
         }
         Some(Err(why)) => Err(unverified(why)),
         None => {
-            LoopState::from_json(bytes).map_err(corrupt)?;
+            LoopState::from_json(bytes).map_err(|e| corrupt(e.to_string()))?;
             Err(unverified("it carries no MAC".into()))
         }
     }

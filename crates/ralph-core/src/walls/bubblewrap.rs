@@ -51,9 +51,20 @@ pub(super) fn is_executable(_path: &Path) -> bool {
     false
 }
 
+/// Why bubblewrap cannot run here ([`try_bwrap`]).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BwrapError {
+    /// It could not be started.
+    #[error("{0}")]
+    CannotStart(#[source] std::io::Error),
+    /// It ran and failed: the first line it said (`it failed` when none).
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Runs `bwrap --ro-bind / / … true`: whether this machine lets it build a
 /// mount namespace (user namespaces may be off, a container may forbid it).
-pub(super) fn try_bwrap(bwrap: &Path) -> Result<(), String> {
+pub(super) fn try_bwrap(bwrap: &Path) -> Result<(), BwrapError> {
     let output = Command::new(bwrap)
         .args([
             "--ro-bind",
@@ -74,17 +85,18 @@ pub(super) fn try_bwrap(bwrap: &Path) -> Result<(), String> {
         ])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| e.to_string())?;
+        .map_err(BwrapError::CannotStart)?;
     if output.status.success() {
         return Ok(());
     }
     let said = String::from_utf8_lossy(&output.stderr);
-    Err(said
-        .lines()
-        .next()
-        .unwrap_or("it failed")
-        .trim()
-        .to_string())
+    Err(BwrapError::Failed(
+        said.lines()
+            .next()
+            .unwrap_or("it failed")
+            .trim()
+            .to_string(),
+    ))
 }
 
 impl Walls {

@@ -38,7 +38,7 @@ use std::sync::OnceLock;
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, path_beneath_rules,
 };
 
 use super::{NetworkWall, Walls};
@@ -46,6 +46,35 @@ use super::{NetworkWall, Walls};
 /// The newest Landlock ABI ralph asks for; an older kernel gives what it has,
 /// and [`enforcement`] says so.
 const ABI_WANTED: ABI = ABI::V7;
+
+/// Why Landlock's walls could not be built, or are not enforced whole.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LandlockError {
+    /// The ruleset itself was refused.
+    #[error("Landlock refused the walls: {0}")]
+    Walls(#[source] RulesetError),
+    /// A rule of the probe was refused.
+    #[error("Landlock refused a rule: {0}")]
+    Rule(#[source] RulesetError),
+    /// The rule for `path` was refused.
+    #[error("Landlock refused a rule for {}: {source}", path.display())]
+    RuleFor {
+        /// The path the rule grants.
+        path: PathBuf,
+        /// What Landlock said.
+        source: RulesetError,
+    },
+    /// The kernel enforces only part of the rights and scopes asked for.
+    #[error(
+        "this kernel enforces Landlock only in part (it lacks some of the rights of ABI {}, \
+         or its scopes)",
+        ABI_WANTED as u32
+    )]
+    InPart,
+    /// The probe could not be restricted or run.
+    #[error("Landlock could not restrict a process: {0}")]
+    CannotRestrict(#[source] std::io::Error),
+}
 
 /// Whether this kernel enforces Landlock at all.
 pub(super) fn supported() -> bool {
@@ -60,7 +89,7 @@ pub(super) fn supported() -> bool {
 /// [`ABI_WANTED`] handled, every scope (signals and abstract unix sockets
 /// kept inside the check's own processes), and, when `no_tcp`, TCP's bind
 /// and connect handled with no port granted: every one refused.
-fn base(no_tcp: bool) -> Result<RulesetCreated, String> {
+fn base(no_tcp: bool) -> Result<RulesetCreated, LandlockError> {
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(ABI_WANTED));
@@ -72,7 +101,7 @@ fn base(no_tcp: bool) -> Result<RulesetCreated, String> {
     ruleset
         .and_then(|r| r.scope(Scope::from_all(ABI_WANTED)))
         .and_then(landlock::Ruleset::create)
-        .map_err(|e| format!("Landlock refused the walls: {e}"))
+        .map_err(LandlockError::Walls)
 }
 
 /// The Landlock ABI this kernel has (0: none).
@@ -214,10 +243,10 @@ impl OwnNetwork {
 /// learnt once, by restricting a child that then runs `sh -c :` (the
 /// status `restrict_self` returns is only known where it ran). `Err` says
 /// what is missing.
-pub(super) fn enforcement() -> Result<(), String> {
+pub(super) fn enforcement() -> Result<(), LandlockError> {
     let ruleset = base(false)?
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(ABI_WANTED)))
-        .map_err(|e| format!("Landlock refused a rule: {e}"))?;
+        .map_err(LandlockError::Rule)?;
     let mut probe = crate::process::group::shell(":");
     probe
         .stdin(std::process::Stdio::null())
@@ -226,12 +255,8 @@ pub(super) fn enforcement() -> Result<(), String> {
     restrict_on_exec(&mut probe, ruleset, None, None, true);
     match probe.status() {
         Ok(_) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Err(format!(
-            "this kernel enforces Landlock only in part (it lacks some of the rights of ABI {}, \
-             or its scopes)",
-            ABI_WANTED as u32
-        )),
-        Err(e) => Err(format!("Landlock could not restrict a process: {e}")),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTSUP) => Err(LandlockError::InPart),
+        Err(e) => Err(LandlockError::CannotRestrict(e)),
     }
 }
 
@@ -272,7 +297,7 @@ pub(super) fn wall(
     mut inner: Command,
     temp: &Path,
     required: bool,
-) -> Result<Command, String> {
+) -> Result<Command, LandlockError> {
     let all = AccessFs::from_all(ABI_WANTED);
     let read = AccessFs::from_read(ABI_WANTED);
     // No terminal: Landlock's check stays in ralph's session (a session of
@@ -313,7 +338,10 @@ pub(super) fn wall(
     for (path, access) in &rules {
         ruleset = ruleset
             .add_rules(path_beneath_rules([path], *access))
-            .map_err(|e| format!("Landlock refused a rule for {}: {e}", path.display()))?;
+            .map_err(|source| LandlockError::RuleFor {
+                path: path.clone(),
+                source,
+            })?;
     }
     let filters =
         super::seccomp::program(walls.filter_policy()).map(|p| super::seccomp::filters(&p));

@@ -1036,7 +1036,8 @@ fn this_kernel_enforces_every_landlock_right_ralph_asks_for() {
         return;
     }
     // What `restrict_self` said in a child restricted as a check is.
-    assert_eq!(landlock::enforcement(), Ok(()));
+    let enforced = landlock::enforcement();
+    assert!(enforced.is_ok(), "{enforced:?}");
 }
 
 #[test]

@@ -179,14 +179,27 @@ impl RunArgs {
     }
 }
 
+/// A `--max-cost-usd` that is no budget ralph accepts: what it accepts.
+#[derive(Debug, thiserror::Error)]
+enum NotABudget {
+    /// Not a number.
+    #[error("{}", ralph_core::judge::config::cost_accepts())]
+    NotANumber,
+    /// A number outside what a budget may be.
+    #[error("{}", ralph_core::judge::config::cost_accepts())]
+    OutOfRange,
+}
+
 /// `--max-cost-usd`: a dollar amount ralph accepts as a budget (the
 /// config's own rule for `maxCostUsd`).
-fn parse_dollars(text: &str) -> Result<f64, String> {
-    text.trim()
+fn parse_dollars(text: &str) -> Result<f64, NotABudget> {
+    let dollars = text
+        .trim()
         .parse::<f64>()
-        .ok()
-        .filter(|d| ralph_core::judge::config::validate_cost(*d).is_some())
-        .ok_or_else(ralph_core::judge::config::cost_accepts)
+        .map_err(|_| NotABudget::NotANumber)?;
+    ralph_core::judge::config::validate_cost(dollars)
+        .map(|_| dollars)
+        .ok_or(NotABudget::OutOfRange)
 }
 
 /// Runs `ralph-ctl run`: the task (`--task`) set up, the options taken up

@@ -15,7 +15,7 @@ use crate::queue::claims::store::{ClaimStore, ItemStatus};
 use crate::queue::source::Item;
 use ralph_core::time::Timestamp;
 
-use crate::error::CtlError;
+use crate::error::{CtlError, RemoteDoing};
 use crate::queue::remote::{Ending, Refused, RemoteBook};
 
 /// A queue run's claims.
@@ -40,22 +40,16 @@ pub(crate) enum Renewed {
 }
 
 impl ClaimBook {
-    /// How a refusal of the remote reads.
+    /// A refusal of the remote as the run's error, its cause kept.
     fn said(&self, refused: Refused) -> CtlError {
         let name = self
             .remote
             .as_ref()
             .map_or(String::new(), |b| b.remote().name.clone());
-        match refused {
-            Refused::Rejected(why) => CtlError::Client(format!("remote {name} refused: {why}")),
-            Refused::Unreachable(why) => CtlError::Client(format!(
-                "remote {name} could not be reached for {} s ({why}); the items stay as they were",
-                crate::queue::remote::PATIENCE.as_secs()
-            )),
-            Refused::Forbidden(why) => CtlError::Client(format!(
-                "remote {name} refuses ralph's queue records ({why}): it takes no push outside \
-                 refs/heads/, or a hook refuses them; use a remote that takes them, or drain without --remote"
-            )),
+        CtlError::Remote {
+            name,
+            doing: RemoteDoing::Draining,
+            source: refused,
         }
     }
 
@@ -160,7 +154,7 @@ impl ClaimBook {
             let _held = self
                 .local
                 .fetch_lock(Duration::from_secs(120))
-                .map_err(|e| Refused::Unreachable(e.to_string()))?;
+                .map_err(Refused::here)?;
             book.remote().fetch_base(base)
         }))
     }

@@ -7,14 +7,14 @@
 use ralph_core::judge::config::{Config, ProcessEnv};
 use ralph_core::judge::state::{LoopState, QueueItem};
 use ralph_core::paths::{ProjectPaths, QUEUE_DIR};
-use ralph_core::persist::store::StateStore;
+use ralph_core::persist::store::{StateStore, StoreError};
 
 /// One item folder's loop.
 pub(crate) struct ItemLoop {
     /// Its folder's name under `runtime/queue/`.
     pub(crate) folder: String,
     /// Its state as ralph can vouch for it, or why it cannot be used.
-    pub(crate) state: Result<LoopState, String>,
+    pub(crate) state: Result<LoopState, StoreError>,
     /// What it is judged by (its pin), when that can be read.
     pub(crate) config: Option<Config>,
 }
@@ -69,7 +69,7 @@ pub(crate) fn read(project: &ProjectPaths, folder: &str) -> Option<ItemLoop> {
     let state = match StateStore::new(&paths).read() {
         Ok(Some(state)) => Ok(crate::driver::finish::believed(&paths, state)),
         Ok(None) => return None,
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     };
     let config = state
         .as_ref()

@@ -21,7 +21,7 @@ use ralph_core::walls::WallsWanted;
 
 use crate::driver::worktree::{Worktree, git};
 use crate::error::CtlError;
-use crate::queue::remote::{Ending, Landing as RemoteLanding, Refused, RemoteBook};
+use crate::queue::remote::{Cause, Ending, Landing as RemoteLanding, Refused, RemoteBook};
 
 /// How long a finished item waits for the merges before it.
 pub(crate) const MERGE_PATIENCE: Duration = Duration::from_secs(6 * 3600);
@@ -168,7 +168,7 @@ fn land_on_remote(landing: &Landing<'_>, book: &RemoteBook) -> Result<Landed, Ct
     let branch = &landing.worktree.branch;
     let wt = &landing.worktree.path;
     let base_shown = format!("{}/{}", remote.name, landing.base);
-    let unreachable = |why: &str| unreachable(book, branch, why);
+    let unreachable = |why: &Cause| unreachable(book, branch, &why.to_string());
     let fetch = || match landing.fetch.map(|f| f()) {
         Some(result) => result,
         None => book.patiently("fetching the base", || remote.fetch_base(landing.base)),

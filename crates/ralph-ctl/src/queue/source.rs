@@ -182,6 +182,16 @@ pub(crate) enum QueueError {
         /// What is wrong, and the fix.
         why: String,
     },
+    /// A story of a prd.json that is not what prd tools write.
+    #[error("the queue's prd.json {path} story {number}: {source}")]
+    Story {
+        /// The file.
+        path: String,
+        /// The story's place in `userStories`, from 1.
+        number: usize,
+        /// What is wrong with it, and the fix.
+        source: Box<prd::StoryError>,
+    },
     /// A tracker's filter holds a pair ralph does not know.
     #[error("the queue source {given:?} has {pair:?}, which ralph does not read; give {known}")]
     Filter {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use ralph_core::paths::ProjectPaths;
 use ralph_core::time::Timestamp;
 
-use crate::error::CtlError;
+use crate::error::{CtlError, RemoteDoing};
 use crate::queue::claims::store::{ClaimStore, Claims, ItemRecord, ItemStatus};
 use crate::queue::remote::{Record, Refused, Remote, RemoteBook};
 use crate::queue::source::{Item, Source};
@@ -93,12 +93,10 @@ pub(crate) fn remote(
         crate::output::say_err!("ralph-ctl: {item}");
     }
     let book = RemoteBook::new(Remote::find(&paths.root, remote)?, &source);
-    let unreachable = |e: Refused| {
-        CtlError::Client(match e {
-            Refused::Rejected(why) | Refused::Unreachable(why) | Refused::Forbidden(why) => {
-                format!("remote {remote} could not be read ({why}); check `git ls-remote {remote}`")
-            }
-        })
+    let unreachable = |source: Refused| CtlError::Remote {
+        name: remote.to_string(),
+        doing: RemoteDoing::Reading,
+        source,
     };
     let mut forgotten = Vec::new();
     if let Some(ids) = retry {

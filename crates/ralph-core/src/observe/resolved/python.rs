@@ -440,7 +440,7 @@ pub(super) fn ask(call: &PythonCall, walls: &Walls) -> PythonRuntime {
     };
     let answer = match query(interpreter, &call.cwd, walls) {
         Ok(answer) => answer,
-        Err(why) => return built_in(&call.interpreter_shown, why),
+        Err(why) => return built_in(&call.interpreter_shown, why.to_string()),
     };
     let site_dirs = answer.site;
     let Some(names) = answer.names else {
@@ -492,8 +492,29 @@ struct Answer {
     site: Vec<String>,
 }
 
+/// Why an interpreter could not be asked its names ([`query`]), as the
+/// end of "… could not be asked: …".
+#[derive(Debug, thiserror::Error)]
+enum AskError {
+    /// The walls around it could not be built.
+    #[error("{0}")]
+    Walls(#[source] crate::walls::WallsMissing),
+    /// It could not be started.
+    #[error("it could not start: {0}")]
+    CannotStart(#[source] std::io::Error),
+    /// Its answer is not the JSON asked for.
+    #[error("its answer could not be read ({0})")]
+    Unreadable(#[source] serde_json::Error),
+    /// It exited with a failure.
+    #[error("it failed ({0})")]
+    Failed(std::process::ExitStatus),
+    /// It did not answer in time.
+    #[error("it did not answer within {} s", ASK_TIMEOUT.as_secs())]
+    Silent,
+}
+
 /// Runs `interpreter -I -S -c ASK` from `cwd` inside `walls`.
-fn query(interpreter: &Path, cwd: &Path, walls: &Walls) -> Result<Answer, String> {
+fn query(interpreter: &Path, cwd: &Path, walls: &Walls) -> Result<Answer, AskError> {
     let mut inner = Command::new(interpreter);
     inner
         .args(["-I", "-S", "-c", ASK])
@@ -501,24 +522,20 @@ fn query(interpreter: &Path, cwd: &Path, walls: &Walls) -> Result<Answer, String
         .env_remove("RALPH_ACTIVE");
     // `_temp`: the asked interpreter's own temp folder under Landlock,
     // kept until it has answered.
-    let (mut command, _temp) = walls.wrap(inner).map_err(|e| e.to_string())?;
+    let (mut command, _temp) = walls.wrap(inner).map_err(AskError::Walls)?;
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let child = GroupChild::spawn(&mut command, Lifetime::DiesWithParent)
-        .map_err(|e| format!("it could not start: {e}"))?;
+    let child =
+        GroupChild::spawn(&mut command, Lifetime::DiesWithParent).map_err(AskError::CannotStart)?;
     match child.collect_output(Instant::now() + ASK_TIMEOUT, Duration::from_millis(200)) {
         Collected::Exited {
             status,
             output: Some(bytes),
-        } if status.success() => serde_json::from_slice(&bytes)
-            .map_err(|e| format!("its answer could not be read ({e})")),
-        Collected::Exited { status, .. } => Err(format!("it failed ({status})")),
-        Collected::Failed => Err(format!(
-            "it did not answer within {} s",
-            ASK_TIMEOUT.as_secs()
-        )),
+        } if status.success() => serde_json::from_slice(&bytes).map_err(AskError::Unreadable),
+        Collected::Exited { status, .. } => Err(AskError::Failed(status)),
+        Collected::Failed => Err(AskError::Silent),
     }
 }
 

@@ -273,14 +273,23 @@ fn text_of(line: &Value) -> String {
     }
 }
 
+/// A line the reader reads otherwise than a whole JSON tree of it: both
+/// readings.
+#[derive(Debug, thiserror::Error)]
+#[error("streamed {streamed:?}\ntree     {tree:?}")]
+pub struct ReadingsDiffer {
+    streamed: Option<Entry>,
+    tree: Option<Entry>,
+}
+
 /// Whether the reader reads `line` as a whole JSON tree of it would: `Err`
 /// shows both readings when not.
-pub fn line_reading_agrees(line: &[u8]) -> Result<(), String> {
+pub fn line_reading_agrees(line: &[u8]) -> Result<(), Box<ReadingsDiffer>> {
     let streamed = classify(line);
     let tree = classify_tree(line);
     if streamed == tree {
         Ok(())
     } else {
-        Err(format!("streamed {streamed:?}\ntree     {tree:?}"))
+        Err(Box::new(ReadingsDiffer { streamed, tree }))
     }
 }

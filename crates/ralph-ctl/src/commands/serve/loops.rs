@@ -243,7 +243,7 @@ fn shown_item(item: &ItemLoop, run: Option<&LoopState>, now: u64) -> Shown {
     );
     let state = match &item.state {
         Ok(state) => state,
-        Err(e) => return unreadable(id, title, true, e),
+        Err(e) => return unreadable(id, title, true, &e.to_string()),
     };
     let mut body = match (record, item.item_id()) {
         (Some(record), Some(item_id)) => render::item_record(item_id, record),

@@ -20,7 +20,7 @@ mod transport;
 
 pub(crate) use protocol::{Landing, PATIENCE, RemoteBook};
 pub(crate) use record::{Ending, Record, short};
-pub(crate) use transport::{Refused, Remote};
+pub(crate) use transport::{Cause, Refused, Remote};
 
 #[cfg(test)]
 pub(crate) mod tests;

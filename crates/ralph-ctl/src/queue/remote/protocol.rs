@@ -138,9 +138,7 @@ impl RemoteBook {
         }
         let mut args = vec!["log", "--no-walk=unsorted", "--format=%H%x1f%B%x1e"];
         args.extend(refs.values().map(String::as_str));
-        let out = self
-            .git(&args)
-            .map_err(|e| Refused::Unreachable(e.to_string()))?;
+        let out = self.git(&args).map_err(Refused::here)?;
         let by_sha: HashMap<&str, &str> = refs
             .iter()
             .map(|(name, sha)| (sha.as_str(), name.as_str()))
@@ -179,7 +177,7 @@ impl RemoteBook {
             .args(["cat-file", "--batch-check=%(objectname) %(objecttype)"])
             .input(input)
             .run()
-            .map_err(|e| Refused::Unreachable(e.to_string()))?;
+            .map_err(|e| Refused::Unreachable(e.into()))?;
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|line| line.strip_suffix(" missing"))
@@ -194,8 +192,7 @@ impl RemoteBook {
 
     /// `record` as a commit (no files) after `parent`; its id.
     fn commit(&self, record: &Record, parent: Option<&str>) -> Result<String, Refused> {
-        let local = |e: CtlError| Refused::Unreachable(e.to_string());
-        let tree = self.empty_tree().map_err(local)?;
+        let tree = self.empty_tree().map_err(Refused::here)?;
         let message = record.message();
         let mut command = self
             .remote
@@ -213,7 +210,7 @@ impl RemoteBook {
             .env("GIT_COMMITTER_NAME", "ralph")
             .env("GIT_COMMITTER_EMAIL", "ralph@localhost")
             .text()
-            .map_err(|e| Refused::Unreachable(e.to_string()))
+            .map_err(|e| Refused::Unreachable(e.into()))
     }
 
     /// The empty tree, written to the repository (records carry no files).
@@ -420,7 +417,9 @@ impl RemoteBook {
             }
             // The record's lease failed: another worker holds the item.
             Err(Refused::Rejected(why))
-                if why.contains(&format!("{reference}\t[rejected] (stale info)")) =>
+                if why
+                    .to_string()
+                    .contains(&format!("{reference}\t[rejected] (stale info)")) =>
             {
                 self.mine_drop(id);
                 Ok(Landing::ClaimLost)

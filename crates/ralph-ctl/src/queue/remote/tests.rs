@@ -3,12 +3,13 @@ use std::time::{Duration, Instant};
 
 use crate::queue::claims::store::ItemStatus;
 use crate::queue::source::Item;
-use ralph_core::own_git::SshCommand;
+use ralph_core::own_git::{GitError, SshCommand};
 use ralph_core::time::Timestamp;
 
 use super::record::{parse_record, prefix_of, ref_component};
 use super::transport::CALL_TIMEOUT;
 use super::*;
+use crate::error::CtlError;
 use crate::testdir::git_as_person as sh;
 
 /// A bare remote and `n` clones of it, each with one commit on main.
@@ -251,7 +252,13 @@ fn a_remote_that_refuses_refs_outside_its_branches_is_named_not_taken_for_a_race
     let err = book(&clones[0])
         .claim_next(&items(2), "1-1", TTL)
         .unwrap_err();
-    assert!(matches!(err, Refused::Forbidden(_)), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Refused::Forbidden(Cause::Git(GitError::Refused { .. }))
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -271,6 +278,10 @@ fn a_remote_that_is_not_there_or_runs_a_command_is_refused_with_the_fix() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("not a remote's name"), "{err}");
+    // A folder git cannot work in is git's failure, not a missing remote.
+    let nowhere = crate::testdir::new("remote-nowhere");
+    let err = Remote::find(nowhere.path(), "origin").unwrap_err();
+    assert!(matches!(err, CtlError::Git { .. }), "{err:?}");
 }
 
 /// `remote` reached over ssh at `url` through a script that hangs as
@@ -312,7 +323,11 @@ fn a_remote_behind_a_hung_ssh_answers_at_the_call_s_deadline() {
             "{url}: the renewal took {took:?}"
         );
         assert!(
-            matches!(&err, Refused::Unreachable(why) if why.contains("did not answer within 2 s")),
+            matches!(
+                &err,
+                Refused::Unreachable(Cause::Git(GitError::TimedOut { timeout }))
+                    if *timeout == Duration::from_secs(2)
+            ),
             "{url}: {err:?}"
         );
         // Not renewed, and the caller can tell: still held as last pushed.

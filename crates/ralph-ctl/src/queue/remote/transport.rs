@@ -1,7 +1,8 @@
 //! The remote itself, as the run found it at its start: every fetch, push
 //! and listing of it through ralph's git runner (`own_git::GitCall`), the
 //! safe transports only, ssh in batch mode, each call within a deadline
-//! that stops git whole, and what a failed call comes to ([`Refused`]).
+//! that stops git whole, and what a failed call comes to ([`Refused`],
+//! its [`Cause`] kept).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,9 @@ pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// the URL names), nor anything git adds later.
 const SAFE_PROTOCOLS: &str = "file:git:http:https:ssh";
 
+/// Refs as the remote lists them: each ref's name, with its commit.
+pub(crate) type RefCommits = BTreeMap<String, String>;
+
 /// The remote as the run found it at its start.
 #[derive(Clone, Debug)]
 pub(crate) struct Remote {
@@ -35,25 +39,55 @@ pub(crate) struct Remote {
     pub(crate) timeout: Duration,
 }
 
-/// Why a change of the remote did not happen.
-#[derive(Debug, PartialEq, Eq)]
+/// Why a change (or a reading) of the remote did not happen: what it
+/// comes to for the claim protocol, and its [`Cause`], git's kind kept.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Refused {
     /// The remote refused it: the ref no longer holds what was read (another
-    /// worker changed it), or a push to the base was not a fast-forward.
-    Rejected(String),
-    /// The remote could not be reached, or git failed on the way.
-    Unreachable(String),
+    /// worker changed it), or a push to the base was not a fast-forward
+    /// ([`GitError::Raced`]).
+    #[error("refused: {0}")]
+    Rejected(#[source] Cause),
+    /// The remote could not be reached, or git (or the work here) failed on
+    /// the way.
+    #[error("unreachable: {0}")]
+    Unreachable(#[source] Cause),
     /// The remote refuses such pushes at all (`[remote rejected]`: a hook,
-    /// a protected ref, refs outside `refs/heads/` not allowed).
-    Forbidden(String),
+    /// a protected ref, refs outside `refs/heads/` not allowed:
+    /// [`GitError::Refused`]), or has no branch to land on.
+    #[error("the remote refuses the push: {0}")]
+    Forbidden(#[source] Cause),
 }
 
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+/// What a [`Refused`] came from.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Cause {
+    /// A git call, its failure as ralph's runner told it apart (timed out,
+    /// unreachable, raced, refused, ...).
+    #[error("{0}")]
+    Git(#[from] GitError),
+    /// The remote has no branch of this name to land on.
+    #[error("the remote has no branch {0} to land on")]
+    NoBranch(String),
+    /// Work on this machine failed on the way (an object or a ref written,
+    /// the fetch lock taken).
+    #[error("{0}")]
+    Here(#[source] Box<CtlError>),
+}
+
+impl Refused {
+    /// Work on this machine that failed on the way: counted as the remote
+    /// out of reach, as a git call that failed would be.
+    pub(crate) fn here(e: impl Into<CtlError>) -> Refused {
+        Refused::Unreachable(Cause::Here(Box::new(e.into())))
+    }
+
+    /// What it came from.
+    pub(crate) fn cause(&self) -> &Cause {
         match self {
-            Refused::Rejected(why) => write!(f, "refused: {why}"),
-            Refused::Unreachable(why) => write!(f, "unreachable: {why}"),
-            Refused::Forbidden(why) => write!(f, "the remote refuses the push: {why}"),
+            Refused::Rejected(cause) | Refused::Unreachable(cause) | Refused::Forbidden(cause) => {
+                cause
+            }
         }
     }
 }
@@ -63,9 +97,9 @@ impl From<GitError> for Refused {
     /// outright or lost to another push, else the remote out of reach.
     fn from(e: GitError) -> Refused {
         match e {
-            GitError::Refused { why } => Refused::Forbidden(why),
-            GitError::Raced { why } => Refused::Rejected(why),
-            e => Refused::Unreachable(e.to_string()),
+            GitError::Refused { .. } => Refused::Forbidden(e.into()),
+            GitError::Raced { .. } => Refused::Rejected(e.into()),
+            e => Refused::Unreachable(e.into()),
         }
     }
 }
@@ -82,12 +116,23 @@ impl Remote {
                 ))
             })?;
         let key = format!("remote.{valid}.url");
-        let url = crate::driver::worktree::git(root, &["config", "--get", &key]).map_err(|_| {
-            CtlError::BadArgument(format!(
-                "--remote {valid}: this repository has no remote of that name (`git remote -v` lists \
-                 them; `git remote add {valid} URL` adds one)"
-            ))
-        })?;
+        // `git config --get` exits 1, saying nothing, for a key it does
+        // not have; any other failure is git's, said with its kind.
+        let url = match crate::driver::worktree::git(root, &["config", "--get", &key]) {
+            Ok(url) => url,
+            Err(CtlError::Git {
+                source: GitError::Failed {
+                    status: Some(1), ..
+                },
+                ..
+            }) => {
+                return Err(CtlError::BadArgument(format!(
+                    "--remote {valid}: this repository has no remote of that name (`git remote -v` \
+                     lists them; `git remote add {valid} URL` adds one)"
+                )));
+            }
+            Err(e) => return Err(e),
+        };
         if url.starts_with("ext::") || url.starts_with('-') {
             return Err(CtlError::BadArgument(format!(
                 "--remote {valid}: its URL {url:?} runs a command; give a remote reached over file, git, http(s) or ssh"
@@ -163,9 +208,7 @@ impl Remote {
             .filter_map(|line| line.split_once('\t'))
             .find(|(_, name)| *name == wanted)
             .map(|(sha, _)| sha.to_string())
-            .ok_or_else(|| {
-                Refused::Forbidden(format!("the remote has no branch {base} to land on"))
-            })?;
+            .ok_or_else(|| Refused::Forbidden(Cause::NoBranch(base.to_string())))?;
         self.fetch(&[&commit])?;
         let _ = crate::driver::worktree::git(
             &self.root,
@@ -210,7 +253,7 @@ impl Remote {
     }
 
     /// Every ref under `prefix` on the remote, by name, with its commit.
-    pub(crate) fn list(&self, prefix: &str) -> Result<BTreeMap<String, String>, Refused> {
+    pub(crate) fn list(&self, prefix: &str) -> Result<RefCommits, Refused> {
         let pattern = format!("{prefix}*");
         let out = self.call(&["ls-remote", "--refs", &self.url, &pattern])?;
         Ok(out

@@ -44,7 +44,11 @@ pub(super) fn items(text: &str, path: &str) -> Result<Vec<Item>, QueueError> {
     };
     let mut read: Vec<Story> = Vec::with_capacity(stories.len());
     for (n, story) in stories.iter().enumerate() {
-        let story = self::story(story).map_err(|why| bad(format!("story {}: {why}", n + 1)))?;
+        let story = self::story(story).map_err(|source| QueueError::Story {
+            path: path.to_string(),
+            number: n + 1,
+            source: Box::new(source),
+        })?;
         if read.iter().any(|seen| seen.id == story.id) {
             return Err(bad(format!(
                 "has the story id {:?} twice; ids must be unique",
@@ -81,25 +85,85 @@ pub(super) fn items(text: &str, path: &str) -> Result<Vec<Item>, QueueError> {
         .collect())
 }
 
+/// Why one story of a prd.json cannot be read.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StoryError {
+    /// No usable `id`.
+    #[error("has no `id` (a string such as \"US-001\")")]
+    NoId,
+    /// No `title` string.
+    #[error("{id} has no `title` string")]
+    NoTitle {
+        /// The story.
+        id: String,
+    },
+    /// `passes` is not a boolean.
+    #[error("{id}'s `passes` is {value}, not true or false")]
+    Passes {
+        /// The story.
+        id: String,
+        /// What it holds.
+        value: Value,
+    },
+    /// `priority` is not a number.
+    #[error("{id}'s `priority` is {value}, not a number")]
+    Priority {
+        /// The story.
+        id: String,
+        /// What it holds.
+        value: Value,
+    },
+    /// `dependencies` or `dependsOn` is not an array.
+    #[error("{id}'s `{key}` is {value}, not an array of story ids")]
+    NotAList {
+        /// The story.
+        id: String,
+        /// `dependencies` or `dependsOn`.
+        key: &'static str,
+        /// What it holds.
+        value: Value,
+    },
+    /// An entry of that array is no story id.
+    #[error("{id}'s `{key}` holds {value}; list the story ids it depends on")]
+    NotAnId {
+        /// The story.
+        id: String,
+        /// `dependencies` or `dependsOn`.
+        key: &'static str,
+        /// The entry.
+        value: Value,
+    },
+}
+
 /// One story, or why it cannot be read.
-fn story(story: &Value) -> Result<Story, String> {
+fn story(story: &Value) -> Result<Story, StoryError> {
     let id = match story.get("id") {
         Some(Value::String(id)) if !id.trim().is_empty() => id.clone(),
         Some(Value::Number(n)) => n.to_string(),
-        _ => return Err("has no `id` (a string such as \"US-001\")".into()),
+        _ => return Err(StoryError::NoId),
     };
     let Some(title) = story.get("title").and_then(Value::as_str) else {
-        return Err(format!("{id} has no `title` string"));
+        return Err(StoryError::NoTitle { id });
     };
     let passes = match story.get("passes") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(passes)) => *passes,
-        Some(other) => return Err(format!("{id}'s `passes` is {other}, not true or false")),
+        Some(other) => {
+            return Err(StoryError::Passes {
+                id,
+                value: other.clone(),
+            });
+        }
     };
     let priority = match story.get("priority") {
         None | Some(Value::Null) => None,
         Some(Value::Number(n)) => n.as_f64(),
-        Some(other) => return Err(format!("{id}'s `priority` is {other}, not a number")),
+        Some(other) => {
+            return Err(StoryError::Priority {
+                id,
+                value: other.clone(),
+            });
+        }
     };
     // `dependencies` (snarktank's forks) or `dependsOn` (ralph-tui).
     let mut dependencies: Vec<String> = Vec::new();
@@ -108,9 +172,11 @@ fn story(story: &Value) -> Result<Story, String> {
             None | Some(Value::Null) => continue,
             Some(Value::Array(ids)) => ids,
             Some(other) => {
-                return Err(format!(
-                    "{id}'s `{key}` is {other}, not an array of story ids"
-                ));
+                return Err(StoryError::NotAList {
+                    id,
+                    key,
+                    value: other.clone(),
+                });
             }
         };
         for d in ids {
@@ -118,9 +184,11 @@ fn story(story: &Value) -> Result<Story, String> {
                 Value::String(d) => d.clone(),
                 Value::Number(n) => n.to_string(),
                 other => {
-                    return Err(format!(
-                        "{id}'s `{key}` holds {other}; list the story ids it depends on"
-                    ));
+                    return Err(StoryError::NotAnId {
+                        id,
+                        key,
+                        value: other.clone(),
+                    });
                 }
             };
             if !dependencies.contains(&d) {
@@ -465,6 +533,12 @@ mod tests {
                 "{error}"
             );
         }
+        let second =
+            r#"{"userStories": [{"id": "A", "title": "a"}, {"id": "B", "priority": "high"}]}"#;
+        assert!(matches!(
+            items(second, "prd.json").unwrap_err(),
+            QueueError::Story { number: 2, source, .. } if matches!(*source, StoryError::NoTitle { .. })
+        ));
     }
 
     #[test]

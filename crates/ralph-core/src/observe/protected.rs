@@ -199,19 +199,34 @@ fn pyproject_pytest(manifest: &toml::Table) -> Vec<(String, &toml::Value)> {
 
 /// What in `Cargo.toml` says how tests are found or run: a target's table
 /// whole (`[lib]`, `[[test]]`, `[[bin]]`, `[[bench]]`, `[[example]]`:
-/// `test = false` switches a target's tests off), `package`'s `auto…` keys
-/// (`autotests = false`).
+/// `test = false` switches a target's tests off), `package`'s (or the old
+/// `project`'s) `auto…` keys (`autotests = false`), and the `test` and
+/// `dev` profiles tests are built with.
 fn cargo_test_settings(manifest: &toml::Table) -> Vec<(String, &toml::Value)> {
     let mut picked: Vec<(String, &toml::Value)> = ["lib", "test", "bin", "bench", "example"]
         .iter()
         .filter_map(|key| Some(((*key).to_string(), manifest.get(*key)?)))
         .collect();
-    if let Some(package) = manifest.get("package").and_then(toml::Value::as_table) {
+    // The profiles tests are built with: `debug-assertions = false`
+    // switches off the `debug_assert!`s of a protected test.
+    if let Some(profiles) = manifest.get("profile").and_then(toml::Value::as_table) {
+        picked.extend(
+            ["test", "dev"]
+                .iter()
+                .filter_map(|name| Some((format!("profile.{name}"), profiles.get(*name)?))),
+        );
+    }
+    // `[project]` is the old name of `[package]`, still read (editions
+    // up to 2021).
+    for table in ["package", "project"] {
+        let Some(package) = manifest.get(table).and_then(toml::Value::as_table) else {
+            continue;
+        };
         picked.extend(
             package
                 .iter()
                 .filter(|(key, _)| key.starts_with("auto"))
-                .map(|(key, value)| (format!("package.{key}"), value)),
+                .map(|(key, value)| (format!("{table}.{key}"), value)),
         );
     }
     picked
@@ -608,6 +623,9 @@ fn hash_ini(path: &Path, section: &str) -> Option<String> {
         Ok(text) => text,
         Err(whole) => return Some(whole),
     };
+    if !ini_reads_alike(&text) {
+        return Some(hash_file(path, false));
+    }
     let mut ini = configparser::ini::Ini::new_cs();
     ini.set_multiline(true);
     // As Python's configparser: a `#` or `;` inside a line is its text
@@ -631,6 +649,29 @@ fn hash_ini(path: &Path, section: &str) -> Option<String> {
         }
     }
     Some(format!("{:016x}", hash.finish()))
+}
+
+/// Whether the INI reader here and pytest's (`iniconfig`, over Python's
+/// `str.splitlines`) see the same lines and sections in `text`: no line
+/// break but `\n` and `\r\n` (Python also breaks at a lone `\r`, form
+/// feeds, `\u2028` …, where a line here runs on, or is a comment), and
+/// a section header only where a line starts with `[` and, its comment
+/// cut, ends with `]` (pytest reads an indented `[x]`, or `[x]y`, as a
+/// value's next line). When they may differ, the file is hashed whole.
+fn ini_reads_alike(text: &str) -> bool {
+    const PYTHON_BREAKS: [char; 8] = [
+        '\u{0b}', '\u{0c}', '\u{1c}', '\u{1d}', '\u{1e}', '\u{85}', '\u{2028}', '\u{2029}',
+    ];
+    if text.contains(PYTHON_BREAKS) || text.replace("\r\n", "\n").contains('\r') {
+        return false;
+    }
+    text.lines().all(|line| {
+        if !line.trim_start().starts_with('[') {
+            return true;
+        }
+        let content = line.split(['#', ';']).next().unwrap_or_default().trim_end();
+        line.starts_with('[') && content.ends_with(']')
+    })
 }
 
 fn digest<'a>(files: impl Iterator<Item = (&'a String, &'a Listed)>) -> String {
@@ -778,6 +819,55 @@ mod tests {
         assert_eq!(
             changes(root, &before).unwrap(),
             ["pyproject.toml ([tool.pytest…] tables added)"]
+        );
+    }
+
+    #[test]
+    fn an_ini_file_pytest_reads_otherwise_is_hashed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let hash = |text: &str| {
+            write(root, "setup.cfg", text);
+            hash_ini(&root.join("setup.cfg"), "tool:pytest")
+        };
+        let plain = "[metadata]\nname = calc\n\n[tool:pytest]\ntestpaths = tests\n";
+        let base = hash(plain);
+        // pytest breaks lines at a lone `\r` (and form feeds …): there the
+        // comment ends and `addopts` begins, for pytest only.
+        let lone_cr = format!("{plain}# tidy\raddopts = -p passall\n");
+        assert_ne!(hash(&lone_cr), base);
+        let form_feed = format!("{plain}# tidy\u{0c}addopts = -p passall\n");
+        assert_ne!(hash(&form_feed), base);
+        // pytest reads `  [x]` and `[x]y` as the value's next line, so the
+        // `addopts` below them is still in [tool:pytest] for it.
+        for header in ["  [x]", "[x]y"] {
+            let text = format!("{plain}{header}\naddopts = -p passall\n");
+            assert_ne!(hash(&text), base, "{header}");
+        }
+        // `\r\n` line ends and a header with a comment read alike.
+        assert!(ini_reads_alike(
+            "[tool:pytest] # here\r\naddopts = -q\r\n; note\r\n"
+        ));
+    }
+
+    #[test]
+    fn cargo_s_old_project_table_and_test_profiles_are_test_settings() {
+        let manifest = |text: &str| text.parse::<toml::Table>().unwrap();
+        let named = |text: &str| -> Vec<String> {
+            cargo_test_settings(&manifest(text))
+                .into_iter()
+                .map(|(name, _)| name)
+                .collect()
+        };
+        assert_eq!(
+            named("[project]\nname = \"calc\"\nautotests = false\n"),
+            ["project.autotests"]
+        );
+        assert_eq!(
+            named(
+                "[package]\nname = \"calc\"\n[profile.test]\ndebug-assertions = false\n[profile.release]\nlto = true\n"
+            ),
+            ["profile.test"]
         );
     }
 

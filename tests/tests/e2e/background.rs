@@ -110,7 +110,7 @@ fn a_background_task_ends_with_the_loop(client: ClientVersion) {
     let scenario = Scenario::new("background", client).prompt("Improve the project.\n");
     let (outcome, elapsed) = timed(&scenario, &api);
     outcome.ended(0, "complete").at_iteration(1);
-    let unseen = outcome.claims_rejected_for_unseen_calls() as usize;
+    let unseen = usize::try_from(outcome.claims_rejected_for_unseen_calls()).unwrap();
     returned_at_once(elapsed, &api, 2 + unseen, &outcome);
     gone(&sleep);
 }

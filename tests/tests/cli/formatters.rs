@@ -1,9 +1,10 @@
 //! `init` on a project whose check runs a formatter over the whole tree
-//! (`prettier --check .` in `npm test`): the check that passed before
+//! (`prettier --check .`, `remark . --output` in `npm test`): the check that passed before
 //! `init` still passes after it, run plainly and as `ralph-ctl check` runs
 //! it, and with a loop's state written, because `init` puts ralph's files
 //! in the formatter's ignore file.
-//! With the real prettier, installed by tests/install-prettier.sh.
+//! With the real prettier and remark, installed by tests/install-prettier.sh
+//! and tests/install-remark.sh.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -11,23 +12,32 @@ use std::process::Command;
 use ralph_tests::cli::Ctl;
 use ralph_tests::project::{Run, TempProject};
 
-/// The folder of prettier's program, or `None`, said, where it cannot be
-/// installed here (no npm, no network).
-fn prettier_bin() -> Option<PathBuf> {
-    let script = ralph_tests::bins::workspace_root().join("tests/install-prettier.sh");
+/// The folder of the program `tests/install-<what>.sh` installs, or
+/// `None`, said, where it cannot be installed here (no npm, no network).
+fn installed_bin(what: &str) -> Option<PathBuf> {
+    let script = ralph_tests::bins::workspace_root().join(format!("tests/install-{what}.sh"));
     let out = Command::new(&script)
         .stderr(std::process::Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("{} runs: {e}", script.display()));
     if !out.status.success() {
         eprintln!(
-            "skipped: prettier cannot be installed here ({} failed)",
+            "skipped: {what} cannot be installed here ({} failed)",
             script.display()
         );
         return None;
     }
     let program = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     program.parent().map(PathBuf::from)
+}
+
+/// `PATH` with `bin` first.
+fn path_with(bin: &std::path::Path) -> String {
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
 
 /// `npm test` in `project`, with prettier on `path`.
@@ -45,14 +55,10 @@ fn npm_test(project: &TempProject, path: &str) -> Run {
 
 #[test]
 fn a_check_running_prettier_over_the_tree_passes_after_init_as_before() {
-    let Some(bin) = prettier_bin() else {
+    let Some(bin) = installed_bin("prettier") else {
         return;
     };
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = path_with(&bin);
     let project = TempProject::new("prettier-check");
     // The project's own style (tabs), which ralph's JSON files (two
     // spaces) do not follow.
@@ -119,4 +125,48 @@ fn a_check_running_prettier_over_the_tree_passes_after_init_as_before() {
         again.stdout
     );
     assert_eq!(project.read(".prettierignore"), ignore);
+}
+
+#[test]
+fn a_check_rewriting_the_markdown_with_remark_leaves_ralphs_files_alone() {
+    let Some(bin) = installed_bin("remark") else {
+        return;
+    };
+    let path = path_with(&bin);
+    let project = TempProject::new("remark-output");
+    // remark writes `*` bullets back, where ralph's guardrails have `-`;
+    // the check fails on any file it changed that git tracks.
+    project.write(
+        "package.json",
+        r#"{"name": "toy", "private": true, "scripts": {"test": "remark . --frail --quiet --output && git diff --exit-code"}}"#,
+    );
+    project.write("README.md", "# Toy\n\n* one\n* two\n");
+    project.commit_all("a project whose markdown remark formats");
+    npm_test(&project, &path).assert_code(0);
+
+    let init = Ctl::new(&project)
+        .args(["init", "--yes"])
+        .env("PATH", &path)
+        .run();
+    init.assert_code(0);
+    project.commit_all("ralph installed");
+    let plain = npm_test(&project, &path);
+    assert_eq!(plain.code, Some(0), "npm test after init:\n{plain:?}");
+    assert_eq!(
+        project.read(".claude/ralph/guardrails.md"),
+        include_str!("../../../templates/guardrails.md")
+    );
+    let check = project.ctl(&["check"], &[("PATH", path.as_str())]);
+    assert_eq!(
+        check.code,
+        Some(0),
+        "ralph-ctl check after init:\n{check:?}"
+    );
+    assert!(
+        init.stdout
+            .contains("created   .remarkignore (+ /.claude/ralph/ ")
+            && init.stdout.contains("remark runs in the project's check"),
+        "init says what it added and why:\n{}",
+        init.stdout
+    );
 }

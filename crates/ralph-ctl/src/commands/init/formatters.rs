@@ -97,25 +97,32 @@ pub(super) fn check_commands(
 }
 
 /// Adds ralph's paths to the ignore file of each tool the project's check
-/// uses (its `commands`, and the scripts of `package.json`, which
-/// `npm test` may run), and to each such file already there; says, one
+/// runs (its `commands`) or a script of `package.json` runs (`npm test`
+/// may run any), and to each such file already there; says, one
 /// line a file, which file got which lines and why. A file that cannot be
 /// read or written is said and left alone: `init` goes on.
 pub(super) fn keep_ralph_out(root: &Path, commands: &[String]) {
-    let mut commands = commands.to_vec();
-    commands.extend(package_scripts(root));
+    let scripts = package_scripts(root);
+    // `npm test` and the like run package.json's scripts.
+    let check_runs_scripts = commands
+        .iter()
+        .any(|c| ["npm", "pnpm", "yarn", "bun"].iter().any(|p| runs(c, p)));
     for tool in TOOLS {
         let path = root.join(tool.ignore_file);
         let exists = path.symlink_metadata().is_ok();
-        let used = commands.iter().any(|c| runs(c, tool.program))
-            && (tool.only_with.is_empty() || tool.only_with.iter().any(|f| root.join(f).exists()));
-        if !exists && !used {
-            continue;
-        }
-        let why = if used {
-            format!("{} runs in the project's check", tool.program)
-        } else {
-            format!("the project has {}", tool.ignore_file)
+        let reads_it =
+            tool.only_with.is_empty() || tool.only_with.iter().any(|f| root.join(f).exists());
+        let in_check = reads_it && commands.iter().any(|c| runs(c, tool.program));
+        let in_script = reads_it && scripts.iter().any(|c| runs(c, tool.program));
+        let why = match (in_check, in_script, exists) {
+            (true, _, _) => format!("{} runs in the project's check", tool.program),
+            (false, true, _) if check_runs_scripts => format!(
+                "{} runs in the project's check (a script of package.json)",
+                tool.program
+            ),
+            (false, true, _) => format!("a script of package.json runs {}", tool.program),
+            (false, false, true) => format!("the project has {}", tool.ignore_file),
+            (false, false, false) => continue,
         };
         match add_lines(&path) {
             Ok((Change::Unchanged | Change::Kept, _)) => {}
@@ -132,7 +139,7 @@ pub(super) fn keep_ralph_out(root: &Path, commands: &[String]) {
                 );
             }
             Err(e) => crate::output::say!(
-                "  skipped   {}: {e}; add {} to it yourself, or {why} and may flag ralph's files",
+                "  skipped   {}: {e}; {why}: add {} to it yourself, or it may flag ralph's files",
                 tool.ignore_file,
                 RALPH_PATHS.join(" ")
             ),

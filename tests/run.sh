@@ -108,6 +108,8 @@ start_installs() {
     tests/install-clients.sh
     tests/install-puppeteer.sh >"$work/puppeteer"
     tests/install-mocha.sh >/dev/null
+    tests/install-prettier.sh >/dev/null
+    tests/install-remark.sh >/dev/null
   ) >"$work/npm.log" 2>&1 &
   installs+=("$!:$work/npm.log")
 }

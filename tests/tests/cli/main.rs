@@ -18,6 +18,7 @@ mod ctl_start;
 mod ctl_status;
 mod docs;
 mod environments;
+mod formatters;
 mod hook_cli;
 mod memory;
 mod output;

@@ -20,6 +20,7 @@ use crate::error::CtlError;
 use crate::settings::{self, HOOK_BINARY_NAME};
 
 mod detect;
+mod formatters;
 mod worktree_setup;
 
 /// What happened to one file.
@@ -410,6 +411,8 @@ pub(crate) fn run(paths: &ProjectPaths, options: InitArgs) -> CmdResult {
     if into_local {
         ignore_local_settings(&files.claude_ignore, root)?;
     }
+    // The project's formatters and linters leave ralph's files alone.
+    formatters::keep_ralph_out(root, &formatters::check_commands(&plan, &config));
 
     tell_what_next(
         &plan,

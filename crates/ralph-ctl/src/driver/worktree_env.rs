@@ -306,6 +306,7 @@ pub(crate) fn enter_worktree(
         loop_started,
         base_commit: worktree::git(&worktree.path, &["rev-parse", "HEAD"])?,
         setup,
+        worktree_id: worktree_made::identity(&worktree.path),
         ready: Readiness::Making,
     };
     worktree_made::write(paths, &name, &made)?;
@@ -344,7 +345,7 @@ fn take_up(
         ],
     )?;
     let setup = config.worktree_setup.as_ref().map(|s| s.command.as_str());
-    let made = worktree_made::read(paths, name);
+    let made = worktree_made::read_for(paths, name, &worktree.path);
     let shown = worktree.shown(&paths.root);
     let why = match worktree_made::judge(made.as_ref(), loop_started, setup, &base) {
         Found::Fit => return Ok(worktree),
@@ -488,11 +489,26 @@ mod tests {
             loop_started: "1".into(),
             base_commit: base.clone(),
             setup: Some("true".into()),
+            worktree_id: worktree_made::identity(&worktree.path),
             ready,
         };
         worktree_made::write(&paths, "item-1", &record(Readiness::Ready)).unwrap();
         let again = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
         assert!(!again.created, "fit: taken up as it is");
+        // The record of another worktree of the name (an earlier one's,
+        // restored): none; this one, holding nothing, is made afresh.
+        let mut earlier = record(Readiness::Ready);
+        earlier.worktree_id = Some("0:0".into());
+        worktree_made::write(&paths, "item-1", &earlier).unwrap();
+        let afresh = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
+        assert!(
+            afresh.created,
+            "an earlier worktree's record vouches for none"
+        );
+        let worktree = Worktree {
+            created: false,
+            ..afresh
+        };
         // Its baseline failed: made afresh.
         std::fs::write(worktree.path.join("left.txt"), "x\n").unwrap();
         worktree_made::write(&paths, "item-1", &record(Readiness::BaselineFailed)).unwrap();
@@ -549,6 +565,7 @@ mod tests {
             loop_started: "1".into(),
             base_commit: base,
             setup: None,
+            worktree_id: worktree_made::identity(&worktree.path),
             ready: Readiness::Ready,
         };
         worktree_made::write(&paths, "item-1", &ready).unwrap();

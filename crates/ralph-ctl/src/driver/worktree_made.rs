@@ -39,6 +39,10 @@ pub(crate) struct Made {
     pub(crate) base_commit: String,
     /// `worktreeSetup` as it ran in it (`None`: there was none).
     pub(crate) setup: Option<String>,
+    /// Which worktree of its name it was ([`identity`]): a record kept
+    /// from an earlier one, or restored, is none for a later one.
+    #[serde(default)]
+    pub(crate) worktree_id: Option<String>,
     /// How far its making went.
     pub(crate) ready: Readiness,
 }
@@ -112,6 +116,37 @@ pub(crate) fn read(paths: &ProjectPaths, name: &str) -> Option<Made> {
         return None;
     }
     serde_json::from_str(json).ok()
+}
+
+/// Which worktree of its name the one at `path` is: its git admin folder
+/// (`.git/worktrees/<name>`, made anew with each `git worktree add`) as
+/// the file system knows it (its device and inode, with its birth time
+/// where the file system keeps one, as an inode may be used again);
+/// `None` when it cannot be told.
+pub(crate) fn identity(path: &std::path::Path) -> Option<String> {
+    let place = ralph_core::own_git::GitPlace::find(path).ok()?;
+    let meta = std::fs::symlink_metadata(&place.git_dir).ok()?;
+    let born = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some(format!("{}:{}:{born}", meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        (born != 0).then(|| born.to_string())
+    }
+}
+
+/// The record of the worktree `name` at `path`, when it is this
+/// worktree's ([`identity`]) and ralph can vouch for it ([`read`]).
+pub(crate) fn read_for(paths: &ProjectPaths, name: &str, path: &std::path::Path) -> Option<Made> {
+    let made = read(paths, name)?;
+    (made.worktree_id.is_some() && made.worktree_id == identity(path)).then_some(made)
 }
 
 /// Forgets the record of the worktree `name` (it is gone).
@@ -199,6 +234,7 @@ mod tests {
             loop_started: "1".into(),
             base_commit: "aaaa".into(),
             setup: Some("make env".into()),
+            worktree_id: Some("1:2".into()),
             ready,
         }
     }

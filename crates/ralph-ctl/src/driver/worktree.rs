@@ -734,6 +734,17 @@ mod tests {
         assert!(aside.join("b.txt").is_file(), "the folder moved aside");
         let kept = git(&root, &["log", "-1", "--format=%s", "ralph/kept/item-l-1"]).unwrap();
         assert_eq!(kept, "work");
+        // One git will not remove (locked): named, with the fix by hand.
+        sh(&root, &["worktree", "lock", &again.path.to_string_lossy()]);
+        std::fs::write(again.path.join("c.txt"), "c\n").unwrap();
+        let err = plan.set_aside(&again).unwrap_err().to_string();
+        for words in [
+            "could not be removed to be made afresh",
+            "git worktree remove --force",
+            "what it held is kept on ralph/kept/item-l-2",
+        ] {
+            assert!(err.contains(words), "{words:?} in {err}");
+        }
     }
 
     #[test]

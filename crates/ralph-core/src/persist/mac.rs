@@ -695,7 +695,7 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_folder_planted_before_the_first_key_is_refused_and_no_key_worktree_id_it() {
+    fn a_folder_planted_before_the_first_key_is_refused_and_no_key_made_in_it() {
         use std::os::unix::fs::PermissionsExt;
         let home = TempDir::new().unwrap();
         let dir = home.path().join("ralph");

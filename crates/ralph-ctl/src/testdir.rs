@@ -14,17 +14,23 @@ pub(crate) fn new(label: &str) -> tempfile::TempDir {
 /// Runs git in `dir` as a person does (their identity in the environment);
 /// panics when it fails.
 pub(crate) fn git_as_person(dir: &std::path::Path, args: &[&str]) {
-    let ok = ralph_core::own_git::runner::persons_git(dir)
+    let ok = git_as_person_status(dir, args);
+    assert!(ok, "git {args:?}");
+}
+
+/// Whether `git args` in `dir`, as the person runs it, succeeded.
+pub(crate) fn git_as_person_status(dir: &std::path::Path, args: &[&str]) -> bool {
+    ralph_core::own_git::runner::persons_git(dir)
         .args(args)
         .env("GIT_AUTHOR_NAME", "t")
         .env("GIT_AUTHOR_EMAIL", "t@e")
         .env("GIT_COMMITTER_NAME", "t")
         .env("GIT_COMMITTER_EMAIL", "t@e")
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .status()
         .unwrap()
-        .success();
-    assert!(ok, "git {args:?}");
+        .success()
 }
 
 /// A queue run of three items (done, needs-review, working), each by

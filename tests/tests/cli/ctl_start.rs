@@ -368,3 +368,46 @@ fn reload_raises_the_stop_hooks_timeout_to_cover_the_checks_as_reloaded() {
     assert!(!reloaded.stderr.contains("Stop hook"), "{reloaded:?}");
     assert_eq!(hook_timeout(&project), Some(json!(330)));
 }
+
+#[test]
+fn reload_rewrites_the_settings_before_the_protected_files_snapshot() {
+    // The Stop hook's timeout is raised before protectedPaths is
+    // snapshotted anew, as at the start; the snapshot never lists the
+    // loop's own folder anyway (the walk skips .claude), so ralph's
+    // rewrite of the settings is never taken for the agent's change.
+    let project = TempProject::initialised("reload-hook-protected");
+    let config = |seconds: u64, protected: &[&str]| {
+        project.write(
+            ".claude/ralph/config.json",
+            json!({
+                "verify": [{"name": "tests", "command": "true", "timeoutSeconds": seconds}],
+                "protectedPaths": protected,
+            })
+            .to_string(),
+        );
+    };
+    config(60, &[".claude/"]);
+    project.ctl(&["start"], &[]).assert_code(0);
+    config(300, &[".claude/", "src/"]);
+    let reloaded = project.ctl(&["reload"], &[]);
+    reloaded.assert_code(0);
+    // The running session may have read its hooks when it started.
+    assert!(
+        reloaded.stderr.contains("set to 330 s")
+            && reloaded
+                .stderr
+                .contains("sessions started from now on use it")
+            && reloaded
+                .stderr
+                .contains("one already running may keep the old timeout"),
+        "{reloaded:?}"
+    );
+    let state = project.state().expect("a loop");
+    let snapshot = &state["protectedFiles"];
+    assert_eq!(snapshot["patterns"], json!([".claude/", "src/"]));
+    let listed = snapshot["files"].as_object().cloned().unwrap_or_default();
+    assert!(
+        listed.keys().all(|path| !path.starts_with(".claude/")),
+        "{snapshot}"
+    );
+}

@@ -47,6 +47,13 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
     let now = time::Timestamp::now();
     let mut pin = Pinned::of(&layers, now);
     let before = store.read()?.filter(|s| s.status.is_live());
+    // Where the Stop hook runs the checks, its timeout covers them as
+    // reloaded (a `--fresh` or queue loop's are the driver's): before the
+    // protectedPaths snapshot, so that ralph's own rewrite of the settings
+    // is not taken for the agent's.
+    if before.as_ref().is_some_and(|s| !s.fresh_context) {
+        crate::driver::start::fit_hook_timeout(paths, &config);
+    }
     let Measured {
         new_baseline,
         new_protected,
@@ -113,11 +120,6 @@ pub(crate) fn run(paths: &ProjectPaths, out: &mut dyn Write) -> CmdResult {
         Ok(reloaded) => reloaded,
         Err(why) => return no_loop(out, why),
     };
-    // Where the Stop hook runs the checks, its timeout covers them as
-    // reloaded (a `--fresh` or queue loop's are the driver's).
-    if before.as_ref().is_some_and(|s| !s.fresh_context) {
-        crate::driver::start::fit_hook_timeout(paths, &config);
-    }
     say_reloaded(old.is_none(), &changes, out)
 }
 

@@ -279,7 +279,9 @@ pub(crate) fn fit_hook_timeout(paths: &ProjectPaths, config: &Config) {
     match rewrite_hook_timeout(&file, wanted) {
         Ok(()) => crate::output::say_err!(
             "ralph-ctl: the Stop hook's timeout in {} was {timeout} s, less than the verify commands \
-             may take ({verify_total} s): set to {wanted} s, as `ralph-ctl init` sizes it",
+             may take ({verify_total} s): set to {wanted} s, as `ralph-ctl init` sizes it; Claude \
+             Code sessions started from now on use it, and one already running may keep the \
+             old timeout until it is restarted",
             file.display()
         ),
         Err(why) => crate::output::say_err!("ralph-ctl: warning: {warning} ({why})"),

@@ -158,7 +158,11 @@ impl WorktreePlan {
         }
         worktree.created = true;
         let path = worktree.path.to_string_lossy().into_owned();
+        // A record left by an earlier worktree of this name must not
+        // vouch for this one, never set up: gone before it is made.
+        super::worktree_made::forget_removed(&self.root, &worktree.path);
         self.clear_stale_record(name)?;
+        self.clear_leftovers(&worktree)?;
         git(
             &self.root,
             &[
@@ -189,6 +193,60 @@ impl WorktreePlan {
         if place.worktree_record(name).exists() {
             git(&self.root, &["worktree", "prune"])?;
         }
+        Ok(())
+    }
+
+    /// What a worktree of this name that could not be wholly removed left:
+    /// its folder (moved aside to `<name>.left-<n>`, never deleted) and its
+    /// branch (kept under a kept name when it holds commits not on the
+    /// base, else deleted), so that the worktree can be made again.
+    fn clear_leftovers(&self, worktree: &Worktree) -> Result<(), CtlError> {
+        if std::fs::symlink_metadata(&worktree.path).is_ok() {
+            let name = worktree
+                .path
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            let parent = worktree.path.parent().unwrap_or(&self.root);
+            let free = (1..1000)
+                .map(|n| parent.join(format!("{name}.left-{n}")))
+                .find(|p| std::fs::symlink_metadata(p).is_err())
+                .ok_or_else(|| {
+                    CtlError::BadArgument(format!(
+                        "{} is in the way of a new worktree, and so are 999 folders set aside \
+                         beside it: remove those you no longer need",
+                        worktree.path.display()
+                    ))
+                })?;
+            std::fs::rename(&worktree.path, &free)
+                .map_err(CtlError::io("move aside", &worktree.path))?;
+            super::say(&format!(
+                "{} was left by a worktree not wholly removed: moved aside to {}",
+                worktree.path.display(),
+                free.display()
+            ));
+        }
+        let reference = format!("refs/heads/{}", worktree.branch);
+        let Ok(tip) = git(
+            &self.root,
+            &["rev-parse", "--verify", "--quiet", &reference],
+        ) else {
+            return Ok(());
+        };
+        let range = format!("{}..{tip}", self.base);
+        let ahead = git(&self.root, &["rev-list", "--count", &range])?;
+        if ahead != "0" {
+            let kept = self.free_branch_name(&kept_stem(&worktree.branch))?;
+            git(
+                &self.root,
+                &["update-ref", &format!("refs/heads/{kept}"), &tip, ""],
+            )?;
+            super::say(&format!(
+                "branch {} was left by a worktree not wholly removed, with {ahead} commit(s) \
+                 not on {}: kept as {kept}",
+                worktree.branch, self.base
+            ));
+        }
+        git(&self.root, &["update-ref", "-d", &reference])?;
         Ok(())
     }
 
@@ -267,10 +325,13 @@ impl WorktreePlan {
                 if count == 1 { "" } else { "s" }
             )));
         }
-        let range = format!("{}..HEAD", self.base);
-        let ahead: u64 = git(&worktree.path, &["rev-list", "--count", &range])?
-            .parse()
-            .unwrap_or(0);
+        // HEAD and the item's branch: a worktree stopped mid-rebase, or
+        // moved off its branch, holds commits on either.
+        let tip = self.branch_tip(worktree);
+        let mut args = vec!["rev-list", "--count", "HEAD"];
+        args.extend(tip.as_deref());
+        args.extend(["--not", self.base.as_str()]);
+        let ahead: u64 = git(&worktree.path, &args)?.parse().unwrap_or(0);
         Ok((ahead > 0).then(|| {
             format!(
                 "{ahead} commit{} ahead of {}",
@@ -280,47 +341,110 @@ impl WorktreePlan {
         }))
     }
 
+    /// The commit the item's branch of `worktree` is at, when it exists.
+    fn branch_tip(&self, worktree: &Worktree) -> Option<String> {
+        let reference = format!("refs/heads/{}", worktree.branch);
+        git(
+            &self.root,
+            &["rev-parse", "--verify", "--quiet", &reference],
+        )
+        .ok()
+        .filter(|tip| !tip.is_empty())
+    }
+
+    /// What git is in the middle of in `worktree` (a rebase, a merge, a
+    /// cherry-pick, a revert, a bisect), in words; `None`: nothing.
+    pub(crate) fn in_progress(worktree: &Worktree) -> Option<&'static str> {
+        let place = ralph_core::own_git::GitPlace::find(&worktree.path).ok()?;
+        [
+            ("rebase-merge", "a rebase"),
+            ("rebase-apply", "a rebase"),
+            ("MERGE_HEAD", "a merge"),
+            ("CHERRY_PICK_HEAD", "a cherry-pick"),
+            ("REVERT_HEAD", "a revert"),
+            ("BISECT_LOG", "a bisect"),
+        ]
+        .into_iter()
+        .find(|(file, _)| std::fs::symlink_metadata(place.git_dir.join(file)).is_ok())
+        .map(|(_, what)| what)
+    }
+
     /// Removes `worktree` and its branch, so that it can be made afresh.
-    /// With `keep`, what it holds that is not on the base is kept first:
-    /// its uncommitted changes committed on its branch, and the branch
-    /// kept as `<branch>-kept-<n>`, which is returned with what it holds.
+    /// What it holds that is not on the base is kept first: its
+    /// uncommitted changes committed where it is, and that commit kept as
+    /// `ralph/kept/<name>-<n>` (a namespace no item's branch can be in), and
+    /// the item's branch kept too when it holds commits not kept so (the
+    /// worktree moved off it); returned: the branches kept, with what the
+    /// worktree held. Ignored files are not kept.
     pub(crate) fn set_aside(
         &self,
         worktree: &Worktree,
-        keep: bool,
-    ) -> Result<Option<(String, String)>, CtlError> {
-        let held = if keep { self.holds(worktree)? } else { None };
+    ) -> Result<Option<(Vec<String>, String)>, CtlError> {
+        let held = self.holds(worktree)?;
+        if held.is_some() {
+            // In the worktree only: no lock of the project's needed.
+            let status = git(
+                &worktree.path,
+                &["status", "--porcelain", "--ignore-submodules=all"],
+            )?;
+            if !status.is_empty() {
+                git(&worktree.path, &["add", "--all"])?;
+                let message = format!(
+                    "Work left uncommitted in {}, kept when it was made afresh",
+                    worktree.branch
+                );
+                let mut args = committer(&worktree.path);
+                args.extend(["commit", "--quiet", "--no-verify", "-m", &message]);
+                git(&worktree.path, &args)?;
+            }
+        }
         let _held = self.hold()?;
-        let kept = match held {
-            Some(what) => {
-                let status = git(
-                    &worktree.path,
-                    &["status", "--porcelain", "--ignore-submodules=all"],
-                )?;
-                if !status.is_empty() {
-                    git(&worktree.path, &["add", "--all"])?;
-                    let message = format!(
-                        "Work left uncommitted in {}, kept when it was made afresh",
-                        worktree.branch
-                    );
-                    let mut args = committer(&worktree.path);
-                    args.extend(["commit", "--quiet", "--no-verify", "-m", &message]);
-                    git(&worktree.path, &args)?;
-                }
-                let head = git(&worktree.path, &["rev-parse", "HEAD"])?;
-                let kept = self.free_branch_name(&format!("{}-kept", worktree.branch))?;
+        let mut kept = Vec::new();
+        if held.is_some() {
+            let head = git(&worktree.path, &["rev-parse", "HEAD"])?;
+            let stem = kept_stem(&worktree.branch);
+            let mut keep = |commit: &str| -> Result<(), CtlError> {
+                let name = self.free_branch_name(&stem)?;
                 // update-ref writes no configuration (a queue run may hold
                 // .git/config locked).
                 git(
                     &self.root,
-                    &["update-ref", &format!("refs/heads/{kept}"), &head, ""],
+                    &["update-ref", &format!("refs/heads/{name}"), commit, ""],
                 )?;
-                Some((kept, what))
+                kept.push(name);
+                Ok(())
+            };
+            let ahead = |tip: &str| {
+                git(
+                    &self.root,
+                    &["rev-list", "--count", tip, "--not", &self.base],
+                )
+                .is_ok_and(|n| n != "0")
+            };
+            if ahead(&head) {
+                keep(&head)?;
             }
-            None => None,
-        };
+            if let Some(tip) = self.branch_tip(worktree) {
+                let within = git(&self.root, &["merge-base", "--is-ancestor", &tip, &head]).is_ok();
+                if !within && ahead(&tip) {
+                    keep(&tip)?;
+                }
+            }
+        }
         let path = worktree.path.to_string_lossy().into_owned();
-        git(&self.root, &["worktree", "remove", "--force", &path])?;
+        git(&self.root, &["worktree", "remove", "--force", &path]).map_err(|e| {
+            CtlError::BadArgument(format!(
+                "the worktree {} could not be removed to be made afresh ({e}){}: remove it by \
+                 hand (`git worktree remove --force {path}`, or delete the folder and run `git \
+                 worktree prune`), then run again",
+                worktree.path.display(),
+                if kept.is_empty() {
+                    String::new()
+                } else {
+                    format!("; what it held is kept on {}", kept.join(", "))
+                }
+            ))
+        })?;
         let reference = format!("refs/heads/{}", worktree.branch);
         if git(
             &self.root,
@@ -330,7 +454,7 @@ impl WorktreePlan {
         {
             git(&self.root, &["update-ref", "-d", &reference])?;
         }
-        Ok(kept)
+        Ok(held.map(|what| (kept, what)))
     }
 
     /// `<stem>-<n>` for the first `n` from 1 that names no branch.
@@ -373,6 +497,14 @@ impl Worktree {
             .display()
             .to_string()
     }
+}
+
+/// The stem of the kept names of `branch` (`ralph/<name>`):
+/// `ralph/kept/<name>`, a namespace no item's or iteration's branch is in
+/// (theirs are `ralph/item-…` and `ralph/<digits>-<n>`).
+fn kept_stem(branch: &str) -> String {
+    let name = branch.strip_prefix("ralph/").unwrap_or(branch);
+    format!("ralph/kept/{name}")
 }
 
 /// `-c` options naming a committer when the repository at `dir` names
@@ -528,8 +660,9 @@ mod tests {
         std::fs::write(worked.path.join("c.txt"), "c\n").unwrap();
         // The base's config locked (a queue run holds it): nothing here writes it.
         std::fs::write(root.join(".git/config.lock"), "held\n").unwrap();
-        let (branch, held) = plan.set_aside(&worked, true).unwrap().unwrap();
-        assert_eq!(branch, "ralph/item-a-kept-1");
+        let (branches, held) = plan.set_aside(&worked).unwrap().unwrap();
+        let branch = branches.concat();
+        assert_eq!(branch, "ralph/kept/item-a-1", "a namespace no item is in");
         assert_eq!(held, "1 uncommitted change");
         assert!(!worked.path.exists());
         let kept = git(&root, &["ls-tree", "--name-only", "-r", &branch]).unwrap();
@@ -539,14 +672,79 @@ mod tests {
         );
         let afresh = plan.create("item-a").unwrap();
         assert!(afresh.created && !afresh.path.join("b.txt").exists());
-        // Nothing to keep, or nothing asked to be kept: only removed.
-        assert_eq!(plan.set_aside(&afresh, true).unwrap(), None);
+        // Nothing to keep: only removed.
+        assert_eq!(plan.set_aside(&afresh).unwrap(), None);
+        // Always looked at, whatever a record said: the change is kept.
         let again = plan.create("item-a").unwrap();
         std::fs::write(again.path.join("d.txt"), "d\n").unwrap();
-        assert_eq!(plan.set_aside(&again, false).unwrap(), None);
+        let (branches, _) = plan.set_aside(&again).unwrap().unwrap();
+        assert_eq!(branches, ["ralph/kept/item-a-2"]);
         std::fs::remove_file(root.join(".git/config.lock")).unwrap();
         let branches = git(&root, &["branch", "--list", "ralph/*"]).unwrap();
-        assert_eq!(branches.trim(), "ralph/item-a-kept-1");
+        assert_eq!(
+            branches.replace(' ', ""),
+            "ralph/kept/item-a-1\nralph/kept/item-a-2"
+        );
+    }
+
+    #[test]
+    fn commits_off_head_are_kept_and_a_rebase_in_progress_is_seen() {
+        let (_d, root) = repo();
+        let plan = plan(&root, None, false).unwrap();
+        // Moved off its branch: the branch's commit is what it holds.
+        let moved = plan.create("item-m").unwrap();
+        std::fs::write(moved.path.join("b.txt"), "b\n").unwrap();
+        sh(&moved.path, &["add", "b.txt"]);
+        sh(&moved.path, &["commit", "-q", "-m", "on the branch"]);
+        sh(&moved.path, &["checkout", "-q", "--detach", "main"]);
+        assert_eq!(
+            plan.holds(&moved).unwrap().as_deref(),
+            Some("1 commit ahead of main")
+        );
+        assert_eq!(WorktreePlan::in_progress(&moved), None);
+        let (branches, _) = plan.set_aside(&moved).unwrap().unwrap();
+        assert_eq!(branches, ["ralph/kept/item-m-1"]);
+        let kept = git(&root, &["log", "-1", "--format=%s", "ralph/kept/item-m-1"]).unwrap();
+        assert_eq!(kept, "on the branch");
+
+        // Stopped mid-rebase: seen, so that it is not made afresh.
+        let rebasing = plan.create("item-r").unwrap();
+        std::fs::write(rebasing.path.join("a.txt"), "mine\n").unwrap();
+        sh(&rebasing.path, &["commit", "-q", "-am", "mine"]);
+        std::fs::write(root.join("a.txt"), "theirs\n").unwrap();
+        sh(&root, &["commit", "-q", "-am", "theirs"]);
+        let stopped = crate::testdir::git_as_person_status(&rebasing.path, &["rebase", "main"]);
+        assert!(!stopped, "the rebase stops on its conflict");
+        assert_eq!(WorktreePlan::in_progress(&rebasing), Some("a rebase"));
+    }
+
+    #[test]
+    fn a_worktree_not_wholly_removed_can_be_made_again() {
+        let (_d, root) = repo();
+        let plan = plan(&root, None, false).unwrap();
+        let worked = plan.create("item-l").unwrap();
+        std::fs::write(worked.path.join("b.txt"), "b\n").unwrap();
+        sh(&worked.path, &["add", "b.txt"]);
+        sh(&worked.path, &["commit", "-q", "-m", "work"]);
+        // Its folder emptied of git's file, its branch left behind.
+        std::fs::remove_file(worked.path.join(".git")).unwrap();
+        let again = plan.create("item-l").unwrap();
+        assert!(again.created && !again.path.join("b.txt").exists());
+        let aside = root.join(WORKTREES_DIR).join("item-l.left-1");
+        assert!(aside.join("b.txt").is_file(), "the folder moved aside");
+        let kept = git(&root, &["log", "-1", "--format=%s", "ralph/kept/item-l-1"]).unwrap();
+        assert_eq!(kept, "work");
+        // One git will not remove (locked): named, with the fix by hand.
+        sh(&root, &["worktree", "lock", &again.path.to_string_lossy()]);
+        std::fs::write(again.path.join("c.txt"), "c\n").unwrap();
+        let err = plan.set_aside(&again).unwrap_err().to_string();
+        for words in [
+            "could not be removed to be made afresh",
+            "git worktree remove --force",
+            "what it held is kept on ralph/kept/item-l-2",
+        ] {
+            assert!(err.contains(words), "{words:?} in {err}");
+        }
     }
 
     #[test]

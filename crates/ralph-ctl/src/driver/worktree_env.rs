@@ -306,6 +306,7 @@ pub(crate) fn enter_worktree(
         loop_started,
         base_commit: worktree::git(&worktree.path, &["rev-parse", "HEAD"])?,
         setup,
+        worktree_id: worktree_made::identity(&worktree.path),
         ready: Readiness::Making,
     };
     worktree_made::write(paths, &name, &made)?;
@@ -344,29 +345,37 @@ fn take_up(
         ],
     )?;
     let setup = config.worktree_setup.as_ref().map(|s| s.command.as_str());
-    let made = worktree_made::read(paths, name);
+    let made = worktree_made::read_for(paths, name, &worktree.path);
     let shown = worktree.shown(&paths.root);
-    let (why, keep) = match worktree_made::judge(made.as_ref(), loop_started, setup, &base) {
+    let why = match worktree_made::judge(made.as_ref(), loop_started, setup, &base) {
         Found::Fit => return Ok(worktree),
-        Found::Stale { why, keep } => (why, keep),
-        Found::BaseMoved(why) => match plan.holds(&worktree)? {
+        Found::Stale(why) => why,
+        Found::UnlessWorked(why) => match plan.holds(&worktree)? {
             Some(held) => {
                 say(&format!(
                     "worktree {shown} taken up as it is: {why}, and it holds {held} not landed"
                 ));
                 return Ok(worktree);
             }
-            None => (why, false),
+            None => why,
         },
     };
-    match plan.set_aside(&worktree, keep)? {
-        Some((branch, held)) => say(&format!(
+    if let Some(what) = WorktreePlan::in_progress(&worktree) {
+        say(&format!(
+            "worktree {shown} taken up as it is, not made afresh ({why}): {what} is in progress \
+             in it; finish or abort it there to have it made afresh"
+        ));
+        return Ok(worktree);
+    }
+    match plan.set_aside(&worktree)? {
+        Some((branches, held)) if !branches.is_empty() => say(&format!(
             "worktree {shown} made afresh from {}: {why}; what it held ({held}) is kept on \
-             branch {branch}",
-            plan.base
+             branch {} (files git ignores are not kept)",
+            plan.base,
+            branches.join(" and ")
         )),
-        None => say(&format!(
-            "worktree {shown} made afresh from {}: {why}",
+        _ => say(&format!(
+            "worktree {shown} made afresh from {}: {why} (files git ignores are not kept)",
             plan.base
         )),
     }
@@ -480,33 +489,100 @@ mod tests {
             loop_started: "1".into(),
             base_commit: base.clone(),
             setup: Some("true".into()),
+            worktree_id: worktree_made::identity(&worktree.path),
             ready,
         };
         worktree_made::write(&paths, "item-1", &record(Readiness::Ready)).unwrap();
         let again = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
         assert!(!again.created, "fit: taken up as it is");
-        // Its baseline failed: made afresh, nothing to keep (no agent ran).
+        // The record of another worktree of the name (an earlier one's,
+        // restored): none; this one, holding nothing, is made afresh.
+        let mut earlier = record(Readiness::Ready);
+        earlier.worktree_id = Some("0:0".into());
+        worktree_made::write(&paths, "item-1", &earlier).unwrap();
+        let afresh = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
+        assert!(
+            afresh.created,
+            "an earlier worktree's record vouches for none"
+        );
+        let worktree = Worktree {
+            created: false,
+            ..afresh
+        };
+        // Its baseline failed: made afresh.
         std::fs::write(worktree.path.join("left.txt"), "x\n").unwrap();
         worktree_made::write(&paths, "item-1", &record(Readiness::BaselineFailed)).unwrap();
-        let afresh = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
+        let mut afresh = take_up(&paths, &plan, &config, "2", worktree.clone(), "item-1").unwrap();
         assert!(afresh.created && !afresh.path.join("left.txt").exists());
+        // Looked at all the same: what was left in it is kept.
+        let left = worktree::git(
+            &paths.root,
+            &["ls-tree", "--name-only", "ralph/kept/item-1-1"],
+        )
+        .unwrap();
+        assert!(left.contains("left.txt"), "{left}");
         assert_eq!(
             worktree_made::read(&paths, "item-1"),
             None,
             "to be recorded anew"
         );
-        // No record: an agent may have worked there; its commit is kept.
+        // No record (an older ralph made it) and an agent's commit in it:
+        // taken up as it is.
         std::fs::write(afresh.path.join("b.txt"), "b\n").unwrap();
         sh(&afresh.path, &["add", "b.txt"]);
         sh(&afresh.path, &["commit", "-q", "-m", "work"]);
-        let made_again = take_up(&paths, &plan, &config, "2", afresh, "item-1").unwrap();
+        afresh.created = false;
+        let taken = take_up(&paths, &plan, &config, "2", afresh.clone(), "item-1").unwrap();
+        assert!(!taken.created && taken.path.join("b.txt").exists());
+        // A record saying its making never finished: looked at all the
+        // same, its commit kept.
+        worktree_made::write(&paths, "item-1", &record(Readiness::Making)).unwrap();
+        let mut made_again = take_up(&paths, &plan, &config, "2", afresh, "item-1").unwrap();
         assert!(made_again.created && !made_again.path.join("b.txt").exists());
         let kept = worktree::git(
             &paths.root,
-            &["log", "-1", "--format=%s", "ralph/item-1-kept-1"],
+            &["log", "-1", "--format=%s", "ralph/kept/item-1-2"],
         )
         .unwrap();
         assert_eq!(kept, "work");
+        // A merge in progress: taken up as it is, not made afresh.
+        worktree_made::write(&paths, "item-1", &record(Readiness::SetupFailed)).unwrap();
+        let place = ralph_core::own_git::GitPlace::find(&made_again.path).unwrap();
+        std::fs::write(place.git_dir.join("MERGE_HEAD"), format!("{base}\n")).unwrap();
+        std::fs::write(made_again.path.join("c.txt"), "c\n").unwrap();
+        made_again.created = false;
+        let kept_as_is =
+            take_up(&paths, &plan, &config, "2", made_again.clone(), "item-1").unwrap();
+        assert!(!kept_as_is.created && kept_as_is.path.join("c.txt").exists());
+    }
+
+    #[test]
+    fn a_record_left_by_an_earlier_worktree_of_the_name_vouches_for_no_new_one() {
+        let (_dir, paths, worktree, _config) = made("true", None);
+        let plan = super::super::worktree::plan(&paths.root, None, false).unwrap();
+        let base = worktree::git(&paths.root, &["rev-parse", "main"]).unwrap();
+        let ready = Made {
+            loop_started: "1".into(),
+            base_commit: base,
+            setup: None,
+            worktree_id: worktree_made::identity(&worktree.path),
+            ready: Readiness::Ready,
+        };
+        worktree_made::write(&paths, "item-1", &ready).unwrap();
+        // Removed by hand, the record left behind; made again.
+        worktree::git(
+            &paths.root,
+            &[
+                "worktree",
+                "remove",
+                "--force",
+                &worktree.path.to_string_lossy(),
+            ],
+        )
+        .unwrap();
+        let again = plan.create("item-1").unwrap();
+        assert!(again.created);
+        assert_eq!(worktree_made::read(&paths, "item-1"), None);
     }
 
     #[test]

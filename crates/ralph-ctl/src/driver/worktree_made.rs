@@ -6,11 +6,13 @@
 //! sandboxed agent), one file per worktree, each carrying ralph's MAC
 //! (`ralph_core::persist::mac`): a record ralph cannot vouch for is none.
 //!
-//! A worktree whose record is missing, or says its setup or baseline
-//! failed or never finished, or whose setup changed since, is made afresh
-//! before any agent runs in it; so is one whose base moved, when it holds
-//! nothing of an agent's. What an agent left in it that has not landed is
-//! kept on a branch of its own (`WorktreePlan::set_aside`).
+//! A worktree whose record says its setup or baseline failed or never
+//! finished, or whose setup changed since, is made afresh before any agent
+//! runs in it; so is one whose base moved, or of which ralph has no record
+//! (an older ralph made it), when it holds nothing of an agent's. What an
+//! agent left in it that has not landed is kept on a branch of its own
+//! (`WorktreePlan::set_aside`). Each record is signed for its own file: one
+//! copied over another worktree's is none.
 
 use std::path::PathBuf;
 
@@ -37,6 +39,10 @@ pub(crate) struct Made {
     pub(crate) base_commit: String,
     /// `worktreeSetup` as it ran in it (`None`: there was none).
     pub(crate) setup: Option<String>,
+    /// Which worktree of its name it was ([`identity`]): a record kept
+    /// from an earlier one, or restored, is none for a later one.
+    #[serde(default)]
+    pub(crate) worktree_id: Option<String>,
     /// How far its making went.
     pub(crate) ready: Readiness,
 }
@@ -69,12 +75,21 @@ pub(crate) fn write(paths: &ProjectPaths, name: &str, made: &Made) -> Result<(),
     let path = file(paths, name);
     super::start::ignore_runtime(&paths.project())?;
     let folder = path.parent().unwrap_or(&path).to_path_buf();
+    if std::fs::symlink_metadata(&folder).is_ok_and(|m| m.file_type().is_symlink() || !m.is_dir()) {
+        return Err(CtlError::BadArgument(format!(
+            "{} is not a plain folder (a link, or a file): ralph keeps its worktree records \
+             there only in a folder of its own; remove it and run again",
+            folder.display()
+        )));
+    }
     std::fs::create_dir_all(&folder).map_err(CtlError::io("create", &folder))?;
     // A struct of strings always serializes; an empty record would be
     // read as none (made afresh), never as fit.
     let json = serde_json::to_vec(made).unwrap_or_default();
     let key = mac::current(true).map_err(ralph_core::persist::store::StoreError::from)?;
-    let tag = key.tag(Purpose::Worktree, &folder, &json);
+    // Signed for its own file: a record copied over another worktree's
+    // is none.
+    let tag = key.tag(Purpose::Worktree, &path, &json);
     let mut bytes = json;
     bytes.push(b'\n');
     bytes.extend_from_slice(tag.as_bytes());
@@ -90,14 +105,48 @@ pub(crate) fn read(paths: &ProjectPaths, name: &str) -> Option<Made> {
     let Ok(Bounded::Bytes(bytes)) = read_bounded(&path, MAX_RECORD_BYTES) else {
         return None;
     };
+    let folder = path.parent()?;
+    if std::fs::symlink_metadata(folder).map_or(true, |m| !m.is_dir()) {
+        return None;
+    }
     let text = std::str::from_utf8(&bytes).ok()?;
     let (json, tag) = text.trim_end().rsplit_once('\n')?;
     let key = mac::current(false).ok()?;
-    let folder = path.parent()?;
-    if !key.verifies(Purpose::Worktree, folder, json.as_bytes(), tag.as_bytes()) {
+    if !key.verifies(Purpose::Worktree, &path, json.as_bytes(), tag.as_bytes()) {
         return None;
     }
     serde_json::from_str(json).ok()
+}
+
+/// Which worktree of its name the one at `path` is: its git admin folder
+/// (`.git/worktrees/<name>`, made anew with each `git worktree add`) as
+/// the file system knows it (its device and inode, with its birth time
+/// where the file system keeps one, as an inode may be used again);
+/// `None` when it cannot be told.
+pub(crate) fn identity(path: &std::path::Path) -> Option<String> {
+    let place = ralph_core::own_git::GitPlace::find(path).ok()?;
+    let meta = std::fs::symlink_metadata(&place.git_dir).ok()?;
+    let born = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some(format!("{}:{}:{born}", meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        (born != 0).then(|| born.to_string())
+    }
+}
+
+/// The record of the worktree `name` at `path`, when it is this
+/// worktree's ([`identity`]) and ralph can vouch for it ([`read`]).
+pub(crate) fn read_for(paths: &ProjectPaths, name: &str, path: &std::path::Path) -> Option<Made> {
+    let made = read(paths, name)?;
+    (made.worktree_id.is_some() && made.worktree_id == identity(path)).then_some(made)
 }
 
 /// Forgets the record of the worktree `name` (it is gone).
@@ -118,17 +167,14 @@ pub(crate) fn forget_removed(root: &std::path::Path, path: &std::path::Path) {
 pub(crate) enum Found {
     /// It may be worked as it is.
     Fit,
-    /// Made afresh, in words why; `keep`: what an agent left in it is
-    /// kept (the record cannot say no agent ran in it).
-    Stale {
-        /// Why, in words.
-        why: String,
-        /// Whether an agent may have worked in it.
-        keep: bool,
-    },
-    /// The base moved since it was made: made afresh unless it holds an
-    /// agent's work, which goes on in it.
-    BaseMoved(String),
+    /// Made afresh, in words why; what an agent left in it is kept first
+    /// (whatever the record says: it may be wrong, and an untouched
+    /// worktree keeps nothing anyway).
+    Stale(String),
+    /// The base moved since it was made, or ralph has no record of it (an
+    /// older ralph made it): made afresh unless it holds an agent's work,
+    /// which goes on in it.
+    UnlessWorked(String),
 }
 
 /// What the worktree recorded as `made` (`None`: no record) is to the loop
@@ -140,22 +186,17 @@ pub(crate) fn judge(
     setup: Option<&str>,
     base: &str,
 ) -> Found {
-    let stale = |why: &str, keep| Found::Stale {
-        why: why.to_string(),
-        keep,
-    };
     let Some(made) = made else {
-        return stale(
-            "ralph has no record of its worktreeSetup and test baseline",
-            true,
+        return Found::UnlessWorked(
+            "ralph has no record of its worktreeSetup and test baseline".to_string(),
         );
     };
     match made.ready {
         Readiness::Making => {
-            return stale("its worktreeSetup and test baseline never finished", false);
+            return Found::Stale("its worktreeSetup and test baseline never finished".into());
         }
-        Readiness::SetupFailed => return stale("its worktreeSetup failed", false),
-        Readiness::BaselineFailed => return stale("its test baseline failed", false),
+        Readiness::SetupFailed => return Found::Stale("its worktreeSetup failed".into()),
+        Readiness::BaselineFailed => return Found::Stale("its test baseline failed".into()),
         Readiness::Ready => {}
     }
     if made.loop_started == loop_started {
@@ -163,17 +204,14 @@ pub(crate) fn judge(
     }
     if made.setup.as_deref() != setup {
         let shown = |s: Option<&str>| s.map_or("none".to_string(), |s| format!("`{s}`"));
-        return Found::Stale {
-            why: format!(
-                "worktreeSetup changed since it was made ({} then, {} now)",
-                shown(made.setup.as_deref()),
-                shown(setup)
-            ),
-            keep: true,
-        };
+        return Found::Stale(format!(
+            "worktreeSetup changed since it was made ({} then, {} now)",
+            shown(made.setup.as_deref()),
+            shown(setup)
+        ));
     }
     if made.base_commit != base {
-        return Found::BaseMoved(format!(
+        return Found::UnlessWorked(format!(
             "the base moved since it was made (from {} to {})",
             short(&made.base_commit),
             short(base)
@@ -196,6 +234,7 @@ mod tests {
             loop_started: "1".into(),
             base_commit: "aaaa".into(),
             setup: Some("make env".into()),
+            worktree_id: Some("1:2".into()),
             ready,
         }
     }
@@ -208,7 +247,7 @@ mod tests {
         assert_eq!(judge(Some(&ready), "2", setup, "aaaa"), Found::Fit);
         assert!(matches!(
             judge(None, "1", setup, "aaaa"),
-            Found::Stale { keep: true, .. }
+            Found::UnlessWorked(why) if why.contains("no record")
         ));
         for (ready, words) in [
             (Readiness::Making, "never finished"),
@@ -216,19 +255,19 @@ mod tests {
             (Readiness::BaselineFailed, "test baseline failed"),
         ] {
             match judge(Some(&made(ready)), "1", setup, "aaaa") {
-                Found::Stale { why, keep: false } => assert!(why.contains(words), "{why}"),
+                Found::Stale(why) => assert!(why.contains(words), "{why}"),
                 other => panic!("{ready:?}: {other:?}"),
             }
         }
         match judge(Some(&ready), "2", None, "aaaa") {
-            Found::Stale { why, keep: true } => {
+            Found::Stale(why) => {
                 assert!(why.contains("(`make env` then, none now)"), "{why}");
             }
             other => panic!("{other:?}"),
         }
         assert_eq!(
             judge(Some(&ready), "2", setup, "bbbb"),
-            Found::BaseMoved("the base moved since it was made (from aaaa to bbbb)".into())
+            Found::UnlessWorked("the base moved since it was made (from aaaa to bbbb)".into())
         );
     }
 
@@ -247,7 +286,30 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read(&paths, "item-a"), None, "changed: not ralph's");
+        // A record ralph signed for another worktree is none here.
+        write(&paths, "item-a", &made(Readiness::Ready)).unwrap();
+        std::fs::copy(&path, file(&paths, "item-b")).unwrap();
+        assert_eq!(
+            read(&paths, "item-b"),
+            None,
+            "item-a's record, not item-b's"
+        );
         forget_removed(&paths.root, &paths.root.join(".claude/worktrees/item-a"));
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn records_are_kept_only_in_a_real_folder() {
+        let dir = crate::testdir::new("worktree-made");
+        let paths = ProjectPaths::new(dir.path());
+        let folder = file(&paths, "item-a").parent().unwrap().to_path_buf();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::create_dir_all(folder.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &folder).unwrap();
+        let err = write(&paths, "item-a", &made(Readiness::Ready)).unwrap_err();
+        assert!(err.to_string().contains("not a plain folder"), "{err}");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        assert_eq!(read(&paths, "item-a"), None);
     }
 }

@@ -486,6 +486,12 @@ impl TempProject {
         serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{relative} is not JSON: {e}"))
     }
 
+    /// The project's `.claude/ralph/config.json`, read as JSON; panics
+    /// naming it when it is missing or not JSON.
+    pub fn config(&self) -> Value {
+        self.read_json(".claude/ralph/config.json")
+    }
+
     /// `.claude/ralph/config.json` as `change` leaves it.
     pub fn edit_config(&self, change: impl FnOnce(&mut Value)) {
         const CONFIG: &str = ".claude/ralph/config.json";

@@ -116,8 +116,7 @@ fn a_queue_dry_run_lists_the_items_and_shows_the_first_one_s_text_once() {
 #[test]
 fn init_writes_a_starter_formula_that_a_dry_run_shows() {
     let project = TempProject::initialised("init-formula");
-    let init = project.ctl(&["init", "--formula", "feature"], &[]);
-    init.assert_code(0);
+    project.ctl_exits(&["init", "--formula", "feature"], 0);
     let file = project.path(".claude/ralph/formulas/feature.yaml");
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(
@@ -126,9 +125,7 @@ fn init_writes_a_starter_formula_that_a_dry_run_shows() {
     );
     // An existing formula is the person's: kept as it is.
     std::fs::write(&file, text.replace("Plan the task", "Plan it")).unwrap();
-    project
-        .ctl(&["init", "--formula", "feature"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["init", "--formula", "feature"], 0);
     assert!(std::fs::read_to_string(&file).unwrap().contains("Plan it"));
     let dry = project.ctl(
         &["run", "--formula", "feature", "--dry-run"],
@@ -253,9 +250,7 @@ fn from_a_step_needs_a_formula_and_a_step_it_has() {
     alone
         .assert_code(2)
         .assert_stderr_has(&["--from implement names a formula step", "--formula NAME"]);
-    project
-        .ctl(&["init", "--formula", "ship"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["init", "--formula", "ship"], 0);
     let unknown = project.ctl(&["run", "--formula", "ship", "--from", "deploy"], &env);
     unknown
         .assert_code(2)

@@ -1798,9 +1798,7 @@ fn check_without_a_loop_and_of_a_loop_whose_claim_would_fail() {
         ));
     };
     show(&project, &["check"]);
-    project
-        .ctl(&["start", "--max-iterations", "5"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["start", "--max-iterations", "5"], 0);
     show(&project, &["check"]);
     project.write("tests.txt", "pass\npass\n");
     show(&project, &["check"]);
@@ -1848,8 +1846,7 @@ fn queue_lists_waiting_items_with_every_dependency_missing() {
    "dependencies": ["US-001", "US-002"]}
 ]}"#,
     );
-    let shown = project.ctl(&["queue", "prd:prd.json"], &[]);
-    shown.assert_code(0);
+    let shown = project.ctl_exits(&["queue", "prd:prd.json"], 0);
     let fakes = ralph_tests::trackers::FakeTrackers::new(&project.path("fakes"));
     fakes.ready(&json!([{
         "id": "bd-a1b2", "title": "Add export service", "description": "Export users as CSV.",

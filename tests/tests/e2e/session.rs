@@ -316,7 +316,7 @@ fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersio
     refused
         .run
         .assert_stderr_has(&["circuit breaker is open", "ralph-ctl reset"]);
-    scenario.ctl(&["reset"], &[]).assert_code(0);
+    scenario.ctl_exits(&["reset"], 0);
     let api = MockApi::start(|_, _| Reply::text(format!("Fixed it.\n{SIGNAL}")));
     scenario.run(&api).ended(0, "complete");
 }
@@ -1145,8 +1145,7 @@ fn failing_tests_never_complete_a_loop_after_init_with_its_defaults(client: Clie
     // command the completion check. The agent cannot fix the bug and claims
     // done every time: the loop must never end `complete`.
     let project = TempProject::python_with_a_failing_test("failing-tests");
-    let init = project.ctl(&["init", "--yes"], &[]);
-    init.assert_code(0);
+    let init = project.ctl_exits(&["init", "--yes"], 0);
     init.assert_stdout_has(&["Completion check: `python3 -m unittest`"]);
     let scenario = Scenario::around(project, client)
         .prompt("Fix add() in calc.py so that the tests pass.\n")
@@ -1289,8 +1288,7 @@ fn the_agents_terminal_escapes_are_shown_never_obeyed(client: ClientVersion) {
         outcome.run.stdout.contains(r"\x1b[8mhidden words\x1b[0m"),
         "{launcher}"
     );
-    let status = scenario.ctl(&["status"], &[]);
-    status.assert_code(0);
+    let status = scenario.ctl_exits(&["status"], 0);
     assert_eq!(
         raw_controls(&status.stdout),
         [],

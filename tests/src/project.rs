@@ -729,6 +729,15 @@ impl TempProject {
         self.root.join(relative)
     }
 
+    /// A folder inside the project, made with its parents if missing;
+    /// panics naming it when it cannot be made.
+    pub fn dir(&self, relative: impl AsRef<Path>) -> PathBuf {
+        let path = self.path(relative);
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("{} cannot be made: {e}", path.display()));
+        path
+    }
+
     /// Writes `contents` to the project's file `relative`, making its
     /// folders first.
     pub fn write(&self, relative: impl AsRef<Path>, contents: impl AsRef<[u8]>) {

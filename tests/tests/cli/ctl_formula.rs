@@ -143,8 +143,7 @@ fn init_writes_a_starter_formula_that_a_dry_run_shows() {
 #[test]
 fn a_fifo_formula_or_a_prompt_file_outside_the_project_is_refused_at_once() {
     let project = TempProject::initialised("formula-fifo");
-    let folder = project.path(".claude/ralph/formulas");
-    std::fs::create_dir_all(&folder).unwrap();
+    let folder = project.dir(".claude/ralph/formulas");
     let fifo = folder.join("stuck.yaml");
     assert!(
         std::process::Command::new("mkfifo")
@@ -221,8 +220,7 @@ fn a_formula_gate_named_like_a_verify_command_is_a_formula_error() {
         ".claude/ralph/config.json",
         r#"{"verify": [{"name": "tests", "command": "true"}]}"#,
     );
-    let folder = project.path(".claude/ralph/formulas");
-    std::fs::create_dir_all(&folder).unwrap();
+    let folder = project.dir(".claude/ralph/formulas");
     std::fs::write(
         folder.join("feat.yaml"),
         "name: feat\nsteps:\n  - id: a\n    prompt: Do it.\n    gates:\n      - { name: tests, command: \"true\" }\n",

@@ -406,8 +406,7 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
 fn install_sh_installs_both_binaries_with_the_arguments_given() {
     // A `cargo` that records how it was called: the script's whole job.
     let project = TempProject::new("install-sh");
-    let bin = project.path("fake-bin");
-    std::fs::create_dir_all(&bin).unwrap();
+    let bin = project.dir("fake-bin");
     let cargo = bin.join("cargo");
     std::fs::write(
         &cargo,

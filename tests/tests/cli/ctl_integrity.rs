@@ -326,9 +326,7 @@ fn a_run_refused_at_its_start_with_nobody_at_a_terminal_runs_notify() {
     let told: Value = serde_json::from_str(&text).expect("one JSON line");
     assert_eq!(told["event"], "refused", "{told:#}");
     assert!(
-        told["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("PROMPT.md is still the template")),
+        ralph_tests::json_text_has(&told["reason"], "PROMPT.md is still the template"),
         "{told:#}"
     );
     assert!(

@@ -120,11 +120,8 @@ fn a_check_that_runs_no_test_is_named_at_the_start() {
 #[test]
 fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() {
     let project = TempProject::initialised("reload");
-    let run = project.ctl_exits(&["reload"], 13);
-    assert!(
-        run.stdout.contains("No Ralph loop in") && run.stdout.contains("nothing to reload"),
-        "{run:?}"
-    );
+    let none = project.ctl_exits(&["reload"], 13);
+    none.assert_stdout_has(&["No Ralph loop in", "nothing to reload"]);
 
     project.write(".claude/ralph/config.json", r#"{"maxIterations": 5}"#);
     project.ctl_exits(&["start"], 0);
@@ -135,13 +132,9 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
     // Changed by anyone: shown by status with the fix, not obeyed.
     let changed = r#"{"maxIterations": 5, "notify": "echo ended", "completionMode": "dual"}"#;
     project.write(".claude/ralph/config.json", changed);
-    let status = project.ctl(&["status"], &[]);
-    assert!(
-        status.stdout.contains(
-            "config:     .claude/ralph/config.json changed since the loop started; not obeyed. `ralph-ctl reload` adopts it"
-        ),
-        "{status:?}"
-    );
+    project.ctl(&["status"], &[]).assert_stdout_has(&[
+        "config:     .claude/ralph/config.json changed since the loop started; not obeyed. `ralph-ctl reload` adopts it",
+    ]);
     assert_eq!(
         project.status_json()["configDrift"]["files"][0]["file"],
         ".claude/ralph/config.json"

@@ -207,8 +207,7 @@ fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
 #[test]
 fn commands_in_a_subfolder_work_on_the_project_above() {
     let project = TempProject::new("subfolder");
-    let sub = project.path("src/deep");
-    std::fs::create_dir_all(&sub).unwrap();
+    let sub = project.dir("src/deep");
     project.init();
     // Installed: init in a subfolder goes on with the project above.
     let mut init = project.command(bins::ctl());

@@ -22,8 +22,7 @@ fn pytest_project(name: &str, extra: &[(&str, &str)]) -> TempProject {
 /// PATH with a `python3` first that says whether it has pytest (`has`),
 /// as the usual Python of the machine would.
 fn usual_python(project: &TempProject, has: bool) -> String {
-    let bin = project.path("usual-python");
-    std::fs::create_dir_all(&bin).unwrap();
+    let bin = project.dir("usual-python");
     let script = bin.join("python3");
     std::fs::write(&script, format!("#!/bin/sh\nexit {}\n", u8::from(!has))).unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();

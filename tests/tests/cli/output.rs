@@ -1153,8 +1153,7 @@ fn ctl_lines_for_refused_starts() {
     // A formula that is missing or wrong is refused before anything starts.
     let formulas = TempProject::new("refused-formula");
     formulas.init();
-    let folder = formulas.path(".claude/ralph/formulas");
-    fs::create_dir_all(&folder).unwrap();
+    let folder = formulas.dir(".claude/ralph/formulas");
     write(
         folder.join("typo.yaml"),
         "steps:\n  - id: plan\n    prompt: Plan.\n    modle: opus\n",
@@ -1625,12 +1624,10 @@ fn install_sh_without_cargo_says_what_to_install_and_how() {
     // A PATH with what the script needs besides cargo, and no cargo: the
     // message names what is missing and how to get it.
     let project = TempProject::new("install-no-cargo");
-    let bin = project.path("bin-without-cargo");
-    fs::create_dir_all(&bin).unwrap();
+    let bin = project.dir("bin-without-cargo");
     std::os::unix::fs::symlink("/usr/bin/dirname", bin.join("dirname")).unwrap();
     let script = bins::workspace_root().join("install.sh");
-    let home = project.path("home-without-rust");
-    fs::create_dir_all(&home).unwrap();
+    let home = project.dir("home-without-rust");
     let mut text = String::new();
     let mut show = |home: &Path, what: &str| {
         let mut cmd = project.command(&script);
@@ -1690,8 +1687,7 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
     );
     // The system's python3, as this test wants it: with or without pytest;
     // it notes each run (proposing a check runs no Python).
-    let bin = project.path("system-bin");
-    fs::create_dir_all(&bin).unwrap();
+    let bin = project.dir("system-bin");
     let path = format!("{}:/usr/bin:/bin", bin.display());
     let ran = project.path("python3-ran");
     let system_python = |has_pytest: bool| {

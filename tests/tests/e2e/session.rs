@@ -787,9 +787,7 @@ fn interactive_loop_in_a_terminal(client: ClientVersion) {
         .cloned()
         .unwrap_or_default();
     assert!(
-        last["excerpt"]
-            .as_str()
-            .is_some_and(|e| e.contains("All steps done")),
+        ralph_tests::json_text_has(&last["excerpt"], "All steps done"),
         "the ending stop saw the claim: {state:#}"
     );
     let screen = ralph_tests::interactive::strip_control(out.as_bytes());
@@ -945,9 +943,7 @@ fn not_reported_complete(outcome: &ralph_tests::scenario::Outcome) {
     );
     assert!(outcome.state["status"].is_null(), "{outcome:?}");
     assert!(
-        outcome.state["error"]
-            .as_str()
-            .is_some_and(|e| e.contains(NOT_RALPHS)),
+        ralph_tests::json_text_has(&outcome.state["error"], NOT_RALPHS),
         "{outcome:?}"
     );
 }

@@ -35,3 +35,11 @@ pub const LOOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180
 pub fn json_text_has(value: &serde_json::Value, needle: &str) -> bool {
     value.as_str().is_some_and(|text| text.contains(needle))
 }
+
+/// Panics, naming the needle missing and showing `text`, unless `text`
+/// contains every one of `needles`.
+pub fn assert_has_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
+    }
+}

@@ -1249,17 +1249,16 @@ fn doctor_on_a_subscription_login_says_what_headless_runs_draw_from() {
             "sk-ant-oat01-for-the-doctor-check",
         )],
     );
-    assert!(
-        text.contains("ok    billing: on a subscription login"),
-        "{text}"
-    );
     // What is in force, with the day it was read and where to read it; the
     // credit announced for 2026-06-15 was paused on that day.
-    assert!(
-        text.contains("draws from the plan's usage limits")
-            && text.contains("checked 2026-12-02")
-            && text.contains("help center"),
-        "{text}"
+    ralph_tests::assert_has_all(
+        &text,
+        &[
+            "ok    billing: on a subscription login",
+            "draws from the plan's usage limits",
+            "checked 2026-12-02",
+            "help center",
+        ],
     );
     assert!(
         !text.contains("draws the plan's Agent SDK credit"),

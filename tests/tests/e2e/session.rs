@@ -115,13 +115,10 @@ fn second_session_during_a_running_loop_is_let_through(client: ClientVersion) {
     // Its agent only talks while it waits: the breaker kept out of it.
     let scenario = Scenario::new("second-during", client)
         .env("RALPH_MAX_ITERATIONS", "1000")
-        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
+        .without_breaker();
     // The loop keeps working until the second session is over, then completes.
     let second_done = Flag::default();
-    let working = |turn, _: &_| {
-        thread::sleep(Duration::from_millis(100));
-        Reply::text(format!("Working {turn}."))
-    };
+    let working = script::working(Duration::from_millis(100));
     let done = |_| Reply::text(format!("Done.\n{SIGNAL}"));
     let api = MockApi::start(second_done.script(working, done));
     let mut launcher = scenario.start_until(&api, 2);
@@ -245,15 +242,13 @@ fn client_killed_mid_loop_is_resumed_per_policy(client: ClientVersion) {
     // its end; only a signal to the launcher interrupts a loop.
     let scenario = Scenario::new("killed", client)
         .env("RALPH_RESUME_BACKOFF_SECONDS", "1")
-        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
+        .without_breaker();
     let killed = Flag::default();
-    let api = MockApi::start(killed.script(
-        |turn, _| {
-            thread::sleep(Duration::from_millis(200));
-            Reply::text(format!("Working {turn}."))
-        },
-        |_| Reply::text(format!("Picked up again. Done.\n{SIGNAL}")),
-    ));
+    let api = MockApi::start(
+        killed.script(script::working(Duration::from_millis(200)), |_| {
+            Reply::text(format!("Picked up again. Done.\n{SIGNAL}"))
+        }),
+    );
     let mut launcher = scenario.start_until(&api, 3);
     let client_pid = child_of(launcher.id()).expect("the launcher runs the client");
     killed.set();
@@ -633,16 +628,13 @@ fn prompt_near_its_size_limit_runs_a_headless_loop(client: ClientVersion) {
 fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: ClientVersion) {
     let scenario = Scenario::new("sigterm", client)
         .env("RALPH_MAX_ITERATIONS", "1000")
-        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
+        .without_breaker();
     // SIGHUP is what a closing terminal sends; the driver handles it the same way.
     for (signal, name, code) in [
         (libc::SIGTERM, "SIGTERM", 143),
         (libc::SIGHUP, "SIGHUP", 129),
     ] {
-        let api = MockApi::start(|turn, _| {
-            thread::sleep(Duration::from_millis(200));
-            Reply::text(format!("Working {turn}."))
-        });
+        let api = MockApi::start(script::working(Duration::from_millis(200)));
         let mut cmd = scenario.command(&api);
         cmd.stdout(Stdio::piped())
             .stderr(Stdio::piped())

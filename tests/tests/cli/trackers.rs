@@ -223,11 +223,7 @@ fn a_repository_alone_is_refused_and_trusted_takes_only_collaborators_issues() {
     // Every page of the repository's open issues, each cut to its number
     // and its author's association by gh's jq (a big repository's issues
     // are never read whole).
-    let api: Vec<Vec<String>> = fakes
-        .calls("gh")
-        .into_iter()
-        .filter(|c| c[0] == "api")
-        .collect();
+    let api = fakes.calls_to("gh", &["api"]);
     assert!(!api.is_empty(), "no gh api call");
     for call in &api {
         let jq = call.iter().position(|a| a == "--jq");

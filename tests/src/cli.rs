@@ -89,6 +89,15 @@ impl TempProject {
     pub fn ctl(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         Ctl::new(self).args(args).envs(env.iter().copied()).run()
     }
+
+    /// `ralph-ctl ARGS` in the project, no env of its own, to its end,
+    /// which must be exit code `code` (else a panic with the whole output):
+    /// the opening most tests check before they read what it said.
+    pub fn ctl_exits(&self, args: &[&str], code: i32) -> Run {
+        let run = self.ctl(args, &[]);
+        run.assert_code(code);
+        run
+    }
 }
 
 impl<'a> Launcher<'a> {

@@ -28,3 +28,18 @@ pub const SIGNAL: &str = "RALPH_AUDIT_COMPLETE_NO_FINDINGS";
 /// A bound on a whole scenario's launcher run (they take seconds), never a
 /// wait: a scenario that hangs fails with what it saw instead of never ending.
 pub const LOOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Whether `value` is a JSON string that contains `needle` (a state's
+/// `endedBecause`, an event's `reason`): false for any other JSON.
+#[must_use]
+pub fn json_text_has(value: &serde_json::Value, needle: &str) -> bool {
+    value.as_str().is_some_and(|text| text.contains(needle))
+}
+
+/// Panics, naming the needle missing and showing `text`, unless `text`
+/// contains every one of `needles`.
+pub fn assert_has_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
+    }
+}

@@ -486,6 +486,12 @@ impl TempProject {
         serde_json::from_slice(&text).unwrap_or_else(|e| panic!("{relative} is not JSON: {e}"))
     }
 
+    /// The project's `.claude/ralph/config.json`, read as JSON; panics
+    /// naming it when it is missing or not JSON.
+    pub fn config(&self) -> Value {
+        self.read_json(".claude/ralph/config.json")
+    }
+
     /// `.claude/ralph/config.json` as `change` leaves it.
     pub fn edit_config(&self, change: impl FnOnce(&mut Value)) {
         const CONFIG: &str = ".claude/ralph/config.json";
@@ -721,6 +727,15 @@ impl TempProject {
     /// A path inside the project.
     pub fn path(&self, relative: impl AsRef<Path>) -> PathBuf {
         self.root.join(relative)
+    }
+
+    /// A folder inside the project, made with its parents if missing;
+    /// panics naming it when it cannot be made.
+    pub fn dir(&self, relative: impl AsRef<Path>) -> PathBuf {
+        let path = self.path(relative);
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("{} cannot be made: {e}", path.display()));
+        path
     }
 
     /// Writes `contents` to the project's file `relative`, making its

@@ -99,6 +99,13 @@ impl Scenario {
         self
     }
 
+    /// The no-progress breaker out of the way (a threshold of 1000
+    /// iterations): for an agent that only talks while the test waits.
+    #[must_use]
+    pub fn without_breaker(self) -> Scenario {
+        self.env("CB_NO_PROGRESS_THRESHOLD", "1000")
+    }
+
     /// The launcher's own arguments instead of `--headless`; the client's
     /// bypassed permissions stay after them.
     pub fn args(mut self, args: &[&str]) -> Scenario {
@@ -333,6 +340,15 @@ impl Run {
 /// Scripts for the mock that many scenarios share.
 pub mod script {
     use super::*;
+
+    /// Only talks: each turn waits `pause`, then says "Working N.", and
+    /// never claims completion (the test ends the loop).
+    pub fn working(pause: Duration) -> impl Fn(usize, &Value) -> Reply + Send + Sync + 'static {
+        move |turn, _| {
+            std::thread::sleep(pause);
+            Reply::text(format!("Working {turn}."))
+        }
+    }
 
     /// Works for `n` turns ("Worked on step K."), then claims completion
     /// with the signal at every later turn.

@@ -242,6 +242,17 @@ impl FakeTrackers {
             .collect()
     }
 
+    /// The calls of `tool` so far whose arguments begin with `command`
+    /// (`["pr", "create"]`), in order, each its arguments.
+    pub fn calls_to(&self, tool: &str, command: &[&str]) -> Vec<Vec<String>> {
+        self.calls(tool)
+            .into_iter()
+            .filter(|call| {
+                call.len() >= command.len() && call.iter().zip(command).all(|(a, b)| a == b)
+            })
+            .collect()
+    }
+
     /// The `GH_REPO` each `gh` call that needed a repository ran with.
     pub fn gh_repositories(&self) -> Vec<String> {
         std::fs::read_dir(self.dir.join("calls"))

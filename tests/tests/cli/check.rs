@@ -16,9 +16,7 @@ fn check(project: &TempProject, args: &[&str]) -> Run {
 
 /// `ralph-ctl start`, which must succeed: a loop with its test baseline.
 fn start(project: &TempProject) {
-    project
-        .ctl(&["start", "--max-iterations", "5"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["start", "--max-iterations", "5"], 0);
 }
 
 /// The loop's state and log, byte for byte.

@@ -137,16 +137,14 @@ fn doctor_before_any_setup_names_the_one_command_and_the_tests_it_found() {
 #[test]
 fn version_and_completions_answer() {
     let project = TempProject::new("completions");
-    let version = project.ctl(&["--version"], &[]);
-    version.assert_code(0);
+    let version = project.ctl_exits(&["--version"], 0);
     assert!(
         version.stdout.starts_with("ralph-ctl 0.1.0"),
         "{}",
         version.stdout
     );
     for shell in ["bash", "zsh", "fish", "powershell"] {
-        let script = project.ctl(&["completions", shell], &[]);
-        script.assert_code(0);
+        let script = project.ctl_exits(&["completions", shell], 0);
         assert!(
             script.stdout.contains("ralph-ctl") && script.stdout.contains("loop-start"),
             "{shell}: {}",

@@ -116,8 +116,7 @@ fn a_queue_dry_run_lists_the_items_and_shows_the_first_one_s_text_once() {
 #[test]
 fn init_writes_a_starter_formula_that_a_dry_run_shows() {
     let project = TempProject::initialised("init-formula");
-    let init = project.ctl(&["init", "--formula", "feature"], &[]);
-    init.assert_code(0);
+    project.ctl_exits(&["init", "--formula", "feature"], 0);
     let file = project.path(".claude/ralph/formulas/feature.yaml");
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(
@@ -126,9 +125,7 @@ fn init_writes_a_starter_formula_that_a_dry_run_shows() {
     );
     // An existing formula is the person's: kept as it is.
     std::fs::write(&file, text.replace("Plan the task", "Plan it")).unwrap();
-    project
-        .ctl(&["init", "--formula", "feature"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["init", "--formula", "feature"], 0);
     assert!(std::fs::read_to_string(&file).unwrap().contains("Plan it"));
     let dry = project.ctl(
         &["run", "--formula", "feature", "--dry-run"],
@@ -146,8 +143,7 @@ fn init_writes_a_starter_formula_that_a_dry_run_shows() {
 #[test]
 fn a_fifo_formula_or_a_prompt_file_outside_the_project_is_refused_at_once() {
     let project = TempProject::initialised("formula-fifo");
-    let folder = project.path(".claude/ralph/formulas");
-    std::fs::create_dir_all(&folder).unwrap();
+    let folder = project.dir(".claude/ralph/formulas");
     let fifo = folder.join("stuck.yaml");
     assert!(
         std::process::Command::new("mkfifo")
@@ -224,8 +220,7 @@ fn a_formula_gate_named_like_a_verify_command_is_a_formula_error() {
         ".claude/ralph/config.json",
         r#"{"verify": [{"name": "tests", "command": "true"}]}"#,
     );
-    let folder = project.path(".claude/ralph/formulas");
-    std::fs::create_dir_all(&folder).unwrap();
+    let folder = project.dir(".claude/ralph/formulas");
     std::fs::write(
         folder.join("feat.yaml"),
         "name: feat\nsteps:\n  - id: a\n    prompt: Do it.\n    gates:\n      - { name: tests, command: \"true\" }\n",
@@ -253,9 +248,7 @@ fn from_a_step_needs_a_formula_and_a_step_it_has() {
     alone
         .assert_code(2)
         .assert_stderr_has(&["--from implement names a formula step", "--formula NAME"]);
-    project
-        .ctl(&["init", "--formula", "ship"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["init", "--formula", "ship"], 0);
     let unknown = project.ctl(&["run", "--formula", "ship", "--from", "deploy"], &env);
     unknown
         .assert_code(2)

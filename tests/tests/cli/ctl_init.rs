@@ -12,8 +12,7 @@ use std::time::Duration;
 #[test]
 fn init_installs_everything_and_twice_changes_nothing() {
     let project = TempProject::new("init");
-    let run = project.ctl(&["init"], &[]);
-    run.assert_code(0);
+    let run = project.ctl_exits(&["init"], 0);
     // Where the hook is, a sentence of its own (`run --task` prints no
     // "Next:" line for it to close).
     run.assert_stdout_has(&[
@@ -43,8 +42,7 @@ fn init_installs_everything_and_twice_changes_nothing() {
     assert!(hook["timeout"].as_u64().unwrap() >= 10);
 
     let before = snapshot(&project.path(".claude"));
-    let again = project.ctl(&["init"], &[]);
-    again.assert_code(0);
+    let again = project.ctl_exits(&["init"], 0);
     assert!(
         !again.stdout.contains("created") && !again.stdout.contains("updated"),
         "{}",
@@ -111,22 +109,17 @@ fn init_offers_a_worktree_setup_and_writes_it_with_the_test_command() {
         "[project]\nname = \"x\"\n\n[project.optional-dependencies]\ntests = [\"pytest\"]\n",
     );
     project.write("uv.lock", "version = 1\n");
-    let shown = project.ctl(&["init"], &[]);
-    shown.assert_code(0);
+    let shown = project.ctl_exits(&["init"], 0);
     shown.assert_stdout_has(&[
         "Worktrees: found uv.lock, which a worktree's check cannot reach",
         "\"worktreeSetup\": \"uv sync --frozen\"",
     ]);
-    let written = project.ctl(&["init", "--yes"], &[]);
-    written.assert_code(0);
+    let written = project.ctl_exits(&["init", "--yes"], 0);
     written.assert_stdout_has(&["Worktrees: `uv sync --frozen` (worktreeSetup, for uv.lock)"]);
-    let config: Value =
-        serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
-            .unwrap();
+    let config = project.config();
     assert_eq!(config["worktreeSetup"], "uv sync --frozen");
     // Once configured, nothing more is said of it.
-    let again = project.ctl(&["init", "--yes"], &[]);
-    again.assert_code(0);
+    let again = project.ctl_exits(&["init", "--yes"], 0);
     assert!(!again.stdout.contains("Worktrees:"), "{}", again.stdout);
 }
 
@@ -134,8 +127,7 @@ fn init_offers_a_worktree_setup_and_writes_it_with_the_test_command() {
 fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     let project = TempProject::new("init-verify");
     project.write("Cargo.toml", "[package]\nname = \"x\"\n");
-    let shown = project.ctl(&["init"], &[]);
-    shown.assert_code(0);
+    let shown = project.ctl_exits(&["init"], 0);
     shown.assert_stdout_has(&[
         "Found the test command `cargo test` (from Cargo.toml)",
         "ralph-ctl init --yes",
@@ -145,12 +137,9 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
         "only shown"
     );
 
-    let written = project.ctl(&["init", "--yes"], &[]);
-    written.assert_code(0);
+    let written = project.ctl_exits(&["init", "--yes"], 0);
     written.assert_stdout_has(&["Completion check: `cargo test` (from Cargo.toml)"]);
-    let config: Value =
-        serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
-            .unwrap();
+    let config = project.config();
     assert_eq!(
         config["verify"],
         json!([{"name": "tests", "command": "cargo test"}])
@@ -167,15 +156,10 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     let mut with_other = config.clone();
     with_other["maxIterations"] = json!(7);
     project.write(".claude/ralph/config.json", with_other.to_string());
-    let kept = project.ctl(&["init", "--yes"], &[]);
-    kept.assert_code(0);
+    let kept = project.ctl_exits(&["init", "--yes"], 0);
     kept.assert_stdout_has(&["the 1 verify command(s) of .claude/ralph/config.json (kept)"]);
-    project
-        .ctl(&["init", "--verify", "make check"], &[])
-        .assert_code(0);
-    let config: Value =
-        serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
-            .unwrap();
+    project.ctl_exits(&["init", "--verify", "make check"], 0);
+    let config = project.config();
     assert_eq!(
         config["verify"],
         json!([{"name": "tests", "command": "make check"}])
@@ -189,9 +173,7 @@ fn init_offers_the_test_command_and_writes_it_only_when_asked() {
     none.assert_stdout_has(&["No test command found", "--verify CMD"]);
     // An invalid config.json is not added to.
     project.write(".claude/ralph/config.json", "{\"maxIterations\": \"x\"}");
-    project
-        .ctl(&["init", "--verify", "true"], &[])
-        .assert_code(2);
+    project.ctl_exits(&["init", "--verify", "true"], 2);
     assert_eq!(
         project.read(".claude/ralph/config.json"),
         "{\"maxIterations\": \"x\"}"
@@ -226,8 +208,7 @@ fn init_in_a_terminal_asks_and_enter_accepts_the_test_command() {
 fn init_local_registers_for_this_person_only() {
     let project = TempProject::initialised("init-local");
     assert!(settings(&project)["hooks"]["Stop"][0]["hooks"][0]["command"].is_string());
-    let run = project.ctl(&["init", "--local"], &[]);
-    run.assert_code(0);
+    let run = project.ctl_exits(&["init", "--local"], 0);
     run.assert_stdout_has(&["registered in .claude/settings.local.json"]);
     let local: Value = serde_json::from_slice(
         &std::fs::read(project.path(".claude/settings.local.json")).unwrap(),
@@ -250,10 +231,10 @@ fn init_local_registers_for_this_person_only() {
         "{ignore}"
     );
     // A plain init afterwards keeps it where it is.
-    project.ctl(&["init"], &[]).assert_code(0);
+    project.ctl_exits(&["init"], 0);
     assert_eq!(settings(&project)["hooks"]["Stop"], json!([]));
     // Git never sees it, nor the runtime folder once a loop ran.
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["start"], 0);
     project.git(&["add", "-A"]);
     let listed = project
         .command("git")
@@ -273,8 +254,7 @@ fn init_refuses_malformed_settings_without_touching_them() {
     let project = TempProject::new("init-bad");
     project.write(".claude/settings.json", "{\"hooks\": ");
     project
-        .ctl(&["init"], &[])
-        .assert_code(1)
+        .ctl_exits(&["init"], 1)
         .assert_stderr_has(&["settings.json", "not valid JSON"]);
     assert_eq!(project.read(".claude/settings.json"), "{\"hooks\": ");
 }
@@ -370,15 +350,12 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
         ".claude/settings.json",
         r#"{"permissions": {"deny": ["Bash(rm:*)", "Edit(tests/**)", "Write(tests/**)"]}}"#,
     );
-    let init = project.ctl(&["init", "--yes"], &[]);
-    init.assert_code(0);
+    let init = project.ctl_exits(&["init", "--yes"], 0);
     init.assert_stdout_has(&[
         "Protected: tests/ (protectedPaths",
         "a claim that changed or removed a file there at the loop's start is rejected (new test files are free)",
     ]);
-    let config: Value =
-        serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
-            .unwrap();
+    let config = project.config();
     assert_eq!(config["protectedPaths"], json!(["tests/"]));
     let command = config["verify"][0]["command"].as_str().unwrap().to_string();
     assert_eq!(command, "python3 -m unittest discover -s tests");
@@ -394,8 +371,7 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
     );
 
     project.write_prompt("Fix add.\n");
-    let start = project.ctl(&["start"], &[]);
-    start.assert_code(0);
+    let start = project.ctl_exits(&["start"], 0);
     start.assert_stderr_has(&["test baseline of `python3 -m unittest discover -s tests`: 2 run (1 passed, 1 failed), 0 skipped"]);
     let state = project.state().unwrap();
     assert_eq!(
@@ -430,8 +406,7 @@ fn init_protects_the_test_folder_and_start_records_the_test_baseline() {
 fn install_sh_installs_both_binaries_with_the_arguments_given() {
     // A `cargo` that records how it was called: the script's whole job.
     let project = TempProject::new("install-sh");
-    let bin = project.path("fake-bin");
-    std::fs::create_dir_all(&bin).unwrap();
+    let bin = project.dir("fake-bin");
     let cargo = bin.join("cargo");
     std::fs::write(
         &cargo,

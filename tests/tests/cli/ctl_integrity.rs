@@ -21,9 +21,7 @@ fn started_with_notify(project: &TempProject) -> PathBuf {
             marker.display()
         ),
     );
-    project
-        .ctl(&["start", "--session-id", "s-1"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["start", "--session-id", "s-1"], 0);
     marker
 }
 
@@ -101,7 +99,7 @@ fn a_complete_state_ralph_did_not_write_is_never_reported_complete() {
     );
 
     // Reset starts over.
-    project.ctl(&["reset"], &[]).assert_code(0);
+    project.ctl_exits(&["reset"], 0);
     let status = project.ctl(&["status"], &[]);
     assert_eq!(status.code, Some(0), "{status:?}");
     assert!(status.stdout.contains("No Ralph loop"), "{status:?}");
@@ -155,7 +153,7 @@ fn a_key_ralph_did_not_make_is_refused_naming_the_file_and_the_fix() {
     // Put back as ralph made it: believed again.
     std::fs::remove_file(&key).unwrap();
     std::fs::rename(&elsewhere, &key).unwrap();
-    project.ctl(&["status"], &[]).assert_code(0);
+    project.ctl_exits(&["status"], 0);
 
     // A key folder made before ralph's first start, open to others: no
     // loop starts, and no key is made in it.
@@ -176,9 +174,7 @@ fn an_earlier_audit_log_put_back_is_said_to_be_stale() {
     let project = TempProject::with_loop("stale-log", "s-1", 5);
     let log = project.log_path();
     let earlier = std::fs::read(&log).unwrap();
-    project
-        .ctl(&["say", "look at the parser"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["say", "look at the parser"], 0);
     std::fs::write(&log, &earlier).unwrap();
     let stale = "ralph-log.jsonl is stale: its last line is number";
     let status = project.ctl(&["status"], &[]);
@@ -192,7 +188,7 @@ fn an_earlier_audit_log_put_back_is_said_to_be_stale() {
     let shown = project.ctl(&["log"], &[]);
     assert!(shown.stdout.contains(stale), "{shown:?}");
     // The next line ralph appends makes it current again.
-    project.ctl(&["say", "and the lexer"], &[]).assert_code(0);
+    project.ctl_exits(&["say", "and the lexer"], 0);
     let status = project.ctl(&["status"], &[]);
     assert!(!status.stdout.contains(stale), "{status:?}");
 }
@@ -268,20 +264,16 @@ fn read_only_commands_never_run_notify_for_a_loop_whose_driver_is_gone() {
     project.write_state(&state);
     let before = project.state_bytes();
     let marker = project.path("notified-marker");
-    let status = project.ctl(&["status"], &[]);
-    status.assert_code(0);
+    let status = project.ctl_exits(&["status"], 0);
     assert!(
         status.stdout.contains("interrupted: its driver is gone"),
         "{status:?}"
     );
-    let json = project.ctl(&["status", "--json"], &[]);
-    json.assert_code(0);
+    project.ctl_exits(&["status", "--json"], 0);
     let report = project.path("report.html");
     let report_arg = report.to_str().unwrap();
-    project
-        .ctl(&["report", "--html", report_arg], &[])
-        .assert_code(0);
-    project.ctl(&["log"], &[]).assert_code(0);
+    project.ctl_exits(&["report", "--html", report_arg], 0);
+    project.ctl_exits(&["log"], 0);
     let watch = project.ctl(&["watch"], &[]);
     assert_eq!(watch.code, Some(12), "{watch:?}");
     assert!(
@@ -294,8 +286,7 @@ fn read_only_commands_never_run_notify_for_a_loop_whose_driver_is_gone() {
     assert_eq!(project.state_bytes(), before, "a read-only command wrote");
     assert_eq!(project.status_json()["status"], "running");
     // The next change records the ending, and tells it once.
-    let cancel = project.ctl(&["cancel"], &[]);
-    cancel.assert_code(0);
+    let cancel = project.ctl_exits(&["cancel"], 0);
     assert!(
         cancel.stderr.contains("recorded as interrupted"),
         "{cancel:?}"
@@ -335,9 +326,7 @@ fn a_run_refused_at_its_start_with_nobody_at_a_terminal_runs_notify() {
     let told: Value = serde_json::from_str(&text).expect("one JSON line");
     assert_eq!(told["event"], "refused", "{told:#}");
     assert!(
-        told["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("PROMPT.md is still the template")),
+        ralph_tests::json_text_has(&told["reason"], "PROMPT.md is still the template"),
         "{told:#}"
     );
     assert!(

@@ -299,7 +299,7 @@ fn launcher_exit_codes() {
         "{state:#}"
     );
 
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["start"], 0);
     let busy = launcher(&project, &["--headless"], &[("RALPH_CLAUDE", &client)]);
     busy.assert_code(3);
     busy.assert_stderr_has(&["already running"]);

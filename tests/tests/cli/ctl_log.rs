@@ -30,9 +30,7 @@ fn log_shows_the_last_entries_oldest_first() {
         ".claude/ralph/config.json",
         ralph_tests::cli::IDLE_STOPS_CONFIG,
     );
-    project
-        .ctl(&["start", "--session-id", "s-1"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["start", "--session-id", "s-1"], 0);
     stops(&project, 5);
 
     let all = project.ctl(&["log"], &[]);
@@ -52,15 +50,13 @@ fn log_shows_the_last_entries_oldest_first() {
         );
     }
 
-    let last = project.ctl(&["log", "-n", "2"], &[]);
-    last.assert_code(0);
+    let last = project.ctl_exits(&["log", "-n", "2"], 0);
     let stops: Vec<&str> = last.stdout.lines().collect();
     assert_eq!(stops.len(), 2, "{}", last.stdout);
     assert!(stops[0].ends_with("iteration 4 ended without a completion claim"));
     assert!(stops[1].ends_with("iteration 5 ended without a completion claim"));
 
-    let json = project.ctl(&["log", "--json", "-n", "3"], &[]);
-    json.assert_code(0);
+    let json = project.ctl_exits(&["log", "--json", "-n", "3"], 0);
     assert_eq!(json.stderr, "");
     let entries: Vec<Value> = json
         .stdout
@@ -76,8 +72,7 @@ fn log_shows_the_last_entries_oldest_first() {
     }
 
     project
-        .ctl(&["log", "-n", "0"], &[])
-        .assert_code(2)
+        .ctl_exits(&["log", "-n", "0"], 2)
         .assert_stderr_has(&["--entries", "0"])
         .assert_no_panic();
 }
@@ -86,8 +81,7 @@ fn log_shows_the_last_entries_oldest_first() {
 fn log_without_a_log_says_so() {
     let project = TempProject::initialised("log-none");
     project
-        .ctl(&["log"], &[])
-        .assert_code(0)
+        .ctl_exits(&["log"], 0)
         .assert_stdout_has(&["No audit log yet", "ralph-log.jsonl"]);
     let json = project.ctl(&["log", "--json"], &[]);
     json.assert_code(0).assert_stderr_has(&["No audit log yet"]);
@@ -175,7 +169,7 @@ fn watch_prints_a_line_per_change_until_the_loop_ends_and_quits_on_q() {
         .run()
         .block_answer();
     std::thread::sleep(Duration::from_millis(600));
-    project.ctl(&["cancel"], &[]).assert_code(0);
+    project.ctl_exits(&["cancel"], 0);
     let (status, out, err) = wait_with_timeout(&mut watch, Duration::from_secs(10));
     assert_eq!(status.and_then(|s| s.code()), Some(22), "{out}\n{err}");
     let lines: Vec<&str> = out.lines().collect();
@@ -248,8 +242,7 @@ fn status_log_watch_report_and_the_hook_show_the_agents_escapes_visibly() {
         "{message}"
     );
 
-    let status = project.ctl(&["status"], &[]);
-    status.assert_code(0);
+    let status = project.ctl_exits(&["status"], 0);
     assert_eq!(raw_controls(&status.stdout), [], "{:?}", status.stdout);
     status.assert_stdout_has(&[
         r"\x1b]52;c;ZXZpbA==\x07the key \x1b[8mis missing",
@@ -272,8 +265,7 @@ fn status_log_watch_report_and_the_hook_show_the_agents_escapes_visibly() {
         json.stdout
     );
 
-    let log = project.ctl(&["log"], &[]);
-    log.assert_code(0);
+    let log = project.ctl_exits(&["log"], 0);
     assert_eq!(raw_controls(&log.stdout), [], "{:?}", log.stdout);
     log.assert_stdout_has(&[r"\x1b]52;c;ZXZpbA==\x07the key"]);
     let log_json = project.ctl(&["log", "--json"], &[]);
@@ -288,9 +280,7 @@ fn status_log_watch_report_and_the_hook_show_the_agents_escapes_visibly() {
     watch.assert_stdout_has(&[r"\x1b[8mis missing"]);
 
     let page_path = project.path("report.html");
-    project
-        .ctl(&["report", "--html", page_path.to_str().unwrap()], &[])
-        .assert_code(0);
+    project.ctl_exits(&["report", "--html", page_path.to_str().unwrap()], 0);
     let page = std::fs::read_to_string(&page_path).unwrap();
     assert_eq!(raw_controls(&page), [], "{page}");
     for shown in [

@@ -44,8 +44,7 @@ fn queue_shows_a_backlog_s_items_and_where_each_stands() {
     // A folder, a file an item; a bad spelling names the three forms.
     project.write("backlog/001-fix.md", "# Fix the parser\n");
     project
-        .ctl(&["queue", "dir:backlog"], &[])
-        .assert_code(0)
+        .ctl_exits(&["queue", "dir:backlog"], 0)
         .assert_stdout_has(&[
             "1 item in dir:backlog: 1 free",
             "  free         001-fix.md  Fix the parser",
@@ -249,8 +248,7 @@ fn a_queue_shared_on_a_remote_lands_there_and_lists_every_item_from_any_clone() 
             "{row}"
         );
     }
-    let text = project.ctl(&["queue", "plan:PLAN.md", "--remote", "origin"], &[]);
-    text.assert_code(0);
+    let text = project.ctl_exits(&["queue", "plan:PLAN.md", "--remote", "origin"], 0);
     assert!(
         text.stdout
             .starts_with("2 items of plan:PLAN.md on remote origin (1 machine so far): 2 done"),
@@ -322,7 +320,7 @@ fn a_client_that_refuses_to_start_fails_with_ralph_s_code_and_stops_the_queue() 
         "Claude Code refused to start (its exit code 14), before its first turn",
     ]);
     std::fs::remove_file(format!("{client}.runs")).unwrap();
-    project.ctl(&["reset"], &[]).assert_code(0);
+    project.ctl_exits(&["reset"], 0);
     let run = project.ctl(
         &["run", "--queue", "plan:PLAN.md", "--no-sandbox"],
         &[("RALPH_CLAUDE", &client)],

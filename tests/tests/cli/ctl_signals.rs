@@ -216,7 +216,7 @@ fn a_launcher_killed_outright_leaves_no_loop_running() {
     );
     assert_eq!(project.status_json()["status"], "running");
     // The next change (here `cancel`) records it.
-    project.ctl(&["cancel"], &[]).assert_code(0);
+    project.ctl_exits(&["cancel"], 0);
     let state = project.status_json();
     assert_eq!(state["status"], "interrupted", "{state:#}");
     let because = state["endedBecause"].as_str().unwrap();
@@ -234,7 +234,7 @@ fn a_launcher_killed_outright_leaves_no_loop_running() {
         "{log}"
     );
     // The next start goes ahead without a reset.
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["start"], 0);
 }
 
 #[test]

@@ -77,9 +77,7 @@ fn tasks_and_notes_are_capped_where_written_so_the_state_stays_readable() {
         "{run:?}"
     );
     assert!(project.state().is_none(), "no loop started");
-    project
-        .ctl(&["start", "--session-id", "s-2"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["start", "--session-id", "s-2"], 0);
     let note = "n".repeat(17 * 1024);
     let run = project.ctl(&["say", &note], &[]);
     assert_eq!(run.code, Some(2), "{run:?}");
@@ -89,7 +87,7 @@ fn tasks_and_notes_are_capped_where_written_so_the_state_stays_readable() {
     );
     let note = "n".repeat(15 * 1024);
     for _ in 0..4 {
-        project.ctl(&["say", &note], &[]).assert_code(0);
+        project.ctl_exits(&["say", &note], 0);
     }
     let run = project.ctl(&["say", &note], &[]);
     assert_eq!(run.code, Some(3), "{run:?}");
@@ -99,7 +97,7 @@ fn tasks_and_notes_are_capped_where_written_so_the_state_stays_readable() {
     );
     let state = project.status_json();
     assert_eq!(state["hint"].as_str().unwrap().len(), 4 * 15 * 1024 + 3);
-    project.ctl(&["status"], &[]).assert_code(0);
+    project.ctl_exits(&["status"], 0);
 }
 
 #[test]
@@ -112,8 +110,7 @@ fn a_check_that_runs_no_test_is_named_at_the_start() {
         r#"{"verify": [{"name": "tests", "command": "python3 -m unittest discover -s empty"}]}"#,
     );
     project.init();
-    let start = project.ctl(&["start"], &[]);
-    start.assert_code(0);
+    let start = project.ctl_exits(&["start"], 0);
     start.assert_stderr_has(&[
         "test baseline of `python3 -m unittest discover -s empty`: 0 run (0 passed, 0 failed), 0 skipped",
         "warning: `python3 -m unittest discover -s empty` ran no test at the start (its runner says 0)",
@@ -123,15 +120,11 @@ fn a_check_that_runs_no_test_is_named_at_the_start() {
 #[test]
 fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() {
     let project = TempProject::initialised("reload");
-    let run = project.ctl(&["reload"], &[]);
-    run.assert_code(13);
-    assert!(
-        run.stdout.contains("No Ralph loop in") && run.stdout.contains("nothing to reload"),
-        "{run:?}"
-    );
+    let none = project.ctl_exits(&["reload"], 13);
+    none.assert_stdout_has(&["No Ralph loop in", "nothing to reload"]);
 
     project.write(".claude/ralph/config.json", r#"{"maxIterations": 5}"#);
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["start"], 0);
     let pinned = |project: &TempProject| project.state().unwrap()["pinned"].clone();
     let before = pinned(&project);
     assert_eq!(before["config"], r#"{"maxIterations": 5}"#);
@@ -139,13 +132,9 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
     // Changed by anyone: shown by status with the fix, not obeyed.
     let changed = r#"{"maxIterations": 5, "notify": "echo ended", "completionMode": "dual"}"#;
     project.write(".claude/ralph/config.json", changed);
-    let status = project.ctl(&["status"], &[]);
-    assert!(
-        status.stdout.contains(
-            "config:     .claude/ralph/config.json changed since the loop started; not obeyed. `ralph-ctl reload` adopts it"
-        ),
-        "{status:?}"
-    );
+    project.ctl(&["status"], &[]).assert_stdout_has(&[
+        "config:     .claude/ralph/config.json changed since the loop started; not obeyed. `ralph-ctl reload` adopts it",
+    ]);
     assert_eq!(
         project.status_json()["configDrift"]["files"][0]["file"],
         ".claude/ralph/config.json"
@@ -153,8 +142,7 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
 
     // A bad one is refused with the config error, and the pin kept.
     project.write(".claude/ralph/config.json", r#"{"maxIteration": 3}"#);
-    let run = project.ctl(&["reload"], &[]);
-    run.assert_code(1);
+    let run = project.ctl_exits(&["reload"], 1);
     assert!(
         run.stderr
             .contains("unknown key `maxIteration` (did you mean `maxIterations`?)"),
@@ -163,8 +151,7 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
     assert_eq!(pinned(&project), before);
 
     project.write(".claude/ralph/config.json", changed);
-    let run = project.ctl(&["reload"], &[]);
-    run.assert_code(0);
+    let run = project.ctl_exits(&["reload"], 0);
     assert_eq!(
         run.stdout,
         "Reloaded; from the next stop the loop decides by:\n  \
@@ -177,23 +164,20 @@ fn reload_adopts_config_json_refuses_a_bad_one_and_says_when_there_is_no_loop() 
     let log = project.ctl(&["log", "--json"], &[]);
     assert!(log.stdout.contains("\"reload\""), "{log:?}");
 
-    let run = project.ctl(&["reload"], &[]);
-    run.assert_code(0);
+    let run = project.ctl_exits(&["reload"], 0);
     assert_eq!(
         run.stdout,
         "Reloaded: nothing changed; the loop goes on with the same config.\n"
     );
 
-    let help = project.ctl(&["reload", "--help"], &[]);
-    help.assert_code(0);
+    let help = project.ctl_exits(&["reload", "--help"], 0);
     assert!(
         help.stdout.contains("Example:\n  ralph-ctl reload"),
         "{help:?}"
     );
 
-    project.ctl(&["cancel"], &[]).assert_code(0);
-    let run = project.ctl(&["reload"], &[]);
-    run.assert_code(13);
+    project.ctl_exits(&["cancel"], 0);
+    let run = project.ctl_exits(&["reload"], 13);
     assert!(run.stdout.contains("is cancelled, not running"), "{run:?}");
 }
 
@@ -239,12 +223,11 @@ fn reload_takes_a_baseline_for_a_new_verify_command_and_keeps_the_old_ones() {
         );
     };
     config(&[first]);
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["start"], 0);
     let baseline = |project: &TempProject| project.state().unwrap()["testBaseline"].clone();
     assert_eq!(baseline(&project).as_array().unwrap().len(), 1);
     config(&[first, second]);
-    let reloaded = project.ctl(&["reload"], &[]);
-    reloaded.assert_code(0);
+    let reloaded = project.ctl_exits(&["reload"], 0);
     reloaded.assert_stdout_has(&["test baseline of `", "taken now"]);
     let after = baseline(&project);
     assert_eq!(after[0]["command"], first, "{after:#}");
@@ -253,7 +236,7 @@ fn reload_takes_a_baseline_for_a_new_verify_command_and_keeps_the_old_ones() {
     assert_eq!(after[1]["skipped"], 1, "{after:#}");
     // A command taken out of verify leaves the baseline.
     config(&[second]);
-    project.ctl(&["reload"], &[]).assert_code(0);
+    project.ctl_exits(&["reload"], 0);
     let last = baseline(&project);
     assert_eq!(last.as_array().unwrap().len(), 1, "{last:#}");
     assert_eq!(last[0]["command"], second, "{last:#}");
@@ -347,13 +330,12 @@ fn reload_raises_the_stop_hooks_timeout_to_cover_the_checks_as_reloaded() {
     let registered = hook_timeout(&project).expect("init registers the Stop hook");
     assert_eq!(registered, 90, "init's default");
     config(60);
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["start"], 0);
     assert_eq!(hook_timeout(&project), Some(json!(90)), "60 s fits in 90");
 
     // timeoutSeconds raised mid-loop: the reload resizes the hook, and says so.
     config(300);
-    let reloaded = project.ctl(&["reload"], &[]);
-    reloaded.assert_code(0);
+    let reloaded = project.ctl_exits(&["reload"], 0);
     assert!(
         reloaded.stderr.contains("the Stop hook's timeout in")
             && reloaded.stderr.contains("was 90 s")
@@ -363,8 +345,7 @@ fn reload_raises_the_stop_hooks_timeout_to_cover_the_checks_as_reloaded() {
     assert_eq!(hook_timeout(&project), Some(json!(330)));
     // Only ever raised, said only when it changes.
     config(30);
-    let reloaded = project.ctl(&["reload"], &[]);
-    reloaded.assert_code(0);
+    let reloaded = project.ctl_exits(&["reload"], 0);
     assert!(!reloaded.stderr.contains("Stop hook"), "{reloaded:?}");
     assert_eq!(hook_timeout(&project), Some(json!(330)));
 }

@@ -11,28 +11,19 @@ use std::time::Duration;
 #[test]
 fn finished_loops_are_kept_in_the_history_not_overwritten() {
     let project = TempProject::initialised("history");
-    let none = project.ctl(&["history"], &[]);
-    none.assert_code(0);
+    let none = project.ctl_exits(&["history"], 0);
     none.assert_stdout_has(&["No earlier loops kept"]);
-    project
-        .ctl(&["start", "--session-id", "first"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["start", "--session-id", "first"], 0);
     project.ctl(
         &["finish", "--session-id", "first", "--client-exit", "0"],
         &[],
     );
+    project.ctl_exits(&["start", "--session-id", "second"], 0);
     project
-        .ctl(&["start", "--session-id", "second"], &[])
-        .assert_code(0);
-    project
-        .ctl(&["reset", "--force"], &[])
-        .assert_code(0)
+        .ctl_exits(&["reset", "--force"], 0)
         .assert_stdout_has(&["kept in the history"]);
-    project
-        .ctl(&["start", "--session-id", "third"], &[])
-        .assert_code(0);
-    let listed = project.ctl(&["history"], &[]);
-    listed.assert_code(0);
+    project.ctl_exits(&["start", "--session-id", "third"], 0);
+    let listed = project.ctl_exits(&["history"], 0);
     let first = listed.stdout.find("session first").expect(&listed.stdout);
     let second = listed.stdout.find("session second").expect(&listed.stdout);
     assert!(first < second, "oldest first: {}", listed.stdout);
@@ -57,8 +48,7 @@ fn finished_loops_are_kept_in_the_history_not_overwritten() {
 fn start_status_reset_cycle() {
     let project = TempProject::initialised("cycle");
     project
-        .ctl(&["status"], &[])
-        .assert_code(0)
+        .ctl_exits(&["status"], 0)
         .assert_stdout_has(&["No Ralph loop"]);
     assert_eq!(
         project.ctl(&["status", "--json"], &[]).stdout.trim(),
@@ -96,13 +86,11 @@ fn start_status_reset_cycle() {
     assert_eq!(state["sessionId"], fields[0]);
 
     project
-        .ctl(&["status"], &[])
-        .assert_code(0)
+        .ctl_exits(&["status"], 0)
         .assert_stdout_has(&["running", "1 of 7", fields[0], "started:"]);
 
     project
-        .ctl(&["start"], &[])
-        .assert_code(3)
+        .ctl_exits(&["start"], 3)
         .assert_stderr_has(&["already running", "ralph-ctl cancel"]);
     assert_eq!(
         project.status_json()["sessionId"],
@@ -128,18 +116,19 @@ fn start_status_reset_cycle() {
 
     // A running loop is not reset without asking: `cancel` ends it first,
     // or --force clears it as it is.
-    project
-        .ctl(&["reset"], &[])
-        .assert_code(3)
-        .assert_stderr_has(&["session abc-123 is running", "ralph-ctl cancel", "--force"]);
+    project.ctl_exits(&["reset"], 3).assert_stderr_has(&[
+        "session abc-123 is running",
+        "ralph-ctl cancel",
+        "--force",
+    ]);
     assert_eq!(
         project.status_json()["sessionId"],
         "abc-123",
         "a refused reset changes nothing"
     );
-    project.ctl(&["reset", "--force"], &[]).assert_code(0);
+    project.ctl_exits(&["reset", "--force"], 0);
     assert!(project.state().is_none());
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["start"], 0);
     // The person reads what cancel says; only the plugin's /cancel-ralph,
     // whose output the agent reads, tells the agent to stop.
     let cancel = project.ctl(&["cancel"], &[]);
@@ -148,30 +137,27 @@ fn start_status_reset_cycle() {
         "Its agent is not sent back to work at its next stop.",
     ]);
     assert!(!cancel.stdout.contains("Stop working"), "{cancel:?}");
-    project.ctl(&["reset"], &[]).assert_code(0);
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["reset"], 0);
+    project.ctl_exits(&["start"], 0);
     project
-        .ctl(&["cancel", "--to-agent"], &[])
-        .assert_code(0)
+        .ctl_exits(&["cancel", "--to-agent"], 0)
         .assert_stdout_has(&["it will not go on. Stop working on its task."]);
-    project.ctl(&["reset"], &[]).assert_code(0);
+    project.ctl_exits(&["reset"], 0);
     assert!(project.state().is_none(), "an ended loop resets at once");
-    project.ctl(&["reset"], &[]).assert_code(0);
+    project.ctl_exits(&["reset"], 0);
 }
 
 #[test]
 fn corrupt_state_is_shown_refused_and_reset_aside() {
     let project = TempProject::initialised("corrupt");
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["start"], 0);
     std::fs::write(project.state_path(), "{\"status\": \"runn").unwrap();
     project
-        .ctl(&["status"], &[])
-        .assert_code(1)
+        .ctl_exits(&["status"], 1)
         .assert_stdout_has(&["corrupt", "ralph-ctl reset"]);
-    project.ctl(&["start"], &[]).assert_code(3);
+    project.ctl_exits(&["start"], 3);
     project
-        .ctl(&["reset"], &[])
-        .assert_code(0)
+        .ctl_exits(&["reset"], 0)
         .assert_stdout_has(&["moved"]);
     let kept: Vec<_> = std::fs::read_dir(project.state_path().parent().unwrap())
         .unwrap()
@@ -183,15 +169,13 @@ fn corrupt_state_is_shown_refused_and_reset_aside() {
         std::fs::read_to_string(kept[0].path()).unwrap(),
         "{\"status\": \"runn"
     );
-    project.ctl(&["start"], &[]).assert_code(0);
+    project.ctl_exits(&["start"], 0);
 }
 
 #[test]
 fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
     let project = TempProject::initialised("finish");
-    project
-        .ctl(&["start", "--session-id", "s-1"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["start", "--session-id", "s-1"], 0);
     project
         .ctl(
             &["finish", "--session-id", "s-2", "--client-exit", "0"],
@@ -216,17 +200,14 @@ fn finish_marks_a_running_loop_interrupted_and_maps_exit_codes() {
     assert!(state["endedAt"].is_string());
     // Finishing again reports the same end without changing it.
     let before = project.state_bytes();
-    project
-        .ctl(&["finish", "--session-id", "s-1"], &[])
-        .assert_code(12);
+    project.ctl_exits(&["finish", "--session-id", "s-1"], 12);
     assert_eq!(project.state_bytes(), before);
 }
 
 #[test]
 fn commands_in_a_subfolder_work_on_the_project_above() {
     let project = TempProject::new("subfolder");
-    let sub = project.path("src/deep");
-    std::fs::create_dir_all(&sub).unwrap();
+    let sub = project.dir("src/deep");
     project.init();
     // Installed: init in a subfolder goes on with the project above.
     let mut init = project.command(bins::ctl());
@@ -239,9 +220,7 @@ fn commands_in_a_subfolder_work_on_the_project_above() {
     );
     assert!(!sub.join(".claude").exists());
     project.write_prompt("Do the task.\n");
-    project
-        .ctl(&["start", "--session-id", "s-1"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["start", "--session-id", "s-1"], 0);
     for args in [&["status", "--json"][..], &["log", "--json"]] {
         let mut cmd = project.command(bins::ctl());
         cmd.args(args).current_dir(&sub);
@@ -313,11 +292,9 @@ fn status_without_a_loop_names_a_start_that_works() {
 fn a_folder_without_ralph_and_a_config_that_is_not_json_say_what_to_do() {
     let project = TempProject::new("no-ralph");
     // Nothing installed: status says how to install, report has no loop.
-    let status = project.ctl(&["status"], &[]);
-    status.assert_code(0);
+    let status = project.ctl_exits(&["status"], 0);
     status.assert_stdout_has(&["ralph is not installed here: `ralph-ctl run --task"]);
-    let report = project.ctl(&["report", "--html", "r.html"], &[]);
-    report.assert_code(13);
+    let report = project.ctl_exits(&["report", "--html", "r.html"], 13);
     assert!(report.stdout.contains("nothing to report"), "{report:?}");
     assert!(!project.path("r.html").exists());
     // A trailing comma: the place to fix, not the list of every key.
@@ -338,13 +315,11 @@ fn a_folder_without_ralph_and_a_config_that_is_not_json_say_what_to_do() {
     );
     // A word of the wrong type is named with what its key accepts.
     project.write(".claude/ralph/config.json", "{\"sandbox\": true}");
-    let status = project.ctl(&["start"], &[]);
-    status.assert_code(1);
+    let status = project.ctl_exits(&["start"], 1);
     status.assert_stderr_has(&["key sandbox = true is invalid: auto, on or off"]);
     // A list of the wrong type: serde names no key, so the keys are listed.
     project.write(".claude/ralph/config.json", "{\"planFiles\": \"PLAN.md\"}");
-    let status = project.ctl(&["start"], &[]);
-    status.assert_code(1);
+    let status = project.ctl_exits(&["start"], 1);
     status.assert_stderr_has(&["accepted keys", "planFiles"]);
 }
 

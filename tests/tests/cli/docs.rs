@@ -19,6 +19,22 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The part of `doc` (the file `file`) from its heading `heading` to the
+/// next `## ` heading, the heading left out; a missing heading names both.
+fn section<'a>(doc: &'a str, file: &str, heading: &str) -> &'a str {
+    let start = doc
+        .find(heading)
+        .unwrap_or_else(|| panic!("{file} has no {heading:?}"));
+    let section = &doc[start + heading.len()..];
+    &section[..section.find("\n## ").unwrap_or(section.len())]
+}
+
+/// Fails, `what` then each line found, unless `found` is empty.
+fn assert_none<S: AsRef<str>>(found: &[S], what: &str) {
+    let lines: Vec<&str> = found.iter().map(AsRef::as_ref).collect();
+    assert!(lines.is_empty(), "{what}:\n{}", lines.join("\n"));
+}
+
 /// Every module file of a crate's `src/`, as its path there without `.rs`
 /// (`driver/launch`), but the crate roots, unit-test files, and files that
 /// only declare and re-export modules.
@@ -98,12 +114,7 @@ fn only_declares(text: &str) -> bool {
 /// The rows of the module table under `heading` in internals.md: each row's
 /// names (the backticked words of its first cell) and its whole text.
 fn table_rows(doc: &str, heading: &str) -> Vec<(Vec<String>, String)> {
-    let start = doc
-        .find(heading)
-        .unwrap_or_else(|| panic!("docs/internals.md has no {heading:?}"));
-    let section = &doc[start + heading.len()..];
-    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
-    section
+    section(doc, "docs/internals.md", heading)
         .lines()
         .filter(|l| l.starts_with("| `"))
         .map(|row| {
@@ -176,11 +187,7 @@ fn internals_has_a_row_for_every_module_and_none_for_a_module_that_is_gone() {
         "## ralph-ctl modules",
         &top().join("crates/ralph-ctl/src"),
     ));
-    assert!(
-        wrong.is_empty(),
-        "docs/internals.md is behind the code:\n{}",
-        wrong.join("\n")
-    );
+    assert_none(&wrong, "docs/internals.md is behind the code");
 }
 
 #[test]
@@ -188,11 +195,7 @@ fn the_glossary_points_at_places_that_exist() {
     // Each entry's "where" cell names files (`driver/launch.rs`): each must
     // be a file of a crate's src/ (or of the tree).
     let doc = read(&top().join("ARCHITECTURE.md"));
-    let start = doc
-        .find("## Words the code uses")
-        .expect("ARCHITECTURE.md has its glossary");
-    let section = &doc[start..];
-    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let section = section(&doc, "ARCHITECTURE.md", "## Words the code uses");
     // Every source file of the crates, by its path from the top.
     let mut sources = Vec::new();
     let mut folders = vec![top().join("crates")];
@@ -229,20 +232,13 @@ fn the_glossary_points_at_places_that_exist() {
             }
         }
     }
-    assert!(
-        wrong.is_empty(),
-        "the glossary names files that are not there:\n{}",
-        wrong.join("\n")
-    );
+    assert_none(&wrong, "the glossary names files that are not there");
 }
 
 #[test]
 fn the_readme_s_modes_table_has_every_way_run_drives_a_loop() {
     let readme = read(&top().join("README.md"));
-    let start = readme
-        .find("## Modes side by side")
-        .expect("README has its modes table");
-    let header = readme[start..]
+    let header = section(&readme, "README.md", "## Modes side by side")
         .lines()
         .find(|l| l.starts_with("| |"))
         .expect("the table's header");
@@ -289,9 +285,5 @@ fn the_benchmark_figures_are_one_full_run_of_bench_run_sh() {
             })
         })
         .collect();
-    assert!(
-        measured.is_empty(),
-        "measured rows outside bench/run.sh's block:\n{}",
-        measured.join("\n")
-    );
+    assert_none(&measured, "measured rows outside bench/run.sh's block");
 }

@@ -6,7 +6,6 @@
 
 use ralph_tests::cli::Ctl;
 use ralph_tests::project::TempProject;
-use serde_json::Value;
 
 /// A git project whose tests pytest runs, with `extra` files beside.
 fn pytest_project(name: &str, extra: &[(&str, &str)]) -> TempProject {
@@ -20,16 +19,10 @@ fn pytest_project(name: &str, extra: &[(&str, &str)]) -> TempProject {
     project
 }
 
-fn config(project: &TempProject) -> Value {
-    serde_json::from_slice(&std::fs::read(project.path(".claude/ralph/config.json")).unwrap())
-        .unwrap()
-}
-
 /// PATH with a `python3` first that says whether it has pytest (`has`),
 /// as the usual Python of the machine would.
 fn usual_python(project: &TempProject, has: bool) -> String {
-    let bin = project.path("usual-python");
-    std::fs::create_dir_all(&bin).unwrap();
+    let bin = project.dir("usual-python");
     let script = bin.join("python3");
     std::fs::write(&script, format!("#!/bin/sh\nexit {}\n", u8::from(!has))).unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -88,7 +81,7 @@ fn init_pins_the_check_to_the_environment_the_maintainers_make() {
             ),
             &format!("Worktrees: `{make}` (worktreeSetup, for {source})"),
         ]);
-        let config = config(&project);
+        let config = project.config();
         assert_eq!(config["verify"][0]["command"], check, "{name}");
         assert_eq!(config["worktreeSetup"], make, "{name}");
         // Started before the environment is made: refused, naming how to make it.
@@ -119,7 +112,7 @@ fn the_usual_python_with_pytest_or_other_tools_environments_change_nothing() {
     let run = init(&project, &path);
     run.assert_code(0);
     assert_eq!(
-        config(&project)["verify"][0]["command"],
+        project.config()["verify"][0]["command"],
         "python3 -m pytest"
     );
     assert!(!run.stdout.contains("Environment:"), "{}", run.stdout);
@@ -140,7 +133,7 @@ fn the_usual_python_with_pytest_or_other_tools_environments_change_nothing() {
         let run = init(&project, &path);
         run.assert_code(0);
         assert_eq!(
-            config(&project)["verify"][0]["command"],
+            project.config()["verify"][0]["command"],
             "python3 -m pytest",
             "{name}"
         );

@@ -1153,8 +1153,7 @@ fn ctl_lines_for_refused_starts() {
     // A formula that is missing or wrong is refused before anything starts.
     let formulas = TempProject::new("refused-formula");
     formulas.init();
-    let folder = formulas.path(".claude/ralph/formulas");
-    fs::create_dir_all(&folder).unwrap();
+    let folder = formulas.dir(".claude/ralph/formulas");
     write(
         folder.join("typo.yaml"),
         "steps:\n  - id: plan\n    prompt: Plan.\n    modle: opus\n",
@@ -1250,17 +1249,16 @@ fn doctor_on_a_subscription_login_says_what_headless_runs_draw_from() {
             "sk-ant-oat01-for-the-doctor-check",
         )],
     );
-    assert!(
-        text.contains("ok    billing: on a subscription login"),
-        "{text}"
-    );
     // What is in force, with the day it was read and where to read it; the
     // credit announced for 2026-06-15 was paused on that day.
-    assert!(
-        text.contains("draws from the plan's usage limits")
-            && text.contains("checked 2026-12-02")
-            && text.contains("help center"),
-        "{text}"
+    ralph_tests::assert_has_all(
+        &text,
+        &[
+            "ok    billing: on a subscription login",
+            "draws from the plan's usage limits",
+            "checked 2026-12-02",
+            "help center",
+        ],
     );
     assert!(
         !text.contains("draws the plan's Agent SDK credit"),
@@ -1625,12 +1623,10 @@ fn install_sh_without_cargo_says_what_to_install_and_how() {
     // A PATH with what the script needs besides cargo, and no cargo: the
     // message names what is missing and how to get it.
     let project = TempProject::new("install-no-cargo");
-    let bin = project.path("bin-without-cargo");
-    fs::create_dir_all(&bin).unwrap();
+    let bin = project.dir("bin-without-cargo");
     std::os::unix::fs::symlink("/usr/bin/dirname", bin.join("dirname")).unwrap();
     let script = bins::workspace_root().join("install.sh");
-    let home = project.path("home-without-rust");
-    fs::create_dir_all(&home).unwrap();
+    let home = project.dir("home-without-rust");
     let mut text = String::new();
     let mut show = |home: &Path, what: &str| {
         let mut cmd = project.command(&script);
@@ -1690,8 +1686,7 @@ fn the_check_proposed_is_the_venv_s_python_when_only_it_has_pytest() {
     );
     // The system's python3, as this test wants it: with or without pytest;
     // it notes each run (proposing a check runs no Python).
-    let bin = project.path("system-bin");
-    fs::create_dir_all(&bin).unwrap();
+    let bin = project.dir("system-bin");
     let path = format!("{}:/usr/bin:/bin", bin.display());
     let ran = project.path("python3-ran");
     let system_python = |has_pytest: bool| {
@@ -1798,9 +1793,7 @@ fn check_without_a_loop_and_of_a_loop_whose_claim_would_fail() {
         ));
     };
     show(&project, &["check"]);
-    project
-        .ctl(&["start", "--max-iterations", "5"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["start", "--max-iterations", "5"], 0);
     show(&project, &["check"]);
     project.write("tests.txt", "pass\npass\n");
     show(&project, &["check"]);
@@ -1848,8 +1841,7 @@ fn queue_lists_waiting_items_with_every_dependency_missing() {
    "dependencies": ["US-001", "US-002"]}
 ]}"#,
     );
-    let shown = project.ctl(&["queue", "prd:prd.json"], &[]);
-    shown.assert_code(0);
+    let shown = project.ctl_exits(&["queue", "prd:prd.json"], 0);
     let fakes = ralph_tests::trackers::FakeTrackers::new(&project.path("fakes"));
     fakes.ready(&json!([{
         "id": "bd-a1b2", "title": "Add export service", "description": "Export users as CSV.",

@@ -79,9 +79,7 @@ fn the_loops_come_as_json_and_again_only_when_a_state_changed() {
     assert_eq!(same.status, 204, "{same:?}");
     assert!(same.body.is_empty());
 
-    project
-        .ctl(&["say", "look at <b>the logs</b>"], &[])
-        .assert_code(0);
+    project.ctl_exits(&["say", "look at <b>the logs</b>"], 0);
     let moved = served.get(&served.with_token(&format!("/api/loops?since={version}")));
     assert_eq!(moved.status, 200, "{moved:?}");
     assert_ne!(moved.json()["version"], version.as_str());
@@ -529,9 +527,7 @@ fn benchmark_idle_cpu_and_update_latency() {
     let mut latencies = Vec::new();
     for n in 0..changes {
         let before = seen.lock().unwrap().len();
-        project
-            .ctl(&["say", &format!("note {n}")], &[])
-            .assert_code(0);
+        project.ctl_exits(&["say", &format!("note {n}")], 0);
         let changed = Instant::now();
         assert!(
             wait_until(Duration::from_secs(5), || seen.lock().unwrap().len()

@@ -49,8 +49,7 @@ fn queue_lists_a_prd_s_stories_by_priority_with_their_order() {
     // Not a prd.json: named, with the fix.
     project.write("prd.json", "{\"stories\": []}");
     project
-        .ctl(&["queue", "prd:prd.json"], &[])
-        .assert_code(1)
+        .ctl_exits(&["queue", "prd:prd.json"], 1)
         .assert_stderr_has(&["prd.json prd.json has no `userStories` array"]);
 }
 
@@ -66,8 +65,7 @@ fn a_dependency_cycle_or_a_missing_id_is_refused_before_anything_is_claimed() {
     project.git(&["commit", "-q", "-m", "the prd"]);
     let said = "items depend on each other in a cycle (US-003 → US-001 → US-003)";
     project
-        .ctl(&["queue", "prd:prd.json"], &[])
-        .assert_code(1)
+        .ctl_exits(&["queue", "prd:prd.json"], 1)
         .assert_stderr_has(&[said, "break the cycle"]);
     // No client is started, no item claimed, no run begun.
     let run = project.ctl(
@@ -80,8 +78,7 @@ fn a_dependency_cycle_or_a_missing_id_is_refused_before_anything_is_claimed() {
     // An id no story has.
     project.write("prd.json", PRD_JSON.replace("[\"US-001\"]", "[\"US-009\"]"));
     project
-        .ctl(&["queue", "prd:prd.json"], &[])
-        .assert_code(1)
+        .ctl_exits(&["queue", "prd:prd.json"], 1)
         .assert_stderr_has(&[
             "item US-003 depends on US-009, which the queue's source neither lists",
         ]);
@@ -226,11 +223,7 @@ fn a_repository_alone_is_refused_and_trusted_takes_only_collaborators_issues() {
     // Every page of the repository's open issues, each cut to its number
     // and its author's association by gh's jq (a big repository's issues
     // are never read whole).
-    let api: Vec<Vec<String>> = fakes
-        .calls("gh")
-        .into_iter()
-        .filter(|c| c[0] == "api")
-        .collect();
+    let api = fakes.calls_to("gh", &["api"]);
     assert!(!api.is_empty(), "no gh api call");
     for call in &api {
         let jq = call.iter().position(|a| a == "--jq");

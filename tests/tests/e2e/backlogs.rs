@@ -55,6 +55,12 @@ fn agent(
     }
 }
 
+/// A queue project on the current client with no plan items and no
+/// config of its own: its items come from the backlog each test names.
+fn backlog_project(name: &str) -> Scenario {
+    queue_project(name, ClientVersion::V2_1_330, "# Plan\n", json!({}))
+}
+
 /// The fakes of a scenario's project, beside it (not in its tree).
 fn fakes_of(scenario: &Scenario) -> FakeTrackers {
     let root: PathBuf = scenario.path("");
@@ -71,18 +77,22 @@ fn all_done_once(state: &Value, count: usize) {
     }
 }
 
-/// Drains the two items of `queue` with two workers, `PATH` leading to
-/// `fakes`; the agent of the item titled `waits.0` checks that the file
-/// `waits.1` landed before it (see [`agent`]). Asserts the run completed
-/// with each item done once; the scenario (which owns the project's
-/// folders: they go when it is dropped), the project's root and the
-/// outcome.
+/// Drains the two items of `queue` in the backlog project `name` with two
+/// workers, `PATH` leading to its fakes, which `backlog` fills first; the
+/// agent of the item titled `waits.0` checks that the file `waits.1`
+/// landed before it (see [`agent`]). Asserts the run completed with each
+/// item done once; the scenario (which owns the project's folders and the
+/// fakes': they go when it is dropped), the fakes, the project's root and
+/// the outcome.
 fn drain_two(
-    scenario: Scenario,
-    fakes: &FakeTrackers,
+    name: &str,
+    backlog: impl FnOnce(&FakeTrackers),
     queue: &str,
     waits: (&'static str, &'static str),
-) -> (Scenario, PathBuf, Outcome) {
+) -> (Scenario, FakeTrackers, PathBuf, Outcome) {
+    let scenario = backlog_project(name);
+    let fakes = fakes_of(&scenario);
+    backlog(&fakes);
     let path = fakes.path_env();
     let scenario = scenario
         .env("PATH", &path)
@@ -92,13 +102,12 @@ fn drain_two(
     let outcome = scenario.run(&api);
     outcome.ended(0, "complete");
     all_done_once(&outcome.state, 2);
-    (scenario, root, outcome)
+    (scenario, fakes, root, outcome)
 }
 
 #[test]
 fn a_prd_drained_by_two_workers_lands_each_story_once_after_its_dependency() {
-    let client = ClientVersion::V2_1_330;
-    let scenario = queue_project("backlog-prd", client, "# Plan\n", json!({}))
+    let scenario = backlog_project("backlog-prd")
         .file("prd.json", PRD_JSON)
         .file("progress.txt", "## Codebase Patterns\n- greet in files\n");
     scenario.git(&["add", "-A"]);
@@ -183,13 +192,9 @@ fn two_issues(fakes: &FakeTrackers) {
 
 #[test]
 fn github_issues_land_each_with_fixes_in_its_commit() {
-    let client = ClientVersion::V2_1_330;
-    let scenario = queue_project("backlog-github", client, "# Plan\n", json!({}));
-    let fakes = fakes_of(&scenario);
-    two_issues(&fakes);
-    let (_scenario, root, outcome) = drain_two(
-        scenario,
-        &fakes,
+    let (_scenario, fakes, root, outcome) = drain_two(
+        "backlog-github",
+        two_issues,
         "github:label=ralph",
         ("Write guide", "parser.txt"),
     );
@@ -225,8 +230,7 @@ fn github_issues_land_each_with_fixes_in_its_commit() {
 
 #[test]
 fn github_issues_with_merge_none_open_one_pull_request_each() {
-    let client = ClientVersion::V2_1_330;
-    let scenario = queue_project("backlog-github-pr", client, "# Plan\n", json!({}));
+    let scenario = backlog_project("backlog-github-pr");
     let root = scenario.path("");
     let bare = scenario.bare_origin("origin.git");
     let fakes = fakes_of(&scenario);
@@ -242,11 +246,7 @@ fn github_issues_with_merge_none_open_one_pull_request_each() {
     let stderr = &outcome.run.stderr;
     outcome.ended(0, "complete");
     all_done_once(&outcome.state, 2);
-    let created: Vec<Vec<String>> = fakes
-        .calls("gh")
-        .into_iter()
-        .filter(|c| c[..2] == ["pr", "create"])
-        .collect();
+    let created = fakes.calls_to("gh", &["pr", "create"]);
     assert_eq!(created.len(), 2, "{created:?}\n{stderr}");
     assert!(
         fakes.gh_repositories().iter().all(|r| r == "owner/repo"),
@@ -282,8 +282,7 @@ fn github_issues_with_merge_none_open_one_pull_request_each() {
 // request, and its record says the push failed, never "pushed".
 #[test]
 fn an_issue_whose_branch_push_failed_gets_no_pull_request() {
-    let client = ClientVersion::V2_1_330;
-    let scenario = queue_project("backlog-github-push-refused", client, "# Plan\n", json!({}));
+    let scenario = backlog_project("backlog-github-push-refused");
     let bare = scenario.bare_origin("origin.git");
     let hook = bare.join("hooks/pre-receive");
     std::fs::write(
@@ -307,11 +306,7 @@ fn an_issue_whose_branch_push_failed_gets_no_pull_request() {
     let api = MockApi::start(agent(|_| None));
     let outcome = scenario.run(&api);
     let stderr = &outcome.run.stderr;
-    let created: Vec<Vec<String>> = fakes
-        .calls("gh")
-        .into_iter()
-        .filter(|c| c[..2] == ["pr", "create"])
-        .collect();
+    let created = fakes.calls_to("gh", &["pr", "create"]);
     assert_eq!(created.len(), 1, "{created:?}\n{stderr}");
     assert!(
         created[0].contains(&"ralph/item-12".to_string()),
@@ -343,24 +338,18 @@ fn bead(id: &str, title: &str) -> Value {
 
 #[test]
 fn beads_land_and_are_closed_naming_the_commit_and_what_they_blocked_follows() {
-    let client = ClientVersion::V2_1_330;
-    let scenario = queue_project("backlog-beads", client, "# Plan\n", json!({}));
-    let fakes = fakes_of(&scenario);
-    // bd-c3d4 is blocked by bd-a1b2: bd lists it once bd-a1b2 is closed.
-    fakes.ready(&json!([bead("bd-a1b2", "Write exporter")]));
-    fakes.blocked(&[(bead("bd-c3d4", "Write endpoint"), &["bd-a1b2"])]);
-    let (_scenario, root, outcome) = drain_two(
-        scenario,
-        &fakes,
+    let (_scenario, fakes, root, outcome) = drain_two(
+        "backlog-beads",
+        |fakes| {
+            // bd-c3d4 is blocked by bd-a1b2: bd lists it once bd-a1b2 is closed.
+            fakes.ready(&json!([bead("bd-a1b2", "Write exporter")]));
+            fakes.blocked(&[(bead("bd-c3d4", "Write endpoint"), &["bd-a1b2"])]);
+        },
         "beads:",
         ("Write endpoint", "exporter.txt"),
     );
     let stderr = &outcome.run.stderr;
-    let closes: Vec<Vec<String>> = fakes
-        .calls("bd")
-        .into_iter()
-        .filter(|c| c[0] == "close")
-        .collect();
+    let closes = fakes.calls_to("bd", &["close"]);
     let ids: Vec<&str> = closes.iter().map(|c| c[c.len() - 1].as_str()).collect();
     assert_eq!(ids, ["bd-a1b2", "bd-c3d4"], "{closes:?}\n{stderr}");
     // Each closed naming the commit that landed it: the base after it.
@@ -387,7 +376,6 @@ fn beads_land_and_are_closed_naming_the_commit_and_what_they_blocked_follows() {
 
 #[test]
 fn a_story_whose_dependency_did_not_land_is_not_worked_and_is_named() {
-    let client = ClientVersion::V2_1_330;
     let prd = r#"{
   "userStories": [
     {"id": "US-001", "title": "Add base.txt", "priority": 1, "passes": false, "notes": ""},
@@ -395,8 +383,7 @@ fn a_story_whose_dependency_did_not_land_is_not_worked_and_is_named() {
   ]
 }
 "#;
-    let scenario =
-        queue_project("backlog-held-back", client, "# Plan\n", json!({})).file("prd.json", prd);
+    let scenario = backlog_project("backlog-held-back").file("prd.json", prd);
     scenario.git(&["add", "-A"]);
     scenario.git(&["commit", "-q", "-m", "the prd"]);
     let scenario = scenario.args(&["--queue", "prd:prd.json", "--workers", "2"]);
@@ -426,13 +413,11 @@ fn a_story_whose_dependency_did_not_land_is_not_worked_and_is_named() {
 
 #[test]
 fn a_dependency_cycle_is_refused_before_any_item_is_claimed() {
-    let client = ClientVersion::V2_1_330;
     let cyclic = PRD_JSON.replace(
         "\"priority\": 3,",
         "\"priority\": 3,\n      \"dependencies\": [\"US-003\"],",
     );
-    let scenario =
-        queue_project("backlog-cycle", client, "# Plan\n", json!({})).file("prd.json", &cyclic);
+    let scenario = backlog_project("backlog-cycle").file("prd.json", &cyclic);
     scenario.git(&["add", "-A"]);
     scenario.git(&["commit", "-q", "-m", "the prd"]);
     let scenario = scenario.args(&["--queue", "prd:prd.json", "--workers", "2"]);

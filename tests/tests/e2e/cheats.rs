@@ -33,7 +33,7 @@ fn project(name: &str) -> TempProject {
     project.write("tests/test_calc.py", TESTS);
     project.write(".gitignore", "__pycache__/\n");
     project.commit_all("calc with a failing test");
-    project.ctl(&["init", "--yes"], &[]).assert_code(0);
+    project.ctl_exits(&["init", "--yes"], 0);
     project.write_prompt(TEST_TASK);
     project
 }

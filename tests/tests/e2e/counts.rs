@@ -69,8 +69,7 @@ fn a_session_loop_reports_what_the_client_spent(client: ClientVersion) {
     assert_same_dollars(cost, costs[0], "the state");
     // A loop under a dollar is shown to four places, not as $0.00.
     let shown = format!("${cost:.4}");
-    let status = scenario.ctl(&["status"], &[]);
-    status.assert_code(0);
+    let status = scenario.ctl_exits(&["status"], 0);
     let cost_line = |l: &&str| l.trim_start().starts_with("cost:") && l.ends_with(&shown);
     assert!(
         status.stdout.lines().any(|l| cost_line(&l)),

@@ -134,18 +134,12 @@ fn a_headless_loop_shows_progress_and_keeps_to_its_cap(client: ClientVersion) {
         "no raw JSON on stdout:\n{}",
         run.stdout
     );
-    let says = run
-        .stdout
-        .lines()
-        .filter(|l| l.contains("says: Still working"))
-        .count();
-    let calls = run
-        .stdout
-        .lines()
-        .filter(|l| l.contains("→ Bash: echo step >> work.log"))
-        .count();
+    let lines_with = |needle: &str| run.stdout.lines().filter(|l| l.contains(needle)).count();
     assert_eq!(
-        (says, calls),
+        (
+            lines_with("says: Still working"),
+            lines_with("→ Bash: echo step >> work.log")
+        ),
         (3, 3),
         "one line per message and call:\n{}",
         run.stdout

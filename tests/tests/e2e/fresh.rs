@@ -120,11 +120,8 @@ fn a_dry_run_starts_no_client_and_changes_nothing(client: ClientVersion) {
 fn sigint_to_the_driver_ends_a_fresh_loop_and_leaves_no_client(client: ClientVersion) {
     let scenario = fresh("fresh-sigint", client)
         .env("RALPH_MAX_ITERATIONS", "1000")
-        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
-    let api = MockApi::start(|turn, _| {
-        thread::sleep(Duration::from_millis(200));
-        Reply::text(format!("Working {turn}."))
-    });
+        .without_breaker();
+    let api = MockApi::start(script::working(Duration::from_millis(200)));
     let mut launcher = scenario.start_until(&api, 2);
     let group = launcher.id();
     let started = Instant::now();
@@ -148,10 +145,7 @@ fn a_worktree_loop_resumed_as_printed_goes_on_in_worktrees(client: ClientVersion
     // `ralph-ctl run --resume`, which, run as printed, goes on with each
     // iteration in a worktree of its own.
     let scenario = Scenario::new("fresh-worktree-resume", client).fresh(&["--worktree"]);
-    let api = MockApi::start(|turn, _| {
-        thread::sleep(Duration::from_millis(200));
-        Reply::text(format!("Working {turn}."))
-    });
+    let api = MockApi::start(script::working(Duration::from_millis(200)));
     let mut launcher = scenario.start_until(&api, 2);
     let second = || {
         std::fs::read_dir(scenario.path(".claude/worktrees"))

@@ -31,8 +31,7 @@ fn installed(name: &str, files: &[(&str, &str)]) -> (TempProject, Run) {
         project.write(file, text);
     }
     project.commit_all("calc");
-    let init = project.ctl(&["init", "--yes"], &[]);
-    init.assert_code(0);
+    let init = project.ctl_exits(&["init", "--yes"], 0);
     (project, init)
 }
 
@@ -772,7 +771,7 @@ fn an_earlier_complete_record_put_back_is_stale_not_complete(client: ClientVersi
     assert_eq!(report.code, Some(1), "{report:?}");
     assert!(report.stderr.contains("is stale"), "{report:?}");
     // A reset starts over, and the next loop's record is believed again.
-    scenario.ctl(&["reset"], &[]).assert_code(0);
+    scenario.ctl_exits(&["reset"], 0);
     let again = MockApi::start(script::signal_at(0));
     scenario.run(&again).ended(0, "complete");
 }

@@ -242,9 +242,7 @@ fn errors_and_excerpts_belong_to_their_own_iteration(client: ClientVersion) {
         "iteration 1 had no error; {why}"
     );
     assert!(
-        history[1]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("missing-input.txt")),
+        ralph_tests::json_text_has(&history[1]["error"], "missing-input.txt"),
         "iteration 2's failing command is its error; {why}"
     );
     assert!(

@@ -190,12 +190,9 @@ fn a_queue_items_commondir_keeps_it_from_landing_and_signs_nothing(client: Clien
     assert_eq!(items.len(), 1, "{items:?}");
     let item = items.values().next().unwrap();
     assert_eq!(item["status"], "needs-review", "{item}");
-    let why = item["why"].as_str().unwrap();
-    assert!(
-        why.contains(".git/worktrees/item-")
-            && why.contains("/commondir")
-            && why.contains("evil-git"),
-        "{why}"
+    ralph_tests::assert_has_all(
+        item["why"].as_str().unwrap(),
+        &[".git/worktrees/item-", "/commondir", "evil-git"],
     );
     assert!(
         stderr.contains("ralph: git: .git/worktrees/item-"),

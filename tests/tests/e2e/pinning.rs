@@ -84,8 +84,7 @@ fn assert_not_obeyed(scenario: &Scenario, outcome: &Outcome, agent: &str, marker
     assert_eq!(outcome.state["pinned"]["config"], FAILING, "{outcome:?}");
     let shown = ".claude/ralph/config.json changed since the loop started; not obeyed. `ralph-ctl reload` adopts it";
     scenario
-        .ctl(&["status"], &[])
-        .assert_code(0)
+        .ctl_exits(&["status"], 0)
         .assert_stdout_has(&[shown]);
     let log = scenario.audit_log();
     let changed = log.matches(r#""event":"config_changed""#).count();

@@ -416,10 +416,7 @@ impl Prepared {
     /// The project's check (config.json's first verify command) run
     /// plainly, as its user would run it by hand: no walls.
     fn plain_check(&self, dir: &Path) -> Run {
-        let config: Value = serde_json::from_slice(
-            &std::fs::read(self.scenario.path(".claude/ralph/config.json")).unwrap(),
-        )
-        .unwrap();
+        let config = self.scenario.config();
         let check = config["verify"][0]["command"].as_str().unwrap().to_string();
         let started = Instant::now();
         let run = run_as(
@@ -736,26 +733,20 @@ fn stops_when_the_check_cannot_run(uid: Option<u32>) {
     );
 }
 
-#[test]
-fn attrs_loop_as_root() {
-    loop_on(&ATTRS, None, false);
-}
-
-#[test]
-#[ignore = "full corpus matrix: tests/run.sh --all"]
-fn attrs_queue_as_root() {
-    queue_on(&ATTRS, None);
-}
-
-#[test]
-fn attrs_queue_as_nobody() {
-    queue_on(&ATTRS, unprivileged());
-}
-
-#[test]
-#[ignore = "full corpus matrix: tests/run.sh --all"]
-fn toolz_loop_as_root() {
-    loop_on(&TOOLZ, None, false);
+/// The tests of the corpus, one a line: `name => call;` is
+/// `#[test] fn name() { call; }`, each its own test under its own name
+/// (CI filters and the docs name them), with the attributes written before
+/// it (`#[ignore = …]`).
+macro_rules! real_tests {
+    ($($(#[$meta:meta])* $name:ident => $body:expr;)*) => {
+        $(
+            #[test]
+            $(#[$meta])*
+            fn $name() {
+                $body;
+            }
+        )*
+    };
 }
 
 /// toolz under Landlock's walls: its one test that takes a
@@ -767,75 +758,39 @@ const TOOLZ_UNDER_LANDLOCK: Real = Real {
     ..TOOLZ
 };
 
-#[test]
-fn toolz_loop_under_landlock() {
+/// A loop on `real` under Landlock's walls, bubblewrap hidden: as root only
+/// (hiding bubblewrap needs a mount namespace); skipped, and says so, else.
+fn loop_under_landlock(real: &Real) {
     if !is_root() {
         eprintln!("skipped: not root (hiding bubblewrap needs a mount namespace)");
         return;
     }
-    loop_on(&TOOLZ_UNDER_LANDLOCK, None, true);
+    loop_on(real, None, true);
 }
 
-#[test]
-fn toolz_queue_as_root() {
-    queue_on(&TOOLZ, None);
-}
-
-#[test]
-fn toolz_start_stops_when_pytest_is_only_in_the_inactive_venv() {
-    stops_when_the_check_cannot_run(None);
-}
-
-#[test]
-fn bytes_loop_as_root() {
-    loop_on(&BYTES, None, false);
-}
-
-#[test]
-#[ignore = "full corpus matrix: tests/run.sh --all"]
-fn bytes_queue_as_root() {
-    queue_on(&BYTES, None);
-}
-
-#[test]
-fn bytes_queue_as_nobody() {
-    queue_on(&BYTES, unprivileged());
-}
-
-#[test]
-#[ignore = "full corpus matrix: tests/run.sh --all"]
-fn signal_hook_registry_loop_as_root() {
-    loop_on(&SIGNAL_HOOK_REGISTRY, None, false);
-}
-
-#[test]
-fn signal_hook_registry_loop_under_landlock() {
-    if !is_root() {
-        eprintln!("skipped: not root (hiding bubblewrap needs a mount namespace)");
-        return;
-    }
-    loop_on(&SIGNAL_HOOK_REGISTRY, None, true);
-}
-
-#[test]
-fn signal_hook_registry_queue_as_root() {
-    queue_on(&SIGNAL_HOOK_REGISTRY, None);
-}
-
-#[test]
-#[ignore = "full corpus matrix: tests/run.sh --all"]
-fn go_difflib_loop_as_root() {
-    loop_on(&GO_DIFFLIB, None, false);
-}
-
-#[test]
-fn go_difflib_loop_as_nobody() {
-    loop_on(&GO_DIFFLIB, unprivileged(), false);
-}
-
-#[test]
-fn go_difflib_queue_as_root() {
-    queue_on(&GO_DIFFLIB, None);
+real_tests! {
+    attrs_loop_as_root => loop_on(&ATTRS, None, false);
+    #[ignore = "full corpus matrix: tests/run.sh --all"]
+    attrs_queue_as_root => queue_on(&ATTRS, None);
+    attrs_queue_as_nobody => queue_on(&ATTRS, unprivileged());
+    #[ignore = "full corpus matrix: tests/run.sh --all"]
+    toolz_loop_as_root => loop_on(&TOOLZ, None, false);
+    toolz_loop_under_landlock => loop_under_landlock(&TOOLZ_UNDER_LANDLOCK);
+    toolz_queue_as_root => queue_on(&TOOLZ, None);
+    toolz_start_stops_when_pytest_is_only_in_the_inactive_venv =>
+        stops_when_the_check_cannot_run(None);
+    bytes_loop_as_root => loop_on(&BYTES, None, false);
+    #[ignore = "full corpus matrix: tests/run.sh --all"]
+    bytes_queue_as_root => queue_on(&BYTES, None);
+    bytes_queue_as_nobody => queue_on(&BYTES, unprivileged());
+    #[ignore = "full corpus matrix: tests/run.sh --all"]
+    signal_hook_registry_loop_as_root => loop_on(&SIGNAL_HOOK_REGISTRY, None, false);
+    signal_hook_registry_loop_under_landlock => loop_under_landlock(&SIGNAL_HOOK_REGISTRY);
+    signal_hook_registry_queue_as_root => queue_on(&SIGNAL_HOOK_REGISTRY, None);
+    #[ignore = "full corpus matrix: tests/run.sh --all"]
+    go_difflib_loop_as_root => loop_on(&GO_DIFFLIB, None, false);
+    go_difflib_loop_as_nobody => loop_on(&GO_DIFFLIB, unprivileged(), false);
+    go_difflib_queue_as_root => queue_on(&GO_DIFFLIB, None);
 }
 
 /// The unprivileged user as root, or this user (`None`) as anyone else.

@@ -29,8 +29,7 @@ fn the_report_of_a_finished_loop_is_one_page_with_its_charts() {
     assert_eq!(project.status_json()["iteration"], 3);
 
     let page_path = project.path("ralph-report.html");
-    let report = project.ctl(&["report", "--html", page_path.to_str().unwrap()], &[]);
-    report.assert_code(0);
+    project.ctl_exits(&["report", "--html", page_path.to_str().unwrap()], 0);
     let page = std::fs::read_to_string(&page_path).unwrap();
     assert!(
         page.contains("<svg id=\"tokens-chart\"") && page.contains("<svg id=\"breaker-chart\"")
@@ -101,9 +100,7 @@ fn iteration_of(body: &Value) -> Option<u32> {
 /// The project's report, written and read back.
 fn report_of(project: &TempProject) -> String {
     let path = project.path("ralph-report.html");
-    project
-        .ctl(&["report", "--html", path.to_str().unwrap()], &[])
-        .assert_code(0);
+    project.ctl_exits(&["report", "--html", path.to_str().unwrap()], 0);
     std::fs::read_to_string(&path).unwrap()
 }
 
@@ -213,8 +210,8 @@ fn a_note_a_cancelled_loop_never_took_is_said_undelivered() {
         Reply::text("Looked around; more to do.")
     });
     let mut launcher = scenario.start_until(&api, 1);
-    scenario.ctl(&["say", NOTE], &[]).assert_code(0);
-    scenario.ctl(&["cancel"], &[]).assert_code(0);
+    scenario.ctl_exits(&["say", NOTE], 0);
+    scenario.ctl_exits(&["cancel"], 0);
     go.set();
     exits_with(&mut launcher, 22);
     let state = scenario.status_json();

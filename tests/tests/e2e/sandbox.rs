@@ -24,7 +24,7 @@ fn python_project(name: &str) -> TempProject {
     let project = TempProject::new(name);
     project.write("test_math.py", "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n");
     project.commit_all("a test");
-    project.ctl(&["init", "--yes"], &[]).assert_code(0);
+    project.ctl_exits(&["init", "--yes"], 0);
     project.write_prompt(TEST_TASK);
     project
 }
@@ -325,7 +325,7 @@ fn a_protected_test_is_read_only_and_a_new_one_can_be_added(client: ClientVersio
     let test = "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n";
     project.write("tests/test_math.py", test);
     project.commit_all("a test");
-    project.ctl(&["init", "--yes"], &[]).assert_code(0);
+    project.ctl_exits(&["init", "--yes"], 0);
     project.write_prompt(TEST_TASK);
     let config = project.read(".claude/ralph/config.json");
     assert!(

@@ -115,13 +115,10 @@ fn second_session_during_a_running_loop_is_let_through(client: ClientVersion) {
     // Its agent only talks while it waits: the breaker kept out of it.
     let scenario = Scenario::new("second-during", client)
         .env("RALPH_MAX_ITERATIONS", "1000")
-        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
+        .without_breaker();
     // The loop keeps working until the second session is over, then completes.
     let second_done = Flag::default();
-    let working = |turn, _: &_| {
-        thread::sleep(Duration::from_millis(100));
-        Reply::text(format!("Working {turn}."))
-    };
+    let working = script::working(Duration::from_millis(100));
     let done = |_| Reply::text(format!("Done.\n{SIGNAL}"));
     let api = MockApi::start(second_done.script(working, done));
     let mut launcher = scenario.start_until(&api, 2);
@@ -245,15 +242,13 @@ fn client_killed_mid_loop_is_resumed_per_policy(client: ClientVersion) {
     // its end; only a signal to the launcher interrupts a loop.
     let scenario = Scenario::new("killed", client)
         .env("RALPH_RESUME_BACKOFF_SECONDS", "1")
-        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
+        .without_breaker();
     let killed = Flag::default();
-    let api = MockApi::start(killed.script(
-        |turn, _| {
-            thread::sleep(Duration::from_millis(200));
-            Reply::text(format!("Working {turn}."))
-        },
-        |_| Reply::text(format!("Picked up again. Done.\n{SIGNAL}")),
-    ));
+    let api = MockApi::start(
+        killed.script(script::working(Duration::from_millis(200)), |_| {
+            Reply::text(format!("Picked up again. Done.\n{SIGNAL}"))
+        }),
+    );
     let mut launcher = scenario.start_until(&api, 3);
     let client_pid = child_of(launcher.id()).expect("the launcher runs the client");
     killed.set();
@@ -316,7 +311,7 @@ fn stalled_loop_opens_the_breaker_and_blocks_the_next_start(client: ClientVersio
     refused
         .run
         .assert_stderr_has(&["circuit breaker is open", "ralph-ctl reset"]);
-    scenario.ctl(&["reset"], &[]).assert_code(0);
+    scenario.ctl_exits(&["reset"], 0);
     let api = MockApi::start(|_, _| Reply::text(format!("Fixed it.\n{SIGNAL}")));
     scenario.run(&api).ended(0, "complete");
 }
@@ -633,16 +628,13 @@ fn prompt_near_its_size_limit_runs_a_headless_loop(client: ClientVersion) {
 fn sigterm_to_the_launcher_mid_loop_is_recorded_and_leaves_no_client(client: ClientVersion) {
     let scenario = Scenario::new("sigterm", client)
         .env("RALPH_MAX_ITERATIONS", "1000")
-        .env("CB_NO_PROGRESS_THRESHOLD", "1000");
+        .without_breaker();
     // SIGHUP is what a closing terminal sends; the driver handles it the same way.
     for (signal, name, code) in [
         (libc::SIGTERM, "SIGTERM", 143),
         (libc::SIGHUP, "SIGHUP", 129),
     ] {
-        let api = MockApi::start(|turn, _| {
-            thread::sleep(Duration::from_millis(200));
-            Reply::text(format!("Working {turn}."))
-        });
+        let api = MockApi::start(script::working(Duration::from_millis(200)));
         let mut cmd = scenario.command(&api);
         cmd.stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -787,9 +779,7 @@ fn interactive_loop_in_a_terminal(client: ClientVersion) {
         .cloned()
         .unwrap_or_default();
     assert!(
-        last["excerpt"]
-            .as_str()
-            .is_some_and(|e| e.contains("All steps done")),
+        ralph_tests::json_text_has(&last["excerpt"], "All steps done"),
         "the ending stop saw the claim: {state:#}"
     );
     let screen = ralph_tests::interactive::strip_control(out.as_bytes());
@@ -945,9 +935,7 @@ fn not_reported_complete(outcome: &ralph_tests::scenario::Outcome) {
     );
     assert!(outcome.state["status"].is_null(), "{outcome:?}");
     assert!(
-        outcome.state["error"]
-            .as_str()
-            .is_some_and(|e| e.contains(NOT_RALPHS)),
+        ralph_tests::json_text_has(&outcome.state["error"], NOT_RALPHS),
         "{outcome:?}"
     );
 }
@@ -1145,8 +1133,7 @@ fn failing_tests_never_complete_a_loop_after_init_with_its_defaults(client: Clie
     // command the completion check. The agent cannot fix the bug and claims
     // done every time: the loop must never end `complete`.
     let project = TempProject::python_with_a_failing_test("failing-tests");
-    let init = project.ctl(&["init", "--yes"], &[]);
-    init.assert_code(0);
+    let init = project.ctl_exits(&["init", "--yes"], 0);
     init.assert_stdout_has(&["Completion check: `python3 -m unittest`"]);
     let scenario = Scenario::around(project, client)
         .prompt("Fix add() in calc.py so that the tests pass.\n")
@@ -1289,8 +1276,7 @@ fn the_agents_terminal_escapes_are_shown_never_obeyed(client: ClientVersion) {
         outcome.run.stdout.contains(r"\x1b[8mhidden words\x1b[0m"),
         "{launcher}"
     );
-    let status = scenario.ctl(&["status"], &[]);
-    status.assert_code(0);
+    let status = scenario.ctl_exits(&["status"], 0);
     assert_eq!(
         raw_controls(&status.stdout),
         [],

@@ -48,14 +48,12 @@ fn project_with_pytest_in_a_venv(name: &str) -> TempProject {
     let site = format!(".venv/lib/{}/site-packages/pytest", version.stdout.trim());
     project.write(format!("{site}/__init__.py"), "");
     project.write(format!("{site}/__main__.py"), PYTEST_MAIN);
-    let init = project.ctl(&["init", "--yes"], &[]);
-    init.assert_code(0);
+    let init = project.ctl_exits(&["init", "--yes"], 0);
     init.assert_stdout_has(&[
         "Completion check: `.venv/bin/python -m pytest` (from the project's pytest configuration; \
          pytest is installed in .venv, which is not the active Python)",
     ]);
-    let by_hand = project.ctl(&["init", "--verify", "python3 -m pytest"], &[]);
-    by_hand.assert_code(0);
+    let by_hand = project.ctl_exits(&["init", "--verify", "python3 -m pytest"], 0);
     by_hand.assert_stdout_has(&["Completion check: `python3 -m pytest`"]);
     project.write_prompt(TEST_TASK);
     project
@@ -105,8 +103,7 @@ fn a_check_that_cannot_run_stops_the_start() {
         run.assert_code(3);
         run.assert_stderr_has(&CANNOT_RUN);
     }
-    let plugin = scenario.ctl(&["loop-start", "--session", "s-1", "Fix the tests."], &[]);
-    plugin.assert_code(3);
+    let plugin = scenario.ctl_exits(&["loop-start", "--session", "s-1", "Fix the tests."], 3);
     plugin.assert_stdout_has(&[
         "The Ralph loop was NOT started",
         CANNOT_RUN[0],
@@ -139,7 +136,7 @@ fn a_check_that_cannot_run_stops_the_start() {
     );
     started.assert_code(0);
     started.assert_stderr_has(&["starting anyway (--check-may-not-run)"]);
-    scenario.ctl(&["cancel"], &[]).assert_code(0);
+    scenario.ctl_exits(&["cancel"], 0);
     // With the flag the launcher starts the loop, and says so: its claim is
     // rejected, the check still cannot run.
     let anyway = scenario.run_with(
@@ -299,7 +296,7 @@ fn every_failing_unittest_header_reaches_the_agent() {
         "def table():\n    return '\\n'.join(str(i) for i in range(40))\n",
     );
     project.write("test_table.py", LONG_FAILURE);
-    project.ctl(&["init", "--yes"], &[]).assert_code(0);
+    project.ctl_exits(&["init", "--yes"], 0);
     project.write_prompt(TEST_TASK);
     let api = MockApi::start(|turn, _| match turn {
         0 | 2 => Reply::text(format!("Done.\n{SIGNAL}")),
@@ -321,7 +318,7 @@ fn the_advice_on_a_refused_call_fits_a_sandboxed_run() {
     let project = TempProject::new("sandboxed-advice");
     project.write("test_math.py", "import unittest\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(1 + 1, 2)\n");
     project.commit_all("a test");
-    project.ctl(&["init", "--yes"], &[]).assert_code(0);
+    project.ctl_exits(&["init", "--yes"], 0);
     project.write_prompt(TEST_TASK);
     // A compound command the sandboxed client still asks approval for,
     // every iteration: the breaker opens on the refusals.

@@ -627,9 +627,7 @@ fn sigint_to_the_launcher_alone_interrupts_a_headless_session(client: ClientVers
     let state = scenario.status_json();
     assert_eq!(state["status"], "interrupted", "{state:#}\n{err}");
     assert!(
-        state["endedBecause"]
-            .as_str()
-            .is_some_and(|w| w.contains("Ctrl-C (SIGINT)")),
+        ralph_tests::json_text_has(&state["endedBecause"], "Ctrl-C (SIGINT)"),
         "{state:#}"
     );
 }
